@@ -1,0 +1,120 @@
+"""One cancellation signal for a run: the provider call, every tool and every wait listen to it.
+
+``CancelSignal`` is the asyncio counterpart of an AbortSignal. ``cancel(reason)`` may be called
+from the event loop or, through :meth:`cancel_threadsafe`, from any thread. A child signal (for a
+sub-agent or a tool's own work) is cancelled when its parent is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tether.errors import RunCancelled
+
+__all__ = ["CancelSignal"]
+
+T = TypeVar("T")
+
+
+class CancelSignal:
+    def __init__(self, parent: CancelSignal | None = None) -> None:
+        self._reason: str | None = None
+        self._futures: list[asyncio.Future[None]] = []
+        self._callbacks: list[Callable[[str], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if parent is not None:
+            if parent.cancelled:
+                self._reason = parent.reason
+            else:
+                parent.add_callback(self.cancel)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Fire the signal. Later calls keep the first reason."""
+        if self._reason is not None:
+            return
+        self._reason = reason
+        for fut in self._futures:
+            if not fut.done():
+                fut.set_result(None)
+        self._futures.clear()
+        for cb in self._callbacks:
+            cb(reason)
+
+    def cancel_threadsafe(self, reason: str = "cancelled") -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self.cancel, reason)
+        else:
+            self.cancel(reason)
+
+    def add_callback(self, callback: Callable[[str], None]) -> None:
+        self._callbacks.append(callback)
+
+    def remove_callback(self, callback: Callable[[str], None]) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def raise_if_cancelled(self) -> None:
+        if self._reason is not None:
+            raise RunCancelled(self._reason)
+
+    def _future(self) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        fut: asyncio.Future[None] = loop.create_future()
+        if self._reason is not None:
+            fut.set_result(None)
+        else:
+            self._futures.append(fut)
+        return fut
+
+    async def wait(self) -> str:
+        """Wait until the signal fires; return its reason."""
+        await self._future()
+        assert self._reason is not None
+        return self._reason
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep, or raise :class:`RunCancelled` as soon as the signal fires."""
+        self.raise_if_cancelled()
+        fut = self._future()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout=seconds)
+        except TimeoutError:
+            self._discard(fut)
+            return
+        self.raise_if_cancelled()
+
+    async def race(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` unless the signal fires first; then cancel it and raise."""
+        self.raise_if_cancelled()
+        task = asyncio.ensure_future(awaitable)
+        fut = self._future()
+        try:
+            await asyncio.wait((task, fut), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._discard(fut)
+        if task.done():
+            return task.result()
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001 - the task's end is not the caller's concern now
+            pass
+        raise RunCancelled(self._reason or "cancelled")
+
+    def _discard(self, fut: asyncio.Future[None]) -> None:
+        if fut in self._futures:
+            self._futures.remove(fut)

@@ -1,0 +1,197 @@
+"""The event vocabulary: one tagged union for the stream a caller iterates and for the trace.
+
+Every event carries ``run_id`` (law 8). ``to_trace`` gives the JSON line the trace stores; the
+deltas are streamed but not traced, and ``done`` is traced as ``run_stopped``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.status import RunResult
+from tether.usage import Usage
+
+__all__ = [
+    "ApprovalRequired",
+    "Compaction",
+    "Done",
+    "Event",
+    "Fallback",
+    "Guardrail",
+    "ReasoningDelta",
+    "Retry",
+    "TextDelta",
+    "ToolProgress",
+    "ToolResultEvent",
+    "ToolStart",
+    "Turn",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    run_id: str
+    text: str
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    run_id: str
+    text: str
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(slots=True, frozen=True)
+class Turn:
+    """One model call finished: its tokens, the run's cost so far, why the model stopped."""
+
+    run_id: str
+    turn: int
+    model: str
+    usage: Usage
+    cost_usd: float  # cumulative for the run
+    finish_reason: str | None
+    max_tokens: int | None = None  # what the call was allowed, after budget capping
+    type: Literal["turn"] = "turn"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolStart:
+    run_id: str
+    call_id: str
+    tool_name: str
+    args: str
+    type: Literal["tool_start"] = "tool_start"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolProgress:
+    run_id: str
+    call_id: str
+    tool_name: str
+    label: str
+    type: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolResultEvent:
+    run_id: str
+    call_id: str
+    tool_name: str
+    ok: bool
+    ms: float
+    status: str = "ok"  # ok | error | cached | rejected | interrupted
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(slots=True, frozen=True)
+class ApprovalRequired:
+    run_id: str
+    call_id: str
+    tool_name: str
+    args: str
+    reason: str = "approval"  # or "outcome_unknown"
+    type: Literal["approval_required"] = "approval_required"
+
+
+@dataclass(slots=True, frozen=True)
+class Compaction:
+    run_id: str
+    tokens_before: int
+    tokens_after: int
+    type: Literal["compaction"] = "compaction"
+
+
+@dataclass(slots=True, frozen=True)
+class Retry:
+    run_id: str
+    attempt: int
+    reason: str
+    wait_s: float
+    type: Literal["retry"] = "retry"
+
+
+@dataclass(slots=True, frozen=True)
+class Fallback:
+    run_id: str
+    from_model: str
+    to_model: str
+    reason: str
+    type: Literal["fallback"] = "fallback"
+
+
+@dataclass(slots=True, frozen=True)
+class Guardrail:
+    run_id: str
+    decision: str
+    rationale: str
+    score: float | None = None
+    type: Literal["guardrail"] = "guardrail"
+
+
+@dataclass(slots=True, frozen=True)
+class Done:
+    """The last event of every stream; ``result`` says which of the five exits the run took."""
+
+    run_id: str
+    result: RunResult
+    type: Literal["done"] = "done"
+
+
+Event = (
+    TextDelta
+    | ReasoningDelta
+    | Turn
+    | ToolStart
+    | ToolProgress
+    | ToolResultEvent
+    | ApprovalRequired
+    | Compaction
+    | Retry
+    | Fallback
+    | Guardrail
+    | Done
+)
+
+_NOT_TRACED = frozenset({"text_delta", "reasoning_delta"})
+
+
+def to_trace(event: Event) -> dict[str, Any] | None:
+    """The trace line for ``event`` (camel-case ``runId`` first), or None for deltas."""
+    if event.type in _NOT_TRACED:
+        return None
+    line: dict[str, Any] = {"runId": event.run_id}
+    if isinstance(event, Done):
+        r = event.result
+        line.update(
+            type="run_stopped",
+            status=r.status,
+            reason=r.reason,
+            interruption=r.interruption.model_dump() if r.interruption else None,
+            turns=r.turns,
+            prompt_tokens=r.usage.prompt_tokens,
+            completion_tokens=r.usage.completion_tokens,
+            costUsd=round(r.cost_usd, 8),
+        )
+        return line
+    if isinstance(event, Turn):
+        line.update(
+            type="turn",
+            turn=event.turn,
+            model=event.model,
+            prompt_tokens=event.usage.prompt_tokens,
+            completion_tokens=event.usage.completion_tokens,
+            total_tokens=event.usage.total_tokens,
+            cached_tokens=event.usage.cached_tokens,
+            usage_estimated=event.usage.estimated,
+            costUsd=round(event.cost_usd, 8),
+            finish=event.finish_reason,
+            max_tokens=event.max_tokens,
+        )
+        return line
+    for name in event.__slots__:  # type: ignore[union-attr]
+        if name != "run_id":
+            line[name] = getattr(event, name)
+    return line

@@ -1,0 +1,88 @@
+"""An agent: a model, instructions, tools and the limits that govern its runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.harness.state import Step
+from tether.providers.base import Provider
+from tether.status import RunStatus
+from tether.usage import Price
+
+__all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_tool_call", "step_count_is"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """What a stop condition returns to end the run with a given exit and reason."""
+
+    status: RunStatus = "completed"
+    reason: str = "a stop condition was met"
+
+
+# Called before every model call with the steps so far; True (→ completed) or a Stop ends the run.
+StopCondition = Callable[[Sequence[Step]], "bool | Stop | None"]
+
+
+def step_count_is(n: int) -> StopCondition:
+    def condition(done: Sequence[Step]) -> Stop | None:
+        if len(done) >= n:
+            return Stop("max_turns_exceeded", f"step count reached {n}")
+        return None
+
+    return condition
+
+
+def has_tool_call(name: str) -> StopCondition:
+    def condition(done: Sequence[Step]) -> Stop | None:
+        if done and any(c.name == name for c in done[-1].message.tool_calls):
+            return Stop("completed", f"the model called {name}")
+        return None
+
+    return condition
+
+
+def default_tool_error_text(tool_name: str, error: BaseException) -> str:
+    """Say what happened and what to try: the model reads this, so it is written for a reader."""
+    detail = str(error) or type(error).__name__
+    return (
+        f"Error: the tool {tool_name} failed: {detail}\n"
+        "Read the message above: fix the arguments if they were wrong, or try another way. "
+        "If the same call keeps failing for the same reason, stop retrying it and tell the user."
+    )
+
+
+@dataclass
+class Agent:
+    """What to run. ``model`` is a model string (``openai/gpt-4.1-mini``, ``scripted/plan``)
+    or a :class:`~tether.providers.Provider` instance (e.g. ``FunctionModel``)."""
+
+    model: str | Provider
+    instructions: str = ""
+    tools: Sequence[Any] = ()
+    cwd: Path | str | None = None
+    max_turns: int | None = 50
+    max_budget_usd: float | None = None
+    stop_when: Sequence[StopCondition] = ()
+    max_tokens: int = 4096
+    # Below this many affordable output tokens a call is not worth making: budget_exceeded.
+    min_output_tokens: int = 128
+    tool_error_text: Callable[[str, BaseException], str] = default_tool_error_text
+    tool_errors_are_fatal: bool = False
+    dedupe_read_only: bool = True
+    stream: bool = True
+    price: Price | None = None  # overrides the catalog for this agent's model
+    prices: dict[str, Price] = field(default_factory=dict)  # config-file overrides by model string
+
+    def tool_map(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for t in self.tools:
+            if t.name in out:
+                from tether.errors import ConfigError
+
+                raise ConfigError(f"two tools are named {t.name!r}; tool names must be unique")
+            out[t.name] = t
+        return out

@@ -1,0 +1,90 @@
+"""What one invocation of the loop works with: the agent, the state, the resolved model, the
+signal, persistence, and the read-only result cache (rebuilt from the transcript)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tether.cancel import CancelSignal
+from tether.harness.agent import Agent
+from tether.harness.limits import Halt
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, ToolMessage, canonical_arguments
+from tether.providers.base import Provider, ToolDefinition
+from tether.usage import Price
+
+__all__ = ["RunContext", "StateStore", "Tracer"]
+
+
+class StateStore(Protocol):
+    def save(self, state: RunState) -> None: ...
+
+
+class Tracer(Protocol):
+    def write(self, event: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class RunContext:
+    agent: Agent
+    state: RunState
+    provider: Provider
+    model_id: str
+    model_name: str
+    price: Price | None
+    signal: CancelSignal
+    cwd: Path
+    tools: dict[str, Any]
+    store: StateStore | None = None
+    halt: Halt | None = None
+    tool_defs: tuple[ToolDefinition, ...] = ()
+    fixed_tokens: int = 0
+    # (tool name, canonical arguments) → the earlier ok result of a read-only call
+    read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
+
+    def persist(self) -> None:
+        if self.store is not None:
+            self.store.save(self.state)
+
+    def stop(self, halt: Halt) -> None:
+        self.halt = halt
+
+    def rebuild_read_cache(self) -> None:
+        """Derive the read-only cache from the transcript; a successful write empties it."""
+        self.read_cache.clear()
+        calls: dict[str, tuple[str, str]] = {}
+        for m in self.state.messages:
+            if isinstance(m, AssistantMessage):
+                for c in m.tool_calls:
+                    canon = canonical_arguments(c.arguments)
+                    if canon is not None:
+                        calls[c.id] = (c.name, canon)
+            elif isinstance(m, ToolMessage):
+                self.remember(m, calls.get(m.call_id))
+
+    def remember(self, result: ToolMessage, key: tuple[str, str] | None) -> None:
+        tool = self.tools.get(result.name)
+        if tool is None or result.status not in ("ok", "cached"):
+            return
+        if not tool.read_only:
+            self.read_cache.clear()  # a write may change what any earlier read returned
+        elif key is not None and result.status == "ok":
+            self.read_cache[key] = result
+
+
+def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:
+    return tuple(ToolDefinition(t.name, t.description, t.input_schema) for t in tools.values())
+
+
+def fixed_prompt_tokens(system: str, defs: tuple[ToolDefinition, ...]) -> int:
+    from tether.tokens import count_tokens
+
+    tools_json = json.dumps(
+        [{"name": d.name, "description": d.description, "parameters": d.input_schema} for d in defs]
+    )
+    return 16 + count_tokens(system) + count_tokens(tools_json) + 16 * len(defs)

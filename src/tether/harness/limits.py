@@ -1,0 +1,107 @@
+"""Limits checked before every model call (law 6): turns, stop conditions, and the budget.
+
+The budget check is about the call about to be made, not the calls already made: the call is
+allowed only as many output tokens as the remaining budget can pay for after its estimated
+prompt, so a run never ends above its budget. The prompt estimate starts from the provider's own
+count for the previous call and adds the messages since, so it costs O(new messages) per turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.errors import ConfigError
+from tether.harness.agent import Agent, Stop
+from tether.harness.state import RunState, steps
+from tether.messages import AssistantMessage, ImagePart, Message, ToolMessage, UserMessage
+from tether.status import Interruption, MaxBudgetInterruption, MaxTurnsInterruption, RunStatus
+from tether.tokens import count_tokens
+from tether.usage import Price
+
+__all__ = ["CallPlan", "Halt", "estimate_prompt_tokens", "plan_call"]
+
+_PER_MESSAGE = 8
+_PER_IMAGE = 1500
+_SAFETY = 1.02
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    status: RunStatus
+    reason: str
+    interruption: Interruption | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    max_tokens: int
+    prompt_estimate: int
+
+
+def _message_tokens(m: Message) -> int:
+    total = _PER_MESSAGE
+    if isinstance(m, AssistantMessage):
+        total += count_tokens(m.text)
+        total += sum(4 + count_tokens(c.name) + count_tokens(c.arguments) for c in m.tool_calls)
+        return total
+    parts = m.content if isinstance(m, UserMessage | ToolMessage) else ()
+    for p in parts:
+        total += _PER_IMAGE if isinstance(p, ImagePart) else count_tokens(p.text)
+    return total
+
+
+def estimate_prompt_tokens(state: RunState, fixed_tokens: int) -> int:
+    """An upper-leaning estimate of the next call's prompt tokens.
+
+    ``fixed_tokens`` is the cost of what every call sends besides the messages (system prompt,
+    tool definitions); it is only used when no earlier call reported its own prompt size.
+    """
+    messages = state.messages
+    base, start = fixed_tokens, 0
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
+            base = m.usage.prompt_tokens + m.usage.completion_tokens + _PER_MESSAGE
+            start = i + 1
+            break
+    total = base + sum(_message_tokens(m) for m in messages[start:])
+    return int(total * _SAFETY) + 16
+
+
+def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: int) -> Halt | CallPlan:
+    """Decide, before asking the model, whether the run may make another call, and how big."""
+    if agent.max_turns is not None and state.turns >= agent.max_turns:
+        return Halt(
+            "max_turns_exceeded",
+            f"reached the turn limit ({agent.max_turns}) before the model finished",
+            MaxTurnsInterruption(max_turns=agent.max_turns),
+        )
+    if agent.stop_when:
+        done = steps(state.messages)
+        for condition in agent.stop_when:
+            verdict = condition(done)
+            if verdict is True:
+                return Halt("completed", f"stop condition {getattr(condition, '__name__', '')} met")
+            if isinstance(verdict, Stop):
+                return Halt(verdict.status, verdict.reason)
+    if agent.max_budget_usd is None:
+        return CallPlan(agent.max_tokens, 0)
+    if price is None:
+        raise ConfigError(
+            "max_budget_usd is set but the price of this model is unknown: add it under "
+            '[prices."provider/model"] in config.toml (input/output dollars per million tokens) '
+            "or pass Agent(price=Price(input=..., output=...))"
+        )
+    prompt = estimate_prompt_tokens(state, fixed_tokens)
+    remaining = agent.max_budget_usd - state.cost_usd
+    affordable = price.affordable_output_tokens(prompt, remaining)
+    max_tokens = min(agent.max_tokens, affordable)
+    if max_tokens < agent.min_output_tokens:
+        return Halt(
+            "budget_exceeded",
+            f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
+            f"pay for another call: ~{prompt} prompt tokens plus at least "
+            f"{agent.min_output_tokens} output tokens",
+            MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd, spent_usd=state.cost_usd),
+        )
+    return CallPlan(max_tokens, prompt)

@@ -1,0 +1,178 @@
+"""The run as data (law 2): a plain, JSON-serialisable ``RunState``, and what is derived from it.
+
+The turn index and the pending calls are computed from the transcript, never kept beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, computed_field
+
+from tether.errors import UserError
+from tether.messages import (
+    AssistantMessage,
+    Message,
+    ToolCallPart,
+    ToolMessage,
+    canonical_arguments,
+)
+from tether.status import (
+    ApprovalInterruption,
+    Interruption,
+    OutcomeUnknownInterruption,
+    RunResult,
+    RunStatus,
+)
+from tether.usage import Usage
+
+__all__ = [
+    "RunState",
+    "Step",
+    "ToolStats",
+    "approve",
+    "args_hash",
+    "new_run_id",
+    "pending_tool_calls",
+    "reject",
+    "steps",
+]
+
+
+def new_run_id() -> str:
+    return "run_" + uuid.uuid4().hex[:16]
+
+
+def args_hash(arguments: str) -> str:
+    """A hash of a call's arguments (canonical JSON when valid), binding an approval to them."""
+    canon = canonical_arguments(arguments)
+    return hashlib.sha256((canon if canon is not None else arguments).encode()).hexdigest()[:32]
+
+
+class ToolStats(BaseModel):
+    calls: int = 0
+    errors: int = 0
+    cached: int = 0
+    total_ms: float = 0.0
+
+
+class RunState(BaseModel):
+    """Everything a run is. Save it, kill the process, load it, and the run goes on."""
+
+    run_id: str = Field(default_factory=new_run_id)
+    session_id: str | None = None
+    model: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    status: RunStatus = "running"
+    interruption: Interruption | None = None
+    reason: str | None = None
+    # call id → hash of the arguments a person approved (an approval binds to both).
+    approved: dict[str, str] = Field(default_factory=dict)
+    # call id → the reason a person gave for declining ("" when none was given).
+    rejected: dict[str, str] = Field(default_factory=dict)
+    # call id → idempotency key, for side-effecting calls that started and have no result yet.
+    intents: dict[str, str] = Field(default_factory=dict)
+    tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
+    # What a command line needs to rebuild the agent on resume (cwd, limits).
+    config: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def turns(self) -> int:
+        """Model calls so far: the number of assistant messages."""
+        return sum(1 for m in self.messages if isinstance(m, AssistantMessage))
+
+    def output(self) -> str:
+        for m in reversed(self.messages):
+            if isinstance(m, AssistantMessage):
+                return m.text
+        return ""
+
+    def result(self) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            status=self.status,
+            interruption=self.interruption,
+            reason=self.reason,
+            output=self.output(),
+            turns=self.turns,
+            usage=self.usage,
+            cost_usd=self.cost_usd,
+        )
+
+
+def pending_tool_calls(state: RunState) -> list[ToolCallPart]:
+    """Calls in the last assistant message that have no result yet, in declared order."""
+    messages = state.messages
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            answered = {r.call_id for r in messages[i + 1 :] if isinstance(r, ToolMessage)}
+            return [c for c in m.tool_calls if c.id not in answered]
+    return []
+
+
+def _find_call(state: RunState, call_id: str) -> ToolCallPart:
+    for c in pending_tool_calls(state):
+        if c.id == call_id:
+            return c
+    raise UserError(f"call {call_id!r} is not waiting for a decision in run {state.run_id}")
+
+
+def _decision_target(state: RunState, call_id: str | None) -> str:
+    waiting = state.interruption
+    if call_id is not None:
+        return call_id
+    if isinstance(waiting, ApprovalInterruption | OutcomeUnknownInterruption):
+        return waiting.call_id
+    raise UserError(
+        f"run {state.run_id} is not waiting for an approval (status {state.status}); "
+        "nothing to approve or reject"
+    )
+
+
+def approve(state: RunState, call_id: str | None = None) -> None:
+    """Approve the call the run stopped for (or ``call_id``), bound to its current arguments."""
+    target = _find_call(state, _decision_target(state, call_id))
+    state.approved[target.id] = args_hash(target.arguments)
+    state.rejected.pop(target.id, None)
+
+
+def reject(state: RunState, reason: str | None = None, call_id: str | None = None) -> None:
+    """Decline the call; the loop writes the decision, in words, as the call's result."""
+    target = _find_call(state, _decision_target(state, call_id))
+    state.rejected[target.id] = (reason or "").strip()
+    state.approved.pop(target.id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One model turn and the results of the calls it made (for stop conditions)."""
+
+    index: int
+    message: AssistantMessage
+    results: tuple[ToolMessage, ...]
+
+
+def steps(messages: Sequence[Message]) -> list[Step]:
+    out: list[Step] = []
+    current: AssistantMessage | None = None
+    results: list[ToolMessage] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            if current is not None:
+                out.append(Step(len(out), current, tuple(results)))
+            current, results = m, []
+        elif isinstance(m, ToolMessage):
+            results.append(m)
+    if current is not None:
+        out.append(Step(len(out), current, tuple(results)))
+    return out

@@ -1,0 +1,158 @@
+"""Persisted runs: a small header rewritten atomically, and the transcript appended line by line.
+
+``runs/<run_id>/messages.jsonl`` holds one message per line and only grows; ``state.json`` holds
+everything else plus how many messages (and bytes) of the transcript belong to the run. The header
+is the commit point: it is written to a temporary file, fsynced and renamed after the new lines are
+fsynced. A crash between the two leaves extra lines that the header does not count; they are
+ignored on load and cut off by the next save. So saving a turn costs O(new messages), not
+O(transcript), and a load always sees a state that was saved whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether.errors import StoreError, UserError
+from tether.harness.state import RunState
+from tether.messages import dump_message, load_message
+
+__all__ = ["RunStore", "atomic_write"]
+
+_HEADER = "state.json"
+_MESSAGES = "messages.jsonl"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class RunStore:
+    """Runs under ``root`` (usually ``$TETHER_HOME/runs``)."""
+
+    def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        # run id → (messages counted by the header on disk, their length in bytes)
+        self._committed: dict[str, tuple[int, int]] = {}
+
+    def _dir(self, run_id: str) -> Path:
+        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
+            raise UserError(f"not a run id: {run_id!r}")
+        return self.root / run_id
+
+    def exists(self, run_id: str) -> bool:
+        return (self._dir(run_id) / _HEADER).exists()
+
+    def save(self, state: RunState) -> None:
+        """Persist ``state``: append the messages not yet on disk, then commit the header."""
+        d = self._dir(state.run_id)
+        count, nbytes = self._committed.get(state.run_id) or self._read_commit(d)
+        messages = state.messages
+        path = d / _MESSAGES
+        if len(messages) < count:  # the transcript was rewritten (e.g. compacted)
+            count, nbytes = 0, 0
+            mode = "wb"
+        else:
+            mode = "ab"
+        d.mkdir(parents=True, exist_ok=True)
+        new = "".join(dump_message(m) + "\n" for m in messages[count:]).encode()
+        with open(path, mode) as f:
+            if mode == "ab" and f.tell() != nbytes:
+                f.truncate(nbytes)  # lines a crashed save wrote after the last commit
+                f.seek(nbytes)
+            if new:
+                f.write(new)
+            f.flush()
+            if self.fsync and new:
+                os.fsync(f.fileno())
+        nbytes += len(new)
+        header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
+        header["message_count"] = len(messages)
+        header["messages_bytes"] = nbytes
+        data = json.dumps(header, separators=(",", ":")).encode()
+        if self.fsync:
+            atomic_write(d / _HEADER, data)
+        else:
+            tmp = d / f".{_HEADER}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, d / _HEADER)
+        self._committed[state.run_id] = (len(messages), nbytes)
+
+    def _read_commit(self, d: Path) -> tuple[int, int]:
+        try:
+            header = json.loads((d / _HEADER).read_bytes())
+        except FileNotFoundError:
+            return (0, 0)
+        except ValueError as exc:
+            raise StoreError(f"{d / _HEADER} is not valid JSON: {exc}") from exc
+        return int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
+
+    def load(self, run_id: str) -> RunState:
+        d = self._dir(run_id)
+        try:
+            header = json.loads((d / _HEADER).read_bytes())
+        except FileNotFoundError as exc:
+            raise UserError(
+                f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there."
+            ) from exc
+        except ValueError as exc:
+            raise StoreError(f"{d / _HEADER} is not valid JSON ({exc}); the run cannot be loaded") from exc
+        count = int(header.pop("message_count", 0))
+        nbytes = int(header.pop("messages_bytes", 0))
+        header.pop("turns", None)
+        messages = list(self._read_messages(d / _MESSAGES, count, nbytes))
+        try:
+            state = RunState.model_validate({**header, "messages": []})
+        except ValidationError as exc:
+            raise StoreError(f"{d / _HEADER} does not describe a run: {exc}") from exc
+        state.messages = messages
+        self._committed[run_id] = (count, nbytes)
+        return state
+
+    def _read_messages(self, path: Path, count: int, nbytes: int) -> Iterator[Any]:
+        if count == 0:
+            return
+        try:
+            with open(path, "rb") as f:
+                data = f.read(nbytes)
+        except FileNotFoundError as exc:
+            raise StoreError(f"{path} is missing but the run's header counts {count} messages") from exc
+        lines = data.splitlines()
+        if len(data) < nbytes or len(lines) < count:
+            raise StoreError(
+                f"{path} holds {len(lines)} complete messages but the header counts {count}: "
+                "the file was cut short or edited. Restore it from a backup or delete the run."
+            )
+        for number, line in enumerate(lines[:count], start=1):
+            try:
+                yield load_message(line)
+            except ValidationError as exc:
+                raise StoreError(f"{path}, line {number}: not a message ({exc.errors()[0]['msg']})") from exc
+
+    def list(self) -> list[dict[str, Any]]:
+        """Headers of every run, newest first (messages are not read)."""
+        if not self.root.exists():
+            return []
+        rows = []
+        for d in self.root.iterdir():
+            try:
+                header = json.loads((d / _HEADER).read_bytes())
+            except (OSError, ValueError):
+                continue
+            rows.append(header)
+        rows.sort(key=lambda h: h.get("created_at", 0), reverse=True)
+        return rows

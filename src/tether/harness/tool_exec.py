@@ -1,0 +1,163 @@
+"""Running the pending tool calls, one by one in declared order.
+
+Every call ends in exactly one result written to the transcript, whatever happens: an unknown
+tool, arguments that are not JSON or fail the schema, a raising tool, a rejection, an answer from
+the read-only cache. Only three things leave a call pending: a needed approval, an intent found
+without a result after a crash (outcome unknown), and cancellation. Each is a stop with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tether.errors import RunCancelled
+from tether.events import ApprovalRequired, Event, ToolProgress, ToolResultEvent, ToolStart
+from tether.harness.context import RunContext
+from tether.harness.limits import Halt
+from tether.harness.pump import Finished, pump
+from tether.harness.state import ToolStats, args_hash
+from tether.messages import TextPart, ToolCallPart, ToolMessage, ToolResultStatus, canonical_arguments
+from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption
+from tether.tools.base import ToolContext, ToolInputError, ToolResult, validate_arguments
+
+__all__ = ["run_pending"]
+
+
+def _args_value(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _record(
+    rc: RunContext, call: ToolCallPart, text_or_result: str | ToolResult, status: ToolResultStatus,
+    ms: float = 0.0, cached_from: str | None = None,
+) -> ToolResultEvent:
+    """Append the call's one result, update statistics, persist, and describe it as an event."""
+    if isinstance(text_or_result, ToolResult):
+        parts = text_or_result.parts()
+        if text_or_result.is_error and status == "ok":
+            status = "error"
+    else:
+        parts = (TextPart(text=text_or_result),)
+    message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status,
+                          cached_from=cached_from)
+    state = rc.state
+    state.messages.append(message)
+    state.intents.pop(call.id, None)
+    stats = state.tool_stats.setdefault(call.name, ToolStats())
+    stats.calls += 1
+    stats.total_ms += ms
+    stats.errors += status == "error"
+    stats.cached += status == "cached"
+    canon = canonical_arguments(call.arguments)
+    rc.remember(message, (call.name, canon) if canon is not None else None)
+    rc.persist()
+    return ToolResultEvent(state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3),
+                           status=status)
+
+
+def _rejection_text(name: str, reason: str) -> str:
+    text = f"The user declined this call to {name}; it was not run."
+    return f"{text} Reason: {reason}" if reason else text
+
+
+async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterator[Event]:
+    """Run ``calls``; on a stop, set ``rc.halt`` and return with the rest still pending."""
+    for call in calls:
+        async for event in _run_one(rc, call):
+            yield event
+        if rc.halt is not None:
+            return
+
+
+async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
+    state, tool = rc.state, rc.tools.get(call.name)
+    if call.id in state.rejected:
+        yield _record(rc, call, _rejection_text(call.name, state.rejected[call.id]), "rejected")
+        return
+    if tool is None:
+        known = ", ".join(sorted(rc.tools)) or "none"
+        yield _record(rc, call, f"Error: there is no tool named {call.name!r}. "
+                      f"Available tools: {known}.", "error")
+        return
+    try:
+        args = validate_arguments(tool, call.arguments)
+    except ToolInputError as exc:
+        yield _record(rc, call, f"Error: {exc}", "error")
+        return
+    if tool.read_only and rc.agent.dedupe_read_only:
+        canon = canonical_arguments(call.arguments)
+        earlier = rc.read_cache.get((call.name, canon)) if canon is not None else None
+        if earlier is not None:
+            note = (f"[Same call as {earlier.call_id} earlier in this run: its result is repeated "
+                    "here; the tool was not run again.]\n")
+            result = ToolResult([TextPart(text=note), *earlier.content])
+            yield _record(rc, call, result, "cached", cached_from=earlier.call_id)
+            return
+    halt = _gate(rc, call, tool)
+    if halt is not None:
+        kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
+        yield ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind)
+        rc.stop(halt)
+        return
+    async for event in _execute(rc, call, tool, args):
+        yield event
+
+
+def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
+    """Approval and crash checks before a call runs; records the intent when it may run."""
+    state = rc.state
+    approved = state.approved.get(call.id) == args_hash(call.arguments)
+    if getattr(tool, "needs_approval", False) and not approved:
+        return Halt("interrupted", f"{call.name} needs approval",
+                    ApprovalInterruption(call_id=call.id, tool_name=call.name,
+                                         args=_args_value(call.arguments)))
+    if tool.read_only or getattr(tool, "idempotent", False):
+        return None
+    key = f"{state.run_id}:{call.id}"
+    if call.id in state.intents and not approved:
+        return Halt(
+            "interrupted",
+            f"outcome unknown: {call.name} started before the process stopped and left no "
+            "result; approve to run it again or reject with what happened",
+            OutcomeUnknownInterruption(call_id=call.id, tool_name=call.name,
+                                       args=_args_value(call.arguments), idempotency_key=key),
+        )
+    state.intents[call.id] = key
+    rc.persist()  # the intent is on disk before the side effect can happen
+    return None
+
+
+async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
+    state = rc.state
+    run_id = state.run_id
+    key = None if tool.read_only else f"{run_id}:{call.id}"
+    yield ToolStart(run_id, call.id, call.name, call.arguments)
+    started = time.perf_counter()
+
+    async def work(emit: Any) -> ToolResult | str:
+        ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
+                          idempotency_key=key, state=state,
+                          on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)))
+        result: ToolResult | str = await tool.execute(args, ctx)
+        return result
+
+    try:
+        async for item in pump(work, rc.signal):
+            if isinstance(item, Finished):
+                ms = (time.perf_counter() - started) * 1000
+                yield _record(rc, call, item.value, "ok", ms)
+            else:
+                yield item
+    except RunCancelled as exc:
+        rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is data for the model
+        ms = (time.perf_counter() - started) * 1000
+        yield _record(rc, call, rc.agent.tool_error_text(call.name, exc), "error", ms)
+        if rc.agent.tool_errors_are_fatal:
+            rc.stop(Halt("failed", f"tool {call.name} failed: {exc}"))

@@ -1,0 +1,156 @@
+"""The canonical message model: one shape for the loop, the stores, the trace and every wire.
+
+A message is a tagged union on ``role``; its content is a list of parts, a tagged union on
+``type``. Messages are frozen, so a wire module may cache its translation of one by identity.
+Provider formats never leak past the provider layer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tether.usage import Usage
+
+__all__ = [
+    "AssistantMessage",
+    "ImagePart",
+    "Message",
+    "ReasoningPart",
+    "TextPart",
+    "ToolCallPart",
+    "ToolMessage",
+    "UserMessage",
+    "dump_message",
+    "load_message",
+    "text_of",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TextPart(_Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(_Frozen):
+    type: Literal["image"] = "image"
+    media_type: str = "image/png"
+    data: str = ""  # base64; empty when ``url`` is used
+    url: str | None = None
+
+
+class ReasoningPart(_Frozen):
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    # Provider-specific proof that the reasoning is unaltered (signature or encrypted payload).
+    signature: str | None = None
+
+
+class ToolCallPart(_Frozen):
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    # The arguments exactly as the model produced them: a JSON text that may be invalid.
+    arguments: str = "{}"
+
+
+UserPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+AssistantPart = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="type")]
+
+
+class UserMessage(_Frozen):
+    role: Literal["user"] = "user"
+    content: tuple[UserPart, ...]
+
+    @classmethod
+    def text(cls, text: str) -> UserMessage:
+        return cls(content=(TextPart(text=text),))
+
+
+class AssistantMessage(_Frozen):
+    role: Literal["assistant"] = "assistant"
+    content: tuple[AssistantPart, ...] = ()
+    model: str | None = None  # the model that produced this message
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.content if isinstance(p, ToolCallPart)]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+ToolResultStatus = Literal["ok", "error", "cached", "rejected", "interrupted"]
+
+
+class ToolMessage(_Frozen):
+    """The result of one tool call. ``status`` records what tether decided; the words the model
+    reads about that decision are in ``content`` (law 4)."""
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: tuple[UserPart, ...]
+    status: ToolResultStatus = "ok"
+    cached_from: str | None = None  # the earlier call whose result this repeats
+
+    @property
+    def is_error(self) -> bool:
+        return self.status in ("error", "rejected", "interrupted")
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def dump_message(message: Message) -> str:
+    """One message as one line of JSON (no newline inside)."""
+    return message.model_dump_json(exclude_none=True)
+
+
+def load_message(line: str | bytes) -> Message:
+    """Parse what :func:`dump_message` wrote; raises ``pydantic.ValidationError`` on garbage."""
+    return _ADAPTER.validate_json(line)
+
+
+def load_message_dict(data: object) -> Message:
+    return _ADAPTER.validate_python(data)
+
+
+def text_of(messages: Sequence[Message]) -> str:
+    """All the text of ``messages``, for estimates and searches."""
+    out: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            out.append(m.text)
+            out.extend(c.name + c.arguments for c in m.tool_calls)
+        else:
+            out.append(m.text if isinstance(m, ToolMessage) else _user_text(m))
+    return "\n".join(out)
+
+
+def _user_text(m: UserMessage) -> str:
+    return "".join(p.text for p in m.content if isinstance(p, TextPart))
+
+
+def canonical_arguments(arguments: str) -> str | None:
+    """A canonical form of a call's JSON arguments (sorted keys), or None when not valid JSON."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return None

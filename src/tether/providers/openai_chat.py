@@ -1,0 +1,382 @@
+"""OpenAI Chat Completions: the wire translation and an httpx provider for any compatible server.
+
+The translation of each (frozen) message is cached by identity, so a 200-turn run encodes each
+message once and each request costs one ``json.dumps`` of the body: the request path stays lean.
+Reasoning parts are not sent: Chat Completions has no field that accepts them back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from tether.errors import (
+    AuthError,
+    BadRequestError,
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    ResponseError,
+    RetryableError,
+)
+from tether.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    UserMessage,
+)
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    StreamText,
+    ToolDefinition,
+)
+from tether.usage import Usage
+
+__all__ = [
+    "OpenAIChatProvider",
+    "WireCache",
+    "parse_completion",
+    "tools_to_wire",
+]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_LOCAL_HOSTS = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
+
+
+def _image_url(part: ImagePart) -> dict[str, Any]:
+    url = part.url or f"data:{part.media_type};base64,{part.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_url(p)
+        for p in parts
+    ]
+
+
+def message_to_wire(message: Message) -> dict[str, Any]:
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": _user_content(message.content)}
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.text}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    calls = message.tool_calls
+    if calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ]
+    return wire
+
+
+class WireCache:
+    """Translations of messages, kept by identity for as long as the messages are in use."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Message, dict[str, Any]]] = {}
+
+    def messages(self, system: str | None, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        cache = self._cache
+        fresh: dict[int, tuple[Message, dict[str, Any]]] = {}
+        images: list[dict[str, Any]] = []
+        for m in messages:
+            hit = cache.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = (m, message_to_wire(m))
+            fresh[id(m)] = hit
+            if images and not isinstance(m, ToolMessage):
+                out.append({"role": "user", "content": images})
+                images = []
+            out.append(hit[1])
+            if isinstance(m, ToolMessage) and any(isinstance(p, ImagePart) for p in m.content):
+                # Chat Completions takes no images in tool results: they follow as a user turn.
+                images.extend(_image_url(p) for p in m.content if isinstance(p, ImagePart))
+        if images:
+            out.append({"role": "user", "content": images})
+        self._cache = fresh
+        return out
+
+
+def tools_to_wire(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
+
+
+def _usage(data: Any, fallback: Usage | None = None) -> Usage:
+    if not isinstance(data, dict):
+        return fallback or Usage(estimated=True)
+    details = data.get("prompt_tokens_details") or {}
+    return Usage(
+        prompt_tokens=int(data.get("prompt_tokens") or 0),
+        completion_tokens=int(data.get("completion_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+    )
+
+
+def parse_completion(data: Any, model: str) -> AssistantMessage:
+    """A non-streaming Chat Completions body → one assistant message."""
+    try:
+        choice = data["choices"][0]
+        msg = choice["message"]
+        parts: list[TextPart | ToolCallPart] = []
+        if msg.get("content"):
+            parts.append(TextPart(text=str(msg["content"])))
+        for c in msg.get("tool_calls") or []:
+            fn = c["function"]
+            parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=fn.get("arguments") or "{}"))
+        return AssistantMessage(
+            content=tuple(parts),
+            model=model,
+            usage=_usage(data.get("usage")),
+            finish_reason=choice.get("finish_reason"),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise ResponseError(
+            f"the response is not a Chat Completions body: {exc!r}", body=str(data)[:500]
+        ) from exc
+
+
+class StreamAssembler:
+    """Collects SSE chunks into one assistant message: text, tool-call deltas, usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> str | None:
+        """Take one parsed chunk; return its text delta, if any."""
+        if not isinstance(chunk, dict):
+            raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
+        if "error" in chunk:
+            raise ResponseError(f"the provider sent an error mid-stream: {chunk['error']}")
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        text = None
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                text = str(delta["content"])
+                self.text.append(text)
+            for tc in delta.get("tool_calls") or []:
+                self._feed_call(tc)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return text
+
+    def _feed_call(self, tc: dict[str, Any]) -> None:
+        slot = self.calls.setdefault(int(tc.get("index", len(self.calls))), {"args": []})
+        if tc.get("id"):
+            slot["id"] = tc["id"]
+        fn = tc.get("function") or {}
+        if fn.get("name"):
+            slot["name"] = fn["name"]
+        if fn.get("arguments"):
+            slot["args"].append(fn["arguments"])
+
+    def message(self) -> AssistantMessage:
+        parts: list[TextPart | ToolCallPart] = []
+        if self.text:
+            parts.append(TextPart(text="".join(self.text)))
+        for index in sorted(self.calls):
+            slot = self.calls[index]
+            if "name" not in slot:
+                raise ResponseError(f"stream ended with a tool call without a name (index {index})")
+            call_id = slot.get("id") or f"call_{index}"
+            parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments="".join(slot["args"]) or "{}"))
+        return AssistantMessage(
+            content=tuple(parts),
+            model=self.model,
+            usage=self.usage or Usage(estimated=True),
+            finish_reason=self.finish_reason,
+        )
+
+
+def estimate_usage(body: bytes, text: str, calls: dict[int, dict[str, Any]]) -> Usage:
+    """Token counts for a call the server did not report, marked ``estimated``."""
+    from tether.tokens import count_tokens
+
+    call_text = "".join(s.get("name", "") + "".join(s["args"]) for s in calls.values())
+    return Usage(
+        prompt_tokens=count_tokens(body.decode(errors="replace")),
+        completion_tokens=count_tokens(text) + count_tokens(call_text),
+        estimated=True,
+    )
+
+
+_OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window")
+
+
+def classify_http_error(status: int, body: str, headers: dict[str, str], provider: str) -> ProviderError:
+    retry_after = None
+    if "retry-after" in headers:
+        try:
+            retry_after = float(headers["retry-after"])
+        except ValueError:
+            retry_after = None
+    kwargs: dict[str, Any] = dict(provider=provider, status=status, body=body, headers=headers, retry_after=retry_after)
+    if status in (401, 403):
+        return AuthError(
+            f"{provider}: authentication failed ({status}). Check OPENAI_API_KEY "
+            "(or the key variable of this endpoint in config.toml).",
+            **kwargs,
+        )
+    if any(marker in body.lower() for marker in _OVERFLOW_MARKERS):
+        return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
+    if status in (408, 409, 429) or status >= 500:
+        return RetryableError(f"{provider}: HTTP {status}", **kwargs)
+    return BadRequestError(f"{provider}: HTTP {status}: {body[:300]}", **kwargs)
+
+
+def _is_local(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host.startswith(_LOCAL_HOSTS) or host in _LOCAL_HOSTS
+
+
+class OpenAIChatProvider:
+    """Chat Completions over httpx, for api.openai.com or any compatible server."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 600.0,
+        key_variable: str = "OPENAI_API_KEY",
+    ) -> None:
+        base = base_url or os.environ.get("LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        self.base_url = (base or DEFAULT_BASE_URL).rstrip("/")
+        self._api_key = api_key if api_key is not None else os.environ.get(key_variable)
+        if not self._api_key and not _is_local(self.base_url):
+            raise ConfigError(
+                f"{key_variable} is not set: export it, or point LLM_BASE_URL at a local "
+                "OpenAI-compatible server (no key needed on loopback)."
+            )
+        self._timeout_s = timeout_s
+        self._client: Any = None
+        self._wire = WireCache()
+        # Total seconds spent waiting on the server, for overhead measurements.
+        self.server_wait_s = 0.0
+
+    def _http(self) -> Any:
+        if self._client is None:
+            import httpx
+
+            headers = {"content-type": "application/json"}
+            if self._api_key:
+                headers["authorization"] = f"Bearer {self._api_key}"
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, headers=headers, timeout=self._timeout_s
+            )
+        return self._client
+
+    def _body(self, request: ModelRequest, stream: bool) -> bytes:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": self._wire.messages(request.system, request.messages),
+        }
+        if request.tools:
+            body["tools"] = tools_to_wire(request.tools)
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(request.extra)
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+    async def _send(self, body: bytes, stream: bool) -> Any:
+        import httpx
+
+        client = self._http()
+        try:
+            req = client.build_request("POST", "/chat/completions", content=body)
+            response = await client.send(req, stream=stream)
+        except httpx.TimeoutException as exc:
+            raise RetryableError(f"openai: request timed out: {exc}", provider="openai") from exc
+        except httpx.TransportError as exc:
+            raise RetryableError(f"openai: connection failed: {exc!r}", provider="openai") from exc
+        if response.status_code >= 400:
+            text = (await response.aread()).decode(errors="replace")
+            await response.aclose()
+            raise classify_http_error(
+                response.status_code, text, dict(response.headers), "openai"
+            )
+        return response
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = self._body(request, stream=False)
+        started = time.perf_counter()
+        response = await self._send(body, stream=False)
+        self.server_wait_s += time.perf_counter() - started
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ResponseError(f"openai: response is not JSON: {response.text[:200]}") from exc
+        message = parse_completion(data, request.model)
+        if not isinstance(data.get("usage"), dict):
+            usage = estimate_usage(body, message.text, {})
+            message = message.model_copy(update={"usage": usage})
+        return ModelResponse(message)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        import httpx
+
+        body = self._body(request, stream=True)
+        response = await self._send(body, stream=True)
+        assembler = StreamAssembler(request.model)
+        try:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(payload)
+                except ValueError as exc:
+                    raise ResponseError(f"openai: malformed stream chunk: {payload[:200]}") from exc
+                text = assembler.feed(chunk)
+                if text:
+                    yield StreamText(text)
+        except httpx.TransportError as exc:
+            raise RetryableError(f"openai: stream cut: {exc!r}", provider="openai") from exc
+        finally:
+            await response.aclose()
+        if assembler.usage is None:
+            # Some compatible servers never send usage: count it, and say it was counted.
+            assembler.usage = estimate_usage(body, "".join(assembler.text), assembler.calls)
+        yield ResponseDone(ModelResponse(assembler.message()))
+
+    async def validate_auth(self) -> None:
+        response = await self._http().get("/models")
+        if response.status_code >= 400:
+            raise classify_http_error(response.status_code, response.text, dict(response.headers), "openai")
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

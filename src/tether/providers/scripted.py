@@ -1,0 +1,249 @@
+"""The scripted model: a stateless stand-in for a real model, for tests, demos and benchmarks.
+
+A reply is a function of the turn index (the number of assistant messages in the conversation)
+and of the text of the tool results so far. Nothing is kept between calls, so a run can be killed
+and resumed against it. Tokens are counted with the o200k_base BPE encoding and priced like the
+reference's model ($2.00 per million input tokens, $12.00 per million output tokens).
+
+The same function serves the in-process provider (``scripted/<scenario>``) and the scripted
+OpenAI-compatible HTTP server, so both paths cost the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.errors import ConfigError
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    StreamText,
+)
+from tether.providers.openai_chat import WireCache, parse_completion, tools_to_wire
+
+__all__ = ["SCENARIOS", "Reply", "ScriptedModel", "call", "scripted_completion"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the scripted model says: text, or tool calls (``(id, name, args)``)."""
+
+    text: str = ""
+    calls: tuple[tuple[str, str, dict[str, Any]], ...] = field(default_factory=tuple)
+
+
+def call(call_id: str, name: str, args: dict[str, Any] | None = None) -> Reply:
+    return Reply(calls=((call_id, name, args or {}),))
+
+
+Scenario = Callable[[int, str], Reply]
+
+
+def _plan(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "list_files")
+    if t == 1:
+        return call("c2", "read_file", {"path": "errors.log"})
+    line = next((ln.strip() for ln in tools.splitlines() if "timed out" in ln or "timeout" in ln), "")
+    if not line:
+        return Reply(text="errors.log does not mention a timeout.")
+    line = re.sub(r"^\s*\d+\s*[|:]\s*", "", line)  # drop a line-number gutter if the tool adds one
+    return Reply(text=f"errors.log mentions a timeout: {line}")
+
+
+def _runaway(t: int, tools: str) -> Reply:
+    return call(f"c{t + 1}", "list_files")
+
+
+def _recover(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "read_file", {"path": "timeout.log"})
+    if "list_files" not in tools:  # recovers only if the error text said what to do
+        return Reply(text="I could not read the file, so I do not know.")
+    if t == 1:
+        return call("c2", "list_files")
+    if t == 2:
+        return call("c3", "read_file", {"path": "errors.log"})
+    return Reply(text="errors.log mentions a timeout.")
+
+
+def _destructive(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "list_files")
+    if t == 1:
+        return call("c2", "delete_file", {"path": "access.log"})
+    if re.search(r"declined|rejected|not approved", tools, re.IGNORECASE):
+        return Reply(text="I did not delete anything: you declined the deletion.")
+    return Reply(text="Deleted access.log to free space.")
+
+
+def _forbidden(t: int, tools: str) -> Reply:
+    return call(f"c{t + 1}", "read_file", {"path": "/etc/shadow"})
+
+
+def _repeat(t: int, tools: str) -> Reply:
+    if t < 2:
+        return call(f"c{t + 1}", "read_file", {"path": "errors.log"})
+    return Reply(text="errors.log mentions a timeout.")
+
+
+def _repeat_write(t: int, tools: str) -> Reply:
+    if t < 2:
+        return call(f"c{t + 1}", "delete_file", {"path": "access.log"})
+    return Reply(text="Deleted access.log.")
+
+
+def _single_read(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "read_file", {"path": "errors.log"})
+    return Reply(text="errors.log mentions a timeout.")
+
+
+def _slow(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "scan_archive")
+    return Reply(text="The archive scan finished: " + (tools.strip().splitlines() or [""])[-1])
+
+
+def _hello(t: int, tools: str) -> Reply:
+    return Reply(text="Hello! I am the scripted model; I call no tools in this scenario.")
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "plan": _plan,
+    "runaway": _runaway,
+    "recover": _recover,
+    "destructive": _destructive,
+    "forbidden": _forbidden,
+    "repeat": _repeat,
+    "repeat_write": _repeat_write,
+    "single_read": _single_read,
+    "slow": _slow,
+    "hello": _hello,
+}
+
+
+def _count(text: str) -> int:
+    from tether.tokens import count_tokens
+
+    return count_tokens(text)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def count_prompt_tokens(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> int:
+    """Prompt tokens of a Chat Completions request, counted the way the scripted model bills."""
+    total = 3
+    for m in messages:
+        total += 4 + _count(m.get("role", "")) + _count(_content_text(m.get("content")))
+        for c in m.get("tool_calls") or ():
+            fn = c.get("function", {})
+            total += 3 + _count(fn.get("name", "")) + _count(fn.get("arguments", ""))
+    if tools:
+        total += _count(json.dumps(tools, separators=(",", ":"), sort_keys=True))
+    return total
+
+
+def scripted_completion(
+    scenario: str | Scenario,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] = (),
+    max_tokens: int | None = None,
+    model: str = "scripted",
+) -> dict[str, Any]:
+    """The scripted reply to a Chat Completions request, as a Chat Completions response body."""
+    fn = SCENARIOS.get(scenario) if isinstance(scenario, str) else scenario
+    if fn is None:
+        raise ConfigError(f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    tool_text = "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") == "tool")
+    reply = fn(turn, tool_text)
+    wire_calls = [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for cid, name, args in reply.calls
+    ]
+    completion = _count(reply.text) + sum(
+        3 + _count(c["function"]["name"]) + _count(c["function"]["arguments"]) for c in wire_calls
+    )
+    finish = "tool_calls" if wire_calls else "stop"
+    text = reply.text
+    if max_tokens is not None and completion > max_tokens:
+        # Out of room: cut the text where the allowance ends; a cut tool call is no call at all.
+        keep = max(0, int(len(text) * max_tokens / max(completion, 1)))
+        text, wire_calls, completion, finish = text[:keep], [], max_tokens, "length"
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if wire_calls:
+        message["tool_calls"] = wire_calls
+    prompt = count_prompt_tokens(messages, tools)
+    return {
+        "id": f"chatcmpl-scripted-{turn}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def split_text(text: str, pieces: int = 4) -> list[str]:
+    """Cut ``text`` into a few stream deltas at word boundaries."""
+    words = re.findall(r"\S+\s*", text)
+    if not words:
+        return []
+    size = max(1, -(-len(words) // pieces))
+    return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+class ScriptedModel:
+    """The scripted model as an in-process provider: ``scripted/<scenario>``."""
+
+    name = "scripted"
+
+    def __init__(self, scenario: str | Scenario = "plan") -> None:
+        if isinstance(scenario, str) and scenario not in SCENARIOS:
+            raise ConfigError(
+                f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}"
+            )
+        self.scenario = scenario
+        self._wire = WireCache()
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        body = scripted_completion(
+            self.scenario,
+            self._wire.messages(request.system, request.messages),
+            tools_to_wire(request.tools),
+            request.max_tokens,
+            model=request.model,
+        )
+        return ModelResponse(parse_completion(body, request.model))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        for piece in split_text(response.message.text):
+            yield StreamText(piece)
+        yield ResponseDone(response)
+
+    async def validate_auth(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,90 @@
+"""How a run ends, as data: the five exits, the interruption, and the final result (law 5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.usage import Usage
+
+__all__ = [
+    "ApprovalInterruption",
+    "CancelledInterruption",
+    "Interruption",
+    "MaxBudgetInterruption",
+    "MaxTurnsInterruption",
+    "OutcomeUnknownInterruption",
+    "RunResult",
+    "RunStatus",
+]
+
+RunStatus = Literal[
+    "running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"
+]
+
+# Statuses from which ``resume`` continues the same transcript.
+RESUMABLE: frozenset[str] = frozenset({"max_turns_exceeded", "budget_exceeded", "interrupted"})
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ApprovalInterruption(_Frozen):
+    """A ``needs_approval`` tool is waiting for a person's decision."""
+
+    type: Literal["approval"] = "approval"
+    call_id: str
+    tool_name: str
+    args: Any = None
+
+
+class OutcomeUnknownInterruption(_Frozen):
+    """A side-effecting call started before a crash and left no result: a person must decide
+    whether to run it again (approve) or record what happened (reject with a reason)."""
+
+    type: Literal["outcome_unknown"] = "outcome_unknown"
+    call_id: str
+    tool_name: str
+    args: Any = None
+    idempotency_key: str
+
+
+class MaxTurnsInterruption(_Frozen):
+    type: Literal["max_turns"] = "max_turns"
+    max_turns: int
+
+
+class MaxBudgetInterruption(_Frozen):
+    type: Literal["max_budget"] = "max_budget"
+    max_budget_usd: float
+    spent_usd: float
+
+
+class CancelledInterruption(_Frozen):
+    type: Literal["cancelled"] = "cancelled"
+    reason: str
+
+
+Interruption = Annotated[
+    ApprovalInterruption
+    | OutcomeUnknownInterruption
+    | MaxTurnsInterruption
+    | MaxBudgetInterruption
+    | CancelledInterruption,
+    Field(discriminator="type"),
+]
+
+
+class RunResult(_Frozen):
+    """What a finished (or stopped) run returns. ``reason`` says why in words."""
+
+    run_id: str
+    status: RunStatus
+    interruption: Interruption | None = None
+    reason: str | None = None
+    output: str = ""
+    turns: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0

@@ -1,0 +1,250 @@
+"""The tool interface: a name, a description, a JSON Schema, and ``execute(input, ctx)``.
+
+Two ways to make one:
+
+* ``@tool`` on a function: the schema comes from the type hints, the description from the
+  docstring, validation from pydantic. A parameter annotated ``ToolContext`` receives the context.
+* a class with the attributes of :class:`Tool`; its input is validated against ``input_schema``.
+
+``read_only`` tools may be answered from an identical earlier call; ``needs_approval`` tools stop
+the run for a person; a tool that writes and is safe to repeat after a crash says ``idempotent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
+
+from tether.cancel import CancelSignal
+from tether.messages import ImagePart, TextPart
+
+__all__ = [
+    "FunctionTool",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolInputError",
+    "ToolResult",
+    "tool",
+    "validate_arguments",
+]
+
+
+class ToolError(Exception):
+    """Raise from a tool to report a failure the model should read; the text is its message."""
+
+
+class ToolInputError(Exception):
+    """The model's arguments do not fit the tool's schema; the message says what to fix."""
+
+
+@dataclass(slots=True)
+class ToolResult:
+    content: str | list[TextPart | ImagePart]
+    is_error: bool = False
+
+    def parts(self) -> tuple[TextPart | ImagePart, ...]:
+        if isinstance(self.content, str):
+            return (TextPart(text=self.content),)
+        return tuple(self.content)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may use: where to work, when to stop, how to report progress."""
+
+    cwd: Path
+    signal: CancelSignal
+    run_id: str = ""
+    call_id: str = ""
+    # ``run_id:call_id`` for tools that are not read-only: pass it to any API that dedupes writes.
+    idempotency_key: str | None = None
+    state: Any = None  # the RunState, for reading
+    on_progress: Callable[[str], None] | None = field(default=None, repr=False)
+
+    def progress(self, label: str) -> None:
+        """Report a step of a long tool; it becomes a ``tool_progress`` event."""
+        if self.on_progress is not None:
+            self.on_progress(label)
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    needs_approval: bool
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str: ...
+
+
+def _schema_hint(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, separators=(",", ":"))[:800]
+
+
+def validate_arguments(tool: Any, arguments: str) -> dict[str, Any]:
+    """Parse and check a call's JSON arguments; raise :class:`ToolInputError` saying what to fix."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError as exc:
+        raise ToolInputError(
+            f"The arguments for {tool.name} are not valid JSON ({exc.msg} at position {exc.pos}). "
+            f"Send one JSON object matching this schema: {_schema_hint(tool.input_schema)}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise ToolInputError(
+            f"The arguments for {tool.name} must be a JSON object, not {type(value).__name__}. "
+            f"Schema: {_schema_hint(tool.input_schema)}"
+        )
+    own = getattr(tool, "validate_input", None)
+    if own is not None:
+        result: dict[str, Any] = own(value)
+        return result
+    _check_schema(tool, value)
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def _validator_for(schema_json: str) -> Any:
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+def _check_schema(tool: Any, value: dict[str, Any]) -> None:
+    validator = _validator_for(json.dumps(tool.input_schema, sort_keys=True))
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    if errors:
+        problems = "; ".join(
+            f"{'/'.join(str(p) for p in e.path) or '(top level)'}: {e.message}" for e in errors[:5]
+        )
+        raise ToolInputError(
+            f"Invalid arguments for {tool.name}: {problems}. "
+            f"Fix them and call again. Schema: {_schema_hint(tool.input_schema)}"
+        )
+
+
+class FunctionTool:
+    """A tool made from a function by :func:`tool`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        read_only: bool = False,
+        needs_approval: bool = False,
+        idempotent: bool = False,
+    ) -> None:
+        from pydantic import create_model
+
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = (description or inspect.getdoc(fn) or self.name).strip()
+        self.read_only = read_only
+        self.needs_approval = needs_approval
+        self.idempotent = idempotent
+        hints = get_type_hints(fn)
+        self._ctx_param: str | None = None
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(fn).parameters.items():
+            hint = hints.get(pname, Any)
+            if hint is ToolContext:
+                self._ctx_param = pname
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (hint, default)
+        self._model = create_model(f"{self.name}_input", **fields)
+        schema = self._model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        self.input_schema: dict[str, Any] = schema
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    def validate_input(self, value: dict[str, Any]) -> dict[str, Any]:
+        from pydantic import ValidationError
+
+        try:
+            model = self._model.model_validate(value)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+                for e in exc.errors()[:5]
+            )
+            raise ToolInputError(
+                f"Invalid arguments for {self.name}: {problems}. Fix them and call again. "
+                f"Schema: {_schema_hint(self.input_schema)}"
+            ) from exc
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        kwargs = dict(input)
+        if self._ctx_param:
+            kwargs[self._ctx_param] = ctx
+        if self._is_async:
+            result = await self.fn(**kwargs)
+        else:
+            result = await asyncio.to_thread(self.fn, **kwargs)
+        if isinstance(result, ToolResult | str):
+            return result
+        return json.dumps(result, default=str)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+@overload
+def tool(fn: ToolFn, /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    needs_approval: bool = False,
+    idempotent: bool = False,
+) -> Callable[[ToolFn], FunctionTool]: ...
+
+
+def tool(
+    fn: ToolFn | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    needs_approval: bool = False,
+    idempotent: bool = False,
+) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
+    """Make a tool from a function's type hints and docstring.
+
+    ``@tool`` alone, or ``@tool(read_only=True)`` / ``@tool(needs_approval=True)``.
+    """
+
+    def wrap(f: ToolFn) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            read_only=read_only,
+            needs_approval=needs_approval,
+            idempotent=idempotent,
+        )
+
+    return wrap(fn) if fn is not None else wrap

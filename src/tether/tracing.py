@@ -1,0 +1,56 @@
+"""The trace: one JSON line per event in ``$TETHER_HOME/traces/<run_id>.jsonl``.
+
+Every line carries ``runId``; ``turn`` lines carry their tokens and the running cost; the last
+line of a run is ``run_stopped`` with the status and the reason. A run resumed in another process
+appends to the same file, so one run is one file whatever happened in between.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tether.events import Event, to_trace
+
+__all__ = ["JsonlTracer", "read_trace"]
+
+
+class JsonlTracer:
+    """Appends trace lines with one ``write`` each (O_APPEND), so lines never interleave."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self._fd: int | None = None
+        self._run_id: str | None = None
+
+    def path(self, run_id: str) -> Path:
+        return self.root / f"{run_id}.jsonl"
+
+    def write(self, event: Event) -> None:
+        line = to_trace(event)
+        if line is None:
+            return
+        if self._fd is None or self._run_id != event.run_id:
+            self.close()
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._run_id = event.run_id
+        os.write(self._fd, (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """The trace's lines; a torn last line (a crash mid-write) is skipped."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
