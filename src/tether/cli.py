@@ -1,0 +1,293 @@
+"""The ``tether`` command.
+
+Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 3 max_turns_exceeded,
+4 budget_exceeded, 5 interrupted for approval, 130 cancelled (Ctrl-C).
+Progress goes to stderr, the answer to stdout; ``--json`` prints the RunResult as JSON instead.
+Heavy modules are imported inside the commands so ``tether --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.harness.state import RunState
+    from tether.status import RunResult
+
+EXIT_CODES = {"completed": 0, "failed": 1, "max_turns_exceeded": 3, "budget_exceeded": 4}
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a careful assistant working in a directory of files. Use the tools to look at the "
+    "files before you answer, and say what you did."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def limits(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--max-turns", type=int, help="stop before model call N+1 (default 50)")
+        sp.add_argument("--max-budget", type=float, metavar="USD", help="never spend more than this")
+        sp.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
+
+    r = sub.add_parser("run", help="run an agent on a prompt")
+    r.add_argument("prompt")
+    r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
+    r.add_argument("--cwd", default=".", help="the directory the file tools work in")
+    limits(r)
+
+    rs = sub.add_parser("resume", help="continue a stopped run")
+    rs.add_argument("run_id")
+    decision = rs.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the waiting call")
+    decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
+    limits(rs)
+
+    sub.add_parser("runs", help="list runs")
+    sh = sub.add_parser("show", help="show a run's transcript")
+    sh.add_argument("run_id")
+    tr = sub.add_parser("trace", help="print a run's trace (JSON lines)")
+    tr.add_argument("run_id")
+
+    sc = sub.add_parser("scripted", help="the scripted model's tools")
+    scs = sc.add_subparsers(dest="scripted_command", required=True)
+    serve = scs.add_parser("serve", help="serve the scripted model as an OpenAI-compatible API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from tether.errors import ConfigError, StoreError, UserError
+
+    try:
+        return int(_COMMANDS[args.command](args))
+    except (ConfigError, UserError, StoreError) as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 2
+
+
+def _settings() -> Settings:
+    from tether.config import load_settings
+
+    return load_settings()
+
+
+def _store(settings: Settings) -> Any:
+    from tether.harness.store import RunStore
+
+    return RunStore(settings.home / "runs")
+
+
+def _agent(state: RunState, settings: Settings) -> Any:
+    from tether.harness.agent import Agent
+    from tether.tools.files import FILE_TOOLS
+
+    cfg = state.config
+    return Agent(
+        model=cfg["model"],
+        instructions=DEFAULT_INSTRUCTIONS,
+        tools=FILE_TOOLS,
+        cwd=cfg["cwd"],
+        max_turns=cfg.get("max_turns", 50),
+        max_budget_usd=cfg.get("max_budget_usd"),
+        prices=settings.prices,
+    )
+
+
+def _apply_limits(state: RunState, args: argparse.Namespace) -> None:
+    if args.max_turns is not None:
+        state.config["max_turns"] = args.max_turns
+    if args.max_budget is not None:
+        state.config["max_budget_usd"] = args.max_budget
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tether.config import resolve_model
+    from tether.harness.state import RunState
+    from tether.providers.registry import canonical_model
+
+    settings = _settings()
+    model = canonical_model(resolve_model(args.model, settings))
+    cwd = Path(args.cwd).resolve()
+    if not cwd.is_dir():
+        raise _user_error(f"--cwd {args.cwd!r} is not a directory")
+    state = RunState(config={"model": model, "cwd": str(cwd), "max_turns": 50, "prompt": args.prompt[:200]})
+    _apply_limits(state, args)
+    return _execute(state, args.prompt, args, settings)
+
+
+def _user_error(message: str) -> Exception:
+    from tether.errors import UserError
+
+    return UserError(message)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from tether.harness.state import approve, reject
+
+    settings = _settings()
+    state = _store(settings).load(args.run_id)
+    if state.status in ("completed", "failed"):
+        raise _user_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    if args.approve:
+        approve(state)
+    elif args.reject is not None:
+        reject(state, args.reject)
+    _apply_limits(state, args)
+    return _execute(state, None, args, settings)
+
+
+def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+    import signal as os_signal
+
+    from tether.cancel import CancelSignal
+    from tether.harness.loop import run_stream
+    from tether.tracing import JsonlTracer
+
+    agent = _agent(state, settings)
+    store = _store(settings)
+    tracer = JsonlTracer(settings.home / "traces")
+    printer = _Printer(quiet=args.json)
+
+    async def go() -> RunResult:
+        cancel = CancelSignal()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
+        loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
+        result = None
+        async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
+                                      signal=cancel):
+            printer.show(event)
+            if event.type == "done":
+                result = event.result
+        assert result is not None
+        return result
+
+    result = asyncio.run(go())
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    return _exit_code(result)
+
+
+def _exit_code(result: RunResult) -> int:
+    if result.status == "interrupted":
+        return 130 if result.interruption is not None and result.interruption.type == "cancelled" else 5
+    return EXIT_CODES.get(result.status, 1)
+
+
+class _Printer:
+    """Readable progress on stderr; the streamed answer on stdout."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.text_open = False
+
+    def _err(self, line: str) -> None:
+        if self.text_open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.text_open = False
+        print(line, file=sys.stderr, flush=True)
+
+    def show(self, event: Any) -> None:
+        kind = event.type
+        if kind == "text_delta":
+            if not self.quiet:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                self.text_open = True
+        elif kind == "tool_start":
+            self._err(f"-> {event.tool_name} {event.args}")
+        elif kind == "tool_progress":
+            self._err(f"   .. {event.label}")
+        elif kind == "tool_result":
+            self._err(f"   {'ok' if event.ok else 'error'} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
+        elif kind == "approval_required":
+            what = "outcome unknown after a crash" if event.reason == "outcome_unknown" else "needs approval"
+            self._err(f"!! {event.tool_name} {event.args} {what}")
+        elif kind == "done":
+            self._done(event.result)
+
+    def _done(self, r: RunResult) -> None:
+        self._err(
+            f"[{r.status}] {r.reason or ''} | turns {r.turns} | tokens {r.usage.total_tokens} | "
+            f"${r.cost_usd:.6f} | {r.run_id}"
+        )
+        if r.status == "interrupted" and r.interruption is not None and r.interruption.type != "cancelled":
+            self._err(f"   tether resume {r.run_id} --approve   |   tether resume {r.run_id} --reject REASON")
+        elif r.status in ("max_turns_exceeded", "budget_exceeded"):
+            self._err(f"   tether resume {r.run_id} --max-turns N / --max-budget USD to continue")
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    rows = _store(_settings()).list()
+    if not rows:
+        print("no runs yet", file=sys.stderr)
+        return 0
+    print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
+    for h in rows:
+        cfg = h.get("config") or {}
+        print(f"{h['run_id']:22} {h['status']:20} {h.get('turns', 0):>5} "
+              f"${h.get('cost_usd', 0):>9.6f}  {h.get('model') or ''}  {cfg.get('prompt', '')[:50]!r}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tether.messages import AssistantMessage, ToolMessage
+
+    state = _store(_settings()).load(args.run_id)
+    print(f"run {state.run_id}  status={state.status}  turns={state.turns}  cost=${state.cost_usd:.6f}")
+    if state.reason:
+        print(f"reason: {state.reason}")
+    for m in state.messages:
+        if isinstance(m, AssistantMessage):
+            calls = " ".join(f"{c.name}({c.arguments})#{c.id}" for c in m.tool_calls)
+            print(f"assistant: {m.text} {calls}".rstrip())
+        elif isinstance(m, ToolMessage):
+            print(f"tool[{m.call_id} {m.name} {m.status}]: {m.text[:300]}")
+        else:
+            print(f"user: {''.join(getattr(p, 'text', '') for p in m.content)}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    settings = _settings()
+    path = settings.home / "traces" / f"{args.run_id}.jsonl"
+    if not path.exists():
+        raise _user_error(f"no trace for {args.run_id!r} at {path}")
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_scripted(args: argparse.Namespace) -> int:
+    from tether.testing.server import ScriptedServer
+
+    server = ScriptedServer(args.host, args.port)
+    print(f"scripted OpenAI-compatible server on {server.base_url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+_COMMANDS = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "trace": cmd_trace,
+    "scripted": cmd_scripted,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())
