@@ -193,5 +193,10 @@ def to_trace(event: Event) -> dict[str, Any] | None:
         return line
     for name in event.__slots__:  # type: ignore[union-attr]
         if name != "run_id":
-            line[name] = getattr(event, name)
+            line[_camel(name)] = getattr(event, name)
     return line
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)

@@ -159,7 +159,7 @@ class FunctionTool:
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(fn).parameters.items():
             hint = hints.get(pname, Any)
-            if hint is ToolContext:
+            if hint is ToolContext or (pname == "ctx" and hint is Any):
                 self._ctx_param = pname
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
