@@ -1,0 +1,123 @@
+"""Kill runs with SIGKILL at many points and resume them in a new process (law 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import RunStore
+from tether.messages import AssistantMessage, ToolMessage
+
+CHILD = Path(__file__).with_name("crash_child.py")
+
+
+def child(home: Path, workspace: Path, log: Path, run_id: str, kill: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(CHILD), str(home), str(workspace), str(log), run_id, kill, *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def assert_pairing(messages: list[Any]) -> None:
+    expected: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            assert not expected, f"calls without results before the next assistant message: {expected}"
+            expected = [c.id for c in m.tool_calls]
+        elif isinstance(m, ToolMessage):
+            assert expected and m.call_id == expected[0], f"result {m.call_id} out of order"
+            expected.pop(0)
+    assert not expected
+
+
+@pytest.fixture
+def baseline(tmp_path: Path, workspace: Path) -> dict[str, Any]:
+    home, log = tmp_path / "base-home", tmp_path / "base.log"
+    out = child(home, workspace, log, "run_base", "none")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    state = RunStore(home / "runs").load("run_base")
+    return {"result": result, "texts": [m.model_dump(exclude={"usage"}) for m in state.messages]}
+
+
+KILL_POINTS = [
+    "turn:1", "turn:2", "turn:3", "turn:4",           # right after a model reply was recorded
+    "tool_start:1", "tool_start:2",                   # about to run a read-only tool
+    "tool_result:1", "tool_result:2", "tool_result:3",  # right after a result was recorded
+    "mid:c1", "mid:c2",                               # inside a read-only tool
+]
+
+
+@pytest.mark.parametrize("kill", KILL_POINTS)
+def test_kill_and_resume_pays_nothing_twice(tmp_path: Path, workspace: Path, baseline: dict[str, Any], kill: str) -> None:
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    first = child(home, workspace, log, "run_x", kill)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    second = child(home, workspace, log, "run_x", "none")
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)
+    assert result["status"] == "completed"
+    assert result["cost_usd"] == pytest.approx(baseline["result"]["cost_usd"], abs=1e-12)
+    assert result["usage"] == baseline["result"]["usage"]
+    state = RunStore(home / "runs").load("run_x")
+    assert [m.model_dump(exclude={"usage"}) for m in state.messages] == baseline["texts"]
+    assert_pairing(state.messages)
+    finished = Counter(line.split()[1] for line in log.read_text().splitlines() if line.startswith("end"))
+    assert finished == {"c1": 1, "c2": 1, "c3": 1}, "a tool whose result was recorded ran again"
+
+
+def test_kill_inside_a_side_effecting_tool_asks_a_person(tmp_path: Path, workspace: Path, baseline: dict[str, Any]) -> None:
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    assert child(home, workspace, log, "run_w", "mid:c3").returncode == -signal.SIGKILL
+    second = child(home, workspace, log, "run_w", "none")
+    result = json.loads(second.stdout)
+    assert result["status"] == "interrupted"
+    assert result["interruption"]["type"] == "outcome_unknown"
+    assert result["interruption"]["idempotency_key"] == "run_w:c3"
+    starts = [line for line in log.read_text().splitlines() if line == "start c3"]
+    assert len(starts) == 1, "the write was not repeated without a person's decision"
+    third = child(home, workspace, log, "run_w", "none", "approve")
+    result = json.loads(third.stdout)
+    assert result["status"] == "completed"
+    assert result["cost_usd"] == pytest.approx(baseline["result"]["cost_usd"], abs=1e-12)
+
+
+def test_kill_before_a_side_effecting_tool_starts_also_asks(tmp_path: Path, workspace: Path) -> None:
+    # tool_start:3 is emitted after the intent for c3 was saved: the outcome is unknowable.
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    assert child(home, workspace, log, "run_s", "tool_start:3").returncode == -signal.SIGKILL
+    result = json.loads(child(home, workspace, log, "run_s", "none").stdout)
+    assert result["status"] == "interrupted" and result["interruption"]["type"] == "outcome_unknown"
+
+
+def test_cli_run_killed_mid_tool_resumes(tmp_path: Path, workspace: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    cmd = ["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "scan the archive", "--json"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    traces = home / "traces"
+    while time.monotonic() < deadline:
+        files = list(traces.glob("*.jsonl")) if traces.exists() else []
+        if files and '"tool_progress"' in files[0].read_text():
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run_id = files[0].stem
+    state = RunStore(home / "runs").load(run_id)
+    assert state.status == "running" and state.turns == 1
+    out = subprocess.run(["tether", "resume", run_id, "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "completed" and result["turns"] == 2
+    fresh = subprocess.run(["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace),
+                            "scan the archive", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert result["cost_usd"] == pytest.approx(json.loads(fresh.stdout)["cost_usd"], abs=1e-12)
