@@ -1,0 +1,108 @@
+"""Persisted runs: atomic, append-only transcript, clear errors on damaged files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tether import RunState, RunStore
+from tether.errors import StoreError, UserError
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
+from tether.status import ApprovalInterruption
+from tether.usage import Usage
+
+
+def sample_state() -> RunState:
+    state = RunState(run_id="run_store")
+    state.messages.append(UserMessage.text("héllo 你好"))
+    state.messages.append(AssistantMessage(content=(ToolCallPart(id="c1", name="list_files"),),
+                                           model="scripted/plan", usage=Usage(prompt_tokens=10, completion_tokens=2)))
+    state.messages.append(ToolMessage(call_id="c1", name="list_files", content=(TextPart(text="a\nb"),)))
+    state.cost_usd = 0.5
+    state.status = "interrupted"
+    state.interruption = ApprovalInterruption(call_id="c9", tool_name="delete_file", args={"path": "x"})
+    state.approved["c1"] = "abc"
+    return state
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    loaded = RunStore(tmp_path).load("run_store")
+    assert loaded.model_dump() == state.model_dump()
+    assert loaded.turns == 1
+
+
+def test_saving_a_turn_appends_and_never_rewrites_the_transcript(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    path = tmp_path / "run_store" / "messages.jsonl"
+    before = path.read_bytes()
+    inode = path.stat().st_ino
+    state.messages.append(AssistantMessage(content=(TextPart(text="done"),)))
+    store.save(state)
+    after = path.read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == 4
+    assert path.stat().st_ino == inode  # appended in place, not replaced
+    header = json.loads((tmp_path / "run_store" / "state.json").read_bytes())
+    assert "messages" not in header and header["message_count"] == 4
+
+
+def test_lines_written_after_the_last_commit_are_ignored_then_cut(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    path = tmp_path / "run_store" / "messages.jsonl"
+    with open(path, "ab") as f:
+        f.write(b'{"role":"assistant","content":[{"type":"te')  # a crash mid-append
+    loaded = RunStore(tmp_path).load("run_store")
+    assert len(loaded.messages) == 3
+    loaded.messages.append(AssistantMessage(content=(TextPart(text="after crash"),)))
+    fresh = RunStore(tmp_path)
+    fresh.save(loaded)
+    assert len(fresh.load("run_store").messages) == 4
+    assert b"\"te\n" not in path.read_bytes() and path.read_bytes().count(b"\n") == 4
+
+
+def test_a_transcript_cut_short_is_a_clear_error(tmp_path: Path) -> None:
+    RunStore(tmp_path).save(sample_state())
+    path = tmp_path / "run_store" / "messages.jsonl"
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(StoreError, match="cut short"):
+        RunStore(tmp_path).load("run_store")
+
+
+def test_garbage_in_the_transcript_names_the_line(tmp_path: Path) -> None:
+    RunStore(tmp_path).save(sample_state())
+    path = tmp_path / "run_store" / "messages.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = b"{" + b"x" * (len(lines[1]) - 2) + b"\n"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(StoreError, match="line 2"):
+        RunStore(tmp_path).load("run_store")
+
+
+def test_corrupt_header_is_a_clear_error(tmp_path: Path) -> None:
+    RunStore(tmp_path).save(sample_state())
+    (tmp_path / "run_store" / "state.json").write_text("{not json")
+    with pytest.raises(StoreError, match="state.json"):
+        RunStore(tmp_path).load("run_store")
+
+
+def test_unknown_run_and_bad_ids(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no run"):
+        RunStore(tmp_path).load("run_missing")
+    with pytest.raises(UserError):
+        RunStore(tmp_path).load("../etc")
+
+
+def test_list_runs_newest_first(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    a, b = RunState(run_id="run_a", created_at=1.0), RunState(run_id="run_b", created_at=2.0)
+    store.save(a)
+    store.save(b)
+    assert [h["run_id"] for h in store.list()] == ["run_b", "run_a"]
