@@ -110,7 +110,8 @@ async def raw_stream(client: httpx.AsyncClient, content: bytes) -> dict[str, Any
     return message
 
 
-async def tether_loop(base: str, scenario: str, max_turns: int, stream: bool, ws: Path, persist: Path | None) -> int:
+async def tether_loop(base: str, scenario: str, max_turns: int, stream: bool, ws: Path, persist: Path | None,
+                      fsync: bool = True) -> int:
     from tether import Agent, RunStore, run
     from tether.providers.openai_chat import OpenAIChatProvider
     from tether.tools.files import FILE_TOOLS
@@ -118,7 +119,7 @@ async def tether_loop(base: str, scenario: str, max_turns: int, stream: bool, ws
 
     agent = Agent(OpenAIChatProvider(base_url=base), tools=FILE_TOOLS, cwd=ws, max_turns=max_turns, stream=stream)
     agent.model.model_id = scenario  # type: ignore[union-attr]
-    store = RunStore(persist / "runs") if persist else None
+    store = RunStore(persist / "runs", fsync=fsync) if persist else None
     tracer = JsonlTracer(persist / "traces") if persist else None
     result = await run(agent, "Which file mentions a timeout?", store=store, tracer=tracer)
     return result.turns
@@ -140,8 +141,9 @@ def measure(base: str, kind: str, scenario: str, max_turns: int, stream: bool, r
         if kind == "raw":
             turns = asyncio.run(raw_loop(base, scenario, max_turns, stream, ws))
         else:
-            persist = ws_root / "home" if kind == "tether+persist" else None
-            turns = asyncio.run(tether_loop(base, scenario, max_turns, stream, ws, persist))
+            persist = ws_root / "home" if kind.startswith("tether+persist") else None
+            turns = asyncio.run(tether_loop(base, scenario, max_turns, stream, ws, persist,
+                                            fsync=not kind.endswith("nofsync")))
         wall = time.perf_counter() - t0
         served = server_seconds(base) - before
         per_turn.append((wall - served) / turns * 1000)
@@ -169,23 +171,26 @@ def main() -> None:
         asyncio.run(raw_loop(base, "plan", 3, False, WORKSPACE))
         asyncio.run(tether_loop(base, "plan", 3, False, WORKSPACE, None))
         print(f"{'scenario':16} {'stream':6} {'turns':>5} {'raw ms/turn':>12} {'tether ms/turn':>15} "
-              f"{'ratio':>6} {'tether+persist':>15} {'ratio':>6}")
+              f"{'ratio':>6} {'+persist':>9} {'ratio':>6} {'+persist+fsync':>15} {'ratio':>6}")
         for scenario, cap, repeats in (("plan", 3, args.repeats * 3), ("runaway", 200, max(3, args.repeats // 2))):
             for stream in (False, True):
                 raw = measure(base, "raw", scenario, cap, stream, repeats)
                 ours = measure(base, "tether", scenario, cap, stream, repeats)
+                kept = measure(base, "tether+persist-nofsync", scenario, cap, stream, repeats)
                 durable = measure(base, "tether+persist", scenario, cap, stream, repeats)
                 ratio = ours["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
+                ratio_k = kept["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
                 ratio_p = durable["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
                 label = f"{scenario} ({cap})"
                 print(f"{label:16} {str(stream):6} {ours['turns']:>5} {raw['overhead_ms_per_turn']:>12.3f} "
-                      f"{ours['overhead_ms_per_turn']:>15.3f} {ratio:>6.2f} {durable['overhead_ms_per_turn']:>15.3f} "
-                      f"{ratio_p:>6.2f}")
+                      f"{ours['overhead_ms_per_turn']:>15.3f} {ratio:>6.2f} {kept['overhead_ms_per_turn']:>9.3f} "
+                      f"{ratio_k:>6.2f} {durable['overhead_ms_per_turn']:>15.3f} {ratio_p:>6.2f}")
                 results["loops"].append({"scenario": scenario, "turns": ours["turns"], "stream": stream,
                                          "raw_ms_per_turn": raw["overhead_ms_per_turn"],
                                          "tether_ms_per_turn": ours["overhead_ms_per_turn"],
-                                         "tether_persist_ms_per_turn": durable["overhead_ms_per_turn"],
-                                         "ratio": ratio, "ratio_persist": ratio_p})
+                                         "tether_persist_ms_per_turn": kept["overhead_ms_per_turn"],
+                                         "tether_persist_fsync_ms_per_turn": durable["overhead_ms_per_turn"],
+                                         "ratio": ratio, "ratio_persist": ratio_k, "ratio_persist_fsync": ratio_p})
     finally:
         proc.terminate()
         proc.wait()

@@ -86,27 +86,34 @@ class WireCache:
     """Translations of messages, kept by identity for as long as the messages are in use."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[Message, dict[str, Any]]] = {}
+        # id(message) → (message, its wire dict, image parts a tool result carries)
+        self._cache: dict[int, tuple[Message, dict[str, Any], list[dict[str, Any]]]] = {}
+
+    def _entry(self, m: Message) -> tuple[Message, dict[str, Any], list[dict[str, Any]]]:
+        images: list[dict[str, Any]] = []
+        if isinstance(m, ToolMessage):
+            images = [_image_url(p) for p in m.content if isinstance(p, ImagePart)]
+        return (m, message_to_wire(m), images)
 
     def messages(self, system: str | None, messages: Sequence[Message]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         cache = self._cache
-        fresh: dict[int, tuple[Message, dict[str, Any]]] = {}
-        images: list[dict[str, Any]] = []
+        fresh: dict[int, tuple[Message, dict[str, Any], list[dict[str, Any]]]] = {}
+        pending_images: list[dict[str, Any]] = []
         for m in messages:
             hit = cache.get(id(m))
             if hit is None or hit[0] is not m:
-                hit = (m, message_to_wire(m))
+                hit = self._entry(m)
             fresh[id(m)] = hit
-            if images and not isinstance(m, ToolMessage):
-                out.append({"role": "user", "content": images})
-                images = []
+            if pending_images and m.role != "tool":
+                out.append({"role": "user", "content": pending_images})
+                pending_images = []
             out.append(hit[1])
-            if isinstance(m, ToolMessage) and any(isinstance(p, ImagePart) for p in m.content):
+            if hit[2]:
                 # Chat Completions takes no images in tool results: they follow as a user turn.
-                images.extend(_image_url(p) for p in m.content if isinstance(p, ImagePart))
-        if images:
-            out.append({"role": "user", "content": images})
+                pending_images = pending_images + hit[2]
+        if pending_images:
+            out.append({"role": "user", "content": pending_images})
         self._cache = fresh
         return out
 
@@ -354,7 +361,7 @@ class OpenAIChatProvider:
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
-                    break
+                    continue  # read to the end so the connection goes back to the pool
                 try:
                     chunk = json.loads(payload)
                 except ValueError as exc:
