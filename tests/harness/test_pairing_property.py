@@ -30,8 +30,9 @@ class CrashingStore(RunStore):
 
     def save(self, state: RunState) -> None:
         if self.saves_left == 0:
-            if self.torn:  # a write cut short after the last commit
-                with open(self.root / state.run_id / "messages.jsonl", "ab") as f:
+            run_dir = self.root / state.run_id
+            if self.torn and run_dir.exists():  # a write cut short after the last commit
+                with open(run_dir / "messages.jsonl", "ab") as f:
                     f.write(self.torn)
             raise Crash
         self.saves_left -= 1
