@@ -50,9 +50,9 @@ def raw_tools(ws: Path) -> dict[str, Any]:
 
 async def raw_loop(base: str, scenario: str, max_turns: int, stream: bool, ws: Path) -> int:
     """The smallest honest agent loop: dict messages, one JSON encode per request."""
+    from tether.harness.context import tool_definitions
     from tether.providers.openai_chat import tools_to_wire
     from tether.providers.registry import resolve_provider  # noqa: F401 - same import cost class
-    from tether.harness.context import tool_definitions
     from tether.tools.files import FILE_TOOLS
 
     tools_wire = tools_to_wire(tool_definitions({t.name: t for t in FILE_TOOLS}))
@@ -182,7 +182,7 @@ def main() -> None:
                 ratio_k = kept["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
                 ratio_p = durable["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
                 label = f"{scenario} ({cap})"
-                print(f"{label:16} {str(stream):6} {ours['turns']:>5} {raw['overhead_ms_per_turn']:>12.3f} "
+                print(f"{label:16} {stream!s:6} {ours['turns']:>5} {raw['overhead_ms_per_turn']:>12.3f} "
                       f"{ours['overhead_ms_per_turn']:>15.3f} {ratio:>6.2f} {kept['overhead_ms_per_turn']:>9.3f} "
                       f"{ratio_k:>6.2f} {durable['overhead_ms_per_turn']:>15.3f} {ratio_p:>6.2f}")
                 results["loops"].append({"scenario": scenario, "turns": ours["turns"], "stream": stream,

@@ -36,7 +36,32 @@ _EXPORTS: dict[str, str] = {
     "JsonlTracer": "tether.tracing",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "Agent",
+    "CancelSignal",
+    "JsonlTracer",
+    "Price",
+    "RunResult",
+    "RunState",
+    "RunStatus",
+    "RunStore",
+    "Stop",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "Usage",
+    "__version__",
+    "approve",
+    "has_tool_call",
+    "pending_tool_calls",
+    "reject",
+    "run",
+    "run_stream",
+    "run_sync",
+    "step_count_is",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ sub-agent or a tool's own work) is cancelled when its parent is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -109,10 +110,8 @@ class CancelSignal:
         if task.done():
             return task.result()
         task.cancel()
-        try:
+        with contextlib.suppress(BaseException):  # abandoned on purpose
             await task
-        except BaseException:  # noqa: BLE001 - the task's end is not the caller's concern now
-            pass
         raise RunCancelled(self._reason or "cancelled")
 
     def _discard(self, fut: asyncio.Future[None]) -> None:

@@ -9,7 +9,7 @@ Heavy modules are imported inside the commands so ``tether --help`` starts fast.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,10 +273,8 @@ def cmd_scripted(args: argparse.Namespace) -> int:
 
     server = ScriptedServer(args.host, args.port)
     print(f"scripted OpenAI-compatible server on {server.base_url}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

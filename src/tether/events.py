@@ -6,7 +6,7 @@ deltas are streamed but not traced, and ``done`` is traced as ``run_stopped``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.status import RunResult
@@ -191,7 +191,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             max_tokens=event.max_tokens,
         )
         return line
-    for name in event.__slots__:  # type: ignore[union-attr]
+    for name in event.__slots__:
         if name != "run_id":
             line[_camel(name)] = getattr(event, name)
     return line

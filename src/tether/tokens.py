@@ -20,7 +20,7 @@ class _Encoding(Protocol):
 @functools.cache
 def encoding(name: str = "o200k_base") -> _Encoding:
     """The named BPE encoding, loaded once from the files the package ships."""
-    import bpe_openai
+    import bpe_openai  # type: ignore[import-untyped]
 
     enc: Any = bpe_openai.get_encoding(name)
     return enc  # type: ignore[no-any-return]

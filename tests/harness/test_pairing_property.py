@@ -12,11 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.harness.test_crash import assert_pairing
 from tether import Agent, RunState, RunStore, run, tool
 from tether.harness.state import approve, pending_tool_calls, reject
 from tether.messages import AssistantMessage, ToolCallPart, ToolMessage
 from tether.testing import FunctionModel
-from tests.harness.test_crash import assert_pairing
 
 
 class Crash(BaseException):

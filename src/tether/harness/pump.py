@@ -4,6 +4,7 @@ or the cancellation signal fires. The work may emit from another thread."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ async def pump(
     async def run() -> None:
         try:
             queue.put_nowait(Finished(await work(emit)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer below
+        except BaseException as exc:
             queue.put_nowait(_Failed(exc))
 
     def on_cancel(_reason: str) -> None:
@@ -76,7 +77,5 @@ async def pump(
         signal.remove_callback(on_cancel)
         if not task.done():
             task.cancel()
-            try:
+            with contextlib.suppress(BaseException):  # abandoned on purpose
                 await task
-            except BaseException:  # noqa: BLE001, S110 - the work was abandoned on purpose
-                pass

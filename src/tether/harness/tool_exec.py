@@ -156,7 +156,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
                 yield item
     except RunCancelled as exc:
         rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
-    except Exception as exc:  # noqa: BLE001 - a tool's failure is data for the model
+    except Exception as exc:
         ms = (time.perf_counter() - started) * 1000
         yield _record(rc, call, rc.agent.tool_error_text(call.name, exc), "error", ms)
         if rc.agent.tool_errors_are_fatal:

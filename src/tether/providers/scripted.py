@@ -171,13 +171,12 @@ def scripted_completion(
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     tool_text = "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") == "tool")
     reply = fn(turn, tool_text)
-    wire_calls = [
-        {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        for cid, name, args in reply.calls
-    ]
-    completion = _count(reply.text) + sum(
-        3 + _count(c["function"]["name"]) + _count(c["function"]["arguments"]) for c in wire_calls
-    )
+    wire_calls: list[dict[str, Any]] = []
+    completion = _count(reply.text)
+    for cid, name, args in reply.calls:
+        arguments = json.dumps(args)
+        completion += 3 + _count(name) + _count(arguments)
+        wire_calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}})
     finish = "tool_calls" if wire_calls else "stop"
     text = reply.text
     if max_tokens is not None and completion > max_tokens:

@@ -93,7 +93,7 @@ def validate_arguments(tool: Any, arguments: str) -> dict[str, Any]:
     """Parse and check a call's JSON arguments; raise :class:`ToolInputError` saying what to fix."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ToolInputError(
             f"The arguments for {tool.name} are not valid JSON ({exc.msg} at position {exc.pos}). "
             f"Send one JSON object matching this schema: {_schema_hint(tool.input_schema)}"
@@ -113,7 +113,7 @@ def validate_arguments(tool: Any, arguments: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=256)
 def _validator_for(schema_json: str) -> Any:
-    import jsonschema
+    import jsonschema  # type: ignore[import-untyped]
 
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
