@@ -28,6 +28,19 @@ def tether_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def wait_for_trace(traces: Path, text: str, timeout: float = 30) -> Path:
+    """Wait until a trace file under ``traces`` contains ``text``; return that file."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for f in traces.glob("*.jsonl") if traces.exists() else ():
+            if text in f.read_text():
+                return f
+        time.sleep(0.02)
+    raise AssertionError(f"no trace under {traces} mentioned {text!r} within {timeout} s")
+
+
 @pytest.fixture(scope="session")
 def scripted_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as server:

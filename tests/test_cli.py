@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import wait_for_trace
 from tether.testing import ScriptedServer
 
 # scenario → (extra args, expected status, exit code, output)
@@ -109,13 +109,7 @@ def test_budget_exit_code_and_never_above(workspace: Path, env: dict[str, str]) 
 def test_ctrl_c_cancels_the_slow_tool(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
     proc = subprocess.Popen(["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "--json", "scan"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    traces = tether_home / "traces"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        files = list(traces.glob("*.jsonl")) if traces.exists() else []
-        if files and "tool_progress" in files[0].read_text():
-            break
-        time.sleep(0.02)
+    wait_for_trace(tether_home / "traces", "tool_progress")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import wait_for_trace
 from tether import RunStore
 from tether.messages import AssistantMessage, ToolMessage
 
@@ -102,16 +102,10 @@ def test_cli_run_killed_mid_tool_resumes(tmp_path: Path, workspace: Path) -> Non
     env = {**os.environ, "TETHER_HOME": str(home)}
     cmd = ["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "scan the archive", "--json"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    traces = home / "traces"
-    while time.monotonic() < deadline:
-        files = list(traces.glob("*.jsonl")) if traces.exists() else []
-        if files and '"tool_progress"' in files[0].read_text():
-            break
-        time.sleep(0.02)
+    trace = wait_for_trace(home / "traces", '"tool_progress"')
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    run_id = files[0].stem
+    run_id = trace.stem
     state = RunStore(home / "runs").load(run_id)
     assert state.status == "running" and state.turns == 1
     out = subprocess.run(["tether", "resume", run_id, "--json"], env=env, capture_output=True, text=True, timeout=60)

@@ -210,7 +210,28 @@ def split_text(text: str, pieces: int = 4) -> list[str]:
     return ["".join(words[i : i + size]) for i in range(0, len(words), size)]
 
 
-class ScriptedModel:
+class InProcessModel:
+    """Base for providers that answer in process: ``stream`` replays ``complete`` as deltas."""
+
+    name = "in-process"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        raise NotImplementedError
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        for piece in split_text(response.message.text):
+            yield StreamText(piece)
+        yield ResponseDone(response)
+
+    async def validate_auth(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ScriptedModel(InProcessModel):
     """The scripted model as an in-process provider: ``scripted/<scenario>``."""
 
     name = "scripted"
@@ -234,15 +255,3 @@ class ScriptedModel:
             model=request.model,
         )
         return ModelResponse(parse_completion(body, request.model))
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        response = await self.complete(request)
-        for piece in split_text(response.message.text):
-            yield StreamText(piece)
-        yield ResponseDone(response)
-
-    async def validate_auth(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None

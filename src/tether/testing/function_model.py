@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
+from tether.providers.base import ModelRequest, ModelResponse
 from tether.providers.openai_chat import WireCache, tools_to_wire
-from tether.providers.scripted import Reply, count_prompt_tokens, split_text
+from tether.providers.scripted import InProcessModel, Reply, count_prompt_tokens
 from tether.tokens import count_tokens
 from tether.usage import Price, Usage
 
@@ -19,7 +19,7 @@ __all__ = ["FunctionModel"]
 ReplyFn = Callable[[list[Message], ModelRequest], "AssistantMessage | Reply | str | Awaitable[Any]"]
 
 
-class FunctionModel:
+class FunctionModel(InProcessModel):
     """``FunctionModel(lambda messages, request: "hi")``. The function may return text, a
     :class:`~tether.providers.scripted.Reply`, or an :class:`AssistantMessage`; it may be async.
     Usage is counted with the scripted model's BPE rule; ``price`` defaults to the scripted one."""
@@ -61,15 +61,3 @@ class FunctionModel:
                                     finish_reason="tool_calls" if out.calls else "stop")
         raise TypeError(f"FunctionModel's function returned {type(out).__name__}; "
                         "return str, Reply or AssistantMessage")
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        response = await self.complete(request)
-        for piece in split_text(response.message.text):
-            yield StreamText(piece)
-        yield ResponseDone(response)
-
-    async def validate_auth(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
