@@ -6,10 +6,18 @@ and ``traces/``. Nothing here runs at import; reading happens when a command ask
 ``config.toml``::
 
     model = "openai/gpt-4.1-mini"          # the default when no --model and no TETHER_MODEL
+    fallback_models = ["anthropic/claude-haiku-4-5"]
 
-    [prices."openai/my-finetune"]           # dollars per million tokens
+    [models."openai/my-finetune"]           # price (dollars per million tokens) and window
     input = 0.5
     output = 2.0
+    context_window = 128000
+
+    [endpoints.local]                       # --model local/qwen2.5
+    kind = "openai"                         # openai | anthropic
+    base_url = "http://127.0.0.1:11434/v1"
+    key_env = "LOCAL_API_KEY"               # or api_key = "...", or auth = "oauth" + token_url
+    models = ["qwen2.5"]
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tether.errors import ConfigError
-from tether.usage import Price
+from tether.usage import ModelInfo, Price
 
-__all__ = ["Settings", "load_settings", "resolve_model", "tether_home"]
+__all__ = ["Endpoint", "Settings", "load_settings", "resolve_model", "tether_home"]
 
 NO_MODEL_HELP = """\
 No model is configured. Choose one of:
@@ -52,11 +63,33 @@ def tether_home() -> Path:
     return Path(env).expanduser() if env else _platform_data_dir()
 
 
+class Endpoint(BaseModel):
+    """A named model endpoint from ``[endpoints.NAME]``: ``--model NAME/<model>`` reaches it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: Literal["openai", "anthropic"] = "openai"
+    base_url: str
+    key_env: str | None = None
+    api_key: str | None = None
+    auth: Literal["key", "none", "oauth"] = "key"
+    token_url: str | None = None
+    client_id: str | None = None
+    models: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
     model: str | None = None
-    prices: dict[str, Price] = field(default_factory=dict)
+    fallback_models: tuple[str, ...] = ()
+    models: dict[str, ModelInfo] = field(default_factory=dict)
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+
+    @property
+    def prices(self) -> dict[str, Price]:
+        return {name: info.price for name, info in self.models.items() if info.price is not None}
 
 
 def load_settings(home: Path | None = None) -> Settings:
@@ -69,19 +102,40 @@ def load_settings(home: Path | None = None) -> Settings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
-    prices: dict[str, Price] = {}
-    for name, entry in (data.get("prices") or {}).items():
+    models: dict[str, ModelInfo] = {}
+    for table in ("prices", "models"):
+        for name, entry in (data.get(table) or {}).items():
+            models[name] = _model_entry(path, table, name, entry)
+    endpoints: dict[str, Endpoint] = {}
+    for name, entry in (data.get("endpoints") or {}).items():
         try:
-            prices[name] = Price.model_validate(entry)
-        except ValueError as exc:
-            raise ConfigError(
-                f"{path}: [prices.{name!r}] needs numbers 'input' and 'output' "
-                f"(dollars per million tokens): {exc}"
-            ) from exc
+            endpoints[name] = Endpoint.model_validate({**entry, "name": name})
+        except (ValidationError, TypeError) as exc:
+            raise ConfigError(f"{path}: [endpoints.{name}] is not valid: {exc}") from exc
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ConfigError(f"{path}: 'model' must be a string like \"openai/gpt-4.1-mini\"")
-    return Settings(home=home, model=model, prices=prices)
+    fallbacks = data.get("fallback_models") or []
+    if not isinstance(fallbacks, list) or not all(isinstance(m, str) for m in fallbacks):
+        raise ConfigError(f"{path}: 'fallback_models' must be a list of model strings")
+    return Settings(home=home, model=model, fallback_models=tuple(fallbacks), models=models, endpoints=endpoints)
+
+
+def _model_entry(path: Path, table: str, name: str, entry: Any) -> ModelInfo:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{path}: [{table}.{name!r}] must be a table")
+    window = entry.get("context_window")
+    price_fields = {k: v for k, v in entry.items() if k != "context_window"}
+    try:
+        price = Price.model_validate(price_fields) if price_fields else None
+    except ValidationError as exc:
+        raise ConfigError(
+            f"{path}: [{table}.{name!r}] needs numbers 'input' and 'output' (dollars per million "
+            f"tokens), optionally 'cached_input', 'cache_write', 'context_window': {exc}"
+        ) from exc
+    if window is not None and (not isinstance(window, int) or window <= 0):
+        raise ConfigError(f"{path}: [{table}.{name!r}] context_window must be a positive integer")
+    return ModelInfo(price=price, context_window=window)
 
 
 def resolve_model(explicit: str | None, settings: Settings) -> str:

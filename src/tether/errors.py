@@ -21,6 +21,7 @@ exceptions are translated where they happen, with ``raise ... from exc``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "AuthError",
@@ -34,6 +35,7 @@ __all__ = [
     "StoreError",
     "TetherError",
     "UserError",
+    "classify_http_error",
 ]
 
 
@@ -100,3 +102,49 @@ class ContextOverflowError(ProviderError):
 
 class ResponseError(ProviderError):
     """The provider's answer is not in its documented format."""
+
+
+# Phrases providers use for a prompt that does not fit (OpenAI, Anthropic, vLLM, llama.cpp, Ollama).
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the context",
+    "input is too long",
+    "context length",
+)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            continue  # an HTTP date: fall back to our own backoff
+    return None
+
+
+def classify_http_error(
+    provider: str, status: int, body: str, headers: Mapping[str, str], *, key_hint: str = "the API key"
+) -> ProviderError:
+    """The one place an HTTP failure becomes a classified error the loop knows how to handle."""
+    kwargs: dict[str, Any] = dict(provider=provider, status=status, body=body, headers=headers,
+                                  retry_after=_retry_after(headers))
+    lowered = body.lower()
+    if status in (401, 403):
+        return AuthError(f"{provider}: authentication failed (HTTP {status}). Check {key_hint}.", **kwargs)
+    if status in (400, 413, 422) and any(marker in lowered for marker in _OVERFLOW_MARKERS):
+        return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
+    if status in (408, 409, 429) or status >= 500:
+        return RetryableError(f"{provider}: HTTP {status} {_short(body)}".rstrip(), **kwargs)
+    return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}", **kwargs)
+
+
+def _short(body: str) -> str:
+    return " ".join(body.split())[:300]

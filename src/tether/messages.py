@@ -51,6 +51,7 @@ class ReasoningPart(_Frozen):
     text: str = ""
     # Provider-specific proof that the reasoning is unaltered (signature or encrypted payload).
     signature: str | None = None
+    redacted: bool = False  # the provider sent only an encrypted payload (in ``signature``)
 
 
 class ToolCallPart(_Frozen):

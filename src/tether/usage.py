@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Price", "Usage", "cost_usd", "lookup_price"]
+__all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price", "model_info"]
 
 
 class Usage(BaseModel):
@@ -19,7 +19,8 @@ class Usage(BaseModel):
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens read from the provider's cache
+    cache_write_tokens: int = 0  # prompt tokens written to the cache (Anthropic bills them higher)
     # True when the provider sent no usage and tether counted the tokens itself.
     estimated: bool = False
 
@@ -32,6 +33,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             estimated=self.estimated or other.estimated,
         )
 
@@ -44,13 +46,17 @@ class Price(BaseModel):
     input: float
     output: float
     cached_input: float | None = None
+    cache_write: float | None = None
 
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cached_tokens, usage.prompt_tokens)
+        written = min(usage.cache_write_tokens, usage.prompt_tokens - cached)
         cached_rate = self.input if self.cached_input is None else self.cached_input
+        write_rate = self.input if self.cache_write is None else self.cache_write
         return (
-            (usage.prompt_tokens - cached) * self.input
+            (usage.prompt_tokens - cached - written) * self.input
             + cached * cached_rate
+            + written * write_rate
             + usage.completion_tokens * self.output
         ) / 1e6
 
@@ -65,31 +71,49 @@ class Price(BaseModel):
         return int(left // self.output) if self.output > 0 else 1 << 30
 
 
+class ModelInfo(BaseModel):
+    """What tether knows about a model: its price and its context window (tokens)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    price: Price | None = None
+    context_window: int | None = None
+
+
+def _m(inp: float, out: float, cached: float | None, window: int, write: float | None = None) -> ModelInfo:
+    return ModelInfo(price=Price(input=inp, output=out, cached_input=cached, cache_write=write), context_window=window)
+
+
 # The scripted model is priced as the reference prices its model: $2.00 in, $12.00 out.
-_CATALOG: dict[str, Price] = {
-    "scripted": Price(input=2.00, output=12.00),
-    "openai/gpt-4.1": Price(input=2.00, output=8.00, cached_input=0.50),
-    "openai/gpt-4.1-mini": Price(input=0.40, output=1.60, cached_input=0.10),
-    "openai/gpt-4.1-nano": Price(input=0.10, output=0.40, cached_input=0.025),
-    "openai/gpt-4o": Price(input=2.50, output=10.00, cached_input=1.25),
-    "openai/gpt-4o-mini": Price(input=0.15, output=0.60, cached_input=0.075),
-    "openai/o3": Price(input=2.00, output=8.00, cached_input=0.50),
-    "openai/o4-mini": Price(input=1.10, output=4.40, cached_input=0.275),
-    "anthropic/claude-sonnet-4-5": Price(input=3.00, output=15.00, cached_input=0.30),
-    "anthropic/claude-haiku-4-5": Price(input=1.00, output=5.00, cached_input=0.10),
-    "anthropic/claude-opus-4-1": Price(input=15.00, output=75.00, cached_input=1.50),
+CATALOG: dict[str, ModelInfo] = {
+    "scripted": ModelInfo(price=Price(input=2.00, output=12.00), context_window=128_000),
+    "openai/gpt-4.1": _m(2.00, 8.00, 0.50, 1_047_576),
+    "openai/gpt-4.1-mini": _m(0.40, 1.60, 0.10, 1_047_576),
+    "openai/gpt-4.1-nano": _m(0.10, 0.40, 0.025, 1_047_576),
+    "openai/gpt-4o": _m(2.50, 10.00, 1.25, 128_000),
+    "openai/gpt-4o-mini": _m(0.15, 0.60, 0.075, 128_000),
+    "openai/o3": _m(2.00, 8.00, 0.50, 200_000),
+    "openai/o4-mini": _m(1.10, 4.40, 0.275, 200_000),
+    "anthropic/claude-sonnet-4-5": _m(3.00, 15.00, 0.30, 200_000, 3.75),
+    "anthropic/claude-haiku-4-5": _m(1.00, 5.00, 0.10, 200_000, 1.25),
+    "anthropic/claude-opus-4-1": _m(15.00, 75.00, 1.50, 200_000, 18.75),
 }
+
+
+def model_info(model: str, overrides: dict[str, ModelInfo] | None = None) -> ModelInfo:
+    """Catalog entry for ``provider/model``, with the config file's entry laid over it."""
+    base = CATALOG.get(model) or (CATALOG["scripted"] if model.startswith("scripted/") else ModelInfo())
+    over = (overrides or {}).get(model)
+    if over is None:
+        return base
+    return ModelInfo(price=over.price or base.price, context_window=over.context_window or base.context_window)
 
 
 def lookup_price(model: str, overrides: dict[str, Price] | None = None) -> Price | None:
     """The price of ``provider/model``: config overrides first, then the catalog."""
-    for table in (overrides or {}, _CATALOG):
-        if model in table:
-            return table[model]
-    provider = model.split("/", 1)[0]
-    if provider == "scripted":
-        return _CATALOG["scripted"]
-    return None
+    if overrides and model in overrides:
+        return overrides[model]
+    return model_info(model).price
 
 
 def cost_usd(usage: Usage, price: Price | None) -> float:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
 from tether.providers.base import Provider
 from tether.status import RunStatus
@@ -74,8 +75,14 @@ class Agent:
     tool_errors_are_fatal: bool = False
     dedupe_read_only: bool = True
     stream: bool = True
-    price: Price | None = None  # overrides the catalog for this agent's model
+    price: Price | None = None  # overrides the catalog for this agent's (primary) model
     prices: dict[str, Price] = field(default_factory=dict)  # config-file overrides by model string
+    # Tried in order when the model fails after its retries or stalls before its first token.
+    fallback_models: Sequence[str | Provider] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    first_token_timeout_s: float | None = None
+    context_windows: dict[str, int] = field(default_factory=dict)  # overrides by model string
+    settings: Any = None  # a tether.config.Settings: named endpoints for model strings
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

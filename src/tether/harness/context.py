@@ -20,7 +20,7 @@ __all__ = ["RunContext", "StateStore", "Tracer"]
 
 
 class StateStore(Protocol):
-    def save(self, state: RunState) -> None: ...
+    def save(self, state: RunState, *, rewrite: bool = False) -> None: ...
 
 
 class Tracer(Protocol):
@@ -29,14 +29,21 @@ class Tracer(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One model the run may use: the primary, or a fallback."""
+
+    provider: Provider
+    model_id: str
+    name: str
+    price: Price | None
+
+
 @dataclass
 class RunContext:
     agent: Agent
     state: RunState
-    provider: Provider
-    model_id: str
-    model_name: str
-    price: Price | None
+    candidates: list[Candidate]
     signal: CancelSignal
     cwd: Path
     tools: dict[str, Any]
@@ -47,9 +54,27 @@ class RunContext:
     # (tool name, canonical arguments) → the earlier ok result of a read-only call
     read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
 
-    def persist(self) -> None:
+    active: int = 0  # index of the candidate in use; a fallback moves it forward for the run
+
+    @property
+    def model(self) -> Candidate:
+        return self.candidates[self.active]
+
+    @property
+    def provider(self) -> Provider:
+        return self.model.provider
+
+    @property
+    def model_name(self) -> str:
+        return self.model.name
+
+    @property
+    def price(self) -> Price | None:
+        return self.model.price
+
+    def persist(self, *, rewrite: bool = False) -> None:
         if self.store is not None:
-            self.store.save(self.state)
+            self.store.save(self.state, rewrite=rewrite)
 
     def stop(self, halt: Halt) -> None:
         self.halt = halt

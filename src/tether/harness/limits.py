@@ -86,12 +86,8 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: 
                 return Halt(verdict.status, verdict.reason)
     if agent.max_budget_usd is None:
         return CallPlan(agent.max_tokens, 0)
-    if price is None:
-        raise ConfigError(
-            "max_budget_usd is set but the price of this model is unknown: add it under "
-            '[prices."provider/model"] in config.toml (input/output dollars per million tokens) '
-            "or pass Agent(price=Price(input=..., output=...))"
-        )
+    if price is None:  # checked when the run starts; kept here for direct callers
+        raise ConfigError("max_budget_usd is set but the price of this model is unknown")
     prompt = estimate_prompt_tokens(state, fixed_tokens)
     remaining = agent.max_budget_usd - state.cost_usd
     affordable = price.affordable_output_tokens(prompt, remaining)

@@ -9,49 +9,63 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from tether.cancel import CancelSignal
-from tether.errors import ProviderError, RunCancelled, UserError
-from tether.events import Done, Event, ReasoningDelta, TextDelta, Turn
+from tether.errors import ConfigError, UserError
+from tether.events import Done, Event
 from tether.harness.agent import Agent
 from tether.harness.context import (
+    Candidate,
     RunContext,
     StateStore,
     Tracer,
     fixed_prompt_tokens,
     tool_definitions,
 )
-from tether.harness.limits import CallPlan, Halt, plan_call
-from tether.harness.pump import Finished, pump
+from tether.harness.limits import Halt
+from tether.harness.model_call import ask_model
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.providers.registry import resolve_provider
-from tether.status import RESUMABLE, CancelledInterruption, RunResult
+from tether.status import RESUMABLE, RunResult
 from tether.usage import lookup_price
 
 __all__ = ["run", "run_stream", "run_sync"]
 
 
-def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
-    if isinstance(agent.model, str):
-        resolved = resolve_provider(agent.model)
+def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
+    if isinstance(model, str):
+        resolved = resolve_provider(model, agent.settings)
         provider, model_id, name = resolved.provider, resolved.model_id, resolved.name
     else:
-        provider = agent.model
+        provider = model
         model_id = str(getattr(provider, "model_id", provider.name))
         name = f"{provider.name}/{model_id}"
-    price = agent.price or getattr(provider, "price", None) or lookup_price(name, agent.prices)
+    overrides = dict(getattr(agent.settings, "prices", None) or {}) | dict(agent.prices)
+    price = (agent.price if primary else None) or getattr(provider, "price", None) or lookup_price(name, overrides)
+    if agent.max_budget_usd is not None and price is None:
+        raise ConfigError(
+            f"max_budget_usd is set but the price of {name} is unknown: add it under "
+            f'[models."{name}"] in config.toml (input/output dollars per million tokens) '
+            "or pass Agent(price=Price(input=..., output=...))"
+        )
+    return Candidate(provider, model_id, name, price)
+
+
+def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
+    candidates = [_candidate(agent, agent.model, True)]
+    candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd())
-    rc = RunContext(agent=agent, state=state, provider=provider, model_id=model_id, model_name=name,
-                    price=price, signal=signal, cwd=cwd, tools=tools, store=store, tool_defs=defs)
+    rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
+                    store=store, tool_defs=defs)
     if agent.max_budget_usd is not None:
         rc.fixed_tokens = fixed_prompt_tokens(agent.instructions, defs)
     rc.rebuild_read_cache()
-    state.model = name
+    state.model = rc.model_name
     return rc
 
 
@@ -93,7 +107,8 @@ async def run_stream(
                 tracer.write(event)
             yield event
     finally:
-        await rc.provider.aclose()
+        for candidate in rc.candidates:
+            await candidate.provider.aclose()
         if tracer is not None:
             tracer.close()
 
@@ -110,11 +125,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if isinstance(last, AssistantMessage):
             rc.stop(_finish(rc, last))
             break
-        plan = plan_call(rc.agent, state, rc.price, rc.fixed_tokens)
-        if isinstance(plan, Halt):
-            rc.stop(plan)
-            break
-        async for event in _ask_model(rc, plan):
+        async for event in ask_model(rc):
             yield event
     yield _done(rc)
 
@@ -135,53 +146,6 @@ def _done(rc: RunContext) -> Done:
     state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
     rc.persist()
     return Done(state.run_id, state.result())
-
-
-async def _ask_model(rc: RunContext, plan: CallPlan) -> AsyncIterator[Event]:
-    state, run_id = rc.state, rc.state.run_id
-    request = ModelRequest(model=rc.model_id, messages=state.messages, system=rc.agent.instructions or None,
-                           tools=rc.tool_defs, max_tokens=plan.max_tokens)
-    response: ModelResponse | None = None
-    try:
-        async for item in pump(lambda emit: _call_model(rc, request, emit), rc.signal):
-            if isinstance(item, Finished):
-                response = item.value
-            elif isinstance(item, StreamText):
-                yield TextDelta(run_id, item.text)
-            elif isinstance(item, StreamReasoning):
-                yield ReasoningDelta(run_id, item.text)
-    except RunCancelled as exc:
-        rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
-        return
-    except ProviderError as exc:
-        rc.stop(Halt("failed", str(exc)))
-        return
-    assert response is not None
-    message = response.message
-    if message.model != rc.model_name:
-        message = message.model_copy(update={"model": rc.model_name})
-    usage = message.usage
-    state.messages.append(message)
-    if usage is not None:
-        state.usage = state.usage + usage
-        if rc.price is not None:
-            state.cost_usd += rc.price.cost(usage)
-    rc.persist()
-    yield Turn(run_id, state.turns, rc.model_name, usage or state.usage.model_copy(update={}),
-               state.cost_usd, message.finish_reason, plan.max_tokens)
-
-
-async def _call_model(rc: RunContext, request: ModelRequest, emit: object) -> ModelResponse:
-    if not rc.agent.stream:
-        return await rc.provider.complete(request)
-    assert callable(emit)
-    async for event in rc.provider.stream(request):
-        if isinstance(event, ResponseDone):
-            return event.response
-        emit(event)
-    from tether.errors import ResponseError
-
-    raise ResponseError(f"{rc.model_name}: the stream ended without a final response")
 
 
 async def run(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,27 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _checked_name(name: Any) -> str:
+    if name is None:
+        return _MESSAGES
+    if not isinstance(name, str) or not re.fullmatch(r"messages(-\d+)?\.jsonl", name):
+        raise StoreError(f"the run header names an unexpected transcript file: {name!r}")
+    return name
+
+
+def _next_name(name: str) -> str:
+    match = re.fullmatch(r"messages-(\d+)\.jsonl", name)
+    return f"messages-{int(match.group(1)) + 1 if match else 1}.jsonl"
+
+
 class RunStore:
     """Runs under ``root`` (usually ``$TETHER_HOME/runs``)."""
 
     def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
-        # run id → (messages counted by the header on disk, their length in bytes)
-        self._committed: dict[str, tuple[int, int]] = {}
+        # run id → (messages counted by the header on disk, their length in bytes, file name)
+        self._committed: dict[str, tuple[int, int, str]] = {}
 
     def _dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -57,21 +71,33 @@ class RunStore:
     def exists(self, run_id: str) -> bool:
         return (self._dir(run_id) / _HEADER).exists()
 
-    def save(self, state: RunState) -> None:
-        """Persist ``state``: append the messages not yet on disk, then commit the header."""
+    def save(self, state: RunState, *, rewrite: bool = False) -> None:
+        """Persist ``state``: append the messages not yet on disk, then commit the header.
+
+        ``rewrite=True`` is for a transcript whose earlier messages changed (trimming,
+        compaction): the whole file is written to a temporary file and renamed into place.
+        """
         d = self._dir(state.run_id)
-        count, nbytes = self._committed.get(state.run_id) or self._read_commit(d)
+        count, nbytes, name = self._committed.get(state.run_id) or self._read_commit(d)
         messages = state.messages
-        path = d / _MESSAGES
-        if len(messages) < count:  # the transcript was rewritten (e.g. compacted)
-            count, nbytes = 0, 0
-            mode = "wb"
-        else:
-            mode = "ab"
         d.mkdir(parents=True, exist_ok=True)
+        if rewrite or len(messages) < count:
+            # A new file under a new name; the header switches to it in one rename, so a crash
+            # leaves either the old transcript or the new one, never a mix.
+            new_name = _next_name(name)
+            data = "".join(dump_message(m) + "\n" for m in messages).encode()
+            if self.fsync:
+                atomic_write(d / new_name, data)
+            else:
+                (d / new_name).write_bytes(data)
+            self._commit(state, d, len(messages), len(data), new_name)
+            if new_name != name:
+                (d / name).unlink(missing_ok=True)
+            return
+        path = d / name
         new = "".join(dump_message(m) + "\n" for m in messages[count:]).encode()
-        with open(path, mode) as f:
-            if mode == "ab" and f.tell() != nbytes:
+        with open(path, "ab") as f:
+            if f.tell() != nbytes:
                 f.truncate(nbytes)  # lines a crashed save wrote after the last commit
                 f.seek(nbytes)
             if new:
@@ -79,10 +105,13 @@ class RunStore:
             f.flush()
             if self.fsync and new:
                 os.fsync(f.fileno())
-        nbytes += len(new)
+        self._commit(state, d, len(messages), nbytes + len(new), name)
+
+    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str) -> None:
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
-        header["message_count"] = len(messages)
+        header["message_count"] = count
         header["messages_bytes"] = nbytes
+        header["messages_file"] = name
         data = json.dumps(header, separators=(",", ":")).encode()
         if self.fsync:
             atomic_write(d / _HEADER, data)
@@ -90,16 +119,17 @@ class RunStore:
             tmp = d / f".{_HEADER}.tmp"
             tmp.write_bytes(data)
             os.replace(tmp, d / _HEADER)
-        self._committed[state.run_id] = (len(messages), nbytes)
+        self._committed[state.run_id] = (count, nbytes, name)
 
-    def _read_commit(self, d: Path) -> tuple[int, int]:
+    def _read_commit(self, d: Path) -> tuple[int, int, str]:
         try:
             header = json.loads((d / _HEADER).read_bytes())
         except FileNotFoundError:
-            return (0, 0)
+            return (0, 0, _MESSAGES)
         except ValueError as exc:
             raise StoreError(f"{d / _HEADER} is not valid JSON: {exc}") from exc
-        return int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
+        return (int(header.get("message_count", 0)), int(header.get("messages_bytes", 0)),
+                _checked_name(header.get("messages_file")))
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
@@ -113,14 +143,15 @@ class RunStore:
             raise StoreError(f"{d / _HEADER} is not valid JSON ({exc}); the run cannot be loaded") from exc
         count = int(header.pop("message_count", 0))
         nbytes = int(header.pop("messages_bytes", 0))
+        name = _checked_name(header.pop("messages_file", None))
         header.pop("turns", None)
-        messages = list(self._read_messages(d / _MESSAGES, count, nbytes))
+        messages = list(self._read_messages(d / name, count, nbytes))
         try:
             state = RunState.model_validate({**header, "messages": []})
         except ValidationError as exc:
             raise StoreError(f"{d / _HEADER} does not describe a run: {exc}") from exc
         state.messages = messages
-        self._committed[run_id] = (count, nbytes)
+        self._committed[run_id] = (count, nbytes, name)
         return state
 
     def _read_messages(self, path: Path, count: int, nbytes: int) -> Iterator[Any]:

@@ -34,6 +34,8 @@ class ModelRequest:
     system: str | None = None
     tools: Sequence[ToolDefinition] = ()
     max_tokens: int | None = None
+    # A stable id for the conversation (session or run): providers with a cache key use it.
+    cache_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

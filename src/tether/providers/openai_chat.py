@@ -9,37 +9,32 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.errors import (
-    AuthError,
-    BadRequestError,
-    ConfigError,
-    ContextOverflowError,
-    ProviderError,
-    ResponseError,
-    RetryableError,
-)
+from tether.errors import ConfigError, ResponseError, RetryableError
 from tether.messages import (
     AssistantMessage,
     ImagePart,
     Message,
+    ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolMessage,
     UserMessage,
 )
+from tether.providers.auth import ApiKey, Credentials, NoAuth
 from tether.providers.base import (
     ModelRequest,
     ModelResponse,
     ResponseDone,
     StreamEvent,
+    StreamReasoning,
     StreamText,
     ToolDefinition,
 )
+from tether.providers.http import HttpTransport, sse_events
 from tether.usage import Usage
 
 __all__ = [
@@ -144,7 +139,9 @@ def parse_completion(data: Any, model: str) -> AssistantMessage:
     try:
         choice = data["choices"][0]
         msg = choice["message"]
-        parts: list[TextPart | ToolCallPart] = []
+        parts: list[TextPart | ToolCallPart | ReasoningPart] = []
+        if msg.get("reasoning_content"):
+            parts.append(ReasoningPart(text=str(msg["reasoning_content"])))
         if msg.get("content"):
             parts.append(TextPart(text=str(msg["content"])))
         for c in msg.get("tool_calls") or []:
@@ -167,30 +164,40 @@ class StreamAssembler:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        self.started = False
+        self.reasoning: list[str] = []
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
 
-    def feed(self, chunk: Any) -> str | None:
-        """Take one parsed chunk; return its text delta, if any."""
+    def feed(self, chunk: Any) -> list[StreamText | StreamReasoning]:
+        """Take one parsed chunk; return the deltas it carries for the user."""
         if not isinstance(chunk, dict):
             raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
         if "error" in chunk:
             raise ResponseError(f"the provider sent an error mid-stream: {chunk['error']}")
+        self.started = True
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
-        text = None
-        for choice in chunk.get("choices") or []:
+        out: list[StreamText | StreamReasoning] = []
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise ResponseError(f"stream chunk has malformed choices: {str(chunk)[:200]}")
+        for choice in choices:
             delta = choice.get("delta") or {}
+            # reasoning_content: DeepSeek, vLLM and llama.cpp stream reasoning in this field.
+            if delta.get("reasoning_content"):
+                self.reasoning.append(str(delta["reasoning_content"]))
+                out.append(StreamReasoning(self.reasoning[-1]))
             if delta.get("content"):
-                text = str(delta["content"])
-                self.text.append(text)
+                self.text.append(str(delta["content"]))
+                out.append(StreamText(self.text[-1]))
             for tc in delta.get("tool_calls") or []:
                 self._feed_call(tc)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
-        return text
+        return out
 
     def _feed_call(self, tc: dict[str, Any]) -> None:
         slot = self.calls.setdefault(int(tc.get("index", len(self.calls))), {"args": []})
@@ -203,7 +210,9 @@ class StreamAssembler:
             slot["args"].append(fn["arguments"])
 
     def message(self) -> AssistantMessage:
-        parts: list[TextPart | ToolCallPart] = []
+        parts: list[TextPart | ToolCallPart | ReasoningPart] = []
+        if self.reasoning:
+            parts.append(ReasoningPart(text="".join(self.reasoning)))
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
         for index in sorted(self.calls):
@@ -232,73 +241,56 @@ def estimate_usage(body: bytes, text: str, calls: dict[int, dict[str, Any]]) -> 
     )
 
 
-_OVERFLOW_MARKERS = ("context_length_exceeded", "maximum context length", "context window")
-
-
-def classify_http_error(status: int, body: str, headers: dict[str, str], provider: str) -> ProviderError:
-    retry_after = None
-    if "retry-after" in headers:
-        try:
-            retry_after = float(headers["retry-after"])
-        except ValueError:
-            retry_after = None
-    kwargs: dict[str, Any] = dict(provider=provider, status=status, body=body, headers=headers, retry_after=retry_after)
-    if status in (401, 403):
-        return AuthError(
-            f"{provider}: authentication failed ({status}). Check OPENAI_API_KEY "
-            "(or the key variable of this endpoint in config.toml).",
-            **kwargs,
-        )
-    if any(marker in body.lower() for marker in _OVERFLOW_MARKERS):
-        return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
-    if status in (408, 409, 429) or status >= 500:
-        return RetryableError(f"{provider}: HTTP {status}", **kwargs)
-    return BadRequestError(f"{provider}: HTTP {status}: {body[:300]}", **kwargs)
-
-
-def _is_local(base_url: str) -> bool:
+def is_local_url(base_url: str) -> bool:
     host = urlsplit(base_url).hostname or ""
     return host.startswith(_LOCAL_HOSTS) or host in _LOCAL_HOSTS
 
 
+CACHE_KEY_LIMIT = 64  # OpenAI's prompt_cache_key length limit
+
+
+def clamp_cache_key(key: str) -> str:
+    """A key within the provider's limit: kept when short, else a stable hash (never a cut that
+    could make two sessions share a key)."""
+    if len(key) <= CACHE_KEY_LIMIT:
+        return key
+    import hashlib
+
+    return "h-" + hashlib.sha256(key.encode()).hexdigest()[: CACHE_KEY_LIMIT - 2]
+
+
 class OpenAIChatProvider:
     """Chat Completions over httpx, for api.openai.com or any compatible server."""
-
-    name = "openai"
 
     def __init__(
         self,
         base_url: str | None = None,
         api_key: str | None = None,
         *,
-        timeout_s: float = 600.0,
+        credentials: Credentials | None = None,
+        name: str = "openai",
         key_variable: str = "OPENAI_API_KEY",
+        send_cache_key: bool | None = None,
+        timeout_s: float = 600.0,
     ) -> None:
         base = base_url or os.environ.get("LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
         self.base_url = (base or DEFAULT_BASE_URL).rstrip("/")
-        self._api_key = api_key if api_key is not None else os.environ.get(key_variable)
-        if not self._api_key and not _is_local(self.base_url):
-            raise ConfigError(
-                f"{key_variable} is not set: export it, or point LLM_BASE_URL at a local "
-                "OpenAI-compatible server (no key needed on loopback)."
-            )
-        self._timeout_s = timeout_s
-        self._client: Any = None
+        self.name = name
+        if credentials is None:
+            key = api_key if api_key is not None else os.environ.get(key_variable)
+            if key:
+                credentials = ApiKey(key, hint=f"the key in {key_variable}")
+            elif is_local_url(self.base_url):
+                credentials = NoAuth()
+            else:
+                raise ConfigError(
+                    f"{key_variable} is not set: export it, or point LLM_BASE_URL at a local "
+                    "OpenAI-compatible server (no key needed on loopback)."
+                )
+        self._http = HttpTransport(name, self.base_url, credentials, timeout_s=timeout_s)
+        # prompt_cache_key is OpenAI's; other compatible servers may reject unknown fields.
+        self.send_cache_key = self.base_url == DEFAULT_BASE_URL if send_cache_key is None else send_cache_key
         self._wire = WireCache()
-        # Total seconds spent waiting on the server, for overhead measurements.
-        self.server_wait_s = 0.0
-
-    def _http(self) -> Any:
-        if self._client is None:
-            import httpx
-
-            headers = {"content-type": "application/json"}
-            if self._api_key:
-                headers["authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=headers, timeout=self._timeout_s
-            )
-        return self._client
 
     def _body(self, request: ModelRequest, stream: bool) -> bytes:
         body: dict[str, Any] = {
@@ -312,37 +304,19 @@ class OpenAIChatProvider:
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        if self.send_cache_key and request.cache_key:
+            body["prompt_cache_key"] = clamp_cache_key(request.cache_key)
         body.update(request.extra)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
-    async def _send(self, body: bytes, stream: bool) -> Any:
-        import httpx
-
-        client = self._http()
-        try:
-            req = client.build_request("POST", "/chat/completions", content=body)
-            response = await client.send(req, stream=stream)
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"openai: request timed out: {exc}", provider="openai") from exc
-        except httpx.TransportError as exc:
-            raise RetryableError(f"openai: connection failed: {exc!r}", provider="openai") from exc
-        if response.status_code >= 400:
-            text = (await response.aread()).decode(errors="replace")
-            await response.aclose()
-            raise classify_http_error(
-                response.status_code, text, dict(response.headers), "openai"
-            )
-        return response
-
     async def complete(self, request: ModelRequest) -> ModelResponse:
         body = self._body(request, stream=False)
-        started = time.perf_counter()
-        response = await self._send(body, stream=False)
-        self.server_wait_s += time.perf_counter() - started
+        response = await self._http.request("POST", "/chat/completions", body)
         try:
             data = response.json()
         except ValueError as exc:
-            raise ResponseError(f"openai: response is not JSON: {response.text[:200]}") from exc
+            raise ResponseError(f"{self.name}: response is not JSON: {response.text[:200]}",
+                                provider=self.name) from exc
         message = parse_completion(data, request.model)
         if not isinstance(data.get("usage"), dict):
             usage = estimate_usage(body, message.text, {})
@@ -350,40 +324,28 @@ class OpenAIChatProvider:
         return ModelResponse(message)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        import httpx
-
         body = self._body(request, stream=True)
-        response = await self._send(body, stream=True)
+        response = await self._http.request("POST", "/chat/completions", body, stream=True)
         assembler = StreamAssembler(request.model)
-        try:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    continue  # read to the end so the connection goes back to the pool
-                try:
-                    chunk = json.loads(payload)
-                except ValueError as exc:
-                    raise ResponseError(f"openai: malformed stream chunk: {payload[:200]}") from exc
-                text = assembler.feed(chunk)
-                if text:
-                    yield StreamText(text)
-        except httpx.TransportError as exc:
-            raise RetryableError(f"openai: stream cut: {exc!r}", provider="openai") from exc
-        finally:
-            await response.aclose()
+        async for payload in sse_events(response, self.name):
+            if payload == "[DONE]":
+                continue  # read to the end so the connection goes back to the pool
+            try:
+                chunk = json.loads(payload)
+            except ValueError as exc:
+                raise ResponseError(f"{self.name}: malformed stream chunk: {payload[:200]}",
+                                    provider=self.name) from exc
+            for event in assembler.feed(chunk):
+                yield event
+        if not assembler.started:
+            raise RetryableError(f"{self.name}: the stream ended before any chunk", provider=self.name)
         if assembler.usage is None:
             # Some compatible servers never send usage: count it, and say it was counted.
             assembler.usage = estimate_usage(body, "".join(assembler.text), assembler.calls)
         yield ResponseDone(ModelResponse(assembler.message()))
 
     async def validate_auth(self) -> None:
-        response = await self._http().get("/models")
-        if response.status_code >= 400:
-            raise classify_http_error(response.status_code, response.text, dict(response.headers), "openai")
+        await self._http.request("GET", "/models")
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self._http.aclose()

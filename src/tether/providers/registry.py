@@ -1,17 +1,24 @@
-"""Model strings → providers. ``provider/model`` splits at the first ``/``; a bare name maps by
-its prefix (``gpt-``, ``o1``, ``o3``, ``o4``, ``chatgpt-`` → openai; ``claude`` → anthropic)."""
+"""Model strings → providers.
+
+``provider/model`` splits at the first ``/``. A bare name maps by its prefix (``gpt-``, ``o1``,
+``o3``, ``o4``, ``chatgpt-``, ``text-`` → openai; ``claude`` → anthropic). ``provider`` is one of
+the built-ins (``openai``, ``anthropic``, ``scripted``) or a named endpoint from ``config.toml``.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 from tether.errors import ConfigError
 from tether.providers.base import Provider
 
-__all__ = ["ResolvedModel", "canonical_model", "resolve_provider"]
+__all__ = ["BUILTIN_PROVIDERS", "ResolvedModel", "canonical_model", "configured_models", "resolve_provider"]
 
 _PREFIXES = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
-             ("chatgpt-", "openai"), ("claude", "anthropic"))
+             ("chatgpt-", "openai"), ("text-", "openai"), ("claude", "anthropic"))
+BUILTIN_PROVIDERS = ("openai", "anthropic", "scripted")
 
 
 @dataclass(frozen=True)
@@ -30,15 +37,20 @@ def canonical_model(model: str) -> str:
             return f"{provider}/{model}"
     raise ConfigError(
         f"cannot tell which provider serves {model!r}: write it as provider/model, "
-        "e.g. openai/gpt-4.1-mini or scripted/plan"
+        "e.g. openai/gpt-4.1-mini, anthropic/claude-sonnet-4-5 or scripted/plan"
     )
 
 
-def resolve_provider(model: str) -> ResolvedModel:
+def resolve_provider(model: str, settings: Any = None) -> ResolvedModel:
+    """Build the provider for ``model``. ``settings`` (a :class:`tether.config.Settings`) supplies
+    named endpoints; without it only the built-ins resolve."""
     name = canonical_model(model)
     provider, model_id = name.split("/", 1)
     if not model_id:
         raise ConfigError(f"{model!r} names no model after the provider")
+    endpoints = getattr(settings, "endpoints", {}) or {}
+    if provider in endpoints:
+        return ResolvedModel(_endpoint_provider(endpoints[provider], settings), model_id, name)
     if provider == "scripted":
         from tether.providers.scripted import ScriptedModel
 
@@ -47,7 +59,60 @@ def resolve_provider(model: str) -> ResolvedModel:
         from tether.providers.openai_chat import OpenAIChatProvider
 
         return ResolvedModel(OpenAIChatProvider(), model_id, name)
+    if provider == "anthropic":
+        from tether.providers.anthropic import AnthropicProvider
+
+        return ResolvedModel(AnthropicProvider(), model_id, name)
+    known = ", ".join([*BUILTIN_PROVIDERS, *endpoints]) or "none"
     raise ConfigError(
-        f"unknown provider {provider!r} in {model!r}. Available: openai (any OpenAI-compatible "
-        "server via LLM_BASE_URL), scripted (offline test model)."
+        f"unknown provider {provider!r} in {model!r}. Known: {known}. Add an [endpoints.{provider}] "
+        "table to config.toml to reach another OpenAI- or Anthropic-compatible server."
     )
+
+
+def _endpoint_provider(endpoint: Any, settings: Any) -> Provider:
+    from tether.providers.auth import ApiKey, Credentials, NoAuth, OAuthCredentials
+
+    credentials: Credentials
+    where = f"[endpoints.{endpoint.name}] in config.toml"
+    header, scheme = ("x-api-key", "") if endpoint.kind == "anthropic" else ("authorization", "Bearer")
+    if endpoint.auth == "oauth":
+        if not endpoint.token_url:
+            raise ConfigError(f"{where}: auth = \"oauth\" needs token_url")
+        credentials = OAuthCredentials(settings.home / "auth" / f"{endpoint.name}.json", endpoint.token_url,
+                                       endpoint.client_id)
+    elif endpoint.auth == "none":
+        credentials = NoAuth()
+    elif endpoint.key_env:
+        key = os.environ.get(endpoint.key_env)
+        if not key:
+            raise ConfigError(f"{endpoint.key_env} is not set (named by key_env in {where})")
+        credentials = ApiKey(key, hint=f"the key in {endpoint.key_env}", header=header, scheme=scheme)
+    elif endpoint.api_key:
+        credentials = ApiKey(endpoint.api_key, hint=f"api_key in {where}", header=header, scheme=scheme)
+    else:
+        credentials = NoAuth()
+    if endpoint.kind == "anthropic":
+        from tether.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(endpoint.base_url, credentials=credentials, name=endpoint.name)
+    from tether.providers.openai_chat import OpenAIChatProvider
+
+    return OpenAIChatProvider(endpoint.base_url, credentials=credentials, name=endpoint.name, send_cache_key=False)
+
+
+def configured_models(settings: Any) -> list[str]:
+    """Model strings a person can use here: configured endpoints' models, config defaults, the
+    catalog of the built-in providers whose credentials are present, and the scripted scenarios."""
+    from tether.providers.scripted import SCENARIOS
+    from tether.usage import CATALOG
+
+    names: list[str] = []
+    for endpoint in (getattr(settings, "endpoints", {}) or {}).values():
+        names += [f"{endpoint.name}/{m}" for m in endpoint.models]
+    for m in [getattr(settings, "model", None), *getattr(settings, "fallback_models", ())]:
+        if m:
+            names.append(canonical_model(m))
+    names += [m for m in CATALOG if "/" in m]
+    names += [f"scripted/{s}" for s in SCENARIOS]
+    return list(dict.fromkeys(names))

@@ -1,0 +1,164 @@
+"""One model turn: limits, the call (streamed), retries, fallback, overflow recovery, accounting.
+
+See :mod:`tether.harness.retry` for the policy. The reply is recorded (transcript, usage, cost)
+and persisted before the ``turn`` event is yielded, so a recorded turn is never paid for twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from tether.errors import ContextOverflowError, ProviderError, ResponseError, RetryableError, RunCancelled
+from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
+from tether.harness.context import RunContext
+from tether.harness.limits import CallPlan, Halt, plan_call
+from tether.harness.pump import Finished, pump
+from tether.harness.retry import FirstTokenTimeout
+from tether.messages import TextPart, ToolMessage
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
+from tether.status import CancelledInterruption
+
+__all__ = ["ask_model", "trim_old_tool_outputs"]
+
+TRIMMED = ("[This tool output was removed to fit the model's context window. Call the tool again "
+           "if you need it.]")
+
+
+class _Attempt:
+    """State of one turn across its attempts."""
+
+    def __init__(self) -> None:
+        self.emitted = False  # has any token of this turn reached the user?
+        self.overflow_retried = False
+        self.attempt = 0
+
+
+async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
+    """Make one model call (with retries and fallback) or set ``rc.halt``."""
+    turn = _Attempt()
+    while rc.halt is None:
+        plan = plan_call(rc.agent, rc.state, rc.price, rc.fixed_tokens)
+        if isinstance(plan, Halt):
+            rc.stop(plan)
+            return
+        turn.attempt += 1
+        try:
+            response = None
+            async for item in pump(_caller(rc, plan), rc.signal):
+                if isinstance(item, Finished):
+                    response = item.value
+                else:
+                    turn.emitted = True
+                    yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
+        except RunCancelled as exc:
+            rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
+            return
+        except ProviderError as exc:
+            async for event in _recover(rc, turn, exc):
+                yield event
+            continue
+        assert response is not None
+        yield _record(rc, response, plan)
+        return
+
+
+async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
+    """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
+    run_id = rc.state.run_id
+    if isinstance(exc, ContextOverflowError) and not turn.overflow_retried:
+        turn.overflow_retried = True
+        if trim_old_tool_outputs(rc):
+            rc.persist(rewrite=True)
+            return
+    if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
+        rc.stop(Halt("failed", str(exc)))
+        return
+    if turn.emitted:
+        rc.stop(Halt("failed", f"{exc} (after part of the reply reached the user; not retried)"))
+        return
+    stalled = isinstance(exc, FirstTokenTimeout)
+    policy = rc.agent.retry
+    if (stalled or turn.attempt >= policy.max_attempts) and rc.active + 1 < len(rc.candidates):
+        before = rc.model_name
+        rc.active += 1
+        turn.attempt = 0
+        yield Fallback(run_id, before, rc.model_name, str(exc))
+        return
+    if turn.attempt >= policy.max_attempts:
+        rc.stop(Halt("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
+        return
+    wait = policy.delay(turn.attempt, exc)
+    yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
+    try:
+        await rc.signal.sleep(wait)
+    except RunCancelled as cancelled:
+        rc.stop(Halt("interrupted", f"cancelled: {cancelled.reason}",
+                     CancelledInterruption(reason=cancelled.reason)))
+
+
+def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
+    state = rc.state
+    message = response.message
+    if message.model != rc.model_name:
+        message = message.model_copy(update={"model": rc.model_name})
+    state.messages.append(message)
+    usage = message.usage
+    if usage is not None:
+        state.usage = state.usage + usage
+        if rc.price is not None:
+            state.cost_usd += rc.price.cost(usage)
+    rc.persist()
+    return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), state.cost_usd,
+                message.finish_reason, plan.max_tokens)
+
+
+def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelResponse]]:
+    return lambda emit: _call(rc, plan, emit)
+
+
+async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse:
+    state = rc.state
+    request = ModelRequest(model=rc.model.model_id, messages=state.messages, system=rc.agent.instructions or None,
+                           tools=rc.tool_defs, max_tokens=plan.max_tokens,
+                           cache_key=state.session_id or state.run_id)
+    timeout = rc.agent.first_token_timeout_s
+    if not rc.agent.stream:
+        try:
+            return await asyncio.wait_for(rc.provider.complete(request), timeout)
+        except TimeoutError as exc:
+            raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
+    stream = rc.provider.stream(request).__aiter__()
+    try:
+        try:
+            event = await asyncio.wait_for(anext(stream), timeout)
+        except TimeoutError as exc:
+            raise FirstTokenTimeout(f"{rc.model_name}: no first token within {timeout} s") from exc
+        while True:
+            if isinstance(event, ResponseDone):
+                return event.response
+            emit(event)
+            event = await anext(stream)
+    except StopAsyncIteration:
+        raise ResponseError(f"{rc.model_name}: the stream ended without a final response") from None
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def trim_old_tool_outputs(rc: RunContext) -> bool:
+    """Replace the outputs of tool calls before the latest turn with a note; True if any changed.
+
+    Pairing is kept: every result stays, only its content shrinks. (Compaction proper arrives with
+    the sessions work; this is the fallback the design allows until then.)
+    """
+    messages = rc.state.messages
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    changed = False
+    for i, m in enumerate(messages[:last_assistant]):
+        if isinstance(m, ToolMessage) and m.text != TRIMMED:
+            messages[i] = m.model_copy(update={"content": (TextPart(text=TRIMMED),)})
+            changed = True
+    return changed

@@ -1,0 +1,351 @@
+"""Anthropic Messages: the wire translation and an httpx provider.
+
+Translation rules worth knowing:
+
+* The system prompt is a text block; tool results are ``tool_result`` blocks in a user message,
+  first in it, and consecutive user-side messages merge into one (the API wants turns to alternate).
+* Images a tool returns stay inside its ``tool_result`` (this API accepts them there).
+* Reasoning: a ``thinking`` block (with its signature) or ``redacted_thinking`` block is sent back
+  unchanged only to the model that produced it; for any other model it is dropped, because another
+  model's signature cannot verify it and its hidden reasoning is not evidence for a new model.
+* Cache breakpoints (``cache_control``) go on the last tool definition, the system prompt and the
+  last block of the conversation, so the stable prefix is cached turn after turn.
+* Tool call ids are kept when they fit the API's pattern and mapped to a safe form when not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tether.errors import (
+    AuthError,
+    BadRequestError,
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    ResponseError,
+    RetryableError,
+)
+from tether.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    UserMessage,
+)
+from tether.providers.auth import ApiKey, Credentials, NoAuth
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    StreamReasoning,
+    StreamText,
+)
+from tether.providers.http import HttpTransport, sse_events
+from tether.usage import Usage
+
+__all__ = ["AnthropicProvider", "MessagesAssembler", "messages_body", "parse_message"]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+_EPHEMERAL = {"type": "ephemeral"}
+_SAFE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def safe_tool_id(call_id: str) -> str:
+    if _SAFE_ID.match(call_id):
+        return call_id
+    import hashlib
+
+    return "t_" + hashlib.sha256(call_id.encode()).hexdigest()[:40]
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    if part.url:
+        return {"type": "image", "source": {"type": "url", "url": part.url}}
+    return {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
+
+
+def _content_blocks(parts: Sequence[TextPart | ImagePart]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, ImagePart):
+            out.append(_image_block(p))
+        elif p.text:
+            out.append({"type": "text", "text": p.text})
+    return out
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        value = None
+    # The API needs an object; arguments that were not one were already answered with an error.
+    return value if isinstance(value, dict) else {"invalid_arguments": arguments}
+
+
+def _assistant_blocks(m: AssistantMessage, model_name: str) -> list[dict[str, Any]]:
+    same_model = m.model == model_name
+    out: list[dict[str, Any]] = []
+    for p in m.content:
+        if isinstance(p, ReasoningPart):
+            if same_model and p.redacted and p.signature:
+                out.append({"type": "redacted_thinking", "data": p.signature})
+            elif same_model and p.signature:
+                out.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
+        elif isinstance(p, TextPart):
+            if p.text:
+                out.append({"type": "text", "text": p.text})
+        else:
+            out.append({"type": "tool_use", "id": safe_tool_id(p.id), "name": p.name,
+                        "input": _tool_input(p.arguments)})
+    return out or [{"type": "text", "text": "(no content)"}]
+
+
+def _user_side_blocks(m: UserMessage | ToolMessage) -> list[dict[str, Any]]:
+    if isinstance(m, ToolMessage):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_tool_id(m.call_id),
+                                 "content": _content_blocks(m.content) or [{"type": "text", "text": "(empty)"}]}
+        if m.is_error:
+            block["is_error"] = True
+        return [block]
+    return _content_blocks(m.content)
+
+
+def wire_messages(messages: Sequence[Message], model_name: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = "assistant" if isinstance(m, AssistantMessage) else "user"
+        blocks = _assistant_blocks(m, model_name) if isinstance(m, AssistantMessage) else _user_side_blocks(m)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation start)"}]})
+    for message in out:  # tool results first in a user message, as the API requires
+        if message["role"] == "user":
+            message["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return out
+
+
+def messages_body(request: ModelRequest, model_name: str, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+        "messages": wire_messages(request.messages, model_name),
+    }
+    if request.system:
+        body["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+    if request.tools:
+        tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                 for t in request.tools]
+        tools[-1]["cache_control"] = _EPHEMERAL
+        body["tools"] = tools
+    if body["messages"]:
+        last = body["messages"][-1]["content"][-1]
+        body["messages"][-1]["content"][-1] = {**last, "cache_control": _EPHEMERAL}
+    if stream:
+        body["stream"] = True
+    body.update(request.extra)
+    return body
+
+
+def _usage(data: dict[str, Any], output_tokens: int | None = None) -> Usage:
+    read = int(data.get("cache_read_input_tokens") or 0)
+    written = int(data.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        prompt_tokens=int(data.get("input_tokens") or 0) + read + written,
+        completion_tokens=int(output_tokens if output_tokens is not None else data.get("output_tokens") or 0),
+        cached_tokens=read,
+        cache_write_tokens=written,
+    )
+
+
+def _part_from_block(block: dict[str, Any]) -> TextPart | ReasoningPart | ToolCallPart | None:
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(text=block.get("text", ""))
+    if kind == "thinking":
+        return ReasoningPart(text=block.get("thinking", ""), signature=block.get("signature"))
+    if kind == "redacted_thinking":
+        return ReasoningPart(redacted=True, signature=block.get("data"))
+    if kind == "tool_use":
+        return ToolCallPart(id=block["id"], name=block["name"], arguments=json.dumps(block.get("input") or {}))
+    return None
+
+
+def parse_message(data: Any, model: str) -> AssistantMessage:
+    """A non-streaming Messages response → one assistant message."""
+    try:
+        parts = [p for p in (_part_from_block(b) for b in data["content"]) if p is not None]
+        return AssistantMessage(content=tuple(parts), model=model, usage=_usage(data.get("usage") or {}),
+                                finish_reason=_STOP_REASONS.get(data.get("stop_reason"), data.get("stop_reason")))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ResponseError(f"anthropic: the response is not a Messages body: {exc!r}",
+                            provider="anthropic", body=str(data)[:500]) from exc
+
+
+def stream_error(error: Any, provider: str) -> ProviderError:
+    """An ``error`` event inside a stream, classified like the HTTP status it stands for."""
+    kind = error.get("type", "") if isinstance(error, dict) else ""
+    message = error.get("message", "") if isinstance(error, dict) else str(error)
+    text = f"{provider}: {kind or 'error'} mid-stream: {message}"
+    if kind in ("overloaded_error", "api_error", "rate_limit_error", "timeout_error"):
+        return RetryableError(text, provider=provider)
+    if kind in ("authentication_error", "permission_error"):
+        return AuthError(text, provider=provider)
+    if "prompt is too long" in message.lower():
+        return ContextOverflowError(text, provider=provider)
+    return BadRequestError(text, provider=provider)
+
+
+class MessagesAssembler:
+    """Collects Messages stream events into one assistant message."""
+
+    def __init__(self, model: str, provider: str = "anthropic") -> None:
+        self.model = model
+        self.provider = provider
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json_parts: dict[int, list[str]] = {}
+        self.start_usage: dict[str, Any] = {}
+        self.output_tokens: int | None = None
+        self.stop_reason: str | None = None
+        self.started = False
+        self.stopped = False
+
+    def feed(self, event: Any) -> list[StreamText | StreamReasoning]:
+        if not isinstance(event, dict) or "type" not in event:
+            raise ResponseError(f"{self.provider}: stream event is not an object with a type: {str(event)[:200]}",
+                                provider=self.provider)
+        kind = event["type"]
+        if kind == "error":
+            raise stream_error(event.get("error"), self.provider)
+        self.started = True
+        if kind == "message_start":
+            self.start_usage = (event.get("message") or {}).get("usage") or {}
+        elif kind == "content_block_start":
+            self.blocks[int(event["index"])] = dict(event["content_block"])
+            self.json_parts[int(event["index"])] = []
+        elif kind == "content_block_delta":
+            return self._delta(int(event["index"]), event["delta"])
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            out = (event.get("usage") or {}).get("output_tokens")
+            self.output_tokens = int(out) if out is not None else self.output_tokens
+        elif kind == "message_stop":
+            self.stopped = True
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamText | StreamReasoning]:
+        block = self.blocks.get(index)
+        if block is None:
+            raise ResponseError(f"{self.provider}: delta for unknown content block {index}", provider=self.provider)
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return [StreamText(delta["text"])]
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            return [StreamReasoning(delta["thinking"])]
+        if kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
+        elif kind == "input_json_delta":
+            self.json_parts[index].append(delta.get("partial_json", ""))
+        return []
+
+    def message(self) -> AssistantMessage:
+        if not self.stopped:
+            raise RetryableError(f"{self.provider}: the stream ended before message_stop", provider=self.provider)
+        parts = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block.get("type") == "tool_use" and self.json_parts[index]:
+                raw = "".join(self.json_parts[index])
+                try:
+                    block["input"] = json.loads(raw)
+                except ValueError as exc:
+                    raise ResponseError(f"{self.provider}: tool input is not JSON: {raw[:200]}",
+                                        provider=self.provider) from exc
+            part = _part_from_block(block)
+            if part is not None:
+                parts.append(part)
+        return AssistantMessage(content=tuple(parts), model=self.model,
+                                usage=_usage(self.start_usage, self.output_tokens),
+                                finish_reason=_STOP_REASONS.get(self.stop_reason or "", self.stop_reason))
+
+
+class AnthropicProvider:
+    """The Messages API over httpx. ``model_name`` (``anthropic/...``) decides which reasoning
+    blocks are returned verbatim."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        credentials: Credentials | None = None,
+        name: str = "anthropic",
+        key_variable: str = "ANTHROPIC_API_KEY",
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.name = name
+        if credentials is None:
+            key = api_key if api_key is not None else os.environ.get(key_variable)
+            if key:
+                credentials = ApiKey(key, hint=f"the key in {key_variable}", header="x-api-key", scheme="")
+            elif self.base_url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+                credentials = NoAuth()
+            else:
+                raise ConfigError(f"{key_variable} is not set: export it (or set ANTHROPIC_BASE_URL to a "
+                                  "local Messages-compatible server).")
+        self._http = HttpTransport(name, self.base_url, credentials, headers={"anthropic-version": API_VERSION},
+                                   timeout_s=timeout_s)
+
+    def _model_name(self, request: ModelRequest) -> str:
+        return f"{self.name}/{request.model}"
+
+    def _body(self, request: ModelRequest, stream: bool) -> bytes:
+        body = messages_body(request, self._model_name(request), stream)
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        response = await self._http.request("POST", "/v1/messages", self._body(request, False))
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise ResponseError(f"{self.name}: response is not JSON", provider=self.name) from exc
+        return ModelResponse(parse_message(data, self._model_name(request)))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self._http.request("POST", "/v1/messages", self._body(request, True), stream=True)
+        assembler = MessagesAssembler(self._model_name(request), self.name)
+        async for payload in sse_events(response, self.name):
+            try:
+                event = json.loads(payload)
+            except ValueError as exc:
+                raise ResponseError(f"{self.name}: malformed stream event: {payload[:200]}",
+                                    provider=self.name) from exc
+            for delta in assembler.feed(event):
+                yield delta
+        yield ResponseDone(ModelResponse(assembler.message()))
+
+    async def validate_auth(self) -> None:
+        await self._http.request("GET", "/v1/models")
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

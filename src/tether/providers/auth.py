@@ -1,0 +1,137 @@
+"""Credentials for providers: an API key, nothing (a local server), or OAuth2 tokens.
+
+OAuth tokens live in ``$TETHER_HOME/auth/<endpoint>.json`` with file mode 0600. They are refreshed
+with the standard refresh-token grant (RFC 6749 §6) shortly before they expire, and once more when a
+provider answers 401. Secrets never enter messages, traces or errors: errors name the variable or
+the file to fix, never the value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from tether.errors import AuthError, ConfigError
+
+__all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
+
+REFRESH_MARGIN_S = 60.0
+
+
+class Credentials(Protocol):
+    hint: str  # what a person must fix when authentication fails, without the secret
+
+    async def headers(self) -> dict[str, str]: ...
+
+    async def refresh(self) -> bool:
+        """After a 401: try to obtain fresh credentials once; False when there is nothing to do."""
+        ...
+
+
+class NoAuth:
+    hint = "the server's authentication settings"
+
+    async def headers(self) -> dict[str, str]:
+        return {}
+
+    async def refresh(self) -> bool:
+        return False
+
+
+class ApiKey:
+    def __init__(self, value: str, *, hint: str, header: str = "authorization", scheme: str = "Bearer") -> None:
+        self._value = value
+        self.hint = hint
+        self._header = header
+        self._scheme = scheme
+
+    async def headers(self) -> dict[str, str]:
+        return {self._header: f"{self._scheme} {self._value}" if self._scheme else self._value}
+
+    async def refresh(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ApiKey(hint={self.hint!r})"
+
+
+def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
+    """Write a token file atomically, readable only by its owner."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(tokens).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+class OAuthCredentials:
+    """Bearer tokens from a token file, refreshed with the refresh-token grant."""
+
+    def __init__(self, token_path: Path, token_url: str, client_id: str | None = None) -> None:
+        self.token_path = token_path
+        self.token_url = token_url
+        self.client_id = client_id
+        self.hint = f"the OAuth tokens in {token_path} (sign in again, or fix token_url in config.toml)"
+        self.refreshes = 0
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.token_path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"no OAuth tokens at {self.token_path}: create it with "
+                              "`tether auth import ENDPOINT --refresh-token TOKEN`") from exc
+        except ValueError as exc:
+            raise ConfigError(f"{self.token_path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{self.token_path} must hold a JSON object")
+        return data
+
+    async def headers(self) -> dict[str, str]:
+        tokens = self._load()
+        expires_at = float(tokens.get("expires_at") or 0)
+        if not tokens.get("access_token") or expires_at - time.time() < REFRESH_MARGIN_S:
+            tokens = await self._refresh(tokens)
+        return {"authorization": f"Bearer {tokens['access_token']}"}
+
+    async def refresh(self) -> bool:
+        await self._refresh(self._load())
+        return True
+
+    async def _refresh(self, tokens: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        refresh_token = tokens.get("refresh_token")
+        if not refresh_token:
+            raise AuthError(f"the access token expired and there is no refresh token; check {self.hint}")
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        if self.client_id:
+            form["client_id"] = self.client_id
+        try:
+            async with httpx.AsyncClient(timeout=30) as client:
+                response = await client.post(self.token_url, data=form)
+        except httpx.HTTPError as exc:
+            raise AuthError(f"could not reach the token endpoint {self.token_url}: {type(exc).__name__}") from exc
+        if response.status_code >= 400:
+            raise AuthError(f"the token endpoint refused the refresh (HTTP {response.status_code}); "
+                            f"check {self.hint}", status=response.status_code)
+        try:
+            fresh = response.json()
+            access = fresh["access_token"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AuthError(f"the token endpoint's answer has no access_token; check {self.hint}") from exc
+        tokens = {
+            "access_token": access,
+            "refresh_token": fresh.get("refresh_token") or refresh_token,
+            "expires_at": time.time() + float(fresh.get("expires_in") or 3600),
+        }
+        save_oauth_tokens(self.token_path, tokens)
+        self.refreshes += 1
+        return tokens
