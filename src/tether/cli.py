@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("prompt")
     r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
     r.add_argument("--cwd", default=".", help="the directory the file tools work in")
+    r.add_argument("--fallback", action="append", metavar="MODEL",
+                   help="a model to switch to if the primary fails or stalls (repeatable)")
+    r.add_argument("--first-token-timeout", type=float, metavar="S",
+                   help="switch to the fallback when the first token takes longer than this")
     limits(r)
 
     rs = sub.add_parser("resume", help="continue a stopped run")
@@ -50,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     limits(rs)
 
     sub.add_parser("runs", help="list runs")
+    sub.add_parser("models", help="list configured models and whether their credentials validate")
+    au = sub.add_parser("auth", help="OAuth tokens for endpoints with auth = \"oauth\"")
+    aus = au.add_subparsers(dest="auth_command", required=True)
+    imp = aus.add_parser("import", help="store tokens for an endpoint (mode 0600 under $TETHER_HOME/auth)")
+    imp.add_argument("endpoint")
+    imp.add_argument("--refresh-token", required=True)
+    imp.add_argument("--access-token", default="")
+    imp.add_argument("--expires-in", type=float, default=0, help="seconds the access token stays valid")
     sh = sub.add_parser("show", help="show a run's transcript")
     sh.add_argument("run_id")
     tr = sub.add_parser("trace", help="print a run's trace (JSON lines)")
@@ -60,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = scs.add_parser("serve", help="serve the scripted model as an OpenAI-compatible API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    serve.add_argument("--fault", action="append", default=[], metavar="FAULT",
+                       help="fail the next request this way: 429[:retry_after=S], 500, 503, 529, 401, "
+                            "overflow, cut, cut_after_text, stall:S, malformed, error_event (repeatable, in order)")
+    serve.add_argument("--context-window", type=int, help="answer longer prompts with a context-length error")
     return p
 
 
@@ -98,7 +114,9 @@ def _agent(state: RunState, settings: Settings) -> Any:
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", 50),
         max_budget_usd=cfg.get("max_budget_usd"),
-        prices=settings.prices,
+        fallback_models=cfg.get("fallback_models", ()),
+        first_token_timeout_s=cfg.get("first_token_timeout_s"),
+        settings=settings,
     )
 
 
@@ -119,7 +137,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cwd = Path(args.cwd).resolve()
     if not cwd.is_dir():
         raise _user_error(f"--cwd {args.cwd!r} is not a directory")
-    state = RunState(config={"model": model, "cwd": str(cwd), "max_turns": 50, "prompt": args.prompt[:200]})
+    fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
+    state = RunState(config={"model": model, "cwd": str(cwd), "max_turns": 50, "prompt": args.prompt[:200],
+                             "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout})
     _apply_limits(state, args)
     return _execute(state, args.prompt, args, settings)
 
@@ -211,6 +231,10 @@ class _Printer:
             self._err(f"   .. {event.label}")
         elif kind == "tool_result":
             self._err(f"   {'ok' if event.ok else 'error'} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
+        elif kind == "retry":
+            self._err(f"   retry {event.attempt}: {event.reason} (waiting {event.wait_s:.1f} s)")
+        elif kind == "fallback":
+            self._err(f"!! falling back from {event.from_model} to {event.to_model}: {event.reason}")
         elif kind == "approval_required":
             what = "outcome unknown after a crash" if event.reason == "outcome_unknown" else "needs approval"
             self._err(f"!! {event.tool_name} {event.args} {what}")
@@ -268,10 +292,62 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from tether.errors import TetherError
+    from tether.providers.registry import configured_models, resolve_provider
+
+    settings = _settings()
+
+    async def check(model: str) -> str:
+        try:
+            resolved = resolve_provider(model, settings)
+        except TetherError as exc:
+            return f"not configured: {str(exc).splitlines()[0]}"
+        try:
+            await resolved.provider.validate_auth()
+            return "ok"
+        except TetherError as exc:
+            return f"auth failed: {str(exc).splitlines()[0]}"
+        finally:
+            await resolved.provider.aclose()
+
+    async def run_checks() -> list[tuple[str, str]]:
+        models = configured_models(settings)
+        by_provider: dict[str, str] = {}
+        rows = []
+        for model in models:
+            provider = model.split("/", 1)[0]
+            if provider not in by_provider:  # one credential check per provider
+                by_provider[provider] = await check(model)
+            rows.append((model, by_provider[provider]))
+        return rows
+
+    for model, status in asyncio.run(run_checks()):
+        print(f"{model:40} {status}")
+    return 0
+
+
+def cmd_auth(args: argparse.Namespace) -> int:
+    import time
+
+    from tether.providers.auth import save_oauth_tokens
+
+    settings = _settings()
+    if args.endpoint not in settings.endpoints:
+        raise _user_error(f"no [endpoints.{args.endpoint}] in {settings.home / 'config.toml'}")
+    path = settings.home / "auth" / f"{args.endpoint}.json"
+    save_oauth_tokens(path, {"access_token": args.access_token, "refresh_token": args.refresh_token,
+                             "expires_at": time.time() + args.expires_in if args.access_token else 0})
+    print(f"stored tokens for {args.endpoint} in {path} (mode 0600)", file=sys.stderr)
+    return 0
+
+
 def cmd_scripted(args: argparse.Namespace) -> int:
     from tether.testing.server import ScriptedServer
 
-    server = ScriptedServer(args.host, args.port)
+    server = ScriptedServer(args.host, args.port, faults=args.fault, context_window=args.context_window)
     print(f"scripted OpenAI-compatible server on {server.base_url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
@@ -282,6 +358,8 @@ _COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
     "runs": cmd_runs,
+    "models": cmd_models,
+    "auth": cmd_auth,
     "show": cmd_show,
     "trace": cmd_trace,
     "scripted": cmd_scripted,

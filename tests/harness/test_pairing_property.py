@@ -28,7 +28,7 @@ class CrashingStore(RunStore):
         super().__init__(root, fsync=False)
         self.saves_left, self.torn = saves_left, torn
 
-    def save(self, state: RunState) -> None:
+    def save(self, state: RunState, *, rewrite: bool = False) -> None:
         if self.saves_left == 0:
             run_dir = self.root / state.run_id
             if self.torn and run_dir.exists():  # a write cut short after the last commit
@@ -36,7 +36,7 @@ class CrashingStore(RunStore):
                     f.write(self.torn)
             raise Crash
         self.saves_left -= 1
-        super().save(state)
+        super().save(state, rewrite=rewrite)
 
 
 @tool(read_only=True)

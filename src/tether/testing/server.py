@@ -1,31 +1,43 @@
-"""A scripted OpenAI-compatible HTTP server, for tests and benchmarks with no network and no key.
+"""A scripted model server speaking OpenAI Chat Completions and Anthropic Messages, on loopback.
 
-``POST /v1/chat/completions`` (with and without ``stream``) answers with the scripted model; the
-request's ``model`` names the scenario (``plan`` or ``scripted/plan``). ``GET /v1/models`` lists
-the scenarios. ``GET /_stats`` reports requests served and seconds spent serving them, so a
-benchmark can subtract server time from client wall time; ``POST /_stats/reset`` zeroes them.
+* ``POST /v1/chat/completions`` (with and without ``stream``) and ``GET /v1/models``;
+* ``POST /v1/messages`` (with and without ``stream``), the Anthropic streaming event format
+  including thinking blocks with signatures (when the request enables ``thinking``);
+* the request's ``model`` names the scenario (``plan`` or ``scripted/plan``);
+* requests are checked as the real APIs check them (:mod:`tether.testing.validate`): an invalid one
+  gets a 400, so passing tests send valid requests;
+* faults, consumed one per request in order: ``429`` (``429:retry_after=1.5``,
+  ``429:retry_after_ms=200``), ``500``, ``503``, ``529``, ``401``, ``overflow``, ``cut`` (the stream
+  stops mid-way before any content), ``cut_after_text``, ``stall:SECONDS`` (nothing is sent for that
+  long), ``malformed`` (a chunk that is not JSON), ``error_event`` (an error inside the stream);
+* ``context_window``: prompts with more tokens get the provider's context-length error;
+* ``GET /_stats`` reports requests served and seconds spent serving them; ``POST /_stats/reset``.
 
 Run it with ``tether scripted serve --port 0``; it prints its base URL.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tether.errors import ConfigError
-from tether.providers.scripted import SCENARIOS, scripted_completion, split_text
+from tether.providers.scripted import SCENARIOS, count_prompt_tokens, scripted_completion, split_text
+from tether.testing.validate import check_anthropic, check_openai, sign_thinking
 
 __all__ = ["ScriptedServer"]
 
+THINKING_TEXT = "Let me work out which tool answers this."
 
-def _stream_chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+
+def _openai_chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
     """A completion body as the SSE chunks a Chat Completions server sends."""
-    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"],
-            "model": body["model"]}
+    base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
     choice = body["choices"][0]
     message = choice["message"]
 
@@ -49,6 +61,91 @@ def _stream_chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, 
     return out
 
 
+def _anthropic_to_openai(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Messages-API history → the Chat Completions shape the scenarios and the counter read."""
+    out: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+        out.append({"role": "system", "content": text})
+    for m in body["messages"]:
+        content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        if m["role"] == "assistant":
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}}
+                     for b in content if b.get("type") == "tool_use"]
+            text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+            out.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+            continue
+        for b in content:
+            if b.get("type") == "tool_result":
+                inner = b.get("content") or []
+                text = inner if isinstance(inner, str) else "".join(x.get("text", "") for x in inner)
+                out.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": text})
+        text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        if text:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def _anthropic_message(body: dict[str, Any], reply: dict[str, Any], thinking: bool) -> dict[str, Any]:
+    choice = reply["choices"][0]
+    msg = choice["message"]
+    blocks: list[dict[str, Any]] = []
+    if thinking:
+        blocks.append({"type": "thinking", "thinking": THINKING_TEXT,
+                       "signature": sign_thinking(str(body.get("model")), THINKING_TEXT)})
+    if msg.get("content"):
+        blocks.append({"type": "text", "text": msg["content"]})
+    for c in msg.get("tool_calls") or []:
+        blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                       "input": json.loads(c["function"]["arguments"])})
+    stop = {"tool_calls": "tool_use", "length": "max_tokens"}.get(choice["finish_reason"], "end_turn")
+    usage = reply["usage"]
+    cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    return {"id": f"msg_{reply['id']}", "type": "message", "role": "assistant", "model": body.get("model"),
+            "content": blocks, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": usage["prompt_tokens"] - cached, "output_tokens": usage["completion_tokens"],
+                      "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}
+
+
+def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}),
+                                                ("ping", {"type": "ping"})]
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        empty = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": ""},
+                 "tool_use": {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": {}}}[kind]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
+        if kind == "text":
+            deltas = [{"type": "text_delta", "text": p} for p in split_text(block["text"])]
+        elif kind == "thinking":
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        else:
+            raw = json.dumps(block["input"])
+            cut = len(raw) // 2
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:cut], raw[cut:])]
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                   for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                                     "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _with_cache(reply: dict[str, Any], messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+    """Report the prefix sent before (everything up to the last assistant message) as cached."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last >= 0:
+        cached = count_prompt_tokens(messages[: last + 1], tools)
+        reply["usage"]["prompt_tokens_details"] = {"cached_tokens": min(cached, reply["usage"]["prompt_tokens"])}
+    return reply
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body leave in one segment: with Nagle and delayed ACKs, two small writes per
@@ -60,17 +157,26 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read stdout
         return
 
-    def _json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
+    def _send(self, status: int, payload: bytes, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(payload)
         self.wfile.flush()
 
-    def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._json(status, {"error": {"message": message, "type": kind, "code": None}})
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(payload).encode(), headers=headers)
+
+    def _error(self, status: int, message: str, kind: str = "invalid_request_error",
+               headers: dict[str, str] | None = None) -> None:
+        if self.path.endswith("/messages"):
+            self._json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
+        else:
+            self._json(status, {"error": {"message": message, "type": kind, "code": None}}, headers)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") in ("/v1/models", "/models"):
@@ -84,44 +190,148 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route {self.path}")
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         started = time.perf_counter()
-        if self.path == "/_stats/reset":
+        path = self.path.rstrip("/")
+        if path == "/_stats/reset":
             self.server.reset()
             self._json(200, self.server.stats())
             return
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        if path not in ("/v1/chat/completions", "/chat/completions", "/v1/messages"):
             self._error(404, f"no route {self.path}")
             return
         try:
             request = json.loads(raw)
-            scenario = str(request.get("model", "")).removeprefix("scripted/")
-            body = scripted_completion(scenario, request["messages"], request.get("tools") or (),
-                                       request.get("max_tokens") or request.get("max_completion_tokens"),
-                                       model=scenario)
-        except (ValueError, KeyError, TypeError, ConfigError) as exc:
-            self._error(400, f"bad request: {exc}")
+        except ValueError:
+            self._error(400, "the body is not JSON")
             return
-        if request.get("stream"):
-            include = bool((request.get("stream_options") or {}).get("include_usage"))
-            self._stream(_stream_chunks(body, include))
+        self.server.log_request(path, request, dict(self.headers))
+        fault = self.server.next_fault()
+        if fault and self._fault_before(fault, path):
+            return
+        if path == "/v1/messages":
+            self._messages(request, fault)
         else:
-            self._json(200, body)
+            self._chat(request, fault)
         self.server.record(time.perf_counter() - started)
 
-    def _stream(self, chunks: list[dict[str, Any]]) -> None:
+    def _fault_before(self, fault: str, path: str) -> bool:
+        """Faults that replace the answer; True when one was sent."""
+        kind, _, arg = fault.partition(":")
+        if kind.startswith("stall"):
+            time.sleep(float(arg or 5))
+            return False
+        if kind in ("429", "500", "503", "529", "401"):
+            headers = {}
+            if arg.startswith("retry_after_ms="):
+                headers["retry-after-ms"] = arg.split("=", 1)[1]
+            elif arg.startswith("retry_after="):
+                headers["retry-after"] = arg.split("=", 1)[1]
+            names = {"429": "rate_limit_error", "401": "authentication_error", "529": "overloaded_error"}
+            self._error(int(kind), f"scripted fault {kind}", names.get(kind, "api_error"), headers)
+            return True
+        if kind == "overflow":
+            self._overflow(path)
+            return True
+        return False
+
+    def _overflow(self, path: str) -> None:
+        if path == "/v1/messages":
+            self._error(400, "prompt is too long: 250000 tokens > 200000 maximum")
+        else:
+            self._json(400, {"error": {"message": "This model's maximum context length is exceeded.",
+                                       "type": "invalid_request_error", "code": "context_length_exceeded"}})
+
+    def _scripted(self, messages: list[dict[str, Any]], tools: Any, max_tokens: Any, model: str) -> dict[str, Any]:
+        scenario = model.removeprefix("scripted/")
+        reply = scripted_completion(scenario, messages, tools or (), max_tokens, model=scenario)
+        window = self.server.context_window
+        if window is not None and reply["usage"]["prompt_tokens"] > window:
+            raise OverflowError
+        return reply
+
+    def _chat(self, request: dict[str, Any], fault: str | None) -> None:
+        problem = check_openai(request)
+        if problem:
+            self._error(400, problem)
+            return
+        try:
+            reply = self._scripted(request["messages"], request.get("tools"),
+                                   request.get("max_tokens") or request.get("max_completion_tokens"),
+                                   str(request.get("model", "")))
+        except OverflowError:
+            self._overflow("/v1/chat/completions")
+            return
+        except ConfigError as exc:
+            self._error(400, f"bad request: {exc}")
+            return
+        if request.get("prompt_cache_key"):
+            reply = _with_cache(reply, request["messages"], request.get("tools") or ())
+        if not request.get("stream"):
+            self._send(200, b"{not json" if fault == "malformed" else json.dumps(reply).encode())
+            return
+        include = bool((request.get("stream_options") or {}).get("include_usage"))
+        if self.server.omit_usage:
+            include = False
+        events = [f"data: {json.dumps(c)}\n\n" for c in _openai_chunks(reply, include)] + ["data: [DONE]\n\n"]
+        if fault == "malformed":
+            events.insert(2, "data: {oops\n\n")
+        elif fault == "error_event":
+            events.insert(1, 'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n')
+        self._stream(events, fault, text_markers=('"content": "',))
+
+    def _messages(self, request: dict[str, Any], fault: str | None) -> None:
+        problem = check_anthropic(request)
+        if problem:
+            self._error(400, problem)
+            return
+        history = _anthropic_to_openai(request)
+        tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                                   "parameters": t.get("input_schema", {})}}
+                 for t in request.get("tools") or []]
+        try:
+            reply = self._scripted(history, tools, request.get("max_tokens"), str(request.get("model", "")))
+        except OverflowError:
+            self._overflow("/v1/messages")
+            return
+        except ConfigError as exc:
+            self._error(400, f"bad request: {exc}")
+            return
+        if any("cache_control" in b for m in request["messages"] for b in m["content"] if isinstance(b, dict)):
+            reply = _with_cache(reply, history, tools)
+        thinking = (request.get("thinking") or {}).get("type") == "enabled"
+        message = _anthropic_message(request, reply, thinking)
+        if not request.get("stream"):
+            self._json(200, message)
+            return
+        events = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in _anthropic_events(message)]
+        if fault == "malformed":
+            events.insert(2, "event: content_block_delta\ndata: {oops\n\n")
+        elif fault == "error_event":
+            error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            events.insert(3, f"event: error\ndata: {json.dumps(error)}\n\n")
+        self._stream(events, fault, text_markers=('"text_delta"',))
+
+    def _stream(self, events: list[str], fault: str | None, text_markers: Iterable[str]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
-        for event in events:
+        markers = tuple(text_markers)
+        for i, event in enumerate(events):
+            if fault == "cut" and i == 1:
+                break  # before any content
+            if fault == "cut_after_text" and i > 1 and any(m in events[i - 1] for m in markers):
+                break
             data = event.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+            self.wfile.flush()
+        else:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
+        self.close_connection = True  # the stream is cut: no terminating chunk
 
 
 class _Server(ThreadingHTTPServer):
@@ -132,6 +342,10 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self.requests = 0
         self.server_s = 0.0
+        self.faults: collections.deque[str] = collections.deque()
+        self.context_window: int | None = None
+        self.omit_usage = False
+        self.received: list[tuple[str, dict[str, Any], dict[str, str]]] = []
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a cancelled run, a killed process) is not the server's error.
@@ -139,6 +353,14 @@ class _Server(ThreadingHTTPServer):
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+    def next_fault(self) -> str | None:
+        with self._lock:
+            return self.faults.popleft() if self.faults else None
+
+    def log_request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        with self._lock:
+            self.received.append((path, body, headers))
 
     def record(self, seconds: float) -> None:
         with self._lock:
@@ -157,8 +379,12 @@ class _Server(ThreadingHTTPServer):
 class ScriptedServer:
     """The scripted model behind HTTP on loopback. ``with ScriptedServer() as s: s.base_url``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, faults: Iterable[str] = (),
+                 context_window: int | None = None, omit_usage: bool = False) -> None:
         self._server = _Server((host, port))
+        self._server.faults.extend(faults)
+        self._server.context_window = context_window
+        self._server.omit_usage = omit_usage
         self._thread: threading.Thread | None = None
 
     @property
@@ -166,8 +392,26 @@ class ScriptedServer:
         return int(self._server.server_address[1])
 
     @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        """The OpenAI-style base URL (``.../v1``); the Anthropic base URL is :attr:`root_url`."""
+        return f"{self.root_url}/v1"
+
+    def set_faults(self, faults: Iterable[str], *, context_window: int | None = None) -> None:
+        with self._server._lock:
+            self._server.faults.clear()
+            self._server.faults.extend(faults)
+            self._server.context_window = context_window
+            self._server.received.clear()
+
+    @property
+    def received(self) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
+        """(path, body, headers) of every chat request so far, for tests to inspect."""
+        with self._server._lock:
+            return list(self._server.received)
 
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

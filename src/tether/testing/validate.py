@@ -1,0 +1,113 @@
+"""Strict checks of request bodies, as the real APIs enforce them, for the scripted server.
+
+A request that a real provider would reject gets a 400 here too, so a test that passes against
+the scripted server sends requests that are valid for the API they claim to speak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+__all__ = ["check_anthropic", "check_openai", "sign_thinking"]
+
+_SECRET = b"tether-scripted-thinking"
+
+
+def sign_thinking(model: str, text: str) -> str:
+    """The signature the scripted server gives a thinking block: valid only for that model."""
+    return hmac.new(_SECRET, f"{model}\x00{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def check_openai(body: Any) -> str | None:
+    """Why a Chat Completions request is invalid, or None."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return "'messages' must be a non-empty array"
+    waiting: list[str] = []
+    for i, m in enumerate(body["messages"]):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            return f"messages[{i}]: invalid role {role!r}"
+        if role == "tool":
+            if not waiting or m.get("tool_call_id") != waiting[0]:
+                return (f"messages[{i}]: a 'tool' message must answer a preceding tool_call "
+                        f"(expected {waiting[:1]}, got {m.get('tool_call_id')!r})")
+            waiting.pop(0)
+            continue
+        if waiting:
+            return f"messages[{i}]: tool_call_ids {waiting} have no response messages"
+        if role == "assistant":
+            calls = m.get("tool_calls") or []
+            if m.get("content") is None and not calls:
+                return f"messages[{i}]: assistant message needs content or tool_calls"
+            waiting = [c["id"] for c in calls]
+        elif m.get("content") in (None, ""):
+            return f"messages[{i}]: {role} message needs content"
+    if waiting:
+        return f"tool_call_ids {waiting} have no response messages"
+    return None
+
+
+def _check_block(where: str, block: Any, model: str) -> str | None:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        if not block.get("text"):
+            return f"{where}: text content blocks must be non-empty"
+    elif kind == "thinking":
+        if block.get("signature") != sign_thinking(model, block.get("thinking", "")):
+            return f"{where}: Invalid `signature` in `thinking` block"
+    elif kind == "redacted_thinking":
+        if not block.get("data"):
+            return f"{where}: redacted_thinking needs data"
+    elif kind not in ("image", "tool_use", "tool_result"):
+        return f"{where}: unknown content block type {kind!r}"
+    return None
+
+
+def check_anthropic(body: Any) -> str | None:
+    """Why a Messages request is invalid, or None."""
+    if not isinstance(body, dict):
+        return "body must be an object"
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+        return "max_tokens: Field required (a positive integer)"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    breakpoints = sum(1 for t in body.get("tools") or [] if "cache_control" in t)
+    breakpoints += sum(1 for b in body.get("system") or [] if isinstance(b, dict) and "cache_control" in b)
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        problem = _check_turn(i, m, pending, str(body.get("model", "")))
+        if problem:
+            return problem
+        content = m["content"] if isinstance(m["content"], list) else []
+        breakpoints += sum("cache_control" in b for b in content)
+        pending = [b["id"] for b in content if b.get("type") == "tool_use"]
+    if pending:
+        return "the last assistant message has tool_use blocks without results"
+    if breakpoints > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _check_turn(i: int, m: Any, pending: list[str], model: str) -> str | None:
+    expected = "user" if i % 2 == 0 else "assistant"
+    if not isinstance(m, dict) or m.get("role") != expected:
+        return f"messages: roles must alternate between \"user\" and \"assistant\", starting with user (messages.{i})"
+    content = m.get("content")
+    if isinstance(content, str):
+        return None if content else f"messages.{i}: content must not be empty"
+    if not isinstance(content, list) or not content:
+        return f"messages.{i}: content must be a non-empty list"
+    results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
+    if sorted(results) != sorted(pending):
+        return (f"messages.{i}: each `tool_use` needs a `tool_result` in the next message and no other "
+                f"(expected {sorted(pending)}, got {sorted(results)})")
+    if results and any(b.get("type") != "tool_result" for b in content[: len(results)]):
+        return f"messages.{i}: tool_result blocks must come first in the user message"
+    for j, block in enumerate(content):
+        problem = _check_block(f"messages.{i}.content.{j}", block, model)
+        if problem:
+            return problem
+    return None
