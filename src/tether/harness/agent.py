@@ -83,6 +83,8 @@ class Agent:
     first_token_timeout_s: float | None = None
     context_windows: dict[str, int] = field(default_factory=dict)  # overrides by model string
     settings: Any = None  # a tether.config.Settings: named endpoints for model strings
+    # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
+    request_extra: dict[str, Any] = field(default_factory=dict)
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -80,16 +80,21 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         return
     stalled = isinstance(exc, FirstTokenTimeout)
     policy = rc.agent.retry
-    if (stalled or turn.attempt >= policy.max_attempts) and rc.active + 1 < len(rc.candidates):
+    wait = policy.delay(turn.attempt, exc)
+    spent = turn.attempt >= policy.max_attempts or wait is None
+    if (stalled or spent) and rc.active + 1 < len(rc.candidates):
         before = rc.model_name
         rc.active += 1
         turn.attempt = 0
         yield Fallback(run_id, before, rc.model_name, str(exc))
         return
-    if turn.attempt >= policy.max_attempts:
+    if wait is None:
+        rc.stop(Halt("failed", f"{exc} (the provider asked to wait {exc.retry_after} s; "
+                     f"more than max_retry_after_s={policy.max_retry_after_s})"))
+        return
+    if spent:
         rc.stop(Halt("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
         return
-    wait = policy.delay(turn.attempt, exc)
     yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
     try:
         await rc.signal.sleep(wait)
@@ -122,7 +127,7 @@ async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse:
     state = rc.state
     request = ModelRequest(model=rc.model.model_id, messages=state.messages, system=rc.agent.instructions or None,
                            tools=rc.tool_defs, max_tokens=plan.max_tokens,
-                           cache_key=state.session_id or state.run_id)
+                           cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra)
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:
