@@ -143,7 +143,7 @@ def test_validator_rejects_what_the_api_rejects() -> None:
     ok = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert check_anthropic({"model": "m", "messages": ok}) is not None  # no max_tokens
     assert check_anthropic({"model": "m", "max_tokens": 5, "messages": ok * 2}) is not None  # not alternating
-    bad_sig = ok + [{"role": "assistant", "content": [{"type": "thinking", "thinking": "x", "signature": "forged"}]}]
+    bad_sig = [*ok, {"role": "assistant", "content": [{"type": "thinking", "thinking": "x", "signature": "forged"}]}]
     assert "signature" in (check_anthropic({"model": "m", "max_tokens": 5, "messages": bad_sig}) or "")
     orphan = [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
               {"role": "tool", "tool_call_id": "c9", "content": "r"}]

@@ -3,7 +3,8 @@ timeout. Nothing below this layer retries on its own.
 
 * Retryable errors (rate limits, timeouts, dropped connections, 5xx, 529, a stream cut before any
   content) wait with exponential backoff and jitter, capped at ``max_delay_s``, honouring
-  ``retry-after`` / ``retry-after-ms`` (up to ``max_retry_after_s``); every wait is a ``retry`` event and ends at once on Stop.
+  ``retry-after`` / ``retry-after-ms`` (up to ``max_retry_after_s``); every wait is a ``retry``
+  event and ends at once on Stop.
 * When a model's retries are spent, or its first token takes longer than ``first_token_timeout_s``,
   the loop switches to the next fallback model — only while nothing of this turn has reached the
   user — and says so with a ``fallback`` event. The run stays on the fallback afterwards.

@@ -1,0 +1,115 @@
+"""OAuth refresh against a local token endpoint, and keys that never leak."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+
+from tether import Agent, run_sync
+from tether.config import load_settings
+from tether.providers.auth import save_oauth_tokens
+from tether.providers.registry import resolve_provider
+from tether.testing import ScriptedServer
+
+
+class TokenEndpoint:
+    """A minimal OAuth2 token endpoint: each refresh hands out tok-1, tok-2, ..."""
+
+    def __init__(self) -> None:
+        self.grants: list[dict[str, list[str]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
+                outer.grants.append(form)
+                ok = form.get("grant_type") == ["refresh_token"] and form.get("refresh_token", [""])[0].startswith("r")
+                body = json.dumps({"access_token": f"tok-{len(outer.grants)}", "token_type": "Bearer",
+                                   "expires_in": 3600, "refresh_token": f"r{len(outer.grants)}"} if ok
+                                  else {"error": "invalid_grant"}).encode()
+                self.send_response(200 if ok else 400)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+
+
+@pytest.fixture
+def tokens() -> Iterator[TokenEndpoint]:
+    t = TokenEndpoint()
+    yield t
+    t.server.shutdown()
+
+
+def configure(home: Path, server: ScriptedServer, tokens: TokenEndpoint) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[endpoints.corp]\nkind = "openai"\nbase_url = "{server.base_url}"\nauth = "oauth"\n'
+        f'token_url = "{tokens.url}"\nclient_id = "tether-cli"\nmodels = ["hello"]\n')
+
+
+def bearer_tokens(server: ScriptedServer) -> list[str]:
+    return [h.get("Authorization", h.get("authorization", "")) for _, _, h in server.received]
+
+
+def test_expired_token_is_refreshed_before_the_call(tmp_path: Path, tokens: TokenEndpoint) -> None:
+    with ScriptedServer() as server:
+        configure(tmp_path, server, tokens)
+        path = tmp_path / "auth" / "corp.json"
+        save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10})
+        r = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
+        assert r.status == "completed"
+        assert bearer_tokens(server) == ["Bearer tok-1"]
+        assert tokens.grants[0]["client_id"] == ["tether-cli"]
+        saved = json.loads(path.read_text())
+        assert saved["access_token"] == "tok-1" and saved["refresh_token"] == "r1"
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_401_refreshes_once_more_then_succeeds(tmp_path: Path, tokens: TokenEndpoint) -> None:
+    with ScriptedServer(faults=["401"]) as server:
+        configure(tmp_path, server, tokens)
+        save_oauth_tokens(tmp_path / "auth" / "corp.json",
+                          {"access_token": "revoked", "refresh_token": "r0", "expires_at": time.time() + 3600})
+        r = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
+        assert r.status == "completed"
+        assert bearer_tokens(server) == ["Bearer revoked", "Bearer tok-1"]
+
+
+def test_a_refused_refresh_is_an_auth_failure_that_names_the_file(tmp_path: Path, tokens: TokenEndpoint) -> None:
+    with ScriptedServer() as server:
+        configure(tmp_path, server, tokens)
+        save_oauth_tokens(tmp_path / "auth" / "corp.json",
+                          {"access_token": "", "refresh_token": "bad", "expires_at": 0})
+        r = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
+        assert r.status == "failed" and "corp.json" in (r.reason or "")
+        assert not server.received
+
+
+def test_api_key_from_config_is_sent_but_never_shown(tmp_path: Path) -> None:
+    with ScriptedServer(faults=["401"]) as server:
+        (tmp_path / "config.toml").write_text(
+            f'[endpoints.k]\nkind = "anthropic"\nbase_url = "{server.root_url}"\napi_key = "sk-ant-hush"\n')
+        resolved = resolve_provider("k/hello", load_settings(tmp_path))
+        assert "hush" not in repr(resolved.provider.__dict__)
+        r = run_sync(Agent(resolved.provider), "hi")
+        assert r.status == "failed" and "api_key in [endpoints.k]" in (r.reason or "")
+        assert "hush" not in (r.reason or "")
+        assert server.received[0][2].get("x-api-key") == "sk-ant-hush"
