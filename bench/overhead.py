@@ -110,14 +110,70 @@ async def raw_stream(client: httpx.AsyncClient, content: bytes) -> dict[str, Any
     return message
 
 
+async def raw_anthropic_loop(root: str, scenario: str, max_turns: int, stream: bool, ws: Path) -> int:
+    """The smallest honest Messages-API loop: dict messages, one JSON encode per request."""
+    from tether.harness.context import tool_definitions
+    from tether.tools.files import FILE_TOOLS
+
+    tools = [{"name": d.name, "description": d.description, "input_schema": d.input_schema}
+             for d in tool_definitions({t.name: t for t in FILE_TOOLS})]
+    impl = raw_tools(ws)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "Which file?"}]}]
+    turns = 0
+    headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+    async with httpx.AsyncClient(base_url=root, timeout=60, headers=headers) as client:
+        while turns < max_turns:
+            body: dict[str, Any] = {"model": scenario, "max_tokens": 4096, "messages": messages, "tools": tools}
+            if stream:
+                body["stream"] = True
+                blocks = await raw_anthropic_stream(client, json.dumps(body).encode())
+            else:
+                r = await client.post("/v1/messages", content=json.dumps(body).encode())
+                blocks = r.json()["content"]
+            turns += 1
+            messages.append({"role": "assistant", "content": blocks})
+            calls = [b for b in blocks if b["type"] == "tool_use"]
+            if not calls:
+                break
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": c["id"], "content": impl[c["name"]](c["input"])} for c in calls]})
+    return turns
+
+
+async def raw_anthropic_stream(client: httpx.AsyncClient, content: bytes) -> list[dict[str, Any]]:
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    async with client.stream("POST", "/v1/messages", content=content) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[6:])
+            if event["type"] == "content_block_start":
+                blocks[event["index"]] = dict(event["content_block"])
+                partial[event["index"]] = ""
+            elif event["type"] == "content_block_delta":
+                delta, block = event["delta"], blocks[event["index"]]
+                if delta["type"] == "text_delta":
+                    block["text"] = block.get("text", "") + delta["text"]
+                elif delta["type"] == "input_json_delta":
+                    partial[event["index"]] += delta["partial_json"]
+    for i, block in blocks.items():
+        if block["type"] == "tool_use" and partial[i]:
+            block["input"] = json.loads(partial[i])
+    return [blocks[i] for i in sorted(blocks)]
+
+
 async def tether_loop(base: str, scenario: str, max_turns: int, stream: bool, ws: Path, persist: Path | None,
-                      fsync: bool = True) -> int:
+                      fsync: bool = True, wire: str = "openai") -> int:
     from tether import Agent, RunStore, run
+    from tether.providers.anthropic import AnthropicProvider
     from tether.providers.openai_chat import OpenAIChatProvider
     from tether.tools.files import FILE_TOOLS
     from tether.tracing import JsonlTracer
 
-    agent = Agent(OpenAIChatProvider(base_url=base), tools=FILE_TOOLS, cwd=ws, max_turns=max_turns, stream=stream)
+    provider: Any = (AnthropicProvider(base_url=base.removesuffix("/v1")) if wire == "anthropic"
+                     else OpenAIChatProvider(base_url=base))
+    agent = Agent(provider, tools=FILE_TOOLS, cwd=ws, max_turns=max_turns, stream=stream)
     agent.model.model_id = scenario  # type: ignore[union-attr]
     store = RunStore(persist / "runs", fsync=fsync) if persist else None
     tracer = JsonlTracer(persist / "traces") if persist else None
@@ -129,7 +185,8 @@ def server_seconds(base: str) -> float:
     return float(httpx.get(base.removesuffix("/v1") + "/_stats").json()["server_s"])
 
 
-def measure(base: str, kind: str, scenario: str, max_turns: int, stream: bool, repeats: int) -> dict[str, float]:
+def measure(base: str, kind: str, scenario: str, max_turns: int, stream: bool, repeats: int,
+            wire: str = "openai") -> dict[str, float]:
     per_turn: list[float] = []
     turns = 0
     for _ in range(repeats):
@@ -139,11 +196,13 @@ def measure(base: str, kind: str, scenario: str, max_turns: int, stream: bool, r
         before = server_seconds(base)
         t0 = time.perf_counter()
         if kind == "raw":
-            turns = asyncio.run(raw_loop(base, scenario, max_turns, stream, ws))
+            loop = raw_anthropic_loop(base.removesuffix("/v1"), scenario, max_turns, stream, ws) \
+                if wire == "anthropic" else raw_loop(base, scenario, max_turns, stream, ws)
+            turns = asyncio.run(loop)
         else:
             persist = ws_root / "home" if kind.startswith("tether+persist") else None
             turns = asyncio.run(tether_loop(base, scenario, max_turns, stream, ws, persist,
-                                            fsync=not kind.endswith("nofsync")))
+                                            fsync=not kind.endswith("nofsync"), wire=wire))
         wall = time.perf_counter() - t0
         served = server_seconds(base) - before
         per_turn.append((wall - served) / turns * 1000)
@@ -170,27 +229,29 @@ def main() -> None:
         # Warm both sides once (tokenizer load on the server, imports on the client).
         asyncio.run(raw_loop(base, "plan", 3, False, WORKSPACE))
         asyncio.run(tether_loop(base, "plan", 3, False, WORKSPACE, None))
-        print(f"{'scenario':16} {'stream':6} {'turns':>5} {'raw ms/turn':>12} {'tether ms/turn':>15} "
+        print(f"{'wire':9} {'scenario':16} {'stream':6} {'turns':>5} {'raw ms/turn':>12} {'tether ms/turn':>15} "
               f"{'ratio':>6} {'+persist':>9} {'ratio':>6} {'+persist+fsync':>15} {'ratio':>6}")
-        for scenario, cap, repeats in (("plan", 3, args.repeats * 3), ("runaway", 200, max(3, args.repeats // 2))):
-            for stream in (False, True):
-                raw = measure(base, "raw", scenario, cap, stream, repeats)
-                ours = measure(base, "tether", scenario, cap, stream, repeats)
-                kept = measure(base, "tether+persist-nofsync", scenario, cap, stream, repeats)
-                durable = measure(base, "tether+persist", scenario, cap, stream, repeats)
-                ratio = ours["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
-                ratio_k = kept["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
-                ratio_p = durable["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
-                label = f"{scenario} ({cap})"
-                print(f"{label:16} {stream!s:6} {ours['turns']:>5} {raw['overhead_ms_per_turn']:>12.3f} "
-                      f"{ours['overhead_ms_per_turn']:>15.3f} {ratio:>6.2f} {kept['overhead_ms_per_turn']:>9.3f} "
-                      f"{ratio_k:>6.2f} {durable['overhead_ms_per_turn']:>15.3f} {ratio_p:>6.2f}")
-                results["loops"].append({"scenario": scenario, "turns": ours["turns"], "stream": stream,
-                                         "raw_ms_per_turn": raw["overhead_ms_per_turn"],
-                                         "tether_ms_per_turn": ours["overhead_ms_per_turn"],
-                                         "tether_persist_ms_per_turn": kept["overhead_ms_per_turn"],
-                                         "tether_persist_fsync_ms_per_turn": durable["overhead_ms_per_turn"],
-                                         "ratio": ratio, "ratio_persist": ratio_k, "ratio_persist_fsync": ratio_p})
+        cases = [(w, sc, cap, rep, st) for w in ("openai", "anthropic")
+                 for sc, cap, rep in (("plan", 3, args.repeats * 3), ("runaway", 200, max(3, args.repeats // 2)))
+                 for st in (False, True)]
+        for wire, scenario, cap, repeats, stream in cases:
+            raw = measure(base, "raw", scenario, cap, stream, repeats, wire)
+            ours = measure(base, "tether", scenario, cap, stream, repeats, wire)
+            kept = measure(base, "tether+persist-nofsync", scenario, cap, stream, repeats, wire)
+            durable = measure(base, "tether+persist", scenario, cap, stream, repeats, wire)
+            ratio = ours["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
+            ratio_k = kept["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
+            ratio_p = durable["overhead_ms_per_turn"] / raw["overhead_ms_per_turn"]
+            label = f"{scenario} ({cap})"
+            print(f"{wire:9} {label:16} {stream!s:6} {ours['turns']:>5} {raw['overhead_ms_per_turn']:>12.3f} "
+                  f"{ours['overhead_ms_per_turn']:>15.3f} {ratio:>6.2f} {kept['overhead_ms_per_turn']:>9.3f} "
+                  f"{ratio_k:>6.2f} {durable['overhead_ms_per_turn']:>15.3f} {ratio_p:>6.2f}")
+            results["loops"].append({"wire": wire, "scenario": scenario, "turns": ours["turns"], "stream": stream,
+                                     "raw_ms_per_turn": raw["overhead_ms_per_turn"],
+                                     "tether_ms_per_turn": ours["overhead_ms_per_turn"],
+                                     "tether_persist_ms_per_turn": kept["overhead_ms_per_turn"],
+                                     "tether_persist_fsync_ms_per_turn": durable["overhead_ms_per_turn"],
+                                     "ratio": ratio, "ratio_persist": ratio_k, "ratio_persist_fsync": ratio_p})
     finally:
         proc.terminate()
         proc.wait()

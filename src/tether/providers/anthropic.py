@@ -123,30 +123,60 @@ def _user_side_blocks(m: UserMessage | ToolMessage) -> list[dict[str, Any]]:
     return _content_blocks(m.content)
 
 
+class WireBuilder:
+    """Builds the Messages-API history incrementally.
+
+    A run's transcript only grows between turns, so the previous request's translation is reused
+    and only the new messages are translated (an identity check confirms the prefix is unchanged;
+    anything else rebuilds from scratch). Returned lists are never mutated afterwards.
+    """
+
+    def __init__(self) -> None:
+        self._source: list[Message] = []
+        self._out: list[dict[str, Any]] = []
+        self._model = ""
+
+    def build(self, messages: Sequence[Message], model_name: str) -> list[dict[str, Any]]:
+        n = len(self._source)
+        reuse = (model_name == self._model and len(messages) >= n
+                 and all(a is b for a, b in zip(self._source, messages, strict=False)))
+        out = list(self._out) if reuse else []
+        for m in messages[n:] if reuse else messages:
+            _append(out, m, model_name)
+        if out and out[0]["role"] != "user":
+            out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation start)"}]})
+        self._source, self._out, self._model = list(messages), out, model_name
+        return out
+
+
+def _append(out: list[dict[str, Any]], m: Message, model_name: str) -> None:
+    if isinstance(m, AssistantMessage):
+        role, blocks = "assistant", _assistant_blocks(m, model_name)
+    else:
+        role, blocks = "user", _user_side_blocks(m)
+    if not blocks:
+        return
+    if out and out[-1]["role"] == role:
+        content = [*out[-1]["content"], *blocks]  # a new list: earlier requests' lists stay intact
+        if role == "user" and content[0]["type"] != "tool_result":
+            content.sort(key=lambda b: b["type"] != "tool_result")  # tool results first, as required
+        out[-1] = {"role": role, "content": content}
+    else:
+        out.append({"role": role, "content": blocks})
+
+
 def wire_messages(messages: Sequence[Message], model_name: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role = "assistant" if isinstance(m, AssistantMessage) else "user"
-        blocks = _assistant_blocks(m, model_name) if isinstance(m, AssistantMessage) else _user_side_blocks(m)
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-    if out and out[0]["role"] != "user":
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(conversation start)"}]})
-    for message in out:  # tool results first in a user message, as the API requires
-        if message["role"] == "user":
-            message["content"].sort(key=lambda b: b["type"] != "tool_result")
-    return out
+    """The Messages-API history for ``messages`` as read by ``model_name``."""
+    return WireBuilder().build(messages, model_name)
 
 
-def messages_body(request: ModelRequest, model_name: str, stream: bool) -> dict[str, Any]:
+def messages_body(request: ModelRequest, model_name: str, stream: bool,
+                  builder: WireBuilder | None = None) -> dict[str, Any]:
+    history = (builder or WireBuilder()).build(request.messages, model_name)
     body: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-        "messages": wire_messages(request.messages, model_name),
+        "messages": history,
     }
     if request.system:
         body["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
@@ -155,9 +185,10 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool) -> dict[
                  for t in request.tools]
         tools[-1]["cache_control"] = _EPHEMERAL
         body["tools"] = tools
-    if body["messages"]:
-        last = body["messages"][-1]["content"][-1]
-        body["messages"][-1]["content"][-1] = {**last, "cache_control": _EPHEMERAL}
+    if history:  # a breakpoint on the last block, on copies: the builder's lists stay as they were
+        last = history[-1]
+        marked = {**last["content"][-1], "cache_control": _EPHEMERAL}
+        body["messages"] = [*history[:-1], {"role": last["role"], "content": [*last["content"][:-1], marked]}]
     if stream:
         body["stream"] = True
     body.update(request.extra)
@@ -315,12 +346,13 @@ class AnthropicProvider:
                                   "local Messages-compatible server).")
         self._http = HttpTransport(name, self.base_url, credentials, headers={"anthropic-version": API_VERSION},
                                    timeout_s=timeout_s)
+        self._wire = WireBuilder()
 
     def _model_name(self, request: ModelRequest) -> str:
         return f"{self.name}/{request.model}"
 
     def _body(self, request: ModelRequest, stream: bool) -> bytes:
-        body = messages_body(request, self._model_name(request), stream)
+        body = messages_body(request, self._model_name(request), stream, self._wire)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
