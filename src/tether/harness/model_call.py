@@ -11,14 +11,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tether.errors import ContextOverflowError, ProviderError, ResponseError, RetryableError, RunCancelled
-from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
+from tether.events import Compaction, Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.context import RunContext
 from tether.harness.limits import CallPlan, Halt, plan_call
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
-from tether.messages import TextPart, ToolMessage
+from tether.messages import TextPart, ToolMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
 from tether.status import CancelledInterruption
+from tether.tokens import estimate_tokens
 
 __all__ = ["ask_model", "trim_old_tool_outputs"]
 
@@ -68,10 +69,12 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
     run_id = rc.state.run_id
     if isinstance(exc, ContextOverflowError) and not turn.overflow_retried:
-        turn.overflow_retried = True
+        turn.overflow_retried = True  # shrink what can be shrunk, then one more try
+        before = estimate_tokens(text_of(rc.state.messages))
         if trim_old_tool_outputs(rc):
             rc.persist(rewrite=True)
-            return
+            yield Compaction(run_id, before, estimate_tokens(text_of(rc.state.messages)))
+        return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
         rc.stop(Halt("failed", str(exc)))
         return
