@@ -70,10 +70,10 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     run_id = rc.state.run_id
     if isinstance(exc, ContextOverflowError) and not turn.overflow_retried:
         turn.overflow_retried = True  # shrink what can be shrunk, then one more try
-        before = estimate_tokens(text_of(rc.state.messages))
+        tokens_before = estimate_tokens(text_of(rc.state.messages))
         if trim_old_tool_outputs(rc):
             rc.persist(rewrite=True)
-            yield Compaction(run_id, before, estimate_tokens(text_of(rc.state.messages)))
+            yield Compaction(run_id, tokens_before, estimate_tokens(text_of(rc.state.messages)))
         return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
         rc.stop(Halt("failed", str(exc)))
