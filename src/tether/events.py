@@ -101,6 +101,7 @@ class Compaction:
     run_id: str
     tokens_before: int
     tokens_after: int
+    method: str = "summary"  # summary | trim | message_count
     type: Literal["compaction"] = "compaction"
 
 

@@ -69,6 +69,9 @@ AssistantPart = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discrim
 class UserMessage(_Frozen):
     role: Literal["user"] = "user"
     content: tuple[UserPart, ...]
+    # Set on the message that replaced earlier turns at compaction: how many model turns it stands
+    # for, so the turn count (derived from the transcript) survives compaction.
+    summary_turns: int | None = None
 
     @classmethod
     def text(cls, text: str) -> UserMessage:

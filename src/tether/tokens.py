@@ -8,9 +8,10 @@ The estimate weights CJK characters separately: ~1.5 tokens each, ~0.25 for othe
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["count_tokens", "encoding", "estimate_tokens"]
+__all__ = ["count_tokens", "counter_for", "encoding", "estimate_tokens"]
 
 
 class _Encoding(Protocol):
@@ -51,3 +52,13 @@ def estimate_tokens(text: str) -> int:
         return (len(text) + 3) // 4
     cjk = sum(1 for ch in text if _is_cjk(ord(ch)))
     return int(cjk * 1.5 + (len(text) - cjk) * 0.25 + 0.999)
+
+
+def counter_for(model: str) -> Callable[[str], int]:
+    """Exact BPE counts for models whose tokenizer is o200k_base (OpenAI's current models and the
+    scripted model); the CJK-weighted estimate for every other model."""
+    provider, _, name = model.partition("/")
+    o200k = ("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4")
+    if provider == "scripted" or (provider == "openai" and name.startswith(o200k)):
+        return count_tokens
+    return estimate_tokens

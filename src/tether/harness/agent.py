@@ -82,6 +82,11 @@ class Agent:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     first_token_timeout_s: float | None = None
     context_windows: dict[str, int] = field(default_factory=dict)  # overrides by model string
+    context_window: int | None = None  # overrides the catalog for whichever model is active
+    compaction: bool = True
+    compaction_threshold: float = 0.6  # compact when the estimated prompt passes this share of the window
+    compaction_keep: float = 0.3  # ... keeping about this share of the window verbatim
+    middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
     settings: Any = None  # a tether.config.Settings: named endpoints for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
     request_extra: dict[str, Any] = field(default_factory=dict)

@@ -4,6 +4,7 @@ signal, persistence, and the read-only result cache (rebuilt from the transcript
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,6 +56,11 @@ class RunContext:
     read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
 
     active: int = 0  # index of the candidate in use; a fallback moves it forward for the run
+    session: Any = None  # a tether.sessions.SessionStore the transcript is mirrored to
+    compaction_failures: int = 0
+    # After a rewrite the last reply's prompt count describes a history that no longer exists.
+    stale_usage: bool = False
+    count: Callable[[str], int] = field(default=len)
 
     @property
     def model(self) -> Candidate:
@@ -73,8 +79,18 @@ class RunContext:
         return self.model.price
 
     def persist(self, *, rewrite: bool = False) -> None:
+        """Save the state (and mirror the transcript to the session) after every change."""
+        if rewrite:
+            self.stale_usage = True
+        state = self.state
+        if self.session is not None and state.session_id:  # first, so the saved state counts it
+            if rewrite or state.session_synced > len(state.messages):
+                self.session.rewrite(state.session_id, state.messages)
+            elif state.session_synced < len(state.messages):
+                self.session.append(state.session_id, state.messages[state.session_synced:])
+            state.session_synced = len(state.messages)
         if self.store is not None:
-            self.store.save(self.state, rewrite=rewrite)
+            self.store.save(state, rewrite=rewrite)
 
     def stop(self, halt: Halt) -> None:
         self.halt = halt

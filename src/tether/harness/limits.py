@@ -8,6 +8,7 @@ count for the previous call and adds the messages since, so it costs O(new messa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tether.errors import ConfigError
@@ -38,37 +39,40 @@ class CallPlan:
     prompt_estimate: int
 
 
-def _message_tokens(m: Message) -> int:
+def _message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> int:
     total = _PER_MESSAGE
     if isinstance(m, AssistantMessage):
-        total += count_tokens(m.text)
-        total += sum(4 + count_tokens(c.name) + count_tokens(c.arguments) for c in m.tool_calls)
+        total += count(m.text)
+        total += sum(4 + count(c.name) + count(c.arguments) for c in m.tool_calls)
         return total
     parts = m.content if isinstance(m, UserMessage | ToolMessage) else ()
     for p in parts:
-        total += _PER_IMAGE if isinstance(p, ImagePart) else count_tokens(p.text)
+        total += _PER_IMAGE if isinstance(p, ImagePart) else count(p.text)
     return total
 
 
-def estimate_prompt_tokens(state: RunState, fixed_tokens: int) -> int:
+def estimate_prompt_tokens(state: RunState, fixed_tokens: int, *, count: Callable[[str], int] = count_tokens,
+                           trust_last_usage: bool = True) -> int:
     """An upper-leaning estimate of the next call's prompt tokens.
 
     ``fixed_tokens`` is the cost of what every call sends besides the messages (system prompt,
-    tool definitions); it is only used when no earlier call reported its own prompt size.
+    tool definitions). The provider's own count for the previous call is the base when it can be
+    trusted — not after the transcript was rewritten (compaction), when everything is counted.
     """
     messages = state.messages
     base, start = fixed_tokens, 0
-    for i in range(len(messages) - 1, -1, -1):
+    for i in range(len(messages) - 1, -1, -1) if trust_last_usage else ():
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
             base = m.usage.prompt_tokens + m.usage.completion_tokens + _PER_MESSAGE
             start = i + 1
             break
-    total = base + sum(_message_tokens(m) for m in messages[start:])
+    total = base + sum(_message_tokens(m, count) for m in messages[start:])
     return int(total * _SAFETY) + 16
 
 
-def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: int) -> Halt | CallPlan:
+def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: int, *,
+              count: Callable[[str], int] = count_tokens, trust_last_usage: bool = True) -> Halt | CallPlan:
     """Decide, before asking the model, whether the run may make another call, and how big."""
     if agent.max_turns is not None and state.turns >= agent.max_turns:
         return Halt(
@@ -88,7 +92,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: 
         return CallPlan(agent.max_tokens, 0)
     if price is None:  # checked when the run starts; kept here for direct callers
         raise ConfigError("max_budget_usd is set but the price of this model is unknown")
-    prompt = estimate_prompt_tokens(state, fixed_tokens)
+    prompt = estimate_prompt_tokens(state, fixed_tokens, count=count, trust_last_usage=trust_last_usage)
     remaining = agent.max_budget_usd - state.cost_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)

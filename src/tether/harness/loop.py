@@ -14,7 +14,8 @@ from typing import Any
 from tether.cancel import CancelSignal
 from tether.errors import ConfigError, UserError
 from tether.events import Done, Event
-from tether.harness.agent import Agent
+from tether.harness.agent import Agent, Stop
+from tether.harness.compaction import compact, context_window, should_compact
 from tether.harness.context import (
     Candidate,
     RunContext,
@@ -29,7 +30,9 @@ from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage
 from tether.providers.registry import resolve_provider
+from tether.sessions import SessionStore, check_session_id
 from tether.status import RESUMABLE, RunResult
+from tether.tokens import counter_for
 from tether.usage import lookup_price
 
 __all__ = ["run", "run_stream", "run_sync"]
@@ -62,17 +65,20 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd())
     rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
                     store=store, tool_defs=defs)
-    if agent.max_budget_usd is not None:
+    rc.count = counter_for(rc.model_name)
+    if agent.max_budget_usd is not None or (agent.compaction and context_window(rc) is not None):
         rc.fixed_tokens = fixed_prompt_tokens(agent.instructions, defs)
     rc.rebuild_read_cache()
     state.model = rc.model_name
     return rc
 
 
-def _prepare(state: RunState | None, prompt: str | None) -> RunState:
+def _prepare(state: RunState | None, prompt: str | None, session: SessionStore | None) -> RunState:
     if state is None:
         state = RunState()
-    elif prompt is None and state.status in ("completed", "failed"):
+    if session is not None and state.session_id:
+        _bind_session(state, session)
+    if prompt is None and state.status in ("completed", "failed"):
         raise UserError(
             f"run {state.run_id} already ended ({state.status}); give a new prompt to continue "
             "the conversation"
@@ -91,17 +97,29 @@ async def run_stream(
     store: StateStore | None = None,
     tracer: Tracer | None = None,
     signal: CancelSignal | None = None,
+    session: SessionStore | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[Event]:
     """Run ``agent`` on ``prompt`` (a new run), or resume ``state``; yield every event.
 
     The last event is always :class:`~tether.events.Done` with the :class:`RunResult`.
     ``store`` persists the state after every change; ``tracer`` receives every event.
+    ``session`` (with ``session_id``, or a state that has one) continues a conversation: its
+    repaired history starts the run, and every new message is appended to it as it happens.
     """
-    state = _prepare(state, prompt)
+    if state is None and session is not None and session_id is not None:
+        state = RunState(session_id=check_session_id(session_id))
+    state = _prepare(state, prompt, session)
     signal = signal or CancelSignal()
     rc = _context(agent, state, signal, store)
+    rc.session = session
     rc.persist()
     try:
+        for mw in agent.middleware:
+            verdict = await mw.before_agent(rc)
+            if isinstance(verdict, Stop):
+                rc.stop(Halt(verdict.status, verdict.reason))
+                break
         async for event in _loop(rc):
             if tracer is not None:
                 tracer.write(event)
@@ -113,6 +131,18 @@ async def run_stream(
             tracer.close()
 
 
+def _bind_session(state: RunState, session: SessionStore) -> None:
+    """Start from the session's history, or reconcile it with a run being resumed."""
+    assert state.session_id is not None
+    history = session.load(state.session_id)
+    if not state.messages:
+        state.messages = history
+        state.session_synced = len(history)
+    elif len(history) != state.session_synced:
+        # A crash left the session ahead of (or behind) the run's last save: the run is the truth.
+        session.rewrite(state.session_id, state.messages[: state.session_synced])
+
+
 async def _loop(rc: RunContext) -> AsyncIterator[Event]:
     state = rc.state
     while rc.halt is None:
@@ -120,6 +150,9 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending:
             async for event in run_pending(rc, pending):
                 yield event
+            if rc.halt is None and rc.agent.compaction and should_compact(rc):
+                async for event in compact(rc):
+                    yield event
             continue
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AssistantMessage):
@@ -127,6 +160,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
+    await _after_agent(rc)
     yield _done(rc)
 
 
@@ -138,6 +172,14 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt:
     if last.finish_reason == "length":
         return Halt("completed", f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut")
     return Halt("completed", "the model answered")
+
+
+async def _after_agent(rc: RunContext) -> None:
+    assert rc.halt is not None
+    for mw in reversed(rc.agent.middleware):
+        verdict = await mw.after_agent(rc, rc.halt.status)
+        if isinstance(verdict, Stop):
+            rc.halt = Halt(verdict.status, verdict.reason)
 
 
 def _done(rc: RunContext) -> Done:
@@ -156,10 +198,13 @@ async def run(
     store: StateStore | None = None,
     tracer: Tracer | None = None,
     signal: CancelSignal | None = None,
+    session: SessionStore | None = None,
+    session_id: str | None = None,
 ) -> RunResult:
     """Run to one of the five exits and return the result (consumes :func:`run_stream`)."""
     result: RunResult | None = None
-    async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer, signal=signal):
+    async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer, signal=signal,
+                                  session=session, session_id=session_id):
         if isinstance(event, Done):
             result = event.result
     assert result is not None
@@ -173,9 +218,12 @@ def run_sync(
     state: RunState | None = None,
     store: StateStore | None = None,
     tracer: Tracer | None = None,
+    session: SessionStore | None = None,
+    session_id: str | None = None,
 ) -> RunResult:
     """:func:`run` for code that is not async."""
-    return asyncio.run(run(agent, prompt, state=state, store=store, tracer=tracer))
+    return asyncio.run(run(agent, prompt, state=state, store=store, tracer=tracer, session=session,
+                           session_id=session_id))
 
 
 def is_resumable(result: RunResult) -> bool:

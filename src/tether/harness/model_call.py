@@ -11,15 +11,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tether.errors import ContextOverflowError, ProviderError, ResponseError, RetryableError, RunCancelled
-from tether.events import Compaction, Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
+from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
+from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.limits import CallPlan, Halt, plan_call
+from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
-from tether.messages import TextPart, ToolMessage, text_of
+from tether.messages import TextPart, ToolMessage
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
 from tether.status import CancelledInterruption
-from tether.tokens import estimate_tokens
 
 __all__ = ["ask_model", "trim_old_tool_outputs"]
 
@@ -40,7 +41,8 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
     """Make one model call (with retries and fallback) or set ``rc.halt``."""
     turn = _Attempt()
     while rc.halt is None:
-        plan = plan_call(rc.agent, rc.state, rc.price, rc.fixed_tokens)
+        plan = plan_call(rc.agent, rc.state, rc.price, rc.fixed_tokens, count=rc.count,
+                         trust_last_usage=not rc.stale_usage)
         if isinstance(plan, Halt):
             rc.stop(plan)
             return
@@ -60,6 +62,9 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
+        if isinstance(response, Stop):
+            rc.stop(Halt(response.status, response.reason))
+            return
         assert response is not None
         yield _record(rc, response, plan)
         return
@@ -69,11 +74,11 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
     run_id = rc.state.run_id
     if isinstance(exc, ContextOverflowError) and not turn.overflow_retried:
-        turn.overflow_retried = True  # shrink what can be shrunk, then one more try
-        tokens_before = estimate_tokens(text_of(rc.state.messages))
-        if trim_old_tool_outputs(rc):
-            rc.persist(rewrite=True)
-            yield Compaction(run_id, tokens_before, estimate_tokens(text_of(rc.state.messages)))
+        turn.overflow_retried = True  # compact what can be compacted, then one more try
+        from tether.harness.compaction import compact
+
+        async for event in compact(rc, reason="overflow"):
+            yield event
         return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
         rc.stop(Halt("failed", str(exc)))
@@ -112,6 +117,7 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     state.messages.append(message)
+    rc.stale_usage = False  # this reply's prompt count describes the history as it is now
     usage = message.usage
     if usage is not None:
         state.usage = state.usage + usage
@@ -122,15 +128,26 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
                 message.finish_reason, plan.max_tokens)
 
 
-def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelResponse]]:
+def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelResponse | Stop]]:
     return lambda emit: _call(rc, plan, emit)
 
 
-async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse:
+async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | Stop:
     state = rc.state
-    request = ModelRequest(model=rc.model.model_id, messages=state.messages, system=rc.agent.instructions or None,
-                           tools=rc.tool_defs, max_tokens=plan.max_tokens,
-                           cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra)
+    request: ModelRequest | Stop = ModelRequest(
+        model=rc.model.model_id, messages=state.messages, system=rc.agent.instructions or None, tools=rc.tool_defs,
+        max_tokens=plan.max_tokens, cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra)
+    stack = rc.agent.middleware
+    for mw in stack:
+        assert isinstance(request, ModelRequest)
+        request = await mw.before_model(rc, request)
+        if isinstance(request, Stop):
+            return request
+    assert isinstance(request, ModelRequest)
+    return await chain_model(stack, rc, lambda req: _provider_call(rc, req, emit))(request)
+
+
+async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> ModelResponse:
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:

@@ -80,6 +80,8 @@ class RunState(BaseModel):
     # call id → idempotency key, for side-effecting calls that started and have no result yet.
     intents: dict[str, str] = Field(default_factory=dict)
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
+    # How many of ``messages`` the bound session store already holds (see tether.sessions).
+    session_synced: int = 0
     # What a command line needs to rebuild the agent on resume (cwd, limits).
     config: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
@@ -87,8 +89,9 @@ class RunState(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def turns(self) -> int:
-        """Model calls so far: the number of assistant messages."""
-        return sum(1 for m in self.messages if isinstance(m, AssistantMessage))
+        """Model turns so far: assistant messages, plus those a compaction summary stands for."""
+        return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
+                   for m in self.messages if m.role != "tool")
 
     def output(self) -> str:
         for m in reversed(self.messages):

@@ -15,8 +15,10 @@ from typing import Any
 
 from tether.errors import RunCancelled
 from tether.events import ApprovalRequired, Event, ToolProgress, ToolResultEvent, ToolStart
+from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.limits import Halt
+from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
 from tether.harness.state import ToolStats, args_hash
 from tether.messages import TextPart, ToolCallPart, ToolMessage, ToolResultStatus, canonical_arguments
@@ -140,18 +142,27 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     yield ToolStart(run_id, call.id, call.name, call.arguments)
     started = time.perf_counter()
 
-    async def work(emit: Any) -> ToolResult | str:
+    async def work(emit: Any) -> ToolResult | str | Stop:
         ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
                           idempotency_key=key, state=state,
                           on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)))
-        result: ToolResult | str = await tool.execute(args, ctx)
-        return result
+
+        async def innermost() -> ToolResult | str | Stop:
+            result: ToolResult | str = await tool.execute(args, ctx)
+            return result
+
+        return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
 
     try:
         async for item in pump(work, rc.signal):
             if isinstance(item, Finished):
                 ms = (time.perf_counter() - started) * 1000
-                yield _record(rc, call, item.value, "ok", ms)
+                value = item.value
+                if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
+                    yield _record(rc, call, f"Not run: {value.reason}", "error", ms)
+                    rc.stop(Halt(value.status, value.reason))
+                else:
+                    yield _record(rc, call, value, "ok", ms)
             else:
                 yield item
     except RunCancelled as exc:

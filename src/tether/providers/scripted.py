@@ -168,7 +168,12 @@ def scripted_completion(
     fn = SCENARIOS.get(scenario) if isinstance(scenario, str) else scenario
     if fn is None:
         raise ConfigError(f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if not tools and messages and _content_text(messages[-1].get("content")).startswith(SUMMARY_REQUEST):
+        return _summary_reply(messages, model)
     turn = sum(1 for m in messages if m.get("role") == "assistant")
+    # A compaction summary says how many turns it replaced; the scripted model keeps counting.
+    turn += sum(int(n) for m in messages if m.get("role") == "user"
+                for n in re.findall(r"\((\d+) earlier turns\)", _content_text(m.get("content"))[:200]))
     tool_text = "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") == "tool")
     reply = fn(turn, tool_text)
     wire_calls: list[dict[str, Any]] = []
@@ -199,6 +204,23 @@ def scripted_completion(
             "total_tokens": prompt + completion,
         },
     }
+
+
+SUMMARY_REQUEST = "Summarize the conversation below"
+
+
+def _summary_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
+    """A deterministic summary: the first line of each entry in the rendered transcript, short."""
+    text = _content_text(messages[-1].get("content"))
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    lines = [ln[:80] for ln in body.splitlines() if ln.strip() and not ln.startswith("  ")][:12]
+    summary = "Summary: " + " | ".join(lines)
+    prompt = count_prompt_tokens(messages, ())
+    completion = _count(summary)
+    return {"id": "chatcmpl-scripted-summary", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": summary},
+                                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
 
 def split_text(text: str, pieces: int = 4) -> list[str]:

@@ -1,0 +1,149 @@
+"""Keeping the context inside the window: summarise the older part once, keep the recent tail.
+
+After a round of tools, when the estimated prompt passes ``compaction_threshold`` (60 %) of the
+model's window, the older part of the transcript is summarised by the model in one call and
+replaced by one user message carrying the summary; the recent tail (about ``compaction_keep``,
+30 %, of the window) stays verbatim. The cut is at a clean boundary: the tail never begins with a
+tool result. Summarising the whole older block at once keeps the cached prompt prefix stable for
+every turn but the one after a compaction.
+
+If the summary call fails, old tool outputs are replaced by a note instead (written as such). If
+the context stays above the threshold three times in a row, the run stops with a clear reason
+rather than looping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from tether.errors import ProviderError, RunCancelled
+from tether.events import Compaction, Event
+from tether.harness.context import RunContext
+from tether.harness.limits import Halt, _message_tokens, estimate_prompt_tokens
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
+from tether.providers.base import ModelRequest
+from tether.usage import model_info
+
+__all__ = ["SUMMARY_PROMPT", "compact", "context_window", "render_for_summary", "should_compact", "summarize"]
+
+SUMMARY_PROMPT = (
+    "Summarize the conversation below so that the work can continue from your summary alone. Keep the "
+    "user's goals and constraints, decisions made, facts learned from tools (names, numbers, errors), "
+    "and what remains to be done. Be concise; do not invent anything."
+)
+MAX_FAILURES = 3
+_TOOL_CHARS = 1500  # per tool output, in the text sent for summarising
+
+
+def context_window(rc: RunContext) -> int | None:
+    agent = rc.agent
+    if agent.context_window is not None:
+        return agent.context_window
+    settings_models = getattr(agent.settings, "models", None) or {}
+    return agent.context_windows.get(rc.model_name) or model_info(rc.model_name, settings_models).context_window
+
+
+def should_compact(rc: RunContext) -> bool:
+    window = context_window(rc)
+    if window is None or not rc.state.messages:
+        return False
+    return estimate_prompt_tokens(rc.state, rc.fixed_tokens) > rc.agent.compaction_threshold * window
+
+
+def render_for_summary(messages: Sequence[Message], budget_chars: int) -> str:
+    """The older part of a transcript as plain text for the summary call (tool outputs shortened)."""
+    lines: list[str] = []
+    for m in messages:
+        if isinstance(m, UserMessage):
+            lines.append("user: " + "".join(p.text for p in m.content if isinstance(p, TextPart)))
+        elif isinstance(m, AssistantMessage):
+            if m.text:
+                lines.append("assistant: " + m.text)
+            lines.extend(f"  assistant called {c.name}({c.arguments[:300]})" for c in m.tool_calls)
+        else:
+            text = m.text if len(m.text) <= _TOOL_CHARS else m.text[:_TOOL_CHARS] + " [...]"
+            lines.append(f"tool {m.name} ({m.status}): " + text.replace("\n", "\n  "))
+    rendered = "\n".join(lines)
+    return rendered if len(rendered) <= budget_chars else rendered[-budget_chars:]
+
+
+def _cut_index(messages: Sequence[Message], keep_tokens: int) -> int:
+    """Where the kept tail starts: about ``keep_tokens`` from the end, never on a tool result."""
+    total, cut = 0, len(messages)
+    while cut > 0 and total + _message_tokens(messages[cut - 1]) <= keep_tokens:
+        cut -= 1
+        total += _message_tokens(messages[cut])
+    if cut == len(messages):  # keep at least the latest turn
+        cut = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=0)
+    while 0 < cut < len(messages) and isinstance(messages[cut], ToolMessage):
+        cut -= 1  # back to the assistant message whose calls these results answer
+    return cut
+
+
+async def summarize(rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT) -> str:
+    """Ask the active model for a summary of ``older``; the call's cost is added to the run."""
+    window = context_window(rc) or 128_000
+    text = render_for_summary(older, budget_chars=int(window * 0.5 * 3))
+    request = ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(f"{instruction}\n{text}")],
+                           max_tokens=min(2048, rc.agent.max_tokens))
+    response = await rc.signal.race(rc.provider.complete(request))
+    usage = response.message.usage
+    if usage is not None:
+        rc.state.usage = rc.state.usage + usage
+        if rc.price is not None:
+            rc.state.cost_usd += rc.price.cost(usage)
+    return response.message.text.strip()
+
+
+def summary_message(summary: str, turns: int) -> UserMessage:
+    header = f"[Summary of the earlier conversation ({turns} earlier turns), written when the context filled up]"
+    return UserMessage(content=(TextPart(text=f"{header}\n{summary}"),), summary_turns=turns)
+
+
+def _turns_in(messages: Sequence[Message]) -> int:
+    return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
+               for m in messages if not isinstance(m, ToolMessage))
+
+
+async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator[Event]:
+    """Summarise the older part (or trim tool outputs if that fails); yield a ``compaction`` event."""
+    from tether.harness.model_call import trim_old_tool_outputs
+
+    state = rc.state
+    window = context_window(rc) or 128_000
+    before = estimate_prompt_tokens(state, rc.fixed_tokens)
+    cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep))
+    method = "summary"
+    try:
+        if cut <= 0 or (rc.agent.max_budget_usd is not None and state.cost_usd >= rc.agent.max_budget_usd):
+            raise ProviderError("nothing older to summarise" if cut <= 0 else "no budget left for a summary")
+        older = state.messages[:cut]
+        summary = await summarize(rc, older)
+        if not summary:
+            raise ProviderError("the model returned an empty summary")
+        state.messages[:cut] = [summary_message(summary, _turns_in(older))]
+    except RunCancelled:
+        raise
+    except ProviderError:
+        method = "trim"
+        if not trim_old_tool_outputs(rc):
+            rc.compaction_failures += 1
+            _maybe_give_up(rc, window)
+            return
+    rc.persist(rewrite=True)
+    after = estimate_after(rc)
+    yield Compaction(state.run_id, before, after, method)
+    rc.compaction_failures = rc.compaction_failures + 1 if after > rc.agent.compaction_threshold * window else 0
+    _maybe_give_up(rc, window)
+
+
+def estimate_after(rc: RunContext) -> int:
+    """A fresh estimate after a rewrite: the provider's last count no longer applies."""
+    return rc.fixed_tokens + sum(_message_tokens(m) for m in rc.state.messages)
+
+
+def _maybe_give_up(rc: RunContext, window: int) -> None:
+    if rc.compaction_failures >= MAX_FAILURES:
+        rc.stop(Halt("failed", f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
+                     f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "
+                     "raise the window, or trim the tools' outputs"))

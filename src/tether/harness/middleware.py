@@ -1,0 +1,261 @@
+"""Middleware: policies a deployment chooses, run at fixed points of the loop.
+
+Hooks, and the order a stack runs them in (the order of ``Agent(middleware=[...])``):
+
+============================  =====================================================================
+``before_agent(ctx)``         once per ``run_stream`` call, before the loop; in list order
+``before_model(ctx, req)``    before every model call; in list order; returns the request to send
+``wrap_model_call(ctx, req,   around the provider call; the first middleware is the outermost
+call_next)``
+``wrap_tool_call(ctx, call,   around each tool execution (after validation and approval); the first
+args, call_next)``            is the outermost; returns the result the model will read
+``after_agent(ctx, halt)``    once the loop has stopped, before ``done``; in reverse list order
+============================  =====================================================================
+
+Any hook may end the run by returning :class:`~tether.harness.agent.Stop` (one of the five exits
+with a reason); ``wrap_tool_call`` ends it after the call's result is written, so pairing holds.
+``ctx`` is the run's :class:`~tether.harness.context.RunContext`: ``ctx.state`` is the run, and a
+hook that rewrites ``ctx.state.messages`` calls ``ctx.persist(rewrite=True)``.
+
+The loop's own rules (limits, approvals, dedupe) are not middleware: they always apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tether.errors import ContextOverflowError, ProviderError
+from tether.harness.agent import Stop
+from tether.harness.context import RunContext
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
+from tether.providers.base import ModelRequest, ModelResponse
+from tether.tools.base import ToolResult
+
+__all__ = [
+    "ContextOverflowCleanup",
+    "Middleware",
+    "RunToolCallLimit",
+    "StripToolHistory",
+    "SummarizeByMessageCount",
+    "ToolCallLimitPerTurn",
+    "ToolOutputTrimmer",
+]
+
+ModelCall = Callable[[ModelRequest], Awaitable["ModelResponse | Stop"]]
+ToolCall = Callable[[], Awaitable["ToolResult | str | Stop"]]
+
+
+class Middleware:
+    """Base class: every hook does nothing. Override the ones a policy needs."""
+
+    async def before_agent(self, ctx: RunContext) -> Stop | None:
+        return None
+
+    async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        return request
+
+    async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
+                              call_next: ModelCall) -> ModelResponse | Stop:
+        return await call_next(request)
+
+    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+                             call_next: ToolCall) -> ToolResult | str | Stop:
+        return await call_next()
+
+    async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
+        return None
+
+
+def chain_model(stack: Sequence[Middleware], ctx: RunContext, innermost: ModelCall) -> ModelCall:
+    call = innermost
+    for mw in reversed(stack):
+        call = _bind_model(mw, ctx, call)
+    return call
+
+
+def _bind_model(mw: Middleware, ctx: RunContext, call_next: ModelCall) -> ModelCall:
+    return lambda request: mw.wrap_model_call(ctx, request, call_next)
+
+
+def chain_tool(stack: Sequence[Middleware], ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+               innermost: ToolCall) -> ToolCall:
+    run = innermost
+    for mw in reversed(stack):
+        run = _bind_tool(mw, ctx, call, args, run)
+    return run
+
+
+def _bind_tool(mw: Middleware, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+               call_next: ToolCall) -> ToolCall:
+    return lambda: mw.wrap_tool_call(ctx, call, args, call_next)
+
+
+def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:
+    """Tool calls since the person's latest message (a compaction summary is not one)."""
+    start = 0
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, UserMessage) and m.summary_turns is None:
+            start = i + 1
+            break
+    return [c for m in messages[start:] if isinstance(m, AssistantMessage) for c in m.tool_calls]
+
+
+def _text(result: ToolResult | str) -> str:
+    if isinstance(result, str):
+        return result
+    return "".join(p.text for p in result.parts() if isinstance(p, TextPart))
+
+
+@dataclass
+class ToolCallLimitPerTurn(Middleware):
+    """Each tool may be called ``limit`` times per turn; then it disappears from what the model
+    sees (and a call to it anyway is answered, in words, without running it). ``always_on`` tools
+    are never removed."""
+
+    limit: int = 3
+    always_on: frozenset[str] = field(default_factory=frozenset)
+
+    def _counts(self, ctx: RunContext) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for c in calls_this_turn(ctx.state.messages):
+            counts[c.name] = counts.get(c.name, 0) + 1
+        return counts
+
+    async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        counts = self._counts(ctx)
+        tools = tuple(t for t in request.tools if t.name in self.always_on or counts.get(t.name, 0) < self.limit)
+        return replace(request, tools=tools) if len(tools) != len(request.tools) else request
+
+    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+                             call_next: ToolCall) -> ToolResult | str | Stop:
+        same = [c.id for c in calls_this_turn(ctx.state.messages) if c.name == call.name]
+        position = same.index(call.id) if call.id in same else len(same)
+        if call.name not in self.always_on and position >= self.limit:
+            return ToolResult(f"Not run: {call.name} has been called {self.limit} times this turn, its limit. "
+                              "Answer with what you have, or use another tool.", is_error=True)
+        return await call_next()
+
+
+@dataclass
+class RunToolCallLimit(Middleware):
+    """At most ``limit`` tool calls in a turn, all tools together. Past it, calls are answered
+    without running and the model is offered no tools, so it must answer."""
+
+    limit: int = 30
+
+    async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        if len(calls_this_turn(ctx.state.messages)) >= self.limit and request.tools:
+            return replace(request, tools=())
+        return request
+
+    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+                             call_next: ToolCall) -> ToolResult | str | Stop:
+        made = calls_this_turn(ctx.state.messages)
+        position = next((i for i, c in enumerate(made) if c.id == call.id), len(made))
+        if position >= self.limit:
+            return ToolResult(f"Not run: this turn reached its limit of {self.limit} tool calls. "
+                              "Answer with what you have.", is_error=True)
+        return await call_next()
+
+
+@dataclass
+class ToolOutputTrimmer(Middleware):
+    """Cut any tool output longer than ``max_chars`` and say, in words, what was cut."""
+
+    max_chars: int = 100_000
+
+    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
+                             call_next: ToolCall) -> ToolResult | str | Stop:
+        result = await call_next()
+        if isinstance(result, Stop):
+            return result
+        text = _text(result)
+        if len(text) <= self.max_chars:
+            return result
+        note = (f"\n[Output trimmed: showing the first {self.max_chars:,} of {len(text):,} characters. "
+                f"To see the rest, call {call.name} again asking for less at a time "
+                "(a line range, a narrower pattern, a smaller page).]")
+        return ToolResult(text[: self.max_chars] + note, is_error=isinstance(result, ToolResult) and result.is_error)
+
+
+@dataclass
+class SummarizeByMessageCount(Middleware):
+    """When the transcript passes ``trigger`` messages, summarise the oldest ones and keep the
+    newest ``keep`` verbatim. Tool calls and results are left out of the summary (too verbose to
+    summarise usefully) and a call is never separated from its result."""
+
+    trigger: int = 70
+    keep: int = 50
+
+    async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        from tether.harness.compaction import summarize, summary_message
+
+        messages = ctx.state.messages
+        if len(messages) <= self.trigger:
+            return request
+        cut = len(messages) - self.keep
+        while cut > 0 and isinstance(messages[cut], ToolMessage):
+            cut -= 1  # never split a call from its result
+        older = messages[:cut]
+        talk = [m for m in older
+                if not isinstance(m, ToolMessage) and not (isinstance(m, AssistantMessage) and not m.text)]
+        talk = [m.model_copy(update={"content": tuple(p for p in m.content if not isinstance(p, ToolCallPart))})
+                if isinstance(m, AssistantMessage) else m for m in talk]
+        if cut <= 0:
+            return request
+        try:
+            summary = await summarize(ctx, talk) if talk else "(no conversation, only tool calls)"
+        except ProviderError:
+            return request  # keep the history as it is; the next call tries again
+        turns = sum(1 for m in older if isinstance(m, AssistantMessage)) + sum(
+            m.summary_turns or 0 for m in older if isinstance(m, UserMessage))
+        messages[:cut] = [summary_message(summary, turns)]
+        ctx.persist(rewrite=True)
+        return replace(request, messages=messages)
+
+
+@dataclass
+class ContextOverflowCleanup(Middleware):
+    """On a context-overflow error, drop the tool history before the latest turn from the request
+    and try once more."""
+
+    async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
+                              call_next: ModelCall) -> ModelResponse | Stop:
+        try:
+            return await call_next(request)
+        except ContextOverflowError:
+            stripped = strip_tool_history(request.messages, keep_last_turn=True)
+            return await call_next(replace(request, messages=stripped))
+
+
+@dataclass
+class StripToolHistory(Middleware):
+    """After the agent answers, remove tool calls and results from the stored transcript, for
+    deployments that want short sessions."""
+
+    async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
+        if status == "completed":
+            ctx.state.messages[:] = strip_tool_history(ctx.state.messages, keep_last_turn=False)
+            ctx.persist(rewrite=True)
+        return None
+
+
+def strip_tool_history(messages: Sequence[Message], *, keep_last_turn: bool) -> list[Message]:
+    """The transcript without tool calls and results (pairs go together, so pairing holds)."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=len(messages))
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if keep_last_turn and i >= last:
+            out.append(m)
+        elif isinstance(m, ToolMessage):
+            continue
+        elif isinstance(m, AssistantMessage) and m.tool_calls:
+            kept = tuple(p for p in m.content if not isinstance(p, ToolCallPart))
+            if any(isinstance(p, TextPart) and p.text for p in kept):
+                out.append(m.model_copy(update={"content": kept}))
+        else:
+            out.append(m)
+    return out

@@ -1,0 +1,368 @@
+"""Sessions: conversations that survive the process and repair themselves.
+
+A session store keeps one conversation's messages. Three stores share one protocol:
+
+* :class:`MemorySessionStore` — for tests;
+* :class:`JsonlSessionStore` — the default: ``<dir>/<session>.jsonl``, one message per line. An
+  append writes all its lines with one ``write`` on an ``O_APPEND`` descriptor; any rewrite
+  (compaction, clearing, repair) writes a temporary file, fsyncs and renames. An advisory lock
+  (``fcntl.flock``) keeps two processes from interleaving writes to one session. A torn last line
+  left by a crash is dropped on load and cut off before the next append;
+* :class:`SqliteSessionStore` — one row per message, WAL mode.
+
+Every load repairs (law 1), and a repaired history is written back atomically. A durable store
+that cannot be opened refuses to start: it never falls back to memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from tether.errors import ConfigError, UserError
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, dump_message, load_message
+
+__all__ = [
+    "INTERRUPTED_TEXT",
+    "JsonlSessionStore",
+    "MemorySessionStore",
+    "SessionInfo",
+    "SessionStore",
+    "SqliteSessionStore",
+    "open_session_store",
+    "repair",
+]
+
+INTERRUPTED_TEXT = ("[No result: this call was interrupted before it finished (the process stopped). "
+                    "Its outcome is unknown; check before relying on it, or call it again.]")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_session_id(session_id: str) -> str:
+    if not _NAME.match(session_id):
+        raise UserError(f"not a session name: {session_id!r} (letters, digits, '.', '_', '-'; at most 128)")
+    return session_id
+
+
+def repair(messages: Sequence[Message]) -> list[Message]:
+    """Restore the pairing law; idempotent.
+
+    Every tool call is followed, before the next assistant message, by exactly one result with its
+    id, in declared order: missing results are synthesised (status ``interrupted``), duplicates and
+    results without a call are dropped, results are put in the order the calls were declared.
+    """
+    out: list[Message] = []
+    declared: list[str] = []  # calls of the latest assistant message, in order
+    results: dict[str, ToolMessage] = {}
+    names: dict[str, str] = {}
+
+    def close_block() -> None:
+        for call_id in declared:
+            result = results.get(call_id)
+            if result is None:
+                result = ToolMessage(call_id=call_id, name=names[call_id], content=(TextPart(text=INTERRUPTED_TEXT),),
+                                     status="interrupted")
+            out.append(result)
+        declared.clear()
+        results.clear()
+        names.clear()
+
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            if m.call_id in names and m.call_id not in results:
+                results[m.call_id] = m
+            continue  # results without a call in the latest assistant message, and duplicates, go
+        close_block()
+        out.append(m)
+        if isinstance(m, AssistantMessage):
+            for c in m.tool_calls:
+                if c.id not in names:
+                    names[c.id] = c.name
+                    declared.append(c.id)
+    close_block()
+    return out
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    messages: int
+    updated_at: float
+
+
+class SessionStore(Protocol):
+    def load(self, session_id: str) -> list[Message]: ...
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None: ...
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None: ...
+
+    def list(self) -> list[SessionInfo]: ...
+
+    def delete(self, session_id: str) -> None: ...
+
+
+class MemorySessionStore:
+    """Sessions in a dict. For tests; repairs on load like the others."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, list[Message]] = {}
+        self._updated: dict[str, float] = {}
+
+    def load(self, session_id: str) -> list[Message]:
+        current = self._data.get(check_session_id(session_id), [])
+        fixed = repair(current)
+        if fixed != current:
+            self._data[session_id] = list(fixed)
+        return list(fixed)
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._data.setdefault(check_session_id(session_id), []).extend(messages)
+        self._updated[session_id] = time.time()
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._data[check_session_id(session_id)] = list(messages)
+        self._updated[session_id] = time.time()
+
+    def list(self) -> list[SessionInfo]:
+        return [SessionInfo(k, len(v), self._updated.get(k, 0.0)) for k, v in sorted(self._data.items())]
+
+    def delete(self, session_id: str) -> None:
+        self._data.pop(check_session_id(session_id), None)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can fsync a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class JsonlSessionStore:
+    """One JSONL file per session under ``root``."""
+
+    def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(f"the session directory {self.root} is not writable ({exc.strerror}); "
+                              "fix its permissions or choose another with --sessions-dir / TETHER_HOME") from exc
+
+    def path(self, session_id: str) -> Path:
+        return self.root / f"{check_session_id(session_id)}.jsonl"
+
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[None]:
+        import fcntl
+
+        fd = os.open(self.root / f".{check_session_id(session_id)}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _read(self, path: Path) -> tuple[list[Message], bool]:
+        """Messages in the file, and whether anything (a torn or garbled line) was dropped."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return [], False
+        messages: list[Message] = []
+        dropped = False
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                messages.append(load_message(line))
+            except ValidationError:
+                dropped = True  # a torn write, or a line edited by hand
+        return messages, dropped or (bool(data) and not data.endswith(b"\n"))
+
+    def load(self, session_id: str) -> list[Message]:
+        path = self.path(session_id)
+        with self._locked(session_id):
+            messages, damaged = self._read(path)
+            fixed = repair(messages)
+            if damaged or fixed != messages:
+                self._write_all(path, fixed)
+        return fixed
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        if not messages:
+            return
+        path = self.path(session_id)
+        data = "".join(dump_message(m) + "\n" for m in messages).encode()
+        with self._locked(session_id):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                size = os.fstat(fd).st_size
+                if size:
+                    with open(path, "rb") as f:
+                        f.seek(size - 1)
+                        if f.read(1) != b"\n":
+                            data = b"\n" + data  # a torn line stays alone and is dropped on load
+                os.write(fd, data)  # the lines go in one write
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self._locked(session_id):
+            self._write_all(self.path(session_id), messages)
+
+    def _write_all(self, path: Path, messages: Sequence[Message]) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        data = "".join(dump_message(m) + "\n" for m in messages).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if self.fsync:
+            _fsync_dir(path.parent)
+
+    def list(self) -> list[SessionInfo]:
+        out = []
+        for p in sorted(self.root.glob("*.jsonl")):
+            with contextlib.suppress(OSError):
+                out.append(SessionInfo(p.stem, p.read_bytes().count(b"\n"), p.stat().st_mtime))
+        return out
+
+    def delete(self, session_id: str) -> None:
+        with self._locked(session_id):
+            self.path(session_id).unlink(missing_ok=True)
+        (self.root / f".{session_id}.lock").unlink(missing_ok=True)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL);
+"""
+
+
+class SqliteSessionStore:
+    """Sessions in one SQLite database (WAL), one row per message."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the session database {self.path}: {exc}") from exc
+
+    def _rows(self, session_id: str) -> list[Message]:
+        out = []
+        for (body,) in self._db.execute("SELECT body FROM messages WHERE session_id = ? ORDER BY seq",
+                                        (check_session_id(session_id),)):
+            try:
+                out.append(load_message(body))
+            except ValidationError:
+                continue  # a damaged row is dropped; the repaired history is written back below
+        return out
+
+    def load(self, session_id: str) -> list[Message]:
+        with self._tx():
+            rows = self._rows(session_id)
+            count = self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+            fixed = repair(rows)
+            if fixed != rows or count != len(rows):
+                self._replace(session_id, fixed)
+        return fixed
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        check_session_id(session_id)
+        with self._tx():
+            (last,) = self._db.execute("SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?",
+                                       (session_id,)).fetchone()
+            self._db.executemany("INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
+                                 [(session_id, last + 1 + i, dump_message(m)) for i, m in enumerate(messages)])
+            self._touch(session_id)
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self._tx():
+            self._replace(check_session_id(session_id), messages)
+
+    def _replace(self, session_id: str, messages: Sequence[Message]) -> None:
+        self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        self._db.executemany("INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
+                             [(session_id, i, dump_message(m)) for i, m in enumerate(messages)])
+        self._touch(session_id)
+
+    def _touch(self, session_id: str) -> None:
+        self._db.execute("INSERT INTO sessions (session_id, updated_at) VALUES (?, ?) "
+                         "ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+                         (session_id, time.time()))
+
+    def list(self) -> list[SessionInfo]:
+        rows = self._db.execute("SELECT s.session_id, COUNT(m.seq), s.updated_at FROM sessions s "
+                                "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id")
+        return [SessionInfo(sid, n, ts) for sid, n, ts in rows]
+
+    def delete(self, session_id: str) -> None:
+        with self._tx():
+            self._db.execute("DELETE FROM messages WHERE session_id = ?", (check_session_id(session_id),))
+            self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def open_session_store(spec: str | None, home: Path) -> SessionStore:
+    """``None``/``jsonl`` → JSONL under ``home/sessions``; ``jsonl:DIR``; ``sqlite`` or
+    ``sqlite:PATH``; ``memory``. A spec that names a durable store that cannot be opened raises."""
+    if spec in (None, "", "jsonl"):
+        return JsonlSessionStore(home / "sessions")
+    kind, _, where = spec.partition(":")
+    if kind == "jsonl":
+        return JsonlSessionStore(Path(where))
+    if kind == "sqlite":
+        return SqliteSessionStore(Path(where) if where else home / "sessions.db")
+    if kind == "memory":
+        return MemorySessionStore()
+    raise ConfigError(f"unknown session store {spec!r}: use jsonl[:DIR], sqlite[:PATH] or memory")
+
+
+def export_jsonl(messages: Sequence[Message]) -> str:
+    """The session as JSON lines, the same shape every store keeps."""
+    return "".join(dump_message(m) + "\n" for m in messages)
