@@ -37,7 +37,7 @@ def count_tokens(text: str, encoding_name: str = "o200k_base") -> int:
 
 def _is_cjk(code: int) -> bool:
     return (
-        0x3040 <= code <= 0x30FF  # hiragana, katakana
+        0x3000 <= code <= 0x30FF  # CJK punctuation, hiragana, katakana
         or 0x3400 <= code <= 0x4DBF  # CJK extension A
         or 0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
         or 0xAC00 <= code <= 0xD7AF  # hangul syllables

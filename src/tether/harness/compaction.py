@@ -113,6 +113,8 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
     window = context_window(rc) or 128_000
     before = estimate_prompt_tokens(state, rc.fixed_tokens)
     cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep))
+    if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
+        cut = _cut_index(state.messages, 0)
     method = "summary"
     try:
         if cut <= 0 or (rc.agent.max_budget_usd is not None and state.cost_usd >= rc.agent.max_budget_usd):

@@ -112,6 +112,14 @@ def _slow(t: int, tools: str) -> Reply:
     return Reply(text="The archive scan finished: " + (tools.strip().splitlines() or [""])[-1])
 
 
+READER_FILES = ("big.log", "notes-zh.txt", "errors.log")
+
+
+def _reader(t: int, tools: str) -> Reply:
+    """Reads large files in rotation and never finishes: for long runs that need compaction."""
+    return call(f"c{t + 1}", "read_file", {"path": READER_FILES[t % len(READER_FILES)]})
+
+
 def _hello(t: int, tools: str) -> Reply:
     return Reply(text="Hello! I am the scripted model; I call no tools in this scenario.")
 
@@ -126,6 +134,7 @@ SCENARIOS: dict[str, Scenario] = {
     "repeat_write": _repeat_write,
     "single_read": _single_read,
     "slow": _slow,
+    "reader": _reader,
     "hello": _hello,
 }
 
