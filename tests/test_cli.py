@@ -173,3 +173,40 @@ def test_scripted_serve_prints_its_address(env: dict[str, str]) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_run_with_a_session_continues_the_conversation(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
+    first = json.loads(tether("run", "--session", "work", "--model", "scripted/plan", "--cwd", str(workspace), "--json",
+                              "Which file mentions a timeout?", env=env).stdout)
+    assert first["status"] == "completed" and first["turns"] == 3
+    second = json.loads(tether("run", "--session", "work", "--model", "scripted/hello", "--json", "Thanks!",
+                               env=env).stdout)
+    assert second["status"] == "completed" and second["turns"] == 1  # this run's turns, not the session's
+    assert "work" in tether("sessions", "list", env=env).stdout
+    shown = tether("sessions", "show", "work", env=env).stdout
+    assert shown.index("Which file mentions a timeout?") < shown.index("Thanks!")
+    exported = [json.loads(x) for x in tether("sessions", "export", "work", env=env).stdout.splitlines()]
+    assert len(exported) == 8 and exported[-1]["role"] == "assistant"
+    assert tether("sessions", "delete", "work", env=env).returncode == 0
+    assert tether("sessions", "show", "work", env=env).returncode == 2
+
+
+def test_sqlite_session_store_from_the_command_line(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
+    out = tether("run", "--session", "s", "--session-store", "sqlite", "--model", "scripted/hello", "--json", "hi",
+                 env=env)
+    assert out.returncode == 0 and (tether_home / "sessions.db").exists()
+    assert "s " in tether("sessions", "--session-store", "sqlite", "list", env=env).stdout
+
+
+def test_chat_streams_and_asks_before_a_dangerous_tool(workspace: Path, env: dict[str, str]) -> None:
+    for answer, deleted in (("y", True), ("n", False)):
+        (workspace / "access.log").write_text("log\n")
+        stdin = f"free some space\n{answer}\n" + ("" if deleted else "keep it\n")
+        out = subprocess.run(["tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace),
+                              "--session", f"chat-{answer}"], input=stdin, env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "Allow delete_file" in out.stderr and "-> list_files" in out.stderr
+        assert (workspace / "access.log").exists() is not deleted
+        expected = "Deleted access.log" if deleted else "I did not delete anything"
+        assert expected in out.stdout

@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("prompt")
     r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
     r.add_argument("--cwd", default=".", help="the directory the file tools work in")
+    r.add_argument("--session", metavar="NAME", help="continue (or start) the conversation NAME")
+    r.add_argument("--session-store", metavar="SPEC", help="jsonl[:DIR] (default), sqlite[:PATH] or memory")
     r.add_argument("--fallback", action="append", metavar="MODEL",
                    help="a model to switch to if the primary fails or stalls (repeatable)")
     r.add_argument("--first-token-timeout", type=float, metavar="S",
@@ -52,6 +54,23 @@ def _parser() -> argparse.ArgumentParser:
     decision.add_argument("--approve", action="store_true", help="approve the waiting call")
     decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
     limits(rs)
+
+    ch = sub.add_parser("chat", help="an interactive chat in the terminal, kept in a session")
+    ch.add_argument("--session", metavar="NAME", help="the conversation to continue (default: a new one)")
+    ch.add_argument("--session-store", metavar="SPEC", help="jsonl[:DIR] (default), sqlite[:PATH] or memory")
+    ch.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
+    ch.add_argument("--cwd", default=".", help="the directory the file tools work in")
+    ch.add_argument("--max-turns", type=int, help="model calls per message (default 50)")
+    ch.add_argument("--max-budget", type=float, metavar="USD", help="budget per message")
+
+    ss = sub.add_parser("sessions", help="list, show, export or delete sessions")
+    sss = ss.add_subparsers(dest="sessions_command", required=True)
+    sss.add_parser("list", help="sessions with their message counts")
+    for name, help_text in (("show", "print a session's transcript"), ("export", "print it as JSON lines"),
+                            ("delete", "delete a session")):
+        sp = sss.add_parser(name, help=help_text)
+        sp.add_argument("session")
+    ss.add_argument("--session-store", metavar="SPEC", help="jsonl[:DIR] (default), sqlite[:PATH] or memory")
 
     sub.add_parser("runs", help="list runs")
     sub.add_parser("models", help="list configured models and whether their credentials validate")
@@ -139,7 +158,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise _user_error(f"--cwd {args.cwd!r} is not a directory")
     fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
     state = RunState(config={"model": model, "cwd": str(cwd), "max_turns": 50, "prompt": args.prompt[:200],
-                             "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout})
+                             "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
+                             "session_store": args.session_store},
+                     session_id=args.session)
     _apply_limits(state, args)
     return _execute(state, args.prompt, args, settings)
 
@@ -177,6 +198,7 @@ def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, sett
     store = _store(settings)
     tracer = JsonlTracer(settings.home / "traces")
     printer = _Printer(quiet=args.json)
+    sessions = _sessions(state.config.get("session_store"), settings) if state.session_id else None
 
     async def go() -> RunResult:
         cancel = CancelSignal()
@@ -185,7 +207,7 @@ def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, sett
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
         result = None
         async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
-                                      signal=cancel):
+                                      signal=cancel, session=sessions):
             printer.show(event)
             if event.type == "done":
                 result = event.result
@@ -196,6 +218,15 @@ def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, sett
     if args.json:
         print(result.model_dump_json(indent=2))
     return _exit_code(result)
+
+
+def _sessions(spec: str | None, settings: Settings) -> Any:
+    import os
+
+    from tether.sessions import open_session_store
+
+    spec = spec or os.environ.get("TETHER_SESSION_STORE") or settings.session_store
+    return open_session_store(spec, settings.home)
 
 
 def _exit_code(result: RunResult) -> int:
@@ -266,13 +297,19 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tether.messages import AssistantMessage, ToolMessage
 
     state = _store(_settings()).load(args.run_id)
     print(f"run {state.run_id}  status={state.status}  turns={state.turns}  cost=${state.cost_usd:.6f}")
     if state.reason:
         print(f"reason: {state.reason}")
-    for m in state.messages:
+    _print_transcript(state.messages)
+    return 0
+
+
+def _print_transcript(messages: Any) -> None:
+    from tether.messages import AssistantMessage, ToolMessage
+
+    for m in messages:
         if isinstance(m, AssistantMessage):
             calls = " ".join(f"{c.name}({c.arguments})#{c.id}" for c in m.tool_calls)
             print(f"assistant: {m.text} {calls}".rstrip())
@@ -280,7 +317,6 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"tool[{m.call_id} {m.name} {m.status}]: {m.text[:300]}")
         else:
             print(f"user: {''.join(getattr(p, 'text', '') for p in m.content)}")
-    return 0
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -289,6 +325,78 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if not path.exists():
         raise _user_error(f"no trace for {args.run_id!r} at {path}")
     sys.stdout.write(path.read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from tether.config import resolve_model
+    from tether.harness.state import RunState, approve, reject
+    from tether.providers.registry import canonical_model
+
+    settings = _settings()
+    model = canonical_model(resolve_model(args.model, settings))
+    cwd = Path(args.cwd).resolve()
+    session = args.session or time.strftime("chat-%Y%m%d-%H%M%S")
+    print(f"tether chat: {model} in {cwd}, session {session!r} (Ctrl-C stops a reply, Ctrl-D leaves)",
+          file=sys.stderr)
+    args.json = False
+    while True:
+        line = _ask("you> ")
+        if line is None or line.strip() in ("/exit", "/quit"):
+            return 0
+        if not line.strip():
+            continue
+        state = RunState(session_id=session, config={
+            "model": model, "cwd": str(cwd), "max_turns": args.max_turns or 50, "max_budget_usd": args.max_budget,
+            "session_store": args.session_store, "prompt": line[:200],
+            "fallback_models": list(settings.fallback_models)})
+        prompt: str | None = line
+        while True:
+            code = _execute(state, prompt, args, settings)
+            prompt = None
+            waiting = state.interruption
+            if code != 5 or waiting is None or waiting.type not in ("approval", "outcome_unknown"):
+                break
+            answer = _ask(f"Allow {waiting.tool_name} {json.dumps(waiting.args)}? [y/N] ") or ""
+            if answer.strip().lower() in ("y", "yes"):
+                approve(state)
+            else:
+                reject(state, (_ask("reason (optional): ") or "").strip() or None)
+
+
+def _ask(prompt: str) -> str | None:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from tether.sessions import export_jsonl
+
+    settings = _settings()
+    store = _sessions(args.session_store, settings)
+    command = args.sessions_command
+    if command == "list":
+        rows = store.list()
+        if not rows:
+            print("no sessions yet", file=sys.stderr)
+        for info in rows:
+            print(f"{info.session_id:30} {info.messages:>6} messages")
+        return 0
+    if command == "delete":
+        store.delete(args.session)
+        print(f"deleted session {args.session}", file=sys.stderr)
+        return 0
+    messages = store.load(args.session)
+    if not messages:
+        raise _user_error(f"no session {args.session!r} (or it is empty)")
+    if command == "export":
+        sys.stdout.write(export_jsonl(messages))
+    else:
+        _print_transcript(messages)
     return 0
 
 
@@ -358,6 +466,8 @@ _COMMANDS = {
     "run": cmd_run,
     "resume": cmd_resume,
     "runs": cmd_runs,
+    "chat": cmd_chat,
+    "sessions": cmd_sessions,
     "models": cmd_models,
     "auth": cmd_auth,
     "show": cmd_show,

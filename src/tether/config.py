@@ -86,6 +86,7 @@ class Settings:
     fallback_models: tuple[str, ...] = ()
     models: dict[str, ModelInfo] = field(default_factory=dict)
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
+    session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -118,7 +119,11 @@ def load_settings(home: Path | None = None) -> Settings:
     fallbacks = data.get("fallback_models") or []
     if not isinstance(fallbacks, list) or not all(isinstance(m, str) for m in fallbacks):
         raise ConfigError(f"{path}: 'fallback_models' must be a list of model strings")
-    return Settings(home=home, model=model, fallback_models=tuple(fallbacks), models=models, endpoints=endpoints)
+    store = data.get("session_store")
+    if store is not None and not isinstance(store, str):
+        raise ConfigError(f"{path}: 'session_store' must be a string like \"sqlite\" or \"jsonl:/path\"")
+    return Settings(home=home, model=model, fallback_models=tuple(fallbacks), models=models, endpoints=endpoints,
+                    session_store=store)
 
 
 def _model_entry(path: Path, table: str, name: str, entry: Any) -> ModelInfo:

@@ -20,6 +20,7 @@ from tether.errors import ProviderError, RunCancelled
 from tether.events import Compaction, Event
 from tether.harness.context import RunContext
 from tether.harness.limits import Halt, _message_tokens, estimate_prompt_tokens
+from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.usage import model_info
@@ -100,11 +101,6 @@ def summary_message(summary: str, turns: int) -> UserMessage:
     return UserMessage(content=(TextPart(text=f"{header}\n{summary}"),), summary_turns=turns)
 
 
-def _turns_in(messages: Sequence[Message]) -> int:
-    return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
-               for m in messages if not isinstance(m, ToolMessage))
-
-
 async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator[Event]:
     """Summarise the older part (or trim tool outputs if that fails); yield a ``compaction`` event."""
     from tether.harness.model_call import trim_old_tool_outputs
@@ -123,7 +119,7 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
         summary = await summarize(rc, older)
         if not summary:
             raise ProviderError("the model returned an empty summary")
-        state.messages[:cut] = [summary_message(summary, _turns_in(older))]
+        state.messages[:cut] = [summary_message(summary, conversation_turns(older))]
     except RunCancelled:
         raise
     except ProviderError:

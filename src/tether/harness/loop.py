@@ -26,7 +26,7 @@ from tether.harness.context import (
 )
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
-from tether.harness.state import RunState, pending_tool_calls
+from tether.harness.state import RunState, conversation_turns, pending_tool_calls
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage
 from tether.providers.registry import resolve_provider
@@ -138,6 +138,7 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
     if not state.messages:
         state.messages = history
         state.session_synced = len(history)
+        state.history_turns = conversation_turns(history)
     elif len(history) != state.session_synced:
         # A crash left the session ahead of (or behind) the run's last save: the run is the truth.
         session.rewrite(state.session_id, state.messages[: state.session_synced])

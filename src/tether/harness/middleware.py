@@ -29,6 +29,7 @@ from typing import Any
 from tether.errors import ContextOverflowError, ProviderError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
+from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.tools.base import ToolResult
@@ -210,9 +211,7 @@ class SummarizeByMessageCount(Middleware):
             summary = await summarize(ctx, talk) if talk else "(no conversation, only tool calls)"
         except ProviderError:
             return request  # keep the history as it is; the next call tries again
-        turns = sum(1 for m in older if isinstance(m, AssistantMessage)) + sum(
-            m.summary_turns or 0 for m in older if isinstance(m, UserMessage))
-        messages[:cut] = [summary_message(summary, turns)]
+        messages[:cut] = [summary_message(summary, conversation_turns(older))]
         ctx.persist(rewrite=True)
         return replace(request, messages=messages)
 

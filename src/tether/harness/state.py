@@ -86,12 +86,15 @@ class RunState(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
 
+    # Turns already in a session's history when this run started: they are not this run's.
+    history_turns: int = 0
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def turns(self) -> int:
-        """Model turns so far: assistant messages, plus those a compaction summary stands for."""
-        return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
-                   for m in self.messages if m.role != "tool")
+        """This run's model turns: assistant messages (plus those a compaction summary stands
+        for), less those the session history brought in."""
+        return conversation_turns(self.messages) - self.history_turns
 
     def output(self) -> str:
         for m in reversed(self.messages):
@@ -110,6 +113,12 @@ class RunState(BaseModel):
             usage=self.usage,
             cost_usd=self.cost_usd,
         )
+
+
+def conversation_turns(messages: Sequence[Message]) -> int:
+    """Model turns in a transcript: assistant messages plus those compaction summaries replaced."""
+    return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
+               for m in messages if m.role != "tool")
 
 
 def pending_tool_calls(state: RunState) -> list[ToolCallPart]:
