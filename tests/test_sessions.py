@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.harness.test_crash import assert_pairing
 from tether import Agent, RunState, run_sync
 from tether.errors import ConfigError, UserError
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
@@ -25,7 +26,6 @@ from tether.sessions import (
     repair,
 )
 from tether.tools.files import FILE_TOOLS
-from tests.harness.test_crash import assert_pairing
 
 
 def user(text: str) -> UserMessage:

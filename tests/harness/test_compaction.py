@@ -6,8 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.harness.test_crash import assert_pairing
 from tether import Agent, RunState, run_stream, run_sync
 from tether.errors import ProviderError
 from tether.harness.compaction import _cut_index, should_compact
@@ -17,7 +16,6 @@ from tether.providers.scripted import count_prompt_tokens
 from tether.testing import FunctionModel, ScriptedServer, call
 from tether.tokens import estimate_tokens
 from tether.tools.files import FILE_TOOLS
-from tests.harness.test_crash import assert_pairing
 
 WINDOW = 8000
 

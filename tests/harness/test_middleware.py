@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.harness.test_crash import assert_pairing
 from tether import Agent, RunState, run_sync, tool
 from tether.errors import ContextOverflowError
 from tether.harness.agent import Stop
@@ -18,7 +19,6 @@ from tether.harness.middleware import (
 )
 from tether.messages import AssistantMessage, ToolMessage, UserMessage
 from tether.testing import FunctionModel, Reply, call
-from tests.harness.test_crash import assert_pairing
 
 
 @tool(read_only=True)
