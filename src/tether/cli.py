@@ -123,13 +123,13 @@ def _store(settings: Settings) -> Any:
 
 def _agent(state: RunState, settings: Settings) -> Any:
     from tether.harness.agent import Agent
-    from tether.tools.files import FILE_TOOLS
+    from tether.tools.builtin import builtin_tools, tool_settings
 
     cfg = state.config
     return Agent(
         model=cfg["model"],
         instructions=DEFAULT_INSTRUCTIONS,
-        tools=FILE_TOOLS,
+        tools=builtin_tools(tool_settings(settings.tools)),
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", 50),
         max_budget_usd=cfg.get("max_budget_usd"),

@@ -87,6 +87,7 @@ class Settings:
     models: dict[str, ModelInfo] = field(default_factory=dict)
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
+    tools: dict[str, Any] = field(default_factory=dict)  # the raw [tools] table (tether.tools.builtin reads it)
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -122,8 +123,11 @@ def load_settings(home: Path | None = None) -> Settings:
     store = data.get("session_store")
     if store is not None and not isinstance(store, str):
         raise ConfigError(f"{path}: 'session_store' must be a string like \"sqlite\" or \"jsonl:/path\"")
+    tools = data.get("tools") or {}
+    if not isinstance(tools, dict):
+        raise ConfigError(f"{path}: [tools] must be a table")
     return Settings(home=home, model=model, fallback_models=tuple(fallbacks), models=models, endpoints=endpoints,
-                    session_store=store)
+                    session_store=store, tools=tools)
 
 
 def _model_entry(path: Path, table: str, name: str, entry: Any) -> ModelInfo:

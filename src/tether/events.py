@@ -175,6 +175,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             prompt_tokens=r.usage.prompt_tokens,
             completion_tokens=r.usage.completion_tokens,
             costUsd=round(r.cost_usd, 8),
+            tool_stats=r.tool_stats,
         )
         return line
     if isinstance(event, Turn):

@@ -88,3 +88,5 @@ class RunResult(_Frozen):
     turns: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    # Per tool: calls, errors, answers from the read-only cache, total milliseconds.
+    tool_stats: dict[str, dict[str, float]] = {}

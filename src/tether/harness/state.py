@@ -112,6 +112,7 @@ class RunState(BaseModel):
             turns=self.turns,
             usage=self.usage,
             cost_usd=self.cost_usd,
+            tool_stats={name: stats.model_dump() for name, stats in self.tool_stats.items()},
         )
 
 
