@@ -112,6 +112,20 @@ def _slow(t: int, tools: str) -> Reply:
     return Reply(text="The archive scan finished: " + (tools.strip().splitlines() or [""])[-1])
 
 
+def _fix(t: int, tools: str) -> Reply:
+    """Reads greet.py, fixes its typo, runs it to check, and reports what it printed."""
+    if t == 0:
+        return call("c1", "read_file", {"path": "greet.py"})
+    if t == 1:
+        return call("c2", "edit_file", {"path": "greet.py", "old_text": "helo", "new_text": "hello"})
+    if t == 2:
+        return call("c3", "run_command", {"command": "python3 greet.py"})
+    printed = next((ln for ln in reversed(tools.splitlines()) if ln.strip()), "")
+    if "exit code 0" not in tools:
+        return Reply(text=f"I changed greet.py but running it failed: {printed}")
+    return Reply(text=f"Fixed the typo in greet.py; running it now prints: {printed}")
+
+
 READER_FILES = ("big.log", "notes-zh.txt", "errors.log")
 
 
@@ -135,6 +149,7 @@ SCENARIOS: dict[str, Scenario] = {
     "single_read": _single_read,
     "slow": _slow,
     "reader": _reader,
+    "fix": _fix,
     "hello": _hello,
 }
 

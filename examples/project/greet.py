@@ -1,0 +1,5 @@
+def greet(name):
+    return f"helo, {name}!"
+
+
+print(greet("world"))
