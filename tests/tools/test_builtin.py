@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tether import Agent, RunState, run_sync
 from tether.errors import ConfigError
 from tether.messages import ToolMessage
@@ -19,7 +20,6 @@ from tether.testing import FunctionModel, Reply
 from tether.tools.base import ToolInputError, validate_arguments
 from tether.tools.builtin import builtin_tools, tool_settings
 from tether.tools.web import SearxngBackend, WebSearch
-from tests.conftest import ROOT
 
 TOOLS = {t.name: t for t in builtin_tools()}
 
@@ -102,7 +102,7 @@ def test_web_search_unconfigured_says_how_and_searxng_works() -> None:
     try:
         found = run_tool(WebSearch(SearxngBackend(f"http://127.0.0.1:{server.server_address[1]}")), Path("."),
                          query="tether")
-        assert "1. Tether\n   https://example.org/t\n   harness" == found
+        assert found == "1. Tether\n   https://example.org/t\n   harness"
     finally:
         server.shutdown()
 

@@ -215,7 +215,7 @@ def fetch(site: _Site, path: str, **kw: Any) -> Any:
 
 
 def test_loopback_is_refused_by_address_and_by_name(sites: Any) -> None:
-    public, secret = sites
+    _, secret = sites
     for url in (secret.url("/secret"), f"http://localhost:{secret.port}/secret"):
         with pytest.raises(ToolError, match="private or local"):
             run_tool(WebFetch(), Path("."), url=url)
