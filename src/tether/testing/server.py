@@ -242,12 +242,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "This model's maximum context length is exceeded.",
                                        "type": "invalid_request_error", "code": "context_length_exceeded"}})
 
-    def _scripted(self, messages: list[dict[str, Any]], tools: Any, max_tokens: Any, model: str) -> dict[str, Any]:
+    def _scripted(self, path: str, messages: list[dict[str, Any]], tools: Any, max_tokens: Any,
+                  model: str) -> dict[str, Any] | None:
+        """The scripted reply, or None after answering with the error a real server would send."""
         scenario = model.removeprefix("scripted/")
-        reply = scripted_completion(scenario, messages, tools or (), max_tokens, model=scenario)
+        try:
+            reply = scripted_completion(scenario, messages, tools or (), max_tokens, model=scenario)
+        except ConfigError as exc:
+            self._error(400, f"bad request: {exc}")
+            return None
         window = self.server.context_window
         if window is not None and reply["usage"]["prompt_tokens"] > window:
-            raise OverflowError
+            self._overflow(path)
+            return None
         return reply
 
     def _chat(self, request: dict[str, Any], fault: str | None) -> None:
@@ -255,15 +262,10 @@ class _Handler(BaseHTTPRequestHandler):
         if problem:
             self._error(400, problem)
             return
-        try:
-            reply = self._scripted(request["messages"], request.get("tools"),
-                                   request.get("max_tokens") or request.get("max_completion_tokens"),
-                                   str(request.get("model", "")))
-        except OverflowError:
-            self._overflow("/v1/chat/completions")
-            return
-        except ConfigError as exc:
-            self._error(400, f"bad request: {exc}")
+        reply = self._scripted("/v1/chat/completions", request["messages"], request.get("tools"),
+                               request.get("max_tokens") or request.get("max_completion_tokens"),
+                               str(request.get("model", "")))
+        if reply is None:
             return
         if request.get("prompt_cache_key"):
             reply = _with_cache(reply, request["messages"], request.get("tools") or ())
@@ -289,13 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
         tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
                                                    "parameters": t.get("input_schema", {})}}
                  for t in request.get("tools") or []]
-        try:
-            reply = self._scripted(history, tools, request.get("max_tokens"), str(request.get("model", "")))
-        except OverflowError:
-            self._overflow("/v1/messages")
-            return
-        except ConfigError as exc:
-            self._error(400, f"bad request: {exc}")
+        reply = self._scripted("/v1/messages", history, tools, request.get("max_tokens"),
+                               str(request.get("model", "")))
+        if reply is None:
             return
         if any("cache_control" in b for m in request["messages"] for b in m["content"] if isinstance(b, dict)):
             reply = _with_cache(reply, history, tools)
