@@ -329,11 +329,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    import json
     import time
 
     from tether.config import resolve_model
-    from tether.harness.state import RunState, approve, reject
     from tether.providers.registry import canonical_model
 
     settings = _settings()
@@ -343,6 +341,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     print(f"tether chat: {model} in {cwd}, session {session!r} (Ctrl-C stops a reply, Ctrl-D leaves)",
           file=sys.stderr)
     args.json = False
+    try:
+        return _chat_loop(args, settings, model, cwd, session)
+    except KeyboardInterrupt:  # Ctrl-C at the prompt leaves; during a reply it only stops the reply
+        print(file=sys.stderr)
+        return 130
+
+
+def _chat_loop(args: argparse.Namespace, settings: Settings, model: str, cwd: Path, session: str) -> int:
+    import json
+
+    from tether.harness.state import RunState, approve, reject
+
     while True:
         line = _ask("you> ")
         if line is None or line.strip() in ("/exit", "/quit"):
