@@ -117,3 +117,13 @@ def test_overflow_error_compacts_then_retries_once(workspace: Path) -> None:
         assert [e.method for e in events if e.type == "compaction"] == ["summary"]
         assert events[-1].result.status == "max_turns_exceeded"
         assert_pairing(state.messages)
+
+
+def test_compaction_summaries_stay_inside_the_budget(workspace: Path) -> None:
+    reader_workspace(workspace)
+    for budget in (0.02, 0.05):
+        events = collect(Agent("scripted/reader", tools=FILE_TOOLS, cwd=workspace, max_turns=None, context_window=6000,
+                               max_budget_usd=budget, dedupe_read_only=False), "read")
+        result = events[-1].result
+        assert result.status == "budget_exceeded" and result.cost_usd <= budget
+        assert any(e.type == "compaction" for e in events)

@@ -85,8 +85,15 @@ async def summarize(rc: RunContext, older: Sequence[Message], instruction: str =
     """Ask the active model for a summary of ``older``; the call's cost is added to the run."""
     window = context_window(rc) or 128_000
     text = render_for_summary(older, budget_chars=int(window * 0.5 * 3))
+    max_tokens = min(2048, rc.agent.max_tokens)
+    budget = rc.agent.max_budget_usd
+    if budget is not None and rc.price is not None:  # law 6 holds for this call too
+        prompt = int((rc.count(instruction) + rc.count(text)) * 1.02) + 32
+        max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.cost_usd))
+        if max_tokens < rc.agent.min_output_tokens:
+            raise ProviderError("the remaining budget cannot pay for a summary")
     request = ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(f"{instruction}\n{text}")],
-                           max_tokens=min(2048, rc.agent.max_tokens))
+                           max_tokens=max_tokens)
     response = await rc.signal.race(rc.provider.complete(request))
     usage = response.message.usage
     if usage is not None:
