@@ -269,9 +269,10 @@ def test_cancel_during_slow_tool_stops_with_reason(workspace: Path) -> None:
 
     async def go() -> None:
         signal = CancelSignal()
-        asyncio.get_running_loop().call_later(0.6, signal.cancel, "user pressed Stop")
         async for e in run_stream(agent("slow", workspace), "scan", signal=signal):
             events.append(e)
+            if isinstance(e, ToolProgress):  # Stop while the tool is busy, after its first step
+                signal.cancel("user pressed Stop")
 
     asyncio.run(go())
     result = events[-1].result

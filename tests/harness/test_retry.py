@@ -150,8 +150,8 @@ def test_overflow_twice_in_a_row_fails(server: ScriptedServer, workspace: Path) 
 
 
 def test_stall_falls_back_to_another_endpoint(workspace: Path, tmp_path: Path) -> None:
-    with ScriptedServer(faults=["stall:3"]) as slow, ScriptedServer() as healthy:
-        agent = Agent(openai(slow), tools=FILE_TOOLS, cwd=workspace, first_token_timeout_s=0.3,
+    with ScriptedServer(faults=["stall:6"]) as slow, ScriptedServer() as healthy:
+        agent = Agent(openai(slow), tools=FILE_TOOLS, cwd=workspace, first_token_timeout_s=1.0,
                       fallback_models=[anthropic(healthy)], price=PRICE, prices={"anthropic/plan": PRICE})
         events = collect(agent, tracer=JsonlTracer(tmp_path))
         (fallback,) = [e for e in events if isinstance(e, Fallback)]

@@ -115,7 +115,12 @@ FORK_BOMBLET = ("trap '' TERM; for i in 1 2 3; do (trap '' TERM; exec sleep 61.{
 
 
 def _survivors(tag: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-f", f"sleep 61.{tag}"], capture_output=True, text=True)
+    """Processes still running the tagged sleep, given a few seconds for SIGKILL to land."""
+    for _ in range(50):
+        out = subprocess.run(["pgrep", "-f", f"sleep 61.{tag}"], capture_output=True, text=True)
+        if not out.stdout.split():
+            return []
+        time.sleep(0.1)
     return out.stdout.split()
 
 
@@ -123,7 +128,6 @@ def test_timeout_kills_children_that_ignore_sigterm(workspace: Path) -> None:
     tool = RunCommand(ShellSettings(timeout_s=0.5))
     out = run_tool(tool, workspace, command=FORK_BOMBLET.format(tag="101"))
     assert "timed out" in out.content and out.is_error
-    time.sleep(0.2)
     assert _survivors("101") == []
 
 
@@ -136,7 +140,6 @@ def test_stop_kills_children_that_ignore_sigterm(workspace: Path) -> None:
 
     with pytest.raises(RunCancelled):
         asyncio.run(go())
-    time.sleep(0.2)
     assert _survivors("202") == []
 
 
