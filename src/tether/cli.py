@@ -162,7 +162,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "session_store": args.session_store},
                      session_id=args.session)
     _apply_limits(state, args)
-    return _execute(state, args.prompt, args, settings)
+    return _run_or_ask(state, args.prompt, args, settings)
+
+
+def _run_or_ask(state: RunState, prompt: str | None, args: argparse.Namespace, settings: Settings) -> int:
+    """At a terminal, approvals are asked for on the spot; in scripts (or with --json) the run
+    stops with exit code 5 and waits for `tether resume`."""
+    if sys.stdin.isatty() and sys.stderr.isatty() and not args.json:
+        return _execute_asking(state, prompt, args, settings)
+    return _execute(state, prompt, args, settings)
 
 
 def _user_error(message: str) -> Exception:
@@ -183,7 +191,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     elif args.reject is not None:
         reject(state, args.reject)
     _apply_limits(state, args)
-    return _execute(state, None, args, settings)
+    return _run_or_ask(state, None, args, settings)
 
 
 def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, settings: Settings) -> int:
@@ -349,9 +357,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _chat_loop(args: argparse.Namespace, settings: Settings, model: str, cwd: Path, session: str) -> int:
-    import json
-
-    from tether.harness.state import RunState, approve, reject
+    from tether.harness.state import RunState
 
     while True:
         line = _ask("you> ")
@@ -363,18 +369,28 @@ def _chat_loop(args: argparse.Namespace, settings: Settings, model: str, cwd: Pa
             "model": model, "cwd": str(cwd), "max_turns": args.max_turns or 50, "max_budget_usd": args.max_budget,
             "session_store": args.session_store, "prompt": line[:200],
             "fallback_models": list(settings.fallback_models)})
-        prompt: str | None = line
-        while True:
-            code = _execute(state, prompt, args, settings)
-            prompt = None
-            waiting = state.interruption
-            if code != 5 or waiting is None or waiting.type not in ("approval", "outcome_unknown"):
-                break
-            answer = _ask(f"Allow {waiting.tool_name} {json.dumps(waiting.args)}? [y/N] ") or ""
-            if answer.strip().lower() in ("y", "yes"):
-                approve(state)
-            else:
-                reject(state, (_ask("reason (optional): ") or "").strip() or None)
+        _execute_asking(state, line, args, settings)
+
+
+def _execute_asking(state: RunState, prompt: str | None, args: argparse.Namespace, settings: Settings) -> int:
+    """Run, and whenever the run stops for a person, ask y/n on the terminal and go on."""
+    import json
+
+    from tether.harness.state import approve, reject
+
+    while True:
+        code = _execute(state, prompt, args, settings)
+        prompt = None
+        waiting = state.interruption
+        if code != 5 or waiting is None or waiting.type not in ("approval", "outcome_unknown"):
+            return code
+        answer = _ask(f"Allow {waiting.tool_name} {json.dumps(waiting.args)}? [y/N] ")
+        if answer is None:  # no one to ask: leave the run waiting, resumable
+            return code
+        if answer.strip().lower() in ("y", "yes"):
+            approve(state)
+        else:
+            reject(state, (_ask("reason (optional): ") or "").strip() or None)
 
 
 def _ask(prompt: str) -> str | None:
