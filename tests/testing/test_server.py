@@ -58,3 +58,24 @@ def test_max_tokens_cuts_the_reply() -> None:
 def test_scripted_model_is_stateless() -> None:
     convo = [{"role": "user", "content": "x"}]
     assert scripted_completion("plan", convo)["choices"] == scripted_completion("plan", convo)["choices"]
+
+
+def test_official_anthropic_client_completes_and_streams(scripted_server: ScriptedServer) -> None:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=scripted_server.root_url, api_key="unused", max_retries=0)
+    tools = [{"name": "list_files", "description": "List files.", "input_schema": {"type": "object", "properties": {}}}]
+    message = client.messages.create(model="plan", max_tokens=256, tools=tools,
+                                     messages=[{"role": "user", "content": "go"}])
+    (use,) = [b for b in message.content if b.type == "tool_use"]
+    assert use.name == "list_files" and message.stop_reason == "tool_use"
+    history = [{"role": "user", "content": "go"},
+               {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": {}}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "errors.log"}]}]
+    with client.messages.stream(model="plan", max_tokens=256, tools=tools, messages=history,
+                                thinking={"type": "enabled", "budget_tokens": 128}) as stream:
+        final = stream.get_final_message()
+    kinds = [b.type for b in final.content]
+    assert kinds == ["thinking", "tool_use"]
+    assert final.content[1].input == {"path": "errors.log"}  # assembled from partial JSON by the SDK
+    assert final.content[0].signature and final.usage.output_tokens > 0
