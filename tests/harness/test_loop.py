@@ -12,7 +12,7 @@ from tether import Agent, CancelSignal, RunState, approve, reject, run, run_stre
 from tether.errors import ConfigError
 from tether.events import Done, ToolProgress, ToolResultEvent, Turn
 from tether.harness.agent import Stop, has_tool_call
-from tether.messages import ToolMessage
+from tether.messages import ToolMessage, UserMessage
 from tether.testing import FunctionModel, Reply, call
 from tether.tools.files import FILE_TOOLS
 
@@ -367,3 +367,19 @@ def test_completed_run_continues_with_a_new_prompt(workspace: Path) -> None:
     run_sync(Agent("scripted/hello"), "hi", state=state)
     r = run_sync(Agent("scripted/hello"), "again", state=state)
     assert r.status == "completed" and r.turns == 2
+
+
+def test_the_read_cache_does_not_outlive_the_turn(workspace: Path) -> None:
+    runs: list[str] = []
+
+    @tool(read_only=True, name="read_file")
+    def counting_read(path: str) -> str:
+        runs.append(path)
+        return (workspace / path).read_text()
+
+    state = RunState()
+    fm = FunctionModel(lambda m, r: call(f"r{len(m)}", "read_file", {"path": "errors.log"})
+                       if isinstance(m[-1], UserMessage) else "done")
+    run_sync(Agent(fm, tools=[counting_read]), "read it", state=state)
+    run_sync(Agent(fm, tools=[counting_read]), "read it again, I changed it", state=state)
+    assert runs == ["errors.log", "errors.log"]  # the second turn read the file again

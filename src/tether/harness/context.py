@@ -13,7 +13,7 @@ from tether.cancel import CancelSignal
 from tether.harness.agent import Agent
 from tether.harness.limits import Halt
 from tether.harness.state import RunState
-from tether.messages import AssistantMessage, ToolMessage, canonical_arguments
+from tether.messages import AssistantMessage, ToolMessage, UserMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
 from tether.usage import Price
 
@@ -96,10 +96,14 @@ class RunContext:
         self.halt = halt
 
     def rebuild_read_cache(self) -> None:
-        """Derive the read-only cache from the transcript; a successful write empties it."""
+        """Derive the read-only cache from the transcript since the person's latest message (a new
+        message may mean the world changed); a successful write empties it."""
         self.read_cache.clear()
         calls: dict[str, tuple[str, str]] = {}
-        for m in self.state.messages:
+        messages = self.state.messages
+        start = next((i for i in range(len(messages) - 1, -1, -1)
+                      if isinstance(messages[i], UserMessage) and messages[i].summary_turns is None), 0)  # type: ignore[union-attr]
+        for m in messages[start:]:
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:
                     canon = canonical_arguments(c.arguments)
