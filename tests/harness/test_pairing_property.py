@@ -31,7 +31,12 @@ class CrashingStore(RunStore):
     def save(self, state: RunState, *, rewrite: bool = False) -> None:
         if self.saves_left == 0:
             run_dir = self.root / state.run_id
-            if self.torn and run_dir.exists():  # a write cut short after the last commit
+            if self.torn == b"HEADER" and run_dir.exists():  # cut short while writing the next header
+                from tether.harness.store import read_header
+
+                seq = int((read_header(run_dir) or {}).get("commit_seq", 0)) + 1
+                (run_dir / ("state.b.json" if seq % 2 == 0 else "state.a.json")).write_bytes(b"3f9a\n{\"run_")
+            elif self.torn and run_dir.exists():  # a write cut short after the last commit
                 with open(run_dir / "messages.jsonl", "ab") as f:
                     f.write(self.torn)
             raise Crash
@@ -82,7 +87,7 @@ def model_for(script: list[list[str]]) -> FunctionModel:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=turn_script,
        crashes=st.lists(st.integers(min_value=0, max_value=12), max_size=4),
-       torn=st.sampled_from([b"", b'{"role":"tool","call', b"\x00\xff garbage"]),
+       torn=st.sampled_from([b"", b'{"role":"tool","call', b"\x00\xff garbage", b"HEADER"]),
        decisions=st.lists(st.sampled_from(["approve", "reject", "reject-silent"]), min_size=8, max_size=8))
 def test_pairing_survives_any_crash_sequence(script: list[list[str]], crashes: list[int], torn: bytes,
                                              decisions: list[str]) -> None:

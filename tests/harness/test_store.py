@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -48,8 +47,10 @@ def test_saving_a_turn_appends_and_never_rewrites_the_transcript(tmp_path: Path)
     after = path.read_bytes()
     assert after.startswith(before) and after.count(b"\n") == 4
     assert path.stat().st_ino == inode  # appended in place, not replaced
-    header = json.loads((tmp_path / "run_store" / "state.json").read_bytes())
-    assert "messages" not in header and header["message_count"] == 4
+    from tether.harness.store import read_header
+
+    header = read_header(tmp_path / "run_store")
+    assert header is not None and "messages" not in header and header["message_count"] == 4
 
 
 def test_lines_written_after_the_last_commit_are_ignored_then_cut(tmp_path: Path) -> None:
@@ -86,10 +87,30 @@ def test_garbage_in_the_transcript_names_the_line(tmp_path: Path) -> None:
         RunStore(tmp_path).load("run_store")
 
 
-def test_corrupt_header_is_a_clear_error(tmp_path: Path) -> None:
-    RunStore(tmp_path).save(sample_state())
-    (tmp_path / "run_store" / "state.json").write_text("{not json")
-    with pytest.raises(StoreError, match="state.json"):
+def test_a_torn_header_slot_falls_back_to_the_previous_commit(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)  # commit 1 → slot a
+    state.cost_usd = 0.75
+    store.save(state)  # commit 2 → slot b
+    slot_b = tmp_path / "run_store" / "state.b.json"
+    slot_b.write_bytes(slot_b.read_bytes()[:40])  # a crash while writing commit 2
+    loaded = RunStore(tmp_path).load("run_store")
+    assert loaded.cost_usd == 0.5  # commit 1, whole
+    loaded.cost_usd = 0.9
+    fresh = RunStore(tmp_path)
+    fresh.save(loaded)
+    assert fresh.load("run_store").cost_usd == 0.9
+
+
+def test_both_header_slots_damaged_is_a_clear_error(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    store.save(state)
+    for slot in ("state.a.json", "state.b.json"):
+        (tmp_path / "run_store" / slot).write_text("{not json")
+    with pytest.raises(StoreError, match="both header slots"):
         RunStore(tmp_path).load("run_store")
 
 

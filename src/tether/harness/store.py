@@ -1,15 +1,18 @@
-"""Persisted runs: a small header rewritten atomically, and the transcript appended line by line.
+"""Persisted runs: a small header committed atomically, and the transcript appended line by line.
 
-``runs/<run_id>/messages.jsonl`` holds one message per line and only grows; ``state.json`` holds
-everything else plus how many messages (and bytes) of the transcript belong to the run. The header
-is the commit point: it is written to a temporary file, fsynced and renamed after the new lines are
-fsynced. A crash between the two leaves extra lines that the header does not count; they are
-ignored on load and cut off by the next save. So saving a turn costs O(new messages), not
-O(transcript), and a load always sees a state that was saved whole.
+``runs/<run_id>/messages.jsonl`` holds one message per line and only grows. The header — everything
+else in the state, plus how many messages (and bytes) of the transcript belong to the run — is the
+commit point. It lives in two slots, ``state.a.json`` and ``state.b.json``, written alternately in
+place, each carrying a sequence number and a checksum; a load takes the valid slot with the highest
+number. A crash while one slot is written leaves the other, the previous commit, intact, so a
+header write needs no temporary file and no rename. The new transcript lines are fsynced before the
+header; a crash between the two leaves lines the header does not count, ignored on load and cut off
+by the next save. Saving a turn costs O(new messages), and a load always sees a state saved whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,7 +28,7 @@ from tether.messages import dump_message, load_message
 
 __all__ = ["RunStore", "atomic_write"]
 
-_HEADER = "state.json"
+_SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
 
 
@@ -39,6 +42,43 @@ def atomic_write(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _encode_header(header: dict[str, Any]) -> bytes:
+    body = json.dumps(header, separators=(",", ":")).encode()
+    return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def _decode_header(data: bytes) -> dict[str, Any] | None:
+    digest, _, body = data.partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        return None  # torn or damaged: the other slot holds the previous commit
+    try:
+        header = json.loads(body)
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def read_header(d: Path) -> dict[str, Any] | None:
+    """The latest committed header of the run in ``d``; None when the run was never saved."""
+    found: list[dict[str, Any]] = []
+    present = 0
+    for slot in _SLOTS:
+        try:
+            data = (d / slot).read_bytes()
+        except FileNotFoundError:
+            continue
+        present += 1
+        header = _decode_header(data)
+        if header is not None:
+            found.append(header)
+    if not found:
+        if present == 2:
+            raise StoreError(f"both header slots of {d} are damaged; the run cannot be loaded. Restore them "
+                             "from a backup or delete the run.")
+        return None  # never saved, or its first save was cut short: there is no run yet
+    return max(found, key=lambda h: int(h.get("commit_seq", 0)))
 
 
 def _checked_name(name: Any) -> str:
@@ -60,8 +100,8 @@ class RunStore:
     def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
-        # run id → (messages counted by the header on disk, their length in bytes, file name)
-        self._committed: dict[str, tuple[int, int, str]] = {}
+        # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
+        self._committed: dict[str, tuple[int, int, str, int]] = {}
 
     def _dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -69,7 +109,7 @@ class RunStore:
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
-        return (self._dir(run_id) / _HEADER).exists()
+        return any((self._dir(run_id) / slot).exists() for slot in _SLOTS)
 
     def save(self, state: RunState, *, rewrite: bool = False) -> None:
         """Persist ``state``: append the messages not yet on disk, then commit the header.
@@ -78,7 +118,7 @@ class RunStore:
         compaction): the whole file is written to a temporary file and renamed into place.
         """
         d = self._dir(state.run_id)
-        count, nbytes, name = self._committed.get(state.run_id) or self._read_commit(d)
+        count, nbytes, name, seq = self._committed.get(state.run_id) or self._read_commit(d)
         messages = state.messages
         d.mkdir(parents=True, exist_ok=True)
         if rewrite or len(messages) < count:
@@ -90,7 +130,7 @@ class RunStore:
                 atomic_write(d / new_name, data)
             else:
                 (d / new_name).write_bytes(data)
-            self._commit(state, d, len(messages), len(data), new_name)
+            self._commit(state, d, len(messages), len(data), new_name, seq + 1)
             if new_name != name:
                 (d / name).unlink(missing_ok=True)
             return
@@ -105,53 +145,45 @@ class RunStore:
             f.flush()
             if self.fsync and new:
                 os.fsync(f.fileno())
-        self._commit(state, d, len(messages), nbytes + len(new), name)
+        self._commit(state, d, len(messages), nbytes + len(new), name, seq + 1)
 
-    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str) -> None:
+    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str, seq: int) -> None:
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
-        header["message_count"] = count
-        header["messages_bytes"] = nbytes
-        header["messages_file"] = name
-        data = json.dumps(header, separators=(",", ":")).encode()
-        if self.fsync:
-            atomic_write(d / _HEADER, data)
-        else:
-            tmp = d / f".{_HEADER}.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, d / _HEADER)
-        self._committed[state.run_id] = (count, nbytes, name)
-
-    def _read_commit(self, d: Path) -> tuple[int, int, str]:
+        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=seq)
+        # Odd commits go to slot a, even ones to slot b: the slot written now is never the latest.
+        fd = os.open(d / _SLOTS[seq % 2 == 0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            header = json.loads((d / _HEADER).read_bytes())
-        except FileNotFoundError:
-            return (0, 0, _MESSAGES)
-        except ValueError as exc:
-            raise StoreError(f"{d / _HEADER} is not valid JSON: {exc}") from exc
+            os.write(fd, _encode_header(header))
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._committed[state.run_id] = (count, nbytes, name, seq)
+
+    def _read_commit(self, d: Path) -> tuple[int, int, str, int]:
+        header = read_header(d)
+        if header is None:
+            return (0, 0, _MESSAGES, 0)
         return (int(header.get("message_count", 0)), int(header.get("messages_bytes", 0)),
-                _checked_name(header.get("messages_file")))
+                _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)))
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
-        try:
-            header = json.loads((d / _HEADER).read_bytes())
-        except FileNotFoundError as exc:
-            raise UserError(
-                f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there."
-            ) from exc
-        except ValueError as exc:
-            raise StoreError(f"{d / _HEADER} is not valid JSON ({exc}); the run cannot be loaded") from exc
+        header = read_header(d)
+        if header is None:
+            raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
         count = int(header.pop("message_count", 0))
         nbytes = int(header.pop("messages_bytes", 0))
         name = _checked_name(header.pop("messages_file", None))
+        seq = int(header.pop("commit_seq", 0))
         header.pop("turns", None)
         messages = list(self._read_messages(d / name, count, nbytes))
         try:
             state = RunState.model_validate({**header, "messages": []})
         except ValidationError as exc:
-            raise StoreError(f"{d / _HEADER} does not describe a run: {exc}") from exc
+            raise StoreError(f"the header of {d} does not describe a run: {exc}") from exc
         state.messages = messages
-        self._committed[run_id] = (count, nbytes, name)
+        self._committed[run_id] = (count, nbytes, name, seq)
         return state
 
     def _read_messages(self, path: Path, count: int, nbytes: int) -> Iterator[Any]:
@@ -181,9 +213,10 @@ class RunStore:
         rows = []
         for d in self.root.iterdir():
             try:
-                header = json.loads((d / _HEADER).read_bytes())
-            except (OSError, ValueError):
+                header = read_header(d)
+            except (OSError, StoreError):
                 continue
-            rows.append(header)
+            if header is not None:
+                rows.append(header)
         rows.sort(key=lambda h: h.get("created_at", 0), reverse=True)
         return rows
