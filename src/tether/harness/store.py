@@ -12,6 +12,7 @@ by the next save. Saving a turn costs O(new messages), and a load always sees a 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -46,13 +47,19 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def _encode_header(header: dict[str, Any]) -> bytes:
     body = json.dumps(header, separators=(",", ":")).encode()
-    return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return b"%s\n%d\n%s\n" % (hashlib.sha256(body).hexdigest().encode(), len(body), body)
 
 
 def _decode_header(data: bytes) -> dict[str, Any] | None:
-    digest, _, body = data.partition(b"\n")
+    """A slot's header, or None when it is torn or damaged. Bytes past the stated length are left
+    over from a longer earlier header (slots are overwritten in place, not truncated)."""
+    digest, _, rest = data.partition(b"\n")
+    size, _, rest = rest.partition(b"\n")
+    if not size.isdigit() or len(rest) < int(size):
+        return None
+    body = rest[: int(size)]
     if hashlib.sha256(body).hexdigest().encode() != digest:
-        return None  # torn or damaged: the other slot holds the previous commit
+        return None  # the other slot holds the previous commit
     try:
         header = json.loads(body)
     except ValueError:
@@ -102,6 +109,8 @@ class RunStore:
         self.fsync = fsync
         # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
         self._committed: dict[str, tuple[int, int, str, int]] = {}
+        self._fds: list[int] = []
+        self._fds_run: str | None = None
 
     def _dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -151,14 +160,28 @@ class RunStore:
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
         header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=seq)
         # Odd commits go to slot a, even ones to slot b: the slot written now is never the latest.
-        fd = os.open(d / _SLOTS[seq % 2 == 0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, _encode_header(header))
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        fd = self._slot_fd(state.run_id, d, seq % 2)
+        os.pwrite(fd, _encode_header(header), 0)
+        if self.fsync:
+            os.fsync(fd)
         self._committed[state.run_id] = (count, nbytes, name, seq)
+
+    def _slot_fd(self, run_id: str, d: Path, parity: int) -> int:
+        """Descriptors of the latest run's two slots stay open between saves."""
+        if self._fds_run != run_id:
+            self.close()
+            self._fds = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
+            self._fds_run = run_id
+        return self._fds[0 if parity else 1]
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds, self._fds_run = [], None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     def _read_commit(self, d: Path) -> tuple[int, int, str, int]:
         header = read_header(d)
