@@ -127,3 +127,28 @@ def test_list_runs_newest_first(tmp_path: Path) -> None:
     store.save(a)
     store.save(b)
     assert [h["run_id"] for h in store.list()] == ["run_b", "run_a"]
+
+
+def test_a_run_cannot_be_resumed_twice_at_once(tmp_path: Path, workspace: Path) -> None:
+    import asyncio
+
+    from tether import Agent, CancelSignal, run, run_stream, run_sync
+    from tether.tools.files import FILE_TOOLS
+
+    store = RunStore(tmp_path)
+    agent = Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace)
+    state = RunState()
+
+    async def first() -> str | None:
+        signal = CancelSignal()
+        async for event in run_stream(agent, "scan", state=state, store=store, signal=signal):
+            if event.type == "tool_progress":  # the run is busy in this process: try a second resume
+                with pytest.raises(StoreError, match="another process"):
+                    await run(agent, state=RunStore(tmp_path).load(state.run_id), store=RunStore(tmp_path))
+                signal.cancel("done checking")
+            if event.type == "done":
+                return event.result.status
+        return None
+
+    assert asyncio.run(first()) == "interrupted"
+    assert run_sync(agent, state=RunStore(tmp_path).load(state.run_id), store=RunStore(tmp_path)).status == "completed"

@@ -7,6 +7,7 @@ after every change, exactly one of five exits at the end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,12 @@ async def run_stream(
     signal = signal or CancelSignal()
     rc = _context(agent, state, signal, store)
     rc.session = session
-    rc.persist()
+    held = contextlib.ExitStack()
     try:
+        lock = getattr(store, "lock", None)
+        if lock is not None:
+            held.enter_context(lock(state.run_id))
+        rc.persist()
         for mw in agent.middleware:
             verdict = await mw.before_agent(rc)
             if isinstance(verdict, Stop):
@@ -125,6 +130,7 @@ async def run_stream(
                 tracer.write(event)
             yield event
     finally:
+        held.close()
         for candidate in rc.candidates:
             await candidate.provider.aclose()
         if tracer is not None:

@@ -118,7 +118,11 @@ class RunStore:
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
-        return any((self._dir(run_id) / slot).exists() for slot in _SLOTS)
+        """Whether the run has a committed header (a first save cut short does not count)."""
+        try:
+            return read_header(self._dir(run_id)) is not None
+        except StoreError:
+            return True  # it exists, damaged: load() will say so
 
     def save(self, state: RunState, *, rewrite: bool = False) -> None:
         """Persist ``state``: append the messages not yet on disk, then commit the header.
@@ -165,6 +169,25 @@ class RunStore:
         if self.fsync:
             os.fsync(fd)
         self._committed[state.run_id] = (count, nbytes, name, seq)
+
+    @contextlib.contextmanager
+    def lock(self, run_id: str) -> Iterator[None]:
+        """Hold the run for this process while it runs: two processes resuming one run at once
+        would both run its pending calls."""
+        import fcntl
+
+        d = self._dir(run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise StoreError(f"run {run_id} is running in another process right now; wait for it to "
+                                 "stop (or stop it) before resuming it here") from exc
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def _slot_fd(self, run_id: str, d: Path, parity: int) -> int:
         """Descriptors of the latest run's two slots stay open between saves."""
