@@ -210,3 +210,14 @@ def test_chat_streams_and_asks_before_a_dangerous_tool(workspace: Path, env: dic
         assert (workspace / "access.log").exists() is not deleted
         expected = "Deleted access.log" if deleted else "I did not delete anything"
         assert expected in out.stdout
+
+
+def test_version_and_python_dash_m(env: dict[str, str]) -> None:
+    import sys
+
+    import tether as package
+
+    assert tether("--version", env=env).stdout.strip() == f"tether {package.__version__}"
+    out = subprocess.run([sys.executable, "-m", "tether", "run", "--model", "scripted/hello", "--json", "hi"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and json.loads(out.stdout)["status"] == "completed"

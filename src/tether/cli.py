@@ -29,6 +29,9 @@ DEFAULT_INSTRUCTIONS = (
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
+    from tether import __version__
+
+    p.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def limits(sp: argparse.ArgumentParser) -> None:
