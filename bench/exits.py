@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -25,6 +26,10 @@ from tether.tools.files import FILE_TOOLS
 from tether.usage import Price
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._results import write_results  # noqa: E402
+
 PRICE = Price(input=2.0, output=12.0)
 RESULTS: dict[str, Any] = {}
 
@@ -265,10 +270,7 @@ def main() -> None:
     approvals()
     crash_and_resume()
     cancellation()
-    out = ROOT / "bench" / "results" / "exits.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(RESULTS, indent=2))
-    print(f"\nwrote {out.relative_to(ROOT)}")
+    write_results("exits", RESULTS)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._results import write_results  # noqa: E402
+
 WORKSPACE = ROOT / "examples" / "workspace"
 TOOLS_WIRE = None  # filled from tether's own definitions so both loops send the same tools
 
@@ -264,10 +268,7 @@ def main() -> None:
     results["startup"] = {"python_ms": py, "import_tether_ms": imp, "import_api_ms": api, "help_ms": helped}
     print(f"\npython -c pass: {py:.0f} ms | import tether: {imp:.0f} ms (+{imp - py:.0f}) | "
           f"from tether import Agent, run, tool: {api:.0f} ms (+{api - py:.0f}) | tether --help: {helped:.0f} ms")
-    out = ROOT / "bench" / "results" / "overhead.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_results("overhead", results)
 
 
 if __name__ == "__main__":

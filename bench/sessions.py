@@ -22,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._results import write_results  # noqa: E402
 from tether import Agent, RunState, run_stream  # noqa: E402
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage  # noqa: E402
 from tether.providers.openai_chat import OpenAIChatProvider  # noqa: E402
@@ -165,10 +166,7 @@ def main() -> None:
     load_and_repair([int(x) for x in args.sizes.split(",")])
     append_throughput()
     prefix_stability()
-    out = ROOT / "bench" / "results" / "sessions.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(RESULTS, indent=2))
-    print(f"\nwrote {out.relative_to(ROOT)}")
+    write_results("sessions", RESULTS)
 
 
 if __name__ == "__main__":
