@@ -29,6 +29,7 @@ from typing import Protocol
 from pydantic import ValidationError
 
 from tether.errors import ConfigError, UserError
+from tether.fileio import atomic_write
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, dump_message, load_message
 
 __all__ = [
@@ -140,15 +141,6 @@ class MemorySessionStore:
         self._data.pop(check_session_id(session_id), None)
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not every platform can fsync a directory
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 class JsonlSessionStore:
     """One JSONL file per session under ``root``."""
 
@@ -211,14 +203,11 @@ class JsonlSessionStore:
         path = self.path(session_id)
         data = "".join(dump_message(m) + "\n" for m in messages).encode()
         with self._locked(session_id):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 size = os.fstat(fd).st_size
-                if size:
-                    with open(path, "rb") as f:
-                        f.seek(size - 1)
-                        if f.read(1) != b"\n":
-                            data = b"\n" + data  # a torn line stays alone and is dropped on load
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # a torn line stays alone and is dropped on load
                 os.write(fd, data)  # the lines go in one write
                 if self.fsync:
                     os.fsync(fd)
@@ -230,18 +219,7 @@ class JsonlSessionStore:
             self._write_all(self.path(session_id), messages)
 
     def _write_all(self, path: Path, messages: Sequence[Message]) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        data = "".join(dump_message(m) + "\n" for m in messages).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        if self.fsync:
-            _fsync_dir(path.parent)
+        atomic_write(path, "".join(dump_message(m) + "\n" for m in messages).encode(), fsync=self.fsync)
 
     def list(self) -> list[SessionInfo]:
         out = []

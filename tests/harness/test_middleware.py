@@ -160,10 +160,12 @@ def test_overflow_cleanup_strips_tool_history_and_retries_once() -> None:
             raise ContextOverflowError("too long")
         return "done"
 
-    r = run_sync(Agent(FunctionModel(fn), tools=[ping], middleware=[ContextOverflowCleanup()], compaction=False),
-                 "go")
+    seen: list[Any] = []
+    fm = FunctionModel(lambda m, r: (seen.append(m), fn(m, r))[1])
+    r = run_sync(Agent(fm, tools=[ping], middleware=[ContextOverflowCleanup()], compaction=False), "go")
     assert r.status == "completed"
     assert sizes[-1] < sizes[-2]
+    assert "removed from this request" in seen[-1][0].content[0].text  # the model is told, in words
 
 
 def test_strip_tool_history_after_the_answer() -> None:

@@ -14,18 +14,27 @@ rather than looping.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from tether.errors import ProviderError, RunCancelled
 from tether.events import Compaction, Event
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt, _message_tokens, estimate_prompt_tokens
+from tether.harness.limits import Halt, message_tokens
 from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
+from tether.tokens import count_tokens
 from tether.usage import model_info
 
-__all__ = ["SUMMARY_PROMPT", "compact", "context_window", "render_for_summary", "should_compact", "summarize"]
+__all__ = [
+    "SUMMARY_PROMPT",
+    "compact",
+    "context_window",
+    "render_for_summary",
+    "should_compact",
+    "summarize",
+    "trim_old_tool_outputs",
+]
 
 SUMMARY_PROMPT = (
     "Summarize the conversation below so that the work can continue from your summary alone. Keep the "
@@ -48,7 +57,7 @@ def should_compact(rc: RunContext) -> bool:
     window = context_window(rc)
     if window is None or not rc.state.messages:
         return False
-    return estimate_prompt_tokens(rc.state, rc.fixed_tokens) > rc.agent.compaction_threshold * window
+    return rc.prompt_estimate() > rc.agent.compaction_threshold * window
 
 
 def render_for_summary(messages: Sequence[Message], budget_chars: int) -> str:
@@ -68,12 +77,12 @@ def render_for_summary(messages: Sequence[Message], budget_chars: int) -> str:
     return rendered if len(rendered) <= budget_chars else rendered[-budget_chars:]
 
 
-def _cut_index(messages: Sequence[Message], keep_tokens: int) -> int:
+def _cut_index(messages: Sequence[Message], keep_tokens: int, count: Callable[[str], int] = count_tokens) -> int:
     """Where the kept tail starts: about ``keep_tokens`` from the end, never on a tool result."""
     total, cut = 0, len(messages)
-    while cut > 0 and total + _message_tokens(messages[cut - 1]) <= keep_tokens:
+    while cut > 0 and total + message_tokens(messages[cut - 1], count) <= keep_tokens:
         cut -= 1
-        total += _message_tokens(messages[cut])
+        total += message_tokens(messages[cut], count)
     if cut == len(messages):  # keep at least the latest turn
         cut = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=0)
     while 0 < cut < len(messages) and isinstance(messages[cut], ToolMessage):
@@ -110,14 +119,12 @@ def summary_message(summary: str, turns: int) -> UserMessage:
 
 async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator[Event]:
     """Summarise the older part (or trim tool outputs if that fails); yield a ``compaction`` event."""
-    from tether.harness.model_call import trim_old_tool_outputs
-
     state = rc.state
     window = context_window(rc) or 128_000
-    before = estimate_prompt_tokens(state, rc.fixed_tokens)
-    cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep))
+    before = rc.prompt_estimate()
+    cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep), rc.count)
     if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
-        cut = _cut_index(state.messages, 0)
+        cut = _cut_index(state.messages, 0, rc.count)
     method = "summary"
     try:
         if cut <= 0 or (rc.agent.max_budget_usd is not None and state.cost_usd >= rc.agent.max_budget_usd):
@@ -135,16 +142,11 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
             rc.compaction_failures += 1
             _maybe_give_up(rc, window)
             return
-    rc.persist(rewrite=True)
-    after = estimate_after(rc)
+    rc.persist(rewrite=True)  # marks the last reply's prompt count stale: the estimate recounts
+    after = rc.prompt_estimate()
     yield Compaction(state.run_id, before, after, method)
     rc.compaction_failures = rc.compaction_failures + 1 if after > rc.agent.compaction_threshold * window else 0
     _maybe_give_up(rc, window)
-
-
-def estimate_after(rc: RunContext) -> int:
-    """A fresh estimate after a rewrite: the provider's last count no longer applies."""
-    return rc.fixed_tokens + sum(_message_tokens(m) for m in rc.state.messages)
 
 
 def _maybe_give_up(rc: RunContext, window: int) -> None:
@@ -152,3 +154,23 @@ def _maybe_give_up(rc: RunContext, window: int) -> None:
         rc.stop(Halt("failed", f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
                      f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "
                      "raise the window, or trim the tools' outputs"))
+
+
+TRIMMED = ("[This tool output was removed to fit the model's context window. Call the tool again "
+           "if you need it.]")
+
+
+def trim_old_tool_outputs(rc: RunContext) -> bool:
+    """Replace the outputs of tool calls before the latest turn with a note; True if any changed.
+
+    Pairing is kept: every result stays, only its content shrinks. This is the fallback when the
+    summary call fails; the note tells the model how to get an output back.
+    """
+    messages = rc.state.messages
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    changed = False
+    for i, m in enumerate(messages[:last_assistant]):
+        if isinstance(m, ToolMessage) and m.text != TRIMMED:
+            messages[i] = m.model_copy(update={"content": (TextPart(text=TRIMMED),)})
+            changed = True
+    return changed

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
 from tether.harness.agent import Agent
-from tether.harness.limits import Halt
+from tether.harness.limits import Halt, estimate_prompt_tokens
 from tether.harness.state import RunState
 from tether.messages import AssistantMessage, ToolMessage, UserMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
@@ -77,6 +77,11 @@ class RunContext:
     @property
     def price(self) -> Price | None:
         return self.model.price
+
+    def prompt_estimate(self) -> int:
+        """The next prompt's size as budgets and compaction both see it (one estimate for both)."""
+        return estimate_prompt_tokens(self.state, self.fixed_tokens, count=self.count,
+                                      trust_last_usage=not self.stale_usage)
 
     def persist(self, *, rewrite: bool = False) -> None:
         """Save the state (and mirror the transcript to the session) after every change."""

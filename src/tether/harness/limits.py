@@ -19,7 +19,7 @@ from tether.status import Interruption, MaxBudgetInterruption, MaxTurnsInterrupt
 from tether.tokens import count_tokens
 from tether.usage import Price
 
-__all__ = ["CallPlan", "Halt", "estimate_prompt_tokens", "plan_call"]
+__all__ = ["CallPlan", "Halt", "estimate_prompt_tokens", "message_tokens", "plan_call"]
 
 _PER_MESSAGE = 8
 _PER_IMAGE = 1500
@@ -39,7 +39,7 @@ class CallPlan:
     prompt_estimate: int
 
 
-def _message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> int:
+def message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> int:
     total = _PER_MESSAGE
     if isinstance(m, AssistantMessage):
         total += count(m.text)
@@ -67,13 +67,14 @@ def estimate_prompt_tokens(state: RunState, fixed_tokens: int, *, count: Callabl
             base = m.usage.prompt_tokens + m.usage.completion_tokens + _PER_MESSAGE
             start = i + 1
             break
-    total = base + sum(_message_tokens(m, count) for m in messages[start:])
+    total = base + sum(message_tokens(m, count) for m in messages[start:])
     return int(total * _SAFETY) + 16
 
 
-def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: int, *,
-              count: Callable[[str], int] = count_tokens, trust_last_usage: bool = True) -> Halt | CallPlan:
-    """Decide, before asking the model, whether the run may make another call, and how big."""
+def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Halt | CallPlan:
+    """Decide, before asking the model, whether the run may make another call, and how big.
+
+    ``prompt_tokens`` estimates the next prompt; it is only called when a budget is set."""
     if agent.max_turns is not None and state.turns >= agent.max_turns:
         return Halt(
             "max_turns_exceeded",
@@ -92,7 +93,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, fixed_tokens: 
         return CallPlan(agent.max_tokens, 0)
     if price is None:  # checked when the run starts; kept here for direct callers
         raise ConfigError("max_budget_usd is set but the price of this model is unknown")
-    prompt = estimate_prompt_tokens(state, fixed_tokens, count=count, trust_last_usage=trust_last_usage)
+    prompt = prompt_tokens()
     remaining = agent.max_budget_usd - state.cost_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)

@@ -227,7 +227,10 @@ class ContextOverflowCleanup(Middleware):
             return await call_next(request)
         except ContextOverflowError:
             stripped = strip_tool_history(request.messages, keep_last_turn=True)
-            return await call_next(replace(request, messages=stripped))
+            # Say so where the model reads: it must not think the earlier tool work never happened.
+            note = UserMessage.text("[Earlier tool calls and their results were removed from this request to "
+                                    "fit the context window; call a tool again if you need its output.]")
+            return await call_next(replace(request, messages=[note, *stripped]))
 
 
 @dataclass

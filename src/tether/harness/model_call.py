@@ -18,15 +18,10 @@ from tether.harness.limits import CallPlan, Halt, plan_call
 from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
-from tether.messages import TextPart, ToolMessage
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
 from tether.status import CancelledInterruption
 
-__all__ = ["ask_model", "trim_old_tool_outputs"]
-
-TRIMMED = ("[This tool output was removed to fit the model's context window. Call the tool again "
-           "if you need it.]")
-
+__all__ = ["ask_model"]
 
 class _Attempt:
     """State of one turn across its attempts."""
@@ -41,8 +36,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
     """Make one model call (with retries and fallback) or set ``rc.halt``."""
     turn = _Attempt()
     while rc.halt is None:
-        plan = plan_call(rc.agent, rc.state, rc.price, rc.fixed_tokens, count=rc.count,
-                         trust_last_usage=not rc.stale_usage)
+        plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
         if isinstance(plan, Halt):
             rc.stop(plan)
             return
@@ -171,19 +165,3 @@ async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> Mo
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()
-
-
-def trim_old_tool_outputs(rc: RunContext) -> bool:
-    """Replace the outputs of tool calls before the latest turn with a note; True if any changed.
-
-    Pairing is kept: every result stays, only its content shrinks. (Compaction proper arrives with
-    the sessions work; this is the fallback the design allows until then.)
-    """
-    messages = rc.state.messages
-    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    changed = False
-    for i, m in enumerate(messages[:last_assistant]):
-        if isinstance(m, ToolMessage) and m.text != TRIMMED:
-            messages[i] = m.model_copy(update={"content": (TextPart(text=TRIMMED),)})
-            changed = True
-    return changed

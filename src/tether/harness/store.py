@@ -24,25 +24,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.errors import StoreError, UserError
+from tether.fileio import atomic_write
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
-__all__ = ["RunStore", "atomic_write"]
+__all__ = ["RunStore", "read_header"]
 
 _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def _encode_header(header: dict[str, Any]) -> bytes:
@@ -139,10 +128,7 @@ class RunStore:
             # leaves either the old transcript or the new one, never a mix.
             new_name = _next_name(name)
             data = "".join(dump_message(m) + "\n" for m in messages).encode()
-            if self.fsync:
-                atomic_write(d / new_name, data)
-            else:
-                (d / new_name).write_bytes(data)
+            atomic_write(d / new_name, data, fsync=self.fsync)
             self._commit(state, d, len(messages), len(data), new_name, seq + 1)
             if new_name != name:
                 (d / name).unlink(missing_ok=True)

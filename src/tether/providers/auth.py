@@ -9,12 +9,12 @@ the file to fix, never the value.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import AuthError, ConfigError
+from tether.fileio import atomic_write
 
 __all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
 
@@ -61,15 +61,7 @@ class ApiKey:
 def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
     """Write a token file atomically, readable only by its owner."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps(tokens).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(tokens).encode())
 
 
 class OAuthCredentials:
