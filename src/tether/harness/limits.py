@@ -15,7 +15,13 @@ from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
 from tether.messages import AssistantMessage, ImagePart, Message, ToolMessage, UserMessage
-from tether.status import Interruption, MaxBudgetInterruption, MaxTurnsInterruption, RunStatus
+from tether.status import (
+    CancelledInterruption,
+    Interruption,
+    MaxBudgetInterruption,
+    MaxTurnsInterruption,
+    RunStatus,
+)
 from tether.tokens import count_tokens
 from tether.usage import Price
 
@@ -31,6 +37,11 @@ class Halt:
     status: RunStatus
     reason: str
     interruption: Interruption | None = None
+
+    @classmethod
+    def cancelled(cls, reason: str) -> Halt:
+        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
+        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
-from tether.status import CancelledInterruption
 
 __all__ = ["ask_model"]
+
 
 class _Attempt:
     """State of one turn across its attempts."""
@@ -50,7 +50,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
                     turn.emitted = True
                     yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
         except RunCancelled as exc:
-            rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
+            rc.stop(Halt.cancelled(exc.reason))
             return
         except ProviderError as exc:
             async for event in _recover(rc, turn, exc):
@@ -101,8 +101,7 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     try:
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
-        rc.stop(Halt("interrupted", f"cancelled: {cancelled.reason}",
-                     CancelledInterruption(reason=cancelled.reason)))
+        rc.stop(Halt.cancelled(cancelled.reason))
 
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:

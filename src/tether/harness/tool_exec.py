@@ -22,7 +22,7 @@ from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
 from tether.harness.state import ToolStats, args_hash
 from tether.messages import TextPart, ToolCallPart, ToolMessage, ToolResultStatus, canonical_arguments
-from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption
+from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tools.base import ToolContext, ToolInputError, ToolResult, validate_arguments
 
 __all__ = ["run_pending"]
@@ -166,7 +166,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             else:
                 yield item
     except RunCancelled as exc:
-        rc.stop(Halt("interrupted", f"cancelled: {exc.reason}", CancelledInterruption(reason=exc.reason)))
+        rc.stop(Halt.cancelled(exc.reason))
     except Exception as exc:
         ms = (time.perf_counter() - started) * 1000
         yield _record(rc, call, rc.agent.tool_error_text(call.name, exc), "error", ms)
