@@ -50,7 +50,7 @@ def test_repair_fills_orders_and_drops() -> None:
     assert_pairing(fixed)
     assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a", "b", "c", "assistant", "d", "user"]
     assert fixed[3].status == "interrupted" and fixed[3].text == INTERRUPTED_TEXT
-    assert fixed[2].text == "r"  # the first result is kept
+    assert fixed[2].text.startswith("r[") and fixed[2].text.endswith("dup")  # the first leads; the second is kept in it
     assert repair(fixed) == fixed
 
 
@@ -65,6 +65,8 @@ def _events() -> st.SearchStrategy[list[Any]]:
         st.just(("shuffle", None)),
         st.just(("torn", None)),
         st.builds(lambda n: ("truncate", n), st.integers(min_value=1, max_value=200)),
+        st.just(("load", None)),  # someone looks while tools run: placeholders are written back
+        st.builds(lambda i: ("placeholder", i), ids),
     )
     return st.lists(event, max_size=25)
 
@@ -79,6 +81,10 @@ def _apply(store: Any, session: str, events: list[Any], path: Path | None) -> No
             store.append(session, [calls(*[f"{turn}{x}" for x in arg])])
         elif kind == "result":
             store.append(session, [result(f"{turn}{arg}")])
+        elif kind == "placeholder":
+            store.append(session, [placeholder(f"{turn}{arg}")])
+        elif kind == "load":
+            store.load(session)
         elif kind == "shuffle":
             store.rewrite(session, list(reversed(store.load(session))))
         elif path is not None and path.exists():
@@ -179,3 +185,98 @@ def test_resume_reconciles_a_session_a_crash_left_ahead(tmp_path: Path, workspac
     history = store.load("w")
     assert [m.role for m in history] == [m.role for m in state.messages]
     assert_pairing(history)
+
+
+# --- a real result wins over the placeholder repair wrote; repair never deletes a real result -----
+
+def placeholder(call_id: str) -> ToolMessage:
+    return ToolMessage(call_id=call_id, name="t", content=(TextPart(text=INTERRUPTED_TEXT),), status="interrupted")
+
+
+@pytest.mark.parametrize("order", ["placeholder-first", "real-first"])
+def test_a_real_result_wins_over_the_placeholder_in_either_order(order: str) -> None:
+    pair = [placeholder("a"), result("a", "real")]
+    fixed = repair([user("go"), calls("a"), *(pair if order == "placeholder-first" else pair[::-1])])
+    assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a"]
+    assert fixed[2].status == "ok" and fixed[2].text == "real"
+    assert repair(fixed) == fixed
+
+
+def test_a_second_different_result_is_kept_inside_the_first() -> None:
+    fixed = repair([user("go"), calls("a"), result("a", "first"), result("a", "second"), result("a", "first")])
+    assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a"]
+    kept = fixed[2]
+    assert isinstance(kept, ToolMessage) and kept.text.startswith("first")
+    assert "second" in kept.text and "later" in kept.text  # said in words, not silently merged
+    assert kept.text.count("first") == 1  # an exact duplicate carries nothing new and is not repeated
+    assert repair(fixed) == fixed
+
+
+def test_a_late_result_reaches_its_placeholder_across_later_messages() -> None:
+    fixed = repair([user("go"), calls("a"), placeholder("a"), user("meanwhile"), result("a", "real"),
+                    result("zz", "orphan")])
+    assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a", "user"]
+    assert fixed[2].text == "real"  # the call exists, so its result is not an orphan; zz has no call
+    assert repair(fixed) == fixed
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+def test_a_load_while_a_tool_runs_does_not_lose_its_result(kind: str, tmp_path: Path) -> None:
+    store = open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+    store.append("s", [user("go"), calls("a", "b")])
+    during = store.load("s")  # someone looks while the tools run: the placeholders are written back
+    assert [m.status for m in during if isinstance(m, ToolMessage)] == ["interrupted", "interrupted"]
+    store.append("s", [result("a", "real a")])  # the run goes on and appends as it always did
+    store.load("s")
+    store.append("s", [result("b", "real b")])
+    history = store.load("s")
+    assert [m.text for m in history if isinstance(m, ToolMessage)] == ["real a", "real b"]
+    assert INTERRUPTED_TEXT not in export_text(history)
+    assert store.load("s") == history
+
+
+def export_text(messages: list[Message]) -> str:
+    from tether.sessions import export_jsonl
+
+    return export_jsonl(messages)
+
+
+def _quiet_events() -> st.SearchStrategy[list[Any]]:
+    ids = st.sampled_from(["a", "b", "c"])
+    return st.lists(st.one_of(
+        st.just(("user", None)),
+        st.builds(lambda xs: ("calls", xs), st.lists(ids, min_size=1, max_size=3, unique=True)),
+        st.builds(lambda i, back: ("result", (i, back)), ids, st.integers(min_value=0, max_value=2)),
+        st.just(("load", None)),
+    ), max_size=30)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=_quiet_events())
+def test_repair_never_loses_a_result_whose_call_exists(events: list[Any]) -> None:
+    """Without damage, every result appended for a declared call survives loads (placeholders, late
+    results and duplicates included), and no placeholder remains where a real result exists."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for store, _ in _stores(Path(tmp)):
+            turn, n, owed = 0, 0, {}
+            for kind, arg in events:
+                if kind == "user":
+                    store.append("s", [user("u")])
+                elif kind == "calls":
+                    turn += 1
+                    store.append("s", [calls(*[f"{turn}{x}" for x in arg])])
+                elif kind == "result":
+                    call_id = f"{max(turn - arg[1], 0)}{arg[0]}"  # now, or late for an earlier turn
+                    n += 1
+                    store.append("s", [result(call_id, f"<r{n}>")])
+                    owed.setdefault(call_id, []).append(f"<r{n}>")
+                else:
+                    store.load("s")
+            history = store.load("s")
+            assert_pairing(history)
+            assert repair(history) == history
+            by_id = {m.call_id: m for m in history if isinstance(m, ToolMessage)}
+            for call_id, texts in owed.items():
+                if call_id in by_id:  # else the call was never declared: an orphan, rightly dropped
+                    assert all(t in by_id[call_id].text for t in texts)
+                    assert by_id[call_id].status == "ok"

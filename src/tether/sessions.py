@@ -30,7 +30,15 @@ from pydantic import ValidationError
 
 from tether.errors import ConfigError, UserError
 from tether.fileio import atomic_write
-from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, dump_message, load_message
+from tether.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolMessage,
+    UserPart,
+    dump_message,
+    load_message,
+)
 
 __all__ = [
     "INTERRUPTED_TEXT",
@@ -39,6 +47,7 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "SqliteSessionStore",
+    "is_placeholder",
     "open_session_store",
     "repair",
 ]
@@ -54,41 +63,72 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def repair(messages: Sequence[Message]) -> list[Message]:
-    """Restore the pairing law; idempotent.
+def is_placeholder(message: ToolMessage) -> bool:
+    """Whether ``message`` is the marker :func:`repair` writes for a call that has no result."""
+    return message.status == "interrupted" and message.content == (TextPart(text=INTERRUPTED_TEXT),)
 
-    Every tool call is followed, before the next assistant message, by exactly one result with its
-    id, in declared order: missing results are synthesised (status ``interrupted``), duplicates and
-    results without a call are dropped, results are put in the order the calls were declared.
+
+def _placeholder(call_id: str, name: str) -> ToolMessage:
+    return ToolMessage(call_id=call_id, name=name, content=(TextPart(text=INTERRUPTED_TEXT),), status="interrupted")
+
+
+def _merge(kept: ToolMessage, later: ToolMessage) -> ToolMessage:
+    """One result for a call that has two. A real result beats the placeholder; a second real result
+    that says something new is kept, in words, inside the first (pairing allows one result per call,
+    and repair deletes no real result). A placeholder or an exact repeat carries nothing new."""
+    if is_placeholder(later) or _contains(kept.content, later.content):
+        return kept
+    if is_placeholder(kept):
+        return later
+    note = TextPart(text=f"[A later result was also recorded for this call (status {later.status}); "
+                         "it may have run twice. That result follows.]")
+    return kept.model_copy(update={"content": (*kept.content, note, *later.content)})
+
+
+def _contains(parts: tuple[UserPart, ...], run: tuple[UserPart, ...]) -> bool:
+    n = len(run)
+    return any(parts[i:i + n] == run for i in range(len(parts) - n + 1))
+
+
+def repair(messages: Sequence[Message]) -> list[Message]:
+    """Restore the pairing law; idempotent; never deletes a result whose call is in the transcript.
+
+    Every tool call is followed, before the next non-result message, by exactly one result with its
+    id, in declared order. A missing result is synthesised as a placeholder (status ``interrupted``,
+    :data:`INTERRUPTED_TEXT`); a load while a tool runs writes one back, so the real result may come
+    after it, even after later messages: it then takes the placeholder's place. Two real results for
+    one call become one (see :func:`_merge`). Results whose call (same id and tool) appears nowhere
+    before them are dropped: nothing can pair with them.
     """
     out: list[Message] = []
-    declared: list[str] = []  # calls of the latest assistant message, in order
+    declared: dict[str, str] = {}  # calls of the latest assistant message, in order: id → tool name
     results: dict[str, ToolMessage] = {}
-    names: dict[str, str] = {}
+    placed: dict[str, int] = {}  # call id → where its result sits in ``out`` (the latest such call)
 
     def close_block() -> None:
-        for call_id in declared:
+        for call_id, name in declared.items():
             result = results.get(call_id)
-            if result is None:
-                result = ToolMessage(call_id=call_id, name=names[call_id], content=(TextPart(text=INTERRUPTED_TEXT),),
-                                     status="interrupted")
-            out.append(result)
+            placed[call_id] = len(out)
+            out.append(_placeholder(call_id, name) if result is None else result)
         declared.clear()
         results.clear()
-        names.clear()
 
     for m in messages:
-        if isinstance(m, ToolMessage):
-            if m.call_id in names and m.call_id not in results:
-                results[m.call_id] = m
-            continue  # results without a call in the latest assistant message, and duplicates, go
-        close_block()
-        out.append(m)
-        if isinstance(m, AssistantMessage):
-            for c in m.tool_calls:
-                if c.id not in names:
-                    names[c.id] = c.name
-                    declared.append(c.id)
+        if not isinstance(m, ToolMessage):
+            close_block()
+            out.append(m)
+            if isinstance(m, AssistantMessage):
+                for c in m.tool_calls:
+                    declared.setdefault(c.id, c.name)
+        elif m.call_id in declared:
+            earlier = results.get(m.call_id)
+            results[m.call_id] = m if earlier is None else _merge(earlier, m)
+        elif m.call_id in placed:  # a late result for a call of an earlier turn
+            i = placed[m.call_id]
+            answered = out[i]
+            assert isinstance(answered, ToolMessage)
+            if answered.name == m.name:  # a provider may reuse ids across turns: the tool must match too
+                out[i] = _merge(answered, m)
     close_block()
     return out
 
