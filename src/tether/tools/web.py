@@ -2,17 +2,25 @@
 
 ``web_fetch`` resolves the host first and refuses any address in a loopback, private, link-local,
 unique-local, carrier-grade NAT or unspecified range (127.0.0.0/8, 10/8, 172.16/12, 192.168/16,
-169.254/16 — the cloud metadata address included —, 100.64/10, 0/8, ::1, fc00::/7, fe80::/10 and
-IPv4-mapped forms), unless the deployment allows it by ``host:port`` or network. It then connects to
-the address it checked (so a second DNS answer cannot swap in another one), follows redirects
-itself and checks every hop again, caps the size, and turns HTML into Markdown with
-``markdownify``. Images come back as images; other binary content is refused with a message.
+169.254/16 — the cloud metadata address included —, 100.64/10, 0/8, ::1, fc00::/7, fe80::/10),
+unless the deployment allows it by ``host:port`` or network. An IPv6 address that carries an IPv4
+one (IPv4-mapped ``::ffff:0:0/96``, IPv4-translated ``::ffff:0:0:0/96``, IPv4-compatible ``::/96``,
+NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) is judged by the IPv4 address inside it as well; NAT64
+local-use (``64:ff9b:1::/48``, where the IPv4 address's position depends on the operator) and
+Teredo (``2001::/32``, a tunnel whose client address is obfuscated) are refused outright. It then
+connects to the address it checked (so a second DNS answer cannot swap in another one), follows
+redirects itself and checks every hop again, caps the size, and turns HTML into Markdown with
+``markdownify``; a page is decoded with the charset of its byte-order mark, else of the
+``Content-Type`` header, else of its ``<meta charset>`` (or ``http-equiv``) tag, else UTF-8.
+Images come back as images; other binary content is refused with a message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import ipaddress
+import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,12 +30,25 @@ from urllib.parse import urljoin, urlsplit
 from tether.messages import ImagePart, TextPart
 from tether.tools.base import ToolContext, ToolError, ToolResult
 
-__all__ = ["SearchBackend", "SearxngBackend", "WebFetch", "WebSearch", "WebSettings", "check_address"]
+__all__ = [
+    "SearchBackend",
+    "SearxngBackend",
+    "WebFetch",
+    "WebSearch",
+    "WebSettings",
+    "check_address",
+    "decode_text",
+]
 
 _BLOCKED_NETS = [ipaddress.ip_network(n) for n in (
     "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10",
     "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", "::1/128", "::/128", "fc00::/7", "fe80::/10", "ff00::/8",
 )]
+# Tunnels whose IPv4 address cannot be read reliably: refused unless allowed.
+_TUNNELS = {ipaddress.ip_network("64:ff9b:1::/48"): "a local-use NAT64 address",
+            ipaddress.ip_network("2001::/32"): "a Teredo tunnel address"}
+# Forms that carry an IPv4 address in their last 32 bits (mapped and 6to4 have properties of their own).
+_LOW_32 = [ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")]
 MAX_REDIRECTS = 5
 
 
@@ -55,14 +76,34 @@ def _allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, host: str, port:
     return False
 
 
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in _LOW_32):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    return None
+
+
 def check_address(ip_text: str, host: str, port: int, allow: Sequence[str]) -> None:
-    """Refuse a private or special address unless the deployment allowed it."""
+    """Refuse a private or special address, or one that carries such an address inside it, unless
+    the deployment allowed it (by ``host:port``, or a network holding the address or the IPv4
+    address inside it)."""
     ip = ipaddress.ip_address(ip_text.split("%", 1)[0])
-    mapped = getattr(ip, "ipv4_mapped", None)
-    effective = mapped or ip
-    if any(effective in net for net in _BLOCKED_NETS) and not _allowed(effective, host, port, allow):
-        raise ToolError(f"refused: {host} resolves to {effective}, a private or local address; web_fetch only "
-                        "reaches public addresses. Ask the user if this address should be allowed.")
+    inner = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    if any(_allowed(a, host, port, allow) for a in (ip, inner) if a is not None):
+        return
+    tunnel = next((what for net, what in _TUNNELS.items() if ip in net), None)
+    if tunnel is not None:
+        raise ToolError(f"refused: {host} resolves to {ip}, {tunnel}, which can hide a private or local "
+                        "address; web_fetch only reaches public addresses. Ask the user if this address "
+                        "should be allowed.")
+    for candidate in (ip, inner):
+        if candidate is not None and any(candidate in net for net in _BLOCKED_NETS):
+            shown = str(ip) if candidate is ip else f"{ip} (which carries {inner})"
+            raise ToolError(f"refused: {host} resolves to {shown}, a private or local address; web_fetch "
+                            "only reaches public addresses. Ask the user if this address should be allowed.")
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -72,6 +113,41 @@ async def _resolve(host: str, port: int) -> list[str]:
     except socket.gaierror as exc:
         raise ToolError(f"could not resolve {host}: {exc.strerror}. Check the address.") from exc
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+# Both <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">.
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_CHARSET_PARAM = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_META_SCAN = 4096  # bytes; the HTML standard looks at 1024, pages in the wild put the tag later
+
+
+def _codec(label: str | None) -> str | None:
+    """The Python codec for a charset label, as browsers read labels; None if unknown."""
+    if not label:
+        return None
+    try:
+        name = codecs.lookup(label.strip()).name
+    except LookupError:
+        return None
+    # Browsers read Latin-1 and ASCII labels as windows-1252, a superset that pages rely on.
+    return "cp1252" if name in ("latin-1", "iso8859-1", "ascii") else name
+
+
+def decode_text(data: bytes, content_type: str) -> str:
+    """Decode a response body: by its byte-order mark, else the ``Content-Type`` charset, else
+    (for HTML) the ``<meta>`` charset in its first bytes, else UTF-8. Never fails: bytes that do
+    not fit the encoding become U+FFFD."""
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    if encoding is None:
+        header = _CHARSET_PARAM.search(content_type)
+        encoding = _codec(header.group(1) if header else None)
+    if encoding is None and "html" in content_type.split(";", 1)[0].lower():
+        meta = _META_CHARSET.search(data[:_META_SCAN])
+        encoding = _codec(meta.group(1).decode("ascii") if meta else None)
+        if encoding is not None and encoding.startswith("utf-16"):
+            encoding = "utf-8"  # a tag readable as ASCII means the page is not UTF-16 (the HTML standard's rule)
+    return data.decode(encoding or "utf-8", errors="replace")
 
 
 def _to_markdown(html: str) -> str:
@@ -165,7 +241,7 @@ class WebFetch:
         if not (kind.startswith("text/") or kind in ("application/json", "application/xml", "application/xhtml+xml",
                                                     "application/javascript", "")):
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
-        text = bytes(data[:cap]).decode(response.encoding or "utf-8", errors="replace")
+        text = decode_text(bytes(data[:cap]), response.headers.get("content-type", ""))
         if "html" in kind:
             text = _to_markdown(text)
         limit = self.settings.max_chars
