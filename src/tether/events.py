@@ -21,6 +21,7 @@ __all__ = [
     "Guardrail",
     "ReasoningDelta",
     "Retry",
+    "SpentUnknown",
     "TextDelta",
     "ToolProgress",
     "ToolResultEvent",
@@ -124,6 +125,19 @@ class Fallback:
 
 
 @dataclass(slots=True, frozen=True)
+class SpentUnknown:
+    """A model request was in flight when the process died: the provider billed it, its reply was
+    lost. Its worst case is counted against the budget as ``cost_unknown_usd``."""
+
+    run_id: str
+    model: str
+    prompt_tokens: int  # estimated
+    max_tokens: int
+    max_cost_usd: float | None  # None when the model's price is unknown
+    type: Literal["spent_unknown"] = "spent_unknown"
+
+
+@dataclass(slots=True, frozen=True)
 class Guardrail:
     run_id: str
     decision: str
@@ -152,6 +166,7 @@ Event = (
     | Compaction
     | Retry
     | Fallback
+    | SpentUnknown
     | Guardrail
     | Done
 )
@@ -175,6 +190,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             prompt_tokens=r.usage.prompt_tokens,
             completion_tokens=r.usage.completion_tokens,
             costUsd=round(r.cost_usd, 8),
+            costUnknownUsd=round(r.cost_unknown_usd, 8),
             tool_stats=r.tool_stats,
         )
         return line

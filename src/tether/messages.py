@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -24,8 +24,10 @@ __all__ = [
     "ToolCallPart",
     "ToolMessage",
     "UserMessage",
+    "clean_text",
     "dump_message",
     "load_message",
+    "parse_arguments",
     "text_of",
 ]
 
@@ -152,9 +154,61 @@ def _user_text(m: UserMessage) -> str:
     return "".join(p.text for p in m.content if isinstance(p, TextPart))
 
 
+NOT_JSON: object = object()  # what parse_arguments returns for arguments that are not JSON
+
+
+def parse_arguments(arguments: str) -> object:
+    """A call's JSON arguments parsed, or ``NOT_JSON`` when they are not valid JSON — including
+    JSON nested too deeply to parse (hostile output can nest 100,000 levels)."""
+    try:
+        return json.loads(arguments or "{}")
+    except (ValueError, RecursionError):
+        return NOT_JSON
+
+
 def canonical_arguments(arguments: str) -> str | None:
     """A canonical form of a call's JSON arguments (sorted keys), or None when not valid JSON."""
-    try:
-        return json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    value = parse_arguments(arguments)
+    if value is NOT_JSON:
         return None
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def clean_text(text: str) -> str:
+    """``text`` without lone surrogates (replaced by U+FFFD), so it can always be written as UTF-8.
+
+    They reach tether from a model's ``\\ud800`` escapes and from file names that are not UTF-8
+    (``os.fsdecode``); one left in a message would make every later save of the run fail."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+_M = TypeVar("_M", UserMessage, AssistantMessage, ToolMessage)
+
+
+def clean_message(message: _M) -> _M:
+    """``message`` with every text field passed through :func:`clean_text` (the same object when
+    nothing needed cleaning, which is almost always)."""
+    try:
+        message.model_dump_json()
+        return message
+    except ValueError:  # pydantic's serialisation error on a lone surrogate
+        return type(message).model_validate(_clean_value(message.model_dump()))
+
+
+def _clean_value(value: object) -> object:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {k: _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_value(v) for v in value]
+    return value

@@ -49,6 +49,8 @@ class OutcomeUnknownInterruption(_Frozen):
     tool_name: str
     args: Any = None
     idempotency_key: str
+    pid: int | None = None  # a process the call started (a shell command), if it reported one
+    still_running: bool = False  # ... and it was still alive when the run stopped
 
 
 class MaxTurnsInterruption(_Frozen):
@@ -88,5 +90,7 @@ class RunResult(_Frozen):
     turns: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    # Worst case of model requests in flight when a process died: billed, but never counted.
+    cost_unknown_usd: float = 0.0
     # Per tool: calls, errors, answers from the read-only cache, total milliseconds.
     tool_stats: dict[str, dict[str, float]] = {}

@@ -1,6 +1,7 @@
 """A run that kills itself with SIGKILL at a chosen point; used by test_crash.py.
 
-usage: crash_child.py HOME WORKSPACE LOG RUN_ID KILL   (KILL: none | EVENT:N | mid:CALL_ID)
+usage: crash_child.py HOME WORKSPACE LOG RUN_ID KILL [approve | reject:REASON]
+(KILL: none | EVENT:N | mid:CALL_ID | model:N, inside the request for turn N)
 Every tool execution appends "start CALL" and "end CALL" to LOG, fsynced, so the test can count
 executions across processes.
 """
@@ -15,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from tether import Agent, RunState, RunStore, run_stream, tool
-from tether.harness.state import approve
+from tether.harness.state import approve, reject
 from tether.providers.scripted import Reply, ScriptedModel, call
 from tether.tracing import JsonlTracer
 
 home, workspace, log_path, run_id, kill = sys.argv[1:6]
-approve_pending = len(sys.argv) > 6 and sys.argv[6] == "approve"
+decision = sys.argv[6] if len(sys.argv) > 6 else ""  # approve | reject:REASON
+approve_pending = decision == "approve"
+# With TETHER_TEST_GUARDED_WRITE=1, write_note needs a person's approval.
+guarded_write = os.environ.get("TETHER_TEST_GUARDED_WRITE") == "1"
 
 
 def log(line: str) -> None:
@@ -35,13 +39,15 @@ def die() -> None:
 
 
 def scenario(t: int, tools: str) -> Reply:
+    if kill == f"model:{t + 1}":  # while the request for turn t+1 is in flight
+        die()
     steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
              call("c3", "write_note", {"text": "worker 7 timed out"})]
     return steps[t] if t < len(steps) else Reply(text="errors.log mentions a timeout; noted.")
 
 
 def instrumented(name: str, body: Any, read_only: bool) -> Any:
-    @tool(name=name, read_only=read_only)
+    @tool(name=name, read_only=read_only, needs_approval=guarded_write and not read_only)
     def run_tool(ctx: Any, path: str = "", text: str = "") -> str:
         log(f"start {ctx.call_id}")
         if kill == f"mid:{ctx.call_id}":
@@ -76,6 +82,8 @@ async def main() -> None:
         state, prompt = store.load(run_id), None
         if approve_pending:
             approve(state)
+        elif decision.startswith("reject:"):
+            reject(state, decision.removeprefix("reject:"))
     else:
         state, prompt = RunState(run_id=run_id), "Which file mentions a timeout?"
     agent = Agent(ScriptedModel(scenario), tools=tools, cwd=workspace)

@@ -115,3 +115,59 @@ def test_cli_run_killed_mid_tool_resumes(tmp_path: Path, workspace: Path) -> Non
     fresh = subprocess.run(["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace),
                             "scan the archive", "--json"], env=env, capture_output=True, text=True, timeout=60)
     assert result["cost_usd"] == pytest.approx(json.loads(fresh.stdout)["cost_usd"], abs=1e-12)
+
+
+def guarded_child(*args: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TETHER_TEST_GUARDED_WRITE": "1"}
+    argv = [str(a) for a in args]
+    return subprocess.run([sys.executable, str(CHILD), *argv], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_an_approved_call_killed_mid_run_is_not_run_again_without_asking(tmp_path: Path, workspace: Path) -> None:
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    first = json.loads(guarded_child(home, workspace, log, "run_a", "none").stdout)
+    assert first["interruption"]["type"] == "approval"
+    # The person approves; the process dies inside the write.
+    assert guarded_child(home, workspace, log, "run_a", "mid:c3", "approve").returncode == -signal.SIGKILL
+    # A plain resume must not repeat it on the strength of the old approval.
+    second = json.loads(guarded_child(home, workspace, log, "run_a", "none").stdout)
+    assert second["status"] == "interrupted"
+    assert second["interruption"]["type"] == "outcome_unknown"
+    assert [line for line in log.read_text().splitlines() if line == "start c3"] == ["start c3"]
+    # Approving the outcome-unknown stop means "run it again": exactly once more.
+    third = json.loads(guarded_child(home, workspace, log, "run_a", "none", "approve").stdout)
+    assert third["status"] == "completed"
+    assert [line for line in log.read_text().splitlines() if line.endswith(" c3")] == ["start c3", "start c3", "end c3"]
+
+
+def test_rejecting_an_unknown_outcome_records_the_persons_account(tmp_path: Path, workspace: Path) -> None:
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    assert child(home, workspace, log, "run_r", "mid:c3").returncode == -signal.SIGKILL
+    assert json.loads(child(home, workspace, log, "run_r", "none").stdout)["interruption"]["type"] == "outcome_unknown"
+    out = child(home, workspace, log, "run_r", "none", "reject:it went through, the note is in notes.txt")
+    assert json.loads(out.stdout)["status"] == "completed"
+    state = RunStore(home / "runs").load("run_r")
+    (result,) = [m for m in state.messages if isinstance(m, ToolMessage) and m.call_id == "c3"]
+    assert result.status == "rejected"
+    assert "it was not run" not in result.text, "the call did start: the record must not deny it"
+    assert "started before" in result.text and "it went through, the note is in notes.txt" in result.text
+
+
+def test_a_request_in_flight_at_a_kill_is_counted_as_spent_unknown(tmp_path: Path, workspace: Path,
+                                                                    baseline: dict[str, Any]) -> None:
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    assert child(home, workspace, log, "run_m", "model:2").returncode == -signal.SIGKILL
+    saved = RunStore(home / "runs").load("run_m")
+    assert saved.call_in_flight is not None and saved.call_in_flight.max_tokens > 0
+    out = child(home, workspace, log, "run_m", "none")
+    result = json.loads(out.stdout)
+    assert result["status"] == "completed"
+    assert result["cost_usd"] == pytest.approx(baseline["result"]["cost_usd"], abs=1e-12)
+    # The lost request's worst case: its estimated prompt at the input price plus max_tokens of output.
+    lost = saved.call_in_flight
+    assert result["cost_unknown_usd"] == pytest.approx(lost.max_cost_usd)
+    assert result["cost_unknown_usd"] >= lost.max_tokens * 12e-6
+    trace = [json.loads(line) for line in (home / "traces" / "run_m.jsonl").read_text().splitlines()]
+    (spent,) = [t for t in trace if t["type"] == "spent_unknown"]
+    assert spent["maxCostUsd"] == pytest.approx(lost.max_cost_usd)
+    assert trace[-1]["type"] == "run_stopped" and trace[-1]["costUnknownUsd"] == pytest.approx(lost.max_cost_usd)

@@ -58,6 +58,7 @@ class RunContext:
     active: int = 0  # index of the candidate in use; a fallback moves it forward for the run
     session: Any = None  # a tether.sessions.SessionStore the transcript is mirrored to
     compaction_failures: int = 0
+    summary_failures: int = 0  # failed summary calls this run; past a limit compaction only trims
     # After a rewrite the last reply's prompt count describes a history that no longer exists.
     stale_usage: bool = False
     count: Callable[[str], int] = field(default=len)
@@ -131,10 +132,12 @@ def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:
     return tuple(ToolDefinition(t.name, t.description, t.input_schema) for t in tools.values())
 
 
-def fixed_prompt_tokens(system: str, defs: tuple[ToolDefinition, ...]) -> int:
+def fixed_prompt_tokens(system: str, defs: tuple[ToolDefinition, ...],
+                        count: Callable[[str], int] | None = None) -> int:
     from tether.tokens import count_tokens
 
+    count = count or count_tokens
     tools_json = json.dumps(
         [{"name": d.name, "description": d.description, "parameters": d.input_schema} for d in defs]
     )
-    return 16 + count_tokens(system) + count_tokens(tools_json) + 16 * len(defs)
+    return 16 + count(system) + count(tools_json) + 16 * len(defs)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from tether.cancel import CancelSignal
-from tether.errors import ConfigError, UserError
-from tether.events import Done, Event
+from tether.errors import ConfigError, RunCancelled, TetherError, UserError
+from tether.events import Done, Event, SpentUnknown
 from tether.harness.agent import Agent, Stop
 from tether.harness.compaction import compact, context_window, should_compact
 from tether.harness.context import (
@@ -29,14 +30,16 @@ from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
 from tether.harness.state import RunState, conversation_turns, pending_tool_calls
 from tether.harness.tool_exec import run_pending
-from tether.messages import AssistantMessage, UserMessage
+from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import RESUMABLE, RunResult
-from tether.tokens import counter_for
+from tether.tokens import count_tokens, counter_for, encoding
 from tether.usage import lookup_price
 
 __all__ = ["run", "run_stream", "run_sync"]
+
+_log = logging.getLogger("tether")
 
 
 def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
@@ -63,15 +66,23 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
     defs = tool_definitions(tools)
-    cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd())
+    cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
     rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
                     store=store, tool_defs=defs)
     rc.count = counter_for(rc.model_name)
-    if agent.max_budget_usd is not None or (agent.compaction and context_window(rc) is not None):
-        rc.fixed_tokens = fixed_prompt_tokens(agent.instructions, defs)
     rc.rebuild_read_cache()
     state.model = rc.model_name
     return rc
+
+
+async def _load_counter(rc: RunContext) -> None:
+    """Load the tokenizer (0.5–3 s the first time in a process) off the event loop, so a Stop
+    pressed meanwhile is heard at once; then count what every call sends besides the messages."""
+    agent = rc.agent
+    if agent.max_budget_usd is not None or (agent.compaction and context_window(rc) is not None):
+        if rc.count is count_tokens:
+            await rc.signal.race(asyncio.to_thread(encoding))
+        rc.fixed_tokens = fixed_prompt_tokens(agent.instructions, rc.tool_defs, rc.count)
 
 
 def _prepare(state: RunState | None, prompt: str | None, session: SessionStore | None) -> RunState:
@@ -85,7 +96,7 @@ def _prepare(state: RunState | None, prompt: str | None, session: SessionStore |
             "the conversation"
         )
     if prompt is not None:
-        state.messages.append(UserMessage.text(prompt))
+        state.messages.append(UserMessage.text(clean_text(prompt)))
     state.status, state.interruption, state.reason = "running", None, None
     return state
 
@@ -103,7 +114,10 @@ async def run_stream(
 ) -> AsyncIterator[Event]:
     """Run ``agent`` on ``prompt`` (a new run), or resume ``state``; yield every event.
 
-    The last event is always :class:`~tether.events.Done` with the :class:`RunResult`.
+    The last event is always :class:`~tether.events.Done` with the :class:`RunResult`, whatever
+    fails on the way (law 5): a configuration error raises before anything runs; after that, an
+    exception from any part (provider, tool, store, middleware, tokenizer) ends the run ``failed``
+    with the reason in words, and the state is saved.
     ``store`` persists the state after every change; ``tracer`` receives every event.
     ``session`` (with ``session_id``, or a state that has one) continues a conversation: its
     repaired history starts the run, and every new message is appended to it as it happens.
@@ -115,26 +129,80 @@ async def run_stream(
     rc = _context(agent, state, signal, store)
     rc.session = session
     held = contextlib.ExitStack()
+    trace = _SafeTracer(tracer)
     try:
         lock = getattr(store, "lock", None)
         if lock is not None:
             held.enter_context(lock(state.run_id))
-        rc.persist()
-        for mw in agent.middleware:
-            verdict = await mw.before_agent(rc)
-            if isinstance(verdict, Stop):
-                rc.stop(Halt(verdict.status, verdict.reason))
-                break
-        async for event in _loop(rc):
-            if tracer is not None:
-                tracer.write(event)
+        async for event in _guarded(rc):
+            trace.write(event)
             yield event
+    except (GeneratorExit, asyncio.CancelledError):
+        # The caller stopped reading, or its task was cancelled: nothing can be yielded any more,
+        # but the run is recorded as stopped, and resumable, rather than left ``running``.
+        if rc.halt is None or state.status == "running":
+            rc.stop(rc.halt or Halt.cancelled("the caller stopped reading the run's events"))
+            trace.write(_done(rc))
+        raise
     finally:
         held.close()
         for candidate in rc.candidates:
-            await candidate.provider.aclose()
-        if tracer is not None:
-            tracer.close()
+            with contextlib.suppress(Exception):
+                await candidate.provider.aclose()
+        trace.close()
+
+
+class _SafeTracer:
+    """The trace is a view of the run, not the run: a tracer that fails is logged and dropped
+    instead of ending a run that is otherwise fine (the saved state stays the record)."""
+
+    def __init__(self, tracer: Tracer | None) -> None:
+        self.tracer = tracer
+
+    def write(self, event: Event) -> None:
+        if self.tracer is None:
+            return
+        try:
+            self.tracer.write(event)
+        except Exception:
+            _log.exception("run %s: the tracer failed; no more trace lines are written for this run",
+                           event.run_id)
+            self.close()
+            self.tracer = None
+
+    def close(self) -> None:
+        if self.tracer is not None:
+            with contextlib.suppress(Exception):
+                self.tracer.close()
+
+
+async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
+    """The one place where anything escaping the loop becomes one of the five exits (law 5)."""
+    try:
+        async for event in _loop(rc):
+            yield event
+    except RunCancelled as exc:
+        rc.stop(Halt.cancelled(exc.reason))
+    except Exception as exc:
+        rc.stop(_crashed(rc, exc))
+    try:
+        await _after_agent(rc)
+    except RunCancelled as exc:
+        rc.stop(Halt.cancelled(exc.reason))
+    except Exception as exc:
+        rc.stop(_crashed(rc, exc))
+    yield _done(rc)
+
+
+def _crashed(rc: RunContext, exc: Exception) -> Halt:
+    _log.error("run %s stopped by an unexpected error", rc.state.run_id, exc_info=exc)
+    rc.state.call_in_flight = None  # whatever was being asked is not coming back
+    detail = str(exc) or "(no message)"
+    if isinstance(exc, TetherError):
+        return Halt("failed", detail)
+    return Halt("failed", f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
+                "was; resuming it will not continue (start a new run or session from it). If this "
+                "looks like tether's fault, report it with the trace.")
 
 
 def _bind_session(state: RunState, session: SessionStore) -> None:
@@ -152,6 +220,19 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
 
 async def _loop(rc: RunContext) -> AsyncIterator[Event]:
     state = rc.state
+    rc.persist()
+    lost = state.call_in_flight
+    if lost is not None:  # the process died while a request was out: billed, never counted
+        state.call_in_flight = None
+        state.cost_unknown_usd += lost.max_cost_usd or 0.0
+        rc.persist()
+        yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
+    await _load_counter(rc)
+    for mw in rc.agent.middleware:
+        verdict = await mw.before_agent(rc)
+        if isinstance(verdict, Stop):
+            rc.stop(Halt(verdict.status, verdict.reason))
+            return
     while rc.halt is None:
         pending = pending_tool_calls(state)
         if pending:
@@ -167,8 +248,6 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
-    await _after_agent(rc)
-    yield _done(rc)
 
 
 def _finish(rc: RunContext, last: AssistantMessage) -> Halt:
@@ -193,7 +272,15 @@ def _done(rc: RunContext) -> Done:
     state, halt = rc.state, rc.halt
     assert halt is not None
     state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
-    rc.persist()
+    for attempt in (1, 2):  # once more: a passing fault of the store should not leave `running`
+        try:
+            rc.persist()
+            break
+        except Exception as exc:
+            _log.error("run %s: the final state could not be saved", state.run_id, exc_info=exc)
+            if attempt == 2:  # the store itself is what failed: say so, still end the stream
+                state.status, state.interruption = "failed", None
+                state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {exc})"
     return Done(state.run_id, state.result())
 
 

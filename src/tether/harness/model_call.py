@@ -18,7 +18,10 @@ from tether.harness.limits import CallPlan, Halt, plan_call
 from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
+from tether.harness.state import CallInFlight
+from tether.messages import clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
+from tether.usage import Usage
 
 __all__ = ["ask_model"]
 
@@ -41,6 +44,8 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             rc.stop(plan)
             return
         turn.attempt += 1
+        in_flight = _send_intent(rc, plan)
+        streamed: list[str] = []  # what this attempt streamed, counted if its reply is lost
         try:
             response = None
             async for item in pump(_caller(rc, plan), rc.signal):
@@ -48,15 +53,19 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
                     response = item.value
                 else:
                     turn.emitted = True
+                    streamed.append(item.text)
                     yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
         except RunCancelled as exc:
+            _count_abandoned(rc, in_flight, streamed, sent=True)
             rc.stop(Halt.cancelled(exc.reason))
             return
         except ProviderError as exc:
+            _count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
         if isinstance(response, Stop):
+            rc.state.call_in_flight = None  # a policy answered before anything was sent
             rc.stop(Halt(response.status, response.reason))
             return
         assert response is not None
@@ -104,11 +113,38 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         rc.stop(Halt.cancelled(cancelled.reason))
 
 
+def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
+    """Save what is about to be asked before asking: a request the process dies during is billed
+    by the provider, and a resume counts its worst case as spent-unknown (see the loop)."""
+    prompt = plan.prompt_estimate or rc.prompt_estimate()
+    price = rc.price
+    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=plan.max_tokens)) if price else None
+    rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=plan.max_tokens,
+                                           max_cost_usd=worst)
+    rc.persist()
+    return rc.state.call_in_flight
+
+
+def _count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
+    """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
+    what it consumed: count its prompt and what it streamed, marked estimated."""
+    state = rc.state
+    state.call_in_flight = None
+    if not sent:
+        return
+    usage = Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=rc.count("".join(streamed)),
+                  estimated=True)
+    state.usage = state.usage + usage
+    if rc.price is not None:
+        state.cost_usd += rc.price.cost(usage)
+
+
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     state = rc.state
-    message = response.message
+    message = clean_message(response.message)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
+    state.call_in_flight = None  # saved with the reply, in one commit
     state.messages.append(message)
     rc.stale_usage = False  # this reply's prompt count describes the history as it is now
     usage = message.usage

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from tether.errors import UserError
 from tether.messages import (
@@ -32,6 +32,8 @@ from tether.status import (
 from tether.usage import Usage
 
 __all__ = [
+    "CallInFlight",
+    "Intent",
     "RunState",
     "Step",
     "ToolStats",
@@ -61,6 +63,30 @@ class ToolStats(BaseModel):
     total_ms: float = 0.0
 
 
+class Intent(BaseModel):
+    """A side-effecting call that started: saved before it runs, removed when its result is.
+
+    Found on resume without a result, it means the outcome is unknown (law 3)."""
+
+    key: str  # the idempotency key, ``run_id:call_id``
+    # A process the call started (a shell command) and what identifies that very process (its
+    # start time), so a later pid reuse is not mistaken for it.
+    pid: int | None = None
+    process: str | None = None
+    # A person saw the outcome-unknown stop and approved running the call again.
+    rerun: bool = False
+
+
+class CallInFlight(BaseModel):
+    """A model request about to be sent: saved first, so a request the process dies during is
+    counted (the provider bills it) even though its reply never arrives."""
+
+    model: str
+    prompt_tokens: int  # estimated
+    max_tokens: int
+    max_cost_usd: float | None  # its worst case; None when the price is unknown
+
+
 class RunState(BaseModel):
     """Everything a run is. Save it, kill the process, load it, and the run goes on."""
 
@@ -77,8 +103,13 @@ class RunState(BaseModel):
     approved: dict[str, str] = Field(default_factory=dict)
     # call id → the reason a person gave for declining ("" when none was given).
     rejected: dict[str, str] = Field(default_factory=dict)
-    # call id → idempotency key, for side-effecting calls that started and have no result yet.
-    intents: dict[str, str] = Field(default_factory=dict)
+    # call id → intent, for side-effecting calls that started and have no result yet.
+    intents: dict[str, Intent] = Field(default_factory=dict)
+    # The model request being made, if any (cleared when its reply or failure is recorded).
+    call_in_flight: CallInFlight | None = None
+    # Charges tether could not count exactly: the worst case of requests that were in flight when
+    # the process died. Counted against the budget with ``cost_usd``.
+    cost_unknown_usd: float = 0.0
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
@@ -88,6 +119,14 @@ class RunState(BaseModel):
 
     # Turns already in a session's history when this run started: they are not this run's.
     history_turns: int = 0
+
+    @field_validator("intents", mode="before")
+    @classmethod
+    def _old_intents(cls, value: Any) -> Any:
+        """Runs saved before intents carried processes stored the key alone."""
+        if isinstance(value, dict):
+            return {k: {"key": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -112,6 +151,7 @@ class RunState(BaseModel):
             turns=self.turns,
             usage=self.usage,
             cost_usd=self.cost_usd,
+            cost_unknown_usd=self.cost_unknown_usd,
             tool_stats={name: stats.model_dump() for name, stats in self.tool_stats.items()},
         )
 
@@ -153,10 +193,16 @@ def _decision_target(state: RunState, call_id: str | None) -> str:
 
 
 def approve(state: RunState, call_id: str | None = None) -> None:
-    """Approve the call the run stopped for (or ``call_id``), bound to its current arguments."""
+    """Approve the call the run stopped for (or ``call_id``), bound to its current arguments.
+
+    For a call whose outcome is unknown (it started before a crash and left no result), approving
+    means "run it again"; tether still refuses while the process it started is alive."""
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
     state.rejected.pop(target.id, None)
+    intent = state.intents.get(target.id)
+    if intent is not None:
+        intent.rerun = True
 
 
 def reject(state: RunState, reason: str | None = None, call_id: str | None = None) -> None:

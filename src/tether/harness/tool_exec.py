@@ -8,7 +8,6 @@ without a result after a crash (outcome unknown), and cancellation. Each is a st
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,8 +19,18 @@ from tether.harness.context import RunContext
 from tether.harness.limits import Halt
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
-from tether.harness.state import ToolStats, args_hash
-from tether.messages import TextPart, ToolCallPart, ToolMessage, ToolResultStatus, canonical_arguments
+from tether.harness.state import Intent, ToolStats, args_hash
+from tether.messages import (
+    NOT_JSON,
+    ImagePart,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultStatus,
+    canonical_arguments,
+    clean_text,
+    parse_arguments,
+)
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tools.base import ToolContext, ToolInputError, ToolResult, validate_arguments
 
@@ -29,10 +38,8 @@ __all__ = ["run_pending"]
 
 
 def _args_value(arguments: str) -> Any:
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments
+    value = parse_arguments(arguments)
+    return arguments if value is NOT_JSON else value
 
 
 def _record(
@@ -41,11 +48,11 @@ def _record(
 ) -> ToolResultEvent:
     """Append the call's one result, update statistics, persist, and describe it as an event."""
     if isinstance(text_or_result, ToolResult):
-        parts = text_or_result.parts()
+        parts = tuple(_clean(p) for p in text_or_result.parts())
         if text_or_result.is_error and status == "ok":
             status = "error"
     else:
-        parts = (TextPart(text=text_or_result),)
+        parts = (TextPart(text=clean_text(text_or_result)),)
     message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status,
                           cached_from=cached_from)
     state = rc.state
@@ -63,7 +70,21 @@ def _record(
                            status=status)
 
 
-def _rejection_text(name: str, reason: str) -> str:
+def _clean(part: TextPart | ImagePart) -> TextPart | ImagePart:
+    if isinstance(part, TextPart):
+        text = clean_text(part.text)
+        return part if text is part.text else TextPart(text=text)
+    return part
+
+
+def _rejection_text(name: str, reason: str, outcome_unknown: bool) -> str:
+    if outcome_unknown:
+        # The call did start: "it was not run" would be false. The person's words are the record.
+        text = (f"This call to {name} started before tether's process stopped and left no result, so "
+                "tether could not tell whether it took effect. A person checked and decided not to run "
+                "it again.")
+        return (f"{text} What they found: {reason}" if reason
+                else f"{text} They gave no account of what happened: do not assume it succeeded.")
     text = f"The user declined this call to {name}; it was not run."
     return f"{text} Reason: {reason}" if reason else text
 
@@ -80,7 +101,8 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
 async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
     state, tool = rc.state, rc.tools.get(call.name)
     if call.id in state.rejected:
-        yield _record(rc, call, _rejection_text(call.name, state.rejected[call.id]), "rejected")
+        text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
+        yield _record(rc, call, text, "rejected")
         return
     if tool is None:
         known = ", ".join(sorted(rc.tools)) or "none"
@@ -112,27 +134,66 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
 
 
 def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
-    """Approval and crash checks before a call runs; records the intent when it may run."""
+    """Approval and crash checks before a call runs; records the intent when it may run.
+
+    An intent without a result means the call started and the process died (law 3): the run stops
+    for a person whatever was approved before, and a rerun the person approved waits while the
+    process the first attempt started is still alive."""
     state = rc.state
     approved = state.approved.get(call.id) == args_hash(call.arguments)
+    intent = state.intents.get(call.id)
+    if intent is not None and not (intent.rerun and approved):
+        return _outcome_unknown(rc, call, intent)
+    if intent is not None and _still_running(intent):
+        return Halt("interrupted", f"{call.name} from before the crash is still running as process "
+                    f"{intent.pid}; a second copy will not be started while it lives. Resume when it has "
+                    "exited (`tether resume RUN_ID --wait`), or stop it (`--kill`), or reject with what "
+                    "happened", _outcome_interruption(rc, call, intent))
     if getattr(tool, "needs_approval", False) and not approved:
         return Halt("interrupted", f"{call.name} needs approval",
                     ApprovalInterruption(call_id=call.id, tool_name=call.name,
                                          args=_args_value(call.arguments)))
     if tool.read_only or getattr(tool, "idempotent", False):
         return None
-    key = f"{state.run_id}:{call.id}"
-    if call.id in state.intents and not approved:
-        return Halt(
-            "interrupted",
-            f"outcome unknown: {call.name} started before the process stopped and left no "
-            "result; approve to run it again or reject with what happened",
-            OutcomeUnknownInterruption(call_id=call.id, tool_name=call.name,
-                                       args=_args_value(call.arguments), idempotency_key=key),
-        )
-    state.intents[call.id] = key
+    state.intents[call.id] = Intent(key=f"{state.run_id}:{call.id}")
     rc.persist()  # the intent is on disk before the side effect can happen
     return None
+
+
+def _outcome_interruption(rc: RunContext, call: ToolCallPart, intent: Intent) -> OutcomeUnknownInterruption:
+    return OutcomeUnknownInterruption(call_id=call.id, tool_name=call.name, args=_args_value(call.arguments),
+                                      idempotency_key=intent.key, pid=intent.pid,
+                                      still_running=_still_running(intent))
+
+
+def _outcome_unknown(rc: RunContext, call: ToolCallPart, intent: Intent) -> Halt:
+    running = (f" Its process {intent.pid} is still running: wait for it (`tether resume RUN_ID --wait`) or "
+               "stop it (`--kill`) before deciding." if _still_running(intent) else "")
+    return Halt("interrupted", f"outcome unknown: {call.name} started before the process stopped and left "
+                f"no result.{running} Approve to run it again, or reject with what happened",
+                _outcome_interruption(rc, call, intent))
+
+
+def _still_running(intent: Intent) -> bool:
+    if intent.pid is None:
+        return False
+    from tether.processes import process_alive
+
+    return process_alive(intent.pid, intent.process)
+
+
+def _on_process(rc: RunContext, call_id: str) -> Any:
+    """What a tool calls with the pid of a process it started: saved with the intent at once."""
+    def record(pid: int) -> None:
+        intent = rc.state.intents.get(call_id)
+        if intent is None:
+            return
+        from tether.processes import process_identity
+
+        intent.pid, intent.process = pid, process_identity(pid)
+        rc.persist()
+
+    return record
 
 
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
@@ -145,7 +206,8 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     async def work(emit: Any) -> ToolResult | str | Stop:
         ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
                           idempotency_key=key, state=state,
-                          on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)))
+                          on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
+                          on_process=_on_process(rc, call.id))
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)
@@ -153,22 +215,30 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
 
         return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
 
+    # Only the tool's own work is inside the try: a failure to record its result (the store) is
+    # not the tool's failure, and must not give the call a second result.
+    value: ToolResult | str | Stop | Exception
     try:
         async for item in pump(work, rc.signal):
             if isinstance(item, Finished):
-                ms = (time.perf_counter() - started) * 1000
                 value = item.value
-                if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
-                    yield _record(rc, call, f"Not run: {value.reason}", "error", ms)
-                    rc.stop(Halt(value.status, value.reason))
-                else:
-                    yield _record(rc, call, value, "ok", ms)
-            else:
-                yield item
+                break
+            yield item
     except RunCancelled as exc:
         rc.stop(Halt.cancelled(exc.reason))
+        return
     except Exception as exc:
-        ms = (time.perf_counter() - started) * 1000
-        yield _record(rc, call, rc.agent.tool_error_text(call.name, exc), "error", ms)
+        value = exc
+    ms = (time.perf_counter() - started) * 1000
+    if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
+        yield _record(rc, call, f"Not run: {value.reason}", "error", ms)
+        rc.stop(Halt(value.status, value.reason))
+    elif isinstance(value, Exception):
+        yield _record(rc, call, rc.agent.tool_error_text(call.name, value), "error", ms)
         if rc.agent.tool_errors_are_fatal:
-            rc.stop(Halt("failed", f"tool {call.name} failed: {exc}"))
+            rc.stop(Halt("failed", f"tool {call.name} failed: {value}"))
+    elif not isinstance(value, str | ToolResult):
+        yield _record(rc, call, f"Error: the tool {call.name} returned {type(value).__name__}, not text or a "
+                      "ToolResult; this is a bug in the tool, not in your arguments.", "error", ms)
+    else:
+        yield _record(rc, call, value, "ok", ms)

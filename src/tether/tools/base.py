@@ -67,6 +67,9 @@ class ToolContext:
     idempotency_key: str | None = None
     state: Any = None  # the RunState, for reading
     on_progress: Callable[[str], None] | None = field(default=None, repr=False)
+    # A tool that starts a process which could outlive tether reports its pid here as soon as it
+    # exists; the harness saves it with the call's intent (see tether.processes).
+    on_process: Callable[[int], None] | None = field(default=None, repr=False)
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""
@@ -91,6 +94,16 @@ def _schema_hint(schema: dict[str, Any]) -> str:
 
 def validate_arguments(tool: Any, arguments: str) -> dict[str, Any]:
     """Parse and check a call's JSON arguments; raise :class:`ToolInputError` saying what to fix."""
+    try:
+        return _validate(tool, arguments)
+    except RecursionError as exc:  # hostile output: JSON nested thousands of levels deep
+        raise ToolInputError(
+            f"The arguments for {tool.name} are nested too deeply to read. Send one flat JSON object "
+            f"matching this schema: {_schema_hint(tool.input_schema)}"
+        ) from exc
+
+
+def _validate(tool: Any, arguments: str) -> dict[str, Any]:
     try:
         value = json.loads(arguments) if arguments.strip() else {}
     except json.JSONDecodeError as exc:
