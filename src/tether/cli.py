@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     decision = rs.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the waiting call")
     decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
+    running = rs.add_mutually_exclusive_group()
+    running.add_argument("--wait", action="store_true",
+                         help="first wait until a command left running by a crashed run has exited")
+    running.add_argument("--kill", action="store_true",
+                         help="first stop a command left running by a crashed run (and all it started)")
     limits(rs)
 
     ch = sub.add_parser("chat", help="an interactive chat in the terminal, kept in a session")
@@ -189,12 +194,43 @@ def cmd_resume(args: argparse.Namespace) -> int:
     state = _store(settings).load(args.run_id)
     if state.status in ("completed", "failed"):
         raise _user_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    _settle_left_running(state, args)
     if args.approve:
         approve(state)
     elif args.reject is not None:
         reject(state, args.reject)
     _apply_limits(state, args)
     return _run_or_ask(state, None, args, settings)
+
+
+def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
+    """--kill / --wait: deal with a command a crashed run left running before deciding about it."""
+    import asyncio
+    import signal as os_signal
+
+    from tether.cancel import CancelSignal
+    from tether.harness.state import kill_waiting_process, wait_for_waiting_process, waiting_process
+
+    left = waiting_process(state)
+    if args.kill:
+        pid = kill_waiting_process(state)
+        print(f"stopped process {pid} and everything it started" if pid else "no command was left running",
+              file=sys.stderr)
+    elif args.wait and left is not None:
+        print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
+
+        async def wait() -> None:
+            cancel = CancelSignal()
+            asyncio.get_running_loop().add_signal_handler(os_signal.SIGINT, cancel.cancel, "Ctrl-C")
+            await wait_for_waiting_process(state, cancel)
+
+        from tether.errors import RunCancelled
+
+        try:
+            asyncio.run(wait())
+        except RunCancelled:
+            raise _user_error(f"stopped waiting; process {left.pid} is still running. Resume again later, "
+                              "or with --kill to stop it") from None
 
 
 def _execute(state: RunState, prompt: str | None, args: argparse.Namespace, settings: Settings) -> int:
@@ -288,8 +324,12 @@ class _Printer:
             f"[{r.status}] {r.reason or ''} | turns {r.turns} | tokens {r.usage.total_tokens} | "
             f"${r.cost_usd:.6f} | {r.run_id}"
         )
+        if r.cost_unknown_usd:
+            self._err(f"   plus up to ${r.cost_unknown_usd:.6f} for requests lost when a process died")
         if r.status == "interrupted" and r.interruption is not None and r.interruption.type != "cancelled":
             self._err(f"   tether resume {r.run_id} --approve   |   tether resume {r.run_id} --reject REASON")
+            if getattr(r.interruption, "still_running", False):
+                self._err(f"   (its command is still running: add --wait to wait for it, or --kill to stop it)")
         elif r.status in ("max_turns_exceeded", "budget_exceeded"):
             self._err(f"   tether resume {r.run_id} --max-turns N / --max-budget USD to continue")
 

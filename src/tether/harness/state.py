@@ -39,6 +39,9 @@ __all__ = [
     "ToolStats",
     "approve",
     "args_hash",
+    "kill_waiting_process",
+    "wait_for_waiting_process",
+    "waiting_process",
     "new_run_id",
     "pending_tool_calls",
     "reject",
@@ -235,3 +238,33 @@ def steps(messages: Sequence[Message]) -> list[Step]:
     if current is not None:
         out.append(Step(len(out), current, tuple(results)))
     return out
+
+
+def waiting_process(state: RunState) -> Intent | None:
+    """The intent of the call the run stopped for, when that call started a process that is still
+    alive (a shell command from before a crash); None otherwise."""
+    from tether.processes import process_alive
+
+    waiting = state.interruption
+    intent = state.intents.get(waiting.call_id) if isinstance(waiting, OutcomeUnknownInterruption) else None
+    if intent is None or intent.pid is None or not process_alive(intent.pid, intent.process):
+        return None
+    return intent
+
+
+def kill_waiting_process(state: RunState) -> int | None:
+    """Stop the process (and everything it started) that the waiting call left running; return
+    its pid, or None when there was none."""
+    from tether.processes import kill_process_tree
+
+    intent = waiting_process(state)
+    if intent is None or intent.pid is None:
+        return None
+    return intent.pid if kill_process_tree(intent.pid, intent.process) else None
+
+
+async def wait_for_waiting_process(state: RunState, signal: Any, poll_s: float = 0.2) -> None:
+    """Wait until the process the waiting call left running has exited (``signal`` may stop the
+    wait: a :class:`~tether.cancel.CancelSignal`)."""
+    while waiting_process(state) is not None:
+        await signal.sleep(poll_s)

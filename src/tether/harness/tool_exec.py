@@ -146,8 +146,8 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
         return _outcome_unknown(rc, call, intent)
     if intent is not None and _still_running(intent):
         return Halt("interrupted", f"{call.name} from before the crash is still running as process "
-                    f"{intent.pid}; a second copy will not be started while it lives. Resume when it has "
-                    "exited (`tether resume RUN_ID --wait`), or stop it (`--kill`), or reject with what "
+                    f"{intent.pid}; a second copy will not be started while it lives. Wait for it "
+                    f"(`tether resume {state.run_id} --wait`), stop it (`--kill`), or reject with what "
                     "happened", _outcome_interruption(rc, call, intent))
     if getattr(tool, "needs_approval", False) and not approved:
         return Halt("interrupted", f"{call.name} needs approval",
@@ -167,8 +167,8 @@ def _outcome_interruption(rc: RunContext, call: ToolCallPart, intent: Intent) ->
 
 
 def _outcome_unknown(rc: RunContext, call: ToolCallPart, intent: Intent) -> Halt:
-    running = (f" Its process {intent.pid} is still running: wait for it (`tether resume RUN_ID --wait`) or "
-               "stop it (`--kill`) before deciding." if _still_running(intent) else "")
+    running = (f" Its process {intent.pid} is still running: wait for it (`tether resume {rc.state.run_id} "
+               "--wait`) or stop it (`--kill`) before deciding." if _still_running(intent) else "")
     return Halt("interrupted", f"outcome unknown: {call.name} started before the process stopped and left "
                 f"no result.{running} Approve to run it again, or reject with what happened",
                 _outcome_interruption(rc, call, intent))
