@@ -329,7 +329,7 @@ class _Printer:
         if r.status == "interrupted" and r.interruption is not None and r.interruption.type != "cancelled":
             self._err(f"   tether resume {r.run_id} --approve   |   tether resume {r.run_id} --reject REASON")
             if getattr(r.interruption, "still_running", False):
-                self._err(f"   (its command is still running: add --wait to wait for it, or --kill to stop it)")
+                self._err("   (its command is still running: add --wait to wait for it, or --kill to stop it)")
         elif r.status in ("max_turns_exceeded", "budget_exceeded"):
             self._err(f"   tether resume {r.run_id} --max-turns N / --max-budget USD to continue")
 

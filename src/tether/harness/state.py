@@ -40,12 +40,12 @@ __all__ = [
     "approve",
     "args_hash",
     "kill_waiting_process",
-    "wait_for_waiting_process",
-    "waiting_process",
     "new_run_id",
     "pending_tool_calls",
     "reject",
     "steps",
+    "wait_for_waiting_process",
+    "waiting_process",
 ]
 
 
