@@ -1,14 +1,23 @@
 """Built-in file tools, confined to the run's working directory.
 
-``..``, absolute paths and symlinks that lead outside the working directory are refused with a
-message that says why. The messages are written for the model: they say what to do next.
+``..`` above the working directory, absolute paths elsewhere and symbolic links that lead outside
+(or loop) are refused with a message that says why; the messages are written for the model: they
+say what to do next. Every path is resolved and opened in one step beneath a descriptor held on the
+working directory (see :mod:`tether.tools._confine`), so a link swapped in while a tool works cannot
+lead it outside either. Links that stay inside are followed; listings do not descend into linked
+directories.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from tether.tools._confine import FILE_FLAGS, Glob, Location, Walk, Workspace, entries, kind_of, replace_file
 from tether.tools.base import FunctionTool, ToolContext, ToolError, tool
 
 __all__ = [
@@ -25,39 +34,66 @@ __all__ = [
 ]
 
 _IGNORED = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".tox"})
-READ_CAP_BYTES = 100_000
+READ_CAP_BYTES = 100_000  # characters, despite the name: the cap on what read_file returns
+_CHUNK = 256 * 1024
+_RAW_CAP = 4 * READ_CAP_BYTES + 8  # bytes that always decode to more than READ_CAP_BYTES characters
+_COUNT_CAP = 64 * 1024 * 1024  # bytes read past a range to count the file's lines; past it, no total
+_SEARCH_CAP = 2_000_000  # bytes of each file that search_files reads
+_LINKS_NOTED = 5
 
 
-def _check_glob(pattern: str) -> None:
+def _check_glob(pattern: str) -> Glob:
     if pattern.startswith(("/", "\\")) or ".." in Path(pattern).parts:
         raise ToolError(f"refused: the pattern {pattern!r} reaches outside the working directory; "
                         "use a pattern relative to it, without '..'.")
-
-
-def _inside(root: Path, p: Path) -> bool:
-    try:
-        resolved = p.resolve()
-    except (RuntimeError, OSError):
-        return False
-    return resolved == root or root in resolved.parents
+    if "\x00" in pattern:
+        raise ToolError("refused: the pattern contains a NUL byte")
+    return Glob(pattern)
 
 
 def resolve_inside(cwd: Path, path: str) -> Path:
-    """``path`` resolved under ``cwd``; a :class:`ToolError` if it leads anywhere else."""
-    root = cwd.resolve()
-    if "\x00" in path:
-        raise ToolError("refused: the path contains a NUL byte")
-    candidate = Path(path)
+    """``path`` resolved under ``cwd``; a :class:`ToolError` if it leads anywhere else.
+
+    For messages and display only: the answer can be stale by the time it is used, so never open
+    the returned path. The file tools resolve and open in one step beneath a descriptor instead.
+    """
+    with Workspace(cwd) as ws, ws.walk(path, missing_ok=True) as walk:
+        return ws.root / walk.rel if walk.rel != "." else ws.root
+
+
+def _utf8(text: str, what: str) -> bytes:
     try:
-        target = (candidate if candidate.is_absolute() else root / candidate).resolve()
-    except (RuntimeError, OSError) as exc:  # a symlink loop, a name too long
-        raise ToolError(f"refused: {path!r} cannot be resolved ({exc}); it may be a symlink loop.") from exc
-    if target != root and root not in target.parents:
-        raise ToolError(
-            f"refused: {path!r} is outside the working directory {root}. Only paths inside it "
-            "can be used; this cannot be fixed by retrying. Call list_files to see what exists."
-        )
-    return target
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(f"{what} holds {text[exc.start]!r} at position {exc.start}, which cannot be written as "
+                        "UTF-8 (a lone surrogate); remove it and call again.") from exc
+
+
+def _link_note(skipped: list[str]) -> str:
+    shown = ", ".join(skipped[:_LINKS_NOTED]) + (" and more" if len(skipped) > _LINKS_NOTED else "")
+    return (f"(not entered: {shown}: symbolic links to directories are not followed here; use the path "
+            "of the directory they point to)")
+
+
+def _link_target(ws: Workspace, loc: Location) -> tuple[str, os.stat_result] | None:
+    """Where the link ``loc`` leads, if inside the working directory: its path and ``lstat``."""
+    with Walk(ws, loc.rel, list(loc.stack), list(loc.names)) as walk:
+        try:
+            walk.run((loc.name,))
+        except ToolError:  # leads outside, or loops: not listed, as if it were not there
+            return None
+        if walk.name is None:
+            return walk.rel, os.fstat(walk.dir_fd)
+        return (walk.rel, walk.stat) if walk.stat is not None else None
+
+
+def _linked_directory(ws: Workspace, loc: Location) -> str | None:
+    """``"link -> target"`` when ``loc`` is a link to a directory inside that the glob could have
+    reached beneath, for the note that says it was not entered."""
+    if not loc.descends:
+        return None
+    found = _link_target(ws, loc)
+    return f"{loc.rel} -> {found[0]}" if found is not None and stat.S_ISDIR(found[1].st_mode) else None
 
 
 @tool(read_only=True)
@@ -66,18 +102,135 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
 
     `pattern` is a glob relative to the working directory (default: every file).
     """
-    _check_glob(pattern)
-    root = ctx.cwd.resolve()
+    glob = _check_glob(pattern)
     rows: list[str] = []
-    for p in sorted(root.glob(pattern)):
-        rel = p.relative_to(root)
-        if any(part in _IGNORED for part in rel.parts) or not _inside(root, p) or not p.is_file():
-            continue
-        rows.append(f"{rel.as_posix()}\t{p.stat().st_size} bytes")
-        if len(rows) >= 1000:
-            rows.append("(stopped at 1000 entries: narrow the pattern to see more)")
-            break
+    skipped: list[str] = []
+    with Workspace(ctx.cwd) as ws:
+        for loc in entries(ws, glob, _IGNORED):
+            if loc.kind == "file":
+                try:
+                    size = os.stat(loc.name, dir_fd=loc.stack[-1], follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                rows.append(f"{loc.rel}\t{size} bytes")
+            else:
+                found = _link_target(ws, loc)
+                if found is not None and stat.S_ISDIR(found[1].st_mode) and loc.descends:
+                    skipped.append(f"{loc.rel} -> {found[0]}")
+                elif found is not None and stat.S_ISREG(found[1].st_mode) and loc.matches:
+                    rows.append(f"{loc.rel}\t{found[1].st_size} bytes (symbolic link to {_readlink(loc)})")
+            if len(rows) >= 1000:
+                rows.append("(stopped at 1000 entries: narrow the pattern to see more)")
+                break
+    if skipped:
+        rows.append(_link_note(skipped))
     return "\n".join(rows) if rows else f"no files match {pattern!r}"
+
+
+def _readlink(loc: Location) -> str:
+    try:
+        return os.readlink(loc.name, dir_fd=loc.stack[-1])
+    except OSError:
+        return "?"
+
+
+@dataclass(slots=True)
+class _Range:
+    lines: list[bytes]
+    cut: bool = False  # stopped inside the range at the byte cap
+    total: int | None = None  # lines in the file, when counting them was cheap
+    more: bool = False  # lines exist after the range
+
+
+def _skip_lines(f: BinaryIO, count: int) -> tuple[bytes, int]:
+    """Read past ``count`` lines; the bytes already read after them, and how many lines there were
+    (fewer than ``count`` when the file ends first)."""
+    seen = 0
+    last = b""
+    while seen < count:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return b"", seen + (1 if last and not last.endswith(b"\n") else 0)
+        newlines = chunk.count(b"\n")
+        if seen + newlines >= count:
+            pos = -1
+            for _ in range(count - seen):
+                pos = chunk.index(b"\n", pos + 1)
+            return chunk[pos + 1 :], count
+        seen, last = seen + newlines, chunk
+    return b"", seen
+
+
+def _take_lines(f: BinaryIO, buf: bytes, count: int) -> tuple[list[bytes], bytes, bool, bool]:
+    """Up to ``count`` lines from ``buf`` and then ``f``, at most ``_RAW_CAP`` bytes in all:
+    the lines, the bytes read after them, whether the cap cut the range, whether the file ended."""
+    lines: list[bytes] = []
+    size = pos = 0
+    while len(lines) < count:
+        end = buf.find(b"\n", pos)
+        if end >= 0:
+            lines.append(buf[pos:end])
+            size += end + 1 - pos
+            pos = end + 1
+            if size > _RAW_CAP:
+                return lines, buf[pos:], True, False
+            continue
+        if size + len(buf) - pos > _RAW_CAP:
+            lines.append(buf[pos : pos + _RAW_CAP - size + 1])
+            return lines, b"", True, False
+        chunk = f.read(_CHUNK)
+        buf, pos = buf[pos:] + chunk, 0
+        if not chunk:
+            if buf:
+                lines.append(buf)
+            return lines, b"", False, True
+    return lines, buf[pos:], False, False
+
+
+def _count_lines(f: BinaryIO, rest: bytes, ended: bool) -> int | None:
+    """The lines in ``rest`` and what is left of ``f``; None past ``_COUNT_CAP`` bytes."""
+    newlines, read, last = rest.count(b"\n"), len(rest), rest
+    while not ended:
+        if read > _COUNT_CAP:
+            return None
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        newlines, read, last = newlines + chunk.count(b"\n"), read + len(chunk), chunk
+    return newlines + (1 if last and not last.endswith(b"\n") else 0)
+
+
+def _read_range(f: BinaryIO, first: int, count: int) -> _Range:
+    """Lines ``first`` (0-based) to ``first + count``, streamed: memory stays near ``_RAW_CAP``
+    whatever the size of the file."""
+    buf, skipped = _skip_lines(f, first)
+    if skipped < first:
+        return _Range([], total=skipped)
+    lines, rest, cut, ended = _take_lines(f, buf, count)
+    if cut:
+        return _Range(lines, cut=True, more=True)
+    remaining = _count_lines(f, rest, ended)
+    total = None if remaining is None else first + len(lines) + remaining
+    return _Range(lines, total=total, more=remaining != 0)
+
+
+def _range_text(path: str, start_line: int, first: int, found: _Range, size: int) -> str:
+    if not found.lines and first > 0:
+        return (f"[{path} has {found.total} lines; start_line={start_line} is past the end. Call read_file "
+                "with a smaller start_line.]")
+    raw = b"\n".join(line[:-1] if line.endswith(b"\r") else line for line in found.lines)
+    text = raw.decode("utf-8", errors="replace")
+    if len(text) > READ_CAP_BYTES:
+        text = text[:READ_CAP_BYTES]
+        shown = text.count("\n") + 1
+        note = f"[cut at {READ_CAP_BYTES} characters; call read_file with start_line={first + shown} to read further]"
+    elif found.more:
+        last = first + len(found.lines)
+        of = f" of {found.total}" if found.total is not None else f" of a {size:,}-byte file"
+        note = f"[lines {first + 1}-{last}{of}; call read_file with start_line={last + 1} to read further]"
+    else:
+        return text
+    return f"{text}\n{note}"
 
 
 @tool(read_only=True)
@@ -86,110 +239,143 @@ def read_file(ctx: ToolContext, path: str, start_line: int = 1, max_lines: int =
 
     `start_line` (1-based) and `max_lines` select a range of lines for large files.
     """
-    target = resolve_inside(ctx.cwd, path)
-    if not target.exists():
-        raise ToolError(f"no such file: {path}. Call list_files to see what exists.")
-    if target.is_dir():
-        raise ToolError(f"{path} is a directory. Call list_files with a pattern to see inside it.")
-    data = target.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise ToolError(f"{path} is a binary file ({len(data)} bytes); read_file only reads text.")
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    first = max(start_line, 1) - 1
-    chosen = lines[first : first + max(max_lines, 1)]
-    text = "\n".join(chosen)
-    notes: list[str] = []
-    if len(text) > READ_CAP_BYTES:
-        text = text[:READ_CAP_BYTES]
-        shown = text.count("\n") + 1
-        notes.append(
-            f"[cut at {READ_CAP_BYTES} characters; call read_file with start_line={first + shown} "
-            "to read further]"
-        )
-    elif first + len(chosen) < len(lines):
-        notes.append(
-            f"[lines {first + 1}-{first + len(chosen)} of {len(lines)}; call read_file with "
-            f"start_line={first + len(chosen) + 1} to read further]"
-        )
-    return "\n".join([text, *notes]) if notes else text
+    with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
+        fd, st = walk.open_last("read_file only reads")
+    with os.fdopen(fd, "rb") as f:
+        head = os.pread(fd, 8192, 0)
+        if b"\x00" in head:
+            raise ToolError(f"{path} is a binary file ({st.st_size} bytes); read_file only reads text.")
+        first = max(start_line, 1) - 1
+        found = _read_range(f, first, max(max_lines, 1))
+    return _range_text(path, start_line, first, found, st.st_size)
+
+
+def _write_target(walk: Walk, path: str) -> int | None:
+    """The mode of the file ``walk`` names (to keep it), None if it does not exist yet."""
+    if walk.name is None or (walk.stat is not None and stat.S_ISDIR(walk.stat.st_mode)):
+        raise ToolError(f"{path} is a directory; give a file path.")
+    if walk.stat is None:
+        return None
+    if not stat.S_ISREG(walk.stat.st_mode):
+        raise ToolError(f"{path} is {kind_of(walk.stat.st_mode)}, not a file; write_file only replaces regular "
+                        "files. Choose another path.")
+    return walk.stat.st_mode
 
 
 @tool
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the working directory with `content`."""
-    target = resolve_inside(ctx.cwd, path)
-    if target.is_dir():
-        raise ToolError(f"{path} is a directory; give a file path.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tether-tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, target)  # a reader never sees half a file
-    return f"wrote {path} ({len(content.encode())} bytes)"
+    data = _utf8(content, "content")
+    with Workspace(ctx.cwd) as ws, ws.walk(path, create_dirs=True) as walk:
+        mode = _write_target(walk, path)
+        assert walk.name is not None
+        replace_file(walk.dir_fd, walk.name, data, mode, shown=path)
+    return f"wrote {path} ({len(data)} bytes)"
+
+
+def _read_text_for_edit(fd: int, path: str) -> str:
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not valid UTF-8 (at byte {exc.start}); edit_file only edits UTF-8 text. Use "
+                        "write_file to replace the whole file.") from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as Path.read_text did: edits match what read_file shows
 
 
 @tool
 def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
     """Replace `old_text` with `new_text` in a file. `old_text` must appear exactly once: include
     enough surrounding lines to make it unique."""
-    target = resolve_inside(ctx.cwd, path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}. Call list_files to see what exists.")
-    text = target.read_text(encoding="utf-8", errors="strict")
-    if not old_text:
-        raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
-    count = text.count(old_text)
-    if count == 0:
-        raise ToolError(f"old_text was not found in {path}. Read the file first and copy the text exactly, "
-                        "including spaces and line breaks.")
-    if count > 1:
-        raise ToolError(f"old_text appears {count} times in {path}; include more surrounding lines so it "
-                        "matches exactly one place.")
-    tmp = target.with_name(f".{target.name}.tether-tmp")
-    tmp.write_text(text.replace(old_text, new_text, 1), encoding="utf-8")
-    os.replace(tmp, target)
+    with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
+        fd, st = walk.open_last("edit_file only edits")
+        text = _read_text_for_edit(fd, path)
+        if not old_text:
+            raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
+        count = text.count(old_text)
+        if count == 0:
+            raise ToolError(f"old_text was not found in {path}. Read the file first and copy the text exactly, "
+                            "including spaces and line breaks.")
+        if count > 1:
+            raise ToolError(f"old_text appears {count} times in {path}; include more surrounding lines so it "
+                            "matches exactly one place.")
+        data = _utf8(text.replace(old_text, new_text, 1), "new_text")
+        assert walk.name is not None
+        replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path)
     return f"edited {path}: replaced 1 occurrence"
+
+
+def _search_one(dir_fd: int, name: str) -> str | None:
+    """The text of the first ``_SEARCH_CAP`` bytes of a regular, non-binary file, else None."""
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:  # gone, or swapped for a link since it was listed
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        data = f.read(_SEARCH_CAP)
+    if b"\x00" in data[:8192]:
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 @tool(read_only=True)
 def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results: int = 100) -> str:
     """Search file contents with a regular expression; returns `path:line: text` for each match."""
-    import re
-
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"not a valid regular expression: {exc}. Escape special characters like ( [ . *"
                         ) from exc
-    _check_glob(glob)
-    root = ctx.cwd.resolve()
+    matcher = _check_glob(glob)
     limit = max(1, min(max_results, 1000))
     hits: list[str] = []
-    for p in sorted(root.glob(glob)):
-        rel = p.relative_to(root)
-        if any(part in _IGNORED for part in rel.parts) or not p.is_file() or p.is_symlink():
-            continue
-        try:
-            data = p.read_bytes()[:2_000_000]
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-            if regex.search(line):
-                hits.append(f"{rel.as_posix()}:{number}: {line[:300]}")
-                if len(hits) >= limit:
-                    return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
-    return "\n".join(hits) if hits else f"no matches for {pattern!r}"
+    skipped: list[str] = []
+    with Workspace(ctx.cwd) as ws:
+        for loc in entries(ws, matcher, _IGNORED):
+            if loc.kind == "link":  # a linked file is searched under its own name; a directory is noted
+                linked = _linked_directory(ws, loc)
+                if linked is not None:
+                    skipped.append(linked)
+                continue
+            text = _search_one(loc.stack[-1], loc.name)
+            if text is None:
+                continue
+            lines = text.split("\n")
+            if text.endswith("\n"):
+                lines.pop()
+            for number, raw in enumerate(lines, start=1):
+                line = raw.removesuffix("\r")
+                if regex.search(line):
+                    hits.append(f"{loc.rel}:{number}: {line[:300]}")
+                    if len(hits) >= limit:
+                        return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
+    notes = [_link_note(skipped)] if skipped else []
+    return "\n".join([*hits, *notes]) if hits else "\n".join([f"no matches for {pattern!r}", *notes])
 
 
 @tool(needs_approval=True)
 def delete_file(ctx: ToolContext, path: str) -> str:
     """Delete a file in the working directory. A person approves each deletion."""
-    target = resolve_inside(ctx.cwd, path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}. Call list_files to see what exists.")
-    os.remove(target)
-    return f"deleted {path}"
+    with Workspace(ctx.cwd) as ws, ws.walk(path, follow_last=False) as walk:
+        if walk.name is None or (walk.stat is not None and stat.S_ISDIR(walk.stat.st_mode)):
+            raise ToolError(f"{path} is a directory; delete_file only deletes files.")
+        if walk.stat is None:
+            raise ToolError(f"no such file: {path}. Call list_files to see what exists.")
+        note = ""
+        if stat.S_ISLNK(walk.stat.st_mode):  # removing a link is harmless, but one leading outside is refused
+            with Walk(ws, path, list(walk.stack), list(walk.names)) as check:
+                check.run((walk.name,), missing_ok=True)
+            target = os.readlink(walk.name, dir_fd=walk.dir_fd)
+            note = f" (a symbolic link to {target}; what it pointed to is untouched)"
+        try:
+            os.unlink(walk.name, dir_fd=walk.dir_fd)  # never follows a link: removes the entry itself
+        except OSError as exc:  # a directory swapped in meanwhile, or no permission
+            raise ToolError(f"cannot delete {path}: {exc.strerror}. delete_file only deletes files.") from None
+    return f"deleted {path}{note}"
 
 
 @tool(read_only=True)
