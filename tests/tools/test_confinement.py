@@ -438,3 +438,12 @@ def test_a_directory_swapped_in_before_the_rename_is_a_message(workspace: Path, 
     with pytest.raises(ToolError, match="could not write notes.txt: Is a directory. Nothing was changed"):
         run_tool(write_file, workspace, path="notes.txt", content="after")
     assert [p.name for p in workspace.iterdir() if "tether-tmp" in p.name] == []
+
+
+def test_without_the_system_calls_the_tools_refuse_instead_of_walking_unsafely(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.tools import _confine
+
+    monkeypatch.setattr(_confine, "SUPPORTED", False)
+    with pytest.raises(ToolError, match="not available on this platform"):
+        run_tool(read_file, workspace, path="notes.txt")

@@ -26,7 +26,8 @@ the first place; hard links, which are the file itself; and mount points, which 
 user can create. Listings never descend into linked directories, so a link cannot make a search loop
 or read a directory twice.
 
-POSIX only (``O_NOFOLLOW``, ``O_DIRECTORY`` and ``*at`` system calls); tether's tools need them.
+POSIX only (``O_NOFOLLOW``, ``O_DIRECTORY`` and ``*at`` system calls): elsewhere the module imports,
+and :class:`Workspace` refuses with a message instead of walking without them.
 """
 
 from __future__ import annotations
@@ -58,9 +59,15 @@ __all__ = [
 
 MAX_LINKS = 40  # as the kernel: more than this many links in one path is a loop
 MAX_PATH_CHARS = 4096
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# getattr: importing must work everywhere (Windows has none of these); Workspace refuses to start
+# where the walk cannot be done safely.
+_O_NOFOLLOW, _O_DIRECTORY = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC, _O_NONBLOCK, _O_NOCTTY = (getattr(os, f, 0) for f in ("O_CLOEXEC", "O_NONBLOCK", "O_NOCTTY"))
+SUPPORTED = bool(_O_NOFOLLOW and _O_DIRECTORY) and {os.open, os.stat, os.mkdir, os.readlink, os.rename,
+                                                       os.unlink} <= os.supports_dir_fd
+DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
 # O_NONBLOCK: opening a FIFO never waits for a writer. Cleared again on regular files.
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK | _O_NOCTTY
 _LINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})  # what O_NOFOLLOW gives a link
 
 _KINDS = {
@@ -110,8 +117,11 @@ class Workspace:
         # Absolute paths and link targets are accepted when they name a place inside: by the real
         # path, or by the path as given (macOS's /var is /private/var).
         self._prefixes = {self.root.parts[1:], PurePosixPath(os.path.abspath(cwd)).parts[1:]}
+        if not SUPPORTED:
+            raise ToolError("the file tools need O_NOFOLLOW and *at system calls (Linux, macOS, BSD) to stay "
+                            "inside the working directory; they are not available on this platform.")
         try:
-            self.fd = os.open(cwd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self.fd = os.open(cwd, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
         except OSError as exc:
             raise ToolError(f"the working directory {cwd} cannot be opened: {exc.strerror}. The file tools "
                             "cannot work until it exists; tell the user.") from None
@@ -389,7 +399,7 @@ def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None, *
     A failure (disk full, no permission, a directory put there meanwhile) is a :class:`ToolError`
     naming ``shown``, and leaves the old file as it was.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
     for _ in range(100):
         tmp = f".{name[:80]}.{secrets.token_hex(8)}.tether-tmp"
         try:
