@@ -1,38 +1,124 @@
 """Token counting (exact, BPE) and estimation (fast, no tokenizer).
 
 The exact counter uses the o200k_base encoding shipped inside the ``bpe-openai`` package, so it
-works offline on a fresh machine; it is imported on first use because loading it costs ~100 ms.
-The estimate weights CJK characters separately: ~1.5 tokens each, ~0.25 for other characters.
+works offline on a fresh machine. Loading it takes from ~0.1 s to a few seconds on a slow disk:
+:func:`load_counter` does it in a worker thread, so a run can load it at its start without holding
+up the event loop (a Stop during the load is heard at once). The estimate weights CJK characters
+separately: ~1.5 tokens each, ~0.25 for other characters.
+
+Counting never raises: a text the tokenizer refuses or cannot handle is estimated instead.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import functools
-from collections.abc import Callable
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-__all__ = ["count_tokens", "counter_for", "encoding", "estimate_tokens"]
+__all__ = ["count_tokens", "counter_for", "encoding", "estimate_tokens", "load_counter", "preload"]
 
 
 class _Encoding(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+_load_lock = threading.Lock()
+
 
 @functools.cache
-def encoding(name: str = "o200k_base") -> _Encoding:
-    """The named BPE encoding, loaded once from the files the package ships."""
+def _load(name: str) -> _Encoding:
     import bpe_openai  # type: ignore[import-untyped]
 
     enc: Any = bpe_openai.get_encoding(name)
     return enc  # type: ignore[no-any-return]
 
 
-@functools.lru_cache(maxsize=65536)
+def encoding(name: str = "o200k_base") -> _Encoding:
+    """The named BPE encoding, loaded once from the files the package ships (thread-safe: a second
+    caller waits for the first load instead of loading it again)."""
+    with _load_lock:
+        return _load(name)
+
+
+# bpe_openai refuses a text of 1,000,000 characters or more, and one that makes more than 200,000
+# tokens. A character is at most 4 tokens (one per UTF-8 byte), so pieces of this size pass both.
+PIECE_CHARS = 32_768
+# Texts up to this size are cached by value; longer ones by a 16-byte digest (hashing a megabyte
+# takes ~2 ms, counting it ~30 ms), so the cache never keeps a megabyte tool output alive.
+_SHORT = 1_024
+_long_counts: collections.OrderedDict[tuple[str, bytes], int] = collections.OrderedDict()
+_long_lock = threading.Lock()
+_LONG_CACHE = 65_536
+
+
 def count_tokens(text: str, encoding_name: str = "o200k_base") -> int:
-    """Exact number of BPE tokens in ``text``. Cached: transcripts repeat the same texts."""
+    """Number of BPE tokens in ``text``: exact for any text up to :data:`PIECE_CHARS` characters,
+    and for longer ones the sum over pieces cut at line or word boundaries (equal to the exact
+    count, or within a few tokens of it when a piece must be cut inside a run of text without
+    whitespace). Cached: transcripts repeat the same texts. Never raises: when the tokenizer
+    fails, the result is :func:`estimate_tokens`."""
     if not text:
         return 0
-    return len(encoding(encoding_name).encode(text))
+    if len(text) <= _SHORT:
+        return _count_short(text, encoding_name)
+    key = (encoding_name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    with _long_lock:
+        cached = _long_counts.get(key)
+        if cached is not None:
+            _long_counts.move_to_end(key)
+            return cached
+    count = _count(text, encoding_name)
+    with _long_lock:
+        _long_counts[key] = count
+        if len(_long_counts) > _LONG_CACHE:
+            _long_counts.popitem(last=False)
+    return count
+
+
+@functools.lru_cache(maxsize=32_768)
+def _count_short(text: str, encoding_name: str) -> int:
+    return _count(text, encoding_name)
+
+
+def _count(text: str, encoding_name: str) -> int:
+    try:
+        enc = encoding(encoding_name)
+        # encode_ordinary: "<|endoftext|>" in a tool output is text, as it is to the provider.
+        return sum(len(enc.encode_ordinary(piece)) for piece in _pieces(text))
+    except Exception:  # counting must not end a run: the estimate is the fallback
+        return estimate_tokens(text)
+
+
+def _pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """``text`` in pieces of at most ``size`` characters, cut where the tokenizer's pre-split cuts
+    anyway: after a newline that starts a line, else before a space, else anywhere."""
+    start, end = 0, len(text)
+    while end - start > size:
+        limit = start + size
+        floor = start + size // 2
+        cut = _line_start(text, floor, limit)
+        if cut < 0:
+            space = text.rfind(" ", floor, limit)
+            cut = space if space > start else limit
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _line_start(text: str, floor: int, limit: int) -> int:
+    """The last index in (floor, limit] just after a newline and at a non-space character."""
+    newline = text.rfind("\n", floor, limit)
+    while newline >= 0:
+        if not text[newline + 1 : newline + 2].isspace():
+            return newline + 1
+        newline = text.rfind("\n", floor, newline)
+    return -1
 
 
 def _is_cjk(code: int) -> bool:
@@ -62,3 +148,23 @@ def counter_for(model: str) -> Callable[[str], int]:
     if provider == "scripted" or (provider == "openai" and name.startswith(o200k)):
         return count_tokens
     return estimate_tokens
+
+
+async def preload(encoding_name: str = "o200k_base") -> bool:
+    """Load the encoding in a worker thread; True when it is ready. Awaiting this keeps the event
+    loop free (and cancellable) while the tokenizer loads; a failure is not raised, since counting
+    falls back to the estimate anyway."""
+    try:
+        await asyncio.to_thread(encoding, encoding_name)
+    except Exception:  # see the docstring
+        return False
+    return True
+
+
+async def load_counter(model: str) -> Callable[[str], int]:
+    """:func:`counter_for` ``model``, with its tokenizer already loaded off the event loop: call it
+    when a run starts, so no count inside the run waits for a load."""
+    counter = counter_for(model)
+    if counter is count_tokens:
+        await preload()
+    return counter
