@@ -10,7 +10,17 @@
   ``429:retry_after_ms=200``), ``500``, ``503``, ``529``, ``401``, ``overflow``, ``cut`` (the stream
   stops mid-way before any content), ``cut_after_text``, ``stall:SECONDS`` (nothing is sent for that
   long), ``malformed`` (a chunk that is not JSON), ``error_event`` (an error inside the stream);
+* faults that end a stream early: the ``cut_*`` ones drop the connection (no terminating chunk),
+  the ``end_*`` ones close the body cleanly, as a server that believes it is done would:
+  ``cut_in_arguments`` / ``end_in_arguments`` (right after the first piece of a tool call's
+  arguments), ``end_before_content``, ``end_after_text``; ``no_finish`` sends every content event
+  but no end marker (Chat Completions: no ``finish_reason`` and no usage chunk, ``[DONE]`` kept;
+  Messages: no ``message_delta`` and no ``message_stop``); ``no_done`` omits only ``[DONE]`` (as
+  some compatible servers do; the reply is complete);
+* ``garbled_gzip`` (``content-encoding: gzip`` over bytes that are not gzip), ``no_usage`` (no usage
+  anywhere in this reply), ``lone_surrogate`` (the reply's text carries a lone surrogate, ``\\ud800``);
 * ``context_window``: prompts with more tokens get the provider's context-length error;
+* ``omit_usage``: no reply reports usage (both endpoints);
 * ``GET /_stats`` reports requests served and seconds spent serving them; ``POST /_stats/reset``.
 
 Run it with ``tether scripted serve --port 0``; it prints its base URL.
@@ -137,6 +147,19 @@ def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]
     return events
 
 
+def _shaped_events(message: dict[str, Any], fault: str | None, no_usage: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The Messages stream for ``message``, without usage or without its end when a fault says so."""
+    events = _anthropic_events(message)
+    if no_usage:
+        for _, data in events:
+            data.pop("usage", None)
+            if "message" in data:
+                data["message"] = {k: v for k, v in data["message"].items() if k != "usage"}
+    if fault == "no_finish":
+        events = [(name, data) for name, data in events if name not in ("message_delta", "message_stop")]
+    return events
+
+
 def _with_cache(reply: dict[str, Any], messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
     """Report the prefix sent before (everything up to the last assistant message) as cached."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
@@ -233,6 +256,10 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "overflow":
             self._overflow(path)
             return True
+        if kind == "garbled_gzip":
+            # The bytes arrive intact; they are just not gzip: the client's decoder must refuse them.
+            self._send(200, b"\x1f\x8b\x08\x00garbage, not deflate data" * 4, headers={"content-encoding": "gzip"})
+            return True
         return False
 
     def _overflow(self, path: str) -> None:
@@ -269,18 +296,27 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if request.get("prompt_cache_key"):
             reply = _with_cache(reply, request["messages"], request.get("tools") or ())
+        if fault == "lone_surrogate":
+            message = reply["choices"][0]["message"]
+            message["content"] = (message.get("content") or "") + " \ud800 "
+        no_usage = self.server.omit_usage or fault == "no_usage"
         if not request.get("stream"):
+            if no_usage:
+                reply.pop("usage", None)
             self._send(200, b"{not json" if fault == "malformed" else json.dumps(reply).encode())
             return
-        include = bool((request.get("stream_options") or {}).get("include_usage"))
-        if self.server.omit_usage:
-            include = False
-        events = [f"data: {json.dumps(c)}\n\n" for c in _openai_chunks(reply, include)] + ["data: [DONE]\n\n"]
+        include = bool((request.get("stream_options") or {}).get("include_usage")) and not no_usage
+        chunks = _openai_chunks(reply, include)
+        if fault == "no_finish":
+            chunks = [c for c in chunks if c["choices"] and not c["choices"][0]["finish_reason"]]
+        events = [f"data: {json.dumps(c)}\n\n" for c in chunks]
+        if fault != "no_done":
+            events.append("data: [DONE]\n\n")
         if fault == "malformed":
             events.insert(2, "data: {oops\n\n")
         elif fault == "error_event":
             events.insert(1, 'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n')
-        self._stream(events, fault, text_markers=('"content": "',))
+        self._stream(events, fault, text_markers=('"content": "',), args_markers=('"function": {"arguments": "',))
 
     def _messages(self, request: dict[str, Any], fault: str | None) -> None:
         problem = check_anthropic(request)
@@ -298,38 +334,54 @@ class _Handler(BaseHTTPRequestHandler):
         if any("cache_control" in b for m in request["messages"] for b in m["content"] if isinstance(b, dict)):
             reply = _with_cache(reply, history, tools)
         thinking = (request.get("thinking") or {}).get("type") == "enabled"
+        if fault == "lone_surrogate":
+            choice = reply["choices"][0]["message"]
+            choice["content"] = (choice.get("content") or "") + " \ud800 "
         message = _anthropic_message(request, reply, thinking)
+        no_usage = self.server.omit_usage or fault == "no_usage"
         if not request.get("stream"):
+            if no_usage:
+                message.pop("usage")
             self._json(200, message)
             return
-        events = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in _anthropic_events(message)]
+        events = [f"event: {name}\ndata: {json.dumps(data)}\n\n"
+                  for name, data in _shaped_events(message, fault, no_usage)]
         if fault == "malformed":
             events.insert(2, "event: content_block_delta\ndata: {oops\n\n")
         elif fault == "error_event":
             error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             events.insert(3, f"event: error\ndata: {json.dumps(error)}\n\n")
-        self._stream(events, fault, text_markers=('"text_delta"',))
+        self._stream(events, fault, text_markers=('"text_delta"',), args_markers=('"input_json_delta"',))
 
-    def _stream(self, events: list[str], fault: str | None, text_markers: Iterable[str]) -> None:
+    def _stream(self, events: list[str], fault: str | None, text_markers: Iterable[str],
+                args_markers: Iterable[str]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        markers = tuple(text_markers)
-        for i, event in enumerate(events):
-            if fault == "cut" and i == 1:
-                break  # before any content
-            if fault == "cut_after_text" and i > 1 and any(m in events[i - 1] for m in markers):
-                break
+        stop = _stop_index(events, fault, tuple(text_markers), tuple(args_markers))
+        for event in events[:stop]:
             data = event.encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
-        else:
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+        if stop is not None and (fault or "").startswith("cut"):
+            self.close_connection = True  # the stream is cut: no terminating chunk
             return
-        self.close_connection = True  # the stream is cut: no terminating chunk
+        self.wfile.write(b"0\r\n\r\n")  # a clean end, even when the server stopped early
+        self.wfile.flush()
+
+
+def _stop_index(events: list[str], fault: str | None, text: tuple[str, ...], args: tuple[str, ...]) -> int | None:
+    """How many events a fault lets out (None: all of them)."""
+    if fault in ("cut", "end_before_content"):
+        return 1  # before any content
+    markers = {"cut_after_text": text, "end_after_text": text, "cut_in_arguments": args, "end_in_arguments": args}
+    wanted = markers.get(fault or "")
+    if wanted is None:
+        return None
+    # Right after the first event carrying the marker (the first event only opens the reply).
+    return next((i + 1 for i, e in enumerate(events) if i > 0 and any(m in e for m in wanted)), None)
 
 
 class _Server(ThreadingHTTPServer):
