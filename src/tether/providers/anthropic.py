@@ -11,6 +11,8 @@ Translation rules worth knowing:
 * Cache breakpoints (``cache_control``) go on the last tool definition, the system prompt and the
   last block of the conversation, so the stable prefix is cached turn after turn.
 * Tool call ids are kept when they fit the API's pattern and mapped to a safe form when not.
+* A streamed reply is complete only with ``message_stop``; usage the server leaves out is
+  estimated (see :mod:`tether.providers.base` for both rules, shared with the other wire).
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ from tether.providers.base import (
     StreamEvent,
     StreamReasoning,
     StreamText,
+    complete_usage,
+    incomplete_stream,
+    require_whole_arguments,
 )
-from tether.providers.http import HttpTransport, sse_events
+from tether.providers.http import HttpTransport, assembled, decode_json, read_json, stream_reply
 from tether.usage import Usage
 
 __all__ = ["AnthropicProvider", "MessagesAssembler", "messages_body", "parse_message"]
@@ -195,7 +200,9 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool,
     return body
 
 
-def _usage(data: dict[str, Any], output_tokens: int | None = None) -> Usage:
+def _usage(data: Any, output_tokens: int | None = None) -> Usage:
+    if not isinstance(data, dict):
+        data = {}
     read = int(data.get("cache_read_input_tokens") or 0)
     written = int(data.get("cache_creation_input_tokens") or 0)
     return Usage(
@@ -219,15 +226,17 @@ def _part_from_block(block: dict[str, Any]) -> TextPart | ReasoningPart | ToolCa
     return None
 
 
-def parse_message(data: Any, model: str) -> AssistantMessage:
+def parse_message(data: Any, model: str, provider: str = "anthropic") -> AssistantMessage:
     """A non-streaming Messages response → one assistant message."""
     try:
         parts = [p for p in (_part_from_block(b) for b in data["content"]) if p is not None]
-        return AssistantMessage(content=tuple(parts), model=model, usage=_usage(data.get("usage") or {}),
-                                finish_reason=_STOP_REASONS.get(data.get("stop_reason"), data.get("stop_reason")))
+        message = AssistantMessage(content=tuple(parts), model=model, usage=_usage(data.get("usage")),
+                                   finish_reason=_STOP_REASONS.get(data.get("stop_reason"), data.get("stop_reason")))
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ResponseError(f"anthropic: the response is not a Messages body: {exc!r}",
-                            provider="anthropic", body=str(data)[:500]) from exc
+        raise ResponseError(f"{provider}: the response is not a Messages body: {exc!r}",
+                            provider=provider, body=str(data)[:500]) from exc
+    require_whole_arguments(provider, message.finish_reason, [(c.name, c.arguments) for c in message.tool_calls])
+    return message
 
 
 def stream_error(error: Any, provider: str) -> ProviderError:
@@ -255,8 +264,12 @@ class MessagesAssembler:
         self.start_usage: dict[str, Any] = {}
         self.output_tokens: int | None = None
         self.stop_reason: str | None = None
-        self.started = False
         self.stopped = False
+        self.chars_shown = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped
 
     def feed(self, event: Any) -> list[StreamText | StreamReasoning]:
         if not isinstance(event, dict) or "type" not in event:
@@ -265,7 +278,6 @@ class MessagesAssembler:
         kind = event["type"]
         if kind == "error":
             raise stream_error(event.get("error"), self.provider)
-        self.started = True
         if kind == "message_start":
             self.start_usage = (event.get("message") or {}).get("usage") or {}
         elif kind == "content_block_start":
@@ -299,24 +311,23 @@ class MessagesAssembler:
         return []
 
     def message(self) -> AssistantMessage:
+        """The reply; an :class:`IncompleteStreamError` unless ``message_stop`` arrived."""
         if not self.stopped:
-            raise RetryableError(f"{self.provider}: the stream ended before message_stop", provider=self.provider)
+            raise incomplete_stream(self.provider, self.chars_shown, "no message_stop")
+        finish = _STOP_REASONS.get(self.stop_reason or "", self.stop_reason)
+        tools = [i for i in sorted(self.blocks) if self.blocks[i].get("type") == "tool_use"]
+        require_whole_arguments(self.provider, finish,
+                                [(self.blocks[i].get("name", "?"), "".join(self.json_parts[i])) for i in tools])
         parts = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
-            if block.get("type") == "tool_use" and self.json_parts[index]:
-                raw = "".join(self.json_parts[index])
-                try:
-                    block["input"] = json.loads(raw)
-                except ValueError as exc:
-                    raise ResponseError(f"{self.provider}: tool input is not JSON: {raw[:200]}",
-                                        provider=self.provider) from exc
+            if index in tools and self.json_parts[index]:
+                block["input"] = decode_json("".join(self.json_parts[index]), self.provider, "tool input")
             part = _part_from_block(block)
             if part is not None:
                 parts.append(part)
         return AssistantMessage(content=tuple(parts), model=self.model,
-                                usage=_usage(self.start_usage, self.output_tokens),
-                                finish_reason=_STOP_REASONS.get(self.stop_reason or "", self.stop_reason))
+                                usage=_usage(self.start_usage, self.output_tokens), finish_reason=finish)
 
 
 class AnthropicProvider:
@@ -332,6 +343,7 @@ class AnthropicProvider:
         name: str = "anthropic",
         key_variable: str = "ANTHROPIC_API_KEY",
         timeout_s: float = 600.0,
+        transport: Any = None,
     ) -> None:
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.name = name
@@ -345,7 +357,7 @@ class AnthropicProvider:
                 raise ConfigError(f"{key_variable} is not set: export it (or set ANTHROPIC_BASE_URL to a "
                                   "local Messages-compatible server).")
         self._http = HttpTransport(name, self.base_url, credentials, headers={"anthropic-version": API_VERSION},
-                                   timeout_s=timeout_s)
+                                   timeout_s=timeout_s, transport=transport)
         self._wire = WireBuilder()
 
     def _model_name(self, request: ModelRequest) -> str:
@@ -357,24 +369,20 @@ class AnthropicProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self._http.request("POST", "/v1/messages", self._body(request, False))
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ResponseError(f"{self.name}: response is not JSON", provider=self.name) from exc
-        return ModelResponse(parse_message(data, self._model_name(request)))
+        message = parse_message(read_json(response, self.name), self._model_name(request), self.name)
+        return ModelResponse(self._with_usage(message, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self._http.request("POST", "/v1/messages", self._body(request, True), stream=True)
         assembler = MessagesAssembler(self._model_name(request), self.name)
-        async for payload in sse_events(response, self.name):
-            try:
-                event = json.loads(payload)
-            except ValueError as exc:
-                raise ResponseError(f"{self.name}: malformed stream event: {payload[:200]}",
-                                    provider=self.name) from exc
-            for delta in assembler.feed(event):
-                yield delta
-        yield ResponseDone(ModelResponse(assembler.message()))
+        async for delta in stream_reply(response, self.name, assembler):
+            yield delta
+        yield ResponseDone(ModelResponse(self._with_usage(assembled(assembler, self.name), request)))
+
+    def _with_usage(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
+        # A compatible server may send no usage (or zeros): estimate it rather than count it free.
+        usage = complete_usage(message.usage, request, message, self._model_name(request))
+        return message if usage == message.usage else message.model_copy(update={"usage": usage})
 
     async def validate_auth(self) -> None:
         await self._http.request("GET", "/v1/models")

@@ -1,14 +1,28 @@
-"""The one interface the loop talks to. Provider quirks stay behind it."""
+"""The one interface the loop talks to. Provider quirks stay behind it.
+
+Rules every wire keeps, written once here:
+
+* a streamed reply is complete only when the provider said it finished (:func:`incomplete_stream`
+  is what a stream that stopped before that raises);
+* a reply cut by the token limit inside a tool call's arguments is never returned as a call
+  (:func:`require_whole_arguments`);
+* usage the server did not report is estimated from the request and the reply, and marked
+  (:func:`complete_usage`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tether.messages import AssistantMessage, Message
+from tether.errors import ResponseError, RetryableError
+from tether.messages import AssistantMessage, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
+from tether.usage import Usage
 
 __all__ = [
+    "IncompleteStreamError",
     "ModelRequest",
     "ModelResponse",
     "Provider",
@@ -17,6 +31,10 @@ __all__ = [
     "StreamReasoning",
     "StreamText",
     "ToolDefinition",
+    "complete_usage",
+    "estimate_usage",
+    "incomplete_stream",
+    "require_whole_arguments",
 ]
 
 
@@ -75,3 +93,103 @@ class Provider(Protocol):
     async def validate_auth(self) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+class IncompleteStreamError(RetryableError):
+    """A stream that stopped before the provider said the reply was finished: a dropped
+    connection, or a server that closed the body early. Nothing of it is a reply.
+
+    Retryable like any dropped connection, but ``chars_shown`` says how much text and reasoning
+    already reached the caller: once any did, a retry would show the user a second, different
+    answer, so the loop fails the run with this message instead."""
+
+    def __init__(self, message: str, *, chars_shown: int = 0, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.chars_shown = chars_shown
+
+
+def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:
+    """The error for a stream that ended before its end marker (``why`` names what was missing)."""
+    shown = f"after {chars_shown} characters" if chars_shown else "before anything was shown"
+    return IncompleteStreamError(f"{provider}: the stream was cut before the provider finished ({shown}; {why})",
+                                 provider=provider, chars_shown=chars_shown)
+
+
+def require_whole_arguments(provider: str, finish_reason: str | None, calls: Iterable[tuple[str, str]]) -> None:
+    """Refuse a reply that hit the token limit inside a tool call's arguments.
+
+    ``calls`` are (name, raw arguments). A call cut by ``max_tokens`` is complete in form but
+    not in content: running it would act on arguments the model never finished (empty ones
+    would even pass as ``{}``). The fix is a larger ``max_tokens``, which only the caller can
+    choose, so this is a ``ResponseError`` that says so rather than a retry."""
+    if finish_reason != "length":
+        return
+    for name, raw in calls:
+        try:
+            whole = isinstance(json.loads(raw), dict)
+        except (ValueError, RecursionError):
+            whole = False
+        if not whole:
+            raise ResponseError(f"{provider}: the reply reached max_tokens inside the arguments of a call to "
+                                f"{name}; it was not run. Allow more output tokens (max_tokens, or the budget).",
+                                provider=provider)
+
+
+# What a message or a tool definition costs besides its text: role markers and separators. Small
+# on purpose: the estimate stands for what the provider would have billed.
+_PER_MESSAGE = 4
+_PER_TOOL = 8
+_PER_CALL = 4
+_PER_IMAGE = 1500  # a large image on either API; tether does not know image sizes
+
+
+def _message_tokens(m: Message, count: Callable[[str], int]) -> int:
+    total = _PER_MESSAGE
+    if isinstance(m, AssistantMessage):
+        return total + _reply_tokens(m, count, reasoning=False)
+    for p in m.content:
+        total += _PER_IMAGE if isinstance(p, ImagePart) else count(p.text)
+    return total
+
+
+def _reply_tokens(m: AssistantMessage, count: Callable[[str], int], *, reasoning: bool = True) -> int:
+    total = 0
+    for p in m.content:
+        if isinstance(p, TextPart) or (reasoning and isinstance(p, ReasoningPart)):
+            total += count(p.text)
+        elif isinstance(p, ToolCallPart):
+            total += _PER_CALL + count(p.name) + count(p.arguments)
+    return total
+
+
+def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:
+    """Usage for a call the server did not report, counted from what was sent and received: the
+    system prompt, the messages, the tool definitions (name, description, schema) and the reply,
+    with a small overhead per message and tool. Not the request's JSON body: its escaping and
+    field names are not tokens the model reads. Marked ``estimated``."""
+    prompt = _PER_MESSAGE  # the reply's own role marker
+    if request.system:
+        prompt += _PER_MESSAGE + count(request.system)
+    prompt += sum(_message_tokens(m, count) for m in request.messages)
+    for t in request.tools:
+        prompt += _PER_TOOL + count(t.name) + count(t.description) + count(json.dumps(t.input_schema))
+    return Usage(prompt_tokens=prompt, completion_tokens=_reply_tokens(reply, count), estimated=True)
+
+
+def complete_usage(reported: Usage | None, request: ModelRequest, reply: AssistantMessage, model: str) -> Usage:
+    """``reported`` with what the server left out estimated: a missing usage, or a zero prompt or
+    completion count (no real call has either), marked ``estimated``. ``model`` is
+    ``provider/model``: it picks the counter (exact where tether knows the tokenizer)."""
+    usage = reported or Usage()
+    need_prompt = usage.prompt_tokens <= 0
+    need_completion = usage.completion_tokens <= 0 and bool(reply.content)
+    if not (need_prompt or need_completion):
+        return usage
+    from tether.tokens import counter_for
+
+    guess = estimate_usage(request, reply, counter_for(model))
+    return usage.model_copy(update={
+        "prompt_tokens": guess.prompt_tokens if need_prompt else usage.prompt_tokens,
+        "completion_tokens": guess.completion_tokens if need_completion else usage.completion_tokens,
+        "estimated": True,
+    })

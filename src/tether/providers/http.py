@@ -1,30 +1,132 @@
-"""The HTTP seam every wire module shares: one pooled httpx client, credentials, error translation.
+"""The HTTP seam every wire module shares: one pooled httpx client, credentials, error translation,
+and the reading of replies (JSON bodies and server-sent event streams).
 
 Nothing retries here: retries are the loop's policy (see :mod:`tether.harness.retry`), so no
 request is ever repeated silently underneath it. The single exception is authentication: on a 401
 the credentials get one chance to refresh (an OAuth token that expired early) before the error is
 raised.
+
+Every third-party exception raised while sending a request or reading its answer leaves this
+module as a classified :class:`~tether.errors.ProviderError` (:func:`transport_error`), and every
+string a reply carries has its lone surrogates replaced (:func:`decode_json`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Protocol
 
-from tether.errors import RetryableError, classify_http_error
+from tether.errors import ProviderError, ResponseError, RetryableError, classify_http_error
+from tether.messages import AssistantMessage
 from tether.providers.auth import Credentials
+from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
 
-__all__ = ["HttpTransport", "sse_events"]
+__all__ = [
+    "HttpTransport",
+    "ReplyAssembler",
+    "assembled",
+    "clean_arguments",
+    "clean_text",
+    "decode_json",
+    "read_json",
+    "stream_reply",
+    "transport_error",
+]
+
+
+def transport_error(exc: BaseException, provider: str, doing: str) -> ProviderError:
+    """The one translation of a failure while sending a request or reading its answer.
+
+    * Timeouts, refused or dropped connections, broken HTTP framing (``httpx.TransportError``)
+      and ``OSError``: :class:`RetryableError`. The same request can succeed on a new connection.
+    * A body that cannot be decoded (``httpx.DecodingError``: a garbled gzip body), JSON that
+      does not parse, any other httpx error: :class:`ResponseError`. TCP and TLS deliver bytes
+      intact, so such bytes are what the server or a proxy produced, and asking again (and paying
+      again) would get the same garbage: the run fails with the reason instead.
+    """
+    import httpx
+
+    kind = _describe(exc)
+    if isinstance(exc, httpx.TimeoutException):
+        return RetryableError(f"{provider}: timed out {doing} ({kind})", provider=provider)
+    if isinstance(exc, httpx.TransportError | OSError):
+        return RetryableError(f"{provider}: the connection failed {doing} ({kind})", provider=provider)
+    return ResponseError(f"{provider}: the answer could not be read {doing} ({kind})", provider=provider)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What the network and the bytes on it can raise (bugs, such as a TypeError, are not here)."""
+    import httpx
+
+    return (httpx.HTTPError, OSError, ValueError)
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (valid pairs joined into one character).
+
+    A model's JSON can carry ``"\\ud800"``; Python decodes it into a string that cannot be
+    written as UTF-8, so one such reply would make every later save of the run fail."""
+    if text.isascii() or not _LONE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def decode_json(raw: str, provider: str, what: str) -> Any:
+    """Parse ``raw`` (a body or a stream event) with every string's lone surrogates replaced; a
+    :class:`ResponseError` when it is not JSON."""
+    try:
+        value = json.loads(raw)
+        # Only a \\uD8xx-\\uDFxx escape makes a surrogate: skip the walk for the other 99.9 %.
+        return _clean(value) if _ESCAPED_SURROGATE.search(raw) else value
+    except (ValueError, RecursionError) as exc:
+        raise ResponseError(f"{provider}: malformed {what} (not JSON): {raw[:200]}", provider=provider,
+                            body=raw[:500]) from exc
+
+
+def clean_arguments(arguments: str) -> str:
+    """A tool call's JSON arguments without lone surrogates: they arrive as escapes *inside* the
+    arguments' own JSON text, so they survive :func:`decode_json` and would reach the tool."""
+    if not _ESCAPED_SURROGATE.search(arguments):
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return arguments  # not JSON: the tool layer answers it with an error; nothing to clean
+    cleaned = _clean(value)
+    # Escaped pairs (an emoji) decode whole: only a lone surrogate makes the text change.
+    return arguments if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 
 
 class HttpTransport:
     def __init__(self, provider: str, base_url: str, credentials: Credentials, *,
-                 headers: dict[str, str] | None = None, timeout_s: float = 600.0) -> None:
+                 headers: dict[str, str] | None = None, timeout_s: float = 600.0, transport: Any = None) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         self.credentials = credentials
         self._headers = {"content-type": "application/json", **(headers or {})}
         self._timeout_s = timeout_s
+        self._transport = transport  # an httpx transport instead of the network (tests, custom routing)
         self._client: Any = None
 
     def _http(self) -> Any:
@@ -32,37 +134,53 @@ class HttpTransport:
             import httpx
 
             self._client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
-                                             timeout=self._timeout_s)
+                                             timeout=self._timeout_s, transport=self._transport)
         return self._client
 
     async def request(self, method: str, path: str, body: bytes | None = None, *, stream: bool = False) -> Any:
-        """Send; return the response (open, when ``stream``) or raise a classified error."""
+        """Send; return the response (open, when ``stream``; read, otherwise) or raise a classified
+        error."""
         for attempt in (1, 2):
-            response = await self._send_once(method, path, body, stream)
+            # Always sent as a stream: the status is known before the body is read, so an error
+            # status is reported as such even when its body turns out to be unreadable.
+            response = await self._send_once(method, path, body)
             if response.status_code < 400:
+                if not stream:
+                    await self._read(response)
                 return response
-            text = (await response.aread()).decode(errors="replace")
-            await response.aclose()
+            text = await self._error_text(response)
             if response.status_code == 401 and attempt == 1 and await self.credentials.refresh():
                 continue
             raise classify_http_error(self.provider, response.status_code, text, dict(response.headers),
                                       key_hint=self.credentials.hint)
         raise AssertionError("unreachable")
 
-    async def _send_once(self, method: str, path: str, body: bytes | None, stream: bool) -> Any:
-        import httpx
-
+    async def _send_once(self, method: str, path: str, body: bytes | None) -> Any:
         client = self._http()
-        headers = await self.credentials.headers()
         try:
+            headers = await self.credentials.headers()
             req = client.build_request(method, path, content=body, headers=headers)
-            return await client.send(req, stream=stream)
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"{self.provider}: request timed out ({type(exc).__name__})",
-                                 provider=self.provider) from exc
-        except httpx.TransportError as exc:
-            raise RetryableError(f"{self.provider}: connection failed ({type(exc).__name__}: {exc})",
-                                 provider=self.provider) from exc
+            return await client.send(req, stream=True)
+        except _failures() as exc:
+            raise transport_error(exc, self.provider, "sending the request") from exc
+
+    async def _read(self, response: Any) -> None:
+        try:
+            await response.aread()
+        except _failures() as exc:
+            raise transport_error(exc, self.provider, "reading the response") from exc
+        finally:
+            await _quietly(response.aclose)
+
+    @staticmethod
+    async def _error_text(response: Any) -> str:
+        try:
+            body: bytes = await response.aread()
+            return body.decode(errors="replace")
+        except _failures() as exc:  # the status says what happened; the body is only detail
+            return f"(the error body could not be read: {type(exc).__name__})"
+        finally:
+            await _quietly(response.aclose)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -70,15 +188,84 @@ class HttpTransport:
             self._client = None
 
 
-async def sse_events(response: Any, provider: str) -> AsyncIterator[str]:
-    """The ``data:`` payloads of a server-sent event stream; a cut stream is retryable."""
-    import httpx
+async def _quietly(close: Callable[[], Awaitable[Any]]) -> None:
+    """Close something attached to a connection that may have broken already: closing it cannot
+    fail in a way worth reporting over the error that is on its way."""
+    with contextlib.suppress(*_failures()):
+        await close()
 
+
+def read_json(response: Any, provider: str) -> Any:
+    """The JSON body of a read response (see :func:`decode_json`)."""
+    return decode_json(bytes(response.content).decode("utf-8", errors="replace"), provider, "response")
+
+
+class ReplyAssembler(Protocol):
+    """What :func:`stream_reply` feeds: one per wire, collecting events into a reply."""
+
+    chars_shown: int  # characters of text and reasoning handed to the caller so far
+
+    @property
+    def finished(self) -> bool:
+        """True once the provider said the reply is complete (its end marker arrived)."""
+        ...
+
+    def feed(self, event: Any) -> list[StreamText | StreamReasoning]: ...
+
+    def message(self) -> AssistantMessage: ...
+
+
+async def stream_reply(response: Any, provider: str,
+                       assembler: ReplyAssembler) -> AsyncIterator[StreamText | StreamReasoning]:
+    """Read a server-sent event stream into ``assembler``, yielding the deltas it returns.
+
+    A failure while reading becomes a classified error here. A transient one before the end
+    marker is an :class:`~tether.providers.base.IncompleteStreamError` saying how much the caller
+    already saw; after the end marker it only cost what follows the reply (a usage chunk, the
+    ``[DONE]`` line), so the reply stands. Whether a stream that ended cleanly is complete is
+    the assembler's ``message()`` to decide, by the same rule."""
+    lines = response.aiter_lines()
     try:
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                yield line[5:].strip()
-    except httpx.TransportError as exc:
-        raise RetryableError(f"{provider}: the stream was cut ({type(exc).__name__})", provider=provider) from exc
+        while True:
+            try:
+                line = await anext(lines)
+            except StopAsyncIteration:
+                return
+            except _failures() as exc:
+                if assembler.finished:
+                    return
+                error = transport_error(exc, provider, "reading the stream")
+                if isinstance(error, RetryableError):
+                    raise incomplete_stream(provider, assembler.chars_shown, _describe(exc)) from exc
+                raise error from exc
+            if not line.startswith("data:"):
+                continue  # event names, comments, keep-alives
+            payload = line[5:].strip()
+            if payload == "[DONE]":  # Chat Completions' terminator; read on so the connection is reused
+                continue
+            event = decode_json(payload, provider, "stream event")
+            with _shape_errors(provider, payload):
+                deltas = assembler.feed(event)
+            for delta in deltas:
+                assembler.chars_shown += len(delta.text)
+                yield delta
     finally:
-        await response.aclose()
+        await _quietly(lines.aclose)
+        await _quietly(response.aclose)
+
+
+def assembled(assembler: ReplyAssembler, provider: str) -> AssistantMessage:
+    """The assembler's reply (an ``IncompleteStreamError`` when the stream never finished)."""
+    with _shape_errors(provider, ""):
+        return assembler.message()
+
+
+@contextlib.contextmanager
+def _shape_errors(provider: str, payload: str) -> Iterator[None]:
+    """JSON of the wrong shape (a missing key, a list for an object) is a response in no documented
+    format: a ``ResponseError``, not a crash."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise ResponseError(f"{provider}: unexpected stream event ({type(exc).__name__}: {exc}): {payload[:200]}",
+                            provider=provider, body=payload[:500]) from exc

@@ -3,6 +3,10 @@
 The translation of each (frozen) message is cached by identity, so a 200-turn run encodes each
 message once and each request costs one ``json.dumps`` of the body: the request path stays lean.
 Reasoning parts are not sent: Chat Completions has no field that accepts them back.
+
+A streamed reply is complete when a chunk carries its ``finish_reason``: every server we know
+sends one (OpenAI, vLLM, llama.cpp, Ollama), while ``data: [DONE]`` is left out by some compatible
+servers and, alone, says only that the server stopped writing, not that the model finished.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.errors import ConfigError, ResponseError, RetryableError
+from tether.errors import ConfigError, ResponseError
 from tether.messages import (
     AssistantMessage,
     ImagePart,
@@ -33,8 +37,11 @@ from tether.providers.base import (
     StreamReasoning,
     StreamText,
     ToolDefinition,
+    complete_usage,
+    incomplete_stream,
+    require_whole_arguments,
 )
-from tether.providers.http import HttpTransport, sse_events
+from tether.providers.http import HttpTransport, assembled, clean_arguments, read_json, stream_reply
 from tether.usage import Usage
 
 __all__ = [
@@ -123,9 +130,9 @@ def tools_to_wire(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     ]
 
 
-def _usage(data: Any, fallback: Usage | None = None) -> Usage:
+def _usage(data: Any) -> Usage | None:
     if not isinstance(data, dict):
-        return fallback or Usage(estimated=True)
+        return None
     details = data.get("prompt_tokens_details") or {}
     return Usage(
         prompt_tokens=int(data.get("prompt_tokens") or 0),
@@ -134,7 +141,7 @@ def _usage(data: Any, fallback: Usage | None = None) -> Usage:
     )
 
 
-def parse_completion(data: Any, model: str) -> AssistantMessage:
+def parse_completion(data: Any, model: str, provider: str = "openai") -> AssistantMessage:
     """A non-streaming Chat Completions body → one assistant message."""
     try:
         choice = data["choices"][0]
@@ -146,25 +153,30 @@ def parse_completion(data: Any, model: str) -> AssistantMessage:
             parts.append(TextPart(text=str(msg["content"])))
         for c in msg.get("tool_calls") or []:
             fn = c["function"]
-            parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=fn.get("arguments") or "{}"))
+            arguments = clean_arguments(fn.get("arguments") or "{}")
+            parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=arguments))
+        require_whole_arguments(provider, choice.get("finish_reason"),
+                                [(p.name, p.arguments) for p in parts if isinstance(p, ToolCallPart)])
         return AssistantMessage(
             content=tuple(parts),
             model=model,
-            usage=_usage(data.get("usage")),
+            usage=_usage(data.get("usage")) or Usage(estimated=True),
             finish_reason=choice.get("finish_reason"),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise ResponseError(
-            f"the response is not a Chat Completions body: {exc!r}", body=str(data)[:500]
+            f"{provider}: the response is not a Chat Completions body: {exc!r}", provider=provider,
+            body=str(data)[:500]
         ) from exc
 
 
 class StreamAssembler:
     """Collects SSE chunks into one assistant message: text, tool-call deltas, usage."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, provider: str = "openai") -> None:
         self.model = model
-        self.started = False
+        self.provider = provider
+        self.chars_shown = 0
         self.reasoning: list[str] = []
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
@@ -177,7 +189,6 @@ class StreamAssembler:
             raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
         if "error" in chunk:
             raise ResponseError(f"the provider sent an error mid-stream: {chunk['error']}")
-        self.started = True
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
         out: list[StreamText | StreamReasoning] = []
@@ -209,36 +220,35 @@ class StreamAssembler:
         if fn.get("arguments"):
             slot["args"].append(fn["arguments"])
 
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
     def message(self) -> AssistantMessage:
+        """The reply; an :class:`IncompleteStreamError` unless a ``finish_reason`` arrived."""
+        if not self.finished:
+            raise incomplete_stream(self.provider, self.chars_shown, "no finish_reason")
         parts: list[TextPart | ToolCallPart | ReasoningPart] = []
         if self.reasoning:
             parts.append(ReasoningPart(text="".join(self.reasoning)))
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
-        for index in sorted(self.calls):
-            slot = self.calls[index]
+        calls = [(index, self.calls[index]) for index in sorted(self.calls)]
+        require_whole_arguments(self.provider, self.finish_reason,
+                                [(slot.get("name", "?"), "".join(slot["args"])) for _, slot in calls])
+        for index, slot in calls:
             if "name" not in slot:
-                raise ResponseError(f"stream ended with a tool call without a name (index {index})")
+                raise ResponseError(f"{self.provider}: stream ended with a tool call without a name (index {index})",
+                                    provider=self.provider)
             call_id = slot.get("id") or f"call_{index}"
-            parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments="".join(slot["args"]) or "{}"))
+            arguments = clean_arguments("".join(slot["args"]) or "{}")
+            parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments=arguments))
         return AssistantMessage(
             content=tuple(parts),
             model=self.model,
             usage=self.usage or Usage(estimated=True),
             finish_reason=self.finish_reason,
         )
-
-
-def estimate_usage(body: bytes, text: str, calls: dict[int, dict[str, Any]]) -> Usage:
-    """Token counts for a call the server did not report, marked ``estimated``."""
-    from tether.tokens import count_tokens
-
-    call_text = "".join(s.get("name", "") + "".join(s["args"]) for s in calls.values())
-    return Usage(
-        prompt_tokens=count_tokens(body.decode(errors="replace")),
-        completion_tokens=count_tokens(text) + count_tokens(call_text),
-        estimated=True,
-    )
 
 
 def is_local_url(base_url: str) -> bool:
@@ -272,6 +282,7 @@ class OpenAIChatProvider:
         key_variable: str = "OPENAI_API_KEY",
         send_cache_key: bool | None = None,
         timeout_s: float = 600.0,
+        transport: Any = None,
     ) -> None:
         base = base_url or os.environ.get("LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
         self.base_url = (base or DEFAULT_BASE_URL).rstrip("/")
@@ -287,7 +298,7 @@ class OpenAIChatProvider:
                     f"{key_variable} is not set: export it, or point LLM_BASE_URL at a local "
                     "OpenAI-compatible server (no key needed on loopback)."
                 )
-        self._http = HttpTransport(name, self.base_url, credentials, timeout_s=timeout_s)
+        self._http = HttpTransport(name, self.base_url, credentials, timeout_s=timeout_s, transport=transport)
         # prompt_cache_key is OpenAI's; other compatible servers may reject unknown fields.
         self.send_cache_key = self.base_url == DEFAULT_BASE_URL if send_cache_key is None else send_cache_key
         self._wire = WireCache()
@@ -310,39 +321,24 @@ class OpenAIChatProvider:
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = self._body(request, stream=False)
-        response = await self._http.request("POST", "/chat/completions", body)
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise ResponseError(f"{self.name}: response is not JSON: {response.text[:200]}",
-                                provider=self.name) from exc
-        message = parse_completion(data, request.model)
-        if not isinstance(data.get("usage"), dict):
-            usage = estimate_usage(body, message.text, {})
-            message = message.model_copy(update={"usage": usage})
-        return ModelResponse(message)
+        response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
+        data = read_json(response, self.name)
+        message = parse_completion(data, request.model, self.name)
+        return ModelResponse(self._with_usage(message, _usage(data.get("usage")), request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, stream=True)
         response = await self._http.request("POST", "/chat/completions", body, stream=True)
-        assembler = StreamAssembler(request.model)
-        async for payload in sse_events(response, self.name):
-            if payload == "[DONE]":
-                continue  # read to the end so the connection goes back to the pool
-            try:
-                chunk = json.loads(payload)
-            except ValueError as exc:
-                raise ResponseError(f"{self.name}: malformed stream chunk: {payload[:200]}",
-                                    provider=self.name) from exc
-            for event in assembler.feed(chunk):
-                yield event
-        if not assembler.started:
-            raise RetryableError(f"{self.name}: the stream ended before any chunk", provider=self.name)
-        if assembler.usage is None:
-            # Some compatible servers never send usage: count it, and say it was counted.
-            assembler.usage = estimate_usage(body, "".join(assembler.text), assembler.calls)
-        yield ResponseDone(ModelResponse(assembler.message()))
+        assembler = StreamAssembler(request.model, self.name)
+        async for event in stream_reply(response, self.name, assembler):
+            yield event
+        message = assembled(assembler, self.name)
+        yield ResponseDone(ModelResponse(self._with_usage(message, assembler.usage, request)))
+
+    def _with_usage(self, message: AssistantMessage, reported: Usage | None, request: ModelRequest) -> AssistantMessage:
+        # Some compatible servers never send usage (or send zeros): count it, and say it was counted.
+        usage = complete_usage(reported, request, message, f"{self.name}/{request.model}")
+        return message if usage == message.usage else message.model_copy(update={"usage": usage})
 
     async def validate_auth(self) -> None:
         await self._http.request("GET", "/models")
