@@ -2,22 +2,40 @@
 
 ``run_command`` runs one command line with ``/bin/sh -c`` in the working directory, and the
 executor bounds it: a timeout (30 s by default), an output cap (1 MB; the process is stopped and
-the output marked), stdin closed, an environment built from scratch (the harness's own environment,
-API keys included, never reaches the command, and tether never changes its own environment to pass
-variables), its own process group killed as a whole on timeout or Stop, and a list of blocked
-commands checked before anything runs.
+the output marked), stdin closed, an environment built from scratch (tether never changes its own
+environment to pass variables), everything the command started killed on timeout, Stop or its end,
+and a list of blocked commands checked before anything runs.
+
+What keeps the harness's environment (API keys included) from the command depends on the platform;
+:func:`sandbox_kind` says which holds here (details in ``_sandbox``):
+
+* ``"pid+mount namespace"`` (Linux, root) and ``"user+pid+mount namespace"`` (Linux, unprivileged
+  user namespaces allowed): the command runs in its own PID namespace with its own ``/proc``; no
+  process of tether's is visible to it, and every descendant dies with it, ``setsid`` or not.
+* ``"non-dumpable only"`` (Linux without namespaces): tether is non-dumpable, so a command running as
+  the same non-root user cannot open its ``/proc`` entries; root can. A subreaper still finds and
+  kills every descendant.
+* ``"none (macOS)"``: only the built environment; a same-user process can read tether's (``ps -E``).
+
+On Linux the command dies with tether, even when tether is killed with SIGKILL; on macOS it may
+outlive it. Either way the tool reports the process it started through ``ctx.on_process``, and
+:func:`process_alive` / :func:`kill_process_tree` let a resume check and stop that very process.
 
 The blocklist sees through simple disguises — extra spaces, quotes and backslashes, ``sudo`` and
 similar prefixes, absolute paths to the binary, ``sh -c`` / ``bash -c`` wrapping, ``$(...)`` and
-backticks, chains with ``;`` ``&&`` ``||`` ``|`` — but a blocklist is a speed bump, not a sandbox.
-The boundary is the approval a person gives: by default every shell call needs it.
+backticks, chains with ``;`` ``&&`` ``||`` ``|``, spellings of a path (``//``, ``/./``, ``/usr/*``,
+``~``, ``${HOME}``) — and knows the famous forms (recursive removal, ``chmod``/``chown`` or
+``find -delete`` of a system directory, fork bombs, writes to disk devices). It is a speed bump, not
+a sandbox: the boundary is the approval a person gives, and by default every shell call needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import posixpath
 import re
 import shlex
 import signal
@@ -27,9 +45,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.tools import _sandbox
+from tether.tools._sandbox import SandboxKind, kill_process_tree, process_alive, process_identity
 from tether.tools.base import ToolContext, ToolError, ToolResult
 
-__all__ = ["DEFAULT_BLOCKED", "RunCommand", "ShellSettings", "blocked_reason", "run_sandboxed"]
+__all__ = [
+    "DEFAULT_BLOCKED",
+    "RunCommand",
+    "SandboxKind",
+    "ShellSettings",
+    "blocked_reason",
+    "kill_process_tree",
+    "process_alive",
+    "process_identity",
+    "run_sandboxed",
+    "sandbox_kind",
+]
 
 DEFAULT_BLOCKED = frozenset({
     "shutdown", "reboot", "halt", "poweroff", "init", "telinit",
@@ -45,6 +76,17 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 _SEPARATORS = re.compile(r"\|\||&&|[;&|\n()]")
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+# Directories whose recursive removal, chmod or find -delete is refused (and the user's home).
+_PROTECTED = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
+                        "/sbin", "/sys", "/usr", "/var"})
+_HOME_WORD = re.compile(r"^(?:~|\$HOME|\$\{HOME\})(?=/|$)")
+_REDIRECT_TARGET = re.compile(r"(?:>>?\|?|\bof=)\s*['\"]?(/dev/[^\s'\"]+)")
+_DISK = re.compile(r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|dm-|md|loop|nbd|sr|mapper/|disk/)")
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+_DESTROYERS = frozenset({"rm", "shred", "unlink", "rmdir", "truncate", "wipe", "srm"})
+_COPIERS = frozenset({"cp", "mv", "install", "rsync"})
+_NAME = r"[^\s(){}|&;<>'\"]+"
+_FUNCTION = re.compile(rf"(?:\bfunction\s+({_NAME})\s*(?:\(\s*\))?|({_NAME})\s*\(\s*\))\s*\{{([^}}]*)\}}")
 
 
 @dataclass(frozen=True)
@@ -56,6 +98,9 @@ class ShellSettings:
     output_cap_bytes: int = 1_000_000
     blocked: frozenset[str] = DEFAULT_BLOCKED
     env: dict[str, str] = field(default_factory=dict)  # extra variables the command gets
+    # Linux: run each command in its own PID and mount namespace when the machine allows it. False
+    # keeps the plain path (a subreaper still kills every descendant) for hosts where it misbehaves.
+    namespaces: bool = True
 
 
 def _command_name(token: str) -> str:
@@ -75,11 +120,70 @@ def _segments(command: str) -> list[list[str]]:
     return out
 
 
-def _rm_root(words: list[str]) -> bool:
+def _protected(word: str) -> bool:
+    """Whether ``word`` names a system directory or the home, however it is spelled."""
+    home = os.path.expanduser("~")
+    path = _HOME_WORD.sub(lambda _: home, word)
+    if not path.startswith("/"):
+        return False
+    path = posixpath.normpath(re.sub("/+", "/", path))
+    while path.endswith(("/*", "/.*")):  # everything inside it
+        path = posixpath.dirname(path)
+    return path in _PROTECTED or path == posixpath.normpath(home)
+
+
+def _recursive(words: list[str], letters: str) -> bool:
     flags = "".join(w[1:] for w in words[1:] if w.startswith("-") and not w.startswith("--"))
-    recursive = "r" in flags.lower() or "--recursive" in words
+    return "--recursive" in words or any(letter in flags for letter in letters)
+
+
+def _names_protected(words: list[str]) -> bool:
+    return any(_protected(w) for w in words[1:] if not w.startswith("-"))
+
+
+def _disk(word: str) -> bool:
+    return bool(_DISK.match(re.sub(r"/+(?:\./+)*", "/", word)))
+
+
+def _find_reason(words: list[str], blocked: frozenset[str]) -> str | None:
+    """``find / -delete`` and ``find /etc -exec rm``; ``-exec`` of a blocked command anywhere."""
+    rest = words[1:]
+    while rest and (rest[0] in ("-H", "-L", "-P") or rest[0].startswith("-O")):
+        rest = rest[1:]
+    starts = list(itertools.takewhile(lambda w: not w.startswith(("-", "(", "!", ")")), rest))
+    actions = rest[len(starts):]
+    runs = [_command_name(actions[i + 1]) for i, w in enumerate(actions[:-1]) if w in _FIND_RUNS]
+    for name in runs:
+        if name in blocked:
+            return f"{name!r} is blocked in this deployment"
+    destroys = "-delete" in actions or any(name in _DESTROYERS for name in runs)
+    if destroys and any(_protected(start) for start in starts):
+        return "deleting a system or home directory with find is blocked"
+    return None
+
+
+def _destructive(name: str, words: list[str], blocked: frozenset[str]) -> str | None:
+    if name == "rm" and _recursive(words, "rR") and _names_protected(words):
+        return "recursive removal of a system or home directory is blocked"
+    if name in ("chmod", "chown", "chgrp") and _recursive(words, "R") and _names_protected(words):
+        return f"recursive {name} of a system or home directory is blocked"
+    if name == "find":
+        return _find_reason(words, blocked)
     targets = [w for w in words[1:] if not w.startswith("-")]
-    return recursive and any(t in ("/", "/*", "~", "~/", "$HOME", "/home", "/etc", "/usr") for t in targets)
+    if (name == "tee" and any(_disk(t) for t in targets)) or (name in _COPIERS and targets and _disk(targets[-1])):
+        return "writing to a disk device is blocked"
+    return None
+
+
+def _whole_line_reason(command: str) -> str | None:
+    """What only the whole line shows: a fork bomb, a redirection onto a disk device."""
+    for match in _FUNCTION.finditer(command):
+        name = re.escape(match.group(1) or match.group(2))
+        if re.search(rf"(?:^|[\s;|&(]){name}\s*[|&]", match.group(3)):  # calls itself in a pipe or background
+            return "a fork bomb is blocked"
+    if any(_disk(target) for target in _REDIRECT_TARGET.findall(re.sub(r"/+(?:\./+)*", "/", command))):
+        return "writing to a disk device is blocked"
+    return None
 
 
 def _strip_prefixes(words: list[str], blocked: frozenset[str]) -> tuple[list[str], str | None]:
@@ -102,13 +206,11 @@ def _segment_reason(words: list[str], blocked: frozenset[str], depth: int) -> st
     name = _command_name(words[0])
     if name in blocked:
         return f"{name!r} is blocked in this deployment"
-    if name == "rm" and _rm_root(words):
-        return "recursive removal of a system or home directory is blocked"
     if name in _SHELLS:  # sh -c "...": check the script too
         script = next((words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("-") and "c" in w), None)
         if script is not None:
             return blocked_reason(script, blocked, depth + 1)
-    return None
+    return _destructive(name, words, blocked)
 
 
 def blocked_reason(command: str, blocked: Iterable[str] = DEFAULT_BLOCKED, _depth: int = 0) -> str | None:
@@ -116,6 +218,9 @@ def blocked_reason(command: str, blocked: Iterable[str] = DEFAULT_BLOCKED, _dept
     blocked = frozenset(blocked)
     if _depth > 4:
         return "the command nests shells too deeply to check"
+    whole = _whole_line_reason(command)
+    if whole:
+        return whole
     for inner in _SUBSTITUTION.findall(command):
         reason = blocked_reason(inner[0] or inner[1], blocked, _depth + 1)
         if reason:
@@ -136,17 +241,34 @@ def _environment(settings: ShellSettings, cwd: Path) -> dict[str, str]:
     return env
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def sandbox_kind(namespaces: bool = True) -> SandboxKind:
+    """What keeps tether's environment from a shell command on this machine (found once, cached).
+
+    ``namespaces=False`` answers for :attr:`ShellSettings.namespaces` turned off."""
+    return _sandbox.plan(namespaces).kind
+
+
+def _stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:  # while it lives: what it started is found below it
+        _sandbox.kill_tree(proc.pid)
+    else:  # what is left of its process group (it may outlive its leader where nothing else kills it)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings) -> tuple[int | None, bytes, str]:
-    """Run ``command``; return (exit code or None when stopped, the first ``cap`` bytes, note)."""
+    """Run ``command``; return (exit code or None when stopped, the first ``cap`` bytes, note).
+
+    As soon as the process exists its pid goes to ``ctx.on_process`` (the process to check with
+    :func:`process_alive` and stop with :func:`kill_process_tree`); if that report fails, the command
+    is killed and the error raised, so nothing runs unrecorded. On Linux the process is tied to the
+    thread that runs the event loop: it dies if that thread, or tether, ends first.
+    """
+    argv = await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces)
     proc = await asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", command, cwd=ctx.cwd, env=_environment(settings, ctx.cwd),
+        *argv, cwd=ctx.cwd, env=_environment(settings, ctx.cwd),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group: one kill reaches every child
+        start_new_session=True,  # its own process group and session, apart from tether's terminal
     )
     assert proc.stdout is not None
     cap = settings.output_cap_bytes
@@ -166,17 +288,19 @@ async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings)
             size += len(chunk)
             if size > cap:  # memory stays bounded: stop the flood instead of reading it all
                 note = f"[output truncated at {cap:,} bytes; the command was stopped]"
-                _kill_group(proc)
+                _stop(proc)
                 return
 
     try:
+        if ctx.on_process is not None:
+            ctx.on_process(proc.pid)
         await asyncio.wait_for(ctx.signal.race(drain()), timeout=settings.timeout_s)
         code: int | None = await asyncio.wait_for(proc.wait(), timeout=5) if not note else None
     except TimeoutError:
         note = f"[timed out after {settings.timeout_s:g} s; the command and its children were stopped]"
         code = None
     finally:
-        _kill_group(proc)  # children left running in the group go too
+        _stop(proc)  # whatever it left running goes too
         with contextlib.suppress(TimeoutError, ProcessLookupError):
             await asyncio.wait_for(proc.wait(), timeout=5)
     return code, b"".join(chunks), note

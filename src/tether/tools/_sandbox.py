@@ -1,0 +1,361 @@
+"""Where a shell command runs, how the harness is hidden from it, and how everything it started dies.
+
+On Linux a command's life is tied to tether's with ``PR_SET_PDEATHSIG``: a tether killed by SIGKILL
+takes the command down with it, so a dead tether leaves no orphan command acting behind a person's
+back. Then one of two ways:
+
+* In namespaces: ``setpriv --pdeathsig KILL unshare --pid --fork --mount-proc --kill-child`` (plus
+  ``--user --map-current-user`` when tether is not root). The command is PID 1 of its own PID
+  namespace with its own ``/proc``: no process of tether's exists for it, so neither does tether's
+  environment. When that PID 1 dies, the kernel kills everything in the namespace, ``setsid`` or not.
+* Without them: under a small *keeper*, this very file run as ``python -I -S _sandbox.py`` (which is
+  why it imports only the standard library). The keeper is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``): every orphan of the command, including those that left its session,
+  is re-parented to the keeper instead of init, so walking ``/proc`` down from the keeper finds them
+  all. When the command ends, or tether dies, the keeper kills whatever is left.
+
+util-linux ``unshare`` rather than bubblewrap: it is part of every Linux base system (on Debian
+util-linux is Essential) while ``bwrap`` often is not installed, and a PID namespace with its own
+``/proc`` is exactly what is needed here; one mechanism is one path to test. Which way works is found
+once per process by running a trivial command through it.
+
+tether itself is made non-dumpable before its first command: its ``/proc/PID/environ`` (and ``mem``,
+``maps``...) then belongs to root, so a same-user process cannot open it even without namespaces, and
+no core dump holds its keys. Root bypasses that, which is why the namespace matters when tether runs
+as root. Side effects: a same-user debugger (``gdb``, ``py-spy``) cannot attach without root, and a
+non-root tether cannot read its own ``/proc/self/environ``.
+
+On macOS there is no PID namespace, no subreaper and no parent-death signal: the command runs in its
+own process group, survives a killed tether, and same-user processes can read tether's environment
+(``ps -E``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+SandboxKind = Literal["pid+mount namespace", "user+pid+mount namespace", "non-dumpable only", "none (macOS)", "none"]
+KeeperMode = Literal["exec", "reap"]
+
+_log = logging.getLogger("tether.tools.shell")
+_LINUX = sys.platform.startswith("linux")
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_UNSHARE: str | None = None  # None: look it up on PATH (tests point it elsewhere)
+_SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+_ISOLATED = ("--pid", "--fork", "--mount-proc", "--kill-child")
+_CANDIDATES: tuple[tuple[SandboxKind, tuple[str, ...]], ...] = (
+    ("pid+mount namespace", _ISOLATED),  # root only
+    ("user+pid+mount namespace", ("--user", "--map-current-user", *_ISOLATED)),
+    ("user+pid+mount namespace", ("--user", "--map-root-user", *_ISOLATED)),  # util-linux < 2.38
+)
+# PID 1, and /proc/self is PID 1 too: a PID namespace with its own /proc, not the host's.
+_CHECK = 'read pid rest </proc/self/stat && [ "$pid" = 1 ] && [ "$$" = 1 ] && echo isolated'
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How commands start on this machine: what isolation they get and what goes before ``sh -c``."""
+
+    kind: SandboxKind
+    keeper: KeeperMode | None
+    wrapper: tuple[str, ...] = ()
+
+
+_plans: dict[bool, Plan] = {}
+_lock = threading.Lock()
+_protected = False
+
+
+def plan(namespaces: bool = True) -> Plan:
+    """The plan for this process, found once (the probe runs a trivial command) and cached."""
+    with _lock:
+        found = _plans.get(namespaces)
+        if found is None:
+            found = _plans[namespaces] = _choose(namespaces)
+    return found
+
+
+def command_argv(command: str, namespaces: bool = True) -> list[str]:
+    """The argv that runs ``command`` under the plan; makes tether non-dumpable first."""
+    global _protected
+    if not _protected:
+        _protected = True
+        _make_non_dumpable()
+    return _argv(plan(namespaces), command)
+
+
+def _argv(chosen: Plan, command: str) -> list[str]:
+    script = ["/bin/sh", "-c", command]
+    if chosen.keeper is None:
+        return [*chosen.wrapper, *script]
+    return [sys.executable, "-I", "-S", __file__, chosen.keeper, str(os.getpid()), *chosen.wrapper, *script]
+
+
+def _choose(namespaces: bool) -> Plan:
+    if not _LINUX:
+        kind: SandboxKind = "none (macOS)" if sys.platform == "darwin" else "none"
+        _log.info("shell commands run in their own process group only (%s): a same-user command can read "
+                  "tether's environment", kind)
+        return Plan(kind, None)
+    if namespaces:
+        found, why = _probe_namespaces()
+        if found is not None:
+            _log.debug("shell commands run in a %s", found.kind)
+            return found
+        _log.warning("shell commands run without a PID namespace (%s): tether is non-dumpable, so a command "
+                     "running as the same non-root user cannot read its environment, but one running as root "
+                     "can", why)
+    keeper = _keeper_works()
+    if not keeper:
+        _log.warning("the shell's keeper process cannot start (%s -I -S %s): a command's descendants that "
+                     "leave its session may outlive it", sys.executable, __file__)
+    return Plan("non-dumpable only", "reap" if keeper else None)
+
+
+def _works(candidate: Plan, check: str) -> bool | str:
+    """True when ``check`` run under ``candidate`` prints ``isolated``; else what went wrong."""
+    try:
+        done = subprocess.run(_argv(candidate, check), cwd="/", env={"PATH": _SYSTEM_PATH},
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{candidate.wrapper[:1] or candidate.keeper}: {exc}"
+    if done.stdout.strip() == b"isolated":
+        return True
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return said[-1] if said else f"exit status {done.returncode}"
+
+
+@functools.cache
+def _keeper_works() -> bool:
+    return bool(sys.executable) and Path(__file__).is_file() and _works(Plan("none", "reap"), "echo isolated") is True
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=_SYSTEM_PATH)
+
+
+def _probe_namespaces() -> tuple[Plan | None, str]:
+    unshare = _UNSHARE or _which("unshare")
+    if unshare is None:
+        return None, "util-linux unshare is not installed"
+    # setpriv sets the parent-death signal without starting Python; between its fork and its prctl
+    # a dying tether goes unnoticed, a window of microseconds the keeper closes when there is no setpriv.
+    setpriv = _which("setpriv")
+    tied: tuple[str, ...] = (setpriv, "--pdeathsig", "KILL") if setpriv else ()
+    why = "unshare refused"
+    for kind, flags in _CANDIDATES:
+        if kind == "pid+mount namespace" and os.geteuid() != 0:
+            continue
+        candidate = Plan(kind, None if tied or not _keeper_works() else "exec", (*tied, unshare, *flags))
+        works = _works(candidate, _CHECK)
+        if works is True:
+            return candidate, ""
+        why = str(works)
+    return None, why
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _make_non_dumpable() -> None:
+    if _LINUX and _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        _log.warning("could not make tether non-dumpable; same-user processes can read its environment")
+
+
+# --- processes: identity, descendants, kill ------------------------------------------------------
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3.. of ``/proc/PID/stat`` (state first); the name may hold spaces and parentheses."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields if len(fields) > 19 else None
+
+
+def process_identity(pid: int) -> str | None:
+    """What tells this process apart from any later one with the same pid; None when none runs.
+
+    Linux: the boot id and the start time since boot (``/proc/PID/stat`` field 22). Elsewhere:
+    ``ps``'s start time, to the second. A zombie counts as not running."""
+    if pid <= 0:
+        return None
+    if _LINUX:
+        fields = _stat(pid)
+        if fields is None or fields[0] in ("Z", "X"):
+            return None
+        return f"linux:{_boot_id()}:{fields[19]}"
+    try:
+        out = subprocess.run(["ps", "-o", "stat=,lstart=", "-p", str(pid)], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state, _, started = out.stdout.strip().partition(" ")
+    if out.returncode != 0 or not started or state.startswith("Z"):
+        return None
+    return f"ps:{started.strip()}"
+
+
+def process_alive(pid: int, identity: str | None) -> bool:
+    """True only while ``pid`` runs *and* is the process that had ``identity`` (not a reused pid)."""
+    return identity is not None and process_identity(pid) == identity
+
+
+def kill_process_tree(pid: int, identity: str | None) -> bool:
+    """Kill ``pid``, its process group and every descendant, if it is still the same process.
+
+    Returns whether it was (a process that ended, or a pid now used by another, is left alone)."""
+    if not process_alive(pid, identity):
+        return False
+    return kill_tree(pid)
+
+
+def _table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) for every process this one can see."""
+    table: dict[int, tuple[int, str]] = {}
+    if _LINUX:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+                    table[int(entry.name)] = (int(fields[1]), fields[0])
+        return table
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True,
+                             timeout=10, check=False).stdout
+        for line in out.splitlines():
+            with contextlib.suppress(ValueError):
+                pid, ppid, state = line.split()[:3]
+                table[int(pid)] = (int(ppid), state[:1])
+    return table
+
+
+def descendants(root: int) -> list[int]:
+    """Every live (non-zombie) process below ``root``, parents before children."""
+    children: dict[int, list[int]] = {}
+    states: dict[int, str] = {}
+    for pid, (ppid, state) in _table().items():
+        children.setdefault(ppid, []).append(pid)
+        states[pid] = state
+    found: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop(0)
+        if states[pid] not in ("Z", "X"):
+            found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def _kill(pid: int, group: bool = False) -> bool:
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def kill_below(root: int, patience_s: float = 2.0) -> bool:
+    """SIGKILL every descendant of ``root``, pass after pass until none is left; whether there was one.
+
+    ``root`` must still live: when it is a subreaper, the orphans of a pass come back to it and the
+    next pass finds them; a process forked during a pass is found by the next one."""
+    deadline = time.monotonic() + patience_s
+    killed = False
+    while (victims := descendants(root)) and time.monotonic() < deadline:
+        for pid in victims:
+            killed = _kill(pid) or killed
+        time.sleep(0.002)  # let the killed become zombies before looking again
+    return killed
+
+
+def kill_tree(root: int) -> bool:
+    """Kill everything below ``root``, then its process group, then ``root``; whether any was signalled."""
+    if root <= 1 or root == os.getpid():  # never init, never tether itself
+        return False
+    below = kill_below(root)
+    group = _kill(root, group=True)
+    return _kill(root) or group or below
+
+
+# --- the keeper (run as a program) ---------------------------------------------------------------
+
+def _keep(mode: str, parent: int, program: list[str]) -> NoReturn:
+    libc = _libc()
+    # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec.
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL if mode == "exec" else signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # tether died before the line above could take effect
+        os._exit(128 + signal.SIGKILL)
+    if mode == "exec":
+        os.execv(program[0], program)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGTERM, lambda *_: _give_up())  # tether is gone: take everything down
+    child = os.fork()
+    if child == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            os.execv(program[0], program)
+        except OSError as exc:
+            os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
+        os._exit(127)
+    null = os.open(os.devnull, os.O_RDWR)  # the output pipe ends when the command's side closes
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    status = _wait_for(child)
+    kill_below(os.getpid())
+    _exit_like(status)
+
+
+def _wait_for(child: int) -> int:
+    """Reap orphans as they come back to the keeper, until ``child`` ends; its wait status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if pid == child:
+            return status
+
+
+def _give_up() -> NoReturn:
+    kill_below(os.getpid())
+    os._exit(128 + signal.SIGTERM)
+
+
+def _exit_like(status: int) -> NoReturn:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+if __name__ == "__main__":
+    _keep(sys.argv[1], int(sys.argv[2]), sys.argv[3:])
