@@ -77,7 +77,7 @@ class Plan:
 
 _plans: dict[bool, Plan] = {}
 _lock = threading.Lock()
-_protected = False
+_hardened = False  # made non-dumpable already
 
 
 def plan(namespaces: bool = True) -> Plan:
@@ -91,9 +91,9 @@ def plan(namespaces: bool = True) -> Plan:
 
 def command_argv(command: str, namespaces: bool = True) -> list[str]:
     """The argv that runs ``command`` under the plan; makes tether non-dumpable first."""
-    global _protected
-    if not _protected:
-        _protected = True
+    global _hardened
+    if not _hardened:
+        _hardened = True
         _make_non_dumpable()
     return _argv(plan(namespaces), command)
 
