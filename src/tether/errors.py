@@ -8,6 +8,7 @@ Misuse by the developer or the person at the terminal is kept apart from failure
     ├── StoreError             a run file that cannot be read or written (says which file and why)
     ├── ProviderError          a model provider failed; carries status, body, headers, retry_after
     │   ├── RetryableError     429, 408, 409, 5xx, timeouts, dropped connections
+    │   │   └── IncompleteStreamError  a stream that stopped before its end marker (chars_shown)
     │   ├── AuthError          401/403: names the variable or config entry to fix
     │   ├── BadRequestError    400 and other requests the provider will never accept
     │   ├── ContextOverflowError  the prompt does not fit the model's window
@@ -28,6 +29,7 @@ __all__ = [
     "BadRequestError",
     "ConfigError",
     "ContextOverflowError",
+    "IncompleteStreamError",
     "ProviderError",
     "ResponseError",
     "RetryableError",
@@ -86,6 +88,19 @@ class ProviderError(TetherError):
 
 class RetryableError(ProviderError):
     """Worth another attempt after a wait: rate limits, timeouts, 5xx, dropped connections."""
+
+
+class IncompleteStreamError(RetryableError):
+    """A stream that stopped before the provider said the reply was finished: a dropped
+    connection, or a server that closed the body early. Nothing of it is a reply.
+
+    Retryable like any dropped connection, but ``chars_shown`` says how much text and reasoning
+    already reached the caller: once any did, a retry would show the user a second, different
+    answer, so the loop fails the run with this message instead."""
+
+    def __init__(self, message: str, *, chars_shown: int = 0, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.chars_shown = chars_shown
 
 
 class AuthError(ProviderError):

@@ -8,8 +8,9 @@ Provider formats never leak past the provider layer.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -25,6 +26,7 @@ __all__ = [
     "ToolMessage",
     "UserMessage",
     "clean_text",
+    "clean_value",
     "dump_message",
     "load_message",
     "parse_arguments",
@@ -177,18 +179,29 @@ def canonical_arguments(arguments: str) -> str | None:
         return None
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean_text(text: str) -> str:
-    """``text`` without lone surrogates (replaced by U+FFFD), so it can always be written as UTF-8.
+    """``text`` without lone surrogates (replaced by U+FFFD; valid pairs joined into one
+    character), so it can always be written as UTF-8.
 
     They reach tether from a model's ``\\ud800`` escapes and from file names that are not UTF-8
     (``os.fsdecode``); one left in a message would make every later save of the run fail."""
-    if text.isascii():
+    if text.isascii() or not _LONE_SURROGATE.search(text):
         return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def clean_value(value: Any) -> Any:
+    """``value`` (parsed JSON) with :func:`clean_text` applied to every string, keys included."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_value(v) for v in value]
+    return value
 
 
 _M = TypeVar("_M", UserMessage, AssistantMessage, ToolMessage)
@@ -201,14 +214,5 @@ def clean_message(message: _M) -> _M:
         message.model_dump_json()
         return message
     except ValueError:  # pydantic's serialisation error on a lone surrogate
-        return type(message).model_validate(_clean_value(message.model_dump()))
+        return type(message).model_validate(clean_value(message.model_dump()))
 
-
-def _clean_value(value: object) -> object:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {k: _clean_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean_value(v) for v in value]
-    return value

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tether.errors import ResponseError, RetryableError
+from tether.errors import IncompleteStreamError, ResponseError
 from tether.messages import AssistantMessage, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
 from tether.usage import Usage
 
@@ -93,19 +93,6 @@ class Provider(Protocol):
     async def validate_auth(self) -> None: ...
 
     async def aclose(self) -> None: ...
-
-
-class IncompleteStreamError(RetryableError):
-    """A stream that stopped before the provider said the reply was finished: a dropped
-    connection, or a server that closed the body early. Nothing of it is a reply.
-
-    Retryable like any dropped connection, but ``chars_shown`` says how much text and reasoning
-    already reached the caller: once any did, a retry would show the user a second, different
-    answer, so the loop fails the run with this message instead."""
-
-    def __init__(self, message: str, *, chars_shown: int = 0, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.chars_shown = chars_shown
 
 
 def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:

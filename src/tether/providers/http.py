@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from tether.errors import ProviderError, ResponseError, RetryableError, classify_http_error
-from tether.messages import AssistantMessage
+from tether.messages import AssistantMessage, clean_value
 from tether.providers.auth import Credentials
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
 
@@ -29,7 +29,6 @@ __all__ = [
     "ReplyAssembler",
     "assembled",
     "clean_arguments",
-    "clean_text",
     "decode_json",
     "read_json",
     "stream_reply",
@@ -68,28 +67,7 @@ def _failures() -> tuple[type[BaseException], ...]:
     return (httpx.HTTPError, OSError, ValueError)
 
 
-_LONE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (valid pairs joined into one character).
-
-    A model's JSON can carry ``"\\ud800"``; Python decodes it into a string that cannot be
-    written as UTF-8, so one such reply would make every later save of the run fail."""
-    if text.isascii() or not _LONE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 def decode_json(raw: str, provider: str, what: str) -> Any:
@@ -98,7 +76,7 @@ def decode_json(raw: str, provider: str, what: str) -> Any:
     try:
         value = json.loads(raw)
         # Only a \\uD8xx-\\uDFxx escape makes a surrogate: skip the walk for the other 99.9 %.
-        return _clean(value) if _ESCAPED_SURROGATE.search(raw) else value
+        return clean_value(value) if _ESCAPED_SURROGATE.search(raw) else value
     except (ValueError, RecursionError) as exc:
         raise ResponseError(f"{provider}: malformed {what} (not JSON): {raw[:200]}", provider=provider,
                             body=raw[:500]) from exc
@@ -113,7 +91,7 @@ def clean_arguments(arguments: str) -> str:
         value = json.loads(arguments)
     except (ValueError, RecursionError):
         return arguments  # not JSON: the tool layer answers it with an error; nothing to clean
-    cleaned = _clean(value)
+    cleaned = clean_value(value)
     # Escaped pairs (an emoji) decode whole: only a lone surrogate makes the text change.
     return arguments if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
 

@@ -45,8 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.processes import kill_process_tree, kill_tree, process_alive, process_identity
 from tether.tools import _sandbox
-from tether.tools._sandbox import SandboxKind, kill_process_tree, process_alive, process_identity
+from tether.tools._sandbox import SandboxKind
 from tether.tools.base import ToolContext, ToolError, ToolResult
 
 __all__ = [
@@ -250,7 +251,7 @@ def sandbox_kind(namespaces: bool = True) -> SandboxKind:
 
 def _stop(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:  # while it lives: what it started is found below it
-        _sandbox.kill_tree(proc.pid)
+        kill_tree(proc.pid)
     else:  # what is left of its process group (it may outlive its leader where nothing else kills it)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

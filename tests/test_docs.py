@@ -1,0 +1,167 @@
+"""Every code block in README.md and docs/*.md runs as written, so the documentation cannot drift.
+
+The rules, stated once:
+
+* ``python`` blocks of one file run in order in one namespace (like a notebook), in a fresh
+  directory holding a copy of ``examples/``, with a fresh ``$TETHER_HOME``.
+* ``bash`` blocks run line by line with ``/bin/sh`` in the same kind of directory. Substitutions:
+  ``pip install ...`` and ``python -m pytest`` are skipped (this test runs inside what they set up);
+  a real provider's model (``openai/...``, ``anthropic/...``, a configured endpoint) is replaced by
+  ``scripted/plan`` and ``sk-...`` keys are left unset; ``RUN_ID`` is the latest run. A command must
+  not fail with exit code 1 or 2 nor print a traceback.
+* ``toml`` blocks are written as ``$TETHER_HOME/config.toml`` and must load without an error.
+* ``json`` blocks are trace lines: each must parse, and carry exactly the fields a real run's trace
+  line of the same type carries.
+* ``text`` and ``console`` blocks are shown, not run (synopses, layouts, output, long benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+RUN_LANGS = {"python", "bash", "toml", "json"}
+REAL_MODEL = re.compile(r"\b(?:openai|anthropic|local|openrouter)/[\w.:-]+(?:/[\w.:-]+)?")
+
+
+def blocks(path: Path) -> list[tuple[str, str]]:
+    text = path.read_text(encoding="utf-8")
+    # The test command between the markers is what CI runs to get here: not run again.
+    text = re.sub(r"<!-- test-command -->.*?<!-- /test-command -->", "", text, flags=re.S)
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(text)]
+
+
+def test_every_block_has_a_known_language() -> None:
+    for path in DOCS:
+        for lang, body in blocks(path):
+            assert lang in RUN_LANGS | {"text", "console"}, (
+                f"{path.name}: a ``` block without a language (or with {lang!r}); say python, bash, toml, "
+                f"json, or text/console for what is shown only:\n{body[:200]}")
+
+
+@pytest.fixture
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    home = tmp_path / "home"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    for var in ("TETHER_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_BASE_URL", "OPENAI_BASE_URL",
+                "ANTHROPIC_BASE_URL", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _python_docs() -> list[Path]:
+    return [p for p in DOCS if any(lang == "python" for lang, _ in blocks(p))]
+
+
+@pytest.mark.parametrize("path", _python_docs(), ids=lambda p: p.name)
+def test_python_blocks_run(path: Path, place: Path) -> None:
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    for lang, body in blocks(path):
+        if lang == "python":
+            code = REAL_MODEL.sub("scripted/plan", body)
+            exec(compile(code, f"{path.name} block", "exec"), namespace)
+
+
+def _bash_docs() -> list[Path]:
+    return [p for p in DOCS if any(lang == "bash" for lang, _ in blocks(p))]
+
+
+def _commands(body: str) -> list[str]:
+    out: list[str] = []
+    pending = ""
+    for line in body.splitlines():
+        line = pending + line
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        stripped = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if stripped:
+            out.append(stripped)
+    return out
+
+
+def _substitute(command: str, home: Path) -> str | None:
+    if re.match(r"(pip|python -m pip) install\b", command) or "pytest" in command:
+        return None
+    if re.match(r"export \w+=(sk-|\S*\.\.\.)", command):
+        return None  # a placeholder key: the scripted model needs none
+    command = REAL_MODEL.sub("scripted/plan", command)
+    command = re.sub(r"^pip install \S+ && ", "", command)
+    if "RUN_ID" in command:
+        runs = sorted((home / "runs").glob("run_*"), key=lambda d: d.stat().st_mtime)
+        assert runs, f"{command!r} needs a run, and no earlier command made one"
+        command = command.replace("RUN_ID", runs[-1].name)
+    return command
+
+
+@pytest.mark.parametrize("path", _bash_docs(), ids=lambda p: p.name)
+def test_bash_blocks_run(path: Path, place: Path) -> None:
+    home = Path(os.environ["TETHER_HOME"])
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for lang, body in blocks(path):
+        if lang != "bash":
+            continue
+        for raw in _commands(body):
+            command = _substitute(raw, home)
+            if command is None:
+                continue
+            out = subprocess.run(["/bin/sh", "-c", command], cwd=place, env=env, capture_output=True, text=True,
+                                 timeout=120, stdin=subprocess.DEVNULL)
+            assert out.returncode not in (1, 2, 127), f"{path.name}: `{raw}` exited {out.returncode}:\n{out.stderr[-2000:]}"
+            assert "Traceback" not in out.stderr, f"{path.name}: `{raw}` printed a traceback:\n{out.stderr[-2000:]}"
+
+
+def _toml_docs() -> list[Path]:
+    return [p for p in DOCS if any(lang == "toml" for lang, _ in blocks(p))]
+
+
+@pytest.mark.parametrize("path", _toml_docs(), ids=lambda p: p.name)
+def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
+    from tether.config import load_settings
+
+    home = Path(os.environ["TETHER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    for lang, body in blocks(path):
+        if lang == "toml":
+            (home / "config.toml").write_text(body, encoding="utf-8")
+            load_settings()  # raises a ConfigError naming the key on anything it does not accept
+
+
+def test_json_trace_lines_match_a_real_trace(place: Path) -> None:
+    home = Path(os.environ["TETHER_HOME"])
+    out = subprocess.run([sys.executable, "-m", "tether", "run", "--model", "scripted/plan", "--cwd",
+                          "examples/workspace", "Which file mentions a timeout?"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    (trace,) = (home / "traces").glob("*.jsonl")
+    real = {}
+    for line in trace.read_text().splitlines():
+        data = json.loads(line)
+        real.setdefault(data["type"], set(data))
+    shown = 0
+    for path in DOCS:
+        for lang, body in blocks(path):
+            if lang != "json":
+                continue
+            for line in body.splitlines():
+                data = json.loads(line)
+                assert set(data) == real[data["type"]], (
+                    f"{path.name}: a {data['type']} line shows {sorted(set(data) ^ real[data['type']])} "
+                    "unlike a real trace")
+                shown += 1
+    assert shown, "the docs show trace lines"
