@@ -104,6 +104,9 @@ class CancelSignal:
             await asyncio.wait((task, fut), return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             task.cancel()
+            # Nobody will await it now: retrieve its outcome when it ends, so an exception it ends
+            # with is not logged later from a finalizer ("Task exception was never retrieved").
+            task.add_done_callback(_retrieve)
             raise
         finally:
             self._discard(fut)
@@ -117,3 +120,8 @@ class CancelSignal:
     def _discard(self, fut: asyncio.Future[None]) -> None:
         if fut in self._futures:
             self._futures.remove(fut)
+
+
+def _retrieve(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()

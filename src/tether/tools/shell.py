@@ -295,7 +295,7 @@ async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings)
     try:
         if ctx.on_process is not None:
             ctx.on_process(proc.pid)
-        await asyncio.wait_for(ctx.signal.race(drain()), timeout=settings.timeout_s)
+        await ctx.signal.race(asyncio.wait_for(drain(), timeout=settings.timeout_s))
         code: int | None = await asyncio.wait_for(proc.wait(), timeout=5) if not note else None
     except TimeoutError:
         note = f"[timed out after {settings.timeout_s:g} s; the command and its children were stopped]"
