@@ -15,6 +15,7 @@ from tether.usage import Usage
 __all__ = [
     "ApprovalRequired",
     "Compaction",
+    "Decision",
     "Done",
     "Event",
     "Fallback",
@@ -83,7 +84,7 @@ class ToolResultEvent:
     tool_name: str
     ok: bool
     ms: float
-    status: str = "ok"  # ok | error | cached | rejected | interrupted
+    status: str = "ok"  # ok | error | cached | rejected | interrupted | cancelled (no result: still pending)
     type: Literal["tool_result"] = "tool_result"
 
 
@@ -95,6 +96,18 @@ class ApprovalRequired:
     args: str
     reason: str = "approval"  # or "outcome_unknown"
     type: Literal["approval_required"] = "approval_required"
+
+
+@dataclass(slots=True, frozen=True)
+class Decision:
+    """A person's decision about a call the run stopped for, as the resumed run acts on it."""
+
+    run_id: str
+    call_id: str
+    tool_name: str
+    decision: str  # approved | rejected
+    reason: str = ""
+    type: Literal["decision"] = "decision"
 
 
 @dataclass(slots=True, frozen=True)
@@ -163,6 +176,7 @@ Event = (
     | ToolProgress
     | ToolResultEvent
     | ApprovalRequired
+    | Decision
     | Compaction
     | Retry
     | Fallback

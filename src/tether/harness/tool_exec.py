@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tether.errors import RunCancelled
-from tether.events import ApprovalRequired, Event, ToolProgress, ToolResultEvent, ToolStart
+from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.limits import Halt
@@ -102,6 +102,7 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
     state, tool = rc.state, rc.tools.get(call.name)
     if call.id in state.rejected:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
+        yield Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
         yield _record(rc, call, text, "rejected")
         return
     if tool is None:
@@ -129,6 +130,8 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         yield ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind)
         rc.stop(halt)
         return
+    if call.id in state.approved and (getattr(tool, "needs_approval", False) or call.id in state.intents):
+        yield Decision(state.run_id, call.id, call.name, "approved")
     async for event in _execute(rc, call, tool, args):
         yield event
 
@@ -226,6 +229,9 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             yield item
     except RunCancelled as exc:
         rc.stop(Halt.cancelled(exc.reason))
+        # The call stays pending (a resume runs it, or asks about it); the trace says it was cut.
+        yield ToolResultEvent(run_id, call.id, call.name, ok=False,
+                              ms=round((time.perf_counter() - started) * 1000, 3), status="cancelled")
         return
     except Exception as exc:
         value = exc
