@@ -21,7 +21,7 @@ def test_official_client_lists_models_and_completes(scripted_server: ScriptedSer
 def test_official_client_streams_tool_call_deltas_and_usage(scripted_server: ScriptedServer) -> None:
     client = openai.OpenAI(base_url=scripted_server.base_url, api_key="unused", max_retries=0)
     messages = [{"role": "user", "content": "go"},
-                {"role": "assistant", "content": None, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": "errors.log"}]
     stream = client.chat.completions.create(model="scripted/plan", messages=messages, stream=True,

@@ -1,13 +1,21 @@
 """A scripted model server speaking OpenAI Chat Completions and Anthropic Messages, on loopback.
 
-* ``POST /v1/chat/completions`` (with and without ``stream``) and ``GET /v1/models``;
+* ``POST /v1/chat/completions`` (with and without ``stream``) and ``GET /v1/models`` (in OpenAI's
+  shape, or in Anthropic's with ``has_more``/``last_id`` pages when the request carries
+  ``anthropic-version``; ``limit`` and ``after_id`` are honoured);
 * ``POST /v1/messages`` (with and without ``stream``), the Anthropic streaming event format
   including thinking blocks with signatures (when the request enables ``thinking``);
 * the request's ``model`` names the scenario (``plan`` or ``scripted/plan``);
-* requests are checked as the real APIs check them (:mod:`tether.testing.validate`): an invalid one
-  gets a 400, so passing tests send valid requests;
+* requests are checked as the real APIs check them (:mod:`tether.testing.validate`), and as the
+  strictest common server does where they differ (an assistant message's ``content`` must be a
+  string, as llama.cpp requires): an invalid one gets a 400, so passing tests send valid requests;
+* ``dialect="llama.cpp"`` answers as llama.cpp's servers do: an assistant ``content`` that is null
+  or missing gets HTTP 500; streamed tool calls repeat their ``id`` in every chunk (``name`` null
+  after the first); streams carry no usage even when ``include_usage`` asks (bodies do);
 * faults, consumed one per request in order: ``429`` (``429:retry_after=1.5``,
-  ``429:retry_after_ms=200``), ``500``, ``503``, ``529``, ``401``, ``overflow``, ``cut`` (the stream
+  ``429:retry_after_ms=200``), ``500``, ``503``, ``507``, ``529``, ``401``, ``429_quota`` (a 429
+  whose body says ``insufficient_quota``, as OpenAI's does), ``low_credit`` (a 400 saying the credit
+  balance is too low, as Anthropic's does), ``overflow``, ``cut`` (the stream
   stops mid-way before any content), ``cut_after_text``, ``stall:SECONDS`` (nothing is sent for that
   long), ``malformed`` (a chunk that is not JSON), ``error_event`` (an error inside the stream);
 * faults that end a stream early: the ``cut_*`` ones drop the connection (no terminating chunk),
@@ -19,6 +27,10 @@
   some compatible servers do; the reply is complete);
 * ``garbled_gzip`` (``content-encoding: gzip`` over bytes that are not gzip), ``no_usage`` (no usage
   anywhere in this reply), ``lone_surrogate`` (the reply's text carries a lone surrogate, ``\\ud800``);
+* ``repeat_ids``: this reply's streamed tool calls repeat their id in every chunk (as llama.cpp);
+  ``bad_tool_json``: the first tool call's arguments are not JSON (Messages: streamed as such
+  ``partial_json``, or, without ``stream``, an ``input`` that is that text instead of an object);
+* ``GET /v1/models`` takes the status faults (``401``, ``429``, ...) too, and leaves the others;
 * ``context_window``: prompts with more tokens get the provider's context-length error;
 * ``omit_usage``: no reply reports usage (both endpoints);
 * ``GET /_stats`` reports requests served and seconds spent serving them; ``POST /_stats/reset``.
@@ -38,15 +50,17 @@ from typing import Any
 
 from tether.errors import ConfigError
 from tether.providers.scripted import SCENARIOS, count_prompt_tokens, scripted_completion, split_text
-from tether.testing.validate import check_anthropic, check_openai, sign_thinking
+from tether.testing.validate import assistant_content_problem, check_anthropic, check_openai, sign_thinking
 
 __all__ = ["ScriptedServer"]
 
 THINKING_TEXT = "Let me work out which tool answers this."
 
 
-def _openai_chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
-    """A completion body as the SSE chunks a Chat Completions server sends."""
+def _openai_chunks(body: dict[str, Any], include_usage: bool, repeat_ids: bool = False) -> list[dict[str, Any]]:
+    """A completion body as the SSE chunks a Chat Completions server sends; with ``repeat_ids`` as
+    llama.cpp sends tool calls: the id and type in every chunk of a call, the name null after the
+    first, and null content beside them."""
     base = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
     choice = body["choices"][0]
     message = choice["message"]
@@ -63,7 +77,11 @@ def _openai_chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, 
         out.append(chunk({"tool_calls": [head]}))
         cut = len(args) // 2  # arguments arrive in pieces, split anywhere
         for piece in (args[:cut], args[cut:]):
-            if piece:
+            if piece and repeat_ids:
+                out.append(chunk({"role": None, "content": None, "tool_calls": [
+                    {"index": index, "id": call["id"], "type": "function",
+                     "function": {"name": None, "arguments": piece}}]}))
+            elif piece:
                 out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     out.append(chunk({}, choice["finish_reason"]))
     if include_usage:
@@ -134,7 +152,7 @@ def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]
             deltas = [{"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
-            raw = json.dumps(block["input"])
+            raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
             cut = len(raw) // 2
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:cut], raw[cut:])]
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
@@ -169,6 +187,30 @@ def _with_cache(reply: dict[str, Any], messages: list[dict[str, Any]], tools: An
     return reply
 
 
+_STATUS_FAULTS = ("429", "429_quota", "low_credit", "500", "503", "507", "529", "401")
+
+
+def _anthropic_models(query: dict[str, list[str]]) -> dict[str, Any]:
+    """``GET /v1/models`` as the Messages API answers it: pages of ``limit`` after ``after_id``."""
+    names = list(SCENARIOS)
+    limit = max(1, min(1000, int((query.get("limit") or ["20"])[0])))
+    after = (query.get("after_id") or [""])[0]
+    start = names.index(after) + 1 if after in names else 0
+    page = names[start:start + limit]
+    return {"data": [{"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
+                     for n in page],
+            "has_more": start + limit < len(names), "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None}
+
+
+def _break_tool_json(reply: dict[str, Any]) -> None:
+    """Make the first tool call's arguments invalid JSON (a trailing comma), as a weak model does."""
+    calls = reply["choices"][0]["message"].get("tool_calls") or []
+    if calls:
+        args = calls[0]["function"]["arguments"]
+        calls[0]["function"]["arguments"] = args[:-1].rstrip() + ",}"
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body leave in one segment: with Nagle and delayed ACKs, two small writes per
@@ -194,15 +236,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(payload).encode(), headers=headers)
 
+    def _anthropic_api(self) -> bool:
+        return self.path.endswith("/messages") or "anthropic-version" in self.headers
+
     def _error(self, status: int, message: str, kind: str = "invalid_request_error",
-               headers: dict[str, str] | None = None) -> None:
-        if self.path.endswith("/messages"):
+               headers: dict[str, str] | None = None, code: str | None = None) -> None:
+        if self._anthropic_api():
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
         else:
-            self._json(status, {"error": {"message": message, "type": kind, "code": None}}, headers)
+            self._json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, headers)
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        from urllib.parse import parse_qs, urlsplit
+
+        url = urlsplit(self.path)
+        if url.path.rstrip("/") in ("/v1/models", "/models"):
+            fault = self.server.next_fault(only=_STATUS_FAULTS)
+            if fault and self._fault_before(fault, url.path):
+                return
+            if self._anthropic_api():
+                self._json(200, _anthropic_models(parse_qs(url.query)))
+                return
             created = int(time.time())
             self._json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": created, "owned_by": "tether-scripted"}
@@ -244,7 +298,15 @@ class _Handler(BaseHTTPRequestHandler):
         if kind.startswith("stall"):
             time.sleep(float(arg or 5))
             return False
-        if kind in ("429", "500", "503", "529", "401"):
+        if kind == "429_quota":
+            self._error(429, "You exceeded your current quota, please check your plan and billing details.",
+                        "insufficient_quota", code="insufficient_quota")
+            return True
+        if kind == "low_credit":
+            self._error(400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+                        "Billing to upgrade or purchase credits.")
+            return True
+        if kind in ("429", "500", "503", "507", "529", "401"):
             headers = {}
             if arg.startswith("retry_after_ms="):
                 headers["retry-after-ms"] = arg.split("=", 1)[1]
@@ -284,10 +346,20 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return reply
 
-    def _chat(self, request: dict[str, Any], fault: str | None) -> None:
+    def _refused_chat(self, request: dict[str, Any]) -> bool:
+        """Answer an invalid Chat Completions request as the server would; True when refused."""
         problem = check_openai(request)
-        if problem:
+        if problem is None:
+            return False
+        if self.server.dialect == "llama.cpp" and assistant_content_problem(request):
+            # What llama.cpp's servers answer when their chat template meets a null content.
+            self._error(500, f"Internal Server Error: {problem}", "server_error")
+        else:
             self._error(400, problem)
+        return True
+
+    def _chat(self, request: dict[str, Any], fault: str | None) -> None:
+        if self._refused_chat(request):
             return
         reply = self._scripted("/v1/chat/completions", request["messages"], request.get("tools"),
                                request.get("max_tokens") or request.get("max_completion_tokens"),
@@ -299,14 +371,17 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "lone_surrogate":
             message = reply["choices"][0]["message"]
             message["content"] = (message.get("content") or "") + " \ud800 "
+        if fault == "bad_tool_json":
+            _break_tool_json(reply)
         no_usage = self.server.omit_usage or fault == "no_usage"
         if not request.get("stream"):
             if no_usage:
                 reply.pop("usage", None)
             self._send(200, b"{not json" if fault == "malformed" else json.dumps(reply).encode())
             return
-        include = bool((request.get("stream_options") or {}).get("include_usage")) and not no_usage
-        chunks = _openai_chunks(reply, include)
+        llama_cpp = self.server.dialect == "llama.cpp"
+        include = bool((request.get("stream_options") or {}).get("include_usage")) and not no_usage and not llama_cpp
+        chunks = _openai_chunks(reply, include, repeat_ids=llama_cpp or fault == "repeat_ids")
         if fault == "no_finish":
             chunks = [c for c in chunks if c["choices"] and not c["choices"][0]["finish_reason"]]
         events = [f"data: {json.dumps(c)}\n\n" for c in chunks]
@@ -338,6 +413,10 @@ class _Handler(BaseHTTPRequestHandler):
             choice = reply["choices"][0]["message"]
             choice["content"] = (choice.get("content") or "") + " \ud800 "
         message = _anthropic_message(request, reply, thinking)
+        if fault == "bad_tool_json":
+            uses = [b for b in message["content"] if b["type"] == "tool_use"]
+            if uses:  # the input as text that is not JSON: streamed as partial_json, or sent as a string
+                uses[0]["input"] = json.dumps(uses[0]["input"])[:-1].rstrip() + ",}"
         no_usage = self.server.omit_usage or fault == "no_usage"
         if not request.get("stream"):
             if no_usage:
@@ -395,6 +474,7 @@ class _Server(ThreadingHTTPServer):
         self.faults: collections.deque[str] = collections.deque()
         self.context_window: int | None = None
         self.omit_usage = False
+        self.dialect = "openai"
         self.received: list[tuple[str, dict[str, Any], dict[str, str]]] = []
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -404,9 +484,12 @@ class _Server(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 
-    def next_fault(self) -> str | None:
+    def next_fault(self, only: tuple[str, ...] | None = None) -> str | None:
+        """The next fault; with ``only``, the next one only when its kind is among those."""
         with self._lock:
-            return self.faults.popleft() if self.faults else None
+            if not self.faults or (only is not None and self.faults[0].partition(":")[0] not in only):
+                return None
+            return self.faults.popleft()
 
     def log_request(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> None:
         with self._lock:
@@ -429,12 +512,17 @@ class _Server(ThreadingHTTPServer):
 class ScriptedServer:
     """The scripted model behind HTTP on loopback. ``with ScriptedServer() as s: s.base_url``."""
 
+    DIALECTS = ("openai", "llama.cpp")
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, faults: Iterable[str] = (),
-                 context_window: int | None = None, omit_usage: bool = False) -> None:
+                 context_window: int | None = None, omit_usage: bool = False, dialect: str = "openai") -> None:
+        if dialect not in self.DIALECTS:
+            raise ConfigError(f"unknown scripted server dialect {dialect!r}; known: {', '.join(self.DIALECTS)}")
         self._server = _Server((host, port))
         self._server.faults.extend(faults)
         self._server.context_window = context_window
         self._server.omit_usage = omit_usage
+        self._server.dialect = dialect
         self._thread: threading.Thread | None = None
 
     @property

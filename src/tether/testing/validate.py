@@ -10,7 +10,7 @@ import hashlib
 import hmac
 from typing import Any
 
-__all__ = ["check_anthropic", "check_openai", "sign_thinking"]
+__all__ = ["assistant_content_problem", "check_anthropic", "check_openai", "sign_thinking"]
 
 _SECRET = b"tether-scripted-thinking"
 
@@ -38,14 +38,39 @@ def check_openai(body: Any) -> str | None:
         if waiting:
             return f"messages[{i}]: tool_call_ids {waiting} have no response messages"
         if role == "assistant":
-            calls = m.get("tool_calls") or []
-            if m.get("content") is None and not calls:
-                return f"messages[{i}]: assistant message needs content or tool_calls"
-            waiting = [c["id"] for c in calls]
+            problem = _assistant_content(i, m)
+            if problem:
+                return problem
+            waiting = [c["id"] for c in m.get("tool_calls") or []]
         elif m.get("content") in (None, ""):
             return f"messages[{i}]: {role} message needs content"
     if waiting:
         return f"tool_call_ids {waiting} have no response messages"
+    return None
+
+
+def assistant_content_problem(body: Any) -> str | None:
+    """Why an assistant message's ``content`` in a Chat Completions body is refused, or None."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            problem = _assistant_content(i, m)
+            if problem:
+                return problem
+    return None
+
+
+def _assistant_content(i: int, m: dict[str, Any]) -> str | None:
+    """An assistant message's content must be a string (``""`` when it has only tool calls) or a
+    list of parts. OpenAI also takes null beside tool calls, but llama.cpp's servers answer null
+    or a missing field with HTTP 500: the strictest rule any common server keeps is checked here,
+    so a request that passes works with all of them."""
+    if "content" not in m:
+        return f"messages[{i}]: assistant message has no 'content' (send \"\" when it has only tool_calls)"
+    if not isinstance(m["content"], str | list):
+        return (f"messages[{i}]: assistant 'content' must be a string or an array, not "
+                f"{type(m['content']).__name__ if m['content'] is not None else 'null'} "
+                "(llama.cpp's servers refuse null; send \"\" when it has only tool_calls)")
     return None
 
 
