@@ -8,9 +8,11 @@ Misuse by the developer or the person at the terminal is kept apart from failure
     ├── StoreError             a run file that cannot be read or written (says which file and why)
     ├── ProviderError          a model provider failed; carries status, body, headers, retry_after
     │   ├── RetryableError     429, 408, 409, 5xx, timeouts, dropped connections
-    │   │   └── IncompleteStreamError  a stream that stopped before its end marker (chars_shown)
+    │   │   ├── IncompleteStreamError  a stream that stopped before its end marker (chars_shown)
+    │   │   └── UnreachableError  the host cannot be reached: DNS, refused, connect timeout (host)
     │   ├── AuthError          401/403: names the variable or config entry to fix
-    │   ├── BadRequestError    400 and other requests the provider will never accept
+    │   ├── QuotaExceededError  the account is out of quota or credit (a 429 or 402 that says so)
+    │   ├── BadRequestError    400, 501, 505, 507, 508, 511: requests the provider will never accept
     │   ├── ContextOverflowError  the prompt does not fit the model's window
     │   └── ResponseError      the provider answered something that is not its documented format
     └── RunCancelled           the run's cancellation signal fired (carries the reason)
@@ -31,13 +33,17 @@ __all__ = [
     "ContextOverflowError",
     "IncompleteStreamError",
     "ProviderError",
+    "QuotaExceededError",
     "ResponseError",
     "RetryableError",
     "RunCancelled",
     "StoreError",
     "TetherError",
+    "UnreachableError",
     "UserError",
     "classify_http_error",
+    "is_quota_error",
+    "quota_message",
 ]
 
 
@@ -103,12 +109,31 @@ class IncompleteStreamError(RetryableError):
         self.chars_shown = chars_shown
 
 
+class UnreachableError(RetryableError):
+    """The host could not be reached at all: its name did not resolve, nothing listens on the
+    port, or the connection timed out before it was made. ``host`` (``name:port``) says which.
+
+    Retryable (a local server that is still starting, a network that comes back), but never an
+    authentication failure: no request reached the server, so nothing is known about the key."""
+
+    def __init__(self, message: str, *, host: str = "", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.host = host
+
+
 class AuthError(ProviderError):
     """Credentials missing, wrong or expired. Never retried."""
 
 
 class BadRequestError(ProviderError):
-    """The provider refuses this request as malformed. Never retried."""
+    """The provider will never accept this request as sent (malformed, or a status such as 507 that
+    no retry changes). Never retried."""
+
+
+class QuotaExceededError(ProviderError):
+    """The account behind the key is out of quota or credit (OpenAI's ``insufficient_quota``,
+    Anthropic's "credit balance is too low", OpenRouter's 402). Never retried: waiting seconds
+    does not refill an account; the message says to check the plan and billing."""
 
 
 class ContextOverflowError(ProviderError):
@@ -145,21 +170,85 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
+# Error codes and phrases that mean the account, not the request rate, is exhausted. Matched in the
+# body's error type, code, status and message only (see :func:`_error_fields`), never in text a body
+# may echo back. Not "exceeded your current quota": Gemini says that of a per-minute rate limit too.
+_QUOTA_MARKERS = (
+    "insufficient_quota",  # OpenAI, 429
+    "quota_exceeded",
+    "billing_not_active",  # OpenAI, 429
+    "billing_error",  # Anthropic's error type for billing trouble
+    "credit balance is too low",  # Anthropic, 400
+    "insufficient credits",  # OpenRouter, 402
+    "insufficient balance",  # DeepSeek, 402
+)
+# 5xx statuses that describe the server's configuration or the request, not a passing state.
+_PERMANENT_5XX = {
+    501: "the server does not implement this request",
+    505: "the server does not support this HTTP version",
+    507: "the server has no storage left for this request",
+    508: "the server detected a loop while handling the request",
+    511: "the network needs authenticating first (a captive portal?)",
+}
+
+
+def _error_fields(body: str) -> str:
+    """The parts of an error body that classify it, lowercased: the error's type, code, status and
+    message (OpenAI, Anthropic and Google shapes); the whole body when it is not JSON."""
+    import json
+
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body[:2000].lower()
+    parts: list[Any] = []
+    for obj in (data, data.get("error") if isinstance(data, dict) else None):
+        if isinstance(obj, dict):
+            parts += [obj.get(k) for k in ("type", "code", "status", "message", "detail")]
+        elif isinstance(obj, str):
+            parts.append(obj)
+    return " ".join(str(p) for p in parts if p is not None and not isinstance(p, dict | list)).lower()
+
+
+def is_quota_error(body: str) -> bool:
+    """True when an error body says the account is out of quota or credit."""
+    fields = _error_fields(body)
+    return any(marker in fields for marker in _QUOTA_MARKERS)
+
+
+def quota_message(provider: str, detail: str) -> str:
+    return (f"{provider}: the account is out of quota or credit ({detail}); retrying will not help. "
+            "Check the plan and billing of the account this key belongs to.")
+
+
 def classify_http_error(
-    provider: str, status: int, body: str, headers: Mapping[str, str], *, key_hint: str = "the API key"
+    provider: str, status: int, body: str, headers: Mapping[str, str], *, key_hint: str = "the API key",
+    note: str = "",
 ) -> ProviderError:
-    """The one place an HTTP failure becomes a classified error the loop knows how to handle."""
+    """The one place an HTTP failure becomes a classified error the loop knows how to handle.
+
+    The status decides first; the body refines it where providers reuse a status: a 429, 402, 400
+    or 403 whose body says the account is out of quota or credit is a :class:`QuotaExceededError`
+    (never retried), as is any 402. ``note`` is added to a refused request's message (say, the
+    URL a 404 came from)."""
     kwargs: dict[str, Any] = dict(provider=provider, status=status, body=body, headers=headers,
                                   retry_after=_retry_after(headers))
     lowered = body.lower()
-    if status in (401, 403):
+    if status == 401:
+        return AuthError(f"{provider}: authentication failed (HTTP {status}). Check {key_hint}.", **kwargs)
+    if status == 402 or (status in (400, 403, 429) and is_quota_error(body)):
+        return QuotaExceededError(quota_message(provider, f"HTTP {status}: {_short(body, 160)}"), **kwargs)
+    if status == 403:
         return AuthError(f"{provider}: authentication failed (HTTP {status}). Check {key_hint}.", **kwargs)
     if status in (400, 413, 422) and any(marker in lowered for marker in _OVERFLOW_MARKERS):
         return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
+    if status in _PERMANENT_5XX:
+        return BadRequestError(f"{provider}: HTTP {status}: {_PERMANENT_5XX[status]}; retrying will not help. "
+                               f"{_short(body)}".rstrip(), **kwargs)
     if status in (408, 409, 429) or status >= 500:
         return RetryableError(f"{provider}: HTTP {status} {_short(body)}".rstrip(), **kwargs)
-    return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}", **kwargs)
+    return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}{note}", **kwargs)
 
 
-def _short(body: str) -> str:
-    return " ".join(body.split())[:300]
+def _short(body: str, limit: int = 300) -> str:
+    return " ".join(body.split())[:limit]
