@@ -29,8 +29,11 @@ from tether.errors import (
     ConfigError,
     ContextOverflowError,
     ProviderError,
+    QuotaExceededError,
     ResponseError,
     RetryableError,
+    is_quota_error,
+    quota_message,
 )
 from tether.messages import (
     AssistantMessage,
@@ -54,10 +57,10 @@ from tether.providers.base import (
     incomplete_stream,
     require_whole_arguments,
 )
-from tether.providers.http import HttpTransport, assembled, decode_json, read_json, stream_reply
+from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
 
-__all__ = ["AnthropicProvider", "MessagesAssembler", "messages_body", "parse_message"]
+__all__ = ["AnthropicProvider", "MessagesAssembler", "messages_body", "normalise_base_url", "parse_message"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -213,7 +216,28 @@ def _usage(data: Any, output_tokens: int | None = None) -> Usage:
     )
 
 
-def _part_from_block(block: dict[str, Any]) -> TextPart | ReasoningPart | ToolCallPart | None:
+def _tool_arguments(value: Any) -> str:
+    """A ``tool_use`` input as the call's JSON arguments. The API sends an object; a compatible
+    server may send the JSON text itself, or something that is not an object. Whatever it is, it
+    reaches the tool layer, which answers a non-object with a tool error the model can act on
+    ("not valid JSON ...", "must be a JSON object"), as on the Chat Completions wire."""
+    if value is None:
+        return "{}"
+    if isinstance(value, str):
+        return clean_arguments(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _streamed_arguments(raw: str) -> str:
+    """The concatenated ``partial_json`` of a streamed ``tool_use`` block, as the call's arguments:
+    kept as streamed (lone surrogates replaced) even when it is not JSON (see
+    :func:`_tool_arguments`)."""
+    return clean_arguments(raw) if raw.strip() else "{}"
+
+
+def _part_from_block(block: dict[str, Any],
+                     streamed: str | None = None) -> TextPart | ReasoningPart | ToolCallPart | None:
+    """A content block as a part; ``streamed`` is a ``tool_use`` block's streamed input."""
     kind = block.get("type")
     if kind == "text":
         return TextPart(text=block.get("text", ""))
@@ -222,7 +246,8 @@ def _part_from_block(block: dict[str, Any]) -> TextPart | ReasoningPart | ToolCa
     if kind == "redacted_thinking":
         return ReasoningPart(redacted=True, signature=block.get("data"))
     if kind == "tool_use":
-        return ToolCallPart(id=block["id"], name=block["name"], arguments=json.dumps(block.get("input") or {}))
+        arguments = _tool_arguments(block.get("input")) if streamed is None else streamed
+        return ToolCallPart(id=block["id"], name=block["name"], arguments=arguments)
     return None
 
 
@@ -246,6 +271,9 @@ def stream_error(error: Any, provider: str) -> ProviderError:
     text = f"{provider}: {kind or 'error'} mid-stream: {message}"
     if kind in ("overloaded_error", "api_error", "rate_limit_error", "timeout_error"):
         return RetryableError(text, provider=provider)
+    if kind == "billing_error" or is_quota_error(json.dumps({"error": error}) if isinstance(error, dict) else text):
+        return QuotaExceededError(quota_message(provider, f"{kind or 'error'} mid-stream: {message}"),
+                                  provider=provider)
     if kind in ("authentication_error", "permission_error"):
         return AuthError(text, provider=provider)
     if "prompt is too long" in message.lower():
@@ -287,8 +315,14 @@ class MessagesAssembler:
             return self._delta(int(event["index"]), event["delta"])
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
-            out = (event.get("usage") or {}).get("output_tokens")
+            usage = event.get("usage") or {}
+            out = usage.get("output_tokens")
             self.output_tokens = int(out) if out is not None else self.output_tokens
+            # The counts here are cumulative and may include the input side (the API does, and some
+            # compatible servers report it only here): the server's count wins over a zero or none.
+            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+                if usage.get(key):
+                    self.start_usage = {**self.start_usage, key: usage[key]}
         elif kind == "message_stop":
             self.stopped = True
         return []
@@ -320,14 +354,22 @@ class MessagesAssembler:
                                 [(self.blocks[i].get("name", "?"), "".join(self.json_parts[i])) for i in tools])
         parts = []
         for index in sorted(self.blocks):
-            block = self.blocks[index]
-            if index in tools and self.json_parts[index]:
-                block["input"] = decode_json("".join(self.json_parts[index]), self.provider, "tool input")
-            part = _part_from_block(block)
+            streamed = self.json_parts.get(index) if index in tools else None
+            part = _part_from_block(self.blocks[index], _streamed_arguments("".join(streamed)) if streamed else None)
             if part is not None:
                 parts.append(part)
         return AssistantMessage(content=tuple(parts), model=self.model,
                                 usage=_usage(self.start_usage, self.output_tokens), finish_reason=finish)
+
+
+def normalise_base_url(base_url: str) -> str:
+    """A Messages base URL as the ``/v1/...`` paths are joined to it: ``https://api.anthropic.com``,
+    ``.../v1``, ``.../v1/`` and a pasted ``.../v1/messages`` all become the first form."""
+    base = base_url.strip().rstrip("/")
+    for suffix in ("/v1/messages", "/v1"):
+        if base.endswith(suffix):
+            return base.removesuffix(suffix).rstrip("/")
+    return base
 
 
 class AnthropicProvider:
@@ -345,7 +387,7 @@ class AnthropicProvider:
         timeout_s: float = 600.0,
         transport: Any = None,
     ) -> None:
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = normalise_base_url(base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         self.name = name
         if credentials is None:
             key = api_key if api_key is not None else os.environ.get(key_variable)
@@ -385,7 +427,29 @@ class AnthropicProvider:
         return message if usage == message.usage else message.model_copy(update={"usage": usage})
 
     async def validate_auth(self) -> None:
-        await self._http.request("GET", "/v1/models")
+        """Raise a classified error unless the server accepts the credentials: :class:`AuthError`
+        (401/403), :class:`UnreachableError` (the host cannot be reached), or another."""
+        await self._http.request("GET", "/v1/models?limit=1")
+
+    models_page_size = 1000  # the API's largest page
+    _MAX_MODEL_PAGES = 50
+
+    async def list_models(self) -> list[str]:
+        """The ids ``GET /v1/models`` lists (``data[].id``), following its pages (``has_more``,
+        ``last_id``)."""
+        from urllib.parse import quote
+
+        ids: list[str] = []
+        after = ""
+        for _ in range(self._MAX_MODEL_PAGES):
+            query = f"?limit={self.models_page_size}" + (f"&after_id={quote(after, safe='')}" if after else "")
+            data = read_json(await self._http.request("GET", "/v1/models" + query), self.name)
+            page = model_ids(data, self.name)
+            ids += page
+            after = str(data.get("last_id") or (page[-1] if page else ""))
+            if not data.get("has_more") or not page:
+                break
+        return ids
 
     async def aclose(self) -> None:
         await self._http.aclose()

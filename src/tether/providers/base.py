@@ -23,6 +23,7 @@ from tether.usage import Usage
 
 __all__ = [
     "IncompleteStreamError",
+    "ModelLister",
     "ModelRequest",
     "ModelResponse",
     "Provider",
@@ -95,6 +96,18 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class ModelLister(Protocol):
+    """A provider that can ask its server which models it serves (``tether models``). Apart from
+    :class:`Provider` so that a provider without a listing (``FunctionModel``) still fits it."""
+
+    async def list_models(self) -> list[str]:
+        """Model ids as the server names them (without ``provider/``), in its order. Raises the
+        same classified errors as a request: :class:`~tether.errors.AuthError`,
+        :class:`~tether.errors.UnreachableError`, ..."""
+        ...
+
+
 def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:
     """The error for a stream that ended before its end marker (``why`` names what was missing)."""
     shown = f"after {chars_shown} characters" if chars_shown else "before anything was shown"
@@ -122,8 +135,12 @@ def require_whole_arguments(provider: str, finish_reason: str | None, calls: Ite
                                 provider=provider)
 
 
-# What a message or a tool definition costs besides its text: role markers and separators. Small
-# on purpose: the estimate stands for what the provider would have billed.
+# What a message, a tool definition or a call costs besides its text, in the model's own tokens.
+# A chat template frames every message with a role marker and an end marker: Gemma's
+# "<start_of_turn>user\n ... <end_of_turn>\n", ChatML's "<|im_start|>user\n ... <|im_end|>\n" and
+# Llama 3's header and <|eot_id|> are 5 tokens each (the markers are single special tokens);
+# OpenAI documents 3. 4 sits between. A tool is rendered as its JSON (name, description, schema:
+# counted as text) inside a wrapper of some 8-20 tokens, depending on the template.
 _PER_MESSAGE = 4
 _PER_TOOL = 8
 _PER_CALL = 4
@@ -150,10 +167,26 @@ def _reply_tokens(m: AssistantMessage, count: Callable[[str], int], *, reasoning
 
 
 def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:
-    """Usage for a call the server did not report, counted from what was sent and received: the
-    system prompt, the messages, the tool definitions (name, description, schema) and the reply,
-    with a small overhead per message and tool. Not the request's JSON body: its escaping and
-    field names are not tokens the model reads. Marked ``estimated``."""
+    """Usage for a call the server did not report, counted from what the model reads and wrote.
+
+    Counted: the system prompt, each message's text (a tool call's name and arguments, a tool
+    result's text), each tool's name, description and JSON schema, and the reply (its text,
+    reasoning and calls); plus ``_PER_MESSAGE`` per message (and one for the reply's own role
+    marker), ``_PER_TOOL`` per tool, ``_PER_CALL`` per call and ``_PER_IMAGE`` per image. Not the
+    request's JSON body: its field names and escaping are not tokens the model reads.
+
+    Assumptions, so a reader knows where the estimate can be off:
+
+    * ``count`` is the model's tokenizer when tether knows it, else an o200k-style estimate; a
+      local model's own tokenizer (Gemma's SentencePiece, Llama's BPE) may differ by 10-20 %.
+    * The server renders the tools into the prompt, as OpenAI does and as llama.cpp
+      (``--jinja``), vLLM and Ollama do with templates that support tools. Templates add a fixed
+      instruction block around the tools (tens to a few hundred tokens) that is not counted; a
+      server whose template drops the tools counts fewer tokens than this estimate.
+    * Markers per message are the chat template's, not the API's (see ``_PER_MESSAGE``).
+
+    Used only where the server left its count out (see :func:`complete_usage`): whenever a
+    response carries the server's own count, that count is used. Marked ``estimated``."""
     prompt = _PER_MESSAGE  # the reply's own role marker
     if request.system:
         prompt += _PER_MESSAGE + count(request.system)

@@ -19,7 +19,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
-from tether.errors import ProviderError, ResponseError, RetryableError, classify_http_error
+from tether.errors import ProviderError, ResponseError, RetryableError, UnreachableError, classify_http_error
 from tether.messages import AssistantMessage, clean_value
 from tether.providers.auth import Credentials
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
@@ -30,17 +30,21 @@ __all__ = [
     "assembled",
     "clean_arguments",
     "decode_json",
+    "model_ids",
     "read_json",
     "stream_reply",
     "transport_error",
 ]
 
 
-def transport_error(exc: BaseException, provider: str, doing: str) -> ProviderError:
+def transport_error(exc: BaseException, provider: str, doing: str, *, host: str = "") -> ProviderError:
     """The one translation of a failure while sending a request or reading its answer.
 
-    * Timeouts, refused or dropped connections, broken HTTP framing (``httpx.TransportError``)
-      and ``OSError``: :class:`RetryableError`. The same request can succeed on a new connection.
+    * A connection that could not be made (a name that does not resolve, nothing listening, a
+      connect timeout): :class:`UnreachableError` naming ``host``: nothing reached the server, so
+      it says nothing about the credentials.
+    * Timeouts, dropped connections, broken HTTP framing (``httpx.TransportError``) and
+      ``OSError``: :class:`RetryableError`. The same request can succeed on a new connection.
     * A body that cannot be decoded (``httpx.DecodingError``: a garbled gzip body), JSON that
       does not parse, any other httpx error: :class:`ResponseError`. TCP and TLS deliver bytes
       intact, so such bytes are what the server or a proxy produced, and asking again (and paying
@@ -49,6 +53,13 @@ def transport_error(exc: BaseException, provider: str, doing: str) -> ProviderEr
     import httpx
 
     kind = _describe(exc)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        where = host or "the host"
+        if "ssl" in kind.lower() or "certificate" in kind.lower():
+            advice = "The TLS handshake failed: check the URL's scheme and the server's certificate."
+        else:
+            advice = "Check the host name, that the server is running and listening there, and the network."
+        return UnreachableError(f"{provider}: cannot reach {where} ({kind}). {advice}", provider=provider, host=host)
     if isinstance(exc, httpx.TimeoutException):
         return RetryableError(f"{provider}: timed out {doing} ({kind})", provider=provider)
     if isinstance(exc, httpx.TransportError | OSError):
@@ -101,6 +112,7 @@ class HttpTransport:
                  headers: dict[str, str] | None = None, timeout_s: float = 600.0, transport: Any = None) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
+        self.host = _host(self.base_url)
         self.credentials = credentials
         self._headers = {"content-type": "application/json", **(headers or {})}
         self._timeout_s = timeout_s
@@ -129,9 +141,18 @@ class HttpTransport:
             text = await self._error_text(response)
             if response.status_code == 401 and attempt == 1 and await self.credentials.refresh():
                 continue
+            note = self._not_found_note(path) if response.status_code == 404 else ""
             raise classify_http_error(self.provider, response.status_code, text, dict(response.headers),
-                                      key_hint=self.credentials.hint)
+                                      key_hint=self.credentials.hint, note=note)
         raise AssertionError("unreachable")
+
+    def _not_found_note(self, path: str) -> str:
+        """Where a 404 came from: a base URL with one ``/v1`` too many or too few shows here."""
+        url = _without_userinfo(self.base_url) + path
+        hint = ""
+        if "/v1" not in url.split("?")[0]:
+            hint = " (OpenAI-compatible base URLs usually end in /v1)"
+        return f" [at {url}{hint}]"
 
     async def _send_once(self, method: str, path: str, body: bytes | None) -> Any:
         client = self._http()
@@ -140,13 +161,13 @@ class HttpTransport:
             req = client.build_request(method, path, content=body, headers=headers)
             return await client.send(req, stream=True)
         except _failures() as exc:
-            raise transport_error(exc, self.provider, "sending the request") from exc
+            raise transport_error(exc, self.provider, "sending the request", host=self.host) from exc
 
     async def _read(self, response: Any) -> None:
         try:
             await response.aread()
         except _failures() as exc:
-            raise transport_error(exc, self.provider, "reading the response") from exc
+            raise transport_error(exc, self.provider, "reading the response", host=self.host) from exc
         finally:
             await _quietly(response.aclose)
 
@@ -166,11 +187,44 @@ class HttpTransport:
             self._client = None
 
 
+def _host(url: str) -> str:
+    """``name:port`` of a URL (the port the scheme implies when none is written)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:  # a port that is not a number: the URL is reported as written
+        return parts.netloc
+    name = parts.hostname or ""
+    name = f"[{name}]" if ":" in name else name
+    return f"{name}:{port}" if port else name
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL without ``user:password@``: error messages never carry credentials."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 async def _quietly(close: Callable[[], Awaitable[Any]]) -> None:
     """Close something attached to a connection that may have broken already: closing it cannot
     fail in a way worth reporting over the error that is on its way."""
     with contextlib.suppress(*_failures()):
         await close()
+
+
+def model_ids(data: Any, provider: str) -> list[str]:
+    """``data[].id`` of a model listing (the shape OpenAI, Anthropic and compatible servers share)."""
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ResponseError(f"{provider}: the model list has no 'data' array: {str(data)[:200]}", provider=provider,
+                            body=str(data)[:500])
+    return [str(m["id"]) for m in entries if isinstance(m, dict) and m.get("id")]
 
 
 def read_json(response: Any, provider: str) -> Any:

@@ -41,12 +41,13 @@ from tether.providers.base import (
     incomplete_stream,
     require_whole_arguments,
 )
-from tether.providers.http import HttpTransport, assembled, clean_arguments, read_json, stream_reply
+from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
 
 __all__ = [
     "OpenAIChatProvider",
     "WireCache",
+    "normalise_base_url",
     "parse_completion",
     "tools_to_wire",
 ]
@@ -74,7 +75,10 @@ def message_to_wire(message: Message) -> dict[str, Any]:
         return {"role": "user", "content": _user_content(message.content)}
     if isinstance(message, ToolMessage):
         return {"role": "tool", "tool_call_id": message.call_id, "content": message.text}
-    wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    # "" and not null (nor a missing field) when there is no text: OpenAI, vLLM, Ollama, LM Studio
+    # and OpenRouter accept all three, but llama.cpp's servers answer null or a missing field with
+    # HTTP 500 (their chat templates read the content as a string).
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text}
     calls = message.tool_calls
     if calls:
         wire["tool_calls"] = [
@@ -211,14 +215,26 @@ class StreamAssembler:
         return out
 
     def _feed_call(self, tc: dict[str, Any]) -> None:
-        slot = self.calls.setdefault(int(tc.get("index", len(self.calls))), {"args": []})
+        slot = self.calls.setdefault(self._call_index(tc), {"args": []})
         if tc.get("id"):
-            slot["id"] = tc["id"]
+            slot["id"] = tc["id"]  # set, never appended: llama.cpp repeats the id in every chunk
         fn = tc.get("function") or {}
         if fn.get("name"):
             slot["name"] = fn["name"]
         if fn.get("arguments"):
             slot["args"].append(fn["arguments"])
+
+    def _call_index(self, tc: dict[str, Any]) -> int:
+        """Which call a tool-call delta continues. By ``index`` when the server sends one; without
+        it, by ``id`` (a known id is the same call; a new id starts one), and a delta with neither
+        continues the latest call."""
+        if tc.get("index") is not None:
+            return int(tc["index"])
+        call_id = tc.get("id")
+        if call_id:
+            known = next((i for i, slot in self.calls.items() if slot.get("id") == call_id), None)
+            return known if known is not None else max(self.calls, default=-1) + 1
+        return max(self.calls, default=0)
 
     @property
     def finished(self) -> bool:
@@ -249,6 +265,18 @@ class StreamAssembler:
             usage=self.usage or Usage(estimated=True),
             finish_reason=self.finish_reason,
         )
+
+
+def normalise_base_url(base_url: str) -> str:
+    """An OpenAI-compatible base URL as the paths are joined to it: without trailing slashes, and
+    without a pasted ``/chat/completions``. The base URL *includes* ``/v1`` by convention (OpenAI,
+    vLLM, Ollama, LM Studio, llama.cpp, OpenRouter's ``/api/v1``), and ``/v1`` is never added:
+    some servers answer at the root, so a guess would break them. A 404 names the URL it came
+    from, and says that such URLs usually end in ``/v1`` when this one does not."""
+    base = base_url.strip().rstrip("/")
+    if base.endswith("/chat/completions"):
+        base = base.removesuffix("/chat/completions").rstrip("/")
+    return base
 
 
 def is_local_url(base_url: str) -> bool:
@@ -285,7 +313,7 @@ class OpenAIChatProvider:
         transport: Any = None,
     ) -> None:
         base = base_url or os.environ.get("LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-        self.base_url = (base or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = normalise_base_url(base or DEFAULT_BASE_URL)
         self.name = name
         if credentials is None:
             key = api_key if api_key is not None else os.environ.get(key_variable)
@@ -341,7 +369,14 @@ class OpenAIChatProvider:
         return message if usage == message.usage else message.model_copy(update={"usage": usage})
 
     async def validate_auth(self) -> None:
+        """Raise a classified error unless the server accepts the credentials: :class:`AuthError`
+        (401/403), :class:`UnreachableError` (the host cannot be reached), or another."""
         await self._http.request("GET", "/models")
+
+    async def list_models(self) -> list[str]:
+        """The ids the server lists at ``GET {base_url}/models`` (``data[].id``), in its order."""
+        response = await self._http.request("GET", "/models")
+        return model_ids(read_json(response, self.name), self.name)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -291,6 +291,10 @@ class ScriptedModel(InProcessModel):
         self._wire = WireCache()
         self.calls = 0
 
+    async def list_models(self) -> list[str]:
+        """The scenarios, as ``scripted/<scenario>`` names them."""
+        return list(SCENARIOS)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         body = scripted_completion(
