@@ -227,7 +227,7 @@ def test_the_summary_says_exact_content_was_dropped_and_how_to_get_it_back() -> 
 
 
 class BrokenStore:
-    def save(self, state: Any, *, rewrite: bool = False) -> None:
+    def save(self, state: Any, *, rewrite: bool = False, durable: bool = True) -> None:
         raise OSError("disk full")
 
 

@@ -71,9 +71,9 @@ def plan_reply(fault: Fault) -> Any:
 class FaultyStore(RunStore):
     fault: Fault
 
-    def save(self, state: RunState, *, rewrite: bool = False) -> None:
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         self.fault.hit("store")
-        super().save(state, rewrite=rewrite)
+        super().save(state, rewrite=rewrite, durable=durable)
 
 
 class FaultyTracer(JsonlTracer):

@@ -28,7 +28,7 @@ class CrashingStore(RunStore):
         super().__init__(root, fsync=False)
         self.saves_left, self.torn = saves_left, torn
 
-    def save(self, state: RunState, *, rewrite: bool = False) -> None:
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         if self.saves_left == 0:
             run_dir = self.root / state.run_id
             if self.torn == b"HEADER" and run_dir.exists():  # cut short while writing the next header
@@ -41,7 +41,7 @@ class CrashingStore(RunStore):
                     f.write(self.torn)
             raise Crash
         self.saves_left -= 1
-        super().save(state, rewrite=rewrite)
+        super().save(state, rewrite=rewrite, durable=durable)
 
 
 @tool(read_only=True)

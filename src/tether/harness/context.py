@@ -21,7 +21,7 @@ __all__ = ["RunContext", "StateStore", "Tracer"]
 
 
 class StateStore(Protocol):
-    def save(self, state: RunState, *, rewrite: bool = False) -> None: ...
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None: ...
 
 
 class Tracer(Protocol):
@@ -84,8 +84,9 @@ class RunContext:
         return estimate_prompt_tokens(self.state, self.fixed_tokens, count=self.count,
                                       trust_last_usage=not self.stale_usage)
 
-    def persist(self, *, rewrite: bool = False) -> None:
-        """Save the state (and mirror the transcript to the session) after every change."""
+    def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
+        """Save the state (and mirror the transcript to the session) after every change
+        (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
         if rewrite:
             self.stale_usage = True
         state = self.state
@@ -96,7 +97,10 @@ class RunContext:
                 self.session.append(state.session_id, state.messages[state.session_synced:])
             state.session_synced = len(state.messages)
         if self.store is not None:
-            self.store.save(state, rewrite=rewrite)
+            if durable:
+                self.store.save(state, rewrite=rewrite)
+            else:
+                self.store.save(state, rewrite=rewrite, durable=False)
 
     def stop(self, halt: Halt) -> None:
         self.halt = halt

@@ -121,7 +121,7 @@ def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=plan.max_tokens)) if price else None
     rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=plan.max_tokens,
                                            max_cost_usd=worst)
-    rc.persist()
+    rc.persist(durable=False)  # a kill -9 keeps it; a power cut may lose it, and with it one count
     return rc.state.call_in_flight
 
 

@@ -113,11 +113,14 @@ class RunStore:
         except StoreError:
             return True  # it exists, damaged: load() will say so
 
-    def save(self, state: RunState, *, rewrite: bool = False) -> None:
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         """Persist ``state``: append the messages not yet on disk, then commit the header.
 
         ``rewrite=True`` is for a transcript whose earlier messages changed (trimming,
         compaction): the whole file is written to a temporary file and renamed into place.
+        ``durable=False`` skips the header's fsync: the save survives the process being killed
+        (the page cache outlives it) but maybe not a power cut. For records whose loss costs
+        little, such as the note that a model request is in flight.
         """
         d = self._dir(state.run_id)
         count, nbytes, name, seq = self._committed.get(state.run_id) or self._read_commit(d)
@@ -129,7 +132,7 @@ class RunStore:
             new_name = _next_name(name)
             data = "".join(dump_message(m) + "\n" for m in messages).encode()
             atomic_write(d / new_name, data, fsync=self.fsync)
-            self._commit(state, d, len(messages), len(data), new_name, seq + 1)
+            self._commit(state, d, len(messages), len(data), new_name, seq + 1, durable)
             if new_name != name:
                 (d / name).unlink(missing_ok=True)
             return
@@ -144,15 +147,16 @@ class RunStore:
             f.flush()
             if self.fsync and new:
                 os.fsync(f.fileno())
-        self._commit(state, d, len(messages), nbytes + len(new), name, seq + 1)
+        self._commit(state, d, len(messages), nbytes + len(new), name, seq + 1, durable)
 
-    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str, seq: int) -> None:
+    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str, seq: int,
+                durable: bool = True) -> None:
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
         header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=seq)
         # Odd commits go to slot a, even ones to slot b: the slot written now is never the latest.
         fd = self._slot_fd(state.run_id, d, seq % 2)
         os.pwrite(fd, _encode_header(header), 0)
-        if self.fsync:
+        if self.fsync and durable:
             os.fsync(fd)
         self._committed[state.run_id] = (count, nbytes, name, seq)
 
