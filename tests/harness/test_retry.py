@@ -193,3 +193,14 @@ def test_usage_missing_from_stream_is_estimated_and_marked(workspace: Path) -> N
     turns = [e for e in events if e.type == "turn"]
     assert all(t.usage.estimated and t.usage.prompt_tokens > 0 for t in turns)
     assert events[-1].result.status == "completed" and events[-1].result.cost_usd > 0
+
+
+def test_out_of_quota_falls_back_at_once_without_retrying(workspace: Path) -> None:
+    with ScriptedServer(faults=["429_quota"] * 10) as broke, ScriptedServer() as healthy:
+        agent = Agent(openai(broke), tools=FILE_TOOLS, cwd=workspace, retry=FAST, fallback_models=[openai(healthy)])
+        events = collect(agent)
+        assert not [e for e in events if isinstance(e, Retry)], "waiting does not refill an account"
+        (fallback,) = [e for e in events if isinstance(e, Fallback)]
+        assert "quota" in fallback.reason.lower() or "billing" in fallback.reason.lower()
+        assert len(broke.received) == 1
+        assert events[-1].result.status == "completed"

@@ -10,7 +10,14 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from tether.errors import ContextOverflowError, ProviderError, ResponseError, RetryableError, RunCancelled
+from tether.errors import (
+    ContextOverflowError,
+    ProviderError,
+    QuotaExceededError,
+    ResponseError,
+    RetryableError,
+    RunCancelled,
+)
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
@@ -83,6 +90,11 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         async for event in compact(rc, reason="overflow"):
             yield event
         return
+    if isinstance(exc, QuotaExceededError) and rc.active + 1 < len(rc.candidates) and not turn.emitted:
+        # Out of credit on this account: waiting will not help, another provider may.
+        async for event in _fall_back(rc, turn, exc):
+            yield event
+        return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
         rc.stop(Halt("failed", str(exc)))
         return
@@ -94,10 +106,8 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     wait = policy.delay(turn.attempt, exc)
     spent = turn.attempt >= policy.max_attempts or wait is None
     if (stalled or spent) and rc.active + 1 < len(rc.candidates):
-        before = rc.model_name
-        rc.active += 1
-        turn.attempt = 0
-        yield Fallback(run_id, before, rc.model_name, str(exc))
+        async for event in _fall_back(rc, turn, exc):
+            yield event
         return
     if wait is None:
         rc.stop(Halt("failed", f"{exc} (the provider asked to wait {exc.retry_after} s; "
@@ -111,6 +121,13 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
         rc.stop(Halt.cancelled(cancelled.reason))
+
+
+async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
+    before = rc.model_name
+    rc.active += 1
+    turn.attempt = 0
+    yield Fallback(rc.state.run_id, before, rc.model_name, str(exc))
 
 
 def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
