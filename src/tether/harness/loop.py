@@ -316,8 +316,16 @@ def run_sync(
     session_id: str | None = None,
 ) -> RunResult:
     """:func:`run` for code that is not async."""
-    return asyncio.run(run(agent, prompt, state=state, store=store, tracer=tracer, session=session,
-                           session_id=session_id))
+    from tether.providers.http import close_clients
+
+    async def main() -> RunResult:
+        try:
+            return await run(agent, prompt, state=state, store=store, tracer=tracer, session=session,
+                             session_id=session_id)
+        finally:
+            await close_clients()  # the loop ends here: its pooled connections go with it
+
+    return asyncio.run(main())
 
 
 def is_resumable(result: RunResult) -> bool:

@@ -13,9 +13,12 @@ string a reply carries has its lone surrogates replaced (:func:`decode_json`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
 import re
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
@@ -29,8 +32,10 @@ __all__ = [
     "ReplyAssembler",
     "assembled",
     "clean_arguments",
+    "close_clients",
     "decode_json",
     "model_ids",
+    "pooled_client",
     "read_json",
     "stream_reply",
     "transport_error",
@@ -120,6 +125,8 @@ class HttpTransport:
         self._client: Any = None
 
     def _http(self) -> Any:
+        if self._transport is None:
+            return pooled_client(self.base_url, self._headers, self._timeout_s)
         if self._client is None:
             import httpx
 
@@ -182,9 +189,46 @@ class HttpTransport:
             await _quietly(response.aclose)
 
     async def aclose(self) -> None:
+        """Close this transport's own client; a pooled one stays open for the next run (see
+        :func:`close_clients`)."""
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+# Clients, with their connection pools, kept across runs: one per event loop and endpoint. A new
+# client costs an SSL context (the CA bundle parsed: 20-80 ms, even for http://) and new
+# connections; a client belongs to the loop it was made in, hence one pool per loop.
+_POOL: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
+
+
+@functools.cache
+def _ssl_context() -> Any:
+    """One SSL context per process (httpx's default: certifi, or SSL_CERT_FILE / SSL_CERT_DIR)."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> Any:
+    """The running loop's client for this endpoint, made on first use."""
+    import httpx
+
+    clients = _POOL.setdefault(asyncio.get_running_loop(), {})
+    key = (base_url, tuple(sorted(headers.items())), timeout_s)
+    client = clients.get(key)
+    if client is None or client.is_closed:
+        client = clients[key] = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout_s,
+                                                  verify=_ssl_context())
+    return client
+
+
+async def close_clients() -> None:
+    """Close the running loop's pooled clients (their connections). ``run_sync`` and the command
+    line call it before their loop ends; a server that runs many runs in one loop keeps them."""
+    clients = _POOL.pop(asyncio.get_running_loop(), {})
+    for client in clients.values():
+        await _quietly(client.aclose)
 
 
 def _host(url: str) -> str:
