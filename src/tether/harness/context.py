@@ -89,6 +89,7 @@ class RunContext:
         (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
         if rewrite:
             self.stale_usage = True
+            self.state.transcript_rewritten()
         state = self.state
         if self.session is not None and state.session_id:  # first, so the saved state counts it
             if rewrite or state.session_synced > len(state.messages):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_validator
 
 from tether.errors import UserError
 from tether.messages import (
@@ -131,12 +131,30 @@ class RunState(BaseModel):
             return {k: {"key": v} if isinstance(v, str) else v for k, v in value.items()}
         return value
 
+    # (messages counted, the last of them, their turns): the count is extended over what was
+    # appended since, and recounted when the transcript shrank, was replaced, or was rewritten
+    # (``transcript_rewritten``). Law 2: the transcript is the one source of truth; this only
+    # avoids scanning it several times per turn.
+    _turns_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, 0))
+
+    def transcript_rewritten(self) -> None:
+        """Say that earlier messages were changed in place (trimming, compaction, a middleware):
+        derived counts are recomputed. ``RunContext.persist(rewrite=True)`` calls it."""
+        self._turns_seen = (0, None, 0)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def turns(self) -> int:
         """This run's model turns: assistant messages (plus those a compaction summary stands
         for), less those the session history brought in."""
-        return conversation_turns(self.messages) - self.history_turns
+        messages = self.messages
+        seen, last, count = self._turns_seen
+        if not (0 < seen <= len(messages) and messages[seen - 1] is last):
+            seen, count = 0, 0
+        if seen < len(messages):
+            count += conversation_turns(messages[seen:])
+            self._turns_seen = (len(messages), messages[-1], count)
+        return count - self.history_turns
 
     def output(self) -> str:
         for m in reversed(self.messages):
