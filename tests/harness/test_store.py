@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +153,56 @@ def test_a_run_cannot_be_resumed_twice_at_once(tmp_path: Path, workspace: Path) 
 
     assert asyncio.run(first()) == "interrupted"
     assert run_sync(agent, state=RunStore(tmp_path).load(state.run_id), store=RunStore(tmp_path)).status == "completed"
+
+
+def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect(workspace: Path, tmp_path: Path,
+                                                                                 monkeypatch: Any) -> None:
+    import os as real_os
+
+    from tether import Agent, run_sync, tool
+    from tether.harness import store as store_module
+    from tether.testing import FunctionModel, call
+
+    synced: list[str] = []
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
+    store = RunStore(tmp_path / "runs")
+    seen_at_effect: list[tuple[int, set[str]]] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note (a side effect)."""
+        seen_at_effect.append((len(synced), set(store._unsynced)))
+        return "noted"
+
+    replies = iter([call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
+                    call("c3", "note", {"text": "x"}), "done"])
+    from tether.tools.files import FILE_TOOLS
+
+    result = run_sync(Agent(FunctionModel(lambda m, r: next(replies)), tools=[*FILE_TOOLS, note], cwd=workspace),
+                      "go", store=store)
+    assert result.status == "completed"
+    # 4 requests (each preceded by one durable commit: transcript lines, then the header) + the
+    # side effect's intent (transcript + header) + the final save (the last reply, then the header).
+    # Saving every change durably took 18 here.
+    assert len(synced) == 4 * 2 + 2 + 2, synced
+    (before_effect, unsynced) = seen_at_effect[0]
+    assert unsynced == set(), "the reply that asked for the side effect was on disk before it ran"
+    assert synced[before_effect - 1].endswith(("state.a.json", "state.b.json")), "the intent's header was synced"
+
+
+def test_a_power_cut_after_unsynced_saves_loads_the_last_whole_commit(tmp_path: Path) -> None:
+    from tether.messages import AssistantMessage, TextPart, UserMessage
+
+    store = RunStore(tmp_path / "runs")
+    state = RunState(messages=[UserMessage.text("hi"), AssistantMessage(content=(TextPart(text="one"),))])
+    store.save(state)
+    transcript = tmp_path / "runs" / state.run_id / "messages.jsonl"
+    durable_size = transcript.stat().st_size
+    state.messages.append(UserMessage.text("more"))
+    store.save(state, durable=False)
+    # The power went: the header written without fsync reached the disk, the new lines did not.
+    with open(transcript, "r+b") as f:
+        f.truncate(durable_size)
+    loaded = RunStore(tmp_path / "runs").load(state.run_id)
+    assert [m.text if hasattr(m, "text") else "" for m in loaded.messages][-1] == "one"
+    assert len(loaded.messages) == 2

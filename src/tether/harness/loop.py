@@ -220,12 +220,12 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
 
 async def _loop(rc: RunContext) -> AsyncIterator[Event]:
     state = rc.state
-    rc.persist()
+    rc.persist(durable=False)  # the first request's save makes it durable
     lost = state.call_in_flight
     if lost is not None:  # the process died while a request was out: billed, never counted
         state.call_in_flight = None
         state.cost_unknown_usd += lost.max_cost_usd or 0.0
-        rc.persist()
+        rc.persist(durable=False)
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
     await _load_counter(rc)
     for mw in rc.agent.middleware:

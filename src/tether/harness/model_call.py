@@ -138,7 +138,7 @@ def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=plan.max_tokens)) if price else None
     rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=plan.max_tokens,
                                            max_cost_usd=worst)
-    rc.persist(durable=False)  # a kill -9 keeps it; a power cut may lose it, and with it one count
+    rc.persist()  # the step's one durable save: the reply and results before it, and this note
     return rc.state.call_in_flight
 
 
@@ -169,7 +169,7 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
         state.usage = state.usage + usage
         if rc.price is not None:
             state.cost_usd += rc.price.cost(usage)
-    rc.persist()
+    rc.persist(durable=False)  # made durable before any side effect or the next request
     return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), state.cost_usd,
                 message.finish_reason, plan.max_tokens)
 

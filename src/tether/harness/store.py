@@ -58,6 +58,12 @@ def _decode_header(data: bytes) -> dict[str, Any] | None:
 
 def read_header(d: Path) -> dict[str, Any] | None:
     """The latest committed header of the run in ``d``; None when the run was never saved."""
+    headers = _headers(d)
+    return headers[0] if headers else None
+
+
+def _headers(d: Path) -> list[dict[str, Any]]:
+    """The valid headers of the run in ``d``, newest first."""
     found: list[dict[str, Any]] = []
     present = 0
     for slot in _SLOTS:
@@ -73,8 +79,8 @@ def read_header(d: Path) -> dict[str, Any] | None:
         if present == 2:
             raise StoreError(f"both header slots of {d} are damaged; the run cannot be loaded. Restore them "
                              "from a backup or delete the run.")
-        return None  # never saved, or its first save was cut short: there is no run yet
-    return max(found, key=lambda h: int(h.get("commit_seq", 0)))
+        return []  # never saved, or its first save was cut short: there is no run yet
+    return sorted(found, key=lambda h: int(h.get("commit_seq", 0)), reverse=True)
 
 
 def _checked_name(name: Any) -> str:
@@ -99,6 +105,7 @@ class RunStore:
         # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
         self._committed: dict[str, tuple[int, int, str, int]] = {}
         self._fds: list[int] = []
+        self._unsynced: set[str] = set()  # runs with transcript lines written but not yet fsynced
         self._fds_run: str | None = None
 
     def _dir(self, run_id: str) -> Path:
@@ -118,9 +125,10 @@ class RunStore:
 
         ``rewrite=True`` is for a transcript whose earlier messages changed (trimming,
         compaction): the whole file is written to a temporary file and renamed into place.
-        ``durable=False`` skips the header's fsync: the save survives the process being killed
-        (the page cache outlives it) but maybe not a power cut. For records whose loss costs
-        little, such as the note that a model request is in flight.
+        ``durable=False`` skips the fsyncs: the save survives the process being killed (the page
+        cache outlives it) but maybe not a power cut, after which the run loads as of its last
+        durable save. The loop makes one durable save per step, before each model request and
+        before each side effect, and non-durable ones in between (see docs/harness.md).
         """
         d = self._dir(state.run_id)
         count, nbytes, name, seq = self._committed.get(state.run_id) or self._read_commit(d)
@@ -145,8 +153,11 @@ class RunStore:
             if new:
                 f.write(new)
             f.flush()
-            if self.fsync and new:
-                os.fsync(f.fileno())
+            if self.fsync and durable and (new or state.run_id in self._unsynced):
+                os.fsync(f.fileno())  # lines before the header that counts them
+                self._unsynced.discard(state.run_id)
+            elif new:
+                self._unsynced.add(state.run_id)
         self._commit(state, d, len(messages), nbytes + len(new), name, seq + 1, durable)
 
     def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str, seq: int,
@@ -205,19 +216,41 @@ class RunStore:
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
-        header = read_header(d)
-        if header is None:
+        headers = _headers(d)
+        if not headers:
             raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
-        count = int(header.pop("message_count", 0))
-        nbytes = int(header.pop("messages_bytes", 0))
+        try:
+            return self._load(run_id, d, headers[0])
+        except StoreError:
+            # After a power cut the newest header (written without fsync) may count transcript
+            # lines that never reached the disk: the previous commit, if whole, is the run.
+            if len(headers) < 2:
+                raise
+            try:
+                return self._load(run_id, d, headers[1])
+            except StoreError:
+                pass
+            raise
+
+    def _load(self, run_id: str, d: Path, header: dict[str, Any]) -> RunState:
+        header = dict(header)
+        try:
+            count = int(header.pop("message_count", 0))
+            nbytes = int(header.pop("messages_bytes", 0))
+            seq = int(header.pop("commit_seq", 0))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"the header of {d} has a count that is not a number ({exc}); it was edited "
+                             "or damaged. Restore it from a backup or delete the run.") from exc
         name = _checked_name(header.pop("messages_file", None))
-        seq = int(header.pop("commit_seq", 0))
         header.pop("turns", None)
         messages = list(self._read_messages(d / name, count, nbytes))
         try:
             state = RunState.model_validate({**header, "messages": []})
         except ValidationError as exc:
-            raise StoreError(f"the header of {d} does not describe a run: {exc}") from exc
+            problem = exc.errors()[0]
+            where = ".".join(str(x) for x in problem["loc"])
+            raise StoreError(f"the header of {d} does not describe a run: {where}: {problem['msg']}. It was "
+                             "edited or damaged; restore it from a backup or delete the run.") from exc
         state.messages = messages
         self._committed[run_id] = (count, nbytes, name, seq)
         return state

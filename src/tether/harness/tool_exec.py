@@ -65,7 +65,7 @@ def _record(
     stats.cached += status == "cached"
     canon = canonical_arguments(call.arguments)
     rc.remember(message, (call.name, canon) if canon is not None else None)
-    rc.persist()
+    rc.persist(durable=False)  # made durable before any side effect or the next request
     return ToolResultEvent(state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3),
                            status=status)
 
@@ -194,7 +194,7 @@ def _on_process(rc: RunContext, call_id: str) -> Any:
         from tether.processes import process_identity
 
         intent.pid, intent.process = pid, process_identity(pid)
-        rc.persist()
+        rc.persist(durable=False)  # it matters only while the process can outlive tether
 
     return record
 
