@@ -148,3 +148,28 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
     direct = subprocess.run(["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix it"],
                             env=env, capture_output=True, text=True, timeout=60)
     assert direct.returncode == 0 and "hello, world!" in json.loads(direct.stdout)["output"]
+
+
+def test_an_inline_tool_runs_on_the_loop_thread_and_a_plain_one_in_a_worker() -> None:
+    import asyncio
+    import threading
+
+    from tether.cancel import CancelSignal
+    from tether.tools.base import ToolContext, tool
+
+    @tool(inline=True)
+    def quick() -> str:
+        """Quick."""
+        return str(threading.get_ident())
+
+    @tool
+    def plain() -> str:
+        """Plain."""
+        return str(threading.get_ident())
+
+    async def go() -> tuple[str, str, str]:
+        ctx = ToolContext(cwd=Path("."), signal=CancelSignal())
+        return str(threading.get_ident()), str(await quick.execute({}, ctx)), str(await plain.execute({}, ctx))
+
+    loop_thread, inline_thread, worker_thread = asyncio.run(go())
+    assert inline_thread == loop_thread != worker_thread
