@@ -25,6 +25,7 @@ from tether.providers.base import ResponseDone, StreamText
 from tether.testing import FunctionModel, call
 from tether.tools.files import FILE_TOOLS
 from tether.tracing import JsonlTracer
+from tether.usage import Usage
 
 TERMINAL = {"completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"}
 
@@ -319,3 +320,28 @@ def test_a_cancelled_stream_still_counts_what_it_consumed(workspace: Path) -> No
     assert result.status == "interrupted"
     assert result.usage.estimated and result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
     assert result.cost_usd > 0, "a cancelled request is billed by the provider: tether counts it"
+
+
+def test_the_first_request_does_not_wait_for_the_tokenizer(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    release, loaded = threading.Event(), threading.Event()
+
+    def slow_encoding(name: str = "o200k_base") -> None:
+        release.wait(5)
+        loaded.set()
+
+    monkeypatch.setattr(loop_module, "encoding", slow_encoding)
+    requests: list[int] = []
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        assert not loaded.is_set(), "the request waited for the tokenizer"
+        requests.append(1)
+        return AssistantMessage(content=(TextPart(text="answered"),), usage=Usage(prompt_tokens=9, completion_tokens=1))
+
+    try:
+        model = FunctionModel(reply, model_id="gpt-4.1-mini")
+        model.name = "openai"  # a model whose exact counter is the BPE tokenizer
+        result = asyncio.run(run(Agent(model, cwd=workspace), "hi"))
+        # The counter only matters for budgets and compaction: this run used neither.
+        assert result.status == "completed" and requests == [1] and not release.is_set()
+    finally:
+        release.set()

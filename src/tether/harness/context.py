@@ -3,6 +3,7 @@ signal, persistence, and the read-only result cache (rebuilt from the transcript
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,6 +63,22 @@ class RunContext:
     # After a rewrite the last reply's prompt count describes a history that no longer exists.
     stale_usage: bool = False
     count: Callable[[str], int] = field(default=len)
+    counter_task: Any = None  # the tokenizer loading in a worker thread (see loop._start_counter)
+    _fixed_counted: bool = False
+
+    async def counter_ready(self) -> bool:
+        """Wait (cancellably) until counting is exact, then count what every call sends besides
+        the messages; True. A tokenizer that fails to load leaves the estimate (tether.tokens)."""
+        task = self.counter_task
+        if task is not None and not task.done():
+            await self.signal.race(asyncio.shield(task))
+        if not self._fixed_counted:
+            self.fixed_tokens = fixed_prompt_tokens(self.agent.instructions, self.tool_defs, self.count)
+            self._fixed_counted = True
+        return True
+
+    def counter_loaded(self) -> bool:
+        return self.counter_task is None or self.counter_task.done()
 
     @property
     def model(self) -> Candidate:

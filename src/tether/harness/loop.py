@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from tether.harness.context import (
     RunContext,
     StateStore,
     Tracer,
-    fixed_prompt_tokens,
     tool_definitions,
 )
 from tether.harness.limits import Halt
@@ -75,14 +75,30 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     return rc
 
 
-async def _load_counter(rc: RunContext) -> None:
-    """Load the tokenizer (0.5–3 s the first time in a process) off the event loop, so a Stop
-    pressed meanwhile is heard at once; then count what every call sends besides the messages."""
-    agent = rc.agent
-    if agent.max_budget_usd is not None or (agent.compaction and context_window(rc) is not None):
-        if rc.count is count_tokens:
-            await rc.signal.race(asyncio.to_thread(encoding))
-        rc.fixed_tokens = fixed_prompt_tokens(agent.instructions, rc.tool_defs, rc.count)
+def _start_counter(rc: RunContext) -> None:
+    """Start loading the tokenizer (0.5–3 s the first time in a process) in a worker thread: the
+    first model call does not wait for it unless a budget needs a count first
+    (:meth:`RunContext.counter_ready`)."""
+    if rc.count is not count_tokens or rc.counter_task is not None:
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # counting falls back to the estimate on its own
+            encoding()
+        with contextlib.suppress(RuntimeError):  # the loop may be gone: nobody waits any more
+            loop.call_soon_threadsafe(_finish_future, done)
+
+    # A daemon thread, not the loop's executor: a run that never needed a count does not wait for
+    # the load when its loop shuts down.
+    threading.Thread(target=load, name="tether-tokenizer", daemon=True).start()
+    rc.counter_task = done
+
+
+def _finish_future(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def _prepare(state: RunState | None, prompt: str | None, session: SessionStore | None) -> RunState:
@@ -227,7 +243,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         state.cost_unknown_usd += lost.max_cost_usd or 0.0
         rc.persist(durable=False)
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
-    await _load_counter(rc)
+    _start_counter(rc)
     for mw in rc.agent.middleware:
         verdict = await mw.before_agent(rc)
         if isinstance(verdict, Stop):
@@ -238,7 +254,8 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending:
             async for event in run_pending(rc, pending):
                 yield event
-            if rc.halt is None and rc.agent.compaction and should_compact(rc):
+            if (rc.halt is None and rc.agent.compaction and context_window(rc) is not None
+                    and await rc.counter_ready() and should_compact(rc)):
                 async for event in compact(rc):
                     yield event
             continue

@@ -21,13 +21,14 @@ from tether.errors import (
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import CallPlan, Halt, plan_call
+from tether.harness.limits import CallPlan, Halt, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
 from tether.messages import clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
+from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
 __all__ = ["ask_model"]
@@ -45,6 +46,8 @@ class _Attempt:
 async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
     """Make one model call (with retries and fallback) or set ``rc.halt``."""
     turn = _Attempt()
+    if rc.agent.max_budget_usd is not None:
+        await rc.counter_ready()  # the budget plans with exact counts
     while rc.halt is None:
         plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
         if isinstance(plan, Halt):
@@ -133,7 +136,10 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
 def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     """Save what is about to be asked before asking: a request the process dies during is billed
     by the provider, and a resume counts its worst case as spent-unknown (see the loop)."""
-    prompt = plan.prompt_estimate or rc.prompt_estimate()
+    # Without a budget there is no plan's estimate; while the tokenizer still loads, the
+    # tokenizer-free estimate is enough for this record of a worst case.
+    prompt = plan.prompt_estimate or (rc.prompt_estimate() if rc.counter_loaded() else
+                                      estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens))
     price = rc.price
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=plan.max_tokens)) if price else None
     rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=plan.max_tokens,
