@@ -79,3 +79,16 @@ def test_official_anthropic_client_completes_and_streams(scripted_server: Script
     assert kinds == ["thinking", "tool_use"]
     assert final.content[1].input == {"path": "errors.log"}  # assembled from partial JSON by the SDK
     assert final.content[0].signature and final.usage.output_tokens > 0
+
+
+def test_the_server_keeps_a_bounded_number_of_requests() -> None:
+    import httpx
+
+    from tether.testing import server as server_module
+
+    with ScriptedServer() as server:
+        body = {"model": "hello", "messages": [{"role": "user", "content": "x" * 1000}]}
+        with httpx.Client() as client:
+            for _ in range(server_module.KEEP_REQUESTS + 50):
+                client.post(server.base_url + "/chat/completions", json=body).raise_for_status()
+        assert len(server.received) == server_module.KEEP_REQUESTS

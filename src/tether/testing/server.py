@@ -211,6 +211,9 @@ def _break_tool_json(reply: dict[str, Any]) -> None:
         calls[0]["function"]["arguments"] = args[:-1].rstrip() + ",}"
 
 
+
+KEEP_REQUESTS = 500  # requests a server keeps for inspection
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body leave in one segment: with Nagle and delayed ACKs, two small writes per
@@ -475,7 +478,10 @@ class _Server(ThreadingHTTPServer):
         self.context_window: int | None = None
         self.omit_usage = False
         self.dialect = "openai"
-        self.received: list[tuple[str, dict[str, Any], dict[str, str]]] = []
+        # The latest requests, for tests to inspect; bounded, so a long-running `tether scripted
+        # serve` stays flat in memory (a 200-turn run sends ~20 MB of request bodies).
+        self.received: collections.deque[tuple[str, dict[str, Any], dict[str, str]]] = collections.deque(
+            maxlen=KEEP_REQUESTS)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a cancelled run, a killed process) is not the server's error.
@@ -547,7 +553,7 @@ class ScriptedServer:
 
     @property
     def received(self) -> list[tuple[str, dict[str, Any], dict[str, str]]]:
-        """(path, body, headers) of every chat request so far, for tests to inspect."""
+        """(path, body, headers) of the latest chat requests (up to ``KEEP_REQUESTS``), for tests."""
         with self._server._lock:
             return list(self._server.received)
 
