@@ -7,6 +7,7 @@ and ``traces/``. Nothing here runs at import; reading happens when a command ask
 
     model = "openai/gpt-4.1-mini"          # the default when no --model and no TETHER_MODEL
     fallback_models = ["anthropic/claude-haiku-4-5"]
+    session_store = "sqlite"                # jsonl[:DIR] (default) | sqlite[:PATH] | memory
 
     [models."openai/my-finetune"]           # price (dollars per million tokens) and window
     input = 0.5
@@ -18,23 +19,46 @@ and ``traces/``. Nothing here runs at import; reading happens when a command ask
     base_url = "http://127.0.0.1:11434/v1"
     key_env = "LOCAL_API_KEY"               # or api_key = "...", or auth = "oauth" + token_url
     models = ["qwen2.5"]
+
+    [tools.shell]                           # see tether.tools.builtin for what each key does
+    approval = true
+    timeout_s = 30
+
+The whole file is checked against the schema below before anything uses it: a value of the wrong
+type (``approval = "no"``), out of range (``timeout_s = -5``) or a key or table tether does not
+know (``[tools.shel]``, ``modle``) is a :class:`~tether.errors.ConfigError` whose message is one
+line naming the file, the key, what is wrong and the fix. Nothing is coerced and nothing is
+ignored: a setting tether would not read is refused, not dropped.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
+import json
 import os
 import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from tether.errors import ConfigError
 from tether.usage import ModelInfo, Price
 
-__all__ = ["Endpoint", "Settings", "load_settings", "resolve_model", "tether_home"]
+__all__ = [
+    "SESSION_STORE_KINDS",
+    "Endpoint",
+    "Settings",
+    "check_session_store",
+    "load_settings",
+    "resolve_model",
+    "tether_home",
+]
 
 NO_MODEL_HELP = """\
 No model is configured. Choose one of:
@@ -45,6 +69,8 @@ For a local OpenAI-compatible server set LLM_BASE_URL (e.g. http://127.0.0.1:114
 --model openai/<name>. To try tether with no key and no network, use the scripted model:
   tether run --model scripted/plan --cwd examples/workspace "Which file mentions a timeout?"
 """
+
+SESSION_STORE_KINDS = ("jsonl", "sqlite", "memory")
 
 
 def _platform_data_dir() -> Path:
@@ -63,20 +89,142 @@ def tether_home() -> Path:
     return Path(env).expanduser() if env else _platform_data_dir()
 
 
-class Endpoint(BaseModel):
-    """A named model endpoint from ``[endpoints.NAME]``: ``--model NAME/<model>`` reaches it."""
+def check_session_store(spec: str) -> str:
+    """``spec`` if it names a session store (``jsonl[:DIR]``, ``sqlite[:PATH]``, ``memory``);
+    otherwise a ``ValueError`` saying what the forms are ("must be ...")."""
+    kind, colon, where = spec.partition(":")
+    if kind not in SESSION_STORE_KINDS or (kind == "memory" and colon) or (colon and not where):
+        raise ValueError("must be jsonl, jsonl:DIR, sqlite, sqlite:PATH or memory")
+    return spec
 
+
+# --- the schema of config.toml ---------------------------------------------------------------
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+def _allow_entry(value: str) -> str:
+    """``[tools.web] allow``: a network (``10.0.0.0/8``, an address) or ``host:port``."""
+    try:
+        ipaddress.ip_network(value, strict=False)
+        return value
+    except ValueError:
+        pass
+    host, _, port = value.rpartition(":")
+    if host and port.isdigit() and 0 < int(port) < 65536:
+        return value
+    raise ValueError('must be "host:port" or a network such as "10.20.0.0/16"')
+
+
+def _session_store(value: str) -> str:
+    return check_session_store(value)
+
+
+_Text = Annotated[str, Strict(), Field(min_length=1)]
+_Url = Annotated[str, Strict(), AfterValidator(_http_url)]
+_Bool = Annotated[bool, Strict()]
+_PositiveInt = Annotated[int, Strict(), Field(gt=0)]
+_PositiveFloat = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+_Dollars = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+
+
+class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str
+
+class _ShellTable(_Table):
+    """``[tools.shell]``; the defaults live in :mod:`tether.tools.builtin`."""
+
+    approval: _Bool | None = None
+    timeout_s: _PositiveFloat | None = None
+    output_cap_bytes: _PositiveInt | None = None
+    block: list[_Text] | None = None
+    unblock: list[_Text] | None = None
+    env: dict[str, Annotated[str, Strict()]] | None = None
+
+
+class _FilesTable(_Table):
+    write_approval: _Bool | None = None
+
+
+class _WebTable(_Table):
+    allow: list[Annotated[str, Strict(), AfterValidator(_allow_entry)]] | None = None
+    max_bytes: _PositiveInt | None = None
+    max_chars: _PositiveInt | None = None
+
+
+class _WebSearchTable(_Table):
+    kind: Literal["searxng"]
+    url: _Url
+
+
+class _ToolsTable(_Table):
+    shell: _ShellTable | None = None
+    files: _FilesTable | None = None
+    web: _WebTable | None = None
+    web_search: _WebSearchTable | None = None
+
+
+class _ModelTable(_Table):
+    """``[models."provider/model"]``: a price (dollars per million tokens) and a context window."""
+
+    input: _Dollars | None = None
+    output: _Dollars | None = None
+    cached_input: _Dollars | None = None
+    cache_write: _Dollars | None = None
+    context_window: _PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _both_prices(self) -> _ModelTable:
+        given = (self.input, self.output, self.cached_input, self.cache_write)
+        if any(p is not None for p in given) and (self.input is None or self.output is None):
+            raise ValueError("needs both input and output (dollars per million tokens) once a price is given")
+        return self
+
+    def info(self) -> ModelInfo:
+        price = None
+        if self.input is not None and self.output is not None:
+            price = Price(input=self.input, output=self.output, cached_input=self.cached_input,
+                          cache_write=self.cache_write)
+        return ModelInfo(price=price, context_window=self.context_window)
+
+
+class _EndpointTable(_Table):
     kind: Literal["openai", "anthropic"] = "openai"
-    base_url: str
-    key_env: str | None = None
-    api_key: str | None = None
+    base_url: _Url
+    key_env: _Text | None = None
+    api_key: _Text | None = None
     auth: Literal["key", "none", "oauth"] = "key"
-    token_url: str | None = None
-    client_id: str | None = None
-    models: tuple[str, ...] = ()
+    token_url: _Url | None = None
+    client_id: _Text | None = None
+    models: tuple[_Text, ...] = ()
+
+    @model_validator(mode="after")
+    def _oauth_needs_token_url(self) -> _EndpointTable:
+        if self.auth == "oauth" and not self.token_url:
+            raise ValueError('auth = "oauth" needs token_url = "https://..." (where refresh tokens are exchanged)')
+        return self
+
+
+class Endpoint(_EndpointTable):
+    """A named model endpoint from ``[endpoints.NAME]``: ``--model NAME/<model>`` reaches it."""
+
+    name: str
+
+
+class _ConfigFile(_Table):
+    model: _Text | None = None
+    fallback_models: list[_Text] = []
+    session_store: Annotated[str, Strict(), AfterValidator(_session_store)] | None = None
+    models: dict[str, _ModelTable] = {}
+    prices: dict[str, _ModelTable] = {}  # the older name of [models]
+    endpoints: dict[str, _EndpointTable] = {}
+    tools: _ToolsTable = _ToolsTable()
 
 
 @dataclass(frozen=True)
@@ -87,7 +235,8 @@ class Settings:
     models: dict[str, ModelInfo] = field(default_factory=dict)
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
-    tools: dict[str, Any] = field(default_factory=dict)  # the raw [tools] table (tether.tools.builtin reads it)
+    # The [tools] table as written (already checked against the schema); tether.tools.builtin reads it.
+    tools: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -104,47 +253,23 @@ def load_settings(home: Path | None = None) -> Settings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
-    models: dict[str, ModelInfo] = {}
-    for table in ("prices", "models"):
-        for name, entry in (data.get(table) or {}).items():
-            models[name] = _model_entry(path, table, name, entry)
-    endpoints: dict[str, Endpoint] = {}
-    for name, entry in (data.get("endpoints") or {}).items():
-        try:
-            endpoints[name] = Endpoint.model_validate({**entry, "name": name})
-        except (ValidationError, TypeError) as exc:
-            raise ConfigError(f"{path}: [endpoints.{name}] is not valid: {exc}") from exc
-    model = data.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ConfigError(f"{path}: 'model' must be a string like \"openai/gpt-4.1-mini\"")
-    fallbacks = data.get("fallback_models") or []
-    if not isinstance(fallbacks, list) or not all(isinstance(m, str) for m in fallbacks):
-        raise ConfigError(f"{path}: 'fallback_models' must be a list of model strings")
-    store = data.get("session_store")
-    if store is not None and not isinstance(store, str):
-        raise ConfigError(f"{path}: 'session_store' must be a string like \"sqlite\" or \"jsonl:/path\"")
-    tools = data.get("tools") or {}
-    if not isinstance(tools, dict):
-        raise ConfigError(f"{path}: [tools] must be a table")
-    return Settings(home=home, model=model, fallback_models=tuple(fallbacks), models=models, endpoints=endpoints,
-                    session_store=store, tools=tools)
-
-
-def _model_entry(path: Path, table: str, name: str, entry: Any) -> ModelInfo:
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{path}: [{table}.{name!r}] must be a table")
-    window = entry.get("context_window")
-    price_fields = {k: v for k, v in entry.items() if k != "context_window"}
     try:
-        price = Price.model_validate(price_fields) if price_fields else None
+        parsed = _ConfigFile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(
-            f"{path}: [{table}.{name!r}] needs numbers 'input' and 'output' (dollars per million "
-            f"tokens), optionally 'cached_input', 'cache_write', 'context_window': {exc}"
-        ) from exc
-    if window is not None and (not isinstance(window, int) or window <= 0):
-        raise ConfigError(f"{path}: [{table}.{name!r}] context_window must be a positive integer")
-    return ModelInfo(price=price, context_window=window)
+        raise ConfigError(f"{path}: {_describe(exc.errors()[0], data)}") from None
+    for table in ("models", "prices"):
+        for name in getattr(parsed, table):
+            if "/" not in name.strip("/"):
+                raise ConfigError(f'{path}: [{table}.{_key(name)}] names no provider: write [{table}."openai/{name}"] '
+                                  f'(or the provider it belongs to), as in --model')
+    for name in parsed.endpoints:
+        if not name or "/" in name:
+            raise ConfigError(f"{path}: [endpoints.{_key(name)}] cannot be an endpoint name (it is the part of a "
+                              "model string before the first /): choose a name without /")
+    models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
+    endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
+    return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
+                    endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {})
 
 
 def resolve_model(explicit: str | None, settings: Settings) -> str:
@@ -153,3 +278,175 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
     if not model:
         raise ConfigError(NO_MODEL_HELP.format(config=settings.home / "config.toml"))
     return model
+
+
+# --- one line per validation error ----------------------------------------------------------
+
+_TABLES = ("tools", "models", "prices", "endpoints")  # tables whose entries are tables themselves
+_TRUE_WORDS = ("true", "yes", "on", "1", "y")
+_FALSE_WORDS = ("false", "no", "off", "0", "n", "")
+
+
+def _key(part: str | int) -> str:
+    if isinstance(part, int):
+        return f"[{part}]"
+    bare = part and all(c.isalnum() or c in "-_" for c in part)
+    return part if bare else json.dumps(part)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+def _split(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...]]:
+    """The table a location is in, and the key path inside it."""
+    if loc and loc[0] in _TABLES and len(loc) >= 3:
+        return loc[:2], loc[2:]
+    if loc and loc[0] in _TABLES and len(loc) == 2:
+        return loc, ()  # [tools.shell], [models."x/y"]: the entry is a table itself
+    return (), loc
+
+
+def _table_name(parts: tuple[str | int, ...]) -> str:
+    return "[" + ".".join(_key(p) for p in parts) + "]"
+
+
+def _key_path(parts: tuple[str | int, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += _key(p) if isinstance(p, int) or not out else "." + _key(p)
+    return out
+
+
+def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _unwrap(annotation: Any) -> Any:
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, type(int | None)):
+            annotation = next(a for a in get_args(annotation) if a is not type(None))
+        else:
+            return annotation
+
+
+def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
+    """The keys the schema allows in the table at ``loc``."""
+    cls: Any = _ConfigFile
+    skip = False
+    for part in loc:
+        if skip:  # a name chosen by the user: [models."x/y"], [endpoints.local]
+            skip = False
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return []
+        annotation = _unwrap(cls.model_fields[part].annotation)
+        if get_origin(annotation) is dict:
+            cls, skip = _unwrap(get_args(annotation)[1]), True
+        else:
+            cls = annotation
+    if skip or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        return []
+    return list(cls.model_fields) if cls is not Endpoint else list(_EndpointTable.model_fields)
+
+
+def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
+    """One line for the first validation error: the key, what is wrong, the fix."""
+    loc = tuple(error["loc"])
+    value = _value_at(data, loc)
+    # An error about a whole table (a rule across its keys) is said of the table.
+    table, key = (loc, ()) if isinstance(value, dict) and error["type"] == "value_error" else _split(loc)
+    where = f"{_table_name(table)} " if table else ""
+    name = _key_path(key)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return _unknown(loc, value)
+    if kind == "missing":
+        return f"{_table_name(loc[:-1]) if len(loc) > 1 else 'the file'} needs {_key(loc[-1])}"
+    what = _what_is_wrong(error, value)
+    if not key:  # the table itself
+        return f"{_table_name(table)} {what}"
+    if isinstance(value, dict) and kind not in ("dict_type", "model_type", "model_attributes_type"):
+        close = difflib.get_close_matches(str(loc[-1]), [k for k in _known_keys(loc[:-1]) if k != loc[-1]], 1, 0.6)
+        if close:
+            return f"{where}{name} {what} (did you mean {_table_name((*loc[:-1], close[0]))}?)"
+    return f"{where}{name} {what}{_fix(kind, key, value)}"
+
+
+def _unknown(loc: tuple[str | int, ...], value: Any) -> str:
+    parent = loc[:-1]
+    known = _known_keys(parent)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if isinstance(value, dict):
+        full = _table_name(loc)
+        hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else (
+            f"known: {', '.join(_table_name((*loc[:-1], k)) for k in known)}" if known else "remove it")
+        return f"{full} is not a known table ({hint})"
+    where = f"in {_table_name(parent)}" if parent else "at the top of the file"
+    hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "remove it")
+    return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
+
+
+def _what_is_wrong(error: ErrorDetails, value: Any) -> str:
+    kind, ctx = error["type"], error.get("ctx") or {}
+    got = f", not {_toml(value)}"
+    bound = {k: f"{v:g}" if isinstance(v, int | float) else v for k, v in ctx.items()}
+    messages = {
+        "bool_type": f"must be true or false (no quotes){got}",
+        "string_type": f"must be a string in quotes{got}",
+        "int_type": f"must be a whole number{got}",
+        "float_type": f"must be a number{got}",
+        "list_type": f"must be a list such as [\"a\", \"b\"]{got}",
+        "dict_type": f"must be a table{got}",
+        "model_type": f"must be a table{got}",
+        "model_attributes_type": f"must be a table{got}",
+        "tuple_type": f"must be a list{got}",
+        "finite_number": f"must be a finite number{got}",
+        "greater_than": f"must be greater than {bound.get('gt')}{got}",
+        "greater_than_equal": f"must be {bound.get('ge')} or more{got}",
+        "string_too_short": "must not be empty",
+        "literal_error": f"must be {str(ctx.get('expected')).replace(chr(39), chr(34))}{got}",
+    }
+    if kind in messages:
+        return messages[kind]
+    message = error["msg"].removeprefix("Value error, ")
+    if kind == "value_error":  # the schema's own rules say "must ..." or "needs ..."
+        return message if isinstance(value, dict) else f"{message}{got}"
+    return f"is not valid: {message[:1].lower()}{message[1:]}"
+
+
+def _fix(kind: str, key: tuple[str | int, ...], value: Any) -> str:
+    last = key[-1]
+    if kind == "bool_type" and isinstance(value, str | int) and not isinstance(last, int):
+        word = str(value).strip().lower()
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
+    if kind == "string_type" and isinstance(value, int | float) and not isinstance(last, int):
+        return f' (write {_key(last)} = "{value}")'
+    if kind in ("int_type", "float_type") and isinstance(value, str) and not isinstance(last, int):
+        return f" (write {_key(last)} = {value.strip()}, without quotes)" if _number(value) else ""
+    return ""
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
