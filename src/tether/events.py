@@ -53,7 +53,7 @@ class Turn:
     turn: int
     model: str
     usage: Usage
-    cost_usd: float  # cumulative for the run
+    cost_usd: float | None  # cumulative for the run; None once a model without a known price answered
     finish_reason: str | None
     max_tokens: int | None = None  # what the call was allowed, after budget capping
     type: Literal["turn"] = "turn"
@@ -203,7 +203,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             turns=r.turns,
             prompt_tokens=r.usage.prompt_tokens,
             completion_tokens=r.usage.completion_tokens,
-            costUsd=round(r.cost_usd, 8),
+            costUsd=None if r.cost_usd is None else round(r.cost_usd, 8),
             costUnknownUsd=round(r.cost_unknown_usd, 8),
             tool_stats=r.tool_stats,
         )
@@ -218,7 +218,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             total_tokens=event.usage.total_tokens,
             cached_tokens=event.usage.cached_tokens,
             usage_estimated=event.usage.estimated,
-            costUsd=round(event.cost_usd, 8),
+            costUsd=None if event.cost_usd is None else round(event.cost_usd, 8),
             finish=event.finish_reason,
             max_tokens=event.max_tokens,
         )

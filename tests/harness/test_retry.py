@@ -204,3 +204,15 @@ def test_out_of_quota_falls_back_at_once_without_retrying(workspace: Path) -> No
         assert "quota" in fallback.reason.lower() or "billing" in fallback.reason.lower()
         assert len(broke.received) == 1
         assert events[-1].result.status == "completed"
+
+
+def test_an_unknown_price_is_an_unknown_cost_never_zero(server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+    events = collect(Agent(openai(server), tools=FILE_TOOLS, cwd=workspace), tracer=JsonlTracer(tmp_path))
+    result = events[-1].result
+    assert result.status == "completed"
+    assert result.cost_usd is None and result.unpriced_models == ["openai/plan"]
+    assert json.loads(result.model_dump_json())["cost_usd"] is None
+    lines = [json.loads(x) for x in (tmp_path / f"{result.run_id}.jsonl").read_text().splitlines()]
+    assert all(x["costUsd"] is None for x in lines if x["type"] in ("turn", "run_stopped"))
+    priced = collect(Agent(openai(server), tools=FILE_TOOLS, cwd=workspace, prices={"openai/plan": PRICE}))
+    assert priced[-1].result.cost_usd > 0 and priced[-1].result.unpriced_models == []

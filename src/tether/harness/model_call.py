@@ -175,8 +175,11 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
         state.usage = state.usage + usage
         if rc.price is not None:
             state.cost_usd += rc.price.cost(usage)
+    if rc.price is None and rc.model_name not in state.unpriced_models:
+        state.unpriced_models.append(rc.model_name)
     rc.persist(durable=False)  # made durable before any side effect or the next request
-    return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), state.cost_usd,
+    cost = None if state.unpriced_models else state.cost_usd
+    return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), cost,
                 message.finish_reason, plan.max_tokens)
 
 

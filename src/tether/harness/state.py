@@ -113,6 +113,9 @@ class RunState(BaseModel):
     # Charges tether could not count exactly: the worst case of requests that were in flight when
     # the process died. Counted against the budget with ``cost_usd``.
     cost_unknown_usd: float = 0.0
+    # Models that answered in this run with no known price: their calls cost an unknown amount,
+    # so the run's cost is unknown (``RunResult.cost_usd`` is None), never a silent zero.
+    unpriced_models: list[str] = Field(default_factory=list)
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
@@ -171,8 +174,9 @@ class RunState(BaseModel):
             output=self.output(),
             turns=self.turns,
             usage=self.usage,
-            cost_usd=self.cost_usd,
+            cost_usd=None if self.unpriced_models else self.cost_usd,
             cost_unknown_usd=self.cost_unknown_usd,
+            unpriced_models=list(self.unpriced_models),
             tool_stats={name: stats.model_dump() for name, stats in self.tool_stats.items()},
         )
 
