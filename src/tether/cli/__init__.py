@@ -1,0 +1,45 @@
+"""The ``tether`` command.
+
+Exit codes: 0 completed, 1 failed, 2 usage or configuration error (nothing ran), 3
+max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 130 cancelled (Ctrl-C).
+Progress goes to stderr, the answer to stdout; ``--json`` prints the RunResult as JSON instead.
+
+One module per command group: :mod:`~tether.cli.run` (``run``, ``resume``: driving a run, its
+printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli.sessions`,
+:mod:`~tether.cli.runs` (``runs``, ``show``, ``trace``), :mod:`~tether.cli.models` (``models``,
+``auth``), :mod:`~tether.cli.scripted`; :mod:`~tether.cli.common` holds settings, stores, errors
+and argument types, :mod:`~tether.cli.display` how runs and transcripts read. Heavy modules are
+imported inside the commands so ``tether --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tether import __version__
+    from tether.cli import chat, models, run, runs, scripted, sessions
+
+    parser = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (run, chat, sessions, runs, models, scripted):
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
+    exit code. A usage or configuration error is one line on stderr and exit code 2."""
+    args = build_parser().parse_args(argv)
+    from tether.errors import ConfigError, StoreError, UserError
+
+    try:
+        return int(args.handler(args))
+    except (ConfigError, UserError, StoreError) as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,7 @@
+"""``python -m tether.cli`` is the ``tether`` command too."""
+
+import sys
+
+from tether.cli import main
+
+sys.exit(main())

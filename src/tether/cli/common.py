@@ -1,0 +1,216 @@
+"""What every command shares: settings, the run and session stores, one-line errors, exit codes,
+and the argument types that refuse a bad value before anything runs.
+
+Each argument type is an argparse ``type=`` function: a wrong value is a usage error (exit 2) that
+names the option and the valid range, raised while parsing, so nothing is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.harness.state import RunState
+    from tether.harness.store import RunStore
+    from tether.sessions import SessionStore
+    from tether.status import RunResult
+
+__all__ = [
+    "EXIT_CODES",
+    "add_session_store_option",
+    "directory",
+    "exit_code",
+    "load_run",
+    "non_negative_float",
+    "open_sessions",
+    "port_number",
+    "positive_float",
+    "positive_int",
+    "run_store",
+    "session_name",
+    "session_store_spec",
+    "settings",
+    "text",
+    "usage_error",
+]
+
+EXIT_CODES = {"completed": 0, "failed": 1, "max_turns_exceeded": 3, "budget_exceeded": 4}
+
+
+def exit_code(result: RunResult) -> int:
+    if result.status == "interrupted":
+        return 130 if result.interruption is not None and result.interruption.type == "cancelled" else 5
+    return EXIT_CODES.get(result.status, 1)
+
+
+def usage_error(message: str) -> Exception:
+    """A request the command line refuses (exit 2, nothing ran)."""
+    from tether.errors import UserError
+
+    return UserError(message)
+
+
+# --- argument types ---------------------------------------------------------------------------
+
+
+def _number(value: str, kind: type[int] | type[float], wanted: str) -> float:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {value!r}")
+    return number
+
+
+def positive_int(value: str) -> int:
+    """A whole number of 1 or more (``--max-turns``, ``--context-window``)."""
+    number = int(_number(value, int, "a whole number of 1 or more"))
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {value!r}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """A finite number above 0 (``--max-budget``, ``--first-token-timeout``)."""
+    number = _number(value, float, "a finite number greater than 0")
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number greater than 0, got {value!r}")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    """A finite number of 0 or more (``--expires-in``)."""
+    number = _number(value, float, "a finite number of 0 or more")
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of 0 or more, got {value!r}")
+    return number
+
+
+def port_number(value: str) -> int:
+    """0 (pick a free port) to 65535."""
+    number = int(_number(value, int, "a port number from 0 to 65535"))
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {value!r}")
+    return number
+
+
+def text(value: str) -> str:
+    """A value that is not empty or blank (``--refresh-token``)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def session_name(value: str) -> str:
+    from tether.errors import UserError
+    from tether.sessions import check_session_id
+
+    try:
+        return check_session_id(value)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def session_store_spec(value: str) -> str:
+    from tether.config import check_session_store
+
+    try:
+        return check_session_store(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, not {value!r}") from None
+
+
+def directory(value: str) -> Path:
+    """An existing directory, made absolute once (``--cwd``)."""
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
+    return path
+
+
+def add_session_store_option(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    """``--session-store``. ``nested`` is for a subcommand's own copy of an option its parent also
+    takes: it leaves the parent's value alone unless it is given here."""
+    parser.add_argument("--session-store", metavar="SPEC", type=session_store_spec,
+                        default=argparse.SUPPRESS if nested else None,
+                        help="jsonl[:DIR] (default), sqlite[:PATH] or memory "
+                             "(else $TETHER_SESSION_STORE, else session_store in config.toml)")
+
+
+# --- settings and stores ----------------------------------------------------------------------
+
+
+def settings() -> Settings:
+    from tether.config import load_settings
+
+    return load_settings()
+
+
+def run_store(settings: Settings) -> RunStore:
+    from tether.harness.store import RunStore
+
+    return RunStore(settings.home / "runs")
+
+
+def load_run(store: RunStore, run_id: str) -> RunState:
+    """The run, or one line saying what is wrong with its files and what to do."""
+    from pydantic import ValidationError
+
+    from tether.errors import StoreError
+
+    where = store.root / run_id
+    try:
+        return store.load(run_id)
+    except StoreError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ValidationError):
+            raise StoreError(f"the header of run {run_id} ({where}) is damaged: {first_error(cause)}. "
+                             f"Restore it from a backup or delete the run ({where}).") from None
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a header edited into other shapes
+        raise StoreError(f"the header of run {run_id} ({where}) is damaged ({type(exc).__name__}: {exc}). "
+                         f"Restore it from a backup or delete the run ({where}).") from None
+
+
+def first_error(exc: Any) -> str:
+    """One line for a pydantic ValidationError: where, and what the value should be."""
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "the value"
+    got = error.get("input")
+    shown = f" (it is {got!r})" if isinstance(got, str | int | float | bool) or got is None else ""
+    return f"{where}: {error['msg'][:1].lower()}{error['msg'][1:]}{shown}"
+
+
+def open_sessions(spec: str | None, settings: Settings) -> SessionStore:
+    """The session store named by ``--session-store``, else ``$TETHER_SESSION_STORE``, else
+    ``session_store`` in config.toml, else JSONL under ``$TETHER_HOME``."""
+    from tether.config import check_session_store
+    from tether.errors import ConfigError
+    from tether.sessions import open_session_store
+
+    if spec:
+        source = "--session-store"
+    elif os.environ.get("TETHER_SESSION_STORE"):
+        spec, source = os.environ["TETHER_SESSION_STORE"], "$TETHER_SESSION_STORE"
+        try:
+            check_session_store(spec)
+        except ValueError as exc:
+            raise ConfigError(f"$TETHER_SESSION_STORE {exc}, not {spec!r}") from None
+    elif settings.session_store:
+        spec, source = settings.session_store, f"session_store in {settings.home / 'config.toml'}"
+    else:
+        source = "the default (JSONL under $TETHER_HOME/sessions)"
+    try:
+        return open_session_store(spec, settings.home)
+    except ConfigError as exc:
+        cause = exc.__cause__
+        why = f"{cause.strerror or cause}" if isinstance(cause, OSError) else str(exc)
+        raise ConfigError(f"cannot open the session store {spec or 'jsonl'} (from {source}): {why}. Choose another "
+                          "with --session-store jsonl:DIR or sqlite:PATH, $TETHER_SESSION_STORE, or session_store "
+                          "in config.toml") from None

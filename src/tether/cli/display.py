@@ -1,0 +1,163 @@
+"""How runs and transcripts read on a terminal: the summary line, costs, tokens, and transcripts
+with their decisions in words (``tether show``, ``tether sessions show``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.messages import Message
+    from tether.status import Interruption, RunResult
+    from tether.usage import Usage
+
+__all__ = ["cost_text", "price_known", "resume_hint", "summary_lines", "tokens_text", "transcript_lines"]
+
+# A shortened body keeps this many lines (tool results) or these many characters (anything).
+_TOOL_LINES = 12
+_TEXT_LINES = 40
+_CHARS = 2000
+
+
+def price_known(model: str | None, settings: Settings) -> bool:
+    from tether.usage import lookup_price
+
+    return model is not None and lookup_price(model, settings.prices) is not None
+
+
+def cost_text(cost: float | None, model: str | None, settings: Settings, *, unpriced: Sequence[str] = (),
+              short: bool = False) -> str:
+    """``$0.001234``; or, when a model that answered has no price, says so and where to add one:
+    a cost of 0.0 for a model without a price is not free, nothing could be counted.
+
+    ``unpriced`` names the models the run found without a price; without it (older runs) the
+    run's model is looked up here."""
+    missing = list(unpriced) or ([model] if model is not None and not price_known(model, settings) else [])
+    if cost is not None and not missing:
+        return f"${cost:.6f}"
+    if short:
+        return "unknown"
+    counted = f"at least ${cost:.6f}; " if cost else ""
+    name = missing[0] if missing else "this model"
+    return (f'{counted}cost unknown (no price for {", ".join(missing) or name}; add one under [models."{name}"] '
+            "in config.toml)")
+
+
+def tokens_text(usage: Usage) -> str:
+    if usage.estimated:
+        return f"~{usage.total_tokens:,} (estimated)"
+    return f"{usage.total_tokens:,}"
+
+
+def summary_lines(result: RunResult, model: str | None, settings: Settings) -> list[str]:
+    """What a person reads when a run stops: the exit, its reason, the numbers, and what to do next."""
+    cost: float | None = result.cost_usd
+    unpriced = getattr(result, "unpriced_models", ())  # set by runs that record which models had no price
+    reason = f" {result.reason}" if result.reason else ""
+    lines = [f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
+             f"{cost_text(cost, model, settings, unpriced=unpriced)} | {result.run_id}"]
+    if result.cost_unknown_usd:
+        lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
+    if result.status == "completed" and not result.output.strip():
+        lines.append("   the model returned an empty answer (no text); `tether show "
+                     f"{result.run_id}` prints what happened")
+    hint = resume_hint(result.run_id, result.status, result.interruption)
+    if hint:
+        lines.append(f"   {hint}")
+    if getattr(result.interruption, "still_running", False):
+        lines.append("   (its command is still running: add --wait to wait for it, or --kill to stop it)")
+    return lines
+
+
+def resume_hint(run_id: str, status: str, interruption: Interruption | None) -> str | None:
+    if status == "interrupted" and interruption is not None and interruption.type == "cancelled":
+        return f"tether resume {run_id}   to continue where it stopped"
+    if status == "interrupted":
+        return f"tether resume {run_id} --approve   |   tether resume {run_id} --reject REASON"
+    if status == "max_turns_exceeded":
+        return f"tether resume {run_id} --max-turns N   to allow N more turns"
+    if status == "budget_exceeded":
+        return f"tether resume {run_id} --max-budget USD   with a larger total budget"
+    return None
+
+
+# --- transcripts ------------------------------------------------------------------------------
+
+_DECISIONS = {
+    "ok": "ok",
+    "error": "error (the model was told what went wrong)",
+    "cached": "answered from the read-only cache",
+    "rejected": "declined by a person (the model was told)",
+    "interrupted": "interrupted: no result was recorded, its outcome is unknown",
+}
+
+
+def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hint: str = "--full") -> Iterator[str]:
+    """The transcript with role labels, tool calls with their arguments, results with what tether
+    decided about them, and long bodies shortened (``full`` keeps them whole)."""
+    from tether.messages import AssistantMessage, ReasoningPart, TextPart, ToolMessage
+
+    for number, m in enumerate(messages, start=1):
+        if isinstance(m, AssistantMessage):
+            model = f" ({m.model})" if m.model else ""
+            yield f"#{number} assistant{model}"
+            for part in m.content:
+                if isinstance(part, ReasoningPart):
+                    yield from _body("(reasoning) " + (part.text or "[redacted]"), _TEXT_LINES, full, full_hint)
+                elif isinstance(part, TextPart) and part.text:
+                    yield from _body(part.text, _TEXT_LINES, full, full_hint)
+            for call in m.tool_calls:
+                yield f"    -> {call.name} {_arguments(call.arguments)}   [call {call.id}]"
+            if not m.content:
+                yield "    (empty answer)"
+        elif isinstance(m, ToolMessage):
+            decision = _DECISIONS.get(m.status, m.status)
+            if m.cached_from:
+                decision += f" (repeats call {m.cached_from})"
+            yield f"#{number} tool {m.name} [call {m.call_id}]: {decision}"
+            yield from _parts(m.content, _TOOL_LINES, full, full_hint)
+        else:
+            label = f"summary of {m.summary_turns} earlier turns (compaction)" if m.summary_turns else "user"
+            yield f"#{number} {label}"
+            yield from _parts(m.content, _TEXT_LINES, full, full_hint)
+
+
+def _parts(parts: Sequence[Any], lines: int, full: bool, full_hint: str) -> Iterator[str]:
+    from tether.messages import ImagePart
+
+    for part in parts:
+        if isinstance(part, ImagePart):
+            yield f"    [image {part.media_type}]"
+        else:
+            yield from _body(part.text, lines, full, full_hint)
+
+
+def _arguments(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        return f"{arguments}   (not valid JSON)"
+
+
+def _body(text: str, max_lines: int, full: bool, full_hint: str) -> Iterator[str]:
+    lines = text.splitlines() or [""]
+    if full:
+        yield from (f"    {line}" for line in lines)
+        return
+    kept: list[str] = []
+    size, clipped = 0, False
+    for line in lines[:max_lines]:
+        if size + len(line) > _CHARS:
+            if not kept:  # one very long line: keep its start
+                kept.append(line[:_CHARS] + " …")
+                clipped = True
+            break
+        kept.append(line)
+        size += len(line) + 1
+    yield from (f"    {line}" for line in kept)
+    hidden = len(lines) - len(kept)
+    if hidden or clipped:
+        what = f"{hidden} more lines" if hidden else f"{len(lines[0]) - _CHARS:,} more characters"
+        yield f"    … ({what} not shown; {full_hint} prints everything)"

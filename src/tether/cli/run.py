@@ -1,0 +1,387 @@
+"""``tether run`` and ``tether resume``: build the agent, drive the run, print it as it goes, and
+ask a person at the terminal when a call needs a decision.
+
+At a terminal the question comes first; the summary line and the resume hint are printed only when
+the run really stops (nobody could answer, or it ended). Progress goes to stderr, the streamed
+answer to stdout; ``--json`` prints the RunResult instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import (
+    add_session_store_option,
+    directory,
+    exit_code,
+    load_run,
+    open_sessions,
+    positive_float,
+    positive_int,
+    run_store,
+    session_name,
+    usage_error,
+)
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.harness.agent import Agent
+    from tether.harness.state import RunState
+    from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
+
+__all__ = ["DEFAULT_INSTRUCTIONS", "add_parsers", "ask", "drive", "read_prompt"]
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a careful assistant working in a directory of files. Use the tools to look at the "
+    "files before you answer, and say what you did."
+)
+DEFAULT_MAX_TURNS = 50
+
+PROMPT_HELP = """\
+The prompt: PROMPT as given; "-" reads it from standard input, and so does a pipe when PROMPT is
+left out (echo "..." | tether run); "@FILE" reads it from FILE; "@@..." sends the text with one
+leading "@" removed (for a prompt that really starts with "@"). An empty or blank prompt is refused.
+"""
+
+RESUME_HELP = """\
+--max-turns N on resume means N MORE turns from where the run stopped (a run stopped at its turn
+limit needs it to go on). --max-budget USD is the run's new total budget: what it already spent
+counts against it.
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    r = sub.add_parser("run", help="run an agent on a prompt", description=PROMPT_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("prompt", nargs="?", metavar="PROMPT",
+                   help='the request; "-" or a pipe: standard input; @FILE: a file; @@text: "@text"')
+    r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
+    r.add_argument("--cwd", type=directory, default=".", help="the directory the file tools work in")
+    r.add_argument("--session", metavar="NAME", type=session_name,
+                   help="continue (or start) the conversation NAME")
+    add_session_store_option(r)
+    r.add_argument("--fallback", action="append", metavar="MODEL",
+                   help="a model to switch to if the primary fails or stalls (repeatable)")
+    r.add_argument("--first-token-timeout", type=positive_float, metavar="S",
+                   help="switch to the fallback when the first token takes longer than S seconds (> 0)")
+    r.add_argument("--max-turns", type=positive_int, metavar="N",
+                   help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})")
+    r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
+    r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
+    r.set_defaults(handler=cmd_run)
+
+    rs = sub.add_parser("resume", help="continue a stopped run", description=RESUME_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rs.add_argument("run_id", metavar="RUN_ID")
+    decision = rs.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the waiting call")
+    decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
+    running = rs.add_mutually_exclusive_group()
+    running.add_argument("--wait", action="store_true",
+                         help="first wait until a command left running by a crashed run has exited")
+    running.add_argument("--kill", action="store_true",
+                         help="first stop a command left running by a crashed run (and all it started)")
+    rs.add_argument("--max-turns", type=positive_int, metavar="N",
+                    help="allow N more turns from where the run stopped (N >= 1)")
+    rs.add_argument("--max-budget", type=positive_float, metavar="USD",
+                    help="the run's new total budget, spending so far included (> 0)")
+    rs.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
+    rs.set_defaults(handler=cmd_resume)
+
+
+# --- the prompt -------------------------------------------------------------------------------
+
+
+def read_prompt(arg: str | None) -> str:
+    """The prompt from the argument, standard input or a file (see PROMPT_HELP)."""
+    stdin = sys.stdin
+    if arg is None:
+        if stdin is None or stdin.isatty():
+            raise usage_error('give a prompt: tether run "..." (or - to read it from standard input, '
+                              "@FILE to read it from a file)")
+        arg = "-"
+    if arg == "-":
+        source = "standard input"
+        try:
+            text = stdin.buffer.read().decode("utf-8") if stdin is not None else ""
+        except UnicodeDecodeError:
+            raise usage_error("the prompt on standard input is not UTF-8 text") from None
+    elif arg.startswith("@@"):
+        source, text = "the argument", arg[1:]
+    elif arg.startswith("@"):
+        source, text = arg[1:], _read_file(arg[1:])
+    else:
+        source, text = "the argument", arg
+    text = text.rstrip("\r\n")
+    if not text.strip():
+        raise usage_error(f"the prompt from {source} is empty; say what the agent should do")
+    return text
+
+
+def _read_file(name: str) -> str:
+    if not name:
+        raise usage_error('"@" needs a file name (@FILE reads the prompt from FILE; @@text sends "@text")')
+    try:
+        return Path(name).expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise usage_error(f"cannot read the prompt from {name}: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise usage_error(f"cannot read the prompt from {name}: {exc.strerror or exc} "
+                          f'(to send a prompt that starts with "@", write @@{name})') from None
+
+
+# --- the commands -----------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tether.config import resolve_model
+    from tether.harness.state import RunState
+    from tether.providers.registry import canonical_model
+
+    if args.session_store and not args.session:
+        raise usage_error("--session-store needs --session NAME (it says where that session is kept)")
+    prompt = read_prompt(args.prompt)
+    settings = load_settings()
+    model = canonical_model(resolve_model(args.model, settings))
+    if args.session:
+        open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
+    fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
+    state = RunState(session_id=args.session, config={
+        "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
+        "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
+        "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
+        "session_store": args.session_store})
+    return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from tether.harness.state import approve, reject
+
+    settings = load_settings()
+    state = load_run(run_store(settings), args.run_id)
+    if state.status in ("completed", "failed"):
+        raise usage_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    _check_limits_allow_more(state, args)
+    _settle_left_running(state, args)
+    if args.approve:
+        approve(state)
+    elif args.reject is not None:
+        reject(state, args.reject)
+    if args.max_turns is not None:
+        state.config["max_turns"] = state.turns + args.max_turns
+        print(f"resuming {state.run_id} for up to {args.max_turns} more turns (turn limit now "
+              f"{state.turns + args.max_turns})", file=sys.stderr)
+    if args.max_budget is not None:
+        state.config["max_budget_usd"] = args.max_budget
+    return drive(state, None, settings, json_out=args.json, asking=_at_terminal(args.json))
+
+
+def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
+    """A run stopped at a limit would stop again at once unless the limit grows: say so."""
+    if state.status == "max_turns_exceeded" and args.max_turns is None:
+        limit = state.config.get("max_turns", DEFAULT_MAX_TURNS)
+        raise usage_error(f"run {state.run_id} stopped at its turn limit ({limit} turns) and would stop again at "
+                          "once: resume it with --max-turns N to allow N more turns")
+    spent = state.cost_usd + state.cost_unknown_usd
+    if state.status == "budget_exceeded" and (args.max_budget is None or args.max_budget <= spent):
+        budget = state.config.get("max_budget_usd")
+        of = f" of ${budget:.6f}" if isinstance(budget, int | float) else ""
+        raise usage_error(f"run {state.run_id} stopped at its budget (${spent:.6f} spent{of}): resume it with "
+                          f"--max-budget USD, a new total above ${spent:.6f}")
+
+
+def _at_terminal(json_out: bool) -> bool:
+    """Whether a person can answer approval questions here (never with --json)."""
+    return not json_out and sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
+    """--kill / --wait: deal with a command a crashed run left running before deciding about it."""
+    import asyncio
+    import signal as os_signal
+
+    from tether.cancel import CancelSignal
+    from tether.errors import RunCancelled
+    from tether.harness.state import kill_waiting_process, wait_for_waiting_process, waiting_process
+
+    left = waiting_process(state)
+    if args.kill:
+        pid = kill_waiting_process(state)
+        print(f"stopped process {pid} and everything it started" if pid else "no command was left running",
+              file=sys.stderr)
+    elif args.wait and left is not None:
+        print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
+
+        async def wait() -> None:
+            cancel = CancelSignal()
+            asyncio.get_running_loop().add_signal_handler(os_signal.SIGINT, cancel.cancel, "Ctrl-C")
+            await wait_for_waiting_process(state, cancel)
+
+        try:
+            asyncio.run(wait())
+        except RunCancelled:
+            raise usage_error(f"stopped waiting; process {left.pid} is still running. Resume again later, "
+                              "or with --kill to stop it") from None
+
+
+# --- driving a run ----------------------------------------------------------------------------
+
+
+def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
+    """Run until the run stops; when it waits for a decision and a person can answer, ask and go
+    on. Returns the exit code."""
+    printer = Printer(settings, quiet=json_out, asking=asking)
+    while True:
+        result = _execute(state, prompt, settings, printer)
+        prompt = None
+        waiting = _decision_needed(result)
+        if asking and waiting is not None and _ask_decision(state, waiting):
+            continue
+        printer.finish(result, state.model)
+        if json_out:
+            print(result.model_dump_json(indent=2))
+        return exit_code(result)
+
+
+def _decision_needed(result: RunResult) -> ApprovalInterruption | OutcomeUnknownInterruption | None:
+    from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
+
+    waiting = result.interruption
+    if isinstance(waiting, OutcomeUnknownInterruption) and waiting.still_running:
+        return None  # approving would be refused while its command lives: --wait or --kill first
+    return waiting if isinstance(waiting, ApprovalInterruption | OutcomeUnknownInterruption) else None
+
+
+def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
+    """Ask the person; record their decision in the state. False when nobody answered."""
+    from tether.harness.state import approve, reject
+
+    shown = f"{waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}"
+    if waiting.type == "outcome_unknown":
+        question = f"{shown} started before a crash and left no result. Run it again? [y/N] "
+    else:
+        question = f"Allow {shown}? [y/N] "
+    try:
+        answer = ask(question)
+        if answer is None:
+            return False
+        if answer.strip().lower() in ("y", "yes"):
+            approve(state)
+        else:
+            reject(state, (ask("reason (optional): ") or "").strip() or None)
+    except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable
+        print(file=sys.stderr)
+        return False
+    return True
+
+
+def ask(question: str) -> str | None:
+    """A line from the person at stdin (the question on stderr); None at end of input."""
+    print(question, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline() if sys.stdin is not None else ""
+    return line.rstrip("\n") if line else None
+
+
+def _build_agent(state: RunState, settings: Settings) -> Agent:
+    from tether.harness.agent import Agent
+    from tether.tools.builtin import builtin_tools, tool_settings
+
+    cfg = state.config
+    return Agent(
+        model=cfg["model"],
+        instructions=DEFAULT_INSTRUCTIONS,
+        tools=builtin_tools(tool_settings(settings.tools)),
+        cwd=cfg["cwd"],
+        max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
+        max_budget_usd=cfg.get("max_budget_usd"),
+        fallback_models=cfg.get("fallback_models", ()),
+        first_token_timeout_s=cfg.get("first_token_timeout_s"),
+        settings=settings,
+    )
+
+
+def _execute(state: RunState, prompt: str | None, settings: Settings, printer: Printer) -> RunResult:
+    import asyncio
+    import signal as os_signal
+
+    from tether.cancel import CancelSignal
+    from tether.harness.loop import run_stream
+    from tether.tracing import JsonlTracer
+
+    agent = _build_agent(state, settings)
+    store = run_store(settings)
+    tracer = JsonlTracer(settings.home / "traces")
+    sessions = open_sessions(state.config.get("session_store"), settings) if state.session_id else None
+
+    async def go() -> RunResult:
+        cancel = CancelSignal()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
+        loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
+        result = None
+        async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
+                                      signal=cancel, session=sessions):
+            printer.show(event)
+            if event.type == "done":
+                result = event.result
+        assert result is not None
+        return result
+
+    try:
+        return asyncio.run(go())
+    finally:
+        tracer.close()
+        store.close()
+
+
+class Printer:
+    """Readable progress on stderr; the streamed answer on stdout.
+
+    ``asking``: a person at the terminal answers approval questions, so the "needs approval" line
+    is left to the question itself."""
+
+    def __init__(self, settings: Settings, *, quiet: bool, asking: bool = False) -> None:
+        self.settings = settings
+        self.quiet = quiet
+        self.asking = asking
+        self.text_open = False
+
+    def _err(self, line: str) -> None:
+        if self.text_open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.text_open = False
+        print(line, file=sys.stderr, flush=True)
+
+    def show(self, event: Any) -> None:
+        kind = event.type
+        if kind == "text_delta":
+            if not self.quiet:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                self.text_open = True
+        elif kind == "tool_start":
+            self._err(f"-> {event.tool_name} {event.args}")
+        elif kind == "tool_progress":
+            self._err(f"   .. {event.label}")
+        elif kind == "tool_result":
+            self._err(f"   {'ok' if event.ok else 'error'} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
+        elif kind == "retry":
+            self._err(f"   retry {event.attempt}: {event.reason} (waiting {event.wait_s:.1f} s)")
+        elif kind == "fallback":
+            self._err(f"!! falling back from {event.from_model} to {event.to_model}: {event.reason}")
+        elif kind == "approval_required" and not self.asking:
+            what = "outcome unknown after a crash" if event.reason == "outcome_unknown" else "needs approval"
+            self._err(f"!! {event.tool_name} {event.args} {what}")
+
+    def finish(self, result: RunResult, model: str | None) -> None:
+        """The summary line (and what to do next), when the run has really stopped."""
+        from tether.cli.display import summary_lines
+
+        for line in summary_lines(result, model, self.settings):
+            self._err(line)

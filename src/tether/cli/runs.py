@@ -1,0 +1,183 @@
+"""``tether runs`` (every run, one line each), ``tether show RUN`` (a run's transcript, with every
+decision in words) and ``tether trace RUN`` (its trace, one JSON line per event).
+
+A damaged file never stops these with a traceback: a run whose header is damaged is skipped by
+``runs`` (and named on stderr), and damaged trace lines are skipped by ``trace`` (and counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import first_error, load_run, run_store, usage_error
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.harness.state import RunState
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub: Any) -> None:
+    sub.add_parser("runs", help="list runs").set_defaults(handler=cmd_runs)
+    sh = sub.add_parser("show", help="show a run's transcript")
+    sh.add_argument("run_id", metavar="RUN_ID")
+    sh.add_argument("--full", action="store_true", help="print long messages and tool outputs whole")
+    sh.set_defaults(handler=cmd_show)
+    tr = sub.add_parser("trace", help="print a run's trace (JSON lines)")
+    tr.add_argument("run_id", metavar="RUN_ID")
+    tr.set_defaults(handler=cmd_trace)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from tether.cli.display import cost_text
+
+    settings = load_settings()
+    rows, skipped = _rows(settings.home / "runs")
+    if not rows and not skipped:
+        print("no runs yet", file=sys.stderr)
+    if rows:
+        print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
+    for row in rows:
+        cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True)
+        print(f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  "
+              f"{str(row.config.get('prompt', ''))[:50]!r}")
+    for run_id, why in skipped:
+        print(f"tether: skipped run {run_id}: {why}", file=sys.stderr)
+    return 0
+
+
+def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
+    """Headers that describe a run, newest first; and the runs skipped, with why."""
+    from pydantic import BaseModel, ValidationError
+
+    from tether.errors import StoreError
+    from tether.harness.store import read_header
+    from tether.status import RunStatus
+
+    class Row(BaseModel):
+        run_id: str
+        status: RunStatus
+        turns: int = 0
+        cost_usd: float | None = 0.0
+        model: str | None = None
+        unpriced_models: list[str] = []
+        config: dict[str, Any] = {}
+        created_at: float = 0.0
+
+    rows: list[Row] = []
+    skipped: list[tuple[str, str]] = []
+    for d in sorted(root.iterdir()) if root.is_dir() else ():
+        if not d.is_dir():
+            continue
+        fix = f"restore it from a backup or delete {d}"
+        try:
+            header = read_header(d)
+            if header is not None:
+                rows.append(Row.model_validate(header))
+        except StoreError as exc:
+            skipped.append((d.name, str(exc)))
+        except OSError as exc:
+            skipped.append((d.name, f"cannot read its header ({exc.strerror or exc}); {fix}"))
+        except ValidationError as exc:
+            skipped.append((d.name, f"its header is damaged ({first_error(exc)}); {fix}"))
+    rows.sort(key=lambda r: r.created_at, reverse=True)
+    return rows, skipped
+
+
+# --- show -------------------------------------------------------------------------------------
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tether.cli.display import transcript_lines
+
+    settings = load_settings()
+    state = load_run(run_store(settings), args.run_id)
+    for line in _heading(state, settings):
+        print(line)
+    print()
+    for line in transcript_lines(state.messages, full=args.full, full_hint=f"tether show {state.run_id} --full"):
+        print(line)
+    return 0
+
+
+def _heading(state: RunState, settings: Settings) -> list[str]:
+    from tether.cli.display import cost_text, resume_hint, tokens_text
+
+    cfg = state.config
+    cost: float | None = state.cost_usd
+    unpriced = getattr(state, "unpriced_models", ())  # set by runs that record which models had no price
+    lines = [f"run {state.run_id}: {state.status}, {state.turns} turns, tokens {tokens_text(state.usage)}, "
+             f"{cost_text(cost, state.model, settings, unpriced=unpriced)}"]
+    where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
+    if state.session_id:
+        where.append(f"session {state.session_id}")
+    lines.append("  " + ", ".join(where))
+    if state.reason:
+        lines.append(f"  why it stopped: {state.reason}")
+    waiting = state.interruption
+    if waiting is not None and waiting.type in ("approval", "outcome_unknown"):
+        args = json.dumps(getattr(waiting, "args", None), ensure_ascii=False)
+        what = "a decision after a crash about" if waiting.type == "outcome_unknown" else "approval of"
+        lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args}")
+    hint = resume_hint(state.run_id, state.status, waiting)
+    if hint:
+        lines.append(f"  next: {hint}")
+    return lines
+
+
+# --- trace ------------------------------------------------------------------------------------
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from tether.errors import StoreError
+
+    run_id = args.run_id
+    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
+        raise usage_error(f"not a run id: {run_id!r}")
+    path = load_settings().home / "traces" / f"{run_id}.jsonl"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise usage_error(f"no trace for {run_id!r} at {path}; `tether runs` lists the runs") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read the trace {path}: {exc.strerror or exc}") from None
+    good, bad = _trace_lines(data)
+    sys.stdout.write("".join(line + "\n" for line in good))
+    sys.stdout.flush()
+    if bad:
+        last = data.count(b"\n") + 1  # the number a final line without its newline has
+        torn = " (the last one cut short)" if not data.endswith(b"\n") and bad[-1] == last else ""
+        numbers = ", ".join(str(n) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        lines = f"lines {numbers} are not JSON events" if len(bad) > 1 else f"line {numbers} is not a JSON event"
+        print(f"tether: skipped {len(bad)} damaged line{'s' if len(bad) > 1 else ''} of {path}{torn}: {lines}; "
+              f"the other {len(good)} are printed", file=sys.stderr)
+    return 0
+
+
+def _trace_lines(data: bytes) -> tuple[list[str], list[int]]:
+    """The lines that are JSON events, and the numbers of those that are not."""
+    good: list[str] = []
+    bad: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+            event = json.loads(line)
+        except ValueError:  # UnicodeDecodeError is a ValueError too
+            bad.append(number)
+            continue
+        if isinstance(event, dict):
+            good.append(line)
+        else:
+            bad.append(number)
+    return good, bad

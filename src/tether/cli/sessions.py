@@ -1,0 +1,73 @@
+"""``tether sessions list | show NAME | export NAME | delete NAME``.
+
+``--session-store`` may come before or after the subcommand (``tether sessions list
+--session-store sqlite`` and ``tether sessions --session-store sqlite list`` are the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import add_session_store_option, open_sessions, session_name, usage_error
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.sessions import SessionStore
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub: Any) -> None:
+    ss = sub.add_parser("sessions", help="list, show, export or delete sessions")
+    add_session_store_option(ss)
+    sss = ss.add_subparsers(dest="sessions_command", required=True, metavar="{list,show,export,delete}")
+    listing = sss.add_parser("list", help="sessions with their message counts")
+    add_session_store_option(listing, nested=True)
+    for name, help_text in (("show", "print a session's transcript"), ("export", "print it as JSON lines"),
+                            ("delete", "delete a session")):
+        sp = sss.add_parser(name, help=help_text)
+        sp.add_argument("session", metavar="NAME", type=session_name)
+        add_session_store_option(sp, nested=True)
+        if name == "show":
+            sp.add_argument("--full", action="store_true", help="print long messages whole")
+    ss.set_defaults(handler=cmd_sessions)
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from tether.sessions import export_jsonl
+
+    store = open_sessions(args.session_store, load_settings())
+    command = args.sessions_command
+    if command == "list":
+        rows = store.list()
+        if not rows:
+            print("no sessions yet", file=sys.stderr)
+        for info in rows:
+            print(f"{info.session_id:30} {info.messages:>6} messages")
+        return 0
+    _check_exists(store, args.session, args.session_store)
+    if command == "delete":
+        store.delete(args.session)
+        print(f"deleted session {args.session}", file=sys.stderr)
+        return 0
+    messages = store.load(args.session)
+    if command == "export":
+        sys.stdout.write(export_jsonl(messages))
+        return 0
+    from tether.cli.display import transcript_lines
+
+    if not messages:
+        print(f"session {args.session} has no messages", file=sys.stderr)
+    for line in transcript_lines(messages, full=args.full, full_hint=f"tether sessions show {args.session} --full"):
+        print(line)
+    return 0
+
+
+def _check_exists(store: SessionStore, name: str, spec: str | None) -> None:
+    """Listing first: loading a session that does not exist would create its files."""
+    if any(info.session_id == name for info in store.list()):
+        return
+    elsewhere = "" if spec else " (sessions kept elsewhere need --session-store)"
+    raise usage_error(f"there is no session {name!r}{elsewhere}; `tether sessions list` lists them")
