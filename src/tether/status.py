@@ -89,8 +89,11 @@ class RunResult(_Frozen):
     output: str = ""
     turns: int = 0
     usage: Usage = Usage()
-    cost_usd: float = 0.0
+    # Dollars; None when a model that answered has no known price (add one under [models."..."]
+    # in config.toml): an unknown cost is never reported as zero.
+    cost_usd: float | None = 0.0
     # Worst case of model requests in flight when a process died: billed, but never counted.
     cost_unknown_usd: float = 0.0
+    unpriced_models: list[str] = []  # models that answered without a known price
     # Per tool: calls, errors, answers from the read-only cache (whole numbers), total milliseconds.
     tool_stats: dict[str, dict[str, int | float]] = {}
