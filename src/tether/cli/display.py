@@ -34,7 +34,9 @@ def cost_text(cost: float | None, model: str | None, settings: Settings, *, unpr
 
     ``unpriced`` names the models the run found without a price; without it (older runs) the
     run's model is looked up here."""
-    missing = list(unpriced) or ([model] if model is not None and not price_known(model, settings) else [])
+    missing = list(unpriced)
+    if not missing and not cost and model is not None and not price_known(model, settings):
+        missing = [model]  # a run from before unpriced_models was recorded
     if cost is not None and not missing:
         return f"${cost:.6f}"
     if short:
@@ -54,10 +56,9 @@ def tokens_text(usage: Usage) -> str:
 def summary_lines(result: RunResult, model: str | None, settings: Settings) -> list[str]:
     """What a person reads when a run stops: the exit, its reason, the numbers, and what to do next."""
     cost: float | None = result.cost_usd
-    unpriced = getattr(result, "unpriced_models", ())  # set by runs that record which models had no price
     reason = f" {result.reason}" if result.reason else ""
     lines = [f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
-             f"{cost_text(cost, model, settings, unpriced=unpriced)} | {result.run_id}"]
+             f"{cost_text(cost, model, settings, unpriced=result.unpriced_models)} | {result.run_id}"]
     if result.cost_unknown_usd:
         lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
     if result.status == "completed" and not result.output.strip():

@@ -114,9 +114,8 @@ def _heading(state: RunState, settings: Settings) -> list[str]:
 
     cfg = state.config
     cost: float | None = state.cost_usd
-    unpriced = getattr(state, "unpriced_models", ())  # set by runs that record which models had no price
     lines = [f"run {state.run_id}: {state.status}, {state.turns} turns, tokens {tokens_text(state.usage)}, "
-             f"{cost_text(cost, state.model, settings, unpriced=unpriced)}"]
+             f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models)}"]
     where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
     if state.session_id:
         where.append(f"session {state.session_id}")
