@@ -398,3 +398,10 @@ def test_at_a_terminal_with_no_answer_the_run_stops_and_says_how_to_resume(works
     assert "[interrupted]" in after and "tether resume run_" in after and "--approve" in after
     assert "[interrupted]" not in question
     assert (workspace / "access.log").exists()
+
+
+def test_no_prompt_at_a_terminal_says_how_to_give_one(env: dict[str, str], tether_home: Path) -> None:
+    term = Terminal(["tether", "run", "--model", "scripted/hello"], env)
+    code, _, seen = term.finish()
+    assert code == 2 and "give a prompt" in seen and "@FILE" in seen
+    assert not (tether_home / "runs").exists()

@@ -52,7 +52,7 @@ def add_parsers(sub: Any) -> None:
                     help="the conversation to continue (default: a new one)")
     add_session_store_option(ch)
     ch.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
-    ch.add_argument("--cwd", type=directory, default=".", help="the directory the file tools work in")
+    ch.add_argument("--cwd", type=directory, default=".", metavar="DIR", help="the directory the file tools work in")
     ch.add_argument("--max-turns", type=positive_int, metavar="N",
                     help=f"model calls per message (N >= 1, default {DEFAULT_MAX_TURNS})")
     ch.add_argument("--max-budget", type=positive_float, metavar="USD", help="budget per message (> 0)")

@@ -61,7 +61,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("prompt", nargs="?", metavar="PROMPT",
                    help='the request; "-" or a pipe: standard input; @FILE: a file; @@text: "@text"')
     r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
-    r.add_argument("--cwd", type=directory, default=".", help="the directory the file tools work in")
+    r.add_argument("--cwd", type=directory, default=".", metavar="DIR", help="the directory the file tools work in")
     r.add_argument("--session", metavar="NAME", type=session_name,
                    help="continue (or start) the conversation NAME")
     add_session_store_option(r)
