@@ -245,9 +245,19 @@ def classify_http_error(
     if status in _PERMANENT_5XX:
         return BadRequestError(f"{provider}: HTTP {status}: {_PERMANENT_5XX[status]}; retrying will not help. "
                                f"{_short(body)}".rstrip(), **kwargs)
+    if status == 500 and any(marker in lowered for marker in _REQUEST_REJECTED_MARKERS):
+        # Some servers (llama-cpp-python) answer a request that fails their schema with a 500 whose
+        # body says so: the same request would fail the same way every time.
+        return BadRequestError(f"{provider}: HTTP 500, but the server says the request itself is invalid; "
+                               f"retrying will not help: {_short(body)}{note}", **kwargs)
     if status in (408, 409, 429) or status >= 500:
         return RetryableError(f"{provider}: HTTP {status} {_short(body)}".rstrip(), **kwargs)
     return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}{note}", **kwargs)
+
+
+# Words a 500's body uses when the server rejected the request's shape, not when it failed.
+_REQUEST_REJECTED_MARKERS = ("validation error", "input should be a valid", "invalid_request_error",
+                             "field required")
 
 
 def _short(body: str, limit: int = 300) -> str:

@@ -132,3 +132,12 @@ def test_the_same_429_without_quota_words_is_retried(server: ScriptedServer, wor
     server.set_faults(["429"])
     result = asyncio.run(run(_agent(server, "openai", workspace), "Which file mentions a timeout?"))
     assert result.status == "completed" and len(server.received) == 4
+
+
+def test_a_500_whose_body_says_the_request_is_invalid_is_not_retried() -> None:
+    from tether.errors import BadRequestError, RetryableError, classify_http_error
+
+    body = ('{"error":{"message":"7 validation errors: (\'body\',\'messages\',2,\'content\'): '
+            '\'Input should be a valid string\', input None","type":"internal_server_error"}}')
+    assert isinstance(classify_http_error("openai", 500, body, {}), BadRequestError)
+    assert isinstance(classify_http_error("openai", 500, '{"error": "out of memory"}', {}), RetryableError)

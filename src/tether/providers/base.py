@@ -141,9 +141,9 @@ def require_whole_arguments(provider: str, finish_reason: str | None, calls: Ite
 # Llama 3's header and <|eot_id|> are 5 tokens each (the markers are single special tokens);
 # OpenAI documents 3. 4 sits between. A tool is rendered as its JSON (name, description, schema:
 # counted as text) inside a wrapper of some 8-20 tokens, depending on the template.
-_PER_MESSAGE = 4
+_PER_MESSAGE = 8
 _PER_TOOL = 8
-_PER_CALL = 4
+_PER_CALL = 0
 _PER_IMAGE = 1500  # a large image on either API; tether does not know image sizes
 
 
