@@ -30,37 +30,65 @@ def add_parsers(sub: Any) -> None:
 def cmd_models(args: argparse.Namespace) -> int:
     import asyncio
 
-    from tether.errors import TetherError
-    from tether.providers.registry import configured_models, resolve_provider
+    from tether.providers.registry import configured_models
 
     settings = load_settings()
-
-    async def check(model: str) -> str:
-        try:
-            resolved = resolve_provider(model, settings)
-        except TetherError as exc:
-            return f"not configured: {str(exc).splitlines()[0]}"
-        try:
-            await resolved.provider.validate_auth()
-            return "ok"
-        except TetherError as exc:
-            return f"auth failed: {str(exc).splitlines()[0]}"
-        finally:
-            await resolved.provider.aclose()
-
-    async def run_checks() -> list[tuple[str, str]]:
-        by_provider: dict[str, str] = {}
-        rows = []
-        for model in configured_models(settings):
-            provider = model.split("/", 1)[0]
-            if provider not in by_provider:  # one credential check per provider
-                by_provider[provider] = await check(model)
-            rows.append((model, by_provider[provider]))
-        return rows
-
-    for model, status in asyncio.run(run_checks()):
+    for model, status in asyncio.run(_check_models(configured_models(settings), settings)):
         print(f"{model:40} {status}")
     return 0
+
+
+async def _check_models(models: list[str], settings: Any) -> list[tuple[str, str]]:
+    """One credential check per provider; a provider that points at a server (``LLM_BASE_URL``,
+    an endpoint) is asked for its own models instead of tether's catalogue."""
+    from tether.providers.base import ModelLister
+    from tether.providers.http import close_clients
+    from tether.providers.registry import resolve_provider
+
+    by_provider: dict[str, tuple[str, list[str] | None]] = {}
+    rows: list[tuple[str, str]] = []
+    try:
+        for model in models:
+            provider = model.split("/", 1)[0]
+            if provider not in by_provider:
+                by_provider[provider] = await _check_provider(model, settings, resolve_provider, ModelLister)
+            status, served = by_provider[provider]
+            if served is None:
+                rows.append((model, status))
+        for provider, (status, served) in by_provider.items():
+            rows += [(f"{provider}/{name}", status) for name in served or ()]
+    finally:
+        await close_clients()
+    return rows
+
+
+async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) -> tuple[str, list[str] | None]:
+    import os
+
+    from tether.errors import AuthError, QuotaExceededError, TetherError, UnreachableError
+
+    try:
+        resolved = resolve(model, settings)
+    except TetherError as exc:
+        return f"not configured: {str(exc).splitlines()[0]}", None
+    provider = resolved.provider
+    asks_server = model.split("/", 1)[0] in (getattr(settings, "endpoints", None) or {}) or (
+        model.startswith("openai/") and bool(os.environ.get("LLM_BASE_URL")))
+    try:
+        await provider.validate_auth()
+        if asks_server and isinstance(provider, lister):
+            return "ok (served)", await provider.list_models()
+        return "ok", None
+    except UnreachableError as exc:
+        return f"cannot reach {exc.host}: {str(exc).splitlines()[0]}", None
+    except AuthError as exc:
+        return f"auth failed: {str(exc).splitlines()[0]}", None
+    except QuotaExceededError as exc:
+        return f"out of quota: {str(exc).splitlines()[0]}", None
+    except TetherError as exc:
+        return f"error: {str(exc).splitlines()[0]}", None
+    finally:
+        await provider.aclose()
 
 
 def cmd_auth(args: argparse.Namespace) -> int:
