@@ -3,6 +3,7 @@ every mistake said in one line naming the file, the key, what is wrong and the f
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -129,3 +130,16 @@ def test_the_command_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert out.stderr == f"tether: {path}: [tools.shel] is not a known table (did you mean [tools.shell]?)\n"
     assert not (tmp_path / "runs").exists()
+
+
+def test_tool_settings_from_python_are_checked_like_the_config_file() -> None:
+    from tether.errors import ConfigError
+    from tether.tools.builtin import tool_settings
+
+    for bad, words in (({"shell": {"approval": "no"}}, "true or false"), ({"shell": {"timeout_s": -5}}, "greater than 0"),
+                       ({"shel": {}}, "did you mean [tools.shell]")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            tool_settings(bad)
+    settings = tool_settings({"shell": {"approval": False, "timeout_s": 60, "namespaces": False}})
+    assert settings.shell.require_approval is False and settings.shell.timeout_s == 60.0
+    assert settings.shell.namespaces is False

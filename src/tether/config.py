@@ -146,6 +146,7 @@ class _ShellTable(_Table):
     block: list[_Text] | None = None
     unblock: list[_Text] | None = None
     env: dict[str, Annotated[str, Strict()]] | None = None
+    namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
 
 
 class _FilesTable(_Table):
@@ -270,6 +271,23 @@ def load_settings(home: Path | None = None) -> Settings:
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
                     endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {})
+
+
+def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:
+    """The ``[tools]`` table checked with the same rules as the config file (one line per error);
+    returned as given, so its values can be used without coercion."""
+    data = data or {}
+    try:
+        _ToolsTable.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_describe(_under_tools(exc.errors()[0]), {'tools': data})}") from None
+    return data
+
+
+def _under_tools(error: ErrorDetails) -> ErrorDetails:
+    moved = dict(error)
+    moved["loc"] = ("tools", *error["loc"])
+    return moved  # type: ignore[return-value]
 
 
 def resolve_model(explicit: str | None, settings: Settings) -> str:

@@ -194,7 +194,8 @@ class JsonlSessionStore:
             probe.unlink()
         except OSError as exc:
             raise ConfigError(f"the session directory {self.root} is not writable ({exc.strerror}); "
-                              "fix its permissions or choose another with --sessions-dir / TETHER_HOME") from exc
+                              "fix its permissions or choose another (--session-store jsonl:DIR, "
+                              "$TETHER_SESSION_STORE, or session_store in config.toml)") from exc
 
     def path(self, session_id: str) -> Path:
         return self.root / f"{check_session_id(session_id)}.jsonl"

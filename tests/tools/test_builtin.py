@@ -109,7 +109,7 @@ def test_web_search_unconfigured_says_how_and_searxng_works() -> None:
 
 def test_tool_settings_from_config() -> None:
     settings = tool_settings({"shell": {"approval": False, "timeout_s": 5, "block": ["git"], "unblock": ["crontab"],
-                                        "env": {"CI": 1}},
+                                        "env": {"CI": "1"}},
                               "web": {"allow": ["10.0.0.0/8"]}, "files": {"write_approval": True}})
     tools = {t.name: t for t in builtin_tools(settings)}
     assert not tools["run_command"].needs_approval and tools["run_command"].settings.timeout_s == 5

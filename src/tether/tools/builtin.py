@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.errors import ConfigError
 from tether.tools.base import FunctionTool
 from tether.tools.files import EDIT_TOOLS, FILE_TOOLS
 from tether.tools.shell import DEFAULT_BLOCKED, RunCommand, ShellSettings
@@ -41,40 +40,29 @@ class ToolSettings:
     write_approval: bool = False
 
 
-def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
-    value = data.get(name) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"config.toml: [tools.{name}] must be a table")
-    return value
-
-
 def tool_settings(data: dict[str, Any] | None) -> ToolSettings:
-    """Read the ``[tools]`` table of config.toml; a wrong value is a clear error."""
-    data = data or {}
-    try:
-        shell = _table(data, "shell")
-        blocked = (DEFAULT_BLOCKED | frozenset(shell.get("block", []))) - frozenset(shell.get("unblock", []))
-        shell_settings = ShellSettings(
-            require_approval=bool(shell.get("approval", True)),
-            timeout_s=float(shell.get("timeout_s", 30.0)),
-            output_cap_bytes=int(shell.get("output_cap_bytes", 1_000_000)),
-            blocked=blocked,
-            env={str(k): str(v) for k, v in (shell.get("env") or {}).items()},
-        )
-        web = _table(data, "web")
-        search = _table(data, "web_search")
-        backend = None
-        if search:
-            if search.get("kind") != "searxng" or not search.get("url"):
-                raise ConfigError('config.toml: [tools.web_search] needs kind = "searxng" and url = "..."')
-            backend = SearxngBackend(str(search["url"]))
-        web_settings = WebSettings(allow=tuple(str(a) for a in web.get("allow", [])),
-                                   max_bytes=int(web.get("max_bytes", 2_000_000)),
-                                   max_chars=int(web.get("max_chars", 100_000)), search=backend)
-        files = _table(data, "files")
-        return ToolSettings(shell=shell_settings, web=web_settings, write_approval=bool(files.get("write_approval")))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config.toml: a value under [tools] has the wrong type: {exc}") from exc
+    """Read the ``[tools]`` table of config.toml. It is checked first, strictly (a quoted "no" is not
+    a boolean, -5 is not a timeout, an unknown key is an error): nothing is coerced."""
+    from tether.config import check_tools
+
+    data = check_tools(data)
+    shell: dict[str, Any] = data.get("shell") or {}
+    blocked = (DEFAULT_BLOCKED | frozenset(shell.get("block", []))) - frozenset(shell.get("unblock", []))
+    shell_settings = ShellSettings(
+        require_approval=shell.get("approval", True),
+        timeout_s=float(shell.get("timeout_s", 30.0)),  # an int in TOML is fine: 60 means 60.0
+        output_cap_bytes=shell.get("output_cap_bytes", 1_000_000),
+        blocked=blocked,
+        env=dict(shell.get("env") or {}),
+        namespaces=shell.get("namespaces", True),
+    )
+    web: dict[str, Any] = data.get("web") or {}
+    search: dict[str, Any] = data.get("web_search") or {}
+    backend = SearxngBackend(search["url"]) if search else None
+    web_settings = WebSettings(allow=tuple(web.get("allow", [])), max_bytes=web.get("max_bytes", 2_000_000),
+                               max_chars=web.get("max_chars", 100_000), search=backend)
+    files: dict[str, Any] = data.get("files") or {}
+    return ToolSettings(shell=shell_settings, web=web_settings, write_approval=files.get("write_approval", False))
 
 
 def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
