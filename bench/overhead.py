@@ -515,6 +515,13 @@ def run_child(argv: list[str]) -> None:
     print(json.dumps(out))
 
 
+def tether_commit() -> str:
+    """The commit measured (with "+changes" when the work tree differs from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="about a minute: fewer repetitions and requests")
@@ -534,7 +541,7 @@ def main() -> None:
     long_reps = 1 if args.quick and not args.reps else max(3, plan_reps // 3)
     results: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_at_start": os.getloadavg()},
+                    "load_average_at_start": os.getloadavg(), "tether_commit": tether_commit()},
         "quick": args.quick, "targets": TARGETS, "units": "ms per turn = (client wall − server time) / requests",
     }
     previous = ROOT / "bench" / "results" / "overhead.json"

@@ -285,17 +285,24 @@ def fmt(x: float | None, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], turns: int) -> None:
-    print(f"\n| harness | version | import s | ms/turn, 3-turn task | ms/turn at {turns} turns | peak RSS MB | "
-          "requests (3-turn / long) |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n| harness | version | import s | first run ms | ms/turn, 3-turn task | ms/turn at {turns} turns | "
+          "peak RSS MB | requests (3-turn / long) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] in ("install failed", "did not run"):
-            print(f"| {r['label']} | {r.get('version') or '—'} | {r['status']}: {r.get('reason')} | | | | |")
+            print(f"| {r['label']} | {r.get('version') or '—'} | {r['status']}: {r.get('reason')} | | | | | |")
             continue
-        print(f"| {r['label']} | {r.get('version') or ''} | {fmt(r['import_s'], '.2f')} | "
+        print(f"| {r['label']} | {r.get('version') or ''} | {fmt(r['import_s'], '.2f')} | {fmt(r['first_run_ms'], '.0f')} | "
               f"{fmt(r['ms_per_turn_3'], '.2f')} | {fmt(r['ms_per_turn_long'], '.2f')} | {fmt(r['peak_rss_mb'], '.0f')} | "
               f"{fmt(r['requests_3'], '.0f')} / {fmt(r['requests_long'], '.0f')} |"
               + (f" ({r['status']}: {r['reason'][:160]})" if r["status"] == "partly ran" else ""))
+
+
+def tether_commit() -> str:
+    """The commit measured (with "+changes" when the work tree differs from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
 def main() -> None:
@@ -342,7 +349,7 @@ def main() -> None:
     print_table(rows, args.turns)
     write_results("peers", {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_at_start": os.getloadavg()},
+                    "load_average_at_start": os.getloadavg(), "tether_commit": tether_commit()},
         "settings": {"reps": args.reps, "runs": args.runs, "turns": args.turns, "cache": str(CACHE)},
         "units": {"import_s": "seconds the driver spent importing what it uses",
                   "ms_per_turn": "(client wall − server time) / model requests; 3-turn: median of runs after "
