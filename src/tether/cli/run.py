@@ -311,6 +311,7 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
 
     from tether.cancel import CancelSignal
     from tether.harness.loop import run_stream
+    from tether.providers.http import close_clients
     from tether.tracing import JsonlTracer
 
     agent = _build_agent(state, settings)
@@ -324,11 +325,14 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
         loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
         result = None
-        async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
-                                      signal=cancel, session=sessions):
-            printer.show(event)
-            if event.type == "done":
-                result = event.result
+        try:
+            async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
+                                          signal=cancel, session=sessions):
+                printer.show(event)
+                if event.type == "done":
+                    result = event.result
+        finally:
+            await close_clients()  # this loop ends here, and its pooled connections with it
         assert result is not None
         return result
 
