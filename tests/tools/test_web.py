@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.tools.test_security import _Site, run_tool
+from tests.tools.test_security import _Site, fetch, run_tool
+from tests.tools.test_security import sites as sites  # the fixture, shared
 from tether.tools.base import ToolError
 from tether.tools.web import WebFetch, WebSettings, check_address, decode_text
 
@@ -118,3 +119,12 @@ def site() -> Iterator[_Site]:
 def test_web_fetch_reads_a_page_in_its_declared_charset(site: Any, path: str, text: str) -> None:
     out = run_tool(WebFetch(WebSettings(allow=(f"127.0.0.1:{site.port}",))), Path("."), url=site.url(path))
     assert text in out
+
+
+def test_a_refused_redirect_names_the_hop_and_the_setting_that_would_allow_it(sites: Any) -> None:
+    public, _ = sites
+    with pytest.raises(ToolError) as refused:
+        fetch(public, "/to-secret")
+    message = str(refused.value)
+    assert "redirected (hop 1 of the redirects)" in message and public.url("/to-secret") in message
+    assert "[tools.web] allow" in message

@@ -98,12 +98,13 @@ def check_address(ip_text: str, host: str, port: int, allow: Sequence[str]) -> N
     if tunnel is not None:
         raise ToolError(f"refused: {host} resolves to {ip}, {tunnel}, which can hide a private or local "
                         "address; web_fetch only reaches public addresses. Ask the user if this address "
-                        "should be allowed.")
+                        f"should be allowed (a deployment allows it with [tools.web] allow = [\"{host}:{port}\"]).")
     for candidate in (ip, inner):
         if candidate is not None and any(candidate in net for net in _BLOCKED_NETS):
             shown = str(ip) if candidate is ip else f"{ip} (which carries {inner})"
             raise ToolError(f"refused: {host} resolves to {shown}, a private or local address; web_fetch "
-                            "only reaches public addresses. Ask the user if this address should be allowed.")
+                            "only reaches public addresses. Ask the user if this address should be allowed "
+                            f"(a deployment allows it with [tools.web] allow = [\"{host}:{port}\"]).")
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -184,11 +185,18 @@ class WebFetch:
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         import httpx
 
-        url = str(input["url"]).strip()
+        url = first = str(input["url"]).strip()
         async with httpx.AsyncClient(timeout=self.settings.timeout_s, follow_redirects=False,
                                      trust_env=False) as client:
-            for _ in range(MAX_REDIRECTS + 1):
-                response = await ctx.signal.race(self._get(client, url))
+            for hop in range(MAX_REDIRECTS + 1):
+                try:
+                    response = await ctx.signal.race(self._get(client, url))
+                except ToolError as exc:
+                    if hop == 0:
+                        raise
+                    # Say which hop: the model asked for a public page that sent it elsewhere.
+                    raise ToolError(f"{first} redirected (hop {hop} of the redirects) to {url}, and that "
+                                    f"was {exc}") from exc
                 if response.is_redirect and "location" in response.headers:
                     url = urljoin(url, response.headers["location"])
                     await response.aclose()
