@@ -383,3 +383,19 @@ def test_the_read_cache_does_not_outlive_the_turn(workspace: Path) -> None:
     run_sync(Agent(fm, tools=[counting_read]), "read it", state=state)
     run_sync(Agent(fm, tools=[counting_read]), "read it again, I changed it", state=state)
     assert runs == ["errors.log", "errors.log"]  # the second turn read the file again
+
+
+def test_a_relative_cwd_is_made_absolute_once_so_the_shell_gets_an_absolute_home(workspace: Path,
+                                                                                  monkeypatch: Any) -> None:
+    from tether.testing import FunctionModel, call
+    from tether.tools.shell import RunCommand, ShellSettings
+
+    monkeypatch.chdir(workspace.parent)
+    replies = iter([call("c1", "run_command", {"command": 'printf "%s" "$HOME"'}), "done"])
+    state = RunState()
+    agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=[RunCommand(ShellSettings(require_approval=False))],
+                  cwd=workspace.name)
+    assert run_sync(agent, "where is home?", state=state).status == "completed"
+    (result,) = tool_messages(state)
+    home = result.text.splitlines()[-1]
+    assert home == str(workspace), home
