@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import pytest
 from bench import real_server as rs
 
+# A real third-party server whose wheel takes ~14 minutes to build: opt-in, and run by .ci/run
+# wherever the wheel is cached (see docs/benchmarks.md). Not a stand-in: the same checks run then.
 pytestmark = pytest.mark.skipif(
     not os.environ.get(rs.ENV_VAR),
     reason=f"real-server check is opt-in: set {rs.ENV_VAR} to a python with llama-cpp-python[server] "

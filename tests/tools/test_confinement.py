@@ -411,6 +411,8 @@ def test_a_racing_thread_never_leads_a_tool_outside(workspace: Path, outside: Pa
         print(f"\n[race {mode}] swaps={swapper.swaps} ok={results['ok']} refused={results['refused']}")
 
 
+# Root ignores directory permissions, so this one runs only unprivileged; the disk-full test below
+# checks the same promise for everyone, CI's root included.
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_a_failed_write_is_a_message_and_leaves_the_file(workspace: Path) -> None:
     (workspace / "locked").mkdir()
@@ -422,6 +424,29 @@ def test_a_failed_write_is_a_message_and_leaves_the_file(workspace: Path) -> Non
     finally:
         (workspace / "locked").chmod(0o755)
     assert (workspace / "locked" / "a.txt").read_text() == "before"
+
+
+def test_a_disk_that_fills_mid_write_is_a_message_and_leaves_the_file(workspace: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from tether.tools import _confine
+
+    (workspace / "a.txt").write_text("before")
+    real_write, calls = os.write, []
+
+    def filling(fd: int, data: Any) -> int:
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, bytes(data[:10]))  # the first chunk fits, the disk fills after
+
+    monkeypatch.setattr(_confine.os, "write", filling)
+    with pytest.raises(ToolError, match="could not write a.txt: No space left on device. Nothing was changed"):
+        run_tool(write_file, workspace, path="a.txt", content="after " * 100)
+    monkeypatch.undo()
+    assert (workspace / "a.txt").read_text() == "before"
+    assert [p.name for p in workspace.iterdir() if "tether-tmp" in p.name] == [], "no temporary file is left"
 
 
 def test_a_directory_swapped_in_before_the_rename_is_a_message(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:

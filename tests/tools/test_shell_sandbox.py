@@ -68,6 +68,8 @@ def sleeping(tag: str) -> list[int]:
 
 
 def namespaces_or_skip(namespaces: bool) -> None:
+    # These test the isolation a platform has: elsewhere (macOS) only a process group exists, and
+    # the namespace path needs a kernel and user allowed to make one (CI, as root, always is).
     if not LINUX:
         pytest.skip("process isolation beyond a process group is Linux-only")
     if namespaces and shell.sandbox_kind(namespaces=True) not in NAMESPACE_KINDS:
@@ -173,8 +175,8 @@ def test_the_command_cannot_read_the_environment_tether_started_with(tmp_path: P
 @pytest.fixture
 def unprivileged() -> Iterator[tuple[Path, tuple[list[str], dict[str, Any]]]]:
     """A directory, and how to start a process there without privileges that can import tether."""
-    if not LINUX:
-        pytest.skip("Linux-only")
+    if not LINUX:  # it switches user with setpriv and reads /proc: both Linux's
+        pytest.skip("switching to an unprivileged user here uses util-linux's setpriv (Linux)")
     path = Path(tempfile.mkdtemp(prefix="tether-unprivileged-"))
     path.chmod(0o777)
     ways: list[tuple[list[str], dict[str, Any]]] = [([], {})]
@@ -191,7 +193,7 @@ def unprivileged() -> Iterator[tuple[Path, tuple[list[str], dict[str, Any]]]]:
         if probe.returncode == 0 and probe.stdout.strip() != "0":
             yield path, (prefix, ids)
             break
-    else:
+    else:  # e.g. the venv lives under a mode-0700 home no other user can enter
         pytest.skip("no unprivileged user can run tether here")
     shutil.rmtree(path, ignore_errors=True)
 
@@ -222,8 +224,8 @@ def test_sandbox_kind_says_what_holds() -> None:
 def test_a_failing_probe_falls_back_and_says_so_once(
     workspace: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if not LINUX:
-        pytest.skip("Linux-only")
+    if not LINUX:  # the probe being faked is the Linux namespace probe; macOS has none to fail
+        pytest.skip("the namespace probe exists only on Linux")
     from tether.tools import _sandbox
 
     monkeypatch.setattr(_sandbox, "_UNSHARE", "/bin/false")
