@@ -3,6 +3,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,3 +46,37 @@ def wait_for_trace(traces: Path, text: str, timeout: float = 30) -> Path:
 def scripted_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as server:
         yield server
+
+
+def scripted_openai(server: ScriptedServer, scenario: str = "plan") -> Any:
+    """The Chat Completions wire pointed at ``server``, asking for ``scenario`` (as ``openai/<scenario>``)."""
+    from tether.providers.openai_chat import OpenAIChatProvider
+
+    p = OpenAIChatProvider(base_url=server.base_url, api_key="unused")
+    p.model_id = scenario  # type: ignore[attr-defined]
+    return p
+
+
+def scripted_anthropic(server: ScriptedServer, scenario: str = "plan") -> Any:
+    """The Messages wire pointed at ``server``, asking for ``scenario`` (as ``anthropic/<scenario>``)."""
+    from tether.providers.anthropic import AnthropicProvider
+
+    p = AnthropicProvider(base_url=server.root_url, api_key="unused")
+    p.model_id = scenario  # type: ignore[attr-defined]
+    return p
+
+
+def assert_pairing(messages: list[Any], *, complete: bool = True) -> None:
+    """Law 1: every call's one result follows it, in declared order, before the next assistant
+    message. ``complete=False`` allows the last calls to be still pending (a run that stopped)."""
+    from tether.messages import AssistantMessage, ToolMessage
+
+    expected: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            assert not expected, f"calls without results before the next assistant message: {expected}"
+            expected = [c.id for c in m.tool_calls]
+        elif isinstance(m, ToolMessage):
+            assert expected and m.call_id == expected[0], f"result {m.call_id} out of order"
+            expected.pop(0)
+    assert not (complete and expected), f"calls without results: {expected}"

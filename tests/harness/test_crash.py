@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import wait_for_trace
+from tests.conftest import assert_pairing, wait_for_trace
 from tether import RunStore
-from tether.messages import AssistantMessage, ToolMessage
+from tether.messages import ToolMessage
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -23,18 +23,6 @@ CHILD = Path(__file__).with_name("crash_child.py")
 def child(home: Path, workspace: Path, log: Path, run_id: str, kill: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(CHILD), str(home), str(workspace), str(log), run_id, kill, *extra],
                           capture_output=True, text=True, timeout=60)
-
-
-def assert_pairing(messages: list[Any]) -> None:
-    expected: list[str] = []
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            assert not expected, f"calls without results before the next assistant message: {expected}"
-            expected = [c.id for c in m.tool_calls]
-        elif isinstance(m, ToolMessage):
-            assert expected and m.call_id == expected[0], f"result {m.call_id} out of order"
-            expected.pop(0)
-    assert not expected
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import assert_pairing
 from tether import Agent, CancelSignal, RunState, RunStore, run, run_stream, tool
 from tether.errors import UserError
 from tether.events import Done
@@ -28,17 +29,6 @@ from tether.tracing import JsonlTracer
 from tether.usage import Usage
 
 TERMINAL = {"completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"}
-
-
-def assert_pairing(messages: list[Any]) -> None:
-    expected: list[str] = []
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            assert not expected, f"calls without results: {expected}"
-            expected = [c.id for c in m.tool_calls]
-        elif isinstance(m, ToolMessage):
-            assert expected and m.call_id == expected[0]
-            expected.pop(0)
 
 
 class Fault:
@@ -170,7 +160,7 @@ def test_an_exception_at_any_seam_ends_the_run_recorded(workspace: Path, monkeyp
         saved = store.load(result.run_id)
         assert saved.status == result.status, "the exit on disk is the exit that was streamed"
         assert saved.call_in_flight is None
-        assert_pairing(saved.messages)
+        assert_pairing(saved.messages, complete=False)  # a failed run may stop with calls pending
         if fault.seen < nth:
             return  # the run never reached the seam that often
         named = type(exc).__name__ in result.reason or str(exc) in result.reason

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import scripted_anthropic as anthropic
+from tests.conftest import scripted_openai as openai
 from tether import Agent, CancelSignal, JsonlTracer, RunState, run, run_stream, run_sync
 from tether.errors import RetryableError
 from tether.events import Fallback, Retry
 from tether.harness.retry import RetryPolicy
-from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.testing import ScriptedServer
 from tether.tools.files import FILE_TOOLS
@@ -29,18 +30,6 @@ PRICE = Price(input=2.0, output=12.0)
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as s:
         yield s
-
-
-def openai(server: ScriptedServer, scenario: str = "plan") -> OpenAIChatProvider:
-    p = OpenAIChatProvider(base_url=server.base_url, name="openai")
-    p.model_id = scenario  # type: ignore[attr-defined]
-    return p
-
-
-def anthropic(server: ScriptedServer, scenario: str = "plan") -> AnthropicProvider:
-    p = AnthropicProvider(base_url=server.root_url, name="anthropic")
-    p.model_id = scenario  # type: ignore[attr-defined]
-    return p
 
 
 def collect(agent: Agent, prompt: str | None = "Which file mentions a timeout?", **kw: Any) -> list[Any]:

@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import scripted_anthropic as anthropic
+from tests.conftest import scripted_openai as openai
 from tether import Agent, run
 from tether.errors import AuthError, BadRequestError, RetryableError, UnreachableError
 from tether.harness.retry import RetryPolicy
@@ -40,18 +42,6 @@ def server() -> Iterator[ScriptedServer]:
 def llama_cpp() -> Iterator[ScriptedServer]:
     with ScriptedServer(dialect="llama.cpp") as s:
         yield s
-
-
-def openai(server: ScriptedServer, scenario: str = "plan") -> OpenAIChatProvider:
-    p = OpenAIChatProvider(base_url=server.base_url, api_key="unused")
-    p.model_id = scenario  # type: ignore[attr-defined]
-    return p
-
-
-def anthropic(server: ScriptedServer, scenario: str = "plan") -> AnthropicProvider:
-    p = AnthropicProvider(base_url=server.root_url, api_key="unused")
-    p.model_id = scenario  # type: ignore[attr-defined]
-    return p
 
 
 def chat_bodies(server: ScriptedServer) -> list[dict[str, Any]]:

@@ -5,24 +5,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.conftest import scripted_openai
 from tether import Agent, run
 from tether.providers import http
-from tether.providers.openai_chat import OpenAIChatProvider
 from tether.testing import ScriptedServer
 from tether.tools.files import FILE_TOOLS
-
-
-def provider(server: ScriptedServer) -> OpenAIChatProvider:
-    p = OpenAIChatProvider(base_url=server.base_url, name="openai")
-    p.model_id = "plan"  # type: ignore[attr-defined]
-    return p
 
 
 def test_runs_in_one_loop_share_one_client_and_its_connection(workspace: Path) -> None:
     with ScriptedServer() as server:
         async def go() -> tuple[int, int, bool]:
             for _ in range(3):
-                result = await run(Agent(provider(server), tools=FILE_TOOLS, cwd=workspace), "Which file?")
+                result = await run(Agent(scripted_openai(server), tools=FILE_TOOLS, cwd=workspace), "Which file?")
                 assert result.status == "completed"
             clients = http._POOL[asyncio.get_running_loop()]
             (client,) = clients.values()
