@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "bench" / "_peers"))
 
 from peer_common import PROMPT, TOOL_IMPLS, TOOL_SPECS, list_files, read_file  # noqa: E402
 
-from bench._results import write_results  # noqa: E402
+from bench._results import start_server, tether_commit, write_results  # noqa: E402
 
 WORKSPACE = ROOT / "examples" / "workspace"
 KINDS = ("raw", "tether", "tether+store", "tether+store-nofsync")
@@ -252,17 +252,6 @@ async def one_run(kind: str, wire: str, scenario: str, max_turns: int, stream: b
 
 
 # --------------------------------------------------------------------------- the server
-
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "scripted", "serve", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
-    if not url.startswith("http"):
-        proc.kill()
-        raise SystemExit(f"the scripted server did not start: {url!r}")
-    return proc, url
-
 
 def stop_server(proc: subprocess.Popen[str]) -> None:
     proc.terminate()
@@ -459,7 +448,7 @@ async def _drive(requests: int, turns: int) -> int:
 
 
 def server_section(requests: int, turns: int) -> dict[str, Any]:
-    proc, base = start_server()
+    proc, base = start_server([sys.executable, "-m", "tether.cli", "scripted", "serve", "--port", "0"])
     checkpoints: list[dict[str, float]] = []
     try:
         use_server(base)
@@ -515,13 +504,6 @@ def run_child(argv: list[str]) -> None:
     print(json.dumps(out))
 
 
-def tether_commit() -> str:
-    """The commit measured (with "+changes" when the work tree differs from it)."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True)
-    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="about a minute: fewer repetitions and requests")
@@ -553,7 +535,7 @@ def main() -> None:
             pass
     started = time.perf_counter()
     if "loops" in sections or "first" in sections or "rss" in sections:
-        proc, base = start_server()
+        proc, base = start_server([sys.executable, "-m", "tether.cli", "scripted", "serve", "--port", "0"])
         try:
             use_server(base)
             if "loops" in sections:

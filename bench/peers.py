@@ -46,7 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._results import write_results  # noqa: E402
+from bench._results import start_server, tether_commit, write_results  # noqa: E402
 
 DRIVERS = ROOT / "bench" / "_peers"
 WORKSPACE = ROOT / "examples" / "workspace"
@@ -177,16 +177,6 @@ def main_versions(peer: Peer, versions: dict[str, str]) -> str:
 
 # --------------------------------------------------------------------------- the server
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(DRIVERS / "server.py")], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
-    if not url.startswith("http"):
-        proc.kill()
-        raise SystemExit(f"the scripted server did not start: {url!r}")
-    return proc, url
-
-
 # --------------------------------------------------------------------------- measuring
 
 def drive(peer: Peer, base: str, scenario: str, max_turns: int, runs: int, timeout_s: float,
@@ -298,13 +288,6 @@ def print_table(rows: list[dict[str, Any]], turns: int) -> None:
               + (f" ({r['status']}: {r['reason'][:160]})" if r["status"] == "partly ran" else ""))
 
 
-def tether_commit() -> str:
-    """The commit measured (with "+changes" when the work tree differs from it)."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True)
-    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peers", help="comma-separated names (see --list); tether and the raw floor are always "
@@ -336,7 +319,7 @@ def main() -> None:
     if args.install_only:
         return
     runnable = [p for p in chosen if setups[p.name]["ok"]]
-    proc, base = start_server()
+    proc, base = start_server([sys.executable, str(DRIVERS / "server.py")])
     started = time.perf_counter()
     try:
         print(f"scripted server at {base}; {args.reps} repetitions, {args.runs} 3-turn runs and one "
