@@ -335,3 +335,23 @@ def test_the_first_request_does_not_wait_for_the_tokenizer(workspace: Path, monk
         assert result.status == "completed" and requests == [1] and not release.is_set()
     finally:
         release.set()
+
+
+def test_a_summary_request_is_noted_in_flight_like_any_model_call(workspace: Path, tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    seen: list[Any] = []
+    state = RunState()
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        first = messages[0]
+        if isinstance(first.content[0], TextPart) and SUMMARY_PROMPT[:40] in first.content[0].text:
+            seen.append(store.load(state.run_id).call_in_flight)  # what a kill here would leave
+            return "the user asked about timeouts"
+        turn = sum(isinstance(m, AssistantMessage) for m in messages)
+        steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"})]
+        return steps[turn] if turn < len(steps) else "errors.log mentions a timeout."
+
+    result = asyncio.run(run(Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace, context_window=300),
+                             "Which file mentions a timeout?", state=state, store=store))
+    assert seen and all(s is not None and s.max_cost_usd and s.max_cost_usd > 0 for s in seen)
+    assert result.status in TERMINAL and store.load(state.run_id).call_in_flight is None

@@ -29,14 +29,14 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from tether.errors import ProviderError
+from tether.errors import ProviderError, RunCancelled
 from tether.events import Compaction, Event
 from tether.harness.context import RunContext
 from tether.harness.limits import Halt, message_tokens
 from tether.harness.state import conversation_turns
-from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
-from tether.tokens import count_tokens
+from tether.tokens import count_tokens, estimate_tokens
 from tether.usage import model_info
 
 __all__ = [
@@ -137,19 +137,28 @@ def summary_request(rc: RunContext, older: Sequence[Message], instruction: str =
     budget = rc.agent.max_budget_usd
     if budget is not None and rc.price is not None:
         prompt = int(rc.count(prompt_text) * 1.02) + 32
-        max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.cost_usd))
+        max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.spent_usd))
         if max_tokens < rc.agent.min_output_tokens:
             raise ProviderError("the remaining budget cannot pay for a summary")
     return ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(prompt_text)], max_tokens=max_tokens)
 
 
 async def _ask(rc: RunContext, request: ModelRequest) -> str:
-    response = await rc.signal.race(rc.provider.complete(request))
-    usage = response.message.usage
-    if usage is not None:
-        rc.state.usage = rc.state.usage + usage
-        if rc.price is not None:
-            rc.state.cost_usd += rc.price.cost(usage)
+    """The summary call, accounted like any model call: noted in flight first, charged after."""
+    from tether.harness.model_call import charge, count_abandoned, note_in_flight
+
+    text = text_of(request.messages)
+    count = rc.count if rc.counter_loaded() else estimate_tokens
+    in_flight = note_in_flight(rc, count(text) + 16, request.max_tokens or rc.agent.max_tokens)
+    try:
+        response = await rc.signal.race(rc.provider.complete(request))
+    except RunCancelled:
+        count_abandoned(rc, in_flight, [], sent=True)
+        raise
+    except BaseException:
+        rc.state.call_in_flight = None  # a failed request is not billed
+        raise
+    charge(rc, response.message.usage)
     return response.message.text.strip()
 
 
@@ -194,7 +203,7 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     be had (nothing older, no budget, the summariser failed or is disabled). Changes nothing."""
     state = rc.state
     budget = rc.agent.max_budget_usd
-    if cut <= 0 or _summary_failures(rc) >= SUMMARY_FAILURE_LIMIT or (budget is not None and state.cost_usd >= budget):
+    if cut <= 0 or _summary_failures(rc) >= SUMMARY_FAILURE_LIMIT or (budget is not None and state.spent_usd >= budget):
         return None
     older = state.messages[:cut]
     try:

@@ -105,7 +105,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     if price is None:  # checked when the run starts; kept here for direct callers
         raise ConfigError("max_budget_usd is set but the price of this model is unknown")
     prompt = prompt_tokens()
-    remaining = agent.max_budget_usd - state.cost_usd - state.cost_unknown_usd
+    remaining = agent.max_budget_usd - state.spent_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)
     if max_tokens < agent.min_output_tokens:
@@ -115,6 +115,6 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             f"pay for another call: ~{prompt} prompt tokens plus at least "
             f"{agent.min_output_tokens} output tokens",
             MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd,
-                                  spent_usd=state.cost_usd + state.cost_unknown_usd),
+                                  spent_usd=state.spent_usd),
         )
     return CallPlan(max_tokens, prompt)

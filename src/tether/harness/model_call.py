@@ -66,11 +66,11 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
                     streamed.append(item.text)
                     yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
         except RunCancelled as exc:
-            _count_abandoned(rc, in_flight, streamed, sent=True)
+            count_abandoned(rc, in_flight, streamed, sent=True)
             rc.stop(Halt.cancelled(exc.reason))
             return
         except ProviderError as exc:
-            _count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
+            count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
@@ -134,32 +134,46 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
 
 
 def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
-    """Save what is about to be asked before asking: a request the process dies during is billed
-    by the provider, and a resume counts its worst case as spent-unknown (see the loop)."""
     # Without a budget there is no plan's estimate; while the tokenizer still loads, the
     # tokenizer-free estimate is enough for this record of a worst case.
     prompt = plan.prompt_estimate or (rc.prompt_estimate() if rc.counter_loaded() else
                                       estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens))
+    return note_in_flight(rc, prompt, plan.max_tokens)
+
+
+def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
+    """Save what is about to be asked before asking (every model call: turns and summaries): a
+    request the process dies during is billed by the provider, and a resume counts its worst case
+    as spent-unknown (see the loop)."""
     price = rc.price
-    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=plan.max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=plan.max_tokens,
+    worst = price.cost(Usage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens)) if price else None
+    rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
                                            max_cost_usd=worst)
     rc.persist()  # the step's one durable save: the reply and results before it, and this note
     return rc.state.call_in_flight
 
 
-def _count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
-    """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
-    what it consumed: count its prompt and what it streamed, marked estimated."""
+def charge(rc: RunContext, usage: Usage | None) -> None:
+    """Add one call's usage and its cost to the run (the call's note in flight is over); a model
+    without a known price makes the run's cost unknown, never zero."""
     state = rc.state
     state.call_in_flight = None
+    if usage is not None:
+        state.usage = state.usage + usage
+        if rc.price is not None:
+            state.cost_usd += rc.price.cost(usage)
+    if rc.price is None and rc.model_name not in state.unpriced_models:
+        state.unpriced_models.append(rc.model_name)
+
+
+def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
+    """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
+    what it consumed: count its prompt and what it streamed, marked estimated."""
     if not sent:
+        rc.state.call_in_flight = None
         return
-    usage = Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=rc.count("".join(streamed)),
-                  estimated=True)
-    state.usage = state.usage + usage
-    if rc.price is not None:
-        state.cost_usd += rc.price.cost(usage)
+    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=rc.count("".join(streamed)),
+                     estimated=True))
 
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
@@ -167,16 +181,10 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     message = clean_message(response.message)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
-    state.call_in_flight = None  # saved with the reply, in one commit
     state.messages.append(message)
     rc.stale_usage = False  # this reply's prompt count describes the history as it is now
     usage = message.usage
-    if usage is not None:
-        state.usage = state.usage + usage
-        if rc.price is not None:
-            state.cost_usd += rc.price.cost(usage)
-    if rc.price is None and rc.model_name not in state.unpriced_models:
-        state.unpriced_models.append(rc.model_name)
+    charge(rc, usage)  # saved with the reply, in one commit
     rc.persist(durable=False)  # made durable before any side effect or the next request
     cost = None if state.unpriced_models else state.cost_usd
     return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), cost,

@@ -140,6 +140,11 @@ class RunState(BaseModel):
     # avoids scanning it several times per turn.
     _turns_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, 0))
 
+    @property
+    def spent_usd(self) -> float:
+        """What the budget counts: the cost counted, plus the worst case of lost requests."""
+        return self.cost_usd + self.cost_unknown_usd
+
     def transcript_rewritten(self) -> None:
         """Say that earlier messages were changed in place (trimming, compaction, a middleware):
         derived counts are recomputed. ``RunContext.persist(rewrite=True)`` calls it."""
