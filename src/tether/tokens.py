@@ -19,7 +19,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-__all__ = ["count_tokens", "counter_for", "encoding", "estimate_tokens", "load_counter", "preload"]
+__all__ = [
+    "count_tokens",
+    "counter_for",
+    "encoding",
+    "encoding_loaded",
+    "estimate_tokens",
+    "load_counter",
+    "preload",
+]
 
 
 class _Encoding(Protocol):
@@ -37,6 +45,11 @@ def _load(name: str) -> _Encoding:
 
     enc: Any = bpe_openai.get_encoding(name)
     return enc  # type: ignore[no-any-return]
+
+
+def encoding_loaded() -> bool:
+    """Whether an encoding is loaded already (counting will not wait for a load)."""
+    return _load.cache_info().currsize > 0
 
 
 def encoding(name: str = "o200k_base") -> _Encoding:

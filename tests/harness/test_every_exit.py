@@ -243,6 +243,7 @@ def test_stop_while_the_tokenizer_loads_is_heard_at_once(workspace: Path, monkey
         release.wait(30)  # a first load can take seconds on a busy machine
 
     monkeypatch.setattr(loop_module, "encoding", slow_encoding)
+    monkeypatch.setattr(loop_module, "encoding_loaded", lambda: False)  # as in a fresh process
     signal = CancelSignal()
 
     async def go() -> Any:
@@ -320,6 +321,7 @@ def test_the_first_request_does_not_wait_for_the_tokenizer(workspace: Path, monk
         loaded.set()
 
     monkeypatch.setattr(loop_module, "encoding", slow_encoding)
+    monkeypatch.setattr(loop_module, "encoding_loaded", lambda: False)  # as in a fresh process
     requests: list[int] = []
 
     def reply(messages: list[Any], request: Any) -> Any:

@@ -34,7 +34,7 @@ from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import RESUMABLE, RunResult
-from tether.tokens import count_tokens, counter_for, encoding
+from tether.tokens import count_tokens, counter_for, encoding, encoding_loaded
 from tether.usage import lookup_price
 
 __all__ = ["run", "run_stream", "run_sync"]
@@ -79,8 +79,8 @@ def _start_counter(rc: RunContext) -> None:
     """Start loading the tokenizer (0.5–3 s the first time in a process) in a worker thread: the
     first model call does not wait for it unless a budget needs a count first
     (:meth:`RunContext.counter_ready`)."""
-    if rc.count is not count_tokens or rc.counter_task is not None:
-        return
+    if rc.count is not count_tokens or rc.counter_task is not None or encoding_loaded():
+        return  # nothing to load: later runs in a process start no thread
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
