@@ -20,6 +20,8 @@ __all__ = [
     "Event",
     "Fallback",
     "Guardrail",
+    "MemoryRejected",
+    "MemoryWrite",
     "ReasoningDelta",
     "Retry",
     "SpentUnknown",
@@ -160,6 +162,32 @@ class Guardrail:
 
 
 @dataclass(slots=True, frozen=True)
+class MemoryWrite:
+    """Cross-session memory changed (tether.memory): which store, how, and its usage after."""
+
+    run_id: str
+    store: str  # "profile" | "notes"
+    action: str  # "add" | "replace" | "remove"
+    text: str  # the entry written (or removed)
+    chars: int
+    limit: int
+    type: Literal["memory_write"] = "memory_write"
+
+
+@dataclass(slots=True, frozen=True)
+class MemoryRejected:
+    """A memory write was refused: ``rule`` names the check (``scan:<rule>``, ``limit``,
+    ``ambiguous``, ``not_found``, ``empty``), ``reason`` is what the model was told."""
+
+    run_id: str
+    store: str
+    action: str
+    rule: str
+    reason: str
+    type: Literal["memory_rejected"] = "memory_rejected"
+
+
+@dataclass(slots=True, frozen=True)
 class Done:
     """The last event of every stream; ``result`` says which of the five exits the run took."""
 
@@ -182,6 +210,8 @@ Event = (
     | Fallback
     | SpentUnknown
     | Guardrail
+    | MemoryWrite
+    | MemoryRejected
     | Done
 )
 

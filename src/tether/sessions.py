@@ -17,6 +17,7 @@ that cannot be opened refuses to start: it never falls back to memory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sqlite3
@@ -24,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -151,6 +152,12 @@ class SessionStore(Protocol):
 
     def delete(self, session_id: str) -> None: ...
 
+    # A few values kept with a session besides its messages (the system prompt's snapshot, see
+    # tether.harness.extension); a store without these keeps them per run only.
+    def load_meta(self, session_id: str) -> dict[str, Any]: ...
+
+    def save_meta(self, session_id: str, meta: dict[str, Any]) -> None: ...
+
 
 class MemorySessionStore:
     """Sessions in a dict. For tests; repairs on load like the others."""
@@ -158,6 +165,13 @@ class MemorySessionStore:
     def __init__(self) -> None:
         self._data: dict[str, list[Message]] = {}
         self._updated: dict[str, float] = {}
+        self._meta: dict[str, dict[str, Any]] = {}
+
+    def load_meta(self, session_id: str) -> dict[str, Any]:
+        return dict(self._meta.get(check_session_id(session_id), {}))
+
+    def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
+        self._meta[check_session_id(session_id)] = dict(meta)
 
     def load(self, session_id: str) -> list[Message]:
         current = self._data.get(check_session_id(session_id), [])
@@ -262,6 +276,22 @@ class JsonlSessionStore:
     def _write_all(self, path: Path, messages: Sequence[Message]) -> None:
         atomic_write(path, "".join(dump_message(m) + "\n" for m in messages).encode(), fsync=self.fsync)
 
+    def _meta_path(self, session_id: str) -> Path:
+        return self.root / f"{check_session_id(session_id)}.meta.json"
+
+    def load_meta(self, session_id: str) -> dict[str, Any]:
+        """``<session>.meta.json``; one that cannot be read counts as empty (it is rewritten)."""
+        try:
+            meta = json.loads(self._meta_path(session_id).read_bytes())
+        except (OSError, ValueError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
+        with self._locked(session_id):
+            atomic_write(self._meta_path(session_id), json.dumps(meta, ensure_ascii=False).encode(),
+                         fsync=self.fsync)
+
     def list(self) -> list[SessionInfo]:
         out = []
         for p in sorted(self.root.glob("*.jsonl")):
@@ -272,6 +302,7 @@ class JsonlSessionStore:
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
             self.path(session_id).unlink(missing_ok=True)
+            self._meta_path(session_id).unlink(missing_ok=True)
         (self.root / f".{session_id}.lock").unlink(missing_ok=True)
 
 
@@ -283,6 +314,7 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (session_id, seq)
 );
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS session_meta (session_id TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
 
 
@@ -362,6 +394,21 @@ class SqliteSessionStore:
         with self._tx():
             self._db.execute("DELETE FROM messages WHERE session_id = ?", (check_session_id(session_id),))
             self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            self._db.execute("DELETE FROM session_meta WHERE session_id = ?", (session_id,))
+
+    def load_meta(self, session_id: str) -> dict[str, Any]:
+        row = self._db.execute("SELECT body FROM session_meta WHERE session_id = ?",
+                               (check_session_id(session_id),)).fetchone()
+        try:
+            meta = json.loads(row[0]) if row else {}
+        except ValueError:
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
+        self._db.execute("INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
+                         "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+                         (check_session_id(session_id), json.dumps(meta, ensure_ascii=False)))
 
     def close(self) -> None:
         self._db.close()

@@ -87,13 +87,15 @@ class Agent:
     compaction_threshold: float = 0.6  # compact when the estimated prompt passes this share of the window
     compaction_keep: float = 0.3  # ... keeping about this share of the window verbatim
     middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
+    # Layers that add tools and a system-prompt block (tether.harness.extension): memory, ...
+    extensions: Sequence[Any] = ()
     settings: Any = None  # a tether.config.Settings: named endpoints for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
     request_extra: dict[str, Any] = field(default_factory=dict)
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for t in self.tools:
+        for t in [*self.tools, *(t for ext in self.extensions for t in ext.tools())]:
             if t.name in out:
                 from tether.errors import ConfigError
 

@@ -52,6 +52,7 @@ class RunContext:
     store: StateStore | None = None
     halt: Halt | None = None
     tool_defs: tuple[ToolDefinition, ...] = ()
+    system: str = ""  # the system prompt every call of this run sends (instructions + snapshot)
     fixed_tokens: int = 0
     # (tool name, canonical arguments) → the earlier ok result of a read-only call
     read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
@@ -73,7 +74,7 @@ class RunContext:
         if task is not None and not task.done():
             await self.signal.race(asyncio.shield(task))
         if not self._fixed_counted:
-            self.fixed_tokens = fixed_prompt_tokens(self.agent.instructions, self.tool_defs, self.count)
+            self.fixed_tokens = fixed_prompt_tokens(self.system, self.tool_defs, self.count)
             self._fixed_counted = True
         return True
 

@@ -26,6 +26,7 @@ from tether.harness.context import (
     Tracer,
     tool_definitions,
 )
+from tether.harness.extension import snapshot_blocks, system_prompt
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
 from tether.harness.state import RunState, conversation_turns, pending_tool_calls
@@ -144,6 +145,7 @@ async def run_stream(
     signal = signal or CancelSignal()
     rc = _context(agent, state, signal, store)
     rc.session = session
+    rc.system = _system_prompt(agent, state, session)
     held = contextlib.ExitStack()
     trace = _SafeTracer(tracer)
     try:
@@ -219,6 +221,26 @@ def _crashed(rc: RunContext, exc: Exception) -> Halt:
     return Halt("failed", f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
                 "was; resuming it will not continue (start a new run or session from it). If this "
                 "looks like tether's fault, report it with the trace.")
+
+
+def _system_prompt(agent: Agent, state: RunState, session: SessionStore | None) -> str:
+    """Instructions plus the extensions' blocks, as snapshotted when the session began: a resumed
+    run keeps its own; a new run in a session takes the session's; a fresh read only for what
+    neither has. A new snapshot is saved with the session for its later runs."""
+    if not agent.extensions:
+        return agent.instructions
+    load_meta = getattr(session, "load_meta", None) if state.session_id else None
+    meta: dict[str, Any] = load_meta(state.session_id) if load_meta is not None else {}
+    saved = state.prompt_blocks
+    if saved is None:
+        saved = meta.get("prompt_blocks") if isinstance(meta.get("prompt_blocks"), dict) else {}
+    blocks = snapshot_blocks(agent.extensions, saved)
+    state.prompt_blocks = blocks
+    shared = meta.get("prompt_blocks") if isinstance(meta.get("prompt_blocks"), dict) else {}
+    if load_meta is not None and any(shared.get(k) != v for k, v in blocks.items()):
+        # Blocks of extensions this run lacks stay in the session for runs that have them.
+        session.save_meta(state.session_id, {**meta, "prompt_blocks": {**shared, **blocks}})  # type: ignore[union-attr]
+    return system_prompt(agent.instructions, blocks)
 
 
 def _bind_session(state: RunState, session: SessionStore) -> None:

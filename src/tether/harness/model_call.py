@@ -198,7 +198,7 @@ def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelRe
 async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | Stop:
     state = rc.state
     request: ModelRequest | Stop = ModelRequest(
-        model=rc.model.model_id, messages=state.messages, system=rc.agent.instructions or None, tools=rc.tool_defs,
+        model=rc.model.model_id, messages=state.messages, system=rc.system or None, tools=rc.tool_defs,
         max_tokens=plan.max_tokens, cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra)
     stack = rc.agent.middleware
     for mw in stack:

@@ -119,6 +119,9 @@ class RunState(BaseModel):
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
+    # The extensions' system-prompt blocks as this run sends them (a snapshot taken when its
+    # session began; see tether.harness.extension). None until the run first starts.
+    prompt_blocks: dict[str, str] | None = None
     # What a command line needs to rebuild the agent on resume (cwd, limits).
     config: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)

@@ -210,7 +210,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
         ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
                           idempotency_key=key, state=state,
                           on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
-                          on_process=_on_process(rc, call.id))
+                          on_process=_on_process(rc, call.id), on_event=emit)
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)

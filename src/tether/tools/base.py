@@ -70,11 +70,18 @@ class ToolContext:
     # A tool that starts a process which could outlive tether reports its pid here as soon as it
     # exists; the harness saves it with the call's intent (see tether.processes).
     on_process: Callable[[int], None] | None = field(default=None, repr=False)
+    on_event: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""
         if self.on_progress is not None:
             self.on_progress(label)
+
+    def emit(self, event: Any) -> None:
+        """Put an event of :mod:`tether.events` into the run's stream and trace (safe from any
+        thread). Outside a run it goes nowhere."""
+        if self.on_event is not None:
+            self.on_event(event)
 
 
 @runtime_checkable

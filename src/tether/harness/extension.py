@@ -1,0 +1,53 @@
+"""Extensions: what a layer above the loop (memory, a knowledge base, skills, connectors) adds to
+an agent, through one small seam the loop knows, without knowing any of them by name.
+
+An extension may give the model tools and a block of the system prompt. The block is a
+*snapshot*: it is read once when a session (or a run outside any session) begins, saved with the
+run and the session, and sent unchanged on every call after, so the cached prompt prefix stays
+byte-identical; what changes during a session reaches the prompt in the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["Extension", "snapshot_blocks", "system_prompt"]
+
+
+class Extension:
+    """Base class: adds nothing. ``name`` keys the extension's block in a snapshot."""
+
+    name: str = "extension"
+
+    def tools(self) -> Sequence[Any]:
+        """Tools the agent gains (ordinary :class:`~tether.tools.base.Tool` objects)."""
+        return ()
+
+    def prompt_block(self) -> str | None:
+        """Text for the system prompt, read when a session begins; None adds nothing."""
+        return None
+
+
+def snapshot_blocks(extensions: Sequence[Extension], saved: Mapping[str, str]) -> dict[str, str]:
+    """The blocks a run sends: ``saved`` ones (the session's snapshot) for the extensions that
+    have one, and a fresh read for those that do not. Blocks of extensions no longer present
+    are dropped."""
+    out: dict[str, str] = {}
+    for ext in extensions:
+        if ext.name in out:
+            from tether.errors import ConfigError
+
+            raise ConfigError(f"two extensions are named {ext.name!r}; give each its own name")
+        if ext.name in saved:
+            out[ext.name] = saved[ext.name]
+            continue
+        block = ext.prompt_block()
+        if block:
+            out[ext.name] = block
+    return out
+
+
+def system_prompt(instructions: str, blocks: Mapping[str, str]) -> str:
+    """The agent's instructions, then each block, separated by a blank line."""
+    return "\n\n".join(part for part in (instructions, *blocks.values()) if part)

@@ -1,0 +1,235 @@
+"""Cross-session memory: the user profile and fact notes, their checks, and their prompt block."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from tether.errors import ConfigError, UserError
+from tether.harness.extension import Extension
+from tether.memory.scan import Finding, Scanner, default_scanner
+from tether.memory.store import STORES, Change, MemoryRefused, StoreName, StoreUsage, TextStore, clean_entry
+
+__all__ = ["DEFAULT_NOTES_LIMIT", "DEFAULT_PROFILE_LIMIT", "Memory", "MemoryScope"]
+
+DEFAULT_PROFILE_LIMIT = 1_400
+DEFAULT_NOTES_LIMIT = 2_200
+MemoryScope = Literal["user", "project"]
+
+_SNAPSHOT_NOTE = ("Memory is a snapshot: the change reaches the system prompt from the next session. In this "
+                  "session, act on it yourself.")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _short(text: str, n: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "\u2026"
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def project_dir(root: Path, project: Path) -> Path:
+    """``<root>/projects/<folder name>-<hash of its real path>``: readable, and unique."""
+    real = str(project.resolve())
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", project.resolve().name).strip("-.")[:40] or "root"
+    return root / "projects" / f"{slug}-{hashlib.sha256(real.encode()).hexdigest()[:10]}"
+
+
+class Memory(Extension):
+    """The two stores, scanned on every write, shown to the model as one block of the system
+    prompt, and changed by the model through the ``memory`` tool.
+
+    ``Agent(extensions=[Memory.open()])`` gives an agent both."""
+
+    name = "memory"
+
+    def __init__(self, profile: TextStore, notes: TextStore, *,
+                 scanners: Sequence[Scanner] | None = None) -> None:
+        self.stores: dict[str, TextStore] = {"profile": profile, "notes": notes}
+        self.scanners: tuple[Scanner, ...] = tuple(scanners) if scanners is not None else (default_scanner(),)
+
+    @classmethod
+    def open(cls, home: Path | str | None = None, *, scope: MemoryScope = "user",
+             project: Path | str | None = None, user: str | None = None,
+             profile_limit: int = DEFAULT_PROFILE_LIMIT, notes_limit: int = DEFAULT_NOTES_LIMIT,
+             scanners: Sequence[Scanner] | None = None) -> Memory:
+        """Memory under ``home/memory`` (``$TETHER_HOME`` by default). The profile is the user's
+        everywhere; with ``scope="project"`` the notes belong to ``project`` (default: the current
+        directory). ``user`` keeps one person's memory apart from another's on a shared home."""
+        if home is None:
+            from tether.config import tether_home
+
+            home = tether_home()
+        root = Path(home) / "memory"
+        if user is not None:
+            if not _NAME.match(user):
+                raise UserError(f"not a memory user name: {user!r} (letters, digits, '.', '_', '-')")
+            root = root / "users" / user
+        if scope not in ("user", "project"):
+            raise ConfigError(f"memory scope must be 'user' or 'project', not {scope!r}")
+        for label, limit in (("profile_limit", profile_limit), ("notes_limit", notes_limit)):
+            if not isinstance(limit, int) or limit <= 0:
+                raise ConfigError(f"memory {label} must be a positive number of characters, not {limit!r}")
+        notes_dir = project_dir(root, Path(project or Path.cwd())) if scope == "project" else root
+        return cls(TextStore("profile", root / "profile.md", profile_limit),
+                   TextStore("notes", notes_dir / "notes.md", notes_limit), scanners=scanners)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def store(self, name: str) -> TextStore:
+        if name not in self.stores:
+            raise UserError(f"no memory store named {name!r}: use 'profile' or 'notes'")
+        return self.stores[name]
+
+    def entries(self, store: str) -> list[str]:
+        return self.store(store).entries()
+
+    def usage(self, store: str) -> StoreUsage:
+        return self.store(store).usage()
+
+    def check(self, text: str) -> Finding | None:
+        """The first scanner's finding against ``text``, or None when every scanner lets it pass."""
+        for scanner in self.scanners:
+            finding = scanner.scan(text)
+            if finding is not None:
+                return finding
+        return None
+
+    # -- writing (each under the store's lock) -----------------------------------------------
+
+    def add(self, store: str, text: str) -> Change:
+        s, entry = self.store(store), self._checked(text)
+        with s.edit() as entries:
+            if any(_same(e, entry) for e in entries):
+                return Change(store, "add", entry, False, s.usage(entries),
+                              f"Already in {store}, word for word: nothing changed.")
+            self._fits(s, entries, [*entries, entry])
+            entries.append(entry)
+            usage = s.usage(entries)
+        return Change(store, "add", entry, True, usage, f"Saved to {store}. {self._usage_line(usage)}")
+
+    def replace(self, store: str, match: str, text: str) -> Change:
+        s, entry = self.store(store), self._checked(text)
+        with s.edit() as entries:
+            i = self._find(s, entries, match)
+            after = [*entries[:i], entry, *entries[i + 1:]]
+            after = [e for j, e in enumerate(after) if j == i or not _same(e, entry)]  # no duplicates
+            if after == entries:
+                return Change(store, "replace", entry, False, s.usage(entries),
+                              f"That entry in {store} already reads so: nothing changed.")
+            self._fits(s, entries, after)
+            entries[:] = after
+            usage = s.usage(entries)
+        return Change(store, "replace", entry, True, usage,
+                      f"Replaced in {store}. {self._usage_line(usage)}")
+
+    def remove(self, store: str, match: str) -> Change:
+        s = self.store(store)
+        with s.edit() as entries:
+            i = self._find(s, entries, match)
+            gone = entries.pop(i)
+            usage = s.usage(entries)
+        return Change(store, "remove", gone, True, usage,
+                      f"Removed from {store}: \u201c{_short(gone)}\u201d. {self._usage_line(usage)}")
+
+    def clear(self, store: str) -> Change:
+        s = self.store(store)
+        with s.edit() as entries:
+            count = len(entries)
+            entries.clear()
+        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} entries).")
+
+    def _checked(self, text: str) -> str:
+        if not isinstance(text, str):
+            raise MemoryRefused("Not saved: the entry must be text.", "empty")
+        finding = self.check(text)
+        if finding is not None:
+            raise MemoryRefused(
+                f"Not saved: {finding.reason}. Memory goes into the system prompt of every future "
+                "session, so text that reads as instructions to the assistant, hides characters, or "
+                "reaches for secrets is refused whole. Save the fact itself, in plain words.",
+                f"scan:{finding.rule}")
+        entry = clean_entry(text)
+        if not entry:
+            raise MemoryRefused("Not saved: the entry is empty.", "empty")
+        return entry
+
+    @staticmethod
+    def _fits(s: TextStore, before: list[str], after: list[str]) -> None:
+        now, then = s.usage(before), s.usage(after)
+        if then.chars > s.limit:
+            raise MemoryRefused(
+                f"Not saved: {s.name} would hold {then.chars:,} of its {s.limit:,} characters; it is at "
+                f"{now.chars:,} ({now.percent} %). Consolidate first: merge related entries with replace "
+                "or remove those that no longer matter, then try again with something shorter.", "limit")
+
+    @staticmethod
+    def _find(s: TextStore, entries: list[str], match: str) -> int:
+        needle = (match or "").strip()
+        if not needle:
+            raise MemoryRefused("Say which entry: match must be a part of its text.", "not_found")
+        exact = [i for i, e in enumerate(entries) if _same(e, needle)]
+        if exact:
+            return exact[0]
+        hits = [i for i, e in enumerate(entries) if needle in e]
+        if not hits:
+            hits = [i for i, e in enumerate(entries) if needle.casefold() in e.casefold()]
+        if not hits:
+            listing = "; ".join(f"\u201c{_short(e, 60)}\u201d" for e in entries[:12]) or "(it is empty)"
+            raise MemoryRefused(f"No entry in {s.name} contains \u201c{_short(needle)}\u201d. Its entries: "
+                                f"{listing}", "not_found")
+        distinct: list[int] = []
+        for i in hits:
+            if not any(_same(entries[i], entries[j]) for j in distinct):
+                distinct.append(i)
+        if len(distinct) > 1:
+            listing = "\n".join(f"  {n}. \u201c{_short(entries[i])}\u201d" for n, i in enumerate(distinct, 1))
+            raise MemoryRefused(f"Be more specific: \u201c{_short(needle)}\u201d is in {len(distinct)} different "
+                                f"{s.name} entries:\n{listing}\nGive a longer part of the one you mean.",
+                                "ambiguous")
+        return distinct[0]
+
+    @staticmethod
+    def _usage_line(usage: StoreUsage) -> str:
+        return f"{usage.store} is now at {usage.chars:,}/{usage.limit:,} chars ({usage.percent} %). {_SNAPSHOT_NOTE}"
+
+    # -- the extension seam ------------------------------------------------------------------
+
+    def tools(self) -> Sequence[Any]:
+        from tether.memory.tool import MemoryTool
+
+        return (MemoryTool(self),)
+
+    def prompt_block(self) -> str:
+        """The fixed block for the system prompt, read now (a session's snapshot)."""
+        lines = [
+            "# Memory",
+            "What you remember from earlier sessions, saved with the memory tool or by the user. It is a "
+            "snapshot taken when this session began: changes you make now are saved at once and appear here "
+            "from the next session.",
+        ]
+        for name in STORES:
+            s = self.stores[name]
+            entries = s.entries()
+            shown = [e for e in entries if self.check(e) is None]
+            withheld = len(entries) - len(shown)
+            kept: list[str] = []
+            for e in shown:  # a file edited by hand past its limit: show what fits
+                if s.usage([*kept, e]).chars <= s.limit:
+                    kept.append(e)
+            lines.append(s.usage(entries).label())
+            lines.extend(f"- {e}".replace("\n", "\n  ") for e in kept)
+            if not entries:
+                lines.append("(empty)")
+            if withheld:
+                lines.append(f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security "
+                             "scan; the user can see them with `tether memory show`)")
+            if len(kept) < len(shown):
+                lines.append(f"({len(shown) - len(kept)} more entries do not fit the limit and are not shown; "
+                             "consolidate them)")
+        return "\n".join(lines)

@@ -1,0 +1,259 @@
+"""The security scan every memory write passes: offline, no model, a reason in words.
+
+Memory is pasted into the system prompt of every future session, so it is the door a prompt
+injection would use to stay. The scan looks at text the way a model reads it, not the way it is
+spelled:
+
+1. characters a reader cannot see are refused outright: zero-width characters, bidi embeddings,
+   overrides and isolates, Unicode tag characters, soft hyphens (a zero-width joiner between
+   emoji and the joiners that Arabic and Indic scripts need are fine);
+2. the text is decoded (HTML entities, ``%xx``, ``\\uXXXX``) and normalised into views: NFKC and
+   case folding (full-width letters become ASCII); accents stripped and look-alike letters folded to
+   Latin with Unicode's confusables table (from ``confusable-homoglyphs``); leetspeak undone
+   inside words; letters spaced out one by one joined again; everything squeezed together;
+3. rules in several languages run on the view they need: instruction overrides and their
+   paraphrases, role hijack, fake system and developer messages (in markdown, HTML, chat-template
+   tokens, JSON), commands that read or send secrets, instructions to hide or to repeat something
+   in every answer; a word mixing Latin with Cyrillic or Greek look-alikes is refused as a homoglyph;
+4. base64 runs that decode to text are scanned again, and refused when what they carry is.
+
+A deployment adds its own checks (a model-based guardrail, say) behind the same interface:
+anything with ``scan(text) -> Finding | None``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import html
+import json
+import re
+import unicodedata
+import urllib.parse
+from dataclasses import dataclass
+from typing import Protocol
+
+from tether.memory import _rules
+
+__all__ = ["Finding", "PatternScanner", "Scanner", "default_scanner", "views"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str  # invisible, homoglyph, override, role_hijack, fake_system, exfiltration, persistence, encoded
+    reason: str  # what was found, written for the model and the person
+
+
+class Scanner(Protocol):
+    def scan(self, text: str) -> Finding | None: ...
+
+
+class PatternScanner:
+    """The offline default: normalisation, then rules (see the module's description)."""
+
+    def scan(self, text: str) -> Finding | None:
+        return _scan(text, depth=0)
+
+
+def default_scanner() -> PatternScanner:
+    return PatternScanner()
+
+
+# -- invisible characters -------------------------------------------------------------------
+
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+_JOINERS = {0x200C, 0x200D}
+# Scripts whose writing needs ZWJ/ZWNJ between letters (Arabic, Persian, Indic, Sinhala...).
+_JOINING_SCRIPTS = ((0x0600, 0x08FF), (0x0900, 0x0DFF), (0xFB50, 0xFEFF))
+
+
+def _joining_letter(ch: str) -> bool:
+    return any(lo <= ord(ch) <= hi for lo, hi in _JOINING_SCRIPTS)
+
+
+def _pictographic(ch: str) -> bool:
+    o = ord(ch)
+    return o >= 0x1F000 or 0x2600 <= o <= 0x27BF or o in (0xFE0F, 0x2640, 0x2642, 0x2695, 0x2696, 0x2708)
+
+
+def _invisible(text: str) -> Finding | None:
+    for i, ch in enumerate(text):
+        o = ord(ch)
+        if o < 0x80 or (unicodedata.category(ch) != "Cf" and o not in _BIDI and not 0xE0000 <= o <= 0xE007F):
+            continue
+        before, after = text[i - 1] if i else "", text[i + 1] if i + 1 < len(text) else ""
+        if o in _JOINERS and before and after and (
+                (_pictographic(before) and _pictographic(after))
+                or (_joining_letter(before) and _joining_letter(after))):
+            continue
+        if 0xE0020 <= o <= 0xE007F and _flag_tag(text, i):
+            continue  # the tag sequence of a subdivision flag (England, Scotland, Wales)
+        if o == 0xFE0F:
+            continue
+        name = unicodedata.name(ch, "an unnamed format character")
+        kind = ("a direction-changing character" if o in _BIDI else
+                "a Unicode tag character (invisible text)" if 0xE0000 <= o <= 0xE007F else
+                "an invisible character")
+        return Finding("invisible", f"it contains {kind}, U+{o:04X} {name}, at character {i + 1}; such "
+                       "characters can hide or reorder text; write it again in plain characters")
+    return None
+
+
+def _flag_tag(text: str, i: int) -> bool:
+    j = i
+    while j > 0 and 0xE0020 <= ord(text[j - 1]) <= 0xE007F:
+        j -= 1
+    return j > 0 and text[j - 1] == "\U0001F3F4" and len(text[j:i + 1]) <= 7
+
+
+# -- normalisation --------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _fold_table() -> dict[int, str]:
+    """Non-ASCII letters that look like an ASCII letter or digit → that character (Unicode's
+    confusables, as shipped by confusable-homoglyphs), plus a few look-alikes it leaves out."""
+    from importlib.resources import files
+
+    data = json.loads(files("confusable_homoglyphs").joinpath("confusables.json").read_bytes())
+    table: dict[int, str] = {}
+    for ch, glyphs in data.items():
+        if len(ch) != 1 or ord(ch) < 0x80 or not ch.isalpha():
+            continue
+        for g in glyphs:
+            c = g.get("c", "")
+            if len(c) == 1 and c.isascii() and c.isalnum():
+                table[ord(ch)] = c.lower()
+                break
+    table.update({ord(k): v for k, v in _rules.EXTRA_LOOKALIKES.items()})
+    return table
+
+
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "9": "g",
+                       "@": "a", "$": "s", "!": "i", "|": "i", "+": "t", "€": "e"})
+_ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+
+
+def _decode(text: str) -> str:
+    text = html.unescape(text)
+    if re.search(r"%[0-9a-fA-F]{2}", text):
+        text = urllib.parse.unquote(text)
+    return _ESCAPES.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+
+
+@dataclass(frozen=True)
+class Views:
+    plain: str  # NFKC, case-folded, invisible characters removed: for non-Latin scripts
+    latin: str  # plain, accents stripped, look-alikes folded to Latin; punctuation kept: commands, markup
+    words: str  # latin as words: leetspeak undone, spaced letters joined, punctuation gone
+    compact: str  # words without spaces: for words split by spaces, dots or dashes
+    leet: str  # latin with leetspeak undone inside words, punctuation kept
+    raw: str  # as written (case kept): for labels in capitals
+
+
+_SPACED = re.compile(r"(?<![\w])(?:\w[ .\-_*·/|]){2,}\w(?![\w])")
+_CJK_GAP = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff])[ \u3000]+(?=[\u3040-\u30ff\u4e00-\u9fff])")
+
+
+def views(text: str) -> Views:
+    plain = unicodedata.normalize("NFKC", _decode(text))
+    plain = "".join(ch for ch in plain if unicodedata.category(ch) != "Cf").casefold()
+    # "i g n o r e   a l l" → "ignore   all"; "忽 略 之 前" → "忽略之前"
+    plain = _CJK_GAP.sub("", _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), plain))
+    stripped = "".join(ch for ch in unicodedata.normalize("NFKD", plain) if unicodedata.category(ch) != "Mn")
+    latin = stripped.translate(_fold_table())
+    leet = re.sub(r"[a-z0-9@$!|+€]+", lambda m: m.group(0).translate(_LEET)
+                  if re.search(r"[a-z]", m.group(0)) and re.search(r"[0-9@$!|+€]", m.group(0)) else m.group(0), latin)
+    tokens = []
+    for token in re.sub(r"[^a-z0-9@$!|+€]+", " ", latin).split():
+        if re.search(r"[a-z]", token) and re.search(r"[0-9@$!|+€]", token):
+            token = token.translate(_LEET)
+        token = re.sub(r"[^a-z0-9]", "", token)
+        if token:
+            tokens.append(token)
+    words = " ".join(_join_spaced(tokens))
+    return Views(plain, latin, words, words.replace(" ", ""), leet, text)
+
+
+def _join_spaced(tokens: list[str]) -> list[str]:
+    """``i g n o r e all`` → ``ignore all``: a run of three or more one-letter tokens is a word."""
+    out: list[str] = []
+    run: list[str] = []
+    for t in [*tokens, ""]:
+        if len(t) == 1:
+            run.append(t)
+            continue
+        if len(run) >= 3:
+            out.append("".join(run))
+        else:
+            out.extend(run)
+        run = []
+        if t:
+            out.append(t)
+    return out
+
+
+# -- the rules ------------------------------------------------------------------------------
+
+
+def _homoglyph(text: str) -> Finding | None:
+    """A word with Latin letters and Cyrillic or Greek letters that look like Latin ones."""
+    table = _fold_table()
+    for word in re.findall(r"\w+", unicodedata.normalize("NFKC", text)):
+        latin = sum(1 for ch in word if "a" <= ch.lower() <= "z")
+        alien = [ch for ch in word if ord(ch) in table and _script(ch) in ("CYRILLIC", "GREEK")]
+        if latin >= 1 and alien and len(word) >= 3:
+            return Finding("homoglyph", f"the word \u201c{word}\u201d mixes Latin letters with "
+                           f"{_script(alien[0]).title()} look-alikes ({alien[0]!r}), a way to slip words past checks")
+    return None
+
+
+def _script(ch: str) -> str:
+    return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+_B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+
+
+def _payloads(text: str) -> list[str]:
+    """Runs of base64 (or base64url) that decode to readable text."""
+    out = []
+    for m in _B64.finditer(text.replace("\n", "")):
+        token = m.group(0).rstrip("=")
+        if not re.search(r"[0-9+/_-]|[a-z][A-Z]|[A-Z][a-z]", token):
+            continue
+        for alphabet in (None, b"-_"):
+            try:
+                raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=alphabet, validate=True)
+                decoded = raw.decode("utf-8")
+            except (binascii.Error, ValueError):
+                continue
+            printable = sum(ch.isprintable() or ch in "\n\t" for ch in decoded)
+            if decoded and printable / len(decoded) > 0.9 and re.search(r"\w{2,}\W+\w{2,}", decoded):
+                out.append(decoded)
+                break
+    return out
+
+
+def _scan(text: str, depth: int) -> Finding | None:
+    finding = _invisible(text) or _homoglyph(text)
+    if finding is not None:
+        return finding
+    v = views(text)
+    for rule in (*_rules.RULES, *_rules.COMBOS):
+        hit = rule.match(v)
+        if hit is not None:
+            return Finding(rule.family, f"{rule.reason} (\u201c{_snippet(hit)}\u201d)")
+    if depth < 2:
+        for decoded in _payloads(text):
+            inner = _scan(decoded, depth + 1)
+            if inner is not None:
+                return Finding("encoded", f"it carries an encoded payload (base64) that decodes to text that "
+                               f"is refused: {inner.reason}")
+    return None
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 60 else flat[:59] + "\u2026"

@@ -1,0 +1,180 @@
+"""Two small stores of plain text that a person can read and edit: the user profile and fact notes.
+
+Each is a Markdown file of entries, one ``- `` bullet per entry (a continuation line is indented
+two spaces). Any other line a person writes by hand is kept as an entry of its own, so loading
+never loses text. Every change reads, edits and rewrites its file under an advisory lock
+(``fcntl.flock``) with an atomic replace, so two processes never lose each other's writes, and a
+reader sees the old file or the new, never half of one.
+
+A file that is not valid UTF-8 is read with replacement characters; before the first write
+replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tether.errors import ConfigError, TetherError
+from tether.fileio import atomic_write
+
+__all__ = ["STORES", "Change", "MemoryRefused", "StoreName", "StoreUsage", "TextStore"]
+
+StoreName = Literal["profile", "notes"]
+STORES: tuple[StoreName, ...] = ("profile", "notes")
+
+
+class MemoryRefused(TetherError):
+    """A write that was not made; ``rule`` names the check, the message says what to do."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class StoreUsage:
+    store: str
+    chars: int
+    limit: int
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.chars / self.limit) if self.limit else 100
+
+    def label(self) -> str:
+        """``[profile 62 % — 870/1,400 chars]``."""
+        return f"[{self.store} {self.percent} % \u2014 {self.chars:,}/{self.limit:,} chars]"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a write did: ``changed`` is False for a no-op (an exact duplicate)."""
+
+    store: str
+    action: str
+    text: str
+    changed: bool
+    usage: StoreUsage
+    message: str
+
+
+def clean_entry(text: str) -> str:
+    """One entry as stored: trimmed lines, no blank lines, no leading bullet."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    lines = [line for line in lines if line.strip()]
+    if lines and re.match(r"[-*] ", lines[0]):
+        lines[0] = lines[0][2:].lstrip()
+    return "\n".join(lines)
+
+
+def parse(text: str) -> list[str]:
+    """Entries in a memory file; every non-blank line ends up in exactly one entry."""
+    entries: list[list[str]] = []
+    open_entry = False
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            open_entry = False
+            continue
+        bullet = re.match(r"[-*] (.*)", line)
+        if bullet:
+            entries.append([bullet.group(1).strip()])
+            open_entry = True
+        elif open_entry and line[:1] in (" ", "\t"):
+            entries[-1].append(line.strip())
+        else:  # a line written by hand without a bullet: an entry of its own
+            entries.append([line.strip()])
+            open_entry = True
+    return ["\n".join(lines) for lines in entries if any(lines)]
+
+
+def render(entries: list[str]) -> str:
+    out = []
+    for entry in entries:
+        first, *rest = entry.split("\n")
+        out.append("- " + first)
+        out.extend("  " + line for line in rest)
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def chars(entries: list[str]) -> int:
+    """What a store's entries weigh against its limit: their text, one newline between each."""
+    return len("\n".join(entries))
+
+
+class TextStore:
+    """One memory file: ``path`` holds the entries, ``limit`` bounds their characters."""
+
+    def __init__(self, name: StoreName, path: Path, limit: int) -> None:
+        self.name = name
+        self.path = path
+        self.limit = limit
+        self.damaged_copy: Path | None = None  # where a file that was not UTF-8 was copied
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _read(self) -> tuple[str, bool]:
+        """The file's text, and whether it had bytes that are not UTF-8. No symlinks: a planted
+        link must not pour another file into the system prompt."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return "", False
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ConfigError(f"{self.path} is a symbolic link; memory files must be plain files. "
+                                  "Remove the link (tether memory clear recreates the file)") from exc
+            raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        try:
+            return data.decode("utf-8"), False
+        except UnicodeDecodeError:
+            return data.decode("utf-8", errors="replace"), True
+
+    def entries(self) -> list[str]:
+        text, _ = self._read()
+        return parse(text)
+
+    def usage(self, entries: list[str] | None = None) -> StoreUsage:
+        return StoreUsage(self.name, chars(self.entries() if entries is None else entries), self.limit)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def edit(self) -> Iterator[list[str]]:
+        """Lock, read the entries, let the caller change the list, write it back if it changed."""
+        import fcntl
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"cannot write memory under {self.path.parent}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            text, damaged = self._read()
+            entries = parse(text)
+            before = list(entries)
+            yield entries
+            if entries != before or (damaged and entries):
+                if damaged:
+                    self._keep_damaged()
+                atomic_write(self.path, render(entries).encode("utf-8"))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
+
+    def _keep_damaged(self) -> None:
+        copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copyfile(self.path, copy, follow_symlinks=False)
+        self.damaged_copy = copy

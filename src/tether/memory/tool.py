@@ -1,0 +1,106 @@
+"""The ``memory`` tool: how the model keeps what it should still know in the next session."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tether.events import MemoryRejected, MemoryWrite
+from tether.memory.store import STORES, MemoryRefused
+from tether.tools.base import ToolContext, ToolInputError, ToolResult
+
+if TYPE_CHECKING:
+    from tether.memory.core import Memory
+
+__all__ = ["MemoryTool"]
+
+DESCRIPTION = """\
+Keep facts that should still be known in future sessions with this user. What is saved appears in \
+your system prompt from the next session on (not in this one: act on it yourself now).
+
+Two stores, each with a hard size limit (usage is shown in your system prompt):
+- profile: who the user is: role, preferences, communication style, tools and languages they use.
+- notes: durable facts about the work: decisions and their reasons, milestones, conventions.
+
+Save, in this order of priority: corrections the user made to you and preferences they stated; \
+durable decisions and conventions. Do not save: progress on the current task, one-off debugging \
+details, anything easy to look up again (file contents, documentation), secrets of any kind.
+
+Actions: add (text); replace (match = a part of exactly one entry, text = the new entry); \
+remove (match); list. Write each entry as one short, self-contained fact. When a store is full, \
+consolidate: merge related entries with replace, remove what no longer matters."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["add", "replace", "remove", "list"]},
+        "store": {"type": "string", "enum": list(STORES),
+                  "description": "profile (about the user) or notes (about the work); list shows both if omitted"},
+        "text": {"type": "string", "description": "add: the new entry; replace: the entry's new text"},
+        "match": {"type": "string", "description": "replace/remove: a part of the entry's current text"},
+    },
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+_NEEDS = {"add": ("store", "text"), "replace": ("store", "match", "text"), "remove": ("store", "match"), "list": ()}
+
+
+class MemoryTool:
+    name = "memory"
+    description = DESCRIPTION
+    input_schema = SCHEMA
+    read_only = False
+    needs_approval = False
+    # Safe to run again after a crash: an add that landed is a no-op the second time, and a
+    # replace or remove that landed finds nothing and says so.
+    idempotent = True
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def validate_input(self, args: dict[str, Any]) -> dict[str, Any]:
+        from tether.tools.base import _check_schema
+
+        _check_schema(self, args)
+        action = args.get("action")
+        missing = [k for k in _NEEDS.get(str(action), ()) if not isinstance(args.get(k), str) or not args[k].strip()]
+        if missing:
+            raise ToolInputError(f"memory {action} needs {' and '.join(missing)}: "
+                                 + {"add": "store and the text to save",
+                                    "replace": "store, match (part of the old entry) and text (the new entry)",
+                                    "remove": "store and match (part of the entry to remove)"}[str(action)])
+        return args
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        # Writes lock files and may run a scanner that blocks (a model-based one): not on the loop.
+        return await asyncio.to_thread(self._run, input, ctx)
+
+    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        action, store = args["action"], args.get("store")
+        if action == "list":
+            return self._list(store)
+        try:
+            if action == "add":
+                change = self.memory.add(store, args["text"])
+            elif action == "replace":
+                change = self.memory.replace(store, args["match"], args["text"])
+            else:
+                change = self.memory.remove(store, args["match"])
+        except MemoryRefused as exc:
+            ctx.emit(MemoryRejected(ctx.run_id, store, action, exc.rule, str(exc)))
+            return ToolResult(str(exc), is_error=True)
+        if change.changed:
+            ctx.emit(MemoryWrite(ctx.run_id, store, action, change.text, change.usage.chars, change.usage.limit))
+        return change.message
+
+    def _list(self, store: str | None) -> str:
+        out = []
+        for name in [store] if store else list(self.memory.stores):
+            entries = self.memory.entries(name)
+            out.append(self.memory.usage(name).label())
+            out.extend(f"- {e}".replace("\n", "\n  ") for e in entries)
+            if not entries:
+                out.append("(empty)")
+        out.append("(This is what is saved now; your system prompt shows it as it was when the session began.)")
+        return "\n".join(out)
