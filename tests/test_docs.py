@@ -144,15 +144,16 @@ def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
 
 def test_json_trace_lines_match_a_real_trace(place: Path) -> None:
     home = Path(os.environ["TETHER_HOME"])
-    out = subprocess.run([sys.executable, "-m", "tether", "run", "--model", "scripted/plan", "--cwd",
-                          "examples/workspace", "Which file mentions a timeout?"], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    (trace,) = (home / "traces").glob("*.jsonl")
+    for scenario in ("plan", "remember", "inject"):  # the last two write and refuse memory
+        out = subprocess.run([sys.executable, "-m", "tether", "run", "--model", f"scripted/{scenario}", "--cwd",
+                              "examples/workspace", "Which file mentions a timeout?"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
     real = {}
-    for line in trace.read_text().splitlines():
-        data = json.loads(line)
-        real.setdefault(data["type"], set(data))
+    for trace in (home / "traces").glob("*.jsonl"):
+        for line in trace.read_text().splitlines():
+            data = json.loads(line)
+            real.setdefault(data["type"], set(data))
     shown = 0
     for path in DOCS:
         for lang, body in blocks(path):

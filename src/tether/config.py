@@ -164,6 +164,15 @@ class _WebSearchTable(_Table):
     url: _Url
 
 
+class _MemoryTable(_Table):
+    """``[memory]``: cross-session memory for ``tether run`` and ``tether chat`` (tether.memory)."""
+
+    enabled: _Bool = True
+    scope: Literal["user", "project"] = "user"
+    profile_limit: _PositiveInt | None = None
+    notes_limit: _PositiveInt | None = None
+
+
 class _ToolsTable(_Table):
     shell: _ShellTable | None = None
     files: _FilesTable | None = None
@@ -226,6 +235,7 @@ class _ConfigFile(_Table):
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
     tools: _ToolsTable = _ToolsTable()
+    memory: _MemoryTable = _MemoryTable()
 
 
 @dataclass(frozen=True)
@@ -238,6 +248,8 @@ class Settings:
     session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
     # The [tools] table as written (already checked against the schema); tether.tools.builtin reads it.
     tools: dict[str, Any] = field(default_factory=dict)
+    # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
+    memory: dict[str, Any] = field(default_factory=lambda: _MemoryTable().model_dump())
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -270,7 +282,8 @@ def load_settings(home: Path | None = None) -> Settings:
     models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
-                    endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {})
+                    endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {},
+                    memory=parsed.memory.model_dump())
 
 
 def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:

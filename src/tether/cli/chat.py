@@ -22,6 +22,7 @@ from tether.cli.common import (
     session_name,
 )
 from tether.cli.common import settings as load_settings
+from tether.cli.memory import add_memory_options, memory_for_run
 from tether.cli.run import DEFAULT_MAX_TURNS, ask, drive
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def add_parsers(sub: Any) -> None:
     ch.add_argument("--max-turns", type=positive_int, metavar="N",
                     help=f"model calls per message (N >= 1, default {DEFAULT_MAX_TURNS})")
     ch.add_argument("--max-budget", type=positive_float, metavar="USD", help="budget per message (> 0)")
+    add_memory_options(ch)
     ch.set_defaults(handler=cmd_chat)
 
 
@@ -79,6 +81,7 @@ class _Chat:
     store_spec: str | None
     max_turns: int
     max_budget: float | None
+    memory: str | None = None  # the memory scope, or None when memory is off
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -89,7 +92,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     model = canonical_model(resolve_model(args.model, settings))
     open_sessions(args.session_store, settings)  # a store that cannot open is refused now, not at the first message
     chat = _Chat(settings, model, args.cwd, args.session or _new_session_name(), args.session_store,
-                 args.max_turns or DEFAULT_MAX_TURNS, args.max_budget)
+                 args.max_turns or DEFAULT_MAX_TURNS, args.max_budget, memory_for_run(args, settings))
     print(f"tether chat: {model} in {chat.cwd}, session {chat.session!r} "
           "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
     try:
@@ -117,7 +120,7 @@ def _loop(chat: _Chat) -> int:
         state = RunState(session_id=chat.session, config={
             "model": chat.model, "cwd": str(chat.cwd), "max_turns": chat.max_turns,
             "max_budget_usd": chat.max_budget, "session_store": chat.store_spec, "prompt": message[:200],
-            "fallback_models": list(chat.settings.fallback_models)})
+            "fallback_models": list(chat.settings.fallback_models), "memory": chat.memory})
         drive(state, message, chat.settings, json_out=False, asking=True)
 
 

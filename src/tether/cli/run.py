@@ -27,6 +27,7 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
+from tether.cli.memory import add_memory_options, memory_for_run, open_memory
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -73,6 +74,7 @@ def add_parsers(sub: Any) -> None:
                    help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})")
     r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
     r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
+    add_memory_options(r)
     r.set_defaults(handler=cmd_run)
 
     rs = sub.add_parser("resume", help="continue a stopped run", description=RESUME_HELP,
@@ -155,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
         "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
         "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
-        "session_store": args.session_store})
+        "session_store": args.session_store, "memory": memory_for_run(args, settings)})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
 
 
@@ -292,10 +294,12 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
     from tether.tools.builtin import builtin_tools, tool_settings
 
     cfg = state.config
+    scope = cfg.get("memory")  # recorded when the run began: a resume keeps what it started with
     return Agent(
         model=cfg["model"],
         instructions=DEFAULT_INSTRUCTIONS,
         tools=builtin_tools(tool_settings(settings.tools)),
+        extensions=[open_memory(settings, scope, cfg["cwd"])] if scope else [],
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
         max_budget_usd=cfg.get("max_budget_usd"),
@@ -379,6 +383,10 @@ class Printer:
             self._err(f"   retry {event.attempt}: {event.reason} (waiting {event.wait_s:.1f} s)")
         elif kind == "fallback":
             self._err(f"!! falling back from {event.from_model} to {event.to_model}: {event.reason}")
+        elif kind == "memory_write":
+            self._err(f"   memory: {event.action} in {event.store} ({event.chars:,}/{event.limit:,} chars)")
+        elif kind == "memory_rejected":
+            self._err(f"   memory: {event.action} refused ({event.rule})")
         elif kind == "approval_required" and not self.asking:
             what = "outcome unknown after a crash" if event.reason == "outcome_unknown" else "needs approval"
             self._err(f"!! {event.tool_name} {event.args} {what}")

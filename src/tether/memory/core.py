@@ -142,7 +142,7 @@ class Memory(Extension):
         with s.edit() as entries:
             count = len(entries)
             entries.clear()
-        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} entries).")
+        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} entr{'y' if count == 1 else 'ies'}).")
 
     def _checked(self, text: str) -> str:
         if not isinstance(text, str):

@@ -1,0 +1,143 @@
+"""``tether memory``: what the agent remembers across sessions, for the person to see and change.
+
+The same checks as the model's ``memory`` tool (the injection scan, the limits, duplicates,
+ambiguous matches); a refused write is one line saying why, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import directory
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.memory import Memory
+
+__all__ = ["add_memory_options", "add_parsers", "memory_for_run", "open_memory"]
+
+HELP = """\
+Memory is two plain Markdown files under $TETHER_HOME/memory: profile.md (who you are, your
+preferences) and notes.md (decisions and conventions), one "- " entry each. Edit them by hand if
+you like; every line is kept. With scope "project" (--scope project, or [memory] scope in
+config.toml) the notes belong to the project directory and the profile stays yours everywhere.
+What the agent sees is a snapshot taken when a session begins.
+"""
+
+
+def add_memory_options(parser: argparse.ArgumentParser) -> None:
+    """``--memory-scope`` and ``--no-memory`` for the commands that run an agent."""
+    parser.add_argument("--memory-scope", choices=("user", "project"),
+                        help="whose notes the agent remembers: yours everywhere (user) or this --cwd's "
+                             "(project); default: [memory] scope in config.toml, else user")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="run without cross-session memory (no memory tool, nothing in the prompt)")
+
+
+def memory_for_run(args: argparse.Namespace, settings: Settings) -> str | None:
+    """The memory scope a run records in its config (None: memory off)."""
+    if args.no_memory or not settings.memory.get("enabled", True):
+        return None
+    return str(args.memory_scope or settings.memory.get("scope") or "user")
+
+
+def open_memory(settings: Settings, scope: str, cwd: Path | str) -> Memory:
+    from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
+
+    cfg = settings.memory
+    return Memory.open(settings.home, scope=scope, project=Path(cwd),  # type: ignore[arg-type]
+                       profile_limit=cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
+                       notes_limit=cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT)
+
+
+def add_parsers(sub: Any) -> None:
+    m = sub.add_parser("memory", help="show or change what the agent remembers across sessions", description=HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    ms = m.add_subparsers(dest="memory_command", required=True)
+
+    def common(p: argparse.ArgumentParser, *, which: str) -> None:
+        p.add_argument("--scope", choices=("user", "project"),
+                       help="default: [memory] scope in config.toml, else user")
+        p.add_argument("--cwd", type=directory, default=".", metavar="DIR",
+                       help="the project, for --scope project (default: the current directory)")
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("--profile", dest="store", action="store_const", const="profile",
+                           help=f"the user profile{' (default: notes)' if which == 'one' else ''}")
+        group.add_argument("--notes", dest="store", action="store_const", const="notes", help="the fact notes")
+
+    show = ms.add_parser("show", help="print both stores with their usage and where they live")
+    common(show, which="both")
+    show.set_defaults(handler=cmd_show)
+    add = ms.add_parser("add", help="add an entry (scanned first)")
+    add.add_argument("text", metavar="TEXT")
+    common(add, which="one")
+    add.set_defaults(handler=cmd_add)
+    rep = ms.add_parser("replace", help="replace the one entry containing OLD with NEW")
+    rep.add_argument("old", metavar="OLD")
+    rep.add_argument("new", metavar="NEW")
+    common(rep, which="one")
+    rep.set_defaults(handler=cmd_replace)
+    rem = ms.add_parser("remove", help="remove the one entry containing TEXT")
+    rem.add_argument("text", metavar="TEXT")
+    common(rem, which="one")
+    rem.set_defaults(handler=cmd_remove)
+    clr = ms.add_parser("clear", help="empty a store (both without --profile or --notes)")
+    common(clr, which="both")
+    clr.set_defaults(handler=cmd_clear)
+
+
+def _memory(args: argparse.Namespace) -> Memory:
+    settings = load_settings()
+    return open_memory(settings, args.scope or settings.memory.get("scope") or "user", args.cwd)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    memory = _memory(args)
+    for name in [args.store] if args.store else list(memory.stores):
+        store = memory.store(name)
+        entries = store.entries()
+        print(f"{store.usage(entries).label()}  {store.path}")
+        for entry in entries:
+            print("- " + entry.replace("\n", "\n  "))
+            finding = memory.check(entry)
+            if finding is not None:  # written by hand past the scan: kept, but not shown to the model
+                print(f"  ! withheld from the agent: {finding.reason}")
+        if not entries:
+            print("(empty)")
+    return 0
+
+
+def _write(args: argparse.Namespace, action: str, *values: str) -> int:
+    from tether.memory import MemoryRefused
+
+    memory = _memory(args)
+    try:
+        change = getattr(memory, action)(args.store or "notes", *values)
+    except MemoryRefused as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 2
+    print(change.message.split(" Memory is a snapshot")[0] if change.changed else change.message)
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    return _write(args, "add", args.text)
+
+
+def cmd_replace(args: argparse.Namespace) -> int:
+    return _write(args, "replace", args.old, args.new)
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    return _write(args, "remove", args.text)
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    memory = _memory(args)
+    for name in [args.store] if args.store else list(memory.stores):
+        print(memory.clear(name).message)
+    return 0
