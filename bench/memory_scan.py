@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench._results import ROOT, tether_commit, write_results  # noqa: E402
+from bench._results import ROOT, tether_commit, write_results
 
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 

@@ -59,7 +59,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def check_session_id(session_id: str) -> str:
-    if not _NAME.match(session_id):
+    if not isinstance(session_id, str) or not _NAME.fullmatch(session_id):  # "$" would allow a final newline
         raise UserError(f"not a session name: {session_id!r} (letters, digits, '.', '_', '-'; at most 128)")
     return session_id
 

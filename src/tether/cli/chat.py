@@ -34,6 +34,7 @@ COMMANDS = {
     "/help": "list these commands",
     "/session": "show the session's name (resume it later with tether chat --session NAME)",
     "/reset": "start a new session (the old one is kept)",
+    "/memory": "show what the agent remembers across sessions (tether memory edits it)",
     "/exit": "leave (so do /quit and Ctrl-D)",
     "/quit": "leave",
 }
@@ -129,6 +130,13 @@ def _command(chat: _Chat, command: str) -> None:
         print(CHAT_HELP, file=sys.stderr)
     elif command == "/session":
         print(f"session {chat.session!r}", file=sys.stderr)
+    elif command == "/memory":
+        if chat.memory is None:
+            print("memory is off for this chat (--no-memory, or [memory] enabled = false)", file=sys.stderr)
+        else:
+            from tether.cli.memory import open_memory, print_memory
+
+            print_memory(open_memory(chat.settings, chat.memory, chat.cwd))
     elif command == "/reset":
         chat.session = _new_session_name()
         print(f"new session {chat.session!r}", file=sys.stderr)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tether.config import Settings
     from tether.memory import Memory
 
-__all__ = ["add_memory_options", "add_parsers", "memory_for_run", "open_memory"]
+__all__ = ["add_memory_options", "add_parsers", "memory_for_run", "open_memory", "print_memory"]
 
 HELP = """\
 Memory is two plain Markdown files under $TETHER_HOME/memory: profile.md (who you are, your
@@ -96,8 +96,13 @@ def _memory(args: argparse.Namespace) -> Memory:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    memory = _memory(args)
-    for name in [args.store] if args.store else list(memory.stores):
+    print_memory(_memory(args), args.store)
+    return 0
+
+
+def print_memory(memory: Memory, only: str | None = None) -> None:
+    """Each store with its usage and file, its entries, and any the scan withholds from the agent."""
+    for name in [only] if only else list(memory.stores):
         store = memory.store(name)
         entries = store.entries()
         print(f"{store.usage(entries).label()}  {store.path}")
@@ -108,7 +113,6 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"  ! withheld from the agent: {finding.reason}")
         if not entries:
             print("(empty)")
-    return 0
 
 
 def _write(args: argparse.Namespace, action: str, *values: str) -> int:

@@ -69,7 +69,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
     rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
-                    store=store, tool_defs=defs)
+                    store=store, tool_defs=defs, system=agent.instructions)
     rc.count = counter_for(rc.model_name)
     rc.rebuild_read_cache()
     state.model = rc.model_name
@@ -229,17 +229,16 @@ def _system_prompt(agent: Agent, state: RunState, session: SessionStore | None) 
     neither has. A new snapshot is saved with the session for its later runs."""
     if not agent.extensions:
         return agent.instructions
-    load_meta = getattr(session, "load_meta", None) if state.session_id else None
-    meta: dict[str, Any] = load_meta(state.session_id) if load_meta is not None else {}
-    saved = state.prompt_blocks
-    if saved is None:
-        saved = meta.get("prompt_blocks") if isinstance(meta.get("prompt_blocks"), dict) else {}
-    blocks = snapshot_blocks(agent.extensions, saved)
+    sid = state.session_id
+    load_meta = getattr(session, "load_meta", None) if sid else None
+    meta: dict[str, Any] = load_meta(sid) if load_meta is not None else {}
+    shared = meta.get("prompt_blocks")
+    shared = shared if isinstance(shared, dict) else {}
+    blocks = snapshot_blocks(agent.extensions, state.prompt_blocks if state.prompt_blocks is not None else shared)
     state.prompt_blocks = blocks
-    shared = meta.get("prompt_blocks") if isinstance(meta.get("prompt_blocks"), dict) else {}
-    if load_meta is not None and any(shared.get(k) != v for k, v in blocks.items()):
+    if load_meta is not None and sid and any(shared.get(k) != v for k, v in blocks.items()):
         # Blocks of extensions this run lacks stay in the session for runs that have them.
-        session.save_meta(state.session_id, {**meta, "prompt_blocks": {**shared, **blocks}})  # type: ignore[union-attr]
+        session.save_meta(sid, {**meta, "prompt_blocks": {**shared, **blocks}})  # type: ignore[union-attr]
     return system_prompt(agent.instructions, blocks)
 
 

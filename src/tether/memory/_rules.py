@@ -9,7 +9,7 @@ alternation; :func:`_phrase` lets a space match any gap (or none, for letters sp
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,7 +89,8 @@ _EN_BEFORE = (r"(?:previous|previously|prior|preceding|above|earlier|before|orig
               r"current|given|system|developer|default|safety|first|that came before|you were given|"
               r"you have been given|you received|you got)")
 
-_ES_RULES = r"(?:instrucciones|indicaciones|reglas|directrices|ordenes|normas|restricciones|pautas|consignas|limitaciones)"
+_ES_RULES = (r"(?:instrucciones|indicaciones|reglas|directrices|ordenes|normas|restricciones|pautas|consignas|"
+             r"limitaciones)")
 _FR_RULES = r"(?:instructions|consignes|regles|directives|ordres|restrictions|indications|limites|limitations)"
 _DE_RULES = (r"(?:anweisungen|instruktionen|regeln|vorgaben|richtlinien|befehle|anordnungen|einschrankungen|"
              r"beschrankungen|systemanweisungen|vorschriften)")
@@ -126,13 +127,14 @@ RULES: list[Rule] = [
         rf"original|initial|system|developer|safety|existing) {_ANY}{_EN_STRONG}",
         rf"{_EN_IGNORE} (?:everything|anything|all) (?:\w+\s+){{0,3}}?(?:above|before|prior|previously|earlier|"
         r"you were (?:told|given)|i told you|else you were told|that came before)",
-        rf"{_EN_IGNORE} (?:what|whatever) (?:you were|you have been|you've been|they) (?:told|instructed|given|programmed)",
+        rf"{_EN_IGNORE} (?:what|whatever) (?:you were|you have been|you've been|they) "
+        r"(?:told|instructed|given|programmed)",
         rf"(?:{_EN_RULES}|everything|anything|all|whatever) (?:\w+\s+){{0,6}}?(?:no longer|dont|do not|does not|doesnt|"
         r"are not|arent|is not|isnt|have stopped|stopped|cease to|ceased to|wont|will not|shall not|should not|"
         r"now) (?:appl(?:y|ies|ied)|valid|matters?|count|binding|bind you|in effect|in force|active|relevant|"
         r"be followed|need to be followed|override|take precedence)",
         r"(?:treat|consider|regard|mark|deem|count) (?:everything|anything|all|the|your|any|whatever|each) "
-        rf"(?:\w+\s+){{0,6}}?(?:as )?(?:void|null|invalid|obsolete|cancel?led|revoked|superseded|irrelevant|"
+        r"(?:\w+\s+){0,6}?(?:as )?(?:void|null|invalid|obsolete|cancel?led|revoked|superseded|irrelevant|"
         r"outdated|expired|fake|fiction|a test|a joke|suggestions?|optional|non binding|nonbinding)",
         r"(?:supersedes?|overrides?|replaces?|takes? precedence over|outranks?|trumps?|cancels?|voids?|"
         rf"invalidates?|revokes?|annuls?|nullifies?) (?:all|any|every|the|your|previous|prior|other|earlier|"
@@ -144,8 +146,8 @@ RULES: list[Rule] = [
         r"(?:says|said|wants|instructs|instructed|orders|ordered|requires|required|has authori[sz]ed|"
         r"authori[sz]es|told|tells|asks|decided|demands|is me|is now)",
         r"(?:from now on|from this point on|from here on|henceforth|going forward|for the rest of (?:this|the) "
-        rf"(?:session|conversation)|starting now)(?:\s+\w+){{0,4}} (?:ignore|disregard|forget|override|bypass|"
-        rf"no longer follow|stop following) ",
+        r"(?:session|conversation)|starting now)(?:\s+\w+){0,4} (?:ignore|disregard|forget|override|bypass|"
+        r"no longer follow|stop following) ",
         r"(?:the|all) (?:above|previous|preceding|prior|earlier) (?:\w+\s+){0,3}?(?:was|were|is|are) (?:only |just |"
         r"merely )?(?:a test|a drill|fake|fictional|not real|a joke|a mistake|wrong|invalid|void|obsolete|outdated)",
         r"(?:instead of|rather than) (?:what|the instructions|the rules|whatever) (?:you were|you have been|"
@@ -382,7 +384,7 @@ RULES: list[Rule] = [
         rf"(?:me |us |out |back )?(?:all |any |every |the |your |my |their |his |her |its |our |these |those |"
         rf"this |each |all the |the full |the contents of |the content of |contents of |the value of |the "
         rf"values of |the users |the user s |saved |stored |current )*(?:\w+\s+){{0,2}}?{_SECRETS_EN}",
-        rf"(?:reveal|print|show|display|output|dump|disclose|leak|repeat|recite|echo|write out|spell out|tell "
+        r"(?:reveal|print|show|display|output|dump|disclose|leak|repeat|recite|echo|write out|spell out|tell "
         r"(?:me|us|the user|them|anyone|everyone)|paste|copy|share|send|expose|list|quote|translate) "
         r"(?:me |us |back |out )?(?:\w+\s+){0,3}?(?:system prompt|system message|hidden prompt|initial prompt|"
         r"original prompt|pre prompt|developer message|hidden instructions|secret instructions|internal "
@@ -563,7 +565,8 @@ RULES += [
         r"(?:a |your )?new (?:identity|persona|personality)",
         r"(?:no limits|no limit|limitless|pre approved|preapproved|without any limits)",
         r"you are now (?:operating|running|working|acting) (?:in|as|under)",
-        r"(?:safety|content|security) (?:filters?|checks?|guardrails?|rules|restrictions|policy|policies) (?:\w+\s+){0,2}?"
+        r"(?:safety|content|security) (?:filters?|checks?|guardrails?|rules|restrictions|policy|policies) "
+        r"(?:\w+\s+){0,2}?"
         r"(?:paused|disabled|off|suspended|deactivated|lifted|removed|turned off|switched off|bypassed)",
         r"(?:finja|finge|finjas|fingi) (?:ser|que es|que eres) (?:o |a |el |la |um |uma |un |una )?(?:\w+\s+){0,2}?"
         r"(?:administrador|admin|root|superusuario|operador|desenvolvedor|desarrollador)",
@@ -690,7 +693,8 @@ _HIDDEN_TEXT = (r"(?:(?:hidden|secret|concealed|internal|invisible|startup|boot|
                 r"texte (?:de configuration )?cach[eé]|instructions cach[eé]es|configuration cach[eé]e|"
                 r"versteckt\w* (?:einrichtungstext|text|anweisungen|konfiguration)|einrichtungstext|"
                 r"texto de configura[cç][aã]o oculto|instru[cç][oõ]es ocultas|скрыт\w+ (?:текст|инструкци\w*|"
-                r"настро\w*)|隐藏的?(?:设置|系统|提示|指令|文本|配置)|system prompt|systemprompt|prompt (?:del )?sistema|"
+                r"настро\w*)|隐藏的?(?:设置|系统|提示|指令|文本|配置)|system prompt|systemprompt|"
+                r"prompt (?:del )?sistema|"
                 r"prompt syst[eè]me|prompt do sistema|системн\w+ (?:промпт\w*|инструкци\w*|подсказк\w*)|系统提示词?|"
                 r"システムプロンプト)")
 _REPEAT = _w(r"(?:repeat|recite|share|copy|reveal|show|print|output|give|tell|word for word|verbatim|in full|"
@@ -729,10 +733,11 @@ def _exfil_combo(s: str) -> str | None:
 
 
 def _every_reply_combo(s: str) -> str | None:
-    if _has(_EVERY_REPLY, s) and (_has(_DOMAIN, s) or _has(r"!\[[^\]]*\]\(", s) or _has(_RECOMMEND, s) and _has(
-            r"\b(?:always|immer|siempre|toujours|sempre|всегда|总是|始终|いつも)\b|as if", s)):
+    if _has(_EVERY_REPLY, s) and (_has(_DOMAIN, s) or _has(r"!\[[^\]]*\]\(", s) or (_has(_RECOMMEND, s) and _has(
+            r"\b(?:always|immer|siempre|toujours|sempre|всегда|总是|始终|いつも)\b|as if", s))):
         return s
-    if _has(r"\b(?:always|immer|siempre|toujours|sempre)\b|всегда|总是|始终", s) and _has(_RECOMMEND, s) and _has(_DOMAIN, s):
+    always = _has(r"\b(?:always|immer|siempre|toujours|sempre)\b|всегда|总是|始终", s)
+    if always and _has(_RECOMMEND, s) and _has(_DOMAIN, s):
         return s
     return None
 
@@ -755,18 +760,20 @@ def _hidden_text_combo(s: str) -> str | None:
     return None
 
 
-@dataclass
-class Combo:
-    family: str
-    reason: str
-    check: object  # Callable[[str], str | None], applied to each sentence of plain and latin
+class Combo(Rule):
+    """A rule that needs two or three things in one sentence: ``check`` looks at each sentence of
+    the plain, latin and leet views."""
+
+    def __init__(self, family: str, reason: str, check: Callable[[str], str | None]) -> None:
+        super().__init__(family, reason)
+        self.check = check
 
     def match(self, v: Views) -> str | None:
         for text in (v.plain, v.latin, v.leet):
             for s in _sentences(text):
-                hit = self.check(s)  # type: ignore[operator]
+                hit = self.check(s)
                 if hit:
-                    return str(hit)
+                    return hit
         return None
 
 
@@ -779,7 +786,7 @@ def _image_beacon(s: str) -> str | None:
     return None
 
 
-COMBOS = [
+COMBOS: list[Rule] = [
     Combo("exfiltration", "it hides the conversation in an image address", _image_beacon),
     Combo("exfiltration", "it asks to read, print or send secrets", _exfil_combo),
     Combo("exfiltration", "it asks to reveal the assistant's hidden instructions", _hidden_text_combo),

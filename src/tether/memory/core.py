@@ -11,7 +11,7 @@ from typing import Any, Literal
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
 from tether.memory.scan import Finding, Scanner, default_scanner
-from tether.memory.store import STORES, Change, MemoryRefused, StoreName, StoreUsage, TextStore, clean_entry
+from tether.memory.store import STORES, Change, MemoryRefused, StoreUsage, TextStore, clean_entry
 
 __all__ = ["DEFAULT_NOTES_LIMIT", "DEFAULT_PROFILE_LIMIT", "Memory", "MemoryScope"]
 
@@ -52,6 +52,7 @@ class Memory(Extension):
                  scanners: Sequence[Scanner] | None = None) -> None:
         self.stores: dict[str, TextStore] = {"profile": profile, "notes": notes}
         self.scanners: tuple[Scanner, ...] = tuple(scanners) if scanners is not None else (default_scanner(),)
+        self._passed: set[str] = set()  # entries already scanned clean (each session start rescans the files)
 
     @classmethod
     def open(cls, home: Path | str | None = None, *, scope: MemoryScope = "user",
@@ -67,7 +68,7 @@ class Memory(Extension):
             home = tether_home()
         root = Path(home) / "memory"
         if user is not None:
-            if not _NAME.match(user):
+            if not isinstance(user, str) or not _NAME.fullmatch(user):
                 raise UserError(f"not a memory user name: {user!r} (letters, digits, '.', '_', '-')")
             root = root / "users" / user
         if scope not in ("user", "project"):
@@ -142,7 +143,8 @@ class Memory(Extension):
         with s.edit() as entries:
             count = len(entries)
             entries.clear()
-        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} entr{'y' if count == 1 else 'ies'}).")
+        noun = "entry" if count == 1 else "entries"
+        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} {noun}).")
 
     def _checked(self, text: str) -> str:
         if not isinstance(text, str):
@@ -162,7 +164,7 @@ class Memory(Extension):
     @staticmethod
     def _fits(s: TextStore, before: list[str], after: list[str]) -> None:
         now, then = s.usage(before), s.usage(after)
-        if then.chars > s.limit:
+        if then.chars > s.limit and then.chars > now.chars:  # a change that shrinks a full store is fine
             raise MemoryRefused(
                 f"Not saved: {s.name} would hold {then.chars:,} of its {s.limit:,} characters; it is at "
                 f"{now.chars:,} ({now.percent} %). Consolidate first: merge related entries with replace "
@@ -194,6 +196,13 @@ class Memory(Extension):
                                 "ambiguous")
         return distinct[0]
 
+    def _clean(self, entry: str) -> bool:
+        if entry not in self._passed:
+            if self.check(entry) is not None:
+                return False
+            self._passed.add(entry)
+        return True
+
     @staticmethod
     def _usage_line(usage: StoreUsage) -> str:
         return f"{usage.store} is now at {usage.chars:,}/{usage.limit:,} chars ({usage.percent} %). {_SNAPSHOT_NOTE}"
@@ -216,7 +225,7 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            shown = [e for e in entries if self.check(e) is None]
+            shown = [e for e in entries if self._clean(e)]
             withheld = len(entries) - len(shown)
             kept: list[str] = []
             for e in shown:  # a file edited by hand past its limit: show what fits
@@ -230,6 +239,7 @@ class Memory(Extension):
                 lines.append(f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security "
                              "scan; the user can see them with `tether memory show`)")
             if len(kept) < len(shown):
-                lines.append(f"({len(shown) - len(kept)} more entries do not fit the limit and are not shown; "
-                             "consolidate them)")
+                hidden = len(shown) - len(kept)
+                what = "entry does not fit the limit and is" if hidden == 1 else "entries do not fit the limit and are"
+                lines.append(f"({hidden} more {what} not shown; consolidate)")
         return "\n".join(lines)

@@ -16,7 +16,6 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ class StoreUsage:
 
     @property
     def percent(self) -> int:
-        return round(100 * self.chars / self.limit) if self.limit else 100
+        return int(100 * self.chars / self.limit + 0.5) if self.limit else 100  # half up: 2.5 → 3
 
     def label(self) -> str:
         """``[profile 62 % — 870/1,400 chars]``."""
@@ -69,11 +68,11 @@ class Change:
 
 def clean_entry(text: str) -> str:
     """One entry as stored: trimmed lines, no blank lines, no leading bullet."""
-    lines = [line.rstrip() for line in text.strip().splitlines()]
-    lines = [line for line in lines if line.strip()]
-    if lines and re.match(r"[-*] ", lines[0]):
-        lines[0] = lines[0][2:].lstrip()
-    return "\n".join(lines)
+    lines = [line.strip() for line in text.strip().splitlines()]  # as parse() reads them back
+    lines = [line for line in lines if line]
+    if lines and re.match(r"[-*](?: |$)", lines[0]):
+        lines[0] = lines[0][1:].lstrip()
+    return "\n".join(line for line in lines if line)
 
 
 def parse(text: str) -> list[str]:
@@ -111,6 +110,16 @@ def chars(entries: list[str]) -> int:
     return len("\n".join(entries))
 
 
+def _private_dirs(path: Path) -> None:
+    """Create ``path`` and any missing parents as 0700: memory is about a person."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o700, exist_ok=True)
+
+
 class TextStore:
     """One memory file: ``path`` holds the entries, ``limit`` bounds their characters."""
 
@@ -137,9 +146,9 @@ class TextStore:
         with os.fdopen(fd, "rb") as f:
             data = f.read()
         try:
-            return data.decode("utf-8"), False
+            return data.decode("utf-8-sig"), False  # an editor's byte-order mark is not text
         except UnicodeDecodeError:
-            return data.decode("utf-8", errors="replace"), True
+            return data.decode("utf-8-sig", errors="replace"), True
 
     def entries(self) -> list[str]:
         text, _ = self._read()
@@ -156,7 +165,7 @@ class TextStore:
         import fcntl
 
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _private_dirs(self.path.parent)
             lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
         except OSError as exc:
             raise ConfigError(f"cannot write memory under {self.path.parent}: {exc.strerror}") from exc
@@ -175,6 +184,12 @@ class TextStore:
             os.close(lock)
 
     def _keep_damaged(self) -> None:
-        copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.copyfile(self.path, copy, follow_symlinks=False)
+        copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        data = self.path.read_bytes()
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self.damaged_copy = copy

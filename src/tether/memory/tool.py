@@ -77,9 +77,10 @@ class MemoryTool:
         return await asyncio.to_thread(self._run, input, ctx)
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        action, store = args["action"], args.get("store")
+        action, store = str(args["action"]), args.get("store")
         if action == "list":
             return self._list(store)
+        store = str(store)
         try:
             if action == "add":
                 change = self.memory.add(store, args["text"])
@@ -94,7 +95,7 @@ class MemoryTool:
             ctx.emit(MemoryWrite(ctx.run_id, store, action, change.text, change.usage.chars, change.usage.limit))
         return change.message
 
-    def _list(self, store: str | None) -> str:
+    def _list(self, store: Any) -> str:
         out = []
         for name in [store] if store else list(self.memory.stores):
             entries = self.memory.entries(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart
@@ -34,7 +35,7 @@ class FunctionModel(InProcessModel):
         self._wire = WireCache()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+        self.requests.append(replace(request, messages=list(request.messages)))  # as sent, not as it grew
         out = self.fn(list(request.messages), request)
         if inspect.isawaitable(out):
             out = await out
