@@ -1,0 +1,332 @@
+"""A knowledge base: ingest documents, search them six ways, walk the graph.
+
+Search modes (``KnowledgeBase.search``):
+
+* ``keyword`` — FTS5 and BM25 over the query's words, stop words dropped, OR-ed;
+* ``vector`` — cosine similarity against every chunk's vector;
+* ``hybrid`` (default) — both rankings fused by weighted reciprocal rank fusion,
+  ``score = alpha / (k + rank_vector) + (1 - alpha) / (k + rank_keyword)``, k = 60, alpha 0.55;
+* ``exact`` — for identifiers: only chunks that contain the literal token (or whose document's
+  metadata names it), alpha 0.15, so ``FVAM-2050-B`` never returns ``FVAM-2050-C``;
+* ``neighborhood`` — the best hybrid matches, then the chunks of the entities they mention and of
+  those one or two relations away;
+* ``hierarchical`` — vector, keyword and the graph walk fused in one ranking.
+
+Results are deduplicated by (document, start line), cut at ``min_score`` and ``k``, and cite
+``document:start-end``. With no embedder, vector rankings are skipped and results say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tether.errors import ConfigError, UserError
+from tether.knowledge.chunking import Chunk, chunk_text
+from tether.knowledge.embed import Embedder
+from tether.knowledge.graph import Extractor, RuleExtractor
+from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore
+
+__all__ = ["Hit", "KnowledgeBase", "Mode", "SearchResult"]
+
+Mode = Literal["hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical"]
+MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
+RRF_K = 60
+DEFAULT_ALPHA = 0.55
+EXACT_ALPHA = 0.15
+GRAPH_WEIGHT = 0.5
+
+_STOP = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once
+only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t don get got use used using
+el la los las un una unos unas y o de del al en por para con sin que es son se su sus lo como mas pero
+le les des du et ou en au aux ce ces cet cette est sont pour par avec sans qui que dans sur une
+der die das den dem des ein eine einer und oder zu im in mit von fur ist sind auf nicht auch als
+o os as um uma e do da dos das em no na nos nas por para com sem que
+""".split())
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 expression ORing the query's words (stop words dropped; each word quoted, so
+    nothing in the query is FTS5 syntax). None when no word is left."""
+    words = [w for w in _WORD.findall(text.casefold()) if w not in _STOP]
+    if not words:
+        words = _WORD.findall(text.casefold())  # a query of stop words only still searches
+    unique = list(dict.fromkeys(words))[:32]
+    return " OR ".join(f'"{w}"' for w in unique) if unique else None
+
+
+def _phrase(token: str) -> str | None:
+    words = _WORD.findall(token.casefold())
+    return '"' + " ".join(words) + '"' if words else None
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk: ChunkRow
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)  # the chunk's rank in each fused ranking
+
+    @property
+    def citation(self) -> str:
+        return self.chunk.citation
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    mode: str
+    hits: list[Hit]
+    note: str = ""  # e.g. "keyword only: this base has no embedder"
+    entities: list[str] = field(default_factory=list)  # for graph modes: the entities walked
+
+
+class KnowledgeBase:
+    """Documents, their chunks, indexes and graph, behind :class:`KnowledgeStore`."""
+
+    def __init__(self, store: KnowledgeStore, *, embedder: Embedder | None = None,
+                 extractor: Extractor | None = None, chunk_size: int = 512, overlap: int = 64,
+                 exact_fields: Sequence[str] = ("item_id",), name: str = "kb") -> None:
+        self.store = store
+        self.embedder = embedder
+        self.extractor: Extractor = extractor or RuleExtractor()
+        self.chunk_size = chunk_size
+        self.overlap = overlap
+        self.exact_fields = tuple(exact_fields)
+        self.name = name
+        recorded = store.get_meta("embedder")
+        if embedder is not None and recorded not in (None, "", embedder.name):
+            raise ConfigError(f"the knowledge base {name!r} was built with the embedder {recorded}, not "
+                              f"{embedder.name}: their vectors do not compare. Use {recorded}, or build a new base")
+        if embedder is not None and not recorded and not store.documents():
+            store.set_meta("embedder", embedder.name)
+
+    @classmethod
+    def open(cls, path: Path | str = ":memory:", **kwargs: Any) -> KnowledgeBase:
+        return cls(SqliteKnowledgeStore(path), **kwargs)
+
+    # -- ingest ------------------------------------------------------------------------------
+
+    def add_text(self, name: str, text: str, *, title: str = "", path: str | None = None,
+                 meta: dict[str, Any] | None = None, markdown: bool | None = None) -> bool:
+        """Index ``text`` as document ``name``; False (and nothing done) when an identical
+        version is already indexed with the same metadata."""
+        meta = dict(meta or {})
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        known = self.store.document(name)
+        if known is not None and known.hash == digest and known.meta == meta and known.title == title:
+            return False
+        if markdown is None:
+            markdown = name.lower().endswith((".md", ".markdown"))
+        chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
+        vectors = self._vectors(chunks)
+        graph = self.extractor.extract(chunks, meta)
+        self.store.replace_document(
+            name, path=path, title=title or _title(text, name), hash=digest, meta=meta,
+            chunks=[(c.start_line, c.end_line, c.heading, c.text, v) for c, v in zip(chunks, vectors, strict=True)],
+            entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
+            relations=graph.relations)
+        if self.embedder is not None:
+            self.store.set_meta("embedder", self.embedder.name)
+        return True
+
+    def _vectors(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
+        if self.embedder is None or not chunks:
+            return [None] * len(chunks)
+        matrix = self.embedder.embed([c.indexed_text for c in chunks])
+        return [row.astype("float32").tobytes() for row in matrix]
+
+    def remove(self, name: str) -> bool:
+        return self.store.remove_document(name)
+
+    def documents(self) -> list[DocumentInfo]:
+        return self.store.documents()
+
+    def stats(self) -> dict[str, Any]:
+        return self.store.stats()
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(self, query: str, *, mode: str = "hybrid", k: int = 8, alpha: float | None = None,
+               filters: dict[str, str] | None = None, min_score: float | None = None,
+               hops: int = 2) -> SearchResult:
+        if mode not in MODES:
+            raise UserError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        if not query.strip():
+            raise UserError("the query is empty")
+        if alpha is not None and not 0.0 <= alpha <= 1.0:
+            raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
+        if k <= 0:
+            raise UserError(f"k must be at least 1, not {k}")
+        allowed = self.store.doc_ids(filters or {})
+        depth = max(50, 5 * k)
+        note = ""
+        can_embed = self.embedder is not None and self.store.stats()["embedded_chunks"] > 0
+        if mode == "vector" and not can_embed:
+            raise UserError(f"the knowledge base {self.name!r} has no vectors (no embedder): use keyword or hybrid")
+        if mode in ("hybrid", "hierarchical", "neighborhood") and not can_embed:
+            note = "keyword only: this knowledge base has no embedder"
+        entities: list[str] = []
+        if mode == "exact":
+            return self._exact(query, k, alpha, allowed, min_score)
+        rankings: dict[str, list[int]] = {}
+        weights: dict[str, float] = {}
+        a = DEFAULT_ALPHA if alpha is None else alpha
+        if mode in ("keyword", "hybrid", "hierarchical", "neighborhood"):
+            rankings["keyword"] = self._keyword(query, depth, allowed)
+            weights["keyword"] = 1.0 if mode == "keyword" or not can_embed else 1.0 - a
+        if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
+            rankings["vector"] = self._vector(query, depth, allowed)
+            weights["vector"] = 1.0 if mode == "vector" else a
+        if mode in ("neighborhood", "hierarchical"):
+            seeds = _fuse(rankings, weights)[:5]
+            graph_ranking, entities = self._walk([cid for cid, _, _ in seeds], hops, depth, allowed)
+            if mode == "neighborhood":
+                seed_ids = [cid for cid, _, _ in seeds]
+                rankings = {"seed": seed_ids, "graph": [c for c in graph_ranking if c not in seed_ids]}
+                weights = {"seed": 1.0, "graph": 1.0}
+            else:
+                rankings["graph"] = graph_ranking
+                weights["graph"] = GRAPH_WEIGHT
+        fused = _fuse(rankings, weights)
+        return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
+
+    def _keyword(self, query: str, depth: int, allowed: set[int] | None) -> list[int]:
+        match = fts_query(query)
+        return [cid for cid, _ in self.store.keyword(match, depth, allowed)] if match else []
+
+    def _vector(self, query: str, depth: int, allowed: set[int] | None, among: set[int] | None = None) -> list[int]:
+        import numpy as np
+
+        assert self.embedder is not None
+        ids, docs, matrix = self.store.vectors()
+        if not len(ids):
+            return []
+        q = self.embedder.embed([query])[0]
+        if matrix.shape[1] != q.shape[0]:
+            raise ConfigError(f"the query's vector has {q.shape[0]} dimensions and the base's {matrix.shape[1]}: "
+                              "the embedder changed; rebuild the base")
+        scores = matrix @ q
+        if allowed is not None or among is not None:
+            keep = np.ones(len(ids), dtype=bool)
+            if among is not None:
+                keep &= np.isin(ids, np.fromiter(among, dtype=np.int64, count=len(among)))
+            if allowed is not None:
+                keep &= np.isin(docs, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            scores = np.where(keep, scores, -np.inf)
+        n = min(depth, len(ids))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top])]
+        return [int(ids[i]) for i in top if np.isfinite(scores[i])]
+
+    def _exact(self, token: str, k: int, alpha: float | None, allowed: set[int] | None,
+               min_score: float | None) -> SearchResult:
+        token = token.strip()
+        literal = re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
+        by_field = set()
+        for name in self.exact_fields:
+            by_field |= self.store.doc_ids({name: token}) or set()
+        phrase = _phrase(token)
+        candidates = [cid for cid, _ in self.store.keyword(phrase, 2000, allowed)] if phrase else []
+        rows = self.store.chunks(candidates)
+        strict = [cid for cid in candidates if cid in rows and literal.search(rows[cid].text)]
+        if by_field:
+            whole = self.store.keyword(phrase, 2000, by_field) if phrase else []
+            strict += [cid for cid, _ in whole if cid not in strict]
+            if allowed is not None:
+                strict = [cid for cid in strict if self.store.chunks([cid])[cid].doc_id in allowed]
+        if not strict:
+            return SearchResult(token, "exact", [], f"no chunk contains {token!r} exactly")
+        rankings = {"keyword": strict}
+        weights = {"keyword": 1.0 - (EXACT_ALPHA if alpha is None else alpha)}
+        if self.embedder is not None and self.store.stats()["embedded_chunks"]:
+            rankings["vector"] = self._vector(token, len(strict), None, among=set(strict))
+            weights["vector"] = EXACT_ALPHA if alpha is None else alpha
+        return SearchResult(token, "exact", self._hits(_fuse(rankings, weights), k, min_score))
+
+    def _walk(self, seeds: list[int], hops: int, depth: int, allowed: set[int] | None) -> tuple[list[int], list[str]]:
+        """Chunks reached from the seeds' entities, one or two relations away, best first."""
+        mentioned = self.store.entities_of(seeds)
+        score: dict[int, float] = {}
+        for rank, cid in enumerate(seeds):
+            for eid in mentioned.get(cid, []):
+                score[eid] = score.get(eid, 0.0) + 1.0 / (1 + rank)
+        frontier = dict(score)
+        for hop in range(max(0, hops)):
+            reached: dict[int, float] = {}
+            for a, b, w in self.store.neighbours(frontier):
+                gain = frontier[a] * min(w, 3.0) / 3.0 / (2 ** (hop + 1))
+                if b not in score:
+                    reached[b] = reached.get(b, 0.0) + gain
+            if not reached:
+                break
+            for eid, s in reached.items():
+                score[eid] = score.get(eid, 0.0) + s
+            frontier = reached
+        best = sorted(score, key=lambda e: -score[e])[:20]
+        chunk_ids = self.store.chunks_of_entities(best, depth * 4)
+        rows = self.store.chunks(chunk_ids)
+        ents = self.store.entities_of(chunk_ids)
+        ranked = sorted((c for c in chunk_ids if c in rows and (allowed is None or rows[c].doc_id in allowed)),
+                        key=lambda c: -sum(score.get(e, 0.0) for e in ents.get(c, [])))
+        names = self.store.entity_names(best)
+        return ranked[:depth], [names[e] for e in best if e in names]
+
+    def entity_chunks(self, entity: str, *, k: int = 8) -> SearchResult:
+        """The chunks linked to an entity: walk a relation instead of searching again."""
+        found = self.store.entity(entity.strip())
+        if found is None:
+            return SearchResult(entity, "entity", [], f"no entity named {entity!r} in the knowledge base")
+        ids = self.store.chunks_of_entities([found[0]], k)
+        return SearchResult(entity, "entity", self._hits([(c, 1.0 / (RRF_K + i + 1), {"entity": i + 1})
+                                                          for i, c in enumerate(ids)], k, None), entities=[found[1]])
+
+    def _hits(self, fused: list[tuple[int, float, dict[str, int]]], k: int, min_score: float | None) -> list[Hit]:
+        rows = self.store.chunks(cid for cid, _, _ in fused[: k * 4])
+        hits: list[Hit] = []
+        seen: set[tuple[int, int]] = set()
+        for cid, score, ranks in fused:
+            row = rows.get(cid)
+            if row is None:
+                continue
+            if min_score is not None and score < min_score:
+                break
+            where = (row.doc_id, row.start_line)
+            if where in seen:
+                continue  # the same place twice: the better one is already in
+            seen.add(where)
+            hits.append(Hit(row, score, ranks))
+            if len(hits) == k:
+                break
+        return hits
+
+
+def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> list[tuple[int, float, dict[str, int]]]:
+    """Weighted reciprocal rank fusion: ``Σ w / (k + rank)``, ranks from 1; best first, ties by
+    chunk id so the order is stable."""
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for source, ranking in rankings.items():
+        w = weights.get(source, 1.0)
+        for rank, cid in enumerate(ranking, 1):
+            scores[cid] = scores.get(cid, 0.0) + w / (RRF_K + rank)
+            ranks.setdefault(cid, {})[source] = rank
+    return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
+
+
+def _title(text: str, name: str) -> str:
+    for line in text.splitlines()[:50]:
+        m = re.match(r"#\s+(.+)", line.strip())
+        if m:
+            return m.group(1).strip()
+    return Path(name).name

@@ -1,0 +1,86 @@
+"""Splitting a document into chunks at line boundaries, with overlap, keeping Markdown headings.
+
+A chunk never cuts a line in two (a line longer than the chunk size is a chunk of its own), starts
+with the last lines of the previous chunk (about ``overlap`` characters) so a fact that straddles
+a boundary is whole in one of them, and records the document's lines it covers (1-based,
+inclusive) so an answer can cite ``document:start-end``. In Markdown, the headings above a chunk
+(``Install > Linux``) are recorded with it and indexed with its text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Chunk", "chunk_text"]
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start_line: int
+    end_line: int
+    text: str
+    heading: str = ""  # "Install > Linux": the Markdown headings the chunk sits under
+
+    @property
+    def indexed_text(self) -> str:
+        """What search sees: the heading path, then the text."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
+
+def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool = False) -> list[Chunk]:
+    if size <= 0 or overlap < 0 or overlap >= size:
+        raise ValueError(f"chunk size must be > 0 and overlap in [0, size): got size={size}, overlap={overlap}")
+    lines = text.splitlines()
+    headings = _heading_paths(lines) if markdown else [""] * len(lines)
+    starts_section = [markdown and h != (headings[i - 1] if i else "") for i, h in enumerate(headings)]
+    chunks: list[Chunk] = []
+    start = 0
+    while start < len(lines):
+        while start < len(lines) and not lines[start].strip():
+            start += 1  # a chunk never starts with blank lines
+        if start >= len(lines):
+            break
+        end, used = start, 0
+        while end < len(lines) and (end == start or used + len(lines[end]) + 1 <= size):
+            if end > start and starts_section[end] and used >= size // 4:
+                break  # a new Markdown section starts a new chunk, unless this one is still tiny
+            used += len(lines[end]) + 1
+            end += 1
+        body = "\n".join(lines[start:end]).rstrip()
+        last = end
+        while last > start + 1 and not lines[last - 1].strip():
+            last -= 1
+        if body.strip():
+            chunks.append(Chunk(start + 1, last, body, headings[start]))
+        if end >= len(lines):
+            break
+        if starts_section[end]:
+            start = end  # no overlap across a heading: the next chunk belongs to its own section
+            continue
+        # Step back over whole lines worth about `overlap` characters, always moving forward.
+        back, carried = end, 0
+        while back - 1 > start and carried + len(lines[back - 1]) + 1 <= overlap:
+            back -= 1
+            carried += len(lines[back]) + 1
+        start = back
+    return chunks
+
+
+def _heading_paths(lines: list[str]) -> list[str]:
+    """For each line, the path of Markdown headings above it (fenced code is not a heading)."""
+    out: list[str] = []
+    stack: list[tuple[int, str]] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else _HEADING.match(line)
+        if m:
+            level = len(m.group(1))
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2))]
+        out.append(" > ".join(t for _, t in stack))
+    return out

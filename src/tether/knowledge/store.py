@@ -1,0 +1,390 @@
+"""Where a knowledge base lives: documents, chunks, the full-text index, vectors and the graph.
+
+:class:`KnowledgeStore` is the seam (a Postgres store can stand behind it later);
+:class:`SqliteKnowledgeStore` is the one tether ships: a file on disk by default, or
+``":memory:"`` for tests and temporary use. Full text is SQLite FTS5 ranked by BM25; vectors are
+float32 blobs in the chunk rows, searched as one matrix kept in memory (rebuilt when the base
+changes); the graph is three tables (entities, mentions, relations).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tether.errors import ConfigError
+
+__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    path TEXT,
+    title TEXT NOT NULL DEFAULT '',
+    hash TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    heading TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    vec BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = "unicode61 remove_diacritics 2");
+CREATE TABLE IF NOT EXISTS entities (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS mentions (
+    entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    PRIMARY KEY (entity_id, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS mentions_chunk ON mentions(chunk_id);
+CREATE TABLE IF NOT EXISTS relations (
+    a INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    b INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    weight REAL NOT NULL,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    PRIMARY KEY (a, b, kind, doc_id)
+);
+CREATE INDEX IF NOT EXISTS relations_b ON relations(b);
+"""
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    id: int
+    name: str
+    path: str | None
+    title: str
+    hash: str
+    meta: dict[str, Any]
+    chunks: int
+    added_at: float
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    doc_id: int
+    document: str  # the document's name
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    meta: dict[str, Any] = field(default_factory=dict)  # the document's metadata
+
+    @property
+    def citation(self) -> str:
+        return f"{self.document}:{self.start_line}-{self.end_line}"
+
+
+class KnowledgeStore(Protocol):
+    """What a knowledge base needs from storage."""
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def document(self, name: str) -> DocumentInfo | None: ...
+
+    def documents(self) -> list[DocumentInfo]: ...
+
+    def replace_document(self, name: str, *, path: str | None, title: str, hash: str, meta: dict[str, Any],
+                         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
+                         entities: Sequence[tuple[str, str, Sequence[int]]],
+                         relations: Sequence[tuple[str, str, str, float]]) -> int: ...
+
+    def remove_document(self, name: str) -> bool: ...
+
+    def doc_ids(self, filters: dict[str, str]) -> set[int] | None: ...
+
+    def keyword(self, match: str, limit: int, doc_ids: set[int] | None) -> list[tuple[int, float]]: ...
+
+    def vectors(self) -> tuple[Any, Any, Any]: ...
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
+
+    def entities_of(self, chunk_ids: Iterable[int]) -> dict[int, list[int]]: ...
+
+    def neighbours(self, entity_ids: Iterable[int]) -> list[tuple[int, int, float]]: ...
+
+    def entity(self, name: str) -> tuple[int, str, str] | None: ...
+
+    def chunks_of_entities(self, entity_ids: Iterable[int], limit: int) -> list[int]: ...
+
+    def entity_names(self, ids: Iterable[int]) -> dict[int, str]: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+class SqliteKnowledgeStore:
+    """One SQLite file (WAL) per knowledge base, or ``":memory:"``."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the knowledge base {self.path}: {exc}. If it is damaged, remove it "
+                              "and add the documents again") from exc
+        version = self.get_meta("schema_version")
+        if version is None:
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        elif int(version) > SCHEMA_VERSION:
+            raise ConfigError(f"{self.path} was written by a newer tether (schema {version}); upgrade tether")
+        self._lock = threading.RLock()
+        self._matrix: tuple[int, Any, Any, Any] | None = None  # (generation, ids, docs, matrix)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                         "value = excluded.value", (key, value))
+
+    def _generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    def _bump(self, db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+                   "value = CAST(value AS INTEGER) + 1")
+
+    # -- documents ---------------------------------------------------------------------------
+
+    _DOC = "SELECT d.id, d.name, d.path, d.title, d.hash, d.meta, d.added_at, " \
+           "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d"
+
+    @staticmethod
+    def _info(row: Sequence[Any]) -> DocumentInfo:
+        return DocumentInfo(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[7], row[6])
+
+    def document(self, name: str) -> DocumentInfo | None:
+        row = self._db.execute(self._DOC + " WHERE d.name = ?", (name,)).fetchone()
+        return None if row is None else self._info(row)
+
+    def documents(self) -> list[DocumentInfo]:
+        return [self._info(r) for r in self._db.execute(self._DOC + " ORDER BY d.name")]
+
+    def replace_document(self, name: str, *, path: str | None, title: str, hash: str, meta: dict[str, Any],
+                         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
+                         entities: Sequence[tuple[str, str, Sequence[int]]],
+                         relations: Sequence[tuple[str, str, str, float]]) -> int:
+        """Put a document (replacing any of the same name) in one transaction: its chunks
+        ``(start, end, heading, text, vector)``, the entities it mentions ``(name, kind, chunk
+        indexes)`` and relations ``(name, name, kind, weight)``. Returns its id."""
+        with self._tx() as db:
+            self._delete(db, name)
+            cur = db.execute("INSERT INTO documents (name, path, title, hash, meta, added_at) VALUES (?, ?, ?, ?, ?, ?)",
+                             (name, path, title, hash, json.dumps(meta, ensure_ascii=False), time.time()))
+            doc_id = int(cur.lastrowid or 0)
+            ids: list[int] = []
+            for start, end, heading, text, vec in chunks:
+                cur = db.execute("INSERT INTO chunks (doc_id, start_line, end_line, heading, text, vec) "
+                                 "VALUES (?, ?, ?, ?, ?, ?)", (doc_id, start, end, heading, text, vec))
+                cid = int(cur.lastrowid or 0)
+                ids.append(cid)
+                db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
+                           (cid, f"{heading}\n{text}" if heading else text))
+            entity_ids: dict[str, int] = {}
+            for ename, kind, at in entities:
+                entity_ids[ename.casefold()] = eid = self._entity_id(db, ename, kind)
+                db.executemany("INSERT OR IGNORE INTO mentions (entity_id, chunk_id) VALUES (?, ?)",
+                               [(eid, ids[i]) for i in at])
+            for a, b, kind, weight in relations:
+                ea = entity_ids.get(a.casefold()) or self._entity_id(db, a, "term")
+                eb = entity_ids.get(b.casefold()) or self._entity_id(db, b, "term")
+                if ea != eb:
+                    db.execute("INSERT INTO relations (a, b, kind, weight, doc_id) VALUES (?, ?, ?, ?, ?) "
+                               "ON CONFLICT DO UPDATE SET weight = weight + excluded.weight",
+                               (min(ea, eb), max(ea, eb), kind, weight, doc_id))
+            self._bump(db)
+        return doc_id
+
+    @staticmethod
+    def _entity_id(db: sqlite3.Connection, name: str, kind: str) -> int:
+        key = name.casefold()
+        row = db.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(db.execute("INSERT INTO entities (key, name, kind) VALUES (?, ?, ?)",
+                              (key, name, kind)).lastrowid or 0)
+
+    def _delete(self, db: sqlite3.Connection, name: str) -> bool:
+        row = db.execute("SELECT id FROM documents WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return False
+        db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE doc_id = ?)", (row[0],))
+        db.execute("DELETE FROM documents WHERE id = ?", (row[0],))  # chunks, mentions, relations cascade
+        db.execute("DELETE FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions) "
+                   "AND id NOT IN (SELECT a FROM relations) AND id NOT IN (SELECT b FROM relations)")
+        return True
+
+    def remove_document(self, name: str) -> bool:
+        with self._tx() as db:
+            gone = self._delete(db, name)
+            if gone:
+                self._bump(db)
+        return gone
+
+    def doc_ids(self, filters: dict[str, str]) -> set[int] | None:
+        """Documents whose metadata (or name, path, title) equal every filter; None: no filter."""
+        if not filters:
+            return None
+        where, args = [], []
+        for key, value in filters.items():
+            if key in ("name", "path", "title"):
+                where.append(f"{key} = ?")
+            else:
+                where.append("json_extract(meta, ?) = ?")
+                args.append(f'$."{key}"')
+            args.append(value)
+        sql = "SELECT id FROM documents WHERE " + " AND ".join(where)
+        return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    # -- search primitives -------------------------------------------------------------------
+
+    def keyword(self, match: str, limit: int, doc_ids: set[int] | None) -> list[tuple[int, float]]:
+        """Chunk ids for an FTS5 MATCH expression, best BM25 first, with their scores."""
+        if doc_ids is not None and not doc_ids:
+            return []
+        sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+        args: list[Any] = [match]
+        if doc_ids is not None:
+            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
+            args += sorted(doc_ids)
+        sql += " ORDER BY s LIMIT ?"
+        args.append(limit)
+        try:
+            return [(int(r[0]), -float(r[1])) for r in self._db.execute(sql, args)]
+        except sqlite3.OperationalError:
+            return []  # a query FTS5 cannot parse matches nothing
+
+    def vectors(self) -> tuple[Any, Any, Any]:
+        """(chunk ids, their documents, matrix of unit vectors, one row each), cached until the
+        base changes."""
+        import numpy as np
+
+        generation = self._generation()
+        cached = self._matrix
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2], cached[3]
+        ids, docs, rows = [], [], []
+        for cid, doc, blob in self._db.execute("SELECT id, doc_id, vec FROM chunks WHERE vec IS NOT NULL ORDER BY id"):
+            ids.append(cid)
+            docs.append(doc)
+            rows.append(blob)
+        if not rows:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        else:
+            matrix = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), -1)
+        out = (np.asarray(ids, dtype=np.int64), np.asarray(docs, dtype=np.int64), matrix)
+        self._matrix = (generation, *out)
+        return out
+
+    def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        wanted = sorted(set(ids))
+        out: dict[int, ChunkRow] = {}
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            sql = ("SELECT c.id, c.doc_id, d.name, c.start_line, c.end_line, c.heading, c.text, d.meta FROM chunks c "
+                   f"JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})")
+            for r in self._db.execute(sql, part):
+                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]))
+        return out
+
+    # -- the graph ---------------------------------------------------------------------------
+
+    def entities_of(self, chunk_ids: Iterable[int]) -> dict[int, list[int]]:
+        ids = sorted(set(chunk_ids))
+        out: dict[int, list[int]] = {}
+        if ids:
+            sql = f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))})"
+            for cid, eid in self._db.execute(sql, ids):
+                out.setdefault(cid, []).append(eid)
+        return out
+
+    def neighbours(self, entity_ids: Iterable[int]) -> list[tuple[int, int, float]]:
+        """(from entity, to entity, weight) for every relation touching ``entity_ids``."""
+        ids = sorted(set(entity_ids))
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        sql = (f"SELECT a, b, SUM(weight) FROM relations WHERE a IN ({marks}) GROUP BY a, b "
+               f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b")
+        return [(int(a), int(b), float(w)) for a, b, w in self._db.execute(sql, ids + ids)]
+
+    def entity(self, name: str) -> tuple[int, str, str] | None:
+        row = self._db.execute("SELECT id, name, kind FROM entities WHERE key = ?", (name.casefold(),)).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
+
+    def chunks_of_entities(self, entity_ids: Iterable[int], limit: int) -> list[int]:
+        ids = sorted(set(entity_ids))
+        if not ids:
+            return []
+        sql = (f"SELECT chunk_id, COUNT(*) AS n FROM mentions WHERE entity_id IN ({','.join('?' * len(ids))}) "
+               "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT ?")
+        return [int(r[0]) for r in self._db.execute(sql, [*ids, limit])]
+
+    def entity_names(self, ids: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        sql = f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(wanted))})"
+        return {int(i): str(n) for i, n in self._db.execute(sql, wanted)}
+
+    def stats(self) -> dict[str, Any]:
+        one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
+        return {
+            "documents": one("SELECT COUNT(*) FROM documents"),
+            "chunks": one("SELECT COUNT(*) FROM chunks"),
+            "embedded_chunks": one("SELECT COUNT(*) FROM chunks WHERE vec IS NOT NULL"),
+            "entities": one("SELECT COUNT(*) FROM entities"),
+            "relations": one("SELECT COUNT(*) FROM relations"),
+            "embedder": self.get_meta("embedder"),
+            "path": self.path,
+        }
