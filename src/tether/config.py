@@ -173,6 +173,13 @@ class _MemoryTable(_Table):
     notes_limit: _PositiveInt | None = None
 
 
+class _KbTable(_Table):
+    """``[kb]``: knowledge bases (tether.knowledge)."""
+
+    embedder: _Text | None = None  # for new bases: local | none | openai/MODEL
+    base_url: _Url | None = None  # the /v1 endpoint of an openai/MODEL embedder
+
+
 class _ToolsTable(_Table):
     shell: _ShellTable | None = None
     files: _FilesTable | None = None
@@ -236,6 +243,7 @@ class _ConfigFile(_Table):
     endpoints: dict[str, _EndpointTable] = {}
     tools: _ToolsTable = _ToolsTable()
     memory: _MemoryTable = _MemoryTable()
+    kb: _KbTable = _KbTable()
 
 
 @dataclass(frozen=True)
@@ -250,6 +258,7 @@ class Settings:
     tools: dict[str, Any] = field(default_factory=dict)
     # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
     memory: dict[str, Any] = field(default_factory=lambda: _MemoryTable().model_dump())
+    kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -283,7 +292,7 @@ def load_settings(home: Path | None = None) -> Settings:
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
                     endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {},
-                    memory=parsed.memory.model_dump())
+                    memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump())
 
 
 def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:

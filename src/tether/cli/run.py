@@ -27,6 +27,7 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
+from tether.cli.kb import kb_name, knowledge_extensions
 from tether.cli.memory import add_memory_options, memory_for_run, open_memory
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
     r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
     add_memory_options(r)
+    r.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
+                   help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)")
     r.set_defaults(handler=cmd_run)
 
     rs = sub.add_parser("resume", help="continue a stopped run", description=RESUME_HELP,
@@ -157,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
         "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
         "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
-        "session_store": args.session_store, "memory": memory_for_run(args, settings)})
+        "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
 
 
@@ -299,7 +302,8 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
         model=cfg["model"],
         instructions=DEFAULT_INSTRUCTIONS,
         tools=builtin_tools(tool_settings(settings.tools)),
-        extensions=[open_memory(settings, scope, cfg["cwd"])] if scope else [],
+        extensions=[*([open_memory(settings, scope, cfg["cwd"])] if scope else []),
+                    *knowledge_extensions(settings, cfg.get("kb") or [])],
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
         max_budget_usd=cfg.get("max_budget_usd"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +31,7 @@ from tether.knowledge.embed import Embedder
 from tether.knowledge.graph import Extractor, RuleExtractor
 from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore
 
-__all__ = ["Hit", "KnowledgeBase", "Mode", "SearchResult"]
+__all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
 Mode = Literal["hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
@@ -91,6 +91,23 @@ class SearchResult:
     entities: list[str] = field(default_factory=list)  # for graph modes: the entities walked
 
 
+@dataclass
+class IngestReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # gone from a directory that was added again
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+    def summary(self) -> str:
+        parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
+        if self.removed:
+            parts.append(f"{len(self.removed)} removed (no longer on disk)")
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} skipped")
+        return ", ".join(parts)
+
+
 class KnowledgeBase:
     """Documents, their chunks, indexes and graph, behind :class:`KnowledgeStore`."""
 
@@ -118,11 +135,14 @@ class KnowledgeBase:
     # -- ingest ------------------------------------------------------------------------------
 
     def add_text(self, name: str, text: str, *, title: str = "", path: str | None = None,
-                 meta: dict[str, Any] | None = None, markdown: bool | None = None) -> bool:
+                 meta: dict[str, Any] | None = None, markdown: bool | None = None,
+                 digest: str | None = None) -> bool:
         """Index ``text`` as document ``name``; False (and nothing done) when an identical
-        version is already indexed with the same metadata."""
+        version is already indexed with the same metadata. ``digest`` identifies the version
+        (default: a hash of the text; a file's is a hash of its bytes)."""
         meta = dict(meta or {})
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        title = title or _title(text, name)
+        digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         known = self.store.document(name)
         if known is not None and known.hash == digest and known.meta == meta and known.title == title:
             return False
@@ -132,13 +152,58 @@ class KnowledgeBase:
         vectors = self._vectors(chunks)
         graph = self.extractor.extract(chunks, meta)
         self.store.replace_document(
-            name, path=path, title=title or _title(text, name), hash=digest, meta=meta,
+            name, path=path, title=title, hash=digest, meta=meta,
             chunks=[(c.start_line, c.end_line, c.heading, c.text, v) for c, v in zip(chunks, vectors, strict=True)],
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
             relations=graph.relations)
         if self.embedder is not None:
             self.store.set_meta("embedder", self.embedder.name)
         return True
+
+    def add_path(self, path: Path | str, *, meta: dict[str, Any] | None = None, prune: bool = True,
+                 progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        """Ingest a file, or a directory recursively (ignore files honoured). Each document is
+        named by its path relative to the current directory (absolute when outside it); only
+        files whose content changed are read again. With ``prune``, documents once ingested from
+        this directory whose files are gone are removed."""
+        from tether.knowledge.readers import Skipped, iter_files, read_document
+
+        root = Path(path)
+        if not root.exists():
+            raise UserError(f"{root} does not exist")
+        files = list(iter_files(root))
+        report = IngestReport()
+        for n, file in enumerate(files, 1):
+            name = _doc_name(file)
+            if progress is not None:
+                progress(n, len(files), name)
+            known = self.store.document(name)
+            try:
+                digest = "file:" + hashlib.sha256(file.read_bytes()).hexdigest()
+            except OSError as exc:
+                report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
+                continue
+            if known is not None and known.hash == digest and known.meta == dict(meta or {}):
+                report.unchanged.append(name)  # not even read again
+                continue
+            try:
+                doc = read_document(file)
+            except Skipped as why:
+                report.skipped.append((name, str(why)))
+                continue
+            if self.add_text(name, doc.text, title=doc.title, path=str(file.resolve()), meta=meta,
+                             markdown=doc.markdown, digest=digest):
+                (report.updated if known is not None else report.added).append(name)
+            else:
+                report.unchanged.append(name)
+        if prune and root.is_dir():
+            seen = {str(f.resolve()) for f in files}
+            base = root.resolve()
+            for info in self.store.documents():
+                if info.path and Path(info.path).is_relative_to(base) and info.path not in seen:
+                    self.store.remove_document(info.name)  # deleted, or now ignored
+                    report.removed.append(info.name)
+        return report
 
     def _vectors(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
         if self.embedder is None or not chunks:
@@ -322,6 +387,14 @@ def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> list[tup
             scores[cid] = scores.get(cid, 0.0) + w / (RRF_K + rank)
             ranks.setdefault(cid, {})[source] = rank
     return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
+
+
+def _doc_name(file: Path) -> str:
+    absolute = file.absolute()
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 def _title(text: str, name: str) -> str:

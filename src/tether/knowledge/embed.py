@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from tether.errors import ConfigError, ProviderError
 
-__all__ = ["Embedder", "HashingEmbedder", "OpenAIEmbedder", "default_embedder", "normalise"]
+__all__ = ["Embedder", "HashingEmbedder", "OpenAIEmbedder", "default_embedder", "make_embedder", "normalise"]
 
 
 class Embedder(Protocol):
@@ -105,3 +105,18 @@ class OpenAIEmbedder:
 def default_embedder() -> Embedder:
     """The offline local embedder (see the module's description)."""
     raise ConfigError("no local embedder is installed")
+
+
+def make_embedder(spec: str | None, *, base_url: str | None = None, api_key: str | None = None) -> Embedder | None:
+    """An embedder from its name as a base records it: ``local`` (or ``local/...``), ``none``,
+    ``hashing/DIM``, ``openai/MODEL`` (``base_url``/``api_key``, else the OpenAI environment)."""
+    if spec in (None, "", "none"):
+        return None
+    if spec == "local" or spec.startswith("local/"):
+        return default_embedder()
+    kind, _, rest = spec.partition("/")
+    if kind == "hashing":
+        return HashingEmbedder(int(rest or 256))
+    if kind == "openai" and rest:
+        return OpenAIEmbedder(rest, base_url=base_url, api_key=api_key)
+    raise ConfigError(f"unknown embedder {spec!r}: use local, none, openai/MODEL or hashing/DIM")

@@ -151,7 +151,9 @@ def decode_text(data: bytes, content_type: str) -> str:
     return data.decode(encoding or "utf-8", errors="replace")
 
 
-def _to_markdown(html: str) -> str:
+def html_to_markdown(html: str) -> str:
+    """Readable Markdown from a page: scripts and styles dropped, <main>/<article> preferred,
+    the <title> as the first heading."""
     from bs4 import BeautifulSoup
     from markdownify import markdownify
 
@@ -251,7 +253,7 @@ class WebFetch:
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
         text = decode_text(bytes(data[:cap]), response.headers.get("content-type", ""))
         if "html" in kind:
-            text = _to_markdown(text)
+            text = html_to_markdown(text)
         limit = self.settings.max_chars
         notes = []
         if cut:

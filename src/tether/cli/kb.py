@@ -1,0 +1,210 @@
+"""``tether kb``: build a knowledge base, search it, and (``tether run --kb NAME``) give it to an agent.
+
+A base is one SQLite file, ``$TETHER_HOME/kb/NAME.db`` (NAME defaults to ``default``). The embedder
+is chosen when the base is created (``--embedder``, else ``[kb] embedder`` in config.toml, else the
+local default) and recorded in it; later commands use the one recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import settings as load_settings
+from tether.cli.common import usage_error
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.knowledge import KnowledgeBase
+
+__all__ = ["add_parsers", "kb_name", "knowledge_extensions", "open_kb"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MODES = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
+
+
+def kb_name(value: str) -> str:
+    if not _NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"not a knowledge base name: {value!r} (letters, digits, '.', '_', '-')")
+    return value
+
+
+def _alpha(value: str) -> float:
+    try:
+        a = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0.0 <= a <= 1.0:
+        raise argparse.ArgumentTypeError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {value}")
+    return a
+
+
+def _k(value: str) -> int:
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"-k must be at least 1, not {value}")
+    return k
+
+
+def _filter(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"a filter is key=value, not {value!r}")
+    return key.strip(), val
+
+
+def add_parsers(sub: Any) -> None:
+    kb = sub.add_parser("kb", help="build and search a knowledge base", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
+    ks = kb.add_subparsers(dest="kb_command", required=True)
+
+    add = ks.add_parser("add", help="ingest files and directories (only what changed is read again)")
+    add.add_argument("paths", nargs="+", metavar="PATH")
+    add.add_argument("--meta", action="append", type=_filter, default=[], metavar="KEY=VALUE",
+                     help="metadata for these documents (e.g. family=valves); repeatable")
+    add.add_argument("--embedder", metavar="SPEC",
+                     help="for a new base: local (default), none (keyword only), openai/MODEL")
+    add.set_defaults(handler=cmd_add)
+
+    search = ks.add_parser("search", help="search the base")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--mode", choices=MODES, default="hybrid")
+    search.add_argument("--alpha", type=_alpha, help="0 keyword only … 1 vector only (default 0.55; exact 0.15)")
+    search.add_argument("-k", type=_k, default=8, help="how many results (default 8)")
+    search.add_argument("--filter", action="append", type=_filter, default=[], metavar="KEY=VALUE",
+                        help="only documents whose metadata has this value; repeatable")
+    search.add_argument("--json", action="store_true", help="results as JSON")
+    search.set_defaults(handler=cmd_search)
+
+    listing = ks.add_parser("list", help="documents in the base")
+    listing.set_defaults(handler=cmd_list)
+    rm = ks.add_parser("remove", help="remove a document (its name as `kb list` shows it)")
+    rm.add_argument("doc", metavar="DOC")
+    rm.set_defaults(handler=cmd_remove)
+    stats = ks.add_parser("stats", help="documents, chunks, entities, the embedder")
+    stats.set_defaults(handler=cmd_stats)
+    for p in (add, search, listing, rm, stats):  # --name after the command works too
+        p.add_argument("--name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def kb_path(settings: Settings, name: str) -> Path:
+    return settings.home / "kb" / f"{name}.db"
+
+
+def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
+    """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
+    from tether.knowledge import KnowledgeBase, make_embedder
+    from tether.knowledge.store import SqliteKnowledgeStore
+
+    path = kb_path(settings, name)
+    if must_exist and not path.exists():
+        raise usage_error(f"there is no knowledge base {name!r} ({path}); create it with "
+                          f"tether kb --name {name} add PATH")
+    store = SqliteKnowledgeStore(path)
+    recorded = store.get_meta("embedder")
+    spec = recorded if recorded is not None else (create_with or settings.kb.get("embedder") or "local")
+    embedder = make_embedder(spec, base_url=settings.kb.get("base_url"), api_key=None)
+    if recorded is None:
+        store.set_meta("embedder", embedder.name if embedder is not None else "none")
+    return KnowledgeBase(store, embedder=embedder, name=name)
+
+
+def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
+    """The tools of each named base, for an agent (suffixed with the name when there are several)."""
+    from tether.knowledge import KnowledgeTools
+
+    return [KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "") for name in names]
+
+
+def _progress(n: int, total: int, name: str) -> None:
+    if not sys.stderr.isatty():
+        return
+    width = 24
+    done = int(width * n / total) if total else width
+    line = f"\r[{'#' * done}{'.' * (width - done)}] {n}/{total} {name[-40:]}"
+    print(f"{line:<80}", end="" if n < total else "\n", file=sys.stderr, flush=True)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    kb = open_kb(settings, args.name, create_with=args.embedder, must_exist=False)
+    if args.embedder and kb.store.get_meta("embedder") not in (args.embedder, getattr(kb.embedder, "name", "none")):
+        raise usage_error(f"the base {args.name!r} was built with {kb.store.get_meta('embedder')}; "
+                          "--embedder only chooses for a new base")
+    meta = dict(args.meta)
+    for path in args.paths:
+        report = kb.add_path(path, meta=meta, progress=_progress)
+        print(f"{path}: {report.summary()}")
+        for name, why in report.skipped:
+            print(f"  skipped {name}: {why}", file=sys.stderr)
+    stats = kb.stats()
+    print(f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
+          f"{stats['entities']} entities ({kb_path(settings, args.name)})")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from tether.errors import UserError
+
+    kb = open_kb(load_settings(), args.name)
+    try:
+        result = kb.search(args.query, mode=args.mode, k=args.k, alpha=args.alpha, filters=dict(args.filter))
+    except UserError as exc:
+        raise usage_error(str(exc)) from None
+    if args.json:
+        print(json.dumps({"query": result.query, "mode": result.mode, "note": result.note,
+                          "entities": result.entities,
+                          "hits": [{"citation": h.citation, "score": round(h.score, 6), "ranks": h.ranks,
+                                    "heading": h.chunk.heading, "text": h.chunk.text, "meta": h.chunk.meta}
+                                   for h in result.hits]}, ensure_ascii=False, indent=2))
+        return 0
+    if result.note:
+        print(f"({result.note})", file=sys.stderr)
+    if not result.hits:
+        print(f"no results for {result.query!r}", file=sys.stderr)
+        return 0
+    for n, hit in enumerate(result.hits, 1):
+        where = f"  [{hit.chunk.heading}]" if hit.chunk.heading else ""
+        print(f"{n}. {hit.citation}  {hit.score:.4f}{where}")
+        for line in hit.chunk.text.splitlines()[:6]:
+            print(f"   {line[:110]}")
+    if result.entities:
+        print(f"entities walked: {', '.join(result.entities[:12])}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    kb = open_kb(load_settings(), args.name)
+    docs = kb.documents()
+    for d in docs:
+        meta = " ".join(f"{k}={v}" for k, v in d.meta.items())
+        print(f"{d.name}  {d.chunks} chunks  {d.title!r}{'  ' + meta if meta else ''}")
+    if not docs:
+        print("(no documents)", file=sys.stderr)
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    kb = open_kb(load_settings(), args.name)
+    if not kb.remove(args.doc):
+        names = [d.name for d in kb.documents()]
+        close = [n for n in names if args.doc in n][:5]
+        hint = f"; did you mean {', '.join(close)}?" if close else " (tether kb list shows the names)"
+        raise usage_error(f"no document named {args.doc!r} in {args.name!r}{hint}")
+    print(f"removed {args.doc}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    kb = open_kb(load_settings(), args.name)
+    for key, value in kb.stats().items():
+        print(f"{key}: {value}")
+    return 0

@@ -1,0 +1,32 @@
+"""The knowledge base: documents chunked at line boundaries, searched by keywords (FTS5/BM25) and
+by meaning (vectors), fused by weighted reciprocal rank, with exact lookups for identifiers and a
+graph of the entities that connect documents. ``Agent(extensions=[KnowledgeTools(kb)])`` gives an
+agent ``search_kb``, ``lookup_exact`` and ``entity_chunks``.
+"""
+
+from tether.knowledge.base import Hit, IngestReport, KnowledgeBase, SearchResult
+from tether.knowledge.chunking import Chunk, chunk_text
+from tether.knowledge.embed import Embedder, HashingEmbedder, OpenAIEmbedder, default_embedder, make_embedder
+from tether.knowledge.graph import Extraction, Extractor, RuleExtractor
+from tether.knowledge.store import KnowledgeStore, SqliteKnowledgeStore
+from tether.knowledge.tools import KnowledgeTools
+
+__all__ = [
+    "Chunk",
+    "Embedder",
+    "Extraction",
+    "Extractor",
+    "HashingEmbedder",
+    "Hit",
+    "IngestReport",
+    "KnowledgeBase",
+    "KnowledgeStore",
+    "KnowledgeTools",
+    "OpenAIEmbedder",
+    "RuleExtractor",
+    "SearchResult",
+    "SqliteKnowledgeStore",
+    "chunk_text",
+    "default_embedder",
+    "make_embedder",
+]

@@ -1,0 +1,136 @@
+"""Reading files into text a knowledge base can chunk: text, Markdown, code, HTML and PDF.
+
+HTML becomes Markdown (headings kept, scripts dropped; the same converter as ``web_fetch``). PDF
+text comes from ``pypdf``, page by page, each page starting with a ``# Page N`` heading so a
+citation's lines lead back to a page. Anything else is read as UTF-8 text (other encodings: bytes
+that do not decode become U+FFFD); a file with NUL bytes in its first 8 KB is binary and skipped.
+
+Directories are walked recursively; ``.gitignore``, ``.ignore`` and ``.tetherignore`` files are
+honoured at every level (with ``pathspec``, git's own matching rules), and ``.git`` is never read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Document", "Skipped", "iter_files", "read_document"]
+
+IGNORE_FILES = (".gitignore", ".ignore", ".tetherignore")
+TEXT_SUFFIXES = frozenset("""
+.txt .text .md .markdown .rst .adoc .org .csv .tsv .json .jsonl .yaml .yml .toml .ini .cfg .conf .xml .log .tex
+.py .pyi .js .mjs .cjs .ts .tsx .jsx .java .kt .kts .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php .swift .m .mm
+.sh .bash .zsh .fish .ps1 .sql .r .lua .pl .pm .ex .exs .erl .hs .ml .clj .dart .vue .svelte .css .scss .less
+.proto .graphql .tf .dockerfile .makefile .cmake .gradle .el .vim .nix .zig .jl .f90 .asm .bat
+""".split())
+HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
+
+
+@dataclass(frozen=True)
+class Document:
+    text: str
+    title: str
+    markdown: bool
+    kind: str  # text | markdown | code | html | pdf
+
+
+class Skipped(Exception):  # noqa: N818 - a reason, raised and collected
+    """A file that is not read into the base, with the reason in words."""
+
+
+def read_document(path: Path) -> Document:
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return _pdf(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
+    if suffix in HTML_SUFFIXES:
+        from tether.tools.web import decode_text, html_to_markdown
+
+        text = html_to_markdown(decode_text(data, "text/html"))
+        title = text.splitlines()[0][2:].strip() if text.startswith("# ") else path.name
+        return Document(text, title, True, "html")
+    if b"\x00" in data[:8192]:
+        raise Skipped("binary (not text, HTML or PDF)")
+    text = data.decode("utf-8-sig", errors="replace")
+    if suffix in MARKDOWN_SUFFIXES:
+        return Document(text, "", True, "markdown")
+    return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code")
+
+
+def _pdf(path: Path) -> Document:
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+    except ImportError as exc:  # pragma: no cover - pypdf is a dependency
+        raise Skipped("reading PDF needs pypdf (pip install pypdf)") from exc
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            try:
+                reader.decrypt("")
+            except Exception as exc:
+                raise Skipped("encrypted PDF") from exc
+        pages = []
+        for n, page in enumerate(reader.pages, 1):
+            text = (page.extract_text() or "").strip()
+            if text:
+                pages.append(f"# Page {n}\n\n{text}")
+        meta: Any = reader.metadata
+        title = str(meta.title).strip() if meta is not None and meta.title else path.name
+    except Skipped:
+        raise
+    except (PyPdfError, ValueError, KeyError, OSError, TypeError) as exc:
+        raise Skipped(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
+    if not pages:
+        raise Skipped("a PDF with no text layer (scanned images need OCR first)")
+    return Document("\n\n".join(pages), title, True, "pdf")
+
+
+def readable(path: Path) -> bool:
+    suffix = path.suffix.lower()
+    return (suffix in TEXT_SUFFIXES or suffix in HTML_SUFFIXES or suffix == ".pdf"
+            or path.name.lower() in ("readme", "license", "makefile", "dockerfile", "changelog"))
+
+
+def iter_files(root: Path) -> Iterator[Path]:
+    """Files under ``root`` that a base should read, in a stable order, ignore files honoured."""
+    import pathspec
+
+    if root.is_file():
+        yield root
+        return
+    specs: list[tuple[Path, Any]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        specs = [(base, spec) for base, spec in specs if here == base or base in here.parents]
+        lines: list[str] = []
+        for name in IGNORE_FILES:
+            if name in filenames:
+                try:
+                    lines += (here / name).read_text(encoding="utf-8", errors="replace").splitlines()
+                except OSError:
+                    continue
+        if lines:
+            specs.append((here, pathspec.GitIgnoreSpec.from_lines(lines)))
+
+        def ignored(path: Path, is_dir: bool) -> bool:
+            for base, spec in specs:
+                rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(rel):
+                    return True
+            return False
+
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and not ignored(here / d, True))
+        for name in sorted(filenames):
+            path = here / name
+            if name in IGNORE_FILES or path.is_symlink() or ignored(path, False):
+                continue
+            if readable(path):
+                yield path

@@ -1,0 +1,160 @@
+"""The knowledge base as tools an agent calls: ``search_kb``, ``lookup_exact``, ``entity_chunks``.
+
+Every result cites ``document:start-end`` (the lines it came from) and the whole answer fits
+``max_chars``; the entities the results mention are listed so the model can follow one with
+``entity_chunks`` instead of searching again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from tether.harness.extension import Extension
+from tether.knowledge.base import KnowledgeBase, SearchResult
+from tether.tools.base import ToolContext, ToolResult
+
+__all__ = ["KnowledgeTools", "render"]
+
+
+def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -> str:
+    """The results as the model reads them, within ``max_chars``."""
+    if not result.hits:
+        return f"No results for {result.query!r} ({result.mode}). {result.note}".strip()
+    head = f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''} for {result.query!r} ({result.mode})"
+    head += f"; {result.note}" if result.note else ""
+    tail_parts = []
+    if entities:
+        tail_parts.append("Entities in these results: " + ", ".join(entities[:15])
+                          + ". To follow one, call entity_chunks with its name.")
+    tail_parts.append("Cite what you use as document:start-end.")
+    tail = "\n" + " ".join(tail_parts)
+    budget = max(200, max_chars - len(head) - len(tail) - 2)
+    per_hit = max(120, budget // len(result.hits))
+    blocks, cut = [], 0
+    for n, hit in enumerate(result.hits, 1):
+        where = f" ({hit.chunk.heading})" if hit.chunk.heading else ""
+        text = hit.chunk.text
+        room = per_hit - len(hit.citation) - len(where) - 12
+        if len(text) > room:
+            text = text[: max(0, room)].rstrip() + " …"
+            cut += 1
+        blocks.append(f"[{n}] {hit.citation}{where}\n{text}")
+    note = f"\n({cut} result{'s were' if cut != 1 else ' was'} shortened to fit; search more narrowly for more.)" \
+        if cut else ""
+    return (head + ":\n\n" + "\n\n".join(blocks) + note + tail)[:max_chars]
+
+
+class _KbTool:
+    read_only = True
+    needs_approval = False
+
+    def __init__(self, owner: KnowledgeTools) -> None:
+        self.owner = owner
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        return await asyncio.to_thread(self.run, input)
+
+    def run(self, args: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+
+class _Search(_KbTool):
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to look for, in words"},
+            "k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "how many results (default 6)"},
+            "filter": {"type": "object", "additionalProperties": {"type": "string"},
+                       "description": "only documents whose metadata has these values, e.g. {\"family\": \"valves\"}"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
+        super().__init__(owner)
+        self.name = f"search_kb{suffix}"
+        self.description = (f"Search the knowledge base {owner.kb.name!r} (documents, manuals, notes) by meaning and "
+                            "keywords together. Results cite document:start-end and list the entities they mention. "
+                            "For an identifier such as a part number, use lookup_exact instead.")
+
+    def run(self, args: dict[str, Any]) -> str:
+        o = self.owner
+        result = o.kb.search(args["query"], mode=o.mode, k=int(args.get("k") or o.k), filters=args.get("filter"))
+        return render(result, o.max_chars, o.entities_of(result))
+
+
+class _Exact(_KbTool):
+    input_schema = {
+        "type": "object",
+        "properties": {"identifier": {"type": "string", "description": "the exact identifier, e.g. FVAM-2050-B"}},
+        "required": ["identifier"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
+        super().__init__(owner)
+        self.name = f"lookup_exact{suffix}"
+        self.description = ("Find the passages about one exact identifier (a part number, a code, a model name) in "
+                            f"the knowledge base {owner.kb.name!r}: only passages containing exactly that token are "
+                            "returned, never a near twin (FVAM-2050-C for FVAM-2050-B).")
+
+    def run(self, args: dict[str, Any]) -> str:
+        o = self.owner
+        result = o.kb.search(args["identifier"], mode="exact", k=o.k)
+        return render(result, o.max_chars, o.entities_of(result))
+
+
+class _Entity(_KbTool):
+    input_schema = {
+        "type": "object",
+        "properties": {"entity": {"type": "string", "description": "an entity named in earlier results"}},
+        "required": ["entity"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
+        super().__init__(owner)
+        self.name = f"entity_chunks{suffix}"
+        self.description = ("The passages linked to an entity (an identifier, a defined term, a heading) named in "
+                            f"earlier results from the knowledge base {owner.kb.name!r}: follow a connection "
+                            "between documents instead of searching again.")
+
+    def run(self, args: dict[str, Any]) -> str:
+        o = self.owner
+        result = o.kb.entity_chunks(args["entity"], k=o.k)
+        return render(result, o.max_chars, o.entities_of(result))
+
+
+class KnowledgeTools(Extension):
+    """A knowledge base given to an agent: ``Agent(extensions=[KnowledgeTools(kb)])``."""
+
+    def __init__(self, kb: KnowledgeBase, *, k: int = 6, max_chars: int = 6000, mode: str = "hybrid",
+                 suffix: str = "") -> None:
+        self.kb = kb
+        self.k = k
+        self.max_chars = max_chars
+        self.mode = mode
+        self.name = f"knowledge:{kb.name}"
+        self._tools = (_Search(self, suffix), _Exact(self, suffix), _Entity(self, suffix))
+
+    def tools(self) -> Sequence[Any]:
+        return self._tools
+
+    def prompt_block(self) -> str:
+        stats = self.kb.stats()
+        names = ", ".join(t.name for t in self._tools)
+        return (f"# Knowledge base {self.kb.name!r}\n{stats['documents']} documents are searchable with {names}. "
+                "Answer from them when the question is about their subject, and cite each fact as "
+                "document:start-end. Use lookup_exact for identifiers; follow an entity with entity_chunks rather "
+                "than searching again with reworded queries.")
+
+    def entities_of(self, result: SearchResult) -> list[str]:
+        if result.entities:
+            return result.entities
+        mentioned = self.kb.store.entities_of(h.chunk.id for h in result.hits)
+        ids = [e for h in result.hits for e in mentioned.get(h.chunk.id, [])]
+        names = self.kb.store.entity_names(ids)
+        return list(dict.fromkeys(names[e] for e in ids if e in names))
