@@ -40,18 +40,19 @@ DEFAULT_ALPHA = 0.55
 EXACT_ALPHA = 0.15
 GRAPH_WEIGHT = 0.5
 
-_STOP = frozenset("""
-a about above after again against all also am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once
-only or other our ours ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves s t don get got use used using
-el la los las un una unos unas y o de del al en por para con sin que es son se su sus lo como mas pero
-le les des du et ou en au aux ce ces cet cette est sont pour par avec sans qui que dans sur une
-der die das den dem des ein eine einer und oder zu im in mit von fur ist sind auf nicht auch als
-o os as um uma e do da dos das em no na nos nas por para com sem que
-""".split())
+_STOP_WORDS = """
+a about above after again against all also am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
+off on once only or other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up very was we were what
+when where which while who whom why will with would you your yours yourself yourselves s t don get got use
+used using el la los las un una unos unas y o de del al en por para con sin que es son se su sus lo como mas
+pero le les des du et ou en au aux ce ces cet cette est sont pour par avec sans qui que dans sur une der die
+das den dem des ein eine einer und oder zu im in mit von fur ist sind auf nicht auch als o os as um uma e do
+da dos das em no na nos nas por para com sem que
+"""
+_STOP = frozenset(_STOP_WORDS.split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

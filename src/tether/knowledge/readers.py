@@ -20,12 +20,14 @@ from typing import Any
 __all__ = ["Document", "Skipped", "iter_files", "read_document"]
 
 IGNORE_FILES = (".gitignore", ".ignore", ".tetherignore")
-TEXT_SUFFIXES = frozenset("""
-.txt .text .md .markdown .rst .adoc .org .csv .tsv .json .jsonl .yaml .yml .toml .ini .cfg .conf .xml .log .tex
-.py .pyi .js .mjs .cjs .ts .tsx .jsx .java .kt .kts .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php .swift .m .mm
-.sh .bash .zsh .fish .ps1 .sql .r .lua .pl .pm .ex .exs .erl .hs .ml .clj .dart .vue .svelte .css .scss .less
-.proto .graphql .tf .dockerfile .makefile .cmake .gradle .el .vim .nix .zig .jl .f90 .asm .bat
-""".split())
+_TEXT = """
+.txt .text .md .markdown .rst .adoc .org .csv .tsv .json .jsonl .yaml .yml .toml .ini .cfg .conf .xml .log
+.tex .py .pyi .js .mjs .cjs .ts .tsx .jsx .java .kt .kts .scala .go .rs .c .h .cc .cpp .hpp .cs .rb .php
+.swift .m .mm .sh .bash .zsh .fish .ps1 .sql .r .lua .pl .pm .ex .exs .erl .hs .ml .clj .dart .vue .svelte
+.css .scss .less .proto .graphql .tf .dockerfile .makefile .cmake .gradle .el .vim .nix .zig .jl .f90 .asm
+.bat
+"""
+TEXT_SUFFIXES = frozenset(_TEXT.split())
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 
@@ -38,7 +40,7 @@ class Document:
     kind: str  # text | markdown | code | html | pdf
 
 
-class Skipped(Exception):  # noqa: N818 - a reason, raised and collected
+class Skipped(Exception):
     """A file that is not read into the base, with the reason in words."""
 
 
@@ -101,8 +103,6 @@ def readable(path: Path) -> bool:
 
 def iter_files(root: Path) -> Iterator[Path]:
     """Files under ``root`` that a base should read, in a stable order, ignore files honoured."""
-    import pathspec
-
     if root.is_file():
         yield root
         return
@@ -110,27 +110,30 @@ def iter_files(root: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
         specs = [(base, spec) for base, spec in specs if here == base or base in here.parents]
-        lines: list[str] = []
-        for name in IGNORE_FILES:
-            if name in filenames:
-                try:
-                    lines += (here / name).read_text(encoding="utf-8", errors="replace").splitlines()
-                except OSError:
-                    continue
-        if lines:
-            specs.append((here, pathspec.GitIgnoreSpec.from_lines(lines)))
-
-        def ignored(path: Path, is_dir: bool) -> bool:
-            for base, spec in specs:
-                rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-                if spec.match_file(rel):
-                    return True
-            return False
-
-        dirnames[:] = sorted(d for d in dirnames if d != ".git" and not ignored(here / d, True))
+        spec = _ignore_spec(here, filenames)
+        if spec is not None:
+            specs.append((here, spec))
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True))
         for name in sorted(filenames):
             path = here / name
-            if name in IGNORE_FILES or path.is_symlink() or ignored(path, False):
-                continue
-            if readable(path):
+            if name not in IGNORE_FILES and not path.is_symlink() and not _ignored(specs, path, False) \
+                    and readable(path):
                 yield path
+
+
+def _ignore_spec(here: Path, filenames: list[str]) -> Any:
+    import pathspec
+
+    lines: list[str] = []
+    for name in IGNORE_FILES:
+        if name in filenames:
+            try:
+                lines += (here / name).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+def _ignored(specs: list[tuple[Path, Any]], path: Path, is_dir: bool) -> bool:
+    suffix = "/" if is_dir else ""
+    return any(spec.match_file(path.relative_to(base).as_posix() + suffix) for base, spec in specs)

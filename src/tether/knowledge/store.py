@@ -219,7 +219,8 @@ class SqliteKnowledgeStore:
         indexes)`` and relations ``(name, name, kind, weight)``. Returns its id."""
         with self._tx() as db:
             self._delete(db, name)
-            cur = db.execute("INSERT INTO documents (name, path, title, hash, meta, added_at) VALUES (?, ?, ?, ?, ?, ?)",
+            cur = db.execute("INSERT INTO documents (name, path, title, hash, meta, added_at) "
+                             "VALUES (?, ?, ?, ?, ?, ?)",
                              (name, path, title, hash, json.dumps(meta, ensure_ascii=False), time.time()))
             doc_id = int(cur.lastrowid or 0)
             ids: list[int] = []
@@ -378,7 +379,9 @@ class SqliteKnowledgeStore:
         return {int(i): str(n) for i, n in self._db.execute(sql, wanted)}
 
     def stats(self) -> dict[str, Any]:
-        one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
+        def one(sql: str) -> Any:
+            return self._db.execute(sql).fetchone()[0]
+
         return {
             "documents": one("SELECT COUNT(*) FROM documents"),
             "chunks": one("SELECT COUNT(*) FROM chunks"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from tether.harness.extension import Extension
 from tether.knowledge.base import KnowledgeBase, SearchResult
@@ -61,7 +61,7 @@ class _KbTool:
 
 
 class _Search(_KbTool):
-    input_schema = {
+    input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "what to look for, in words"},
@@ -87,7 +87,7 @@ class _Search(_KbTool):
 
 
 class _Exact(_KbTool):
-    input_schema = {
+    input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"identifier": {"type": "string", "description": "the exact identifier, e.g. FVAM-2050-B"}},
         "required": ["identifier"],
@@ -108,7 +108,7 @@ class _Exact(_KbTool):
 
 
 class _Entity(_KbTool):
-    input_schema = {
+    input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"entity": {"type": "string", "description": "an entity named in earlier results"}},
         "required": ["entity"],
