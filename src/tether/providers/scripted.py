@@ -153,6 +153,38 @@ def _inject(t: int, tools: str) -> Reply:
     return Reply(text=f"I did not save that note. {tools.strip().splitlines()[0] if tools.strip() else ''}")
 
 
+_CITATION = re.compile(r"^\[\d+\] (\S+:\d+-\d+)", re.M)
+
+
+def _kb(t: int, tools: str) -> Reply:
+    """Search the knowledge base, follow the seal kit named in the best result to its own
+    document (an entity joins the two), answer citing both."""
+    if t == 0:
+        return call("c1", "search_kb", {"query": "Which seals does the FVAM-2050-B valve use?"})
+    first = tools.split("\n\n[2]", 1)[0]
+    kit = re.search(r"Seal kit: (SK-\d+)", first)
+    if t == 1 and kit:
+        return call("c2", "entity_chunks", {"entity": kit.group(1)})
+    cites = _CITATION.findall(tools)
+    followed = _CITATION.findall(tools.rsplit("(entity)", 1)[-1]) if "(entity)" in tools else []
+    seal = followed[0] if followed else None
+    if not kit or not cites or not seal:
+        return Reply(text="I could not find which seal kit the FVAM-2050-B uses.")
+    material = re.search(r"## " + kit.group(1) + r"\s+(.{0,120}?\.)", tools, re.S)
+    return Reply(text=f"The FVAM-2050-B is fitted with seal kit {kit.group(1)} [{cites[0]}]. "
+                      f"{' '.join(material.group(1).split()) if material else ''} [{seal}]")
+
+
+def _exact(t: int, tools: str) -> Reply:
+    if t == 0:
+        return call("c1", "lookup_exact", {"identifier": "FVAM-2050-B"})
+    cites = _CITATION.findall(tools)
+    rating = re.search(r"Pressure rating: ([^\n]+)", tools)
+    if not cites or not rating:
+        return Reply(text="The FVAM-2050-B is not in the knowledge base.")
+    return Reply(text=f"FVAM-2050-B: pressure rating {rating.group(1)} [{cites[0]}].")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -168,6 +200,8 @@ SCENARIOS: dict[str, Scenario] = {
     "hello": _hello,
     "remember": _remember,
     "inject": _inject,
+    "kb": _kb,
+    "exact": _exact,
 }
 
 
