@@ -105,16 +105,31 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
     from tether.knowledge.store import SqliteKnowledgeStore
 
     path = kb_path(settings, name)
-    if must_exist and not path.exists():
+    exists = path.exists()
+    if must_exist and not exists:
         raise usage_error(f"there is no knowledge base {name!r} ({path}); create it with "
                           f"tether kb --name {name} add PATH")
+    base_url = settings.kb.get("base_url")
+    # A new base's embedder is chosen (and checked) before its file exists.
+    fresh = None if exists else make_embedder(create_with or settings.kb.get("embedder") or "local", base_url=base_url)
     store = SqliteKnowledgeStore(path)
     recorded = store.get_meta("embedder")
-    spec = recorded if recorded is not None else (create_with or settings.kb.get("embedder") or "local")
-    embedder = make_embedder(spec, base_url=settings.kb.get("base_url"), api_key=None)
     if recorded is None:
+        embedder = fresh
         store.set_meta("embedder", embedder.name if embedder is not None else "none")
+    else:
+        if create_with and _spec_name(create_with) != recorded:
+            raise usage_error(f"the base {name!r} was built with the embedder {recorded}; --embedder only "
+                              "chooses for a new base (make another with --name)")
+        embedder = make_embedder(recorded, base_url=base_url)
     return KnowledgeBase(store, embedder=embedder, name=name)
+
+
+def _spec_name(spec: str) -> str:
+    from tether.knowledge import make_embedder
+
+    made = make_embedder(spec)
+    return made.name if made is not None else "none"
 
 
 def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
@@ -136,9 +151,6 @@ def _progress(n: int, total: int, name: str) -> None:
 def cmd_add(args: argparse.Namespace) -> int:
     settings = load_settings()
     kb = open_kb(settings, args.name, create_with=args.embedder, must_exist=False)
-    if args.embedder and kb.store.get_meta("embedder") not in (args.embedder, getattr(kb.embedder, "name", "none")):
-        raise usage_error(f"the base {args.name!r} was built with {kb.store.get_meta('embedder')}; "
-                          "--embedder only chooses for a new base")
     meta = dict(args.meta)
     for path in args.paths:
         report = kb.add_path(path, meta=meta, progress=_progress)

@@ -179,13 +179,19 @@ class KnowledgeBase:
             if progress is not None:
                 progress(n, len(files), name)
             known = self.store.document(name)
+            same_meta = known is not None and known.meta == dict(meta or {})
             try:
-                digest = "file:" + hashlib.sha256(file.read_bytes()).hexdigest()
+                stat = file.stat()
+                stamp = f"file:{stat.st_size}:{stat.st_mtime_ns}:"
+                if same_meta and known is not None and known.hash.startswith(stamp):
+                    report.unchanged.append(name)  # same size and time: not even opened
+                    continue
+                digest = stamp + hashlib.sha256(file.read_bytes()).hexdigest()
             except OSError as exc:
                 report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
                 continue
-            if known is not None and known.hash == digest and known.meta == dict(meta or {}):
-                report.unchanged.append(name)  # not even read again
+            if same_meta and known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
+                report.unchanged.append(name)  # touched, not changed: not parsed again
                 continue
             try:
                 doc = read_document(file)
@@ -237,7 +243,7 @@ class KnowledgeBase:
         allowed = self.store.doc_ids(filters or {})
         depth = max(50, 5 * k)
         note = ""
-        can_embed = self.embedder is not None and self.store.stats()["embedded_chunks"] > 0
+        can_embed = self._has_vectors()
         if mode == "vector" and not can_embed:
             raise UserError(f"the knowledge base {self.name!r} has no vectors (no embedder): use keyword or hybrid")
         if mode in ("hybrid", "hierarchical", "neighborhood") and not can_embed:
@@ -256,16 +262,18 @@ class KnowledgeBase:
             weights["vector"] = 1.0 if mode == "vector" else a
         if mode in ("neighborhood", "hierarchical"):
             seeds = _fuse(rankings, weights)[:5]
-            graph_ranking, entities = self._walk([cid for cid, _, _ in seeds], hops, depth, allowed)
+            seed_ids = [cid for cid, _, _ in seeds]
+            graph_ranking, entities = self._walk(seed_ids, hops, depth, allowed)
+            connected = [c for c in graph_ranking if c not in seed_ids]  # the seeds are ranked already
             if mode == "neighborhood":
-                seed_ids = [cid for cid, _, _ in seeds]
-                rankings = {"seed": seed_ids, "graph": [c for c in graph_ranking if c not in seed_ids]}
-                weights = {"seed": 1.0, "graph": 1.0}
+                rankings, weights = {"seed": seed_ids, "graph": connected}, {"seed": 1.0, "graph": 1.0}
             else:
-                rankings["graph"] = graph_ranking
-                weights["graph"] = GRAPH_WEIGHT
+                rankings["graph"], weights["graph"] = connected, GRAPH_WEIGHT
         fused = _fuse(rankings, weights)
         return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
+
+    def _has_vectors(self) -> bool:
+        return self.embedder is not None and len(self.store.vectors()[0]) > 0
 
     def _keyword(self, query: str, depth: int, allowed: set[int] | None) -> list[int]:
         match = fts_query(query)
@@ -306,16 +314,15 @@ class KnowledgeBase:
         candidates = [cid for cid, _ in self.store.keyword(phrase, 2000, allowed)] if phrase else []
         rows = self.store.chunks(candidates)
         strict = [cid for cid in candidates if cid in rows and literal.search(rows[cid].text)]
-        if by_field:
-            whole = self.store.keyword(phrase, 2000, by_field) if phrase else []
-            strict += [cid for cid, _ in whole if cid not in strict]
+        if by_field:  # a document filed under the identifier counts whole, even where its text does not spell it
+            strict += [cid for cid in self.store.chunk_ids(by_field) if cid not in strict]
             if allowed is not None:
                 strict = [cid for cid in strict if self.store.chunks([cid])[cid].doc_id in allowed]
         if not strict:
             return SearchResult(token, "exact", [], f"no chunk contains {token!r} exactly")
         rankings = {"keyword": strict}
         weights = {"keyword": 1.0 - (EXACT_ALPHA if alpha is None else alpha)}
-        if self.embedder is not None and self.store.stats()["embedded_chunks"]:
+        if self._has_vectors():
             rankings["vector"] = self._vector(token, len(strict), None, among=set(strict))
             weights["vector"] = EXACT_ALPHA if alpha is None else alpha
         return SearchResult(token, "exact", self._hits(_fuse(rankings, weights), k, min_score))

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 __all__ = ["Chunk", "chunk_text"]
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)(?:\s+#+)?\s*$")  # "## Using C#" keeps its "#"
+_LINES = re.compile(r"\r\n|\r|\n")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -34,7 +35,9 @@ class Chunk:
 def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool = False) -> list[Chunk]:
     if size <= 0 or overlap < 0 or overlap >= size:
         raise ValueError(f"chunk size must be > 0 and overlap in [0, size): got size={size}, overlap={overlap}")
-    lines = text.splitlines()
+    lines = _LINES.split(text)  # only \n, \r\n and \r: an editor's lines (splitlines() also breaks at ^L)
+    if lines and lines[-1] == "":
+        lines.pop()
     headings = _heading_paths(lines) if markdown else [""] * len(lines)
     starts_section = [markdown and h != (headings[i - 1] if i else "") for i, h in enumerate(headings)]
     chunks: list[Chunk] = []
@@ -58,16 +61,22 @@ def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool 
             chunks.append(Chunk(start + 1, last, body, headings[start]))
         if end >= len(lines):
             break
-        if starts_section[end]:
-            start = end  # no overlap across a heading: the next chunk belongs to its own section
-            continue
-        # Step back over whole lines worth about `overlap` characters, always moving forward.
-        back, carried = end, 0
-        while back - 1 > start and carried + len(lines[back - 1]) + 1 <= overlap:
-            back -= 1
-            carried += len(lines[back]) + 1
-        start = back
+        # No overlap across a heading: the next chunk belongs to its own section.
+        start = end if starts_section[end] else _overlap_start(lines, start, end, size, overlap)
     return chunks
+
+
+def _overlap_start(lines: list[str], start: int, end: int, size: int, overlap: int) -> int:
+    """Where the chunk after ``lines[start:end]`` starts: back over whole lines worth about
+    ``overlap`` characters, but never so far that it could not reach past ``end``."""
+    back, carried = end, 0
+    while back - 1 > start and carried + len(lines[back - 1]) + 1 <= overlap:
+        back -= 1
+        carried += len(lines[back]) + 1
+    while back < end and carried + len(lines[end]) + 1 > size:  # the next line is long: carry less
+        carried -= len(lines[back]) + 1
+        back += 1
+    return back
 
 
 def _heading_paths(lines: list[str]) -> list[str]:

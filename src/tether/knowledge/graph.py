@@ -50,11 +50,13 @@ class Extractor(Protocol):
     def extract(self, chunks: Sequence[Chunk], meta: dict[str, Any]) -> Extraction: ...
 
 
-_IDENT = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)+(?![\w-])"
+_IDENT = re.compile(r"(?<![\w.-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)+(?![\w-])"
                     r"|(?<![\w-])(?=\w*\d)[A-Z][A-Z0-9]*\d[A-Z0-9]*(?![\w-])"
                     r"|\b(?:ISO|IEC|EN|DIN|IEEE|RFC|ASTM|UL|IP)\s?\d{2,6}(?:-\d+)*\b")
 _BOLD = re.compile(r"\*\*([^*\n]{2,60})\*\*|__([^_\n]{2,60})__")
-_NOT_IDENT = re.compile(r"^(?:v?\d+(?:[._-]\d+)*[a-z]?|\d+[a-z]{1,3}|[a-z]\d)$", re.I)  # versions, 10mm, x2
+# versions (1.2.3, v2, 2.0.0-rc1, 1.4.2-beta), measures (10mm), x2
+_NOT_IDENT = re.compile(r"^(?:v?\d+(?:[._-]\d+)*[a-z]?(?:-(?:alpha|beta|rc|pre|dev|post)\.?\d*)?"
+                        r"|\d+[a-z]{1,3}|[a-z]\d)$", re.I)
 
 
 class RuleExtractor:

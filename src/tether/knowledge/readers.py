@@ -76,9 +76,11 @@ def _pdf(path: Path) -> Document:
         reader = PdfReader(str(path))
         if reader.is_encrypted:
             try:
-                reader.decrypt("")
+                opened = reader.decrypt("")
             except Exception as exc:
-                raise Skipped("encrypted PDF") from exc
+                raise Skipped("an encrypted PDF (remove the password first)") from exc
+            if not opened:
+                raise Skipped("an encrypted PDF (remove the password first)")
         pages = []
         for n, page in enumerate(reader.pages, 1):
             text = (page.extract_text() or "").strip()

@@ -123,6 +123,8 @@ class KnowledgeStore(Protocol):
 
     def vectors(self) -> tuple[Any, Any, Any]: ...
 
+    def chunk_ids(self, doc_ids: Iterable[int]) -> list[int]: ...
+
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]: ...
 
     def entities_of(self, chunk_ids: Iterable[int]) -> dict[int, list[int]]: ...
@@ -326,6 +328,14 @@ class SqliteKnowledgeStore:
         out = (np.asarray(ids, dtype=np.int64), np.asarray(docs, dtype=np.int64), matrix)
         self._matrix = (generation, *out)
         return out
+
+    def chunk_ids(self, doc_ids: Iterable[int]) -> list[int]:
+        """Every chunk of these documents, in document order."""
+        ids = sorted(set(doc_ids))
+        if not ids:
+            return []
+        sql = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(ids))}) ORDER BY doc_id, start_line"
+        return [int(r[0]) for r in self._db.execute(sql, ids)]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         wanted = sorted(set(ids))

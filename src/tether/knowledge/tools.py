@@ -19,31 +19,47 @@ __all__ = ["KnowledgeTools", "render"]
 
 
 def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -> str:
-    """The results as the model reads them, within ``max_chars``."""
+    """The results as the model reads them, never longer than ``max_chars``: whole results only
+    (each shortened if need be, the count says how many are shown), and the closing lines (the
+    entities, how to cite) always there."""
     if not result.hits:
-        return f"No results for {result.query!r} ({result.mode}). {result.note}".strip()
-    head = f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''} for {result.query!r} ({result.mode})"
-    head += f"; {result.note}" if result.note else ""
-    tail_parts = []
+        return f"No results for {result.query!r} ({result.mode}). {result.note}".strip()[:max_chars]
+    tail = "Cite what you use as document:start-end."
     if entities:
-        tail_parts.append("Entities in these results: " + ", ".join(entities[:15])
-                          + ". To follow one, call entity_chunks with its name.")
-    tail_parts.append("Cite what you use as document:start-end.")
-    tail = "\n" + " ".join(tail_parts)
-    budget = max(200, max_chars - len(head) - len(tail) - 2)
-    per_hit = max(120, budget // len(result.hits))
-    blocks, cut = [], 0
+        shown, names = [], ""
+        for e in entities[:15]:
+            if len(names) + len(e) + 2 > max(0, max_chars // 4):
+                break
+            shown.append(e)
+            names = ", ".join(shown)
+        if shown:
+            tail = (f"Entities in these results: {names}. To follow one, call entity_chunks with its name. " + tail)
+    total = len(result.hits)
+    blocks: list[str] = []
+    shortened = 0
     for n, hit in enumerate(result.hits, 1):
+        head = _head(result, n, total)
+        used = len(head) + 3 + sum(len(b) + 2 for b in blocks) + len(tail) + 80
+        room = max_chars - used
         where = f" ({hit.chunk.heading})" if hit.chunk.heading else ""
+        label = f"[{n}] {hit.citation}{where}\n"
+        if room < len(label) + 60:
+            break  # not even a shortened result fits: stop at whole results
         text = hit.chunk.text
-        room = per_hit - len(hit.citation) - len(where) - 12
-        if len(text) > room:
-            text = text[: max(0, room)].rstrip() + " …"
-            cut += 1
-        blocks.append(f"[{n}] {hit.citation}{where}\n{text}")
-    note = f"\n({cut} result{'s were' if cut != 1 else ' was'} shortened to fit; search more narrowly for more.)" \
-        if cut else ""
-    return (head + ":\n\n" + "\n\n".join(blocks) + note + tail)[:max_chars]
+        if len(label) + len(text) > room:
+            text = text[: room - len(label) - 2].rstrip() + " …"
+            shortened += 1
+        blocks.append(label + text)
+    head = _head(result, len(blocks), total)
+    note = (f"\n({shortened} result{'s were' if shortened != 1 else ' was'} shortened to fit; "
+            "search more narrowly for more.)") if shortened else ""
+    out = f"{head}:\n\n" + "\n\n".join(blocks) + note + "\n" + tail
+    return out if len(out) <= max_chars else out[: max_chars - 1] + "…"
+
+
+def _head(result: SearchResult, shown: int, total: int) -> str:
+    count = f"{total} result{'s' if total != 1 else ''}" if shown == total else f"{shown} of {total} results shown"
+    return f"{count} for {result.query!r} ({result.mode})" + (f"; {result.note}" if result.note else "")
 
 
 class _KbTool:

