@@ -11,7 +11,7 @@ import pytest
 
 from tether.errors import ConfigError, UserError
 from tether.knowledge import HashingEmbedder, KnowledgeBase
-from tether.knowledge.base import MODES, _fuse, fts_query
+from tether.knowledge.base import MODES, _fuse, fts_query, query_terms, tokens
 
 VALVES = """# Ball valves
 
@@ -225,8 +225,9 @@ def test_exact_counts_a_document_whose_item_id_names_the_identifier() -> None:
 
 
 def test_keyword_queries_drop_stop_words() -> None:
-    assert fts_query("What is the pressure rating of the valve?") == '"pressure" OR "rating" OR "valve"'
-    assert fts_query("the and of") == '"the" OR "and" OR "of"'  # only stop words: still a search
+    assert fts_query(query_terms("What is the pressure rating of the valve?")) == '"pressure" OR "rating" OR "valve"'
+    assert fts_query(query_terms("the and of")) == '"the" OR "and" OR "of"'  # only stop words: still a search
+    assert tokens("Café read_file FVAM-2050-B") == ["cafe", "read", "file", "fvam", "2050", "b"]  # as FTS5 splits
     kb = KnowledgeBase.open()
     kb.add_text("filler.txt", "It is what it is, and that is all there is to it, over and over again.")
     kb.add_text("gauge.txt", "The gauge reads the line pressure.")

@@ -121,6 +121,8 @@ class KnowledgeStore(Protocol):
 
     def keyword(self, match: str, limit: int, doc_ids: set[int] | None) -> list[tuple[int, float]]: ...
 
+    def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
+
     def vectors(self) -> tuple[Any, Any, Any]: ...
 
     def chunk_ids(self, doc_ids: Iterable[int]) -> list[int]: ...
@@ -164,6 +166,7 @@ class SqliteKnowledgeStore:
             raise ConfigError(f"{self.path} was written by a newer tether (schema {version}); upgrade tether")
         self._lock = threading.RLock()
         self._matrix: tuple[int, Any, Any, Any] | None = None  # (generation, ids, docs, matrix)
+        self._vocab = False
 
     def close(self) -> None:
         self._db.close()
@@ -306,6 +309,17 @@ class SqliteKnowledgeStore:
             return [(int(r[0]), -float(r[1])) for r in self._db.execute(sql, args)]
         except sqlite3.OperationalError:
             return []  # a query FTS5 cannot parse matches nothing
+
+    def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(chunks in the index, how many chunks hold each term) from FTS5's own vocabulary."""
+        if not self._vocab:
+            self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            self._vocab = True
+        total = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] if terms else 0
+        if not terms:
+            return 0, {}
+        sql = f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(terms))})"
+        return int(total), {str(t): int(d) for t, d in self._db.execute(sql, list(terms))}
 
     def vectors(self) -> tuple[Any, Any, Any]:
         """(chunk ids, their documents, matrix of unit vectors, one row each), cached until the
