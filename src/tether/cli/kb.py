@@ -111,7 +111,8 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
                           f"tether kb --name {name} add PATH")
     base_url = settings.kb.get("base_url")
     # A new base's embedder is chosen (and checked) before its file exists.
-    fresh = None if exists else make_embedder(create_with or settings.kb.get("embedder") or "local", base_url=base_url)
+    fresh = None if exists else make_embedder(create_with or settings.kb.get("embedder") or default_spec(),
+                                              base_url=base_url)
     store = SqliteKnowledgeStore(path)
     recorded = store.get_meta("embedder")
     if recorded is None:
@@ -123,6 +124,17 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
                               "chooses for a new base (make another with --name)")
         embedder = make_embedder(recorded, base_url=base_url)
     return KnowledgeBase(store, embedder=embedder, name=name)
+
+
+def default_spec() -> str:
+    """``local`` when the local embedder is installed; else ``none``, and the person is told."""
+    from tether.knowledge.embed import LOCAL_EXTRA, MiniLMEmbedder
+
+    if MiniLMEmbedder.available():
+        return "local"
+    print(f"(keyword search only: the local embedder is not installed; {LOCAL_EXTRA} adds vector search "
+          "to new bases)", file=sys.stderr)
+    return "none"
 
 
 def _spec_name(spec: str) -> str:

