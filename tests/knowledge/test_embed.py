@@ -56,7 +56,7 @@ class _Embeddings(BaseHTTPRequestHandler):
     replies: list[tuple[int, Any]] = []
     seen: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
         status, payload = self.replies.pop(0) if self.replies else (200, None)

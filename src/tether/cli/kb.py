@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tether.config import Settings
     from tether.knowledge import KnowledgeBase
 
-__all__ = ["add_parsers", "kb_name", "knowledge_extensions", "open_kb"]
+__all__ = ["add_parsers", "check_kbs", "kb_name", "knowledge_extensions", "open_kb"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MODES = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
@@ -142,6 +142,14 @@ def _spec_name(spec: str) -> str:
 
     made = make_embedder(spec)
     return made.name if made is not None else "none"
+
+
+def check_kbs(settings: Settings, names: list[str]) -> None:
+    """Refuse, before anything runs, a --kb that names no base."""
+    for name in names:
+        if not kb_path(settings, name).exists():
+            raise usage_error(f"there is no knowledge base {name!r} ({kb_path(settings, name)}); create it with "
+                              f"tether kb --name {name} add PATH")
 
 
 def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:

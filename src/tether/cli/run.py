@@ -27,7 +27,7 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
-from tether.cli.kb import kb_name, knowledge_extensions
+from tether.cli.kb import check_kbs, kb_name, knowledge_extensions
 from tether.cli.memory import add_memory_options, memory_for_run, open_memory
 
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = canonical_model(resolve_model(args.model, settings))
     if args.session:
         open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
+    check_kbs(settings, args.kb)
     fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
     state = RunState(session_id=args.session, config={
         "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],

