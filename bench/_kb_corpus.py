@@ -1,0 +1,243 @@
+"""A labelled retrieval set built from the Linux man pages that Debian installs.
+
+Real text that no one in this project wrote, installable anywhere the project runs
+(``apt-get install -y manpages manpages-dev man-db groff-base``), used to measure the
+knowledge base's retrieval (BM25, embeddings, hybrid) as *known-item* search.
+
+Construction (``build()``):
+
+* Pages: every page of sections 1, 2 and 3 that the Debian packages ``manpages`` and
+  ``manpages-dev`` own, as listed in ``/var/lib/dpkg/info/<package>.list`` (so pages of
+  other installed packages -- zlib, libxml2, perl modules, ... -- never enter, and the set
+  is the same on every machine with the same versions of those two packages). Symbolic
+  links and ``.so`` alias pages (a page that only includes another) are skipped.
+* Rendering: ``man --nh --nj -l FILE`` (no hyphenation, no justification) with ``MANWIDTH=80``,
+  output not a terminal, so plain UTF-8 text (any backspace overstrike left is removed). The rendered text is cached under
+  ``~/.cache/tether/manpages/<package-version>/`` so a second run only reads files.
+* Each page is split into its NAME section and its body. The body is the page without the
+  running header (first line), the running footer (last line) and the NAME section; each
+  line loses trailing blanks and up to 7 leading spaces (man's standard indent), runs of
+  blank lines collapse to one. Only the body is indexed: ``Doc(doc_id, title, text)`` with
+  ``doc_id`` the file's name without ``.gz`` (``read.2``) and ``title`` ``read(2)``.
+* Queries: the NAME section's description, the part after the first ``" - "``
+  (``read - read from a file descriptor`` -> ``"read from a file descriptor"``), whose one
+  relevant document is that page: ``Query(text, doc_id)``. A description shared by more than
+  one page (compared case- and space-insensitively) gives no query, nor does one of fewer
+  than 3 words; those pages stay indexed as distractors.
+
+The relevance judgment is the page's own one-line summary, and the query text is never an
+indexed chunk (the NAME section is left out of the body). Index the bodies as the knowledge
+base would, e.g. ``tether.knowledge.chunking.chunk_text(doc.text, size=512, overlap=64)``,
+and score a document by its best chunk.
+
+With manpages 6.03-2 and manpages-dev 6.03-2 (Debian 12): 917 page files in sections 1-3
+(1,370 more are symbolic links), 11 of them ``.so`` aliases, so 906 documents (4.27 M
+characters; 9,584 chunks of at most 512 characters with 64 of overlap) and 782 queries.
+Rendering takes about 40 s on 2 cores the first time, 0.3 s from the cache. ``max_pages``
+keeps the first N page files in sorted order (with their queries) for a quick run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CorpusMissing", "Doc", "Query", "build"]
+
+PACKAGES = ("manpages", "manpages-dev")
+SECTIONS = ("1", "2", "3")
+INSTALL_HINT = "apt-get install -y manpages manpages-dev man-db groff-base"
+_DPKG_INFO = Path("/var/lib/dpkg/info")
+_DPKG_STATUS = Path("/var/lib/dpkg/status")
+_CACHE = Path.home() / ".cache" / "tether" / "manpages"
+_RENDER_VERSION = "r1"  # bump when the rendering changes, so old caches are not reused
+_PAGE = re.compile(r"^/usr/share/man/man([0-9])/([^/]+)\.([0-9][a-z]*)\.gz$")
+_OVERSTRIKE = re.compile(r".\x08")
+_HEADING = re.compile(r"^[A-Z][A-Z0-9 ,/()-]*$")  # a section heading, flush left: NAME, SYNOPSIS, ...
+
+
+@dataclass(frozen=True)
+class Doc:
+    doc_id: str  # "read.2"
+    title: str  # "read(2)"
+    text: str  # the page's body: everything but the NAME section, header and footer
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str  # the page's one-line description: "read from a file descriptor"
+    doc_id: str  # the one relevant document
+
+
+class CorpusMissing(RuntimeError):
+    """The man pages (or the tools to render them) are not installed."""
+
+
+def build(max_pages: int | None = None) -> tuple[list[Doc], list[Query]]:
+    """The documents (bodies only) and the known-item queries (see the module's docstring)."""
+    files = _page_files()
+    if max_pages is not None:
+        files = files[:max_pages]
+    cache = _CACHE / f"{_versions()}_{_RENDER_VERSION}"
+    texts = _render_all(files, cache)
+    docs: list[Doc] = []
+    descriptions: dict[str, str] = {}
+    for path, rendered in zip(files, texts, strict=True):
+        _names, description, body = _split(rendered)
+        if not body.strip():
+            continue
+        stem = path.name[: -len(".gz")]
+        page, _, section = stem.rpartition(".")
+        docs.append(Doc(stem, f"{page}({section})", body))
+        if description:
+            descriptions[stem] = description
+    seen: dict[str, int] = {}
+    for d in descriptions.values():
+        key = _norm(d)
+        seen[key] = seen.get(key, 0) + 1
+    queries = [
+        Query(text, doc_id)
+        for doc_id, text in descriptions.items()
+        if seen[_norm(text)] == 1 and len(text.split()) >= 3
+    ]
+    return docs, queries
+
+
+def _page_files() -> list[Path]:
+    missing = [p for p in PACKAGES if not (_DPKG_INFO / f"{p}.list").is_file()]
+    if missing:
+        raise CorpusMissing(
+            f"the man pages for the retrieval set are not installed (Debian package(s) {', '.join(missing)} "
+            f"missing); as root run: {INSTALL_HINT}"
+        )
+    files: list[Path] = []
+    for package in PACKAGES:
+        for line in (_DPKG_INFO / f"{package}.list").read_text().splitlines():
+            m = _PAGE.match(line)
+            if not m or m.group(1) not in SECTIONS:
+                continue
+            path = Path(line)
+            if path.is_symlink() or not path.is_file():
+                continue
+            files.append(path)
+    if not files:
+        raise CorpusMissing(
+            "dpkg lists the man-page packages but no page of sections 1-3 is on disk (an image that strips "
+            f"/usr/share/man? see /etc/dpkg/dpkg.cfg.d/); reinstall with: {INSTALL_HINT} --reinstall"
+        )
+    return sorted(files, key=lambda p: (p.parent.name, p.name))
+
+
+def _versions() -> str:
+    """'manpages-6.03-2_manpages-dev-6.03-2': the cache is per version of the packages."""
+    versions = dict.fromkeys(PACKAGES, "unknown")
+    try:
+        package = None
+        for line in _DPKG_STATUS.read_text(errors="replace").splitlines():
+            if line.startswith("Package: "):
+                package = line[len("Package: ") :].strip()
+            elif line.startswith("Version: ") and package in versions:
+                versions[package] = line[len("Version: ") :].strip()
+    except OSError:
+        pass
+    return "_".join(f"{p}-{v}" for p, v in versions.items()).replace(":", "+")
+
+
+def _is_alias(path: Path) -> bool:
+    """A page whose only content is a '.so other/page' include."""
+    with gzip.open(path, "rt", errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith(('.\\"', "'\\\""))]
+    return len(lines) <= 2 and any(ln.startswith(".so ") for ln in lines)
+
+
+def _render_all(files: list[Path], cache: Path) -> list[str]:
+    cache.mkdir(parents=True, exist_ok=True)
+
+    def one(path: Path) -> str:
+        out = cache / (path.name[: -len(".gz")] + ".txt")
+        if out.is_file():
+            return out.read_text()
+        text = "" if _is_alias(path) else _render(path)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(out)
+        return text
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return list(pool.map(one, files))
+
+
+def _render(path: Path) -> str:
+    env = {**os.environ, "MANWIDTH": "80", "COLUMNS": "80", "MANPAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"}
+    env.pop("MAN_KEEP_FORMATTING", None)
+    try:
+        done = subprocess.run(
+            ["man", "--nh", "--nj", "-l", str(path)], env=env, capture_output=True, text=True, timeout=60
+        )
+    except FileNotFoundError:
+        raise CorpusMissing(
+            f"the 'man' command is missing, needed to render the man pages; as root run: {INSTALL_HINT}"
+        ) from None
+    if done.returncode != 0 and not done.stdout.strip():
+        raise CorpusMissing(
+            f"could not render {path}: {done.stderr.strip()[:300]} (is groff installed? {INSTALL_HINT})"
+        )
+    return _OVERSTRIKE.sub("", done.stdout)
+
+
+def _split(rendered: str) -> tuple[str, str, str]:
+    """(names, description, body) of a rendered page."""
+    lines = [ln.rstrip() for ln in rendered.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    if len(lines) < 3:
+        return "", "", ""
+    lines = lines[1:-1]  # the running header ("read(2)  System Calls Manual  read(2)") and footer
+    name_lines: list[str] = []
+    body: list[str] = []
+    in_name = False
+    for line in lines:
+        if _HEADING.match(line):
+            in_name = line == "NAME"
+            if in_name:
+                continue
+        if in_name:
+            name_lines.append(line.strip())
+        else:
+            body.append(_dedent(line))
+    name = " ".join(x for x in name_lines if x)
+    names, sep, description = name.partition(" - ")
+    description = " ".join(description.split()) if sep else ""
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(body)).strip("\n")
+    return names.strip(), description, text
+
+
+def _dedent(line: str) -> str:
+    stripped = line.lstrip(" ")
+    return line[min(7, len(line) - len(stripped)) :]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    try:
+        docs, queries = build(int(sys.argv[1]) if len(sys.argv) > 1 else None)
+    except CorpusMissing as e:
+        raise SystemExit(str(e)) from None
+    chars = sum(len(d.text) for d in docs)
+    print(f"{len(docs)} documents ({chars:,} characters), {len(queries)} queries, {time.perf_counter() - t0:.1f}s")
+    for q in queries[:5]:
+        print(f"  {q.doc_id:24} {q.text}")
