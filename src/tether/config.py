@@ -178,6 +178,8 @@ class _KbTable(_Table):
 
     embedder: _Text | None = None  # for new bases: local | none | openai/MODEL
     base_url: _Url | None = None  # the /v1 endpoint of an openai/MODEL embedder
+    max_chars: _PositiveInt | None = None  # the most a knowledge tool's answer may hold (default 6,000)
+    results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
 
 
 class _ToolsTable(_Table):

@@ -156,7 +156,9 @@ def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
     """The tools of each named base, for an agent (suffixed with the name when there are several)."""
     from tether.knowledge import KnowledgeTools
 
-    return [KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "") for name in names]
+    max_chars, k = int(settings.kb.get("max_chars") or 6000), int(settings.kb.get("results") or 6)
+    return [KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "", k=k,
+                           max_chars=max_chars) for name in names]
 
 
 def _progress(n: int, total: int, name: str) -> None:
