@@ -29,14 +29,14 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from tether.errors import ProviderError, RunCancelled
+from tether.errors import ProviderError
 from tether.events import Compaction, Event
 from tether.harness.context import RunContext
 from tether.harness.limits import Halt, message_tokens
 from tether.harness.state import conversation_turns
-from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
-from tether.tokens import count_tokens, estimate_tokens
+from tether.tokens import count_tokens
 from tether.usage import model_info
 
 __all__ = [
@@ -144,22 +144,10 @@ def summary_request(rc: RunContext, older: Sequence[Message], instruction: str =
 
 
 async def _ask(rc: RunContext, request: ModelRequest) -> str:
-    """The summary call, accounted like any model call: noted in flight first, charged after."""
-    from tether.harness.model_call import charge, count_abandoned, note_in_flight
+    """The summary call, accounted like any model call (see ``side_call``)."""
+    from tether.harness.model_call import side_call
 
-    text = text_of(request.messages)
-    count = rc.count if rc.counter_loaded() else estimate_tokens
-    in_flight = note_in_flight(rc, count(text) + 16, request.max_tokens or rc.agent.max_tokens)
-    try:
-        response = await rc.signal.race(rc.provider.complete(request))
-    except RunCancelled:
-        count_abandoned(rc, in_flight, [], sent=True)
-        raise
-    except BaseException:
-        rc.state.call_in_flight = None  # a failed request is not billed
-        raise
-    charge(rc, response.message.usage)
-    return response.message.text.strip()
+    return (await side_call(rc, request)).message.text.strip()
 
 
 def summary_message(summary: str, turns: int) -> UserMessage:

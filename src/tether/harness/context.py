@@ -65,7 +65,18 @@ class RunContext:
     stale_usage: bool = False
     count: Callable[[str], int] = field(default=len)
     counter_task: Any = None  # the tokenizer loading in a worker thread (see loop._start_counter)
+    # Holds streamed text back until it is checked (set by an output guardrail; see model_call).
+    text_gate: Any = None
+    events: list[Any] = field(default_factory=list)  # from middleware: yielded by the loop at its next step
     _fixed_counted: bool = False
+
+    def emit(self, event: Any) -> None:
+        """An event from a policy (a guardrail verdict, say): the loop yields it at its next step."""
+        self.events.append(event)
+
+    def drain(self) -> list[Any]:
+        out, self.events = self.events, []
+        return out
 
     async def counter_ready(self) -> bool:
         """Wait (cancellably) until counting is exact, then count what every call sends besides

@@ -209,6 +209,8 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
         rc.stop(Halt.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
+    for event in rc.drain():
+        yield event
     yield _done(rc)
 
 
@@ -258,22 +260,14 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
 async def _loop(rc: RunContext) -> AsyncIterator[Event]:
     state = rc.state
     rc.persist(durable=False)  # the first request's save makes it durable
-    lost = state.call_in_flight
-    if lost is not None:  # the process died while a request was out: billed, never counted
-        state.call_in_flight = None
-        state.cost_unknown_usd += lost.max_cost_usd or 0.0
-        rc.persist(durable=False)
-        yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
-    _start_counter(rc)
-    for mw in rc.agent.middleware:
-        verdict = await mw.before_agent(rc)
-        if isinstance(verdict, Stop):
-            rc.stop(Halt(verdict.status, verdict.reason))
-            return
+    async for event in _start(rc):
+        yield event
     while rc.halt is None:
         pending = pending_tool_calls(state)
         if pending:
             async for event in run_pending(rc, pending):
+                yield event
+            for event in rc.drain():
                 yield event
             if (rc.halt is None and rc.agent.compaction and context_window(rc) is not None
                     and await rc.counter_ready() and should_compact(rc)):
@@ -286,6 +280,30 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
+        for event in rc.drain():
+            yield event
+
+
+async def _start(rc: RunContext) -> AsyncIterator[Event]:
+    """Before the first step: count a request lost in a crash, start the tokenizer, run every
+    middleware's ``before_agent`` (which may stop the run)."""
+    state = rc.state
+    lost = state.call_in_flight
+    if lost is not None:  # the process died while a request was out: billed, never counted
+        state.call_in_flight = None
+        state.cost_unknown_usd += lost.max_cost_usd or 0.0
+        rc.persist(durable=False)
+        yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
+    _start_counter(rc)
+    for mw in rc.agent.middleware:
+        verdict = await mw.before_agent(rc)
+        for event in rc.drain():
+            yield event
+        if isinstance(verdict, Stop):
+            rc.stop(Halt(verdict.status, verdict.reason))
+            return
+        if rc.halt is not None:
+            return
 
 
 def _finish(rc: RunContext, last: AssistantMessage) -> Halt:

@@ -20,7 +20,7 @@ from tether.errors import (
 )
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext
+from tether.harness.context import Candidate, RunContext
 from tether.harness.limits import CallPlan, Halt, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
@@ -153,17 +153,45 @@ def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallI
     return rc.state.call_in_flight
 
 
-def charge(rc: RunContext, usage: Usage | None) -> None:
+def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
     """Add one call's usage and its cost to the run (the call's note in flight is over); a model
-    without a known price makes the run's cost unknown, never zero."""
+    without a known price makes the run's cost unknown, never zero. ``model``: the one that
+    answered, when it is not the run's (a guardrail's classifier, say)."""
     state = rc.state
+    price, name = (model.price, model.name) if model is not None else (rc.price, rc.model_name)
     state.call_in_flight = None
     if usage is not None:
         state.usage = state.usage + usage
-        if rc.price is not None:
-            state.cost_usd += rc.price.cost(usage)
-    if rc.price is None and rc.model_name not in state.unpriced_models:
-        state.unpriced_models.append(rc.model_name)
+        if price is not None:
+            state.cost_usd += price.cost(usage)
+    if price is None and name not in state.unpriced_models:
+        state.unpriced_models.append(name)
+
+
+async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | None = None) -> ModelResponse:
+    """A model call besides the run's turns (a summary, a guardrail's verdict), accounted like one:
+    noted in flight before it is sent, charged after, counted if it is cut (law 6)."""
+    from tether.messages import text_of
+
+    candidate = model or rc.model
+    count = rc.count if rc.counter_loaded() else estimate_tokens
+    prompt = count(text_of(request.messages)) + count(request.system or "") + 16
+    max_tokens = request.max_tokens or rc.agent.max_tokens
+    price = candidate.price
+    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
+    rc.state.call_in_flight = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens,
+                                           max_cost_usd=worst)
+    rc.persist()
+    try:
+        response = await rc.signal.race(candidate.provider.complete(request))
+    except RunCancelled:
+        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=0, estimated=True), candidate)
+        raise
+    except BaseException:
+        rc.state.call_in_flight = None  # a failed request is not billed
+        raise
+    charge(rc, response.message.usage, candidate)
+    return response
 
 
 def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
@@ -207,7 +235,14 @@ async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | St
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
-    return await chain_model(stack, rc, lambda req: _provider_call(rc, req, emit))(request)
+    gate = rc.text_gate
+    if gate is not None:
+        gate.reset()  # what a failed attempt held back is gone with it
+    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, emit))(request)
+    if gate is not None and isinstance(result, ModelResponse) and rc.halt is None:
+        for piece in await gate.finish():  # checked: what was held back reaches the caller now
+            emit(StreamText(piece))
+    return result
 
 
 async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> ModelResponse:
@@ -223,10 +258,15 @@ async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> Mo
             event = await asyncio.wait_for(anext(stream), timeout)
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no first token within {timeout} s") from exc
+        gate = rc.text_gate
         while True:
             if isinstance(event, ResponseDone):
                 return event.response
-            emit(event)
+            if gate is not None and isinstance(event, StreamText):
+                for piece in await gate.feed(event.text):  # only text that passed its check
+                    emit(StreamText(piece))
+            else:
+                emit(event)
             event = await anext(stream)
     except StopAsyncIteration:
         raise ResponseError(f"{rc.model_name}: the stream ended without a final response") from None
