@@ -154,10 +154,16 @@ class SpentUnknown:
 
 @dataclass(slots=True, frozen=True)
 class Guardrail:
+    """A guardrail's verdict (tether.guardrails): what it decided (allow, redirect, ask, block),
+    why, its score (0.0 unsafe … 1.0 safe), at which stage, and which guardrail."""
+
     run_id: str
     decision: str
     rationale: str
     score: float | None = None
+    stage: str = ""  # input | output | tool_args | tool_result
+    category: str = ""
+    name: str = ""
     type: Literal["guardrail"] = "guardrail"
 
 

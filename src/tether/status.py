@@ -53,6 +53,18 @@ class OutcomeUnknownInterruption(_Frozen):
     still_running: bool = False  # ... and it was still alive when the run stopped
 
 
+class GuardrailInterruption(_Frozen):
+    """A guardrail's verdict fell below the deployment's "ask a person" threshold: approve to let
+    the message (or answer) through, reject to refuse it."""
+
+    type: Literal["guardrail"] = "guardrail"
+    stage: str  # input | output
+    key: str  # identifies the text judged; an approval lets exactly that text through
+    rationale: str
+    score: float
+    category: str = ""
+
+
 class MaxTurnsInterruption(_Frozen):
     type: Literal["max_turns"] = "max_turns"
     max_turns: int
@@ -72,6 +84,7 @@ class CancelledInterruption(_Frozen):
 Interruption = Annotated[
     ApprovalInterruption
     | OutcomeUnknownInterruption
+    | GuardrailInterruption
     | MaxTurnsInterruption
     | MaxBudgetInterruption
     | CancelledInterruption,

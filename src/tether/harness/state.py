@@ -18,12 +18,14 @@ from tether.errors import UserError
 from tether.messages import (
     AssistantMessage,
     Message,
+    TextPart,
     ToolCallPart,
     ToolMessage,
     canonical_arguments,
 )
 from tether.status import (
     ApprovalInterruption,
+    GuardrailInterruption,
     Interruption,
     OutcomeUnknownInterruption,
     RunResult,
@@ -119,6 +121,8 @@ class RunState(BaseModel):
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
+    # Texts a person let through after a guardrail asked (GuardrailInterruption.key).
+    guardrail_approved: list[str] = Field(default_factory=list)
     # The extensions' system-prompt blocks as this run sends them (a snapshot taken when its
     # session began; see tether.harness.extension). None until the run first starts.
     prompt_blocks: dict[str, str] | None = None
@@ -230,6 +234,11 @@ def approve(state: RunState, call_id: str | None = None) -> None:
 
     For a call whose outcome is unknown (it started before a crash and left no result), approving
     means "run it again"; tether still refuses while the process it started is alive."""
+    waiting = state.interruption
+    if isinstance(waiting, GuardrailInterruption) and call_id is None:
+        if waiting.key not in state.guardrail_approved:
+            state.guardrail_approved.append(waiting.key)
+        return
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
     state.rejected.pop(target.id, None)
@@ -239,7 +248,20 @@ def approve(state: RunState, call_id: str | None = None) -> None:
 
 
 def reject(state: RunState, reason: str | None = None, call_id: str | None = None) -> None:
-    """Decline the call; the loop writes the decision, in words, as the call's result."""
+    """Decline the call; the loop writes the decision, in words, as the call's result. For a
+    guardrail's question, the message goes unanswered (or the answer is withheld), in words."""
+    waiting = state.interruption
+    if isinstance(waiting, GuardrailInterruption) and call_id is None:
+        said = f" Their reason: {reason.strip()}" if reason and reason.strip() else ""
+        note = (f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "
+                f"({waiting.rationale}).{said}]")
+        last = state.messages[-1] if state.messages else None
+        if waiting.stage == "output" and isinstance(last, AssistantMessage) and not last.tool_calls:
+            state.messages[-1] = last.model_copy(update={"content": (TextPart(text=note),)})
+            state.transcript_rewritten()
+        else:
+            state.messages.append(AssistantMessage(content=(TextPart(text=note),), model="guardrail"))
+        return
     target = _find_call(state, _decision_target(state, call_id))
     state.rejected[target.id] = (reason or "").strip()
     state.approved.pop(target.id, None)

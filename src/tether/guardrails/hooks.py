@@ -1,0 +1,65 @@
+"""After-agent hooks: after the answer is delivered, decide whether a follow-up step runs.
+
+:class:`FollowUp` looks at the last ``window`` messages that are not tool traffic (8, as in the
+reference's lead capture), asks a classifier for the conversation's intent (the verdict's
+``category`` is the intent, its ``score`` the confidence), and runs ``action`` when the intent is
+one of ``intents`` with enough confidence. The decision is a ``guardrail`` event at stage
+``after_agent``; what the action does is its own business (save a lead, open a ticket, start a
+sub-agent), and its failure is logged, never turned into a failed answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from tether.events import Guardrail as GuardrailEvent
+from tether.guardrails.core import Classifier, Verdict
+from tether.harness.agent import Stop
+from tether.harness.context import RunContext
+from tether.harness.middleware import Middleware
+from tether.messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
+
+__all__ = ["FollowUp", "recent_talk"]
+
+_log = logging.getLogger("tether")
+
+
+def recent_talk(messages: Sequence[Message], window: int = 8) -> str:
+    """The last ``window`` messages that are conversation, not tool calls or results, as text."""
+    talk: list[str] = []
+    for m in reversed(messages):
+        if isinstance(m, ToolMessage) or (isinstance(m, AssistantMessage) and not m.text.strip()):
+            continue
+        role = "user" if isinstance(m, UserMessage) else "assistant"
+        said = m.text if isinstance(m, AssistantMessage) else text_of([m])
+        talk.append(f"{role}: {said.strip()}")
+        if len(talk) == window:
+            break
+    return "\n".join(reversed(talk))
+
+
+@dataclass
+class FollowUp(Middleware):
+    classifier: Classifier
+    intents: frozenset[str]
+    action: Callable[[RunContext, Verdict], Awaitable[None]]
+    window: int = 8
+    min_score: float = 0.5
+    name: str = "follow_up"
+    statuses: frozenset[str] = field(default_factory=lambda: frozenset({"completed"}))
+
+    async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
+        if status not in self.statuses:
+            return None
+        verdict = await self.classifier.classify(recent_talk(ctx.state.messages, self.window), stage="input", ctx=ctx)
+        runs = verdict.category in self.intents and verdict.score >= self.min_score
+        ctx.emit(GuardrailEvent(ctx.state.run_id, "follow_up" if runs else "no_follow_up", verdict.rationale,
+                                verdict.score, stage="after_agent", category=verdict.category, name=self.name))
+        if runs:
+            try:
+                await self.action(ctx, verdict)
+            except Exception:  # the answer is delivered: a failed follow-up must not undo it
+                _log.exception("run %s: the follow-up %s failed", ctx.state.run_id, self.name)
+        return None
