@@ -25,6 +25,7 @@ __all__ = [
     "ReasoningDelta",
     "Retry",
     "SpentUnknown",
+    "Subagent",
     "TextDelta",
     "ToolProgress",
     "ToolResultEvent",
@@ -168,6 +169,21 @@ class Guardrail:
 
 
 @dataclass(slots=True, frozen=True)
+class Subagent:
+    """A sub-agent (``agent.as_tool``) started or stopped inside call ``call_id`` of run
+    ``run_id``; its own events carry ``child_run_id``."""
+
+    run_id: str
+    call_id: str
+    name: str
+    child_run_id: str
+    status: str  # started | completed | failed | max_turns_exceeded | budget_exceeded | interrupted
+    cost_usd: float | None = None
+    reason: str = ""
+    type: Literal["subagent"] = "subagent"
+
+
+@dataclass(slots=True, frozen=True)
 class MemoryWrite:
     """Cross-session memory changed (tether.memory): which store, how, and its usage after."""
 
@@ -216,6 +232,7 @@ Event = (
     | Fallback
     | SpentUnknown
     | Guardrail
+    | Subagent
     | MemoryWrite
     | MemoryRejected
     | Done

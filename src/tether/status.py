@@ -65,6 +65,17 @@ class GuardrailInterruption(_Frozen):
     category: str = ""
 
 
+class SubagentInterruption(_Frozen):
+    """A sub-agent (call ``call_id``, tool ``tool_name``) stopped for a person: ``child`` is its
+    question. Approving or rejecting the parent's run answers the child's question."""
+
+    type: Literal["subagent"] = "subagent"
+    call_id: str
+    tool_name: str
+    child_run_id: str
+    child: Interruption
+
+
 class MaxTurnsInterruption(_Frozen):
     type: Literal["max_turns"] = "max_turns"
     max_turns: int
@@ -85,6 +96,7 @@ Interruption = Annotated[
     ApprovalInterruption
     | OutcomeUnknownInterruption
     | GuardrailInterruption
+    | SubagentInterruption
     | MaxTurnsInterruption
     | MaxBudgetInterruption
     | CancelledInterruption,
@@ -110,3 +122,9 @@ class RunResult(_Frozen):
     unpriced_models: list[str] = []  # models that answered without a known price
     # Per tool: calls, errors, answers from the read-only cache (whole numbers), total milliseconds.
     tool_stats: dict[str, dict[str, int | float]] = {}
+    # Structured output: the final answer validated into ``Agent.output_type`` (a model instance, or
+    # the parsed JSON for a JSON Schema) when the run completed; None otherwise. ``output`` keeps the
+    # answer's text (its JSON).
+    data: Any = None
+
+SubagentInterruption.model_rebuild()

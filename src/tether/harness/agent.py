@@ -92,6 +92,16 @@ class Agent:
     settings: Any = None  # a tether.config.Settings: named endpoints for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
     request_extra: dict[str, Any] = field(default_factory=dict)
+    # Structured output (tether.harness.structured): a pydantic model class (or another type pydantic
+    # can validate) or a JSON Schema dict; the final answer is validated into it (RunResult.data).
+    output_type: Any = None
+    output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
+
+    def as_tool(self, name: str, description: str) -> Any:
+        """This agent as a tool another agent can call (see tether.harness.subagent)."""
+        from tether.harness.subagent import AgentTool
+
+        return AgentTool(self, name, description)
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

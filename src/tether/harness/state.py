@@ -30,6 +30,7 @@ from tether.status import (
     OutcomeUnknownInterruption,
     RunResult,
     RunStatus,
+    SubagentInterruption,
 )
 from tether.usage import Usage
 
@@ -121,6 +122,12 @@ class RunState(BaseModel):
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
+    # Sub-agents (tether.harness.subagent): call id → the child's saved state while it runs, then
+    # its kept answer {"done": true, ...}; and a person's decision for a waiting child.
+    children: dict[str, Any] = Field(default_factory=dict)
+    child_decisions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    parent_run_id: str | None = None  # set on a sub-agent's own state
+    parent_call_id: str | None = None
     # Texts a person let through after a guardrail asked (GuardrailInterruption.key).
     guardrail_approved: list[str] = Field(default_factory=list)
     # The extensions' system-prompt blocks as this run sends them (a snapshot taken when its
@@ -235,6 +242,9 @@ def approve(state: RunState, call_id: str | None = None) -> None:
     For a call whose outcome is unknown (it started before a crash and left no result), approving
     means "run it again"; tether still refuses while the process it started is alive."""
     waiting = state.interruption
+    if isinstance(waiting, SubagentInterruption) and call_id is None:
+        state.child_decisions[waiting.call_id] = {"approve": True}  # handed to the child on resume
+        return
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         if waiting.key not in state.guardrail_approved:
             state.guardrail_approved.append(waiting.key)
@@ -251,6 +261,9 @@ def reject(state: RunState, reason: str | None = None, call_id: str | None = Non
     """Decline the call; the loop writes the decision, in words, as the call's result. For a
     guardrail's question, the message goes unanswered (or the answer is withheld), in words."""
     waiting = state.interruption
+    if isinstance(waiting, SubagentInterruption) and call_id is None:
+        state.child_decisions[waiting.call_id] = {"approve": False, "reason": reason}
+        return
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         said = f" Their reason: {reason.strip()}" if reason and reason.strip() else ""
         note = (f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "

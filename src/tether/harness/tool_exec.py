@@ -19,6 +19,7 @@ from tether.harness.context import RunContext
 from tether.harness.limits import Halt
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
+from tether.harness.subagent import ToolInterrupt
 from tether.harness.state import Intent, ToolStats, args_hash
 from tether.messages import (
     NOT_JSON,
@@ -210,7 +211,10 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
         ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
                           idempotency_key=key, state=state,
                           on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
-                          on_process=_on_process(rc, call.id), on_event=emit)
+                          on_process=_on_process(rc, call.id), on_event=emit,
+                          budget_left_usd=None if rc.agent.max_budget_usd is None
+                          else rc.agent.max_budget_usd - state.spent_usd,
+                          on_save=lambda durable: rc.persist(durable=durable))
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)
@@ -227,6 +231,11 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
                 value = item.value
                 break
             yield item
+    except ToolInterrupt as exc:  # a sub-agent waits for a person: so does this run, the call pending
+        rc.stop(Halt("interrupted", exc.reason, exc.interruption))
+        yield ToolResultEvent(run_id, call.id, call.name, ok=False,
+                              ms=round((time.perf_counter() - started) * 1000, 3), status="interrupted")
+        return
     except RunCancelled as exc:
         rc.stop(Halt.cancelled(exc.reason))
         # The call stays pending (a resume runs it, or asks about it); the trace says it was cut.

@@ -71,6 +71,10 @@ class ToolContext:
     # exists; the harness saves it with the call's intent (see tether.processes).
     on_process: Callable[[int], None] | None = field(default=None, repr=False)
     on_event: Callable[[Any], None] | None = field(default=None, repr=False)
+    # What the run may still spend (None: no budget), and how to save the run now (a tool that
+    # keeps state in ``state``, like a sub-agent, calls it after each change).
+    budget_left_usd: float | None = None
+    on_save: Callable[[bool], None] | None = field(default=None, repr=False)
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""

@@ -1,0 +1,148 @@
+"""A whole agent behind a tool: ``child.as_tool(name, description)``.
+
+The child runs its own loop with its own transcript (the parent sees only its answer) and its
+own limits, inside the parent's:
+
+* **cancellation** — the child listens to the parent's signal: one Stop ends the whole tree;
+* **budget** — the child may spend at most what the parent has left when the call starts (and
+  its own ``max_budget_usd``, if lower); what it spent is added to the parent's cost;
+* **persistence** — the child's state is saved inside the parent's (``RunState.children``) at
+  every step, so a parent killed during a child resumes the child where it stopped: nothing
+  re-paid, nothing re-run. A finished child's answer is kept, so a resume never runs it twice;
+* **approvals** — a child that stops for a person stops the parent too
+  (:class:`~tether.status.SubagentInterruption`, which carries the child's question); ``approve``
+  and ``reject`` on the parent's state reach the child when the parent resumes;
+* **trace** — the child's events go into the parent's stream and trace (with the child's run
+  id), between ``subagent`` events that link the child run to the parent run and call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tether.events import Done, ReasoningDelta, Subagent, TextDelta
+from tether.tools.base import ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from tether.harness.agent import Agent
+    from tether.harness.state import RunState
+
+__all__ = ["AgentTool", "ToolInterrupt"]
+
+
+class ToolInterrupt(Exception):  # noqa: N818 - a signal, like StopIteration
+    """Raised by a tool to stop the run for a person with its call left pending (tool_exec turns
+    it into an ``interrupted`` exit; a resume runs the call again)."""
+
+    def __init__(self, reason: str, interruption: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.interruption = interruption
+
+
+class _ChildStore:
+    """Saves the child's state inside the parent's, and the parent with it."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+        parent = self.ctx.state
+        parent.children[self.ctx.call_id] = state.model_dump(mode="json")
+        if self.ctx.on_save is not None:
+            self.ctx.on_save(durable)
+
+
+class AgentTool:
+    input_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"task": {"type": "string", "description": "what the sub-agent should do, in full: it "
+                                                                 "sees nothing of this conversation"}},
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+    read_only = False
+    needs_approval = False
+    # Running the call again resumes the child from its saved state (or returns its kept answer).
+    idempotent = True
+
+    def __init__(self, agent: Agent, name: str, description: str) -> None:
+        self.agent = agent
+        self.name = name
+        self.description = description
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        from tether.harness.loop import run_stream
+        from tether.harness.state import RunState
+
+        parent = ctx.state
+        saved = parent.children.get(ctx.call_id)
+        if isinstance(saved, dict) and saved.get("done"):
+            return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
+        if isinstance(saved, dict):
+            child = RunState.model_validate(saved)
+            self._apply_decision(parent, child, ctx.call_id)
+            prompt = None
+        else:
+            child = RunState(parent_run_id=ctx.run_id, parent_call_id=ctx.call_id)
+            prompt = str(input["task"])
+        limit = self.agent.max_budget_usd
+        if ctx.budget_left_usd is not None:  # carved from what the parent has left
+            limit = min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd))
+        agent = replace(self.agent, max_budget_usd=limit)
+        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
+        result = None
+        async for event in run_stream(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
+            if isinstance(event, Done):
+                result = event.result
+            elif not isinstance(event, TextDelta | ReasoningDelta):
+                ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
+        assert result is not None
+        ctx.signal.raise_if_cancelled()  # Stop reached the child: the parent stops too, the call pending
+        if result.status == "interrupted" and result.interruption is not None \
+                and result.interruption.type != "cancelled":
+            from tether.status import SubagentInterruption
+
+            ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "interrupted",
+                              result.cost_usd, result.reason or ""))
+            raise ToolInterrupt(f"the sub-agent {self.name} is waiting: {result.reason}",
+                                SubagentInterruption(call_id=ctx.call_id, tool_name=self.name,
+                                                     child_run_id=child.run_id, child=result.interruption))
+        done = {"done": True, "run_id": child.run_id, "status": result.status, "reason": result.reason,
+                "output": result.output, "cost_usd": result.cost_usd, "turns": result.turns}
+        # One save: the child's answer is kept and its cost added to the parent's, together.
+        parent.cost_usd += child.cost_usd
+        parent.cost_unknown_usd += child.cost_unknown_usd
+        for model in child.unpriced_models:
+            if model not in parent.unpriced_models:
+                parent.unpriced_models.append(model)
+        parent.children[ctx.call_id] = done
+        if ctx.on_save is not None:
+            ctx.on_save(True)
+        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd,
+                          result.reason or ""))
+        return self._answer(done)
+
+    def _answer(self, done: dict[str, Any]) -> ToolResult | str:
+        if done["status"] == "completed":
+            return str(done["output"])
+        partial = f" What it had so far: {done['output']}" if done.get("output") else ""
+        return ToolResult(f"The sub-agent {self.name} stopped without finishing ({done['status']}: "
+                          f"{done.get('reason')}).{partial} Carry on without it, or try a smaller task.",
+                          is_error=True)
+
+    @staticmethod
+    def _apply_decision(parent: RunState, child: RunState, call_id: str) -> None:
+        """A person's decision on the parent's SubagentInterruption, handed to the child."""
+        from tether.harness.state import approve, reject
+
+        decision = parent.child_decisions.pop(call_id, None)
+        if decision is None or child.interruption is None:
+            return
+        if decision.get("approve"):
+            approve(child)
+        else:
+            reject(child, decision.get("reason"))
+
