@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["AgentTool", "ToolInterrupt"]
 
 
-class ToolInterrupt(Exception):  # noqa: N818 - a signal, like StopIteration
+class ToolInterrupt(Exception):
     """Raised by a tool to stop the run for a person with its call left pending (tool_exec turns
     it into an ``interrupted`` exit; a resume runs the call again)."""
 

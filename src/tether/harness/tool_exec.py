@@ -19,8 +19,8 @@ from tether.harness.context import RunContext
 from tether.harness.limits import Halt
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
-from tether.harness.subagent import ToolInterrupt
 from tether.harness.state import Intent, ToolStats, args_hash
+from tether.harness.subagent import ToolInterrupt
 from tether.messages import (
     NOT_JSON,
     ImagePart,
