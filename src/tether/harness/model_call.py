@@ -26,8 +26,9 @@ from tether.harness.middleware import chain_model
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
+from tether.harness.structured import request_schema
 from tether.messages import clean_message
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamText
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -61,10 +62,12 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             async for item in pump(_caller(rc, plan), rc.signal):
                 if isinstance(item, Finished):
                     response = item.value
-                else:
+                elif isinstance(item, StreamText | StreamReasoning):
                     turn.emitted = True
                     streamed.append(item.text)
                     yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
+                else:
+                    yield item  # an event from a policy (a guardrail's verdict), in its place
         except RunCancelled as exc:
             count_abandoned(rc, in_flight, streamed, sent=True)
             rc.stop(Halt.cancelled(exc.reason))
@@ -227,7 +230,8 @@ async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | St
     state = rc.state
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id, messages=state.messages, system=rc.system or None, tools=rc.tool_defs,
-        max_tokens=plan.max_tokens, cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra)
+        max_tokens=plan.max_tokens, cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra,
+        output_schema=request_schema(rc.agent))
     stack = rc.agent.middleware
     for mw in stack:
         assert isinstance(request, ModelRequest)
@@ -239,6 +243,8 @@ async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | St
     if gate is not None:
         gate.reset()  # what a failed attempt held back is gone with it
     result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, emit))(request)
+    for event in rc.drain():  # verdicts on this reply come before the text they let through
+        emit(event)
     if gate is not None and isinstance(result, ModelResponse) and rc.halt is None:
         for piece in await gate.finish():  # checked: what was held back reaches the caller now
             emit(StreamText(piece))
@@ -263,7 +269,10 @@ async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> Mo
             if isinstance(event, ResponseDone):
                 return event.response
             if gate is not None and isinstance(event, StreamText):
-                for piece in await gate.feed(event.text):  # only text that passed its check
+                pieces = await gate.feed(event.text)  # only text that passed its check
+                for verdict in rc.drain():
+                    emit(verdict)
+                for piece in pieces:
                     emit(StreamText(piece))
             else:
                 emit(event)
