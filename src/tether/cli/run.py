@@ -75,6 +75,8 @@ def add_parsers(sub: Any) -> None:
                    help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})")
     r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
     r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
+    r.add_argument("--output-schema", metavar="FILE",
+                   help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout")
     add_memory_options(r)
     r.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
                    help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)")
@@ -151,6 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.session_store and not args.session:
         raise usage_error("--session-store needs --session NAME (it says where that session is kept)")
     prompt = read_prompt(args.prompt)
+    output_schema = load_output_schema(args.output_schema) if args.output_schema else None
     settings = load_settings()
     model = canonical_model(resolve_model(args.model, settings))
     if args.session:
@@ -161,8 +164,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
         "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
         "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
-        "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb})
+        "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb,
+        **({"output_schema": output_schema} if output_schema is not None else {})})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
+
+
+def load_output_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema in file ``name``, checked: a file that cannot serve is a usage error."""
+    from tether.errors import ConfigError
+    from tether.harness.structured import spec_for
+
+    try:
+        text = Path(name).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise usage_error(f"--output-schema: cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        schema = json.loads(text)
+    except ValueError as exc:
+        raise usage_error(f"--output-schema: {name} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise usage_error(f"--output-schema: {name} must hold a JSON Schema object, not {type(schema).__name__}")
+    try:
+        spec_for(schema)
+    except ConfigError as exc:
+        raise usage_error(f"--output-schema: {name}: {exc}") from None
+    return schema
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -241,7 +267,9 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
 def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
     """Run until the run stops; when it waits for a decision and a person can answer, ask and go
     on. Returns the exit code."""
-    printer = Printer(settings, quiet=json_out, asking=asking)
+    # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
+    structured = state.config.get("output_schema") is not None
+    printer = Printer(settings, quiet=json_out or structured, asking=asking)
     while True:
         result = _execute(state, prompt, settings, printer)
         prompt = None
@@ -251,6 +279,8 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
         printer.finish(result, state.model)
         if json_out:
             print(result.model_dump_json(indent=2))
+        elif structured and result.data is not None:
+            print(json.dumps(result.data, indent=2, ensure_ascii=False))
         return exit_code(result)
 
 
@@ -311,6 +341,7 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
         fallback_models=cfg.get("fallback_models", ()),
         first_token_timeout_s=cfg.get("first_token_timeout_s"),
         settings=settings,
+        output_type=cfg.get("output_schema"),
     )
 
 

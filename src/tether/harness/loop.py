@@ -30,6 +30,7 @@ from tether.harness.extension import snapshot_blocks, system_prompt
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
 from tether.harness.state import RunState, conversation_turns, pending_tool_calls
+from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.registry import resolve_provider
@@ -66,6 +67,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     candidates = [_candidate(agent, agent.model, True)]
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
+    check_output_config(agent, tools)
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
     rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
@@ -276,7 +278,10 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             continue
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AssistantMessage):
-            rc.stop(_finish(rc, last))
+            halt = _finish(rc, last)
+            if halt is None:
+                continue  # structured output: a correction was written; ask again
+            rc.stop(halt)
             break
         async for event in ask_model(rc):
             yield event
@@ -306,11 +311,14 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
             return
 
 
-def _finish(rc: RunContext, last: AssistantMessage) -> Halt:
+def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
+    """How a final answer ends the run; None when it was sent back for a correction."""
     capped = rc.agent.max_budget_usd is not None and last.finish_reason == "length"
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
         return Halt("budget_exceeded", "the last reply was cut short: the remaining budget could "
                     "not pay for a longer one")
+    if rc.agent.output_type is not None:
+        return check_answer(rc, last)
     if last.finish_reason == "length":
         return Halt("completed", f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut")
     return Halt("completed", "the model answered")
@@ -337,7 +345,10 @@ def _done(rc: RunContext) -> Done:
             if attempt == 2:  # the store itself is what failed: say so, still end the stream
                 state.status, state.interruption = "failed", None
                 state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {exc})"
-    return Done(state.run_id, state.result())
+    result = state.result()
+    if state.status == "completed" and rc.agent.output_type is not None:
+        result = result.model_copy(update={"data": final_data(rc.agent, state.messages)})
+    return Done(state.run_id, result)
 
 
 async def run(

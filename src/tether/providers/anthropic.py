@@ -13,6 +13,14 @@ Translation rules worth knowing:
 * Tool call ids are kept when they fit the API's pattern and mapped to a safe form when not.
 * A streamed reply is complete only with ``message_stop``; usage the server leaves out is
   estimated (see :mod:`tether.providers.base` for both rules, shared with the other wire).
+* Structured output: the Messages API has no JSON-schema reply format, so a request with an
+  output schema offers one more tool, ``final_answer``, whose input schema is the output schema,
+  and forces a tool call (``tool_choice``: that tool, or ``any`` when the agent has other tools).
+  Extended thinking refuses a forced tool choice: with thinking on, the choice stays ``auto`` and
+  the system prompt says to answer through the tool. The reply's call to ``final_answer`` comes
+  back as the reply's *text* (its input, as JSON; streamed as text deltas, and text beside it is
+  dropped), so the transcript holds an ordinary final answer: no call waits for a result, and the
+  history stays valid for either wire and on resume.
 """
 
 from __future__ import annotations
@@ -47,8 +55,10 @@ from tether.messages import (
 )
 from tether.providers.auth import ApiKey, Credentials, NoAuth
 from tether.providers.base import (
+    ANSWER_TOOL,
     ModelRequest,
     ModelResponse,
+    OutputSchema,
     ResponseDone,
     StreamEvent,
     StreamReasoning,
@@ -60,7 +70,8 @@ from tether.providers.base import (
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
 
-__all__ = ["AnthropicProvider", "MessagesAssembler", "messages_body", "normalise_base_url", "parse_message"]
+__all__ = ["AnthropicProvider", "MessagesAssembler", "answer_as_text", "answer_tool", "messages_body",
+           "normalise_base_url", "parse_message"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -186,13 +197,22 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool,
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
         "messages": history,
     }
-    if request.system:
-        body["system"] = [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
-    if request.tools:
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                 for t in request.tools]
+    output = request.output_schema
+    forced = output is not None and not _thinking(request)
+    system = request.system
+    if output is not None and not forced:
+        system = f"{system}\n\n{_ANSWER_NOTE}" if system else _ANSWER_NOTE
+    if system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+             for t in request.tools]
+    if output is not None:
+        tools.append(answer_tool(output))
+    if tools:
         tools[-1]["cache_control"] = _EPHEMERAL
         body["tools"] = tools
+    if forced:
+        body["tool_choice"] = {"type": "tool", "name": ANSWER_TOOL} if len(tools) == 1 else {"type": "any"}
     if history:  # a breakpoint on the last block, on copies: the builder's lists stay as they were
         last = history[-1]
         marked = {**last["content"][-1], "cache_control": _EPHEMERAL}
@@ -201,6 +221,37 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool,
         body["stream"] = True
     body.update(request.extra)
     return body
+
+
+_ANSWER_NOTE = (f"When you have the final answer, give it by calling the {ANSWER_TOOL} tool: its input is the "
+                "answer. Do not write the answer as text.")
+
+
+def _thinking(request: ModelRequest) -> bool:
+    thinking = request.extra.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type", "disabled") != "disabled"
+
+
+def answer_tool(output: OutputSchema) -> dict[str, Any]:
+    """The tool that carries a structured final answer: its input is the answer."""
+    about = f" ({output.name}: {output.description})" if output.description else f" ({output.name})"
+    return {"name": ANSWER_TOOL, "input_schema": output.schema,
+            "description": f"Give your final answer{about} by calling this tool once, when you are done: "
+                           "its input is the answer, and it must match this schema."}
+
+
+def answer_as_text(message: AssistantMessage) -> AssistantMessage:
+    """A reply that called the answer tool, as the final answer it is: the call's input becomes
+    the reply's text (the first call, if there were several; other text is dropped, since the
+    answer is the text). Calls to other tools stay, and the loop runs them before asking again."""
+    answer = next((c for c in message.tool_calls if c.name == ANSWER_TOOL), None)
+    if answer is None:
+        return message
+    reasoning = [p for p in message.content if isinstance(p, ReasoningPart)]
+    calls = [c for c in message.tool_calls if c.name != ANSWER_TOOL]
+    finish = "stop" if message.finish_reason == "tool_calls" and not calls else message.finish_reason
+    return message.model_copy(update={"content": (*reasoning, TextPart(text=answer.arguments), *calls),
+                                      "finish_reason": finish})
 
 
 def _usage(data: Any, output_tokens: int | None = None) -> Usage:
@@ -251,8 +302,9 @@ def _part_from_block(block: dict[str, Any],
     return None
 
 
-def parse_message(data: Any, model: str, provider: str = "anthropic") -> AssistantMessage:
-    """A non-streaming Messages response → one assistant message."""
+def parse_message(data: Any, model: str, provider: str = "anthropic", *, answers: bool = False) -> AssistantMessage:
+    """A non-streaming Messages response → one assistant message. ``answers``: the request offered
+    the answer tool (structured output), and a call to it is the final answer."""
     try:
         parts = [p for p in (_part_from_block(b) for b in data["content"]) if p is not None]
         message = AssistantMessage(content=tuple(parts), model=model, usage=_usage(data.get("usage")),
@@ -260,6 +312,8 @@ def parse_message(data: Any, model: str, provider: str = "anthropic") -> Assista
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ResponseError(f"{provider}: the response is not a Messages body: {exc!r}",
                             provider=provider, body=str(data)[:500]) from exc
+    if answers:  # before the check: an answer cut by max_tokens is an invalid answer, not a call
+        message = answer_as_text(message)
     require_whole_arguments(provider, message.finish_reason, [(c.name, c.arguments) for c in message.tool_calls])
     return message
 
@@ -284,9 +338,10 @@ def stream_error(error: Any, provider: str) -> ProviderError:
 class MessagesAssembler:
     """Collects Messages stream events into one assistant message."""
 
-    def __init__(self, model: str, provider: str = "anthropic") -> None:
+    def __init__(self, model: str, provider: str = "anthropic", *, answers: bool = False) -> None:
         self.model = model
         self.provider = provider
+        self.answers = answers  # a call to the answer tool is the final answer: streamed as text
         self.blocks: dict[int, dict[str, Any]] = {}
         self.json_parts: dict[int, list[str]] = {}
         self.start_usage: dict[str, Any] = {}
@@ -342,6 +397,8 @@ class MessagesAssembler:
             block["signature"] = block.get("signature", "") + delta["signature"]
         elif kind == "input_json_delta":
             self.json_parts[index].append(delta.get("partial_json", ""))
+            if self.answers and block.get("name") == ANSWER_TOOL and delta.get("partial_json"):
+                return [StreamText(delta["partial_json"])]
         return []
 
     def message(self) -> AssistantMessage:
@@ -350,16 +407,19 @@ class MessagesAssembler:
             raise incomplete_stream(self.provider, self.chars_shown, "no message_stop")
         finish = _STOP_REASONS.get(self.stop_reason or "", self.stop_reason)
         tools = [i for i in sorted(self.blocks) if self.blocks[i].get("type") == "tool_use"]
+        # An answer cut by max_tokens is an invalid answer (the harness asks again), not a call.
         require_whole_arguments(self.provider, finish,
-                                [(self.blocks[i].get("name", "?"), "".join(self.json_parts[i])) for i in tools])
+                                [(self.blocks[i].get("name", "?"), "".join(self.json_parts[i])) for i in tools
+                                 if not (self.answers and self.blocks[i].get("name") == ANSWER_TOOL)])
         parts = []
         for index in sorted(self.blocks):
             streamed = self.json_parts.get(index) if index in tools else None
             part = _part_from_block(self.blocks[index], _streamed_arguments("".join(streamed)) if streamed else None)
             if part is not None:
                 parts.append(part)
-        return AssistantMessage(content=tuple(parts), model=self.model,
-                                usage=_usage(self.start_usage, self.output_tokens), finish_reason=finish)
+        message = AssistantMessage(content=tuple(parts), model=self.model,
+                                   usage=_usage(self.start_usage, self.output_tokens), finish_reason=finish)
+        return answer_as_text(message) if self.answers else message
 
 
 def normalise_base_url(base_url: str) -> str:
@@ -411,12 +471,13 @@ class AnthropicProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self._http.request("POST", "/v1/messages", self._body(request, False))
-        message = parse_message(read_json(response, self.name), self._model_name(request), self.name)
+        message = parse_message(read_json(response, self.name), self._model_name(request), self.name,
+                                answers=request.output_schema is not None)
         return ModelResponse(self._with_usage(message, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self._http.request("POST", "/v1/messages", self._body(request, True), stream=True)
-        assembler = MessagesAssembler(self._model_name(request), self.name)
+        assembler = MessagesAssembler(self._model_name(request), self.name, answers=request.output_schema is not None)
         async for delta in stream_reply(response, self.name, assembler):
             yield delta
         yield ResponseDone(ModelResponse(self._with_usage(assembled(assembler, self.name), request)))

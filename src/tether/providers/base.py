@@ -22,10 +22,12 @@ from tether.messages import AssistantMessage, ImagePart, Message, ReasoningPart,
 from tether.usage import Usage
 
 __all__ = [
+    "ANSWER_TOOL",
     "IncompleteStreamError",
     "ModelLister",
     "ModelRequest",
     "ModelResponse",
+    "OutputSchema",
     "Provider",
     "ResponseDone",
     "StreamEvent",
@@ -46,6 +48,23 @@ class ToolDefinition:
     input_schema: dict[str, Any]
 
 
+# The tool a wire without a native JSON-schema reply format offers for the final answer; tools of
+# an agent with an output type may not use this name.
+ANSWER_TOOL = "final_answer"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The shape the final answer must take (structured output). Each wire asks for it in its own
+    way and returns the answer as the reply's text, a JSON document: Chat Completions through its
+    native ``response_format``; Messages through an :data:`ANSWER_TOOL` tool whose call the wire
+    turns back into text."""
+
+    name: str  # ``^[a-zA-Z0-9_-]{1,64}$``, as both APIs require
+    schema: dict[str, Any]  # a JSON Schema whose root is an object
+    description: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     model: str  # the provider's own model id (after ``provider/`` was split off)
@@ -56,6 +75,7 @@ class ModelRequest:
     # A stable id for the conversation (session or run): providers with a cache key use it.
     cache_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    output_schema: OutputSchema | None = None  # the final answer must match it (structured output)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +213,8 @@ def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callab
     prompt += sum(_message_tokens(m, count) for m in request.messages)
     for t in request.tools:
         prompt += _PER_TOOL + count(t.name) + count(t.description) + count(json.dumps(t.input_schema))
+    if request.output_schema is not None:  # sent as a response format or as one more tool
+        prompt += _PER_TOOL + count(json.dumps(request.output_schema.schema))
     return Usage(prompt_tokens=prompt, completion_tokens=_reply_tokens(reply, count), estimated=True)
 
 

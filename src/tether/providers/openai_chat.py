@@ -32,6 +32,7 @@ from tether.providers.auth import ApiKey, Credentials, NoAuth
 from tether.providers.base import (
     ModelRequest,
     ModelResponse,
+    OutputSchema,
     ResponseDone,
     StreamEvent,
     StreamReasoning,
@@ -49,6 +50,8 @@ __all__ = [
     "WireCache",
     "normalise_base_url",
     "parse_completion",
+    "response_format",
+    "strict_schema",
     "tools_to_wire",
 ]
 
@@ -132,6 +135,62 @@ def tools_to_wire(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         }
         for t in tools
     ]
+
+
+# What a schema may say and still be sent with ``strict: true``: a conservative part of the subset
+# OpenAI's strict mode accepts (the subset has grown over time, and compatible servers accept less).
+# A schema with anything else goes with ``strict: false``, as guidance: the harness validates the
+# answer either way, so strictness only saves retries.
+_STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
+                              "const", "anyOf", "$ref", "$defs", "definitions", "title", "description"})
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """``schema`` as strict mode takes it, or None when it cannot be made strict without accepting
+    something it refused. Strict mode wants every object to require all its properties and to
+    allow no others: ``additionalProperties: false`` is added where it was left out (that only
+    narrows what the model may send); an object with an optional property, or one that allows
+    more properties, keeps the schema non-strict. The root must be an object."""
+    if schema.get("type") != "object":
+        return None
+    try:
+        return _strict_node(schema)
+    except _NotStrict:
+        return None
+
+
+class _NotStrict(Exception):
+    pass
+
+
+def _strict_node(node: Any) -> dict[str, Any]:
+    if not isinstance(node, dict) or set(node) - _STRICT_KEYWORDS:
+        raise _NotStrict
+    out = dict(node)
+    if "properties" in node or node.get("type") == "object":
+        props = node.get("properties") or {}
+        if (not isinstance(props, dict) or set(node.get("required") or ()) != set(props)
+                or node.get("additionalProperties", False) is not False):
+            raise _NotStrict
+        out.update(properties={k: _strict_node(v) for k, v in props.items()}, required=list(props),
+                   additionalProperties=False)
+    for key in ("$defs", "definitions"):
+        if isinstance(node.get(key), dict):
+            out[key] = {k: _strict_node(v) for k, v in node[key].items()}
+    if "anyOf" in node:
+        out["anyOf"] = [_strict_node(v) for v in node["anyOf"]]
+    if "items" in node:
+        out["items"] = _strict_node(node["items"])
+    return out
+
+
+def response_format(output: OutputSchema) -> dict[str, Any]:
+    """The native ``response_format`` for a structured answer (strict when the schema allows it)."""
+    strict = strict_schema(output.schema)
+    spec: dict[str, Any] = {"name": output.name, "schema": strict or output.schema, "strict": strict is not None}
+    if output.description:
+        spec["description"] = output.description
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _usage(data: Any) -> Usage | None:
@@ -340,6 +399,8 @@ class OpenAIChatProvider:
             body["tools"] = tools_to_wire(request.tools)
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
+        if request.output_schema is not None:
+            body["response_format"] = response_format(request.output_schema)
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

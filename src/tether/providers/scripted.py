@@ -185,6 +185,61 @@ def _exact(t: int, tools: str) -> Reply:
     return Reply(text=f"FVAM-2050-B: pressure rating {rating.group(1)} [{cites[0]}].")
 
 
+def _structured(t: int, tools: str) -> Reply:
+    """Reads errors.log and reports its timeout as JSON (``STRUCTURED_SCHEMA``): the first report
+    is invalid (the worker as a word, no summary); the next one, after the correction, is valid."""
+    if t == 0:
+        return call("c1", "read_file", {"path": "errors.log"})
+    found = re.search(r"worker (\d+) timed out after (\d+) ms", tools)
+    worker, ms = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+    if t == 1:
+        return Reply(text=json.dumps({"file": "errors.log", "worker": "seven" if worker == 7 else "unknown",
+                                      "timeout_ms": ms}))
+    return Reply(text=json.dumps({"file": "errors.log", "worker": worker, "timeout_ms": ms,
+                                  "summary": f"worker {worker} timed out after {ms} ms"}))
+
+
+# What the ``structured`` scenario's answers are checked against (the second one matches).
+STRUCTURED_SCHEMA: dict[str, Any] = {
+    "title": "TimeoutReport",
+    "type": "object",
+    "properties": {"file": {"type": "string"}, "worker": {"type": "integer"},
+                   "timeout_ms": {"type": "integer"}, "summary": {"type": "string"}},
+    "required": ["file", "worker", "timeout_ms", "summary"],
+}
+
+
+SEARCHER_QUERIES = (
+    "seal material of FVAM-2050-B",
+    "what are the FVAM-2050-B seals made of",
+    "FVAM-2050-B seal material",
+    "FVAM-2050-B seals material specification",
+    "FVAM-2050-B valve seal material",
+    "material of the seals in the FVAM-2050-B valve",
+    "FVAM-2050-B O-ring and seat material",
+    "FVAM-2050-B seal kit material",
+    "FVAM-2050-B elastomer seals",
+    "which material are FVAM-2050-B seals",
+    "FVAM-2050-B seals",
+    "FVAM-2050-B seal compound",
+    "seals used in FVAM-2050-B material",
+    "FVAM-2050-B gasket material",
+    "FVAM-2050-B seat and seal materials",
+)
+
+
+def _searcher(t: int, tools: str) -> Reply:
+    """A stubborn model: searches the knowledge base fifteen times with reworded queries about one
+    thing, and keeps going when told it is looping; then answers."""
+    if t < len(SEARCHER_QUERIES):
+        told = "[Loop check:" in tools
+        return Reply(text="The note says to stop, but one more search may find it." if told else "",
+                     calls=((f"c{t + 1}", "search_kb", {"query": SEARCHER_QUERIES[t]}),))
+    kit = re.search(r"\bSK-\d+\b", tools)
+    return Reply(text=f"After {t} searches: the FVAM-2050-B uses seal kit {kit.group(0)}." if kit
+                 else f"After {t} searches I could not find what the FVAM-2050-B seals are made of.")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -202,6 +257,8 @@ SCENARIOS: dict[str, Scenario] = {
     "inject": _inject,
     "kb": _kb,
     "exact": _exact,
+    "searcher": _searcher,
+    "structured": _structured,
 }
 
 

@@ -4,7 +4,10 @@
   shape, or in Anthropic's with ``has_more``/``last_id`` pages when the request carries
   ``anthropic-version``; ``limit`` and ``after_id`` are honoured);
 * ``POST /v1/messages`` (with and without ``stream``), the Anthropic streaming event format
-  including thinking blocks with signatures (when the request enables ``thinking``);
+  including thinking blocks with signatures (when the request enables ``thinking``); a
+  ``tool_choice`` that forces a call turns the scripted text reply into that call (structured
+  output's ``final_answer``);
+* ``response_format`` (Chat Completions) is checked as OpenAI checks it, strict mode included;
 * the request's ``model`` names the scenario (``plan`` or ``scripted/plan``);
 * requests are checked as the real APIs check them (:mod:`tether.testing.validate`), and as the
   strictest common server does where they differ (an assistant message's ``content`` must be a
@@ -212,6 +215,29 @@ def _break_tool_json(reply: dict[str, Any]) -> None:
 
 
 
+def _obey_tool_choice(reply: dict[str, Any], request: dict[str, Any]) -> None:
+    """A Messages ``tool_choice`` that forces a call turns a text reply into a call, as the API's
+    model would have made it: to the named tool (``tool``), or (``any``) to ``final_answer`` when
+    offered, else the first tool. A JSON object in the text becomes the input; other text becomes
+    ``{"text": ...}``."""
+    choice = request.get("tool_choice") or {}
+    message = reply["choices"][0]["message"]
+    if choice.get("type") not in ("tool", "any") or message.get("tool_calls"):
+        return
+    names = [t["name"] for t in request.get("tools") or []]
+    name = choice.get("name") if choice["type"] == "tool" else ("final_answer" if "final_answer" in names else names[0])
+    text = message.get("content") or ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    arguments = text if isinstance(value, dict) else json.dumps({"text": text})
+    message["content"] = None
+    message["tool_calls"] = [{"id": f"toolu_{reply['id'].rsplit('-', 1)[-1]}_answer", "type": "function",
+                              "function": {"name": name, "arguments": arguments}}]
+    reply["choices"][0]["finish_reason"] = "tool_calls"
+
+
 KEEP_REQUESTS = 500  # requests a server keeps for inspection
 
 class _Handler(BaseHTTPRequestHandler):
@@ -409,6 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
                                str(request.get("model", "")))
         if reply is None:
             return
+        _obey_tool_choice(reply, request)
         if any("cache_control" in b for m in request["messages"] for b in m["content"] if isinstance(b, dict)):
             reply = _with_cache(reply, history, tools)
         thinking = (request.get("thinking") or {}).get("type") == "enabled"

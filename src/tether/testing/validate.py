@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Any
 
 __all__ = ["assistant_content_problem", "check_anthropic", "check_openai", "sign_thinking"]
 
 _SECRET = b"tether-scripted-thinking"
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def sign_thinking(model: str, text: str) -> str:
@@ -46,6 +48,52 @@ def check_openai(body: Any) -> str | None:
             return f"messages[{i}]: {role} message needs content"
     if waiting:
         return f"tool_call_ids {waiting} have no response messages"
+    return _response_format(body.get("response_format"))
+
+
+def _response_format(value: Any) -> str | None:
+    """Why a ``response_format`` is refused, or None (as OpenAI checks it, strict mode included)."""
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind in ("text", "json_object"):
+        return None
+    if kind != "json_schema":
+        return f"response_format.type: invalid value {kind!r} (expected 'text', 'json_object' or 'json_schema')"
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict):
+        return "response_format.json_schema: Missing required parameter"
+    if not isinstance(spec.get("name"), str) or not _NAME.match(spec["name"]):
+        return ("response_format.json_schema.name: must be a-z, A-Z, 0-9, underscores or dashes, "
+                f"at most 64 characters (got {spec.get('name')!r})")
+    schema = spec.get("schema")
+    if schema is not None and not isinstance(schema, dict):
+        return "response_format.json_schema.schema: must be an object"
+    if spec.get("strict") is True:
+        return _strict_problem(spec["name"], schema or {}, "()")
+    return None
+
+
+def _strict_problem(name: str, node: Any, where: str) -> str | None:
+    """Strict mode's rule for every object: all properties required, ``additionalProperties: false``."""
+    if not isinstance(node, dict):
+        return None
+    if where == "()" and node.get("type") != "object":
+        return f"Invalid schema for response_format '{name}': schema must be a JSON Schema of 'type: \"object\"'"
+    if node.get("type") == "object" or "properties" in node:
+        if node.get("additionalProperties") is not False:
+            return (f"Invalid schema for response_format '{name}': In context={where}, 'additionalProperties' "
+                    "is required to be supplied and to be false.")
+        missing = [k for k in node.get("properties") or {} if k not in (node.get("required") or ())]
+        if missing:
+            return (f"Invalid schema for response_format '{name}': In context={where}, 'required' is required "
+                    f"to be supplied and to be an array including every key in properties. Missing {missing[0]!r}.")
+    children = [*(node.get("properties") or {}).values(), *(node.get("$defs") or {}).values(),
+                *(node.get("anyOf") or ()), *([node["items"]] if "items" in node else [])]
+    for child in children:
+        problem = _strict_problem(name, child, where + ".")
+        if problem:
+            return problem
     return None
 
 
@@ -113,6 +161,31 @@ def check_anthropic(body: Any) -> str | None:
         return "the last assistant message has tool_use blocks without results"
     if breakpoints > 4:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return _tools_problem(body)
+
+
+def _tools_problem(body: dict[str, Any]) -> str | None:
+    """Why the tools or the tool choice are refused, or None."""
+    tools = body.get("tools") or []
+    for i, t in enumerate(tools):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not _NAME.match(t["name"]):
+            return f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+        schema = t.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            return f"tools.{i}.custom.input_schema.type: Input should be 'object'"
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind not in ("auto", "any", "tool", "none"):
+        return f"tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none' (got {kind!r})"
+    if kind == "tool" and choice.get("name") not in {t["name"] for t in tools}:
+        return f"tool_choice.name: no tool named {choice.get('name')!r} in tools"
+    if kind in ("any", "tool") and not tools:
+        return "tool_choice: a forced tool choice needs tools"
+    thinking = body.get("thinking")
+    if kind in ("any", "tool") and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return "Thinking may not be enabled when tool_choice forces tool use."
     return None
 
 

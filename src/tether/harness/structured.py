@@ -1,0 +1,228 @@
+"""Structured output: the final answer validated into ``Agent.output_type``.
+
+``output_type`` is a pydantic model class (or any type pydantic validates: a dataclass, a
+``TypedDict``) or a JSON Schema dict; either way its schema's root is an object. Every model call
+carries the schema (:class:`~tether.providers.base.OutputSchema`) and each wire asks for it in its
+own way (Chat Completions: the native ``response_format``; Messages: a ``final_answer`` tool whose
+call the wire turns back into the reply's text), so the loop sees one thing on every wire: a final
+answer whose text should be a JSON object that matches.
+
+When it does not, the run writes what was wrong into the transcript as a user message (law 4) and
+asks again, up to ``Agent.output_retries`` times; then it ends ``failed``, saying what failed. Each
+retry is an ordinary model call (turns, cost, budget). The corrections are counted from the
+transcript (law 2), so a resumed run knows how many it has sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import ConfigError
+from tether.harness.agent import Agent
+from tether.harness.context import RunContext
+from tether.harness.limits import Halt
+from tether.messages import AssistantMessage, Message, UserMessage
+from tether.providers.base import ANSWER_TOOL, OutputSchema
+
+__all__ = [
+    "CORRECTION",
+    "InvalidOutput",
+    "OutputSpec",
+    "check_answer",
+    "check_output_config",
+    "corrections",
+    "final_data",
+    "output_spec",
+    "request_schema",
+    "spec_for",
+]
+
+# The first words of a correction: how the transcript says which user messages are corrections.
+CORRECTION = "Your final answer does not match the required output schema"
+_MAX_PROBLEMS = 10
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n\s*```$", re.S)
+
+
+class InvalidOutput(Exception):
+    """An answer that does not match: ``problems`` say what is wrong, one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """An output type made ready: the schema the request carries and how to validate into it."""
+
+    output_type: Any
+    request: OutputSchema
+    adapter: Any = None  # a pydantic TypeAdapter, for a type
+    validator: Any = None  # a jsonschema validator, for a JSON Schema dict
+
+    def parse(self, text: str) -> Any:
+        """The answer validated into the output type; :class:`InvalidOutput` when it does not fit."""
+        value = _json(text)
+        if self.validator is not None:
+            errors = sorted(self.validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
+            if errors:
+                raise InvalidOutput([f"{_where(e.absolute_path)}: {e.message}" for e in errors[:_MAX_PROBLEMS]])
+            return value
+        from pydantic import ValidationError
+
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidOutput([_pydantic_problem(e) for e in exc.errors(include_url=False)[:_MAX_PROBLEMS]]) from None
+
+
+_SPECS: dict[int, OutputSpec] = {}  # by id(output_type); the spec holds the object, so the id stays its own
+
+
+def output_spec(agent: Agent) -> OutputSpec | None:
+    """The agent's output type made ready (once per output type), or None without one. A type or
+    schema that cannot serve is a :class:`ConfigError`."""
+    return None if agent.output_type is None else spec_for(agent.output_type)
+
+
+def spec_for(output_type: Any) -> OutputSpec:
+    """``output_type`` made ready (once per object); :class:`ConfigError` when it cannot serve."""
+    spec = _SPECS.get(id(output_type))
+    if spec is None or spec.output_type is not output_type:
+        spec = _make_spec(output_type)
+        if len(_SPECS) > 256:
+            _SPECS.clear()
+        _SPECS[id(output_type)] = spec
+    return spec
+
+
+def check_output_config(agent: Agent, tool_names: Iterable[str]) -> None:
+    """Refuse, before the run starts, an output type that cannot serve (:class:`ConfigError`)."""
+    if output_spec(agent) is None:
+        return
+    if agent.output_retries < 0:
+        raise ConfigError(f"output_retries must be 0 or more, not {agent.output_retries}")
+    if ANSWER_TOOL in tool_names:
+        raise ConfigError(f"a tool is named {ANSWER_TOOL!r}: with an output_type that name is reserved for the "
+                          "final answer on wires without a native JSON-schema reply; rename the tool")
+
+
+def _make_spec(output_type: Any) -> OutputSpec:
+    if isinstance(output_type, dict):
+        from jsonschema import SchemaError, validators  # type: ignore[import-untyped]
+
+        cls = validators.validator_for(output_type)
+        try:
+            cls.check_schema(output_type)
+        except SchemaError as exc:
+            raise ConfigError(f"the output schema is not a valid JSON Schema: {exc.message}") from None
+        schema, adapter, validator = output_type, None, cls(output_type)
+        name, description = schema.get("title") or "output", schema.get("description") or ""
+    else:
+        from pydantic import PydanticSchemaGenerationError, TypeAdapter
+
+        try:
+            adapter = TypeAdapter(output_type)
+            schema = adapter.json_schema()
+        except (PydanticSchemaGenerationError, TypeError) as exc:
+            raise ConfigError(f"output_type {output_type!r} is neither a JSON Schema dict nor a type pydantic "
+                              f"can validate: {exc}") from None
+        validator = None
+        name = getattr(output_type, "__name__", None) or schema.get("title") or "output"
+        description = schema.get("description") or ""
+    if schema.get("type") != "object":
+        raise ConfigError("the output schema must describe a JSON object (\"type\": \"object\"); to get a list "
+                          "or a single value, make it a property of an object")
+    safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
+    return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator)
+
+
+def request_schema(agent: Agent) -> OutputSchema | None:
+    """What a model request carries for the agent's output type (None without one)."""
+    spec = output_spec(agent)
+    return spec.request if spec is not None else None
+
+
+def check_answer(rc: RunContext, last: AssistantMessage) -> Halt | None:
+    """Validate the final answer ``last``. A match completes the run; a mismatch writes a
+    correction into the transcript and returns None (ask again), or, with the retries spent, fails."""
+    agent, messages = rc.agent, rc.state.messages
+    spec = output_spec(agent)
+    assert spec is not None
+    try:
+        spec.parse(last.text)
+    except InvalidOutput as exc:
+        problems = exc.problems + (["the reply was cut at the output token limit (max_tokens): make the "
+                                    "answer shorter"] if last.finish_reason == "length" else [])
+        sent = corrections(messages)
+        if sent >= agent.output_retries:
+            tried = f" after {sent} correction{'s' if sent != 1 else ''}" if sent else ""
+            return Halt("failed", f"the final answer did not match the output schema {spec.request.name}{tried}: "
+                        + "; ".join(problems))
+        messages.append(UserMessage.text(correction_text(spec.request.name, problems)))
+        rc.persist(durable=False)  # made durable with the next request, like a tool's result
+        return None
+    return Halt("completed", f"the model answered; the answer matches the output schema {spec.request.name}")
+
+
+def correction_text(name: str, problems: list[str]) -> str:
+    """What the model reads about an answer that did not match: what was wrong, and what to do."""
+    lines = "\n".join(f"- {p}" for p in problems)
+    return (f"{CORRECTION} ({name}):\n{lines}\n"
+            "Give the corrected answer now: one JSON object that matches the schema, with nothing else.")
+
+
+def corrections(messages: Sequence[Message]) -> int:
+    """Corrections sent since the person's latest message (a compaction summary is not one)."""
+    sent = 0
+    for m in reversed(messages):
+        if isinstance(m, UserMessage) and m.summary_turns is None:
+            if not m.content or not getattr(m.content[0], "text", "").startswith(CORRECTION):
+                break
+            sent += 1
+    return sent
+
+
+def final_data(agent: Agent, messages: Sequence[Message]) -> Any:
+    """The last final answer validated into the output type, or None when there is none that fits."""
+    spec = output_spec(agent)
+    last = messages[-1] if messages else None
+    if spec is None or not isinstance(last, AssistantMessage) or last.tool_calls:
+        return None
+    try:
+        return spec.parse(last.text)
+    except InvalidOutput:
+        return None
+
+
+def _json(text: str) -> Any:
+    body = text.strip()
+    fenced = _FENCE.match(body)  # a model asked for JSON in words may still wrap it in a code fence
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body:
+        raise InvalidOutput(["the answer is empty: it must be a JSON object"])
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise InvalidOutput([f"the answer is not valid JSON: {detail}{where}"]) from None
+
+
+def _where(path: Any) -> str:
+    parts = [str(p) for p in path]
+    return ".".join(parts) if parts else "(the answer)"
+
+
+def _pydantic_problem(error: Any) -> str:
+    where = _where(error.get("loc") or ())
+    if error.get("type") == "missing":
+        return f"{where}: {error.get('msg', 'Field required')}"
+    got = repr(error.get("input"))
+    got = got if len(got) <= 80 else got[:77] + "..."
+    return f"{where}: {error.get('msg', 'invalid')} (got {got})"
