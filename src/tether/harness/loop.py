@@ -317,8 +317,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
         return Halt("budget_exceeded", "the last reply was cut short: the remaining budget could "
                     "not pay for a longer one")
-    if rc.agent.output_type is not None:
-        return check_answer(rc, last)
+    if rc.agent.output_type is not None and not (last.model or "").startswith("guardrail"):
+        return check_answer(rc, last)  # a guardrail's note in words is not the model's answer
     if last.finish_reason == "length":
         return Halt("completed", f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut")
     return Halt("completed", "the model answered")
