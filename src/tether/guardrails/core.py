@@ -118,6 +118,11 @@ class Guardrail(Middleware):
     async def before_agent(self, ctx: RunContext) -> Stop | None:
         if "output" in self.stages:
             ctx.text_gate = _Gate(self, ctx)
+        pending = ctx.state.guardrail_pending
+        if pending is not None and pending.stage in self.stages:
+            stop = self._decided(ctx, pending)
+            if stop is not None or ctx.halt is not None:
+                return stop
         if "input" not in self.stages:
             return None
         messages = ctx.state.messages
@@ -129,9 +134,10 @@ class Guardrail(Middleware):
             return None
         words = self._words("input", action, verdict)
         if action == "ask":
-            ctx.stop(Halt("interrupted", f"{words}. Approve to let the message through, or reject",
-                          GuardrailInterruption(stage="input", key=_key("input", text), rationale=verdict.rationale,
-                                                score=verdict.score, category=verdict.category)))
+            question = GuardrailInterruption(stage="input", key=_key("input", text), rationale=verdict.rationale,
+                                             score=verdict.score, category=verdict.category)
+            ctx.state.guardrail_pending = question
+            ctx.stop(Halt("interrupted", f"{words}. Approve to let the message through, or reject", question))
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
@@ -146,6 +152,26 @@ class Guardrail(Middleware):
             return Stop("completed", f"redirected: {words}")
         return Stop("failed", f"blocked: {words}")
 
+    def _decided(self, ctx: RunContext, pending: GuardrailInterruption) -> Stop | None:
+        """A resumed run after a question: the person's decision, or the same question again."""
+        state = ctx.state
+        if pending.key in state.guardrail_rejected:
+            state.guardrail_pending = None
+            reason = state.guardrail_rejected[pending.key]
+            ctx.emit(GuardrailEvent(state.run_id, "block", f"a person declined it{': ' + reason if reason else ''}",
+                                    pending.score, stage=pending.stage, category="rejected", name=self.name))
+            return Stop("failed", f"rejected: a person declined it after the {pending.stage} guardrail "
+                        f"{self.name!r}'s verdict ({pending.rationale})")
+        if pending.key in state.guardrail_approved:
+            state.guardrail_pending = None
+            if pending.stage == "output":
+                ctx.emit(GuardrailEvent(state.run_id, "allow", "a person allowed this after an earlier verdict",
+                                        1.0, stage="output", category="approved", name=self.name))
+            return None
+        ctx.stop(Halt("interrupted", f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
+                      f"({pending.rationale}). Approve, or reject", pending))
+        return None
+
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
         last = ctx.state.messages[-1] if ctx.state.messages else None
         if isinstance(last, UserMessage) and text_of([last]).startswith(_REDIRECT_NOTE):
@@ -159,9 +185,21 @@ class Guardrail(Middleware):
     async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
                               call_next: ModelCall) -> ModelResponse | Stop:
         response = await call_next(request)
-        if "output" not in self.stages or isinstance(response, Stop) or response.message.tool_calls:
+        if "output" not in self.stages or isinstance(response, Stop):
             return response
         gate = ctx.text_gate if isinstance(ctx.text_gate, _Gate) and ctx.text_gate.owner is self else None
+        if response.message.tool_calls:
+            said = gate.unchecked(response.message.text) if gate is not None else response.message.text
+            if not said.strip() and (gate is None or gate.blocked is None):
+                return response
+            verdict_of = gate.blocked if gate is not None and gate.blocked is not None else None
+            act, why = verdict_of if verdict_of is not None else await self.judge(ctx, "output", said)
+            if act == "allow":
+                return response
+            if gate is not None:
+                gate.blocked = (act, why)  # what it held is never released
+            calls = tuple(p for p in response.message.content if not isinstance(p, TextPart))
+            return ModelResponse(message=response.message.model_copy(update={"content": calls}))
         if gate is not None and gate.blocked is not None:
             action, verdict = gate.blocked
         else:
@@ -176,10 +214,13 @@ class Guardrail(Middleware):
             # Recorded, not streamed: approving delivers it (the resumed run ends with it as its
             # output); rejecting replaces it, in words (tether.harness.state.reject).
             key = _key("output", response.message.text)
-            ctx.stop(Halt("interrupted", f"{words}. Approve to deliver the answer, or reject",
-                          GuardrailInterruption(stage="output", key=key, rationale=verdict.rationale,
-                                                score=verdict.score, category=verdict.category)))
-            return response
+            question = GuardrailInterruption(stage="output", key=key, rationale=verdict.rationale,
+                                             score=verdict.score, category=verdict.category)
+            ctx.state.guardrail_pending = question
+            ctx.state.guardrail_held = response.message
+            ctx.stop(Halt("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
+            placeholder = f"[Answer held for a person to decide: {words}.]"
+            return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
         if action == "redirect" and self.redirect_reply is not None:
             ctx.stop(Halt("completed", f"redirected: {words}"))
             withheld = self.redirect_reply
@@ -212,7 +253,7 @@ class Guardrail(Middleware):
                           is_error=True)
 
 
-_SENTENCE_END = re.compile(r"[.!?;:\n]\s*$")
+_BOUNDARY = re.compile(r"[.!?;:\n](?:\s+|$)")
 _REDIRECT_NOTE = "[Redirect: "
 
 
@@ -234,15 +275,17 @@ class _Gate:
         if self.owner.release != "chunks" or self.blocked is not None:
             return []
         pending = "".join(self.held)
-        if len(pending) < self.owner.chunk_chars or not _SENTENCE_END.search(pending):
+        cut = max((m.end() for m in _BOUNDARY.finditer(pending) if m.end() >= self.owner.chunk_chars), default=0)
+        if not cut:
             return []
-        action, verdict = await self.owner.judge(self.ctx, "output", pending)
+        piece, rest = pending[:cut], pending[cut:]
+        action, verdict = await self.owner.judge(self.ctx, "output", piece)
         if action != "allow":
             self.blocked = (action, verdict)
             return []
-        self.held = []
-        self.released += pending
-        return [pending]
+        self.held = [rest] if rest else []
+        self.released += piece
+        return [piece]
 
     def unchecked(self, full: str) -> str:
         """What the final check must still judge: all of it when held, the rest when chunked."""

@@ -121,11 +121,12 @@ class RunContext:
             self.state.transcript_rewritten()
         state = self.state
         if self.session is not None and state.session_id:  # first, so the saved state counts it
-            if rewrite or state.session_synced > len(state.messages):
+            if rewrite or state.session_stale or state.session_synced > len(state.messages):
                 self.session.rewrite(state.session_id, state.messages)
             elif state.session_synced < len(state.messages):
                 self.session.append(state.session_id, state.messages[state.session_synced:])
             state.session_synced = len(state.messages)
+            state.session_stale = False
         if self.store is not None:
             if durable:
                 self.store.save(state, rewrite=rewrite)

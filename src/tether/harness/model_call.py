@@ -73,7 +73,8 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             rc.stop(Halt.cancelled(exc.reason))
             return
         except ProviderError as exc:
-            count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
+            held = list(getattr(rc.text_gate, "held", None) or [])  # streamed to us, held back by a guardrail
+            count_abandoned(rc, in_flight, streamed + held, sent=bool(streamed or held))
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
@@ -181,6 +182,18 @@ async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | No
     prompt = count(text_of(request.messages)) + count(request.system or "") + 16
     max_tokens = request.max_tokens or rc.agent.max_tokens
     price = candidate.price
+    budget = rc.agent.max_budget_usd
+    if budget is not None and price is not None:
+        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
+        if affordable < min(max_tokens, rc.agent.min_output_tokens):
+            from tether.errors import ProviderError
+
+            raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
+        if affordable < max_tokens:
+            from dataclasses import replace
+
+            max_tokens = affordable
+            request = replace(request, max_tokens=max_tokens)
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
     rc.state.call_in_flight = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens,
                                            max_cost_usd=worst)

@@ -130,6 +130,13 @@ class RunState(BaseModel):
     parent_call_id: str | None = None
     # Texts a person let through after a guardrail asked (GuardrailInterruption.key).
     guardrail_approved: list[str] = Field(default_factory=list)
+    # A guardrail's question waiting for a person (kept across the resume, unlike ``interruption``),
+    # the answer it holds back (stage output), and the keys a person refused, with their reasons.
+    guardrail_pending: GuardrailInterruption | None = None
+    guardrail_held: AssistantMessage | None = None
+    guardrail_rejected: dict[str, str] = Field(default_factory=dict)
+    # The transcript was changed outside a run (a decision): the session mirror must be rewritten.
+    session_stale: bool = False
     # The extensions' system-prompt blocks as this run sends them (a snapshot taken when its
     # session began; see tether.harness.extension). None until the run first starts.
     prompt_blocks: dict[str, str] | None = None
@@ -248,6 +255,13 @@ def approve(state: RunState, call_id: str | None = None) -> None:
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         if waiting.key not in state.guardrail_approved:
             state.guardrail_approved.append(waiting.key)
+        held = state.guardrail_held
+        last = state.messages[-1] if state.messages else None
+        if waiting.stage == "output" and held is not None and isinstance(last, AssistantMessage):
+            state.messages[-1] = held  # the answer the person let through replaces the placeholder
+            state.guardrail_held = None
+            state.transcript_rewritten()
+            state.session_stale = True
         return
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
@@ -268,10 +282,13 @@ def reject(state: RunState, reason: str | None = None, call_id: str | None = Non
         said = f" Their reason: {reason.strip()}" if reason and reason.strip() else ""
         note = (f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "
                 f"({waiting.rationale}).{said}]")
+        state.guardrail_rejected[waiting.key] = (reason or "").strip()
+        state.guardrail_held = None
         last = state.messages[-1] if state.messages else None
         if waiting.stage == "output" and isinstance(last, AssistantMessage) and not last.tool_calls:
             state.messages[-1] = last.model_copy(update={"content": (TextPart(text=note),)})
             state.transcript_rewritten()
+            state.session_stale = True
         else:
             state.messages.append(AssistantMessage(content=(TextPart(text=note),), model="guardrail"))
         return
