@@ -240,6 +240,13 @@ def _searcher(t: int, tools: str) -> Reply:
                  else f"After {t} searches I could not find what the FVAM-2050-B seals are made of.")
 
 
+def _delegate(t: int, tools: str) -> Reply:
+    """Hands the question to a sub-agent tool named ``researcher`` and reports its answer."""
+    if t == 0:
+        return call("c1", "researcher", {"task": "Read errors.log: which worker timed out, and after how long?"})
+    return Reply(text=f"The researcher reports: {tools.strip().splitlines()[-1] if tools.strip() else 'nothing'}")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -259,6 +266,7 @@ SCENARIOS: dict[str, Scenario] = {
     "exact": _exact,
     "searcher": _searcher,
     "structured": _structured,
+    "delegate": _delegate,
 }
 
 
