@@ -218,6 +218,16 @@ class Done:
     type: Literal["done"] = "done"
 
 
+@dataclass(slots=True, frozen=True)
+class TraceOnly:
+    """Not an event of the stream: ``event`` goes to the trace, in its place among the others,
+    and is not yielded (a sub-agent's last line, which must not end its parent's stream)."""
+
+    event: Any
+    run_id: str = ""
+    type: Literal["trace_only"] = "trace_only"
+
+
 Event = (
     TextDelta
     | ReasoningDelta

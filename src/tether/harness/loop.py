@@ -16,7 +16,7 @@ from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.errors import ConfigError, RunCancelled, TetherError, UserError
-from tether.events import Done, Event, SpentUnknown
+from tether.events import Done, Event, SpentUnknown, TraceOnly
 from tether.harness.agent import Agent, Stop
 from tether.harness.compaction import compact, context_window, should_compact
 from tether.harness.context import (
@@ -155,13 +155,25 @@ async def run_stream(
         if lock is not None:
             held.enter_context(lock(state.run_id))
         async for event in _guarded(rc):
+            if isinstance(event, TraceOnly):
+                trace.write(event.event)
+                continue
             trace.write(event)
             yield event
     except (GeneratorExit, asyncio.CancelledError):
         # The caller stopped reading, or its task was cancelled: nothing can be yielded any more,
         # but the run is recorded as stopped, and resumable, rather than left ``running``.
         if rc.halt is None or state.status == "running":
-            rc.stop(rc.halt or Halt.cancelled("the caller stopped reading the run's events"))
+            # A sub-agent's task is cancelled when the Stop it shares with its parent fires: that
+            # Stop is the reason, not the caller.
+            why = signal.reason if signal.cancelled else "the caller stopped reading the run's events"
+            lost = state.call_in_flight
+            if lost is not None:  # cut mid-request: billed for its prompt at least, as any cut request
+                from tether.harness.model_call import charge
+                from tether.usage import Usage
+
+                charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
+            rc.stop(rc.halt or Halt.cancelled(why or "cancelled"))
             trace.write(_done(rc))
         raise
     finally:

@@ -22,7 +22,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tether.events import Done, ReasoningDelta, Subagent, TextDelta
+from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
 from tether.tools.base import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -51,8 +51,20 @@ class _ChildStore:
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         parent = self.ctx.state
         parent.children[self.ctx.call_id] = state.model_dump(mode="json")
+        charge_child(parent, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
         if self.ctx.on_save is not None:
             self.ctx.on_save(durable)
+
+
+def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
+    """Add to the parent's cost what the child spent since the last time (never twice)."""
+    done = parent.children_charged.get(call_id, [0.0, 0.0])
+    parent.cost_usd += child.cost_usd - done[0]
+    parent.cost_unknown_usd += child.cost_unknown_usd - done[1]
+    parent.children_charged[call_id] = [child.cost_usd, child.cost_unknown_usd]
+    for model in child.unpriced_models:
+        if model not in parent.unpriced_models:
+            parent.unpriced_models.append(model)
 
 
 class AgentTool:
@@ -83,6 +95,8 @@ class AgentTool:
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
         if isinstance(saved, dict):
             child = RunState.model_validate(saved)
+            if child.status in ("completed", "failed"):  # it ended, and the process died before its answer was kept
+                return self._keep(ctx, child, child.result())
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
@@ -97,6 +111,7 @@ class AgentTool:
         async for event in run_stream(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
             if isinstance(event, Done):
                 result = event.result
+                ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on
             elif not isinstance(event, TextDelta | ReasoningDelta):
                 ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
         assert result is not None
@@ -110,15 +125,14 @@ class AgentTool:
             raise ToolInterrupt(f"the sub-agent {self.name} is waiting: {result.reason}",
                                 SubagentInterruption(call_id=ctx.call_id, tool_name=self.name,
                                                      child_run_id=child.run_id, child=result.interruption))
+        return self._keep(ctx, child, result)
+
+    def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
+        """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
         done = {"done": True, "run_id": child.run_id, "status": result.status, "reason": result.reason,
                 "output": result.output, "cost_usd": result.cost_usd, "turns": result.turns}
-        # One save: the child's answer is kept and its cost added to the parent's, together.
-        parent.cost_usd += child.cost_usd
-        parent.cost_unknown_usd += child.cost_unknown_usd
-        for model in child.unpriced_models:
-            if model not in parent.unpriced_models:
-                parent.unpriced_models.append(model)
-        parent.children[ctx.call_id] = done
+        charge_child(ctx.state, ctx.call_id, child)
+        ctx.state.children[ctx.call_id] = done
         if ctx.on_save is not None:
             ctx.on_save(True)
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd,
