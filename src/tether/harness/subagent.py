@@ -104,7 +104,10 @@ class AgentTool:
             prompt = str(input["task"])
         limit = self.agent.max_budget_usd
         if ctx.budget_left_usd is not None:  # carved from what the parent has left
-            limit = min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd))
+            # The child's budget counts all it spent; what it spent before a stop is already in
+            # the parent's spending, so it is given back to the carve on resume.
+            spent_before = sum(parent.children_charged.get(ctx.call_id, [0.0, 0.0]))
+            limit = min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd + spent_before))
         agent = replace(self.agent, max_budget_usd=limit)
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result = None
