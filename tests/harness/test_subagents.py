@@ -698,6 +698,41 @@ def test_a_child_runs_trace_ends_with_its_stop_line(tmp_path: Path) -> None:
     assert child_lines[-1]["status"] == "completed"
 
 
+@pytest.mark.parametrize("where", ["tool", "model"])
+def test_after_a_stop_the_trace_says_how_the_child_stopped(tmp_path: Path, where: str) -> None:
+    # A Stop ends the child too: its own trace file must end with its stop line, and the parent's
+    # trace must record that the child it started has stopped (not only that it started).
+    traces = tmp_path / "traces"
+    slow = SlowChild(where)
+    parent = parent_model((("p1", "scanner", {"task": "scan the archive"}),))
+    agent = Agent(parent.provider, tools=[slow.agent.as_tool("scanner", "Scans the archive.")])
+    state = RunState()
+
+    async def main() -> None:
+        signal = CancelSignal()
+        slow.inside = asyncio.Event()
+
+        async def press() -> None:
+            assert slow.inside is not None
+            await slow.inside.wait()
+            signal.cancel("user pressed Stop")
+
+        presser = asyncio.create_task(press())
+        async for _ in run_stream(agent, "scan", state=state, signal=signal, tracer=JsonlTracer(traces)):
+            pass
+        await presser
+
+    asyncio.run(main())
+    assert state.status == "interrupted"
+    child_run_id = state.children["p1"]["run_id"]
+    child_lines = read_trace(traces / f"{child_run_id}.jsonl")
+    assert child_lines[-1]["type"] == "run_stopped"
+    assert child_lines[-1]["status"] == "interrupted" and child_lines[-1]["interruption"]["type"] == "cancelled"
+    links = [x for x in read_trace(traces / f"{state.run_id}.jsonl") if x["type"] == "subagent"]
+    assert [x["status"] for x in links] == ["started", "interrupted"]
+    assert links[-1]["childRunId"] == child_run_id
+
+
 def test_a_child_stopped_by_an_error_does_not_stop_the_parent(tmp_path: Path) -> None:
     def broken(t: int, messages: list[Message]) -> AssistantMessage:
         raise RuntimeError("the child's provider is down")

@@ -34,7 +34,8 @@ _CANCEL = object()
 
 
 async def pump(
-    work: Callable[[Callable[[Any], None]], Awaitable[R]], signal: CancelSignal
+    work: Callable[[Callable[[Any], None]], Awaitable[R]], signal: CancelSignal, *, cancel_work: bool = True,
+    grace_s: float = 5.0,
 ) -> AsyncIterator[Any]:
     """Yield what ``work(emit)`` emits, then ``Finished(result)``.
 
@@ -64,9 +65,13 @@ async def pump(
     signal.add_callback(on_cancel)
     task = loop.create_task(run())
     try:
+        cut_at: float | None = None
         while True:
-            item = await queue.get()
+            item = await _get(queue, cut_at, signal)
             if item is _CANCEL:
+                if not cancel_work:  # the work listens to the signal itself: let it end its own way
+                    cut_at = loop.time() + grace_s  # ... within a bound, then it is cut from outside
+                    continue
                 raise RunCancelled(signal.reason or "cancelled")
             if isinstance(item, _Failed):
                 raise item.exc
@@ -79,3 +84,13 @@ async def pump(
             task.cancel()
             with contextlib.suppress(BaseException):  # abandoned on purpose
                 await task
+
+
+async def _get(queue: asyncio.Queue[Any], cut_at: float | None, signal: CancelSignal) -> Any:
+    """The next item; after a Stop, only until ``cut_at`` (then the work is cut from outside)."""
+    if cut_at is None:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), max(0.0, cut_at - asyncio.get_running_loop().time()))
+    except TimeoutError:
+        raise RunCancelled(signal.reason or "cancelled") from None

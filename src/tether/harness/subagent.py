@@ -77,6 +77,9 @@ class AgentTool:
     }
     read_only = False
     needs_approval = False
+    # It listens to the run's signal and ends by itself (its stop saved, traced and accounted):
+    # on Stop the harness lets it finish that instead of cancelling it from outside.
+    ends_on_cancel = True
     # Running the call again resumes the child from its saved state (or returns its kept answer).
     idempotent = True
 
@@ -118,7 +121,10 @@ class AgentTool:
             elif not isinstance(event, TextDelta | ReasoningDelta):
                 ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
         assert result is not None
-        ctx.signal.raise_if_cancelled()  # Stop reached the child: the parent stops too, the call pending
+        if ctx.signal.cancelled:  # Stop reached the child: the parent stops too, the call pending
+            ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, result.status,
+                              result.cost_usd, result.reason or ""))
+            ctx.signal.raise_if_cancelled()
         if result.status == "interrupted" and result.interruption is not None \
                 and result.interruption.type != "cancelled":
             from tether.status import SubagentInterruption

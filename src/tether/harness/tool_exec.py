@@ -226,7 +226,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     # not the tool's failure, and must not give the call a second result.
     value: ToolResult | str | Stop | Exception
     try:
-        async for item in pump(work, rc.signal):
+        async for item in pump(work, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
             if isinstance(item, Finished):
                 value = item.value
                 break

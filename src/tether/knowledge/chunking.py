@@ -57,7 +57,7 @@ def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool 
         last = end
         while last > start + 1 and not lines[last - 1].strip():
             last -= 1
-        if body.strip():
+        if body.strip() and (not chunks or last > chunks[-1].end_line):  # a chunk that adds no line is none
             chunks.append(Chunk(start + 1, last, body, headings[start]))
         if end >= len(lines):
             break
