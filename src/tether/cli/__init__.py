@@ -44,3 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UserError, StoreError) as exc:
         print(f"tether: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (tether memory show | head): no traceback; what is left goes nowhere.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
