@@ -17,6 +17,8 @@ from bench import real_server as rs
 
 # A real third-party server whose wheel takes ~14 minutes to build: opt-in, and run by .ci/run
 # wherever the wheel is cached (see docs/benchmarks.md). Not a stand-in: the same checks run then.
+# Why skippable: it needs llama.cpp's server, a ~14-minute build, installed outside this project's
+# dependencies; .ci/run installs it from the cached wheel and runs this module whenever it can.
 pytestmark = pytest.mark.skipif(
     not os.environ.get(rs.ENV_VAR),
     reason=f"real-server check is opt-in: set {rs.ENV_VAR} to a python with llama-cpp-python[server] "

@@ -21,6 +21,8 @@ from tether.tools.shell import RunCommand, ShellSettings
 
 # Linux and macOS both: tether.processes reads /proc on one and ps on the other. Windows has no
 # process groups or signals to test with.
+# Why skipped on Windows: these tests start process groups and send them POSIX signals
+# (killpg, SIGKILL), which Windows does not have; tether.processes covers Windows differently.
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
 
 

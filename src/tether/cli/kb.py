@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.cli.common import positive_int, usage_error
 from tether.cli.common import settings as load_settings
-from tether.cli.common import usage_error
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -43,16 +43,6 @@ def _alpha(value: str) -> float:
     return a
 
 
-def _k(value: str) -> int:
-    try:
-        k = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"-k must be at least 1, not {value}")
-    return k
-
-
 def _filter(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key.strip():
@@ -78,7 +68,7 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("query", metavar="QUERY")
     search.add_argument("--mode", choices=MODES, default="hybrid")
     search.add_argument("--alpha", type=_alpha, help="0 keyword only … 1 vector only (default 0.55; exact 0.15)")
-    search.add_argument("-k", type=_k, default=8, help="how many results (default 8)")
+    search.add_argument("-k", type=positive_int, default=8, help="how many results (default 8)")
     search.add_argument("--filter", action="append", type=_filter, default=[], metavar="KEY=VALUE",
                         help="only documents whose metadata has this value; repeatable")
     search.add_argument("--json", action="store_true", help="results as JSON")

@@ -126,8 +126,6 @@ class RunState(BaseModel):
     # its kept answer {"done": true, ...}; and a person's decision for a waiting child.
     children: dict[str, Any] = Field(default_factory=dict)
     child_decisions: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # What each child's spending has already added to this run's cost: [cost_usd, cost_unknown_usd].
-    children_charged: dict[str, list[float]] = Field(default_factory=dict)
     parent_run_id: str | None = None  # set on a sub-agent's own state
     parent_call_id: str | None = None
     # Texts a person let through after a guardrail asked (GuardrailInterruption.key).

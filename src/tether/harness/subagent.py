@@ -49,19 +49,27 @@ class _ChildStore:
         self.ctx = ctx
 
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
-        parent = self.ctx.state
-        parent.children[self.ctx.call_id] = state.model_dump(mode="json")
-        charge_child(parent, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
+        charge_child(self.ctx.state, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
+        self.ctx.state.children[self.ctx.call_id] = state.model_dump(mode="json")
         if self.ctx.on_save is not None:
             self.ctx.on_save(durable)
 
 
+def charged(parent: RunState, call_id: str) -> tuple[float, float]:
+    """What the child's spending has already added to the parent's cost: its last saved record
+    says (a state dump, or the kept answer), so there is no second account to keep in step."""
+    saved = parent.children.get(call_id)
+    if not isinstance(saved, dict):
+        return 0.0, 0.0
+    return float(saved.get("cost_usd") or 0.0), float(saved.get("cost_unknown_usd") or 0.0)
+
+
 def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
-    """Add to the parent's cost what the child spent since the last time (never twice)."""
-    done = parent.children_charged.get(call_id, [0.0, 0.0])
-    parent.cost_usd += child.cost_usd - done[0]
-    parent.cost_unknown_usd += child.cost_unknown_usd - done[1]
-    parent.children_charged[call_id] = [child.cost_usd, child.cost_unknown_usd]
+    """Add to the parent's cost what the child spent since its last saved record (never twice);
+    called before that record is replaced."""
+    cost, unknown = charged(parent, call_id)
+    parent.cost_usd += child.cost_usd - cost
+    parent.cost_unknown_usd += child.cost_unknown_usd - unknown
     for model in child.unpriced_models:
         if model not in parent.unpriced_models:
             parent.unpriced_models.append(model)
@@ -109,7 +117,7 @@ class AgentTool:
         if ctx.budget_left_usd is not None:  # carved from what the parent has left
             # The child's budget counts all it spent; what it spent before a stop is already in
             # the parent's spending, so it is given back to the carve on resume.
-            spent_before = sum(parent.children_charged.get(ctx.call_id, [0.0, 0.0]))
+            spent_before = sum(charged(parent, ctx.call_id))
             limit = min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd + spent_before))
         agent = replace(self.agent, max_budget_usd=limit)
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
@@ -138,8 +146,11 @@ class AgentTool:
 
     def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
+        # cost_usd is what the child spent (0.0 where a model had no price: the parent then lists
+        # that model as unpriced, and reports its own cost as unknown).
         done = {"done": True, "run_id": child.run_id, "status": result.status, "reason": result.reason,
-                "output": result.output, "cost_usd": result.cost_usd, "turns": result.turns}
+                "output": result.output, "cost_usd": child.cost_usd, "cost_unknown_usd": child.cost_unknown_usd,
+                "turns": result.turns}
         charge_child(ctx.state, ctx.call_id, child)
         ctx.state.children[ctx.call_id] = done
         if ctx.on_save is not None:
