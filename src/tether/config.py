@@ -182,6 +182,39 @@ class _KbTable(_Table):
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
 
 
+class _ServeAgentTable(_Table):
+    """``[serve.agents.NAME]``: one agent ``tether serve`` offers (tether.server)."""
+
+    model: _Text | None = None  # default: the top-level model (or $TETHER_MODEL)
+    description: _Text | None = None
+    instructions: _Text | None = None
+    cwd: _Text | None = None  # the directory its file tools work in (default: where the server starts)
+    tools: list[_Text] | None = None  # names of built-in tools to give it (default: all of them)
+    max_turns: _PositiveInt | None = None
+    max_budget_usd: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
+    fallback_models: list[_Text] = []
+    kb: list[_Text] = []
+    memory: _Bool = False
+
+
+class _ServeTable(_Table):
+    """``[serve]``: what ``tether serve`` serves and how (tether.server)."""
+
+    agent: _Text | None = None  # a Python file or module defining ``agent`` or ``agents``
+    agents: dict[str, _ServeAgentTable] = {}
+    max_body_bytes: _PositiveInt | None = None
+    cors_origins: list[_Text] = []
+    allowed_hosts: list[_Text] = []
+
+
+class _TelemetryTable(_Table):
+    """``[telemetry]``: OpenTelemetry spans over OTLP/HTTP (tether.telemetry); off when no endpoint."""
+
+    otlp_endpoint: _Url | None = None  # e.g. http://127.0.0.1:4318/v1/traces
+    headers: dict[str, _Text] = {}
+    service_name: _Text | None = None
+
+
 class _ToolsTable(_Table):
     shell: _ShellTable | None = None
     files: _FilesTable | None = None
@@ -246,6 +279,8 @@ class _ConfigFile(_Table):
     tools: _ToolsTable = _ToolsTable()
     memory: _MemoryTable = _MemoryTable()
     kb: _KbTable = _KbTable()
+    serve: _ServeTable = _ServeTable()
+    telemetry: _TelemetryTable = _TelemetryTable()
 
 
 @dataclass(frozen=True)
@@ -261,6 +296,8 @@ class Settings:
     # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
     memory: dict[str, Any] = field(default_factory=lambda: _MemoryTable().model_dump())
     kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
+    serve: dict[str, Any] = field(default_factory=dict)  # the [serve] table, checked
+    telemetry: dict[str, Any] = field(default_factory=dict)  # the [telemetry] table, checked
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -294,7 +331,8 @@ def load_settings(home: Path | None = None) -> Settings:
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
                     endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {},
-                    memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump())
+                    memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump(),
+                    serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump())
 
 
 def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:

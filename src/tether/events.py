@@ -88,6 +88,7 @@ class ToolResultEvent:
     ok: bool
     ms: float
     status: str = "ok"  # ok | error | cached | rejected | interrupted | cancelled (no result: still pending)
+    widget: dict[str, Any] | None = None  # a form or buttons the tool offers a person (ToolResult.widget)
     type: Literal["tool_result"] = "tool_result"
 
 
@@ -287,6 +288,8 @@ def to_trace(event: Event) -> dict[str, Any] | None:
         )
         return line
     for name in event.__slots__:
+        if name == "widget" and event.widget is None:  # type: ignore[union-attr]
+            continue
         if name != "run_id":
             line[_camel(name)] = getattr(event, name)
     return line

@@ -302,7 +302,7 @@ class LoopGuard(Middleware):
         note = _note_part(self._nudge(streak, _plain(result)))
         if isinstance(result, str):
             return ToolResult([TextPart(text=result), note])
-        return ToolResult([*result.parts(), note], is_error=result.is_error)
+        return ToolResult([*result.parts(), note], is_error=result.is_error, widget=result.widget)
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
         """Judge the latest results that did not pass through :meth:`wrap_tool_call` (answered

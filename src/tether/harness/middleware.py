@@ -179,7 +179,9 @@ class ToolOutputTrimmer(Middleware):
         note = (f"\n[Output trimmed: showing the first {self.max_chars:,} of {len(text):,} characters. "
                 f"To see the rest, call {call.name} again asking for less at a time "
                 "(a line range, a narrower pattern, a smaller page).]")
-        return ToolResult(text[: self.max_chars] + note, is_error=isinstance(result, ToolResult) and result.is_error)
+        if isinstance(result, str):
+            return ToolResult(text[: self.max_chars] + note)
+        return ToolResult(text[: self.max_chars] + note, is_error=result.is_error, widget=result.widget)
 
 
 @dataclass

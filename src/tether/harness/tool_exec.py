@@ -67,8 +67,9 @@ def _record(
     canon = canonical_arguments(call.arguments)
     rc.remember(message, (call.name, canon) if canon is not None else None)
     rc.persist(durable=False)  # made durable before any side effect or the next request
+    widget = text_or_result.widget if isinstance(text_or_result, ToolResult) else None
     return ToolResultEvent(state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3),
-                           status=status)
+                           status=status, widget=widget)
 
 
 def _clean(part: TextPart | ImagePart) -> TextPart | ImagePart:

@@ -48,6 +48,9 @@ class ToolInputError(Exception):
 class ToolResult:
     content: str | list[TextPart | ImagePart]
     is_error: bool = False
+    # Something for a person to act on (a form, buttons: tether.server.widgets) shown by a page
+    # beside the result; the model reads ``content`` only.
+    widget: dict[str, Any] | None = None
 
     def parts(self) -> tuple[TextPart | ImagePart, ...]:
         if isinstance(self.content, str):
