@@ -194,7 +194,6 @@ class _ServeAgentTable(_Table):
     max_budget_usd: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
     fallback_models: list[_Text] = []
     kb: list[_Text] = []
-    memory: _Bool = False
 
 
 class _ServeTable(_Table):

@@ -8,7 +8,7 @@ One module per command group: :mod:`~tether.cli.run` (``run``, ``resume``: drivi
 printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli.sessions`,
 :mod:`~tether.cli.runs` (``runs``, ``show``, ``trace``), :mod:`~tether.cli.memory`, :mod:`~tether.cli.kb`,
 :mod:`~tether.cli.models` (``models``,
-``auth``), :mod:`~tether.cli.scripted`; :mod:`~tether.cli.common` holds settings, stores, errors
+``auth``), :mod:`~tether.cli.scripted`, :mod:`~tether.cli.serve` (``serve``, ``serve token``); :mod:`~tether.cli.common` holds settings, stores, errors
 and argument types, :mod:`~tether.cli.display` how runs and transcripts read. Heavy modules are
 imported inside the commands so ``tether --help`` starts fast.
 """
@@ -23,12 +23,12 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from tether import __version__
-    from tether.cli import chat, kb, memory, models, run, runs, scripted, sessions
+    from tether.cli import chat, kb, memory, models, run, runs, scripted, serve, sessions
 
     parser = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (run, chat, sessions, runs, memory, kb, models, scripted):
+    for group in (run, chat, sessions, runs, memory, kb, models, scripted, serve):
         group.add_parsers(sub)
     return parser
 

@@ -96,6 +96,7 @@ class Agent:
     # can validate) or a JSON Schema dict; the final answer is validated into it (RunResult.data).
     output_type: Any = None
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
+    description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
 
     def as_tool(self, name: str, description: str) -> Any:
         """This agent as a tool another agent can call (see tether.harness.subagent)."""

@@ -247,6 +247,37 @@ def _delegate(t: int, tools: str) -> Reply:
     return Reply(text=f"The researcher reports: {tools.strip().splitlines()[-1] if tools.strip() else 'nothing'}")
 
 
+def _configure(t: int, tools: str, user: str) -> Reply:
+    """The product configurator of ``tether serve``'s example (tether.server.widgets.Configurator):
+    buttons to pick a series, its form, then a summary of what the form's submission chose."""
+    series = re.search(r"configure the (\w+) series", user)
+    if tools:  # the configurator has answered this message
+        if series:
+            return Reply(text=f"Here is the {series.group(1)} series form; your earlier choices are kept.")
+        return Reply(text="Which series would you like to configure?")
+    if series:
+        return call(f"w{t}", "configure", {"series": series.group(1)})
+    if ":" in user and ";" in user:  # a submitted form: "Label: value; Label: value"
+        chosen = ", ".join(p.strip() for p in user.split(";") if p.strip())
+        return Reply(text=f"Noted your configuration: {chosen}. I can prepare a quote for it.")
+    return call(f"w{t}", "configure")
+
+
+XSS_ANSWER = (
+    "Here is **bold** text and a list:\n\n- one\n- two\n\n"
+    "<script>window.__xss = 'script'</script>\n"
+    "<img src=\"x\" onerror=\"window.__xss = 'img'\">\n\n"
+    "[a link](javascript:window.__xss='link') and <a href=\"javascript:window.__xss='a'\">another</a>\n\n"
+    "<svg><animate onbegin=\"window.__xss='svg'\" attributeName=\"x\" dur=\"1s\"></animate></svg>\n"
+    "<iframe srcdoc=\"<script>parent.__xss='iframe'</script>\"></iframe>"
+)
+
+
+def _xss(t: int, tools: str) -> Reply:
+    """Hostile output: an answer full of markup that must never run in a page that shows it."""
+    return Reply(text=XSS_ANSWER)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -267,6 +298,8 @@ SCENARIOS: dict[str, Scenario] = {
     "searcher": _searcher,
     "structured": _structured,
     "delegate": _delegate,
+    "configure": _configure,  # type: ignore[dict-item]
+    "xss": _xss,
 }
 
 
@@ -315,7 +348,13 @@ def scripted_completion(
     turn += sum(int(n) for m in messages if m.get("role") == "user"
                 for n in re.findall(r"\((\d+) earlier turns\)", _content_text(m.get("content"))[:200]))
     tool_text = "\n".join(_content_text(m.get("content")) for m in messages if m.get("role") == "tool")
-    reply = fn(turn, tool_text)
+    if fn.__code__.co_argcount == 3:  # a scenario that reads the last user message (and the tools since)
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        since = "\n".join(_content_text(m.get("content")) for m in messages[last + 1:] if m.get("role") == "tool")
+        user = _content_text(messages[last].get("content")) if last >= 0 else ""
+        reply = fn(turn, since, user)  # type: ignore[call-arg]
+    else:
+        reply = fn(turn, tool_text)
     wire_calls: list[dict[str, Any]] = []
     completion = _count(reply.text)
     for cid, name, args in reply.calls:

@@ -1,0 +1,139 @@
+"""``tether serve``: the HTTP API and the page (uvicorn); ``tether serve token create NAME | list |
+revoke NAME``: the bearer tokens that let users in (stored hashed; shown once)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from typing import Any
+
+from tether.cli.common import directory, usage_error
+from tether.cli.common import settings as load_settings
+
+__all__ = ["add_parsers"]
+
+SERVE_HELP = """\
+Serves the agents of --agent FILE_OR_MODULE (which defines `agent` or `agents`), else those of
+[serve.agents.NAME] in config.toml, else one agent like `tether run`'s (--model, --cwd).
+The API is under /v1 (its OpenAPI document at /openapi.json), the page at /.
+Without tokens the server answers on loopback only; create one with `tether serve token create NAME`.
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("serve", help="serve agents over HTTP, with a web page", description=SERVE_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
+    s.add_argument("--agent", metavar="FILE_OR_MODULE", help="a Python file or module defining `agent` or `agents`")
+    s.add_argument("--model", help="the default agent's model (when no agent is configured)")
+    s.add_argument("--cwd", type=directory, metavar="DIR", help="the default agent's working directory")
+    s.set_defaults(handler=cmd_serve)
+    ss = s.add_subparsers(dest="serve_command", metavar="{token}")
+    tok = ss.add_parser("token", help="create, list or revoke API tokens")
+    ts = tok.add_subparsers(dest="token_command", required=True, metavar="{create,list,revoke}")
+    create = ts.add_parser("create", help="make a token for user NAME (printed once)")
+    create.add_argument("name", metavar="NAME", type=_user)
+    ts.add_parser("list", help="the users that have a token")
+    revoke = ts.add_parser("revoke", help="revoke NAME's token")
+    revoke.add_argument("name", metavar="NAME", type=_user)
+    tok.set_defaults(handler=cmd_token)
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
+
+
+def _user(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a user name (letters, digits, '_', '.', '@', '-')")
+    return value
+
+
+def _store(settings: Any) -> Any:
+    from tether.server.store import SqliteServerStore
+
+    return SqliteServerStore(settings.home / "serve" / "server.db")
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    store = _store(settings)
+    try:
+        if args.token_command == "create":
+            token = store.add_token(args.name)
+            print(token)
+            print(f"token for {args.name} (shown once; only its hash is kept). Send it as: "
+                  f"Authorization: Bearer {token[:6]}...", file=sys.stderr)
+        elif args.token_command == "list":
+            from datetime import datetime
+
+            names = store.token_names()
+            for name, created in names:
+                print(f"{name}\t{datetime.fromtimestamp(created).isoformat(timespec='seconds')}")
+            if not names:
+                print("no tokens: the server answers on loopback only, as user `local`", file=sys.stderr)
+        elif not store.revoke_token(args.name):
+            raise usage_error(f"{args.name} has no token")
+        else:
+            print(f"revoked {args.name}'s token", file=sys.stderr)
+    finally:
+        store.close()
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        raise usage_error('tether serve needs the serve extra: pip install "tether[serve]"') from None
+    settings = load_settings()
+    store = _store(settings)
+    if not _loopback(args.host) and not store.has_tokens():
+        store.close()
+        raise usage_error(f"refusing to listen on {args.host} without tokens: anyone who reaches it could run "
+                          "agents. Create one with `tether serve token create NAME`, or listen on 127.0.0.1")
+    from tether.server.app import create_app
+
+    app = create_app(settings, agent_spec=args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None,
+                     store=store)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=15)
+    server = uvicorn.Server(config)
+    _announce(server, args.host)
+    server.run()
+    return 0
+
+
+def _announce(server: Any, host: str) -> None:
+    """Say where the server listens once it does (the port may have been 0: any free one)."""
+    started = server.startup
+
+    async def startup(sockets: Any = None) -> None:
+        await started(sockets=sockets)
+        for s in getattr(server, "servers", ()):
+            for sock in s.sockets:
+                addr = sock.getsockname()
+                shown = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
+                print(f"tether serve: listening on http://{shown}:{addr[1]}/ (Ctrl-C to stop)", file=sys.stderr,
+                      flush=True)
+
+    server.startup = startup

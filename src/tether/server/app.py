@@ -1,0 +1,521 @@
+"""The HTTP API (FastAPI; its OpenAPI document at ``/openapi.json``) and the page at ``/``.
+
+Every ``/v1`` route runs as a user: the name of the bearer token it carries, or ``local`` when no
+token exists (and then the server listens on loopback only). A user sees only their own sessions,
+runs, traces and feedback; anything else is "not found", as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tether.config import Settings, load_settings
+from tether.harness.agent import Agent
+from tether.harness.state import RunState, approve, reject
+from tether.harness.store import RunStore
+from tether.server.agents import describe, load_agents
+from tether.server.guard import Guard
+from tether.server.runs import RunManager, waiting
+from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, SqliteServerStore, TurnRecord
+from tether.status import RESUMABLE
+
+__all__ = ["ApiError", "create_app"]
+
+STATIC = Path(__file__).parent / "static"
+DEFAULT_MAX_BODY = 1 << 20
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+_PAGE_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+
+
+def _not_found(what: str, ident: str) -> ApiError:
+    return ApiError(404, "not_found", f"no {what} {ident!r} (it does not exist, or it is not yours)")
+
+
+# --- request bodies -------------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NewSession(_Body):
+    agent: StrictStr | None = Field(None, description="which agent (GET /v1/agents); the first one by default")
+    title: StrictStr | None = Field(None, max_length=200)
+
+
+class NewMessage(_Body):
+    text: StrictStr = Field(min_length=1, max_length=200_000, description="the user's message")
+    message_id: StrictStr | None = Field(None, description="your id for it: posting it again returns the same run")
+    values: dict[str, Any] | None = Field(None, description="a submitted form's values, remembered for the session")
+
+
+class DecisionBody(_Body):
+    call_id: StrictStr
+    args_hash: StrictStr = Field(description="the args_hash of the approval_required event (or the run's waiting)")
+    approve: StrictBool
+    reason: StrictStr | None = Field(None, max_length=2000)
+
+
+class ResumeBody(_Body):
+    more_turns: int | None = Field(None, gt=0, le=10_000, description="allow this many more turns")
+    max_budget_usd: float | None = Field(None, gt=0, description="the run's new total budget in dollars")
+
+
+class FeedbackBody(_Body):
+    score: Literal["up", "down"]
+    comment: StrictStr | None = Field(None, max_length=4000)
+
+
+# --- the server's parts ---------------------------------------------------------------------------
+
+
+@dataclass
+class Core:
+    settings: Settings
+    agents: dict[str, Agent]
+    store: ServerStore
+    runs: RunStore
+    manager: RunManager
+    telemetry: Any
+
+
+def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | None = None,
+               agent_spec: str | None = None, model: str | None = None, cwd: str | None = None,
+               store: ServerStore | None = None) -> FastAPI:
+    """The ASGI app: ``uvicorn 'tether.server:create_app' --factory`` serves it as ``tether serve`` does."""
+    from tether.cli.common import open_sessions
+    from tether.telemetry import telemetry_from_settings
+
+    settings = settings or load_settings()
+    agents = agents if agents is not None else load_agents(settings, agent_spec, model=model, cwd=cwd)
+    store = store or SqliteServerStore(settings.home / "serve" / "server.db")
+    runs = RunStore(settings.home / "runs")
+    telemetry = telemetry_from_settings(settings)
+    manager = RunManager(home=settings.home, agents=agents, runs=runs,
+                         sessions=open_sessions(None, settings), store=store, telemetry=telemetry)
+    core = Core(settings, agents, store, runs, manager, telemetry)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await manager.shutdown()
+        if telemetry is not None:
+            with contextlib.suppress(Exception):
+                telemetry.shutdown()
+        runs.close()
+
+    app = FastAPI(title="tether", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Agents over HTTP: sessions, runs streamed as Server-Sent Events, approvals, "
+                              "feedback. Every /v1 route needs `Authorization: Bearer TOKEN` once tokens exist.")
+    app.state.core = core
+    serve = settings.serve
+    app.add_middleware(Guard, max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
+                       allowed_hosts=list(serve.get("allowed_hosts") or ()),
+                       cors_origins=list(serve.get("cors_origins") or ()), local_only=lambda: not store.has_tokens())
+    if serve.get("cors_origins"):
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(serve["cors_origins"]),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type",
+                                                                         "Last-Event-ID"])
+    _handlers(app)
+    _routes(app, core)
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def _version() -> str:
+    from tether import __version__
+
+    return __version__
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, exc.code, exc.message, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(400, "bad_request", _describe(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+        message = str(exc.detail) if exc.status_code != 404 else f"no route {request.url.path}"
+        return _error(exc.status_code, code, message)
+
+
+def _describe(errors: Any) -> str:
+    """One sentence for the first thing wrong with a request."""
+    e = errors[0] if errors else {}
+    if e.get("type") == "json_invalid":
+        return f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'malformed')}); send a JSON object"
+    loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "the body"
+    if e.get("type") == "missing":
+        return f"{loc} is required"
+    if e.get("type") == "extra_forbidden":
+        return f"{loc} is not a known field"
+    return f"{loc}: {e.get('msg', 'invalid')}"
+
+
+def _core(request: Request) -> Core:
+    core: Core = request.app.state.core
+    return core
+
+
+def current_user(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The caller: the name of its bearer token; ``local`` when the server has no tokens."""
+    store = _core(request).store
+    if not store.has_tokens():
+        return "local"
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "unauthorized", "this server needs a token: send Authorization: Bearer TOKEN "
+                                            "(tether serve token create NAME makes one)")
+    user = store.user_for_token(token.strip())
+    if user is None:
+        raise ApiError(401, "unauthorized", "the token is not valid (revoked, or mistyped); ask for a new one")
+    return user
+
+
+User = Annotated[str, Depends(current_user)]
+
+
+def _check_id(value: str, what: str) -> str:
+    if not _ID.match(value):
+        raise ApiError(400, "bad_request", f"{what} {value[:80]!r} is not valid: letters, digits, '.', '_', ':', "
+                                           "'-' (at most 128, starting with a letter or digit)")
+    return value
+
+
+# --- what the API says about a run ----------------------------------------------------------------
+
+
+def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dict[str, Any]:
+    state = state or core.manager.state(turn.run_id)
+    live = turn.run_id in core.manager.live
+    view: dict[str, Any] = {"run_id": turn.run_id, "session_id": turn.session_id, "message_id": turn.message_id,
+                            "trace_id": turn.trace_id, "agent": turn.agent, "text": turn.text, "live": live,
+                            "created": turn.created}
+    if state is None:  # accepted, not yet saved: it is about to start
+        return view | {"status": "running", "reason": None, "resumable": False, "turns": 0, "prompt_tokens": 0,
+                       "completion_tokens": 0, "cost_usd": None, "waiting": None}
+    result = state.result()
+    stale = state.status == "running" and not live  # the server stopped while it ran
+    return view | {
+        "status": result.status,
+        "reason": ("the server stopped while this run was running; resume it to continue" if stale
+                   else result.reason),
+        "resumable": not live and (stale or (state.status in RESUMABLE and state.status != "interrupted")
+                                   or _cancelled(state)),
+        "turns": result.turns, "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens, "cost_usd": result.cost_usd,
+        "waiting": None if live else waiting(state),
+    }
+
+
+def _cancelled(state: RunState) -> bool:
+    return state.status == "interrupted" and getattr(state.interruption, "type", None) == "cancelled"
+
+
+def _turn(core: Core, run_id: str, user: str) -> TurnRecord:
+    turn = core.store.turn_for_run(run_id, user)
+    if turn is None:
+        raise _not_found("run", run_id)
+    return turn
+
+
+def _session(core: Core, session_id: str, user: str) -> SessionRecord:
+    record = core.store.session(session_id, user)
+    if record is None:
+        raise _not_found("session", session_id)
+    return record
+
+
+def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
+    log = core.manager.log(run_id)
+
+    async def stream() -> AsyncIterator[str]:
+        yield "retry: 1000\n\n"
+        async for item in log.follow(after):
+            if item is None:
+                yield ": keep-alive\n\n"
+                continue
+            n, kind, data = item
+            yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def _after(last_event_id: str | None, after: int | None) -> int:
+    if after is not None:
+        return after
+    if last_event_id is None or not last_event_id.strip():
+        return 0
+    try:
+        value = int(last_event_id.strip())
+    except ValueError:
+        raise ApiError(400, "bad_request", f"Last-Event-ID {last_event_id[:40]!r} is not an event id "
+                                           "(the number after `id:` in the stream)") from None
+    if value < 0:
+        raise ApiError(400, "bad_request", "Last-Event-ID cannot be negative")
+    return value
+
+
+# --- routes ---------------------------------------------------------------------------------------
+
+
+def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that lists the API
+    @app.get("/", include_in_schema=False)
+    async def page() -> Response:
+        index = STATIC / "index.html"
+        if not index.is_file():
+            return _error(404, "not_found", "the page is not installed")
+        return FileResponse(index, headers=_PAGE_HEADERS | {"Cache-Control": "no-cache"})
+
+    @app.get("/healthz", include_in_schema=False)
+    async def health() -> dict[str, Any]:
+        return {"ok": True, "live_runs": len(core.manager.live)}
+
+    @app.get("/v1/me", summary="Who the caller is")
+    async def me(user: User) -> dict[str, Any]:
+        return {"user": user, "auth": core.store.has_tokens()}
+
+    @app.get("/v1/agents", summary="The agents this server offers")
+    async def agents(user: User) -> dict[str, Any]:
+        return {"agents": [describe(name, agent) for name, agent in core.agents.items()]}
+
+    @app.post("/v1/sessions", status_code=201, summary="Start a session (a conversation)")
+    async def new_session(user: User, body: Annotated[NewSession | None, Body()] = None) -> dict[str, Any]:
+        body = body or NewSession(agent=None, title=None)
+        agent = body.agent or next(iter(core.agents))
+        if agent not in core.agents:
+            raise ApiError(400, "bad_request", f"no agent {agent!r}; this server offers {', '.join(core.agents)}")
+        now = time.time()
+        record = SessionRecord(session_id="s_" + secrets.token_hex(10), owner=user, agent=agent,
+                               title=(body.title or "").strip() or "New chat", created=now, updated=now)
+        core.store.add_session(record)
+        return record.public()
+
+    @app.get("/v1/sessions", summary="The caller's sessions, newest first")
+    async def sessions(user: User) -> dict[str, Any]:
+        return {"sessions": [s.public() for s in core.store.sessions(user)]}
+
+    @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
+    async def session(session_id: str, user: User) -> dict[str, Any]:
+        record = _session(core, session_id, user)
+        turns = [{k: v for k, v in run_view(core, t).items()
+                  if k in ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")}
+                 for t in core.store.turns(user, session_id)]
+        return record.public() | {"turns": turns}
+
+    @app.post("/v1/sessions/{session_id}/messages", status_code=202, response_model=None,
+              summary="Send a message: starts a run (streamed as SSE with Accept: text/event-stream)")
+    async def post_message(session_id: str, body: NewMessage, user: User, request: Request,
+                           accept: Annotated[str | None, Header()] = None) -> Any:
+        record = _session(core, session_id, user)
+        message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
+        earlier = core.store.turn(message_id, user)
+        if earlier is not None:
+            if earlier.session_id != session_id:
+                raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
+            return _accepted(core, earlier, accept, status=200)
+        busy = core.manager.live_run_of(session_id)
+        if busy is not None:
+            raise ApiError(409, "conflict", f"session {session_id} is still answering (run {busy}); wait for its "
+                                            f"done event, or cancel it with POST /v1/runs/{busy}/cancel")
+        if core.manager.closing:
+            raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
+        from tether.harness.state import new_run_id
+        from tether.telemetry import trace_id_for
+
+        if body.values:
+            _check_values(body.values)
+            core.store.touch_session(session_id, chosen=body.values)
+        turn = core.store.add_turn(TurnRecord(
+            message_id=message_id, run_id=new_run_id(), session_id=session_id, owner=user, agent=record.agent,
+            trace_id=trace_id_for(session_id, message_id), text=body.text[:500], created=time.time()))
+        if record.title == "New chat":
+            core.store.rename_session(session_id, _title(body.text))
+        chosen = (core.store.session(session_id, user) or record).chosen
+        core.manager.start(turn, body.text, chosen)
+        return _accepted(core, turn, accept)
+
+    @app.get("/v1/runs", summary="The caller's runs, newest first")
+    async def runs(user: User, limit: Annotated[int, Query(gt=0, le=1000)] = 100) -> dict[str, Any]:
+        return {"runs": [run_view(core, t) for t in core.store.turns(user)[:limit]]}
+
+    @app.get("/v1/runs/{run_id}", summary="A run: status, usage, cost, what it waits for")
+    async def run(run_id: str, user: User) -> dict[str, Any]:
+        return run_view(core, _turn(core, run_id, user))
+
+    @app.get("/v1/runs/{run_id}/events", response_class=StreamingResponse,
+             summary="The run's events as Server-Sent Events (resume with Last-Event-ID)")
+    async def events(run_id: str, user: User, last_event_id: Annotated[str | None, Header()] = None,
+                     after: Annotated[int | None, Query(ge=0)] = None) -> StreamingResponse:
+        _turn(core, run_id, user)
+        return _sse(core, run_id, _after(last_event_id, after))
+
+    @app.post("/v1/runs/{run_id}/decision", status_code=202,
+              summary="Approve or reject the call the run waits for (quote its call_id and args_hash)")
+    async def decision(run_id: str, body: DecisionBody, user: User) -> dict[str, Any]:
+        turn = _turn(core, run_id, user)
+        if run_id in core.manager.live:
+            raise ApiError(409, "conflict", f"run {run_id} is running, not waiting for a decision")
+        state = core.manager.state(run_id)
+        asked = waiting(state) if state is not None else None
+        if state is None or asked is None or asked.get("call_id") is None:
+            raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
+        if asked["call_id"] != body.call_id or asked.get("args_hash") != body.args_hash:
+            raise ApiError(409, "conflict", f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
+                                            f"call {asked['call_id']} with other arguments than the ones approved; "
+                                            "read GET /v1/runs/{run_id} and decide on what it shows")
+        if asked.get("still_running"):
+            raise ApiError(409, "conflict", "the command that call started before a crash is still running; "
+                                            "wait for it to exit before deciding")
+        call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
+        if body.approve:
+            approve(state, call_id)
+        else:
+            reject(state, body.reason, call_id)
+        session = core.store.session(turn.session_id, user)
+        core.manager.resume(turn, state, session.chosen if session else {})
+        return run_view(core, turn, state)
+
+    @app.post("/v1/runs/{run_id}/cancel", status_code=202, summary="Stop a live run (it stays resumable)")
+    async def cancel(run_id: str, user: User) -> dict[str, Any]:
+        turn = _turn(core, run_id, user)
+        if not core.manager.cancel(run_id, f"cancelled by {user} from the API"):
+            raise ApiError(409, "conflict", f"run {run_id} is not running")
+        live = core.manager.live.get(run_id)
+        if live is not None and live.task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(live.task), 10)
+        return run_view(core, turn)
+
+    @app.post("/v1/runs/{run_id}/resume", status_code=202,
+              summary="Continue a run the server stopped (a restart, a cancel) or one stopped at a limit")
+    async def resume(run_id: str, user: User, body: Annotated[ResumeBody | None, Body()] = None) -> dict[str, Any]:
+        body = body or ResumeBody(more_turns=None, max_budget_usd=None)
+        turn = _turn(core, run_id, user)
+        if run_id in core.manager.live:
+            raise ApiError(409, "conflict", f"run {run_id} is already running")
+        busy = core.manager.live_run_of(turn.session_id)
+        if busy is not None:
+            raise ApiError(409, "conflict", f"session {turn.session_id} is answering another message (run {busy})")
+        state = core.manager.state(run_id)
+        if state is None:
+            raise ApiError(409, "conflict", f"run {run_id} has no saved state to resume")
+        _check_resumable(state, body)
+        session = core.store.session(turn.session_id, user)
+        core.manager.resume(turn, state, session.chosen if session else {}, more_turns=body.more_turns,
+                            max_budget_usd=body.max_budget_usd)
+        return run_view(core, turn, state)
+
+    @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
+    async def transcript(run_id: str, user: User) -> dict[str, Any]:
+        _turn(core, run_id, user)
+        state = core.manager.state(run_id)
+        messages = [] if state is None else [m.model_dump(mode="json") for m in state.messages]
+        return {"run_id": run_id, "messages": messages}
+
+    @app.get("/v1/runs/{run_id}/trace", summary="The run's trace lines")
+    async def trace(run_id: str, user: User) -> dict[str, Any]:
+        _turn(core, run_id, user)
+        from tether.tracing import read_trace
+
+        path = core.settings.home / "traces" / f"{run_id}.jsonl"
+        return {"run_id": run_id, "lines": read_trace(path) if path.is_file() else []}
+
+    @app.post("/v1/messages/{message_id}/feedback", status_code=201, summary="Thumbs up or down on an answer")
+    async def feedback(message_id: str, body: FeedbackBody, user: User) -> dict[str, Any]:
+        turn = core.store.turn(message_id, user)
+        if turn is None:
+            raise _not_found("message", message_id)
+        comment = (body.comment or "").strip() or None
+        record = FeedbackRecord(message_id=message_id, run_id=turn.run_id, trace_id=turn.trace_id, owner=user,
+                                score=body.score, comment=comment, created=time.time())
+        core.store.put_feedback(record)
+        if core.telemetry is not None:
+            with contextlib.suppress(Exception):  # the store holds it; the backend is a view
+                core.telemetry.feedback(trace_id=turn.trace_id, score=body.score, comment=comment,
+                                        attributes={"tether.run_id": turn.run_id, "tether.message_id": message_id})
+        return record.public()
+
+    @app.get("/v1/feedback", summary="The caller's feedback, newest first")
+    async def feedback_list(user: User) -> dict[str, Any]:
+        return {"feedback": [f.public() for f in core.store.feedback(user)]}
+
+
+def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:
+    if accept and "text/event-stream" in accept:
+        return _sse(core, turn.run_id, 0)
+    body = {"message_id": turn.message_id, "run_id": turn.run_id, "trace_id": turn.trace_id,
+            "events": f"/v1/runs/{turn.run_id}/events"}
+    return JSONResponse(body, status_code=status)
+
+
+def _check_values(values: dict[str, Any]) -> None:
+    if len(values) > 100 or len(json.dumps(values)) > 20_000:
+        raise ApiError(400, "bad_request", "values: too many or too large (at most 100 fields, 20,000 characters)")
+    for k, v in values.items():
+        if not isinstance(v, str | int | float | bool) or v is None:
+            raise ApiError(400, "bad_request", f"values.{k}: must be a string, number or boolean")
+
+
+def _check_resumable(state: RunState, body: ResumeBody) -> None:
+    status = state.status
+    if status in ("completed", "failed"):
+        raise ApiError(409, "conflict", f"run {state.run_id} already ended ({status}); send a new message instead")
+    if status == "interrupted" and not _cancelled(state):
+        raise ApiError(409, "conflict", f"run {state.run_id} waits for a decision: POST /v1/runs/{state.run_id}/"
+                                        "decision with the call_id and args_hash it shows")
+    if status == "max_turns_exceeded" and body.more_turns is None:
+        raise ApiError(409, "conflict", f"run {state.run_id} stopped at its turn limit and would stop again at once: "
+                                        'resume it with {"more_turns": N}')
+    spent = state.cost_usd + state.cost_unknown_usd
+    if status == "budget_exceeded" and (body.max_budget_usd is None or body.max_budget_usd <= spent):
+        raise ApiError(409, "conflict", f"run {state.run_id} stopped at its budget (${spent:.6f} spent): resume it "
+                                        f'with {{"max_budget_usd": X}}, a new total above ${spent:.6f}')
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line[:60] + ("…" if len(line) > 60 else "")

@@ -1,0 +1,134 @@
+"""A run's events as the server streams them: numbered from 1, kept in memory while the run is
+live, appended to ``$TETHER_HOME/serve/events/<run_id>.log`` so a client that reconnects (with
+``Last-Event-ID``), reloads its page or comes back after a server restart gets what it missed.
+
+The data of each event is the library's event as JSON under its own field names; the server adds
+``args_hash`` to approval questions (what a decision must quote) and fills a form widget's values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from tether.events import Done, Event
+
+__all__ = ["EventLog", "args_hash", "event_data"]
+
+
+def args_hash(arguments: str) -> str:
+    """What a decision quotes to prove it saw these arguments (SHA-256 of the raw JSON, hex)."""
+    return hashlib.sha256(arguments.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def event_data(event: Event, chosen: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``event`` as JSON-ready data: ``type``, ``run_id``, then its fields."""
+    if isinstance(event, Done):
+        return {"type": "done", "run_id": event.run_id, "result": event.result.model_dump(mode="json")}
+    data: dict[str, Any] = {"type": event.type, "run_id": event.run_id}
+    for name in event.__slots__:
+        if name not in ("type", "run_id"):
+            data[name] = to_jsonable_python(getattr(event, name), fallback=str)
+    if event.type == "approval_required":
+        data["args_hash"] = args_hash(data["args"])
+    widget = data.get("widget")
+    if isinstance(widget, dict) and widget.get("kind") == "form":
+        data["widget"] = fill_form(widget, chosen or {})
+    if data.get("widget", True) is None:
+        del data["widget"]
+    return data
+
+
+def fill_form(widget: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
+    """The form with each field's ``value``: what the session chose before, else the tool's default."""
+    fields = []
+    for f in widget.get("fields") or ():
+        if isinstance(f, dict) and isinstance(f.get("name"), str):
+            f = dict(f)
+            default = f.pop("default", f.get("value"))
+            earlier = chosen.get(f["name"])
+            options = f.get("options")
+            if earlier is not None and (not options or earlier in options):
+                f["value"] = earlier
+            else:
+                f["value"] = default
+            fields.append(f)
+    return {**widget, "fields": fields}
+
+
+class EventLog:
+    """One run's numbered events: append, and follow from any id."""
+
+    def __init__(self, path: Path, items: list[tuple[int, str, str]] | None = None) -> None:
+        self.path = path
+        self.items = items or []
+        self.live = False
+        self._wake = asyncio.Event()
+        self._fd: int | None = None
+
+    @classmethod
+    def load(cls, path: Path) -> EventLog:
+        """The events saved for a run (a torn last line, from a crash mid-write, is left out)."""
+        items: list[tuple[int, str, str]] = []
+        with contextlib.suppress(FileNotFoundError):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                parts = line.split("\t", 2)
+                if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != len(items) + 1:
+                    continue
+                with contextlib.suppress(ValueError):
+                    json.loads(parts[2])
+                    items.append((int(parts[0]), parts[1], parts[2]))
+        return cls(path, items)
+
+    @property
+    def last_id(self) -> int:
+        return self.items[-1][0] if self.items else 0
+
+    def append(self, kind: str, data: dict[str, Any]) -> int:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        n = self.last_id + 1
+        self.items.append((n, kind, text))
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        # A view of the run, like its trace: not fsynced (the run store holds what must survive).
+        os.write(self._fd, f"{n}\t{kind}\t{text}\n".encode("utf-8", "surrogatepass"))
+        self._wake.set()
+        self._wake = asyncio.Event()
+        return n
+
+    def close(self) -> None:
+        self.live = False
+        self._wake.set()
+        self._wake = asyncio.Event()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
+        """The events after id ``after``, then new ones as they come, until a ``done`` (or, for a
+        run that is not live, the end of what was saved). ``None`` means "nothing for a while":
+        the caller sends a keep-alive."""
+        i = max(0, after)
+        while True:
+            while i < len(self.items):
+                item = self.items[i]
+                i += 1
+                yield item
+                if item[1] == "done" and i >= len(self.items):
+                    return
+            if not self.live:
+                return
+            wake = self._wake
+            try:
+                await asyncio.wait_for(wake.wait(), keepalive_s)
+            except TimeoutError:
+                yield None

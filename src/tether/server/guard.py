@@ -1,0 +1,112 @@
+"""Checks every request passes before any route sees it (plain ASGI, so streams stay streams):
+
+- the ``Host`` is this server's (without tokens, only loopback names: a web page elsewhere cannot
+  reach a local server through DNS rebinding);
+- a request that changes something (POST, PUT, PATCH, DELETE) from a browser comes from the page
+  itself: an ``Origin`` (or ``Sec-Fetch-Site``) of another site is refused, and a body must be
+  JSON, which a cross-site form cannot send without a preflight that CORS (off by default) fails;
+- a body is no larger than ``max_body`` bytes, whether it says its length or not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Guard"]
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Guard:
+    def __init__(self, app: Any, *, max_body: int, allowed_hosts: list[str], cors_origins: list[str],
+                 local_only: Callable[[], bool]) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.allowed_hosts = {h.lower() for h in allowed_hosts}
+        self.cors_origins = set(cors_origins)
+        self.local_only = local_only
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await _reply(send, *refusal)
+            return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _reply(send, 413, "too_large", f"the body is larger than this server accepts ({self.max_body:,} "
+                                                 "bytes; [serve] max_body_bytes in config.toml)")
+            return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _reply(send, 413, "too_large", f"the body is larger than this server accepts "
+                                                     f"({self.max_body:,} bytes)")
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        host = headers.get("host", "")
+        name = _host_name(host)
+        if self.local_only() and name not in LOOPBACK_HOSTS and name not in self.allowed_hosts:
+            return (421, "wrong_host", f"this server has no tokens, so it answers only on loopback; {host!r} is not "
+                                       "(create a token with tether serve token create NAME, or add the name to "
+                                       "[serve] allowed_hosts)")
+        if self.allowed_hosts and not self.local_only() and name not in self.allowed_hosts:
+            return (421, "wrong_host", f"{host!r} is not one of this server's names ([serve] allowed_hosts)")
+        if scope["method"] in _UNSAFE:
+            origin = headers.get("origin")
+            scheme = scope.get("scheme", "http")
+            if origin is not None and origin != f"{scheme}://{host}" and origin not in self.cors_origins:
+                return (403, "cross_site", f"refused a {scope['method']} from another site ({origin})")
+            if origin is None and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+                return (403, "cross_site", f"refused a {scope['method']} from another site")
+            has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+            if has_body and ctype != "application/json":
+                return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
+        return None
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _reply(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

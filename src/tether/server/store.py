@@ -1,0 +1,243 @@
+"""What the server keeps beside the library's stores: who owns which session and run, which run
+answered which message (and its trace id), feedback, and API tokens (hashed).
+
+``ServerStore`` is the seam; ``SqliteServerStore`` (one file under ``$TETHER_HOME/serve``) is the
+default. Transcripts and run states stay in the session and run stores the command line uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["FeedbackRecord", "ServerStore", "SessionRecord", "SqliteServerStore", "TurnRecord", "hash_token"]
+
+
+@dataclass
+class SessionRecord:
+    session_id: str
+    owner: str
+    agent: str
+    title: str
+    created: float
+    updated: float
+    chosen: dict[str, Any] = field(default_factory=dict)  # values of the forms submitted so far
+
+    def public(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k not in ("owner", "chosen")}
+
+
+@dataclass
+class TurnRecord:
+    """One user message and the run that answers it."""
+
+    message_id: str
+    run_id: str
+    session_id: str
+    owner: str
+    agent: str
+    trace_id: str
+    text: str
+    created: float
+
+
+@dataclass
+class FeedbackRecord:
+    message_id: str
+    run_id: str
+    trace_id: str
+    owner: str
+    score: str
+    comment: str | None
+    created: float
+
+    def public(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "owner"}
+
+
+class ServerStore(Protocol):
+    def add_session(self, record: SessionRecord) -> None: ...
+    def session(self, session_id: str, owner: str) -> SessionRecord | None: ...
+    def sessions(self, owner: str) -> list[SessionRecord]: ...
+    def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None: ...
+    def rename_session(self, session_id: str, title: str) -> None: ...
+    def add_turn(self, record: TurnRecord) -> TurnRecord: ...
+    def turn(self, message_id: str, owner: str) -> TurnRecord | None: ...
+    def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None: ...
+    def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]: ...
+    def put_feedback(self, record: FeedbackRecord) -> None: ...
+    def feedback(self, owner: str) -> list[FeedbackRecord]: ...
+    def add_token(self, name: str) -> str: ...
+    def user_for_token(self, token: str) -> str | None: ...
+    def token_names(self) -> list[tuple[str, float]]: ...
+    def revoke_token(self, name: str) -> bool: ...
+    def has_tokens(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+def hash_token(token: str) -> str:
+    """Tokens are random (256 bits), so one round of SHA-256 is what stores them safely."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, agent TEXT NOT NULL, title TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL, chosen TEXT NOT NULL DEFAULT '{}');
+CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
+CREATE TABLE IF NOT EXISTS turns (
+    message_id TEXT NOT NULL, run_id TEXT NOT NULL UNIQUE, session_id TEXT NOT NULL, owner TEXT NOT NULL,
+    agent TEXT NOT NULL, trace_id TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (owner, message_id));
+CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id, created);
+CREATE TABLE IF NOT EXISTS feedback (
+    message_id TEXT NOT NULL, owner TEXT NOT NULL, run_id TEXT NOT NULL, trace_id TEXT NOT NULL,
+    score TEXT NOT NULL, comment TEXT, created REAL NOT NULL, PRIMARY KEY (owner, message_id));
+CREATE TABLE IF NOT EXISTS tokens (
+    name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+"""
+
+
+class SqliteServerStore:
+    """The server's records in one SQLite file (WAL; one connection shared under a lock)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        if str(path) != ":memory:":
+            self.path.chmod(0o600)  # it holds token hashes and feedback comments
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # --- sessions
+
+    def add_session(self, record: SessionRecord) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
+                       (record.session_id, record.owner, record.agent, record.title, record.created,
+                        record.updated, json.dumps(record.chosen)))
+
+    @staticmethod
+    def _session(row: tuple[Any, ...]) -> SessionRecord:
+        return SessionRecord(session_id=row[0], owner=row[1], agent=row[2], title=row[3], created=row[4],
+                             updated=row[5], chosen=json.loads(row[6]))
+
+    def session(self, session_id: str, owner: str) -> SessionRecord | None:
+        rows = self._rows("SELECT * FROM sessions WHERE session_id=? AND owner=?", (session_id, owner))
+        return self._session(rows[0]) if rows else None
+
+    def sessions(self, owner: str) -> list[SessionRecord]:
+        rows = self._rows("SELECT * FROM sessions WHERE owner=? ORDER BY updated DESC", (owner,))
+        return [self._session(r) for r in rows]
+
+    def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None:
+        with self._tx() as db:
+            if chosen:
+                row = db.execute("SELECT chosen FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+                merged = (json.loads(row[0]) if row else {}) | chosen
+                db.execute("UPDATE sessions SET chosen=? WHERE session_id=?", (json.dumps(merged), session_id))
+            db.execute("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE sessions SET title=? WHERE session_id=?", (title, session_id))
+
+    # --- turns
+
+    def add_turn(self, record: TurnRecord) -> TurnRecord:
+        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM turns WHERE owner=? AND message_id=?",
+                             (record.owner, record.message_id)).fetchone()
+            if row is not None:
+                return TurnRecord(*row)
+            db.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?)", tuple(asdict(record).values()))
+        return record
+
+    def turn(self, message_id: str, owner: str) -> TurnRecord | None:
+        rows = self._rows("SELECT * FROM turns WHERE owner=? AND message_id=?", (owner, message_id))
+        return TurnRecord(*rows[0]) if rows else None
+
+    def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None:
+        if owner is None:
+            rows = self._rows("SELECT * FROM turns WHERE run_id=?", (run_id,))
+        else:
+            rows = self._rows("SELECT * FROM turns WHERE run_id=? AND owner=?", (run_id, owner))
+        return TurnRecord(*rows[0]) if rows else None
+
+    def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]:
+        if session_id is None:
+            rows = self._rows("SELECT * FROM turns WHERE owner=? ORDER BY created DESC", (owner,))
+        else:
+            rows = self._rows("SELECT * FROM turns WHERE owner=? AND session_id=? ORDER BY created, rowid",
+                              (owner, session_id))
+        return [TurnRecord(*r) for r in rows]
+
+    # --- feedback
+
+    def put_feedback(self, record: FeedbackRecord) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO feedback (message_id, owner, run_id, trace_id, score, comment, "
+                       "created) VALUES (?,?,?,?,?,?,?)",
+                       (record.message_id, record.owner, record.run_id, record.trace_id, record.score,
+                        record.comment, record.created))
+
+    def feedback(self, owner: str) -> list[FeedbackRecord]:
+        rows = self._rows("SELECT message_id, run_id, trace_id, owner, score, comment, created FROM feedback "
+                          "WHERE owner=? ORDER BY created DESC", (owner,))
+        return [FeedbackRecord(*r) for r in rows]
+
+    # --- tokens
+
+    def add_token(self, name: str) -> str:
+        """A new token for user ``name`` (shown once; only its hash is kept). Replaces an earlier one."""
+        token = "tt_" + secrets.token_urlsafe(32)
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO tokens VALUES (?,?,?)", (name, hash_token(token), time.time()))
+        return token
+
+    def user_for_token(self, token: str) -> str | None:
+        rows = self._rows("SELECT name FROM tokens WHERE hash=?", (hash_token(token),))
+        return str(rows[0][0]) if rows else None
+
+    def token_names(self) -> list[tuple[str, float]]:
+        return [(str(n), float(c)) for n, c in self._rows("SELECT name, created FROM tokens ORDER BY name", ())]
+
+    def revoke_token(self, name: str) -> bool:
+        with self._tx() as db:
+            return db.execute("DELETE FROM tokens WHERE name=?", (name,)).rowcount > 0
+
+    def has_tokens(self) -> bool:
+        return bool(self._rows("SELECT 1 FROM tokens LIMIT 1", ()))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

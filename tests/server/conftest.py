@@ -1,0 +1,141 @@
+"""The server for tests: the real app under uvicorn on a free loopback port, in a thread, with
+TETHER_HOME in a temporary directory; and a small SSE client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
+TEST_AGENTS = Path(__file__).with_name("agents.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    url: str
+    home: Path
+    tokens: dict[str, str]
+    server: Any
+    thread: threading.Thread
+    app: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def client(self, user: str | None = None, **kw: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.tokens[user]}"} if user else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
+    """``served(agents_module=PATH, tokens=["alice", ...], config="toml text")`` → a running server."""
+    import uvicorn
+
+    from tether.config import load_settings
+    from tether.server.app import create_app
+
+    started: list[Served] = []
+
+    def start(agents_module: str | Path | None = None, tokens: list[str] | None = None,
+              config: str = "") -> Served:
+        home = tmp_path / f"home{len(started)}"
+        home.mkdir()
+        workspace = tmp_path / f"workspace{len(started)}"
+        shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+        if config:
+            (home / "config.toml").write_text(config)
+        settings = load_settings(home)
+        from tether.server.store import SqliteServerStore
+
+        store = SqliteServerStore(home / "serve" / "server.db")
+        made = {name: store.add_token(name) for name in tokens or ()}
+        import os
+
+        os.environ["TETHER_TEST_WORKSPACE"] = str(workspace)
+        app = create_app(settings, agent_spec=str(agents_module or TEST_AGENTS), store=store)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                               lifespan="on", timeout_graceful_shutdown=5))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        s = Served(f"http://127.0.0.1:{port}", home, made, server, thread, app)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def read_events(client: httpx.Client, path: str, *, last_event_id: int | None = None,
+                until: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 30) -> list[dict[str, Any]]:
+    """The events of an SSE stream (each with ``id`` and ``event`` added), until the stream ends or
+    ``until(event)`` is true."""
+    headers = {"Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    out: list[dict[str, Any]] = []
+    with client.stream("GET", path, headers=headers, timeout=timeout) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for ev in parse_sse(r.iter_lines()):
+            out.append(ev)
+            if until is not None and until(ev):
+                break
+    return out
+
+
+def parse_sse(lines: Any) -> Iterator[dict[str, Any]]:
+    fields: dict[str, str] = {}
+    for line in lines:
+        if line == "":
+            if "data" in fields:
+                ev = json.loads(fields["data"])
+                ev["id"], ev["event"] = int(fields.get("id", "0")), fields.get("event", "message")
+                yield ev
+            fields = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 20, what: str = "the condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def run_async(coro: Any) -> Any:
+    return asyncio.run(coro)
