@@ -8,13 +8,19 @@ appends to the same file, so one run is one file whatever happened in between.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.events import Event, to_trace
 
-__all__ = ["JsonlTracer", "read_trace"]
+if TYPE_CHECKING:
+    from tether.harness.context import Tracer
+
+__all__ = ["FanoutTracer", "JsonlTracer", "read_trace"]
+
+_log = logging.getLogger(__name__)
 
 
 class JsonlTracer:
@@ -43,6 +49,35 @@ class JsonlTracer:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class FanoutTracer:
+    """Writes every event to several tracers (the JSONL trace and OpenTelemetry, say). One that
+    fails is logged and dropped; the others go on."""
+
+    def __init__(self, *tracers: Tracer) -> None:
+        self.tracers = list(tracers)
+
+    def write(self, event: Event) -> None:
+        for tracer in list(self.tracers):
+            try:
+                tracer.write(event)
+            except Exception:
+                _log.exception("run %s: tracer %s failed; it gets no more events", event.run_id,
+                               type(tracer).__name__)
+                self.tracers.remove(tracer)
+                self._close(tracer)
+
+    def close(self) -> None:
+        for tracer in self.tracers:
+            self._close(tracer)
+
+    @staticmethod
+    def _close(tracer: Tracer) -> None:
+        try:
+            tracer.close()
+        except Exception:
+            _log.exception("tracer %s failed to close", type(tracer).__name__)
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:

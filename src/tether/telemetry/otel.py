@@ -1,0 +1,462 @@
+"""Runs as OpenTelemetry spans, exported over OTLP/HTTP, named by the GenAI semantic conventions.
+
+One ``run_stream`` call is one ``invoke_agent`` span; under it, a ``chat`` span per model call and
+an ``execute_tool`` span per tool call. Retries and fallbacks are events of the ``chat`` span they
+delayed; approvals, decisions, guardrail verdicts, compactions, memory writes and sub-agents are
+events of the run's span. A sub-agent's run is an ``invoke_agent`` span under the tool call that
+ran it. Attributes hold names, ids, counts, statuses and costs only: never a prompt, an answer, a
+tool's arguments or its output.
+
+opentelemetry is imported when a :class:`Telemetry` is built, never at import: with no endpoint
+configured, tracing costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import os
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError, UserError
+from tether.events import Compaction, Done, Fallback, Retry, Subagent, ToolResultEvent, ToolStart, Turn
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+    from opentelemetry.trace import Span
+    from opentelemetry.trace import Tracer as OtelTracer
+
+    from tether.config import Settings
+else:
+    # The SDK only calls the generator's methods; its base class comes with the SDK, imported late.
+    IdGenerator = object
+
+__all__ = ["SpanTracer", "Telemetry", "telemetry_from_settings", "trace_id_for"]
+
+_MAX_TEXT = 300  # a reason or a rationale is cut here: attributes are for finding, not reading
+_FIRST_RUNS_KEPT = 10_000  # trace ids whose first run span this process started (a server runs for long)
+
+# What each event puts into its span event: (field, attribute). Free text the model or a person
+# wrote (a tool's arguments, a rejection's words, a memory entry, a guardrail's rationale) is left out.
+_EVENT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "approval_required": (("tool_name", "gen_ai.tool.name"), ("call_id", "gen_ai.tool.call.id"),
+                          ("reason", "tether.approval.reason")),
+    "decision": (("tool_name", "gen_ai.tool.name"), ("call_id", "gen_ai.tool.call.id"),
+                 ("decision", "tether.decision")),
+    "guardrail": (("name", "tether.guardrail.name"), ("stage", "tether.guardrail.stage"),
+                  ("decision", "tether.guardrail.decision"), ("score", "tether.guardrail.score"),
+                  ("category", "tether.guardrail.category")),
+    "compaction": (("tokens_before", "tether.compaction.tokens_before"),
+                   ("tokens_after", "tether.compaction.tokens_after"), ("method", "tether.compaction.method")),
+    "memory_write": (("store", "tether.memory.store"), ("action", "tether.memory.action"),
+                     ("chars", "tether.memory.chars"), ("limit", "tether.memory.limit")),
+    "memory_rejected": (("store", "tether.memory.store"), ("action", "tether.memory.action"),
+                        ("rule", "tether.memory.rule")),
+    "subagent": (("name", "gen_ai.agent.name"), ("call_id", "gen_ai.tool.call.id"),
+                 ("child_run_id", "tether.child_run_id"), ("status", "tether.status"), ("cost_usd", "tether.cost_usd")),
+    "spent_unknown": (("model", "tether.model"), ("prompt_tokens", "gen_ai.usage.input_tokens"),
+                      ("max_tokens", "gen_ai.request.max_tokens"), ("max_cost_usd", "tether.max_cost_usd")),
+    "retry": (("attempt", "tether.retry.attempt"), ("reason", "tether.retry.reason"),
+              ("wait_s", "tether.retry.wait_s")),
+    "fallback": (("from_model", "tether.fallback.from_model"), ("to_model", "tether.fallback.to_model"),
+                 ("reason", "tether.fallback.reason")),
+}
+
+
+def trace_id_for(session_id: str, message_id: str) -> str:
+    """The trace id of the run that answers ``message_id`` in ``session_id``: 32 lowercase hex
+    characters, the same every time, so feedback and logs can find the trace without storing it."""
+    digest = hashlib.sha256(f"{session_id}:{message_id}".encode()).digest()[:16]
+    return digest.hex() if any(digest) else "0" * 31 + "1"  # all zeros is OpenTelemetry's "no trace"
+
+
+def _first_span_id(trace_id: int) -> int:
+    """The span id of a trace's first run span, derived from the trace id (feedback's parent)."""
+    digest = hashlib.sha256(b"tether-first-run:" + trace_id.to_bytes(16, "big")).digest()
+    return int.from_bytes(digest[:8], "big") or 1
+
+
+def _parse_trace_id(trace_id: str) -> int:
+    try:
+        value = int(trace_id, 16) if len(trace_id) == 32 else 0
+    except ValueError:
+        value = 0
+    if not value:
+        raise UserError(f"trace id {trace_id!r} is not 32 hex characters (and not all zeros): use trace_id_for()")
+    return value
+
+
+# The ids the SDK hands the next span started in this context: a run's root span takes its trace id
+# and, for the first run of a trace, its derived span id.
+_NEXT_IDS: contextvars.ContextVar[tuple[int, int | None] | None] = contextvars.ContextVar("tether_otel_ids",
+                                                                                          default=None)
+
+
+class _RunIds(IdGenerator):
+    """Random ids, except where :data:`_NEXT_IDS` names them (one span's worth)."""
+
+    def generate_trace_id(self) -> int:
+        ids = _NEXT_IDS.get()
+        return ids[0] if ids is not None else random.getrandbits(128) or 1
+
+    def generate_span_id(self) -> int:
+        ids = _NEXT_IDS.get()
+        if ids is not None and ids[1] is not None:
+            _NEXT_IDS.set((ids[0], None))
+            return ids[1]
+        return random.getrandbits(64) or 1
+
+    def is_trace_id_random(self) -> bool:
+        return False  # some are derived from a session and a message
+
+
+class Telemetry:
+    """Exports tether runs as spans to an OTLP/HTTP endpoint (a collector, Jaeger, Tempo, ...).
+
+    It owns its own tracer provider (the process's global one is left alone). Give each
+    ``run_stream`` call ``tracer=telemetry.tracer(...)``; call :meth:`shutdown` (or use it as a
+    context manager) before the process ends, so the last spans are sent.
+    """
+
+    def __init__(self, endpoint: str, headers: dict[str, str] | None = None, service_name: str = "tether") -> None:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        except ImportError as exc:
+            raise ConfigError(f"telemetry is configured (OTLP endpoint {endpoint}) but OpenTelemetry is not "
+                              'installed: pip install "tether[otel]"') from exc
+        self.endpoint = endpoint
+        self._provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
+                                        id_generator=_RunIds())
+        self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint,
+                                                                              headers=headers or None)))
+        self._tracer = self._provider.get_tracer("tether")
+        self._first_runs: OrderedDict[int, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def tracer(self, *, trace_id: str | None = None, attributes: Mapping[str, Any] | None = None,
+               resumed: bool = False) -> SpanTracer:
+        """A tracer for one ``run_stream`` call; its ``invoke_agent`` span starts now.
+
+        ``trace_id`` (see :func:`trace_id_for`) puts the run in that trace; without it the trace is
+        new. ``attributes`` go on the run's span (``tether.session_id``, ``tether.message_id``,
+        ``gen_ai.agent.name``, ...): names and ids, not user data. The first run of a trace gets a
+        span id derived from the trace id, which :meth:`feedback` takes as its parent; pass
+        ``resumed=True`` for a run resumed in another process, so it does not take that id again.
+        """
+        tid = _parse_trace_id(trace_id) if trace_id is not None else random.getrandbits(128) or 1
+        attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
+        agent = str(attrs.get("gen_ai.agent.name") or "tether")
+        attrs.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent})
+        if "tether.session_id" in attrs:
+            attrs.setdefault("gen_ai.conversation.id", attrs["tether.session_id"])
+        from opentelemetry.context import Context
+
+        token = _NEXT_IDS.set((tid, None if resumed else self._claim_first(tid)))
+        try:
+            root = self._tracer.start_span(f"invoke_agent {agent}", context=Context(), attributes=attrs)
+        finally:
+            _NEXT_IDS.reset(token)
+        return SpanTracer(self._tracer, root)
+
+    def _claim_first(self, trace_id: int) -> int | None:
+        """The derived span id when this is the first run of ``trace_id`` seen here, else None."""
+        with self._lock:
+            if trace_id in self._first_runs:
+                return None
+            self._first_runs[trace_id] = None
+            if len(self._first_runs) > _FIRST_RUNS_KEPT:
+                self._first_runs.popitem(last=False)
+        return _first_span_id(trace_id)
+
+    def feedback(self, *, trace_id: str, score: str, comment: str | None = None,
+                 attributes: Mapping[str, Any] | None = None) -> None:
+        """Record a person's verdict on a run: a ``feedback`` span in trace ``trace_id``, under the
+        trace's first run span, with ``tether.feedback.score`` ("up" or "down") and the comment."""
+        if score not in ("up", "down"):
+            raise UserError(f'feedback score must be "up" or "down", not {score!r}')
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+        tid = _parse_trace_id(trace_id)
+        parent = SpanContext(tid, _first_span_id(tid), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        verdict = {"tether.feedback.score": score}
+        if comment is not None:
+            verdict["tether.feedback.comment"] = comment
+        attrs = {**{k: v for k, v in (attributes or {}).items() if v is not None}, **verdict}
+        span = self._tracer.start_span("feedback", context=set_span_in_context(NonRecordingSpan(parent)),
+                                       attributes=attrs)
+        span.add_event("feedback", verdict)
+        span.end()
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Send the spans ended so far; False when that took longer than ``timeout_s``."""
+        return self._provider.force_flush(int(timeout_s * 1000))
+
+    def shutdown(self) -> None:
+        """Send what is left and stop; spans started afterwards are dropped."""
+        self._provider.shutdown()
+
+    def __enter__(self) -> Telemetry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def telemetry_from_settings(settings: Settings) -> Telemetry | None:
+    """The telemetry ``[telemetry]`` in config.toml asks for, else the standard
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables; None when
+    neither names an endpoint (or ``OTEL_SDK_DISABLED=true``)."""
+    table = settings.telemetry or {}
+    endpoint = table.get("otlp_endpoint") or _endpoint_from_env()
+    if not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    # No headers in the table: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS itself.
+    return Telemetry(endpoint, headers=dict(table.get("headers") or {}) or None,
+                     service_name=table.get("service_name") or os.environ.get("OTEL_SERVICE_NAME") or "tether")
+
+
+def _endpoint_from_env() -> str | None:
+    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return base.rstrip("/") + "/v1/traces" if base else None
+
+
+@dataclass
+class _Run:
+    """The spans of one run in the stream: the run itself, or a sub-agent's run inside it."""
+
+    span: Span
+    mark_ns: int  # where the previous step ended: the next chat span starts there
+    parent: _Run | None = None
+    first_chunk_ns: int | None = None
+    attempts: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)  # retries, fallbacks
+    tools: dict[str, Span] = field(default_factory=dict)  # call id → its open execute_tool span
+    cost_usd: float | None = None  # the run's cumulative cost at its last turn; None: not known here
+    children_cost_usd: float = 0.0  # what sub-agents' turns cost since then (charged into ours)
+    model: str | None = None
+    ended: bool = False
+
+
+class SpanTracer:
+    """One ``run_stream`` call as spans: a tether tracer (``write`` every event, then ``close``).
+    Made by :meth:`Telemetry.tracer`."""
+
+    def __init__(self, tracer: OtelTracer, root: Span) -> None:
+        self._tracer = tracer
+        self._root = _Run(root, mark_ns=time.time_ns())
+        self._runs: dict[str, _Run] = {}
+        self._closed = False
+        self._steps: dict[str, Callable[[_Run, Any, int], None]] = {
+            "text_delta": self._chunk, "reasoning_delta": self._chunk, "retry": self._attempt,
+            "fallback": self._attempt, "turn": self._turn, "tool_start": self._tool_start,
+            "tool_result": self._tool_result, "compaction": self._compaction, "subagent": self._subagent,
+            "done": self._done,
+        }
+
+    @property
+    def trace_id(self) -> str:
+        return format(self._root.span.get_span_context().trace_id, "032x")
+
+    @property
+    def span_id(self) -> str:
+        """The run span's id."""
+        return format(self._root.span.get_span_context().span_id, "016x")
+
+    def write(self, event: Any) -> None:
+        if self._closed:
+            return
+        now = time.time_ns()
+        run = self._run_for(event.run_id, now)
+        step = self._steps.get(event.type)
+        if step is not None:
+            step(run, event, now)
+        elif event.type in _EVENT_FIELDS:
+            run.span.add_event(event.type, _fields(event), timestamp=now)
+
+    def close(self) -> None:
+        """End whatever is still open (a run cut short never sent its ``done``)."""
+        if not self._closed:
+            self._end_all(time.time_ns())
+
+    def _end_all(self, now: int) -> None:
+        self._closed = True
+        for run in reversed(list(self._runs.values()) or [self._root]):  # sub-agents before their parents
+            self._end(run, now)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def _run_for(self, run_id: str, now: int) -> _Run:
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        if not self._runs:  # the first event names the run
+            self._runs[run_id] = self._root
+            self._root.span.set_attribute("tether.run_id", run_id)
+            return self._root
+        return self._child(self._root, run_id, "subagent", None, now)  # a sub-agent whose start was not seen
+
+    def _child(self, parent: _Run, run_id: str, name: str, call_id: str | None, now: int) -> _Run:
+        under = parent.tools.get(call_id, parent.span) if call_id else parent.span
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "tether.run_id": run_id}
+        child = _Run(self._start(f"invoke_agent {name}", under, attrs, now), mark_ns=now, parent=parent)
+        self._runs[run_id] = child
+        return child
+
+    def _chunk(self, run: _Run, event: Any, now: int) -> None:
+        if run.first_chunk_ns is None:
+            run.first_chunk_ns = now
+
+    def _attempt(self, run: _Run, event: Retry | Fallback, now: int) -> None:
+        run.attempts.append((event.type, _fields(event), now))
+        if isinstance(event, Fallback):
+            run.model = event.to_model
+
+    def _turn(self, run: _Run, event: Turn, now: int) -> None:
+        run.model = event.model
+        usage = event.usage
+        attrs = _model_attributes(event.model)
+        attrs.update({"gen_ai.response.model": attrs["gen_ai.request.model"],
+                      "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                      "gen_ai.usage.output_tokens": usage.completion_tokens,
+                      "tether.turn": event.turn, "tether.usage_estimated": usage.estimated})
+        optional = {"gen_ai.response.finish_reasons": [event.finish_reason] if event.finish_reason else None,
+                    "gen_ai.request.max_tokens": event.max_tokens,
+                    "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens or None,
+                    "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens or None,
+                    "tether.cost_usd": self._turn_cost(run, event),
+                    "gen_ai.response.time_to_first_chunk":
+                        None if run.first_chunk_ns is None else (run.first_chunk_ns - run.mark_ns) / 1e9}
+        attrs.update((k, v) for k, v in optional.items() if v is not None)
+        span = self._start(f"chat {attrs['gen_ai.request.model']}", run.span, attrs, run.mark_ns, client=True)
+        for name, fields, at in run.attempts:
+            span.add_event(name, fields, timestamp=at)
+        span.end(end_time=now)
+        run.mark_ns, run.first_chunk_ns, run.attempts = now, None, []
+
+    @staticmethod
+    def _turn_cost(run: _Run, event: Turn) -> float | None:
+        """This turn's cost: the growth of the run's cumulative cost since its previous turn, less
+        what its sub-agents' turns cost meanwhile (they are charged to it). None when not known
+        (no price, or a resumed run whose earlier cost this tracer never saw)."""
+        before = run.cost_usd if run.cost_usd is not None else (0.0 if event.turn == 1 else None)
+        children, run.children_cost_usd, run.cost_usd = run.children_cost_usd, 0.0, event.cost_usd
+        if before is None or event.cost_usd is None:
+            return None
+        own = round(max(0.0, event.cost_usd - before - children), 10)
+        up = run.parent
+        while up is not None:
+            up.children_cost_usd += own
+            up = up.parent
+        return own
+
+    def _tool_start(self, run: _Run, event: ToolStart | ToolResultEvent, now: int) -> None:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool_name,
+                 "gen_ai.tool.call.id": event.call_id, "gen_ai.tool.type": "function"}
+        run.tools[event.call_id] = self._start(f"execute_tool {event.tool_name}", run.span, attrs, now)
+
+    def _tool_result(self, run: _Run, event: ToolResultEvent, now: int) -> None:
+        span = run.tools.pop(event.call_id, None)
+        if span is None:  # no start seen (a rejected call, say): it took event.ms until now
+            self._tool_start(run, event, now - int(event.ms * 1e6))
+            span = run.tools.pop(event.call_id)
+        span.set_attribute("tether.tool.status", event.status)
+        if not event.ok:
+            _error(span, event.status)
+        span.end(end_time=now)
+        run.mark_ns = now
+
+    def _compaction(self, run: _Run, event: Compaction, now: int) -> None:
+        run.span.add_event(event.type, _fields(event), timestamp=now)
+        run.mark_ns = now  # the summary call is not the next chat span's
+
+    def _subagent(self, run: _Run, event: Subagent, now: int) -> None:
+        run.span.add_event(event.type, _fields(event), timestamp=now)
+        child = self._runs.get(event.child_run_id)
+        if event.status == "started" and (child is None or child.ended):
+            self._child(run, event.child_run_id, event.name, event.call_id, now)
+        elif event.status != "started" and child is not None:
+            self._end(child, now)
+
+    def _done(self, run: _Run, event: Done, now: int) -> None:
+        result = event.result
+        if run.attempts:  # retries or fallbacks with no answer after them: the call that failed
+            self._failed_call(run, now, result.reason if result.status == "failed" else None)
+        attrs: dict[str, Any] = {"tether.status": result.status, "tether.turns": result.turns,
+                                 "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
+                                 "gen_ai.usage.output_tokens": result.usage.completion_tokens}
+        if result.reason:
+            attrs["tether.reason"] = result.reason[:_MAX_TEXT]
+        if result.cost_usd is not None:
+            attrs["tether.cost_usd"] = result.cost_usd
+        if result.cost_unknown_usd:
+            attrs["tether.cost_unknown_usd"] = result.cost_unknown_usd
+        run.span.set_attributes(attrs)
+        if result.status == "failed":
+            _error(run.span, result.reason or "failed")
+        if run is self._root:
+            self._end_all(now)
+        else:
+            self._end(run, now)
+
+    def _failed_call(self, run: _Run, now: int, reason: str | None) -> None:
+        attrs = _model_attributes(run.model) if run.model else {"gen_ai.operation.name": "chat"}
+        title = f"chat {attrs['gen_ai.request.model']}" if run.model else "chat"
+        span = self._start(title, run.span, attrs, run.mark_ns, client=True)
+        for name, fields, at in run.attempts:
+            span.add_event(name, fields, timestamp=at)
+        if reason is not None:
+            _error(span, reason)
+        span.end(end_time=now)
+        run.attempts = []
+
+    def _end(self, run: _Run, now: int) -> None:
+        if run.ended:
+            return
+        run.ended = True
+        for span in run.tools.values():
+            span.set_attribute("tether.tool.status", "unfinished")
+            span.end(end_time=now)
+        run.tools.clear()
+        run.span.end(end_time=now)
+
+    def _start(self, name: str, parent: Span, attributes: Mapping[str, Any], start_ns: int,
+               client: bool = False) -> Span:
+        from opentelemetry.trace import SpanKind, set_span_in_context
+
+        return self._tracer.start_span(name, context=set_span_in_context(parent), attributes=attributes,
+                                       kind=SpanKind.CLIENT if client else SpanKind.INTERNAL, start_time=start_ns)
+
+
+def _model_attributes(name: str) -> dict[str, Any]:
+    """A chat span's model attributes from a tether model string (``provider/model``)."""
+    provider, _, model = name.partition("/") if "/" in name else ("", "", name)
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+    if provider:
+        attrs["gen_ai.provider.name"] = attrs["gen_ai.system"] = provider
+    return attrs
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, key in _EVENT_FIELDS[event.type]:
+        value = getattr(event, name)
+        if value is not None and value != "":
+            out[key] = value[:_MAX_TEXT] if isinstance(value, str) else value
+    return out
+
+
+def _error(span: Span, description: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, description[:_MAX_TEXT]))
