@@ -352,12 +352,19 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
     from tether.cancel import CancelSignal
     from tether.harness.loop import run_stream
     from tether.providers.http import close_clients
-    from tether.tracing import JsonlTracer
+    from tether.telemetry import telemetry_from_settings, trace_id_for
+    from tether.tracing import FanoutTracer, JsonlTracer
 
     agent = _build_agent(state, settings)
     store = run_store(settings)
-    tracer = JsonlTracer(settings.home / "traces")
     sessions = open_sessions(state.config.get("session_store"), settings) if state.session_id else None
+    telemetry = telemetry_from_settings(settings)
+    tracer = FanoutTracer(JsonlTracer(settings.home / "traces"))
+    if telemetry is not None:
+        # One trace per run, whichever process runs or resumes it; a run with messages is resumed.
+        tracer.tracers.append(telemetry.tracer(
+            trace_id=trace_id_for(state.session_id or "", state.run_id), resumed=bool(state.messages),
+            attributes={"tether.run_id": state.run_id, "tether.session_id": state.session_id}))
 
     async def go() -> RunResult:
         cancel = CancelSignal()
@@ -381,6 +388,8 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
     finally:
         tracer.close()
         store.close()
+        if telemetry is not None:
+            telemetry.shutdown()  # sends the spans still waiting in the batch
 
 
 class Printer:
