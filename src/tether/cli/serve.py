@@ -119,8 +119,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             timeout_graceful_shutdown=15)
     server = uvicorn.Server(config)
     _announce(server, args.host)
+    _stop_runs_first(server, app)
     server.run()
     return 0
+
+
+def _stop_runs_first(server: Any, app: Any) -> None:
+    """On Ctrl-C or SIGTERM, stop the live runs (saved ``interrupted``, resumable) before uvicorn
+    waits for connections to close: their streams end with their ``done`` events instead of
+    holding the shutdown until its timeout."""
+    shutdown = server.shutdown
+
+    async def stop(sockets: Any = None) -> None:
+        await app.state.core.manager.shutdown()
+        await shutdown(sockets=sockets)
+
+    server.shutdown = stop
 
 
 def _announce(server: Any, host: str) -> None:

@@ -24,10 +24,6 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class Guard:
     def __init__(self, app: Any, *, max_body: int, allowed_hosts: list[str], cors_origins: list[str],
                  local_only: Callable[[], bool]) -> None:
@@ -52,28 +48,30 @@ class Guard:
                                                  "bytes; [serve] max_body_bytes in config.toml)")
             return
         received = 0
-        started = False
+        started = refused = False
+        limit = self.max_body
 
         async def limited_receive() -> Any:
-            nonlocal received
+            nonlocal received, refused
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not refused:
                 received += len(message.get("body", b""))
-                if received > self.max_body:
-                    raise _TooLarge
+                if received > limit:  # a body that did not say its length: answer now, stop the route
+                    refused = True
+                    if not started:
+                        await _reply(send, 413, "too_large", f"the body is larger than this server accepts "
+                                                             f"({limit:,} bytes)")
+                    return {"type": "http.disconnect"}
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 went out already; what the route says after it goes nowhere
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _reply(send, 413, "too_large", f"the body is larger than this server accepts "
-                                                     f"({self.max_body:,} bytes)")
+        await self.app(scope, limited_receive, tracking_send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
         host = headers.get("host", "")

@@ -1,0 +1,113 @@
+"""The server as a process: killed with SIGKILL mid-run and started again, every run is either
+finished or resumable, and a resume from the API finishes it once; SIGTERM saves live runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, read_events, wait_until
+
+pytest.importorskip("fastapi")
+
+
+class Process:
+    def __init__(self, home: Path, workspace: Path) -> None:
+        env = {**os.environ, "TETHER_HOME": str(home), "TETHER_TEST_WORKSPACE": str(workspace)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tether", "serve", "--port", "0", "--agent",
+                                      str(TEST_AGENTS)], env=env, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        found = re.search(r"listening on (http://\S+)/", line)
+        assert found, line + self.proc.stderr.read()
+        self.url = found.group(1)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30)
+
+    def stop(self, sig: int) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(30)
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    yield tmp_path / "home", workspace
+
+
+def _start_slow_run(c: httpx.Client) -> tuple[str, list[dict[str, Any]]]:
+    sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "scan"}).json()["run_id"]
+    seen = read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "tool_start")
+    return run_id, seen
+
+
+def test_a_server_killed_mid_run_leaves_it_resumable_and_a_resume_finishes_it(places: tuple[Path, Path]) -> None:
+    home, workspace = places
+    first = Process(home, workspace)
+    with first.client() as c:
+        run_id, seen = _start_slow_run(c)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    (workspace / "release").write_text("go")
+    second = Process(home, workspace)
+    try:
+        with second.client() as c:
+            run = c.get(f"/v1/runs/{run_id}").json()
+            assert run["status"] == "running" and run["live"] is False and run["resumable"] is True
+            assert "server stopped" in run["reason"]
+            # what was streamed before the kill is still there, and the stream does not hang
+            assert read_events(c, f"/v1/runs/{run_id}/events", timeout=10) == seen
+            assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
+            more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=seen[-1]["id"])
+            assert more[0]["id"] == seen[-1]["id"] + 1
+            result = more[-1]["result"]
+            assert result["status"] == "completed" and "scan complete" in result["output"]
+            # the turn paid before the kill is not paid again: one more model call after the tool
+            assert result["turns"] == 2
+            assert c.post(f"/v1/runs/{run_id}/resume").status_code == 409
+    finally:
+        second.stop(signal.SIGTERM)
+
+
+def test_sigterm_saves_live_runs_as_interrupted_and_resumable(places: tuple[Path, Path]) -> None:
+    home, workspace = places
+    first = Process(home, workspace)
+    import threading
+    import time
+
+    with first.client() as c:
+        run_id, _ = _start_slow_run(c)
+        # a client still follows the run: its stream ends with the run's done event, not at a timeout
+        followed: list[dict[str, Any]] = []
+        follower = threading.Thread(target=lambda: followed.extend(read_events(c, f"/v1/runs/{run_id}/events")))
+        follower.start()
+        time.sleep(0.3)
+        assert first.stop(signal.SIGTERM) in (0, -signal.SIGTERM)  # uvicorn re-raises it after a clean shutdown
+        follower.join(30)
+        # (had uvicorn waited out its graceful timeout first, it would have cut the stream: no done)
+        assert followed and followed[-1]["event"] == "done", followed[-3:]
+        assert "shutting down" in followed[-1]["result"]["reason"]
+    second = Process(home, workspace)
+    try:
+        with second.client() as c:
+            run = c.get(f"/v1/runs/{run_id}").json()
+            assert run["status"] == "interrupted" and run["resumable"] and "shutting down" in run["reason"]
+            events = read_events(c, f"/v1/runs/{run_id}/events", timeout=10)
+            assert events[-1]["event"] == "done" and events[-1]["result"]["status"] == "interrupted"
+            (workspace / "release").write_text("go")
+            assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
+            wait_until(lambda: c.get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the resumed run")
+    finally:
+        second.stop(signal.SIGTERM)
