@@ -1,0 +1,739 @@
+// The page of `tether serve`: one conversation at a time, its runs read as Server-Sent Events.
+//
+// Everything a model or a tool wrote is untrusted. Answers go through marked and then DOMPurify
+// (as a DOM fragment, never as an HTML string); every other such string (tool names, arguments,
+// widget labels, reasons) is set with textContent. The CSP in index.html forbids inline script.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "tether.token";
+const ARGS_SHOWN = 120; // characters of a tool's arguments in its step line
+
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  agents: [],
+  sessionId: null,
+  view: null, // the shown conversation: {abort, turns, feedback, streams}
+};
+
+// ---- small DOM helpers -------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value === true) node.setAttribute(key, "");
+    else if (value !== false && value != null) node.setAttribute(key, String(value));
+  }
+  node.append(...children.filter((c) => c != null));
+  return node;
+}
+
+function truncate(text, n) {
+  return text.length > n ? text.slice(0, n - 1) + "…" : text;
+}
+
+function compactArgs(args) {
+  if (typeof args !== "string") args = JSON.stringify(args ?? {});
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch {
+    return args;
+  }
+}
+
+function newId(prefix) {
+  const bytes = crypto.getRandomValues(new Uint8Array(12)); // randomUUID needs a secure context
+  return prefix + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function nearBottom() {
+  const chat = $("chat");
+  return chat.scrollHeight - chat.scrollTop - chat.clientHeight < 80;
+}
+
+function keepScrolled(wasNearBottom) {
+  if (wasNearBottom) $("chat").scrollTop = $("chat").scrollHeight;
+}
+
+// ---- Markdown, sanitised ------------------------------------------------------------------------
+
+const MARKDOWN_TAGS = ["a", "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
+  "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
+  "img", "span", "sup", "sub", "kbd", "details", "summary"];
+const MARKDOWN_ATTRS = ["href", "title", "alt", "src", "start", "colspan", "rowspan", "align"];
+
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A" && node.hasAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
+  }
+});
+
+function renderMarkdown(text) {
+  const html = marked.parse(text, { gfm: true, breaks: true });
+  return DOMPurify.sanitize(html, {
+    ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: MARKDOWN_ATTRS, RETURN_DOM_FRAGMENT: true,
+  });
+}
+
+// ---- the API ------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function authHeaders(extra = {}) {
+  return state.token ? { ...extra, Authorization: `Bearer ${state.token}` } : extra;
+}
+
+async function failure(res) {
+  let message = `${res.status} ${res.statusText}`;
+  try {
+    message = (await res.json()).error?.message || message;
+  } catch {
+    // not JSON: keep the status line
+  }
+  if (res.status === 401) showLogin(message);
+  return new ApiError(res.status, message);
+}
+
+async function api(path, { method = "GET", body, signal } = {}) {
+  const headers = authHeaders(body === undefined ? {} : { "Content-Type": "application/json" });
+  const res = await fetch(path, {
+    method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw await failure(res);
+  return res.status === 204 ? null : res.json();
+}
+
+// Reads a run's events from `after` (the last id seen) and hands each to `onEvent`; returns true
+// when `onEvent` says the run is done, false when the stream ended without that (a dropped
+// connection). EventSource cannot send Authorization or choose Last-Event-ID, hence fetch.
+async function readEvents(runId, after, onEvent, signal) {
+  const headers = authHeaders({ Accept: "text/event-stream" });
+  if (after != null) headers["Last-Event-ID"] = String(after);
+  const res = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events`, { headers, signal, cache: "no-store" });
+  if (!res.ok) throw await failure(res);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let data = [];
+  let id = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buffer += value;
+    // A "\r" at the end of a chunk may be the first half of "\r\n": keep it for the next chunk.
+    const lines = buffer.split(/\r\n|\n|\r(?!$)/);
+    buffer = lines.pop();
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length && onEvent(JSON.parse(data.join("\n")), id)) {
+          reader.cancel().catch(() => {});
+          return true;
+        }
+        data = [];
+      } else if (!line.startsWith(":")) {
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "data") data.push(value);
+        else if (field === "id") id = value;
+      }
+    }
+  }
+}
+
+// ---- one turn: the user's message and everything its run produced -------------------------------
+
+class Turn {
+  constructor(view, { text, messageId, runId = null }) {
+    this.view = view;
+    this.messageId = messageId;
+    this.runId = runId;
+    this.lastId = null;
+    this.steps = new Map(); // call_id -> step
+    this.segment = null; // the answer text being streamed
+    this.waiting = null; // what the run stopped for: {call_id, tool_name, args, args_hash, type}
+    this.stopped = false; // the last done was a stop for a decision, not the end
+    this.widgets = [];
+    this.status = el("div", { class: "status muted", text: "Thinking…" });
+    this.body = el("div", { class: "assistant" }, this.status); // steps and answer go before status
+    this.foot = el("div", { class: "turn-foot" }); // the exit line and the feedback
+    this.node = el("article", { class: "turn" }, el("div", { class: "user-msg", text }), this.body, this.foot);
+  }
+
+  note(text, cls = "note") {
+    this.body.insertBefore(el("div", { class: cls, text }), this.status);
+  }
+
+  // -- events --
+  handle(ev, id) {
+    if (id != null) this.lastId = Number(id);
+    const bottom = nearBottom();
+    const handler = this["on_" + ev.type];
+    if (handler) handler.call(this, ev);
+    else if (!["reasoning_delta", "turn", "spent_unknown"].includes(ev.type)) this.note(ev.type);
+    keepScrolled(bottom);
+    return ev.type === "done" && !this.stopped; // after a decision the same run goes on
+  }
+
+  on_text_delta(ev) {
+    if (!this.segment) {
+      this.segment = { text: "", node: el("div", { class: "answer" }), queued: false };
+      this.body.insertBefore(this.segment.node, this.status);
+    }
+    const seg = this.segment;
+    seg.text += ev.text;
+    if (!seg.queued) { // one render per frame, however many deltas arrive
+      seg.queued = true;
+      requestAnimationFrame(() => {
+        seg.queued = false;
+        const bottom = nearBottom();
+        seg.node.replaceChildren(renderMarkdown(seg.text));
+        keepScrolled(bottom);
+      });
+    }
+  }
+
+  step(ev) {
+    let step = this.steps.get(ev.call_id);
+    if (!step) {
+      step = { node: el("div", { class: "step" }) };
+      step.name = el("span", { class: "tool-name", text: ev.tool_name });
+      step.args = el("code", { class: "tool-args" });
+      step.badge = el("span", { class: "badge" });
+      step.label = el("span", { class: "progress muted" });
+      step.node.append(el("div", { class: "step-line" }, step.name, step.args, step.badge, step.label));
+      this.steps.set(ev.call_id, step);
+      this.segment = null; // text after a tool call is a new paragraph of the answer
+      this.body.insertBefore(step.node, this.status);
+    }
+    if (ev.args != null && !step.args.textContent) {
+      const args = compactArgs(ev.args);
+      step.args.textContent = truncate(args, ARGS_SHOWN);
+      step.args.title = args;
+    }
+    return step;
+  }
+
+  setBadge(step, status) {
+    step.badge.textContent = status;
+    step.badge.className = `badge badge-${status.replace(/[^a-z_]/g, "")}`;
+  }
+
+  on_tool_start(ev) {
+    this.setBadge(this.step(ev), "running");
+    this.status.textContent = `Running ${ev.tool_name}…`;
+  }
+
+  on_tool_progress(ev) {
+    this.step(ev).label.textContent = ev.label;
+  }
+
+  on_tool_result(ev) {
+    const step = this.step(ev);
+    this.setBadge(step, ev.status || (ev.ok ? "ok" : "error"));
+    step.label.textContent = ev.ms != null ? `${Math.round(ev.ms)} ms` : "";
+    this.status.textContent = "Thinking…";
+    if (ev.widget) this.addWidget(step, ev.widget);
+  }
+
+  on_approval_required(ev) {
+    this.ask({ ...ev, type: ev.reason });
+  }
+
+  // A card asking the person to decide: from an approval_required event, or from the run's
+  // `waiting` (what a reloaded page, or a guardrail's question, has instead of the event).
+  ask(waiting) {
+    if (this.waiting?.call_id === waiting.call_id && this.card?.isConnected) return;
+    const known = this.steps.has(waiting.call_id) || waiting.tool_name;
+    const step = known ? this.step(waiting) : null;
+    if (step) this.setBadge(step, waiting.type === "outcome_unknown" ? "outcome unknown" : "needs approval");
+    this.card?.remove();
+    this.card = approvalCard(this, waiting);
+    if (step) step.node.append(this.card);
+    else this.body.insertBefore(this.card, this.status);
+    this.waiting = waiting;
+  }
+
+  on_decision(ev) {
+    this.decided(ev.call_id, ev.decision === "approved", ev.reason, ev);
+  }
+
+  // Marks the call decided: when the decision was posted, and again (idempotent) when its event comes.
+  decided(callId, approved, reason, ev = null) {
+    const step = (ev || this.steps.has(callId)) ? this.step(ev || { call_id: callId }) : null;
+    if (step) this.setBadge(step, approved ? "approved" : "rejected");
+    if (this.waiting?.call_id === callId) {
+      this.card?.remove();
+      this.waiting = null;
+    }
+    const said = approved ? "Allowed" : "Denied";
+    const text = reason ? `${said}: ${reason}` : said;
+    const line = this.node.querySelector(`.decision[data-call="${CSS.escape(callId)}"]`);
+    if (line) line.textContent = text;
+    else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": callId, text }));
+  }
+
+  on_retry(ev) { this.note(`Retrying (attempt ${ev.attempt}): ${ev.reason}`); }
+  on_fallback(ev) { this.note(`Switched from ${ev.from_model} to ${ev.to_model}: ${ev.reason}`); }
+  on_guardrail(ev) { this.note(`Guardrail ${ev.name || ""} ${ev.decision}: ${ev.rationale}`); }
+  on_compaction(ev) { this.note(`Context compacted: ${ev.tokens_before} → ${ev.tokens_after} tokens`); }
+  on_memory_write(ev) { this.note(`Memory (${ev.store}) ${ev.action}: ${ev.text}`); }
+  on_memory_rejected(ev) { this.note(`Memory write refused: ${ev.reason}`); }
+  on_subagent(ev) { this.note(`Sub-agent ${ev.name}: ${ev.status}`); }
+
+  on_done(ev) {
+    const r = ev.result;
+    this.segment = null;
+    this.stopped = r.status === "interrupted" && r.interruption != null && r.interruption.type !== "cancelled";
+    if (this.stopped) {
+      this.status.textContent = "Waiting for your decision.";
+      return;
+    }
+    this.status.remove();
+    this.showExit(r.status, r.reason, r.turns, r.usage?.prompt_tokens, r.usage?.completion_tokens, r.cost_usd);
+    this.addFeedback();
+  }
+
+  showExit(status, reason, turns, prompt, completion, cost) {
+    const tokens = (prompt || 0) + (completion || 0);
+    const parts = [`${turns} turn${turns === 1 ? "" : "s"}`, `${tokens.toLocaleString("en")} tokens`,
+      cost == null ? "cost unknown" : `$${cost.toFixed(4)}`];
+    this.foot.querySelector(".exit")?.remove();
+    this.foot.prepend(el("div", { class: `exit exit-${status}` },
+      el("span", { class: "exit-status", text: status }),
+      reason ? el("span", { class: "exit-reason", text: reason }) : null,
+      el("span", { class: "exit-usage", text: parts.join(" · ") })));
+  }
+
+  // A run the server stopped (a restart, a cancel) can go on where it was.
+  offerResume() {
+    const button = el("button", { type: "button", class: "resume", text: "Resume", onclick: async () => {
+      button.disabled = true;
+      try {
+        await api(`/v1/runs/${encodeURIComponent(this.runId)}/resume`, { method: "POST", body: {} });
+        button.remove();
+        this.foot.querySelector(".exit")?.remove();
+        this.body.append(this.status);
+        this.status.textContent = "Thinking…";
+        follow(this);
+      } catch (err) {
+        button.disabled = false;
+        this.note(`Could not resume: ${err.message}`, "error");
+      }
+    } });
+    this.foot.querySelector(".exit")?.append(button);
+  }
+
+  // -- feedback on the answer --
+  addFeedback() {
+    if (this.foot.querySelector(".feedback") || !this.messageId) return;
+    const comment = el("input", { type: "text", placeholder: "Comment (optional)", "aria-label": "Comment" });
+    const saved = el("span", { class: "feedback-saved muted", role: "status" });
+    const box = el("div", { class: "feedback" });
+    let score = null;
+    const choose = (value) => {
+      score = value;
+      box.querySelectorAll(".thumb").forEach((b) => b.classList.toggle("chosen", b.dataset.score === value));
+      more.hidden = false;
+    };
+    const send = async () => {
+      try {
+        await api(`/v1/messages/${encodeURIComponent(this.messageId)}/feedback`,
+          { method: "POST", body: { score, comment: comment.value.trim() || undefined } });
+        saved.textContent = comment.value.trim() ? "Feedback and comment recorded" : "Feedback recorded";
+      } catch (err) {
+        saved.textContent = `Not recorded: ${err.message}`;
+      }
+    };
+    const thumb = (value, label) => el("button", {
+      type: "button", class: "thumb", "aria-label": label, title: label, "data-score": value,
+      onclick: () => { choose(value); send(); },
+    }, thumbIcon(value === "down"));
+    const more = el("form", { class: "feedback-comment", hidden: true, onsubmit: (e) => { e.preventDefault(); send(); } },
+      comment, el("button", { type: "submit", text: "Save comment" }));
+    box.append(thumb("up", "Good answer"), thumb("down", "Bad answer"), more, saved);
+    this.foot.append(box);
+    const known = this.view.feedback?.get(this.messageId); // recorded before this page was loaded
+    if (known) {
+      choose(known.score);
+      comment.value = known.comment || "";
+      saved.textContent = "Feedback recorded";
+    }
+  }
+
+  // -- widgets a tool offered --
+  addWidget(step, widget) {
+    const node = widget.kind === "form" ? formWidget(widget)
+      : widget.kind === "buttons" ? buttonsWidget(widget) : null;
+    if (!node) return;
+    this.widgets.push(node);
+    step.node.after(node);
+    if (this.view.turns.at(-1) !== this) disableWidget(node);
+  }
+}
+
+// A thumb drawn as SVG: emoji fonts are missing on many servers' (and CI's) browsers.
+function thumbIcon(down) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M2 10h4v11H2zM8 21h9.2a2 2 0 0 0 2-1.6l1.4-7A2 2 0 0 0 18.6 10H14l.9-4.4a1.8 1.8 0 0 0-3.2-1.4L8 10z");
+  if (down) path.setAttribute("transform", "rotate(180 12 12)");
+  svg.append(path);
+  return svg;
+}
+
+function approvalCard(turn, ev) {
+  const args = ev.args == null ? "" : compactArgs(ev.args);
+  const reason = el("input", { type: "text", placeholder: "Reason (optional; the model reads it)", "aria-label": "Reason" });
+  const error = el("p", { class: "error", role: "alert" });
+  const decide = async (approve) => {
+    card.querySelectorAll("button, input").forEach((b) => { b.disabled = true; });
+    try {
+      await api(`/v1/runs/${encodeURIComponent(turn.runId)}/decision`, {
+        method: "POST",
+        body: { call_id: ev.call_id, args_hash: ev.args_hash, approve, reason: reason.value.trim() || undefined },
+      });
+      turn.decided(ev.call_id, approve, reason.value.trim());
+      turn.status.textContent = "Thinking…";
+      follow(turn);
+    } catch (err) {
+      error.textContent = err.message;
+      card.querySelectorAll("button, input").forEach((b) => { b.disabled = false; });
+    }
+  };
+  const why = ev.type === "outcome_unknown" ? "Its outcome is unknown: it started before the run stopped. Run it again?"
+    : ev.type === "guardrail" ? `A guardrail asks you (${ev.stage}): ${ev.rationale}` : null;
+  const card = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
+    el("p", { class: "approval-q" }, "Allow ", el("strong", { text: ev.tool_name || `this ${ev.stage || ev.type}` }),
+      args ? " " : null, args ? el("code", { text: truncate(args, 2000) }) : null, "?"),
+    why ? el("p", { class: "muted", text: why }) : null,
+    reason,
+    el("div", { class: "approval-buttons" },
+      el("button", { type: "button", class: "allow", text: "Allow", onclick: () => decide(true) }),
+      el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false) })),
+    error);
+  return card;
+}
+
+function formWidget(widget) {
+  const inputs = [];
+  const form = el("form", { class: "widget widget-form" });
+  if (widget.title) form.append(el("h3", { text: widget.title }));
+  for (const field of widget.fields || []) {
+    const name = String(field.name);
+    let input;
+    if (field.type === "select") {
+      input = el("select", { name });
+      for (const option of field.options || []) {
+        input.append(el("option", { value: String(option), text: String(option), selected: option === field.value }));
+      }
+    } else if (field.type === "checkbox") {
+      input = el("input", { type: "checkbox", name, checked: Boolean(field.value) });
+    } else if (field.type === "number") {
+      input = el("input", { type: "number", name, min: field.min, max: field.max, step: field.step ?? "any", value: field.value ?? "" });
+    } else {
+      input = el("input", { type: "text", name, value: field.value ?? "" });
+    }
+    inputs.push({ field, input });
+    const label = String(field.label ?? name);
+    form.append(field.type === "checkbox"
+      ? el("label", { class: "check" }, input, el("span", { text: label }))
+      : el("label", {}, el("span", { text: label }), input));
+  }
+  form.append(el("button", { type: "submit", text: String(widget.submit || "Submit") }));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (!form.reportValidity()) return;
+    const values = {};
+    const said = [];
+    for (const { field, input } of inputs) {
+      let value = input.value;
+      let shown = value;
+      if (field.type === "checkbox") {
+        value = input.checked;
+        shown = value ? "yes" : "no";
+      } else if (field.type === "number") {
+        value = value === "" ? null : Number(value);
+      }
+      if (value !== null) values[field.name] = value; // the server keeps strings, numbers, booleans
+      said.push(`${field.label ?? field.name}: ${shown}`);
+    }
+    disableWidget(form);
+    sendMessage(said.join("; "), values);
+  });
+  return form;
+}
+
+function buttonsWidget(widget) {
+  const box = el("div", { class: "widget widget-buttons" });
+  if (widget.title) box.append(el("h3", { text: widget.title }));
+  const row = el("div", { class: "cta-row" });
+  for (const button of widget.buttons || []) {
+    const label = String(button.label);
+    row.append(el("button", { type: "button", class: "cta", text: label,
+      onclick: () => { disableWidget(box); sendMessage(label); } }));
+  }
+  box.append(row);
+  return box;
+}
+
+function disableWidget(node) {
+  node.classList.add("used");
+  node.querySelectorAll("button, input, select").forEach((c) => { c.disabled = true; });
+}
+
+// Reads the turn's run until it is done or waits for a decision, resuming from the last id seen
+// after a dropped connection.
+async function follow(turn) {
+  const view = turn.view;
+  const { signal } = view.abort;
+  let delay = 250;
+  busy(view, +1);
+  try {
+    while (!signal.aborted) {
+      const before = turn.lastId;
+      try {
+        if (await readEvents(turn.runId, turn.lastId, (ev, id) => turn.handle(ev, id), signal)) return;
+      } catch (err) {
+        if (signal.aborted) return;
+        console.warn(`run ${turn.runId}: the stream broke off (${err.message}); reading on from ${turn.lastId}`);
+        if (err instanceof ApiError && err.status < 500) {
+          turn.note(`Could not read this run: ${err.message}`, "error");
+          return;
+        }
+      }
+      // The stream ended before a final done: the run waits for a decision, or the connection dropped.
+      const run = await api(`/v1/runs/${encodeURIComponent(turn.runId)}`, { signal }).catch(() => null);
+      if (run?.waiting) {
+        turn.ask(run.waiting);
+        turn.status.textContent = "Waiting for your decision.";
+        return;
+      }
+      if (run && !run.live && turn.lastId === before) { // nothing more will come: say how it ended
+        turn.status.remove();
+        turn.showExit(run.status, run.reason, run.turns, run.prompt_tokens, run.completion_tokens, run.cost_usd);
+        if (run.resumable) turn.offerResume();
+        return;
+      }
+      if (turn.lastId === before) {
+        await sleep(delay);
+        delay = Math.min(delay * 2, 4000);
+      } else {
+        delay = 250;
+      }
+    }
+  } finally {
+    busy(view, -1);
+  }
+}
+
+// The composer waits while a message is being sent or a run of the shown conversation streams.
+function busy(view, change) {
+  view.streams += change;
+  if (view === state.view) $("send").disabled = view.streams > 0;
+}
+
+// ---- the conversation ---------------------------------------------------------------------------
+
+function newView() {
+  state.view?.abort.abort();
+  state.view = { abort: new AbortController(), turns: [], feedback: null, streams: 0 };
+  busy(state.view, 0);
+  $("chat").replaceChildren(el("p", { id: "empty", class: "empty muted", text: "Ask something to start a conversation." }));
+  return state.view;
+}
+
+function addTurn(view, spec) {
+  const turn = new Turn(view, spec);
+  for (const earlier of view.turns) earlier.widgets.forEach(disableWidget);
+  view.turns.push(turn);
+  $("empty")?.remove();
+  $("chat").append(turn.node);
+  return turn;
+}
+
+async function openSession(sessionId) {
+  const view = newView();
+  state.sessionId = sessionId;
+  markActive();
+  if (!sessionId) {
+    $("title").textContent = "New chat";
+    $("agent-name").textContent = "";
+    return;
+  }
+  let session;
+  try {
+    session = await api(`/v1/sessions/${encodeURIComponent(sessionId)}`, { signal: view.abort.signal });
+  } catch (err) {
+    if (err.name !== "AbortError") $("chat").append(el("p", { class: "error", text: err.message }));
+    return;
+  }
+  $("title").textContent = session.title || "New chat";
+  $("agent-name").textContent = session.agent;
+  if (state.agents.some((a) => a.name === session.agent)) $("agent-pick").value = session.agent;
+  view.feedback = await loadFeedback(view);
+  for (const t of session.turns || []) {
+    const turn = addTurn(view, { text: t.text, messageId: t.message_id, runId: t.run_id });
+    follow(turn); // replays the run from the start; a live run keeps streaming after it catches up
+  }
+  $("chat").scrollTop = $("chat").scrollHeight;
+}
+
+async function loadFeedback(view) {
+  try {
+    const { feedback } = await api("/v1/feedback", { signal: view.abort.signal });
+    return new Map(feedback.map((f) => [f.message_id, f]));
+  } catch {
+    return new Map();
+  }
+}
+
+async function newSession() {
+  const body = state.agents.length > 1 ? { agent: $("agent-pick").value } : {};
+  const session = await api("/v1/sessions", { method: "POST", body });
+  const opened = openSession(session.session_id); // sets state.sessionId before hashchange looks
+  location.hash = encodeURIComponent(session.session_id);
+  await Promise.all([opened, loadSessions()]);
+  return session;
+}
+
+async function sendMessage(text, values) {
+  text = text.trim();
+  if (!text) return;
+  if (!state.sessionId && !(await newSession().catch((err) => { alert(err.message); return null; }))) return;
+  const view = state.view;
+  const messageId = newId("m_");
+  const turn = addTurn(view, { text, messageId });
+  keepScrolled(true);
+  const body = { text, message_id: messageId };
+  if (values) body.values = values;
+  const path = `/v1/sessions/${encodeURIComponent(state.sessionId)}/messages`;
+  busy(view, +1);
+  try {
+    for (let attempt = 1; ; attempt++) { // a retry sends the same message_id: never a second run
+      try {
+        turn.runId = (await api(path, { method: "POST", body, signal: view.abort.signal })).run_id;
+        break;
+      } catch (err) {
+        if (err.name === "AbortError") return;
+        if (err instanceof ApiError || attempt === 3) {
+          turn.status.remove();
+          turn.note(`Not sent: ${err.message}`, "error");
+          return;
+        }
+        await sleep(500 * attempt);
+      }
+    }
+  } finally {
+    busy(view, -1);
+  }
+  follow(turn);
+  if (view.turns.length === 1) loadSessions(); // the server may have titled the session
+}
+
+// ---- sidebar, auth, start ----------------------------------------------------------------------
+
+function when(seconds) {
+  const d = new Date(seconds * 1000);
+  const today = new Date().toDateString() === d.toDateString();
+  return today ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : d.toLocaleDateString();
+}
+
+async function loadSessions() {
+  const { sessions } = await api("/v1/sessions");
+  sessions.sort((a, b) => (b.updated ?? b.created) - (a.updated ?? a.created));
+  $("sessions").replaceChildren(...sessions.map((s) => el("li", {},
+    el("a", { href: `#${encodeURIComponent(s.session_id)}`, "data-id": s.session_id },
+      el("span", { class: "session-title", text: s.title || "New chat" }),
+      el("span", { class: "session-meta muted", text: `${s.agent} · ${when(s.updated ?? s.created)}` })))));
+  const shown = sessions.find((s) => s.session_id === state.sessionId);
+  if (shown) $("title").textContent = shown.title || "New chat";
+  markActive();
+}
+
+function markActive() {
+  for (const a of $("sessions").querySelectorAll("a")) {
+    a.classList.toggle("active", a.dataset.id === state.sessionId);
+  }
+}
+
+async function loadAgents() {
+  const { agents } = await api("/v1/agents");
+  state.agents = agents;
+  const pick = $("agent-pick");
+  pick.replaceChildren(...agents.map((a) => el("option", { value: a.name, text: a.name, title: a.description || a.model })));
+  pick.hidden = agents.length < 2;
+}
+
+function showLogin(message) {
+  $("login").hidden = false;
+  $("chat").hidden = $("composer").hidden = true;
+  $("login-error").textContent = state.token ? message : "";
+}
+
+async function start() {
+  let me;
+  try {
+    me = await api("/v1/me");
+  } catch (err) {
+    if (err.status !== 401) $("chat").append(el("p", { class: "error", text: `The server did not answer: ${err.message}` }));
+    return;
+  }
+  $("login").hidden = true;
+  $("chat").hidden = $("composer").hidden = false;
+  $("me").replaceChildren(el("span", { text: me.user }));
+  if (me.auth) {
+    $("me").append(el("button", { type: "button", class: "link", text: "Sign out", onclick: () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      state.token = "";
+      location.hash = "";
+      location.reload();
+    } }));
+  }
+  await Promise.all([loadAgents(), loadSessions()]);
+  await openSession(decodeURIComponent(location.hash.slice(1)) || null);
+}
+
+$("login-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  state.token = $("token").value.trim();
+  sessionStorage.setItem(TOKEN_KEY, state.token);
+  start();
+});
+
+$("composer").addEventListener("submit", (e) => {
+  e.preventDefault();
+  if ($("send").disabled) return;
+  const text = $("prompt").value;
+  $("prompt").value = "";
+  sendMessage(text);
+});
+
+$("prompt").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+    e.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+
+$("new-chat").addEventListener("click", () => newSession().catch((err) => alert(err.message)));
+
+window.addEventListener("hashchange", () => {
+  const id = decodeURIComponent(location.hash.slice(1)) || null;
+  if (id !== state.sessionId) openSession(id);
+});
+
+start();
