@@ -62,6 +62,7 @@ class OtlpReceiver:
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
+        self.headers: list[dict[str, str]] = []  # each export request's HTTP headers (names lowercase)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -91,13 +92,15 @@ class OtlpReceiver:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _received(self, request: ExportTraceServiceRequest) -> None:
+    def _received(self, request: ExportTraceServiceRequest, headers: dict[str, str]) -> None:
         with self._lock:
             self.requests.append(request)
+            self.headers.append(headers)
 
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.headers.clear()
 
     def spans(self) -> list[ReceivedSpan]:
         """Every span received so far, in arrival order."""
@@ -136,7 +139,7 @@ def _handler(receiver: OtlpReceiver) -> type[BaseHTTPRequestHandler]:
             except Exception as exc:  # a body that is not an export request: the client's fault
                 self._reply(400, f"cannot decode the export request: {exc}".encode(), "text/plain")
                 return
-            receiver._received(request)
+            receiver._received(request, {k.lower(): v for k, v in self.headers.items()})
             self._reply(200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
         def _reply(self, status: int, body: bytes, content_type: str) -> None:
