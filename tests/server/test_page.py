@@ -1,0 +1,303 @@
+"""The page of ``tether serve`` in a real headless Chromium, against the real server and the
+scripted models of ``page_agents.py``: what a person sees and clicks.
+
+Screenshots go to the directory in ``TETHER_SCREENSHOTS`` when it is set (else the test's
+temporary directory)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("playwright")
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="the page tests need Debian's Chromium at "
+                                "/usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
+
+AGENTS = Path(__file__).with_name("page_agents.py")
+TIMEOUT_MS = 15_000
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, console_errors: list[str]) -> Iterator[Page]:
+    """A fresh page; the test fails if the page throws or logs an error (a CSP violation, a 404)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors = console_errors
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def server(served: Any) -> Any:
+    return served(agents_module=AGENTS)
+
+
+def shot(page: Page, tmp_path: Path, name: str) -> Path:
+    folder = Path(os.environ.get("TETHER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"page-{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def open_chat(page: Page, server: Any, agent: str) -> None:
+    """Open the page, pick ``agent`` and start a new chat."""
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    page.select_option("#agent-pick", agent)
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+
+
+def send(page: Page, text: str) -> None:
+    expect(page.locator("#send")).to_be_enabled()
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+def last_turn(page: Page) -> Any:
+    return page.locator(".turn").last
+
+
+def workspace(server: Any) -> Path:
+    return server.home.parent / server.home.name.replace("home", "workspace")
+
+
+def test_a_streamed_answer_with_its_tool_steps_and_exit_line(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "plan")
+    send(page, "Which file mentions a timeout?")
+    turn = last_turn(page)
+    expect(turn.locator(".user-msg")).to_have_text("Which file mentions a timeout?")
+    steps = turn.locator(".step")
+    expect(steps).to_have_count(2)
+    expect(steps.nth(0).locator(".tool-name")).to_have_text("list_files")
+    expect(steps.nth(1).locator(".tool-name")).to_have_text("read_file")
+    expect(steps.nth(1).locator(".tool-args")).to_have_text('{"path":"errors.log"}')
+    expect(steps.locator(".badge")).to_have_text(["ok", "ok"])
+    expect(turn.locator(".answer")).to_contain_text("errors.log mentions a timeout: ")
+    exit_line = turn.locator(".exit")
+    expect(exit_line).to_contain_text("completed")
+    expect(exit_line).to_contain_text(re.compile(r"3 turns · [\d,]+ tokens · \$0\.\d{4}"))
+    # The session is in the sidebar under its first message, and selected.
+    expect(page.locator(".sessions a.active")).to_contain_text("Which file mentions a timeout?")
+    expect(page.locator("#title")).to_have_text("Which file mentions a timeout?")
+    shot(page, tmp_path, "answer")
+
+
+def test_a_dropped_stream_is_read_on_from_the_last_event_id(page: Page, server: Any, tmp_path: Path) -> None:
+    """The first events request is cut after its third event (no done); the page asks again with
+    Last-Event-ID: 3 and shows every step and the answer once."""
+    asked: list[str | None] = []
+
+    def cut_the_first(route: Any) -> None:
+        asked.append(route.request.headers.get("last-event-id"))
+        if len(asked) > 1:
+            return route.continue_()
+        body = route.fetch().text()
+        kept = body[: body.index("\n\n", body.index("id: 3\n")) + 2]
+        return route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=kept)
+
+    page.route("**/v1/runs/*/events", cut_the_first)
+    open_chat(page, server, "plan")
+    send(page, "Which file mentions a timeout?")
+    turn = last_turn(page)
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    assert asked[:2] == [None, "3"]
+    expect(turn.locator(".step .tool-name")).to_have_text(["list_files", "read_file"])
+    expect(turn.locator(".answer")).to_have_count(1)
+    expect(turn.locator(".answer")).to_have_text(re.compile(r"^errors\.log mentions a timeout: [^\n]*30000 ms\s*$"))
+
+
+def test_allow_runs_the_tool_and_the_answer_follows(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "destructive")
+    send(page, "Free some space")
+    card = page.locator(".approval")
+    expect(card).to_contain_text('Allow delete_file {"path":"access.log"}?')
+    expect(last_turn(page).locator(".status")).to_have_text("Waiting for your decision.")
+    assert (workspace(server) / "access.log").exists()
+    shot(page, tmp_path, "approval")
+    card.get_by_role("button", name="Allow").click()
+    turn = last_turn(page)
+    expect(turn.locator(".answer").last).to_have_text("Deleted access.log to free space.")
+    expect(card).to_have_count(0)
+    step = turn.locator(".step", has=page.locator(".tool-name", has_text="delete_file"))
+    expect(step.locator(".badge")).to_have_text("ok")
+    expect(step.locator(".decision")).to_have_text("Allowed")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    assert not (workspace(server) / "access.log").exists()
+
+
+def test_deny_with_a_reason_reaches_the_model(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "destructive")
+    send(page, "Free some space")
+    card = page.locator(".approval")
+    card.get_by_label("Reason").fill("keep the access log for the audit")
+    card.get_by_role("button", name="Deny").click()
+    turn = last_turn(page)
+    expect(turn.locator(".answer").last).to_have_text("I did not delete anything: you declined the deletion.")
+    step = turn.locator(".step", has=page.locator(".tool-name", has_text="delete_file"))
+    expect(step.locator(".badge")).to_have_text("rejected")
+    expect(step.locator(".decision")).to_have_text("Denied: keep the access log for the audit")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    assert (workspace(server) / "access.log").exists()
+    shot(page, tmp_path, "denied")
+
+
+def test_reload_while_waiting_for_approval_shows_the_question_again(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "destructive")
+    send(page, "Free some space")
+    expect(page.locator(".approval")).to_be_visible()
+    url = page.url
+    page.reload()
+    assert page.url == url
+    turn = last_turn(page)
+    expect(turn.locator(".user-msg")).to_have_text("Free some space")
+    expect(turn.locator(".step .tool-name")).to_have_text(["list_files", "delete_file"])
+    card = page.locator(".approval")
+    expect(card).to_contain_text('Allow delete_file {"path":"access.log"}?')
+    card.get_by_role("button", name="Allow").click()
+    expect(turn.locator(".answer").last).to_have_text("Deleted access.log to free space.")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+
+
+def test_reload_during_a_slow_tool_catches_up_and_keeps_streaming(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "slow")
+    send(page, "Scan the archive")
+    step = last_turn(page).locator(".step")
+    expect(step.locator(".badge")).to_have_text("running")
+    expect(step.locator(".progress")).to_contain_text("of 1200 files")
+    page.reload()
+    step = last_turn(page).locator(".step")
+    expect(step.locator(".tool-name")).to_have_text("scan_archive")
+    expect(step.locator(".badge")).to_have_text("running")  # caught up: still running, not done
+    expect(step.locator(".progress")).to_contain_text(re.compile(r"scanned \d+ of 1200 files"))
+    shot(page, tmp_path, "slow-tool")
+    expect(step.locator(".badge")).to_have_text("ok")
+    expect(last_turn(page).locator(".answer")).to_contain_text("The archive scan finished: scanned 1200 files")
+    expect(last_turn(page).locator(".exit")).to_contain_text("completed")
+
+
+def test_a_button_click_becomes_the_next_message(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "configure")
+    send(page, "I need a cabinet heater")
+    buttons = page.locator(".widget-buttons")
+    expect(buttons.locator("h3")).to_have_text("Which series?")
+    buttons.get_by_role("button", name="I want to configure the LB series.").click()
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(last_turn(page).locator(".user-msg")).to_have_text("I want to configure the LB series.")
+    expect(last_turn(page).locator(".widget-form h3")).to_have_text("Configure the LB series")
+    expect(buttons.get_by_role("button").first).to_be_disabled()  # an earlier turn's widget is spent
+    shot(page, tmp_path, "buttons")
+
+
+def test_a_form_submission_becomes_the_next_message_and_a_later_form_keeps_it(
+        page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "configure")
+    send(page, "I want to configure the LB series.")
+    form = page.locator(".widget-form").last
+    expect(form.get_by_label("Supply voltage")).to_have_value("24 V DC")
+    expect(form.get_by_label("Heating power (W)")).to_have_value("100")
+    form.get_by_label("Supply voltage").select_option("230 V AC")
+    form.get_by_label("Heating power (W)").fill("150")
+    form.get_by_label("Notes").fill("for the cellar")
+    form.get_by_label("Express delivery").check()
+    shot(page, tmp_path, "form")
+    form.get_by_role("button", name="Use these options").click()
+    said = "Supply voltage: 230 V AC; Heating power (W): 150; Notes: for the cellar; Express delivery: yes"
+    expect(last_turn(page).locator(".user-msg")).to_have_text(said)
+    expect(last_turn(page).locator(".answer")).to_contain_text("Noted your configuration: Supply voltage: 230 V AC")
+    expect(form.get_by_role("button", name="Use these options")).to_be_disabled()
+    send(page, "I want to configure the LB series.")
+    expect(page.locator(".turn")).to_have_count(3)
+    later = last_turn(page).locator(".widget-form")
+    expect(later.get_by_label("Supply voltage")).to_have_value("230 V AC")
+    expect(later.get_by_label("Heating power (W)")).to_have_value("150")
+    expect(later.get_by_label("Notes")).to_have_value("for the cellar")
+    expect(later.get_by_label("Express delivery")).to_be_checked()
+
+
+def test_thumbs_down_with_a_comment_is_recorded(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "plan")
+    send(page, "Which file mentions a timeout?")
+    turn = last_turn(page)
+    expect(turn.locator(".exit")).to_be_visible()
+    turn.get_by_role("button", name="Bad answer").click()
+    expect(turn.locator(".feedback-saved")).to_have_text("Feedback recorded")
+    turn.get_by_label("Comment").fill("it should name the worker")
+    turn.get_by_role("button", name="Save comment").click()
+    expect(turn.locator(".feedback-saved")).to_have_text("Feedback and comment recorded")
+    shot(page, tmp_path, "feedback")
+    feedback = httpx.get(f"{server.url}/v1/feedback").json()["feedback"]
+    assert [(f["score"], f["comment"]) for f in feedback] == [("down", "it should name the worker")]
+    page.reload()  # the page shows what was recorded
+    expect(last_turn(page).locator(".thumb.chosen")).to_have_attribute("data-score", "down")
+
+
+def test_hostile_markup_in_an_answer_does_not_run(page: Page, server: Any, tmp_path: Path,
+                                                  console_errors: list[str]) -> None:
+    open_chat(page, server, "xss")
+    send(page, "Say something")
+    answer = last_turn(page).locator(".answer")
+    expect(last_turn(page).locator(".exit")).to_contain_text("completed")
+    expect(answer.locator("strong")).to_have_text("bold")
+    expect(answer.locator("li")).to_have_text(["one", "two"])
+    expect(answer).to_contain_text("a link")
+    expect(answer).to_contain_text("another")
+    page.wait_for_timeout(300)  # time for an onerror or an animation to fire, if one got through
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert answer.locator("script, iframe, svg, animate, [onerror], [onbegin]").count() == 0
+    assert page.locator("#chat [onerror], #chat [onbegin], #chat script").count() == 0
+    hrefs = answer.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert not any(h.strip().lower().startswith("javascript:") for h in hrefs)
+    shot(page, tmp_path, "xss")
+    # The answer's <img src="x"> survives sanitising (an image is allowed) and asks the server for /x.
+    console_errors[:] = [e for e in console_errors if "404 (Not Found)" not in e]
+
+
+def test_a_token_is_asked_for_when_the_server_needs_one(page: Page, served: Any, tmp_path: Path,
+                                                        console_errors: list[str]) -> None:
+    server = served(agents_module=AGENTS, tokens=["alice"])
+    page.goto(server.url)
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#token", "not-a-token")
+    page.click("#login-form button")
+    expect(page.locator("#login-error")).to_contain_text("not valid")
+    shot(page, tmp_path, "token")
+    page.fill("#token", server.tokens["alice"])
+    page.click("#login-form button")
+    expect(page.locator("#me")).to_contain_text("alice")
+    expect(page.locator("#login")).to_be_hidden()
+    page.select_option("#agent-pick", "plan")
+    page.click("#new-chat")
+    send(page, "Which file mentions a timeout?")
+    expect(last_turn(page).locator(".exit")).to_contain_text("completed")
+    # The two refusals before the token (no token, a wrong one) are logged by the browser as failed loads.
+    assert sum("401 (Unauthorized)" in e for e in console_errors) == 2
+    console_errors.clear()
