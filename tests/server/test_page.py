@@ -143,13 +143,15 @@ def test_allow_runs_the_tool_and_the_answer_follows(page: Page, server: Any, tmp
     expect(last_turn(page).locator(".status")).to_have_text("Waiting for your decision.")
     assert (workspace(server) / "access.log").exists()
     shot(page, tmp_path, "approval")
+    card.get_by_label("Reason").fill("it is last week's log")
     card.get_by_role("button", name="Allow").click()
     turn = last_turn(page)
     expect(turn.locator(".answer").last).to_have_text("Deleted access.log to free space.")
     expect(card).to_have_count(0)
     step = turn.locator(".step", has=page.locator(".tool-name", has_text="delete_file"))
     expect(step.locator(".badge")).to_have_text("ok")
-    expect(step.locator(".decision")).to_have_text("Allowed")
+    # The decision event of an approval carries no reason; the one typed stays.
+    expect(step.locator(".decision")).to_have_text("Allowed: it is last week's log")
     expect(turn.locator(".exit")).to_contain_text("completed")
     assert not (workspace(server) / "access.log").exists()
 

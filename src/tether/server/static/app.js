@@ -279,8 +279,9 @@ class Turn {
     const said = approved ? "Allowed" : "Denied";
     const text = reason ? `${said}: ${reason}` : said;
     const line = this.node.querySelector(`.decision[data-call="${CSS.escape(callId)}"]`);
-    if (line) line.textContent = text;
-    else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": callId, text }));
+    if (line) {
+      if (reason) line.textContent = text; // the event of an approval carries no reason: keep the one typed
+    } else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": callId, text }));
   }
 
   on_retry(ev) { this.note(`Retrying (attempt ${ev.attempt}): ${ev.reason}`); }
