@@ -278,6 +278,8 @@ def test_hostile_markup_in_an_answer_does_not_run(page: Page, server: Any, tmp_p
     assert page.locator("#chat [onerror], #chat [onbegin], #chat script").count() == 0
     hrefs = answer.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert not any(h.strip().lower().startswith("javascript:") for h in hrefs)
+    link = page.evaluate("renderMarkdown('[docs](https://example.com/)').querySelector('a').outerHTML")
+    assert 'rel="noopener noreferrer"' in link and 'target="_blank"' in link
     shot(page, tmp_path, "xss")
     # The answer's <img src="x"> survives sanitising (an image is allowed) and asks the server for /x.
     console_errors[:] = [e for e in console_errors if "404 (Not Found)" not in e]
