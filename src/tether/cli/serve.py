@@ -116,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(settings, agent_spec=args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None,
                      store=store)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=15)
+                            timeout_graceful_shutdown=15, timeout_keep_alive=75)
     server = uvicorn.Server(config)
     _announce(server, args.host)
     _stop_runs_first(server, app)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,13 @@ class RunStore:
         self.fsync = fsync
         # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
         self._committed: dict[str, tuple[int, int, str, int]] = {}
-        self._fds: list[int] = []
+        # run id → descriptors of its two header slots, open between saves. Those of runs held by
+        # ``lock`` stay open until the run lets go; of the others, only the latest's. One store may
+        # serve runs on several threads (tether serve's run loops): the table has its own lock.
+        self._fds: dict[str, list[int]] = {}
+        self._held: set[str] = set()
+        self._fd_lock = threading.Lock()
         self._unsynced: set[str] = set()  # runs with transcript lines written but not yet fsynced
-        self._fds_run: str | None = None
 
     def _dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -186,22 +191,34 @@ class RunStore:
             except BlockingIOError as exc:
                 raise StoreError(f"run {run_id} is running in another process right now; wait for it to "
                                  "stop (or stop it) before resuming it here") from exc
-            yield
+            with self._fd_lock:
+                self._held.add(run_id)
+            try:
+                yield
+            finally:
+                with self._fd_lock:
+                    self._held.discard(run_id)
+                    self._close_fds(run_id)
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
     def _slot_fd(self, run_id: str, d: Path, parity: int) -> int:
-        """Descriptors of the latest run's two slots stay open between saves."""
-        if self._fds_run != run_id:
-            self.close()
-            self._fds = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
-            self._fds_run = run_id
-        return self._fds[0 if parity else 1]
+        with self._fd_lock:
+            fds = self._fds.get(run_id)
+            if fds is None:
+                for other in [r for r in self._fds if r not in self._held]:
+                    self._close_fds(other)
+                fds = self._fds[run_id] = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
+        return fds[0 if parity else 1]
+
+    def _close_fds(self, run_id: str) -> None:
+        for fd in self._fds.pop(run_id, ()):
+            os.close(fd)
 
     def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds, self._fds_run = [], None
+        with self._fd_lock:
+            for run_id in list(self._fds):
+                self._close_fds(run_id)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -124,14 +124,15 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
     store = store or SqliteServerStore(settings.home / "serve" / "server.db")
     runs = RunStore(settings.home / "runs")
     telemetry = telemetry_from_settings(settings)
-    manager = RunManager(home=settings.home, agents=agents, runs=runs,
-                         sessions=open_sessions(None, settings), store=store, telemetry=telemetry)
+    manager = RunManager(home=settings.home, agents=agents, runs=runs, sessions=open_sessions(None, settings),
+                         store=store, telemetry=telemetry, threads=int(settings.serve.get("run_threads") or 4))
     core = Core(settings, agents, store, runs, manager, telemetry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await manager.shutdown()
+        manager.close()
         if telemetry is not None:
             with contextlib.suppress(Exception):
                 telemetry.shutdown()
@@ -358,7 +359,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, earlier, accept, status=200)
         busy = core.manager.live_run_of(session_id)
-        if busy is not None:
+        if busy is not None and not await core.manager.settled(busy):
             raise ApiError(409, "conflict", f"session {session_id} is still answering (run {busy}); wait for its "
                                             f"done event, or cancel it with POST /v1/runs/{busy}/cancel")
         if core.manager.closing:
@@ -397,7 +398,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
               summary="Approve or reject the call the run waits for (quote its call_id and args_hash)")
     async def decision(run_id: str, body: DecisionBody, user: User) -> dict[str, Any]:
         turn = _turn(core, run_id, user)
-        if run_id in core.manager.live:
+        if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is running, not waiting for a decision")
         state = core.manager.state(run_id)
         asked = waiting(state) if state is not None else None
@@ -435,7 +436,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     async def resume(run_id: str, user: User, body: Annotated[ResumeBody | None, Body()] = None) -> dict[str, Any]:
         body = body or ResumeBody(more_turns=None, max_budget_usd=None)
         turn = _turn(core, run_id, user)
-        if run_id in core.manager.live:
+        if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is already running")
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:

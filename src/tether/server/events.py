@@ -114,17 +114,15 @@ class EventLog:
             self._fd = None
 
     async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
-        """The events after id ``after``, then new ones as they come, until a ``done`` (or, for a
-        run that is not live, the end of what was saved). ``None`` means "nothing for a while":
-        the caller sends a keep-alive."""
+        """The events after id ``after``, then new ones as they come, until the run is no longer
+        live (its last event is then a ``done``). A ``done`` from an earlier part of a run that is
+        live again (resumed after a decision) does not end the stream. ``None`` means "nothing for
+        a while": the caller sends a keep-alive."""
         i = max(0, after)
         while True:
             while i < len(self.items):
-                item = self.items[i]
                 i += 1
-                yield item
-                if item[1] == "done" and i >= len(self.items):
-                    return
+                yield self.items[i - 1]
             if not self.live:
                 return
             wake = self._wake

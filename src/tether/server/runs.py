@@ -9,9 +9,11 @@ server adds ownership (who may see it), one live run per session, and a clean st
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tracing import JsonlTracer
 
-__all__ = ["LiveRun", "RunManager", "waiting"]
+__all__ = ["LiveRun", "RunLoops", "RunManager", "waiting"]
 
 _log = logging.getLogger("tether.server")
 
@@ -39,8 +41,68 @@ class LiveRun:
     session_id: str
     signal: CancelSignal
     log: EventLog
-    task: asyncio.Task[None] | None = None
+    loop: asyncio.AbstractEventLoop | None = None  # the run loop it runs on
+    task: asyncio.Future[None] | None = None  # done when the run has ended (on the server's loop)
     state: RunState | None = field(default=None, repr=False)
+
+    def stop(self, reason: str) -> None:
+        if self.loop is not None and self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.signal.cancel, reason)
+        else:
+            self.signal.cancel(reason)
+
+
+class RunLoops:
+    """A few threads, each running an event loop for the runs given to it.
+
+    A run saves itself durably (fsync) before every model request and every side effect; on the
+    server's own loop those waits would hold up every other run and every HTTP request. On a run
+    loop they hold up only the runs sharing that thread, and each loop keeps its pooled model
+    connections across runs. Events go back to the server's loop in order."""
+
+    def __init__(self, threads: int) -> None:
+        self.size = max(1, threads)
+        self.loops: list[asyncio.AbstractEventLoop] = []
+        self.load: list[int] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        for i in range(self.size):
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name=f"tether-runs-{i}", daemon=True)
+            thread.start()
+            self.loops.append(loop)
+            self.load.append(0)
+            self._threads.append(thread)
+
+    def submit(self, make: Any) -> tuple[asyncio.AbstractEventLoop, concurrent.futures.Future[None]]:
+        """Run ``make()`` (a coroutine) on the least busy loop."""
+        with self._lock:
+            if not self.loops:
+                self._start()
+            i = min(range(self.size), key=self.load.__getitem__)
+            self.load[i] += 1
+        loop = self.loops[i]
+        future = asyncio.run_coroutine_threadsafe(make(), loop)
+        future.add_done_callback(lambda _: self._release(i))
+        return loop, future
+
+    def _release(self, i: int) -> None:
+        with self._lock:
+            self.load[i] -= 1
+
+    def close(self) -> None:
+        from tether.providers.http import close_clients
+
+        for loop in self.loops:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(close_clients(), loop).result(5)
+            loop.call_soon_threadsafe(loop.stop)
+        for thread in self._threads:
+            thread.join(5)
+        self.loops.clear()
+        self._threads.clear()
 
 
 def waiting(state: RunState) -> dict[str, Any] | None:
@@ -67,7 +129,7 @@ class RunManager:
     """Starts, follows, cancels and resumes the server's runs."""
 
     def __init__(self, *, home: Path, agents: dict[str, Agent], runs: RunStore, sessions: SessionStore,
-                 store: ServerStore, telemetry: Any = None) -> None:
+                 store: ServerStore, telemetry: Any = None, threads: int = 4) -> None:
         self.home = home
         self.agents = agents
         self.runs = runs
@@ -77,6 +139,7 @@ class RunManager:
         self.live: dict[str, LiveRun] = {}
         self.by_session: dict[str, str] = {}
         self.closing = False
+        self.loops = RunLoops(threads)
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -117,14 +180,29 @@ class RunManager:
 
     def _launch(self, turn: TurnRecord, state: RunState, prompt: str | None, agent: Agent,
                 chosen: dict[str, Any]) -> LiveRun:
-        log = self.live[turn.run_id].log if turn.run_id in self.live else EventLog.load(self.log_path(turn.run_id))
+        log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
         live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state)
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
-        live.task = asyncio.get_running_loop().create_task(self._drive(live, turn, agent, state, prompt, chosen),
-                                                           name=f"tether-run-{turn.run_id}")
+        home = asyncio.get_running_loop()
+
+        def emit(kind: str, data: dict[str, Any]) -> None:  # on the run's loop; appended on ours, in order
+            home.call_soon_threadsafe(log.append, kind, data)
+
+        live.loop, future = self.loops.submit(lambda: self._drive(live, turn, agent, state, prompt, chosen, emit))
+        live.task = asyncio.wrap_future(future)
+        live.task.add_done_callback(lambda _: self._finished(live, turn))
         return live
+
+    def _finished(self, live: LiveRun, turn: TurnRecord) -> None:
+        if self.live.get(turn.run_id) is live:
+            del self.live[turn.run_id]
+        if self.by_session.get(turn.session_id) == turn.run_id:
+            del self.by_session[turn.session_id]
+        live.log.close()
+        with contextlib.suppress(Exception):
+            self.store.touch_session(turn.session_id)
 
     def _tracer(self, turn: TurnRecord) -> Any:
         tracers: list[Any] = [JsonlTracer(self.home / "traces")]
@@ -139,32 +217,24 @@ class RunManager:
         return FanoutTracer(*tracers)
 
     async def _drive(self, live: LiveRun, turn: TurnRecord, agent: Agent, state: RunState, prompt: str | None,
-                     chosen: dict[str, Any]) -> None:
-        log = live.log
+                     chosen: dict[str, Any], emit: Any) -> None:
+        """The run, on its run loop."""
         saw_done = False
         try:
             async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=self._tracer(turn),
                                           signal=live.signal, session=self.sessions):
-                log.append(event.type, event_data(event, chosen))
+                emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere
             _log.warning("run %s could not start: %s", turn.run_id, exc)
             if not saw_done:
-                self._refused(state, prompt is not None, f"the run could not start: {exc}", log)
-        except asyncio.CancelledError:  # the server is going away: run_stream saved the stop
+                emit("done", self._refused(state, prompt is not None, f"the run could not start: {exc}"))
+        except asyncio.CancelledError:  # cut after the shutdown's grace: run_stream saved the stop
             if not saw_done:
-                log.append("done", {"type": "done", "run_id": state.run_id, "result": state.result().model_dump(
-                    mode="json")})
+                emit("done", event_data(Done(state.run_id, state.result())))
             raise
-        finally:
-            self.live.pop(turn.run_id, None)
-            if self.by_session.get(turn.session_id) == turn.run_id:
-                del self.by_session[turn.session_id]
-            log.close()
-            with contextlib.suppress(Exception):
-                self.store.touch_session(turn.session_id)
 
-    def _refused(self, state: RunState, new: bool, reason: str, log: EventLog) -> None:
+    def _refused(self, state: RunState, new: bool, reason: str) -> dict[str, Any]:
         if new:  # nothing was saved yet: record the run as failed so it is not left without an exit
             state.status, state.reason = "failed", reason
             with contextlib.suppress(Exception):
@@ -172,25 +242,40 @@ class RunManager:
             result = state.result()
         else:  # a resume refused (held by another process): the saved run is left as it is
             result = state.result().model_copy(update={"reason": reason})
-        log.append("done", event_data(Done(state.run_id, result)))
+        return event_data(Done(state.run_id, result))
+
+    async def settled(self, run_id: str) -> bool:
+        """Whether the run is not live, after letting one whose ``done`` is out end its bookkeeping
+        (a client may decide the moment it reads the ``done`` event)."""
+        live = self.live.get(run_id)
+        if live is None:
+            return True
+        if live.task is not None and live.log.items and live.log.items[-1][1] == "done":
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(live.task), 5)
+        return run_id not in self.live
 
     def cancel(self, run_id: str, reason: str) -> bool:
         live = self.live.get(run_id)
         if live is None:
             return False
-        live.signal.cancel(reason)
+        live.stop(reason)
         return True
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         """Stop every live run (saved ``interrupted``, resumable) and wait for them to end."""
         self.closing = True
-        tasks = [r.task for r in self.live.values() if r.task is not None]
-        for r in list(self.live.values()):
-            r.signal.cancel("the server is shutting down; resume the run to continue it")
+        running = list(self.live.values())
+        for r in running:
+            r.stop("the server is shutting down; resume the run to continue it")
+        tasks = [r.task for r in running if r.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
             for t in pending:
-                t.cancel()
+                t.cancel()  # cancels the run's task on its loop
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
+        await asyncio.sleep(0)  # let the last appends and done-callbacks land
 
+    def close(self) -> None:
+        self.loops.close()

@@ -118,6 +118,9 @@ class SqliteServerStore:
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=5000")
+        # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the last
+        # few (the runs themselves are in the run store, saved durably).
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         if str(path) != ":memory:":
             self.path.chmod(0o600)  # it holds token hashes and feedback comments
