@@ -66,7 +66,10 @@ def _pct(values: list[float], p: float) -> float:
 
 
 class Server:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, run_threads: int | None = None) -> None:
+        if run_threads:
+            (root / "home").mkdir(parents=True, exist_ok=True)
+            (root / "home" / "config.toml").write_text(f"[serve]\nrun_threads = {run_threads}\n")
         workspace = root / "workspace"
         shutil.copytree(ROOT / "examples" / "workspace", workspace)
         module = root / "agents.py"
@@ -173,13 +176,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="levels 10 and 100, one round, 300 idle sessions")
     ap.add_argument("--levels", help="comma-separated concurrency levels (default 10,100,500)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds per level (default 3)")
+    ap.add_argument("--run-threads", type=int, help="[serve] run_threads for the server (default: its own, 4)")
     args = ap.parse_args()
     levels = [int(x) for x in (args.levels or ("10,100" if args.quick else "10,100,500")).split(",")]
     repeat = 1 if args.quick else args.repeat
     idle_n = 300 if args.quick else 1000
     root = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
     try:
-        server = Server(root)
+        server = Server(root, args.run_threads)
         try:
             rows: dict[int, list[dict[str, float]]] = {n: [] for n in levels}
             lib: list[float] = []

@@ -42,7 +42,7 @@ STATIC = Path(__file__).parent / "static"
 DEFAULT_MAX_BODY = 1 << 20
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _PAGE_HEADERS = {
-    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                 "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -79,14 +79,15 @@ class NewSession(_Body):
 class NewMessage(_Body):
     text: StrictStr = Field(min_length=1, max_length=200_000, description="the user's message")
     message_id: StrictStr | None = Field(None, description="your id for it: posting it again returns the same run")
-    values: dict[str, Any] | None = Field(None, description="a submitted form's values, remembered for the session")
+    values: dict[str, Any] | None = Field(None, description="a submitted form's values, remembered for the session "
+                                                            "(null: a field left empty)")
 
 
 class DecisionBody(_Body):
     call_id: StrictStr
     args_hash: StrictStr = Field(description="the args_hash of the approval_required event (or the run's waiting)")
     approve: StrictBool
-    reason: StrictStr | None = Field(None, max_length=2000)
+    reason: StrictStr | None = Field(None, max_length=2000, description="why; a rejection's reason reaches the model")
 
 
 class ResumeBody(_Body):
@@ -155,8 +156,18 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
     _handlers(app)
     _routes(app, core)
     if STATIC.is_dir():
-        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+        app.mount("/static", _Static(directory=STATIC), name="static")
     return app
+
+
+class _Static(StaticFiles):
+    """The page's files, revalidated on every load (an upgrade never pairs a new index.html with
+    an old app.js), with the page's security headers."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(_PAGE_HEADERS | {"Cache-Control": "no-cache"})
+        return response
 
 
 def _version() -> str:
@@ -369,7 +380,9 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
 
         if body.values:
             _check_values(body.values)
-            core.store.touch_session(session_id, chosen=body.values)
+            chosen = {k: v for k, v in body.values.items() if v is not None}
+            if chosen:
+                core.store.touch_session(session_id, chosen=chosen)
         turn = core.store.add_turn(TurnRecord(
             message_id=message_id, run_id=new_run_id(), session_id=session_id, owner=user, agent=record.agent,
             trace_id=trace_id_for(session_id, message_id), text=body.text[:500], created=time.time()))
@@ -497,8 +510,8 @@ def _check_values(values: dict[str, Any]) -> None:
     if len(values) > 100 or len(json.dumps(values)) > 20_000:
         raise ApiError(400, "bad_request", "values: too many or too large (at most 100 fields, 20,000 characters)")
     for k, v in values.items():
-        if not isinstance(v, str | int | float | bool) or v is None:
-            raise ApiError(400, "bad_request", f"values.{k}: must be a string, number or boolean")
+        if v is not None and not isinstance(v, str | int | float | bool):
+            raise ApiError(400, "bad_request", f"values.{k}: must be a string, number, boolean or null")
 
 
 def _check_resumable(state: RunState, body: ResumeBody) -> None:

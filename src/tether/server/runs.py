@@ -204,12 +204,12 @@ class RunManager:
         with contextlib.suppress(Exception):
             self.store.touch_session(turn.session_id)
 
-    def _tracer(self, turn: TurnRecord) -> Any:
+    def _tracer(self, turn: TurnRecord, resumed: bool) -> Any:
         tracers: list[Any] = [JsonlTracer(self.home / "traces")]
-        if self.telemetry is not None:
-            tracers.append(self.telemetry.tracer(trace_id=turn.trace_id, attributes={
+        if self.telemetry is not None:  # the message's trace: its id derived from session_id:message_id
+            tracers.append(self.telemetry.tracer(trace_id=turn.trace_id, resumed=resumed, attributes={
                 "tether.run_id": turn.run_id, "tether.session_id": turn.session_id,
-                "tether.message_id": turn.message_id, "tether.agent": turn.agent}))
+                "tether.message_id": turn.message_id, "gen_ai.agent.name": turn.agent}))
         if len(tracers) == 1:
             return tracers[0]
         from tether.tracing import FanoutTracer
@@ -221,7 +221,7 @@ class RunManager:
         """The run, on its run loop."""
         saw_done = False
         try:
-            async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=self._tracer(turn),
+            async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=self._tracer(turn, prompt is None),
                                           signal=live.signal, session=self.sessions):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
