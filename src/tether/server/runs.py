@@ -221,7 +221,8 @@ class RunManager:
         """The run, on its run loop."""
         saw_done = False
         try:
-            async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=self._tracer(turn, prompt is None),
+            tracer = self._tracer(turn, resumed=prompt is None)
+            async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=tracer,
                                           signal=live.signal, session=self.sessions):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
