@@ -9,6 +9,9 @@ The rules, stated once:
   a real provider's model (``openai/...``, ``anthropic/...``, a configured endpoint) is replaced by
   ``scripted/plan`` and ``sk-...`` keys are left unset; ``RUN_ID`` is the latest run. A command must
   not fail with exit code 1 or 2 nor print a traceback.
+* ``tether serve ... &`` starts the server in the background on a free port (waiting until it
+  listens) for the rest of the file; ``http://127.0.0.1:8000`` in later commands is its address.
+  A block that sets a shell variable (``NAME=...``) runs as one script, so later lines see it.
 * ``toml`` blocks are written as ``$TETHER_HOME/config.toml`` and must load without an error.
 * ``json`` blocks are trace lines: each must parse, and carry exactly the fields a real run's trace
   line of the same type carries.
@@ -113,17 +116,48 @@ def test_bash_blocks_run(path: Path, place: Path) -> None:
     home = Path(os.environ["TETHER_HOME"])
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for lang, body in blocks(path):
-        if lang != "bash":
-            continue
-        for raw in _commands(body):
-            command = _substitute(raw, home)
-            if command is None:
+    servers: list[subprocess.Popen[str]] = []
+    url = None
+    try:
+        for lang, body in blocks(path):
+            if lang != "bash":
                 continue
-            out = subprocess.run(["/bin/sh", "-c", command], cwd=place, env=env, capture_output=True, text=True,
-                                 timeout=120, stdin=subprocess.DEVNULL)
-            assert out.returncode not in (1, 2, 127), f"{path.name}: `{raw}` exited {out.returncode}:\n{out.stderr[-2000:]}"
-            assert "Traceback" not in out.stderr, f"{path.name}: `{raw}` printed a traceback:\n{out.stderr[-2000:]}"
+            raws = []
+            for raw in _commands(body):
+                if re.fullmatch(r"tether serve\b(?! token).*&", raw):
+                    url = _serve_in_background(raw, place, env, servers)
+                else:
+                    raws.append(raw)
+            if any(re.match(r"[A-Z_]+=", r) for r in raws):  # one script: later lines see the variable
+                raws = ["\n".join(raws)]
+            for raw in raws:
+                command = "\n".join(c for c in (_substitute(line, home) for line in raw.split("\n")) if c is not None)
+                if not command:
+                    continue
+                if url is not None:
+                    command = command.replace("http://127.0.0.1:8000", url)
+                if "\n" in command:
+                    command = "set -e\n" + command
+                out = subprocess.run(["/bin/sh", "-c", command], cwd=place, env=env, capture_output=True, text=True,
+                                     timeout=120, stdin=subprocess.DEVNULL)
+                assert out.returncode not in (1, 2, 127), f"{path.name}: `{raw}` exited {out.returncode}:\n{out.stderr[-2000:]}"
+                assert "Traceback" not in out.stderr, f"{path.name}: `{raw}` printed a traceback:\n{out.stderr[-2000:]}"
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)
+
+
+def _serve_in_background(command: str, place: Path, env: dict[str, str], servers: list[Any]) -> str:
+    argv = command.rstrip("&").split()
+    argv = [*argv[:2], "--port", "0", *argv[2:]]
+    server = subprocess.Popen(argv, cwd=place, env=env, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    servers.append(server)
+    assert server.stderr is not None
+    line = server.stderr.readline()
+    found = re.search(r"listening on (http://\S+?)/? ", line)
+    assert found, f"`{command}` did not start: {line}"
+    return found.group(1)
 
 
 def _toml_docs() -> list[Path]:
