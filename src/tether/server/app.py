@@ -369,10 +369,11 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, earlier, accept, status=200)
-        busy = core.manager.live_run_of(session_id)
-        if busy is not None and not await core.manager.settled(busy):
-            raise ApiError(409, "conflict", f"session {session_id} is still answering (run {busy}); wait for its "
-                                            f"done event, or cancel it with POST /v1/runs/{busy}/cancel")
+        while (busy := core.manager.live_run_of(session_id)) is not None:  # checked again after each wait
+            if not await core.manager.settled(busy):
+                raise ApiError(409, "conflict", f"session {session_id} is still answering (run {busy}); wait for "
+                                                f"its done event, or cancel it with POST /v1/runs/{busy}/cancel")
+        # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
         from tether.harness.state import new_run_id
@@ -383,9 +384,14 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             chosen = {k: v for k, v in body.values.items() if v is not None}
             if chosen:
                 core.store.touch_session(session_id, chosen=chosen)
+        run_id = new_run_id()
         turn = core.store.add_turn(TurnRecord(
-            message_id=message_id, run_id=new_run_id(), session_id=session_id, owner=user, agent=record.agent,
+            message_id=message_id, run_id=run_id, session_id=session_id, owner=user, agent=record.agent,
             trace_id=trace_id_for(session_id, message_id), text=body.text[:500], created=time.time()))
+        if turn.run_id != run_id:  # the same message_id got there first (another node, another request)
+            if turn.session_id != session_id:
+                raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
+            return _accepted(core, turn, accept, status=200)
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(body.text))
         chosen = (core.store.session(session_id, user) or record).chosen

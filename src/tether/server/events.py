@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,8 @@ from pydantic_core import to_jsonable_python
 from tether.events import Done, Event
 
 __all__ = ["EventLog", "args_hash", "event_data"]
+
+_log = logging.getLogger("tether.server")
 
 
 def args_hash(arguments: str) -> str:
@@ -78,14 +81,19 @@ class EventLog:
     def load(cls, path: Path) -> EventLog:
         """The events saved for a run (a torn last line, from a crash mid-write, is left out)."""
         items: list[tuple[int, str, str]] = []
-        with contextlib.suppress(FileNotFoundError):
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                parts = line.split("\t", 2)
-                if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != len(items) + 1:
-                    continue
-                with contextlib.suppress(ValueError):
-                    json.loads(parts[2])
-                    items.append((int(parts[0]), parts[1], parts[2]))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a planted symlink is not followed
+        except OSError:  # none yet (or not a file we wrote): the run's events start here
+            return cls(path, items)
+        with os.fdopen(fd, "rb") as f:
+            text = f.read().decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            parts = line.split("\t", 2)
+            if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != len(items) + 1:
+                continue
+            with contextlib.suppress(ValueError):
+                json.loads(parts[2])
+                items.append((int(parts[0]), parts[1], parts[2]))
         return cls(path, items)
 
     @property
@@ -96,22 +104,29 @@ class EventLog:
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         n = self.last_id + 1
         self.items.append((n, kind, text))
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        # A view of the run, like its trace: not fsynced (the run store holds what must survive).
-        os.write(self._fd, f"{n}\t{kind}\t{text}\n".encode("utf-8", "surrogatepass"))
         self._wake.set()
         self._wake = asyncio.Event()
+        if self._fd != -1:
+            try:
+                if self._fd is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+                # A view of the run, like its trace: not fsynced (the run store holds what must survive).
+                os.write(self._fd, f"{n}\t{kind}\t{text}\n".encode("utf-8", "surrogatepass"))
+            except OSError as exc:  # the stream goes on from memory; a reload after the run ends sees less
+                _log.error("events of %s cannot be kept in %s: %s", self.path.stem, self.path, exc)
+                if self._fd not in (None, -1):
+                    os.close(self._fd)
+                self._fd = -1
         return n
 
     def close(self) -> None:
         self.live = False
         self._wake.set()
         self._wake = asyncio.Event()
-        if self._fd is not None:
+        if self._fd not in (None, -1):
             os.close(self._fd)
-            self._fd = None
+        self._fd = None
 
     async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
         """The events after id ``after``, then new ones as they come, until the run is no longer
