@@ -138,7 +138,7 @@ async def library_per_turn(root: Path, runs: int) -> float:
     from tether.tracing import JsonlTracer
 
     workspace = root / "lib-workspace"
-    shutil.copytree(ROOT / "examples" / "workspace", workspace)
+    shutil.copytree(ROOT / "examples" / "workspace", workspace, dirs_exist_ok=True)
     store = RunStore(root / "lib-runs")
     agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace, max_turns=10)
     turns = 0
