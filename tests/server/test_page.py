@@ -206,6 +206,23 @@ def test_reload_during_a_slow_tool_catches_up_and_keeps_streaming(page: Page, se
     expect(last_turn(page).locator(".exit")).to_contain_text("completed")
 
 
+def test_stop_cancels_the_live_run_and_resume_finishes_it(page: Page, server: Any, tmp_path: Path) -> None:
+    open_chat(page, server, "slow")
+    send(page, "Scan the archive")
+    turn = last_turn(page)
+    expect(turn.locator(".step .badge")).to_have_text("running")
+    page.click("#stop")
+    expect(turn.locator(".exit")).to_contain_text("interrupted")
+    expect(turn.locator(".exit")).to_contain_text("cancelled by local")
+    expect(page.locator("#stop")).to_be_hidden()
+    expect(page.locator("#send")).to_be_enabled()
+    page.reload()  # the run is resumable: the page offers it, and a click finishes it
+    turn = last_turn(page)
+    turn.get_by_role("button", name="Resume").click()
+    expect(turn.locator(".answer")).to_contain_text("The archive scan finished")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+
+
 def test_a_button_click_becomes_the_next_message(page: Page, server: Any, tmp_path: Path) -> None:
     open_chat(page, server, "configure")
     send(page, "I need a cabinet heater")

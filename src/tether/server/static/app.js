@@ -295,6 +295,7 @@ class Turn {
   on_done(ev) {
     const r = ev.result;
     this.segment = null;
+    this.lastStatus = r.status;
     this.stopped = r.status === "interrupted" && r.interruption != null && r.interruption.type !== "cancelled";
     if (this.stopped) {
       this.status.textContent = "Waiting for your decision.";
@@ -507,7 +508,14 @@ async function follow(turn) {
     while (!signal.aborted) {
       const before = turn.lastId;
       try {
-        if (await readEvents(turn.runId, turn.lastId, (ev, id) => turn.handle(ev, id), signal)) return;
+        if (await readEvents(turn.runId, turn.lastId, (ev, id) => turn.handle(ev, id), signal)) {
+          // A done that a resume went on from (after Stop or a restart) is not the run's last:
+          // read on while the run is live or has ended differently; offer Resume if it can go on.
+          const run = await api(`/v1/runs/${encodeURIComponent(turn.runId)}`, { signal }).catch(() => null);
+          if (run && (run.live || run.status !== turn.lastStatus)) continue;
+          if (run?.resumable) turn.offerResume();
+          return;
+        }
       } catch (err) {
         if (signal.aborted) return;
         console.warn(`run ${turn.runId}: the stream broke off (${err.message}); reading on from ${turn.lastId}`);
@@ -544,7 +552,24 @@ async function follow(turn) {
 // The composer waits while a message is being sent or a run of the shown conversation streams.
 function busy(view, change) {
   view.streams += change;
-  if (view === state.view) $("send").disabled = view.streams > 0;
+  if (view === state.view) {
+    $("send").disabled = view.streams > 0;
+    $("stop").hidden = view.streams === 0;
+  }
+}
+
+// Stop: cancels the shown conversation's live run; it ends interrupted (resumable) and says so.
+async function stopRun() {
+  const turn = [...state.view.turns].reverse().find((t) => t.runId);
+  if (!turn) return;
+  $("stop").disabled = true;
+  try {
+    await api(`/v1/runs/${encodeURIComponent(turn.runId)}/cancel`, { method: "POST" });
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 409)) turn.note(`Could not stop: ${err.message}`, "error");
+  } finally {
+    $("stop").disabled = false;
+  }
 }
 
 // ---- the conversation ---------------------------------------------------------------------------
@@ -729,6 +754,8 @@ $("prompt").addEventListener("keydown", (e) => {
     $("composer").requestSubmit();
   }
 });
+
+$("stop").addEventListener("click", () => stopRun());
 
 $("new-chat").addEventListener("click", () => newSession().catch((err) => alert(err.message)));
 
