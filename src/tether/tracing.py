@@ -18,7 +18,7 @@ from tether.events import Event, to_trace
 if TYPE_CHECKING:
     from tether.harness.context import Tracer
 
-__all__ = ["FanoutTracer", "JsonlTracer", "read_trace"]
+__all__ = ["FanoutTracer", "JsonlTracer", "read_trace", "trace_bytes"]
 
 _log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ class JsonlTracer:
         if self._fd is None or self._run_id != event.run_id:
             self.close()
             self.root.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            # Not through a symlink planted where the trace goes (the run's tracer is dropped instead).
+            self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                               0o600)
             self._run_id = event.run_id
         os.write(self._fd, (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode())
 
@@ -80,10 +82,17 @@ class FanoutTracer:
             _log.exception("tracer %s failed to close", type(tracer).__name__)
 
 
+def trace_bytes(path: Path) -> bytes:
+    """The trace file's bytes, never through a symlink planted in its place (OSError: ELOOP)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def read_trace(path: Path) -> list[dict[str, Any]]:
     """The trace's lines; a torn last line (a crash mid-write) is skipped."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in trace_bytes(path).decode("utf-8", errors="replace").split("\n"):
         try:
             out.append(json.loads(line))
         except ValueError:

@@ -142,9 +142,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     run_id = args.run_id
     if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
         raise usage_error(f"not a run id: {run_id!r}")
+    from tether.tracing import trace_bytes
+
     path = load_settings().home / "traces" / f"{run_id}.jsonl"
     try:
-        data = path.read_bytes()
+        data = trace_bytes(path)
     except FileNotFoundError:
         raise usage_error(f"no trace for {run_id!r} at {path}; `tether runs` lists the runs") from None
     except OSError as exc:

@@ -17,7 +17,7 @@ from tether.harness.agent import Agent
 
 __all__ = ["AGENT_NAME", "describe", "load_agents"]
 
-AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_MAX_TURNS = 50
 
 
@@ -32,7 +32,7 @@ def load_agents(settings: Settings, spec: str | None = None, *, model: str | Non
     else:
         agents = {"default": _default(settings, model, cwd)}
     for name, agent in agents.items():
-        if not isinstance(name, str) or not AGENT_NAME.match(name):
+        if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
             raise ConfigError(f"agent name {name!r} cannot be served: use letters, digits, '.', '_' or '-' "
                               "(at most 64, starting with a letter or digit)")
         if not isinstance(agent, Agent):

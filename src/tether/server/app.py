@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import secrets
 import time
@@ -40,7 +41,7 @@ __all__ = ["ApiError", "create_app"]
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_MAX_BODY = 1 << 20
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _PAGE_HEADERS = {
     "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                 "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
@@ -146,7 +147,7 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
     serve = settings.serve
     app.add_middleware(Guard, max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
                        allowed_hosts=list(serve.get("allowed_hosts") or ()),
-                       cors_origins=list(serve.get("cors_origins") or ()), local_only=lambda: not store.has_tokens())
+                       cors_origins=list(serve.get("cors_origins") or ()), local_only=lambda: not store.auth_required())
     if serve.get("cors_origins"):
         from starlette.middleware.cors import CORSMiddleware
 
@@ -214,7 +215,7 @@ def _core(request: Request) -> Core:
 def current_user(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
     """The caller: the name of its bearer token; ``local`` when the server has no tokens."""
     store = _core(request).store
-    if not store.has_tokens():
+    if not store.auth_required():
         return "local"
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -230,7 +231,7 @@ User = Annotated[str, Depends(current_user)]
 
 
 def _check_id(value: str, what: str) -> str:
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise ApiError(400, "bad_request", f"{what} {value[:80]!r} is not valid: letters, digits, '.', '_', ':', "
                                            "'-' (at most 128, starting with a letter or digit)")
     return value
@@ -328,7 +329,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
 
     @app.get("/v1/me", summary="Who the caller is")
     async def me(user: User) -> dict[str, Any]:
-        return {"user": user, "auth": core.store.has_tokens()}
+        return {"user": user, "auth": core.store.auth_required()}
 
     @app.get("/v1/agents", summary="The agents this server offers")
     async def agents(user: User) -> dict[str, Any]:
@@ -363,6 +364,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     async def post_message(session_id: str, body: NewMessage, user: User, request: Request,
                            accept: Annotated[str | None, Header()] = None) -> Any:
         record = _session(core, session_id, user)
+        _check_agent(core, record.agent)
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
         earlier = core.store.turn(message_id, user)
         if earlier is not None:
@@ -419,6 +421,11 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         turn = _turn(core, run_id, user)
         if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is running, not waiting for a decision")
+        _check_agent(core, turn.agent)
+        busy = core.manager.live_run_of(turn.session_id)
+        if busy is not None:
+            await core.manager.settled(busy)
+        _check_session_free(core, turn)
         state = core.manager.state(run_id)
         asked = waiting(state) if state is not None else None
         if state is None or asked is None or asked.get("call_id") is None:
@@ -457,9 +464,11 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         turn = _turn(core, run_id, user)
         if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is already running")
+        _check_agent(core, turn.agent)
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:
-            raise ApiError(409, "conflict", f"session {turn.session_id} is answering another message (run {busy})")
+            await core.manager.settled(busy)
+        _check_session_free(core, turn)
         state = core.manager.state(run_id)
         if state is None:
             raise ApiError(409, "conflict", f"run {run_id} has no saved state to resume")
@@ -482,7 +491,14 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         from tether.tracing import read_trace
 
         path = core.settings.home / "traces" / f"{run_id}.jsonl"
-        return {"run_id": run_id, "lines": read_trace(path) if path.is_file() else []}
+        try:
+            lines = read_trace(path)
+        except FileNotFoundError:
+            lines = []
+        except OSError as exc:  # a symlink planted in its place, a file it cannot read
+            why = exc.strerror or str(exc)
+            raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
+        return {"run_id": run_id, "lines": lines}
 
     @app.post("/v1/messages/{message_id}/feedback", status_code=201, summary="Thumbs up or down on an answer")
     async def feedback(message_id: str, body: FeedbackBody, user: User) -> dict[str, Any]:
@@ -512,12 +528,27 @@ def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 20
     return JSONResponse(body, status_code=status)
 
 
+def _check_agent(core: Core, agent: str) -> None:
+    if agent not in core.agents:
+        raise ApiError(409, "conflict", f"agent {agent!r} is no longer served here (this server offers "
+                                        f"{', '.join(core.agents)}); start a new session")
+
+
+def _check_session_free(core: Core, turn: TurnRecord) -> None:
+    busy = core.manager.live_run_of(turn.session_id)
+    if busy is not None and busy != turn.run_id:
+        raise ApiError(409, "conflict", f"session {turn.session_id} is answering another message (run {busy}); "
+                                        "wait for its done event, or cancel it")
+
+
 def _check_values(values: dict[str, Any]) -> None:
     if len(values) > 100 or len(json.dumps(values)) > 20_000:
         raise ApiError(400, "bad_request", "values: too many or too large (at most 100 fields, 20,000 characters)")
     for k, v in values.items():
         if v is not None and not isinstance(v, str | int | float | bool):
             raise ApiError(400, "bad_request", f"values.{k}: must be a string, number, boolean or null")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ApiError(400, "bad_request", f"values.{k}: must be a finite number")
 
 
 def _check_resumable(state: RunState, body: ResumeBody) -> None:

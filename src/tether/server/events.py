@@ -67,6 +67,25 @@ def fill_form(widget: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
     return {**widget, "fields": fields}
 
 
+def _drop_torn_tail(fd: int) -> None:
+    """A crash mid-write leaves a last line without its newline: cut it, so the next event starts
+    on a line of its own (load() had left it out already)."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - 65536)
+    while True:
+        chunk = os.pread(fd, size - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return
+        if start == 0:
+            os.ftruncate(fd, 0)
+            return
+        start = max(0, start - 65536)
+
+
 class EventLog:
     """One run's numbered events: append, and follow from any id."""
 
@@ -87,7 +106,7 @@ class EventLog:
             return cls(path, items)
         with os.fdopen(fd, "rb") as f:
             text = f.read().decode("utf-8", errors="replace")
-        for line in text.splitlines():
+        for line in text.split("\n"):  # not splitlines(): U+2028 and its kind may sit inside the JSON
             parts = line.split("\t", 2)
             if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != len(items) + 1:
                 continue
@@ -101,7 +120,11 @@ class EventLog:
         return self.items[-1][0] if self.items else 0
 
     def append(self, kind: str, data: dict[str, Any]) -> int:
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or Infinity somewhere (a tool's widget): null, so the data stays JSON
+            text = json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
+                              ensure_ascii=False, separators=(",", ":"))
         n = self.last_id + 1
         self.items.append((n, kind, text))
         self._wake.set()
@@ -110,7 +133,8 @@ class EventLog:
             try:
                 if self._fd is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                    self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+                    _drop_torn_tail(self._fd)
                 # A view of the run, like its trace: not fsynced (the run store holds what must survive).
                 os.write(self._fd, f"{n}\t{kind}\t{text}\n".encode("utf-8", "surrogatepass"))
             except OSError as exc:  # the stream goes on from memory; a reload after the run ends sees less

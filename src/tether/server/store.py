@@ -7,8 +7,10 @@ default. Transcripts and run states stay in the session and run stores the comma
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -81,6 +83,7 @@ class ServerStore(Protocol):
     def token_names(self) -> list[tuple[str, float]]: ...
     def revoke_token(self, name: str) -> bool: ...
     def has_tokens(self) -> bool: ...
+    def auth_required(self) -> bool: ...
     def close(self) -> None: ...
 
 
@@ -104,6 +107,7 @@ CREATE TABLE IF NOT EXISTS feedback (
     score TEXT NOT NULL, comment TEXT, created REAL NOT NULL, PRIMARY KEY (owner, message_id));
 CREATE TABLE IF NOT EXISTS tokens (
     name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -114,6 +118,9 @@ class SqliteServerStore:
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created private before SQLite opens it: its -wal and -shm files take the same mode.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            self.path.chmod(0o600)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -122,8 +129,10 @@ class SqliteServerStore:
         # few (the runs themselves are in the run store, saved durably).
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        if str(path) != ":memory:":
-            self.path.chmod(0o600)  # it holds token hashes and feedback comments
+        if str(path) != ":memory:":  # it holds token hashes and feedback comments
+            for side in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{self.path}{side}").chmod(0o600)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -225,6 +234,7 @@ class SqliteServerStore:
         token = "tt_" + secrets.token_urlsafe(32)
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO tokens VALUES (?,?,?)", (name, hash_token(token), time.time()))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('auth', 'required')")
         return token
 
     def user_for_token(self, token: str) -> str | None:
@@ -240,6 +250,11 @@ class SqliteServerStore:
 
     def has_tokens(self) -> bool:
         return bool(self._rows("SELECT 1 FROM tokens LIMIT 1", ()))
+
+    def auth_required(self) -> bool:
+        """Once a token has existed, always: revoking the last one locks everyone out rather than
+        opening the server to anyone."""
+        return bool(self._rows("SELECT 1 FROM meta WHERE key='auth' UNION ALL SELECT 1 FROM tokens LIMIT 1", ()))
 
     def close(self) -> None:
         with self._lock:
