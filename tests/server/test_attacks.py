@@ -2,9 +2,6 @@
 races on one call, one message id and one session; users guessing each other's ids; hostile ids,
 bodies and headers; streams opened by the dozen and dropped, or never read; files planted or torn
 in ``$TETHER_HOME``. Real HTTP on loopback, real runs, real files.
-
-A test marked ``xfail(strict=True)`` shows a bug in ``src/`` (its reason says where); it passes
-unexpectedly, and so fails, once the bug is fixed.
 """
 
 from __future__ import annotations
