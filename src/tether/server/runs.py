@@ -44,6 +44,7 @@ class LiveRun:
     loop: asyncio.AbstractEventLoop | None = None  # the run loop it runs on
     task: asyncio.Future[None] | None = None  # done when the run has ended (on the server's loop)
     state: RunState | None = field(default=None, repr=False)
+    began_after: int = 0  # the last event id before this part of the run (a resume goes on from it)
 
     def stop(self, reason: str) -> None:
         if self.loop is not None and self.loop.is_running():
@@ -182,7 +183,7 @@ class RunManager:
                 chosen: dict[str, Any]) -> LiveRun:
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
-        live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state)
+        live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id)
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
         home = asyncio.get_running_loop()
@@ -251,7 +252,8 @@ class RunManager:
         live = self.live.get(run_id)
         if live is None:
             return True
-        if live.task is not None and live.log.items and live.log.items[-1][1] == "done":
+        ended = live.log.last_id > live.began_after and live.log.items[-1][1] == "done"  # not a resume's old done
+        if live.task is not None and ended:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(live.task), 5)
         return run_id not in self.live
