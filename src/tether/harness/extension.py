@@ -1,7 +1,9 @@
 """Extensions: what a layer above the loop (memory, a knowledge base, skills, connectors) adds to
 an agent, through one small seam the loop knows, without knowing any of them by name.
 
-An extension may give the model tools and a block of the system prompt. The block is a
+An extension may give the model tools and a block of the system prompt, and may hold resources
+for the length of a run: ``start`` is awaited before the run reads its tools (a connector starts
+its servers there) and ``stop`` when the run's ``run_stream`` call ends, however it ends. The block is a
 *snapshot*: it is read once when a session (or a run outside any session) begins, saved with the
 run and the session, and sent unchanged on every call after, so the cached prompt prefix stays
 byte-identical; what changes during a session reaches the prompt in the next one.
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["Extension", "snapshot_blocks", "system_prompt"]
+__all__ = ["Extension", "snapshot_blocks", "start_extensions", "stop_extensions", "system_prompt"]
 
 
 class Extension:
@@ -27,6 +29,45 @@ class Extension:
     def prompt_block(self) -> str | None:
         """Text for the system prompt, read when a session begins; None adds nothing."""
         return None
+
+    async def start(self) -> None:
+        """Before the run reads :meth:`tools`: start what the tools need. An exception stops the
+        run before anything runs, like a configuration error."""
+
+    async def stop(self) -> None:
+        """When the run's ``run_stream`` call ends (completed, stopped, failed or cancelled)."""
+
+
+async def start_extensions(extensions: Sequence[Any]) -> list[Any]:
+    """Start each extension in order; if one fails, stop those already started and raise."""
+    opened: list[Any] = []
+    for ext in extensions:
+        opener = getattr(ext, "start", None)
+        try:
+            if opener is not None:
+                await opener()
+        except BaseException:
+            await stop_extensions(opened)
+            raise
+        opened.append(ext)
+    return opened
+
+
+async def stop_extensions(opened: Sequence[Any]) -> None:
+    """Stop in reverse order; a failing stop is logged, and the others still stop."""
+    import asyncio
+    import logging
+
+    for ext in reversed(opened):
+        closer = getattr(ext, "stop", None)
+        if closer is None:
+            continue
+        try:
+            await asyncio.shield(closer())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logging.getLogger("tether").exception("extension %s failed to stop", getattr(ext, "name", ext))
 
 
 def snapshot_blocks(extensions: Sequence[Extension], saved: Mapping[str, str]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from tether.harness.context import (
     Tracer,
     tool_definitions,
 )
-from tether.harness.extension import snapshot_blocks, system_prompt
+from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
 from tether.harness.state import RunState, conversation_turns, pending_tool_calls
@@ -145,9 +145,14 @@ async def run_stream(
         state = RunState(session_id=check_session_id(session_id))
     state = _prepare(state, prompt, session)
     signal = signal or CancelSignal()
-    rc = _context(agent, state, signal, store)
-    rc.session = session
-    rc.system = _system_prompt(agent, state, session)
+    opened = await start_extensions(agent.extensions)  # servers they start live as long as this call
+    try:
+        rc = _context(agent, state, signal, store)
+        rc.session = session
+        rc.system = _system_prompt(agent, state, session)
+    except BaseException:
+        await stop_extensions(opened)
+        raise
     held = contextlib.ExitStack()
     trace = _SafeTracer(tracer)
     try:
@@ -182,6 +187,7 @@ async def run_stream(
             with contextlib.suppress(Exception):
                 await candidate.provider.aclose()
         trace.close()
+        await stop_extensions(opened)
 
 
 class _SafeTracer:
