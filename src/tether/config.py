@@ -215,6 +215,40 @@ class _TelemetryTable(_Table):
     service_name: _Text | None = None
 
 
+class _McpTable(_Table):
+    """``[mcp.NAME]``: an MCP server whose tools an agent may use (tether.connectors)."""
+
+    command: _Text | None = None  # stdio: the program to start ...
+    args: list[_Text] = []  # ... its arguments
+    env: dict[str, str] = {}  # ... and its whole environment besides PATH (nothing else is inherited)
+    cwd: _Text | None = None
+    url: _Url | None = None  # streamable HTTP instead: the server's endpoint
+    headers: dict[str, _Text] = {}
+    auth: Literal["none", "oauth"] = "none"
+    token_url: _Url | None = None  # oauth: where refresh tokens are exchanged
+    client_id: _Text | None = None
+    scopes: list[_Text] = []
+    approval: Literal["destructive", "always", "never"] = "destructive"  # who asks a person first
+    tools: dict[str, Literal["always", "never", "destructive"]] = {}  # per tool, overriding `approval`
+    timeout_s: _PositiveFloat | None = None  # per call (default 60)
+    enabled: _Bool = True
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> _McpTable:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('needs either command = "..." (stdio) or url = "http://..." (streamable HTTP), not both')
+        if self.auth == "oauth" and (self.url is None or self.token_url is None):
+            raise ValueError('auth = "oauth" needs url = "https://..." and token_url = "https://..."')
+        return self
+
+
+class _SkillsTable(_Table):
+    """``[skills]``: folders of skills besides $TETHER_HOME/skills and the project's .tether/skills."""
+
+    paths: list[_Text] = []
+    enabled: _Bool = True
+
+
 class _ToolsTable(_Table):
     shell: _ShellTable | None = None
     files: _FilesTable | None = None
@@ -281,6 +315,8 @@ class _ConfigFile(_Table):
     kb: _KbTable = _KbTable()
     serve: _ServeTable = _ServeTable()
     telemetry: _TelemetryTable = _TelemetryTable()
+    mcp: dict[str, _McpTable] = {}
+    skills: _SkillsTable = _SkillsTable()
 
 
 @dataclass(frozen=True)
@@ -298,6 +334,8 @@ class Settings:
     kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
     serve: dict[str, Any] = field(default_factory=dict)  # the [serve] table, checked
     telemetry: dict[str, Any] = field(default_factory=dict)  # the [telemetry] table, checked
+    mcp: dict[str, dict[str, Any]] = field(default_factory=dict)  # [mcp.NAME] tables, checked
+    skills: dict[str, Any] = field(default_factory=lambda: _SkillsTable().model_dump())  # [skills], checked
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -332,7 +370,8 @@ def load_settings(home: Path | None = None) -> Settings:
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
                     endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {},
                     memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump(),
-                    serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump())
+                    serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump(),
+                    mcp={name: t.model_dump() for name, t in parsed.mcp.items()}, skills=parsed.skills.model_dump())
 
 
 def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:
@@ -362,7 +401,7 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
 
 # --- one line per validation error ----------------------------------------------------------
 
-_TABLES = ("tools", "models", "prices", "endpoints")  # tables whose entries are tables themselves
+_TABLES = ("tools", "models", "prices", "endpoints", "mcp")  # tables whose entries are tables themselves
 _TRUE_WORDS = ("true", "yes", "on", "1", "y")
 _FALSE_WORDS = ("false", "no", "off", "0", "n", "")
 
