@@ -298,12 +298,17 @@ def test_slow_tool_reports_progress_and_completes(workspace: Path) -> None:
 
 
 def test_cancel_reaches_a_subprocess_tool_via_the_signal(tmp_path: Path) -> None:
+    import re
+    import secrets
     import subprocess
     import sys
 
+    # A sleep of its own (not one another test or another test run on this machine may be in).
+    sleep = f"time.sleep(31.{secrets.randbelow(10**9):09d})"
+
     @tool
     async def long_command(ctx: Any) -> str:
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(31.5)")
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", f"import time; {sleep}")
         try:
             await ctx.signal.race(proc.wait())
         finally:
@@ -322,7 +327,7 @@ def test_cancel_reaches_a_subprocess_tool_via_the_signal(tmp_path: Path) -> None
 
     r = asyncio.run(go())
     assert r.status == "interrupted" and r.interruption.reason == "stop"
-    assert subprocess.run(["pgrep", "-f", "time.sleep(31.5)"], capture_output=True).stdout == b""
+    assert subprocess.run(["pgrep", "-f", re.escape(sleep)], capture_output=True).stdout == b""
 
 
 def test_stop_when_predicates(workspace: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import subprocess
 import threading
 import time
@@ -114,10 +115,15 @@ FORK_BOMBLET = ("trap '' TERM; for i in 1 2 3; do (trap '' TERM; exec sleep 61.{
                 "exec sleep 61.{tag}")
 
 
+def _tag() -> str:
+    """A sleep duration of this test's own: no other test, nor another test run on the machine, sleeps it."""
+    return f"{secrets.randbelow(10**9):09d}"
+
+
 def _survivors(tag: str) -> list[str]:
     """Processes still running the tagged sleep, given a few seconds for SIGKILL to land."""
     for _ in range(50):
-        out = subprocess.run(["pgrep", "-f", f"sleep 61.{tag}"], capture_output=True, text=True)
+        out = subprocess.run(["pgrep", "-f", f"sleep 61\\.{tag}"], capture_output=True, text=True)
         if not out.stdout.split():
             return []
         time.sleep(0.1)
@@ -126,21 +132,24 @@ def _survivors(tag: str) -> list[str]:
 
 def test_timeout_kills_children_that_ignore_sigterm(workspace: Path) -> None:
     tool = RunCommand(ShellSettings(timeout_s=0.5))
-    out = run_tool(tool, workspace, command=FORK_BOMBLET.format(tag="101"))
+    tag = _tag()
+    out = run_tool(tool, workspace, command=FORK_BOMBLET.format(tag=tag))
     assert "timed out" in out.content and out.is_error
-    assert _survivors("101") == []
+    assert _survivors(tag) == []
 
 
 def test_stop_kills_children_that_ignore_sigterm(workspace: Path) -> None:
+    tag = _tag()
+
     async def go() -> None:
         signal = CancelSignal()
         asyncio.get_running_loop().call_later(0.5, signal.cancel, "user pressed Stop")
         ctx = ToolContext(cwd=workspace, signal=signal)
-        await RunCommand().execute({"command": FORK_BOMBLET.format(tag="202")}, ctx)
+        await RunCommand().execute({"command": FORK_BOMBLET.format(tag=tag)}, ctx)
 
     with pytest.raises(RunCancelled):
         asyncio.run(go())
-    assert _survivors("202") == []
+    assert _survivors(tag) == []
 
 
 def test_a_100_mb_flood_is_capped_and_memory_stays_bounded(workspace: Path) -> None:
