@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_pairing, wait_for_trace
+from tests.conftest import EXAMPLE_WORKSPACE, assert_pairing, wait_for_trace
 from tether import RunStore
 from tether.messages import ToolMessage
 
@@ -25,9 +26,13 @@ def child(home: Path, workspace: Path, log: Path, run_id: str, kill: str, *extra
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.fixture
-def baseline(tmp_path: Path, workspace: Path) -> dict[str, Any]:
-    home, log = tmp_path / "base-home", tmp_path / "base.log"
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # The uncrashed run, once for the module: it is the same run every time (its own fresh copy of
+    # the example workspace; nothing in it depends on where that copy is).
+    base = tmp_path_factory.mktemp("baseline")
+    home, log, workspace = base / "home", base / "base.log", base / "workspace"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
     out = child(home, workspace, log, "run_base", "none")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
