@@ -1,0 +1,95 @@
+"""``load_skill`` and ``read_skill_file``: how the model reads a skill when a task needs it.
+
+Both are read-only. An unknown name is answered with the names that exist; a file path is
+confined to the skill's folder (see :mod:`tether.skills._files`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tether.skills._files import SkillFileError, list_files, read_text
+from tether.skills.core import MAX_FILE_BYTES, SKILL_FILE, Skill
+from tether.tools.base import ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from tether.skills.extension import Skills
+
+__all__ = ["LoadSkill", "ReadSkillFile", "render_skill"]
+
+
+def render_skill(skill: Skill) -> str:
+    """What ``load_skill`` answers: the instructions, then the skill's other files."""
+    files = list_files(skill.folder, skip=SKILL_FILE)
+    if files:
+        listed = "\n".join(f"- {path} ({size} bytes)" for path, size in files)
+        tail = (f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n"
+                f"{listed}")
+    else:
+        tail = "This skill has no other files."
+    return f"# Skill: {skill.name}\n\n{skill.body.strip()}\n\n---\n{tail}"
+
+
+class _SkillTool:
+    read_only = True
+    needs_approval = False
+
+    def __init__(self, owner: Skills) -> None:
+        self.owner = owner
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        return await asyncio.to_thread(self.run, input)
+
+    def run(self, args: dict[str, Any]) -> ToolResult | str:
+        raise NotImplementedError
+
+    def _skill(self, name: Any) -> Skill | ToolResult:
+        skill = self.owner.get(name) if isinstance(name, str) else None
+        if skill is not None:
+            return skill
+        known = ", ".join(self.owner.found.skills) or "none"
+        return ToolResult(f"There is no skill named {name!r}. Known skills: {known}.", is_error=True)
+
+
+class LoadSkill(_SkillTool):
+    name = "load_skill"
+    description = ("Load a skill: instructions for a kind of task, listed by name and description in your "
+                   "system prompt. Call it when the task matches a skill's description, before you start, and "
+                   "follow what it says. It returns the instructions and the skill's other files.")
+    input_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "description": "the skill's name, as listed"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+
+    def run(self, args: dict[str, Any]) -> ToolResult | str:
+        skill = self._skill(args.get("name"))
+        return skill if isinstance(skill, ToolResult) else render_skill(skill)
+
+
+class ReadSkillFile(_SkillTool):
+    name = "read_skill_file"
+    description = ("Read a text file of a skill (a template, a reference, an example) that its instructions "
+                   "refer to. The path is relative to the skill's folder, as load_skill lists it.")
+    input_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "the skill's name"},
+            "path": {"type": "string", "description": "the file's path inside the skill, e.g. template.md"},
+        },
+        "required": ["name", "path"],
+        "additionalProperties": False,
+    }
+
+    def run(self, args: dict[str, Any]) -> ToolResult | str:
+        skill = self._skill(args.get("name"))
+        if isinstance(skill, ToolResult):
+            return skill
+        path = str(args.get("path", ""))
+        try:
+            text = read_text(skill.folder, path, limit=MAX_FILE_BYTES)
+        except SkillFileError as exc:
+            return ToolResult(str(exc), is_error=True)
+        return text or f"({path} is empty.)"
