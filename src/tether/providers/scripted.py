@@ -263,6 +263,26 @@ def _configure(t: int, tools: str, user: str) -> Reply:
     return call(f"w{t}", "configure")
 
 
+def _skill(t: int, tools: str) -> Reply:
+    """Loads the ``release-notes`` skill, reads the first of its files its instructions mention,
+    and answers in the format the instructions give, filled from that file (``version:`` and the
+    bullets under ``highlights:``): the answer comes from the skill, not from this function."""
+    if t == 0:
+        return call("c1", "load_skill", {"name": "release-notes"})
+    if "# Skill: release-notes" not in tools:
+        return Reply(text=f"I could not load the release-notes skill: {(tools.strip().splitlines() or [''])[0]}")
+    instructions, _, listing = tools.split("# Skill: release-notes", 1)[1].partition("\n---\nFiles of this skill")
+    named = [f for f in re.findall(r"^- (.+?) \(\d+ bytes\)$", listing, re.M) if f in instructions]
+    if t == 1 and named:
+        return call("c2", "read_skill_file", {"name": "release-notes", "path": named[0]})
+    template = re.search(r"format:\s*`([^`\n]*<version>[^`\n]*)`", instructions, re.I)
+    version = re.findall(r"^version:\s*(\S+)", tools, re.M)
+    highlights = re.findall(r"^- (.+)$", tools.rsplit("highlights:", 1)[-1].split("\n\n", 1)[0], re.M)
+    if not template or not version or not highlights:
+        return Reply(text="The skill did not give me a format, a version and highlights to write the note from.")
+    return Reply(text=template.group(1).replace("<version>", version[-1]).replace("<summary>", "; ".join(highlights)))
+
+
 XSS_ANSWER = (
     "Here is **bold** text and a list:\n\n- one\n- two\n\n"
     "<script>window.__xss = 'script'</script>\n"
@@ -299,6 +319,7 @@ SCENARIOS: dict[str, Scenario] = {
     "structured": _structured,
     "delegate": _delegate,
     "configure": _configure,  # type: ignore[dict-item]
+    "skill": _skill,
     "xss": _xss,
 }
 
