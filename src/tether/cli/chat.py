@@ -25,6 +25,7 @@ from tether.cli.common import settings as load_settings
 from tether.cli.kb import check_kbs, kb_name
 from tether.cli.memory import add_memory_options, memory_for_run
 from tether.cli.run import DEFAULT_MAX_TURNS, ask, drive
+from tether.cli.skills import add_skills_options, skills_for_run
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -60,6 +61,7 @@ def add_parsers(sub: Any) -> None:
                     help=f"model calls per message (N >= 1, default {DEFAULT_MAX_TURNS})")
     ch.add_argument("--max-budget", type=positive_float, metavar="USD", help="budget per message (> 0)")
     add_memory_options(ch)
+    add_skills_options(ch)
     ch.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
                     help="give the agent this knowledge base's tools (repeatable)")
     ch.set_defaults(handler=cmd_chat)
@@ -87,6 +89,7 @@ class _Chat:
     max_budget: float | None
     memory: str | None = None  # the memory scope, or None when memory is off
     kb: tuple[str, ...] = ()  # knowledge bases whose tools the agent has
+    skills: bool = True  # offer the skills found in cwd (False: --no-skills, or [skills] enabled = false)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -99,7 +102,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     check_kbs(settings, args.kb)
     chat = _Chat(settings, model, args.cwd, args.session or _new_session_name(), args.session_store,
                  args.max_turns or DEFAULT_MAX_TURNS, args.max_budget, memory_for_run(args, settings),
-                 tuple(args.kb))
+                 tuple(args.kb), skills_for_run(args, settings))
     print(f"tether chat: {model} in {chat.cwd}, session {chat.session!r} "
           "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
     try:
@@ -127,7 +130,8 @@ def _loop(chat: _Chat) -> int:
         state = RunState(session_id=chat.session, config={
             "model": chat.model, "cwd": str(chat.cwd), "max_turns": chat.max_turns,
             "max_budget_usd": chat.max_budget, "session_store": chat.store_spec, "prompt": message[:200],
-            "fallback_models": list(chat.settings.fallback_models), "memory": chat.memory, "kb": list(chat.kb)})
+            "fallback_models": list(chat.settings.fallback_models), "memory": chat.memory, "kb": list(chat.kb),
+            "skills": chat.skills})
         drive(state, message, chat.settings, json_out=False, asking=True)
 
 

@@ -29,6 +29,7 @@ from tether.cli.common import (
 from tether.cli.common import settings as load_settings
 from tether.cli.kb import check_kbs, kb_name, knowledge_extensions
 from tether.cli.memory import add_memory_options, memory_for_run, open_memory
+from tether.cli.skills import add_skills_options, skills_extension, skills_for_run
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -78,6 +79,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--output-schema", metavar="FILE",
                    help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout")
     add_memory_options(r)
+    add_skills_options(r)
     r.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
                    help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)")
     r.set_defaults(handler=cmd_run)
@@ -165,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
         "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
         "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb,
+        "skills": skills_for_run(args, settings),
         **({"output_schema": output_schema} if output_schema is not None else {})})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
 
@@ -329,12 +332,13 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
 
     cfg = state.config
     scope = cfg.get("memory")  # recorded when the run began: a resume keeps what it started with
+    skills = skills_extension(settings, cfg["cwd"]) if cfg.get("skills") else None
     return Agent(
         model=cfg["model"],
         instructions=DEFAULT_INSTRUCTIONS,
         tools=builtin_tools(tool_settings(settings.tools)),
         extensions=[*([open_memory(settings, scope, cfg["cwd"])] if scope else []),
-                    *knowledge_extensions(settings, cfg.get("kb") or [])],
+                    *knowledge_extensions(settings, cfg.get("kb") or []), *([skills] if skills else [])],
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
         max_budget_usd=cfg.get("max_budget_usd"),

@@ -1,0 +1,130 @@
+"""``tether skills``: which skills an agent would be offered here, and what one says.
+
+A skill folder that cannot be used is named on stderr with what is wrong (once per process), and
+skipped; the others are still listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import directory, usage_error
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.skills import Discovery, SkillFolders, Skills
+
+__all__ = ["add_parsers", "add_skills_options", "find_skills", "skills_extension", "skills_for_run"]
+
+HELP = """\
+A skill is a folder with a SKILL.md: YAML front matter between two '---' lines giving its name and
+description, then the instructions, plus any files they refer to. Skills are looked for in
+$TETHER_HOME/skills, in the folders [skills] paths names in config.toml (relative to
+$TETHER_HOME), and in the project's .tether/skills (the --cwd directory); a skill there shadows
+one of the same name found before it. The agent sees only names and descriptions until it loads one.
+"""
+
+
+def add_skills_options(parser: argparse.ArgumentParser) -> None:
+    """``--no-skills`` for the commands that run an agent."""
+    parser.add_argument("--no-skills", action="store_true",
+                        help="run without skills (no load_skill tool, no index in the prompt)")
+
+
+def skills_for_run(args: argparse.Namespace, settings: Settings) -> bool:
+    """Whether a run offers skills; recorded in its config, so a resume keeps it."""
+    return not args.no_skills and settings.skills.get("enabled", True) is not False
+
+
+def _folders(settings: Settings, cwd: Path | str) -> SkillFolders:
+    from tether.skills import SkillFolders
+
+    return SkillFolders.default(settings.home, cwd, settings.skills.get("paths") or ())
+
+
+def find_skills(settings: Settings, cwd: Path | str) -> Discovery:
+    """The skills for an agent working in ``cwd``; problems not reported before go to stderr."""
+    return _find(_folders(settings, cwd))
+
+
+def skills_extension(settings: Settings, cwd: Path | str) -> Skills | None:
+    """The ``Skills`` extension for a run in ``cwd``, or None when no skill exists."""
+    from tether.skills import Skills
+
+    folders = _folders(settings, cwd)
+    found = _find(folders)
+    return Skills(folders, found=found) if found.skills else None
+
+
+def _find(folders: SkillFolders) -> Discovery:
+    from tether.skills import report_problems
+
+    found = folders.find()
+    report_problems(found.problems, echo=sys.stderr)
+    return found
+
+
+def add_parsers(sub: Any) -> None:
+    s = sub.add_parser("skills", help="list the skills an agent is offered, or show one", description=HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    ss = s.add_subparsers(dest="skills_command", required=True)
+    ls = ss.add_parser("list", help="each skill's name, description and where it was found")
+    ls.add_argument("--cwd", type=directory, default=".", metavar="DIR",
+                    help="the project whose .tether/skills count (default: the current directory)")
+    ls.set_defaults(handler=cmd_list)
+    show = ss.add_parser("show", help="a skill's front matter, instructions and files")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--cwd", type=directory, default=".", metavar="DIR",
+                      help="the project whose .tether/skills count (default: the current directory)")
+    show.set_defaults(handler=cmd_show)
+
+
+def _short(text: str, n: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "\u2026"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    found = _folders(settings, args.cwd).find()
+    for problem in found.problems:  # all of them, every time: this is where a person looks for them
+        print(f"tether: skipped a skill: {problem}", file=sys.stderr)
+    if not found.skills:
+        from tether.skills import default_roots
+
+        roots = default_roots(settings.home, args.cwd, settings.skills.get("paths") or ())
+        print("no skills found; looked in:\n" + "\n".join(f"  {r.path} ({r.scope})" for r in roots))
+        return 0
+    width = max(len(name) for name in found.skills)
+    for name, skill in found.skills.items():
+        print(f"{name:<{width}}  {_short(skill.description)}")
+        print(f"{'':<{width}}  {skill.where}")
+        for hidden in found.shadowed.get(name, []):
+            print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {hidden.folder}")
+    if settings.skills.get("enabled", True) is False:
+        print("([skills] enabled = false in config.toml: tether run and tether chat offer none of these)",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tether.skills._files import list_files
+    from tether.skills.core import SKILL_FILE
+
+    found = find_skills(load_settings(), args.cwd)
+    skill = found.skills.get(args.name)
+    if skill is None:
+        known = ", ".join(found.skills) or "none"
+        raise usage_error(f"no skill named {args.name!r} (known: {known}); tether skills list says where they are")
+    print(f"{skill.name} ({skill.scope} skill, {skill.file})")
+    print(f"---\n{skill.front_matter.rstrip()}\n---")
+    print(skill.body)
+    files = list_files(skill.folder, skip=SKILL_FILE)
+    print("\nfiles:" if files else "\nno other files")
+    for path, size in files:
+        print(f"  {path}  ({size:,} bytes)")
+    return 0
