@@ -115,6 +115,12 @@ def test_a_skill_without_files(home: Path) -> None:
     assert text.endswith("---\nThis skill has no other files.")
 
 
+def test_a_long_listing_says_it_was_cut(home: Path) -> None:
+    write_skill(home / "skills", "many", files={f"f{n:03}.md": "x" for n in range(205)})
+    text, _ = use(skills_in(home), "load_skill", name="many")
+    assert text.count(" (1 bytes)") == 200 and text.endswith("- f199.md (1 bytes)\n(only the first 200 files are listed)")
+
+
 # --- read_skill_file: what it reads, and what it refuses --------------------------------------
 
 

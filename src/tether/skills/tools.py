@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tether.skills._files import SkillFileError, list_files, read_text
+from tether.skills._files import MAX_LISTED, SkillFileError, list_files, read_text
 from tether.skills.core import MAX_FILE_BYTES, SKILL_FILE, Skill
 from tether.tools.base import ToolContext, ToolResult
 
@@ -24,6 +24,8 @@ def render_skill(skill: Skill) -> str:
     files = list_files(skill.folder, skip=SKILL_FILE)
     if files:
         listed = "\n".join(f"- {path} ({size} bytes)" for path, size in files)
+        if len(files) >= MAX_LISTED:
+            listed += f"\n(only the first {MAX_LISTED} files are listed)"
         tail = (f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n"
                 f"{listed}")
     else:
