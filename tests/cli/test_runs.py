@@ -4,12 +4,15 @@ transcripts, and damaged files that never end in a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli.conftest import tether, tether_json
+from tests.conftest import EXAMPLE_WORKSPACE
 from tether.harness.store import _encode_header, read_header
 
 
@@ -72,12 +75,25 @@ BAD_HEADERS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A home holding two finished runs made by the real command, made once for every bad header
+    below (each test damages its own copy)."""
+    base = tmp_path_factory.mktemp("two-runs")
+    workspace, home = base / "workspace", base / "home"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE", "TETHER_MODEL")}
+    env["TETHER_HOME"] = str(home)
+    return home, plan_run(workspace, env), plan_run(workspace, env)
+
+
 @pytest.mark.parametrize(("changes", "listed", "loads"), BAD_HEADERS, ids=[next(iter(c)) for c, _, _ in BAD_HEADERS])
 def test_a_bad_header_is_one_line_and_runs_lists_the_others(changes: dict[str, Any], listed: bool, loads: bool,
-                                                           workspace: Path, env: dict[str, str],
+                                                           two_runs: tuple[Path, str, str], env: dict[str, str],
                                                            tether_home: Path) -> None:
-    good = plan_run(workspace, env)
-    bad = plan_run(workspace, env)
+    made, good, bad = two_runs
+    shutil.copytree(made, tether_home)
     set_header(tether_home / "runs" / bad, **changes)
     shown = tether("runs", env=env)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr
