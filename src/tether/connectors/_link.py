@@ -1,0 +1,201 @@
+"""One connection to an MCP server, from the handshake to the close.
+
+A task of its own enters and leaves the SDK's client: its anyio task groups must be left by the task
+that entered them, and a run's ``start`` and ``stop`` are two awaits that need not run in one task.
+Calls are made from the callers' own tasks, so cancelling a caller cancels its request (the SDK then
+tells the server with ``notifications/cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client._transport import TransportStreams
+from mcp.shared.exceptions import MCPError
+
+from tether.errors import TetherError
+
+__all__ = ["ConnectionLost", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
+
+_LIST_PAGES = 100  # a server whose tool list never ends is cut here
+
+
+class Reach(Protocol):
+    """How to reach a server: a stdio process (:mod:`._stdio`) or a URL (:mod:`._http`)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def connect(self) -> AbstractAsyncContextManager[TransportStreams]: ...
+
+    def alive(self) -> bool: ...
+
+    def why(self) -> str | None:
+        """What the transport knows of why the connection ended (an exit status, an HTTP status)."""
+        ...
+
+    def last_error_line(self) -> str: ...
+
+
+class StartFailed(Exception):
+    """The server did not connect; the message says why."""
+
+
+class ConnectionLost(Exception):
+    """The connection ended during a call (the server died, or the network went)."""
+
+
+class ServerRefused(Exception):
+    """The server answered the call with a protocol error (unknown tool, invalid arguments)."""
+
+
+class Link:
+    def __init__(self, server: str, reach: Reach) -> None:
+        self.server = server
+        self.reach = reach
+        self.client: Client | None = None
+        self.tools: list[types.Tool] = []
+        self.failure: str | None = None
+        self._failure_is_ours = False  # tether's own error (an OAuth refresh refused) says it best
+        self._closing = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.reach.pid
+
+    @property
+    def alive(self) -> bool:
+        return (self.client is not None and self._task is not None and not self._task.done()
+                and self.reach.alive())
+
+    def reason(self) -> str:
+        if self._failure_is_ours and self.failure:
+            return self.failure
+        return self.reach.why() or self.failure or "the connection closed"
+
+    async def open(self, timeout: float) -> None:
+        """Connect and list the tools, or raise :class:`StartFailed` (having stopped what started)."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._own(ready), name=f"mcp:{self.server}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except TimeoutError:
+            self.failure = f"it did not finish connecting within {timeout:g} s"
+        except StartFailed:
+            pass
+        finally:
+            if not ready.done() or ready.exception() is not None:
+                await self.close()
+        if self.client is None:
+            raise StartFailed(self.reason())
+
+    async def _own(self, ready: asyncio.Future[None]) -> None:
+        from tether import __version__
+
+        info = types.Implementation(name="tether", version=__version__)
+        try:
+            async with Client(self.reach.connect(), cache=None, client_info=info) as client:
+                self.tools = await _list_tools(client)
+                self.client = client
+                ready.set_result(None)
+                await self._closing.wait()
+        except Exception as exc:
+            self._failure_is_ours = any(isinstance(e, TetherError) for e in _leaves(exc))
+            self.failure = describe(exc) if self._failure_is_ours or not self.failure else self.failure
+        finally:
+            self.client = None
+            if not ready.done():
+                ready.set_exception(StartFailed(self.reason()))
+                ready.exception()  # retrieved: open() reads the reason itself
+
+    async def call(self, name: str, arguments: dict[str, Any],
+                   on_progress: Callable[[str], None] | None = None) -> types.CallToolResult:
+        """The server's result; :class:`ConnectionLost` or :class:`ServerRefused` otherwise.
+        ``on_progress`` hears the server's progress notifications for the call, in words."""
+        client, owner = self.client, self._task
+        if client is None or owner is None or owner.done():
+            raise ConnectionLost(self.reason())
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            if on_progress is not None:
+                done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+                on_progress(f"{done} {message}" if message else done)
+
+        request = asyncio.ensure_future(client.call_tool(name, arguments, progress_callback=report))
+        try:
+            await asyncio.wait((request, owner), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not request.done():  # cancelled (timeout, Stop) or the connection ended first
+                request.cancel()
+                request.add_done_callback(_retrieve)
+        if not request.done() or request.cancelled():
+            raise ConnectionLost(self.reason())
+        try:
+            return request.result()
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED or not self.alive:
+                raise ConnectionLost(self.reason()) from exc
+            raise ServerRefused(exc.message) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
+            raise ConnectionLost(self.reason()) from exc
+
+    async def close(self) -> None:
+        """End the session; the transport stops the process (bounded: a stuck close is cut)."""
+        self._closing.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        if self.client is None:  # still connecting: nothing to end politely (the transport still stops the process)
+            task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=15.0)
+        if not done:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10.0)
+
+
+async def _list_tools(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def describe(exc: BaseException) -> str:
+    """One line for why a connection failed: tether's own error if one is inside, else the first cause."""
+    leaves = list(_leaves(exc))
+    ours = next((e for e in leaves if isinstance(e, TetherError)), None)
+    first = ours or (leaves[0] if leaves else exc)
+    if isinstance(first, TetherError | MCPError):
+        return str(first)
+    if isinstance(first, httpx2.TransportError):
+        return f"cannot reach the server ({type(first).__name__}: {first})"
+    if isinstance(first, OSError) and first.strerror:  # the command cannot be run
+        return f"{first.strerror}: {first.filename}" if first.filename else first.strerror
+    text = str(first).strip().splitlines()[0] if str(first).strip() else ""
+    return f"{type(first).__name__}: {text}" if text else type(first).__name__
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,187 @@
+"""The stdio transport: an MCP server as a child process speaking JSON-RPC lines on stdin and stdout.
+
+Not the SDK's ``stdio_client``: that one passes HOME, USER, SHELL and more of tether's own
+environment to the server and keeps the process to itself. Here the server gets exactly its
+configured environment plus PATH; it runs in a session (and process group) of its own, so a Ctrl-C
+at tether's terminal does not reach it and stopping it reaches what it started; its pid is known;
+and the tail of its stderr says why it died.
+
+Imported only when a stdio server starts (``mcp`` and ``anyio`` are the ``mcp`` extra's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
+
+__all__ = ["StdioProcess"]
+
+LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; images make long lines
+CLOSE_GRACE_S = 2.0  # after stdin closes, before SIGTERM (the MCP spec's shutdown order)
+TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
+STDERR_LINES = 20
+
+
+class StdioProcess:
+    """One start of a stdio server. :meth:`connect` spawns it and yields the SDK's stream pair;
+    leaving the context stops the process and everything in its group."""
+
+    def __init__(self, command: str, args: Sequence[str], env: Mapping[str, str], cwd: str | None) -> None:
+        self.command = command
+        self.args = list(args)
+        # Exactly what was configured, plus PATH (which also finds the command).
+        self.env = {"PATH": os.environ.get("PATH", os.defpath), **env}
+        self.cwd = os.path.expanduser(cwd) if cwd else None
+        self.process: asyncio.subprocess.Process | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self._eof = False  # its stdout ended: it died, or closed it (which ends the session as surely)
+        self._ended_first = False  # it ended before tether began to stop it
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None and not self._eof
+
+    def why(self) -> str | None:
+        """How the process ended on its own ("exited with status 3", "was killed by SIGKILL"); None
+        while it runs, or when tether stopped it."""
+        proc = self.process
+        if proc is None or not self._ended_first:
+            return None
+        code = proc.returncode
+        if code is None:
+            return "the server closed its output"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"the process was killed by {name}"
+        return f"the process exited with status {code}"
+
+    def last_error_line(self) -> str:
+        """The last line the server wrote to stderr (what a person needs to fix a server that will not start)."""
+        return next((line for line in reversed(self.stderr_tail) if line.strip()), "")[:300]
+
+    @contextlib.asynccontextmanager
+    async def connect(self) -> AsyncIterator[TransportStreams]:
+        proc = await asyncio.create_subprocess_exec(
+            self.command, *self.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd, start_new_session=True, limit=LINE_LIMIT)
+        self.process = proc
+        read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        pipes = [asyncio.create_task(self._read_stdout(proc, read_send)),
+                 asyncio.create_task(self._write_stdin(proc, write_recv)),
+                 asyncio.create_task(self._read_stderr(proc))]
+        try:
+            yield read_recv, write_send
+        finally:
+            # However this context is left (even cancelled), the process is stopped: no orphans.
+            await asyncio.shield(asyncio.ensure_future(self._stop(proc, pipes)))
+            for stream in (read_recv, write_send, read_send, write_recv):
+                stream.close()
+
+    async def _read_stdout(self, proc: asyncio.subprocess.Process, out: Any) -> None:
+        assert proc.stdout is not None
+        async with out:  # closing it tells the session the connection ended
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                while line := await _next_line(proc.stdout):
+                    if line.strip():
+                        await out.send(_parse(line))
+                self._eof = True
+
+    async def _write_stdin(self, proc: asyncio.subprocess.Process, messages: Any) -> None:
+        assert proc.stdin is not None
+        async with messages:
+            async for message in messages:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    proc.stdin.write(data.encode() + b"\n")
+                    await proc.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the server is gone; its stdout's end tells the session
+
+    async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            self.stderr_tail.append(line.decode(errors="replace").rstrip())
+
+    async def _stop(self, proc: asyncio.subprocess.Process, pipes: list[asyncio.Task[None]]) -> None:
+        """Close stdin, wait; SIGTERM the group, wait; then kill the whole tree. Whatever the server
+        started is stopped too, in its group or (if it left the group) found as its descendant."""
+        self._ended_first = self._eof or proc.returncode is not None
+        family = [(pid, process_identity(pid)) for pid in descendants(proc.pid)]
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError, RuntimeError):
+            proc.stdin.close()
+        if not await _exited(proc, CLOSE_GRACE_S):
+            _signal_group(proc.pid, signal.SIGTERM)
+            if not await _exited(proc, TERM_GRACE_S):
+                # Not yet reaped, so its pid cannot belong to another process.
+                await asyncio.to_thread(kill_tree, proc.pid)
+                await _exited(proc, 5.0)
+        # A group outlives its leader while a member lives; the kernel does not give its id to a new process.
+        _signal_group(proc.pid, signal.SIGKILL)
+        for pid, identity in family:
+            await asyncio.to_thread(kill_process_tree, pid, identity)
+        await _gone(family, 2.0)  # a killed process takes a moment to die: stop returns when it has
+        done, pending = await asyncio.wait(pipes, timeout=2.0)
+        for task in pending:
+            task.cancel()
+        for task in done:  # a pipe that broke as the server died is not news
+            task.exception()
+
+
+async def _next_line(stream: asyncio.StreamReader) -> bytes:
+    try:
+        return await stream.readline()
+    except ValueError:  # a line past LINE_LIMIT: dropped, and its request ends by its timeout
+        return b"\n"
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    """A SessionMessage, or the error that says why the line is not one (the session logs it)."""
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValidationError as exc:
+        return exc
+
+
+async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    """Whether the process ended within ``timeout``. Polls ``returncode``: ``wait()`` also waits for
+    the pipes to close, which a surviving child can keep open."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while proc.returncode is None:
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def _gone(family: list[tuple[int, str | None]], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while any(process_alive(pid, identity) for pid, identity in family) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,315 @@
+"""Tools from MCP servers: a :class:`McpConnector` per ``[mcp.NAME]`` server, an extension
+(:mod:`tether.harness.extension`) whose tools are ordinary tether tools.
+
+``start`` connects (a stdio server is started as a child process with exactly its configured
+environment plus PATH, in a process group of its own; a remote one is reached over streamable HTTP
+with its headers or an OAuth bearer token) and lists the server's tools. ``tools`` offers each as
+``NAME__tool`` with the server's description and JSON Schema. ``stop`` closes the session and stops
+the process and everything it started.
+
+Approval: ``approval = "destructive"`` (the default) asks a person before a tool the server does not
+mark read-only, unless it marks it ``destructiveHint: false`` (MCP's defaults: not read-only, and
+destructive); ``"always"`` asks before every tool, ``"never"`` before none; ``[mcp.NAME] tools``
+sets the policy of single tools by their name on the server. The hints come from the server:
+``approval`` is the person's word over them. ``readOnlyHint`` also makes a call answerable from an
+identical earlier one in the run, and ``idempotentHint`` lets a resume after a crash run it again.
+
+Failures are tool results the model reads: the server's ``isError``, a call past ``timeout_s``
+(cancelled on the server), a server that died during the call (restarted once; the call is not run
+again), and, after a second death, "server NAME is down: ..." for the rest of the run. A Stop cancels
+the call in flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError
+from tether.harness.extension import Extension
+from tether.tools.base import ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    import mcp_types
+
+    from tether.connectors._link import Link, Reach
+    from tether.providers.auth import Credentials
+
+__all__ = ["DEFAULT_TIMEOUT_S", "McpConnector", "McpTool", "needs_approval", "token_path", "tool_name"]
+
+DEFAULT_TIMEOUT_S = 60.0  # a call, unless [mcp.NAME] timeout_s says otherwise
+START_TIMEOUT_S = 30.0  # starting (or reaching) a server and listing its tools
+NAME_LIMIT = 64  # what providers accept as a tool name, of [A-Za-z0-9_-]
+MCP_EXTRA = "pip install 'tether[mcp]'"
+
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
+log = logging.getLogger("tether.connectors")
+
+
+def token_path(home: Path, server: str) -> Path:
+    """Where the OAuth tokens of server ``server`` live (mode 0600, like a provider's)."""
+    return home / "auth" / f"mcp-{server}.json"
+
+
+def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
+    """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short, or
+    already ``taken`` by another tool, ends in a digest of the original so it stays unique."""
+    name = f"{_NOT_ALLOWED.sub('_', server)}__{_NOT_ALLOWED.sub('_', tool)}"
+    if len(name) <= NAME_LIMIT and name not in taken:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{name[:NAME_LIMIT - 9]}_{digest}"
+
+
+def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
+    """Whether a call asks a person first: ``always``, ``never``, or ``destructive`` by the hints."""
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    if annotations is not None and annotations.read_only_hint:
+        return False
+    hint = annotations.destructive_hint if annotations is not None else None
+    return True if hint is None else hint
+
+
+class McpTool:
+    """One tool of an MCP server, as a tether tool named ``SERVER__tool``."""
+
+    def __init__(self, connector: McpConnector, spec: mcp_types.Tool, name: str, policy: str) -> None:
+        hints = spec.annotations
+        self.name = name
+        self.server_tool = spec.name  # its name on the server
+        self.description = (spec.description or spec.title
+                            or f"The {spec.name} tool of the MCP server {connector.server}.")
+        self.input_schema: dict[str, Any] = dict(spec.input_schema) or {"type": "object"}
+        self.read_only = bool(hints is not None and hints.read_only_hint)
+        self.idempotent = bool(hints is not None and hints.idempotent_hint)
+        self.policy = policy
+        self.needs_approval = needs_approval(policy, hints)
+        self._connector = connector
+
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await self._connector.call(self, input, ctx)
+
+
+@dataclass
+class _Live:
+    """The connector in one event loop (one run's thread): its connection, and what happened to it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # run_stream calls between their start and stop
+    link: Link | None = None
+    restarted: bool = False
+    down: str | None = None
+
+
+class McpConnector(Extension):
+    """The tools of the MCP server ``server``, configured as ``config`` (an ``[mcp.NAME]`` table).
+
+    ``home`` holds the OAuth tokens (default ``$TETHER_HOME``). One connector may serve runs in
+    several threads at once: each event loop gets its own connection."""
+
+    def __init__(self, server: str, config: Mapping[str, Any], *, home: Path | None = None,
+                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+        self.server = server
+        self.name = f"mcp:{server}"
+        self.config = _checked(server, config)
+        self.home = home
+        self.transport = "stdio" if self.config["command"] is not None else "http"
+        self.timeout_s = float(self.config["timeout_s"] or DEFAULT_TIMEOUT_S)
+        self.start_timeout_s = start_timeout_s
+        self.pids: list[int] = []  # every process started, so a check can tell none is left
+        self.unknown_overrides: list[str] = []  # [mcp.NAME] tools entries naming no tool of the server
+        self._tools: list[McpTool] = []
+        self._live: dict[asyncio.AbstractEventLoop, _Live] = {}
+        self._guard = threading.Lock()
+
+    # --- the extension ---------------------------------------------------------------------------
+
+    def tools(self) -> Sequence[McpTool]:
+        return list(self._tools)
+
+    async def start(self) -> None:
+        live = self._state()
+        async with live.lock:
+            live.users += 1
+            if live.users > 1:
+                return
+            live.restarted, live.down = False, None
+            try:
+                live.link = await self._connect()
+            except BaseException:
+                live.users -= 1
+                self._forget(live)
+                raise
+            self._tools = self._make_tools(live.link.tools)
+
+    async def stop(self) -> None:
+        live = self._state()
+        async with live.lock:
+            live.users = max(0, live.users - 1)
+            if live.users:
+                return
+            link, live.link = live.link, None
+            self._forget(live)
+        if link is not None:
+            await link.close()
+
+    # --- calls -----------------------------------------------------------------------------------
+
+    async def call(self, tool: McpTool, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Call ``tool`` on the server; every outcome is a result the model reads."""
+        from tether.connectors._link import ConnectionLost, ServerRefused
+        from tether.connectors._results import to_tool_result
+
+        live = self._live.get(asyncio.get_running_loop())
+        if live is None or not live.users:
+            return _error(f"the MCP server {self.server} is not connected (an agent's run starts it)")
+        link = await self._usable(live)
+        if link is None:
+            return _error(f"server {self.server} is down: {live.down}")
+        try:
+            answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
+            result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
+        except TimeoutError:
+            return _error(f"{tool.name} did not answer within {self.timeout_s:g} s (timeout_s of [mcp.{self.server}]), "
+                          f"so the call was cancelled. {_outcome(tool)}")
+        except ConnectionLost:
+            return await self._after_loss(live, link, tool)
+        except ServerRefused as exc:
+            return _error(f"the MCP server {self.server} refused the call to {tool.name}: {exc}")
+        return to_tool_result(result)
+
+    async def _usable(self, live: _Live) -> Link | None:
+        """The live connection; one that died between calls is replaced first (the call was not sent)."""
+        link = live.link
+        if link is None or link.alive:
+            return link
+        async with live.lock:
+            if live.link is link:
+                await self._replace(live, link)
+        return live.link
+
+    async def _after_loss(self, live: _Live, link: Link, tool: McpTool) -> ToolResult:
+        async with live.lock:
+            if live.link is link:  # not yet replaced by a call that met the same end
+                await self._replace(live, link)
+        if live.link is None:
+            return _error(f"server {self.server} is down: {live.down}")
+        return _error(f"the MCP server {self.server} stopped during this call to {tool.name} ({link.reason()}) and "
+                      f"was restarted. {_outcome(tool)}")
+
+    async def _replace(self, live: _Live, link: Link) -> None:
+        """A connection ended: restart the server the first time, mark it down the second."""
+        await link.close()
+        reason = link.reason()
+        if live.restarted:
+            live.link, live.down = None, reason
+            log.warning("MCP server %s is down: %s", self.server, reason)
+            return
+        live.restarted = True
+        log.warning("MCP server %s stopped (%s); restarting it", self.server, reason)
+        try:
+            live.link = await self._connect()
+        except ConfigError as exc:
+            live.link, live.down = None, f"{reason}, and it did not start again: {exc}"
+
+    # --- connecting ------------------------------------------------------------------------------
+
+    def _forget(self, live: _Live) -> None:
+        """Drop an event loop's state once no run in it uses the server (the loop may end)."""
+        with self._guard:
+            for loop, state in list(self._live.items()):
+                if state is live and not live.users:
+                    del self._live[loop]
+
+    def _state(self) -> _Live:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            return self._live.setdefault(loop, _Live())
+
+    async def _connect(self) -> Link:
+        try:
+            from tether.connectors._link import Link, StartFailed
+        except ImportError as exc:
+            raise ConfigError(f"MCP servers need the mcp package: {MCP_EXTRA}") from exc
+        reach = self._reach()
+        link = Link(self.server, reach)
+        try:
+            await link.open(self.start_timeout_s)
+        except StartFailed as exc:
+            said = reach.last_error_line()
+            raise ConfigError(f"MCP server {self.server} did not start: {exc}" +
+                              (f" (its last words: {said})" if said else "")) from None
+        finally:
+            if reach.pid is not None:
+                self.pids.append(reach.pid)
+        return link
+
+    def _reach(self) -> Reach:
+        cfg = self.config
+        if self.transport == "stdio":
+            from tether.connectors._stdio import StdioProcess
+
+            return StdioProcess(cfg["command"], cfg["args"], cfg["env"], cfg["cwd"])
+        from tether.connectors._http import HttpServer
+
+        return HttpServer(cfg["url"], cfg["headers"], self._credentials())
+
+    def _credentials(self) -> Credentials | None:
+        if self.config["auth"] != "oauth":
+            return None
+        from tether.config import tether_home
+        from tether.providers.auth import OAuthCredentials
+
+        path = token_path(self.home or tether_home(), self.server)
+        if not path.exists():
+            raise ConfigError(f"no OAuth tokens for the MCP server {self.server} ({path}): store them with "
+                              f"`tether mcp login {self.server} --refresh-token TOKEN`")
+        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"])
+
+    def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
+        overrides: dict[str, str] = self.config["tools"]
+        tools: list[McpTool] = []
+        for spec in specs:
+            name = tool_name(self.server, spec.name, [t.name for t in tools])
+            tools.append(McpTool(self, spec, name, overrides.get(spec.name, self.config["approval"])))
+        self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
+        if self.unknown_overrides:
+            log.warning("[mcp.%s] tools names %s, which the server does not offer", self.server,
+                        ", ".join(self.unknown_overrides))
+        return tools
+
+
+def _checked(server: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The table checked against config.toml's schema for ``[mcp.NAME]`` (one definition of it),
+    with its defaults filled in."""
+    from pydantic import ValidationError
+
+    from tether.config import _McpTable
+
+    try:
+        return _McpTable.model_validate(dict(config)).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"[mcp.{server}] {where + ': ' if where else ''}"
+                          f"{first['msg'].removeprefix('Value error, ')}") from None
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(f"Error: {text}", is_error=True)
+
+
+def _outcome(tool: McpTool) -> str:
+    if tool.read_only or tool.idempotent:
+        return "It is safe to call it again."
+    return "It was not run again: whether it took effect is unknown, so check before calling it again."

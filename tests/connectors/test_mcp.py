@@ -1,0 +1,224 @@
+"""tether.connectors.mcp: the tools of a real stdio MCP server (tests/connectors/inventory_server.py),
+called directly and by agents driven by FunctionModel."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_types import ToolAnnotations
+
+from tests.connectors.conftest import inventory, live_processes, logged, wait_until
+from tether import Agent, approve, run, run_stream
+from tether.cancel import CancelSignal
+from tether.connectors import McpConnector, needs_approval, tool_name
+from tether.errors import ConfigError
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+from tether.tools.base import ToolContext, ToolResult
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for leftover processes")
+
+
+def ctx(tmp_path: Path, signal: CancelSignal | None = None) -> ToolContext:
+    return ToolContext(cwd=tmp_path, signal=signal or CancelSignal())
+
+
+def text(result: ToolResult) -> str:
+    return "".join(p.text for p in result.parts() if isinstance(p, TextPart))
+
+
+def turn(messages: list[Message]) -> int:
+    return sum(isinstance(m, AssistantMessage) for m in messages)
+
+
+def results(messages: list[Message]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+# --- names and approvals, without a server ----------------------------------------------------------
+
+
+def test_tool_names_are_namespaced_in_the_characters_and_length_providers_accept() -> None:
+    assert tool_name("inventory", "stock") == "inventory__stock"
+    assert tool_name("my.server", "get weather/now") == "my_server__get_weather_now"
+    long = tool_name("inventory", "x" * 80)
+    assert len(long) == 64 and long.startswith("inventory__xxx")
+    assert long != tool_name("inventory", "x" * 81)  # cut names stay apart
+    assert tool_name("s", "a.b", taken=["s__a_b"]) != "s__a_b"  # so do names that sanitise alike
+
+
+def test_approval_follows_the_policy_then_the_hints_with_mcps_defaults() -> None:
+    read_only = ToolAnnotations(read_only_hint=True)
+    safe = ToolAnnotations(read_only_hint=False, destructive_hint=False)
+    for hints, asks in [(None, True), (ToolAnnotations(), True), (read_only, False), (safe, False),
+                        (ToolAnnotations(destructive_hint=True), True)]:
+        assert needs_approval("destructive", hints) is asks
+        assert needs_approval("always", hints) is True
+        assert needs_approval("never", hints) is False
+
+
+# --- one server, called directly ------------------------------------------------------------------
+
+
+def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path) -> None:
+    connector = McpConnector("inventory", inventory(calls, timeout_s=3.0, tools={"set_note": "always",
+                                                                                 "reorder": "never"}))
+
+    async def go() -> dict[str, Any]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            out: dict[str, Any] = {"tools": tools}
+            for name, args in [("environment", {}), ("photo", {"part": "FV-2050"}), ("datasheet", {"part": "FV-2050"}),
+                               ("fail", {"part": "ZZ-1"}), ("slow", {"seconds": 120}),
+                               ("spawn", {}), ("spawn", {"leave_group": True})]:
+                out.setdefault(name, []).append(await tools[f"inventory__{name}"].execute(args, ctx(tmp_path)))
+            out["cancel reached the server"] = wait_until(lambda: "slow cancelled" in logged(calls), 30,
+                                                          "the server's handler being cancelled")
+            out["server alive after the timeout"] = bool(live_processes(connector.pids))
+            return out
+        finally:
+            await connector.stop()
+
+    out = asyncio.run(go())
+    tools = out["tools"]
+    assert set(tools) == {f"inventory__{n}" for n in ("stock", "photo", "datasheet", "reorder", "set_note", "fail",
+                                                       "slow", "crash", "environment", "spawn")}
+    stock = tools["inventory__stock"]
+    assert stock.description == "How many of a part are in stock."
+    assert stock.input_schema["properties"]["part"]["type"] == "string" and stock.input_schema["required"] == ["part"]
+    # The hints decide under approval = "destructive"; the per-tool overrides win.
+    flags = {n.removeprefix("inventory__"): (t.read_only, t.needs_approval, t.idempotent) for n, t in tools.items()}
+    assert flags["stock"] == (True, False, True)
+    assert flags["crash"] == (False, True, False)  # no hints: destructive, by MCP's defaults
+    assert flags["reorder"] == (False, False, False)  # tools.reorder = "never"
+    assert flags["set_note"] == (False, True, True)  # tools.set_note = "always", though marked not destructive
+
+    # Exactly the configured environment plus PATH (LC_CTYPE is set by the server's own Python, PEP 538).
+    assert set(text(out["environment"][0]).split()) - {"LC_CTYPE"} == {"INVENTORY_LOG", "PATH"}
+    photo = out["photo"][0]
+    assert not photo.is_error and [type(p) for p in photo.parts()] == [TextPart, ImagePart]
+    assert photo.parts()[1].media_type == "image/png" and photo.parts()[1].data.startswith("iVBOR")
+    sheet = text(out["datasheet"][0])
+    assert "[resource inventory://parts/FV-2050/datasheet (text/plain)]\nMax pressure: 40 bar" in sheet
+    assert "[resource inventory://parts/FV-2050/cad (application/octet-stream): 3 bytes of binary data, not shown]" in sheet
+    assert "[resource link https://example.com/FV-2050.pdf (application/pdf)] drawing" in sheet
+    fail = out["fail"][0]
+    assert fail.is_error and "part ZZ-1 is not in the catalogue" in text(fail)
+    slow = out["slow"][0]
+    assert slow.is_error and "did not answer within 3 s" in text(slow) and "cancelled" in text(slow)
+    assert out["cancel reached the server"] and out["server alive after the timeout"]
+    # The server and both processes it started (one left its group) are gone.
+    children = [int(text(r)) for r in out["spawn"]]
+    assert len(connector.pids) == 1 and live_processes([*connector.pids, *children]) == []
+
+
+def test_a_server_that_dies_mid_call_is_restarted_once_then_is_down(calls: Path, tmp_path: Path) -> None:
+    connector = McpConnector("inventory", inventory(calls))
+
+    async def go() -> list[str]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            seen = []
+            for name, args in [("crash", {}), ("stock", {"part": "A"}), ("crash", {}), ("stock", {"part": "B"})]:
+                result = await tools[f"inventory__{name}"].execute(args, ctx(tmp_path))
+                seen.append(("error: " if result.is_error else "") + text(result))
+            return seen
+        finally:
+            await connector.stop()
+
+    first, after_restart, second, after_down = asyncio.run(go())
+    assert first.startswith("error: ") and "stopped during this call to inventory__crash" in first
+    assert "killed by SIGKILL" in first and "was restarted" in first and "not run again" in first
+    assert after_restart == "A: 12 in stock"
+    assert second == after_down == "error: Error: server inventory is down: the process was killed by SIGKILL"
+    # Each crash ran once, on its own process: the call was never run again behind the model's back.
+    crashes = [line for line in logged(calls) if line.startswith("crash")]
+    assert len(crashes) == 2 and crashes[0] != crashes[1]
+    assert len(connector.pids) == 2 and live_processes(connector.pids) == []
+
+
+def test_a_server_that_does_not_start_stops_the_run_before_anything_runs(tmp_path: Path) -> None:
+    broken = McpConnector("broken", {"command": sys.executable,
+                                     "args": ["-c", "import sys; print('no API key', file=sys.stderr); sys.exit(3)"]})
+    asked: list[int] = []
+    agent = Agent(FunctionModel(lambda m, r: asked.append(1) or "hi"), extensions=[broken], cwd=tmp_path)
+    with pytest.raises(ConfigError) as err:
+        asyncio.run(run(agent, "hello"))
+    assert str(err.value) == ("MCP server broken did not start: the process exited with status 3 "
+                              "(its last words: no API key)")
+    assert asked == [] and live_processes(broken.pids) == []
+
+
+# --- agents using a server ------------------------------------------------------------------------
+
+
+def test_a_run_gets_text_and_images_reads_once_and_waits_for_approval_before_a_destructive_call(
+        calls: Path, tmp_path: Path) -> None:
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        if turn(messages) == 0:
+            return Reply(calls=(("c1", "inventory__stock", {"part": "FV-2050"}),
+                                ("c2", "inventory__photo", {"part": "FV-2050"})))
+        if turn(messages) == 1:  # the same read again, and an order: destructive (no hints)
+            return Reply(calls=(("c3", "inventory__stock", {"part": "FV-2050"}),
+                                ("c4", "inventory__reorder", {"part": "FV-2050", "quantity": 5})))
+        return f"{results(messages)[2].text.splitlines()[-1]}; {results(messages)[-1].text}"
+
+    connector = McpConnector("inventory", inventory(calls))
+    agent = Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path)
+    state = RunState()
+    first = asyncio.run(run(agent, "Order five more FV-2050 if we are low.", state=state))
+    assert first.status == "interrupted" and first.interruption is not None
+    assert first.interruption.type == "approval" and first.interruption.tool_name == "inventory__reorder"
+    stock, photo, again = results(state.messages)
+    assert stock.status == "ok" and stock.text == "FV-2050: 12 in stock"
+    assert [type(p) for p in photo.content] == [TextPart, ImagePart]
+    assert again.status == "cached" and again.cached_from == "c1"
+    assert logged(calls) == ["stock FV-2050", "photo FV-2050"]  # the repeated read did not run; the order waits
+
+    approve(state)
+    second = asyncio.run(run(agent, state=state))
+    assert second.status == "completed" and second.output == "FV-2050: 12 in stock; ordered 5 x FV-2050"
+    assert logged(calls) == ["stock FV-2050", "photo FV-2050", "reorder FV-2050 5"]
+    assert len(connector.pids) == 2 and live_processes(connector.pids) == []  # one server per run_stream call
+
+
+def test_a_stop_during_a_slow_call_ends_the_run_interrupted_and_stops_the_server(calls: Path, tmp_path: Path) -> None:
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        return Reply(calls=(("c1", "inventory__slow", {"seconds": 300}),)) if turn(messages) == 0 else "waited"
+
+    connector = McpConnector("inventory", inventory(calls))
+    agent = Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path)
+
+    async def go() -> Any:
+        signal = CancelSignal()
+
+        async def stop_when_the_server_works() -> None:
+            while "slow started" not in logged(calls):
+                await asyncio.sleep(0.05)
+            signal.cancel("stop")
+
+        stopper = asyncio.create_task(stop_when_the_server_works())
+        result = None
+        async for event in run_stream(agent, "Wait for it.", signal=signal):
+            if event.type == "tool_progress":
+                progress.append(event.label)
+            if event.type == "done":
+                result = event.result
+        await stopper
+        return result
+
+    progress: list[str] = []
+    result = asyncio.run(asyncio.wait_for(go(), 120))  # a guard, not a measurement: Stop must not wait 300 s
+    assert progress == ["0/1 waiting"]  # the server's progress notification, as the run's event
+    assert result.status == "interrupted" and result.interruption.type == "cancelled"
+    assert result.interruption.reason == "stop"
+    assert "slow cancelled" in logged(calls)
+    assert live_processes(connector.pids) == []
