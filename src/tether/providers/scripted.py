@@ -283,6 +283,25 @@ def _skill(t: int, tools: str) -> Reply:
     return Reply(text=template.group(1).replace("<version>", version[-1]).replace("<summary>", "; ".join(highlights)))
 
 
+def _mcp(t: int, tools: str) -> Reply:
+    """Answers the newest e-mail through the MCP server of examples/mcp/mail_server.py (``[mcp.mail]``):
+    lists the inbox, replies to the newest message's sender about its subject (``send_email`` is
+    destructive: the run stops for approval first), and reports what the server said."""
+    if t == 0:
+        return call("c1", "mail__list_messages")
+    newest = re.search(r"From: (\S+@\S+)\s+Subject: ([^\n]+)", tools)
+    if newest is None:
+        return Reply(text=f"There is no message to answer: {(tools.strip().splitlines() or ['no inbox'])[-1]}")
+    sender, subject = newest.group(1), newest.group(2).strip()
+    if t == 1:
+        return call("c2", "mail__send_email", {"to": sender, "subject": f"Re: {subject}", "body": (
+            "Thank you for writing. We are looking into it and will write again within a day.")})
+    sent = re.search(r"^Sent to .*$", tools, re.M)
+    if sent:
+        return Reply(text=f"I answered {sender} about {subject!r}. The mail server says: {sent.group(0)}")
+    return Reply(text=f"I did not answer {sender}: {tools.strip().splitlines()[-1]}")
+
+
 XSS_ANSWER = (
     "Here is **bold** text and a list:\n\n- one\n- two\n\n"
     "<script>window.__xss = 'script'</script>\n"
@@ -320,6 +339,7 @@ SCENARIOS: dict[str, Scenario] = {
     "delegate": _delegate,
     "configure": _configure,  # type: ignore[dict-item]
     "skill": _skill,
+    "mcp": _mcp,
     "xss": _xss,
 }
 
