@@ -20,9 +20,11 @@ from tether.cli.common import (
     positive_float,
     positive_int,
     session_name,
+    text,
 )
 from tether.cli.common import settings as load_settings
 from tether.cli.kb import check_kbs, kb_name
+from tether.cli.mcp import check_mcp
 from tether.cli.memory import add_memory_options, memory_for_run
 from tether.cli.run import DEFAULT_MAX_TURNS, ask, drive
 from tether.cli.skills import add_skills_options, skills_for_run
@@ -64,6 +66,8 @@ def add_parsers(sub: Any) -> None:
     add_skills_options(ch)
     ch.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
                     help="give the agent this knowledge base's tools (repeatable)")
+    ch.add_argument("--mcp", action="append", type=text, default=[], metavar="NAME",
+                    help="give the agent the tools of the MCP server [mcp.NAME] (repeatable; all: every enabled one)")
     ch.set_defaults(handler=cmd_chat)
 
 
@@ -90,6 +94,7 @@ class _Chat:
     memory: str | None = None  # the memory scope, or None when memory is off
     kb: tuple[str, ...] = ()  # knowledge bases whose tools the agent has
     skills: bool = True  # offer the skills found in cwd (False: --no-skills, or [skills] enabled = false)
+    mcp: tuple[str, ...] = ()  # MCP servers whose tools the agent has (started for each message's run)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -102,7 +107,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     check_kbs(settings, args.kb)
     chat = _Chat(settings, model, args.cwd, args.session or _new_session_name(), args.session_store,
                  args.max_turns or DEFAULT_MAX_TURNS, args.max_budget, memory_for_run(args, settings),
-                 tuple(args.kb), skills_for_run(args, settings))
+                 tuple(args.kb), skills_for_run(args, settings), mcp=tuple(check_mcp(settings, args.mcp)))
     print(f"tether chat: {model} in {chat.cwd}, session {chat.session!r} "
           "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
     try:
@@ -131,7 +136,7 @@ def _loop(chat: _Chat) -> int:
             "model": chat.model, "cwd": str(chat.cwd), "max_turns": chat.max_turns,
             "max_budget_usd": chat.max_budget, "session_store": chat.store_spec, "prompt": message[:200],
             "fallback_models": list(chat.settings.fallback_models), "memory": chat.memory, "kb": list(chat.kb),
-            "skills": chat.skills})
+            "skills": chat.skills, "mcp": list(chat.mcp)})
         drive(state, message, chat.settings, json_out=False, asking=True)
 
 

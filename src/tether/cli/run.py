@@ -24,10 +24,12 @@ from tether.cli.common import (
     positive_int,
     run_store,
     session_name,
+    text,
     usage_error,
 )
 from tether.cli.common import settings as load_settings
 from tether.cli.kb import check_kbs, kb_name, knowledge_extensions
+from tether.cli.mcp import check_mcp, mcp_extensions
 from tether.cli.memory import add_memory_options, memory_for_run, open_memory
 from tether.cli.skills import add_skills_options, skills_extension, skills_for_run
 
@@ -82,6 +84,9 @@ def add_parsers(sub: Any) -> None:
     add_skills_options(r)
     r.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
                    help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)")
+    r.add_argument("--mcp", action="append", type=text, default=[], metavar="NAME",
+                   help="give the agent the tools of the MCP server [mcp.NAME] in config.toml (repeatable; "
+                        "all: every enabled server)")
     r.set_defaults(handler=cmd_run)
 
     rs = sub.add_parser("resume", help="continue a stopped run", description=RESUME_HELP,
@@ -161,12 +166,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.session:
         open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
     check_kbs(settings, args.kb)
+    servers = check_mcp(settings, args.mcp)
     fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
     state = RunState(session_id=args.session, config={
         "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
         "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
         "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
         "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb,
+        "mcp": servers,
         "skills": skills_for_run(args, settings),
         **({"output_schema": output_schema} if output_schema is not None else {})})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
@@ -338,7 +345,8 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
         instructions=DEFAULT_INSTRUCTIONS,
         tools=builtin_tools(tool_settings(settings.tools)),
         extensions=[*([open_memory(settings, scope, cfg["cwd"])] if scope else []),
-                    *knowledge_extensions(settings, cfg.get("kb") or []), *([skills] if skills else [])],
+                    *knowledge_extensions(settings, cfg.get("kb") or []), *([skills] if skills else []),
+                    *mcp_extensions(settings, cfg.get("mcp") or [])],
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
         max_budget_usd=cfg.get("max_budget_usd"),

@@ -1,0 +1,182 @@
+"""``tether mcp``: the MCP servers of config.toml (``[mcp.NAME]``) whose tools agents may use.
+
+``list`` tries each server and shows its tools with their approval policy; ``login`` stores the
+OAuth tokens of a server with ``auth = "oauth"``; ``tether run --mcp NAME`` gives an agent a
+server's tools (``--mcp all``: every enabled server). See tether.connectors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.common import non_negative_float, positive_float, text, usage_error
+from tether.cli.common import settings as load_settings
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.connectors import McpConnector, McpTool
+
+__all__ = ["add_parsers", "check_mcp", "mcp_extensions"]
+
+LIST_TIMEOUT_S = 10.0
+
+
+def add_parsers(sub: Any) -> None:
+    m = sub.add_parser("mcp", help="MCP servers whose tools agents can use ([mcp.NAME] in config.toml)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ms = m.add_subparsers(dest="mcp_command", required=True)
+    ls = ms.add_parser("list", help="each configured server: how it is reached, whether it answers, its tools")
+    ls.add_argument("--timeout", type=positive_float, default=LIST_TIMEOUT_S, metavar="S",
+                    help=f"how long to wait for each server to answer (> 0, default {LIST_TIMEOUT_S:g})")
+    ls.set_defaults(handler=cmd_list)
+    login = ms.add_parser("login", help='store OAuth tokens for a server with auth = "oauth" '
+                                        "(mode 0600 under $TETHER_HOME/auth)")
+    login.add_argument("server", metavar="NAME")
+    login.add_argument("--refresh-token", required=True, type=text)
+    login.add_argument("--access-token", default="")
+    login.add_argument("--expires-in", type=non_negative_float, default=0.0, metavar="S",
+                       help="seconds the access token stays valid (>= 0)")
+    login.set_defaults(handler=cmd_login)
+    _add_serve(ms)
+
+
+# --- `tether mcp serve` ---------------------------------------------------------------------------
+# tether as an MCP server is written apart, in tether.connectors.serve. When that module exists,
+# its add_serve_parser(subparsers) adds the command here; nothing else is shared.
+
+
+def _add_serve(subparsers: Any) -> None:
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("tether.connectors.serve") is None:
+        return
+    add = getattr(importlib.import_module("tether.connectors.serve"), "add_serve_parser", None)
+    if add is not None:
+        add(subparsers)
+
+
+# --- servers for a run ----------------------------------------------------------------------------
+
+
+def check_mcp(settings: Settings, names: list[str]) -> list[str]:
+    """The servers ``--mcp`` names (``all``: every enabled one), refused before anything runs when
+    one is not configured, is disabled, or the mcp package is missing. Recorded with the run, so a
+    resume starts the same servers."""
+    if not names:
+        return []
+    import importlib.util
+
+    config = settings.home / "config.toml"
+    chosen: list[str] = []
+    for name in names:
+        if name == "all":
+            chosen += [n for n, table in settings.mcp.items() if table["enabled"]]
+            continue
+        table = settings.mcp.get(name)
+        if table is None:
+            known = ", ".join(settings.mcp) or "none"
+            raise usage_error(f"--mcp {name}: no [mcp.{name}] in {config} (configured: {known})")
+        if not table["enabled"]:
+            raise usage_error(f"--mcp {name}: [mcp.{name}] has enabled = false in {config}")
+        chosen.append(name)
+    if not chosen:
+        raise usage_error(f"--mcp all: no enabled [mcp.NAME] server in {config}")
+    if importlib.util.find_spec("mcp") is None:
+        raise usage_error("--mcp needs the mcp package: pip install 'tether[mcp]'")
+    return list(dict.fromkeys(chosen))
+
+
+def mcp_extensions(settings: Settings, names: list[str]) -> list[McpConnector]:
+    """A connector for each server (by the names a run recorded)."""
+    from tether.connectors import McpConnector
+
+    missing = [n for n in names if n not in settings.mcp]
+    if missing:
+        raise usage_error(f"the run uses the MCP server {missing[0]}, and {settings.home / 'config.toml'} no "
+                          f"longer has [mcp.{missing[0]}]")
+    return [McpConnector(name, settings.mcp[name], home=settings.home) for name in names]
+
+
+# --- the commands ---------------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import asyncio
+
+    settings = load_settings()
+    if not settings.mcp:
+        print(f"no MCP servers: add an [mcp.NAME] table to {settings.home / 'config.toml'}", file=sys.stderr)
+        return 0
+    reports = asyncio.run(_probe_all(settings, args.timeout))
+    for lines in reports:
+        print("\n".join(lines))
+    return 1 if any(" not working: " in lines[1] for lines in reports) else 0
+
+
+async def _probe_all(settings: Settings, timeout: float) -> list[list[str]]:
+    import asyncio
+
+    return list(await asyncio.gather(*(_probe(settings, name, timeout) for name in settings.mcp)))
+
+
+async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
+    from tether.connectors import McpConnector
+    from tether.errors import TetherError
+
+    table = settings.mcp[name]
+    if table["command"] is not None:
+        head = f"{name}  stdio  {' '.join([table['command'], *table['args']])}"
+    else:
+        head = f"{name}  http  {table['url']}" + ("  (oauth)" if table["auth"] == "oauth" else "")
+    if not table["enabled"]:
+        return [head, "  disabled (enabled = false)"]
+    connector = McpConnector(name, table, home=settings.home, start_timeout_s=timeout)
+    try:
+        await connector.start()
+    except TetherError as exc:
+        return [head, f"  not working: {exc}"]
+    try:
+        tools = list(connector.tools())
+        lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
+        width = max((len(t.name) for t in tools), default=0)
+        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}"
+                  for t in tools]
+        lines += [f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
+                  for unknown in connector.unknown_overrides]
+        return lines
+    finally:
+        await connector.stop()
+
+
+def approval_words(tool: McpTool, *, overridden: bool) -> str:
+    """How a tool's calls are approved, in words."""
+    source = f'tools.{tool.server_tool} = "{tool.policy}"' if overridden else f'approval = "{tool.policy}"'
+    if tool.policy == "always":
+        return f"asks first ({source})"
+    if tool.policy == "never":
+        return f"runs without asking ({source})"
+    if tool.read_only:
+        return "read-only: runs without asking"
+    return "asks first (destructive)" if tool.needs_approval else "runs without asking (marked not destructive)"
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    import time
+
+    from tether.connectors import token_path
+    from tether.providers.auth import save_oauth_tokens
+
+    settings = load_settings()
+    table = settings.mcp.get(args.server)
+    if table is None:
+        raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
+    if table["auth"] != "oauth":
+        raise usage_error(f'[mcp.{args.server}] has auth = "{table["auth"]}": tokens are for auth = "oauth"')
+    path = token_path(settings.home, args.server)
+    save_oauth_tokens(path, {"access_token": args.access_token, "refresh_token": args.refresh_token,
+                             "expires_at": time.time() + args.expires_in if args.access_token else 0})
+    print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
+    return 0

@@ -1,0 +1,144 @@
+"""tether.cli.mcp: ``tether mcp list`` and ``tether mcp login``, ``tether run --mcp``, and the
+worked example (examples/mcp/mail_server.py) driven by the scripted ``mcp`` scenario: the agent
+reads the inbox, waits for approval before ``send_email``, and sends exactly once.
+
+Commands run in process (``tether.cli.main``), with ``TETHER_HOME`` in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.connectors.conftest import INVENTORY, running_in
+from tether.cli import main
+from tether.harness.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    for name in ("TETHER_MODEL", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def configure(home: Path, text: str) -> None:
+    (home / "config.toml").write_text(text)
+
+
+def test_mcp_list_tries_each_server_and_shows_its_tools_with_their_approval(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configure(home, f"""
+[mcp.inventory]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(INVENTORY))}]
+env = {{ INVENTORY_LOG = {json.dumps(str(tmp_path / "calls.log"))} }}
+tools = {{ reorder = "always", set_note = "never", restock = "never" }}
+
+[mcp.broken]
+command = {json.dumps(sys.executable)}
+args = ["-c", "import sys; sys.exit('the server needs STOCK_DB')"]
+
+[mcp.remote]
+url = "http://127.0.0.1:9/mcp"
+enabled = false
+""")
+    code, out, _ = tether(capsys, "mcp", "list")
+    assert code == 1  # a configured server does not work
+    blocks = {b.split()[0]: b.splitlines() for b in out.split("\n") if b and not b.startswith(" ")}
+    assert blocks == {"inventory": [blocks["inventory"][0]], "broken": [blocks["broken"][0]],
+                      "remote": ["remote  http  http://127.0.0.1:9/mcp"]}
+    lines = out.splitlines()
+    assert lines[0] == f"inventory  stdio  {sys.executable} {INVENTORY}"
+    assert lines[1] == "  ok: 10 tools"
+    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:12]}
+    assert shown["inventory__stock"] == "read-only: runs without asking"
+    assert shown["inventory__crash"] == "asks first (destructive)"
+    assert shown["inventory__reorder"] == 'asks first (tools.reorder = "always")'
+    assert shown["inventory__set_note"] == 'runs without asking (tools.set_note = "never")'
+    assert lines[12] == "  [mcp.inventory] tools names restock: the server has no such tool"
+    assert lines[14] == ("  not working: MCP server broken did not start: the process exited with status 1 "
+                         "(its last words: the server needs STOCK_DB)")
+    assert lines[16] == "  disabled (enabled = false)"
+
+
+def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_owner(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configure(home, '[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n'
+                    'token_url = "https://auth.example.com/token"\n\n[mcp.plain]\nurl = "https://x.example.com/mcp"\n')
+    code, _, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "r-1", "--access-token", "a-1",
+                          "--expires-in", "600")
+    path = home / "auth" / "mcp-remote.json"
+    assert code == 0 and str(path) in err and "r-1" not in err
+    tokens = json.loads(path.read_text())
+    assert tokens["refresh_token"] == "r-1" and tokens["access_token"] == "a-1" and tokens["expires_at"] > 0
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    code, _, err = tether(capsys, "mcp", "login", "plain", "--refresh-token", "r-1")
+    assert code == 2 and 'auth = "none"' in err
+    code, _, err = tether(capsys, "mcp", "login", "nope", "--refresh-token", "r-1")
+    assert code == 2 and "no [mcp.nope]" in err
+
+
+def test_run_refuses_an_mcp_server_that_is_not_configured_or_disabled(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configure(home, '[mcp.off]\ncommand = "true"\nenabled = false\n')
+    code, _, err = tether(capsys, "run", "--model", "scripted/hello", "--mcp", "nope", "hi")
+    assert code == 2 and "--mcp nope: no [mcp.nope]" in err and "(configured: off)" in err
+    code, _, err = tether(capsys, "run", "--model", "scripted/hello", "--mcp", "off", "hi")
+    assert code == 2 and "[mcp.off] has enabled = false" in err
+    code, _, err = tether(capsys, "run", "--model", "scripted/hello", "--mcp", "all", "hi")
+    assert code == 2 and "no enabled [mcp.NAME] server" in err
+    assert not (home / "runs").exists()  # refused before anything ran
+
+
+def test_the_mail_example_asks_before_sending_and_sends_exactly_once(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "examples" / "mcp", tmp_path / "examples" / "mcp")
+    monkeypatch.chdir(tmp_path)
+    configure(home, f"""
+[mcp.mail]
+command = {json.dumps(sys.executable)}
+args = ["examples/mcp/mail_server.py", "--outbox", "outbox.jsonl"]
+
+[mcp.calendar]
+command = "calendar-server"
+enabled = false
+""")
+    outbox = tmp_path / "outbox.jsonl"
+    code, out, _ = tether(capsys, "run", "--model", "scripted/mcp", "--mcp", "all", "--json", "Answer the latest e-mail.")
+    result = json.loads(out)
+    assert code == 5 and result["status"] == "interrupted"
+    assert result["interruption"] == {"type": "approval", "call_id": "c2", "tool_name": "mail__send_email", "args": {
+        "to": "ana@example.com", "subject": "Re: Order 1042 is late",
+        "body": "Thank you for writing. We are looking into it and will write again within a day."}}
+    assert not outbox.exists()  # nothing is sent before a person says yes
+    saved = RunStore(home / "runs").load(result["run_id"])
+    assert saved.config["mcp"] == ["mail"]  # `all`, as it was when the run began: a resume keeps it
+
+    code, out, _ = tether(capsys, "resume", result["run_id"], "--approve", "--json")
+    done = json.loads(out)
+    assert code == 0 and done["status"] == "completed"
+    assert done["output"] == ("I answered ana@example.com about 'Order 1042 is late'. The mail server says: Sent to "
+                              "ana@example.com: 'Re: Order 1042 is late' (message 1 in outbox.jsonl).")
+    sent = [json.loads(line) for line in outbox.read_text().splitlines()]
+    assert [(m["to"], m["subject"]) for m in sent] == [("ana@example.com", "Re: Order 1042 is late")]
+    assert running_in(tmp_path, "mail_server.py") == []  # both runs stopped their server
