@@ -1,0 +1,512 @@
+"""``tether mcp serve``: tether's own capabilities as an MCP server, for a desktop client or
+another agent.
+
+Tools:
+
+* ``kb_search(query, base, mode, k)`` and ``kb_lookup_exact(identifier, base, k)``: the knowledge
+  bases under ``$TETHER_HOME/kb``, every result citing ``document:start-end`` (read only);
+* ``memory_read(store)``: the profile or the notes, without the entries the memory scan withholds
+  from agents (read only; not offered when HTTP callers need tokens, since the memory is the
+  person's at this machine);
+* ``agent_NAME(task)``: each agent of ``--agent FILE_OR_MODULE``, ``[serve] agent`` or
+  ``[serve.agents.NAME]``, run to one of its five exits; saved under ``$TETHER_HOME/runs`` and traced
+  under ``$TETHER_HOME/traces`` as ``tether run`` does. A run that stops for a person's decision
+  says so and gives its run id: an MCP client cannot answer the question here.
+
+Transports: stdio (the default), or streamable HTTP at ``http://HOST:PORT/mcp`` (``--http``). HTTP
+answers on loopback only unless ``--allow-remote``, which needs serve tokens (``tether serve token
+create NAME``); once a token exists every HTTP request must carry ``Authorization: Bearer TOKEN``,
+as with ``tether serve``.
+"""
+
+# No ``from __future__ import annotations``: the MCP SDK reads the tool functions' annotations at
+# run time to build their schemas, and those functions are defined inside ``build_server``, after
+# the SDK (heavy, and optional) is imported. Names imported for type checking only are quoted.
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+if TYPE_CHECKING:
+    import socket
+
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from tether.config import Settings
+    from tether.harness.agent import Agent
+    from tether.knowledge import KnowledgeBase
+    from tether.server.store import SqliteServerStore
+    from tether.status import Interruption, RunResult
+
+__all__ = ["AgentRun", "KbHit", "KbResults", "MemoryEntries", "add_serve_parser", "build_server", "cmd_serve"]
+
+MCP_PATH = "/mcp"
+DEFAULT_PORT = 8000
+MAX_RESULTS = 20
+
+HELP = """\
+Serves tether over MCP: knowledge-base search (kb_search, kb_lookup_exact), memory (memory_read) and
+one tool per configured agent (agent_NAME: --agent FILE_OR_MODULE, else [serve] agent or
+[serve.agents.NAME] in config.toml). Over stdio by default, for a desktop client that starts it;
+--http serves streamable HTTP at http://HOST:PORT/mcp, on loopback only unless --allow-remote, which
+needs tokens (tether serve token create NAME). Once a token exists, HTTP callers send
+Authorization: Bearer TOKEN.
+"""
+
+
+# --- what the tools return: their structured content (the text content is the same, as JSON) --
+
+
+@dataclass(frozen=True)
+class KbHit:
+    """A passage a search found, and where it came from."""
+
+    citation: str  # document:start-end
+    score: float
+    heading: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class KbResults:
+    """What ``kb_search`` and ``kb_lookup_exact`` return."""
+
+    base: str
+    query: str
+    mode: str
+    note: str  # e.g. that a base without an embedder was searched by keywords only
+    hits: list[KbHit]
+
+
+@dataclass(frozen=True)
+class MemoryEntries:
+    """What ``memory_read`` returns: one store's entries and how full it is."""
+
+    store: str
+    entries: list[str]
+    withheld: int  # entries the memory scan keeps from agents (written by hand past it)
+    chars: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What an ``agent_NAME`` tool returns: how its run ended, and its answer."""
+
+    agent: str
+    run_id: str
+    status: str  # completed, failed, max_turns_exceeded, budget_exceeded or interrupted
+    reason: str | None
+    output: str
+    turns: int
+    cost_usd: float | None  # None: a model that answered has no known price
+    waiting_for: str | None  # what a person must decide before the run can go on
+    next_step: str | None  # for a run that can go on: how
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+def build_server(settings: "Settings", *, agent_spec: str | None = None,
+                 tokens: "SqliteServerStore | None" = None, issuer: str = "http://127.0.0.1") -> "MCPServer":
+    """The MCP server with the knowledge tools, ``memory_read`` (unless ``tokens``) and one tool per
+    configured agent. With ``tokens`` its HTTP app lets in only requests whose bearer token is one
+    of them (``issuer`` is the address the SDK records as the tokens' issuer: this server's)."""
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.mcpserver import MCPServer
+    from pydantic import AnyHttpUrl
+
+    from tether import __version__
+
+    auth: dict[str, Any] = {}
+    if tokens is not None:
+        # No resource_server_url and no OAuth provider: the SDK checks bearer tokens and mounts no
+        # OAuth routes. The tokens come from `tether serve token create`, not from an issuer.
+        auth = {"token_verifier": _ServeTokens(tokens),
+                "auth": AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None)}
+    server: MCPServer = MCPServer(
+        "tether", version=__version__, log_level="WARNING",
+        instructions="tether's knowledge bases (kb_search, kb_lookup_exact: cite what you use as "
+                     "document:start-end), its memory (memory_read) and its agents (agent_NAME: runs one to "
+                     "the end and reports its answer, status and cost).",
+        **auth)
+    _add_knowledge_tools(server, settings)
+    if tokens is None and settings.memory.get("enabled", True):
+        _add_memory_tool(server, settings)
+    for name, agent in _configured_agents(settings, agent_spec).items():
+        _add_agent_tool(server, settings, name, agent)
+    return server
+
+
+class _ServeTokens:
+    """The serve tokens (``tether serve token create NAME``) as the SDK's ``TokenVerifier``: a
+    token's user is its name; a revoked token is no longer one."""
+
+    def __init__(self, store: "SqliteServerStore") -> None:
+        self.store = store
+
+    async def verify_token(self, token: str) -> "AccessToken | None":
+        from mcp.server.auth.provider import AccessToken
+
+        user = self.store.user_for_token(token.strip())
+        return None if user is None else AccessToken(token=token, client_id=user, scopes=[])
+
+
+def _read_only(title: str) -> Any:
+    from mcp.types import ToolAnnotations
+
+    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                           open_world_hint=False)
+
+
+def _tool_error(message: str) -> Exception:
+    """An error whose words reach the client (the SDK hides the text of any other exception)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(message)
+
+
+# --- knowledge ----------------------------------------------------------------------------------
+
+
+class _Bases:
+    """The knowledge bases, each opened on first use and kept open (their SQLite connections are
+    shared across threads under a lock)."""
+
+    def __init__(self, settings: "Settings") -> None:
+        self.settings = settings
+        self._open: dict[str, KnowledgeBase] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in (self.settings.home / "kb").glob("*.db"))
+
+    def search(self, base: str, query: str, mode: str, k: int) -> KbResults:
+        from tether.errors import TetherError
+
+        try:
+            result = self._get(base).search(query, mode=mode, k=k)
+        except (TetherError, argparse.ArgumentTypeError) as exc:  # no such base, a bad name, an empty query
+            raise _tool_error(str(exc)) from exc
+        hits = [KbHit(citation=h.citation, score=round(h.score, 6), heading=h.chunk.heading, text=h.chunk.text)
+                for h in result.hits]
+        return KbResults(base=base, query=result.query, mode=result.mode, note=result.note, hits=hits)
+
+    def _get(self, name: str) -> "KnowledgeBase":
+        from tether.cli.kb import kb_name, open_kb
+
+        with self._lock:
+            kb = self._open.get(name)
+            if kb is None:  # the name is checked first: it becomes a path under $TETHER_HOME/kb
+                kb = self._open[name] = open_kb(self.settings, kb_name(name))
+            return kb
+
+
+def _add_knowledge_tools(server: "MCPServer", settings: "Settings") -> None:
+    from pydantic import Field
+
+    from tether.knowledge.base import Mode
+
+    bases = _Bases(settings)
+    k_default = int(settings.kb.get("results") or 6)
+    listed = ", ".join(bases.names()) or "none yet (tether kb add PATH builds one)"
+    Base = Annotated[str, Field(description=f"which knowledge base; at start: {listed}")]
+    K = Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many results")]
+
+    def kb_search(query: Annotated[str, Field(description="what to look for, in words")],
+                  base: Base = "default", mode: Mode = "hybrid", k: K = k_default) -> KbResults:
+        return bases.search(base, query, mode, k)
+
+    def kb_lookup_exact(identifier: Annotated[str, Field(description="the exact identifier, e.g. FVAM-2050-B")],
+                        base: Base = "default", k: K = k_default) -> KbResults:
+        return bases.search(base, identifier, "exact", k)
+
+    server.add_tool(kb_search, annotations=_read_only("Search a knowledge base"), description=(
+        "Search one of tether's knowledge bases (documents, manuals, notes) by keywords and meaning together "
+        "(mode hybrid), or by one of them. Each hit cites document:start-end: cite what you use. For an "
+        f"identifier such as a part number use kb_lookup_exact. Bases at start: {listed}."))
+    server.add_tool(kb_lookup_exact, annotations=_read_only("Look up an identifier"), description=(
+        "Find the passages about one exact identifier (a part number, a code, a model name) in a knowledge base: "
+        "only passages containing exactly that token, never a near twin (FVAM-2050-C for FVAM-2050-B). Each hit "
+        "cites document:start-end."))
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+
+def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
+    from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
+
+    cfg = settings.memory
+
+    def memory_read(store: Literal["profile", "notes"]) -> MemoryEntries:
+        # Opened for each call: the files are read as they are now (a person may have changed them).
+        # With scope "project", the project is the directory the server was started in.
+        memory = Memory.open(settings.home, scope=cfg.get("scope") or "user", project=Path.cwd(),
+                             profile_limit=cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
+                             notes_limit=cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT)
+        entries = memory.entries(store)
+        shown = [e for e in entries if memory.check(e) is None]  # what the scan keeps from agents stays here
+        usage = memory.usage(store)
+        return MemoryEntries(store=store, entries=shown, withheld=len(entries) - len(shown), chars=usage.chars,
+                             limit=usage.limit)
+
+    server.add_tool(memory_read, annotations=_read_only("Read tether's memory"), description=(
+        "What tether remembers across sessions about the person at this machine: 'profile' (who they are, "
+        "their preferences) or 'notes' (decisions and conventions), one entry each. Read only."))
+
+
+# --- agents -------------------------------------------------------------------------------------
+
+
+def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Agent]":
+    """The agents to offer; none unless some are configured (``load_agents`` would make one up)."""
+    from tether.server.agents import load_agents
+
+    if spec or settings.serve.get("agent") or settings.serve.get("agents"):
+        return load_agents(settings, spec)
+    return {}
+
+
+def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent: "Agent") -> None:
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+
+    from tether.server.agents import describe
+
+    async def run_agent(task: Annotated[str, Field(description="what the agent should do, in words")]) -> AgentRun:
+        return await _run_agent(settings, name, agent, task)
+
+    model = describe(name, agent)["model"]
+    # An extension's tools are known only once a run starts it, so an agent with one may write.
+    writes = bool(agent.extensions) or not all(getattr(t, "read_only", False) for t in agent.tools)
+    server.add_tool(run_agent, name=f"agent_{name}", annotations=ToolAnnotations(
+        title=f"Run the agent {name}", read_only_hint=False, destructive_hint=writes, idempotent_hint=False,
+        open_world_hint=True), description=(
+        f"{agent.description or f'The tether agent {name!r}.'} Runs it ({model}) on the task until it ends, which "
+        "may take a while, and returns its answer, status and cost. A run that stops for a person's approval "
+        "says so and gives its run id: the decision is made outside MCP."))
+
+
+async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str) -> AgentRun:
+    import asyncio
+
+    import anyio
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    from tether.cancel import CancelSignal
+    from tether.errors import TetherError
+    from tether.harness.loop import run
+    from tether.harness.state import RunState
+    from tether.harness.store import RunStore
+    from tether.server.agents import describe
+    from tether.tracing import JsonlTracer
+
+    if not task.strip():
+        raise _tool_error("the task is empty: say what the agent should do")
+    caller = get_access_token()
+    # As `tether run` records its runs, so `tether runs`, `show` and `resume` read them.
+    state = RunState(config={
+        "agent": name, "served": "mcp", "user": caller.client_id if caller else None, "prompt": task[:200],
+        "model": describe(name, agent)["model"], "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
+        "max_turns": agent.max_turns, "max_budget_usd": agent.max_budget_usd})
+    store = RunStore(settings.home / "runs")
+    signal = CancelSignal()
+    job = asyncio.ensure_future(run(agent, task, state=state, store=store, signal=signal,
+                                    tracer=JsonlTracer(settings.home / "traces")))
+    try:
+        result = await asyncio.shield(job)
+    except TetherError as exc:  # refused before anything ran (e.g. a budget without a price)
+        raise _tool_error(str(exc)) from exc
+    except asyncio.CancelledError:
+        # The client cancelled the call, or the server is stopping: the run's signal stops its tools
+        # too (law 7), and the run records how it stopped before this call goes.
+        signal.cancel("the MCP client cancelled the call")
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait([job])
+        raise
+    finally:
+        store.close()
+    return _agent_run(name, result)
+
+
+def _agent_run(name: str, result: "RunResult") -> AgentRun:
+    from tether.status import RESUMABLE
+
+    waiting = _waiting_for(result.interruption)
+    next_step = None
+    if waiting is not None:
+        next_step = (f"A person must decide this; an MCP client cannot answer it here. The run is saved as "
+                     f"{result.run_id}: `tether show {result.run_id}` shows it and how to answer.")
+    elif result.status in RESUMABLE:
+        next_step = f"The run is saved as {result.run_id}: `tether show {result.run_id}` says how to continue it."
+    return AgentRun(agent=name, run_id=result.run_id, status=result.status, reason=result.reason,
+                    output=result.output, turns=result.turns, cost_usd=result.cost_usd, waiting_for=waiting,
+                    next_step=next_step)
+
+
+def _waiting_for(waiting: "Interruption | None") -> str | None:
+    """What a person must decide before the run can go on, in words; None when no one must."""
+    from tether.status import (
+        ApprovalInterruption,
+        GuardrailInterruption,
+        OutcomeUnknownInterruption,
+        SubagentInterruption,
+    )
+
+    if isinstance(waiting, SubagentInterruption):
+        return _waiting_for(waiting.child)
+    if isinstance(waiting, ApprovalInterruption):
+        return f"approval of {waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}"
+    if isinstance(waiting, OutcomeUnknownInterruption):
+        return (f"a decision about {waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}, which "
+                "started before a crash and left no result")
+    if isinstance(waiting, GuardrailInterruption):
+        return f"a decision on the {waiting.stage} a guardrail held back: {waiting.rationale}"
+    return None  # a limit or a cancellation: nothing to decide
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def add_serve_parser(subparsers: Any) -> None:
+    """Add ``serve`` to the ``tether mcp`` group's subcommands."""
+    from tether.cli.common import port_number
+
+    s = subparsers.add_parser("serve", help="serve tether's knowledge bases, memory and agents over MCP",
+                              description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    s.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=port_number,
+                   help=f"with --http: the port to listen on (default {DEFAULT_PORT}; 0: any free port)")
+    s.add_argument("--agent", metavar="FILE_OR_MODULE",
+                   help="a Python file or module defining `agent` or `agents` to offer as tools")
+    s.add_argument("--allow-remote", action="store_true",
+                   help="with --http: listen beyond loopback; needs tokens (tether serve token create NAME)")
+    s.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``tether mcp serve``: serve until the client goes (stdio) or Ctrl-C (HTTP); the exit code."""
+    from tether.cli.common import settings as load_settings
+    from tether.cli.common import usage_error
+
+    if not args.http and (args.host is not None or args.port is not None or args.allow_remote):
+        raise usage_error("--host, --port and --allow-remote go with --http (without it tether serves MCP over "
+                          "stdio)")
+    settings = load_settings()
+    if args.http:
+        return _serve_http(settings, args)
+    _check_sdk()
+    server = build_server(settings, agent_spec=args.agent)
+    return _until_stopped(server.run_stdio_async)
+
+
+def _check_sdk() -> None:
+    from tether.cli.common import usage_error
+
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise usage_error("tether mcp serve needs the mcp package: pip install 'tether[mcp]'") from None
+
+
+def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
+    from tether.cli.common import usage_error
+    from tether.server.store import SqliteServerStore
+
+    host, port = args.host or "127.0.0.1", DEFAULT_PORT if args.port is None else args.port
+    store = SqliteServerStore(settings.home / "serve" / "server.db")
+    remote = not _loopback(host)
+    refusal = _refusal(host, remote, args.allow_remote, store)
+    if refusal:
+        store.close()
+        raise usage_error(refusal)
+    _check_sdk()
+    import uvicorn
+
+    # As `tether serve`: once a token has existed, no HTTP caller gets in without one.
+    tokens = store if args.allow_remote or store.auth_required() else None
+    try:
+        sock = _bind(host, port)
+    except OSError as exc:
+        raise usage_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{sock.getsockname()[1]}"
+    server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=_host_check(host, remote))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    print(f"tether mcp serve: MCP over streamable HTTP at {url}{MCP_PATH} "
+          f"({'bearer token required' if tokens else 'loopback, no token'}; Ctrl-C to stop)", file=sys.stderr,
+          flush=True)
+    return _until_stopped(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+
+
+def _refusal(host: str, remote: bool, allow_remote: bool, store: "SqliteServerStore") -> str | None:
+    """Why the server must not listen as asked, before anything does; None when it may."""
+    if remote and not allow_remote:
+        return (f"refusing to listen on {host}: tether mcp serve answers on loopback only unless --allow-remote "
+                "(which needs tokens: tether serve token create NAME)")
+    if allow_remote and not store.has_tokens():
+        return ("--allow-remote needs tokens, or anyone who reaches the server could run its agents: create one "
+                "with `tether serve token create NAME`")
+    return None
+
+
+def _until_stopped(serve: Callable[[], Awaitable[None]]) -> int:
+    """Serve until the client goes (stdio) or Ctrl-C; then close the model connections the runs pooled."""
+    import asyncio
+
+    from tether.providers.http import close_clients
+
+    async def main() -> None:
+        try:
+            await serve()
+        finally:
+            await close_clients()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> "socket.socket":
+    """A listening socket, bound before the server starts: a busy port is one clear error, and with
+    port 0 the address to announce is known."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host.strip("[]"), port), family=family)
+
+
+def _host_check(host: str, remote: bool) -> "TransportSecuritySettings":
+    """On loopback, only loopback Host and Origin headers: a web page elsewhere cannot reach the server
+    through DNS rebinding. Beyond loopback the bearer tokens keep strangers out."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if remote:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]))
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=[f"{n}:*" for n in names],
+                                     allowed_origins=[f"http://{n}:*" for n in names])
