@@ -27,15 +27,15 @@ from tether.tools.base import TextPart, ToolContext
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(HTTP_SERVER)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("port "), f"the test server did not start: {line!r}"
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with subprocess.Popen([sys.executable, str(HTTP_SERVER)], stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("port "), f"the test server did not start: {line!r}"
+            yield f"http://127.0.0.1:{int(line.split()[1])}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 def stats(server: str) -> dict[str, Any]:

@@ -55,6 +55,9 @@ log = logging.getLogger("tether.connectors")
 
 def token_path(home: Path, server: str) -> Path:
     """Where the OAuth tokens of server ``server`` live (mode 0600, like a provider's)."""
+    if any(sep in server for sep in ("/", "\\", "\0")):
+        raise ConfigError(f"[mcp.{server}]: a server with OAuth tokens needs a name without / or \\ "
+                          "(it names the token file)")
     return home / "auth" / f"mcp-{server}.json"
 
 
