@@ -8,7 +8,8 @@ One module per command group: :mod:`~tether.cli.run` (``run``, ``resume``: drivi
 printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli.sessions`,
 :mod:`~tether.cli.runs` (``runs``, ``show``, ``trace``), :mod:`~tether.cli.memory`,
 :mod:`~tether.cli.kb`, :mod:`~tether.cli.models` (``models``, ``auth``), :mod:`~tether.cli.scripted`,
-:mod:`~tether.cli.serve` (``serve``, ``serve token``); :mod:`~tether.cli.common` holds settings,
+:mod:`~tether.cli.serve` (``serve``, ``serve token``), :mod:`~tether.cli.mcp` (``mcp list``,
+``login``, ``serve``), :mod:`~tether.cli.skills`; :mod:`~tether.cli.common` holds settings,
 stores, errors and argument types, :mod:`~tether.cli.display` how runs and transcripts read. Heavy
 modules are imported inside the commands so ``tether --help`` starts fast.
 """
