@@ -80,3 +80,28 @@ def assert_pairing(messages: list[Any], *, complete: bool = True) -> None:
             assert expected and m.call_id == expected[0], f"result {m.call_id} out of order"
             expected.pop(0)
     assert not (complete and expected), f"calls without results: {expected}"
+
+
+# --- Postgres: one private server per test process (pgserver), one fresh database per test --------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    from tether.testing.services import PostgresServer
+
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    from tether.postgres.db import close_all
+
+    yield pg_server.fresh_database()
+    close_all()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Parametrises a store suite over both backends; with ``postgres``, ask for ``pg_url`` too."""
+    return str(request.param)

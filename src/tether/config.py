@@ -8,6 +8,7 @@ and ``traces/``. Nothing here runs at import; reading happens when a command ask
     model = "openai/gpt-4.1-mini"          # the default when no --model and no TETHER_MODEL
     fallback_models = ["anthropic/claude-haiku-4-5"]
     session_store = "sqlite"                # jsonl[:DIR] (default) | sqlite[:PATH] | memory
+    database_url = "postgresql://tether@db.internal/tether"  # every store in Postgres (many machines)
 
     [models."openai/my-finetune"]           # price (dollars per million tokens) and window
     input = 0.5
@@ -119,6 +120,14 @@ def _allow_entry(value: str) -> str:
     if host and port.isdigit() and 0 < int(port) < 65536:
         return value
     raise ValueError('must be "host:port" or a network such as "10.20.0.0/16"')
+
+
+def _database_url(value: str) -> str:
+    scheme = value.partition("://")[0]
+    if scheme not in ("postgresql", "postgres") or not value.partition("://")[2]:
+        raise ValueError("database_url must be a Postgres URL (postgresql://USER@HOST/DB); leave it out to keep "
+                         "everything in files and SQLite under $TETHER_HOME")
+    return value
 
 
 def _session_store(value: str) -> str:
@@ -307,6 +316,7 @@ class _ConfigFile(_Table):
     model: _Text | None = None
     fallback_models: list[_Text] = []
     session_store: Annotated[str, Strict(), AfterValidator(_session_store)] | None = None
+    database_url: Annotated[str, Strict(), AfterValidator(_database_url)] | None = None
     models: dict[str, _ModelTable] = {}
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
@@ -327,6 +337,9 @@ class Settings:
     models: dict[str, ModelInfo] = field(default_factory=dict)
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
+    # postgresql://...: runs, sessions, the server's records, memory and knowledge bases in Postgres
+    # (tether.postgres) instead of files and SQLite under home. $TETHER_DATABASE_URL overrides it.
+    database_url: str | None = None
     # The [tools] table as written (already checked against the schema); tether.tools.builtin reads it.
     tools: dict[str, Any] = field(default_factory=dict)
     # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
@@ -346,8 +359,14 @@ def load_settings(home: Path | None = None) -> Settings:
     """Read ``config.toml`` under ``home``; a missing file is fine, a broken one is an error."""
     home = home or tether_home()
     path = home / "config.toml"
+    env_url = os.environ.get("TETHER_DATABASE_URL") or None
+    if env_url is not None:
+        try:
+            _database_url(env_url)
+        except ValueError as exc:
+            raise ConfigError(f"$TETHER_DATABASE_URL: {exc}") from None
     if not path.exists():
-        return Settings(home=home)
+        return Settings(home=home, database_url=env_url)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -368,7 +387,8 @@ def load_settings(home: Path | None = None) -> Settings:
     models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
-                    endpoints=endpoints, session_store=parsed.session_store, tools=data.get("tools") or {},
+                    endpoints=endpoints, session_store=parsed.session_store,
+                    database_url=env_url or parsed.database_url, tools=data.get("tools") or {},
                     memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump(),
                     serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump(),
                     mcp={name: t.model_dump() for name, t in parsed.mcp.items()}, skills=parsed.skills.model_dump())
@@ -489,6 +509,8 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
     """One line for the first validation error: the key, what is wrong, the fix."""
     loc = tuple(error["loc"])
     value = _value_at(data, loc)
+    if loc and loc[0] == "database_url" and isinstance(value, str):  # it may hold a password
+        return f"database_url {str(error.get('msg', '')).removeprefix('Value error, ')}"
     # An error about a whole table (a rule across its keys) is said of the table.
     table, key = (loc, ()) if isinstance(value, dict) and error["type"] == "value_error" else _split(loc)
     where = f"{_table_name(table)} " if table else ""

@@ -1,0 +1,159 @@
+"""One connection pool per database URL and process, and the migrations that build each store's
+tables.
+
+Migrations are versioned and append-only: each store lists its own as ``Migration(version, name,
+sql)`` from 1 up. ``tether_migrations`` records what was applied with a checksum of its SQL; a
+migration that was changed after it was applied, or a database newer than this tether, is refused
+with a message that says what to do. Applying takes a transaction-scoped advisory lock, so many
+processes starting at once apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import ConfigError, StoreError
+
+__all__ = ["Database", "Migration", "database", "redact"]
+
+_MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations are applied
+
+
+def redact(url: str) -> str:
+    """``url`` without its password: what errors and logs may show."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()[:16]
+
+
+class Database:
+    """A pool of connections to one Postgres database (autocommit; ``tx()`` for a transaction)."""
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise ConfigError("database_url names Postgres, but psycopg is not installed: "
+                              "pip install 'tether[postgres]'") from exc
+        self.url = url
+        self._migrated: set[str] = set()
+        self._lock = threading.Lock()
+        try:  # one direct connection first: its error says what is wrong (the pool's only retries)
+            psycopg.connect(url, connect_timeout=10).close()
+        except Exception as exc:
+            raise ConfigError(f"cannot connect to the database {redact(url)}: {_reason(exc)}. Check "
+                              "database_url in config.toml (or $TETHER_DATABASE_URL) and that the "
+                              "server is running.") from None
+        self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True, timeout=30,
+                                   kwargs={"autocommit": True}, name="tether")
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A pooled connection in autocommit mode."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[Any]:
+        """A pooled connection inside one transaction (committed at the end, rolled back on error)."""
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def execute(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (an empty list when it returns none)."""
+        with self.connection() as conn:
+            cur = conn.execute(sql, args)
+            return cur.fetchall() if cur.description is not None else []
+
+    def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
+        """Bring ``component``'s tables to the last of ``migrations`` (once per process)."""
+        if component in self._migrated:
+            return
+        with self._lock:
+            if component in self._migrated:
+                return
+            _check_sequence(component, migrations)
+            with self.tx() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS tether_migrations (component text NOT NULL, "
+                             "version integer NOT NULL, name text NOT NULL, checksum text NOT NULL, "
+                             "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))")
+                applied = {v: (n, c) for v, n, c in conn.execute(
+                    "SELECT version, name, checksum FROM tether_migrations WHERE component = %s", (component,))}
+                known = {m.version: m for m in migrations}
+                newer = sorted(v for v in applied if v not in known)
+                if newer:
+                    raise StoreError(f"the database's {component} tables are at migration {newer[-1]}, newer than "
+                                     f"this tether knows ({len(migrations)}): upgrade tether on this machine")
+                for m in migrations:
+                    if m.version in applied:
+                        if applied[m.version][1] != m.checksum:
+                            raise StoreError(f"migration {m.version} ({m.name}) of the {component} tables was "
+                                             "changed after it was applied; migrations are append-only: undo the "
+                                             "edit and add a new migration instead")
+                        continue
+                    conn.execute(m.sql)
+                    conn.execute("INSERT INTO tether_migrations (component, version, name, checksum) "
+                                 "VALUES (%s, %s, %s, %s)", (component, m.version, m.name, m.checksum))
+            self._migrated.add(component)
+
+    def versions(self) -> dict[str, int]:
+        """Each component's last applied migration."""
+        rows = self.execute("SELECT component, max(version) FROM tether_migrations GROUP BY component "
+                            "ORDER BY component") if self._has_table() else []
+        return {str(c): int(v) for c, v in rows}
+
+    def _has_table(self) -> bool:
+        return bool(self.execute("SELECT to_regclass('tether_migrations') IS NOT NULL")[0][0])
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _check_sequence(component: str, migrations: Sequence[Migration]) -> None:
+    versions = [m.version for m in migrations]
+    if versions != list(range(1, len(versions) + 1)):
+        raise StoreError(f"the {component} migrations are not numbered 1, 2, 3, ...: {versions}")
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return redact(text)[:300]
+
+
+_pools: dict[str, Database] = {}
+_pools_lock = threading.Lock()
+
+
+def database(url: str) -> Database:
+    """This process's pool for ``url`` (made on first use, shared by every store on that database)."""
+    with _pools_lock:
+        db = _pools.get(url)
+        if db is None:
+            db = _pools[url] = Database(url)
+        return db
+
+
+def close_all() -> None:
+    """Close every pool this process opened (tests; a worker shutting down)."""
+    with _pools_lock:
+        for db in _pools.values():
+            with contextlib.suppress(Exception):
+                db.close()
+        _pools.clear()

@@ -1,0 +1,145 @@
+"""Real services for tests, started from packages without root and stopped afterwards.
+
+* :class:`PostgresServer` — Postgres 16 with pgvector, from the ``pgserver`` wheel (PyPI);
+  ``fresh_database()`` gives each test an empty database of its own.
+* :class:`RabbitServer` — Debian's ``rabbitmq-server`` on a free port, with its data in a
+  temporary directory (the broker ``tether worker`` takes its runs from).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PostgresServer", "RabbitServer", "free_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PostgresServer:
+    """A private Postgres (with pgvector) in ``directory`` (a new temporary one by default)."""
+
+    def __init__(self, directory: Path | str | None = None) -> None:
+        import pgserver
+
+        self._tmp = None if directory else tempfile.mkdtemp(prefix="tether-pg-")
+        self.directory = Path(directory or self._tmp or "")
+        self._server: Any = pgserver.get_server(str(self.directory), cleanup_mode="stop")
+        self.url = str(self._server.get_uri())
+
+    def fresh_database(self) -> str:
+        """The URL of a new, empty database on this server."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+            with psycopg.connect(self._url_of(name), autocommit=True) as db:
+                db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        return self._url_of(name)
+
+    def _url_of(self, name: str) -> str:
+        base, _, query = self.url.partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._server.cleanup()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> PostgresServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RabbitServer:
+    """RabbitMQ on a free loopback port, its files in a temporary directory. Needs Debian's
+    ``rabbitmq-server`` (``apt-get install rabbitmq-server``); ``available()`` says whether it is."""
+
+    def __init__(self, *, start_timeout: float = 60) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="tether-rabbit-"))
+        name = f"tether{self.port}@localhost"
+        (self.dir / "plugins").write_text("[].\n")
+        env = dict(os.environ, RABBITMQ_NODENAME=name, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+                   RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(free_port()),
+                   RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"), RABBITMQ_LOG_BASE=str(self.dir / "log"),
+                   RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "plugins"),
+                   RABBITMQ_FEATURE_FLAGS_FILE=str(self.dir / "feature_flags"),
+                   RABBITMQ_CONFIG_FILE=str(self.dir / "rabbitmq"),
+                   RABBITMQ_ADVANCED_CONFIG_FILE=str(self.dir / "advanced.config"),
+                   RABBITMQ_PID_FILE=str(self.dir / "pid"), HOME=str(self.dir))
+        for sub in ("mnesia", "log"):
+            (self.dir / sub).mkdir()
+        if os.geteuid() == 0:  # Debian's script runs the broker as the rabbitmq user
+            with contextlib.suppress(Exception):
+                shutil.chown(self.dir, "rabbitmq", "rabbitmq")
+                for p in self.dir.rglob("*"):
+                    shutil.chown(p, "rabbitmq", "rabbitmq")
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
+        self._proc = subprocess.Popen([self.binary() or "rabbitmq-server"], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        self._wait(start_timeout)
+
+    @staticmethod
+    def binary() -> str | None:
+        return shutil.which("rabbitmq-server") or next(
+            (p for p in ("/usr/sbin/rabbitmq-server", "/usr/lib/rabbitmq/bin/rabbitmq-server") if os.path.exists(p)),
+            None)
+
+    @classmethod
+    def available(cls) -> bool:
+        return cls.binary() is not None
+
+    def _wait(self, timeout: float) -> None:
+        import kombu
+
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                log = "\n".join(p.read_text(errors="replace")[-2000:] for p in (self.dir / "log").glob("*.log"))
+                raise RuntimeError(f"rabbitmq-server exited ({self._proc.returncode}):\n{log}")
+            try:
+                with kombu.Connection(self.url, connect_timeout=2) as conn:
+                    conn.connect()
+                    return
+            except Exception as exc:  # not up yet
+                last = exc
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"rabbitmq-server did not accept connections within {timeout} s ({last})")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RabbitServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
