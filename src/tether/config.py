@@ -125,7 +125,7 @@ def _allow_entry(value: str) -> str:
 def _database_url(value: str) -> str:
     scheme = value.partition("://")[0]
     if scheme not in ("postgresql", "postgres") or not value.partition("://")[2]:
-        raise ValueError("database_url must be a Postgres URL (postgresql://USER@HOST/DB); leave it out to keep "
+        raise ValueError("must be a Postgres URL (postgresql://USER@HOST/DB); leave it out to keep "
                          "everything in files and SQLite under $TETHER_HOME")
     return value
 
