@@ -1,0 +1,258 @@
+"""Persisted runs in Postgres: the interface and promises of :class:`tether.harness.store.RunStore`,
+for runs that any machine may continue.
+
+A run is a row of ``tether_runs`` (the state without its messages, and how many messages belong to
+it) and one row per message in ``tether_run_messages``. A save is one transaction: it locks the
+run's row, reads how many messages are committed, inserts only the new ones (or replaces them all
+after a rewrite), then updates the row. A load reads the row and its messages in one statement, so
+it sees one commit whole. Nothing committed is cached between calls: another machine may have
+continued the run since.
+
+``lock(run_id)`` holds a session-level advisory lock on a connection of its own. Postgres releases
+it when that connection ends, so a worker that is killed, or whose machine vanishes, lets go of
+its runs without anyone cleaning up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether.errors import StoreError, UserError
+from tether.harness.state import RunState
+from tether.messages import Message, dump_message, load_message
+from tether.postgres.db import Database, Migration, redact
+
+__all__ = ["MIGRATIONS", "PgRunStore"]
+
+# Append-only: a change to the tables is a new Migration at the end, never an edit.
+MIGRATIONS = [
+    Migration(1, "runs and their messages", """
+CREATE TABLE tether_runs (
+    run_id text PRIMARY KEY,
+    header text NOT NULL,
+    message_count integer NOT NULL CHECK (message_count >= 0),
+    created_at double precision NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX tether_runs_created_at ON tether_runs (created_at DESC);
+CREATE TABLE tether_run_messages (
+    run_id text NOT NULL REFERENCES tether_runs ON DELETE CASCADE,
+    seq integer NOT NULL CHECK (seq >= 0),
+    body text NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""),
+]
+# The header is JSON kept as text, not jsonb: jsonb refuses "\\u0000", which a tool's output or a
+# reason may hold, and text gives back exactly what was saved.
+
+
+@dataclass
+class _Held:
+    conn: Any  # the connection whose session holds the advisory lock
+    count: int  # how many ``with store.lock(run_id)`` blocks of this process are inside it
+
+
+# Runs this process holds, per pool. Every store on one pool shares them: a worker that locked a run
+# can hand it to ``run_stream``, which locks it again, whatever store each of them was given.
+_held: weakref.WeakKeyDictionary[Database, dict[str, _Held]] = weakref.WeakKeyDictionary()
+_held_lock = threading.Lock()
+
+
+def _check_run_id(run_id: str) -> str:
+    # The ids RunStore accepts, so a run can move between the two stores.
+    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith(".") or "\x00" in run_id:
+        raise UserError(f"not a run id: {run_id!r}")
+    return run_id
+
+
+def _reason(exc: BaseException) -> str:
+    return redact(" ".join(str(exc).split()) or type(exc).__name__)[:300]
+
+
+class PgRunStore:
+    """Runs in the Postgres database behind ``db`` (see :func:`tether.postgres.database`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        with self._translated("create the runs tables"):
+            db.migrate("runs", MIGRATIONS)
+
+    @contextlib.contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        """Database failures as StoreError, naming the database without its password."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise StoreError(f"could not {doing} in the database {redact(self.db.url)}: {_reason(exc)}") from exc
+
+    def exists(self, run_id: str) -> bool:
+        """Whether the run was saved (its first save committed)."""
+        _check_run_id(run_id)
+        with self._translated(f"look up run {run_id}"):
+            return bool(self.db.execute("SELECT 1 FROM tether_runs WHERE run_id = %s", (run_id,)))
+
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+        """Persist ``state`` in one transaction: the messages not yet in the database, then the header.
+
+        ``rewrite=True`` (or a transcript shorter than the committed one) replaces every message.
+        ``durable=False`` commits without waiting for the server's WAL flush
+        (``synchronous_commit = off``): the save survives this process being killed, but a crash of
+        the database server may undo the last such saves, never part of one.
+        """
+        run_id = _check_run_id(state.run_id)
+        header = state.model_dump(mode="json", exclude={"messages"})
+        messages = state.messages
+        with self._translated(f"save run {run_id}"), self.db.tx() as conn:
+            if not durable:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            count = _locked_count(conn, run_id, state.created_at)
+            if rewrite or len(messages) < count:
+                conn.execute("DELETE FROM tether_run_messages WHERE run_id = %s", (run_id,))
+                count = 0
+            _insert(conn, run_id, count, messages[count:])
+            conn.execute("UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, updated_at = now() "
+                         "WHERE run_id = %s", (json.dumps(header, ensure_ascii=False), len(messages),
+                                               state.created_at, run_id))
+
+    def load(self, run_id: str) -> RunState:
+        _check_run_id(run_id)
+        with self._translated(f"load run {run_id}"):
+            # One statement, one snapshot: the header and the messages of the same commit.
+            rows = self.db.execute(
+                "SELECT header, message_count, ARRAY(SELECT body FROM tether_run_messages m WHERE m.run_id = r.run_id "
+                "AND m.seq < r.message_count ORDER BY m.seq) FROM tether_runs r WHERE run_id = %s", (run_id,))
+        if not rows:
+            raise UserError(f"no run {run_id!r} in the database {redact(self.db.url)}. "
+                            "`tether runs` lists the runs there.")
+        text, count, bodies = rows[0]
+        if len(bodies) != count:
+            raise StoreError(f"run {run_id} has {len(bodies)} of the {count} messages its header counts in the "
+                             "database: message rows were deleted or edited. Restore the run from a backup or "
+                             "delete it.")
+        state = _state(run_id, text)
+        state.messages = [_message(run_id, number, body) for number, body in enumerate(bodies, start=1)]
+        return state
+
+    @contextlib.contextmanager
+    def lock(self, run_id: str) -> Iterator[None]:
+        """Hold the run for this process while it runs: two processes (or machines) resuming one run
+        at once would both run its pending calls. Re-entrant within the process; a process that dies
+        lets go (its connection ends)."""
+        _check_run_id(run_id)
+        with _held_lock:
+            runs = _held.setdefault(self.db, {})
+            held = runs.get(run_id)
+            if held is None:
+                held = runs[run_id] = _Held(self._take(run_id), 0)
+            held.count += 1
+        try:
+            yield
+        finally:
+            with _held_lock:
+                held.count -= 1
+                if held.count == 0:
+                    del runs[run_id]
+                    held.conn.close()  # ending the session releases its advisory lock
+
+    def _take(self, run_id: str) -> Any:
+        """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
+        whole run would keep a pool connection out of use, and go back to the pool still held)."""
+        import psycopg
+
+        with self._translated(f"lock run {run_id}"):
+            conn = psycopg.connect(self.db.url, autocommit=True, connect_timeout=10,
+                                   application_name=f"tether: run {run_id}"[:63])
+            try:
+                # So the server notices within about two minutes a machine that vanished with the lock.
+                conn.execute("SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; "
+                             "SET tcp_keepalives_count = 6")
+                row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
+                                   ("tether.run:" + run_id,)).fetchone()
+            except BaseException:
+                conn.close()
+                raise
+        if not (row and row[0]):
+            conn.close()
+            raise StoreError(f"run {run_id} is running in another process right now (on this machine or another "
+                             "one using the same database); wait for it to stop (or stop it) before resuming it "
+                             "here")
+        return conn
+
+    def list(self) -> list[dict[str, Any]]:
+        """Headers of every run, newest first (messages are not read), each with its ``message_count``."""
+        with self._translated("list the runs"):
+            rows = self.db.execute("SELECT header, message_count FROM tether_runs ORDER BY created_at DESC, run_id")
+        out = []
+        for text, count in rows:
+            try:
+                header = json.loads(text)
+            except ValueError:
+                continue  # damaged: load() says so
+            if isinstance(header, dict):
+                out.append({**header, "message_count": count})
+        return out
+
+    def close(self) -> None:
+        """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
+
+def _locked_count(conn: Any, run_id: str, created_at: float) -> int:
+    """How many messages of the run are committed, with its row locked until the transaction ends
+    (made now, empty, when the run is new)."""
+    row = conn.execute("SELECT message_count FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    cur = conn.execute("INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, '{}', 0, %s) "
+                       "ON CONFLICT (run_id) DO NOTHING", (run_id, created_at))
+    if cur.rowcount == 1:
+        return 0
+    # Another transaction made the row first; its commit is what we wait for and then count from.
+    return int(conn.execute("SELECT message_count FROM tether_runs WHERE run_id = %s FOR UPDATE",
+                            (run_id,)).fetchone()[0])
+
+
+def _insert(conn: Any, run_id: str, first: int, messages: list[Message]) -> None:
+    if messages:
+        conn.cursor().executemany("INSERT INTO tether_run_messages (run_id, seq, body) VALUES (%s, %s, %s)",
+                                  [(run_id, first + i, dump_message(m)) for i, m in enumerate(messages)])
+
+
+def _state(run_id: str, text: str) -> RunState:
+    try:
+        header = json.loads(text)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise _damaged_header(run_id, "it is not a JSON object")
+    header.pop("turns", None)  # derived from the messages, kept in the row for list()
+    try:
+        return RunState.model_validate({**header, "messages": []})
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise _damaged_header(run_id, f"{'.'.join(str(x) for x in problem['loc'])}: {problem['msg']}") from exc
+
+
+def _damaged_header(run_id: str, why: str) -> StoreError:
+    return StoreError(f"the header of run {run_id} in the database does not describe a run ({why}). It was "
+                      "edited or damaged; restore the run from a backup or delete it.")
+
+
+def _message(run_id: str, number: int, body: str) -> Message:
+    try:
+        return load_message(body)
+    except ValidationError as exc:
+        raise StoreError(f"run {run_id}, message {number} in the database is not a message "
+                         f"({exc.errors()[0]['msg']}): the row was edited or damaged. Restore the run from a "
+                         "backup or delete it.") from exc
+

@@ -1,0 +1,161 @@
+"""Sessions in Postgres: the :class:`tether.sessions.SessionStore` protocol, like
+:class:`tether.sessions.SqliteSessionStore`, for conversations that any machine may continue.
+
+One row per session in ``tether_sessions``, one per message in ``tether_session_messages``, the
+session's few extra values in ``tether_session_meta``. Every write is one transaction that first
+locks the session's row, so appends from many processes or machines queue up: none interleaves
+with another or loses a message. A load repairs (law 1) and writes a repaired history back, under
+the same lock, only when there is something to repair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether.errors import StoreError
+from tether.messages import Message, dump_message, load_message
+from tether.postgres.db import Database, Migration, redact
+from tether.sessions import SessionInfo, check_session_id, repair
+
+__all__ = ["MIGRATIONS", "PgSessionStore"]
+
+# Append-only: a change to the tables is a new Migration at the end, never an edit.
+MIGRATIONS = [
+    Migration(1, "sessions, their messages and meta", """
+CREATE TABLE tether_sessions (
+    session_id text PRIMARY KEY,
+    updated_at double precision NOT NULL
+);
+CREATE TABLE tether_session_messages (
+    session_id text NOT NULL REFERENCES tether_sessions ON DELETE CASCADE,
+    seq integer NOT NULL,
+    body text NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE tether_session_meta (
+    session_id text PRIMARY KEY,
+    body text NOT NULL
+);
+"""),
+]
+
+
+class PgSessionStore:
+    """Sessions in the Postgres database behind ``db`` (see :func:`tether.postgres.database`)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        with self._translated("create the sessions tables"):
+            db.migrate("sessions", MIGRATIONS)
+
+    @contextlib.contextmanager
+    def _translated(self, doing: str) -> Iterator[None]:
+        """Database failures as StoreError, naming the database without its password."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            reason = redact(" ".join(str(exc).split()) or type(exc).__name__)[:300]
+            raise StoreError(f"could not {doing} in the database {redact(self.db.url)}: {reason}") from exc
+
+    @contextlib.contextmanager
+    def _write(self, session_id: str, doing: str) -> Iterator[Any]:
+        """A transaction holding the session's row (made now when new, its time of change set)."""
+        with self._translated(f"{doing} session {session_id}"), self.db.tx() as conn:
+            conn.execute("INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
+                         "(session_id) DO UPDATE SET updated_at = excluded.updated_at", (session_id, time.time()))
+            yield conn
+
+    def load(self, session_id: str) -> list[Message]:
+        check_session_id(session_id)
+        with self._translated(f"load session {session_id}"), self.db.connection() as conn:
+            bodies = _bodies(conn, session_id)
+        messages = _parsed(bodies)
+        fixed = repair(messages)
+        if fixed == messages and len(messages) == len(bodies):
+            return fixed
+        with self._write(session_id, "repair") as conn:  # again, under the lock: it may have grown since
+            messages = _parsed(_bodies(conn, session_id))
+            fixed = repair(messages)
+            _replace(conn, session_id, fixed)
+        return fixed
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        check_session_id(session_id)
+        if not messages:
+            return
+        with self._write(session_id, "append to") as conn:
+            # A statement after the row lock sees every append committed before it.
+            conn.execute("INSERT INTO tether_session_messages (session_id, seq, body) "
+                         "SELECT %(s)s, base.n + t.i, t.body FROM unnest(%(bodies)s::text[]) WITH ORDINALITY "
+                         "AS t(body, i), (SELECT COALESCE(MAX(seq), 0) AS n FROM tether_session_messages "
+                         "WHERE session_id = %(s)s) AS base",
+                         {"s": session_id, "bodies": [dump_message(m) for m in messages]})
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        check_session_id(session_id)
+        with self._write(session_id, "rewrite") as conn:
+            _replace(conn, session_id, messages)
+
+    def list(self) -> list[SessionInfo]:
+        with self._translated("list the sessions"):
+            rows = self.db.execute("SELECT s.session_id, COUNT(m.seq), s.updated_at FROM tether_sessions s "
+                                   "LEFT JOIN tether_session_messages m USING (session_id) "
+                                   "GROUP BY s.session_id ORDER BY s.session_id")
+        return [SessionInfo(str(sid), int(n), float(ts)) for sid, n, ts in rows]
+
+    def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        with self._translated(f"delete session {session_id}"), self.db.tx() as conn:
+            conn.execute("DELETE FROM tether_sessions WHERE session_id = %s", (session_id,))  # messages cascade
+            conn.execute("DELETE FROM tether_session_meta WHERE session_id = %s", (session_id,))
+
+    def load_meta(self, session_id: str) -> dict[str, Any]:
+        """The session's extra values; ones that cannot be read count as empty (they are rewritten)."""
+        check_session_id(session_id)
+        with self._translated(f"load the meta of session {session_id}"):
+            rows = self.db.execute("SELECT body FROM tether_session_meta WHERE session_id = %s", (session_id,))
+        try:
+            meta = json.loads(rows[0][0]) if rows else {}
+        except ValueError:
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
+        check_session_id(session_id)
+        with self._translated(f"save the meta of session {session_id}"):
+            self.db.execute("INSERT INTO tether_session_meta (session_id, body) VALUES (%s, %s) "
+                            "ON CONFLICT (session_id) DO UPDATE SET body = excluded.body",
+                            (session_id, json.dumps(meta, ensure_ascii=False)))
+
+    def close(self) -> None:
+        """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
+
+def _bodies(conn: Any, session_id: str) -> list[str]:
+    rows = conn.execute("SELECT body FROM tether_session_messages WHERE session_id = %s ORDER BY seq", (session_id,))
+    return [str(body) for (body,) in rows]
+
+
+def _parsed(bodies: list[str]) -> list[Message]:
+    out = []
+    for body in bodies:
+        try:
+            out.append(load_message(body))
+        except ValidationError:
+            continue  # a damaged row is dropped; the repaired history is written back
+    return out
+
+
+def _replace(conn: Any, session_id: str, messages: Sequence[Message]) -> None:
+    conn.execute("DELETE FROM tether_session_messages WHERE session_id = %s", (session_id,))
+    if messages:
+        conn.cursor().executemany("INSERT INTO tether_session_messages (session_id, seq, body) VALUES (%s, %s, %s)",
+                                  [(session_id, i + 1, dump_message(m)) for i, m in enumerate(messages)])
