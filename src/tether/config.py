@@ -216,6 +216,15 @@ class _ServeTable(_Table):
     allowed_hosts: list[_Text] = []
 
 
+class _DispatchTable(_Table):
+    """``[dispatch]``: the queue between ``tether serve --workers external`` and ``tether worker``
+    (tether.dispatch; Celery on RabbitMQ)."""
+
+    broker_url: _Text | None = None  # amqp://USER:PASSWORD@HOST// ($TETHER_BROKER_URL overrides)
+    queue: _Text | None = None  # default tether-runs
+    concurrency: _PositiveInt | None = None  # runs one worker drives at once (default 8)
+
+
 class _TelemetryTable(_Table):
     """``[telemetry]``: OpenTelemetry spans over OTLP/HTTP (tether.telemetry); off when no endpoint."""
 
@@ -325,6 +334,7 @@ class _ConfigFile(_Table):
     kb: _KbTable = _KbTable()
     serve: _ServeTable = _ServeTable()
     telemetry: _TelemetryTable = _TelemetryTable()
+    dispatch: _DispatchTable = _DispatchTable()
     mcp: dict[str, _McpTable] = {}
     skills: _SkillsTable = _SkillsTable()
 
@@ -347,6 +357,7 @@ class Settings:
     kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
     serve: dict[str, Any] = field(default_factory=dict)  # the [serve] table, checked
     telemetry: dict[str, Any] = field(default_factory=dict)  # the [telemetry] table, checked
+    dispatch: dict[str, Any] = field(default_factory=dict)  # the [dispatch] table, checked
     mcp: dict[str, dict[str, Any]] = field(default_factory=dict)  # [mcp.NAME] tables, checked
     skills: dict[str, Any] = field(default_factory=lambda: _SkillsTable().model_dump())  # [skills], checked
 
@@ -391,6 +402,7 @@ def load_settings(home: Path | None = None) -> Settings:
                     database_url=env_url or parsed.database_url, tools=data.get("tools") or {},
                     memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump(),
                     serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump(),
+                    dispatch=parsed.dispatch.model_dump(),
                     mcp={name: t.model_dump() for name, t in parsed.mcp.items()}, skills=parsed.skills.model_dump())
 
 

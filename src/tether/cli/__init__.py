@@ -24,12 +24,12 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from tether import __version__
-    from tether.cli import chat, kb, mcp, memory, models, run, runs, scripted, serve, sessions, skills
+    from tether.cli import chat, kb, mcp, memory, models, run, runs, scripted, serve, sessions, skills, worker
 
     parser = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (run, chat, sessions, runs, memory, skills, kb, mcp, models, scripted, serve):
+    for group in (run, chat, sessions, runs, memory, skills, kb, mcp, models, scripted, serve, worker):
         group.add_parsers(sub)
     return parser
 

@@ -153,9 +153,11 @@ def settings() -> Settings:
 
 
 def run_store(settings: Settings) -> RunStore:
-    from tether.harness.store import RunStore
+    """The run store: files under ``$TETHER_HOME/runs``, or Postgres when ``database_url`` is set."""
+    from tether.stores import run_store as chosen
 
-    return RunStore(settings.home / "runs")
+    store: RunStore = chosen(settings)
+    return store
 
 
 def load_run(store: RunStore, run_id: str) -> RunState:
@@ -164,7 +166,7 @@ def load_run(store: RunStore, run_id: str) -> RunState:
 
     from tether.errors import StoreError
 
-    where = store.root / run_id
+    where = store.root / run_id if hasattr(store, "root") else f"the database's run {run_id}"
     try:
         return store.load(run_id)
     except StoreError as exc:
@@ -204,6 +206,13 @@ def open_sessions(spec: str | None, settings: Settings) -> SessionStore:
             raise ConfigError(f"$TETHER_SESSION_STORE {exc}, not {spec!r}") from None
     elif settings.session_store:
         spec, source = settings.session_store, f"session_store in {settings.home / 'config.toml'}"
+    elif settings.database_url:
+        from tether.postgres.sessions import PgSessionStore
+        from tether.stores import database_of
+
+        db = database_of(settings)
+        assert db is not None
+        return PgSessionStore(db)
     else:
         source = "the default (JSONL under $TETHER_HOME/sessions)"
     try:

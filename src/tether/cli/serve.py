@@ -29,6 +29,9 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--agent", metavar="FILE_OR_MODULE", help="a Python file or module defining `agent` or `agents`")
     s.add_argument("--model", help="the default agent's model (when no agent is configured)")
     s.add_argument("--cwd", type=directory, metavar="DIR", help="the default agent's working directory")
+    s.add_argument("--workers", choices=("internal", "external"), default="internal",
+                   help="internal: runs run in this process (default); external: queued for `tether worker` "
+                        "processes (needs database_url and [dispatch] broker_url)")
     s.set_defaults(handler=cmd_serve)
     ss = s.add_subparsers(dest="serve_command", metavar="{token}")
     tok = ss.add_parser("token", help="create, list or revoke API tokens")
@@ -60,9 +63,9 @@ def _user(value: str) -> str:
 
 
 def _store(settings: Any) -> Any:
-    from tether.server.store import SqliteServerStore
+    from tether.stores import server_store
 
-    return SqliteServerStore(settings.home / "serve" / "server.db")
+    return server_store(settings)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -114,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tether.server.app import create_app
 
     app = create_app(settings, agent_spec=args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None,
-                     store=store)
+                     store=store, workers=args.workers)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=15, timeout_keep_alive=75)
     server = uvicorn.Server(config)

@@ -7,7 +7,6 @@ runs, traces and feedback; anything else is "not found", as if it did not exist.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -28,13 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
+from tether.errors import ConfigError, StoreError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
-from tether.harness.store import RunStore
 from tether.server.agents import describe, load_agents
 from tether.server.guard import Guard
 from tether.server.runs import RunManager, waiting
-from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, SqliteServerStore, TurnRecord
+from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
 from tether.status import RESUMABLE
 
 __all__ = ["ApiError", "create_app"]
@@ -109,25 +108,44 @@ class Core:
     settings: Settings
     agents: dict[str, Agent]
     store: ServerStore
-    runs: RunStore
-    manager: RunManager
+    runs: Any  # RunStore, or PgRunStore with database_url
+    manager: Any  # RunManager, or RemoteRuns with --workers external
     telemetry: Any
 
 
 def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | None = None,
                agent_spec: str | None = None, model: str | None = None, cwd: str | None = None,
-               store: ServerStore | None = None) -> FastAPI:
-    """The ASGI app: ``uvicorn 'tether.server:create_app' --factory`` serves it as ``tether serve`` does."""
+               store: ServerStore | None = None, workers: str = "internal", dispatcher: Any = None) -> FastAPI:
+    """The ASGI app: ``uvicorn 'tether.server:create_app' --factory`` serves it as ``tether serve`` does.
+
+    ``workers="external"`` queues every run for ``tether worker`` processes instead of running it
+    here (it needs ``database_url``, and a broker under ``[dispatch]`` unless ``dispatcher`` is
+    given); any number of such servers can stand behind one load balancer."""
     from tether.cli.common import open_sessions
+    from tether.stores import database_of, run_store, server_store
     from tether.telemetry import telemetry_from_settings
 
     settings = settings or load_settings()
     agents = agents if agents is not None else load_agents(settings, agent_spec, model=model, cwd=cwd)
-    store = store or SqliteServerStore(settings.home / "serve" / "server.db")
-    runs = RunStore(settings.home / "runs")
+    store = store or server_store(settings)
+    runs = run_store(settings)
     telemetry = telemetry_from_settings(settings)
-    manager = RunManager(home=settings.home, agents=agents, runs=runs, sessions=open_sessions(None, settings),
-                         store=store, telemetry=telemetry, threads=int(settings.serve.get("run_threads") or 4))
+    manager: Any
+    if workers == "external":
+        from tether.dispatch.engine import open_dispatcher
+        from tether.dispatch.jobs import Jobs
+        from tether.dispatch.remote import RemoteRuns
+
+        db = database_of(settings)
+        if db is None:
+            raise ConfigError("--workers external needs the stores in Postgres: set database_url in config.toml "
+                              "(or $TETHER_DATABASE_URL) on every server and worker")
+        manager = RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
+    elif workers == "internal":
+        manager = RunManager(home=settings.home, agents=agents, runs=runs, sessions=open_sessions(None, settings),
+                             store=store, telemetry=telemetry, threads=int(settings.serve.get("run_threads") or 4))
+    else:
+        raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
     core = Core(settings, agents, store, runs, manager, telemetry)
 
     @asynccontextmanager
@@ -242,7 +260,7 @@ def _check_id(value: str, what: str) -> str:
 
 def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dict[str, Any]:
     state = state or core.manager.state(turn.run_id)
-    live = turn.run_id in core.manager.live
+    live = core.manager.is_live(turn.run_id)
     view: dict[str, Any] = {"run_id": turn.run_id, "session_id": turn.session_id, "message_id": turn.message_id,
                             "trace_id": turn.trace_id, "agent": turn.agent, "text": turn.text, "live": live,
                             "created": turn.created}
@@ -325,7 +343,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
-        return {"ok": True, "live_runs": len(core.manager.live)}
+        return {"ok": True, "live_runs": core.manager.live_count()}
 
     @app.get("/v1/me", summary="Who the caller is")
     async def me(user: User) -> dict[str, Any]:
@@ -397,7 +415,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(body.text))
         chosen = (core.store.session(session_id, user) or record).chosen
-        core.manager.start(turn, body.text, chosen)
+        try:
+            core.manager.start(turn, body.text, chosen)
+        except StoreError as exc:  # another node started a run in this session a moment ago
+            raise ApiError(409, "conflict", f"{exc}; wait for its done event, or cancel it") from None
         return _accepted(core, turn, accept)
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
@@ -451,10 +472,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         turn = _turn(core, run_id, user)
         if not core.manager.cancel(run_id, f"cancelled by {user} from the API"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
-        live = core.manager.live.get(run_id)
-        if live is not None and live.task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(live.task), 10)
+        await core.manager.wait_ended(run_id, 10)
         return run_view(core, turn)
 
     @app.post("/v1/runs/{run_id}/resume", status_code=202,

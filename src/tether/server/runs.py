@@ -30,7 +30,7 @@ from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tracing import JsonlTracer
 
-__all__ = ["LiveRun", "RunLoops", "RunManager", "waiting"]
+__all__ = ["LiveRun", "RunLoops", "RunManager", "refused", "run_tracer", "waiting"]
 
 _log = logging.getLogger("tether.server")
 
@@ -104,6 +104,33 @@ class RunLoops:
             thread.join(5)
         self.loops.clear()
         self._threads.clear()
+
+
+def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool) -> Any:
+    """The tracers of a served run: its trace file, and its span tree when telemetry is on."""
+    tracers: list[Any] = [JsonlTracer(home / "traces")]
+    if telemetry is not None:  # the message's trace: its id derived from session_id:message_id
+        tracers.append(telemetry.tracer(trace_id=turn.trace_id, resumed=resumed, attributes={
+            "tether.run_id": turn.run_id, "tether.session_id": turn.session_id,
+            "tether.message_id": turn.message_id, "gen_ai.agent.name": turn.agent}))
+    if len(tracers) == 1:
+        return tracers[0]
+    from tether.tracing import FanoutTracer
+
+    return FanoutTracer(*tracers)
+
+
+def refused(state: RunState, runs: Any, new: bool, reason: str) -> dict[str, Any]:
+    """The ``done`` event of a run that could not start; a new one is saved ``failed`` so it is
+    not left without an exit, a resume that was refused leaves the saved run as it is."""
+    if new:
+        state.status, state.reason = "failed", reason
+        with contextlib.suppress(Exception):
+            runs.save(state)
+        result = state.result()
+    else:
+        result = state.result().model_copy(update={"reason": reason})
+    return event_data(Done(state.run_id, result))
 
 
 def waiting(state: RunState) -> dict[str, Any] | None:
@@ -206,16 +233,7 @@ class RunManager:
             self.store.touch_session(turn.session_id)
 
     def _tracer(self, turn: TurnRecord, resumed: bool) -> Any:
-        tracers: list[Any] = [JsonlTracer(self.home / "traces")]
-        if self.telemetry is not None:  # the message's trace: its id derived from session_id:message_id
-            tracers.append(self.telemetry.tracer(trace_id=turn.trace_id, resumed=resumed, attributes={
-                "tether.run_id": turn.run_id, "tether.session_id": turn.session_id,
-                "tether.message_id": turn.message_id, "gen_ai.agent.name": turn.agent}))
-        if len(tracers) == 1:
-            return tracers[0]
-        from tether.tracing import FanoutTracer
-
-        return FanoutTracer(*tracers)
+        return run_tracer(self.home, self.telemetry, turn, resumed=resumed)
 
     async def _drive(self, live: LiveRun, turn: TurnRecord, agent: Agent, state: RunState, prompt: str | None,
                      chosen: dict[str, Any], emit: Any) -> None:
@@ -237,14 +255,7 @@ class RunManager:
             raise
 
     def _refused(self, state: RunState, new: bool, reason: str) -> dict[str, Any]:
-        if new:  # nothing was saved yet: record the run as failed so it is not left without an exit
-            state.status, state.reason = "failed", reason
-            with contextlib.suppress(Exception):
-                self.runs.save(state)
-            result = state.result()
-        else:  # a resume refused (held by another process): the saved run is left as it is
-            result = state.result().model_copy(update={"reason": reason})
-        return event_data(Done(state.run_id, result))
+        return refused(state, self.runs, new, reason)
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is out end its bookkeeping
@@ -264,6 +275,18 @@ class RunManager:
             return False
         live.stop(reason)
         return True
+
+    def is_live(self, run_id: str) -> bool:
+        return run_id in self.live
+
+    def live_count(self) -> int:
+        return len(self.live)
+
+    async def wait_ended(self, run_id: str, timeout: float) -> None:
+        live = self.live.get(run_id)
+        if live is not None and live.task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(live.task), timeout)
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         """Stop every live run (saved ``interrupted``, resumable) and wait for them to end."""

@@ -1,0 +1,289 @@
+"""What every node and worker shares about the runs in flight, in Postgres.
+
+``tether_jobs`` holds one row per run: what its next part is (start with a prompt, or continue),
+whether it waits in the queue, runs on a worker, or is done, and a stop asked for it. A partial
+unique index allows one live job per session, across every node. ``tether_events`` holds each
+run's numbered events, written by the worker that holds the run; every write is announced with
+``NOTIFY tether_events`` so the node streaming to a client wakes at once, and a client that
+reconnects to any node with ``Last-Event-ID`` reads what it missed from the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.errors import StoreError
+from tether.postgres.db import Database, Migration
+
+__all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "Listener"]
+
+_log = logging.getLogger("tether.dispatch")
+
+EVENTS_CHANNEL = "tether_events"  # payload: run id (new events)
+JOBS_CHANNEL = "tether_jobs"  # payload: run id (a job changed state)
+CANCEL_CHANNEL = "tether_cancel"  # payload: run id (a stop was asked)
+LIVE = ("queued", "running")
+
+MIGRATIONS = [
+    Migration(1, "jobs and events", """
+CREATE TABLE tether_jobs (
+    run_id text PRIMARY KEY,
+    session_id text NOT NULL,
+    owner text NOT NULL,
+    agent text NOT NULL,
+    kind text NOT NULL,              -- start | continue
+    prompt text,
+    chosen jsonb NOT NULL DEFAULT '{}',
+    changes jsonb NOT NULL DEFAULT '{}',  -- max_turns / max_budget_usd raised by a resume
+    config jsonb NOT NULL DEFAULT '{}',   -- the new run's config (message id, trace id)
+    state text NOT NULL,             -- queued | running | done
+    attempts integer NOT NULL DEFAULT 0,
+    worker text,
+    cancel text,
+    updated_at double precision NOT NULL
+);
+CREATE UNIQUE INDEX tether_jobs_one_live_per_session ON tether_jobs (session_id)
+    WHERE state IN ('queued', 'running');
+CREATE TABLE tether_events (
+    run_id text NOT NULL,
+    id integer NOT NULL,
+    kind text NOT NULL,
+    data text NOT NULL,
+    PRIMARY KEY (run_id, id)
+);
+"""),
+]
+
+
+@dataclass
+class Job:
+    run_id: str
+    session_id: str
+    owner: str
+    agent: str
+    kind: str
+    prompt: str | None
+    chosen: dict[str, Any]
+    changes: dict[str, Any]
+    config: dict[str, Any]
+    state: str
+    attempts: int
+    worker: str | None
+    cancel: str | None
+    updated_at: float = field(default=0.0)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE
+
+
+_COLUMNS = ("run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, state, attempts, worker, "
+            "cancel, updated_at")
+
+
+class SessionBusy(StoreError):
+    """The session already has a live run (on this node or another)."""
+
+
+class Jobs:
+    """The job and event tables of one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.migrate("dispatch", MIGRATIONS)
+
+    @staticmethod
+    def _job(row: tuple[Any, ...]) -> Job:
+        return Job(*row)
+
+    def get(self, run_id: str) -> Job | None:
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM tether_jobs WHERE run_id = %s", (run_id,))
+        return self._job(rows[0]) if rows else None
+
+    def live_run_of(self, session_id: str) -> str | None:
+        rows = self.db.execute("SELECT run_id FROM tether_jobs WHERE session_id = %s AND state IN ('queued', "
+                               "'running')", (session_id,))
+        return str(rows[0][0]) if rows else None
+
+    def live_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM tether_jobs WHERE state IN ('queued', 'running')")[0][0])
+
+    def enqueue(self, *, run_id: str, session_id: str, owner: str, agent: str, kind: str, prompt: str | None,
+                chosen: dict[str, Any], changes: dict[str, Any] | None = None,
+                config: dict[str, Any] | None = None) -> None:
+        """Queue the run's next part; :class:`SessionBusy` when its session has a live job already."""
+        psycopg = _psycopg()
+        try:
+            with self.db.tx() as conn:
+                cur = conn.execute(
+                    "INSERT INTO tether_jobs (run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, "
+                    "state, attempts, worker, cancel, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,'queued',0,NULL,"
+                    "NULL,%s) ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
+                    "chosen = excluded.chosen, changes = excluded.changes, state = 'queued', worker = NULL, "
+                    "cancel = NULL, updated_at = excluded.updated_at WHERE tether_jobs.state = 'done' "
+                    "RETURNING run_id",
+                    (run_id, session_id, owner, agent, kind, prompt, json.dumps(chosen), json.dumps(changes or {}),
+                     json.dumps(config or {}), time.time()))
+                if cur.fetchone() is None:
+                    raise SessionBusy(f"run {run_id} is already queued or running")
+                conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+        except psycopg.errors.UniqueViolation:
+            busy = self.live_run_of(session_id)
+            raise SessionBusy(f"session {session_id} is still answering (run {busy})") from None
+
+    def claim(self, run_id: str, worker: str) -> Job | None:
+        """Mark the job running on ``worker`` (the caller holds the run's lock); None when it is done."""
+        rows = self.db.execute(
+            f"UPDATE tether_jobs SET state = 'running', worker = %s, attempts = attempts + 1, updated_at = %s "
+            f"WHERE run_id = %s AND state IN ('queued', 'running') RETURNING {_COLUMNS}", (worker, time.time(), run_id))
+        if rows:
+            self.db.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+        return self._job(rows[0]) if rows else None
+
+    def finish(self, run_id: str) -> None:
+        with self.db.tx() as conn:
+            conn.execute("UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s",
+                         (time.time(), run_id))
+            conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+
+    def request_cancel(self, run_id: str, reason: str) -> bool:
+        """Ask the run to stop, wherever it is; False when it is not live."""
+        with self.db.tx() as conn:
+            rows = conn.execute("UPDATE tether_jobs SET cancel = %s WHERE run_id = %s AND state IN ('queued', "
+                                "'running') RETURNING run_id", (reason, run_id)).fetchall()
+            if rows:
+                conn.execute("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, run_id))
+        return bool(rows)
+
+    # --- events
+
+    def last_event(self, run_id: str) -> tuple[int, str | None]:
+        rows = self.db.execute("SELECT id, kind FROM tether_events WHERE run_id = %s ORDER BY id DESC LIMIT 1",
+                               (run_id,))
+        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
+
+    def events_after(self, run_id: str, after: int, limit: int = 500) -> list[tuple[int, str, str]]:
+        rows = self.db.execute("SELECT id, kind, data FROM tether_events WHERE run_id = %s AND id > %s ORDER BY id "
+                               "LIMIT %s", (run_id, after, limit))
+        return [(int(i), str(k), str(d)) for i, k, d in rows]
+
+
+def _psycopg() -> Any:
+    import psycopg
+
+    return psycopg
+
+
+class EventWriter:
+    """A run's events, written in order by a thread of their own (the run never waits on the
+    database for a text delta), a batch per transaction, each batch announced with NOTIFY."""
+
+    def __init__(self, jobs: Jobs, run_id: str) -> None:
+        self.jobs = jobs
+        self.run_id = run_id
+        self.last_id = jobs.last_event(run_id)[0]
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._write, name=f"tether-events-{run_id}", daemon=True)
+        self._thread.start()
+        self.failed: Exception | None = None
+
+    def append(self, kind: str, data: dict[str, Any]) -> None:
+        try:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN or Infinity (a tool's widget): null, so the data stays JSON
+            text = json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
+                              ensure_ascii=False, separators=(",", ":"))
+        self._queue.put((kind, text))
+
+    def _write(self) -> None:
+        done = False
+        while not done:
+            batch = [self._queue.get()]
+            while len(batch) < 200:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if batch[-1] is None or None in batch:
+                done = True
+            items = [b for b in batch if b is not None]
+            if not items:
+                continue
+            rows = []
+            for kind, text in items:
+                self.last_id += 1
+                rows.append((self.run_id, self.last_id, kind, text))
+            for attempt in range(5):
+                try:
+                    with self.jobs.db.tx() as conn:
+                        with conn.cursor() as cur:
+                            cur.executemany("INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s) "
+                                            "ON CONFLICT DO NOTHING", rows)
+                        conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))
+                    break
+                except Exception as exc:  # the database is away: try again; the run goes on
+                    self.failed = exc
+                    _log.warning("events of run %s not written yet (%s); retrying", self.run_id, exc)
+                    time.sleep(0.2 * (attempt + 1))
+
+    def close(self, timeout: float = 30) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+
+class Listener:
+    """One connection per process that LISTENs and calls ``on(channel, run_id)`` for each
+    notification (on its own thread). It reconnects when the connection drops, and then calls
+    ``on(channel, None)``: something may have been missed, every follower should look again."""
+
+    def __init__(self, url: str, channels: tuple[str, ...], on: Callable[[str, str | None], None]) -> None:
+        self.url = url
+        self.channels = channels
+        self.on = on
+        self._stop = threading.Event()
+        self._conn: Any = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tether-listen", daemon=True)
+        self._thread.start()
+        self._ready.wait(15)
+
+    def _run(self) -> None:
+        import psycopg
+
+        first = True
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True) as conn:
+                    self._conn = conn
+                    for channel in self.channels:
+                        conn.execute(f"LISTEN {channel}")
+                    self._ready.set()
+                    if not first:
+                        for channel in self.channels:
+                            self.on(channel, None)
+                    first = False
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self.on(note.channel, note.payload)
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                _log.warning("listening for run events failed (%s); reconnecting", exc)
+                self._ready.set()
+                self._stop.wait(0.5)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        with contextlib.suppress(Exception):
+            if self._conn is not None:
+                self._conn.close()

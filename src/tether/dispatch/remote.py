@@ -1,0 +1,170 @@
+"""The server's side of external workers: :class:`RemoteRuns` starts, follows, stops and resumes
+runs that workers drive, with the same methods the server uses for runs in its own process.
+
+Nothing about a run lives in the node: its job, state and events are in Postgres, so any node
+answers for any run, a node restarted loses nothing, and a client reconnecting with
+``Last-Event-ID`` to another node reads on from the events table. One connection per node
+LISTENs for new events and job changes and wakes the streams that wait for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tether.dispatch.engine import Dispatcher
+from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
+from tether.harness.state import RunState
+from tether.server.store import TurnRecord
+
+__all__ = ["RemoteLog", "RemoteRuns"]
+
+
+class RemoteRuns:
+    def __init__(self, *, jobs: Jobs, runs: Any, dispatcher: Dispatcher, poll_s: float = 2.0) -> None:
+        self.jobs = jobs
+        self.runs = runs
+        self.dispatcher = dispatcher
+        self.poll_s = poll_s
+        self.closing = False
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: Listener | None = None
+
+    def _listen(self) -> None:
+        if self._listener is None:
+            self._loop = asyncio.get_running_loop()
+            self._listener = Listener(self.jobs.db.url, (EVENTS_CHANNEL, JOBS_CHANNEL), self._notified)
+
+    def _notified(self, channel: str, run_id: str | None) -> None:  # on the listener's thread
+        if self._loop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake, run_id)
+
+    def _wake(self, run_id: str | None) -> None:
+        targets = list(self._waiters.values()) if run_id is None else [self._waiters.get(run_id, set())]
+        for events in targets:
+            for e in events:
+                e.set()
+
+    async def wait_for(self, run_id: str, timeout: float) -> None:
+        """Until something happens to the run (an event, a job change), or ``timeout``."""
+        self._listen()
+        wake = asyncio.Event()
+        self._waiters.setdefault(run_id, set()).add(wake)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout)
+        finally:
+            waiters = self._waiters.get(run_id)
+            if waiters is not None:
+                waiters.discard(wake)
+                if not waiters:
+                    del self._waiters[run_id]
+
+    # --- what the API asks
+
+    def is_live(self, run_id: str) -> bool:
+        job = self.jobs.get(run_id)
+        return job is not None and job.live
+
+    def live_count(self) -> int:
+        return self.jobs.live_count()
+
+    def live_run_of(self, session_id: str) -> str | None:
+        return self.jobs.live_run_of(session_id)
+
+    def state(self, run_id: str) -> RunState | None:
+        if not self.runs.exists(run_id):
+            return None
+        state: RunState = self.runs.load(run_id)
+        return state
+
+    def log(self, run_id: str) -> RemoteLog:
+        return RemoteLog(self, run_id)
+
+    def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
+        self.jobs.enqueue(run_id=turn.run_id, session_id=turn.session_id, owner=turn.owner, agent=turn.agent,
+                          kind="start", prompt=text, chosen=chosen,
+                          config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id,
+                                  "served": True})
+        self.dispatcher.enqueue(turn.run_id)
+
+    def resume(self, turn: TurnRecord, state: RunState, chosen: dict[str, Any], *, more_turns: int | None = None,
+               max_budget_usd: float | None = None) -> None:
+        changes: dict[str, Any] = {}
+        if more_turns is not None:
+            changes["max_turns"] = state.turns + more_turns
+        if max_budget_usd is not None:
+            changes["max_budget_usd"] = max_budget_usd
+        with self.runs.lock(turn.run_id):  # a decision written into the state is saved before it is queued
+            self.runs.save(state)
+        self.jobs.enqueue(run_id=turn.run_id, session_id=turn.session_id, owner=turn.owner, agent=turn.agent,
+                          kind="continue", prompt=None, chosen=chosen, changes=changes)
+        self.dispatcher.enqueue(turn.run_id)
+
+    def cancel(self, run_id: str, reason: str) -> bool:
+        return self.jobs.request_cancel(run_id, reason)
+
+    async def wait_ended(self, run_id: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.is_live(run_id) and time.monotonic() < deadline:
+            await self.wait_for(run_id, min(self.poll_s, max(0.0, deadline - time.monotonic())))
+
+    async def settled(self, run_id: str) -> bool:
+        """Whether the run is not live, after letting one whose ``done`` is written end its job."""
+        if not self.is_live(run_id):
+            return True
+        if self.jobs.last_event(run_id)[1] == "done":
+            await self.wait_ended(run_id, 5)
+        return not self.is_live(run_id)
+
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        self.closing = True  # the runs go on on the workers; only this node's streams end
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        self.dispatcher.close()
+
+
+class RemoteLog:
+    """A run's events from the table, then new ones as they are written, until the run's job
+    is over and its last event is a ``done``."""
+
+    def __init__(self, runs: RemoteRuns, run_id: str) -> None:
+        self.runs = runs
+        self.run_id = run_id
+
+    async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
+        i = max(0, after)
+        quiet = 0.0
+        last_kind: str | None = None
+        while True:
+            batch = self.runs.jobs.events_after(self.run_id, i)
+            for item in batch:
+                i, last_kind = item[0], item[1]
+                yield item
+            if batch:
+                quiet = 0.0
+                if len(batch) >= 500:
+                    continue
+            if last_kind is None:
+                last_kind = self.runs.jobs.last_event(self.run_id)[1] if i else None
+            job = self.runs.jobs.get(self.run_id)
+            if job is None or not job.live:
+                # Over: unless events were written between the read above and the job's end.
+                if not self.runs.jobs.events_after(self.run_id, i, 1):
+                    return
+                continue
+            if self.runs.closing:  # this node is stopping: the client reconnects to another
+                return
+            started = time.monotonic()
+            await self.runs.wait_for(self.run_id, self.runs.poll_s)
+            quiet += time.monotonic() - started
+            if quiet >= keepalive_s:
+                quiet = 0.0
+                yield None

@@ -1,0 +1,172 @@
+"""``tether worker``: takes runs from the queue and drives them to their next stop.
+
+A delivery names a run. The worker takes the run's lock in the Postgres run store (a session
+advisory lock, held on a connection of its own: a worker that dies lets go the moment its
+connection closes), marks the job running, and drives the run with the library's own loop:
+a new run from its prompt, any other from its saved state, which is how a run whose worker was
+killed continues where its last commit left it, without paying again for a recorded turn or
+repeating a recorded side effect. A second delivery of a run that another live worker holds
+steps aside. A run that stops for a decision ends its job: it holds no worker while it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from tether.cancel import CancelSignal
+from tether.dispatch.jobs import CANCEL_CHANNEL, EventWriter, Job, Jobs, Listener
+from tether.errors import StoreError
+from tether.harness.agent import Agent
+from tether.harness.loop import run_stream
+from tether.harness.state import RunState
+from tether.postgres.db import Database
+
+__all__ = ["Worker", "run_worker"]
+
+_log = logging.getLogger("tether.dispatch")
+
+
+class Worker:
+    """Drives runs for this process; ``drive(run_id)`` is the task body, safe on many threads."""
+
+    def __init__(self, *, home: Any, agents: dict[str, Agent], db: Database, telemetry: Any = None,
+                 name: str | None = None, lock_wait_s: float = 15.0) -> None:
+        from tether.postgres.runs import PgRunStore
+        from tether.postgres.sessions import PgSessionStore
+
+        self.home = home
+        self.agents = agents
+        self.db = db
+        self.telemetry = telemetry
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.lock_wait_s = lock_wait_s
+        self.jobs = Jobs(db)
+        self.runs = PgRunStore(db)
+        self.sessions = PgSessionStore(db)
+        self._held: dict[str, tuple[asyncio.AbstractEventLoop, CancelSignal]] = {}
+        self._held_lock = threading.Lock()
+        self._local = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self.listener = Listener(db.url, (CANCEL_CHANNEL,), self._on_cancel)
+
+    # --- stops asked from any node
+
+    def _on_cancel(self, channel: str, run_id: str | None) -> None:
+        with self._held_lock:
+            held = dict(self._held) if run_id is None else {run_id: self._held[run_id]} if run_id in self._held else {}
+        for rid, (loop, signal) in held.items():
+            job = self.jobs.get(rid)
+            if job is not None and job.cancel:
+                loop.call_soon_threadsafe(signal.cancel, job.cancel)
+
+    # --- the task
+
+    def drive(self, run_id: str) -> str:
+        """Drive ``run_id``'s job to the run's next stop; what happened, in a word."""
+        job = self.jobs.get(run_id)
+        if job is None or not job.live:
+            return "nothing to do"
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(self.runs.lock(run_id))
+                except StoreError:
+                    # Held by another worker: a second delivery of a run that is running, or the run
+                    # of a worker that just died and whose connection the database has not closed yet.
+                    if time.monotonic() > deadline:
+                        return "held by another worker"
+                    time.sleep(0.25)
+                    continue
+                claimed = self.jobs.claim(run_id, self.name)
+                if claimed is None:
+                    return "done already"
+                self._loop().run_until_complete(self._run(claimed))
+                return "driven"
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """This thread's event loop, kept across runs (and so are its pooled model connections)."""
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None:
+            loop = self._local.loop = asyncio.new_event_loop()
+            self._loops.append(loop)
+        return loop
+
+    async def _run(self, job: Job) -> None:
+        from tether.server.events import event_data
+        from tether.server.runs import refused, run_tracer
+        from tether.server.store import TurnRecord
+
+        writer = EventWriter(self.jobs, job.run_id)
+        signal = CancelSignal()
+        with self._held_lock:
+            self._held[job.run_id] = (asyncio.get_running_loop(), signal)
+        state: RunState | None = None
+        new = False
+        saw_done = False
+        try:
+            state = self.runs.load(job.run_id) if self.runs.exists(job.run_id) else None
+            new = state is None
+            if state is None:
+                state = RunState(run_id=job.run_id, session_id=job.session_id, config=job.config)
+            if job.cancel:
+                signal.cancel(job.cancel)
+            agent = self._agent(job)
+            turn = TurnRecord(message_id=str(job.config.get("message_id", "")), run_id=job.run_id,
+                              session_id=job.session_id, owner=job.owner, agent=job.agent,
+                              trace_id=str(job.config.get("trace_id", "")), text="", created=0.0)
+            tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
+            async for event in run_stream(agent, job.prompt if new else None, state=state, store=self.runs,
+                                          tracer=tracer, signal=signal, session=self.sessions):
+                writer.append(event.type, event_data(event, job.chosen))
+                saw_done = saw_done or event.type == "done"
+        except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
+            _log.warning("run %s could not start: %s", job.run_id, exc)
+            if not saw_done and state is not None:
+                writer.append("done", refused(state, self.runs, new, f"the run could not start: {exc}"))
+        finally:
+            writer.close()
+            with self._held_lock:
+                self._held.pop(job.run_id, None)
+            self.jobs.finish(job.run_id)
+
+    def _agent(self, job: Job) -> Agent:
+        agent = self.agents.get(job.agent)
+        if agent is None:
+            raise StoreError(f"this worker does not serve agent {job.agent!r} (it serves {', '.join(self.agents)}); "
+                             "start workers with the same --agent as the servers")
+        changes = {k: v for k, v in job.changes.items() if k in ("max_turns", "max_budget_usd")}
+        return dataclasses.replace(agent, **changes) if changes else agent
+
+    def close(self) -> None:
+        self.listener.close()
+        from tether.providers.http import close_clients
+
+        for loop in self._loops:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(close_clients())
+                loop.close()
+
+
+def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: int) -> None:
+    """Serve the queue with Celery's worker (threads: each run is mostly waiting on the network)."""
+    from tether.dispatch.engine import TASK
+
+    @dispatcher_app.task(name=TASK, acks_late=True)  # type: ignore[untyped-decorator]
+    def drive(run_id: str) -> str:
+        return worker.drive(run_id)
+
+    try:
+        dispatcher_app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queue,
+                                    "-n", f"tether-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+                                    "--without-heartbeat", "--loglevel=WARNING"])
+    finally:
+        worker.close()

@@ -1,0 +1,44 @@
+"""Which store keeps what: files and SQLite under ``$TETHER_HOME`` (the default: nothing to
+install, nothing to start), or Postgres for every store when ``database_url`` is set
+(``config.toml`` or ``$TETHER_DATABASE_URL``; see tether.postgres). The one place that chooses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.postgres.db import Database
+
+__all__ = ["database_of", "run_store", "server_store"]
+
+
+def database_of(settings: Settings) -> Database | None:
+    """The process's pool for ``settings.database_url`` (migrations run as each store opens)."""
+    if not settings.database_url:
+        return None
+    from tether.postgres.db import database
+
+    return database(settings.database_url)
+
+
+def run_store(settings: Settings) -> Any:
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.runs import PgRunStore
+
+        return PgRunStore(db)
+    from tether.harness.store import RunStore
+
+    return RunStore(settings.home / "runs")
+
+
+def server_store(settings: Settings) -> Any:
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.server import PgServerStore
+
+        return PgServerStore(db)
+    from tether.server.store import SqliteServerStore
+
+    return SqliteServerStore(settings.home / "serve" / "server.db")
