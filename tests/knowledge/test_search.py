@@ -11,7 +11,8 @@ import pytest
 
 from tether.errors import ConfigError, UserError
 from tether.knowledge import HashingEmbedder, KnowledgeBase
-from tether.knowledge.base import MODES, _fuse, fts_query, query_terms, tokens
+from tether.knowledge.base import MODES, _fuse, query_terms, tokens
+from tether.knowledge.store import fts_query
 
 VALVES = """# Ball valves
 

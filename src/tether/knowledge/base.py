@@ -2,7 +2,7 @@
 
 Search modes (``KnowledgeBase.search``):
 
-* ``keyword`` — FTS5 and BM25 over the query's words, stop words dropped, OR-ed;
+* ``keyword`` — BM25 (FTS5's, on either store) over the query's words, stop words dropped, OR-ed;
 * ``vector`` — cosine similarity against every chunk's vector;
 * ``hybrid`` (default) — both rankings fused by weighted reciprocal rank fusion,
   ``score = alpha / (k + rank_vector) + (1 - alpha) / (k + rank_keyword)``, k = 60, alpha 0.55;
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from tether.errors import ConfigError, UserError
 from tether.knowledge.chunking import Chunk, chunk_text
 from tether.knowledge.embed import Embedder
 from tether.knowledge.graph import Extractor, RuleExtractor
-from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore
+from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
 
 __all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
@@ -55,30 +54,11 @@ da dos das em no na nos nas por para com sem que
 """
 _STOP = frozenset(_STOP_WORDS.split())
 
-_TOKEN = re.compile(r"[^\W_]+")
-
-
-def tokens(text: str) -> list[str]:
-    """Words as FTS5's unicode61 tokenizer (remove_diacritics 2) indexes them: case-folded,
-    accents dropped, split at anything that is not a letter or digit (``_`` too)."""
-    plain = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(ch))
-    return _TOKEN.findall(plain)
-
 
 def query_terms(text: str) -> list[str]:
     """The words worth searching for: stop words dropped (unless nothing else is left), each once."""
     words = [w for w in tokens(text) if w not in _STOP] or tokens(text)
     return list(dict.fromkeys(words))[:32]
-
-
-def fts_query(words: Sequence[str]) -> str | None:
-    """An FTS5 expression ORing ``words``, each quoted so nothing in a query is FTS5 syntax."""
-    return " OR ".join(f'"{w}"' for w in words) if words else None
-
-
-def _phrase(token: str) -> str | None:
-    words = tokens(token)
-    return '"' + " ".join(words) + '"' if words else None
 
 
 @dataclass(frozen=True)
@@ -284,7 +264,7 @@ class KnowledgeBase:
         return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
 
     def _has_vectors(self) -> bool:
-        return self.embedder is not None and len(self.store.vectors()[0]) > 0
+        return self.embedder is not None and self.store.has_vectors()
 
     def _keyword(self, query: str, depth: int, allowed: set[int] | None) -> list[int]:
         """BM25 over the query's words. With ``common_fraction`` set, words in more than that
@@ -297,32 +277,12 @@ class KnowledgeBase:
             present = [w for w in words if counts.get(w, 0) > 0]
             rare = [w for w in present if counts[w] <= self.common_fraction * total]
             words = rare or sorted(present, key=lambda w: counts[w])[:2]
-        match = fts_query(words)
-        return [cid for cid, _ in self.store.keyword(match, depth, allowed)] if match else []
+        return [cid for cid, _ in self.store.keyword(words, depth, allowed)]
 
     def _vector(self, query: str, depth: int, allowed: set[int] | None, among: set[int] | None = None) -> list[int]:
-        import numpy as np
-
         assert self.embedder is not None
-        ids, docs, matrix = self.store.vectors()
-        if not len(ids):
-            return []
         q = self.embedder.embed([query])[0]
-        if matrix.shape[1] != q.shape[0]:
-            raise ConfigError(f"the query's vector has {q.shape[0]} dimensions and the base's {matrix.shape[1]}: "
-                              "the embedder changed; rebuild the base")
-        scores = matrix @ q
-        if allowed is not None or among is not None:
-            keep = np.ones(len(ids), dtype=bool)
-            if among is not None:
-                keep &= np.isin(ids, np.fromiter(among, dtype=np.int64, count=len(among)))
-            if allowed is not None:
-                keep &= np.isin(docs, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            scores = np.where(keep, scores, -np.inf)
-        n = min(depth, len(ids))
-        top = np.argpartition(-scores, n - 1)[:n]
-        top = top[np.argsort(-scores[top])]
-        return [int(ids[i]) for i in top if np.isfinite(scores[i])]
+        return [cid for cid, _ in self.store.nearest(q, depth, allowed, among)]
 
     def _exact(self, token: str, k: int, alpha: float | None, allowed: set[int] | None,
                min_score: float | None) -> SearchResult:
@@ -331,8 +291,7 @@ class KnowledgeBase:
         by_field = set()
         for name in self.exact_fields:
             by_field |= self.store.doc_ids({name: token}) or set()
-        phrase = _phrase(token)
-        candidates = [cid for cid, _ in self.store.keyword(phrase, 2000, allowed)] if phrase else []
+        candidates = [cid for cid, _ in self.store.keyword(tokens(token), 2000, allowed, phrase=True)]
         rows = self.store.chunks(candidates)
         strict = [cid for cid in candidates if cid in rows and literal.search(rows[cid].text)]
         if by_field:  # a document filed under the identifier counts whole, even where its text does not spell it

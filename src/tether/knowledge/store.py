@@ -1,19 +1,23 @@
 """Where a knowledge base lives: documents, chunks, the full-text index, vectors and the graph.
 
-:class:`KnowledgeStore` is the seam (a Postgres store can stand behind it later);
-:class:`SqliteKnowledgeStore` is the one tether ships: a file on disk by default, or
-``":memory:"`` for tests and temporary use. Full text is SQLite FTS5 ranked by BM25; vectors are
-float32 blobs in the chunk rows, searched as one matrix kept in memory (rebuilt when the base
+:class:`KnowledgeStore` is the seam. :class:`SqliteKnowledgeStore` is a file on disk by default,
+or ``":memory:"`` for tests and temporary use: full text is SQLite FTS5 ranked by BM25; vectors
+are float32 blobs in the chunk rows, searched as one matrix kept in memory (rebuilt when the base
 changes); the graph is three tables (entities, mentions, relations).
+:class:`tether.postgres.knowledge.PgKnowledgeStore` keeps many bases in one Postgres database and
+ranks the same way: both split text with :func:`tokens` and score keywords with FTS5's BM25, so a
+corpus gives the same results on either.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +25,33 @@ from typing import Any, Protocol
 
 from tether.errors import ConfigError
 
-__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore"]
+__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "tokens"]
 
 SCHEMA_VERSION = 1
+BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
+BM25_B = 0.75
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def tokens(text: str) -> list[str]:
+    """Words as FTS5's unicode61 tokenizer (remove_diacritics 2) indexes them: case-folded,
+    accents dropped, split at anything that is not a letter or digit (``_`` too)."""
+    plain = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(ch))
+    return _TOKEN.findall(plain)
+
+
+def fts_query(words: Sequence[str], *, phrase: bool = False) -> str | None:
+    """An FTS5 expression ORing ``words`` (or, with ``phrase``, the words next to each other in
+    this order), each quoted so nothing in a query is FTS5 syntax."""
+    if not words:
+        return None
+    return '"' + " ".join(words) + '"' if phrase else " OR ".join(f'"{w}"' for w in words)
+
+
+def dimension_error(query: int, base: int) -> ConfigError:
+    return ConfigError(f"the query's vector has {query} dimensions and the base's {base}: "
+                       "the embedder changed; rebuild the base")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -119,11 +147,21 @@ class KnowledgeStore(Protocol):
 
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None: ...
 
-    def keyword(self, match: str, limit: int, doc_ids: set[int] | None) -> list[tuple[int, float]]: ...
+    def keyword(self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *,
+                phrase: bool = False) -> list[tuple[int, float]]:
+        """Chunks holding any of ``terms`` (words as :func:`tokens` gives them), or with ``phrase``
+        all of them next to each other in this order; best first by FTS5's BM25, with the scores."""
+        ...
 
     def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
 
-    def vectors(self) -> tuple[Any, Any, Any]: ...
+    def has_vectors(self) -> bool: ...
+
+    def nearest(self, vector: Any, limit: int, doc_ids: set[int] | None,
+                among: set[int] | None = None) -> list[tuple[int, float]]:
+        """Chunks by cosine similarity to the unit ``vector``, best first (ties by id), with the
+        similarities; only those of ``doc_ids`` and among ``among`` when given."""
+        ...
 
     def chunk_ids(self, doc_ids: Iterable[int]) -> list[int]: ...
 
@@ -294,16 +332,18 @@ class SqliteKnowledgeStore:
 
     # -- search primitives -------------------------------------------------------------------
 
-    def keyword(self, match: str, limit: int, doc_ids: set[int] | None) -> list[tuple[int, float]]:
-        """Chunk ids for an FTS5 MATCH expression, best BM25 first, with their scores."""
-        if doc_ids is not None and not doc_ids:
+    def keyword(self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *,
+                phrase: bool = False) -> list[tuple[int, float]]:
+        """Chunk ids for the terms (ORed, or one phrase), best BM25 first, with their scores."""
+        match = fts_query(terms, phrase=phrase)
+        if match is None or (doc_ids is not None and not doc_ids):
             return []
         sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
         args: list[Any] = [match]
         if doc_ids is not None:
             sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
             args += sorted(doc_ids)
-        sql += " ORDER BY s LIMIT ?"
+        sql += " ORDER BY s, rowid LIMIT ?"
         args.append(limit)
         try:
             return [(int(r[0]), -float(r[1])) for r in self._db.execute(sql, args)]
@@ -321,6 +361,32 @@ class SqliteKnowledgeStore:
             return 0, {}
         sql = f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(terms))})"
         return int(total), {str(t): int(d) for t, d in self._db.execute(sql, list(terms))}
+
+    def has_vectors(self) -> bool:
+        return len(self.vectors()[0]) > 0
+
+    def nearest(self, vector: Any, limit: int, doc_ids: set[int] | None,
+                among: set[int] | None = None) -> list[tuple[int, float]]:
+        """Brute force over the cached matrix: one matrix-vector product."""
+        import numpy as np
+
+        ids, docs, matrix = self.vectors()
+        if not len(ids):
+            return []
+        if matrix.shape[1] != vector.shape[0]:
+            raise dimension_error(vector.shape[0], matrix.shape[1])
+        scores = matrix @ vector
+        if doc_ids is not None or among is not None:
+            keep = np.ones(len(ids), dtype=bool)
+            if among is not None:
+                keep &= np.isin(ids, np.fromiter(among, dtype=np.int64, count=len(among)))
+            if doc_ids is not None:
+                keep &= np.isin(docs, np.fromiter(doc_ids, dtype=np.int64, count=len(doc_ids)))
+            scores = np.where(keep, scores, -np.inf)
+        n = min(limit, len(ids))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.lexsort((ids[top], -scores[top]))]  # ties by id, as the Postgres store orders them
+        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
     def vectors(self) -> tuple[Any, Any, Any]:
         """(chunk ids, their documents, matrix of unit vectors, one row each), cached until the
@@ -349,7 +415,7 @@ class SqliteKnowledgeStore:
         ids = sorted(set(doc_ids))
         if not ids:
             return []
-        sql = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(ids))}) ORDER BY doc_id, start_line"
+        sql = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(ids))}) ORDER BY doc_id, start_line, id"
         return [int(r[0]) for r in self._db.execute(sql, ids)]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
@@ -369,7 +435,8 @@ class SqliteKnowledgeStore:
         ids = sorted(set(chunk_ids))
         out: dict[int, list[int]] = {}
         if ids:
-            sql = f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))})"
+            sql = (f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))}) "
+                   "ORDER BY chunk_id, entity_id")
             for cid, eid in self._db.execute(sql, ids):
                 out.setdefault(cid, []).append(eid)
         return out
@@ -381,7 +448,7 @@ class SqliteKnowledgeStore:
             return []
         marks = ",".join("?" * len(ids))
         sql = (f"SELECT a, b, SUM(weight) FROM relations WHERE a IN ({marks}) GROUP BY a, b "
-               f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b")
+               f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b ORDER BY 1, 2")
         return [(int(a), int(b), float(w)) for a, b, w in self._db.execute(sql, ids + ids)]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
