@@ -48,6 +48,7 @@ CREATE TABLE tether_jobs (
     attempts integer NOT NULL DEFAULT 0,
     worker text,
     cancel text,
+    began_after integer NOT NULL DEFAULT 0,  -- the run's last event id when this part was queued
     updated_at double precision NOT NULL
 );
 CREATE UNIQUE INDEX tether_jobs_one_live_per_session ON tether_jobs (session_id)
@@ -78,6 +79,7 @@ class Job:
     attempts: int
     worker: str | None
     cancel: str | None
+    began_after: int = 0
     updated_at: float = field(default=0.0)
 
     @property
@@ -86,7 +88,7 @@ class Job:
 
 
 _COLUMNS = ("run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, state, attempts, worker, "
-            "cancel, updated_at")
+            "cancel, began_after, updated_at")
 
 
 class SessionBusy(StoreError):
@@ -125,13 +127,14 @@ class Jobs:
             with self.db.tx() as conn:
                 cur = conn.execute(
                     "INSERT INTO tether_jobs (run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, "
-                    "state, attempts, worker, cancel, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,'queued',0,NULL,"
-                    "NULL,%s) ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
+                    "state, attempts, worker, cancel, began_after, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+                    "'queued',0,NULL,NULL,(SELECT coalesce(max(id), 0) FROM tether_events WHERE run_id = %s),%s) "
+                    "ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
                     "chosen = excluded.chosen, changes = excluded.changes, state = 'queued', worker = NULL, "
-                    "cancel = NULL, updated_at = excluded.updated_at WHERE tether_jobs.state = 'done' "
-                    "RETURNING run_id",
+                    "cancel = NULL, began_after = excluded.began_after, updated_at = excluded.updated_at "
+                    "WHERE tether_jobs.state = 'done' RETURNING run_id",
                     (run_id, session_id, owner, agent, kind, prompt, json.dumps(chosen), json.dumps(changes or {}),
-                     json.dumps(config or {}), time.time()))
+                     json.dumps(config or {}), run_id, time.time()))
                 if cur.fetchone() is None:
                     raise SessionBusy(f"run {run_id} is already queued or running")
                 conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
@@ -164,6 +167,12 @@ class Jobs:
         return bool(rows)
 
     # --- events
+
+    def ended_since(self, run_id: str, after: int) -> bool:
+        """Whether a ``done`` event was written after event ``after``: the part of the run that a job
+        stands for is over, even if the worker died before it could mark the job done."""
+        return bool(self.db.execute("SELECT 1 FROM tether_events WHERE run_id = %s AND id > %s AND kind = 'done' "
+                                    "LIMIT 1", (run_id, after)))
 
     def last_event(self, run_id: str) -> tuple[int, str | None]:
         rows = self.db.execute("SELECT id, kind FROM tether_events WHERE run_id = %s ORDER BY id DESC LIMIT 1",

@@ -89,6 +89,9 @@ class Worker:
                 claimed = self.jobs.claim(run_id, self.name)
                 if claimed is None:
                     return "done already"
+                if self.jobs.ended_since(run_id, claimed.began_after):  # its worker died after the done
+                    self.jobs.finish(run_id)
+                    return "done already"
                 self._loop().run_until_complete(self._run(claimed))
                 return "driven"
 
