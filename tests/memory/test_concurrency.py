@@ -1,5 +1,6 @@
-"""Writers racing on one memory store never lose each other's entries: separate processes (the
-lock is an ``flock`` on a file beside the store) and threads of one process."""
+"""Writers racing on one memory store never lose each other's entries: separate processes and
+threads of one process, on both backends (files: an ``flock`` on a file beside the store;
+Postgres: ``SELECT ... FOR UPDATE`` on the store's row, each process with a pool of its own)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import sys
 import textwrap
 import threading
 from collections import Counter
-from pathlib import Path
 
-from tether.memory import Memory
+from tests.memory.conftest import Stores
 
 PER_WRITER = 40
 
@@ -19,8 +19,11 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from tether.memory import Memory
 
-    home, who, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    mem = Memory.open(home, notes_limit=100_000)
+    where, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if where.startswith("postgresql://"):
+        mem = Memory.open_postgres(where, notes_limit=100_000)
+    else:
+        mem = Memory.open(Path(where), notes_limit=100_000)
     print("ready", flush=True)
     sys.stdin.readline()  # wait until every writer has started: then they really race
     for i in range(count):
@@ -34,10 +37,9 @@ def _expected(writers: list[str]) -> Counter[str]:
     return Counter(f"Writer {w} recorded fact number {i:03d}." for w in writers for i in range(PER_WRITER))
 
 
-def test_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_processes_adding_at_once_lose_nothing(stores: Stores) -> None:
     writers = ["alpha", "bravo", "charlie"]
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(home), w, str(PER_WRITER)],
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, stores.spec(), w, str(PER_WRITER)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in writers]
     try:
@@ -56,25 +58,25 @@ def test_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
     for p, (out, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
         assert out.strip() == "done"
-    mem = Memory.open(home, notes_limit=100_000)
+    mem = stores.open(notes_limit=100_000)
     entries = mem.entries("notes")
     assert len(entries) == len(writers) * PER_WRITER
     assert Counter(entries) == _expected(writers)  # every entry, exactly once
     for w in writers:  # each writer's own entries keep their order
         own = [e for e in entries if e.startswith(f"Writer {w} ")]
         assert own == sorted(own)
-    assert not list((home / "memory").glob(".*.tmp"))
+    if stores.files:
+        assert not list((stores.home / "memory").glob(".*.tmp"))
 
 
-def test_threads_adding_at_once_lose_nothing(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_threads_adding_at_once_lose_nothing(stores: Stores) -> None:
     writers = [f"t{n}" for n in range(4)]
     start = threading.Barrier(len(writers))
     errors: list[BaseException] = []
 
     def work(who: str) -> None:
         try:
-            mem = Memory.open(home, notes_limit=100_000)  # each thread with its own Memory, like separate agents
+            mem = stores.open(notes_limit=100_000)  # each thread with its own Memory, like separate agents
             start.wait()
             for i in range(PER_WRITER):
                 assert mem.add("notes", f"Writer {who} recorded fact number {i:03d}.").changed
@@ -87,12 +89,12 @@ def test_threads_adding_at_once_lose_nothing(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    entries = Memory.open(home, notes_limit=100_000).entries("notes")
+    entries = stores.open(notes_limit=100_000).entries("notes")
     assert Counter(entries) == _expected(writers)
 
 
-def test_threads_sharing_one_memory_mixing_adds_and_removes(tmp_path: Path) -> None:
-    mem = Memory.open(tmp_path / "home", notes_limit=100_000)
+def test_threads_sharing_one_memory_mixing_adds_and_removes(stores: Stores) -> None:
+    mem = stores.open(notes_limit=100_000)
     for i in range(PER_WRITER):
         mem.add("notes", f"Old fact {i:03d} to be removed.")
     start = threading.Barrier(2)
@@ -123,8 +125,8 @@ def test_threads_sharing_one_memory_mixing_adds_and_removes(tmp_path: Path) -> N
     assert mem.entries("notes") == [f"New fact {i:03d} kept." for i in range(PER_WRITER)]
 
 
-def test_profile_and_notes_written_at_once_do_not_disturb_each_other(tmp_path: Path) -> None:
-    mem = Memory.open(tmp_path / "home", profile_limit=100_000, notes_limit=100_000)
+def test_profile_and_notes_written_at_once_do_not_disturb_each_other(stores: Stores) -> None:
+    mem = stores.open(profile_limit=100_000, notes_limit=100_000)
     start = threading.Barrier(2)
 
     def fill(store: str) -> None:

@@ -6,12 +6,15 @@ import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
 from tether.memory.scan import Finding, Scanner, default_scanner
-from tether.memory.store import STORES, Change, MemoryRefused, StoreUsage, TextStore, clean_entry
+from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, clean_entry
+
+if TYPE_CHECKING:
+    from tether.postgres.db import Database
 
 __all__ = ["DEFAULT_NOTES_LIMIT", "DEFAULT_PROFILE_LIMIT", "Memory", "MemoryScope"]
 
@@ -40,6 +43,16 @@ def project_dir(root: Path, project: Path) -> Path:
     return root / "projects" / f"{slug}-{hashlib.sha256(real.encode()).hexdigest()[:10]}"
 
 
+def _check_options(scope: object, user: object, profile_limit: object, notes_limit: object) -> None:
+    if user is not None and (not isinstance(user, str) or not _NAME.fullmatch(user)):
+        raise UserError(f"not a memory user name: {user!r} (letters, digits, '.', '_', '-')")
+    if scope not in ("user", "project"):
+        raise ConfigError(f"memory scope must be 'user' or 'project', not {scope!r}")
+    for label, limit in (("profile_limit", profile_limit), ("notes_limit", notes_limit)):
+        if not isinstance(limit, int) or limit <= 0:
+            raise ConfigError(f"memory {label} must be a positive number of characters, not {limit!r}")
+
+
 class Memory(Extension):
     """The two stores, scanned on every write, shown to the model as one block of the system
     prompt, and changed by the model through the ``memory`` tool.
@@ -48,9 +61,9 @@ class Memory(Extension):
 
     name = "memory"
 
-    def __init__(self, profile: TextStore, notes: TextStore, *,
+    def __init__(self, profile: MemoryStore, notes: MemoryStore, *,
                  scanners: Sequence[Scanner] | None = None) -> None:
-        self.stores: dict[str, TextStore] = {"profile": profile, "notes": notes}
+        self.stores: dict[str, MemoryStore] = {"profile": profile, "notes": notes}
         self.scanners: tuple[Scanner, ...] = tuple(scanners) if scanners is not None else (default_scanner(),)
         self._passed: set[str] = set()  # entries already scanned clean (each session start rescans the files)
 
@@ -66,23 +79,35 @@ class Memory(Extension):
             from tether.config import tether_home
 
             home = tether_home()
+        _check_options(scope, user, profile_limit, notes_limit)
         root = Path(home) / "memory"
         if user is not None:
-            if not isinstance(user, str) or not _NAME.fullmatch(user):
-                raise UserError(f"not a memory user name: {user!r} (letters, digits, '.', '_', '-')")
             root = root / "users" / user
-        if scope not in ("user", "project"):
-            raise ConfigError(f"memory scope must be 'user' or 'project', not {scope!r}")
-        for label, limit in (("profile_limit", profile_limit), ("notes_limit", notes_limit)):
-            if not isinstance(limit, int) or limit <= 0:
-                raise ConfigError(f"memory {label} must be a positive number of characters, not {limit!r}")
         notes_dir = project_dir(root, Path(project or Path.cwd())) if scope == "project" else root
         return cls(TextStore("profile", root / "profile.md", profile_limit),
                    TextStore("notes", notes_dir / "notes.md", notes_limit), scanners=scanners)
 
+    @classmethod
+    def open_postgres(cls, db: Database | str, *, scope: MemoryScope = "user", project: Path | str | None = None,
+                      user: str | None = None, profile_limit: int = DEFAULT_PROFILE_LIMIT,
+                      notes_limit: int = DEFAULT_NOTES_LIMIT, scanners: Sequence[Scanner] | None = None) -> Memory:
+        """Memory in Postgres (``db``, or the process's pool for a ``postgresql://`` URL), for
+        machines that share it; the options mean what they mean for :meth:`open`. Each store is
+        one row keyed by (scope, store): the scope is ``user`` (or ``users/<user>``) for the
+        profile and for notes, ``<that>/projects/<folder>-<hash>`` for project notes."""
+        _check_options(scope, user, profile_limit, notes_limit)
+        from tether.postgres.db import database
+        from tether.postgres.memory import PgTextStore
+
+        pool = database(db) if isinstance(db, str) else db
+        base = "user" if user is None else f"users/{user}"
+        notes = project_dir(Path(base), Path(project or Path.cwd())).as_posix() if scope == "project" else base
+        return cls(PgTextStore(pool, "profile", base, profile_limit),
+                   PgTextStore(pool, "notes", notes, notes_limit), scanners=scanners)
+
     # -- reading -----------------------------------------------------------------------------
 
-    def store(self, name: str) -> TextStore:
+    def store(self, name: str) -> MemoryStore:
         if name not in self.stores:
             raise UserError(f"no memory store named {name!r}: use 'profile' or 'notes'")
         return self.stores[name]
@@ -162,7 +187,7 @@ class Memory(Extension):
         return entry
 
     @staticmethod
-    def _fits(s: TextStore, before: list[str], after: list[str]) -> None:
+    def _fits(s: MemoryStore, before: list[str], after: list[str]) -> None:
         now, then = s.usage(before), s.usage(after)
         if then.chars > s.limit and then.chars > now.chars:  # a change that shrinks a full store is fine
             raise MemoryRefused(
@@ -171,7 +196,7 @@ class Memory(Extension):
                 "or remove those that no longer matter, then try again with something shorter.", "limit")
 
     @staticmethod
-    def _find(s: TextStore, entries: list[str], match: str) -> int:
+    def _find(s: MemoryStore, entries: list[str], match: str) -> int:
         needle = (match or "").strip()
         if not needle:
             raise MemoryRefused("Say which entry: match must be a part of its text.", "not_found")

@@ -6,6 +6,9 @@ never loses text. Every change reads, edits and rewrites its file under an advis
 (``fcntl.flock``) with an atomic replace, so two processes never lose each other's writes, and a
 reader sees the old file or the new, never half of one.
 
+``MemoryStore`` is the seam ``Memory`` uses; ``TextStore`` (a file) is the default and
+``tether.postgres.memory.PgTextStore`` keeps the same Markdown text in a Postgres row.
+
 A file that is not valid UTF-8 is read with replacement characters; before the first write
 replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost.
 """
@@ -18,14 +21,15 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from tether.errors import ConfigError, TetherError
 from tether.fileio import atomic_write
 
-__all__ = ["STORES", "Change", "MemoryRefused", "StoreName", "StoreUsage", "TextStore"]
+__all__ = ["STORES", "Change", "MemoryRefused", "MemoryStore", "StoreName", "StoreUsage", "TextStore"]
 
 StoreName = Literal["profile", "notes"]
 STORES: tuple[StoreName, ...] = ("profile", "notes")
@@ -118,6 +122,24 @@ def _private_dirs(path: Path) -> None:
         path = path.parent
     for d in reversed(missing):
         d.mkdir(mode=0o700, exist_ok=True)
+
+
+class MemoryStore(Protocol):
+    """One store of entries as ``Memory`` uses it. ``edit()`` yields the entries to change in
+    place and saves them when the block ends, so that no other writer's change is lost between the
+    read and the write; an exception in the block saves nothing."""
+
+    @property
+    def name(self) -> StoreName: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def path(self) -> Path | str:
+        """Where the entries live, as a person would look for them (a file, or a database row)."""
+        ...
+    def entries(self) -> list[str]: ...
+    def usage(self, entries: list[str] | None = None) -> StoreUsage: ...
+    def edit(self) -> AbstractContextManager[list[str]]: ...
 
 
 class TextStore:
