@@ -17,6 +17,7 @@ from typing import Any
 
 from tether.dispatch.engine import Dispatcher
 from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
+from tether.errors import StoreError
 from tether.harness.state import RunState
 from tether.server.store import TurnRecord
 
@@ -100,8 +101,16 @@ class RemoteRuns:
             changes["max_turns"] = state.turns + more_turns
         if max_budget_usd is not None:
             changes["max_budget_usd"] = max_budget_usd
-        with self.runs.lock(turn.run_id):  # a decision written into the state is saved before it is queued
-            self.runs.save(state)
+        deadline = time.monotonic() + 10
+        while True:  # the worker that just stopped the run may not have let go of it yet
+            try:
+                with self.runs.lock(turn.run_id):  # a decision written into the state is saved before it is queued
+                    self.runs.save(state)
+                break
+            except StoreError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.jobs.enqueue(run_id=turn.run_id, session_id=turn.session_id, owner=turn.owner, agent=turn.agent,
                           kind="continue", prompt=None, chosen=chosen, changes=changes)
         self.dispatcher.enqueue(turn.run_id)

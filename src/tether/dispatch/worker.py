@@ -29,9 +29,10 @@ from tether.harness.loop import run_stream
 from tether.harness.state import RunState
 from tether.postgres.db import Database
 
-__all__ = ["Worker", "run_worker"]
+__all__ = ["HELD", "Worker", "run_worker"]
 
 _log = logging.getLogger("tether.dispatch")
+HELD = "held by another worker"
 
 
 class Worker:
@@ -83,7 +84,7 @@ class Worker:
                     # Held by another worker: a second delivery of a run that is running, or the run
                     # of a worker that just died and whose connection the database has not closed yet.
                     if time.monotonic() > deadline:
-                        return "held by another worker"
+                        return HELD
                     time.sleep(0.25)
                     continue
                 claimed = self.jobs.claim(run_id, self.name)
@@ -165,7 +166,13 @@ def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: 
 
     @dispatcher_app.task(name=TASK, acks_late=True)  # type: ignore[untyped-decorator]
     def drive(run_id: str) -> str:
-        return worker.drive(run_id)
+        outcome = worker.drive(run_id)
+        if outcome == HELD:
+            # Another worker holds the run: a live one (this is a second delivery), or a machine that
+            # vanished and whose connection the database has not dropped yet. Look again later, so
+            # the run is not left behind in the second case.
+            drive.apply_async(args=[run_id], queue=queue, countdown=5)
+        return outcome
 
     try:
         dispatcher_app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queue,
