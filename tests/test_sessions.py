@@ -1,4 +1,8 @@
-"""Session stores: repair on load, crash damage, concurrent appends, refusal to start."""
+"""Session stores: repair on load, crash damage, concurrent appends, refusal to start.
+
+The property tests run on the single-machine stores (``backend`` "sqlite": memory, JSONL, SQLite)
+and on Postgres; so do the tests parametrised by ``kind``. Postgres-only ones are in tests/postgres.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +100,51 @@ def _apply(store: Any, session: str, events: list[Any], path: Path | None) -> No
                 path.write_bytes(data[: max(0, len(data) - arg)])
 
 
-def _stores(tmp: Path) -> list[tuple[Any, Path | None]]:
+Stores = Callable[[Path], list[tuple[Any, Path | None]]]
+
+
+def _local_stores(tmp: Path) -> list[tuple[Any, Path | None]]:
     jsonl = JsonlSessionStore(tmp / "jsonl", fsync=False)
     return [(MemorySessionStore(), None), (jsonl, jsonl.path("s")), (SqliteSessionStore(tmp / "s.db"), None)]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.fixture
+def stores(backend: str, request: pytest.FixtureRequest) -> Stores:
+    """The stores each example of a property test starts afresh (session "s" empty), with the file
+    each keeps it in when a test may damage that."""
+    if backend == "sqlite":
+        return _local_stores
+    from tether.postgres.db import database
+    from tether.postgres.sessions import PgSessionStore
+
+    store = PgSessionStore(database(request.getfixturevalue("pg_url")))
+
+    def fresh(tmp: Path) -> list[tuple[Any, Path | None]]:
+        store.delete("s")
+        return [(store, None)]
+
+    return fresh
+
+
+def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    if kind == "postgres":
+        from tether.postgres.db import database
+        from tether.postgres.sessions import PgSessionStore
+
+        return PgSessionStore(database(request.getfixturevalue("pg_url")))
+    return open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+
+
+# One database per test, shared by its examples: each starts by emptying session "s".
+PROPERTY = settings(max_examples=80, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@PROPERTY
 @given(events=_events())
-def test_load_always_obeys_pairing_and_repair_is_idempotent(events: list[Any]) -> None:
+def test_load_always_obeys_pairing_and_repair_is_idempotent(stores: Stores, events: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        for store, path in _stores(Path(tmp)):
+        for store, path in stores(Path(tmp)):
             _apply(store, "s", events, path)
             loaded = store.load("s")
             assert_pairing(loaded)
@@ -156,9 +196,10 @@ def test_a_durable_store_that_cannot_open_refuses_to_start(tmp_path: Path) -> No
         MemorySessionStore().load("../etc/passwd")
 
 
-@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
-def test_a_conversation_continues_across_runs(kind: str, tmp_path: Path, workspace: Path) -> None:
-    store = open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
+def test_a_conversation_continues_across_runs(kind: str, tmp_path: Path, workspace: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    store = open_kind(kind, tmp_path, request)
     agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace)
     first = run_sync(agent, "Which file mentions a timeout?", session=store, session_id="work")
     assert first.status == "completed"
@@ -220,9 +261,10 @@ def test_a_late_result_reaches_its_placeholder_across_later_messages() -> None:
     assert repair(fixed) == fixed
 
 
-@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
-def test_a_load_while_a_tool_runs_does_not_lose_its_result(kind: str, tmp_path: Path) -> None:
-    store = open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
+def test_a_load_while_a_tool_runs_does_not_lose_its_result(kind: str, tmp_path: Path,
+                                                           request: pytest.FixtureRequest) -> None:
+    store = open_kind(kind, tmp_path, request)
     store.append("s", [user("go"), calls("a", "b")])
     during = store.load("s")  # someone looks while the tools run: the placeholders are written back
     assert [m.status for m in during if isinstance(m, ToolMessage)] == ["interrupted", "interrupted"]
@@ -251,13 +293,13 @@ def _quiet_events() -> st.SearchStrategy[list[Any]]:
     ), max_size=30)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@PROPERTY
 @given(events=_quiet_events())
-def test_repair_never_loses_a_result_whose_call_exists(events: list[Any]) -> None:
+def test_repair_never_loses_a_result_whose_call_exists(stores: Stores, events: list[Any]) -> None:
     """Without damage, every result appended for a declared call survives loads (placeholders, late
     results and duplicates included), and no placeholder remains where a real result exists."""
     with tempfile.TemporaryDirectory() as tmp:
-        for store, _ in _stores(Path(tmp)):
+        for store, _ in stores(Path(tmp)):
             turn, n, owed = 0, 0, {}
             for kind, arg in events:
                 if kind == "user":

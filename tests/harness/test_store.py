@@ -1,7 +1,14 @@
-"""Persisted runs: atomic, append-only transcript, clear errors on damaged files."""
+"""Persisted runs: atomic, append-only transcript, clear errors on damaged files.
+
+The tests that take ``stores`` run against both backends: the files of :class:`RunStore` and
+Postgres (:class:`tether.postgres.runs.PgRunStore`; its own tests are in tests/postgres). The others
+are about files.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +34,77 @@ def sample_state() -> RunState:
     return state
 
 
-def test_round_trip(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
+@dataclass
+class Stores:
+    """Where a test's runs are kept: ``open()`` a store as this process does, ``elsewhere()`` one as
+    another process sees the same runs (with Postgres: another pool, as on another machine)."""
+
+    open: Callable[[], Any]
+    elsewhere: Callable[[], Any]
+
+
+@pytest.fixture
+def stores(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stores]:
+    if backend == "sqlite":  # the single-machine store: files under tmp_path
+        yield Stores(lambda: RunStore(tmp_path), lambda: RunStore(tmp_path))
+        return
+    from tether.postgres.db import Database, database
+    from tether.postgres.runs import PgRunStore
+
+    url = request.getfixturevalue("pg_url")
+    pools: list[Database] = []
+
+    def elsewhere() -> PgRunStore:
+        pools.append(Database(url, max_size=2))
+        return PgRunStore(pools[-1])
+
+    yield Stores(lambda: PgRunStore(database(url)), elsewhere)
+    for db in pools:
+        db.close()
+
+
+def test_round_trip(stores: Stores) -> None:
+    store = stores.open()
     state = sample_state()
+    assert not store.exists("run_store")
     store.save(state)
-    loaded = RunStore(tmp_path).load("run_store")
+    assert store.exists("run_store")
+    loaded = stores.elsewhere().load("run_store")
     assert loaded.model_dump() == state.model_dump()
     assert loaded.turns == 1
+
+
+def test_appends_rewrites_and_shrinks_load_as_saved(stores: Stores) -> None:
+    store = stores.open()
+    state = sample_state()
+    store.save(state)
+    state.messages.append(AssistantMessage(content=(TextPart(text="done"),)))
+    store.save(state, durable=False)
+    assert len(stores.open().load("run_store").messages) == 4
+    state.messages[0] = UserMessage.text("a summary of the start")  # compaction: earlier messages change
+    store.save(state, rewrite=True)
+    assert stores.open().load("run_store").messages == state.messages
+    del state.messages[1:3]  # trimmed without saying so: a shorter transcript is rewritten too
+    store.save(state)
+    state.messages.append(UserMessage.text("more"))
+    store.save(state)
+    loaded = stores.elsewhere().load("run_store")
+    assert loaded.model_dump() == state.model_dump() and len(loaded.messages) == 3
+    assert stores.open().list()[0]["message_count"] == 3
+
+
+def test_a_run_saved_elsewhere_continues_here(stores: Stores) -> None:
+    """Nothing committed is cached: a store sees what another process saved since its last call."""
+    here, there = stores.open(), stores.elsewhere()
+    state = sample_state()
+    here.save(state)
+    theirs = there.load("run_store")
+    theirs.messages.append(AssistantMessage(content=(TextPart(text="from there"),)))
+    there.save(theirs)
+    ours = here.load("run_store")
+    ours.messages.append(UserMessage.text("back here"))
+    here.save(ours)
+    assert [m.role for m in there.load("run_store").messages] == ["user", "assistant", "tool", "assistant", "user"]
 
 
 def test_saving_a_turn_appends_and_never_rewrites_the_transcript(tmp_path: Path) -> None:
@@ -115,28 +186,47 @@ def test_both_header_slots_damaged_is_a_clear_error(tmp_path: Path) -> None:
         RunStore(tmp_path).load("run_store")
 
 
-def test_unknown_run_and_bad_ids(tmp_path: Path) -> None:
+def test_unknown_run_and_bad_ids(stores: Stores) -> None:
+    store = stores.open()
     with pytest.raises(UserError, match="no run"):
-        RunStore(tmp_path).load("run_missing")
-    with pytest.raises(UserError):
-        RunStore(tmp_path).load("../etc")
+        store.load("run_missing")
+    for bad in ("../etc", "", ".hidden", "a\\b"):
+        with pytest.raises(UserError, match="not a run id"):
+            store.load(bad)
+        with pytest.raises(UserError, match="not a run id"):
+            store.save(RunState(run_id=bad))
 
 
-def test_list_runs_newest_first(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
+def test_list_runs_newest_first(stores: Stores) -> None:
+    store = stores.open()
+    assert store.list() == []
     a, b = RunState(run_id="run_a", created_at=1.0), RunState(run_id="run_b", created_at=2.0)
+    b.messages.append(UserMessage.text("hi"))
     store.save(a)
     store.save(b)
-    assert [h["run_id"] for h in store.list()] == ["run_b", "run_a"]
+    listed = stores.elsewhere().list()
+    assert [h["run_id"] for h in listed] == ["run_b", "run_a"]
+    assert listed[0]["message_count"] == 1 and "messages" not in listed[0]
+    assert listed[0]["status"] == "running" and listed[0]["created_at"] == 2.0
 
 
-def test_a_run_cannot_be_resumed_twice_at_once(tmp_path: Path, workspace: Path) -> None:
+def test_a_lock_is_released_when_its_block_ends(stores: Stores) -> None:
+    store = stores.open()
+    with pytest.raises(RuntimeError), store.lock("run_x"):
+        raise RuntimeError("the run failed")
+    with store.lock("run_x"):
+        pass
+    with stores.elsewhere().lock("run_x"):
+        pass
+
+
+def test_a_run_cannot_be_resumed_twice_at_once(stores: Stores, workspace: Path) -> None:
     import asyncio
 
     from tether import Agent, CancelSignal, run, run_stream, run_sync
     from tether.tools.files import FILE_TOOLS
 
-    store = RunStore(tmp_path)
+    store = stores.open()
     agent = Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace)
     state = RunState()
 
@@ -145,14 +235,16 @@ def test_a_run_cannot_be_resumed_twice_at_once(tmp_path: Path, workspace: Path) 
         async for event in run_stream(agent, "scan", state=state, store=store, signal=signal):
             if event.type == "tool_progress":  # the run is busy in this process: try a second resume
                 with pytest.raises(StoreError, match="another process"):
-                    await run(agent, state=RunStore(tmp_path).load(state.run_id), store=RunStore(tmp_path))
+                    elsewhere = stores.elsewhere()
+                    await run(agent, state=elsewhere.load(state.run_id), store=elsewhere)
                 signal.cancel("done checking")
             if event.type == "done":
                 return event.result.status
         return None
 
     assert asyncio.run(first()) == "interrupted"
-    assert run_sync(agent, state=RunStore(tmp_path).load(state.run_id), store=RunStore(tmp_path)).status == "completed"
+    again = stores.elsewhere()
+    assert run_sync(agent, state=again.load(state.run_id), store=again).status == "completed"
 
 
 def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect(workspace: Path, tmp_path: Path,

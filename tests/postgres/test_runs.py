@@ -1,0 +1,217 @@
+"""PgRunStore where its promises differ from the files': damaged rows, appends that leave earlier rows
+alone, the run lock across processes, and saves cut by SIGKILL. The shared suite is
+tests/harness/test_store.py."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_pairing
+from tether.errors import StoreError, UserError
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
+
+
+@pytest.fixture
+def db(pg_url: str) -> Any:
+    from tether.postgres.db import database
+
+    return database(pg_url)
+
+
+@pytest.fixture
+def other_machine(pg_url: str) -> Iterator[Any]:
+    """A store on a pool of its own: to the run locks, another process or machine."""
+    from tether.postgres.db import Database
+    from tether.postgres.runs import PgRunStore
+
+    pool = Database(pg_url, max_size=2)
+    yield PgRunStore(pool)
+    pool.close()
+
+
+def store_of(db: Any) -> Any:
+    from tether.postgres.runs import PgRunStore
+
+    return PgRunStore(db)
+
+
+def turn(n: int) -> list[Any]:
+    return [AssistantMessage(content=(TextPart(text=str(n)), ToolCallPart(id=f"c{n}", name="t"))),
+            ToolMessage(call_id=f"c{n}", name="t", content=(TextPart(text=str(n)),))]
+
+
+def saved_run(db: Any, turns: int = 2) -> RunState:
+    state = RunState(run_id="run_pg", messages=[UserMessage.text("go")])
+    for n in range(turns):
+        state.messages.extend(turn(n))
+    store_of(db).save(state)
+    return state
+
+
+def test_a_turn_inserts_its_messages_and_leaves_the_earlier_rows_alone(db: Any) -> None:
+    state = saved_run(db)
+    before = db.execute("SELECT seq, xmin::text FROM tether_run_messages ORDER BY seq")
+    state.messages.extend(turn(9))
+    store_of(db).save(state)
+    after = db.execute("SELECT seq, xmin::text FROM tether_run_messages ORDER BY seq")
+    assert after[: len(before)] == before and len(after) == len(before) + 2
+    assert db.execute("SELECT message_count FROM tether_runs") == [(7,)]
+    assert db.versions()["runs"] == 1
+
+
+def test_a_message_row_that_does_not_parse_is_named(db: Any) -> None:
+    saved_run(db)
+    db.execute("UPDATE tether_run_messages SET body = '{\"role\": \"assistant\", \"conte' WHERE seq = 1")
+    with pytest.raises(StoreError, match=r"run run_pg, message 2 in the database is not a message.*backup"):
+        store_of(db).load("run_pg")
+
+
+def test_a_missing_message_row_is_a_clear_error(db: Any) -> None:
+    saved_run(db)
+    db.execute("DELETE FROM tether_run_messages WHERE seq = 4")
+    with pytest.raises(StoreError, match="has 4 of the 5 messages its header counts"):
+        store_of(db).load("run_pg")
+
+
+@pytest.mark.parametrize(("header", "why"), [("{not json", "not a JSON object"), ("[1]", "not a JSON object"),
+                                             ('{"status": "exploded"}', "status")])
+def test_a_header_that_does_not_describe_a_run_is_a_clear_error(db: Any, header: str, why: str) -> None:
+    saved_run(db)
+    db.execute("UPDATE tether_runs SET header = %s", (header,))
+    with pytest.raises(StoreError, match=f"header of run run_pg in the database does not describe a run.*{why}"):
+        store_of(db).load("run_pg")
+    assert store_of(db).exists("run_pg")
+
+
+def test_a_non_durable_save_leaves_the_pooled_connection_durable(pg_url: str) -> None:
+    from tether.postgres.db import Database
+
+    one = Database(pg_url, max_size=1)  # so the next statement runs on the connection the save used
+    try:
+        state = saved_run(one)
+        state.messages.append(UserMessage.text("quick"))
+        store_of(one).save(state, durable=False)
+        assert one.execute("SHOW synchronous_commit") == [("on",)]
+        assert len(store_of(one).load("run_pg").messages) == 6
+    finally:
+        one.close()
+
+
+def test_errors_do_not_show_the_database_password(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = store_of(db)
+    monkeypatch.setattr(db, "url", "postgresql://tether:hunter2@db.example/tether")
+    with pytest.raises(UserError) as missing:
+        store.load("run_missing")
+    assert "hunter2" not in str(missing.value) and "tether:***@db.example" in str(missing.value)
+
+
+# --- the run lock ---------------------------------------------------------------------------------
+
+
+def test_the_lock_is_reentrant_in_a_process_and_held_until_the_outermost_block_ends(db: Any,
+                                                                                     other_machine: Any) -> None:
+    here, also_here = store_of(db), store_of(db)
+    with here.lock("run_x"):
+        with also_here.lock("run_x"):  # a worker holds it, then run_stream takes it again
+            pass
+        with pytest.raises(StoreError, match="run run_x is running in another process"), other_machine.lock("run_x"):
+            pass
+        with other_machine.lock("run_y"):  # one run's lock does not hold another
+            pass
+    with other_machine.lock("run_x"), pytest.raises(StoreError, match="another process"), here.lock("run_x"):
+        pass
+    with here.lock("run_x"):  # the refused attempt left nothing behind
+        pass
+    with pytest.raises(UserError), here.lock("../x"):
+        pass
+
+
+HOLDER = """
+import sys, time
+from tether.postgres.db import database
+from tether.postgres.runs import PgRunStore
+with PgRunStore(database(sys.argv[1])).lock("run_held"):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_worker_killed_with_sigkill_lets_go_of_its_run(pg_url: str, other_machine: Any) -> None:
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, pg_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
+        with pytest.raises(StoreError, match="another process"), other_machine.lock("run_held"):
+            pass
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        deadline = time.monotonic() + 10
+        while True:  # the server ends the session when it reads the dropped connection: at once here
+            try:
+                with other_machine.lock("run_held"):
+                    break
+            except StoreError:
+                assert time.monotonic() < deadline, "the lock outlived the process that held it"
+                time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait()
+
+
+# --- saves cut by SIGKILL -------------------------------------------------------------------------
+
+SAVER = """
+import sys
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
+from tether.postgres.db import database
+from tether.postgres.runs import PgRunStore
+
+store = PgRunStore(database(sys.argv[1]))
+state = store.load("run_soak") if store.exists("run_soak") else RunState(run_id="run_soak")
+n = start = state.config.get("turn", 0)
+if state.messages and isinstance(state.messages[-1], AssistantMessage):  # killed while its call ran
+    state.messages.append(ToolMessage(call_id=f"c{n}", name="t", content=(TextPart(text=str(n)),)))
+while True:
+    n += 1
+    state.messages.append(AssistantMessage(content=(TextPart(text=str(n)), ToolCallPart(id=f"c{n}", name="t"))))
+    state.config = {"turn": n, "count": len(state.messages)}
+    store.save(state, durable=n % 2 == 0)
+    state.messages.append(ToolMessage(call_id=f"c{n}", name="t", content=(TextPart(text=str(n)),)))
+    if n % 5 == 0:  # a compaction: the two oldest turns go and the transcript is written anew
+        state.messages = state.messages[4:]
+    state.config = {"turn": n, "count": len(state.messages)}
+    store.save(state, rewrite=n % 5 == 0)
+    if n == start + 1:
+        print("saving", flush=True)
+"""
+
+
+def test_saves_cut_by_sigkill_always_load_a_whole_commit(pg_url: str, db: Any) -> None:
+    rng = random.Random(16)
+    store = store_of(db)
+    turns = []
+    for _ in range(4):
+        child = subprocess.Popen([sys.executable, "-c", SAVER, pg_url], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "saving"
+            time.sleep(rng.uniform(0.01, 0.2))
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(10)
+        state = store.load("run_soak")
+        assert state.config["count"] == len(state.messages)  # header and messages of one commit
+        assert_pairing(state.messages, complete=False)
+        numbers = [int(m.text) for m in state.messages if isinstance(m, AssistantMessage)]
+        assert numbers == list(range(numbers[0], state.config["turn"] + 1))  # none lost, none repeated
+        turns.append(state.config["turn"])
+    assert turns == sorted(turns) and turns[-1] > 4, turns  # each child went on from the last commit
