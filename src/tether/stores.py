@@ -4,13 +4,15 @@ install, nothing to start), or Postgres for every store when ``database_url`` is
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tether.config import Settings
+    from tether.memory import Memory
     from tether.postgres.db import Database
 
-__all__ = ["database_of", "run_store", "server_store"]
+__all__ = ["database_of", "memory", "run_store", "server_store"]
 
 
 def database_of(settings: Settings) -> Database | None:
@@ -42,3 +44,17 @@ def server_store(settings: Settings) -> Any:
     from tether.server.store import SqliteServerStore
 
     return SqliteServerStore(settings.home / "serve" / "server.db")
+
+
+def memory(settings: Settings, scope: str, project: Path | str) -> Memory:
+    """The user's memory with the limits of ``[memory]``: files under ``$TETHER_HOME/memory``, or
+    rows in Postgres when ``database_url`` is set."""
+    from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
+
+    cfg = settings.memory
+    limits = {"profile_limit": cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
+              "notes_limit": cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT}
+    db = database_of(settings)
+    if db is not None:
+        return Memory.open_postgres(db, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
+    return Memory.open(settings.home, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]

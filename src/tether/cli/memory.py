@@ -46,12 +46,9 @@ def memory_for_run(args: argparse.Namespace, settings: Settings) -> str | None:
 
 
 def open_memory(settings: Settings, scope: str, cwd: Path | str) -> Memory:
-    from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
+    from tether.stores import memory
 
-    cfg = settings.memory
-    return Memory.open(settings.home, scope=scope, project=Path(cwd),  # type: ignore[arg-type]
-                       profile_limit=cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
-                       notes_limit=cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT)
+    return memory(settings, scope, cwd)
 
 
 def add_parsers(sub: Any) -> None:

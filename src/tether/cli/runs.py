@@ -41,7 +41,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from tether.cli.display import cost_text
 
     settings = load_settings()
-    rows, skipped = _rows(settings.home / "runs")
+    if settings.database_url:  # the runs of every machine sharing the database
+        rows, skipped = _rows_of(run_store(settings).list())
+    else:
+        rows, skipped = _rows(settings.home / "runs")
     if not rows and not skipped:
         print("no runs yet", file=sys.stderr)
     if rows:
@@ -55,12 +58,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
-    """Headers that describe a run, newest first; and the runs skipped, with why."""
-    from pydantic import BaseModel, ValidationError
+def _row_model() -> Any:
+    from pydantic import BaseModel
 
-    from tether.errors import StoreError
-    from tether.harness.store import read_header
     from tether.status import RunStatus
 
     class Row(BaseModel):
@@ -73,7 +73,32 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
         config: dict[str, Any] = {}
         created_at: float = 0.0
 
-    rows: list[Row] = []
+    return Row
+
+
+def _rows_of(headers: list[dict[str, Any]]) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The rows of headers read from a database (newest first), and those skipped, with why."""
+    from pydantic import ValidationError
+
+    row = _row_model()
+    rows, skipped = [], []
+    for header in headers:
+        try:
+            rows.append(row.model_validate(header))
+        except ValidationError as exc:
+            skipped.append((str(header.get("run_id")), f"its header is damaged ({first_error(exc)})"))
+    return rows, skipped
+
+
+def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
+    """Headers that describe a run, newest first; and the runs skipped, with why."""
+    from pydantic import ValidationError
+
+    from tether.errors import StoreError
+    from tether.harness.store import read_header
+
+    row = _row_model()
+    rows: list[Any] = []
     skipped: list[tuple[str, str]] = []
     for d in sorted(root.iterdir()) if root.is_dir() else ():
         if not d.is_dir():
@@ -82,7 +107,7 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
         try:
             header = read_header(d)
             if header is not None:
-                rows.append(Row.model_validate(header))
+                rows.append(row.model_validate(header))
         except StoreError as exc:
             skipped.append((d.name, str(exc)))
         except OSError as exc:

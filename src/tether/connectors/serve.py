@@ -242,16 +242,14 @@ def _add_knowledge_tools(server: "MCPServer", settings: "Settings") -> None:
 
 
 def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
-    from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
+    from tether.stores import memory as open_memory
 
     cfg = settings.memory
 
     def memory_read(store: Literal["profile", "notes"]) -> MemoryEntries:
         # Opened for each call: the files are read as they are now (a person may have changed them).
         # With scope "project", the project is the directory the server was started in.
-        memory = Memory.open(settings.home, scope=cfg.get("scope") or "user", project=Path.cwd(),
-                             profile_limit=cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
-                             notes_limit=cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT)
+        memory = open_memory(settings, cfg.get("scope") or "user", Path.cwd())
         entries = memory.entries(store)
         shown = [e for e in entries if memory.check(e) is None]  # what the scan keeps from agents stays here
         usage = memory.usage(store)
@@ -305,8 +303,8 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
     from tether.errors import TetherError
     from tether.harness.loop import run
     from tether.harness.state import RunState
-    from tether.harness.store import RunStore
     from tether.server.agents import describe
+    from tether.stores import run_store
     from tether.tracing import JsonlTracer
 
     if not task.strip():
@@ -317,7 +315,7 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
         "agent": name, "served": "mcp", "user": caller.client_id if caller else None, "prompt": task[:200],
         "model": describe(name, agent)["model"], "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
         "max_turns": agent.max_turns, "max_budget_usd": agent.max_budget_usd})
-    store = RunStore(settings.home / "runs")
+    store = run_store(settings)
     signal = CancelSignal()
     job = asyncio.ensure_future(run(agent, task, state=state, store=store, signal=signal,
                                     tracer=JsonlTracer(settings.home / "traces")))
@@ -420,10 +418,10 @@ def _check_sdk() -> None:
 
 def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     from tether.cli.common import usage_error
-    from tether.server.store import SqliteServerStore
+    from tether.stores import server_store
 
     host, port = args.host or "127.0.0.1", DEFAULT_PORT if args.port is None else args.port
-    store = SqliteServerStore(settings.home / "serve" / "server.db")
+    store = server_store(settings)
     remote = not _loopback(host)
     refusal = _refusal(host, remote, args.allow_remote, store)
     if refusal:
