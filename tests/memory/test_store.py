@@ -513,14 +513,14 @@ def test_good_user_names(home: Path) -> None:
         assert Memory.open(home, user=name).stores["profile"].path.parent.name == name
 
 
-def test_a_store_can_be_used_on_its_own(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    if backend == "sqlite":
+def test_a_store_can_be_used_on_its_own(stores: Stores, tmp_path: Path) -> None:
+    if stores.files:
         store: MemoryStore = TextStore("notes", tmp_path / "deep" / "er" / "n.md", 50)
     else:
         from tether.postgres.db import database
         from tether.postgres.memory import PgTextStore
 
-        store = PgTextStore(database(request.getfixturevalue("pg_url")), "notes", "team/alpha", 50)
+        store = PgTextStore(database(str(stores.url)), "notes", "team/alpha", 50)
     assert store.entries() == [] and store.usage() == StoreUsage("notes", 0, 50)
     with store.edit() as entries:
         entries.append("hello")
@@ -531,7 +531,7 @@ def test_a_store_can_be_used_on_its_own(backend: str, request: pytest.FixtureReq
         entries.append("never saved")
         raise RuntimeError("the caller failed half way")
     assert store.entries() == ["hello"]
-    if backend == "sqlite":
+    if stores.files:
         assert (tmp_path / "deep" / "er" / "n.md").read_text() == "- hello\n"
 
 
