@@ -89,7 +89,7 @@ def assert_pairing(messages: list[Any], *, complete: bool = True) -> None:
 def pg_server() -> Iterator[Any]:
     from tether.testing.services import PostgresServer
 
-    with PostgresServer() as server:
+    with PostgresServer(durable=False) as server:  # thrown away after the tests: no fsync
         yield server
 
 
@@ -97,8 +97,10 @@ def pg_server() -> Iterator[Any]:
 def pg_url(pg_server: Any) -> Iterator[str]:
     from tether.postgres.db import close_all
 
-    yield pg_server.fresh_database()
+    url = pg_server.fresh_database()
+    yield url
     close_all()
+    pg_server.drop_database(url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -11,6 +11,10 @@ The rules, stated once:
   not fail with exit code 1 or 2 nor print a traceback.
 * ``tether serve ... &`` starts the server in the background on a free port (waiting until it
   listens) for the rest of the file; ``http://127.0.0.1:8000`` in later commands is its address.
+  ``tether worker ... &`` starts a worker in the background (waiting for its first line).
+* ``export NAME=VALUE ...`` sets the variables for the rest of the file. The placeholder services
+  ``postgresql://tether:secret@db.internal/tether`` and ``amqp://tether:secret@mq.internal//`` are
+  a fresh database on the test's own Postgres (pgserver) and a RabbitMQ the test starts.
   A block that sets a shell variable (``NAME=...``) runs as one script, so later lines see it.
 * ``toml`` blocks are written as ``$TETHER_HOME/config.toml`` and must load without an error.
 * ``json`` blocks are trace lines: each must parse, and carry exactly the fields a real run's trace
@@ -111,12 +115,53 @@ def _substitute(command: str, home: Path) -> str | None:
     return command
 
 
+PLACEHOLDER_DB = "postgresql://tether:secret@db.internal/tether"
+PLACEHOLDER_BROKER = "amqp://tether:secret@mq.internal//"
+
+
+class _Services:
+    """The real services a file's placeholders stand for, started when first named."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self.request = request
+        self.database: str | None = None
+        self.rabbit: Any = None
+
+    def substitute(self, command: str) -> str:
+        if PLACEHOLDER_DB in command:
+            if self.database is None:
+                self.database = self.request.getfixturevalue("pg_server").fresh_database()
+            command = command.replace(PLACEHOLDER_DB, f"'{self.database}'")
+        if PLACEHOLDER_BROKER in command:
+            if self.rabbit is None:
+                from tether.testing.services import RabbitServer
+
+                self.rabbit = RabbitServer()
+            command = command.replace(PLACEHOLDER_BROKER, self.rabbit.url)
+        return command
+
+    def stop(self) -> None:
+        if self.rabbit is not None:
+            self.rabbit.stop()
+
+
+def _export(command: str, env: dict[str, str]) -> None:
+    """``export A=1 B=2`` into ``env``, as the shell would read it."""
+    out = subprocess.run(["/bin/sh", "-c", f"{command} && env -0"], env=env, capture_output=True, text=True,
+                         check=True)
+    for item in out.stdout.split("\0"):
+        name, _, value = item.partition("=")
+        if name and name in command:
+            env[name] = value
+
+
 @pytest.mark.parametrize("path", _bash_docs(), ids=lambda p: p.name)
-def test_bash_blocks_run(path: Path, place: Path) -> None:
+def test_bash_blocks_run(path: Path, place: Path, request: pytest.FixtureRequest) -> None:
     home = Path(os.environ["TETHER_HOME"])
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     servers: list[subprocess.Popen[str]] = []
+    services = _Services(request)
     url = None
     try:
         for lang, body in blocks(path):
@@ -124,8 +169,13 @@ def test_bash_blocks_run(path: Path, place: Path) -> None:
                 continue
             raws = []
             for raw in _commands(body):
+                raw = services.substitute(raw)
                 if re.fullmatch(r"tether serve\b(?! token).*&", raw):
                     url = _serve_in_background(raw, place, env, servers)
+                elif re.fullmatch(r"tether worker\b.*&", raw):
+                    _worker_in_background(raw, place, env, servers)
+                elif re.match(r"export \w+=", raw) and _substitute(raw, home) is not None:
+                    _export(raw, env)
                 else:
                     raws.append(raw)
             if any(re.match(r"[A-Z_]+=", r) for r in raws):  # one script: later lines see the variable
@@ -145,7 +195,21 @@ def test_bash_blocks_run(path: Path, place: Path) -> None:
     finally:
         for server in servers:
             server.terminate()
-            server.wait(30)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(10)
+        services.stop()
+
+
+def _worker_in_background(command: str, place: Path, env: dict[str, str], servers: list[Any]) -> None:
+    worker = subprocess.Popen(command.rstrip("&").split(), cwd=place, env=env, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    servers.append(worker)
+    assert worker.stderr is not None
+    line = worker.stderr.readline()
+    assert line.startswith("tether worker"), f"`{command}` did not start: {line}"
 
 
 def _serve_in_background(command: str, place: Path, env: dict[str, str], servers: list[Any]) -> str:

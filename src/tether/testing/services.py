@@ -30,15 +30,25 @@ def free_port() -> int:
 
 
 class PostgresServer:
-    """A private Postgres (with pgvector) in ``directory`` (a new temporary one by default)."""
+    """A private Postgres (with pgvector) in ``directory`` (a new temporary one by default).
 
-    def __init__(self, directory: Path | str | None = None) -> None:
+    ``durable=False`` turns off fsync and synchronous commits: for tests, whose databases are
+    thrown away, never for a benchmark that compares with stores that do fsync."""
+
+    def __init__(self, directory: Path | str | None = None, *, durable: bool = True) -> None:
         import pgserver
 
         self._tmp = None if directory else tempfile.mkdtemp(prefix="tether-pg-")
         self.directory = Path(directory or self._tmp or "")
         self._server: Any = pgserver.get_server(str(self.directory), cleanup_mode="stop")
         self.url = str(self._server.get_uri())
+        if not durable:
+            import psycopg
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                    conn.execute(f"ALTER SYSTEM SET {setting} = off")
+                conn.execute("SELECT pg_reload_conf()")
 
     def fresh_database(self) -> str:
         """The URL of a new, empty database on this server."""
@@ -50,6 +60,14 @@ class PostgresServer:
             with psycopg.connect(self._url_of(name), autocommit=True) as db:
                 db.execute("CREATE EXTENSION IF NOT EXISTS vector")
         return self._url_of(name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop a database ``fresh_database`` made (closing whatever is still connected to it)."""
+        import psycopg
+
+        name = url.partition("?")[0].rsplit("/", 1)[-1]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def _url_of(self, name: str) -> str:
         base, _, query = self.url.partition("?")
