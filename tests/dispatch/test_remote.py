@@ -56,8 +56,8 @@ def test_a_run_waiting_for_approval_holds_no_worker_and_a_decision_on_another_no
     assert c.shipped() == [f"{run_id}:call_ship"]
 
 
-def test_a_stop_posted_to_another_node_reaches_the_worker(cluster):
-    c = cluster(tool_s=5.0)
+def test_a_stop_posted_to_another_node_reaches_the_worker_and_a_resume_on_the_first_continues(cluster):
+    c = cluster(tool_s=3.0)
     a, b = c.node(), c.node()
     with httpx.Client(base_url=a, timeout=30) as ca, httpx.Client(base_url=b, timeout=30) as cb:
         sid = _session(ca, "ship")
@@ -70,6 +70,13 @@ def test_a_stop_posted_to_another_node_reaches_the_worker(cluster):
         assert view["status"] == "interrupted" and view["resumable"] is True
         events = read_events(cb, f"/v1/runs/{run_id}/events")
         assert events[-1]["event"] == "done"
+        # Resumed from the other node, it goes on to its answer; the call the stop cut runs again
+        # (it is idempotent) and ships once.
+        r = ca.post(f"/v1/runs/{run_id}/resume")
+        assert r.status_code == 202, r.text
+        rest = read_events(cb, f"/v1/runs/{run_id}/events", last_event_id=events[-1]["id"])
+        assert rest[-1]["event"] == "done" and rest[-1]["result"]["status"] == "completed", rest[-1]
+    assert c.shipped() == [f"{run_id}:call_ship"]
 
 
 def test_one_live_run_per_session_across_nodes(cluster):
