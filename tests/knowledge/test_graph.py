@@ -1,6 +1,6 @@
 """The knowledge graph: what the rule extractor finds, and searches that join documents through
 an entity (examples/catalog: the FVAM-2050-B names seal kit SK-77, only seals.md says what SK-77
-is made of)."""
+is made of). The joins run on both stores, SQLite and Postgres."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tether.knowledge import Chunk, HashingEmbedder, KnowledgeBase, RuleExtractor
+
+from .conftest import Opener
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUESTION = "what are the FVAM-2050-B seals made of"
@@ -70,9 +72,9 @@ def test_entities_in_one_chunk_are_related_and_headings_relate_to_what_is_under_
 
 
 @pytest.fixture
-def catalog(monkeypatch: pytest.MonkeyPatch) -> KnowledgeBase:
+def catalog(monkeypatch: pytest.MonkeyPatch, open_kb: Opener) -> KnowledgeBase:
     monkeypatch.chdir(EXAMPLES)
-    kb = KnowledgeBase.open(embedder=HashingEmbedder())
+    kb = open_kb(embedder=HashingEmbedder())
     report = kb.add_path("catalog")
     assert sorted(report.added) == ["catalog/maintenance.md", "catalog/seals.md", "catalog/valves.md"]
     return kb

@@ -1,5 +1,6 @@
 """Searching a knowledge base: fusion arithmetic, cuts, filters, exact identifiers, keyword
-safety, embedders, incremental ingest, removal and the vector cache."""
+safety, embedders, incremental ingest, removal and the vector cache. Tests that take ``open_kb``
+run on both stores, SQLite and Postgres (tests/knowledge/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 import pytest
 
 from tether.errors import ConfigError, UserError
-from tether.knowledge import HashingEmbedder, KnowledgeBase
+from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
 from tether.knowledge.base import MODES, _fuse, query_terms, tokens
 from tether.knowledge.store import fts_query
+
+from .conftest import Opener, check_index, leftovers
 
 VALVES = """# Ball valves
 
@@ -66,18 +69,14 @@ def literal(token: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
 
 
-def catalogue(embedder: Any = "hashing", **kwargs: Any) -> KnowledgeBase:
-    kb = KnowledgeBase.open(embedder=HashingEmbedder() if embedder == "hashing" else embedder, **kwargs)
+def catalogue(open_kb: Opener, embedder: Any = "hashing", **kwargs: Any) -> KnowledgeBase:
+    kb = open_kb(embedder=HashingEmbedder() if embedder == "hashing" else embedder, **kwargs)
     kb.add_text("valves.md", VALVES, meta={"family": "valves"})
     kb.add_text("twin.md", TWIN, meta={"family": "valves"})
     kb.add_text("lookalikes.md", LOOKALIKES, meta={"family": "notes"})
     kb.add_text("spares.md", SPARES, meta={"family": "notes"})
     kb.add_text("pumps.md", PUMPS, meta={"family": "pumps"})
     return kb
-
-
-def count(kb: KnowledgeBase, sql: str, *args: Any) -> int:
-    return int(kb.store._db.execute(sql, args).fetchone()[0])  # type: ignore[attr-defined]
 
 
 # -- fusion ------------------------------------------------------------------------------------
@@ -104,8 +103,8 @@ def test_fusion_breaks_ties_by_chunk_id_and_weighs_an_unnamed_ranking_one() -> N
     assert _fuse({}, {}) == []
 
 
-def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report() -> None:
-    kb = catalogue()
+def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     for alpha in (0.0, 0.3, 0.55, 1.0):
         result = kb.search("brass valve seal kit pressure", mode="hybrid", alpha=alpha, k=8)
         assert result.hits and result.note == ""
@@ -116,8 +115,8 @@ def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report() -> None:
         assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
 
 
-def test_bad_search_arguments_are_user_errors() -> None:
-    kb = catalogue()
+def test_bad_search_arguments_are_user_errors(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     for kwargs, words in [({"mode": "fuzzy"}, "unknown search mode"), ({"alpha": 1.5}, "alpha"),
                           ({"k": 0}, "k must be at least 1")]:
         with pytest.raises(UserError, match=words):
@@ -129,22 +128,22 @@ def test_bad_search_arguments_are_user_errors() -> None:
 # -- dedupe, min_score, k ----------------------------------------------------------------------
 
 
-def test_two_chunks_at_the_same_place_are_one_result_the_better_one() -> None:
-    kb = KnowledgeBase.open()
+def test_two_chunks_at_the_same_place_are_one_result_the_better_one(open_kb: Opener) -> None:
+    kb = open_kb()
     kb.store.replace_document("dup.md", path=None, title="dup", hash="h", meta={}, entities=[], relations=[],
                               chunks=[(1, 2, "", "gasket gasket gasket torque", None),
                                       (1, 4, "", "gasket torque and more words about other things entirely", None),
                                       (6, 7, "", "a second gasket paragraph", None)])
     raw = kb._keyword("gasket", 50, None)
     assert len(raw) == 3
-    at_line_1 = [r[0] for r in kb.store._db.execute("SELECT id FROM chunks WHERE start_line = 1")]  # type: ignore[attr-defined]
+    at_line_1 = [cid for cid, row in kb.store.chunks(raw).items() if row.start_line == 1]
     result = kb.search("gasket", mode="keyword")
     assert sorted(h.chunk.start_line for h in result.hits) == [1, 6]
     assert result.hits[0].chunk.id == min(at_line_1, key=raw.index)  # the better-ranked of the two
 
 
-def test_min_score_cuts_and_k_caps() -> None:
-    kb = catalogue()
+def test_min_score_cuts_and_k_caps(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     full = kb.search("valve seal kit", mode="hybrid", k=10)
     scores = [h.score for h in full.hits]
     assert len(scores) >= 4
@@ -162,8 +161,8 @@ def test_min_score_cuts_and_k_caps() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_metadata_filters_keep_other_documents_out_in_every_mode(mode: str) -> None:
-    kb = catalogue()
+def test_metadata_filters_keep_other_documents_out_in_every_mode(open_kb: Opener, mode: str) -> None:
+    kb = catalogue(open_kb)
     query = "SK-77" if mode == "exact" else "seal kit EPDM pump valve"
     unfiltered = kb.search(query, mode=mode, k=20)
     families = {h.chunk.meta["family"] for h in unfiltered.hits}
@@ -174,8 +173,8 @@ def test_metadata_filters_keep_other_documents_out_in_every_mode(mode: str) -> N
     assert kb.search(query, mode=mode, filters={"family": "nothing-has-this"}).hits == []
 
 
-def test_a_filter_can_name_the_document() -> None:
-    kb = catalogue()
+def test_a_filter_can_name_the_document(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     hits = kb.search("seal kit", mode="keyword", filters={"name": "pumps.md"}).hits
     assert hits and {h.chunk.document for h in hits} == {"pumps.md"}
 
@@ -183,8 +182,8 @@ def test_a_filter_can_name_the_document() -> None:
 # -- exact -------------------------------------------------------------------------------------
 
 
-def test_exact_returns_only_chunks_with_that_token_never_its_twins() -> None:
-    kb = catalogue()
+def test_exact_returns_only_chunks_with_that_token_never_its_twins(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     result = kb.search("FVAM-2050-B", mode="exact", k=20)
     cited = {h.citation for h in result.hits}
     assert cited == {"valves.md:6-14", "spares.md:1-3"}
@@ -197,21 +196,21 @@ def test_exact_returns_only_chunks_with_that_token_never_its_twins() -> None:
 
 
 @pytest.mark.parametrize("twin", ["FVAM-2050-C", "FVAM-2050-BX", "XFVAM-2050-B"])
-def test_exact_for_a_twin_does_not_return_the_b_model(twin: str) -> None:
-    result = catalogue().search(twin, mode="exact", k=20)
+def test_exact_for_a_twin_does_not_return_the_b_model(open_kb: Opener, twin: str) -> None:
+    result = catalogue(open_kb).search(twin, mode="exact", k=20)
     assert result.hits
     for hit in result.hits:
         assert literal(twin).search(hit.chunk.text), hit.citation
     assert "valves.md" not in {h.chunk.document for h in result.hits}
 
 
-def test_exact_with_no_match_says_so() -> None:
-    result = catalogue().search("FVAM-2050-Z", mode="exact")
+def test_exact_with_no_match_says_so(open_kb: Opener) -> None:
+    result = catalogue(open_kb).search("FVAM-2050-Z", mode="exact")
     assert result.hits == [] and "FVAM-2050-Z" in result.note
 
 
-def test_exact_counts_a_document_whose_item_id_names_the_identifier() -> None:
-    kb = catalogue()
+def test_exact_counts_a_document_whose_item_id_names_the_identifier(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     # A data sheet filed under the part number whose text never spells it out.
     kb.add_text("datasheet-0417.md", "# Data sheet 0417\n\nPressure rating PN16. Seal kit SK-77. Weight 1.9 kg.\n",
                 meta={"item_id": "FVAM-2050-B", "family": "valves"})
@@ -225,11 +224,11 @@ def test_exact_counts_a_document_whose_item_id_names_the_identifier() -> None:
 # -- keyword safety ----------------------------------------------------------------------------
 
 
-def test_keyword_queries_drop_stop_words() -> None:
+def test_keyword_queries_drop_stop_words(open_kb: Opener) -> None:
     assert fts_query(query_terms("What is the pressure rating of the valve?")) == '"pressure" OR "rating" OR "valve"'
     assert fts_query(query_terms("the and of")) == '"the" OR "and" OR "of"'  # only stop words: still a search
     assert tokens("Café read_file FVAM-2050-B") == ["cafe", "read", "file", "fvam", "2050", "b"]  # as FTS5 splits
-    kb = KnowledgeBase.open()
+    kb = open_kb()
     kb.add_text("filler.txt", "It is what it is, and that is all there is to it, over and over again.")
     kb.add_text("gauge.txt", "The gauge reads the line pressure.")
     hits = kb.search("what is the pressure", mode="keyword").hits
@@ -239,16 +238,18 @@ def test_keyword_queries_drop_stop_words() -> None:
 @pytest.mark.parametrize("query", ['"', '"unbalanced quote', "NEAR(seal kit, 2)", "seal*", "-seal", "(seal OR",
                                    "seal AND NOT", "kit:seal", "^seal", "*", "()", "'; DROP TABLE chunks; --",
                                    "seal\"kit", "{seal kit}", "a + b - c"])
-def test_fts_syntax_in_a_query_does_not_crash(query: str) -> None:
-    kb = catalogue()
+def test_fts_syntax_in_a_query_does_not_crash(open_kb: Opener, query: str) -> None:
+    kb = catalogue(open_kb)
+    before = kb.stats()
     for mode in ("keyword", "hybrid", "vector", "exact", "neighborhood", "hierarchical"):
         result = kb.search(query, mode=mode)
         assert isinstance(result.hits, list)
-    assert count(kb, "SELECT COUNT(*) FROM chunks") == kb.stats()["chunks"] > 0
+    assert kb.stats() == before and before["chunks"] > 0
+    check_index(kb)
 
 
-def test_operators_in_a_query_are_words_not_syntax() -> None:
-    kb = catalogue()
+def test_operators_in_a_query_are_words_not_syntax(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     # "-kit" would exclude chunks with "kit" in FTS5 syntax; here it is just another word.
     hits = kb.search("pump -kit", mode="keyword").hits
     assert any("kit" in h.chunk.text for h in hits)
@@ -258,8 +259,8 @@ def test_operators_in_a_query_are_words_not_syntax() -> None:
 # -- embedders ---------------------------------------------------------------------------------
 
 
-def test_without_an_embedder_hybrid_says_keyword_only_and_vector_is_refused() -> None:
-    kb = catalogue(embedder=None)
+def test_without_an_embedder_hybrid_says_keyword_only_and_vector_is_refused(open_kb: Opener) -> None:
+    kb = catalogue(open_kb, embedder=None)
     assert kb.stats()["embedded_chunks"] == 0
     result = kb.search("seal kit", mode="hybrid")
     assert result.hits and "keyword only" in result.note
@@ -268,24 +269,24 @@ def test_without_an_embedder_hybrid_says_keyword_only_and_vector_is_refused() ->
         kb.search("seal kit", mode="vector")
 
 
-def test_a_base_built_with_one_embedder_refuses_another(tmp_path: Path) -> None:
-    path = tmp_path / "kb" / "parts.db"
-    kb = KnowledgeBase.open(path, embedder=HashingEmbedder(256), name="parts")
+def test_a_base_built_with_one_embedder_refuses_another(open_kb: Opener) -> None:
+    kb = open_kb("parts", embedder=HashingEmbedder(256), name="parts")
     kb.add_text("valves.md", VALVES)
-    kb.store.close()  # type: ignore[attr-defined]
-    assert path.is_file()
+    if isinstance(kb.store, SqliteKnowledgeStore):
+        kb.store.close()
+        assert Path(kb.store.path).is_file()
     with pytest.raises(ConfigError) as info:
-        KnowledgeBase.open(path, embedder=HashingEmbedder(128), name="parts")
+        open_kb("parts", embedder=HashingEmbedder(128), name="parts")
     assert "hashing/256" in str(info.value) and "hashing/128" in str(info.value) and "parts" in str(info.value)
-    again = KnowledgeBase.open(path, embedder=HashingEmbedder(256), name="parts")
+    again = open_kb("parts", embedder=HashingEmbedder(256), name="parts")
     assert again.search("brass", mode="vector").hits
 
 
 # -- incremental ingest ------------------------------------------------------------------------
 
 
-def test_add_text_twice_is_a_no_op_and_a_change_replaces_the_chunks() -> None:
-    kb = catalogue()
+def test_add_text_twice_is_a_no_op_and_a_change_replaces_the_chunks(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     before = kb.stats()
     added_at = kb.store.document("pumps.md").added_at  # type: ignore[union-attr]
     generation = kb.store.get_meta("generation")
@@ -294,11 +295,12 @@ def test_add_text_twice_is_a_no_op_and_a_change_replaces_the_chunks() -> None:
     assert kb.store.document("pumps.md").added_at == added_at  # type: ignore[union-attr]
     changed = PUMPS.replace("carbon face", "silicon carbide face")
     assert kb.add_text("pumps.md", changed, meta={"family": "pumps"}) is True
-    texts = [r[0] for r in kb.store._db.execute(  # type: ignore[attr-defined]
-        "SELECT c.text FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.name = 'pumps.md'")]
+    pumps = kb.store.document("pumps.md")
+    assert pumps is not None
+    texts = [row.text for row in kb.store.chunks(kb.store.chunk_ids([pumps.id])).values()]
     assert texts and any("silicon carbide" in t for t in texts) and not any("carbon face" in t for t in texts)
     assert kb.stats()["chunks"] == before["chunks"] and kb.stats()["documents"] == before["documents"]
-    assert count(kb, "SELECT COUNT(*) FROM chunks_fts") == kb.stats()["chunks"]
+    check_index(kb)
     assert kb.search("carbide", mode="keyword").hits[0].chunk.document == "pumps.md"
     assert kb.search("carbon", mode="keyword").hits == []
     # The same text with other metadata is a new version too.
@@ -333,8 +335,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(tree: Path, reads: list[str]) -> None:
-    kb = KnowledgeBase.open(embedder=HashingEmbedder())
+def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(open_kb: Opener, tree: Path,
+                                                                  reads: list[str]) -> None:
+    kb = open_kb(embedder=HashingEmbedder())
     first = kb.add_path(tree)
     assert sorted(first.added) == ["docs/alpha.md", "docs/beta.txt", "docs/sub/gamma.md"]
     assert sorted(reads) == ["alpha.md", "beta.txt", "gamma.md"]
@@ -443,29 +446,26 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason_and_kept(
 # -- removal -----------------------------------------------------------------------------------
 
 
-def test_removing_a_document_removes_everything_it_brought() -> None:
-    kb = catalogue()
+def test_removing_a_document_removes_everything_it_brought(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     doc_id = kb.store.document("valves.md").id  # type: ignore[union-attr]
-    chunk_ids = [r[0] for r in kb.store._db.execute("SELECT id FROM chunks WHERE doc_id = ?", (doc_id,))]  # type: ignore[attr-defined]
-    assert chunk_ids and count(kb, "SELECT COUNT(*) FROM relations WHERE doc_id = ?", doc_id) > 0
+    chunk_ids = kb.store.chunk_ids([doc_id])
+    before = leftovers(kb, doc_id, chunk_ids)
+    assert chunk_ids and before["relations"] > 0 and before["mentions"] > 0
     assert kb.store.entity("PN16") is not None and kb.store.entity("F05") is not None
-    marks = ",".join("?" * len(chunk_ids))
-    assert count(kb, f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", *chunk_ids) > 0
 
     assert kb.remove("valves.md") is True
     assert kb.store.document("valves.md") is None
-    assert count(kb, "SELECT COUNT(*) FROM chunks WHERE doc_id = ?", doc_id) == 0
-    assert count(kb, f"SELECT COUNT(*) FROM chunks_fts WHERE rowid IN ({marks})", *chunk_ids) == 0
-    assert count(kb, "SELECT COUNT(*) FROM chunks_fts") == count(kb, "SELECT COUNT(*) FROM chunks")
-    assert count(kb, f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", *chunk_ids) == 0
-    assert count(kb, "SELECT COUNT(*) FROM relations WHERE doc_id = ?", doc_id) == 0
-    ids, _, matrix = kb.store.vectors()
-    assert not set(ids.tolist()) & set(chunk_ids) and matrix.shape[0] == kb.stats()["chunks"]
+    assert set(leftovers(kb, doc_id, chunk_ids).values()) == {0}
+    assert kb.store.chunk_ids([doc_id]) == [] and kb.store.chunks(chunk_ids) == {}
+    assert kb.store.entities_of(chunk_ids) == {}
+    near = [cid for cid, _ in kb.store.nearest(HashingEmbedder().embed(["brass"])[0], 1000, None)]
+    assert not set(near) & set(chunk_ids) and len(near) == kb.stats()["chunks"]
     # Entities only valves.md named are gone; those other documents name stay.
     assert kb.store.entity("PN16") is None and kb.store.entity("F05") is None
     assert kb.store.entity("FVAM-2050-B") is not None  # spares.md still names it
     assert kb.store.entity("SK-77") is not None  # and pumps.md this one
-    assert count(kb, "SELECT COUNT(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions)") == 0
+    check_index(kb)
     assert kb.search("brass", mode="keyword").hits == []
     assert kb.remove("valves.md") is False
 
@@ -473,8 +473,8 @@ def test_removing_a_document_removes_everything_it_brought() -> None:
 # -- the vector matrix cache -------------------------------------------------------------------
 
 
-def test_a_document_added_after_a_search_is_found_by_the_next_vector_search() -> None:
-    kb = catalogue()
+def test_a_document_added_after_a_search_is_found_by_the_next_vector_search(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
     before = kb.search("zirconium impeller cavitation", mode="vector", k=3)
     assert "impeller.md" not in {h.chunk.document for h in before.hits}
     kb.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
@@ -484,10 +484,9 @@ def test_a_document_added_after_a_search_is_found_by_the_next_vector_search() ->
     assert "impeller.md" not in {h.chunk.document for h in kb.search("zirconium impeller", mode="vector").hits}
 
 
-def test_two_handles_on_one_file_see_each_others_changes(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    writer = KnowledgeBase.open(path, embedder=HashingEmbedder())
-    reader = KnowledgeBase.open(path, embedder=HashingEmbedder())
+def test_two_handles_on_one_base_see_each_others_changes(open_kb: Opener) -> None:
+    writer = open_kb("shared", embedder=HashingEmbedder())
+    reader = open_kb("shared", embedder=HashingEmbedder())
     writer.add_text("valves.md", VALVES)
     assert reader.search("brass valve", mode="vector").hits  # caches the matrix
     writer.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
