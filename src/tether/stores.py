@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from tether.memory import Memory
     from tether.postgres.db import Database
 
-__all__ = ["database_of", "memory", "run_store", "server_store"]
+__all__ = ["database_of", "kb_exists", "kb_where", "knowledge_store", "memory", "run_store", "server_store"]
 
 
 def database_of(settings: Settings) -> Database | None:
@@ -58,3 +58,36 @@ def memory(settings: Settings, scope: str, project: Path | str) -> Memory:
     if db is not None:
         return Memory.open_postgres(db, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
     return Memory.open(settings.home, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
+
+
+def knowledge_store(settings: Settings, name: str) -> Any:
+    """Knowledge base ``name``: ``$TETHER_HOME/kb/NAME.db``, or its rows in Postgres."""
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.knowledge import PgKnowledgeStore
+
+        return PgKnowledgeStore(db, name)
+    from tether.knowledge.store import SqliteKnowledgeStore
+
+    return SqliteKnowledgeStore(settings.home / "kb" / f"{name}.db")
+
+
+def kb_exists(settings: Settings, name: str) -> bool:
+    """Whether base ``name`` was made (its embedder is recorded when it is)."""
+    db = database_of(settings)
+    if db is None:
+        return (settings.home / "kb" / f"{name}.db").exists()
+    from tether.postgres.knowledge import MIGRATIONS
+
+    db.migrate("knowledge", MIGRATIONS)
+    return bool(db.execute("SELECT 1 FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' "
+                           "WHERE b.name = %s", (name,)))
+
+
+def kb_where(settings: Settings, name: str) -> str:
+    """Where base ``name`` lives, for messages (a database without its password)."""
+    if settings.database_url:
+        from tether.postgres.db import redact
+
+        return f"{redact(settings.database_url)}, base {name}"
+    return str(settings.home / "kb" / f"{name}.db")

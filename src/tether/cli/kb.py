@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import positive_int, usage_error
 from tether.cli.common import settings as load_settings
+from tether.stores import kb_where
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -92,18 +93,17 @@ def kb_path(settings: Settings, name: str) -> Path:
 def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
     """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
     from tether.knowledge import KnowledgeBase, make_embedder
-    from tether.knowledge.store import SqliteKnowledgeStore
+    from tether.stores import kb_exists, knowledge_store
 
-    path = kb_path(settings, name)
-    exists = path.exists()
+    exists = kb_exists(settings, name)
     if must_exist and not exists:
-        raise usage_error(f"there is no knowledge base {name!r} ({path}); create it with "
+        raise usage_error(f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
                           f"tether kb --name {name} add PATH")
     base_url = settings.kb.get("base_url")
     # A new base's embedder is chosen (and checked) before its file exists.
     fresh = None if exists else make_embedder(create_with or settings.kb.get("embedder") or default_spec(),
                                               base_url=base_url)
-    store = SqliteKnowledgeStore(path)
+    store = knowledge_store(settings, name)
     recorded = store.get_meta("embedder")
     if recorded is None:
         embedder = fresh
@@ -136,9 +136,11 @@ def _spec_name(spec: str) -> str:
 
 def check_kbs(settings: Settings, names: list[str]) -> None:
     """Refuse, before anything runs, a --kb that names no base."""
+    from tether.stores import kb_exists
+
     for name in names:
-        if not kb_path(settings, name).exists():
-            raise usage_error(f"there is no knowledge base {name!r} ({kb_path(settings, name)}); create it with "
+        if not kb_exists(settings, name):
+            raise usage_error(f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
                               f"tether kb --name {name} add PATH")
 
 
@@ -171,7 +173,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             print(f"  skipped {name}: {why}", file=sys.stderr)
     stats = kb.stats()
     print(f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
-          f"{stats['entities']} entities ({kb_path(settings, args.name)})")
+          f"{stats['entities']} entities ({kb_where(settings, args.name)})")
     return 0
 
 

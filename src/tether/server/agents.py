@@ -99,10 +99,11 @@ def _from_table(settings: Settings, name: str, t: dict[str, Any]) -> Agent:
         raise ConfigError(f"[serve.agents.{name}] cwd = {t.get('cwd')!r} is not a directory")
     extensions: list[Any] = []
     if t.get("kb"):
-        from tether.cli.kb import kb_path, knowledge_extensions
+        from tether.cli.kb import knowledge_extensions
+        from tether.stores import kb_exists
 
         for kb in t["kb"]:
-            if not kb_path(settings, kb).exists():
+            if not kb_exists(settings, kb):
                 raise ConfigError(f"[serve.agents.{name}] kb: there is no knowledge base {kb!r}; create it with "
                                   f"tether kb add --name {kb} PATH")
         extensions = knowledge_extensions(settings, list(t["kb"]))
