@@ -42,6 +42,7 @@ class PostgresServer:
         self.directory = Path(directory or self._tmp or "")
         self._server: Any = pgserver.get_server(str(self.directory), cleanup_mode="stop")
         self.url = str(self._server.get_uri())
+        self._template = False
         if not durable:
             import psycopg
 
@@ -56,9 +57,13 @@ class PostgresServer:
 
         name = "t_" + uuid.uuid4().hex[:16]
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-            with psycopg.connect(self._url_of(name), autocommit=True) as db:
-                db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            if not self._template:  # made once: a copy of it already has pgvector
+                conn.execute('DROP DATABASE IF EXISTS "tether_template"')
+                conn.execute('CREATE DATABASE "tether_template"')
+                with psycopg.connect(self._url_of("tether_template"), autocommit=True) as db:
+                    db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                self._template = True
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "tether_template"')
         return self._url_of(name)
 
     def drop_database(self, url: str) -> None:
