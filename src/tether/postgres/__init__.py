@@ -7,5 +7,11 @@ and its pool are imported only when a Postgres store is opened (``pip install 't
 """
 
 from tether.postgres.db import Database, Migration, database, redact
+from tether.postgres.knowledge import PgKnowledgeStore
+from tether.postgres.memory import PgTextStore
+from tether.postgres.runs import PgRunStore
+from tether.postgres.server import PgServerStore
+from tether.postgres.sessions import PgSessionStore
 
-__all__ = ["Database", "Migration", "database", "redact"]
+__all__ = ["Database", "Migration", "PgKnowledgeStore", "PgRunStore", "PgServerStore", "PgSessionStore",
+           "PgTextStore", "database", "redact"]
