@@ -74,8 +74,18 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
+// Raw HTML a model writes is shown as text, never parsed: Markdown gives it every format an answer
+// needs, and markup that never reaches a parser cannot run (nor make the browser report a blocked
+// handler). DOMPurify still checks what marked makes from Markdown (links, images).
+const HTML_ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const markdown = new marked.Marked({
+  gfm: true,
+  breaks: true,
+  renderer: { html: (token) => token.text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]) },
+});
+
 function renderMarkdown(text) {
-  const html = marked.parse(text, { gfm: true, breaks: true });
+  const html = markdown.parse(text);
   return DOMPurify.sanitize(html, {
     ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: MARKDOWN_ATTRS, RETURN_DOM_FRAGMENT: true,
   });
