@@ -70,6 +70,12 @@ def check_index(kb: KnowledgeBase) -> None:
         recount = store.db.execute("SELECT u.lexeme, count(*) FROM kb_chunks c, unnest(c.tsv) u WHERE c.kb = %s "
                                    "GROUP BY u.lexeme ORDER BY u.lexeme", (kb_id,))
         assert kept == recount
+        # kb_postings (what BM25 reads) says what the chunks' tsvectors say.
+        postings = store.db.execute("SELECT term, chunk_id, doc_id, tf, words FROM kb_postings WHERE kb = %s "
+                                    "ORDER BY term, chunk_id", (kb_id,))
+        assert postings == store.db.execute(
+            "SELECT u.lexeme, c.id, c.doc_id, cardinality(u.positions), c.words FROM kb_chunks c, unnest(c.tsv) u "
+            "WHERE c.kb = %s ORDER BY u.lexeme, c.id", (kb_id,))
         orphans = store.db.execute(
             "SELECT count(*) FROM kb_entities e WHERE e.kb = %s AND NOT EXISTS (SELECT 1 FROM kb_mentions m WHERE "
             "m.entity_id = e.id) AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE e.id IN (r.a, r.b))",
