@@ -167,19 +167,7 @@ def test_bash_blocks_run(path: Path, place: Path, request: pytest.FixtureRequest
         for lang, body in blocks(path):
             if lang != "bash":
                 continue
-            raws = []
-            for raw in _commands(body):
-                raw = services.substitute(raw)
-                if re.fullmatch(r"tether serve\b(?! token).*&", raw):
-                    url = _serve_in_background(raw, place, env, servers)
-                elif re.fullmatch(r"tether worker\b.*&", raw):
-                    _worker_in_background(raw, place, env, servers)
-                elif re.match(r"export \w+=", raw) and _substitute(raw, home) is not None:
-                    _export(raw, env)
-                else:
-                    raws.append(raw)
-            if any(re.match(r"[A-Z_]+=", r) for r in raws):  # one script: later lines see the variable
-                raws = ["\n".join(raws)]
+            raws, url = _start_background(body, services, place, env, servers, url)
             for raw in raws:
                 command = "\n".join(c for c in (_substitute(line, home) for line in raw.split("\n")) if c is not None)
                 if not command:
@@ -201,6 +189,26 @@ def test_bash_blocks_run(path: Path, place: Path, request: pytest.FixtureRequest
                 server.kill()
                 server.wait(10)
         services.stop()
+
+
+def _start_background(body: str, services: _Services, place: Path, env: dict[str, str],
+                      servers: list[subprocess.Popen[str]], url: str | None) -> tuple[list[str], str | None]:
+    """Start a block's servers and workers, apply its exports; the commands left to run in order,
+    and the URL of the server started last."""
+    raws = []
+    for raw in _commands(body):
+        raw = services.substitute(raw)
+        if re.fullmatch(r"tether serve\b(?! token).*&", raw):
+            url = _serve_in_background(raw, place, env, servers)
+        elif re.fullmatch(r"tether worker\b.*&", raw):
+            _worker_in_background(raw, place, env, servers)
+        elif re.match(r"export \w+=", raw) and _substitute(raw, Path(os.environ["TETHER_HOME"])) is not None:
+            _export(raw, env)
+        else:
+            raws.append(raw)
+    if any(re.match(r"[A-Z_]+=", r) for r in raws):  # one script: later lines see the variable
+        raws = ["\n".join(raws)]
+    return raws, url
 
 
 def _worker_in_background(command: str, place: Path, env: dict[str, str], servers: list[Any]) -> None:
