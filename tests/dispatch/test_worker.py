@@ -4,6 +4,7 @@ end and a job for an agent the worker does not serve each do."""
 from __future__ import annotations
 
 import json
+import time
 
 from tether.dispatch.worker import HELD
 
@@ -61,3 +62,60 @@ def test_a_job_for_an_agent_this_worker_does_not_serve_ends_failed_and_says_so(c
     assert kind == "done" and data["result"]["status"] == "failed"
     assert "does not serve agent 'gone'" in data["result"]["reason"]
     assert c.worker.runs.load("r4").status == "failed"
+
+
+def test_a_worker_that_was_taken_over_does_not_end_the_new_claim(cluster):
+    c = cluster()
+    _queue(c, "r5")
+    first = c.worker.jobs.claim("r5", "worker-a")
+    second = c.worker.jobs.claim("r5", "worker-b")  # worker-a lost the run; worker-b took it
+    assert (first.attempts, second.attempts) == (1, 2)
+    c.worker.jobs.finish("r5", first.attempts)  # worker-a stopping must not end worker-b's job
+    assert c.worker.jobs.get("r5").state == "running"
+    c.worker.jobs.finish("r5", second.attempts)
+    assert c.worker.jobs.get("r5").state == "done"
+
+
+def test_a_worker_that_loses_its_run_mid_call_leaves_the_end_to_the_worker_that_took_it(cluster, pg_url):
+    import contextlib
+
+    from tether import Agent, tool
+    from tether.postgres.db import Database
+    from tether.postgres.runs import PgRunStore
+    from tether.testing import FunctionModel, Reply, call
+
+    c = cluster()
+    other = Database(pg_url, max_size=2)  # another worker's process
+    taken = contextlib.ExitStack()
+    acted = []
+
+    def act(step: str) -> str:
+        """Do one step of work in the world."""
+        acted.append(step)
+        if step == "one":  # the lock's connection ends; worker-b takes the run and its job
+            c.worker.db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                                "'tether: run r6'")
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    taken.enter_context(PgRunStore(other).lock("r6"))
+                    break
+                except Exception:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            c.worker.jobs.claim("r6", "worker-b")
+        return f"did {step}"
+
+    def reply(messages, request):
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
+
+    c.worker.agents["fence"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    _queue(c, "r6", agent="fence", session="s6")
+    with taken:
+        assert c.worker.drive("r6") == "driven"
+        assert acted == ["one"]
+        assert "done" not in [kind for _, kind, _ in _events(c, "r6")]  # worker-b writes the end
+        job = c.worker.jobs.get("r6")
+        assert job.state == "running" and job.worker == "worker-b"
+    other.close()

@@ -215,3 +215,113 @@ def test_saves_cut_by_sigkill_always_load_a_whole_commit(pg_url: str, db: Any) -
         assert numbers == list(range(numbers[0], state.config["turn"] + 1))  # none lost, none repeated
         turns.append(state.config["turn"])
     assert turns == sorted(turns) and turns[-1] > 4, turns  # each child went on from the last commit
+
+
+# --- the lock fences the holder's saves -----------------------------------------------------------
+
+
+def _end_lock_connection(db: Any, run_id: str) -> None:
+    """What a proxy closing an idle connection, or ``pg_terminate_backend``, does to a run's lock."""
+    ended = db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                       (f"tether: run {run_id}",))
+    assert ended == [(True,)]
+    deadline = time.monotonic() + 10
+    while db.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (f"tether: run {run_id}",)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_a_lock_whose_connection_ended_is_taken_again_when_no_one_else_took_the_run(db: Any,
+                                                                                      other_machine: Any) -> None:
+    from tether.postgres.runs import RunHeld
+
+    state = saved_run(db)
+    here = store_of(db)
+    with here.lock("run_pg"):
+        state = here.load("run_pg")
+        _end_lock_connection(db, "run_pg")
+        state.messages.extend(turn(2))
+        here.save(state)  # no one else has the run: the save takes the lock again and goes on
+        assert not here.lost("run_pg")
+        with pytest.raises(RunHeld), other_machine.lock("run_pg"):  # held again, by this process
+            pass
+        state.messages.extend(turn(3))
+        here.save(state)
+    assert len(other_machine.load("run_pg").messages) == 9
+
+
+def test_a_process_whose_run_was_taken_saves_nothing_more(db: Any, other_machine: Any) -> None:
+    from tether.postgres.runs import RunLockLost
+
+    saved_run(db)
+    here = store_of(db)
+    with here.lock("run_pg"):
+        state = here.load("run_pg")
+        _end_lock_connection(db, "run_pg")
+        with other_machine.lock("run_pg"):  # another worker picks the run up meanwhile
+            state.messages.extend(turn(2))
+            with pytest.raises(RunLockLost, match="taken over by another process"):
+                here.save(state)  # the intent record that would precede a side effect
+            assert here.lost("run_pg")
+            theirs = other_machine.load("run_pg")
+            assert len(theirs.messages) == 5  # nothing of the loser's save was written
+            theirs.messages.extend(turn(7))
+            other_machine.save(theirs)
+        with pytest.raises(RunLockLost):  # refused for good, even once the other lets go
+            here.save(state)
+    assert [m.call_id for m in other_machine.load("run_pg").messages if isinstance(m, ToolMessage)] == ["c0", "c1", "c7"]
+
+
+def test_a_run_saved_by_another_while_the_lock_was_gone_is_not_overwritten(db: Any, other_machine: Any) -> None:
+    from tether.postgres.runs import RunLockLost
+
+    saved_run(db)
+    here = store_of(db)
+    with here.lock("run_pg"):
+        state = here.load("run_pg")
+        _end_lock_connection(db, "run_pg")
+        with other_machine.lock("run_pg"):  # took the run, moved it on, and let go again
+            theirs = other_machine.load("run_pg")
+            theirs.messages.extend(turn(7))
+            other_machine.save(theirs)
+        state.messages.extend(turn(2))
+        with pytest.raises(RunLockLost):  # the lock is free again, but the run is not as this process left it
+            here.save(state)
+    assert len(other_machine.load("run_pg").messages) == 7
+
+
+def test_a_run_that_loses_its_lock_mid_run_acts_no_more(db: Any, other_machine: Any) -> None:
+    from tether import Agent, tool
+    from tether.harness.loop import run
+    from tether.testing import FunctionModel, Reply, call
+
+    acted: list[str] = []
+
+    def act(step: str) -> str:
+        """Do one step of work in the world."""
+        acted.append(step)
+        if step == "one":  # meanwhile the lock's connection ends and another worker takes the run
+            _end_lock_connection(db, "run_fence")
+            taken.enter_context(other_machine.lock("run_fence"))
+        return f"did {step}"
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
+
+    import contextlib
+
+    taken = contextlib.ExitStack()
+    with taken:
+        agent = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+        result = asyncio_run(run(agent, "go", state=RunState(run_id="run_fence"), store=store_of(db)))
+        assert acted == ["one"]  # the second step's intent could not be recorded, so it never ran
+        assert result.status == "failed" and "taken over by another process" in (result.reason or "")
+        saved = other_machine.load("run_fence")  # as last committed before the loss: the call, no result
+        assert saved.status == "running" and not any(isinstance(m, ToolMessage) for m in saved.messages)
+
+
+def asyncio_run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)

@@ -151,10 +151,12 @@ class Jobs:
             self.db.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
         return self._job(rows[0]) if rows else None
 
-    def finish(self, run_id: str) -> None:
+    def finish(self, run_id: str, attempt: int | None = None) -> None:
+        """Mark the job done; with ``attempt``, only if no later claim took it over since."""
         with self.db.tx() as conn:
-            conn.execute("UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s",
-                         (time.time(), run_id))
+            conn.execute("UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s"
+                         + (" AND attempts = %s" if attempt is not None else ""),
+                         (time.time(), run_id, *(() if attempt is None else (attempt,))))
             conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
 
     def request_cancel(self, run_id: str, reason: str) -> bool:

@@ -91,7 +91,7 @@ class Worker:
                 if claimed is None:
                     return "done already"
                 if self.jobs.ended_since(run_id, claimed.began_after):  # its worker died after the done
-                    self.jobs.finish(run_id)
+                    self.jobs.finish(run_id, claimed.attempts)
                     return "done already"
                 self._loop().run_until_complete(self._run(claimed))
                 return "driven"
@@ -130,6 +130,11 @@ class Worker:
             tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
             async for event in run_stream(agent, job.prompt if new else None, state=state, store=self.runs,
                                           tracer=tracer, signal=signal, session=self.sessions):
+                if event.type == "done" and self.runs.lost(job.run_id):
+                    # Another worker took the run while this one had lost its hold: it writes the end.
+                    _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                    saw_done = True
+                    continue
                 writer.append(event.type, event_data(event, job.chosen))
                 saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
@@ -140,7 +145,7 @@ class Worker:
             writer.close()
             with self._held_lock:
                 self._held.pop(job.run_id, None)
-            self.jobs.finish(job.run_id)
+            self.jobs.finish(job.run_id, job.attempts)
 
     def _agent(self, job: Job) -> Agent:
         agent = self.agents.get(job.agent)

@@ -11,12 +11,22 @@ continued the run since.
 ``lock(run_id)`` holds a session-level advisory lock on a connection of its own. Postgres releases
 it when that connection ends, so a worker that is killed, or whose machine vanishes, lets go of
 its runs without anyone cleaning up.
+
+The lock also fences the holder's saves. A lock connection can end while its process lives on (a
+proxy or ``idle_session_timeout`` closing an idle connection, an operator's
+``pg_terminate_backend``), and another process may then take the run. So a save by the holder
+checks, in its own transaction with the run's row locked, that the lock is still held by its
+connection. If it is not, the save takes it again, but only if no one else holds it and no one
+else has saved the run since this process last read or wrote it; otherwise it raises
+:class:`RunLockLost` and writes nothing, so a process that lost its run cannot record an intent
+and then act on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import weakref
 from collections.abc import Iterator
@@ -30,7 +40,7 @@ from tether.harness.state import RunState
 from tether.messages import Message, dump_message, load_message
 from tether.postgres.db import Database, Migration, redact
 
-__all__ = ["MIGRATIONS", "PgRunStore"]
+__all__ = ["MIGRATIONS", "PgRunStore", "RunHeld", "RunLockLost"]
 
 # Append-only: a change to the tables is a new Migration at the end, never an edit.
 MIGRATIONS = [
@@ -55,11 +65,29 @@ CREATE TABLE tether_run_messages (
 # reason may hold, and text gives back exactly what was saved.
 
 
+class RunHeld(StoreError):
+    """Another process (on this machine or another) holds the run right now."""
+
+
+class RunLockLost(StoreError):
+    """This process no longer holds the run: its lock's connection ended and another process took
+    the run, or saved it, in the meantime. Nothing was written; the other process goes on."""
+
+
 @dataclass
 class _Held:
     conn: Any  # the connection whose session holds the advisory lock
     count: int  # how many ``with store.lock(run_id)`` blocks of this process are inside it
+    version: str | None = None  # the run row's xmin as this process last read or wrote it
+    lost: bool = False  # another process took the run: every later save is refused
 
+    @property
+    def pid(self) -> int:
+        return int(self.conn.info.backend_pid)
+
+
+_LOCK_PREFIX = "tether.run:"
+_log = logging.getLogger(__name__)
 
 # Runs this process holds, per pool. Every store on one pool shares them: a worker that locked a run
 # can hand it to ``run_stream``, which locks it again, whatever store each of them was given.
@@ -113,17 +141,53 @@ class PgRunStore:
         run_id = _check_run_id(state.run_id)
         header = state.model_dump(mode="json", exclude={"messages"})
         messages = state.messages
+        held = self._holding(run_id)
         with self._translated(f"save run {run_id}"), self.db.tx() as conn:
             if not durable:
                 conn.execute("SET LOCAL synchronous_commit = off")
-            count = _locked_count(conn, run_id, state.created_at)
+            count, version = _locked_count(conn, run_id, state.created_at)
+            if held is not None:
+                self._fence(conn, run_id, held, version)
             if rewrite or len(messages) < count:
                 conn.execute("DELETE FROM tether_run_messages WHERE run_id = %s", (run_id,))
                 count = 0
             _insert(conn, run_id, count, messages[count:])
-            conn.execute("UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, updated_at = now() "
-                         "WHERE run_id = %s", (json.dumps(header, ensure_ascii=False), len(messages),
-                                               state.created_at, run_id))
+            row = conn.execute("UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, "
+                               "updated_at = now() WHERE run_id = %s RETURNING xmin::text",
+                               (json.dumps(header, ensure_ascii=False), len(messages), state.created_at,
+                                run_id)).fetchone()
+        if held is not None:
+            held.version = str(row[0])
+
+    def _holding(self, run_id: str) -> _Held | None:
+        """This process's hold on the run, if it holds it (refused if it was lost)."""
+        with _held_lock:
+            held = _held.get(self.db, {}).get(run_id)
+        if held is not None and held.lost:
+            raise _lost(run_id)
+        return held
+
+    def _fence(self, conn: Any, run_id: str, held: _Held, version: str | None) -> None:
+        """Make sure this process still holds the run before its save commits (the run's row is
+        locked by ``conn``'s transaction, so no other save can slip in meanwhile)."""
+        still = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                             "AND pid = %s AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = "
+                             "hashtextextended(%s, 0))", (held.pid, _LOCK_PREFIX + run_id)).fetchone()[0]
+        if still:
+            return
+        _log.warning("run %s: the connection holding its lock ended; taking the lock again", run_id)
+        try:
+            conn_again = self._take(run_id)
+        except RunHeld:
+            held.lost = True
+            raise _lost(run_id) from None
+        if version is not None and held.version is not None and version != held.version:
+            conn_again.close()  # another process saved the run while this one had let go
+            held.lost = True
+            raise _lost(run_id)
+        with contextlib.suppress(Exception):
+            held.conn.close()
+        held.conn = conn_again
 
     def load(self, run_id: str) -> RunState:
         _check_run_id(run_id)
@@ -131,11 +195,15 @@ class PgRunStore:
             # One statement, one snapshot: the header and the messages of the same commit.
             rows = self.db.execute(
                 "SELECT header, message_count, ARRAY(SELECT body FROM tether_run_messages m WHERE m.run_id = r.run_id "
-                "AND m.seq < r.message_count ORDER BY m.seq) FROM tether_runs r WHERE run_id = %s", (run_id,))
+                "AND m.seq < r.message_count ORDER BY m.seq), xmin::text FROM tether_runs r WHERE run_id = %s",
+                (run_id,))
         if not rows:
             raise UserError(f"no run {run_id!r} in the database {redact(self.db.url)}. "
                             "`tether runs` lists the runs there.")
-        text, count, bodies = rows[0]
+        text, count, bodies, version = rows[0]
+        held = self._holding(run_id)
+        if held is not None:
+            held.version = str(version)
         if len(bodies) != count:
             raise StoreError(f"run {run_id} has {len(bodies)} of the {count} messages its header counts in the "
                              "database: message rows were deleted or edited. Restore the run from a backup or "
@@ -178,13 +246,13 @@ class PgRunStore:
                 conn.execute("SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; "
                              "SET tcp_keepalives_count = 6")
                 row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
-                                   ("tether.run:" + run_id,)).fetchone()
+                                   (_LOCK_PREFIX + run_id,)).fetchone()
             except BaseException:
                 conn.close()
                 raise
         if not (row and row[0]):
             conn.close()
-            raise StoreError(f"run {run_id} is running in another process right now (on this machine or another "
+            raise RunHeld(f"run {run_id} is running in another process right now (on this machine or another "
                              "one using the same database); wait for it to stop (or stop it) before resuming it "
                              "here")
         return conn
@@ -203,23 +271,37 @@ class PgRunStore:
                 out.append({**header, "message_count": count})
         return out
 
+    def lost(self, run_id: str) -> bool:
+        """Whether this process held the run and another process has taken it since."""
+        with _held_lock:
+            held = _held.get(self.db, {}).get(run_id)
+        return held is not None and held.lost
+
     def close(self) -> None:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
 
 
-def _locked_count(conn: Any, run_id: str, created_at: float) -> int:
-    """How many messages of the run are committed, with its row locked until the transaction ends
-    (made now, empty, when the run is new)."""
-    row = conn.execute("SELECT message_count FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str | None]:
+    """How many messages of the run are committed, and the version (xmin) of that commit, with its
+    row locked until the transaction ends (made now, empty and with no version, when it is new)."""
+    query = "SELECT message_count, xmin::text FROM tether_runs WHERE run_id = %s FOR UPDATE"
+    row = conn.execute(query, (run_id,)).fetchone()
     if row is not None:
-        return int(row[0])
+        return int(row[0]), str(row[1])
     cur = conn.execute("INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, '{}', 0, %s) "
                        "ON CONFLICT (run_id) DO NOTHING", (run_id, created_at))
     if cur.rowcount == 1:
-        return 0
+        return 0, None
     # Another transaction made the row first; its commit is what we wait for and then count from.
-    return int(conn.execute("SELECT message_count FROM tether_runs WHERE run_id = %s FOR UPDATE",
-                            (run_id,)).fetchone()[0])
+    row = conn.execute(query, (run_id,)).fetchone()
+    return int(row[0]), str(row[1])
+
+
+def _lost(run_id: str) -> RunLockLost:
+    return RunLockLost(f"run {run_id} was taken over by another process after this one lost its hold on it (the "
+                       "database connection holding the run's lock ended): nothing more is saved or done here, "
+                       "the other process goes on with the run. If connections are closed when idle (a proxy, "
+                       "idle_session_timeout), exempt tether's or lengthen the limit.")
 
 
 def _insert(conn: Any, run_id: str, first: int, messages: list[Message]) -> None:
