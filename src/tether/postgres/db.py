@@ -27,7 +27,8 @@ _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations
 
 def redact(url: str) -> str:
     """``url`` without its password: what errors and logs may show."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    url = re.sub(r"(://[^:/@]*:)[^/]*@", r"\1***@", url)  # to the netloc's last @: a raw @ in a password
+    return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 @dataclass(frozen=True)
