@@ -91,6 +91,16 @@ class PostgresServer:
         self.stop()
 
 
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member runs as another user (the broker as rabbitmq): still there
+    return True
+
+
 class RabbitServer:
     """RabbitMQ on a free loopback port, its files in a temporary directory. Needs Debian's
     ``rabbitmq-server`` (``apt-get install rabbitmq-server``); ``available()`` says whether it is."""
@@ -110,11 +120,6 @@ class RabbitServer:
                    RABBITMQ_PID_FILE=str(self.dir / "pid"), HOME=str(self.dir))
         for sub in ("mnesia", "log"):
             (self.dir / sub).mkdir()
-        if os.geteuid() == 0:  # Debian's script runs the broker as the rabbitmq user
-            with contextlib.suppress(Exception):
-                shutil.chown(self.dir, "rabbitmq", "rabbitmq")
-                for p in self.dir.rglob("*"):
-                    shutil.chown(p, "rabbitmq", "rabbitmq")
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
         self._proc = subprocess.Popen([self.binary() or "rabbitmq-server"], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True)
@@ -122,9 +127,10 @@ class RabbitServer:
 
     @staticmethod
     def binary() -> str | None:
-        return shutil.which("rabbitmq-server") or next(
-            (p for p in ("/usr/sbin/rabbitmq-server", "/usr/lib/rabbitmq/bin/rabbitmq-server") if os.path.exists(p)),
-            None)
+        # The broker's own script, run as this user: Debian's /usr/sbin/rabbitmq-server switches to
+        # the rabbitmq user through ``su``, whose new session a stop would not reach.
+        direct = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+        return direct if os.path.exists(direct) else shutil.which("rabbitmq-server")
 
     @classmethod
     def available(cls) -> bool:
@@ -150,15 +156,22 @@ class RabbitServer:
         raise RuntimeError(f"rabbitmq-server did not accept connections within {timeout} s ({last})")
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGTERM)
+        # The whole process group, whether or not the script started is still there: Debian's
+        # wrapper may exit (it switches to the rabbitmq user) and leave the broker running.
+        group = self._proc.pid
+        for sig, wait_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
             try:
-                self._proc.wait(15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait(5)
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and _group_alive(group):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(0.1)
+            if not _group_alive(group):
+                break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(1)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RabbitServer:
