@@ -313,6 +313,44 @@ def test_a_cancelled_stream_still_counts_what_it_consumed(workspace: Path) -> No
     assert result.cost_usd > 0, "a cancelled request is billed by the provider: tether counts it"
 
 
+def test_stop_mid_stream_in_a_fresh_process_does_not_wait_for_the_tokenizer(workspace: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import tether.tokens as tokens_module
+
+    release, returned = threading.Event(), threading.Event()
+
+    def slow_encoding(name: str = "o200k_base") -> Any:
+        release.wait(20)  # a first load can take seconds on a busy machine
+        returned.set()
+        return real_encoding(name)
+
+    real_encoding = tokens_module.encoding
+    monkeypatch.setattr(loop_module, "encoding", slow_encoding)
+    monkeypatch.setattr(loop_module, "encoding_loaded", lambda: False)  # as in a fresh process
+    monkeypatch.setattr(tokens_module, "encoding", slow_encoding)
+    monkeypatch.setattr(tokens_module, "encoding_loaded", lambda: False)
+    signal = CancelSignal()
+    model = HangingStream(lambda m, r: "unused", model_id="gpt-4.1-mini")
+    model.name = "openai"  # its exact counter is the BPE tokenizer, still loading
+
+    async def go() -> Any:
+        async for event in run_stream(Agent(model, cwd=workspace), "What is the answer, in words never seen?",
+                                      signal=signal):
+            if event.type == "text_delta":
+                signal.cancel("user pressed Stop")
+            if isinstance(event, Done):
+                return event.result
+        return None
+
+    try:
+        result = asyncio.run(go())
+        assert not returned.is_set()  # ended while the load was still blocked: nothing waited for it
+        assert result.status == "interrupted" and result.interruption.type == "cancelled"
+        assert result.usage.estimated and result.usage.completion_tokens > 0  # counted, by the estimate
+    finally:
+        release.set()
+
+
 def test_the_first_request_does_not_wait_for_the_tokenizer(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     release, loaded = threading.Event(), threading.Event()
 

@@ -216,7 +216,8 @@ def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str]
     if not sent:
         rc.state.call_in_flight = None
         return
-    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=rc.count("".join(streamed)),
+    count = rc.count if rc.counter_loaded() else estimate_tokens  # a Stop never waits for a tokenizer
+    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)),
                      estimated=True))
 
 

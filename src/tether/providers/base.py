@@ -227,9 +227,12 @@ def complete_usage(reported: Usage | None, request: ModelRequest, reply: Assista
     need_completion = usage.completion_tokens <= 0 and bool(reply.content)
     if not (need_prompt or need_completion):
         return usage
-    from tether.tokens import counter_for
+    from tether.tokens import count_tokens, counter_for, encoding_loaded, estimate_tokens
 
-    guess = estimate_usage(request, reply, counter_for(model))
+    count = counter_for(model)
+    if count is count_tokens and not encoding_loaded():
+        count = estimate_tokens  # an estimate either way: not worth a second's tokenizer load on the loop
+    guess = estimate_usage(request, reply, count)
     return usage.model_copy(update={
         "prompt_tokens": guess.prompt_tokens if need_prompt else usage.prompt_tokens,
         "completion_tokens": guess.completion_tokens if need_completion else usage.completion_tokens,
