@@ -260,3 +260,52 @@ def test_text_streamed_beside_a_tool_call_is_checked_too() -> None:
 
     events = collect(Agent(Sentences(fn), tools=[stock], middleware=[guard("hold", MARGIN)]), "Is SK-114 in stock?")
     assert "supplier margin" not in json.dumps(deltas(events))
+
+
+# -- several output guardrails: each of them checks every piece before it is released -----------
+
+PERMISSIVE = Rule(r"no such phrase anywhere", 0.0, "never", "never matches")
+
+
+def named(name: str, release: Release, *items: Rule, chunk_chars: int = 20) -> Guardrail:
+    return Guardrail(rules(*items), stages=("output",), release=release, chunk_chars=chunk_chars, name=name)
+
+
+@pytest.mark.parametrize("blocker_first", [True, False], ids=["blocker-outer", "blocker-inner"])
+@pytest.mark.parametrize("releases", [("chunks", "chunks"), ("hold", "chunks"), ("chunks", "hold")])
+def test_two_output_guardrails_never_release_what_either_blocks(blocker_first: bool,
+                                                                  releases: tuple[Release, Release]) -> None:
+    """Each output guardrail once kept its own gate and the last one's replaced the others': with a
+    permissive guardrail last, a strict one's verdict never reached the stream, and the supplier
+    margin streamed to the caller in checked-by-the-wrong-guardrail chunks."""
+    strict = named("strict", releases[0], MARGIN)
+    lenient = named("lenient", releases[1], PERMISSIVE)
+    stack = [strict, lenient] if blocker_first else [lenient, strict]
+    state = RunState()
+    events = collect(Agent(Sentences(lambda m, r: LEAKY), middleware=stack), "Tell me about the FVAM-2050-B",
+                     state=state)
+    r = result_of(events)
+
+    assert r.status == "failed" and "'strict' blocked this (confidential)" in r.reason
+    assert_never_streamed(events, BLOCKED)
+    assert "62 percent" not in state.model_dump_json()
+    shown = deltas(events)
+    if "hold" in releases:
+        assert shown == []  # one guardrail holds the whole answer: so does the gate
+    else:
+        assert "".join(shown) == PASSED  # the sentences both passed, each released once
+    blocks = [v for v in verdicts(events) if v.decision == "block"]
+    assert [v.name for v in blocks] == ["strict"]  # one verdict stops the reply; the other leaves it be
+    # Every released piece was judged by both guardrails before it was shown.
+    for piece in shown:
+        for guardrail in (strict, lenient):
+            assert ("output", piece) in guardrail.classifier.seen  # type: ignore[attr-defined]
+
+
+def test_two_output_guardrails_pass_a_clean_answer_whole() -> None:
+    stack = [named("a", "chunks", MARGIN), named("b", "chunks", PERMISSIVE)]
+    events = collect(Agent(Sentences(lambda m, r: CLEAN), middleware=stack), "go")
+    r = result_of(events)
+    assert r.status == "completed" and r.output == CLEAN
+    assert deltas(events) == sentences(CLEAN)
+    assert {v.decision for v in verdicts(events)} == {"allow"}

@@ -117,7 +117,7 @@ class Guardrail(Middleware):
 
     async def before_agent(self, ctx: RunContext) -> Stop | None:
         if "output" in self.stages:
-            ctx.text_gate = _Gate(self, ctx)
+            _Gate.join(self, ctx)
         pending = ctx.state.guardrail_pending
         if pending is not None and pending.stage in self.stages:
             stop = self._decided(ctx, pending)
@@ -187,21 +187,14 @@ class Guardrail(Middleware):
         response = await call_next(request)
         if "output" not in self.stages or isinstance(response, Stop):
             return response
-        gate = ctx.text_gate if isinstance(ctx.text_gate, _Gate) and ctx.text_gate.owner is self else None
+        gate = ctx.text_gate if isinstance(ctx.text_gate, _Gate) and self in ctx.text_gate.owners else None
+        if gate is not None and gate.blocked is not None and gate.blocked[0] is not self:
+            return response  # another output guardrail stopped this reply: it answers for it
+        mine = gate.blocked[1:] if gate is not None and gate.blocked is not None else None
         if response.message.tool_calls:
-            said = gate.unchecked(response.message.text) if gate is not None else response.message.text
-            if not said.strip() and (gate is None or gate.blocked is None):
-                return response
-            verdict_of = gate.blocked if gate is not None and gate.blocked is not None else None
-            act, why = verdict_of if verdict_of is not None else await self.judge(ctx, "output", said)
-            if act == "allow":
-                return response
-            if gate is not None:
-                gate.blocked = (act, why)  # what it held is never released
-            calls = tuple(p for p in response.message.content if not isinstance(p, TextPart))
-            return ModelResponse(message=response.message.model_copy(update={"content": calls}))
-        if gate is not None and gate.blocked is not None:
-            action, verdict = gate.blocked
+            return await self._beside_calls(ctx, response, gate, mine)
+        if mine is not None:
+            action, verdict = mine
         else:
             text = gate.unchecked(response.message.text) if gate is not None else response.message.text
             if not text.strip():
@@ -209,6 +202,8 @@ class Guardrail(Middleware):
             action, verdict = await self.judge(ctx, "output", text)
         if action == "allow":
             return response
+        if gate is not None:
+            gate.blocked = (self, action, verdict)  # the guardrails around this one leave it be
         words = self._words("output", action, verdict)
         if action == "ask":
             # Recorded, not streamed: approving delivers it (the resumed run ends with it as its
@@ -230,6 +225,20 @@ class Guardrail(Middleware):
         # The reply is paid for and recorded, in words, instead of what the caller never saw.
         message = response.message.model_copy(update={"content": (TextPart(text=withheld),)})
         return ModelResponse(message=message)
+
+    async def _beside_calls(self, ctx: RunContext, response: ModelResponse, gate: _Gate | None,
+                            mine: tuple[Action, Verdict] | None) -> ModelResponse:
+        """Text beside tool calls is checked too; if it fails, the calls go on without it."""
+        said = gate.unchecked(response.message.text) if gate is not None else response.message.text
+        if not said.strip() and mine is None:
+            return response
+        act, why = mine if mine is not None else await self.judge(ctx, "output", said)
+        if act == "allow":
+            return response
+        if gate is not None:
+            gate.blocked = (self, act, why)  # what it held is never released
+        calls = tuple(p for p in response.message.content if not isinstance(p, TextPart))
+        return ModelResponse(message=response.message.model_copy(update={"content": calls}))
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -258,31 +267,45 @@ _REDIRECT_NOTE = "[Redirect: "
 
 
 class _Gate:
-    """Streamed text for a guarded answer: held whole (``hold``) or released in checked chunks."""
+    """Streamed text for a guarded answer: held whole (``hold``) or released in checked chunks.
 
-    def __init__(self, owner: Guardrail, ctx: RunContext) -> None:
-        self.owner = owner
+    One gate per run, shared by every output guardrail of the agent: a piece reaches the caller
+    only once each of them has passed it, and if any of them holds the whole answer, so does the
+    gate. (A gate per guardrail would let the last one release what an earlier one never saw.)"""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.owners: list[Guardrail] = []
         self.ctx = ctx
         self.reset()
+
+    @classmethod
+    def join(cls, guardrail: Guardrail, ctx: RunContext) -> None:
+        gate = ctx.text_gate if isinstance(ctx.text_gate, cls) else None
+        if gate is None:
+            gate = ctx.text_gate = cls(ctx)
+        if guardrail not in gate.owners:
+            gate.owners.append(guardrail)
 
     def reset(self) -> None:
         self.held: list[str] = []
         self.released = ""
-        self.blocked: tuple[Action, Verdict] | None = None
+        self.blocked: tuple[Guardrail, Action, Verdict] | None = None
 
     async def feed(self, text: str) -> list[str]:
         self.held.append(text)
-        if self.owner.release != "chunks" or self.blocked is not None:
+        if self.blocked is not None or any(owner.release != "chunks" for owner in self.owners):
             return []
         pending = "".join(self.held)
-        cut = max((m.end() for m in _BOUNDARY.finditer(pending) if m.end() >= self.owner.chunk_chars), default=0)
+        size = max(owner.chunk_chars for owner in self.owners)
+        cut = max((m.end() for m in _BOUNDARY.finditer(pending) if m.end() >= size), default=0)
         if not cut:
             return []
         piece, rest = pending[:cut], pending[cut:]
-        action, verdict = await self.owner.judge(self.ctx, "output", piece)
-        if action != "allow":
-            self.blocked = (action, verdict)
-            return []
+        for owner in self.owners:
+            action, verdict = await owner.judge(self.ctx, "output", piece)
+            if action != "allow":
+                self.blocked = (owner, action, verdict)
+                return []
         self.held = [rest] if rest else []
         self.released += piece
         return [piece]
