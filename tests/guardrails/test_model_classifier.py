@@ -58,6 +58,12 @@ def test_the_models_verdict_is_parsed_rationale_first(tmp_path: Path) -> None:
     (asked,) = judge.requests
     assert asked.model == "judge" and asked.tools == () and asked.max_tokens == 300
     assert SCOPE in (asked.system or "") and "ok, off_topic, unsafe" in (asked.system or "")
+    # The verdict's shape is asked for through the wire's structured output, rationale first.
+    assert asked.output_schema is not None
+    schema = asked.output_schema.schema
+    assert list(schema["properties"]) == ["rationale", "score", "category"]
+    assert schema["required"] == ["rationale", "score", "category"]
+    assert schema["properties"]["category"]["enum"] == ["ok", "off_topic", "unsafe"]
     schema = (asked.system or "")[(asked.system or "").index("{"):]
     assert schema.index('"rationale"') < schema.index('"score"') < schema.index('"category"')  # reason, then score
     assert text_of(asked.messages) == f"Stage: input\n<text>\n{QUESTION}\n</text>"
@@ -170,3 +176,28 @@ def test_a_cancel_during_the_classifiers_call_ends_the_run_cancelled() -> None:
     # The cut request was sent, so it is counted (estimated): its prompt, nothing of a reply.
     assert r.usage.estimated and r.usage.prompt_tokens > 0 and r.usage.completion_tokens == 0
     assert r.cost_usd is not None and r.cost_usd > 0
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_the_verdict_schema_goes_over_each_wire_as_its_structured_output(wire: str) -> None:
+    """The scripted server checks ``response_format`` as OpenAI does (strict mode included): the
+    verdict's schema must be accepted, not refused with a 400 that fails every verdict closed."""
+    from tests.conftest import scripted_anthropic, scripted_openai
+    from tether.testing import ScriptedServer
+
+    with ScriptedServer() as server:
+        make = scripted_openai if wire == "openai" else scripted_anthropic
+        classifier = ModelClassifier(SCOPE, model=make(server, "hello"), categories=("ok", "off_topic"))
+        events = collect(Agent(FunctionModel(lambda m, r: ANSWER), middleware=[Guardrail(classifier)]), QUESTION)
+        (_, body, _), = server.received
+    (verdict,) = verdicts(events)
+    # The scripted model answers its own scenario, not a verdict: read and refused, not a wire error.
+    assert verdict.decision == "block", verdict.rationale
+    assert ("not a JSON object" in verdict.rationale or "has no rationale" in verdict.rationale), verdict.rationale
+    if wire == "openai":
+        spec = body["response_format"]["json_schema"]
+        assert body["response_format"]["type"] == "json_schema" and spec["strict"] is True
+        assert spec["schema"]["properties"]["category"]["enum"] == ["ok", "off_topic"]
+    else:
+        (answer,) = [t for t in body["tools"] if t["name"] == body["tool_choice"]["name"]]
+        assert answer["input_schema"]["required"] == ["rationale", "score", "category"]

@@ -3,9 +3,9 @@
 * :class:`RuleClassifier` — regular expressions with a score, a category and a rationale each,
   and optionally the memory layer's injection scan (``RuleClassifier.jailbreaks()``): a cheap first
   pass, and what tests use;
-* :class:`ModelClassifier` — asks a model for ``{"rationale", "score", "category"}`` (rationale
-  first); the call is accounted like any other (noted in flight, charged to the run, counted
-  against its budget). When the model cannot be reached or answers nonsense, the verdict fails
+* :class:`ModelClassifier` — asks a model for ``{"rationale", "score", "category"}`` through the
+  wire's structured output (a JSON schema; rationale first); the call is accounted like any other
+  (noted in flight, charged to the run, counted against its budget). When the model cannot be reached or answers nonsense, the verdict fails
   closed (score 0) unless ``on_error="allow"``.
 """
 
@@ -21,7 +21,7 @@ from tether.errors import ProviderError
 from tether.guardrails.core import Stage, Verdict
 from tether.harness.context import RunContext
 from tether.messages import UserMessage
-from tether.providers.base import ModelRequest
+from tether.providers.base import ModelRequest, OutputSchema
 
 __all__ = ["ModelClassifier", "Rule", "RuleClassifier"]
 
@@ -97,7 +97,7 @@ class ModelClassifier:
             model=candidate.model_id,
             system=_ASK.format(instructions=self.instructions, categories=", ".join(self.categories)),
             messages=[UserMessage.text(f"Stage: {stage}\n<text>\n{text}\n</text>")],
-            max_tokens=self.max_tokens)
+            max_tokens=self.max_tokens, output_schema=self._schema())
         try:
             response = await side_call(ctx, request, candidate)
             return _parse(response.message.text, self.categories)
@@ -105,6 +105,22 @@ class ModelClassifier:
             score = 1.0 if self.on_error == "allow" else 0.0
             return Verdict(f"the guardrail's model gave no usable verdict ({exc}); failing "
                            f"{'open' if score else 'closed'}", score, "error")
+
+    def _schema(self) -> OutputSchema:
+        """The verdict's shape, rationale first: sent as each wire's structured output (Chat
+        Completions' ``response_format``, a forced answer tool on Messages), so a model that
+        supports it cannot answer anything else; the prompt asks the same of those that do not."""
+        category: dict[str, Any] = {"type": "string"}
+        if self.categories:
+            category["enum"] = list(self.categories)
+        return OutputSchema("guardrail_verdict", {
+            "type": "object",
+            "properties": {"rationale": {"type": "string"},
+                           "score": {"type": "number", "description": "1.0 clearly acceptable, 0.0 clearly not"},
+                           "category": category},
+            "required": ["rationale", "score", "category"],
+            "additionalProperties": False,
+        }, "a guardrail's verdict: the rationale first, then the score, then the category")
 
     def _candidate(self, ctx: RunContext) -> Any:
         if self.model is None:
