@@ -2,7 +2,9 @@
 the connector tests. It prints ``port N`` on stdout once it listens.
 
 * ``POST /token`` grants a refresh-token request (``refresh_token=refresh-1``): a new access token
-  ``access-K`` each time, the same refresh token. It counts the grants.
+  ``access-K`` each time, the same refresh token. It counts the grants and keeps the ``scope`` asked
+  for (``None`` when the request had none); a scope outside ``GRANTED`` is refused ``invalid_scope``,
+  as RFC 6749 §6 has it for scopes the refresh token was not issued with.
 * ``/mcp`` needs ``authorization: Bearer <the last token granted>``; any other token gets 401.
   So a token stored before the server started (``access-old``) is refused once, and works after a
   refresh.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from typing import Any
 
 import anyio
 import uvicorn
@@ -24,7 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 server = MCPServer("inventory")
-state = {"grants": 0, "refused": 0, "valid": ""}
+state: dict[str, Any] = {"grants": 0, "refused": 0, "valid": "", "scope": None}
+GRANTED = {"stock.read", "stock.write"}  # what refresh-1 was issued with
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -45,6 +49,10 @@ async def token(request: Request) -> Response:
     form = await request.form()
     if form.get("grant_type") != "refresh_token" or form.get("refresh_token") != "refresh-1":
         return JSONResponse({"error": "invalid_grant"}, status_code=400)
+    scope = form.get("scope")
+    state["scope"] = scope
+    if isinstance(scope, str) and not set(scope.split(" ")) <= GRANTED:
+        return JSONResponse({"error": "invalid_scope"}, status_code=400)
     state["grants"] += 1
     state["valid"] = f"access-{state['grants']}"
     return JSONResponse({"access_token": state["valid"], "token_type": "Bearer", "expires_in": 3600})

@@ -124,3 +124,28 @@ def test_a_stop_cancels_a_remote_call_in_flight_and_the_connection_keeps_working
             await connector.stop()
 
     assert asyncio.run(asyncio.wait_for(go(), 120)) == "A: 7 in stock (remote)"
+
+
+def test_the_configured_scopes_go_with_every_refresh_and_none_are_sent_when_none_are_set(
+        server: str, tmp_path: Path) -> None:
+    scoped = {**oauth(server), "scopes": ["stock.read", "stock.write"]}
+    for expires_in in (10, 3600):  # refreshed before expiry, then after the server's 401
+        seed(tmp_path, "access-old", "refresh-1", 10)
+        asyncio.run(stock(McpConnector("remote", oauth(server), home=tmp_path), tmp_path))
+        assert stats(server)["scope"] is None  # left out, not sent empty: the grant keeps its own scopes
+
+        seed(tmp_path, "access-old", "refresh-1", expires_in)
+        before = stats(server)["grants"]
+        assert asyncio.run(stock(McpConnector("remote", scoped, home=tmp_path), tmp_path)).endswith("(remote)")
+        after = stats(server)
+        assert after["grants"] == before + 1
+        assert after["scope"] == "stock.read stock.write"  # one parameter, space-separated (RFC 6749 §3.3)
+
+
+def test_a_scope_the_grant_does_not_cover_is_refused_by_the_token_endpoint_with_a_clear_error(
+        server: str, tmp_path: Path) -> None:
+    seed(tmp_path, "access-old", "refresh-1", 10)
+    wider = {**oauth(server), "scopes": ["stock.read", "admin"]}
+    with pytest.raises(ConfigError, match=r"the token endpoint refused the refresh \(HTTP 400\)") as err:
+        asyncio.run(stock(McpConnector("remote", wider, home=tmp_path, start_timeout_s=60), tmp_path))
+    assert stats(server)["scope"] == "stock.read admin" and "refresh-1" not in str(err.value)

@@ -276,8 +276,8 @@ class McpConnector(Extension):
         path = token_path(self.home or tether_home(), self.server)
         if not path.exists():
             raise ConfigError(f"no OAuth tokens for the MCP server {self.server} ({path}): store them with "
-                              f"`tether mcp login {self.server} --refresh-token TOKEN`")
-        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"])
+                              f"`tether mcp login {self.server} --refresh-token -` (it reads the token from stdin)")
+        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"], scopes=self.config["scopes"])
 
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
         overrides: dict[str, str] = self.config["tools"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,10 +68,12 @@ def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
 class OAuthCredentials:
     """Bearer tokens from a token file, refreshed with the refresh-token grant."""
 
-    def __init__(self, token_path: Path, token_url: str, client_id: str | None = None) -> None:
+    def __init__(self, token_path: Path, token_url: str, client_id: str | None = None, *,
+                 scopes: Sequence[str] = ()) -> None:
         self.token_path = token_path
         self.token_url = token_url
         self.client_id = client_id
+        self.scopes = tuple(scopes)  # sent with each refresh (RFC 6749 §6); none: the grant's own
         self.hint = f"the OAuth tokens in {token_path} (sign in again, or fix token_url in config.toml)"
         self.refreshes = 0
 
@@ -106,6 +109,8 @@ class OAuthCredentials:
         form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
         if self.client_id:
             form["client_id"] = self.client_id
+        if self.scopes:  # space-separated (RFC 6749 §3.3); left out, never empty, when none are set
+            form["scope"] = " ".join(self.scopes)
         try:
             async with httpx.AsyncClient(timeout=30) as client:
                 response = await client.post(self.token_url, data=form)
