@@ -6,12 +6,14 @@ Commands run in process (``tether.cli.main``), with ``TETHER_HOME`` in a tempora
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,6 +98,60 @@ def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_own
     assert code == 2 and 'auth = "none"' in err
     code, _, err = tether(capsys, "mcp", "login", "nope", "--refresh-token", "r-1")
     assert code == 2 and "no [mcp.nope]" in err
+
+
+OAUTH_SERVER = ('[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n'
+                'token_url = "https://auth.example.com/token"\n')
+
+
+def stored(home: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((home / "auth" / "mcp-remote.json").read_text())
+    return data
+
+
+def test_mcp_login_reads_the_refresh_token_from_stdin_with_a_dash(
+        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(home, OAUTH_SERVER)
+    monkeypatch.setenv("TETHER_MCP_REFRESH_TOKEN", "from-the-environment")  # a dash means stdin, even so
+    monkeypatch.setattr(sys, "stdin", io.StringIO("r-from-stdin\n"))
+    code, out, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "-")
+    assert code == 0 and "r-from-stdin" not in out + err
+    assert stored(home)["refresh_token"] == "r-from-stdin" and stored(home)["access_token"] == ""
+    assert stat.S_IMODE(os.stat(home / "auth" / "mcp-remote.json").st_mode) == 0o600
+
+    for given in ("", "  \n", "two words\n"):
+        monkeypatch.setattr(sys, "stdin", io.StringIO(given))
+        code, out, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "-")
+        assert code == 2 and "--refresh-token -: stdin" in err and "two" not in err
+    assert stored(home)["refresh_token"] == "r-from-stdin"  # a refused login changed nothing
+
+
+def test_mcp_login_reads_the_tokens_from_the_environment_when_no_flag_gives_them(
+        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(home, OAUTH_SERVER)
+    monkeypatch.delenv("TETHER_MCP_REFRESH_TOKEN", raising=False)
+    monkeypatch.delenv("TETHER_MCP_ACCESS_TOKEN", raising=False)
+    code, _, err = tether(capsys, "mcp", "login", "remote")
+    assert code == 2 and "--refresh-token -" in err and "TETHER_MCP_REFRESH_TOKEN" in err
+    assert not (home / "auth" / "mcp-remote.json").exists()
+
+    monkeypatch.setenv("TETHER_MCP_REFRESH_TOKEN", "r-env\n")
+    monkeypatch.setenv("TETHER_MCP_ACCESS_TOKEN", "a-env")
+    code, out, err = tether(capsys, "mcp", "login", "remote", "--expires-in", "600")
+    assert code == 0 and "r-env" not in out + err and "a-env" not in out + err
+    tokens = stored(home)
+    assert tokens["refresh_token"] == "r-env" and tokens["access_token"] == "a-env" and tokens["expires_at"] > 0
+
+    code, _, _ = tether(capsys, "mcp", "login", "remote", "--refresh-token", "r-flag")  # a flag wins
+    assert code == 0 and stored(home)["refresh_token"] == "r-flag"
+
+
+def test_mcp_login_help_recommends_stdin_or_the_environment_over_the_command_line(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = tether(capsys, "mcp", "login", "--help")
+    flat = " ".join(out.split())
+    assert code == 0 and "--refresh-token - < token.txt" in flat and "TETHER_MCP_REFRESH_TOKEN=" in flat
+    assert "shows in ps" in flat
 
 
 def test_run_refuses_an_mcp_server_that_is_not_configured_or_disabled(

@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 __all__ = ["add_parsers", "check_mcp", "mcp_extensions"]
 
 LIST_TIMEOUT_S = 10.0
+REFRESH_ENV = "TETHER_MCP_REFRESH_TOKEN"
+ACCESS_ENV = "TETHER_MCP_ACCESS_TOKEN"
+LOGIN_DESCRIPTION = f"""Store the OAuth tokens of a server with auth = "oauth", readable only by you.
+
+The refresh token comes from stdin, from ${REFRESH_ENV}, or from the command line:
+
+  tether mcp login calendar --refresh-token - < token.txt
+  {REFRESH_ENV}=... tether mcp login calendar
+  tether mcp login calendar --refresh-token TOKEN   (shows in ps and in your shell's history)
+"""
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,10 +42,14 @@ def add_parsers(sub: Any) -> None:
                     help=f"how long to wait for each server to answer (> 0, default {LIST_TIMEOUT_S:g})")
     ls.set_defaults(handler=cmd_list)
     login = ms.add_parser("login", help='store OAuth tokens for a server with auth = "oauth" '
-                                        "(mode 0600 under $TETHER_HOME/auth)")
+                                        "(mode 0600 under $TETHER_HOME/auth)",
+                          description=LOGIN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     login.add_argument("server", metavar="NAME")
-    login.add_argument("--refresh-token", required=True, type=text)
-    login.add_argument("--access-token", default="")
+    login.add_argument("--refresh-token", type=text, metavar="TOKEN",
+                       help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
+                            "a token written here shows in ps and in the shell's history")
+    login.add_argument("--access-token", default=None, metavar="TOKEN",
+                       help=f"optional; default ${ACCESS_ENV}, if set")
     login.add_argument("--expires-in", type=non_negative_float, default=0.0, metavar="S",
                        help="seconds the access token stays valid (>= 0)")
     login.set_defaults(handler=cmd_login)
@@ -164,6 +178,7 @@ def approval_words(tool: McpTool, *, overridden: bool) -> str:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
+    import os
     import time
 
     from tether.connectors import token_path
@@ -175,8 +190,37 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
     if table["auth"] != "oauth":
         raise usage_error(f'[mcp.{args.server}] has auth = "{table["auth"]}": tokens are for auth = "oauth"')
+    refresh_token = _refresh_token(args.refresh_token)
+    access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)
-    save_oauth_tokens(path, {"access_token": args.access_token, "refresh_token": args.refresh_token,
-                             "expires_at": time.time() + args.expires_in if args.access_token else 0})
+    save_oauth_tokens(path, {"access_token": access_token, "refresh_token": refresh_token,
+                             "expires_at": time.time() + args.expires_in if access_token else 0})
     print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
     return 0
+
+
+def _refresh_token(given: str | None) -> str:
+    """The refresh token: ``-`` reads stdin (asked for without echo at a terminal); none reads
+    $TETHER_MCP_REFRESH_TOKEN. The token itself never appears in a message."""
+    import os
+
+    if given == "-":
+        if sys.stdin is not None and sys.stdin.isatty():  # typed or pasted: not echoed
+            import getpass
+
+            read = getpass.getpass("refresh token: ")
+        else:
+            read = sys.stdin.read() if sys.stdin is not None else ""
+        token = read.strip()
+        if not token:
+            raise usage_error("--refresh-token -: stdin was empty (pipe the token in, or set "
+                              f"{REFRESH_ENV})")
+        if len(token.split()) > 1:
+            raise usage_error("--refresh-token -: stdin holds more than one word; give the refresh token alone")
+        return token
+    if given is not None:
+        return given
+    token = os.environ.get(REFRESH_ENV, "").strip()
+    if not token:
+        raise usage_error(f"no refresh token: give --refresh-token - and pipe it in, or set {REFRESH_ENV}")
+    return token
