@@ -170,3 +170,27 @@ def test_stopping_a_command_leaves_no_task_exception_unretrieved(tmp_path: Path,
     with caplog.at_level("ERROR", logger="asyncio"):
         asyncio.run(go())
     assert "never retrieved" not in caplog.text
+
+
+def test_cli_resume_wait_waits_for_the_leftover_then_decides(tmp_path: Path) -> None:
+    """``--wait``: the command a crashed run left running finishes on its own; only then is the
+    decision (here: approve, which runs the call again, once) applied."""
+    proc = subprocess.Popen(["sleep", "2"], start_new_session=True)
+    home = tmp_path / "home"
+    state = stopped_for_a_person(crashed_state(proc.pid))
+    state.config = {"model": "scripted/hello", "cwd": str(tmp_path)}
+    RunStore(home / "runs").save(state)
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    try:
+        out = subprocess.run(["tether", "resume", state.run_id, "--wait", "--reject", "it finished on its own",
+                              "--json"], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.poll() is not None, "resume returned while the leftover still ran"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"waiting for process {proc.pid} to exit" in out.stderr
+    assert "stopped process" not in out.stderr  # it waited; it did not kill
+    assert proc.returncode == 0  # the leftover ran to its end
+    saved = RunStore(home / "runs").load(state.run_id)
+    (result,) = [m for m in saved.messages if isinstance(m, ToolMessage)]
+    assert "it finished on its own" in result.text

@@ -404,3 +404,61 @@ def test_a_relative_cwd_is_made_absolute_once_so_the_shell_gets_an_absolute_home
     (result,) = tool_messages(state)
     home = result.text.splitlines()[-1]
     assert home == str(workspace), home
+
+
+@pytest.mark.parametrize("answer", ["", "  \n"])
+def test_an_empty_answer_is_said_in_the_result(workspace: Path, answer: str) -> None:
+    from tether.status import EMPTY_ANSWER
+
+    r = run_sync(Agent(FunctionModel(lambda m, req: answer), cwd=workspace), "hi")
+    assert (r.status, r.reason, r.empty_answer) == ("completed", EMPTY_ANSWER, True)
+    assert r.output.strip() == ""
+    assert r.model_dump(mode="json")["empty_answer"] is True  # what --json and the HTTP API carry
+
+
+def test_an_empty_answer_cut_at_max_tokens_says_both(workspace: Path) -> None:
+    from tether.messages import AssistantMessage
+    from tether.status import EMPTY_ANSWER
+
+    cut = AssistantMessage(content=(), finish_reason="length")
+    r = run_sync(Agent(FunctionModel(lambda m, req: cut), cwd=workspace, max_tokens=50), "hi")
+    assert r.status == "completed" and r.empty_answer
+    assert r.reason == f"the reply reached max_tokens (50) and was cut: {EMPTY_ANSWER}"
+
+
+def test_only_a_final_answer_without_text_is_an_empty_answer(workspace: Path) -> None:
+    r = run_sync(Agent(FunctionModel(lambda m, req: "Paris."), cwd=workspace), "hi")
+    assert (r.reason, r.empty_answer) == ("the model answered", False)
+    # A stop condition that ends the run on a tool call: output "" but no answer was expected.
+    r = run_sync(agent("runaway", workspace, stop_when=[has_tool_call("list_files")]), "go")
+    assert r.status == "completed" and r.output == "" and not r.empty_answer
+    assert r.reason is not None and "empty" not in r.reason
+
+
+def test_a_request_lost_in_a_crash_counts_against_the_budget_on_resume() -> None:
+    """A request in flight when the process died was billed but never answered: its worst case
+    (``cost_unknown_usd``) is spent as far as the budget goes. A resume whose budget it used up
+    stops ``budget_exceeded`` without another model call; one it left room for goes on, with every
+    call capped to what the known and the unknown spending left."""
+    from tether.harness.state import CallInFlight
+
+    def crashed(max_cost: float) -> RunState:
+        state = RunState(messages=[UserMessage.text("go")])
+        state.call_in_flight = CallInFlight(model="function", prompt_tokens=100, max_tokens=4096,
+                                            max_cost_usd=max_cost)
+        return state
+
+    fm = FunctionModel(lambda m, r: "done")
+    state = crashed(0.05)
+    r = run_sync(Agent(fm, max_budget_usd=0.04), state=state)
+    assert r.status == "budget_exceeded" and fm.requests == []
+    assert r.cost_unknown_usd == pytest.approx(0.05) and r.cost_usd == 0.0
+    assert r.reason is not None and r.reason.startswith("the remaining budget ($0.000000 of $0.040000)")
+    assert "what was spent counts $0.050000, the worst case, for requests lost in a crash" in r.reason
+
+    fm = FunctionModel(lambda m, r: "done")
+    r = run_sync(Agent(fm, max_budget_usd=0.06), state=crashed(0.05))
+    (request,) = fm.requests
+    # $0.01 left at $12/M output tokens pays for at most 833 of them: the call is capped below that.
+    assert request.max_tokens is not None and request.max_tokens <= 833
+    assert r.status == "completed" and (r.cost_usd or 0.0) + r.cost_unknown_usd <= 0.06

@@ -109,11 +109,13 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)
     if max_tokens < agent.min_output_tokens:
+        lost = (f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
+                if state.cost_unknown_usd else "")
         return Halt(
             "budget_exceeded",
             f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
             f"pay for another call: ~{prompt} prompt tokens plus at least "
-            f"{agent.min_output_tokens} output tokens",
+            f"{agent.min_output_tokens} output tokens{lost}",
             MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd,
                                   spent_usd=state.spent_usd),
         )
