@@ -109,6 +109,8 @@ class RunState(BaseModel):
     approved: dict[str, str] = Field(default_factory=dict)
     # call id → the reason a person gave for declining ("" when none was given).
     rejected: dict[str, str] = Field(default_factory=dict)
+    # call id → the words a person gave with an approval, until the call's result carries them.
+    approved_reasons: dict[str, str] = Field(default_factory=dict)
     # call id → intent, for side-effecting calls that started and have no result yet.
     intents: dict[str, Intent] = Field(default_factory=dict)
     # The model request being made, if any (cleared when its reply or failure is recorded).
@@ -243,14 +245,17 @@ def _decision_target(state: RunState, call_id: str | None) -> str:
     )
 
 
-def approve(state: RunState, call_id: str | None = None) -> None:
+def approve(state: RunState, call_id: str | None = None, *, reason: str | None = None) -> None:
     """Approve the call the run stopped for (or ``call_id``), bound to its current arguments.
 
-    For a call whose outcome is unknown (it started before a crash and left no result), approving
-    means "run it again"; tether still refuses while the process it started is alive."""
+    A ``reason`` is written, in words, before the call's result (the model reads it) and goes with
+    the ``decision`` event. For a call whose outcome is unknown (it started before a crash and left
+    no result), approving means "run it again"; tether still refuses while the process it started
+    is alive."""
     waiting = state.interruption
+    words = (reason or "").strip()
     if isinstance(waiting, SubagentInterruption) and call_id is None:
-        state.child_decisions[waiting.call_id] = {"approve": True}  # handed to the child on resume
+        state.child_decisions[waiting.call_id] = {"approve": True, "reason": words}  # handed to the child on resume
         return
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         if waiting.key not in state.guardrail_approved:
@@ -266,6 +271,10 @@ def approve(state: RunState, call_id: str | None = None) -> None:
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
     state.rejected.pop(target.id, None)
+    if words:
+        state.approved_reasons[target.id] = words
+    else:
+        state.approved_reasons.pop(target.id, None)
     intent = state.intents.get(target.id)
     if intent is not None:
         intent.rerun = True
@@ -295,6 +304,7 @@ def reject(state: RunState, reason: str | None = None, call_id: str | None = Non
     target = _find_call(state, _decision_target(state, call_id))
     state.rejected[target.id] = (reason or "").strip()
     state.approved.pop(target.id, None)
+    state.approved_reasons.pop(target.id, None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,7 @@ class AgentTool:
         if decision is None or child.interruption is None:
             return
         if decision.get("approve"):
-            approve(child)
+            approve(child, reason=decision.get("reason"))
         else:
             reject(child, decision.get("reason"))
 

@@ -54,9 +54,13 @@ def _record(
             status = "error"
     else:
         parts = (TextPart(text=clean_text(text_or_result)),)
+    state = rc.state
+    words = state.approved_reasons.pop(call.id, None)
+    if words:  # law 4: the person's words with their approval, where the model reads them
+        parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")),
+                 *parts)
     message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status,
                           cached_from=cached_from)
-    state = rc.state
     state.messages.append(message)
     state.intents.pop(call.id, None)
     stats = state.tool_stats.setdefault(call.name, ToolStats())
@@ -133,7 +137,7 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         rc.stop(halt)
         return
     if call.id in state.approved and (getattr(tool, "needs_approval", False) or call.id in state.intents):
-        yield Decision(state.run_id, call.id, call.name, "approved")
+        yield Decision(state.run_id, call.id, call.name, "approved", state.approved_reasons.get(call.id, ""))
     async for event in _execute(rc, call, tool, args):
         yield event
 
