@@ -23,6 +23,7 @@ __all__ = [
     "MemoryRejected",
     "MemoryWrite",
     "ReasoningDelta",
+    "Retrieval",
     "Retry",
     "SpentUnknown",
     "Subagent",
@@ -211,6 +212,19 @@ class MemoryRejected:
 
 
 @dataclass(slots=True, frozen=True)
+class Retrieval:
+    """What a knowledge-base tool call retrieved, for the trace (emitted as :class:`TraceOnly`):
+    each hit's ``chunk_id``, ``document``, ``start_line``, ``end_line`` and ``score``, never its text."""
+
+    run_id: str
+    call_id: str
+    tool_name: str
+    mode: str
+    hits: tuple[dict[str, Any], ...]
+    type: Literal["retrieval"] = "retrieval"
+
+
+@dataclass(slots=True, frozen=True)
 class Done:
     """The last event of every stream; ``result`` says which of the five exits the run took."""
 
@@ -246,6 +260,7 @@ Event = (
     | Subagent
     | MemoryWrite
     | MemoryRejected
+    | Retrieval
     | Done
 )
 

@@ -3,11 +3,14 @@ session_id:message_id, and a thumbs-down lands in that same trace, under the run
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.server.conftest import read_events
+
+KB_AGENTS = Path(__file__).with_name("kb_agents.py")
 
 pytest.importorskip("fastapi")
 pytest.importorskip("opentelemetry.sdk")
@@ -40,3 +43,37 @@ def test_feedback_lands_in_the_trace_of_the_run_that_earned_it(served: Any) -> N
         assert feedback["attributes"]["tether.feedback.comment"] == "wrong worker"
         # no user text in any span
         assert not any("timeout?" in str(x["attributes"]) for x in spans)
+
+
+def test_a_knowledge_base_search_records_what_it_retrieved_on_its_tool_span(served: Any) -> None:
+    from tether.testing.otlp import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        s = served(agents_module=KB_AGENTS, config=f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\n')
+        with s.client() as c:
+            sid = c.post("/v1/sessions", json={"agent": "kb"}).json()["session_id"]
+            posted = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which seal kit?"}).json()
+            events = read_events(c, posted["events"])
+            assert events[-1]["result"]["status"] == "completed"
+            assert "retrieval" not in {e["event"] for e in events}  # the trace's, not the stream's
+            lines = c.get(f"/v1/runs/{posted['run_id']}/trace").json()["lines"]
+        s.app.state.core.telemetry.flush()
+        spans = receiver.wait_for(lambda got: any(x["name"] == "execute_tool search_kb" for x in got))
+    # the trace file: which chunks, from where, with what score, in rank order; no text
+    found = next(x for x in lines if x["type"] == "retrieval")
+    assert found["callId"] == "c1" and found["toolName"] == "search_kb" and found["mode"] == "hybrid"
+    hits = found["hits"]
+    assert hits[0]["document"] == "valves.md" and hits[0]["start_line"] <= 3 <= hits[0]["end_line"]
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+    assert set(hits[0]) == {"chunk_id", "document", "start_line", "end_line", "score"}
+    assert "SK-77" not in str(found)
+    # the tool's span carries the same, as attributes
+    span = next(x for x in spans if x["name"] == "execute_tool search_kb")
+    attrs = span["attributes"]
+    assert attrs["gen_ai.tool.call.id"] == "c1" and attrs["tether.retrieval.mode"] == "hybrid"
+    assert attrs["tether.retrieval.count"] == len(hits)
+    assert list(attrs["tether.retrieval.chunk_ids"]) == [h["chunk_id"] for h in hits]
+    assert list(attrs["tether.retrieval.documents"]) == [h["document"] for h in hits]
+    assert list(attrs["tether.retrieval.lines"]) == [f"{h['start_line']}-{h['end_line']}" for h in hits]
+    assert list(attrs["tether.retrieval.scores"]) == pytest.approx([h["score"] for h in hits])
+    assert "SK-77" not in str(attrs)

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from tether.events import Retrieval, TraceOnly
 from tether.harness.extension import Extension
 from tether.knowledge.base import KnowledgeBase, SearchResult
 from tether.tools.base import ToolContext, ToolResult
@@ -63,6 +64,7 @@ def _head(result: SearchResult, shown: int, total: int) -> str:
 
 
 class _KbTool:
+    name: str
     read_only = True
     needs_approval = False
 
@@ -70,9 +72,21 @@ class _KbTool:
         self.owner = owner
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        return await asyncio.to_thread(self.run, input)
+        result, text = await asyncio.to_thread(self._answer, input)
+        # The trace (the tool's span) records what was retrieved: where each hit is from, its score.
+        hits = tuple({"chunk_id": h.chunk.id, "document": h.chunk.document, "start_line": h.chunk.start_line,
+                      "end_line": h.chunk.end_line, "score": round(h.score, 6)} for h in result.hits)
+        ctx.emit(TraceOnly(Retrieval(ctx.run_id, ctx.call_id, self.name, result.mode, hits)))
+        return text
+
+    def _answer(self, args: dict[str, Any]) -> tuple[SearchResult, str]:
+        result = self.search(args)
+        return result, render(result, self.owner.max_chars, self.owner.entities_of(result))
 
     def run(self, args: dict[str, Any]) -> str:
+        return self._answer(args)[1]
+
+    def search(self, args: dict[str, Any]) -> SearchResult:
         raise NotImplementedError
 
 
@@ -96,10 +110,9 @@ class _Search(_KbTool):
                             "keywords together. Results cite document:start-end and list the entities they mention. "
                             "For an identifier such as a part number, use lookup_exact instead.")
 
-    def run(self, args: dict[str, Any]) -> str:
+    def search(self, args: dict[str, Any]) -> SearchResult:
         o = self.owner
-        result = o.kb.search(args["query"], mode=o.mode, k=int(args.get("k") or o.k), filters=args.get("filter"))
-        return render(result, o.max_chars, o.entities_of(result))
+        return o.kb.search(args["query"], mode=o.mode, k=int(args.get("k") or o.k), filters=args.get("filter"))
 
 
 class _Exact(_KbTool):
@@ -117,10 +130,8 @@ class _Exact(_KbTool):
                             f"the knowledge base {owner.kb.name!r}: only passages containing exactly that token are "
                             "returned, never a near twin (FVAM-2050-C for FVAM-2050-B).")
 
-    def run(self, args: dict[str, Any]) -> str:
-        o = self.owner
-        result = o.kb.search(args["identifier"], mode="exact", k=o.k)
-        return render(result, o.max_chars, o.entities_of(result))
+    def search(self, args: dict[str, Any]) -> SearchResult:
+        return self.owner.kb.search(args["identifier"], mode="exact", k=self.owner.k)
 
 
 class _Entity(_KbTool):
@@ -138,10 +149,8 @@ class _Entity(_KbTool):
                             f"earlier results from the knowledge base {owner.kb.name!r}: follow a connection "
                             "between documents instead of searching again.")
 
-    def run(self, args: dict[str, Any]) -> str:
-        o = self.owner
-        result = o.kb.entity_chunks(args["entity"], k=o.k)
-        return render(result, o.max_chars, o.entities_of(result))
+    def search(self, args: dict[str, Any]) -> SearchResult:
+        return self.owner.kb.entity_chunks(args["entity"], k=self.owner.k)
 
 
 class KnowledgeTools(Extension):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError, UserError
-from tether.events import Compaction, Done, Fallback, Retry, Subagent, ToolResultEvent, ToolStart, Turn
+from tether.events import Compaction, Done, Fallback, Retrieval, Retry, Subagent, ToolResultEvent, ToolStart, Turn
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -261,7 +261,7 @@ class SpanTracer:
             "text_delta": self._chunk, "reasoning_delta": self._chunk, "retry": self._attempt,
             "fallback": self._attempt, "turn": self._turn, "tool_start": self._tool_start,
             "tool_result": self._tool_result, "compaction": self._compaction, "subagent": self._subagent,
-            "done": self._done,
+            "retrieval": self._retrieval, "done": self._done,
         }
 
     @property
@@ -375,6 +375,21 @@ class SpanTracer:
             _error(span, event.status)
         span.end(end_time=now)
         run.mark_ns = now
+
+    def _retrieval(self, run: _Run, event: Retrieval, now: int) -> None:
+        """What a knowledge-base call found, on its ``execute_tool`` span: where each hit is from
+        (chunk id, document, lines) and its score, in rank order; never the texts."""
+        hits = event.hits
+        attrs: dict[str, Any] = {"tether.retrieval.mode": event.mode, "tether.retrieval.count": len(hits),
+                                 "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
+                                 "tether.retrieval.documents": [str(h["document"]) for h in hits],
+                                 "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
+                                 "tether.retrieval.scores": [float(h["score"]) for h in hits]}
+        span = run.tools.get(event.call_id)
+        if span is not None:
+            span.set_attributes(attrs)
+        else:  # not inside a tool call it saw start
+            run.span.add_event("retrieval", attrs, timestamp=now)
 
     def _compaction(self, run: _Run, event: Compaction, now: int) -> None:
         run.span.add_event(event.type, _fields(event), timestamp=now)
