@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -223,14 +225,7 @@ class KnowledgeBase:
     def search(self, query: str, *, mode: str = "hybrid", k: int = 8, alpha: float | None = None,
                filters: dict[str, str] | None = None, min_score: float | None = None,
                hops: int = 2) -> SearchResult:
-        if mode not in MODES:
-            raise UserError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
-        if not query.strip():
-            raise UserError("the query is empty")
-        if alpha is not None and not 0.0 <= alpha <= 1.0:
-            raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
-        if k <= 0:
-            raise UserError(f"k must be at least 1, not {k}")
+        _check_search(query, mode, k, alpha)
         allowed = self.store.doc_ids(filters or {})
         depth = max(50, 5 * k)
         note = ""
@@ -245,11 +240,14 @@ class KnowledgeBase:
         rankings: dict[str, list[int]] = {}
         weights: dict[str, float] = {}
         a = DEFAULT_ALPHA if alpha is None else alpha
+        embedding = None
+        if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
+            embedding = self._embed_query(query)  # in another thread, while the full-text query runs
         if mode in ("keyword", "hybrid", "hierarchical", "neighborhood"):
             rankings["keyword"] = self._keyword(query, depth, allowed)
             weights["keyword"] = 1.0 if mode == "keyword" or not can_embed else 1.0 - a
-        if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
-            rankings["vector"] = self._vector(query, depth, allowed)
+        if embedding is not None:
+            rankings["vector"] = [cid for cid, _ in self.store.nearest(embedding.result(), depth, allowed)]
             weights["vector"] = 1.0 if mode == "vector" else a
         if mode in ("neighborhood", "hierarchical"):
             seeds = _fuse(rankings, weights)[:5]
@@ -283,6 +281,19 @@ class KnowledgeBase:
         assert self.embedder is not None
         q = self.embedder.embed([query])[0]
         return [cid for cid, _ in self.store.nearest(q, depth, allowed, among)]
+
+    def _embed_query(self, query: str) -> Future[Any]:
+        """The query's vector, computed in a worker thread. onnxruntime and SQLite both release
+        the GIL, so a hybrid search pays for the longer of the embedding and the full-text
+        query rather than their sum (measured on 2 cores: see docs/knowledge.md#figures). Only
+        the embedding moves: the store is used from the caller's thread alone."""
+        global _EMBED_POOL
+        assert self.embedder is not None
+        embedder = self.embedder
+        with _POOL_LOCK:
+            if _EMBED_POOL is None:
+                _EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-embed")
+        return _EMBED_POOL.submit(lambda: embedder.embed([query])[0])
 
     def _exact(self, token: str, k: int, alpha: float | None, allowed: set[int] | None,
                min_score: float | None) -> SearchResult:
@@ -362,6 +373,21 @@ class KnowledgeBase:
             if len(hits) == k:
                 break
         return hits
+
+
+def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
+    if mode not in MODES:
+        raise UserError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+    if not query.strip():
+        raise UserError("the query is empty")
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
+        raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
+    if k <= 0:
+        raise UserError(f"k must be at least 1, not {k}")
+
+
+_EMBED_POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
+_POOL_LOCK = threading.Lock()
 
 
 def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> list[tuple[int, float, dict[str, int]]]:
