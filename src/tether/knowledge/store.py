@@ -266,26 +266,29 @@ class SqliteKnowledgeStore:
                              "VALUES (?, ?, ?, ?, ?, ?)",
                              (name, path, title, hash, json.dumps(meta, ensure_ascii=False), time.time()))
             doc_id = int(cur.lastrowid or 0)
-            ids: list[int] = []
-            for start, end, heading, text, vec in chunks:
-                cur = db.execute("INSERT INTO chunks (doc_id, start_line, end_line, heading, text, vec) "
-                                 "VALUES (?, ?, ?, ?, ?, ?)", (doc_id, start, end, heading, text, vec))
-                cid = int(cur.lastrowid or 0)
-                ids.append(cid)
-                db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
-                           (cid, f"{heading}\n{text}" if heading else text))
+            # The ids SQLite would give (the largest plus one), chosen here so that the rows go in
+            # with one executemany each; the write lock is held, so no one else takes them.
+            first = int(db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0])
+            ids = list(range(first, first + len(chunks)))
+            db.executemany("INSERT INTO chunks (id, doc_id, start_line, end_line, heading, text, vec) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [(cid, doc_id, *row) for cid, row in zip(ids, chunks, strict=True)])
+            db.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
+                           [(cid, f"{heading}\n{text}" if heading else text)
+                            for cid, (_, _, heading, text, _) in zip(ids, chunks, strict=True)])
             entity_ids: dict[str, int] = {}
-            for ename, kind, at in entities:
-                entity_ids[ename.casefold()] = eid = self._entity_id(db, ename, kind)
-                db.executemany("INSERT OR IGNORE INTO mentions (entity_id, chunk_id) VALUES (?, ?)",
-                               [(eid, ids[i]) for i in at])
+            for ename, kind, _ in entities:
+                entity_ids[ename.casefold()] = self._entity_id(db, ename, kind)
+            db.executemany("INSERT OR IGNORE INTO mentions (entity_id, chunk_id) VALUES (?, ?)",
+                           [(entity_ids[ename.casefold()], ids[i]) for ename, _, at in entities for i in at])
+            related = []
             for a, b, kind, weight in relations:
                 ea = entity_ids.get(a.casefold()) or self._entity_id(db, a, "term")
                 eb = entity_ids.get(b.casefold()) or self._entity_id(db, b, "term")
                 if ea != eb:
-                    db.execute("INSERT INTO relations (a, b, kind, weight, doc_id) VALUES (?, ?, ?, ?, ?) "
-                               "ON CONFLICT DO UPDATE SET weight = weight + excluded.weight",
-                               (min(ea, eb), max(ea, eb), kind, weight, doc_id))
+                    related.append((min(ea, eb), max(ea, eb), kind, weight, doc_id))
+            db.executemany("INSERT INTO relations (a, b, kind, weight, doc_id) VALUES (?, ?, ?, ?, ?) "
+                           "ON CONFLICT DO UPDATE SET weight = weight + excluded.weight", related)
             self._bump(db)
         return doc_id
 
