@@ -2,7 +2,14 @@
 
 OAuth uses the providers' credentials (:class:`tether.providers.auth.OAuthCredentials`): the token
 file is refreshed shortly before it expires, and once more when the server answers 401. The token
-travels in the ``authorization`` header only; it is never logged and never part of an error.
+travels in the ``authorization`` header only; it is never logged and never part of an error: a
+server that echoes it into an error has it replaced by ``[redacted]`` (:meth:`HttpServer.redact`).
+
+Below the SDK's client, :class:`_Checked` reads each answer to a request first (at most
+``MAX_RESPONSE_BYTES``) and turns what the SDK would report badly into a JSON-RPC error in words:
+an HTTP error status (``HTTP 500 Internal Server Error``, and which scopes a 403 asks for), a body
+that is not JSON or not JSON-RPC (without the body: it may hold anything), an answer too large to
+read. The SDK then hands the call that error, and the session goes on.
 
 Imported only when a server is reached over HTTP (``httpx2`` and ``mcp`` are the ``mcp`` extra's).
 """
@@ -11,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
 
 import httpx2
 from mcp.client._transport import TransportStreams
@@ -23,18 +33,22 @@ __all__ = ["HttpServer"]
 
 CONNECT_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 300.0  # a server may hold a response stream open while a tool works
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
+_REDACTED = "[redacted]"
 
 
 class HttpServer:
     """How to reach one server over streamable HTTP."""
 
     pid: int | None = None  # nothing runs here
+    calls_are_separate = True  # each call has its own HTTP answer: one that breaks leaves the session
 
     def __init__(self, url: str, headers: Mapping[str, str], credentials: Credentials | None) -> None:
         self.url = url
         self.headers = dict(headers)
         self.credentials = credentials
         self.last_status: int | None = None  # the last HTTP error status, until a success
+        self._auth = BearerAuth(credentials) if credentials is not None else None
 
     def alive(self) -> bool:
         return True  # the connection's own task says when it ended
@@ -49,12 +63,22 @@ class HttpServer:
     def last_error_line(self) -> str:
         return ""
 
+    def redact(self, text: str) -> str:
+        """``text`` without the header values and tokens sent to the server."""
+        secrets = {v for v in self.headers.values() if len(v) >= 8}
+        if self._auth is not None:
+            secrets |= self._auth.sent
+        for secret in sorted(secrets, key=len, reverse=True):
+            text = text.replace(secret, _REDACTED)
+        return text
+
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
-        auth = BearerAuth(self.credentials) if self.credentials is not None else None
         timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
         hooks = {"response": [self._note]}
-        async with (httpx2.AsyncClient(headers=self.headers, timeout=timeout, auth=auth, event_hooks=hooks) as client,
+        transport = _Checked(httpx2.AsyncHTTPTransport(), MAX_RESPONSE_BYTES)
+        async with (httpx2.AsyncClient(headers=self.headers, timeout=timeout, auth=self._auth, event_hooks=hooks,
+                                       transport=transport) as client,
                     streamable_http_client(self.url, http_client=client) as streams):
             yield streams
 
@@ -71,10 +95,12 @@ class BearerAuth(httpx2.Auth):
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
+        self.sent: set[str] = set()  # header values and tokens sent, for HttpServer.redact
         self._lock = asyncio.Lock()
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         sent = await self.credentials.headers()
+        self._remember(sent)
         request.headers.update(sent)
         response = yield request
         if response.status_code != 401:
@@ -85,5 +111,105 @@ class BearerAuth(httpx2.Auth):
                 current = await self.credentials.headers()
         if current == sent:
             return  # nothing fresher to offer: the 401 stands
+        self._remember(current)
         request.headers.update(current)
         yield request
+
+    def _remember(self, headers: Mapping[str, str]) -> None:
+        for value in headers.values():
+            self.sent.add(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() == "bearer":
+                self.sent.add(token)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Checked(httpx2.AsyncBaseTransport):
+    """The HTTP transport, with each answer to a JSON-RPC request read and checked before the SDK
+    sees it (see the module's description). Left alone: notifications, event streams (read as they
+    come), 401 (for :class:`BearerAuth`), 404 (the SDK's "session terminated") and redirects."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        request_id = _request_id(request) if request.method == "POST" else None
+        status = response.status_code
+        streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        if (request_id is None or status in (202, 401, 404) or 300 <= status < 400
+                or (streamed and status < 400)):
+            return response
+        try:
+            body = await _read(response, self._limit)
+        except _TooLarge:
+            too_large = f"its answer is larger than {self._limit // (1024 * 1024)} MiB, so it was not read"
+            return _error(request, 200, request_id, too_large)
+        except httpx2.TransportError as exc:
+            return _error(request, 200, request_id, f"its answer broke off ({type(exc).__name__})")
+        problem = _problem(status, response, body)
+        if problem is None:
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")]
+            return httpx2.Response(status, headers=headers, content=body, request=request)
+        return _error(request, 200 if status < 400 else status, request_id, problem)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def _read(response: httpx2.Response, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():  # decoded: a compressed bomb counts at full size
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge
+            chunks.append(chunk)
+    finally:
+        await response.aclose()
+    return b"".join(chunks)
+
+
+def _request_id(request: httpx2.Request) -> Any:
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    return message.get("id") if isinstance(message, dict) and "method" in message else None
+
+
+def _problem(status: int, response: httpx2.Response, body: bytes) -> str | None:
+    """What is wrong with an answer, in words that quote nothing the server wrote; None if nothing."""
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        message = exc
+    is_jsonrpc = isinstance(message, dict) and message.get("jsonrpc") == "2.0" and (
+        "result" in message or isinstance(message.get("error"), dict))
+    if status >= 400:
+        if is_jsonrpc and isinstance(message, dict) and "error" in message:
+            return None  # the server's own JSON-RPC error: the SDK passes it on
+        said = f"it answered HTTP {status} {response.reason_phrase}".rstrip()
+        scope = re.search(r'scope="([^"]*)"', response.headers.get("www-authenticate", ""))
+        if status == 403 and scope:
+            said += (f" (it needs the scopes {scope.group(1)!r}: add them to scopes in [mcp.NAME] and "
+                     "log in again with tether mcp login)")
+        return said
+    if isinstance(message, json.JSONDecodeError):
+        return f"its answer is not JSON ({message.msg} at byte {message.pos})"
+    if isinstance(message, ValueError):
+        return "its answer is not JSON (not UTF-8 text)"
+    if not is_jsonrpc:
+        return "its answer is JSON but not a JSON-RPC response"
+    return None
+
+
+def _error(request: httpx2.Request, status: int, request_id: Any, problem: str) -> httpx2.Response:
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": problem}}
+    return httpx2.Response(status, json=error, request=request)

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tether.errors import TetherError
 
-__all__ = ["ConnectionLost", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
+__all__ = ["AnswerLost", "ConnectionLost", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
 
 _LIST_PAGES = 100  # a server whose tool list never ends is cut here
 
@@ -44,6 +44,16 @@ class Reach(Protocol):
 
     def last_error_line(self) -> str: ...
 
+    @property
+    def calls_are_separate(self) -> bool:
+        """Whether a call's answer may break while the session lives on (HTTP), or a broken answer
+        means the connection is gone (stdio)."""
+        ...
+
+    def redact(self, text: str) -> str:
+        """``text`` without the secrets this transport sent the server."""
+        ...
+
 
 class StartFailed(Exception):
     """The server did not connect; the message says why."""
@@ -54,7 +64,12 @@ class ConnectionLost(Exception):
 
 
 class ServerRefused(Exception):
-    """The server answered the call with a protocol error (unknown tool, invalid arguments)."""
+    """The server answered the call with a protocol error (unknown tool, invalid arguments), or its
+    answer could not be read (an HTTP error, a body that is not JSON-RPC)."""
+
+
+class AnswerLost(Exception):
+    """The answer to one call broke off (an HTTP event stream that ended early); the session lives."""
 
 
 class Link:
@@ -79,8 +94,8 @@ class Link:
 
     def reason(self) -> str:
         if self._failure_is_ours and self.failure:
-            return self.failure
-        return self.reach.why() or self.failure or "the connection closed"
+            return self.reach.redact(self.failure)
+        return self.reach.redact(self.reach.why() or self.failure or "the connection closed")
 
     async def open(self, timeout: float) -> None:
         """Connect and list the tools, or raise :class:`StartFailed` (having stopped what started)."""
@@ -142,9 +157,13 @@ class Link:
         try:
             return request.result()
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED or not self.alive:
+            if not self.alive or (exc.code == types.CONNECTION_CLOSED and not self.reach.calls_are_separate):
                 raise ConnectionLost(self.reason()) from exc
-            raise ServerRefused(exc.message) from exc
+            # The SDK reports an HTTP answer that broke off as CONNECTION_CLOSED, the code (-32000)
+            # many servers also use for their own errors: only its own words tell them apart.
+            if exc.code == types.CONNECTION_CLOSED and exc.message.startswith("SSE stream"):
+                raise AnswerLost(self.reach.redact(exc.message)) from exc
+            raise ServerRefused(self.reach.redact(exc.message)) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise ConnectionLost(self.reason()) from exc
 

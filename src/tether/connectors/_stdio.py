@@ -74,6 +74,11 @@ class StdioProcess:
             return f"the process was killed by {name}"
         return f"the process exited with status {code}"
 
+    calls_are_separate = False  # one pipe: when it closes, the server is gone
+
+    def redact(self, text: str) -> str:
+        return text  # the server's environment is its own: it was given what it may say
+
     def last_error_line(self) -> str:
         """The last line the server wrote to stderr (what a person needs to fix a server that will not start)."""
         return next((line for line in reversed(self.stderr_tail) if line.strip()), "")[:300]

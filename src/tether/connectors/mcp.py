@@ -170,7 +170,7 @@ class McpConnector(Extension):
 
     async def call(self, tool: McpTool, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Call ``tool`` on the server; every outcome is a result the model reads."""
-        from tether.connectors._link import ConnectionLost, ServerRefused
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
         from tether.connectors._results import to_tool_result
 
         live = self._live.get(asyncio.get_running_loop())
@@ -188,7 +188,10 @@ class McpConnector(Extension):
         except ConnectionLost:
             return await self._after_loss(live, link, tool)
         except ServerRefused as exc:
-            return _error(f"the MCP server {self.server} refused the call to {tool.name}: {exc}")
+            return _error(f"the call to {tool.name} failed on the MCP server {self.server}: {exc}")
+        except AnswerLost as exc:
+            return _error(f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
+                          f"({exc}). {_outcome(tool)}")
         return to_tool_result(result)
 
     async def _usable(self, live: _Live) -> Link | None:
