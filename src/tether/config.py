@@ -223,6 +223,7 @@ class _DispatchTable(_Table):
     broker_url: _Text | None = None  # amqp://USER:PASSWORD@HOST// ($TETHER_BROKER_URL overrides)
     queue: _Text | None = None  # default tether-runs
     concurrency: _PositiveInt | None = None  # runs one worker drives at once (default 8)
+    keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
 
 
 class _TelemetryTable(_Table):

@@ -63,5 +63,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queue = settings.dispatch.get("queue") or DEFAULT_QUEUE
     print(f"tether worker {worker.name}: {concurrency} at once from queue {queue}; agents: {', '.join(agents)}",
           file=sys.stderr, flush=True)
-    run_worker(worker, dispatcher.app, queue=queue, concurrency=concurrency)
+    keep = settings.dispatch.get("keep_events_days")
+    run_worker(worker, dispatcher.app, queue=queue, concurrency=concurrency,
+               **({"keep_events_days": float(keep)} if keep is not None else {}))
     return 0

@@ -168,6 +168,20 @@ class Jobs:
                 conn.execute("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, run_id))
         return bool(rows)
 
+    def prune(self, keep_s: float, *, now: float | None = None) -> int:
+        """Forget runs whose job ended more than ``keep_s`` seconds ago: their numbered events
+        (every text delta is one) and their job rows. Their transcripts, traces and feedback stay in
+        the run store; a client that reconnects to one gets no replay and reads the transcript.
+        Safe on any number of workers at once. Returns the number of events deleted."""
+        cutoff = (time.time() if now is None else now) - keep_s
+        with self.db.tx() as conn:
+            done = [r[0] for r in conn.execute("DELETE FROM tether_jobs WHERE state = 'done' AND updated_at < %s "
+                                               "RETURNING run_id", (cutoff,)).fetchall()]
+            if not done:
+                return 0
+            cur = conn.execute("DELETE FROM tether_events WHERE run_id = ANY(%s)", (done,))
+            return int(cur.rowcount or 0)
+
     # --- events
 
     def ended_since(self, run_id: str, after: int) -> bool:

@@ -165,7 +165,42 @@ class Worker:
                 loop.close()
 
 
-def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: int) -> None:
+KEEP_EVENTS_DAYS = 7.0
+PRUNE_EVERY_S = 3600.0
+
+
+class Pruner:
+    """Deletes, now and every hour, the replayable events of runs that ended more than
+    ``keep_days`` ago (``[dispatch] keep_events_days``): without it ``tether_events`` grows by
+    every text delta of every run, for ever. Every worker runs one; the deletes are idempotent."""
+
+    def __init__(self, jobs: Jobs, keep_days: float = KEEP_EVENTS_DAYS, every_s: float = PRUNE_EVERY_S) -> None:
+        self.jobs, self.keep_s, self.every_s = jobs, keep_days * 86400.0, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tether-prune", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                deleted = self.jobs.prune(self.keep_s)
+                if deleted:
+                    _log.info("pruned %d events of runs that ended over %.1f days ago", deleted, self.keep_s / 86400)
+            except Exception as exc:  # a database that is away now is pruned next time
+                _log.warning("could not prune old run events: %s", exc)
+            if self.stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> Pruner:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: int,
+               keep_events_days: float = KEEP_EVENTS_DAYS) -> None:
     """Serve the queue with Celery's worker (threads: each run is mostly waiting on the network)."""
     from tether.dispatch.engine import TASK
 
@@ -180,8 +215,9 @@ def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: 
         return outcome
 
     try:
-        dispatcher_app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queue,
-                                    "-n", f"tether-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                                    "--without-heartbeat", "--loglevel=WARNING"])
+        with Pruner(worker.jobs, keep_events_days):
+            dispatcher_app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queue,
+                                        "-n", f"tether-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+                                        "--without-heartbeat", "--loglevel=WARNING"])
     finally:
         worker.close()
