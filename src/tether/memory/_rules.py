@@ -280,6 +280,10 @@ RULES: list[Rule] = [
         r"permitted to) (?:now )?(?:say|do|generate|reveal|ignore) (?:anything|everything|whatever)",
         # Spanish, French, German, Portuguese, Italian, Dutch
         r"(?:a partir de ahora|desde ahora|de ahora en adelante|ahora) (?:tu )?eres (?:un |una |el |la )?",
+        r"(?:a partir de ahora|desde ahora|de ahora en adelante|desde este momento) (?:\w+\s+){0,1}?"
+        r"(?:actua|actuas|actuaras|compórtate|comportate|responde|respondes|responderas|habla|hablas) como ",
+        r"(?:ab (?:jetzt|sofort)|von nun an|ab heute) (?:verhaltst|verhalte|agierst|antwortest|sprichst|handelst) "
+        r"(?:du )?(?:dich )?(?:wie|als) ",
         r"(?:actua|actue|actuad|comportate|finge|finja|haz de|simula) (?:como |ser |que eres )?(?:un |una )?"
         r"(?:\w+\s+){0,2}?(?:ia |asistente |modelo )?(?:sin (?:restricciones|filtros|limites|reglas|censura)|"
         r"libre de|sin ninguna|desbloqueado|liberado|malvado)",
@@ -694,7 +698,8 @@ _HIDDEN_TEXT = (r"(?:(?:hidden|secret|concealed|internal|invisible|startup|boot|
                 r"versteckt\w* (?:einrichtungstext|text|anweisungen|konfiguration)|einrichtungstext|"
                 r"texto de configura[cç][aã]o oculto|instru[cç][oõ]es ocultas|скрыт\w+ (?:текст|инструкци\w*|"
                 r"настро\w*)|隐藏的?(?:设置|系统|提示|指令|文本|配置)|system prompt|systemprompt|"
-                r"prompt (?:del )?sistema|"
+                r"prompt (?:del? )?sistema|(?:mensaje|instrucciones|indicaciones) (?:del|de) sistema|"
+                r"systemanweisung\w*|systemnachricht|системн\w+ сообщени\w*|系统(?:指令|消息|设定)|"
                 r"prompt syst[eè]me|prompt do sistema|системн\w+ (?:промпт\w*|инструкци\w*|подсказк\w*)|系统提示词?|"
                 r"システムプロンプト)")
 _REPEAT = _w(r"(?:repeat|recite|share|copy|reveal|show|print|output|give|tell|word for word|verbatim|in full|"
@@ -806,6 +811,51 @@ class _Capitals(Rule):
 
 
 RULES.append(_Capitals("fake_system", "it imitates a system or developer message"))
+
+# -- "forget everything before": the class, by concept ---------------------------------------
+# A command to drop (ignore, forget, disregard) + all of + what came before, with no word for
+# "instructions" at all. Each language gives its imperative verbs (so "olvidé", "I forgot", and
+# "забыл" stay notes), its words for "all of it", and for "before / above / so far".
+
+_DROP = {
+    "es": r"(?:ignora|ignorad|ignoren|olvida|olvidate|olvidad|olvidaos|olvidese|olviden|descarta|desecha|omite|"
+          r"haz caso omiso|no hagas caso|no hagan caso|no tengas en cuenta|pasa por alto|deja atras|borra)",
+    "de": r"(?:(?:vergiss|vergesst|vergessen sie)(?! nicht)|ignoriere|ignorier|ignorieren sie|missachte|verwirf|"
+          r"beachte nicht|beachten sie nicht|streiche)",
+    "pt": r"(?:esqueca|esquece|ignore|ignora|desconsidere|descarte)",
+    "fr": r"(?:oublie|oubliez|ignore|ignorez|ne tiens pas compte|ne tenez pas compte)",
+    "it": r"(?:dimentica|dimenticate|ignora|ignorate)",
+}
+_ALL_OF = {
+    "es": r"(?:todo|toda|todas|todos|lo|nada)", "de": r"(?:alles|alle|das|was)",
+    "pt": r"(?:tudo|todas|todos|o que)", "fr": r"(?:tout|toutes|tous|ce qui|ce que)",
+    "it": r"(?:tutto|tutte|tutti|quello)",
+}
+_BEFORE = {
+    "es": r"(?:anterior|anteriores|anteriormente|antes|arriba|previo|previas|previos|precedente|precedentes|"
+          r"hasta ahora|dicho|dijeron|dije|te han dicho|se te dijo)",
+    "de": r"(?:vorher|davor|zuvor|bisher|bisherige|bisherigen|vorherige|vorherigen|vorige|vorigen|oben|obige|"
+          r"obigen|bis jetzt|gesagt wurde|gesagt habe)",
+    "pt": r"(?:anterior|anteriores|anteriormente|antes|acima|ate agora|foi dito)",
+    "fr": r"(?:precede|precedent|precedentes|avant|ci dessus|plus haut|jusqu ici|jusqu a present|ete dit)",
+    "it": r"(?:prima|precedente|precedenti|sopra|finora|detto)",
+}
+_RU_ALL = r"(?:вс[её]|всем|всего|всему|то|том|тому|сказанное|написанное)"
+_RU_BEFORE = (r"(?:раньше|ранее|прежде|до этого|до того|выше|предыдущ\w*|прежн\w*|сказан\w*|говорил\w*|"
+              r"писал\w*|было)")
+_ZH_DROP = (r"(?<![我你他她它们])"  # "I forgot the earlier ...": a note, not a command
+            r"(?:忽略|忽视|无视|無視|忘记|忘掉|忘了|不要理会|别理会|不要管|别管|不用管|抛开|抛弃|丢掉)")
+_ZH_BEFORE = r"(?:之前|以前|先前|此前|上面|上述|前面|以上|刚才|原来)"
+_ZH_ALL = r"(?:一切|所有|全部|内容|说的|讲的|的话|所说|指示|对话|设定|信息)"
+
+RULES.append(Rule("override", "it tells the assistant to forget or ignore everything it was told before", words=[
+    rf"{_DROP[lang]} (?:\w+\s+){{0,3}}?{_ALL_OF[lang]} (?:\w+\s+){{0,5}}?{_BEFORE[lang]}\b" for lang in _DROP
+], plain=[
+    rf"(?<!не ){_RU_IGNORE}\s+(?:\S+\s+){{0,3}}?{_RU_ALL}(?:\s+|,\s*)(?:\S+\s+){{0,5}}?{_RU_BEFORE}",
+    rf"(?<!не ){_RU_IGNORE}\s+(?:\S+\s+){{0,2}}?(?:вышесказанн\w*|вышеизложенн\w*|вышенаписанн\w*)",
+    rf"{_ZH_DROP}.{{0,4}}?{_ZH_BEFORE}.{{0,6}}?{_ZH_ALL}",
+    rf"{_ZH_BEFORE}(?:的)?.{{0,4}}?{_ZH_ALL}.{{0,4}}?(?:都|全部|通通|统统)?(?:忘掉|忘记|忽略|无视|不算数?|作废|无效)",
+]))
 
 for _rule in RULES:
     _rule.compile()
