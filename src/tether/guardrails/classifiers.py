@@ -5,8 +5,8 @@
   pass, and what tests use;
 * :class:`ModelClassifier` — asks a model for ``{"rationale", "score", "category"}`` through the
   wire's structured output (a JSON schema; rationale first); the call is accounted like any other
-  (noted in flight, charged to the run, counted against its budget). When the model cannot be reached or answers nonsense, the verdict fails
-  closed (score 0) unless ``on_error="allow"``.
+  (noted in flight, charged to the run, counted against its budget). When the model cannot be
+  reached or answers nonsense, the verdict fails closed (score 0) unless ``on_error="allow"``.
 """
 
 from __future__ import annotations
