@@ -176,6 +176,54 @@ def test_a_rejection_with_a_reason_reaches_the_model(served: Any) -> None:
         decision = next(e for e in more if e["event"] == "decision")
         assert decision["decision"] == "rejected" and decision["reason"] == "we need those logs"
         assert "declined" in more[-1]["result"]["output"] and target.exists()
+        # the model reads the refusal, with the person's words, as the call's result
+        result = _result_of(c, run_id, w["call_id"])
+        assert result["status"] == "rejected"
+        assert _text(result) == "The user declined this call to delete_file; it was not run. Reason: we need those logs"
+        lines = c.get(f"/v1/runs/{run_id}/trace").json()["lines"]
+        assert {"type": "decision", "callId": w["call_id"], "decision": "rejected",
+                "reason": "we need those logs"}.items() <= next(x for x in lines if x["type"] == "decision").items()
+
+
+def test_an_approval_with_a_reason_is_recorded_in_words(served: Any) -> None:
+    s = served()
+    target = Path(s.home).parent / "workspace0" / "access.log"
+    with s.client() as c:
+        run_id, events, run = _waiting_run(c)
+        w = run["waiting"]
+        r = c.post(f"/v1/runs/{run_id}/decision",
+                   json={"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": True,
+                         "reason": "  it was rotated yesterday  "})
+        assert r.status_code == 202
+        more = finish(c, run_id, after=events[-1]["id"])
+        decision = next(e for e in more if e["event"] == "decision")
+        assert decision["decision"] == "approved" and decision["reason"] == "it was rotated yesterday"
+        assert more[-1]["result"]["status"] == "completed" and not target.exists()
+        # the model reads the person's words before what the tool did
+        result = _result_of(c, run_id, w["call_id"])
+        assert result["status"] == "ok"
+        said = _text(result)
+        assert said.startswith("[The user approved this call to delete_file. Reason: it was rotated yesterday]\n")
+        assert "access.log" in said.split("\n", 1)[1]
+        lines = c.get(f"/v1/runs/{run_id}/trace").json()["lines"]
+        assert next(x for x in lines if x["type"] == "decision")["reason"] == "it was rotated yesterday"
+        # an approval without words adds none
+        run_id, events, run = _waiting_run(c)
+        w = run["waiting"]
+        assert c.post(f"/v1/runs/{run_id}/decision", json={"call_id": w["call_id"], "args_hash": w["args_hash"],
+                                                           "approve": True}).status_code == 202
+        finish(c, run_id, after=events[-1]["id"])
+        assert not _text(_result_of(c, run_id, w["call_id"])).startswith("[The user approved")
+
+
+def _result_of(c: httpx.Client, run_id: str, call_id: str) -> dict[str, Any]:
+    messages = c.get(f"/v1/runs/{run_id}/transcript").json()["messages"]
+    found: dict[str, Any] = next(m for m in messages if m["role"] == "tool" and m["call_id"] == call_id)
+    return found
+
+
+def _text(message: dict[str, Any]) -> str:
+    return "".join(p["text"] for p in message["content"] if p["type"] == "text")
 
 
 # --- cancel and resume -----------------------------------------------------------------------------
@@ -306,6 +354,76 @@ def test_cross_site_requests_and_foreign_hosts_are_refused(served: Any) -> None:
         rebound = c.get("/v1/sessions", headers={"Host": "attacker.example"})
         assert rebound.status_code == 421 and "loopback" in rebound.json()["error"]["message"]
         assert len(c.get("/v1/sessions").json()["sessions"]) == 1
+
+
+def test_cors_is_off_unless_origins_are_listed(served: Any) -> None:
+    app, evil = "https://app.example", "https://evil.example"
+
+    def preflight(c: httpx.Client, origin: str) -> httpx.Response:
+        return c.options("/v1/sessions", headers={"Origin": origin, "Access-Control-Request-Method": "POST",
+                                                  "Access-Control-Request-Headers": "authorization,content-type"})
+
+    with served().client() as c:  # none listed: no browser page elsewhere may call it or read it
+        assert "access-control-allow-origin" not in preflight(c, app).headers
+        read = c.get("/v1/sessions", headers={"Origin": app})
+        assert read.status_code == 200 and "access-control-allow-origin" not in read.headers
+        assert c.post("/v1/sessions", json={}, headers={"Origin": app}).status_code == 403
+    with served(config=f'[serve]\ncors_origins = ["{app}"]\n').client() as c:
+        allowed = preflight(c, app)
+        assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == app
+        assert {"GET", "POST"} <= set(allowed.headers["access-control-allow-methods"].replace(" ", "").split(","))
+        assert {"authorization", "content-type"} <= set(allowed.headers["access-control-allow-headers"].lower()
+                                                        .replace(" ", "").split(","))
+        made = c.post("/v1/sessions", json={}, headers={"Origin": app})
+        assert made.status_code == 201 and made.headers["access-control-allow-origin"] == app
+        read = c.get("/v1/sessions", headers={"Origin": app})
+        assert read.headers["access-control-allow-origin"] == app
+        # an origin not listed is still refused, and given nothing to read
+        assert "access-control-allow-origin" not in preflight(c, evil).headers
+        assert c.post("/v1/sessions", json={}, headers={"Origin": evil}).status_code == 403
+        assert "access-control-allow-origin" not in c.get("/v1/sessions", headers={"Origin": evil}).headers
+        assert len(c.get("/v1/sessions").json()["sessions"]) == 1
+
+
+def test_agents_lists_what_the_server_offers(served: Any) -> None:
+    s = served(tokens=["alice"])
+    with httpx.Client(base_url=s.url) as anon:
+        assert anon.get("/v1/agents").status_code == 401
+    with s.client("alice") as c:
+        agents = c.get("/v1/agents").json()["agents"]
+    assert [a["name"] for a in agents] == ["plan", "destructive", "slow", "configure", "xss", "gated"]
+    assert agents[0] == {"name": "plan", "model": "scripted/plan", "description": "reads files"}
+    assert agents[1] == {"name": "destructive", "model": "scripted/destructive", "description": ""}
+    with served(agents_module=Path(__file__).with_name("kb_agents.py")).client() as c:
+        # a model given as an object is named by its provider
+        assert c.get("/v1/agents").json()["agents"] == [{"name": "kb", "model": "function", "description": ""}]
+        sid = start_session(c, "kb")
+        assert c.post("/v1/sessions", json={"agent": "plan"}).status_code == 400
+        assert c.get(f"/v1/sessions/{sid}").json()["agent"] == "kb"
+
+
+def test_limit_keeps_the_newest_of_each_list(served: Any) -> None:
+    s = served()
+    with s.client() as c:
+        sessions, runs = [], []
+        for n in range(3):
+            sid = start_session(c, "xss")
+            sessions.append(sid)
+            run = send(c, sid, f"question {n}", message_id=f"m{n}")
+            finish(c, run["run_id"])
+            runs.append(run["run_id"])
+            assert c.post(f"/v1/messages/m{n}/feedback", json={"score": "up"}).status_code == 201
+        newest = list(reversed(runs))
+        assert [r["run_id"] for r in c.get("/v1/runs").json()["runs"]] == newest
+        assert [r["run_id"] for r in c.get("/v1/runs", params={"limit": 2}).json()["runs"]] == newest[:2]
+        assert [x["session_id"] for x in c.get("/v1/sessions", params={"limit": 2}).json()["sessions"]] == \
+            list(reversed(sessions))[:2]
+        assert [f["message_id"] for f in c.get("/v1/feedback", params={"limit": 1}).json()["feedback"]] == ["m2"]
+        assert len(c.get("/v1/feedback", params={"limit": 1000}).json()["feedback"]) == 3
+        for path in ("/v1/runs", "/v1/sessions", "/v1/feedback"):
+            for bad in ("0", "-1", "1001", "two"):
+                r = c.get(path, params={"limit": bad})
+                assert r.status_code == 400 and r.json()["error"]["message"].startswith("query.limit: "), (path, bad, r.text)
 
 
 def test_the_page_and_the_openapi_document_are_served(served: Any) -> None:

@@ -81,6 +81,47 @@ def test_a_server_killed_mid_run_leaves_it_resumable_and_a_resume_finishes_it(pl
         second.stop(signal.SIGTERM)
 
 
+def test_a_server_killed_before_a_runs_first_save_leaves_it_resumable(places: tuple[Path, Path]) -> None:
+    home, workspace = places
+    first = Process(home, workspace)
+    with first.client() as c:
+        runs = []
+        for _ in range(2):  # two sessions, each with a run held by its extension before anything is saved
+            sid = c.post("/v1/sessions", json={"agent": "gated"}).json()["session_id"]
+            runs.append(c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"})
+                        .json()["run_id"])
+        wait_until(lambda: (workspace / "gate-reached").exists()
+                   and len((workspace / "gate-reached").read_text().splitlines()) == 2, what="both runs at the gate")
+        assert all(c.get(f"/v1/runs/{r}").json()["status"] == "running" for r in runs)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    kept, lost = runs
+    (home / "serve" / "starts" / f"{lost}.json").unlink()  # as if a power cut had lost the kept message
+    (workspace / "open-gate").write_text("go")
+    second = Process(home, workspace)
+    try:
+        with second.client() as c:
+            assert c.get(f"/v1/runs/{kept}/transcript").json()["messages"] == []  # it never saved itself
+            run = c.get(f"/v1/runs/{kept}").json()
+            assert run["status"] == "interrupted" and run["live"] is False and run["resumable"] is True
+            assert "before this run began" in run["reason"]
+            session = c.get(f"/v1/sessions/{run['session_id']}").json()
+            assert [(t["run_id"], t["resumable"]) for t in session["turns"]] == [(kept, True)]
+            gone = c.get(f"/v1/runs/{lost}").json()
+            assert gone["status"] == "failed" and gone["resumable"] is False and "send the message again" in gone["reason"]
+            assert c.post(f"/v1/runs/{lost}/resume").status_code == 409
+            assert c.post(f"/v1/runs/{kept}/resume").status_code == 202
+            events = read_events(c, f"/v1/runs/{kept}/events")
+            result = events[-1]["result"]
+            assert result["status"] == "completed" and "timed out" in result["output"] and result["turns"] == 3
+            messages = c.get(f"/v1/runs/{kept}/transcript").json()["messages"]
+            assert messages[0]["role"] == "user" and [m["role"] for m in messages].count("user") == 1
+            assert c.get(f"/v1/runs/{kept}").json()["status"] == "completed"
+            assert not (home / "serve" / "starts" / f"{kept}.json").exists()
+            assert c.post(f"/v1/runs/{kept}/resume").status_code == 409
+    finally:
+        second.stop(signal.SIGTERM)
+
+
 def test_sigterm_saves_live_runs_as_interrupted_and_resumable(places: tuple[Path, Path]) -> None:
     home, workspace = places
     first = Process(home, workspace)

@@ -87,7 +87,8 @@ class DecisionBody(_Body):
     call_id: StrictStr
     args_hash: StrictStr = Field(description="the args_hash of the approval_required event (or the run's waiting)")
     approve: StrictBool
-    reason: StrictStr | None = Field(None, max_length=2000, description="why; a rejection's reason reaches the model")
+    reason: StrictStr | None = Field(None, max_length=2000, description="why, in words: the model reads it (a "
+                                                                        "rejection's as the call's refusal)")
 
 
 class ResumeBody(_Body):
@@ -246,6 +247,7 @@ def current_user(request: Request, authorization: Annotated[str | None, Header()
 
 
 User = Annotated[str, Depends(current_user)]
+Limit = Annotated[int, Query(gt=0, le=1000, description="at most this many, newest first")]
 
 
 def _check_id(value: str, what: str) -> str:
@@ -264,9 +266,8 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dic
     view: dict[str, Any] = {"run_id": turn.run_id, "session_id": turn.session_id, "message_id": turn.message_id,
                             "trace_id": turn.trace_id, "agent": turn.agent, "text": turn.text, "live": live,
                             "created": turn.created}
-    if state is None:  # accepted, not yet saved: it is about to start
-        return view | {"status": "running", "reason": None, "resumable": False, "turns": 0, "prompt_tokens": 0,
-                       "completion_tokens": 0, "cost_usd": None, "waiting": None}
+    if state is None:
+        return view | _unsaved(core, turn.run_id, live)
     result = state.result()
     stale = state.status == "running" and not live  # the server stopped while it ran
     return view | {
@@ -279,6 +280,26 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dic
         "completion_tokens": result.usage.completion_tokens, "cost_usd": result.cost_usd,
         "waiting": None if live else waiting(state),
     }
+
+
+def _unsaved(core: Core, run_id: str, live: bool) -> dict[str, Any]:
+    """A run with no saved state: about to start, or cut before its first save (resumable when
+    its message was kept, see RunManager.accept)."""
+    nothing = {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "waiting": None}
+    if live:
+        return nothing | {"status": "running", "reason": None, "resumable": False}
+    if _unstarted(core, run_id) is not None:
+        return nothing | {"status": "interrupted", "resumable": True,
+                          "reason": "the server stopped before this run began (nothing was sent to the model); "
+                                    "resume it to start it"}
+    return nothing | {"status": "failed", "resumable": False,
+                      "reason": "this run never began (the server stopped before its first save, and its message "
+                                "was not kept); send the message again"}
+
+
+def _unstarted(core: Core, run_id: str) -> str | None:
+    find = getattr(core.manager, "unstarted", None)  # runs in this process keep it; queued jobs hold their own
+    return find(run_id) if find is not None else None
 
 
 def _cancelled(state: RunState) -> bool:
@@ -366,8 +387,8 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         return record.public()
 
     @app.get("/v1/sessions", summary="The caller's sessions, newest first")
-    async def sessions(user: User) -> dict[str, Any]:
-        return {"sessions": [s.public() for s in core.store.sessions(user)]}
+    async def sessions(user: User, limit: Limit = 100) -> dict[str, Any]:
+        return {"sessions": [s.public() for s in core.store.sessions(user)[:limit]]}
 
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
     async def session(session_id: str, user: User) -> dict[str, Any]:
@@ -396,19 +417,13 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
-        from tether.harness.state import new_run_id
-        from tether.telemetry import trace_id_for
-
         if body.values:
             _check_values(body.values)
             chosen = {k: v for k, v in body.values.items() if v is not None}
             if chosen:
                 core.store.touch_session(session_id, chosen=chosen)
-        run_id = new_run_id()
-        turn = core.store.add_turn(TurnRecord(
-            message_id=message_id, run_id=run_id, session_id=session_id, owner=user, agent=record.agent,
-            trace_id=trace_id_for(session_id, message_id), text=body.text[:500], created=time.time()))
-        if turn.run_id != run_id:  # the same message_id got there first (another node, another request)
+        turn, new = _add_turn(core, record, message_id, body.text)
+        if not new:  # the same message_id got there first (another node, another request)
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, turn, accept, status=200)
@@ -422,7 +437,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         return _accepted(core, turn, accept)
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
-    async def runs(user: User, limit: Annotated[int, Query(gt=0, le=1000)] = 100) -> dict[str, Any]:
+    async def runs(user: User, limit: Limit = 100) -> dict[str, Any]:
         return {"runs": [run_view(core, t) for t in core.store.turns(user)[:limit]]}
 
     @app.get("/v1/runs/{run_id}", summary="A run: status, usage, cost, what it waits for")
@@ -460,7 +475,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
                                             "wait for it to exit before deciding")
         call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
         if body.approve:
-            approve(state, call_id)
+            approve(state, call_id, reason=body.reason)
         else:
             reject(state, body.reason, call_id)
         session = core.store.session(turn.session_id, user)
@@ -488,10 +503,15 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             await core.manager.settled(busy)
         _check_session_free(core, turn)
         state = core.manager.state(run_id)
-        if state is None:
-            raise ApiError(409, "conflict", f"run {run_id} has no saved state to resume")
-        _check_resumable(state, body)
         session = core.store.session(turn.session_id, user)
+        if state is None:
+            prompt = _unstarted(core, run_id)
+            if prompt is None:
+                raise ApiError(409, "conflict", f"run {run_id} never began and its message was not kept; "
+                                                "send the message again")
+            core.manager.start(turn, prompt, session.chosen if session else {})  # it begins now, as posted
+            return run_view(core, turn)
+        _check_resumable(state, body)
         core.manager.resume(turn, state, session.chosen if session else {}, more_turns=body.more_turns,
                             max_budget_usd=body.max_budget_usd)
         return run_view(core, turn, state)
@@ -534,8 +554,8 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         return record.public()
 
     @app.get("/v1/feedback", summary="The caller's feedback, newest first")
-    async def feedback_list(user: User) -> dict[str, Any]:
-        return {"feedback": [f.public() for f in core.store.feedback(user)]}
+    async def feedback_list(user: User, limit: Limit = 100) -> dict[str, Any]:
+        return {"feedback": [f.public() for f in core.store.feedback(user)[:limit]]}
 
 
 def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:
@@ -544,6 +564,28 @@ def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 20
     body = {"message_id": turn.message_id, "run_id": turn.run_id, "trace_id": turn.trace_id,
             "events": f"/v1/runs/{turn.run_id}/events"}
     return JSONResponse(body, status_code=status)
+
+
+def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) -> tuple[TurnRecord, bool]:
+    """Record the message's turn with a new run id; False with the earlier turn when the same
+    ``message_id`` was recorded first."""
+    from tether.harness.state import new_run_id
+    from tether.telemetry import trace_id_for
+
+    run_id = new_run_id()
+    keep = getattr(core.manager, "accept", None)
+    if keep is not None:  # kept before the turn exists: a kill from here on leaves the run resumable
+        keep(run_id, text)
+    turn = core.store.add_turn(TurnRecord(
+        message_id=message_id, run_id=run_id, session_id=session.session_id, owner=session.owner,
+        agent=session.agent, trace_id=trace_id_for(session.session_id, message_id), text=text[:500],
+        created=time.time()))
+    if turn.run_id == run_id:
+        return turn, True
+    forget = getattr(core.manager, "forget", None)
+    if forget is not None:
+        forget(run_id)
+    return turn, False
 
 
 def _check_agent(core: Core, agent: str) -> None:

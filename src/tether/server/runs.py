@@ -12,7 +12,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +174,37 @@ class RunManager:
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
 
+    def start_path(self, run_id: str) -> Path:
+        return self.home / "serve" / "starts" / f"{run_id}.json"
+
+    def accept(self, run_id: str, text: str) -> None:
+        """Keep the message of a run about to be recorded until the run saves itself: a server
+        killed in between (while an extension starts, say) leaves the run resumable from this,
+        not a turn with nothing behind it. Call it before the turn is recorded."""
+        path = self.start_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(path.name + ".tmp")
+        # No fsync: a killed process leaves what it wrote to the kernel; after a power cut the run
+        # shows failed with a reason instead (and this keeps an fsync off the HTTP loop).
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, json.dumps({"text": text}).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def unstarted(self, run_id: str) -> str | None:
+        """The message of a run that was accepted and never saved (the server stopped first)."""
+        try:
+            text = json.loads(self.start_path(run_id).read_text()).get("text")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return text if isinstance(text, str) and not self.runs.exists(run_id) else None
+
+    def forget(self, run_id: str) -> None:
+        with contextlib.suppress(OSError):
+            self.start_path(run_id).unlink()
+
     def log(self, run_id: str) -> EventLog:
         live = self.live.get(run_id)
         return live.log if live is not None else EventLog.load(self.log_path(run_id))
@@ -229,6 +262,9 @@ class RunManager:
         if self.by_session.get(turn.session_id) == turn.run_id:
             del self.by_session[turn.session_id]
         live.log.close()
+        with contextlib.suppress(Exception):
+            if self.runs.exists(turn.run_id):  # not when it was cut before its first save
+                self.forget(turn.run_id)
         with contextlib.suppress(Exception):
             self.store.touch_session(turn.session_id)
 
