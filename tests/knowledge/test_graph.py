@@ -4,11 +4,18 @@ is made of). The joins run on both stores, SQLite and Postgres."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
-from tether.knowledge import Chunk, HashingEmbedder, KnowledgeBase, RuleExtractor
+from tether.errors import ConfigError
+from tether.knowledge import Chunk, HashingEmbedder, KnowledgeBase, ModelExtractor, RuleExtractor
+from tether.messages import Message, text_of
+from tether.providers.base import ModelRequest
+from tether.testing import FunctionModel
+from tether.usage import Price
 
 from .conftest import Opener
 
@@ -115,3 +122,119 @@ def test_an_unknown_entity_gives_no_hits_and_says_so(catalog: KnowledgeBase) -> 
     result = catalog.entity_chunks("SK-99")
     assert result.hits == [] and result.entities == []
     assert "SK-99" in result.note and "no entity" in result.note
+
+
+# -- the model-based extractor ------------------------------------------------------------------
+
+PLANT = {  # the names the scripted model knows, as a model would: plain words no rule finds
+    "Aurora controller": "product", "east conveyor": "equipment", "Lumen Systems": "organisation",
+}
+
+
+def graph_model(**kwargs: object) -> FunctionModel:
+    """A scripted model that names the known names in the passage it is sent, and the relations
+    the passage states with "drives" or "is made by"."""
+
+    def reply(messages: list[Message], request: ModelRequest) -> str:
+        passage = text_of(messages[-1:])
+        named = [{"name": n, "kind": k} for n, k in PLANT.items() if n.casefold() in passage.casefold()]
+        relations = []
+        if "drives the east conveyor" in passage:
+            relations.append({"source": "Aurora controller", "relation": "Drives", "target": "east conveyor"})
+        if "is made by Lumen Systems" in passage:
+            relations.append({"source": "Aurora controller", "relation": "made by", "target": "Lumen Systems"})
+        return json.dumps({"entities": named, "relations": relations})
+
+    return FunctionModel(reply, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_model_names_entities_and_relations_over_the_rules_findings_and_each_call_is_counted() -> None:
+    model = graph_model()
+    extractor = ModelExtractor(model)
+    chunks = [Chunk(1, 2, "The Aurora controller drives the east conveyor through relay RK-12."),
+              Chunk(4, 4, "Nothing to see here.")]
+    out = extractor.extract(chunks, {})
+    assert out.entities == {"RK-12": ("identifier", {0}), "Aurora controller": ("product", {0}),
+                            "east conveyor": ("equipment", {0})}
+    assert ("Aurora controller", "east conveyor", "drives", 2.0) in out.relations
+    co = {frozenset((a, b)) for a, b, kind, _ in out.relations if kind == "co_mention"}
+    assert co == {frozenset(p) for p in [("Aurora controller", "RK-12"), ("east conveyor", "RK-12"),
+                                         ("Aurora controller", "east conveyor")]}
+    # One request per chunk, asking for the graph's schema; what they cost is added up.
+    assert len(model.requests) == 2 and extractor.calls == 2
+    assert all(r.output_schema is not None and r.output_schema.name == "knowledge_graph" for r in model.requests)
+    assert extractor.usage.prompt_tokens > 0 and extractor.usage.completion_tokens > 0
+    assert extractor.cost_usd == pytest.approx(model.price.cost(extractor.usage)) and extractor.cost_usd > 0
+
+
+def test_a_name_the_chunk_does_not_contain_is_dropped_unless_grounding_is_off() -> None:
+    def invent(messages: list[Message], request: ModelRequest) -> str:
+        return json.dumps({"entities": [{"name": "Aurora controller", "kind": "product"},
+                                        {"name": "Borealis unit", "kind": "product"}],
+                           "relations": [{"source": "Aurora controller", "relation": "replaces",
+                                          "target": "Borealis unit"}]})
+
+    chunk = [Chunk(1, 1, "The Aurora controller is new.")]
+    grounded = ModelExtractor(FunctionModel(invent), rules=None).extract(chunk, {})
+    assert set(grounded.entities) == {"Aurora controller"} and grounded.relations == []
+    loose = ModelExtractor(FunctionModel(invent), rules=None, grounded=False).extract(chunk, {})
+    assert set(loose.entities) == {"Aurora controller", "Borealis unit"}
+    assert ("Aurora controller", "Borealis unit", "replaces", 2.0) in loose.relations
+
+
+@pytest.mark.parametrize("reply", ["I found a controller.", '{"relations": []}', "{not json"])
+def test_a_reply_that_is_not_the_schema_keeps_the_rules_findings_and_is_counted(reply: str) -> None:
+    extractor = ModelExtractor(FunctionModel(lambda messages, request: reply))
+    out = extractor.extract([Chunk(1, 1, "Relay RK-12 and the Aurora controller.")], {})
+    assert out.entities == {"RK-12": ("identifier", {0})}
+    assert extractor.failures == 1 and "schema" in extractor.last_error and extractor.calls == 1
+
+
+def test_the_budget_is_checked_before_each_call_and_never_passed() -> None:
+    model = graph_model(price=Price(input=1000.0, output=1000.0))  # dollars per million tokens
+    chunks = [Chunk(i, i, f"Line {i}: the Aurora controller drives the east conveyor.") for i in range(1, 9)]
+    probe = ModelExtractor(graph_model(price=model.price), concurrency=1)
+    probe.extract(chunks[:1], {})
+    budget = 3 * probe.cost_usd  # room for two or three calls, not for eight
+    extractor = ModelExtractor(model, max_budget_usd=budget, max_tokens=100, concurrency=1)
+    out = extractor.extract(chunks, {})
+    assert 0 < extractor.calls < len(chunks) and extractor.skipped == len(chunks) - extractor.calls
+    assert extractor.cost_usd <= budget
+    assert len(model.requests) == extractor.calls
+    assert out.entities["Aurora controller"][1] == set(range(extractor.calls))  # the rest were not asked
+
+
+def test_a_budget_on_a_model_of_unknown_price_is_refused() -> None:
+    model = graph_model()
+    model.price = None  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match="price of function/function is unknown"):
+        ModelExtractor(model, max_budget_usd=1.0)
+
+
+def test_a_model_named_entity_joins_two_documents_no_rule_could() -> None:
+    docs = {"line.md": "# Line 3\n\nThe Aurora controller drives the east conveyor.\n",
+            "vendors.md": "# Vendors\n\nThe Aurora controller is made by Lumen Systems, in Lyon.\n"}
+    plain = KnowledgeBase.open(embedder=HashingEmbedder())
+    with_model = KnowledgeBase.open(embedder=HashingEmbedder(), extractor=ModelExtractor(graph_model()))
+    for kb in (plain, with_model):
+        for name, text in docs.items():
+            kb.add_text(name, text)
+    assert plain.entity_chunks("Aurora controller").hits == []
+    joined = with_model.entity_chunks("Aurora controller")
+    assert sorted(h.citation for h in joined.hits) == ["line.md:1-3", "vendors.md:1-3"]
+    # The walk from the conveyor's passage goes through the controller to its maker's passage.
+    assert "Aurora controller" not in plain.search("what drives the east conveyor", mode="neighborhood").entities
+    walked = with_model.search("what drives the east conveyor", mode="neighborhood", k=4)
+    assert {"Aurora controller", "east conveyor", "Lumen Systems"} <= set(walked.entities)
+    assert {h.chunk.document for h in walked.hits} == {"line.md", "vendors.md"}
+    assert "Lumen Systems" in with_model.entity_chunks("Lumen Systems").entities
+
+
+def test_extracting_inside_a_running_event_loop_works() -> None:
+    async def ingest() -> KnowledgeBase:
+        kb = KnowledgeBase.open(extractor=ModelExtractor(graph_model()))
+        kb.add_text("line.md", "The Aurora controller drives the east conveyor.\n")
+        return kb
+
+    kb = asyncio.run(ingest())
+    assert kb.entity_chunks("east conveyor").hits[0].citation == "line.md:1-1"

@@ -14,7 +14,7 @@ from tether.knowledge.embed import (
     default_embedder,
     make_embedder,
 )
-from tether.knowledge.graph import Extraction, Extractor, RuleExtractor
+from tether.knowledge.graph import Extraction, Extractor, ModelExtractor, RuleExtractor
 from tether.knowledge.store import KnowledgeStore, SqliteKnowledgeStore
 from tether.knowledge.tools import KnowledgeTools
 
@@ -30,6 +30,7 @@ __all__ = [
     "KnowledgeStore",
     "KnowledgeTools",
     "MiniLMEmbedder",
+    "ModelExtractor",
     "OpenAIEmbedder",
     "RuleExtractor",
     "SearchResult",
