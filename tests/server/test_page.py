@@ -2,7 +2,9 @@
 scripted models of ``page_agents.py``: what a person sees and clicks.
 
 Screenshots go to the directory in ``TETHER_SCREENSHOTS`` when it is set (else the test's
-temporary directory)."""
+temporary directory). The README's picture of the page is ``serve-page.png`` from
+``test_the_readme_screenshot``: ``TETHER_SCREENSHOTS=docs/images python -m pytest
+tests/server/test_page.py -k readme_screenshot`` makes it again."""
 
 from __future__ import annotations
 
@@ -59,10 +61,10 @@ def server(served: Any) -> Any:
     return served(agents_module=AGENTS)
 
 
-def shot(page: Page, tmp_path: Path, name: str) -> Path:
+def shot(page: Page, tmp_path: Path, name: str, filename: str | None = None) -> Path:
     folder = Path(os.environ.get("TETHER_SCREENSHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"page-{name}.png"
+    path = folder / (filename or f"page-{name}.png")
     page.screenshot(path=str(path))
     return path
 
@@ -150,10 +152,12 @@ def test_allow_runs_the_tool_and_the_answer_follows(page: Page, server: Any, tmp
     expect(card).to_have_count(0)
     step = turn.locator(".step", has=page.locator(".tool-name", has_text="delete_file"))
     expect(step.locator(".badge")).to_have_text("ok")
-    # The decision event of an approval carries no reason; the one typed stays.
     expect(step.locator(".decision")).to_have_text("Allowed: it is last week's log")
     expect(turn.locator(".exit")).to_contain_text("completed")
     assert not (workspace(server) / "access.log").exists()
+    page.reload()  # replayed from the events: the approval's decision event carries the words typed
+    step = last_turn(page).locator(".step", has=page.locator(".tool-name", has_text="delete_file"))
+    expect(step.locator(".decision")).to_have_text("Allowed: it is last week's log")
 
 
 def test_deny_with_a_reason_reaches_the_model(page: Page, server: Any, tmp_path: Path) -> None:
@@ -326,3 +330,38 @@ def test_a_token_is_asked_for_when_the_server_needs_one(page: Page, served: Any,
     # The two refusals before the token (no token, a wrong one) are logged by the browser as failed loads.
     assert sum("401 (Unauthorized)" in e for e in console_errors) == 2
     console_errors.clear()
+
+
+def test_the_readme_screenshot(page: Page, server: Any, tmp_path: Path) -> None:
+    """The README's picture: four conversations in the sidebar, the configurator's buttons and
+    form, answers with their exit lines, and a thumbs-up."""
+    def answered(agent: str, text: str) -> Any:
+        open_chat(page, server, agent)
+        send(page, text)
+        return last_turn(page)
+
+    expect(answered("slow", "Scan the archive for problems").locator(".exit")).to_contain_text("completed")
+    turn = answered("destructive", "Can you free some space in the workspace?")
+    page.locator(".approval").get_by_label("Reason").fill("it is last week's log")
+    page.locator(".approval").get_by_role("button", name="Allow").click()
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(answered("plan", "Which file mentions a timeout?").locator(".exit")).to_contain_text("completed")
+    answered("configure", "I need a cabinet heater for a control cabinet")
+    page.locator(".widget-buttons").get_by_role("button", name="I want to configure the LB series.").click()
+    form = last_turn(page).locator(".widget-form")
+    form.get_by_label("Supply voltage").select_option("230 V AC")
+    form.get_by_label("Heating power (W)").fill("150")
+    form.get_by_label("Notes").fill("outdoor cabinet, north wall")
+    form.get_by_label("Express delivery").check()
+    form.get_by_role("button", name="Use these options").click()
+    turn = last_turn(page)
+    expect(turn.locator(".answer")).to_contain_text("Noted your configuration: Supply voltage: 230 V AC")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    turn.get_by_role("button", name="Good answer").click()
+    expect(turn.locator(".feedback-saved")).to_have_text("Feedback recorded")
+    expect(page.locator(".sessions a")).to_have_count(4)
+    expect(page.locator(".sessions a").first).to_contain_text("I need a cabinet heater")
+    expect(page.locator(".turn")).to_have_count(3)
+    page.locator("#prompt").blur()
+    path = shot(page, tmp_path, "readme", filename="serve-page.png")
+    assert path.stat().st_size > 10_000

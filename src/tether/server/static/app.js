@@ -290,7 +290,7 @@ class Turn {
     const text = reason ? `${said}: ${reason}` : said;
     const line = this.node.querySelector(`.decision[data-call="${CSS.escape(callId)}"]`);
     if (line) {
-      if (reason) line.textContent = text; // the event of an approval carries no reason: keep the one typed
+      if (reason) line.textContent = text; // an event without words keeps the ones typed
     } else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": callId, text }));
   }
 
