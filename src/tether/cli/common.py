@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,31 @@ def text(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return value
+
+
+def secret_token(given: str | None, option: str, env: str) -> str:
+    """A token for an option that should not carry it: ``-`` reads stdin (asked for without echo at
+    a terminal); none reads ``$env``; anything else is the token as given (it shows in ``ps`` and
+    in the shell's history, which the option's help says). The token never appears in a message."""
+    if given == "-":
+        if sys.stdin is not None and sys.stdin.isatty():  # typed or pasted: not echoed
+            import getpass
+
+            read = getpass.getpass(f"{option.lstrip('-').replace('-', ' ')}: ")
+        else:
+            read = sys.stdin.read() if sys.stdin is not None else ""
+        token = read.strip()
+        if not token:
+            raise usage_error(f"{option} -: stdin was empty (pipe the token in, or set {env})")
+        if len(token.split()) > 1:
+            raise usage_error(f"{option} -: stdin holds more than one word; give the token alone")
+        return token
+    if given is not None:
+        return given
+    token = os.environ.get(env, "").strip()
+    if not token:
+        raise usage_error(f"no {option.lstrip('-').replace('-', ' ')}: give {option} - and pipe it in, or set {env}")
+    return token
 
 
 def session_name(value: str) -> str:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import non_negative_float, positive_float, text, usage_error
+from tether.cli.common import non_negative_float, positive_float, secret_token, text, usage_error
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
@@ -190,37 +190,10 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
     if table["auth"] != "oauth":
         raise usage_error(f'[mcp.{args.server}] has auth = "{table["auth"]}": tokens are for auth = "oauth"')
-    refresh_token = _refresh_token(args.refresh_token)
+    refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)
     save_oauth_tokens(path, {"access_token": access_token, "refresh_token": refresh_token,
                              "expires_at": time.time() + args.expires_in if access_token else 0})
     print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
     return 0
-
-
-def _refresh_token(given: str | None) -> str:
-    """The refresh token: ``-`` reads stdin (asked for without echo at a terminal); none reads
-    $TETHER_MCP_REFRESH_TOKEN. The token itself never appears in a message."""
-    import os
-
-    if given == "-":
-        if sys.stdin is not None and sys.stdin.isatty():  # typed or pasted: not echoed
-            import getpass
-
-            read = getpass.getpass("refresh token: ")
-        else:
-            read = sys.stdin.read() if sys.stdin is not None else ""
-        token = read.strip()
-        if not token:
-            raise usage_error("--refresh-token -: stdin was empty (pipe the token in, or set "
-                              f"{REFRESH_ENV})")
-        if len(token.split()) > 1:
-            raise usage_error("--refresh-token -: stdin holds more than one word; give the refresh token alone")
-        return token
-    if given is not None:
-        return given
-    token = os.environ.get(REFRESH_ENV, "").strip()
-    if not token:
-        raise usage_error(f"no refresh token: give --refresh-token - and pipe it in, or set {REFRESH_ENV}")
-    return token

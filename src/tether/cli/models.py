@@ -7,10 +7,14 @@ import argparse
 import sys
 from typing import Any
 
-from tether.cli.common import non_negative_float, text, usage_error
+from tether.cli.common import non_negative_float, secret_token, text, usage_error
 from tether.cli.common import settings as load_settings
 
 __all__ = ["add_parsers"]
+
+
+REFRESH_ENV = "TETHER_REFRESH_TOKEN"
+ACCESS_ENV = "TETHER_ACCESS_TOKEN"
 
 
 def add_parsers(sub: Any) -> None:
@@ -20,8 +24,10 @@ def add_parsers(sub: Any) -> None:
     aus = au.add_subparsers(dest="auth_command", required=True)
     imp = aus.add_parser("import", help="store tokens for an endpoint (mode 0600 under $TETHER_HOME/auth)")
     imp.add_argument("endpoint", metavar="ENDPOINT")
-    imp.add_argument("--refresh-token", required=True, type=text)
-    imp.add_argument("--access-token", default="")
+    imp.add_argument("--refresh-token", type=text, metavar="TOKEN",
+                     help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
+                          "a token written here shows in ps and in the shell's history")
+    imp.add_argument("--access-token", default=None, metavar="TOKEN", help=f"optional; default ${ACCESS_ENV}, if set")
     imp.add_argument("--expires-in", type=non_negative_float, default=0.0, metavar="S",
                      help="seconds the access token stays valid (>= 0)")
     au.set_defaults(handler=cmd_auth)
@@ -92,6 +98,7 @@ async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) 
 
 
 def cmd_auth(args: argparse.Namespace) -> int:
+    import os
     import time
 
     from tether.providers.auth import save_oauth_tokens
@@ -99,8 +106,10 @@ def cmd_auth(args: argparse.Namespace) -> int:
     settings = load_settings()
     if args.endpoint not in settings.endpoints:
         raise usage_error(f"no [endpoints.{args.endpoint}] in {settings.home / 'config.toml'}")
+    refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
+    access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = settings.home / "auth" / f"{args.endpoint}.json"
-    save_oauth_tokens(path, {"access_token": args.access_token, "refresh_token": args.refresh_token,
-                             "expires_at": time.time() + args.expires_in if args.access_token else 0})
+    save_oauth_tokens(path, {"access_token": access_token, "refresh_token": refresh_token,
+                             "expires_at": time.time() + args.expires_in if access_token else 0})
     print(f"stored tokens for {args.endpoint} in {path} (mode 0600)", file=sys.stderr)
     return 0
