@@ -243,6 +243,20 @@ def test_empty_entries_are_refused(mem: Memory) -> None:
         assert err.value.rule == "empty", text
 
 
+def test_control_characters_are_refused_alike_on_every_backend(mem: Memory) -> None:
+    """A file could keep a NUL and Postgres text cannot: both refuse it (and its kin) the same way,
+    before anything is written, so an entry saved on one machine is never refused on many."""
+    mem.add("notes", "Deploys happen on Tuesdays.")
+    for text in ("I like tea\x00 with milk", "bell\x07", "escape \x1b[31mred"):
+        with pytest.raises(MemoryRefused) as err:
+            mem.add("notes", text)
+        assert err.value.rule == "control" and "control character" in str(err.value), text
+        with pytest.raises(MemoryRefused):
+            mem.replace("notes", "Tuesdays", text)
+    assert mem.entries("notes") == ["Deploys happen on Tuesdays."]
+    mem.add("notes", "Tabs\tand\nnew lines are fine.")
+
+
 def test_unknown_store_is_a_user_error(mem: Memory) -> None:
     with pytest.raises(UserError, match="profile"):
         mem.add("diary", "x")

@@ -184,6 +184,10 @@ class Memory(Extension):
         entry = clean_entry(text)
         if not entry:
             raise MemoryRefused("Not saved: the entry is empty.", "empty")
+        control = next((c for c in entry if c < " " and c not in "\t\n"), None)
+        if control is not None:  # no place in a prompt, and the Postgres store could not keep a NUL
+            raise MemoryRefused(f"Not saved: the entry holds a control character ({control!r}). Save it "
+                                "without it.", "control")
         return entry
 
     @staticmethod
