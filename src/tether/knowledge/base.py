@@ -240,14 +240,14 @@ class KnowledgeBase:
         rankings: dict[str, list[int]] = {}
         weights: dict[str, float] = {}
         a = DEFAULT_ALPHA if alpha is None else alpha
-        embedding = None
+        by_vector = None
         if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
-            embedding = self._embed_query(query)  # in another thread, while the full-text query runs
+            by_vector = self._vector_meanwhile(query, depth, allowed)
         if mode in ("keyword", "hybrid", "hierarchical", "neighborhood"):
             rankings["keyword"] = self._keyword(query, depth, allowed)
             weights["keyword"] = 1.0 if mode == "keyword" or not can_embed else 1.0 - a
-        if embedding is not None:
-            rankings["vector"] = [cid for cid, _ in self.store.nearest(embedding.result(), depth, allowed)]
+        if by_vector is not None:
+            rankings["vector"] = by_vector.result()
             weights["vector"] = 1.0 if mode == "vector" else a
         if mode in ("neighborhood", "hierarchical"):
             seeds = _fuse(rankings, weights)[:5]
@@ -282,18 +282,17 @@ class KnowledgeBase:
         q = self.embedder.embed([query])[0]
         return [cid for cid, _ in self.store.nearest(q, depth, allowed, among)]
 
-    def _embed_query(self, query: str) -> Future[Any]:
-        """The query's vector, computed in a worker thread. onnxruntime and SQLite both release
-        the GIL, so a hybrid search pays for the longer of the embedding and the full-text
-        query rather than their sum (measured on 2 cores: see docs/knowledge.md#figures). Only
-        the embedding moves: the store is used from the caller's thread alone."""
-        global _EMBED_POOL
-        assert self.embedder is not None
-        embedder = self.embedder
+    def _vector_meanwhile(self, query: str, depth: int, allowed: set[int] | None) -> Future[list[int]]:
+        """The vector ranking, computed in a worker thread while the caller runs the full-text
+        query: onnxruntime, numpy and the databases' drivers release the GIL, so a hybrid search
+        takes about the longer of the two instead of their sum (see docs/knowledge.md#figures).
+        Both stores may be used from two threads at once (SQLite's module is serialized,
+        Postgres hands out pooled connections)."""
+        global _POOL
         with _POOL_LOCK:
-            if _EMBED_POOL is None:
-                _EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-embed")
-        return _EMBED_POOL.submit(lambda: embedder.embed([query])[0])
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-vector")
+        return _POOL.submit(self._vector, query, depth, allowed)
 
     def _exact(self, token: str, k: int, alpha: float | None, allowed: set[int] | None,
                min_score: float | None) -> SearchResult:
@@ -386,7 +385,7 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
         raise UserError(f"k must be at least 1, not {k}")
 
 
-_EMBED_POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
+_POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
 _POOL_LOCK = threading.Lock()
 
 
