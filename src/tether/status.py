@@ -26,6 +26,10 @@ RunStatus = Literal[
 # Statuses from which ``resume`` continues the same transcript.
 RESUMABLE: frozenset[str] = frozenset({"max_turns_exceeded", "budget_exceeded", "interrupted"})
 
+# The reason of a run that completed on a final answer with no text (``RunResult.empty_answer``):
+# "completed" with output "" would otherwise read as an answer that was lost.
+EMPTY_ANSWER = "the model returned an empty answer (no text)"
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -112,6 +116,8 @@ class RunResult(_Frozen):
     interruption: Interruption | None = None
     reason: str | None = None
     output: str = ""
+    # True when the run completed on a final answer with no text (the reason then says so).
+    empty_answer: bool = False
     turns: int = 0
     usage: Usage = Usage()
     # Dollars; None when a model that answered has no known price (add one under [models."..."]

@@ -58,3 +58,15 @@ def test_transcript_labels_roles_calls_and_decisions_and_shortens_long_outputs()
     assert "row 99" in "\n".join(transcript_lines(messages, full=True))
     one_long_line = list(transcript_lines([UserMessage.text("x" * 5000)]))
     assert one_long_line[-1] == "    … (3,000 more characters not shown; --full prints everything)"
+
+
+def test_the_summary_of_an_empty_answer_says_so_from_the_result() -> None:
+    from tether.status import EMPTY_ANSWER
+
+    empty = RunResult(run_id="run_1", status="completed", reason=EMPTY_ANSWER, empty_answer=True)
+    lines = summary_lines(empty, "scripted/plan", SETTINGS)
+    assert lines[0].startswith(f"[completed] {EMPTY_ANSWER} |")
+    assert "   `tether show run_1` prints what the model returned" in lines
+    # Output "" from a run a stop condition ended on a tool call is not an empty answer.
+    stopped = RunResult(run_id="run_2", status="completed", reason="stop condition met")
+    assert not any("tether show" in line for line in summary_lines(stopped, "scripted/plan", SETTINGS))

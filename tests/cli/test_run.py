@@ -95,6 +95,18 @@ def test_approve_and_reject_through_resume(workspace: Path, env: dict[str, str])
         assert ("declined" in shown) is not deleted
 
 
+def test_an_approvals_reason_reaches_the_transcript(workspace: Path, env: dict[str, str]) -> None:
+    (workspace / "access.log").write_text("log\n")
+    first = tether_json("run", "--model", "scripted/destructive", "--cwd", str(workspace), "free space", env=env)
+    refused = tether("resume", first["run_id"], "--reason", "alone", env=env)
+    assert refused.returncode == 2 and "--reason goes with --approve" in refused.stderr
+    out = tether("resume", first["run_id"], "--approve", "--reason", "the log is archived nightly", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert not (workspace / "access.log").exists()
+    shown = tether("show", first["run_id"], "--full", env=env).stdout
+    assert "Reason: the log is archived nightly" in shown
+
+
 def test_budget_exit_code_and_never_above(workspace: Path, env: dict[str, str]) -> None:
     out = tether("run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-turns", "1000",
                  "--max-budget", "0.01", "--json", "go", env=env)

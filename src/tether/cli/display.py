@@ -61,9 +61,8 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
              f"{cost_text(cost, model, settings, unpriced=result.unpriced_models)} | {result.run_id}"]
     if result.cost_unknown_usd:
         lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
-    if result.status == "completed" and not result.output.strip():
-        lines.append("   the model returned an empty answer (no text); `tether show "
-                     f"{result.run_id}` prints what happened")
+    if result.empty_answer:  # the reason above says so (tether.status.EMPTY_ANSWER)
+        lines.append(f"   `tether show {result.run_id}` prints what the model returned")
     hint = resume_hint(result.run_id, result.status, result.interruption)
     if hint:
         lines.append(f"   {hint}")

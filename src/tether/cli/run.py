@@ -95,6 +95,8 @@ def add_parsers(sub: Any) -> None:
     decision = rs.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the waiting call")
     decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
+    rs.add_argument("--reason", type=text, metavar="TEXT",
+                    help="with --approve: the person's words, which the model reads before the call's result")
     running = rs.add_mutually_exclusive_group()
     running.add_argument("--wait", action="store_true",
                          help="first wait until a command left running by a crashed run has exited")
@@ -208,10 +210,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     state = load_run(run_store(settings), args.run_id)
     if state.status in ("completed", "failed"):
         raise usage_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    if args.reason is not None and not args.approve:
+        raise usage_error("--reason goes with --approve (--reject REASON takes its reason itself)")
     _check_limits_allow_more(state, args)
     _settle_left_running(state, args)
     if args.approve:
-        approve(state)
+        approve(state, reason=args.reason)
     elif args.reject is not None:
         reject(state, args.reject)
     if args.max_turns is not None:

@@ -29,13 +29,13 @@ from tether.harness.context import (
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
-from tether.harness.state import RunState, conversation_turns, pending_tool_calls
+from tether.harness.state import RunState, conversation_turns, is_empty_answer, pending_tool_calls
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
-from tether.status import RESUMABLE, RunResult
+from tether.status import EMPTY_ANSWER, RESUMABLE, RunResult
 from tether.tokens import count_tokens, counter_for, encoding, encoding_loaded
 from tether.usage import lookup_price
 
@@ -337,9 +337,11 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
                     "not pay for a longer one")
     if rc.agent.output_type is not None and not (last.model or "").startswith("guardrail"):
         return check_answer(rc, last)  # a guardrail's note in words is not the model's answer
+    empty = is_empty_answer(last)
     if last.finish_reason == "length":
-        return Halt("completed", f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut")
-    return Halt("completed", "the model answered")
+        cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
+        return Halt("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
+    return Halt("completed", EMPTY_ANSWER if empty else "the model answered")
 
 
 async def _after_agent(rc: RunContext) -> None:

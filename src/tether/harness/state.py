@@ -42,6 +42,7 @@ __all__ = [
     "ToolStats",
     "approve",
     "args_hash",
+    "is_empty_answer",
     "kill_waiting_process",
     "new_run_id",
     "pending_tool_calls",
@@ -200,6 +201,7 @@ class RunState(BaseModel):
             interruption=self.interruption,
             reason=self.reason,
             output=self.output(),
+            empty_answer=self.status == "completed" and is_empty_answer(self.messages[-1] if self.messages else None),
             turns=self.turns,
             usage=self.usage,
             cost_usd=None if self.unpriced_models else self.cost_usd,
@@ -207,6 +209,12 @@ class RunState(BaseModel):
             unpriced_models=list(self.unpriced_models),
             tool_stats={name: stats.model_dump() for name, stats in self.tool_stats.items()},
         )
+
+
+def is_empty_answer(message: Message | None) -> bool:
+    """Whether ``message`` is a final answer with no text: an assistant message with neither text
+    (blank counts as none) nor tool calls. A run that completes on one says so (``EMPTY_ANSWER``)."""
+    return isinstance(message, AssistantMessage) and not message.tool_calls and not message.text.strip()
 
 
 def conversation_turns(messages: Sequence[Message]) -> int:
