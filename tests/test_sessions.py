@@ -183,6 +183,21 @@ def test_two_processes_appending_lose_and_interleave_nothing(tmp_path: Path) -> 
         assert [int(i) for who, i in texts if who == name] == list(range(n))  # each writer's order kept
 
 
+def test_the_session_database_is_created_private(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        store.append("s", [UserMessage.text("hi")])
+        store.close()
+    finally:
+        os.umask(old)
+    made = sorted(tmp_path.glob("sessions.db*"))
+    assert made and {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in made} == {p.name: "0o600" for p in made}
+
+
 def test_a_durable_store_that_cannot_open_refuses_to_start(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")

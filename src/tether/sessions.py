@@ -325,6 +325,9 @@ class SqliteSessionStore:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Created private (0600) before SQLite opens it, like the JSONL store's files: its -wal
+            # and -shm files take the same mode. An existing file keeps the mode it has.
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")

@@ -125,6 +125,25 @@ def test_saving_a_turn_appends_and_never_rewrites_the_transcript(tmp_path: Path)
     assert header is not None and "messages" not in header and header["message_count"] == 4
 
 
+def test_every_file_of_a_run_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        store = RunStore(tmp_path)
+        state = sample_state()
+        with store.lock(state.run_id):
+            store.save(state)
+            state.messages.append(AssistantMessage(content=(TextPart(text="done"),)))
+            store.save(state)
+    finally:
+        os.umask(old)
+    files = sorted(p for p in (tmp_path / "run_store").iterdir())
+    assert [p.name for p in files] == [".lock", "messages.jsonl", "state.a.json", "state.b.json"]
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {p.name: "0o600" for p in files}
+
+
 def test_lines_written_after_the_last_commit_are_ignored_then_cut(tmp_path: Path) -> None:
     store = RunStore(tmp_path)
     state = sample_state()

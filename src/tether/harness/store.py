@@ -151,7 +151,8 @@ class RunStore:
             return
         path = d / name
         new = "".join(dump_message(m) + "\n" for m in messages[count:]).encode()
-        with open(path, "ab") as f:
+        # Private like the header slots and a rewritten transcript (atomic_write): it is the conversation.
+        with open(path, "ab", opener=lambda p, flags: os.open(p, flags, 0o600)) as f:
             if f.tell() != nbytes:
                 f.truncate(nbytes)  # lines a crashed save wrote after the last commit
                 f.seek(nbytes)
