@@ -89,3 +89,22 @@ def test_the_pruner_runs_at_start_and_a_database_error_does_not_stop_it(jobs: An
         while jobs.get("old") is not None and time.monotonic() < deadline:
             time.sleep(0.02)
     assert jobs.get("old") is None and len(calls) >= 2 and calls[0] == 7 * DAY
+
+
+def test_a_pruned_run_replays_its_answer_and_exit_on_any_node(cluster: Any) -> None:
+    import httpx
+
+    from tests.server.conftest import read_events
+
+    c = cluster()
+    a, b = c.node(), c.node()
+    with httpx.Client(base_url=a, timeout=30) as ca, httpx.Client(base_url=b, timeout=30) as cb:
+        sid = ca.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        run_id = ca.post(f"/v1/sessions/{sid}/messages", json={"text": "order 7"}).json()["run_id"]
+        streamed = read_events(ca, f"/v1/runs/{run_id}/events")
+        assert streamed[-1]["result"]["status"] == "completed"
+        assert c.worker.jobs.prune(0.0) == len(streamed)  # every run that ended, however recently
+        replay = read_events(cb, f"/v1/runs/{run_id}/events")
+        assert [(e["id"], e["event"]) for e in replay] == [(1, "text_delta"), (2, "done")]
+        assert replay[0]["text"] == streamed[-1]["result"]["output"] and "shipped order 7" in replay[0]["text"]
+        assert replay[1]["result"]["cost_usd"] == streamed[-1]["result"]["cost_usd"]

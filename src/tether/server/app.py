@@ -7,8 +7,10 @@ runs, traces and feedback; anything else is "not found", as if it did not exist.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 import math
 import re
 import secrets
@@ -151,7 +153,12 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
+        keep_days = float(settings.serve.get("keep_events_days") or KEEP_EVENTS_DAYS)
+        pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
         yield
+        if pruning is not None:
+            pruning.cancel()
         await manager.shutdown()
         manager.close()
         if telemetry is not None:
@@ -297,6 +304,20 @@ def _unsaved(core: Core, run_id: str, live: bool) -> dict[str, Any]:
                                 "was not kept); send the message again"}
 
 
+KEEP_EVENTS_DAYS = 7.0
+_log = logging.getLogger("tether.server")
+
+
+async def _prune_every(prune: Any, keep_s: float, every_s: float = 3600.0) -> None:
+    """At start and then hourly, forget the event logs of runs that ended more than ``keep_s`` ago."""
+    while True:
+        try:
+            await asyncio.to_thread(prune, keep_s)
+        except OSError as exc:
+            _log.warning("could not prune old event logs: %s", exc)
+        await asyncio.sleep(every_s)
+
+
 def _unstarted(core: Core, run_id: str) -> str | None:
     find = getattr(core.manager, "unstarted", None)  # runs in this process keep it; queued jobs hold their own
     return find(run_id) if find is not None else None
@@ -325,15 +346,39 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
 
     async def stream() -> AsyncIterator[str]:
         yield "retry: 1000\n\n"
+        sent = False
         async for item in log.follow(after):
             if item is None:
                 yield ": keep-alive\n\n"
                 continue
             n, kind, data = item
+            sent = True
             yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+        if not sent and after == 0:
+            for n, kind, data in _replayed(core, run_id):
+                yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
+    """A finished run whose events are gone (pruned after ``keep_events_days``): its answer and
+    its exit, from the run store, so a page that replays a session still shows every answer."""
+    from tether.events import Done, TextDelta
+    from tether.server.events import event_data
+
+    try:
+        state = core.manager.state(run_id)
+    except StoreError:
+        return []
+    if state is None or state.status == "running":
+        return []
+    result = state.result()
+    events: list[Any] = [TextDelta(run_id, result.output)] if result.output else []
+    events.append(Done(run_id, result))
+    return [(n, e.type, json.dumps(event_data(e), ensure_ascii=False, separators=(",", ":")))
+            for n, e in enumerate(events, 1)]
 
 
 def _after(last_event_id: str | None, after: int | None) -> int:

@@ -201,6 +201,29 @@ class RunManager:
             return None
         return text if isinstance(text, str) and not self.runs.exists(run_id) else None
 
+    def prune_events(self, keep_s: float, *, now: float | None = None) -> int:
+        """Delete the event logs of runs that are not live and were last written more than
+        ``keep_s`` seconds ago; their transcripts stay, and a replay of one is made from it.
+        Returns how many were deleted."""
+        import time
+
+        cutoff = (time.time() if now is None else now) - keep_s
+        deleted = 0
+        folder = self.home / "serve" / "events"
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return 0
+        for entry in entries:
+            run_id = entry.name.removesuffix(".log")
+            if not entry.name.endswith(".log") or run_id in self.live:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+                    deleted += 1
+        return deleted
+
     def forget(self, run_id: str) -> None:
         with contextlib.suppress(OSError):
             self.start_path(run_id).unlink()
