@@ -139,7 +139,7 @@ def _percentiles(times: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="200 pages, sizes 10k only")
+    parser.add_argument("--quick", action="store_true", help="200 pages, sizes 10k only (to results/kb_quick.json)")
     parser.add_argument("--embedders", default="local,hashing,wordllama")
     parser.add_argument("--sizes", default="10000,50000,100000", help="chunk counts for the latency table")
     args = parser.parse_args()
@@ -205,7 +205,7 @@ def main() -> None:
             results["latency"][str(n)] = row
             print(f"{n:>8} " + " ".join(f"{row[m]['p50_ms']:>14.1f} /{row[m]['p95_ms']:>7.1f}" for m in row))
     results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    write_results("kb", results)
+    write_results("kb_quick" if args.quick else "kb", results)  # a quick run never hides the full figures
 
 
 def _fmt(q: dict[str, float]) -> str:
