@@ -197,8 +197,8 @@ class HttpTransport:
 
 
 # Clients, with their connection pools, kept across runs: one per event loop and endpoint. A new
-# client costs an SSL context (the CA bundle parsed: 20-80 ms, even for http://) and new
-# connections; a client belongs to the loop it was made in, hence one pool per loop.
+# client would cost an SSL context (the CA bundle parsed: 20-80 ms) and new connections; a client
+# belongs to the loop it was made in, hence one pool per loop.
 _POOL: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 
 
@@ -210,6 +210,29 @@ def _ssl_context() -> Any:
     return httpx.create_ssl_context()
 
 
+@functools.cache
+def _no_tls_context() -> Any:
+    """A context that trusts no certificate: given to clients that never make a TLS connection, so
+    they skip loading the CA bundle, and a TLS connection one did attempt would fail closed."""
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies hostname and certificate; trusts none
+
+
+def client_ssl_context(base_url: str) -> Any:
+    """The SSL context a client for ``base_url`` gets. A plain ``http://`` endpoint reached without
+    a proxy (a local server, mostly) never makes a TLS connection: the client only sends to its
+    base URL and follows no redirect. It gets :func:`_no_tls_context`, and the first run in a
+    process does not pay for parsing the CA bundle. Every other client gets the full context."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies  # httpx imports it too, for the same variables
+
+    proxies = getproxies()
+    if urlsplit(base_url).scheme == "http" and not (proxies.get("http") or proxies.get("all")):
+        return _no_tls_context()
+    return _ssl_context()
+
+
 def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> Any:
     """The running loop's client for this endpoint, made on first use."""
     import httpx
@@ -219,7 +242,7 @@ def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> A
     client = clients.get(key)
     if client is None or client.is_closed:
         client = clients[key] = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout_s,
-                                                  verify=_ssl_context())
+                                                  verify=client_ssl_context(base_url))
     return client
 
 
