@@ -7,6 +7,7 @@ Provider formats never leak past the provider layer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -35,7 +36,8 @@ __all__ = [
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Validators are built on first use, not at import: ``import tether`` stays cheap.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class TextPart(_Frozen):
@@ -123,7 +125,9 @@ class ToolMessage(_Frozen):
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
-_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+@functools.cache
+def _adapter() -> TypeAdapter[Message]:
+    return TypeAdapter(Message)  # built on first use, like the models
 
 
 def dump_message(message: Message) -> str:
@@ -133,11 +137,11 @@ def dump_message(message: Message) -> str:
 
 def load_message(line: str | bytes) -> Message:
     """Parse what :func:`dump_message` wrote; raises ``pydantic.ValidationError`` on garbage."""
-    return _ADAPTER.validate_json(line)
+    return _adapter().validate_json(line)
 
 
 def load_message_dict(data: object) -> Message:
-    return _ADAPTER.validate_python(data)
+    return _adapter().validate_python(data)
 
 
 def text_of(messages: Sequence[Message]) -> str:

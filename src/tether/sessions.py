@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -322,6 +321,8 @@ class SqliteSessionStore:
     """Sessions in one SQLite database (WAL), one row per message."""
 
     def __init__(self, path: Path | str) -> None:
+        import sqlite3  # imported here: a run without this store does not pay for it
+
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ EMPTY_ANSWER = "the model returned an empty answer (no text)"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # validators built on first use
 
 
 class ApprovalInterruption(_Frozen):
@@ -119,7 +119,7 @@ class RunResult(_Frozen):
     # True when the run completed on a final answer with no text (the reason then says so).
     empty_answer: bool = False
     turns: int = 0
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     # Dollars; None when a model that answered has no known price (add one under [models."..."]
     # in config.toml): an unknown cost is never reported as zero.
     cost_usd: float | None = 0.0
@@ -132,5 +132,3 @@ class RunResult(_Frozen):
     # the parsed JSON for a JSON Schema) when the run completed; None otherwise. ``output`` keeps the
     # answer's text (its JSON).
     data: Any = None
-
-SubagentInterruption.model_rebuild()

@@ -15,7 +15,7 @@ __all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price",
 class Usage(BaseModel):
     """Tokens one model call (or a whole run) consumed."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -41,7 +41,7 @@ class Usage(BaseModel):
 class Price(BaseModel):
     """Dollars per million tokens."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     input: float
     output: float
@@ -74,19 +74,22 @@ class Price(BaseModel):
 class ModelInfo(BaseModel):
     """What tether knows about a model: its price and its context window (tokens)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     price: Price | None = None
     context_window: int | None = None
 
 
 def _m(inp: float, out: float, cached: float | None, window: int, write: float | None = None) -> ModelInfo:
-    return ModelInfo(price=Price(input=inp, output=out, cached_input=cached, cache_write=write), context_window=window)
+    # Trusted constants: constructed without validation, so importing the catalog builds no validator.
+    price = Price.model_construct(input=inp, output=out, cached_input=cached, cache_write=write)
+    return ModelInfo.model_construct(price=price, context_window=window)
 
 
 # The scripted model is priced as the reference prices its model: $2.00 in, $12.00 out.
 CATALOG: dict[str, ModelInfo] = {
-    "scripted": ModelInfo(price=Price(input=2.00, output=12.00), context_window=128_000),
+    "scripted": ModelInfo.model_construct(price=Price.model_construct(input=2.00, output=12.00),
+                                          context_window=128_000),
     "openai/gpt-4.1": _m(2.00, 8.00, 0.50, 1_047_576),
     "openai/gpt-4.1-mini": _m(0.40, 1.60, 0.10, 1_047_576),
     "openai/gpt-4.1-nano": _m(0.10, 0.40, 0.025, 1_047_576),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, PrivateAttr, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, field_validator
 
 from tether.errors import UserError
 from tether.messages import (
@@ -64,6 +64,8 @@ def args_hash(arguments: str) -> str:
 
 
 class ToolStats(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     calls: int = 0
     errors: int = 0
     cached: int = 0
@@ -74,6 +76,8 @@ class Intent(BaseModel):
     """A side-effecting call that started: saved before it runs, removed when its result is.
 
     Found on resume without a result, it means the outcome is unknown (law 3)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     key: str  # the idempotency key, ``run_id:call_id``
     # A process the call started (a shell command) and what identifies that very process (its
@@ -88,6 +92,8 @@ class CallInFlight(BaseModel):
     """A model request about to be sent: saved first, so a request the process dies during is
     counted (the provider bills it) even though its reply never arrives."""
 
+    model_config = ConfigDict(defer_build=True)
+
     model: str
     prompt_tokens: int  # estimated
     max_tokens: int
@@ -97,11 +103,13 @@ class CallInFlight(BaseModel):
 class RunState(BaseModel):
     """Everything a run is. Save it, kill the process, load it, and the run goes on."""
 
+    model_config = ConfigDict(defer_build=True)  # validators built on first use, not at import
+
     run_id: str = Field(default_factory=new_run_id)
     session_id: str | None = None
     model: str | None = None
     messages: list[Message] = Field(default_factory=list)
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     status: RunStatus = "running"
     interruption: Interruption | None = None
