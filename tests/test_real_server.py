@@ -79,7 +79,6 @@ def test_usage_estimate_within_target_of_served(usage: list[rs.UsageRow]) -> Non
     # The forced tool call (tool_choice names the function) is left out of the prompt comparison:
     # for it the server adds ~150 tokens of its own instructions to the prompt, which no client
     # sees or sends. Its completion is still compared, and every other request in full.
-    forced = [u for u in usage if u.request.startswith("tool round trip #1")]
-    off = [u.as_dict() for u in usage if u not in forced and not u.within(rs.TARGET_RATIO)]
-    off += [u.as_dict() for u in forced if not u.completion_within(rs.TARGET_RATIO)]
+    assert [u.request for u in usage if u.prompt_extended] == ["tool round trip #1"]
+    off = [u.as_dict() for u in usage if not u.within(rs.TARGET_RATIO)]
     assert not off, f"estimate/served outside {rs.TARGET_RATIO}x: {off}"
