@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether import Agent, RunState, run_sync
 from tether.errors import AuthError, ConfigError, ResponseError
-from tether.messages import ImagePart, TextPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
+from tether.providers import openai_chat
 from tether.providers.base import ModelRequest
-from tether.providers.openai_chat import OpenAIChatProvider, StreamAssembler, WireCache
+from tether.providers.openai_chat import OpenAIChatProvider, StreamAssembler, WireCache, message_to_wire
 from tether.testing import ScriptedServer
 from tether.tools.files import FILE_TOOLS
 from tether.usage import Price
@@ -72,6 +75,95 @@ def test_tool_images_follow_as_a_user_message() -> None:
     ])
     assert [m["role"] for m in wire] == ["system", "user", "tool", "user"]
     assert wire[3]["content"][0]["image_url"]["url"] == "data:image/png;base64,AAAA"
+
+
+def _reference_wire(system: str | None, messages: list[Message]) -> list[dict[str, Any]]:
+    """The Chat Completions history, translated from scratch (what the cache must always equal)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    images: list[dict[str, Any]] = []
+    for m in messages:
+        if images and m.role != "tool":
+            out.append({"role": "user", "content": images})
+            images = []
+        out.append(message_to_wire(m))
+        if isinstance(m, ToolMessage):
+            images += [{"type": "image_url", "image_url": {"url": f"data:{p.media_type};base64,{p.data}"}}
+                       for p in m.content if isinstance(p, ImagePart)]
+    return out + ([{"role": "user", "content": images}] if images else [])
+
+
+def _call(i: int, image: bool = False) -> list[Message]:
+    content: tuple[TextPart | ImagePart, ...] = (TextPart(text=f"result {i}"),)
+    if image:
+        content += (ImagePart(data=f"IMG{i}"),)
+    return [AssistantMessage(content=(ToolCallPart(id=f"c{i}", name="read", arguments=f'{{"n": {i}}}'),)),
+            ToolMessage(call_id=f"c{i}", name="read", content=content)]
+
+
+def test_wire_cache_translates_only_what_was_appended(monkeypatch: pytest.MonkeyPatch) -> None:
+    translated: list[Message] = []
+    original = openai_chat.message_to_wire
+
+    def counting(m: Message) -> dict[str, Any]:
+        translated.append(m)
+        return original(m)
+
+    monkeypatch.setattr(openai_chat, "message_to_wire", counting)
+    cache, history = WireCache(), [UserMessage.text("go"), *_call(1), *_call(2)]
+    cache.messages("sys", history)
+    assert len(translated) == 5
+    history += _call(3)
+    assert cache.messages("sys", history) == _reference_wire("sys", history)
+    assert translated[5:] == history[5:], "only the two new messages are translated"
+
+
+def test_wire_cache_is_never_stale_after_an_edit_a_compaction_or_a_cut() -> None:
+    cache = WireCache()
+    history = [UserMessage.text("go"), *_call(1), *_call(2, image=True), *_call(3)]
+    assert cache.messages("sys", history) == _reference_wire("sys", history)
+    # A middle message replaced in place (trimming an old tool output): same length, same last one.
+    history[4] = ToolMessage(call_id="c2", name="read", content=(TextPart(text="[trimmed]"),))
+    wire = cache.messages("sys", history)
+    assert wire == _reference_wire("sys", history) and "[trimmed]" in json.dumps(wire)
+    assert "IMG2" not in json.dumps(wire), "the trimmed result's image left with it"
+    # An edit and an append in the same turn.
+    history[2] = ToolMessage(call_id="c1", name="read", content=(TextPart(text="edited"),))
+    history += _call(4, image=True)
+    assert cache.messages("sys", history) == _reference_wire("sys", history)
+    # Compaction: a summary replaces the older part, a shorter list in its place.
+    compacted: list[Message] = [UserMessage(content=(TextPart(text="summary"),), summary_turns=3), *history[-2:]]
+    assert cache.messages("sys", compacted) == _reference_wire("sys", compacted)
+    # Cut back (a resumed run's repair), then grown again from the cut.
+    assert cache.messages(None, compacted[:1]) == _reference_wire(None, compacted[:1])
+    grown = [*compacted[:1], *_call(5, image=True), UserMessage.text("and?")]
+    assert cache.messages("sys", grown) == _reference_wire("sys", grown)
+
+
+edit = st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("replace"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("delete"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("truncate"), st.integers(0, 40), st.booleans()),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(edits=st.lists(edit, max_size=25))
+def test_wire_cache_equals_a_fresh_translation_after_any_edits(edits: list[tuple[str, int, bool]]) -> None:
+    cache, history = WireCache(), [UserMessage.text("start")]
+    for step, (kind, at, image) in enumerate(edits):
+        if kind == "append":
+            history += _call(step, image) if at % 3 else [UserMessage.text(f"user {step}")]
+        elif history and kind == "replace":
+            i = at % len(history)
+            old = history[i]
+            history[i] = (ToolMessage(call_id=old.call_id, name=old.name, content=_call(step, image)[1].content)
+                          if isinstance(old, ToolMessage) else UserMessage.text(f"new {step}"))
+        elif history and kind == "delete":
+            del history[at % len(history)]
+        elif kind == "truncate":
+            del history[at % (len(history) + 1):]
+        assert cache.messages("sys", history) == _reference_wire("sys", history)
 
 
 class _FixedHandler(BaseHTTPRequestHandler):

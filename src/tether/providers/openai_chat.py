@@ -1,7 +1,8 @@
 """OpenAI Chat Completions: the wire translation and an httpx provider for any compatible server.
 
-The translation of each (frozen) message is cached by identity, so a 200-turn run encodes each
-message once and each request costs one ``json.dumps`` of the body: the request path stays lean.
+The translation of a run's history is kept between requests and extended by the messages appended
+since (:class:`WireCache`), so a 200-turn run encodes each message once and each request costs one
+``json.dumps`` of the body: the request path stays lean.
 Reasoning parts are not sent: Chat Completions has no field that accepts them back.
 
 A streamed reply is complete when a chunk carries its ``finish_reason``: every server we know
@@ -12,6 +13,7 @@ servers and, alone, says only that the server stopped writing, not that the mode
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -92,39 +94,53 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 
 
 class WireCache:
-    """Translations of messages, kept by identity for as long as the messages are in use."""
+    """The Chat Completions history of a transcript, built incrementally.
+
+    A run's transcript only grows between turns, so the previous request's translation is kept and
+    only the messages appended since are translated. The kept prefix is confirmed message by message
+    by identity (one comparison in C per message, no translation); a transcript changed anywhere
+    (compacted, trimmed, a message replaced or removed) is translated again from its first change.
+    Returned lists are new each call and never mutated afterwards.
+    """
 
     def __init__(self) -> None:
-        # id(message) → (message, its wire dict, image parts a tool result carries)
-        self._cache: dict[int, tuple[Message, dict[str, Any], list[dict[str, Any]]]] = {}
-
-    def _entry(self, m: Message) -> tuple[Message, dict[str, Any], list[dict[str, Any]]]:
-        images: list[dict[str, Any]] = []
-        if isinstance(m, ToolMessage):
-            images = [_image_url(p) for p in m.content if isinstance(p, ImagePart)]
-        return (m, message_to_wire(m), images)
+        self._source: list[Message] = []  # the messages translated so far, in order
+        self._out: list[dict[str, Any]] = []  # their wire messages, without images still pending
+        # After each message: len(self._out) and the images of the tool results since the last
+        # non-tool message (Chat Completions takes no images in tool results: they follow as a
+        # user turn). A cut at message i resumes from marks[i - 1].
+        self._marks: list[tuple[int, list[dict[str, Any]]]] = []
 
     def messages(self, system: str | None, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-        cache = self._cache
-        fresh: dict[int, tuple[Message, dict[str, Any], list[dict[str, Any]]]] = {}
-        pending_images: list[dict[str, Any]] = []
-        for m in messages:
-            hit = cache.get(id(m))
-            if hit is None or hit[0] is not m:
-                hit = self._entry(m)
-            fresh[id(m)] = hit
-            if pending_images and m.role != "tool":
-                out.append({"role": "user", "content": pending_images})
-                pending_images = []
-            out.append(hit[1])
-            if hit[2]:
-                # Chat Completions takes no images in tool results: they follow as a user turn.
-                pending_images = pending_images + hit[2]
-        if pending_images:
-            out.append({"role": "user", "content": pending_images})
-        self._cache = fresh
-        return out
+        keep = self._kept(messages)
+        del self._source[keep:], self._marks[keep:]
+        out_len, pending = self._marks[-1] if self._marks else (0, [])
+        out = self._out
+        del out[out_len:]
+        for m in messages[keep:]:
+            if pending and m.role != "tool":
+                out.append({"role": "user", "content": pending})
+                pending = []
+            out.append(message_to_wire(m))
+            if isinstance(m, ToolMessage):
+                images = [_image_url(p) for p in m.content if isinstance(p, ImagePart)]
+                if images:
+                    pending = pending + images
+            self._source.append(m)
+            self._marks.append((len(out), pending))
+        head: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        tail: list[dict[str, Any]] = [{"role": "user", "content": pending}] if pending else []
+        return head + out + tail
+
+    def _kept(self, messages: Sequence[Message]) -> int:
+        """How many leading messages are the very ones translated before."""
+        source = self._source
+        if len(messages) >= len(source) and all(map(operator.is_, source, messages)):
+            return len(source)
+        for i, (old, new) in enumerate(zip(source, messages, strict=False)):
+            if old is not new:
+                return i
+        return len(messages)
 
 
 def tools_to_wire(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
