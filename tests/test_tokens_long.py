@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tether import tokens
+from tether._lru import ByteLRU
 from tether.tokens import count_tokens, encoding, estimate_tokens, load_counter, preload
 
 
@@ -70,6 +71,20 @@ def test_long_texts_are_not_kept_alive_by_the_cache() -> None:
     first = count_tokens(text)
     assert sys.getrefcount(text) == before
     assert count_tokens(text) == first  # cached by digest all the same
+
+
+def test_the_counts_cache_is_bounded_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 65,536 entries of any size were once the only bound; now the bytes kept are.
+    monkeypatch.setattr(tokens, "_counts", ByteLRU(256 * 1024))
+    monkeypatch.setattr(tokens, "_count", lambda text, name: len(text))  # the cache, not the tokenizer
+    for i in range(3_000):
+        text = f"{i} " + "word " * (i % 200)  # up to 1 KiB: kept whole
+        assert count_tokens(text) == len(text)
+        assert count_tokens(_text(5_000, seed=i) if i % 50 == 0 else text) > 0
+    kept = tokens._counts
+    assert kept.nbytes <= 256 * 1024 and 0 < len(kept) < 3_000
+    recent = f"{2_999} " + "word " * (2_999 % 200)
+    assert kept.get(("o200k_base", recent)) == len(recent), "the most recent texts stay"
 
 
 def test_load_counter_loads_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:

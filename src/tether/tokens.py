@@ -12,14 +12,17 @@ Counting never raises: a text the tokenizer refuses or cannot handle is estimate
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import hashlib
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from tether._lru import ByteLRU
+
 __all__ = [
+    "COUNT_CACHE_BYTES",
     "count_tokens",
     "counter_for",
     "encoding",
@@ -65,38 +68,32 @@ PIECE_CHARS = 32_768
 # Texts up to this size are cached by value; longer ones by a 16-byte digest (hashing a megabyte
 # takes ~2 ms, counting it ~30 ms), so the cache never keeps a megabyte tool output alive.
 _SHORT = 1_024
-_long_counts: collections.OrderedDict[tuple[str, bytes], int] = collections.OrderedDict()
-_long_lock = threading.Lock()
-_LONG_CACHE = 65_536
+# The counts cache is bounded by the bytes it keeps (texts of any size go through it, whole
+# rendered prompts among them): 16 MiB holds about 13,000 texts of 1 KiB, 40,000 of 100 characters,
+# or 60,000 longer ones kept by digest.
+COUNT_CACHE_BYTES = 16 << 20
+_counts: ByteLRU[tuple[str, str | bytes], int] = ByteLRU(COUNT_CACHE_BYTES)
 
 
 def count_tokens(text: str, encoding_name: str = "o200k_base") -> int:
     """Number of BPE tokens in ``text``: exact for any text up to :data:`PIECE_CHARS` characters,
     and for longer ones the sum over pieces cut at line or word boundaries (equal to the exact
     count, or within a few tokens of it when a piece must be cut inside a run of text without
-    whitespace). Cached: transcripts repeat the same texts. Never raises: when the tokenizer
-    fails, the result is :func:`estimate_tokens`."""
+    whitespace). Cached (:data:`COUNT_CACHE_BYTES`): transcripts repeat the same texts. Never
+    raises: when the tokenizer fails, the result is :func:`estimate_tokens`."""
     if not text:
         return 0
     if len(text) <= _SHORT:
-        return _count_short(text, encoding_name)
-    key = (encoding_name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
-    with _long_lock:
-        cached = _long_counts.get(key)
-        if cached is not None:
-            _long_counts.move_to_end(key)
-            return cached
+        kept: str | bytes = text
+    else:
+        kept = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    key = (encoding_name, kept)
+    cached = _counts.get(key)
+    if cached is not None:
+        return cached
     count = _count(text, encoding_name)
-    with _long_lock:
-        _long_counts[key] = count
-        if len(_long_counts) > _LONG_CACHE:
-            _long_counts.popitem(last=False)
+    _counts.put(key, count, sys.getsizeof(kept) + sys.getsizeof(key))  # the name is shared, not counted
     return count
-
-
-@functools.lru_cache(maxsize=32_768)
-def _count_short(text: str, encoding_name: str) -> int:
-    return _count(text, encoding_name)
 
 
 def _count(text: str, encoding_name: str) -> int:

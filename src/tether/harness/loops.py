@@ -36,13 +36,14 @@ its note (the transcript is rewritten), or the run stops there.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
+import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tether._lru import ByteLRU
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
@@ -105,11 +106,20 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-_short_words = functools.lru_cache(maxsize=2048)(_words)  # arguments are compared many times
+# Arguments are compared many times: their words are kept, in a cache bounded by bytes.
+_WORDS_CACHE_BYTES = 4 << 20
+_argument_word_sets: ByteLRU[str, frozenset[str]] = ByteLRU(_WORDS_CACHE_BYTES)
 
 
 def _argument_words(text: str) -> frozenset[str]:
-    return _short_words(text) if len(text) <= 2000 else _words(text)  # never keep a whole file
+    if len(text) > 2000:
+        return _words(text)  # never keep a whole file
+    words = _argument_word_sets.get(text)
+    if words is None:
+        words = _words(text)
+        size = sys.getsizeof(text) + sys.getsizeof(words) + sum(map(sys.getsizeof, words))
+        _argument_word_sets.put(text, words, size)
+    return words
 
 
 def _identifiers(words: frozenset[str]) -> frozenset[str]:
