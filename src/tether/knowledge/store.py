@@ -205,8 +205,16 @@ class SqliteKnowledgeStore:
         self._lock = threading.RLock()
         self._matrix: tuple[int, Any, Any, Any] | None = None  # (generation, ids, docs, matrix)
         self._vocab = False
+        self._writes = 0  # this store's own changes: all there are to an in-memory base
+        # The vector search asks whether the base changed while the full-text query may hold the
+        # main connection (SQLite runs one statement at a time on a connection): it asks on one
+        # of its own, which WAL lets read beside the other.
+        self._probe = None if self.path == ":memory:" else sqlite3.connect(
+            self.path, timeout=30, isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
         self._db.close()
 
     @contextlib.contextmanager
@@ -231,9 +239,13 @@ class SqliteKnowledgeStore:
                          "value = excluded.value", (key, value))
 
     def _generation(self) -> int:
-        return int(self.get_meta("generation") or 0)
+        if self._probe is None:
+            return self._writes
+        row = self._probe.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def _bump(self, db: sqlite3.Connection) -> None:
+        self._writes += 1
         db.execute("INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
                    "value = CAST(value AS INTEGER) + 1")
 
