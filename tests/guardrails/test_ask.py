@@ -150,3 +150,20 @@ def test_a_rejected_answer_does_not_live_on_in_the_session() -> None:
     assert [m.text for m in sessions.load("buyer-17") if isinstance(m, AssistantMessage)] == [refused]
     run_sync(agent, "And how long is delivery?", session=sessions, session_id="buyer-17")
     assert "40%" not in str(fm.requests[-1].messages)
+
+
+@pytest.mark.parametrize("stage", ["input", "output"])
+def test_an_approvals_reason_goes_with_its_verdict_in_the_stream_and_the_trace(stage: str, tmp_path: Path) -> None:
+    if stage == "input":
+        agent, _, _, state = held_input()
+    else:
+        agent, _, _, state, _ = held_answer()
+    approve(state, reason="the customer has a signed contract")
+    events = collect(agent, state=state, tracer=JsonlTracer(tmp_path))
+    r = result_of(events)
+    assert r.status == "completed"
+    (verdict,) = verdicts(events, stage)
+    assert verdict.decision == "allow" and verdict.category == "approved"
+    assert verdict.rationale == "a person allowed this after an earlier verdict: the customer has a signed contract"
+    (line,) = [t for t in traced(tmp_path, r.run_id) if t["type"] == "guardrail" and t["stage"] == stage]
+    assert line["rationale"].endswith(": the customer has a signed contract")

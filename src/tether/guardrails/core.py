@@ -95,8 +95,9 @@ class Guardrail(Middleware):
     # -- the verdict and its event -----------------------------------------------------------
 
     async def judge(self, ctx: RunContext, stage: Stage, text: str) -> tuple[Action, Verdict]:
-        if _key(stage, text) in ctx.state.guardrail_approved:
-            verdict = Verdict("a person allowed this after an earlier verdict", 1.0, "approved")
+        key = _key(stage, text)
+        if key in ctx.state.guardrail_approved:
+            verdict = Verdict(_allowed(ctx.state, key), 1.0, "approved")
             action: Action = "allow"
         else:
             verdict = await self.classifier.classify(text, stage=stage, ctx=ctx)
@@ -165,7 +166,7 @@ class Guardrail(Middleware):
         if pending.key in state.guardrail_approved:
             state.guardrail_pending = None
             if pending.stage == "output":
-                ctx.emit(GuardrailEvent(state.run_id, "allow", "a person allowed this after an earlier verdict",
+                ctx.emit(GuardrailEvent(state.run_id, "allow", _allowed(state, pending.key),
                                         1.0, stage="output", category="approved", name=self.name))
             return None
         ctx.stop(Halt("interrupted", f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
@@ -260,6 +261,11 @@ class Guardrail(Middleware):
             return result
         return ToolResult(f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]",
                           is_error=True)
+
+
+def _allowed(state: Any, key: str) -> str:
+    reason = state.guardrail_approved_reasons.get(key)
+    return "a person allowed this after an earlier verdict" + (f": {reason}" if reason else "")
 
 
 _BOUNDARY = re.compile(r"[.!?;:\n](?:\s+|$)")

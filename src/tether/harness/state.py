@@ -139,8 +139,10 @@ class RunState(BaseModel):
     child_decisions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     parent_run_id: str | None = None  # set on a sub-agent's own state
     parent_call_id: str | None = None
-    # Texts a person let through after a guardrail asked (GuardrailInterruption.key).
+    # Texts a person let through after a guardrail asked (GuardrailInterruption.key), and the
+    # words they gave for it, if any.
     guardrail_approved: list[str] = Field(default_factory=list)
+    guardrail_approved_reasons: dict[str, str] = Field(default_factory=dict)
     # A guardrail's question waiting for a person (kept across the resume, unlike ``interruption``),
     # the answer it holds back (stage output), and the keys a person refused, with their reasons.
     guardrail_pending: GuardrailInterruption | None = None
@@ -276,6 +278,8 @@ def approve(state: RunState, call_id: str | None = None, *, reason: str | None =
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         if waiting.key not in state.guardrail_approved:
             state.guardrail_approved.append(waiting.key)
+        if words:
+            state.guardrail_approved_reasons[waiting.key] = words
         held = state.guardrail_held
         last = state.messages[-1] if state.messages else None
         if waiting.stage == "output" and held is not None and isinstance(last, AssistantMessage):
