@@ -115,7 +115,11 @@ class RunResult(_Frozen):
     status: RunStatus
     interruption: Interruption | None = None
     reason: str | None = None
-    output: str = ""
+    # The answer. With ``Agent.output_type``, once the run completed, the answer validated into it
+    # (a model instance, or the parsed JSON for a JSON Schema); otherwise, and for every other run,
+    # its text. ``text`` is always the text (for a typed answer, its JSON).
+    output: Any = ""
+    text: str = ""
     # True when the run completed on a final answer with no text (the reason then says so).
     empty_answer: bool = False
     turns: int = 0
@@ -128,7 +132,9 @@ class RunResult(_Frozen):
     unpriced_models: list[str] = []  # models that answered without a known price
     # Per tool: calls, errors, answers from the read-only cache (whole numbers), total milliseconds.
     tool_stats: dict[str, dict[str, int | float]] = {}
-    # Structured output: the final answer validated into ``Agent.output_type`` (a model instance, or
-    # the parsed JSON for a JSON Schema) when the run completed; None otherwise. ``output`` keeps the
-    # answer's text (its JSON).
-    data: Any = None
+    typed: bool = False  # ``output`` holds the answer validated into ``Agent.output_type``
+
+    @property
+    def data(self) -> Any:
+        """The typed answer, or None when the run has none (the name this had before ``output``)."""
+        return self.output if self.typed else None

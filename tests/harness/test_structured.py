@@ -1,5 +1,5 @@
 """Structured output (src/tether/harness/structured.py): the final answer validated into
-``Agent.output_type``, corrections in words for a bounded number of retries, ``RunResult.data``;
+``Agent.output_type``, corrections in words for a bounded number of retries, ``RunResult.output``;
 on both wires against the scripted server, in process, on resume, and through ``tether run``."""
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def check_first_fails_second_passes(state: RunState, result: Any) -> None:
     assert state.messages.index(answers[0]) + 1 == state.messages.index(answers[1]) - 1  # right between them
     assert "worker: Input should be a valid integer" in correction and "'seven'" in correction
     assert "summary: Field required" in correction
-    assert json.loads(result.output) == GOOD
+    assert json.loads(result.text) == GOOD  # the answer's text is its JSON
+    assert result.typed
     assert_pairing(state.messages)
 
 
@@ -62,8 +63,10 @@ def test_pydantic_model_in_process(workspace: Path) -> None:
     agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport)
     result = run_sync(agent, "Which worker timed out?", state=state)
     check_first_fails_second_passes(state, result)
-    assert isinstance(result.data, TimeoutReport) and result.data.worker == 7
-    assert json.loads(result.model_dump_json())["data"] == GOOD  # the result still serialises
+    assert isinstance(result.output, TimeoutReport) and result.output.worker == 7  # the typed answer
+    assert result.data is result.output  # its earlier name
+    dumped = json.loads(result.model_dump_json())  # the result still serialises: the answer as JSON
+    assert dumped["output"] == GOOD and json.loads(dumped["text"]) == GOOD and dumped["typed"] is True
     assert result.cost_usd and result.usage.prompt_tokens > 0  # every retry is a paid turn
 
 
@@ -71,7 +74,7 @@ def test_json_schema_dict_in_process(workspace: Path) -> None:
     state = RunState()
     agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=STRUCTURED_SCHEMA)
     result = run_sync(agent, "Which worker timed out?", state=state)
-    assert result.status == "completed" and result.data == GOOD
+    assert result.status == "completed" and result.output == GOOD
     [correction] = corrections(state.messages)
     assert "worker: 'seven' is not of type 'integer'" in correction
     assert "'summary' is a required property" in correction
@@ -79,7 +82,7 @@ def test_json_schema_dict_in_process(workspace: Path) -> None:
 
 def test_untyped_runs_keep_text_only(workspace: Path) -> None:
     r = run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace), "Which file mentions a timeout?")
-    assert r.status == "completed" and r.data is None and "timed out" in r.output
+    assert r.status == "completed" and not r.typed and "timed out" in r.output
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
@@ -93,7 +96,7 @@ def test_first_fails_second_passes_on_both_wires(scripted_server: ScriptedServer
                   output_type=TimeoutReport)
     result = run_sync(agent, "Which worker timed out?", state=state)
     check_first_fails_second_passes(state, result)
-    assert result.data == TimeoutReport(**GOOD)
+    assert result.output == TimeoutReport(**GOOD)
     bodies = [body for _, body, _ in scripted_server.received]
     assert len(bodies) == 3
     if wire == "openai":
@@ -138,7 +141,7 @@ def test_anthropic_with_thinking_asks_in_words(scripted_server: ScriptedServer, 
                   output_type=TimeoutReport, request_extra={"thinking": {"type": "enabled", "budget_tokens": 1024}})
     result = run_sync(agent, "Which worker timed out?")
     assert result.status == "completed", result.reason
-    assert result.data == TimeoutReport(**GOOD)
+    assert result.output == TimeoutReport(**GOOD)
     body = scripted_server.received[0][1]
     assert "tool_choice" not in body and "final_answer tool" in body["system"][0]["text"]
 
@@ -148,7 +151,7 @@ def test_retries_exhausted_fails_saying_what_failed(workspace: Path) -> None:
     agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport,
                   output_retries=0)
     result = run_sync(agent, "Which worker timed out?", state=state)
-    assert result.status == "failed" and result.data is None
+    assert result.status == "failed" and not result.typed
     assert result.reason is not None and "did not match the output schema TimeoutReport" in result.reason
     assert "worker: Input should be a valid integer" in result.reason and "summary: Field required" in result.reason
     assert corrections(state.messages) == [] and result.turns == 2
@@ -174,7 +177,7 @@ def test_not_json_and_fenced_json() -> None:
                       state=state)
     [correction] = corrections(state.messages)
     assert "the answer is not valid JSON" in correction
-    assert result.status == "completed" and result.data == TimeoutReport(**GOOD)
+    assert result.status == "completed" and result.output == TimeoutReport(**GOOD)
 
 
 def test_corrections_count_since_the_latest_prompt(workspace: Path) -> None:
@@ -204,7 +207,7 @@ def test_resume_between_the_failed_answer_and_the_retry(scripted_server: Scripte
     resumed = run_sync(Agent(model, tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, max_turns=5,
                              price=PRICE), state=saved, store=store)
     assert resumed.status == "completed", resumed.reason
-    assert resumed.data == TimeoutReport(**GOOD)
+    assert resumed.output == TimeoutReport(**GOOD)
     final = store.load(first.run_id)
     assert len(corrections(final.messages)) == 1 and final.turns == 3  # nothing asked or written twice
     assert_pairing(final.messages)
@@ -222,7 +225,7 @@ def test_resume_after_a_crash_before_the_correction(workspace: Path, tmp_path: P
     assert isinstance(state.messages[-1], AssistantMessage) and not corrections(state.messages)
     resumed = run_sync(Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport),
                        state=state, store=store)
-    assert resumed.status == "completed" and resumed.data == TimeoutReport(**GOOD)
+    assert resumed.status == "completed" and resumed.output == TimeoutReport(**GOOD)
     assert len(corrections(store.load(first.run_id).messages)) == 1
 
 
@@ -265,7 +268,8 @@ def test_cli_output_schema(workspace: Path, env: dict[str, str], tmp_path: Path)
     out = tether("run", "--model", "scripted/structured", "--cwd", str(workspace), "--output-schema", str(schema),
                  "--json", "Which worker timed out?", env=env)
     result = json.loads(out.stdout)
-    assert result["status"] == "completed" and result["data"] == GOOD and json.loads(result["output"]) == GOOD
+    assert result["status"] == "completed" and result["output"] == GOOD and json.loads(result["text"]) == GOOD
+    assert result["typed"] is True
 
 
 def test_cli_output_schema_resume_keeps_the_schema(workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
@@ -274,7 +278,8 @@ def test_cli_output_schema_resume_keeps_the_schema(workspace: Path, env: dict[st
     out = tether("run", "--model", "scripted/structured", "--cwd", str(workspace), "--output-schema", str(schema),
                  "--max-turns", "2", "--json", "Which worker timed out?", env=env)
     stopped = json.loads(out.stdout)
-    assert stopped["status"] == "max_turns_exceeded" and stopped["data"] is None
+    assert stopped["status"] == "max_turns_exceeded" and stopped["typed"] is False
+    assert isinstance(stopped["output"], str)  # no typed answer: the text, as for any run
     out = tether("resume", stopped["run_id"], "--max-turns", "3", env=env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == GOOD

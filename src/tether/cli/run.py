@@ -293,8 +293,8 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
         printer.finish(result, state.model)
         if json_out:
             print(result.model_dump_json(indent=2))
-        elif structured and result.data is not None:
-            print(json.dumps(result.data, indent=2, ensure_ascii=False))
+        elif structured and result.typed:
+            print(json.dumps(result.output, indent=2, ensure_ascii=False))
         return exit_code(result)
 
 

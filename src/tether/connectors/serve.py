@@ -346,7 +346,7 @@ def _agent_run(name: str, result: "RunResult") -> AgentRun:
     elif result.status in RESUMABLE:
         next_step = f"The run is saved as {result.run_id}: `tether show {result.run_id}` says how to continue it."
     return AgentRun(agent=name, run_id=result.run_id, status=result.status, reason=result.reason,
-                    output=result.output, turns=result.turns, cost_usd=result.cost_usd, waiting_for=waiting,
+                    output=result.text, turns=result.turns, cost_usd=result.cost_usd, waiting_for=waiting,
                     next_step=next_step)
 
 

@@ -93,7 +93,7 @@ class Agent:
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
     request_extra: dict[str, Any] = field(default_factory=dict)
     # Structured output (tether.harness.structured): a pydantic model class (or another type pydantic
-    # can validate) or a JSON Schema dict; the final answer is validated into it (RunResult.data).
+    # can validate) or a JSON Schema dict; the final answer is validated into it (RunResult.output).
     output_type: Any = None
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)

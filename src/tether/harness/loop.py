@@ -367,7 +367,9 @@ def _done(rc: RunContext) -> Done:
                 state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {exc})"
     result = state.result()
     if state.status == "completed" and rc.agent.output_type is not None:
-        result = result.model_copy(update={"data": final_data(rc.agent, state.messages)})
+        data = final_data(rc.agent, state.messages)
+        if data is not None:
+            result = result.model_copy(update={"output": data, "typed": True})
     return Done(state.run_id, result)
 
 

@@ -211,6 +211,7 @@ class RunState(BaseModel):
             interruption=self.interruption,
             reason=self.reason,
             output=self.output(),
+            text=self.output(),
             empty_answer=self.status == "completed" and is_empty_answer(self.messages[-1] if self.messages else None),
             turns=self.turns,
             usage=self.usage,

@@ -149,7 +149,7 @@ class AgentTool:
         # cost_usd is what the child spent (0.0 where a model had no price: the parent then lists
         # that model as unpriced, and reports its own cost as unknown).
         done = {"done": True, "run_id": child.run_id, "status": result.status, "reason": result.reason,
-                "output": result.output, "cost_usd": child.cost_usd, "cost_unknown_usd": child.cost_unknown_usd,
+                "output": result.text, "cost_usd": child.cost_usd, "cost_unknown_usd": child.cost_unknown_usd,
                 "turns": result.turns}
         charge_child(ctx.state, ctx.call_id, child)
         ctx.state.children[ctx.call_id] = done

@@ -375,7 +375,7 @@ def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
     if state is None or state.status == "running":
         return []
     result = state.result()
-    events: list[Any] = [TextDelta(run_id, result.output)] if result.output else []
+    events: list[Any] = [TextDelta(run_id, result.text)] if result.text else []
     events.append(Done(run_id, result))
     return [(n, e.type, json.dumps(event_data(e), ensure_ascii=False, separators=(",", ":")))
             for n, e in enumerate(events, 1)]
