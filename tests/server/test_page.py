@@ -365,3 +365,21 @@ def test_the_readme_screenshot(page: Page, server: Any, tmp_path: Path) -> None:
     page.locator("#prompt").blur()
     path = shot(page, tmp_path, "readme", filename="serve-page.png")
     assert path.stat().st_size > 10_000
+
+
+def test_a_message_the_server_refuses_says_why_in_its_turn(page: Page, server: Any,
+                                                            console_errors: list[str]) -> None:
+    """A refused message (here a 409 from a session still answering) shows its reason where the
+    answer would be; the page once threw while placing it (the status line was already gone)."""
+    import json
+
+    open_chat(page, server, "plan")
+    body = json.dumps({"error": {"code": "conflict", "message": "session s_x is still answering (run run_y)"}})
+    page.route("**/v1/sessions/*/messages", lambda route: route.fulfill(
+        status=409, content_type="application/json", body=body))
+    send(page, "Which file mentions a timeout?")
+    turn = last_turn(page)
+    expect(turn.locator(".error")).to_contain_text("Not sent: session s_x is still answering")
+    expect(page.locator("#send")).to_be_enabled()
+    refused = [e for e in console_errors if "409" in e]  # the browser logs the refused request itself
+    console_errors[:] = [e for e in console_errors if e not in refused]

@@ -323,9 +323,9 @@ class RunManager:
         if live is None:
             return True
         ended = live.log.last_id > live.began_after and live.log.items[-1][1] == "done"  # not a resume's old done
-        if live.task is not None and ended:
+        if live.task is not None and ended:  # its last saves: quick, but a busy disk can take seconds
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(live.task), 5)
+                await asyncio.wait_for(asyncio.shield(live.task), 30)
         return run_id not in self.live
 
     def cancel(self, run_id: str, reason: str) -> bool:

@@ -180,8 +180,15 @@ class Turn {
     this.node = el("article", { class: "turn" }, el("div", { class: "user-msg", text }), this.body, this.foot);
   }
 
+  // Steps and answers go before the status line; once the run ended the status line is gone, and
+  // what still arrives (a note about a refused follow-up, say) goes at the end.
+  place(node) {
+    if (this.status.parentNode === this.body) this.body.insertBefore(node, this.status);
+    else this.body.append(node);
+  }
+
   note(text, cls = "note") {
-    this.body.insertBefore(el("div", { class: cls, text }), this.status);
+    this.place(el("div", { class: cls, text }));
   }
 
   // -- events --
@@ -198,7 +205,7 @@ class Turn {
   on_text_delta(ev) {
     if (!this.segment) {
       this.segment = { text: "", node: el("div", { class: "answer" }), queued: false };
-      this.body.insertBefore(this.segment.node, this.status);
+      this.place(this.segment.node);
     }
     const seg = this.segment;
     seg.text += ev.text;
@@ -224,7 +231,7 @@ class Turn {
       step.node.append(el("div", { class: "step-line" }, step.name, step.args, step.badge, step.label));
       this.steps.set(ev.call_id, step);
       this.segment = null; // text after a tool call is a new paragraph of the answer
-      this.body.insertBefore(step.node, this.status);
+      this.place(step.node);
     }
     if (ev.args != null && !step.args.textContent) {
       const args = compactArgs(ev.args);
@@ -270,7 +277,7 @@ class Turn {
     this.card?.remove();
     this.card = approvalCard(this, waiting);
     if (step) step.node.append(this.card);
-    else this.body.insertBefore(this.card, this.status);
+    else this.place(this.card);
     this.waiting = waiting;
   }
 
