@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,46 +105,68 @@ OAUTH_SERVER = ('[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oaut
                 'token_url = "https://auth.example.com/token"\n')
 
 
-def stored(home: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((home / "auth" / "mcp-remote.json").read_text())
+@dataclass(frozen=True)
+class Login:
+    """A command that stores OAuth tokens, taking the refresh token from stdin or the environment."""
+
+    config: str
+    command: tuple[str, ...]
+    file: str  # under $TETHER_HOME/auth
+    refresh_env: str
+    access_env: str
+
+
+LOGINS = {
+    "mcp login": Login(OAUTH_SERVER, ("mcp", "login", "remote"), "mcp-remote.json",
+                       "TETHER_MCP_REFRESH_TOKEN", "TETHER_MCP_ACCESS_TOKEN"),
+    "auth import": Login('[endpoints.corp]\nkind = "openai"\nbase_url = "https://llm.example.com/v1"\n'
+                         'auth = "oauth"\ntoken_url = "https://auth.example.com/token"\n',
+                         ("auth", "import", "corp"), "corp.json", "TETHER_REFRESH_TOKEN", "TETHER_ACCESS_TOKEN"),
+}
+
+
+def stored(home: Path, login: Login = LOGINS["mcp login"]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((home / "auth" / login.file).read_text())
     return data
 
 
-def test_mcp_login_reads_the_refresh_token_from_stdin_with_a_dash(
-        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    configure(home, OAUTH_SERVER)
-    monkeypatch.setenv("TETHER_MCP_REFRESH_TOKEN", "from-the-environment")  # a dash means stdin, even so
+@pytest.mark.parametrize("login", LOGINS.values(), ids=LOGINS.keys())
+def test_the_refresh_token_is_read_from_stdin_with_a_dash(
+        login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(home, login.config)
+    monkeypatch.setenv(login.refresh_env, "from-the-environment")  # a dash means stdin, even so
     monkeypatch.setattr(sys, "stdin", io.StringIO("r-from-stdin\n"))
-    code, out, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "-")
+    code, out, err = tether(capsys, *login.command, "--refresh-token", "-")
     assert code == 0 and "r-from-stdin" not in out + err
-    assert stored(home)["refresh_token"] == "r-from-stdin" and stored(home)["access_token"] == ""
-    assert stat.S_IMODE(os.stat(home / "auth" / "mcp-remote.json").st_mode) == 0o600
+    assert stored(home, login)["refresh_token"] == "r-from-stdin" and stored(home, login)["access_token"] == ""
+    assert stat.S_IMODE(os.stat(home / "auth" / login.file).st_mode) == 0o600
 
     for given in ("", "  \n", "two words\n"):
         monkeypatch.setattr(sys, "stdin", io.StringIO(given))
-        code, out, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "-")
+        code, out, err = tether(capsys, *login.command, "--refresh-token", "-")
         assert code == 2 and "--refresh-token -: stdin" in err and "two" not in err
-    assert stored(home)["refresh_token"] == "r-from-stdin"  # a refused login changed nothing
+    assert stored(home, login)["refresh_token"] == "r-from-stdin"  # a refused login changed nothing
 
 
-def test_mcp_login_reads_the_tokens_from_the_environment_when_no_flag_gives_them(
-        home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    configure(home, OAUTH_SERVER)
-    monkeypatch.delenv("TETHER_MCP_REFRESH_TOKEN", raising=False)
-    monkeypatch.delenv("TETHER_MCP_ACCESS_TOKEN", raising=False)
-    code, _, err = tether(capsys, "mcp", "login", "remote")
-    assert code == 2 and "--refresh-token -" in err and "TETHER_MCP_REFRESH_TOKEN" in err
-    assert not (home / "auth" / "mcp-remote.json").exists()
+@pytest.mark.parametrize("login", LOGINS.values(), ids=LOGINS.keys())
+def test_the_tokens_are_read_from_the_environment_when_no_flag_gives_them(
+        login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    configure(home, login.config)
+    monkeypatch.delenv(login.refresh_env, raising=False)
+    monkeypatch.delenv(login.access_env, raising=False)
+    code, _, err = tether(capsys, *login.command)
+    assert code == 2 and "--refresh-token -" in err and login.refresh_env in err
+    assert not (home / "auth" / login.file).exists()
 
-    monkeypatch.setenv("TETHER_MCP_REFRESH_TOKEN", "r-env\n")
-    monkeypatch.setenv("TETHER_MCP_ACCESS_TOKEN", "a-env")
-    code, out, err = tether(capsys, "mcp", "login", "remote", "--expires-in", "600")
+    monkeypatch.setenv(login.refresh_env, "r-env\n")
+    monkeypatch.setenv(login.access_env, "a-env")
+    code, out, err = tether(capsys, *login.command, "--expires-in", "600")
     assert code == 0 and "r-env" not in out + err and "a-env" not in out + err
-    tokens = stored(home)
+    tokens = stored(home, login)
     assert tokens["refresh_token"] == "r-env" and tokens["access_token"] == "a-env" and tokens["expires_at"] > 0
 
-    code, _, _ = tether(capsys, "mcp", "login", "remote", "--refresh-token", "r-flag")  # a flag wins
-    assert code == 0 and stored(home)["refresh_token"] == "r-flag"
+    code, _, _ = tether(capsys, *login.command, "--refresh-token", "r-flag")  # a flag wins
+    assert code == 0 and stored(home, login)["refresh_token"] == "r-flag"
 
 
 def test_mcp_login_help_recommends_stdin_or_the_environment_over_the_command_line(

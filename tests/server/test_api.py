@@ -166,14 +166,7 @@ def test_a_rejection_with_a_reason_reaches_the_model(served: Any) -> None:
     s = served()
     target = Path(s.home).parent / "workspace0" / "access.log"
     with s.client() as c:
-        run_id, events, run = _waiting_run(c)
-        w = run["waiting"]
-        r = c.post(f"/v1/runs/{run_id}/decision",
-                   json={"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": False,
-                         "reason": "we need those logs"})
-        assert r.status_code == 202
-        more = finish(c, run_id, after=events[-1]["id"])
-        decision = next(e for e in more if e["event"] == "decision")
+        run_id, w, more, decision = _decided(c, approve=False, reason="we need those logs")
         assert decision["decision"] == "rejected" and decision["reason"] == "we need those logs"
         assert "declined" in more[-1]["result"]["output"] and target.exists()
         # the model reads the refusal, with the person's words, as the call's result
@@ -189,14 +182,7 @@ def test_an_approval_with_a_reason_is_recorded_in_words(served: Any) -> None:
     s = served()
     target = Path(s.home).parent / "workspace0" / "access.log"
     with s.client() as c:
-        run_id, events, run = _waiting_run(c)
-        w = run["waiting"]
-        r = c.post(f"/v1/runs/{run_id}/decision",
-                   json={"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": True,
-                         "reason": "  it was rotated yesterday  "})
-        assert r.status_code == 202
-        more = finish(c, run_id, after=events[-1]["id"])
-        decision = next(e for e in more if e["event"] == "decision")
+        run_id, w, more, decision = _decided(c, approve=True, reason="  it was rotated yesterday  ")
         assert decision["decision"] == "approved" and decision["reason"] == "it was rotated yesterday"
         assert more[-1]["result"]["status"] == "completed" and not target.exists()
         # the model reads the person's words before what the tool did
@@ -208,12 +194,22 @@ def test_an_approval_with_a_reason_is_recorded_in_words(served: Any) -> None:
         lines = c.get(f"/v1/runs/{run_id}/trace").json()["lines"]
         assert next(x for x in lines if x["type"] == "decision")["reason"] == "it was rotated yesterday"
         # an approval without words adds none
-        run_id, events, run = _waiting_run(c)
-        w = run["waiting"]
-        assert c.post(f"/v1/runs/{run_id}/decision", json={"call_id": w["call_id"], "args_hash": w["args_hash"],
-                                                           "approve": True}).status_code == 202
-        finish(c, run_id, after=events[-1]["id"])
+        run_id, w, _, _ = _decided(c, approve=True)
         assert not _text(_result_of(c, run_id, w["call_id"])).startswith("[The user approved")
+
+
+def _decided(c: httpx.Client, *, approve: bool, reason: str | None = None) -> tuple[str, dict[str, Any],
+                                                                                   list[dict[str, Any]], dict[str, Any]]:
+    """A run waiting for approval, decided (with ``reason`` when given) and read to its end: its id,
+    what it waited for, the events after the decision, and the decision event."""
+    run_id, events, run = _waiting_run(c)
+    w = run["waiting"]
+    body: dict[str, Any] = {"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": approve}
+    if reason is not None:
+        body["reason"] = reason
+    assert c.post(f"/v1/runs/{run_id}/decision", json=body).status_code == 202
+    more = finish(c, run_id, after=events[-1]["id"])
+    return run_id, w, more, next(e for e in more if e["event"] == "decision")
 
 
 def _result_of(c: httpx.Client, run_id: str, call_id: str) -> dict[str, Any]:
