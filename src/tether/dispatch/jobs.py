@@ -22,6 +22,7 @@ from typing import Any
 
 from tether.errors import StoreError
 from tether.postgres.db import Database, Migration
+from tether.server.events import encode_event
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "Listener"]
 
@@ -221,12 +222,7 @@ class EventWriter:
         self.failed: Exception | None = None
 
     def append(self, kind: str, data: dict[str, Any]) -> None:
-        try:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except ValueError:  # NaN or Infinity (a tool's widget): null, so the data stays JSON
-            text = json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
-                              ensure_ascii=False, separators=(",", ":"))
-        self._queue.put((kind, text))
+        self._queue.put((kind, encode_event(data)))
 
     def _write(self) -> None:
         done = False

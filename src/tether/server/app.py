@@ -366,7 +366,7 @@ def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
     """A finished run whose events are gone (pruned after ``keep_events_days``): its answer and
     its exit, from the run store, so a page that replays a session still shows every answer."""
     from tether.events import Done, TextDelta
-    from tether.server.events import event_data
+    from tether.server.events import encode_event, event_data
 
     try:
         state = core.manager.state(run_id)
@@ -377,8 +377,7 @@ def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
     result = state.result()
     events: list[Any] = [TextDelta(run_id, result.text)] if result.text else []
     events.append(Done(run_id, result))
-    return [(n, e.type, json.dumps(event_data(e), ensure_ascii=False, separators=(",", ":")))
-            for n, e in enumerate(events, 1)]
+    return [(n, e.type, encode_event(event_data(e))) for n, e in enumerate(events, 1)]
 
 
 def _after(last_event_id: str | None, after: int | None) -> int:

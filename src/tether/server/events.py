@@ -50,6 +50,16 @@ def event_data(event: Event, chosen: dict[str, Any] | None = None) -> dict[str, 
     return data
 
 
+def encode_event(data: dict[str, Any]) -> str:
+    """An event's data as the compact JSON line it is kept and sent as; NaN or Infinity anywhere
+    (a tool's widget) becomes null, so the line stays JSON."""
+    try:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
+                          ensure_ascii=False, separators=(",", ":"))
+
+
 def fill_form(widget: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
     """The form with each field's ``value``: what the session chose before, else the tool's default."""
     fields = []
@@ -120,11 +130,7 @@ class EventLog:
         return self.items[-1][0] if self.items else 0
 
     def append(self, kind: str, data: dict[str, Any]) -> int:
-        try:
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except ValueError:  # NaN or Infinity somewhere (a tool's widget): null, so the data stays JSON
-            text = json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
-                              ensure_ascii=False, separators=(",", ":"))
+        text = encode_event(data)
         n = self.last_id + 1
         self.items.append((n, kind, text))
         self._wake.set()
