@@ -13,7 +13,7 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Write ``data`` to a temporary file beside ``path`` (mode 0600), fsync it, rename it over
     ``path``, and fsync the directory so the rename itself survives a power cut."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # a planted link is refused
     try:
         os.write(fd, data)
         if fsync:

@@ -205,13 +205,14 @@ class RunState(BaseModel):
         return ""
 
     def result(self) -> RunResult:
+        answer = self.output()
         return RunResult(
             run_id=self.run_id,
             status=self.status,
             interruption=self.interruption,
             reason=self.reason,
-            output=self.output(),
-            text=self.output(),
+            output=answer,
+            text=answer,
             empty_answer=self.status == "completed" and is_empty_answer(self.messages[-1] if self.messages else None),
             turns=self.turns,
             usage=self.usage,

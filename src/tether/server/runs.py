@@ -16,12 +16,14 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.events import Done
+from tether.fileio import atomic_write
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
@@ -183,15 +185,9 @@ class RunManager:
         not a turn with nothing behind it. Call it before the turn is recorded."""
         path = self.start_path(run_id)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(path.name + ".tmp")
         # No fsync: a killed process leaves what it wrote to the kernel; after a power cut the run
         # shows failed with a reason instead (and this keeps an fsync off the HTTP loop).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, json.dumps({"text": text}).encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps({"text": text}).encode(), fsync=False)
 
     def unstarted(self, run_id: str) -> str | None:
         """The message of a run that was accepted and never saved (the server stopped first)."""
@@ -205,8 +201,6 @@ class RunManager:
         """Delete the event logs of runs that are not live and were last written more than
         ``keep_s`` seconds ago; their transcripts stay, and a replay of one is made from it.
         Returns how many were deleted."""
-        import time
-
         cutoff = (time.time() if now is None else now) - keep_s
         deleted = 0
         folder = self.home / "serve" / "events"
