@@ -1,0 +1,39 @@
+"""atomic_write: the whole file or the old one, private, and never through a planted link."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tether.fileio import atomic_write
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouched(tmp_path: Path,
+                                                                                  fsync: bool) -> None:
+    """The temporary name is predictable (the file's name and the pid): another user who can write
+    in the folder could plant a link there, and opening it with O_TRUNC would empty whatever it
+    points at before the rename."""
+    home = tmp_path / "home"
+    home.mkdir()
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    path = home / "state.json"
+    path.write_text("old")
+    planted = home / f".{path.name}.{os.getpid()}.tmp"
+    planted.symlink_to(target)
+    with pytest.raises(OSError):
+        atomic_write(path, b"new", fsync=fsync)
+    assert target.read_text() == "keep me" and path.read_text() == "old"
+
+
+def test_a_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text("old")
+    os.chmod(path, 0o644)
+    atomic_write(path, b"new", fsync=False)
+    assert path.read_bytes() == b"new" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temporary file left
