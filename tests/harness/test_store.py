@@ -275,7 +275,7 @@ def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect
     from tether.testing import FunctionModel, call
 
     synced: list[str] = []
-    monkeypatch.setattr(store_module.os, "fsync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
+    monkeypatch.setattr(store_module, "_sync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
     store = RunStore(tmp_path / "runs")
     seen_at_effect: list[tuple[int, set[str]]] = []
 
@@ -317,3 +317,54 @@ def test_a_power_cut_after_unsynced_saves_loads_the_last_whole_commit(tmp_path: 
     loaded = RunStore(tmp_path / "runs").load(state.run_id)
     assert [m.text if hasattr(m, "text") else "" for m in loaded.messages][-1] == "one"
     assert len(loaded.messages) == 2
+
+
+def test_a_transcript_write_cut_short_by_a_full_disk_loses_nothing_and_leaves_no_torn_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store keeps the transcript open between saves: a write the disk cut off halfway (ENOSPC
+    after some bytes) fails that save, the run on disk stays the previous commit, and the next save,
+    in the same process, cuts the torn bytes off before it appends."""
+    import errno
+
+    from tether.harness import store as store_module
+
+    store = RunStore(tmp_path)
+    state = sample_state()
+    store.save(state)
+    transcript = tmp_path / "run_store" / "messages.jsonl"
+    committed = transcript.read_bytes()
+    real_pwrite = store_module.os.pwrite
+    transcript_fd = store._fds["run_store"].transcript
+
+    def full_disk(fd: int, data: Any, offset: int) -> int:
+        if fd == transcript_fd:
+            real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(store_module.os, "pwrite", full_disk)
+    state.messages.append(AssistantMessage(content=(TextPart(text="lost to the full disk " * 20),)))
+    with pytest.raises(OSError, match="No space"):
+        store.save(state)
+    assert transcript.read_bytes().startswith(committed) and len(transcript.read_bytes()) > len(committed)
+    assert len(RunStore(tmp_path).load("run_store").messages) == 3, "another process sees the last commit"
+
+    monkeypatch.setattr(store_module.os, "pwrite", real_pwrite)  # space again
+    state.messages.append(AssistantMessage(content=(TextPart(text="after"),)))
+    store.save(state)
+    lines = transcript.read_bytes().splitlines()
+    assert len(lines) == 5 and all(line.endswith(b"}") for line in lines), "no torn line is left inside"
+    assert [m.text for m in RunStore(tmp_path).load("run_store").messages[3:]] == ["lost to the full disk " * 20,
+                                                                                   "after"]
+
+
+def test_header_slots_are_padded_to_whole_blocks_and_still_load(tmp_path: Path) -> None:
+    """A slot rewritten at the same size needs no metadata flush (fdatasync); the padding is ignored."""
+    store = RunStore(tmp_path)
+    state = sample_state()
+    for i in range(3):
+        state.cost_usd = i / 10
+        store.save(state)
+    for slot in ("state.a.json", "state.b.json"):
+        assert (tmp_path / "run_store" / slot).stat().st_size % 1024 == 0
+    assert RunStore(tmp_path).load("run_store").cost_usd == 0.2

@@ -33,11 +33,57 @@ __all__ = ["RunStore", "read_header"]
 
 _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
+_SLOT_BLOCK = 1024  # a header is padded to a multiple of this, so rewriting a slot rarely changes its size
+
+
+def _sync(fd: int) -> None:
+    """Make what was written to ``fd`` durable. ``fdatasync`` (Linux) writes the data and the
+    metadata needed to read it back (the size) but not the file's times, which spares a journal
+    commit when a header slot is rewritten at the same size; where there is none (macOS), fsync."""
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
 
 
 def _encode_header(header: dict[str, Any]) -> bytes:
     body = json.dumps(header, separators=(",", ":")).encode()
-    return b"%s\n%d\n%s\n" % (hashlib.sha256(body).hexdigest().encode(), len(body), body)
+    data = b"%s\n%d\n%s\n" % (hashlib.sha256(body).hexdigest().encode(), len(body), body)
+    return data + b" " * (-len(data) % _SLOT_BLOCK)  # ignored on read, like an older longer header
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+class _Files:
+    """The open descriptors of one run: its two header slots and its transcript, with where this
+    process left the transcript's end (-1 when unknown: the next save cuts it back to the commit)."""
+
+    __slots__ = ("end", "name", "slots", "transcript")
+
+    def __init__(self, d: Path) -> None:
+        self.slots = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
+        self.transcript, self.name, self.end = -1, "", -1
+
+    def transcript_fd(self, d: Path, name: str) -> int:
+        if name != self.name:
+            self.close_transcript()
+            # Private like the header slots and a rewritten transcript (atomic_write): it is the conversation.
+            self.transcript = os.open(d / name, os.O_WRONLY | os.O_CREAT, 0o600)
+            self.name, self.end = name, os.fstat(self.transcript).st_size
+        return self.transcript
+
+    def close_transcript(self) -> None:
+        if self.transcript >= 0:
+            os.close(self.transcript)
+        self.transcript, self.name, self.end = -1, "", -1
+
+    def close(self) -> None:
+        self.close_transcript()
+        for fd in self.slots:
+            os.close(fd)
+        self.slots = []
 
 
 def _decode_header(data: bytes) -> dict[str, Any] | None:
@@ -105,10 +151,10 @@ class RunStore:
         self.fsync = fsync
         # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
         self._committed: dict[str, tuple[int, int, str, int]] = {}
-        # run id → descriptors of its two header slots, open between saves. Those of runs held by
-        # ``lock`` stay open until the run lets go; of the others, only the latest's. One store may
-        # serve runs on several threads (tether serve's run loops): the table has its own lock.
-        self._fds: dict[str, list[int]] = {}
+        # run id → descriptors of its header slots and transcript, open between saves. Those of runs
+        # held by ``lock`` stay open until the run lets go; of the others, only the latest's. One store
+        # may serve runs on several threads (tether serve's run loops): the table has its own lock.
+        self._fds: dict[str, _Files] = {}
         self._held: set[str] = set()
         self._fd_lock = threading.Lock()
         self._unsynced: set[str] = set()  # runs with transcript lines written but not yet fsynced
@@ -138,43 +184,45 @@ class RunStore:
         d = self._dir(state.run_id)
         count, nbytes, name, seq = self._committed.get(state.run_id) or self._read_commit(d)
         messages = state.messages
-        d.mkdir(parents=True, exist_ok=True)
+        files = self._files(state.run_id, d)
         if rewrite or len(messages) < count:
             # A new file under a new name; the header switches to it in one rename, so a crash
             # leaves either the old transcript or the new one, never a mix.
             new_name = _next_name(name)
             data = "".join(dump_message(m) + "\n" for m in messages).encode()
             atomic_write(d / new_name, data, fsync=self.fsync)
-            self._commit(state, d, len(messages), len(data), new_name, seq + 1, durable)
+            files.close_transcript()
+            self._commit(state, files, len(messages), len(data), new_name, seq + 1, durable)
             if new_name != name:
                 (d / name).unlink(missing_ok=True)
             return
-        path = d / name
         new = "".join(dump_message(m) + "\n" for m in messages[count:]).encode()
-        # Private like the header slots and a rewritten transcript (atomic_write): it is the conversation.
-        with open(path, "ab", opener=lambda p, flags: os.open(p, flags, 0o600)) as f:
-            if f.tell() != nbytes:
-                f.truncate(nbytes)  # lines a crashed save wrote after the last commit
-                f.seek(nbytes)
-            if new:
-                f.write(new)
-            f.flush()
-            if self.fsync and durable and (new or state.run_id in self._unsynced):
-                os.fsync(f.fileno())  # lines before the header that counts them
-                self._unsynced.discard(state.run_id)
-            elif new:
-                self._unsynced.add(state.run_id)
-        self._commit(state, d, len(messages), nbytes + len(new), name, seq + 1, durable)
+        fd = files.transcript_fd(d, name)
+        try:
+            if files.end != nbytes:
+                os.ftruncate(fd, nbytes)  # lines a crashed save wrote after the last commit
+            files.end = -1
+            _write_all(fd, new, nbytes)
+            files.end = nbytes + len(new)
+        except OSError:
+            files.close_transcript()
+            raise
+        if self.fsync and durable and (new or state.run_id in self._unsynced):
+            _sync(fd)  # lines before the header that counts them
+            self._unsynced.discard(state.run_id)
+        elif new:
+            self._unsynced.add(state.run_id)
+        self._commit(state, files, len(messages), nbytes + len(new), name, seq + 1, durable)
 
-    def _commit(self, state: RunState, d: Path, count: int, nbytes: int, name: str, seq: int,
+    def _commit(self, state: RunState, files: _Files, count: int, nbytes: int, name: str, seq: int,
                 durable: bool = True) -> None:
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
         header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=seq)
         # Odd commits go to slot a, even ones to slot b: the slot written now is never the latest.
-        fd = self._slot_fd(state.run_id, d, seq % 2)
-        os.pwrite(fd, _encode_header(header), 0)
+        fd = files.slots[0 if seq % 2 else 1]
+        _write_all(fd, _encode_header(header), 0)
         if self.fsync and durable:
-            os.fsync(fd)
+            _sync(fd)
         self._committed[state.run_id] = (count, nbytes, name, seq)
 
     @contextlib.contextmanager
@@ -203,18 +251,20 @@ class RunStore:
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
-    def _slot_fd(self, run_id: str, d: Path, parity: int) -> int:
+    def _files(self, run_id: str, d: Path) -> _Files:
         with self._fd_lock:
-            fds = self._fds.get(run_id)
-            if fds is None:
+            files = self._fds.get(run_id)
+            if files is None:
                 for other in [r for r in self._fds if r not in self._held]:
                     self._close_fds(other)
-                fds = self._fds[run_id] = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
-        return fds[0 if parity else 1]
+                d.mkdir(parents=True, exist_ok=True)
+                files = self._fds[run_id] = _Files(d)
+        return files
 
     def _close_fds(self, run_id: str) -> None:
-        for fd in self._fds.pop(run_id, ()):
-            os.close(fd)
+        files = self._fds.pop(run_id, None)
+        if files is not None:
+            files.close()
 
     def close(self) -> None:
         with self._fd_lock:
