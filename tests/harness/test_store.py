@@ -16,7 +16,7 @@ import pytest
 
 from tether import RunState, RunStore
 from tether.errors import StoreError, UserError
-from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage, dump_message
 from tether.status import ApprovalInterruption
 from tether.usage import Usage
 
@@ -160,17 +160,23 @@ def test_lines_written_after_the_last_commit_are_ignored_then_cut(tmp_path: Path
     assert b"\"te\n" not in path.read_bytes() and path.read_bytes().count(b"\n") == 4
 
 
+def synced_run(root: Path) -> None:
+    """A run whose transcript is synced whole, so its header carries no tail: damage to the file is
+    damage to the run (a rewrite is fsynced before its rename)."""
+    RunStore(root).save(sample_state(), rewrite=True)
+
+
 def test_a_transcript_cut_short_is_a_clear_error(tmp_path: Path) -> None:
-    RunStore(tmp_path).save(sample_state())
-    path = tmp_path / "run_store" / "messages.jsonl"
+    synced_run(tmp_path)
+    path = tmp_path / "run_store" / "messages-1.jsonl"
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(StoreError, match="cut short"):
         RunStore(tmp_path).load("run_store")
 
 
 def test_garbage_in_the_transcript_names_the_line(tmp_path: Path) -> None:
-    RunStore(tmp_path).save(sample_state())
-    path = tmp_path / "run_store" / "messages.jsonl"
+    synced_run(tmp_path)
+    path = tmp_path / "run_store" / "messages-1.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = b"{" + b"x" * (len(lines[1]) - 2) + b"\n"
     path.write_bytes(b"".join(lines))
@@ -266,6 +272,25 @@ def test_a_run_cannot_be_resumed_twice_at_once(stores: Stores, workspace: Path) 
     assert run_sync(agent, state=again.load(state.run_id), store=again).status == "completed"
 
 
+def power_cut_copy(synced_header: Path, into: Path) -> Path:
+    """What a power cut leaves of a run just after ``synced_header`` (a slot) was fsynced: that
+    header, and the transcript only as far as the header says it was synced. Everything else (the
+    other slot, lines written since without fsync) is gone."""
+    import shutil
+
+    from tether.harness.store import _decode_header
+
+    header = _decode_header(synced_header.read_bytes())
+    assert header is not None
+    run_dir = into / synced_header.parent.name
+    run_dir.mkdir(parents=True)
+    shutil.copy(synced_header, run_dir / synced_header.name)
+    transcript = synced_header.parent / header["messages_file"]
+    kept = transcript.read_bytes()[: header.get("synced_bytes", header["messages_bytes"])]
+    (run_dir / header["messages_file"]).write_bytes(kept)
+    return run_dir
+
+
 def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect(workspace: Path, tmp_path: Path,
                                                                                  monkeypatch: Any) -> None:
     import os as real_os
@@ -277,12 +302,14 @@ def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect
     synced: list[str] = []
     monkeypatch.setattr(store_module, "_sync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
     store = RunStore(tmp_path / "runs")
-    seen_at_effect: list[tuple[int, set[str]]] = []
+    at_effect: list[RunState] = []
 
     @tool
     def note(text: str) -> str:
         """Write a note (a side effect)."""
-        seen_at_effect.append((len(synced), set(store._unsynced)))
+        assert synced[-1].endswith(("state.a.json", "state.b.json")), "the intent's header was the last sync"
+        survivor = power_cut_copy(Path(synced[-1]), tmp_path / "after_the_cut")
+        at_effect.append(RunStore(survivor.parent).load(survivor.name))
         return "noted"
 
     replies = iter([call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
@@ -292,13 +319,68 @@ def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect
     result = run_sync(Agent(FunctionModel(lambda m, r: next(replies)), tools=[*FILE_TOOLS, note], cwd=workspace),
                       "go", store=store)
     assert result.status == "completed"
-    # 4 requests (each preceded by one durable commit: transcript lines, then the header) + the
-    # side effect's intent (transcript + header) + the final save (the last reply, then the header).
-    # Saving every change durably took 18 here.
-    assert len(synced) == 4 * 2 + 2 + 2, synced
-    (before_effect, unsynced) = seen_at_effect[0]
-    assert unsynced == set(), "the reply that asked for the side effect was on disk before it ran"
-    assert synced[before_effect - 1].endswith(("state.a.json", "state.b.json")), "the intent's header was synced"
+    # One fsync per durable commit: 4 requests + the side effect's intent + the final save. The
+    # header carries the transcript's lines since its last fsync, so they need none of their own.
+    # Two per commit (lines, then header) took 12 here; saving every change durably took 18.
+    assert len(synced) == 4 + 1 + 1, synced
+    assert all(p.endswith(("state.a.json", "state.b.json")) for p in synced)
+    # A power cut just before the side effect leaves a run that knows it asked for it.
+    (survived,) = at_effect
+    last = survived.messages[-1]
+    assert isinstance(last, AssistantMessage) and [c.name for c in last.tool_calls] == ["note"]
+    assert "c3" in survived.intents, "the intent is recorded: a resume will not act blindly twice"
+
+
+def test_a_power_cut_after_each_durable_save_loads_that_save_whole_and_the_next_save_repairs_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack on one fsync per commit: after every durable save, cut the power (keep only the
+    synced header and the transcript's synced bytes, here nothing of the transcript at all for the
+    first commits) and load. Then save more from the survivor and check the file is whole again."""
+    import os as real_os
+
+    from tether.harness import store as store_module
+
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "_sync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
+    store = RunStore(tmp_path / "runs")
+    state = RunState(run_id="cut")
+    for i in range(12):
+        state.messages.append(UserMessage.text(f"message {i} " + "x" * 3000))  # past 16 KiB: a transcript fsync
+        store.save(state, durable=False)
+        state.messages.append(AssistantMessage(content=(TextPart(text=f"reply {i}"),)))
+        store.save(state)
+        survivor = power_cut_copy(Path(synced[-1]), tmp_path / f"cut{i}")
+        loaded = RunStore(survivor.parent).load("cut")
+        assert [dump_message(m) for m in loaded.messages] == [dump_message(m) for m in state.messages]
+        # the survivor goes on: its next save writes the lost lines back before appending
+        loaded.messages.append(UserMessage.text("after the cut"))
+        RunStore(survivor.parent).save(loaded)
+        again = RunStore(survivor.parent).load("cut")
+        assert again.messages[-1] == UserMessage.text("after the cut") and len(again.messages) == 2 * i + 3
+        transcript = (survivor / "messages.jsonl").read_bytes()
+        assert transcript.count(b"\n") == 2 * i + 3 and b"\x00" not in transcript
+    transcript_syncs = [p for p in synced if p.endswith(".jsonl")]
+    assert 0 < len(transcript_syncs) < 12, "the transcript is synced only when the tail outgrows a header"
+
+
+def test_headers_written_without_fsync_never_overwrite_the_last_durable_one(tmp_path: Path) -> None:
+    """A header written without fsync may be torn or lost by a power cut; it goes to the other slot,
+    so the last durable commit is always there to fall back on."""
+    from tether.harness.store import _decode_header
+
+    store = RunStore(tmp_path)
+    state = RunState(run_id="slots", messages=[UserMessage.text("hi")])
+    store.save(state)  # durable: commit 1
+    durable_slot = next(p for p in (tmp_path / "slots").glob("state.*.json")
+                        if (_decode_header(p.read_bytes()) or {}).get("commit_seq") == 1)
+    for i in range(5):
+        state.messages.append(UserMessage.text(f"later {i}"))
+        store.save(state, durable=False)
+        assert (_decode_header(durable_slot.read_bytes()) or {}).get("commit_seq") == 1
+    other = next(p for p in (tmp_path / "slots").glob("state.*.json") if p != durable_slot)
+    other.write_bytes(other.read_bytes()[:50])  # the power went while it was written
+    (tmp_path / "slots" / "messages.jsonl").write_bytes(b"")  # and the page cache with it
+    assert RunStore(tmp_path).load("slots").messages == [UserMessage.text("hi")]
 
 
 def test_a_power_cut_after_unsynced_saves_loads_the_last_whole_commit(tmp_path: Path) -> None:

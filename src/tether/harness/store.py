@@ -2,12 +2,15 @@
 
 ``runs/<run_id>/messages.jsonl`` holds one message per line and only grows. The header — everything
 else in the state, plus how many messages (and bytes) of the transcript belong to the run — is the
-commit point. It lives in two slots, ``state.a.json`` and ``state.b.json``, written alternately in
-place, each carrying a sequence number and a checksum; a load takes the valid slot with the highest
-number. A crash while one slot is written leaves the other, the previous commit, intact, so a
-header write needs no temporary file and no rename. The new transcript lines are fsynced before the
-header; a crash between the two leaves lines the header does not count, ignored on load and cut off
-by the next save. Saving a turn costs O(new messages), and a load always sees a state saved whole.
+commit point. It lives in two slots, ``state.a.json`` and ``state.b.json``, rewritten in place, each
+carrying a sequence number and a checksum; a load takes the valid slot with the highest number. A
+header written without fsync goes to the slot that does not hold the last durable one, so a crash
+while a slot is written leaves a good commit in the other, and a header write needs no temporary
+file and no rename. A durable commit is one fsync: its header carries the transcript's bytes since
+the transcript's last fsync (its "tail", up to _TAIL_MAX; past that the transcript is synced first),
+and a load after a power cut takes them from there. Lines a crash left after the last commit are
+ignored on load and cut off by the next save. Saving a turn costs O(new messages), and a load
+always sees a state saved whole.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = ["RunStore", "read_header"]
 _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
 _SLOT_BLOCK = 1024  # a header is padded to a multiple of this, so rewriting a slot rarely changes its size
+_TAIL_MAX = 16 * 1024  # the most transcript bytes a header carries in place of the transcript's own fsync
+_COMMIT_FIELDS = ("message_count", "messages_bytes", "messages_file", "commit_seq", "synced_bytes", "tail", "turns")
 
 
 def _sync(fd: int) -> None:
@@ -86,6 +91,35 @@ class _Files:
         self.slots = []
 
 
+class _Commit:
+    """Where a run stands on disk, as this process knows it: the messages and bytes the last header
+    counts, the transcript's name, the header's sequence number and slot, and which slot holds the
+    last commit a power cut cannot take (a later header written without fsync goes to the other
+    slot, so it never overwrites it). ``synced`` is how much of the transcript is known to be on
+    the disk; ``tail`` the bytes after it (None when unknown or too long to carry in a header)."""
+
+    __slots__ = ("count", "durable_slot", "name", "nbytes", "seq", "synced", "tail")
+
+    def __init__(self, count: int = 0, nbytes: int = 0, name: str = _MESSAGES, seq: int = 0, slot: int = 1,
+                 synced: int = 0, tail: bytes | None = b"") -> None:
+        self.count, self.nbytes, self.name, self.seq = count, nbytes, name, seq
+        self.durable_slot, self.synced = slot, synced
+        self.tail: bytearray | None = None if tail is None else bytearray(tail)
+
+    @classmethod
+    def of(cls, header: dict[str, Any], slot: int) -> _Commit:
+        count, nbytes = int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
+        tail = header.get("tail")
+        if isinstance(tail, str):
+            encoded = tail.encode()
+            return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
+                       slot, nbytes - len(encoded), encoded)
+        # A header without a tail: its transcript is trusted as far as it counts, but not known to be
+        # on the disk (a header written without fsync), so the next durable commit syncs the file.
+        return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
+                   slot, nbytes, None)
+
+
 def _decode_header(data: bytes) -> dict[str, Any] | None:
     """A slot's header, or None when it is torn or damaged. Bytes past the stated length are left
     over from a longer earlier header (slots are overwritten in place, not truncated)."""
@@ -106,14 +140,18 @@ def _decode_header(data: bytes) -> dict[str, Any] | None:
 def read_header(d: Path) -> dict[str, Any] | None:
     """The latest committed header of the run in ``d``; None when the run was never saved."""
     headers = _headers(d)
-    return headers[0] if headers else None
+    if not headers:
+        return None
+    header = dict(headers[0][0])
+    header.pop("tail", None)  # transcript bytes, for a load after a power cut; not a field of the run
+    return header
 
 
-def _headers(d: Path) -> list[dict[str, Any]]:
-    """The valid headers of the run in ``d``, newest first."""
-    found: list[dict[str, Any]] = []
+def _headers(d: Path) -> list[tuple[dict[str, Any], int]]:
+    """The valid headers of the run in ``d`` with their slots, newest first."""
+    found: list[tuple[dict[str, Any], int]] = []
     present = 0
-    for slot in _SLOTS:
+    for index, slot in enumerate(_SLOTS):
         try:
             data = (d / slot).read_bytes()
         except FileNotFoundError:
@@ -121,13 +159,13 @@ def _headers(d: Path) -> list[dict[str, Any]]:
         present += 1
         header = _decode_header(data)
         if header is not None:
-            found.append(header)
+            found.append((header, index))
     if not found:
         if present == 2:
             raise StoreError(f"both header slots of {d} are damaged; the run cannot be loaded. Restore them "
                              "from a backup or delete the run.")
         return []  # never saved, or its first save was cut short: there is no run yet
-    return sorted(found, key=lambda h: int(h.get("commit_seq", 0)), reverse=True)
+    return sorted(found, key=lambda h: int(h[0].get("commit_seq", 0)), reverse=True)
 
 
 def _checked_name(name: Any) -> str:
@@ -149,15 +187,13 @@ class RunStore:
     def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
-        # run id → (messages counted by the header on disk, their length in bytes, file name, seq)
-        self._committed: dict[str, tuple[int, int, str, int]] = {}
+        self._committed: dict[str, _Commit] = {}  # run id → where it stands on disk
         # run id → descriptors of its header slots and transcript, open between saves. Those of runs
         # held by ``lock`` stay open until the run lets go; of the others, only the latest's. One store
         # may serve runs on several threads (tether serve's run loops): the table has its own lock.
         self._fds: dict[str, _Files] = {}
         self._held: set[str] = set()
         self._fd_lock = threading.Lock()
-        self._unsynced: set[str] = set()  # runs with transcript lines written but not yet fsynced
 
     def _dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
@@ -182,48 +218,73 @@ class RunStore:
         before each side effect, and non-durable ones in between (see docs/harness.md).
         """
         d = self._dir(state.run_id)
-        count, nbytes, name, seq = self._committed.get(state.run_id) or self._read_commit(d)
+        commit = self._committed.get(state.run_id) or self._read_commit(d)
         messages = state.messages
         files = self._files(state.run_id, d)
-        if rewrite or len(messages) < count:
+        if rewrite or len(messages) < commit.count:
             # A new file under a new name; the header switches to it in one rename, so a crash
             # leaves either the old transcript or the new one, never a mix.
-            new_name = _next_name(name)
+            name = _next_name(commit.name)
             data = "".join(dump_message(m) + "\n" for m in messages).encode()
-            atomic_write(d / new_name, data, fsync=self.fsync)
+            atomic_write(d / name, data, fsync=self.fsync)
             files.close_transcript()
-            self._commit(state, files, len(messages), len(data), new_name, seq + 1, durable)
-            if new_name != name:
-                (d / name).unlink(missing_ok=True)
+            old = commit.name
+            # atomic_write synced the new file whole: no tail
+            self._commit(state, files, commit, len(messages), len(data), durable, name, len(data), bytearray())
+            (d / old).unlink(missing_ok=True)
             return
-        new = "".join(dump_message(m) + "\n" for m in messages[count:]).encode()
-        fd = files.transcript_fd(d, name)
+        new = "".join(dump_message(m) + "\n" for m in messages[commit.count:]).encode()
+        fd = self._transcript(files, d, commit)
         try:
-            if files.end != nbytes:
-                os.ftruncate(fd, nbytes)  # lines a crashed save wrote after the last commit
             files.end = -1
-            _write_all(fd, new, nbytes)
-            files.end = nbytes + len(new)
+            _write_all(fd, new, commit.nbytes)
+            files.end = commit.nbytes + len(new)
         except OSError:
             files.close_transcript()
             raise
-        if self.fsync and durable and (new or state.run_id in self._unsynced):
+        synced, tail = commit.synced, commit.tail
+        if tail is not None:
+            tail = tail + new if len(tail) + len(new) <= _TAIL_MAX else None
+        if self.fsync and durable and tail is None:
             _sync(fd)  # lines before the header that counts them
-            self._unsynced.discard(state.run_id)
-        elif new:
-            self._unsynced.add(state.run_id)
-        self._commit(state, files, len(messages), nbytes + len(new), name, seq + 1, durable)
+            synced, tail = files.end, bytearray()
+        self._commit(state, files, commit, len(messages), files.end, durable, commit.name, synced, tail)
 
-    def _commit(self, state: RunState, files: _Files, count: int, nbytes: int, name: str, seq: int,
-                durable: bool = True) -> None:
+    def _transcript(self, files: _Files, d: Path, commit: _Commit) -> int:
+        """The transcript's descriptor, its end put back to the last commit: lines a crashed save
+        wrote after it are cut off, and a tail the header carries (a power cut may have lost it from
+        the file, whose first ``synced`` bytes are on the disk) is written back."""
+        opened = files.name != commit.name
+        fd = files.transcript_fd(d, commit.name)
+        if files.end != commit.nbytes or (opened and commit.tail):
+            if opened and commit.tail:
+                _write_all(fd, bytes(commit.tail), commit.synced)
+            os.ftruncate(fd, commit.nbytes)
+            files.end = commit.nbytes
+        return fd
+
+    def _commit(self, state: RunState, files: _Files, commit: _Commit, count: int, nbytes: int, durable: bool,
+                name: str, synced: int, tail: bytearray | None) -> None:
+        """Write the header; ``commit`` changes only once it is written."""
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
-        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=seq)
-        # Odd commits go to slot a, even ones to slot b: the slot written now is never the latest.
-        fd = files.slots[0 if seq % 2 else 1]
-        _write_all(fd, _encode_header(header), 0)
+        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=commit.seq + 1)
+        durable = durable or not self.fsync
         if self.fsync and durable:
-            _sync(fd)
-        self._committed[state.run_id] = (count, nbytes, name, seq)
+            # One fsync makes the step durable: the header carries the transcript's bytes since
+            # its last fsync, so those need no fsync of their own (a load after a power cut takes
+            # them from here). Past _TAIL_MAX the transcript is synced instead (see save).
+            header.update(synced_bytes=synced, tail=bytes(tail or b"").decode())
+        # Every header goes to the slot that does not hold the last durable one: a header written
+        # without fsync, or torn by a crash, never takes the commit a power cut must leave.
+        slot = 1 - commit.durable_slot
+        _write_all(files.slots[slot], _encode_header(header), 0)
+        if self.fsync and durable:
+            _sync(files.slots[slot])
+        if durable:
+            commit.durable_slot = slot
+        commit.count, commit.nbytes, commit.name, commit.seq = count, nbytes, name, commit.seq + 1
+        commit.synced, commit.tail = synced, tail
+        self._committed[state.run_id] = commit
 
     @contextlib.contextmanager
     def lock(self, run_id: str) -> Iterator[None]:
@@ -275,12 +336,9 @@ class RunStore:
         with contextlib.suppress(Exception):
             self.close()
 
-    def _read_commit(self, d: Path) -> tuple[int, int, str, int]:
-        header = read_header(d)
-        if header is None:
-            return (0, 0, _MESSAGES, 0)
-        return (int(header.get("message_count", 0)), int(header.get("messages_bytes", 0)),
-                _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)))
+    def _read_commit(self, d: Path) -> _Commit:
+        headers = _headers(d)
+        return _Commit.of(*headers[0]) if headers else _Commit()
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
@@ -288,30 +346,26 @@ class RunStore:
         if not headers:
             raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
         try:
-            return self._load(run_id, d, headers[0])
+            return self._load(run_id, d, *headers[0])
         except StoreError:
             # After a power cut the newest header (written without fsync) may count transcript
             # lines that never reached the disk: the previous commit, if whole, is the run.
             if len(headers) < 2:
                 raise
             try:
-                return self._load(run_id, d, headers[1])
+                return self._load(run_id, d, *headers[1])
             except StoreError:
                 pass
             raise
 
-    def _load(self, run_id: str, d: Path, header: dict[str, Any]) -> RunState:
-        header = dict(header)
+    def _load(self, run_id: str, d: Path, header: dict[str, Any], slot: int) -> RunState:
         try:
-            count = int(header.pop("message_count", 0))
-            nbytes = int(header.pop("messages_bytes", 0))
-            seq = int(header.pop("commit_seq", 0))
+            commit = _Commit.of(header, slot)
         except (TypeError, ValueError) as exc:
             raise StoreError(f"the header of {d} has a count that is not a number ({exc}); it was edited "
                              "or damaged. Restore it from a backup or delete the run.") from exc
-        name = _checked_name(header.pop("messages_file", None))
-        header.pop("turns", None)
-        messages = list(self._read_messages(d / name, count, nbytes))
+        header = {k: v for k, v in header.items() if k not in _COMMIT_FIELDS}
+        messages = list(self._read_messages(d / commit.name, commit))
         try:
             state = RunState.model_validate({**header, "messages": []})
         except ValidationError as exc:
@@ -320,17 +374,26 @@ class RunStore:
             raise StoreError(f"the header of {d} does not describe a run: {where}: {problem['msg']}. It was "
                              "edited or damaged; restore it from a backup or delete the run.") from exc
         state.messages = messages
-        self._committed[run_id] = (count, nbytes, name, seq)
+        self._committed[run_id] = commit
         return state
 
-    def _read_messages(self, path: Path, count: int, nbytes: int) -> Iterator[Any]:
+    def _read_messages(self, path: Path, commit: _Commit) -> Iterator[Any]:
+        count, nbytes = commit.count, commit.nbytes
         if count == 0:
             return
+        # With a tail, only the transcript's first bytes are known to be on the disk; the header
+        # holds the rest (after a power cut the file may have lost them).
+        known = nbytes if commit.tail is None else commit.synced
         try:
             with open(path, "rb") as f:
-                data = f.read(nbytes)
+                data = f.read(known)
         except FileNotFoundError as exc:
-            raise StoreError(f"{path} is missing but the run's header counts {count} messages") from exc
+            if known == 0 and commit.tail is not None:  # a first commit: its lines are all in the header
+                data = b""
+            else:
+                raise StoreError(f"{path} is missing but the run's header counts {count} messages") from exc
+        if commit.tail is not None and len(data) == known:
+            data += commit.tail
         lines = data.splitlines()
         if len(data) < nbytes or len(lines) < count:
             raise StoreError(
