@@ -140,7 +140,7 @@ def test_every_file_of_a_run_is_private_whatever_the_umask(tmp_path: Path) -> No
     finally:
         os.umask(old)
     files = sorted(p for p in (tmp_path / "run_store").iterdir())
-    assert [p.name for p in files] == [".lock", "messages.jsonl", "state.a.json", "state.b.json"]
+    assert [p.name for p in files] == ["messages.jsonl", "state.a.json", "state.b.json"]
     assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {p.name: "0o600" for p in files}
 
 
