@@ -16,6 +16,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     BlobResourceContents,
     EmbeddedResource,
@@ -85,6 +86,14 @@ def set_note(part: str, note: str) -> str:
 def fail(part: str) -> str:
     """Always fails."""
     raise ToolError(f"part {part} is not in the catalogue")
+
+
+@server.tool(annotations=READ)
+def busy(part: str) -> str:
+    """Refuses with a JSON-RPC error of its own whose code, -32000, is also the SDK's code for a
+    connection that closed."""
+    log(f"busy {part}")
+    raise MCPError(code=-32000, message=f"the stock database is busy; ask about {part} again in a minute")
 
 
 @server.tool(annotations=READ)

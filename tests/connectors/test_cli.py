@@ -72,16 +72,16 @@ enabled = false
                       "remote": ["remote  http  http://127.0.0.1:9/mcp"]}
     lines = out.splitlines()
     assert lines[0] == f"inventory  stdio  {sys.executable} {INVENTORY}"
-    assert lines[1] == "  ok: 10 tools"
-    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:12]}
+    assert lines[1] == "  ok: 11 tools"
+    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:13]}
     assert shown["inventory__stock"] == "read-only: runs without asking"
     assert shown["inventory__crash"] == "asks first (destructive)"
     assert shown["inventory__reorder"] == 'asks first (tools.reorder = "always")'
     assert shown["inventory__set_note"] == 'runs without asking (tools.set_note = "never")'
-    assert lines[12] == "  [mcp.inventory] tools names restock: the server has no such tool"
-    assert lines[14] == ("  not working: MCP server broken did not start: the process exited with status 1 "
+    assert lines[13] == "  [mcp.inventory] tools names restock: the server has no such tool"
+    assert lines[15] == ("  not working: MCP server broken did not start: the process exited with status 1 "
                          "(its last words: the server needs STOCK_DB)")
-    assert lines[16] == "  disabled (enabled = false)"
+    assert lines[17] == "  disabled (enabled = false)"
 
 
 def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_owner(

@@ -89,7 +89,7 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
     out = asyncio.run(go())
     tools = out["tools"]
     assert set(tools) == {f"inventory__{n}" for n in ("stock", "photo", "datasheet", "reorder", "set_note", "fail",
-                                                       "slow", "crash", "environment", "spawn")}
+                                                       "busy", "slow", "crash", "environment", "spawn")}
     stock = tools["inventory__stock"]
     assert stock.description == "How many of a part are in stock."
     assert stock.input_schema["properties"]["part"]["type"] == "string" and stock.input_schema["required"] == ["part"]
@@ -222,3 +222,27 @@ def test_a_stop_during_a_slow_call_ends_the_run_interrupted_and_stops_the_server
     assert result.interruption.reason == "stop"
     assert "slow cancelled" in logged(calls)
     assert live_processes(connector.pids) == []
+
+
+def test_a_servers_own_error_with_the_closed_connection_code_is_its_answer_not_a_crash(
+        calls: Path, tmp_path: Path) -> None:
+    """-32000 is the SDK's code for a connection that closed, and many servers' code for their own
+    errors. A stdio server that refuses with it is still up: the call is its refusal, in its words,
+    and the same process serves the next call (no restart, no "server down")."""
+    connector = McpConnector("inventory", inventory(calls))
+
+    async def go() -> list[ToolResult]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return [await tools["inventory__busy"].execute({"part": "FV-2050"}, ctx(tmp_path)),
+                    await tools["inventory__stock"].execute({"part": "FV-2050"}, ctx(tmp_path))]
+        finally:
+            await connector.stop()
+
+    busy, stock = asyncio.run(go())
+    assert busy.is_error and "the stock database is busy; ask about FV-2050 again in a minute" in text(busy)
+    assert "stopped" not in text(busy) and "restarted" not in text(busy) and "down" not in text(busy)
+    assert not stock.is_error and text(stock) == "FV-2050: 12 in stock"
+    assert len(connector.pids) == 1, "the server was not restarted"
+    assert [line for line in logged(calls) if line.startswith(("busy", "stock"))] == ["busy FV-2050", "stock FV-2050"]

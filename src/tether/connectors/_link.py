@@ -157,7 +157,8 @@ class Link:
         try:
             return request.result()
         except MCPError as exc:
-            if not self.alive or (exc.code == types.CONNECTION_CLOSED and not self.reach.calls_are_separate):
+            if not self.alive or (exc.code == types.CONNECTION_CLOSED and not self.reach.calls_are_separate
+                                  and not await self._still_answers(client, owner, exc)):
                 raise ConnectionLost(self.reason()) from exc
             # The SDK reports an HTTP answer that broke off as CONNECTION_CLOSED, the code (-32000)
             # many servers also use for their own errors: only its own words tell them apart.
@@ -166,6 +167,23 @@ class Link:
             raise ServerRefused(self.reach.redact(exc.message)) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise ConnectionLost(self.reason()) from exc
+
+    async def _still_answers(self, client: Client, owner: asyncio.Task[None], error: MCPError) -> bool:
+        """Whether the connection still answers after a call failed with CONNECTION_CLOSED (-32000):
+        the SDK's code for a connection that ended, which many servers also use for their own
+        errors. The SDK's own words mean it ended; otherwise a request every server answers (the
+        first page of its tools; ``ping`` is gone from the protocol since 2026-07-28) tells, within
+        5 s: a server that does not answer by then is taken as gone."""
+        if error.message == "Connection closed" or owner.done():
+            return False
+        probe = asyncio.ensure_future(client.list_tools())
+        try:
+            await asyncio.wait((probe, owner), timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not probe.done():
+                probe.cancel()
+                probe.add_done_callback(_retrieve)
+        return probe.done() and not probe.cancelled() and probe.exception() is None
 
     async def close(self) -> None:
         """End the session; the transport stops the process (bounded: a stuck close is cut)."""
