@@ -1,4 +1,4 @@
-"""atomic_write: the whole file or the old one, private, and never through a planted link."""
+"""atomic_write: the whole file or the old one, private, and never through a planted link; private_dir."""
 
 from __future__ import annotations
 
@@ -37,3 +37,19 @@ def test_a_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
     atomic_write(path, b"new", fsync=False)
     assert path.read_bytes() == b"new" and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]  # no temporary file left
+
+
+def test_private_dir_makes_every_missing_level_0700_and_leaves_existing_ones_alone(tmp_path: Path) -> None:
+    from tether.fileio import private_dir
+
+    (tmp_path / "home").mkdir(mode=0o755)
+    (tmp_path / "home").chmod(0o755)
+    old = os.umask(0o022)
+    try:
+        private_dir(tmp_path / "home" / "runs" / "run_1")
+        private_dir(tmp_path / "home" / "runs" / "run_1")  # again: nothing changes
+    finally:
+        os.umask(old)
+    mode = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (tmp_path / "home").rglob("*")}
+    assert mode == {"runs": "0o700", "run_1": "0o700"}
+    assert oct(stat.S_IMODE((tmp_path / "home").stat().st_mode)) == "0o755"

@@ -1,4 +1,5 @@
-"""Writing a file so that a reader sees the old content or the new, never half of it."""
+"""Writing a file so that a reader sees the old content or the new, never half of it; and making
+the directories and database files that hold conversations private to their owner."""
 
 from __future__ import annotations
 
@@ -6,7 +7,29 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "private_dir", "private_file"]
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` if it is not there, and any missing parent, each mode 0700 (pathlib would give
+    the parents the umask's), so other users cannot list the runs, traces or sessions in them. An
+    existing directory keeps its mode."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if it is not there, before SQLite opens it: its -wal and
+    -shm files take the database's mode. An existing file keeps its mode; a link planted at the
+    name is refused."""
+    private_dir(path.parent)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
 
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from tether.errors import ConfigError, UserError
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, private_dir, private_file
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -201,7 +201,7 @@ class JsonlSessionStore:
         self.root = Path(root)
         self.fsync = fsync
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dir(self.root)
             probe = self.root / f".probe-{os.getpid()}"
             probe.write_bytes(b"")
             probe.unlink()
@@ -325,10 +325,7 @@ class SqliteSessionStore:
 
         self.path = Path(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Created private (0600) before SQLite opens it, like the JSONL store's files: its -wal
-            # and -shm files take the same mode. An existing file keeps the mode it has.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            private_file(self.path)  # like the JSONL store's files
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.events import Event, to_trace
+from tether.fileio import private_dir
 
 if TYPE_CHECKING:
     from tether.harness.context import Tracer
@@ -40,7 +41,7 @@ class JsonlTracer:
             return
         if self._fd is None or self._run_id != event.run_id:
             self.close()
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dir(self.root)
             # Not through a symlink planted where the trace goes (the run's tracer is dropped instead).
             self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                                0o600)

@@ -417,3 +417,27 @@ def test_no_prompt_at_a_terminal_says_how_to_give_one(env: dict[str, str], tethe
     code, _, seen = term.finish()
     assert code == 2 and "give a prompt" in seen and "@FILE" in seen
     assert not (tether_home / "runs").exists()
+
+
+def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(workspace: Path, env: dict[str, str],
+                                                                      tether_home: Path) -> None:
+    """Under a permissive umask (022), the directories that hold runs, traces and sessions are 0700
+    (another user cannot even list the run ids) and every file in them, a knowledge base's SQLite
+    files included, is 0600."""
+    import stat
+
+    def as_owner_only(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tether", *args], env=env, capture_output=True, text=True, timeout=120, input="",
+                              preexec_fn=lambda: os.umask(0o022))
+
+    out = as_owner_only("run", "--model", "scripted/plan", "--cwd", str(workspace), "--session", "s1",
+                        "Which file mentions a timeout?")
+    assert out.returncode == 0, out.stderr
+    out = as_owner_only("kb", "add", "--embedder", "none", str(workspace / "errors.log"))
+    assert out.returncode == 0, out.stderr
+    modes = {str(p.relative_to(tether_home)): oct(stat.S_IMODE(p.stat().st_mode)) for p in tether_home.rglob("*")}
+    (run_dir,) = [name for name in modes if name.startswith("runs/") and name.count("/") == 1]
+    for directory in ("runs", run_dir, "traces", "sessions", "kb"):
+        assert modes.pop(directory) == "0o700", directory
+    assert any(name.startswith("kb/default.db") for name in modes) and any(name.startswith("traces/") for name in modes)
+    assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}

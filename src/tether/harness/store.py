@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.errors import StoreError, UserError
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, private_dir
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
@@ -293,7 +293,7 @@ class RunStore:
         import fcntl
 
         d = self._dir(run_id)
-        d.mkdir(parents=True, exist_ok=True)
+        private_dir(d)
         # The lock is on the run's directory itself: no lock file to create (a file's creation costs
         # as much as a write and its fsync on some disks, once per run).
         fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
@@ -320,7 +320,7 @@ class RunStore:
             if files is None:
                 for other in [r for r in self._fds if r not in self._held]:
                     self._close_fds(other)
-                d.mkdir(parents=True, exist_ok=True)
+                private_dir(d)
                 files = self._fds[run_id] = _Files(d)
         return files
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
+from tether.fileio import private_file
 
 __all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "tokens"]
 
@@ -187,14 +188,14 @@ class SqliteKnowledgeStore:
         self.path = str(path)
         try:
             if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                private_file(Path(self.path))  # the base holds the documents' text
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"cannot open the knowledge base {self.path}: {exc}. If it is damaged, remove it "
                               "and add the documents again") from exc
         version = self.get_meta("schema_version")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import AuthError, ConfigError
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, private_dir
 
 __all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
 
@@ -61,7 +61,7 @@ class ApiKey:
 
 def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
     """Write a token file atomically, readable only by its owner."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     atomic_write(path, json.dumps(tokens).encode())
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tether.events import Done, Event
+from tether.fileio import private_dir
 
 __all__ = ["EventLog", "args_hash", "event_data"]
 
@@ -138,7 +139,7 @@ class EventLog:
         if self._fd != -1:
             try:
                 if self._fd is None:
-                    self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    private_dir(self.path.parent)
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
                     _drop_torn_tail(self._fd)
                 # A view of the run, like its trace: not fsynced (the run store holds what must survive).

@@ -23,7 +23,7 @@ from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.events import Done
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, private_dir
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
@@ -184,7 +184,7 @@ class RunManager:
         killed in between (while an extension starts, say) leaves the run resumable from this,
         not a turn with nothing behind it. Call it before the turn is recorded."""
         path = self.start_path(run_id)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
         # No fsync: a killed process leaves what it wrote to the kernel; after a power cut the run
         # shows failed with a reason instead (and this keeps an fsync off the HTTP loop).
         atomic_write(path, json.dumps({"text": text}).encode(), fsync=False)

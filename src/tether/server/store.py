@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -20,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from tether.fileio import private_file
 
 __all__ = ["FeedbackRecord", "ServerStore", "SessionRecord", "SqliteServerStore", "TurnRecord", "hash_token"]
 
@@ -117,10 +118,8 @@ class SqliteServerStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Created private before SQLite opens it: its -wal and -shm files take the same mode.
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-            self.path.chmod(0o600)
+            private_file(self.path)
+            self.path.chmod(0o600)  # even one made earlier: it holds token hashes
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._db.execute("PRAGMA journal_mode=WAL")
