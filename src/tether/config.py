@@ -248,6 +248,7 @@ class _McpTable(_Table):
     token_url: _Url | None = None  # oauth: where refresh tokens are exchanged
     client_id: _Text | None = None
     scopes: list[_Text] = []
+    resource: str | None = None  # oauth: RFC 8707's resource (default: the canonical url; "" sends none)
     approval: Literal["destructive", "always", "never"] = "destructive"  # who asks a person first
     tools: dict[str, Literal["always", "never", "destructive"]] = {}  # per tool, overriding `approval`
     timeout_s: _PositiveFloat | None = None  # per call (default 60)

@@ -4,7 +4,8 @@ the connector tests. It prints ``port N`` on stdout once it listens.
 * ``POST /token`` grants a refresh-token request (``refresh_token=refresh-1``): a new access token
   ``access-K`` each time, the same refresh token. It counts the grants and keeps the ``scope`` asked
   for (``None`` when the request had none); a scope outside ``GRANTED`` is refused ``invalid_scope``,
-  as RFC 6749 §6 has it for scopes the refresh token was not issued with.
+  as RFC 6749 §6 has it for scopes the refresh token was not issued with. It keeps the ``resource``
+  values (RFC 8707) too.
 * ``/mcp`` needs ``authorization: Bearer <the last token granted>``; any other token gets 401.
   So a token stored before the server started (``access-old``) is refused once, and works after a
   refresh.
@@ -27,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 server = MCPServer("inventory")
-state: dict[str, Any] = {"grants": 0, "refused": 0, "valid": "", "scope": None}
+state: dict[str, Any] = {"grants": 0, "refused": 0, "valid": "", "scope": None, "resource": None}
 GRANTED = {"stock.read", "stock.write"}  # what refresh-1 was issued with
 
 
@@ -51,6 +52,7 @@ async def token(request: Request) -> Response:
         return JSONResponse({"error": "invalid_grant"}, status_code=400)
     scope = form.get("scope")
     state["scope"] = scope
+    state["resource"] = form.getlist("resource") or None
     if isinstance(scope, str) and not set(scope.split(" ")) <= GRANTED:
         return JSONResponse({"error": "invalid_scope"}, status_code=400)
     state["grants"] += 1

@@ -142,6 +142,22 @@ def test_the_configured_scopes_go_with_every_refresh_and_none_are_sent_when_none
         assert after["scope"] == "stock.read stock.write"  # one parameter, space-separated (RFC 6749 §3.3)
 
 
+def test_every_refresh_names_the_server_the_token_is_for_as_rfc_8707_and_the_mcp_spec_ask(
+        server: str, tmp_path: Path) -> None:
+    """The MCP authorization spec: a client sends ``resource`` (RFC 8707), the server's canonical
+    URI, in its token requests, so the token it gets is bound to that server and no other. Config
+    can name another (a gateway's) or, with "", none, for a token endpoint that refuses it."""
+    loud = {**oauth(server), "url": f"{server.replace('http://', 'HTTP://')}/mcp/"}
+    for config, sent in [(oauth(server), [f"{server}/mcp"]),
+                         (loud, [f"{server}/mcp"]),  # scheme and host lower-cased, no trailing slash
+                         ({**oauth(server), "resource": "https://gateway.example.com/mcp"},
+                          ["https://gateway.example.com/mcp"]),
+                         ({**oauth(server), "resource": ""}, None)]:
+        seed(tmp_path, "access-old", "refresh-1", 10)  # about to expire: refreshed before the first request
+        assert asyncio.run(stock(McpConnector("remote", config, home=tmp_path), tmp_path)).endswith("(remote)")
+        assert stats(server)["resource"] == sent, config
+
+
 def test_a_scope_the_grant_does_not_cover_is_refused_by_the_token_endpoint_with_a_clear_error(
         server: str, tmp_path: Path) -> None:
     seed(tmp_path, "access-old", "refresh-1", 10)

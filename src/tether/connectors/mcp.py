@@ -274,13 +274,17 @@ class McpConnector(Extension):
         if self.config["auth"] != "oauth":
             return None
         from tether.config import tether_home
-        from tether.providers.auth import OAuthCredentials
+        from tether.providers.auth import OAuthCredentials, canonical_resource
 
         path = token_path(self.home or tether_home(), self.server)
         if not path.exists():
             raise ConfigError(f"no OAuth tokens for the MCP server {self.server} ({path}): store them with "
                               f"`tether mcp login {self.server} --refresh-token -` (it reads the token from stdin)")
-        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"], scopes=self.config["scopes"])
+        resource = self.config.get("resource")
+        if resource is None:  # the MCP spec: tokens are asked for this server (RFC 8707)
+            resource = canonical_resource(self.config["url"])
+        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"], scopes=self.config["scopes"],
+                                resource=resource or None)
 
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
         overrides: dict[str, str] = self.config["tools"]

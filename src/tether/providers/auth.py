@@ -59,6 +59,15 @@ class ApiKey:
         return f"ApiKey(hint={self.hint!r})"
 
 
+def canonical_resource(url: str) -> str:
+    """The canonical URI of a server, as the MCP authorization spec names it for RFC 8707's
+    ``resource``: scheme and host in lower case, no fragment, no trailing slash."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+
+
 def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
     """Write a token file atomically, readable only by its owner."""
     private_dir(path.parent)
@@ -69,11 +78,12 @@ class OAuthCredentials:
     """Bearer tokens from a token file, refreshed with the refresh-token grant."""
 
     def __init__(self, token_path: Path, token_url: str, client_id: str | None = None, *,
-                 scopes: Sequence[str] = ()) -> None:
+                 scopes: Sequence[str] = (), resource: str | None = None) -> None:
         self.token_path = token_path
         self.token_url = token_url
         self.client_id = client_id
         self.scopes = tuple(scopes)  # sent with each refresh (RFC 6749 §6); none: the grant's own
+        self.resource = resource  # the server the token is for (RFC 8707), sent with each refresh
         self.hint = f"the OAuth tokens in {token_path} (sign in again, or fix token_url in config.toml)"
         self.refreshes = 0
 
@@ -111,6 +121,8 @@ class OAuthCredentials:
             form["client_id"] = self.client_id
         if self.scopes:  # space-separated (RFC 6749 §3.3); left out, never empty, when none are set
             form["scope"] = " ".join(self.scopes)
+        if self.resource:  # RFC 8707 §2: a token bound to this server, not usable at another
+            form["resource"] = self.resource
         try:
             async with httpx.AsyncClient(timeout=30) as client:
                 response = await client.post(self.token_url, data=form)
