@@ -175,3 +175,43 @@ def test_the_real_command_builds_a_base_and_a_scripted_run_cites_both_documents(
     assert "search_kb" in run.stderr and "entity_chunks" in run.stderr
     missing = tether("run", "--model", "scripted/kb", "--kb", "nope", "hi", env=env)
     assert missing.returncode == 2 and "there is no knowledge base 'nope'" in missing.stderr
+
+
+def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_budget(
+        quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--extract-with MODEL`` lays a model's entities and relations over the rules': the material
+    only the model names (Viton) becomes an entity linking both documents; the spend is reported,
+    and ``--extract-budget`` keeps a model's calls within it (the chunks past it keep the rules')."""
+    from tether.knowledge import KnowledgeBase
+
+    docs = tmp_path / "parts"
+    docs.mkdir()
+    (docs / "valve.md").write_text("The FV-2050 valve has seals made of Viton.\nIt is rated for 40 bar.\n")
+    (docs / "seals.md").write_text("# Seals\n\nSeals of Viton resist oils up to 200 C.\n")
+    monkeypatch.chdir(tmp_path)
+
+    code, out, err = run_main("kb", "--name", "ruled", "add", "parts", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    code, out, err = run_main("kb", "--name", "modelled", "add", "parts", "--embedder", "none",
+                              "--extract-with", "scripted/extract", capsys=capsys)
+    assert code == 0, err
+    spent = re.search(r"graph extractor scripted/extract: 2 calls, (\d+) tokens, \$(\d\.\d{6})$", out, re.M)
+    assert spent and int(spent.group(1)) > 0 and float(spent.group(2)) > 0
+
+    ruled = KnowledgeBase.open(quiet_env / "kb" / "ruled.db")
+    modelled = KnowledgeBase.open(quiet_env / "kb" / "modelled.db")
+    assert ruled.entity_chunks("Viton").hits == []
+    assert sorted(h.chunk.document for h in modelled.entity_chunks("Viton").hits) == ["parts/seals.md",
+                                                                                       "parts/valve.md"]
+    assert [h.chunk.document for h in modelled.entity_chunks("FV-2050").hits] == ["parts/valve.md"]  # rules' too
+
+    (docs / "valve.md").write_text("The FV-2060 valve has seals made of Nitrile.\n")
+    code, out, err = run_main("kb", "--name", "modelled", "add", "parts", "--extract-with", "scripted/extract",
+                              "--extract-budget", "0.000001", capsys=capsys)
+    assert code == 0, err
+    assert ("graph extractor scripted/extract: 0 calls, 0 tokens, $0.000000; 1 chunks past --extract-budget kept "
+            "the rules' findings") in out
+    assert modelled.entity_chunks("Nitrile").hits == [] and modelled.entity_chunks("FV-2060").hits != []
+
+    code, _, err = run_main("kb", "add", "parts", "--extract-budget", "1", capsys=capsys)
+    assert code == 2 and "--extract-budget limits --extract-with" in err

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import positive_int, usage_error
+from tether.cli.common import positive_float, positive_int, usage_error
 from tether.cli.common import settings as load_settings
 from tether.stores import kb_where
 
@@ -63,6 +63,11 @@ def add_parsers(sub: Any) -> None:
                      help="metadata for these documents (e.g. family=valves); repeatable")
     add.add_argument("--embedder", metavar="SPEC",
                      help="for a new base: local (default), none (keyword only), openai/MODEL")
+    add.add_argument("--extract-with", metavar="MODEL",
+                     help="a model that names each chunk's entities and relations for the graph (one request "
+                          "per chunk of the files read now), over the built-in rules")
+    add.add_argument("--extract-budget", type=positive_float, metavar="USD",
+                     help="the most --extract-with may spend; chunks past it keep the rules' findings")
     add.set_defaults(handler=cmd_add)
 
     search = ks.add_parser("search", help="search the base")
@@ -164,13 +169,31 @@ def _progress(n: int, total: int, name: str) -> None:
 
 def cmd_add(args: argparse.Namespace) -> int:
     settings = load_settings()
+    if args.extract_budget is not None and not args.extract_with:
+        raise usage_error("--extract-budget limits --extract-with; give the model too")
+    extractor = None
+    if args.extract_with:
+        from tether.knowledge import ModelExtractor
+
+        extractor = ModelExtractor(args.extract_with, settings=settings, max_budget_usd=args.extract_budget)
     kb = open_kb(settings, args.name, create_with=args.embedder, must_exist=False)
+    if extractor is not None:
+        kb.extractor = extractor
     meta = dict(args.meta)
     for path in args.paths:
         report = kb.add_path(path, meta=meta, progress=_progress)
         print(f"{path}: {report.summary()}")
         for name, why in report.skipped:
             print(f"  skipped {name}: {why}", file=sys.stderr)
+    if extractor is not None:
+        cost = f"${extractor.cost_usd:.6f}" if extractor.price is not None else "cost unknown (no price)"
+        line = (f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
+                f"{extractor.usage.total_tokens} tokens, {cost}")
+        if extractor.skipped:
+            line += f"; {extractor.skipped} chunks past --extract-budget kept the rules' findings"
+        if extractor.failures:
+            line += f"; {extractor.failures} failed (last: {extractor.last_error})"
+        print(line)
     stats = kb.stats()
     print(f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
           f"{stats['entities']} entities ({kb_where(settings, args.name)})")

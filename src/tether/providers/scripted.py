@@ -263,6 +263,27 @@ def _configure(t: int, tools: str, user: str) -> Reply:
     return call(f"w{t}", "configure")
 
 
+_PART = r"[A-Z]{2,}(?:-[A-Z0-9]+)+"
+
+
+def _extract(t: int, tools: str, user: str) -> Reply:
+    """A graph extractor (tether.knowledge.ModelExtractor): for the passage in the last message,
+    the part numbers and the materials named after "made of" or "of", as the JSON its schema asks
+    for, and a ``made_of`` relation from each part to each such material in the same sentence."""
+    found = re.search(r"<passage>\n(.*)\n</passage>", user, re.S)
+    passage = found.group(1) if found else user
+    entities: dict[str, str] = {}
+    relations = []
+    for sentence in re.split(r"(?<=[.!?])\s+", passage):
+        parts = re.findall(_PART, sentence)
+        materials = re.findall(r"\b(?:made of|of)\s+([A-Z][a-z]+)\b", sentence)
+        entities.update({p: "part" for p in parts})
+        entities.update({m: "material" for m in materials})
+        relations += [{"source": p, "relation": "made_of", "target": m} for p in parts for m in materials]
+    return Reply(text=json.dumps({"entities": [{"name": n, "kind": k} for n, k in entities.items()],
+                                  "relations": relations}))
+
+
 def _skill(t: int, tools: str) -> Reply:
     """Loads the ``release-notes`` skill, reads the first of its files its instructions mention,
     and answers in the format the instructions give, filled from that file (``version:`` and the
@@ -339,6 +360,7 @@ SCENARIOS: dict[str, Scenario] = {
     "delegate": _delegate,
     "configure": _configure,  # type: ignore[dict-item]
     "skill": _skill,
+    "extract": _extract,  # type: ignore[dict-item]
     "mcp": _mcp,
     "xss": _xss,
 }
