@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from tests.server.conftest import read_events
-from tests.server.test_api import finish, send, start_session
+from tests.server.test_api import _waiting_run, finish, send, start_session
 
 DAY = 86400.0
 
@@ -27,7 +27,11 @@ def test_a_pruned_run_replays_its_answer_and_exit_from_the_transcript(served: An
         os.utime(logs / f"{old['run_id']}.log", (aged, aged))
 
         assert manager.prune_events(7 * DAY) == 1
-        assert not (logs / f"{old['run_id']}.log").exists() and (logs / f"{recent['run_id']}.log").exists()
+        last = streamed[-1]["id"]
+        # Only the last id is kept, so a run resumed later numbers on from it.
+        assert (logs / f"{old['run_id']}.log").read_bytes() == f'0\tpruned\t{{"last_id": {last}}}\n'.encode()
+        assert len((logs / f"{recent['run_id']}.log").read_bytes()) > 100
+        assert manager.prune_events(7 * DAY) == 0  # pruned once
 
         replay = read_events(c, f"/v1/runs/{old['run_id']}/events")
         assert [(e["id"], e["event"]) for e in replay] == [(1, "text_delta"), (2, "done")]
@@ -42,6 +46,32 @@ def test_a_pruned_run_replays_its_answer_and_exit_from_the_transcript(served: An
         assert len(read_events(c, f"/v1/runs/{recent['run_id']}/events")) > 2
         # The transcript is whole.
         assert c.get(f"/v1/runs/{old['run_id']}/transcript").json()["messages"]
+
+
+def test_a_run_resumed_after_its_events_were_pruned_numbers_its_new_events_after_the_old_ones(served: Any) -> None:
+    """A run waits for a decision longer than keep_events_days: its log is pruned. When the person
+    decides, the new events take ids after those a client saw, so its Last-Event-ID still means
+    "what came after what I have" and it misses nothing."""
+    s = served()
+    manager = s.app.state.core.manager
+    with s.client() as c:
+        run_id, events, _ = _waiting_run(c)
+        seen = events[-1]["id"]
+        log = s.home / "serve" / "events" / f"{run_id}.log"
+        aged = time.time() - 9 * DAY
+        os.utime(log, (aged, aged))
+        assert manager.prune_events(7 * DAY) == 1
+
+        asked = next(e for e in events if e["event"] == "approval_required")
+        decided = c.post(f"/v1/runs/{run_id}/decision",
+                         json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True})
+        assert decided.status_code == 202, decided.text
+        more = finish(c, run_id, after=seen)
+        assert [e["id"] for e in more] == list(range(seen + 1, seen + 1 + len(more)))
+        assert [e["event"] for e in more][:2] == ["decision", "tool_start"]
+        assert more[-1]["result"]["status"] == "completed"
+        # What was pruned is not made up again: from the start, a client gets the new part.
+        assert [e["id"] for e in read_events(c, f"/v1/runs/{run_id}/events")] == [e["id"] for e in more]
 
 
 def test_a_live_run_and_a_planted_link_are_never_pruned(served: Any, tmp_path: Any) -> None:

@@ -97,12 +97,22 @@ def _drop_torn_tail(fd: int) -> None:
         start = max(0, start - 65536)
 
 
-class EventLog:
-    """One run's numbered events: append, and follow from any id."""
+PRUNED = "pruned"  # the kind of the line a pruned log keeps: ``0<TAB>pruned<TAB>{"last_id": N}``
 
-    def __init__(self, path: Path, items: list[tuple[int, str, str]] | None = None) -> None:
+
+def pruned_line(last_id: int) -> bytes:
+    return f"0\t{PRUNED}\t{json.dumps({'last_id': last_id})}\n".encode()
+
+
+class EventLog:
+    """One run's numbered events: append, and follow from any id. A log pruned after
+    ``keep_events_days`` keeps only the last id it had given (``base``), so a run resumed later
+    numbers its new events after the old ones and a client's Last-Event-ID still means what it did."""
+
+    def __init__(self, path: Path, items: list[tuple[int, str, str]] | None = None, base: int = 0) -> None:
         self.path = path
         self.items = items or []
+        self.base = base
         self.live = False
         self._wake = asyncio.Event()
         self._fd: int | None = None
@@ -117,18 +127,23 @@ class EventLog:
             return cls(path, items)
         with os.fdopen(fd, "rb") as f:
             text = f.read().decode("utf-8", errors="replace")
+        base = 0
         for line in text.split("\n"):  # not splitlines(): U+2028 and its kind may sit inside the JSON
             parts = line.split("\t", 2)
-            if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != len(items) + 1:
+            if len(parts) == 3 and parts[:2] == ["0", PRUNED] and not items:
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    base = max(0, int(json.loads(parts[2]).get("last_id", 0)))
+                continue
+            if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != base + len(items) + 1:
                 continue
             with contextlib.suppress(ValueError):
                 json.loads(parts[2])
                 items.append((int(parts[0]), parts[1], parts[2]))
-        return cls(path, items)
+        return cls(path, items, base)
 
     @property
     def last_id(self) -> int:
-        return self.items[-1][0] if self.items else 0
+        return self.items[-1][0] if self.items else self.base
 
     def append(self, kind: str, data: dict[str, Any]) -> int:
         text = encode_event(data)
@@ -164,7 +179,7 @@ class EventLog:
         live (its last event is then a ``done``). A ``done`` from an earlier part of a run that is
         live again (resumed after a decision) does not end the stream. ``None`` means "nothing for
         a while": the caller sends a keep-alive."""
-        i = max(0, after)
+        i = max(0, after - self.base)  # what a pruned log no longer has is not made up
         while True:
             while i < len(self.items):
                 i += 1

@@ -28,7 +28,7 @@ from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.store import RunStore
-from tether.server.events import EventLog, args_hash, event_data
+from tether.server.events import EventLog, args_hash, event_data, pruned_line
 from tether.server.store import ServerStore, TurnRecord
 from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
@@ -198,9 +198,10 @@ class RunManager:
         return text if isinstance(text, str) and not self.runs.exists(run_id) else None
 
     def prune_events(self, keep_s: float, *, now: float | None = None) -> int:
-        """Delete the event logs of runs that are not live and were last written more than
-        ``keep_s`` seconds ago; their transcripts stay, and a replay of one is made from it.
-        Returns how many were deleted."""
+        """Empty the event logs of runs that are not live and were last written more than
+        ``keep_s`` seconds ago, down to one line with the last event id (a run resumed later
+        numbers on from it); their transcripts stay, and a replay of one is made from it.
+        Returns how many were pruned."""
         cutoff = (time.time() if now is None else now) - keep_s
         deleted = 0
         folder = self.home / "serve" / "events"
@@ -213,9 +214,13 @@ class RunManager:
             if not entry.name.endswith(".log") or run_id in self.live:
                 continue
             with contextlib.suppress(FileNotFoundError):
-                if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    os.unlink(entry.path)
-                    deleted += 1
+                if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime >= cutoff:
+                    continue
+                log = EventLog.load(Path(entry.path))
+                if not log.items:
+                    continue  # pruned already (or empty)
+                atomic_write(Path(entry.path), pruned_line(log.last_id), fsync=False)
+                deleted += 1
         return deleted
 
     def forget(self, run_id: str) -> None:
