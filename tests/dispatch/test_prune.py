@@ -46,9 +46,17 @@ def test_only_runs_that_ended_before_the_cutoff_are_forgotten(jobs: Any) -> None
     assert len(jobs.events_after("recent", 0)) == 3 and jobs.get("recent").state == "done"
     assert len(jobs.events_after("live", 0)) == 3 and jobs.get("live").live
     assert jobs.prune(7 * DAY) == 0  # nothing left to do
-    # A run forgotten can run again (a resume enqueues it anew) and numbers its events from the table.
+    # A run forgotten can run again (a resume enqueues it anew) and numbers its new events after
+    # the old ones: one row, a marker no reader sees, keeps the last id.
+    assert jobs.db.execute("SELECT id, kind FROM tether_events WHERE run_id = 'old'") == [(40, "pruned")]
     jobs.enqueue(run_id="old", session_id="s-old", owner="u", agent="a", kind="continue", prompt=None, chosen={})
-    assert jobs.get("old").live and jobs.get("old").began_after == 0
+    assert jobs.get("old").live and jobs.get("old").began_after == 40
+    assert jobs.last_event("old") == (40, "pruned") and jobs.events_after("old", 0) == []
+    from tether.dispatch.jobs import EventWriter
+
+    writer = EventWriter(jobs, "old")
+    writer.close()
+    assert writer.last_id == 40  # the worker's next event is 41
 
 
 def test_workers_pruning_at_once_delete_each_event_once(jobs: Any) -> None:
@@ -67,7 +75,7 @@ def test_workers_pruning_at_once_delete_each_event_once(jobs: Any) -> None:
     for t in threads:
         t.join(30)
     assert sum(counts) == 100 and len(counts) == 4
-    assert jobs.db.execute("SELECT count(*) FROM tether_events")[0][0] == 0
+    assert jobs.db.execute("SELECT count(*), count(*) FILTER (WHERE kind = 'pruned') FROM tether_events")[0] == (20, 20)
 
 
 def test_the_pruner_runs_at_start_and_a_database_error_does_not_stop_it(jobs: Any) -> None:

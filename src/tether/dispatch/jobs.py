@@ -29,6 +29,7 @@ __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "List
 _log = logging.getLogger("tether.dispatch")
 
 EVENTS_CHANNEL = "tether_events"  # payload: run id (new events)
+PRUNED = "pruned"  # the kind of the one row a pruned run keeps: its last event id
 JOBS_CHANNEL = "tether_jobs"  # payload: run id (a job changed state)
 CANCEL_CHANNEL = "tether_cancel"  # payload: run id (a stop was asked)
 LIVE = ("queued", "running")
@@ -172,16 +173,22 @@ class Jobs:
     def prune(self, keep_s: float, *, now: float | None = None) -> int:
         """Forget runs whose job ended more than ``keep_s`` seconds ago: their numbered events
         (every text delta is one) and their job rows. Their transcripts, traces and feedback stay in
-        the run store; a client that reconnects to one gets no replay and reads the transcript.
-        Safe on any number of workers at once. Returns the number of events deleted."""
+        the run store; a client that reconnects to one gets its answer and exit made from the
+        transcript. The last event's row stays as a ``pruned`` marker with its id, so a run resumed
+        later numbers its new events after the old ones. Safe on any number of workers at once.
+        Returns the number of events forgotten."""
         cutoff = (time.time() if now is None else now) - keep_s
         with self.db.tx() as conn:
             done = [r[0] for r in conn.execute("DELETE FROM tether_jobs WHERE state = 'done' AND updated_at < %s "
                                                "RETURNING run_id", (cutoff,)).fetchall()]
             if not done:
                 return 0
-            cur = conn.execute("DELETE FROM tether_events WHERE run_id = ANY(%s)", (done,))
-            return int(cur.rowcount or 0)
+            cur = conn.execute("DELETE FROM tether_events e WHERE e.run_id = ANY(%s) AND e.id < "
+                               "(SELECT max(m.id) FROM tether_events m WHERE m.run_id = e.run_id)", (done,))
+            deleted = int(cur.rowcount or 0)
+            cur = conn.execute(f"UPDATE tether_events SET kind = '{PRUNED}', data = '{{}}' WHERE run_id = ANY(%s) "
+                               f"AND kind <> '{PRUNED}'", (done,))
+            return deleted + int(cur.rowcount or 0)
 
     # --- events
 
@@ -197,8 +204,8 @@ class Jobs:
         return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
 
     def events_after(self, run_id: str, after: int, limit: int = 500) -> list[tuple[int, str, str]]:
-        rows = self.db.execute("SELECT id, kind, data FROM tether_events WHERE run_id = %s AND id > %s ORDER BY id "
-                               "LIMIT %s", (run_id, after, limit))
+        rows = self.db.execute("SELECT id, kind, data FROM tether_events WHERE run_id = %s AND id > %s "
+                               f"AND kind <> '{PRUNED}' ORDER BY id LIMIT %s", (run_id, after, limit))
         return [(int(i), str(k), str(d)) for i, k, d in rows]
 
 
