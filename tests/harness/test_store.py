@@ -450,3 +450,22 @@ def test_header_slots_are_padded_to_whole_blocks_and_still_load(tmp_path: Path) 
     for slot in ("state.a.json", "state.b.json"):
         assert (tmp_path / "run_store" / slot).stat().st_size % 1024 == 0
     assert RunStore(tmp_path).load("run_store").cost_usd == 0.2
+
+
+@pytest.mark.parametrize("edit", ["tail longer than the transcript", "count not a number"])
+def test_a_header_whose_numbers_do_not_add_up_is_a_clear_error(tmp_path: Path, edit: str) -> None:
+    from tether.harness.store import _decode_header, _encode_header
+
+    store = RunStore(tmp_path)
+    store.save(sample_state())  # durable: its header carries the transcript's lines as its tail
+    for slot in (tmp_path / "run_store").glob("state.*.json"):
+        header = _decode_header(slot.read_bytes())
+        if header is None:
+            continue
+        if edit == "count not a number":
+            header["message_count"] = "three"
+        else:
+            header["tail"] = header["tail"] * 3
+        slot.write_bytes(_encode_header(header))  # a checksum that matches: edited, not torn
+    with pytest.raises(StoreError, match="does not add up"):
+        RunStore(tmp_path).load("run_store")

@@ -112,6 +112,8 @@ class _Commit:
         tail = header.get("tail")
         if isinstance(tail, str):
             encoded = tail.encode()
+            if len(encoded) > nbytes:
+                raise ValueError(f"its tail holds {len(encoded)} bytes of a transcript of {nbytes}")
             return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
                        slot, nbytes - len(encoded), encoded)
         # A header without a tail: its transcript is trusted as far as it counts, but not known to be
@@ -364,8 +366,8 @@ class RunStore:
         try:
             commit = _Commit.of(header, slot)
         except (TypeError, ValueError) as exc:
-            raise StoreError(f"the header of {d} has a count that is not a number ({exc}); it was edited "
-                             "or damaged. Restore it from a backup or delete the run.") from exc
+            raise StoreError(f"the header of {d} does not add up ({exc}); it was edited or damaged. Restore "
+                             "it from a backup or delete the run.") from exc
         header = {k: v for k, v in header.items() if k not in _COMMIT_FIELDS}
         messages = list(self._read_messages(d / commit.name, commit))
         try:
