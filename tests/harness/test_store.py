@@ -469,3 +469,32 @@ def test_a_header_whose_numbers_do_not_add_up_is_a_clear_error(tmp_path: Path, e
         slot.write_bytes(_encode_header(header))  # a checksum that matches: edited, not torn
     with pytest.raises(StoreError, match="does not add up"):
         RunStore(tmp_path).load("run_store")
+
+
+def test_a_run_resumed_after_a_crash_writes_over_the_unsynced_header_not_the_durable_one(tmp_path: Path) -> None:
+    """The newest header may have been written without fsync (a crash came before the next durable
+    save). The process that resumes the run must not write its first headers over the durable one:
+    a power cut then would leave neither."""
+    from tether.harness.store import _decode_header
+
+    state = RunState(run_id="resumed", messages=[UserMessage.text("hi")])
+    RunStore(tmp_path).save(state)  # durable: commit 1
+    state.messages.append(UserMessage.text("more"))
+    RunStore(tmp_path).save(state, durable=False)  # commit 2, then the process is killed
+
+    def seq_of(slot: Path) -> int:
+        return int((_decode_header(slot.read_bytes()) or {}).get("commit_seq", 0))
+
+    slots = sorted((tmp_path / "resumed").glob("state.*.json"))
+    durable = next(p for p in slots if seq_of(p) == 1)
+    resumed = RunStore(tmp_path)
+    loaded = resumed.load("resumed")
+    for i in range(3):
+        loaded.messages.append(UserMessage.text(f"after {i}"))
+        resumed.save(loaded, durable=False)
+        assert seq_of(durable) == 1, "the durable header was overwritten by one written without fsync"
+    # The power goes now: the unsynced slot is torn, the transcript keeps only its synced bytes.
+    other = next(p for p in slots if p != durable)
+    other.write_bytes(other.read_bytes()[:30])
+    (tmp_path / "resumed" / "messages.jsonl").write_bytes(b"")
+    assert RunStore(tmp_path).load("resumed").messages == [UserMessage.text("hi")]

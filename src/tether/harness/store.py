@@ -107,7 +107,10 @@ class _Commit:
         self.tail: bytearray | None = None if tail is None else bytearray(tail)
 
     @classmethod
-    def of(cls, header: dict[str, Any], slot: int) -> _Commit:
+    def of(cls, header: dict[str, Any], slot: int, durable_slot: int | None = None) -> _Commit:
+        """The commit ``header`` (in ``slot``) describes; ``durable_slot`` holds the newest header
+        known to be durable (the loaded one when unknown), which the next saves must not overwrite."""
+        slot = slot if durable_slot is None else durable_slot
         count, nbytes = int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
         tail = header.get("tail")
         if isinstance(tail, str):
@@ -168,6 +171,12 @@ def _headers(d: Path) -> list[tuple[dict[str, Any], int]]:
                              "from a backup or delete the run.")
         return []  # never saved, or its first save was cut short: there is no run yet
     return sorted(found, key=lambda h: int(h[0].get("commit_seq", 0)), reverse=True)
+
+
+def _durable_slot(headers: list[tuple[dict[str, Any], int]]) -> int | None:
+    """The slot of the newest header saved with an fsync (only those carry a ``tail``), if any: a
+    run resumed after a crash must write its next headers over the other one."""
+    return next((slot for header, slot in headers if "tail" in header), None)
 
 
 def _checked_name(name: Any) -> str:
@@ -342,29 +351,30 @@ class RunStore:
 
     def _read_commit(self, d: Path) -> _Commit:
         headers = _headers(d)
-        return _Commit.of(*headers[0]) if headers else _Commit()
+        return _Commit.of(*headers[0], _durable_slot(headers)) if headers else _Commit()
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
         headers = _headers(d)
         if not headers:
             raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
+        durable = _durable_slot(headers)
         try:
-            return self._load(run_id, d, *headers[0])
+            return self._load(run_id, d, *headers[0], durable)
         except StoreError:
             # After a power cut the newest header (written without fsync) may count transcript
             # lines that never reached the disk: the previous commit, if whole, is the run.
             if len(headers) < 2:
                 raise
-            try:
-                return self._load(run_id, d, *headers[1])
+            try:  # the one to keep is then the one loaded
+                return self._load(run_id, d, *headers[1], None)
             except StoreError:
                 pass
             raise
 
-    def _load(self, run_id: str, d: Path, header: dict[str, Any], slot: int) -> RunState:
+    def _load(self, run_id: str, d: Path, header: dict[str, Any], slot: int, durable: int | None) -> RunState:
         try:
-            commit = _Commit.of(header, slot)
+            commit = _Commit.of(header, slot, durable)
         except (TypeError, ValueError) as exc:
             raise StoreError(f"the header of {d} does not add up ({exc}); it was edited or damaged. Restore "
                              "it from a backup or delete the run.") from exc
