@@ -189,8 +189,9 @@ class ModelExtractor:
         overrides = dict(getattr(settings, "prices", None) or {})
         self.price = price or getattr(self.provider, "price", None) or lookup_price(self.model_name, overrides)
         if max_budget_usd is not None and self.price is None:
-            raise ConfigError(f"max_budget_usd is set but the price of {self.model_name} is unknown: add it under "
-                              f'[models."{self.model_name}"] in config.toml or pass price=Price(...)')
+            raise ConfigError(f"a budget is set (max_budget_usd, --extract-budget) but the price of {self.model_name} "
+                              f'is unknown: add it under [models."{self.model_name}"] in config.toml or pass '
+                              "price=Price(...)")
         self.rules = rules
         self.max_tokens = max_tokens
         self.max_budget_usd = max_budget_usd
