@@ -498,3 +498,34 @@ def test_a_run_resumed_after_a_crash_writes_over_the_unsynced_header_not_the_dur
     other.write_bytes(other.read_bytes()[:30])
     (tmp_path / "resumed" / "messages.jsonl").write_bytes(b"")
     assert RunStore(tmp_path).load("resumed").messages == [UserMessage.text("hi")]
+
+
+def test_a_rewrite_is_committed_durably_even_when_asked_not_to_since_it_deletes_the_old_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewrite deletes the transcript the last durable header may name: its own header must be
+    on the disk first, or a power cut would leave a header naming a file that is gone."""
+    import os as real_os
+
+    from tether.harness import store as store_module
+
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "_sync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
+    store = RunStore(tmp_path)
+    state = RunState(run_id="rw", messages=[UserMessage.text("a")])
+    store.save(state, rewrite=True)
+    synced.clear()
+    state.messages = [UserMessage.text("b")]
+    store.save(state, rewrite=True, durable=False)
+    assert any(p.endswith(("state.a.json", "state.b.json")) for p in synced)
+    assert not (tmp_path / "rw" / "messages-1.jsonl").exists()
+    assert RunStore(tmp_path).load("rw").messages == [UserMessage.text("b")]
+
+
+def test_a_first_save_cut_short_before_any_header_was_written_is_no_run_not_damage(tmp_path: Path) -> None:
+    run_dir = tmp_path / "cut"
+    run_dir.mkdir()
+    for name in ("state.a.json", "state.b.json", "messages.jsonl"):
+        (run_dir / name).write_bytes(b"")  # the files were made, then the power went
+    assert not RunStore(tmp_path).exists("cut")
+    with pytest.raises(UserError, match="no run 'cut'"):
+        RunStore(tmp_path).load("cut")

@@ -161,6 +161,8 @@ def _headers(d: Path) -> list[tuple[dict[str, Any], int]]:
             data = (d / slot).read_bytes()
         except FileNotFoundError:
             continue
+        if not data:
+            continue  # made, never written: a first save cut short
         present += 1
         header = _decode_header(data)
         if header is not None:
@@ -240,8 +242,10 @@ class RunStore:
             atomic_write(d / name, data, fsync=self.fsync)
             files.close_transcript()
             old = commit.name
-            # atomic_write synced the new file whole: no tail
-            self._commit(state, files, commit, len(messages), len(data), durable, name, len(data), bytearray())
+            # atomic_write synced the new file whole: no tail. The header that names it is synced
+            # too, whatever was asked: the old file is deleted next, and the last durable header
+            # may name it.
+            self._commit(state, files, commit, len(messages), len(data), True, name, len(data), bytearray())
             (d / old).unlink(missing_ok=True)
             return
         new = "".join(dump_message(m) + "\n" for m in messages[commit.count:]).encode()
