@@ -529,3 +529,44 @@ def test_a_first_save_cut_short_before_any_header_was_written_is_no_run_not_dama
     assert not RunStore(tmp_path).exists("cut")
     with pytest.raises(UserError, match="no run 'cut'"):
         RunStore(tmp_path).load("cut")
+
+
+def test_lines_written_where_a_lost_header_counted_others_are_not_taken_for_its_own(tmp_path: Path) -> None:
+    """Two power cuts. The first keeps a header written without fsync but not its lines: the run
+    resumes from the durable commit before it and writes new lines at the same place. The second
+    keeps those lines but not the header that counts them. The old header's counts then fit the new
+    lines; its transcript hash does not, so the run loads as its last durable commit, not as a mix
+    of two histories that was never saved."""
+    from tether.harness.store import _decode_header
+
+    store = RunStore(tmp_path)
+    state = RunState(run_id="mix", messages=[UserMessage.text("m1"), UserMessage.text("m2")], reason="D1")
+    store.save(state)  # durable
+    durable_bytes = (tmp_path / "mix" / "messages.jsonl").stat().st_size
+    state.messages.append(UserMessage.text("x" * 1000))
+    state.reason = "N2"
+    store.save(state, durable=False)
+    slots = {p: p.read_bytes() for p in (tmp_path / "mix").glob("state.*.json")}
+    n2_slot = next(p for p, data in slots.items() if (_decode_header(data) or {}).get("reason") == "N2")
+    transcript = tmp_path / "mix" / "messages.jsonl"
+    with open(transcript, "r+b") as f:  # cut 1: N2's header reached the disk, its line did not
+        f.truncate(durable_bytes)
+
+    resumed = RunStore(tmp_path)
+    loaded = resumed.load("mix")
+    assert loaded.reason == "D1" and len(loaded.messages) == 2
+    loaded.messages += [UserMessage.text("y"), UserMessage.text("z" * 2000)]
+    loaded.reason = "N3"
+    resumed.save(loaded, durable=False)
+    n2_slot.write_bytes(slots[n2_slot])  # cut 2: the new lines reached the disk, N3's header did not
+
+    after = RunStore(tmp_path).load("mix")
+    assert after.reason == "D1" and after.messages == [UserMessage.text("m1"), UserMessage.text("m2")]
+
+
+def test_a_transcript_edited_into_other_valid_lines_is_a_clear_error(tmp_path: Path) -> None:
+    synced_run(tmp_path)
+    path = tmp_path / "run_store" / "messages-1.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"list_files", b"dele_files"))  # same length, still JSON
+    with pytest.raises(StoreError, match="does not hold the lines its header counted"):
+        RunStore(tmp_path).load("run_store")

@@ -38,7 +38,8 @@ _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
 _SLOT_BLOCK = 1024  # a header is padded to a multiple of this, so rewriting a slot rarely changes its size
 _TAIL_MAX = 16 * 1024  # the most transcript bytes a header carries in place of the transcript's own fsync
-_COMMIT_FIELDS = ("message_count", "messages_bytes", "messages_file", "commit_seq", "synced_bytes", "tail", "turns")
+_COMMIT_FIELDS = ("message_count", "messages_bytes", "messages_file", "commit_seq", "synced_bytes", "tail", "turns",
+                  "transcript_sha256")
 
 
 def _sync(fd: int) -> None:
@@ -96,15 +97,19 @@ class _Commit:
     counts, the transcript's name, the header's sequence number and slot, and which slot holds the
     last commit a power cut cannot take (a later header written without fsync goes to the other
     slot, so it never overwrites it). ``synced`` is how much of the transcript is known to be on
-    the disk; ``tail`` the bytes after it (None when unknown or too long to carry in a header)."""
+    the disk; ``tail`` the bytes after it (None when unknown or too long to carry in a header).
+    ``digest`` is the sha256 of the transcript's first ``nbytes`` the header states (older headers
+    have none), and ``hasher`` that hash as this process computed it, to extend with new lines."""
 
-    __slots__ = ("count", "durable_slot", "name", "nbytes", "seq", "synced", "tail")
+    __slots__ = ("count", "digest", "durable_slot", "hasher", "name", "nbytes", "seq", "synced", "tail")
 
     def __init__(self, count: int = 0, nbytes: int = 0, name: str = _MESSAGES, seq: int = 0, slot: int = 1,
-                 synced: int = 0, tail: bytes | None = b"") -> None:
+                 synced: int = 0, tail: bytes | None = b"", digest: str | None = None) -> None:
         self.count, self.nbytes, self.name, self.seq = count, nbytes, name, seq
         self.durable_slot, self.synced = slot, synced
         self.tail: bytearray | None = None if tail is None else bytearray(tail)
+        self.digest = digest
+        self.hasher: Any = hashlib.sha256() if nbytes == 0 else None
 
     @classmethod
     def of(cls, header: dict[str, Any], slot: int, durable_slot: int | None = None) -> _Commit:
@@ -112,17 +117,19 @@ class _Commit:
         known to be durable (the loaded one when unknown), which the next saves must not overwrite."""
         slot = slot if durable_slot is None else durable_slot
         count, nbytes = int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
+        digest = header.get("transcript_sha256")
+        digest = digest if isinstance(digest, str) else None
         tail = header.get("tail")
         if isinstance(tail, str):
             encoded = tail.encode()
             if len(encoded) > nbytes:
                 raise ValueError(f"its tail holds {len(encoded)} bytes of a transcript of {nbytes}")
             return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
-                       slot, nbytes - len(encoded), encoded)
+                       slot, nbytes - len(encoded), encoded, digest)
         # A header without a tail: its transcript is trusted as far as it counts, but not known to be
         # on the disk (a header written without fsync), so the next durable commit syncs the file.
         return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
-                   slot, nbytes, None)
+                   slot, nbytes, None, digest)
 
 
 def _decode_header(data: bytes) -> dict[str, Any] | None:
@@ -245,10 +252,15 @@ class RunStore:
             # atomic_write synced the new file whole: no tail. The header that names it is synced
             # too, whatever was asked: the old file is deleted next, and the last durable header
             # may name it.
-            self._commit(state, files, commit, len(messages), len(data), True, name, len(data), bytearray())
+            self._commit(state, files, commit, len(messages), len(data), True, name, len(data), bytearray(),
+                         hashlib.sha256(data))
             (d / old).unlink(missing_ok=True)
             return
         new = "".join(dump_message(m) + "\n" for m in messages[commit.count:]).encode()
+        if commit.hasher is None:  # a run this process did not load: hash what the header counts, once
+            commit.hasher = hashlib.sha256(self._committed_bytes(d / commit.name, commit))
+        hasher = commit.hasher.copy()
+        hasher.update(new)
         fd = self._transcript(files, d, commit)
         try:
             files.end = -1
@@ -263,7 +275,7 @@ class RunStore:
         if self.fsync and durable and tail is None:
             _sync(fd)  # lines before the header that counts them
             synced, tail = files.end, bytearray()
-        self._commit(state, files, commit, len(messages), files.end, durable, commit.name, synced, tail)
+        self._commit(state, files, commit, len(messages), files.end, durable, commit.name, synced, tail, hasher)
 
     def _transcript(self, files: _Files, d: Path, commit: _Commit) -> int:
         """The transcript's descriptor, its end put back to the last commit: lines a crashed save
@@ -279,10 +291,13 @@ class RunStore:
         return fd
 
     def _commit(self, state: RunState, files: _Files, commit: _Commit, count: int, nbytes: int, durable: bool,
-                name: str, synced: int, tail: bytearray | None) -> None:
-        """Write the header; ``commit`` changes only once it is written."""
+                name: str, synced: int, tail: bytearray | None, hasher: Any) -> None:
+        """Write the header; ``commit`` changes only once it is written. The transcript's hash lets a
+        load tell the lines this header counted from others written at the same place later (a run
+        resumed from the commit before, then a power cut that kept its lines but not its header)."""
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
-        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=commit.seq + 1)
+        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=commit.seq + 1,
+                      transcript_sha256=hasher.hexdigest())
         durable = durable or not self.fsync
         if self.fsync and durable:
             # One fsync makes the step durable: the header carries the transcript's bytes since
@@ -299,6 +314,7 @@ class RunStore:
             commit.durable_slot = slot
         commit.count, commit.nbytes, commit.name, commit.seq = count, nbytes, name, commit.seq + 1
         commit.synced, commit.tail = synced, tail
+        commit.hasher, commit.digest = hasher, header["transcript_sha256"]
         self._committed[state.run_id] = commit
 
     @contextlib.contextmanager
@@ -395,12 +411,11 @@ class RunStore:
         self._committed[run_id] = commit
         return state
 
-    def _read_messages(self, path: Path, commit: _Commit) -> Iterator[Any]:
+    def _committed_bytes(self, path: Path, commit: _Commit) -> bytes:
+        """The transcript's first ``nbytes``, as the header counts them. With a tail, only the
+        file's first bytes are known to be on the disk; the header holds the rest (after a power
+        cut the file may have lost them)."""
         count, nbytes = commit.count, commit.nbytes
-        if count == 0:
-            return
-        # With a tail, only the transcript's first bytes are known to be on the disk; the header
-        # holds the rest (after a power cut the file may have lost them).
         known = nbytes if commit.tail is None else commit.synced
         try:
             with open(path, "rb") as f:
@@ -412,17 +427,29 @@ class RunStore:
                 raise StoreError(f"{path} is missing but the run's header counts {count} messages") from exc
         if commit.tail is not None and len(data) == known:
             data += commit.tail
-        lines = data.splitlines()
-        if len(data) < nbytes or len(lines) < count:
+        lines = data.count(b"\n")
+        if len(data) < nbytes or lines < count:
             raise StoreError(
-                f"{path} holds {len(lines)} complete messages but the header counts {count}: "
+                f"{path} holds {lines} complete messages but the header counts {count}: "
                 "the file was cut short or edited. Restore it from a backup or delete the run."
             )
-        for number, line in enumerate(lines[:count], start=1):
+        return data
+
+    def _read_messages(self, path: Path, commit: _Commit) -> Iterator[Any]:
+        if commit.count == 0:
+            return
+        data = self._committed_bytes(path, commit)
+        for number, line in enumerate(data.splitlines()[: commit.count], start=1):
             try:
                 yield load_message(line)
             except ValidationError as exc:
                 raise StoreError(f"{path}, line {number}: not a message ({exc.errors()[0]['msg']})") from exc
+        hasher = hashlib.sha256(data)
+        if commit.digest is not None and hasher.hexdigest() != commit.digest:
+            raise StoreError(f"{path} does not hold the lines its header counted (their sha256 differs): it was "
+                             "edited, or a power cut kept lines a later save wrote in their place. Restore it "
+                             "from a backup or delete the run.")
+        commit.hasher = hasher
 
     def list(self) -> list[dict[str, Any]]:
         """Headers of every run, newest first (messages are not read)."""
