@@ -8,8 +8,9 @@ header written without fsync goes to the slot that does not hold the last durabl
 while a slot is written leaves a good commit in the other, and a header write needs no temporary
 file and no rename. A durable commit is one fsync: its header carries the transcript's bytes since
 the transcript's last fsync (its "tail", up to _TAIL_MAX; past that the transcript is synced first),
-and a load after a power cut takes them from there. Lines a crash left after the last commit are
-ignored on load and cut off by the next save. Saving a turn costs O(new messages), and a load
+and a load after a power cut takes them from there. Each header also states the sha256 of the
+transcript bytes it counts, so a load never takes other lines written at the same place for its own.
+Lines a crash left after the last commit are ignored on load and cut off by the next save. Saving a turn costs O(new messages), and a load
 always sees a state saved whole.
 """
 
