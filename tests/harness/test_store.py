@@ -471,10 +471,14 @@ def test_a_header_whose_numbers_do_not_add_up_is_a_clear_error(tmp_path: Path, e
         RunStore(tmp_path).load("run_store")
 
 
-def test_a_run_resumed_after_a_crash_writes_over_the_unsynced_header_not_the_durable_one(tmp_path: Path) -> None:
+def test_a_run_resumed_from_an_unsynced_header_makes_its_first_commit_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The newest header may have been written without fsync (a crash came before the next durable
-    save). The process that resumes the run must not write its first headers over the durable one:
-    a power cut then would leave neither."""
+    save). The process that resumes the run from it makes its first commit durable, so what it goes
+    on from is on the disk; its later headers without fsync never go over that one."""
+    import os as real_os
+
+    from tether.harness import store as store_module
     from tether.harness.store import _decode_header
 
     state = RunState(run_id="resumed", messages=[UserMessage.text("hi")])
@@ -482,22 +486,22 @@ def test_a_run_resumed_after_a_crash_writes_over_the_unsynced_header_not_the_dur
     state.messages.append(UserMessage.text("more"))
     RunStore(tmp_path).save(state, durable=False)  # commit 2, then the process is killed
 
-    def seq_of(slot: Path) -> int:
-        return int((_decode_header(slot.read_bytes()) or {}).get("commit_seq", 0))
-
-    slots = sorted((tmp_path / "resumed").glob("state.*.json"))
-    durable = next(p for p in slots if seq_of(p) == 1)
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "_sync", lambda fd: synced.append(real_os.readlink(f"/proc/self/fd/{fd}")))
     resumed = RunStore(tmp_path)
     loaded = resumed.load("resumed")
-    for i in range(3):
+    loaded.messages.append(UserMessage.text("after 0"))
+    resumed.save(loaded, durable=False)  # asked without fsync, made durable: the first of this process
+    first = [p for p in synced if p.endswith((".a.json", ".b.json"))]
+    assert len(first) == 1
+    durable = Path(first[0])
+    for i in range(1, 4):
         loaded.messages.append(UserMessage.text(f"after {i}"))
         resumed.save(loaded, durable=False)
-        assert seq_of(durable) == 1, "the durable header was overwritten by one written without fsync"
-    # The power goes now: the unsynced slot is torn, the transcript keeps only its synced bytes.
-    other = next(p for p in slots if p != durable)
-    other.write_bytes(other.read_bytes()[:30])
-    (tmp_path / "resumed" / "messages.jsonl").write_bytes(b"")
-    assert RunStore(tmp_path).load("resumed").messages == [UserMessage.text("hi")]
+        assert (_decode_header(durable.read_bytes()) or {}).get("message_count") == 3, "the durable header was kept"
+    survivor = power_cut_copy(durable, tmp_path / "after_the_cut")
+    assert RunStore(survivor.parent).load("resumed").messages == [
+        UserMessage.text("hi"), UserMessage.text("more"), UserMessage.text("after 0")]
 
 
 def test_a_rewrite_is_committed_durably_even_when_asked_not_to_since_it_deletes_the_old_file(

@@ -10,8 +10,9 @@ file and no rename. A durable commit is one fsync: its header carries the transc
 the transcript's last fsync (its "tail", up to _TAIL_MAX; past that the transcript is synced first),
 and a load after a power cut takes them from there. Each header also states the sha256 of the
 transcript bytes it counts, so a load never takes other lines written at the same place for its own.
-Lines a crash left after the last commit are ignored on load and cut off by the next save. Saving a turn costs O(new messages), and a load
-always sees a state saved whole.
+Lines a crash left after the last commit are ignored on load and cut off by the next save. A run
+loaded from a header saved without fsync makes its next commit durable. Saving a turn costs O(new
+messages), and a load always sees a state saved whole.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class _Commit:
     ``digest`` is the sha256 of the transcript's first ``nbytes`` the header states (older headers
     have none), and ``hasher`` that hash as this process computed it, to extend with new lines."""
 
-    __slots__ = ("count", "digest", "durable_slot", "hasher", "name", "nbytes", "seq", "synced", "tail")
+    __slots__ = ("count", "digest", "durable_slot", "hasher", "name", "nbytes", "seq", "synced", "tail", "unsure")
 
     def __init__(self, count: int = 0, nbytes: int = 0, name: str = _MESSAGES, seq: int = 0, slot: int = 1,
                  synced: int = 0, tail: bytes | None = b"", digest: str | None = None) -> None:
@@ -111,6 +112,9 @@ class _Commit:
         self.tail: bytearray | None = None if tail is None else bytearray(tail)
         self.digest = digest
         self.hasher: Any = hashlib.sha256() if nbytes == 0 else None
+        # Read from a header saved without fsync: this process's first commit is made durable, so
+        # what it goes on from cannot be lost behind it (a power cut after a power cut).
+        self.unsure = tail is None
 
     @classmethod
     def of(cls, header: dict[str, Any], slot: int, durable_slot: int | None = None) -> _Commit:
@@ -240,6 +244,7 @@ class RunStore:
         """
         d = self._dir(state.run_id)
         commit = self._committed.get(state.run_id) or self._read_commit(d)
+        durable = durable or commit.unsure
         messages = state.messages
         files = self._files(state.run_id, d)
         if rewrite or len(messages) < commit.count:
@@ -312,7 +317,7 @@ class RunStore:
         if self.fsync and durable:
             _sync(files.slots[slot])
         if durable:
-            commit.durable_slot = slot
+            commit.durable_slot, commit.unsure = slot, False
         commit.count, commit.nbytes, commit.name, commit.seq = count, nbytes, name, commit.seq + 1
         commit.synced, commit.tail = synced, tail
         commit.hasher, commit.digest = hasher, header["transcript_sha256"]
