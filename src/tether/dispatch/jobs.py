@@ -22,14 +22,13 @@ from typing import Any
 
 from tether.errors import StoreError
 from tether.postgres.db import Database, Migration
-from tether.server.events import encode_event
+from tether.server.events import PRUNED, encode_event
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "Listener"]
 
 _log = logging.getLogger("tether.dispatch")
 
 EVENTS_CHANNEL = "tether_events"  # payload: run id (new events)
-PRUNED = "pruned"  # the kind of the one row a pruned run keeps: its last event id
 JOBS_CHANNEL = "tether_jobs"  # payload: run id (a job changed state)
 CANCEL_CHANNEL = "tether_cancel"  # payload: run id (a stop was asked)
 LIVE = ("queued", "running")

@@ -124,17 +124,13 @@ class _Commit:
         count, nbytes = int(header.get("message_count", 0)), int(header.get("messages_bytes", 0))
         digest = header.get("transcript_sha256")
         digest = digest if isinstance(digest, str) else None
-        tail = header.get("tail")
-        if isinstance(tail, str):
-            encoded = tail.encode()
-            if len(encoded) > nbytes:
-                raise ValueError(f"its tail holds {len(encoded)} bytes of a transcript of {nbytes}")
-            return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
-                       slot, nbytes - len(encoded), encoded, digest)
-        # A header without a tail: its transcript is trusted as far as it counts, but not known to be
-        # on the disk (a header written without fsync), so the next durable commit syncs the file.
+        # A header without a tail was written without fsync: its transcript is trusted as far as it
+        # counts, but not known to be on the disk, so the next durable commit syncs the file.
+        tail = header["tail"].encode() if isinstance(header.get("tail"), str) else None
+        if tail is not None and len(tail) > nbytes:
+            raise ValueError(f"its tail holds {len(tail)} bytes of a transcript of {nbytes}")
         return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
-                   slot, nbytes, None, digest)
+                   slot, nbytes - len(tail or b""), tail, digest)
 
 
 def _decode_header(data: bytes) -> dict[str, Any] | None:
@@ -289,9 +285,10 @@ class RunStore:
         the file, whose first ``synced`` bytes are on the disk) is written back."""
         opened = files.name != commit.name
         fd = files.transcript_fd(d, commit.name)
-        if files.end != commit.nbytes or (opened and commit.tail):
-            if opened and commit.tail:
-                _write_all(fd, bytes(commit.tail), commit.synced)
+        if opened and commit.tail:
+            _write_all(fd, bytes(commit.tail), commit.synced)
+            files.end = -1  # and cut after it
+        if files.end != commit.nbytes:
             os.ftruncate(fd, commit.nbytes)
             files.end = commit.nbytes
         return fd

@@ -23,7 +23,7 @@ from pydantic_core import to_jsonable_python
 from tether.events import Done, Event
 from tether.fileio import private_dir
 
-__all__ = ["EventLog", "args_hash", "event_data"]
+__all__ = ["PRUNED", "EventLog", "args_hash", "encode_event", "event_data", "pruned_line"]
 
 _log = logging.getLogger("tether.server")
 
@@ -97,7 +97,9 @@ def _drop_torn_tail(fd: int) -> None:
         start = max(0, start - 65536)
 
 
-PRUNED = "pruned"  # the kind of the line a pruned log keeps: ``0<TAB>pruned<TAB>{"last_id": N}``
+# The kind of what a pruned run keeps of its events: the line ``0<TAB>pruned<TAB>{"last_id": N}`` of
+# its log (one machine), or its last row in ``tether_events`` (workers).
+PRUNED = "pruned"
 
 
 def pruned_line(last_id: int) -> bytes:
