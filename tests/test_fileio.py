@@ -53,3 +53,19 @@ def test_private_dir_makes_every_missing_level_0700_and_leaves_existing_ones_alo
     mode = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (tmp_path / "home").rglob("*")}
     assert mode == {"runs": "0o700", "run_1": "0o700"}
     assert oct(stat.S_IMODE((tmp_path / "home").stat().st_mode)) == "0o755"
+
+
+def test_a_link_planted_where_a_knowledge_base_goes_is_refused_and_nothing_is_made_where_it_points(
+        tmp_path: Path) -> None:
+    """Another user who can write in the folder plants a link at the base's name, pointing where
+    they can read: SQLite would follow it and create the base, the documents' text, over there."""
+    from tether.errors import ConfigError
+    from tether.knowledge.store import SqliteKnowledgeStore
+
+    elsewhere = tmp_path / "theirs" / "stolen.db"
+    elsewhere.parent.mkdir()
+    (tmp_path / "kb").mkdir()
+    os.symlink(elsewhere, tmp_path / "kb" / "default.db")
+    with pytest.raises(ConfigError, match="cannot open the knowledge base"):
+        SqliteKnowledgeStore(tmp_path / "kb" / "default.db")
+    assert list(elsewhere.parent.iterdir()) == []
