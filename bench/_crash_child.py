@@ -55,40 +55,54 @@ def calls(*items: tuple[str, str, dict[str, Any]]) -> Reply:
 # uncrashed one is. Read-only reads repeat on purpose (answered from the read cache).
 def counted(t: int, tools: str) -> Reply:
     """Read-only tools and a side-effecting tool that needs no approval."""
-    steps = [calls(("c1", "list_files", {})),
-             calls(("c2", "read_file", {"path": "errors.log"}), ("c3", "record", {"note": "worker 7 timed out"})),
-             calls(("c4", "record", {"note": "paged the on-call"})),
-             calls(("c5", "read_file", {"path": "errors.log"}), ("c6", "record", {"note": "ticket opened"}),
-                   ("c7", "record", {"note": "status page updated"}))]
+    steps = [
+        calls(("c1", "list_files", {})),
+        calls(("c2", "read_file", {"path": "errors.log"}), ("c3", "record", {"note": "worker 7 timed out"})),
+        calls(("c4", "record", {"note": "paged the on-call"})),
+        calls(
+            ("c5", "read_file", {"path": "errors.log"}),
+            ("c6", "record", {"note": "ticket opened"}),
+            ("c7", "record", {"note": "status page updated"}),
+        ),
+    ]
     return steps[t] if t < len(steps) else Reply(text="Recorded the timeout in four places.")
 
 
 def approved(t: int, tools: str) -> Reply:
     """A side-effecting tool that needs a person's approval for every call."""
-    steps = [calls(("c1", "read_file", {"path": "access.log"})),
-             calls(("c2", "transfer", {"amount": 5})),
-             calls(("c3", "transfer", {"amount": 7}), ("c4", "read_file", {"path": "errors.log"}))]
+    steps = [
+        calls(("c1", "read_file", {"path": "access.log"})),
+        calls(("c2", "transfer", {"amount": 5})),
+        calls(("c3", "transfer", {"amount": 7}), ("c4", "read_file", {"path": "errors.log"})),
+    ]
     return steps[t] if t < len(steps) else Reply(text="Two transfers made.")
 
 
 def shell(t: int, tools: str) -> Reply:
     """Slow shell commands through tether's run_command, each appending its key after a sleep."""
-    steps = [calls(("c1", "list_files", {})),
-             calls(("c2", "run_command", {"command": SHELL.format(cid="c2")})),
-             calls(("c3", "run_command", {"command": SHELL.format(cid="c3")}))]
+    steps = [
+        calls(("c1", "list_files", {})),
+        calls(("c2", "run_command", {"command": SHELL.format(cid="c2")})),
+        calls(("c3", "run_command", {"command": SHELL.format(cid="c3")})),
+    ]
     return steps[t] if t < len(steps) else Reply(text="Both commands ran.")
 
 
 def server(t: int, tools: str) -> Reply:
     """The mix, served by the scripted OpenAI-compatible server in the driver's process."""
-    steps = [calls(("c1", "list_files", {})),
-             calls(("c2", "record", {"note": "worker 7 timed out"})),
-             calls(("c3", "transfer", {"amount": 3}), ("c4", "read_file", {"path": "errors.log"}))]
+    steps = [
+        calls(("c1", "list_files", {})),
+        calls(("c2", "record", {"note": "worker 7 timed out"})),
+        calls(("c3", "transfer", {"amount": 3}), ("c4", "read_file", {"path": "errors.log"})),
+    ]
     return steps[t] if t < len(steps) else Reply(text="Recorded and transferred.")
 
 
 SCRIPTS: dict[str, Callable[[int, str], Reply]] = {
-    "counted": counted, "approved": approved, "shell": shell, "server": server,
+    "counted": counted,
+    "approved": approved,
+    "shell": shell,
+    "server": server,
 }
 OVER_HTTP = frozenset({"server"})
 
@@ -196,8 +210,13 @@ def make_agent(spec: dict[str, Any], killer: Killer) -> Agent:
     tools = make_tools(scenario, spec["run_id"], killer)
     if scenario in OVER_HTTP:
         os.environ["LLM_BASE_URL"] = spec["base_url"]  # this process is the attempt's alone
-        return Agent(f"openai/{spec['model']}", tools=tools, cwd=spec["workspace"], price=PRICE,
-                     request_extra={"user": f"{spec['tag']}:{spec['attempt']}"})
+        return Agent(
+            f"openai/{spec['model']}",
+            tools=tools,
+            cwd=spec["workspace"],
+            price=PRICE,
+            request_extra={"user": f"{spec['tag']}:{spec['attempt']}"},
+        )
     model = in_process_model(scenario, home / "requests.log", spec["attempt"], killer)
     return Agent(model, tools=tools, cwd=spec["workspace"])
 
@@ -222,8 +241,9 @@ async def run_attempt(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         state, prompt = RunState(run_id=spec["run_id"]), "A worker timed out: handle it."
     result: dict[str, Any] = {}
-    async for event in run_stream(make_agent(spec, killer), prompt, state=state, store=store,
-                                  tracer=KillingTracer(home / "traces", killer)):
+    async for event in run_stream(
+        make_agent(spec, killer), prompt, state=state, store=store, tracer=KillingTracer(home / "traces", killer)
+    ):
         if event.type == "done":
             result = json.loads(event.result.model_dump_json())
     return result

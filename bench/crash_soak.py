@@ -82,18 +82,42 @@ SERVER_LATENCY_S = 0.05
 
 # The first kill of run i is KEY_KILLS[scenario][i] (while there is one): the cases that matter.
 KEY_KILLS: dict[str, list[dict[str, Any]]] = {
-    "counted": [{"point": "effect_after", "n": 1}, {"point": "request", "n": 2, "delay": 0.01},
-                {"point": "effect_before", "n": 2}],
-    "approved": [{"point": "effect_after", "n": 1}, {"point": "effect_before", "n": 1},
-                 {"point": "effect_after", "n": 2}],
+    "counted": [
+        {"point": "effect_after", "n": 1},
+        {"point": "request", "n": 2, "delay": 0.01},
+        {"point": "effect_before", "n": 2},
+    ],
+    "approved": [
+        {"point": "effect_after", "n": 1},
+        {"point": "effect_before", "n": 1},
+        {"point": "effect_after", "n": 2},
+    ],
     "shell": [{"point": "tool_start", "n": 2, "delay": 0.1}, {"point": "tool_start", "n": 3, "delay": 0.25}],
     "server": [{"point": "tool_result", "n": 1, "delay": 0.02}, {"point": "effect_after", "n": 1}],
 }
 
-KILL_POINTS = ["timer", "request", "turn", "tool_start", "effect_before", "effect_after", "tool_result",
-               "approval_required"]
-GUARANTEES = ["duplicated effects", "untrue results", "re-paid requests", "lost messages", "extra messages",
-              "broken pairing", "unresumable", "wrong exit", "cost off", "uncounted spend (µ$)"]
+KILL_POINTS = [
+    "timer",
+    "request",
+    "turn",
+    "tool_start",
+    "effect_before",
+    "effect_after",
+    "tool_result",
+    "approval_required",
+]
+GUARANTEES = [
+    "duplicated effects",
+    "untrue results",
+    "re-paid requests",
+    "lost messages",
+    "extra messages",
+    "broken pairing",
+    "unresumable",
+    "wrong exit",
+    "cost off",
+    "uncounted spend (µ$)",
+]
 
 
 @dataclass
@@ -163,7 +187,7 @@ class KillPlan:
             return None
         if self.first is not None:
             return self.first
-        rest = self.sequence[self._position(turns, results):]
+        rest = self.sequence[self._position(turns, results) :]
         if not rest or self.rng.random() > KILL_PROBABILITY:
             return None
         if self.rng.random() < TIMER_SHARE:
@@ -244,7 +268,9 @@ class Launcher:
     def __init__(self, method: str) -> None:
         self.ctx = multiprocessing.get_context(method)
         if method == "forkserver":  # what an attempt would otherwise import lazily, every time
-            self.ctx.set_forkserver_preload(["bench._crash_child", "tether.testing", "httpx", "httpcore", "anyio", "jsonschema"])
+            self.ctx.set_forkserver_preload(
+                ["bench._crash_child", "tether.testing", "httpx", "httpcore", "anyio", "jsonschema"]
+            )
         ready = self.ctx.Process(target=child.ready)  # start the fork server now, not in the first timed attempt
         ready.start()
         ready.join()
@@ -285,14 +311,24 @@ class Soak:
 
     # -- one attempt, and what the person does between attempts --
 
-    def attempt(self, run: Run, index: int, turns_before: int, kill: dict[str, Any] | None,
-                decision: list[str] | None) -> Attempt:
+    def attempt(
+        self, run: Run, index: int, turns_before: int, kill: dict[str, Any] | None, decision: list[str] | None
+    ) -> Attempt:
         att = Attempt(index, turns_before, kill, decision)
         result_path = run.dir / f"attempt-{index}.json"
-        spec = {"scenario": run.scenario, "home": str(run.home), "workspace": str(run.workspace),
-                "run_id": run.run_id, "attempt": index, "kill": kill, "decision": decision,
-                "result": str(result_path), "base_url": self.server.base_url, "model": SERVER_MODEL,
-                "tag": run.label}
+        spec = {
+            "scenario": run.scenario,
+            "home": str(run.home),
+            "workspace": str(run.workspace),
+            "run_id": run.run_id,
+            "attempt": index,
+            "kill": kill,
+            "decision": decision,
+            "result": str(result_path),
+            "base_url": self.server.base_url,
+            "model": SERVER_MODEL,
+            "tag": run.label,
+        }
         timer = kill.get("timer") if kill else None
         att.exitcode, att.seconds, hung = self.launcher.run(spec, timer)
         att.killed = att.exitcode == -9 and not hung
@@ -357,8 +393,9 @@ class Soak:
         return self._fail(run, f"no end after {MAX_ATTEMPTS} attempts")
 
     @staticmethod
-    def next_kill(plan: KillPlan | None, forced: dict[str, str], state: RunState,
-                  decision: list[str] | None) -> dict[str, Any] | None:
+    def next_kill(
+        plan: KillPlan | None, forced: dict[str, str], state: RunState, decision: list[str] | None
+    ) -> dict[str, Any] | None:
         if plan is None:
             return {"calls": sorted(forced)} if forced else None
         if state.intents and decision is None:
@@ -403,8 +440,13 @@ class Soak:
     def plan(self, scenario: str, index: int, baseline: Run) -> KillPlan:
         first = KEY_KILLS.get(scenario, [])
         rng = random.Random(f"{self.seed}:{scenario}:{index}")
-        return KillPlan(rng, kill_sequence(scenario, baseline), sum(a.seconds for a in baseline.attempts),
-                        self.max_kills, first[index] if index < len(first) else None)
+        return KillPlan(
+            rng,
+            kill_sequence(scenario, baseline),
+            sum(a.seconds for a in baseline.attempts),
+            self.max_kills,
+            first[index] if index < len(first) else None,
+        )
 
     # -- judging one crashed run against its reference --
 
@@ -476,8 +518,10 @@ class Soak:
         f["cost off"] = int(not -1e-9 <= over <= unknown + 1e-9)
         f["cost over reference (µ$)"] += round(over * 1e6)
         if f["lost messages"] or f["extra messages"] or f["cost off"]:
-            run.problems.append(f"against {ref.label}: lost {f['lost messages']}, extra {f['extra messages']}, "
-                                f"cost {final.cost_usd:.6f} vs {ref.final.cost_usd:.6f} (unknown {unknown:.6f})")
+            run.problems.append(
+                f"against {ref.label}: lost {f['lost messages']}, extra {f['extra messages']}, "
+                f"cost {final.cost_usd:.6f} vs {ref.final.cost_usd:.6f} (unknown {unknown:.6f})"
+            )
 
     def scenario(self, scenario: str, runs: int) -> tuple[Counter[str], list[str]]:
         baseline = self.reference(scenario, {})
@@ -531,13 +575,22 @@ def _dumps(messages: list[Message]) -> list[str]:
     return [json.dumps(m.model_dump(mode="json", exclude={"usage"}), sort_keys=True) for m in messages]
 
 
-def soak(seed: int = 7, runs: int = 25, max_kills: int = 4, scenarios: list[str] | None = None,
-         method: str = "forkserver", keep: bool = False) -> dict[str, Any]:
+def soak(
+    seed: int = 7,
+    runs: int = 25,
+    max_kills: int = 4,
+    scenarios: list[str] | None = None,
+    method: str = "forkserver",
+    keep: bool = False,
+) -> dict[str, Any]:
     """Run the soak; return ``{"config", "scenarios": {name: figures}, "problems": {name: [...]}}``."""
     root = Path(tempfile.mkdtemp(prefix="tether-soak-"))
     names = scenarios or list(child.SCRIPTS)
-    out: dict[str, Any] = {"config": {"seed": seed, "runs": runs, "max_kills": max_kills, "start_method": method},
-                           "scenarios": {}, "problems": {}}
+    out: dict[str, Any] = {
+        "config": {"seed": seed, "runs": runs, "max_kills": max_kills, "start_method": method},
+        "scenarios": {},
+        "problems": {},
+    }
     soaker = Soak(root, seed, method, max_kills)
     t0 = time.perf_counter()
     try:
@@ -577,14 +630,39 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the runs' directories and print where")
     args = parser.parse_args()
     results = soak(args.seed, args.runs, args.max_kills, args.scenarios.split(","), args.start_method, args.keep)
-    table("what was done", ["runs", "attempts", "kills", "timer kills", "requests", "unrecorded requests",
-                            "counted in flight", "approval stops", "outcome_unknown stops"], results)
-    table("where the kills landed (delayed ones under the point that started the timer)",
-          [f"kill@{p}" for p in KILL_POINTS], results)
+    table(
+        "what was done",
+        [
+            "runs",
+            "attempts",
+            "kills",
+            "timer kills",
+            "requests",
+            "unrecorded requests",
+            "counted in flight",
+            "approval stops",
+            "outcome_unknown stops",
+        ],
+        results,
+    )
+    table(
+        "where the kills landed (delayed ones under the point that started the timer)",
+        [f"kill@{p}" for p in KILL_POINTS],
+        results,
+    )
     table("guarantees (target: 0 everywhere)", GUARANTEES, results)
-    table("costs (µ$) and the person's decisions at outcome_unknown",
-          ["cost over reference (µ$)", "spent-unknown (µ$)", "rejected: it went through",
-           "approved again: not done", "commands alive at the stop", "... reported running by tether"], results)
+    table(
+        "costs (µ$) and the person's decisions at outcome_unknown",
+        [
+            "cost over reference (µ$)",
+            "spent-unknown (µ$)",
+            "rejected: it went through",
+            "approved again: not done",
+            "commands alive at the stop",
+            "... reported running by tether",
+        ],
+        results,
+    )
     for name, problems in results["problems"].items():
         for p in problems[:12]:
             print(f"  {name}: {p}")

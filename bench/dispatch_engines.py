@@ -91,7 +91,9 @@ class Recorder:
 
 
 def _services() -> Any:
-    spec = importlib.util.spec_from_file_location("_tether_services", ROOT / "src" / "tether" / "testing" / "services.py")
+    spec = importlib.util.spec_from_file_location(
+        "_tether_services", ROOT / "src" / "tether" / "testing" / "services.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -109,10 +111,19 @@ def _celery_app(broker_url: str) -> tuple[Any, str]:
         from celery import Celery
 
         app = Celery("tether", broker=broker_url, set_as_current=False)
-        app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-                        task_default_queue=QUEUE, task_ignore_result=True, task_serializer="json",
-                        accept_content=["json"], broker_connection_retry_on_startup=True,
-                        worker_hijack_root_logger=False, worker_send_task_events=False, broker_heartbeat=10)
+        app.conf.update(
+            task_acks_late=True,
+            task_reject_on_worker_lost=True,
+            worker_prefetch_multiplier=1,
+            task_default_queue=QUEUE,
+            task_ignore_result=True,
+            task_serializer="json",
+            accept_content=["json"],
+            broker_connection_retry_on_startup=True,
+            worker_hijack_root_logger=False,
+            worker_send_task_events=False,
+            broker_heartbeat=10,
+        )
         return app, "copy of engine.py's settings"
 
 
@@ -146,17 +157,36 @@ def celery_worker(args: argparse.Namespace) -> None:
     from celery.signals import worker_ready
 
     worker_ready.connect(lambda **_: rec("ready", args.label), weak=False)
-    app.worker_main(["worker", "--pool=threads", f"--concurrency={CONCURRENCY}", "-Q", QUEUE,
-                     "-n", f"bench-{args.label}@%h", "--without-gossip", "--without-mingle",
-                     "--without-heartbeat", "--loglevel=WARNING"])
+    app.worker_main(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={CONCURRENCY}",
+            "-Q",
+            QUEUE,
+            "-n",
+            f"bench-{args.label}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=WARNING",
+        ]
+    )
 
 
 def dbos_worker(args: argparse.Namespace) -> None:
     from dbos import DBOS
 
     rec = Recorder(Path(args.events) / f"ev-{args.label}.log")
-    DBOS(config={"name": APP, "system_database_url": args.db, "executor_id": args.label,
-                 "application_version": VERSION, "log_level": "WARNING"})
+    DBOS(
+        config={
+            "name": APP,
+            "system_database_url": args.db,
+            "executor_id": args.label,
+            "application_version": VERSION,
+            "log_level": "WARNING",
+        }
+    )
 
     @DBOS.step(name="bench.step")
     def step(task_id: str, i: int, step_s: float) -> None:
@@ -307,6 +337,7 @@ def _tree(root: int) -> set[int]:
 
 def cpu_percent(sets: dict[str, set[int]], seconds: float) -> dict[str, float]:
     """CPU % of one core used by each set of processes over ``seconds``."""
+
     def total(pids: set[int], stats: dict[int, tuple[int, int, float]]) -> float:
         return sum(stats[p][2] for p in pids if p in stats)
 
@@ -332,8 +363,18 @@ class CeleryEngine:
         self.app, self.config_source = _celery_app(broker_url)
 
     def argv(self, label: str) -> list[str]:
-        return [sys.executable, __file__, "--worker", "celery", "--broker", self.url,
-                "--events", str(self.events_dir), "--label", label]
+        return [
+            sys.executable,
+            __file__,
+            "--worker",
+            "celery",
+            "--broker",
+            self.url,
+            "--events",
+            str(self.events_dir),
+            "--label",
+            label,
+        ]
 
     def enqueue(self, task_id: str, name: str, *args: Any) -> None:
         self.app.send_task(f"bench.{name}", args=[task_id, *args], queue=QUEUE)
@@ -354,12 +395,27 @@ class DbosEngine:
         self.client = DBOSClient(system_database_url=db_url, application_name=APP)
 
     def argv(self, label: str) -> list[str]:
-        return [sys.executable, __file__, "--worker", "dbos", "--db", self.url, "--poll", str(self.poll),
-                "--events", str(self.events_dir), "--label", label]
+        return [
+            sys.executable,
+            __file__,
+            "--worker",
+            "dbos",
+            "--db",
+            self.url,
+            "--poll",
+            str(self.poll),
+            "--events",
+            str(self.events_dir),
+            "--label",
+            label,
+        ]
 
     def enqueue(self, task_id: str, name: str, *args: Any) -> None:
-        self.client.enqueue({"queue_name": QUEUE, "workflow_name": f"bench.{name}", "workflow_id": task_id,
-                             "app_version": VERSION}, task_id, *args)
+        self.client.enqueue(
+            {"queue_name": QUEUE, "workflow_name": f"bench.{name}", "workflow_id": task_id, "app_version": VERSION},
+            task_id,
+            *args,
+        )
 
     def close(self) -> None:
         self.client.destroy()
@@ -376,10 +432,16 @@ def measure_latency(engine: Any, ev: Events, n: int) -> dict[str, Any]:
         time.sleep(random.uniform(0, 0.15))
     ok = ev.wait(lambda: all(t in ev.starts for t in sent), 60)
     lat = [1000 * (ev.starts[t][0][0] - sent[t]) for t in sent if t in ev.starts]
-    return {"n": n, "started": len(lat), "all_started": ok,
-            "p50_ms": round(_pct(lat, 0.5), 2), "p99_ms": round(_pct(lat, 0.99), 2),
-            "max_ms": round(max(lat), 2), "mean_ms": round(statistics.fmean(lat), 2),
-            "enqueue_call_p50_ms": round(1000 * _pct(calls, 0.5), 3)}
+    return {
+        "n": n,
+        "started": len(lat),
+        "all_started": ok,
+        "p50_ms": round(_pct(lat, 0.5), 2),
+        "p99_ms": round(_pct(lat, 0.99), 2),
+        "max_ms": round(max(lat), 2),
+        "mean_ms": round(statistics.fmean(lat), 2),
+        "enqueue_call_p50_ms": round(1000 * _pct(calls, 0.5), 3),
+    }
 
 
 def measure_throughput(engine: Any, ev: Events, n: int) -> dict[str, Any]:
@@ -391,16 +453,27 @@ def measure_throughput(engine: Any, ev: Events, n: int) -> dict[str, Any]:
     ok = ev.wait(lambda: all(t in ev.ends for t in ids), 180)
     done = [ev.ends[t][0][0] for t in ids if t in ev.ends]
     wall = max(done) - t0
-    return {"n": n, "done": len(done), "all_done": ok, "wall_s": round(wall, 3),
-            "tasks_per_s": round(len(done) / wall, 1), "enqueue_per_s": round(n / (t_sent - t0), 1)}
+    return {
+        "n": n,
+        "done": len(done),
+        "all_done": ok,
+        "wall_s": round(wall, 3),
+        "tasks_per_s": round(len(done) / wall, 1),
+        "enqueue_per_s": round(n / (t_sent - t0), 1),
+    }
 
 
 def _task_record(ev: Events, tid: str) -> dict[str, Any]:
     steps = ev.steps.get(tid, [])
-    return {"body_starts": len(ev.starts.get(tid, [])), "ends": len(ev.ends.get(tid, [])),
-            "step_runs": len(steps), "of_steps": STEPS,
-            "ran_in_full_twice": len(ev.starts.get(tid, [])) > 1 and len({i for i, _ in steps}) == STEPS
-            and all(sum(1 for j, _ in steps if j == i) > 1 for i in range(STEPS))}
+    return {
+        "body_starts": len(ev.starts.get(tid, [])),
+        "ends": len(ev.ends.get(tid, [])),
+        "step_runs": len(steps),
+        "of_steps": STEPS,
+        "ran_in_full_twice": len(ev.starts.get(tid, [])) > 1
+        and len({i for i, _ in steps}) == STEPS
+        and all(sum(1 for j, _ in steps if j == i) > 1 for i in range(STEPS)),
+    }
 
 
 def normal_case(engine: Any, ev: Events) -> dict[str, Any]:
@@ -412,8 +485,9 @@ def normal_case(engine: Any, ev: Events) -> dict[str, Any]:
     return _task_record(ev, tid)
 
 
-def kill_trial(engine: Any, ev: Events, workers: Workers, tid: str, cap: float,
-               after_kill: Callable[[str], None] | None = None) -> dict[str, Any]:
+def kill_trial(
+    engine: Any, ev: Events, workers: Workers, tid: str, cap: float, after_kill: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Start a five-step task, SIGKILL the worker running it mid-task; how long until it starts again."""
     engine.enqueue(tid, "steps", STEPS, STEP_S)
     if not ev.wait(lambda: tid in ev.starts, 60):
@@ -460,8 +534,9 @@ def start_workers(ev: Events, workers: Workers, labels: list[str], engine: Any) 
     return round(ready_s, 2)
 
 
-def run_engine(engine: Any, ev: Events, workers: Workers, server: Callable[[], set[int]], opts: argparse.Namespace,
-               *, kills: bool) -> dict[str, Any]:
+def run_engine(
+    engine: Any, ev: Events, workers: Workers, server: Callable[[], set[int]], opts: argparse.Namespace, *, kills: bool
+) -> dict[str, Any]:
     label = engine.name + (f" (poll {engine.poll:g} s)" if engine.name == "dbos" else "")
     print(f"\n== {label}", flush=True)
     res: dict[str, Any] = {}
@@ -472,9 +547,12 @@ def run_engine(engine: Any, ev: Events, workers: Workers, server: Callable[[], s
     time.sleep(1)
     sets = {n: _group(workers.procs[n].pid) for n in names} | {"server": server()}
     idle = cpu_percent(sets, opts.idle)
-    res["idle"] = {"worker_cpu_pct": round(statistics.fmean(idle[n] for n in names), 2),
-                   "per_worker_cpu_pct": [idle[n] for n in names], "server_cpu_pct": idle["server"],
-                   "seconds": opts.idle}
+    res["idle"] = {
+        "worker_cpu_pct": round(statistics.fmean(idle[n] for n in names), 2),
+        "per_worker_cpu_pct": [idle[n] for n in names],
+        "server_cpu_pct": idle["server"],
+        "seconds": opts.idle,
+    }
     print(f"   idle: {res['idle']}", flush=True)
     res["latency"] = measure_latency(engine, ev, opts.tasks)
     print(f"   latency: {res['latency']}", flush=True)
@@ -528,7 +606,8 @@ def kill_section(engine: Any, ev: Events, workers: Workers, opts: argparse.Names
         trial2 = kill_trial(engine, ev, workers, "kill-2", 90, after_kill=restart)
         trial2["recovery"] = f"{trial2.get('killed')} restarted at once with the same executor id"
         trial2["process_start_to_restart_s"] = (
-            round(ev.starts["kill-2"][1][0] - restarted["t"], 3) if len(ev.starts["kill-2"]) > 1 else None)
+            round(ev.starts["kill-2"][1][0] - restarted["t"], 3) if len(ev.starts["kill-2"]) > 1 else None
+        )
         out["kill_then_restart_same_executor_id"] = finish(ev, "kill-2", trial2)
         print(f"   worker death, restart same id: {out['kill_then_restart_same_executor_id']}", flush=True)
     return out
@@ -614,11 +693,20 @@ def _fmt(v: Any, unit: str = "") -> str:
 def print_table(results: dict[str, Any]) -> None:
     rows = [("", *results["engines"])]
     eng = [results["engines"][k] for k in results["engines"]]
-    rows.append(("dispatch p50 / p99 ms", *(f"{e['latency']['p50_ms']:.1f} / {e['latency']['p99_ms']:.1f}" for e in eng)))
+    rows.append(
+        ("dispatch p50 / p99 ms", *(f"{e['latency']['p50_ms']:.1f} / {e['latency']['p99_ms']:.1f}" for e in eng))
+    )
     rows.append(("throughput tasks/s", *(f"{e['throughput']['tasks_per_s']:.0f}" for e in eng)))
     rows.append(("enqueue calls/s", *(f"{e['throughput']['enqueue_per_s']:.0f}" for e in eng)))
-    rows.append(("duplicate starts (normal)", *(f"{e['duplicate_starts_normal_case']['started_twice']}/"
-                                               f"{e['duplicate_starts_normal_case']['tasks']}" for e in eng)))
+    rows.append(
+        (
+            "duplicate starts (normal)",
+            *(
+                f"{e['duplicate_starts_normal_case']['started_twice']}/{e['duplicate_starts_normal_case']['tasks']}"
+                for e in eng
+            ),
+        )
+    )
 
     def death(e: dict[str, Any]) -> str:
         d = e.get("worker_death", {}).get("kill_then_wait")
@@ -644,12 +732,24 @@ def print_table(results: dict[str, Any]) -> None:
     rows.append(("worker killed: task restarts after", *(death(e) for e in eng)))
     rows.append(("  ... once someone acts", *(manual(e) for e in eng)))
     rows.append(("  killed task ran", *(steps(e, "kill_then_wait") for e in eng)))
-    rows.append(("  normal task ran", *(f"{e['normal_case_task']['body_starts']} start, "
-                                        f"{e['normal_case_task']['step_runs']}/{STEPS} step runs"
-                                        if "normal_case_task" in e else "(not run)" for e in eng)))
+    rows.append(
+        (
+            "  normal task ran",
+            *(
+                f"{e['normal_case_task']['body_starts']} start, {e['normal_case_task']['step_runs']}/{STEPS} step runs"
+                if "normal_case_task" in e
+                else "(not run)"
+                for e in eng
+            ),
+        )
+    )
     rows.append(("idle worker CPU %", *(f"{e['idle']['worker_cpu_pct']:.2f}" for e in eng)))
-    rows.append(("idle broker/db CPU % (before workers)",
-                 *(f"{e['idle']['server_cpu_pct']:.2f} ({e['server_idle_cpu_pct_before_workers']:.2f})" for e in eng)))
+    rows.append(
+        (
+            "idle broker/db CPU % (before workers)",
+            *(f"{e['idle']['server_cpu_pct']:.2f} ({e['server_idle_cpu_pct_before_workers']:.2f})" for e in eng),
+        )
+    )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     print()
     for r in rows:
@@ -678,8 +778,12 @@ def main() -> None:
 
     svc = _services()
     tmp = Path(tempfile.mkdtemp(prefix="tether-engines-"))
-    results: dict[str, Any] = {"versions": _versions(), "cpus": os.cpu_count(),
-                               "loadavg_1min_at_start": round(os.getloadavg()[0], 2), "engines": {}}
+    results: dict[str, Any] = {
+        "versions": _versions(),
+        "cpus": os.cpu_count(),
+        "loadavg_1min_at_start": round(os.getloadavg()[0], 2),
+        "engines": {},
+    }
     sys.path.insert(0, str(ROOT))
     with contextlib.suppress(Exception):
         from bench._results import tether_commit
@@ -691,8 +795,9 @@ def main() -> None:
         pg = svc.PostgresServer()
         try:
             results["engines"]["dbos (poll 1 s)"] = dbos_section(pg, tmp, opts, 1.0, kills=True)
-            results["engines"][f"dbos (poll {opts.fast_poll:g} s)"] = dbos_section(pg, tmp, opts, opts.fast_poll,
-                                                                                  kills=False)
+            results["engines"][f"dbos (poll {opts.fast_poll:g} s)"] = dbos_section(
+                pg, tmp, opts, opts.fast_poll, kills=False
+            )
         finally:
             pg.stop()
     except BaseException:
@@ -701,9 +806,17 @@ def main() -> None:
     else:
         if not opts.keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    results["settings"] = {"tasks": opts.tasks, "throughput": opts.throughput, "kill_cap_s": opts.kill_cap,
-                           "idle_s": opts.idle, "concurrency_per_worker": CONCURRENCY, "workers": 2,
-                           "task_steps": STEPS, "step_s": STEP_S, "kill_at_s": KILL_AT_S}
+    results["settings"] = {
+        "tasks": opts.tasks,
+        "throughput": opts.throughput,
+        "kill_cap_s": opts.kill_cap,
+        "idle_s": opts.idle,
+        "concurrency_per_worker": CONCURRENCY,
+        "workers": 2,
+        "task_steps": STEPS,
+        "step_s": STEP_S,
+        "kill_at_s": KILL_AT_S,
+    }
     results["wall_s"] = round(time.monotonic() - t0, 1)
     results["loadavg_1min_at_end"] = round(os.getloadavg()[0], 2)
     print_table(results)

@@ -66,9 +66,22 @@ def baseline() -> None:
     t0 = time.perf_counter()
     r = go(Agent("scripted/plan", tools=FILE_TOOLS, cwd=ws, max_turns=20), state=state)
     ms = (time.perf_counter() - t0) * 1000
-    table("plan, cap 20", ["turns", "tools", "in", "out", "cost", "ms", "status", "per-turn prompt tokens"],
-          [[r.turns, tool_runs(state), r.usage.prompt_tokens, r.usage.completion_tokens, f"${r.cost_usd:.6f}",
-            f"{ms:.0f}", r.status, per_turn_prompts(state)]])
+    table(
+        "plan, cap 20",
+        ["turns", "tools", "in", "out", "cost", "ms", "status", "per-turn prompt tokens"],
+        [
+            [
+                r.turns,
+                tool_runs(state),
+                r.usage.prompt_tokens,
+                r.usage.completion_tokens,
+                f"${r.cost_usd:.6f}",
+                f"{ms:.0f}",
+                r.status,
+                per_turn_prompts(state),
+            ]
+        ],
+    )
     print(f"   answer: {r.output!r}")
 
 
@@ -79,8 +92,11 @@ def turn_caps() -> None:
         growth = f"x{r.cost_usd / prev:.1f}" if prev else "-"
         rows.append([cap, r.turns, f"{r.usage.prompt_tokens:,}", f"${r.cost_usd:.6f}", growth, r.status])
         prev = r.cost_usd
-    table("runaway under turn caps (input grows quadratically)",
-          ["cap", "turns", "input tokens", "cost", "cost vs previous cap", "status"], rows)
+    table(
+        "runaway under turn caps (input grows quadratically)",
+        ["cap", "turns", "input tokens", "cost", "cost vs previous cap", "status"],
+        rows,
+    )
 
 
 def reference_budget_check(budget: float) -> Any:
@@ -96,15 +112,42 @@ def reference_budget_check(budget: float) -> Any:
 def budgets() -> None:
     rows = []
     for budget in (0.01, 0.05, 0.25):
-        ref = go(Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace(), max_turns=None,
-                       stop_when=[reference_budget_check(budget)]))
-        ours = go(Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace(), max_turns=None,
-                        max_budget_usd=budget))
-        rows.append([f"${budget:.2f}", ref.turns, f"${ref.cost_usd:.6f}", f"{(ref.cost_usd / budget - 1) * 100:+.1f}%",
-                     ours.turns, f"${ours.cost_usd:.6f}", f"{(ours.cost_usd / budget - 1) * 100:+.1f}%", ours.status])
-    table("budgets on runaway, no turn cap: reference check vs tether",
-          ["budget", "ref turns", "ref spent", "ref vs budget", "tether turns", "tether spent",
-           "tether vs budget", "tether status"], rows)
+        ref = go(
+            Agent(
+                "scripted/runaway",
+                tools=FILE_TOOLS,
+                cwd=workspace(),
+                max_turns=None,
+                stop_when=[reference_budget_check(budget)],
+            )
+        )
+        ours = go(Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace(), max_turns=None, max_budget_usd=budget))
+        rows.append(
+            [
+                f"${budget:.2f}",
+                ref.turns,
+                f"${ref.cost_usd:.6f}",
+                f"{(ref.cost_usd / budget - 1) * 100:+.1f}%",
+                ours.turns,
+                f"${ours.cost_usd:.6f}",
+                f"{(ours.cost_usd / budget - 1) * 100:+.1f}%",
+                ours.status,
+            ]
+        )
+    table(
+        "budgets on runaway, no turn cap: reference check vs tether",
+        [
+            "budget",
+            "ref turns",
+            "ref spent",
+            "ref vs budget",
+            "tether turns",
+            "tether spent",
+            "tether vs budget",
+            "tether status",
+        ],
+        rows,
+    )
 
 
 def error_policies() -> None:
@@ -118,17 +161,30 @@ def error_policies() -> None:
         r = go(Agent("scripted/recover", tools=FILE_TOOLS, cwd=workspace(), **kw))
         first = first or r.cost_usd
         rows.append([name, r.status, r.turns, f"${r.cost_usd:.6f}", f"x{r.cost_usd / first:.1f}", repr(r.output)])
-    table("one tool failure, three policies (recover)", ["policy", "status", "turns", "cost", "vs fatal", "answer"], rows)
+    table(
+        "one tool failure, three policies (recover)", ["policy", "status", "turns", "cost", "vs fatal", "answer"], rows
+    )
 
 
 def forbidden() -> None:
     recovered = go(Agent("scripted/recover", tools=FILE_TOOLS, cwd=workspace()))
     state = RunState()
     r = go(Agent("scripted/forbidden", tools=FILE_TOOLS, cwd=workspace(), max_turns=12), state=state)
-    table("a read the process may not do, retried until the cap",
-          ["turns", "tool runs", "in", "cost", "vs recover", "status", "answer"],
-          [[r.turns, tool_runs(state), f"{r.usage.prompt_tokens:,}", f"${r.cost_usd:.6f}",
-            f"x{r.cost_usd / recovered.cost_usd:.1f}", r.status, repr(r.output)]])
+    table(
+        "a read the process may not do, retried until the cap",
+        ["turns", "tool runs", "in", "cost", "vs recover", "status", "answer"],
+        [
+            [
+                r.turns,
+                tool_runs(state),
+                f"{r.usage.prompt_tokens:,}",
+                f"${r.cost_usd:.6f}",
+                f"x{r.cost_usd / recovered.cost_usd:.1f}",
+                r.status,
+                repr(r.output),
+            ]
+        ],
+    )
 
 
 def duplicates() -> None:
@@ -138,8 +194,15 @@ def duplicates() -> None:
         state = RunState()
         r = go(Agent("scripted/repeat", tools=FILE_TOOLS, cwd=workspace(), dedupe_read_only=dedupe), state=state)
         extra = r.cost_usd - base.cost_usd
-        rows.append([f"repeat, dedupe {'on' if dedupe else 'off'}", r.turns, tool_runs(state), f"${r.cost_usd:.6f}",
-                     f"+${extra:.6f} ({extra / base.cost_usd * 100:.0f}%)"])
+        rows.append(
+            [
+                f"repeat, dedupe {'on' if dedupe else 'off'}",
+                r.turns,
+                tool_runs(state),
+                f"${r.cost_usd:.6f}",
+                f"+${extra:.6f} ({extra / base.cost_usd * 100:.0f}%)",
+            ]
+        )
     table("the same read-only call twice", ["run", "turns", "tool runs", "cost", "extra"], rows)
 
     rows = []
@@ -175,7 +238,11 @@ def approvals() -> None:
         r = go(agent, None, state=state)
         deleted = [] if (ws / "access.log").exists() else ["access.log"]
         rows.append([label, f"{first.status}/{first.interruption.type}", r.turns, json.dumps(deleted), repr(r.output)])
-    table("approval: what the agent then tells the user", ["decision", "first stop", "turns", "deleted", "agent says"], rows)
+    table(
+        "approval: what the agent then tells the user",
+        ["decision", "first stop", "turns", "deleted", "agent says"],
+        rows,
+    )
 
 
 class Died(BaseException):
@@ -209,7 +276,9 @@ def crash_and_resume() -> None:
     agent = Agent("scripted/plan", tools=[lf, rf], cwd=ws)
     state = RunState()
     try:
-        asyncio.run(run(agent, "Which file mentions a timeout?", state=state, store=RunStore(root), tracer=DieAfterTurn2()))
+        asyncio.run(
+            run(agent, "Which file mentions a timeout?", state=state, store=RunStore(root), tracer=DieAfterTurn2())
+        )
     except Died:
         pass
     tools_first = list(runs)
@@ -219,14 +288,18 @@ def crash_and_resume() -> None:
     runs_before_resume = len(runs)
     clean = go(agent)  # the same task, never interrupted
     del runs[runs_before_resume:]
-    table("crash after turn 2, resume in a new store", ["phase", "figures"], [
-        ["tool runs before the crash", ", ".join(tools_first)],
-        ["restored from disk", line1],
-        ["resumed and finished", f"turns={r.turns} cost=${r.cost_usd:.6f} status={r.status}"],
-        ["uncrashed run", f"turns={clean.turns} cost=${clean.cost_usd:.6f}"],
-        ["tool runs across both", ", ".join(runs)],
-        ["final cost identical", str(abs(r.cost_usd - clean.cost_usd) < 1e-12)],
-    ])
+    table(
+        "crash after turn 2, resume in a new store",
+        ["phase", "figures"],
+        [
+            ["tool runs before the crash", ", ".join(tools_first)],
+            ["restored from disk", line1],
+            ["resumed and finished", f"turns={r.turns} cost=${r.cost_usd:.6f} status={r.status}"],
+            ["uncrashed run", f"turns={clean.turns} cost=${clean.cost_usd:.6f}"],
+            ["tool runs across both", ", ".join(runs)],
+            ["final cost identical", str(abs(r.cost_usd - clean.cost_usd) < 1e-12)],
+        ],
+    )
 
 
 def cancellation() -> None:
@@ -239,9 +312,11 @@ def cancellation() -> None:
             t0 = time.perf_counter()
             pressed: list[float] = []
             if stop_at is not None:
+
                 def press() -> None:
                     pressed.append(time.perf_counter())
                     signal.cancel("user pressed Stop")
+
                 asyncio.get_running_loop().call_later(stop_at, press)
             result = None
             async for e in run_stream(Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace()), "scan", signal=signal):
@@ -253,11 +328,21 @@ def cancellation() -> None:
             return result, (end - t0) * 1000, (end - pressed[0]) * 1000 if pressed else float("nan")
 
         result, wall, latency = asyncio.run(once())
-        rows.append(["no cancellation" if stop_at is None else f"Stop at {stop_at} s", f"{wall:,.0f}",
-                     "-" if stop_at is None else f"{latency:.1f}", result.status,
-                     repr(result.reason), len(labels)])
-    table("cancellation during the slow tool (3 s)", ["case", "stopped after ms", "Stop→stopped ms", "status",
-                                                      "reason", "progress events"], rows)
+        rows.append(
+            [
+                "no cancellation" if stop_at is None else f"Stop at {stop_at} s",
+                f"{wall:,.0f}",
+                "-" if stop_at is None else f"{latency:.1f}",
+                result.status,
+                repr(result.reason),
+                len(labels),
+            ]
+        )
+    table(
+        "cancellation during the slow tool (3 s)",
+        ["case", "stopped after ms", "Stop→stopped ms", "status", "reason", "progress events"],
+        rows,
+    )
 
 
 def main() -> None:

@@ -151,10 +151,16 @@ def main() -> None:
     except CorpusMissing as exc:
         raise SystemExit(str(exc)) from None
     print(f"corpus: {len(docs)} man pages, {len(queries)} queries (tether {tether_commit()})")
-    results: dict[str, Any] = {"commit": tether_commit(), "docs": len(docs), "queries": len(queries),
-                               "quality": {}, "ingest": {}, "latency": {},
-                               # other work on the machine slows every figure: the load says how much
-                               "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    results: dict[str, Any] = {
+        "commit": tether_commit(),
+        "docs": len(docs),
+        "queries": len(queries),
+        "quality": {},
+        "ingest": {},
+        "latency": {},
+        # other work on the machine slows every figure: the load says how much
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
     tmp = Path(tempfile.mkdtemp(prefix="tether-kb-bench-"))
 
     # Keyword only: ingest without embeddings, and the keyword baseline.
@@ -162,8 +168,10 @@ def main() -> None:
     chunks, secs = ingest(kb, docs)
     results["ingest"]["none"] = {"chunks": chunks, "chunks_per_s": round(chunks / secs, 1)}
     results["quality"]["keyword"] = quality(kb, queries, "keyword")
-    print(f"\n{'embedder':10} {'ingest chunks/s':>16}   " + "   ".join(f"{m:>22}" for m in
-          ("keyword", "vector", "hybrid", "hierarchical")))
+    print(
+        f"\n{'embedder':10} {'ingest chunks/s':>16}   "
+        + "   ".join(f"{m:>22}" for m in ("keyword", "vector", "hybrid", "hierarchical"))
+    )
     kw = results["quality"]["keyword"]
     print(f"{'none':10} {chunks / secs:16.0f}   {_fmt(kw):>22}")
 
@@ -180,19 +188,24 @@ def main() -> None:
         results["ingest"][spec] = {"chunks": chunks, "chunks_per_s": round(chunks / secs, 1)}
         row = {mode: quality(kb, queries, mode) for mode in ("vector", "hybrid", "hierarchical")}
         results["quality"][spec] = row
-        print(f"{spec:10} {chunks / secs:16.0f}   {_fmt(kw):>22}   " + "   ".join(
-            f"{_fmt(row[m]):>22}" for m in ("vector", "hybrid", "hierarchical")))
+        print(
+            f"{spec:10} {chunks / secs:16.0f}   {_fmt(kw):>22}   "
+            + "   ".join(f"{_fmt(row[m]):>22}" for m in ("vector", "hybrid", "hierarchical"))
+        )
 
     # Latency at scale, with the default embedder: the corpus copied until it holds N chunks.
-    spec = next((s for s in args.embedders.split(",") if s and "skipped" not in results["quality"].get(s, {})),
-                None)
+    spec = next((s for s in args.embedders.split(",") if s and "skipped" not in results["quality"].get(s, {})), None)
     sizes = [10000] if args.quick else [int(s) for s in args.sizes.split(",")]
     if spec is not None:
         kb = KnowledgeBase.open(tmp / "scale.db", embedder=made[spec])
         copies = 0
         print(f"\nlatency ({spec}), 200 queries, k=10:")
-        print(f"{'chunks':>8} " + " ".join(f"{m + ' p50/p95 ms':>24}" for m in
-                                          ("embed", "keyword", "vector", "hybrid", "exact", "hierarchical")))
+        print(
+            f"{'chunks':>8} "
+            + " ".join(
+                f"{m + ' p50/p95 ms':>24}" for m in ("embed", "keyword", "vector", "hybrid", "exact", "hierarchical")
+            )
+        )
         for size in sizes:
             while kb.stats()["chunks"] < size:
                 ingest(kb, docs, suffix=f"#{copies}" if copies else "")

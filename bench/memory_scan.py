@@ -27,18 +27,21 @@ from bench._results import ROOT, tether_commit, write_results
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 
 # The baseline: anchor patterns of the kind most first scanners use.
-ANCHORS = [re.compile(p, re.I) for p in (
-    r"ignore (all )?(previous|prior|above) instructions",
-    r"disregard (all )?(previous|prior) (instructions|rules)",
-    r"forget (all )?(your|previous) instructions",
-    r"you are now",
-    r"system prompt",
-    r"developer mode",
-    r"\bDAN\b",
-    r"<\|?im_start\|?>|<system>|\[INST\]",
-    r"(cat|curl|wget)[^\n]*(\.env|\.netrc|id_rsa|\$[A-Z_]*KEY)",
-    r"[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]",
-)]
+ANCHORS = [
+    re.compile(p, re.I)
+    for p in (
+        r"ignore (all )?(previous|prior|above) instructions",
+        r"disregard (all )?(previous|prior) (instructions|rules)",
+        r"forget (all )?(your|previous) instructions",
+        r"you are now",
+        r"system prompt",
+        r"developer mode",
+        r"\bDAN\b",
+        r"<\|?im_start\|?>|<system>|\[INST\]",
+        r"(cat|curl|wget)[^\n]*(\.env|\.netrc|id_rsa|\$[A-Z_]*KEY)",
+        r"[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069]",
+    )
+]
 
 
 def anchors(text: str) -> bool:
@@ -73,10 +76,13 @@ def table(title: str, ours: dict[str, dict[str, int]], base: dict[str, dict[str,
     print(f"\n{title:14} | attacks rejected % (n) | tether   anchors | notes accepted % (n) | tether   anchors")
     for key in sorted(ours, key=lambda k: (k == "ALL", k)):
         o, b = ours[key], base[key]
-        print(f"{key:14} | {o['tp'] + o['fn']:>17}     | {rate(o, True)}   {rate(b, True)}   |"
-              f" {o['tn'] + o['fp']:>16}     | {rate(o, False)}   {rate(b, False)}")
-        print(f"{'':14} |   (tether: {o['tp']} rejected, {o['fn']} missed; "
-              f"{o['tn']} accepted, {o['fp']} refused)") if key == "ALL" else None
+        print(
+            f"{key:14} | {o['tp'] + o['fn']:>17}     | {rate(o, True)}   {rate(b, True)}   |"
+            f" {o['tn'] + o['fp']:>16}     | {rate(o, False)}   {rate(b, False)}"
+        )
+        print(
+            f"{'':14} |   (tether: {o['tp']} rejected, {o['fn']} missed; {o['tn']} accepted, {o['fp']} refused)"
+        ) if key == "ALL" else None
 
 
 def speed(rows: list[dict[str, str]], scan: Callable[[str], object]) -> dict[str, float]:
@@ -107,8 +113,10 @@ def main() -> None:
     verdicts = {r["text"]: scanner.scan(r["text"]) for r in rows}
     ours_all = confusion(rows, lambda t: verdicts[t] is not None)
     base_all = confusion(rows, anchors)
-    print(f"memory scan over {TABLE.relative_to(ROOT)}: {sum(r['label'] == 'attack' for r in rows)} attacks, "
-          f"{sum(r['label'] == 'benign' for r in rows)} ordinary notes (tether {tether_commit()})")
+    print(
+        f"memory scan over {TABLE.relative_to(ROOT)}: {sum(r['label'] == 'attack' for r in rows)} attacks, "
+        f"{sum(r['label'] == 'benign' for r in rows)} ordinary notes (tether {tether_commit()})"
+    )
     for axis in ("set", "lang", "obfuscation", "category"):
         table(axis, ours_all[axis], base_all[axis])
     for part in ("tune", "holdout"):
@@ -116,8 +124,10 @@ def main() -> None:
         o = confusion(subset, lambda t: verdicts[t] is not None)["lang"]
         table(f"lang/{part}", o, confusion(subset, anchors)["lang"])
     timing = speed(rows, scanner.scan)
-    print(f"\nspeed: scan {timing['scan_us_per_entry']:.0f} us per entry, anchor regexes "
-          f"{timing['anchors_us_per_entry']:.0f} us (median of 5 passes over the table)")
+    print(
+        f"\nspeed: scan {timing['scan_us_per_entry']:.0f} us per entry, anchor regexes "
+        f"{timing['anchors_us_per_entry']:.0f} us (median of 5 passes over the table)"
+    )
     if args.misses:
         print("\nmissed attacks:")
         for r in rows:
@@ -127,10 +137,16 @@ def main() -> None:
         for r in rows:
             if r["label"] == "benign" and verdicts[r["text"]] is not None:
                 print(f"  [{r['set']}/{r['lang']}] {r['text'][:120]!r}\n      -> {verdicts[r['text']].reason[:160]}")  # type: ignore[union-attr]
-    write_results("memory_scan", {
-        "commit": tether_commit(), "tether": ours_all, "anchors": base_all, "speed": timing,
-        "rules": {r["text"][:60]: v.rule for r in rows if (v := verdicts[r["text"]]) is not None},
-    })
+    write_results(
+        "memory_scan",
+        {
+            "commit": tether_commit(),
+            "tether": ours_all,
+            "anchors": base_all,
+            "speed": timing,
+            "rules": {r["text"][:60]: v.rule for r in rows if (v := verdicts[r["text"]]) is not None},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,12 @@ PEERS: tuple[Peer, ...] = (
     Peer("google-adk", "Google ADK", "drive_google_adk.py", ("google-adk", "litellm")),
     Peer("strands", "Strands Agents", "drive_strands.py", ("strands-agents[openai]",)),
     Peer("tether", "tether, no store", "drive_tether.py"),
-    Peer("tether-store", "tether with RunStore + tracer (as the CLI runs)", "drive_tether.py",
-         env={"TETHER_BENCH_STORE": "1"}),
+    Peer(
+        "tether-store",
+        "tether with RunStore + tracer (as the CLI runs)",
+        "drive_tether.py",
+        env={"TETHER_BENCH_STORE": "1"},
+    ),
 )
 ALWAYS = ("raw", "tether", "tether-store")
 
@@ -97,6 +101,7 @@ QUIET_ENV = {
 
 
 # --------------------------------------------------------------------------- environments
+
 
 def venv_dir(peer: Peer) -> Path:
     return CACHE / peer.name
@@ -155,11 +160,17 @@ def install(peer: Peer, *, reinstall: bool = False, timeout_s: float = 1200) -> 
         return {"ok": False, "reason": f"pip install timed out after {timeout_s:.0f} s"}
     if got.returncode != 0:
         return {"ok": False, "reason": "pip install: " + _reason(got.stderr + got.stdout)}
-    freeze = subprocess.run([str(python_of(peer)), "-m", "pip", "freeze", "--disable-pip-version-check"],
-                            capture_output=True, text=True)
+    freeze = subprocess.run(
+        [str(python_of(peer)), "-m", "pip", "freeze", "--disable-pip-version-check"], capture_output=True, text=True
+    )
     versions = dict(ln.split("==", 1) for ln in freeze.stdout.splitlines() if "==" in ln)
-    record = {"packages": list(peer.packages), "versions": versions, "python": platform.python_version(),
-              "installed_at": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": time.perf_counter() - t0}
+    record = {
+        "packages": list(peer.packages),
+        "versions": versions,
+        "python": platform.python_version(),
+        "installed_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "seconds": time.perf_counter() - t0,
+    }
     _marker(peer).write_text(json.dumps(record, indent=2))
     return {"ok": True, "where": str(d), "versions": versions, "cached": False}
 
@@ -179,16 +190,34 @@ def main_versions(peer: Peer, versions: dict[str, str]) -> str:
 
 # --------------------------------------------------------------------------- measuring
 
-def drive(peer: Peer, base: str, scenario: str, max_turns: int, runs: int, timeout_s: float,
-          warmup: int = 0) -> dict[str, Any]:
-    env = {**os.environ, **QUIET_ENV, **peer.env,
-           "TETHER_BENCH_BASE_URL": base, "TETHER_BENCH_WORKSPACE": str(WORKSPACE),
-           "OPENAI_BASE_URL": base, "PYTHONPATH": str(DRIVERS)}
+
+def drive(
+    peer: Peer, base: str, scenario: str, max_turns: int, runs: int, timeout_s: float, warmup: int = 0
+) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        **QUIET_ENV,
+        **peer.env,
+        "TETHER_BENCH_BASE_URL": base,
+        "TETHER_BENCH_WORKSPACE": str(WORKSPACE),
+        "OPENAI_BASE_URL": base,
+        "PYTHONPATH": str(DRIVERS),
+    }
     env.pop("LLM_BASE_URL", None)
     if peer.packages:
         env.pop("VIRTUAL_ENV", None)
-    cmd = [str(python_of(peer)), str(DRIVERS / peer.driver), "--scenario", scenario,
-           "--max-turns", str(max_turns), "--runs", str(runs), "--warmup", str(warmup)]
+    cmd = [
+        str(python_of(peer)),
+        str(DRIVERS / peer.driver),
+        "--scenario",
+        scenario,
+        "--max-turns",
+        str(max_turns),
+        "--runs",
+        str(runs),
+        "--warmup",
+        str(warmup),
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(WORKSPACE))
     except subprocess.TimeoutExpired:
@@ -205,10 +234,21 @@ def drive(peer: Peer, base: str, scenario: str, max_turns: int, runs: int, timeo
 
 def measure(peers: list[Peer], base: str, reps: int, runs: int, turns: int, timeout_s: float) -> dict[str, Any]:
     samples: dict[str, dict[str, list[Any]]] = {
-        p.name: {"import_s": [], "first_ms": [], "short": [], "long": [], "rss": [], "requests_short": [],
-                 "requests_long": [], "errors": [], "answers": []} for p in peers}
+        p.name: {
+            "import_s": [],
+            "first_ms": [],
+            "short": [],
+            "long": [],
+            "rss": [],
+            "requests_short": [],
+            "requests_long": [],
+            "errors": [],
+            "answers": [],
+        }
+        for p in peers
+    }
     for rep in range(reps):
-        order = peers[rep % len(peers):] + peers[: rep % len(peers)]
+        order = peers[rep % len(peers) :] + peers[: rep % len(peers)]
         for peer in order:
             s = samples[peer.name]
             for scenario, cap, n, warm in (("plan", 10, runs, 0), ("runaway", turns, 1, 1)):
@@ -230,10 +270,13 @@ def measure(peers: list[Peer], base: str, reps: int, runs: int, turns: int, time
                     s["long"].append(done[0]["ms_per_turn"])
                     s["requests_long"].append(done[0]["requests"])
                     s["rss"].append(got["maxrss_mb"])
-                print(f"  rep {rep + 1} {peer.name:14} {scenario:8} "
-                      f"{statistics.median(r['ms_per_turn'] for r in (done[1:] or done)):8.2f} ms/turn "
-                      f"({done[-1]['requests']} requests)  import {got['import_s']:.2f} s  "
-                      f"rss {got['maxrss_mb']:.0f} MB", flush=True)
+                print(
+                    f"  rep {rep + 1} {peer.name:14} {scenario:8} "
+                    f"{statistics.median(r['ms_per_turn'] for r in (done[1:] or done)):8.2f} ms/turn "
+                    f"({done[-1]['requests']} requests)  import {got['import_s']:.2f} s  "
+                    f"rss {got['maxrss_mb']:.0f} MB",
+                    flush=True,
+                )
     return samples
 
 
@@ -242,21 +285,35 @@ def med(xs: list[float]) -> float | None:
 
 
 def summarise(peer: Peer, s: dict[str, list[Any]], setup: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": peer.name, "label": peer.label, "packages": list(peer.packages),
-                           "version": main_versions(peer, setup.get("versions", {})) if setup.get("ok") else None,
-                           "installed": setup.get("ok", False)}
+    row: dict[str, Any] = {
+        "name": peer.name,
+        "label": peer.label,
+        "packages": list(peer.packages),
+        "version": main_versions(peer, setup.get("versions", {})) if setup.get("ok") else None,
+        "installed": setup.get("ok", False),
+    }
     if not setup.get("ok"):
         row["status"] = "install failed"
         row["reason"] = setup.get("reason")
         return row
-    row.update({
-        "import_s": med(s["import_s"]), "first_run_ms": med(s["first_ms"]),
-        "ms_per_turn_3": med(s["short"]), "ms_per_turn_long": med(s["long"]), "peak_rss_mb": med(s["rss"]),
-        "requests_3": med(s["requests_short"]), "requests_long": med(s["requests_long"]),
-        "samples": {"ms_per_turn_3": s["short"], "ms_per_turn_long": s["long"], "peak_rss_mb": s["rss"],
-                    "import_s": s["import_s"]},
-        "answer": next((a for a in s["answers"] if a), None),
-    })
+    row.update(
+        {
+            "import_s": med(s["import_s"]),
+            "first_run_ms": med(s["first_ms"]),
+            "ms_per_turn_3": med(s["short"]),
+            "ms_per_turn_long": med(s["long"]),
+            "peak_rss_mb": med(s["rss"]),
+            "requests_3": med(s["requests_short"]),
+            "requests_long": med(s["requests_long"]),
+            "samples": {
+                "ms_per_turn_3": s["short"],
+                "ms_per_turn_long": s["long"],
+                "peak_rss_mb": s["rss"],
+                "import_s": s["import_s"],
+            },
+            "answer": next((a for a in s["answers"] if a), None),
+        }
+    )
     if s["errors"]:
         row["errors"] = s["errors"]
     if not s["short"] and not s["long"]:
@@ -275,23 +332,28 @@ def fmt(x: float | None, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], turns: int) -> None:
-    print(f"\n| harness | version | import s | first run ms | ms/turn, 3-turn task | ms/turn at {turns} turns | "
-          "peak RSS MB | requests (3-turn / long) |")
+    print(
+        f"\n| harness | version | import s | first run ms | ms/turn, 3-turn task | ms/turn at {turns} turns | "
+        "peak RSS MB | requests (3-turn / long) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] in ("install failed", "did not run"):
             print(f"| {r['label']} | {r.get('version') or '—'} | {r['status']}: {r.get('reason')} | | | | | |")
             continue
-        print(f"| {r['label']} | {r.get('version') or ''} | {fmt(r['import_s'], '.2f')} | {fmt(r['first_run_ms'], '.0f')} | "
-              f"{fmt(r['ms_per_turn_3'], '.2f')} | {fmt(r['ms_per_turn_long'], '.2f')} | {fmt(r['peak_rss_mb'], '.0f')} | "
-              f"{fmt(r['requests_3'], '.0f')} / {fmt(r['requests_long'], '.0f')} |"
-              + (f" ({r['status']}: {r['reason'][:160]})" if r["status"] == "partly ran" else ""))
+        print(
+            f"| {r['label']} | {r.get('version') or ''} | {fmt(r['import_s'], '.2f')} | {fmt(r['first_run_ms'], '.0f')} | "
+            f"{fmt(r['ms_per_turn_3'], '.2f')} | {fmt(r['ms_per_turn_long'], '.2f')} | {fmt(r['peak_rss_mb'], '.0f')} | "
+            f"{fmt(r['requests_3'], '.0f')} / {fmt(r['requests_long'], '.0f')} |"
+            + (f" ({r['status']}: {r['reason'][:160]})" if r["status"] == "partly ran" else "")
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--peers", help="comma-separated names (see --list); tether and the raw floor are always "
-                                        "added; default: all")
+    parser.add_argument(
+        "--peers", help="comma-separated names (see --list); tether and the raw floor are always added; default: all"
+    )
     parser.add_argument("--turns", type=int, default=200, help="length of the long run (default 200)")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
     parser.add_argument("--runs", type=int, default=5, help="3-turn runs per process; the first is reported apart")
@@ -322,25 +384,37 @@ def main() -> None:
     proc, base = start_server([sys.executable, str(DRIVERS / "server.py")])
     started = time.perf_counter()
     try:
-        print(f"scripted server at {base}; {args.reps} repetitions, {args.runs} 3-turn runs and one "
-              f"{args.turns}-turn run per peer per repetition")
+        print(
+            f"scripted server at {base}; {args.reps} repetitions, {args.runs} 3-turn runs and one "
+            f"{args.turns}-turn run per peer per repetition"
+        )
         samples = measure(runnable, base, args.reps, args.runs, args.turns, args.timeout)
     finally:
         proc.terminate()
         proc.wait()
     rows = [summarise(p, samples.get(p.name, {}), setups[p.name]) for p in chosen]
     print_table(rows, args.turns)
-    write_results("peers", {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_at_start": os.getloadavg(), "tether_commit": tether_commit()},
-        "settings": {"reps": args.reps, "runs": args.runs, "turns": args.turns, "cache": str(CACHE)},
-        "units": {"import_s": "seconds the driver spent importing what it uses",
-                  "ms_per_turn": "(client wall − server time) / model requests; 3-turn: median of runs after "
-                                 "the first in each process, then median over repetitions",
-                  "peak_rss_mb": "VmHWM of the process that did the long run"},
-        "seconds": time.perf_counter() - started,
-        "peers": rows,
-    })
+    write_results(
+        "peers",
+        {
+            "machine": {
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+                "platform": platform.platform(),
+                "load_average_at_start": os.getloadavg(),
+                "tether_commit": tether_commit(),
+            },
+            "settings": {"reps": args.reps, "runs": args.runs, "turns": args.turns, "cache": str(CACHE)},
+            "units": {
+                "import_s": "seconds the driver spent importing what it uses",
+                "ms_per_turn": "(client wall − server time) / model requests; 3-turn: median of runs after "
+                "the first in each process, then median over repetitions",
+                "peak_rss_mb": "VmHWM of the process that did the long run",
+            },
+            "seconds": time.perf_counter() - started,
+            "peers": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

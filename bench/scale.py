@@ -67,8 +67,11 @@ def _missing() -> str | None:
     """What this benchmark needs and cannot find, in words (None when all is there)."""
     from tether.testing.services import RabbitServer
 
-    absent = [m for m in ("pgserver", "psycopg", "psycopg_pool", "celery", "kombu", "httpx")
-              if importlib.util.find_spec(m) is None]
+    absent = [
+        m
+        for m in ("pgserver", "psycopg", "psycopg_pool", "celery", "kombu", "httpx")
+        if importlib.util.find_spec(m) is None
+    ]
     if absent:
         return f"{', '.join(absent)} not installed: pip install 'tether[postgres,distributed]' pgserver"
     if not RabbitServer.available():
@@ -101,20 +104,33 @@ class Cluster:
 
         self.root = root
         self.broker_url = broker_url
-        self.env = dict(os.environ, TETHER_HOME=str(root / "home"), TETHER_DATABASE_URL=db_url,
-                        TETHER_BROKER_URL=broker_url, TETHER_DEMO_MODEL_DELAY_S=str(delay_s),
-                        TETHER_DEMO_LEDGER=str(root / "ledger"), PYTHONPATH=str(ROOT))
+        self.env = dict(
+            os.environ,
+            TETHER_HOME=str(root / "home"),
+            TETHER_DATABASE_URL=db_url,
+            TETHER_BROKER_URL=broker_url,
+            TETHER_DEMO_MODEL_DELAY_S=str(delay_s),
+            TETHER_DEMO_LEDGER=str(root / "ledger"),
+            PYTHONPATH=str(ROOT),
+        )
         self.procs: list[subprocess.Popen[bytes]] = []
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        self.node = self._start("serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS),
-                                log="node")
+        self.node = self._start(
+            "serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS), log="node"
+        )
         self._wait_healthy()
 
     def _start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         with open(self.root / f"{log}.log", "ab") as out:
-            p = subprocess.Popen([sys.executable, "-m", "tether", *args], env=self.env, stdout=out, stderr=out,
-                                 cwd=self.root, start_new_session=True)
+            p = subprocess.Popen(
+                [sys.executable, "-m", "tether", *args],
+                env=self.env,
+                stdout=out,
+                stderr=out,
+                cwd=self.root,
+                start_new_session=True,
+            )
         self.procs.append(p)
         return p
 
@@ -157,8 +173,12 @@ class Cluster:
         raise SystemExit(f"{n} workers were not consuming within {timeout:.0f} s:\n{self._log('worker0')}")
 
     def start_workers(self, n: int, concurrency: int) -> list[subprocess.Popen[bytes]]:
-        procs = [self._start("worker", "--agent", str(AGENTS), "--concurrency", str(concurrency), "--name", f"w{i}",
-                             log=f"worker{i}") for i in range(n)]
+        procs = [
+            self._start(
+                "worker", "--agent", str(AGENTS), "--concurrency", str(concurrency), "--name", f"w{i}", log=f"worker{i}"
+            )
+            for i in range(n)
+        ]
         self._wait_consumers(n, procs)
         return procs
 
@@ -204,8 +224,12 @@ async def one_run(client: Any, url: str, sid: str) -> tuple[float, float, float]
     began = time.perf_counter()
     first: float | None = None
     kind = ""
-    async with client.stream("POST", f"{url}/v1/sessions/{sid}/messages", json={"text": "What is two and two?"},
-                             headers={"Accept": "text/event-stream"}) as r:
+    async with client.stream(
+        "POST",
+        f"{url}/v1/sessions/{sid}/messages",
+        json={"text": "What is two and two?"},
+        headers={"Accept": "text/event-stream"},
+    ) as r:
         accepted = time.perf_counter() - began
         if r.status_code not in (200, 202):
             raise SystemExit(f"POST message answered {r.status_code}: {(await r.aread())[:400]!r}")
@@ -223,8 +247,9 @@ async def one_run(client: Any, url: str, sid: str) -> tuple[float, float, float]
     raise SystemExit(f"a stream ended without its done event (last event {kind!r})")
 
 
-async def _level(cluster: Cluster, workers: list[subprocess.Popen[bytes]], slots: int, runs: int,
-                 idle_runs: int) -> dict[str, float]:
+async def _level(
+    cluster: Cluster, workers: list[subprocess.Popen[bytes]], slots: int, runs: int, idle_runs: int
+) -> dict[str, float]:
     import httpx
 
     limits = httpx.Limits(max_connections=runs + slots + 10, max_keepalive_connections=runs + slots + 10)
@@ -241,18 +266,25 @@ async def _level(cluster: Cluster, workers: list[subprocess.Popen[bytes]], slots
         cpu = [_cpu_s(p) - c for p, c in zip(pids, cpu0, strict=True)]
     firsts = [first * 1000 for _, first, _ in results]
     accepted = [a * 1000 for a, _, _ in results]
-    return {"runs_per_s": runs / wall, "first_event_p50_ms": statistics.median(firsts),
-            "first_event_p99_ms": _pct(firsts, 99), "accepted_p50_ms": statistics.median(accepted),
-            "accepted_p99_ms": _pct(accepted, 99), "idle_first_event_ms": statistics.median(idle),
-            "node_cpu_ms_per_run": cpu[0] * 1000 / runs, "workers_cpu_ms_per_run": sum(cpu[1:]) * 1000 / runs,
-            "wall_s": wall}
+    return {
+        "runs_per_s": runs / wall,
+        "first_event_p50_ms": statistics.median(firsts),
+        "first_event_p99_ms": _pct(firsts, 99),
+        "accepted_p50_ms": statistics.median(accepted),
+        "accepted_p99_ms": _pct(accepted, 99),
+        "idle_first_event_ms": statistics.median(idle),
+        "node_cpu_ms_per_run": cpu[0] * 1000 / runs,
+        "workers_cpu_ms_per_run": sum(cpu[1:]) * 1000 / runs,
+        "wall_s": wall,
+    }
 
 
-def scaling(cluster: Cluster, levels: list[int], concurrency: int, runs: int, idle_runs: int,
-            repeat: int) -> dict[int, dict[str, float]]:
+def scaling(
+    cluster: Cluster, levels: list[int], concurrency: int, runs: int, idle_runs: int, repeat: int
+) -> dict[int, dict[str, float]]:
     rows: dict[int, list[dict[str, float]]] = {w: [] for w in levels}
     for r in range(repeat):
-        for w in (levels if r % 2 == 0 else list(reversed(levels))):
+        for w in levels if r % 2 == 0 else list(reversed(levels)):
             t0 = time.monotonic()
             workers = cluster.start_workers(w, concurrency)
             try:
@@ -260,9 +292,11 @@ def scaling(cluster: Cluster, levels: list[int], concurrency: int, runs: int, id
             finally:
                 cluster.stop_workers(workers)
             rows[w].append(row)
-            print(f"  round {r + 1}, {w} worker(s): {row['runs_per_s']:.1f} runs/s, first event p50 "
-                  f"{row['first_event_p50_ms']:.0f} ms ({time.monotonic() - t0:.0f} s with start and stop)",
-                  flush=True)
+            print(
+                f"  round {r + 1}, {w} worker(s): {row['runs_per_s']:.1f} runs/s, first event p50 "
+                f"{row['first_event_p50_ms']:.0f} ms ({time.monotonic() - t0:.0f} s with start and stop)",
+                flush=True,
+            )
     return {w: {k: statistics.median(row[k] for row in rows[w]) for k in rows[w][0]} for w in levels}
 
 
@@ -283,8 +317,7 @@ def _turns_agent(workspace: Path) -> Any:
             return call(f"call_{done}", "read_file", {"path": files[done % len(files)]})
         return f"Read {done} files; the timeout is in {files[0]}."
 
-    return Agent(FunctionModel(reply, model_id="reader"), tools=FILE_TOOLS, cwd=workspace,
-                 max_turns=TOOL_TURNS + 2)
+    return Agent(FunctionModel(reply, model_id="reader"), tools=FILE_TOOLS, cwd=workspace, max_turns=TOOL_TURNS + 2)
 
 
 def _stores(kind: str, root: Path, db_url: str) -> tuple[Any, Any]:
@@ -312,8 +345,9 @@ async def _runs_per_turn(agent: Any, store: Any, session: Any, runs: int) -> flo
     began = time.perf_counter()
     for _ in range(runs):
         sid = "s_" + uuid.uuid4().hex[:16] if session is not None else None
-        async for event in run_stream(agent, "Which file mentions a timeout?", store=store, session=session,
-                                      session_id=sid):
+        async for event in run_stream(
+            agent, "Which file mentions a timeout?", store=store, session=session, session_id=sid
+        ):
             if event.type == "done":
                 if event.result.status != "completed":
                     raise SystemExit(f"a run ended {event.result.status}: {event.result}")
@@ -331,7 +365,7 @@ def per_turn(root: Path, db_url: str, runs: int, repeat: int) -> dict[str, float
     for k in kinds:  # warm: imports, the pool's connections, SQLite's pages
         asyncio.run(_runs_per_turn(agent, *stores[k], 2))
     for r in range(repeat):
-        for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+        for k in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
             samples[k].append(asyncio.run(_runs_per_turn(agent, *stores[k], runs)))
     return {k: statistics.median(v) for k, v in samples.items()}
 
@@ -339,31 +373,48 @@ def per_turn(root: Path, db_url: str, runs: int, repeat: int) -> dict[str, float
 # --- main
 
 
-def _print(table: dict[int, dict[str, float]], turn_ms: dict[str, float], args: argparse.Namespace,
-           repeat: int) -> None:
+def _print(
+    table: dict[int, dict[str, float]], turn_ms: dict[str, float], args: argparse.Namespace, repeat: int
+) -> None:
     c, delay = args.concurrency, args.delay
-    print(f"\nscaling: agent `answer` (one model call, {delay:g} s delay), {args.runs} runs at once, workers with "
-          f"--concurrency {c}, medians of {repeat} round(s); commit {tether_commit()}, {os.cpu_count()} cpus")
-    print(f"{'workers':>7} {'runs/s':>7} {'ideal':>6} {'of ideal':>8} {'first p50 ms':>12} {'first p99 ms':>12} "
-          f"{'idle first ms':>13} {'node cpu ms/run':>15} {'workers cpu ms/run':>18}")
+    print(
+        f"\nscaling: agent `answer` (one model call, {delay:g} s delay), {args.runs} runs at once, workers with "
+        f"--concurrency {c}, medians of {repeat} round(s); commit {tether_commit()}, {os.cpu_count()} cpus"
+    )
+    print(
+        f"{'workers':>7} {'runs/s':>7} {'ideal':>6} {'of ideal':>8} {'first p50 ms':>12} {'first p99 ms':>12} "
+        f"{'idle first ms':>13} {'node cpu ms/run':>15} {'workers cpu ms/run':>18}"
+    )
     for w, t in table.items():
         ideal = w * c / delay
-        print(f"{w:>7} {t['runs_per_s']:>7.1f} {ideal:>6.1f} {t['runs_per_s'] / ideal:>8.0%} "
-              f"{t['first_event_p50_ms']:>12.0f} {t['first_event_p99_ms']:>12.0f} {t['idle_first_event_ms']:>13.0f} "
-              f"{t['node_cpu_ms_per_run']:>15.1f} {t['workers_cpu_ms_per_run']:>18.1f}")
-    print(f"(idle first event includes the model's {delay * 1000:.0f} ms: the first event a run sends is the "
-          "model's reply)")
+        print(
+            f"{w:>7} {t['runs_per_s']:>7.1f} {ideal:>6.1f} {t['runs_per_s'] / ideal:>8.0%} "
+            f"{t['first_event_p50_ms']:>12.0f} {t['first_event_p99_ms']:>12.0f} {t['idle_first_event_ms']:>13.0f} "
+            f"{t['node_cpu_ms_per_run']:>15.1f} {t['workers_cpu_ms_per_run']:>18.1f}"
+        )
+    print(
+        f"(idle first event includes the model's {delay * 1000:.0f} ms: the first event a run sends is the "
+        "model's reply)"
+    )
     base = turn_ms["none"]
-    print(f"\nper turn, in process: {TOOL_TURNS} read_file turns + an answer, no model delay, medians of {repeat} "
-          "round(s)")
+    print(
+        f"\nper turn, in process: {TOOL_TURNS} read_file turns + an answer, no model delay, medians of {repeat} "
+        "round(s)"
+    )
     print(f"{'stores':<38} {'ms/turn':>8} {'store ms/turn':>13}")
-    names = {"none": "none", "jsonl": "RunStore + JsonlSessionStore (default)",
-             "sqlite": "RunStore + SqliteSessionStore", "postgres": "PgRunStore + PgSessionStore"}
+    names = {
+        "none": "none",
+        "jsonl": "RunStore + JsonlSessionStore (default)",
+        "sqlite": "RunStore + SqliteSessionStore",
+        "postgres": "PgRunStore + PgSessionStore",
+    }
     for k, ms in turn_ms.items():
         print(f"{names[k]:<38} {ms:>8.2f} {ms - base:>13.2f}")
     sq, pg = turn_ms["sqlite"], turn_ms["postgres"]
-    print(f"Postgres / SQLite: {pg / sq:.2f}x per turn, {(pg - base) / max(sq - base, 1e-9):.2f}x the stores' "
-          f"own cost; Postgres / JSONL: {pg / turn_ms['jsonl']:.2f}x")
+    print(
+        f"Postgres / SQLite: {pg / sq:.2f}x per turn, {(pg - base) / max(sq - base, 1e-9):.2f}x the stores' "
+        f"own cost; Postgres / JSONL: {pg / turn_ms['jsonl']:.2f}x"
+    )
 
 
 def main() -> int:
@@ -405,16 +456,27 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     _print(table, turn_ms, args, repeat)
     print(f"\ntook {t2 - t0:.0f} s (scaling {t1 - t0:.0f} s, per turn {t2 - t1:.0f} s)")
-    write_results("scale", {
-        "commit": tether_commit(), "cpus": os.cpu_count(), "quick": args.quick, "repeat": repeat,
-        "scaling": {"agent": "answer", "model_delay_s": args.delay, "concurrency_per_worker": args.concurrency,
-                    "runs_per_level": args.runs,
-                    "levels": {w: t | {"ideal_runs_per_s": w * args.concurrency / args.delay} for w, t in table.items()}},
-        "per_turn_ms": turn_ms, "per_turn_tool_turns": TOOL_TURNS,
-        "postgres_over_sqlite": turn_ms["postgres"] / turn_ms["sqlite"],
-        "postgres_over_jsonl": turn_ms["postgres"] / turn_ms["jsonl"],
-        "seconds": {"scaling": t1 - t0, "per_turn": t2 - t1},
-    })
+    write_results(
+        "scale",
+        {
+            "commit": tether_commit(),
+            "cpus": os.cpu_count(),
+            "quick": args.quick,
+            "repeat": repeat,
+            "scaling": {
+                "agent": "answer",
+                "model_delay_s": args.delay,
+                "concurrency_per_worker": args.concurrency,
+                "runs_per_level": args.runs,
+                "levels": {w: t | {"ideal_runs_per_s": w * args.concurrency / args.delay} for w, t in table.items()},
+            },
+            "per_turn_ms": turn_ms,
+            "per_turn_tool_turns": TOOL_TURNS,
+            "postgres_over_sqlite": turn_ms["postgres"] / turn_ms["sqlite"],
+            "postgres_over_jsonl": turn_ms["postgres"] / turn_ms["jsonl"],
+            "seconds": {"scaling": t1 - t0, "per_turn": t2 - t1},
+        },
+    )
     return 0
 
 

@@ -75,8 +75,12 @@ class Server:
         module = root / "agents.py"
         module.write_text(AGENTS % str(workspace))
         env = {**os.environ, "TETHER_HOME": str(root / "home")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(module)],
-                                     env=env, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(module)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
         if "listening on" not in line:
@@ -99,8 +103,12 @@ async def one_stream(client: Any, url: str) -> tuple[float, int, int]:
     first = None
     events = turns = 0
     last = ""
-    async with client.stream("POST", f"{url}/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"},
-                             headers={"Accept": "text/event-stream"}) as r:
+    async with client.stream(
+        "POST",
+        f"{url}/v1/sessions/{sid}/messages",
+        json={"text": "Which file mentions a timeout?"},
+        headers={"Accept": "text/event-stream"},
+    ) as r:
         async for line in r.aiter_lines():
             if line.startswith("data:"):
                 events += 1
@@ -127,8 +135,13 @@ async def level(server: Server, n: int) -> dict[str, float]:
     firsts = [r[0] * 1000 for r in results]
     events = sum(r[1] for r in results)
     turns = sum(r[2] for r in results)
-    return {"first_event_p50_ms": statistics.median(firsts), "first_event_p99_ms": _pct(firsts, 99),
-            "events_per_s": events / wall, "server_cpu_ms_per_turn": cpu * 1000 / turns, "wall_s": wall}
+    return {
+        "first_event_p50_ms": statistics.median(firsts),
+        "first_event_p99_ms": _pct(firsts, 99),
+        "events_per_s": events / wall,
+        "server_cpu_ms_per_turn": cpu * 1000 / turns,
+        "wall_s": wall,
+    }
 
 
 async def library_per_turn(root: Path, runs: int) -> float:
@@ -146,8 +159,9 @@ async def library_per_turn(root: Path, runs: int) -> float:
         pass
     cpu0 = time.process_time()
     for _ in range(runs):
-        async for event in run_stream(agent, "Which file mentions a timeout?", store=store,
-                                      tracer=JsonlTracer(root / "lib-traces")):
+        async for event in run_stream(
+            agent, "Which file mentions a timeout?", store=store, tracer=JsonlTracer(root / "lib-traces")
+        ):
             if event.type == "done":
                 turns += event.result.turns
     return (time.process_time() - cpu0) * 1000 / turns
@@ -189,7 +203,7 @@ def main() -> None:
             lib: list[float] = []
             for r in range(repeat):
                 asyncio.run(level(server, 5))  # warm-up
-                for n in (levels if r % 2 == 0 else list(reversed(levels))):
+                for n in levels if r % 2 == 0 else list(reversed(levels)):
                     rows[n].append(asyncio.run(level(server, n)))
                 lib.append(asyncio.run(library_per_turn(root, 20)))
             idle_kb = asyncio.run(idle_memory(server, idle_n))
@@ -200,15 +214,28 @@ def main() -> None:
     lib_ms = statistics.median(lib)
     table = {n: {k: statistics.median(row[k] for row in rows[n]) for k in rows[n][0]} for n in levels}
     print(f"tether serve, scripted/plan (3 turns, 2 tools), medians of {repeat} round(s); commit {tether_commit()}")
-    print(f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'events/s':>9} {'server cpu ms/turn':>19} "
-          f"{'x library':>10}")
+    print(
+        f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'events/s':>9} {'server cpu ms/turn':>19} "
+        f"{'x library':>10}"
+    )
     for n, t in table.items():
-        print(f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} {t['events_per_s']:>9.0f} "
-              f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f}")
+        print(
+            f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} {t['events_per_s']:>9.0f} "
+            f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f}"
+        )
     print(f"library (run_stream + RunStore + JsonlTracer, in process): {lib_ms:.2f} cpu ms/turn")
     print(f"idle session (its run done): {idle_kb:.1f} KB of server RSS each, over {idle_n} sessions")
-    write_results("serve", {"commit": tether_commit(), "levels": table, "library_cpu_ms_per_turn": lib_ms,
-                            "idle_session_kb": idle_kb, "repeat": repeat, "cpus": os.cpu_count()})
+    write_results(
+        "serve",
+        {
+            "commit": tether_commit(),
+            "levels": table,
+            "library_cpu_ms_per_turn": lib_ms,
+            "idle_session_kb": idle_kb,
+            "repeat": repeat,
+            "cpus": os.cpu_count(),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,15 @@ def transcript(n: int) -> list[Message]:
     i = 0
     while len(out) < n:
         out.append(UserMessage.text(f"question {i}: which file mentions a timeout?"))
-        out.append(AssistantMessage(content=(TextPart(text="Let me look."), ToolCallPart(
-            id=f"c{i}", name="read_file", arguments=json.dumps({"path": f"log{i}.txt"}))), model="scripted/plan"))
+        out.append(
+            AssistantMessage(
+                content=(
+                    TextPart(text="Let me look."),
+                    ToolCallPart(id=f"c{i}", name="read_file", arguments=json.dumps({"path": f"log{i}.txt"})),
+                ),
+                model="scripted/plan",
+            )
+        )
         out.append(ToolMessage(call_id=f"c{i}", name="read_file", content=(TextPart(text="worker timed out " * 20),)))
         out.append(AssistantMessage(content=(TextPart(text=f"log{i}.txt mentions a timeout."),)))
         i += 1
@@ -56,8 +63,10 @@ def timed(fn: Any, repeats: int) -> float:
 
 
 def load_and_repair(sizes: list[int]) -> None:
-    print(f"\n## load and repair (median ms)\n\n{'messages':>9} {'json.loads baseline':>20} {'jsonl load':>11} "
-          f"{'ratio':>6} {'jsonl repair':>13} {'sqlite load':>12} {'sqlite repair':>14}")
+    print(
+        f"\n## load and repair (median ms)\n\n{'messages':>9} {'json.loads baseline':>20} {'jsonl load':>11} "
+        f"{'ratio':>6} {'jsonl repair':>13} {'sqlite load':>12} {'sqlite repair':>14}"
+    )
     rows = []
     for n in sizes:
         tmp = Path(tempfile.mkdtemp())
@@ -85,10 +94,20 @@ def load_and_repair(sizes: list[int]) -> None:
             sqlite.load("s")
 
         srepair = timed(repair_sqlite, repeats)
-        print(f"{n:>9,} {baseline:>20.1f} {load:>11.1f} {load / baseline:>6.1f} {repair:>13.1f} {sload:>12.1f} "
-              f"{srepair:>14.1f}")
-        rows.append({"messages": n, "baseline_ms": baseline, "jsonl_load_ms": load, "jsonl_repair_ms": repair,
-                     "sqlite_load_ms": sload, "sqlite_repair_ms": srepair})
+        print(
+            f"{n:>9,} {baseline:>20.1f} {load:>11.1f} {load / baseline:>6.1f} {repair:>13.1f} {sload:>12.1f} "
+            f"{srepair:>14.1f}"
+        )
+        rows.append(
+            {
+                "messages": n,
+                "baseline_ms": baseline,
+                "jsonl_load_ms": load,
+                "jsonl_repair_ms": repair,
+                "sqlite_load_ms": sload,
+                "sqlite_repair_ms": srepair,
+            }
+        )
         shutil.rmtree(tmp, ignore_errors=True)
     RESULTS["load_and_repair"] = rows
 
@@ -122,8 +141,10 @@ def append_throughput(count: int = 2000) -> None:
             sqlite.append("s", [m])
         sq = n / (time.perf_counter() - t0)
         label = "fsync" if fsync else "no fsync"
-        print(f"{label:9} plain file {plain:>10,.0f}/s   JsonlSessionStore {ours:>9,.0f}/s ({ours / plain:.2f}x)   "
-              f"SqliteSessionStore {sq:>9,.0f}/s (WAL, synchronous=NORMAL)")
+        print(
+            f"{label:9} plain file {plain:>10,.0f}/s   JsonlSessionStore {ours:>9,.0f}/s ({ours / plain:.2f}x)   "
+            f"SqliteSessionStore {sq:>9,.0f}/s (WAL, synchronous=NORMAL)"
+        )
         rows.append({"fsync": fsync, "plain_per_s": plain, "jsonl_per_s": ours, "sqlite_per_s": sq})
         shutil.rmtree(tmp, ignore_errors=True)
     RESULTS["append"] = rows
@@ -137,8 +158,9 @@ def prefix_stability(turns: int = 200, window: int = 32000) -> None:
     with ScriptedServer(context_window=window) as server:
         provider = OpenAIChatProvider(base_url=server.base_url)
         provider.model_id = "reader"  # type: ignore[attr-defined]
-        agent = Agent(provider, tools=FILE_TOOLS, cwd=ws, max_turns=turns, context_window=window,
-                      dedupe_read_only=False)
+        agent = Agent(
+            provider, tools=FILE_TOOLS, cwd=ws, max_turns=turns, context_window=window, dedupe_read_only=False
+        )
 
         async def go() -> list[Any]:
             return [e async for e in run_stream(agent, "Read the logs, over and over.", state=RunState())]
@@ -151,12 +173,20 @@ def prefix_stability(turns: int = 200, window: int = 32000) -> None:
     broken = len(same) - sum(same)
     saved = sum(c.tokens_before - c.tokens_after for c in compactions)
     print(f"\n## prompt prefix across a {turns}-turn run (window {window} tokens)\n")
-    print(f"requests {len(bodies)}, compactions {len(compactions)}, requests whose prefix equals the previous "
-          f"request: {sum(same)}/{len(same)} ({sum(same) / len(same):.1%}); changed prefixes {broken} "
-          f"(expected: one after each compaction = {len(compactions)}); tokens saved by compaction {saved:,}; "
-          f"status {events[-1].result.status}")
-    RESULTS["prefix"] = {"requests": len(bodies), "compactions": len(compactions), "prefix_equal": sum(same),
-                         "compared": len(same), "changed": broken, "tokens_saved": saved}
+    print(
+        f"requests {len(bodies)}, compactions {len(compactions)}, requests whose prefix equals the previous "
+        f"request: {sum(same)}/{len(same)} ({sum(same) / len(same):.1%}); changed prefixes {broken} "
+        f"(expected: one after each compaction = {len(compactions)}); tokens saved by compaction {saved:,}; "
+        f"status {events[-1].result.status}"
+    )
+    RESULTS["prefix"] = {
+        "requests": len(bodies),
+        "compactions": len(compactions),
+        "prefix_equal": sum(same),
+        "compared": len(same),
+        "changed": broken,
+        "tokens_saved": saved,
+    }
 
 
 def main() -> None:

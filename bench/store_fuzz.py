@@ -11,6 +11,7 @@ states the guarantees allow; it is then resumed and continued. Written by an adv
 2026-12-02: it found the faults fixed in 1dd2461, a1de4a8 and the commit after them (a run loaded
 from a header saved without fsync makes its next commit durable; the oracle knows it).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,12 @@ from tether.messages import UserMessage
 
 ROOT = Path(tempfile.mkdtemp(prefix="tether-store-fuzz-"))
 RUN = "run_x"
-SNAP = {}      # inode -> bytes synced
+SNAP = {}  # inode -> bytes synced
 EVENTS = None  # list to append images to, or None
 
 TORN = os.environ.get("TORN") == "1"
+
+
 def image():
     d = ROOT / RUN
     img = {}
@@ -42,6 +45,8 @@ def image():
             st = p.stat()
             img[p.name] = (SNAP.get(st.st_ino, b""), p.read_bytes()) if TORN else SNAP.get(st.st_ino, b"")
     return img
+
+
 def tear(img, rng):
     out = {}
     for name, v in img.items():
@@ -54,11 +59,14 @@ def tear(img, rng):
         buf = bytearray()
         for off in range(0, n, 4096):
             src = cur if rng.random() < 0.5 else old2
-            buf += src[off:off+4096].ljust(min(4096, n-off), b"\0")
+            buf += src[off : off + 4096].ljust(min(4096, n - off), b"\0")
         out[name] = bytes(buf[:n])
     return out
 
+
 _real_fsync, _real_fdatasync = os.fsync, os.fdatasync
+
+
 def _rec(fd):
     st = os.fstat(fd)
     if stat.S_ISREG(st.st_mode):
@@ -66,12 +74,19 @@ def _rec(fd):
             SNAP[st.st_ino] = f.read()
     if EVENTS is not None:
         EVENTS.append(image())
-def fake_fsync(fd): _rec(fd)
+
+
+def fake_fsync(fd):
+    _rec(fd)
+
+
 os.fsync = fake_fsync
 os.fdatasync = fake_fsync
 
+
 def dump(st):
     return st.model_dump_json()
+
 
 def restore(img):
     d = ROOT / RUN
@@ -82,17 +97,23 @@ def restore(img):
         (d / name).write_bytes(data)
         SNAP[(d / name).stat().st_ino] = data
 
+
 def resnap_all():
     # after kill -9, nothing changes on disk; SNAP stays
     pass
 
+
 SIZES = [5, 40, 300, 2000, 9000, 17000, 40000]
+
+
 def rand_msg(rng):
     n = rng.choice(SIZES) if rng.random() < 0.3 else rng.randint(1, 200)
     return UserMessage.text(rng.choice("abcé你") * n)
 
+
 class Fail(Exception):
     pass
+
 
 def run_case(seed, verbose=False):  # noqa: C901 - one case, told in order
     global EVENTS
@@ -179,12 +200,19 @@ def run_case(seed, verbose=False):  # noqa: C901 - one case, told in order
                     continue
                 raise Fail(f"powercut load error {e!r}", log) from None
             if dump(st) not in acc:
-                raise Fail("powercut loaded wrong state", log, json.loads(dump(st))["reason"], [json.loads(a)["reason"] if a else a for a in acc], len(st.messages))
+                raise Fail(
+                    "powercut loaded wrong state",
+                    log,
+                    json.loads(dump(st))["reason"],
+                    [json.loads(a)["reason"] if a else a for a in acc],
+                    len(st.messages),
+                )
             state = st
             force = store._committed[RUN].unsure  # loaded from a header saved without fsync
             last_save = last_durable = dump(st)
             since = set()
     return log
+
 
 if __name__ == "__main__":
     start, n = int(sys.argv[1]), int(sys.argv[2])

@@ -57,13 +57,16 @@ def workspace() -> Path:
 
 def delegating_parent() -> FunctionModel:
     """Turn 0 hands the task to the sub-agent ``worker``; turn 1 answers."""
+
     def fn(messages: list[Message], request: ModelRequest) -> AssistantMessage:
         if not any(isinstance(m, AssistantMessage) for m in messages):
             call = ToolCallPart(id="p1", name="worker", arguments=json.dumps({"task": "do the slow thing"}))
-            return AssistantMessage(content=(call,), finish_reason="tool_calls",
-                                    usage=Usage(prompt_tokens=300, completion_tokens=20))
-        return AssistantMessage(content=(TextPart(text="done"),), finish_reason="stop",
-                                usage=Usage(prompt_tokens=400, completion_tokens=5))
+            return AssistantMessage(
+                content=(call,), finish_reason="tool_calls", usage=Usage(prompt_tokens=300, completion_tokens=20)
+            )
+        return AssistantMessage(
+            content=(TextPart(text="done"),), finish_reason="stop", usage=Usage(prompt_tokens=400, completion_tokens=5)
+        )
 
     return FunctionModel(fn)
 
@@ -119,8 +122,11 @@ async def once(where: str, shape: str, store: bool, server: ScriptedServer) -> t
     assert result is not None and pressed, "the run ended before Stop was pressed"
     child = state.children.get("p1") if shape == "child" else None
     said = str(child.get("reason") or "") if isinstance(child, dict) else ""
-    outcome = {"status": result.status, "interruption": result.interruption.type if result.interruption else None,
-               "child": f"{child.get('status')} ({said.removeprefix('cancelled: ')})" if isinstance(child, dict) else None}
+    outcome = {
+        "status": result.status,
+        "interruption": result.interruption.type if result.interruption else None,
+        "child": f"{child.get('status')} ({said.removeprefix('cancelled: ')})" if isinstance(child, dict) else None,
+    }
     return (done_at - pressed[0]) * 1000, outcome
 
 
@@ -133,8 +139,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
-    cases = [(where, shape, store) for where in ("tool", "model") for store in (False, True)
-             for shape in ("plain", "child")]
+    cases = [
+        (where, shape, store) for where in ("tool", "model") for store in (False, True) for shape in ("plain", "child")
+    ]
     times: dict[tuple[str, str, bool], list[float]] = {c: [] for c in cases}
     outcomes: dict[tuple[str, str, bool], set[str]] = {c: set() for c in cases}
 
@@ -143,8 +150,10 @@ def main() -> None:
             for case in cases:
                 ms, outcome = await once(*case, server)
                 times[case].append(ms)
-                outcomes[case].add(f"{outcome['status']}/{outcome['interruption']}"
-                                   + (f", child {outcome['child']}" if outcome["child"] else ""))
+                outcomes[case].add(
+                    f"{outcome['status']}/{outcome['interruption']}"
+                    + (f", child {outcome['child']}" if outcome["child"] else "")
+                )
 
     with ScriptedServer() as server:
         asyncio.run(all_runs(server))
@@ -154,23 +163,37 @@ def main() -> None:
     for where, shape, store in cases:
         xs = times[(where, shape, store)]
         base = statistics.median(times[(where, "plain", store)])
-        rows.append([f"slow {where}" + (" call" if where == "model" else ""), "RunStore" if store else "none",
-                     "plain (baseline)" if shape == "plain" else "inside a sub-agent",
-                     f"{statistics.median(xs):.2f}", f"{p90(xs):.2f}", f"{max(xs):.2f}",
-                     "-" if shape == "plain" else f"{statistics.median(xs) - base:+.2f} ms",
-                     "; ".join(sorted(outcomes[(where, shape, store)]))])
+        rows.append(
+            [
+                f"slow {where}" + (" call" if where == "model" else ""),
+                "RunStore" if store else "none",
+                "plain (baseline)" if shape == "plain" else "inside a sub-agent",
+                f"{statistics.median(xs):.2f}",
+                f"{p90(xs):.2f}",
+                f"{max(xs):.2f}",
+                "-" if shape == "plain" else f"{statistics.median(xs) - base:+.2f} ms",
+                "; ".join(sorted(outcomes[(where, shape, store)])),
+            ]
+        )
     widths = [max(len(str(x)) for x in [h, *[r[i] for r in rows]]) for i, h in enumerate(header)]
     print(f"\n## Stop → parent's done, {args.runs} runs per row\n")
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     for r in rows:
         print("  ".join(str(x).ljust(w) for x, w in zip(r, widths, strict=True)))
-    write_results("subagents", {
-        "commit": tether_commit(), "python": platform.python_version(), "runs": args.runs,
-        "stall_s": STALL_S,
-        "rows": [dict(zip(header, r, strict=True)) for r in rows],
-        "samples_ms": {f"{w}/{'store' if st else 'nostore'}/{sh}": [round(x, 3) for x in times[(w, sh, st)]]
-                       for w, sh, st in cases},
-    })
+    write_results(
+        "subagents",
+        {
+            "commit": tether_commit(),
+            "python": platform.python_version(),
+            "runs": args.runs,
+            "stall_s": STALL_S,
+            "rows": [dict(zip(header, r, strict=True)) for r in rows],
+            "samples_ms": {
+                f"{w}/{'store' if st else 'nostore'}/{sh}": [round(x, 3) for x in times[(w, sh, st)]]
+                for w, sh, st in cases
+            },
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -26,10 +26,19 @@ CATALOGUE = {
 }
 
 agents = {
-    "files": Agent("scripted/plan", description="Answers questions about a folder of files",
-                   instructions="Use the tools to look at the files before you answer.",
-                   tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=20),
-    "configure": Agent("scripted/configure", description="Configures a cabinet heater with you",
-                       instructions="Help the user configure a product with the configure tool.",
-                       tools=[Configurator(CATALOGUE).tool()], max_turns=10),
+    "files": Agent(
+        "scripted/plan",
+        description="Answers questions about a folder of files",
+        instructions="Use the tools to look at the files before you answer.",
+        tools=FILE_TOOLS,
+        cwd=WORKSPACE,
+        max_turns=20,
+    ),
+    "configure": Agent(
+        "scripted/configure",
+        description="Configures a cabinet heater with you",
+        instructions="Help the user configure a product with the configure tool.",
+        tools=[Configurator(CATALOGUE).tool()],
+        max_turns=10,
+    ),
 }

@@ -14,8 +14,10 @@ from tether.errors import ConfigError
 
 # (config.toml, what the one line must say after "<path>: ")
 MISTAKES = [
-    ('[tools.shell]\napproval = "no"\n',
-     '[tools.shell] approval must be true or false (no quotes), not "no" (write approval = false)'),
+    (
+        '[tools.shell]\napproval = "no"\n',
+        '[tools.shell] approval must be true or false (no quotes), not "no" (write approval = false)',
+    ),
     ("[tools.shell]\ntimeout_s = -5\n", "[tools.shell] timeout_s must be greater than 0, not -5"),
     ("[tools.shell]\ntimeout_s = inf\n", "[tools.shell] timeout_s must be a finite number, not inf"),
     ('[tools.shell]\ntimeout_s = "30"\n', '[tools.shell] timeout_s must be a number, not "30" (write timeout_s = 30'),
@@ -27,19 +29,31 @@ MISTAKES = [
     ("[tools.files]\nwrite_approval = 1\n", "[tools.files] write_approval must be true or false"),
     ('[tools.web]\nallow = ["nonsense"]\n', '[tools.web] allow[0] must be "host:port" or a network'),
     ("[tools.web]\nmax_bytes = 0\n", "[tools.web] max_bytes must be greater than 0, not 0"),
-    ('[tools.web_search]\nkind = "google"\nurl = "https://s"\n', '[tools.web_search] kind must be "searxng", not "google"'),
+    (
+        '[tools.web_search]\nkind = "google"\nurl = "https://s"\n',
+        '[tools.web_search] kind must be "searxng", not "google"',
+    ),
     ('[tools.web_search]\nkind = "searxng"\n', "[tools.web_search] needs url"),
     ("[tools]\nshell = 3\n", "[tools.shell] must be a table, not 3"),
     ('modle = "openai/gpt-4.1"\n', "modle is not a known setting at the top of the file (did you mean model?)"),
     ("model = 3\n", "model must be a string in quotes, not 3"),
     ('fallback_models = "openai/x"\n', "fallback_models must be a list"),
-    ('session_store = "postgres"\n', 'session_store must be jsonl, jsonl:DIR, sqlite, sqlite:PATH or memory, not "postgres"'),
+    (
+        'session_store = "postgres"\n',
+        'session_store must be jsonl, jsonl:DIR, sqlite, sqlite:PATH or memory, not "postgres"',
+    ),
     ('[endpoint.local]\nbase_url = "http://h"\n', "[endpoint] is not a known table (did you mean [endpoints]?)"),
-    ('[endpoints.x]\nkind = "cohere"\nbase_url = "http://h"\n', '[endpoints.x] kind must be "openai" or "anthropic", not "cohere"'),
+    (
+        '[endpoints.x]\nkind = "cohere"\nbase_url = "http://h"\n',
+        '[endpoints.x] kind must be "openai" or "anthropic", not "cohere"',
+    ),
     ('[endpoints.x]\nbase_url = "localhost:8080"\n', "[endpoints.x] base_url must be an http:// or https:// URL"),
     ('[endpoints.x]\nkind = "openai"\n', "[endpoints.x] needs base_url"),
     ('[endpoints.x]\nbase_url = "http://h"\nauth = "oauth"\n', '[endpoints.x] auth = "oauth" needs token_url'),
-    ('[endpoints.x]\nbase_url = "http://h"\nmodle = ["a"]\n', "modle is not a known setting in [endpoints.x] (did you mean models?)"),
+    (
+        '[endpoints.x]\nbase_url = "http://h"\nmodle = ["a"]\n',
+        "modle is not a known setting in [endpoints.x] (did you mean models?)",
+    ),
     ('[models."a/b"]\ninput = "cheap"\noutput = 1\n', '[models."a/b"] input must be a number, not "cheap"'),
     ('[models."a/b"]\ninput = -1\noutput = 1\n', '[models."a/b"] input must be 0 or more, not -1'),
     ('[models."a/b"]\ninput = 1\n', '[models."a/b"] needs both input and output'),
@@ -68,7 +82,9 @@ def test_each_mistake_is_one_line_with_the_file_the_key_and_the_fix(text: str, m
 
 
 def test_a_full_valid_file_loads(tmp_path: Path) -> None:
-    write(tmp_path, """\
+    write(
+        tmp_path,
+        """\
 model = "local/qwen2.5"
 fallback_models = ["anthropic/claude-haiku-4-5"]
 session_store = "sqlite"
@@ -112,7 +128,8 @@ max_chars = 100000
 [tools.web_search]
 kind = "searxng"
 url = "https://search.example.com"
-""")
+""",
+    )
     settings = load_settings(tmp_path)
     assert settings.model == "local/qwen2.5" and settings.session_store == "sqlite"
     assert settings.endpoints["local"].models == ("qwen2.5",) and settings.endpoints["corp"].auth == "oauth"
@@ -125,8 +142,14 @@ def test_the_command_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:
     import os
 
     path = write(tmp_path, "[tools.shel]\napproval = false\n")
-    out = subprocess.run(["tether", "run", "--model", "scripted/hello", "hi"], env={**os.environ, "TETHER_HOME": str(tmp_path)},
-                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        ["tether", "run", "--model", "scripted/hello", "hi"],
+        env={**os.environ, "TETHER_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2
     assert out.stderr == f"tether: {path}: [tools.shel] is not a known table (did you mean [tools.shell]?)\n"
     assert not (tmp_path / "runs").exists()
@@ -136,8 +159,11 @@ def test_tool_settings_from_python_are_checked_like_the_config_file() -> None:
     from tether.errors import ConfigError
     from tether.tools.builtin import tool_settings
 
-    for bad, words in (({"shell": {"approval": "no"}}, "true or false"), ({"shell": {"timeout_s": -5}}, "greater than 0"),
-                       ({"shel": {}}, "did you mean [tools.shell]")):
+    for bad, words in (
+        ({"shell": {"approval": "no"}}, "true or false"),
+        ({"shell": {"timeout_s": -5}}, "greater than 0"),
+        ({"shel": {}}, "did you mean [tools.shell]"),
+    ):
         with pytest.raises(ConfigError, match=re.escape(words)):
             tool_settings(bad)
     settings = tool_settings({"shell": {"approval": False, "timeout_s": 60, "namespaces": False}})

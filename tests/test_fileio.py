@@ -12,8 +12,7 @@ from tether.fileio import atomic_write
 
 
 @pytest.mark.parametrize("fsync", [True, False])
-def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouched(tmp_path: Path,
-                                                                                  fsync: bool) -> None:
+def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouched(tmp_path: Path, fsync: bool) -> None:
     """The temporary name is predictable (the file's name and the pid): another user who can write
     in the folder could plant a link there, and opening it with O_TRUNC would empty whatever it
     points at before the rename."""
@@ -56,7 +55,8 @@ def test_private_dir_makes_every_missing_level_0700_and_leaves_existing_ones_alo
 
 
 def test_a_link_planted_where_a_knowledge_base_goes_is_refused_and_nothing_is_made_where_it_points(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Another user who can write in the folder plants a link at the base's name, pointing where
     they can read: SQLite would follow it and create the base, the documents' text, over there."""
     from tether.errors import ConfigError

@@ -8,9 +8,30 @@ import sys
 import tether
 
 EXPECTED = {
-    "Agent", "CancelSignal", "JsonlTracer", "Price", "RunResult", "RunState", "RunStatus", "RunStore",
-    "Stop", "Tool", "ToolContext", "ToolError", "ToolResult", "Usage", "__version__", "approve",
-    "has_tool_call", "pending_tool_calls", "reject", "run", "run_stream", "run_sync", "step_count_is", "tool",
+    "Agent",
+    "CancelSignal",
+    "JsonlTracer",
+    "Price",
+    "RunResult",
+    "RunState",
+    "RunStatus",
+    "RunStore",
+    "Stop",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "Usage",
+    "__version__",
+    "approve",
+    "has_tool_call",
+    "pending_tool_calls",
+    "reject",
+    "run",
+    "run_stream",
+    "run_sync",
+    "step_count_is",
+    "tool",
 }
 
 

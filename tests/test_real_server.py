@@ -22,7 +22,7 @@ from bench import real_server as rs
 pytestmark = pytest.mark.skipif(
     not os.environ.get(rs.ENV_VAR),
     reason=f"real-server check is opt-in: set {rs.ENV_VAR} to a python with llama-cpp-python[server] "
-           f"and {rs.MODEL_PACKAGE}",
+    f"and {rs.MODEL_PACKAGE}",
 )
 
 MODEL = f"openai/{rs.ALIAS}"
@@ -34,8 +34,10 @@ def server() -> Iterator[rs.LlamaServer]:
         info = rs.probe(os.environ[rs.ENV_VAR])
     except rs.LlamaUnavailable as exc:
         pytest.fail(f"{rs.ENV_VAR} is set but unusable: {exc}")
-    with rs.LlamaServer(os.environ[rs.ENV_VAR], info["model_path"], start_timeout_s=120) as srv, \
-            rs.server_env(srv.base_url):
+    with (
+        rs.LlamaServer(os.environ[rs.ENV_VAR], info["model_path"], start_timeout_s=120) as srv,
+        rs.server_env(srv.base_url),
+    ):
         yield srv
 
 

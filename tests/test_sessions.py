@@ -47,19 +47,34 @@ def result(call_id: str, text: str = "r") -> ToolMessage:
 
 def test_repair_fills_orders_and_drops() -> None:
     messages: list[Message] = [
-        user("go"), calls("a", "b", "c"),
-        result("c"), result("zz"), result("a"), result("a", "dup"),  # b missing, zz orphan, a duplicated
-        calls("d"), user("next"),  # d never answered
+        user("go"),
+        calls("a", "b", "c"),
+        result("c"),
+        result("zz"),
+        result("a"),
+        result("a", "dup"),  # b missing, zz orphan, a duplicated
+        calls("d"),
+        user("next"),  # d never answered
     ]
     fixed = repair(messages)
     assert_pairing(fixed)
-    assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a", "b", "c", "assistant", "d", "user"]
+    assert [getattr(m, "call_id", m.role) for m in fixed] == [
+        "user",
+        "assistant",
+        "a",
+        "b",
+        "c",
+        "assistant",
+        "d",
+        "user",
+    ]
     assert fixed[3].status == "interrupted" and fixed[3].text == INTERRUPTED_TEXT
     assert fixed[2].text.startswith("r[") and fixed[2].text.endswith("dup")  # the first leads; the second is kept in it
     assert repair(fixed) == fixed
 
 
 # --- property: whatever a crash leaves, load yields a paired history, and repair is idempotent ---
+
 
 def _events() -> st.SearchStrategy[list[Any]]:
     ids = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -136,8 +151,9 @@ def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
 
 
 # One database per test, shared by its examples: each starts by emptying session "s".
-PROPERTY = settings(max_examples=80, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 @PROPERTY
@@ -212,8 +228,9 @@ def test_a_durable_store_that_cannot_open_refuses_to_start(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
-def test_a_conversation_continues_across_runs(kind: str, tmp_path: Path, workspace: Path,
-                                              request: pytest.FixtureRequest) -> None:
+def test_a_conversation_continues_across_runs(
+    kind: str, tmp_path: Path, workspace: Path, request: pytest.FixtureRequest
+) -> None:
     store = open_kind(kind, tmp_path, request)
     agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace)
     first = run_sync(agent, "Which file mentions a timeout?", session=store, session_id="work")
@@ -231,8 +248,7 @@ def test_a_conversation_continues_across_runs(kind: str, tmp_path: Path, workspa
 def test_resume_reconciles_a_session_a_crash_left_ahead(tmp_path: Path, workspace: Path) -> None:
     store = JsonlSessionStore(tmp_path)
     state = RunState(session_id="w")
-    run_sync(Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace), "free space", state=state,
-             session=store)
+    run_sync(Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace), "free space", state=state, session=store)
     store.append("w", [user("written by a process that died before saving its run")])
     from tether.harness.state import reject
 
@@ -244,6 +260,7 @@ def test_resume_reconciles_a_session_a_crash_left_ahead(tmp_path: Path, workspac
 
 
 # --- a real result wins over the placeholder repair wrote; repair never deletes a real result -----
+
 
 def placeholder(call_id: str) -> ToolMessage:
     return ToolMessage(call_id=call_id, name="t", content=(TextPart(text=INTERRUPTED_TEXT),), status="interrupted")
@@ -269,16 +286,18 @@ def test_a_second_different_result_is_kept_inside_the_first() -> None:
 
 
 def test_a_late_result_reaches_its_placeholder_across_later_messages() -> None:
-    fixed = repair([user("go"), calls("a"), placeholder("a"), user("meanwhile"), result("a", "real"),
-                    result("zz", "orphan")])
+    fixed = repair(
+        [user("go"), calls("a"), placeholder("a"), user("meanwhile"), result("a", "real"), result("zz", "orphan")]
+    )
     assert [getattr(m, "call_id", m.role) for m in fixed] == ["user", "assistant", "a", "user"]
     assert fixed[2].text == "real"  # the call exists, so its result is not an orphan; zz has no call
     assert repair(fixed) == fixed
 
 
 @pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite", "postgres"])
-def test_a_load_while_a_tool_runs_does_not_lose_its_result(kind: str, tmp_path: Path,
-                                                           request: pytest.FixtureRequest) -> None:
+def test_a_load_while_a_tool_runs_does_not_lose_its_result(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     store = open_kind(kind, tmp_path, request)
     store.append("s", [user("go"), calls("a", "b")])
     during = store.load("s")  # someone looks while the tools run: the placeholders are written back
@@ -300,12 +319,15 @@ def export_text(messages: list[Message]) -> str:
 
 def _quiet_events() -> st.SearchStrategy[list[Any]]:
     ids = st.sampled_from(["a", "b", "c"])
-    return st.lists(st.one_of(
-        st.just(("user", None)),
-        st.builds(lambda xs: ("calls", xs), st.lists(ids, min_size=1, max_size=3, unique=True)),
-        st.builds(lambda i, back: ("result", (i, back)), ids, st.integers(min_value=0, max_value=2)),
-        st.just(("load", None)),
-    ), max_size=30)
+    return st.lists(
+        st.one_of(
+            st.just(("user", None)),
+            st.builds(lambda xs: ("calls", xs), st.lists(ids, min_size=1, max_size=3, unique=True)),
+            st.builds(lambda i, back: ("result", (i, back)), ids, st.integers(min_value=0, max_value=2)),
+            st.just(("load", None)),
+        ),
+        max_size=30,
+    )
 
 
 @PROPERTY

@@ -20,9 +20,28 @@ from tether.tokens import count_tokens, encoding, estimate_tokens, load_counter,
 def _text(chars: int, seed: int, newline: bool = True) -> str:
     """Log- and code-like text in several scripts, with blank lines and runs of spaces."""
     rnd = random.Random(seed)
-    words = ["configuration", "initialization", "connection", "successfully", "international", "processing",
-             "timeout", "worker", "errors.log", "backoff", "café", "naïve", "東京", "функция", "return",
-             "  ", "\t", "12345", "https://example.com/path?query=value", "self.assertEqual(result)"]
+    words = [
+        "configuration",
+        "initialization",
+        "connection",
+        "successfully",
+        "international",
+        "processing",
+        "timeout",
+        "worker",
+        "errors.log",
+        "backoff",
+        "café",
+        "naïve",
+        "東京",
+        "функция",
+        "return",
+        "  ",
+        "\t",
+        "12345",
+        "https://example.com/path?query=value",
+        "self.assertEqual(result)",
+    ]
     out: list[str] = []
     size = 0
     while size < chars:

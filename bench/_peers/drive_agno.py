@@ -43,8 +43,12 @@ def read_file(path: str) -> str:
 
 async def run_once(scenario: str, max_turns: int) -> str:
     CALLS.update(n=0, limit=max_turns)
-    agent = Agent(model=OpenAILike(id=scenario, base_url=pc.base_url(), api_key="sk-dummy"),
-                  tools=[list_files, read_file], instructions=pc.INSTRUCTIONS, telemetry=False)
+    agent = Agent(
+        model=OpenAILike(id=scenario, base_url=pc.base_url(), api_key="sk-dummy"),
+        tools=[list_files, read_file],
+        instructions=pc.INSTRUCTIONS,
+        telemetry=False,
+    )
     result = await agent.arun(pc.PROMPT)
     return str(result.content)
 

@@ -25,8 +25,12 @@ CLIENT: list[AsyncOpenAI] = []
 async def run_once(scenario: str, max_turns: int) -> str:
     if not CLIENT:
         CLIENT.append(AsyncOpenAI(base_url=pc.base_url(), api_key="sk-dummy"))
-    agent = Agent(name="bench", instructions=pc.INSTRUCTIONS, tools=TOOLS,
-                  model=OpenAIChatCompletionsModel(model=scenario, openai_client=CLIENT[0]))
+    agent = Agent(
+        name="bench",
+        instructions=pc.INSTRUCTIONS,
+        tools=TOOLS,
+        model=OpenAIChatCompletionsModel(model=scenario, openai_client=CLIENT[0]),
+    )
     try:
         result = await Runner.run(agent, pc.PROMPT, max_turns=max_turns)
     except MaxTurnsExceeded:

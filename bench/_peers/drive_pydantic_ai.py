@@ -23,8 +23,9 @@ PROVIDER: list[OpenAIProvider] = []
 async def run_once(scenario: str, max_turns: int) -> str:
     if not PROVIDER:
         PROVIDER.append(OpenAIProvider(base_url=pc.base_url(), api_key="sk-dummy"))
-    agent = Agent(ChatModel(scenario, provider=PROVIDER[0]), instructions=pc.INSTRUCTIONS,
-                  tools=[pc.list_files, pc.read_file])
+    agent = Agent(
+        ChatModel(scenario, provider=PROVIDER[0]), instructions=pc.INSTRUCTIONS, tools=[pc.list_files, pc.read_file]
+    )
     try:
         result = await agent.run(pc.PROMPT, usage_limits=UsageLimits(request_limit=max_turns))
     except UsageLimitExceeded:

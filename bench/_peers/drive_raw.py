@@ -17,14 +17,16 @@ CLIENT: list[httpx.AsyncClient] = []
 
 async def run_once(scenario: str, max_turns: int) -> str:
     if not CLIENT:
-        CLIENT.append(httpx.AsyncClient(base_url=pc.base_url(), timeout=60,
-                                        headers={"authorization": "Bearer sk-dummy"}))
+        CLIENT.append(
+            httpx.AsyncClient(base_url=pc.base_url(), timeout=60, headers={"authorization": "Bearer sk-dummy"})
+        )
     client = CLIENT[0]
     messages = [{"role": "system", "content": pc.INSTRUCTIONS}, {"role": "user", "content": pc.PROMPT}]
     for _ in range(max_turns):
         body = {"model": scenario, "messages": messages, "tools": TOOLS}
-        r = await client.post("/chat/completions", content=json.dumps(body).encode(),
-                              headers={"content-type": "application/json"})
+        r = await client.post(
+            "/chat/completions", content=json.dumps(body).encode(), headers={"content-type": "application/json"}
+        )
         r.raise_for_status()
         message = r.json()["choices"][0]["message"]
         messages.append(message)

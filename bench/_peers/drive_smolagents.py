@@ -14,8 +14,9 @@ TOOLS = [tool(pc.list_files), tool(pc.read_file)]
 
 def run_once(scenario: str, max_turns: int) -> str:
     model = OpenAIServerModel(model_id=scenario, api_base=pc.base_url(), api_key="sk-dummy")
-    agent = ToolCallingAgent(tools=TOOLS, model=model, max_steps=max_turns, verbosity_level=-1,
-                             instructions=pc.INSTRUCTIONS)
+    agent = ToolCallingAgent(
+        tools=TOOLS, model=model, max_steps=max_turns, verbosity_level=-1, instructions=pc.INSTRUCTIONS
+    )
     return str(agent.run(pc.PROMPT))
 
 

@@ -33,13 +33,17 @@ class MaxTurns(HookProvider):
 
 async def run_once(scenario: str, max_turns: int) -> str:
     model = OpenAIModel(client_args={"base_url": pc.base_url(), "api_key": "sk-dummy"}, model_id=scenario)
-    agent = Agent(model=model, tools=TOOLS, system_prompt=pc.INSTRUCTIONS, callback_handler=None,
-                  hooks=[MaxTurns(max_turns)])
+    agent = Agent(
+        model=model, tools=TOOLS, system_prompt=pc.INSTRUCTIONS, callback_handler=None, hooks=[MaxTurns(max_turns)]
+    )
     try:
         result = await agent.invoke_async(pc.PROMPT)
     except Exception as exc:
-        if not isinstance(exc, TurnCap) and not isinstance(exc.__cause__ or exc.__context__, TurnCap) \
-                and "TurnCap" not in repr(exc):
+        if (
+            not isinstance(exc, TurnCap)
+            and not isinstance(exc.__cause__ or exc.__context__, TurnCap)
+            and "TurnCap" not in repr(exc)
+        ):
             raise
         return "max turns"
     return str(result)

@@ -19,8 +19,14 @@ HOME = Path(tempfile.mkdtemp(prefix="tether-peers-")) if os.environ.get("TETHER_
 
 
 async def run_once(scenario: str, max_turns: int) -> str:
-    agent = Agent(f"openai/{scenario}", instructions=pc.INSTRUCTIONS, tools=TOOLS, cwd=pc.workspace(),
-                  max_turns=max_turns, stream=False)
+    agent = Agent(
+        f"openai/{scenario}",
+        instructions=pc.INSTRUCTIONS,
+        tools=TOOLS,
+        cwd=pc.workspace(),
+        max_turns=max_turns,
+        stream=False,
+    )
     store = RunStore(HOME / "runs") if HOME else None
     tracer = JsonlTracer(HOME / "traces") if HOME else None
     try:

@@ -33,7 +33,9 @@ INSTRUCTIONS = "You answer questions about the files in a workspace. Use the too
 
 
 def workspace() -> Path:
-    return Path(os.environ.get("TETHER_BENCH_WORKSPACE", Path(__file__).resolve().parents[2] / "examples" / "workspace"))
+    return Path(
+        os.environ.get("TETHER_BENCH_WORKSPACE", Path(__file__).resolve().parents[2] / "examples" / "workspace")
+    )
 
 
 def list_files() -> str:
@@ -60,11 +62,16 @@ def read_file(path: str) -> str:
 
 # The same two tools as JSON schemas, for loops that write them by hand.
 TOOL_SPECS: list[dict[str, Any]] = [
-    {"name": "list_files", "description": LIST_FILES_DOC,
-     "parameters": {"type": "object", "properties": {}}},
-    {"name": "read_file", "description": READ_FILE_DOC,
-     "parameters": {"type": "object", "properties": {"path": {"type": "string", "description": "file name"}},
-                    "required": ["path"]}},
+    {"name": "list_files", "description": LIST_FILES_DOC, "parameters": {"type": "object", "properties": {}}},
+    {
+        "name": "read_file",
+        "description": READ_FILE_DOC,
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "file name"}},
+            "required": ["path"],
+        },
+    },
 ]
 TOOL_IMPLS = {"list_files": lambda args: list_files(), "read_file": lambda args: read_file(args["path"])}
 
@@ -129,9 +136,15 @@ def main(run_once: Any, import_s: float, version: str = "", setup: Any = None) -
             time.sleep(0.01)  # the server counts a request just after sending its answer
             n1, s1 = server_stats()
             requests, served = n1 - n0, s1 - s0
-            out["runs"].append({"requests": requests, "wall_s": wall, "server_s": served,
-                                "ms_per_turn": (wall - served) / max(requests, 1) * 1000,
-                                "answer": str(result)[:200] if result is not None else None})
+            out["runs"].append(
+                {
+                    "requests": requests,
+                    "wall_s": wall,
+                    "server_s": served,
+                    "ms_per_turn": (wall - served) / max(requests, 1) * 1000,
+                    "answer": str(result)[:200] if result is not None else None,
+                }
+            )
     except BaseException as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
     finally:

@@ -80,9 +80,17 @@ async def _answer(messages: list[Any], request: Any) -> Any:
 
 
 agents = {
-    "ship": Agent(FunctionModel(_ship, model_id="ship"), tools=[ship_order], max_turns=6,
-                  description="ships an order (a slow tool with a side effect)"),
-    "ship_approved": Agent(FunctionModel(_ship, model_id="ship"), tools=[ship_order_approved], max_turns=6,
-                           description="ships an order once a person approves"),
+    "ship": Agent(
+        FunctionModel(_ship, model_id="ship"),
+        tools=[ship_order],
+        max_turns=6,
+        description="ships an order (a slow tool with a side effect)",
+    ),
+    "ship_approved": Agent(
+        FunctionModel(_ship, model_id="ship"),
+        tools=[ship_order_approved],
+        max_turns=6,
+        description="ships an order once a person approves",
+    ),
     "answer": Agent(FunctionModel(_answer, model_id="answer"), max_turns=3, description="answers once"),
 }

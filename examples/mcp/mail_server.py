@@ -27,10 +27,20 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 SAMPLE_INBOX = [
-    {"id": "m1", "date": "2026-03-01", "from": "luis@example.com", "subject": "Thanks for the quick fix",
-     "body": "The invoice is right now. Thank you!"},
-    {"id": "m2", "date": "2026-03-02", "from": "ana@example.com", "subject": "Order 1042 is late",
-     "body": "My order 1042 has not arrived yet. When will it ship?"},
+    {
+        "id": "m1",
+        "date": "2026-03-01",
+        "from": "luis@example.com",
+        "subject": "Thanks for the quick fix",
+        "body": "The invoice is right now. Thank you!",
+    },
+    {
+        "id": "m2",
+        "date": "2026-03-02",
+        "from": "ana@example.com",
+        "subject": "Order 1042 is late",
+        "body": "My order 1042 has not arrived yet. When will it ship?",
+    },
 ]
 
 server = MCPServer("mail", instructions="Read the inbox and send e-mail on the user's behalf.")
@@ -46,12 +56,17 @@ def inbox() -> list[dict[str, str]]:
 @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
 def list_messages() -> str:
     """The messages in the inbox, newest first: id, date, sender, subject and text."""
-    return "\n\n".join(f"{m['id']}  {m['date']}  From: {m['from']}  Subject: {m['subject']}\n{m['body']}"
-                       for m in inbox()) or "The inbox is empty."
+    return (
+        "\n\n".join(f"{m['id']}  {m['date']}  From: {m['from']}  Subject: {m['subject']}\n{m['body']}" for m in inbox())
+        or "The inbox is empty."
+    )
 
 
-@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
-                                         open_world_hint=True))
+@server.tool(
+    annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+    )
+)
 def send_email(to: str, subject: str, body: str) -> str:
     """Send an e-mail. It cannot be unsent."""
     outbox = Path(paths["outbox"])

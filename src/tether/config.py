@@ -125,8 +125,10 @@ def _allow_entry(value: str) -> str:
 def _database_url(value: str) -> str:
     scheme = value.partition("://")[0]
     if scheme not in ("postgresql", "postgres") or not value.partition("://")[2]:
-        raise ValueError("must be a Postgres URL (postgresql://USER@HOST/DB); leave it out to keep "
-                         "everything in files and SQLite under $TETHER_HOME")
+        raise ValueError(
+            "must be a Postgres URL (postgresql://USER@HOST/DB); leave it out to keep "
+            "everything in files and SQLite under $TETHER_HOME"
+        )
     return value
 
 
@@ -296,8 +298,9 @@ class _ModelTable(_Table):
     def info(self) -> ModelInfo:
         price = None
         if self.input is not None and self.output is not None:
-            price = Price(input=self.input, output=self.output, cached_input=self.cached_input,
-                          cache_write=self.cache_write)
+            price = Price(
+                input=self.input, output=self.output, cached_input=self.cached_input, cache_write=self.cache_write
+            )
         return ModelInfo(price=price, context_window=self.context_window)
 
 
@@ -392,21 +395,35 @@ def load_settings(home: Path | None = None) -> Settings:
     for table in ("models", "prices"):
         for name in getattr(parsed, table):
             if "/" not in name.strip("/"):
-                raise ConfigError(f'{path}: [{table}.{_key(name)}] names no provider: write [{table}."openai/{name}"] '
-                                  f'(or the provider it belongs to), as in --model')
+                raise ConfigError(
+                    f'{path}: [{table}.{_key(name)}] names no provider: write [{table}."openai/{name}"] '
+                    f"(or the provider it belongs to), as in --model"
+                )
     for name in parsed.endpoints:
         if not name or "/" in name:
-            raise ConfigError(f"{path}: [endpoints.{_key(name)}] cannot be an endpoint name (it is the part of a "
-                              "model string before the first /): choose a name without /")
+            raise ConfigError(
+                f"{path}: [endpoints.{_key(name)}] cannot be an endpoint name (it is the part of a "
+                "model string before the first /): choose a name without /"
+            )
     models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
-    return Settings(home=home, model=parsed.model, fallback_models=tuple(parsed.fallback_models), models=models,
-                    endpoints=endpoints, session_store=parsed.session_store,
-                    database_url=env_url or parsed.database_url, tools=data.get("tools") or {},
-                    memory=parsed.memory.model_dump(), kb=parsed.kb.model_dump(),
-                    serve=parsed.serve.model_dump(), telemetry=parsed.telemetry.model_dump(),
-                    dispatch=parsed.dispatch.model_dump(),
-                    mcp={name: t.model_dump() for name, t in parsed.mcp.items()}, skills=parsed.skills.model_dump())
+    return Settings(
+        home=home,
+        model=parsed.model,
+        fallback_models=tuple(parsed.fallback_models),
+        models=models,
+        endpoints=endpoints,
+        session_store=parsed.session_store,
+        database_url=env_url or parsed.database_url,
+        tools=data.get("tools") or {},
+        memory=parsed.memory.model_dump(),
+        kb=parsed.kb.model_dump(),
+        serve=parsed.serve.model_dump(),
+        telemetry=parsed.telemetry.model_dump(),
+        dispatch=parsed.dispatch.model_dump(),
+        mcp={name: t.model_dump() for name, t in parsed.mcp.items()},
+        skills=parsed.skills.model_dump(),
+    )
 
 
 def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:
@@ -551,8 +568,11 @@ def _unknown(loc: tuple[str | int, ...], value: Any) -> str:
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     if isinstance(value, dict):
         full = _table_name(loc)
-        hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else (
-            f"known: {', '.join(_table_name((*loc[:-1], k)) for k in known)}" if known else "remove it")
+        hint = (
+            f"did you mean {_table_name((*loc[:-1], close[0]))}?"
+            if close
+            else (f"known: {', '.join(_table_name((*loc[:-1], k)) for k in known)}" if known else "remove it")
+        )
         return f"{full} is not a known table ({hint})"
     where = f"in {_table_name(parent)}" if parent else "at the top of the file"
     hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "remove it")
@@ -568,7 +588,7 @@ def _what_is_wrong(error: ErrorDetails, value: Any) -> str:
         "string_type": f"must be a string in quotes{got}",
         "int_type": f"must be a whole number{got}",
         "float_type": f"must be a number{got}",
-        "list_type": f"must be a list such as [\"a\", \"b\"]{got}",
+        "list_type": f'must be a list such as ["a", "b"]{got}',
         "dict_type": f"must be a table{got}",
         "model_type": f"must be a table{got}",
         "model_attributes_type": f"must be a table{got}",

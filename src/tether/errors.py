@@ -217,12 +217,19 @@ def is_quota_error(body: str) -> bool:
 
 
 def quota_message(provider: str, detail: str) -> str:
-    return (f"{provider}: the account is out of quota or credit ({detail}); retrying will not help. "
-            "Check the plan and billing of the account this key belongs to.")
+    return (
+        f"{provider}: the account is out of quota or credit ({detail}); retrying will not help. "
+        "Check the plan and billing of the account this key belongs to."
+    )
 
 
 def classify_http_error(
-    provider: str, status: int, body: str, headers: Mapping[str, str], *, key_hint: str = "the API key",
+    provider: str,
+    status: int,
+    body: str,
+    headers: Mapping[str, str],
+    *,
+    key_hint: str = "the API key",
     note: str = "",
 ) -> ProviderError:
     """The one place an HTTP failure becomes a classified error the loop knows how to handle.
@@ -231,8 +238,9 @@ def classify_http_error(
     or 403 whose body says the account is out of quota or credit is a :class:`QuotaExceededError`
     (never retried), as is any 402. ``note`` is added to a refused request's message (say, the
     URL a 404 came from)."""
-    kwargs: dict[str, Any] = dict(provider=provider, status=status, body=body, headers=headers,
-                                  retry_after=_retry_after(headers))
+    kwargs: dict[str, Any] = dict(
+        provider=provider, status=status, body=body, headers=headers, retry_after=_retry_after(headers)
+    )
     lowered = body.lower()
     if status == 401:
         return AuthError(f"{provider}: authentication failed (HTTP {status}). Check {key_hint}.", **kwargs)
@@ -243,21 +251,25 @@ def classify_http_error(
     if status in (400, 413, 422) and any(marker in lowered for marker in _OVERFLOW_MARKERS):
         return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
     if status in _PERMANENT_5XX:
-        return BadRequestError(f"{provider}: HTTP {status}: {_PERMANENT_5XX[status]}; retrying will not help. "
-                               f"{_short(body)}".rstrip(), **kwargs)
+        return BadRequestError(
+            f"{provider}: HTTP {status}: {_PERMANENT_5XX[status]}; retrying will not help. {_short(body)}".rstrip(),
+            **kwargs,
+        )
     if status == 500 and any(marker in lowered for marker in _REQUEST_REJECTED_MARKERS):
         # Some servers (llama-cpp-python) answer a request that fails their schema with a 500 whose
         # body says so: the same request would fail the same way every time.
-        return BadRequestError(f"{provider}: HTTP 500, but the server says the request itself is invalid; "
-                               f"retrying will not help: {_short(body)}{note}", **kwargs)
+        return BadRequestError(
+            f"{provider}: HTTP 500, but the server says the request itself is invalid; "
+            f"retrying will not help: {_short(body)}{note}",
+            **kwargs,
+        )
     if status in (408, 409, 429) or status >= 500:
         return RetryableError(f"{provider}: HTTP {status} {_short(body)}".rstrip(), **kwargs)
     return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}{note}", **kwargs)
 
 
 # Words a 500's body uses when the server rejected the request's shape, not when it failed.
-_REQUEST_REJECTED_MARKERS = ("validation error", "input should be a valid", "invalid_request_error",
-                             "field required")
+_REQUEST_REJECTED_MARKERS = ("validation error", "input should be a valid", "invalid_request_error", "field required")
 
 
 def _short(body: str, limit: int = 300) -> str:

@@ -125,6 +125,7 @@ class ToolMessage(_Frozen):
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
+
 @functools.cache
 def _adapter() -> TypeAdapter[Message]:
     return TypeAdapter(Message)  # built on first use, like the models
@@ -219,4 +220,3 @@ def clean_message(message: _M) -> _M:
         return message
     except ValueError:  # pydantic's serialisation error on a lone surrogate
         return type(message).model_validate(clean_value(message.model_dump()))
-

@@ -54,8 +54,9 @@ def process_identity(pid: int) -> str | None:
             return None
         return f"linux:{_boot_id()}:{fields[19]}"
     try:
-        out = subprocess.run(["ps", "-o", "stat=,lstart=", "-p", str(pid)], capture_output=True, text=True,
-                             timeout=10, check=False)
+        out = subprocess.run(
+            ["ps", "-o", "stat=,lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     state, _, started = out.stdout.strip().partition(" ")
@@ -88,8 +89,9 @@ def _table() -> dict[int, tuple[int, str]]:
                     table[int(entry.name)] = (int(fields[1]), fields[0])
         return table
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True,
-                             timeout=10, check=False).stdout
+        out = subprocess.run(
+            ["ps", "-A", "-o", "pid=,ppid=,stat="], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
         for line in out.splitlines():
             with contextlib.suppress(ValueError):
                 pid, ppid, state = line.split()[:3]

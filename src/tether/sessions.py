@@ -52,8 +52,10 @@ __all__ = [
     "repair",
 ]
 
-INTERRUPTED_TEXT = ("[No result: this call was interrupted before it finished (the process stopped). "
-                    "Its outcome is unknown; check before relying on it, or call it again.]")
+INTERRUPTED_TEXT = (
+    "[No result: this call was interrupted before it finished (the process stopped). "
+    "Its outcome is unknown; check before relying on it, or call it again.]"
+)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -80,14 +82,16 @@ def _merge(kept: ToolMessage, later: ToolMessage) -> ToolMessage:
         return kept
     if is_placeholder(kept):
         return later
-    note = TextPart(text=f"[A later result was also recorded for this call (status {later.status}); "
-                         "it may have run twice. That result follows.]")
+    note = TextPart(
+        text=f"[A later result was also recorded for this call (status {later.status}); "
+        "it may have run twice. That result follows.]"
+    )
     return kept.model_copy(update={"content": (*kept.content, note, *later.content)})
 
 
 def _contains(parts: tuple[UserPart, ...], run: tuple[UserPart, ...]) -> bool:
     n = len(run)
-    return any(parts[i:i + n] == run for i in range(len(parts) - n + 1))
+    return any(parts[i : i + n] == run for i in range(len(parts) - n + 1))
 
 
 def repair(messages: Sequence[Message]) -> list[Message]:
@@ -206,9 +210,11 @@ class JsonlSessionStore:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise ConfigError(f"the session directory {self.root} is not writable ({exc.strerror}); "
-                              "fix its permissions or choose another (--session-store jsonl:DIR, "
-                              "$TETHER_SESSION_STORE, or session_store in config.toml)") from exc
+            raise ConfigError(
+                f"the session directory {self.root} is not writable ({exc.strerror}); "
+                "fix its permissions or choose another (--session-store jsonl:DIR, "
+                "$TETHER_SESSION_STORE, or session_store in config.toml)"
+            ) from exc
 
     def path(self, session_id: str) -> Path:
         return self.root / f"{check_session_id(session_id)}.jsonl"
@@ -288,8 +294,7 @@ class JsonlSessionStore:
 
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
         with self._locked(session_id):
-            atomic_write(self._meta_path(session_id), json.dumps(meta, ensure_ascii=False).encode(),
-                         fsync=self.fsync)
+            atomic_write(self._meta_path(session_id), json.dumps(meta, ensure_ascii=False).encode(), fsync=self.fsync)
 
     def list(self) -> list[SessionInfo]:
         out = []
@@ -335,8 +340,9 @@ class SqliteSessionStore:
 
     def _rows(self, session_id: str) -> list[Message]:
         out = []
-        for (body,) in self._db.execute("SELECT body FROM messages WHERE session_id = ? ORDER BY seq",
-                                        (check_session_id(session_id),)):
+        for (body,) in self._db.execute(
+            "SELECT body FROM messages WHERE session_id = ? ORDER BY seq", (check_session_id(session_id),)
+        ):
             try:
                 out.append(load_message(body))
             except ValidationError:
@@ -365,10 +371,13 @@ class SqliteSessionStore:
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
         with self._tx():
-            (last,) = self._db.execute("SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?",
-                                       (session_id,)).fetchone()
-            self._db.executemany("INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
-                                 [(session_id, last + 1 + i, dump_message(m)) for i, m in enumerate(messages)])
+            (last,) = self._db.execute(
+                "SELECT COALESCE(MAX(seq), -1) FROM messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            self._db.executemany(
+                "INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
+                [(session_id, last + 1 + i, dump_message(m)) for i, m in enumerate(messages)],
+            )
             self._touch(session_id)
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
@@ -377,18 +386,24 @@ class SqliteSessionStore:
 
     def _replace(self, session_id: str, messages: Sequence[Message]) -> None:
         self._db.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-        self._db.executemany("INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
-                             [(session_id, i, dump_message(m)) for i, m in enumerate(messages)])
+        self._db.executemany(
+            "INSERT INTO messages (session_id, seq, body) VALUES (?, ?, ?)",
+            [(session_id, i, dump_message(m)) for i, m in enumerate(messages)],
+        )
         self._touch(session_id)
 
     def _touch(self, session_id: str) -> None:
-        self._db.execute("INSERT INTO sessions (session_id, updated_at) VALUES (?, ?) "
-                         "ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at",
-                         (session_id, time.time()))
+        self._db.execute(
+            "INSERT INTO sessions (session_id, updated_at) VALUES (?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+            (session_id, time.time()),
+        )
 
     def list(self) -> list[SessionInfo]:
-        rows = self._db.execute("SELECT s.session_id, COUNT(m.seq), s.updated_at FROM sessions s "
-                                "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id")
+        rows = self._db.execute(
+            "SELECT s.session_id, COUNT(m.seq), s.updated_at FROM sessions s "
+            "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id"
+        )
         return [SessionInfo(sid, n, ts) for sid, n, ts in rows]
 
     def delete(self, session_id: str) -> None:
@@ -398,8 +413,9 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM session_meta WHERE session_id = ?", (session_id,))
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
-        row = self._db.execute("SELECT body FROM session_meta WHERE session_id = ?",
-                               (check_session_id(session_id),)).fetchone()
+        row = self._db.execute(
+            "SELECT body FROM session_meta WHERE session_id = ?", (check_session_id(session_id),)
+        ).fetchone()
         try:
             meta = json.loads(row[0]) if row else {}
         except ValueError:
@@ -407,9 +423,11 @@ class SqliteSessionStore:
         return meta if isinstance(meta, dict) else {}
 
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
-        self._db.execute("INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
-                         "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
-                         (check_session_id(session_id), json.dumps(meta, ensure_ascii=False)))
+        self._db.execute(
+            "INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+            (check_session_id(session_id), json.dumps(meta, ensure_ascii=False)),
+        )
 
     def close(self) -> None:
         self._db.close()

@@ -19,9 +19,7 @@ __all__ = [
     "RunStatus",
 ]
 
-RunStatus = Literal[
-    "running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"
-]
+RunStatus = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
 
 # Statuses from which ``resume`` continues the same transcript.
 RESUMABLE: frozenset[str] = frozenset({"max_turns_exceeded", "budget_exceeded", "interrupted"})

@@ -52,8 +52,10 @@ def memory(settings: Settings, scope: str, project: Path | str) -> Memory:
     from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
 
     cfg = settings.memory
-    limits = {"profile_limit": cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
-              "notes_limit": cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT}
+    limits = {
+        "profile_limit": cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
+        "notes_limit": cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT,
+    }
     db = database_of(settings)
     if db is not None:
         return Memory.open_postgres(db, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
@@ -80,8 +82,11 @@ def kb_exists(settings: Settings, name: str) -> bool:
     from tether.postgres.knowledge import MIGRATIONS
 
     db.migrate("knowledge", MIGRATIONS)
-    return bool(db.execute("SELECT 1 FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' "
-                           "WHERE b.name = %s", (name,)))
+    return bool(
+        db.execute(
+            "SELECT 1 FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' WHERE b.name = %s", (name,)
+        )
+    )
 
 
 def kb_where(settings: Settings, name: str) -> str:

@@ -43,8 +43,7 @@ class JsonlTracer:
             self.close()
             private_dir(self.root)
             # Not through a symlink planted where the trace goes (the run's tracer is dropped instead).
-            self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                               0o600)
+            self._fd = os.open(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             self._run_id = event.run_id
         os.write(self._fd, (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode())
 
@@ -66,8 +65,7 @@ class FanoutTracer:
             try:
                 tracer.write(event)
             except Exception:
-                _log.exception("run %s: tracer %s failed; it gets no more events", event.run_id,
-                               type(tracer).__name__)
+                _log.exception("run %s: tracer %s failed; it gets no more events", event.run_id, type(tracer).__name__)
                 self.tracers.remove(tracer)
                 self._close(tracer)
 

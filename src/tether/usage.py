@@ -88,8 +88,9 @@ def _m(inp: float, out: float, cached: float | None, window: int, write: float |
 
 # The scripted model is priced as the reference prices its model: $2.00 in, $12.00 out.
 CATALOG: dict[str, ModelInfo] = {
-    "scripted": ModelInfo.model_construct(price=Price.model_construct(input=2.00, output=12.00),
-                                          context_window=128_000),
+    "scripted": ModelInfo.model_construct(
+        price=Price.model_construct(input=2.00, output=12.00), context_window=128_000
+    ),
     "openai/gpt-4.1": _m(2.00, 8.00, 0.50, 1_047_576),
     "openai/gpt-4.1-mini": _m(0.40, 1.60, 0.10, 1_047_576),
     "openai/gpt-4.1-nano": _m(0.10, 0.40, 0.025, 1_047_576),

@@ -14,11 +14,18 @@ import pytest
 from tether.cli import main
 
 
-def tether(*args: str, env: dict[str, str], input: str | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def tether(
+    *args: str, env: dict[str, str], input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """The real command. Without ``input`` its stdin is empty (never the test runner's terminal)."""
-    return subprocess.run(["tether", *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          input=input if input is not None else "")
+    return subprocess.run(
+        ["tether", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input if input is not None else "",
+    )
 
 
 def tether_json(*args: str, env: dict[str, str], input: str | None = None) -> dict[str, Any]:
@@ -40,8 +47,11 @@ def run_main(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 @pytest.fixture
 def env(tether_home: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items()
-         if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE")}
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE")
+    }
     return {**e, "TETHER_HOME": str(tether_home)}
 
 

@@ -14,8 +14,7 @@ from tether.cli.chat import parse_line
 
 
 def chat(*args: str, stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["tether", "chat", *args], input=stdin, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(["tether", "chat", *args], input=stdin, env=env, capture_output=True, text=True, timeout=60)
 
 
 def user_messages(session: str, env: dict[str, str]) -> list[str]:
@@ -28,8 +27,16 @@ def test_chat_streams_and_asks_before_a_dangerous_tool(workspace: Path, env: dic
     for answer, deleted in (("y", True), ("n", False)):
         (workspace / "access.log").write_text("log\n")
         stdin = f"free some space\n{answer}\n" + ("" if deleted else "keep it\n")
-        out = chat("--model", "scripted/destructive", "--cwd", str(workspace), "--session", f"chat-{answer}",
-                   stdin=stdin, env=env)
+        out = chat(
+            "--model",
+            "scripted/destructive",
+            "--cwd",
+            str(workspace),
+            "--session",
+            f"chat-{answer}",
+            stdin=stdin,
+            env=env,
+        )
         assert out.returncode == 0, out.stderr
         assert "Allow delete_file" in out.stderr and "-> list_files" in out.stderr
         assert (workspace / "access.log").exists() is not deleted
@@ -49,8 +56,16 @@ def test_slash_commands_are_not_sent(workspace: Path, env: dict[str, str]) -> No
 
 
 def test_reset_starts_a_new_session(workspace: Path, env: dict[str, str]) -> None:
-    out = chat("--model", "scripted/hello", "--cwd", str(workspace), "--session", "first",
-               stdin="one\n/reset\n/session\ntwo\n/quit\n", env=env)
+    out = chat(
+        "--model",
+        "scripted/hello",
+        "--cwd",
+        str(workspace),
+        "--session",
+        "first",
+        stdin="one\n/reset\n/session\ntwo\n/quit\n",
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     new = out.stderr.split("new session '", 1)[1].split("'", 1)[0]
     assert new != "first" and f"session '{new}'" in out.stderr
@@ -63,14 +78,17 @@ def test_chat_refuses_a_missing_working_directory(env: dict[str, str]) -> None:
     assert out.returncode == 2 and "--cwd" in out.stderr and "'/nonexistent' is not a directory" in out.stderr
 
 
-@pytest.mark.parametrize(("line", "parsed"), [
-    ("hello", ("hello", None)),
-    ("/exit", (None, "/exit")),
-    ("  /Help  ", (None, "/help")),
-    ("/tmp is full", (None, "/tmp")),
-    ("//tmp is full", ("/tmp is full", None)),
-    ("/etc/hosts looks wrong", ("/etc/hosts looks wrong", None)),  # a path is not a command
-    ("/", ("/", None)),
-])
+@pytest.mark.parametrize(
+    ("line", "parsed"),
+    [
+        ("hello", ("hello", None)),
+        ("/exit", (None, "/exit")),
+        ("  /Help  ", (None, "/help")),
+        ("/tmp is full", (None, "/tmp")),
+        ("//tmp is full", ("/tmp is full", None)),
+        ("/etc/hosts looks wrong", ("/etc/hosts looks wrong", None)),  # a path is not a command
+        ("/", ("/", None)),
+    ],
+)
 def test_parse_line(line: str, parsed: tuple[str | None, str | None]) -> None:
     assert parse_line(line) == parsed

@@ -18,15 +18,21 @@ from tether.cli.common import (
 )
 
 
-@pytest.mark.parametrize(("parse", "good", "bad"), [
-    (positive_int, {"1": 1, "50": 50}, ["0", "-3", "2.5", "inf", "x", ""]),
-    (positive_float, {"0.01": 0.01, "3": 3.0}, ["0", "-1", "inf", "-inf", "nan", "1e999", "x"]),
-    (non_negative_float, {"0": 0.0, "3600": 3600.0}, ["-1", "nan", "inf", "x"]),
-    (port_number, {"0": 0, "65535": 65535}, ["-1", "65536", "80.5", "x"]),
-    (session_name, {"work": "work", "a.b-c_1": "a.b-c_1"}, ["", " ", "../x", "a/b", ".hidden"]),
-    (session_store_spec, {"jsonl": "jsonl", "sqlite:/tmp/x.db": "sqlite:/tmp/x.db", "memory": "memory"},
-     ["postgres", "jsonl:", "memory:/x", ""]),
-])
+@pytest.mark.parametrize(
+    ("parse", "good", "bad"),
+    [
+        (positive_int, {"1": 1, "50": 50}, ["0", "-3", "2.5", "inf", "x", ""]),
+        (positive_float, {"0.01": 0.01, "3": 3.0}, ["0", "-1", "inf", "-inf", "nan", "1e999", "x"]),
+        (non_negative_float, {"0": 0.0, "3600": 3600.0}, ["-1", "nan", "inf", "x"]),
+        (port_number, {"0": 0, "65535": 65535}, ["-1", "65536", "80.5", "x"]),
+        (session_name, {"work": "work", "a.b-c_1": "a.b-c_1"}, ["", " ", "../x", "a/b", ".hidden"]),
+        (
+            session_store_spec,
+            {"jsonl": "jsonl", "sqlite:/tmp/x.db": "sqlite:/tmp/x.db", "memory": "memory"},
+            ["postgres", "jsonl:", "memory:/x", ""],
+        ),
+    ],
+)
 def test_argument_types(parse: object, good: dict[str, object], bad: list[str]) -> None:
     assert callable(parse)
     for text, value in good.items():

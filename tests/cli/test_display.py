@@ -15,13 +15,15 @@ SETTINGS = Settings(home=Path("/nowhere"))
 
 def test_cost_says_unknown_without_a_price_and_dollars_with_one() -> None:
     assert cost_text(0.0, "openai/x", SETTINGS) == (
-        'cost unknown (no price for openai/x; add one under [models."openai/x"] in config.toml)')
+        'cost unknown (no price for openai/x; add one under [models."openai/x"] in config.toml)'
+    )
     assert cost_text(None, "openai/x", SETTINGS, short=True) == "unknown"
     assert cost_text(0.0, "openai/gpt-4.1-mini", SETTINGS) == "$0.000000"  # a known price: really zero
     # runs that record which models answered without a price (cost_usd None, or counted in part)
     assert cost_text(None, "openai/x", SETTINGS, unpriced=["openai/x"]) == cost_text(0.0, "openai/x", SETTINGS)
     assert cost_text(0.002, "scripted/plan", SETTINGS, unpriced=["openai/x"]) == (
-        'at least $0.002000; cost unknown (no price for openai/x; add one under [models."openai/x"] in config.toml)')
+        'at least $0.002000; cost unknown (no price for openai/x; add one under [models."openai/x"] in config.toml)'
+    )
     priced = Settings(home=Path("/nowhere"), models={"openai/x": ModelInfo(price=Price(input=1, output=2))})
     assert cost_text(0.5, "openai/x", priced) == "$0.500000"
 
@@ -40,9 +42,13 @@ def test_transcript_labels_roles_calls_and_decisions_and_shortens_long_outputs()
     long = "\n".join(f"row {i}" for i in range(100))
     messages = [
         UserMessage.text("clean up"),
-        AssistantMessage(content=(TextPart(text="Looking."), ToolCallPart(id="c1", name="read_file",
-                                                                            arguments='{"path": "a.log"}'),
-                                  ToolCallPart(id="c2", name="delete_file", arguments='{"path": "a.log"}'))),
+        AssistantMessage(
+            content=(
+                TextPart(text="Looking."),
+                ToolCallPart(id="c1", name="read_file", arguments='{"path": "a.log"}'),
+                ToolCallPart(id="c2", name="delete_file", arguments='{"path": "a.log"}'),
+            )
+        ),
         ToolMessage(call_id="c1", name="read_file", content=(TextPart(text=long),)),
         ToolMessage(call_id="c2", name="delete_file", content=(TextPart(text="declined"),), status="rejected"),
         AssistantMessage(content=()),
@@ -53,7 +59,11 @@ def test_transcript_labels_roles_calls_and_decisions_and_shortens_long_outputs()
     assert '    -> read_file {"path": "a.log"}   [call c1]' in lines
     assert "#3 tool read_file [call c1]: ok" in lines
     assert "#4 tool delete_file [call c2]: declined by a person (the model was told)" in lines
-    assert "row 11" in text and "row 12" not in text and "    … (88 more lines not shown; --full prints everything)" in lines
+    assert (
+        "row 11" in text
+        and "row 12" not in text
+        and "    … (88 more lines not shown; --full prints everything)" in lines
+    )
     assert "    (empty answer)" in lines
     assert "row 99" in "\n".join(transcript_lines(messages, full=True))
     one_long_line = list(transcript_lines([UserMessage.text("x" * 5000)]))

@@ -25,7 +25,12 @@ from tether.testing import ScriptedServer
 
 # scenario → (extra args, expected status, exit code, output)
 SCENARIOS: dict[str, tuple[list[str], str, int, str | None]] = {
-    "plan": ([], "completed", 0, "errors.log mentions a timeout: 2026-09-06T10:15:41Z ERROR worker 7 timed out after 30000 ms"),
+    "plan": (
+        [],
+        "completed",
+        0,
+        "errors.log mentions a timeout: 2026-09-06T10:15:41Z ERROR worker 7 timed out after 30000 ms",
+    ),
     "runaway": (["--max-turns", "20"], "max_turns_exceeded", 3, ""),
     "recover": ([], "completed", 0, "errors.log mentions a timeout."),
     "destructive": ([], "interrupted", 5, ""),
@@ -43,32 +48,64 @@ def check(out: subprocess.CompletedProcess[str], scenario: str) -> dict[str, Any
     if output is not None:
         assert result["output"] == output
     if scenario == "destructive":
-        assert result["interruption"] == {"type": "approval", "call_id": "c2", "tool_name": "delete_file",
-                                          "args": {"path": "access.log"}}
+        assert result["interruption"] == {
+            "type": "approval",
+            "call_id": "c2",
+            "tool_name": "delete_file",
+            "args": {"path": "access.log"},
+        }
     return result
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_scenario_through_cli_scripted(scenario: str, workspace: Path, env: dict[str, str]) -> None:
     extra = SCENARIOS[scenario][0]
-    out = tether("run", "--model", f"scripted/{scenario}", "--cwd", str(workspace), "--json", *extra,
-                 "Which file mentions a timeout?", env=env)
+    out = tether(
+        "run",
+        "--model",
+        f"scripted/{scenario}",
+        "--cwd",
+        str(workspace),
+        "--json",
+        *extra,
+        "Which file mentions a timeout?",
+        env=env,
+    )
     result = check(out, scenario)
     assert result["cost_usd"] > 0
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_scenario_through_http_server_and_openai_provider(scenario: str, workspace: Path, env: dict[str, str],
-                                                          scripted_server: ScriptedServer, tether_home: Path) -> None:
+def test_scenario_through_http_server_and_openai_provider(
+    scenario: str, workspace: Path, env: dict[str, str], scripted_server: ScriptedServer, tether_home: Path
+) -> None:
     tether_home.mkdir(parents=True, exist_ok=True)
     (tether_home / "config.toml").write_text(f'[prices."openai/{scenario}"]\ninput = 2.0\noutput = 12.0\n')
     env = {**env, "LLM_BASE_URL": scripted_server.base_url}
     extra = SCENARIOS[scenario][0]
-    out = tether("run", "--model", f"openai/{scenario}", "--cwd", str(workspace), "--json", *extra,
-                 "Which file mentions a timeout?", env=env)
+    out = tether(
+        "run",
+        "--model",
+        f"openai/{scenario}",
+        "--cwd",
+        str(workspace),
+        "--json",
+        *extra,
+        "Which file mentions a timeout?",
+        env=env,
+    )
     http = check(out, scenario)
-    local = tether("run", "--model", f"scripted/{scenario}", "--cwd", str(workspace), "--json", *extra,
-                   "Which file mentions a timeout?", env=env)
+    local = tether(
+        "run",
+        "--model",
+        f"scripted/{scenario}",
+        "--cwd",
+        str(workspace),
+        "--json",
+        *extra,
+        "Which file mentions a timeout?",
+        env=env,
+    )
     assert http["cost_usd"] == pytest.approx(json.loads(local.stdout)["cost_usd"])
 
 
@@ -108,18 +145,36 @@ def test_an_approvals_reason_reaches_the_transcript(workspace: Path, env: dict[s
 
 
 def test_budget_exit_code_and_never_above(workspace: Path, env: dict[str, str]) -> None:
-    out = tether("run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-turns", "1000",
-                 "--max-budget", "0.01", "--json", "go", env=env)
+    out = tether(
+        "run",
+        "--model",
+        "scripted/runaway",
+        "--cwd",
+        str(workspace),
+        "--max-turns",
+        "1000",
+        "--max-budget",
+        "0.01",
+        "--json",
+        "go",
+        env=env,
+    )
     assert out.returncode == 4
     result = json.loads(out.stdout)
     assert result["status"] == "budget_exceeded" and result["cost_usd"] <= 0.01
 
 
-def test_ctrl_c_cancels_the_slow_tool_and_says_how_to_resume(workspace: Path, env: dict[str, str],
-                                                             tether_home: Path) -> None:
-    proc = subprocess.Popen(["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "--json", "scan"],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+def test_ctrl_c_cancels_the_slow_tool_and_says_how_to_resume(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
+    proc = subprocess.Popen(
+        ["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "--json", "scan"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_trace(tether_home / "traces", "tool_progress")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=30)
@@ -159,8 +214,14 @@ def test_version_and_python_dash_m(env: dict[str, str]) -> None:
 
     assert tether("--version", env=env).stdout.strip() == f"tether {package.__version__}"
     for module in ("tether", "tether.cli"):
-        out = subprocess.run([sys.executable, "-m", module, "run", "--model", "scripted/hello", "--json", "hi"],
-                             env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [sys.executable, "-m", module, "run", "--model", "scripted/hello", "--json", "hi"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert out.returncode == 0 and json.loads(out.stdout)["status"] == "completed"
 
 
@@ -192,8 +253,9 @@ BAD_NUMBERS = [
 
 
 @pytest.mark.parametrize(("argv", "option", "valid"), BAD_NUMBERS, ids=[" ".join(a[:3]) for a, _, _ in BAD_NUMBERS])
-def test_bad_numbers_are_usage_errors_and_nothing_is_created(argv: list[str], option: str, valid: str,
-                                                             quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_numbers_are_usage_errors_and_nothing_is_created(
+    argv: list[str], option: str, valid: str, quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if argv[0] == "scripted":  # a value let through would serve forever: keep it in a child with a timeout
         out = tether(*argv, env={**os.environ, "TETHER_HOME": str(quiet_env)}, timeout=30)
         code, err = out.returncode, out.stderr
@@ -224,49 +286,63 @@ def prompts(home: Path) -> set[str]:
 
 
 def test_prompt_from_a_pipe_or_dash(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
-    piped = tether_json("run", "--model", "scripted/hello", "--cwd", str(workspace), env=env,
-                        input="Which file\nmentions a timeout?\n")
+    piped = tether_json(
+        "run", "--model", "scripted/hello", "--cwd", str(workspace), env=env, input="Which file\nmentions a timeout?\n"
+    )
     assert piped["status"] == "completed"
     assert prompts(tether_home) == {"Which file\nmentions a timeout?"}
     dashed = tether_json("run", "--model", "scripted/hello", "--cwd", str(workspace), "-", env=env, input="hi there")
     assert dashed["status"] == "completed"
 
 
-def test_prompt_from_a_file_and_a_literal_at(workspace: Path, quiet_env: Path, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_prompt_from_a_file_and_a_literal_at(
+    workspace: Path, quiet_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "request.md").write_text("Summarise errors.log\nin one line.\n")
-    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace),
-                            f"@{tmp_path / 'request.md'}", capsys=capsys)
+    code, _, err = run_main(
+        "run", "--model", "scripted/hello", "--cwd", str(workspace), f"@{tmp_path / 'request.md'}", capsys=capsys
+    )
     assert code == 0, err
     assert prompts(quiet_env) == {"Summarise errors.log\nin one line."}
-    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "@@team please look",
-                            capsys=capsys)
+    code, _, err = run_main(
+        "run", "--model", "scripted/hello", "--cwd", str(workspace), "@@team please look", capsys=capsys
+    )
     assert code == 0, err
     assert prompts(quiet_env) == {"Summarise errors.log\nin one line.", "@team please look"}
 
 
-@pytest.mark.parametrize(("args", "stdin", "message"), [
-    ([""], None, "the prompt from the argument is empty"),
-    (["   \n\t"], None, "the prompt from the argument is empty"),
-    (["-"], "", "the prompt from standard input is empty"),
-    ([], "  \n", "the prompt from standard input is empty"),
-    (["@/nonexistent/request.md"], None, "cannot read the prompt from /nonexistent/request.md"),
-    (["@"], None, '"@" needs a file name'),
-    (["--session", "", "hi"], None, "not a session name"),
-    (["--session", "../x", "hi"], None, "not a session name"),
-    (["--session-store", "sqlite", "hi"], None, "--session-store needs --session NAME"),
-    (["--session", "s", "--session-store", "postgres", "hi"], None, "must be jsonl"),
-])
-def test_bad_prompts_and_session_options_are_refused(args: list[str], stdin: str | None, message: str,
-                                                     quiet_env: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        ([""], None, "the prompt from the argument is empty"),
+        (["   \n\t"], None, "the prompt from the argument is empty"),
+        (["-"], "", "the prompt from standard input is empty"),
+        ([], "  \n", "the prompt from standard input is empty"),
+        (["@/nonexistent/request.md"], None, "cannot read the prompt from /nonexistent/request.md"),
+        (["@"], None, '"@" needs a file name'),
+        (["--session", "", "hi"], None, "not a session name"),
+        (["--session", "../x", "hi"], None, "not a session name"),
+        (["--session-store", "sqlite", "hi"], None, "--session-store needs --session NAME"),
+        (["--session", "s", "--session-store", "postgres", "hi"], None, "must be jsonl"),
+    ],
+)
+def test_bad_prompts_and_session_options_are_refused(
+    args: list[str],
+    stdin: str | None,
+    message: str,
+    quiet_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((stdin or "").encode())))
     code, _, err = run_main("run", "--model", "scripted/hello", *args, capsys=capsys)
     assert code == 2 and message in err, err
     assert "Traceback" not in err and not (quiet_env / "runs").exists()
 
 
-def test_a_missing_prompt_file_says_how_to_send_a_literal_at(quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_prompt_file_says_how_to_send_a_literal_at(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run_main("run", "--model", "scripted/hello", "@team", capsys=capsys)
     assert code == 2 and "write @@team" in err
 
@@ -275,8 +351,9 @@ def test_a_missing_prompt_file_says_how_to_send_a_literal_at(quiet_env: Path, ca
 
 
 def test_resume_max_turns_means_more_turns(workspace: Path, env: dict[str, str]) -> None:
-    first = tether_json("run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-turns", "2", "go",
-                        env=env)
+    first = tether_json(
+        "run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-turns", "2", "go", env=env
+    )
     assert first["status"] == "max_turns_exceeded" and first["turns"] == 2
     again = tether("resume", first["run_id"], "--json", env=env)
     assert again.returncode == 2 and not again.stdout
@@ -289,8 +366,9 @@ def test_resume_max_turns_means_more_turns(workspace: Path, env: dict[str, str])
 
 
 def test_resume_after_the_budget_needs_a_larger_total(workspace: Path, env: dict[str, str]) -> None:
-    first = tether_json("run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-budget", "0.01",
-                        "go", env=env)
+    first = tether_json(
+        "run", "--model", "scripted/runaway", "--cwd", str(workspace), "--max-budget", "0.01", "go", env=env
+    )
     assert first["status"] == "budget_exceeded"
     for extra in ([], ["--max-budget", "0.005"]):
         out = tether("resume", first["run_id"], *extra, env=env)
@@ -302,8 +380,9 @@ def test_resume_after_the_budget_needs_a_larger_total(workspace: Path, env: dict
 # --- what the summary line says ----------------------------------------------------------------
 
 
-def test_an_empty_answer_is_said(workspace: Path, quiet_env: Path, monkeypatch: pytest.MonkeyPatch,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_answer_is_said(
+    workspace: Path, quiet_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(SCRIPTED, "empty", lambda turn, tools: Reply(text=""))
     code, out, err = run_main("run", "--model", "scripted/empty", "--cwd", str(workspace), "hi", capsys=capsys)
     assert code == 0 and out.strip() == ""
@@ -319,21 +398,21 @@ def test_tool_stats_counts_are_integers(workspace: Path, env: dict[str, str], te
     assert type(last["tool_stats"]["read_file"]["calls"]) is int
 
 
-def test_unknown_price_and_estimated_usage_are_said(workspace: Path, quiet_env: Path,
-                                                   monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_price_and_estimated_usage_are_said(
+    workspace: Path, quiet_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with ScriptedServer(omit_usage=True) as server:
         monkeypatch.setenv("LLM_BASE_URL", server.base_url)
         code, _, err = run_main("run", "--model", "openai/hello", "--cwd", str(workspace), "hi", capsys=capsys)
     assert code == 0, err
-    assert ('cost unknown (no price for openai/hello; add one under [models."openai/hello"] in config.toml)'
-            in err)
+    assert 'cost unknown (no price for openai/hello; add one under [models."openai/hello"] in config.toml)' in err
     assert "$0.000000" not in err
     assert "(estimated)" in err and "tokens ~" in err
 
 
-def test_known_price_prints_dollars_and_exact_tokens(workspace: Path, quiet_env: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_known_price_prints_dollars_and_exact_tokens(
+    workspace: Path, quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run_main("run", "--model", "scripted/plan", "--cwd", str(workspace), "q", capsys=capsys)
     summary = next(line for line in err.splitlines() if line.startswith("[completed]"))
     assert code == 0 and "| $0.00" in summary and "cost unknown" not in summary and "estimated" not in summary
@@ -399,8 +478,9 @@ def test_at_a_terminal_the_question_comes_before_any_stop(workspace: Path, env: 
     assert not (workspace / "access.log").exists()
 
 
-def test_at_a_terminal_with_no_answer_the_run_stops_and_says_how_to_resume(workspace: Path,
-                                                                           env: dict[str, str]) -> None:
+def test_at_a_terminal_with_no_answer_the_run_stops_and_says_how_to_resume(
+    workspace: Path, env: dict[str, str]
+) -> None:
     term = Terminal(["tether", "run", "--model", "scripted/destructive", "--cwd", str(workspace), "free space"], env)
     term.read_until(b"[y/N]")
     term.type(b"\x04")  # Ctrl-D: nobody answers
@@ -419,19 +499,28 @@ def test_no_prompt_at_a_terminal_says_how_to_give_one(env: dict[str, str], tethe
     assert not (tether_home / "runs").exists()
 
 
-def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(workspace: Path, env: dict[str, str],
-                                                                      tether_home: Path) -> None:
+def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
     """Under a permissive umask (022), the directories that hold runs, traces and sessions are 0700
     (another user cannot even list the run ids) and every file in them, a knowledge base's SQLite
     files included, is 0600."""
     import stat
 
     def as_owner_only(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tether", *args], env=env, capture_output=True, text=True, timeout=120, input="",
-                              preexec_fn=lambda: os.umask(0o022))
+        return subprocess.run(
+            ["tether", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            input="",
+            preexec_fn=lambda: os.umask(0o022),
+        )
 
-    out = as_owner_only("run", "--model", "scripted/plan", "--cwd", str(workspace), "--session", "s1",
-                        "Which file mentions a timeout?")
+    out = as_owner_only(
+        "run", "--model", "scripted/plan", "--cwd", str(workspace), "--session", "s1", "Which file mentions a timeout?"
+    )
     assert out.returncode == 0, out.stderr
     out = as_owner_only("kb", "add", "--embedder", "none", str(workspace / "errors.log"))
     assert out.returncode == 0, out.stderr

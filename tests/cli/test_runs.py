@@ -33,21 +33,36 @@ def test_trace_answers_what_the_run_cost(workspace: Path, env: dict[str, str]) -
     result = tether_json("run", "--model", "scripted/plan", "--cwd", str(workspace), "q", env=env)
     lines = [json.loads(x) for x in tether("trace", result["run_id"], env=env).stdout.splitlines()]
     assert all(line["runId"] == result["run_id"] for line in lines)
-    assert [x["type"] for x in lines] == ["turn", "tool_start", "tool_result", "turn", "tool_start",
-                                          "tool_result", "turn", "run_stopped"]
+    assert [x["type"] for x in lines] == [
+        "turn",
+        "tool_start",
+        "tool_result",
+        "turn",
+        "tool_start",
+        "tool_result",
+        "turn",
+        "run_stopped",
+    ]
     turns = [x for x in lines if x["type"] == "turn"]
     assert turns[-1]["costUsd"] == pytest.approx(result["cost_usd"])
     assert all({"prompt_tokens", "completion_tokens", "total_tokens", "finish"} <= set(t) for t in turns)
     assert lines[-1]["status"] == "completed" and lines[-1]["turns"] == 3
 
 
-def test_a_damaged_trace_prints_the_good_lines_and_counts_the_rest(workspace: Path, env: dict[str, str],
-                                                                   tether_home: Path) -> None:
+def test_a_damaged_trace_prints_the_good_lines_and_counts_the_rest(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
     run_id = plan_run(workspace, env)
     path = tether_home / "traces" / f"{run_id}.jsonl"
     good = path.read_bytes()
-    path.write_bytes(b"garbage line\n" + good + b"\xff\xfe\x00binary junk\n42\n" + b'{"runId": "' + run_id.encode()
-                     + b'", "type": "tu')
+    path.write_bytes(
+        b"garbage line\n"
+        + good
+        + b"\xff\xfe\x00binary junk\n42\n"
+        + b'{"runId": "'
+        + run_id.encode()
+        + b'", "type": "tu'
+    )
     out = tether("trace", run_id, env=env)
     assert out.returncode == 0 and "Traceback" not in out.stderr
     assert out.stdout == good.decode()
@@ -82,16 +97,24 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     base = tmp_path_factory.mktemp("two-runs")
     workspace, home = base / "workspace", base / "home"
     shutil.copytree(EXAMPLE_WORKSPACE, workspace)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE", "TETHER_MODEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE", "TETHER_MODEL")
+    }
     env["TETHER_HOME"] = str(home)
     return home, plan_run(workspace, env), plan_run(workspace, env)
 
 
 @pytest.mark.parametrize(("changes", "listed", "loads"), BAD_HEADERS, ids=[next(iter(c)) for c, _, _ in BAD_HEADERS])
-def test_a_bad_header_is_one_line_and_runs_lists_the_others(changes: dict[str, Any], listed: bool, loads: bool,
-                                                           two_runs: tuple[Path, str, str], env: dict[str, str],
-                                                           tether_home: Path) -> None:
+def test_a_bad_header_is_one_line_and_runs_lists_the_others(
+    changes: dict[str, Any],
+    listed: bool,
+    loads: bool,
+    two_runs: tuple[Path, str, str],
+    env: dict[str, str],
+    tether_home: Path,
+) -> None:
     made, good, bad = two_runs
     shutil.copytree(made, tether_home)
     set_header(tether_home / "runs" / bad, **changes)
@@ -111,8 +134,9 @@ def test_a_bad_header_is_one_line_and_runs_lists_the_others(changes: dict[str, A
     assert resumed.returncode == 2 and resumed.stderr == out.stderr
 
 
-def test_runs_names_a_run_whose_both_header_slots_are_damaged(workspace: Path, env: dict[str, str],
-                                                              tether_home: Path) -> None:
+def test_runs_names_a_run_whose_both_header_slots_are_damaged(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
     good = plan_run(workspace, env)
     bad = plan_run(workspace, env)
     for slot in ("state.a.json", "state.b.json"):

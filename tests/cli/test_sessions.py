@@ -9,8 +9,17 @@ from tests.cli.conftest import tether, tether_json
 
 
 def test_run_with_a_session_continues_the_conversation(workspace: Path, env: dict[str, str]) -> None:
-    first = tether_json("run", "--session", "work", "--model", "scripted/plan", "--cwd", str(workspace),
-                        "Which file mentions a timeout?", env=env)
+    first = tether_json(
+        "run",
+        "--session",
+        "work",
+        "--model",
+        "scripted/plan",
+        "--cwd",
+        str(workspace),
+        "Which file mentions a timeout?",
+        env=env,
+    )
     assert first["status"] == "completed" and first["turns"] == 3
     second = tether_json("run", "--session", "work", "--model", "scripted/hello", "Thanks!", env=env)
     assert second["status"] == "completed" and second["turns"] == 1  # this run's turns, not the session's
@@ -23,10 +32,10 @@ def test_run_with_a_session_continues_the_conversation(workspace: Path, env: dic
     assert tether("sessions", "show", "work", env=env).returncode == 2
 
 
-def test_the_session_store_option_goes_before_or_after_the_subcommand(env: dict[str, str],
-                                                                       tether_home: Path) -> None:
-    out = tether("run", "--session", "s", "--session-store", "sqlite", "--model", "scripted/hello", "--json", "hi",
-                 env=env)
+def test_the_session_store_option_goes_before_or_after_the_subcommand(env: dict[str, str], tether_home: Path) -> None:
+    out = tether(
+        "run", "--session", "s", "--session-store", "sqlite", "--model", "scripted/hello", "--json", "hi", env=env
+    )
     assert out.returncode == 0 and (tether_home / "sessions.db").exists()
     before = tether("sessions", "--session-store", "sqlite", "list", env=env)
     after = tether("sessions", "list", "--session-store", "sqlite", env=env)
@@ -43,9 +52,11 @@ def test_deleting_a_session_that_does_not_exist_says_so(env: dict[str, str], tet
 
 
 def test_an_unusable_session_store_names_the_real_option(workspace: Path, env: dict[str, str]) -> None:
-    for argv in (["run", "--model", "scripted/hello", "--session", "s", "--session-store", "jsonl:/proc/nope", "hi"],
-                 ["sessions", "list", "--session-store", "jsonl:/proc/nope"],
-                 ["chat", "--model", "scripted/hello", "--session-store", "jsonl:/proc/nope"]):
+    for argv in (
+        ["run", "--model", "scripted/hello", "--session", "s", "--session-store", "jsonl:/proc/nope", "hi"],
+        ["sessions", "list", "--session-store", "jsonl:/proc/nope"],
+        ["chat", "--model", "scripted/hello", "--session-store", "jsonl:/proc/nope"],
+    ):
         out = tether(*argv, env=env)
         assert out.returncode == 2, out.stderr
         assert "--session-store" in out.stderr and "jsonl:/proc/nope" in out.stderr

@@ -45,7 +45,7 @@ def live_processes(pids: list[int]) -> list[int]:
             stat = Path(f"/proc/{entry.name}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         state, pgrp = fields[0], int(fields[2])
         if state not in ("Z", "X") and (int(entry.name) in pids or pgrp in pids):
             found.append(int(entry.name))

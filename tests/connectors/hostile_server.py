@@ -34,8 +34,20 @@ from urllib.parse import parse_qs
 __all__ = ["HUGE_BYTES", "HostileServer"]
 
 HUGE_BYTES = 20 * 1024 * 1024  # past tether's 16 MiB
-TOOLS = ["ok", "status_500", "garbage", "not_jsonrpc", "drop", "drop_json", "stall", "huge", "huge_stream", "echo_error",
-         "rotate", "forbidden"]
+TOOLS = [
+    "ok",
+    "status_500",
+    "garbage",
+    "not_jsonrpc",
+    "drop",
+    "drop_json",
+    "stall",
+    "huge",
+    "huge_stream",
+    "echo_error",
+    "rotate",
+    "forbidden",
+]
 
 
 class HostileServer:
@@ -79,8 +91,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, body: bytes, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))
@@ -109,8 +122,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         said = self.headers.get("authorization", "")
         if said != f"Bearer {self.hostile.valid}":
-            self._send(401, json.dumps({"error": "invalid_token", "you_sent": said}).encode(),
-                       headers={"www-authenticate": 'Bearer error="invalid_token"'})
+            self._send(
+                401,
+                json.dumps({"error": "invalid_token", "you_sent": said}).encode(),
+                headers={"www-authenticate": 'Bearer error="invalid_token"'},
+            )
             return
         message = json.loads(body)
         method, id_ = message.get("method"), message.get("id")
@@ -118,19 +134,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(202, b"", "text/plain")
         elif method == "initialize":
             self.hostile.sessions += 1
-            self._result(id_, {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-                               "serverInfo": {"name": "hostile", "version": "1"}},
-                         headers={"mcp-session-id": "s-1"})
+            self._result(
+                id_,
+                {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "hostile", "version": "1"},
+                },
+                headers={"mcp-session-id": "s-1"},
+            )
         elif method == "tools/list":
-            self._result(id_, {"tools": [{"name": n, "inputSchema": {"type": "object"},
-                                          "annotations": {"readOnlyHint": True}} for n in TOOLS]})
+            self._result(
+                id_,
+                {
+                    "tools": [
+                        {"name": n, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+                        for n in TOOLS
+                    ]
+                },
+            )
         elif method == "tools/call":
             name = message["params"]["name"]
             self.hostile.calls.append(name)
             getattr(self, f"_tool_{name}")(id_, said)
         else:
-            self._send(200, json.dumps({"jsonrpc": "2.0", "id": id_,
-                                        "error": {"code": -32601, "message": "no such method"}}).encode())
+            self._send(
+                200,
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "no such method"}}
+                ).encode(),
+            )
 
     def _tool_ok(self, id_: Any, said: str) -> None:
         self._result(id_, {"content": [{"type": "text", "text": "fine"}]})
@@ -171,23 +204,33 @@ class _Handler(BaseHTTPRequestHandler):
         self._result(id_, {"content": [{"type": "text", "text": "x" * HUGE_BYTES}]})
 
     def _tool_huge_stream(self, id_: Any, said: str) -> None:
-        event = json.dumps({"jsonrpc": "2.0", "id": id_,
-                            "result": {"content": [{"type": "text", "text": "y" * HUGE_BYTES}]}})
+        event = json.dumps(
+            {"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "y" * HUGE_BYTES}]}}
+        )
         self._send(200, f"event: message\ndata: {event}\n\n".encode(), "text/event-stream")
 
     def _tool_rotate(self, id_: Any, said: str) -> None:
         if not self.hostile.rotated:  # the first time: the token is revoked before the call is answered
             self.hostile.rotated, self.hostile.valid = True, "revoked"
-            self._send(401, json.dumps({"error": "invalid_token", "you_sent": said}).encode(),
-                       headers={"www-authenticate": 'Bearer error="invalid_token"'})
+            self._send(
+                401,
+                json.dumps({"error": "invalid_token", "you_sent": said}).encode(),
+                headers={"www-authenticate": 'Bearer error="invalid_token"'},
+            )
             return
         self._result(id_, {"content": [{"type": "text", "text": "rotated"}]})
 
     def _tool_echo_error(self, id_: Any, said: str) -> None:
-        self._send(200, json.dumps({"jsonrpc": "2.0", "id": id_,
-                                    "error": {"code": -32000, "message": f"bad token {said}?"}}).encode())
+        self._send(
+            200,
+            json.dumps(
+                {"jsonrpc": "2.0", "id": id_, "error": {"code": -32000, "message": f"bad token {said}?"}}
+            ).encode(),
+        )
 
     def _tool_forbidden(self, id_: Any, said: str) -> None:
-        self._send(403, json.dumps({"error": "insufficient_scope"}).encode(), headers={
-            "www-authenticate": 'Bearer error="insufficient_scope", scope="stock.read stock.admin"'})
-
+        self._send(
+            403,
+            json.dumps({"error": "insufficient_scope"}).encode(),
+            headers={"www-authenticate": 'Bearer error="insufficient_scope", scope="stock.read stock.admin"'},
+        )

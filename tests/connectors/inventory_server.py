@@ -27,9 +27,12 @@ from mcp_types import (
     ToolAnnotations,
 )
 
-PNG = base64.b64encode(bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")).decode()
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+    )
+).decode()
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 SAFE_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
@@ -53,19 +56,32 @@ def stock(part: str) -> str:
 def photo(part: str) -> list[TextContent | ImageContent]:
     """A photo of a part."""
     log(f"photo {part}")
-    return [TextContent(type="text", text=f"photo of {part}"),
-            ImageContent(type="image", data=PNG, mime_type="image/png")]
+    return [
+        TextContent(type="text", text=f"photo of {part}"),
+        ImageContent(type="image", data=PNG, mime_type="image/png"),
+    ]
 
 
 @server.tool(annotations=READ)
 def datasheet(part: str) -> list[EmbeddedResource | ResourceLink]:
     """The datasheet of a part, and where the drawing is."""
-    return [EmbeddedResource(type="resource", resource=TextResourceContents(
-                uri=f"inventory://parts/{part}/datasheet", mime_type="text/plain", text="Max pressure: 40 bar")),
-            EmbeddedResource(type="resource", resource=BlobResourceContents(
-                uri=f"inventory://parts/{part}/cad", mime_type="application/octet-stream", blob="AAAA")),
-            ResourceLink(type="resource_link", uri=f"https://example.com/{part}.pdf", name="drawing",
-                         mime_type="application/pdf")]
+    return [
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri=f"inventory://parts/{part}/datasheet", mime_type="text/plain", text="Max pressure: 40 bar"
+            ),
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri=f"inventory://parts/{part}/cad", mime_type="application/octet-stream", blob="AAAA"
+            ),
+        ),
+        ResourceLink(
+            type="resource_link", uri=f"https://example.com/{part}.pdf", name="drawing", mime_type="application/pdf"
+        ),
+    ]
 
 
 @server.tool()
@@ -126,8 +142,7 @@ def environment() -> str:
 @server.tool(annotations=READ)
 def spawn(leave_group: bool = False) -> str:
     """Starts a long sleep below the server (in its group, or in a session of its own)."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
-                             start_new_session=leave_group)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=leave_group)
     log(f"spawned {child.pid}")
     return str(child.pid)
 

@@ -49,8 +49,11 @@ def configure(home: Path, text: str) -> None:
 
 
 def test_mcp_list_tries_each_server_and_shows_its_tools_with_their_approval(
-        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    configure(home, f"""
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(
+        home,
+        f"""
 [mcp.inventory]
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(INVENTORY))}]
@@ -64,12 +67,16 @@ args = ["-c", "import sys; sys.exit('the server needs STOCK_DB')"]
 [mcp.remote]
 url = "http://127.0.0.1:9/mcp"
 enabled = false
-""")
+""",
+    )
     code, out, _ = tether(capsys, "mcp", "list")
     assert code == 1  # a configured server does not work
     blocks = {b.split()[0]: b.splitlines() for b in out.split("\n") if b and not b.startswith(" ")}
-    assert blocks == {"inventory": [blocks["inventory"][0]], "broken": [blocks["broken"][0]],
-                      "remote": ["remote  http  http://127.0.0.1:9/mcp"]}
+    assert blocks == {
+        "inventory": [blocks["inventory"][0]],
+        "broken": [blocks["broken"][0]],
+        "remote": ["remote  http  http://127.0.0.1:9/mcp"],
+    }
     lines = out.splitlines()
     assert lines[0] == f"inventory  stdio  {sys.executable} {INVENTORY}"
     assert lines[1] == "  ok: 11 tools"
@@ -79,17 +86,24 @@ enabled = false
     assert shown["inventory__reorder"] == 'asks first (tools.reorder = "always")'
     assert shown["inventory__set_note"] == 'runs without asking (tools.set_note = "never")'
     assert lines[13] == "  [mcp.inventory] tools names restock: the server has no such tool"
-    assert lines[15] == ("  not working: MCP server broken did not start: the process exited with status 1 "
-                         "(its last words: the server needs STOCK_DB)")
+    assert lines[15] == (
+        "  not working: MCP server broken did not start: the process exited with status 1 "
+        "(its last words: the server needs STOCK_DB)"
+    )
     assert lines[17] == "  disabled (enabled = false)"
 
 
 def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_owner(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    configure(home, '[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n'
-                    'token_url = "https://auth.example.com/token"\n\n[mcp.plain]\nurl = "https://x.example.com/mcp"\n')
-    code, _, err = tether(capsys, "mcp", "login", "remote", "--refresh-token", "r-1", "--access-token", "a-1",
-                          "--expires-in", "600")
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(
+        home,
+        '[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n'
+        'token_url = "https://auth.example.com/token"\n\n[mcp.plain]\nurl = "https://x.example.com/mcp"\n',
+    )
+    code, _, err = tether(
+        capsys, "mcp", "login", "remote", "--refresh-token", "r-1", "--access-token", "a-1", "--expires-in", "600"
+    )
     path = home / "auth" / "mcp-remote.json"
     assert code == 0 and str(path) in err and "r-1" not in err
     tokens = json.loads(path.read_text())
@@ -101,8 +115,9 @@ def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_own
     assert code == 2 and "no [mcp.nope]" in err
 
 
-OAUTH_SERVER = ('[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n'
-                'token_url = "https://auth.example.com/token"\n')
+OAUTH_SERVER = (
+    '[mcp.remote]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\ntoken_url = "https://auth.example.com/token"\n'
+)
 
 
 @dataclass(frozen=True)
@@ -117,11 +132,21 @@ class Login:
 
 
 LOGINS = {
-    "mcp login": Login(OAUTH_SERVER, ("mcp", "login", "remote"), "mcp-remote.json",
-                       "TETHER_MCP_REFRESH_TOKEN", "TETHER_MCP_ACCESS_TOKEN"),
-    "auth import": Login('[endpoints.corp]\nkind = "openai"\nbase_url = "https://llm.example.com/v1"\n'
-                         'auth = "oauth"\ntoken_url = "https://auth.example.com/token"\n',
-                         ("auth", "import", "corp"), "corp.json", "TETHER_REFRESH_TOKEN", "TETHER_ACCESS_TOKEN"),
+    "mcp login": Login(
+        OAUTH_SERVER,
+        ("mcp", "login", "remote"),
+        "mcp-remote.json",
+        "TETHER_MCP_REFRESH_TOKEN",
+        "TETHER_MCP_ACCESS_TOKEN",
+    ),
+    "auth import": Login(
+        '[endpoints.corp]\nkind = "openai"\nbase_url = "https://llm.example.com/v1"\n'
+        'auth = "oauth"\ntoken_url = "https://auth.example.com/token"\n',
+        ("auth", "import", "corp"),
+        "corp.json",
+        "TETHER_REFRESH_TOKEN",
+        "TETHER_ACCESS_TOKEN",
+    ),
 }
 
 
@@ -132,7 +157,8 @@ def stored(home: Path, login: Login = LOGINS["mcp login"]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("login", LOGINS.values(), ids=LOGINS.keys())
 def test_the_refresh_token_is_read_from_stdin_with_a_dash(
-        login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     configure(home, login.config)
     monkeypatch.setenv(login.refresh_env, "from-the-environment")  # a dash means stdin, even so
     monkeypatch.setattr(sys, "stdin", io.StringIO("r-from-stdin\n"))
@@ -150,7 +176,8 @@ def test_the_refresh_token_is_read_from_stdin_with_a_dash(
 
 @pytest.mark.parametrize("login", LOGINS.values(), ids=LOGINS.keys())
 def test_the_tokens_are_read_from_the_environment_when_no_flag_gives_them(
-        login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    login: Login, home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     configure(home, login.config)
     monkeypatch.delenv(login.refresh_env, raising=False)
     monkeypatch.delenv(login.access_env, raising=False)
@@ -170,7 +197,8 @@ def test_the_tokens_are_read_from_the_environment_when_no_flag_gives_them(
 
 
 def test_mcp_login_help_recommends_stdin_or_the_environment_over_the_command_line(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = tether(capsys, "mcp", "login", "--help")
     flat = " ".join(out.split())
     assert code == 0 and "--refresh-token - < token.txt" in flat and "TETHER_MCP_REFRESH_TOKEN=" in flat
@@ -178,7 +206,8 @@ def test_mcp_login_help_recommends_stdin_or_the_environment_over_the_command_lin
 
 
 def test_run_refuses_an_mcp_server_that_is_not_configured_or_disabled(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     configure(home, '[mcp.off]\ncommand = "true"\nenabled = false\n')
     code, _, err = tether(capsys, "run", "--model", "scripted/hello", "--mcp", "nope", "hi")
     assert code == 2 and "--mcp nope: no [mcp.nope]" in err and "(configured: off)" in err
@@ -190,10 +219,13 @@ def test_run_refuses_an_mcp_server_that_is_not_configured_or_disabled(
 
 
 def test_the_mail_example_asks_before_sending_and_sends_exactly_once(
-        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     shutil.copytree(ROOT / "examples" / "mcp", tmp_path / "examples" / "mcp")
     monkeypatch.chdir(tmp_path)
-    configure(home, f"""
+    configure(
+        home,
+        f"""
 [mcp.mail]
 command = {json.dumps(sys.executable)}
 args = ["examples/mcp/mail_server.py", "--outbox", "outbox.jsonl"]
@@ -201,14 +233,24 @@ args = ["examples/mcp/mail_server.py", "--outbox", "outbox.jsonl"]
 [mcp.calendar]
 command = "calendar-server"
 enabled = false
-""")
+""",
+    )
     outbox = tmp_path / "outbox.jsonl"
-    code, out, _ = tether(capsys, "run", "--model", "scripted/mcp", "--mcp", "all", "--json", "Answer the latest e-mail.")
+    code, out, _ = tether(
+        capsys, "run", "--model", "scripted/mcp", "--mcp", "all", "--json", "Answer the latest e-mail."
+    )
     result = json.loads(out)
     assert code == 5 and result["status"] == "interrupted"
-    assert result["interruption"] == {"type": "approval", "call_id": "c2", "tool_name": "mail__send_email", "args": {
-        "to": "ana@example.com", "subject": "Re: Order 1042 is late",
-        "body": "Thank you for writing. We are looking into it and will write again within a day."}}
+    assert result["interruption"] == {
+        "type": "approval",
+        "call_id": "c2",
+        "tool_name": "mail__send_email",
+        "args": {
+            "to": "ana@example.com",
+            "subject": "Re: Order 1042 is late",
+            "body": "Thank you for writing. We are looking into it and will write again within a day.",
+        },
+    }
     assert not outbox.exists()  # nothing is sent before a person says yes
     saved = RunStore(home / "runs").load(result["run_id"])
     assert saved.config["mcp"] == ["mail"]  # `all`, as it was when the run began: a resume keeps it
@@ -216,8 +258,10 @@ enabled = false
     code, out, _ = tether(capsys, "resume", result["run_id"], "--approve", "--json")
     done = json.loads(out)
     assert code == 0 and done["status"] == "completed"
-    assert done["output"] == ("I answered ana@example.com about 'Order 1042 is late'. The mail server says: Sent to "
-                              "ana@example.com: 'Re: Order 1042 is late' (message 1 in outbox.jsonl).")
+    assert done["output"] == (
+        "I answered ana@example.com about 'Order 1042 is late'. The mail server says: Sent to "
+        "ana@example.com: 'Re: Order 1042 is late' (message 1 in outbox.jsonl)."
+    )
     sent = [json.loads(line) for line in outbox.read_text().splitlines()]
     assert [(m["to"], m["subject"]) for m in sent] == [("ana@example.com", "Re: Order 1042 is late")]
     assert running_in(tmp_path, "mail_server.py") == []  # both runs stopped their server

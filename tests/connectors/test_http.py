@@ -64,7 +64,8 @@ async def stock(connector: McpConnector, tmp_path: Path, signal: CancelSignal | 
 
 
 def test_a_token_the_server_refuses_with_401_is_refreshed_once_and_the_call_goes_through(
-        server: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     path = seed(tmp_path, "access-old", "refresh-1", 3600)  # not expired: only the 401 says it is stale
     before = stats(server)
@@ -85,7 +86,8 @@ def test_a_token_about_to_expire_is_refreshed_before_the_first_request(server: s
 
 
 def test_a_refused_refresh_stops_the_run_with_an_error_naming_the_file_not_the_token(
-        server: str, tmp_path: Path) -> None:
+    server: str, tmp_path: Path
+) -> None:
     path = seed(tmp_path, "access-old", "refresh-revoked", 3600)
     with pytest.raises(ConfigError) as err:
         asyncio.run(stock(McpConnector("remote", oauth(server), home=tmp_path, start_timeout_s=60), tmp_path))
@@ -118,7 +120,9 @@ def test_a_stop_cancels_a_remote_call_in_flight_and_the_connection_keeps_working
             asyncio.get_running_loop().call_later(0.5, signal.cancel, "stop")
             with pytest.raises(RunCancelled):
                 await tools["remote__slow"].execute({"seconds": 300}, ToolContext(cwd=tmp_path, signal=signal))
-            result = await tools["remote__stock"].execute({"part": "A"}, ToolContext(cwd=tmp_path, signal=CancelSignal()))
+            result = await tools["remote__stock"].execute(
+                {"part": "A"}, ToolContext(cwd=tmp_path, signal=CancelSignal())
+            )
             return "".join(p.text for p in result.parts() if isinstance(p, TextPart))
         finally:
             await connector.stop()
@@ -127,7 +131,8 @@ def test_a_stop_cancels_a_remote_call_in_flight_and_the_connection_keeps_working
 
 
 def test_the_configured_scopes_go_with_every_refresh_and_none_are_sent_when_none_are_set(
-        server: str, tmp_path: Path) -> None:
+    server: str, tmp_path: Path
+) -> None:
     scoped = {**oauth(server), "scopes": ["stock.read", "stock.write"]}
     for expires_in in (10, 3600):  # refreshed before expiry, then after the server's 401
         seed(tmp_path, "access-old", "refresh-1", 10)
@@ -143,23 +148,26 @@ def test_the_configured_scopes_go_with_every_refresh_and_none_are_sent_when_none
 
 
 def test_every_refresh_names_the_server_the_token_is_for_as_rfc_8707_and_the_mcp_spec_ask(
-        server: str, tmp_path: Path) -> None:
+    server: str, tmp_path: Path
+) -> None:
     """The MCP authorization spec: a client sends ``resource`` (RFC 8707), the server's canonical
     URI, in its token requests, so the token it gets is bound to that server and no other. Config
     can name another (a gateway's) or, with "", none, for a token endpoint that refuses it."""
     loud = {**oauth(server), "url": f"{server.replace('http://', 'HTTP://')}/mcp/"}
-    for config, sent in [(oauth(server), [f"{server}/mcp"]),
-                         (loud, [f"{server}/mcp"]),  # scheme and host lower-cased, no trailing slash
-                         ({**oauth(server), "resource": "https://gateway.example.com/mcp"},
-                          ["https://gateway.example.com/mcp"]),
-                         ({**oauth(server), "resource": ""}, None)]:
+    for config, sent in [
+        (oauth(server), [f"{server}/mcp"]),
+        (loud, [f"{server}/mcp"]),  # scheme and host lower-cased, no trailing slash
+        ({**oauth(server), "resource": "https://gateway.example.com/mcp"}, ["https://gateway.example.com/mcp"]),
+        ({**oauth(server), "resource": ""}, None),
+    ]:
         seed(tmp_path, "access-old", "refresh-1", 10)  # about to expire: refreshed before the first request
         assert asyncio.run(stock(McpConnector("remote", config, home=tmp_path), tmp_path)).endswith("(remote)")
         assert stats(server)["resource"] == sent, config
 
 
 def test_a_scope_the_grant_does_not_cover_is_refused_by_the_token_endpoint_with_a_clear_error(
-        server: str, tmp_path: Path) -> None:
+    server: str, tmp_path: Path
+) -> None:
     seed(tmp_path, "access-old", "refresh-1", 10)
     wider = {**oauth(server), "scopes": ["stock.read", "admin"]}
     with pytest.raises(ConfigError, match=r"the token endpoint refused the refresh \(HTTP 400\)") as err:

@@ -38,7 +38,7 @@ FAILURES = {
     "huge_stream": "broke off (SSE stream failed: Server-sent event exceeded the 1048576 byte limit.)",
     "echo_error": "failed on the MCP server h: bad token [redacted]?",
     "forbidden": "it answered HTTP 403 Forbidden (it needs the scopes 'stock.read stock.admin': add them to "
-                 "scopes in [mcp.NAME]",
+    "scopes in [mcp.NAME]",
 }
 
 
@@ -49,10 +49,13 @@ def server() -> Iterator[HostileServer]:
 
 
 def connector(server: HostileServer, home: Path, **extra: Any) -> McpConnector:
-    save_oauth_tokens(token_path(home, "h"), {"access_token": "hostile-0", "refresh_token": "refresh-h",
-                                              "expires_at": time.time() + 3600})
-    return McpConnector("h", {"url": f"{server.url}/mcp", "auth": "oauth", "token_url": f"{server.url}/token",
-                              **extra}, home=home)
+    save_oauth_tokens(
+        token_path(home, "h"),
+        {"access_token": "hostile-0", "refresh_token": "refresh-h", "expires_at": time.time() + 3600},
+    )
+    return McpConnector(
+        "h", {"url": f"{server.url}/mcp", "auth": "oauth", "token_url": f"{server.url}/token", **extra}, home=home
+    )
 
 
 def leaked(text: str) -> bool:
@@ -67,7 +70,8 @@ async def call(mcp: McpConnector, name: str, tmp_path: Path) -> tuple[bool, str]
 
 @pytest.mark.parametrize("name", sorted(FAILURES))
 def test_a_broken_answer_is_a_tool_error_in_words_and_the_session_goes_on(
-        name: str, server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    name: str, server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     mcp = connector(server, tmp_path)
 
@@ -86,7 +90,8 @@ def test_a_broken_answer_is_a_tool_error_in_words_and_the_session_goes_on(
 
 
 def test_a_call_that_never_answers_ends_at_timeout_s_and_the_next_call_works(
-        server: HostileServer, tmp_path: Path) -> None:
+    server: HostileServer, tmp_path: Path
+) -> None:
     mcp = connector(server, tmp_path, timeout_s=1)
 
     async def go() -> tuple[tuple[bool, str], tuple[bool, str]]:
@@ -97,13 +102,16 @@ def test_a_call_that_never_answers_ends_at_timeout_s_and_the_next_call_works(
             await mcp.stop()
 
     (failed, said), after = asyncio.run(asyncio.wait_for(go(), 120))
-    assert failed and said == ("Error: h__stall did not answer within 1 s (timeout_s of [mcp.h]), so the call was "
-                               "cancelled. It is safe to call it again.")
+    assert failed and said == (
+        "Error: h__stall did not answer within 1 s (timeout_s of [mcp.h]), so the call was "
+        "cancelled. It is safe to call it again."
+    )
     assert after == (False, "fine") and server.sessions == 1
 
 
 def test_a_401_in_the_middle_of_a_session_is_refreshed_once_and_the_call_goes_through(
-        server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     mcp = connector(server, tmp_path)
 
@@ -121,7 +129,8 @@ def test_a_401_in_the_middle_of_a_session_is_refreshed_once_and_the_call_goes_th
 
 
 def test_a_run_through_every_failure_completes_with_each_call_answered_in_words(
-        server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     names = [*sorted(FAILURES), "ok"]
 

@@ -56,8 +56,13 @@ def test_tool_names_are_namespaced_in_the_characters_and_length_providers_accept
 def test_approval_follows_the_policy_then_the_hints_with_mcps_defaults() -> None:
     read_only = ToolAnnotations(read_only_hint=True)
     safe = ToolAnnotations(read_only_hint=False, destructive_hint=False)
-    for hints, asks in [(None, True), (ToolAnnotations(), True), (read_only, False), (safe, False),
-                        (ToolAnnotations(destructive_hint=True), True)]:
+    for hints, asks in [
+        (None, True),
+        (ToolAnnotations(), True),
+        (read_only, False),
+        (safe, False),
+        (ToolAnnotations(destructive_hint=True), True),
+    ]:
         assert needs_approval("destructive", hints) is asks
         assert needs_approval("always", hints) is True
         assert needs_approval("never", hints) is False
@@ -67,20 +72,28 @@ def test_approval_follows_the_policy_then_the_hints_with_mcps_defaults() -> None
 
 
 def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path) -> None:
-    connector = McpConnector("inventory", inventory(calls, timeout_s=3.0, tools={"set_note": "always",
-                                                                                 "reorder": "never"}))
+    connector = McpConnector(
+        "inventory", inventory(calls, timeout_s=3.0, tools={"set_note": "always", "reorder": "never"})
+    )
 
     async def go() -> dict[str, Any]:
         await connector.start()
         try:
             tools = {t.name: t for t in connector.tools()}
             out: dict[str, Any] = {"tools": tools}
-            for name, args in [("environment", {}), ("photo", {"part": "FV-2050"}), ("datasheet", {"part": "FV-2050"}),
-                               ("fail", {"part": "ZZ-1"}), ("slow", {"seconds": 120}),
-                               ("spawn", {}), ("spawn", {"leave_group": True})]:
+            for name, args in [
+                ("environment", {}),
+                ("photo", {"part": "FV-2050"}),
+                ("datasheet", {"part": "FV-2050"}),
+                ("fail", {"part": "ZZ-1"}),
+                ("slow", {"seconds": 120}),
+                ("spawn", {}),
+                ("spawn", {"leave_group": True}),
+            ]:
                 out.setdefault(name, []).append(await tools[f"inventory__{name}"].execute(args, ctx(tmp_path)))
-            out["cancel reached the server"] = wait_until(lambda: "slow cancelled" in logged(calls), 30,
-                                                          "the server's handler being cancelled")
+            out["cancel reached the server"] = wait_until(
+                lambda: "slow cancelled" in logged(calls), 30, "the server's handler being cancelled"
+            )
             out["server alive after the timeout"] = bool(live_processes(connector.pids))
             return out
         finally:
@@ -88,8 +101,22 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
 
     out = asyncio.run(go())
     tools = out["tools"]
-    assert set(tools) == {f"inventory__{n}" for n in ("stock", "photo", "datasheet", "reorder", "set_note", "fail",
-                                                       "busy", "slow", "crash", "environment", "spawn")}
+    assert set(tools) == {
+        f"inventory__{n}"
+        for n in (
+            "stock",
+            "photo",
+            "datasheet",
+            "reorder",
+            "set_note",
+            "fail",
+            "busy",
+            "slow",
+            "crash",
+            "environment",
+            "spawn",
+        )
+    }
     stock = tools["inventory__stock"]
     assert stock.description == "How many of a part are in stock."
     assert stock.input_schema["properties"]["part"]["type"] == "string" and stock.input_schema["required"] == ["part"]
@@ -107,7 +134,10 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
     assert photo.parts()[1].media_type == "image/png" and photo.parts()[1].data.startswith("iVBOR")
     sheet = text(out["datasheet"][0])
     assert "[resource inventory://parts/FV-2050/datasheet (text/plain)]\nMax pressure: 40 bar" in sheet
-    assert "[resource inventory://parts/FV-2050/cad (application/octet-stream): 3 bytes of binary data, not shown]" in sheet
+    assert (
+        "[resource inventory://parts/FV-2050/cad (application/octet-stream): 3 bytes of binary data, not shown]"
+        in sheet
+    )
     assert "[resource link https://example.com/FV-2050.pdf (application/pdf)] drawing" in sheet
     fail = out["fail"][0]
     assert fail.is_error and "part ZZ-1 is not in the catalogue" in text(fail)
@@ -146,14 +176,17 @@ def test_a_server_that_dies_mid_call_is_restarted_once_then_is_down(calls: Path,
 
 
 def test_a_server_that_does_not_start_stops_the_run_before_anything_runs(tmp_path: Path) -> None:
-    broken = McpConnector("broken", {"command": sys.executable,
-                                     "args": ["-c", "import sys; print('no API key', file=sys.stderr); sys.exit(3)"]})
+    broken = McpConnector(
+        "broken",
+        {"command": sys.executable, "args": ["-c", "import sys; print('no API key', file=sys.stderr); sys.exit(3)"]},
+    )
     asked: list[int] = []
     agent = Agent(FunctionModel(lambda m, r: asked.append(1) or "hi"), extensions=[broken], cwd=tmp_path)
     with pytest.raises(ConfigError) as err:
         asyncio.run(run(agent, "hello"))
-    assert str(err.value) == ("MCP server broken did not start: the process exited with status 3 "
-                              "(its last words: no API key)")
+    assert str(err.value) == (
+        "MCP server broken did not start: the process exited with status 3 (its last words: no API key)"
+    )
     assert asked == [] and live_processes(broken.pids) == []
 
 
@@ -161,14 +194,20 @@ def test_a_server_that_does_not_start_stops_the_run_before_anything_runs(tmp_pat
 
 
 def test_a_run_gets_text_and_images_reads_once_and_waits_for_approval_before_a_destructive_call(
-        calls: Path, tmp_path: Path) -> None:
+    calls: Path, tmp_path: Path
+) -> None:
     def reply(messages: list[Message], request: Any) -> Reply | str:
         if turn(messages) == 0:
-            return Reply(calls=(("c1", "inventory__stock", {"part": "FV-2050"}),
-                                ("c2", "inventory__photo", {"part": "FV-2050"})))
+            return Reply(
+                calls=(("c1", "inventory__stock", {"part": "FV-2050"}), ("c2", "inventory__photo", {"part": "FV-2050"}))
+            )
         if turn(messages) == 1:  # the same read again, and an order: destructive (no hints)
-            return Reply(calls=(("c3", "inventory__stock", {"part": "FV-2050"}),
-                                ("c4", "inventory__reorder", {"part": "FV-2050", "quantity": 5})))
+            return Reply(
+                calls=(
+                    ("c3", "inventory__stock", {"part": "FV-2050"}),
+                    ("c4", "inventory__reorder", {"part": "FV-2050", "quantity": 5}),
+                )
+            )
         return f"{results(messages)[2].text.splitlines()[-1]}; {results(messages)[-1].text}"
 
     connector = McpConnector("inventory", inventory(calls))
@@ -225,7 +264,8 @@ def test_a_stop_during_a_slow_call_ends_the_run_interrupted_and_stops_the_server
 
 
 def test_a_servers_own_error_with_the_closed_connection_code_is_its_answer_not_a_crash(
-        calls: Path, tmp_path: Path) -> None:
+    calls: Path, tmp_path: Path
+) -> None:
     """-32000 is the SDK's code for a connection that closed, and many servers' code for their own
     errors. A stdio server that refuses with it is still up: the call is its refusal, in its words,
     and the same process serves the next call (no restart, no "server down")."""
@@ -235,8 +275,10 @@ def test_a_servers_own_error_with_the_closed_connection_code_is_its_answer_not_a
         await connector.start()
         try:
             tools = {t.name: t for t in connector.tools()}
-            return [await tools["inventory__busy"].execute({"part": "FV-2050"}, ctx(tmp_path)),
-                    await tools["inventory__stock"].execute({"part": "FV-2050"}, ctx(tmp_path))]
+            return [
+                await tools["inventory__busy"].execute({"part": "FV-2050"}, ctx(tmp_path)),
+                await tools["inventory__stock"].execute({"part": "FV-2050"}, ctx(tmp_path)),
+            ]
         finally:
             await connector.stop()
 

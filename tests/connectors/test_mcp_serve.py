@@ -89,8 +89,10 @@ async def over_http(url: str, token: str | None = None) -> AsyncIterator[Client]
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = httpx2.Timeout(30, read=300)  # the SDK's own; httpx's 5 s would cut an agent's run short
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http, \
-            Client(streamable_http_client(url, http_client=http)) as client:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
         yield client
 
 
@@ -105,8 +107,9 @@ def start_http(home: Path, *args: str) -> Iterator[str]:
     """The server on a free loopback port (--port 0); yields its /mcp URL, stops it afterwards."""
     log = home / "serve.log"
     with log.open("w") as err:
-        proc = subprocess.Popen([*SERVE, "--http", "--port", "0", *args], env=env(home), stderr=err,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*SERVE, "--http", "--port", "0", *args], env=env(home), stderr=err, stdin=subprocess.DEVNULL
+        )
     try:
         deadline = time.monotonic() + 60
         while "/mcp" not in log.read_text():
@@ -189,8 +192,9 @@ async def test_stdio_exact_lookup_finds_the_part_not_its_twin(stdio: Client) -> 
 @pytest.mark.anyio
 async def test_stdio_a_base_must_be_a_name_of_one_that_exists(stdio: Client) -> None:
     assert "not a knowledge base name" in await error_text(stdio, "kb_search", query="valves", base="../kb/default")
-    assert "there is no knowledge base 'manuals'" in await error_text(stdio, "kb_lookup_exact", identifier="SK-77",
-                                                                       base="manuals")
+    assert "there is no knowledge base 'manuals'" in await error_text(
+        stdio, "kb_lookup_exact", identifier="SK-77", base="manuals"
+    )
 
 
 @pytest.mark.anyio
@@ -232,8 +236,10 @@ async def test_stdio_a_cancelled_call_stops_its_run(stdio: Client, home: Path) -
         raise AssertionError("the scan takes 3 s: the call should still be running")
     store = RunStore(home / "runs")
     with anyio.fail_after(10):
-        while not (runs := [r for r in store.list() if r["config"]["agent"] == "scanner"]) \
-                or runs[0]["status"] == "running":
+        while (
+            not (runs := [r for r in store.list() if r["config"]["agent"] == "scanner"])
+            or runs[0]["status"] == "running"
+        ):
             await anyio.sleep(0.05)
     assert runs[0]["reason"] == "cancelled: the MCP client cancelled the call"
     assert "agent_scanner" in await tool_map(stdio)
@@ -281,14 +287,23 @@ async def test_http_with_tokens_needs_a_bearer(token_server: tuple[Path, str, st
 # --- refusals ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--http", "--host", "0.0.0.0"], "answers on loopback only unless --allow-remote"),
-    (["--http", "--host", "0.0.0.0", "--allow-remote"], "--allow-remote needs tokens"),
-    (["--http", "--allow-remote"], "--allow-remote needs tokens"),
-    (["--port", "8123"], "go with --http"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--http", "--host", "0.0.0.0"], "answers on loopback only unless --allow-remote"),
+        (["--http", "--host", "0.0.0.0", "--allow-remote"], "--allow-remote needs tokens"),
+        (["--http", "--allow-remote"], "--allow-remote needs tokens"),
+        (["--port", "8123"], "go with --http"),
+    ],
+)
 def test_refused_before_anything_listens(tmp_path: Path, args: list[str], says: str) -> None:
-    out = subprocess.run([*SERVE, *args], env=env(tmp_path / "home"), capture_output=True, text=True, timeout=30,
-                         stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [*SERVE, *args],
+        env=env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and says in out.stderr

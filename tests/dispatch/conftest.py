@@ -34,8 +34,11 @@ class Cluster:
 
         app = create_app(self.settings, agents=self.worker.agents, workers="external", dispatcher=self.dispatcher)
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               lifespan="on", timeout_graceful_shutdown=3))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+            )
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 20

@@ -7,8 +7,14 @@ import sys
 
 
 def _tether(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _env(home, **extra: str) -> dict[str, str]:

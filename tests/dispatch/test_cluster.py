@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "distributed" / "agents.py"
 SESSIONS = 50
 
-pytestmark = pytest.mark.skipif(not RabbitServer.available(),
-                                reason="needs Debian's rabbitmq-server (.ci/run installs it: apt-get install "
-                                       "rabbitmq-server)")
+pytestmark = pytest.mark.skipif(
+    not RabbitServer.available(),
+    reason="needs Debian's rabbitmq-server (.ci/run installs it: apt-get install rabbitmq-server)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +46,21 @@ class Procs:
 
     def start(self, *args: str, name: str) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")
-        p = subprocess.Popen([sys.executable, "-m", "tether", *args], env=self.env, stdout=log, stderr=log,
-                             cwd=self.tmp, start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "tether", *args],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            cwd=self.tmp,
+            start_new_session=True,
+        )
         self.all.append(p)
         return p
 
     def node(self, port: int) -> subprocess.Popen[bytes]:
-        p = self.start("serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS),
-                       name=f"node{port}")
+        p = self.start(
+            "serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS), name=f"node{port}"
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert p.poll() is None, (self.tmp / f"node{port}.log").read_text()
@@ -109,9 +117,16 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
 
     url = pg_server.fresh_database()
     ledger = tmp_path / "ledger"
-    env = dict(os.environ, TETHER_HOME=str(tmp_path / "home"), TETHER_DATABASE_URL=url,
-               TETHER_BROKER_URL=rabbit.url, TETHER_DEMO_LEDGER=str(ledger), TETHER_DEMO_MODEL_DELAY_S="0.1",
-               TETHER_DEMO_TOOL_S="1.5", PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ,
+        TETHER_HOME=str(tmp_path / "home"),
+        TETHER_DATABASE_URL=url,
+        TETHER_BROKER_URL=rabbit.url,
+        TETHER_DEMO_LEDGER=str(ledger),
+        TETHER_DEMO_MODEL_DELAY_S="0.1",
+        TETHER_DEMO_TOOL_S="1.5",
+        PYTHONPATH=str(ROOT),
+    )
     procs = Procs(tmp_path, env)
     try:
         ports = [free_port(), free_port()]
@@ -141,8 +156,10 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
 
         def inside_w0() -> list[str]:
             with psycopg.connect(url) as conn:
-                held = [r[0] for r in conn.execute("SELECT run_id FROM tether_jobs WHERE worker = 'w0' AND "
-                                                   "state = 'running'")]
+                held = [
+                    r[0]
+                    for r in conn.execute("SELECT run_id FROM tether_jobs WHERE worker = 'w0' AND state = 'running'")
+                ]
             calls = set((ledger / "calls.log").read_text().split()) if (ledger / "calls.log").exists() else set()
             done = set((ledger / "shipped.log").read_text().split()) if (ledger / "shipped.log").exists() else set()
             return [r for r in held if f"{r}:call_ship" in calls and f"{r}:call_ship" not in done]
@@ -168,8 +185,9 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
 
         with httpx.Client(timeout=30) as client:
             views = {rid: client.get(f"{nodes[0]}/v1/runs/{rid}").json() for rid in run_ids}
-            transcripts = {rid: client.get(f"{nodes[1]}/v1/runs/{rid}/transcript").json()["messages"]
-                           for rid in run_ids}
+            transcripts = {
+                rid: client.get(f"{nodes[1]}/v1/runs/{rid}/transcript").json()["messages"] for rid in run_ids
+            }
     finally:
         procs.stop_all()
 

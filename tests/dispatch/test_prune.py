@@ -23,16 +23,18 @@ def jobs(pg_url: str) -> Any:
 
 
 def job(jobs: Any, run_id: str, *, done: bool, ended_days_ago: float = 0.0, events: int = 3) -> None:
-    jobs.enqueue(run_id=run_id, session_id=f"s-{run_id}", owner="u", agent="a", kind="start", prompt="hi",
-                 chosen={})
+    jobs.enqueue(run_id=run_id, session_id=f"s-{run_id}", owner="u", agent="a", kind="start", prompt="hi", chosen={})
     with jobs.db.tx() as conn:
         for i in range(1, events + 1):
-            conn.execute("INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s)",
-                         (run_id, i, "done" if done and i == events else "text_delta", "{}"))
+            conn.execute(
+                "INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s)",
+                (run_id, i, "done" if done and i == events else "text_delta", "{}"),
+            )
     if done:
         jobs.finish(run_id)
-        jobs.db.execute("UPDATE tether_jobs SET updated_at = %s WHERE run_id = %s",
-                        (time.time() - ended_days_ago * DAY, run_id))
+        jobs.db.execute(
+            "UPDATE tether_jobs SET updated_at = %s WHERE run_id = %s", (time.time() - ended_days_ago * DAY, run_id)
+        )
 
 
 def test_only_runs_that_ended_before_the_cutoff_are_forgotten(jobs: Any) -> None:

@@ -47,8 +47,10 @@ def test_a_run_waiting_for_approval_holds_no_worker_and_a_decision_on_another_no
         job = c.worker.jobs.get(run_id)
         assert job is not None and job.state == "done" and not c.worker._held  # no worker waits with it
         assert c.shipped() == []
-        r = cb.post(f"/v1/runs/{run_id}/decision", json={"call_id": asked["call_id"], "args_hash": asked["args_hash"],
-                                                          "approve": True})
+        r = cb.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True},
+        )
         assert r.status_code == 202, r.text
         rest = read_events(ca, f"/v1/runs/{run_id}/events", last_event_id=first[-1]["id"])
         assert rest[-1]["event"] == "done" and rest[-1]["result"]["status"] == "completed"
@@ -65,8 +67,11 @@ def test_a_stop_posted_to_another_node_reaches_the_worker_and_a_resume_on_the_fi
         wait_until(lambda: c.calls(), what="the tool starting")
         r = cb.post(f"/v1/runs/{run_id}/cancel")
         assert r.status_code == 202, r.text
-        view = wait_until(lambda: (v := ca.get(f"/v1/runs/{run_id}").json())["live"] is False and v, timeout=15,
-                          what="the run stopping")
+        view = wait_until(
+            lambda: (v := ca.get(f"/v1/runs/{run_id}").json())["live"] is False and v,
+            timeout=15,
+            what="the run stopping",
+        )
         assert view["status"] == "interrupted" and view["resumable"] is True
         events = read_events(cb, f"/v1/runs/{run_id}/events")
         assert events[-1]["event"] == "done"

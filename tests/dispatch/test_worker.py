@@ -10,8 +10,16 @@ from tether.dispatch.worker import HELD
 
 
 def _queue(c, run_id: str, agent: str = "answer", session: str = "s1") -> None:
-    c.worker.jobs.enqueue(run_id=run_id, session_id=session, owner="local", agent=agent, kind="start",
-                          prompt="hello", chosen={}, config={"message_id": "m1", "trace_id": "t" * 32})
+    c.worker.jobs.enqueue(
+        run_id=run_id,
+        session_id=session,
+        owner="local",
+        agent=agent,
+        kind="start",
+        prompt="hello",
+        chosen={},
+        config={"message_id": "m1", "trace_id": "t" * 32},
+    )
 
 
 def _events(c, run_id: str) -> list[tuple[int, str, dict]]:
@@ -93,8 +101,9 @@ def test_a_worker_that_loses_its_run_mid_call_leaves_the_end_to_the_worker_that_
         """Do one step of work in the world."""
         acted.append(step)
         if step == "one":  # the lock's connection ends; worker-b takes the run and its job
-            c.worker.db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
-                                "'tether: run r6'")
+            c.worker.db.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tether: run r6'"
+            )
             deadline = time.monotonic() + 10
             while True:
                 try:

@@ -37,16 +37,23 @@ def held_answer(tmp_path: Path | None = None) -> tuple[Agent, FunctionModel, Rec
     fm = FunctionModel(lambda m, r: OFFER)
     agent = Agent(fm, middleware=[Guardrail(classifier, stages=("output",), thresholds=ASK, name="sales")])
     state = RunState()
-    events = collect(agent, "Can I get a better price?", state=state,
-                     tracer=JsonlTracer(tmp_path) if tmp_path else None)
+    events = collect(
+        agent, "Can I get a better price?", state=state, tracer=JsonlTracer(tmp_path) if tmp_path else None
+    )
     r = result_of(events)
     assert r.status == "interrupted"
     waiting = r.interruption
     assert isinstance(waiting, GuardrailInterruption)
-    assert (waiting.stage, waiting.rationale, waiting.score, waiting.category) == ("output", DISCOUNT.rationale, 0.4,
-                                                                                    "pricing")
-    assert r.reason == (f"the output guardrail 'sales' held this for a person to decide (pricing): "
-                        f"{DISCOUNT.rationale}. Approve to deliver the answer, or reject")
+    assert (waiting.stage, waiting.rationale, waiting.score, waiting.category) == (
+        "output",
+        DISCOUNT.rationale,
+        0.4,
+        "pricing",
+    )
+    assert r.reason == (
+        f"the output guardrail 'sales' held this for a person to decide (pricing): "
+        f"{DISCOUNT.rationale}. Approve to deliver the answer, or reject"
+    )
     assert_never_streamed(events, OFFER)  # held for the person, not shown to the caller
     assert [v.decision for v in verdicts(events)] == ["ask"]
     assert len(fm.requests) == 1 and r.cost_usd is not None and r.cost_usd > 0  # the answer was paid for
@@ -69,8 +76,10 @@ def test_an_answer_held_for_a_person_is_refused_in_words_once_rejected() -> None
     agent, fm, classifier, state, _ = held_answer()
     reject(state, "no discounts without a signed contract")
     r = run_sync(agent, state=state)
-    assert r.output == (f"[Not answered: a person declined it after the output guardrail's verdict "
-                        f"({DISCOUNT.rationale}). Their reason: no discounts without a signed contract]")
+    assert r.output == (
+        f"[Not answered: a person declined it after the output guardrail's verdict "
+        f"({DISCOUNT.rationale}). Their reason: no discounts without a signed contract]"
+    )
     assert len(fm.requests) == 1 and len(classifier.seen) == 1
     assert [m.text for m in state.messages if isinstance(m, AssistantMessage)] == [r.output]  # replaced
     assert "40%" not in state.model_dump_json()

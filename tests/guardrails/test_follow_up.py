@@ -39,12 +39,20 @@ def sales_engineer(messages: list[Any], request: Any) -> Any:
     asked = text_of([next(m for m in reversed(messages) if isinstance(m, UserMessage))])
     looked_up = isinstance(messages[-1], ToolMessage)
     if asked == SPEC:
-        return "The BIM-UNT-AP6X switches at up to 1 kHz." if looked_up else Reply(
-            calls=(("c1", "spec_lookup", {"part": "BIM-UNT-AP6X", "field": "switching_frequency"}),))
+        return (
+            "The BIM-UNT-AP6X switches at up to 1 kHz."
+            if looked_up
+            else Reply(calls=(("c1", "spec_lookup", {"part": "BIM-UNT-AP6X", "field": "switching_frequency"}),))
+        )
     if asked == VOLTAGE:
-        return "Yes, 10 to 30 V DC." if looked_up else Reply(
-            text="Let me check the supply range.",
-            calls=(("c2", "spec_lookup", {"part": "BIM-UNT-AP6X", "field": "supply"}),))
+        return (
+            "Yes, 10 to 30 V DC."
+            if looked_up
+            else Reply(
+                text="Let me check the supply range.",
+                calls=(("c2", "spec_lookup", {"part": "BIM-UNT-AP6X", "field": "supply"}),),
+            )
+        )
     if asked == CABLE:
         return "Yes: the BIM-UNT-AP6X-5M, with a 5 m cable."
     return "I can have sales prepare a quote for 200 units of the BIM-UNT-AP6X-5M."
@@ -69,8 +77,7 @@ class Crm:
     leads: list[dict[str, Any]] = field(default_factory=list)
 
     async def capture(self, ctx: RunContext, verdict: Verdict) -> None:
-        self.leads.append({"run_id": ctx.state.run_id, "answer": ctx.state.output(),
-                           "why": verdict.rationale})
+        self.leads.append({"run_id": ctx.state.run_id, "answer": ctx.state.output(), "why": verdict.rationale})
 
 
 def conversation(hook: FollowUp, tmp_path: Path) -> tuple[RunState, list[list[Any]]]:
@@ -90,12 +97,19 @@ def test_lead_capture_runs_only_when_the_last_8_non_tool_messages_show_purchase_
     # The technician's questions were answered and nothing else happened.
     assert [v.decision for e in runs[:3] for v in verdicts(e)] == ["no_follow_up"] * 3
     # The buyer's was answered, then the lead captured, once.
-    assert crm.leads == [{"run_id": state.run_id, "answer": result_of(runs[3]).output,
-                          "why": "the person asks for a quote for a quantity: a genuine purchase intent"}]
+    assert crm.leads == [
+        {
+            "run_id": state.run_id,
+            "answer": result_of(runs[3]).output,
+            "why": "the person asks for a quote for a quantity: a genuine purchase intent",
+        }
+    ]
 
     # What the classifier read: conversation only (no tool calls, no tool results), the last 8.
-    assert intent.seen[0] == ("user: What is the maximum switching frequency of a BIM-UNT-AP6X?\n"
-                              "assistant: The BIM-UNT-AP6X switches at up to 1 kHz.")
+    assert intent.seen[0] == (
+        "user: What is the maximum switching frequency of a BIM-UNT-AP6X?\n"
+        "assistant: The BIM-UNT-AP6X switches at up to 1 kHz."
+    )
     assert intent.seen[3].splitlines() == [
         "assistant: The BIM-UNT-AP6X switches at up to 1 kHz.",
         "user: Does it work at 24 V DC?",
@@ -117,10 +131,15 @@ def test_the_decision_is_an_event_after_the_answer_was_delivered(tmp_path: Path)
         *_, last_turn, verdict, _done = events
         assert isinstance(last_turn, Turn)  # after the answer, just before done
         assert (verdict.type, verdict.stage, verdict.name, verdict.decision) == (
-            "guardrail", "after_agent", "lead_capture", decision)
+            "guardrail",
+            "after_agent",
+            "lead_capture",
+            decision,
+        )
     lines = [t for t in traced(tmp_path, state.run_id) if t["type"] == "guardrail"]
-    assert [(t["decision"], t["category"], t["score"]) for t in lines] == [
-        ("no_follow_up", "technical", 0.85)] * 3 + [("follow_up", "purchase", 0.9)]
+    assert [(t["decision"], t["category"], t["score"]) for t in lines] == [("no_follow_up", "technical", 0.85)] * 3 + [
+        ("follow_up", "purchase", 0.9)
+    ]
 
 
 def test_no_follow_up_for_other_intents_nor_a_weak_purchase_signal() -> None:
@@ -131,8 +150,13 @@ def test_no_follow_up_for_other_intents_nor_a_weak_purchase_signal() -> None:
             return Verdict("maybe buying, maybe comparing", 0.3, "purchase")
 
     for classifier in (Unsure(), RuleClassifier()):  # a weak purchase signal; no intent at all
-        r = collect(Agent(FunctionModel(lambda m, r: "Noted."),
-                          middleware=[FollowUp(classifier, frozenset({"purchase"}), crm.capture)]), QUOTE)
+        r = collect(
+            Agent(
+                FunctionModel(lambda m, r: "Noted."),
+                middleware=[FollowUp(classifier, frozenset({"purchase"}), crm.capture)],
+            ),
+            QUOTE,
+        )
         assert result_of(r).status == "completed" and [v.decision for v in verdicts(r)] == ["no_follow_up"]
     assert crm.leads == []
 
@@ -159,8 +183,10 @@ def test_a_failing_follow_up_does_not_change_the_delivered_answer(caplog: pytest
 
     fm = FunctionModel(lambda m, r: "I can have sales prepare that quote.")
     with caplog.at_level(logging.ERROR, logger="tether"):
-        events = collect(Agent(fm, middleware=[FollowUp(BuyingIntent(), frozenset({"purchase"}), broken_crm,
-                                                        name="lead_capture")]), QUOTE)
+        events = collect(
+            Agent(fm, middleware=[FollowUp(BuyingIntent(), frozenset({"purchase"}), broken_crm, name="lead_capture")]),
+            QUOTE,
+        )
     r = result_of(events)
     assert (r.status, r.reason, r.output) == ("completed", "the model answered", "I can have sales prepare that quote.")
     assert [v.decision for v in verdicts(events)] == ["follow_up"]
@@ -171,13 +197,21 @@ def test_a_model_can_be_the_intent_classifier_and_its_call_is_charged() -> None:
     def judge_fn(messages: list[Any], request: Any) -> Any:
         text = text_of(messages)
         buying = "quote" in text.rsplit("user: ", 1)[-1]
-        return json.dumps({"rationale": "asks for a quote" if buying else "a spec question",
-                           "score": 0.9, "category": "purchase" if buying else "technical"})
+        return json.dumps(
+            {
+                "rationale": "asks for a quote" if buying else "a spec question",
+                "score": 0.9,
+                "category": "purchase" if buying else "technical",
+            }
+        )
 
     judge = FunctionModel(judge_fn, model_id="intent")
     crm = Crm()
-    hook = FollowUp(ModelClassifier("Classify the customer's intent.", model=judge,
-                                    categories=("purchase", "technical", "other")), frozenset({"purchase"}), crm.capture)
+    hook = FollowUp(
+        ModelClassifier("Classify the customer's intent.", model=judge, categories=("purchase", "technical", "other")),
+        frozenset({"purchase"}),
+        crm.capture,
+    )
     agent = Agent(FunctionModel(sales_engineer), tools=[spec_lookup], middleware=[hook])
     state = RunState()
     costs = []
@@ -186,7 +220,6 @@ def test_a_model_can_be_the_intent_classifier_and_its_call_is_charged() -> None:
         (turn,) = [e for e in events if isinstance(e, Turn)]
         costs.append((turn.cost_usd, result_of(events).cost_usd))
     assert len(crm.leads) == 1 and len(judge.requests) == 2
-    assert text_of(judge.requests[-1].messages) == (
-        f"Stage: input\n<text>\n{recent_talk(state.messages)}\n</text>")
+    assert text_of(judge.requests[-1].messages) == (f"Stage: input\n<text>\n{recent_talk(state.messages)}\n</text>")
     for turn_cost, run_cost in costs:  # each verdict, made after the turn, is in the run's cost
         assert turn_cost is not None and run_cost is not None and run_cost > turn_cost

@@ -48,8 +48,12 @@ def never(messages: list[Any], request: Any) -> str:
 def test_a_jailbreak_is_blocked_before_any_model_call_with_its_rationale_in_the_trace(tmp_path: Path) -> None:
     fm = FunctionModel(never)
     state = RunState()
-    events = collect(Agent(fm, middleware=[Guardrail(RuleClassifier.jailbreaks(), name="safety")]), JAILBREAK,
-                     state=state, tracer=JsonlTracer(tmp_path))
+    events = collect(
+        Agent(fm, middleware=[Guardrail(RuleClassifier.jailbreaks(), name="safety")]),
+        JAILBREAK,
+        state=state,
+        tracer=JsonlTracer(tmp_path),
+    )
     r = result_of(events)
 
     assert r.status == "failed"
@@ -64,22 +68,36 @@ def test_a_jailbreak_is_blocked_before_any_model_call_with_its_rationale_in_the_
     assert state.messages[0] == UserMessage.text(JAILBREAK)
     last = state.messages[-1]
     assert isinstance(last, AssistantMessage) and last.model == "guardrail/safety"
-    assert last.text == f"[Not answered: the input guardrail 'safety' blocked this (injection:override): {verdict.rationale}.]"
+    assert (
+        last.text
+        == f"[Not answered: the input guardrail 'safety' blocked this (injection:override): {verdict.rationale}.]"
+    )
     assert r.output == last.text
     assert deltas(events) == []
 
     trace = traced(tmp_path, r.run_id)
     (line,) = [t for t in trace if t["type"] == "guardrail"]
-    assert line == {"runId": r.run_id, "type": "guardrail", "decision": "block", "rationale": verdict.rationale,
-                    "score": 0.05, "stage": "input", "category": "injection:override", "name": "safety"}
+    assert line == {
+        "runId": r.run_id,
+        "type": "guardrail",
+        "decision": "block",
+        "rationale": verdict.rationale,
+        "score": 0.05,
+        "stage": "input",
+        "category": "injection:override",
+        "name": "safety",
+    }
     assert trace[-1]["type"] == "run_stopped" and trace[-1]["status"] == "failed"
     assert verdict.rationale in trace[-1]["reason"]
 
 
 def test_a_harmless_question_passes_the_jailbreak_check_with_an_allow_verdict(tmp_path: Path) -> None:
     fm = FunctionModel(lambda m, r: "The FVAM-2050-B is rated for 16 bar.")
-    events = collect(Agent(fm, middleware=[Guardrail(RuleClassifier.jailbreaks())]),
-                     "What pressure is the FVAM-2050-B rated for?", tracer=JsonlTracer(tmp_path))
+    events = collect(
+        Agent(fm, middleware=[Guardrail(RuleClassifier.jailbreaks())]),
+        "What pressure is the FVAM-2050-B rated for?",
+        tracer=JsonlTracer(tmp_path),
+    )
     r = result_of(events)
     assert r.status == "completed" and r.output == "The FVAM-2050-B is rated for 16 bar."
     (verdict,) = verdicts(events)
@@ -121,7 +139,8 @@ def test_an_out_of_scope_question_gets_a_reply_the_model_writes_without_tools() 
     assert isinstance(note, UserMessage)
     assert text_of([note]).startswith(
         f"[Redirect: the input guardrail 'guardrail' redirected this (off_topic): {OFF_TOPIC.rationale}. "
-        "Reply briefly that you cannot help with that here")
+        "Reply briefly that you cannot help with that here"
+    )
 
     # The next question, in scope, is answered with the tools on offer again.
     r = run_sync(agent, "What pressure is the FVAM-2050-B rated for?", state=state)
@@ -132,17 +151,23 @@ def test_an_out_of_scope_question_gets_a_reply_the_model_writes_without_tools() 
 # -- thresholds per deployment -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("prompt", "make", "strict", "permissive", "stopped"), [
-    (WEATHER, lambda: rules(OFF_TOPIC), STRICT, PERMISSIVE, "redirect"),
-    (JAILBREAK, RuleClassifier.jailbreaks, Thresholds(), Thresholds(block=0.01), "block"),
-], ids=["out_of_scope", "jailbreak"])
-def test_the_same_input_passes_under_a_permissive_threshold(prompt: str, make: Any, strict: Thresholds,
-                                                            permissive: Thresholds, stopped: str) -> None:
+@pytest.mark.parametrize(
+    ("prompt", "make", "strict", "permissive", "stopped"),
+    [
+        (WEATHER, lambda: rules(OFF_TOPIC), STRICT, PERMISSIVE, "redirect"),
+        (JAILBREAK, RuleClassifier.jailbreaks, Thresholds(), Thresholds(block=0.01), "block"),
+    ],
+    ids=["out_of_scope", "jailbreak"],
+)
+def test_the_same_input_passes_under_a_permissive_threshold(
+    prompt: str, make: Any, strict: Thresholds, permissive: Thresholds, stopped: str
+) -> None:
     outcomes = {}
     for name, thresholds in (("strict", strict), ("permissive", permissive)):
         fm = FunctionModel(lambda m, r: "Answered by the model.")
-        events = collect(Agent(fm, middleware=[Guardrail(make(), thresholds=thresholds, redirect_reply=CANNED)]),
-                         prompt)
+        events = collect(
+            Agent(fm, middleware=[Guardrail(make(), thresholds=thresholds, redirect_reply=CANNED)]), prompt
+        )
         (verdict,) = verdicts(events)
         outcomes[name] = (verdict.decision, verdict.score, len(fm.requests), result_of(events).output)
     score = outcomes["strict"][1]
@@ -153,7 +178,15 @@ def test_the_same_input_passes_under_a_permissive_threshold(prompt: str, make: A
 def test_thresholds_pick_the_first_action_whose_limit_the_score_is_under() -> None:
     t = Thresholds(block=0.2, ask=0.4, redirect=0.6)
     assert [t.action(s) for s in (0.0, 0.19, 0.2, 0.39, 0.4, 0.59, 0.6, 1.0)] == [
-        "block", "block", "ask", "ask", "redirect", "redirect", "allow", "allow"]
+        "block",
+        "block",
+        "ask",
+        "ask",
+        "redirect",
+        "redirect",
+        "allow",
+        "allow",
+    ]
     assert Thresholds(block=None).action(0.0) == "allow"  # nothing set: nothing stops
 
 
@@ -172,8 +205,12 @@ def asked_about_input() -> tuple[Agent, FunctionModel, Any, RunState]:
     assert first.status == "interrupted" and fm.requests == []
     waiting = first.interruption
     assert isinstance(waiting, GuardrailInterruption)
-    assert (waiting.stage, waiting.rationale, waiting.score, waiting.category) == ("input", REFUND.rationale, 0.4,
-                                                                                    "policy")
+    assert (waiting.stage, waiting.rationale, waiting.score, waiting.category) == (
+        "input",
+        REFUND.rationale,
+        0.4,
+        "policy",
+    )
     assert first.reason is not None and first.reason.endswith("Approve to let the message through, or reject")
     return agent, fm, classifier, state
 
@@ -196,6 +233,8 @@ def test_rejecting_an_input_ends_with_the_refusal_in_words() -> None:
     reject(state, "refunds go through the support desk")
     r = run_sync(agent, state=state)
     assert fm.requests == [] and len(classifier.seen) == 1
-    assert r.output == (f"[Not answered: a person declined it after the input guardrail's verdict "
-                        f"({REFUND.rationale}). Their reason: refunds go through the support desk]")
+    assert r.output == (
+        f"[Not answered: a person declined it after the input guardrail's verdict "
+        f"({REFUND.rationale}). Their reason: refunds go through the support desk]"
+    )
     assert answers(state) == [r.output]

@@ -24,8 +24,11 @@ from tether.usage import Usage
 SCOPE = "Allow questions about our valves, actuators and spare parts; anything else is off topic."
 QUESTION = "What pressure is the FVAM-2050-B rated for?"
 ANSWER = "The FVAM-2050-B is rated for 16 bar."
-IN_SCOPE = {"rationale": "The person asks for a valve's pressure rating, which is what this agent is for.",
-            "score": 0.92, "category": "ok"}
+IN_SCOPE = {
+    "rationale": "The person asks for a valve's pressure rating, which is what this agent is for.",
+    "score": 0.92,
+    "category": "ok",
+}
 
 
 def verdict_reply(verdict: Any, usage: Usage | None = None) -> Any:
@@ -39,8 +42,9 @@ def judged(judge: FunctionModel, *, state: RunState | None = None, **kw: Any) ->
     run_kw = {k: kw.pop(k) for k in ("tracer", "signal") if k in kw}
     classifier = ModelClassifier(SCOPE, model=judge, categories=("ok", "off_topic", "unsafe"), on_error=on_error)
     fm = FunctionModel(lambda m, r: ANSWER)
-    events = collect(Agent(fm, middleware=[Guardrail(classifier, name="scope")], **kw), QUESTION,
-                     state=state or RunState(), **run_kw)
+    events = collect(
+        Agent(fm, middleware=[Guardrail(classifier, name="scope")], **kw), QUESTION, state=state or RunState(), **run_kw
+    )
     return fm, events
 
 
@@ -51,7 +55,11 @@ def test_the_models_verdict_is_parsed_rationale_first(tmp_path: Path) -> None:
     assert r.status == "completed" and r.output == ANSWER and len(fm.requests) == 1
     (verdict,) = verdicts(events)
     assert (verdict.decision, verdict.rationale, verdict.score, verdict.category) == (
-        "allow", IN_SCOPE["rationale"], 0.92, "ok")
+        "allow",
+        IN_SCOPE["rationale"],
+        0.92,
+        "ok",
+    )
     (line,) = [t for t in traced(tmp_path, r.run_id) if t["type"] == "guardrail"]
     assert line["rationale"] == IN_SCOPE["rationale"] and line["score"] == 0.92
 
@@ -64,7 +72,7 @@ def test_the_models_verdict_is_parsed_rationale_first(tmp_path: Path) -> None:
     assert list(schema["properties"]) == ["rationale", "score", "category"]
     assert schema["required"] == ["rationale", "score", "category"]
     assert schema["properties"]["category"]["enum"] == ["ok", "off_topic", "unsafe"]
-    schema = (asked.system or "")[(asked.system or "").index("{"):]
+    schema = (asked.system or "")[(asked.system or "").index("{") :]
     assert schema.index('"rationale"') < schema.index('"score"') < schema.index('"category"')  # reason, then score
     assert text_of(asked.messages) == f"Stage: input\n<text>\n{QUESTION}\n</text>"
 
@@ -99,8 +107,10 @@ def test_the_classifiers_cost_is_added_to_the_run(tmp_path: Path) -> None:
     r = result_of(guarded)
     assert r.output == base.output and base.cost_usd is not None and r.cost_usd is not None
     assert r.cost_usd == pytest.approx(base.cost_usd + 0.0032)
-    assert (r.usage.prompt_tokens - base.usage.prompt_tokens, r.usage.completion_tokens - base.usage.completion_tokens) \
-        == (1000, 100)
+    assert (
+        r.usage.prompt_tokens - base.usage.prompt_tokens,
+        r.usage.completion_tokens - base.usage.completion_tokens,
+    ) == (1000, 100)
     (turn,) = [e for e in guarded if isinstance(e, Turn)]
     assert turn.cost_usd == pytest.approx(r.cost_usd)  # the turn's running cost includes the verdict
     (stopped,) = [t for t in traced(tmp_path, r.run_id) if t["type"] == "run_stopped"]
@@ -110,14 +120,16 @@ def test_the_classifiers_cost_is_added_to_the_run(tmp_path: Path) -> None:
 def test_the_classifiers_cost_counts_against_the_budget() -> None:
     # $0.0052 of a $0.01 budget: the answer may spend only what is left.
     _, plain = judged(FunctionModel(verdict_reply(IN_SCOPE)), max_budget_usd=0.01)
-    _, guarded = judged(FunctionModel(verdict_reply(IN_SCOPE, Usage(prompt_tokens=2000, completion_tokens=100))),
-                        max_budget_usd=0.01)
+    _, guarded = judged(
+        FunctionModel(verdict_reply(IN_SCOPE, Usage(prompt_tokens=2000, completion_tokens=100))), max_budget_usd=0.01
+    )
     (free,) = [e.max_tokens for e in plain if isinstance(e, Turn)]
     (capped,) = [e.max_tokens for e in guarded if isinstance(e, Turn)]
     assert capped is not None and free is not None and capped < free
     # $0.0092: what is left cannot pay for an answer.
-    fm, events = judged(FunctionModel(verdict_reply(IN_SCOPE, Usage(prompt_tokens=4000, completion_tokens=100))),
-                        max_budget_usd=0.01)
+    fm, events = judged(
+        FunctionModel(verdict_reply(IN_SCOPE, Usage(prompt_tokens=4000, completion_tokens=100))), max_budget_usd=0.01
+    )
     r = result_of(events)
     assert r.status == "budget_exceeded" and fm.requests == []
     assert r.cost_usd is not None and r.cost_usd <= 0.01 and r.cost_usd == pytest.approx(0.0092)
@@ -133,13 +145,17 @@ def test_a_classifier_call_the_budget_cannot_pay_for_is_not_made() -> None:
     assert judge.requests == [] and fm.requests == []
 
 
-@pytest.mark.parametrize("answer", [
-    "I think this one is fine.",  # no JSON at all
-    '{"score": 0.9, "category": "ok"}',  # no rationale
-    '{"rationale": "fine", "score": 1.7, "category": "ok"}',  # out of range
-    '{"rationale": "fine", "score": true, "category": "ok"}',  # not a number
-    "unreachable",
-], ids=["prose", "no_rationale", "out_of_range", "bool_score", "unreachable"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I think this one is fine.",  # no JSON at all
+        '{"score": 0.9, "category": "ok"}',  # no rationale
+        '{"rationale": "fine", "score": 1.7, "category": "ok"}',  # out of range
+        '{"rationale": "fine", "score": true, "category": "ok"}',  # not a number
+        "unreachable",
+    ],
+    ids=["prose", "no_rationale", "out_of_range", "bool_score", "unreachable"],
+)
 @pytest.mark.parametrize("on_error", ["block", "allow"])
 def test_an_answer_that_is_not_a_verdict_fails_closed_unless_told_to_fail_open(answer: str, on_error: str) -> None:
     def fn(messages: list[Any], request: Any) -> Any:
@@ -189,11 +205,11 @@ def test_the_verdict_schema_goes_over_each_wire_as_its_structured_output(wire: s
         make = scripted_openai if wire == "openai" else scripted_anthropic
         classifier = ModelClassifier(SCOPE, model=make(server, "hello"), categories=("ok", "off_topic"))
         events = collect(Agent(FunctionModel(lambda m, r: ANSWER), middleware=[Guardrail(classifier)]), QUESTION)
-        (_, body, _), = server.received
+        ((_, body, _),) = server.received
     (verdict,) = verdicts(events)
     # The scripted model answers its own scenario, not a verdict: read and refused, not a wire error.
     assert verdict.decision == "block", verdict.rationale
-    assert ("not a JSON object" in verdict.rationale or "has no rationale" in verdict.rationale), verdict.rationale
+    assert "not a JSON object" in verdict.rationale or "has no rationale" in verdict.rationale, verdict.rationale
     if wire == "openai":
         spec = body["response_format"]["json_schema"]
         assert body["response_format"]["type"] == "json_schema" and spec["strict"] is True

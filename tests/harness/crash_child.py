@@ -41,8 +41,11 @@ def die() -> None:
 def scenario(t: int, tools: str) -> Reply:
     if kill == f"model:{t + 1}":  # while the request for turn t+1 is in flight
         die()
-    steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
-             call("c3", "write_note", {"text": "worker 7 timed out"})]
+    steps = [
+        call("c1", "list_files"),
+        call("c2", "read_file", {"path": "errors.log"}),
+        call("c3", "write_note", {"text": "worker 7 timed out"}),
+    ]
     return steps[t] if t < len(steps) else Reply(text="errors.log mentions a timeout; noted.")
 
 
@@ -87,8 +90,7 @@ async def main() -> None:
     else:
         state, prompt = RunState(run_id=run_id), "Which file mentions a timeout?"
     agent = Agent(ScriptedModel(scenario), tools=tools, cwd=workspace)
-    async for event in run_stream(agent, prompt, state=state, store=store,
-                                  tracer=KillingTracer(Path(home) / "traces")):
+    async for event in run_stream(agent, prompt, state=state, store=store, tracer=KillingTracer(Path(home) / "traces")):
         if event.type == "done":
             print(event.result.model_dump_json())
 

@@ -71,11 +71,12 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def reply(who: str, t: int, text: str = "", calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> AssistantMessage:
+def reply(
+    who: str, t: int, text: str = "", calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+) -> AssistantMessage:
     parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
     parts += [ToolCallPart(id=cid, name=name, arguments=json.dumps(args)) for cid, name, args in calls]
-    return AssistantMessage(content=tuple(parts), usage=usage(who, t),
-                            finish_reason="tool_calls" if calls else "stop")
+    return AssistantMessage(content=tuple(parts), usage=usage(who, t), finish_reason="tool_calls" if calls else "stop")
 
 
 def turn_of(messages: list[Message]) -> int:
@@ -164,8 +165,12 @@ def reached(point: str, state: RunState) -> bool:
         return bool(saved["status"] == "completed")
     if kind == "child_reply":
         replies = sum(1 for m in messages if m["role"] == "assistant")
-        return (last.get("role") == "assistant" and replies == int(arg) and not saved["intents"]
-                and saved["status"] == "running")
+        return (
+            last.get("role") == "assistant"
+            and replies == int(arg)
+            and not saved["intents"]
+            and saved["status"] == "running"
+        )
     if kind == "child_result":
         return last.get("role") == "tool" and last.get("call_id") == arg
     return False
@@ -188,7 +193,9 @@ async def main() -> None:
         state, prompt = RunState(run_id=run_id), "Have the helper write the notes."
     child = Agent(model_for("child", child_script), tools=[write_note, read_notes])
     parent = Agent(model_for("parent", parent_script), tools=[child.as_tool("helper", "Writes and reads notes.")])
-    async for event in run_stream(parent, prompt, state=state, store=store, tracer=KillingTracer(Path(home) / "traces")):
+    async for event in run_stream(
+        parent, prompt, state=state, store=store, tracer=KillingTracer(Path(home) / "traces")
+    ):
         if event.type == "done":
             print(event.result.model_dump_json())
 

@@ -21,9 +21,15 @@ from tether.messages import ToolMessage
 CHILD = Path(__file__).with_name("crash_child.py")
 
 
-def child(home: Path, workspace: Path, log: Path, run_id: str, kill: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(CHILD), str(home), str(workspace), str(log), run_id, kill, *extra],
-                          capture_output=True, text=True, timeout=60)
+def child(
+    home: Path, workspace: Path, log: Path, run_id: str, kill: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(home), str(workspace), str(log), run_id, kill, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +47,24 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 KILL_POINTS = [
-    "turn:1", "turn:2", "turn:3", "turn:4",           # right after a model reply was recorded
-    "tool_start:1", "tool_start:2",                   # about to run a read-only tool
-    "tool_result:1", "tool_result:2", "tool_result:3",  # right after a result was recorded
-    "mid:c1", "mid:c2",                               # inside a read-only tool
+    "turn:1",
+    "turn:2",
+    "turn:3",
+    "turn:4",  # right after a model reply was recorded
+    "tool_start:1",
+    "tool_start:2",  # about to run a read-only tool
+    "tool_result:1",
+    "tool_result:2",
+    "tool_result:3",  # right after a result was recorded
+    "mid:c1",
+    "mid:c2",  # inside a read-only tool
 ]
 
 
 @pytest.mark.parametrize("kill", KILL_POINTS)
-def test_kill_and_resume_pays_nothing_twice(tmp_path: Path, workspace: Path, baseline: dict[str, Any], kill: str) -> None:
+def test_kill_and_resume_pays_nothing_twice(
+    tmp_path: Path, workspace: Path, baseline: dict[str, Any], kill: str
+) -> None:
     home, log = tmp_path / "home", tmp_path / "tools.log"
     first = child(home, workspace, log, "run_x", kill)
     assert first.returncode == -signal.SIGKILL, first.stderr
@@ -66,7 +81,9 @@ def test_kill_and_resume_pays_nothing_twice(tmp_path: Path, workspace: Path, bas
     assert finished == {"c1": 1, "c2": 1, "c3": 1}, "a tool whose result was recorded ran again"
 
 
-def test_kill_inside_a_side_effecting_tool_asks_a_person(tmp_path: Path, workspace: Path, baseline: dict[str, Any]) -> None:
+def test_kill_inside_a_side_effecting_tool_asks_a_person(
+    tmp_path: Path, workspace: Path, baseline: dict[str, Any]
+) -> None:
     home, log = tmp_path / "home", tmp_path / "tools.log"
     assert child(home, workspace, log, "run_w", "mid:c3").returncode == -signal.SIGKILL
     second = child(home, workspace, log, "run_w", "none")
@@ -105,8 +122,13 @@ def test_cli_run_killed_mid_tool_resumes(tmp_path: Path, workspace: Path) -> Non
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["status"] == "completed" and result["turns"] == 2
-    fresh = subprocess.run(["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace),
-                            "scan the archive", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    fresh = subprocess.run(
+        ["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "scan the archive", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result["cost_usd"] == pytest.approx(json.loads(fresh.stdout)["cost_usd"], abs=1e-12)
 
 
@@ -146,8 +168,9 @@ def test_rejecting_an_unknown_outcome_records_the_persons_account(tmp_path: Path
     assert "started before" in result.text and "it went through, the note is in notes.txt" in result.text
 
 
-def test_a_request_in_flight_at_a_kill_is_counted_as_spent_unknown(tmp_path: Path, workspace: Path,
-                                                                    baseline: dict[str, Any]) -> None:
+def test_a_request_in_flight_at_a_kill_is_counted_as_spent_unknown(
+    tmp_path: Path, workspace: Path, baseline: dict[str, Any]
+) -> None:
     home, log = tmp_path / "home", tmp_path / "tools.log"
     assert child(home, workspace, log, "run_m", "model:2").returncode == -signal.SIGKILL
     saved = RunStore(home / "runs").load("run_m")

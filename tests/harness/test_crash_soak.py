@@ -16,8 +16,9 @@ import pytest
 from bench.crash_soak import GUARANTEES, soak
 
 # The driver, playing the person, waits for leftover commands by reading /proc/*/cwd (Linux only).
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the soak watches leftover commands through /proc")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the soak watches leftover commands through /proc"
+)
 
 SCENARIOS = ["counted", "approved", "shell", "server"]
 

@@ -52,8 +52,7 @@ def plan_reply(fault: Fault) -> Any:
             return "the user asked about timeouts; files were listed and errors.log was read"
         fault.hit("provider")
         turn = sum(isinstance(m, AssistantMessage) for m in messages)
-        steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
-                 call("c3", "flaky", {})]
+        steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}), call("c3", "flaky", {})]
         return steps[turn] if turn < len(steps) else "errors.log mentions a timeout."
 
     return reply
@@ -103,13 +102,32 @@ class FaultyMiddleware(Middleware):
 # A tool (or its wrapper) failing is information for the model; a tracer failing is logged; a failed
 # summary falls back to trimming. The other seams end the run.
 CARRY_ON = ("tool", "wrap_tool_call", "tracer", "summary")
-SEAMS = ["provider", "summary", "store", "tracer", "tokenizer", "tool", "before_agent", "before_model",
-         "wrap_model_call", "wrap_tool_call", "after_agent"]
-ERRORS = [OSError("disk on fire"), ValueError("garbled"), RuntimeError("boom"), KeyError("missing"),
-          RecursionError("maximum recursion depth exceeded"), UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates")]
+SEAMS = [
+    "provider",
+    "summary",
+    "store",
+    "tracer",
+    "tokenizer",
+    "tool",
+    "before_agent",
+    "before_model",
+    "wrap_model_call",
+    "wrap_tool_call",
+    "after_agent",
+]
+ERRORS = [
+    OSError("disk on fire"),
+    ValueError("garbled"),
+    RuntimeError("boom"),
+    KeyError("missing"),
+    RecursionError("maximum recursion depth exceeded"),
+    UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates"),
+]
 
 
-def run_with_fault(root: Path, workspace: Path, fault: Fault, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], RunStore]:
+def run_with_fault(
+    root: Path, workspace: Path, fault: Fault, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Any], RunStore]:
     @tool(read_only=True)
     def flaky() -> str:
         """A tool that may fail."""
@@ -133,8 +151,14 @@ def run_with_fault(root: Path, workspace: Path, fault: Fault, monkeypatch: pytes
     tracer = FaultyTracer(root / "traces")
     tracer.fault = fault
     # A small window, so compaction (and its summary call) happens after a round of tools.
-    agent = Agent(FunctionModel(plan_reply(fault)), tools=[*FILE_TOOLS, flaky], cwd=workspace,
-                  middleware=[FaultyMiddleware(fault)], context_window=700, max_budget_usd=1.0)
+    agent = Agent(
+        FunctionModel(plan_reply(fault)),
+        tools=[*FILE_TOOLS, flaky],
+        cwd=workspace,
+        middleware=[FaultyMiddleware(fault)],
+        context_window=700,
+        max_budget_usd=1.0,
+    )
     events: list[Any] = []
 
     async def go() -> None:
@@ -147,8 +171,9 @@ def run_with_fault(root: Path, workspace: Path, fault: Fault, monkeypatch: pytes
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seam=st.sampled_from(SEAMS), nth=st.integers(1, 4), exc=st.sampled_from(ERRORS))
-def test_an_exception_at_any_seam_ends_the_run_recorded(workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         seam: str, nth: int, exc: BaseException) -> None:
+def test_an_exception_at_any_seam_ends_the_run_recorded(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, seam: str, nth: int, exc: BaseException
+) -> None:
     fault = Fault(seam, nth, exc)
     with tempfile.TemporaryDirectory() as tmp:
         events, store = run_with_fault(Path(tmp), workspace, fault, monkeypatch)
@@ -194,9 +219,16 @@ def test_a_reply_with_a_lone_surrogate_is_saved_and_not_paid_twice(workspace: Pa
 
     def reply(messages: list[Any], request: Any) -> Any:
         calls.append(1)
-        return AssistantMessage(content=(TextPart(text="broken \ud800 text"),
-                                         ToolCallPart(id="c\udfff", name="list_files", arguments='{"pattern": "\ud800"}')))\
-            if len(calls) == 1 else "done \udcff"
+        return (
+            AssistantMessage(
+                content=(
+                    TextPart(text="broken \ud800 text"),
+                    ToolCallPart(id="c\udfff", name="list_files", arguments='{"pattern": "\ud800"}'),
+                )
+            )
+            if len(calls) == 1
+            else "done \udcff"
+        )
 
     store = RunStore(tmp_path / "runs")
     result = asyncio.run(run(Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace), "go", store=store))
@@ -227,8 +259,9 @@ def test_a_file_name_that_is_not_utf8_does_not_break_saving(workspace: Path, tmp
     os.close(os.open(os.path.join(os.fsencode(workspace), b"bad-\xff.txt"), os.O_CREAT | os.O_WRONLY, 0o600))
     replies = iter([call("c1", "list_files"), "listed"])
     store = RunStore(tmp_path / "runs")
-    result = asyncio.run(run(Agent(FunctionModel(lambda m, r: next(replies)), tools=FILE_TOOLS, cwd=workspace),
-                             "list", store=store))
+    result = asyncio.run(
+        run(Agent(FunctionModel(lambda m, r: next(replies)), tools=FILE_TOOLS, cwd=workspace), "list", store=store)
+    )
     assert result.status == "completed"
     listing = next(m for m in store.load(result.run_id).messages if isinstance(m, ToolMessage)).text
     assert "bad-\ufffd.txt" in listing
@@ -253,8 +286,9 @@ def test_stop_while_the_tokenizer_loads_is_heard_at_once(workspace: Path, monkey
             signal.cancel("user pressed Stop")
 
         stopper = asyncio.create_task(stop_when_loading())
-        result = await run(Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace, max_budget_usd=1.0),
-                           "go", signal=signal)
+        result = await run(
+            Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace, max_budget_usd=1.0), "go", signal=signal
+        )
         await stopper
         return result
 
@@ -313,8 +347,9 @@ def test_a_cancelled_stream_still_counts_what_it_consumed(workspace: Path) -> No
     assert result.cost_usd > 0, "a cancelled request is billed by the provider: tether counts it"
 
 
-def test_stop_mid_stream_in_a_fresh_process_does_not_wait_for_the_tokenizer(workspace: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_mid_stream_in_a_fresh_process_does_not_wait_for_the_tokenizer(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tether.tokens as tokens_module
 
     release, returned = threading.Event(), threading.Event()
@@ -334,8 +369,9 @@ def test_stop_mid_stream_in_a_fresh_process_does_not_wait_for_the_tokenizer(work
     model.name = "openai"  # its exact counter is the BPE tokenizer, still loading
 
     async def go() -> Any:
-        async for event in run_stream(Agent(model, cwd=workspace), "What is the answer, in words never seen?",
-                                      signal=signal):
+        async for event in run_stream(
+            Agent(model, cwd=workspace), "What is the answer, in words never seen?", signal=signal
+        ):
             if event.type == "text_delta":
                 signal.cancel("user pressed Stop")
             if isinstance(event, Done):
@@ -391,7 +427,13 @@ def test_a_summary_request_is_noted_in_flight_like_any_model_call(workspace: Pat
         steps = [call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"})]
         return steps[turn] if turn < len(steps) else "errors.log mentions a timeout."
 
-    result = asyncio.run(run(Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace, context_window=300),
-                             "Which file mentions a timeout?", state=state, store=store))
+    result = asyncio.run(
+        run(
+            Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace, context_window=300),
+            "Which file mentions a timeout?",
+            state=state,
+            store=store,
+        )
+    )
     assert seen and all(s is not None and s.max_cost_usd and s.max_cost_usd > 0 for s in seen)
     assert result.status in TERMINAL and store.load(state.run_id).call_in_flight is None

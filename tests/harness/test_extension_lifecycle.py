@@ -42,16 +42,19 @@ class Recorder(Extension):
 
 def test_start_before_tools_are_read_and_stop_after_a_completed_run(workspace: Path) -> None:
     log: list[str] = []
-    agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace,
-                  extensions=[Recorder("a", log), Recorder("b", log)])
+    agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace, extensions=[Recorder("a", log), Recorder("b", log)])
     assert run_sync(agent, "timeout?").status == "completed"
     assert log == ["start a", "start b", "stop b", "stop a"]
 
 
 def test_a_failing_start_stops_the_started_ones_and_raises(workspace: Path) -> None:
     log: list[str] = []
-    agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace,
-                  extensions=[Recorder("a", log), Recorder("b", log, fail_start=True), Recorder("c", log)])
+    agent = Agent(
+        "scripted/plan",
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        extensions=[Recorder("a", log), Recorder("b", log, fail_start=True), Recorder("c", log)],
+    )
     with pytest.raises(RuntimeError, match="b cannot start"):
         run_sync(agent, "timeout?")
     assert log == ["start a", "start b", "stop a"]

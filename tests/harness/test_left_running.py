@@ -28,18 +28,24 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process g
 
 def crashed_state(pid: int | None) -> RunState:
     """A run whose process died while the call ``c1`` to ``act`` was running."""
-    state = RunState(messages=[UserMessage.text("deploy"),
-                               AssistantMessage(content=(ToolCallPart(id="c1", name="act", arguments="{}"),))])
-    state.intents["c1"] = Intent(key=f"{state.run_id}:c1", pid=pid,
-                                 process=process_identity(pid) if pid is not None else None)
+    state = RunState(
+        messages=[
+            UserMessage.text("deploy"),
+            AssistantMessage(content=(ToolCallPart(id="c1", name="act", arguments="{}"),)),
+        ]
+    )
+    state.intents["c1"] = Intent(
+        key=f"{state.run_id}:c1", pid=pid, process=process_identity(pid) if pid is not None else None
+    )
     return state
 
 
 def stopped_for_a_person(state: RunState) -> RunState:
     """What the first resume after the crash leaves: waiting for a decision about ``c1``."""
     state.status = "interrupted"
-    state.interruption = OutcomeUnknownInterruption(call_id="c1", tool_name="act", idempotency_key="k",
-                                                    pid=state.intents["c1"].pid, still_running=True)
+    state.interruption = OutcomeUnknownInterruption(
+        call_id="c1", tool_name="act", idempotency_key="k", pid=state.intents["c1"].pid, still_running=True
+    )
     return state
 
 
@@ -94,10 +100,17 @@ def test_a_reused_pid_is_not_mistaken_for_the_leftover(leftover: Any) -> None:
 
 def test_the_shell_reports_its_process_and_it_is_saved_with_the_intent(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs")
-    replies = iter([AssistantMessage(content=(ToolCallPart(id="c1", name="run_command",
-                                                           arguments='{"command": "sleep 30"}'),)), "stopped"])
-    agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=[RunCommand(ShellSettings(require_approval=False))],
-                  cwd=tmp_path)
+    replies = iter(
+        [
+            AssistantMessage(content=(ToolCallPart(id="c1", name="run_command", arguments='{"command": "sleep 30"}'),)),
+            "stopped",
+        ]
+    )
+    agent = Agent(
+        FunctionModel(lambda m, r: next(replies)),
+        tools=[RunCommand(ShellSettings(require_approval=False))],
+        cwd=tmp_path,
+    )
     signal = CancelSignal()
     seen: dict[str, Any] = {}
 
@@ -136,8 +149,13 @@ def test_cli_resume_kill_stops_the_leftover(leftover: Any, tmp_path: Path) -> No
     state.config = {"model": "scripted/hello", "cwd": str(tmp_path)}
     RunStore(home / "runs").save(state)
     env = {**os.environ, "TETHER_HOME": str(home)}
-    out = subprocess.run(["tether", "resume", state.run_id, "--kill", "--reject", "stopped it before it finished",
-                          "--json"], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["tether", "resume", state.run_id, "--kill", "--reject", "stopped it before it finished", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert f"stopped process {leftover.pid}" in out.stderr
     leftover.wait(timeout=10)
     saved = RunStore(home / "runs").load(state.run_id)
@@ -145,7 +163,9 @@ def test_cli_resume_kill_stops_the_leftover(leftover: Any, tmp_path: Path) -> No
     assert "stopped it before it finished" in result.text
 
 
-def test_stopping_a_command_leaves_no_task_exception_unretrieved(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_stopping_a_command_leaves_no_task_exception_unretrieved(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     # An exception nobody retrieves is logged later from a finalizer; in CPython 3.11 that logging
     # parses source (traceback carets), which breaks an ast.parse running at that moment
     # ("AST constructor recursion depth mismatch") — pytest's own assertion rewriting among them.
@@ -153,10 +173,17 @@ def test_stopping_a_command_leaves_no_task_exception_unretrieved(tmp_path: Path,
     import inspect
 
     source = Path(inspect.getfile(ast)).read_text()
-    replies = iter([AssistantMessage(content=(ToolCallPart(id="c1", name="run_command",
-                                                           arguments='{"command": "sleep 30"}'),)), "stopped"])
-    agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=[RunCommand(ShellSettings(require_approval=False))],
-                  cwd=tmp_path)
+    replies = iter(
+        [
+            AssistantMessage(content=(ToolCallPart(id="c1", name="run_command", arguments='{"command": "sleep 30"}'),)),
+            "stopped",
+        ]
+    )
+    agent = Agent(
+        FunctionModel(lambda m, r: next(replies)),
+        tools=[RunCommand(ShellSettings(require_approval=False))],
+        cwd=tmp_path,
+    )
     signal = CancelSignal()
 
     async def go() -> None:
@@ -182,8 +209,13 @@ def test_cli_resume_wait_waits_for_the_leftover_then_decides(tmp_path: Path) -> 
     RunStore(home / "runs").save(state)
     env = {**os.environ, "TETHER_HOME": str(home)}
     try:
-        out = subprocess.run(["tether", "resume", state.run_id, "--wait", "--reject", "it finished on its own",
-                              "--json"], env=env, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["tether", "resume", state.run_id, "--wait", "--reject", "it finished on its own", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.poll() is not None, "resume returned while the leftover still ran"
     finally:
         proc.kill()

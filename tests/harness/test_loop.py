@@ -42,8 +42,7 @@ def test_plan_completes_in_three_turns_with_growing_prompts(workspace: Path) -> 
     prompts = [t.usage.prompt_tokens for t in turns]
     assert prompts == sorted(prompts) and len(set(prompts)) == 3
     assert done.result.cost_usd == pytest.approx(
-        sum(t.usage.prompt_tokens for t in turns) * 2e-6
-        + sum(t.usage.completion_tokens for t in turns) * 12e-6
+        sum(t.usage.prompt_tokens for t in turns) * 2e-6 + sum(t.usage.completion_tokens for t in turns) * 12e-6
     )
     assert all(e.run_id == done.run_id for e in events)
     assert "".join(e.text for e in events if e.type == "text_delta") == done.result.output
@@ -57,8 +56,7 @@ def test_runaway_stops_at_turn_cap(workspace: Path) -> None:
 
 
 def test_runaway_cost_grows_faster_than_turns(workspace: Path) -> None:
-    costs = [run_sync(agent("runaway", workspace, max_turns=n), "go").usage.prompt_tokens
-             for n in (20, 40)]
+    costs = [run_sync(agent("runaway", workspace, max_turns=n), "go").usage.prompt_tokens for n in (20, 40)]
     assert costs[1] > 2.5 * costs[0]  # quadratic growth: each turn resends everything before it
 
 
@@ -209,8 +207,11 @@ def test_class_tool_is_validated_against_its_json_schema() -> None:
     class Add:
         name = "add"
         description = "Add two integers."
-        input_schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                        "required": ["a", "b"]}
+        input_schema = {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        }
         read_only = True
         needs_approval = False
 
@@ -333,8 +334,14 @@ def test_cancel_reaches_a_subprocess_tool_via_the_signal(tmp_path: Path) -> None
 def test_stop_when_predicates(workspace: Path) -> None:
     r = run_sync(agent("runaway", workspace, stop_when=[has_tool_call("list_files")]), "go")
     assert r.status == "completed" and r.turns == 1
-    r = run_sync(agent("runaway", workspace, stop_when=[lambda steps: Stop("max_turns_exceeded", "three")
-                                                         if len(steps) >= 3 else None]), "go")
+    r = run_sync(
+        agent(
+            "runaway",
+            workspace,
+            stop_when=[lambda steps: Stop("max_turns_exceeded", "three") if len(steps) >= 3 else None],
+        ),
+        "go",
+    )
     assert r.status == "max_turns_exceeded" and r.turns == 3 and r.reason == "three"
 
 
@@ -383,23 +390,30 @@ def test_the_read_cache_does_not_outlive_the_turn(workspace: Path) -> None:
         return (workspace / path).read_text()
 
     state = RunState()
-    fm = FunctionModel(lambda m, r: call(f"r{len(m)}", "read_file", {"path": "errors.log"})
-                       if isinstance(m[-1], UserMessage) else "done")
+    fm = FunctionModel(
+        lambda m, r: (
+            call(f"r{len(m)}", "read_file", {"path": "errors.log"}) if isinstance(m[-1], UserMessage) else "done"
+        )
+    )
     run_sync(Agent(fm, tools=[counting_read]), "read it", state=state)
     run_sync(Agent(fm, tools=[counting_read]), "read it again, I changed it", state=state)
     assert runs == ["errors.log", "errors.log"]  # the second turn read the file again
 
 
-def test_a_relative_cwd_is_made_absolute_once_so_the_shell_gets_an_absolute_home(workspace: Path,
-                                                                                  monkeypatch: Any) -> None:
+def test_a_relative_cwd_is_made_absolute_once_so_the_shell_gets_an_absolute_home(
+    workspace: Path, monkeypatch: Any
+) -> None:
     from tether.testing import FunctionModel, call
     from tether.tools.shell import RunCommand, ShellSettings
 
     monkeypatch.chdir(workspace.parent)
     replies = iter([call("c1", "run_command", {"command": 'printf "%s" "$HOME"'}), "done"])
     state = RunState()
-    agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=[RunCommand(ShellSettings(require_approval=False))],
-                  cwd=workspace.name)
+    agent = Agent(
+        FunctionModel(lambda m, r: next(replies)),
+        tools=[RunCommand(ShellSettings(require_approval=False))],
+        cwd=workspace.name,
+    )
     assert run_sync(agent, "where is home?", state=state).status == "completed"
     (result,) = tool_messages(state)
     home = result.text.splitlines()[-1]
@@ -444,8 +458,7 @@ def test_a_request_lost_in_a_crash_counts_against_the_budget_on_resume() -> None
 
     def crashed(max_cost: float) -> RunState:
         state = RunState(messages=[UserMessage.text("go")])
-        state.call_in_flight = CallInFlight(model="function", prompt_tokens=100, max_tokens=4096,
-                                            max_cost_usd=max_cost)
+        state.call_in_flight = CallInFlight(model="function", prompt_tokens=100, max_tokens=4096, max_cost_usd=max_cost)
         return state
 
     fm = FunctionModel(lambda m, r: "done")

@@ -49,9 +49,11 @@ def turn_of(messages: Sequence[Message]) -> int:
 
 def searching(queries: Sequence[str], answer: str = "done") -> FunctionModel:
     """A model that searches ``queries`` one per turn, then answers."""
+
     def fn(messages: list[Message], request: Any) -> Any:
         t = turn_of(messages)
         return call(f"c{t + 1}", "search_kb", {"query": queries[t]}) if t < len(queries) else answer
+
     return FunctionModel(fn)
 
 
@@ -61,8 +63,11 @@ def results(state: RunState, name: str = "search_kb") -> list[ToolMessage]:
 
 def run(model: Any, tools: Sequence[Any], middleware: Sequence[Any], **agent: Any) -> tuple[Any, RunState]:
     state = RunState()
-    result = run_sync(Agent(model, tools=tools, middleware=middleware, **agent), "What are the FVAM-2050-B seals made of?",
-                      state=state)
+    result = run_sync(
+        Agent(model, tools=tools, middleware=middleware, **agent),
+        "What are the FVAM-2050-B seals made of?",
+        state=state,
+    )
     assert_pairing(state.messages)
     return result, state
 
@@ -86,22 +91,49 @@ def test_word_overlap_sees_rewordings_and_tells_identifiers_apart() -> None:
 # Hand-written: how models re-ask one question when the first search did not answer it, and
 # legitimate sequences of different questions about one product (the measurement behind 0.5).
 REWORDINGS = {
-    "switching frequency": ["BIM-UNT-AP6X maximum switching frequency", "switching frequency of BIM-UNT-AP6X",
-                            "what is the max switching frequency for the BIM-UNT-AP6X sensor",
-                            "BIM-UNT-AP6X switching frequency Hz", "BIM-UNT-AP6X frequency specification",
-                            "max switching frequency BIM-UNT-AP6X datasheet", "BIM-UNT-AP6X sensor switching frequency"],
-    "juntas": ["material de las juntas del FVAM-2050-B", "¿de qué material son las juntas del FVAM-2050-B?",
-               "juntas FVAM-2050-B material", "FVAM-2050-B material de juntas", "material juntas válvula FVAM-2050-B",
-               "juntas del FVAM-2050-B", "FVAM-2050-B juntas"],
+    "switching frequency": [
+        "BIM-UNT-AP6X maximum switching frequency",
+        "switching frequency of BIM-UNT-AP6X",
+        "what is the max switching frequency for the BIM-UNT-AP6X sensor",
+        "BIM-UNT-AP6X switching frequency Hz",
+        "BIM-UNT-AP6X frequency specification",
+        "max switching frequency BIM-UNT-AP6X datasheet",
+        "BIM-UNT-AP6X sensor switching frequency",
+    ],
+    "juntas": [
+        "material de las juntas del FVAM-2050-B",
+        "¿de qué material son las juntas del FVAM-2050-B?",
+        "juntas FVAM-2050-B material",
+        "FVAM-2050-B material de juntas",
+        "material juntas válvula FVAM-2050-B",
+        "juntas del FVAM-2050-B",
+        "FVAM-2050-B juntas",
+    ],
 }
 RESEARCH = [
-    "FVAM-2050-B datasheet", "FVAM-2050-B body material", "FVAM-2050-B ball material", "FVAM-2050-B seat material",
-    "FVAM-2050-B seal kit", "SK-77 seal kit contents", "SK-77 seal material", "FVAM-2050-B pressure rating",
-    "FVAM-2050-B temperature range", "FVAM-2050-B flow coefficient Kv", "FVAM-2050-B end connections",
-    "FVAM-2050-B weight", "FVAM-2050-B actuator mounting ISO 5211", "FVAM-2050-B pneumatic actuator",
-    "FVAM-2050-B electric actuator", "FVAM-2050-B certifications", "FVAM-2050-B maintenance interval",
-    "FVAM-2050-B seal replacement procedure", "FVAM-2050-B spare parts", "FVAM-2050-B price",
-    "FVAM-2050-A seal material", "FVAM-2050-C seal material", "FVAM-3050-B seal material",
+    "FVAM-2050-B datasheet",
+    "FVAM-2050-B body material",
+    "FVAM-2050-B ball material",
+    "FVAM-2050-B seat material",
+    "FVAM-2050-B seal kit",
+    "SK-77 seal kit contents",
+    "SK-77 seal material",
+    "FVAM-2050-B pressure rating",
+    "FVAM-2050-B temperature range",
+    "FVAM-2050-B flow coefficient Kv",
+    "FVAM-2050-B end connections",
+    "FVAM-2050-B weight",
+    "FVAM-2050-B actuator mounting ISO 5211",
+    "FVAM-2050-B pneumatic actuator",
+    "FVAM-2050-B electric actuator",
+    "FVAM-2050-B certifications",
+    "FVAM-2050-B maintenance interval",
+    "FVAM-2050-B seal replacement procedure",
+    "FVAM-2050-B spare parts",
+    "FVAM-2050-B price",
+    "FVAM-2050-A seal material",
+    "FVAM-2050-C seal material",
+    "FVAM-3050-B seal material",
 ]
 
 
@@ -162,8 +194,14 @@ def test_the_nudge_is_in_what_the_model_reads_next() -> None:
 def test_a_model_is_told_before_it_is_stopped() -> None:
     # Each of the first four is alike to the fifth, not to one another: the fifth is the first
     # call to reach the count, so it runs with a note; the next alike call is stopped.
-    queries = ["FVAM-2050-B body material", "FVAM-2050-B seal kit", "FVAM-2050-B seat material",
-               "FVAM-2050-B seal torque", "FVAM-2050-B seal material", "FVAM-2050-B seal material"]
+    queries = [
+        "FVAM-2050-B body material",
+        "FVAM-2050-B seal kit",
+        "FVAM-2050-B seat material",
+        "FVAM-2050-B seal torque",
+        "FVAM-2050-B seal material",
+        "FVAM-2050-B seal material",
+    ]
     s = Searches()
     r, state = run(searching(queries), [s.tool], [LoopGuard()], dedupe_read_only=False)
     out = results(state)
@@ -250,8 +288,12 @@ def test_alike_writes_that_succeed_are_work_and_alike_writes_that_fail_are_a_loo
             if t >= len(names):
                 return "done"
             old = f"def {names[t]}(self, {'req' if broken else 'request'})"
-            return call(f"e{t}", "edit_file", {"path": "app.py", "old_text": old,
-                                               "new_text": f"def {names[t]}(self, request: Request)"})
+            return call(
+                f"e{t}",
+                "edit_file",
+                {"path": "app.py", "old_text": old, "new_text": f"def {names[t]}(self, request: Request)"},
+            )
+
         return FunctionModel(fn)
 
     assert word_overlap("def create(self, request)", "def update(self, request)") >= 0.5  # alike
@@ -287,8 +329,7 @@ def test_thresholds_are_configurable() -> None:
     assert r.status == "failed" and len(s.queries) == 4  # lax: they are, sooner than by default
 
 
-@pytest.mark.parametrize("guard", [LoopGuard(tools={"ping"}), LoopGuard(ignore={"search_kb"})],
-                         ids=["tools", "ignore"])
+@pytest.mark.parametrize("guard", [LoopGuard(tools={"ping"}), LoopGuard(ignore={"search_kb"})], ids=["tools", "ignore"])
 def test_which_tools_are_watched_is_configurable(guard: LoopGuard) -> None:
     s = Searches()
     r, state = run(searching(["FVAM-2050-B seal material"] * 8), [s.tool], [guard], dedupe_read_only=False)
@@ -344,8 +385,9 @@ def test_the_scripted_searcher_is_nudged_then_stopped() -> None:
     s = Searches()
     r, state = run("scripted/searcher", [s.tool], [LoopGuard()])
     out = results(state)
-    assert r.status == "failed" and r.reason.startswith("stopped a loop: search_kb was called 5 times with nearly "
-                                                        "the same query")
+    assert r.status == "failed" and r.reason.startswith(
+        "stopped a loop: search_kb was called 5 times with nearly the same query"
+    )
     assert len(s.queries) == 5 and s.queries == list(SEARCHER_QUERIES[:5])  # well before fifteen
     assert NUDGE in out[2].text and "nearly the same query 3 times" in out[2].text
     said = [m.text for m in state.messages if isinstance(m, AssistantMessage) and m.text]
@@ -367,8 +409,11 @@ def test_the_scripted_searcher_on_the_catalog(monkeypatch: pytest.MonkeyPatch, t
     kb = KnowledgeBase.open(embedder=HashingEmbedder(), name="catalog")
     kb.add_path("catalog")
     state = RunState()
-    r = run_sync(Agent("scripted/searcher", extensions=[KnowledgeTools(kb)], middleware=[LoopGuard()]),
-                 "What are the FVAM-2050-B seals made of?", state=state)
+    r = run_sync(
+        Agent("scripted/searcher", extensions=[KnowledgeTools(kb)], middleware=[LoopGuard()]),
+        "What are the FVAM-2050-B seals made of?",
+        state=state,
+    )
     out = results(state)
     assert r.status == "failed" and sum(m.status == "ok" for m in out) == 5
     # Each answer echoes its own query, the passages are the same: "barely changed", in words.
@@ -423,4 +468,3 @@ def test_after_the_stop_resume_is_refused_and_a_new_message_starts_over() -> Non
     assert new[0].status == "ok" and NUDGE not in new[0].text and NUDGE not in new[1].text
     assert any(NUDGE in m.text for m in new)  # ... and it is nudged again, then stopped again
     assert r.status == "failed" and new[-1].text.startswith(STOPPED)
-

@@ -68,11 +68,26 @@ def test_hooks_run_in_the_documented_order() -> None:
     fm = FunctionModel(lambda m, r: script.get(turn_of(m), "done"))
     run_sync(Agent(fm, tools=[ping], middleware=[Recorder("A"), Recorder("B")]), "go")
     assert log == [
-        "A.before_agent", "B.before_agent",
-        "A.before_model", "B.before_model", "A.model>", "B.model>", "B.model<", "A.model<",
-        "A.tool>", "B.tool>", "B.tool<", "A.tool<",
-        "A.before_model", "B.before_model", "A.model>", "B.model>", "B.model<", "A.model<",
-        "B.after_agent:completed", "A.after_agent:completed",
+        "A.before_agent",
+        "B.before_agent",
+        "A.before_model",
+        "B.before_model",
+        "A.model>",
+        "B.model>",
+        "B.model<",
+        "A.model<",
+        "A.tool>",
+        "B.tool>",
+        "B.tool<",
+        "A.tool<",
+        "A.before_model",
+        "B.before_model",
+        "A.model>",
+        "B.model>",
+        "B.model<",
+        "A.model<",
+        "B.after_agent:completed",
+        "A.after_agent:completed",
     ]
 
 
@@ -85,8 +100,15 @@ def test_per_tool_limit_removes_the_tool_but_keeps_always_on() -> None:
         return Reply(calls=((f"p{t}", "ping", {"n": t}), (f"s{t}", "search", {"q": str(t)}))) if t < 4 else "done"
 
     state = RunState()
-    r = run_sync(Agent(FunctionModel(fn), tools=[ping, search],
-                       middleware=[ToolCallLimitPerTurn(limit=2, always_on=frozenset({"search"}))]), "go", state=state)
+    r = run_sync(
+        Agent(
+            FunctionModel(fn),
+            tools=[ping, search],
+            middleware=[ToolCallLimitPerTurn(limit=2, always_on=frozenset({"search"}))],
+        ),
+        "go",
+        state=state,
+    )
     assert r.status == "completed"
     assert seen[:2] == [{"ping", "search"}] * 2 and seen[2] == {"search"}
     refused = [m for m in state.messages if isinstance(m, ToolMessage) and m.name == "ping" and m.status == "error"]
@@ -138,8 +160,11 @@ def test_summarize_by_message_count_keeps_pairs_and_tail() -> None:
         return Reply(text=f"step {t}", calls=((f"c{t}", "ping", {"n": t}),)) if t < 12 else "done"
 
     state = RunState()
-    r = run_sync(Agent(FunctionModel(fn), tools=[ping], middleware=[SummarizeByMessageCount(trigger=12, keep=6)]),
-                 "keep pinging", state=state)
+    r = run_sync(
+        Agent(FunctionModel(fn), tools=[ping], middleware=[SummarizeByMessageCount(trigger=12, keep=6)]),
+        "keep pinging",
+        state=state,
+    )
     assert r.status == "completed"
     assert summaries and all("pong" not in s and "called ping" not in s for s in summaries)  # tool pairs left out
     assert_pairing(state.messages)

@@ -35,7 +35,7 @@ class CrashingStore(RunStore):
                 from tether.harness.store import read_header
 
                 seq = int((read_header(run_dir) or {}).get("commit_seq", 0)) + 1
-                (run_dir / ("state.b.json" if seq % 2 == 0 else "state.a.json")).write_bytes(b"3f9a\n{\"run_")
+                (run_dir / ("state.b.json" if seq % 2 == 0 else "state.a.json")).write_bytes(b'3f9a\n{"run_')
             elif self.torn and run_dir.exists():  # a write cut short after the last commit
                 with open(run_dir / "messages.jsonl", "ab") as f:
                     f.write(self.torn)
@@ -85,12 +85,15 @@ def model_for(script: list[list[str]]) -> FunctionModel:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(script=turn_script,
-       crashes=st.lists(st.integers(min_value=0, max_value=12), max_size=4),
-       torn=st.sampled_from([b"", b'{"role":"tool","call', b"\x00\xff garbage", b"HEADER"]),
-       decisions=st.lists(st.sampled_from(["approve", "reject", "reject-silent"]), min_size=8, max_size=8))
-def test_pairing_survives_any_crash_sequence(script: list[list[str]], crashes: list[int], torn: bytes,
-                                             decisions: list[str]) -> None:
+@given(
+    script=turn_script,
+    crashes=st.lists(st.integers(min_value=0, max_value=12), max_size=4),
+    torn=st.sampled_from([b"", b'{"role":"tool","call', b"\x00\xff garbage", b"HEADER"]),
+    decisions=st.lists(st.sampled_from(["approve", "reject", "reject-silent"]), min_size=8, max_size=8),
+)
+def test_pairing_survives_any_crash_sequence(
+    script: list[list[str]], crashes: list[int], torn: bytes, decisions: list[str]
+) -> None:
     agent = Agent(model_for(script), tools=[ok_tool, failing_tool, write_tool, guarded_tool], max_turns=20)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -79,8 +79,9 @@ def test_retries_give_up_and_fail_with_the_reason(server: ScriptedServer, worksp
     assert r.status == "failed" and "503" in (r.reason or "") and "4 attempts" in (r.reason or "")
 
 
-def test_auth_error_fails_at_once_after_one_request(server: ScriptedServer, workspace: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auth_error_fails_at_once_after_one_request(
+    server: ScriptedServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.set_faults(["401"])
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret-123")
     provider = OpenAIChatProvider(base_url=server.base_url)
@@ -118,12 +119,18 @@ def test_context_overflow_compacts_and_retries_once(server: ScriptedServer, work
     for i in range(40):  # a listing of ~300 tokens: three of them overflow the window
         (workspace / f"report-{i:03d}-with-a-long-descriptive-name.txt").write_text("x")
     state = RunState()
-    r = run_sync(Agent(openai(server, "runaway"), tools=FILE_TOOLS, cwd=workspace, max_turns=8, retry=FAST),
-                 "q", state=state)
+    r = run_sync(
+        Agent(openai(server, "runaway"), tools=FILE_TOOLS, cwd=workspace, max_turns=8, retry=FAST), "q", state=state
+    )
     assert r.status == "max_turns_exceeded", r.reason  # overflows were survived by compacting
     summaries = [m for m in state.messages if m.role == "user" and m.summary_turns]
-    compactions = [e for e in collect(Agent(openai(server, "runaway"), tools=FILE_TOOLS, cwd=workspace, max_turns=8,
-                                            retry=FAST), "q") if e.type == "compaction"]
+    compactions = [
+        e
+        for e in collect(
+            Agent(openai(server, "runaway"), tools=FILE_TOOLS, cwd=workspace, max_turns=8, retry=FAST), "q"
+        )
+        if e.type == "compaction"
+    ]
     assert compactions and all(c.tokens_after < c.tokens_before for c in compactions)
     assert summaries and r.turns == 8
 
@@ -140,8 +147,15 @@ def test_overflow_twice_in_a_row_fails(server: ScriptedServer, workspace: Path) 
 
 def test_stall_falls_back_to_another_endpoint(workspace: Path, tmp_path: Path) -> None:
     with ScriptedServer(faults=["stall:6"]) as slow, ScriptedServer() as healthy:
-        agent = Agent(openai(slow), tools=FILE_TOOLS, cwd=workspace, first_token_timeout_s=1.0,
-                      fallback_models=[anthropic(healthy)], price=PRICE, prices={"anthropic/plan": PRICE})
+        agent = Agent(
+            openai(slow),
+            tools=FILE_TOOLS,
+            cwd=workspace,
+            first_token_timeout_s=1.0,
+            fallback_models=[anthropic(healthy)],
+            price=PRICE,
+            prices={"anthropic/plan": PRICE},
+        )
         events = collect(agent, tracer=JsonlTracer(tmp_path))
         (fallback,) = [e for e in events if isinstance(e, Fallback)]
         assert (fallback.from_model, fallback.to_model) == ("openai/plan", "anthropic/plan")
@@ -156,8 +170,7 @@ def test_stall_falls_back_to_another_endpoint(workspace: Path, tmp_path: Path) -
 
 def test_primary_failing_after_retries_falls_back(workspace: Path) -> None:
     with ScriptedServer(faults=["503"] * 10) as broken, ScriptedServer() as healthy:
-        agent = Agent(openai(broken), tools=FILE_TOOLS, cwd=workspace, retry=FAST,
-                      fallback_models=[openai(healthy)])
+        agent = Agent(openai(broken), tools=FILE_TOOLS, cwd=workspace, retry=FAST, fallback_models=[openai(healthy)])
         events = collect(agent)
         assert len([e for e in events if isinstance(e, Retry)]) == FAST.max_attempts - 1
         assert len([e for e in events if isinstance(e, Fallback)]) == 1
@@ -195,7 +208,9 @@ def test_out_of_quota_falls_back_at_once_without_retrying(workspace: Path) -> No
         assert events[-1].result.status == "completed"
 
 
-def test_an_unknown_price_is_an_unknown_cost_never_zero(server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+def test_an_unknown_price_is_an_unknown_cost_never_zero(
+    server: ScriptedServer, workspace: Path, tmp_path: Path
+) -> None:
     events = collect(Agent(openai(server), tools=FILE_TOOLS, cwd=workspace), tracer=JsonlTracer(tmp_path))
     result = events[-1].result
     assert result.status == "completed"

@@ -12,8 +12,12 @@ from hypothesis import strategies as st
 from tether.harness.state import RunState, conversation_turns
 from tether.messages import AssistantMessage, TextPart, UserMessage
 
-ACTIONS = st.lists(st.tuples(st.sampled_from(["user", "assistant", "summary", "rewrite", "pop", "clear", "reload"]),
-                             st.integers(0, 5)), max_size=40)
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "assistant", "summary", "rewrite", "pop", "clear", "reload"]), st.integers(0, 5)
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -28,9 +32,11 @@ def test_the_turn_count_always_equals_a_fresh_count(actions: list[tuple[str, int
             messages.append(AssistantMessage(content=(TextPart(text="ok"),)))
         elif action == "summary":  # compaction: an older prefix replaced by one summary message
             cut = min(n, len(messages))
-            messages[:cut] = [UserMessage(content=(TextPart(text="s"),), summary_turns=conversation_turns(messages[:cut]))]
+            messages[:cut] = [
+                UserMessage(content=(TextPart(text="s"),), summary_turns=conversation_turns(messages[:cut]))
+            ]
         elif action == "rewrite" and messages:  # a middleware's rewrite in place, said as the contract asks
-            messages[n % len(messages)] = (UserMessage.text("x") if n % 2 else AssistantMessage(content=()))
+            messages[n % len(messages)] = UserMessage.text("x") if n % 2 else AssistantMessage(content=())
             state.transcript_rewritten()
         elif action == "pop" and messages:
             messages.pop()

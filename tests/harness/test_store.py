@@ -24,8 +24,13 @@ from tether.usage import Usage
 def sample_state() -> RunState:
     state = RunState(run_id="run_store")
     state.messages.append(UserMessage.text("héllo 你好"))
-    state.messages.append(AssistantMessage(content=(ToolCallPart(id="c1", name="list_files"),),
-                                           model="scripted/plan", usage=Usage(prompt_tokens=10, completion_tokens=2)))
+    state.messages.append(
+        AssistantMessage(
+            content=(ToolCallPart(id="c1", name="list_files"),),
+            model="scripted/plan",
+            usage=Usage(prompt_tokens=10, completion_tokens=2),
+        )
+    )
     state.messages.append(ToolMessage(call_id="c1", name="list_files", content=(TextPart(text="a\nb"),)))
     state.cost_usd = 0.5
     state.status = "interrupted"
@@ -157,7 +162,7 @@ def test_lines_written_after_the_last_commit_are_ignored_then_cut(tmp_path: Path
     fresh = RunStore(tmp_path)
     fresh.save(loaded)
     assert len(fresh.load("run_store").messages) == 4
-    assert b"\"te\n" not in path.read_bytes() and path.read_bytes().count(b"\n") == 4
+    assert b'"te\n' not in path.read_bytes() and path.read_bytes().count(b"\n") == 4
 
 
 def synced_run(root: Path) -> None:
@@ -291,8 +296,9 @@ def power_cut_copy(synced_header: Path, into: Path) -> Path:
     return run_dir
 
 
-def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect(workspace: Path, tmp_path: Path,
-                                                                                 monkeypatch: Any) -> None:
+def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect(
+    workspace: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
     import os as real_os
 
     from tether import Agent, run_sync, tool
@@ -312,12 +318,19 @@ def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect
         at_effect.append(RunStore(survivor.parent).load(survivor.name))
         return "noted"
 
-    replies = iter([call("c1", "list_files"), call("c2", "read_file", {"path": "errors.log"}),
-                    call("c3", "note", {"text": "x"}), "done"])
+    replies = iter(
+        [
+            call("c1", "list_files"),
+            call("c2", "read_file", {"path": "errors.log"}),
+            call("c3", "note", {"text": "x"}),
+            "done",
+        ]
+    )
     from tether.tools.files import FILE_TOOLS
 
-    result = run_sync(Agent(FunctionModel(lambda m, r: next(replies)), tools=[*FILE_TOOLS, note], cwd=workspace),
-                      "go", store=store)
+    result = run_sync(
+        Agent(FunctionModel(lambda m, r: next(replies)), tools=[*FILE_TOOLS, note], cwd=workspace), "go", store=store
+    )
     assert result.status == "completed"
     # One fsync per durable commit: 4 requests + the side effect's intent + the final save. The
     # header carries the transcript's lines since its last fsync, so they need none of their own.
@@ -332,7 +345,8 @@ def test_one_durable_commit_per_step_and_everything_durable_before_a_side_effect
 
 
 def test_a_power_cut_after_each_durable_save_loads_that_save_whole_and_the_next_save_repairs_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The attack on one fsync per commit: after every durable save, cut the power (keep only the
     synced header and the transcript's synced bytes, here nothing of the transcript at all for the
     first commits) and load. Then save more from the survivor and check the file is whole again."""
@@ -371,8 +385,11 @@ def test_headers_written_without_fsync_never_overwrite_the_last_durable_one(tmp_
     store = RunStore(tmp_path)
     state = RunState(run_id="slots", messages=[UserMessage.text("hi")])
     store.save(state)  # durable: commit 1
-    durable_slot = next(p for p in (tmp_path / "slots").glob("state.*.json")
-                        if (_decode_header(p.read_bytes()) or {}).get("commit_seq") == 1)
+    durable_slot = next(
+        p
+        for p in (tmp_path / "slots").glob("state.*.json")
+        if (_decode_header(p.read_bytes()) or {}).get("commit_seq") == 1
+    )
     for i in range(5):
         state.messages.append(UserMessage.text(f"later {i}"))
         store.save(state, durable=False)
@@ -402,7 +419,8 @@ def test_a_power_cut_after_unsynced_saves_loads_the_last_whole_commit(tmp_path: 
 
 
 def test_a_transcript_write_cut_short_by_a_full_disk_loses_nothing_and_leaves_no_torn_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store keeps the transcript open between saves: a write the disk cut off halfway (ENOSPC
     after some bytes) fails that save, the run on disk stays the previous commit, and the next save,
     in the same process, cuts the torn bytes off before it appends."""
@@ -436,8 +454,10 @@ def test_a_transcript_write_cut_short_by_a_full_disk_loses_nothing_and_leaves_no
     store.save(state)
     lines = transcript.read_bytes().splitlines()
     assert len(lines) == 5 and all(line.endswith(b"}") for line in lines), "no torn line is left inside"
-    assert [m.text for m in RunStore(tmp_path).load("run_store").messages[3:]] == ["lost to the full disk " * 20,
-                                                                                   "after"]
+    assert [m.text for m in RunStore(tmp_path).load("run_store").messages[3:]] == [
+        "lost to the full disk " * 20,
+        "after",
+    ]
 
 
 def test_header_slots_are_padded_to_whole_blocks_and_still_load(tmp_path: Path) -> None:
@@ -472,7 +492,8 @@ def test_a_header_whose_numbers_do_not_add_up_is_a_clear_error(tmp_path: Path, e
 
 
 def test_a_run_resumed_from_an_unsynced_header_makes_its_first_commit_durable(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The newest header may have been written without fsync (a crash came before the next durable
     save). The process that resumes the run from it makes its first commit durable, so what it goes
     on from is on the disk; its later headers without fsync never go over that one."""
@@ -501,11 +522,15 @@ def test_a_run_resumed_from_an_unsynced_header_makes_its_first_commit_durable(
         assert (_decode_header(durable.read_bytes()) or {}).get("message_count") == 3, "the durable header was kept"
     survivor = power_cut_copy(durable, tmp_path / "after_the_cut")
     assert RunStore(survivor.parent).load("resumed").messages == [
-        UserMessage.text("hi"), UserMessage.text("more"), UserMessage.text("after 0")]
+        UserMessage.text("hi"),
+        UserMessage.text("more"),
+        UserMessage.text("after 0"),
+    ]
 
 
 def test_a_rewrite_is_committed_durably_even_when_asked_not_to_since_it_deletes_the_old_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A rewrite deletes the transcript the last durable header may name: its own header must be
     on the disk first, or a power cut would leave a header naming a file that is gone."""
     import os as real_os

@@ -25,7 +25,12 @@ from tether.tools.files import FILE_TOOLS
 from tether.usage import Price
 
 PRICE = Price(input=2.0, output=12.0)
-GOOD: dict[str, Any] = {"file": "errors.log", "worker": 7, "timeout_ms": 30000, "summary": "worker 7 timed out after 30000 ms"}
+GOOD: dict[str, Any] = {
+    "file": "errors.log",
+    "worker": 7,
+    "timeout_ms": 30000,
+    "summary": "worker 7 timed out after 30000 ms",
+}
 
 
 class TimeoutReport(BaseModel):
@@ -36,8 +41,12 @@ class TimeoutReport(BaseModel):
 
 
 def corrections(messages: list[Message]) -> list[str]:
-    return [m.content[0].text for m in messages if isinstance(m, UserMessage)  # type: ignore[union-attr]
-            and m.content[0].text.startswith(CORRECTION)]  # type: ignore[union-attr]
+    return [
+        m.content[0].text
+        for m in messages
+        if isinstance(m, UserMessage)  # type: ignore[union-attr]
+        and m.content[0].text.startswith(CORRECTION)
+    ]  # type: ignore[union-attr]
 
 
 def check_first_fails_second_passes(state: RunState, result: Any) -> None:
@@ -87,13 +96,20 @@ def test_untyped_runs_keep_text_only(workspace: Path) -> None:
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 @pytest.mark.parametrize("stream", [True, False])
-def test_first_fails_second_passes_on_both_wires(scripted_server: ScriptedServer, workspace: Path,
-                                                 wire: str, stream: bool) -> None:
+def test_first_fails_second_passes_on_both_wires(
+    scripted_server: ScriptedServer, workspace: Path, wire: str, stream: bool
+) -> None:
     scripted_server.set_faults([])  # also forgets earlier requests
     make = scripted_openai if wire == "openai" else scripted_anthropic
     state = RunState()
-    agent = Agent(make(scripted_server, "structured"), tools=FILE_TOOLS, cwd=workspace, stream=stream, price=PRICE,
-                  output_type=TimeoutReport)
+    agent = Agent(
+        make(scripted_server, "structured"),
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        stream=stream,
+        price=PRICE,
+        output_type=TimeoutReport,
+    )
     result = run_sync(agent, "Which worker timed out?", state=state)
     check_first_fails_second_passes(state, result)
     assert result.output == TimeoutReport(**GOOD)
@@ -120,8 +136,13 @@ def test_first_fails_second_passes_on_both_wires(scripted_server: ScriptedServer
 def test_anthropic_answer_streams_as_text(scripted_server: ScriptedServer, workspace: Path) -> None:
     from tether import run_stream
 
-    agent = Agent(scripted_anthropic(scripted_server, "structured"), tools=FILE_TOOLS, cwd=workspace, price=PRICE,
-                  output_type=TimeoutReport)
+    agent = Agent(
+        scripted_anthropic(scripted_server, "structured"),
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        price=PRICE,
+        output_type=TimeoutReport,
+    )
 
     async def collect() -> list[Any]:
         return [e async for e in run_stream(agent, "Which worker timed out?")]
@@ -137,8 +158,14 @@ def test_anthropic_with_thinking_asks_in_words(scripted_server: ScriptedServer, 
     """Extended thinking refuses a forced tool choice: the choice stays auto and the system prompt
     says to answer through the tool; the scripted server would refuse the request otherwise."""
     scripted_server.set_faults([])
-    agent = Agent(scripted_anthropic(scripted_server, "structured"), tools=FILE_TOOLS, cwd=workspace, price=PRICE,
-                  output_type=TimeoutReport, request_extra={"thinking": {"type": "enabled", "budget_tokens": 1024}})
+    agent = Agent(
+        scripted_anthropic(scripted_server, "structured"),
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        price=PRICE,
+        output_type=TimeoutReport,
+        request_extra={"thinking": {"type": "enabled", "budget_tokens": 1024}},
+    )
     result = run_sync(agent, "Which worker timed out?")
     assert result.status == "completed", result.reason
     assert result.output == TimeoutReport(**GOOD)
@@ -148,8 +175,7 @@ def test_anthropic_with_thinking_asks_in_words(scripted_server: ScriptedServer, 
 
 def test_retries_exhausted_fails_saying_what_failed(workspace: Path) -> None:
     state = RunState()
-    agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport,
-                  output_retries=0)
+    agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, output_retries=0)
     result = run_sync(agent, "Which worker timed out?", state=state)
     assert result.status == "failed" and not result.typed
     assert result.reason is not None and "did not match the output schema TimeoutReport" in result.reason
@@ -173,8 +199,9 @@ def test_bounded_retries_each_a_model_call() -> None:
 def test_not_json_and_fenced_json() -> None:
     replies = iter(["Worker 7 timed out.", "```json\n" + json.dumps(GOOD) + "\n```"])
     state = RunState()
-    result = run_sync(Agent(FunctionModel(lambda m, r: next(replies)), output_type=TimeoutReport), "Report.",
-                      state=state)
+    result = run_sync(
+        Agent(FunctionModel(lambda m, r: next(replies)), output_type=TimeoutReport), "Report.", state=state
+    )
     [correction] = corrections(state.messages)
     assert "the answer is not valid JSON" in correction
     assert result.status == "completed" and result.output == TimeoutReport(**GOOD)
@@ -183,8 +210,7 @@ def test_not_json_and_fenced_json() -> None:
 def test_corrections_count_since_the_latest_prompt(workspace: Path) -> None:
     """A new prompt in the same conversation starts a fresh allowance of retries."""
     state = RunState()
-    agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport,
-                  output_retries=1)
+    agent = Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, output_retries=1)
     assert run_sync(agent, "Which worker timed out?", state=state).status == "completed"
     answers = iter(['{"file": 1}', json.dumps(GOOD)])
     again = Agent(FunctionModel(lambda m, r: next(answers)), output_type=TimeoutReport, output_retries=1)
@@ -194,8 +220,9 @@ def test_corrections_count_since_the_latest_prompt(workspace: Path) -> None:
 
 
 @pytest.mark.parametrize("wire", ["in_process", "anthropic"])
-def test_resume_between_the_failed_answer_and_the_retry(scripted_server: ScriptedServer, workspace: Path,
-                                                        tmp_path: Path, wire: str) -> None:
+def test_resume_between_the_failed_answer_and_the_retry(
+    scripted_server: ScriptedServer, workspace: Path, tmp_path: Path, wire: str
+) -> None:
     store = RunStore(tmp_path / "runs")
     model: Any = "scripted/structured" if wire == "in_process" else scripted_anthropic(scripted_server, "structured")
     agent = Agent(model, tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, max_turns=2, price=PRICE)
@@ -204,8 +231,11 @@ def test_resume_between_the_failed_answer_and_the_retry(scripted_server: Scripte
     saved = store.load(first.run_id)
     assert corrections(saved.messages) and isinstance(saved.messages[-1], UserMessage)
     model = "scripted/structured" if wire == "in_process" else scripted_anthropic(scripted_server, "structured")
-    resumed = run_sync(Agent(model, tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, max_turns=5,
-                             price=PRICE), state=saved, store=store)
+    resumed = run_sync(
+        Agent(model, tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport, max_turns=5, price=PRICE),
+        state=saved,
+        store=store,
+    )
     assert resumed.status == "completed", resumed.reason
     assert resumed.output == TimeoutReport(**GOOD)
     final = store.load(first.run_id)
@@ -223,8 +253,11 @@ def test_resume_after_a_crash_before_the_correction(workspace: Path, tmp_path: P
     del state.messages[-1]  # as saved when the answer was recorded
     state.status = "interrupted"
     assert isinstance(state.messages[-1], AssistantMessage) and not corrections(state.messages)
-    resumed = run_sync(Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport),
-                       state=state, store=store)
+    resumed = run_sync(
+        Agent("scripted/structured", tools=FILE_TOOLS, cwd=workspace, output_type=TimeoutReport),
+        state=state,
+        store=store,
+    )
     assert resumed.status == "completed" and resumed.output == TimeoutReport(**GOOD)
     assert len(corrections(store.load(first.run_id).messages)) == 1
 
@@ -261,12 +294,31 @@ def env(tether_home: Path) -> dict[str, str]:
 def test_cli_output_schema(workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
     schema = tmp_path / "report.schema.json"
     schema.write_text(json.dumps(STRUCTURED_SCHEMA))
-    out = tether("run", "--model", "scripted/structured", "--cwd", str(workspace), "--output-schema", str(schema),
-                 "Which worker timed out?", env=env)
+    out = tether(
+        "run",
+        "--model",
+        "scripted/structured",
+        "--cwd",
+        str(workspace),
+        "--output-schema",
+        str(schema),
+        "Which worker timed out?",
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == GOOD  # stdout holds the validated JSON alone
-    out = tether("run", "--model", "scripted/structured", "--cwd", str(workspace), "--output-schema", str(schema),
-                 "--json", "Which worker timed out?", env=env)
+    out = tether(
+        "run",
+        "--model",
+        "scripted/structured",
+        "--cwd",
+        str(workspace),
+        "--output-schema",
+        str(schema),
+        "--json",
+        "Which worker timed out?",
+        env=env,
+    )
     result = json.loads(out.stdout)
     assert result["status"] == "completed" and result["output"] == GOOD and json.loads(result["text"]) == GOOD
     assert result["typed"] is True
@@ -275,8 +327,20 @@ def test_cli_output_schema(workspace: Path, env: dict[str, str], tmp_path: Path)
 def test_cli_output_schema_resume_keeps_the_schema(workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
     schema = tmp_path / "report.schema.json"
     schema.write_text(json.dumps(STRUCTURED_SCHEMA))
-    out = tether("run", "--model", "scripted/structured", "--cwd", str(workspace), "--output-schema", str(schema),
-                 "--max-turns", "2", "--json", "Which worker timed out?", env=env)
+    out = tether(
+        "run",
+        "--model",
+        "scripted/structured",
+        "--cwd",
+        str(workspace),
+        "--output-schema",
+        str(schema),
+        "--max-turns",
+        "2",
+        "--json",
+        "Which worker timed out?",
+        env=env,
+    )
     stopped = json.loads(out.stdout)
     assert stopped["status"] == "max_turns_exceeded" and stopped["typed"] is False
     assert isinstance(stopped["output"], str)  # no typed answer: the text, as for any run
@@ -285,15 +349,19 @@ def test_cli_output_schema_resume_keeps_the_schema(workspace: Path, env: dict[st
     assert json.loads(out.stdout) == GOOD
 
 
-@pytest.mark.parametrize(("content", "says"), [
-    (None, "cannot read"),
-    ("{", "is not JSON"),
-    ("[1]", "must hold a JSON Schema object"),
-    ('{"type": "array"}', "must describe a JSON object"),
-    ('{"type": "object", "required": "x"}', "not a valid JSON Schema"),
-])
-def test_cli_bad_schema_file_is_a_usage_error(content: str | None, says: str, env: dict[str, str],
-                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "cannot read"),
+        ("{", "is not JSON"),
+        ("[1]", "must hold a JSON Schema object"),
+        ('{"type": "array"}', "must describe a JSON object"),
+        ('{"type": "object", "required": "x"}', "not a valid JSON Schema"),
+    ],
+)
+def test_cli_bad_schema_file_is_a_usage_error(
+    content: str | None, says: str, env: dict[str, str], tmp_path: Path
+) -> None:
     schema = tmp_path / "schema.json"
     if content is not None:
         schema.write_text(content)

@@ -40,8 +40,13 @@ def usage(who: str, t: int) -> Usage:
 
 def child(home: Path, log: Path, kill: str, *extra: str, approval: bool = False) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TETHER_TEST_CHILD_APPROVAL": "1" if approval else "0"}
-    return subprocess.run([sys.executable, str(CHILD), str(home), str(log), RUN, kill, *extra],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(home), str(log), RUN, kill, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def finished(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -51,8 +56,9 @@ def finished(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def model_calls(log: Path) -> Counter[tuple[str, int]]:
-    return Counter((w[1], int(w[2])) for w in (line.split() for line in log.read_text().splitlines())
-                   if w[0] == "model")
+    return Counter(
+        (w[1], int(w[2])) for w in (line.split() for line in log.read_text().splitlines()) if w[0] == "model"
+    )
 
 
 def tool_runs(log: Path, what: str) -> Counter[str]:
@@ -78,8 +84,9 @@ def test_the_uncrashed_tree(tmp_path: Path, baseline: dict[str, Any]) -> None:
     assert result["cost_usd"] == pytest.approx(priced(EVERY_CALL), abs=1e-12)
 
 
-def check_resumed(home: Path, log: Path, baseline: dict[str, Any], result: dict[str, Any],
-                  read_starts: int = 1) -> None:
+def check_resumed(
+    home: Path, log: Path, baseline: dict[str, Any], result: dict[str, Any], read_starts: int = 1
+) -> None:
     """What every resumed tree must show, whatever the kill point."""
     assert result["status"] == "completed", result["reason"]
     assert result["output"] == baseline["result"]["output"]
@@ -105,22 +112,22 @@ def check_resumed(home: Path, log: Path, baseline: dict[str, Any], result: dict[
     statuses = [line["status"] for line in links]
     assert statuses.count("completed") <= 1, "the child finished twice"
     if "completed" in statuses:
-        assert "started" not in statuses[statuses.index("completed"):], "the child started again after it finished"
+        assert "started" not in statuses[statuses.index("completed") :], "the child started again after it finished"
     assert trace[-1]["type"] == "run_stopped" and trace[-1]["costUsd"] == pytest.approx(result["cost_usd"])
 
 
 KILL_POINTS = [
-    "turn:1",                # the parent's first reply recorded, the child not started
-    "child_reply:1",         # the child's first reply recorded
-    "child_result:c1",       # the child's first write recorded
-    "child_reply:2",         # the child asked for the second write
-    "child_result:c2",       # the second write recorded
-    "child_reply:3",         # the child asked for the read
-    "mid:c3",                # inside the child's read-only tool: it may run again
-    "child_result:c3",       # the read recorded
-    "child_reply:4",         # the child's final answer recorded, the child not yet stopped
-    "kept",                  # the child's answer kept in the parent, the parent's result not yet written
-    "parent_result",         # the parent's result for the child's call recorded
+    "turn:1",  # the parent's first reply recorded, the child not started
+    "child_reply:1",  # the child's first reply recorded
+    "child_result:c1",  # the child's first write recorded
+    "child_reply:2",  # the child asked for the second write
+    "child_result:c2",  # the second write recorded
+    "child_reply:3",  # the child asked for the read
+    "mid:c3",  # inside the child's read-only tool: it may run again
+    "child_result:c3",  # the read recorded
+    "child_reply:4",  # the child's final answer recorded, the child not yet stopped
+    "kept",  # the child's answer kept in the parent, the parent's result not yet written
+    "parent_result",  # the parent's result for the child's call recorded
 ]
 
 

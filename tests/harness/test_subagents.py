@@ -88,6 +88,7 @@ class Model:
 
 def parent_model(calls: Calls, answer: Callable[[list[Message]], str] | None = None) -> Model:
     """Turn 0 makes ``calls``; turn 1 answers (by default with the tool results joined)."""
+
     def script(t: int, messages: list[Message]) -> AssistantMessage:
         if t == 0:
             return reply(U_PARENT, calls=calls)
@@ -128,7 +129,8 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
         seen[mine.parent_call_id] = {
             "memory": copy.deepcopy(state.children.get(mine.parent_call_id)),
             "disk": RunStore(tmp_path / "runs").load(state.run_id).children.get(mine.parent_call_id),
-            "run_id": mine.run_id, "parent_run_id": mine.parent_run_id,
+            "run_id": mine.run_id,
+            "parent_run_id": mine.parent_run_id,
             "finished": sorted(k for k, v in state.children.items() if v.get("done")),
         }
         return f"NOTE on {topic}: private detail {topic}-7731"
@@ -139,14 +141,24 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
                 return reply(usage, calls=((f"{name}-1", "lookup", {"topic": name}),))
             assert "private detail" in tool_texts(messages)[-1]
             return reply(usage, text=f"{name} is fine")
+
         return script
 
-    alpha, beta = Model(child_script("alpha", U_ALPHA), ALPHA, "alpha"), Model(child_script("beta", U_BETA), BETA, "beta")
+    alpha, beta = (
+        Model(child_script("alpha", U_ALPHA), ALPHA, "alpha"),
+        Model(child_script("beta", U_BETA), BETA, "beta"),
+    )
     parent = parent_model((("p1", "alpha", {"task": "look into alpha"}), ("p2", "beta", {"task": "look into beta"})))
-    agent = Agent(parent.provider, instructions="PARENT INSTRUCTIONS", tools=[
-        Agent(alpha.provider, instructions="You look alpha up.", tools=[lookup]).as_tool("alpha", "Looks alpha up."),
-        Agent(beta.provider, instructions="You look beta up.", tools=[lookup]).as_tool("beta", "Looks beta up."),
-    ])
+    agent = Agent(
+        parent.provider,
+        instructions="PARENT INSTRUCTIONS",
+        tools=[
+            Agent(alpha.provider, instructions="You look alpha up.", tools=[lookup]).as_tool(
+                "alpha", "Looks alpha up."
+            ),
+            Agent(beta.provider, instructions="You look beta up.", tools=[lookup]).as_tool("beta", "Looks beta up."),
+        ],
+    )
     events = go(agent, "PARENT PROMPT: check alpha and beta", state, store=store)
     result = result_of(events)
 
@@ -159,11 +171,14 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
     assert_pairing(state.messages)
     assert "private detail" not in json.dumps([m.model_dump(mode="json") for m in state.messages])
     assert len(parent.requests) == 2
-    assert all("private detail" not in json.dumps([m.model_dump(mode="json") for m in r.messages])
-               for r in parent.requests)
+    assert all(
+        "private detail" not in json.dumps([m.model_dump(mode="json") for m in r.messages]) for r in parent.requests
+    )
     # Each child saw only its task: not the parent's prompt, instructions, nor the other child.
-    for model, task, instructions in ((alpha, "look into alpha", "You look alpha up."),
-                                      (beta, "look into beta", "You look beta up.")):
+    for model, task, instructions in (
+        (alpha, "look into alpha", "You look alpha up."),
+        (beta, "look into beta", "You look beta up."),
+    ):
         first = model.requests[0]
         assert first.messages == [UserMessage.text(task)]
         assert first.system == instructions
@@ -200,8 +215,9 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
     assert own == pytest.approx(2 * PARENT.cost(U_PARENT), abs=1e-12)
     expected = 2 * PARENT.cost(U_PARENT) + 2 * ALPHA.cost(U_ALPHA) + 2 * BETA.cost(U_BETA)
     assert result.cost_usd == pytest.approx(expected, abs=1e-12)
-    assert result.cost_usd == pytest.approx(own + state.children["p1"]["cost_usd"] + state.children["p2"]["cost_usd"],
-                                             abs=1e-12)
+    assert result.cost_usd == pytest.approx(
+        own + state.children["p1"]["cost_usd"] + state.children["p2"]["cost_usd"], abs=1e-12
+    )
 
     # The stream: the children's steps under their own run ids, their text deltas withheld.
     turns_by_run: dict[str, int] = {}
@@ -211,8 +227,12 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
     assert turns_by_run == {state.run_id: 2, seen["p1"]["run_id"]: 2, seen["p2"]["run_id"]: 2}
     assert all(e.run_id == state.run_id for e in events if isinstance(e, TextDelta))
     links = [(e.call_id, e.name, e.child_run_id, e.status) for e in subagent_events(events)]
-    assert links == [("p1", "alpha", seen["p1"]["run_id"], "started"), ("p1", "alpha", seen["p1"]["run_id"], "completed"),
-                     ("p2", "beta", seen["p2"]["run_id"], "started"), ("p2", "beta", seen["p2"]["run_id"], "completed")]
+    assert links == [
+        ("p1", "alpha", seen["p1"]["run_id"], "started"),
+        ("p1", "alpha", seen["p1"]["run_id"], "completed"),
+        ("p2", "beta", seen["p2"]["run_id"], "started"),
+        ("p2", "beta", seen["p2"]["run_id"], "completed"),
+    ]
 
 
 # --------------------------------------------------------------------------- limits
@@ -221,11 +241,14 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
 def test_a_runaway_child_is_stopped_by_its_budget_and_the_parent_completes(workspace: Path) -> None:
     budget = 0.05
     child = Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace, max_turns=None, max_budget_usd=0.01)
-    parent = parent_model((("p1", "explorer", {"task": "list the files until you are done"}),),
-                          answer=lambda messages: "went on without the explorer")
+    parent = parent_model(
+        (("p1", "explorer", {"task": "list the files until you are done"}),),
+        answer=lambda messages: "went on without the explorer",
+    )
     state = RunState()
-    events = go(Agent(parent.provider, tools=[child.as_tool("explorer", "Explores.")], max_budget_usd=budget),
-                "explore", state)
+    events = go(
+        Agent(parent.provider, tools=[child.as_tool("explorer", "Explores.")], max_budget_usd=budget), "explore", state
+    )
     result = result_of(events)
 
     kept = state.children["p1"]
@@ -250,9 +273,17 @@ def test_a_childs_budget_is_carved_from_what_the_parent_has_left(workspace: Path
     runaway = Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace, max_turns=100)
     parent = parent_model((("p1", "greeter", {"task": "say hello"}), ("p2", "explorer", {"task": "explore"})))
     state = RunState()
-    result = result_of(go(Agent(parent.provider, tools=[greeter.as_tool("greeter", "Greets."),
-                                                        runaway.as_tool("explorer", "Explores.")],
-                                max_budget_usd=budget), "go", state))
+    result = result_of(
+        go(
+            Agent(
+                parent.provider,
+                tools=[greeter.as_tool("greeter", "Greets."), runaway.as_tool("explorer", "Explores.")],
+                max_budget_usd=budget,
+            ),
+            "go",
+            state,
+        )
+    )
 
     first, second = state.children["p1"], state.children["p2"]
     assert first["status"] == "completed" and first["cost_usd"] > 0
@@ -285,8 +316,11 @@ def test_a_child_resumed_after_a_stop_keeps_the_budget_it_was_given(tmp_path: Pa
 
     child = Model(lambda t, m: reply(U_CHILD, calls=((f"k{t}", "probe", {"n": t}),)), CHILD, "child")
     parent = parent_model((("p1", "prober", {"task": "probe until you run out"}),))
-    agent = Agent(parent.provider, tools=[Agent(child.provider, tools=[probe], max_turns=None).as_tool(
-        "prober", "Probes.")], max_budget_usd=budget)
+    agent = Agent(
+        parent.provider,
+        tools=[Agent(child.provider, tools=[probe], max_turns=None).as_tool("prober", "Probes.")],
+        max_budget_usd=budget,
+    )
     state = RunState()
 
     async def first() -> None:
@@ -321,8 +355,9 @@ def test_a_child_has_its_own_turn_limit(workspace: Path) -> None:
     child = Agent("scripted/runaway", tools=FILE_TOOLS, cwd=workspace, max_turns=3)
     parent = parent_model((("p1", "explorer", {"task": "explore"}),), answer=lambda m: "done anyway")
     state = RunState()
-    result = result_of(go(Agent(parent.provider, tools=[child.as_tool("explorer", "Explores.")], max_turns=5),
-                          "go", state))
+    result = result_of(
+        go(Agent(parent.provider, tools=[child.as_tool("explorer", "Explores.")], max_turns=5), "go", state)
+    )
     assert state.children["p1"]["status"] == "max_turns_exceeded" and state.children["p1"]["turns"] == 3
     assert result.status == "completed" and result.turns == 2
 
@@ -383,6 +418,7 @@ class SlowChild:
 
 def stop_inside_child(agent: Agent, slow: SlowChild, state: RunState, store: RunStore) -> list[Event]:
     """Run, and press Stop from another task once the child is inside its slow part."""
+
     async def main() -> list[Event]:
         signal = CancelSignal()
         slow.inside = asyncio.Event()
@@ -473,8 +509,15 @@ def test_stop_during_a_childs_model_request_is_counted_as_in_a_plain_run(tmp_pat
 
 def test_one_stop_ends_a_tree_two_levels_deep_and_the_resume_finishes_it(tmp_path: Path) -> None:
     grand = SlowChild("tool")  # the grandchild's tool waits until Stop
-    mid = Model(lambda t, m: reply(U_ALPHA, calls=(("g1", "scanner", {"task": "scan"}),)) if t == 0
-                else reply(U_ALPHA, text="mid: " + tool_texts(m)[-1]), ALPHA, "mid")
+    mid = Model(
+        lambda t, m: (
+            reply(U_ALPHA, calls=(("g1", "scanner", {"task": "scan"}),))
+            if t == 0
+            else reply(U_ALPHA, text="mid: " + tool_texts(m)[-1])
+        ),
+        ALPHA,
+        "mid",
+    )
     middle = Agent(mid.provider, tools=[grand.agent.as_tool("scanner", "Scans.")])
     parent = parent_model((("p1", "manager", {"task": "get the archive scanned"}),))
     agent = Agent(parent.provider, tools=[middle.as_tool("manager", "Delegates.")])
@@ -499,7 +542,8 @@ def test_one_stop_ends_a_tree_two_levels_deep_and_the_resume_finishes_it(tmp_pat
     assert final.status == "completed" and final.output == "summary: mid: scan: no problems"
     assert (parent.turns, mid.turns, grand.model.turns) == ([0, 1], [0, 1], [0, 1])  # nothing asked twice
     assert final.cost_usd == pytest.approx(
-        2 * PARENT.cost(U_PARENT) + 2 * ALPHA.cost(U_ALPHA) + 2 * CHILD.cost(U_CHILD), abs=1e-12)
+        2 * PARENT.cost(U_PARENT) + 2 * ALPHA.cost(U_ALPHA) + 2 * CHILD.cost(U_CHILD), abs=1e-12
+    )
 
 
 @pytest.mark.parametrize("stop", ["Stop", "approval"])
@@ -513,6 +557,7 @@ def test_the_cost_reported_at_a_stop_includes_what_the_child_spent(tmp_path: Pat
         agent = Agent(parent.provider, tools=[slow.agent.as_tool("helper", "Helps.")])
         result = result_of(stop_inside_child(agent, slow, state, RunStore(tmp_path / "runs")))
     else:
+
         @tool(needs_approval=True)
         def wipe(path: str) -> str:
             """Delete a directory."""
@@ -592,7 +637,8 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
     assert final.status == "completed"
     assert cleaner.model.turns == [0, 1] and parent.turns == [0, 1]  # nothing asked twice
     assert [(e.run_id, e.call_id, e.decision) for e in later if isinstance(e, Decision)] == [
-        (child_run_id, "w1", "approved" if decision == "approve" else "rejected")]
+        (child_run_id, "w1", "approved" if decision == "approve" else "rejected")
+    ]
     told = [m for m in cleaner.model.requests[-1].messages if isinstance(m, ToolMessage)]
     assert len(told) == 1 and told[0].call_id == "w1"
     if decision == "approve":
@@ -612,21 +658,28 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
     lines = read_trace(traces / f"{state.run_id}.jsonl")
     links = [(x["callId"], x["childRunId"], x["status"]) for x in lines if x["type"] == "subagent"]
     assert links == [("p1", child_run_id, "started"), ("p1", child_run_id, "interrupted")] * 2 + [
-        ("p1", child_run_id, "started"), ("p1", child_run_id, "completed")]
+        ("p1", child_run_id, "started"),
+        ("p1", child_run_id, "completed"),
+    ]
     stops = [x for x in lines if x["type"] == "run_stopped"]
     assert [x["status"] for x in stops] == ["interrupted", "interrupted", "completed"]
     assert stops[0]["interruption"]["type"] == "subagent"
     assert stops[0]["interruption"]["child"]["type"] == "approval"
     child_lines = read_trace(traces / f"{child_run_id}.jsonl")
     assert [x["type"] for x in child_lines if x["type"] in ("approval_required", "decision")] == [
-        "approval_required", "approval_required", "decision"]
+        "approval_required",
+        "approval_required",
+        "decision",
+    ]
 
 
 @pytest.mark.parametrize("decision", ["approve", "reject"])
 def test_the_destructive_scenario_as_a_child(workspace: Path, decision: str) -> None:
     janitor = Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace)
-    parent = parent_model((("p1", "janitor", {"task": "Free some disk space."}),),
-                          answer=lambda messages: "janitor says: " + tool_texts(messages)[-1])
+    parent = parent_model(
+        (("p1", "janitor", {"task": "Free some disk space."}),),
+        answer=lambda messages: "janitor says: " + tool_texts(messages)[-1],
+    )
     agent = Agent(parent.provider, tools=[janitor.as_tool("janitor", "Frees disk space.")])
     state = RunState()
     first = result_of(go(agent, "Free some disk space.", state))
@@ -657,16 +710,30 @@ def test_subagent_events_link_the_child_run_in_the_stream_and_the_trace(tmp_path
     helper = Model(lambda t, m: reply(U_CHILD, text="helped"), CHILD, "child")
     parent = parent_model((("p1", "helper", {"task": "help"}),))
     state = RunState()
-    events = go(Agent(parent.provider, tools=[Agent(helper.provider).as_tool("helper", "Helps.")]), "go", state,
-                tracer=JsonlTracer(traces))
+    events = go(
+        Agent(parent.provider, tools=[Agent(helper.provider).as_tool("helper", "Helps.")]),
+        "go",
+        state,
+        tracer=JsonlTracer(traces),
+    )
     assert result_of(events).status == "completed"
     kept = state.children["p1"]
     child_run_id = kept["run_id"]
     started, finished = subagent_events(events)
     assert (started.run_id, started.call_id, started.name, started.child_run_id, started.status, started.cost_usd) == (
-        state.run_id, "p1", "helper", child_run_id, "started", None)
+        state.run_id,
+        "p1",
+        "helper",
+        child_run_id,
+        "started",
+        None,
+    )
     assert (finished.run_id, finished.call_id, finished.child_run_id, finished.status) == (
-        state.run_id, "p1", child_run_id, "completed")
+        state.run_id,
+        "p1",
+        child_run_id,
+        "completed",
+    )
     assert finished.cost_usd == pytest.approx(CHILD.cost(U_CHILD)) and finished.cost_usd == kept["cost_usd"]
     assert [e.run_id for e in events if isinstance(e, Turn)] == [state.run_id, child_run_id, state.run_id]
 
@@ -674,10 +741,13 @@ def test_subagent_events_link_the_child_run_in_the_stream_and_the_trace(tmp_path
     assert {x["runId"] for x in lines} == {state.run_id}
     links = [x for x in lines if x["type"] == "subagent"]
     assert [(x["callId"], x["name"], x["childRunId"], x["status"]) for x in links] == [
-        ("p1", "helper", child_run_id, "started"), ("p1", "helper", child_run_id, "completed")]
+        ("p1", "helper", child_run_id, "started"),
+        ("p1", "helper", child_run_id, "completed"),
+    ]
     assert links[1]["costUsd"] == pytest.approx(CHILD.cost(U_CHILD))
     assert lines[-1]["type"] == "run_stopped" and lines[-1]["costUsd"] == pytest.approx(
-        2 * PARENT.cost(U_PARENT) + CHILD.cost(U_CHILD))
+        2 * PARENT.cost(U_PARENT) + CHILD.cost(U_CHILD)
+    )
     # The child's own steps are traced under its run id.
     child_lines = read_trace(traces / f"{child_run_id}.jsonl")
     assert [x["type"] for x in child_lines if x["type"] == "turn"] == ["turn"]
@@ -691,8 +761,12 @@ def test_a_child_runs_trace_ends_with_its_stop_line(tmp_path: Path) -> None:
     helper = Model(lambda t, m: reply(U_CHILD, text="helped"), CHILD, "child")
     parent = parent_model((("p1", "helper", {"task": "help"}),))
     state = RunState()
-    go(Agent(parent.provider, tools=[Agent(helper.provider).as_tool("helper", "Helps.")]), "go", state,
-       tracer=JsonlTracer(traces))
+    go(
+        Agent(parent.provider, tools=[Agent(helper.provider).as_tool("helper", "Helps.")]),
+        "go",
+        state,
+        tracer=JsonlTracer(traces),
+    )
     child_lines = read_trace(traces / f"{state.children['p1']['run_id']}.jsonl")
     assert child_lines[-1]["type"] == "run_stopped"
     assert child_lines[-1]["status"] == "completed"
@@ -740,8 +814,9 @@ def test_a_child_stopped_by_an_error_does_not_stop_the_parent(tmp_path: Path) ->
     child = Model(broken, CHILD, "child")
     parent = parent_model((("p1", "helper", {"task": "help"}),), answer=lambda m: "carried on")
     state = RunState()
-    result = result_of(go(Agent(parent.provider, tools=[Agent(child.provider).as_tool("helper", "Helps.")]),
-                          "go", state))
+    result = result_of(
+        go(Agent(parent.provider, tools=[Agent(child.provider).as_tool("helper", "Helps.")]), "go", state)
+    )
     assert state.children["p1"]["status"] == "failed"
     (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert answer.status == "error" and "stopped without finishing (failed" in answer.text

@@ -35,8 +35,12 @@ def test_a_cancelled_tool_has_a_cancelled_result_line(workspace: Path, tmp_path:
 
     async def go() -> Any:
         asyncio.get_running_loop().call_later(0.3, signal.cancel, "user pressed Stop")
-        return await run(Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace), "scan", signal=signal,
-                         tracer=JsonlTracer(tmp_path / "traces"))
+        return await run(
+            Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace),
+            "scan",
+            signal=signal,
+            tracer=JsonlTracer(tmp_path / "traces"),
+        )
 
     result = asyncio.run(go())
     trace = lines(tmp_path, result.run_id)

@@ -34,6 +34,7 @@ def pg_kb_url(pg_server: Any) -> Iterator[str]:
 @pytest.fixture
 def open_kb(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     if backend == "sqlite":
+
         def open_sqlite(where: str | None = None, /, **kwargs: Any) -> KnowledgeBase:
             return KnowledgeBase.open(tmp_path / f"{where}.db" if where else ":memory:", **kwargs)
 
@@ -55,31 +56,45 @@ def check_index(kb: KnowledgeBase) -> None:
     """The full-text index holds exactly the chunks, and every entity is mentioned or related."""
     if isinstance(kb.store, SqliteKnowledgeStore):
         db = kb.store._db
-        assert db.execute("SELECT COUNT(*) FROM chunks_fts").fetchone() == db.execute(
-            "SELECT COUNT(*) FROM chunks").fetchone()
-        assert db.execute("SELECT COUNT(*) FROM chunks_fts WHERE rowid NOT IN (SELECT id FROM chunks)").fetchone()[0] == 0
-        orphans = db.execute("SELECT COUNT(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions) AND id "
-                             "NOT IN (SELECT a FROM relations) AND id NOT IN (SELECT b FROM relations)").fetchone()[0]
+        assert (
+            db.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()
+            == db.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        )
+        assert (
+            db.execute("SELECT COUNT(*) FROM chunks_fts WHERE rowid NOT IN (SELECT id FROM chunks)").fetchone()[0] == 0
+        )
+        orphans = db.execute(
+            "SELECT COUNT(*) FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions) AND id "
+            "NOT IN (SELECT a FROM relations) AND id NOT IN (SELECT b FROM relations)"
+        ).fetchone()[0]
     else:
         store: Any = kb.store
         kb_id = store.kb
         # The counts BM25 reads are what a recount from the chunks gives.
         assert store.db.execute("SELECT chunks, words FROM kb_bases WHERE id = %s", (kb_id,)) == store.db.execute(
-            "SELECT count(*), coalesce(sum(words), 0) FROM kb_chunks WHERE kb = %s", (kb_id,))
+            "SELECT count(*), coalesce(sum(words), 0) FROM kb_chunks WHERE kb = %s", (kb_id,)
+        )
         kept = store.db.execute("SELECT term, chunks FROM kb_terms WHERE kb = %s ORDER BY term", (kb_id,))
-        recount = store.db.execute("SELECT u.lexeme, count(*) FROM kb_chunks c, unnest(c.tsv) u WHERE c.kb = %s "
-                                   "GROUP BY u.lexeme ORDER BY u.lexeme", (kb_id,))
+        recount = store.db.execute(
+            "SELECT u.lexeme, count(*) FROM kb_chunks c, unnest(c.tsv) u WHERE c.kb = %s "
+            "GROUP BY u.lexeme ORDER BY u.lexeme",
+            (kb_id,),
+        )
         assert kept == recount
         # kb_postings (what BM25 reads) says what the chunks' tsvectors say.
-        postings = store.db.execute("SELECT term, chunk_id, doc_id, tf, words FROM kb_postings WHERE kb = %s "
-                                    "ORDER BY term, chunk_id", (kb_id,))
+        postings = store.db.execute(
+            "SELECT term, chunk_id, doc_id, tf, words FROM kb_postings WHERE kb = %s ORDER BY term, chunk_id", (kb_id,)
+        )
         assert postings == store.db.execute(
             "SELECT u.lexeme, c.id, c.doc_id, cardinality(u.positions), c.words FROM kb_chunks c, unnest(c.tsv) u "
-            "WHERE c.kb = %s ORDER BY u.lexeme, c.id", (kb_id,))
+            "WHERE c.kb = %s ORDER BY u.lexeme, c.id",
+            (kb_id,),
+        )
         orphans = store.db.execute(
             "SELECT count(*) FROM kb_entities e WHERE e.kb = %s AND NOT EXISTS (SELECT 1 FROM kb_mentions m WHERE "
             "m.entity_id = e.id) AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE e.id IN (r.a, r.b))",
-            (kb_id,))[0][0]
+            (kb_id,),
+        )[0][0]
     assert orphans == 0
 
 
@@ -87,13 +102,17 @@ def leftovers(kb: KnowledgeBase, doc_id: int, chunk_ids: list[int]) -> dict[str,
     """Rows anywhere that still belong to a removed document or its chunks."""
     if isinstance(kb.store, SqliteKnowledgeStore):
         marks = ",".join("?" * len(chunk_ids))
-        queries = {"chunks": ("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", [doc_id]),
-                   "index": (f"SELECT COUNT(*) FROM chunks_fts WHERE rowid IN ({marks})", chunk_ids),
-                   "mentions": (f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", chunk_ids),
-                   "relations": ("SELECT COUNT(*) FROM relations WHERE doc_id = ?", [doc_id])}
+        queries = {
+            "chunks": ("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", [doc_id]),
+            "index": (f"SELECT COUNT(*) FROM chunks_fts WHERE rowid IN ({marks})", chunk_ids),
+            "mentions": (f"SELECT COUNT(*) FROM mentions WHERE chunk_id IN ({marks})", chunk_ids),
+            "relations": ("SELECT COUNT(*) FROM relations WHERE doc_id = ?", [doc_id]),
+        }
         return {k: kb.store._db.execute(sql, args).fetchone()[0] for k, (sql, args) in queries.items()}
     store: Any = kb.store
-    queries = {"chunks": ("SELECT count(*) FROM kb_chunks WHERE doc_id = %s OR id = ANY(%s)", [doc_id, chunk_ids]),
-               "mentions": ("SELECT count(*) FROM kb_mentions WHERE chunk_id = ANY(%s)", [chunk_ids]),
-               "relations": ("SELECT count(*) FROM kb_relations WHERE doc_id = %s", [doc_id])}
+    queries = {
+        "chunks": ("SELECT count(*) FROM kb_chunks WHERE doc_id = %s OR id = ANY(%s)", [doc_id, chunk_ids]),
+        "mentions": ("SELECT count(*) FROM kb_mentions WHERE chunk_id = ANY(%s)", [chunk_ids]),
+        "relations": ("SELECT count(*) FROM kb_relations WHERE doc_id = %s", [doc_id]),
+    }
     return {k: store.db.execute(sql, args)[0][0] for k, (sql, args) in queries.items()}

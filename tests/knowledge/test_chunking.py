@@ -24,7 +24,7 @@ def check_against_text(text: str, chunks: list[Chunk]) -> None:
     lines = editor_lines(text)
     for c in chunks:
         assert 1 <= c.start_line <= c.end_line <= len(lines), c
-        assert c.text == "\n".join(lines[c.start_line - 1:c.end_line]).rstrip(), c
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line]).rstrip(), c
         assert lines[c.start_line - 1].strip() and lines[c.end_line - 1].strip(), c
     covered = {n for c in chunks for n in range(c.start_line, c.end_line + 1)}
     missing = [n for n, line in enumerate(lines, 1) if line.strip() and n not in covered]
@@ -99,7 +99,9 @@ def test_every_chunk_adds_lines_the_previous_one_did_not_have() -> None:
     chunks = chunk_text("\n".join(lines), size=100, overlap=60)
     check_against_text("\n".join(lines), chunks)
     ends = [c.end_line for c in chunks]
-    assert ends == sorted(set(ends)), f"chunks contained in the one before: {[(c.start_line, c.end_line) for c in chunks]}"
+    assert ends == sorted(set(ends)), (
+        f"chunks contained in the one before: {[(c.start_line, c.end_line) for c in chunks]}"
+    )
 
 
 def test_a_form_feed_or_unicode_line_separator_does_not_shift_line_numbers() -> None:
@@ -141,7 +143,11 @@ Call tether run with a prompt and read the answer.
 def test_markdown_headings_are_carried_as_a_path_and_a_section_starts_a_chunk() -> None:
     chunks = chunk_text(GUIDE, size=80, overlap=20, markdown=True)
     assert [(c.start_line, c.heading) for c in chunks] == [
-        (1, "Guide"), (5, "Guide > Install"), (9, "Guide > Install > Linux"), (13, "Guide > Usage")]
+        (1, "Guide"),
+        (5, "Guide > Install"),
+        (9, "Guide > Install > Linux"),
+        (13, "Guide > Usage"),
+    ]
     # No overlap across a heading: each chunk begins at its own heading line.
     assert [c.text.splitlines()[0] for c in chunks] == ["# Guide", "## Install", "### Linux", "## Usage"]
     assert chunks[2].indexed_text.startswith("Guide > Install > Linux\n### Linux")

@@ -56,16 +56,20 @@ def test_another_embedder_for_an_existing_base_is_refused(built: Path, capsys: p
     assert err.count("\n") == 1 and "hashing/256" in err
 
 
-@pytest.mark.parametrize(("mode", "query", "first"), [
-    ("hybrid", "Which seals does the FVAM-2050-B use?", FVAM_B),
-    ("keyword", "FVAM-2050-B pressure rating", FVAM_B),
-    ("vector", "FVAM-2050-B seal kit", FVAM_B),
-    ("exact", "FVAM-2050-B", FVAM_B),
-    ("neighborhood", "what are the FVAM-2050-B seals made of", None),
-    ("hierarchical", "FVAM-2050-B seal kit", None),
-])
-def test_search_prints_citations_in_every_mode(built: Path, capsys: pytest.CaptureFixture[str], mode: str,
-                                               query: str, first: str | None) -> None:
+@pytest.mark.parametrize(
+    ("mode", "query", "first"),
+    [
+        ("hybrid", "Which seals does the FVAM-2050-B use?", FVAM_B),
+        ("keyword", "FVAM-2050-B pressure rating", FVAM_B),
+        ("vector", "FVAM-2050-B seal kit", FVAM_B),
+        ("exact", "FVAM-2050-B", FVAM_B),
+        ("neighborhood", "what are the FVAM-2050-B seals made of", None),
+        ("hierarchical", "FVAM-2050-B seal kit", None),
+    ],
+)
+def test_search_prints_citations_in_every_mode(
+    built: Path, capsys: pytest.CaptureFixture[str], mode: str, query: str, first: str | None
+) -> None:
     code, out, err = run_main("kb", "search", query, "--mode", mode, capsys=capsys)
     assert code == 0, err
     cites = LISTED.findall(out)
@@ -94,8 +98,9 @@ def test_search_json_is_valid_with_citation_score_and_ranks(built: Path, capsys:
     assert [h["score"] for h in result["hits"]] == sorted((h["score"] for h in result["hits"]), reverse=True)
 
 
-def test_filter_keeps_to_documents_with_that_metadata(built: Path, docs: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_filter_keeps_to_documents_with_that_metadata(
+    built: Path, docs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (docs / "pumps").mkdir()
     (docs / "pumps" / "cp40.md").write_text("# CP-40 pump\n\nThe pump's seal kit is SK-90, seats in FKM.\n")
     code, out, _ = run_main("kb", "add", "pumps", "--meta", "family=pumps", capsys=capsys)
@@ -109,10 +114,12 @@ def test_filter_keeps_to_documents_with_that_metadata(built: Path, docs: Path,
     assert code == 2 and "key=value" in err
 
 
-@pytest.mark.parametrize("args", [("--alpha", "2"), ("--alpha", "-0.1"), ("--alpha", "half"), ("-k", "0"),
-                                  ("--mode", "fuzzy")])
-def test_bad_search_options_are_usage_errors(built: Path, capsys: pytest.CaptureFixture[str],
-                                             args: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    "args", [("--alpha", "2"), ("--alpha", "-0.1"), ("--alpha", "half"), ("-k", "0"), ("--mode", "fuzzy")]
+)
+def test_bad_search_options_are_usage_errors(
+    built: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, str]
+) -> None:
     code, out, err = run_main("kb", "search", "seals", *args, capsys=capsys)
     assert code == 2 and out == ""
     assert args[0].lstrip("-") in err
@@ -121,9 +128,11 @@ def test_bad_search_options_are_usage_errors(built: Path, capsys: pytest.Capture
 def test_list_stats_and_remove(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main("kb", "list", capsys=capsys)
     assert code == 0
-    assert out.splitlines() == ["catalog/maintenance.md  1 chunks  'Maintenance'",
-                                "catalog/seals.md  3 chunks  'Seal kits'",
-                                "catalog/valves.md  3 chunks  'Ball valves'"]
+    assert out.splitlines() == [
+        "catalog/maintenance.md  1 chunks  'Maintenance'",
+        "catalog/seals.md  3 chunks  'Seal kits'",
+        "catalog/valves.md  3 chunks  'Ball valves'",
+    ]
     code, out, _ = run_main("kb", "stats", capsys=capsys)
     assert code == 0
     stats = dict(line.split(": ", 1) for line in out.splitlines())
@@ -143,9 +152,14 @@ def test_list_stats_and_remove(built: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_missing_base_is_a_one_line_usage_error_and_is_not_created(
-        quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for args in (("kb", "--name", "other", "search", "seals"), ("kb", "search", "seals", "--name", "other"),
-                 ("kb", "--name", "other", "list"), ("kb", "--name", "other", "stats")):
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (
+        ("kb", "--name", "other", "search", "seals"),
+        ("kb", "search", "seals", "--name", "other"),
+        ("kb", "--name", "other", "list"),
+        ("kb", "--name", "other", "stats"),
+    ):
         code, out, err = run_main(*args, capsys=capsys)
         assert code == 2 and out == ""
         assert err.startswith("tether: there is no knowledge base 'other'") and err.count("\n") == 1, err
@@ -159,7 +173,8 @@ def test_a_bad_base_name_is_refused(quiet_env: Path, capsys: pytest.CaptureFixtu
 
 
 def test_the_real_command_builds_a_base_and_a_scripted_run_cites_both_documents(
-        env: dict[str, str], tether_home: Path, docs: Path) -> None:
+    env: dict[str, str], tether_home: Path, docs: Path
+) -> None:
     added = tether("kb", "add", "catalog", "--embedder", "hashing/256", env=env)
     assert added.returncode == 0, added.stderr
     assert added.stdout.startswith("catalog: 3 added, 0 updated, 0 unchanged")
@@ -168,8 +183,7 @@ def test_the_real_command_builds_a_base_and_a_scripted_run_cites_both_documents(
     found = tether("kb", "search", "FVAM-2050-B", "--mode", "exact", "--json", env=env)
     assert [h["citation"] for h in json.loads(found.stdout)["hits"]] == [FVAM_B]
 
-    run = tether("run", "--model", "scripted/kb", "--kb", "default", "What are the FVAM-2050-B seals made of?",
-                 env=env)
+    run = tether("run", "--model", "scripted/kb", "--kb", "default", "What are the FVAM-2050-B seals made of?", env=env)
     assert run.returncode == 0, run.stderr
     assert f"[{FVAM_B}]" in run.stdout and f"[{SK77}]" in run.stdout and "EPDM" in run.stdout
     assert "search_kb" in run.stderr and "entity_chunks" in run.stderr
@@ -178,7 +192,8 @@ def test_the_real_command_builds_a_base_and_a_scripted_run_cites_both_documents(
 
 
 def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_budget(
-        quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--extract-with MODEL`` lays a model's entities and relations over the rules': the material
     only the model names (Viton) becomes an entity linking both documents; the spend is reported,
     and ``--extract-budget`` keeps a model's calls within it (the chunks past it keep the rules')."""
@@ -192,8 +207,18 @@ def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_bu
 
     code, out, err = run_main("kb", "--name", "ruled", "add", "parts", "--embedder", "none", capsys=capsys)
     assert code == 0, err
-    code, out, err = run_main("kb", "--name", "modelled", "add", "parts", "--embedder", "none",
-                              "--extract-with", "scripted/extract", capsys=capsys)
+    code, out, err = run_main(
+        "kb",
+        "--name",
+        "modelled",
+        "add",
+        "parts",
+        "--embedder",
+        "none",
+        "--extract-with",
+        "scripted/extract",
+        capsys=capsys,
+    )
     assert code == 0, err
     spent = re.search(r"graph extractor scripted/extract: 2 calls, (\d+) tokens, \$(\d\.\d{6})$", out, re.M)
     assert spent and int(spent.group(1)) > 0 and float(spent.group(2)) > 0
@@ -201,16 +226,30 @@ def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_bu
     ruled = KnowledgeBase.open(quiet_env / "kb" / "ruled.db")
     modelled = KnowledgeBase.open(quiet_env / "kb" / "modelled.db")
     assert ruled.entity_chunks("Viton").hits == []
-    assert sorted(h.chunk.document for h in modelled.entity_chunks("Viton").hits) == ["parts/seals.md",
-                                                                                       "parts/valve.md"]
+    assert sorted(h.chunk.document for h in modelled.entity_chunks("Viton").hits) == [
+        "parts/seals.md",
+        "parts/valve.md",
+    ]
     assert [h.chunk.document for h in modelled.entity_chunks("FV-2050").hits] == ["parts/valve.md"]  # rules' too
 
     (docs / "valve.md").write_text("The FV-2060 valve has seals made of Nitrile.\n")
-    code, out, err = run_main("kb", "--name", "modelled", "add", "parts", "--extract-with", "scripted/extract",
-                              "--extract-budget", "0.000001", capsys=capsys)
+    code, out, err = run_main(
+        "kb",
+        "--name",
+        "modelled",
+        "add",
+        "parts",
+        "--extract-with",
+        "scripted/extract",
+        "--extract-budget",
+        "0.000001",
+        capsys=capsys,
+    )
     assert code == 0, err
-    assert ("graph extractor scripted/extract: 0 calls, 0 tokens, $0.000000; 1 chunks past --extract-budget kept "
-            "the rules' findings") in out
+    assert (
+        "graph extractor scripted/extract: 0 calls, 0 tokens, $0.000000; 1 chunks past --extract-budget kept "
+        "the rules' findings"
+    ) in out
     assert modelled.entity_chunks("Nitrile").hits == [] and modelled.entity_chunks("FV-2060").hits != []
 
     code, _, err = run_main("kb", "add", "parts", "--extract-budget", "1", capsys=capsys)

@@ -20,8 +20,9 @@ from tether.knowledge.embed import MINILM_SHA256
 def test_the_local_default_embeds_offline_and_puts_paraphrases_close() -> None:
     embedder = make_embedder("local")
     assert embedder is not None and embedder.name == "local/all-MiniLM-L6-v2-int8"
-    v = embedder.embed(["read from a file descriptor", "read bytes from an open file",
-                        "the valve is rated for sixteen bar", ""])
+    v = embedder.embed(
+        ["read from a file descriptor", "read bytes from an open file", "the valve is rated for sixteen bar", ""]
+    )
     assert v.shape == (4, 384) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2  # a paraphrase is nearer than an unrelated sentence
@@ -77,8 +78,12 @@ class _Embeddings(BaseHTTPRequestHandler):
         self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
         status, payload = self.replies.pop(0) if self.replies else (200, None)
         if payload is None:  # a correct answer: one vector per input, listed out of order
-            payload = {"data": [{"index": i, "embedding": [float(len(t)), 1.0, float(i)]}
-                                for i, t in reversed(list(enumerate(body["input"])))]}
+            payload = {
+                "data": [
+                    {"index": i, "embedding": [float(len(t)), 1.0, float(i)]}
+                    for i, t in reversed(list(enumerate(body["input"])))
+                ]
+            }
         data = json.dumps(payload).encode() if not isinstance(payload, bytes) else payload
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -110,13 +115,17 @@ def test_the_openai_wire_batches_orders_by_index_and_normalises(server: str) -> 
     assert np.allclose(v, expected / np.linalg.norm(expected, axis=1, keepdims=True))
 
 
-@pytest.mark.parametrize(("status", "payload", "says"), [
-    (401, {"error": {"message": "bad key"}}, "answered 401"),
-    (200, b"<html>gateway</html>", "not an embeddings response"),
-    (200, {"data": [{"index": 0, "embedding": [1.0]}]}, "2 texts sent, 1 vectors back"),
-])
+@pytest.mark.parametrize(
+    ("status", "payload", "says"),
+    [
+        (401, {"error": {"message": "bad key"}}, "answered 401"),
+        (200, b"<html>gateway</html>", "not an embeddings response"),
+        (200, {"data": [{"index": 0, "embedding": [1.0]}]}, "2 texts sent, 1 vectors back"),
+    ],
+)
 def test_a_bad_embeddings_answer_is_a_provider_error_that_says_what(
-        server: str, status: int, payload: Any, says: str) -> None:
+    server: str, status: int, payload: Any, says: str
+) -> None:
     _Embeddings.replies = [(status, payload)]
     with pytest.raises(ProviderError, match=says):
         OpenAIEmbedder("m", base_url=server, api_key="sk-test").embed(["a", "b"])

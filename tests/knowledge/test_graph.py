@@ -34,8 +34,9 @@ def entities(text: str, heading: str = "", meta: dict[str, object] | None = None
 
 
 def test_identifiers_are_found() -> None:
-    found = entities("The FVAM-2050-B takes seal kit SK-77, talks RS485 and is made under ISO 9001; "
-                     "see also DN50 and part 4471-AX.")
+    found = entities(
+        "The FVAM-2050-B takes seal kit SK-77, talks RS485 and is made under ISO 9001; see also DN50 and part 4471-AX."
+    )
     for name in ("FVAM-2050-B", "SK-77", "RS485", "ISO 9001", "DN50", "4471-AX"):
         assert found.get(name) == "identifier", (name, found)
 
@@ -51,10 +52,18 @@ def test_a_prerelease_version_is_not_an_identifier_nor_is_any_piece_of_it(versio
 
 
 def test_bold_terms_headings_and_chosen_metadata_fields() -> None:
-    found = entities("The **stem packing** and __body O-ring__ wear first.", heading="Maintenance > Seals",
-                     meta={"item_id": "FVAM-2050-B", "family": "valves", "colour": "red", "weight": 2.5})
-    assert found == {"stem packing": "term", "body O-ring": "term", "FVAM-2050-B": "item_id",
-                     "valves": "family", "Seals": "heading"}
+    found = entities(
+        "The **stem packing** and __body O-ring__ wear first.",
+        heading="Maintenance > Seals",
+        meta={"item_id": "FVAM-2050-B", "family": "valves", "colour": "red", "weight": 2.5},
+    )
+    assert found == {
+        "stem packing": "term",
+        "body O-ring": "term",
+        "FVAM-2050-B": "item_id",
+        "valves": "family",
+        "Seals": "heading",
+    }
 
 
 def test_the_same_name_in_other_case_is_one_entity_in_every_chunk_that_mentions_it() -> None:
@@ -64,14 +73,20 @@ def test_the_same_name_in_other_case_is_one_entity_in_every_chunk_that_mentions_
 
 
 def test_entities_in_one_chunk_are_related_and_headings_relate_to_what_is_under_them() -> None:
-    chunks = [Chunk(1, 3, "FVAM-2050-B uses SK-77 and PN16.", "Valves > B model"),
-              Chunk(5, 6, "SK-81 is elsewhere.", "Valves > C model")]
+    chunks = [
+        Chunk(1, 3, "FVAM-2050-B uses SK-77 and PN16.", "Valves > B model"),
+        Chunk(5, 6, "SK-81 is elsewhere.", "Valves > C model"),
+    ]
     out = RuleExtractor().extract(chunks, {})
     co = {frozenset((a, b)) for a, b, kind, w in out.relations if kind == "co_mention" and w == 1.0}
     assert co == {frozenset(p) for p in [("FVAM-2050-B", "SK-77"), ("FVAM-2050-B", "PN16"), ("SK-77", "PN16")]}
     section = {(a, b, w) for a, b, kind, w in out.relations if kind == "section"}
-    assert section == {("B model", "FVAM-2050-B", 0.5), ("B model", "SK-77", 0.5), ("B model", "PN16", 0.5),
-                       ("C model", "SK-81", 0.5)}
+    assert section == {
+        ("B model", "FVAM-2050-B", 0.5),
+        ("B model", "SK-77", 0.5),
+        ("B model", "PN16", 0.5),
+        ("C model", "SK-81", 0.5),
+    }
     assert not any({"SK-81", "SK-77"} == {a, b} for a, b, _, _ in out.relations)  # never in one chunk
 
 
@@ -127,7 +142,9 @@ def test_an_unknown_entity_gives_no_hits_and_says_so(catalog: KnowledgeBase) -> 
 # -- the model-based extractor ------------------------------------------------------------------
 
 PLANT = {  # the names the scripted model knows, as a model would: plain words no rule finds
-    "Aurora controller": "product", "east conveyor": "equipment", "Lumen Systems": "organisation",
+    "Aurora controller": "product",
+    "east conveyor": "equipment",
+    "Lumen Systems": "organisation",
 }
 
 
@@ -151,15 +168,22 @@ def graph_model(**kwargs: object) -> FunctionModel:
 def test_the_model_names_entities_and_relations_over_the_rules_findings_and_each_call_is_counted() -> None:
     model = graph_model()
     extractor = ModelExtractor(model)
-    chunks = [Chunk(1, 2, "The Aurora controller drives the east conveyor through relay RK-12."),
-              Chunk(4, 4, "Nothing to see here.")]
+    chunks = [
+        Chunk(1, 2, "The Aurora controller drives the east conveyor through relay RK-12."),
+        Chunk(4, 4, "Nothing to see here."),
+    ]
     out = extractor.extract(chunks, {})
-    assert out.entities == {"RK-12": ("identifier", {0}), "Aurora controller": ("product", {0}),
-                            "east conveyor": ("equipment", {0})}
+    assert out.entities == {
+        "RK-12": ("identifier", {0}),
+        "Aurora controller": ("product", {0}),
+        "east conveyor": ("equipment", {0}),
+    }
     assert ("Aurora controller", "east conveyor", "drives", 2.0) in out.relations
     co = {frozenset((a, b)) for a, b, kind, _ in out.relations if kind == "co_mention"}
-    assert co == {frozenset(p) for p in [("Aurora controller", "RK-12"), ("east conveyor", "RK-12"),
-                                         ("Aurora controller", "east conveyor")]}
+    assert co == {
+        frozenset(p)
+        for p in [("Aurora controller", "RK-12"), ("east conveyor", "RK-12"), ("Aurora controller", "east conveyor")]
+    }
     # One request per chunk, asking for the graph's schema; what they cost is added up.
     assert len(model.requests) == 2 and extractor.calls == 2
     assert all(r.output_schema is not None and r.output_schema.name == "knowledge_graph" for r in model.requests)
@@ -169,10 +193,15 @@ def test_the_model_names_entities_and_relations_over_the_rules_findings_and_each
 
 def test_a_name_the_chunk_does_not_contain_is_dropped_unless_grounding_is_off() -> None:
     def invent(messages: list[Message], request: ModelRequest) -> str:
-        return json.dumps({"entities": [{"name": "Aurora controller", "kind": "product"},
-                                        {"name": "Borealis unit", "kind": "product"}],
-                           "relations": [{"source": "Aurora controller", "relation": "replaces",
-                                          "target": "Borealis unit"}]})
+        return json.dumps(
+            {
+                "entities": [
+                    {"name": "Aurora controller", "kind": "product"},
+                    {"name": "Borealis unit", "kind": "product"},
+                ],
+                "relations": [{"source": "Aurora controller", "relation": "replaces", "target": "Borealis unit"}],
+            }
+        )
 
     chunk = [Chunk(1, 1, "The Aurora controller is new.")]
     grounded = ModelExtractor(FunctionModel(invent), rules=None).extract(chunk, {})
@@ -212,8 +241,10 @@ def test_a_budget_on_a_model_of_unknown_price_is_refused() -> None:
 
 
 def test_a_model_named_entity_joins_two_documents_no_rule_could() -> None:
-    docs = {"line.md": "# Line 3\n\nThe Aurora controller drives the east conveyor.\n",
-            "vendors.md": "# Vendors\n\nThe Aurora controller is made by Lumen Systems, in Lyon.\n"}
+    docs = {
+        "line.md": "# Line 3\n\nThe Aurora controller drives the east conveyor.\n",
+        "vendors.md": "# Vendors\n\nThe Aurora controller is made by Lumen Systems, in Lyon.\n",
+    }
     plain = KnowledgeBase.open(embedder=HashingEmbedder())
     with_model = KnowledgeBase.open(embedder=HashingEmbedder(), extractor=ModelExtractor(graph_model()))
     for kb in (plain, with_model):

@@ -14,12 +14,16 @@ def pdf_bytes(*pages: str, title: str | None = None) -> bytes:
     """A minimal valid PDF written by hand: one Helvetica text object per page, a correct xref."""
     n = len(pages)
     font = 3 + 2 * n
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(n)), n)]
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(n)), n),
+    ]
     for i, text in enumerate(pages):
         stream = b"BT /F1 12 Tf 72 712 Td (" + text.encode("latin-1") + b") Tj ET"
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                       b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * i, font))
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * i, font)
+        )
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     info = b""
@@ -57,10 +61,13 @@ def test_html_becomes_markdown_with_its_title(tmp_path: Path) -> None:
 
 
 def test_an_html_document_is_titled_and_chunked_under_its_headings(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     intro = "Ball valves for process water, steam and light oils, in brass or stainless steel. " * 3
-    (tmp_path / "guide.htm").write_text(f"<html><head><title>Valve guide</title></head><body><p>{intro}</p>"
-                                        "<h2>Seals</h2><p>Use SK-77 for hot water.</p></body></html>")
+    (tmp_path / "guide.htm").write_text(
+        f"<html><head><title>Valve guide</title></head><body><p>{intro}</p>"
+        "<h2>Seals</h2><p>Use SK-77 for hot water.</p></body></html>"
+    )
     monkeypatch.chdir(tmp_path)
     kb = KnowledgeBase.open()
     assert kb.add_path(tmp_path).added == ["guide.htm"]
@@ -74,15 +81,17 @@ def test_an_html_document_is_titled_and_chunked_under_its_headings(
 
 def test_a_pdf_is_read_page_by_page_with_page_headings(tmp_path: Path) -> None:
     path = tmp_path / "sheet.pdf"
-    path.write_bytes(pdf_bytes("Pressure rating PN16 for FVAM-2050-B", "Seal kit SK-77 in EPDM",
-                               title="FVAM data sheet"))
+    path.write_bytes(
+        pdf_bytes("Pressure rating PN16 for FVAM-2050-B", "Seal kit SK-77 in EPDM", title="FVAM data sheet")
+    )
     doc = read_document(path)
     assert doc.kind == "pdf" and doc.markdown is True and doc.title == "FVAM data sheet"
     assert doc.text == "# Page 1\n\nPressure rating PN16 for FVAM-2050-B\n\n# Page 2\n\nSeal kit SK-77 in EPDM"
 
 
 def test_a_pdf_without_a_title_is_named_by_its_file_and_its_citations_lead_to_the_page(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "one.pdf").write_bytes(pdf_bytes("Torque the body halves to 25 Nm"))
     assert read_document(tmp_path / "one.pdf").title == "one.pdf"
     monkeypatch.chdir(tmp_path)
@@ -114,7 +123,8 @@ def test_an_encrypted_pdf_is_skipped_and_the_reason_says_encrypted(tmp_path: Pat
 
 
 def test_an_encrypted_pdf_in_a_directory_is_skipped_not_a_crash(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     encrypted_pdf(tmp_path, "user-secret")
     (tmp_path / "notes.md").write_text("# Notes\n\nreadable\n")
     monkeypatch.chdir(tmp_path)
@@ -128,9 +138,17 @@ def test_a_pdf_with_only_an_owner_password_is_read(tmp_path: Path) -> None:
     assert doc.text == "# Page 1\n\nConfidential price list"
 
 
-@pytest.mark.parametrize("data", [b"", b"this is not a pdf at all", b"%PDF-1.4\n" + bytes(range(256)) * 4,
-                                  pdf_bytes("half a file")[:200], b"\x00" * 100], ids=[
-    "empty", "text", "header-then-noise", "truncated", "nul-bytes"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"this is not a pdf at all",
+        b"%PDF-1.4\n" + bytes(range(256)) * 4,
+        pdf_bytes("half a file")[:200],
+        b"\x00" * 100,
+    ],
+    ids=["empty", "text", "header-then-noise", "truncated", "nul-bytes"],
+)
 def test_a_garbage_pdf_is_skipped_with_a_reason(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "broken.pdf"
     path.write_bytes(data)
@@ -167,8 +185,10 @@ def test_invalid_utf8_is_replaced_not_an_error(tmp_path: Path) -> None:
     assert doc.text == "caf\ufffd latte\nna\ufffdve \ufffd\ufffd\n" and doc.kind == "text"
 
 
-@pytest.mark.parametrize(("name", "kind", "markdown"), [("a.py", "code", False), ("a.txt", "text", False),
-                                                         ("README", "text", False), ("a.markdown", "markdown", True)])
+@pytest.mark.parametrize(
+    ("name", "kind", "markdown"),
+    [("a.py", "code", False), ("a.txt", "text", False), ("README", "text", False), ("a.markdown", "markdown", True)],
+)
 def test_kinds_by_suffix(tmp_path: Path, name: str, kind: str, markdown: bool) -> None:
     (tmp_path / name).write_text("# one\nx = 1\n")
     doc = read_document(tmp_path / name)

@@ -86,9 +86,9 @@ def test_weighted_reciprocal_rank_fusion_matches_the_hand_computed_sums() -> Non
     fused = _fuse({"keyword": [10, 20, 30], "vector": [20, 40]}, {"keyword": 0.45, "vector": 0.55})
     expected = {
         20: 0.45 / 62 + 0.55 / 61,  # keyword rank 2, vector rank 1 = 0.016274...
-        40: 0.55 / 62,              # vector rank 2 = 0.008871
-        10: 0.45 / 61,              # keyword rank 1 = 0.007377
-        30: 0.45 / 63,              # keyword rank 3 = 0.007143
+        40: 0.55 / 62,  # vector rank 2 = 0.008871
+        10: 0.45 / 61,  # keyword rank 1 = 0.007377
+        30: 0.45 / 63,  # keyword rank 3 = 0.007143
     }
     assert [cid for cid, _, _ in fused] == [20, 40, 10, 30]
     for cid, score, _ in fused:
@@ -117,8 +117,11 @@ def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report(open_kb: Opener) 
 
 def test_bad_search_arguments_are_user_errors(open_kb: Opener) -> None:
     kb = catalogue(open_kb)
-    for kwargs, words in [({"mode": "fuzzy"}, "unknown search mode"), ({"alpha": 1.5}, "alpha"),
-                          ({"k": 0}, "k must be at least 1")]:
+    for kwargs, words in [
+        ({"mode": "fuzzy"}, "unknown search mode"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"k": 0}, "k must be at least 1"),
+    ]:
         with pytest.raises(UserError, match=words):
             kb.search("valve", **kwargs)
     with pytest.raises(UserError, match="empty"):
@@ -130,10 +133,20 @@ def test_bad_search_arguments_are_user_errors(open_kb: Opener) -> None:
 
 def test_two_chunks_at_the_same_place_are_one_result_the_better_one(open_kb: Opener) -> None:
     kb = open_kb()
-    kb.store.replace_document("dup.md", path=None, title="dup", hash="h", meta={}, entities=[], relations=[],
-                              chunks=[(1, 2, "", "gasket gasket gasket torque", None),
-                                      (1, 4, "", "gasket torque and more words about other things entirely", None),
-                                      (6, 7, "", "a second gasket paragraph", None)])
+    kb.store.replace_document(
+        "dup.md",
+        path=None,
+        title="dup",
+        hash="h",
+        meta={},
+        entities=[],
+        relations=[],
+        chunks=[
+            (1, 2, "", "gasket gasket gasket torque", None),
+            (1, 4, "", "gasket torque and more words about other things entirely", None),
+            (6, 7, "", "a second gasket paragraph", None),
+        ],
+    )
     raw = kb._keyword("gasket", 50, None)
     assert len(raw) == 3
     at_line_1 = [cid for cid, row in kb.store.chunks(raw).items() if row.start_line == 1]
@@ -148,8 +161,9 @@ def test_min_score_cuts_and_k_caps(open_kb: Opener) -> None:
     scores = [h.score for h in full.hits]
     assert len(scores) >= 4
     cut = (scores[1] + scores[2]) / 2
-    assert [h.citation for h in kb.search("valve seal kit", k=10, min_score=cut).hits] == \
-        [h.citation for h in full.hits[:2]]
+    assert [h.citation for h in kb.search("valve seal kit", k=10, min_score=cut).hits] == [
+        h.citation for h in full.hits[:2]
+    ]
     assert kb.search("valve seal kit", k=10, min_score=scores[0] + 1e-9).hits == []
     for k in (1, 3):
         assert [h.citation for h in kb.search("valve seal kit", k=k).hits] == [h.citation for h in full.hits[:k]]
@@ -212,10 +226,16 @@ def test_exact_with_no_match_says_so(open_kb: Opener) -> None:
 def test_exact_counts_a_document_whose_item_id_names_the_identifier(open_kb: Opener) -> None:
     kb = catalogue(open_kb)
     # A data sheet filed under the part number whose text never spells it out.
-    kb.add_text("datasheet-0417.md", "# Data sheet 0417\n\nPressure rating PN16. Seal kit SK-77. Weight 1.9 kg.\n",
-                meta={"item_id": "FVAM-2050-B", "family": "valves"})
-    kb.add_text("datasheet-0418.md", "# Data sheet 0418\n\nPressure rating PN25. Seal kit SK-81.\n",
-                meta={"item_id": "FVAM-2050-C", "family": "valves"})
+    kb.add_text(
+        "datasheet-0417.md",
+        "# Data sheet 0417\n\nPressure rating PN16. Seal kit SK-77. Weight 1.9 kg.\n",
+        meta={"item_id": "FVAM-2050-B", "family": "valves"},
+    )
+    kb.add_text(
+        "datasheet-0418.md",
+        "# Data sheet 0418\n\nPressure rating PN25. Seal kit SK-81.\n",
+        meta={"item_id": "FVAM-2050-C", "family": "valves"},
+    )
     documents = {h.chunk.document for h in kb.search("FVAM-2050-B", mode="exact", k=20).hits}
     assert "datasheet-0417.md" in documents, documents
     assert "datasheet-0418.md" not in documents and "twin.md" not in documents
@@ -235,9 +255,26 @@ def test_keyword_queries_drop_stop_words(open_kb: Opener) -> None:
     assert [h.chunk.document for h in hits] == ["gauge.txt"]
 
 
-@pytest.mark.parametrize("query", ['"', '"unbalanced quote', "NEAR(seal kit, 2)", "seal*", "-seal", "(seal OR",
-                                   "seal AND NOT", "kit:seal", "^seal", "*", "()", "'; DROP TABLE chunks; --",
-                                   "seal\"kit", "{seal kit}", "a + b - c"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '"unbalanced quote',
+        "NEAR(seal kit, 2)",
+        "seal*",
+        "-seal",
+        "(seal OR",
+        "seal AND NOT",
+        "kit:seal",
+        "^seal",
+        "*",
+        "()",
+        "'; DROP TABLE chunks; --",
+        'seal"kit',
+        "{seal kit}",
+        "a + b - c",
+    ],
+)
 def test_fts_syntax_in_a_query_does_not_crash(open_kb: Opener, query: str) -> None:
     kb = catalogue(open_kb)
     before = kb.stats()
@@ -335,8 +372,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(open_kb: Opener, tree: Path,
-                                                                  reads: list[str]) -> None:
+def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(
+    open_kb: Opener, tree: Path, reads: list[str]
+) -> None:
     kb = open_kb(embedder=HashingEmbedder())
     first = kb.add_path(tree)
     assert sorted(first.added) == ["docs/alpha.md", "docs/beta.txt", "docs/sub/gamma.md"]
@@ -399,8 +437,13 @@ def test_ignore_files_at_every_level_are_honoured(tmp_path: Path, monkeypatch: p
     monkeypatch.chdir(tmp_path)
     kb = KnowledgeBase.open()
     report = kb.add_path(root)
-    assert sorted(report.added) == ["repo/keep.log", "repo/local.md", "repo/readme.md", "repo/sub/deeper/plan.md",
-                                    "repo/sub/notes.md"]
+    assert sorted(report.added) == [
+        "repo/keep.log",
+        "repo/local.md",
+        "repo/readme.md",
+        "repo/sub/deeper/plan.md",
+        "repo/sub/notes.md",
+    ]
     assert report.skipped == []
     assert kb.search("ignored", mode="keyword").hits == []
     # A file ingested once and ignored later leaves the base on the next add.
@@ -425,7 +468,8 @@ def test_binary_files_are_skipped_with_a_reason(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_file_that_cannot_be_read_is_skipped_with_the_reason_and_kept(
-        tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     kb = KnowledgeBase.open()
     kb.add_path(tree)
     real = Path.read_bytes

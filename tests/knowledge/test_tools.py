@@ -90,18 +90,22 @@ def test_k_and_filter_arguments_are_applied(tmp_path: Path, catalog: KnowledgeBa
     assert none.startswith("No results for 'seal kit'")
 
 
-@pytest.mark.parametrize(("tool", "args", "words"), [
-    ("search_kb", {}, ["query", "required"]),
-    ("search_kb", {"query": "seals", "k": 0}, ["k", "0", "minimum"]),
-    ("search_kb", {"query": "seals", "k": 21}, ["k", "21", "maximum"]),
-    ("search_kb", {"query": "seals", "k": "three"}, ["k", "'three'", "integer"]),
-    ("search_kb", {"query": "seals", "filter": {"family": 3}}, ["filter", "string"]),
-    ("search_kb", {"query": "seals", "mode": "vector"}, ["mode", "not allowed"]),
-    ("lookup_exact", {"query": "FVAM-2050-B"}, ["identifier", "required"]),
-    ("entity_chunks", {"entity": 77}, ["entity", "string"]),
-])
+@pytest.mark.parametrize(
+    ("tool", "args", "words"),
+    [
+        ("search_kb", {}, ["query", "required"]),
+        ("search_kb", {"query": "seals", "k": 0}, ["k", "0", "minimum"]),
+        ("search_kb", {"query": "seals", "k": 21}, ["k", "21", "maximum"]),
+        ("search_kb", {"query": "seals", "k": "three"}, ["k", "'three'", "integer"]),
+        ("search_kb", {"query": "seals", "filter": {"family": 3}}, ["filter", "string"]),
+        ("search_kb", {"query": "seals", "mode": "vector"}, ["mode", "not allowed"]),
+        ("lookup_exact", {"query": "FVAM-2050-B"}, ["identifier", "required"]),
+        ("entity_chunks", {"entity": 77}, ["entity", "string"]),
+    ],
+)
 def test_bad_arguments_are_tool_input_errors_that_say_what_is_wrong(
-        catalog: KnowledgeBase, tool: str, args: dict[str, Any], words: list[str]) -> None:
+    catalog: KnowledgeBase, tool: str, args: dict[str, Any], words: list[str]
+) -> None:
     with pytest.raises(ToolInputError) as info:
         validate_arguments(tools_of(catalog)[tool], json.dumps(args))
     message = str(info.value)
@@ -132,17 +136,27 @@ def test_a_bad_call_reaches_the_model_as_an_error_it_can_fix(catalog: KnowledgeB
 def big(tether_home: Path) -> KnowledgeBase:
     kb = KnowledgeBase.open(embedder=HashingEmbedder(), name="manuals")
     for i in range(40):
-        body = "\n".join(f"Valve V{i:02d}-{j} uses seal kit SK-{i}{j:02d}, pressure rating PN{10 + j}, pump P-{i}{j:02d}."
-                         for j in range(14))
-        kb.add_text(f"manuals/plant-{i % 4}/section-{i:02d}/valve-family-{i:02d}.md",
-                    f"# Valve family {i}\n\n{body}\n", meta={"family": "odd" if i % 2 else "even"})
+        body = "\n".join(
+            f"Valve V{i:02d}-{j} uses seal kit SK-{i}{j:02d}, pressure rating PN{10 + j}, pump P-{i}{j:02d}."
+            for j in range(14)
+        )
+        kb.add_text(
+            f"manuals/plant-{i % 4}/section-{i:02d}/valve-family-{i:02d}.md",
+            f"# Valve family {i}\n\n{body}\n",
+            meta={"family": "odd" if i % 2 else "even"},
+        )
     return kb
 
 
-@pytest.mark.parametrize(("tool", "args"), [("search_kb", {"query": "valve seal kit pressure rating pump"}),
-                                            ("search_kb", {"query": "valve seal kit pressure rating pump", "k": 20}),
-                                            ("lookup_exact", {"identifier": "SK-1203"}),
-                                            ("entity_chunks", {"entity": "Valve family 3"})])
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("search_kb", {"query": "valve seal kit pressure rating pump"}),
+        ("search_kb", {"query": "valve seal kit pressure rating pump", "k": 20}),
+        ("lookup_exact", {"identifier": "SK-1203"}),
+        ("entity_chunks", {"entity": "Valve family 3"}),
+    ],
+)
 def test_output_fits_max_chars_and_every_citation_is_whole(big: KnowledgeBase, tool: str, args: dict[str, Any]) -> None:
     real = {row.citation for row in big.store.chunks(range(1, 10_000)).values()}
     out = run_tool(tools_of(big, max_chars=800)[tool], args)
@@ -175,8 +189,9 @@ def test_the_prompt_block_names_the_tools_and_the_document_count(catalog: Knowle
     ext = KnowledgeTools(catalog)
     block = ext.prompt_block()
     assert ext.name == "knowledge:catalog"
-    assert block.startswith("# Knowledge base 'catalog'\n3 documents are searchable with "
-                            "search_kb, lookup_exact, entity_chunks.")
+    assert block.startswith(
+        "# Knowledge base 'catalog'\n3 documents are searchable with search_kb, lookup_exact, entity_chunks."
+    )
     assert "document:start-end" in block
     suffixed = KnowledgeTools(catalog, suffix="_catalog")
     assert [t.name for t in suffixed.tools()] == ["search_kb_catalog", "lookup_exact_catalog", "entity_chunks_catalog"]
@@ -185,8 +200,10 @@ def test_the_prompt_block_names_the_tools_and_the_document_count(catalog: Knowle
 
 
 def test_scripted_kb_run_answers_citing_the_valve_and_the_seal_kit(catalog: KnowledgeBase, tmp_path: Path) -> None:
-    result = run_sync(Agent("scripted/kb", extensions=[KnowledgeTools(catalog)], cwd=tmp_path),
-                      "What are the FVAM-2050-B seals made of?")
+    result = run_sync(
+        Agent("scripted/kb", extensions=[KnowledgeTools(catalog)], cwd=tmp_path),
+        "What are the FVAM-2050-B seals made of?",
+    )
     assert result.status == "completed", result.reason
     assert f"[{FVAM_B}]" in result.output and f"[{SK77}]" in result.output
     assert "SK-77" in result.output and "EPDM" in result.output
@@ -194,8 +211,10 @@ def test_scripted_kb_run_answers_citing_the_valve_and_the_seal_kit(catalog: Know
 
 
 def test_scripted_exact_run_gives_the_b_rating_and_never_the_c_section(catalog: KnowledgeBase, tmp_path: Path) -> None:
-    result = run_sync(Agent("scripted/exact", extensions=[KnowledgeTools(catalog)], cwd=tmp_path),
-                      "What is the pressure rating of the FVAM-2050-B?")
+    result = run_sync(
+        Agent("scripted/exact", extensions=[KnowledgeTools(catalog)], cwd=tmp_path),
+        "What is the pressure rating of the FVAM-2050-B?",
+    )
     assert result.status == "completed", result.reason
     assert result.output == f"FVAM-2050-B: pressure rating PN16 (16 bar) at 20 °C [{FVAM_B}]."
     assert FVAM_C not in result.output and "PN25" not in result.output

@@ -38,8 +38,7 @@ class Stores:
         s: Any = mem.stores[store]
         if isinstance(s, TextStore):
             return s.path.read_text(encoding="utf-8") if s.path.exists() else ""
-        rows = s.db.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s",
-                            (s.scope, s.name))
+        rows = s.db.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s", (s.scope, s.name))
         return str(rows[0][0]) if rows else ""
 
     def write_by_hand(self, mem: Memory, store: str, text: str) -> None:
@@ -49,9 +48,11 @@ class Stores:
             s.path.parent.mkdir(parents=True, exist_ok=True)
             s.path.write_bytes(text.encode("utf-8"))
             return
-        s.db.execute("INSERT INTO memory_texts (scope, store, body) VALUES (%s, %s, %s) "
-                     "ON CONFLICT (scope, store) DO UPDATE SET body = excluded.body",
-                     (s.scope, s.name, text))
+        s.db.execute(
+            "INSERT INTO memory_texts (scope, store, body) VALUES (%s, %s, %s) "
+            "ON CONFLICT (scope, store) DO UPDATE SET body = excluded.body",
+            (s.scope, s.name, text),
+        )
 
 
 @pytest.fixture(scope="module")

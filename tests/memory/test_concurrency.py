@@ -39,9 +39,16 @@ def _expected(writers: list[str]) -> Counter[str]:
 
 def test_processes_adding_at_once_lose_nothing(stores: Stores) -> None:
     writers = ["alpha", "bravo", "charlie"]
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, stores.spec(), w, str(PER_WRITER)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in writers]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, stores.spec(), w, str(PER_WRITER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in writers
+    ]
     try:
         for p in procs:  # each has imported tether and opened the store
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"

@@ -70,8 +70,9 @@ def test_usage_counts_entries_with_one_newline_between(mem: Memory) -> None:
     assert "10/1,400" in change.message
 
 
-@pytest.mark.parametrize("kw", [{"profile_limit": 0}, {"notes_limit": -5}, {"notes_limit": "2200"},
-                                {"scope": "global"}])
+@pytest.mark.parametrize(
+    "kw", [{"profile_limit": 0}, {"notes_limit": -5}, {"notes_limit": "2200"}, {"scope": "global"}]
+)
 def test_bad_limits_and_scope_are_config_errors(home: Path, kw: dict) -> None:
     with pytest.raises(ConfigError):
         Memory.open(home, **kw)
@@ -115,8 +116,11 @@ def test_a_shrinking_replace_is_allowed_in_a_store_already_over_its_limit(stores
     refusal tells the model to consolidate by merging entries with ``replace``; a replace that
     makes the store smaller must therefore be allowed even while the store is still too big."""
     mem = stores.open(profile_limit=60)
-    stores.write_by_hand(mem, "profile", "- The user prefers British English in all written answers.\n"
-                                         "- The user works mostly in Python and Rust.\n")
+    stores.write_by_hand(
+        mem,
+        "profile",
+        "- The user prefers British English in all written answers.\n- The user works mostly in Python and Rust.\n",
+    )
     assert mem.usage("profile").chars > 60
     change = mem.replace("profile", "British English", "Prefers British English.")
     assert change.changed
@@ -224,8 +228,11 @@ def test_a_match_that_equals_one_entry_is_not_ambiguous(mem: Memory) -> None:
 
 def test_not_found_lists_what_is_there(mem: Memory) -> None:
     mem.add("notes", "Deploys happen on Tuesdays.")
-    for action in (lambda: mem.replace("notes", "Kubernetes", "x"), lambda: mem.remove("notes", "Kubernetes"),
-                   lambda: mem.remove("notes", "   ")):
+    for action in (
+        lambda: mem.replace("notes", "Kubernetes", "x"),
+        lambda: mem.remove("notes", "Kubernetes"),
+        lambda: mem.remove("notes", "   "),
+    ):
         with pytest.raises(MemoryRefused) as err:
             action()
         assert err.value.rule == "not_found"
@@ -325,12 +332,15 @@ def test_text_saved_with_a_byte_order_mark_keeps_its_first_entry(stores: Stores,
     assert "- Likes tea." in mem.prompt_block() and "withheld" not in mem.prompt_block()
 
 
-@pytest.mark.parametrize("entries", [
-    ["plain"],
-    ["- starts with a dash", "* starts with a star"],
-    ["multi\nline\nentry", "# heading-like", "1. numbered"],
-    ["ünïcödé ✓ 你好", "tab\tinside"],
-])
+@pytest.mark.parametrize(
+    "entries",
+    [
+        ["plain"],
+        ["- starts with a dash", "* starts with a star"],
+        ["multi\nline\nentry", "# heading-like", "1. numbered"],
+        ["ünïcödé ✓ 你好", "tab\tinside"],
+    ],
+)
 def test_render_then_parse_is_the_identity(entries: list[str]) -> None:
     assert parse(render(entries)) == entries
 
@@ -482,7 +492,8 @@ def test_project_scope_puts_notes_under_the_project_and_keeps_the_profile(home: 
 
 
 def test_project_defaults_to_the_current_directory_and_is_keyed_by_real_path(
-        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     proj = tmp_path / "proj"
     (proj / "sub").mkdir(parents=True)
     link = tmp_path / "link-to-proj"
@@ -504,8 +515,10 @@ def test_users_are_kept_apart(stores: Stores, tmp_path: Path) -> None:
     assert bob.entries("profile") == ["Bob prefers Spanish."]
     assert shared.entries("profile") == [] and shared.entries("notes") == [] and bob.entries("notes") == []
     carol = stores.open(user="carol", scope="project", project=tmp_path)
-    assert carol.entries("notes") == [] and stores.open(user="alice", scope="project", project=tmp_path).entries(
-        "notes") == []
+    assert (
+        carol.entries("notes") == []
+        and stores.open(user="alice", scope="project", project=tmp_path).entries("notes") == []
+    )
 
 
 def test_users_layout(home: Path) -> None:

@@ -92,7 +92,8 @@ STORES: dict[str, SessionFactory] = {
 
 @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
 def test_a_saved_preference_reaches_the_next_session_and_not_the_current_one(
-        home: Path, tmp_path: Path, kind: str) -> None:
+    home: Path, tmp_path: Path, kind: str
+) -> None:
     sessions = STORES[kind](tmp_path)
 
     # Session "first": the model saves a preference.
@@ -229,11 +230,21 @@ def test_an_injection_is_refused_told_to_the_model_and_traced(home: Path, tmp_pa
 def test_a_successful_write_is_traced(home: Path, tmp_path: Path) -> None:
     tracer = JsonlTracer(tmp_path / "traces")
     state = RunState()
-    stream(agent(scripted(add("notes", "Uses uv for packaging."), "Saved."), home), "remember", state=state,
-           tracer=tracer)
+    stream(
+        agent(scripted(add("notes", "Uses uv for packaging."), "Saved."), home), "remember", state=state, tracer=tracer
+    )
     traced = [line for line in read_trace(tracer.path(state.run_id)) if line.get("type") == "memory_write"]
-    assert traced == [{"runId": state.run_id, "store": "notes", "action": "add", "text": "Uses uv for packaging.",
-                       "chars": 22, "limit": 2_200, "type": "memory_write"}]
+    assert traced == [
+        {
+            "runId": state.run_id,
+            "store": "notes",
+            "action": "add",
+            "text": "Uses uv for packaging.",
+            "chars": 22,
+            "limit": 2_200,
+            "type": "memory_write",
+        }
+    ]
 
 
 def test_a_duplicate_add_writes_nothing_and_emits_no_write(home: Path) -> None:
@@ -245,11 +256,14 @@ def test_a_duplicate_add_writes_nothing_and_emits_no_write(home: Path) -> None:
     assert reply.status == "ok" and "nothing changed" in reply.text
 
 
-@pytest.mark.parametrize(("args", "rule", "words"), [
-    ({"action": "replace", "store": "notes", "match": "Kubernetes", "text": "x"}, "not_found", "No entry in notes"),
-    ({"action": "remove", "store": "notes", "match": "Deploy"}, "ambiguous", "Be more specific"),
-    ({"action": "add", "store": "notes", "text": "y" * 200}, "limit", "Consolidate first"),
-])
+@pytest.mark.parametrize(
+    ("args", "rule", "words"),
+    [
+        ({"action": "replace", "store": "notes", "match": "Kubernetes", "text": "x"}, "not_found", "No entry in notes"),
+        ({"action": "remove", "store": "notes", "match": "Deploy"}, "ambiguous", "Be more specific"),
+        ({"action": "add", "store": "notes", "text": "y" * 200}, "limit", "Consolidate first"),
+    ],
+)
 def test_other_refusals_are_errors_with_their_rule(home: Path, args: dict[str, str], rule: str, words: str) -> None:
     seed = Memory.open(home, notes_limit=100)
     seed.add("notes", "Deploy on Tuesdays.")
@@ -268,10 +282,15 @@ def test_replace_and_remove_through_the_tool(home: Path) -> None:
     seed.add("notes", "CI runs on Jenkins.")
     seed.add("notes", "Old fact.")
     state = RunState()
-    model = scripted(call("m1", "memory", {"action": "replace", "store": "notes", "match": "Jenkins",
-                                           "text": "CI runs on GitHub Actions."}),
-                     call("m2", "memory", {"action": "remove", "store": "notes", "match": "Old fact"}),
-                     "Updated.")
+    model = scripted(
+        call(
+            "m1",
+            "memory",
+            {"action": "replace", "store": "notes", "match": "Jenkins", "text": "CI runs on GitHub Actions."},
+        ),
+        call("m2", "memory", {"action": "remove", "store": "notes", "match": "Old fact"}),
+        "Updated.",
+    )
     events = stream(agent(model, home), "update notes", state=state)
     writes = [(e.action, e.text) for e in events if isinstance(e, MemoryWrite)]
     assert writes == [("replace", "CI runs on GitHub Actions."), ("remove", "Old fact.")]
@@ -319,10 +338,12 @@ def test_list_shows_both_stores_with_their_labels(home: Path) -> None:
     seed = Memory.open(home)
     seed.add("profile", PREFERENCE)
     seed.add("notes", "Release steps:\nmake release")
-    model = scripted(add("notes", "Added during the run.", "a1"),
-                     call("l1", "memory", {"action": "list"}),
-                     call("l2", "memory", {"action": "list", "store": "profile"}),
-                     "Listed.")
+    model = scripted(
+        add("notes", "Added during the run.", "a1"),
+        call("l1", "memory", {"action": "list"}),
+        call("l2", "memory", {"action": "list", "store": "profile"}),
+        "Listed.",
+    )
     state = RunState()
     run_sync(agent(model, home), "what do you remember?", state=state)
     _, both, profile_only = (m.text for m in tool_replies(state))

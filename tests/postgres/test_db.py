@@ -41,8 +41,9 @@ def test_migrations_apply_in_order_once_and_later_ones_alone(pg_url: str, db: An
     later.migrate("shop", second)
     assert later.execute("SELECT id, note FROM orders") == [("o1", None)]  # the data stayed
     assert later.versions()["shop"] == 2
-    rows = later.execute("SELECT version, name, checksum FROM tether_migrations WHERE component = 'shop' "
-                         "ORDER BY version")
+    rows = later.execute(
+        "SELECT version, name, checksum FROM tether_migrations WHERE component = 'shop' ORDER BY version"
+    )
     assert rows == [(m.version, m.name, m.checksum) for m in second]
     for pool in (again, later):
         pool.close()
@@ -51,12 +52,22 @@ def test_migrations_apply_in_order_once_and_later_ones_alone(pg_url: str, db: An
 def test_an_edited_migration_is_refused_and_so_is_a_newer_database(pg_url: str, db: Any) -> None:
     from tether.postgres.db import Migration
 
-    db.migrate("shop", [Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)"),
-                        Migration(2, "orders.note", "ALTER TABLE orders ADD COLUMN note text")])
+    db.migrate(
+        "shop",
+        [
+            Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)"),
+            Migration(2, "orders.note", "ALTER TABLE orders ADD COLUMN note text"),
+        ],
+    )
     edited = _fresh(pg_url)
     with pytest.raises(StoreError, match="migration 1 .* changed after it was applied.*append-only"):
-        edited.migrate("shop", [Migration(1, "orders", "CREATE TABLE orders (id bigint PRIMARY KEY)"),
-                                Migration(2, "orders.note", "ALTER TABLE orders ADD COLUMN note text")])
+        edited.migrate(
+            "shop",
+            [
+                Migration(1, "orders", "CREATE TABLE orders (id bigint PRIMARY KEY)"),
+                Migration(2, "orders.note", "ALTER TABLE orders ADD COLUMN note text"),
+            ],
+        )
     older = _fresh(pg_url)
     with pytest.raises(StoreError, match="at migration 2, newer than this tether knows.*upgrade tether"):
         older.migrate("shop", [Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)")])
@@ -71,8 +82,10 @@ def test_a_failing_migration_leaves_nothing_half_applied(pg_url: str, db: Any) -
 
     from tether.postgres.db import Migration
 
-    broken = [Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)"),
-              Migration(2, "typo", "ALTER TABLE ordres ADD COLUMN note text")]
+    broken = [
+        Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)"),
+        Migration(2, "typo", "ALTER TABLE ordres ADD COLUMN note text"),
+    ]
     with pytest.raises(errors.UndefinedTable):
         db.migrate("shop", broken)
     assert db.execute("SELECT to_regclass('orders')") == [(None,)]  # migration 1 rolled back with it
@@ -97,22 +110,34 @@ def test_processes_starting_at_once_apply_each_migration_once(pg_url: str, db: A
     import time
 
     start = time.time() + 2.0
-    children = [subprocess.Popen([sys.executable, "-c", MIGRATE, pg_url, str(start)], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", MIGRATE, pg_url, str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
     outs = [c.communicate(timeout=60) for c in children]
     assert all(c.returncode == 0 for c in children), [err for _, err in outs]
     assert [out.strip() for out, _ in outs] == ["1"] * 6  # the INSERT ran once, whoever got there first
     assert db.execute("SELECT count(*) FROM tether_migrations WHERE component = 'race'") == [(2,)]
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("postgresql://tether:hunter2@db.internal:5432/tether", "postgresql://tether:***@db.internal:5432/tether"),
-    ("postgresql://tether:hun@ter2@db.internal/tether", "postgresql://tether:***@db.internal/tether"),
-    ("postgresql://db.internal/tether?user=tether&password=hunter2&sslmode=require",
-     "postgresql://db.internal/tether?user=tether&password=***&sslmode=require"),
-    ("postgres://db.internal/tether?sslpassword=hunter2", "postgres://db.internal/tether?sslpassword=***"),
-    ("postgresql://tether@db.internal/tether", "postgresql://tether@db.internal/tether"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://tether:hunter2@db.internal:5432/tether", "postgresql://tether:***@db.internal:5432/tether"),
+        ("postgresql://tether:hun@ter2@db.internal/tether", "postgresql://tether:***@db.internal/tether"),
+        (
+            "postgresql://db.internal/tether?user=tether&password=hunter2&sslmode=require",
+            "postgresql://db.internal/tether?user=tether&password=***&sslmode=require",
+        ),
+        ("postgres://db.internal/tether?sslpassword=hunter2", "postgres://db.internal/tether?sslpassword=***"),
+        ("postgresql://tether@db.internal/tether", "postgresql://tether@db.internal/tether"),
+    ],
+)
 def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
     from tether.postgres.db import redact
 

@@ -58,7 +58,9 @@ def test_a_search_on_postgres_returns_what_sqlite_returns_for_the_same_corpus(pg
         want = top(sqlite, query, mode, filters)
         assert want, (query, mode)
         assert top(pg, query, mode, filters) == want, (query, mode, filters)
-    assert [h.citation for h in pg.entity_chunks("SK-77").hits] == [h.citation for h in sqlite.entity_chunks("SK-77").hits]
+    assert [h.citation for h in pg.entity_chunks("SK-77").hits] == [
+        h.citation for h in sqlite.entity_chunks("SK-77").hits
+    ]
     # Not only the order: every keyword score is FTS5's bm25(), to the last digits.
     for query, _, _ in QUERIES:
         terms = query_terms(query)
@@ -83,8 +85,10 @@ def test_migrations_are_recorded_and_run_once(pg_url: str) -> None:
 def test_bases_in_one_database_keep_apart_and_score_on_their_own_counts(pg_url: str) -> None:
     db = database(pg_url)
     small = KnowledgeBase(PgKnowledgeStore(db, "small"), embedder=HashingEmbedder())
-    big = corpus(KnowledgeBase(PgKnowledgeStore(db, "big"), embedder=HashingEmbedder()),
-                 [p for p in CORPUS if "catalog" in p.parts or p.name == "knowledge.md"])
+    big = corpus(
+        KnowledgeBase(PgKnowledgeStore(db, "big"), embedder=HashingEmbedder()),
+        [p for p in CORPUS if "catalog" in p.parts or p.name == "knowledge.md"],
+    )
     valves = (ROOT / "examples/catalog/valves.md").read_text()
     small.add_text("examples/catalog/valves.md", valves, meta={"family": "catalog"})
     assert [d.name for d in small.documents()] == ["examples/catalog/valves.md"]
@@ -152,6 +156,7 @@ def test_an_empty_base_searches_to_nothing_and_says_where_it_is(pg_url: str) -> 
     for mode in ("keyword", "hybrid", "exact", "hierarchical"):
         assert kb.search("FVAM-2050-B valve", mode=mode).hits == []
     stats = kb.stats()
-    assert {k: stats[k] for k in ("documents", "chunks", "embedded_chunks", "entities", "relations")} == \
-        dict.fromkeys(("documents", "chunks", "embedded_chunks", "entities", "relations"), 0)
+    assert {k: stats[k] for k in ("documents", "chunks", "embedded_chunks", "entities", "relations")} == dict.fromkeys(
+        ("documents", "chunks", "embedded_chunks", "entities", "relations"), 0
+    )
     assert "'empty'" in stats["path"] and stats["embedder"] == "hashing/256"

@@ -46,8 +46,10 @@ def store_of(db: Any) -> Any:
 
 
 def turn(n: int) -> list[Any]:
-    return [AssistantMessage(content=(TextPart(text=str(n)), ToolCallPart(id=f"c{n}", name="t"))),
-            ToolMessage(call_id=f"c{n}", name="t", content=(TextPart(text=str(n)),))]
+    return [
+        AssistantMessage(content=(TextPart(text=str(n)), ToolCallPart(id=f"c{n}", name="t"))),
+        ToolMessage(call_id=f"c{n}", name="t", content=(TextPart(text=str(n)),)),
+    ]
 
 
 def saved_run(db: Any, turns: int = 2) -> RunState:
@@ -71,7 +73,7 @@ def test_a_turn_inserts_its_messages_and_leaves_the_earlier_rows_alone(db: Any) 
 
 def test_damaged_message_rows_are_named(db: Any) -> None:
     saved_run(db)
-    db.execute("UPDATE tether_run_messages SET body = '{\"role\": \"assistant\", \"conte' WHERE seq = 1")
+    db.execute('UPDATE tether_run_messages SET body = \'{"role": "assistant", "conte\' WHERE seq = 1')
     with pytest.raises(StoreError, match=r"run run_pg, message 2 in the database is not a message.*backup"):
         store_of(db).load("run_pg")
     db.execute("DELETE FROM tether_run_messages WHERE seq = 4")
@@ -81,8 +83,11 @@ def test_damaged_message_rows_are_named(db: Any) -> None:
 
 def test_a_header_that_does_not_describe_a_run_is_a_clear_error(db: Any) -> None:
     saved_run(db)
-    for header, why in [("{not json", "not a JSON object"), ("[1]", "not a JSON object"),
-                        ('{"status": "exploded"}', "status")]:
+    for header, why in [
+        ("{not json", "not a JSON object"),
+        ("[1]", "not a JSON object"),
+        ('{"status": "exploded"}', "status"),
+    ]:
         db.execute("UPDATE tether_runs SET header = %s", (header,))
         with pytest.raises(StoreError, match=f"header of run run_pg in the database does not describe a run.*{why}"):
             store_of(db).load("run_pg")
@@ -118,8 +123,9 @@ def test_errors_do_not_show_the_database_password(db: Any, monkeypatch: pytest.M
 # --- the run lock ---------------------------------------------------------------------------------
 
 
-def test_the_lock_is_reentrant_in_a_process_and_held_until_the_outermost_block_ends(db: Any,
-                                                                                     other_machine: Any) -> None:
+def test_the_lock_is_reentrant_in_a_process_and_held_until_the_outermost_block_ends(
+    db: Any, other_machine: Any
+) -> None:
     here, also_here = store_of(db), store_of(db)
     with here.lock("run_x"):
         with also_here.lock("run_x"):  # a worker holds it, then run_stream takes it again
@@ -222,8 +228,9 @@ def test_saves_cut_by_sigkill_always_load_a_whole_commit(pg_url: str, db: Any) -
 
 def _end_lock_connection(db: Any, run_id: str) -> None:
     """What a proxy closing an idle connection, or ``pg_terminate_backend``, does to a run's lock."""
-    ended = db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                       (f"tether: run {run_id}",))
+    ended = db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (f"tether: run {run_id}",)
+    )
     assert ended == [(True,)]
     deadline = time.monotonic() + 10
     while db.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (f"tether: run {run_id}",)):
@@ -231,8 +238,9 @@ def _end_lock_connection(db: Any, run_id: str) -> None:
         time.sleep(0.02)
 
 
-def test_a_lock_whose_connection_ended_is_taken_again_when_no_one_else_took_the_run(db: Any,
-                                                                                      other_machine: Any) -> None:
+def test_a_lock_whose_connection_ended_is_taken_again_when_no_one_else_took_the_run(
+    db: Any, other_machine: Any
+) -> None:
     from tether.postgres.runs import RunHeld
 
     state = saved_run(db)
@@ -269,7 +277,11 @@ def test_a_process_whose_run_was_taken_saves_nothing_more(db: Any, other_machine
             other_machine.save(theirs)
         with pytest.raises(RunLockLost):  # refused for good, even once the other lets go
             here.save(state)
-    assert [m.call_id for m in other_machine.load("run_pg").messages if isinstance(m, ToolMessage)] == ["c0", "c1", "c7"]
+    assert [m.call_id for m in other_machine.load("run_pg").messages if isinstance(m, ToolMessage)] == [
+        "c0",
+        "c1",
+        "c7",
+    ]
 
 
 def test_a_run_saved_by_another_while_the_lock_was_gone_is_not_overwritten(db: Any, other_machine: Any) -> None:

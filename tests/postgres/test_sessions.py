@@ -24,7 +24,7 @@ def store(pg_url: str) -> Any:
 def test_a_damaged_row_is_dropped_and_the_repaired_history_written_back(store: Any) -> None:
     store.append("s", [UserMessage.text("go"), AssistantMessage(content=(ToolCallPart(id="a", name="t"),))])
     store.append("s", [ToolMessage(call_id="a", name="t", content=(TextPart(text="r"),))])
-    store.db.execute("UPDATE tether_session_messages SET body = '{\"role\": \"tool\", \"cal' WHERE seq = 3")
+    store.db.execute('UPDATE tether_session_messages SET body = \'{"role": "tool", "cal\' WHERE seq = 3')
     history = store.load("s")
     assert [m.role for m in history] == ["user", "assistant", "tool"] and history[2].status == "interrupted"
     assert store.db.execute("SELECT count(*) FROM tether_session_messages") == [(3,)]  # written back whole
@@ -47,8 +47,13 @@ def test_two_threads_racing_appends_lose_and_interleave_nothing(store: Any) -> N
     def writer(name: str) -> None:
         start.wait()
         for i in range(n):
-            store.append("shared", [AssistantMessage(content=(ToolCallPart(id=f"{name}{i}", name="t"),)),
-                                    ToolMessage(call_id=f"{name}{i}", name="t", content=(TextPart(text=name),))])
+            store.append(
+                "shared",
+                [
+                    AssistantMessage(content=(ToolCallPart(id=f"{name}{i}", name="t"),)),
+                    ToolMessage(call_id=f"{name}{i}", name="t", content=(TextPart(text=name),)),
+                ],
+            )
 
     threads = [threading.Thread(target=writer, args=(name,)) for name in "AB"]
     for t in threads:

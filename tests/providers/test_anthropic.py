@@ -33,7 +33,11 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def provider(server: ScriptedServer, scenario: str, kind: str = "anthropic") -> Any:
-    p = AnthropicProvider(base_url=server.root_url) if kind == "anthropic" else OpenAIChatProvider(base_url=server.base_url)
+    p = (
+        AnthropicProvider(base_url=server.root_url)
+        if kind == "anthropic"
+        else OpenAIChatProvider(base_url=server.base_url)
+    )
     p.model_id = scenario
     return p
 
@@ -41,13 +45,21 @@ def provider(server: ScriptedServer, scenario: str, kind: str = "anthropic") -> 
 @pytest.mark.parametrize("stream", [True, False])
 def test_plan_with_thinking_and_tool_use(server: ScriptedServer, workspace: Path, stream: bool) -> None:
     state = RunState()
-    agent = Agent(provider(server, "plan"), tools=FILE_TOOLS, cwd=workspace, stream=stream, price=PRICE,
-                  request_extra=THINKING, instructions="Be brief.")
+    agent = Agent(
+        provider(server, "plan"),
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        stream=stream,
+        price=PRICE,
+        request_extra=THINKING,
+        instructions="Be brief.",
+    )
     r = run_sync(agent, "Which file mentions a timeout?", state=state)
     assert r.status == "completed", r.reason
     assert "worker 7 timed out" in r.output
-    thinking = [p for m in state.messages if isinstance(m, AssistantMessage) for p in m.content
-                if isinstance(p, ReasoningPart)]
+    thinking = [
+        p for m in state.messages if isinstance(m, AssistantMessage) for p in m.content if isinstance(p, ReasoningPart)
+    ]
     assert len(thinking) == 3 and all(p.signature for p in thinking)
     calls = [c for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert json.loads(calls[1].arguments) == {"path": "errors.log"}  # assembled from partial JSON
@@ -60,16 +72,22 @@ def test_plan_with_thinking_and_tool_use(server: ScriptedServer, workspace: Path
 
 def test_cache_breakpoints_and_cached_usage_priced_at_cache_rate(server: ScriptedServer, workspace: Path) -> None:
     state = RunState()
-    r = run_sync(Agent(provider(server, "plan"), tools=FILE_TOOLS, cwd=workspace, price=PRICE,
-                       instructions="Be brief."), "q", state=state)
+    r = run_sync(
+        Agent(provider(server, "plan"), tools=FILE_TOOLS, cwd=workspace, price=PRICE, instructions="Be brief."),
+        "q",
+        state=state,
+    )
     body = [b for path, b, _ in server.received if path == "/v1/messages"][-1]
     assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert r.usage.cached_tokens > 0
     expected = sum(PRICE.cost(m.usage) for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
-    uncached = sum(m.usage.prompt_tokens * 3.0 / 1e6 + m.usage.completion_tokens * 15.0 / 1e6
-                   for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
+    uncached = sum(
+        m.usage.prompt_tokens * 3.0 / 1e6 + m.usage.completion_tokens * 15.0 / 1e6
+        for m in state.messages
+        if isinstance(m, AssistantMessage) and m.usage
+    )
     assert r.cost_usd == pytest.approx(expected) and r.cost_usd < uncached
 
 
@@ -98,8 +116,14 @@ def test_cross_provider_conversation_sends_valid_requests(server: ScriptedServer
 
     def turn(kind: str, max_turns: int, prompt: str | None = None, scenario: str = "plan") -> Any:
         extra = THINKING if kind == "anthropic" else {}
-        agent = Agent(provider(server, scenario, kind), tools=FILE_TOOLS, cwd=workspace, max_turns=max_turns,
-                      request_extra=extra, prices=plan)
+        agent = Agent(
+            provider(server, scenario, kind),
+            tools=FILE_TOOLS,
+            cwd=workspace,
+            max_turns=max_turns,
+            request_extra=extra,
+            prices=plan,
+        )
         return run_sync(agent, prompt, state=state)
 
     assert turn("openai", 1, "Which file mentions a timeout?").status == "max_turns_exceeded"
@@ -109,7 +133,11 @@ def test_cross_provider_conversation_sends_valid_requests(server: ScriptedServer
     r = turn("anthropic", 9, "Thanks. Anything else?", scenario="hello")
     assert r.status == "completed"
     assert [m.model for m in state.messages if isinstance(m, AssistantMessage)] == [
-        "openai/plan", "anthropic/plan", "openai/plan", "anthropic/hello"]
+        "openai/plan",
+        "anthropic/plan",
+        "openai/plan",
+        "anthropic/hello",
+    ]
     for path, body, _ in server.received:
         assert (check_anthropic(body) if path == "/v1/messages" else check_openai(body)) is None
     # The OpenAI request after the Anthropic turn carried no reasoning; the last Anthropic request
@@ -123,8 +151,9 @@ def test_cross_provider_conversation_sends_valid_requests(server: ScriptedServer
 def test_wire_merges_tool_results_keeps_images_and_sanitises_ids() -> None:
     messages = [
         UserMessage.text("look"),
-        AssistantMessage(content=(ToolCallPart(id="call.1/x", name="shot"), ToolCallPart(id="c2", name="ls")),
-                         model="anthropic/m"),
+        AssistantMessage(
+            content=(ToolCallPart(id="call.1/x", name="shot"), ToolCallPart(id="c2", name="ls")), model="anthropic/m"
+        ),
         ToolMessage(call_id="call.1/x", name="shot", content=(TextPart(text="png"), ImagePart(data="AAAA"))),
         ToolMessage(call_id="c2", name="ls", content=(TextPart(text="a"),), status="error"),
         UserMessage.text("and now?"),
@@ -145,8 +174,11 @@ def test_validator_rejects_what_the_api_rejects() -> None:
     assert check_anthropic({"model": "m", "max_tokens": 5, "messages": ok * 2}) is not None  # not alternating
     bad_sig = [*ok, {"role": "assistant", "content": [{"type": "thinking", "thinking": "x", "signature": "forged"}]}]
     assert "signature" in (check_anthropic({"model": "m", "max_tokens": 5, "messages": bad_sig}) or "")
-    orphan = [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
-              {"role": "tool", "tool_call_id": "c9", "content": "r"}]
+    orphan = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+        {"role": "tool", "tool_call_id": "c9", "content": "r"},
+    ]
     assert check_openai({"messages": orphan}) is not None
 
 

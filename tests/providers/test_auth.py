@@ -37,9 +37,16 @@ class TokenEndpoint:
                 form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
                 outer.grants.append(form)
                 ok = form.get("grant_type") == ["refresh_token"] and form.get("refresh_token", [""])[0].startswith("r")
-                body = json.dumps({"access_token": f"tok-{len(outer.grants)}", "token_type": "Bearer",
-                                   "expires_in": 3600, "refresh_token": f"r{len(outer.grants)}"} if ok
-                                  else {"error": "invalid_grant"}).encode()
+                body = json.dumps(
+                    {
+                        "access_token": f"tok-{len(outer.grants)}",
+                        "token_type": "Bearer",
+                        "expires_in": 3600,
+                        "refresh_token": f"r{len(outer.grants)}",
+                    }
+                    if ok
+                    else {"error": "invalid_grant"}
+                ).encode()
                 self.send_response(200 if ok else 400)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -62,7 +69,8 @@ def configure(home: Path, server: ScriptedServer, tokens: TokenEndpoint) -> None
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
         f'[endpoints.corp]\nkind = "openai"\nbase_url = "{server.base_url}"\nauth = "oauth"\n'
-        f'token_url = "{tokens.url}"\nclient_id = "tether-cli"\nmodels = ["hello"]\n')
+        f'token_url = "{tokens.url}"\nclient_id = "tether-cli"\nmodels = ["hello"]\n'
+    )
 
 
 def bearer_tokens(server: ScriptedServer) -> list[str]:
@@ -86,8 +94,10 @@ def test_expired_token_is_refreshed_before_the_call(tmp_path: Path, tokens: Toke
 def test_a_401_refreshes_once_more_then_succeeds(tmp_path: Path, tokens: TokenEndpoint) -> None:
     with ScriptedServer(faults=["401"]) as server:
         configure(tmp_path, server, tokens)
-        save_oauth_tokens(tmp_path / "auth" / "corp.json",
-                          {"access_token": "revoked", "refresh_token": "r0", "expires_at": time.time() + 3600})
+        save_oauth_tokens(
+            tmp_path / "auth" / "corp.json",
+            {"access_token": "revoked", "refresh_token": "r0", "expires_at": time.time() + 3600},
+        )
         r = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
         assert r.status == "completed"
         assert bearer_tokens(server) == ["Bearer revoked", "Bearer tok-1"]
@@ -96,8 +106,9 @@ def test_a_401_refreshes_once_more_then_succeeds(tmp_path: Path, tokens: TokenEn
 def test_a_refused_refresh_is_an_auth_failure_that_names_the_file(tmp_path: Path, tokens: TokenEndpoint) -> None:
     with ScriptedServer() as server:
         configure(tmp_path, server, tokens)
-        save_oauth_tokens(tmp_path / "auth" / "corp.json",
-                          {"access_token": "", "refresh_token": "bad", "expires_at": 0})
+        save_oauth_tokens(
+            tmp_path / "auth" / "corp.json", {"access_token": "", "refresh_token": "bad", "expires_at": 0}
+        )
         r = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
         assert r.status == "failed" and "corp.json" in (r.reason or "")
         assert not server.received
@@ -106,7 +117,8 @@ def test_a_refused_refresh_is_an_auth_failure_that_names_the_file(tmp_path: Path
 def test_api_key_from_config_is_sent_but_never_shown(tmp_path: Path) -> None:
     with ScriptedServer(faults=["401"]) as server:
         (tmp_path / "config.toml").write_text(
-            f'[endpoints.k]\nkind = "anthropic"\nbase_url = "{server.root_url}"\napi_key = "sk-ant-hush"\n')
+            f'[endpoints.k]\nkind = "anthropic"\nbase_url = "{server.root_url}"\napi_key = "sk-ant-hush"\n'
+        )
         resolved = resolve_provider("k/hello", load_settings(tmp_path))
         assert "hush" not in repr(resolved.provider.__dict__)
         r = run_sync(Agent(resolved.provider), "hi")

@@ -65,8 +65,7 @@ def test_a_tool_only_assistant_message_has_empty_string_content() -> None:
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_a_tool_round_trip_with_a_llama_cpp_server(llama_cpp: ScriptedServer, workspace: Path,
-                                                   stream: bool) -> None:
+def test_a_tool_round_trip_with_a_llama_cpp_server(llama_cpp: ScriptedServer, workspace: Path, stream: bool) -> None:
     result = go(Agent(openai(llama_cpp), tools=FILE_TOOLS, cwd=workspace, price=PRICE, retry=FAST, stream=stream))
     assert result.status == "completed", result.reason
     assert result.turns == 3 and "timeout" in result.output
@@ -77,15 +76,23 @@ def test_a_tool_round_trip_with_a_llama_cpp_server(llama_cpp: ScriptedServer, wo
 
 
 @pytest.mark.parametrize(("content", "present"), [(None, True), (None, False)])
-def test_the_scripted_server_refuses_null_or_missing_assistant_content(server: ScriptedServer,
-                                                                        llama_cpp: ScriptedServer,
-                                                                        content: Any, present: bool) -> None:
-    assistant: dict[str, Any] = {"role": "assistant", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}]}
+def test_the_scripted_server_refuses_null_or_missing_assistant_content(
+    server: ScriptedServer, llama_cpp: ScriptedServer, content: Any, present: bool
+) -> None:
+    assistant: dict[str, Any] = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}],
+    }
     if present:
         assistant["content"] = content
-    body = {"model": "plan", "messages": [{"role": "user", "content": "go"}, assistant,
-                                          {"role": "tool", "tool_call_id": "c1", "content": "errors.log"}]}
+    body = {
+        "model": "plan",
+        "messages": [
+            {"role": "user", "content": "go"},
+            assistant,
+            {"role": "tool", "tool_call_id": "c1", "content": "errors.log"},
+        ],
+    }
     strict = httpx.post(f"{server.base_url}/chat/completions", json=body)
     assert strict.status_code == 400 and "content" in strict.json()["error"]["message"]
     real = httpx.post(f"{llama_cpp.base_url}/chat/completions", json=body)
@@ -111,22 +118,35 @@ def _call_chunk(index: int | None, call_id: str | None, name: str | None, args: 
 def test_repeated_ids_in_every_chunk_are_the_same_call(with_index: bool) -> None:
     a = StreamAssembler("m")
     i0, i1 = (0, 1) if with_index else (None, None)
-    for chunk in [_call_chunk(i0, "call_a", "read_file", ""), _call_chunk(i0, "call_a", None, '{"path": '),
-                  _call_chunk(i0, "call_a", None, '"errors.log"}'), _call_chunk(i1, "call_b", "list_files", ""),
-                  _call_chunk(i1, "call_b", None, "{}"),
-                  {"choices": [{"index": 0, "delta": {"tool_calls": None}, "finish_reason": "tool_calls"}]}]:
+    for chunk in [
+        _call_chunk(i0, "call_a", "read_file", ""),
+        _call_chunk(i0, "call_a", None, '{"path": '),
+        _call_chunk(i0, "call_a", None, '"errors.log"}'),
+        _call_chunk(i1, "call_b", "list_files", ""),
+        _call_chunk(i1, "call_b", None, "{}"),
+        {"choices": [{"index": 0, "delta": {"tool_calls": None}, "finish_reason": "tool_calls"}]},
+    ]:
         a.feed(chunk)
     calls = a.message().tool_calls
     assert [(c.id, c.name, json.loads(c.arguments)) for c in calls] == [
-        ("call_a", "read_file", {"path": "errors.log"}), ("call_b", "list_files", {})]
+        ("call_a", "read_file", {"path": "errors.log"}),
+        ("call_b", "list_files", {}),
+    ]
 
 
 def test_the_llama_cpp_dialect_streams_repeated_ids_without_usage(llama_cpp: ScriptedServer) -> None:
-    body = {"model": "single_read", "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "go"}]}
+    body = {
+        "model": "single_read",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "go"}],
+    }
     with httpx.stream("POST", f"{llama_cpp.base_url}/chat/completions", json=body) as response:
-        chunks = [json.loads(line[5:]) for line in response.iter_lines()
-                  if line.startswith("data:") and line != "data: [DONE]"]
+        chunks = [
+            json.loads(line[5:])
+            for line in response.iter_lines()
+            if line.startswith("data:") and line != "data: [DONE]"
+        ]
     deltas = [tc for c in chunks for ch in c["choices"] for tc in ch["delta"].get("tool_calls") or []]
     assert len(deltas) >= 3 and {tc["id"] for tc in deltas} == {"c1"}  # the id in every chunk
     assert not any(c.get("usage") for c in chunks)
@@ -146,11 +166,13 @@ def test_the_repeat_ids_fault_and_no_usage_through_the_loop(server: ScriptedServ
 
 @pytest.mark.parametrize("make", [anthropic, openai])
 @pytest.mark.parametrize("stream", [True, False])
-def test_tool_input_that_is_not_json_becomes_a_tool_error(server: ScriptedServer, workspace: Path, make: Any,
-                                                           stream: bool) -> None:
+def test_tool_input_that_is_not_json_becomes_a_tool_error(
+    server: ScriptedServer, workspace: Path, make: Any, stream: bool
+) -> None:
     server.set_faults(["bad_tool_json"])
-    result = go(Agent(make(server, "single_read"), tools=FILE_TOOLS, cwd=workspace, price=PRICE, retry=FAST,
-                      stream=stream))
+    result = go(
+        Agent(make(server, "single_read"), tools=FILE_TOOLS, cwd=workspace, price=PRICE, retry=FAST, stream=stream)
+    )
     assert result.status == "completed", result.reason
     assert result.turns == 2 and result.tool_stats["read_file"]["errors"] == 1
     second = chat_bodies(server)[1]
@@ -162,8 +184,11 @@ def test_a_non_object_tool_input_reaches_the_tool_layer_as_arguments() -> None:
     from tether.providers.anthropic import parse_message
 
     def block(value: Any) -> dict[str, Any]:
-        return {"content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": value}],
-                "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 3}}
+        return {
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": value}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 5, "output_tokens": 3},
+        }
 
     assert parse_message(block('{"path": "a.txt"'), "m").tool_calls[0].arguments == '{"path": "a.txt"'
     assert parse_message(block('{"path": "a.txt"}'), "m").tool_calls[0].arguments == '{"path": "a.txt"}'
@@ -194,8 +219,9 @@ def test_an_openai_base_url_without_v1_is_kept_and_a_404_says_what_to_try() -> N
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(404, json={"error": "not found"})
 
-    provider = OpenAIChatProvider(base_url="http://127.0.0.1:8080", api_key="unused",
-                                  transport=httpx.MockTransport(handler))
+    provider = OpenAIChatProvider(
+        base_url="http://127.0.0.1:8080", api_key="unused", transport=httpx.MockTransport(handler)
+    )
     assert provider.base_url == "http://127.0.0.1:8080"  # not guessed: some servers serve the root
     with pytest.raises(BadRequestError) as caught:
         asyncio.run(_complete(provider, "hello"))
@@ -226,8 +252,11 @@ def _unused_port() -> int:
 def test_validate_auth_names_a_host_that_cannot_be_reached(kind: str) -> None:
     port = _unused_port()
     base = f"http://127.0.0.1:{port}"
-    provider: Any = (OpenAIChatProvider(base_url=base + "/v1", api_key="k") if kind == "openai"
-                     else AnthropicProvider(base_url=base, api_key="k"))
+    provider: Any = (
+        OpenAIChatProvider(base_url=base + "/v1", api_key="k")
+        if kind == "openai"
+        else AnthropicProvider(base_url=base, api_key="k")
+    )
     with pytest.raises(UnreachableError) as caught:
         asyncio.run(_validate(provider))
     assert isinstance(caught.value, RetryableError) and not isinstance(caught.value, AuthError)
@@ -239,8 +268,9 @@ def test_a_dns_failure_is_unreachable_not_auth() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
 
-    provider = OpenAIChatProvider(base_url="https://nosuch.invalid/v1", api_key="k",
-                                  transport=httpx.MockTransport(handler))
+    provider = OpenAIChatProvider(
+        base_url="https://nosuch.invalid/v1", api_key="k", transport=httpx.MockTransport(handler)
+    )
     with pytest.raises(UnreachableError, match="cannot reach nosuch.invalid"):
         asyncio.run(_validate(provider))
 
@@ -285,8 +315,9 @@ def test_the_scripted_server_answers_each_api_in_its_own_shape(server: ScriptedS
     assert openai_list["object"] == "list" and openai_list["data"][0]["object"] == "model"
     page = httpx.get(f"{server.root_url}/v1/models?limit=2", headers={"anthropic-version": "2023-06-01"}).json()
     assert [m["type"] for m in page["data"]] == ["model", "model"] and page["has_more"] is True
-    rest = httpx.get(f"{server.root_url}/v1/models?limit=100&after_id={page['last_id']}",
-                     headers={"anthropic-version": "2023-06-01"}).json()
+    rest = httpx.get(
+        f"{server.root_url}/v1/models?limit=100&after_id={page['last_id']}", headers={"anthropic-version": "2023-06-01"}
+    ).json()
     assert [m["id"] for m in page["data"] + rest["data"]] == list(SCENARIOS) and rest["has_more"] is False
 
 
@@ -309,8 +340,11 @@ def test_anthropic_usage_in_message_delta_is_the_servers_count() -> None:
         {"type": "message_start", "message": {"usage": {"input_tokens": 0, "output_tokens": 0}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-         "usage": {"input_tokens": 120, "cache_read_input_tokens": 30, "output_tokens": 7}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"input_tokens": 120, "cache_read_input_tokens": 30, "output_tokens": 7},
+        },
         {"type": "message_stop"},
     ]:
         a.feed(event)
@@ -322,8 +356,11 @@ def test_anthropic_usage_in_message_delta_is_the_servers_count() -> None:
 def test_server_usage_is_used_and_never_marked_estimated(llama_cpp: ScriptedServer, stream: bool) -> None:
     """The llama.cpp dialect sends usage in non-stream bodies only: the stream is estimated, the
     body's own count is used as it is."""
-    req = ModelRequest(model="hello", messages=[UserMessage.text("hi")],
-                       tools=[ToolDefinition("read_file", "Read a file.", {"type": "object"})])
+    req = ModelRequest(
+        model="hello",
+        messages=[UserMessage.text("hi")],
+        tools=[ToolDefinition("read_file", "Read a file.", {"type": "object"})],
+    )
     provider = openai(llama_cpp)
 
     async def once() -> Any:
@@ -346,7 +383,12 @@ def test_a_tool_message_round_trips_through_the_strict_server(server: ScriptedSe
 
     calls = (ToolCallPart(id="c1", name="list_files", arguments="{}"),)
     for assistant in (AssistantMessage(content=calls), AssistantMessage(content=(TextPart(text="ok"), *calls))):
-        body = {"model": "plan", "messages": [{"role": "user", "content": "go"}, message_to_wire(assistant),
-                                              message_to_wire(ToolMessage(call_id="c1", name="list_files",
-                                                                         content=(TextPart(text="errors.log"),)))]}
+        body = {
+            "model": "plan",
+            "messages": [
+                {"role": "user", "content": "go"},
+                message_to_wire(assistant),
+                message_to_wire(ToolMessage(call_id="c1", name="list_files", content=(TextPart(text="errors.log"),))),
+            ],
+        }
         assert check_openai(body) is None

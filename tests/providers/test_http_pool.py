@@ -17,6 +17,7 @@ from tether.tools.files import FILE_TOOLS
 
 def test_runs_in_one_loop_share_one_client_and_its_connection(workspace: Path) -> None:
     with ScriptedServer() as server:
+
         async def go() -> tuple[int, int, bool]:
             for _ in range(3):
                 result = await run(Agent(scripted_openai(server), tools=FILE_TOOLS, cwd=workspace), "Which file?")

@@ -27,12 +27,15 @@ PRICES = {f"openai/{s}": Price(input=2.0, output=12.0) for s in ("plan", "runawa
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_plan_through_http_matches_in_process_cost(scripted_server: ScriptedServer, workspace: Path,
-                                                   monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+def test_plan_through_http_matches_in_process_cost(
+    scripted_server: ScriptedServer, workspace: Path, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
     monkeypatch.setenv("LLM_BASE_URL", scripted_server.base_url)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    over_http = run_sync(Agent("openai/plan", tools=FILE_TOOLS, cwd=workspace, stream=stream, prices=PRICES,
-                               max_budget_usd=1.0), "Which file mentions a timeout?")
+    over_http = run_sync(
+        Agent("openai/plan", tools=FILE_TOOLS, cwd=workspace, stream=stream, prices=PRICES, max_budget_usd=1.0),
+        "Which file mentions a timeout?",
+    )
     in_process = run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace), "Which file mentions a timeout?")
     assert over_http.status == "completed" and over_http.turns == 3
     assert over_http.output == in_process.output
@@ -44,10 +47,33 @@ def test_stream_assembler_joins_split_arguments_and_repeated_ids() -> None:
     a = StreamAssembler("m")
     chunks = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x1", "type": "function",
-                                                            "function": {"name": "read_file", "arguments": ""}}]}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x1", "function": {"name": "read_file",
-                                                                                                "arguments": '{"pa'}}]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "x1",
+                                "type": "function",
+                                "function": {"name": "read_file", "arguments": ""},
+                            }
+                        ]
+                    },
+                }
+            ]
+        },
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [{"index": 0, "id": "x1", "function": {"name": "read_file", "arguments": '{"pa'}}]
+                    },
+                }
+            ]
+        },
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": 'th": "a'}}]}}]},
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '.txt"}'}}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "function_call"}]},
@@ -69,10 +95,13 @@ def test_stream_assembler_rejects_garbage() -> None:
 
 
 def test_tool_images_follow_as_a_user_message() -> None:
-    wire = WireCache().messages("sys", [
-        UserMessage.text("look"),
-        ToolMessage(call_id="a", name="shot", content=(TextPart(text="see image"), ImagePart(data="AAAA"))),
-    ])
+    wire = WireCache().messages(
+        "sys",
+        [
+            UserMessage.text("look"),
+            ToolMessage(call_id="a", name="shot", content=(TextPart(text="see image"), ImagePart(data="AAAA"))),
+        ],
+    )
     assert [m["role"] for m in wire] == ["system", "user", "tool", "user"]
     assert wire[3]["content"][0]["image_url"]["url"] == "data:image/png;base64,AAAA"
 
@@ -87,8 +116,11 @@ def _reference_wire(system: str | None, messages: list[Message]) -> list[dict[st
             images = []
         out.append(message_to_wire(m))
         if isinstance(m, ToolMessage):
-            images += [{"type": "image_url", "image_url": {"url": f"data:{p.media_type};base64,{p.data}"}}
-                       for p in m.content if isinstance(p, ImagePart)]
+            images += [
+                {"type": "image_url", "image_url": {"url": f"data:{p.media_type};base64,{p.data}"}}
+                for p in m.content
+                if isinstance(p, ImagePart)
+            ]
     return out + ([{"role": "user", "content": images}] if images else [])
 
 
@@ -96,8 +128,10 @@ def _call(i: int, image: bool = False) -> list[Message]:
     content: tuple[TextPart | ImagePart, ...] = (TextPart(text=f"result {i}"),)
     if image:
         content += (ImagePart(data=f"IMG{i}"),)
-    return [AssistantMessage(content=(ToolCallPart(id=f"c{i}", name="read", arguments=f'{{"n": {i}}}'),)),
-            ToolMessage(call_id=f"c{i}", name="read", content=content)]
+    return [
+        AssistantMessage(content=(ToolCallPart(id=f"c{i}", name="read", arguments=f'{{"n": {i}}}'),)),
+        ToolMessage(call_id=f"c{i}", name="read", content=content),
+    ]
 
 
 def test_wire_cache_translates_only_what_was_appended(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -157,12 +191,15 @@ def test_wire_cache_equals_a_fresh_translation_after_any_edits(edits: list[tuple
         elif history and kind == "replace":
             i = at % len(history)
             old = history[i]
-            history[i] = (ToolMessage(call_id=old.call_id, name=old.name, content=_call(step, image)[1].content)
-                          if isinstance(old, ToolMessage) else UserMessage.text(f"new {step}"))
+            history[i] = (
+                ToolMessage(call_id=old.call_id, name=old.name, content=_call(step, image)[1].content)
+                if isinstance(old, ToolMessage)
+                else UserMessage.text(f"new {step}")
+            )
         elif history and kind == "delete":
             del history[at % len(history)]
         elif kind == "truncate":
-            del history[at % (len(history) + 1):]
+            del history[at % (len(history) + 1) :]
         assert cache.messages("sys", history) == _reference_wire("sys", history)
 
 

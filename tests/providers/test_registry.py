@@ -21,11 +21,17 @@ from tether.tools.files import FILE_TOOLS
 from tether.usage import Price, model_info
 
 
-@pytest.mark.parametrize(("bare", "full"), [
-    ("gpt-4.1-mini", "openai/gpt-4.1-mini"), ("o3", "openai/o3"), ("o4-mini", "openai/o4-mini"),
-    ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"), ("local/qwen2.5", "local/qwen2.5"),
-    ("openrouter/meta/llama-3", "openrouter/meta/llama-3"),
-])
+@pytest.mark.parametrize(
+    ("bare", "full"),
+    [
+        ("gpt-4.1-mini", "openai/gpt-4.1-mini"),
+        ("o3", "openai/o3"),
+        ("o4-mini", "openai/o4-mini"),
+        ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
+        ("local/qwen2.5", "local/qwen2.5"),
+        ("openrouter/meta/llama-3", "openrouter/meta/llama-3"),
+    ],
+)
 def test_model_strings(bare: str, full: str) -> None:
     assert canonical_model(bare) == full
 
@@ -52,7 +58,8 @@ def test_named_endpoint_reaches_a_local_server_with_config_prices(tmp_path: Path
     with ScriptedServer() as server:
         (tmp_path / "config.toml").write_text(
             f'[endpoints.local]\nkind = "openai"\nbase_url = "{server.base_url}"\nmodels = ["plan"]\n\n'
-            '[models."local/plan"]\ninput = 1.0\noutput = 4.0\ncontext_window = 32768\n')
+            '[models."local/plan"]\ninput = 1.0\noutput = 4.0\ncontext_window = 32768\n'
+        )
         settings = load_settings(tmp_path)
         assert model_info("local/plan", settings.models).context_window == 32768
         r = run_sync(Agent("local/plan", tools=FILE_TOOLS, cwd=workspace, settings=settings, max_budget_usd=0.5), "q")
@@ -98,11 +105,16 @@ def test_tether_models_lists_endpoints_and_checks_auth(tmp_path: Path) -> None:
     with ScriptedServer() as server:
         (tmp_path / "config.toml").write_text(
             f'[endpoints.local]\nkind = "openai"\nbase_url = "{server.base_url}"\nmodels = ["plan", "hello"]\n'
-            f'[endpoints.ant]\nkind = "anthropic"\nbase_url = "{server.root_url}"\nmodels = ["plan"]\n')
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_BASE_URL",
-                                                                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")}
-        out = subprocess.run(["tether", "models"], env={**env, "TETHER_HOME": str(tmp_path)},
-                             capture_output=True, text=True, timeout=60)
+            f'[endpoints.ant]\nkind = "anthropic"\nbase_url = "{server.root_url}"\nmodels = ["plan"]\n'
+        )
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "LLM_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+        }
+        out = subprocess.run(
+            ["tether", "models"], env={**env, "TETHER_HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         rows = dict(line.split(None, 1) for line in out.stdout.splitlines())
         # Endpoints are asked for the models they serve (the scripted server serves its scenarios).
@@ -116,10 +128,16 @@ def test_cli_fallback_flag(tmp_path: Path, workspace: Path) -> None:
     with ScriptedServer(faults=["503"] * 8) as broken, ScriptedServer() as healthy:
         (tmp_path / "config.toml").write_text(
             f'[endpoints.a]\nbase_url = "{broken.base_url}"\n[endpoints.b]\nkind = "anthropic"\n'
-            f'base_url = "{healthy.root_url}"\n')
+            f'base_url = "{healthy.root_url}"\n'
+        )
         env = {**os.environ, "TETHER_HOME": str(tmp_path)}
-        out = subprocess.run(["tether", "run", "--model", "a/plan", "--fallback", "b/plan", "--cwd", str(workspace),
-                              "--json", "q"], env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            ["tether", "run", "--model", "a/plan", "--fallback", "b/plan", "--cwd", str(workspace), "--json", "q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert "falling back from a/plan to b/plan" in out.stderr
         assert json.loads(out.stdout)["status"] == "completed"

@@ -47,14 +47,16 @@ def server() -> Iterator[ScriptedServer]:
 
 def wire(kind: str, server: ScriptedServer | None = None, *, transport: Any = None) -> Any:
     if kind == "openai":
-        return OpenAIChatProvider(base_url=server.base_url if server else "http://127.0.0.1:9/v1",
-                                  transport=transport)
+        return OpenAIChatProvider(base_url=server.base_url if server else "http://127.0.0.1:9/v1", transport=transport)
     return AnthropicProvider(base_url=server.root_url if server else "http://127.0.0.1:9", transport=transport)
 
 
 def request(scenario: str = "hello") -> ModelRequest:
-    return ModelRequest(model=scenario, messages=[UserMessage.text("Which file mentions a timeout?")],
-                        tools=[ToolDefinition("read_file", "Read a file.", {"type": "object"})])
+    return ModelRequest(
+        model=scenario,
+        messages=[UserMessage.text("Which file mentions a timeout?")],
+        tools=[ToolDefinition("read_file", "Read a file.", {"type": "object"})],
+    )
 
 
 async def _consume(provider: Any, req: ModelRequest, stream: bool) -> tuple[list[StreamEvent], ModelResponse]:
@@ -104,16 +106,20 @@ def shown_chars(events: list[StreamEvent]) -> int:
 
 
 @pytest.mark.parametrize("kind", WIRES)
-@pytest.mark.parametrize(("fault", "scenario"), [
-    ("end_before_content", "hello"),  # a clean end with nothing said: not an empty answer
-    ("end_after_text", "hello"),  # half an answer
-    ("end_in_arguments", "single_read"),  # a tool call cut to {"path": "e
-    ("cut_in_arguments", "single_read"),
-    ("no_finish", "hello"),  # every word, but no end marker
-    ("no_finish", "single_read"),
-])
-def test_a_stream_without_its_end_marker_is_never_a_reply(server: ScriptedServer, kind: str, fault: str,
-                                                         scenario: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "scenario"),
+    [
+        ("end_before_content", "hello"),  # a clean end with nothing said: not an empty answer
+        ("end_after_text", "hello"),  # half an answer
+        ("end_in_arguments", "single_read"),  # a tool call cut to {"path": "e
+        ("cut_in_arguments", "single_read"),
+        ("no_finish", "hello"),  # every word, but no end marker
+        ("no_finish", "single_read"),
+    ],
+)
+def test_a_stream_without_its_end_marker_is_never_a_reply(
+    server: ScriptedServer, kind: str, fault: str, scenario: str
+) -> None:
     server.set_faults([fault])
     seen, exc = failure(wire(kind, server), request(scenario))
     assert not any(isinstance(e, ResponseDone) for e in seen)
@@ -169,19 +175,40 @@ def test_a_drop_after_finish_reason_loses_only_the_usage_chunk() -> None:
 @pytest.mark.parametrize("kind", WIRES)
 def test_a_reply_cut_by_max_tokens_inside_tool_arguments_is_not_a_call(kind: str) -> None:
     if kind == "openai":
-        lines = [_chunk({"role": "assistant", "tool_calls": [
-                     {"index": 0, "id": "c1", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}),
-                 _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path": "e'}}]}),
-                 _chunk({}, "length"), "data: [DONE]"]
+        lines = [
+            _chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"index": 0, "id": "c1", "type": "function", "function": {"name": "read_file", "arguments": ""}}
+                    ],
+                }
+            ),
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path": "e'}}]}),
+            _chunk({}, "length"),
+            "data: [DONE]",
+        ]
     else:
-        lines = [_event({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
-                 _event({"type": "content_block_start", "index": 0,
-                         "content_block": {"type": "tool_use", "id": "c1", "name": "read_file", "input": {}}}),
-                 _event({"type": "content_block_delta", "index": 0,
-                         "delta": {"type": "input_json_delta", "partial_json": '{"path": "e'}}),
-                 _event({"type": "content_block_stop", "index": 0}),
-                 _event({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}}),
-                 _event({"type": "message_stop"})]
+        lines = [
+            _event({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
+            _event(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "tool_use", "id": "c1", "name": "read_file", "input": {}},
+                }
+            ),
+            _event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"path": "e'},
+                }
+            ),
+            _event({"type": "content_block_stop", "index": 0}),
+            _event({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}}),
+            _event({"type": "message_stop"}),
+        ]
     seen, exc = failure(wire(kind, transport=httpx.MockTransport(_sse(lines))), request())
     assert isinstance(exc, ResponseError) and "max_tokens" in str(exc) and "read_file" in str(exc)
     assert not any(isinstance(e, ResponseDone) for e in seen)
@@ -193,8 +220,14 @@ def _event(data: dict[str, Any]) -> str:
 
 # --- every third-party failure comes out classified -----------------------------------------------
 
-TRANSIENT = [httpx.RemoteProtocolError("peer closed"), httpx.ReadError("reset"), httpx.ReadTimeout("slow"),
-             httpx.ConnectError("refused"), ConnectionResetError(104, "reset by peer"), OSError(5, "EIO")]
+TRANSIENT = [
+    httpx.RemoteProtocolError("peer closed"),
+    httpx.ReadError("reset"),
+    httpx.ReadTimeout("slow"),
+    httpx.ConnectError("refused"),
+    ConnectionResetError(104, "reset by peer"),
+    OSError(5, "EIO"),
+]
 GARBAGE = [httpx.DecodingError("bad gzip"), httpx.TooManyRedirects("loop")]
 
 
@@ -217,9 +250,11 @@ def test_a_failure_while_reading_the_stream_is_classified(kind: str, exc: BaseEx
     if kind == "openai":
         lines = [_chunk({"role": "assistant", "content": "Half an"})]
     else:
-        lines = [_event({"type": "message_start", "message": {"usage": {"input_tokens": 9}}}),
-                 _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                 _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Half an"}})]
+        lines = [
+            _event({"type": "message_start", "message": {"usage": {"input_tokens": 9}}}),
+            _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Half an"}}),
+        ]
     seen, raised = failure(wire(kind, transport=httpx.MockTransport(_sse(lines, exc))), request())
     assert [e.text for e in seen if isinstance(e, StreamText)] == ["Half an"]
     if exc in TRANSIENT:  # retryable, and it says how much the user already saw
@@ -270,8 +305,9 @@ def _persistable(message: AssistantMessage) -> str:
 
 @pytest.mark.parametrize("kind", WIRES)
 @pytest.mark.parametrize("stream", [True, False])
-def test_a_lone_surrogate_in_the_reply_becomes_a_replacement_character(server: ScriptedServer, kind: str,
-                                                                       stream: bool) -> None:
+def test_a_lone_surrogate_in_the_reply_becomes_a_replacement_character(
+    server: ScriptedServer, kind: str, stream: bool
+) -> None:
     server.set_faults(["lone_surrogate"])
     events, response = consume(wire(kind, server), request("hello"), stream)
     assert "\ufffd" in response.message.text
@@ -300,17 +336,30 @@ def test_surrogates_in_reasoning_tool_names_and_arguments_are_replaced() -> None
 
 
 def test_surrogates_in_anthropic_thinking_and_tool_input_are_replaced() -> None:
-    lines = [_event({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
-             _event({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
-             _event({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "x\ud800"}}),
-             _event({"type": "content_block_start", "index": 1,
-                     "content_block": {"type": "tool_use", "id": "c1", "name": "read_file", "input": {}}}),
-             _event({"type": "content_block_delta", "index": 1,
-                     "delta": {"type": "input_json_delta", "partial_json": '{"path": "\\udc00'}}),
-             _event({"type": "content_block_delta", "index": 1,
-                     "delta": {"type": "input_json_delta", "partial_json": '"}'}}),
-             _event({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
-             _event({"type": "message_stop"})]
+    lines = [
+        _event({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
+        _event({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+        _event({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "x\ud800"}}),
+        _event(
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "c1", "name": "read_file", "input": {}},
+            }
+        ),
+        _event(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"path": "\\udc00'},
+            }
+        ),
+        _event(
+            {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '"}'}}
+        ),
+        _event({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+        _event({"type": "message_stop"}),
+    ]
     _, response = consume(wire("anthropic", transport=httpx.MockTransport(_sse(lines))), request())
     _persistable(response.message)
     (call,) = response.message.tool_calls
@@ -323,8 +372,7 @@ def test_surrogates_in_anthropic_thinking_and_tool_input_are_replaced() -> None:
 @pytest.mark.parametrize("kind", WIRES)
 @pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("scenario", ["hello", "single_read"])
-def test_missing_usage_is_estimated_and_marked(server: ScriptedServer, kind: str, stream: bool,
-                                               scenario: str) -> None:
+def test_missing_usage_is_estimated_and_marked(server: ScriptedServer, kind: str, stream: bool, scenario: str) -> None:
     server.set_faults(["no_usage"])
     _, response = consume(wire(kind, server), request(scenario), stream)
     usage = response.message.usage
@@ -345,8 +393,12 @@ def test_the_estimate_counts_texts_and_schemas_not_the_json_body() -> None:
 
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
     quoted = '"\\\n' * 1000  # JSON escaping would double this text's size
-    req = ModelRequest(model="m", system="sys", messages=[UserMessage.text(quoted)],
-                       tools=[ToolDefinition("read_file", "Read.", schema)])
+    req = ModelRequest(
+        model="m",
+        system="sys",
+        messages=[UserMessage.text(quoted)],
+        tools=[ToolDefinition("read_file", "Read.", schema)],
+    )
     reply = AssistantMessage.model_validate({"role": "assistant", "content": [{"type": "text", "text": "hi"}]})
     usage = estimate_usage(req, reply, count)
     texts = len("sys") + len(quoted) + len("read_file") + len("Read.") + len(json.dumps(schema))
@@ -368,8 +420,16 @@ def test_a_tool_call_cut_mid_arguments_is_retried_not_run(server: ScriptedServer
     provider = wire("openai", server)
     provider.model_id = "single_read"
     server.set_faults(["end_in_arguments"])
-    events = _events(Agent(provider, tools=FILE_TOOLS, cwd=workspace, retry=FAST,
-                           prices={"openai/single_read": Price(input=2.0, output=12.0)}), "q")
+    events = _events(
+        Agent(
+            provider,
+            tools=FILE_TOOLS,
+            cwd=workspace,
+            retry=FAST,
+            prices={"openai/single_read": Price(input=2.0, output=12.0)},
+        ),
+        "q",
+    )
     starts = [e for e in events if isinstance(e, ToolStart)]
     assert [json.loads(e.args) for e in starts] == [{"path": "errors.log"}]
     assert events[-1].result.status == "completed"

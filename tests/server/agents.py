@@ -39,14 +39,22 @@ class Gate(Extension):
             await asyncio.sleep(0.02)
 
 
-CATALOGUE = {"LB": [{"code": "voltage", "name": "Supply voltage", "options": ["24 V DC", "230 V AC"]},
-                    {"code": "power", "name": "Heating power", "unit": "W", "min": 50, "max": 400, "default": 100}]}
+CATALOGUE = {
+    "LB": [
+        {"code": "voltage", "name": "Supply voltage", "options": ["24 V DC", "230 V AC"]},
+        {"code": "power", "name": "Heating power", "unit": "W", "min": 50, "max": 400, "default": 100},
+    ]
+}
 
 agents = {
     "plan": Agent("scripted/plan", tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10, description="reads files"),
     "destructive": Agent("scripted/destructive", tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10),
-    "slow": Agent("scripted/slow", tools=[t for t in FILE_TOOLS if t.name != "scan_archive"] + [scan_archive],
-                  cwd=WORKSPACE, max_turns=10),
+    "slow": Agent(
+        "scripted/slow",
+        tools=[t for t in FILE_TOOLS if t.name != "scan_archive"] + [scan_archive],
+        cwd=WORKSPACE,
+        max_turns=10,
+    ),
     "configure": Agent("scripted/configure", tools=[Configurator(CATALOGUE).tool()], max_turns=10),
     "xss": Agent("scripted/xss", max_turns=3),
     "gated": Agent("scripted/plan", tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10, extensions=[Gate()]),

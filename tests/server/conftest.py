@@ -57,8 +57,7 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 
     started: list[Served] = []
 
-    def start(agents_module: str | Path | None = None, tokens: list[str] | None = None,
-              config: str = "") -> Served:
+    def start(agents_module: str | Path | None = None, tokens: list[str] | None = None, config: str = "") -> Served:
         home = tmp_path / f"home{len(started)}"
         home.mkdir()
         workspace = tmp_path / f"workspace{len(started)}"
@@ -75,8 +74,11 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         os.environ["TETHER_TEST_WORKSPACE"] = str(workspace)
         app = create_app(settings, agent_spec=str(agents_module or TEST_AGENTS), store=store)
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               lifespan="on", timeout_graceful_shutdown=5))
+        server = uvicorn.Server(
+            uvicorn.Config(
+                app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+            )
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 20
@@ -93,8 +95,14 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         s.stop()
 
 
-def read_events(client: httpx.Client, path: str, *, last_event_id: int | None = None,
-                until: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 30) -> list[dict[str, Any]]:
+def read_events(
+    client: httpx.Client,
+    path: str,
+    *,
+    last_event_id: int | None = None,
+    until: Callable[[dict[str, Any]], bool] | None = None,
+    timeout: float = 30,
+) -> list[dict[str, Any]]:
     """The events of an SSE stream (each with ``id`` and ``event`` added), until the stream ends or
     ``until(event)`` is true."""
     headers = {"Accept": "text/event-stream"}

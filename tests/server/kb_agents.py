@@ -11,8 +11,11 @@ from tether.providers.scripted import call
 from tether.testing import FunctionModel
 
 kb = KnowledgeBase.open(embedder=HashingEmbedder(), name="parts")
-kb.add_text("valves.md", "# Valves\n\nThe FVAM-2050-B valve is sealed with the SK-77 seal kit.\n\n"
-                         "## Mounting\n\nMount the FVAM-2050-B upright, on a clean flange.\n")
+kb.add_text(
+    "valves.md",
+    "# Valves\n\nThe FVAM-2050-B valve is sealed with the SK-77 seal kit.\n\n"
+    "## Mounting\n\nMount the FVAM-2050-B upright, on a clean flange.\n",
+)
 kb.add_text("pumps.md", "# Pumps\n\nThe P-10 pump needs no seal kit; it runs dry for at most a minute.\n")
 
 

@@ -27,24 +27,38 @@ def configure(series: str = "") -> ToolResult:
     """Show the user the configurator: without a series, buttons to pick one; with one, its form."""
     if not series:
         return widgets.buttons([f"I want to configure the {s} series." for s in SERIES], title="Which series?")
-    return widgets.form([
-        widgets.select("voltage", "Supply voltage", ["24 V DC", "120 V AC", "230 V AC"]),
-        widgets.number("power", "Heating power (W)", default=100, min=50, max=400),
-        widgets.text("notes", "Notes"),
-        widgets.checkbox("express", "Express delivery"),
-    ], title=f"Configure the {series} series", submit="Use these options")
+    return widgets.form(
+        [
+            widgets.select("voltage", "Supply voltage", ["24 V DC", "120 V AC", "230 V AC"]),
+            widgets.number("power", "Heating power (W)", default=100, min=50, max=400),
+            widgets.text("notes", "Notes"),
+            widgets.checkbox("express", "Express delivery"),
+        ],
+        title=f"Configure the {series} series",
+        submit="Use these options",
+    )
 
 
 _SLOW_TOOLS = [t for t in FILE_TOOLS if t.name != "scan_archive"] + [scan_archive]
 
 agents = {
-    "plan": Agent("scripted/plan", tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10,
-                  description="Answers questions about a folder of files"),
-    "destructive": Agent("scripted/destructive", tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10,
-                         description="Deletes a file, with your approval"),
-    "slow": Agent("scripted/slow", tools=_SLOW_TOOLS, cwd=WORKSPACE, max_turns=10,
-                  description="Runs a slow scan"),
-    "configure": Agent("scripted/configure", tools=[configure], max_turns=10,
-                       description="Configures a heater with you"),
+    "plan": Agent(
+        "scripted/plan",
+        tools=FILE_TOOLS,
+        cwd=WORKSPACE,
+        max_turns=10,
+        description="Answers questions about a folder of files",
+    ),
+    "destructive": Agent(
+        "scripted/destructive",
+        tools=FILE_TOOLS,
+        cwd=WORKSPACE,
+        max_turns=10,
+        description="Deletes a file, with your approval",
+    ),
+    "slow": Agent("scripted/slow", tools=_SLOW_TOOLS, cwd=WORKSPACE, max_turns=10, description="Runs a slow scan"),
+    "configure": Agent(
+        "scripted/configure", tools=[configure], max_turns=10, description="Configures a heater with you"
+    ),
     "xss": Agent("scripted/xss", max_turns=3, description="Answers with hostile markup"),
 }

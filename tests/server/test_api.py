@@ -70,8 +70,9 @@ def test_posting_with_accept_event_stream_streams_the_run_in_the_response(served
     s = served()
     with s.client() as c:
         sid = start_session(c, "plan")
-        with c.stream("POST", f"/v1/sessions/{sid}/messages", json={"text": "timeout?"},
-                      headers={"Accept": "text/event-stream"}) as r:
+        with c.stream(
+            "POST", f"/v1/sessions/{sid}/messages", json={"text": "timeout?"}, headers={"Accept": "text/event-stream"}
+        ) as r:
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
             from tests.server.conftest import parse_sse
 
@@ -158,8 +159,12 @@ def test_an_approval_is_bound_to_the_waiting_call_and_its_arguments(served: Any)
         assert more[0]["id"] == events[-1]["id"] + 1
         assert [e["event"] for e in more][:2] == ["decision", "tool_start"]
         assert more[-1]["result"]["status"] == "completed" and not target.exists()
-        assert c.post(url, json={"call_id": asked["call_id"], "args_hash": asked["args_hash"],
-                                 "approve": True}).status_code == 409
+        assert (
+            c.post(
+                url, json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+            ).status_code
+            == 409
+        )
 
 
 def test_a_rejection_with_a_reason_reaches_the_model(served: Any) -> None:
@@ -174,8 +179,12 @@ def test_a_rejection_with_a_reason_reaches_the_model(served: Any) -> None:
         assert result["status"] == "rejected"
         assert _text(result) == "The user declined this call to delete_file; it was not run. Reason: we need those logs"
         lines = c.get(f"/v1/runs/{run_id}/trace").json()["lines"]
-        assert {"type": "decision", "callId": w["call_id"], "decision": "rejected",
-                "reason": "we need those logs"}.items() <= next(x for x in lines if x["type"] == "decision").items()
+        assert {
+            "type": "decision",
+            "callId": w["call_id"],
+            "decision": "rejected",
+            "reason": "we need those logs",
+        }.items() <= next(x for x in lines if x["type"] == "decision").items()
 
 
 def test_an_approval_with_a_reason_is_recorded_in_words(served: Any) -> None:
@@ -198,8 +207,9 @@ def test_an_approval_with_a_reason_is_recorded_in_words(served: Any) -> None:
         assert not _text(_result_of(c, run_id, w["call_id"])).startswith("[The user approved")
 
 
-def _decided(c: httpx.Client, *, approve: bool, reason: str | None = None) -> tuple[str, dict[str, Any],
-                                                                                   list[dict[str, Any]], dict[str, Any]]:
+def _decided(
+    c: httpx.Client, *, approve: bool, reason: str | None = None
+) -> tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """A run waiting for approval, decided (with ``reason`` when given) and read to its end: its id,
     what it waited for, the events after the decision, and the decision event."""
     run_id, events, run = _waiting_run(c)
@@ -262,15 +272,22 @@ def test_tokens_are_required_once_they_exist_and_each_user_sees_only_their_own(s
         w = alice.get(f"/v1/runs/{run_id}").json()["waiting"]
         assert bob.get("/v1/sessions").json()["sessions"] == []
         assert bob.get("/v1/runs").json()["runs"] == []
-        for path in (f"/v1/sessions/{sid}", f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/events",
-                     f"/v1/runs/{run_id}/transcript", f"/v1/runs/{run_id}/trace"):
+        for path in (
+            f"/v1/sessions/{sid}",
+            f"/v1/runs/{run_id}",
+            f"/v1/runs/{run_id}/events",
+            f"/v1/runs/{run_id}/transcript",
+            f"/v1/runs/{run_id}/trace",
+        ):
             r = bob.get(path)
             assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", path
-        for path, body in ((f"/v1/sessions/{sid}/messages", {"text": "hi"}),
-                           (f"/v1/runs/{run_id}/decision", {"call_id": w["call_id"], "args_hash": w["args_hash"],
-                                                            "approve": True}),
-                           (f"/v1/runs/{run_id}/cancel", None), (f"/v1/runs/{run_id}/resume", None),
-                           (f"/v1/messages/{mid}/feedback", {"score": "down"})):
+        for path, body in (
+            (f"/v1/sessions/{sid}/messages", {"text": "hi"}),
+            (f"/v1/runs/{run_id}/decision", {"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": True}),
+            (f"/v1/runs/{run_id}/cancel", None),
+            (f"/v1/runs/{run_id}/resume", None),
+            (f"/v1/messages/{mid}/feedback", {"score": "down"}),
+        ):
             r = bob.post(path, json=body) if body is not None else bob.post(path)
             assert r.status_code == 404, (path, r.text)
         assert alice.get(f"/v1/runs/{run_id}").json()["status"] == "interrupted"  # bob's approval did nothing
@@ -293,8 +310,9 @@ def test_token_commands_store_only_a_hash(served: Any, tmp_path: Path) -> None:
     assert listed.stdout.startswith("carol\t") and token not in listed.stdout
     revoked = subprocess.run(["tether", "serve", "token", "revoke", "carol"], env=env, capture_output=True, text=True)
     assert revoked.returncode == 0
-    refused = subprocess.run(["tether", "serve", "--host", "0.0.0.0", "--port", "0"], env=env, capture_output=True,
-                             text=True, timeout=30)
+    refused = subprocess.run(
+        ["tether", "serve", "--host", "0.0.0.0", "--port", "0"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert refused.returncode == 2 and "refusing to listen on 0.0.0.0 without tokens" in refused.stderr
 
 
@@ -307,9 +325,16 @@ def test_bad_requests_get_clear_errors_and_change_nothing(served: Any) -> None:
         sid = start_session(c, "plan")
         url = f"/v1/sessions/{sid}/messages"
         cases = [
-            (c.post(url, content=b'{"text": "hi"', headers={"Content-Type": "application/json"}), 400, "not valid JSON"),
-            (c.post(url, content=b"text=hi", headers={"Content-Type": "application/x-www-form-urlencoded"}), 415,
-             "application/json"),
+            (
+                c.post(url, content=b'{"text": "hi"', headers={"Content-Type": "application/json"}),
+                400,
+                "not valid JSON",
+            ),
+            (
+                c.post(url, content=b"text=hi", headers={"Content-Type": "application/x-www-form-urlencoded"}),
+                415,
+                "application/json",
+            ),
             (c.post(url, json={"text": ""}), 400, "text"),
             (c.post(url, json={"text": "hi", "colour": "red"}), 400, "colour is not a known field"),
             (c.post(url, json={"text": 5}), 400, "text"),
@@ -325,16 +350,18 @@ def test_bad_requests_get_clear_errors_and_change_nothing(served: Any) -> None:
         for r, status, words in cases:
             assert r.status_code == status, (status, r.text)
             assert words in r.json()["error"]["message"], r.text
-        chunked = c.post(url, content=iter([b'{"text": "', b"y" * 5000, b'"}']),
-                         headers={"Content-Type": "application/json"})
+        chunked = c.post(
+            url, content=iter([b'{"text": "', b"y" * 5000, b'"}']), headers={"Content-Type": "application/json"}
+        )
         assert chunked.status_code == 413
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
         run_id = send(c, sid, "timeout?")["run_id"]
         finish(c, run_id)
         bad_id = c.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": "abc"})
         assert bad_id.status_code == 400 and "Last-Event-ID" in bad_id.json()["error"]["message"]
-        bad_score = c.post(f"/v1/messages/{c.get(f'/v1/runs/{run_id}').json()['message_id']}/feedback",
-                           json={"score": "meh"})
+        bad_score = c.post(
+            f"/v1/messages/{c.get(f'/v1/runs/{run_id}').json()['message_id']}/feedback", json={"score": "meh"}
+        )
         assert bad_score.status_code == 400
 
 
@@ -356,8 +383,14 @@ def test_cors_is_off_unless_origins_are_listed(served: Any) -> None:
     app, evil = "https://app.example", "https://evil.example"
 
     def preflight(c: httpx.Client, origin: str) -> httpx.Response:
-        return c.options("/v1/sessions", headers={"Origin": origin, "Access-Control-Request-Method": "POST",
-                                                  "Access-Control-Request-Headers": "authorization,content-type"})
+        return c.options(
+            "/v1/sessions",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
 
     with served().client() as c:  # none listed: no browser page elsewhere may call it or read it
         assert "access-control-allow-origin" not in preflight(c, app).headers
@@ -368,8 +401,9 @@ def test_cors_is_off_unless_origins_are_listed(served: Any) -> None:
         allowed = preflight(c, app)
         assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == app
         assert {"GET", "POST"} <= set(allowed.headers["access-control-allow-methods"].replace(" ", "").split(","))
-        assert {"authorization", "content-type"} <= set(allowed.headers["access-control-allow-headers"].lower()
-                                                        .replace(" ", "").split(","))
+        assert {"authorization", "content-type"} <= set(
+            allowed.headers["access-control-allow-headers"].lower().replace(" ", "").split(",")
+        )
         made = c.post("/v1/sessions", json={}, headers={"Origin": app})
         assert made.status_code == 201 and made.headers["access-control-allow-origin"] == app
         read = c.get("/v1/sessions", headers={"Origin": app})
@@ -412,14 +446,19 @@ def test_limit_keeps_the_newest_of_each_list(served: Any) -> None:
         newest = list(reversed(runs))
         assert [r["run_id"] for r in c.get("/v1/runs").json()["runs"]] == newest
         assert [r["run_id"] for r in c.get("/v1/runs", params={"limit": 2}).json()["runs"]] == newest[:2]
-        assert [x["session_id"] for x in c.get("/v1/sessions", params={"limit": 2}).json()["sessions"]] == \
-            list(reversed(sessions))[:2]
+        assert [x["session_id"] for x in c.get("/v1/sessions", params={"limit": 2}).json()["sessions"]] == list(
+            reversed(sessions)
+        )[:2]
         assert [f["message_id"] for f in c.get("/v1/feedback", params={"limit": 1}).json()["feedback"]] == ["m2"]
         assert len(c.get("/v1/feedback", params={"limit": 1000}).json()["feedback"]) == 3
         for path in ("/v1/runs", "/v1/sessions", "/v1/feedback"):
             for bad in ("0", "-1", "1001", "two"):
                 r = c.get(path, params={"limit": bad})
-                assert r.status_code == 400 and r.json()["error"]["message"].startswith("query.limit: "), (path, bad, r.text)
+                assert r.status_code == 400 and r.json()["error"]["message"].startswith("query.limit: "), (
+                    path,
+                    bad,
+                    r.text,
+                )
 
 
 def test_the_page_and_the_openapi_document_are_served(served: Any) -> None:
@@ -430,8 +469,14 @@ def test_the_page_and_the_openapi_document_are_served(served: Any) -> None:
         csp = page.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
         spec = c.get("/openapi.json").json()
-        for path in ("/v1/sessions", "/v1/sessions/{session_id}/messages", "/v1/runs/{run_id}/events",
-                     "/v1/runs/{run_id}/decision", "/v1/runs/{run_id}/cancel", "/v1/messages/{message_id}/feedback"):
+        for path in (
+            "/v1/sessions",
+            "/v1/sessions/{session_id}/messages",
+            "/v1/runs/{run_id}/events",
+            "/v1/runs/{run_id}/decision",
+            "/v1/runs/{run_id}/cancel",
+            "/v1/messages/{message_id}/feedback",
+        ):
             assert path in spec["paths"], path
 
 
@@ -449,7 +494,11 @@ def test_feedback_is_joined_to_the_run_and_trace_that_earned_it(served: Any) -> 
         assert r.status_code == 201
         got = r.json()
         assert (got["run_id"], got["trace_id"], got["score"], got["comment"]) == (
-            posted["run_id"], posted["trace_id"], "down", "wrong file")
+            posted["run_id"],
+            posted["trace_id"],
+            "down",
+            "wrong file",
+        )
         c.post(url, json={"score": "up"})
         listed = c.get("/v1/feedback").json()["feedback"]
         assert len(listed) == 1 and listed[0]["score"] == "up" and listed[0]["comment"] is None
@@ -474,8 +523,10 @@ def test_a_configurator_offers_buttons_then_a_form_that_keeps_earlier_choices(se
         fields = {f["name"]: f for f in form["fields"]}
         assert fields["voltage"]["type"] == "select" and fields["voltage"]["value"] == "24 V DC"
         assert fields["power"]["type"] == "number" and fields["power"]["value"] == 100
-        assert widget_of("Supply voltage: 230 V AC; Heating power (W): 250",
-                         values={"voltage": "230 V AC", "power": 250}) is None
+        assert (
+            widget_of("Supply voltage: 230 V AC; Heating power (W): 250", values={"voltage": "230 V AC", "power": 250})
+            is None
+        )
         again = widget_of(label)
         assert again is not None
         assert {f["name"]: f["value"] for f in again["fields"]} == {"voltage": "230 V AC", "power": 250}

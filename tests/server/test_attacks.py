@@ -81,8 +81,16 @@ agents = {"gate": Agent(FunctionModel(reply), tools=[*FILE_TOOLS, wait_for_relea
                         cwd=WORKSPACE, max_turns=10)}
 '''
 
-HOSTILE = ["<img src=x onerror=alert(1)>", "javascript:alert(1)", "\u202egnp.exe", "nul\x00byte",
-           "</script><script>alert(1)</script>", "{{7*7}}", "__proto__", "x" * 3000]
+HOSTILE = [
+    "<img src=x onerror=alert(1)>",
+    "javascript:alert(1)",
+    "\u202egnp.exe",
+    "nul\x00byte",
+    "</script><script>alert(1)</script>",
+    "{{7*7}}",
+    "__proto__",
+    "x" * 3000,
+]
 N = 12  # concurrent clients in the races
 
 
@@ -232,8 +240,9 @@ def test_racing_posts_of_one_message_id_start_one_run(served: Any, tmp_path: Pat
     a = Attack(served, tmp_path)
     with a.client() as c:
         sid = session(c)
-        answers = race(N, post_from_own_client(a, f"/v1/sessions/{sid}/messages",
-                                               {"text": "hello", "message_id": "retry-1"}))
+        answers = race(
+            N, post_from_own_client(a, f"/v1/sessions/{sid}/messages", {"text": "hello", "message_id": "retry-1"})
+        )
         assert statuses(answers) == [200] * (N - 1) + [202]
         assert len({r.json()["run_id"] for r in answers}) == 1
         assert len(c.get(f"/v1/sessions/{sid}").json()["turns"]) == 1
@@ -244,8 +253,9 @@ def test_one_message_id_raced_into_two_sessions_starts_one_run(served: Any, tmp_
     a = Attack(served, tmp_path)
     with a.client() as c:
         sids = [session(c) for _ in range(N)]
-        answers = race(N, lambda i: httpx.post(f"{a.s.url}/v1/sessions/{sids[i]}/messages",
-                                               json={"text": "hi", "message_id": "m"}))
+        answers = race(
+            N, lambda i: httpx.post(f"{a.s.url}/v1/sessions/{sids[i]}/messages", json={"text": "hi", "message_id": "m"})
+        )
         assert statuses(answers) == [202] + [409] * (N - 1), [r.text for r in answers]
         assert len(c.get("/v1/runs").json()["runs"]) == 1
 
@@ -254,8 +264,7 @@ def test_racing_messages_to_one_session_start_exactly_one_run(served: Any, tmp_p
     a = Attack(served, tmp_path)
     with a.client() as c:
         sid = session(c)
-        answers = race(N, post_from_own_client(a, f"/v1/sessions/{sid}/messages",
-                                               lambda i: {"text": f"wait {i}"}))
+        answers = race(N, post_from_own_client(a, f"/v1/sessions/{sid}/messages", lambda i: {"text": f"wait {i}"}))
         assert statuses(answers) == [202] + [409] * (N - 1), [r.text for r in answers]
         started = next(r.json()["run_id"] for r in answers if r.status_code == 202)
         assert all(started in r.json()["error"]["message"] for r in answers if r.status_code == 409)
@@ -285,8 +294,12 @@ def test_a_cancel_racing_a_decision_never_runs_the_call_twice(served: Any, tmp_p
     target = a.workspace / "access.log"
     with a.client() as c:
         _, run_id, w = waiting_delete(c)
-        decision, cancel = race(2, lambda i: httpx.post(f"{a.s.url}/v1/runs/{run_id}/" + ("decision", "cancel")[i],
-                                                        json=decide(w) if i == 0 else None))
+        decision, cancel = race(
+            2,
+            lambda i: httpx.post(
+                f"{a.s.url}/v1/runs/{run_id}/" + ("decision", "cancel")[i], json=decide(w) if i == 0 else None
+            ),
+        )
         assert decision.status_code == 202 and cancel.status_code in (202, 409), (decision.text, cancel.text)
         run = ended(c, run_id)
         for _ in range(3):  # the operator finishes the run as the API tells them to
@@ -327,20 +340,30 @@ def test_a_user_guessing_anothers_ids_finds_nothing_on_any_route(served: Any, tm
     seen: list[httpx.Response] = []
     with a.client("alice") as alice, a.client("al") as al, a.client("bob") as bob:
         alice.event_hooks["response"] = bob.event_hooks["response"] = al.event_hooks["response"] = [
-            lambda r: seen.append(r)]
+            lambda r: seen.append(r)
+        ]
         sid, run_id, w = waiting_delete(alice)
         mid, trace_id = (alice.get(f"/v1/runs/{run_id}").json()[k] for k in ("message_id", "trace_id"))
         before = events(alice, run_id)
         for other in (bob, al):
-            for path in (f"/v1/sessions/{sid}", f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript",
-                         f"/v1/runs/{run_id}/trace", f"/v1/runs/{run_id}/events",
-                         f"/v1/runs/{run_id}/events?after=0", f"/v1/runs/{run_id}/events?after=1"):
+            for path in (
+                f"/v1/sessions/{sid}",
+                f"/v1/runs/{run_id}",
+                f"/v1/runs/{run_id}/transcript",
+                f"/v1/runs/{run_id}/trace",
+                f"/v1/runs/{run_id}/events",
+                f"/v1/runs/{run_id}/events?after=0",
+                f"/v1/runs/{run_id}/events?after=1",
+            ):
                 r = other.get(path, headers={"Last-Event-ID": "1", "Accept": "text/event-stream"})
                 assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", (path, r.text)
-            for path, body in ((f"/v1/sessions/{sid}/messages", {"text": "hi", "message_id": mid}),
-                               (f"/v1/runs/{run_id}/decision", decide(w)), (f"/v1/runs/{run_id}/cancel", None),
-                               (f"/v1/runs/{run_id}/resume", None),
-                               (f"/v1/messages/{mid}/feedback", {"score": "down"})):
+            for path, body in (
+                (f"/v1/sessions/{sid}/messages", {"text": "hi", "message_id": mid}),
+                (f"/v1/runs/{run_id}/decision", decide(w)),
+                (f"/v1/runs/{run_id}/cancel", None),
+                (f"/v1/runs/{run_id}/resume", None),
+                (f"/v1/messages/{mid}/feedback", {"score": "down"}),
+            ):
                 r = other.post(path, json=body)
                 assert r.status_code == 404, (path, r.text)
             assert other.get("/v1/runs").json()["runs"] == other.get("/v1/feedback").json()["feedback"] == []
@@ -364,8 +387,7 @@ def test_a_user_guessing_anothers_ids_finds_nothing_on_any_route(served: Any, tm
         assert not any(t in text for t in tokens), r.request.url
 
 
-def test_a_wrong_token_is_refused_without_being_echoed_and_tokens_are_in_no_file(served: Any,
-                                                                                  tmp_path: Path) -> None:
+def test_a_wrong_token_is_refused_without_being_echoed_and_tokens_are_in_no_file(served: Any, tmp_path: Path) -> None:
     a = Attack(served, tmp_path, tokens=["alice"])
     token = a.s.tokens["alice"]
     with a.client("alice") as c:
@@ -415,15 +437,33 @@ def test_hostile_ids_in_every_route_get_a_json_4xx_and_touch_no_file(served: Any
     outside = tmp_path / "outside"
     outside.write_text("keep")
     before = sorted(p for p in tmp_path.rglob("*"))
-    ids = ["..", "%2e%2e", "..%2F..%2Foutside", "..%5C..%5Coutside", "a%00b", "x" * 4000, "%C3%A9%E2%80%AE",
-           "%F0%9F%98%80", "run_%0A", "%25", "s_%27%20OR%201%3D1--"]
+    ids = [
+        "..",
+        "%2e%2e",
+        "..%2F..%2Foutside",
+        "..%5C..%5Coutside",
+        "a%00b",
+        "x" * 4000,
+        "%C3%A9%E2%80%AE",
+        "%F0%9F%98%80",
+        "run_%0A",
+        "%25",
+        "s_%27%20OR%201%3D1--",
+    ]
     with a.client() as c:
         for ident in ids:
-            for method, path in (("GET", "/v1/sessions/{}"), ("POST", "/v1/sessions/{}/messages"),
-                                 ("GET", "/v1/runs/{}"), ("GET", "/v1/runs/{}/events"),
-                                 ("GET", "/v1/runs/{}/transcript"), ("GET", "/v1/runs/{}/trace"),
-                                 ("POST", "/v1/runs/{}/decision"), ("POST", "/v1/runs/{}/cancel"),
-                                 ("POST", "/v1/runs/{}/resume"), ("POST", "/v1/messages/{}/feedback")):
+            for method, path in (
+                ("GET", "/v1/sessions/{}"),
+                ("POST", "/v1/sessions/{}/messages"),
+                ("GET", "/v1/runs/{}"),
+                ("GET", "/v1/runs/{}/events"),
+                ("GET", "/v1/runs/{}/transcript"),
+                ("GET", "/v1/runs/{}/trace"),
+                ("POST", "/v1/runs/{}/decision"),
+                ("POST", "/v1/runs/{}/cancel"),
+                ("POST", "/v1/runs/{}/resume"),
+                ("POST", "/v1/messages/{}/feedback"),
+            ):
                 body = {"text": "hi", "call_id": "c", "args_hash": "h", "approve": True, "score": "up"}
                 url = path.format(ident)
                 r = c.request(method, url, json={k: body[k] for k in _fields(path)} if method == "POST" else None)
@@ -437,8 +477,9 @@ def test_hostile_ids_in_every_route_get_a_json_4xx_and_touch_no_file(served: Any
 
 
 def _fields(path: str) -> tuple[str, ...]:
-    return {"messages": ("text",), "decision": ("call_id", "args_hash", "approve"),
-            "feedback": ("score",)}.get(path.rsplit("/", 1)[-1], ())
+    return {"messages": ("text",), "decision": ("call_id", "args_hash", "approve"), "feedback": ("score",)}.get(
+        path.rsplit("/", 1)[-1], ()
+    )
 
 
 def test_a_message_id_with_a_trailing_newline_is_refused(served: Any, tmp_path: Path) -> None:
@@ -457,7 +498,11 @@ def test_hostile_bodies_are_refused_or_kept_exactly(served: Any, tmp_path: Path)
         refused = [
             (b'{"text": "a\\ud800b"}', js),  # a lone surrogate
             (b'{"text": "\\udfff"}', js),
-            (b"null", js), (b"[]", js), (b'["text", "hi"]', js), (b'"hi"', js), (b"{}", js),
+            (b"null", js),
+            (b"[]", js),
+            (b'["text", "hi"]', js),
+            (b'"hi"', js),
+            (b"{}", js),
             (b'{"text": "hi", "values": "a=1"}', js),
             (b'{"text": "hi", "values": {"a": [1]}}', js),
             (b'{"text": "hi", "values": {"a": {"b": 1}}}', js),
@@ -480,11 +525,14 @@ def test_hostile_bodies_are_refused_or_kept_exactly(served: Any, tmp_path: Path)
             assert r.status_code in (400, 413, 415) and r.json()["error"]["code"], (body[:60], r.status_code, r.text)
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
         # what is accepted comes back exactly as sent, through the model and the stream
-        text = "nul\x00 rtl\u202e emoji\U0001f600 quote\" tab\t <script>"
+        text = 'nul\x00 rtl\u202e emoji\U0001f600 quote" tab\t <script>'
         plain = json.dumps({"text": text}).encode()
-        for body, headers in ((plain, js), (plain, {"Content-Type": "APPLICATION/JSON"}),
-                              (plain, {"Content-Type": "application/json; charset=latin-1"}),
-                              (b'{"text": "first", "text": ' + json.dumps(text).encode() + b"}", js)):  # the last wins
+        for body, headers in (
+            (plain, js),
+            (plain, {"Content-Type": "APPLICATION/JSON"}),
+            (plain, {"Content-Type": "application/json; charset=latin-1"}),
+            (b'{"text": "first", "text": ' + json.dumps(text).encode() + b"}", js),
+        ):  # the last wins
             r = c.post(url, content=body, headers=headers)
             assert r.status_code == 202, r.text
             run = ended(c, r.json()["run_id"])
@@ -499,8 +547,11 @@ def test_nan_in_form_values_never_reaches_the_stream(served: Any, tmp_path: Path
     a = Attack(served, tmp_path)
     with a.client() as c:
         sid = session(c)
-        r = c.post(f"/v1/sessions/{sid}/messages", content=b'{"text": "ok", "values": {"constructor": NaN}}',
-                   headers={"Content-Type": "application/json"})
+        r = c.post(
+            f"/v1/sessions/{sid}/messages",
+            content=b'{"text": "ok", "values": {"constructor": NaN}}',
+            headers={"Content-Type": "application/json"},
+        )
         if r.status_code == 400:  # refused: nothing to check further
             return
         ended(c, r.json()["run_id"])
@@ -517,26 +568,37 @@ def test_hostile_headers_get_clear_answers(served: Any, tmp_path: Path) -> None:
         every = events(c, run_id)
         origin = a.s.url
         port = origin.rsplit(":", 1)[1]
-        for headers, status in (({"Origin": "null"}, 403), ({"Origin": origin.replace("127.0.0.1", "localhost")}, 403),
-                                ({"Origin": f"http://127.0.0.1:{int(port) + 1}"}, 403),
-                                ({"Origin": "https://127.0.0.1:" + port}, 403),
-                                ({"Sec-Fetch-Site": "cross-site"}, 403), ({"Sec-Fetch-Site": "same-site"}, 403),
-                                ({"Host": "attacker.example"}, 421), ({"Host": "127.0.0.1.attacker.example"}, 421),
-                                ({"Host": "localhost.:" + port}, 421), ({"Host": "[::2]:" + port}, 421),
-                                ({"Host": ""}, 421), ({"Origin": origin}, 201), ({"Host": f"[::1]:{port}"}, 201),
-                                ({"Host": "LOCALHOST:" + port}, 201), ({"Host": "[::1]"}, 201),
-                                ({"Sec-Fetch-Site": "same-origin"}, 201)):
+        for headers, status in (
+            ({"Origin": "null"}, 403),
+            ({"Origin": origin.replace("127.0.0.1", "localhost")}, 403),
+            ({"Origin": f"http://127.0.0.1:{int(port) + 1}"}, 403),
+            ({"Origin": "https://127.0.0.1:" + port}, 403),
+            ({"Sec-Fetch-Site": "cross-site"}, 403),
+            ({"Sec-Fetch-Site": "same-site"}, 403),
+            ({"Host": "attacker.example"}, 421),
+            ({"Host": "127.0.0.1.attacker.example"}, 421),
+            ({"Host": "localhost.:" + port}, 421),
+            ({"Host": "[::2]:" + port}, 421),
+            ({"Host": ""}, 421),
+            ({"Origin": origin}, 201),
+            ({"Host": f"[::1]:{port}"}, 201),
+            ({"Host": "LOCALHOST:" + port}, 201),
+            ({"Host": "[::1]"}, 201),
+            ({"Sec-Fetch-Site": "same-origin"}, 201),
+        ):
             r = c.post("/v1/sessions", json={}, headers=headers)
             assert r.status_code == status, (headers, r.text)
         assert len(c.get("/v1/sessions").json()["sessions"]) == 6  # the one made first and five; the refused made none
-        for headers, after, status, expect in (({"Last-Event-ID": str(10**30)}, None, 200, []),
-                                               ({}, 10**30, 200, []),
-                                               ({"Last-Event-ID": "-1"}, None, 400, None),
-                                               ({}, -1, 400, None),
-                                               ({"Last-Event-ID": "1e3"}, None, 400, None),
-                                               ({"Last-Event-ID": "0x10"}, None, 400, None),
-                                               ({"Last-Event-ID": ""}, None, 200, every),
-                                               ({"Last-Event-ID": "3", "X-Pad": "p" * 8000}, None, 200, every[3:])):
+        for headers, after, status, expect in (
+            ({"Last-Event-ID": str(10**30)}, None, 200, []),
+            ({}, 10**30, 200, []),
+            ({"Last-Event-ID": "-1"}, None, 400, None),
+            ({}, -1, 400, None),
+            ({"Last-Event-ID": "1e3"}, None, 400, None),
+            ({"Last-Event-ID": "0x10"}, None, 400, None),
+            ({"Last-Event-ID": ""}, None, 200, every),
+            ({"Last-Event-ID": "3", "X-Pad": "p" * 8000}, None, 200, every[3:]),
+        ):
             url = f"/v1/runs/{run_id}/events" + (f"?after={after}" if after is not None else "")
             r = c.get(url, headers=headers)
             assert r.status_code == status, (headers, after, r.text)
@@ -699,15 +761,23 @@ def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served
     a.s.stop()
     renamed = tmp_path / "renamed_agents.py"
     renamed.write_text(AGENTS.replace('{"gate":', '{"gate2":'))
-    server = uvicorn.Server(uvicorn.Config(create_app(load_settings(a.home), agent_spec=str(renamed)),
-                                           host="127.0.0.1", port=free_port(), log_level="critical"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(load_settings(a.home), agent_spec=str(renamed)),
+            host="127.0.0.1",
+            port=free_port(),
+            log_level="critical",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, what="the restarted server")
     url = f"http://127.0.0.1:{server.config.port}"
     try:
-        for path, body in ((f"/v1/runs/{run_id}/decision", decide(w)),
-                           (f"/v1/sessions/{sid}/messages", {"text": "hi", "message_id": "m-1"})):
+        for path, body in (
+            (f"/v1/runs/{run_id}/decision", decide(w)),
+            (f"/v1/sessions/{sid}/messages", {"text": "hi", "message_id": "m-1"}),
+        ):
             r = httpx.post(url + path, json=body)  # each on its own connection: a 500 closes it
             assert r.status_code == 409 and r.json()["error"]["code"] == "conflict", (path, r.status_code, r.text)
         again = httpx.post(f"{url}/v1/sessions/{sid}/messages", json={"text": "hi", "message_id": "m-1"})
@@ -731,8 +801,11 @@ def test_hostile_widget_labels_come_through_the_api_as_unchanged_strings(served:
             live_or_saved = events(c, run_id)
             widgets[kind] = next(e["widget"] for e in live_or_saved if e["event"] == "tool_result")
         buttons, form = widgets["buttons"], widgets["form"]
-        assert buttons == {"kind": "buttons", "title": "<b onmouseover=alert(1)>pick</b>",
-                           "buttons": [{"label": label} for label in HOSTILE]}
+        assert buttons == {
+            "kind": "buttons",
+            "title": "<b onmouseover=alert(1)>pick</b>",
+            "buttons": [{"label": label} for label in HOSTILE],
+        }
         assert (form["title"], form["submit"]) == ("<iframe src=javascript:alert(1)>", "<button formaction=x>")
         select_field, text_field = form["fields"]
         assert select_field["name"] == "__proto__" and select_field["options"] == HOSTILE

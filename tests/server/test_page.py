@@ -22,8 +22,10 @@ pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="the page tests need Debian's Chromium at "
-                                "/usr/bin/chromium (apt-get install chromium; .ci/run installs it)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
+)
 
 AGENTS = Path(__file__).with_name("page_agents.py")
 TIMEOUT_MS = 15_000
@@ -241,7 +243,8 @@ def test_a_button_click_becomes_the_next_message(page: Page, server: Any, tmp_pa
 
 
 def test_a_form_submission_becomes_the_next_message_and_a_later_form_keeps_it(
-        page: Page, server: Any, tmp_path: Path) -> None:
+    page: Page, server: Any, tmp_path: Path
+) -> None:
     open_chat(page, server, "configure")
     send(page, "I want to configure the LB series.")
     form = page.locator(".widget-form").last
@@ -283,8 +286,9 @@ def test_thumbs_down_with_a_comment_is_recorded(page: Page, server: Any, tmp_pat
     expect(last_turn(page).locator(".thumb.chosen")).to_have_attribute("data-score", "down")
 
 
-def test_hostile_markup_in_an_answer_does_not_run(page: Page, server: Any, tmp_path: Path,
-                                                  console_errors: list[str]) -> None:
+def test_hostile_markup_in_an_answer_does_not_run(
+    page: Page, server: Any, tmp_path: Path, console_errors: list[str]
+) -> None:
     open_chat(page, server, "xss")
     send(page, "Say something")
     answer = last_turn(page).locator(".answer")
@@ -310,8 +314,9 @@ def test_hostile_markup_in_an_answer_does_not_run(page: Page, server: Any, tmp_p
     shot(page, tmp_path, "xss")
 
 
-def test_a_token_is_asked_for_when_the_server_needs_one(page: Page, served: Any, tmp_path: Path,
-                                                        console_errors: list[str]) -> None:
+def test_a_token_is_asked_for_when_the_server_needs_one(
+    page: Page, served: Any, tmp_path: Path, console_errors: list[str]
+) -> None:
     server = served(agents_module=AGENTS, tokens=["alice"])
     page.goto(server.url)
     expect(page.locator("#login")).to_be_visible()
@@ -335,6 +340,7 @@ def test_a_token_is_asked_for_when_the_server_needs_one(page: Page, served: Any,
 def test_the_readme_screenshot(page: Page, server: Any, tmp_path: Path) -> None:
     """The README's picture: four conversations in the sidebar, the configurator's buttons and
     form, answers with their exit lines, and a thumbs-up."""
+
     def answered(agent: str, text: str) -> Any:
         open_chat(page, server, agent)
         send(page, text)
@@ -367,16 +373,16 @@ def test_the_readme_screenshot(page: Page, server: Any, tmp_path: Path) -> None:
     assert path.stat().st_size > 10_000
 
 
-def test_a_message_the_server_refuses_says_why_in_its_turn(page: Page, server: Any,
-                                                            console_errors: list[str]) -> None:
+def test_a_message_the_server_refuses_says_why_in_its_turn(page: Page, server: Any, console_errors: list[str]) -> None:
     """A refused message (here a 409 from a session still answering) shows its reason where the
     answer would be; the page once threw while placing it (the status line was already gone)."""
     import json
 
     open_chat(page, server, "plan")
     body = json.dumps({"error": {"code": "conflict", "message": "session s_x is still answering (run run_y)"}})
-    page.route("**/v1/sessions/*/messages", lambda route: route.fulfill(
-        status=409, content_type="application/json", body=body))
+    page.route(
+        "**/v1/sessions/*/messages", lambda route: route.fulfill(status=409, content_type="application/json", body=body)
+    )
     send(page, "Which file mentions a timeout?")
     turn = last_turn(page)
     expect(turn.locator(".error")).to_contain_text("Not sent: session s_x is still answering")

@@ -63,8 +63,10 @@ def test_a_run_resumed_after_its_events_were_pruned_numbers_its_new_events_after
         assert manager.prune_events(7 * DAY) == 1
 
         asked = next(e for e in events if e["event"] == "approval_required")
-        decided = c.post(f"/v1/runs/{run_id}/decision",
-                         json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True})
+        decided = c.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True},
+        )
         assert decided.status_code == 202, decided.text
         more = finish(c, run_id, after=seen)
         assert [e["id"] for e in more] == list(range(seen + 1, seen + 1 + len(more)))

@@ -24,8 +24,12 @@ pytest.importorskip("fastapi")
 class Process:
     def __init__(self, home: Path, workspace: Path) -> None:
         env = {**os.environ, "TETHER_HOME": str(home), "TETHER_TEST_WORKSPACE": str(workspace)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tether", "serve", "--port", "0", "--agent",
-                                      str(TEST_AGENTS)], env=env, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(TEST_AGENTS)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
         found = re.search(r"listening on (http://\S+)/", line)
@@ -88,10 +92,16 @@ def test_a_server_killed_before_a_runs_first_save_leaves_it_resumable(places: tu
         runs = []
         for _ in range(2):  # two sessions, each with a run held by its extension before anything is saved
             sid = c.post("/v1/sessions", json={"agent": "gated"}).json()["session_id"]
-            runs.append(c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"})
-                        .json()["run_id"])
-        wait_until(lambda: (workspace / "gate-reached").exists()
-                   and len((workspace / "gate-reached").read_text().splitlines()) == 2, what="both runs at the gate")
+            runs.append(
+                c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"}).json()["run_id"]
+            )
+        wait_until(
+            lambda: (
+                (workspace / "gate-reached").exists()
+                and len((workspace / "gate-reached").read_text().splitlines()) == 2
+            ),
+            what="both runs at the gate",
+        )
         assert all(c.get(f"/v1/runs/{r}").json()["status"] == "running" for r in runs)
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     kept, lost = runs
@@ -107,7 +117,9 @@ def test_a_server_killed_before_a_runs_first_save_leaves_it_resumable(places: tu
             session = c.get(f"/v1/sessions/{run['session_id']}").json()
             assert [(t["run_id"], t["resumable"]) for t in session["turns"]] == [(kept, True)]
             gone = c.get(f"/v1/runs/{lost}").json()
-            assert gone["status"] == "failed" and gone["resumable"] is False and "send the message again" in gone["reason"]
+            assert (
+                gone["status"] == "failed" and gone["resumable"] is False and "send the message again" in gone["reason"]
+            )
             assert c.post(f"/v1/runs/{lost}/resume").status_code == 409
             assert c.post(f"/v1/runs/{kept}/resume").status_code == 202
             events = read_events(c, f"/v1/runs/{kept}/events")

@@ -66,13 +66,22 @@ def store(open_store: Opener) -> ServerStore:
 
 
 def session(sid: str, owner: str = "alice", *, updated: float = 1.0, **kw: Any) -> SessionRecord:
-    return SessionRecord(session_id=sid, owner=owner, agent="helper", title=f"title {sid}", created=1.0,
-                         updated=updated, **kw)
+    return SessionRecord(
+        session_id=sid, owner=owner, agent="helper", title=f"title {sid}", created=1.0, updated=updated, **kw
+    )
 
 
 def turn(mid: str, run: str, *, owner: str = "alice", sid: str = "s1", created: float = 1.0) -> TurnRecord:
-    return TurnRecord(message_id=mid, run_id=run, session_id=sid, owner=owner, agent="helper",
-                      trace_id=f"trace-{run}", text=f"text of {mid}", created=created)
+    return TurnRecord(
+        message_id=mid,
+        run_id=run,
+        session_id=sid,
+        owner=owner,
+        agent="helper",
+        trace_id=f"trace-{run}",
+        text=f"text of {mid}",
+        created=created,
+    )
 
 
 # --- sessions ----------------------------------------------------------------------------------
@@ -113,8 +122,13 @@ def test_rename_session(store: ServerStore) -> None:
     store.rename_session("s1", "Quarterly report")
     got = store.session("s1", "alice")
     assert got is not None and got.title == "Quarterly report"
-    assert got.public() == {"session_id": "s1", "agent": "helper", "title": "Quarterly report",
-                            "created": 1.0, "updated": 1.0}
+    assert got.public() == {
+        "session_id": "s1",
+        "agent": "helper",
+        "title": "Quarterly report",
+        "created": 1.0,
+        "updated": 1.0,
+    }
 
 
 def test_forms_submitted_at_once_on_two_machines_both_count(open_store: Opener) -> None:
@@ -214,8 +228,10 @@ def test_feedback_is_one_per_message_and_owner_newest_first(store: ServerStore) 
     store.put_feedback(FeedbackRecord("m2", "r2", "t2", "alice", "down", "too long", 2.0))
     store.put_feedback(FeedbackRecord("m1", "rb", "tb", "bob", "down", None, 3.0))
     store.put_feedback(FeedbackRecord("m1", "r1", "t1", "alice", "down", "changed my mind", 4.0))  # replaces
-    assert store.feedback("alice") == [FeedbackRecord("m1", "r1", "t1", "alice", "down", "changed my mind", 4.0),
-                                       FeedbackRecord("m2", "r2", "t2", "alice", "down", "too long", 2.0)]
+    assert store.feedback("alice") == [
+        FeedbackRecord("m1", "r1", "t1", "alice", "down", "changed my mind", 4.0),
+        FeedbackRecord("m2", "r2", "t2", "alice", "down", "too long", 2.0),
+    ]
     assert [f.public()["score"] for f in store.feedback("bob")] == ["down"]
     assert "owner" not in store.feedback("bob")[0].public()
     assert store.feedback("carol") == []
@@ -249,8 +265,9 @@ def test_revoking_the_last_token_keeps_auth_required(open_store: Opener) -> None
     assert open_store().auth_required()  # and so after a restart, or on another machine
 
 
-def test_no_plaintext_token_is_stored_anywhere(backend: str, store: ServerStore, request: pytest.FixtureRequest,
-                                               tmp_path: Path) -> None:
+def test_no_plaintext_token_is_stored_anywhere(
+    backend: str, store: ServerStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     tokens = [store.add_token(name) for name in ("alice", "bob")]
     secret_part = [t.removeprefix("tt_") for t in tokens]
     if backend == "sqlite":

@@ -16,13 +16,20 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SKILL = ROOT / "examples" / "skills" / "release-notes"
 
 
-def write_skill(root: Path, folder: str, name: str | None = None, description: str = "Does a thing.",
-                body: str = "Do the thing.", files: dict[str, str] | None = None) -> Path:
+def write_skill(
+    root: Path,
+    folder: str,
+    name: str | None = None,
+    description: str = "Does a thing.",
+    body: str = "Do the thing.",
+    files: dict[str, str] | None = None,
+) -> Path:
     """``root/folder/SKILL.md`` with front matter naming ``name`` (default: the folder's name)."""
     where = root / folder
     where.mkdir(parents=True, exist_ok=True)
-    (where / "SKILL.md").write_text(f"---\nname: {name or folder}\ndescription: {description}\n---\n{body}\n",
-                                    encoding="utf-8")
+    (where / "SKILL.md").write_text(
+        f"---\nname: {name or folder}\ndescription: {description}\n---\n{body}\n", encoding="utf-8"
+    )
     for rel, text in (files or {}).items():
         (where / rel).parent.mkdir(parents=True, exist_ok=True)
         (where / rel).write_text(text, encoding="utf-8")

@@ -20,8 +20,12 @@ def find(home: Path, project: Path, paths: tuple[str, ...] = ()) -> tuple[dict[s
 
 def test_roots_in_rising_precedence(home: Path, project: Path) -> None:
     roots = default_roots(home, project, ["team", "~/shared"])
-    assert [(r.scope, r.required) for r in roots] == [("user", False), ("config", True), ("config", True),
-                                                       ("project", False)]
+    assert [(r.scope, r.required) for r in roots] == [
+        ("user", False),
+        ("config", True),
+        ("config", True),
+        ("project", False),
+    ]
     assert roots[0].path == home / "skills" and roots[-1].path == project / ".tether" / "skills"
     assert roots[1].path == home / "team"  # relative to $TETHER_HOME, where config.toml lives
     assert roots[2].path == Path("~/shared").expanduser()
@@ -60,8 +64,9 @@ def test_the_same_folder_reached_twice_is_read_once(home: Path) -> None:
 def test_front_matter_details(home: Path, project: Path) -> None:
     root = home / "skills"
     (root / "crlf").mkdir(parents=True)
-    (root / "crlf" / "SKILL.md").write_bytes(b"\xef\xbb\xbf---\r\nname: crlf\r\ndescription: >\r\n  Folded\r\n"
-                                             b"  text.\r\nversion: 2\r\n---\r\nBody line.\r\n")
+    (root / "crlf" / "SKILL.md").write_bytes(
+        b"\xef\xbb\xbf---\r\nname: crlf\r\ndescription: >\r\n  Folded\r\n  text.\r\nversion: 2\r\n---\r\nBody line.\r\n"
+    )
     write_skill(root, "other-folder", name="renamed", body="")
     found = SkillFolders([SkillRoot(root, "user")]).find()
     crlf = found.skills["crlf"]
@@ -99,7 +104,8 @@ MALFORMED: dict[str, tuple[bytes, str]] = {
 
 @pytest.mark.parametrize("folder", sorted(MALFORMED))
 def test_a_malformed_skill_is_reported_once_and_skipped(
-        folder: str, home: Path, project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder: str, home: Path, project: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     root = home / "skills"
     write_skill(root, "good")
     (root / folder).mkdir(parents=True)
@@ -213,8 +219,7 @@ def test_skill_md_linked_outside_its_folder_is_refused(home: Path, project: Path
 def test_read_skill_reads_one_folder(home: Path) -> None:
     folder = write_skill(home, "one", description="One thing.", body="Step 1.\nStep 2.")
     skill = read_skill(folder)
-    assert (skill.name, skill.description, skill.body, skill.scope) == ("one", "One thing.", "Step 1.\nStep 2.",
-                                                                       "user")
+    assert (skill.name, skill.description, skill.body, skill.scope) == ("one", "One thing.", "Step 1.\nStep 2.", "user")
     assert skill.file == folder / "SKILL.md" and skill.where == f"user: {folder}"
 
 
@@ -234,8 +239,21 @@ def test_the_public_names_resolve() -> None:
     import tether.skills
 
     assert set(tether.skills.__all__) == {
-        "MAX_DESCRIPTION_CHARS", "MAX_FILE_BYTES", "MAX_FRONT_MATTER_CHARS", "Discovery", "Skill", "SkillFolders",
-        "SkillProblem", "SkillRoot", "SkillScope", "SkillSource", "Skills", "default_roots", "index_block",
-        "read_skill", "report_problems"}
+        "MAX_DESCRIPTION_CHARS",
+        "MAX_FILE_BYTES",
+        "MAX_FRONT_MATTER_CHARS",
+        "Discovery",
+        "Skill",
+        "SkillFolders",
+        "SkillProblem",
+        "SkillRoot",
+        "SkillScope",
+        "SkillSource",
+        "Skills",
+        "default_roots",
+        "index_block",
+        "read_skill",
+        "report_problems",
+    }
     for name in tether.skills.__all__:
         assert getattr(tether.skills, name) is not None

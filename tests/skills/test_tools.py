@@ -37,8 +37,13 @@ def use(skills: Skills, tool: str, **args: Any) -> tuple[str, bool]:
 @pytest.fixture
 def skills(home: Path) -> Skills:
     shutil.copytree(EXAMPLE_SKILL, home / "skills" / "release-notes")
-    write_skill(home / "skills", "deploy", description="Ship a build to production.\n  Needs a green CI.",
-                body="Run the checks, then deploy.", files={"checklist.md": "- CI green\n", "sub/dir/notes.txt": "n\n"})
+    write_skill(
+        home / "skills",
+        "deploy",
+        description="Ship a build to production.\n  Needs a green CI.",
+        body="Run the checks, then deploy.",
+        files={"checklist.md": "- CI green\n", "sub/dir/notes.txt": "n\n"},
+    )
     return skills_in(home)
 
 
@@ -106,7 +111,9 @@ def test_load_skill_of_an_unknown_name_lists_the_known_ones(skills: Skills) -> N
 
 def test_the_tools_are_read_only_and_need_no_approval(skills: Skills) -> None:
     assert [(t.name, t.read_only, t.needs_approval) for t in skills.tools()] == [
-        ("load_skill", True, False), ("read_skill_file", True, False)]
+        ("load_skill", True, False),
+        ("read_skill_file", True, False),
+    ]
 
 
 def test_a_skill_without_files(home: Path) -> None:
@@ -118,7 +125,9 @@ def test_a_skill_without_files(home: Path) -> None:
 def test_a_long_listing_says_it_was_cut(home: Path) -> None:
     write_skill(home / "skills", "many", files={f"f{n:03}.md": "x" for n in range(205)})
     text, _ = use(skills_in(home), "load_skill", name="many")
-    assert text.count(" (1 bytes)") == 200 and text.endswith("- f199.md (1 bytes)\n(only the first 200 files are listed)")
+    assert text.count(" (1 bytes)") == 200 and text.endswith(
+        "- f199.md (1 bytes)\n(only the first 200 files are listed)"
+    )
 
 
 # --- read_skill_file: what it reads, and what it refuses --------------------------------------
@@ -131,18 +140,21 @@ def test_read_skill_file_reads_a_file_of_the_skill(skills: Skills) -> None:
     assert error and "Known skills: deploy, release-notes" in text
 
 
-@pytest.mark.parametrize(("path", "says"), [
-    ("../release-notes/SKILL.md", "climbs with '..'"),
-    ("sub/../../deploy/SKILL.md", "climbs with '..'"),
-    ("sub\\..\\..\\x", "climbs with '..'"),
-    ("/etc/passwd", "is absolute"),
-    ("~/.netrc", "is absolute"),
-    ("C:\\Windows\\win.ini", "is absolute"),
-    ("", "give the path of a file"),
-    ("a\x00b", "NUL byte"),
-    ("missing.md", "no such file: missing.md. load_skill lists the skill's files."),
-    ("sub", "sub is a directory. load_skill lists the skill's files."),
-])
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("../release-notes/SKILL.md", "climbs with '..'"),
+        ("sub/../../deploy/SKILL.md", "climbs with '..'"),
+        ("sub\\..\\..\\x", "climbs with '..'"),
+        ("/etc/passwd", "is absolute"),
+        ("~/.netrc", "is absolute"),
+        ("C:\\Windows\\win.ini", "is absolute"),
+        ("", "give the path of a file"),
+        ("a\x00b", "NUL byte"),
+        ("missing.md", "no such file: missing.md. load_skill lists the skill's files."),
+        ("sub", "sub is a directory. load_skill lists the skill's files."),
+    ],
+)
 def test_read_skill_file_refuses_paths_outside_or_wrong(skills: Skills, path: str, says: str) -> None:
     text, error = use(skills, "read_skill_file", name="deploy", path=path)
     assert error and says in text, text
@@ -184,8 +196,12 @@ def test_binary_huge_non_utf8_and_special_files_are_refused(skills: Skills, home
     (folder / "latin1.txt").write_bytes(b"caf\xe9\n")
     os.mkfifo(folder / "pipe")
     (folder / "empty.md").write_text("")
-    cases = {"logo.png": "is a binary file", "big.md": "100,001 bytes; files of a skill are read whole, up to 100,000",
-             "latin1.txt": "is not UTF-8 text (byte 0xe9 at offset 3)", "pipe": "is a FIFO (named pipe), not a file"}
+    cases = {
+        "logo.png": "is a binary file",
+        "big.md": "100,001 bytes; files of a skill are read whole, up to 100,000",
+        "latin1.txt": "is not UTF-8 text (byte 0xe9 at offset 3)",
+        "pipe": "is a FIFO (named pipe), not a file",
+    }
     for path, says in cases.items():
         text, error = use(skills, "read_skill_file", name="deploy", path=path)
         assert error and says in text, text
@@ -211,8 +227,10 @@ def test_a_run_loads_a_skill_and_reads_its_file(home: Path) -> None:
     agent = Agent("scripted/skill", extensions=[skills_in(home)])
     result = run_sync(agent, "Write the release notes.")
     assert result.status == "completed"
-    assert result.output == ("Release 0.9.0: skills: know-how an agent loads only when a task needs it; "
-                             "tether skills list and tether skills show")
+    assert result.output == (
+        "Release 0.9.0: skills: know-how an agent loads only when a task needs it; "
+        "tether skills list and tether skills show"
+    )
 
 
 def test_the_scripted_answer_follows_the_skill_not_a_script(home: Path) -> None:
@@ -230,8 +248,10 @@ def test_the_scripted_answer_follows_the_skill_not_a_script(home: Path) -> None:
 def test_without_the_skill_the_scripted_model_says_so(home: Path) -> None:
     write_skill(home / "skills", "other")
     result = run_sync(Agent("scripted/skill", extensions=[skills_in(home)]), "Release notes, please.")
-    assert result.output == "I could not load the release-notes skill: There is no skill named 'release-notes'. " \
-                            "Known skills: other."
+    assert (
+        result.output == "I could not load the release-notes skill: There is no skill named 'release-notes'. "
+        "Known skills: other."
+    )
 
 
 def test_tool_results_are_in_the_transcript(home: Path) -> None:
@@ -242,4 +262,7 @@ def test_tool_results_are_in_the_transcript(home: Path) -> None:
     state = RunState()
     asyncio.run(run(Agent("scripted/skill", extensions=[skills_in(home)]), "Notes.", state=state))
     results = [m for m in state.messages if isinstance(m, ToolMessage)]
-    assert [r.content[0].text.splitlines()[0] for r in results] == ["# Skill: release-notes", "# The release being prepared"]
+    assert [r.content[0].text.splitlines()[0] for r in results] == [
+        "# Skill: release-notes",
+        "# The release being prepared",
+    ]

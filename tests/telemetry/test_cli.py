@@ -15,17 +15,39 @@ from tether.telemetry import trace_id_for
 from tether.testing.otlp import OtlpReceiver
 
 
-def test_tether_run_exports_its_spans(receiver: OtlpReceiver, tether_home: Path, logs: Path,
-                                      monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    for name in [*(n for n in os.environ if n.startswith("OTEL_")), "LLM_BASE_URL", "OPENAI_BASE_URL",
-                 "OPENAI_API_KEY", "TETHER_SESSION_STORE"]:
+def test_tether_run_exports_its_spans(
+    receiver: OtlpReceiver,
+    tether_home: Path,
+    logs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [
+        *(n for n in os.environ if n.startswith("OTEL_")),
+        "LLM_BASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "TETHER_SESSION_STORE",
+    ]:
         monkeypatch.delenv(name, raising=False)
     tether_home.mkdir(parents=True, exist_ok=True)
     (tether_home / "config.toml").write_text(
         f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\nservice_name = "tether-cli"\n'
-        '[telemetry.headers]\nauthorization = "Bearer test"\n', encoding="utf-8")
-    code, out, err = run_main("run", "--model", "scripted/plan", "--cwd", str(logs), "--session", "ops", "--json",
-                              "Which file mentions a timeout?", capsys=capsys)
+        '[telemetry.headers]\nauthorization = "Bearer test"\n',
+        encoding="utf-8",
+    )
+    code, out, err = run_main(
+        "run",
+        "--model",
+        "scripted/plan",
+        "--cwd",
+        str(logs),
+        "--session",
+        "ops",
+        "--json",
+        "Which file mentions a timeout?",
+        capsys=capsys,
+    )
     assert code == 0, err
     result = json.loads(out)
     trace_id = trace_id_for("ops", result["run_id"])

@@ -27,12 +27,14 @@ class Recorder:
         self.closed += 1
 
 
-def test_a_failing_tracer_is_dropped_and_the_others_go_on(logs: Path, tmp_path: Path,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_tracer_is_dropped_and_the_others_go_on(
+    logs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     broken, healthy = Recorder(fail_at=2), Recorder()
     jsonl = JsonlTracer(tmp_path / "traces")
-    result = run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "q",
-                      tracer=FanoutTracer(broken, jsonl, healthy))
+    result = run_sync(
+        Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "q", tracer=FanoutTracer(broken, jsonl, healthy)
+    )
     assert result.status == "completed"
     assert len(broken.events) == 2 and broken.closed == 1  # closed once, when it was dropped
     assert healthy.events[-1].type == "done" and healthy.closed == 1

@@ -46,11 +46,13 @@ def every_value(spans: list[ReceivedSpan]) -> str:
 # --------------------------------------------------------------------------- one run
 
 
-def test_a_run_is_one_agent_span_over_its_model_calls_and_tools(telemetry: Telemetry, receiver: OtlpReceiver,
-                                                                logs: Path) -> None:
+def test_a_run_is_one_agent_span_over_its_model_calls_and_tools(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
     trace_id = trace_id_for("session-1", "message-1")
-    tracer = telemetry.tracer(trace_id=trace_id, attributes={"tether.session_id": "session-1",
-                                                             "tether.message_id": "message-1"})
+    tracer = telemetry.tracer(
+        trace_id=trace_id, attributes={"tether.session_id": "session-1", "tether.message_id": "message-1"}
+    )
     result = run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), PROMPT, tracer=tracer)
     assert result.status == "completed" and result.turns == 3
     spans = flushed(telemetry, receiver, trace_id, 6)
@@ -62,19 +64,30 @@ def test_a_run_is_one_agent_span_over_its_model_calls_and_tools(telemetry: Telem
     assert all(s["parent_span_id"] == root["span_id"] for s in chats + tools)
     assert root["resource"]["service.name"] == "tether-tests"
     assert root["attributes"] == {
-        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "tether", "gen_ai.conversation.id": "session-1",
-        "tether.session_id": "session-1", "tether.message_id": "message-1", "tether.run_id": result.run_id,
-        "tether.status": "completed", "tether.reason": result.reason, "tether.turns": 3,
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "tether",
+        "gen_ai.conversation.id": "session-1",
+        "tether.session_id": "session-1",
+        "tether.message_id": "message-1",
+        "tether.run_id": result.run_id,
+        "tether.status": "completed",
+        "tether.reason": result.reason,
+        "tether.turns": 3,
         "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": result.usage.completion_tokens, "tether.cost_usd": result.cost_usd,
+        "gen_ai.usage.output_tokens": result.usage.completion_tokens,
+        "tether.cost_usd": result.cost_usd,
     }
     assert root["status"] == "UNSET"
 
     for chat, finish in zip(chats, ["tool_calls", "tool_calls", "stop"], strict=True):
         a = chat["attributes"]
         assert chat["name"] == "chat plan"
-        assert (a["gen_ai.operation.name"], a["gen_ai.provider.name"], a["gen_ai.system"],
-                a["gen_ai.request.model"]) == ("chat", "scripted", "scripted", "plan")
+        assert (
+            a["gen_ai.operation.name"],
+            a["gen_ai.provider.name"],
+            a["gen_ai.system"],
+            a["gen_ai.request.model"],
+        ) == ("chat", "scripted", "scripted", "plan")
         assert a["gen_ai.response.finish_reasons"] == [finish] and a["tether.usage_estimated"] is False
     assert sum(c["attributes"]["gen_ai.usage.input_tokens"] for c in chats) == result.usage.prompt_tokens
     assert sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in chats) == result.usage.completion_tokens
@@ -82,8 +95,9 @@ def test_a_run_is_one_agent_span_over_its_model_calls_and_tools(telemetry: Telem
     assert all(c["attributes"]["tether.cost_usd"] > 0 for c in chats)
     assert "gen_ai.response.time_to_first_chunk" in chats[2]["attributes"]  # the answer streamed text
 
-    assert [(t["name"], t["attributes"]["gen_ai.tool.call.id"], t["attributes"]["tether.tool.status"])
-            for t in tools] == [("execute_tool list_files", "c1", "ok"), ("execute_tool read_file", "c2", "ok")]
+    assert [
+        (t["name"], t["attributes"]["gen_ai.tool.call.id"], t["attributes"]["tether.tool.status"]) for t in tools
+    ] == [("execute_tool list_files", "c1", "ok"), ("execute_tool read_file", "c2", "ok")]
     assert all(t["attributes"]["gen_ai.operation.name"] == "execute_tool" and t["status"] == "UNSET" for t in tools)
     # Steps follow each other inside the run: chat, tool, chat, tool, chat.
     steps = sorted(chats + tools, key=lambda s: s["start_ns"])
@@ -92,8 +106,9 @@ def test_a_run_is_one_agent_span_over_its_model_calls_and_tools(telemetry: Telem
     assert root["start_ns"] <= steps[0]["start_ns"] and steps[-1]["end_ns"] <= root["end_ns"]
 
 
-def test_no_prompt_answer_file_text_or_tool_arguments_in_any_attribute(telemetry: Telemetry, receiver: OtlpReceiver,
-                                                                      logs: Path) -> None:
+def test_no_prompt_answer_file_text_or_tool_arguments_in_any_attribute(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
     tracer = telemetry.tracer()
     result = run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), PROMPT, tracer=tracer)
     text = every_value(flushed(telemetry, receiver, tracer.trace_id, 6))
@@ -123,7 +138,8 @@ def test_trace_id_for_is_deterministic_lowercase_hex(telemetry: Telemetry) -> No
 
 
 def test_a_failed_run_is_an_error_and_its_retries_are_events_of_the_call_that_failed(
-        telemetry: Telemetry, receiver: OtlpReceiver, logs: Path) -> None:
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
     with ScriptedServer(faults=["503"] * 4) as server:
         tracer = telemetry.tracer()
         result = run_sync(Agent(scripted_openai(server), tools=FILE_TOOLS, cwd=logs, retry=FAST), "q", tracer=tracer)
@@ -140,10 +156,12 @@ def test_a_failed_run_is_an_error_and_its_retries_are_events_of_the_call_that_fa
 
 
 def test_a_fallback_and_the_retries_before_it_are_events_of_the_chat_span(
-        telemetry: Telemetry, receiver: OtlpReceiver, logs: Path) -> None:
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
     with ScriptedServer(faults=["503"] * 10) as broken, ScriptedServer() as healthy:
-        agent = Agent(scripted_openai(broken), tools=FILE_TOOLS, cwd=logs, retry=FAST,
-                      fallback_models=[scripted_openai(healthy)])
+        agent = Agent(
+            scripted_openai(broken), tools=FILE_TOOLS, cwd=logs, retry=FAST, fallback_models=[scripted_openai(healthy)]
+        )
         tracer = telemetry.tracer()
         result = run_sync(agent, PROMPT, tracer=tracer)
     assert result.status == "completed"
@@ -158,21 +176,24 @@ def test_a_fallback_and_the_retries_before_it_are_events_of_the_chat_span(
 # --------------------------------------------------------------------------- feedback, sub-agents
 
 
-def test_feedback_joins_the_trace_under_its_first_run(telemetry: Telemetry, receiver: OtlpReceiver,
-                                                      logs: Path) -> None:
+def test_feedback_joins_the_trace_under_its_first_run(telemetry: Telemetry, receiver: OtlpReceiver, logs: Path) -> None:
     trace_id = trace_id_for("session-2", "message-9")
     agent = Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs)
     run_sync(agent, PROMPT, tracer=telemetry.tracer(trace_id=trace_id))
     run_sync(agent, PROMPT, tracer=telemetry.tracer(trace_id=trace_id))  # the same message, answered again
-    telemetry.feedback(trace_id=trace_id, score="down", comment="wrong file",
-                       attributes={"tether.message_id": "message-9"})
+    telemetry.feedback(
+        trace_id=trace_id, score="down", comment="wrong file", attributes={"tether.message_id": "message-9"}
+    )
     spans = flushed(telemetry, receiver, trace_id, 13)
     roots = by_name(spans, "invoke_agent")
     (feedback,) = by_name(spans, "feedback")
     assert len(roots) == 2 and roots[0]["span_id"] != roots[1]["span_id"]
     assert feedback["parent_span_id"] == roots[0]["span_id"]  # derived from the trace id, never stored
-    assert feedback["attributes"] == {"tether.feedback.score": "down", "tether.feedback.comment": "wrong file",
-                                      "tether.message_id": "message-9"}
+    assert feedback["attributes"] == {
+        "tether.feedback.score": "down",
+        "tether.feedback.comment": "wrong file",
+        "tether.message_id": "message-9",
+    }
     assert [e["name"] for e in feedback["events"]] == ["feedback"]
 
     # Another process knows nothing of the first run, and finds the same parent.
@@ -194,8 +215,9 @@ def test_a_resumed_run_does_not_take_the_first_runs_span_id(telemetry: Telemetry
     assert len({r["span_id"] for r in roots}) == 2
 
 
-def test_a_sub_agent_is_an_agent_span_under_its_tool_call(telemetry: Telemetry, receiver: OtlpReceiver,
-                                                          logs: Path) -> None:
+def test_a_sub_agent_is_an_agent_span_under_its_tool_call(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
     researcher = Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs).as_tool("researcher", "Reads the logs.")
     tracer = telemetry.tracer()
     result = run_sync(Agent("scripted/delegate", tools=[researcher], cwd=logs), "who timed out?", tracer=tracer)
@@ -208,10 +230,17 @@ def test_a_sub_agent_is_an_agent_span_under_its_tool_call(telemetry: Telemetry, 
     mine = [s for s in by_name(spans, "chat") if s["parent_span_id"] == root["span_id"]]
     theirs = [s for s in spans if s["parent_span_id"] == child["span_id"]]
     assert len(mine) == 2 and sorted(s["name"] for s in theirs) == [
-        "chat plan", "chat plan", "chat plan", "execute_tool list_files", "execute_tool read_file"]
+        "chat plan",
+        "chat plan",
+        "chat plan",
+        "execute_tool list_files",
+        "execute_tool read_file",
+    ]
     assert child["attributes"]["tether.status"] == "completed"
     assert [e["attributes"]["tether.status"] for e in root["events"] if e["name"] == "subagent"] == [
-        "started", "completed"]
+        "started",
+        "completed",
+    ]
     # Each model call's cost is its own: the child's are not counted again in the parent's.
     costs = [s["attributes"]["tether.cost_usd"] for s in by_name(spans, "chat")]
     assert sum(costs) == pytest.approx(result.cost_usd) and len(costs) == 5
@@ -220,8 +249,9 @@ def test_a_sub_agent_is_an_agent_span_under_its_tool_call(telemetry: Telemetry, 
 # --------------------------------------------------------------------------- configuration
 
 
-def test_settings_and_the_standard_variables_name_the_endpoint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                               no_otel_env: None) -> None:
+def test_settings_and_the_standard_variables_name_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_otel_env: None
+) -> None:
     def endpoint(**table: Any) -> str | None:
         t = telemetry_from_settings(Settings(home=tmp_path, telemetry=table))
         if t is None:
@@ -240,8 +270,9 @@ def test_settings_and_the_standard_variables_name_the_endpoint(monkeypatch: pyte
     assert endpoint() is None
 
 
-def test_an_endpoint_without_opentelemetry_installed_says_what_to_install(monkeypatch: pytest.MonkeyPatch,
-                                                                          tmp_path: Path) -> None:
+def test_an_endpoint_without_opentelemetry_installed_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
     with pytest.raises(ConfigError, match=r'pip install "tether\[otel\]"'):
         telemetry_from_settings(Settings(home=tmp_path, telemetry={"otlp_endpoint": "http://127.0.0.1:4318/v1/traces"}))
@@ -259,7 +290,7 @@ from tether.tracing import FanoutTracer, JsonlTracer
 import tether.cli.run, tether.testing, tether.telemetry.otel
 
 assert telemetry_from_settings(load_settings()) is None
-tracer = FanoutTracer(JsonlTracer({str(tmp_path / 'traces')!r}))
+tracer = FanoutTracer(JsonlTracer({str(tmp_path / "traces")!r}))
 assert run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd={str(logs)!r}), "q", tracer=tracer).status == "completed"
 print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 """

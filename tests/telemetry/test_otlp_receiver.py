@@ -14,8 +14,9 @@ from tether.testing.otlp import OtlpReceiver
 
 
 def post(url: str, body: bytes, **headers: str) -> int:
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"Content-Type": "application/x-protobuf", **headers})
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf", **headers}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             assert response.headers["Content-Type"] == "application/x-protobuf"

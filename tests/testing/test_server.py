@@ -20,12 +20,18 @@ def test_official_client_lists_models_and_completes(scripted_server: ScriptedSer
 
 def test_official_client_streams_tool_call_deltas_and_usage(scripted_server: ScriptedServer) -> None:
     client = openai.OpenAI(base_url=scripted_server.base_url, api_key="unused", max_retries=0)
-    messages = [{"role": "user", "content": "go"},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "errors.log"}]
-    stream = client.chat.completions.create(model="scripted/plan", messages=messages, stream=True,
-                                            stream_options={"include_usage": True})
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "errors.log"},
+    ]
+    stream = client.chat.completions.create(
+        model="scripted/plan", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
     args, names, usage, finish = "", [], None, None
     for chunk in stream:
         if chunk.usage:
@@ -65,15 +71,19 @@ def test_official_anthropic_client_completes_and_streams(scripted_server: Script
 
     client = anthropic.Anthropic(base_url=scripted_server.root_url, api_key="unused", max_retries=0)
     tools = [{"name": "list_files", "description": "List files.", "input_schema": {"type": "object", "properties": {}}}]
-    message = client.messages.create(model="plan", max_tokens=256, tools=tools,
-                                     messages=[{"role": "user", "content": "go"}])
+    message = client.messages.create(
+        model="plan", max_tokens=256, tools=tools, messages=[{"role": "user", "content": "go"}]
+    )
     (use,) = [b for b in message.content if b.type == "tool_use"]
     assert use.name == "list_files" and message.stop_reason == "tool_use"
-    history = [{"role": "user", "content": "go"},
-               {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": {}}]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "errors.log"}]}]
-    with client.messages.stream(model="plan", max_tokens=256, tools=tools, messages=history,
-                                thinking={"type": "enabled", "budget_tokens": 128}) as stream:
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": use.name, "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "errors.log"}]},
+    ]
+    with client.messages.stream(
+        model="plan", max_tokens=256, tools=tools, messages=history, thinking={"type": "enabled", "budget_tokens": 128}
+    ) as stream:
         final = stream.get_final_message()
     kinds = [b.type for b in final.content]
     assert kinds == ["thinking", "tool_use"]

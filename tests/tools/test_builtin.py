@@ -53,8 +53,10 @@ def test_bad_arguments_say_what_to_fix(name: str, arguments: str, mentions: str)
 
 
 def test_bad_arguments_through_the_loop_become_results(workspace: Path) -> None:
-    calls = [(f"b{i}", name, json.loads(args) if args.startswith("{") else {}) for i, (name, args, _) in
-             enumerate(BAD_INPUTS[:6])]
+    calls = [
+        (f"b{i}", name, json.loads(args) if args.startswith("{") else {})
+        for i, (name, args, _) in enumerate(BAD_INPUTS[:6])
+    ]
     fm = FunctionModel(lambda m, r: Reply(calls=tuple(calls)) if len(m) == 1 else "done")
     state = RunState()
     result = run_sync(Agent(fm, tools=builtin_tools(), cwd=workspace), "go", state=state)
@@ -70,8 +72,10 @@ def test_edit_file_missing_and_ambiguous_text_fail_clearly(workspace: Path) -> N
         run_tool(TOOLS["edit_file"], workspace, path="a.txt", old_text="three", new_text="x")
     with pytest.raises(Exception, match="appears 2 times"):
         run_tool(TOOLS["edit_file"], workspace, path="a.txt", old_text="one", new_text="x")
-    assert run_tool(TOOLS["edit_file"], workspace, path="a.txt", old_text="two", new_text="2") == \
-        "edited a.txt: replaced 1 occurrence"
+    assert (
+        run_tool(TOOLS["edit_file"], workspace, path="a.txt", old_text="two", new_text="2")
+        == "edited a.txt: replaced 1 occurrence"
+    )
     assert (workspace / "a.txt").read_text() == "one 2 one"
     hits = run_tool(TOOLS["search_files"], workspace, pattern=r"one \d")
     assert hits == "a.txt:1: one 2 one"
@@ -100,17 +104,22 @@ def test_web_search_unconfigured_says_how_and_searxng_works() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        found = run_tool(WebSearch(SearxngBackend(f"http://127.0.0.1:{server.server_address[1]}")), Path("."),
-                         query="tether")
+        found = run_tool(
+            WebSearch(SearxngBackend(f"http://127.0.0.1:{server.server_address[1]}")), Path("."), query="tether"
+        )
         assert found == "1. Tether\n   https://example.org/t\n   harness"
     finally:
         server.shutdown()
 
 
 def test_tool_settings_from_config() -> None:
-    settings = tool_settings({"shell": {"approval": False, "timeout_s": 5, "block": ["git"], "unblock": ["crontab"],
-                                        "env": {"CI": "1"}},
-                              "web": {"allow": ["10.0.0.0/8"]}, "files": {"write_approval": True}})
+    settings = tool_settings(
+        {
+            "shell": {"approval": False, "timeout_s": 5, "block": ["git"], "unblock": ["crontab"], "env": {"CI": "1"}},
+            "web": {"allow": ["10.0.0.0/8"]},
+            "files": {"write_approval": True},
+        }
+    )
     tools = {t.name: t for t in builtin_tools(settings)}
     assert not tools["run_command"].needs_approval and tools["run_command"].settings.timeout_s == 5
     assert "git" in settings.shell.blocked and "crontab" not in settings.shell.blocked
@@ -129,13 +138,23 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
     (project / "greet.py").write_text((ROOT / "examples" / "project" / "greet.py").read_text())
     home = tmp_path / "home"
     env = {**os.environ, "TETHER_HOME": str(home)}
-    first = subprocess.run(["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json",
-                            "Fix the greeting and check it"], env=env, capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        ["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix the greeting and check it"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     stopped = json.loads(first.stdout)
     assert first.returncode == 5 and stopped["interruption"]["tool_name"] == "run_command"
     assert 'f"hello, {name}!"' in (project / "greet.py").read_text()  # the edit is done, the command waits
-    second = subprocess.run(["tether", "resume", stopped["run_id"], "--approve", "--json"], env=env,
-                            capture_output=True, text=True, timeout=60)
+    second = subprocess.run(
+        ["tether", "resume", stopped["run_id"], "--approve", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     result = json.loads(second.stdout)
     assert result["status"] == "completed"
     assert result["output"] == "Fixed the typo in greet.py; running it now prints: hello, world!"
@@ -145,8 +164,13 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
 
     (project / "greet.py").write_text((ROOT / "examples" / "project" / "greet.py").read_text())
     home.joinpath("config.toml").write_text("[tools.shell]\napproval = false\n")
-    direct = subprocess.run(["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix it"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    direct = subprocess.run(
+        ["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix it"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert direct.returncode == 0 and "hello, world!" in json.loads(direct.stdout)["output"]
 
 

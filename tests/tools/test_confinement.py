@@ -83,8 +83,23 @@ def test_relative_link_to_a_directory_inside_is_not_descended_but_named(workspac
     assert "docs/guide.md" in listing and "docs-link/guide.md" not in listing
 
 
-@pytest.mark.parametrize("pattern", ["**/*", "*", "*.txt", "a/*", "a/**/*.py", "**/b/*", "?/*", "[ab]/**/*",
-                                     "**/*.py", "a/b/c.py", ".*", "**/.hidden/*"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "**/*",
+        "*",
+        "*.txt",
+        "a/*",
+        "a/**/*.py",
+        "**/b/*",
+        "?/*",
+        "[ab]/**/*",
+        "**/*.py",
+        "a/b/c.py",
+        ".*",
+        "**/.hidden/*",
+    ],
+)
 def test_globs_list_what_pathlib_lists(tmp_path: Path, pattern: str) -> None:
     for rel in ["x.txt", "y.py", "a/z.txt", "a/b/c.py", "a/b/d/e.py", "b/f.txt", "b/.hidden/g", ".env", "c/b/h.py"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +152,8 @@ def test_links_that_stay_inside_are_followed(workspace: Path) -> None:
     assert run_tool(read_file, workspace, path="docs/notes-link.txt") == notes.rstrip("\n")
     assert run_tool(read_file, workspace, path="docs-link/notes-link.txt") == notes.rstrip("\n")
     assert run_tool(read_file, workspace, path="abs-link.log").startswith(
-        (workspace / "errors.log").read_text().splitlines()[0])
+        (workspace / "errors.log").read_text().splitlines()[0]
+    )
     assert run_tool(read_file, workspace, path="docs/../notes.txt") == notes.rstrip("\n")
     run_tool(write_file, workspace, path="docs/notes-link.txt", content="via link")
     assert (workspace / "docs" / "notes-link.txt").is_symlink() and (workspace / "notes.txt").read_text() == "via link"
@@ -154,7 +170,8 @@ def test_delete_removes_the_link_not_the_file_it_points_to(workspace: Path) -> N
 
 def test_absolute_path_inside_the_workspace_is_accepted(workspace: Path) -> None:
     assert run_tool(read_file, workspace, path=str(workspace / "notes.txt")) == (
-        (workspace / "notes.txt").read_text().rstrip("\n"))
+        (workspace / "notes.txt").read_text().rstrip("\n")
+    )
 
 
 def test_link_leading_outside_says_which_link_and_where(workspace: Path, outside: Path) -> None:
@@ -214,9 +231,11 @@ def test_fifo_is_refused_without_blocking(workspace: Path) -> None:
     fifo = workspace / "pipe"
     os.mkfifo(fifo)
     release = unblock_fifo(fifo)
-    for tool, args in [(read_file, {"path": "pipe"}),
-                       (read_file, {"path": "pipe", "start_line": 5, "max_lines": 1}),
-                       (edit_file, {"path": "pipe", "old_text": "a", "new_text": "b"})]:
+    for tool, args in [
+        (read_file, {"path": "pipe"}),
+        (read_file, {"path": "pipe", "start_line": 5, "max_lines": 1}),
+        (edit_file, {"path": "pipe", "old_text": "a", "new_text": "b"}),
+    ]:
         with pytest.raises(ToolError, match="FIFO") as info:
             returns_within(10, lambda t=tool, a=args: run_tool(t, workspace, **a), release)
         assert "only reads regular files" in str(info.value) or "only edits regular files" in str(info.value)
@@ -224,7 +243,8 @@ def test_fifo_is_refused_without_blocking(workspace: Path) -> None:
         returns_within(10, lambda: run_tool(write_file, workspace, path="pipe", content="x"), release)
     assert "pipe" not in returns_within(10, lambda: run_tool(list_files, workspace), release)
     assert "no matches" in returns_within(
-        10, lambda: run_tool(search_files, workspace, pattern="x", glob="pipe"), release)
+        10, lambda: run_tool(search_files, workspace, pattern="x", glob="pipe"), release
+    )
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
@@ -284,7 +304,8 @@ def test_one_enormous_line_is_cut_without_reading_it_all(tmp_path: Path) -> None
 def test_line_notes_count_lines_and_ranges_are_exact(workspace: Path) -> None:
     (workspace / "n.txt").write_text("".join(f"l{i}\r\n" for i in range(1, 8)))
     assert run_tool(read_file, workspace, path="n.txt", start_line=2, max_lines=3) == (
-        "l2\nl3\nl4\n[lines 2-4 of 7; call read_file with start_line=5 to read further]")
+        "l2\nl3\nl4\n[lines 2-4 of 7; call read_file with start_line=5 to read further]"
+    )
     assert run_tool(read_file, workspace, path="n.txt", start_line=6) == "l6\nl7"
     assert "past the end" in run_tool(read_file, workspace, path="n.txt", start_line=50)
     (workspace / "empty.txt").write_text("")
@@ -310,9 +331,11 @@ def exchange_function() -> Callable[[Path, Path], None] | None:
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+
         def call(a: Path, b: Path) -> int:
             return int(libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2))  # AT_FDCWD, RENAME_EXCHANGE
     elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+
         def call(a: Path, b: Path) -> int:
             return int(libc.renamex_np(os.fsencode(a), os.fsencode(b), 2))  # RENAME_SWAP
     else:
@@ -381,8 +404,9 @@ CALLS: list[tuple[Any, dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize("mode", ["dir", "link"])
-def test_a_racing_thread_never_leads_a_tool_outside(workspace: Path, outside: Path, mode: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_racing_thread_never_leads_a_tool_outside(
+    workspace: Path, outside: Path, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     if mode == "dir" and exchange_function() is None:
         pytest.skip("no atomic exchange of two names on this platform")
     before = snapshot(outside)
@@ -430,8 +454,9 @@ def test_a_failed_write_is_a_message_and_leaves_the_file(workspace: Path) -> Non
     assert (workspace / "locked" / "a.txt").read_text() == "before"
 
 
-def test_a_disk_that_fills_mid_write_is_a_message_and_leaves_the_file(workspace: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_disk_that_fills_mid_write_is_a_message_and_leaves_the_file(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
 
     from tether.tools import _confine
@@ -453,7 +478,9 @@ def test_a_disk_that_fills_mid_write_is_a_message_and_leaves_the_file(workspace:
     assert [p.name for p in workspace.iterdir() if "tether-tmp" in p.name] == [], "no temporary file is left"
 
 
-def test_a_directory_swapped_in_before_the_rename_is_a_message(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_swapped_in_before_the_rename_is_a_message(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tether.tools import _confine
 
     real_rename = os.rename
@@ -470,7 +497,8 @@ def test_a_directory_swapped_in_before_the_rename_is_a_message(workspace: Path, 
 
 
 def test_without_the_system_calls_the_tools_refuse_instead_of_walking_unsafely(
-        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tether.tools import _confine
 
     monkeypatch.setattr(_confine, "SUPPORTED", False)

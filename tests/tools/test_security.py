@@ -82,10 +82,22 @@ def test_symlink_loop_is_refused_with_a_reason(workspace: Path) -> None:
 # --- shell ---------------------------------------------------------------------------------------
 
 OBFUSCATED = [
-    "sudo touch MARK", "  sudo   touch MARK", "'sudo' touch MARK", "s\\udo touch MARK", "/usr/bin/sudo touch MARK",
-    "bash -c 'sudo touch MARK'", "sh -c \"doas touch MARK\"", "true && su -c 'touch MARK'", "echo ok; reboot",
-    "env X=1 shutdown -h now", "$(echo hi; mkfs.ext4 /dev/null)", "`halt`", "nice -n 5 poweroff",
-    "rm -rf /", "rm -r -f ~", "bash -c \"bash -c 'dd if=/dev/zero of=MARK'\"",
+    "sudo touch MARK",
+    "  sudo   touch MARK",
+    "'sudo' touch MARK",
+    "s\\udo touch MARK",
+    "/usr/bin/sudo touch MARK",
+    "bash -c 'sudo touch MARK'",
+    'sh -c "doas touch MARK"',
+    "true && su -c 'touch MARK'",
+    "echo ok; reboot",
+    "env X=1 shutdown -h now",
+    "$(echo hi; mkfs.ext4 /dev/null)",
+    "`halt`",
+    "nice -n 5 poweroff",
+    "rm -rf /",
+    "rm -r -f ~",
+    "bash -c \"bash -c 'dd if=/dev/zero of=MARK'\"",
 ]
 
 
@@ -111,8 +123,7 @@ def test_environment_is_built_not_inherited(workspace: Path, monkeypatch: pytest
     assert dict(os.environ) == before  # tether's own environment was not touched
 
 
-FORK_BOMBLET = ("trap '' TERM; for i in 1 2 3; do (trap '' TERM; exec sleep 61.{tag}) & done; "
-                "exec sleep 61.{tag}")
+FORK_BOMBLET = "trap '' TERM; for i in 1 2 3; do (trap '' TERM; exec sleep 61.{tag}) & done; exec sleep 61.{tag}"
 
 
 def _tag() -> str:
@@ -164,9 +175,27 @@ def test_a_100_mb_flood_is_capped_and_memory_stays_bounded(workspace: Path) -> N
 
 # --- web -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ip", ["127.0.0.1", "127.8.9.10", "10.1.2.3", "172.16.0.1", "172.31.255.254", "192.168.1.1",
-                                "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fc00::1", "fd12:3456::1",
-                                "fe80::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1"])
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "127.0.0.1",
+        "127.8.9.10",
+        "10.1.2.3",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::1",
+        "fc00::1",
+        "fd12:3456::1",
+        "fe80::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+    ],
+)
 def test_every_private_range_is_refused(ip: str) -> None:
     with pytest.raises(ToolError, match="private or local"):
         check_address(ip, "example.test", 80, allow=())
@@ -208,15 +237,17 @@ class _Site:
 def sites() -> Iterator[tuple[_Site, _Site]]:
     secret = _Site({"/secret": (200, {"content-type": "text/plain"}, b"internal token")})
     page = b"<html><head><title>Docs</title><script>x()</script></head><body><main><h1>Hello</h1><p>A <b>page</b>.</p></main></body></html>"
-    public = _Site({
-        "/page": (200, {"content-type": "text/html; charset=utf-8"}, page),
-        "/to-secret": (302, {"location": secret.url("/secret")}, b""),
-        "/to-metadata": (301, {"location": "http://169.254.169.254/latest/meta-data/"}, b""),
-        "/to-localhost": (302, {"location": f"http://localhost:{secret.port}/secret"}, b""),
-        "/image": (200, {"content-type": "image/png"}, b"\x89PNG\r\n\x1a\nfake"),
-        "/blob": (200, {"content-type": "application/octet-stream"}, b"\x00\x01"),
-        "/big": (200, {"content-type": "text/plain"}, b"y" * 300_000),
-    })
+    public = _Site(
+        {
+            "/page": (200, {"content-type": "text/html; charset=utf-8"}, page),
+            "/to-secret": (302, {"location": secret.url("/secret")}, b""),
+            "/to-metadata": (301, {"location": "http://169.254.169.254/latest/meta-data/"}, b""),
+            "/to-localhost": (302, {"location": f"http://localhost:{secret.port}/secret"}, b""),
+            "/image": (200, {"content-type": "image/png"}, b"\x89PNG\r\n\x1a\nfake"),
+            "/blob": (200, {"content-type": "application/octet-stream"}, b"\x00\x01"),
+            "/big": (200, {"content-type": "text/plain"}, b"y" * 300_000),
+        }
+    )
     yield public, secret
     public.server.shutdown()
     secret.server.shutdown()

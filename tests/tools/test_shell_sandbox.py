@@ -79,29 +79,85 @@ def namespaces_or_skip(namespaces: bool) -> None:
 # --- the blocklist -------------------------------------------------------------------------------
 
 MISSED = [
-    "rm -rf //", "rm -rf /.", "rm -rf /./", "rm -rf /home/", "rm -rf /etc/", "rm -rf ${HOME}", "rm -rf ~/*",
-    "rm -rf /usr/*", 'rm -rf "$HOME"/', "rm -fr /var/.", "rm -rf /usr/..", "rm --recursive --force /boot//",
-    "rm -rf -- /opt/./", "rm -Rf ///lib/*", "rm -rf /root", "cd /tmp && rm -rf ~/", "sh -c 'rm -rf ~/*'",
-    "find / -delete", "find / -name '*' -delete", "find /etc -type f -exec rm {} \\;", "find // -execdir rm -f {} +",
-    "find -L / -ok shred {} ;", "find ~ -delete",
-    ":(){ :|:& };:", ":(){ :|: & };:", ": () { : | : & } ; :", "bomb(){ bomb|bomb& };bomb",
-    "f() { f | f & }; f", "function boom { boom | boom & }; boom", "bash -c ':(){ :|:& };:'",
-    "chmod -R 777 /", "chmod -R 000 /etc/", "chown -R nobody /", "chgrp -R users /usr/*", "chown --recursive me:me ~",
+    "rm -rf //",
+    "rm -rf /.",
+    "rm -rf /./",
+    "rm -rf /home/",
+    "rm -rf /etc/",
+    "rm -rf ${HOME}",
+    "rm -rf ~/*",
+    "rm -rf /usr/*",
+    'rm -rf "$HOME"/',
+    "rm -fr /var/.",
+    "rm -rf /usr/..",
+    "rm --recursive --force /boot//",
+    "rm -rf -- /opt/./",
+    "rm -Rf ///lib/*",
+    "rm -rf /root",
+    "cd /tmp && rm -rf ~/",
+    "sh -c 'rm -rf ~/*'",
+    "find / -delete",
+    "find / -name '*' -delete",
+    "find /etc -type f -exec rm {} \\;",
+    "find // -execdir rm -f {} +",
+    "find -L / -ok shred {} ;",
+    "find ~ -delete",
+    ":(){ :|:& };:",
+    ":(){ :|: & };:",
+    ": () { : | : & } ; :",
+    "bomb(){ bomb|bomb& };bomb",
+    "f() { f | f & }; f",
+    "function boom { boom | boom & }; boom",
+    "bash -c ':(){ :|:& };:'",
+    "chmod -R 777 /",
+    "chmod -R 000 /etc/",
+    "chown -R nobody /",
+    "chgrp -R users /usr/*",
+    "chown --recursive me:me ~",
     "chmod -fR a+w //",
-    "echo x > /dev/sda", "cat x > /dev/sd*", "head -c 1M /dev/zero >/dev/vda", "tee /dev/sda < x",
-    "echo x | tee -a /dev/nvme0n1p1", "cat img >> /dev//sdb", "cp disk.img /dev/mmcblk0", "pv x 1>/dev/xvda",
-    "bash -c 'cat x > /dev/sda'", "cat x &>/dev/dm-0", "dd if=x of=/dev/nvme0n1",
+    "echo x > /dev/sda",
+    "cat x > /dev/sd*",
+    "head -c 1M /dev/zero >/dev/vda",
+    "tee /dev/sda < x",
+    "echo x | tee -a /dev/nvme0n1p1",
+    "cat img >> /dev//sdb",
+    "cp disk.img /dev/mmcblk0",
+    "pv x 1>/dev/xvda",
+    "bash -c 'cat x > /dev/sda'",
+    "cat x &>/dev/dm-0",
+    "dd if=x of=/dev/nvme0n1",
 ]
 
 HARMLESS = [
-    "rm -rf build/", "rm -rf ./home", "rm -rf home/etc", "rm -rf node_modules/*", "rm -rf /tmp/build",
-    "rm -rf ~/.cache/pip", "rm -f /tmp/x.log", "rm -r dist",
-    "find . -name '*.pyc' -delete", "find /usr -name python3", "find / -name '*.conf' -print",
-    "find src -exec grep -l TODO {} +", "find . -type d -name __pycache__ -exec rm -rf {} +",
-    "chmod -R 755 ./dist", "chown -R 1000:1000 build", "chmod 644 notes.txt",
-    "echo hi > out.txt", "echo x > /dev/null", "make 2>/dev/stderr >/dev/stdout", "ls -l /dev/sda", "lsblk /dev/nvme0n1",
-    "tee out.log < in.txt", "cat /dev/sda1.txt", "cp a.img backup/",
-    "f(){ echo hi; }; f", "sleep 1 & wait", "a | b & c", "x=$HOME; echo $x ~", "git log --format='%h' | head",
+    "rm -rf build/",
+    "rm -rf ./home",
+    "rm -rf home/etc",
+    "rm -rf node_modules/*",
+    "rm -rf /tmp/build",
+    "rm -rf ~/.cache/pip",
+    "rm -f /tmp/x.log",
+    "rm -r dist",
+    "find . -name '*.pyc' -delete",
+    "find /usr -name python3",
+    "find / -name '*.conf' -print",
+    "find src -exec grep -l TODO {} +",
+    "find . -type d -name __pycache__ -exec rm -rf {} +",
+    "chmod -R 755 ./dist",
+    "chown -R 1000:1000 build",
+    "chmod 644 notes.txt",
+    "echo hi > out.txt",
+    "echo x > /dev/null",
+    "make 2>/dev/stderr >/dev/stdout",
+    "ls -l /dev/sda",
+    "lsblk /dev/nvme0n1",
+    "tee out.log < in.txt",
+    "cat /dev/sda1.txt",
+    "cp a.img backup/",
+    "f(){ echo hi; }; f",
+    "sleep 1 & wait",
+    "a | b & c",
+    "x=$HOME; echo $x ~",
+    "git log --format='%h' | head",
 ]
 
 
@@ -151,14 +207,22 @@ print(getattr(out, "content", out))
 """.replace("HANG", repr(HANG))
 
 
-def tether_in_a_child(cwd: Path, command: str, settings: dict[str, Any], secret: str,
-                      as_user: tuple[list[str], dict[str, Any]] = ([], {})) -> str:
+def tether_in_a_child(
+    cwd: Path, command: str, settings: dict[str, Any], secret: str, as_user: tuple[list[str], dict[str, Any]] = ([], {})
+) -> str:
     """Run the shell tool in a fresh Python process started with ``secret`` in its environment."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OPENAI_API_KEY": secret, "HOME": str(cwd)}
     env.update({k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ})  # the same tether as this test
     prefix, ids = as_user
-    done = subprocess.run([*prefix, sys.executable, "-c", TETHER, str(cwd), json.dumps(settings), command], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=HANG * 2, **ids)
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", TETHER, str(cwd), json.dumps(settings), command],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=HANG * 2,
+        **ids,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -186,8 +250,14 @@ def unprivileged() -> Iterator[tuple[Path, tuple[list[str], dict[str, Any]]]]:
         ways.append(([], {"user": 65534, "group": 65534, "extra_groups": []}))
     for prefix, ids in ways:
         try:
-            probe = subprocess.run([*prefix, sys.executable, "-c", "import os, tether.tools.shell; print(os.geteuid())"],
-                                   cwd=path, capture_output=True, text=True, timeout=HANG, **ids)
+            probe = subprocess.run(
+                [*prefix, sys.executable, "-c", "import os, tether.tools.shell; print(os.geteuid())"],
+                cwd=path,
+                capture_output=True,
+                text=True,
+                timeout=HANG,
+                **ids,
+            )
         except OSError:
             continue
         if probe.returncode == 0 and probe.stdout.strip() != "0":
@@ -250,12 +320,15 @@ def test_exit_codes_output_and_directory_are_the_command_s_own(workspace: Path, 
 
 # --- descendants ---------------------------------------------------------------------------------
 
+
 def escapees(tag: str) -> str:
     """Two sleepers that leave the session (one orphaned at once), then one that ignores TERM and
     holds the output open; it starts only when the other two are running."""
-    return (f"setsid sleep {tag} >/dev/null 2>&1 & (setsid sleep {tag} >/dev/null 2>&1 &); "
-            f"while [ $(pgrep -c -f '^sleep {tag}$') -lt 2 ]; do sleep 0.05; done; "
-            f"trap '' TERM; exec sleep {tag}")
+    return (
+        f"setsid sleep {tag} >/dev/null 2>&1 & (setsid sleep {tag} >/dev/null 2>&1 &); "
+        f"while [ $(pgrep -c -f '^sleep {tag}$') -lt 2 ]; do sleep 0.05; done; "
+        f"trap '' TERM; exec sleep {tag}"
+    )
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
@@ -290,14 +363,17 @@ def test_stop_kills_descendants_that_called_setsid(workspace: Path, namespaces: 
 def test_a_finished_command_leaves_no_setsid_descendant(workspace: Path, namespaces: bool, sleeps: Any) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
-    command = (f"setsid sleep {tag} >/dev/null 2>&1 & "
-               f"while [ $(pgrep -c -f '^sleep {tag}$') -lt 1 ]; do sleep 0.05; done; echo started")
+    command = (
+        f"setsid sleep {tag} >/dev/null 2>&1 & "
+        f"while [ $(pgrep -c -f '^sleep {tag}$') -lt 1 ]; do sleep 0.05; done; echo started"
+    )
     out = run_tool(shell.RunCommand(shell.ShellSettings(timeout_s=HANG, namespaces=namespaces)), workspace, command)
     assert out.content == "exit code 0\nstarted\n"
     wait_until(lambda: sleeping(tag) == [], "the sleeper to die")
 
 
 # --- the process a call started: reported, identified, killed --------------------------------------
+
 
 def test_process_identity_tells_a_live_process_from_a_gone_one() -> None:
     me = shell.process_identity(os.getpid())
@@ -375,8 +451,9 @@ def test_a_command_does_not_outlive_a_killed_tether(
     namespaces_or_skip(namespaces)
     tag = sleeps()
     report = tmp_path / "process.json"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_TETHER, str(workspace), str(report), escapees(tag),
-                              "1" if namespaces else "0"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_TETHER, str(workspace), str(report), escapees(tag), "1" if namespaces else "0"]
+    )
     try:
         wait_until(lambda: child.poll() is not None or len(sleeping(tag)) == 3, "three sleepers")
         assert child.poll() is None and report.exists()
@@ -385,6 +462,8 @@ def test_a_command_does_not_outlive_a_killed_tether(
     finally:
         child.kill()  # SIGKILL: tether gets no chance to clean up
         child.wait()
-    wait_until(lambda: not shell.process_alive(pid, identity) and sleeping(tag) == [],
-               "the command and its descendants to die with tether")
+    wait_until(
+        lambda: not shell.process_alive(pid, identity) and sleeping(tag) == [],
+        "the command and its descendants to die with tether",
+    )
     assert not shell.kill_process_tree(pid, identity)

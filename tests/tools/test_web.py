@@ -42,15 +42,25 @@ def test_ipv6_forms_that_embed_a_private_ipv4_are_refused(ip: str) -> None:
         check_address(ip, "example.test", 80, allow=())
 
 
-@pytest.mark.parametrize("ip", ["64:ff9b:1::a00:1", "64:ff9b:1:ffff::1",  # NAT64 local-use (RFC 8215)
-                                "2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001::1"])  # Teredo
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "64:ff9b:1::a00:1",
+        "64:ff9b:1:ffff::1",  # NAT64 local-use (RFC 8215)
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+        "2001::1",
+    ],
+)  # Teredo
 def test_tunnels_whose_ipv4_cannot_be_read_reliably_are_refused(ip: str) -> None:
     with pytest.raises(ToolError, match="refused"):
         check_address(ip, "example.test", 80, allow=())
 
 
-@pytest.mark.parametrize("ip", [form for form in embeddings("93.184.216.34") if not form.startswith("::")]
-                         + ["2606:4700::1111", "2001:4860:4860::8888"])
+@pytest.mark.parametrize(
+    "ip",
+    [form for form in embeddings("93.184.216.34") if not form.startswith("::")]
+    + ["2606:4700::1111", "2001:4860:4860::8888"],
+)
 def test_ipv6_forms_of_a_public_ipv4_pass(ip: str) -> None:
     check_address(ip, "example.test", 80, allow=())  # e.g. what a DNS64 resolver answers on IPv6-only networks
 
@@ -78,12 +88,15 @@ def page(body: str, head: str) -> str:
     return f"<html><head>{head}<title>t</title></head><body><main><p>{body}</p></main></body></html>"
 
 
-@pytest.mark.parametrize(("head", "encoding", "text"), [
-    ('<meta charset="windows-1251">', "windows-1251", RUSSIAN),
-    ("<META CHARSET=cp1251 />", "cp1251", RUSSIAN),
-    ('<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">', "shift_jis", JAPANESE),
-    ("<meta content='text/html;charset=shift_jis' http-equiv='content-type'>", "shift_jis", JAPANESE),
-])
+@pytest.mark.parametrize(
+    ("head", "encoding", "text"),
+    [
+        ('<meta charset="windows-1251">', "windows-1251", RUSSIAN),
+        ("<META CHARSET=cp1251 />", "cp1251", RUSSIAN),
+        ('<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">', "shift_jis", JAPANESE),
+        ("<meta content='text/html;charset=shift_jis' http-equiv='content-type'>", "shift_jis", JAPANESE),
+    ],
+)
 def test_decode_text_honours_the_meta_charset_when_the_header_has_none(head: str, encoding: str, text: str) -> None:
     data = page(text, head).encode(encoding)
     assert text in decode_text(data, "text/html")
@@ -106,11 +119,22 @@ def test_an_unknown_or_unfit_charset_falls_back_instead_of_failing() -> None:
 
 @pytest.fixture
 def site() -> Iterator[_Site]:
-    s = _Site({
-        "/ru": (200, {"content-type": "text/html"}, page(RUSSIAN, '<meta charset="windows-1251">').encode("cp1251")),
-        "/ja": (200, {"content-type": "text/html"},
-                page(JAPANESE, '<meta http-equiv="Content-Type" content="text/html; charset=shift_jis">').encode("sjis")),
-    })
+    s = _Site(
+        {
+            "/ru": (
+                200,
+                {"content-type": "text/html"},
+                page(RUSSIAN, '<meta charset="windows-1251">').encode("cp1251"),
+            ),
+            "/ja": (
+                200,
+                {"content-type": "text/html"},
+                page(JAPANESE, '<meta http-equiv="Content-Type" content="text/html; charset=shift_jis">').encode(
+                    "sjis"
+                ),
+            ),
+        }
+    )
     yield s
     s.server.shutdown()
 

@@ -43,31 +43,56 @@ COMMANDS = {
     "/quit": "leave",
 }
 
-CHAT_HELP = "Commands inside the chat:\n" + "\n".join(f"  {name:10} {what}" for name, what in COMMANDS.items()) + (
-    "\n  //text     send \"/text\" (a message that starts with /)"
-    "\nCtrl-C stops the reply being written; at the prompt it leaves."
+CHAT_HELP = (
+    "Commands inside the chat:\n"
+    + "\n".join(f"  {name:10} {what}" for name, what in COMMANDS.items())
+    + (
+        '\n  //text     send "/text" (a message that starts with /)'
+        "\nCtrl-C stops the reply being written; at the prompt it leaves."
+    )
 )
 
 _COMMAND = re.compile(r"/([A-Za-z][\w-]*)(\s.*)?")
 
 
 def add_parsers(sub: Any) -> None:
-    ch = sub.add_parser("chat", help="an interactive chat in the terminal, kept in a session",
-                        description=CHAT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ch.add_argument("--session", metavar="NAME", type=session_name,
-                    help="the conversation to continue (default: a new one)")
+    ch = sub.add_parser(
+        "chat",
+        help="an interactive chat in the terminal, kept in a session",
+        description=CHAT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ch.add_argument(
+        "--session", metavar="NAME", type=session_name, help="the conversation to continue (default: a new one)"
+    )
     add_session_store_option(ch)
     ch.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
     ch.add_argument("--cwd", type=directory, default=".", metavar="DIR", help="the directory the file tools work in")
-    ch.add_argument("--max-turns", type=positive_int, metavar="N",
-                    help=f"model calls per message (N >= 1, default {DEFAULT_MAX_TURNS})")
+    ch.add_argument(
+        "--max-turns",
+        type=positive_int,
+        metavar="N",
+        help=f"model calls per message (N >= 1, default {DEFAULT_MAX_TURNS})",
+    )
     ch.add_argument("--max-budget", type=positive_float, metavar="USD", help="budget per message (> 0)")
     add_memory_options(ch)
     add_skills_options(ch)
-    ch.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
-                    help="give the agent this knowledge base's tools (repeatable)")
-    ch.add_argument("--mcp", action="append", type=text, default=[], metavar="NAME",
-                    help="give the agent the tools of the MCP server [mcp.NAME] (repeatable; all: every enabled one)")
+    ch.add_argument(
+        "--kb",
+        action="append",
+        type=kb_name,
+        default=[],
+        metavar="NAME",
+        help="give the agent this knowledge base's tools (repeatable)",
+    )
+    ch.add_argument(
+        "--mcp",
+        action="append",
+        type=text,
+        default=[],
+        metavar="NAME",
+        help="give the agent the tools of the MCP server [mcp.NAME] (repeatable; all: every enabled one)",
+    )
     ch.set_defaults(handler=cmd_chat)
 
 
@@ -105,11 +130,24 @@ def cmd_chat(args: argparse.Namespace) -> int:
     model = canonical_model(resolve_model(args.model, settings))
     open_sessions(args.session_store, settings)  # a store that cannot open is refused now, not at the first message
     check_kbs(settings, args.kb)
-    chat = _Chat(settings, model, args.cwd, args.session or _new_session_name(), args.session_store,
-                 args.max_turns or DEFAULT_MAX_TURNS, args.max_budget, memory_for_run(args, settings),
-                 tuple(args.kb), skills_for_run(args, settings), mcp=tuple(check_mcp(settings, args.mcp)))
-    print(f"tether chat: {model} in {chat.cwd}, session {chat.session!r} "
-          "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
+    chat = _Chat(
+        settings,
+        model,
+        args.cwd,
+        args.session or _new_session_name(),
+        args.session_store,
+        args.max_turns or DEFAULT_MAX_TURNS,
+        args.max_budget,
+        memory_for_run(args, settings),
+        tuple(args.kb),
+        skills_for_run(args, settings),
+        mcp=tuple(check_mcp(settings, args.mcp)),
+    )
+    print(
+        f"tether chat: {model} in {chat.cwd}, session {chat.session!r} "
+        "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)",
+        file=sys.stderr,
+    )
     try:
         return _loop(chat)
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves; during a reply it only stops the reply
@@ -132,11 +170,22 @@ def _loop(chat: _Chat) -> int:
             continue
         if message is None or not message.strip():
             continue
-        state = RunState(session_id=chat.session, config={
-            "model": chat.model, "cwd": str(chat.cwd), "max_turns": chat.max_turns,
-            "max_budget_usd": chat.max_budget, "session_store": chat.store_spec, "prompt": message[:200],
-            "fallback_models": list(chat.settings.fallback_models), "memory": chat.memory, "kb": list(chat.kb),
-            "skills": chat.skills, "mcp": list(chat.mcp)})
+        state = RunState(
+            session_id=chat.session,
+            config={
+                "model": chat.model,
+                "cwd": str(chat.cwd),
+                "max_turns": chat.max_turns,
+                "max_budget_usd": chat.max_budget,
+                "session_store": chat.store_spec,
+                "prompt": message[:200],
+                "fallback_models": list(chat.settings.fallback_models),
+                "memory": chat.memory,
+                "kb": list(chat.kb),
+                "skills": chat.skills,
+                "mcp": list(chat.mcp),
+            },
+        )
         drive(state, message, chat.settings, json_out=False, asking=True)
 
 
@@ -156,8 +205,10 @@ def _command(chat: _Chat, command: str) -> None:
         chat.session = _new_session_name()
         print(f"new session {chat.session!r}", file=sys.stderr)
     else:
-        print(f"{command} is not a command (/help lists them); to send a message that starts with /, "
-              f"write /{command}", file=sys.stderr)
+        print(
+            f"{command} is not a command (/help lists them); to send a message that starts with /, write /{command}",
+            file=sys.stderr,
+        )
 
 
 def _new_session_name() -> str:

@@ -163,10 +163,14 @@ def directory(value: str) -> Path:
 def add_session_store_option(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
     """``--session-store``. ``nested`` is for a subcommand's own copy of an option its parent also
     takes: it leaves the parent's value alone unless it is given here."""
-    parser.add_argument("--session-store", metavar="SPEC", type=session_store_spec,
-                        default=argparse.SUPPRESS if nested else None,
-                        help="jsonl[:DIR] (default), sqlite[:PATH] or memory "
-                             "(else $TETHER_SESSION_STORE, else session_store in config.toml)")
+    parser.add_argument(
+        "--session-store",
+        metavar="SPEC",
+        type=session_store_spec,
+        default=argparse.SUPPRESS if nested else None,
+        help="jsonl[:DIR] (default), sqlite[:PATH] or memory "
+        "(else $TETHER_SESSION_STORE, else session_store in config.toml)",
+    )
 
 
 # --- settings and stores ----------------------------------------------------------------------
@@ -198,12 +202,16 @@ def load_run(store: RunStore, run_id: str) -> RunState:
     except StoreError as exc:
         cause = exc.__cause__
         if isinstance(cause, ValidationError):
-            raise StoreError(f"the header of run {run_id} ({where}) is damaged: {first_error(cause)}. "
-                             f"Restore it from a backup or delete the run ({where}).") from None
+            raise StoreError(
+                f"the header of run {run_id} ({where}) is damaged: {first_error(cause)}. "
+                f"Restore it from a backup or delete the run ({where})."
+            ) from None
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a header edited into other shapes
-        raise StoreError(f"the header of run {run_id} ({where}) is damaged ({type(exc).__name__}: {exc}). "
-                         f"Restore it from a backup or delete the run ({where}).") from None
+        raise StoreError(
+            f"the header of run {run_id} ({where}) is damaged ({type(exc).__name__}: {exc}). "
+            f"Restore it from a backup or delete the run ({where})."
+        ) from None
 
 
 def first_error(exc: Any) -> str:
@@ -246,6 +254,8 @@ def open_sessions(spec: str | None, settings: Settings) -> SessionStore:
     except ConfigError as exc:
         cause = exc.__cause__
         why = f"{cause.strerror or cause}" if isinstance(cause, OSError) else str(exc)
-        raise ConfigError(f"cannot open the session store {spec or 'jsonl'} (from {source}): {why}. Choose another "
-                          "with --session-store jsonl:DIR or sqlite:PATH, $TETHER_SESSION_STORE, or session_store "
-                          "in config.toml") from None
+        raise ConfigError(
+            f"cannot open the session store {spec or 'jsonl'} (from {source}): {why}. Choose another "
+            "with --session-store jsonl:DIR or sqlite:PATH, $TETHER_SESSION_STORE, or session_store "
+            "in config.toml"
+        ) from None

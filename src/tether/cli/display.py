@@ -27,8 +27,9 @@ def price_known(model: str | None, settings: Settings) -> bool:
     return model is not None and lookup_price(model, settings.prices) is not None
 
 
-def cost_text(cost: float | None, model: str | None, settings: Settings, *, unpriced: Sequence[str] = (),
-              short: bool = False) -> str:
+def cost_text(
+    cost: float | None, model: str | None, settings: Settings, *, unpriced: Sequence[str] = (), short: bool = False
+) -> str:
     """``$0.001234``; or, when a model that answered has no price, says so and where to add one:
     a cost of 0.0 for a model without a price is not free, nothing could be counted.
 
@@ -43,8 +44,10 @@ def cost_text(cost: float | None, model: str | None, settings: Settings, *, unpr
         return "unknown"
     counted = f"at least ${cost:.6f}; " if cost else ""
     name = missing[0] if missing else "this model"
-    return (f'{counted}cost unknown (no price for {", ".join(missing) or name}; add one under [models."{name}"] '
-            "in config.toml)")
+    return (
+        f'{counted}cost unknown (no price for {", ".join(missing) or name}; add one under [models."{name}"] '
+        "in config.toml)"
+    )
 
 
 def tokens_text(usage: Usage) -> str:
@@ -57,8 +60,10 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
     """What a person reads when a run stops: the exit, its reason, the numbers, and what to do next."""
     cost: float | None = result.cost_usd
     reason = f" {result.reason}" if result.reason else ""
-    lines = [f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
-             f"{cost_text(cost, model, settings, unpriced=result.unpriced_models)} | {result.run_id}"]
+    lines = [
+        f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
+        f"{cost_text(cost, model, settings, unpriced=result.unpriced_models)} | {result.run_id}"
+    ]
     if result.cost_unknown_usd:
         lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
     if result.empty_answer:  # the reason above says so (tether.status.EMPTY_ANSWER)

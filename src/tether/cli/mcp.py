@@ -34,24 +34,44 @@ The refresh token comes from stdin, from ${REFRESH_ENV}, or from the command lin
 
 
 def add_parsers(sub: Any) -> None:
-    m = sub.add_parser("mcp", help="MCP servers whose tools agents can use ([mcp.NAME] in config.toml)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m = sub.add_parser(
+        "mcp",
+        help="MCP servers whose tools agents can use ([mcp.NAME] in config.toml)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ms = m.add_subparsers(dest="mcp_command", required=True)
     ls = ms.add_parser("list", help="each configured server: how it is reached, whether it answers, its tools")
-    ls.add_argument("--timeout", type=positive_float, default=LIST_TIMEOUT_S, metavar="S",
-                    help=f"how long to wait for each server to answer (> 0, default {LIST_TIMEOUT_S:g})")
+    ls.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=LIST_TIMEOUT_S,
+        metavar="S",
+        help=f"how long to wait for each server to answer (> 0, default {LIST_TIMEOUT_S:g})",
+    )
     ls.set_defaults(handler=cmd_list)
-    login = ms.add_parser("login", help='store OAuth tokens for a server with auth = "oauth" '
-                                        "(mode 0600 under $TETHER_HOME/auth)",
-                          description=LOGIN_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    login = ms.add_parser(
+        "login",
+        help='store OAuth tokens for a server with auth = "oauth" (mode 0600 under $TETHER_HOME/auth)',
+        description=LOGIN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     login.add_argument("server", metavar="NAME")
-    login.add_argument("--refresh-token", type=text, metavar="TOKEN",
-                       help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
-                            "a token written here shows in ps and in the shell's history")
-    login.add_argument("--access-token", default=None, metavar="TOKEN",
-                       help=f"optional; default ${ACCESS_ENV}, if set")
-    login.add_argument("--expires-in", type=non_negative_float, default=0.0, metavar="S",
-                       help="seconds the access token stays valid (>= 0)")
+    login.add_argument(
+        "--refresh-token",
+        type=text,
+        metavar="TOKEN",
+        help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
+        "a token written here shows in ps and in the shell's history",
+    )
+    login.add_argument("--access-token", default=None, metavar="TOKEN", help=f"optional; default ${ACCESS_ENV}, if set")
+    login.add_argument(
+        "--expires-in",
+        type=non_negative_float,
+        default=0.0,
+        metavar="S",
+        help="seconds the access token stays valid (>= 0)",
+    )
     login.set_defaults(handler=cmd_login)
     _add_serve(ms)
 
@@ -109,8 +129,10 @@ def mcp_extensions(settings: Settings, names: list[str]) -> list[McpConnector]:
 
     missing = [n for n in names if n not in settings.mcp]
     if missing:
-        raise usage_error(f"the run uses the MCP server {missing[0]}, and {settings.home / 'config.toml'} no "
-                          f"longer has [mcp.{missing[0]}]")
+        raise usage_error(
+            f"the run uses the MCP server {missing[0]}, and {settings.home / 'config.toml'} no "
+            f"longer has [mcp.{missing[0]}]"
+        )
     return [McpConnector(name, settings.mcp[name], home=settings.home) for name in names]
 
 
@@ -156,10 +178,11 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
         tools = list(connector.tools())
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
-        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}"
-                  for t in tools]
-        lines += [f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
-                  for unknown in connector.unknown_overrides]
+        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}" for t in tools]
+        lines += [
+            f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
+            for unknown in connector.unknown_overrides
+        ]
         return lines
     finally:
         await connector.stop()
@@ -193,7 +216,13 @@ def cmd_login(args: argparse.Namespace) -> int:
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)
-    save_oauth_tokens(path, {"access_token": access_token, "refresh_token": refresh_token,
-                             "expires_at": time.time() + args.expires_in if access_token else 0})
+    save_oauth_tokens(
+        path,
+        {
+            "access_token": access_token,
+            "refresh_token": refresh_token,
+            "expires_at": time.time() + args.expires_in if access_token else 0,
+        },
+    )
     print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
     return 0

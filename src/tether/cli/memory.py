@@ -31,11 +31,17 @@ What the agent sees is a snapshot taken when a session begins.
 
 def add_memory_options(parser: argparse.ArgumentParser) -> None:
     """``--memory-scope`` and ``--no-memory`` for the commands that run an agent."""
-    parser.add_argument("--memory-scope", choices=("user", "project"),
-                        help="whose notes the agent remembers: yours everywhere (user) or this --cwd's "
-                             "(project); default: [memory] scope in config.toml, else user")
-    parser.add_argument("--no-memory", action="store_true",
-                        help="run without cross-session memory (no memory tool, nothing in the prompt)")
+    parser.add_argument(
+        "--memory-scope",
+        choices=("user", "project"),
+        help="whose notes the agent remembers: yours everywhere (user) or this --cwd's "
+        "(project); default: [memory] scope in config.toml, else user",
+    )
+    parser.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="run without cross-session memory (no memory tool, nothing in the prompt)",
+    )
 
 
 def memory_for_run(args: argparse.Namespace, settings: Settings) -> str | None:
@@ -52,18 +58,31 @@ def open_memory(settings: Settings, scope: str, cwd: Path | str) -> Memory:
 
 
 def add_parsers(sub: Any) -> None:
-    m = sub.add_parser("memory", help="show or change what the agent remembers across sessions", description=HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m = sub.add_parser(
+        "memory",
+        help="show or change what the agent remembers across sessions",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ms = m.add_subparsers(dest="memory_command", required=True)
 
     def common(p: argparse.ArgumentParser, *, which: str) -> None:
-        p.add_argument("--scope", choices=("user", "project"),
-                       help="default: [memory] scope in config.toml, else user")
-        p.add_argument("--cwd", type=directory, default=".", metavar="DIR",
-                       help="the project, for --scope project (default: the current directory)")
+        p.add_argument("--scope", choices=("user", "project"), help="default: [memory] scope in config.toml, else user")
+        p.add_argument(
+            "--cwd",
+            type=directory,
+            default=".",
+            metavar="DIR",
+            help="the project, for --scope project (default: the current directory)",
+        )
         group = p.add_mutually_exclusive_group()
-        group.add_argument("--profile", dest="store", action="store_const", const="profile",
-                           help=f"the user profile{' (default: notes)' if which == 'one' else ''}")
+        group.add_argument(
+            "--profile",
+            dest="store",
+            action="store_const",
+            const="profile",
+            help=f"the user profile{' (default: notes)' if which == 'one' else ''}",
+        )
         group.add_argument("--notes", dest="store", action="store_const", const="notes", help="the fact notes")
 
     show = ms.add_parser("show", help="print both stores with their usage and where they live")

@@ -20,16 +20,25 @@ ACCESS_ENV = "TETHER_ACCESS_TOKEN"
 def add_parsers(sub: Any) -> None:
     m = sub.add_parser("models", help="list configured models and whether their credentials validate")
     m.set_defaults(handler=cmd_models)
-    au = sub.add_parser("auth", help="OAuth tokens for endpoints with auth = \"oauth\"")
+    au = sub.add_parser("auth", help='OAuth tokens for endpoints with auth = "oauth"')
     aus = au.add_subparsers(dest="auth_command", required=True)
     imp = aus.add_parser("import", help="store tokens for an endpoint (mode 0600 under $TETHER_HOME/auth)")
     imp.add_argument("endpoint", metavar="ENDPOINT")
-    imp.add_argument("--refresh-token", type=text, metavar="TOKEN",
-                     help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
-                          "a token written here shows in ps and in the shell's history")
+    imp.add_argument(
+        "--refresh-token",
+        type=text,
+        metavar="TOKEN",
+        help=f"'-' reads it from stdin (recommended), or leave it out and set {REFRESH_ENV}; "
+        "a token written here shows in ps and in the shell's history",
+    )
     imp.add_argument("--access-token", default=None, metavar="TOKEN", help=f"optional; default ${ACCESS_ENV}, if set")
-    imp.add_argument("--expires-in", type=non_negative_float, default=0.0, metavar="S",
-                     help="seconds the access token stays valid (>= 0)")
+    imp.add_argument(
+        "--expires-in",
+        type=non_negative_float,
+        default=0.0,
+        metavar="S",
+        help="seconds the access token stays valid (>= 0)",
+    )
     au.set_defaults(handler=cmd_auth)
 
 
@@ -79,7 +88,8 @@ async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) 
         return f"not configured: {str(exc).splitlines()[0]}", None
     provider = resolved.provider
     asks_server = model.split("/", 1)[0] in (getattr(settings, "endpoints", None) or {}) or (
-        model.startswith("openai/") and bool(os.environ.get("LLM_BASE_URL")))
+        model.startswith("openai/") and bool(os.environ.get("LLM_BASE_URL"))
+    )
     try:
         await provider.validate_auth()
         if asks_server and isinstance(provider, lister):
@@ -109,7 +119,13 @@ def cmd_auth(args: argparse.Namespace) -> int:
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = settings.home / "auth" / f"{args.endpoint}.json"
-    save_oauth_tokens(path, {"access_token": access_token, "refresh_token": refresh_token,
-                             "expires_at": time.time() + args.expires_in if access_token else 0})
+    save_oauth_tokens(
+        path,
+        {
+            "access_token": access_token,
+            "refresh_token": refresh_token,
+            "expires_at": time.time() + args.expires_in if access_token else 0,
+        },
+    )
     print(f"stored tokens for {args.endpoint} in {path} (mode 0600)", file=sys.stderr)
     return 0

@@ -61,51 +61,100 @@ counts against it.
 
 
 def add_parsers(sub: Any) -> None:
-    r = sub.add_parser("run", help="run an agent on a prompt", description=PROMPT_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("prompt", nargs="?", metavar="PROMPT",
-                   help='the request; "-" or a pipe: standard input; @FILE: a file; @@text: "@text"')
+    r = sub.add_parser(
+        "run",
+        help="run an agent on a prompt",
+        description=PROMPT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument(
+        "prompt",
+        nargs="?",
+        metavar="PROMPT",
+        help='the request; "-" or a pipe: standard input; @FILE: a file; @@text: "@text"',
+    )
     r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
     r.add_argument("--cwd", type=directory, default=".", metavar="DIR", help="the directory the file tools work in")
-    r.add_argument("--session", metavar="NAME", type=session_name,
-                   help="continue (or start) the conversation NAME")
+    r.add_argument("--session", metavar="NAME", type=session_name, help="continue (or start) the conversation NAME")
     add_session_store_option(r)
-    r.add_argument("--fallback", action="append", metavar="MODEL",
-                   help="a model to switch to if the primary fails or stalls (repeatable)")
-    r.add_argument("--first-token-timeout", type=positive_float, metavar="S",
-                   help="switch to the fallback when the first token takes longer than S seconds (> 0)")
-    r.add_argument("--max-turns", type=positive_int, metavar="N",
-                   help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})")
+    r.add_argument(
+        "--fallback",
+        action="append",
+        metavar="MODEL",
+        help="a model to switch to if the primary fails or stalls (repeatable)",
+    )
+    r.add_argument(
+        "--first-token-timeout",
+        type=positive_float,
+        metavar="S",
+        help="switch to the fallback when the first token takes longer than S seconds (> 0)",
+    )
+    r.add_argument(
+        "--max-turns",
+        type=positive_int,
+        metavar="N",
+        help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})",
+    )
     r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
     r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
-    r.add_argument("--output-schema", metavar="FILE",
-                   help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout")
+    r.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout",
+    )
     add_memory_options(r)
     add_skills_options(r)
-    r.add_argument("--kb", action="append", type=kb_name, default=[], metavar="NAME",
-                   help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)")
-    r.add_argument("--mcp", action="append", type=text, default=[], metavar="NAME",
-                   help="give the agent the tools of the MCP server [mcp.NAME] in config.toml (repeatable; "
-                        "all: every enabled server)")
+    r.add_argument(
+        "--kb",
+        action="append",
+        type=kb_name,
+        default=[],
+        metavar="NAME",
+        help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)",
+    )
+    r.add_argument(
+        "--mcp",
+        action="append",
+        type=text,
+        default=[],
+        metavar="NAME",
+        help="give the agent the tools of the MCP server [mcp.NAME] in config.toml (repeatable; "
+        "all: every enabled server)",
+    )
     r.set_defaults(handler=cmd_run)
 
-    rs = sub.add_parser("resume", help="continue a stopped run", description=RESUME_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rs = sub.add_parser(
+        "resume",
+        help="continue a stopped run",
+        description=RESUME_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     rs.add_argument("run_id", metavar="RUN_ID")
     decision = rs.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the waiting call")
     decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
-    rs.add_argument("--reason", type=text, metavar="TEXT",
-                    help="with --approve: the person's words, which the model reads before the call's result")
+    rs.add_argument(
+        "--reason",
+        type=text,
+        metavar="TEXT",
+        help="with --approve: the person's words, which the model reads before the call's result",
+    )
     running = rs.add_mutually_exclusive_group()
-    running.add_argument("--wait", action="store_true",
-                         help="first wait until a command left running by a crashed run has exited")
-    running.add_argument("--kill", action="store_true",
-                         help="first stop a command left running by a crashed run (and all it started)")
-    rs.add_argument("--max-turns", type=positive_int, metavar="N",
-                    help="allow N more turns from where the run stopped (N >= 1)")
-    rs.add_argument("--max-budget", type=positive_float, metavar="USD",
-                    help="the run's new total budget, spending so far included (> 0)")
+    running.add_argument(
+        "--wait", action="store_true", help="first wait until a command left running by a crashed run has exited"
+    )
+    running.add_argument(
+        "--kill", action="store_true", help="first stop a command left running by a crashed run (and all it started)"
+    )
+    rs.add_argument(
+        "--max-turns", type=positive_int, metavar="N", help="allow N more turns from where the run stopped (N >= 1)"
+    )
+    rs.add_argument(
+        "--max-budget",
+        type=positive_float,
+        metavar="USD",
+        help="the run's new total budget, spending so far included (> 0)",
+    )
     rs.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
     rs.set_defaults(handler=cmd_resume)
 
@@ -118,8 +167,9 @@ def read_prompt(arg: str | None) -> str:
     stdin = sys.stdin
     if arg is None:
         if stdin is None or stdin.isatty():
-            raise usage_error('give a prompt: tether run "..." (or - to read it from standard input, '
-                              "@FILE to read it from a file)")
+            raise usage_error(
+                'give a prompt: tether run "..." (or - to read it from standard input, @FILE to read it from a file)'
+            )
         arg = "-"
     if arg == "-":
         source = "standard input"
@@ -147,8 +197,10 @@ def _read_file(name: str) -> str:
     except UnicodeDecodeError:
         raise usage_error(f"cannot read the prompt from {name}: it is not UTF-8 text") from None
     except OSError as exc:
-        raise usage_error(f"cannot read the prompt from {name}: {exc.strerror or exc} "
-                          f'(to send a prompt that starts with "@", write @@{name})') from None
+        raise usage_error(
+            f"cannot read the prompt from {name}: {exc.strerror or exc} "
+            f'(to send a prompt that starts with "@", write @@{name})'
+        ) from None
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -170,14 +222,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_kbs(settings, args.kb)
     servers = check_mcp(settings, args.mcp)
     fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
-    state = RunState(session_id=args.session, config={
-        "model": model, "cwd": str(args.cwd), "prompt": prompt[:200],
-        "max_turns": args.max_turns or DEFAULT_MAX_TURNS, "max_budget_usd": args.max_budget,
-        "fallback_models": fallbacks, "first_token_timeout_s": args.first_token_timeout,
-        "session_store": args.session_store, "memory": memory_for_run(args, settings), "kb": args.kb,
-        "mcp": servers,
-        "skills": skills_for_run(args, settings),
-        **({"output_schema": output_schema} if output_schema is not None else {})})
+    state = RunState(
+        session_id=args.session,
+        config={
+            "model": model,
+            "cwd": str(args.cwd),
+            "prompt": prompt[:200],
+            "max_turns": args.max_turns or DEFAULT_MAX_TURNS,
+            "max_budget_usd": args.max_budget,
+            "fallback_models": fallbacks,
+            "first_token_timeout_s": args.first_token_timeout,
+            "session_store": args.session_store,
+            "memory": memory_for_run(args, settings),
+            "kb": args.kb,
+            "mcp": servers,
+            "skills": skills_for_run(args, settings),
+            **({"output_schema": output_schema} if output_schema is not None else {}),
+        },
+    )
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
 
 
@@ -220,8 +282,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         reject(state, args.reject)
     if args.max_turns is not None:
         state.config["max_turns"] = state.turns + args.max_turns
-        print(f"resuming {state.run_id} for up to {args.max_turns} more turns (turn limit now "
-              f"{state.turns + args.max_turns})", file=sys.stderr)
+        print(
+            f"resuming {state.run_id} for up to {args.max_turns} more turns (turn limit now "
+            f"{state.turns + args.max_turns})",
+            file=sys.stderr,
+        )
     if args.max_budget is not None:
         state.config["max_budget_usd"] = args.max_budget
     return drive(state, None, settings, json_out=args.json, asking=_at_terminal(args.json))
@@ -231,14 +296,18 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
     """A run stopped at a limit would stop again at once unless the limit grows: say so."""
     if state.status == "max_turns_exceeded" and args.max_turns is None:
         limit = state.config.get("max_turns", DEFAULT_MAX_TURNS)
-        raise usage_error(f"run {state.run_id} stopped at its turn limit ({limit} turns) and would stop again at "
-                          "once: resume it with --max-turns N to allow N more turns")
+        raise usage_error(
+            f"run {state.run_id} stopped at its turn limit ({limit} turns) and would stop again at "
+            "once: resume it with --max-turns N to allow N more turns"
+        )
     spent = state.cost_usd + state.cost_unknown_usd
     if state.status == "budget_exceeded" and (args.max_budget is None or args.max_budget <= spent):
         budget = state.config.get("max_budget_usd")
         of = f" of ${budget:.6f}" if isinstance(budget, int | float) else ""
-        raise usage_error(f"run {state.run_id} stopped at its budget (${spent:.6f} spent{of}): resume it with "
-                          f"--max-budget USD, a new total above ${spent:.6f}")
+        raise usage_error(
+            f"run {state.run_id} stopped at its budget (${spent:.6f} spent{of}): resume it with "
+            f"--max-budget USD, a new total above ${spent:.6f}"
+        )
 
 
 def _at_terminal(json_out: bool) -> bool:
@@ -258,8 +327,10 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
     left = waiting_process(state)
     if args.kill:
         pid = kill_waiting_process(state)
-        print(f"stopped process {pid} and everything it started" if pid else "no command was left running",
-              file=sys.stderr)
+        print(
+            f"stopped process {pid} and everything it started" if pid else "no command was left running",
+            file=sys.stderr,
+        )
     elif args.wait and left is not None:
         print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
 
@@ -271,8 +342,9 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
         try:
             asyncio.run(wait())
         except RunCancelled:
-            raise usage_error(f"stopped waiting; process {left.pid} is still running. Resume again later, "
-                              "or with --kill to stop it") from None
+            raise usage_error(
+                f"stopped waiting; process {left.pid} is still running. Resume again later, or with --kill to stop it"
+            ) from None
 
 
 # --- driving a run ----------------------------------------------------------------------------
@@ -348,9 +420,12 @@ def _build_agent(state: RunState, settings: Settings) -> Agent:
         model=cfg["model"],
         instructions=DEFAULT_INSTRUCTIONS,
         tools=builtin_tools(tool_settings(settings.tools)),
-        extensions=[*([open_memory(settings, scope, cfg["cwd"])] if scope else []),
-                    *knowledge_extensions(settings, cfg.get("kb") or []), *([skills] if skills else []),
-                    *mcp_extensions(settings, cfg.get("mcp") or [])],
+        extensions=[
+            *([open_memory(settings, scope, cfg["cwd"])] if scope else []),
+            *knowledge_extensions(settings, cfg.get("kb") or []),
+            *([skills] if skills else []),
+            *mcp_extensions(settings, cfg.get("mcp") or []),
+        ],
         cwd=cfg["cwd"],
         max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
         max_budget_usd=cfg.get("max_budget_usd"),
@@ -378,9 +453,13 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
     tracer = FanoutTracer(JsonlTracer(settings.home / "traces"))
     if telemetry is not None:
         # One trace per run, whichever process runs or resumes it; a run with messages is resumed.
-        tracer.tracers.append(telemetry.tracer(
-            trace_id=trace_id_for(state.session_id or "", state.run_id), resumed=bool(state.messages),
-            attributes={"tether.run_id": state.run_id, "tether.session_id": state.session_id}))
+        tracer.tracers.append(
+            telemetry.tracer(
+                trace_id=trace_id_for(state.session_id or "", state.run_id),
+                resumed=bool(state.messages),
+                attributes={"tether.run_id": state.run_id, "tether.session_id": state.session_id},
+            )
+        )
 
     async def go() -> RunResult:
         cancel = CancelSignal()
@@ -389,8 +468,9 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
         result = None
         try:
-            async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer,
-                                          signal=cancel, session=sessions):
+            async for event in run_stream(
+                agent, prompt, state=state, store=store, tracer=tracer, signal=cancel, session=sessions
+            ):
                 printer.show(event)
                 if event.type == "done":
                     result = event.result

@@ -51,8 +51,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
     for row in rows:
         cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True)
-        print(f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  "
-              f"{str(row.config.get('prompt', ''))[:50]!r}")
+        print(
+            f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  "
+            f"{str(row.config.get('prompt', ''))[:50]!r}"
+        )
     for run_id, why in skipped:
         print(f"tether: skipped run {run_id}: {why}", file=sys.stderr)
     return 0
@@ -139,8 +141,10 @@ def _heading(state: RunState, settings: Settings) -> list[str]:
 
     cfg = state.config
     cost: float | None = state.cost_usd
-    lines = [f"run {state.run_id}: {state.status}, {state.turns} turns, tokens {tokens_text(state.usage)}, "
-             f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models)}"]
+    lines = [
+        f"run {state.run_id}: {state.status}, {state.turns} turns, tokens {tokens_text(state.usage)}, "
+        f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models)}"
+    ]
     where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
     if state.session_id:
         where.append(f"session {state.session_id}")
@@ -184,8 +188,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         torn = " (the last one cut short)" if not data.endswith(b"\n") and bad[-1] == last else ""
         numbers = ", ".join(str(n) for n in bad[:10]) + (", ..." if len(bad) > 10 else "")
         lines = f"lines {numbers} are not JSON events" if len(bad) > 1 else f"line {numbers} is not a JSON event"
-        print(f"tether: skipped {len(bad)} damaged line{'s' if len(bad) > 1 else ''} of {path}{torn}: {lines}; "
-              f"the other {len(good)} are printed", file=sys.stderr)
+        print(
+            f"tether: skipped {len(bad)} damaged line{'s' if len(bad) > 1 else ''} of {path}{torn}: {lines}; "
+            f"the other {len(good)} are printed",
+            file=sys.stderr,
+        )
     return 0
 
 

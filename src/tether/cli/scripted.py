@@ -17,11 +17,20 @@ def add_parsers(sub: Any) -> None:
     serve = scs.add_parser("serve", help="serve the scripted model as an OpenAI-compatible API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=port_number, default=0, help="0 to 65535; 0 picks a free port")
-    serve.add_argument("--fault", action="append", default=[], metavar="FAULT",
-                       help="fail the next request this way: 429[:retry_after=S], 500, 503, 529, 401, "
-                            "overflow, cut, cut_after_text, stall:S, malformed, error_event (repeatable, in order)")
-    serve.add_argument("--context-window", type=positive_int, metavar="N",
-                       help="answer prompts longer than N tokens with a context-length error")
+    serve.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="FAULT",
+        help="fail the next request this way: 429[:retry_after=S], 500, 503, 529, 401, "
+        "overflow, cut, cut_after_text, stall:S, malformed, error_event (repeatable, in order)",
+    )
+    serve.add_argument(
+        "--context-window",
+        type=positive_int,
+        metavar="N",
+        help="answer prompts longer than N tokens with a context-length error",
+    )
     sc.set_defaults(handler=cmd_scripted)
 
 

@@ -22,16 +22,24 @@ Without tokens the server answers on loopback only; create one with `tether serv
 
 
 def add_parsers(sub: Any) -> None:
-    s = sub.add_parser("serve", help="serve agents over HTTP, with a web page", description=SERVE_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = sub.add_parser(
+        "serve",
+        help="serve agents over HTTP, with a web page",
+        description=SERVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)")
     s.add_argument("--agent", metavar="FILE_OR_MODULE", help="a Python file or module defining `agent` or `agents`")
     s.add_argument("--model", help="the default agent's model (when no agent is configured)")
     s.add_argument("--cwd", type=directory, metavar="DIR", help="the default agent's working directory")
-    s.add_argument("--workers", choices=("internal", "external"), default="internal",
-                   help="internal: runs run in this process (default); external: queued for `tether worker` "
-                        "processes (needs database_url and [dispatch] broker_url)")
+    s.add_argument(
+        "--workers",
+        choices=("internal", "external"),
+        default="internal",
+        help="internal: runs run in this process (default); external: queued for `tether worker` "
+        "processes (needs database_url and [dispatch] broker_url)",
+    )
     s.set_defaults(handler=cmd_serve)
     ss = s.add_subparsers(dest="serve_command", metavar="{token}")
     tok = ss.add_parser("token", help="create, list or revoke API tokens")
@@ -75,8 +83,11 @@ def cmd_token(args: argparse.Namespace) -> int:
         if args.token_command == "create":
             token = store.add_token(args.name)
             print(token)
-            print(f"token for {args.name} (shown once; only its hash is kept). Send it as: "
-                  f"Authorization: Bearer {token[:6]}...", file=sys.stderr)
+            print(
+                f"token for {args.name} (shown once; only its hash is kept). Send it as: "
+                f"Authorization: Bearer {token[:6]}...",
+                file=sys.stderr,
+            )
         elif args.token_command == "list":
             from datetime import datetime
 
@@ -112,14 +123,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     store = _store(settings)
     if not _loopback(args.host) and not store.has_tokens():
         store.close()
-        raise usage_error(f"refusing to listen on {args.host} without tokens: anyone who reaches it could run "
-                          "agents. Create one with `tether serve token create NAME`, or listen on 127.0.0.1")
+        raise usage_error(
+            f"refusing to listen on {args.host} without tokens: anyone who reaches it could run "
+            "agents. Create one with `tether serve token create NAME`, or listen on 127.0.0.1"
+        )
     from tether.server.app import create_app
 
-    app = create_app(settings, agent_spec=args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None,
-                     store=store, workers=args.workers)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=15, timeout_keep_alive=75)
+    app = create_app(
+        settings,
+        agent_spec=args.agent,
+        model=args.model,
+        cwd=str(args.cwd) if args.cwd else None,
+        store=store,
+        workers=args.workers,
+    )
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=15,
+        timeout_keep_alive=75,
+    )
     server = uvicorn.Server(config)
     _announce(server, args.host)
     _stop_runs_first(server, app)
@@ -150,7 +176,10 @@ def _announce(server: Any, host: str) -> None:
             for sock in s.sockets:
                 addr = sock.getsockname()
                 shown = f"[{addr[0]}]" if ":" in addr[0] else addr[0]
-                print(f"tether serve: listening on http://{shown}:{addr[1]}/ (Ctrl-C to stop)", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"tether serve: listening on http://{shown}:{addr[1]}/ (Ctrl-C to stop)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     server.startup = startup

@@ -25,8 +25,11 @@ def add_parsers(sub: Any) -> None:
     sss = ss.add_subparsers(dest="sessions_command", required=True, metavar="{list,show,export,delete}")
     listing = sss.add_parser("list", help="sessions with their message counts")
     add_session_store_option(listing, nested=True)
-    for name, help_text in (("show", "print a session's transcript"), ("export", "print it as JSON lines"),
-                            ("delete", "delete a session")):
+    for name, help_text in (
+        ("show", "print a session's transcript"),
+        ("export", "print it as JSON lines"),
+        ("delete", "delete a session"),
+    ):
         sp = sss.add_parser(name, help=help_text)
         sp.add_argument("session", metavar="NAME", type=session_name)
         add_session_store_option(sp, nested=True)

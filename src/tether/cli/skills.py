@@ -31,8 +31,9 @@ one of the same name found before it. The agent sees only names and descriptions
 
 def add_skills_options(parser: argparse.ArgumentParser) -> None:
     """``--no-skills`` for the commands that run an agent."""
-    parser.add_argument("--no-skills", action="store_true",
-                        help="run without skills (no load_skill tool, no index in the prompt)")
+    parser.add_argument(
+        "--no-skills", action="store_true", help="run without skills (no load_skill tool, no index in the prompt)"
+    )
 
 
 def skills_for_run(args: argparse.Namespace, settings: Settings) -> bool:
@@ -69,17 +70,31 @@ def _find(folders: SkillFolders) -> Discovery:
 
 
 def add_parsers(sub: Any) -> None:
-    s = sub.add_parser("skills", help="list the skills an agent is offered, or show one", description=HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = sub.add_parser(
+        "skills",
+        help="list the skills an agent is offered, or show one",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ss = s.add_subparsers(dest="skills_command", required=True)
     ls = ss.add_parser("list", help="each skill's name, description and where it was found")
-    ls.add_argument("--cwd", type=directory, default=".", metavar="DIR",
-                    help="the project whose .tether/skills count (default: the current directory)")
+    ls.add_argument(
+        "--cwd",
+        type=directory,
+        default=".",
+        metavar="DIR",
+        help="the project whose .tether/skills count (default: the current directory)",
+    )
     ls.set_defaults(handler=cmd_list)
     show = ss.add_parser("show", help="a skill's front matter, instructions and files")
     show.add_argument("name", metavar="NAME")
-    show.add_argument("--cwd", type=directory, default=".", metavar="DIR",
-                      help="the project whose .tether/skills count (default: the current directory)")
+    show.add_argument(
+        "--cwd",
+        type=directory,
+        default=".",
+        metavar="DIR",
+        help="the project whose .tether/skills count (default: the current directory)",
+    )
     show.set_defaults(handler=cmd_show)
 
 
@@ -106,8 +121,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         for hidden in found.shadowed.get(name, []):
             print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {hidden.folder}")
     if settings.skills.get("enabled", True) is False:
-        print("([skills] enabled = false in config.toml: tether run and tether chat offer none of these)",
-              file=sys.stderr)
+        print(
+            "([skills] enabled = false in config.toml: tether run and tether chat offer none of these)", file=sys.stderr
+        )
     return 0
 
 

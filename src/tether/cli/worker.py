@@ -21,13 +21,18 @@ commit without paying twice for a recorded turn or repeating a recorded side eff
 
 
 def add_parsers(sub: Any) -> None:
-    w = sub.add_parser("worker", help="drive queued runs (for tether serve --workers external)",
-                       description=WORKER_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = sub.add_parser(
+        "worker",
+        help="drive queued runs (for tether serve --workers external)",
+        description=WORKER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     w.add_argument("--agent", metavar="FILE_OR_MODULE", help="a Python file or module defining `agent` or `agents`")
     w.add_argument("--model", help="the default agent's model (when no agent is configured)")
     w.add_argument("--cwd", type=directory, metavar="DIR", help="the default agent's working directory")
-    w.add_argument("--concurrency", type=_positive, help="runs driven at once (default: [dispatch] concurrency, "
-                                                         "else 8)")
+    w.add_argument(
+        "--concurrency", type=_positive, help="runs driven at once (default: [dispatch] concurrency, else 8)"
+    )
     w.add_argument("--name", help="this worker's name in the job table (default host:pid)")
     w.set_defaults(handler=cmd_worker)
 
@@ -45,8 +50,10 @@ def _positive(value: str) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     settings = load_settings()
     if not settings.database_url:
-        raise usage_error("tether worker needs the stores in Postgres: set database_url in config.toml "
-                          "(or $TETHER_DATABASE_URL), the same as the servers'")
+        raise usage_error(
+            "tether worker needs the stores in Postgres: set database_url in config.toml "
+            "(or $TETHER_DATABASE_URL), the same as the servers'"
+        )
     from tether.dispatch.engine import DEFAULT_QUEUE, open_dispatcher
     from tether.dispatch.worker import Worker, run_worker
     from tether.server.agents import load_agents
@@ -57,13 +64,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
     dispatcher = open_dispatcher(settings)
     db = database_of(settings)
     assert db is not None
-    worker = Worker(home=settings.home, agents=agents, db=db, telemetry=telemetry_from_settings(settings),
-                    name=args.name)
+    worker = Worker(
+        home=settings.home, agents=agents, db=db, telemetry=telemetry_from_settings(settings), name=args.name
+    )
     concurrency = args.concurrency or int(settings.dispatch.get("concurrency") or 8)
     queue = settings.dispatch.get("queue") or DEFAULT_QUEUE
-    print(f"tether worker {worker.name}: {concurrency} at once from queue {queue}; agents: {', '.join(agents)}",
-          file=sys.stderr, flush=True)
+    print(
+        f"tether worker {worker.name}: {concurrency} at once from queue {queue}; agents: {', '.join(agents)}",
+        file=sys.stderr,
+        flush=True,
+    )
     keep = settings.dispatch.get("keep_events_days")
-    run_worker(worker, dispatcher.app, queue=queue, concurrency=concurrency,
-               **({"keep_events_days": float(keep)} if keep is not None else {}))
+    run_worker(
+        worker,
+        dispatcher.app,
+        queue=queue,
+        concurrency=concurrency,
+        **({"keep_events_days": float(keep)} if keep is not None else {}),
+    )
     return 0

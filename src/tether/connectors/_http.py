@@ -57,8 +57,9 @@ class HttpServer:
         if self.last_status is None:
             return None
         refused = self.last_status == 401 and self.credentials is not None
-        return (f"the server answered HTTP {self.last_status}" +
-                (f" even to a refreshed token; check {self.credentials.hint}" if refused and self.credentials else ""))
+        return f"the server answered HTTP {self.last_status}" + (
+            f" even to a refreshed token; check {self.credentials.hint}" if refused and self.credentials else ""
+        )
 
     def last_error_line(self) -> str:
         return ""
@@ -77,9 +78,12 @@ class HttpServer:
         timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
         hooks = {"response": [self._note]}
         transport = _Checked(httpx2.AsyncHTTPTransport(), MAX_RESPONSE_BYTES)
-        async with (httpx2.AsyncClient(headers=self.headers, timeout=timeout, auth=self._auth, event_hooks=hooks,
-                                       transport=transport) as client,
-                    streamable_http_client(self.url, http_client=client) as streams):
+        async with (
+            httpx2.AsyncClient(
+                headers=self.headers, timeout=timeout, auth=self._auth, event_hooks=hooks, transport=transport
+            ) as client,
+            streamable_http_client(self.url, http_client=client) as streams,
+        ):
             yield streams
 
     async def _note(self, response: httpx2.Response) -> None:
@@ -141,8 +145,7 @@ class _Checked(httpx2.AsyncBaseTransport):
         request_id = _request_id(request) if request.method == "POST" else None
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
-        if (request_id is None or status in (202, 401, 404) or 300 <= status < 400
-                or (streamed and status < 400)):
+        if request_id is None or status in (202, 401, 404) or 300 <= status < 400 or (streamed and status < 400):
             return response
         try:
             body = await _read(response, self._limit)
@@ -153,8 +156,11 @@ class _Checked(httpx2.AsyncBaseTransport):
             return _error(request, 200, request_id, f"its answer broke off ({type(exc).__name__})")
         problem = _problem(status, response, body)
         if problem is None:
-            headers = [(k, v) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")]
+            headers = [
+                (k, v)
+                for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+            ]
             return httpx2.Response(status, headers=headers, content=body, request=request)
         return _error(request, 200 if status < 400 else status, request_id, problem)
 
@@ -190,16 +196,21 @@ def _problem(status: int, response: httpx2.Response, body: bytes) -> str | None:
         message = json.loads(body)
     except ValueError as exc:
         message = exc
-    is_jsonrpc = isinstance(message, dict) and message.get("jsonrpc") == "2.0" and (
-        "result" in message or isinstance(message.get("error"), dict))
+    is_jsonrpc = (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and ("result" in message or isinstance(message.get("error"), dict))
+    )
     if status >= 400:
         if is_jsonrpc and isinstance(message, dict) and "error" in message:
             return None  # the server's own JSON-RPC error: the SDK passes it on
         said = f"it answered HTTP {status} {response.reason_phrase}".rstrip()
         scope = re.search(r'scope="([^"]*)"', response.headers.get("www-authenticate", ""))
         if status == 403 and scope:
-            said += (f" (it needs the scopes {scope.group(1)!r}: add them to scopes in [mcp.NAME] and "
-                     "log in again with tether mcp login)")
+            said += (
+                f" (it needs the scopes {scope.group(1)!r}: add them to scopes in [mcp.NAME] and "
+                "log in again with tether mcp login)"
+            )
         return said
     if isinstance(message, json.JSONDecodeError):
         return f"its answer is not JSON ({message.msg} at byte {message.pos})"

@@ -89,8 +89,7 @@ class Link:
 
     @property
     def alive(self) -> bool:
-        return (self.client is not None and self._task is not None and not self._task.done()
-                and self.reach.alive())
+        return self.client is not None and self._task is not None and not self._task.done() and self.reach.alive()
 
     def reason(self) -> str:
         if self._failure_is_ours and self.failure:
@@ -132,8 +131,9 @@ class Link:
                 ready.set_exception(StartFailed(self.reason()))
                 ready.exception()  # retrieved: open() reads the reason itself
 
-    async def call(self, name: str, arguments: dict[str, Any],
-                   on_progress: Callable[[str], None] | None = None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], on_progress: Callable[[str], None] | None = None
+    ) -> types.CallToolResult:
         """The server's result; :class:`ConnectionLost` or :class:`ServerRefused` otherwise.
         ``on_progress`` hears the server's progress notifications for the call, in words."""
         client, owner = self.client, self._task
@@ -157,8 +157,11 @@ class Link:
         try:
             return request.result()
         except MCPError as exc:
-            if not self.alive or (exc.code == types.CONNECTION_CLOSED and not self.reach.calls_are_separate
-                                  and not await self._still_answers(client, owner, exc)):
+            if not self.alive or (
+                exc.code == types.CONNECTION_CLOSED
+                and not self.reach.calls_are_separate
+                and not await self._still_answers(client, owner, exc)
+            ):
                 raise ConnectionLost(self.reason()) from exc
             # The SDK reports an HTTP answer that broke off as CONNECTION_CLOSED, the code (-32000)
             # many servers also use for their own errors: only its own words tell them apart.

@@ -47,8 +47,9 @@ def _resource(res: types.TextResourceContents | types.BlobResourceContents) -> T
         return TextPart(text=f"[resource {res.uri}{_mime(res.mime_type)}]\n{res.text}")
     if res.mime_type and res.mime_type.startswith("image/"):
         return ImagePart(media_type=res.mime_type, data=res.blob)
-    return TextPart(text=f"[resource {res.uri}{_mime(res.mime_type)}: {len(res.blob) * 3 // 4:,} bytes of binary "
-                         "data, not shown]")
+    return TextPart(
+        text=f"[resource {res.uri}{_mime(res.mime_type)}: {len(res.blob) * 3 // 4:,} bytes of binary data, not shown]"
+    )
 
 
 def _mime(mime: str | None) -> str:

@@ -86,14 +86,24 @@ class StdioProcess:
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
         proc = await asyncio.create_subprocess_exec(
-            self.command, *self.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self.env, cwd=self.cwd, start_new_session=True, limit=LINE_LIMIT)
+            self.command,
+            *self.args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+            limit=LINE_LIMIT,
+        )
         self.process = proc
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-        pipes = [asyncio.create_task(self._read_stdout(proc, read_send)),
-                 asyncio.create_task(self._write_stdin(proc, write_recv)),
-                 asyncio.create_task(self._read_stderr(proc))]
+        pipes = [
+            asyncio.create_task(self._read_stdout(proc, read_send)),
+            asyncio.create_task(self._write_stdin(proc, write_recv)),
+            asyncio.create_task(self._read_stderr(proc)),
+        ]
         try:
             yield read_recv, write_send
         finally:

@@ -56,8 +56,9 @@ log = logging.getLogger("tether.connectors")
 def token_path(home: Path, server: str) -> Path:
     """Where the OAuth tokens of server ``server`` live (mode 0600, like a provider's)."""
     if any(sep in server for sep in ("/", "\\", "\0")):
-        raise ConfigError(f"[mcp.{server}]: a server with OAuth tokens needs a name without / or \\ "
-                          "(it names the token file)")
+        raise ConfigError(
+            f"[mcp.{server}]: a server with OAuth tokens needs a name without / or \\ (it names the token file)"
+        )
     return home / "auth" / f"mcp-{server}.json"
 
 
@@ -68,7 +69,7 @@ def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
     if len(name) <= NAME_LIMIT and name not in taken:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
-    return f"{name[:NAME_LIMIT - 9]}_{digest}"
+    return f"{name[: NAME_LIMIT - 9]}_{digest}"
 
 
 def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
@@ -90,8 +91,9 @@ class McpTool:
         hints = spec.annotations
         self.name = name
         self.server_tool = spec.name  # its name on the server
-        self.description = (spec.description or spec.title
-                            or f"The {spec.name} tool of the MCP server {connector.server}.")
+        self.description = (
+            spec.description or spec.title or f"The {spec.name} tool of the MCP server {connector.server}."
+        )
         self.input_schema: dict[str, Any] = dict(spec.input_schema) or {"type": "object"}
         self.read_only = bool(hints is not None and hints.read_only_hint)
         self.idempotent = bool(hints is not None and hints.idempotent_hint)
@@ -120,8 +122,14 @@ class McpConnector(Extension):
     ``home`` holds the OAuth tokens (default ``$TETHER_HOME``). One connector may serve runs in
     several threads at once: each event loop gets its own connection."""
 
-    def __init__(self, server: str, config: Mapping[str, Any], *, home: Path | None = None,
-                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        server: str,
+        config: Mapping[str, Any],
+        *,
+        home: Path | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
         self.server = server
         self.name = f"mcp:{server}"
         self.config = _checked(server, config)
@@ -183,15 +191,19 @@ class McpConnector(Extension):
             answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
         except TimeoutError:
-            return _error(f"{tool.name} did not answer within {self.timeout_s:g} s (timeout_s of [mcp.{self.server}]), "
-                          f"so the call was cancelled. {_outcome(tool)}")
+            return _error(
+                f"{tool.name} did not answer within {self.timeout_s:g} s (timeout_s of [mcp.{self.server}]), "
+                f"so the call was cancelled. {_outcome(tool)}"
+            )
         except ConnectionLost:
             return await self._after_loss(live, link, tool)
         except ServerRefused as exc:
             return _error(f"the call to {tool.name} failed on the MCP server {self.server}: {exc}")
         except AnswerLost as exc:
-            return _error(f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
-                          f"({exc}). {_outcome(tool)}")
+            return _error(
+                f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
+                f"({exc}). {_outcome(tool)}"
+            )
         return to_tool_result(result)
 
     async def _usable(self, live: _Live) -> Link | None:
@@ -210,8 +222,10 @@ class McpConnector(Extension):
                 await self._replace(live, link)
         if live.link is None:
             return _error(f"server {self.server} is down: {live.down}")
-        return _error(f"the MCP server {self.server} stopped during this call to {tool.name} ({link.reason()}) and "
-                      f"was restarted. {_outcome(tool)}")
+        return _error(
+            f"the MCP server {self.server} stopped during this call to {tool.name} ({link.reason()}) and "
+            f"was restarted. {_outcome(tool)}"
+        )
 
     async def _replace(self, live: _Live, link: Link) -> None:
         """A connection ended: restart the server the first time, mark it down the second."""
@@ -253,8 +267,9 @@ class McpConnector(Extension):
             await link.open(self.start_timeout_s)
         except StartFailed as exc:
             said = reach.last_error_line()
-            raise ConfigError(f"MCP server {self.server} did not start: {exc}" +
-                              (f" (its last words: {said})" if said else "")) from None
+            raise ConfigError(
+                f"MCP server {self.server} did not start: {exc}" + (f" (its last words: {said})" if said else "")
+            ) from None
         finally:
             if reach.pid is not None:
                 self.pids.append(reach.pid)
@@ -278,13 +293,20 @@ class McpConnector(Extension):
 
         path = token_path(self.home or tether_home(), self.server)
         if not path.exists():
-            raise ConfigError(f"no OAuth tokens for the MCP server {self.server} ({path}): store them with "
-                              f"`tether mcp login {self.server} --refresh-token -` (it reads the token from stdin)")
+            raise ConfigError(
+                f"no OAuth tokens for the MCP server {self.server} ({path}): store them with "
+                f"`tether mcp login {self.server} --refresh-token -` (it reads the token from stdin)"
+            )
         resource = self.config.get("resource")
         if resource is None:  # the MCP spec: tokens are asked for this server (RFC 8707)
             resource = canonical_resource(self.config["url"])
-        return OAuthCredentials(path, self.config["token_url"], self.config["client_id"], scopes=self.config["scopes"],
-                                resource=resource or None)
+        return OAuthCredentials(
+            path,
+            self.config["token_url"],
+            self.config["client_id"],
+            scopes=self.config["scopes"],
+            resource=resource or None,
+        )
 
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
         overrides: dict[str, str] = self.config["tools"]
@@ -294,8 +316,11 @@ class McpConnector(Extension):
             tools.append(McpTool(self, spec, name, overrides.get(spec.name, self.config["approval"])))
         self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         if self.unknown_overrides:
-            log.warning("[mcp.%s] tools names %s, which the server does not offer", self.server,
-                        ", ".join(self.unknown_overrides))
+            log.warning(
+                "[mcp.%s] tools names %s, which the server does not offer",
+                self.server,
+                ", ".join(self.unknown_overrides),
+            )
         return tools
 
 
@@ -311,8 +336,9 @@ def _checked(server: str, config: Mapping[str, Any]) -> dict[str, Any]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"[mcp.{server}] {where + ': ' if where else ''}"
-                          f"{first['msg'].removeprefix('Value error, ')}") from None
+        raise ConfigError(
+            f"[mcp.{server}] {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
+        ) from None
 
 
 def _error(text: str) -> ToolResult:

@@ -114,8 +114,13 @@ class AgentRun:
 # --- the server ---------------------------------------------------------------------------------
 
 
-def build_server(settings: "Settings", *, agent_spec: str | None = None,
-                 tokens: "SqliteServerStore | None" = None, issuer: str = "http://127.0.0.1") -> "MCPServer":
+def build_server(
+    settings: "Settings",
+    *,
+    agent_spec: str | None = None,
+    tokens: "SqliteServerStore | None" = None,
+    issuer: str = "http://127.0.0.1",
+) -> "MCPServer":
     """The MCP server with the knowledge tools, ``memory_read`` (unless ``tokens``) and one tool per
     configured agent. With ``tokens`` its HTTP app lets in only requests whose bearer token is one
     of them (``issuer`` is the address the SDK records as the tokens' issuer: this server's)."""
@@ -129,14 +134,19 @@ def build_server(settings: "Settings", *, agent_spec: str | None = None,
     if tokens is not None:
         # No resource_server_url and no OAuth provider: the SDK checks bearer tokens and mounts no
         # OAuth routes. The tokens come from `tether serve token create`, not from an issuer.
-        auth = {"token_verifier": _ServeTokens(tokens),
-                "auth": AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None)}
+        auth = {
+            "token_verifier": _ServeTokens(tokens),
+            "auth": AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=None),
+        }
     server: MCPServer = MCPServer(
-        "tether", version=__version__, log_level="WARNING",
+        "tether",
+        version=__version__,
+        log_level="WARNING",
         instructions="tether's knowledge bases (kb_search, kb_lookup_exact: cite what you use as "
-                     "document:start-end), its memory (memory_read) and its agents (agent_NAME: runs one to "
-                     "the end and reports its answer, status and cost).",
-        **auth)
+        "document:start-end), its memory (memory_read) and its agents (agent_NAME: runs one to "
+        "the end and reports its answer, status and cost).",
+        **auth,
+    )
     _add_knowledge_tools(server, settings)
     if tokens is None and settings.memory.get("enabled", True):
         _add_memory_tool(server, settings)
@@ -162,8 +172,9 @@ class _ServeTokens:
 def _read_only(title: str) -> Any:
     from mcp.types import ToolAnnotations
 
-    return ToolAnnotations(title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                           open_world_hint=False)
+    return ToolAnnotations(
+        title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
 
 
 def _tool_error(message: str) -> Exception:
@@ -195,8 +206,10 @@ class _Bases:
             result = self._get(base).search(query, mode=mode, k=k)
         except (TetherError, argparse.ArgumentTypeError) as exc:  # no such base, a bad name, an empty query
             raise _tool_error(str(exc)) from exc
-        hits = [KbHit(citation=h.citation, score=round(h.score, 6), heading=h.chunk.heading, text=h.chunk.text)
-                for h in result.hits]
+        hits = [
+            KbHit(citation=h.citation, score=round(h.score, 6), heading=h.chunk.heading, text=h.chunk.text)
+            for h in result.hits
+        ]
         return KbResults(base=base, query=result.query, mode=result.mode, note=result.note, hits=hits)
 
     def _get(self, name: str) -> "KnowledgeBase":
@@ -220,22 +233,39 @@ def _add_knowledge_tools(server: "MCPServer", settings: "Settings") -> None:
     Base = Annotated[str, Field(description=f"which knowledge base; at start: {listed}")]
     K = Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many results")]
 
-    def kb_search(query: Annotated[str, Field(description="what to look for, in words")],
-                  base: Base = "default", mode: Mode = "hybrid", k: K = k_default) -> KbResults:
+    def kb_search(
+        query: Annotated[str, Field(description="what to look for, in words")],
+        base: Base = "default",
+        mode: Mode = "hybrid",
+        k: K = k_default,
+    ) -> KbResults:
         return bases.search(base, query, mode, k)
 
-    def kb_lookup_exact(identifier: Annotated[str, Field(description="the exact identifier, e.g. FVAM-2050-B")],
-                        base: Base = "default", k: K = k_default) -> KbResults:
+    def kb_lookup_exact(
+        identifier: Annotated[str, Field(description="the exact identifier, e.g. FVAM-2050-B")],
+        base: Base = "default",
+        k: K = k_default,
+    ) -> KbResults:
         return bases.search(base, identifier, "exact", k)
 
-    server.add_tool(kb_search, annotations=_read_only("Search a knowledge base"), description=(
-        "Search one of tether's knowledge bases (documents, manuals, notes) by keywords and meaning together "
-        "(mode hybrid), or by one of them. Each hit cites document:start-end: cite what you use. For an "
-        f"identifier such as a part number use kb_lookup_exact. Bases at start: {listed}."))
-    server.add_tool(kb_lookup_exact, annotations=_read_only("Look up an identifier"), description=(
-        "Find the passages about one exact identifier (a part number, a code, a model name) in a knowledge base: "
-        "only passages containing exactly that token, never a near twin (FVAM-2050-C for FVAM-2050-B). Each hit "
-        "cites document:start-end."))
+    server.add_tool(
+        kb_search,
+        annotations=_read_only("Search a knowledge base"),
+        description=(
+            "Search one of tether's knowledge bases (documents, manuals, notes) by keywords and meaning together "
+            "(mode hybrid), or by one of them. Each hit cites document:start-end: cite what you use. For an "
+            f"identifier such as a part number use kb_lookup_exact. Bases at start: {listed}."
+        ),
+    )
+    server.add_tool(
+        kb_lookup_exact,
+        annotations=_read_only("Look up an identifier"),
+        description=(
+            "Find the passages about one exact identifier (a part number, a code, a model name) in a knowledge base: "
+            "only passages containing exactly that token, never a near twin (FVAM-2050-C for FVAM-2050-B). Each hit "
+            "cites document:start-end."
+        ),
+    )
 
 
 # --- memory -------------------------------------------------------------------------------------
@@ -253,12 +283,18 @@ def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
         entries = memory.entries(store)
         shown = [e for e in entries if memory.check(e) is None]  # what the scan keeps from agents stays here
         usage = memory.usage(store)
-        return MemoryEntries(store=store, entries=shown, withheld=len(entries) - len(shown), chars=usage.chars,
-                             limit=usage.limit)
+        return MemoryEntries(
+            store=store, entries=shown, withheld=len(entries) - len(shown), chars=usage.chars, limit=usage.limit
+        )
 
-    server.add_tool(memory_read, annotations=_read_only("Read tether's memory"), description=(
-        "What tether remembers across sessions about the person at this machine: 'profile' (who they are, "
-        "their preferences) or 'notes' (decisions and conventions), one entry each. Read only."))
+    server.add_tool(
+        memory_read,
+        annotations=_read_only("Read tether's memory"),
+        description=(
+            "What tether remembers across sessions about the person at this machine: 'profile' (who they are, "
+            "their preferences) or 'notes' (decisions and conventions), one entry each. Read only."
+        ),
+    )
 
 
 # --- agents -------------------------------------------------------------------------------------
@@ -285,12 +321,22 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
     model = describe(name, agent)["model"]
     # An extension's tools are known only once a run starts it, so an agent with one may write.
     writes = bool(agent.extensions) or not all(getattr(t, "read_only", False) for t in agent.tools)
-    server.add_tool(run_agent, name=f"agent_{name}", annotations=ToolAnnotations(
-        title=f"Run the agent {name}", read_only_hint=False, destructive_hint=writes, idempotent_hint=False,
-        open_world_hint=True), description=(
-        f"{agent.description or f'The tether agent {name!r}.'} Runs it ({model}) on the task until it ends, which "
-        "may take a while, and returns its answer, status and cost. A run that stops for a person's approval "
-        "says so and gives its run id: the decision is made outside MCP."))
+    server.add_tool(
+        run_agent,
+        name=f"agent_{name}",
+        annotations=ToolAnnotations(
+            title=f"Run the agent {name}",
+            read_only_hint=False,
+            destructive_hint=writes,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+        description=(
+            f"{agent.description or f'The tether agent {name!r}.'} Runs it ({model}) on the task until it ends, which "
+            "may take a while, and returns its answer, status and cost. A run that stops for a person's approval "
+            "says so and gives its run id: the decision is made outside MCP."
+        ),
+    )
 
 
 async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str) -> AgentRun:
@@ -311,14 +357,23 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
         raise _tool_error("the task is empty: say what the agent should do")
     caller = get_access_token()
     # As `tether run` records its runs, so `tether runs`, `show` and `resume` read them.
-    state = RunState(config={
-        "agent": name, "served": "mcp", "user": caller.client_id if caller else None, "prompt": task[:200],
-        "model": describe(name, agent)["model"], "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
-        "max_turns": agent.max_turns, "max_budget_usd": agent.max_budget_usd})
+    state = RunState(
+        config={
+            "agent": name,
+            "served": "mcp",
+            "user": caller.client_id if caller else None,
+            "prompt": task[:200],
+            "model": describe(name, agent)["model"],
+            "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
+            "max_turns": agent.max_turns,
+            "max_budget_usd": agent.max_budget_usd,
+        }
+    )
     store = run_store(settings)
     signal = CancelSignal()
-    job = asyncio.ensure_future(run(agent, task, state=state, store=store, signal=signal,
-                                    tracer=JsonlTracer(settings.home / "traces")))
+    job = asyncio.ensure_future(
+        run(agent, task, state=state, store=store, signal=signal, tracer=JsonlTracer(settings.home / "traces"))
+    )
     try:
         result = await asyncio.shield(job)
     except TetherError as exc:  # refused before anything ran (e.g. a budget without a price)
@@ -341,13 +396,23 @@ def _agent_run(name: str, result: "RunResult") -> AgentRun:
     waiting = _waiting_for(result.interruption)
     next_step = None
     if waiting is not None:
-        next_step = (f"A person must decide this; an MCP client cannot answer it here. The run is saved as "
-                     f"{result.run_id}: `tether show {result.run_id}` shows it and how to answer.")
+        next_step = (
+            f"A person must decide this; an MCP client cannot answer it here. The run is saved as "
+            f"{result.run_id}: `tether show {result.run_id}` shows it and how to answer."
+        )
     elif result.status in RESUMABLE:
         next_step = f"The run is saved as {result.run_id}: `tether show {result.run_id}` says how to continue it."
-    return AgentRun(agent=name, run_id=result.run_id, status=result.status, reason=result.reason,
-                    output=result.text, turns=result.turns, cost_usd=result.cost_usd, waiting_for=waiting,
-                    next_step=next_step)
+    return AgentRun(
+        agent=name,
+        run_id=result.run_id,
+        status=result.status,
+        reason=result.reason,
+        output=result.text,
+        turns=result.turns,
+        cost_usd=result.cost_usd,
+        waiting_for=waiting,
+        next_step=next_step,
+    )
 
 
 def _waiting_for(waiting: "Interruption | None") -> str | None:
@@ -364,8 +429,10 @@ def _waiting_for(waiting: "Interruption | None") -> str | None:
     if isinstance(waiting, ApprovalInterruption):
         return f"approval of {waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}"
     if isinstance(waiting, OutcomeUnknownInterruption):
-        return (f"a decision about {waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}, which "
-                "started before a crash and left no result")
+        return (
+            f"a decision about {waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}, which "
+            "started before a crash and left no result"
+        )
     if isinstance(waiting, GuardrailInterruption):
         return f"a decision on the {waiting.stage} a guardrail held back: {waiting.rationale}"
     return None  # a limit or a cancellation: nothing to decide
@@ -378,16 +445,29 @@ def add_serve_parser(subparsers: Any) -> None:
     """Add ``serve`` to the ``tether mcp`` group's subcommands."""
     from tether.cli.common import port_number
 
-    s = subparsers.add_parser("serve", help="serve tether's knowledge bases, memory and agents over MCP",
-                              description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = subparsers.add_parser(
+        "serve",
+        help="serve tether's knowledge bases, memory and agents over MCP",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     s.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1)")
-    s.add_argument("--port", type=port_number,
-                   help=f"with --http: the port to listen on (default {DEFAULT_PORT}; 0: any free port)")
-    s.add_argument("--agent", metavar="FILE_OR_MODULE",
-                   help="a Python file or module defining `agent` or `agents` to offer as tools")
-    s.add_argument("--allow-remote", action="store_true",
-                   help="with --http: listen beyond loopback; needs tokens (tether serve token create NAME)")
+    s.add_argument(
+        "--port",
+        type=port_number,
+        help=f"with --http: the port to listen on (default {DEFAULT_PORT}; 0: any free port)",
+    )
+    s.add_argument(
+        "--agent",
+        metavar="FILE_OR_MODULE",
+        help="a Python file or module defining `agent` or `agents` to offer as tools",
+    )
+    s.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --http: listen beyond loopback; needs tokens (tether serve token create NAME)",
+    )
     s.set_defaults(handler=cmd_serve)
 
 
@@ -397,8 +477,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tether.cli.common import usage_error
 
     if not args.http and (args.host is not None or args.port is not None or args.allow_remote):
-        raise usage_error("--host, --port and --allow-remote go with --http (without it tether serves MCP over "
-                          "stdio)")
+        raise usage_error("--host, --port and --allow-remote go with --http (without it tether serves MCP over stdio)")
     settings = load_settings()
     if args.http:
         return _serve_http(settings, args)
@@ -441,20 +520,27 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=_host_check(host, remote))
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
-    print(f"tether mcp serve: MCP over streamable HTTP at {url}{MCP_PATH} "
-          f"({'bearer token required' if tokens else 'loopback, no token'}; Ctrl-C to stop)", file=sys.stderr,
-          flush=True)
+    print(
+        f"tether mcp serve: MCP over streamable HTTP at {url}{MCP_PATH} "
+        f"({'bearer token required' if tokens else 'loopback, no token'}; Ctrl-C to stop)",
+        file=sys.stderr,
+        flush=True,
+    )
     return _until_stopped(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
 def _refusal(host: str, remote: bool, allow_remote: bool, store: "SqliteServerStore") -> str | None:
     """Why the server must not listen as asked, before anything does; None when it may."""
     if remote and not allow_remote:
-        return (f"refusing to listen on {host}: tether mcp serve answers on loopback only unless --allow-remote "
-                "(which needs tokens: tether serve token create NAME)")
+        return (
+            f"refusing to listen on {host}: tether mcp serve answers on loopback only unless --allow-remote "
+            "(which needs tokens: tether serve token create NAME)"
+        )
     if allow_remote and not store.has_tokens():
-        return ("--allow-remote needs tokens, or anyone who reaches the server could run its agents: create one "
-                "with `tether serve token create NAME`")
+        return (
+            "--allow-remote needs tokens, or anyone who reaches the server could run its agents: create one "
+            "with `tether serve token create NAME`"
+        )
     return None
 
 
@@ -505,6 +591,8 @@ def _host_check(host: str, remote: bool) -> "TransportSecuritySettings":
     if remote:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host]))
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
-                                     allowed_hosts=[f"{n}:*" for n in names],
-                                     allowed_origins=[f"http://{n}:*" for n in names])
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names],
+    )

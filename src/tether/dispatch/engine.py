@@ -54,8 +54,13 @@ class CeleryDispatcher:
 
     def enqueue(self, run_id: str) -> None:
         with self._lock:  # one producer connection, shared by the server's threads
-            self.app.send_task(TASK, args=[run_id], queue=self.queue, retry=True,
-                               retry_policy={"max_retries": 5, "interval_start": 0.2, "interval_step": 0.5})
+            self.app.send_task(
+                TASK,
+                args=[run_id],
+                queue=self.queue,
+                retry=True,
+                retry_policy={"max_retries": 5, "interval_start": 0.2, "interval_step": 0.5},
+            )
 
     def close(self) -> None:
         self.app.close()
@@ -87,6 +92,8 @@ def open_dispatcher(settings: Any) -> CeleryDispatcher:
     table = settings.dispatch or {}
     url = os.environ.get("TETHER_BROKER_URL") or table.get("broker_url")
     if not url:
-        raise ConfigError("external workers need a broker: set broker_url under [dispatch] in config.toml "
-                          "(amqp://USER:PASSWORD@HOST//) or $TETHER_BROKER_URL")
+        raise ConfigError(
+            "external workers need a broker: set broker_url under [dispatch] in config.toml "
+            "(amqp://USER:PASSWORD@HOST//) or $TETHER_BROKER_URL"
+        )
     return CeleryDispatcher(url, table.get("queue") or DEFAULT_QUEUE)

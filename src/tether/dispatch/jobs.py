@@ -34,7 +34,10 @@ CANCEL_CHANNEL = "tether_cancel"  # payload: run id (a stop was asked)
 LIVE = ("queued", "running")
 
 MIGRATIONS = [
-    Migration(1, "jobs and events", """
+    Migration(
+        1,
+        "jobs and events",
+        """
 CREATE TABLE tether_jobs (
     run_id text PRIMARY KEY,
     session_id text NOT NULL,
@@ -61,7 +64,8 @@ CREATE TABLE tether_events (
     data text NOT NULL,
     PRIMARY KEY (run_id, id)
 );
-"""),
+""",
+    ),
 ]
 
 
@@ -88,8 +92,10 @@ class Job:
         return self.state in LIVE
 
 
-_COLUMNS = ("run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, state, attempts, worker, "
-            "cancel, began_after, updated_at")
+_COLUMNS = (
+    "run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, state, attempts, worker, "
+    "cancel, began_after, updated_at"
+)
 
 
 class SessionBusy(StoreError):
@@ -112,16 +118,27 @@ class Jobs:
         return self._job(rows[0]) if rows else None
 
     def live_run_of(self, session_id: str) -> str | None:
-        rows = self.db.execute("SELECT run_id FROM tether_jobs WHERE session_id = %s AND state IN ('queued', "
-                               "'running')", (session_id,))
+        rows = self.db.execute(
+            "SELECT run_id FROM tether_jobs WHERE session_id = %s AND state IN ('queued', 'running')", (session_id,)
+        )
         return str(rows[0][0]) if rows else None
 
     def live_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM tether_jobs WHERE state IN ('queued', 'running')")[0][0])
 
-    def enqueue(self, *, run_id: str, session_id: str, owner: str, agent: str, kind: str, prompt: str | None,
-                chosen: dict[str, Any], changes: dict[str, Any] | None = None,
-                config: dict[str, Any] | None = None) -> None:
+    def enqueue(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        owner: str,
+        agent: str,
+        kind: str,
+        prompt: str | None,
+        chosen: dict[str, Any],
+        changes: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         """Queue the run's next part; :class:`SessionBusy` when its session has a live job already."""
         psycopg = _psycopg()
         try:
@@ -134,8 +151,20 @@ class Jobs:
                     "chosen = excluded.chosen, changes = excluded.changes, state = 'queued', worker = NULL, "
                     "cancel = NULL, began_after = excluded.began_after, updated_at = excluded.updated_at "
                     "WHERE tether_jobs.state = 'done' RETURNING run_id",
-                    (run_id, session_id, owner, agent, kind, prompt, json.dumps(chosen), json.dumps(changes or {}),
-                     json.dumps(config or {}), run_id, time.time()))
+                    (
+                        run_id,
+                        session_id,
+                        owner,
+                        agent,
+                        kind,
+                        prompt,
+                        json.dumps(chosen),
+                        json.dumps(changes or {}),
+                        json.dumps(config or {}),
+                        run_id,
+                        time.time(),
+                    ),
+                )
                 if cur.fetchone() is None:
                     raise SessionBusy(f"run {run_id} is already queued or running")
                 conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
@@ -147,7 +176,9 @@ class Jobs:
         """Mark the job running on ``worker`` (the caller holds the run's lock); None when it is done."""
         rows = self.db.execute(
             f"UPDATE tether_jobs SET state = 'running', worker = %s, attempts = attempts + 1, updated_at = %s "
-            f"WHERE run_id = %s AND state IN ('queued', 'running') RETURNING {_COLUMNS}", (worker, time.time(), run_id))
+            f"WHERE run_id = %s AND state IN ('queued', 'running') RETURNING {_COLUMNS}",
+            (worker, time.time(), run_id),
+        )
         if rows:
             self.db.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
         return self._job(rows[0]) if rows else None
@@ -155,16 +186,21 @@ class Jobs:
     def finish(self, run_id: str, attempt: int | None = None) -> None:
         """Mark the job done; with ``attempt``, only if no later claim took it over since."""
         with self.db.tx() as conn:
-            conn.execute("UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s"
-                         + (" AND attempts = %s" if attempt is not None else ""),
-                         (time.time(), run_id, *(() if attempt is None else (attempt,))))
+            conn.execute(
+                "UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s"
+                + (" AND attempts = %s" if attempt is not None else ""),
+                (time.time(), run_id, *(() if attempt is None else (attempt,))),
+            )
             conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
 
     def request_cancel(self, run_id: str, reason: str) -> bool:
         """Ask the run to stop, wherever it is; False when it is not live."""
         with self.db.tx() as conn:
-            rows = conn.execute("UPDATE tether_jobs SET cancel = %s WHERE run_id = %s AND state IN ('queued', "
-                                "'running') RETURNING run_id", (reason, run_id)).fetchall()
+            rows = conn.execute(
+                "UPDATE tether_jobs SET cancel = %s WHERE run_id = %s AND state IN ('queued', "
+                "'running') RETURNING run_id",
+                (reason, run_id),
+            ).fetchall()
             if rows:
                 conn.execute("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, run_id))
         return bool(rows)
@@ -178,15 +214,25 @@ class Jobs:
         Returns the number of events forgotten."""
         cutoff = (time.time() if now is None else now) - keep_s
         with self.db.tx() as conn:
-            done = [r[0] for r in conn.execute("DELETE FROM tether_jobs WHERE state = 'done' AND updated_at < %s "
-                                               "RETURNING run_id", (cutoff,)).fetchall()]
+            done = [
+                r[0]
+                for r in conn.execute(
+                    "DELETE FROM tether_jobs WHERE state = 'done' AND updated_at < %s RETURNING run_id", (cutoff,)
+                ).fetchall()
+            ]
             if not done:
                 return 0
-            cur = conn.execute("DELETE FROM tether_events e WHERE e.run_id = ANY(%s) AND e.id < "
-                               "(SELECT max(m.id) FROM tether_events m WHERE m.run_id = e.run_id)", (done,))
+            cur = conn.execute(
+                "DELETE FROM tether_events e WHERE e.run_id = ANY(%s) AND e.id < "
+                "(SELECT max(m.id) FROM tether_events m WHERE m.run_id = e.run_id)",
+                (done,),
+            )
             deleted = int(cur.rowcount or 0)
-            cur = conn.execute(f"UPDATE tether_events SET kind = '{PRUNED}', data = '{{}}' WHERE run_id = ANY(%s) "
-                               f"AND kind <> '{PRUNED}'", (done,))
+            cur = conn.execute(
+                f"UPDATE tether_events SET kind = '{PRUNED}', data = '{{}}' WHERE run_id = ANY(%s) "
+                f"AND kind <> '{PRUNED}'",
+                (done,),
+            )
             return deleted + int(cur.rowcount or 0)
 
     # --- events
@@ -194,17 +240,24 @@ class Jobs:
     def ended_since(self, run_id: str, after: int) -> bool:
         """Whether a ``done`` event was written after event ``after``: the part of the run that a job
         stands for is over, even if the worker died before it could mark the job done."""
-        return bool(self.db.execute("SELECT 1 FROM tether_events WHERE run_id = %s AND id > %s AND kind = 'done' "
-                                    "LIMIT 1", (run_id, after)))
+        return bool(
+            self.db.execute(
+                "SELECT 1 FROM tether_events WHERE run_id = %s AND id > %s AND kind = 'done' LIMIT 1", (run_id, after)
+            )
+        )
 
     def last_event(self, run_id: str) -> tuple[int, str | None]:
-        rows = self.db.execute("SELECT id, kind FROM tether_events WHERE run_id = %s ORDER BY id DESC LIMIT 1",
-                               (run_id,))
+        rows = self.db.execute(
+            "SELECT id, kind FROM tether_events WHERE run_id = %s ORDER BY id DESC LIMIT 1", (run_id,)
+        )
         return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
 
     def events_after(self, run_id: str, after: int, limit: int = 500) -> list[tuple[int, str, str]]:
-        rows = self.db.execute("SELECT id, kind, data FROM tether_events WHERE run_id = %s AND id > %s "
-                               f"AND kind <> '{PRUNED}' ORDER BY id LIMIT %s", (run_id, after, limit))
+        rows = self.db.execute(
+            "SELECT id, kind, data FROM tether_events WHERE run_id = %s AND id > %s "
+            f"AND kind <> '{PRUNED}' ORDER BY id LIMIT %s",
+            (run_id, after, limit),
+        )
         return [(int(i), str(k), str(d)) for i, k, d in rows]
 
 
@@ -252,8 +305,11 @@ class EventWriter:
                 try:
                     with self.jobs.db.tx() as conn:
                         with conn.cursor() as cur:
-                            cur.executemany("INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s) "
-                                            "ON CONFLICT DO NOTHING", rows)
+                            cur.executemany(
+                                "INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s) "
+                                "ON CONFLICT DO NOTHING",
+                                rows,
+                            )
                         conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))
                     break
                 except Exception as exc:  # the database is away: try again; the run goes on

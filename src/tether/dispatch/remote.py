@@ -88,14 +88,27 @@ class RemoteRuns:
         return RemoteLog(self, run_id)
 
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
-        self.jobs.enqueue(run_id=turn.run_id, session_id=turn.session_id, owner=turn.owner, agent=turn.agent,
-                          kind="start", prompt=text, chosen=chosen,
-                          config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id,
-                                  "served": True})
+        self.jobs.enqueue(
+            run_id=turn.run_id,
+            session_id=turn.session_id,
+            owner=turn.owner,
+            agent=turn.agent,
+            kind="start",
+            prompt=text,
+            chosen=chosen,
+            config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id, "served": True},
+        )
         self.dispatcher.enqueue(turn.run_id)
 
-    def resume(self, turn: TurnRecord, state: RunState, chosen: dict[str, Any], *, more_turns: int | None = None,
-               max_budget_usd: float | None = None) -> None:
+    def resume(
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        chosen: dict[str, Any],
+        *,
+        more_turns: int | None = None,
+        max_budget_usd: float | None = None,
+    ) -> None:
         changes: dict[str, Any] = {}
         if more_turns is not None:
             changes["max_turns"] = state.turns + more_turns
@@ -111,8 +124,16 @@ class RemoteRuns:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        self.jobs.enqueue(run_id=turn.run_id, session_id=turn.session_id, owner=turn.owner, agent=turn.agent,
-                          kind="continue", prompt=None, chosen=chosen, changes=changes)
+        self.jobs.enqueue(
+            run_id=turn.run_id,
+            session_id=turn.session_id,
+            owner=turn.owner,
+            agent=turn.agent,
+            kind="continue",
+            prompt=None,
+            chosen=chosen,
+            changes=changes,
+        )
         self.dispatcher.enqueue(turn.run_id)
 
     def cancel(self, run_id: str, reason: str) -> bool:

@@ -38,8 +38,16 @@ HELD = "held by another worker"
 class Worker:
     """Drives runs for this process; ``drive(run_id)`` is the task body, safe on many threads."""
 
-    def __init__(self, *, home: Any, agents: dict[str, Agent], db: Database, telemetry: Any = None,
-                 name: str | None = None, lock_wait_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        home: Any,
+        agents: dict[str, Agent],
+        db: Database,
+        telemetry: Any = None,
+        name: str | None = None,
+        lock_wait_s: float = 15.0,
+    ) -> None:
         from tether.postgres.runs import PgRunStore
         from tether.postgres.sessions import PgSessionStore
 
@@ -124,12 +132,26 @@ class Worker:
             if job.cancel:
                 signal.cancel(job.cancel)
             agent = self._agent(job)
-            turn = TurnRecord(message_id=str(job.config.get("message_id", "")), run_id=job.run_id,
-                              session_id=job.session_id, owner=job.owner, agent=job.agent,
-                              trace_id=str(job.config.get("trace_id", "")), text="", created=0.0)
+            turn = TurnRecord(
+                message_id=str(job.config.get("message_id", "")),
+                run_id=job.run_id,
+                session_id=job.session_id,
+                owner=job.owner,
+                agent=job.agent,
+                trace_id=str(job.config.get("trace_id", "")),
+                text="",
+                created=0.0,
+            )
             tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
-            async for event in run_stream(agent, job.prompt if new else None, state=state, store=self.runs,
-                                          tracer=tracer, signal=signal, session=self.sessions):
+            async for event in run_stream(
+                agent,
+                job.prompt if new else None,
+                state=state,
+                store=self.runs,
+                tracer=tracer,
+                signal=signal,
+                session=self.sessions,
+            ):
                 if event.type == "done" and self.runs.lost(job.run_id):
                     # Another worker took the run while this one had lost its hold: it writes the end.
                     _log.warning("run %s: another worker took it over; this one stops", job.run_id)
@@ -150,8 +172,10 @@ class Worker:
     def _agent(self, job: Job) -> Agent:
         agent = self.agents.get(job.agent)
         if agent is None:
-            raise StoreError(f"this worker does not serve agent {job.agent!r} (it serves {', '.join(self.agents)}); "
-                             "start workers with the same --agent as the servers")
+            raise StoreError(
+                f"this worker does not serve agent {job.agent!r} (it serves {', '.join(self.agents)}); "
+                "start workers with the same --agent as the servers"
+            )
         changes = {k: v for k, v in job.changes.items() if k in ("max_turns", "max_budget_usd")}
         return dataclasses.replace(agent, **changes) if changes else agent
 
@@ -199,8 +223,9 @@ class Pruner:
         self.thread.join(5)
 
 
-def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: int,
-               keep_events_days: float = KEEP_EVENTS_DAYS) -> None:
+def run_worker(
+    worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: int, keep_events_days: float = KEEP_EVENTS_DAYS
+) -> None:
     """Serve the queue with Celery's worker (threads: each run is mostly waiting on the network)."""
     from tether.dispatch.engine import TASK
 
@@ -216,8 +241,20 @@ def run_worker(worker: Worker, dispatcher_app: Any, *, queue: str, concurrency: 
 
     try:
         with Pruner(worker.jobs, keep_events_days):
-            dispatcher_app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queue,
-                                        "-n", f"tether-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                                        "--without-heartbeat", "--loglevel=WARNING"])
+            dispatcher_app.worker_main(
+                [
+                    "worker",
+                    "--pool=threads",
+                    f"--concurrency={concurrency}",
+                    "-Q",
+                    queue,
+                    "-n",
+                    f"tether-{os.getpid()}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "--loglevel=WARNING",
+                ]
+            )
     finally:
         worker.close()

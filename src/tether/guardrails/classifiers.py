@@ -37,8 +37,14 @@ class Rule:
 class RuleClassifier:
     """The lowest-scoring rule that matches gives the verdict; no match is safe (score 1.0)."""
 
-    def __init__(self, rules: Sequence[Rule] = (), *, scanner: Any = None, scanner_score: float = 0.05,
-                 stages: Sequence[Stage] | None = None) -> None:
+    def __init__(
+        self,
+        rules: Sequence[Rule] = (),
+        *,
+        scanner: Any = None,
+        scanner_score: float = 0.05,
+        stages: Sequence[Stage] | None = None,
+    ) -> None:
         self.rules = [(re.compile(r.pattern, re.IGNORECASE), r) for r in rules]
         self.scanner = scanner
         self.scanner_score = scanner_score
@@ -59,8 +65,13 @@ class RuleClassifier:
         if self.scanner is not None:
             finding = self.scanner.scan(text)
             if finding is not None:
-                found.append(Verdict(f"the text looks like a prompt injection: {finding.reason}", self.scanner_score,
-                                     f"injection:{finding.rule}"))
+                found.append(
+                    Verdict(
+                        f"the text looks like a prompt injection: {finding.reason}",
+                        self.scanner_score,
+                        f"injection:{finding.rule}",
+                    )
+                )
         for pattern, rule in self.rules:
             if pattern.search(text):
                 found.append(Verdict(rule.rationale, rule.score, rule.category))
@@ -81,8 +92,15 @@ it that tells you how to answer."""
 class ModelClassifier:
     """A verdict from a model (``model``: a model string or Provider; default the run's own)."""
 
-    def __init__(self, instructions: str, *, model: Any = None, categories: Sequence[str] = ("ok", "unsafe"),
-                 max_tokens: int = 300, on_error: Literal["block", "allow"] = "block") -> None:
+    def __init__(
+        self,
+        instructions: str,
+        *,
+        model: Any = None,
+        categories: Sequence[str] = ("ok", "unsafe"),
+        max_tokens: int = 300,
+        on_error: Literal["block", "allow"] = "block",
+    ) -> None:
         self.instructions = instructions
         self.model = model
         self.categories = tuple(categories)
@@ -97,14 +115,19 @@ class ModelClassifier:
             model=candidate.model_id,
             system=_ASK.format(instructions=self.instructions, categories=", ".join(self.categories)),
             messages=[UserMessage.text(f"Stage: {stage}\n<text>\n{text}\n</text>")],
-            max_tokens=self.max_tokens, output_schema=self._schema())
+            max_tokens=self.max_tokens,
+            output_schema=self._schema(),
+        )
         try:
             response = await side_call(ctx, request, candidate)
             return _parse(response.message.text, self.categories)
         except (ProviderError, ValueError) as exc:
             score = 1.0 if self.on_error == "allow" else 0.0
-            return Verdict(f"the guardrail's model gave no usable verdict ({exc}); failing "
-                           f"{'open' if score else 'closed'}", score, "error")
+            return Verdict(
+                f"the guardrail's model gave no usable verdict ({exc}); failing {'open' if score else 'closed'}",
+                score,
+                "error",
+            )
 
     def _schema(self) -> OutputSchema:
         """The verdict's shape, rationale first: sent as each wire's structured output (Chat
@@ -113,14 +136,20 @@ class ModelClassifier:
         category: dict[str, Any] = {"type": "string"}
         if self.categories:
             category["enum"] = list(self.categories)
-        return OutputSchema("guardrail_verdict", {
-            "type": "object",
-            "properties": {"rationale": {"type": "string"},
-                           "score": {"type": "number", "description": "1.0 clearly acceptable, 0.0 clearly not"},
-                           "category": category},
-            "required": ["rationale", "score", "category"],
-            "additionalProperties": False,
-        }, "a guardrail's verdict: the rationale first, then the score, then the category")
+        return OutputSchema(
+            "guardrail_verdict",
+            {
+                "type": "object",
+                "properties": {
+                    "rationale": {"type": "string"},
+                    "score": {"type": "number", "description": "1.0 clearly acceptable, 0.0 clearly not"},
+                    "category": category,
+                },
+                "required": ["rationale", "score", "category"],
+                "additionalProperties": False,
+            },
+            "a guardrail's verdict: the rationale first, then the score, then the category",
+        )
 
     def _candidate(self, ctx: RunContext) -> Any:
         if self.model is None:
@@ -141,5 +170,8 @@ def _parse(text: str, categories: Sequence[str]) -> Verdict:
     if not isinstance(score, int | float) or isinstance(score, bool) or not 0.0 <= float(score) <= 1.0:
         raise ValueError(f"the score must be a number from 0 to 1, not {score!r}")
     category = str(data.get("category") or "")
-    return Verdict(data["rationale"].strip(), float(score), category if category in categories or not categories
-                   else f"other:{category}")
+    return Verdict(
+        data["rationale"].strip(),
+        float(score),
+        category if category in categories or not categories else f"other:{category}",
+    )

@@ -104,13 +104,23 @@ class Guardrail(Middleware):
             score = min(1.0, max(0.0, float(verdict.score)))
             verdict = Verdict(verdict.rationale, score, verdict.category)
             action = self.thresholds.action(score)
-        ctx.emit(GuardrailEvent(ctx.state.run_id, action, verdict.rationale, verdict.score, stage=stage,
-                                category=verdict.category, name=self.name))
+        ctx.emit(
+            GuardrailEvent(
+                ctx.state.run_id,
+                action,
+                verdict.rationale,
+                verdict.score,
+                stage=stage,
+                category=verdict.category,
+                name=self.name,
+            )
+        )
         return action, verdict
 
     def _words(self, stage: str, action: str, verdict: Verdict) -> str:
-        what = {"block": "blocked this", "redirect": "redirected this",
-                "ask": "held this for a person to decide"}.get(action, action)
+        what = {"block": "blocked this", "redirect": "redirected this", "ask": "held this for a person to decide"}.get(
+            action, action
+        )
         category = f" ({verdict.category})" if verdict.category else ""
         return f"the {stage.replace('_', ' ')} guardrail {self.name!r} {what}{category}: {verdict.rationale}"
 
@@ -135,15 +145,24 @@ class Guardrail(Middleware):
             return None
         words = self._words("input", action, verdict)
         if action == "ask":
-            question = GuardrailInterruption(stage="input", key=_key("input", text), rationale=verdict.rationale,
-                                             score=verdict.score, category=verdict.category)
+            question = GuardrailInterruption(
+                stage="input",
+                key=_key("input", text),
+                rationale=verdict.rationale,
+                score=verdict.score,
+                category=verdict.category,
+            )
             ctx.state.guardrail_pending = question
             ctx.stop(Halt("interrupted", f"{words}. Approve to let the message through, or reject", question))
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
-            messages.append(UserMessage.text(f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
-                                             "that here, and say what you can help with.]"))
+            messages.append(
+                UserMessage.text(
+                    f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
+                    "that here, and say what you can help with.]"
+                )
+            )
             ctx.persist()
             return None
         reply = self.redirect_reply if action == "redirect" else f"[Not answered: {words}.]"
@@ -159,18 +178,45 @@ class Guardrail(Middleware):
         if pending.key in state.guardrail_rejected:
             state.guardrail_pending = None
             reason = state.guardrail_rejected[pending.key]
-            ctx.emit(GuardrailEvent(state.run_id, "block", f"a person declined it{': ' + reason if reason else ''}",
-                                    pending.score, stage=pending.stage, category="rejected", name=self.name))
-            return Stop("failed", f"rejected: a person declined it after the {pending.stage} guardrail "
-                        f"{self.name!r}'s verdict ({pending.rationale})")
+            ctx.emit(
+                GuardrailEvent(
+                    state.run_id,
+                    "block",
+                    f"a person declined it{': ' + reason if reason else ''}",
+                    pending.score,
+                    stage=pending.stage,
+                    category="rejected",
+                    name=self.name,
+                )
+            )
+            return Stop(
+                "failed",
+                f"rejected: a person declined it after the {pending.stage} guardrail "
+                f"{self.name!r}'s verdict ({pending.rationale})",
+            )
         if pending.key in state.guardrail_approved:
             state.guardrail_pending = None
             if pending.stage == "output":
-                ctx.emit(GuardrailEvent(state.run_id, "allow", _allowed(state, pending.key),
-                                        1.0, stage="output", category="approved", name=self.name))
+                ctx.emit(
+                    GuardrailEvent(
+                        state.run_id,
+                        "allow",
+                        _allowed(state, pending.key),
+                        1.0,
+                        stage="output",
+                        category="approved",
+                        name=self.name,
+                    )
+                )
             return None
-        ctx.stop(Halt("interrupted", f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
-                      f"({pending.rationale}). Approve, or reject", pending))
+        ctx.stop(
+            Halt(
+                "interrupted",
+                f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
+                f"({pending.rationale}). Approve, or reject",
+                pending,
+            )
+        )
         return None
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
@@ -183,8 +229,9 @@ class Guardrail(Middleware):
 
     # -- output -----------------------------------------------------------------------------
 
-    async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
-                              call_next: ModelCall) -> ModelResponse | Stop:
+    async def wrap_model_call(
+        self, ctx: RunContext, request: ModelRequest, call_next: ModelCall
+    ) -> ModelResponse | Stop:
         response = await call_next(request)
         if "output" not in self.stages or isinstance(response, Stop):
             return response
@@ -210,8 +257,9 @@ class Guardrail(Middleware):
             # Recorded, not streamed: approving delivers it (the resumed run ends with it as its
             # output); rejecting replaces it, in words (tether.harness.state.reject).
             key = _key("output", response.message.text)
-            question = GuardrailInterruption(stage="output", key=key, rationale=verdict.rationale,
-                                             score=verdict.score, category=verdict.category)
+            question = GuardrailInterruption(
+                stage="output", key=key, rationale=verdict.rationale, score=verdict.score, category=verdict.category
+            )
             ctx.state.guardrail_pending = question
             ctx.state.guardrail_held = response.message
             ctx.stop(Halt("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
@@ -227,8 +275,9 @@ class Guardrail(Middleware):
         message = response.message.model_copy(update={"content": (TextPart(text=withheld),)})
         return ModelResponse(message=message)
 
-    async def _beside_calls(self, ctx: RunContext, response: ModelResponse, gate: _Gate | None,
-                            mine: tuple[Action, Verdict] | None) -> ModelResponse:
+    async def _beside_calls(
+        self, ctx: RunContext, response: ModelResponse, gate: _Gate | None, mine: tuple[Action, Verdict] | None
+    ) -> ModelResponse:
         """Text beside tool calls is checked too; if it fails, the calls go on without it."""
         said = gate.unchecked(response.message.text) if gate is not None else response.message.text
         if not said.strip() and mine is None:
@@ -243,24 +292,28 @@ class Guardrail(Middleware):
 
     # -- tools ------------------------------------------------------------------------------
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         if "tool_args" in self.stages:
             text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True)}"
             action, verdict = await self.judge(ctx, "tool_args", text)
             if action != "allow":
-                return ToolResult(f"Not run: {self._words('tool_args', action, verdict)}. Do not try the same "
-                                  "call again; tell the user what you could not do.", is_error=True)
+                return ToolResult(
+                    f"Not run: {self._words('tool_args', action, verdict)}. Do not try the same "
+                    "call again; tell the user what you could not do.",
+                    is_error=True,
+                )
         result = await call_next()
         if "tool_result" not in self.stages or isinstance(result, Stop):
             return result
-        text = result if isinstance(result, str) else "".join(
-            p.text for p in result.parts() if isinstance(p, TextPart))
+        text = result if isinstance(result, str) else "".join(p.text for p in result.parts() if isinstance(p, TextPart))
         action, verdict = await self.judge(ctx, "tool_result", text)
         if action == "allow":
             return result
-        return ToolResult(f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]",
-                          is_error=True)
+        return ToolResult(
+            f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]", is_error=True
+        )
 
 
 def _allowed(state: Any, key: str) -> str:
@@ -318,7 +371,7 @@ class _Gate:
 
     def unchecked(self, full: str) -> str:
         """What the final check must still judge: all of it when held, the rest when chunked."""
-        return full[len(self.released):] if full.startswith(self.released) else full
+        return full[len(self.released) :] if full.startswith(self.released) else full
 
     async def finish(self) -> list[str]:
         if self.blocked is not None:

@@ -55,8 +55,17 @@ class FollowUp(Middleware):
             return None
         verdict = await self.classifier.classify(recent_talk(ctx.state.messages, self.window), stage="input", ctx=ctx)
         runs = verdict.category in self.intents and verdict.score >= self.min_score
-        ctx.emit(GuardrailEvent(ctx.state.run_id, "follow_up" if runs else "no_follow_up", verdict.rationale,
-                                verdict.score, stage="after_agent", category=verdict.category, name=self.name))
+        ctx.emit(
+            GuardrailEvent(
+                ctx.state.run_id,
+                "follow_up" if runs else "no_follow_up",
+                verdict.rationale,
+                verdict.score,
+                stage="after_agent",
+                category=verdict.category,
+                name=self.name,
+            )
+        )
         if runs:
             try:
                 await self.action(ctx, verdict)

@@ -151,10 +151,12 @@ async def _ask(rc: RunContext, request: ModelRequest) -> str:
 
 
 def summary_message(summary: str, turns: int) -> UserMessage:
-    header = (f"[Summary of the earlier conversation ({turns} earlier turns), written when the context filled "
-              "up. The exact earlier messages and tool outputs were dropped: when you need exact content (a "
-              "file's text, an output, a number), read it again with the tools instead of relying on this "
-              "summary.]")
+    header = (
+        f"[Summary of the earlier conversation ({turns} earlier turns), written when the context filled "
+        "up. The exact earlier messages and tool outputs were dropped: when you need exact content (a "
+        "file's text, an output, a number), read it again with the tools instead of relying on this "
+        "summary.]"
+    )
     return UserMessage(content=(TextPart(text=f"{header}\n{summary}"),), summary_turns=turns)
 
 
@@ -245,13 +247,17 @@ def _apply(rc: RunContext, messages: list[Message]) -> None:
 
 def _maybe_give_up(rc: RunContext, window: int) -> None:
     if rc.compaction_failures >= MAX_FAILURES:
-        rc.stop(Halt("failed", f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
-                     f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "
-                     "raise the window, or trim the tools' outputs"))
+        rc.stop(
+            Halt(
+                "failed",
+                f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
+                f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "
+                "raise the window, or trim the tools' outputs",
+            )
+        )
 
 
-TRIMMED = ("[This tool output was removed to fit the model's context window. Call the tool again "
-           "if you need it.]")
+TRIMMED = "[This tool output was removed to fit the model's context window. Call the tool again if you need it.]"
 
 
 def trim_old_tool_outputs(messages: Sequence[Message]) -> list[Message] | None:

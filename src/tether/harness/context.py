@@ -110,8 +110,9 @@ class RunContext:
 
     def prompt_estimate(self) -> int:
         """The next prompt's size as budgets and compaction both see it (one estimate for both)."""
-        return estimate_prompt_tokens(self.state, self.fixed_tokens, count=self.count,
-                                      trust_last_usage=not self.stale_usage)
+        return estimate_prompt_tokens(
+            self.state, self.fixed_tokens, count=self.count, trust_last_usage=not self.stale_usage
+        )
 
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
         """Save the state (and mirror the transcript to the session) after every change
@@ -124,7 +125,7 @@ class RunContext:
             if rewrite or state.session_stale or state.session_synced > len(state.messages):
                 self.session.rewrite(state.session_id, state.messages)
             elif state.session_synced < len(state.messages):
-                self.session.append(state.session_id, state.messages[state.session_synced:])
+                self.session.append(state.session_id, state.messages[state.session_synced :])
             state.session_synced = len(state.messages)
             state.session_stale = False
         if self.store is not None:
@@ -142,8 +143,14 @@ class RunContext:
         self.read_cache.clear()
         calls: dict[str, tuple[str, str]] = {}
         messages = self.state.messages
-        start = next((i for i in range(len(messages) - 1, -1, -1)
-                      if isinstance(messages[i], UserMessage) and messages[i].summary_turns is None), 0)  # type: ignore[union-attr]
+        start = next(
+            (
+                i
+                for i in range(len(messages) - 1, -1, -1)
+                if isinstance(m := messages[i], UserMessage) and m.summary_turns is None
+            ),
+            0,
+        )
         for m in messages[start:]:
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:
@@ -167,8 +174,9 @@ def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:
     return tuple(ToolDefinition(t.name, t.description, t.input_schema) for t in tools.values())
 
 
-def fixed_prompt_tokens(system: str, defs: tuple[ToolDefinition, ...],
-                        count: Callable[[str], int] | None = None) -> int:
+def fixed_prompt_tokens(
+    system: str, defs: tuple[ToolDefinition, ...], count: Callable[[str], int] | None = None
+) -> int:
     from tether.tokens import count_tokens
 
     count = count or count_tokens

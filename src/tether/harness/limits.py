@@ -62,8 +62,9 @@ def message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> in
     return total
 
 
-def estimate_prompt_tokens(state: RunState, fixed_tokens: int, *, count: Callable[[str], int] = count_tokens,
-                           trust_last_usage: bool = True) -> int:
+def estimate_prompt_tokens(
+    state: RunState, fixed_tokens: int, *, count: Callable[[str], int] = count_tokens, trust_last_usage: bool = True
+) -> int:
     """An upper-leaning estimate of the next call's prompt tokens.
 
     ``fixed_tokens`` is the cost of what every call sends besides the messages (system prompt,
@@ -109,14 +110,16 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)
     if max_tokens < agent.min_output_tokens:
-        lost = (f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
-                if state.cost_unknown_usd else "")
+        lost = (
+            f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
+            if state.cost_unknown_usd
+            else ""
+        )
         return Halt(
             "budget_exceeded",
             f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
             f"pay for another call: ~{prompt} prompt tokens plus at least "
             f"{agent.min_output_tokens} output tokens{lost}",
-            MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd,
-                                  spent_usd=state.spent_usd),
+            MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd, spent_usd=state.spent_usd),
         )
     return CallPlan(max_tokens, prompt)

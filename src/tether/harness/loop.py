@@ -70,8 +70,17 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     check_output_config(agent, tools)
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
-    rc = RunContext(agent=agent, state=state, candidates=candidates, signal=signal, cwd=cwd, tools=tools,
-                    store=store, tool_defs=defs, system=agent.instructions)
+    rc = RunContext(
+        agent=agent,
+        state=state,
+        candidates=candidates,
+        signal=signal,
+        cwd=cwd,
+        tools=tools,
+        store=store,
+        tool_defs=defs,
+        system=agent.instructions,
+    )
     rc.count = counter_for(rc.model_name)
     rc.rebuild_read_cache()
     state.model = rc.model_name
@@ -111,8 +120,7 @@ def _prepare(state: RunState | None, prompt: str | None, session: SessionStore |
         _bind_session(state, session)
     if prompt is None and state.status in ("completed", "failed"):
         raise UserError(
-            f"run {state.run_id} already ended ({state.status}); give a new prompt to continue "
-            "the conversation"
+            f"run {state.run_id} already ended ({state.status}); give a new prompt to continue the conversation"
         )
     if prompt is not None:
         state.messages.append(UserMessage.text(clean_text(prompt)))
@@ -203,8 +211,7 @@ class _SafeTracer:
         try:
             self.tracer.write(event)
         except Exception:
-            _log.exception("run %s: the tracer failed; no more trace lines are written for this run",
-                           event.run_id)
+            _log.exception("run %s: the tracer failed; no more trace lines are written for this run", event.run_id)
             self.close()
             self.tracer = None
 
@@ -240,9 +247,12 @@ def _crashed(rc: RunContext, exc: Exception) -> Halt:
     detail = str(exc) or "(no message)"
     if isinstance(exc, TetherError):
         return Halt("failed", detail)
-    return Halt("failed", f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
-                "was; resuming it will not continue (start a new run or session from it). If this "
-                "looks like tether's fault, report it with the trace.")
+    return Halt(
+        "failed",
+        f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
+        "was; resuming it will not continue (start a new run or session from it). If this "
+        "looks like tether's fault, report it with the trace.",
+    )
 
 
 def _system_prompt(agent: Agent, state: RunState, session: SessionStore | None) -> str:
@@ -289,8 +299,13 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
                 yield event
             for event in rc.drain():
                 yield event
-            if (rc.halt is None and rc.agent.compaction and context_window(rc) is not None
-                    and await rc.counter_ready() and should_compact(rc)):
+            if (
+                rc.halt is None
+                and rc.agent.compaction
+                and context_window(rc) is not None
+                and await rc.counter_ready()
+                and should_compact(rc)
+            ):
                 async for event in compact(rc):
                     yield event
             continue
@@ -333,8 +348,9 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
     """How a final answer ends the run; None when it was sent back for a correction."""
     capped = rc.agent.max_budget_usd is not None and last.finish_reason == "length"
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
-        return Halt("budget_exceeded", "the last reply was cut short: the remaining budget could "
-                    "not pay for a longer one")
+        return Halt(
+            "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
+        )
     if rc.agent.output_type is not None and not (last.model or "").startswith("guardrail"):
         return check_answer(rc, last)  # a guardrail's note in words is not the model's answer
     empty = is_empty_answer(last)
@@ -386,8 +402,9 @@ async def run(
 ) -> RunResult:
     """Run to one of the five exits and return the result (consumes :func:`run_stream`)."""
     result: RunResult | None = None
-    async for event in run_stream(agent, prompt, state=state, store=store, tracer=tracer, signal=signal,
-                                  session=session, session_id=session_id):
+    async for event in run_stream(
+        agent, prompt, state=state, store=store, tracer=tracer, signal=signal, session=session, session_id=session_id
+    ):
         if isinstance(event, Done):
             result = event.result
     assert result is not None
@@ -409,8 +426,9 @@ def run_sync(
 
     async def main() -> RunResult:
         try:
-            return await run(agent, prompt, state=state, store=store, tracer=tracer, session=session,
-                             session_id=session_id)
+            return await run(
+                agent, prompt, state=state, store=store, tracer=tracer, session=session, session_id=session_id
+            )
         finally:
             await close_clients()  # the loop ends here: its pooled connections go with it
 

@@ -68,19 +68,132 @@ __all__ = ["LoopGuard", "word_overlap"]
 # Words: runs of letters and digits, kept whole across - . / : so that FVAM-2050-B, errors.log and
 # src/app.py are one token each (split, an identifier would outweigh the words around it).
 _WORD = re.compile(r"\w+(?:[-./:]\w+)*")
-_STOP_WORDS = frozenset((
-    # English
-    "a", "an", "the", "of", "for", "to", "in", "on", "at", "by", "with", "from", "about", "into", "and", "or",
-    "but", "not", "no", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "what",
-    "which", "who", "whom", "whose", "when", "where", "why", "how", "this", "that", "these", "those", "it",
-    "its", "there", "their", "they", "them", "i", "me", "my", "we", "our", "you", "your", "he", "she", "his",
-    "her", "can", "could", "should", "would", "will", "may", "might", "must", "please", "tell", "give",
-    "show", "find", "search", "look", "up", "any", "some", "all", "more", "most", "other", "such", "than",
-    "then", "so", "just", "also", "info", "information", "details",
-    # Spanish
-    "el", "la", "los", "las", "un", "una", "unos", "unas", "de", "del", "al", "y", "o", "en", "por", "para",
-    "con", "sin", "que", "qué", "cuál", "cuáles", "cómo", "es", "son", "se", "su", "sus", "lo", "le",
-))
+_STOP_WORDS = frozenset(
+    (
+        # English
+        "a",
+        "an",
+        "the",
+        "of",
+        "for",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "from",
+        "about",
+        "into",
+        "and",
+        "or",
+        "but",
+        "not",
+        "no",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "there",
+        "their",
+        "they",
+        "them",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "she",
+        "his",
+        "her",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "may",
+        "might",
+        "must",
+        "please",
+        "tell",
+        "give",
+        "show",
+        "find",
+        "search",
+        "look",
+        "up",
+        "any",
+        "some",
+        "all",
+        "more",
+        "most",
+        "other",
+        "such",
+        "than",
+        "then",
+        "so",
+        "just",
+        "also",
+        "info",
+        "information",
+        "details",
+        # Spanish
+        "el",
+        "la",
+        "los",
+        "las",
+        "un",
+        "una",
+        "unos",
+        "unas",
+        "de",
+        "del",
+        "al",
+        "y",
+        "o",
+        "en",
+        "por",
+        "para",
+        "con",
+        "sin",
+        "que",
+        "qué",
+        "cuál",
+        "cuáles",
+        "cómo",
+        "es",
+        "son",
+        "se",
+        "su",
+        "sus",
+        "lo",
+        "le",
+    )
+)
 # Results this alike in words (and not identical) "barely changed"; only the wording of the note
 # depends on it.
 _RESULTS_ALIKE = 0.7
@@ -299,8 +412,9 @@ class LoopGuard(Middleware):
     def watches(self, name: str) -> bool:
         return (self.tools is None or name in self.tools) and name not in self.ignore
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         if not self.watches(call.name):
             return await call_next()
         streak = self._streak(ctx, call)
@@ -319,8 +433,9 @@ class LoopGuard(Middleware):
         from the read-only cache, or refused by a middleware before this one)."""
         messages = ctx.state.messages
         start = _request_start(messages)
-        last = next((i for i in range(len(messages) - 1, start - 1, -1)
-                     if isinstance(messages[i], AssistantMessage)), None)
+        last = next(
+            (i for i in range(len(messages) - 1, start - 1, -1) if isinstance(messages[i], AssistantMessage)), None
+        )
         if last is None:
             return request
         calls = {c.id: c for c in messages[last].tool_calls}  # type: ignore[union-attr]
@@ -388,19 +503,27 @@ class LoopGuard(Middleware):
             stop = " The next call like it will not be run: the run will stop there."
         else:
             stop = f" A {_ordinal(self.stop_after)} call like it will not be run: the run will stop there."
-        return (f"{NOTE_START}you have called {streak.name} with {streak.what()} {streak.count} times since the "
-                f"user's last message{'; ' + results if results else ''}. Another call like it is unlikely to "
-                "find more: answer with what you have, or ask the user for what is missing." + stop + "]")
+        return (
+            f"{NOTE_START}you have called {streak.name} with {streak.what()} {streak.count} times since the "
+            f"user's last message{'; ' + results if results else ''}. Another call like it is unlikely to "
+            "find more: answer with what you have, or ask the user for what is missing." + stop + "]"
+        )
 
     def _stop_reason(self, streak: _Streak, call: ToolCallPart) -> str:
         results = streak.results(None)
         shown = clean_text(call.arguments if len(call.arguments) <= 160 else call.arguments[:157] + "...")
-        return (f"{STOP_START}{streak.name} was called {streak.count} times with {streak.what()} since the "
-                f"user's last message{' (' + results + ')' if results else ''}; the last of them, {shown}, was not run")
+        return (
+            f"{STOP_START}{streak.name} was called {streak.count} times with {streak.what()} since the "
+            f"user's last message{' (' + results + ')' if results else ''}; the last of them, {shown}, was not run"
+        )
 
 
 def _changed_the_world(ctx: RunContext, past: _Call) -> bool:
     """A successful call of a tool that is not read-only: what later calls return may differ."""
     tool = ctx.tools.get(past.part.name)
-    return (past.result is not None and past.result.status == "ok" and tool is not None
-            and not getattr(tool, "read_only", False))
+    return (
+        past.result is not None
+        and past.result.status == "ok"
+        and tool is not None
+        and not getattr(tool, "read_only", False)
+    )

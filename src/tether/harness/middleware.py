@@ -57,12 +57,14 @@ class Middleware:
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
         return request
 
-    async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
-                              call_next: ModelCall) -> ModelResponse | Stop:
+    async def wrap_model_call(
+        self, ctx: RunContext, request: ModelRequest, call_next: ModelCall
+    ) -> ModelResponse | Stop:
         return await call_next(request)
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         return await call_next()
 
     async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
@@ -80,16 +82,18 @@ def _bind_model(mw: Middleware, ctx: RunContext, call_next: ModelCall) -> ModelC
     return lambda request: mw.wrap_model_call(ctx, request, call_next)
 
 
-def chain_tool(stack: Sequence[Middleware], ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-               innermost: ToolCall) -> ToolCall:
+def chain_tool(
+    stack: Sequence[Middleware], ctx: RunContext, call: ToolCallPart, args: dict[str, Any], innermost: ToolCall
+) -> ToolCall:
     run = innermost
     for mw in reversed(stack):
         run = _bind_tool(mw, ctx, call, args, run)
     return run
 
 
-def _bind_tool(mw: Middleware, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-               call_next: ToolCall) -> ToolCall:
+def _bind_tool(
+    mw: Middleware, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+) -> ToolCall:
     return lambda: mw.wrap_tool_call(ctx, call, args, call_next)
 
 
@@ -130,13 +134,17 @@ class ToolCallLimitPerTurn(Middleware):
         tools = tuple(t for t in request.tools if t.name in self.always_on or counts.get(t.name, 0) < self.limit)
         return replace(request, tools=tools) if len(tools) != len(request.tools) else request
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         same = [c.id for c in calls_this_turn(ctx.state.messages) if c.name == call.name]
         position = same.index(call.id) if call.id in same else len(same)
         if call.name not in self.always_on and position >= self.limit:
-            return ToolResult(f"Not run: {call.name} has been called {self.limit} times this turn, its limit. "
-                              "Answer with what you have, or use another tool.", is_error=True)
+            return ToolResult(
+                f"Not run: {call.name} has been called {self.limit} times this turn, its limit. "
+                "Answer with what you have, or use another tool.",
+                is_error=True,
+            )
         return await call_next()
 
 
@@ -152,13 +160,16 @@ class RunToolCallLimit(Middleware):
             return replace(request, tools=())
         return request
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         made = calls_this_turn(ctx.state.messages)
         position = next((i for i, c in enumerate(made) if c.id == call.id), len(made))
         if position >= self.limit:
-            return ToolResult(f"Not run: this turn reached its limit of {self.limit} tool calls. "
-                              "Answer with what you have.", is_error=True)
+            return ToolResult(
+                f"Not run: this turn reached its limit of {self.limit} tool calls. Answer with what you have.",
+                is_error=True,
+            )
         return await call_next()
 
 
@@ -168,17 +179,20 @@ class ToolOutputTrimmer(Middleware):
 
     max_chars: int = 100_000
 
-    async def wrap_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any],
-                             call_next: ToolCall) -> ToolResult | str | Stop:
+    async def wrap_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Stop:
         result = await call_next()
         if isinstance(result, Stop):
             return result
         text = _text(result)
         if len(text) <= self.max_chars:
             return result
-        note = (f"\n[Output trimmed: showing the first {self.max_chars:,} of {len(text):,} characters. "
-                f"To see the rest, call {call.name} again asking for less at a time "
-                "(a line range, a narrower pattern, a smaller page).]")
+        note = (
+            f"\n[Output trimmed: showing the first {self.max_chars:,} of {len(text):,} characters. "
+            f"To see the rest, call {call.name} again asking for less at a time "
+            "(a line range, a narrower pattern, a smaller page).]"
+        )
         if isinstance(result, str):
             return ToolResult(text[: self.max_chars] + note)
         return ToolResult(text[: self.max_chars] + note, is_error=result.is_error, widget=result.widget)
@@ -203,10 +217,15 @@ class SummarizeByMessageCount(Middleware):
         while cut > 0 and isinstance(messages[cut], ToolMessage):
             cut -= 1  # never split a call from its result
         older = messages[:cut]
-        talk = [m for m in older
-                if not isinstance(m, ToolMessage) and not (isinstance(m, AssistantMessage) and not m.text)]
-        talk = [m.model_copy(update={"content": tuple(p for p in m.content if not isinstance(p, ToolCallPart))})
-                if isinstance(m, AssistantMessage) else m for m in talk]
+        talk = [
+            m for m in older if not isinstance(m, ToolMessage) and not (isinstance(m, AssistantMessage) and not m.text)
+        ]
+        talk = [
+            m.model_copy(update={"content": tuple(p for p in m.content if not isinstance(p, ToolCallPart))})
+            if isinstance(m, AssistantMessage)
+            else m
+            for m in talk
+        ]
         if cut <= 0:
             return request
         try:
@@ -223,15 +242,18 @@ class ContextOverflowCleanup(Middleware):
     """On a context-overflow error, drop the tool history before the latest turn from the request
     and try once more."""
 
-    async def wrap_model_call(self, ctx: RunContext, request: ModelRequest,
-                              call_next: ModelCall) -> ModelResponse | Stop:
+    async def wrap_model_call(
+        self, ctx: RunContext, request: ModelRequest, call_next: ModelCall
+    ) -> ModelResponse | Stop:
         try:
             return await call_next(request)
         except ContextOverflowError:
             stripped = strip_tool_history(request.messages, keep_last_turn=True)
             # Say so where the model reads: it must not think the earlier tool work never happened.
-            note = UserMessage.text("[Earlier tool calls and their results were removed from this request to "
-                                    "fit the context window; call a tool again if you need its output.]")
+            note = UserMessage.text(
+                "[Earlier tool calls and their results were removed from this request to "
+                "fit the context window; call a tool again if you need its output.]"
+            )
             return await call_next(replace(request, messages=[note, *stripped]))
 
 

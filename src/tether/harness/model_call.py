@@ -117,8 +117,13 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
             yield event
         return
     if wait is None:
-        rc.stop(Halt("failed", f"{exc} (the provider asked to wait {exc.retry_after} s; "
-                     f"more than max_retry_after_s={policy.max_retry_after_s})"))
+        rc.stop(
+            Halt(
+                "failed",
+                f"{exc} (the provider asked to wait {exc.retry_after} s; "
+                f"more than max_retry_after_s={policy.max_retry_after_s})",
+            )
+        )
         return
     if spent:
         rc.stop(Halt("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
@@ -140,8 +145,11 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
 def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     # Without a budget there is no plan's estimate; while the tokenizer still loads, the
     # tokenizer-free estimate is enough for this record of a worst case.
-    prompt = plan.prompt_estimate or (rc.prompt_estimate() if rc.counter_loaded() else
-                                      estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens))
+    prompt = plan.prompt_estimate or (
+        rc.prompt_estimate()
+        if rc.counter_loaded()
+        else estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens)
+    )
     return note_in_flight(rc, prompt, plan.max_tokens)
 
 
@@ -151,8 +159,9 @@ def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallI
     as spent-unknown (see the loop)."""
     price = rc.price
     worst = price.cost(Usage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens,
-                                           max_cost_usd=worst)
+    rc.state.call_in_flight = CallInFlight(
+        model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_cost_usd=worst
+    )
     rc.persist()  # the step's one durable save: the reply and results before it, and this note
     return rc.state.call_in_flight
 
@@ -195,8 +204,9 @@ async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | No
             max_tokens = affordable
             request = replace(request, max_tokens=max_tokens)
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens,
-                                           max_cost_usd=worst)
+    rc.state.call_in_flight = CallInFlight(
+        model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
+    )
     rc.persist()
     try:
         response = await rc.signal.race(candidate.provider.complete(request))
@@ -217,8 +227,7 @@ def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str]
         rc.state.call_in_flight = None
         return
     count = rc.count if rc.counter_loaded() else estimate_tokens  # a Stop never waits for a tokenizer
-    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)),
-                     estimated=True))
+    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)), estimated=True))
 
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
@@ -232,8 +241,15 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     charge(rc, usage)  # saved with the reply, in one commit
     rc.persist(durable=False)  # made durable before any side effect or the next request
     cost = None if state.unpriced_models else state.cost_usd
-    return Turn(state.run_id, state.turns, rc.model_name, usage or type(state.usage)(), cost,
-                message.finish_reason, plan.max_tokens)
+    return Turn(
+        state.run_id,
+        state.turns,
+        rc.model_name,
+        usage or type(state.usage)(),
+        cost,
+        message.finish_reason,
+        plan.max_tokens,
+    )
 
 
 def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelResponse | Stop]]:
@@ -243,9 +259,15 @@ def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelRe
 async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | Stop:
     state = rc.state
     request: ModelRequest | Stop = ModelRequest(
-        model=rc.model.model_id, messages=state.messages, system=rc.system or None, tools=rc.tool_defs,
-        max_tokens=plan.max_tokens, cache_key=state.session_id or state.run_id, extra=rc.agent.request_extra,
-        output_schema=request_schema(rc.agent))
+        model=rc.model.model_id,
+        messages=state.messages,
+        system=rc.system or None,
+        tools=rc.tool_defs,
+        max_tokens=plan.max_tokens,
+        cache_key=state.session_id or state.run_id,
+        extra=rc.agent.request_extra,
+        output_schema=request_schema(rc.agent),
+    )
     stack = rc.agent.middleware
     for mw in stack:
         assert isinstance(request, ModelRequest)

@@ -34,7 +34,10 @@ _CANCEL = object()
 
 
 async def pump(
-    work: Callable[[Callable[[Any], None]], Awaitable[R]], signal: CancelSignal, *, cancel_work: bool = True,
+    work: Callable[[Callable[[Any], None]], Awaitable[R]],
+    signal: CancelSignal,
+    *,
+    cancel_work: bool = True,
     grace_s: float = 5.0,
 ) -> AsyncIterator[Any]:
     """Yield what ``work(emit)`` emits, then ``Finished(result)``.

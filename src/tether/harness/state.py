@@ -231,8 +231,11 @@ def is_empty_answer(message: Message | None) -> bool:
 
 def conversation_turns(messages: Sequence[Message]) -> int:
     """Model turns in a transcript: assistant messages plus those compaction summaries replaced."""
-    return sum(1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
-               for m in messages if m.role != "tool")
+    return sum(
+        1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
+        for m in messages
+        if m.role != "tool"
+    )
 
 
 def pending_tool_calls(state: RunState) -> list[ToolCallPart]:
@@ -260,8 +263,7 @@ def _decision_target(state: RunState, call_id: str | None) -> str:
     if isinstance(waiting, ApprovalInterruption | OutcomeUnknownInterruption):
         return waiting.call_id
     raise UserError(
-        f"run {state.run_id} is not waiting for an approval (status {state.status}); "
-        "nothing to approve or reject"
+        f"run {state.run_id} is not waiting for an approval (status {state.status}); nothing to approve or reject"
     )
 
 
@@ -311,8 +313,10 @@ def reject(state: RunState, reason: str | None = None, call_id: str | None = Non
         return
     if isinstance(waiting, GuardrailInterruption) and call_id is None:
         said = f" Their reason: {reason.strip()}" if reason and reason.strip() else ""
-        note = (f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "
-                f"({waiting.rationale}).{said}]")
+        note = (
+            f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "
+            f"({waiting.rationale}).{said}]"
+        )
         state.guardrail_rejected[waiting.key] = (reason or "").strip()
         state.guardrail_held = None
         last = state.messages[-1] if state.messages else None

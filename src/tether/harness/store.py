@@ -40,8 +40,16 @@ _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
 _SLOT_BLOCK = 1024  # a header is padded to a multiple of this, so rewriting a slot rarely changes its size
 _TAIL_MAX = 16 * 1024  # the most transcript bytes a header carries in place of the transcript's own fsync
-_COMMIT_FIELDS = ("message_count", "messages_bytes", "messages_file", "commit_seq", "synced_bytes", "tail", "turns",
-                  "transcript_sha256")
+_COMMIT_FIELDS = (
+    "message_count",
+    "messages_bytes",
+    "messages_file",
+    "commit_seq",
+    "synced_bytes",
+    "tail",
+    "turns",
+    "transcript_sha256",
+)
 
 
 def _sync(fd: int) -> None:
@@ -105,8 +113,17 @@ class _Commit:
 
     __slots__ = ("count", "digest", "durable_slot", "hasher", "name", "nbytes", "seq", "synced", "tail", "unsure")
 
-    def __init__(self, count: int = 0, nbytes: int = 0, name: str = _MESSAGES, seq: int = 0, slot: int = 1,
-                 synced: int = 0, tail: bytes | None = b"", digest: str | None = None) -> None:
+    def __init__(
+        self,
+        count: int = 0,
+        nbytes: int = 0,
+        name: str = _MESSAGES,
+        seq: int = 0,
+        slot: int = 1,
+        synced: int = 0,
+        tail: bytes | None = b"",
+        digest: str | None = None,
+    ) -> None:
         self.count, self.nbytes, self.name, self.seq = count, nbytes, name, seq
         self.durable_slot, self.synced = slot, synced
         self.tail: bytearray | None = None if tail is None else bytearray(tail)
@@ -129,8 +146,16 @@ class _Commit:
         tail = header["tail"].encode() if isinstance(header.get("tail"), str) else None
         if tail is not None and len(tail) > nbytes:
             raise ValueError(f"its tail holds {len(tail)} bytes of a transcript of {nbytes}")
-        return cls(count, nbytes, _checked_name(header.get("messages_file")), int(header.get("commit_seq", 0)),
-                   slot, nbytes - len(tail or b""), tail, digest)
+        return cls(
+            count,
+            nbytes,
+            _checked_name(header.get("messages_file")),
+            int(header.get("commit_seq", 0)),
+            slot,
+            nbytes - len(tail or b""),
+            tail,
+            digest,
+        )
 
 
 def _decode_header(data: bytes) -> dict[str, Any] | None:
@@ -177,8 +202,10 @@ def _headers(d: Path) -> list[tuple[dict[str, Any], int]]:
             found.append((header, index))
     if not found:
         if present == 2:
-            raise StoreError(f"both header slots of {d} are damaged; the run cannot be loaded. Restore them "
-                             "from a backup or delete the run.")
+            raise StoreError(
+                f"both header slots of {d} are damaged; the run cannot be loaded. Restore them "
+                "from a backup or delete the run."
+            )
         return []  # never saved, or its first save was cut short: there is no run yet
     return sorted(found, key=lambda h: int(h[0].get("commit_seq", 0)), reverse=True)
 
@@ -254,11 +281,12 @@ class RunStore:
             # atomic_write synced the new file whole: no tail. The header that names it is synced
             # too, whatever was asked: the old file is deleted next, and the last durable header
             # may name it.
-            self._commit(state, files, commit, len(messages), len(data), True, name, len(data), bytearray(),
-                         hashlib.sha256(data))
+            self._commit(
+                state, files, commit, len(messages), len(data), True, name, len(data), bytearray(), hashlib.sha256(data)
+            )
             (d / old).unlink(missing_ok=True)
             return
-        new = "".join(dump_message(m) + "\n" for m in messages[commit.count:]).encode()
+        new = "".join(dump_message(m) + "\n" for m in messages[commit.count :]).encode()
         if commit.hasher is None:  # a run this process did not load: hash what the header counts, once
             commit.hasher = hashlib.sha256(self._committed_bytes(d / commit.name, commit))
         hasher = commit.hasher.copy()
@@ -293,14 +321,30 @@ class RunStore:
             files.end = commit.nbytes
         return fd
 
-    def _commit(self, state: RunState, files: _Files, commit: _Commit, count: int, nbytes: int, durable: bool,
-                name: str, synced: int, tail: bytearray | None, hasher: Any) -> None:
+    def _commit(
+        self,
+        state: RunState,
+        files: _Files,
+        commit: _Commit,
+        count: int,
+        nbytes: int,
+        durable: bool,
+        name: str,
+        synced: int,
+        tail: bytearray | None,
+        hasher: Any,
+    ) -> None:
         """Write the header; ``commit`` changes only once it is written. The transcript's hash lets a
         load tell the lines this header counted from others written at the same place later (a run
         resumed from the commit before, then a power cut that kept its lines but not its header)."""
         header: dict[str, Any] = state.model_dump(mode="json", exclude={"messages"})
-        header.update(message_count=count, messages_bytes=nbytes, messages_file=name, commit_seq=commit.seq + 1,
-                      transcript_sha256=hasher.hexdigest())
+        header.update(
+            message_count=count,
+            messages_bytes=nbytes,
+            messages_file=name,
+            commit_seq=commit.seq + 1,
+            transcript_sha256=hasher.hexdigest(),
+        )
         durable = durable or not self.fsync
         if self.fsync and durable:
             # One fsync makes the step durable: the header carries the transcript's bytes since
@@ -335,8 +379,10 @@ class RunStore:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
-                raise StoreError(f"run {run_id} is running in another process right now; wait for it to "
-                                 "stop (or stop it) before resuming it here") from exc
+                raise StoreError(
+                    f"run {run_id} is running in another process right now; wait for it to "
+                    "stop (or stop it) before resuming it here"
+                ) from exc
             with self._fd_lock:
                 self._held.add(run_id)
             try:
@@ -399,8 +445,10 @@ class RunStore:
         try:
             commit = _Commit.of(header, slot, durable)
         except (TypeError, ValueError) as exc:
-            raise StoreError(f"the header of {d} does not add up ({exc}); it was edited or damaged. Restore "
-                             "it from a backup or delete the run.") from exc
+            raise StoreError(
+                f"the header of {d} does not add up ({exc}); it was edited or damaged. Restore "
+                "it from a backup or delete the run."
+            ) from exc
         header = {k: v for k, v in header.items() if k not in _COMMIT_FIELDS}
         messages = list(self._read_messages(d / commit.name, commit))
         try:
@@ -408,8 +456,10 @@ class RunStore:
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(x) for x in problem["loc"])
-            raise StoreError(f"the header of {d} does not describe a run: {where}: {problem['msg']}. It was "
-                             "edited or damaged; restore it from a backup or delete the run.") from exc
+            raise StoreError(
+                f"the header of {d} does not describe a run: {where}: {problem['msg']}. It was "
+                "edited or damaged; restore it from a backup or delete the run."
+            ) from exc
         state.messages = messages
         self._committed[run_id] = commit
         return state
@@ -449,9 +499,11 @@ class RunStore:
                 raise StoreError(f"{path}, line {number}: not a message ({exc.errors()[0]['msg']})") from exc
         hasher = hashlib.sha256(data)
         if commit.digest is not None and hasher.hexdigest() != commit.digest:
-            raise StoreError(f"{path} does not hold the lines its header counted (their sha256 differs): it was "
-                             "edited, or a power cut kept lines a later save wrote in their place. Restore it "
-                             "from a backup or delete the run.")
+            raise StoreError(
+                f"{path} does not hold the lines its header counted (their sha256 differs): it was "
+                "edited, or a power cut kept lines a later save wrote in their place. Restore it "
+                "from a backup or delete the run."
+            )
         commit.hasher = hasher
 
     def list(self) -> list[dict[str, Any]]:

@@ -107,8 +107,10 @@ def check_output_config(agent: Agent, tool_names: Iterable[str]) -> None:
     if agent.output_retries < 0:
         raise ConfigError(f"output_retries must be 0 or more, not {agent.output_retries}")
     if ANSWER_TOOL in tool_names:
-        raise ConfigError(f"a tool is named {ANSWER_TOOL!r}: with an output_type that name is reserved for the "
-                          "final answer on wires without a native JSON-schema reply; rename the tool")
+        raise ConfigError(
+            f"a tool is named {ANSWER_TOOL!r}: with an output_type that name is reserved for the "
+            "final answer on wires without a native JSON-schema reply; rename the tool"
+        )
 
 
 def _make_spec(output_type: Any) -> OutputSpec:
@@ -129,14 +131,17 @@ def _make_spec(output_type: Any) -> OutputSpec:
             adapter = TypeAdapter(output_type)
             schema = adapter.json_schema()
         except (PydanticSchemaGenerationError, TypeError) as exc:
-            raise ConfigError(f"output_type {output_type!r} is neither a JSON Schema dict nor a type pydantic "
-                              f"can validate: {exc}") from None
+            raise ConfigError(
+                f"output_type {output_type!r} is neither a JSON Schema dict nor a type pydantic can validate: {exc}"
+            ) from None
         validator = None
         name = getattr(output_type, "__name__", None) or schema.get("title") or "output"
         description = schema.get("description") or ""
     if schema.get("type") != "object":
-        raise ConfigError("the output schema must describe a JSON object (\"type\": \"object\"); to get a list "
-                          "or a single value, make it a property of an object")
+        raise ConfigError(
+            'the output schema must describe a JSON object ("type": "object"); to get a list '
+            "or a single value, make it a property of an object"
+        )
     safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
     return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator)
 
@@ -156,13 +161,18 @@ def check_answer(rc: RunContext, last: AssistantMessage) -> Halt | None:
     try:
         spec.parse(last.text)
     except InvalidOutput as exc:
-        problems = exc.problems + (["the reply was cut at the output token limit (max_tokens): make the "
-                                    "answer shorter"] if last.finish_reason == "length" else [])
+        problems = exc.problems + (
+            ["the reply was cut at the output token limit (max_tokens): make the answer shorter"]
+            if last.finish_reason == "length"
+            else []
+        )
         sent = corrections(messages)
         if sent >= agent.output_retries:
             tried = f" after {sent} correction{'s' if sent != 1 else ''}" if sent else ""
-            return Halt("failed", f"the final answer did not match the output schema {spec.request.name}{tried}: "
-                        + "; ".join(problems))
+            return Halt(
+                "failed",
+                f"the final answer did not match the output schema {spec.request.name}{tried}: " + "; ".join(problems),
+            )
         messages.append(UserMessage.text(correction_text(spec.request.name, problems)))
         rc.persist(durable=False)  # made durable with the next request, like a tool's result
         return None
@@ -172,8 +182,10 @@ def check_answer(rc: RunContext, last: AssistantMessage) -> Halt | None:
 def correction_text(name: str, problems: list[str]) -> str:
     """What the model reads about an answer that did not match: what was wrong, and what to do."""
     lines = "\n".join(f"- {p}" for p in problems)
-    return (f"{CORRECTION} ({name}):\n{lines}\n"
-            "Give the corrected answer now: one JSON object that matches the schema, with nothing else.")
+    return (
+        f"{CORRECTION} ({name}):\n{lines}\n"
+        "Give the corrected answer now: one JSON object that matches the schema, with nothing else."
+    )
 
 
 def corrections(messages: Sequence[Message]) -> int:

@@ -78,8 +78,12 @@ def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
 class AgentTool:
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
-        "properties": {"task": {"type": "string", "description": "what the sub-agent should do, in full: it "
-                                                                 "sees nothing of this conversation"}},
+        "properties": {
+            "task": {
+                "type": "string",
+                "description": "what the sub-agent should do, in full: it sees nothing of this conversation",
+            }
+        },
         "required": ["task"],
         "additionalProperties": False,
     }
@@ -130,42 +134,78 @@ class AgentTool:
                 ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
         assert result is not None
         if ctx.signal.cancelled:  # Stop reached the child: the parent stops too, the call pending
-            ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, result.status,
-                              result.cost_usd, result.reason or ""))
+            ctx.emit(
+                Subagent(
+                    ctx.run_id,
+                    ctx.call_id,
+                    self.name,
+                    child.run_id,
+                    result.status,
+                    result.cost_usd,
+                    result.reason or "",
+                )
+            )
             ctx.signal.raise_if_cancelled()
-        if result.status == "interrupted" and result.interruption is not None \
-                and result.interruption.type != "cancelled":
+        if (
+            result.status == "interrupted"
+            and result.interruption is not None
+            and result.interruption.type != "cancelled"
+        ):
             from tether.status import SubagentInterruption
 
-            ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "interrupted",
-                              result.cost_usd, result.reason or ""))
-            raise ToolInterrupt(f"the sub-agent {self.name} is waiting: {result.reason}",
-                                SubagentInterruption(call_id=ctx.call_id, tool_name=self.name,
-                                                     child_run_id=child.run_id, child=result.interruption))
+            ctx.emit(
+                Subagent(
+                    ctx.run_id,
+                    ctx.call_id,
+                    self.name,
+                    child.run_id,
+                    "interrupted",
+                    result.cost_usd,
+                    result.reason or "",
+                )
+            )
+            raise ToolInterrupt(
+                f"the sub-agent {self.name} is waiting: {result.reason}",
+                SubagentInterruption(
+                    call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
+                ),
+            )
         return self._keep(ctx, child, result)
 
     def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
         # cost_usd is what the child spent (0.0 where a model had no price: the parent then lists
         # that model as unpriced, and reports its own cost as unknown).
-        done = {"done": True, "run_id": child.run_id, "status": result.status, "reason": result.reason,
-                "output": result.text, "cost_usd": child.cost_usd, "cost_unknown_usd": child.cost_unknown_usd,
-                "turns": result.turns}
+        done = {
+            "done": True,
+            "run_id": child.run_id,
+            "status": result.status,
+            "reason": result.reason,
+            "output": result.text,
+            "cost_usd": child.cost_usd,
+            "cost_unknown_usd": child.cost_unknown_usd,
+            "turns": result.turns,
+        }
         charge_child(ctx.state, ctx.call_id, child)
         ctx.state.children[ctx.call_id] = done
         if ctx.on_save is not None:
             ctx.on_save(True)
-        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd,
-                          result.reason or ""))
+        ctx.emit(
+            Subagent(
+                ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd, result.reason or ""
+            )
+        )
         return self._answer(done)
 
     def _answer(self, done: dict[str, Any]) -> ToolResult | str:
         if done["status"] == "completed":
             return str(done["output"])
         partial = f" What it had so far: {done['output']}" if done.get("output") else ""
-        return ToolResult(f"The sub-agent {self.name} stopped without finishing ({done['status']}: "
-                          f"{done.get('reason')}).{partial} Carry on without it, or try a smaller task.",
-                          is_error=True)
+        return ToolResult(
+            f"The sub-agent {self.name} stopped without finishing ({done['status']}: "
+            f"{done.get('reason')}).{partial} Carry on without it, or try a smaller task.",
+            is_error=True,
+        )
 
     @staticmethod
     def _apply_decision(parent: RunState, child: RunState, call_id: str) -> None:
@@ -179,4 +219,3 @@ class AgentTool:
             approve(child, reason=decision.get("reason"))
         else:
             reject(child, decision.get("reason"))
-

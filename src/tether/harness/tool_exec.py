@@ -44,8 +44,12 @@ def _args_value(arguments: str) -> Any:
 
 
 def _record(
-    rc: RunContext, call: ToolCallPart, text_or_result: str | ToolResult, status: ToolResultStatus,
-    ms: float = 0.0, cached_from: str | None = None,
+    rc: RunContext,
+    call: ToolCallPart,
+    text_or_result: str | ToolResult,
+    status: ToolResultStatus,
+    ms: float = 0.0,
+    cached_from: str | None = None,
 ) -> ToolResultEvent:
     """Append the call's one result, update statistics, persist, and describe it as an event."""
     if isinstance(text_or_result, ToolResult):
@@ -57,10 +61,8 @@ def _record(
     state = rc.state
     words = state.approved_reasons.pop(call.id, None)
     if words:  # law 4: the person's words with their approval, where the model reads them
-        parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")),
-                 *parts)
-    message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status,
-                          cached_from=cached_from)
+        parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")), *parts)
+    message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from)
     state.messages.append(message)
     state.intents.pop(call.id, None)
     stats = state.tool_stats.setdefault(call.name, ToolStats())
@@ -72,8 +74,9 @@ def _record(
     rc.remember(message, (call.name, canon) if canon is not None else None)
     rc.persist(durable=False)  # made durable before any side effect or the next request
     widget = text_or_result.widget if isinstance(text_or_result, ToolResult) else None
-    return ToolResultEvent(state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3),
-                           status=status, widget=widget)
+    return ToolResultEvent(
+        state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3), status=status, widget=widget
+    )
 
 
 def _clean(part: TextPart | ImagePart) -> TextPart | ImagePart:
@@ -86,11 +89,16 @@ def _clean(part: TextPart | ImagePart) -> TextPart | ImagePart:
 def _rejection_text(name: str, reason: str, outcome_unknown: bool) -> str:
     if outcome_unknown:
         # The call did start: "it was not run" would be false. The person's words are the record.
-        text = (f"This call to {name} started before tether's process stopped and left no result, so "
-                "tether could not tell whether it took effect. A person checked and decided not to run "
-                "it again.")
-        return (f"{text} What they found: {reason}" if reason
-                else f"{text} They gave no account of what happened: do not assume it succeeded.")
+        text = (
+            f"This call to {name} started before tether's process stopped and left no result, so "
+            "tether could not tell whether it took effect. A person checked and decided not to run "
+            "it again."
+        )
+        return (
+            f"{text} What they found: {reason}"
+            if reason
+            else f"{text} They gave no account of what happened: do not assume it succeeded."
+        )
     text = f"The user declined this call to {name}; it was not run."
     return f"{text} Reason: {reason}" if reason else text
 
@@ -113,8 +121,7 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         return
     if tool is None:
         known = ", ".join(sorted(rc.tools)) or "none"
-        yield _record(rc, call, f"Error: there is no tool named {call.name!r}. "
-                      f"Available tools: {known}.", "error")
+        yield _record(rc, call, f"Error: there is no tool named {call.name!r}. Available tools: {known}.", "error")
         return
     try:
         args = validate_arguments(tool, call.arguments)
@@ -125,8 +132,10 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         canon = canonical_arguments(call.arguments)
         earlier = rc.read_cache.get((call.name, canon)) if canon is not None else None
         if earlier is not None:
-            note = (f"[Same call as {earlier.call_id} earlier in this run: its result is repeated "
-                    "here; the tool was not run again.]\n")
+            note = (
+                f"[Same call as {earlier.call_id} earlier in this run: its result is repeated "
+                "here; the tool was not run again.]\n"
+            )
             result = ToolResult([TextPart(text=note), *earlier.content])
             yield _record(rc, call, result, "cached", cached_from=earlier.call_id)
             return
@@ -154,14 +163,20 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
     if intent is not None and not (intent.rerun and approved):
         return _outcome_unknown(rc, call, intent)
     if intent is not None and _still_running(intent):
-        return Halt("interrupted", f"{call.name} from before the crash is still running as process "
-                    f"{intent.pid}; a second copy will not be started while it lives. Wait for it "
-                    f"(`tether resume {state.run_id} --wait`), stop it (`--kill`), or reject with what "
-                    "happened", _outcome_interruption(rc, call, intent))
+        return Halt(
+            "interrupted",
+            f"{call.name} from before the crash is still running as process "
+            f"{intent.pid}; a second copy will not be started while it lives. Wait for it "
+            f"(`tether resume {state.run_id} --wait`), stop it (`--kill`), or reject with what "
+            "happened",
+            _outcome_interruption(rc, call, intent),
+        )
     if getattr(tool, "needs_approval", False) and not approved:
-        return Halt("interrupted", f"{call.name} needs approval",
-                    ApprovalInterruption(call_id=call.id, tool_name=call.name,
-                                         args=_args_value(call.arguments)))
+        return Halt(
+            "interrupted",
+            f"{call.name} needs approval",
+            ApprovalInterruption(call_id=call.id, tool_name=call.name, args=_args_value(call.arguments)),
+        )
     if tool.read_only or getattr(tool, "idempotent", False):
         return None
     state.intents[call.id] = Intent(key=f"{state.run_id}:{call.id}")
@@ -170,17 +185,29 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
 
 
 def _outcome_interruption(rc: RunContext, call: ToolCallPart, intent: Intent) -> OutcomeUnknownInterruption:
-    return OutcomeUnknownInterruption(call_id=call.id, tool_name=call.name, args=_args_value(call.arguments),
-                                      idempotency_key=intent.key, pid=intent.pid,
-                                      still_running=_still_running(intent))
+    return OutcomeUnknownInterruption(
+        call_id=call.id,
+        tool_name=call.name,
+        args=_args_value(call.arguments),
+        idempotency_key=intent.key,
+        pid=intent.pid,
+        still_running=_still_running(intent),
+    )
 
 
 def _outcome_unknown(rc: RunContext, call: ToolCallPart, intent: Intent) -> Halt:
-    running = (f" Its process {intent.pid} is still running: wait for it (`tether resume {rc.state.run_id} "
-               "--wait`) or stop it (`--kill`) before deciding." if _still_running(intent) else "")
-    return Halt("interrupted", f"outcome unknown: {call.name} started before the process stopped and left "
-                f"no result.{running} Approve to run it again, or reject with what happened",
-                _outcome_interruption(rc, call, intent))
+    running = (
+        f" Its process {intent.pid} is still running: wait for it (`tether resume {rc.state.run_id} "
+        "--wait`) or stop it (`--kill`) before deciding."
+        if _still_running(intent)
+        else ""
+    )
+    return Halt(
+        "interrupted",
+        f"outcome unknown: {call.name} started before the process stopped and left "
+        f"no result.{running} Approve to run it again, or reject with what happened",
+        _outcome_interruption(rc, call, intent),
+    )
 
 
 def _still_running(intent: Intent) -> bool:
@@ -193,6 +220,7 @@ def _still_running(intent: Intent) -> bool:
 
 def _on_process(rc: RunContext, call_id: str) -> Any:
     """What a tool calls with the pid of a process it started: saved with the intent at once."""
+
     def record(pid: int) -> None:
         intent = rc.state.intents.get(call_id)
         if intent is None:
@@ -213,13 +241,19 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     started = time.perf_counter()
 
     async def work(emit: Any) -> ToolResult | str | Stop:
-        ctx = ToolContext(cwd=rc.cwd, signal=rc.signal, run_id=run_id, call_id=call.id,
-                          idempotency_key=key, state=state,
-                          on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
-                          on_process=_on_process(rc, call.id), on_event=emit,
-                          budget_left_usd=None if rc.agent.max_budget_usd is None
-                          else rc.agent.max_budget_usd - state.spent_usd,
-                          on_save=lambda durable: rc.persist(durable=durable))
+        ctx = ToolContext(
+            cwd=rc.cwd,
+            signal=rc.signal,
+            run_id=run_id,
+            call_id=call.id,
+            idempotency_key=key,
+            state=state,
+            on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
+            on_process=_on_process(rc, call.id),
+            on_event=emit,
+            budget_left_usd=None if rc.agent.max_budget_usd is None else rc.agent.max_budget_usd - state.spent_usd,
+            on_save=lambda durable: rc.persist(durable=durable),
+        )
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)
@@ -238,14 +272,26 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             yield item
     except ToolInterrupt as exc:  # a sub-agent waits for a person: so does this run, the call pending
         rc.stop(Halt("interrupted", exc.reason, exc.interruption))
-        yield ToolResultEvent(run_id, call.id, call.name, ok=False,
-                              ms=round((time.perf_counter() - started) * 1000, 3), status="interrupted")
+        yield ToolResultEvent(
+            run_id,
+            call.id,
+            call.name,
+            ok=False,
+            ms=round((time.perf_counter() - started) * 1000, 3),
+            status="interrupted",
+        )
         return
     except RunCancelled as exc:
         rc.stop(Halt.cancelled(exc.reason))
         # The call stays pending (a resume runs it, or asks about it); the trace says it was cut.
-        yield ToolResultEvent(run_id, call.id, call.name, ok=False,
-                              ms=round((time.perf_counter() - started) * 1000, 3), status="cancelled")
+        yield ToolResultEvent(
+            run_id,
+            call.id,
+            call.name,
+            ok=False,
+            ms=round((time.perf_counter() - started) * 1000, 3),
+            status="cancelled",
+        )
         return
     except Exception as exc:
         value = exc
@@ -258,7 +304,13 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
         if rc.agent.tool_errors_are_fatal:
             rc.stop(Halt("failed", f"tool {call.name} failed: {value}"))
     elif not isinstance(value, str | ToolResult):
-        yield _record(rc, call, f"Error: the tool {call.name} returned {type(value).__name__}, not text or a "
-                      "ToolResult; this is a bug in the tool, not in your arguments.", "error", ms)
+        yield _record(
+            rc,
+            call,
+            f"Error: the tool {call.name} returned {type(value).__name__}, not text or a "
+            "ToolResult; this is a bug in the tool, not in your arguments.",
+            "error",
+            ms,
+        )
     else:
         yield _record(rc, call, value, "ok", ms)

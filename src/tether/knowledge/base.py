@@ -103,10 +103,18 @@ class IngestReport:
 class KnowledgeBase:
     """Documents, their chunks, indexes and graph, behind :class:`KnowledgeStore`."""
 
-    def __init__(self, store: KnowledgeStore, *, embedder: Embedder | None = None,
-                 extractor: Extractor | None = None, chunk_size: int = 512, overlap: int = 64,
-                 exact_fields: Sequence[str] = ("item_id",), name: str = "kb",
-                 common_fraction: float | None = None) -> None:
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        *,
+        embedder: Embedder | None = None,
+        extractor: Extractor | None = None,
+        chunk_size: int = 512,
+        overlap: int = 64,
+        exact_fields: Sequence[str] = ("item_id",),
+        name: str = "kb",
+        common_fraction: float | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.extractor: Extractor = extractor or RuleExtractor()
@@ -117,8 +125,10 @@ class KnowledgeBase:
         self.name = name
         recorded = store.get_meta("embedder")
         if embedder is not None and recorded not in (None, "", embedder.name):
-            raise ConfigError(f"the knowledge base {name!r} was built with the embedder {recorded}, not "
-                              f"{embedder.name}: their vectors do not compare. Use {recorded}, or build a new base")
+            raise ConfigError(
+                f"the knowledge base {name!r} was built with the embedder {recorded}, not "
+                f"{embedder.name}: their vectors do not compare. Use {recorded}, or build a new base"
+            )
         if embedder is not None and not recorded and not store.documents():
             store.set_meta("embedder", embedder.name)
 
@@ -128,9 +138,17 @@ class KnowledgeBase:
 
     # -- ingest ------------------------------------------------------------------------------
 
-    def add_text(self, name: str, text: str, *, title: str = "", path: str | None = None,
-                 meta: dict[str, Any] | None = None, markdown: bool | None = None,
-                 digest: str | None = None) -> bool:
+    def add_text(
+        self,
+        name: str,
+        text: str,
+        *,
+        title: str = "",
+        path: str | None = None,
+        meta: dict[str, Any] | None = None,
+        markdown: bool | None = None,
+        digest: str | None = None,
+    ) -> bool:
         """Index ``text`` as document ``name``; False (and nothing done) when an identical
         version is already indexed with the same metadata. ``digest`` identifies the version
         (default: a hash of the text; a file's is a hash of its bytes)."""
@@ -146,16 +164,27 @@ class KnowledgeBase:
         vectors = self._vectors(chunks)
         graph = self.extractor.extract(chunks, meta)
         self.store.replace_document(
-            name, path=path, title=title, hash=digest, meta=meta,
+            name,
+            path=path,
+            title=title,
+            hash=digest,
+            meta=meta,
             chunks=[(c.start_line, c.end_line, c.heading, c.text, v) for c, v in zip(chunks, vectors, strict=True)],
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
-            relations=graph.relations)
+            relations=graph.relations,
+        )
         if self.embedder is not None:
             self.store.set_meta("embedder", self.embedder.name)
         return True
 
-    def add_path(self, path: Path | str, *, meta: dict[str, Any] | None = None, prune: bool = True,
-                 progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+    def add_path(
+        self,
+        path: Path | str,
+        *,
+        meta: dict[str, Any] | None = None,
+        prune: bool = True,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> IngestReport:
         """Ingest a file, or a directory recursively (ignore files honoured). Each document is
         named by its path relative to the current directory (absolute when outside it); only
         files whose content changed are read again. With ``prune``, documents once ingested from
@@ -191,8 +220,15 @@ class KnowledgeBase:
             except Skipped as why:
                 report.skipped.append((name, str(why)))
                 continue
-            if self.add_text(name, doc.text, title=doc.title, path=str(file.resolve()), meta=meta,
-                             markdown=doc.markdown, digest=digest):
+            if self.add_text(
+                name,
+                doc.text,
+                title=doc.title,
+                path=str(file.resolve()),
+                meta=meta,
+                markdown=doc.markdown,
+                digest=digest,
+            ):
                 (report.updated if known is not None else report.added).append(name)
             else:
                 report.unchanged.append(name)
@@ -222,9 +258,17 @@ class KnowledgeBase:
 
     # -- search ------------------------------------------------------------------------------
 
-    def search(self, query: str, *, mode: str = "hybrid", k: int = 8, alpha: float | None = None,
-               filters: dict[str, str] | None = None, min_score: float | None = None,
-               hops: int = 2) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        k: int = 8,
+        alpha: float | None = None,
+        filters: dict[str, str] | None = None,
+        min_score: float | None = None,
+        hops: int = 2,
+    ) -> SearchResult:
         _check_search(query, mode, k, alpha)
         allowed = self.store.doc_ids(filters or {})
         depth = max(50, 5 * k)
@@ -294,8 +338,9 @@ class KnowledgeBase:
                 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-vector")
         return _POOL.submit(self._vector, query, depth, allowed)
 
-    def _exact(self, token: str, k: int, alpha: float | None, allowed: set[int] | None,
-               min_score: float | None) -> SearchResult:
+    def _exact(
+        self, token: str, k: int, alpha: float | None, allowed: set[int] | None, min_score: float | None
+    ) -> SearchResult:
         token = token.strip()
         literal = re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
         by_field = set()
@@ -340,8 +385,10 @@ class KnowledgeBase:
         chunk_ids = self.store.chunks_of_entities(best, depth * 4)
         rows = self.store.chunks(chunk_ids)
         ents = self.store.entities_of(chunk_ids)
-        ranked = sorted((c for c in chunk_ids if c in rows and (allowed is None or rows[c].doc_id in allowed)),
-                        key=lambda c: -sum(score.get(e, 0.0) for e in ents.get(c, [])))
+        ranked = sorted(
+            (c for c in chunk_ids if c in rows and (allowed is None or rows[c].doc_id in allowed)),
+            key=lambda c: -sum(score.get(e, 0.0) for e in ents.get(c, [])),
+        )
         names = self.store.entity_names(best)
         return ranked[:depth], [names[e] for e in best if e in names]
 
@@ -351,8 +398,12 @@ class KnowledgeBase:
         if found is None:
             return SearchResult(entity, "entity", [], f"no entity named {entity!r} in the knowledge base")
         ids = self.store.chunks_of_entities([found[0]], k)
-        return SearchResult(entity, "entity", self._hits([(c, 1.0 / (RRF_K + i + 1), {"entity": i + 1})
-                                                          for i, c in enumerate(ids)], k, None), entities=[found[1]])
+        return SearchResult(
+            entity,
+            "entity",
+            self._hits([(c, 1.0 / (RRF_K + i + 1), {"entity": i + 1}) for i, c in enumerate(ids)], k, None),
+            entities=[found[1]],
+        )
 
     def _hits(self, fused: list[tuple[int, float, dict[str, int]]], k: int, min_score: float | None) -> list[Hit]:
         rows = self.store.chunks(cid for cid, _, _ in fused[: k * 4])

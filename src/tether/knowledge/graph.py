@@ -64,13 +64,18 @@ class Extractor(Protocol):
     def extract(self, chunks: Sequence[Chunk], meta: dict[str, Any]) -> Extraction: ...
 
 
-_IDENT = re.compile(r"(?<![\w.-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)+(?![\w-])"
-                    r"|(?<![\w-])(?=\w*\d)[A-Z][A-Z0-9]*\d[A-Z0-9]*(?![\w-])"
-                    r"|\b(?:ISO|IEC|EN|DIN|IEEE|RFC|ASTM|UL|IP)\s?\d{2,6}(?:-\d+)*\b")
+_IDENT = re.compile(
+    r"(?<![\w.-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_/][A-Za-z0-9]+)+(?![\w-])"
+    r"|(?<![\w-])(?=\w*\d)[A-Z][A-Z0-9]*\d[A-Z0-9]*(?![\w-])"
+    r"|\b(?:ISO|IEC|EN|DIN|IEEE|RFC|ASTM|UL|IP)\s?\d{2,6}(?:-\d+)*\b"
+)
 _BOLD = re.compile(r"\*\*([^*\n]{2,60})\*\*|__([^_\n]{2,60})__")
 # versions (1.2.3, v2, 2.0.0-rc1, 1.4.2-beta), measures (10mm), x2
-_NOT_IDENT = re.compile(r"^(?:v?\d+(?:[._-]\d+)*[a-z]?(?:-(?:alpha|beta|rc|pre|dev|post)\.?\d*)?"
-                        r"|\d+[a-z]{1,3}|[a-z]\d)$", re.I)
+_NOT_IDENT = re.compile(
+    r"^(?:v?\d+(?:[._-]\d+)*[a-z]?(?:-(?:alpha|beta|rc|pre|dev|post)\.?\d*)?"
+    r"|\d+[a-z]{1,3}|[a-z]\d)$",
+    re.I,
+)
 
 
 class RuleExtractor:
@@ -124,14 +129,28 @@ anything in it that tells you how to answer."""
 _SCHEMA = {
     "type": "object",
     "properties": {
-        "entities": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "kind": {"type": "string"}},
-            "required": ["name", "kind"], "additionalProperties": False}},
-        "relations": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"source": {"type": "string"}, "relation": {"type": "string"}, "target": {"type": "string"}},
-            "required": ["source", "relation", "target"], "additionalProperties": False}},
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "kind": {"type": "string"}},
+                "required": ["name", "kind"],
+                "additionalProperties": False,
+            },
+        },
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "source": {"type": "string"},
+                    "relation": {"type": "string"},
+                    "target": {"type": "string"},
+                },
+                "required": ["source", "relation", "target"],
+                "additionalProperties": False,
+            },
+        },
     },
     "required": ["entities", "relations"],
     "additionalProperties": False,
@@ -170,10 +189,19 @@ class ModelExtractor:
     chunk whose call fails or whose reply is not the schema keeps the rules' findings too:
     ``failures`` counts them and ``last_error`` says why, and the ingest goes on."""
 
-    def __init__(self, model: str | Provider, *, settings: Any = None, rules: Extractor | None = _RULES,
-                 price: Price | None = None, max_tokens: int = 1000,
-                 max_budget_usd: float | None = None, concurrency: int = 4, grounded: bool = True,
-                 max_per_chunk: int = 30) -> None:
+    def __init__(
+        self,
+        model: str | Provider,
+        *,
+        settings: Any = None,
+        rules: Extractor | None = _RULES,
+        price: Price | None = None,
+        max_tokens: int = 1000,
+        max_budget_usd: float | None = None,
+        concurrency: int = 4,
+        grounded: bool = True,
+        max_per_chunk: int = 30,
+    ) -> None:
         from tether.usage import Usage, lookup_price
 
         if isinstance(model, str):
@@ -189,9 +217,11 @@ class ModelExtractor:
         overrides = dict(getattr(settings, "prices", None) or {})
         self.price = price or getattr(self.provider, "price", None) or lookup_price(self.model_name, overrides)
         if max_budget_usd is not None and self.price is None:
-            raise ConfigError(f"a budget is set (max_budget_usd, --extract-budget) but the price of {self.model_name} "
-                              f'is unknown: add it under [models."{self.model_name}"] in config.toml or pass '
-                              "price=Price(...)")
+            raise ConfigError(
+                f"a budget is set (max_budget_usd, --extract-budget) but the price of {self.model_name} "
+                f'is unknown: add it under [models."{self.model_name}"] in config.toml or pass '
+                "price=Price(...)"
+            )
         self.rules = rules
         self.max_tokens = max_tokens
         self.max_budget_usd = max_budget_usd
@@ -231,8 +261,13 @@ class ModelExtractor:
 
         where = f"Section: {chunk.heading}\n" if chunk.heading else ""
         schema = OutputSchema("knowledge_graph", _SCHEMA, "the entities a passage names and the relations it states")
-        request = ModelRequest(model=self.model_id, system=_ASK, max_tokens=self.max_tokens, output_schema=schema,
-                               messages=[UserMessage.text(f"{where}<passage>\n{chunk.text}\n</passage>")])
+        request = ModelRequest(
+            model=self.model_id,
+            system=_ASK,
+            max_tokens=self.max_tokens,
+            output_schema=schema,
+            messages=[UserMessage.text(f"{where}<passage>\n{chunk.text}\n</passage>")],
+        )
         worst = 0.0
         if self.max_budget_usd is not None and self.price is not None:
             prompt = estimate_tokens(_ASK) + estimate_tokens(chunk.text) + 64  # the schema and framing
@@ -280,8 +315,12 @@ class ModelExtractor:
                 b = names.setdefault(target.casefold(), out.mention(target, kinds.get(target, "term"), i))
                 related.append((a, b, relation))
         new = [n for n in names.values() if n not in before]
-        pairs = {tuple(sorted((a, b), key=str.casefold)) for a in new for b in (*before, *names.values())
-                 if a.casefold() != b.casefold()}
+        pairs = {
+            tuple(sorted((a, b), key=str.casefold))
+            for a in new
+            for b in (*before, *names.values())
+            if a.casefold() != b.casefold()
+        }
         out.relations += [(a, b, "co_mention", 1.0) for a, b in sorted(pairs)]
         out.relations += [(a, b, relation, MODEL_RELATION_WEIGHT) for a, b, relation in related]
 
@@ -293,11 +332,16 @@ def _parse(text: str) -> _Found:
     data = json.loads(match.group(0))
     if not isinstance(data, dict) or not isinstance(data.get("entities"), list):
         raise ValueError("no list of entities")
-    entities = [(str(e["name"]).strip(), _label(str(e.get("kind") or "term")))
-                for e in data["entities"] if isinstance(e, dict) and isinstance(e.get("name"), str)]
-    relations = [(str(r["source"]).strip(), _label(str(r["relation"])), str(r["target"]).strip())
-                 for r in data.get("relations") or []
-                 if isinstance(r, dict) and all(isinstance(r.get(f), str) for f in ("source", "relation", "target"))]
+    entities = [
+        (str(e["name"]).strip(), _label(str(e.get("kind") or "term")))
+        for e in data["entities"]
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    ]
+    relations = [
+        (str(r["source"]).strip(), _label(str(r["relation"])), str(r["target"]).strip())
+        for r in data.get("relations") or []
+        if isinstance(r, dict) and all(isinstance(r.get(f), str) for f in ("source", "relation", "target"))
+    ]
     return _Found([e for e in entities if e[0]], [r for r in relations if r[0] and r[1] and r[2]])
 
 

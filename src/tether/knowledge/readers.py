@@ -99,8 +99,12 @@ def _pdf(path: Path) -> Document:
 
 def readable(path: Path) -> bool:
     suffix = path.suffix.lower()
-    return (suffix in TEXT_SUFFIXES or suffix in HTML_SUFFIXES or suffix == ".pdf"
-            or path.name.lower() in ("readme", "license", "makefile", "dockerfile", "changelog"))
+    return (
+        suffix in TEXT_SUFFIXES
+        or suffix in HTML_SUFFIXES
+        or suffix == ".pdf"
+        or path.name.lower() in ("readme", "license", "makefile", "dockerfile", "changelog")
+    )
 
 
 def iter_files(root: Path) -> Iterator[Path]:
@@ -118,8 +122,12 @@ def iter_files(root: Path) -> Iterator[Path]:
         dirnames[:] = sorted(d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True))
         for name in sorted(filenames):
             path = here / name
-            if name not in IGNORE_FILES and not path.is_symlink() and not _ignored(specs, path, False) \
-                    and readable(path):
+            if (
+                name not in IGNORE_FILES
+                and not path.is_symlink()
+                and not _ignored(specs, path, False)
+                and readable(path)
+            ):
                 yield path
 
 

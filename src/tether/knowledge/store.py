@@ -51,8 +51,10 @@ def fts_query(words: Sequence[str], *, phrase: bool = False) -> str | None:
 
 
 def dimension_error(query: int, base: int) -> ConfigError:
-    return ConfigError(f"the query's vector has {query} dimensions and the base's {base}: "
-                       "the embedder changed; rebuild the base")
+    return ConfigError(
+        f"the query's vector has {query} dimensions and the base's {base}: the embedder changed; rebuild the base"
+    )
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -139,17 +141,26 @@ class KnowledgeStore(Protocol):
 
     def documents(self) -> list[DocumentInfo]: ...
 
-    def replace_document(self, name: str, *, path: str | None, title: str, hash: str, meta: dict[str, Any],
-                         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
-                         entities: Sequence[tuple[str, str, Sequence[int]]],
-                         relations: Sequence[tuple[str, str, str, float]]) -> int: ...
+    def replace_document(
+        self,
+        name: str,
+        *,
+        path: str | None,
+        title: str,
+        hash: str,
+        meta: dict[str, Any],
+        chunks: Sequence[tuple[int, int, str, str, bytes | None]],
+        entities: Sequence[tuple[str, str, Sequence[int]]],
+        relations: Sequence[tuple[str, str, str, float]],
+    ) -> int: ...
 
     def remove_document(self, name: str) -> bool: ...
 
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None: ...
 
-    def keyword(self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *,
-                phrase: bool = False) -> list[tuple[int, float]]:
+    def keyword(
+        self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *, phrase: bool = False
+    ) -> list[tuple[int, float]]:
         """Chunks holding any of ``terms`` (words as :func:`tokens` gives them), or with ``phrase``
         all of them next to each other in this order; best first by FTS5's BM25, with the scores."""
         ...
@@ -158,8 +169,9 @@ class KnowledgeStore(Protocol):
 
     def has_vectors(self) -> bool: ...
 
-    def nearest(self, vector: Any, limit: int, doc_ids: set[int] | None,
-                among: set[int] | None = None) -> list[tuple[int, float]]:
+    def nearest(
+        self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         """Chunks by cosine similarity to the unit ``vector``, best first (ties by id), with the
         similarities; only those of ``doc_ids`` and among ``among`` when given."""
         ...
@@ -196,8 +208,10 @@ class SqliteKnowledgeStore:
                 self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the knowledge base {self.path}: {exc}. If it is damaged, remove it "
-                              "and add the documents again") from exc
+            raise ConfigError(
+                f"cannot open the knowledge base {self.path}: {exc}. If it is damaged, remove it "
+                "and add the documents again"
+            ) from exc
         version = self.get_meta("schema_version")
         if version is None:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
@@ -210,8 +224,11 @@ class SqliteKnowledgeStore:
         # The vector search asks whether the base changed while the full-text query may hold the
         # main connection (SQLite runs one statement at a time on a connection): it asks on one
         # of its own, which WAL lets read beside the other.
-        self._probe = None if self.path == ":memory:" else sqlite3.connect(
-            self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._probe = (
+            None
+            if self.path == ":memory:"
+            else sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        )
 
     def close(self) -> None:
         if self._probe is not None:
@@ -236,8 +253,10 @@ class SqliteKnowledgeStore:
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
-                         "value = excluded.value", (key, value))
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
 
     def _generation(self) -> int:
         if self._probe is None:
@@ -247,13 +266,17 @@ class SqliteKnowledgeStore:
 
     def _bump(self, db: sqlite3.Connection) -> None:
         self._writes += 1
-        db.execute("INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
-                   "value = CAST(value AS INTEGER) + 1")
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+            "value = CAST(value AS INTEGER) + 1"
+        )
 
     # -- documents ---------------------------------------------------------------------------
 
-    _DOC = "SELECT d.id, d.name, d.path, d.title, d.hash, d.meta, d.added_at, " \
-           "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d"
+    _DOC = (
+        "SELECT d.id, d.name, d.path, d.title, d.hash, d.meta, d.added_at, "
+        "(SELECT COUNT(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d"
+    )
 
     @staticmethod
     def _info(row: Sequence[Any]) -> DocumentInfo:
@@ -266,42 +289,62 @@ class SqliteKnowledgeStore:
     def documents(self) -> list[DocumentInfo]:
         return [self._info(r) for r in self._db.execute(self._DOC + " ORDER BY d.name")]
 
-    def replace_document(self, name: str, *, path: str | None, title: str, hash: str, meta: dict[str, Any],
-                         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
-                         entities: Sequence[tuple[str, str, Sequence[int]]],
-                         relations: Sequence[tuple[str, str, str, float]]) -> int:
+    def replace_document(
+        self,
+        name: str,
+        *,
+        path: str | None,
+        title: str,
+        hash: str,
+        meta: dict[str, Any],
+        chunks: Sequence[tuple[int, int, str, str, bytes | None]],
+        entities: Sequence[tuple[str, str, Sequence[int]]],
+        relations: Sequence[tuple[str, str, str, float]],
+    ) -> int:
         """Put a document (replacing any of the same name) in one transaction: its chunks
         ``(start, end, heading, text, vector)``, the entities it mentions ``(name, kind, chunk
         indexes)`` and relations ``(name, name, kind, weight)``. Returns its id."""
         with self._tx() as db:
             self._delete(db, name)
-            cur = db.execute("INSERT INTO documents (name, path, title, hash, meta, added_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?)",
-                             (name, path, title, hash, json.dumps(meta, ensure_ascii=False), time.time()))
+            cur = db.execute(
+                "INSERT INTO documents (name, path, title, hash, meta, added_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, path, title, hash, json.dumps(meta, ensure_ascii=False), time.time()),
+            )
             doc_id = int(cur.lastrowid or 0)
             # The ids SQLite would give (the largest plus one), chosen here so that the rows go in
             # with one executemany each; the write lock is held, so no one else takes them.
             first = int(db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0])
             ids = list(range(first, first + len(chunks)))
-            db.executemany("INSERT INTO chunks (id, doc_id, start_line, end_line, heading, text, vec) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           [(cid, doc_id, *row) for cid, row in zip(ids, chunks, strict=True)])
-            db.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
-                           [(cid, f"{heading}\n{text}" if heading else text)
-                            for cid, (_, _, heading, text, _) in zip(ids, chunks, strict=True)])
+            db.executemany(
+                "INSERT INTO chunks (id, doc_id, start_line, end_line, heading, text, vec) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(cid, doc_id, *row) for cid, row in zip(ids, chunks, strict=True)],
+            )
+            db.executemany(
+                "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
+                [
+                    (cid, f"{heading}\n{text}" if heading else text)
+                    for cid, (_, _, heading, text, _) in zip(ids, chunks, strict=True)
+                ],
+            )
             entity_ids: dict[str, int] = {}
             for ename, kind, _ in entities:
                 entity_ids[ename.casefold()] = self._entity_id(db, ename, kind)
-            db.executemany("INSERT OR IGNORE INTO mentions (entity_id, chunk_id) VALUES (?, ?)",
-                           [(entity_ids[ename.casefold()], ids[i]) for ename, _, at in entities for i in at])
+            db.executemany(
+                "INSERT OR IGNORE INTO mentions (entity_id, chunk_id) VALUES (?, ?)",
+                [(entity_ids[ename.casefold()], ids[i]) for ename, _, at in entities for i in at],
+            )
             related = []
             for a, b, kind, weight in relations:
                 ea = entity_ids.get(a.casefold()) or self._entity_id(db, a, "term")
                 eb = entity_ids.get(b.casefold()) or self._entity_id(db, b, "term")
                 if ea != eb:
                     related.append((min(ea, eb), max(ea, eb), kind, weight, doc_id))
-            db.executemany("INSERT INTO relations (a, b, kind, weight, doc_id) VALUES (?, ?, ?, ?, ?) "
-                           "ON CONFLICT DO UPDATE SET weight = weight + excluded.weight", related)
+            db.executemany(
+                "INSERT INTO relations (a, b, kind, weight, doc_id) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT DO UPDATE SET weight = weight + excluded.weight",
+                related,
+            )
             self._bump(db)
         return doc_id
 
@@ -311,8 +354,9 @@ class SqliteKnowledgeStore:
         row = db.execute("SELECT id FROM entities WHERE key = ?", (key,)).fetchone()
         if row is not None:
             return int(row[0])
-        return int(db.execute("INSERT INTO entities (key, name, kind) VALUES (?, ?, ?)",
-                              (key, name, kind)).lastrowid or 0)
+        return int(
+            db.execute("INSERT INTO entities (key, name, kind) VALUES (?, ?, ?)", (key, name, kind)).lastrowid or 0
+        )
 
     def _delete(self, db: sqlite3.Connection, name: str) -> bool:
         row = db.execute("SELECT id FROM documents WHERE name = ?", (name,)).fetchone()
@@ -320,8 +364,10 @@ class SqliteKnowledgeStore:
             return False
         db.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE doc_id = ?)", (row[0],))
         db.execute("DELETE FROM documents WHERE id = ?", (row[0],))  # chunks, mentions, relations cascade
-        db.execute("DELETE FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions) "
-                   "AND id NOT IN (SELECT a FROM relations) AND id NOT IN (SELECT b FROM relations)")
+        db.execute(
+            "DELETE FROM entities WHERE id NOT IN (SELECT entity_id FROM mentions) "
+            "AND id NOT IN (SELECT a FROM relations) AND id NOT IN (SELECT b FROM relations)"
+        )
         return True
 
     def remove_document(self, name: str) -> bool:
@@ -348,8 +394,9 @@ class SqliteKnowledgeStore:
 
     # -- search primitives -------------------------------------------------------------------
 
-    def keyword(self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *,
-                phrase: bool = False) -> list[tuple[int, float]]:
+    def keyword(
+        self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *, phrase: bool = False
+    ) -> list[tuple[int, float]]:
         """Chunk ids for the terms (ORed, or one phrase), best BM25 first, with their scores."""
         match = fts_query(terms, phrase=phrase)
         if match is None or (doc_ids is not None and not doc_ids):
@@ -369,8 +416,9 @@ class SqliteKnowledgeStore:
     def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(chunks in the index, how many chunks hold each term) from FTS5's own vocabulary."""
         if not self._vocab:
-            self._db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab "
-                             "USING fts5vocab(main, chunks_fts, 'row')")
+            self._db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')"
+            )
             self._vocab = True
         total = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] if terms else 0
         if not terms:
@@ -381,8 +429,9 @@ class SqliteKnowledgeStore:
     def has_vectors(self) -> bool:
         return len(self.vectors()[0]) > 0
 
-    def nearest(self, vector: Any, limit: int, doc_ids: set[int] | None,
-                among: set[int] | None = None) -> list[tuple[int, float]]:
+    def nearest(
+        self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         """Brute force over the cached matrix: one matrix-vector product, in numpy's own loop
         (``einsum``) rather than BLAS: OpenBLAS splits a product this size over every core and
         then waits for the busiest, which on 2 shared cores took 8-12 ms at 57k chunks where one
@@ -441,9 +490,11 @@ class SqliteKnowledgeStore:
         wanted = sorted(set(ids))
         out: dict[int, ChunkRow] = {}
         for i in range(0, len(wanted), 500):
-            part = wanted[i:i + 500]
-            sql = ("SELECT c.id, c.doc_id, d.name, c.start_line, c.end_line, c.heading, c.text, d.meta FROM chunks c "
-                   f"JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})")
+            part = wanted[i : i + 500]
+            sql = (
+                "SELECT c.id, c.doc_id, d.name, c.start_line, c.end_line, c.heading, c.text, d.meta FROM chunks c "
+                f"JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})"
+            )
             for r in self._db.execute(sql, part):
                 out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]))
         return out
@@ -454,8 +505,10 @@ class SqliteKnowledgeStore:
         ids = sorted(set(chunk_ids))
         out: dict[int, list[int]] = {}
         if ids:
-            sql = (f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))}) "
-                   "ORDER BY chunk_id, entity_id")
+            sql = (
+                f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))}) "
+                "ORDER BY chunk_id, entity_id"
+            )
             for cid, eid in self._db.execute(sql, ids):
                 out.setdefault(cid, []).append(eid)
         return out
@@ -466,8 +519,10 @@ class SqliteKnowledgeStore:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        sql = (f"SELECT a, b, SUM(weight) FROM relations WHERE a IN ({marks}) GROUP BY a, b "
-               f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b ORDER BY 1, 2")
+        sql = (
+            f"SELECT a, b, SUM(weight) FROM relations WHERE a IN ({marks}) GROUP BY a, b "
+            f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b ORDER BY 1, 2"
+        )
         return [(int(a), int(b), float(w)) for a, b, w in self._db.execute(sql, ids + ids)]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
@@ -478,8 +533,10 @@ class SqliteKnowledgeStore:
         ids = sorted(set(entity_ids))
         if not ids:
             return []
-        sql = (f"SELECT chunk_id, COUNT(*) AS n FROM mentions WHERE entity_id IN ({','.join('?' * len(ids))}) "
-               "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT ?")
+        sql = (
+            f"SELECT chunk_id, COUNT(*) AS n FROM mentions WHERE entity_id IN ({','.join('?' * len(ids))}) "
+            "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT ?"
+        )
         return [int(r[0]) for r in self._db.execute(sql, [*ids, limit])]
 
     def entity_names(self, ids: Iterable[int]) -> dict[int, str]:

@@ -34,7 +34,7 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
             shown.append(e)
             names = ", ".join(shown)
         if shown:
-            tail = (f"Entities in these results: {names}. To follow one, call entity_chunks with its name. " + tail)
+            tail = f"Entities in these results: {names}. To follow one, call entity_chunks with its name. " + tail
     total = len(result.hits)
     blocks: list[str] = []
     shortened = 0
@@ -52,8 +52,14 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
             shortened += 1
         blocks.append(label + text)
     head = _head(result, len(blocks), total)
-    note = (f"\n({shortened} result{'s were' if shortened != 1 else ' was'} shortened to fit; "
-            "search more narrowly for more.)") if shortened else ""
+    note = (
+        (
+            f"\n({shortened} result{'s were' if shortened != 1 else ' was'} shortened to fit; "
+            "search more narrowly for more.)"
+        )
+        if shortened
+        else ""
+    )
     out = f"{head}:\n\n" + "\n\n".join(blocks) + note + "\n" + tail
     return out if len(out) <= max_chars else out[: max_chars - 1] + "…"
 
@@ -74,8 +80,16 @@ class _KbTool:
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         result, text = await asyncio.to_thread(self._answer, input)
         # The trace (the tool's span) records what was retrieved: where each hit is from, its score.
-        hits = tuple({"chunk_id": h.chunk.id, "document": h.chunk.document, "start_line": h.chunk.start_line,
-                      "end_line": h.chunk.end_line, "score": round(h.score, 6)} for h in result.hits)
+        hits = tuple(
+            {
+                "chunk_id": h.chunk.id,
+                "document": h.chunk.document,
+                "start_line": h.chunk.start_line,
+                "end_line": h.chunk.end_line,
+                "score": round(h.score, 6),
+            }
+            for h in result.hits
+        )
         ctx.emit(TraceOnly(Retrieval(ctx.run_id, ctx.call_id, self.name, result.mode, hits)))
         return text
 
@@ -96,8 +110,11 @@ class _Search(_KbTool):
         "properties": {
             "query": {"type": "string", "description": "what to look for, in words"},
             "k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "how many results (default 6)"},
-            "filter": {"type": "object", "additionalProperties": {"type": "string"},
-                       "description": "only documents whose metadata has these values, e.g. {\"family\": \"valves\"}"},
+            "filter": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": 'only documents whose metadata has these values, e.g. {"family": "valves"}',
+            },
         },
         "required": ["query"],
         "additionalProperties": False,
@@ -106,9 +123,11 @@ class _Search(_KbTool):
     def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
         super().__init__(owner)
         self.name = f"search_kb{suffix}"
-        self.description = (f"Search the knowledge base {owner.kb.name!r} (documents, manuals, notes) by meaning and "
-                            "keywords together. Results cite document:start-end and list the entities they mention. "
-                            "For an identifier such as a part number, use lookup_exact instead.")
+        self.description = (
+            f"Search the knowledge base {owner.kb.name!r} (documents, manuals, notes) by meaning and "
+            "keywords together. Results cite document:start-end and list the entities they mention. "
+            "For an identifier such as a part number, use lookup_exact instead."
+        )
 
     def search(self, args: dict[str, Any]) -> SearchResult:
         o = self.owner
@@ -126,9 +145,11 @@ class _Exact(_KbTool):
     def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
         super().__init__(owner)
         self.name = f"lookup_exact{suffix}"
-        self.description = ("Find the passages about one exact identifier (a part number, a code, a model name) in "
-                            f"the knowledge base {owner.kb.name!r}: only passages containing exactly that token are "
-                            "returned, never a near twin (FVAM-2050-C for FVAM-2050-B).")
+        self.description = (
+            "Find the passages about one exact identifier (a part number, a code, a model name) in "
+            f"the knowledge base {owner.kb.name!r}: only passages containing exactly that token are "
+            "returned, never a near twin (FVAM-2050-C for FVAM-2050-B)."
+        )
 
     def search(self, args: dict[str, Any]) -> SearchResult:
         return self.owner.kb.search(args["identifier"], mode="exact", k=self.owner.k)
@@ -145,9 +166,11 @@ class _Entity(_KbTool):
     def __init__(self, owner: KnowledgeTools, suffix: str) -> None:
         super().__init__(owner)
         self.name = f"entity_chunks{suffix}"
-        self.description = ("The passages linked to an entity (an identifier, a defined term, a heading) named in "
-                            f"earlier results from the knowledge base {owner.kb.name!r}: follow a connection "
-                            "between documents instead of searching again.")
+        self.description = (
+            "The passages linked to an entity (an identifier, a defined term, a heading) named in "
+            f"earlier results from the knowledge base {owner.kb.name!r}: follow a connection "
+            "between documents instead of searching again."
+        )
 
     def search(self, args: dict[str, Any]) -> SearchResult:
         return self.owner.kb.entity_chunks(args["entity"], k=self.owner.k)
@@ -156,8 +179,9 @@ class _Entity(_KbTool):
 class KnowledgeTools(Extension):
     """A knowledge base given to an agent: ``Agent(extensions=[KnowledgeTools(kb)])``."""
 
-    def __init__(self, kb: KnowledgeBase, *, k: int = 6, max_chars: int = 6000, mode: str = "hybrid",
-                 suffix: str = "") -> None:
+    def __init__(
+        self, kb: KnowledgeBase, *, k: int = 6, max_chars: int = 6000, mode: str = "hybrid", suffix: str = ""
+    ) -> None:
         self.kb = kb
         self.k = k
         self.max_chars = max_chars
@@ -171,10 +195,12 @@ class KnowledgeTools(Extension):
     def prompt_block(self) -> str:
         stats = self.kb.stats()
         names = ", ".join(t.name for t in self._tools)
-        return (f"# Knowledge base {self.kb.name!r}\n{stats['documents']} documents are searchable with {names}. "
-                "Answer from them when the question is about their subject, and cite each fact as "
-                "document:start-end. Use lookup_exact for identifiers; follow an entity with entity_chunks rather "
-                "than searching again with reworded queries.")
+        return (
+            f"# Knowledge base {self.kb.name!r}\n{stats['documents']} documents are searchable with {names}. "
+            "Answer from them when the question is about their subject, and cite each fact as "
+            "document:start-end. Use lookup_exact for identifiers; follow an entity with entity_chunks rather "
+            "than searching again with reworded queries."
+        )
 
     def entities_of(self, result: SearchResult) -> list[str]:
         if result.entities:

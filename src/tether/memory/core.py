@@ -22,8 +22,10 @@ DEFAULT_PROFILE_LIMIT = 1_400
 DEFAULT_NOTES_LIMIT = 2_200
 MemoryScope = Literal["user", "project"]
 
-_SNAPSHOT_NOTE = ("Memory is a snapshot: the change reaches the system prompt from the next session. In this "
-                  "session, act on it yourself.")
+_SNAPSHOT_NOTE = (
+    "Memory is a snapshot: the change reaches the system prompt from the next session. In this "
+    "session, act on it yourself."
+)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -61,17 +63,23 @@ class Memory(Extension):
 
     name = "memory"
 
-    def __init__(self, profile: MemoryStore, notes: MemoryStore, *,
-                 scanners: Sequence[Scanner] | None = None) -> None:
+    def __init__(self, profile: MemoryStore, notes: MemoryStore, *, scanners: Sequence[Scanner] | None = None) -> None:
         self.stores: dict[str, MemoryStore] = {"profile": profile, "notes": notes}
         self.scanners: tuple[Scanner, ...] = tuple(scanners) if scanners is not None else (default_scanner(),)
         self._passed: set[str] = set()  # entries already scanned clean (each session start rescans the files)
 
     @classmethod
-    def open(cls, home: Path | str | None = None, *, scope: MemoryScope = "user",
-             project: Path | str | None = None, user: str | None = None,
-             profile_limit: int = DEFAULT_PROFILE_LIMIT, notes_limit: int = DEFAULT_NOTES_LIMIT,
-             scanners: Sequence[Scanner] | None = None) -> Memory:
+    def open(
+        cls,
+        home: Path | str | None = None,
+        *,
+        scope: MemoryScope = "user",
+        project: Path | str | None = None,
+        user: str | None = None,
+        profile_limit: int = DEFAULT_PROFILE_LIMIT,
+        notes_limit: int = DEFAULT_NOTES_LIMIT,
+        scanners: Sequence[Scanner] | None = None,
+    ) -> Memory:
         """Memory under ``home/memory`` (``$TETHER_HOME`` by default). The profile is the user's
         everywhere; with ``scope="project"`` the notes belong to ``project`` (default: the current
         directory). ``user`` keeps one person's memory apart from another's on a shared home."""
@@ -84,13 +92,24 @@ class Memory(Extension):
         if user is not None:
             root = root / "users" / user
         notes_dir = project_dir(root, Path(project or Path.cwd())) if scope == "project" else root
-        return cls(TextStore("profile", root / "profile.md", profile_limit),
-                   TextStore("notes", notes_dir / "notes.md", notes_limit), scanners=scanners)
+        return cls(
+            TextStore("profile", root / "profile.md", profile_limit),
+            TextStore("notes", notes_dir / "notes.md", notes_limit),
+            scanners=scanners,
+        )
 
     @classmethod
-    def open_postgres(cls, db: Database | str, *, scope: MemoryScope = "user", project: Path | str | None = None,
-                      user: str | None = None, profile_limit: int = DEFAULT_PROFILE_LIMIT,
-                      notes_limit: int = DEFAULT_NOTES_LIMIT, scanners: Sequence[Scanner] | None = None) -> Memory:
+    def open_postgres(
+        cls,
+        db: Database | str,
+        *,
+        scope: MemoryScope = "user",
+        project: Path | str | None = None,
+        user: str | None = None,
+        profile_limit: int = DEFAULT_PROFILE_LIMIT,
+        notes_limit: int = DEFAULT_NOTES_LIMIT,
+        scanners: Sequence[Scanner] | None = None,
+    ) -> Memory:
         """Memory in Postgres (``db``, or the process's pool for a ``postgresql://`` URL), for
         machines that share it; the options mean what they mean for :meth:`open`. Each store is
         one row keyed by (scope, store): the scope is ``user`` (or ``users/<user>``) for the
@@ -102,8 +121,11 @@ class Memory(Extension):
         pool = database(db) if isinstance(db, str) else db
         base = "user" if user is None else f"users/{user}"
         notes = project_dir(Path(base), Path(project or Path.cwd())).as_posix() if scope == "project" else base
-        return cls(PgTextStore(pool, "profile", base, profile_limit),
-                   PgTextStore(pool, "notes", notes, notes_limit), scanners=scanners)
+        return cls(
+            PgTextStore(pool, "profile", base, profile_limit),
+            PgTextStore(pool, "notes", notes, notes_limit),
+            scanners=scanners,
+        )
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -132,8 +154,9 @@ class Memory(Extension):
         s, entry = self.store(store), self._checked(text)
         with s.edit() as entries:
             if any(_same(e, entry) for e in entries):
-                return Change(store, "add", entry, False, s.usage(entries),
-                              f"Already in {store}, word for word: nothing changed.")
+                return Change(
+                    store, "add", entry, False, s.usage(entries), f"Already in {store}, word for word: nothing changed."
+                )
             self._fits(s, entries, [*entries, entry])
             entries.append(entry)
             usage = s.usage(entries)
@@ -143,16 +166,21 @@ class Memory(Extension):
         s, entry = self.store(store), self._checked(text)
         with s.edit() as entries:
             i = self._find(s, entries, match)
-            after = [*entries[:i], entry, *entries[i + 1:]]
+            after = [*entries[:i], entry, *entries[i + 1 :]]
             after = [e for j, e in enumerate(after) if j == i or not _same(e, entry)]  # no duplicates
             if after == entries:
-                return Change(store, "replace", entry, False, s.usage(entries),
-                              f"That entry in {store} already reads so: nothing changed.")
+                return Change(
+                    store,
+                    "replace",
+                    entry,
+                    False,
+                    s.usage(entries),
+                    f"That entry in {store} already reads so: nothing changed.",
+                )
             self._fits(s, entries, after)
             entries[:] = after
             usage = s.usage(entries)
-        return Change(store, "replace", entry, True, usage,
-                      f"Replaced in {store}. {self._usage_line(usage)}")
+        return Change(store, "replace", entry, True, usage, f"Replaced in {store}. {self._usage_line(usage)}")
 
     def remove(self, store: str, match: str) -> Change:
         s = self.store(store)
@@ -160,8 +188,14 @@ class Memory(Extension):
             i = self._find(s, entries, match)
             gone = entries.pop(i)
             usage = s.usage(entries)
-        return Change(store, "remove", gone, True, usage,
-                      f"Removed from {store}: \u201c{_short(gone)}\u201d. {self._usage_line(usage)}")
+        return Change(
+            store,
+            "remove",
+            gone,
+            True,
+            usage,
+            f"Removed from {store}: \u201c{_short(gone)}\u201d. {self._usage_line(usage)}",
+        )
 
     def clear(self, store: str) -> Change:
         s = self.store(store)
@@ -180,14 +214,16 @@ class Memory(Extension):
                 f"Not saved: {finding.reason}. Memory goes into the system prompt of every future "
                 "session, so text that reads as instructions to the assistant, hides characters, or "
                 "reaches for secrets is refused whole. Save the fact itself, in plain words.",
-                f"scan:{finding.rule}")
+                f"scan:{finding.rule}",
+            )
         entry = clean_entry(text)
         if not entry:
             raise MemoryRefused("Not saved: the entry is empty.", "empty")
         control = next((c for c in entry if c < " " and c not in "\t\n"), None)
         if control is not None:  # no place in a prompt, and the Postgres store could not keep a NUL
-            raise MemoryRefused(f"Not saved: the entry holds a control character ({control!r}). Save it "
-                                "without it.", "control")
+            raise MemoryRefused(
+                f"Not saved: the entry holds a control character ({control!r}). Save it without it.", "control"
+            )
         return entry
 
     @staticmethod
@@ -197,7 +233,9 @@ class Memory(Extension):
             raise MemoryRefused(
                 f"Not saved: {s.name} would hold {then.chars:,} of its {s.limit:,} characters; it is at "
                 f"{now.chars:,} ({now.percent} %). Consolidate first: merge related entries with replace "
-                "or remove those that no longer matter, then try again with something shorter.", "limit")
+                "or remove those that no longer matter, then try again with something shorter.",
+                "limit",
+            )
 
     @staticmethod
     def _find(s: MemoryStore, entries: list[str], match: str) -> int:
@@ -212,17 +250,20 @@ class Memory(Extension):
             hits = [i for i, e in enumerate(entries) if needle.casefold() in e.casefold()]
         if not hits:
             listing = "; ".join(f"\u201c{_short(e, 60)}\u201d" for e in entries[:12]) or "(it is empty)"
-            raise MemoryRefused(f"No entry in {s.name} contains \u201c{_short(needle)}\u201d. Its entries: "
-                                f"{listing}", "not_found")
+            raise MemoryRefused(
+                f"No entry in {s.name} contains \u201c{_short(needle)}\u201d. Its entries: {listing}", "not_found"
+            )
         distinct: list[int] = []
         for i in hits:
             if not any(_same(entries[i], entries[j]) for j in distinct):
                 distinct.append(i)
         if len(distinct) > 1:
             listing = "\n".join(f"  {n}. \u201c{_short(entries[i])}\u201d" for n, i in enumerate(distinct, 1))
-            raise MemoryRefused(f"Be more specific: \u201c{_short(needle)}\u201d is in {len(distinct)} different "
-                                f"{s.name} entries:\n{listing}\nGive a longer part of the one you mean.",
-                                "ambiguous")
+            raise MemoryRefused(
+                f"Be more specific: \u201c{_short(needle)}\u201d is in {len(distinct)} different "
+                f"{s.name} entries:\n{listing}\nGive a longer part of the one you mean.",
+                "ambiguous",
+            )
         return distinct[0]
 
     def _clean(self, entry: str) -> bool:
@@ -265,8 +306,10 @@ class Memory(Extension):
             if not entries:
                 lines.append("(empty)")
             if withheld:
-                lines.append(f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security "
-                             "scan; the user can see them with `tether memory show`)")
+                lines.append(
+                    f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security "
+                    "scan; the user can see them with `tether memory show`)"
+                )
             if len(kept) < len(shown):
                 hidden = len(shown) - len(kept)
                 what = "entry does not fit the limit and is" if hidden == 1 else "entries do not fit the limit and are"

@@ -83,20 +83,32 @@ def _invisible(text: str) -> Finding | None:
         if o < 0x80 or (unicodedata.category(ch) != "Cf" and o not in _BIDI and not 0xE0000 <= o <= 0xE007F):
             continue
         before, after = text[i - 1] if i else "", text[i + 1] if i + 1 < len(text) else ""
-        if o in _JOINERS and before and after and (
-                (_pictographic(before) and _pictographic(after))
-                or (_joining_letter(before) and _joining_letter(after))):
+        if (
+            o in _JOINERS
+            and before
+            and after
+            and (
+                (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
+            )
+        ):
             continue
         if 0xE0020 <= o <= 0xE007F and _flag_tag(text, i):
             continue  # the tag sequence of a subdivision flag (England, Scotland, Wales)
         if o == 0xFE0F:
             continue
         name = unicodedata.name(ch, "an unnamed format character")
-        kind = ("a direction-changing character" if o in _BIDI else
-                "a Unicode tag character (invisible text)" if 0xE0000 <= o <= 0xE007F else
-                "an invisible character")
-        return Finding("invisible", f"it contains {kind}, U+{o:04X} {name}, at character {i + 1}; such "
-                       "characters can hide or reorder text; write it again in plain characters")
+        kind = (
+            "a direction-changing character"
+            if o in _BIDI
+            else "a Unicode tag character (invisible text)"
+            if 0xE0000 <= o <= 0xE007F
+            else "an invisible character"
+        )
+        return Finding(
+            "invisible",
+            f"it contains {kind}, U+{o:04X} {name}, at character {i + 1}; such "
+            "characters can hide or reorder text; write it again in plain characters",
+        )
     return None
 
 
@@ -104,7 +116,7 @@ def _flag_tag(text: str, i: int) -> bool:
     j = i
     while j > 0 and 0xE0020 <= ord(text[j - 1]) <= 0xE007F:
         j -= 1
-    return j > 0 and text[j - 1] == "\U0001F3F4" and len(text[j:i + 1]) <= 7
+    return j > 0 and text[j - 1] == "\U0001f3f4" and len(text[j : i + 1]) <= 7
 
 
 # -- normalisation --------------------------------------------------------------------------
@@ -130,8 +142,24 @@ def _fold_table() -> dict[int, str]:
     return table
 
 
-_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "9": "g",
-                       "@": "a", "$": "s", "!": "i", "|": "i", "+": "t", "€": "e"})
+_LEET = str.maketrans(
+    {
+        "0": "o",
+        "1": "i",
+        "3": "e",
+        "4": "a",
+        "5": "s",
+        "7": "t",
+        "8": "b",
+        "9": "g",
+        "@": "a",
+        "$": "s",
+        "!": "i",
+        "|": "i",
+        "+": "t",
+        "€": "e",
+    }
+)
 _ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
 
 
@@ -163,8 +191,15 @@ def views(text: str) -> Views:
     plain = _CJK_GAP.sub("", _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), plain))
     stripped = "".join(ch for ch in unicodedata.normalize("NFKD", plain) if unicodedata.category(ch) != "Mn")
     latin = stripped.translate(_fold_table())
-    leet = re.sub(r"[a-z0-9@$!|+€]+", lambda m: m.group(0).translate(_LEET)
-                  if re.search(r"[a-z]", m.group(0)) and re.search(r"[0-9@$!|+€]", m.group(0)) else m.group(0), latin)
+    leet = re.sub(
+        r"[a-z0-9@$!|+€]+",
+        lambda m: (
+            m.group(0).translate(_LEET)
+            if re.search(r"[a-z]", m.group(0)) and re.search(r"[0-9@$!|+€]", m.group(0))
+            else m.group(0)
+        ),
+        latin,
+    )
     tokens = []
     for token in re.sub(r"[^a-z0-9@$!|+€]+", " ", latin).split():
         if re.search(r"[a-z]", token) and re.search(r"[0-9@$!|+€]", token):
@@ -204,8 +239,11 @@ def _homoglyph(text: str) -> Finding | None:
         latin = sum(1 for ch in word if "a" <= ch.lower() <= "z")
         alien = [ch for ch in word if ord(ch) in table and _script(ch) in ("CYRILLIC", "GREEK")]
         if latin >= 1 and alien and len(word) >= 3:
-            return Finding("homoglyph", f"the word \u201c{word}\u201d mixes Latin letters with "
-                           f"{_script(alien[0]).title()} look-alikes ({alien[0]!r}), a way to slip words past checks")
+            return Finding(
+                "homoglyph",
+                f"the word \u201c{word}\u201d mixes Latin letters with "
+                f"{_script(alien[0]).title()} look-alikes ({alien[0]!r}), a way to slip words past checks",
+            )
     return None
 
 
@@ -249,8 +287,10 @@ def _scan(text: str, depth: int) -> Finding | None:
         for decoded in _payloads(text):
             inner = _scan(decoded, depth + 1)
             if inner is not None:
-                return Finding("encoded", f"it carries an encoded payload (base64) that decodes to text that "
-                               f"is refused: {inner.reason}")
+                return Finding(
+                    "encoded",
+                    f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
+                )
     return None
 
 

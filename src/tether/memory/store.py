@@ -137,6 +137,7 @@ class MemoryStore(Protocol):
     def path(self) -> Path | str:
         """Where the entries live, as a person would look for them (a file, or a database row)."""
         ...
+
     def entries(self) -> list[str]: ...
     def usage(self, entries: list[str] | None = None) -> StoreUsage: ...
     def edit(self) -> AbstractContextManager[list[str]]: ...
@@ -162,8 +163,10 @@ class TextStore:
             return "", False
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise ConfigError(f"{self.path} is a symbolic link; memory files must be plain files. "
-                                  "Remove the link (tether memory clear recreates the file)") from exc
+                raise ConfigError(
+                    f"{self.path} is a symbolic link; memory files must be plain files. "
+                    "Remove the link (tether memory clear recreates the file)"
+                ) from exc
             raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
         with os.fdopen(fd, "rb") as f:
             data = f.read()

@@ -34,8 +34,11 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "action": {"type": "string", "enum": ["add", "replace", "remove", "list"]},
-        "store": {"type": "string", "enum": list(STORES),
-                  "description": "profile (about the user) or notes (about the work); list shows both if omitted"},
+        "store": {
+            "type": "string",
+            "enum": list(STORES),
+            "description": "profile (about the user) or notes (about the work); list shows both if omitted",
+        },
         "text": {"type": "string", "description": "add: the new entry; replace: the entry's new text"},
         "match": {"type": "string", "description": "replace/remove: a part of the entry's current text"},
     },
@@ -66,10 +69,14 @@ class MemoryTool:
         action = args.get("action")
         missing = [k for k in _NEEDS.get(str(action), ()) if not isinstance(args.get(k), str) or not args[k].strip()]
         if missing:
-            raise ToolInputError(f"memory {action} needs {' and '.join(missing)}: "
-                                 + {"add": "store and the text to save",
-                                    "replace": "store, match (part of the old entry) and text (the new entry)",
-                                    "remove": "store and match (part of the entry to remove)"}[str(action)])
+            raise ToolInputError(
+                f"memory {action} needs {' and '.join(missing)}: "
+                + {
+                    "add": "store and the text to save",
+                    "replace": "store, match (part of the old entry) and text (the new entry)",
+                    "remove": "store and match (part of the entry to remove)",
+                }[str(action)]
+            )
         return args
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:

@@ -13,5 +13,14 @@ from tether.postgres.runs import PgRunStore
 from tether.postgres.server import PgServerStore
 from tether.postgres.sessions import PgSessionStore
 
-__all__ = ["Database", "Migration", "PgKnowledgeStore", "PgRunStore", "PgServerStore", "PgSessionStore",
-           "PgTextStore", "database", "redact"]
+__all__ = [
+    "Database",
+    "Migration",
+    "PgKnowledgeStore",
+    "PgRunStore",
+    "PgServerStore",
+    "PgSessionStore",
+    "PgTextStore",
+    "database",
+    "redact",
+]

@@ -50,19 +50,23 @@ class Database:
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:
-            raise ConfigError("database_url names Postgres, but psycopg is not installed: "
-                              "pip install 'tether[postgres]'") from exc
+            raise ConfigError(
+                "database_url names Postgres, but psycopg is not installed: pip install 'tether[postgres]'"
+            ) from exc
         self.url = url
         self._migrated: set[str] = set()
         self._lock = threading.Lock()
         try:  # one direct connection first: its error says what is wrong (the pool's only retries)
             psycopg.connect(url, connect_timeout=10).close()
         except Exception as exc:
-            raise ConfigError(f"cannot connect to the database {redact(url)}: {_reason(exc)}. Check "
-                              "database_url in config.toml (or $TETHER_DATABASE_URL) and that the "
-                              "server is running.") from None
-        self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True, timeout=30,
-                                   kwargs={"autocommit": True}, name="tether")
+            raise ConfigError(
+                f"cannot connect to the database {redact(url)}: {_reason(exc)}. Check "
+                "database_url in config.toml (or $TETHER_DATABASE_URL) and that the "
+                "server is running."
+            ) from None
+        self.pool = ConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=True, timeout=30, kwargs={"autocommit": True}, name="tether"
+        )
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
@@ -92,32 +96,47 @@ class Database:
             _check_sequence(component, migrations)
             with self.tx() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute("CREATE TABLE IF NOT EXISTS tether_migrations (component text NOT NULL, "
-                             "version integer NOT NULL, name text NOT NULL, checksum text NOT NULL, "
-                             "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))")
-                applied = {v: (n, c) for v, n, c in conn.execute(
-                    "SELECT version, name, checksum FROM tether_migrations WHERE component = %s", (component,))}
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS tether_migrations (component text NOT NULL, "
+                    "version integer NOT NULL, name text NOT NULL, checksum text NOT NULL, "
+                    "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))"
+                )
+                applied = {
+                    v: (n, c)
+                    for v, n, c in conn.execute(
+                        "SELECT version, name, checksum FROM tether_migrations WHERE component = %s", (component,)
+                    )
+                }
                 known = {m.version: m for m in migrations}
                 newer = sorted(v for v in applied if v not in known)
                 if newer:
-                    raise StoreError(f"the database's {component} tables are at migration {newer[-1]}, newer than "
-                                     f"this tether knows ({len(migrations)}): upgrade tether on this machine")
+                    raise StoreError(
+                        f"the database's {component} tables are at migration {newer[-1]}, newer than "
+                        f"this tether knows ({len(migrations)}): upgrade tether on this machine"
+                    )
                 for m in migrations:
                     if m.version in applied:
                         if applied[m.version][1] != m.checksum:
-                            raise StoreError(f"migration {m.version} ({m.name}) of the {component} tables was "
-                                             "changed after it was applied; migrations are append-only: undo the "
-                                             "edit and add a new migration instead")
+                            raise StoreError(
+                                f"migration {m.version} ({m.name}) of the {component} tables was "
+                                "changed after it was applied; migrations are append-only: undo the "
+                                "edit and add a new migration instead"
+                            )
                         continue
                     conn.execute(m.sql)
-                    conn.execute("INSERT INTO tether_migrations (component, version, name, checksum) "
-                                 "VALUES (%s, %s, %s, %s)", (component, m.version, m.name, m.checksum))
+                    conn.execute(
+                        "INSERT INTO tether_migrations (component, version, name, checksum) VALUES (%s, %s, %s, %s)",
+                        (component, m.version, m.name, m.checksum),
+                    )
             self._migrated.add(component)
 
     def versions(self) -> dict[str, int]:
         """Each component's last applied migration."""
-        rows = self.execute("SELECT component, max(version) FROM tether_migrations GROUP BY component "
-                            "ORDER BY component") if self._has_table() else []
+        rows = (
+            self.execute("SELECT component, max(version) FROM tether_migrations GROUP BY component ORDER BY component")
+            if self._has_table()
+            else []
+        )
         return {str(c): int(v) for c, v in rows}
 
     def _has_table(self) -> bool:

@@ -43,7 +43,10 @@ MAX_POSITIONS = 256  # positions a tsvector keeps per word and chunk
 MAX_LEXEME_BYTES = 2046
 
 MIGRATIONS = [
-    Migration(1, "knowledge bases", """
+    Migration(
+        1,
+        "knowledge bases",
+        """
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE TABLE kb_bases (
     id serial PRIMARY KEY,
@@ -124,7 +127,8 @@ CREATE TABLE kb_relations (
 );
 CREATE INDEX kb_relations_b ON kb_relations (b);
 CREATE INDEX kb_relations_doc ON kb_relations (doc_id);
-"""),
+""",
+    ),
 ]
 
 # BM25 as FTS5 computes it: idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * length / avgdl)),
@@ -153,11 +157,12 @@ class PgKnowledgeStore:
         try:
             db.migrate("knowledge", MIGRATIONS)
         except (errors.InsufficientPrivilege, errors.FeatureNotSupported, errors.UndefinedFile) as exc:
-            raise ConfigError(f"the knowledge base needs the pgvector extension in {redact(db.url)}, and this "
-                              f"user cannot add it ({str(exc).strip().splitlines()[0]}): install pgvector on the "
-                              "server and, as a superuser, run CREATE EXTENSION vector in that database") from exc
-        made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
-                          (name,))
+            raise ConfigError(
+                f"the knowledge base needs the pgvector extension in {redact(db.url)}, and this "
+                f"user cannot add it ({str(exc).strip().splitlines()[0]}): install pgvector on the "
+                "server and, as a superuser, run CREATE EXTENSION vector in that database"
+            ) from exc
+        made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id", (name,))
         self.kb = int((made or db.execute("SELECT id FROM kb_bases WHERE name = %s", (name,)))[0][0])
 
     # -- meta --------------------------------------------------------------------------------
@@ -167,17 +172,25 @@ class PgKnowledgeStore:
         return str(rows[0][0]) if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
-        self.db.execute("INSERT INTO kb_meta (kb, key, value) VALUES (%s, %s, %s) ON CONFLICT (kb, key) "
-                        "DO UPDATE SET value = excluded.value", (self.kb, key, value))
+        self.db.execute(
+            "INSERT INTO kb_meta (kb, key, value) VALUES (%s, %s, %s) ON CONFLICT (kb, key) "
+            "DO UPDATE SET value = excluded.value",
+            (self.kb, key, value),
+        )
 
     def _bump(self, conn: Any) -> None:
-        conn.execute("INSERT INTO kb_meta (kb, key, value) VALUES (%s, 'generation', '1') ON CONFLICT (kb, key) "
-                     "DO UPDATE SET value = (kb_meta.value::bigint + 1)::text", (self.kb,))
+        conn.execute(
+            "INSERT INTO kb_meta (kb, key, value) VALUES (%s, 'generation', '1') ON CONFLICT (kb, key) "
+            "DO UPDATE SET value = (kb_meta.value::bigint + 1)::text",
+            (self.kb,),
+        )
 
     # -- documents ---------------------------------------------------------------------------
 
-    _DOC = ("SELECT d.id, d.name, d.path, d.title, d.hash, d.meta, d.added_at, "
-            "(SELECT count(*) FROM kb_chunks c WHERE c.doc_id = d.id) FROM kb_documents d WHERE d.kb = %s")
+    _DOC = (
+        "SELECT d.id, d.name, d.path, d.title, d.hash, d.meta, d.added_at, "
+        "(SELECT count(*) FROM kb_chunks c WHERE c.doc_id = d.id) FROM kb_documents d WHERE d.kb = %s"
+    )
 
     @staticmethod
     def _info(row: Sequence[Any]) -> DocumentInfo:
@@ -191,10 +204,18 @@ class PgKnowledgeStore:
         # Byte order, as SQLite sorts text, whatever the database's collation.
         return [self._info(r) for r in self.db.execute(self._DOC + ' ORDER BY d.name COLLATE "C"', (self.kb,))]
 
-    def replace_document(self, name: str, *, path: str | None, title: str, hash: str, meta: dict[str, Any],
-                         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
-                         entities: Sequence[tuple[str, str, Sequence[int]]],
-                         relations: Sequence[tuple[str, str, str, float]]) -> int:
+    def replace_document(
+        self,
+        name: str,
+        *,
+        path: str | None,
+        title: str,
+        hash: str,
+        meta: dict[str, Any],
+        chunks: Sequence[tuple[int, int, str, str, bytes | None]],
+        entities: Sequence[tuple[str, str, Sequence[int]]],
+        relations: Sequence[tuple[str, str, str, float]],
+    ) -> int:
         """Put a document (replacing any of the same name) in one transaction; see
         :meth:`tether.knowledge.store.SqliteKnowledgeStore.replace_document`."""
         indexed = [_Indexed.of(heading, text) for _, _, heading, text, _ in chunks]
@@ -202,60 +223,87 @@ class PgKnowledgeStore:
             # One writer per base at a time, so its counts (chunks, words, kb_terms) stay exact.
             conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,))
             self._delete(conn, name)
-            doc_id = int(conn.execute(
-                "INSERT INTO kb_documents (kb, name, path, title, hash, meta, added_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id",
-                (self.kb, name, path, _text(title), hash, json.dumps(meta, ensure_ascii=False), time.time()),
-            ).fetchone()[0])
+            doc_id = int(
+                conn.execute(
+                    "INSERT INTO kb_documents (kb, name, path, title, hash, meta, added_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id",
+                    (self.kb, name, path, _text(title), hash, json.dumps(meta, ensure_ascii=False), time.time()),
+                ).fetchone()[0]
+            )
             ids = self._insert_chunks(conn, doc_id, chunks, indexed)
             self._insert_postings(conn, doc_id, ids, indexed)
-            self._count(conn, Counter(t for one in indexed for t in one.counts),
-                        len(indexed), sum(one.words for one in indexed))
+            self._count(
+                conn, Counter(t for one in indexed for t in one.counts), len(indexed), sum(one.words for one in indexed)
+            )
             self._insert_graph(conn, doc_id, ids, entities, relations)
             self._bump(conn)
         return doc_id
 
-    def _insert_chunks(self, conn: Any, doc_id: int, chunks: Sequence[tuple[int, int, str, str, bytes | None]],
-                       indexed: list[_Indexed]) -> list[int]:
+    def _insert_chunks(
+        self, conn: Any, doc_id: int, chunks: Sequence[tuple[int, int, str, str, bytes | None]], indexed: list[_Indexed]
+    ) -> list[int]:
         if not chunks:
             return []
         # Ids taken first and given in chunk order: ties rank by id, as SQLite's rowids do.
-        ids = sorted(int(r[0]) for r in conn.execute(
-            "SELECT nextval('kb_chunks_id_seq') FROM generate_series(1, %s)", (len(chunks),)))
+        ids = sorted(
+            int(r[0])
+            for r in conn.execute("SELECT nextval('kb_chunks_id_seq') FROM generate_series(1, %s)", (len(chunks),))
+        )
         conn.execute(
             "INSERT INTO kb_chunks (id, kb, doc_id, start_line, end_line, heading, text, words, tsv, vec) "
             "SELECT i, %s, %s, s, e, h, t, w, v::tsvector, x::vector FROM unnest(%s::bigint[], %s::int[], %s::int[], "
             "%s::text[], %s::text[], %s::int[], %s::text[], %s::text[]) AS u(i, s, e, h, t, w, v, x)",
-            (self.kb, doc_id, ids, [c[0] for c in chunks], [c[1] for c in chunks], [_text(c[2]) for c in chunks],
-             [_text(c[3]) for c in chunks], [one.words for one in indexed], [one.tsv for one in indexed],
-             [None if c[4] is None else _vector_text(c[4]) for c in chunks]))
+            (
+                self.kb,
+                doc_id,
+                ids,
+                [c[0] for c in chunks],
+                [c[1] for c in chunks],
+                [_text(c[2]) for c in chunks],
+                [_text(c[3]) for c in chunks],
+                [one.words for one in indexed],
+                [one.tsv for one in indexed],
+                [None if c[4] is None else _vector_text(c[4]) for c in chunks],
+            ),
+        )
         return ids
 
     def _insert_postings(self, conn: Any, doc_id: int, ids: list[int], indexed: list[_Indexed]) -> None:
-        rows = [(term, cid, tf, one.words) for cid, one in zip(ids, indexed, strict=True)
-                for term, tf in one.counts.items()]
+        rows = [
+            (term, cid, tf, one.words) for cid, one in zip(ids, indexed, strict=True) for term, tf in one.counts.items()
+        ]
         if rows:
-            conn.execute("INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, %s, f, w "
-                         "FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, f, w)",
-                         (self.kb, doc_id, *map(list, zip(*rows, strict=True))))
+            conn.execute(
+                "INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, %s, f, w "
+                "FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, f, w)",
+                (self.kb, doc_id, *map(list, zip(*rows, strict=True))),
+            )
 
     def _count(self, conn: Any, terms: Counter[str], chunks: int, words: int) -> None:
         """Add (or, with negative counts, take away) chunks and words to the base's BM25 counts."""
-        conn.execute("UPDATE kb_bases SET chunks = chunks + %s, words = words + %s WHERE id = %s",
-                     (chunks, words, self.kb))
+        conn.execute(
+            "UPDATE kb_bases SET chunks = chunks + %s, words = words + %s WHERE id = %s", (chunks, words, self.kb)
+        )
         if not terms:
             return
         names = sorted(terms)  # one order for every writer: no lock cycles
-        conn.execute("INSERT INTO kb_terms (kb, term, chunks) SELECT %s, t, n FROM unnest(%s::text[], %s::int[]) "
-                     "AS u(t, n) ON CONFLICT (kb, term) DO UPDATE SET chunks = kb_terms.chunks + excluded.chunks",
-                     (self.kb, names, [terms[t] for t in names]))
+        conn.execute(
+            "INSERT INTO kb_terms (kb, term, chunks) SELECT %s, t, n FROM unnest(%s::text[], %s::int[]) "
+            "AS u(t, n) ON CONFLICT (kb, term) DO UPDATE SET chunks = kb_terms.chunks + excluded.chunks",
+            (self.kb, names, [terms[t] for t in names]),
+        )
         gone = [t for t in names if terms[t] < 0]
         if gone:
             conn.execute("DELETE FROM kb_terms WHERE kb = %s AND term = ANY(%s) AND chunks <= 0", (self.kb, gone))
 
-    def _insert_graph(self, conn: Any, doc_id: int, chunk_ids: list[int],
-                      entities: Sequence[tuple[str, str, Sequence[int]]],
-                      relations: Sequence[tuple[str, str, str, float]]) -> None:
+    def _insert_graph(
+        self,
+        conn: Any,
+        doc_id: int,
+        chunk_ids: list[int],
+        entities: Sequence[tuple[str, str, Sequence[int]]],
+        relations: Sequence[tuple[str, str, str, float]],
+    ) -> None:
         named: dict[str, tuple[str, str]] = {}  # key: (name, kind); the first seen wins, as in SQLite
         for ename, kind, _ in entities:
             named.setdefault(ename.casefold(), (ename, kind))
@@ -266,15 +314,23 @@ class PgKnowledgeStore:
         if not named:
             return
         keys = list(named)
-        conn.execute("INSERT INTO kb_entities (kb, key, name, kind) SELECT %s, k, n, t FROM unnest(%s::text[], "
-                     "%s::text[], %s::text[]) WITH ORDINALITY AS u(k, n, t, o) ORDER BY o ON CONFLICT (kb, key) "
-                     "DO NOTHING", (self.kb, keys, [named[k][0] for k in keys], [named[k][1] for k in keys]))
-        ids = {str(k): int(i) for k, i in conn.execute(
-            "SELECT key, id FROM kb_entities WHERE kb = %s AND key = ANY(%s)", (self.kb, keys))}
+        conn.execute(
+            "INSERT INTO kb_entities (kb, key, name, kind) SELECT %s, k, n, t FROM unnest(%s::text[], "
+            "%s::text[], %s::text[]) WITH ORDINALITY AS u(k, n, t, o) ORDER BY o ON CONFLICT (kb, key) "
+            "DO NOTHING",
+            (self.kb, keys, [named[k][0] for k in keys], [named[k][1] for k in keys]),
+        )
+        ids = {
+            str(k): int(i)
+            for k, i in conn.execute("SELECT key, id FROM kb_entities WHERE kb = %s AND key = ANY(%s)", (self.kb, keys))
+        }
         mentions = sorted({(ids[ename.casefold()], chunk_ids[i]) for ename, _, at in entities for i in at})
         if mentions:
-            conn.execute("INSERT INTO kb_mentions (entity_id, chunk_id) SELECT * FROM unnest(%s::bigint[], "
-                         "%s::bigint[]) ON CONFLICT DO NOTHING", ([m[0] for m in mentions], [m[1] for m in mentions]))
+            conn.execute(
+                "INSERT INTO kb_mentions (entity_id, chunk_id) SELECT * FROM unnest(%s::bigint[], "
+                "%s::bigint[]) ON CONFLICT DO NOTHING",
+                ([m[0] for m in mentions], [m[1] for m in mentions]),
+            )
         weights: dict[tuple[int, int, str], float] = {}
         for a, b, kind, weight in pairs:
             ea, eb = ids[a.casefold()], ids[b.casefold()]
@@ -282,36 +338,52 @@ class PgKnowledgeStore:
             weights[key] = weights[key] + weight if key in weights else weight
         if weights:
             rows = list(weights)
-            conn.execute("INSERT INTO kb_relations (a, b, kind, weight, doc_id) SELECT a, b, k, w, %s FROM "
-                         "unnest(%s::bigint[], %s::bigint[], %s::text[], %s::float8[]) AS u(a, b, k, w)",
-                         (doc_id, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                          [weights[r] for r in rows]))
+            conn.execute(
+                "INSERT INTO kb_relations (a, b, kind, weight, doc_id) SELECT a, b, k, w, %s FROM "
+                "unnest(%s::bigint[], %s::bigint[], %s::text[], %s::float8[]) AS u(a, b, k, w)",
+                (doc_id, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [weights[r] for r in rows]),
+            )
 
     def _delete(self, conn: Any, name: str) -> bool:
         row = conn.execute("SELECT id FROM kb_documents WHERE kb = %s AND name = %s", (self.kb, name)).fetchone()
         if row is None:
             return False
         doc_id = int(row[0])
-        chunks, words = conn.execute("SELECT count(*), coalesce(sum(words), 0) FROM kb_chunks WHERE doc_id = %s",
-                                     (doc_id,)).fetchone()
+        chunks, words = conn.execute(
+            "SELECT count(*), coalesce(sum(words), 0) FROM kb_chunks WHERE doc_id = %s", (doc_id,)
+        ).fetchone()
         # The chunks' own words say which postings are theirs: found by the primary key.
-        terms = Counter({str(t): -int(n) for t, n in conn.execute(
-            "WITH mine AS (SELECT u.lexeme AS term, c.id FROM kb_chunks c, unnest(c.tsv) u WHERE c.doc_id = %(d)s), "
-            "gone AS (DELETE FROM kb_postings p USING mine WHERE p.kb = %(kb)s AND p.term = mine.term "
-            "AND p.chunk_id = mine.id RETURNING p.term) SELECT term, count(*) FROM gone GROUP BY term",
-            {"d": doc_id, "kb": self.kb})})
+        terms = Counter(
+            {
+                str(t): -int(n)
+                for t, n in conn.execute(
+                    "WITH mine AS (SELECT u.lexeme AS term, c.id FROM kb_chunks c, unnest(c.tsv) u "
+                    "WHERE c.doc_id = %(d)s), "
+                    "gone AS (DELETE FROM kb_postings p USING mine WHERE p.kb = %(kb)s AND p.term = mine.term "
+                    "AND p.chunk_id = mine.id RETURNING p.term) SELECT term, count(*) FROM gone GROUP BY term",
+                    {"d": doc_id, "kb": self.kb},
+                )
+            }
+        )
         self._count(conn, terms, -int(chunks), -int(words))
-        touched = [int(r[0]) for r in conn.execute(
-            "SELECT m.entity_id FROM kb_mentions m JOIN kb_chunks c ON c.id = m.chunk_id WHERE c.doc_id = %(d)s "
-            "UNION SELECT a FROM kb_relations WHERE doc_id = %(d)s "
-            "UNION SELECT b FROM kb_relations WHERE doc_id = %(d)s",
-            {"d": doc_id})]
+        touched = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT m.entity_id FROM kb_mentions m JOIN kb_chunks c ON c.id = m.chunk_id WHERE c.doc_id = %(d)s "
+                "UNION SELECT a FROM kb_relations WHERE doc_id = %(d)s "
+                "UNION SELECT b FROM kb_relations WHERE doc_id = %(d)s",
+                {"d": doc_id},
+            )
+        ]
         conn.execute("DELETE FROM kb_documents WHERE id = %s", (doc_id,))  # chunks, mentions, relations cascade
         if touched:  # entities nothing mentions or relates any more
-            conn.execute("DELETE FROM kb_entities e WHERE e.id = ANY(%s) "
-                         "AND NOT EXISTS (SELECT 1 FROM kb_mentions m WHERE m.entity_id = e.id) "
-                         "AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE r.a = e.id) "
-                         "AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE r.b = e.id)", (touched,))
+            conn.execute(
+                "DELETE FROM kb_entities e WHERE e.id = ANY(%s) "
+                "AND NOT EXISTS (SELECT 1 FROM kb_mentions m WHERE m.entity_id = e.id) "
+                "AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE r.a = e.id) "
+                "AND NOT EXISTS (SELECT 1 FROM kb_relations r WHERE r.b = e.id)",
+                (touched,),
+            )
         return True
 
     def remove_document(self, name: str) -> bool:
@@ -340,15 +412,19 @@ class PgKnowledgeStore:
 
     # -- search primitives -------------------------------------------------------------------
 
-    def keyword(self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *,
-                phrase: bool = False) -> list[tuple[int, float]]:
+    def keyword(
+        self, terms: Sequence[str], limit: int, doc_ids: set[int] | None, *, phrase: bool = False
+    ) -> list[tuple[int, float]]:
         """Chunk ids for the terms (ORed, or one phrase), best BM25 first, with their scores."""
         words = [t for t in terms if t and len(t.encode()) <= MAX_LEXEME_BYTES]
         if not words or (phrase and len(words) < len(terms)) or (doc_ids is not None and not doc_ids):
             return []
         with self.db.connection() as conn:
-            rows = conn.execute("SELECT b.chunks, b.words, t.term, t.chunks FROM kb_bases b LEFT JOIN kb_terms t "
-                                "ON t.kb = b.id AND t.term = ANY(%s) WHERE b.id = %s", (words, self.kb)).fetchall()
+            rows = conn.execute(
+                "SELECT b.chunks, b.words, t.term, t.chunks FROM kb_bases b LEFT JOIN kb_terms t "
+                "ON t.kb = b.id AND t.term = ANY(%s) WHERE b.id = %s",
+                (words, self.kb),
+            ).fetchall()
             total, length = int(rows[0][0]), int(rows[0][1])
             if total == 0:
                 return []
@@ -356,22 +432,30 @@ class PgKnowledgeStore:
                 return self._phrase(conn, words, limit, doc_ids, total, length)
             df = {str(r[2]): int(r[3]) for r in rows if r[2] is not None}
             args: dict[str, Any] = {
-                "terms": words, "idf": [_idf(total, df.get(w, 0)) for w in words], "avgdl": length / total,
-                "kb": self.kb, "limit": limit, "docs": None, **_BM25_CONSTANTS}
+                "terms": words,
+                "idf": [_idf(total, df.get(w, 0)) for w in words],
+                "avgdl": length / total,
+                "kb": self.kb,
+                "limit": limit,
+                "docs": None,
+                **_BM25_CONSTANTS,
+            }
             docs = ""
             if doc_ids is not None:
                 docs, args["docs"] = "AND p.doc_id = ANY(%(docs)s)", sorted(doc_ids)
             return [(int(i), float(s)) for i, s in conn.execute(_BM25.format(docs=docs), args)]
 
-    def _phrase(self, conn: Any, words: list[str], limit: int, doc_ids: set[int] | None, total: int,
-                length: int) -> list[tuple[int, float]]:
+    def _phrase(
+        self, conn: Any, words: list[str], limit: int, doc_ids: set[int] | None, total: int, length: int
+    ) -> list[tuple[int, float]]:
         """BM25 of a phrase, as FTS5 scores it: one term whose frequency is how often the words
         stand together in this order; counted here from the tsvector's positions."""
         at: dict[int, tuple[int, int, dict[str, set[int]]]] = {}
         for cid, doc, n, lexeme, positions in conn.execute(
-                "SELECT c.id, c.doc_id, c.words, u.lexeme, u.positions FROM kb_chunks c, unnest(c.tsv) u "
-                "WHERE c.kb = %s AND c.tsv @@ %s::tsquery AND u.lexeme = ANY(%s)",
-                (self.kb, " <-> ".join(map(_lexeme, words)), words)):
+            "SELECT c.id, c.doc_id, c.words, u.lexeme, u.positions FROM kb_chunks c, unnest(c.tsv) u "
+            "WHERE c.kb = %s AND c.tsv @@ %s::tsquery AND u.lexeme = ANY(%s)",
+            (self.kb, " <-> ".join(map(_lexeme, words)), words),
+        ):
             at.setdefault(int(cid), (int(doc), int(n), {}))[2][str(lexeme)] = set(positions or ())
         found = {}
         for cid, (doc, n, where) in at.items():
@@ -379,8 +463,9 @@ class PgKnowledgeStore:
             if f:
                 found[cid] = (doc, n, f)
         idf, avgdl = _idf(total, len(found)), length / total
-        scored = [(cid, _bm25(idf, f, n, avgdl)) for cid, (doc, n, f) in found.items()
-                  if doc_ids is None or doc in doc_ids]
+        scored = [
+            (cid, _bm25(idf, f, n, avgdl)) for cid, (doc, n, f) in found.items() if doc_ids is None or doc in doc_ids
+        ]
         return sorted(scored, key=lambda r: (-r[1], r[0]))[:limit]
 
     def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
@@ -388,16 +473,21 @@ class PgKnowledgeStore:
         if not terms:
             return 0, {}
         total = int(self.db.execute("SELECT chunks FROM kb_bases WHERE id = %s", (self.kb,))[0][0])
-        rows = self.db.execute("SELECT term, chunks FROM kb_terms WHERE kb = %s AND term = ANY(%s)",
-                               (self.kb, list(terms)))
+        rows = self.db.execute(
+            "SELECT term, chunks FROM kb_terms WHERE kb = %s AND term = ANY(%s)", (self.kb, list(terms))
+        )
         return total, {str(t): int(n) for t, n in rows}
 
     def has_vectors(self) -> bool:
-        return bool(self.db.execute("SELECT EXISTS (SELECT 1 FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL)",
-                                    (self.kb,))[0][0])
+        return bool(
+            self.db.execute("SELECT EXISTS (SELECT 1 FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL)", (self.kb,))[0][
+                0
+            ]
+        )
 
-    def nearest(self, vector: Any, limit: int, doc_ids: set[int] | None,
-                among: set[int] | None = None) -> list[tuple[int, float]]:
+    def nearest(
+        self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         """Exact search in SQL: every embedded chunk of the base scored by inner product."""
         from psycopg import errors
 
@@ -414,8 +504,9 @@ class PgKnowledgeStore:
         try:
             rows = self.db.execute(sql + " ORDER BY s DESC, id LIMIT %s", [*args, limit])
         except errors.DataException as exc:  # "different vector dimensions 384 and 256"
-            dims = self.db.execute("SELECT vector_dims(vec) FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL "
-                                   "LIMIT 1", (self.kb,))
+            dims = self.db.execute(
+                "SELECT vector_dims(vec) FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL LIMIT 1", (self.kb,)
+            )
             if not dims:
                 raise
             raise dimension_error(len(vector), int(dims[0][0])) from exc
@@ -426,9 +517,13 @@ class PgKnowledgeStore:
         ids = sorted(set(doc_ids))
         if not ids:
             return []
-        return [int(r[0]) for r in self.db.execute(
-            "SELECT id FROM kb_chunks WHERE kb = %s AND doc_id = ANY(%s) ORDER BY doc_id, start_line, id",
-            (self.kb, ids))]
+        return [
+            int(r[0])
+            for r in self.db.execute(
+                "SELECT id FROM kb_chunks WHERE kb = %s AND doc_id = ANY(%s) ORDER BY doc_id, start_line, id",
+                (self.kb, ids),
+            )
+        ]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         wanted = sorted(set(ids))
@@ -436,7 +531,9 @@ class PgKnowledgeStore:
             return {}
         rows = self.db.execute(
             "SELECT c.id, c.doc_id, d.name, c.start_line, c.end_line, c.heading, c.text, d.meta FROM kb_chunks c "
-            "JOIN kb_documents d ON d.id = c.doc_id WHERE c.kb = %s AND c.id = ANY(%s)", (self.kb, wanted))
+            "JOIN kb_documents d ON d.id = c.doc_id WHERE c.kb = %s AND c.id = ANY(%s)",
+            (self.kb, wanted),
+        )
         return {int(r[0]): ChunkRow(int(r[0]), int(r[1]), r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows}
 
     # -- the graph ---------------------------------------------------------------------------
@@ -445,8 +542,10 @@ class PgKnowledgeStore:
         out: dict[int, list[int]] = {}
         ids = sorted(set(chunk_ids))
         if ids:
-            for cid, eid in self.db.execute("SELECT chunk_id, entity_id FROM kb_mentions WHERE chunk_id = ANY(%s) "
-                                            "ORDER BY chunk_id, entity_id", (ids,)):
+            for cid, eid in self.db.execute(
+                "SELECT chunk_id, entity_id FROM kb_mentions WHERE chunk_id = ANY(%s) ORDER BY chunk_id, entity_id",
+                (ids,),
+            ):
                 out.setdefault(int(cid), []).append(int(eid))
         return out
 
@@ -458,40 +557,58 @@ class PgKnowledgeStore:
         rows = self.db.execute(
             "SELECT a, b, sum(weight) FROM kb_relations WHERE a = ANY(%(ids)s) GROUP BY a, b UNION ALL "
             "SELECT b, a, sum(weight) FROM kb_relations WHERE b = ANY(%(ids)s) GROUP BY a, b ORDER BY 1, 2",
-            {"ids": ids})
+            {"ids": ids},
+        )
         return [(int(a), int(b), float(w)) for a, b, w in rows]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
-        rows = self.db.execute("SELECT id, name, kind FROM kb_entities WHERE kb = %s AND key = %s",
-                               (self.kb, name.casefold()))
+        rows = self.db.execute(
+            "SELECT id, name, kind FROM kb_entities WHERE kb = %s AND key = %s", (self.kb, name.casefold())
+        )
         return (int(rows[0][0]), str(rows[0][1]), str(rows[0][2])) if rows else None
 
     def chunks_of_entities(self, entity_ids: Iterable[int], limit: int) -> list[int]:
         ids = sorted(set(entity_ids))
         if not ids:
             return []
-        return [int(r[0]) for r in self.db.execute(
-            "SELECT chunk_id, count(*) AS n FROM kb_mentions WHERE entity_id = ANY(%s) "
-            "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT %s", (ids, limit))]
+        return [
+            int(r[0])
+            for r in self.db.execute(
+                "SELECT chunk_id, count(*) AS n FROM kb_mentions WHERE entity_id = ANY(%s) "
+                "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT %s",
+                (ids, limit),
+            )
+        ]
 
     def entity_names(self, ids: Iterable[int]) -> dict[int, str]:
         wanted = sorted(set(ids))
         if not wanted:
             return {}
-        return {int(i): str(n) for i, n in self.db.execute(
-            "SELECT id, name FROM kb_entities WHERE kb = %s AND id = ANY(%s)", (self.kb, wanted))}
+        return {
+            int(i): str(n)
+            for i, n in self.db.execute(
+                "SELECT id, name FROM kb_entities WHERE kb = %s AND id = ANY(%s)", (self.kb, wanted)
+            )
+        }
 
     def stats(self) -> dict[str, Any]:
-        (documents, chunks, embedded, entities, relations), = self.db.execute(
+        ((documents, chunks, embedded, entities, relations),) = self.db.execute(
             "SELECT (SELECT count(*) FROM kb_documents WHERE kb = %(kb)s), "
             "(SELECT chunks FROM kb_bases WHERE id = %(kb)s), "
             "(SELECT count(*) FROM kb_chunks WHERE kb = %(kb)s AND vec IS NOT NULL), "
             "(SELECT count(*) FROM kb_entities WHERE kb = %(kb)s), "
             "(SELECT count(*) FROM kb_relations r JOIN kb_documents d ON d.id = r.doc_id WHERE d.kb = %(kb)s)",
-            {"kb": self.kb})
-        return {"documents": int(documents), "chunks": int(chunks), "embedded_chunks": int(embedded),
-                "entities": int(entities), "relations": int(relations), "embedder": self.get_meta("embedder"),
-                "path": f"{redact(self.db.url)} (knowledge base {self.name!r})"}
+            {"kb": self.kb},
+        )
+        return {
+            "documents": int(documents),
+            "chunks": int(chunks),
+            "embedded_chunks": int(embedded),
+            "entities": int(entities),
+            "relations": int(relations),
+            "embedder": self.get_meta("embedder"),
+            "path": f"{redact(self.db.url)} (knowledge base {self.name!r})",
+        }
 
 
 @dataclass(frozen=True)
@@ -509,8 +626,9 @@ class _Indexed:
         for position, word in enumerate(words, 1):
             if len(word.encode()) <= MAX_LEXEME_BYTES:
                 at.setdefault(word, []).append(position)
-        tsv = " ".join(f"{_lexeme(w)}:{','.join(str(min(p, MAX_POSITION)) for p in ps[:MAX_POSITIONS])}"
-                       for w, ps in at.items())
+        tsv = " ".join(
+            f"{_lexeme(w)}:{','.join(str(min(p, MAX_POSITION)) for p in ps[:MAX_POSITIONS])}" for w, ps in at.items()
+        )
         return cls(len(words), {w: len(ps) for w, ps in at.items()}, tsv)
 
 

@@ -20,12 +20,16 @@ from tether.postgres.db import Database, Migration, redact
 __all__ = ["MIGRATIONS", "PgTextStore"]
 
 MIGRATIONS = [
-    Migration(1, "memory texts", """
+    Migration(
+        1,
+        "memory texts",
+        """
 CREATE TABLE memory_texts (
     scope text NOT NULL, store text NOT NULL CHECK (store IN ('profile', 'notes')),
     body text NOT NULL DEFAULT '', updated_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (scope, store));
-"""),
+""",
+    ),
 ]
 
 
@@ -45,8 +49,7 @@ class PgTextStore:
         return f"{redact(self.db.url)} memory_texts ({self.scope}, {self.name})"
 
     def entries(self) -> list[str]:
-        rows = self.db.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s",
-                               (self.scope, self.name))
+        rows = self.db.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s", (self.scope, self.name))
         return parse(_text(rows[0][0])) if rows else []
 
     def usage(self, entries: list[str] | None = None) -> StoreUsage:
@@ -58,18 +61,24 @@ class PgTextStore:
         key = (self.scope, self.name)
         with self.db.tx() as conn:
             conn.execute("INSERT INTO memory_texts (scope, store) VALUES (%s, %s) ON CONFLICT DO NOTHING", key)
-            (body,) = conn.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s FOR UPDATE",
-                                   key).fetchone()
+            (body,) = conn.execute(
+                "SELECT body FROM memory_texts WHERE scope = %s AND store = %s FOR UPDATE", key
+            ).fetchone()
             entries = parse(_text(body))
             before = list(entries)
             yield entries
             if entries != before:
                 text = render(entries)
                 if "\x00" in text:  # a file could hold it; Postgres text cannot
-                    raise MemoryRefused("Not saved: the entry holds a NUL character (\\x00), which the database "
-                                        "cannot store. Save it without that character.", "nul")
-                conn.execute("UPDATE memory_texts SET body = %s, updated_at = now() WHERE scope = %s AND store = %s",
-                             (text, *key))
+                    raise MemoryRefused(
+                        "Not saved: the entry holds a NUL character (\\x00), which the database "
+                        "cannot store. Save it without that character.",
+                        "nul",
+                    )
+                conn.execute(
+                    "UPDATE memory_texts SET body = %s, updated_at = now() WHERE scope = %s AND store = %s",
+                    (text, *key),
+                )
 
 
 def _text(body: str) -> str:

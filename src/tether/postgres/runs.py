@@ -44,7 +44,10 @@ __all__ = ["MIGRATIONS", "PgRunStore", "RunHeld", "RunLockLost"]
 
 # Append-only: a change to the tables is a new Migration at the end, never an edit.
 MIGRATIONS = [
-    Migration(1, "runs and their messages", """
+    Migration(
+        1,
+        "runs and their messages",
+        """
 CREATE TABLE tether_runs (
     run_id text PRIMARY KEY,
     header text NOT NULL,
@@ -59,7 +62,8 @@ CREATE TABLE tether_run_messages (
     body text NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
-"""),
+""",
+    ),
 ]
 # The header is JSON kept as text, not jsonb: jsonb refuses "\\u0000", which a tool's output or a
 # reason may hold, and text gives back exactly what was saved.
@@ -152,10 +156,11 @@ class PgRunStore:
                 conn.execute("DELETE FROM tether_run_messages WHERE run_id = %s", (run_id,))
                 count = 0
             _insert(conn, run_id, count, messages[count:])
-            row = conn.execute("UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, "
-                               "updated_at = now() WHERE run_id = %s RETURNING xmin::text",
-                               (json.dumps(header, ensure_ascii=False), len(messages), state.created_at,
-                                run_id)).fetchone()
+            row = conn.execute(
+                "UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, "
+                "updated_at = now() WHERE run_id = %s RETURNING xmin::text",
+                (json.dumps(header, ensure_ascii=False), len(messages), state.created_at, run_id),
+            ).fetchone()
         if held is not None:
             held.version = str(row[0])
 
@@ -170,9 +175,12 @@ class PgRunStore:
     def _fence(self, conn: Any, run_id: str, held: _Held, version: str | None) -> None:
         """Make sure this process still holds the run before its save commits (the run's row is
         locked by ``conn``'s transaction, so no other save can slip in meanwhile)."""
-        still = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                             "AND pid = %s AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = "
-                             "hashtextextended(%s, 0))", (held.pid, _LOCK_PREFIX + run_id)).fetchone()[0]
+        still = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND pid = %s AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = "
+            "hashtextextended(%s, 0))",
+            (held.pid, _LOCK_PREFIX + run_id),
+        ).fetchone()[0]
         if still:
             return
         _log.warning("run %s: the connection holding its lock ended; taking the lock again", run_id)
@@ -196,18 +204,22 @@ class PgRunStore:
             rows = self.db.execute(
                 "SELECT header, message_count, ARRAY(SELECT body FROM tether_run_messages m WHERE m.run_id = r.run_id "
                 "AND m.seq < r.message_count ORDER BY m.seq), xmin::text FROM tether_runs r WHERE run_id = %s",
-                (run_id,))
+                (run_id,),
+            )
         if not rows:
-            raise UserError(f"no run {run_id!r} in the database {redact(self.db.url)}. "
-                            "`tether runs` lists the runs there.")
+            raise UserError(
+                f"no run {run_id!r} in the database {redact(self.db.url)}. `tether runs` lists the runs there."
+            )
         text, count, bodies, version = rows[0]
         held = self._holding(run_id)
         if held is not None:
             held.version = str(version)
         if len(bodies) != count:
-            raise StoreError(f"run {run_id} has {len(bodies)} of the {count} messages its header counts in the "
-                             "database: message rows were deleted or edited. Restore the run from a backup or "
-                             "delete it.")
+            raise StoreError(
+                f"run {run_id} has {len(bodies)} of the {count} messages its header counts in the "
+                "database: message rows were deleted or edited. Restore the run from a backup or "
+                "delete it."
+            )
         state = _state(run_id, text)
         state.messages = [_message(run_id, number, body) for number, body in enumerate(bodies, start=1)]
         return state
@@ -239,22 +251,27 @@ class PgRunStore:
         import psycopg
 
         with self._translated(f"lock run {run_id}"):
-            conn = psycopg.connect(self.db.url, autocommit=True, connect_timeout=10,
-                                   application_name=f"tether: run {run_id}"[:63])
+            conn = psycopg.connect(
+                self.db.url, autocommit=True, connect_timeout=10, application_name=f"tether: run {run_id}"[:63]
+            )
             try:
                 # So the server notices within about two minutes a machine that vanished with the lock.
-                conn.execute("SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; "
-                             "SET tcp_keepalives_count = 6")
-                row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
-                                   (_LOCK_PREFIX + run_id,)).fetchone()
+                conn.execute(
+                    "SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 6"
+                )
+                row = conn.execute(
+                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (_LOCK_PREFIX + run_id,)
+                ).fetchone()
             except BaseException:
                 conn.close()
                 raise
         if not (row and row[0]):
             conn.close()
-            raise RunHeld(f"run {run_id} is running in another process right now (on this machine or another "
-                             "one using the same database); wait for it to stop (or stop it) before resuming it "
-                             "here")
+            raise RunHeld(
+                f"run {run_id} is running in another process right now (on this machine or another "
+                "one using the same database); wait for it to stop (or stop it) before resuming it "
+                "here"
+            )
         return conn
 
     def list(self) -> list[dict[str, Any]]:
@@ -288,8 +305,11 @@ def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str |
     row = conn.execute(query, (run_id,)).fetchone()
     if row is not None:
         return int(row[0]), str(row[1])
-    cur = conn.execute("INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, '{}', 0, %s) "
-                       "ON CONFLICT (run_id) DO NOTHING", (run_id, created_at))
+    cur = conn.execute(
+        "INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, '{}', 0, %s) "
+        "ON CONFLICT (run_id) DO NOTHING",
+        (run_id, created_at),
+    )
     if cur.rowcount == 1:
         return 0, None
     # Another transaction made the row first; its commit is what we wait for and then count from.
@@ -298,16 +318,20 @@ def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str |
 
 
 def _lost(run_id: str) -> RunLockLost:
-    return RunLockLost(f"run {run_id} was taken over by another process after this one lost its hold on it (the "
-                       "database connection holding the run's lock ended): nothing more is saved or done here, "
-                       "the other process goes on with the run. If connections are closed when idle (a proxy, "
-                       "idle_session_timeout), exempt tether's or lengthen the limit.")
+    return RunLockLost(
+        f"run {run_id} was taken over by another process after this one lost its hold on it (the "
+        "database connection holding the run's lock ended): nothing more is saved or done here, "
+        "the other process goes on with the run. If connections are closed when idle (a proxy, "
+        "idle_session_timeout), exempt tether's or lengthen the limit."
+    )
 
 
 def _insert(conn: Any, run_id: str, first: int, messages: list[Message]) -> None:
     if messages:
-        conn.cursor().executemany("INSERT INTO tether_run_messages (run_id, seq, body) VALUES (%s, %s, %s)",
-                                  [(run_id, first + i, dump_message(m)) for i, m in enumerate(messages)])
+        conn.cursor().executemany(
+            "INSERT INTO tether_run_messages (run_id, seq, body) VALUES (%s, %s, %s)",
+            [(run_id, first + i, dump_message(m)) for i, m in enumerate(messages)],
+        )
 
 
 def _state(run_id: str, text: str) -> RunState:
@@ -326,15 +350,18 @@ def _state(run_id: str, text: str) -> RunState:
 
 
 def _damaged_header(run_id: str, why: str) -> StoreError:
-    return StoreError(f"the header of run {run_id} in the database does not describe a run ({why}). It was "
-                      "edited or damaged; restore the run from a backup or delete it.")
+    return StoreError(
+        f"the header of run {run_id} in the database does not describe a run ({why}). It was "
+        "edited or damaged; restore the run from a backup or delete it."
+    )
 
 
 def _message(run_id: str, number: int, body: str) -> Message:
     try:
         return load_message(body)
     except ValidationError as exc:
-        raise StoreError(f"run {run_id}, message {number} in the database is not a message "
-                         f"({exc.errors()[0]['msg']}): the row was edited or damaged. Restore the run from a "
-                         "backup or delete it.") from exc
-
+        raise StoreError(
+            f"run {run_id}, message {number} in the database is not a message "
+            f"({exc.errors()[0]['msg']}): the row was edited or damaged. Restore the run from a "
+            "backup or delete it."
+        ) from exc

@@ -25,7 +25,10 @@ from tether.server.store import FeedbackRecord, SessionRecord, TurnRecord, hash_
 __all__ = ["MIGRATIONS", "PgServerStore"]
 
 MIGRATIONS = [
-    Migration(1, "server records", """
+    Migration(
+        1,
+        "server records",
+        """
 CREATE TABLE server_sessions (
     session_id text PRIMARY KEY, owner text NOT NULL, agent text NOT NULL, title text NOT NULL,
     created double precision NOT NULL, updated double precision NOT NULL,
@@ -42,7 +45,8 @@ CREATE TABLE server_feedback (
     score text NOT NULL, comment text, created double precision NOT NULL, PRIMARY KEY (owner, message_id));
 CREATE TABLE server_tokens (name text PRIMARY KEY, hash text NOT NULL UNIQUE, created double precision NOT NULL);
 CREATE TABLE server_meta (key text PRIMARY KEY, value text NOT NULL);
-"""),
+""",
+    ),
 ]
 
 _SESSION = "session_id, owner, agent, title, created, updated, chosen"
@@ -60,29 +64,49 @@ class PgServerStore:
     # --- sessions
 
     def add_session(self, record: SessionRecord) -> None:
-        self.db.execute(f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
-                        (record.session_id, record.owner, record.agent, record.title, record.created,
-                         record.updated, json.dumps(record.chosen)))
+        self.db.execute(
+            f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            (
+                record.session_id,
+                record.owner,
+                record.agent,
+                record.title,
+                record.created,
+                record.updated,
+                json.dumps(record.chosen),
+            ),
+        )
 
     @staticmethod
     def _session(row: tuple[Any, ...]) -> SessionRecord:
-        return SessionRecord(session_id=row[0], owner=row[1], agent=row[2], title=row[3], created=row[4],
-                             updated=row[5], chosen=dict(row[6]))
+        return SessionRecord(
+            session_id=row[0],
+            owner=row[1],
+            agent=row[2],
+            title=row[3],
+            created=row[4],
+            updated=row[5],
+            chosen=dict(row[6]),
+        )
 
     def session(self, session_id: str, owner: str) -> SessionRecord | None:
-        rows = self.db.execute(f"SELECT {_SESSION} FROM server_sessions WHERE session_id = %s AND owner = %s",
-                               (session_id, owner))
+        rows = self.db.execute(
+            f"SELECT {_SESSION} FROM server_sessions WHERE session_id = %s AND owner = %s", (session_id, owner)
+        )
         return self._session(rows[0]) if rows else None
 
     def sessions(self, owner: str) -> list[SessionRecord]:
-        rows = self.db.execute(f"SELECT {_SESSION} FROM server_sessions WHERE owner = %s "
-                               "ORDER BY updated DESC, seq DESC", (owner,))
+        rows = self.db.execute(
+            f"SELECT {_SESSION} FROM server_sessions WHERE owner = %s ORDER BY updated DESC, seq DESC", (owner,)
+        )
         return [self._session(r) for r in rows]
 
     def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None:
         # `||` merges top-level keys as dict `|` does, inside the row lock the UPDATE takes.
-        self.db.execute("UPDATE server_sessions SET chosen = chosen || %s::jsonb, updated = %s WHERE session_id = %s",
-                        (json.dumps(chosen or {}), time.time(), session_id))
+        self.db.execute(
+            "UPDATE server_sessions SET chosen = chosen || %s::jsonb, updated = %s WHERE session_id = %s",
+            (json.dumps(chosen or {}), time.time(), session_id),
+        )
 
     def rename_session(self, session_id: str, title: str) -> None:
         self.db.execute("UPDATE server_sessions SET title = %s WHERE session_id = %s", (title, session_id))
@@ -91,9 +115,11 @@ class PgServerStore:
 
     def add_turn(self, record: TurnRecord) -> TurnRecord:
         """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
-        inserted = self.db.execute(f"INSERT INTO server_turns ({_TURN}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                                   "ON CONFLICT (owner, message_id) DO NOTHING RETURNING message_id",
-                                   astuple(record))
+        inserted = self.db.execute(
+            f"INSERT INTO server_turns ({_TURN}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (owner, message_id) DO NOTHING RETURNING message_id",
+            astuple(record),
+        )
         if inserted:
             return record
         # Another request won: its insert has committed (ours waited for it), so this read finds it.
@@ -102,38 +128,47 @@ class PgServerStore:
         return earlier
 
     def turn(self, message_id: str, owner: str) -> TurnRecord | None:
-        rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND message_id = %s",
-                               (owner, message_id))
+        rows = self.db.execute(
+            f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND message_id = %s", (owner, message_id)
+        )
         return TurnRecord(*rows[0]) if rows else None
 
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None:
         if owner is None:
             rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s", (run_id,))
         else:
-            rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s AND owner = %s",
-                                   (run_id, owner))
+            rows = self.db.execute(
+                f"SELECT {_TURN} FROM server_turns WHERE run_id = %s AND owner = %s", (run_id, owner)
+            )
         return TurnRecord(*rows[0]) if rows else None
 
     def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]:
         if session_id is None:
-            rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE owner = %s "
-                                   "ORDER BY created DESC, seq DESC", (owner,))
+            rows = self.db.execute(
+                f"SELECT {_TURN} FROM server_turns WHERE owner = %s ORDER BY created DESC, seq DESC", (owner,)
+            )
         else:
-            rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND session_id = %s "
-                                   "ORDER BY created, seq", (owner, session_id))
+            rows = self.db.execute(
+                f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND session_id = %s ORDER BY created, seq",
+                (owner, session_id),
+            )
         return [TurnRecord(*r) for r in rows]
 
     # --- feedback
 
     def put_feedback(self, record: FeedbackRecord) -> None:
-        self.db.execute(f"INSERT INTO server_feedback ({_FEEDBACK}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (owner, message_id) DO UPDATE SET run_id = excluded.run_id, "
-                        "trace_id = excluded.trace_id, score = excluded.score, comment = excluded.comment, "
-                        "created = excluded.created", astuple(record))
+        self.db.execute(
+            f"INSERT INTO server_feedback ({_FEEDBACK}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (owner, message_id) DO UPDATE SET run_id = excluded.run_id, "
+            "trace_id = excluded.trace_id, score = excluded.score, comment = excluded.comment, "
+            "created = excluded.created",
+            astuple(record),
+        )
 
     def feedback(self, owner: str) -> list[FeedbackRecord]:
-        rows = self.db.execute(f"SELECT {_FEEDBACK} FROM server_feedback WHERE owner = %s ORDER BY created DESC",
-                               (owner,))
+        rows = self.db.execute(
+            f"SELECT {_FEEDBACK} FROM server_feedback WHERE owner = %s ORDER BY created DESC", (owner,)
+        )
         return [FeedbackRecord(*r) for r in rows]
 
     # --- tokens
@@ -142,11 +177,15 @@ class PgServerStore:
         """A new token for user ``name`` (shown once; only its hash is kept). Replaces an earlier one."""
         token = "tt_" + secrets.token_urlsafe(32)
         with self.db.tx() as conn:
-            conn.execute("INSERT INTO server_tokens (name, hash, created) VALUES (%s, %s, %s) ON CONFLICT (name) "
-                         "DO UPDATE SET hash = excluded.hash, created = excluded.created",
-                         (name, hash_token(token), time.time()))
-            conn.execute("INSERT INTO server_meta (key, value) VALUES ('auth', 'required') "
-                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            conn.execute(
+                "INSERT INTO server_tokens (name, hash, created) VALUES (%s, %s, %s) ON CONFLICT (name) "
+                "DO UPDATE SET hash = excluded.hash, created = excluded.created",
+                (name, hash_token(token), time.time()),
+            )
+            conn.execute(
+                "INSERT INTO server_meta (key, value) VALUES ('auth', 'required') "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            )
         return token
 
     def user_for_token(self, token: str) -> str | None:
@@ -154,7 +193,7 @@ class PgServerStore:
         return str(rows[0][0]) if rows else None
 
     def token_names(self) -> list[tuple[str, float]]:
-        rows = self.db.execute("SELECT name, created FROM server_tokens ORDER BY name COLLATE \"C\"")
+        rows = self.db.execute('SELECT name, created FROM server_tokens ORDER BY name COLLATE "C"')
         return [(str(n), float(c)) for n, c in rows]
 
     def revoke_token(self, name: str) -> bool:
@@ -166,8 +205,11 @@ class PgServerStore:
     def auth_required(self) -> bool:
         """Once a token has existed, always: revoking the last one locks everyone out rather than
         opening the server to anyone."""
-        return bool(self.db.execute("SELECT 1 FROM server_meta WHERE key = 'auth' "
-                                    "UNION ALL SELECT 1 FROM server_tokens LIMIT 1"))
+        return bool(
+            self.db.execute(
+                "SELECT 1 FROM server_meta WHERE key = 'auth' UNION ALL SELECT 1 FROM server_tokens LIMIT 1"
+            )
+        )
 
     def close(self) -> None:
         """Nothing to do: the pool is the process's, shared with the other stores on this database

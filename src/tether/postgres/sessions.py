@@ -27,7 +27,10 @@ __all__ = ["MIGRATIONS", "PgSessionStore"]
 
 # Append-only: a change to the tables is a new Migration at the end, never an edit.
 MIGRATIONS = [
-    Migration(1, "sessions, their messages and meta", """
+    Migration(
+        1,
+        "sessions, their messages and meta",
+        """
 CREATE TABLE tether_sessions (
     session_id text PRIMARY KEY,
     updated_at double precision NOT NULL
@@ -42,7 +45,8 @@ CREATE TABLE tether_session_meta (
     session_id text PRIMARY KEY,
     body text NOT NULL
 );
-"""),
+""",
+    ),
 ]
 
 
@@ -69,8 +73,11 @@ class PgSessionStore:
     def _write(self, session_id: str, doing: str) -> Iterator[Any]:
         """A transaction holding the session's row (made now when new, its time of change set)."""
         with self._translated(f"{doing} session {session_id}"), self.db.tx() as conn:
-            conn.execute("INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
-                         "(session_id) DO UPDATE SET updated_at = excluded.updated_at", (session_id, time.time()))
+            conn.execute(
+                "INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
+                "(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+                (session_id, time.time()),
+            )
             yield conn
 
     def load(self, session_id: str) -> list[Message]:
@@ -93,11 +100,13 @@ class PgSessionStore:
             return
         with self._write(session_id, "append to") as conn:
             # A statement after the row lock sees every append committed before it.
-            conn.execute("INSERT INTO tether_session_messages (session_id, seq, body) "
-                         "SELECT %(s)s, base.n + t.i, t.body FROM unnest(%(bodies)s::text[]) WITH ORDINALITY "
-                         "AS t(body, i), (SELECT COALESCE(MAX(seq), 0) AS n FROM tether_session_messages "
-                         "WHERE session_id = %(s)s) AS base",
-                         {"s": session_id, "bodies": [dump_message(m) for m in messages]})
+            conn.execute(
+                "INSERT INTO tether_session_messages (session_id, seq, body) "
+                "SELECT %(s)s, base.n + t.i, t.body FROM unnest(%(bodies)s::text[]) WITH ORDINALITY "
+                "AS t(body, i), (SELECT COALESCE(MAX(seq), 0) AS n FROM tether_session_messages "
+                "WHERE session_id = %(s)s) AS base",
+                {"s": session_id, "bodies": [dump_message(m) for m in messages]},
+            )
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
@@ -106,9 +115,11 @@ class PgSessionStore:
 
     def list(self) -> list[SessionInfo]:
         with self._translated("list the sessions"):
-            rows = self.db.execute("SELECT s.session_id, COUNT(m.seq), s.updated_at FROM tether_sessions s "
-                                   "LEFT JOIN tether_session_messages m USING (session_id) "
-                                   "GROUP BY s.session_id ORDER BY s.session_id")
+            rows = self.db.execute(
+                "SELECT s.session_id, COUNT(m.seq), s.updated_at FROM tether_sessions s "
+                "LEFT JOIN tether_session_messages m USING (session_id) "
+                "GROUP BY s.session_id ORDER BY s.session_id"
+            )
         return [SessionInfo(str(sid), int(n), float(ts)) for sid, n, ts in rows]
 
     def delete(self, session_id: str) -> None:
@@ -131,9 +142,11 @@ class PgSessionStore:
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
         check_session_id(session_id)
         with self._translated(f"save the meta of session {session_id}"):
-            self.db.execute("INSERT INTO tether_session_meta (session_id, body) VALUES (%s, %s) "
-                            "ON CONFLICT (session_id) DO UPDATE SET body = excluded.body",
-                            (session_id, json.dumps(meta, ensure_ascii=False)))
+            self.db.execute(
+                "INSERT INTO tether_session_meta (session_id, body) VALUES (%s, %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET body = excluded.body",
+                (session_id, json.dumps(meta, ensure_ascii=False)),
+            )
 
     def close(self) -> None:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
@@ -157,5 +170,7 @@ def _parsed(bodies: list[str]) -> list[Message]:
 def _replace(conn: Any, session_id: str, messages: Sequence[Message]) -> None:
     conn.execute("DELETE FROM tether_session_messages WHERE session_id = %s", (session_id,))
     if messages:
-        conn.cursor().executemany("INSERT INTO tether_session_messages (session_id, seq, body) VALUES (%s, %s, %s)",
-                                  [(session_id, i + 1, dump_message(m)) for i, m in enumerate(messages)])
+        conn.cursor().executemany(
+            "INSERT INTO tether_session_messages (session_id, seq, body) VALUES (%s, %s, %s)",
+            [(session_id, i + 1, dump_message(m)) for i, m in enumerate(messages)],
+        )

@@ -70,8 +70,15 @@ from tether.providers.base import (
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
 
-__all__ = ["AnthropicProvider", "MessagesAssembler", "answer_as_text", "answer_tool", "messages_body",
-           "normalise_base_url", "parse_message"]
+__all__ = [
+    "AnthropicProvider",
+    "MessagesAssembler",
+    "answer_as_text",
+    "answer_tool",
+    "messages_body",
+    "normalise_base_url",
+    "parse_message",
+]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -127,15 +134,19 @@ def _assistant_blocks(m: AssistantMessage, model_name: str) -> list[dict[str, An
             if p.text:
                 out.append({"type": "text", "text": p.text})
         else:
-            out.append({"type": "tool_use", "id": safe_tool_id(p.id), "name": p.name,
-                        "input": _tool_input(p.arguments)})
+            out.append(
+                {"type": "tool_use", "id": safe_tool_id(p.id), "name": p.name, "input": _tool_input(p.arguments)}
+            )
     return out or [{"type": "text", "text": "(no content)"}]
 
 
 def _user_side_blocks(m: UserMessage | ToolMessage) -> list[dict[str, Any]]:
     if isinstance(m, ToolMessage):
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_tool_id(m.call_id),
-                                 "content": _content_blocks(m.content) or [{"type": "text", "text": "(empty)"}]}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": safe_tool_id(m.call_id),
+            "content": _content_blocks(m.content) or [{"type": "text", "text": "(empty)"}],
+        }
         if m.is_error:
             block["is_error"] = True
         return [block]
@@ -157,8 +168,11 @@ class WireBuilder:
 
     def build(self, messages: Sequence[Message], model_name: str) -> list[dict[str, Any]]:
         n = len(self._source)
-        reuse = (model_name == self._model and len(messages) >= n
-                 and all(a is b for a, b in zip(self._source, messages, strict=False)))
+        reuse = (
+            model_name == self._model
+            and len(messages) >= n
+            and all(a is b for a, b in zip(self._source, messages, strict=False))
+        )
         out = list(self._out) if reuse else []
         for m in messages[n:] if reuse else messages:
             _append(out, m, model_name)
@@ -189,8 +203,9 @@ def wire_messages(messages: Sequence[Message], model_name: str) -> list[dict[str
     return WireBuilder().build(messages, model_name)
 
 
-def messages_body(request: ModelRequest, model_name: str, stream: bool,
-                  builder: WireBuilder | None = None) -> dict[str, Any]:
+def messages_body(
+    request: ModelRequest, model_name: str, stream: bool, builder: WireBuilder | None = None
+) -> dict[str, Any]:
     history = (builder or WireBuilder()).build(request.messages, model_name)
     body: dict[str, Any] = {
         "model": request.model,
@@ -204,8 +219,7 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool,
         system = f"{system}\n\n{_ANSWER_NOTE}" if system else _ANSWER_NOTE
     if system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
-    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
-             for t in request.tools]
+    tools = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools]
     if output is not None:
         tools.append(answer_tool(output))
     if tools:
@@ -223,8 +237,10 @@ def messages_body(request: ModelRequest, model_name: str, stream: bool,
     return body
 
 
-_ANSWER_NOTE = (f"When you have the final answer, give it by calling the {ANSWER_TOOL} tool: its input is the "
-                "answer. Do not write the answer as text.")
+_ANSWER_NOTE = (
+    f"When you have the final answer, give it by calling the {ANSWER_TOOL} tool: its input is the "
+    "answer. Do not write the answer as text."
+)
 
 
 def _thinking(request: ModelRequest) -> bool:
@@ -235,9 +251,12 @@ def _thinking(request: ModelRequest) -> bool:
 def answer_tool(output: OutputSchema) -> dict[str, Any]:
     """The tool that carries a structured final answer: its input is the answer."""
     about = f" ({output.name}: {output.description})" if output.description else f" ({output.name})"
-    return {"name": ANSWER_TOOL, "input_schema": output.schema,
-            "description": f"Give your final answer{about} by calling this tool once, when you are done: "
-                           "its input is the answer, and it must match this schema."}
+    return {
+        "name": ANSWER_TOOL,
+        "input_schema": output.schema,
+        "description": f"Give your final answer{about} by calling this tool once, when you are done: "
+        "its input is the answer, and it must match this schema.",
+    }
 
 
 def answer_as_text(message: AssistantMessage) -> AssistantMessage:
@@ -250,8 +269,9 @@ def answer_as_text(message: AssistantMessage) -> AssistantMessage:
     reasoning = [p for p in message.content if isinstance(p, ReasoningPart)]
     calls = [c for c in message.tool_calls if c.name != ANSWER_TOOL]
     finish = "stop" if message.finish_reason == "tool_calls" and not calls else message.finish_reason
-    return message.model_copy(update={"content": (*reasoning, TextPart(text=answer.arguments), *calls),
-                                      "finish_reason": finish})
+    return message.model_copy(
+        update={"content": (*reasoning, TextPart(text=answer.arguments), *calls), "finish_reason": finish}
+    )
 
 
 def _usage(data: Any, output_tokens: int | None = None) -> Usage:
@@ -286,8 +306,9 @@ def _streamed_arguments(raw: str) -> str:
     return clean_arguments(raw) if raw.strip() else "{}"
 
 
-def _part_from_block(block: dict[str, Any],
-                     streamed: str | None = None) -> TextPart | ReasoningPart | ToolCallPart | None:
+def _part_from_block(
+    block: dict[str, Any], streamed: str | None = None
+) -> TextPart | ReasoningPart | ToolCallPart | None:
     """A content block as a part; ``streamed`` is a ``tool_use`` block's streamed input."""
     kind = block.get("type")
     if kind == "text":
@@ -307,11 +328,16 @@ def parse_message(data: Any, model: str, provider: str = "anthropic", *, answers
     the answer tool (structured output), and a call to it is the final answer."""
     try:
         parts = [p for p in (_part_from_block(b) for b in data["content"]) if p is not None]
-        message = AssistantMessage(content=tuple(parts), model=model, usage=_usage(data.get("usage")),
-                                   finish_reason=_STOP_REASONS.get(data.get("stop_reason"), data.get("stop_reason")))
+        message = AssistantMessage(
+            content=tuple(parts),
+            model=model,
+            usage=_usage(data.get("usage")),
+            finish_reason=_STOP_REASONS.get(data.get("stop_reason"), data.get("stop_reason")),
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ResponseError(f"{provider}: the response is not a Messages body: {exc!r}",
-                            provider=provider, body=str(data)[:500]) from exc
+        raise ResponseError(
+            f"{provider}: the response is not a Messages body: {exc!r}", provider=provider, body=str(data)[:500]
+        ) from exc
     if answers:  # before the check: an answer cut by max_tokens is an invalid answer, not a call
         message = answer_as_text(message)
     require_whole_arguments(provider, message.finish_reason, [(c.name, c.arguments) for c in message.tool_calls])
@@ -326,8 +352,9 @@ def stream_error(error: Any, provider: str) -> ProviderError:
     if kind in ("overloaded_error", "api_error", "rate_limit_error", "timeout_error"):
         return RetryableError(text, provider=provider)
     if kind == "billing_error" or is_quota_error(json.dumps({"error": error}) if isinstance(error, dict) else text):
-        return QuotaExceededError(quota_message(provider, f"{kind or 'error'} mid-stream: {message}"),
-                                  provider=provider)
+        return QuotaExceededError(
+            quota_message(provider, f"{kind or 'error'} mid-stream: {message}"), provider=provider
+        )
     if kind in ("authentication_error", "permission_error"):
         return AuthError(text, provider=provider)
     if "prompt is too long" in message.lower():
@@ -356,8 +383,10 @@ class MessagesAssembler:
 
     def feed(self, event: Any) -> list[StreamText | StreamReasoning]:
         if not isinstance(event, dict) or "type" not in event:
-            raise ResponseError(f"{self.provider}: stream event is not an object with a type: {str(event)[:200]}",
-                                provider=self.provider)
+            raise ResponseError(
+                f"{self.provider}: stream event is not an object with a type: {str(event)[:200]}",
+                provider=self.provider,
+            )
         kind = event["type"]
         if kind == "error":
             raise stream_error(event.get("error"), self.provider)
@@ -408,17 +437,27 @@ class MessagesAssembler:
         finish = _STOP_REASONS.get(self.stop_reason or "", self.stop_reason)
         tools = [i for i in sorted(self.blocks) if self.blocks[i].get("type") == "tool_use"]
         # An answer cut by max_tokens is an invalid answer (the harness asks again), not a call.
-        require_whole_arguments(self.provider, finish,
-                                [(self.blocks[i].get("name", "?"), "".join(self.json_parts[i])) for i in tools
-                                 if not (self.answers and self.blocks[i].get("name") == ANSWER_TOOL)])
+        require_whole_arguments(
+            self.provider,
+            finish,
+            [
+                (self.blocks[i].get("name", "?"), "".join(self.json_parts[i]))
+                for i in tools
+                if not (self.answers and self.blocks[i].get("name") == ANSWER_TOOL)
+            ],
+        )
         parts = []
         for index in sorted(self.blocks):
             streamed = self.json_parts.get(index) if index in tools else None
             part = _part_from_block(self.blocks[index], _streamed_arguments("".join(streamed)) if streamed else None)
             if part is not None:
                 parts.append(part)
-        message = AssistantMessage(content=tuple(parts), model=self.model,
-                                   usage=_usage(self.start_usage, self.output_tokens), finish_reason=finish)
+        message = AssistantMessage(
+            content=tuple(parts),
+            model=self.model,
+            usage=_usage(self.start_usage, self.output_tokens),
+            finish_reason=finish,
+        )
         return answer_as_text(message) if self.answers else message
 
 
@@ -456,10 +495,18 @@ class AnthropicProvider:
             elif self.base_url.startswith(("http://127.", "http://localhost", "http://[::1]")):
                 credentials = NoAuth()
             else:
-                raise ConfigError(f"{key_variable} is not set: export it (or set ANTHROPIC_BASE_URL to a "
-                                  "local Messages-compatible server).")
-        self._http = HttpTransport(name, self.base_url, credentials, headers={"anthropic-version": API_VERSION},
-                                   timeout_s=timeout_s, transport=transport)
+                raise ConfigError(
+                    f"{key_variable} is not set: export it (or set ANTHROPIC_BASE_URL to a "
+                    "local Messages-compatible server)."
+                )
+        self._http = HttpTransport(
+            name,
+            self.base_url,
+            credentials,
+            headers={"anthropic-version": API_VERSION},
+            timeout_s=timeout_s,
+            transport=transport,
+        )
         self._wire = WireBuilder()
 
     def _model_name(self, request: ModelRequest) -> str:
@@ -471,8 +518,12 @@ class AnthropicProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self._http.request("POST", "/v1/messages", self._body(request, False))
-        message = parse_message(read_json(response, self.name), self._model_name(request), self.name,
-                                answers=request.output_schema is not None)
+        message = parse_message(
+            read_json(response, self.name),
+            self._model_name(request),
+            self.name,
+            answers=request.output_schema is not None,
+        )
         return ModelResponse(self._with_usage(message, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -77,8 +77,15 @@ def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
 class OAuthCredentials:
     """Bearer tokens from a token file, refreshed with the refresh-token grant."""
 
-    def __init__(self, token_path: Path, token_url: str, client_id: str | None = None, *,
-                 scopes: Sequence[str] = (), resource: str | None = None) -> None:
+    def __init__(
+        self,
+        token_path: Path,
+        token_url: str,
+        client_id: str | None = None,
+        *,
+        scopes: Sequence[str] = (),
+        resource: str | None = None,
+    ) -> None:
         self.token_path = token_path
         self.token_url = token_url
         self.client_id = client_id
@@ -91,8 +98,10 @@ class OAuthCredentials:
         try:
             data = json.loads(self.token_path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
-            raise ConfigError(f"no OAuth tokens at {self.token_path}: create it with "
-                              "`tether auth import ENDPOINT --refresh-token TOKEN`") from exc
+            raise ConfigError(
+                f"no OAuth tokens at {self.token_path}: create it with "
+                "`tether auth import ENDPOINT --refresh-token TOKEN`"
+            ) from exc
         except ValueError as exc:
             raise ConfigError(f"{self.token_path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
@@ -129,8 +138,10 @@ class OAuthCredentials:
         except httpx.HTTPError as exc:
             raise AuthError(f"could not reach the token endpoint {self.token_url}: {type(exc).__name__}") from exc
         if response.status_code >= 400:
-            raise AuthError(f"the token endpoint refused the refresh (HTTP {response.status_code}); "
-                            f"check {self.hint}", status=response.status_code)
+            raise AuthError(
+                f"the token endpoint refused the refresh (HTTP {response.status_code}); check {self.hint}",
+                status=response.status_code,
+            )
         try:
             fresh = response.json()
             access = fresh["access_token"]

@@ -131,8 +131,11 @@ class ModelLister(Protocol):
 def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:
     """The error for a stream that ended before its end marker (``why`` names what was missing)."""
     shown = f"after {chars_shown} characters" if chars_shown else "before anything was shown"
-    return IncompleteStreamError(f"{provider}: the stream was cut before the provider finished ({shown}; {why})",
-                                 provider=provider, chars_shown=chars_shown)
+    return IncompleteStreamError(
+        f"{provider}: the stream was cut before the provider finished ({shown}; {why})",
+        provider=provider,
+        chars_shown=chars_shown,
+    )
 
 
 def require_whole_arguments(provider: str, finish_reason: str | None, calls: Iterable[tuple[str, str]]) -> None:
@@ -150,9 +153,11 @@ def require_whole_arguments(provider: str, finish_reason: str | None, calls: Ite
         except (ValueError, RecursionError):
             whole = False
         if not whole:
-            raise ResponseError(f"{provider}: the reply reached max_tokens inside the arguments of a call to "
-                                f"{name}; it was not run. Allow more output tokens (max_tokens, or the budget).",
-                                provider=provider)
+            raise ResponseError(
+                f"{provider}: the reply reached max_tokens inside the arguments of a call to "
+                f"{name}; it was not run. Allow more output tokens (max_tokens, or the budget).",
+                provider=provider,
+            )
 
 
 # What a message, a tool definition or a call costs besides its text, in the model's own tokens.
@@ -236,8 +241,10 @@ def complete_usage(reported: Usage | None, request: ModelRequest, reply: Assista
     if count is count_tokens and not encoding_loaded():
         count = estimate_tokens  # an estimate either way: not worth a second's tokenizer load on the loop
     guess = estimate_usage(request, reply, count)
-    return usage.model_copy(update={
-        "prompt_tokens": guess.prompt_tokens if need_prompt else usage.prompt_tokens,
-        "completion_tokens": guess.completion_tokens if need_completion else usage.completion_tokens,
-        "estimated": True,
-    })
+    return usage.model_copy(
+        update={
+            "prompt_tokens": guess.prompt_tokens if need_prompt else usage.prompt_tokens,
+            "completion_tokens": guess.completion_tokens if need_completion else usage.completion_tokens,
+            "estimated": True,
+        }
+    )

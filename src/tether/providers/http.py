@@ -94,8 +94,9 @@ def decode_json(raw: str, provider: str, what: str) -> Any:
         # Only a \\uD8xx-\\uDFxx escape makes a surrogate: skip the walk for the other 99.9 %.
         return clean_value(value) if _ESCAPED_SURROGATE.search(raw) else value
     except (ValueError, RecursionError) as exc:
-        raise ResponseError(f"{provider}: malformed {what} (not JSON): {raw[:200]}", provider=provider,
-                            body=raw[:500]) from exc
+        raise ResponseError(
+            f"{provider}: malformed {what} (not JSON): {raw[:200]}", provider=provider, body=raw[:500]
+        ) from exc
 
 
 def clean_arguments(arguments: str) -> str:
@@ -113,8 +114,16 @@ def clean_arguments(arguments: str) -> str:
 
 
 class HttpTransport:
-    def __init__(self, provider: str, base_url: str, credentials: Credentials, *,
-                 headers: dict[str, str] | None = None, timeout_s: float = 600.0, transport: Any = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        credentials: Credentials,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 600.0,
+        transport: Any = None,
+    ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
         self.host = _host(self.base_url)
@@ -130,8 +139,9 @@ class HttpTransport:
         if self._client is None:
             import httpx
 
-            self._client = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
-                                             timeout=self._timeout_s, transport=self._transport)
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, headers=self._headers, timeout=self._timeout_s, transport=self._transport
+            )
         return self._client
 
     async def request(self, method: str, path: str, body: bytes | None = None, *, stream: bool = False) -> Any:
@@ -149,8 +159,14 @@ class HttpTransport:
             if response.status_code == 401 and attempt == 1 and await self.credentials.refresh():
                 continue
             note = self._not_found_note(path) if response.status_code == 404 else ""
-            raise classify_http_error(self.provider, response.status_code, text, dict(response.headers),
-                                      key_hint=self.credentials.hint, note=note)
+            raise classify_http_error(
+                self.provider,
+                response.status_code,
+                text,
+                dict(response.headers),
+                key_hint=self.credentials.hint,
+                note=note,
+            )
         raise AssertionError("unreachable")
 
     def _not_found_note(self, path: str) -> str:
@@ -241,8 +257,9 @@ def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> A
     key = (base_url, tuple(sorted(headers.items())), timeout_s)
     client = clients.get(key)
     if client is None or client.is_closed:
-        client = clients[key] = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout_s,
-                                                  verify=client_ssl_context(base_url))
+        client = clients[key] = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=timeout_s, verify=client_ssl_context(base_url)
+        )
     return client
 
 
@@ -289,8 +306,11 @@ def model_ids(data: Any, provider: str) -> list[str]:
     """``data[].id`` of a model listing (the shape OpenAI, Anthropic and compatible servers share)."""
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        raise ResponseError(f"{provider}: the model list has no 'data' array: {str(data)[:200]}", provider=provider,
-                            body=str(data)[:500])
+        raise ResponseError(
+            f"{provider}: the model list has no 'data' array: {str(data)[:200]}",
+            provider=provider,
+            body=str(data)[:500],
+        )
     return [str(m["id"]) for m in entries if isinstance(m, dict) and m.get("id")]
 
 
@@ -314,8 +334,9 @@ class ReplyAssembler(Protocol):
     def message(self) -> AssistantMessage: ...
 
 
-async def stream_reply(response: Any, provider: str,
-                       assembler: ReplyAssembler) -> AsyncIterator[StreamText | StreamReasoning]:
+async def stream_reply(
+    response: Any, provider: str, assembler: ReplyAssembler
+) -> AsyncIterator[StreamText | StreamReasoning]:
     """Read a server-sent event stream into ``assembler``, yielding the deltas it returns.
 
     A failure while reading becomes a classified error here. A transient one before the end
@@ -366,5 +387,8 @@ def _shape_errors(provider: str, payload: str) -> Iterator[None]:
     try:
         yield
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise ResponseError(f"{provider}: unexpected stream event ({type(exc).__name__}: {exc}): {payload[:200]}",
-                            provider=provider, body=payload[:500]) from exc
+        raise ResponseError(
+            f"{provider}: unexpected stream event ({type(exc).__name__}: {exc}): {payload[:200]}",
+            provider=provider,
+            body=payload[:500],
+        ) from exc

@@ -69,10 +69,7 @@ def _image_url(part: ImagePart) -> dict[str, Any]:
 def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
     if all(isinstance(p, TextPart) for p in parts):
         return "".join(p.text for p in parts if isinstance(p, TextPart))
-    return [
-        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_url(p)
-        for p in parts
-    ]
+    return [{"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_url(p) for p in parts]
 
 
 def message_to_wire(message: Message) -> dict[str, Any]:
@@ -87,8 +84,7 @@ def message_to_wire(message: Message) -> dict[str, Any]:
     calls = message.tool_calls
     if calls:
         wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
         ]
     return wire
 
@@ -157,8 +153,23 @@ def tools_to_wire(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 # OpenAI's strict mode accepts (the subset has grown over time, and compatible servers accept less).
 # A schema with anything else goes with ``strict: false``, as guidance: the harness validates the
 # answer either way, so strictness only saves retries.
-_STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
-                              "const", "anyOf", "$ref", "$defs", "definitions", "title", "description"})
+_STRICT_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+    }
+)
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -185,11 +196,15 @@ def _strict_node(node: Any) -> dict[str, Any]:
     out = dict(node)
     if "properties" in node or node.get("type") == "object":
         props = node.get("properties") or {}
-        if (not isinstance(props, dict) or set(node.get("required") or ()) != set(props)
-                or node.get("additionalProperties", False) is not False):
+        if (
+            not isinstance(props, dict)
+            or set(node.get("required") or ()) != set(props)
+            or node.get("additionalProperties", False) is not False
+        ):
             raise _NotStrict
-        out.update(properties={k: _strict_node(v) for k, v in props.items()}, required=list(props),
-                   additionalProperties=False)
+        out.update(
+            properties={k: _strict_node(v) for k, v in props.items()}, required=list(props), additionalProperties=False
+        )
     for key in ("$defs", "definitions"):
         if isinstance(node.get(key), dict):
             out[key] = {k: _strict_node(v) for k, v in node[key].items()}
@@ -234,8 +249,9 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
             fn = c["function"]
             arguments = clean_arguments(fn.get("arguments") or "{}")
             parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=arguments))
-        require_whole_arguments(provider, choice.get("finish_reason"),
-                                [(p.name, p.arguments) for p in parts if isinstance(p, ToolCallPart)])
+        require_whole_arguments(
+            provider, choice.get("finish_reason"), [(p.name, p.arguments) for p in parts if isinstance(p, ToolCallPart)]
+        )
         return AssistantMessage(
             content=tuple(parts),
             model=model,
@@ -244,8 +260,7 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise ResponseError(
-            f"{provider}: the response is not a Chat Completions body: {exc!r}", provider=provider,
-            body=str(data)[:500]
+            f"{provider}: the response is not a Chat Completions body: {exc!r}", provider=provider, body=str(data)[:500]
         ) from exc
 
 
@@ -325,12 +340,15 @@ class StreamAssembler:
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
         calls = [(index, self.calls[index]) for index in sorted(self.calls)]
-        require_whole_arguments(self.provider, self.finish_reason,
-                                [(slot.get("name", "?"), "".join(slot["args"])) for _, slot in calls])
+        require_whole_arguments(
+            self.provider, self.finish_reason, [(slot.get("name", "?"), "".join(slot["args"])) for _, slot in calls]
+        )
         for index, slot in calls:
             if "name" not in slot:
-                raise ResponseError(f"{self.provider}: stream ended with a tool call without a name (index {index})",
-                                    provider=self.provider)
+                raise ResponseError(
+                    f"{self.provider}: stream ended with a tool call without a name (index {index})",
+                    provider=self.provider,
+                )
             call_id = slot.get("id") or f"call_{index}"
             arguments = clean_arguments("".join(slot["args"]) or "{}")
             parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments=arguments))

@@ -16,8 +16,15 @@ from tether.providers.base import Provider
 
 __all__ = ["BUILTIN_PROVIDERS", "ResolvedModel", "canonical_model", "configured_models", "resolve_provider"]
 
-_PREFIXES = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"),
-             ("chatgpt-", "openai"), ("text-", "openai"), ("claude", "anthropic"))
+_PREFIXES = (
+    ("gpt-", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("chatgpt-", "openai"),
+    ("text-", "openai"),
+    ("claude", "anthropic"),
+)
 BUILTIN_PROVIDERS = ("openai", "anthropic", "scripted")
 
 
@@ -78,9 +85,10 @@ def _endpoint_provider(endpoint: Any, settings: Any) -> Provider:
     header, scheme = ("x-api-key", "") if endpoint.kind == "anthropic" else ("authorization", "Bearer")
     if endpoint.auth == "oauth":
         if not endpoint.token_url:
-            raise ConfigError(f"{where}: auth = \"oauth\" needs token_url")
-        credentials = OAuthCredentials(settings.home / "auth" / f"{endpoint.name}.json", endpoint.token_url,
-                                       endpoint.client_id)
+            raise ConfigError(f'{where}: auth = "oauth" needs token_url')
+        credentials = OAuthCredentials(
+            settings.home / "auth" / f"{endpoint.name}.json", endpoint.token_url, endpoint.client_id
+        )
     elif endpoint.auth == "none":
         credentials = NoAuth()
     elif endpoint.key_env:

@@ -21,8 +21,9 @@ AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 DEFAULT_MAX_TURNS = 50
 
 
-def load_agents(settings: Settings, spec: str | None = None, *, model: str | None = None,
-                cwd: str | None = None) -> dict[str, Agent]:
+def load_agents(
+    settings: Settings, spec: str | None = None, *, model: str | None = None, cwd: str | None = None
+) -> dict[str, Agent]:
     """The agents to serve, checked: names are simple, values are Agents, there is at least one."""
     spec = spec or settings.serve.get("agent")
     if spec:
@@ -33,8 +34,10 @@ def load_agents(settings: Settings, spec: str | None = None, *, model: str | Non
         agents = {"default": _default(settings, model, cwd)}
     for name, agent in agents.items():
         if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
-            raise ConfigError(f"agent name {name!r} cannot be served: use letters, digits, '.', '_' or '-' "
-                              "(at most 64, starting with a letter or digit)")
+            raise ConfigError(
+                f"agent name {name!r} cannot be served: use letters, digits, '.', '_' or '-' "
+                "(at most 64, starting with a letter or digit)"
+            )
         if not isinstance(agent, Agent):
             raise ConfigError(f"agent {name!r} is a {type(agent).__name__}, not a tether.Agent")
     if not agents:
@@ -104,8 +107,10 @@ def _from_table(settings: Settings, name: str, t: dict[str, Any]) -> Agent:
 
         for kb in t["kb"]:
             if not kb_exists(settings, kb):
-                raise ConfigError(f"[serve.agents.{name}] kb: there is no knowledge base {kb!r}; create it with "
-                                  f"tether kb add --name {kb} PATH")
+                raise ConfigError(
+                    f"[serve.agents.{name}] kb: there is no knowledge base {kb!r}; create it with "
+                    f"tether kb add --name {kb} PATH"
+                )
         extensions = knowledge_extensions(settings, list(t["kb"]))
     return Agent(
         description=t.get("description") or "",

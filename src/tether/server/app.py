@@ -44,8 +44,10 @@ STATIC = Path(__file__).parent / "static"
 DEFAULT_MAX_BODY = 1 << 20
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _PAGE_HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
@@ -81,16 +83,18 @@ class NewSession(_Body):
 class NewMessage(_Body):
     text: StrictStr = Field(min_length=1, max_length=200_000, description="the user's message")
     message_id: StrictStr | None = Field(None, description="your id for it: posting it again returns the same run")
-    values: dict[str, Any] | None = Field(None, description="a submitted form's values, remembered for the session "
-                                                            "(null: a field left empty)")
+    values: dict[str, Any] | None = Field(
+        None, description="a submitted form's values, remembered for the session (null: a field left empty)"
+    )
 
 
 class DecisionBody(_Body):
     call_id: StrictStr
     args_hash: StrictStr = Field(description="the args_hash of the approval_required event (or the run's waiting)")
     approve: StrictBool
-    reason: StrictStr | None = Field(None, max_length=2000, description="why, in words: the model reads it (a "
-                                                                        "rejection's as the call's refusal)")
+    reason: StrictStr | None = Field(
+        None, max_length=2000, description="why, in words: the model reads it (a rejection's as the call's refusal)"
+    )
 
 
 class ResumeBody(_Body):
@@ -116,9 +120,17 @@ class Core:
     telemetry: Any
 
 
-def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | None = None,
-               agent_spec: str | None = None, model: str | None = None, cwd: str | None = None,
-               store: ServerStore | None = None, workers: str = "internal", dispatcher: Any = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    agents: dict[str, Agent] | None = None,
+    agent_spec: str | None = None,
+    model: str | None = None,
+    cwd: str | None = None,
+    store: ServerStore | None = None,
+    workers: str = "internal",
+    dispatcher: Any = None,
+) -> FastAPI:
     """The ASGI app: ``uvicorn 'tether.server:create_app' --factory`` serves it as ``tether serve`` does.
 
     ``workers="external"`` queues every run for ``tether worker`` processes instead of running it
@@ -141,12 +153,21 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
 
         db = database_of(settings)
         if db is None:
-            raise ConfigError("--workers external needs the stores in Postgres: set database_url in config.toml "
-                              "(or $TETHER_DATABASE_URL) on every server and worker")
+            raise ConfigError(
+                "--workers external needs the stores in Postgres: set database_url in config.toml "
+                "(or $TETHER_DATABASE_URL) on every server and worker"
+            )
         manager = RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
     elif workers == "internal":
-        manager = RunManager(home=settings.home, agents=agents, runs=runs, sessions=open_sessions(None, settings),
-                             store=store, telemetry=telemetry, threads=int(settings.serve.get("run_threads") or 4))
+        manager = RunManager(
+            home=settings.home,
+            agents=agents,
+            runs=runs,
+            sessions=open_sessions(None, settings),
+            store=store,
+            telemetry=telemetry,
+            threads=int(settings.serve.get("run_threads") or 4),
+        )
     else:
         raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
     core = Core(settings, agents, store, runs, manager, telemetry)
@@ -166,20 +187,33 @@ def create_app(settings: Settings | None = None, *, agents: dict[str, Agent] | N
                 telemetry.shutdown()
         runs.close()
 
-    app = FastAPI(title="tether", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Agents over HTTP: sessions, runs streamed as Server-Sent Events, approvals, "
-                              "feedback. Every /v1 route needs `Authorization: Bearer TOKEN` once tokens exist.")
+    app = FastAPI(
+        title="tether",
+        version=_version(),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Agents over HTTP: sessions, runs streamed as Server-Sent Events, approvals, "
+        "feedback. Every /v1 route needs `Authorization: Bearer TOKEN` once tokens exist.",
+    )
     app.state.core = core
     serve = settings.serve
-    app.add_middleware(Guard, max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
-                       allowed_hosts=list(serve.get("allowed_hosts") or ()),
-                       cors_origins=list(serve.get("cors_origins") or ()), local_only=lambda: not store.auth_required())
+    app.add_middleware(
+        Guard,
+        max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
+        allowed_hosts=list(serve.get("allowed_hosts") or ()),
+        cors_origins=list(serve.get("cors_origins") or ()),
+        local_only=lambda: not store.auth_required(),
+    )
     if serve.get("cors_origins"):
         from starlette.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=list(serve["cors_origins"]),
-                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type",
-                                                                         "Last-Event-ID"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(serve["cors_origins"]),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
     _handlers(app)
     _routes(app, core)
     if STATIC.is_dir():
@@ -245,8 +279,11 @@ def current_user(request: Request, authorization: Annotated[str | None, Header()
         return "local"
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "unauthorized", "this server needs a token: send Authorization: Bearer TOKEN "
-                                            "(tether serve token create NAME makes one)")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this server needs a token: send Authorization: Bearer TOKEN (tether serve token create NAME makes one)",
+        )
     user = store.user_for_token(token.strip())
     if user is None:
         raise ApiError(401, "unauthorized", "the token is not valid (revoked, or mistyped); ask for a new one")
@@ -259,8 +296,12 @@ Limit = Annotated[int, Query(gt=0, le=1000, description="at most this many, newe
 
 def _check_id(value: str, what: str) -> str:
     if not _ID.fullmatch(value):
-        raise ApiError(400, "bad_request", f"{what} {value[:80]!r} is not valid: letters, digits, '.', '_', ':', "
-                                           "'-' (at most 128, starting with a letter or digit)")
+        raise ApiError(
+            400,
+            "bad_request",
+            f"{what} {value[:80]!r} is not valid: letters, digits, '.', '_', ':', "
+            "'-' (at most 128, starting with a letter or digit)",
+        )
     return value
 
 
@@ -270,21 +311,29 @@ def _check_id(value: str, what: str) -> str:
 def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dict[str, Any]:
     state = state or core.manager.state(turn.run_id)
     live = core.manager.is_live(turn.run_id)
-    view: dict[str, Any] = {"run_id": turn.run_id, "session_id": turn.session_id, "message_id": turn.message_id,
-                            "trace_id": turn.trace_id, "agent": turn.agent, "text": turn.text, "live": live,
-                            "created": turn.created}
+    view: dict[str, Any] = {
+        "run_id": turn.run_id,
+        "session_id": turn.session_id,
+        "message_id": turn.message_id,
+        "trace_id": turn.trace_id,
+        "agent": turn.agent,
+        "text": turn.text,
+        "live": live,
+        "created": turn.created,
+    }
     if state is None:
         return view | _unsaved(core, turn.run_id, live)
     result = state.result()
     stale = state.status == "running" and not live  # the server stopped while it ran
     return view | {
         "status": result.status,
-        "reason": ("the server stopped while this run was running; resume it to continue" if stale
-                   else result.reason),
-        "resumable": not live and (stale or (state.status in RESUMABLE and state.status != "interrupted")
-                                   or _cancelled(state)),
-        "turns": result.turns, "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens, "cost_usd": result.cost_usd,
+        "reason": ("the server stopped while this run was running; resume it to continue" if stale else result.reason),
+        "resumable": not live
+        and (stale or (state.status in RESUMABLE and state.status != "interrupted") or _cancelled(state)),
+        "turns": result.turns,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "cost_usd": result.cost_usd,
         "waiting": None if live else waiting(state),
     }
 
@@ -296,12 +345,17 @@ def _unsaved(core: Core, run_id: str, live: bool) -> dict[str, Any]:
     if live:
         return nothing | {"status": "running", "reason": None, "resumable": False}
     if _unstarted(core, run_id) is not None:
-        return nothing | {"status": "interrupted", "resumable": True,
-                          "reason": "the server stopped before this run began (nothing was sent to the model); "
-                                    "resume it to start it"}
-    return nothing | {"status": "failed", "resumable": False,
-                      "reason": "this run never began (the server stopped before its first save, and its message "
-                                "was not kept); send the message again"}
+        return nothing | {
+            "status": "interrupted",
+            "resumable": True,
+            "reason": "the server stopped before this run began (nothing was sent to the model); resume it to start it",
+        }
+    return nothing | {
+        "status": "failed",
+        "resumable": False,
+        "reason": "this run never began (the server stopped before its first save, and its message "
+        "was not kept); send the message again",
+    }
 
 
 KEEP_EVENTS_DAYS = 7.0
@@ -358,8 +412,9 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
             for n, kind, data in _replayed(core, run_id):
                 yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    )
 
 
 def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
@@ -388,8 +443,11 @@ def _after(last_event_id: str | None, after: int | None) -> int:
     try:
         value = int(last_event_id.strip())
     except ValueError:
-        raise ApiError(400, "bad_request", f"Last-Event-ID {last_event_id[:40]!r} is not an event id "
-                                           "(the number after `id:` in the stream)") from None
+        raise ApiError(
+            400,
+            "bad_request",
+            f"Last-Event-ID {last_event_id[:40]!r} is not an event id (the number after `id:` in the stream)",
+        ) from None
     if value < 0:
         raise ApiError(400, "bad_request", "Last-Event-ID cannot be negative")
     return value
@@ -425,8 +483,14 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if agent not in core.agents:
             raise ApiError(400, "bad_request", f"no agent {agent!r}; this server offers {', '.join(core.agents)}")
         now = time.time()
-        record = SessionRecord(session_id="s_" + secrets.token_hex(10), owner=user, agent=agent,
-                               title=(body.title or "").strip() or "New chat", created=now, updated=now)
+        record = SessionRecord(
+            session_id="s_" + secrets.token_hex(10),
+            owner=user,
+            agent=agent,
+            title=(body.title or "").strip() or "New chat",
+            created=now,
+            updated=now,
+        )
         core.store.add_session(record)
         return record.public()
 
@@ -437,15 +501,25 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
     async def session(session_id: str, user: User) -> dict[str, Any]:
         record = _session(core, session_id, user)
-        turns = [{k: v for k, v in run_view(core, t).items()
-                  if k in ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")}
-                 for t in core.store.turns(user, session_id)]
+        turns = [
+            {
+                k: v
+                for k, v in run_view(core, t).items()
+                if k in ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")
+            }
+            for t in core.store.turns(user, session_id)
+        ]
         return record.public() | {"turns": turns}
 
-    @app.post("/v1/sessions/{session_id}/messages", status_code=202, response_model=None,
-              summary="Send a message: starts a run (streamed as SSE with Accept: text/event-stream)")
-    async def post_message(session_id: str, body: NewMessage, user: User, request: Request,
-                           accept: Annotated[str | None, Header()] = None) -> Any:
+    @app.post(
+        "/v1/sessions/{session_id}/messages",
+        status_code=202,
+        response_model=None,
+        summary="Send a message: starts a run (streamed as SSE with Accept: text/event-stream)",
+    )
+    async def post_message(
+        session_id: str, body: NewMessage, user: User, request: Request, accept: Annotated[str | None, Header()] = None
+    ) -> Any:
         record = _session(core, session_id, user)
         _check_agent(core, record.agent)
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
@@ -456,8 +530,12 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             return _accepted(core, earlier, accept, status=200)
         while (busy := core.manager.live_run_of(session_id)) is not None:  # checked again after each wait
             if not await core.manager.settled(busy):
-                raise ApiError(409, "conflict", f"session {session_id} is still answering (run {busy}); wait for "
-                                                f"its done event, or cancel it with POST /v1/runs/{busy}/cancel")
+                raise ApiError(
+                    409,
+                    "conflict",
+                    f"session {session_id} is still answering (run {busy}); wait for "
+                    f"its done event, or cancel it with POST /v1/runs/{busy}/cancel",
+                )
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
@@ -488,15 +566,25 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     async def run(run_id: str, user: User) -> dict[str, Any]:
         return run_view(core, _turn(core, run_id, user))
 
-    @app.get("/v1/runs/{run_id}/events", response_class=StreamingResponse,
-             summary="The run's events as Server-Sent Events (resume with Last-Event-ID)")
-    async def events(run_id: str, user: User, last_event_id: Annotated[str | None, Header()] = None,
-                     after: Annotated[int | None, Query(ge=0)] = None) -> StreamingResponse:
+    @app.get(
+        "/v1/runs/{run_id}/events",
+        response_class=StreamingResponse,
+        summary="The run's events as Server-Sent Events (resume with Last-Event-ID)",
+    )
+    async def events(
+        run_id: str,
+        user: User,
+        last_event_id: Annotated[str | None, Header()] = None,
+        after: Annotated[int | None, Query(ge=0)] = None,
+    ) -> StreamingResponse:
         _turn(core, run_id, user)
         return _sse(core, run_id, _after(last_event_id, after))
 
-    @app.post("/v1/runs/{run_id}/decision", status_code=202,
-              summary="Approve or reject the call the run waits for (quote its call_id and args_hash)")
+    @app.post(
+        "/v1/runs/{run_id}/decision",
+        status_code=202,
+        summary="Approve or reject the call the run waits for (quote its call_id and args_hash)",
+    )
     async def decision(run_id: str, body: DecisionBody, user: User) -> dict[str, Any]:
         turn = _turn(core, run_id, user)
         if not await core.manager.settled(run_id):
@@ -511,12 +599,19 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if state is None or asked is None or asked.get("call_id") is None:
             raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
         if asked["call_id"] != body.call_id or asked.get("args_hash") != body.args_hash:
-            raise ApiError(409, "conflict", f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
-                                            f"call {asked['call_id']} with other arguments than the ones approved; "
-                                            "read GET /v1/runs/{run_id} and decide on what it shows")
+            raise ApiError(
+                409,
+                "conflict",
+                f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
+                f"call {asked['call_id']} with other arguments than the ones approved; "
+                "read GET /v1/runs/{run_id} and decide on what it shows",
+            )
         if asked.get("still_running"):
-            raise ApiError(409, "conflict", "the command that call started before a crash is still running; "
-                                            "wait for it to exit before deciding")
+            raise ApiError(
+                409,
+                "conflict",
+                "the command that call started before a crash is still running; wait for it to exit before deciding",
+            )
         call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
         if body.approve:
             approve(state, call_id, reason=body.reason)
@@ -534,8 +629,11 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         await core.manager.wait_ended(run_id, 10)
         return run_view(core, turn)
 
-    @app.post("/v1/runs/{run_id}/resume", status_code=202,
-              summary="Continue a run the server stopped (a restart, a cancel) or one stopped at a limit")
+    @app.post(
+        "/v1/runs/{run_id}/resume",
+        status_code=202,
+        summary="Continue a run the server stopped (a restart, a cancel) or one stopped at a limit",
+    )
     async def resume(run_id: str, user: User, body: Annotated[ResumeBody | None, Body()] = None) -> dict[str, Any]:
         body = body or ResumeBody(more_turns=None, max_budget_usd=None)
         turn = _turn(core, run_id, user)
@@ -551,13 +649,19 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if state is None:
             prompt = _unstarted(core, run_id)
             if prompt is None:
-                raise ApiError(409, "conflict", f"run {run_id} never began and its message was not kept; "
-                                                "send the message again")
+                raise ApiError(
+                    409, "conflict", f"run {run_id} never began and its message was not kept; send the message again"
+                )
             core.manager.start(turn, prompt, session.chosen if session else {})  # it begins now, as posted
             return run_view(core, turn)
         _check_resumable(state, body)
-        core.manager.resume(turn, state, session.chosen if session else {}, more_turns=body.more_turns,
-                            max_budget_usd=body.max_budget_usd)
+        core.manager.resume(
+            turn,
+            state,
+            session.chosen if session else {},
+            more_turns=body.more_turns,
+            max_budget_usd=body.max_budget_usd,
+        )
         return run_view(core, turn, state)
 
     @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
@@ -588,13 +692,24 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if turn is None:
             raise _not_found("message", message_id)
         comment = (body.comment or "").strip() or None
-        record = FeedbackRecord(message_id=message_id, run_id=turn.run_id, trace_id=turn.trace_id, owner=user,
-                                score=body.score, comment=comment, created=time.time())
+        record = FeedbackRecord(
+            message_id=message_id,
+            run_id=turn.run_id,
+            trace_id=turn.trace_id,
+            owner=user,
+            score=body.score,
+            comment=comment,
+            created=time.time(),
+        )
         core.store.put_feedback(record)
         if core.telemetry is not None:
             with contextlib.suppress(Exception):  # the store holds it; the backend is a view
-                core.telemetry.feedback(trace_id=turn.trace_id, score=body.score, comment=comment,
-                                        attributes={"tether.run_id": turn.run_id, "tether.message_id": message_id})
+                core.telemetry.feedback(
+                    trace_id=turn.trace_id,
+                    score=body.score,
+                    comment=comment,
+                    attributes={"tether.run_id": turn.run_id, "tether.message_id": message_id},
+                )
         return record.public()
 
     @app.get("/v1/feedback", summary="The caller's feedback, newest first")
@@ -605,8 +720,12 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
 def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:
     if accept and "text/event-stream" in accept:
         return _sse(core, turn.run_id, 0)
-    body = {"message_id": turn.message_id, "run_id": turn.run_id, "trace_id": turn.trace_id,
-            "events": f"/v1/runs/{turn.run_id}/events"}
+    body = {
+        "message_id": turn.message_id,
+        "run_id": turn.run_id,
+        "trace_id": turn.trace_id,
+        "events": f"/v1/runs/{turn.run_id}/events",
+    }
     return JSONResponse(body, status_code=status)
 
 
@@ -620,10 +739,18 @@ def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) ->
     keep = getattr(core.manager, "accept", None)
     if keep is not None:  # kept before the turn exists: a kill from here on leaves the run resumable
         keep(run_id, text)
-    turn = core.store.add_turn(TurnRecord(
-        message_id=message_id, run_id=run_id, session_id=session.session_id, owner=session.owner,
-        agent=session.agent, trace_id=trace_id_for(session.session_id, message_id), text=text[:500],
-        created=time.time()))
+    turn = core.store.add_turn(
+        TurnRecord(
+            message_id=message_id,
+            run_id=run_id,
+            session_id=session.session_id,
+            owner=session.owner,
+            agent=session.agent,
+            trace_id=trace_id_for(session.session_id, message_id),
+            text=text[:500],
+            created=time.time(),
+        )
+    )
     if turn.run_id == run_id:
         return turn, True
     forget = getattr(core.manager, "forget", None)
@@ -634,15 +761,23 @@ def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) ->
 
 def _check_agent(core: Core, agent: str) -> None:
     if agent not in core.agents:
-        raise ApiError(409, "conflict", f"agent {agent!r} is no longer served here (this server offers "
-                                        f"{', '.join(core.agents)}); start a new session")
+        raise ApiError(
+            409,
+            "conflict",
+            f"agent {agent!r} is no longer served here (this server offers "
+            f"{', '.join(core.agents)}); start a new session",
+        )
 
 
 def _check_session_free(core: Core, turn: TurnRecord) -> None:
     busy = core.manager.live_run_of(turn.session_id)
     if busy is not None and busy != turn.run_id:
-        raise ApiError(409, "conflict", f"session {turn.session_id} is answering another message (run {busy}); "
-                                        "wait for its done event, or cancel it")
+        raise ApiError(
+            409,
+            "conflict",
+            f"session {turn.session_id} is answering another message (run {busy}); "
+            "wait for its done event, or cancel it",
+        )
 
 
 def _check_values(values: dict[str, Any]) -> None:
@@ -660,15 +795,27 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
     if status in ("completed", "failed"):
         raise ApiError(409, "conflict", f"run {state.run_id} already ended ({status}); send a new message instead")
     if status == "interrupted" and not _cancelled(state):
-        raise ApiError(409, "conflict", f"run {state.run_id} waits for a decision: POST /v1/runs/{state.run_id}/"
-                                        "decision with the call_id and args_hash it shows")
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {state.run_id} waits for a decision: POST /v1/runs/{state.run_id}/"
+            "decision with the call_id and args_hash it shows",
+        )
     if status == "max_turns_exceeded" and body.more_turns is None:
-        raise ApiError(409, "conflict", f"run {state.run_id} stopped at its turn limit and would stop again at once: "
-                                        'resume it with {"more_turns": N}')
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {state.run_id} stopped at its turn limit and would stop again at once: "
+            'resume it with {"more_turns": N}',
+        )
     spent = state.cost_usd + state.cost_unknown_usd
     if status == "budget_exceeded" and (body.max_budget_usd is None or body.max_budget_usd <= spent):
-        raise ApiError(409, "conflict", f"run {state.run_id} stopped at its budget (${spent:.6f} spent): resume it "
-                                        f'with {{"max_budget_usd": X}}, a new total above ${spent:.6f}')
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {state.run_id} stopped at its budget (${spent:.6f} spent): resume it "
+            f'with {{"max_budget_usd": X}}, a new total above ${spent:.6f}',
+        )
 
 
 def _title(text: str) -> str:

@@ -57,8 +57,9 @@ def encode_event(data: dict[str, Any]) -> str:
     try:
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        return json.dumps(json.loads(json.dumps(data), parse_constant=lambda _: None),
-                          ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(
+            json.loads(json.dumps(data), parse_constant=lambda _: None), ensure_ascii=False, separators=(",", ":")
+        )
 
 
 def fill_form(widget: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:

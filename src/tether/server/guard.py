@@ -25,8 +25,15 @@ _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class Guard:
-    def __init__(self, app: Any, *, max_body: int, allowed_hosts: list[str], cors_origins: list[str],
-                 local_only: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        max_body: int,
+        allowed_hosts: list[str],
+        cors_origins: list[str],
+        local_only: Callable[[], bool],
+    ) -> None:
         self.app = app
         self.max_body = max_body
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
@@ -44,8 +51,13 @@ class Guard:
             return
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            await _reply(send, 413, "too_large", f"the body is larger than this server accepts ({self.max_body:,} "
-                                                 "bytes; [serve] max_body_bytes in config.toml)")
+            await _reply(
+                send,
+                413,
+                "too_large",
+                f"the body is larger than this server accepts ({self.max_body:,} "
+                "bytes; [serve] max_body_bytes in config.toml)",
+            )
             return
         received = 0
         started = refused = False
@@ -59,8 +71,9 @@ class Guard:
                 if received > limit:  # a body that did not say its length: answer now, stop the route
                     refused = True
                     if not started:
-                        await _reply(send, 413, "too_large", f"the body is larger than this server accepts "
-                                                             f"({limit:,} bytes)")
+                        await _reply(
+                            send, 413, "too_large", f"the body is larger than this server accepts ({limit:,} bytes)"
+                        )
                     return {"type": "http.disconnect"}
             return message
 
@@ -77,9 +90,13 @@ class Guard:
         host = headers.get("host", "")
         name = _host_name(host)
         if self.local_only() and name not in LOOPBACK_HOSTS and name not in self.allowed_hosts:
-            return (421, "wrong_host", f"this server has no tokens, so it answers only on loopback; {host!r} is not "
-                                       "(create a token with tether serve token create NAME, or add the name to "
-                                       "[serve] allowed_hosts)")
+            return (
+                421,
+                "wrong_host",
+                f"this server has no tokens, so it answers only on loopback; {host!r} is not "
+                "(create a token with tether serve token create NAME, or add the name to "
+                "[serve] allowed_hosts)",
+            )
         if self.allowed_hosts and not self.local_only() and name not in self.allowed_hosts:
             return (421, "wrong_host", f"{host!r} is not one of this server's names ([serve] allowed_hosts)")
         if scope["method"] in _UNSAFE:
@@ -105,6 +122,11 @@ def _host_name(host: str) -> str:
 
 async def _reply(send: Send, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -114,9 +114,18 @@ def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool) -
     """The tracers of a served run: its trace file, and its span tree when telemetry is on."""
     tracers: list[Any] = [JsonlTracer(home / "traces")]
     if telemetry is not None:  # the message's trace: its id derived from session_id:message_id
-        tracers.append(telemetry.tracer(trace_id=turn.trace_id, resumed=resumed, attributes={
-            "tether.run_id": turn.run_id, "tether.session_id": turn.session_id,
-            "tether.message_id": turn.message_id, "gen_ai.agent.name": turn.agent}))
+        tracers.append(
+            telemetry.tracer(
+                trace_id=turn.trace_id,
+                resumed=resumed,
+                attributes={
+                    "tether.run_id": turn.run_id,
+                    "tether.session_id": turn.session_id,
+                    "tether.message_id": turn.message_id,
+                    "gen_ai.agent.name": turn.agent,
+                },
+            )
+        )
     if len(tracers) == 1:
         return tracers[0]
     from tether.tracing import FanoutTracer
@@ -145,9 +154,14 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     if isinstance(w, ApprovalInterruption | OutcomeUnknownInterruption):
         call = next((c for c in pending_tool_calls(state) if c.id == w.call_id), None)
         raw = call.arguments if call is not None else ""
-        return {"type": w.type, "call_id": w.call_id, "tool_name": w.tool_name, "args": w.args,
-                "args_hash": args_hash(raw),
-                "still_running": getattr(w, "still_running", False)}
+        return {
+            "type": w.type,
+            "call_id": w.call_id,
+            "tool_name": w.tool_name,
+            "args": w.args,
+            "args_hash": args_hash(raw),
+            "still_running": getattr(w, "still_running", False),
+        }
     data = w.model_dump(mode="json")
     if w.type == "guardrail":
         data |= {"call_id": f"guardrail:{data['key']}", "args_hash": args_hash(data["key"])}
@@ -160,8 +174,17 @@ def waiting(state: RunState) -> dict[str, Any] | None:
 class RunManager:
     """Starts, follows, cancels and resumes the server's runs."""
 
-    def __init__(self, *, home: Path, agents: dict[str, Agent], runs: RunStore, sessions: SessionStore,
-                 store: ServerStore, telemetry: Any = None, threads: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        home: Path,
+        agents: dict[str, Agent],
+        runs: RunStore,
+        sessions: SessionStore,
+        store: ServerStore,
+        telemetry: Any = None,
+        threads: int = 4,
+    ) -> None:
         self.home = home
         self.agents = agents
         self.runs = runs
@@ -244,13 +267,22 @@ class RunManager:
 
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> LiveRun:
         """Start the run that answers ``turn``: it begins now and goes on whoever listens."""
-        state = RunState(run_id=turn.run_id, session_id=turn.session_id,
-                         config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id,
-                                 "served": True})
+        state = RunState(
+            run_id=turn.run_id,
+            session_id=turn.session_id,
+            config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id, "served": True},
+        )
         return self._launch(turn, state, text, self.agents[turn.agent], chosen)
 
-    def resume(self, turn: TurnRecord, state: RunState, chosen: dict[str, Any], *,
-               more_turns: int | None = None, max_budget_usd: float | None = None) -> LiveRun:
+    def resume(
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        chosen: dict[str, Any],
+        *,
+        more_turns: int | None = None,
+        max_budget_usd: float | None = None,
+    ) -> LiveRun:
         agent = self.agents[turn.agent]
         changes: dict[str, Any] = {}
         if more_turns is not None:
@@ -261,8 +293,9 @@ class RunManager:
             agent = dataclasses.replace(agent, **changes)
         return self._launch(turn, state, None, agent, chosen)
 
-    def _launch(self, turn: TurnRecord, state: RunState, prompt: str | None, agent: Agent,
-                chosen: dict[str, Any]) -> LiveRun:
+    def _launch(
+        self, turn: TurnRecord, state: RunState, prompt: str | None, agent: Agent, chosen: dict[str, Any]
+    ) -> LiveRun:
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
         live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id)
@@ -293,14 +326,23 @@ class RunManager:
     def _tracer(self, turn: TurnRecord, resumed: bool) -> Any:
         return run_tracer(self.home, self.telemetry, turn, resumed=resumed)
 
-    async def _drive(self, live: LiveRun, turn: TurnRecord, agent: Agent, state: RunState, prompt: str | None,
-                     chosen: dict[str, Any], emit: Any) -> None:
+    async def _drive(
+        self,
+        live: LiveRun,
+        turn: TurnRecord,
+        agent: Agent,
+        state: RunState,
+        prompt: str | None,
+        chosen: dict[str, Any],
+        emit: Any,
+    ) -> None:
         """The run, on its run loop."""
         saw_done = False
         try:
             tracer = self._tracer(turn, resumed=prompt is None)
-            async for event in run_stream(agent, prompt, state=state, store=self.runs, tracer=tracer,
-                                          signal=live.signal, session=self.sessions):
+            async for event in run_stream(
+                agent, prompt, state=state, store=self.runs, tracer=tracer, signal=live.signal, session=self.sessions
+            ):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere

@@ -152,14 +152,30 @@ class SqliteServerStore:
 
     def add_session(self, record: SessionRecord) -> None:
         with self._tx() as db:
-            db.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
-                       (record.session_id, record.owner, record.agent, record.title, record.created,
-                        record.updated, json.dumps(record.chosen)))
+            db.execute(
+                "INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
+                (
+                    record.session_id,
+                    record.owner,
+                    record.agent,
+                    record.title,
+                    record.created,
+                    record.updated,
+                    json.dumps(record.chosen),
+                ),
+            )
 
     @staticmethod
     def _session(row: tuple[Any, ...]) -> SessionRecord:
-        return SessionRecord(session_id=row[0], owner=row[1], agent=row[2], title=row[3], created=row[4],
-                             updated=row[5], chosen=json.loads(row[6]))
+        return SessionRecord(
+            session_id=row[0],
+            owner=row[1],
+            agent=row[2],
+            title=row[3],
+            created=row[4],
+            updated=row[5],
+            chosen=json.loads(row[6]),
+        )
 
     def session(self, session_id: str, owner: str) -> SessionRecord | None:
         rows = self._rows("SELECT * FROM sessions WHERE session_id=? AND owner=?", (session_id, owner))
@@ -186,8 +202,9 @@ class SqliteServerStore:
     def add_turn(self, record: TurnRecord) -> TurnRecord:
         """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
         with self._tx() as db:
-            row = db.execute("SELECT * FROM turns WHERE owner=? AND message_id=?",
-                             (record.owner, record.message_id)).fetchone()
+            row = db.execute(
+                "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
+            ).fetchone()
             if row is not None:
                 return TurnRecord(*row)
             db.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?)", tuple(asdict(record).values()))
@@ -208,22 +225,35 @@ class SqliteServerStore:
         if session_id is None:
             rows = self._rows("SELECT * FROM turns WHERE owner=? ORDER BY created DESC", (owner,))
         else:
-            rows = self._rows("SELECT * FROM turns WHERE owner=? AND session_id=? ORDER BY created, rowid",
-                              (owner, session_id))
+            rows = self._rows(
+                "SELECT * FROM turns WHERE owner=? AND session_id=? ORDER BY created, rowid", (owner, session_id)
+            )
         return [TurnRecord(*r) for r in rows]
 
     # --- feedback
 
     def put_feedback(self, record: FeedbackRecord) -> None:
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO feedback (message_id, owner, run_id, trace_id, score, comment, "
-                       "created) VALUES (?,?,?,?,?,?,?)",
-                       (record.message_id, record.owner, record.run_id, record.trace_id, record.score,
-                        record.comment, record.created))
+            db.execute(
+                "INSERT OR REPLACE INTO feedback (message_id, owner, run_id, trace_id, score, comment, "
+                "created) VALUES (?,?,?,?,?,?,?)",
+                (
+                    record.message_id,
+                    record.owner,
+                    record.run_id,
+                    record.trace_id,
+                    record.score,
+                    record.comment,
+                    record.created,
+                ),
+            )
 
     def feedback(self, owner: str) -> list[FeedbackRecord]:
-        rows = self._rows("SELECT message_id, run_id, trace_id, owner, score, comment, created FROM feedback "
-                          "WHERE owner=? ORDER BY created DESC", (owner,))
+        rows = self._rows(
+            "SELECT message_id, run_id, trace_id, owner, score, comment, created FROM feedback "
+            "WHERE owner=? ORDER BY created DESC",
+            (owner,),
+        )
         return [FeedbackRecord(*r) for r in rows]
 
     # --- tokens

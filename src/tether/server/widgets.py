@@ -27,12 +27,24 @@ def select(name: str, label: str, options: Sequence[str], default: str | None = 
     if not options:
         raise ValueError(f"select field {name!r} needs options")
     opts = [str(o) for o in options]
-    return {"name": name, "label": label, "type": "select", "options": opts,
-            "default": default if default in opts else opts[0]}
+    return {
+        "name": name,
+        "label": label,
+        "type": "select",
+        "options": opts,
+        "default": default if default in opts else opts[0],
+    }
 
 
-def number(name: str, label: str, *, default: float | None = None, min: float | None = None,
-           max: float | None = None, unit: str | None = None) -> dict[str, Any]:
+def number(
+    name: str,
+    label: str,
+    *,
+    default: float | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    unit: str | None = None,
+) -> dict[str, Any]:
     field: dict[str, Any] = {"name": name, "label": label, "type": "number", "default": default}
     field |= {k: v for k, v in (("min", min), ("max", max), ("unit", unit)) if v is not None}
     return field
@@ -46,8 +58,9 @@ def checkbox(name: str, label: str, default: bool = False) -> dict[str, Any]:
     return {"name": name, "label": label, "type": "checkbox", "default": default}
 
 
-def form(fields: Sequence[Mapping[str, Any]], *, title: str = "", submit: str = "Continue",
-         note: str | None = None) -> ToolResult:
+def form(
+    fields: Sequence[Mapping[str, Any]], *, title: str = "", submit: str = "Continue", note: str | None = None
+) -> ToolResult:
     """A form as a tool's result; ``note`` is what the model reads (by default, the fields)."""
     checked = []
     seen: set[str] = set()
@@ -60,9 +73,11 @@ def form(fields: Sequence[Mapping[str, Any]], *, title: str = "", submit: str = 
         seen.add(name)
         checked.append(dict(f))
     widget = {"kind": "form", "title": title, "submit": submit, "fields": checked}
-    said = note or (f"Showed the user a form{f' ({title})' if title else ''} with fields "
-                    f"{', '.join(str(f.get('label') or f['name']) for f in checked)}. Their answers arrive as their "
-                    "next message (Label: value; ...).")
+    said = note or (
+        f"Showed the user a form{f' ({title})' if title else ''} with fields "
+        f"{', '.join(str(f.get('label') or f['name']) for f in checked)}. Their answers arrive as their "
+        "next message (Label: value; ...)."
+    )
     return ToolResult(said, widget=widget)
 
 
@@ -83,8 +98,16 @@ def spec_form(spec_list: Sequence[Mapping[str, Any]], *, title: str = "", submit
     for spec in spec_list:
         code, label = str(spec["code"]), str(spec.get("name") or spec["code"])
         if spec.get("unit"):
-            fields.append(number(code, f"{label} ({spec['unit']})", default=spec.get("default"),
-                                 min=spec.get("min"), max=spec.get("max"), unit=str(spec["unit"])))
+            fields.append(
+                number(
+                    code,
+                    f"{label} ({spec['unit']})",
+                    default=spec.get("default"),
+                    min=spec.get("min"),
+                    max=spec.get("max"),
+                    unit=str(spec["unit"]),
+                )
+            )
         else:
             fields.append(select(code, label, spec.get("options") or [], spec.get("default")))
     return form(fields, title=title, submit=submit)
@@ -103,12 +126,14 @@ class Configurator:
     def __call__(self, series: str = "") -> ToolResult:
         series = series.strip().upper()
         if not series:
-            return buttons([f"I want to configure the {code} series." for code in self.catalogue],
-                           title="Which series?")
+            return buttons(
+                [f"I want to configure the {code} series." for code in self.catalogue], title="Which series?"
+            )
         specs = self.catalogue.get(series)
         if specs is None:
-            return ToolResult(f"There is no series {series!r}; the series are {', '.join(self.catalogue)}.",
-                              is_error=True)
+            return ToolResult(
+                f"There is no series {series!r}; the series are {', '.join(self.catalogue)}.", is_error=True
+            )
         return spec_form(specs, title=f"Configure the {series} series", submit="Use these options")
 
     def tool(self) -> FunctionTool:
@@ -117,7 +142,14 @@ class Configurator:
 
         # Not read-only: a read-only call repeated with the same arguments answers from the first
         # result, and the user who asks for the form again should see it again.
-        return FunctionTool(configure, name=self.name, idempotent=True, inline=True, description=(
-            "Show the user the product configurator. Without a series: buttons to pick one. With a series "
-            f"({', '.join(self.catalogue)}): a form of its specifications, prefilled with what the user chose "
-            "before. The user's choices arrive as their next message."))
+        return FunctionTool(
+            configure,
+            name=self.name,
+            idempotent=True,
+            inline=True,
+            description=(
+                "Show the user the product configurator. Without a series: buttons to pick one. With a series "
+                f"({', '.join(self.catalogue)}): a form of its specifications, prefilled with what the user chose "
+                "before. The user's choices arrive as their next message."
+            ),
+        )

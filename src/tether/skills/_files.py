@@ -23,8 +23,11 @@ MAX_LISTED = 200
 _IGNORED = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".DS_Store"})
 _WINDOWS_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 # _confine's messages point the model at list_files, which lists the working directory, not a skill.
-_HINTS = ("Call list_files to see what exists.", "Call list_files with a pattern to see inside it.",
-          "Call list_files to see the files.")
+_HINTS = (
+    "Call list_files to see what exists.",
+    "Call list_files with a pattern to see inside it.",
+    "Call list_files to see the files.",
+)
 
 
 class SkillFileError(ValueError):
@@ -42,8 +45,10 @@ class _SkillFolder(Workspace):
 
     def outside_message(self, path: str, link: tuple[str, str] | None = None) -> str:
         how = f": {link[0]!r} is a symbolic link to {link[1]!r}" if link else ""
-        return (f"refused: {path!r} leads outside the skill's folder{how}. A skill's files are read only from "
-                "inside its own folder; load_skill lists them.")
+        return (
+            f"refused: {path!r} leads outside the skill's folder{how}. A skill's files are read only from "
+            "inside its own folder; load_skill lists them."
+        )
 
 
 def _reword(message: str) -> str:
@@ -59,11 +64,13 @@ def check_path(path: str) -> None:
     if "\x00" in path:
         raise SkillFileError("refused: the path contains a NUL byte.")
     if path.startswith(("/", "\\", "~")) or _WINDOWS_DRIVE.match(path):
-        raise SkillFileError(f"refused: {path!r} is absolute; give a path relative to the skill's folder, as "
-                             "load_skill lists its files.")
+        raise SkillFileError(
+            f"refused: {path!r} is absolute; give a path relative to the skill's folder, as load_skill lists its files."
+        )
     if ".." in re.split(r"[\\/]", path):
-        raise SkillFileError(f"refused: {path!r} climbs with '..'; give a path inside the skill's folder, as "
-                             "load_skill lists its files.")
+        raise SkillFileError(
+            f"refused: {path!r} climbs with '..'; give a path inside the skill's folder, as load_skill lists its files."
+        )
 
 
 def read_text(folder: Path, path: str, *, limit: int) -> str:
@@ -85,15 +92,19 @@ def read_text(folder: Path, path: str, *, limit: int) -> str:
         except OSError as exc:
             raise SkillFileError(f"cannot read {path}: {exc.strerror or exc}.") from None
     if len(data) > limit:
-        raise SkillFileError(f"{path} is {max(st.st_size, len(data)):,} bytes; files of a skill are read whole, "
-                             f"up to {limit:,} bytes. Split it into smaller files.")
+        raise SkillFileError(
+            f"{path} is {max(st.st_size, len(data)):,} bytes; files of a skill are read whole, "
+            f"up to {limit:,} bytes. Split it into smaller files."
+        )
     if b"\x00" in data[:8192]:
         raise SkillFileError(f"{path} is a binary file ({len(data):,} bytes); only text files of a skill can be read.")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SkillFileError(f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                             "only UTF-8 text files of a skill can be read.") from None
+        raise SkillFileError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "only UTF-8 text files of a skill can be read."
+        ) from None
 
 
 def list_files(folder: Path, skip: str = "") -> list[tuple[str, int]]:

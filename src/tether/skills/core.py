@@ -131,8 +131,9 @@ class SkillFolders:
         self.roots = list(roots)
 
     @classmethod
-    def default(cls, home: Path | str | None = None, cwd: Path | str | None = None,
-                paths: Sequence[str] = ()) -> SkillFolders:
+    def default(
+        cls, home: Path | str | None = None, cwd: Path | str | None = None, paths: Sequence[str] = ()
+    ) -> SkillFolders:
         if home is None:
             from tether.config import tether_home
 
@@ -206,8 +207,13 @@ def _unique(root: Path, by_name: dict[str, list[Skill]], problems: list[SkillPro
     for name, same in by_name.items():
         if len(same) > 1:
             where = ", ".join(s.folder.name for s in same)
-            problems.append(SkillProblem(root, f"{len(same)} skills are named {name!r} ({where}); none of them "
-                                               "is loaded until each has its own name"))
+            problems.append(
+                SkillProblem(
+                    root,
+                    f"{len(same)} skills are named {name!r} ({where}); none of them "
+                    "is loaded until each has its own name",
+                )
+            )
         else:
             out.extend(same)
     return out
@@ -221,8 +227,11 @@ def _skill_folder(root: Path, path: Path) -> Path | SkillProblem | None:
         if stat.S_ISLNK(st.st_mode):
             real = path.resolve(strict=True)
             if root not in real.parents:
-                return SkillProblem(path, f"a symbolic link to {real}, outside {root}: refused. Move or copy the "
-                                          "skill here, or add its folder to [skills] paths")
+                return SkillProblem(
+                    path,
+                    f"a symbolic link to {real}, outside {root}: refused. Move or copy the "
+                    "skill here, or add its folder to [skills] paths",
+                )
             st = real.stat()
             path = real
     except (OSError, RuntimeError) as exc:  # a dangling link, a loop
@@ -232,8 +241,11 @@ def _skill_folder(root: Path, path: Path) -> Path | SkillProblem | None:
     if not (path / SKILL_FILE).exists() and not (path / SKILL_FILE).is_symlink():
         lower = [n for n in _listing(path) if n.lower() == SKILL_FILE.lower()]
         hint = f" (found {lower[0]!r}: the name is case-sensitive)" if lower else ""
-        return SkillProblem(path, f"no {SKILL_FILE} in this folder{hint}; a skill is a folder with a {SKILL_FILE} "
-                                  "whose front matter gives its name and description")
+        return SkillProblem(
+            path,
+            f"no {SKILL_FILE} in this folder{hint}; a skill is a folder with a {SKILL_FILE} "
+            "whose front matter gives its name and description",
+        )
     return path
 
 
@@ -259,18 +271,27 @@ def read_skill(folder: Path | str, scope: SkillScope = "user") -> Skill:
     front, body = _split(text.replace("\r\n", "\n"))
     meta = _parse_yaml(front)
     name, description = _check(meta)
-    return Skill(name=name, description=description, body=body.strip("\n"), folder=folder, scope=scope,
-                 front_matter=front, meta=meta)
+    return Skill(
+        name=name,
+        description=description,
+        body=body.strip("\n"),
+        folder=folder,
+        scope=scope,
+        front_matter=front,
+        meta=meta,
+    )
 
 
 def _split(text: str) -> tuple[str, str]:
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
-        raise _Malformed("no front matter: SKILL.md must begin with a line '---', then YAML giving name and "
-                         "description, then another '---'")
+        raise _Malformed(
+            "no front matter: SKILL.md must begin with a line '---', then YAML giving name and "
+            "description, then another '---'"
+        )
     for i, line in enumerate(lines[1:], 1):
         if line.strip() == "---":
-            return "".join(lines[1:i]), "".join(lines[i + 1:])
+            return "".join(lines[1:i]), "".join(lines[i + 1 :])
     raise _Malformed("the front matter never ends: add a line '---' after its last field")
 
 
@@ -278,8 +299,10 @@ def _parse_yaml(front: str) -> dict[str, Any]:
     import yaml  # type: ignore[import-untyped]
 
     if len(front) > MAX_FRONT_MATTER_CHARS:
-        raise _Malformed(f"the front matter is {len(front):,} characters long; the limit is "
-                         f"{MAX_FRONT_MATTER_CHARS:,} (the instructions belong in the body)")
+        raise _Malformed(
+            f"the front matter is {len(front):,} characters long; the limit is "
+            f"{MAX_FRONT_MATTER_CHARS:,} (the instructions belong in the body)"
+        )
     # safe_load's semantics; libyaml's loader where installed, which refuses deep nesting at once
     # where the pure-Python one recurses for seconds.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -308,8 +331,10 @@ def _check(meta: dict[str, Any]) -> tuple[str, str]:
     if not isinstance(description, str):
         raise _Malformed(f"description must be text, not a {type(description).__name__} (quote it)")
     if len(description) > MAX_DESCRIPTION_CHARS:
-        raise _Malformed(f"the description is {len(description)} characters long; the limit is "
-                         f"{MAX_DESCRIPTION_CHARS} (the instructions belong in the body)")
+        raise _Malformed(
+            f"the description is {len(description)} characters long; the limit is "
+            f"{MAX_DESCRIPTION_CHARS} (the instructions belong in the body)"
+        )
     return name, description.strip()
 
 

@@ -11,9 +11,11 @@ from tether.skills.core import Discovery, Skill, SkillFolders, SkillSource, repo
 
 __all__ = ["Skills", "index_block"]
 
-INDEX_HEADER = ("# Skills\n"
-                "Instructions for particular kinds of task, kept out of this prompt until needed. When a task "
-                "matches a skill's description, call load_skill with its name before you start, and follow it.")
+INDEX_HEADER = (
+    "# Skills\n"
+    "Instructions for particular kinds of task, kept out of this prompt until needed. When a task "
+    "matches a skill's description, call load_skill with its name before you start, and follow it."
+)
 
 
 def index_block(skills: Iterable[Skill]) -> str:
@@ -39,8 +41,9 @@ class Skills(Extension):
         self._tools = self._make_tools()
 
     @classmethod
-    def open(cls, home: Path | str | None = None, *, cwd: Path | str | None = None,
-             paths: Sequence[str] = ()) -> Skills:
+    def open(
+        cls, home: Path | str | None = None, *, cwd: Path | str | None = None, paths: Sequence[str] = ()
+    ) -> Skills:
         """Skills from ``home/skills`` (``$TETHER_HOME`` by default), ``paths``, and
         ``cwd/.tether/skills`` (``cwd`` defaults to the current directory)."""
         return cls(SkillFolders.default(home, cwd, paths))

@@ -26,8 +26,7 @@ def render_skill(skill: Skill) -> str:
         listed = "\n".join(f"- {path} ({size} bytes)" for path, size in files)
         if len(files) >= MAX_LISTED:
             listed += f"\n(only the first {MAX_LISTED} files are listed)"
-        tail = (f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n"
-                f"{listed}")
+        tail = f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n{listed}"
     else:
         tail = "This skill has no other files."
     return f"# Skill: {skill.name}\n\n{skill.body.strip()}\n\n---\n{tail}"
@@ -56,9 +55,11 @@ class _SkillTool:
 
 class LoadSkill(_SkillTool):
     name = "load_skill"
-    description = ("Load a skill: instructions for a kind of task, listed by name and description in your "
-                   "system prompt. Call it when the task matches a skill's description, before you start, and "
-                   "follow what it says. It returns the instructions and the skill's other files.")
+    description = (
+        "Load a skill: instructions for a kind of task, listed by name and description in your "
+        "system prompt. Call it when the task matches a skill's description, before you start, and "
+        "follow what it says. It returns the instructions and the skill's other files."
+    )
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"name": {"type": "string", "description": "the skill's name, as listed"}},
@@ -73,8 +74,10 @@ class LoadSkill(_SkillTool):
 
 class ReadSkillFile(_SkillTool):
     name = "read_skill_file"
-    description = ("Read a text file of a skill (a template, a reference, an example) that its instructions "
-                   "refer to. The path is relative to the skill's folder, as load_skill lists it.")
+    description = (
+        "Read a text file of a skill (a template, a reference, an example) that its instructions "
+        "refer to. The path is relative to the skill's folder, as load_skill lists it."
+    )
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {

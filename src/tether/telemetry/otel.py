@@ -45,27 +45,62 @@ _FIRST_RUNS_KEPT = 10_000  # trace ids whose first run span this process started
 # What each event puts into its span event: (field, attribute). Free text the model or a person
 # wrote (a tool's arguments, a rejection's words, a memory entry, a guardrail's rationale) is left out.
 _EVENT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "approval_required": (("tool_name", "gen_ai.tool.name"), ("call_id", "gen_ai.tool.call.id"),
-                          ("reason", "tether.approval.reason")),
-    "decision": (("tool_name", "gen_ai.tool.name"), ("call_id", "gen_ai.tool.call.id"),
-                 ("decision", "tether.decision")),
-    "guardrail": (("name", "tether.guardrail.name"), ("stage", "tether.guardrail.stage"),
-                  ("decision", "tether.guardrail.decision"), ("score", "tether.guardrail.score"),
-                  ("category", "tether.guardrail.category")),
-    "compaction": (("tokens_before", "tether.compaction.tokens_before"),
-                   ("tokens_after", "tether.compaction.tokens_after"), ("method", "tether.compaction.method")),
-    "memory_write": (("store", "tether.memory.store"), ("action", "tether.memory.action"),
-                     ("chars", "tether.memory.chars"), ("limit", "tether.memory.limit")),
-    "memory_rejected": (("store", "tether.memory.store"), ("action", "tether.memory.action"),
-                        ("rule", "tether.memory.rule")),
-    "subagent": (("name", "gen_ai.agent.name"), ("call_id", "gen_ai.tool.call.id"),
-                 ("child_run_id", "tether.child_run_id"), ("status", "tether.status"), ("cost_usd", "tether.cost_usd")),
-    "spent_unknown": (("model", "tether.model"), ("prompt_tokens", "gen_ai.usage.input_tokens"),
-                      ("max_tokens", "gen_ai.request.max_tokens"), ("max_cost_usd", "tether.max_cost_usd")),
-    "retry": (("attempt", "tether.retry.attempt"), ("reason", "tether.retry.reason"),
-              ("wait_s", "tether.retry.wait_s")),
-    "fallback": (("from_model", "tether.fallback.from_model"), ("to_model", "tether.fallback.to_model"),
-                 ("reason", "tether.fallback.reason")),
+    "approval_required": (
+        ("tool_name", "gen_ai.tool.name"),
+        ("call_id", "gen_ai.tool.call.id"),
+        ("reason", "tether.approval.reason"),
+    ),
+    "decision": (
+        ("tool_name", "gen_ai.tool.name"),
+        ("call_id", "gen_ai.tool.call.id"),
+        ("decision", "tether.decision"),
+    ),
+    "guardrail": (
+        ("name", "tether.guardrail.name"),
+        ("stage", "tether.guardrail.stage"),
+        ("decision", "tether.guardrail.decision"),
+        ("score", "tether.guardrail.score"),
+        ("category", "tether.guardrail.category"),
+    ),
+    "compaction": (
+        ("tokens_before", "tether.compaction.tokens_before"),
+        ("tokens_after", "tether.compaction.tokens_after"),
+        ("method", "tether.compaction.method"),
+    ),
+    "memory_write": (
+        ("store", "tether.memory.store"),
+        ("action", "tether.memory.action"),
+        ("chars", "tether.memory.chars"),
+        ("limit", "tether.memory.limit"),
+    ),
+    "memory_rejected": (
+        ("store", "tether.memory.store"),
+        ("action", "tether.memory.action"),
+        ("rule", "tether.memory.rule"),
+    ),
+    "subagent": (
+        ("name", "gen_ai.agent.name"),
+        ("call_id", "gen_ai.tool.call.id"),
+        ("child_run_id", "tether.child_run_id"),
+        ("status", "tether.status"),
+        ("cost_usd", "tether.cost_usd"),
+    ),
+    "spent_unknown": (
+        ("model", "tether.model"),
+        ("prompt_tokens", "gen_ai.usage.input_tokens"),
+        ("max_tokens", "gen_ai.request.max_tokens"),
+        ("max_cost_usd", "tether.max_cost_usd"),
+    ),
+    "retry": (
+        ("attempt", "tether.retry.attempt"),
+        ("reason", "tether.retry.reason"),
+        ("wait_s", "tether.retry.wait_s"),
+    ),
+    "fallback": (
+        ("from_model", "tether.fallback.from_model"),
+        ("to_model", "tether.fallback.to_model"),
+        ("reason", "tether.fallback.reason"),
+    ),
 }
 
 
@@ -94,8 +129,9 @@ def _parse_trace_id(trace_id: str) -> int:
 
 # The ids the SDK hands the next span started in this context: a run's root span takes its trace id
 # and, for the first run of a trace, its derived span id.
-_NEXT_IDS: contextvars.ContextVar[tuple[int, int | None] | None] = contextvars.ContextVar("tether_otel_ids",
-                                                                                          default=None)
+_NEXT_IDS: contextvars.ContextVar[tuple[int, int | None] | None] = contextvars.ContextVar(
+    "tether_otel_ids", default=None
+)
 
 
 class _RunIds(IdGenerator):
@@ -131,19 +167,24 @@ class Telemetry:
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
-            raise ConfigError(f"telemetry is configured (OTLP endpoint {endpoint}) but OpenTelemetry is not "
-                              'installed: pip install "tether[otel]"') from exc
+            raise ConfigError(
+                f"telemetry is configured (OTLP endpoint {endpoint}) but OpenTelemetry is not "
+                'installed: pip install "tether[otel]"'
+            ) from exc
         self.endpoint = endpoint
-        self._provider = TracerProvider(resource=Resource.create({"service.name": service_name}),
-                                        id_generator=_RunIds())
-        self._provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint,
-                                                                              headers=headers or None)))
+        self._provider = TracerProvider(
+            resource=Resource.create({"service.name": service_name}), id_generator=_RunIds()
+        )
+        self._provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, headers=headers or None))
+        )
         self._tracer = self._provider.get_tracer("tether")
         self._first_runs: OrderedDict[int, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def tracer(self, *, trace_id: str | None = None, attributes: Mapping[str, Any] | None = None,
-               resumed: bool = False) -> SpanTracer:
+    def tracer(
+        self, *, trace_id: str | None = None, attributes: Mapping[str, Any] | None = None, resumed: bool = False
+    ) -> SpanTracer:
         """A tracer for one ``run_stream`` call; its ``invoke_agent`` span starts now.
 
         ``trace_id`` (see :func:`trace_id_for`) puts the run in that trace; without it the trace is
@@ -177,8 +218,9 @@ class Telemetry:
                 self._first_runs.popitem(last=False)
         return _first_span_id(trace_id)
 
-    def feedback(self, *, trace_id: str, score: str, comment: str | None = None,
-                 attributes: Mapping[str, Any] | None = None) -> None:
+    def feedback(
+        self, *, trace_id: str, score: str, comment: str | None = None, attributes: Mapping[str, Any] | None = None
+    ) -> None:
         """Record a person's verdict on a run: a ``feedback`` span in trace ``trace_id``, under the
         trace's first run span, with ``tether.feedback.score`` ("up" or "down") and the comment."""
         if score not in ("up", "down"):
@@ -191,8 +233,9 @@ class Telemetry:
         if comment is not None:
             verdict["tether.feedback.comment"] = comment
         attrs = {**{k: v for k, v in (attributes or {}).items() if v is not None}, **verdict}
-        span = self._tracer.start_span("feedback", context=set_span_in_context(NonRecordingSpan(parent)),
-                                       attributes=attrs)
+        span = self._tracer.start_span(
+            "feedback", context=set_span_in_context(NonRecordingSpan(parent)), attributes=attrs
+        )
         span.add_event("feedback", verdict)
         span.end()
 
@@ -220,8 +263,11 @@ def telemetry_from_settings(settings: Settings) -> Telemetry | None:
     if not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     # No headers in the table: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS itself.
-    return Telemetry(endpoint, headers=dict(table.get("headers") or {}) or None,
-                     service_name=table.get("service_name") or os.environ.get("OTEL_SERVICE_NAME") or "tether")
+    return Telemetry(
+        endpoint,
+        headers=dict(table.get("headers") or {}) or None,
+        service_name=table.get("service_name") or os.environ.get("OTEL_SERVICE_NAME") or "tether",
+    )
 
 
 def _endpoint_from_env() -> str | None:
@@ -258,10 +304,17 @@ class SpanTracer:
         self._runs: dict[str, _Run] = {}
         self._closed = False
         self._steps: dict[str, Callable[[_Run, Any, int], None]] = {
-            "text_delta": self._chunk, "reasoning_delta": self._chunk, "retry": self._attempt,
-            "fallback": self._attempt, "turn": self._turn, "tool_start": self._tool_start,
-            "tool_result": self._tool_result, "compaction": self._compaction, "subagent": self._subagent,
-            "retrieval": self._retrieval, "done": self._done,
+            "text_delta": self._chunk,
+            "reasoning_delta": self._chunk,
+            "retry": self._attempt,
+            "fallback": self._attempt,
+            "turn": self._turn,
+            "tool_start": self._tool_start,
+            "tool_result": self._tool_result,
+            "compaction": self._compaction,
+            "subagent": self._subagent,
+            "retrieval": self._retrieval,
+            "done": self._done,
         }
 
     @property
@@ -326,17 +379,25 @@ class SpanTracer:
         run.model = event.model
         usage = event.usage
         attrs = _model_attributes(event.model)
-        attrs.update({"gen_ai.response.model": attrs["gen_ai.request.model"],
-                      "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                      "gen_ai.usage.output_tokens": usage.completion_tokens,
-                      "tether.turn": event.turn, "tether.usage_estimated": usage.estimated})
-        optional = {"gen_ai.response.finish_reasons": [event.finish_reason] if event.finish_reason else None,
-                    "gen_ai.request.max_tokens": event.max_tokens,
-                    "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens or None,
-                    "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens or None,
-                    "tether.cost_usd": self._turn_cost(run, event),
-                    "gen_ai.response.time_to_first_chunk":
-                        None if run.first_chunk_ns is None else (run.first_chunk_ns - run.mark_ns) / 1e9}
+        attrs.update(
+            {
+                "gen_ai.response.model": attrs["gen_ai.request.model"],
+                "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": usage.completion_tokens,
+                "tether.turn": event.turn,
+                "tether.usage_estimated": usage.estimated,
+            }
+        )
+        optional = {
+            "gen_ai.response.finish_reasons": [event.finish_reason] if event.finish_reason else None,
+            "gen_ai.request.max_tokens": event.max_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens or None,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens or None,
+            "tether.cost_usd": self._turn_cost(run, event),
+            "gen_ai.response.time_to_first_chunk": None
+            if run.first_chunk_ns is None
+            else (run.first_chunk_ns - run.mark_ns) / 1e9,
+        }
         attrs.update((k, v) for k, v in optional.items() if v is not None)
         span = self._start(f"chat {attrs['gen_ai.request.model']}", run.span, attrs, run.mark_ns, client=True)
         for name, fields, at in run.attempts:
@@ -361,8 +422,12 @@ class SpanTracer:
         return own
 
     def _tool_start(self, run: _Run, event: ToolStart | ToolResultEvent, now: int) -> None:
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool_name,
-                 "gen_ai.tool.call.id": event.call_id, "gen_ai.tool.type": "function"}
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.tool_name,
+            "gen_ai.tool.call.id": event.call_id,
+            "gen_ai.tool.type": "function",
+        }
         run.tools[event.call_id] = self._start(f"execute_tool {event.tool_name}", run.span, attrs, now)
 
     def _tool_result(self, run: _Run, event: ToolResultEvent, now: int) -> None:
@@ -380,11 +445,14 @@ class SpanTracer:
         """What a knowledge-base call found, on its ``execute_tool`` span: where each hit is from
         (chunk id, document, lines) and its score, in rank order; never the texts."""
         hits = event.hits
-        attrs: dict[str, Any] = {"tether.retrieval.mode": event.mode, "tether.retrieval.count": len(hits),
-                                 "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
-                                 "tether.retrieval.documents": [str(h["document"]) for h in hits],
-                                 "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
-                                 "tether.retrieval.scores": [float(h["score"]) for h in hits]}
+        attrs: dict[str, Any] = {
+            "tether.retrieval.mode": event.mode,
+            "tether.retrieval.count": len(hits),
+            "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
+            "tether.retrieval.documents": [str(h["document"]) for h in hits],
+            "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
+            "tether.retrieval.scores": [float(h["score"]) for h in hits],
+        }
         span = run.tools.get(event.call_id)
         if span is not None:
             span.set_attributes(attrs)
@@ -407,9 +475,12 @@ class SpanTracer:
         result = event.result
         if run.attempts:  # retries or fallbacks with no answer after them: the call that failed
             self._failed_call(run, now, result.reason if result.status == "failed" else None)
-        attrs: dict[str, Any] = {"tether.status": result.status, "tether.turns": result.turns,
-                                 "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
-                                 "gen_ai.usage.output_tokens": result.usage.completion_tokens}
+        attrs: dict[str, Any] = {
+            "tether.status": result.status,
+            "tether.turns": result.turns,
+            "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": result.usage.completion_tokens,
+        }
         if result.reason:
             attrs["tether.reason"] = result.reason[:_MAX_TEXT]
         if result.cost_usd is not None:
@@ -445,12 +516,18 @@ class SpanTracer:
         run.tools.clear()
         run.span.end(end_time=now)
 
-    def _start(self, name: str, parent: Span, attributes: Mapping[str, Any], start_ns: int,
-               client: bool = False) -> Span:
+    def _start(
+        self, name: str, parent: Span, attributes: Mapping[str, Any], start_ns: int, client: bool = False
+    ) -> Span:
         from opentelemetry.trace import SpanKind, set_span_in_context
 
-        return self._tracer.start_span(name, context=set_span_in_context(parent), attributes=attributes,
-                                       kind=SpanKind.CLIENT if client else SpanKind.INTERNAL, start_time=start_ns)
+        return self._tracer.start_span(
+            name,
+            context=set_span_in_context(parent),
+            attributes=attributes,
+            kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
+            start_time=start_ns,
+        )
 
 
 def _model_attributes(name: str) -> dict[str, Any]:

@@ -43,9 +43,11 @@ class FunctionModel(InProcessModel):
         if message.usage is None:
             wire = self._wire.messages(request.system, request.messages)
             completion = count_tokens(message.text) + sum(
-                3 + count_tokens(c.name) + count_tokens(c.arguments) for c in message.tool_calls)
-            usage = Usage(prompt_tokens=count_prompt_tokens(wire, tools_to_wire(request.tools)),
-                          completion_tokens=completion)
+                3 + count_tokens(c.name) + count_tokens(c.arguments) for c in message.tool_calls
+            )
+            usage = Usage(
+                prompt_tokens=count_prompt_tokens(wire, tools_to_wire(request.tools)), completion_tokens=completion
+            )
             message = message.model_copy(update={"usage": usage})
         return ModelResponse(message)
 
@@ -56,9 +58,8 @@ class FunctionModel(InProcessModel):
             return AssistantMessage(content=(TextPart(text=out),), finish_reason="stop")
         if isinstance(out, Reply):
             parts: list[TextPart | ToolCallPart] = [TextPart(text=out.text)] if out.text else []
-            parts += [ToolCallPart(id=cid, name=name, arguments=json.dumps(args))
-                      for cid, name, args in out.calls]
-            return AssistantMessage(content=tuple(parts),
-                                    finish_reason="tool_calls" if out.calls else "stop")
-        raise TypeError(f"FunctionModel's function returned {type(out).__name__}; "
-                        "return str, Reply or AssistantMessage")
+            parts += [ToolCallPart(id=cid, name=name, arguments=json.dumps(args)) for cid, name, args in out.calls]
+            return AssistantMessage(content=tuple(parts), finish_reason="tool_calls" if out.calls else "stop")
+        raise TypeError(
+            f"FunctionModel's function returned {type(out).__name__}; return str, Reply or AssistantMessage"
+        )

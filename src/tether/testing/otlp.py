@@ -122,8 +122,10 @@ class OtlpReceiver:
             if predicate(spans):
                 return spans
             if time.monotonic() > deadline:
-                raise AssertionError(f"the receiver did not get the expected spans within {timeout} s; it has "
-                                     f"{[s['name'] for s in spans]}")
+                raise AssertionError(
+                    f"the receiver did not get the expected spans within {timeout} s; it has "
+                    f"{[s['name'] for s in spans]}"
+                )
             time.sleep(0.02)
 
 
@@ -175,8 +177,10 @@ def _span(span: Span, resource: dict[str, Any], scope: str) -> ReceivedSpan:
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
         attributes=_attributes(span.attributes),
-        events=[ReceivedEvent(name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes))
-                for e in span.events],
+        events=[
+            ReceivedEvent(name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes))
+            for e in span.events
+        ],
         status=_STATUS.get(span.status.code, str(span.status.code)),
         status_message=span.status.message,
         resource=resource,

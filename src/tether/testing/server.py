@@ -75,15 +75,32 @@ def _openai_chunks(body: dict[str, Any], include_usage: bool, repeat_ids: bool =
     out.extend(chunk({"content": piece}) for piece in split_text(message.get("content") or ""))
     for index, call in enumerate(message.get("tool_calls") or []):
         args = call["function"]["arguments"]
-        head = {"index": index, "id": call["id"], "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""}}
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
         out.append(chunk({"tool_calls": [head]}))
         cut = len(args) // 2  # arguments arrive in pieces, split anywhere
         for piece in (args[:cut], args[cut:]):
             if piece and repeat_ids:
-                out.append(chunk({"role": None, "content": None, "tool_calls": [
-                    {"index": index, "id": call["id"], "type": "function",
-                     "function": {"name": None, "arguments": piece}}]}))
+                out.append(
+                    chunk(
+                        {
+                            "role": None,
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": None, "arguments": piece},
+                                }
+                            ],
+                        }
+                    )
+                )
             elif piece:
                 out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
     out.append(chunk({}, choice["finish_reason"]))
@@ -102,9 +119,15 @@ def _anthropic_to_openai(body: dict[str, Any]) -> list[dict[str, Any]]:
     for m in body["messages"]:
         content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
         if m["role"] == "assistant":
-            calls = [{"id": b["id"], "type": "function",
-                      "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})}}
-                     for b in content if b.get("type") == "tool_use"]
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": json.dumps(b.get("input") or {})},
+                }
+                for b in content
+                if b.get("type") == "tool_use"
+            ]
             text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
             out.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
             continue
@@ -124,30 +147,57 @@ def _anthropic_message(body: dict[str, Any], reply: dict[str, Any], thinking: bo
     msg = choice["message"]
     blocks: list[dict[str, Any]] = []
     if thinking:
-        blocks.append({"type": "thinking", "thinking": THINKING_TEXT,
-                       "signature": sign_thinking(str(body.get("model")), THINKING_TEXT)})
+        blocks.append(
+            {
+                "type": "thinking",
+                "thinking": THINKING_TEXT,
+                "signature": sign_thinking(str(body.get("model")), THINKING_TEXT),
+            }
+        )
     if msg.get("content"):
         blocks.append({"type": "text", "text": msg["content"]})
     for c in msg.get("tool_calls") or []:
-        blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
-                       "input": json.loads(c["function"]["arguments"])})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": c["id"],
+                "name": c["function"]["name"],
+                "input": json.loads(c["function"]["arguments"]),
+            }
+        )
     stop = {"tool_calls": "tool_use", "length": "max_tokens"}.get(choice["finish_reason"], "end_turn")
     usage = reply["usage"]
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
-    return {"id": f"msg_{reply['id']}", "type": "message", "role": "assistant", "model": body.get("model"),
-            "content": blocks, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": usage["prompt_tokens"] - cached, "output_tokens": usage["completion_tokens"],
-                      "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}}
+    return {
+        "id": f"msg_{reply['id']}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": blocks,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage["prompt_tokens"] - cached,
+            "output_tokens": usage["completion_tokens"],
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0,
+        },
+    }
 
 
 def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
-    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}),
-                                                ("ping", {"type": "ping"})]
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
     for index, block in enumerate(message["content"]):
         kind = block["type"]
-        empty = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": ""},
-                 "tool_use": {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": {}}}[kind]
+        empty = {
+            "text": {"type": "text", "text": ""},
+            "thinking": {"type": "thinking", "thinking": ""},
+            "tool_use": {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": {}},
+        }[kind]
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}))
         if kind == "text":
             deltas = [{"type": "text_delta", "text": p} for p in split_text(block["text"])]
@@ -158,12 +208,18 @@ def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]
             raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
             cut = len(raw) // 2
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:cut], raw[cut:])]
-        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-                   for d in deltas]
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -199,11 +255,13 @@ def _anthropic_models(query: dict[str, list[str]]) -> dict[str, Any]:
     limit = max(1, min(1000, int((query.get("limit") or ["20"])[0])))
     after = (query.get("after_id") or [""])[0]
     start = names.index(after) + 1 if after in names else 0
-    page = names[start:start + limit]
-    return {"data": [{"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"}
-                     for n in page],
-            "has_more": start + limit < len(names), "first_id": page[0] if page else None,
-            "last_id": page[-1] if page else None}
+    page = names[start : start + limit]
+    return {
+        "data": [{"type": "model", "id": n, "display_name": n, "created_at": "2025-01-01T00:00:00Z"} for n in page],
+        "has_more": start + limit < len(names),
+        "first_id": page[0] if page else None,
+        "last_id": page[-1] if page else None,
+    }
 
 
 def _break_tool_json(reply: dict[str, Any]) -> None:
@@ -212,7 +270,6 @@ def _break_tool_json(reply: dict[str, Any]) -> None:
     if calls:
         args = calls[0]["function"]["arguments"]
         calls[0]["function"]["arguments"] = args[:-1].rstrip() + ",}"
-
 
 
 def _obey_tool_choice(reply: dict[str, Any], request: dict[str, Any]) -> None:
@@ -233,12 +290,18 @@ def _obey_tool_choice(reply: dict[str, Any], request: dict[str, Any]) -> None:
         value = None
     arguments = text if isinstance(value, dict) else json.dumps({"text": text})
     message["content"] = None
-    message["tool_calls"] = [{"id": f"toolu_{reply['id'].rsplit('-', 1)[-1]}_answer", "type": "function",
-                              "function": {"name": name, "arguments": arguments}}]
+    message["tool_calls"] = [
+        {
+            "id": f"toolu_{reply['id'].rsplit('-', 1)[-1]}_answer",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+    ]
     reply["choices"][0]["finish_reason"] = "tool_calls"
 
 
 KEEP_REQUESTS = 500  # requests a server keeps for inspection
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -251,8 +314,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read stdout
         return
 
-    def _send(self, status: int, payload: bytes, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, payload: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
@@ -268,8 +332,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _anthropic_api(self) -> bool:
         return self.path.endswith("/messages") or "anthropic-version" in self.headers
 
-    def _error(self, status: int, message: str, kind: str = "invalid_request_error",
-               headers: dict[str, str] | None = None, code: str | None = None) -> None:
+    def _error(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+        code: str | None = None,
+    ) -> None:
         if self._anthropic_api():
             self._json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
         else:
@@ -287,9 +357,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, _anthropic_models(parse_qs(url.query)))
                 return
             created = int(time.time())
-            self._json(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": created, "owned_by": "tether-scripted"}
-                for name in SCENARIOS]})
+            self._json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": name, "object": "model", "created": created, "owned_by": "tether-scripted"}
+                        for name in SCENARIOS
+                    ],
+                },
+            )
         elif self.path == "/_stats":
             self._json(200, self.server.stats())
         else:
@@ -328,12 +405,19 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(float(arg or 5))
             return False
         if kind == "429_quota":
-            self._error(429, "You exceeded your current quota, please check your plan and billing details.",
-                        "insufficient_quota", code="insufficient_quota")
+            self._error(
+                429,
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                code="insufficient_quota",
+            )
             return True
         if kind == "low_credit":
-            self._error(400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
-                        "Billing to upgrade or purchase credits.")
+            self._error(
+                400,
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans & "
+                "Billing to upgrade or purchase credits.",
+            )
             return True
         if kind in ("429", "500", "503", "507", "529", "401"):
             headers = {}
@@ -357,11 +441,20 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/messages":
             self._error(400, "prompt is too long: 250000 tokens > 200000 maximum")
         else:
-            self._json(400, {"error": {"message": "This model's maximum context length is exceeded.",
-                                       "type": "invalid_request_error", "code": "context_length_exceeded"}})
+            self._json(
+                400,
+                {
+                    "error": {
+                        "message": "This model's maximum context length is exceeded.",
+                        "type": "invalid_request_error",
+                        "code": "context_length_exceeded",
+                    }
+                },
+            )
 
-    def _scripted(self, path: str, messages: list[dict[str, Any]], tools: Any, max_tokens: Any,
-                  model: str) -> dict[str, Any] | None:
+    def _scripted(
+        self, path: str, messages: list[dict[str, Any]], tools: Any, max_tokens: Any, model: str
+    ) -> dict[str, Any] | None:
         """The scripted reply, or None after answering with the error a real server would send."""
         scenario = model.removeprefix("scripted/")
         try:
@@ -390,9 +483,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _chat(self, request: dict[str, Any], fault: str | None) -> None:
         if self._refused_chat(request):
             return
-        reply = self._scripted("/v1/chat/completions", request["messages"], request.get("tools"),
-                               request.get("max_tokens") or request.get("max_completion_tokens"),
-                               str(request.get("model", "")))
+        reply = self._scripted(
+            "/v1/chat/completions",
+            request["messages"],
+            request.get("tools"),
+            request.get("max_tokens") or request.get("max_completion_tokens"),
+            str(request.get("model", "")),
+        )
         if reply is None:
             return
         if request.get("prompt_cache_key"):
@@ -428,11 +525,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, problem)
             return
         history = _anthropic_to_openai(request)
-        tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                                   "parameters": t.get("input_schema", {})}}
-                 for t in request.get("tools") or []]
-        reply = self._scripted("/v1/messages", history, tools, request.get("max_tokens"),
-                               str(request.get("model", "")))
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": t.get("input_schema", {}),
+                },
+            }
+            for t in request.get("tools") or []
+        ]
+        reply = self._scripted("/v1/messages", history, tools, request.get("max_tokens"), str(request.get("model", "")))
         if reply is None:
             return
         _obey_tool_choice(reply, request)
@@ -453,8 +557,9 @@ class _Handler(BaseHTTPRequestHandler):
                 message.pop("usage")
             self._json(200, message)
             return
-        events = [f"event: {name}\ndata: {json.dumps(data)}\n\n"
-                  for name, data in _shaped_events(message, fault, no_usage)]
+        events = [
+            f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in _shaped_events(message, fault, no_usage)
+        ]
         if fault == "malformed":
             events.insert(2, "event: content_block_delta\ndata: {oops\n\n")
         elif fault == "error_event":
@@ -462,8 +567,9 @@ class _Handler(BaseHTTPRequestHandler):
             events.insert(3, f"event: error\ndata: {json.dumps(error)}\n\n")
         self._stream(events, fault, text_markers=('"text_delta"',), args_markers=('"input_json_delta"',))
 
-    def _stream(self, events: list[str], fault: str | None, text_markers: Iterable[str],
-                args_markers: Iterable[str]) -> None:
+    def _stream(
+        self, events: list[str], fault: str | None, text_markers: Iterable[str], args_markers: Iterable[str]
+    ) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -508,7 +614,8 @@ class _Server(ThreadingHTTPServer):
         # The latest requests, for tests to inspect; bounded, so a long-running `tether scripted
         # serve` stays flat in memory (a 200-turn run sends ~20 MB of request bodies).
         self.received: collections.deque[tuple[str, dict[str, Any], dict[str, str]]] = collections.deque(
-            maxlen=KEEP_REQUESTS)
+            maxlen=KEEP_REQUESTS
+        )
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a cancelled run, a killed process) is not the server's error.
@@ -547,8 +654,16 @@ class ScriptedServer:
 
     DIALECTS = ("openai", "llama.cpp")
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, faults: Iterable[str] = (),
-                 context_window: int | None = None, omit_usage: bool = False, dialect: str = "openai") -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        faults: Iterable[str] = (),
+        context_window: int | None = None,
+        omit_usage: bool = False,
+        dialect: str = "openai",
+    ) -> None:
         if dialect not in self.DIALECTS:
             raise ConfigError(f"unknown scripted server dialect {dialect!r}; known: {', '.join(self.DIALECTS)}")
         self._server = _Server((host, port))

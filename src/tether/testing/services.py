@@ -110,19 +110,31 @@ class RabbitServer:
         self.dir = Path(tempfile.mkdtemp(prefix="tether-rabbit-"))
         name = f"tether{self.port}@localhost"
         (self.dir / "plugins").write_text("[].\n")
-        env = dict(os.environ, RABBITMQ_NODENAME=name, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
-                   RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(free_port()),
-                   RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"), RABBITMQ_LOG_BASE=str(self.dir / "log"),
-                   RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "plugins"),
-                   RABBITMQ_FEATURE_FLAGS_FILE=str(self.dir / "feature_flags"),
-                   RABBITMQ_CONFIG_FILE=str(self.dir / "rabbitmq"),
-                   RABBITMQ_ADVANCED_CONFIG_FILE=str(self.dir / "advanced.config"),
-                   RABBITMQ_PID_FILE=str(self.dir / "pid"), HOME=str(self.dir))
+        env = dict(
+            os.environ,
+            RABBITMQ_NODENAME=name,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(free_port()),
+            RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.dir / "log"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "plugins"),
+            RABBITMQ_FEATURE_FLAGS_FILE=str(self.dir / "feature_flags"),
+            RABBITMQ_CONFIG_FILE=str(self.dir / "rabbitmq"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(self.dir / "advanced.config"),
+            RABBITMQ_PID_FILE=str(self.dir / "pid"),
+            HOME=str(self.dir),
+        )
         for sub in ("mnesia", "log"):
             (self.dir / sub).mkdir()
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
-        self._proc = subprocess.Popen([self.binary() or "rabbitmq-server"], env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        self._proc = subprocess.Popen(
+            [self.binary() or "rabbitmq-server"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._wait(start_timeout)
 
     @staticmethod

@@ -33,8 +33,10 @@ def check_openai(body: Any) -> str | None:
             return f"messages[{i}]: invalid role {role!r}"
         if role == "tool":
             if not waiting or m.get("tool_call_id") != waiting[0]:
-                return (f"messages[{i}]: a 'tool' message must answer a preceding tool_call "
-                        f"(expected {waiting[:1]}, got {m.get('tool_call_id')!r})")
+                return (
+                    f"messages[{i}]: a 'tool' message must answer a preceding tool_call "
+                    f"(expected {waiting[:1]}, got {m.get('tool_call_id')!r})"
+                )
             waiting.pop(0)
             continue
         if waiting:
@@ -64,8 +66,10 @@ def _response_format(value: Any) -> str | None:
     if not isinstance(spec, dict):
         return "response_format.json_schema: Missing required parameter"
     if not isinstance(spec.get("name"), str) or not _NAME.match(spec["name"]):
-        return ("response_format.json_schema.name: must be a-z, A-Z, 0-9, underscores or dashes, "
-                f"at most 64 characters (got {spec.get('name')!r})")
+        return (
+            "response_format.json_schema.name: must be a-z, A-Z, 0-9, underscores or dashes, "
+            f"at most 64 characters (got {spec.get('name')!r})"
+        )
     schema = spec.get("schema")
     if schema is not None and not isinstance(schema, dict):
         return "response_format.json_schema.schema: must be an object"
@@ -82,14 +86,22 @@ def _strict_problem(name: str, node: Any, where: str) -> str | None:
         return f"Invalid schema for response_format '{name}': schema must be a JSON Schema of 'type: \"object\"'"
     if node.get("type") == "object" or "properties" in node:
         if node.get("additionalProperties") is not False:
-            return (f"Invalid schema for response_format '{name}': In context={where}, 'additionalProperties' "
-                    "is required to be supplied and to be false.")
+            return (
+                f"Invalid schema for response_format '{name}': In context={where}, 'additionalProperties' "
+                "is required to be supplied and to be false."
+            )
         missing = [k for k in node.get("properties") or {} if k not in (node.get("required") or ())]
         if missing:
-            return (f"Invalid schema for response_format '{name}': In context={where}, 'required' is required "
-                    f"to be supplied and to be an array including every key in properties. Missing {missing[0]!r}.")
-    children = [*(node.get("properties") or {}).values(), *(node.get("$defs") or {}).values(),
-                *(node.get("anyOf") or ()), *([node["items"]] if "items" in node else [])]
+            return (
+                f"Invalid schema for response_format '{name}': In context={where}, 'required' is required "
+                f"to be supplied and to be an array including every key in properties. Missing {missing[0]!r}."
+            )
+    children = [
+        *(node.get("properties") or {}).values(),
+        *(node.get("$defs") or {}).values(),
+        *(node.get("anyOf") or ()),
+        *([node["items"]] if "items" in node else []),
+    ]
     for child in children:
         problem = _strict_problem(name, child, where + ".")
         if problem:
@@ -116,9 +128,11 @@ def _assistant_content(i: int, m: dict[str, Any]) -> str | None:
     if "content" not in m:
         return f"messages[{i}]: assistant message has no 'content' (send \"\" when it has only tool_calls)"
     if not isinstance(m["content"], str | list):
-        return (f"messages[{i}]: assistant 'content' must be a string or an array, not "
-                f"{type(m['content']).__name__ if m['content'] is not None else 'null'} "
-                "(llama.cpp's servers refuse null; send \"\" when it has only tool_calls)")
+        return (
+            f"messages[{i}]: assistant 'content' must be a string or an array, not "
+            f"{type(m['content']).__name__ if m['content'] is not None else 'null'} "
+            '(llama.cpp\'s servers refuse null; send "" when it has only tool_calls)'
+        )
     return None
 
 
@@ -192,7 +206,7 @@ def _tools_problem(body: dict[str, Any]) -> str | None:
 def _check_turn(i: int, m: Any, pending: list[str], model: str) -> str | None:
     expected = "user" if i % 2 == 0 else "assistant"
     if not isinstance(m, dict) or m.get("role") != expected:
-        return f"messages: roles must alternate between \"user\" and \"assistant\", starting with user (messages.{i})"
+        return f'messages: roles must alternate between "user" and "assistant", starting with user (messages.{i})'
     content = m.get("content")
     if isinstance(content, str):
         return None if content else f"messages.{i}: content must not be empty"
@@ -200,8 +214,10 @@ def _check_turn(i: int, m: Any, pending: list[str], model: str) -> str | None:
         return f"messages.{i}: content must be a non-empty list"
     results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
     if sorted(results) != sorted(pending):
-        return (f"messages.{i}: each `tool_use` needs a `tool_result` in the next message and no other "
-                f"(expected {sorted(pending)}, got {sorted(results)})")
+        return (
+            f"messages.{i}: each `tool_use` needs a `tool_result` in the next message and no other "
+            f"(expected {sorted(pending)}, got {sorted(results)})"
+        )
     if results and any(b.get("type") != "tool_result" for b in content[: len(results)]):
         return f"messages.{i}: tool_result blocks must come first in the user message"
     for j, block in enumerate(content):

@@ -63,8 +63,10 @@ MAX_PATH_CHARS = 4096
 # where the walk cannot be done safely.
 _O_NOFOLLOW, _O_DIRECTORY = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_DIRECTORY", 0)
 _O_CLOEXEC, _O_NONBLOCK, _O_NOCTTY = (getattr(os, f, 0) for f in ("O_CLOEXEC", "O_NONBLOCK", "O_NOCTTY"))
-SUPPORTED = bool(_O_NOFOLLOW and _O_DIRECTORY) and {os.open, os.stat, os.mkdir, os.readlink, os.rename,
-                                                       os.unlink} <= os.supports_dir_fd
+SUPPORTED = (
+    bool(_O_NOFOLLOW and _O_DIRECTORY)
+    and {os.open, os.stat, os.mkdir, os.readlink, os.rename, os.unlink} <= os.supports_dir_fd
+)
 DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
 # O_NONBLOCK: opening a FIFO never waits for a writer. Cleared again on regular files.
 FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK | _O_NOCTTY
@@ -118,13 +120,17 @@ class Workspace:
         # path, or by the path as given (macOS's /var is /private/var).
         self._prefixes = {self.root.parts[1:], PurePosixPath(os.path.abspath(cwd)).parts[1:]}
         if not SUPPORTED:
-            raise ToolError("the file tools need O_NOFOLLOW and *at system calls (Linux, macOS, BSD) to stay "
-                            "inside the working directory; they are not available on this platform.")
+            raise ToolError(
+                "the file tools need O_NOFOLLOW and *at system calls (Linux, macOS, BSD) to stay "
+                "inside the working directory; they are not available on this platform."
+            )
         try:
             self.fd = os.open(cwd, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
         except OSError as exc:
-            raise ToolError(f"the working directory {cwd} cannot be opened: {exc.strerror}. The file tools "
-                            "cannot work until it exists; tell the user.") from None
+            raise ToolError(
+                f"the working directory {cwd} cannot be opened: {exc.strerror}. The file tools "
+                "cannot work until it exists; tell the user."
+            ) from None
 
     def __enter__(self) -> Workspace:
         return self
@@ -141,8 +147,7 @@ class Workspace:
                 return parts[len(prefix) :]
         return None
 
-    def walk(self, path: str, *, follow_last: bool = True, create_dirs: bool = False,
-             missing_ok: bool = False) -> Walk:
+    def walk(self, path: str, *, follow_last: bool = True, create_dirs: bool = False, missing_ok: bool = False) -> Walk:
         """Resolve ``path``: every directory is opened; the last component is named, not opened.
 
         ``follow_last`` follows a link in the last component too (read, write, edit);
@@ -220,8 +225,14 @@ class Walk:
         parts = [*self.names, self.name] if self.name is not None else self.names
         return "/".join(parts) or "."
 
-    def run(self, parts: tuple[str, ...] | list[str], *, follow_last: bool = True, create_dirs: bool = False,
-            missing_ok: bool = False) -> None:
+    def run(
+        self,
+        parts: tuple[str, ...] | list[str],
+        *,
+        follow_last: bool = True,
+        create_dirs: bool = False,
+        missing_ok: bool = False,
+    ) -> None:
         """Walk ``parts`` from where this walk stands; see :meth:`Workspace.walk`."""
         self._queue(parts, None)
         self.name, self.stat = None, None
@@ -251,8 +262,10 @@ class Walk:
     def _retry(self) -> None:
         self._retries += 1
         if self._retries > MAX_LINKS:
-            raise ToolError(f"refused: {self.shown!r} kept changing while it was being opened; try again "
-                            "when nothing else is renaming files there.")
+            raise ToolError(
+                f"refused: {self.shown!r} kept changing while it was being opened; try again "
+                "when nothing else is renaming files there."
+            )
 
     def _up(self, via: tuple[str, str] | None = None) -> None:
         if self._missing_from is not None:  # beneath a directory that does not exist: lexical
@@ -312,8 +325,10 @@ class Walk:
             return
         here = "/".join([*self.names, name])
         if exc.errno in _LINK_ERRNOS:
-            raise ToolError(f"{here!r} is {kind_of(st.st_mode)}, not a directory, so {self.shown!r} cannot "
-                            "exist. Call list_files to see what exists.") from None
+            raise ToolError(
+                f"{here!r} is {kind_of(st.st_mode)}, not a directory, so {self.shown!r} cannot "
+                "exist. Call list_files to see what exists."
+            ) from None
         raise ToolError(f"cannot open {here!r}: {exc.strerror}.") from None
 
     def _last(self, name: str, *, follow: bool) -> None:
@@ -327,9 +342,11 @@ class Walk:
         self._links += 1
         link = "/".join([*self.names, name])
         if self._links > MAX_LINKS:
-            raise ToolError(f"refused: {self.shown!r} cannot be resolved: it passes through more than "
-                            f"{MAX_LINKS} symbolic links, which is a symlink loop. Use the real path of "
-                            "the file; call list_files to see what exists.")
+            raise ToolError(
+                f"refused: {self.shown!r} cannot be resolved: it passes through more than "
+                f"{MAX_LINKS} symbolic links, which is a symlink loop. Use the real path of "
+                "the file; call list_files to see what exists."
+            )
         try:
             target = os.readlink(name, dir_fd=self.dir_fd)
         except OSError:  # no longer a link: walk the name again
@@ -385,8 +402,10 @@ def refuse_special(shown: str, mode: int, what: str) -> None:
     """A clear refusal for FIFOs, sockets and devices: reading one can block or have effects."""
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
         return
-    raise ToolError(f"{shown} is {kind_of(mode)}, not a file; {what} regular files, because reading this "
-                    "could block forever or have side effects. Call list_files to see the files.")
+    raise ToolError(
+        f"{shown} is {kind_of(mode)}, not a file; {what} regular files, because reading this "
+        "could block forever or have side effects. Call list_files to see the files."
+    )
 
 
 def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None, *, shown: str = "") -> None:
@@ -501,8 +520,9 @@ def entries(ws: Workspace, glob: Glob, ignored: frozenset[str]) -> Iterator[Loca
     yield from _entries(ws.fd, [ws.fd], [], glob, glob.start, ignored)
 
 
-def _entries(fd: int, stack: list[int], names: list[str], glob: Glob, states: frozenset[int],
-             ignored: frozenset[str]) -> Iterator[Location]:
+def _entries(
+    fd: int, stack: list[int], names: list[str], glob: Glob, states: frozenset[int], ignored: frozenset[str]
+) -> Iterator[Location]:
     try:
         with os.scandir(fd) as it:
             found = sorted((e.name, _entry_kind(e)) for e in it if e.name not in ignored)
@@ -519,8 +539,9 @@ def _entries(fd: int, stack: list[int], names: list[str], glob: Glob, states: fr
             yield Location(names, stack, name, "link", glob.matches(here), glob.may_descend(here))
 
 
-def _subdirectory(fd: int, stack: list[int], names: list[str], name: str, glob: Glob, states: frozenset[int],
-                  ignored: frozenset[str]) -> Iterator[Location]:
+def _subdirectory(
+    fd: int, stack: list[int], names: list[str], name: str, glob: Glob, states: frozenset[int], ignored: frozenset[str]
+) -> Iterator[Location]:
     try:
         child = os.open(name, DIR_FLAGS, dir_fd=fd)
     except OSError:  # gone, or swapped for a link since it was listed

@@ -106,29 +106,46 @@ def _argv(chosen: Plan, command: str) -> list[str]:
 def _choose(namespaces: bool) -> Plan:
     if not _LINUX:
         kind: SandboxKind = "none (macOS)" if sys.platform == "darwin" else "none"
-        _log.info("shell commands run in their own process group only (%s): a same-user command can read "
-                  "tether's environment", kind)
+        _log.info(
+            "shell commands run in their own process group only (%s): a same-user command can read "
+            "tether's environment",
+            kind,
+        )
         return Plan(kind, None)
     if namespaces:
         found, why = _probe_namespaces()
         if found is not None:
             _log.debug("shell commands run in a %s", found.kind)
             return found
-        _log.warning("shell commands run without a PID namespace (%s): tether is non-dumpable, so a command "
-                     "running as the same non-root user cannot read its environment, but one running as root "
-                     "can", why)
+        _log.warning(
+            "shell commands run without a PID namespace (%s): tether is non-dumpable, so a command "
+            "running as the same non-root user cannot read its environment, but one running as root "
+            "can",
+            why,
+        )
     keeper = _keeper_works()
     if not keeper:
-        _log.warning("the shell's keeper process cannot start (%s -I -S %s): a command's descendants that "
-                     "leave its session may outlive it", sys.executable, __file__)
+        _log.warning(
+            "the shell's keeper process cannot start (%s -I -S %s): a command's descendants that "
+            "leave its session may outlive it",
+            sys.executable,
+            __file__,
+        )
     return Plan("non-dumpable only", "reap" if keeper else None)
 
 
 def _works(candidate: Plan, check: str) -> bool | str:
     """True when ``check`` run under ``candidate`` prints ``isolated``; else what went wrong."""
     try:
-        done = subprocess.run(_argv(candidate, check), cwd="/", env={"PATH": _SYSTEM_PATH},
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        done = subprocess.run(
+            _argv(candidate, check),
+            cwd="/",
+            env={"PATH": _SYSTEM_PATH},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{candidate.wrapper[:1] or candidate.keeper}: {exc}"
     if done.stdout.strip() == b"isolated":
@@ -178,6 +195,7 @@ def _make_non_dumpable() -> None:
 
 
 # --- the keeper (run as a program) ---------------------------------------------------------------
+
 
 def _keep(mode: str, parent: int, program: list[str]) -> NoReturn:
     libc = _libc()

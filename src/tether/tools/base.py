@@ -151,9 +151,7 @@ def _check_schema(tool: Any, value: dict[str, Any]) -> None:
     validator = _validator_for(json.dumps(tool.input_schema, sort_keys=True))
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if errors:
-        problems = "; ".join(
-            f"{'/'.join(str(p) for p in e.path) or '(top level)'}: {e.message}" for e in errors[:5]
-        )
+        problems = "; ".join(f"{'/'.join(str(p) for p in e.path) or '(top level)'}: {e.message}" for e in errors[:5])
         raise ToolInputError(
             f"Invalid arguments for {tool.name}: {problems}. "
             f"Fix them and call again. Schema: {_schema_hint(tool.input_schema)}"
@@ -210,8 +208,7 @@ class FunctionTool:
             model = self._model.model_validate(value)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-                for e in exc.errors()[:5]
+                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()[:5]
             )
             raise ToolInputError(
                 f"Invalid arguments for {self.name}: {problems}. Fix them and call again. "

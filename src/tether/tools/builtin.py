@@ -1,23 +1,23 @@
 """The built-in tool set and the deployment settings that bound it (``[tools]`` in config.toml)::
 
-    [tools.shell]
-    approval = true            # every run_command needs a person's yes (the default)
-    timeout_s = 30
-    output_cap_bytes = 1000000
-    block = ["git"]            # more commands to refuse
-    unblock = ["crontab"]      # defaults to allow anyway
-    env = { CI = "1" }         # variables the command gets (nothing else leaks from tether's own)
+[tools.shell]
+approval = true            # every run_command needs a person's yes (the default)
+timeout_s = 30
+output_cap_bytes = 1000000
+block = ["git"]            # more commands to refuse
+unblock = ["crontab"]      # defaults to allow anyway
+env = { CI = "1" }         # variables the command gets (nothing else leaks from tether's own)
 
-    [tools.files]
-    write_approval = false     # true: write_file and edit_file need a yes too
+[tools.files]
+write_approval = false     # true: write_file and edit_file need a yes too
 
-    [tools.web]
-    allow = ["127.0.0.1:8080", "10.20.0.0/16"]   # private addresses web_fetch may reach anyway
-    max_bytes = 2000000
+[tools.web]
+allow = ["127.0.0.1:8080", "10.20.0.0/16"]   # private addresses web_fetch may reach anyway
+max_bytes = 2000000
 
-    [tools.web_search]
-    kind = "searxng"
-    url = "https://search.example.com"
+[tools.web_search]
+kind = "searxng"
+url = "https://search.example.com"
 """
 
 from __future__ import annotations
@@ -59,8 +59,12 @@ def tool_settings(data: dict[str, Any] | None) -> ToolSettings:
     web: dict[str, Any] = data.get("web") or {}
     search: dict[str, Any] = data.get("web_search") or {}
     backend = SearxngBackend(search["url"]) if search else None
-    web_settings = WebSettings(allow=tuple(web.get("allow", [])), max_bytes=web.get("max_bytes", 2_000_000),
-                               max_chars=web.get("max_chars", 100_000), search=backend)
+    web_settings = WebSettings(
+        allow=tuple(web.get("allow", [])),
+        max_bytes=web.get("max_bytes", 2_000_000),
+        max_chars=web.get("max_chars", 100_000),
+        search=backend,
+    )
     files: dict[str, Any] = data.get("files") or {}
     return ToolSettings(shell=shell_settings, web=web_settings, write_approval=files.get("write_approval", False))
 
@@ -70,6 +74,10 @@ def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
     settings = settings or ToolSettings()
     edit: list[Any] = list(EDIT_TOOLS)
     if settings.write_approval:
-        edit = [FunctionTool(t.fn, name=t.name, description=t.description, read_only=t.read_only,
-                             needs_approval=True) if t.name in ("write_file", "edit_file") else t for t in edit]
+        edit = [
+            FunctionTool(t.fn, name=t.name, description=t.description, read_only=t.read_only, needs_approval=True)
+            if t.name in ("write_file", "edit_file")
+            else t
+            for t in edit
+        ]
     return [*FILE_TOOLS, *edit, RunCommand(settings.shell), WebFetch(settings.web), WebSearch(settings.web.search)]

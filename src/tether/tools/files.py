@@ -44,8 +44,10 @@ _LINKS_NOTED = 5
 
 def _check_glob(pattern: str) -> Glob:
     if pattern.startswith(("/", "\\")) or ".." in Path(pattern).parts:
-        raise ToolError(f"refused: the pattern {pattern!r} reaches outside the working directory; "
-                        "use a pattern relative to it, without '..'.")
+        raise ToolError(
+            f"refused: the pattern {pattern!r} reaches outside the working directory; "
+            "use a pattern relative to it, without '..'."
+        )
     if "\x00" in pattern:
         raise ToolError("refused: the pattern contains a NUL byte")
     return Glob(pattern)
@@ -65,14 +67,18 @@ def _utf8(text: str, what: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ToolError(f"{what} holds {text[exc.start]!r} at position {exc.start}, which cannot be written as "
-                        "UTF-8 (a lone surrogate); remove it and call again.") from exc
+        raise ToolError(
+            f"{what} holds {text[exc.start]!r} at position {exc.start}, which cannot be written as "
+            "UTF-8 (a lone surrogate); remove it and call again."
+        ) from exc
 
 
 def _link_note(skipped: list[str]) -> str:
     shown = ", ".join(skipped[:_LINKS_NOTED]) + (" and more" if len(skipped) > _LINKS_NOTED else "")
-    return (f"(not entered: {shown}: symbolic links to directories are not followed here; use the path "
-            "of the directory they point to)")
+    return (
+        f"(not entered: {shown}: symbolic links to directories are not followed here; use the path "
+        "of the directory they point to)"
+    )
 
 
 def _link_target(ws: Workspace, loc: Location) -> tuple[str, os.stat_result] | None:
@@ -216,8 +222,10 @@ def _read_range(f: BinaryIO, first: int, count: int) -> _Range:
 
 def _range_text(path: str, start_line: int, first: int, found: _Range, size: int) -> str:
     if not found.lines and first > 0:
-        return (f"[{path} has {found.total} lines; start_line={start_line} is past the end. Call read_file "
-                "with a smaller start_line.]")
+        return (
+            f"[{path} has {found.total} lines; start_line={start_line} is past the end. Call read_file "
+            "with a smaller start_line.]"
+        )
     raw = b"\n".join(line[:-1] if line.endswith(b"\r") else line for line in found.lines)
     text = raw.decode("utf-8", errors="replace")
     if len(text) > READ_CAP_BYTES:
@@ -257,8 +265,10 @@ def _write_target(walk: Walk, path: str) -> int | None:
     if walk.stat is None:
         return None
     if not stat.S_ISREG(walk.stat.st_mode):
-        raise ToolError(f"{path} is {kind_of(walk.stat.st_mode)}, not a file; write_file only replaces regular "
-                        "files. Choose another path.")
+        raise ToolError(
+            f"{path} is {kind_of(walk.stat.st_mode)}, not a file; write_file only replaces regular "
+            "files. Choose another path."
+        )
     return walk.stat.st_mode
 
 
@@ -279,8 +289,10 @@ def _read_text_for_edit(fd: int, path: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{path} is not valid UTF-8 (at byte {exc.start}); edit_file only edits UTF-8 text. Use "
-                        "write_file to replace the whole file.") from exc
+        raise ToolError(
+            f"{path} is not valid UTF-8 (at byte {exc.start}); edit_file only edits UTF-8 text. Use "
+            "write_file to replace the whole file."
+        ) from exc
     return text.replace("\r\n", "\n").replace("\r", "\n")  # as Path.read_text did: edits match what read_file shows
 
 
@@ -295,11 +307,15 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
             raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
         count = text.count(old_text)
         if count == 0:
-            raise ToolError(f"old_text was not found in {path}. Read the file first and copy the text exactly, "
-                            "including spaces and line breaks.")
+            raise ToolError(
+                f"old_text was not found in {path}. Read the file first and copy the text exactly, "
+                "including spaces and line breaks."
+            )
         if count > 1:
-            raise ToolError(f"old_text appears {count} times in {path}; include more surrounding lines so it "
-                            "matches exactly one place.")
+            raise ToolError(
+                f"old_text appears {count} times in {path}; include more surrounding lines so it "
+                "matches exactly one place."
+            )
         data = _utf8(text.replace(old_text, new_text, 1), "new_text")
         assert walk.name is not None
         replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path)
@@ -328,8 +344,7 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     try:
         regex = re.compile(pattern)
     except re.error as exc:
-        raise ToolError(f"not a valid regular expression: {exc}. Escape special characters like ( [ . *"
-                        ) from exc
+        raise ToolError(f"not a valid regular expression: {exc}. Escape special characters like ( [ . *") from exc
     matcher = _check_glob(glob)
     limit = max(1, min(max_results, 1000))
     hits: list[str] = []

@@ -63,23 +63,95 @@ __all__ = [
     "sandbox_kind",
 ]
 
-DEFAULT_BLOCKED = frozenset({
-    "shutdown", "reboot", "halt", "poweroff", "init", "telinit",
-    "mkfs", "mke2fs", "mkswap", "fdisk", "sfdisk", "parted", "wipefs", "dd", "shred",
-    "mount", "umount", "swapon", "swapoff", "insmod", "rmmod", "modprobe", "sysctl",
-    "sudo", "su", "doas", "pkexec", "passwd", "chpasswd", "useradd", "userdel", "usermod", "visudo",
-    "iptables", "nft", "crontab", "systemctl", "launchctl",
-})
+DEFAULT_BLOCKED = frozenset(
+    {
+        "shutdown",
+        "reboot",
+        "halt",
+        "poweroff",
+        "init",
+        "telinit",
+        "mkfs",
+        "mke2fs",
+        "mkswap",
+        "fdisk",
+        "sfdisk",
+        "parted",
+        "wipefs",
+        "dd",
+        "shred",
+        "mount",
+        "umount",
+        "swapon",
+        "swapoff",
+        "insmod",
+        "rmmod",
+        "modprobe",
+        "sysctl",
+        "sudo",
+        "su",
+        "doas",
+        "pkexec",
+        "passwd",
+        "chpasswd",
+        "useradd",
+        "userdel",
+        "usermod",
+        "visudo",
+        "iptables",
+        "nft",
+        "crontab",
+        "systemctl",
+        "launchctl",
+    }
+)
 # Words that run the rest of the line as a command.
-_PREFIXES = frozenset({"sudo", "doas", "env", "nice", "nohup", "time", "command", "exec", "builtin",
-                       "timeout", "stdbuf", "ionice", "chroot", "xargs", "then", "do", "else", "!"})
+_PREFIXES = frozenset(
+    {
+        "sudo",
+        "doas",
+        "env",
+        "nice",
+        "nohup",
+        "time",
+        "command",
+        "exec",
+        "builtin",
+        "timeout",
+        "stdbuf",
+        "ionice",
+        "chroot",
+        "xargs",
+        "then",
+        "do",
+        "else",
+        "!",
+    }
+)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
 _SEPARATORS = re.compile(r"\|\||&&|[;&|\n()]")
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 # Directories whose recursive removal, chmod or find -delete is refused (and the user's home).
-_PROTECTED = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
-                        "/sbin", "/sys", "/usr", "/var"})
+_PROTECTED = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib64",
+        "/opt",
+        "/proc",
+        "/root",
+        "/sbin",
+        "/sys",
+        "/usr",
+        "/var",
+    }
+)
 _HOME_WORD = re.compile(r"^(?:~|\$HOME|\$\{HOME\})(?=/|$)")
 _REDIRECT_TARGET = re.compile(r"(?:>>?\|?|\bof=)\s*['\"]?(/dev/[^\s'\"]+)")
 _DISK = re.compile(r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|dm-|md|loop|nbd|sr|mapper/|disk/)")
@@ -152,7 +224,7 @@ def _find_reason(words: list[str], blocked: frozenset[str]) -> str | None:
     while rest and (rest[0] in ("-H", "-L", "-P") or rest[0].startswith("-O")):
         rest = rest[1:]
     starts = list(itertools.takewhile(lambda w: not w.startswith(("-", "(", "!", ")")), rest))
-    actions = rest[len(starts):]
+    actions = rest[len(starts) :]
     runs = [_command_name(actions[i + 1]) for i, w in enumerate(actions[:-1]) if w in _FIND_RUNS]
     for name in runs:
         if name in blocked:
@@ -267,8 +339,12 @@ async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings)
     """
     argv = await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces)
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=ctx.cwd, env=_environment(settings, ctx.cwd),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *argv,
+        cwd=ctx.cwd,
+        env=_environment(settings, ctx.cwd),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,  # its own process group and session, apart from tether's terminal
     )
     assert proc.stdout is not None
@@ -318,8 +394,14 @@ class RunCommand:
     )
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
-        "properties": {"command": {"type": "string", "description": "the command line, run with /bin/sh -c",
-                                   "minLength": 1, "maxLength": 10000}},
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "the command line, run with /bin/sh -c",
+                "minLength": 1,
+                "maxLength": 10000,
+            }
+        },
         "required": ["command"],
         "additionalProperties": False,
     }
@@ -333,8 +415,10 @@ class RunCommand:
         command = str(input["command"])
         reason = blocked_reason(command, self.settings.blocked)
         if reason:
-            raise ToolError(f"refused: {reason}. The command was not run; do not try to get around this. "
-                            "If the task needs it, tell the user what you would run and why.")
+            raise ToolError(
+                f"refused: {reason}. The command was not run; do not try to get around this. "
+                "If the task needs it, tell the user what you would run and why."
+            )
         if not sys.platform.startswith(("linux", "darwin")):
             raise ToolError("run_command needs a POSIX system")
         code, output, note = await run_sandboxed(command, ctx, self.settings)

@@ -40,13 +40,30 @@ __all__ = [
     "decode_text",
 ]
 
-_BLOCKED_NETS = [ipaddress.ip_network(n) for n in (
-    "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10",
-    "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4", "::1/128", "::/128", "fc00::/7", "fe80::/10", "ff00::/8",
-)]
+_BLOCKED_NETS = [
+    ipaddress.ip_network(n)
+    for n in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",
+        "100.64.0.0/10",
+        "0.0.0.0/8",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::1/128",
+        "::/128",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+]
 # Tunnels whose IPv4 address cannot be read reliably: refused unless allowed.
-_TUNNELS = {ipaddress.ip_network("64:ff9b:1::/48"): "a local-use NAT64 address",
-            ipaddress.ip_network("2001::/32"): "a Teredo tunnel address"}
+_TUNNELS = {
+    ipaddress.ip_network("64:ff9b:1::/48"): "a local-use NAT64 address",
+    ipaddress.ip_network("2001::/32"): "a Teredo tunnel address",
+}
 # Forms that carry an IPv4 address in their last 32 bits (mapped and 6to4 have properties of their own).
 _LOW_32 = [ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")]
 MAX_REDIRECTS = 5
@@ -96,15 +113,19 @@ def check_address(ip_text: str, host: str, port: int, allow: Sequence[str]) -> N
         return
     tunnel = next((what for net, what in _TUNNELS.items() if ip in net), None)
     if tunnel is not None:
-        raise ToolError(f"refused: {host} resolves to {ip}, {tunnel}, which can hide a private or local "
-                        "address; web_fetch only reaches public addresses. Ask the user if this address "
-                        f"should be allowed (a deployment allows it with [tools.web] allow = [\"{host}:{port}\"]).")
+        raise ToolError(
+            f"refused: {host} resolves to {ip}, {tunnel}, which can hide a private or local "
+            "address; web_fetch only reaches public addresses. Ask the user if this address "
+            f'should be allowed (a deployment allows it with [tools.web] allow = ["{host}:{port}"]).'
+        )
     for candidate in (ip, inner):
         if candidate is not None and any(candidate in net for net in _BLOCKED_NETS):
             shown = str(ip) if candidate is ip else f"{ip} (which carries {inner})"
-            raise ToolError(f"refused: {host} resolves to {shown}, a private or local address; web_fetch "
-                            "only reaches public addresses. Ask the user if this address should be allowed "
-                            f"(a deployment allows it with [tools.web] allow = [\"{host}:{port}\"]).")
+            raise ToolError(
+                f"refused: {host} resolves to {shown}, a private or local address; web_fetch "
+                "only reaches public addresses. Ask the user if this address should be allowed "
+                f'(a deployment allows it with [tools.web] allow = ["{host}:{port}"]).'
+            )
 
 
 async def _resolve(host: str, port: int) -> list[str]:
@@ -170,8 +191,10 @@ def html_to_markdown(html: str) -> str:
 
 class WebFetch:
     name = "web_fetch"
-    description = ("Fetch a public web page or file by URL. HTML comes back as Markdown, text as text, "
-                   "images as images. Private and local addresses are refused.")
+    description = (
+        "Fetch a public web page or file by URL. HTML comes back as Markdown, text as text, "
+        "images as images. Private and local addresses are refused."
+    )
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"url": {"type": "string", "description": "an http or https URL", "maxLength": 4000}},
@@ -188,8 +211,9 @@ class WebFetch:
         import httpx
 
         url = first = str(input["url"]).strip()
-        async with httpx.AsyncClient(timeout=self.settings.timeout_s, follow_redirects=False,
-                                     trust_env=False) as client:
+        async with httpx.AsyncClient(
+            timeout=self.settings.timeout_s, follow_redirects=False, trust_env=False
+        ) as client:
             for hop in range(MAX_REDIRECTS + 1):
                 try:
                     response = await ctx.signal.race(self._get(client, url))
@@ -197,8 +221,9 @@ class WebFetch:
                     if hop == 0:
                         raise
                     # Say which hop: the model asked for a public page that sent it elsewhere.
-                    raise ToolError(f"{first} redirected (hop {hop} of the redirects) to {url}, and that "
-                                    f"was {exc}") from exc
+                    raise ToolError(
+                        f"{first} redirected (hop {hop} of the redirects) to {url}, and that was {exc}"
+                    ) from exc
                 if response.is_redirect and "location" in response.headers:
                     url = urljoin(url, response.headers["location"])
                     await response.aclose()
@@ -223,8 +248,9 @@ class WebFetch:
         ip = addresses[0]
         pinned = parts._replace(netloc=f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}").geturl()
         headers = {"host": parts.netloc.rsplit("@", 1)[-1], "user-agent": self.settings.user_agent}
-        request = client.build_request("GET", pinned, headers=headers,
-                                       extensions={"sni_hostname": host} if parts.scheme == "https" else {})
+        request = client.build_request(
+            "GET", pinned, headers=headers, extensions={"sni_hostname": host} if parts.scheme == "https" else {}
+        )
         try:
             return await client.send(request, stream=True)
         except httpx.HTTPError as exc:
@@ -246,10 +272,16 @@ class WebFetch:
                 raise ToolError(f"the image at {url} is larger than {cap:,} bytes.")
             import base64
 
-            return ToolResult([TextPart(text=f"image from {url} ({kind}, {len(data):,} bytes)"),
-                               ImagePart(media_type=kind, data=base64.b64encode(bytes(data)).decode())])
-        if not (kind.startswith("text/") or kind in ("application/json", "application/xml", "application/xhtml+xml",
-                                                    "application/javascript", "")):
+            return ToolResult(
+                [
+                    TextPart(text=f"image from {url} ({kind}, {len(data):,} bytes)"),
+                    ImagePart(media_type=kind, data=base64.b64encode(bytes(data)).decode()),
+                ]
+            )
+        if not (
+            kind.startswith("text/")
+            or kind in ("application/json", "application/xml", "application/xhtml+xml", "application/javascript", "")
+        ):
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
         text = decode_text(bytes(data[:cap]), response.headers.get("content-type", ""))
         if "html" in kind:
@@ -282,8 +314,10 @@ class SearxngBackend:
         if response.status_code >= 400:
             raise ToolError(f"the search backend answered HTTP {response.status_code}")
         results = response.json().get("results", [])
-        return [{"title": r.get("title", ""), "url": r.get("url", ""), "snippet": r.get("content", "")}
-                for r in results[:limit]]
+        return [
+            {"title": r.get("title", ""), "url": r.get("url", ""), "snippet": r.get("content", "")}
+            for r in results[:limit]
+        ]
 
 
 class WebSearch:
@@ -291,8 +325,10 @@ class WebSearch:
     description = "Search the web; returns titles, URLs and snippets. Use web_fetch to read a result."
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
-        "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500},
-                       "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}},
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "maxLength": 500},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+        },
         "required": ["query"],
         "additionalProperties": False,
     }
@@ -304,10 +340,13 @@ class WebSearch:
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         if self.backend is None:
-            return ToolResult("web_search is not configured in this deployment, so no search was made. "
-                              "To enable it, add to config.toml:\n[tools.web_search]\nkind = \"searxng\"\n"
-                              "url = \"https://your-searxng-instance\"\n"
-                              "Meanwhile, use web_fetch on a URL you already know.", is_error=True)
+            return ToolResult(
+                "web_search is not configured in this deployment, so no search was made. "
+                'To enable it, add to config.toml:\n[tools.web_search]\nkind = "searxng"\n'
+                'url = "https://your-searxng-instance"\n'
+                "Meanwhile, use web_fetch on a URL you already know.",
+                is_error=True,
+            )
         hits = await ctx.signal.race(self.backend.search(str(input["query"]), int(input.get("limit", 5))))
         if not hits:
             return f"no results for {input['query']!r}"
