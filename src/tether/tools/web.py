@@ -12,7 +12,10 @@ connects to the address it checked (so a second DNS answer cannot swap in anothe
 redirects itself and checks every hop again, caps the size, and turns HTML into Markdown with
 ``markdownify``; a page is decoded with the charset of its byte-order mark, else of the
 ``Content-Type`` header, else of its ``<meta charset>`` (or ``http-equiv``) tag, else UTF-8.
-Images come back as images; other binary content is refused with a message.
+Images come back as images; other binary content is refused with a message. A page that is a
+wall and not content (a bot check or CAPTCHA, in any language it is served in; a "not found" page
+served with status 200; an empty shell that builds itself with scripts) is a failed fetch with its
+reason (``tools/_walls.py``), never text the model would take for the page.
 """
 
 from __future__ import annotations
@@ -257,8 +260,6 @@ class WebFetch:
             raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from exc
 
     async def _read(self, response: Any, url: str) -> ToolResult | str:
-        if response.status_code >= 400:
-            raise ToolError(f"{url} answered HTTP {response.status_code}.")
         cap = self.settings.max_bytes
         data = bytearray()
         async for chunk in response.aiter_bytes():
@@ -267,6 +268,9 @@ class WebFetch:
                 break
         cut = len(data) > cap
         kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if response.status_code >= 400:
+            self._refuse_wall(response, url, kind, bytes(data[:cap]))
+            raise ToolError(f"{url} answered HTTP {response.status_code}.")
         if kind.startswith("image/"):
             if cut:
                 raise ToolError(f"the image at {url} is larger than {cap:,} bytes.")
@@ -283,9 +287,7 @@ class WebFetch:
             or kind in ("application/json", "application/xml", "application/xhtml+xml", "application/javascript", "")
         ):
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
-        text = decode_text(bytes(data[:cap]), response.headers.get("content-type", ""))
-        if "html" in kind:
-            text = html_to_markdown(text)
+        text = self._refuse_wall(response, url, kind, bytes(data[:cap]))
         limit = self.settings.max_chars
         notes = []
         if cut:
@@ -294,6 +296,22 @@ class WebFetch:
             text = text[:limit]
             notes.append(f"[cut at {limit:,} characters]")
         return "\n".join([text, *notes])
+
+    @staticmethod
+    def _refuse_wall(response: Any, url: str, kind: str, body: bytes) -> str:
+        """The page's text, or a ToolError when the page is a wall (a bot check, a missing page
+        served as 200, an empty script shell): its text is not the page's content (tools/_walls)."""
+        from tether.tools._walls import wall_reason
+
+        html = decode_text(body, response.headers.get("content-type", "")) if body else ""
+        text = html_to_markdown(html) if "html" in kind else html
+        reason = wall_reason(response.status_code, response.headers, html if "html" in kind else "", text)
+        if reason is not None:
+            raise ToolError(
+                f"{url} gave {reason}, not the page's content (HTTP {response.status_code}). Do not read "
+                "it as the page: try another source for the same information, or ask the user to paste it."
+            )
+        return text
 
 
 class SearchBackend(Protocol):
