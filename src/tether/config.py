@@ -148,6 +148,17 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _SandboxTable(_Table):
+    """``[tools.shell.sandbox]``: the operating-system sandbox of ``run_command`` (tether.tools.sandbox)."""
+
+    mode: Literal["read-only", "workspace-write", "off"] | None = None
+    policy: Literal["never-ask", "ask-to-escalate", "always-ask"] | None = None
+    writable: list[_Text] = []
+    network: list[_Text] = []
+    home: Literal["read-only", "hidden"] = "read-only"
+    hide: list[_Text] = []
+
+
 class _ShellTable(_Table):
     """``[tools.shell]``; the defaults live in :mod:`tether.tools.builtin`."""
 
@@ -158,6 +169,7 @@ class _ShellTable(_Table):
     unblock: list[_Text] | None = None
     env: dict[str, Annotated[str, Strict()]] | None = None
     namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
+    sandbox: _SandboxTable | None = None  # [tools.shell.sandbox] (tether.tools.sandbox)
 
 
 class _FilesTable(_Table):
