@@ -2,8 +2,9 @@
 
 The command runs under ``bwrap`` in new user, mount, PID, network, IPC and UTS namespaces:
 
-* the whole file system read-only (``--ro-bind / /``), a private empty ``/tmp``, a minimal
-  ``/dev`` and its own ``/proc``;
+* the whole file system read-only (``--ro-bind / /``), a private empty ``/tmp`` and ``/run``
+  (where the system's Unix sockets live: docker, D-Bus, systemd), a minimal ``/dev`` and its
+  own ``/proc``;
 * ``workspace-write``: the working directory and the listed paths bound writable again, and in
   each of them ``.git`` and ``.tether`` bound read-only again unless listed themselves;
 * secrets hidden in every home (``~/.ssh``, ``~/.aws``, ``~/.config/gcloud``...), and tether's
@@ -165,6 +166,8 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
     """bubblewrap's argv for ``jail``, up to the command."""
     cwd = _real(jail.cwd)
     args = [bwrap, *_BASE, "--unshare-net"]
+    if os.path.isdir("/run") and not os.path.islink("/run"):  # the system's sockets: docker, dbus, systemd
+        args += ["--tmpfs", "/run"]
     if jail.hide_homes:
         for home in homes():
             if home.is_dir():

@@ -122,14 +122,30 @@ def sandbox_status(settings: ShellSettings | None = None) -> SandboxStatus:
 _READ_ONLY = re.compile(r"read-only file system", re.I)
 _NO_NETWORK = re.compile(
     r"network is unreachable|temporary failure in name resolution|could not resolve|name or service not known|"
-    r"no address associated|name resolution|getaddrinfo failed|nodename nor servname|failed to resolve",
+    r"no address associated|name resolution|getaddrinfo failed|nodename nor servname|failed to resolve|"
+    r"connection refused",  # 127.0.0.1 is the sandbox's own loopback: the host's services are not there
     re.I,
 )
 _PROXY_403 = re.compile(r"blocked by tether's sandbox|403 forbidden|tunnel connection failed: 403", re.I)
 
 
-def refusal_note(output: str, status: SandboxStatus, refused_hosts: list[str], hidden: list[str]) -> str:
-    """Words for what the sandbox refused, judged from the command's output; "" when nothing was."""
+# Commands that fail quietly without a network (getent exits 2 and says nothing).
+_NETWORK_TOOLS = re.compile(
+    r"(?:^|[\s;&|(`$])(?:curl|wget|getent|host|dig|nslookup|ping|nc|ncat|ssh|scp|rsync|ftp|telnet|"
+    r"pip3?|npm|yarn|apt(?:-get)?|git\s+(?:clone|fetch|pull|push|ls-remote))\b"
+)
+
+
+def refusal_note(
+    output: str,
+    status: SandboxStatus,
+    refused_hosts: list[str],
+    hidden: list[str],
+    command: str = "",
+    code: int | None = 0,
+) -> str:
+    """Words for what the sandbox refused, judged from the command's output (and, for tools that
+    fail without a word, from the command and its exit code); "" when nothing was."""
     found: list[str] = []
     if _READ_ONLY.search(output):
         where = "outside the workspace" if status.mode == "workspace-write" else "anywhere but /tmp (read-only mode)"
@@ -144,8 +160,9 @@ def refusal_note(output: str, status: SandboxStatus, refused_hosts: list[str], h
             f"network access to {', '.join(sorted(set(refused_hosts)))} blocked by the sandbox (allowed: "
             f"{', '.join(status.network) or 'none'})"
         )
-    elif _NO_NETWORK.search(output) or _PROXY_403.search(output):
+    elif _NO_NETWORK.search(output) or _PROXY_403.search(output) or (code != 0 and _NETWORK_TOOLS.search(command)):
         allowed = f"only {', '.join(status.network)} through the proxy" if status.network else "the network is off"
+        allowed += "; 127.0.0.1 is the sandbox's own loopback, not the host's"
         found.append(f"network access blocked by the sandbox ({allowed})")
     shown = [h for h in hidden if h in output]
     if shown:

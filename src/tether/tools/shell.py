@@ -416,7 +416,8 @@ async def run_sandboxed(
             await proxy.close()
     if status.mode != "off":  # a pipeline can hide a refusal behind exit code 0: read the output
         hidden = [str(p) for p in _jail.secret_paths()]
-        said = refusal_note(output.decode("utf-8", errors="replace"), status, proxy.refused if proxy else [], hidden)
+        text = output.decode("utf-8", errors="replace")
+        said = refusal_note(text, status, proxy.refused if proxy else [], hidden, command, code)
         note = "\n".join(n for n in (note, said) if n)
     return code, output, note
 
