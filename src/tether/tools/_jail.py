@@ -174,8 +174,8 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
                 args += ["--tmpfs", str(_real(home))]
         for path in jail.readable:
             args += ["--ro-bind", str(path), str(path)]
-        if not jail.write_cwd:  # a workspace inside a hidden home is shown again, read-only
-            args += ["--ro-bind", str(cwd), str(cwd)]
+    if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
+        args += ["--ro-bind", str(cwd), str(cwd)]
     args += _writable_args(jail, cwd)
     for path in secret_paths(jail.hidden):
         if not _inside(cwd, path):  # a workspace inside a secret folder is the user's own choice

@@ -123,12 +123,13 @@ def _argv(chosen: Plan, command: str | list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", __file__, chosen.keeper, str(os.getpid()), *chosen.wrapper, *script]
 
 
-def _tie(setpriv: str | None) -> list[str]:
-    """``setpriv --pdeathsig KILL``, then a check that tether is still the parent: a tether that died
-    between the fork and the ``prctl`` sends no signal, and the command would run on as an orphan."""
+def _tie(setpriv: str | None, parent: int | None = None) -> list[str]:
+    """``setpriv --pdeathsig KILL``, then a check that ``parent`` (tether) is still the parent: a
+    tether that died between the fork and the ``prctl`` sends no signal, and the command would run
+    on as an orphan (issue 27: two were left by a crash soak). The check exits 137 instead."""
     if setpriv is None:
         return []
-    return [setpriv, "--pdeathsig", "KILL", "/bin/sh", "-c", _SAME_PARENT, str(os.getpid())]
+    return [setpriv, "--pdeathsig", "KILL", "/bin/sh", "-c", _SAME_PARENT, str(parent or os.getpid())]
 
 
 def _choose(namespaces: bool) -> Plan:

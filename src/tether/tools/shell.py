@@ -415,7 +415,7 @@ async def run_sandboxed(
         if proxy is not None:
             await proxy.close()
     if status.mode != "off":  # a pipeline can hide a refusal behind exit code 0: read the output
-        hidden = [str(p) for p in _jail.secret_paths()]
+        hidden = [str(p) for p in _jail.secret_paths(ctx.cwd / Path(p).expanduser() for p in settings.hide)]
         text = output.decode("utf-8", errors="replace")
         said = refusal_note(text, status, proxy.refused if proxy else [], hidden, command, code)
         note = "\n".join(n for n in (note, said) if n)
