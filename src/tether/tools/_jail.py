@@ -96,7 +96,7 @@ class Jail:
     write_cwd: bool = True  # False: read-only mode
     binds: tuple[tuple[Path, str], ...] = ()  # (host directory, where it appears): the proxy's socket
     hide_homes: bool = False
-    hidden: tuple[Path, ...] = ()  # more paths never readable
+    hidden: tuple[Path, ...] = ()  # the paths never readable (secret_paths())
     readable: tuple[Path, ...] = ()  # shown again inside hidden homes (the bridge's Python)
 
 
@@ -140,7 +140,7 @@ def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
 
     wanted = [h / name for h in homes() for name in SECRETS]
     wanted += [tether_home(), _platform_data_dir(), *extra]
-    return [p for p in dict.fromkeys(_real(p) for p in wanted) if os.path.lexists(p)]
+    return list(dict.fromkeys(_real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
 
 
 def _hide(path: Path) -> list[str]:
@@ -177,7 +177,7 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
     if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
         args += ["--ro-bind", str(cwd), str(cwd)]
     args += _writable_args(jail, cwd)
-    for path in secret_paths(jail.hidden):
+    for path in jail.hidden:
         if not _inside(cwd, path):  # a workspace inside a secret folder is the user's own choice
             args += _hide(path)
     for source, target in jail.binds:

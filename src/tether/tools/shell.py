@@ -346,16 +346,20 @@ _PROXY_DIR = "/tmp/.tether-proxy"  # where the proxy's socket appears inside the
 _BRIDGE = Path(__file__).with_name("_bridge.py")
 
 
-def _jail_for(ctx: ToolContext, settings: ShellSettings, mode: SandboxMode, proxy_dir: Path | None) -> _jail.Jail:
-    def path(p: str) -> Path:
-        return ctx.cwd / Path(p).expanduser()
+def _hidden(ctx: ToolContext, settings: ShellSettings) -> list[Path]:
+    """What a command may never read: the secrets of every home, tether's home, ``hide``."""
+    return _jail.secret_paths(ctx.cwd / Path(p).expanduser() for p in settings.hide)
 
+
+def _jail_for(
+    ctx: ToolContext, settings: ShellSettings, mode: SandboxMode, proxy_dir: Path | None, hidden: list[Path]
+) -> _jail.Jail:
     return _jail.Jail(
         cwd=ctx.cwd,
-        writable=tuple(path(p) for p in settings.writable),
+        writable=tuple(ctx.cwd / Path(p).expanduser() for p in settings.writable),
         write_cwd=mode == "workspace-write",
         hide_homes=settings.home == "hidden",
-        hidden=tuple(path(p) for p in settings.hide),
+        hidden=tuple(hidden),
         readable=(Path(sys.base_prefix), Path(sys.prefix), _BRIDGE.parent) if proxy_dir else (),
         binds=((proxy_dir, _PROXY_DIR),) if proxy_dir else (),
     )
@@ -363,10 +367,11 @@ def _jail_for(ctx: ToolContext, settings: ShellSettings, mode: SandboxMode, prox
 
 async def _start_argv(
     command: str, ctx: ToolContext, settings: ShellSettings, status: SandboxStatus, proxy: NetProxy | None
-) -> list[str]:
-    """The argv for ``command``: in the sandbox ``status`` says, or outside it (mode off)."""
+) -> tuple[list[str], list[Path]]:
+    """The argv for ``command``, in the sandbox ``status`` says or outside it (mode off), and the
+    paths hidden from it."""
     if status.mode == "off":
-        return await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces)
+        return await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces), []
     bwrap = _jail.bwrap_path()
     if bwrap is None:  # removed since the probe: refuse rather than run unconfined
         raise ToolError("refused: the sandbox (bubblewrap) is no longer installed; the command was not run.")
@@ -374,8 +379,13 @@ async def _start_argv(
     proxy_dir = await proxy.start() if proxy is not None else None
     if proxy_dir is not None:
         inner = [sys.executable, "-I", "-S", str(_BRIDGE), f"{_PROXY_DIR}/{SOCKET_NAME}", *inner]
-    jail = _jail_for(ctx, settings, status.mode, proxy_dir)
-    return await asyncio.to_thread(lambda: _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]))
+
+    def build() -> tuple[list[str], list[Path]]:  # file system lookups: off the event loop
+        hidden = _hidden(ctx, settings)
+        jail = _jail_for(ctx, settings, status.mode, proxy_dir, hidden)
+        return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden
+
+    return await asyncio.to_thread(build)
 
 
 def _unsandboxed(status: SandboxStatus) -> SandboxStatus:
@@ -408,16 +418,16 @@ async def run_sandboxed(
     env = _environment(settings, ctx.cwd)
     if status.mode != "off":
         env["TMPDIR"] = "/tmp"
+    hidden: list[Path] = []
     try:
-        argv = await _start_argv(command, ctx, settings, status, proxy)
+        argv, hidden = await _start_argv(command, ctx, settings, status, proxy)
         code, output, note = await _run(argv, env, ctx, settings)
     finally:
         if proxy is not None:
             await proxy.close()
     if status.mode != "off":  # a pipeline can hide a refusal behind exit code 0: read the output
-        hidden = [str(p) for p in _jail.secret_paths(ctx.cwd / Path(p).expanduser() for p in settings.hide)]
         text = output.decode("utf-8", errors="replace")
-        said = refusal_note(text, status, proxy.refused if proxy else [], hidden, command, code)
+        said = refusal_note(text, status, proxy.refused if proxy else [], [str(p) for p in hidden], command, code)
         note = "\n".join(n for n in (note, said) if n)
     return code, output, note
 
