@@ -17,7 +17,8 @@ runs it (user, mount, PID, network, IPC, UTS namespaces, read-only binds, secret
 ``python -I -S`` helper, the least a Landlock + seccomp layer written in Python would add before
 the command (it must run in the child, between fork and exec).
 
-Also records the machine: kernel, root or not, unprivileged user namespaces, Landlock ABI, bwrap.
+Also records the machine: kernel, root or not, unprivileged user namespaces, Landlock ABI, bwrap,
+and the load average before and after (on a shared machine the figures follow the load).
 
 Writes bench/results/sandbox.json.
 """
@@ -70,6 +71,8 @@ def machine() -> dict[str, Any]:
         "landlock_abi": landlock if landlock > 0 else None,
         "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else None,
         "sandbox": sandbox_status().sentence,
+        "load_average_1min_at_start": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
     }
 
 
@@ -144,6 +147,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tether-bench-sandbox-", dir="/var/tmp") as cwd:
         tool = tool_medians(args.runs, Path(cwd))
         candidates = candidate_medians(args.runs, Path(cwd))
+    about["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
+    print(f"load average (1 min) at the end: {about['load_average_1min_at_end']} on {about['cpus']} CPUs")
     base = tool["off"]
     print(f"\nrun_command('true'), median of {args.runs} (interleaved)")
     print(f"{'mode':<26}{'median ms':>10}{'added ms':>10}")

@@ -1,6 +1,6 @@
 """The operating-system sandbox around a shell command: bubblewrap's namespaces and bind mounts.
 
-The command runs under ``bwrap`` in new user, mount, PID, network, IPC and UTS namespaces:
+The command runs under ``bwrap`` in new user, mount, PID, network and IPC namespaces:
 
 * the whole file system read-only (``--ro-bind / /``), a private empty ``/tmp`` and ``/run``
   (where the system's Unix sockets live: docker, D-Bus, systemd), a minimal ``/dev`` and its
@@ -68,9 +68,7 @@ _BASE = (
     "--unshare-user",
     "--disable-userns",
     "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
+    "--unshare-ipc",  # not UTS or cgroup: nothing to protect there, and each namespace costs a start
     "--cap-drop",
     "ALL",
     "--die-with-parent",
