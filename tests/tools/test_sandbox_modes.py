@@ -332,3 +332,37 @@ def test_a_command_whose_parent_is_gone_before_the_death_signal_does_not_run(tmp
     assert _sandbox._SAME_PARENT in _sandbox.command_argv("true")
     assert _sandbox._SAME_PARENT in _sandbox.sandboxed_argv(["/bin/true"])
     assert json.dumps(_sandbox._tie(setpriv)).count(str(os.getpid())) == 1
+
+
+# --- escalation through the loop ----------------------------------------------------------------
+
+
+@needs_sandbox
+def test_the_model_asks_to_escalate_and_a_person_decides(tmp_path: Path) -> None:
+    """A refused write goes back to the model in words; its escalation stops the run for a person;
+    approved, it runs outside the sandbox; the escalated call is a recorded, separate tool call."""
+    from tether import Agent, RunState, run_sync
+    from tether.harness.state import approve
+    from tether.testing import FunctionModel, call
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    target = tmp_path / "outside.txt"
+    command = f"echo hi > {target}"
+    replies = iter(
+        [
+            call("c1", "run_command", {"command": command}),
+            call("c2", "run_command_unsandboxed", {"command": command, "reason": "the task writes beside the project"}),
+            "done",
+        ]
+    )
+    agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=builtin_tools(), cwd=ws)
+    state = RunState()
+    first = run_sync(agent, "write it", state=state)
+    assert first.status == "interrupted" and first.interruption is not None
+    assert first.interruption.tool_name == "run_command_unsandboxed" and not target.exists()
+    refusal = next(m.text for m in state.messages if getattr(m, "call_id", None) == "c1")  # as the model read it
+    assert "write outside the workspace blocked by the sandbox" in refusal and "run_command_unsandboxed" in refusal
+    approve(state, "c2")
+    assert run_sync(agent, None, state=state).status == "completed"
+    assert target.read_text() == "hi\n"
