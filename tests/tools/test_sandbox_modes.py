@@ -314,6 +314,10 @@ def test_sandbox_settings_from_config() -> None:
         tool_settings({"shell": {"sandbox": {"mode": "strict"}}})
     with pytest.raises(ConfigError, match="policy"):
         tool_settings({"shell": {"sandbox": {"policy": "sometimes"}}})
+    with pytest.raises(ConfigError, match="not a URL"):
+        tool_settings({"shell": {"sandbox": {"network": ["https://pypi.org/simple"]}}})
+    allowed = ["pypi.org", "*.github.com", "10.0.0.5:8080", "127.0.0.1"]
+    assert tool_settings({"shell": {"sandbox": {"network": allowed}}}).shell.network == tuple(allowed)
 
 
 # --- the parent-death signal (issue 27) -------------------------------------------------------------
