@@ -206,11 +206,13 @@ def test_allowed_hosts_go_through_the_proxy_and_nothing_else_leaves(
 ) -> None:
     allowed, other = sites
     tool = RunCommand(ShellSettings(sandbox="workspace-write", network=(f"127.0.0.1:{allowed}",)))
+    progress: list[str] = []
     with caplog.at_level(logging.INFO, logger="tether.tools.shell"):
         ok = run(
             tool,
             tmp_path,
             f"curl -sS http://127.0.0.1:{allowed}/plain && curl -sS -p http://127.0.0.1:{allowed}/tunnel",
+            progress,
         )
         blocked = run(tool, tmp_path, f"curl -sS -o /dev/null -w '%{{http_code}}\\n' http://127.0.0.1:{other}/x")
         direct = run(tool, tmp_path, f"curl -sS --noproxy '*' http://127.0.0.1:{allowed}/direct")
@@ -218,6 +220,8 @@ def test_allowed_hosts_go_through_the_proxy_and_nothing_else_leaves(
     assert "403" in text(blocked) and f"network access to 127.0.0.1:{other} blocked by the sandbox" in text(blocked)
     assert direct.is_error and "network access blocked by the sandbox" in text(direct)
     assert Site.hits == [f"{allowed}/plain", f"{allowed}/tunnel"]  # the other site and the direct call: nothing
+    assert progress[0] == f"sandbox: workspace-write, network 127.0.0.1:{allowed}"
+    assert progress[1:] == [f"sandbox proxy: 127.0.0.1:{allowed} allowed (127.0.0.1)"] * 2  # in the trace too
     said = [r.getMessage() for r in caplog.records if "sandbox proxy" in r.getMessage()]
     assert any(f"127.0.0.1:{allowed} allowed" in m for m in said) and any(
         f"127.0.0.1:{other} refused" in m for m in said

@@ -16,9 +16,10 @@ import contextlib
 import logging
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from tether.tools.base import ToolError
 
@@ -52,6 +53,7 @@ class NetProxy:
     """One command's proxy: ``start()`` gives the directory holding its socket; ``close()`` ends it."""
 
     allow: tuple[str, ...]
+    on_decision: Callable[[str], None] | None = None  # each decision in words (the run's trace)
     allowed: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     _server: asyncio.AbstractServer | None = None
@@ -128,13 +130,18 @@ class NetProxy:
         except ToolError:
             self._refuse(where, f"it resolves to {ip}, a private or local address (allow it as {where!r})")
         self.allowed.append(where)
-        _log.info("sandbox proxy: %s allowed (%s)", where, ip)
+        self._say(f"sandbox proxy: {where} allowed ({ip})")
         return await asyncio.open_connection(ip, port)
 
-    def _refuse(self, where: str, why: str) -> None:
+    def _refuse(self, where: str, why: str) -> NoReturn:
         self.refused.append(where)
-        _log.info("sandbox proxy: %s refused: %s", where, why)
+        self._say(f"sandbox proxy: {where} refused: {why}")
         raise ToolError(f"{where} refused: {why}")
+
+    def _say(self, line: str) -> None:
+        _log.info("%s", line)
+        if self.on_decision is not None:
+            self.on_decision(line)
 
 
 def _destination(method: str, target: str, version: str, rest: bytes) -> tuple[str, int, bytes]:

@@ -414,7 +414,7 @@ async def run_sandboxed(
     ctx.progress(
         f"sandbox: {status.mode}" + (f", network {', '.join(status.network) or 'off'}" if status.mode != "off" else "")
     )
-    proxy = NetProxy(status.network) if status.network else None
+    proxy = NetProxy(status.network, on_decision=ctx.progress) if status.network else None
     env = _environment(settings, ctx.cwd)
     if status.mode != "off":
         env["TMPDIR"] = "/tmp"
