@@ -98,10 +98,10 @@ class NetProxy:
         try:
             upstream = await self._connect(host, port)
         except ToolError as exc:
-            body = f"blocked by tether's sandbox: {exc}\n".encode()
-            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n")
-            writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-            await writer.drain()
+            await _answer(writer, b"403 Forbidden", f"blocked by tether's sandbox: {exc}")
+            return
+        except OSError as exc:  # allowed, but it did not answer
+            await _answer(writer, b"502 Bad Gateway", f"tether's proxy could not reach {host}:{port}: {exc.strerror}")
             return
         up_reader, up_writer = upstream
         if method == "CONNECT":
@@ -155,6 +155,13 @@ def _destination(method: str, target: str, version: str, rest: bytes) -> tuple[s
     host, _, port = hostport.rpartition(":") if ":" in hostport.rsplit("]", 1)[-1] else (hostport, "", "80")
     request = f"{method} {slash}{path} {version}\r\n".encode("latin-1") + rest
     return host.strip("[]"), int(port or 80), request
+
+
+async def _answer(writer: asyncio.StreamWriter, status: bytes, text: str) -> None:
+    body = f"{text}\n".encode()
+    writer.write(b"HTTP/1.1 %s\r\nContent-Type: text/plain\r\nConnection: close\r\n" % status)
+    writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

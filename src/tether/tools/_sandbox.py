@@ -15,7 +15,11 @@ back. Then one of two ways:
   is re-parented to the keeper instead of init, so walking ``/proc`` down from the keeper finds them
   all. When the command ends, or tether dies, the keeper kills whatever is left.
 
-util-linux ``unshare`` rather than bubblewrap: it is part of every Linux base system (on Debian
+This is the process isolation of every command, and all of it with the OS sandbox ``off``; the
+sandbox itself (``_jail``: bubblewrap, its own PID namespace included) replaces the ``unshare``
+wrapper when it is on, and is tied to tether by :func:`sandboxed_argv` the same way.
+
+util-linux ``unshare`` rather than bubblewrap here: it is part of every Linux base system (on Debian
 util-linux is Essential) while ``bwrap`` often is not installed, and a PID namespace with its own
 ``/proc`` is exactly what is needed here; one mechanism is one path to test. Which way works is found
 once per process by running a trivial command through it.

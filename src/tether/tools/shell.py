@@ -26,7 +26,11 @@ similar prefixes, absolute paths to the binary, ``sh -c`` / ``bash -c`` wrapping
 backticks, chains with ``;`` ``&&`` ``||`` ``|``, spellings of a path (``//``, ``/./``, ``/usr/*``,
 ``~``, ``${HOME}``) — and knows the famous forms (recursive removal, ``chmod``/``chown`` or
 ``find -delete`` of a system directory, fork bombs, writes to disk devices). It is a speed bump, not
-a sandbox: the boundary is the approval a person gives, and by default every shell call needs it.
+a sandbox. The boundary is the operating-system sandbox (:mod:`tether.tools.sandbox`: bubblewrap,
+``read-only`` / ``workspace-write`` / ``off``, network off or through tether's proxy, secrets
+hidden), under which commands run without a person; where there is none, the approval a person
+gives, which every command then needs. ``run_command_unsandboxed`` (:class:`RunCommandUnsandboxed`)
+runs one command outside the sandbox after a person approves it.
 """
 
 from __future__ import annotations
