@@ -263,12 +263,9 @@ def python_for(uid: int) -> tuple[list[str], dict[str, str]]:
     return prefix, {"PYTHONPATH": paths}
 
 
-def run_leg(
-    uid: int, settings: dict[str, Any], only: list[str] | None = None
-) -> tuple[Scene, dict[str, str], list[str]]:
-    """Make a scene for ``uid``, run every attack (or ``only`` those) through tether as ``uid``."""
-    scene = make_scene(uid)
-    listeners = Listeners(scene)
+def tether_as(uid: int, scene: Scene, settings: dict[str, Any], make: Any) -> dict[str, str]:
+    """Start tether as ``uid`` in the scene's workspace; run ``make(tether_pid)``'s commands in order
+    through ``run_command``; their outputs by name."""
     prefix, env = python_for(uid)
     env |= {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(scene.home), "TETHER_HOME": str(scene.thome)}
     env["OPENAI_API_KEY"] = scene.secret
@@ -282,13 +279,29 @@ def run_leg(
         text=True,
     )
     assert child.stdout is not None and child.stdin is not None
-    pid = child.stdout.readline().strip()
-    every = commands(scene, listeners, pid)
-    job = {"settings": settings, "cwd": str(scene.ws), "commands": {k: every[k] for k in (only or every)}}
+    job = {"settings": settings, "cwd": str(scene.ws), "commands": make(child.stdout.readline().strip())}
     stdout, stderr = child.communicate(json.dumps(job), timeout=600)
-    listeners.close(scene)
     assert child.returncode == 0, stderr[-2000:]
-    return scene, json.loads(stdout.splitlines()[-1]), listeners.reached
+    outputs: dict[str, str] = json.loads(stdout.splitlines()[-1])
+    return outputs
+
+
+def run_leg(
+    uid: int, settings: dict[str, Any], only: list[str] | None = None
+) -> tuple[Scene, dict[str, str], list[str]]:
+    """Make a scene for ``uid``, run every attack (or ``only`` those) through tether as ``uid``."""
+    scene = make_scene(uid)
+    listeners = Listeners(scene)
+
+    def make(pid: str) -> dict[str, str]:
+        every = commands(scene, listeners, pid)
+        return {k: every[k] for k in (only or every)}
+
+    try:
+        outputs = tether_as(uid, scene, settings, make)
+    finally:
+        listeners.close(scene)
+    return scene, outputs, listeners.reached
 
 
 def breaches(scene: Scene, outputs: dict[str, str], reached: list[str]) -> list[str]:
@@ -363,3 +376,35 @@ def test_the_same_attacks_work_without_the_sandbox(legs: list[Scene]) -> None:
 @pytest.mark.parametrize("command", ["sudo touch MARK", "rm -rf /", "mkfs.ext4 /dev/sda", ":(){ :|:& };:", "reboot"])
 def test_the_blocklist_still_stands_in_front_of_the_sandbox(command: str) -> None:
     assert shell.blocked_reason(command) is not None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming nobody needs root")
+def test_ordinary_work_runs_as_nobody_too(legs: list[Scene]) -> None:
+    """Build and test a project, git status and commit (.git listed), pip install from a local wheel
+    into a workspace venv: under workspace-write, with tether running as nobody."""
+    from tests.tools.test_sandbox_modes import make_wheel
+
+    scene = make_scene(NOBODY)
+    legs.append(scene)
+    make_wheel(scene.root / "wheels")
+    (scene.ws / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (scene.ws / "test_calc.py").write_text(
+        "import unittest, calc\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(calc.add(2, 3), 5)\n"
+    )
+    shutil.rmtree(scene.ws / ".git")
+    _own(scene.root, NOBODY)
+    git = "git -c user.name=t -c user.email=t@example.com"
+    work = {
+        "build": "python3 -m compileall -q . && python3 -m unittest -q 2>&1 | tail -1",
+        "git": f"git init -q && git add -A && {git} commit -qm first && echo x >> calc.py && {git} commit -qam second"
+        " && git status --short && git log --oneline | wc -l",
+        "pip": f"python3 -m venv .venv && .venv/bin/python -m pip install -q --no-index --find-links {scene.root}/wheels"
+        " tinypkg && .venv/bin/python -c 'import tinypkg; print(tinypkg.ANSWER)'",
+        "whoami": "id -u",
+    }
+    settings = {"sandbox": "workspace-write", "writable": [".git"], "timeout_s": 300}
+    outputs = tether_as(NOBODY, scene, settings, lambda _: work)
+    assert outputs["build"] == "exit code 0\nOK\n", outputs["build"]
+    assert outputs["git"] == "exit code 0\n2\n", outputs["git"]
+    assert outputs["pip"].endswith("42\n"), outputs["pip"]
+    assert outputs["whoami"] == f"exit code 0\n{NOBODY}\n"
