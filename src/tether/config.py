@@ -38,6 +38,7 @@ import difflib
 import ipaddress
 import json
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -122,6 +123,18 @@ def _allow_entry(value: str) -> str:
     raise ValueError('must be "host:port" or a network such as "10.20.0.0/16"')
 
 
+def _host_entry(value: str) -> str:
+    """``[tools.shell.sandbox] network``: ``pypi.org``, ``*.github.com`` or ``host:port``."""
+    host, colon, port = value.rpartition(":")
+    name = host if colon and port.isdigit() else value
+    if colon and port.isdigit() and not 0 < int(port) < 65536:
+        raise ValueError("has a port outside 1-65535")
+    label = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+    if not re.fullmatch(rf"(?:\*\.)?{label}(?:\.{label})*\.?", name):
+        raise ValueError('must be a host name ("pypi.org"), "*.example.com" or "host:port", not a URL')
+    return value
+
+
 def _database_url(value: str) -> str:
     scheme = value.partition("://")[0]
     if scheme not in ("postgresql", "postgres") or not value.partition("://")[2]:
@@ -148,6 +161,17 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _SandboxTable(_Table):
+    """``[tools.shell.sandbox]``: the operating-system sandbox of ``run_command`` (tether.tools.sandbox)."""
+
+    mode: Literal["read-only", "workspace-write", "off"] | None = None
+    policy: Literal["never-ask", "ask-to-escalate", "always-ask"] | None = None
+    writable: list[_Text] = []
+    network: list[Annotated[str, Strict(), AfterValidator(_host_entry)]] = []
+    home: Literal["read-only", "hidden"] = "read-only"
+    hide: list[_Text] = []
+
+
 class _ShellTable(_Table):
     """``[tools.shell]``; the defaults live in :mod:`tether.tools.builtin`."""
 
@@ -158,6 +182,7 @@ class _ShellTable(_Table):
     unblock: list[_Text] | None = None
     env: dict[str, Annotated[str, Strict()]] | None = None
     namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
+    sandbox: _SandboxTable | None = None  # [tools.shell.sandbox] (tether.tools.sandbox)
 
 
 class _FilesTable(_Table):

@@ -19,6 +19,7 @@ from tether.messages import ToolMessage
 from tether.testing import FunctionModel, Reply
 from tether.tools.base import ToolInputError, validate_arguments
 from tether.tools.builtin import builtin_tools, tool_settings
+from tether.tools.sandbox import sandbox_status
 from tether.tools.web import SearxngBackend, WebSearch
 
 TOOLS = {t.name: t for t in builtin_tools()}
@@ -125,7 +126,12 @@ def test_tool_settings_from_config() -> None:
     assert "git" in settings.shell.blocked and "crontab" not in settings.shell.blocked
     assert settings.shell.env == {"CI": "1"} and settings.web.allow == ("10.0.0.0/8",)
     assert tools["write_file"].needs_approval and tools["edit_file"].needs_approval
-    assert TOOLS["run_command"].needs_approval  # the default: a person approves shell calls
+    # The default: in the sandbox without asking where there is one (escalation asks), else every call asks.
+    sandboxed = TOOLS["run_command"].status.available
+    assert TOOLS["run_command"].needs_approval is not sandboxed
+    assert ("run_command_unsandboxed" in TOOLS) is sandboxed
+    if sandboxed:
+        assert TOOLS["run_command_unsandboxed"].needs_approval  # a person decides every escalation
     with pytest.raises(ConfigError):
         tool_settings({"shell": {"timeout_s": "soon"}})
     with pytest.raises(ConfigError, match="web_search"):
@@ -137,6 +143,8 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
     project.mkdir()
     (project / "greet.py").write_text((ROOT / "examples" / "project" / "greet.py").read_text())
     home = tmp_path / "home"
+    home.mkdir()
+    home.joinpath("config.toml").write_text('[tools.shell.sandbox]\npolicy = "always-ask"\n')
     env = {**os.environ, "TETHER_HOME": str(home)}
     first = subprocess.run(
         ["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix the greeting and check it"],
@@ -172,6 +180,25 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
         timeout=60,
     )
     assert direct.returncode == 0 and "hello, world!" in json.loads(direct.stdout)["output"]
+
+    (project / "greet.py").write_text((ROOT / "examples" / "project" / "greet.py").read_text())
+    home.joinpath("config.toml").write_text("")  # the default: in the sandbox without asking, where there is one
+    default = subprocess.run(
+        ["tether", "run", "--model", "scripted/fix", "--cwd", str(project), "--json", "Fix it"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if sandbox_status().available:
+        assert default.returncode == 0 and "hello, world!" in json.loads(default.stdout)["output"]
+        assert "shell: sandbox workspace-write (bubblewrap, network off)" in default.stderr
+        run_id = json.loads(default.stdout)["run_id"]
+        lines = [json.loads(x) for x in (home / "traces" / f"{run_id}.jsonl").read_text().splitlines()]
+        said = [x["label"] for x in lines if x["type"] == "tool_progress" and x["toolName"] == "run_command"]
+        assert said == ["sandbox: workspace-write, network off"]  # the mode of the call, in the trace
+    else:
+        assert default.returncode == 5 and "shell: no sandbox (" in default.stderr
 
 
 def test_an_inline_tool_runs_on_the_loop_thread_and_a_plain_one_in_a_worker() -> None:

@@ -30,7 +30,12 @@ from tether.tools.base import ToolContext, ToolError, ToolResult
 
 LINUX = sys.platform.startswith("linux")
 HANG = 60.0  # seconds: only ever reached when something is broken
-PATHS = [pytest.param(True, id="namespaces"), pytest.param(False, id="subreaper")]
+# The OS sandbox (bubblewrap), and with it off, the PID namespace and the subreaper.
+PATHS = [
+    pytest.param("sandbox", id="sandbox"),
+    pytest.param(True, id="namespaces"),
+    pytest.param(False, id="subreaper"),
+]
 NAMESPACE_KINDS = ("pid+mount namespace", "user+pid+mount namespace")
 
 
@@ -67,11 +72,28 @@ def sleeping(tag: str) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-def namespaces_or_skip(namespaces: bool) -> None:
+def path_settings(path: Any, **kwargs: Any) -> dict[str, Any]:
+    """The settings of one of PATHS, as keyword arguments of ShellSettings."""
+    if path == "sandbox":
+        return {"sandbox": "workspace-write", **kwargs}
+    return {"sandbox": "off", "namespaces": path, **kwargs}
+
+
+def settings_for(path: Any, **kwargs: Any) -> shell.ShellSettings:
+    return shell.ShellSettings(**path_settings(path, **kwargs))
+
+
+def namespaces_or_skip(namespaces: Any) -> None:
     # These test the isolation a platform has: elsewhere (macOS) only a process group exists, and
     # the namespace path needs a kernel and user allowed to make one (CI, as root, always is).
     if not LINUX:
         pytest.skip("process isolation beyond a process group is Linux-only")
+    if namespaces == "sandbox":
+        from tether.tools.sandbox import sandbox_status
+
+        if not sandbox_status().available:
+            pytest.skip(f"no OS sandbox here: {sandbox_status().why_not}")
+        return
     if namespaces and shell.sandbox_kind(namespaces=True) not in NAMESPACE_KINDS:
         pytest.skip(f"no PID namespace here ({shell.sandbox_kind()})")
 
@@ -270,12 +292,12 @@ def unprivileged() -> Iterator[tuple[Path, tuple[list[str], dict[str, Any]]]]:
 
 @pytest.mark.parametrize("namespaces", PATHS)
 def test_an_unprivileged_command_cannot_read_tether_environment(
-    unprivileged: tuple[Path, tuple[list[str], dict[str, Any]]], namespaces: bool
+    unprivileged: tuple[Path, tuple[list[str], dict[str, Any]]], namespaces: Any
 ) -> None:
     """Without root, either path holds: a user namespace hides tether, or tether is non-dumpable."""
     cwd, as_user = unprivileged
     secret = "sk-" + secrets.token_hex(16)
-    out = tether_in_a_child(cwd, SNOOP, {"namespaces": namespaces}, secret, as_user)
+    out = tether_in_a_child(cwd, SNOOP, path_settings(namespaces), secret, as_user)
     assert "snooped" in out
     assert secret not in out
 
@@ -301,8 +323,8 @@ def test_a_failing_probe_falls_back_and_says_so_once(
     monkeypatch.setattr(_sandbox, "_UNSHARE", "/bin/false")
     monkeypatch.setattr(_sandbox, "_plans", {})
     with caplog.at_level(logging.INFO, logger="tether.tools.shell"):
-        first = run_tool(shell.RunCommand(), workspace, "echo one")
-        second = run_tool(shell.RunCommand(), workspace, "echo two")
+        first = run_tool(shell.RunCommand(settings_for(True)), workspace, "echo one")
+        second = run_tool(shell.RunCommand(settings_for(True)), workspace, "echo two")
     assert first.content == "exit code 0\none\n" and second.content == "exit code 0\ntwo\n"
     assert shell.sandbox_kind() == "non-dumpable only"
     said = [r for r in caplog.records if "namespace" in r.getMessage()]
@@ -310,9 +332,9 @@ def test_a_failing_probe_falls_back_and_says_so_once(
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
-def test_exit_codes_output_and_directory_are_the_command_s_own(workspace: Path, namespaces: bool) -> None:
+def test_exit_codes_output_and_directory_are_the_command_s_own(workspace: Path, namespaces: Any) -> None:
     namespaces_or_skip(namespaces)
-    tool = shell.RunCommand(shell.ShellSettings(namespaces=namespaces))
+    tool = shell.RunCommand(settings_for(namespaces))
     out = run_tool(tool, workspace, "yes | head -n 1; pwd; echo err >&2; cat; exit 3")
     assert isinstance(out, ToolResult) and out.is_error  # yes died of SIGPIPE quietly: not inherited as ignored
     assert out.content == f"exit code 3\ny\n{workspace.resolve()}\nerr\n"
@@ -332,23 +354,23 @@ def escapees(tag: str) -> str:
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
-def test_timeout_kills_descendants_that_called_setsid(workspace: Path, namespaces: bool, sleeps: Any) -> None:
+def test_timeout_kills_descendants_that_called_setsid(workspace: Path, namespaces: Any, sleeps: Any) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
-    out = run_tool(shell.RunCommand(shell.ShellSettings(timeout_s=3, namespaces=namespaces)), workspace, escapees(tag))
+    out = run_tool(shell.RunCommand(settings_for(namespaces, timeout_s=3)), workspace, escapees(tag))
     assert "timed out" in out.content
     wait_until(lambda: sleeping(tag) == [], "every sleeper to die")
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
-def test_stop_kills_descendants_that_called_setsid(workspace: Path, namespaces: bool, sleeps: Any) -> None:
+def test_stop_kills_descendants_that_called_setsid(workspace: Path, namespaces: Any, sleeps: Any) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
 
     async def go() -> None:
         signal = CancelSignal()
         ctx = ToolContext(cwd=workspace, signal=signal)
-        tool = shell.RunCommand(shell.ShellSettings(timeout_s=HANG, namespaces=namespaces))
+        tool = shell.RunCommand(settings_for(namespaces, timeout_s=HANG))
         task = asyncio.create_task(tool.execute({"command": escapees(tag)}, ctx))
         await asyncio.to_thread(wait_until, lambda: len(sleeping(tag)) == 3, "three sleepers")
         signal.cancel("user pressed Stop")
@@ -360,14 +382,14 @@ def test_stop_kills_descendants_that_called_setsid(workspace: Path, namespaces: 
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
-def test_a_finished_command_leaves_no_setsid_descendant(workspace: Path, namespaces: bool, sleeps: Any) -> None:
+def test_a_finished_command_leaves_no_setsid_descendant(workspace: Path, namespaces: Any, sleeps: Any) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
     command = (
         f"setsid sleep {tag} >/dev/null 2>&1 & "
         f"while [ $(pgrep -c -f '^sleep {tag}$') -lt 1 ]; do sleep 0.05; done; echo started"
     )
-    out = run_tool(shell.RunCommand(shell.ShellSettings(timeout_s=HANG, namespaces=namespaces)), workspace, command)
+    out = run_tool(shell.RunCommand(settings_for(namespaces, timeout_s=HANG)), workspace, command)
     assert out.content == "exit code 0\nstarted\n"
     wait_until(lambda: sleeping(tag) == [], "the sleeper to die")
 
@@ -389,7 +411,7 @@ def test_process_identity_tells_a_live_process_from_a_gone_one() -> None:
 
 @pytest.mark.parametrize("namespaces", PATHS)
 def test_the_reported_process_can_be_checked_and_killed_with_everything_it_started(
-    workspace: Path, namespaces: bool, sleeps: Any
+    workspace: Path, namespaces: Any, sleeps: Any
 ) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
@@ -397,7 +419,7 @@ def test_the_reported_process_can_be_checked_and_killed_with_everything_it_start
 
     async def go() -> tuple[int, str, int | None]:
         ctx = ToolContext(cwd=workspace, signal=CancelSignal(), on_process=reported.append)
-        settings = shell.ShellSettings(timeout_s=HANG, namespaces=namespaces)
+        settings = settings_for(namespaces, timeout_s=HANG)
         task = asyncio.create_task(shell.run_sandboxed(escapees(tag), ctx, settings))
         await asyncio.to_thread(wait_until, lambda: len(sleeping(tag)) == 3, "three sleepers")
         [pid] = reported
@@ -440,19 +462,27 @@ def on_process(pid):
     report.with_suffix(".tmp").write_text(json.dumps([pid, process_identity(pid)]))
     report.with_suffix(".tmp").rename(report)
 ctx = ToolContext(cwd=Path(sys.argv[1]), signal=CancelSignal(), on_process=on_process)
-asyncio.run(run_sandboxed(sys.argv[3], ctx, ShellSettings(timeout_s=HANG, namespaces=sys.argv[4] == "1")))
+asyncio.run(run_sandboxed(sys.argv[3], ctx, ShellSettings(timeout_s=HANG, **json.loads(sys.argv[4]))))
 """.replace("HANG", repr(HANG))
 
 
 @pytest.mark.parametrize("namespaces", PATHS)
 def test_a_command_does_not_outlive_a_killed_tether(
-    workspace: Path, tmp_path: Path, namespaces: bool, sleeps: Any
+    workspace: Path, tmp_path: Path, namespaces: Any, sleeps: Any
 ) -> None:
     namespaces_or_skip(namespaces)
     tag = sleeps()
     report = tmp_path / "process.json"
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_TETHER, str(workspace), str(report), escapees(tag), "1" if namespaces else "0"]
+        [
+            sys.executable,
+            "-c",
+            KILLED_TETHER,
+            str(workspace),
+            str(report),
+            escapees(tag),
+            json.dumps(path_settings(namespaces)),
+        ]
     )
     try:
         wait_until(lambda: child.poll() is not None or len(sleeping(tag)) == 3, "three sleepers")

@@ -356,6 +356,7 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
+    printer.show_sandbox()
     while True:
         result = _execute(state, prompt, settings, printer)
         prompt = None
@@ -506,6 +507,13 @@ class Printer:
             sys.stdout.flush()
             self.text_open = False
         print(line, file=sys.stderr, flush=True)
+
+    def show_sandbox(self) -> None:
+        """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox)."""
+        from tether.tools.builtin import tool_settings
+        from tether.tools.sandbox import sandbox_status
+
+        self._err(sandbox_status(tool_settings(self.settings.tools).shell).sentence)
 
     def show(self, event: Any) -> None:
         kind = event.type

@@ -4,7 +4,8 @@ On Linux a command's life is tied to tether's with ``PR_SET_PDEATHSIG``: a tethe
 takes the command down with it, so a dead tether leaves no orphan command acting behind a person's
 back. Then one of two ways:
 
-* In namespaces: ``setpriv --pdeathsig KILL unshare --pid --fork --mount-proc --kill-child`` (plus
+* In namespaces: ``setpriv --pdeathsig KILL`` (then a check that tether is still the parent, see
+  :func:`_tie`) ``unshare --pid --fork --mount-proc --kill-child`` (plus
   ``--user --map-current-user`` when tether is not root). The command is PID 1 of its own PID
   namespace with its own ``/proc``: no process of tether's exists for it, so neither does tether's
   environment. When that PID 1 dies, the kernel kills everything in the namespace, ``setsid`` or not.
@@ -14,7 +15,11 @@ back. Then one of two ways:
   is re-parented to the keeper instead of init, so walking ``/proc`` down from the keeper finds them
   all. When the command ends, or tether dies, the keeper kills whatever is left.
 
-util-linux ``unshare`` rather than bubblewrap: it is part of every Linux base system (on Debian
+This is the process isolation of every command, and all of it with the OS sandbox ``off``; the
+sandbox itself (``_jail``: bubblewrap, its own PID namespace included) replaces the ``unshare``
+wrapper when it is on, and is tied to tether by :func:`sandboxed_argv` the same way.
+
+util-linux ``unshare`` rather than bubblewrap here: it is part of every Linux base system (on Debian
 util-linux is Essential) while ``bwrap`` often is not installed, and a PID namespace with its own
 ``/proc`` is exactly what is needed here; one mechanism is one path to test. Which way works is found
 once per process by running a trivial command through it.
@@ -61,6 +66,8 @@ _CANDIDATES: tuple[tuple[SandboxKind, tuple[str, ...]], ...] = (
     ("user+pid+mount namespace", ("--user", "--map-root-user", *_ISOLATED)),  # util-linux < 2.38
 )
 # PID 1, and /proc/self is PID 1 too: a PID namespace with its own /proc, not the host's.
+# Run by /bin/sh after setpriv set the parent-death signal: $PPID is read after it took effect.
+_SAME_PARENT = '[ "$PPID" = "$0" ] || exit 137; exec "$@"'
 _CHECK = 'read pid rest </proc/self/stat && [ "$pid" = 1 ] && [ "$$" = 1 ] && echo isolated'
 
 
@@ -71,6 +78,7 @@ class Plan:
     kind: SandboxKind
     keeper: KeeperMode | None
     wrapper: tuple[str, ...] = ()
+    setpriv: str | None = None  # ties the command to tether (see _tie)
 
 
 _plans: dict[bool, Plan] = {}
@@ -96,11 +104,36 @@ def command_argv(command: str, namespaces: bool = True) -> list[str]:
     return _argv(plan(namespaces), command)
 
 
-def _argv(chosen: Plan, command: str) -> list[str]:
-    script = ["/bin/sh", "-c", command]
+def sandboxed_argv(program: list[str]) -> list[str]:
+    """The argv that runs ``program`` (bubblewrap's, which makes its own namespaces) tied to tether."""
+    global _hardened
+    if not _hardened:
+        _hardened = True
+        _make_non_dumpable()
+    setpriv = _setpriv()
+    keeper: KeeperMode | None = None if setpriv or not _keeper_works() else "exec"
+    return _argv(Plan("none", keeper, setpriv=setpriv), program)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    return _which("setpriv")
+
+
+def _argv(chosen: Plan, command: str | list[str]) -> list[str]:
+    script = ["/bin/sh", "-c", command] if isinstance(command, str) else command
     if chosen.keeper is None:
-        return [*chosen.wrapper, *script]
+        return [*_tie(chosen.setpriv), *chosen.wrapper, *script]
     return [sys.executable, "-I", "-S", __file__, chosen.keeper, str(os.getpid()), *chosen.wrapper, *script]
+
+
+def _tie(setpriv: str | None, parent: int | None = None) -> list[str]:
+    """``setpriv --pdeathsig KILL``, then a check that ``parent`` (tether) is still the parent: a
+    tether that died between the fork and the ``prctl`` sends no signal, and the command would run
+    on as an orphan (issue 27: two were left by a crash soak). The check exits 137 instead."""
+    if setpriv is None:
+        return []
+    return [setpriv, "--pdeathsig", "KILL", "/bin/sh", "-c", _SAME_PARENT, str(parent or os.getpid())]
 
 
 def _choose(namespaces: bool) -> Plan:
@@ -167,15 +200,14 @@ def _probe_namespaces() -> tuple[Plan | None, str]:
     unshare = _UNSHARE or _which("unshare")
     if unshare is None:
         return None, "util-linux unshare is not installed"
-    # setpriv sets the parent-death signal without starting Python; between its fork and its prctl
-    # a dying tether goes unnoticed, a window of microseconds the keeper closes when there is no setpriv.
+    # setpriv sets the parent-death signal without starting Python; a tether that died between the
+    # fork and the prctl is caught by the parent check after it (_tie), as the keeper does.
     setpriv = _which("setpriv")
-    tied: tuple[str, ...] = (setpriv, "--pdeathsig", "KILL") if setpriv else ()
     why = "unshare refused"
     for kind, flags in _CANDIDATES:
         if kind == "pid+mount namespace" and os.geteuid() != 0:
             continue
-        candidate = Plan(kind, None if tied or not _keeper_works() else "exec", (*tied, unshare, *flags))
+        candidate = Plan(kind, None if setpriv or not _keeper_works() else "exec", (unshare, *flags), setpriv)
         works = _works(candidate, _CHECK)
         if works is True:
             return candidate, ""

@@ -1,12 +1,20 @@
 """The built-in tool set and the deployment settings that bound it (``[tools]`` in config.toml)::
 
 [tools.shell]
-approval = true            # every run_command needs a person's yes (the default)
+approval = true            # every run_command needs a person's yes (policy "always-ask")
 timeout_s = 30
 output_cap_bytes = 1000000
 block = ["git"]            # more commands to refuse
 unblock = ["crontab"]      # defaults to allow anyway
 env = { CI = "1" }         # variables the command gets (nothing else leaks from tether's own)
+
+[tools.shell.sandbox]      # see tether.tools.sandbox
+mode = "workspace-write"   # read-only | workspace-write | off (default: workspace-write where available)
+policy = "ask-to-escalate" # never-ask | ask-to-escalate | always-ask
+writable = [".git"]        # more writable paths (relative: in the working directory)
+network = ["pypi.org", "files.pythonhosted.org"]   # hosts reachable through tether's proxy
+home = "read-only"         # or "hidden": the homes outside the workspace
+hide = ["~/work/keys"]     # more paths never readable
 
 [tools.files]
 write_approval = false     # true: write_file and edit_file need a yes too
@@ -27,7 +35,7 @@ from typing import Any
 
 from tether.tools.base import FunctionTool
 from tether.tools.files import EDIT_TOOLS, FILE_TOOLS
-from tether.tools.shell import DEFAULT_BLOCKED, RunCommand, ShellSettings
+from tether.tools.shell import DEFAULT_BLOCKED, RunCommand, RunCommandUnsandboxed, ShellSettings
 from tether.tools.web import SearxngBackend, WebFetch, WebSearch, WebSettings
 
 __all__ = ["ToolSettings", "builtin_tools", "tool_settings"]
@@ -49,12 +57,13 @@ def tool_settings(data: dict[str, Any] | None) -> ToolSettings:
     shell: dict[str, Any] = data.get("shell") or {}
     blocked = (DEFAULT_BLOCKED | frozenset(shell.get("block", []))) - frozenset(shell.get("unblock", []))
     shell_settings = ShellSettings(
-        require_approval=shell.get("approval", True),
+        require_approval=shell.get("approval"),
         timeout_s=float(shell.get("timeout_s", 30.0)),  # an int in TOML is fine: 60 means 60.0
         output_cap_bytes=shell.get("output_cap_bytes", 1_000_000),
         blocked=blocked,
         env=dict(shell.get("env") or {}),
         namespaces=shell.get("namespaces", True),
+        **_sandbox_settings(shell.get("sandbox") or {}),
     )
     web: dict[str, Any] = data.get("web") or {}
     search: dict[str, Any] = data.get("web_search") or {}
@@ -69,6 +78,17 @@ def tool_settings(data: dict[str, Any] | None) -> ToolSettings:
     return ToolSettings(shell=shell_settings, web=web_settings, write_approval=files.get("write_approval", False))
 
 
+def _sandbox_settings(table: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "sandbox": table.get("mode"),
+        "policy": table.get("policy"),
+        "writable": tuple(table.get("writable", ())),
+        "network": tuple(table.get("network", ())),
+        "home": table.get("home", "read-only"),
+        "hide": tuple(table.get("hide", ())),
+    }
+
+
 def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
     """Files (list, read, search, write, edit, delete), the slow scan, shell, web fetch and search."""
     settings = settings or ToolSettings()
@@ -80,4 +100,6 @@ def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
             else t
             for t in edit
         ]
-    return [*FILE_TOOLS, *edit, RunCommand(settings.shell), WebFetch(settings.web), WebSearch(settings.web.search)]
+    shell = RunCommand(settings.shell)
+    escalate = [RunCommandUnsandboxed(settings.shell)] if shell.status.policy == "ask-to-escalate" else []
+    return [*FILE_TOOLS, *edit, shell, *escalate, WebFetch(settings.web), WebSearch(settings.web.search)]

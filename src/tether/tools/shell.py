@@ -26,13 +26,18 @@ similar prefixes, absolute paths to the binary, ``sh -c`` / ``bash -c`` wrapping
 backticks, chains with ``;`` ``&&`` ``||`` ``|``, spellings of a path (``//``, ``/./``, ``/usr/*``,
 ``~``, ``${HOME}``) — and knows the famous forms (recursive removal, ``chmod``/``chown`` or
 ``find -delete`` of a system directory, fork bombs, writes to disk devices). It is a speed bump, not
-a sandbox: the boundary is the approval a person gives, and by default every shell call needs it.
+a sandbox. The boundary is the operating-system sandbox (:mod:`tether.tools.sandbox`: bubblewrap,
+``read-only`` / ``workspace-write`` / ``off``, network off or through tether's proxy, secrets
+hidden), under which commands run without a person; where there is none, the approval a person
+gives, which every command then needs. ``run_command_unsandboxed`` (:class:`RunCommandUnsandboxed`)
+runs one command outside the sandbox after a person approves it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import os
 import posixpath
@@ -43,16 +48,19 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from tether.processes import kill_process_tree, kill_tree, process_alive, process_identity
-from tether.tools import _sandbox
+from tether.tools import _jail, _sandbox
+from tether.tools._netproxy import SOCKET_NAME, NetProxy
 from tether.tools._sandbox import SandboxKind
 from tether.tools.base import ToolContext, ToolError, ToolResult
+from tether.tools.sandbox import ApprovalPolicy, SandboxMode, SandboxStatus, refusal_note, sandbox_status
 
 __all__ = [
     "DEFAULT_BLOCKED",
     "RunCommand",
+    "RunCommandUnsandboxed",
     "SandboxKind",
     "ShellSettings",
     "blocked_reason",
@@ -164,9 +172,10 @@ _FUNCTION = re.compile(rf"(?:\bfunction\s+({_NAME})\s*(?:\(\s*\))?|({_NAME})\s*\
 
 @dataclass(frozen=True)
 class ShellSettings:
-    """How a deployment bounds the shell (config: ``[tools.shell]``)."""
+    """How a deployment bounds the shell (config: ``[tools.shell]`` and ``[tools.shell.sandbox]``)."""
 
-    require_approval: bool = True
+    # The old switch: True is the policy "always-ask", False "never-ask"; None leaves it to ``policy``.
+    require_approval: bool | None = None
     timeout_s: float = 30.0
     output_cap_bytes: int = 1_000_000
     blocked: frozenset[str] = DEFAULT_BLOCKED
@@ -174,6 +183,14 @@ class ShellSettings:
     # Linux: run each command in its own PID and mount namespace when the machine allows it. False
     # keeps the plain path (a subreaper still kills every descendant) for hosts where it misbehaves.
     namespaces: bool = True
+    # The operating-system sandbox (tether.tools.sandbox). None: workspace-write with ask-to-escalate
+    # where the sandbox is available, no sandbox and always-ask where it is not.
+    sandbox: SandboxMode | None = None
+    policy: ApprovalPolicy | None = None
+    writable: tuple[str, ...] = ()  # more writable paths (relative ones are in the working directory)
+    network: tuple[str, ...] = ()  # hosts reachable through tether's proxy: "pypi.org", "*.github.com"
+    home: Literal["read-only", "hidden"] = "read-only"  # the homes outside the workspace
+    hide: tuple[str, ...] = ()  # more paths never readable (secrets in homes and tether's home always are)
 
 
 def _command_name(token: str) -> str:
@@ -329,19 +346,103 @@ def _stop(proc: asyncio.subprocess.Process) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings) -> tuple[int | None, bytes, str]:
+_PROXY_DIR = "/tmp/.tether-proxy"  # where the proxy's socket appears inside the sandbox
+_BRIDGE = Path(__file__).with_name("_bridge.py")
+
+
+def _hidden(ctx: ToolContext, settings: ShellSettings) -> list[Path]:
+    """What a command may never read: the secrets of every home, tether's home, ``hide``."""
+    return _jail.secret_paths(ctx.cwd / Path(p).expanduser() for p in settings.hide)
+
+
+def _jail_for(
+    ctx: ToolContext, settings: ShellSettings, mode: SandboxMode, proxy_dir: Path | None, hidden: list[Path]
+) -> _jail.Jail:
+    return _jail.Jail(
+        cwd=ctx.cwd,
+        writable=tuple(ctx.cwd / Path(p).expanduser() for p in settings.writable),
+        write_cwd=mode == "workspace-write",
+        hide_homes=settings.home == "hidden",
+        hidden=tuple(hidden),
+        readable=(Path(sys.base_prefix), Path(sys.prefix), _BRIDGE.parent) if proxy_dir else (),
+        binds=((proxy_dir, _PROXY_DIR),) if proxy_dir else (),
+    )
+
+
+async def _start_argv(
+    command: str, ctx: ToolContext, settings: ShellSettings, status: SandboxStatus, proxy: NetProxy | None
+) -> tuple[list[str], list[Path]]:
+    """The argv for ``command``, in the sandbox ``status`` says or outside it (mode off), and the
+    paths hidden from it."""
+    if status.mode == "off":
+        return await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces), []
+    bwrap = _jail.bwrap_path()
+    if bwrap is None:  # removed since the probe: refuse rather than run unconfined
+        raise ToolError("refused: the sandbox (bubblewrap) is no longer installed; the command was not run.")
+    inner = ["/bin/sh", "-c", command]
+    proxy_dir = await proxy.start() if proxy is not None else None
+    if proxy_dir is not None:
+        inner = [sys.executable, "-I", "-S", str(_BRIDGE), f"{_PROXY_DIR}/{SOCKET_NAME}", *inner]
+
+    def build() -> tuple[list[str], list[Path]]:  # file system lookups: off the event loop
+        hidden = _hidden(ctx, settings)
+        jail = _jail_for(ctx, settings, status.mode, proxy_dir, hidden)
+        return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden
+
+    return await asyncio.to_thread(build)
+
+
+def _unsandboxed(status: SandboxStatus) -> SandboxStatus:
+    return dataclasses.replace(status, mode="off", network=())
+
+
+async def run_sandboxed(
+    command: str, ctx: ToolContext, settings: ShellSettings, *, outside: bool = False
+) -> tuple[int | None, bytes, str]:
     """Run ``command``; return (exit code or None when stopped, the first ``cap`` bytes, note).
+
+    It runs in the sandbox the settings ask for (:func:`tether.tools.sandbox.sandbox_status`), or
+    outside it when ``outside`` (a command a person approved to escalate). The note says what was
+    cut short and what the sandbox refused, in words.
 
     As soon as the process exists its pid goes to ``ctx.on_process`` (the process to check with
     :func:`process_alive` and stop with :func:`kill_process_tree`); if that report fails, the command
     is killed and the error raised, so nothing runs unrecorded. On Linux the process is tied to the
     thread that runs the event loop: it dies if that thread, or tether, ends first.
     """
-    argv = await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces)
+    status = sandbox_status(settings)
+    if outside:
+        status = _unsandboxed(status)
+    elif status.refused:
+        raise ToolError(f"refused: {status.sentence}. The command was not run.")
+    ctx.progress(
+        f"sandbox: {status.mode}" + (f", network {', '.join(status.network) or 'off'}" if status.mode != "off" else "")
+    )
+    proxy = NetProxy(status.network, on_decision=ctx.progress) if status.network else None
+    env = _environment(settings, ctx.cwd)
+    if status.mode != "off":
+        env["TMPDIR"] = "/tmp"
+    hidden: list[Path] = []
+    try:
+        argv, hidden = await _start_argv(command, ctx, settings, status, proxy)
+        code, output, note = await _run(argv, env, ctx, settings)
+    finally:
+        if proxy is not None:
+            await proxy.close()
+    if status.mode != "off":  # a pipeline can hide a refusal behind exit code 0: read the output
+        text = output.decode("utf-8", errors="replace")
+        said = refusal_note(text, status, proxy.refused if proxy else [], [str(p) for p in hidden], command, code)
+        note = "\n".join(n for n in (note, said) if n)
+    return code, output, note
+
+
+async def _run(
+    argv: list[str], env: dict[str, str], ctx: ToolContext, settings: ShellSettings
+) -> tuple[int | None, bytes, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=ctx.cwd,
-        env=_environment(settings, ctx.cwd),
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -384,7 +485,10 @@ async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings)
 
 
 class RunCommand:
-    """The ``run_command`` tool, configured by a deployment's :class:`ShellSettings`."""
+    """The ``run_command`` tool, configured by a deployment's :class:`ShellSettings`.
+
+    ``status`` says which sandbox and approval policy hold (found when the tool is made); the tool
+    needs approval only under the ``always-ask`` policy."""
 
     name = "run_command"
     description = (
@@ -406,10 +510,14 @@ class RunCommand:
         "additionalProperties": False,
     }
     read_only = False
+    outside = False  # run outside the sandbox (run_command_unsandboxed)
 
     def __init__(self, settings: ShellSettings | None = None) -> None:
         self.settings = settings or ShellSettings()
-        self.needs_approval = self.settings.require_approval
+        self.status = sandbox_status(self.settings)
+        self.needs_approval = self.status.policy == "always-ask" or self.outside
+        if self.status.mode != "off" and not self.outside:
+            self.description = f"{RunCommand.description} {_sandbox_words(self.status)}"
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         command = str(input["command"])
@@ -421,8 +529,47 @@ class RunCommand:
             )
         if not sys.platform.startswith(("linux", "darwin")):
             raise ToolError("run_command needs a POSIX system")
-        code, output, note = await run_sandboxed(command, ctx, self.settings)
+        code, output, note = await run_sandboxed(command, ctx, self.settings, outside=self.outside)
         text = output.decode("utf-8", errors="replace")
         status = f"exit code {code}" if code is not None else "stopped"
         body = f"{status}\n{text}" + (f"\n{note}" if note else "")
         return ToolResult(body, is_error=code != 0)
+
+
+def _sandbox_words(status: SandboxStatus) -> str:
+    writes = "the working directory and /tmp" if status.mode == "workspace-write" else "only /tmp"
+    net = f"the network only to {', '.join(status.network)}" if status.network else "no network"
+    escalate = (
+        " When the sandbox refuses something the task needs, run_command_unsandboxed can run the "
+        "command outside it once a person agrees."
+        if status.policy == "ask-to-escalate"
+        else ""
+    )
+    return f"Commands run in a sandbox ({status.mode}): they can write {writes}, with {net}.{escalate}"
+
+
+class RunCommandUnsandboxed(RunCommand):
+    """``run_command_unsandboxed``: one command outside the sandbox, after a person says yes
+    (offered under the ``ask-to-escalate`` policy)."""
+
+    name = "run_command_unsandboxed"
+    description = (
+        "Run a shell command OUTSIDE the sandbox, after a person approves it. Use it only when "
+        "run_command was refused by the sandbox (a write outside the workspace, the network) and the "
+        "task cannot be done another way; say why in `reason`."
+    )
+    input_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "command": RunCommand.input_schema["properties"]["command"],
+            "reason": {
+                "type": "string",
+                "description": "why it must run outside the sandbox, for the person who decides",
+                "minLength": 1,
+                "maxLength": 2000,
+            },
+        },
+        "required": ["command", "reason"],
+        "additionalProperties": False,
+    }
+    outside = True

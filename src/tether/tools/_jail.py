@@ -1,0 +1,183 @@
+"""The operating-system sandbox around a shell command: bubblewrap's namespaces and bind mounts.
+
+The command runs under ``bwrap`` in new user, mount, PID, network and IPC namespaces:
+
+* the whole file system read-only (``--ro-bind / /``), a private empty ``/tmp`` and ``/run``
+  (where the system's Unix sockets live: docker, D-Bus, systemd), a minimal ``/dev`` and its
+  own ``/proc``;
+* ``workspace-write``: the working directory and the listed paths bound writable again, and in
+  each of them ``.git`` and ``.tether`` bound read-only again unless listed themselves;
+* secrets hidden in every home (``~/.ssh``, ``~/.aws``, ``~/.config/gcloud``...), and tether's
+  own home, whatever the mode; with ``home = "hidden"``, the homes themselves;
+* no network (an empty network namespace: only its own loopback), unless hosts are allowed, and
+  then only through tether's proxy (see :mod:`tether.tools._netproxy`);
+* no capabilities (``--cap-drop ALL``, also as root), ``no_new_privs`` (a setuid binary gains
+  nothing), no further user namespaces (``--disable-userns``), its own session.
+
+bubblewrap was chosen over util-linux ``unshare`` plus a script of ``mount`` calls, and over
+Landlock plus seccomp, by measurement and by what each covers: see docs/tools.md ("The sandbox").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.config import tether_home
+
+__all__ = ["SECRETS", "Jail", "bwrap_path", "jail_args", "probe"]
+
+# Never readable inside the sandbox, in any home: keys, tokens, credentials, shell history.
+SECRETS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".gnupg",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".npmrc",
+    ".config/gh",
+    ".config/hub",
+    ".terraform.d",
+    ".vault-token",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".bash_history",
+    ".zsh_history",
+    ".config/tether",
+    ".local/share/tether",
+)
+# Inside a writable root, read-only unless listed: git's hooks and config run code outside the
+# sandbox later, and tether's project settings decide what the agent may do.
+PROTECTED_INSIDE = (".git", ".tether")
+_SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+_BASE = (
+    "--unshare-user",
+    "--disable-userns",
+    "--unshare-pid",
+    "--unshare-ipc",  # not UTS or cgroup: nothing to protect there, and each namespace costs a start
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+)
+
+
+@dataclass(frozen=True)
+class Jail:
+    """What one command may touch."""
+
+    cwd: Path
+    writable: tuple[Path, ...] = ()  # besides the working directory (workspace-write only)
+    write_cwd: bool = True  # False: read-only mode
+    binds: tuple[tuple[Path, str], ...] = ()  # (host directory, where it appears): the proxy's socket
+    hide_homes: bool = False
+    hidden: tuple[Path, ...] = ()  # the paths never readable (secret_paths())
+    readable: tuple[Path, ...] = ()  # shown again inside hidden homes (the bridge's Python)
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap") or shutil.which("bwrap", path=_SYSTEM_PATH)
+
+
+@functools.cache
+def probe(bwrap: str) -> str | None:
+    """None when bubblewrap can build the sandbox here; else why not, in bubblewrap's words."""
+    argv = [bwrap, *_BASE, "--unshare-net", "/bin/sh", "-c", "echo sandboxed"]
+    try:
+        done = subprocess.run(argv, cwd="/", env={"PATH": _SYSTEM_PATH}, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if done.stdout.strip() == b"sandboxed":
+        return None
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return said[-1] if said else f"exit status {done.returncode}"
+
+
+def homes() -> list[Path]:
+    """Every home on the machine this process can name: its own, root's, and those under /home."""
+    found = [Path.home(), Path("/root")]
+    with contextlib.suppress(OSError):
+        found += sorted(p for p in Path("/home").iterdir() if p.is_dir())
+    return list(dict.fromkeys(found))
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
+    """The existing paths to hide: the secrets of every home, tether's home, and ``extra``."""
+    from tether.config import _platform_data_dir
+
+    wanted = [h / name for h in homes() for name in SECRETS]
+    wanted += [tether_home(), _platform_data_dir(), *extra]
+    return list(dict.fromkeys(_real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
+
+
+def _hide(path: Path) -> list[str]:
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]
+
+
+def _writable_args(jail: Jail, cwd: Path) -> Iterator[str]:
+    roots = [cwd, *(_real(p) for p in jail.writable)] if jail.write_cwd else []
+    listed = {_real(p) for p in jail.writable}
+    for root in roots:
+        if root.exists():
+            yield from ("--bind", str(root), str(root))
+    for root in roots:
+        for name in PROTECTED_INSIDE:
+            inner = root / name
+            if os.path.lexists(inner) and _real(inner) not in listed and not inner.is_symlink():
+                yield from ("--ro-bind", str(inner), str(inner))
+
+
+def jail_args(jail: Jail, bwrap: str) -> list[str]:
+    """bubblewrap's argv for ``jail``, up to the command."""
+    cwd = _real(jail.cwd)
+    args = [bwrap, *_BASE, "--unshare-net"]
+    if os.path.isdir("/run") and not os.path.islink("/run"):  # the system's sockets: docker, dbus, systemd
+        args += ["--tmpfs", "/run"]
+    if jail.hide_homes:
+        for home in homes():
+            if home.is_dir():
+                args += ["--tmpfs", str(_real(home))]
+        for path in jail.readable:
+            args += ["--ro-bind", str(path), str(path)]
+    if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
+        args += ["--ro-bind", str(cwd), str(cwd)]
+    args += _writable_args(jail, cwd)
+    for path in jail.hidden:
+        if not _inside(cwd, path):  # a workspace inside a secret folder is the user's own choice
+            args += _hide(path)
+    for source, target in jail.binds:
+        args += ["--bind", str(source), target]
+    return [*args, "--chdir", str(cwd)]
