@@ -42,7 +42,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
@@ -137,6 +137,7 @@ def _session_store(value: str) -> str:
 
 
 _Text = Annotated[str, Strict(), Field(min_length=1)]
+T = TypeVar("T", bound=BaseModel)
 _Url = Annotated[str, Strict(), AfterValidator(_http_url)]
 _Bool = Annotated[bool, Strict()]
 _PositiveInt = Annotated[int, Strict(), Field(gt=0)]
@@ -148,7 +149,7 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _ShellTable(_Table):
+class ShellTable(_Table):
     """``[tools.shell]``; the defaults live in :mod:`tether.tools.builtin`."""
 
     approval: _Bool | None = None
@@ -160,22 +161,22 @@ class _ShellTable(_Table):
     namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
 
 
-class _FilesTable(_Table):
+class FilesTable(_Table):
     write_approval: _Bool | None = None
 
 
-class _WebTable(_Table):
+class WebTable(_Table):
     allow: list[Annotated[str, Strict(), AfterValidator(_allow_entry)]] | None = None
     max_bytes: _PositiveInt | None = None
     max_chars: _PositiveInt | None = None
 
 
-class _WebSearchTable(_Table):
+class WebSearchTable(_Table):
     kind: Literal["searxng"]
     url: _Url
 
 
-class _MemoryTable(_Table):
+class MemoryTable(_Table):
     """``[memory]``: cross-session memory for ``tether run`` and ``tether chat`` (tether.memory)."""
 
     enabled: _Bool = True
@@ -184,7 +185,7 @@ class _MemoryTable(_Table):
     notes_limit: _PositiveInt | None = None
 
 
-class _KbTable(_Table):
+class KbTable(_Table):
     """``[kb]``: knowledge bases (tether.knowledge)."""
 
     embedder: _Text | None = None  # for new bases: local | none | openai/MODEL
@@ -193,25 +194,82 @@ class _KbTable(_Table):
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
 
 
-class _ServeAgentTable(_Table):
-    """``[serve.agents.NAME]``: one agent ``tether serve`` offers (tether.server)."""
+def _pattern(value: str) -> str:
+    import re
+
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"must be a regular expression ({exc})") from None
+    return value
+
+
+_Score = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class RuleTable(_Table):
+    """One rule of a guardrail: a regular expression (matched case-insensitively) and its verdict."""
+
+    pattern: Annotated[str, Strict(), Field(min_length=1), AfterValidator(_pattern)]
+    rationale: _Text
+    score: _Score = 0.0  # 0.0 unsafe ... 1.0 safe
+    category: str = ""
+
+
+class GuardrailTable(_Table):
+    """``[[agents.NAME.guardrails]]``: a rule-based guardrail (tether.guardrails)."""
+
+    name: _Text = "guardrail"
+    stages: list[Literal["input", "output", "tool_args", "tool_result"]] = ["input"]
+    jailbreaks: _Bool = False  # the memory layer's injection scan, in ten languages
+    rules: list[RuleTable] = []
+    block: _Score | None = 0.3  # scores below this are blocked
+    ask: _Score | None = None  # ... below this a person decides
+    redirect: _Score | None = None  # ... below this the reply is redirected
+
+    @model_validator(mode="after")
+    def _judges_something(self) -> GuardrailTable:
+        if not self.jailbreaks and not self.rules:
+            raise ValueError("needs jailbreaks = true or at least one [[...rules]] entry")
+        return self
+
+
+class LoopGuardTable(_Table):
+    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it (tether.harness.loops)."""
+
+    nudge_after: _PositiveInt = 3
+    stop_after: _PositiveInt | None = 5
+    similarity: _Score = 0.5
+
+
+class AgentTable(_Table):
+    """``[agents.NAME]`` (and the older ``[serve.agents.NAME]``): one agent, the same from every door
+    (tether.assembly). Anything left out takes the file's defaults."""
 
     model: _Text | None = None  # default: the top-level model (or $TETHER_MODEL)
+    fallback_models: list[_Text] | None = None  # default: the top-level fallback_models
+    first_token_timeout_s: _PositiveFloat | None = None
     description: _Text | None = None
     instructions: _Text | None = None
-    cwd: _Text | None = None  # the directory its file tools work in (default: where the server starts)
+    cwd: _Text | None = None  # the directory its file tools work in (default: where the command starts)
     tools: list[_Text] | None = None  # names of built-in tools to give it (default: all of them)
     max_turns: _PositiveInt | None = None
-    max_budget_usd: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
-    fallback_models: list[_Text] = []
+    max_budget_usd: _PositiveFloat | None = None
+    memory: Literal["user", "project", "off"] | None = None  # default: [memory] enabled and scope
+    skills: _Bool | None = None  # default: [skills] enabled
     kb: list[_Text] = []
+    mcp: list[_Text] = []  # [mcp.NAME] servers whose tools it has ("all": every enabled one)
+    guardrails: list[GuardrailTable] = []
+    loop_guard: LoopGuardTable | None = None
+    # A JSON Schema the answer must match: a table, or the path of a JSON file (relative to $TETHER_HOME).
+    output_schema: str | dict[str, Any] | None = None
 
 
-class _ServeTable(_Table):
+class ServeTable(_Table):
     """``[serve]``: what ``tether serve`` serves and how (tether.server)."""
 
     agent: _Text | None = None  # a Python file or module defining ``agent`` or ``agents``
-    agents: dict[str, _ServeAgentTable] = {}
+    agents: dict[str, AgentTable] = {}  # the older place of [agents.NAME]: read as if written there
     max_body_bytes: _PositiveInt | None = None
     run_threads: _PositiveInt | None = None  # threads whose event loops run the runs (default 4)
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
@@ -219,7 +277,7 @@ class _ServeTable(_Table):
     allowed_hosts: list[_Text] = []
 
 
-class _DispatchTable(_Table):
+class DispatchTable(_Table):
     """``[dispatch]``: the queue between ``tether serve --workers external`` and ``tether worker``
     (tether.dispatch; Celery on RabbitMQ)."""
 
@@ -229,7 +287,7 @@ class _DispatchTable(_Table):
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
 
 
-class _TelemetryTable(_Table):
+class TelemetryTable(_Table):
     """``[telemetry]``: OpenTelemetry spans over OTLP/HTTP (tether.telemetry); off when no endpoint."""
 
     otlp_endpoint: _Url | None = None  # e.g. http://127.0.0.1:4318/v1/traces
@@ -237,7 +295,7 @@ class _TelemetryTable(_Table):
     service_name: _Text | None = None
 
 
-class _McpTable(_Table):
+class McpTable(_Table):
     """``[mcp.NAME]``: an MCP server whose tools an agent may use (tether.connectors)."""
 
     command: _Text | None = None  # stdio: the program to start ...
@@ -257,7 +315,7 @@ class _McpTable(_Table):
     enabled: _Bool = True
 
     @model_validator(mode="after")
-    def _one_transport(self) -> _McpTable:
+    def _one_transport(self) -> McpTable:
         if (self.command is None) == (self.url is None):
             raise ValueError('needs either command = "..." (stdio) or url = "http://..." (streamable HTTP), not both')
         if self.auth == "oauth" and (self.url is None or self.token_url is None):
@@ -265,18 +323,18 @@ class _McpTable(_Table):
         return self
 
 
-class _SkillsTable(_Table):
+class SkillsTable(_Table):
     """``[skills]``: folders of skills besides $TETHER_HOME/skills and the project's .tether/skills."""
 
     paths: list[_Text] = []
     enabled: _Bool = True
 
 
-class _ToolsTable(_Table):
-    shell: _ShellTable | None = None
-    files: _FilesTable | None = None
-    web: _WebTable | None = None
-    web_search: _WebSearchTable | None = None
+class ToolsTable(_Table):
+    shell: ShellTable | None = None
+    files: FilesTable | None = None
+    web: WebTable | None = None
+    web_search: WebSearchTable | None = None
 
 
 class _ModelTable(_Table):
@@ -327,7 +385,7 @@ class Endpoint(_EndpointTable):
     name: str
 
 
-class _ConfigFile(_Table):
+class ConfigFile(_Table):
     model: _Text | None = None
     fallback_models: list[_Text] = []
     session_store: Annotated[str, Strict(), AfterValidator(_session_store)] | None = None
@@ -335,14 +393,15 @@ class _ConfigFile(_Table):
     models: dict[str, _ModelTable] = {}
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
-    tools: _ToolsTable = _ToolsTable()
-    memory: _MemoryTable = _MemoryTable()
-    kb: _KbTable = _KbTable()
-    serve: _ServeTable = _ServeTable()
-    telemetry: _TelemetryTable = _TelemetryTable()
-    dispatch: _DispatchTable = _DispatchTable()
-    mcp: dict[str, _McpTable] = {}
-    skills: _SkillsTable = _SkillsTable()
+    tools: ToolsTable = ToolsTable()
+    memory: MemoryTable = MemoryTable()
+    kb: KbTable = KbTable()
+    serve: ServeTable = ServeTable()
+    telemetry: TelemetryTable = TelemetryTable()
+    dispatch: DispatchTable = DispatchTable()
+    mcp: dict[str, McpTable] = {}
+    skills: SkillsTable = SkillsTable()
+    agents: dict[str, AgentTable] = {}
 
 
 @dataclass(frozen=True)
@@ -356,20 +415,55 @@ class Settings:
     # postgresql://...: runs, sessions, the server's records, memory and knowledge bases in Postgres
     # (tether.postgres) instead of files and SQLite under home. $TETHER_DATABASE_URL overrides it.
     database_url: str | None = None
-    # The [tools] table as written (already checked against the schema); tether.tools.builtin reads it.
-    tools: dict[str, Any] = field(default_factory=dict)
-    # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
-    memory: dict[str, Any] = field(default_factory=lambda: _MemoryTable().model_dump())
-    kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
-    serve: dict[str, Any] = field(default_factory=dict)  # the [serve] table, checked
-    telemetry: dict[str, Any] = field(default_factory=dict)  # the [telemetry] table, checked
-    dispatch: dict[str, Any] = field(default_factory=dict)  # the [dispatch] table, checked
-    mcp: dict[str, dict[str, Any]] = field(default_factory=dict)  # [mcp.NAME] tables, checked
-    skills: dict[str, Any] = field(default_factory=lambda: _SkillsTable().model_dump())  # [skills], checked
+    # The tables of config.toml, checked; a dict given here (in a test) is checked the same way.
+    tools: ToolsTable = field(default_factory=ToolsTable)
+    memory: MemoryTable = field(default_factory=MemoryTable)
+    kb: KbTable = field(default_factory=KbTable)
+    serve: ServeTable = field(default_factory=ServeTable)
+    telemetry: TelemetryTable = field(default_factory=TelemetryTable)
+    dispatch: DispatchTable = field(default_factory=DispatchTable)
+    mcp: dict[str, McpTable] = field(default_factory=dict)
+    skills: SkillsTable = field(default_factory=SkillsTable)
+    agents: dict[str, AgentTable] = field(default_factory=dict)  # [agents.NAME] and [serve.agents.NAME]
+
+    def __post_init__(self) -> None:
+        for name, table in _TABLES_OF_SETTINGS.items():
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, _validated(table, value, (name,)))
+        for name, table in (("mcp", McpTable), ("agents", AgentTable)):
+            entries = {
+                k: _validated(table, v, (name, k)) if isinstance(v, dict) else v for k, v in getattr(self, name).items()
+            }
+            object.__setattr__(self, name, entries)
 
     @property
     def prices(self) -> dict[str, Price]:
         return {name: info.price for name, info in self.models.items() if info.price is not None}
+
+
+_TABLES_OF_SETTINGS: dict[str, type[_Table]] = {
+    "tools": ToolsTable,
+    "memory": MemoryTable,
+    "kb": KbTable,
+    "serve": ServeTable,
+    "telemetry": TelemetryTable,
+    "dispatch": DispatchTable,
+    "skills": SkillsTable,
+}
+
+
+def _validated(table: type[T], data: dict[str, Any], where: tuple[str, ...]) -> T:
+    """``data`` checked as ``table`` at ``where`` in config.toml; a mistake is one line."""
+    try:
+        return table.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        moved = dict(error, loc=(*where, *error["loc"]))
+        nested: dict[str, Any] = data
+        for part in reversed(where):
+            nested = {part: nested}
+        raise ConfigError(f"config.toml: {_describe(moved, nested)}") from None  # type: ignore[arg-type]
 
 
 def load_settings(home: Path | None = None) -> Settings:
@@ -389,7 +483,7 @@ def load_settings(home: Path | None = None) -> Settings:
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
     try:
-        parsed = _ConfigFile.model_validate(data)
+        parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {_describe(exc.errors()[0], data)}") from None
     for table in ("models", "prices"):
@@ -415,32 +509,33 @@ def load_settings(home: Path | None = None) -> Settings:
         endpoints=endpoints,
         session_store=parsed.session_store,
         database_url=env_url or parsed.database_url,
-        tools=data.get("tools") or {},
-        memory=parsed.memory.model_dump(),
-        kb=parsed.kb.model_dump(),
-        serve=parsed.serve.model_dump(),
-        telemetry=parsed.telemetry.model_dump(),
-        dispatch=parsed.dispatch.model_dump(),
-        mcp={name: t.model_dump() for name, t in parsed.mcp.items()},
-        skills=parsed.skills.model_dump(),
+        tools=parsed.tools,
+        memory=parsed.memory,
+        kb=parsed.kb,
+        serve=parsed.serve,
+        telemetry=parsed.telemetry,
+        dispatch=parsed.dispatch,
+        mcp=parsed.mcp,
+        skills=parsed.skills,
+        agents=_agents(path, parsed),
     )
 
 
-def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:
-    """The ``[tools]`` table checked with the same rules as the config file (one line per error);
-    returned as given, so its values can be used without coercion."""
-    data = data or {}
-    try:
-        _ToolsTable.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: {_describe(_under_tools(exc.errors()[0]), {'tools': data})}") from None
-    return data
+def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
+    """``[agents.NAME]``, with the older ``[serve.agents.NAME]`` read as if written there."""
+    both = set(parsed.agents) & set(parsed.serve.agents)
+    if both:
+        name = sorted(both)[0]
+        raise ConfigError(
+            f"{path}: agent {name} is defined twice, in [agents.{name}] and [serve.agents.{name}]: "
+            f"keep [agents.{name}] (every command reads it) and remove the other"
+        )
+    return {**parsed.serve.agents, **parsed.agents}
 
 
-def _under_tools(error: ErrorDetails) -> ErrorDetails:
-    moved = dict(error)
-    moved["loc"] = ("tools", *error["loc"])
-    return moved  # type: ignore[return-value]
+def check_tools(data: dict[str, Any] | ToolsTable | None) -> ToolsTable:
+    """The ``[tools]`` table checked with the same rules as the config file (one line per error)."""
+    return data if isinstance(data, ToolsTable) else _validated(ToolsTable, data or {}, ("tools",))
 
 
 def resolve_model(explicit: str | None, settings: Settings) -> str:
@@ -519,7 +614,7 @@ def _unwrap(annotation: Any) -> Any:
 
 def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
     """The keys the schema allows in the table at ``loc``."""
-    cls: Any = _ConfigFile
+    cls: Any = ConfigFile
     skip = False
     for part in loc:
         if skip:  # a name chosen by the user: [models."x/y"], [endpoints.local]

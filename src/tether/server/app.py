@@ -136,7 +136,7 @@ def create_app(
     ``workers="external"`` queues every run for ``tether worker`` processes instead of running it
     here (it needs ``database_url``, and a broker under ``[dispatch]`` unless ``dispatcher`` is
     given); any number of such servers can stand behind one load balancer."""
-    from tether.cli.common import open_sessions
+    from tether.assembly import session_store
     from tether.stores import database_of, run_store, server_store
     from tether.telemetry import telemetry_from_settings
 
@@ -163,10 +163,10 @@ def create_app(
             home=settings.home,
             agents=agents,
             runs=runs,
-            sessions=open_sessions(None, settings),
+            sessions=session_store(None, settings),
             store=store,
             telemetry=telemetry,
-            threads=int(settings.serve.get("run_threads") or 4),
+            threads=settings.serve.run_threads or 4,
         )
     else:
         raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
@@ -175,7 +175,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
-        keep_days = float(settings.serve.get("keep_events_days") or KEEP_EVENTS_DAYS)
+        keep_days = float(settings.serve.keep_events_days or KEEP_EVENTS_DAYS)
         pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
         yield
         if pruning is not None:
@@ -200,17 +200,17 @@ def create_app(
     serve = settings.serve
     app.add_middleware(
         Guard,
-        max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
-        allowed_hosts=list(serve.get("allowed_hosts") or ()),
-        cors_origins=list(serve.get("cors_origins") or ()),
+        max_body=serve.max_body_bytes or DEFAULT_MAX_BODY,
+        allowed_hosts=list(serve.allowed_hosts),
+        cors_origins=list(serve.cors_origins),
         local_only=lambda: not store.auth_required(),
     )
-    if serve.get("cors_origins"):
+    if serve.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=list(serve["cors_origins"]),
+            allow_origins=list(serve.cors_origins),
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
