@@ -80,11 +80,17 @@ def test_scenario_through_http_server_and_openai_provider(
     scenario: str, workspace: Path, env: dict[str, str], scripted_server: ScriptedServer, tether_home: Path
 ) -> None:
     tether_home.mkdir(parents=True, exist_ok=True)
-    (tether_home / "config.toml").write_text(f'[prices."openai/{scenario}"]\ninput = 2.0\noutput = 12.0\n')
+    # One agent for both runs, so both send the same tools (a scripted model alone also gets the demo tool).
+    tools = '["list_files", "read_file", "delete_file", "write_file", "edit_file", "search_files", "scan_archive"]'
+    (tether_home / "config.toml").write_text(
+        f'[prices."openai/{scenario}"]\ninput = 2.0\noutput = 12.0\n\n[agents.demo]\ntools = {tools}\n'
+    )
     env = {**env, "LLM_BASE_URL": scripted_server.base_url}
     extra = SCENARIOS[scenario][0]
     out = tether(
         "run",
+        "--agent",
+        "demo",
         "--model",
         f"openai/{scenario}",
         "--cwd",
@@ -97,6 +103,8 @@ def test_scenario_through_http_server_and_openai_provider(
     http = check(out, scenario)
     local = tether(
         "run",
+        "--agent",
+        "demo",
         "--model",
         f"scripted/{scenario}",
         "--cwd",

@@ -162,17 +162,16 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
 
 
 def _tools(settings: Settings, recipe: Recipe, names: list[str] | None) -> list[Any]:
-    """The built-in tools the definition names (all when it names none). A scripted model is a
-    demo: its agent also gets the demo tool its scenarios call (tether.tools.demo)."""
+    """The built-in tools the definition names (all when it names none). The demo tool of the
+    scripted scenarios (tether.tools.demo) is never a default, except for a scripted model, whose
+    agent is a demo; a definition may still name it."""
     from tether.tools.builtin import builtin_tools, tool_settings
     from tether.tools.demo import DEMO_TOOLS
 
     tools = builtin_tools(tool_settings(settings.tools))
-    if recipe.model.startswith("scripted/"):
-        tools += DEMO_TOOLS
     if names is None:
-        return tools
-    known = {t.name: t for t in tools}
+        return [*tools, *DEMO_TOOLS] if recipe.model.startswith("scripted/") else tools
+    known = {t.name: t for t in [*tools, *DEMO_TOOLS]}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ConfigError(
