@@ -43,8 +43,8 @@ from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart  #
 from tether.providers.base import ModelRequest  # noqa: E402
 from tether.providers.openai_chat import OpenAIChatProvider  # noqa: E402
 from tether.testing import FunctionModel, ScriptedServer  # noqa: E402
-from tether.tools.files import FILE_TOOLS  # noqa: E402
 from tether.tools.demo import DEMO_TOOLS  # noqa: E402
+from tether.tools.files import FILE_TOOLS  # noqa: E402
 from tether.usage import Usage  # noqa: E402
 
 STALL_S = 3

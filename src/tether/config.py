@@ -548,9 +548,73 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
 
 # --- one line per validation error ----------------------------------------------------------
 
-_TABLES = ("tools", "models", "prices", "endpoints", "mcp")  # tables whose entries are tables themselves
 _TRUE_WORDS = ("true", "yes", "on", "1", "y")
 _FALSE_WORDS = ("false", "no", "off", "0", "n", "")
+_MUST = {
+    "bool_type": "must be true or false (no quotes)",
+    "string_type": "must be a string in quotes",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "list_type": 'must be a list such as ["a", "b"]',
+    "tuple_type": "must be a list",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "finite_number": "must be a finite number",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be {ge} or more",
+    "less_than_equal": "must be {le} or less",
+    "literal_error": "must be {expected}",
+}
+
+
+def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
+    """One line for a validation error of config.toml: where (the table, then the key), what is
+    wrong with the value given, and how to write it when that is clear."""
+    loc, kind = tuple(error["loc"]), error["type"]
+    value = _value_at(data, loc)
+    if loc[:1] == ("database_url",) and isinstance(value, str):  # it may hold a password: not shown
+        return f"database_url {error['msg'].removeprefix('Value error, ')}"
+    table, key, known = _locate(loc)
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        if isinstance(value, dict):
+            hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else "remove it"
+            return f"{_table_name(loc)} is not a known table ({hint})"
+        where = f"in {_table_name(table)}" if table else "at the top of the file"
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+        return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
+    if kind == "missing":
+        return f"{_table_name(table) if table else 'the file'} needs {_key(loc[-1])}"
+    ctx = {
+        k: f"{v:g}" if isinstance(v, int | float) else str(v).replace("'", '"')
+        for k, v in (error.get("ctx") or {}).items()
+    }
+    what = _MUST[kind].format(**ctx) if kind in _MUST else error["msg"].removeprefix("Value error, ")
+    if kind == "string_too_short":
+        what = "must not be empty"
+    elif not (kind == "value_error" and isinstance(value, dict)):
+        what += f", not {_toml(value)}"
+    place = " ".join(p for p in (_table_name(table) if table else "", _key_path(key)) if p)
+    return f"{place} {what}{_fix(kind, key, value)}"
+
+
+def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...], list[str]]:
+    """Split ``loc`` into the table it is in and the key inside it, by the schema; with the keys
+    that table allows. ``[models."x/y"]`` and ``[agents.NAME]`` are tables named by the user."""
+    model: type[BaseModel] = ConfigFile
+    i = 0
+    while i < len(loc) and isinstance(loc[i], str) and loc[i] in model.model_fields:
+        annotation = _unwrap(model.model_fields[str(loc[i])].annotation)
+        inner = _unwrap(get_args(annotation)[1]) if get_origin(annotation) is dict else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model, i = annotation, i + 1
+        elif isinstance(inner, type) and issubclass(inner, BaseModel) and i + 1 < len(loc):
+            model, i = inner, i + 2
+        else:
+            break
+    known = [k for k in model.model_fields if k != "name" or model is not Endpoint]
+    return loc[:i], loc[i:], known
 
 
 def _key(part: str | int) -> str:
@@ -560,36 +624,20 @@ def _key(part: str | int) -> str:
     return part if bare else json.dumps(part)
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return str(value)
-
-
-def _split(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...]]:
-    """The table a location is in, and the key path inside it."""
-    if loc and loc[0] in _TABLES and len(loc) >= 3:
-        return loc[:2], loc[2:]
-    if loc and loc[0] in _TABLES and len(loc) == 2:
-        return loc, ()  # [tools.shell], [models."x/y"]: the entry is a table itself
-    return (), loc
-
-
 def _table_name(parts: tuple[str | int, ...]) -> str:
     return "[" + ".".join(_key(p) for p in parts) + "]"
 
 
 def _key_path(parts: tuple[str | int, ...]) -> str:
-    out = ""
-    for p in parts:
-        out += _key(p) if isinstance(p, int) or not out else "." + _key(p)
-    return out
+    return "".join(_key(p) if isinstance(p, int) or i == 0 else "." + _key(p) for i, p in enumerate(parts))
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else str(value)
 
 
 def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
@@ -602,116 +650,24 @@ def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
 
 
 def _unwrap(annotation: Any) -> Any:
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin in (Union, type(int | None)):
-            annotation = next(a for a in get_args(annotation) if a is not type(None))
-        else:
-            return annotation
-
-
-def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
-    """The keys the schema allows in the table at ``loc``."""
-    cls: Any = ConfigFile
-    skip = False
-    for part in loc:
-        if skip:  # a name chosen by the user: [models."x/y"], [endpoints.local]
-            skip = False
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
-            return []
-        annotation = _unwrap(cls.model_fields[part].annotation)
-        if get_origin(annotation) is dict:
-            cls, skip = _unwrap(get_args(annotation)[1]), True
-        else:
-            cls = annotation
-    if skip or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-        return []
-    return list(cls.model_fields) if cls is not Endpoint else list(_EndpointTable.model_fields)
-
-
-def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
-    """One line for the first validation error: the key, what is wrong, the fix."""
-    loc = tuple(error["loc"])
-    value = _value_at(data, loc)
-    if loc and loc[0] == "database_url" and isinstance(value, str):  # it may hold a password
-        return f"database_url {str(error.get('msg', '')).removeprefix('Value error, ')}"
-    # An error about a whole table (a rule across its keys) is said of the table.
-    table, key = (loc, ()) if isinstance(value, dict) and error["type"] == "value_error" else _split(loc)
-    where = f"{_table_name(table)} " if table else ""
-    name = _key_path(key)
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        return _unknown(loc, value)
-    if kind == "missing":
-        return f"{_table_name(loc[:-1]) if len(loc) > 1 else 'the file'} needs {_key(loc[-1])}"
-    what = _what_is_wrong(error, value)
-    if not key:  # the table itself
-        return f"{_table_name(table)} {what}"
-    if isinstance(value, dict) and kind not in ("dict_type", "model_type", "model_attributes_type"):
-        close = difflib.get_close_matches(str(loc[-1]), [k for k in _known_keys(loc[:-1]) if k != loc[-1]], 1, 0.6)
-        if close:
-            return f"{where}{name} {what} (did you mean {_table_name((*loc[:-1], close[0]))}?)"
-    return f"{where}{name} {what}{_fix(kind, key, value)}"
-
-
-def _unknown(loc: tuple[str | int, ...], value: Any) -> str:
-    parent = loc[:-1]
-    known = _known_keys(parent)
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if isinstance(value, dict):
-        full = _table_name(loc)
-        hint = (
-            f"did you mean {_table_name((*loc[:-1], close[0]))}?"
-            if close
-            else (f"known: {', '.join(_table_name((*loc[:-1], k)) for k in known)}" if known else "remove it")
-        )
-        return f"{full} is not a known table ({hint})"
-    where = f"in {_table_name(parent)}" if parent else "at the top of the file"
-    hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "remove it")
-    return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
-
-
-def _what_is_wrong(error: ErrorDetails, value: Any) -> str:
-    kind, ctx = error["type"], error.get("ctx") or {}
-    got = f", not {_toml(value)}"
-    bound = {k: f"{v:g}" if isinstance(v, int | float) else v for k, v in ctx.items()}
-    messages = {
-        "bool_type": f"must be true or false (no quotes){got}",
-        "string_type": f"must be a string in quotes{got}",
-        "int_type": f"must be a whole number{got}",
-        "float_type": f"must be a number{got}",
-        "list_type": f'must be a list such as ["a", "b"]{got}',
-        "dict_type": f"must be a table{got}",
-        "model_type": f"must be a table{got}",
-        "model_attributes_type": f"must be a table{got}",
-        "tuple_type": f"must be a list{got}",
-        "finite_number": f"must be a finite number{got}",
-        "greater_than": f"must be greater than {bound.get('gt')}{got}",
-        "greater_than_equal": f"must be {bound.get('ge')} or more{got}",
-        "string_too_short": "must not be empty",
-        "literal_error": f"must be {str(ctx.get('expected')).replace(chr(39), chr(34))}{got}",
-    }
-    if kind in messages:
-        return messages[kind]
-    message = error["msg"].removeprefix("Value error, ")
-    if kind == "value_error":  # the schema's own rules say "must ..." or "needs ..."
-        return message if isinstance(value, dict) else f"{message}{got}"
-    return f"is not valid: {message[:1].lower()}{message[1:]}"
+    while get_origin(annotation) in (Annotated, Union, type(int | None)):
+        args = get_args(annotation)
+        annotation = args[0] if get_origin(annotation) is Annotated else next(a for a in args if a is not type(None))
+    return annotation
 
 
 def _fix(kind: str, key: tuple[str | int, ...], value: Any) -> str:
-    last = key[-1]
-    if kind == "bool_type" and isinstance(value, str | int) and not isinstance(last, int):
-        word = str(value).strip().lower()
-        if word in _TRUE_WORDS or word in _FALSE_WORDS:
-            return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
-    if kind == "string_type" and isinstance(value, int | float) and not isinstance(last, int):
+    """How to write the value, when the mistake is a common one (quotes around a boolean, ...)."""
+    last = key[-1] if key else 0
+    if isinstance(last, int):
+        return ""
+    word = str(value).strip().lower()
+    if kind == "bool_type" and isinstance(value, str | int) and word in (*_TRUE_WORDS, *_FALSE_WORDS):
+        return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
+    if kind == "string_type" and isinstance(value, int | float):
         return f' (write {_key(last)} = "{value}")'
-    if kind in ("int_type", "float_type") and isinstance(value, str) and not isinstance(last, int):
-        return f" (write {_key(last)} = {value.strip()}, without quotes)" if _number(value) else ""
+    if kind in ("int_type", "float_type") and isinstance(value, str) and _number(value):
+        return f" (write {_key(last)} = {value.strip()}, without quotes)"
     return ""
 
 

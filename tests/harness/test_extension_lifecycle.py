@@ -11,8 +11,8 @@ import pytest
 
 from tether import Agent, CancelSignal, run_stream, run_sync, tool
 from tether.harness.extension import Extension
-from tether.tools.files import FILE_TOOLS
 from tether.tools.demo import DEMO_TOOLS
+from tether.tools.files import FILE_TOOLS
 
 
 class Recorder(Extension):

@@ -14,8 +14,8 @@ from tether.events import Done, ToolProgress, ToolResultEvent, Turn
 from tether.harness.agent import Stop, has_tool_call
 from tether.messages import ToolMessage, UserMessage
 from tether.testing import FunctionModel, Reply, call
-from tether.tools.files import FILE_TOOLS
 from tether.tools.demo import DEMO_TOOLS
+from tether.tools.files import FILE_TOOLS
 
 
 def agent(scenario: str, cwd: Path, **kw: Any) -> Agent:

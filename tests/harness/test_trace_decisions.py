@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tether import Agent, CancelSignal, RunState, approve, reject, run
-from tether.tools.files import FILE_TOOLS
 from tether.tools.demo import DEMO_TOOLS
+from tether.tools.files import FILE_TOOLS
 from tether.tracing import JsonlTracer, read_trace
 
 
