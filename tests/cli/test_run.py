@@ -538,3 +538,17 @@ def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(
         assert modes.pop(directory) == "0o700", directory
     assert any(name.startswith("kb/default.db") for name in modes) and any(name.startswith("traces/") for name in modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
+
+
+def test_agent_runs_the_definition_and_flags_override_it(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
+    tether_home.mkdir(parents=True, exist_ok=True)
+    (tether_home / "config.toml").write_text(
+        f'[agents.explorer]\nmodel = "scripted/runaway"\ncwd = "{workspace}"\nmax_turns = 3\nskills = false\n'
+    )
+    defined = tether_json("run", "--agent", "explorer", "look around", env=env)
+    assert defined["status"] == "max_turns_exceeded" and defined["turns"] == 3
+    flagged = tether_json("run", "--agent", "explorer", "--max-turns", "2", "look around", env=env)
+    assert flagged["status"] == "max_turns_exceeded" and flagged["turns"] == 2
+    unknown = tether("run", "--agent", "nobody", "hi", env=env)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.startswith("tether: no agent 'nobody': define [agents.nobody]") and "explorer" in unknown.stderr
