@@ -540,7 +540,9 @@ def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
 
 
-def test_agent_runs_the_definition_and_flags_override_it(workspace: Path, env: dict[str, str], tether_home: Path) -> None:
+def test_agent_runs_the_definition_and_flags_override_it(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
     tether_home.mkdir(parents=True, exist_ok=True)
     (tether_home / "config.toml").write_text(
         f'[agents.explorer]\nmodel = "scripted/runaway"\ncwd = "{workspace}"\nmax_turns = 3\nskills = false\n'
@@ -551,4 +553,6 @@ def test_agent_runs_the_definition_and_flags_override_it(workspace: Path, env: d
     assert flagged["status"] == "max_turns_exceeded" and flagged["turns"] == 2
     unknown = tether("run", "--agent", "nobody", "hi", env=env)
     assert unknown.returncode == 2 and unknown.stdout == ""
-    assert unknown.stderr.startswith("tether: no agent 'nobody': define [agents.nobody]") and "explorer" in unknown.stderr
+    assert (
+        unknown.stderr.startswith("tether: no agent 'nobody': define [agents.nobody]") and "explorer" in unknown.stderr
+    )

@@ -90,7 +90,10 @@ def add_parsers(sub: Any) -> None:
         help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout",
     )
     r.set_defaults(handler=cmd_run)
+    _add_resume_parser(sub)
 
+
+def _add_resume_parser(sub: Any) -> None:
     rs = sub.add_parser(
         "resume",
         help="continue a stopped run",
