@@ -549,6 +549,8 @@ def test_agent_runs_the_definition_and_flags_override_it(
     )
     defined = tether_json("run", "--agent", "explorer", "look around", env=env)
     assert defined["status"] == "max_turns_exceeded" and defined["turns"] == 3
+    resumed = tether_json("resume", defined["run_id"], "--max-turns", "1", env=env)  # the same agent, 1 more turn
+    assert resumed["status"] == "max_turns_exceeded" and resumed["turns"] == 4
     flagged = tether_json("run", "--agent", "explorer", "--max-turns", "2", "look around", env=env)
     assert flagged["status"] == "max_turns_exceeded" and flagged["turns"] == 2
     unknown = tether("run", "--agent", "nobody", "hi", env=env)
