@@ -195,6 +195,7 @@ def load_output_schema(source: str | dict[str, Any], *, what: str, base: Path | 
     one that cannot serve is a configuration error naming ``what`` gave it."""
     from tether.harness.structured import spec_for
 
+    label = f"{what}: {source}" if isinstance(source, str) else what
     if isinstance(source, str):
         path = Path(source).expanduser()
         path = path if path.is_absolute() or base is None else base / path
@@ -210,5 +211,5 @@ def load_output_schema(source: str | dict[str, Any], *, what: str, base: Path | 
     try:
         spec_for(source)
     except ConfigError as exc:
-        raise ConfigError(f"{what}: {exc}") from None
+        raise ConfigError(f"{label}: {exc}") from None
     return source
