@@ -12,17 +12,23 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.assembly import open_kb
 from tether.cli.common import positive_float, positive_int, usage_error
 from tether.cli.common import settings as load_settings
 from tether.stores import kb_where
 
 if TYPE_CHECKING:
-    pass
+    from tether.config import Settings
+    from tether.knowledge import KnowledgeBase
 
 __all__ = ["add_parsers", "kb_name"]
 
 MODES = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
+
+
+def open_kb(settings: Settings, name: str, **how: Any) -> KnowledgeBase:
+    from tether.assembly import open_kb as opened
+
+    return opened(settings, name, **how)
 
 
 def kb_name(value: str) -> str:
