@@ -272,3 +272,17 @@ def test_the_parser_sees_every_import_that_runs(source: str, expected: list[str]
     path = tmp_path / "probe.py"
     path.write_text(source)
     assert sorted(set(_imported("tether.probe", path))) == expected
+
+
+def test_the_command_line_parser_loads_no_settings_schema_and_no_assembly() -> None:
+    """`tether --help` stays fast: pydantic, the config schema and the assembly load when a command
+    runs, not when the parser is built (STYLE.md, habit 9)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from tether.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('pydantic', 'tether.config', 'tether.assembly') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
