@@ -149,3 +149,14 @@ def test_settings_built_in_code_are_checked_like_the_file(tmp_path: Path) -> Non
     assert isinstance(s.telemetry, TelemetryTable) and s.telemetry.otlp_endpoint.endswith("/v1/traces")
     with pytest.raises(ConfigError, match=r"\[telemetry\] otlp_endpoint must be an http"):
         Settings(home=tmp_path, telemetry={"otlp_endpoint": "nowhere"})
+
+
+def test_a_server_default_agent_has_no_memory_or_skills_of_the_person_at_the_machine(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "skills" / "triage").mkdir(parents=True)
+    (home / "skills" / "triage" / "SKILL.md").write_text("---\nname: triage\ndescription: d\n---\nbody\n")
+    s = settings_with(home, "")
+    served = served_agents(s, model="scripted/plan", cwd=str(tmp_path))["default"]
+    assert served.extensions == []
+    ran = build_agent(s, plan(s, None, Overrides(model="scripted/plan", cwd=str(tmp_path))))
+    assert sorted(type(e).__name__ for e in ran.extensions) == ["Memory", "Skills"]  # tether run's has both

@@ -127,7 +127,7 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
         max_budget_usd=o.max_budget_usd or d.max_budget_usd,
         memory=memory_scope(settings, o.memory or d.memory),
         kb=kb,
-        mcp=check_mcp(settings, [*d.mcp, *o.mcp], source=f"{where} mcp" if d.mcp else "--mcp"),
+        mcp=list(dict.fromkeys([*check_mcp(settings, d.mcp, source=f"{where} mcp"), *check_mcp(settings, o.mcp)])),
         skills=_skills_on(settings, o.skills, d.skills),
         output_schema=schema,
     )
@@ -229,7 +229,10 @@ def served_agents(
     elif settings.agents:
         agents = {name: build_agent(settings, plan(settings, name)) for name in settings.agents}
     else:
-        agents = {"default": build_agent(settings, plan(settings, None, Overrides(model=model, cwd=cwd)))}
+        # Like tether run's, without the memory and skills of the person at this machine: a server's
+        # users are not that person (an [agents.NAME] table may still give them, on purpose).
+        alone = Overrides(model=model, cwd=cwd, memory="off", skills=False)
+        agents = {"default": build_agent(settings, plan(settings, None, alone))}
     for name, agent in agents.items():
         if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
             raise ConfigError(
