@@ -4,7 +4,8 @@ limits), driven through ``tether run``, ``tether chat``, ``tether serve`` (HTTP)
 (an MCP client calling ``agent_support``) and ``tether worker`` (queued by ``tether serve --workers
 external``; RabbitMQ and Postgres). Each door is the real command, pointed at one recording
 scripted OpenAI-compatible server; each sends the same bytes for the tool list, the system prompt,
-the answer's schema and the token limit its budget allows.
+the answer's schema and the token limit its budget allows, and each stops at the same turn limit
+(the scenario needs three turns; the agent allows two).
 
 Every store is in Postgres (``database_url``), so the worker door sees the same memory and knowledge
 base as the others; the test is skipped where Debian's rabbitmq-server is missing only for that door.
@@ -60,7 +61,7 @@ description = "Reports timeouts found in the logs"
 instructions = "You report timeouts. Cite the file you read."
 cwd = "{workspace}"
 tools = ["list_files", "read_file", "search_files"]
-max_turns = 8
+max_turns = 2  # the structured scenario needs 3 turns: every door must stop after 2
 max_budget_usd = 0.5
 memory = "user"
 skills = true
@@ -94,18 +95,19 @@ class Doors:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def first_request(self, drive: Any) -> dict[str, str]:
-        """Drive one door; the signature of the first model request it sent."""
+        """Drive one door; the signature of the first model request it sent, and how many it sent
+        (the turn limit: the same at every door)."""
         before = len(self.model.received)
         drive()
         sent = self.model.received[before:]
         assert sent, "the door sent no request to the model"
-        return signature(sent[0][1])
+        return {**signature(sent[0][1]), "requests": str(len(sent))}
 
-    def command(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    def command(self, *args: str, stdin: str = "", code: int = 0) -> subprocess.CompletedProcess[str]:
         out = subprocess.run(
             [*TETHER, *args], env=self.env, capture_output=True, text=True, input=stdin, timeout=180, cwd=self.tmp
         )
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == code, out.stderr
         return out
 
     def start(self, *args: str, name: str, ready: str) -> None:
@@ -200,7 +202,7 @@ def doors(tmp_path: Path, pg_url: str) -> Iterator[Doors]:
 
 def test_one_agent_sends_the_same_tools_and_system_prompt_from_every_door(doors: Doors) -> None:
     seen: dict[str, dict[str, str]] = {}
-    seen["tether run"] = doors.first_request(lambda: doors.command("run", "--agent", "support", QUESTION))
+    seen["tether run"] = doors.first_request(lambda: doors.command("run", "--agent", "support", QUESTION, code=3))
     seen["tether chat"] = doors.first_request(
         lambda: doors.command("chat", "--agent", "support", stdin=QUESTION + "\n")
     )
@@ -211,7 +213,7 @@ def test_one_agent_sends_the_same_tools_and_system_prompt_from_every_door(doors:
 
     answer: dict[str, Any] = {}
     seen["tether mcp serve"] = doors.first_request(lambda: answer.update(call_mcp_agent(doors.env, doors.tmp)))
-    assert answer["status"] == "completed", answer
+    assert answer["status"] == "max_turns_exceeded" and answer["turns"] == 2, answer
 
     if doors.rabbit is not None:  # type: ignore[attr-defined]
         node = free_port()
@@ -228,8 +230,9 @@ def test_one_agent_sends_the_same_tools_and_system_prompt_from_every_door(doors:
     system = json.loads(first["system"])[0]["content"]
     assert system.startswith("You report timeouts.") and NOTE in system and "triage" in system, system
     assert json.loads(first["response_format"]) is not None
+    assert first["requests"] == "2"  # max_turns = 2
     for door, sent in seen.items():
-        for part in ("tools", "system", "response_format", "max_tokens"):
+        for part in ("tools", "system", "response_format", "max_tokens", "requests"):
             assert sent[part] == first[part], f"{door} sends another {part} than tether run"
     if doors.rabbit is None:  # type: ignore[attr-defined]
         pytest.skip("the worker door needs Debian's rabbitmq-server; the other four doors agree")
