@@ -22,6 +22,7 @@ from tether import Agent, CancelSignal, RunState, approve, reject, run, run_stre
 from tether.harness.agent import Stop
 from tether.harness.state import Step
 from tether.messages import TextPart, ToolMessage
+from tether.tools.demo import DEMO_TOOLS
 from tether.tools.files import FILE_TOOLS
 from tether.usage import Price
 
@@ -319,7 +320,9 @@ def cancellation() -> None:
 
                 asyncio.get_running_loop().call_later(stop_at, press)
             result = None
-            async for e in run_stream(Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace()), "scan", signal=signal):
+            async for e in run_stream(
+                Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=workspace()), "scan", signal=signal
+            ):
                 if e.type == "tool_progress":
                     labels.append(((time.perf_counter() - t0) * 1000, e.label))
                 if e.type == "done":

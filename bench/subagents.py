@@ -43,6 +43,7 @@ from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart  #
 from tether.providers.base import ModelRequest  # noqa: E402
 from tether.providers.openai_chat import OpenAIChatProvider  # noqa: E402
 from tether.testing import FunctionModel, ScriptedServer  # noqa: E402
+from tether.tools.demo import DEMO_TOOLS  # noqa: E402
 from tether.tools.files import FILE_TOOLS  # noqa: E402
 from tether.usage import Usage  # noqa: E402
 
@@ -74,7 +75,7 @@ def delegating_parent() -> FunctionModel:
 def worker(where: str, server: ScriptedServer, ws: Path) -> Agent:
     """What does the slow thing: the slow tool, or a model whose request stalls."""
     if where == "tool":
-        return Agent("scripted/slow", tools=FILE_TOOLS, cwd=ws)
+        return Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=ws)
     server.set_faults([f"stall:{STALL_S}"])
     provider = OpenAIChatProvider(base_url=server.base_url, api_key="unused")
     provider.model_id = "hello"  # type: ignore[attr-defined]

@@ -135,7 +135,8 @@ url = "https://search.example.com"
     assert settings.endpoints["local"].models == ("qwen2.5",) and settings.endpoints["corp"].auth == "oauth"
     assert settings.prices["local/qwen2.5"].input == 0.0 and "openai/big" not in settings.prices
     assert settings.models["openai/big"].context_window == 1_000_000
-    assert settings.tools["shell"]["approval"] is False and settings.tools["web"]["allow"][0] == "127.0.0.1:8080"
+    assert settings.tools.shell is not None and settings.tools.shell.approval is False
+    assert settings.tools.web is not None and settings.tools.web.allow == ["127.0.0.1:8080", "10.20.0.0/16", "::1"]
 
 
 def test_the_command_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:

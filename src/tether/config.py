@@ -43,7 +43,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
@@ -150,6 +150,7 @@ def _session_store(value: str) -> str:
 
 
 _Text = Annotated[str, Strict(), Field(min_length=1)]
+T = TypeVar("T", bound=BaseModel)
 _Url = Annotated[str, Strict(), AfterValidator(_http_url)]
 _Bool = Annotated[bool, Strict()]
 _PositiveInt = Annotated[int, Strict(), Field(gt=0)]
@@ -161,7 +162,7 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class _SandboxTable(_Table):
+class SandboxTable(_Table):
     """``[tools.shell.sandbox]``: the operating-system sandbox of ``run_command`` (tether.tools.sandbox)."""
 
     mode: Literal["read-only", "workspace-write", "off"] | None = None
@@ -172,7 +173,7 @@ class _SandboxTable(_Table):
     hide: list[_Text] = []
 
 
-class _ShellTable(_Table):
+class ShellTable(_Table):
     """``[tools.shell]``; the defaults live in :mod:`tether.tools.builtin`."""
 
     approval: _Bool | None = None
@@ -182,25 +183,25 @@ class _ShellTable(_Table):
     unblock: list[_Text] | None = None
     env: dict[str, Annotated[str, Strict()]] | None = None
     namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
-    sandbox: _SandboxTable | None = None  # [tools.shell.sandbox] (tether.tools.sandbox)
+    sandbox: SandboxTable | None = None  # [tools.shell.sandbox] (tether.tools.sandbox)
 
 
-class _FilesTable(_Table):
+class FilesTable(_Table):
     write_approval: _Bool | None = None
 
 
-class _WebTable(_Table):
+class WebTable(_Table):
     allow: list[Annotated[str, Strict(), AfterValidator(_allow_entry)]] | None = None
     max_bytes: _PositiveInt | None = None
     max_chars: _PositiveInt | None = None
 
 
-class _WebSearchTable(_Table):
+class WebSearchTable(_Table):
     kind: Literal["searxng"]
     url: _Url
 
 
-class _MemoryTable(_Table):
+class MemoryTable(_Table):
     """``[memory]``: cross-session memory for ``tether run`` and ``tether chat`` (tether.memory)."""
 
     enabled: _Bool = True
@@ -209,7 +210,7 @@ class _MemoryTable(_Table):
     notes_limit: _PositiveInt | None = None
 
 
-class _KbTable(_Table):
+class KbTable(_Table):
     """``[kb]``: knowledge bases (tether.knowledge)."""
 
     embedder: _Text | None = None  # for new bases: local | none | openai/MODEL
@@ -218,25 +219,82 @@ class _KbTable(_Table):
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
 
 
-class _ServeAgentTable(_Table):
-    """``[serve.agents.NAME]``: one agent ``tether serve`` offers (tether.server)."""
+def _pattern(value: str) -> str:
+    import re
+
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"must be a regular expression ({exc})") from None
+    return value
+
+
+_Score = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class RuleTable(_Table):
+    """One rule of a guardrail: a regular expression (matched case-insensitively) and its verdict."""
+
+    pattern: Annotated[str, Strict(), Field(min_length=1), AfterValidator(_pattern)]
+    rationale: _Text
+    score: _Score = 0.0  # 0.0 unsafe ... 1.0 safe
+    category: str = ""
+
+
+class GuardrailTable(_Table):
+    """``[[agents.NAME.guardrails]]``: a rule-based guardrail (tether.guardrails)."""
+
+    name: _Text = "guardrail"
+    stages: list[Literal["input", "output", "tool_args", "tool_result"]] = ["input"]
+    jailbreaks: _Bool = False  # the memory layer's injection scan, in ten languages
+    rules: list[RuleTable] = []
+    block: _Score | None = 0.3  # scores below this are blocked
+    ask: _Score | None = None  # ... below this a person decides
+    redirect: _Score | None = None  # ... below this the reply is redirected
+
+    @model_validator(mode="after")
+    def _judges_something(self) -> GuardrailTable:
+        if not self.jailbreaks and not self.rules:
+            raise ValueError("needs jailbreaks = true or at least one [[...rules]] entry")
+        return self
+
+
+class LoopGuardTable(_Table):
+    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it (tether.harness.loops)."""
+
+    nudge_after: _PositiveInt = 3
+    stop_after: _PositiveInt | None = 5
+    similarity: _Score = 0.5
+
+
+class AgentTable(_Table):
+    """``[agents.NAME]`` (and the older ``[serve.agents.NAME]``): one agent, the same from every door
+    (tether.assembly). Anything left out takes the file's defaults."""
 
     model: _Text | None = None  # default: the top-level model (or $TETHER_MODEL)
+    fallback_models: list[_Text] | None = None  # default: the top-level fallback_models
+    first_token_timeout_s: _PositiveFloat | None = None
     description: _Text | None = None
     instructions: _Text | None = None
-    cwd: _Text | None = None  # the directory its file tools work in (default: where the server starts)
+    cwd: _Text | None = None  # the directory its file tools work in (default: where the command starts)
     tools: list[_Text] | None = None  # names of built-in tools to give it (default: all of them)
     max_turns: _PositiveInt | None = None
-    max_budget_usd: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)] | None = None
-    fallback_models: list[_Text] = []
+    max_budget_usd: _PositiveFloat | None = None
+    memory: Literal["user", "project", "off"] | None = None  # default: [memory] enabled and scope
+    skills: _Bool | None = None  # default: [skills] enabled
     kb: list[_Text] = []
+    mcp: list[_Text] = []  # [mcp.NAME] servers whose tools it has ("all": every enabled one)
+    guardrails: list[GuardrailTable] = []
+    loop_guard: LoopGuardTable | None = None
+    # A JSON Schema the answer must match: a table, or the path of a JSON file (relative to $TETHER_HOME).
+    output_schema: str | dict[str, Any] | None = None
 
 
-class _ServeTable(_Table):
+class ServeTable(_Table):
     """``[serve]``: what ``tether serve`` serves and how (tether.server)."""
 
     agent: _Text | None = None  # a Python file or module defining ``agent`` or ``agents``
-    agents: dict[str, _ServeAgentTable] = {}
+    agents: dict[str, AgentTable] = {}  # the older place of [agents.NAME]: read as if written there
     max_body_bytes: _PositiveInt | None = None
     run_threads: _PositiveInt | None = None  # threads whose event loops run the runs (default 4)
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
@@ -244,7 +302,7 @@ class _ServeTable(_Table):
     allowed_hosts: list[_Text] = []
 
 
-class _DispatchTable(_Table):
+class DispatchTable(_Table):
     """``[dispatch]``: the queue between ``tether serve --workers external`` and ``tether worker``
     (tether.dispatch; Celery on RabbitMQ)."""
 
@@ -254,7 +312,7 @@ class _DispatchTable(_Table):
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
 
 
-class _TelemetryTable(_Table):
+class TelemetryTable(_Table):
     """``[telemetry]``: OpenTelemetry spans over OTLP/HTTP (tether.telemetry); off when no endpoint."""
 
     otlp_endpoint: _Url | None = None  # e.g. http://127.0.0.1:4318/v1/traces
@@ -262,7 +320,7 @@ class _TelemetryTable(_Table):
     service_name: _Text | None = None
 
 
-class _McpTable(_Table):
+class McpTable(_Table):
     """``[mcp.NAME]``: an MCP server whose tools an agent may use (tether.connectors)."""
 
     command: _Text | None = None  # stdio: the program to start ...
@@ -282,7 +340,7 @@ class _McpTable(_Table):
     enabled: _Bool = True
 
     @model_validator(mode="after")
-    def _one_transport(self) -> _McpTable:
+    def _one_transport(self) -> McpTable:
         if (self.command is None) == (self.url is None):
             raise ValueError('needs either command = "..." (stdio) or url = "http://..." (streamable HTTP), not both')
         if self.auth == "oauth" and (self.url is None or self.token_url is None):
@@ -290,18 +348,18 @@ class _McpTable(_Table):
         return self
 
 
-class _SkillsTable(_Table):
+class SkillsTable(_Table):
     """``[skills]``: folders of skills besides $TETHER_HOME/skills and the project's .tether/skills."""
 
     paths: list[_Text] = []
     enabled: _Bool = True
 
 
-class _ToolsTable(_Table):
-    shell: _ShellTable | None = None
-    files: _FilesTable | None = None
-    web: _WebTable | None = None
-    web_search: _WebSearchTable | None = None
+class ToolsTable(_Table):
+    shell: ShellTable | None = None
+    files: FilesTable | None = None
+    web: WebTable | None = None
+    web_search: WebSearchTable | None = None
 
 
 class _ModelTable(_Table):
@@ -352,7 +410,7 @@ class Endpoint(_EndpointTable):
     name: str
 
 
-class _ConfigFile(_Table):
+class ConfigFile(_Table):
     model: _Text | None = None
     fallback_models: list[_Text] = []
     session_store: Annotated[str, Strict(), AfterValidator(_session_store)] | None = None
@@ -360,14 +418,15 @@ class _ConfigFile(_Table):
     models: dict[str, _ModelTable] = {}
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
-    tools: _ToolsTable = _ToolsTable()
-    memory: _MemoryTable = _MemoryTable()
-    kb: _KbTable = _KbTable()
-    serve: _ServeTable = _ServeTable()
-    telemetry: _TelemetryTable = _TelemetryTable()
-    dispatch: _DispatchTable = _DispatchTable()
-    mcp: dict[str, _McpTable] = {}
-    skills: _SkillsTable = _SkillsTable()
+    tools: ToolsTable = ToolsTable()
+    memory: MemoryTable = MemoryTable()
+    kb: KbTable = KbTable()
+    serve: ServeTable = ServeTable()
+    telemetry: TelemetryTable = TelemetryTable()
+    dispatch: DispatchTable = DispatchTable()
+    mcp: dict[str, McpTable] = {}
+    skills: SkillsTable = SkillsTable()
+    agents: dict[str, AgentTable] = {}
 
 
 @dataclass(frozen=True)
@@ -381,20 +440,55 @@ class Settings:
     # postgresql://...: runs, sessions, the server's records, memory and knowledge bases in Postgres
     # (tether.postgres) instead of files and SQLite under home. $TETHER_DATABASE_URL overrides it.
     database_url: str | None = None
-    # The [tools] table as written (already checked against the schema); tether.tools.builtin reads it.
-    tools: dict[str, Any] = field(default_factory=dict)
-    # The [memory] table, checked, with its defaults (enabled, scope, profile_limit, notes_limit).
-    memory: dict[str, Any] = field(default_factory=lambda: _MemoryTable().model_dump())
-    kb: dict[str, Any] = field(default_factory=dict)  # the [kb] table, checked
-    serve: dict[str, Any] = field(default_factory=dict)  # the [serve] table, checked
-    telemetry: dict[str, Any] = field(default_factory=dict)  # the [telemetry] table, checked
-    dispatch: dict[str, Any] = field(default_factory=dict)  # the [dispatch] table, checked
-    mcp: dict[str, dict[str, Any]] = field(default_factory=dict)  # [mcp.NAME] tables, checked
-    skills: dict[str, Any] = field(default_factory=lambda: _SkillsTable().model_dump())  # [skills], checked
+    # The tables of config.toml, checked; a dict given here (in a test) is checked the same way.
+    tools: ToolsTable = field(default_factory=ToolsTable)
+    memory: MemoryTable = field(default_factory=MemoryTable)
+    kb: KbTable = field(default_factory=KbTable)
+    serve: ServeTable = field(default_factory=ServeTable)
+    telemetry: TelemetryTable = field(default_factory=TelemetryTable)
+    dispatch: DispatchTable = field(default_factory=DispatchTable)
+    mcp: dict[str, McpTable] = field(default_factory=dict)
+    skills: SkillsTable = field(default_factory=SkillsTable)
+    agents: dict[str, AgentTable] = field(default_factory=dict)  # [agents.NAME] and [serve.agents.NAME]
+
+    def __post_init__(self) -> None:
+        for name, table in _TABLES_OF_SETTINGS.items():
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, _validated(table, value, (name,)))
+        for name, table in (("mcp", McpTable), ("agents", AgentTable)):
+            entries = {
+                k: _validated(table, v, (name, k)) if isinstance(v, dict) else v for k, v in getattr(self, name).items()
+            }
+            object.__setattr__(self, name, entries)
 
     @property
     def prices(self) -> dict[str, Price]:
         return {name: info.price for name, info in self.models.items() if info.price is not None}
+
+
+_TABLES_OF_SETTINGS: dict[str, type[_Table]] = {
+    "tools": ToolsTable,
+    "memory": MemoryTable,
+    "kb": KbTable,
+    "serve": ServeTable,
+    "telemetry": TelemetryTable,
+    "dispatch": DispatchTable,
+    "skills": SkillsTable,
+}
+
+
+def _validated(table: type[T], data: dict[str, Any], where: tuple[str, ...]) -> T:
+    """``data`` checked as ``table`` at ``where`` in config.toml; a mistake is one line."""
+    try:
+        return table.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        moved = dict(error, loc=(*where, *error["loc"]))
+        nested: dict[str, Any] = data
+        for part in reversed(where):
+            nested = {part: nested}
+        raise ConfigError(f"config.toml: {_describe(moved, nested)}") from None  # type: ignore[arg-type]
 
 
 def load_settings(home: Path | None = None) -> Settings:
@@ -414,7 +508,7 @@ def load_settings(home: Path | None = None) -> Settings:
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
     try:
-        parsed = _ConfigFile.model_validate(data)
+        parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{path}: {_describe(exc.errors()[0], data)}") from None
     for table in ("models", "prices"):
@@ -440,32 +534,33 @@ def load_settings(home: Path | None = None) -> Settings:
         endpoints=endpoints,
         session_store=parsed.session_store,
         database_url=env_url or parsed.database_url,
-        tools=data.get("tools") or {},
-        memory=parsed.memory.model_dump(),
-        kb=parsed.kb.model_dump(),
-        serve=parsed.serve.model_dump(),
-        telemetry=parsed.telemetry.model_dump(),
-        dispatch=parsed.dispatch.model_dump(),
-        mcp={name: t.model_dump() for name, t in parsed.mcp.items()},
-        skills=parsed.skills.model_dump(),
+        tools=parsed.tools,
+        memory=parsed.memory,
+        kb=parsed.kb,
+        serve=parsed.serve,
+        telemetry=parsed.telemetry,
+        dispatch=parsed.dispatch,
+        mcp=parsed.mcp,
+        skills=parsed.skills,
+        agents=_agents(path, parsed),
     )
 
 
-def check_tools(data: dict[str, Any] | None, where: str = "config.toml") -> dict[str, Any]:
-    """The ``[tools]`` table checked with the same rules as the config file (one line per error);
-    returned as given, so its values can be used without coercion."""
-    data = data or {}
-    try:
-        _ToolsTable.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: {_describe(_under_tools(exc.errors()[0]), {'tools': data})}") from None
-    return data
+def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
+    """``[agents.NAME]``, with the older ``[serve.agents.NAME]`` read as if written there."""
+    both = set(parsed.agents) & set(parsed.serve.agents)
+    if both:
+        name = sorted(both)[0]
+        raise ConfigError(
+            f"{path}: agent {name} is defined twice, in [agents.{name}] and [serve.agents.{name}]: "
+            f"keep [agents.{name}] (every command reads it) and remove the other"
+        )
+    return {**parsed.serve.agents, **parsed.agents}
 
 
-def _under_tools(error: ErrorDetails) -> ErrorDetails:
-    moved = dict(error)
-    moved["loc"] = ("tools", *error["loc"])
-    return moved  # type: ignore[return-value]
+def check_tools(data: dict[str, Any] | ToolsTable | None) -> ToolsTable:
+    """The ``[tools]`` table checked with the same rules as the config file (one line per error)."""
+    return data if isinstance(data, ToolsTable) else _validated(ToolsTable, data or {}, ("tools",))
 
 
 def resolve_model(explicit: str | None, settings: Settings) -> str:
@@ -478,9 +573,73 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
 
 # --- one line per validation error ----------------------------------------------------------
 
-_TABLES = ("tools", "models", "prices", "endpoints", "mcp")  # tables whose entries are tables themselves
 _TRUE_WORDS = ("true", "yes", "on", "1", "y")
 _FALSE_WORDS = ("false", "no", "off", "0", "n", "")
+_MUST = {
+    "bool_type": "must be true or false (no quotes)",
+    "string_type": "must be a string in quotes",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "list_type": 'must be a list such as ["a", "b"]',
+    "tuple_type": "must be a list",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+    "finite_number": "must be a finite number",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be {ge} or more",
+    "less_than_equal": "must be {le} or less",
+    "literal_error": "must be {expected}",
+}
+
+
+def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
+    """One line for a validation error of config.toml: where (the table, then the key), what is
+    wrong with the value given, and how to write it when that is clear."""
+    loc, kind = tuple(error["loc"]), error["type"]
+    value = _value_at(data, loc)
+    if loc[:1] == ("database_url",) and isinstance(value, str):  # it may hold a password: not shown
+        return f"database_url {error['msg'].removeprefix('Value error, ')}"
+    table, key, known = _locate(loc)
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        if isinstance(value, dict):
+            hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else "remove it"
+            return f"{_table_name(loc)} is not a known table ({hint})"
+        where = f"in {_table_name(table)}" if table else "at the top of the file"
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+        return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
+    if kind == "missing":
+        return f"{_table_name(table) if table else 'the file'} needs {_key(loc[-1])}"
+    ctx = {
+        k: f"{v:g}" if isinstance(v, int | float) else str(v).replace("'", '"')
+        for k, v in (error.get("ctx") or {}).items()
+    }
+    what = _MUST[kind].format(**ctx) if kind in _MUST else error["msg"].removeprefix("Value error, ")
+    if kind == "string_too_short":
+        what = "must not be empty"
+    elif not (kind == "value_error" and isinstance(value, dict)):
+        what += f", not {_toml(value)}"
+    place = " ".join(p for p in (_table_name(table) if table else "", _key_path(key)) if p)
+    return f"{place} {what}{_fix(kind, key, value)}"
+
+
+def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...], list[str]]:
+    """Split ``loc`` into the table it is in and the key inside it, by the schema; with the keys
+    that table allows. ``[models."x/y"]`` and ``[agents.NAME]`` are tables named by the user."""
+    model: type[BaseModel] = ConfigFile
+    i = 0
+    while i < len(loc) and isinstance(loc[i], str) and loc[i] in model.model_fields:
+        annotation = _unwrap(model.model_fields[str(loc[i])].annotation)
+        inner = _unwrap(get_args(annotation)[1]) if get_origin(annotation) is dict else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model, i = annotation, i + 1
+        elif isinstance(inner, type) and issubclass(inner, BaseModel) and i + 1 < len(loc):
+            model, i = inner, i + 2
+        else:
+            break
+    known = [k for k in model.model_fields if k != "name" or model is not Endpoint]
+    return loc[:i], loc[i:], known
 
 
 def _key(part: str | int) -> str:
@@ -490,36 +649,20 @@ def _key(part: str | int) -> str:
     return part if bare else json.dumps(part)
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return str(value)
-
-
-def _split(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...]]:
-    """The table a location is in, and the key path inside it."""
-    if loc and loc[0] in _TABLES and len(loc) >= 3:
-        return loc[:2], loc[2:]
-    if loc and loc[0] in _TABLES and len(loc) == 2:
-        return loc, ()  # [tools.shell], [models."x/y"]: the entry is a table itself
-    return (), loc
-
-
 def _table_name(parts: tuple[str | int, ...]) -> str:
     return "[" + ".".join(_key(p) for p in parts) + "]"
 
 
 def _key_path(parts: tuple[str | int, ...]) -> str:
-    out = ""
-    for p in parts:
-        out += _key(p) if isinstance(p, int) or not out else "." + _key(p)
-    return out
+    return "".join(_key(p) if isinstance(p, int) or i == 0 else "." + _key(p) for i, p in enumerate(parts))
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else str(value)
 
 
 def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
@@ -532,116 +675,24 @@ def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
 
 
 def _unwrap(annotation: Any) -> Any:
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin in (Union, type(int | None)):
-            annotation = next(a for a in get_args(annotation) if a is not type(None))
-        else:
-            return annotation
-
-
-def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
-    """The keys the schema allows in the table at ``loc``."""
-    cls: Any = _ConfigFile
-    skip = False
-    for part in loc:
-        if skip:  # a name chosen by the user: [models."x/y"], [endpoints.local]
-            skip = False
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
-            return []
-        annotation = _unwrap(cls.model_fields[part].annotation)
-        if get_origin(annotation) is dict:
-            cls, skip = _unwrap(get_args(annotation)[1]), True
-        else:
-            cls = annotation
-    if skip or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-        return []
-    return list(cls.model_fields) if cls is not Endpoint else list(_EndpointTable.model_fields)
-
-
-def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
-    """One line for the first validation error: the key, what is wrong, the fix."""
-    loc = tuple(error["loc"])
-    value = _value_at(data, loc)
-    if loc and loc[0] == "database_url" and isinstance(value, str):  # it may hold a password
-        return f"database_url {str(error.get('msg', '')).removeprefix('Value error, ')}"
-    # An error about a whole table (a rule across its keys) is said of the table.
-    table, key = (loc, ()) if isinstance(value, dict) and error["type"] == "value_error" else _split(loc)
-    where = f"{_table_name(table)} " if table else ""
-    name = _key_path(key)
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        return _unknown(loc, value)
-    if kind == "missing":
-        return f"{_table_name(loc[:-1]) if len(loc) > 1 else 'the file'} needs {_key(loc[-1])}"
-    what = _what_is_wrong(error, value)
-    if not key:  # the table itself
-        return f"{_table_name(table)} {what}"
-    if isinstance(value, dict) and kind not in ("dict_type", "model_type", "model_attributes_type"):
-        close = difflib.get_close_matches(str(loc[-1]), [k for k in _known_keys(loc[:-1]) if k != loc[-1]], 1, 0.6)
-        if close:
-            return f"{where}{name} {what} (did you mean {_table_name((*loc[:-1], close[0]))}?)"
-    return f"{where}{name} {what}{_fix(kind, key, value)}"
-
-
-def _unknown(loc: tuple[str | int, ...], value: Any) -> str:
-    parent = loc[:-1]
-    known = _known_keys(parent)
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if isinstance(value, dict):
-        full = _table_name(loc)
-        hint = (
-            f"did you mean {_table_name((*loc[:-1], close[0]))}?"
-            if close
-            else (f"known: {', '.join(_table_name((*loc[:-1], k)) for k in known)}" if known else "remove it")
-        )
-        return f"{full} is not a known table ({hint})"
-    where = f"in {_table_name(parent)}" if parent else "at the top of the file"
-    hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "remove it")
-    return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
-
-
-def _what_is_wrong(error: ErrorDetails, value: Any) -> str:
-    kind, ctx = error["type"], error.get("ctx") or {}
-    got = f", not {_toml(value)}"
-    bound = {k: f"{v:g}" if isinstance(v, int | float) else v for k, v in ctx.items()}
-    messages = {
-        "bool_type": f"must be true or false (no quotes){got}",
-        "string_type": f"must be a string in quotes{got}",
-        "int_type": f"must be a whole number{got}",
-        "float_type": f"must be a number{got}",
-        "list_type": f'must be a list such as ["a", "b"]{got}',
-        "dict_type": f"must be a table{got}",
-        "model_type": f"must be a table{got}",
-        "model_attributes_type": f"must be a table{got}",
-        "tuple_type": f"must be a list{got}",
-        "finite_number": f"must be a finite number{got}",
-        "greater_than": f"must be greater than {bound.get('gt')}{got}",
-        "greater_than_equal": f"must be {bound.get('ge')} or more{got}",
-        "string_too_short": "must not be empty",
-        "literal_error": f"must be {str(ctx.get('expected')).replace(chr(39), chr(34))}{got}",
-    }
-    if kind in messages:
-        return messages[kind]
-    message = error["msg"].removeprefix("Value error, ")
-    if kind == "value_error":  # the schema's own rules say "must ..." or "needs ..."
-        return message if isinstance(value, dict) else f"{message}{got}"
-    return f"is not valid: {message[:1].lower()}{message[1:]}"
+    while get_origin(annotation) in (Annotated, Union, type(int | None)):
+        args = get_args(annotation)
+        annotation = args[0] if get_origin(annotation) is Annotated else next(a for a in args if a is not type(None))
+    return annotation
 
 
 def _fix(kind: str, key: tuple[str | int, ...], value: Any) -> str:
-    last = key[-1]
-    if kind == "bool_type" and isinstance(value, str | int) and not isinstance(last, int):
-        word = str(value).strip().lower()
-        if word in _TRUE_WORDS or word in _FALSE_WORDS:
-            return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
-    if kind == "string_type" and isinstance(value, int | float) and not isinstance(last, int):
+    """How to write the value, when the mistake is a common one (quotes around a boolean, ...)."""
+    last = key[-1] if key else 0
+    if isinstance(last, int):
+        return ""
+    word = str(value).strip().lower()
+    if kind == "bool_type" and isinstance(value, str | int) and word in (*_TRUE_WORDS, *_FALSE_WORDS):
+        return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
+    if kind == "string_type" and isinstance(value, int | float):
         return f' (write {_key(last)} = "{value}")'
-    if kind in ("int_type", "float_type") and isinstance(value, str) and not isinstance(last, int):
-        return f" (write {_key(last)} = {value.strip()}, without quotes)" if _number(value) else ""
+    if kind in ("int_type", "float_type") and isinstance(value, str) and _number(value):
+        return f" (write {_key(last)} = {value.strip()}, without quotes)"
     return ""
 
 

@@ -52,14 +52,24 @@ def memory(settings: Settings, scope: str, project: Path | str) -> Memory:
     from tether.memory import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory
 
     cfg = settings.memory
-    limits = {
-        "profile_limit": cfg.get("profile_limit") or DEFAULT_PROFILE_LIMIT,
-        "notes_limit": cfg.get("notes_limit") or DEFAULT_NOTES_LIMIT,
-    }
+    profile_limit = cfg.profile_limit or DEFAULT_PROFILE_LIMIT
+    notes_limit = cfg.notes_limit or DEFAULT_NOTES_LIMIT
     db = database_of(settings)
     if db is not None:
-        return Memory.open_postgres(db, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
-    return Memory.open(settings.home, scope=scope, project=Path(project), **limits)  # type: ignore[arg-type]
+        return Memory.open_postgres(
+            db,
+            scope=scope,  # type: ignore[arg-type]
+            project=Path(project),
+            profile_limit=profile_limit,
+            notes_limit=notes_limit,
+        )
+    return Memory.open(
+        settings.home,
+        scope=scope,  # type: ignore[arg-type]
+        project=Path(project),
+        profile_limit=profile_limit,
+        notes_limit=notes_limit,
+    )
 
 
 def knowledge_store(settings: Settings, name: str) -> Any:

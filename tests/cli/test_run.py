@@ -80,11 +80,17 @@ def test_scenario_through_http_server_and_openai_provider(
     scenario: str, workspace: Path, env: dict[str, str], scripted_server: ScriptedServer, tether_home: Path
 ) -> None:
     tether_home.mkdir(parents=True, exist_ok=True)
-    (tether_home / "config.toml").write_text(f'[prices."openai/{scenario}"]\ninput = 2.0\noutput = 12.0\n')
+    # One agent for both runs, so both send the same tools (a scripted model alone also gets the demo tool).
+    tools = '["list_files", "read_file", "delete_file", "write_file", "edit_file", "search_files", "scan_archive"]'
+    (tether_home / "config.toml").write_text(
+        f'[prices."openai/{scenario}"]\ninput = 2.0\noutput = 12.0\n\n[agents.demo]\ntools = {tools}\n'
+    )
     env = {**env, "LLM_BASE_URL": scripted_server.base_url}
     extra = SCENARIOS[scenario][0]
     out = tether(
         "run",
+        "--agent",
+        "demo",
         "--model",
         f"openai/{scenario}",
         "--cwd",
@@ -97,6 +103,8 @@ def test_scenario_through_http_server_and_openai_provider(
     http = check(out, scenario)
     local = tether(
         "run",
+        "--agent",
+        "demo",
         "--model",
         f"scripted/{scenario}",
         "--cwd",
@@ -530,3 +538,23 @@ def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(
         assert modes.pop(directory) == "0o700", directory
     assert any(name.startswith("kb/default.db") for name in modes) and any(name.startswith("traces/") for name in modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
+
+
+def test_agent_runs_the_definition_and_flags_override_it(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
+    tether_home.mkdir(parents=True, exist_ok=True)
+    (tether_home / "config.toml").write_text(
+        f'[agents.explorer]\nmodel = "scripted/runaway"\ncwd = "{workspace}"\nmax_turns = 3\nskills = false\n'
+    )
+    defined = tether_json("run", "--agent", "explorer", "look around", env=env)
+    assert defined["status"] == "max_turns_exceeded" and defined["turns"] == 3
+    resumed = tether_json("resume", defined["run_id"], "--max-turns", "1", env=env)  # the same agent, 1 more turn
+    assert resumed["status"] == "max_turns_exceeded" and resumed["turns"] == 4
+    flagged = tether_json("run", "--agent", "explorer", "--max-turns", "2", "look around", env=env)
+    assert flagged["status"] == "max_turns_exceeded" and flagged["turns"] == 2
+    unknown = tether("run", "--agent", "nobody", "hi", env=env)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert (
+        unknown.stderr.startswith("tether: no agent 'nobody': define [agents.nobody]") and "explorer" in unknown.stderr
+    )

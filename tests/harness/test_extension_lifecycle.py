@@ -11,6 +11,7 @@ import pytest
 
 from tether import Agent, CancelSignal, run_stream, run_sync, tool
 from tether.harness.extension import Extension
+from tether.tools.demo import DEMO_TOOLS
 from tether.tools.files import FILE_TOOLS
 
 
@@ -62,7 +63,7 @@ def test_a_failing_start_stops_the_started_ones_and_raises(workspace: Path) -> N
 
 def test_stop_runs_when_the_run_is_cancelled_or_the_caller_stops_reading(workspace: Path) -> None:
     log: list[str] = []
-    agent = Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace, extensions=[Recorder("a", log)])
+    agent = Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=workspace, extensions=[Recorder("a", log)])
 
     async def cancelled() -> str:
         signal = CancelSignal()

@@ -14,11 +14,12 @@ from tether.events import Done, ToolProgress, ToolResultEvent, Turn
 from tether.harness.agent import Stop, has_tool_call
 from tether.messages import ToolMessage, UserMessage
 from tether.testing import FunctionModel, Reply, call
+from tether.tools.demo import DEMO_TOOLS
 from tether.tools.files import FILE_TOOLS
 
 
 def agent(scenario: str, cwd: Path, **kw: Any) -> Agent:
-    return Agent(f"scripted/{scenario}", tools=FILE_TOOLS, cwd=cwd, **kw)
+    return Agent(f"scripted/{scenario}", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=cwd, **kw)
 
 
 def tool_messages(state: RunState) -> list[ToolMessage]:
@@ -288,7 +289,7 @@ def test_slow_tool_reports_progress_and_completes(workspace: Path) -> None:
     events: list[Any] = []
 
     async def go() -> None:
-        a = Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace)
+        a = Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=workspace)
         async for e in run_stream(a, "scan"):
             events.append(e)
 

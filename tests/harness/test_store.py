@@ -254,10 +254,11 @@ def test_a_run_cannot_be_resumed_twice_at_once(stores: Stores, workspace: Path) 
     import asyncio
 
     from tether import Agent, CancelSignal, run, run_stream, run_sync
+    from tether.tools.demo import DEMO_TOOLS
     from tether.tools.files import FILE_TOOLS
 
     store = stores.open()
-    agent = Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace)
+    agent = Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=workspace)
     state = RunState()
 
     async def first() -> str | None:

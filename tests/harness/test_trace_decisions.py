@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import Agent, CancelSignal, RunState, approve, reject, run
+from tether.tools.demo import DEMO_TOOLS
 from tether.tools.files import FILE_TOOLS
 from tether.tracing import JsonlTracer, read_trace
 
@@ -36,7 +37,7 @@ def test_a_cancelled_tool_has_a_cancelled_result_line(workspace: Path, tmp_path:
     async def go() -> Any:
         asyncio.get_running_loop().call_later(0.3, signal.cancel, "user pressed Stop")
         return await run(
-            Agent("scripted/slow", tools=FILE_TOOLS, cwd=workspace),
+            Agent("scripted/slow", tools=[*FILE_TOOLS, *DEMO_TOOLS], cwd=workspace),
             "scan",
             signal=signal,
             tracer=JsonlTracer(tmp_path / "traces"),

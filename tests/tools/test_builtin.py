@@ -39,7 +39,6 @@ BAD_INPUTS = [
     ("web_fetch", '{"url": 7}', "url"),
     ("web_search", '{"query": ""}', "query"),
     ("web_search", '{"query": "q", "limit": 500}', "limit"),
-    ("scan_archive", '{"files": "many"}', "files"),
     ("read_file", '{"path": "a"', "not valid JSON"),
 ]
 
@@ -224,3 +223,12 @@ def test_an_inline_tool_runs_on_the_loop_thread_and_a_plain_one_in_a_worker() ->
 
     loop_thread, inline_thread, worker_thread = asyncio.run(go())
     assert inline_thread == loop_thread != worker_thread
+
+
+def test_the_scripted_demo_scan_is_not_a_built_in_tool() -> None:
+    """scan_archive always answers "no problems found": a real model would report it as fact."""
+    from tether.tools.demo import DEMO_TOOLS
+    from tether.tools.files import FILE_TOOLS
+
+    assert "scan_archive" not in TOOLS and "scan_archive" not in {t.name for t in FILE_TOOLS}
+    assert [t.name for t in DEMO_TOOLS] == ["scan_archive"]

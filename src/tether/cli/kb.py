@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import positive_float, positive_int, usage_error
@@ -22,16 +20,24 @@ if TYPE_CHECKING:
     from tether.config import Settings
     from tether.knowledge import KnowledgeBase
 
-__all__ = ["add_parsers", "check_kbs", "kb_name", "knowledge_extensions", "open_kb"]
+__all__ = ["add_parsers", "kb_name"]
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MODES = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
 
 
+def open_kb(settings: Settings, name: str, **how: Any) -> KnowledgeBase:
+    from tether.assembly import open_kb as opened
+
+    return opened(settings, name, **how)
+
+
 def kb_name(value: str) -> str:
-    if not _NAME.fullmatch(value):
-        raise argparse.ArgumentTypeError(f"not a knowledge base name: {value!r} (letters, digits, '.', '_', '-')")
-    return value
+    from tether.assembly import kb_name as checked
+
+    try:
+        return checked(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(value: str) -> float:
@@ -113,86 +119,6 @@ def add_parsers(sub: Any) -> None:
     stats.set_defaults(handler=cmd_stats)
     for p in (add, search, listing, rm, stats):  # --name after the command works too
         p.add_argument("--name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
-def kb_path(settings: Settings, name: str) -> Path:
-    return settings.home / "kb" / f"{name}.db"
-
-
-def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
-    """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
-    from tether.knowledge import KnowledgeBase, make_embedder
-    from tether.stores import kb_exists, knowledge_store
-
-    exists = kb_exists(settings, name)
-    if must_exist and not exists:
-        raise usage_error(
-            f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
-            f"tether kb --name {name} add PATH"
-        )
-    base_url = settings.kb.get("base_url")
-    # A new base's embedder is chosen (and checked) before its file exists.
-    fresh = (
-        None
-        if exists
-        else make_embedder(create_with or settings.kb.get("embedder") or default_spec(), base_url=base_url)
-    )
-    store = knowledge_store(settings, name)
-    recorded = store.get_meta("embedder")
-    if recorded is None:
-        embedder = fresh
-        store.set_meta("embedder", embedder.name if embedder is not None else "none")
-    else:
-        if create_with and _spec_name(create_with) != recorded:
-            raise usage_error(
-                f"the base {name!r} was built with the embedder {recorded}; --embedder only "
-                "chooses for a new base (make another with --name)"
-            )
-        embedder = make_embedder(recorded, base_url=base_url)
-    return KnowledgeBase(store, embedder=embedder, name=name)
-
-
-def default_spec() -> str:
-    """``local`` when the local embedder is installed; else ``none``, and the person is told."""
-    from tether.knowledge.embed import LOCAL_EXTRA, MiniLMEmbedder
-
-    if MiniLMEmbedder.available():
-        return "local"
-    print(
-        f"(keyword search only: the local embedder is not installed; {LOCAL_EXTRA} adds vector search to new bases)",
-        file=sys.stderr,
-    )
-    return "none"
-
-
-def _spec_name(spec: str) -> str:
-    from tether.knowledge import make_embedder
-
-    made = make_embedder(spec)
-    return made.name if made is not None else "none"
-
-
-def check_kbs(settings: Settings, names: list[str]) -> None:
-    """Refuse, before anything runs, a --kb that names no base."""
-    from tether.stores import kb_exists
-
-    for name in names:
-        if not kb_exists(settings, name):
-            raise usage_error(
-                f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
-                f"tether kb --name {name} add PATH"
-            )
-
-
-def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
-    """The tools of each named base, for an agent (suffixed with the name when there are several)."""
-    from tether.knowledge import KnowledgeTools
-
-    max_chars, k = int(settings.kb.get("max_chars") or 6000), int(settings.kb.get("results") or 6)
-    return [
-        KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if len(names) > 1 else "", k=k, max_chars=max_chars)
-        for name in names
-    ]
 
 
 def _progress(n: int, total: int, name: str) -> None:

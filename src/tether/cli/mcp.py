@@ -11,14 +11,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import non_negative_float, positive_float, secret_token, text, usage_error
+from tether.cli.common import non_negative_float, port_number, positive_float, secret_token, text, usage_error
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
     from tether.config import Settings
-    from tether.connectors import McpConnector, McpTool
+    from tether.connectors import McpTool
 
-__all__ = ["add_parsers", "check_mcp", "mcp_extensions"]
+__all__ = ["add_parsers"]
 
 LIST_TIMEOUT_S = 10.0
 REFRESH_ENV = "TETHER_MCP_REFRESH_TOKEN"
@@ -76,64 +76,42 @@ def add_parsers(sub: Any) -> None:
     _add_serve(ms)
 
 
-# --- `tether mcp serve` ---------------------------------------------------------------------------
-# tether as an MCP server is written apart, in tether.connectors.serve. When that module exists,
-# its add_serve_parser(subparsers) adds the command here; nothing else is shared.
+# --- `tether mcp serve`: the command line of the MCP door (tether.connectors.serve) ---------------
 
 
 def _add_serve(subparsers: Any) -> None:
-    import importlib
-    import importlib.util
+    from tether.connectors.serve import DEFAULT_PORT, HELP
 
-    if importlib.util.find_spec("tether.connectors.serve") is None:
-        return
-    add = getattr(importlib.import_module("tether.connectors.serve"), "add_serve_parser", None)
-    if add is not None:
-        add(subparsers)
-
-
-# --- servers for a run ----------------------------------------------------------------------------
-
-
-def check_mcp(settings: Settings, names: list[str]) -> list[str]:
-    """The servers ``--mcp`` names (``all``: every enabled one), refused before anything runs when
-    one is not configured, is disabled, or the mcp package is missing. Recorded with the run, so a
-    resume starts the same servers."""
-    if not names:
-        return []
-    import importlib.util
-
-    config = settings.home / "config.toml"
-    chosen: list[str] = []
-    for name in names:
-        if name == "all":
-            chosen += [n for n, table in settings.mcp.items() if table["enabled"]]
-            continue
-        table = settings.mcp.get(name)
-        if table is None:
-            known = ", ".join(settings.mcp) or "none"
-            raise usage_error(f"--mcp {name}: no [mcp.{name}] in {config} (configured: {known})")
-        if not table["enabled"]:
-            raise usage_error(f"--mcp {name}: [mcp.{name}] has enabled = false in {config}")
-        chosen.append(name)
-    if not chosen:
-        raise usage_error(f"--mcp all: no enabled [mcp.NAME] server in {config}")
-    if importlib.util.find_spec("mcp") is None:
-        raise usage_error("--mcp needs the mcp package: pip install 'tether[mcp]'")
-    return list(dict.fromkeys(chosen))
+    s = subparsers.add_parser(
+        "serve",
+        help="serve tether's knowledge bases, memory and agents over MCP",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    s.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1)")
+    s.add_argument(
+        "--port",
+        type=port_number,
+        help=f"with --http: the port to listen on (default {DEFAULT_PORT}; 0: any free port)",
+    )
+    s.add_argument(
+        "--agent",
+        metavar="FILE_OR_MODULE",
+        help="a Python file or module defining `agent` or `agents` to offer as tools (default: [agents.NAME])",
+    )
+    s.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="with --http: listen beyond loopback; needs tokens (tether serve token create NAME)",
+    )
+    s.set_defaults(handler=_cmd_serve)
 
 
-def mcp_extensions(settings: Settings, names: list[str]) -> list[McpConnector]:
-    """A connector for each server (by the names a run recorded)."""
-    from tether.connectors import McpConnector
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from tether.connectors.serve import cmd_serve
 
-    missing = [n for n in names if n not in settings.mcp]
-    if missing:
-        raise usage_error(
-            f"the run uses the MCP server {missing[0]}, and {settings.home / 'config.toml'} no "
-            f"longer has [mcp.{missing[0]}]"
-        )
-    return [McpConnector(name, settings.mcp[name], home=settings.home) for name in names]
+    return cmd_serve(args)
 
 
 # --- the commands ---------------------------------------------------------------------------------
@@ -163,13 +141,13 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
     from tether.errors import TetherError
 
     table = settings.mcp[name]
-    if table["command"] is not None:
-        head = f"{name}  stdio  {' '.join([table['command'], *table['args']])}"
+    if table.command is not None:
+        head = f"{name}  stdio  {' '.join([table.command, *table.args])}"
     else:
-        head = f"{name}  http  {table['url']}" + ("  (oauth)" if table["auth"] == "oauth" else "")
-    if not table["enabled"]:
+        head = f"{name}  http  {table.url}" + ("  (oauth)" if table.auth == "oauth" else "")
+    if not table.enabled:
         return [head, "  disabled (enabled = false)"]
-    connector = McpConnector(name, table, home=settings.home, start_timeout_s=timeout)
+    connector = McpConnector(name, table.model_dump(), home=settings.home, start_timeout_s=timeout)
     try:
         await connector.start()
     except TetherError as exc:
@@ -178,7 +156,7 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
         tools = list(connector.tools())
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
-        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}" for t in tools]
+        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table.tools)}" for t in tools]
         lines += [
             f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
             for unknown in connector.unknown_overrides
@@ -211,8 +189,8 @@ def cmd_login(args: argparse.Namespace) -> int:
     table = settings.mcp.get(args.server)
     if table is None:
         raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
-    if table["auth"] != "oauth":
-        raise usage_error(f'[mcp.{args.server}] has auth = "{table["auth"]}": tokens are for auth = "oauth"')
+    if table.auth != "oauth":
+        raise usage_error(f'[mcp.{args.server}] has auth = "{table.auth}": tokens are for auth = "oauth"')
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tether.config import Settings
     from tether.memory import Memory
 
-__all__ = ["add_memory_options", "add_parsers", "memory_for_run", "open_memory", "print_memory"]
+__all__ = ["add_memory_options", "add_parsers", "memory_override", "open_memory", "print_memory"]
 
 HELP = """\
 Memory is two plain Markdown files under $TETHER_HOME/memory: profile.md (who you are, your
@@ -44,11 +44,9 @@ def add_memory_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def memory_for_run(args: argparse.Namespace, settings: Settings) -> str | None:
-    """The memory scope a run records in its config (None: memory off)."""
-    if args.no_memory or not settings.memory.get("enabled", True):
-        return None
-    return str(args.memory_scope or settings.memory.get("scope") or "user")
+def memory_override(args: argparse.Namespace) -> str | None:
+    """What ``--no-memory`` and ``--memory-scope`` change in an agent's memory (None: nothing)."""
+    return "off" if args.no_memory else args.memory_scope
 
 
 def open_memory(settings: Settings, scope: str, cwd: Path | str) -> Memory:
@@ -108,7 +106,7 @@ def add_parsers(sub: Any) -> None:
 
 def _memory(args: argparse.Namespace) -> Memory:
     settings = load_settings()
-    return open_memory(settings, args.scope or settings.memory.get("scope") or "user", args.cwd)
+    return open_memory(settings, args.scope or settings.memory.scope, args.cwd)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -28,24 +28,19 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
-from tether.cli.kb import check_kbs, kb_name, knowledge_extensions
-from tether.cli.mcp import check_mcp, mcp_extensions
-from tether.cli.memory import add_memory_options, memory_for_run, open_memory
-from tether.cli.skills import add_skills_options, skills_extension, skills_for_run
+from tether.cli.kb import kb_name
+from tether.cli.memory import add_memory_options, memory_override
+from tether.cli.skills import add_skills_options, skills_override
 
 if TYPE_CHECKING:
+    from tether.assembly import Overrides, Recipe
     from tether.config import Settings
-    from tether.harness.agent import Agent
     from tether.harness.state import RunState
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "add_parsers", "ask", "drive", "read_prompt"]
+__all__ = ["add_agent_options", "add_parsers", "ask", "drive", "overrides", "read_prompt"]
 
-DEFAULT_INSTRUCTIONS = (
-    "You are a careful assistant working in a directory of files. Use the tools to look at the "
-    "files before you answer, and say what you did."
-)
-DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_TURNS = 50  # tether.assembly.DEFAULT_MAX_TURNS, kept here for the help text (no import)
 
 PROMPT_HELP = """\
 The prompt: PROMPT as given; "-" reads it from standard input, and so does a pipe when PROMPT is
@@ -73,8 +68,7 @@ def add_parsers(sub: Any) -> None:
         metavar="PROMPT",
         help='the request; "-" or a pipe: standard input; @FILE: a file; @@text: "@text"',
     )
-    r.add_argument("--model", help="provider/model (default: $TETHER_MODEL or config.toml)")
-    r.add_argument("--cwd", type=directory, default=".", metavar="DIR", help="the directory the file tools work in")
+    add_agent_options(r)
     r.add_argument("--session", metavar="NAME", type=session_name, help="continue (or start) the conversation NAME")
     add_session_store_option(r)
     r.add_argument(
@@ -89,40 +83,17 @@ def add_parsers(sub: Any) -> None:
         metavar="S",
         help="switch to the fallback when the first token takes longer than S seconds (> 0)",
     )
-    r.add_argument(
-        "--max-turns",
-        type=positive_int,
-        metavar="N",
-        help=f"stop before model call N+1 (N >= 1, default {DEFAULT_MAX_TURNS})",
-    )
-    r.add_argument("--max-budget", type=positive_float, metavar="USD", help="never spend more than this (> 0)")
     r.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
     r.add_argument(
         "--output-schema",
         metavar="FILE",
         help="a JSON Schema (of an object) the answer must match; the validated JSON is printed on stdout",
     )
-    add_memory_options(r)
-    add_skills_options(r)
-    r.add_argument(
-        "--kb",
-        action="append",
-        type=kb_name,
-        default=[],
-        metavar="NAME",
-        help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks)",
-    )
-    r.add_argument(
-        "--mcp",
-        action="append",
-        type=text,
-        default=[],
-        metavar="NAME",
-        help="give the agent the tools of the MCP server [mcp.NAME] in config.toml (repeatable; "
-        "all: every enabled server)",
-    )
     r.set_defaults(handler=cmd_run)
+    _add_resume_parser(sub)
 
+
+def _add_resume_parser(sub: Any) -> None:
     rs = sub.add_parser(
         "resume",
         help="continue a stopped run",
@@ -157,6 +128,62 @@ def add_parsers(sub: Any) -> None:
     )
     rs.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
     rs.set_defaults(handler=cmd_resume)
+
+
+def add_agent_options(parser: argparse.ArgumentParser, *, per: str = "") -> None:
+    """``--agent NAME`` and the flags that override its definition (``tether run`` and ``chat``)."""
+    parser.add_argument(
+        "--agent", metavar="NAME", type=text, help="the agent [agents.NAME] in config.toml (its flags override it)"
+    )
+    parser.add_argument("--model", help="provider/model (default: the agent's, $TETHER_MODEL or config.toml)")
+    parser.add_argument(
+        "--cwd", type=directory, metavar="DIR", help="the directory the file tools work in (default: .)"
+    )
+    parser.add_argument(
+        "--max-turns",
+        type=positive_int,
+        metavar="N",
+        help=f"stop before model call N+1{per} (N >= 1, default: the agent's, else {DEFAULT_MAX_TURNS})",
+    )
+    parser.add_argument(
+        "--max-budget", type=positive_float, metavar="USD", help=f"never spend more than this{per} (> 0)"
+    )
+    add_memory_options(parser)
+    add_skills_options(parser)
+    parser.add_argument(
+        "--kb",
+        action="append",
+        type=kb_name,
+        default=[],
+        metavar="NAME",
+        help="give the agent this knowledge base's tools (search_kb, lookup_exact, entity_chunks; repeatable)",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        type=text,
+        default=[],
+        metavar="NAME",
+        help="give the agent the tools of the MCP server [mcp.NAME] in config.toml (repeatable; "
+        "all: every enabled server)",
+    )
+
+
+def overrides(args: argparse.Namespace, **more: Any) -> Overrides:
+    """What the agent flags change in the agent's definition."""
+    from tether.assembly import Overrides
+
+    return Overrides(
+        model=args.model,
+        cwd=str(args.cwd) if args.cwd else None,
+        max_turns=args.max_turns,
+        max_budget_usd=args.max_budget,
+        memory=memory_override(args),
+        skills=skills_override(args),
+        kb=args.kb,
+        mcp=args.mcp,
+        **more,
+    )
 
 
 # --- the prompt -------------------------------------------------------------------------------
@@ -207,62 +234,25 @@ def _read_file(name: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tether.config import resolve_model
+    from tether.assembly import load_output_schema, plan
     from tether.harness.state import RunState
-    from tether.providers.registry import canonical_model
 
     if args.session_store and not args.session:
         raise usage_error("--session-store needs --session NAME (it says where that session is kept)")
     prompt = read_prompt(args.prompt)
-    output_schema = load_output_schema(args.output_schema) if args.output_schema else None
+    schema = load_output_schema(args.output_schema, what="--output-schema") if args.output_schema else None
     settings = load_settings()
-    model = canonical_model(resolve_model(args.model, settings))
+    fallbacks = {"fallback_models": args.fallback} if args.fallback else {}
+    recipe = plan(
+        settings,
+        args.agent,
+        overrides(args, output_schema=schema, first_token_timeout_s=args.first_token_timeout, **fallbacks),
+    )
     if args.session:
         open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
-    check_kbs(settings, args.kb)
-    servers = check_mcp(settings, args.mcp)
-    fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
-    state = RunState(
-        session_id=args.session,
-        config={
-            "model": model,
-            "cwd": str(args.cwd),
-            "prompt": prompt[:200],
-            "max_turns": args.max_turns or DEFAULT_MAX_TURNS,
-            "max_budget_usd": args.max_budget,
-            "fallback_models": fallbacks,
-            "first_token_timeout_s": args.first_token_timeout,
-            "session_store": args.session_store,
-            "memory": memory_for_run(args, settings),
-            "kb": args.kb,
-            "mcp": servers,
-            "skills": skills_for_run(args, settings),
-            **({"output_schema": output_schema} if output_schema is not None else {}),
-        },
-    )
+    config = {**recipe.config(), "prompt": prompt[:200], "session_store": args.session_store}
+    state = RunState(session_id=args.session, config=config)
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
-
-
-def load_output_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema in file ``name``, checked: a file that cannot serve is a usage error."""
-    from tether.errors import ConfigError
-    from tether.harness.structured import spec_for
-
-    try:
-        text = Path(name).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise usage_error(f"--output-schema: cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        schema = json.loads(text)
-    except ValueError as exc:
-        raise usage_error(f"--output-schema: {name} is not JSON: {exc}") from None
-    if not isinstance(schema, dict):
-        raise usage_error(f"--output-schema: {name} must hold a JSON Schema object, not {type(schema).__name__}")
-    try:
-        spec_for(schema)
-    except ConfigError as exc:
-        raise usage_error(f"--output-schema: {name}: {exc}") from None
-    return schema
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -410,44 +400,18 @@ def ask(question: str) -> str | None:
     return line.rstrip("\n") if line else None
 
 
-def _build_agent(state: RunState, settings: Settings) -> Agent:
-    from tether.harness.agent import Agent
-    from tether.tools.builtin import builtin_tools, tool_settings
-
-    cfg = state.config
-    scope = cfg.get("memory")  # recorded when the run began: a resume keeps what it started with
-    skills = skills_extension(settings, cfg["cwd"]) if cfg.get("skills") else None
-    return Agent(
-        model=cfg["model"],
-        instructions=DEFAULT_INSTRUCTIONS,
-        tools=builtin_tools(tool_settings(settings.tools)),
-        extensions=[
-            *([open_memory(settings, scope, cfg["cwd"])] if scope else []),
-            *knowledge_extensions(settings, cfg.get("kb") or []),
-            *([skills] if skills else []),
-            *mcp_extensions(settings, cfg.get("mcp") or []),
-        ],
-        cwd=cfg["cwd"],
-        max_turns=cfg.get("max_turns", DEFAULT_MAX_TURNS),
-        max_budget_usd=cfg.get("max_budget_usd"),
-        fallback_models=cfg.get("fallback_models", ()),
-        first_token_timeout_s=cfg.get("first_token_timeout_s"),
-        settings=settings,
-        output_type=cfg.get("output_schema"),
-    )
-
-
 def _execute(state: RunState, prompt: str | None, settings: Settings, printer: Printer) -> RunResult:
     import asyncio
     import signal as os_signal
 
+    from tether.assembly import build_agent
     from tether.cancel import CancelSignal
     from tether.harness.loop import run_stream
     from tether.providers.http import close_clients
     from tether.telemetry import telemetry_from_settings, trace_id_for
     from tether.tracing import FanoutTracer, JsonlTracer
 
-    agent = _build_agent(state, settings)
+    agent = build_agent(settings, recipe_of(state))
     store = run_store(settings)
     sessions = open_sessions(state.config.get("session_store"), settings) if state.session_id else None
     telemetry = telemetry_from_settings(settings)
@@ -487,6 +451,21 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
         store.close()
         if telemetry is not None:
             telemetry.shutdown()  # sends the spans still waiting in the batch
+
+
+def recipe_of(state: RunState) -> Recipe:
+    """The agent a run recorded when it began: a resume builds the same one."""
+    from pydantic import ValidationError
+
+    from tether.assembly import Recipe
+
+    try:
+        return Recipe.model_validate(state.config)
+    except ValidationError:
+        raise usage_error(
+            f"run {state.run_id} was not started by tether run or chat (its config records no model and "
+            "directory): resume it where it was started"
+        ) from None
 
 
 class Printer:

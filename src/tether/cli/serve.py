@@ -15,7 +15,8 @@ __all__ = ["add_parsers"]
 
 SERVE_HELP = """\
 Serves the agents of --agent FILE_OR_MODULE (which defines `agent` or `agents`), else those of
-[serve.agents.NAME] in config.toml, else one agent like `tether run`'s (--model, --cwd).
+[agents.NAME] in config.toml (the same agents `tether run --agent NAME` runs), else one agent
+like `tether run`'s (--model, --cwd).
 The API is under /v1 (its OpenAPI document at /openapi.json), the page at /.
 Without tokens the server answers on loopback only; create one with `tether serve token create NAME`.
 """

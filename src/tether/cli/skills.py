@@ -16,9 +16,9 @@ from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
     from tether.config import Settings
-    from tether.skills import Discovery, SkillFolders, Skills
+    from tether.skills import Discovery
 
-__all__ = ["add_parsers", "add_skills_options", "find_skills", "skills_extension", "skills_for_run"]
+__all__ = ["add_parsers", "add_skills_options", "find_skills", "skills_override"]
 
 HELP = """\
 A skill is a folder with a SKILL.md: YAML front matter between two '---' lines giving its name and
@@ -36,35 +36,16 @@ def add_skills_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def skills_for_run(args: argparse.Namespace, settings: Settings) -> bool:
-    """Whether a run offers skills; recorded in its config, so a resume keeps it."""
-    return not args.no_skills and settings.skills.get("enabled", True) is not False
-
-
-def _folders(settings: Settings, cwd: Path | str) -> SkillFolders:
-    from tether.skills import SkillFolders
-
-    return SkillFolders.default(settings.home, cwd, settings.skills.get("paths") or ())
+def skills_override(args: argparse.Namespace) -> bool | None:
+    """What ``--no-skills`` changes in an agent's skills (None: nothing)."""
+    return False if args.no_skills else None
 
 
 def find_skills(settings: Settings, cwd: Path | str) -> Discovery:
     """The skills for an agent working in ``cwd``; problems not reported before go to stderr."""
-    return _find(_folders(settings, cwd))
+    from tether.skills import SkillFolders, report_problems
 
-
-def skills_extension(settings: Settings, cwd: Path | str) -> Skills | None:
-    """The ``Skills`` extension for a run in ``cwd``, or None when no skill exists."""
-    from tether.skills import Skills
-
-    folders = _folders(settings, cwd)
-    found = _find(folders)
-    return Skills(folders, found=found) if found.skills else None
-
-
-def _find(folders: SkillFolders) -> Discovery:
-    from tether.skills import report_problems
-
-    found = folders.find()
+    found = SkillFolders.default(settings.home, cwd, settings.skills.paths).find()
     report_problems(found.problems, echo=sys.stderr)
     return found
 
@@ -104,14 +85,16 @@ def _short(text: str, n: int = 100) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from tether.skills import SkillFolders
+
     settings = load_settings()
-    found = _folders(settings, args.cwd).find()
+    found = SkillFolders.default(settings.home, args.cwd, settings.skills.paths).find()
     for problem in found.problems:  # all of them, every time: this is where a person looks for them
         print(f"tether: skipped a skill: {problem}", file=sys.stderr)
     if not found.skills:
         from tether.skills import default_roots
 
-        roots = default_roots(settings.home, args.cwd, settings.skills.get("paths") or ())
+        roots = default_roots(settings.home, args.cwd, settings.skills.paths)
         print("no skills found; looked in:\n" + "\n".join(f"  {r.path} ({r.scope})" for r in roots))
         return 0
     width = max(len(name) for name in found.skills)
@@ -120,7 +103,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{'':<{width}}  {skill.where}")
         for hidden in found.shadowed.get(name, []):
             print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {hidden.folder}")
-    if settings.skills.get("enabled", True) is False:
+    if not settings.skills.enabled:
         print(
             "([skills] enabled = false in config.toml: tether run and tether chat offer none of these)", file=sys.stderr
         )

@@ -14,7 +14,7 @@ __all__ = ["add_parsers"]
 WORKER_HELP = """\
 Takes runs from the queue ([dispatch] broker_url, or $TETHER_BROKER_URL) and drives them with the
 stores in Postgres (database_url, or $TETHER_DATABASE_URL). Give it the same agents as the servers
-(--agent FILE_OR_MODULE, or [serve.agents.NAME] in config.toml). A worker that dies mid-run leaves
+(--agent FILE_OR_MODULE, or the [agents.NAME] tables of config.toml). A worker that dies mid-run leaves
 its run to another: the broker hands the run's message on, and the run continues from its last
 commit without paying twice for a recorded turn or repeating a recorded side effect.
 """
@@ -54,27 +54,27 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "tether worker needs the stores in Postgres: set database_url in config.toml "
             "(or $TETHER_DATABASE_URL), the same as the servers'"
         )
+    from tether.assembly import served_agents
     from tether.dispatch.engine import DEFAULT_QUEUE, open_dispatcher
     from tether.dispatch.worker import Worker, run_worker
-    from tether.server.agents import load_agents
     from tether.stores import database_of
     from tether.telemetry import telemetry_from_settings
 
-    agents = load_agents(settings, args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None)
+    agents = served_agents(settings, args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None)
     dispatcher = open_dispatcher(settings)
     db = database_of(settings)
     assert db is not None
     worker = Worker(
         home=settings.home, agents=agents, db=db, telemetry=telemetry_from_settings(settings), name=args.name
     )
-    concurrency = args.concurrency or int(settings.dispatch.get("concurrency") or 8)
-    queue = settings.dispatch.get("queue") or DEFAULT_QUEUE
+    concurrency = args.concurrency or settings.dispatch.concurrency or 8
+    queue = settings.dispatch.queue or DEFAULT_QUEUE
     print(
         f"tether worker {worker.name}: {concurrency} at once from queue {queue}; agents: {', '.join(agents)}",
         file=sys.stderr,
         flush=True,
     )
-    keep = settings.dispatch.get("keep_events_days")
+    keep = settings.dispatch.keep_events_days
     run_worker(
         worker,
         dispatcher.app,

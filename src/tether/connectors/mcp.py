@@ -329,10 +329,10 @@ def _checked(server: str, config: Mapping[str, Any]) -> dict[str, Any]:
     with its defaults filled in."""
     from pydantic import ValidationError
 
-    from tether.config import _McpTable
+    from tether.config import McpTable
 
     try:
-        return _McpTable.model_validate(dict(config)).model_dump()
+        return McpTable.model_validate(dict(config)).model_dump()
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from tether.server.store import SqliteServerStore
     from tether.status import Interruption, RunResult
 
-__all__ = ["AgentRun", "KbHit", "KbResults", "MemoryEntries", "add_serve_parser", "build_server", "cmd_serve"]
+__all__ = ["HELP", "AgentRun", "KbHit", "KbResults", "MemoryEntries", "build_server", "cmd_serve"]
 
 MCP_PATH = "/mcp"
 DEFAULT_PORT = 8000
@@ -148,7 +148,7 @@ def build_server(
         **auth,
     )
     _add_knowledge_tools(server, settings)
-    if tokens is None and settings.memory.get("enabled", True):
+    if tokens is None and settings.memory.enabled:
         _add_memory_tool(server, settings)
     for name, agent in _configured_agents(settings, agent_spec).items():
         _add_agent_tool(server, settings, name, agent)
@@ -213,12 +213,16 @@ class _Bases:
         return KbResults(base=base, query=result.query, mode=result.mode, note=result.note, hits=hits)
 
     def _get(self, name: str) -> "KnowledgeBase":
-        from tether.cli.kb import kb_name, open_kb
+        from tether.assembly import kb_name, open_kb
 
         with self._lock:
             kb = self._open.get(name)
             if kb is None:  # the name is checked first: it becomes a path under $TETHER_HOME/kb
-                kb = self._open[name] = open_kb(self.settings, kb_name(name))
+                try:
+                    kb_name(name)
+                except ValueError as exc:
+                    raise _tool_error(str(exc)) from None
+                kb = self._open[name] = open_kb(self.settings, name)
             return kb
 
 
@@ -228,7 +232,7 @@ def _add_knowledge_tools(server: "MCPServer", settings: "Settings") -> None:
     from tether.knowledge.base import Mode
 
     bases = _Bases(settings)
-    k_default = int(settings.kb.get("results") or 6)
+    k_default = settings.kb.results or 6
     listed = ", ".join(bases.names()) or "none yet (tether kb add PATH builds one)"
     Base = Annotated[str, Field(description=f"which knowledge base; at start: {listed}")]
     K = Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many results")]
@@ -279,7 +283,7 @@ def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
     def memory_read(store: Literal["profile", "notes"]) -> MemoryEntries:
         # Opened for each call: the files are read as they are now (a person may have changed them).
         # With scope "project", the project is the directory the server was started in.
-        memory = open_memory(settings, cfg.get("scope") or "user", Path.cwd())
+        memory = open_memory(settings, cfg.scope, Path.cwd())
         entries = memory.entries(store)
         shown = [e for e in entries if memory.check(e) is None]  # what the scan keeps from agents stays here
         usage = memory.usage(store)
@@ -301,11 +305,11 @@ def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
 
 
 def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Agent]":
-    """The agents to offer; none unless some are configured (``load_agents`` would make one up)."""
-    from tether.server.agents import load_agents
+    """The agents to offer; none unless some are configured (``served_agents`` would make one up)."""
+    from tether.assembly import served_agents
 
-    if spec or settings.serve.get("agent") or settings.serve.get("agents"):
-        return load_agents(settings, spec)
+    if spec or settings.serve.agent or settings.agents:
+        return served_agents(settings, spec)
     return {}
 
 
@@ -313,7 +317,7 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
     from mcp.types import ToolAnnotations
     from pydantic import Field
 
-    from tether.server.agents import describe
+    from tether.assembly import describe
 
     async def run_agent(task: Annotated[str, Field(description="what the agent should do, in words")]) -> AgentRun:
         return await _run_agent(settings, name, agent, task)
@@ -345,11 +349,11 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
     import anyio
     from mcp.server.auth.middleware.auth_context import get_access_token
 
+    from tether.assembly import describe
     from tether.cancel import CancelSignal
     from tether.errors import TetherError
     from tether.harness.loop import run
     from tether.harness.state import RunState
-    from tether.server.agents import describe
     from tether.stores import run_store
     from tether.tracing import JsonlTracer
 
@@ -441,43 +445,13 @@ def _waiting_for(waiting: "Interruption | None") -> str | None:
 # --- the command --------------------------------------------------------------------------------
 
 
-def add_serve_parser(subparsers: Any) -> None:
-    """Add ``serve`` to the ``tether mcp`` group's subcommands."""
-    from tether.cli.common import port_number
-
-    s = subparsers.add_parser(
-        "serve",
-        help="serve tether's knowledge bases, memory and agents over MCP",
-        description=HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    s.add_argument("--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    s.add_argument("--host", help="with --http: the address to listen on (default 127.0.0.1)")
-    s.add_argument(
-        "--port",
-        type=port_number,
-        help=f"with --http: the port to listen on (default {DEFAULT_PORT}; 0: any free port)",
-    )
-    s.add_argument(
-        "--agent",
-        metavar="FILE_OR_MODULE",
-        help="a Python file or module defining `agent` or `agents` to offer as tools",
-    )
-    s.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="with --http: listen beyond loopback; needs tokens (tether serve token create NAME)",
-    )
-    s.set_defaults(handler=cmd_serve)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tether mcp serve``: serve until the client goes (stdio) or Ctrl-C (HTTP); the exit code."""
-    from tether.cli.common import settings as load_settings
-    from tether.cli.common import usage_error
+    from tether.config import load_settings
+    from tether.errors import UserError
 
     if not args.http and (args.host is not None or args.port is not None or args.allow_remote):
-        raise usage_error("--host, --port and --allow-remote go with --http (without it tether serves MCP over stdio)")
+        raise UserError("--host, --port and --allow-remote go with --http (without it tether serves MCP over stdio)")
     settings = load_settings()
     if args.http:
         return _serve_http(settings, args)
@@ -487,16 +461,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _check_sdk() -> None:
-    from tether.cli.common import usage_error
+    from tether.errors import UserError
 
     try:
         import mcp  # noqa: F401
     except ImportError:
-        raise usage_error("tether mcp serve needs the mcp package: pip install 'tether[mcp]'") from None
+        raise UserError("tether mcp serve needs the mcp package: pip install 'tether[mcp]'") from None
 
 
 def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
-    from tether.cli.common import usage_error
+    from tether.errors import UserError
     from tether.stores import server_store
 
     host, port = args.host or "127.0.0.1", DEFAULT_PORT if args.port is None else args.port
@@ -505,7 +479,7 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     refusal = _refusal(host, remote, args.allow_remote, store)
     if refusal:
         store.close()
-        raise usage_error(refusal)
+        raise UserError(refusal)
     _check_sdk()
     import uvicorn
 
@@ -514,7 +488,7 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     try:
         sock = _bind(host, port)
     except OSError as exc:
-        raise usage_error(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
     server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.config import Settings
 
 __all__ = ["TASK", "CeleryDispatcher", "Dispatcher", "ThreadDispatcher", "celery_app", "open_dispatcher"]
 
@@ -85,15 +88,15 @@ class ThreadDispatcher:
             t.join(30)
 
 
-def open_dispatcher(settings: Any) -> CeleryDispatcher:
+def open_dispatcher(settings: Settings) -> CeleryDispatcher:
     """The dispatcher ``[dispatch]`` in config.toml (or ``$TETHER_BROKER_URL``) configures."""
     import os
 
-    table = settings.dispatch or {}
-    url = os.environ.get("TETHER_BROKER_URL") or table.get("broker_url")
+    table = settings.dispatch
+    url = os.environ.get("TETHER_BROKER_URL") or table.broker_url
     if not url:
         raise ConfigError(
             "external workers need a broker: set broker_url under [dispatch] in config.toml "
             "(amqp://USER:PASSWORD@HOST//) or $TETHER_BROKER_URL"
         )
-    return CeleryDispatcher(url, table.get("queue") or DEFAULT_QUEUE)
+    return CeleryDispatcher(url, table.queue or DEFAULT_QUEUE)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
 from tether.providers.base import Provider
 from tether.status import RunStatus
 from tether.usage import Price
+
+if TYPE_CHECKING:
+    from tether.config import Settings
 
 __all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_tool_call", "step_count_is"]
 
@@ -89,7 +92,7 @@ class Agent:
     middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
     # Layers that add tools and a system-prompt block (tether.harness.extension): memory, ...
     extensions: Sequence[Any] = ()
-    settings: Any = None  # a tether.config.Settings: named endpoints for model strings
+    settings: Settings | None = None  # config.toml's: named endpoints, prices and windows for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
     request_extra: dict[str, Any] = field(default_factory=dict)
     # Structured output (tether.harness.structured): a pydantic model class (or another type pydantic

@@ -136,8 +136,7 @@ def create_app(
     ``workers="external"`` queues every run for ``tether worker`` processes instead of running it
     here (it needs ``database_url``, and a broker under ``[dispatch]`` unless ``dispatcher`` is
     given); any number of such servers can stand behind one load balancer."""
-    from tether.cli.common import open_sessions
-    from tether.stores import database_of, run_store, server_store
+    from tether.stores import run_store, server_store
     from tether.telemetry import telemetry_from_settings
 
     settings = settings or load_settings()
@@ -145,37 +144,13 @@ def create_app(
     store = store or server_store(settings)
     runs = run_store(settings)
     telemetry = telemetry_from_settings(settings)
-    manager: Any
-    if workers == "external":
-        from tether.dispatch.engine import open_dispatcher
-        from tether.dispatch.jobs import Jobs
-        from tether.dispatch.remote import RemoteRuns
-
-        db = database_of(settings)
-        if db is None:
-            raise ConfigError(
-                "--workers external needs the stores in Postgres: set database_url in config.toml "
-                "(or $TETHER_DATABASE_URL) on every server and worker"
-            )
-        manager = RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
-    elif workers == "internal":
-        manager = RunManager(
-            home=settings.home,
-            agents=agents,
-            runs=runs,
-            sessions=open_sessions(None, settings),
-            store=store,
-            telemetry=telemetry,
-            threads=int(settings.serve.get("run_threads") or 4),
-        )
-    else:
-        raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
+    manager = _run_manager(settings, agents, store, runs, telemetry, workers, dispatcher)
     core = Core(settings, agents, store, runs, manager, telemetry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
-        keep_days = float(settings.serve.get("keep_events_days") or KEEP_EVENTS_DAYS)
+        keep_days = float(settings.serve.keep_events_days or KEEP_EVENTS_DAYS)
         pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
         yield
         if pruning is not None:
@@ -197,28 +172,71 @@ def create_app(
         "feedback. Every /v1 route needs `Authorization: Bearer TOKEN` once tokens exist.",
     )
     app.state.core = core
-    serve = settings.serve
-    app.add_middleware(
-        Guard,
-        max_body=int(serve.get("max_body_bytes") or DEFAULT_MAX_BODY),
-        allowed_hosts=list(serve.get("allowed_hosts") or ()),
-        cors_origins=list(serve.get("cors_origins") or ()),
-        local_only=lambda: not store.auth_required(),
-    )
-    if serve.get("cors_origins"):
-        from starlette.middleware.cors import CORSMiddleware
-
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(serve["cors_origins"]),
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
-        )
+    _guard(app, settings, store)
     _handlers(app)
     _routes(app, core)
     if STATIC.is_dir():
         app.mount("/static", _Static(directory=STATIC), name="static")
     return app
+
+
+def _run_manager(
+    settings: Settings,
+    agents: dict[str, Agent],
+    store: ServerStore,
+    runs: Any,
+    telemetry: Any,
+    workers: str,
+    dispatcher: Any,
+) -> Any:
+    """Who runs the runs: this process's threads (``internal``), or workers behind a queue."""
+    from tether.assembly import session_store
+    from tether.stores import database_of
+
+    if workers == "external":
+        from tether.dispatch.engine import open_dispatcher
+        from tether.dispatch.jobs import Jobs
+        from tether.dispatch.remote import RemoteRuns
+
+        db = database_of(settings)
+        if db is None:
+            raise ConfigError(
+                "--workers external needs the stores in Postgres: set database_url in config.toml "
+                "(or $TETHER_DATABASE_URL) on every server and worker"
+            )
+        return RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
+    if workers == "internal":
+        return RunManager(
+            home=settings.home,
+            agents=agents,
+            runs=runs,
+            sessions=session_store(None, settings),
+            store=store,
+            telemetry=telemetry,
+            threads=settings.serve.run_threads or 4,
+        )
+    raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
+
+
+def _guard(app: FastAPI, settings: Settings, store: ServerStore) -> None:
+    """Body size, Host and Origin checks ([serve]); CORS only for the origins listed."""
+    serve = settings.serve
+    app.add_middleware(
+        Guard,
+        max_body=serve.max_body_bytes or DEFAULT_MAX_BODY,
+        allowed_hosts=list(serve.allowed_hosts),
+        cors_origins=list(serve.cors_origins),
+        local_only=lambda: not store.auth_required(),
+    )
+    if serve.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(serve.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
 
 
 class _Static(StaticFiles):

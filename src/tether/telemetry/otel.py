@@ -258,15 +258,15 @@ def telemetry_from_settings(settings: Settings) -> Telemetry | None:
     """The telemetry ``[telemetry]`` in config.toml asks for, else the standard
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables; None when
     neither names an endpoint (or ``OTEL_SDK_DISABLED=true``)."""
-    table = settings.telemetry or {}
-    endpoint = table.get("otlp_endpoint") or _endpoint_from_env()
+    table = settings.telemetry
+    endpoint = table.otlp_endpoint or _endpoint_from_env()
     if not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     # No headers in the table: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS itself.
     return Telemetry(
         endpoint,
-        headers=dict(table.get("headers") or {}) or None,
-        service_name=table.get("service_name") or os.environ.get("OTEL_SERVICE_NAME") or "tether",
+        headers=dict(table.headers) or None,
+        service_name=table.service_name or os.environ.get("OTEL_SERVICE_NAME") or "tether",
     )
 
 

@@ -31,12 +31,15 @@ url = "https://search.example.com"
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.tools.base import FunctionTool
 from tether.tools.files import EDIT_TOOLS, FILE_TOOLS
 from tether.tools.shell import DEFAULT_BLOCKED, RunCommand, RunCommandUnsandboxed, ShellSettings
 from tether.tools.web import SearxngBackend, WebFetch, WebSearch, WebSettings
+
+if TYPE_CHECKING:
+    from tether.config import SandboxTable, ToolsTable
 
 __all__ = ["ToolSettings", "builtin_tools", "tool_settings"]
 
@@ -48,49 +51,48 @@ class ToolSettings:
     write_approval: bool = False
 
 
-def tool_settings(data: dict[str, Any] | None) -> ToolSettings:
-    """Read the ``[tools]`` table of config.toml. It is checked first, strictly (a quoted "no" is not
-    a boolean, -5 is not a timeout, an unknown key is an error): nothing is coerced."""
-    from tether.config import check_tools
+def tool_settings(data: ToolsTable | dict[str, Any] | None) -> ToolSettings:
+    """Read the ``[tools]`` table of config.toml. A dict is checked first, strictly (a quoted "no" is
+    not a boolean, -5 is not a timeout, an unknown key is an error): nothing is coerced."""
+    from tether.config import SandboxTable, ShellTable, WebTable, check_tools
 
-    data = check_tools(data)
-    shell: dict[str, Any] = data.get("shell") or {}
-    blocked = (DEFAULT_BLOCKED | frozenset(shell.get("block", []))) - frozenset(shell.get("unblock", []))
+    table = check_tools(data)
+    shell = table.shell or ShellTable()
+    blocked = (DEFAULT_BLOCKED | frozenset(shell.block or ())) - frozenset(shell.unblock or ())
     shell_settings = ShellSettings(
-        require_approval=shell.get("approval"),
-        timeout_s=float(shell.get("timeout_s", 30.0)),  # an int in TOML is fine: 60 means 60.0
-        output_cap_bytes=shell.get("output_cap_bytes", 1_000_000),
+        require_approval=shell.approval,
+        timeout_s=float(30.0 if shell.timeout_s is None else shell.timeout_s),  # 60 in TOML means 60.0
+        output_cap_bytes=shell.output_cap_bytes or 1_000_000,
         blocked=blocked,
-        env=dict(shell.get("env") or {}),
-        namespaces=shell.get("namespaces", True),
-        **_sandbox_settings(shell.get("sandbox") or {}),
+        env=dict(shell.env or {}),
+        namespaces=True if shell.namespaces is None else shell.namespaces,
+        **_sandbox_settings(shell.sandbox or SandboxTable()),
     )
-    web: dict[str, Any] = data.get("web") or {}
-    search: dict[str, Any] = data.get("web_search") or {}
-    backend = SearxngBackend(search["url"]) if search else None
+    web = table.web or WebTable()
+    search = table.web_search
     web_settings = WebSettings(
-        allow=tuple(web.get("allow", [])),
-        max_bytes=web.get("max_bytes", 2_000_000),
-        max_chars=web.get("max_chars", 100_000),
-        search=backend,
+        allow=tuple(web.allow or ()),
+        max_bytes=web.max_bytes or 2_000_000,
+        max_chars=web.max_chars or 100_000,
+        search=SearxngBackend(search.url) if search else None,
     )
-    files: dict[str, Any] = data.get("files") or {}
-    return ToolSettings(shell=shell_settings, web=web_settings, write_approval=files.get("write_approval", False))
+    write_approval = bool(table.files and table.files.write_approval)
+    return ToolSettings(shell=shell_settings, web=web_settings, write_approval=write_approval)
 
 
-def _sandbox_settings(table: dict[str, Any]) -> dict[str, Any]:
+def _sandbox_settings(table: SandboxTable) -> dict[str, Any]:
     return {
-        "sandbox": table.get("mode"),
-        "policy": table.get("policy"),
-        "writable": tuple(table.get("writable", ())),
-        "network": tuple(table.get("network", ())),
-        "home": table.get("home", "read-only"),
-        "hide": tuple(table.get("hide", ())),
+        "sandbox": table.mode,
+        "policy": table.policy,
+        "writable": tuple(table.writable),
+        "network": tuple(table.network),
+        "home": table.home,
+        "hide": tuple(table.hide),
     }
 
 
 def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
-    """Files (list, read, search, write, edit, delete), the slow scan, shell, web fetch and search."""
+    """Files (list, read, search, write, edit, delete), shell, web fetch and search."""
     settings = settings or ToolSettings()
     edit: list[Any] = list(EDIT_TOOLS)
     if settings.write_approval:

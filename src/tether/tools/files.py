@@ -28,7 +28,6 @@ __all__ = [
     "list_files",
     "read_file",
     "resolve_inside",
-    "scan_archive",
     "search_files",
     "write_file",
 ]
@@ -393,15 +392,5 @@ def delete_file(ctx: ToolContext, path: str) -> str:
     return f"deleted {path}{note}"
 
 
-@tool(read_only=True)
-async def scan_archive(ctx: ToolContext, files: int = 1200, seconds: float = 3.0) -> str:
-    """Scan the archive for problems. Slow: reports progress while it works."""
-    steps = 6
-    for step in range(1, steps + 1):
-        await ctx.signal.sleep(seconds / steps)
-        ctx.progress(f"scanned {files * step // steps} of {files} files")
-    return f"scanned {files} files: no problems found"
-
-
-FILE_TOOLS: tuple[FunctionTool, ...] = (list_files, read_file, delete_file, scan_archive)
+FILE_TOOLS: tuple[FunctionTool, ...] = (list_files, read_file, delete_file)
 EDIT_TOOLS: tuple[FunctionTool, ...] = (write_file, edit_file, search_files)

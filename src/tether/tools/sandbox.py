@@ -95,26 +95,24 @@ def _why_unavailable() -> str:
 
 def sandbox_status(settings: ShellSettings | None = None) -> SandboxStatus:
     """What holds for ``settings`` (default: the defaults) on this machine; the probe runs once."""
-    from tether.tools.shell import ShellSettings
-
-    settings = settings or ShellSettings()
     why_not = _why_unavailable()
     available = not why_not
-    asked = settings.sandbox
+    asked = settings.sandbox if settings else None
     if asked is None:
         mode: SandboxMode = "workspace-write" if available else "off"
     else:
         mode = asked
     refused = mode != "off" and not available
-    if settings.policy is not None:
+    if settings and settings.policy is not None:
         policy: ApprovalPolicy = settings.policy
-    elif settings.require_approval is not None:
+    elif settings and settings.require_approval is not None:
         policy = "always-ask" if settings.require_approval else "never-ask"
     else:
         policy = "ask-to-escalate" if mode != "off" else "always-ask"
     if mode == "off" and policy == "ask-to-escalate":  # nothing to escalate from: ask every time
         policy = "always-ask"
-    return SandboxStatus(mode, policy, available, why_not, refused, settings.network if mode != "off" else ())
+    network = settings.network if settings and mode != "off" else ()
+    return SandboxStatus(mode, policy, available, why_not, refused, network)
 
 
 # --- reading a refusal ---------------------------------------------------------------------------

