@@ -87,7 +87,7 @@ class Agent:
     compaction_threshold: float = 0.6  # compact when the estimated prompt passes this share of the window
     compaction_keep: float = 0.3  # ... keeping about this share of the window verbatim
     middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
-    # Layers that add tools and a system-prompt block (tether.harness.extension): memory, ...
+    # Layers that add tools and a system-prompt block (tether.harness.extension).
     extensions: Sequence[Any] = ()
     settings: Any = None  # a tether.config.Settings: named endpoints for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).

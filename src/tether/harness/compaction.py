@@ -210,14 +210,12 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     return [summary_message(summary, conversation_turns(older)), *state.messages[cut:]]
 
 
-# The breaker's count lives on the RunContext, which has no field for it yet: kept in the instance's
-# own dict under the name a future ``summary_failures: int = 0`` field would use.
 def _summary_failures(rc: RunContext) -> int:
-    return int(vars(rc).get("summary_failures", 0))
+    return rc.summary_failures
 
 
 def _set_summary_failures(rc: RunContext, count: int) -> None:
-    vars(rc)["summary_failures"] = count
+    rc.summary_failures = count
 
 
 def _trim_method(rc: RunContext) -> str:

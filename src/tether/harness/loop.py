@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -21,6 +22,7 @@ from tether.harness.agent import Agent, Stop
 from tether.harness.compaction import compact, context_window, should_compact
 from tether.harness.context import (
     Candidate,
+    EventSink,
     RunContext,
     StateStore,
     Tracer,
@@ -29,7 +31,8 @@ from tether.harness.context import (
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
 from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
-from tether.harness.state import RunState, conversation_turns, is_empty_answer, pending_tool_calls
+from tether.harness.pump import Finished, late_events, pump
+from tether.harness.state import WRITTEN_BY_POLICY, RunState, conversation_turns, is_empty_answer, pending_tool_calls
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
@@ -69,7 +72,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     tools = agent.tool_map()
     check_output_config(agent, tools)
     defs = tool_definitions(tools)
-    cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
+    cwd = Path(agent.cwd or Path.cwd()).absolute()
     rc = RunContext(
         agent=agent,
         state=state,
@@ -77,6 +80,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
         signal=signal,
         cwd=cwd,
         tools=tools,
+        sink=EventSink(),
         store=store,
         tool_defs=defs,
         system=agent.instructions,
@@ -231,12 +235,13 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
     try:
-        await _after_agent(rc)
+        async for event in _after_agent(rc):
+            yield event
     except RunCancelled as exc:
         rc.stop(Halt.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
-    for event in rc.drain():
+    for event in late_events(rc.sink):
         yield event
     yield _done(rc)
 
@@ -297,8 +302,6 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending:
             async for event in run_pending(rc, pending):
                 yield event
-            for event in rc.drain():
-                yield event
             if (
                 rc.halt is None
                 and rc.agent.compaction
@@ -318,8 +321,6 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
-        for event in rc.drain():
-            yield event
 
 
 async def _start(rc: RunContext) -> AsyncIterator[Event]:
@@ -334,9 +335,13 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
     _start_counter(rc)
     for mw in rc.agent.middleware:
-        verdict = await mw.before_agent(rc)
-        for event in rc.drain():
-            yield event
+        verdict = None
+        # A hook's model calls listen to Stop and count what they cost: let it end its own way.
+        async for item in pump(functools.partial(mw.before_agent, rc), rc.sink, rc.signal, cancel_work=False):
+            if isinstance(item, Finished):
+                verdict = item.value
+            else:
+                yield item
         if isinstance(verdict, Stop):
             rc.stop(Halt(verdict.status, verdict.reason))
             return
@@ -351,8 +356,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
         return Halt(
             "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
         )
-    if rc.agent.output_type is not None and not (last.model or "").startswith("guardrail"):
-        return check_answer(rc, last)  # a guardrail's note in words is not the model's answer
+    if rc.agent.output_type is not None and last.finish_reason != WRITTEN_BY_POLICY:
+        return check_answer(rc, last)  # a policy's note in words is not the model's answer
     empty = is_empty_answer(last)
     if last.finish_reason == "length":
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
@@ -360,10 +365,15 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
     return Halt("completed", EMPTY_ANSWER if empty else "the model answered")
 
 
-async def _after_agent(rc: RunContext) -> None:
+async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
     assert rc.halt is not None
     for mw in reversed(rc.agent.middleware):
-        verdict = await mw.after_agent(rc, rc.halt.status)
+        verdict = None
+        async for item in pump(functools.partial(mw.after_agent, rc, rc.halt.status), rc.sink, CancelSignal()):
+            if isinstance(item, Finished):
+                verdict = item.value
+            else:
+                yield item
         if isinstance(verdict, Stop):
             rc.halt = Halt(verdict.status, verdict.reason)
 

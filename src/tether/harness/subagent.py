@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tether.harness.agent import Agent
     from tether.harness.state import RunState
 
-__all__ = ["AgentTool", "ToolInterrupt"]
+__all__ = ["AgentTool", "ToolInterrupt", "children", "parent_of"]
 
 
 class ToolInterrupt(Exception):
@@ -42,6 +42,30 @@ class ToolInterrupt(Exception):
         self.interruption = interruption
 
 
+_NAME = "subagents"  # this feature's part of RunState.ext
+
+
+def children(state: RunState) -> dict[str, Any]:
+    """A parent's sub-agent calls: call id → the child's saved state while it runs, then its kept
+    answer (``{"done": true, ...}``). Kept in the parent's ``RunState.ext``."""
+    part = state.ext_state(_NAME)
+    older = state.legacy("children", "parent_run_id", "parent_call_id")  # runs saved before ext
+    if older.get("children"):
+        part.setdefault("children", older["children"])
+    if older.get("parent_run_id"):
+        part.setdefault("parent", {"run_id": older["parent_run_id"], "call_id": older.get("parent_call_id")})
+    found: dict[str, Any] = part.setdefault("children", {})
+    return found
+
+
+def parent_of(state: RunState) -> tuple[str | None, str | None]:
+    """A sub-agent's parent: (its run id, the call that started this child); (None, None) for a
+    run that is no sub-agent."""
+    children(state)  # takes over what an older save kept
+    parent = state.ext_state(_NAME).get("parent") or {}
+    return parent.get("run_id"), parent.get("call_id")
+
+
 class _ChildStore:
     """Saves the child's state inside the parent's, and the parent with it."""
 
@@ -50,7 +74,7 @@ class _ChildStore:
 
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         charge_child(self.ctx.state, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
-        self.ctx.state.children[self.ctx.call_id] = state.model_dump(mode="json")
+        children(self.ctx.state)[self.ctx.call_id] = state.model_dump(mode="json")
         if self.ctx.on_save is not None:
             self.ctx.on_save(durable)
 
@@ -58,7 +82,7 @@ class _ChildStore:
 def charged(parent: RunState, call_id: str) -> tuple[float, float]:
     """What the child's spending has already added to the parent's cost: its last saved record
     says (a state dump, or the kept answer), so there is no second account to keep in step."""
-    saved = parent.children.get(call_id)
+    saved = children(parent).get(call_id)
     if not isinstance(saved, dict):
         return 0.0, 0.0
     return float(saved.get("cost_usd") or 0.0), float(saved.get("cost_unknown_usd") or 0.0)
@@ -105,7 +129,7 @@ class AgentTool:
         from tether.harness.state import RunState
 
         parent = ctx.state
-        saved = parent.children.get(ctx.call_id)
+        saved = children(parent).get(ctx.call_id)
         if isinstance(saved, dict) and saved.get("done"):
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
         if isinstance(saved, dict):
@@ -115,7 +139,8 @@ class AgentTool:
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
-            child = RunState(parent_run_id=ctx.run_id, parent_call_id=ctx.call_id)
+            child = RunState()
+            child.ext_state(_NAME)["parent"] = {"run_id": ctx.run_id, "call_id": ctx.call_id}
             prompt = str(input["task"])
         limit = self.agent.max_budget_usd
         if ctx.budget_left_usd is not None:  # carved from what the parent has left
@@ -187,7 +212,7 @@ class AgentTool:
             "turns": result.turns,
         }
         charge_child(ctx.state, ctx.call_id, child)
-        ctx.state.children[ctx.call_id] = done
+        children(ctx.state)[ctx.call_id] = done
         if ctx.on_save is not None:
             ctx.on_save(True)
         ctx.emit(
@@ -211,11 +236,25 @@ class AgentTool:
     def _apply_decision(parent: RunState, child: RunState, call_id: str) -> None:
         """A person's decision on the parent's SubagentInterruption, handed to the child."""
         from tether.harness.state import approve, reject
+        from tether.status import SubagentInterruption
 
-        decision = parent.child_decisions.pop(call_id, None)
-        if decision is None or child.interruption is None:
+        answer = parent.answer
+        if answer is not None and isinstance(answer.question, SubagentInterruption):
+            if answer.question.call_id != call_id:
+                return
+            parent.answer = None
+            approved, reason = answer.approved, answer.reason
+        else:  # a run saved before RunState.answer: a decision kept per call
+            older = parent.legacy("child_decisions").get("child_decisions") or {}
+            decision = older.pop(call_id, None)
+            if older:
+                parent.ext.setdefault("legacy", {})["child_decisions"] = older
+            if decision is None:
+                return
+            approved, reason = bool(decision.get("approve")), decision.get("reason")
+        if child.interruption is None:
             return
-        if decision.get("approve"):
-            approve(child, reason=decision.get("reason"))
+        if approved:
+            approve(child, reason=reason)
         else:
-            reject(child, decision.get("reason"))
+            reject(child, reason=reason)

@@ -240,7 +240,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     yield ToolStart(run_id, call.id, call.name, call.arguments)
     started = time.perf_counter()
 
-    async def work(emit: Any) -> ToolResult | str | Stop:
+    async def work() -> ToolResult | str | Stop:
         ctx = ToolContext(
             cwd=rc.cwd,
             signal=rc.signal,
@@ -248,9 +248,9 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             call_id=call.id,
             idempotency_key=key,
             state=state,
-            on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
+            on_progress=lambda label: rc.emit(ToolProgress(run_id, call.id, call.name, label)),
             on_process=_on_process(rc, call.id),
-            on_event=emit,
+            on_event=rc.emit,
             budget_left_usd=None if rc.agent.max_budget_usd is None else rc.agent.max_budget_usd - state.spent_usd,
             on_save=lambda durable: rc.persist(durable=durable),
         )
@@ -265,7 +265,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     # not the tool's failure, and must not give the call a second result.
     value: ToolResult | str | Stop | Exception
     try:
-        async for item in pump(work, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
+        async for item in pump(work, rc.sink, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
             if isinstance(item, Finished):
                 value = item.value
                 break
