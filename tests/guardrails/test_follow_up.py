@@ -77,7 +77,7 @@ class Crm:
     leads: list[dict[str, Any]] = field(default_factory=list)
 
     async def capture(self, ctx: RunContext, verdict: Verdict) -> None:
-        self.leads.append({"run_id": ctx.state.run_id, "answer": ctx.state.output(), "why": verdict.rationale})
+        self.leads.append({"run_id": ctx.state.run_id, "answer": ctx.state.final_text(), "why": verdict.rationale})
 
 
 def conversation(hook: FollowUp, tmp_path: Path) -> tuple[RunState, list[list[Any]]]:

@@ -114,7 +114,7 @@ def test_the_classifiers_cost_is_added_to_the_run(tmp_path: Path) -> None:
     (turn,) = [e for e in guarded if isinstance(e, Turn)]
     assert turn.cost_usd == pytest.approx(r.cost_usd)  # the turn's running cost includes the verdict
     (stopped,) = [t for t in traced(tmp_path, r.run_id) if t["type"] == "run_stopped"]
-    assert stopped["costUsd"] == pytest.approx(r.cost_usd)
+    assert stopped["cost_usd"] == pytest.approx(r.cost_usd)
 
 
 def test_the_classifiers_cost_counts_against_the_budget() -> None:

@@ -108,13 +108,13 @@ def check_resumed(
     assert kept["cost_usd"] == pytest.approx(priced(EVERY_CALL, "child"), abs=1e-12)
     trace = read_trace(home / "traces" / f"{RUN}.jsonl")
     links = [line for line in trace if line["type"] == "subagent"]
-    assert {line["childRunId"] for line in links} == {kept["run_id"]}, "one child run, resumed, not a new one"
-    assert all(line["callId"] == "p1" for line in links)
+    assert {line["child_run_id"] for line in links} == {kept["run_id"]}, "one child run, resumed, not a new one"
+    assert all(line["call_id"] == "p1" for line in links)
     statuses = [line["status"] for line in links]
     assert statuses.count("completed") <= 1, "the child finished twice"
     if "completed" in statuses:
         assert "started" not in statuses[statuses.index("completed") :], "the child started again after it finished"
-    assert trace[-1]["type"] == "run_stopped" and trace[-1]["costUsd"] == pytest.approx(result["cost_usd"])
+    assert trace[-1]["type"] == "run_stopped" and trace[-1]["cost_usd"] == pytest.approx(result["cost_usd"])
 
 
 KILL_POINTS = [

@@ -632,7 +632,7 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
     if decision == "approve":
         approve(decided)
     else:
-        reject(decided, "keep the cache, the build needs it")
+        reject(decided, reason="keep the cache, the build needs it")
     later = go(agent, None, decided, store=RunStore(root), tracer=JsonlTracer(traces))
     final = result_of(later)
     assert final.status == "completed"
@@ -657,7 +657,7 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
 
     # The trace links the child's run to the parent's run and call, through every stop and resume.
     lines = read_trace(traces / f"{state.run_id}.jsonl")
-    links = [(x["callId"], x["childRunId"], x["status"]) for x in lines if x["type"] == "subagent"]
+    links = [(x["call_id"], x["child_run_id"], x["status"]) for x in lines if x["type"] == "subagent"]
     assert links == [("p1", child_run_id, "started"), ("p1", child_run_id, "interrupted")] * 2 + [
         ("p1", child_run_id, "started"),
         ("p1", child_run_id, "completed"),
@@ -692,7 +692,7 @@ def test_the_destructive_scenario_as_a_child(workspace: Path, decision: str) -> 
     if decision == "approve":
         approve(state)
     else:
-        reject(state, "we need it for the audit")
+        reject(state, reason="we need it for the audit")
     final = result_of(go(agent, None, state))
     assert final.status == "completed"
     if decision == "approve":
@@ -739,20 +739,20 @@ def test_subagent_events_link_the_child_run_in_the_stream_and_the_trace(tmp_path
     assert [e.run_id for e in events if isinstance(e, Turn)] == [state.run_id, child_run_id, state.run_id]
 
     lines = read_trace(traces / f"{state.run_id}.jsonl")
-    assert {x["runId"] for x in lines} == {state.run_id}
+    assert {x["run_id"] for x in lines} == {state.run_id}
     links = [x for x in lines if x["type"] == "subagent"]
-    assert [(x["callId"], x["name"], x["childRunId"], x["status"]) for x in links] == [
+    assert [(x["call_id"], x["name"], x["child_run_id"], x["status"]) for x in links] == [
         ("p1", "helper", child_run_id, "started"),
         ("p1", "helper", child_run_id, "completed"),
     ]
-    assert links[1]["costUsd"] == pytest.approx(CHILD.cost(U_CHILD))
-    assert lines[-1]["type"] == "run_stopped" and lines[-1]["costUsd"] == pytest.approx(
+    assert links[1]["cost_usd"] == pytest.approx(CHILD.cost(U_CHILD))
+    assert lines[-1]["type"] == "run_stopped" and lines[-1]["cost_usd"] == pytest.approx(
         2 * PARENT.cost(U_PARENT) + CHILD.cost(U_CHILD)
     )
     # The child's own steps are traced under its run id.
     child_lines = read_trace(traces / f"{child_run_id}.jsonl")
     assert [x["type"] for x in child_lines if x["type"] == "turn"] == ["turn"]
-    assert {x["runId"] for x in child_lines} == {child_run_id}
+    assert {x["run_id"] for x in child_lines} == {child_run_id}
 
 
 def test_a_child_runs_trace_ends_with_its_stop_line(tmp_path: Path) -> None:
@@ -805,7 +805,7 @@ def test_after_a_stop_the_trace_says_how_the_child_stopped(tmp_path: Path, where
     assert child_lines[-1]["status"] == "interrupted" and child_lines[-1]["interruption"]["type"] == "cancelled"
     links = [x for x in read_trace(traces / f"{state.run_id}.jsonl") if x["type"] == "subagent"]
     assert [x["status"] for x in links] == ["started", "interrupted"]
-    assert links[-1]["childRunId"] == child_run_id
+    assert links[-1]["child_run_id"] == child_run_id
 
 
 def test_a_child_stopped_by_an_error_does_not_stop_the_parent(tmp_path: Path) -> None:

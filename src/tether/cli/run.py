@@ -281,7 +281,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.approve:
         approve(state, reason=args.reason)
     elif args.reject is not None:
-        reject(state, args.reject)
+        reject(state, reason=args.reject)
     if args.max_turns is not None:
         state.config["max_turns"] = state.turns + args.max_turns
         print(
@@ -397,7 +397,7 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
         if answer.strip().lower() in ("y", "yes"):
             approve(state)
         else:
-            reject(state, (ask("reason (optional): ") or "").strip() or None)
+            reject(state, reason=(ask("reason (optional): ") or "").strip() or None)
     except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable
         print(file=sys.stderr)
         return False

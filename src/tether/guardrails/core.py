@@ -28,7 +28,6 @@ from typing import Any, ClassVar, Literal, Protocol
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt
 from tether.harness.middleware import Middleware, ModelCall, StreamKind, ToolCall
 from tether.harness.state import WRITTEN_BY_POLICY, RunState
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, UserMessage, text_of
@@ -170,7 +169,7 @@ class Guardrail(Middleware):
                 category=verdict.category,
             )
             _Record(ctx.state).pending = question
-            ctx.stop(Halt("interrupted", f"{words}. Approve to let the message through, or reject", question))
+            ctx.stop(Stop("interrupted", f"{words}. Approve to let the message through, or reject", question))
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
@@ -232,7 +231,7 @@ class Guardrail(Middleware):
                 )
             return None
         ctx.stop(
-            Halt(
+            Stop(
                 "interrupted",
                 f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
                 f"({pending.rationale}). Approve, or reject",
@@ -290,14 +289,14 @@ class Guardrail(Middleware):
             record = _Record(ctx.state)
             record.pending = question
             record.held = response.message
-            ctx.stop(Halt("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
+            ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
             return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
         if action == "redirect" and self.redirect_reply is not None:
-            ctx.stop(Halt("completed", f"redirected: {words}"))
+            ctx.stop(Stop("completed", f"redirected: {words}"))
             withheld = self.redirect_reply
         else:
-            ctx.stop(Halt("failed", f"blocked: {words}"))
+            ctx.stop(Stop("failed", f"blocked: {words}"))
             withheld = f"[Answer withheld: {words}.]"
         # The reply is paid for and recorded, in words, instead of what the caller never saw.
         message = response.message.model_copy(update={"content": (TextPart(text=withheld),)})

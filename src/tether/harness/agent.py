@@ -10,7 +10,7 @@ from typing import Any
 from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
 from tether.providers.base import Provider
-from tether.status import RunStatus
+from tether.status import CancelledInterruption, Interruption, RunStatus
 from tether.usage import Price
 
 __all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_tool_call", "step_count_is"]
@@ -18,10 +18,17 @@ __all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_too
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """What a stop condition returns to end the run with a given exit and reason."""
+    """How a run ends: one of the five exits, the reason in words, and for ``interrupted`` what it
+    waits for. A stop condition or a middleware hook returns one to end the run."""
 
     status: RunStatus = "completed"
     reason: str = "a stop condition was met"
+    interruption: Interruption | None = None
+
+    @classmethod
+    def cancelled(cls, reason: str) -> Stop:
+        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
+        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 # Called before every model call with the steps so far; True (→ completed) or a Stop ends the run.

@@ -31,8 +31,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from tether.errors import ProviderError
 from tether.events import Compaction, Event
+from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt, message_tokens
+from tether.harness.limits import message_tokens
 from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
@@ -246,7 +247,7 @@ def _apply(rc: RunContext, messages: list[Message]) -> None:
 def _maybe_give_up(rc: RunContext, window: int) -> None:
     if rc.compaction_failures >= MAX_FAILURES:
         rc.stop(
-            Halt(
+            Stop(
                 "failed",
                 f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
                 f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
 from tether.events import Event
-from tether.harness.agent import Agent
-from tether.harness.limits import Halt, estimate_prompt_tokens
+from tether.harness.agent import Agent, Stop
+from tether.harness.limits import estimate_prompt_tokens
 from tether.harness.state import RunState
 from tether.messages import AssistantMessage, ToolMessage, UserMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
@@ -85,7 +85,7 @@ class RunContext:
     tools: dict[str, Tool]
     sink: EventSink
     store: StateStore | None = None
-    halt: Halt | None = None
+    halt: Stop | None = None
     tool_defs: tuple[ToolDefinition, ...] = ()
     system: str = ""  # the system prompt every call of this run sends (instructions + snapshot)
     fixed_tokens: int = 0
@@ -165,7 +165,7 @@ class RunContext:
             else:
                 self.store.save(state, rewrite=rewrite, durable=False)
 
-    def stop(self, halt: Halt) -> None:
+    def stop(self, halt: Stop) -> None:
         self.halt = halt
 
     def rebuild_read_cache(self) -> None:

@@ -16,32 +16,17 @@ from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
 from tether.messages import AssistantMessage, ImagePart, Message, ToolMessage, UserMessage
 from tether.status import (
-    CancelledInterruption,
-    Interruption,
     MaxBudgetInterruption,
     MaxTurnsInterruption,
-    RunStatus,
 )
 from tether.tokens import count_tokens
 from tether.usage import Price
 
-__all__ = ["CallPlan", "Halt", "estimate_prompt_tokens", "message_tokens", "plan_call"]
+__all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call"]
 
 _PER_MESSAGE = 8
 _PER_IMAGE = 1500
 _SAFETY = 1.02
-
-
-@dataclass(frozen=True, slots=True)
-class Halt:
-    status: RunStatus
-    reason: str
-    interruption: Interruption | None = None
-
-    @classmethod
-    def cancelled(cls, reason: str) -> Halt:
-        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
-        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +68,12 @@ def estimate_prompt_tokens(
     return int(total * _SAFETY) + 16
 
 
-def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Halt | CallPlan:
+def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Stop | CallPlan:
     """Decide, before asking the model, whether the run may make another call, and how big.
 
     ``prompt_tokens`` estimates the next prompt; it is only called when a budget is set."""
     if agent.max_turns is not None and state.turns >= agent.max_turns:
-        return Halt(
+        return Stop(
             "max_turns_exceeded",
             f"reached the turn limit ({agent.max_turns}) before the model finished",
             MaxTurnsInterruption(max_turns=agent.max_turns),
@@ -98,9 +83,9 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
         for condition in agent.stop_when:
             verdict = condition(done)
             if verdict is True:
-                return Halt("completed", f"stop condition {getattr(condition, '__name__', '')} met")
+                return Stop("completed", f"stop condition {getattr(condition, '__name__', '')} met")
             if isinstance(verdict, Stop):
-                return Halt(verdict.status, verdict.reason)
+                return verdict
     if agent.max_budget_usd is None:
         return CallPlan(agent.max_tokens, 0)
     if price is None:  # checked when the run starts; kept here for direct callers
@@ -115,7 +100,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             if state.cost_unknown_usd
             else ""
         )
-        return Halt(
+        return Stop(
             "budget_exceeded",
             f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
             f"pay for another call: ~{prompt} prompt tokens plus at least "

@@ -29,7 +29,6 @@ from tether.harness.context import (
     tool_definitions,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
-from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
 from tether.harness.state import WRITTEN_BY_POLICY, RunState, conversation_turns, is_empty_answer, pending_tool_calls
@@ -190,7 +189,7 @@ async def run_stream(
                 from tether.usage import Usage
 
                 charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
-            rc.stop(rc.halt or Halt.cancelled(why or "cancelled"))
+            rc.stop(rc.halt or Stop.cancelled(why or "cancelled"))
             trace.write(_done(rc))
         raise
     finally:
@@ -231,14 +230,14 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
         async for event in _loop(rc):
             yield event
     except RunCancelled as exc:
-        rc.stop(Halt.cancelled(exc.reason))
+        rc.stop(Stop.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
     try:
         async for event in _after_agent(rc):
             yield event
     except RunCancelled as exc:
-        rc.stop(Halt.cancelled(exc.reason))
+        rc.stop(Stop.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
     for event in late_events(rc.sink):
@@ -246,13 +245,13 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
     yield _done(rc)
 
 
-def _crashed(rc: RunContext, exc: Exception) -> Halt:
+def _crashed(rc: RunContext, exc: Exception) -> Stop:
     _log.error("run %s stopped by an unexpected error", rc.state.run_id, exc_info=exc)
     rc.state.call_in_flight = None  # whatever was being asked is not coming back
     detail = str(exc) or "(no message)"
     if isinstance(exc, TetherError):
-        return Halt("failed", detail)
-    return Halt(
+        return Stop("failed", detail)
+    return Stop(
         "failed",
         f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
         "was; resuming it will not continue (start a new run or session from it). If this "
@@ -343,17 +342,17 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
             else:
                 yield item
         if isinstance(verdict, Stop):
-            rc.stop(Halt(verdict.status, verdict.reason))
+            rc.stop(verdict)
             return
         if rc.halt is not None:
             return
 
 
-def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
+def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     """How a final answer ends the run; None when it was sent back for a correction."""
     capped = rc.agent.max_budget_usd is not None and last.finish_reason == "length"
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
-        return Halt(
+        return Stop(
             "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
         )
     if rc.agent.output_type is not None and last.finish_reason != WRITTEN_BY_POLICY:
@@ -361,8 +360,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
     empty = is_empty_answer(last)
     if last.finish_reason == "length":
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
-        return Halt("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
-    return Halt("completed", EMPTY_ANSWER if empty else "the model answered")
+        return Stop("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
+    return Stop("completed", EMPTY_ANSWER if empty else "the model answered")
 
 
 async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
@@ -375,7 +374,7 @@ async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
             else:
                 yield item
         if isinstance(verdict, Stop):
-            rc.halt = Halt(verdict.status, verdict.reason)
+            rc.halt = verdict
 
 
 def _done(rc: RunContext) -> Done:
@@ -428,16 +427,25 @@ def run_sync(
     state: RunState | None = None,
     store: StateStore | None = None,
     tracer: Tracer | None = None,
+    signal: CancelSignal | None = None,
     session: SessionStore | None = None,
     session_id: str | None = None,
 ) -> RunResult:
-    """:func:`run` for code that is not async."""
+    """:func:`run` for code that is not async. ``signal`` stops the run from another thread:
+    ``signal.cancel_threadsafe(reason)``."""
     from tether.providers.http import close_clients
 
     async def main() -> RunResult:
         try:
             return await run(
-                agent, prompt, state=state, store=store, tracer=tracer, session=session, session_id=session_id
+                agent,
+                prompt,
+                state=state,
+                store=store,
+                tracer=tracer,
+                signal=signal,
+                session=session,
+                session_id=session_id,
             )
         finally:
             await close_clients()  # the loop ends here: its pooled connections go with it

@@ -21,7 +21,7 @@ from tether.errors import (
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.agent import Stop
 from tether.harness.context import Candidate, RunContext
-from tether.harness.limits import CallPlan, Halt, estimate_prompt_tokens, plan_call
+from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
@@ -51,7 +51,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
         await rc.counter_ready()  # the budget plans with exact counts
     while rc.halt is None:
         plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
-        if isinstance(plan, Halt):
+        if isinstance(plan, Stop):
             rc.stop(plan)
             return
         turn.attempt += 1
@@ -68,7 +68,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
                 yield item
         except RunCancelled as exc:
             count_abandoned(rc, in_flight, streamed, sent=True)
-            rc.stop(Halt.cancelled(exc.reason))
+            rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
             count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
@@ -77,7 +77,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             continue
         if isinstance(response, Stop):
             rc.state.call_in_flight = None  # a policy answered before anything was sent
-            rc.stop(Halt(response.status, response.reason))
+            rc.stop(response)
             return
         assert response is not None
         yield _record(rc, response, plan)
@@ -100,10 +100,10 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
             yield event
         return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
-        rc.stop(Halt("failed", str(exc)))
+        rc.stop(Stop("failed", str(exc)))
         return
     if turn.emitted:
-        rc.stop(Halt("failed", f"{exc} (after part of the reply reached the user; not retried)"))
+        rc.stop(Stop("failed", f"{exc} (after part of the reply reached the user; not retried)"))
         return
     stalled = isinstance(exc, FirstTokenTimeout)
     policy = rc.agent.retry
@@ -115,7 +115,7 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         return
     if wait is None:
         rc.stop(
-            Halt(
+            Stop(
                 "failed",
                 f"{exc} (the provider asked to wait {exc.retry_after} s; "
                 f"more than max_retry_after_s={policy.max_retry_after_s})",
@@ -123,13 +123,13 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         )
         return
     if spent:
-        rc.stop(Halt("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
+        rc.stop(Stop("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
         return
     yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
     try:
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
-        rc.stop(Halt.cancelled(cancelled.reason))
+        rc.stop(Stop.cancelled(cancelled.reason))
 
 
 async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
