@@ -2,8 +2,9 @@
 
 Every line carries ``run_id`` (keys are snake_case; traces written by older versions used
 camelCase, and :func:`read_trace` gives both in snake_case); ``turn`` lines carry their tokens
-and the running cost; the last line of a run is ``run_stopped`` with the status and the reason. A run resumed in another process
-appends to the same file, so one run is one file whatever happened in between.
+and the running cost; the last line of a run is ``run_stopped`` with the status and the reason.
+A run resumed in another process appends to the same file, so one run is one file whatever
+happened in between.
 """
 
 from __future__ import annotations
