@@ -50,6 +50,15 @@ class RuleClassifier:
         self.scanner_score = scanner_score
         self.stages = tuple(stages) if stages is not None else None
 
+    @property
+    def max_match_chars(self) -> int | None:
+        """The longest text any rule can match (a chunked output guardrail judges each chunk with
+        that much of what came before it); None when a rule, or the scanner, has no bound."""
+        if self.scanner is not None or not self.rules:
+            return None
+        widths = [_max_width(pattern) for pattern, _ in self.rules]
+        return None if None in widths else max(w for w in widths if w is not None)
+
     @classmethod
     def jailbreaks(cls, rules: Sequence[Rule] = ()) -> RuleClassifier:
         """The memory layer's injection scan (instruction overrides, role hijack, fake system
@@ -76,6 +85,17 @@ class RuleClassifier:
             if pattern.search(text):
                 found.append(Verdict(rule.rationale, rule.score, rule.category))
         return min(found, key=lambda v: v.score) if found else Verdict("no rule matched", 1.0, "")
+
+
+def _max_width(pattern: re.Pattern[str]) -> int | None:
+    """The most characters ``pattern`` can match, or None when unbounded (``+``, ``*``): the
+    width the regular-expression parser of the standard library computes for it."""
+    try:
+        from re import _constants, _parser  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - a Python whose re is laid out otherwise: no bound known
+        return None
+    _low, high = _parser.parse(pattern.pattern, pattern.flags).getwidth()
+    return None if high >= _constants.MAXREPEAT else int(high)
 
 
 _ASK = """You are a guardrail. Judge the text below against these instructions:

@@ -33,11 +33,10 @@ from tether.errors import ProviderError
 from tether.events import Compaction, Event
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import message_tokens
 from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
-from tether.tokens import count_tokens
+from tether.tokens import count_tokens, message_tokens
 from tether.usage import model_info
 
 __all__ = [

@@ -4,7 +4,6 @@ signal, persistence, and the read-only result cache (rebuilt from the transcript
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,10 +207,8 @@ def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:
 def fixed_prompt_tokens(
     system: str, defs: tuple[ToolDefinition, ...], count: Callable[[str], int] | None = None
 ) -> int:
-    from tether.tokens import count_tokens
+    """What every call of the run sends besides its messages (:func:`tether.tokens.fixed_tokens`,
+    the one estimate tether has)."""
+    from tether.tokens import count_tokens, fixed_tokens
 
-    count = count or count_tokens
-    tools_json = json.dumps(
-        [{"name": d.name, "description": d.description, "parameters": d.input_schema} for d in defs]
-    )
-    return 16 + count(system) + count(tools_json) + 16 * len(defs)
+    return fixed_tokens(system, ((d.name, d.description, d.input_schema) for d in defs), count or count_tokens)

@@ -14,18 +14,16 @@ from dataclasses import dataclass
 from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
-from tether.messages import AssistantMessage, ImagePart, Message, ToolMessage, UserMessage
+from tether.messages import AssistantMessage
 from tether.status import (
     MaxBudgetInterruption,
     MaxTurnsInterruption,
 )
-from tether.tokens import count_tokens
+from tether.tokens import PER_MESSAGE, count_tokens, message_tokens
 from tether.usage import Price
 
 __all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call"]
 
-_PER_MESSAGE = 8
-_PER_IMAGE = 1500
 _SAFETY = 1.02
 
 
@@ -33,18 +31,6 @@ _SAFETY = 1.02
 class CallPlan:
     max_tokens: int
     prompt_estimate: int
-
-
-def message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> int:
-    total = _PER_MESSAGE
-    if isinstance(m, AssistantMessage):
-        total += count(m.text)
-        total += sum(4 + count(c.name) + count(c.arguments) for c in m.tool_calls)
-        return total
-    parts = m.content if isinstance(m, UserMessage | ToolMessage) else ()
-    for p in parts:
-        total += _PER_IMAGE if isinstance(p, ImagePart) else count(p.text)
-    return total
 
 
 def estimate_prompt_tokens(
@@ -61,7 +47,7 @@ def estimate_prompt_tokens(
     for i in range(len(messages) - 1, -1, -1) if trust_last_usage else ():
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
-            base = m.usage.prompt_tokens + m.usage.completion_tokens + _PER_MESSAGE
+            base = m.usage.prompt_tokens + m.usage.completion_tokens + PER_MESSAGE
             start = i + 1
             break
     total = base + sum(message_tokens(m, count) for m in messages[start:])
