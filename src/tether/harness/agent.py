@@ -105,11 +105,12 @@ class Agent:
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
 
-    def as_tool(self, name: str, description: str) -> Any:
-        """This agent as a tool another agent can call (see tether.harness.subagent)."""
+    def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
+        """This agent as a tool another agent can call (see tether.harness.subagent). A call that
+        would start a run ``max_depth`` levels of delegation deep is refused, in words."""
         from tether.harness.subagent import AgentTool
 
-        return AgentTool(self, name, description)
+        return AgentTool(self, name, description, max_depth=max_depth)
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

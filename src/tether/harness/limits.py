@@ -58,10 +58,11 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     """Decide, before asking the model, whether the run may make another call, and how big.
 
     ``prompt_tokens`` estimates the next prompt; it is only called when a budget is set."""
-    if agent.max_turns is not None and state.turns >= agent.max_turns:
+    if agent.max_turns is not None and state.turns + state.delegated_turns >= agent.max_turns:
+        theirs = f", {state.delegated_turns} of them by runs it delegated to" if state.delegated_turns else ""
         return Stop(
             "max_turns_exceeded",
-            f"reached the turn limit ({agent.max_turns}) before the model finished",
+            f"reached the turn limit ({agent.max_turns}{theirs}) before the model finished",
             MaxTurnsInterruption(max_turns=agent.max_turns),
         )
     if agent.stop_when:

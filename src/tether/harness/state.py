@@ -151,6 +151,10 @@ class RunState(BaseModel):
     # so the run's cost is unknown (``RunResult.cost_usd`` is None), never a silent zero.
     unpriced_models: list[str] = Field(default_factory=list)
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
+    # Model turns made on this run's behalf outside its transcript (by a tool that runs its own
+    # loop: a sub-agent, and everything below it). They count against ``max_turns`` as what they
+    # cost counts against the budget (``cost_usd``), so a run's limits bound all it set going.
+    delegated_turns: int = 0
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
     # The transcript was changed outside a run (a decision): the session mirror must be rewritten.

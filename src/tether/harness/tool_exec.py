@@ -251,6 +251,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             on_process=_on_process(rc, call.id),
             on_event=rc.emit,
             budget_left_usd=None if rc.agent.max_budget_usd is None else rc.agent.max_budget_usd - state.spent_usd,
+            turns_left=None if rc.agent.max_turns is None else rc.agent.max_turns - state.turns - state.delegated_turns,
             on_save=lambda durable: rc.persist(durable=durable),
         )
 
