@@ -176,44 +176,27 @@ class AgentTool:
             elif not isinstance(event, TextDelta | ReasoningDelta):
                 ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
         assert result is not None
-        if ctx.signal.cancelled:  # Stop reached the child: the parent stops too, the call pending
-            ctx.emit(
-                Subagent(
-                    ctx.run_id,
-                    ctx.call_id,
-                    self.name,
-                    child.run_id,
-                    result.status,
-                    result.cost_usd,
-                    result.reason or "",
-                )
-            )
-            ctx.signal.raise_if_cancelled()
-        if (
-            result.status == "interrupted"
-            and result.interruption is not None
-            and result.interruption.type != "cancelled"
-        ):
-            from tether.status import SubagentInterruption
-
-            ctx.emit(
-                Subagent(
-                    ctx.run_id,
-                    ctx.call_id,
-                    self.name,
-                    child.run_id,
-                    "interrupted",
-                    result.cost_usd,
-                    result.reason or "",
-                )
-            )
-            raise ToolInterrupt(
-                f"the sub-agent {self.name} is waiting: {result.reason}",
-                SubagentInterruption(
-                    call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
-                ),
-            )
+        self._stop_with_child(ctx, child, result)
         return self._keep(ctx, child, result)
+
+    def _stop_with_child(self, ctx: ToolContext, child: RunState, result: Any) -> None:
+        """A child that stopped for Stop or for a person stops the parent too, the call pending."""
+        waits = result.status == "interrupted" and result.interruption is not None
+        if not ctx.signal.cancelled and not (waits and result.interruption.type != "cancelled"):
+            return
+        status = result.status if ctx.signal.cancelled else "interrupted"
+        ctx.emit(
+            Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, status, result.cost_usd, result.reason or "")
+        )
+        ctx.signal.raise_if_cancelled()
+        from tether.status import SubagentInterruption
+
+        raise ToolInterrupt(
+            f"the sub-agent {self.name} is waiting: {result.reason}",
+            SubagentInterruption(
+                call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
+            ),
+        )
 
     def _refusal(self, ctx: ToolContext) -> ToolResult | None:
         """Checked before a new child starts: the depth of delegation, and the turns left to the

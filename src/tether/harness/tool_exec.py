@@ -232,6 +232,25 @@ def _on_process(rc: RunContext, call_id: str) -> Any:
     return record
 
 
+def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolContext:
+    """What the tool may use: where to work, the signal, the run's limits left, the event sink."""
+    state, agent, run_id = rc.state, rc.agent, rc.state.run_id
+    return ToolContext(
+        cwd=rc.cwd,
+        signal=rc.signal,
+        run_id=run_id,
+        call_id=call.id,
+        idempotency_key=key,
+        state=state,
+        on_progress=lambda label: rc.emit(ToolProgress(run_id, call.id, call.name, label)),
+        on_process=_on_process(rc, call.id),
+        on_event=rc.emit,
+        budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
+        turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
+        on_save=lambda durable: rc.persist(durable=durable),
+    )
+
+
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
     state = rc.state
     run_id = state.run_id
@@ -240,20 +259,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     started = time.perf_counter()
 
     async def work() -> ToolResult | str | Stop:
-        ctx = ToolContext(
-            cwd=rc.cwd,
-            signal=rc.signal,
-            run_id=run_id,
-            call_id=call.id,
-            idempotency_key=key,
-            state=state,
-            on_progress=lambda label: rc.emit(ToolProgress(run_id, call.id, call.name, label)),
-            on_process=_on_process(rc, call.id),
-            on_event=rc.emit,
-            budget_left_usd=None if rc.agent.max_budget_usd is None else rc.agent.max_budget_usd - state.spent_usd,
-            turns_left=None if rc.agent.max_turns is None else rc.agent.max_turns - state.turns - state.delegated_turns,
-            on_save=lambda durable: rc.persist(durable=durable),
-        )
+        ctx = _tool_context(rc, call, key)
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)
