@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 from bench import _crash_child as child  # noqa: E402
 from bench._results import write_results  # noqa: E402
 from tether import RunState, RunStore  # noqa: E402
+from tether.events import snake_keys  # noqa: E402
 from tether.messages import AssistantMessage, Message, ToolMessage  # noqa: E402
 from tether.providers.scripted import SCENARIOS, Reply  # noqa: E402
 from tether.testing import ScriptedServer  # noqa: E402
@@ -547,13 +548,13 @@ def kill_sequence(scenario: str, baseline: Run) -> list[str]:
     trace = baseline.home / "traces" / f"{baseline.run_id}.jsonl"
     out: list[str] = []
     for line in trace.read_text().splitlines():
-        event = json.loads(line)
+        event = snake_keys(json.loads(line))
         kind = event["type"]
         if kind == "turn" and scenario not in child.OVER_HTTP:
             out.append("request")
         if kind in ("turn", "tool_start", "tool_result", "approval_required"):
             out.append(kind)
-        if kind == "tool_start" and event.get("toolName") in ("record", "transfer"):
+        if kind == "tool_start" and event.get("tool_name") in ("record", "transfer"):
             out += ["effect_before", "effect_after"]
     return out
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._results import tether_commit, write_results  # noqa: E402
 from tether import Agent, CancelSignal, RunState, RunStore, run_stream  # noqa: E402
+from tether.harness.subagent import children  # noqa: E402
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart  # noqa: E402
 from tether.providers.base import ModelRequest  # noqa: E402
 from tether.providers.openai_chat import OpenAIChatProvider  # noqa: E402
@@ -121,7 +122,7 @@ async def once(where: str, shape: str, store: bool, server: ScriptedServer) -> t
             await watcher
     shutil.rmtree(ws.parent, ignore_errors=True)
     assert result is not None and pressed, "the run ended before Stop was pressed"
-    child = state.children.get("p1") if shape == "child" else None
+    child = children(state).get("p1") if shape == "child" else None
     said = str(child.get("reason") or "") if isinstance(child, dict) else ""
     outcome = {
         "status": result.status,

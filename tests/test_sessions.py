@@ -252,7 +252,7 @@ def test_resume_reconciles_a_session_a_crash_left_ahead(tmp_path: Path, workspac
     store.append("w", [user("written by a process that died before saving its run")])
     from tether.harness.state import reject
 
-    reject(state, "no")
+    reject(state, reason="no")
     run_sync(Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace), state=state, session=store)
     history = store.load("w")
     assert [m.role for m in history] == [m.role for m in state.messages]

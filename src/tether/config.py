@@ -260,7 +260,7 @@ class GuardrailTable(_Table):
 
 
 class LoopGuardTable(_Table):
-    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it (tether.harness.loops)."""
+    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it (tether.harness.loop_guard)."""
 
     nudge_after: _PositiveInt = 3
     stop_after: _PositiveInt | None = 5

@@ -6,6 +6,7 @@ deltas are streamed but not traced, and ``done`` is traced as ``run_stopped``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -268,10 +269,12 @@ _NOT_TRACED = frozenset({"text_delta", "reasoning_delta"})
 
 
 def to_trace(event: Event) -> dict[str, Any] | None:
-    """The trace line for ``event`` (camel-case ``runId`` first), or None for deltas."""
+    """The trace line for ``event`` (``run_id`` first; every key in snake_case, as the events'
+    fields are named), or None for deltas. Traces written before tether 0.x used camelCase keys
+    (``runId``, ``costUsd``): :func:`tether.tracing.read_trace` reads both."""
     if event.type in _NOT_TRACED:
         return None
-    line: dict[str, Any] = {"runId": event.run_id}
+    line: dict[str, Any] = {"run_id": event.run_id}
     if isinstance(event, Done):
         r = event.result
         line.update(
@@ -282,8 +285,8 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             turns=r.turns,
             prompt_tokens=r.usage.prompt_tokens,
             completion_tokens=r.usage.completion_tokens,
-            costUsd=None if r.cost_usd is None else round(r.cost_usd, 8),
-            costUnknownUsd=round(r.cost_unknown_usd, 8),
+            cost_usd=None if r.cost_usd is None else round(r.cost_usd, 8),
+            cost_unknown_usd=round(r.cost_unknown_usd, 8),
             tool_stats=r.tool_stats,
         )
         return line
@@ -297,7 +300,7 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             total_tokens=event.usage.total_tokens,
             cached_tokens=event.usage.cached_tokens,
             usage_estimated=event.usage.estimated,
-            costUsd=None if event.cost_usd is None else round(event.cost_usd, 8),
+            cost_usd=None if event.cost_usd is None else round(event.cost_usd, 8),
             finish=event.finish_reason,
             max_tokens=event.max_tokens,
         )
@@ -306,10 +309,16 @@ def to_trace(event: Event) -> dict[str, Any] | None:
         if name == "widget" and event.widget is None:  # type: ignore[union-attr]
             continue
         if name != "run_id":
-            line[_camel(name)] = getattr(event, name)
+            line[name] = getattr(event, name)
     return line
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.title() for w in rest)
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake_keys(line: dict[str, Any]) -> dict[str, Any]:
+    """A trace line with its top-level keys in snake_case: older traces wrote ``runId``,
+    ``costUsd``, ``toolName``; readers see one casing whichever wrote the file."""
+    if not any(_CAMEL.search(key) for key in line):
+        return line
+    return {_CAMEL.sub(r"_\1", key).lower(): value for key, value in line.items()}

@@ -134,5 +134,8 @@ class RunResult(_Frozen):
 
     @property
     def data(self) -> Any:
-        """The typed answer, or None when the run has none (the name this had before ``output``)."""
+        """Deprecated: the typed answer is ``output`` (None here when the run has none)."""
+        import warnings
+
+        warnings.warn("RunResult.data is deprecated: read RunResult.output", DeprecationWarning, stacklevel=2)
         return self.output if self.typed else None

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from tether._lru import ByteLRU
@@ -178,3 +178,61 @@ async def load_counter(model: str) -> Callable[[str], int]:
     if counter is count_tokens:
         await preload()
     return counter
+
+
+# -- what a prompt costs: the one estimate budgets, compaction and unreported usage share ---------
+
+# What a message, a tool definition or a call costs besides its text, in the model's own tokens.
+# A chat template frames every message with a role marker and an end marker: Gemma's
+# "<start_of_turn>user\n ... <end_of_turn>\n", ChatML's "<|im_start|>user\n ... <|im_end|>\n" and
+# Llama 3's header and <|eot_id|> are 5 tokens each (the markers are single special tokens);
+# OpenAI documents 3. A template whose markers the tokenizer splits as text costs more (ChatML on
+# Gemma: 6 per marker). 8 was measured against llama.cpp's own counts (bench/real_server.py: 0.84
+# and 1.08 of the served prompt); elsewhere it errs high, the safe side for a budget. A tool is
+# rendered as its JSON (name, description, schema: counted as text) inside a wrapper of some 8-20
+# tokens, depending on the template; a call, as its name and arguments in a few framing tokens.
+PER_MESSAGE = 8
+PER_TOOL = 8
+PER_CALL = 4
+PER_IMAGE = 1500  # a large image on either API; tether does not know image sizes
+
+
+def tool_tokens(name: str, description: str, schema: Any, count: Callable[[str], int] = count_tokens) -> int:
+    """What one tool definition adds to every prompt: its name, description and JSON schema."""
+    import json
+
+    return PER_TOOL + count(name) + count(description) + count(json.dumps(schema))
+
+
+def message_tokens(message: Any, count: Callable[[str], int] = count_tokens, *, reasoning: bool = False) -> int:
+    """What one message (of :mod:`tether.messages`) adds to a prompt: its text, calls and images,
+    in its frame. Reasoning is not sent back to the model, so not counted unless ``reasoning``."""
+    total = PER_MESSAGE
+    for part in message.content:
+        kind = part.type
+        if kind == "text" or (reasoning and kind == "reasoning"):
+            total += count(part.text)
+        elif kind == "tool_call":
+            total += PER_CALL + count(part.name) + count(part.arguments)
+        elif kind == "image":
+            total += PER_IMAGE
+    return total
+
+
+def fixed_tokens(
+    system: str | None,
+    tools: Iterable[tuple[str, str, Any]],
+    count: Callable[[str], int] = count_tokens,
+    *,
+    output_schema: Any = None,
+) -> int:
+    """What every prompt of a run sends besides its messages: the reply's own role marker, the
+    system prompt, the tool definitions (name, description, schema) and a structured-output
+    schema (sent as a response format or as one more tool)."""
+    import json
+
+    total = PER_MESSAGE + (PER_MESSAGE + count(system) if system else 0)
+    total += sum(tool_tokens(name, description, schema, count) for name, description, schema in tools)
+    if output_schema is not None:
+        total += PER_TOOL + count(json.dumps(output_schema))
+    return total

@@ -1,8 +1,10 @@
 """The trace: one JSON line per event in ``$TETHER_HOME/traces/<run_id>.jsonl``.
 
-Every line carries ``runId``; ``turn`` lines carry their tokens and the running cost; the last
-line of a run is ``run_stopped`` with the status and the reason. A run resumed in another process
-appends to the same file, so one run is one file whatever happened in between.
+Every line carries ``run_id`` (keys are snake_case; traces written by older versions used
+camelCase, and :func:`read_trace` gives both in snake_case); ``turn`` lines carry their tokens
+and the running cost; the last line of a run is ``run_stopped`` with the status and the reason.
+A run resumed in another process appends to the same file, so one run is one file whatever
+happened in between.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.events import Event, to_trace
+from tether.events import Event, snake_keys, to_trace
 from tether.fileio import private_dir
 
 if TYPE_CHECKING:
@@ -89,11 +91,13 @@ def trace_bytes(path: Path) -> bytes:
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
-    """The trace's lines; a torn last line (a crash mid-write) is skipped."""
+    """The trace's lines, keys in snake_case (older traces' camelCase keys too); a torn last line
+    (a crash mid-write) is skipped."""
     out = []
     for line in trace_bytes(path).decode("utf-8", errors="replace").split("\n"):
         try:
-            out.append(json.loads(line))
+            value = json.loads(line)
         except ValueError:
             continue
+        out.append(snake_keys(value) if isinstance(value, dict) else value)
     return out

@@ -70,7 +70,7 @@ def test_the_default_agent_has_the_built_in_tools_and_no_demo_tool(tmp_path: Pat
 
 def test_guardrails_and_the_loop_guard_become_middleware(tmp_path: Path) -> None:
     from tether.guardrails import Guardrail
-    from tether.harness.loops import LoopGuard
+    from tether.harness.loop_guard import LoopGuard
 
     s = settings_with(
         tmp_path / "home",

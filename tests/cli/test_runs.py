@@ -32,7 +32,7 @@ def test_runs_lists_and_show_prints_transcript(workspace: Path, env: dict[str, s
 def test_trace_answers_what_the_run_cost(workspace: Path, env: dict[str, str]) -> None:
     result = tether_json("run", "--model", "scripted/plan", "--cwd", str(workspace), "q", env=env)
     lines = [json.loads(x) for x in tether("trace", result["run_id"], env=env).stdout.splitlines()]
-    assert all(line["runId"] == result["run_id"] for line in lines)
+    assert all(line["run_id"] == result["run_id"] for line in lines)
     assert [x["type"] for x in lines] == [
         "turn",
         "tool_start",
@@ -44,7 +44,7 @@ def test_trace_answers_what_the_run_cost(workspace: Path, env: dict[str, str]) -
         "run_stopped",
     ]
     turns = [x for x in lines if x["type"] == "turn"]
-    assert turns[-1]["costUsd"] == pytest.approx(result["cost_usd"])
+    assert turns[-1]["cost_usd"] == pytest.approx(result["cost_usd"])
     assert all({"prompt_tokens", "completion_tokens", "total_tokens", "finish"} <= set(t) for t in turns)
     assert lines[-1]["status"] == "completed" and lines[-1]["turns"] == 3
 
@@ -59,7 +59,7 @@ def test_a_damaged_trace_prints_the_good_lines_and_counts_the_rest(
         b"garbage line\n"
         + good
         + b"\xff\xfe\x00binary junk\n42\n"
-        + b'{"runId": "'
+        + b'{"run_id": "'
         + run_id.encode()
         + b'", "type": "tu'
     )

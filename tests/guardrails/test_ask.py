@@ -1,6 +1,6 @@
 """Ask a person: a verdict under the ``ask`` threshold stops the run ``interrupted`` with a
 :class:`GuardrailInterruption`; ``approve(state)`` and a resume let the message (or the answer)
-through, ``reject(state, reason)`` refuses it in words. The question is asked once."""
+through, ``reject(state, reason=reason)`` refuses it in words. The question is asked once."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_an_answer_held_for_a_person_is_delivered_once_approved(tmp_path: Path) 
 
 def test_an_answer_held_for_a_person_is_refused_in_words_once_rejected() -> None:
     agent, fm, classifier, state, _ = held_answer()
-    reject(state, "no discounts without a signed contract")
+    reject(state, reason="no discounts without a signed contract")
     r = run_sync(agent, state=state)
     assert r.output == (
         f"[Not answered: a person declined it after the output guardrail's verdict "
@@ -133,7 +133,7 @@ def test_a_persons_decision_is_an_event_and_the_reason_says_so(stage: str, decid
     if decide == "approve":
         approve(state)
     else:
-        reject(state, "not without a contract")
+        reject(state, reason="not without a contract")
     events = collect(agent, state=state, tracer=JsonlTracer(tmp_path))
     r = result_of(events)
     (verdict,) = verdicts(events, stage)
@@ -154,7 +154,7 @@ def test_a_rejected_answer_does_not_live_on_in_the_session() -> None:
     agent = Agent(fm, middleware=[Guardrail(rules(DISCOUNT), stages=("output",), thresholds=ASK)])
     state = RunState(session_id="buyer-17")
     assert run_sync(agent, "Can I get a better price?", state=state, session=sessions).status == "interrupted"
-    reject(state, "no discounts without a signed contract")
+    reject(state, reason="no discounts without a signed contract")
     refused = run_sync(agent, state=state, session=sessions).output
     assert [m.text for m in sessions.load("buyer-17") if isinstance(m, AssistantMessage)] == [refused]
     run_sync(agent, "And how long is delivery?", session=sessions, session_id="buyer-17")

@@ -78,7 +78,7 @@ def test_a_jailbreak_is_blocked_before_any_model_call_with_its_rationale_in_the_
     trace = traced(tmp_path, r.run_id)
     (line,) = [t for t in trace if t["type"] == "guardrail"]
     assert line == {
-        "runId": r.run_id,
+        "run_id": r.run_id,
         "type": "guardrail",
         "decision": "block",
         "rationale": verdict.rationale,
@@ -230,7 +230,7 @@ def test_approving_an_input_lets_it_through_without_asking_again(tmp_path: Path)
 
 def test_rejecting_an_input_ends_with_the_refusal_in_words() -> None:
     agent, fm, classifier, state = asked_about_input()
-    reject(state, "refunds go through the support desk")
+    reject(state, reason="refunds go through the support desk")
     r = run_sync(agent, state=state)
     assert fm.requests == [] and len(classifier.seen) == 1
     assert r.output == (

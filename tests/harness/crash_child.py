@@ -86,7 +86,7 @@ async def main() -> None:
         if approve_pending:
             approve(state)
         elif decision.startswith("reject:"):
-            reject(state, decision.removeprefix("reject:"))
+            reject(state, reason=decision.removeprefix("reject:"))
     else:
         state, prompt = RunState(run_id=run_id), "Which file mentions a timeout?"
     agent = Agent(ScriptedModel(scenario), tools=tools, cwd=workspace)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import Agent, RunState, RunStore, approve, run_stream, tool
+from tether.harness.subagent import children
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel
@@ -150,7 +151,7 @@ class KillingTracer(JsonlTracer):
 
 def reached(point: str, state: RunState) -> bool:
     """Whether the parent's ``state``, as just saved, is at the kill point ``point``."""
-    saved = state.children.get("p1")
+    saved = children(state).get("p1")
     answered = any(isinstance(m, ToolMessage) and m.call_id == "p1" for m in state.messages)
     if point == "parent_result":
         return answered

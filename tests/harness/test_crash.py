@@ -185,5 +185,5 @@ def test_a_request_in_flight_at_a_kill_is_counted_as_spent_unknown(
     assert result["cost_unknown_usd"] >= lost.max_tokens * 12e-6
     trace = [json.loads(line) for line in (home / "traces" / "run_m.jsonl").read_text().splitlines()]
     (spent,) = [t for t in trace if t["type"] == "spent_unknown"]
-    assert spent["maxCostUsd"] == pytest.approx(lost.max_cost_usd)
-    assert trace[-1]["type"] == "run_stopped" and trace[-1]["costUnknownUsd"] == pytest.approx(lost.max_cost_usd)
+    assert spent["max_cost_usd"] == pytest.approx(lost.max_cost_usd)
+    assert trace[-1]["type"] == "run_stopped" and trace[-1]["cost_unknown_usd"] == pytest.approx(lost.max_cost_usd)

@@ -91,7 +91,7 @@ def test_a_reused_pid_is_not_mistaken_for_the_leftover(leftover: Any) -> None:
     state.intents["c1"].process = "linux:another-boot:12345"  # what the crashed command was
     assert not process_alive(leftover.pid, state.intents["c1"].process)
     stopped_for_a_person(state)
-    reject(state, "checked by hand: it did not deploy")
+    reject(state, reason="checked by hand: it did not deploy")
     result = asyncio.run(run(Agent(FunctionModel(lambda m, r: "ok"), tools=[]), state=state))
     assert result.status == "completed"
     assert kill_waiting_process(state) is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +248,7 @@ def test_destructive_approve_deletes_and_reports(workspace: Path) -> None:
 def test_destructive_reject_is_written_in_words(workspace: Path, reason: str | None) -> None:
     state = RunState()
     run_sync(agent("destructive", workspace), "free space", state=state)
-    reject(state, reason)
+    reject(state, reason=reason)
     r = run_sync(agent("destructive", workspace), state=state)
     assert r.status == "completed"
     assert (workspace / "access.log").exists()
@@ -255,6 +257,43 @@ def test_destructive_reject_is_written_in_words(workspace: Path, reason: str | N
     assert result.status == "rejected" and "declined" in result.text
     if reason:
         assert reason in result.text
+
+
+@pytest.mark.parametrize(
+    "decide",
+    [
+        lambda s, c: reject(s, c, reason="keep it"),  # the order approve has
+        lambda s, c: reject(s, reason="keep it"),
+        lambda s, c: reject(s, "keep it"),  # the order reject had: deprecated, still understood
+        lambda s, c: reject(s, "keep it", c),
+    ],
+    ids=["call-then-reason", "reason-only", "old-reason", "old-reason-then-call"],
+)
+def test_reject_takes_approves_order_and_still_understands_its_old_one(workspace: Path, decide: Any) -> None:
+    state = RunState()
+    run_sync(agent("destructive", workspace), "free space", state=state)
+    waiting = state.interruption
+    assert waiting is not None and waiting.type == "approval"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the old order warns (next test)
+        decide(state, waiting.call_id)
+    assert state.rejected == {waiting.call_id: "keep it"}
+    r = run_sync(agent("destructive", workspace), state=state)
+    assert r.status == "completed" and (workspace / "access.log").exists()
+    assert "Reason: keep it" in tool_messages(state)[-1].text
+
+
+def test_rejects_old_order_warns_and_the_new_one_does_not(workspace: Path) -> None:
+    state = RunState()
+    run_sync(agent("destructive", workspace), "free space", state=state)
+    waiting = state.interruption
+    assert waiting is not None and waiting.type == "approval"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reject(state, waiting.call_id, reason="new order")
+    with pytest.warns(DeprecationWarning, match=r"reject\(state, call_id, reason=...\)"):
+        reject(state, "old order")
+    assert state.rejected == {waiting.call_id: "old order"}
 
 
 def test_approval_is_bound_to_the_arguments(workspace: Path) -> None:
@@ -283,6 +322,30 @@ def test_cancel_during_slow_tool_stops_with_reason(workspace: Path) -> None:
     progress = [e for e in events if isinstance(e, ToolProgress)]
     assert 1 <= len(progress) < 6  # the tool was stopped before it finished its six steps
     assert [e.status for e in events if isinstance(e, ToolResultEvent)] == ["cancelled"]  # no result recorded
+
+
+def test_run_sync_takes_a_signal_that_stops_it_from_another_thread() -> None:
+    started = threading.Event()
+
+    class Wait:
+        name = "wait"
+        description = "Waits."
+        input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+        read_only = True
+        needs_approval = False
+
+        async def execute(self, input: dict[str, Any], ctx: Any) -> str:
+            asyncio.get_running_loop().call_soon(started.set)  # once the sleep below listens
+            await ctx.signal.sleep(60)
+            return "waited a minute"
+
+    signal = CancelSignal()
+    stopper = threading.Thread(target=lambda: started.wait(30) and signal.cancel_threadsafe("the Stop button"))
+    stopper.start()
+    fm = FunctionModel(lambda m, r: call("w1", "wait", {}) if len(m) == 1 else "done")
+    r = run_sync(Agent(fm, tools=[Wait()]), "wait", signal=signal)
+    stopper.join()
+    assert r.status == "interrupted" and r.reason == "cancelled: the Stop button"
 
 
 def test_slow_tool_reports_progress_and_completes(workspace: Path) -> None:

@@ -122,7 +122,7 @@ def test_pairing_survives_any_crash_sequence(
                 if decision == "approve":
                     approve(state)
                 else:
-                    reject(state, "not now" if decision == "reject" else None)
+                    reject(state, reason="not now" if decision == "reject" else None)
         assert state is not None and state.status == "completed", state.status if state else None
         assert_pairing(state.messages)
         assert not pending_tool_calls(state)

@@ -217,6 +217,6 @@ def test_an_unknown_price_is_an_unknown_cost_never_zero(
     assert result.cost_usd is None and result.unpriced_models == ["openai/plan"]
     assert json.loads(result.model_dump_json())["cost_usd"] is None
     lines = [json.loads(x) for x in (tmp_path / f"{result.run_id}.jsonl").read_text().splitlines()]
-    assert all(x["costUsd"] is None for x in lines if x["type"] in ("turn", "run_stopped"))
+    assert all(x["cost_usd"] is None for x in lines if x["type"] in ("turn", "run_stopped"))
     priced = collect(Agent(openai(server), tools=FILE_TOOLS, cwd=workspace, prices={"openai/plan": PRICE}))
     assert priced[-1].result.cost_usd > 0 and priced[-1].result.unpriced_models == []

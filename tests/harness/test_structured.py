@@ -73,7 +73,8 @@ def test_pydantic_model_in_process(workspace: Path) -> None:
     result = run_sync(agent, "Which worker timed out?", state=state)
     check_first_fails_second_passes(state, result)
     assert isinstance(result.output, TimeoutReport) and result.output.worker == 7  # the typed answer
-    assert result.data is result.output  # its earlier name
+    with pytest.warns(DeprecationWarning, match="RunResult.output"):
+        assert result.data is result.output  # its earlier name, for one release
     dumped = json.loads(result.model_dump_json())  # the result still serialises: the answer as JSON
     assert dumped["output"] == GOOD and json.loads(dumped["text"]) == GOOD and dumped["typed"] is True
     assert result.cost_usd and result.usage.prompt_tokens > 0  # every retry is a paid turn

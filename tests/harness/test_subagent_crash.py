@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tether import RunStore
+from tether.harness.subagent import children
 from tether.tracing import read_trace
 from tether.usage import Price, Usage
 
@@ -102,18 +103,18 @@ def check_resumed(
     state = RunStore(home / "runs").load(RUN)
     assert [m.model_dump(exclude={"usage"}) for m in state.messages] == baseline["messages"]
     assert_pairing(state.messages)
-    kept = state.children["p1"]
+    kept = children(state)["p1"]
     assert kept["done"] is True and kept["status"] == "completed"
     assert kept["cost_usd"] == pytest.approx(priced(EVERY_CALL, "child"), abs=1e-12)
     trace = read_trace(home / "traces" / f"{RUN}.jsonl")
     links = [line for line in trace if line["type"] == "subagent"]
-    assert {line["childRunId"] for line in links} == {kept["run_id"]}, "one child run, resumed, not a new one"
-    assert all(line["callId"] == "p1" for line in links)
+    assert {line["child_run_id"] for line in links} == {kept["run_id"]}, "one child run, resumed, not a new one"
+    assert all(line["call_id"] == "p1" for line in links)
     statuses = [line["status"] for line in links]
     assert statuses.count("completed") <= 1, "the child finished twice"
     if "completed" in statuses:
         assert "started" not in statuses[statuses.index("completed") :], "the child started again after it finished"
-    assert trace[-1]["type"] == "run_stopped" and trace[-1]["costUsd"] == pytest.approx(result["cost_usd"])
+    assert trace[-1]["type"] == "run_stopped" and trace[-1]["cost_usd"] == pytest.approx(result["cost_usd"])
 
 
 KILL_POINTS = [
@@ -148,7 +149,7 @@ def test_kill_between_the_childs_last_save_and_its_kept_answer(tmp_path: Path, b
     # the child's cost), not run the child again nor turn the call into an error.
     home, log = tmp_path, tmp_path / "log"
     assert child(home, log, "child_completed").returncode == -signal.SIGKILL
-    assert RunStore(home / "runs").load(RUN).children["p1"]["status"] == "completed"
+    assert children(RunStore(home / "runs").load(RUN))["p1"]["status"] == "completed"
     result = finished(child(home, log, "none"))
     check_resumed(home, log, baseline, result)
 
@@ -157,7 +158,7 @@ def test_kill_during_a_childs_model_request_counts_it_once_as_unknown(tmp_path: 
     home, log = tmp_path, tmp_path / "log"
     assert child(home, log, "model:child:2").returncode == -signal.SIGKILL
     saved = RunStore(home / "runs").load(RUN)
-    lost = saved.children["p1"]["call_in_flight"]
+    lost = children(saved)["p1"]["call_in_flight"]
     assert lost is not None and lost["max_cost_usd"] > 0
     result = finished(child(home, log, "none"))
     assert result["status"] == "completed" and result["output"] == baseline["result"]["output"]
@@ -169,7 +170,7 @@ def test_kill_during_a_childs_model_request_counts_it_once_as_unknown(tmp_path: 
     assert result["cost_usd"] == pytest.approx(priced(EVERY_CALL), abs=1e-12)
     # The lost request is counted once, at its worst case, in the parent's unknown spend.
     assert result["cost_unknown_usd"] == pytest.approx(lost["max_cost_usd"])
-    kept = RunStore(home / "runs").load(RUN).children["p1"]
+    kept = children(RunStore(home / "runs").load(RUN))["p1"]
     assert kept["cost_usd"] == pytest.approx(priced(EVERY_CALL, "child"), abs=1e-12)
 
 

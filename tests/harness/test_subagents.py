@@ -32,6 +32,7 @@ from tether import (
     tool,
 )
 from tether.events import ApprovalRequired, Decision, Done, Event, Subagent, TextDelta, ToolResultEvent, Turn
+from tether.harness.subagent import children, parent_of
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.status import ApprovalInterruption, RunResult, SubagentInterruption
@@ -126,12 +127,12 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
     def lookup(ctx: ToolContext, topic: str) -> str:
         """Look a topic up."""
         mine = ctx.state  # the child's own state
-        seen[mine.parent_call_id] = {
-            "memory": copy.deepcopy(state.children.get(mine.parent_call_id)),
-            "disk": RunStore(tmp_path / "runs").load(state.run_id).children.get(mine.parent_call_id),
+        seen[parent_of(mine)[1]] = {
+            "memory": copy.deepcopy(children(state).get(parent_of(mine)[1])),
+            "disk": children(RunStore(tmp_path / "runs").load(state.run_id)).get(parent_of(mine)[1]),
             "run_id": mine.run_id,
-            "parent_run_id": mine.parent_run_id,
-            "finished": sorted(k for k, v in state.children.items() if v.get("done")),
+            "parent_run_id": parent_of(mine)[0],
+            "finished": sorted(k for k, v in children(state).items() if v.get("done")),
         }
         return f"NOTE on {topic}: private detail {topic}-7731"
 
@@ -194,7 +195,7 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
         running = snap["memory"]
         assert running is not None and not running.get("done")
         child = RunState.model_validate(running)
-        assert child.run_id == snap["run_id"] and child.parent_call_id == call_id
+        assert child.run_id == snap["run_id"] and parent_of(child)[1] == call_id
         assert [m.role for m in child.messages] == ["user", "assistant"]
         assert child.messages[1].tool_calls[0].name == "lookup"  # type: ignore[union-attr]
         assert snap["disk"] is not None and snap["disk"]["messages"] == running["messages"]
@@ -202,13 +203,13 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
 
     # After: each child's answer is kept, not its transcript.
     for call_id, name, price, usage in (("p1", "alpha", ALPHA, U_ALPHA), ("p2", "beta", BETA, U_BETA)):
-        kept = state.children[call_id]
+        kept = children(state)[call_id]
         assert "messages" not in kept
         assert kept["done"] is True and kept["status"] == "completed" and kept["turns"] == 2
         assert kept["run_id"] == seen[call_id]["run_id"]
         assert kept["output"] == f"{name} is fine"
         assert kept["cost_usd"] == pytest.approx(2 * price.cost(usage), abs=1e-12)
-    assert RunStore(tmp_path / "runs").load(state.run_id).children == state.children
+    assert children(RunStore(tmp_path / "runs").load(state.run_id)) == children(state)
 
     # Cost: the parent's own calls plus each child's, each part computed on its own.
     own = sum(PARENT.cost(m.usage) for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
@@ -216,7 +217,7 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
     expected = 2 * PARENT.cost(U_PARENT) + 2 * ALPHA.cost(U_ALPHA) + 2 * BETA.cost(U_BETA)
     assert result.cost_usd == pytest.approx(expected, abs=1e-12)
     assert result.cost_usd == pytest.approx(
-        own + state.children["p1"]["cost_usd"] + state.children["p2"]["cost_usd"], abs=1e-12
+        own + children(state)["p1"]["cost_usd"] + children(state)["p2"]["cost_usd"], abs=1e-12
     )
 
     # The stream: the children's steps under their own run ids, their text deltas withheld.
@@ -251,7 +252,7 @@ def test_a_runaway_child_is_stopped_by_its_budget_and_the_parent_completes(works
     )
     result = result_of(events)
 
-    kept = state.children["p1"]
+    kept = children(state)["p1"]
     assert kept["status"] == "budget_exceeded"
     left_at_start = budget - PARENT.cost(U_PARENT)
     assert 0 < kept["cost_usd"] <= 0.01 <= left_at_start
@@ -285,7 +286,7 @@ def test_a_childs_budget_is_carved_from_what_the_parent_has_left(workspace: Path
         )
     )
 
-    first, second = state.children["p1"], state.children["p2"]
+    first, second = children(state)["p1"], children(state)["p2"]
     assert first["status"] == "completed" and first["cost_usd"] > 0
     # What the parent had left when the second call started: its first turn and the first child paid.
     left = budget - PARENT.cost(U_PARENT) - first["cost_usd"]
@@ -340,7 +341,7 @@ def test_a_child_resumed_after_a_stop_keeps_the_budget_it_was_given(tmp_path: Pa
     assert state.status == "interrupted" and child.turns == [0, 1, 2]
     hold["turn"] = -1
     go(agent, None, state)
-    kept = state.children["p1"]
+    kept = children(state)["p1"]
     given = budget - PARENT.cost(U_PARENT)  # what the parent had left when it called the child
     assert kept["status"] == "budget_exceeded"
     assert f"of ${given:.6f})" in kept["reason"], kept["reason"]
@@ -358,7 +359,7 @@ def test_a_child_has_its_own_turn_limit(workspace: Path) -> None:
     result = result_of(
         go(Agent(parent.provider, tools=[child.as_tool("explorer", "Explores.")], max_turns=5), "go", state)
     )
-    assert state.children["p1"]["status"] == "max_turns_exceeded" and state.children["p1"]["turns"] == 3
+    assert children(state)["p1"]["status"] == "max_turns_exceeded" and children(state)["p1"]["turns"] == 3
     assert result.status == "completed" and result.turns == 2
 
 
@@ -453,7 +454,7 @@ def test_stop_during_a_child_ends_the_tree_and_a_resume_pays_nothing_twice(tmp_p
     assert tool_texts(state.messages) == []
     assert [e.status for e in events if isinstance(e, ToolResultEvent) and e.call_id == "p1"] == ["cancelled"]
     assert ("scan cut" if where == "tool" else "model cut") in slow.log
-    saved = state.children["p1"]
+    saved = children(state)["p1"]
     assert not saved.get("done")
     child = RunState.model_validate(saved)
     assert child.status == "interrupted"
@@ -470,7 +471,7 @@ def test_stop_during_a_child_ends_the_tree_and_a_resume_pays_nothing_twice(tmp_p
     else:
         assert (abandoned > 0) != (lost > 0)
     on_disk = RunStore(tmp_path / "runs").load(state.run_id)
-    assert on_disk.status == "interrupted" and on_disk.children["p1"] == saved
+    assert on_disk.status == "interrupted" and children(on_disk)["p1"] == saved
 
     # A later resume, in a new store as another process would: completes, re-asks nothing recorded.
     slow.slow = False
@@ -480,7 +481,7 @@ def test_stop_during_a_child_ends_the_tree_and_a_resume_pays_nothing_twice(tmp_p
     assert parent.turns == [0, 1]
     # The child's recorded turn 0 is not asked again; a turn cut by Stop (never recorded) is.
     assert slow.model.turns == ([0, 1] if where == "tool" else [0, 1, 1])
-    kept = resumed.children["p1"]
+    kept = children(resumed)["p1"]
     assert kept["done"] is True and kept["run_id"] == child.run_id and kept["turns"] == 2
     assert kept["cost_usd"] == pytest.approx(2 * CHILD.cost(U_CHILD) + abandoned, abs=1e-12)
     assert final.cost_usd == pytest.approx(2 * PARENT.cost(U_PARENT) + 2 * CHILD.cost(U_CHILD) + abandoned, abs=1e-12)
@@ -498,7 +499,7 @@ def test_stop_during_a_childs_model_request_is_counted_as_in_a_plain_run(tmp_pat
     agent = Agent(parent.provider, tools=[slow.agent.as_tool("scanner", "Scans the archive.")])
     state = RunState()
     stop_inside_child(agent, slow, state, RunStore(tmp_path / "runs"))
-    child = RunState.model_validate(state.children["p1"])
+    child = RunState.model_validate(children(state)["p1"])
     assert "user pressed Stop" in (child.reason or "")
     assert child.call_in_flight is None
     assert child.cost_usd > CHILD.cost(U_CHILD)  # turn 0 and the cut request's prompt
@@ -529,13 +530,13 @@ def test_one_stop_ends_a_tree_two_levels_deep_and_the_resume_finishes_it(tmp_pat
     assert "scan cut" in grand.log
     # Every level stopped with its call pending, each saved inside the one above it, on disk too.
     saved = RunStore(tmp_path / "runs").load(state.run_id)
-    middle_state = RunState.model_validate(saved.children["p1"])
-    grand_state = RunState.model_validate(middle_state.children["g1"])
+    middle_state = RunState.model_validate(children(saved)["p1"])
+    grand_state = RunState.model_validate(children(middle_state)["g1"])
     assert [c.id for c in pending_tool_calls(saved)] == ["p1"]
     assert [c.id for c in pending_tool_calls(middle_state)] == ["g1"]
     assert [c.id for c in pending_tool_calls(grand_state)] == ["k1"]
     assert middle_state.status == grand_state.status == "interrupted"
-    assert grand_state.parent_run_id == middle_state.run_id and middle_state.parent_run_id == state.run_id
+    assert parent_of(grand_state)[0] == middle_state.run_id and parent_of(middle_state)[0] == state.run_id
 
     grand.slow = False
     final = result_of(go(agent, None, saved, store=RunStore(tmp_path / "runs")))
@@ -567,7 +568,7 @@ def test_the_cost_reported_at_a_stop_includes_what_the_child_spent(tmp_path: Pat
         agent = Agent(parent.provider, tools=[Agent(child.provider, tools=[wipe]).as_tool("helper", "Helps.")])
         result = result_of(go(agent, "go", state))
     assert result.status == "interrupted"
-    assert RunState.model_validate(state.children["p1"]).cost_usd == pytest.approx(CHILD.cost(U_CHILD))
+    assert RunState.model_validate(children(state)["p1"]).cost_usd == pytest.approx(CHILD.cost(U_CHILD))
     assert result.cost_usd == pytest.approx(PARENT.cost(U_PARENT) + CHILD.cost(U_CHILD), abs=1e-12)
 
 
@@ -631,7 +632,7 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
     if decision == "approve":
         approve(decided)
     else:
-        reject(decided, "keep the cache, the build needs it")
+        reject(decided, reason="keep the cache, the build needs it")
     later = go(agent, None, decided, store=RunStore(root), tracer=JsonlTracer(traces))
     final = result_of(later)
     assert final.status == "completed"
@@ -650,13 +651,13 @@ def test_an_approval_inside_a_child_surfaces_through_the_parent(tmp_path: Path, 
         assert told[0].status == "rejected"
         assert "declined" in told[0].text and "keep the cache, the build needs it" in told[0].text
         assert "declined" in final.output and "keep the cache" in final.output
-    kept = decided.children["p1"]
+    kept = children(decided)["p1"]
     assert kept["done"] is True and kept["run_id"] == child_run_id and kept["status"] == "completed"
     assert final.cost_usd == pytest.approx(2 * PARENT.cost(U_PARENT) + 2 * CHILD.cost(U_CHILD), abs=1e-12)
 
     # The trace links the child's run to the parent's run and call, through every stop and resume.
     lines = read_trace(traces / f"{state.run_id}.jsonl")
-    links = [(x["callId"], x["childRunId"], x["status"]) for x in lines if x["type"] == "subagent"]
+    links = [(x["call_id"], x["child_run_id"], x["status"]) for x in lines if x["type"] == "subagent"]
     assert links == [("p1", child_run_id, "started"), ("p1", child_run_id, "interrupted")] * 2 + [
         ("p1", child_run_id, "started"),
         ("p1", child_run_id, "completed"),
@@ -691,7 +692,7 @@ def test_the_destructive_scenario_as_a_child(workspace: Path, decision: str) -> 
     if decision == "approve":
         approve(state)
     else:
-        reject(state, "we need it for the audit")
+        reject(state, reason="we need it for the audit")
     final = result_of(go(agent, None, state))
     assert final.status == "completed"
     if decision == "approve":
@@ -717,7 +718,7 @@ def test_subagent_events_link_the_child_run_in_the_stream_and_the_trace(tmp_path
         tracer=JsonlTracer(traces),
     )
     assert result_of(events).status == "completed"
-    kept = state.children["p1"]
+    kept = children(state)["p1"]
     child_run_id = kept["run_id"]
     started, finished = subagent_events(events)
     assert (started.run_id, started.call_id, started.name, started.child_run_id, started.status, started.cost_usd) == (
@@ -738,20 +739,20 @@ def test_subagent_events_link_the_child_run_in_the_stream_and_the_trace(tmp_path
     assert [e.run_id for e in events if isinstance(e, Turn)] == [state.run_id, child_run_id, state.run_id]
 
     lines = read_trace(traces / f"{state.run_id}.jsonl")
-    assert {x["runId"] for x in lines} == {state.run_id}
+    assert {x["run_id"] for x in lines} == {state.run_id}
     links = [x for x in lines if x["type"] == "subagent"]
-    assert [(x["callId"], x["name"], x["childRunId"], x["status"]) for x in links] == [
+    assert [(x["call_id"], x["name"], x["child_run_id"], x["status"]) for x in links] == [
         ("p1", "helper", child_run_id, "started"),
         ("p1", "helper", child_run_id, "completed"),
     ]
-    assert links[1]["costUsd"] == pytest.approx(CHILD.cost(U_CHILD))
-    assert lines[-1]["type"] == "run_stopped" and lines[-1]["costUsd"] == pytest.approx(
+    assert links[1]["cost_usd"] == pytest.approx(CHILD.cost(U_CHILD))
+    assert lines[-1]["type"] == "run_stopped" and lines[-1]["cost_usd"] == pytest.approx(
         2 * PARENT.cost(U_PARENT) + CHILD.cost(U_CHILD)
     )
     # The child's own steps are traced under its run id.
     child_lines = read_trace(traces / f"{child_run_id}.jsonl")
     assert [x["type"] for x in child_lines if x["type"] == "turn"] == ["turn"]
-    assert {x["runId"] for x in child_lines} == {child_run_id}
+    assert {x["run_id"] for x in child_lines} == {child_run_id}
 
 
 def test_a_child_runs_trace_ends_with_its_stop_line(tmp_path: Path) -> None:
@@ -767,7 +768,7 @@ def test_a_child_runs_trace_ends_with_its_stop_line(tmp_path: Path) -> None:
         state,
         tracer=JsonlTracer(traces),
     )
-    child_lines = read_trace(traces / f"{state.children['p1']['run_id']}.jsonl")
+    child_lines = read_trace(traces / f"{children(state)['p1']['run_id']}.jsonl")
     assert child_lines[-1]["type"] == "run_stopped"
     assert child_lines[-1]["status"] == "completed"
 
@@ -798,13 +799,13 @@ def test_after_a_stop_the_trace_says_how_the_child_stopped(tmp_path: Path, where
 
     asyncio.run(main())
     assert state.status == "interrupted"
-    child_run_id = state.children["p1"]["run_id"]
+    child_run_id = children(state)["p1"]["run_id"]
     child_lines = read_trace(traces / f"{child_run_id}.jsonl")
     assert child_lines[-1]["type"] == "run_stopped"
     assert child_lines[-1]["status"] == "interrupted" and child_lines[-1]["interruption"]["type"] == "cancelled"
     links = [x for x in read_trace(traces / f"{state.run_id}.jsonl") if x["type"] == "subagent"]
     assert [x["status"] for x in links] == ["started", "interrupted"]
-    assert links[-1]["childRunId"] == child_run_id
+    assert links[-1]["child_run_id"] == child_run_id
 
 
 def test_a_child_stopped_by_an_error_does_not_stop_the_parent(tmp_path: Path) -> None:
@@ -817,7 +818,7 @@ def test_a_child_stopped_by_an_error_does_not_stop_the_parent(tmp_path: Path) ->
     result = result_of(
         go(Agent(parent.provider, tools=[Agent(child.provider).as_tool("helper", "Helps.")]), "go", state)
     )
-    assert state.children["p1"]["status"] == "failed"
+    assert children(state)["p1"]["status"] == "failed"
     (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert answer.status == "error" and "stopped without finishing (failed" in answer.text
     assert result.status == "completed" and result.output == "carried on"

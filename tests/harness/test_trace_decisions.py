@@ -18,15 +18,15 @@ def lines(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
 
 def test_approve_and_reject_decisions_are_trace_lines(workspace: Path, tmp_path: Path) -> None:
     agent = Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace)
-    for decide, expected in ((approve, "approved"), (lambda s: reject(s, "keep it for the audit"), "rejected")):
+    for decide, expected in ((approve, "approved"), (lambda s: reject(s, reason="keep it for the audit"), "rejected")):
         state = RunState()
         first = asyncio.run(run(agent, "free some space", state=state, tracer=JsonlTracer(tmp_path / "traces")))
         assert first.interruption is not None and first.interruption.type == "approval"
         decide(state)
         asyncio.run(run(agent, state=state, tracer=JsonlTracer(tmp_path / "traces")))
         (decision,) = [t for t in lines(tmp_path, state.run_id) if t["type"] == "decision"]
-        assert decision["decision"] == expected and decision["toolName"] == "delete_file"
-        assert decision["callId"] == first.interruption.call_id
+        assert decision["decision"] == expected and decision["tool_name"] == "delete_file"
+        assert decision["call_id"] == first.interruption.call_id
         if expected == "rejected":
             assert decision["reason"] == "keep it for the audit"
 
@@ -47,6 +47,6 @@ def test_a_cancelled_tool_has_a_cancelled_result_line(workspace: Path, tmp_path:
     trace = lines(tmp_path, result.run_id)
     started = [t for t in trace if t["type"] == "tool_start"]
     ended = [t for t in trace if t["type"] == "tool_result"]
-    assert [t["callId"] for t in started] == [t["callId"] for t in ended], "every start has an end line"
+    assert [t["call_id"] for t in started] == [t["call_id"] for t in ended], "every start has an end line"
     assert ended[-1]["status"] == "cancelled" and ended[-1]["ok"] is False
     assert trace[-1]["type"] == "run_stopped" and trace[-1]["interruption"]["type"] == "cancelled"

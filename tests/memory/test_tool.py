@@ -223,7 +223,7 @@ def test_an_injection_is_refused_told_to_the_model_and_traced(home: Path, tmp_pa
     traced = [line for line in lines if line.get("type") == "memory_rejected"]
     assert len(traced) == 1
     assert traced[0]["rule"] == "scan:override" and traced[0]["store"] == "profile"
-    assert traced[0]["runId"] == state.run_id and traced[0]["reason"] == reply.text
+    assert traced[0]["run_id"] == state.run_id and traced[0]["reason"] == reply.text
     assert lines[-1]["type"] == "run_stopped" and lines[-1]["status"] == "completed"
 
 
@@ -236,7 +236,7 @@ def test_a_successful_write_is_traced(home: Path, tmp_path: Path) -> None:
     traced = [line for line in read_trace(tracer.path(state.run_id)) if line.get("type") == "memory_write"]
     assert traced == [
         {
-            "runId": state.run_id,
+            "run_id": state.run_id,
             "store": "notes",
             "action": "add",
             "text": "Uses uv for packaging.",

@@ -181,7 +181,7 @@ def test_a_rejection_with_a_reason_reaches_the_model(served: Any) -> None:
         lines = c.get(f"/v1/runs/{run_id}/trace").json()["lines"]
         assert {
             "type": "decision",
-            "callId": w["call_id"],
+            "call_id": w["call_id"],
             "decision": "rejected",
             "reason": "we need those logs",
         }.items() <= next(x for x in lines if x["type"] == "decision").items()

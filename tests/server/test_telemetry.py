@@ -61,7 +61,7 @@ def test_a_knowledge_base_search_records_what_it_retrieved_on_its_tool_span(serv
         spans = receiver.wait_for(lambda got: any(x["name"] == "execute_tool search_kb" for x in got))
     # the trace file: which chunks, from where, with what score, in rank order; no text
     found = next(x for x in lines if x["type"] == "retrieval")
-    assert found["callId"] == "c1" and found["toolName"] == "search_kb" and found["mode"] == "hybrid"
+    assert found["call_id"] == "c1" and found["tool_name"] == "search_kb" and found["mode"] == "hybrid"
     hits = found["hits"]
     assert hits[0]["document"] == "valves.md" and hits[0]["start_line"] <= 3 <= hits[0]["end_line"]
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)

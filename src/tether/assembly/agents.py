@@ -196,7 +196,7 @@ def _extensions(settings: Settings, recipe: Recipe) -> list[Any]:
 def _middleware(d: AgentTable) -> list[Any]:
     middleware: list[Any] = [_guardrail(g) for g in d.guardrails]
     if d.loop_guard is not None:
-        from tether.harness.loops import LoopGuard
+        from tether.harness.loop_guard import LoopGuard
 
         g = d.loop_guard
         middleware.append(LoopGuard(nudge_after=g.nudge_after, stop_after=g.stop_after, similarity=g.similarity))

@@ -112,7 +112,7 @@ def _loop(chat: _Chat) -> int:
         if message is None or not message.strip():
             continue
         config = {**chat.recipe.config(), "session_store": chat.store_spec, "prompt": message[:200]}
-        state = RunState(session_id=chat.session, config=config)
+        state = RunState(session_id=chat.session, ext={"config": config})
         drive(state, message, chat.settings, json_out=False, asking=True)
 
 

@@ -251,7 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.session:
         open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
     config = {**recipe.config(), "prompt": prompt[:200], "session_store": args.session_store}
-    state = RunState(session_id=args.session, config=config)
+    state = RunState(session_id=args.session, ext={"config": config})
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
 
 
@@ -269,7 +269,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.approve:
         approve(state, reason=args.reason)
     elif args.reject is not None:
-        reject(state, args.reject)
+        reject(state, reason=args.reject)
     if args.max_turns is not None:
         state.config["max_turns"] = state.turns + args.max_turns
         print(
@@ -386,7 +386,7 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
         if answer.strip().lower() in ("y", "yes"):
             approve(state)
         else:
-            reject(state, (ask("reason (optional): ") or "").strip() or None)
+            reject(state, reason=(ask("reason (optional): ") or "").strip() or None)
     except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable
         print(file=sys.stderr)
         return False

@@ -23,13 +23,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt
-from tether.harness.middleware import Middleware, ModelCall, ToolCall
+from tether.harness.middleware import Middleware, ModelCall, StreamKind, ToolCall
+from tether.harness.state import WRITTEN_BY_POLICY, RunState
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, UserMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.status import GuardrailInterruption
@@ -91,12 +91,26 @@ class Guardrail(Middleware):
     redirect_reply: str | None = None
     release: Literal["hold", "chunks"] = "hold"
     chunk_chars: int = 200
+    # How much already released text a chunk is judged with, so that a phrase cut by a chunk's
+    # boundary is still seen whole; None: the longest text the classifier's rules can match
+    # (``max_match_chars``), or 256 characters when that is unbounded or unknown.
+    lookbehind_chars: int | None = None
+    # Reasoning streamed beside a guarded answer (``output`` stage): ``withhold`` never streams
+    # it to the caller (it stays in the transcript), ``judge`` holds and releases it as the
+    # answer is, ``pass`` streams it unjudged (for local use, where the caller is the person).
+    reasoning: Literal["withhold", "judge", "pass"] = "withhold"
+
+    def lookbehind(self) -> int:
+        if self.lookbehind_chars is not None:
+            return self.lookbehind_chars
+        longest = getattr(self.classifier, "max_match_chars", None)
+        return longest if isinstance(longest, int) else DEFAULT_LOOKBEHIND
 
     # -- the verdict and its event -----------------------------------------------------------
 
     async def judge(self, ctx: RunContext, stage: Stage, text: str) -> tuple[Action, Verdict]:
         key = _key(stage, text)
-        if key in ctx.state.guardrail_approved:
+        if key in _Record(ctx.state).approved:
             verdict = Verdict(_allowed(ctx.state, key), 1.0, "approved")
             action: Action = "allow"
         else:
@@ -128,9 +142,11 @@ class Guardrail(Middleware):
 
     async def before_agent(self, ctx: RunContext) -> Stop | None:
         if "output" in self.stages:
-            _Gate.join(self, ctx)
-        pending = ctx.state.guardrail_pending
+            _Gate.join(self, ctx, "text")
+            _Gate.join(self, ctx, "reasoning")
+        pending = _Record(ctx.state).pending
         if pending is not None and pending.stage in self.stages:
+            _take_answer(ctx, pending)
             stop = self._decided(ctx, pending)
             if stop is not None or ctx.halt is not None:
                 return stop
@@ -152,8 +168,8 @@ class Guardrail(Middleware):
                 score=verdict.score,
                 category=verdict.category,
             )
-            ctx.state.guardrail_pending = question
-            ctx.stop(Halt("interrupted", f"{words}. Approve to let the message through, or reject", question))
+            _Record(ctx.state).pending = question
+            ctx.stop(Stop("interrupted", f"{words}. Approve to let the message through, or reject", question))
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
@@ -166,7 +182,11 @@ class Guardrail(Middleware):
             ctx.persist()
             return None
         reply = self.redirect_reply if action == "redirect" else f"[Not answered: {words}.]"
-        messages.append(AssistantMessage(content=(TextPart(text=reply or ""),), model=f"guardrail/{self.name}"))
+        messages.append(
+            AssistantMessage(
+                content=(TextPart(text=reply or ""),), model=f"guardrail/{self.name}", finish_reason=WRITTEN_BY_POLICY
+            )
+        )
         ctx.persist()
         if action == "redirect":
             return Stop("completed", f"redirected: {words}")
@@ -175,9 +195,10 @@ class Guardrail(Middleware):
     def _decided(self, ctx: RunContext, pending: GuardrailInterruption) -> Stop | None:
         """A resumed run after a question: the person's decision, or the same question again."""
         state = ctx.state
-        if pending.key in state.guardrail_rejected:
-            state.guardrail_pending = None
-            reason = state.guardrail_rejected[pending.key]
+        record = _Record(state)
+        if pending.key in record.rejected:
+            record.pending = None
+            reason = record.rejected[pending.key]
             ctx.emit(
                 GuardrailEvent(
                     state.run_id,
@@ -194,8 +215,8 @@ class Guardrail(Middleware):
                 f"rejected: a person declined it after the {pending.stage} guardrail "
                 f"{self.name!r}'s verdict ({pending.rationale})",
             )
-        if pending.key in state.guardrail_approved:
-            state.guardrail_pending = None
+        if pending.key in record.approved:
+            record.pending = None
             if pending.stage == "output":
                 ctx.emit(
                     GuardrailEvent(
@@ -210,7 +231,7 @@ class Guardrail(Middleware):
                 )
             return None
         ctx.stop(
-            Halt(
+            Stop(
                 "interrupted",
                 f"the {pending.stage} guardrail {self.name!r} is still waiting for a person "
                 f"({pending.rationale}). Approve, or reject",
@@ -232,10 +253,15 @@ class Guardrail(Middleware):
     async def wrap_model_call(
         self, ctx: RunContext, request: ModelRequest, call_next: ModelCall
     ) -> ModelResponse | Stop:
+        gate = _Gate.of(self, ctx, "text")
+        if gate is not None and gate.owners[0] is self:
+            gate.reset()  # a new attempt: what an earlier one held back is gone with it
+            reasoning = _Gate.of(self, ctx, "reasoning")
+            if reasoning is not None:
+                reasoning.reset()
         response = await call_next(request)
         if "output" not in self.stages or isinstance(response, Stop):
             return response
-        gate = ctx.text_gate if isinstance(ctx.text_gate, _Gate) and self in ctx.text_gate.owners else None
         if gate is not None and gate.blocked is not None and gate.blocked[0] is not self:
             return response  # another output guardrail stopped this reply: it answers for it
         mine = gate.blocked[1:] if gate is not None and gate.blocked is not None else None
@@ -255,25 +281,45 @@ class Guardrail(Middleware):
         words = self._words("output", action, verdict)
         if action == "ask":
             # Recorded, not streamed: approving delivers it (the resumed run ends with it as its
-            # output); rejecting replaces it, in words (tether.harness.state.reject).
+            # output); rejecting replaces it, in words (see _take_answer).
             key = _key("output", response.message.text)
             question = GuardrailInterruption(
                 stage="output", key=key, rationale=verdict.rationale, score=verdict.score, category=verdict.category
             )
-            ctx.state.guardrail_pending = question
-            ctx.state.guardrail_held = response.message
-            ctx.stop(Halt("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
+            record = _Record(ctx.state)
+            record.pending = question
+            record.held = response.message
+            ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
             return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
         if action == "redirect" and self.redirect_reply is not None:
-            ctx.stop(Halt("completed", f"redirected: {words}"))
+            ctx.stop(Stop("completed", f"redirected: {words}"))
             withheld = self.redirect_reply
         else:
-            ctx.stop(Halt("failed", f"blocked: {words}"))
+            ctx.stop(Stop("failed", f"blocked: {words}"))
             withheld = f"[Answer withheld: {words}.]"
         # The reply is paid for and recorded, in words, instead of what the caller never saw.
         message = response.message.model_copy(update={"content": (TextPart(text=withheld),)})
         return ModelResponse(message=message)
+
+    async def filter_stream(self, ctx: RunContext, text: str, kind: StreamKind) -> str:
+        """Streamed text of a guarded answer waits here until it is judged (see _Gate)."""
+        gate = _Gate.of(self, ctx, kind)
+        if gate is None or gate.owners[0] is not self:
+            return text  # not guarded, or already judged by every output guardrail of the run
+        mode = gate.reasoning_mode() if kind == "reasoning" else "judge"
+        if mode != "judge":
+            return "" if mode == "withhold" else text
+        return "".join(await gate.feed(text))
+
+    async def flush_stream(self, ctx: RunContext, kind: StreamKind) -> str:
+        gate = _Gate.of(self, ctx, kind)
+        if gate is None or gate.owners[0] is not self:
+            return ""
+        if kind == "reasoning" and gate.reasoning_mode() != "judge":
+            return ""
+        # The answer's text was judged whole by wrap_model_call; reasoning is judged here.
+        return "".join(await gate.finish(judge_rest=kind == "reasoning"))
 
     async def _beside_calls(
         self, ctx: RunContext, response: ModelResponse, gate: _Gate | None, mine: tuple[Action, Verdict] | None
@@ -316,21 +362,116 @@ class Guardrail(Middleware):
         )
 
 
-def _allowed(state: Any, key: str) -> str:
-    reason = state.guardrail_approved_reasons.get(key)
+def _allowed(state: RunState, key: str) -> str:
+    reason = _Record(state).approved_reasons.get(key)
     return "a person allowed this after an earlier verdict" + (f": {reason}" if reason else "")
 
 
+class _Record:
+    """What the guardrails keep in the run: ``RunState.ext["guardrails"]`` (plain JSON)."""
+
+    # A run saved before RunState.ext kept these as fields of its own.
+    _OLDER: ClassVar[dict[str, str]] = {
+        "guardrail_approved": "approved",
+        "guardrail_approved_reasons": "approved_reasons",
+        "guardrail_pending": "pending",
+        "guardrail_held": "held",
+        "guardrail_rejected": "rejected",
+    }
+
+    def __init__(self, state: RunState) -> None:
+        self.part = state.ext_state("guardrails")
+        for old, value in state.legacy(*self._OLDER).items():
+            self.part.setdefault(self._OLDER[old], value)
+
+    @property
+    def approved(self) -> list[str]:
+        """Keys of texts a person let through after a guardrail asked."""
+        found: list[str] = self.part.setdefault("approved", [])
+        return found
+
+    @property
+    def approved_reasons(self) -> dict[str, str]:
+        found: dict[str, str] = self.part.setdefault("approved_reasons", {})
+        return found
+
+    @property
+    def rejected(self) -> dict[str, str]:
+        """Keys of texts a person refused, with their reasons."""
+        found: dict[str, str] = self.part.setdefault("rejected", {})
+        return found
+
+    @property
+    def pending(self) -> GuardrailInterruption | None:
+        """The question waiting for a person (kept across the resume, unlike the interruption)."""
+        saved = self.part.get("pending")
+        return None if saved is None else GuardrailInterruption.model_validate(saved)
+
+    @pending.setter
+    def pending(self, question: GuardrailInterruption | None) -> None:
+        self.part["pending"] = None if question is None else question.model_dump(mode="json")
+
+    @property
+    def held(self) -> AssistantMessage | None:
+        """The answer an output question holds back."""
+        saved = self.part.get("held")
+        return None if saved is None else AssistantMessage.model_validate(saved)
+
+    @held.setter
+    def held(self, message: AssistantMessage | None) -> None:
+        self.part["held"] = None if message is None else message.model_dump(mode="json")
+
+
+def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
+    """A person's answer to ``pending`` (``approve``/``reject`` keep it in ``state.answer``),
+    taken into the guardrails' record: an approved answer replaces its placeholder; a refusal is
+    written, in words, where the model reads."""
+    state, record = ctx.state, _Record(ctx.state)
+    answer = state.answer
+    if answer is None or not isinstance(answer.question, GuardrailInterruption) or answer.question.key != pending.key:
+        return
+    state.answer = None
+    last = state.messages[-1] if state.messages else None
+    held, record.held = record.held, None
+    if answer.approved:
+        if pending.key not in record.approved:
+            record.approved.append(pending.key)
+        if answer.reason:
+            record.approved_reasons[pending.key] = answer.reason
+        if pending.stage == "output" and held is not None and isinstance(last, AssistantMessage):
+            state.messages[-1] = held  # the answer the person let through replaces the placeholder
+            ctx.persist(rewrite=True)
+        return
+    record.rejected[pending.key] = answer.reason
+    said = f" Their reason: {answer.reason}" if answer.reason else ""
+    note = (
+        f"[Not answered: a person declined it after the {pending.stage} guardrail's verdict "
+        f"({pending.rationale}).{said}]"
+    )
+    if pending.stage == "output" and isinstance(last, AssistantMessage) and not last.tool_calls:
+        state.messages[-1] = last.model_copy(update={"content": (TextPart(text=note),)})
+        ctx.persist(rewrite=True)
+    else:
+        state.messages.append(
+            AssistantMessage(content=(TextPart(text=note),), model="guardrail", finish_reason=WRITTEN_BY_POLICY)
+        )
+        ctx.persist()
+
+
 _BOUNDARY = re.compile(r"[.!?;:\n](?:\s+|$)")
+DEFAULT_LOOKBEHIND = 256
 _REDIRECT_NOTE = "[Redirect: "
 
 
 class _Gate:
-    """Streamed text for a guarded answer: held whole (``hold``) or released in checked chunks.
+    """Streamed text of a guarded answer (or its reasoning): held whole (``hold``) or released in
+    checked chunks, each judged with the end of what was already released before it (a phrase
+    cut by a chunk's boundary is judged whole).
 
-    One gate per run, shared by every output guardrail of the agent: a piece reaches the caller
-    only once each of them has passed it, and if any of them holds the whole answer, so does the
-    gate. (A gate per guardrail would let the last one release what an earlier one never saw.)"""
+    One gate per run and kind, shared by every output guardrail of the agent (kept in
+    ``ctx.scratch``): a piece reaches the caller only once each of them has passed it, and if
+    any of them holds the whole answer, so does the gate. (A gate per guardrail would let the
+    last one release what an earlier one never saw.)"""
 
     def __init__(self, ctx: RunContext) -> None:
         self.owners: list[Guardrail] = []
@@ -338,17 +479,39 @@ class _Gate:
         self.reset()
 
     @classmethod
-    def join(cls, guardrail: Guardrail, ctx: RunContext) -> None:
-        gate = ctx.text_gate if isinstance(ctx.text_gate, cls) else None
+    def join(cls, guardrail: Guardrail, ctx: RunContext, kind: StreamKind) -> None:
+        gates = ctx.scratch.setdefault("guardrails", {})
+        gate = gates.get(kind)
         if gate is None:
-            gate = ctx.text_gate = cls(ctx)
+            gate = gates[kind] = cls(ctx)
         if guardrail not in gate.owners:
             gate.owners.append(guardrail)
+
+    @staticmethod
+    def of(guardrail: Guardrail, ctx: RunContext, kind: StreamKind) -> _Gate | None:
+        gate = ctx.scratch.get("guardrails", {}).get(kind)
+        return gate if isinstance(gate, _Gate) and guardrail in gate.owners else None
 
     def reset(self) -> None:
         self.held: list[str] = []
         self.released = ""
         self.blocked: tuple[Guardrail, Action, Verdict] | None = None
+
+    def reasoning_mode(self) -> str:
+        modes = {owner.reasoning for owner in self.owners}
+        return next(m for m in ("withhold", "judge", "pass") if m in modes)
+
+    def _behind(self) -> str:
+        window = max(owner.lookbehind() for owner in self.owners)
+        return self.released[-window:] if window > 0 else ""
+
+    async def _passes(self, text: str) -> bool:
+        for owner in self.owners:
+            action, verdict = await owner.judge(self.ctx, "output", text)
+            if action != "allow":
+                self.blocked = (owner, action, verdict)
+                return False
+        return True
 
     async def feed(self, text: str) -> list[str]:
         self.held.append(text)
@@ -360,23 +523,26 @@ class _Gate:
         if not cut:
             return []
         piece, rest = pending[:cut], pending[cut:]
-        for owner in self.owners:
-            action, verdict = await owner.judge(self.ctx, "output", piece)
-            if action != "allow":
-                self.blocked = (owner, action, verdict)
-                return []
+        if not await self._passes(self._behind() + piece):
+            return []
         self.held = [rest] if rest else []
         self.released += piece
         return [piece]
 
     def unchecked(self, full: str) -> str:
-        """What the final check must still judge: all of it when held, the rest when chunked."""
-        return full[len(self.released) :] if full.startswith(self.released) else full
+        """What the final check must still judge: all of it when held; when chunked, the rest
+        with the end of what was released before it ("" when there is no rest)."""
+        if not full.startswith(self.released):
+            return full
+        rest = full[len(self.released) :]
+        return self._behind() + rest if rest.strip() else ""
 
-    async def finish(self) -> list[str]:
+    async def finish(self, *, judge_rest: bool = False) -> list[str]:
         if self.blocked is not None:
             return []
         rest = "".join(self.held)
         self.held = []
+        if judge_rest and rest.strip() and not await self._passes(self._behind() + rest):
+            return []
         self.released += rest
         return [rest] if rest else []

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
 from tether.providers.base import Provider
-from tether.status import RunStatus
+from tether.status import CancelledInterruption, Interruption, RunStatus
 from tether.usage import Price
 
 if TYPE_CHECKING:
@@ -21,10 +21,17 @@ __all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_too
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """What a stop condition returns to end the run with a given exit and reason."""
+    """How a run ends: one of the five exits, the reason in words, and for ``interrupted`` what it
+    waits for. A stop condition or a middleware hook returns one to end the run."""
 
     status: RunStatus = "completed"
     reason: str = "a stop condition was met"
+    interruption: Interruption | None = None
+
+    @classmethod
+    def cancelled(cls, reason: str) -> Stop:
+        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
+        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 # Called before every model call with the steps so far; True (→ completed) or a Stop ends the run.
@@ -90,7 +97,7 @@ class Agent:
     compaction_threshold: float = 0.6  # compact when the estimated prompt passes this share of the window
     compaction_keep: float = 0.3  # ... keeping about this share of the window verbatim
     middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
-    # Layers that add tools and a system-prompt block (tether.harness.extension): memory, ...
+    # Layers that add tools and a system-prompt block (tether.harness.extension).
     extensions: Sequence[Any] = ()
     settings: Settings | None = None  # config.toml's: named endpoints, prices and windows for model strings
     # Extra fields for every request body (e.g. {"thinking": {"type": "enabled", "budget_tokens": 1024}}).
@@ -101,11 +108,12 @@ class Agent:
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
 
-    def as_tool(self, name: str, description: str) -> Any:
-        """This agent as a tool another agent can call (see tether.harness.subagent)."""
+    def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
+        """This agent as a tool another agent can call (see tether.harness.subagent). A call that
+        would start a run ``max_depth`` levels of delegation deep is refused, in words."""
         from tether.harness.subagent import AgentTool
 
-        return AgentTool(self, name, description)
+        return AgentTool(self, name, description, max_depth=max_depth)
 
     def tool_map(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -31,12 +31,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from tether.errors import ProviderError
 from tether.events import Compaction, Event
+from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt, message_tokens
 from tether.harness.state import conversation_turns
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
-from tether.tokens import count_tokens
+from tether.tokens import count_tokens, message_tokens
 from tether.usage import model_info
 
 __all__ = [
@@ -210,14 +210,12 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     return [summary_message(summary, conversation_turns(older)), *state.messages[cut:]]
 
 
-# The breaker's count lives on the RunContext, which has no field for it yet: kept in the instance's
-# own dict under the name a future ``summary_failures: int = 0`` field would use.
 def _summary_failures(rc: RunContext) -> int:
-    return int(vars(rc).get("summary_failures", 0))
+    return rc.summary_failures
 
 
 def _set_summary_failures(rc: RunContext, count: int) -> None:
-    vars(rc)["summary_failures"] = count
+    rc.summary_failures = count
 
 
 def _trim_method(rc: RunContext) -> str:
@@ -248,7 +246,7 @@ def _apply(rc: RunContext, messages: list[Message]) -> None:
 def _maybe_give_up(rc: RunContext, window: int) -> None:
     if rc.compaction_failures >= MAX_FAILURES:
         rc.stop(
-            Halt(
+            Stop(
                 "failed",
                 f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
                 f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "

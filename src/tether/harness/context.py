@@ -4,21 +4,24 @@ signal, persistence, and the read-only result cache (rebuilt from the transcript
 from __future__ import annotations
 
 import asyncio
-import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
-from tether.harness.agent import Agent
-from tether.harness.limits import Halt, estimate_prompt_tokens
+from tether.events import Event
+from tether.harness.agent import Agent, Stop
+from tether.harness.limits import estimate_prompt_tokens
 from tether.harness.state import RunState
 from tether.messages import AssistantMessage, ToolMessage, UserMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
+from tether.sessions import SessionStore
+from tether.tools.base import Tool
 from tether.usage import Price
 
-__all__ = ["RunContext", "StateStore", "Tracer"]
+__all__ = ["EventSink", "RunContext", "StateStore", "Tracer"]
 
 
 class StateStore(Protocol):
@@ -26,7 +29,7 @@ class StateStore(Protocol):
 
 
 class Tracer(Protocol):
-    def write(self, event: Any) -> None: ...
+    def write(self, event: Event) -> None: ...
 
     def close(self) -> None: ...
 
@@ -41,16 +44,47 @@ class Candidate:
     price: Price | None
 
 
+class EventSink:
+    """The run's one path for events. Whatever happens during a step (the provider's stream, a
+    tool's progress, a middleware's verdict, a sub-agent's steps) is put here, from any thread;
+    :func:`tether.harness.pump.pump` takes it out in order and the loop yields it."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._owner = threading.get_ident()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop the run's steps run on (puts from other threads are handed to it)."""
+        self._loop, self._owner = loop, threading.get_ident()
+
+    def put(self, item: Any) -> None:
+        if self._loop is None or threading.get_ident() == self._owner:
+            self.queue.put_nowait(item)
+        else:
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def take_all(self) -> list[Any]:
+        """What was put and not yet taken (the end of the run takes what came late)."""
+        out = []
+        while not self.queue.empty():
+            out.append(self.queue.get_nowait())
+        return out
+
+
 @dataclass
 class RunContext:
+    """What one invocation of the loop works with; middleware hooks receive it as ``ctx``."""
+
     agent: Agent
     state: RunState
     candidates: list[Candidate]
     signal: CancelSignal
     cwd: Path
-    tools: dict[str, Any]
+    tools: dict[str, Tool]
+    sink: EventSink
     store: StateStore | None = None
-    halt: Halt | None = None
+    halt: Stop | None = None
     tool_defs: tuple[ToolDefinition, ...] = ()
     system: str = ""  # the system prompt every call of this run sends (instructions + snapshot)
     fixed_tokens: int = 0
@@ -58,25 +92,21 @@ class RunContext:
     read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
 
     active: int = 0  # index of the candidate in use; a fallback moves it forward for the run
-    session: Any = None  # a tether.sessions.SessionStore the transcript is mirrored to
+    session: SessionStore | None = None  # the transcript is mirrored to it
     compaction_failures: int = 0
     summary_failures: int = 0  # failed summary calls this run; past a limit compaction only trims
     # After a rewrite the last reply's prompt count describes a history that no longer exists.
     stale_usage: bool = False
     count: Callable[[str], int] = field(default=len)
-    counter_task: Any = None  # the tokenizer loading in a worker thread (see loop._start_counter)
-    # Holds streamed text back until it is checked (set by an output guardrail; see model_call).
-    text_gate: Any = None
-    events: list[Any] = field(default_factory=list)  # from middleware: yielded by the loop at its next step
+    counter_task: asyncio.Future[None] | None = None  # the tokenizer loading (see loop._start_counter)
+    # What middleware and tools keep for this call of the loop only (not saved; a middleware
+    # object may serve several runs at once), each under its own name. Saved state: state.ext.
+    scratch: dict[str, Any] = field(default_factory=dict)
     _fixed_counted: bool = False
 
-    def emit(self, event: Any) -> None:
-        """An event from a policy (a guardrail verdict, say): the loop yields it at its next step."""
-        self.events.append(event)
-
-    def drain(self) -> list[Any]:
-        out, self.events = self.events, []
-        return out
+    def emit(self, event: Event) -> None:
+        """Put an event into the run's stream and trace, in its place (safe from any thread)."""
+        self.sink.put(event)
 
     async def counter_ready(self) -> bool:
         """Wait (cancellably) until counting is exact, then count what every call sends besides
@@ -134,7 +164,7 @@ class RunContext:
             else:
                 self.store.save(state, rewrite=rewrite, durable=False)
 
-    def stop(self, halt: Halt) -> None:
+    def stop(self, halt: Stop) -> None:
         self.halt = halt
 
     def rebuild_read_cache(self) -> None:
@@ -177,10 +207,8 @@ def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:
 def fixed_prompt_tokens(
     system: str, defs: tuple[ToolDefinition, ...], count: Callable[[str], int] | None = None
 ) -> int:
-    from tether.tokens import count_tokens
+    """What every call of the run sends besides its messages (:func:`tether.tokens.fixed_tokens`,
+    the one estimate tether has)."""
+    from tether.tokens import count_tokens, fixed_tokens
 
-    count = count or count_tokens
-    tools_json = json.dumps(
-        [{"name": d.name, "description": d.description, "parameters": d.input_schema} for d in defs]
-    )
-    return 16 + count(system) + count(tools_json) + 16 * len(defs)
+    return fixed_tokens(system, ((d.name, d.description, d.input_schema) for d in defs), count or count_tokens)

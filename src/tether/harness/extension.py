@@ -1,9 +1,11 @@
-"""Extensions: what a layer above the loop (memory, a knowledge base, skills, connectors) adds to
-an agent, through one small seam the loop knows, without knowing any of them by name.
+"""Extensions: what a layer above the loop (cross-session notes, a document index, folders of
+instructions, outside tool servers) adds to an agent, through one small seam the loop knows,
+without knowing any of them by name.
 
 An extension may give the model tools and a block of the system prompt, and may hold resources
-for the length of a run: ``start`` is awaited before the run reads its tools (a connector starts
-its servers there) and ``stop`` when the run's ``run_stream`` call ends, however it ends. The block is a
+for the length of a run: ``start`` is awaited before the run reads its tools (an extension that
+talks to outside tool servers starts them there) and ``stop`` when the run's ``run_stream`` call
+ends, however it ends. The block is a
 *snapshot*: it is read once when a session (or a run outside any session) begins, saved with the
 run and the session, and sent unchanged on every call after, so the cached prompt prefix stays
 byte-identical; what changes during a session reaches the prompt in the next one.

@@ -14,52 +14,23 @@ from dataclasses import dataclass
 from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
-from tether.messages import AssistantMessage, ImagePart, Message, ToolMessage, UserMessage
+from tether.messages import AssistantMessage
 from tether.status import (
-    CancelledInterruption,
-    Interruption,
     MaxBudgetInterruption,
     MaxTurnsInterruption,
-    RunStatus,
 )
-from tether.tokens import count_tokens
+from tether.tokens import PER_MESSAGE, count_tokens, message_tokens
 from tether.usage import Price
 
-__all__ = ["CallPlan", "Halt", "estimate_prompt_tokens", "message_tokens", "plan_call"]
+__all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call"]
 
-_PER_MESSAGE = 8
-_PER_IMAGE = 1500
 _SAFETY = 1.02
-
-
-@dataclass(frozen=True, slots=True)
-class Halt:
-    status: RunStatus
-    reason: str
-    interruption: Interruption | None = None
-
-    @classmethod
-    def cancelled(cls, reason: str) -> Halt:
-        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
-        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 @dataclass(frozen=True, slots=True)
 class CallPlan:
     max_tokens: int
     prompt_estimate: int
-
-
-def message_tokens(m: Message, count: Callable[[str], int] = count_tokens) -> int:
-    total = _PER_MESSAGE
-    if isinstance(m, AssistantMessage):
-        total += count(m.text)
-        total += sum(4 + count(c.name) + count(c.arguments) for c in m.tool_calls)
-        return total
-    parts = m.content if isinstance(m, UserMessage | ToolMessage) else ()
-    for p in parts:
-        total += _PER_IMAGE if isinstance(p, ImagePart) else count(p.text)
-    return total
 
 
 def estimate_prompt_tokens(
@@ -76,21 +47,22 @@ def estimate_prompt_tokens(
     for i in range(len(messages) - 1, -1, -1) if trust_last_usage else ():
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
-            base = m.usage.prompt_tokens + m.usage.completion_tokens + _PER_MESSAGE
+            base = m.usage.prompt_tokens + m.usage.completion_tokens + PER_MESSAGE
             start = i + 1
             break
     total = base + sum(message_tokens(m, count) for m in messages[start:])
     return int(total * _SAFETY) + 16
 
 
-def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Halt | CallPlan:
+def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Stop | CallPlan:
     """Decide, before asking the model, whether the run may make another call, and how big.
 
     ``prompt_tokens`` estimates the next prompt; it is only called when a budget is set."""
-    if agent.max_turns is not None and state.turns >= agent.max_turns:
-        return Halt(
+    if agent.max_turns is not None and state.turns + state.delegated_turns >= agent.max_turns:
+        theirs = f", {state.delegated_turns} of them by runs it delegated to" if state.delegated_turns else ""
+        return Stop(
             "max_turns_exceeded",
-            f"reached the turn limit ({agent.max_turns}) before the model finished",
+            f"reached the turn limit ({agent.max_turns}{theirs}) before the model finished",
             MaxTurnsInterruption(max_turns=agent.max_turns),
         )
     if agent.stop_when:
@@ -98,9 +70,9 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
         for condition in agent.stop_when:
             verdict = condition(done)
             if verdict is True:
-                return Halt("completed", f"stop condition {getattr(condition, '__name__', '')} met")
+                return Stop("completed", f"stop condition {getattr(condition, '__name__', '')} met")
             if isinstance(verdict, Stop):
-                return Halt(verdict.status, verdict.reason)
+                return verdict
     if agent.max_budget_usd is None:
         return CallPlan(agent.max_tokens, 0)
     if price is None:  # checked when the run starts; kept here for direct callers
@@ -115,7 +87,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             if state.cost_unknown_usd
             else ""
         )
-        return Halt(
+        return Stop(
             "budget_exceeded",
             f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
             f"pay for another call: ~{prompt} prompt tokens plus at least "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -21,15 +22,16 @@ from tether.harness.agent import Agent, Stop
 from tether.harness.compaction import compact, context_window, should_compact
 from tether.harness.context import (
     Candidate,
+    EventSink,
     RunContext,
     StateStore,
     Tracer,
     tool_definitions,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
-from tether.harness.limits import Halt
 from tether.harness.model_call import ask_model
-from tether.harness.state import RunState, conversation_turns, is_empty_answer, pending_tool_calls
+from tether.harness.pump import Finished, late_events, pump
+from tether.harness.state import WRITTEN_BY_POLICY, RunState, conversation_turns, is_empty_answer, pending_tool_calls
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
@@ -69,7 +71,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     tools = agent.tool_map()
     check_output_config(agent, tools)
     defs = tool_definitions(tools)
-    cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
+    cwd = Path(agent.cwd or Path.cwd()).absolute()
     rc = RunContext(
         agent=agent,
         state=state,
@@ -77,6 +79,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
         signal=signal,
         cwd=cwd,
         tools=tools,
+        sink=EventSink(),
         store=store,
         tool_defs=defs,
         system=agent.instructions,
@@ -186,7 +189,7 @@ async def run_stream(
                 from tether.usage import Usage
 
                 charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
-            rc.stop(rc.halt or Halt.cancelled(why or "cancelled"))
+            rc.stop(rc.halt or Stop.cancelled(why or "cancelled"))
             trace.write(_done(rc))
         raise
     finally:
@@ -227,27 +230,28 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
         async for event in _loop(rc):
             yield event
     except RunCancelled as exc:
-        rc.stop(Halt.cancelled(exc.reason))
+        rc.stop(Stop.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
     try:
-        await _after_agent(rc)
+        async for event in _after_agent(rc):
+            yield event
     except RunCancelled as exc:
-        rc.stop(Halt.cancelled(exc.reason))
+        rc.stop(Stop.cancelled(exc.reason))
     except Exception as exc:
         rc.stop(_crashed(rc, exc))
-    for event in rc.drain():
+    for event in late_events(rc.sink):
         yield event
     yield _done(rc)
 
 
-def _crashed(rc: RunContext, exc: Exception) -> Halt:
+def _crashed(rc: RunContext, exc: Exception) -> Stop:
     _log.error("run %s stopped by an unexpected error", rc.state.run_id, exc_info=exc)
     rc.state.call_in_flight = None  # whatever was being asked is not coming back
     detail = str(exc) or "(no message)"
     if isinstance(exc, TetherError):
-        return Halt("failed", detail)
-    return Halt(
+        return Stop("failed", detail)
+    return Stop(
         "failed",
         f"unexpected error: {type(exc).__name__}: {detail}. The run was saved as it "
         "was; resuming it will not continue (start a new run or session from it). If this "
@@ -297,8 +301,6 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending:
             async for event in run_pending(rc, pending):
                 yield event
-            for event in rc.drain():
-                yield event
             if (
                 rc.halt is None
                 and rc.agent.compaction
@@ -318,8 +320,6 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
-        for event in rc.drain():
-            yield event
 
 
 async def _start(rc: RunContext) -> AsyncIterator[Event]:
@@ -334,38 +334,47 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
     _start_counter(rc)
     for mw in rc.agent.middleware:
-        verdict = await mw.before_agent(rc)
-        for event in rc.drain():
-            yield event
+        verdict = None
+        # A hook's model calls listen to Stop and count what they cost: let it end its own way.
+        async for item in pump(functools.partial(mw.before_agent, rc), rc.sink, rc.signal, cancel_work=False):
+            if isinstance(item, Finished):
+                verdict = item.value
+            else:
+                yield item
         if isinstance(verdict, Stop):
-            rc.stop(Halt(verdict.status, verdict.reason))
+            rc.stop(verdict)
             return
         if rc.halt is not None:
             return
 
 
-def _finish(rc: RunContext, last: AssistantMessage) -> Halt | None:
+def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     """How a final answer ends the run; None when it was sent back for a correction."""
     capped = rc.agent.max_budget_usd is not None and last.finish_reason == "length"
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
-        return Halt(
+        return Stop(
             "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
         )
-    if rc.agent.output_type is not None and not (last.model or "").startswith("guardrail"):
-        return check_answer(rc, last)  # a guardrail's note in words is not the model's answer
+    if rc.agent.output_type is not None and last.finish_reason != WRITTEN_BY_POLICY:
+        return check_answer(rc, last)  # a policy's note in words is not the model's answer
     empty = is_empty_answer(last)
     if last.finish_reason == "length":
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
-        return Halt("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
-    return Halt("completed", EMPTY_ANSWER if empty else "the model answered")
+        return Stop("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
+    return Stop("completed", EMPTY_ANSWER if empty else "the model answered")
 
 
-async def _after_agent(rc: RunContext) -> None:
+async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
     assert rc.halt is not None
     for mw in reversed(rc.agent.middleware):
-        verdict = await mw.after_agent(rc, rc.halt.status)
+        verdict = None
+        async for item in pump(functools.partial(mw.after_agent, rc, rc.halt.status), rc.sink, CancelSignal()):
+            if isinstance(item, Finished):
+                verdict = item.value
+            else:
+                yield item
         if isinstance(verdict, Stop):
-            rc.halt = Halt(verdict.status, verdict.reason)
+            rc.halt = verdict
 
 
 def _done(rc: RunContext) -> Done:
@@ -418,16 +427,25 @@ def run_sync(
     state: RunState | None = None,
     store: StateStore | None = None,
     tracer: Tracer | None = None,
+    signal: CancelSignal | None = None,
     session: SessionStore | None = None,
     session_id: str | None = None,
 ) -> RunResult:
-    """:func:`run` for code that is not async."""
+    """:func:`run` for code that is not async. ``signal`` stops the run from another thread:
+    ``signal.cancel_threadsafe(reason)``."""
     from tether.providers.http import close_clients
 
     async def main() -> RunResult:
         try:
             return await run(
-                agent, prompt, state=state, store=store, tracer=tracer, session=session, session_id=session_id
+                agent,
+                prompt,
+                state=state,
+                store=store,
+                tracer=tracer,
+                signal=signal,
+                session=session,
+                session_id=session_id,
             )
         finally:
             await close_clients()  # the loop ends here: its pooled connections go with it

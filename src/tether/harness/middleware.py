@@ -9,8 +9,17 @@ Hooks, and the order a stack runs them in (the order of ``Agent(middleware=[...]
 call_next)``
 ``wrap_tool_call(ctx, call,   around each tool execution (after validation and approval); the first
 args, call_next)``            is the outermost; returns the result the model will read
+``filter_stream(ctx, text,    each piece of the reply streaming to the caller (``kind``: ``text`` or
+kind)``                       ``reasoning``); in list order, each seeing what the one before let
+                              through; returns what may reach the caller now (``""`` holds it back)
+``flush_stream(ctx, kind)``   the reply is complete, every ``wrap_model_call`` returned it and the
+                              run goes on; returns what the middleware still holds and releases
 ``after_agent(ctx, halt)``    once the loop has stopped, before ``done``; in reverse list order
 ============================  =====================================================================
+
+Holding streamed text back (until a policy has judged it) is
+``filter_stream`` returning less than it got, and ``flush_stream`` giving it back; what a retried
+attempt held is forgotten by the middleware when its ``wrap_model_call`` starts again.
 
 Any hook may end the run by returning :class:`~tether.harness.agent.Stop` (one of the five exits
 with a reason); ``wrap_tool_call`` ends it after the call's result is written, so pairing holds.
@@ -24,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from tether.errors import ContextOverflowError, ProviderError
 from tether.harness.agent import Stop
@@ -38,12 +47,14 @@ __all__ = [
     "ContextOverflowCleanup",
     "Middleware",
     "RunToolCallLimit",
+    "StreamKind",
     "StripToolHistory",
     "SummarizeByMessageCount",
     "ToolCallLimitPerTurn",
     "ToolOutputTrimmer",
 ]
 
+StreamKind = Literal["text", "reasoning"]
 ModelCall = Callable[[ModelRequest], Awaitable["ModelResponse | Stop"]]
 ToolCall = Callable[[], Awaitable["ToolResult | str | Stop"]]
 
@@ -67,8 +78,33 @@ class Middleware:
     ) -> ToolResult | str | Stop:
         return await call_next()
 
+    async def filter_stream(self, ctx: RunContext, text: str, kind: StreamKind) -> str:
+        return text
+
+    async def flush_stream(self, ctx: RunContext, kind: StreamKind) -> str:
+        return ""
+
     async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
         return None
+
+
+async def filter_stream(stack: Sequence[Middleware], ctx: RunContext, text: str, kind: StreamKind) -> str:
+    """What of ``text`` every middleware lets reach the caller now."""
+    for mw in stack:
+        if not text:
+            break
+        text = await mw.filter_stream(ctx, text, kind)
+    return text
+
+
+async def flush_stream(stack: Sequence[Middleware], ctx: RunContext, kind: StreamKind) -> str:
+    """What the middleware held back and now release: each release passes the ones after it."""
+    carried = ""
+    for mw in stack:
+        if carried:
+            carried = await mw.filter_stream(ctx, carried, kind)
+        carried += await mw.flush_stream(ctx, kind)
+    return carried
 
 
 def chain_model(stack: Sequence[Middleware], ctx: RunContext, innermost: ModelCall) -> ModelCall:

@@ -7,8 +7,8 @@ and persisted before the ``turn`` event is yielded, so a recorded turn is never 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+import functools
+from collections.abc import AsyncIterator
 
 from tether.errors import (
     ContextOverflowError,
@@ -21,8 +21,8 @@ from tether.errors import (
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.agent import Stop
 from tether.harness.context import Candidate, RunContext
-from tether.harness.limits import CallPlan, Halt, estimate_prompt_tokens, plan_call
-from tether.harness.middleware import chain_model
+from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
+from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
@@ -51,36 +51,33 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
         await rc.counter_ready()  # the budget plans with exact counts
     while rc.halt is None:
         plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
-        if isinstance(plan, Halt):
+        if isinstance(plan, Stop):
             rc.stop(plan)
             return
         turn.attempt += 1
         in_flight = _send_intent(rc, plan)
-        streamed: list[str] = []  # what this attempt streamed, counted if its reply is lost
+        streamed: list[str] = []  # what the provider streamed in this attempt, counted if its reply is lost
         try:
             response = None
-            async for item in pump(_caller(rc, plan), rc.signal):
+            async for item in pump(functools.partial(_call, rc, plan, streamed), rc.sink, rc.signal):
                 if isinstance(item, Finished):
                     response = item.value
-                elif isinstance(item, StreamText | StreamReasoning):
-                    turn.emitted = True
-                    streamed.append(item.text)
-                    yield (TextDelta if isinstance(item, StreamText) else ReasoningDelta)(rc.state.run_id, item.text)
-                else:
-                    yield item  # an event from a policy (a guardrail's verdict), in its place
+                    continue
+                if isinstance(item, TextDelta | ReasoningDelta):
+                    turn.emitted = True  # part of this turn reached the caller
+                yield item
         except RunCancelled as exc:
             count_abandoned(rc, in_flight, streamed, sent=True)
-            rc.stop(Halt.cancelled(exc.reason))
+            rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
-            held = list(getattr(rc.text_gate, "held", None) or [])  # streamed to us, held back by a guardrail
-            count_abandoned(rc, in_flight, streamed + held, sent=bool(streamed or held))
+            count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
         if isinstance(response, Stop):
             rc.state.call_in_flight = None  # a policy answered before anything was sent
-            rc.stop(Halt(response.status, response.reason))
+            rc.stop(response)
             return
         assert response is not None
         yield _record(rc, response, plan)
@@ -103,10 +100,10 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
             yield event
         return
     if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
-        rc.stop(Halt("failed", str(exc)))
+        rc.stop(Stop("failed", str(exc)))
         return
     if turn.emitted:
-        rc.stop(Halt("failed", f"{exc} (after part of the reply reached the user; not retried)"))
+        rc.stop(Stop("failed", f"{exc} (after part of the reply reached the user; not retried)"))
         return
     stalled = isinstance(exc, FirstTokenTimeout)
     policy = rc.agent.retry
@@ -118,7 +115,7 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         return
     if wait is None:
         rc.stop(
-            Halt(
+            Stop(
                 "failed",
                 f"{exc} (the provider asked to wait {exc.retry_after} s; "
                 f"more than max_retry_after_s={policy.max_retry_after_s})",
@@ -126,13 +123,13 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         )
         return
     if spent:
-        rc.stop(Halt("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
+        rc.stop(Stop("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
         return
     yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
     try:
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
-        rc.stop(Halt.cancelled(cancelled.reason))
+        rc.stop(Stop.cancelled(cancelled.reason))
 
 
 async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
@@ -169,7 +166,7 @@ def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallI
 def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
     """Add one call's usage and its cost to the run (the call's note in flight is over); a model
     without a known price makes the run's cost unknown, never zero. ``model``: the one that
-    answered, when it is not the run's (a guardrail's classifier, say)."""
+    answered, when it is not the run's (a policy's classifier, say)."""
     state = rc.state
     price, name = (model.price, model.name) if model is not None else (rc.price, rc.model_name)
     state.call_in_flight = None
@@ -182,7 +179,7 @@ def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) 
 
 
 async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | None = None) -> ModelResponse:
-    """A model call besides the run's turns (a summary, a guardrail's verdict), accounted like one:
+    """A model call besides the run's turns (a summary, a policy's verdict), accounted like one:
     noted in flight before it is sent, charged after, counted if it is cut (law 6)."""
     from tether.messages import text_of
 
@@ -252,11 +249,7 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     )
 
 
-def _caller(rc: RunContext, plan: CallPlan) -> Callable[[Any], Awaitable[ModelResponse | Stop]]:
-    return lambda emit: _call(rc, plan, emit)
-
-
-async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | Stop:
+async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelResponse | Stop:
     state = rc.state
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id,
@@ -275,19 +268,21 @@ async def _call(rc: RunContext, plan: CallPlan, emit: Any) -> ModelResponse | St
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
-    gate = rc.text_gate
-    if gate is not None:
-        gate.reset()  # what a failed attempt held back is gone with it
-    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, emit))(request)
-    for event in rc.drain():  # verdicts on this reply come before the text they let through
-        emit(event)
-    if gate is not None and isinstance(result, ModelResponse) and rc.halt is None:
-        for piece in await gate.finish():  # checked: what was held back reaches the caller now
-            emit(StreamText(piece))
+    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed))(request)
+    if isinstance(result, ModelResponse) and rc.halt is None:
+        for kind in ("reasoning", "text"):  # what the middleware held back, now checked
+            _emit_delta(rc, kind, await flush_stream(stack, rc, kind))
     return result
 
 
-async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> ModelResponse:
+def _emit_delta(rc: RunContext, kind: StreamKind, text: str) -> None:
+    if text:
+        rc.emit((TextDelta if kind == "text" else ReasoningDelta)(rc.state.run_id, text))
+
+
+async def _provider_call(rc: RunContext, request: ModelRequest, streamed: list[str]) -> ModelResponse:
+    """The provider's reply; its streamed text goes to the caller through the middleware's
+    ``filter_stream`` (which may hold some back)."""
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:
@@ -295,24 +290,21 @@ async def _provider_call(rc: RunContext, request: ModelRequest, emit: Any) -> Mo
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
     stream = rc.provider.stream(request).__aiter__()
+    stack = rc.agent.middleware
     try:
         try:
             event = await asyncio.wait_for(anext(stream), timeout)
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no first token within {timeout} s") from exc
-        gate = rc.text_gate
-        while True:
-            if isinstance(event, ResponseDone):
-                return event.response
-            if gate is not None and isinstance(event, StreamText):
-                pieces = await gate.feed(event.text)  # only text that passed its check
-                for verdict in rc.drain():
-                    emit(verdict)
-                for piece in pieces:
-                    emit(StreamText(piece))
+        while not isinstance(event, ResponseDone):
+            if isinstance(event, StreamText | StreamReasoning):
+                streamed.append(event.text)
+                kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
+                _emit_delta(rc, kind, await filter_stream(stack, rc, event.text, kind))
             else:
-                emit(event)
+                rc.emit(event)
             event = await anext(stream)
+        return event.response
     except StopAsyncIteration:
         raise ResponseError(f"{rc.model_name}: the stream ended without a final response") from None
     finally:

@@ -12,29 +12,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, field_validator, model_validator
 
 from tether.errors import UserError
 from tether.messages import (
     AssistantMessage,
     Message,
-    TextPart,
     ToolCallPart,
     ToolMessage,
     canonical_arguments,
 )
 from tether.status import (
     ApprovalInterruption,
-    GuardrailInterruption,
+    CancelledInterruption,
     Interruption,
+    MaxBudgetInterruption,
+    MaxTurnsInterruption,
     OutcomeUnknownInterruption,
     RunResult,
     RunStatus,
-    SubagentInterruption,
 )
 from tether.usage import Usage
 
 __all__ = [
+    "WRITTEN_BY_POLICY",
+    "Answer",
     "CallInFlight",
     "Intent",
     "RunState",
@@ -100,6 +102,24 @@ class CallInFlight(BaseModel):
     max_cost_usd: float | None  # its worst case; None when the price is unknown
 
 
+# The finish reason of an assistant message a policy wrote in place of the model's answer (a
+# refusal in words): the run does not take it for the model's answer (structured output).
+WRITTEN_BY_POLICY = "policy"
+
+LEGACY = "legacy"  # the part of ``RunState.ext`` holding older runs' plug-in fields
+
+
+class Answer(BaseModel):
+    """A person's answer to a question that is not the loop's own (a middleware's or a tool's):
+    ``question`` is what they answered. The plug-in that asked reads it when the run resumes."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    approved: bool
+    reason: str = ""
+    question: Interruption
+
+
 class RunState(BaseModel):
     """Everything a run is. Save it, kill the process, load it, and the run goes on."""
 
@@ -131,34 +151,50 @@ class RunState(BaseModel):
     # so the run's cost is unknown (``RunResult.cost_usd`` is None), never a silent zero.
     unpriced_models: list[str] = Field(default_factory=list)
     tool_stats: dict[str, ToolStats] = Field(default_factory=dict)
+    # Model turns made on this run's behalf outside its transcript (by a tool that runs its own
+    # loop: a sub-agent, and everything below it). They count against ``max_turns`` as what they
+    # cost counts against the budget (``cost_usd``), so a run's limits bound all it set going.
+    delegated_turns: int = 0
     # How many of ``messages`` the bound session store already holds (see tether.sessions).
     session_synced: int = 0
-    # Sub-agents (tether.harness.subagent): call id → the child's saved state while it runs, then
-    # its kept answer {"done": true, ...}; and a person's decision for a waiting child.
-    children: dict[str, Any] = Field(default_factory=dict)
-    child_decisions: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    parent_run_id: str | None = None  # set on a sub-agent's own state
-    parent_call_id: str | None = None
-    # Texts a person let through after a guardrail asked (GuardrailInterruption.key), and the
-    # words they gave for it, if any.
-    guardrail_approved: list[str] = Field(default_factory=list)
-    guardrail_approved_reasons: dict[str, str] = Field(default_factory=dict)
-    # A guardrail's question waiting for a person (kept across the resume, unlike ``interruption``),
-    # the answer it holds back (stage output), and the keys a person refused, with their reasons.
-    guardrail_pending: GuardrailInterruption | None = None
-    guardrail_held: AssistantMessage | None = None
-    guardrail_rejected: dict[str, str] = Field(default_factory=dict)
     # The transcript was changed outside a run (a decision): the session mirror must be rewritten.
     session_stale: bool = False
     # The extensions' system-prompt blocks as this run sends them (a snapshot taken when its
     # session began; see tether.harness.extension). None until the run first starts.
     prompt_blocks: dict[str, str] | None = None
-    # What a command line needs to rebuild the agent on resume (cwd, limits).
-    config: dict[str, Any] = Field(default_factory=dict)
+    # What extensions, middleware and tools keep for this run, each under its own name (plain
+    # JSON: saved and resumed with the rest). The loop never reads it: see :meth:`ext_state`.
+    ext: dict[str, Any] = Field(default_factory=dict)
+    # A person's answer to a question a plug-in stopped the run for (see :func:`approve`), kept
+    # until the plug-in reads it on resume.
+    answer: Answer | None = None
     created_at: float = Field(default_factory=time.time)
 
     # Turns already in a session's history when this run started: they are not this run's.
     history_turns: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_fields(cls, data: Any) -> Any:
+        """Runs saved before ``ext`` kept plug-ins' state in fields of their own: each such field
+        is kept, as it was, under ``ext["legacy"]`` for its plug-in to take over (see
+        :meth:`legacy`); ``config`` (a front door's) moves to ``ext["config"]``."""
+        if not isinstance(data, dict):
+            return data
+        known = cls.model_fields.keys() | {"turns"}
+        older = {k: v for k, v in data.items() if k not in known}
+        if not older:
+            return data
+        data = {k: v for k, v in data.items() if k in known}
+        ext = dict(data.get("ext") or {})
+        config = older.pop("config", None)
+        if config:
+            ext["config"] = {**config, **ext.get("config", {})}
+        kept = {k: v for k, v in older.items() if v not in (None, [], {}, "")}
+        if kept:
+            ext[LEGACY] = {**kept, **ext.get(LEGACY, {})}
+        data["ext"] = ext
+        return data
 
     @field_validator("intents", mode="before")
     @classmethod
@@ -173,6 +209,35 @@ class RunState(BaseModel):
     # (``transcript_rewritten``). Law 2: the transcript is the one source of truth; this only
     # avoids scanning it several times per turn.
     _turns_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, 0))
+
+    def ext_state(self, name: str) -> dict[str, Any]:
+        """The part of ``ext`` that belongs to ``name`` (an extension's, a middleware's or a
+        tool's), created empty on first use. Keep plain JSON in it: it is saved with the run."""
+        part = self.ext.get(name)
+        if not isinstance(part, dict):
+            part = self.ext[name] = {}
+        return part
+
+    def legacy(self, *fields: str) -> dict[str, Any]:
+        """Take the values of ``fields`` a run saved before ``ext`` existed (see
+        :meth:`_older_fields`): the plug-in that owned them moves them into its own part."""
+        older = self.ext.get(LEGACY)
+        if not isinstance(older, dict):
+            return {}
+        taken = {f: older.pop(f) for f in fields if f in older}
+        if not older:
+            self.ext.pop(LEGACY, None)
+        return taken
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What the front door that started the run keeps to rebuild its agent on resume (its
+        own part of ``ext``)."""
+        return self.ext_state("config")
+
+    @config.setter
+    def config(self, value: dict[str, Any]) -> None:
+        self.ext["config"] = dict(value)
 
     @property
     def spent_usd(self) -> float:
@@ -198,14 +263,22 @@ class RunState(BaseModel):
             self._turns_seen = (len(messages), messages[-1], count)
         return count - self.history_turns
 
-    def output(self) -> str:
+    def final_text(self) -> str:
+        """The text of the last assistant message ("" before there is one)."""
         for m in reversed(self.messages):
             if isinstance(m, AssistantMessage):
                 return m.text
         return ""
 
+    def output(self) -> str:
+        """Deprecated: :meth:`final_text` (``RunResult.output`` is the typed answer)."""
+        import warnings
+
+        warnings.warn("RunState.output() is now RunState.final_text()", DeprecationWarning, stacklevel=2)
+        return self.final_text()
+
     def result(self) -> RunResult:
-        answer = self.output()
+        answer = self.final_text()
         return RunResult(
             run_id=self.run_id,
             status=self.status,
@@ -256,15 +329,46 @@ def _find_call(state: RunState, call_id: str) -> ToolCallPart:
     raise UserError(f"call {call_id!r} is not waiting for a decision in run {state.run_id}")
 
 
+# Interruptions the loop itself asks about (a call to run or not), and those that ask nothing.
+_CALL_QUESTIONS = (ApprovalInterruption, OutcomeUnknownInterruption)
+_NOT_QUESTIONS = (MaxTurnsInterruption, MaxBudgetInterruption, CancelledInterruption)
+
+
 def _decision_target(state: RunState, call_id: str | None) -> str:
     waiting = state.interruption
     if call_id is not None:
         return call_id
-    if isinstance(waiting, ApprovalInterruption | OutcomeUnknownInterruption):
+    if isinstance(waiting, _CALL_QUESTIONS):
         return waiting.call_id
     raise UserError(
         f"run {state.run_id} is not waiting for an approval (status {state.status}); nothing to approve or reject"
     )
+
+
+def _plugin_question(state: RunState, call_id: str | None) -> Interruption | None:
+    """The question the run stopped for when a plug-in (a middleware, a tool) asked it."""
+    waiting = state.interruption
+    if call_id is not None or waiting is None or isinstance(waiting, _CALL_QUESTIONS + _NOT_QUESTIONS):
+        return None
+    return waiting
+
+
+def _old_order(
+    state: RunState, call_id: str | None, older: tuple[str | None, ...], reason: str | None
+) -> tuple[str | None, str | None]:
+    """``reject(state, reason, call_id)`` was the order before it matched ``approve``: still
+    understood (with a DeprecationWarning) when the second argument cannot be a call id."""
+    import warnings
+
+    calls = {c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    if not older and (call_id is None or call_id in calls or reason is not None):
+        return call_id, reason
+    warnings.warn(
+        "reject(state, reason, call_id) is deprecated: call reject(state, call_id, reason=...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return (older[0] if older else None), call_id
 
 
 def approve(state: RunState, call_id: str | None = None, *, reason: str | None = None) -> None:
@@ -273,24 +377,12 @@ def approve(state: RunState, call_id: str | None = None, *, reason: str | None =
     A ``reason`` is written, in words, before the call's result (the model reads it) and goes with
     the ``decision`` event. For a call whose outcome is unknown (it started before a crash and left
     no result), approving means "run it again"; tether still refuses while the process it started
-    is alive."""
-    waiting = state.interruption
+    is alive. For a question a middleware or a tool asked (a sub-agent's, a policy's), the
+    answer is kept in ``state.answer`` for it to read when the run resumes."""
     words = (reason or "").strip()
-    if isinstance(waiting, SubagentInterruption) and call_id is None:
-        state.child_decisions[waiting.call_id] = {"approve": True, "reason": words}  # handed to the child on resume
-        return
-    if isinstance(waiting, GuardrailInterruption) and call_id is None:
-        if waiting.key not in state.guardrail_approved:
-            state.guardrail_approved.append(waiting.key)
-        if words:
-            state.guardrail_approved_reasons[waiting.key] = words
-        held = state.guardrail_held
-        last = state.messages[-1] if state.messages else None
-        if waiting.stage == "output" and held is not None and isinstance(last, AssistantMessage):
-            state.messages[-1] = held  # the answer the person let through replaces the placeholder
-            state.guardrail_held = None
-            state.transcript_rewritten()
-            state.session_stale = True
+    question = _plugin_question(state, call_id)
+    if question is not None:
+        state.answer = Answer(approved=True, reason=words, question=question)
         return
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
@@ -304,31 +396,18 @@ def approve(state: RunState, call_id: str | None = None, *, reason: str | None =
         intent.rerun = True
 
 
-def reject(state: RunState, reason: str | None = None, call_id: str | None = None) -> None:
-    """Decline the call; the loop writes the decision, in words, as the call's result. For a
-    guardrail's question, the message goes unanswered (or the answer is withheld), in words."""
-    waiting = state.interruption
-    if isinstance(waiting, SubagentInterruption) and call_id is None:
-        state.child_decisions[waiting.call_id] = {"approve": False, "reason": reason}
-        return
-    if isinstance(waiting, GuardrailInterruption) and call_id is None:
-        said = f" Their reason: {reason.strip()}" if reason and reason.strip() else ""
-        note = (
-            f"[Not answered: a person declined it after the {waiting.stage} guardrail's verdict "
-            f"({waiting.rationale}).{said}]"
-        )
-        state.guardrail_rejected[waiting.key] = (reason or "").strip()
-        state.guardrail_held = None
-        last = state.messages[-1] if state.messages else None
-        if waiting.stage == "output" and isinstance(last, AssistantMessage) and not last.tool_calls:
-            state.messages[-1] = last.model_copy(update={"content": (TextPart(text=note),)})
-            state.transcript_rewritten()
-            state.session_stale = True
-        else:
-            state.messages.append(AssistantMessage(content=(TextPart(text=note),), model="guardrail"))
+def reject(state: RunState, call_id: str | None = None, *older: str | None, reason: str | None = None) -> None:
+    """Decline the call the run stopped for (or ``call_id``); the loop writes the decision, in
+    words, as the call's result. For a question a middleware or a tool asked, the answer is kept
+    for it as with :func:`approve`."""
+    call_id, reason = _old_order(state, call_id, older, reason)
+    words = (reason or "").strip()
+    question = _plugin_question(state, call_id)
+    if question is not None:
+        state.answer = Answer(approved=False, reason=words, question=question)
         return
     target = _find_call(state, _decision_target(state, call_id))
-    state.rejected[target.id] = (reason or "").strip()
+    state.rejected[target.id] = words
     state.approved.pop(target.id, None)
     state.approved_reasons.pop(target.id, None)
 

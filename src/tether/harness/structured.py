@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigError
-from tether.harness.agent import Agent
+from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt
 from tether.messages import AssistantMessage, Message, UserMessage
 from tether.providers.base import ANSWER_TOOL, OutputSchema
 
@@ -152,7 +151,7 @@ def request_schema(agent: Agent) -> OutputSchema | None:
     return spec.request if spec is not None else None
 
 
-def check_answer(rc: RunContext, last: AssistantMessage) -> Halt | None:
+def check_answer(rc: RunContext, last: AssistantMessage) -> Stop | None:
     """Validate the final answer ``last``. A match completes the run; a mismatch writes a
     correction into the transcript and returns None (ask again), or, with the retries spent, fails."""
     agent, messages = rc.agent, rc.state.messages
@@ -169,14 +168,14 @@ def check_answer(rc: RunContext, last: AssistantMessage) -> Halt | None:
         sent = corrections(messages)
         if sent >= agent.output_retries:
             tried = f" after {sent} correction{'s' if sent != 1 else ''}" if sent else ""
-            return Halt(
+            return Stop(
                 "failed",
                 f"the final answer did not match the output schema {spec.request.name}{tried}: " + "; ".join(problems),
             )
         messages.append(UserMessage.text(correction_text(spec.request.name, problems)))
         rc.persist(durable=False)  # made durable with the next request, like a tool's result
         return None
-    return Halt("completed", f"the model answered; the answer matches the output schema {spec.request.name}")
+    return Stop("completed", f"the model answered; the answer matches the output schema {spec.request.name}")
 
 
 def correction_text(name: str, problems: list[str]) -> str:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tether.harness.agent import Agent
     from tether.harness.state import RunState
 
-__all__ = ["AgentTool", "ToolInterrupt"]
+__all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of"]
 
 
 class ToolInterrupt(Exception):
@@ -42,6 +42,38 @@ class ToolInterrupt(Exception):
         self.interruption = interruption
 
 
+_NAME = "subagents"  # this feature's part of RunState.ext
+DEFAULT_MAX_DEPTH = 4  # levels of delegation below the first run (an agent given itself recurses)
+
+
+def children(state: RunState) -> dict[str, Any]:
+    """A parent's sub-agent calls: call id → the child's saved state while it runs, then its kept
+    answer (``{"done": true, ...}``). Kept in the parent's ``RunState.ext``."""
+    part = state.ext_state(_NAME)
+    older = state.legacy("children", "parent_run_id", "parent_call_id")  # runs saved before ext
+    if older.get("children"):
+        part.setdefault("children", older["children"])
+    if older.get("parent_run_id"):
+        part.setdefault("parent", {"run_id": older["parent_run_id"], "call_id": older.get("parent_call_id")})
+    found: dict[str, Any] = part.setdefault("children", {})
+    return found
+
+
+def depth_of(state: RunState) -> int:
+    """How many levels of delegation lie above this run: 0 for a run that is no sub-agent."""
+    parent_of(state)  # takes over what an older save kept
+    parent = state.ext_state(_NAME).get("parent") or {}
+    return int(parent.get("depth") or (1 if parent.get("run_id") else 0))
+
+
+def parent_of(state: RunState) -> tuple[str | None, str | None]:
+    """A sub-agent's parent: (its run id, the call that started this child); (None, None) for a
+    run that is no sub-agent."""
+    children(state)  # takes over what an older save kept
+    parent = state.ext_state(_NAME).get("parent") or {}
+    return parent.get("run_id"), parent.get("call_id")
+
+
 class _ChildStore:
     """Saves the child's state inside the parent's, and the parent with it."""
 
@@ -50,7 +82,7 @@ class _ChildStore:
 
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
         charge_child(self.ctx.state, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
-        self.ctx.state.children[self.ctx.call_id] = state.model_dump(mode="json")
+        children(self.ctx.state)[self.ctx.call_id] = state.model_dump(mode="json")
         if self.ctx.on_save is not None:
             self.ctx.on_save(durable)
 
@@ -58,18 +90,29 @@ class _ChildStore:
 def charged(parent: RunState, call_id: str) -> tuple[float, float]:
     """What the child's spending has already added to the parent's cost: its last saved record
     says (a state dump, or the kept answer), so there is no second account to keep in step."""
-    saved = parent.children.get(call_id)
+    saved = children(parent).get(call_id)
     if not isinstance(saved, dict):
         return 0.0, 0.0
     return float(saved.get("cost_usd") or 0.0), float(saved.get("cost_unknown_usd") or 0.0)
 
 
+def charged_turns(parent: RunState, call_id: str) -> int:
+    """The model turns of the child (and of its own sub-agents) already counted in the parent's
+    ``delegated_turns``, as its last saved record says."""
+    saved = children(parent).get(call_id)
+    if not isinstance(saved, dict):
+        return 0
+    return int(saved.get("turns") or 0) + int(saved.get("delegated_turns") or 0)
+
+
 def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
-    """Add to the parent's cost what the child spent since its last saved record (never twice);
-    called before that record is replaced."""
+    """Add to the parent's cost, and to its delegated turns, what the child spent since its last
+    saved record (never twice); called before that record is replaced."""
     cost, unknown = charged(parent, call_id)
+    turns = charged_turns(parent, call_id)
     parent.cost_usd += child.cost_usd - cost
     parent.cost_unknown_usd += child.cost_unknown_usd - unknown
+    parent.delegated_turns += child.turns + child.delegated_turns - turns
     for model in child.unpriced_models:
         if model not in parent.unpriced_models:
             parent.unpriced_models.append(model)
@@ -95,17 +138,18 @@ class AgentTool:
     # Running the call again resumes the child from its saved state (or returns its kept answer).
     idempotent = True
 
-    def __init__(self, agent: Agent, name: str, description: str) -> None:
+    def __init__(self, agent: Agent, name: str, description: str, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.agent = agent
         self.name = name
         self.description = description
+        self.max_depth = max_depth
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         from tether.harness.loop import run_stream
         from tether.harness.state import RunState
 
         parent = ctx.state
-        saved = parent.children.get(ctx.call_id)
+        saved = children(parent).get(ctx.call_id)
         if isinstance(saved, dict) and saved.get("done"):
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
         if isinstance(saved, dict):
@@ -115,15 +159,14 @@ class AgentTool:
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
-            child = RunState(parent_run_id=ctx.run_id, parent_call_id=ctx.call_id)
+            refused = self._refusal(ctx)
+            if refused is not None:
+                return refused
+            child = RunState()
+            depth = depth_of(parent) + 1
+            child.ext_state(_NAME)["parent"] = {"run_id": ctx.run_id, "call_id": ctx.call_id, "depth": depth}
             prompt = str(input["task"])
-        limit = self.agent.max_budget_usd
-        if ctx.budget_left_usd is not None:  # carved from what the parent has left
-            # The child's budget counts all it spent; what it spent before a stop is already in
-            # the parent's spending, so it is given back to the carve on resume.
-            spent_before = sum(charged(parent, ctx.call_id))
-            limit = min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd + spent_before))
-        agent = replace(self.agent, max_budget_usd=limit)
+        agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result = None
         async for event in run_stream(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
@@ -133,44 +176,63 @@ class AgentTool:
             elif not isinstance(event, TextDelta | ReasoningDelta):
                 ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
         assert result is not None
-        if ctx.signal.cancelled:  # Stop reached the child: the parent stops too, the call pending
-            ctx.emit(
-                Subagent(
-                    ctx.run_id,
-                    ctx.call_id,
-                    self.name,
-                    child.run_id,
-                    result.status,
-                    result.cost_usd,
-                    result.reason or "",
-                )
-            )
-            ctx.signal.raise_if_cancelled()
-        if (
-            result.status == "interrupted"
-            and result.interruption is not None
-            and result.interruption.type != "cancelled"
-        ):
-            from tether.status import SubagentInterruption
-
-            ctx.emit(
-                Subagent(
-                    ctx.run_id,
-                    ctx.call_id,
-                    self.name,
-                    child.run_id,
-                    "interrupted",
-                    result.cost_usd,
-                    result.reason or "",
-                )
-            )
-            raise ToolInterrupt(
-                f"the sub-agent {self.name} is waiting: {result.reason}",
-                SubagentInterruption(
-                    call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
-                ),
-            )
+        self._stop_with_child(ctx, child, result)
         return self._keep(ctx, child, result)
+
+    def _stop_with_child(self, ctx: ToolContext, child: RunState, result: Any) -> None:
+        """A child that stopped for Stop or for a person stops the parent too, the call pending."""
+        waits = result.status == "interrupted" and result.interruption is not None
+        if not ctx.signal.cancelled and not (waits and result.interruption.type != "cancelled"):
+            return
+        status = result.status if ctx.signal.cancelled else "interrupted"
+        ctx.emit(
+            Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, status, result.cost_usd, result.reason or "")
+        )
+        ctx.signal.raise_if_cancelled()
+        from tether.status import SubagentInterruption
+
+        raise ToolInterrupt(
+            f"the sub-agent {self.name} is waiting: {result.reason}",
+            SubagentInterruption(
+                call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
+            ),
+        )
+
+    def _refusal(self, ctx: ToolContext) -> ToolResult | None:
+        """Checked before a new child starts: the depth of delegation, and the turns left to the
+        whole tree (a parent's ``max_turns`` bounds everything it sets going)."""
+        depth = depth_of(ctx.state) + 1
+        if depth > self.max_depth:
+            return ToolResult(
+                f"Not run: the sub-agent {self.name} would be {depth} levels of delegation deep, past the "
+                f"limit of {self.max_depth} (max_depth). Do the task here, or answer with what you have.",
+                is_error=True,
+            )
+        if ctx.turns_left is not None and ctx.turns_left <= 0:
+            return ToolResult(
+                f"Not run: this run has no model turns left for the sub-agent {self.name} (its max_turns "
+                "counts the turns of every sub-agent it starts). Answer with what you have.",
+                is_error=True,
+            )
+        return None
+
+    def _budget(self, ctx: ToolContext) -> float | None:
+        """The child's budget: its own, within what the parent has left when the call starts.
+        What the child spent before a stop is already in the parent's spending, so it is given
+        back to the carve on resume."""
+        limit = self.agent.max_budget_usd
+        if ctx.budget_left_usd is None:
+            return limit
+        spent_before = sum(charged(ctx.state, ctx.call_id))
+        return min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd + spent_before))
+
+    def _turns(self, ctx: ToolContext) -> int | None:
+        """The child's max_turns: its own, within the turns the parent has left (as the budget)."""
+        limit = self.agent.max_turns
+        if ctx.turns_left is None:
+            return limit
+        left = max(0, ctx.turns_left + charged_turns(ctx.state, ctx.call_id))
+        return left if limit is None else min(limit, left)
 
     def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
@@ -185,9 +247,10 @@ class AgentTool:
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
             "turns": result.turns,
+            "delegated_turns": child.delegated_turns,
         }
         charge_child(ctx.state, ctx.call_id, child)
-        ctx.state.children[ctx.call_id] = done
+        children(ctx.state)[ctx.call_id] = done
         if ctx.on_save is not None:
             ctx.on_save(True)
         ctx.emit(
@@ -211,11 +274,25 @@ class AgentTool:
     def _apply_decision(parent: RunState, child: RunState, call_id: str) -> None:
         """A person's decision on the parent's SubagentInterruption, handed to the child."""
         from tether.harness.state import approve, reject
+        from tether.status import SubagentInterruption
 
-        decision = parent.child_decisions.pop(call_id, None)
-        if decision is None or child.interruption is None:
+        answer = parent.answer
+        if answer is not None and isinstance(answer.question, SubagentInterruption):
+            if answer.question.call_id != call_id:
+                return
+            parent.answer = None
+            approved, reason = answer.approved, answer.reason
+        else:  # a run saved before RunState.answer: a decision kept per call
+            older = parent.legacy("child_decisions").get("child_decisions") or {}
+            decision = older.pop(call_id, None)
+            if older:
+                parent.ext.setdefault("legacy", {})["child_decisions"] = older
+            if decision is None:
+                return
+            approved, reason = bool(decision.get("approve")), decision.get("reason")
+        if child.interruption is None:
             return
-        if decision.get("approve"):
-            approve(child, reason=decision.get("reason"))
+        if approved:
+            approve(child, reason=reason)
         else:
-            reject(child, decision.get("reason"))
+            reject(child, reason=reason)

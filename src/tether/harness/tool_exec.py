@@ -16,7 +16,6 @@ from tether.errors import RunCancelled
 from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import Halt
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
 from tether.harness.state import Intent, ToolStats, args_hash
@@ -151,7 +150,7 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         yield event
 
 
-def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
+def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Stop | None:
     """Approval and crash checks before a call runs; records the intent when it may run.
 
     An intent without a result means the call started and the process died (law 3): the run stops
@@ -163,7 +162,7 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
     if intent is not None and not (intent.rerun and approved):
         return _outcome_unknown(rc, call, intent)
     if intent is not None and _still_running(intent):
-        return Halt(
+        return Stop(
             "interrupted",
             f"{call.name} from before the crash is still running as process "
             f"{intent.pid}; a second copy will not be started while it lives. Wait for it "
@@ -172,7 +171,7 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Halt | None:
             _outcome_interruption(rc, call, intent),
         )
     if getattr(tool, "needs_approval", False) and not approved:
-        return Halt(
+        return Stop(
             "interrupted",
             f"{call.name} needs approval",
             ApprovalInterruption(call_id=call.id, tool_name=call.name, args=_args_value(call.arguments)),
@@ -195,14 +194,14 @@ def _outcome_interruption(rc: RunContext, call: ToolCallPart, intent: Intent) ->
     )
 
 
-def _outcome_unknown(rc: RunContext, call: ToolCallPart, intent: Intent) -> Halt:
+def _outcome_unknown(rc: RunContext, call: ToolCallPart, intent: Intent) -> Stop:
     running = (
         f" Its process {intent.pid} is still running: wait for it (`tether resume {rc.state.run_id} "
         "--wait`) or stop it (`--kill`) before deciding."
         if _still_running(intent)
         else ""
     )
-    return Halt(
+    return Stop(
         "interrupted",
         f"outcome unknown: {call.name} started before the process stopped and left "
         f"no result.{running} Approve to run it again, or reject with what happened",
@@ -233,6 +232,25 @@ def _on_process(rc: RunContext, call_id: str) -> Any:
     return record
 
 
+def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolContext:
+    """What the tool may use: where to work, the signal, the run's limits left, the event sink."""
+    state, agent, run_id = rc.state, rc.agent, rc.state.run_id
+    return ToolContext(
+        cwd=rc.cwd,
+        signal=rc.signal,
+        run_id=run_id,
+        call_id=call.id,
+        idempotency_key=key,
+        state=state,
+        on_progress=lambda label: rc.emit(ToolProgress(run_id, call.id, call.name, label)),
+        on_process=_on_process(rc, call.id),
+        on_event=rc.emit,
+        budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
+        turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
+        on_save=lambda durable: rc.persist(durable=durable),
+    )
+
+
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
     state = rc.state
     run_id = state.run_id
@@ -240,20 +258,8 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     yield ToolStart(run_id, call.id, call.name, call.arguments)
     started = time.perf_counter()
 
-    async def work(emit: Any) -> ToolResult | str | Stop:
-        ctx = ToolContext(
-            cwd=rc.cwd,
-            signal=rc.signal,
-            run_id=run_id,
-            call_id=call.id,
-            idempotency_key=key,
-            state=state,
-            on_progress=lambda label: emit(ToolProgress(run_id, call.id, call.name, label)),
-            on_process=_on_process(rc, call.id),
-            on_event=emit,
-            budget_left_usd=None if rc.agent.max_budget_usd is None else rc.agent.max_budget_usd - state.spent_usd,
-            on_save=lambda durable: rc.persist(durable=durable),
-        )
+    async def work() -> ToolResult | str | Stop:
+        ctx = _tool_context(rc, call, key)
 
         async def innermost() -> ToolResult | str | Stop:
             result: ToolResult | str = await tool.execute(args, ctx)
@@ -265,13 +271,13 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     # not the tool's failure, and must not give the call a second result.
     value: ToolResult | str | Stop | Exception
     try:
-        async for item in pump(work, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
+        async for item in pump(work, rc.sink, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
             if isinstance(item, Finished):
                 value = item.value
                 break
             yield item
     except ToolInterrupt as exc:  # a sub-agent waits for a person: so does this run, the call pending
-        rc.stop(Halt("interrupted", exc.reason, exc.interruption))
+        rc.stop(Stop("interrupted", exc.reason, exc.interruption))
         yield ToolResultEvent(
             run_id,
             call.id,
@@ -282,7 +288,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
         )
         return
     except RunCancelled as exc:
-        rc.stop(Halt.cancelled(exc.reason))
+        rc.stop(Stop.cancelled(exc.reason))
         # The call stays pending (a resume runs it, or asks about it); the trace says it was cut.
         yield ToolResultEvent(
             run_id,
@@ -298,11 +304,11 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     ms = (time.perf_counter() - started) * 1000
     if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
         yield _record(rc, call, f"Not run: {value.reason}", "error", ms)
-        rc.stop(Halt(value.status, value.reason))
+        rc.stop(value)
     elif isinstance(value, Exception):
         yield _record(rc, call, rc.agent.tool_error_text(call.name, value), "error", ms)
         if rc.agent.tool_errors_are_fatal:
-            rc.stop(Halt("failed", f"tool {call.name} failed: {value}"))
+            rc.stop(Stop("failed", f"tool {call.name} failed: {value}"))
     elif not isinstance(value, str | ToolResult):
         yield _record(
             rc,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from tether.errors import IncompleteStreamError, ResponseError
-from tether.messages import AssistantMessage, ImagePart, Message, ReasoningPart, TextPart, ToolCallPart
+from tether.messages import AssistantMessage, Message
 from tether.usage import Usage
 
 __all__ = [
@@ -160,47 +160,14 @@ def require_whole_arguments(provider: str, finish_reason: str | None, calls: Ite
             )
 
 
-# What a message, a tool definition or a call costs besides its text, in the model's own tokens.
-# A chat template frames every message with a role marker and an end marker: Gemma's
-# "<start_of_turn>user\n ... <end_of_turn>\n", ChatML's "<|im_start|>user\n ... <|im_end|>\n" and
-# Llama 3's header and <|eot_id|> are 5 tokens each (the markers are single special tokens);
-# OpenAI documents 3. A template whose markers the tokenizer splits as text costs more (ChatML on
-# Gemma: 6 per marker). 8 was measured against llama.cpp's own counts (bench/real_server.py: 0.84
-# and 1.08 of the served prompt); elsewhere it errs high, the safe side for a budget. A tool is
-# rendered as its JSON (name, description, schema: counted as text) inside a wrapper of some 8-20
-# tokens, depending on the template.
-_PER_MESSAGE = 8
-_PER_TOOL = 8
-_PER_CALL = 0
-_PER_IMAGE = 1500  # a large image on either API; tether does not know image sizes
-
-
-def _message_tokens(m: Message, count: Callable[[str], int]) -> int:
-    total = _PER_MESSAGE
-    if isinstance(m, AssistantMessage):
-        return total + _reply_tokens(m, count, reasoning=False)
-    for p in m.content:
-        total += _PER_IMAGE if isinstance(p, ImagePart) else count(p.text)
-    return total
-
-
-def _reply_tokens(m: AssistantMessage, count: Callable[[str], int], *, reasoning: bool = True) -> int:
-    total = 0
-    for p in m.content:
-        if isinstance(p, TextPart) or (reasoning and isinstance(p, ReasoningPart)):
-            total += count(p.text)
-        elif isinstance(p, ToolCallPart):
-            total += _PER_CALL + count(p.name) + count(p.arguments)
-    return total
-
-
 def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:
     """Usage for a call the server did not report, counted from what the model reads and wrote.
 
     Counted: the system prompt, each message's text (a tool call's name and arguments, a tool
     result's text), each tool's name, description and JSON schema, and the reply (its text,
-    reasoning and calls); plus ``_PER_MESSAGE`` per message (and one for the reply's own role
-    marker), ``_PER_TOOL`` per tool, ``_PER_CALL`` per call and ``_PER_IMAGE`` per image. Not the
+    reasoning and calls); plus ``PER_MESSAGE`` per message (and one for the reply's own role
+    marker), ``PER_TOOL`` per tool, ``PER_CALL`` per call and ``PER_IMAGE`` per image (the one
+    estimate of :mod:`tether.tokens`). Not the
     request's JSON body: its field names and escaping are not tokens the model reads.
 
     Assumptions, so a reader knows where the estimate can be off:
@@ -211,19 +178,18 @@ def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callab
       (``--jinja``), vLLM and Ollama do with templates that support tools. Templates add a fixed
       instruction block around the tools (tens to a few hundred tokens) that is not counted; a
       server whose template drops the tools counts fewer tokens than this estimate.
-    * Markers per message are the chat template's, not the API's (see ``_PER_MESSAGE``).
+    * Markers per message are the chat template's, not the API's (see ``tether.tokens.PER_MESSAGE``).
 
     Used only where the server left its count out (see :func:`complete_usage`): whenever a
     response carries the server's own count, that count is used. Marked ``estimated``."""
-    prompt = _PER_MESSAGE  # the reply's own role marker
-    if request.system:
-        prompt += _PER_MESSAGE + count(request.system)
-    prompt += sum(_message_tokens(m, count) for m in request.messages)
-    for t in request.tools:
-        prompt += _PER_TOOL + count(t.name) + count(t.description) + count(json.dumps(t.input_schema))
-    if request.output_schema is not None:  # sent as a response format or as one more tool
-        prompt += _PER_TOOL + count(json.dumps(request.output_schema.schema))
-    return Usage(prompt_tokens=prompt, completion_tokens=_reply_tokens(reply, count), estimated=True)
+    from tether.tokens import PER_MESSAGE, fixed_tokens, message_tokens
+
+    schema = request.output_schema.schema if request.output_schema is not None else None
+    tools = ((t.name, t.description, t.input_schema) for t in request.tools)
+    prompt = fixed_tokens(request.system, tools, count, output_schema=schema)
+    prompt += sum(message_tokens(m, count) for m in request.messages)
+    completion = message_tokens(reply, count, reasoning=True) - PER_MESSAGE
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True)
 
 
 def complete_usage(reported: Usage | None, request: ModelRequest, reply: AssistantMessage, model: str) -> Usage:

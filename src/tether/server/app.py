@@ -634,7 +634,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if body.approve:
             approve(state, call_id, reason=body.reason)
         else:
-            reject(state, body.reason, call_id)
+            reject(state, call_id, reason=body.reason)
         session = core.store.session(turn.session_id, user)
         core.manager.resume(turn, state, session.chosen if session else {})
         return run_view(core, turn, state)

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import assert_pairing
 from tether import Agent, RunState, RunStore, run_sync, tool
 from tether.errors import ConfigError, UserError
-from tether.harness.loops import LoopGuard, word_overlap
+from tether.harness.loop_guard import LoopGuard, word_overlap
 from tether.harness.middleware import ToolCallLimitPerTurn
 from tether.messages import AssistantMessage, Message, ToolMessage
 from tether.providers.scripted import SEARCHER_QUERIES
