@@ -25,6 +25,12 @@ and ``traces/``. Nothing here runs at import; reading happens when a command ask
     approval = true
     timeout_s = 30
 
+    [agents.support]                        # one agent for every door (tether.assembly; docs/cli.md)
+    model = "openai/gpt-4.1-mini"
+    instructions = "Answer from the files."
+    kb = ["manuals"]
+    max_budget_usd = 0.25
+
 The whole file is checked against the schema below before anything uses it: a value of the wrong
 type (``approval = "no"``), out of range (``timeout_s = -5``) or a key or table tether does not
 know (``[tools.shel]``, ``modle``) is a :class:`~tether.errors.ConfigError` whose message is one
