@@ -237,7 +237,7 @@ async def test_stdio_a_cancelled_call_stops_its_run(stdio: Client, home: Path) -
     store = RunStore(home / "runs")
     with anyio.fail_after(10):
         while (
-            not (runs := [r for r in store.list() if r["config"]["agent"] == "scanner"])
+            not (runs := [r for r in store.list() if r["ext"]["config"]["agent"] == "scanner"])
             or runs[0]["status"] == "running"
         ):
             await anyio.sleep(0.05)

@@ -194,7 +194,7 @@ def test_fix_scenario_end_to_end_through_the_cli(tmp_path: Path) -> None:
         assert "shell: sandbox workspace-write (bubblewrap, network off)" in default.stderr
         run_id = json.loads(default.stdout)["run_id"]
         lines = [json.loads(x) for x in (home / "traces" / f"{run_id}.jsonl").read_text().splitlines()]
-        said = [x["label"] for x in lines if x["type"] == "tool_progress" and x["toolName"] == "run_command"]
+        said = [x["label"] for x in lines if x["type"] == "tool_progress" and x["tool_name"] == "run_command"]
         assert said == ["sandbox: workspace-write, network off"]  # the mode of the call, in the trace
     else:
         assert default.returncode == 5 and "shell: no sandbox (" in default.stderr
