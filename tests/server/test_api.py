@@ -316,6 +316,62 @@ def test_token_commands_store_only_a_hash(served: Any, tmp_path: Path) -> None:
     assert refused.returncode == 2 and "refusing to listen on 0.0.0.0 without tokens" in refused.stderr
 
 
+def test_after_the_last_token_is_revoked_token_list_says_what_the_server_does(served: Any) -> None:
+    """Once a token has existed the server refuses everyone (never falls back to answering on
+    loopback); `tether serve token list` says exactly that."""
+    import os
+    import subprocess
+
+    s = served(tokens=["dave"])
+    env = {**os.environ, "TETHER_HOME": str(s.home)}
+    revoked = subprocess.run(["tether", "serve", "token", "revoke", "dave"], env=env, capture_output=True, text=True)
+    assert revoked.returncode == 0, revoked.stderr
+    listed = subprocess.run(["tether", "serve", "token", "list"], env=env, capture_output=True, text=True)
+    assert "refuses every request (401)" in listed.stderr and "loopback" not in listed.stderr
+    with s.client() as anon:
+        assert anon.get("/v1/sessions").status_code == 401  # on loopback too
+    fresh = {**os.environ, "TETHER_HOME": str(s.home / "never")}
+    never = subprocess.run(["tether", "serve", "token", "list"], env=fresh, capture_output=True, text=True)
+    assert "answers on loopback only" in never.stderr
+
+
+def test_serve_on_a_busy_port_says_so_with_its_own_exit_code(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+
+    from tether.cli.serve import EXIT_CANNOT_LISTEN
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "TETHER_HOME": str(tmp_path / "h")}
+        out = subprocess.run(
+            ["tether", "serve", "--model", "scripted/hello", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == EXIT_CANNOT_LISTEN != 3, out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: another process already listens there" in out.stderr
+    assert "--port 0" in out.stderr and "Errno" not in out.stderr
+
+
+def test_tether_runs_shows_the_prompt_of_a_run_made_through_the_server(served: Any) -> None:
+    import os
+    import subprocess
+
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        finish(c, send(c, sid, "Which file mentions a timeout?")["run_id"])
+    env = {**os.environ, "TETHER_HOME": str(s.home)}
+    listed = subprocess.run(["tether", "runs"], env=env, capture_output=True, text=True)
+    assert "'Which file mentions a timeout?'" in listed.stdout and "''" not in listed.stdout, listed.stdout
+
+
 # --- bad input -------------------------------------------------------------------------------------
 
 

@@ -392,8 +392,8 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
         answer = ask(question)
         if answer is None:
             return False
-        if answer.strip().lower() in ("y", "yes"):
-            approve(state)
+        if answer.strip().lower() in ("y", "yes"):  # a reason either way, as docs/cli.md says
+            approve(state, reason=(ask("reason (optional): ") or "").strip() or None)
         else:
             reject(state, (ask("reason (optional): ") or "").strip() or None)
     except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable

@@ -270,7 +270,13 @@ class RunManager:
         state = RunState(
             run_id=turn.run_id,
             session_id=turn.session_id,
-            config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id, "served": True},
+            config={
+                "agent": turn.agent,
+                "message_id": turn.message_id,
+                "trace_id": turn.trace_id,
+                "served": True,
+                "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
+            },
         )
         return self._launch(turn, state, text, self.agents[turn.agent], chosen)
 
