@@ -200,3 +200,22 @@ def test_show_reads_like_a_transcript(workspace: Path, env: dict[str, str], teth
     assert f"more lines not shown; tether show {long['run_id']} --full prints everything" in short
     full = tether("show", long["run_id"], "--full", env=env).stdout
     assert "entry 99" in full and "not shown" not in full
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"config": {"model": "scripted/destructive"}}, "its saved config has no cwd"),
+        ({"message_count": "abc"}, "does not add up"),
+    ],
+)
+def test_a_header_that_passes_its_checksum_but_lacks_what_resume_needs_is_one_line(
+    workspace: Path, env: dict[str, str], tether_home: Path, change: dict[str, Any], said: str
+) -> None:
+    result = tether_json("run", "--model", "scripted/destructive", "--cwd", str(workspace), "free space", env=env)
+    assert result["status"] == "interrupted"
+    set_header(tether_home / "runs" / result["run_id"], **change)
+    out = tether("resume", result["run_id"], "--approve", env=env)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "KeyError" not in out.stderr and len(out.stderr.splitlines()) == 1
+    assert (workspace / "access.log").exists()  # nothing ran
