@@ -338,6 +338,9 @@ async def run_sandboxed(command: str, ctx: ToolContext, settings: ShellSettings)
     thread that runs the event loop: it dies if that thread, or tether, ends first.
     """
     argv = await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces)
+    if "\0" in str(ctx.cwd) or "\0" in command:  # the kernel cannot take it: nothing starts
+        where = "the working directory" if "\0" in str(ctx.cwd) else "the command"
+        raise ToolError(f"the command did not run: {where} contains a NUL character, which no path or command can hold")
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=ctx.cwd,
