@@ -586,3 +586,32 @@ def test_a_configurator_offers_buttons_then_a_form_that_keeps_earlier_choices(se
         again = widget_of(label)
         assert again is not None
         assert {f["name"]: f["value"] for f in again["fields"]} == {"voltage": "230 V AC", "power": 250}
+
+
+def test_a_session_can_be_renamed_and_deleted_by_its_owner_only(served: Any) -> None:
+    s = served(tokens=["alice", "bob"])
+    with s.client("alice") as alice, s.client("bob") as bob:
+        sid = start_session(alice, "plan")
+        posted = send(alice, sid, "Which file mentions a timeout?")
+        finish(alice, posted["run_id"])
+        renamed = alice.patch(f"/v1/sessions/{sid}", json={"title": "  Timeouts \n in logs "})
+        assert renamed.status_code == 200 and renamed.json()["title"] == "Timeouts in logs"
+        assert alice.patch(f"/v1/sessions/{sid}", json={"title": "   "}).status_code == 400
+        assert bob.patch(f"/v1/sessions/{sid}", json={"title": "mine"}).status_code == 404
+        assert bob.delete(f"/v1/sessions/{sid}").status_code == 404
+        assert alice.post(f"/v1/messages/{posted['message_id']}/feedback", json={"score": "up"}).status_code == 201
+        assert alice.delete(f"/v1/sessions/{sid}").json() == {"session_id": sid, "deleted": True}
+        assert alice.get(f"/v1/sessions/{sid}").status_code == 404
+        assert alice.get("/v1/sessions").json()["sessions"] == [] and alice.get("/v1/feedback").json()["feedback"] == []
+        assert alice.get(f"/v1/runs/{posted['run_id']}").status_code == 404
+
+
+def test_stop_says_who_stopped_the_run_in_words(served: Any) -> None:
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "slow")
+        posted = send(c, sid, "scan the archive")
+        read_events(c, posted["events"], until=lambda e: e["event"] == "tool_start")
+        stopped = c.post(f"/v1/runs/{posted['run_id']}/cancel").json()
+        assert stopped["reason"].endswith("stopped by the user"), stopped["reason"]
+        assert "from the API" not in stopped["reason"] and "local" not in stopped["reason"]
