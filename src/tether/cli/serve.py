@@ -151,6 +151,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=store,
         workers=args.workers,
     )
+    from tether.server.connections import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_PER_CLIENT, guarded_protocol
+
+    serve = settings.serve
+    per_client = serve.get("max_connections_per_client")
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -159,6 +163,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=15,
         timeout_keep_alive=75,
+        http=guarded_protocol(
+            float(serve.get("header_timeout_s") or DEFAULT_HEADER_TIMEOUT_S),
+            DEFAULT_PER_CLIENT if per_client is None else int(per_client),
+        ),
     )
     try:
         sock = _listen(args.host, args.port)
