@@ -3,9 +3,9 @@
 The rules, stated once:
 
 * Every ``python`` and ``bash`` block runs **alone and twice in a row**, as a reader pastes it on a
-  fresh machine: in a fresh directory holding a copy of ``examples/``, with a fresh
-  ``$TETHER_HOME`` (the second run sees what the first one left, as a reader's second paste
-  would). A block needs nothing from another block: its own imports, its own runs, its own server.
+  fresh machine: in a fresh directory holding a copy of ``examples/``, with a fresh ``$HOME`` and
+  ``$TETHER_HOME`` unset, so tether uses its default data directory under that home (the second
+  run sees what the first one left, as a reader's second paste would). A block needs nothing from another block: its own imports, its own runs, its own server.
   A test's id names the block: ``skills_07`` is the 7th fenced block of docs/skills.md.
 * ``bash`` blocks run line by line with ``/bin/sh``. Substitutions: ``pip install ...`` and
   ``python -m pytest`` are skipped (this test runs inside what they set up); a real provider's
@@ -19,9 +19,11 @@ The rules, stated once:
 * ``export NAME=VALUE ...`` sets the variables for the rest of the block. The placeholder services
   ``postgresql://tether:secret@db.internal/tether`` and ``amqp://tether:secret@mq.internal//`` are
   a fresh database on the test's own Postgres (pgserver) and a RabbitMQ the test starts; without
-  Debian's ``rabbitmq-server`` a block that names the broker is skipped, saying so.
+  Debian's ``rabbitmq-server`` a block that names the broker is skipped, saying so (and so is a
+  block that uses ``curl`` where there is none: a machine set up with pip alone).
   A block that sets a shell variable (``NAME=...``) runs as one script, so later lines see it.
-* ``toml`` blocks are written as ``$TETHER_HOME/config.toml`` and must load without an error.
+* ``toml`` blocks are written as the ``config.toml`` of that data directory and must load without
+  an error.
 * ``json`` blocks are trace lines: each must parse, and carry exactly the fields a real run's trace
   line of the same type carries.
 * ``text`` and ``console`` blocks are shown, not run (synopses, layouts, output, long benchmarks).
@@ -39,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tether.config import tether_home
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -66,8 +70,10 @@ def test_every_block_has_a_known_language() -> None:
 @pytest.fixture
 def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    home = tmp_path / "home"
-    monkeypatch.setenv("TETHER_HOME", str(home))
+    # A fresh machine: no $TETHER_HOME, a home of its own (tether's data under ~/.local/share/tether).
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    for var in ("TETHER_HOME", "XDG_DATA_HOME", "TETHER_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
     for var in (
         "TETHER_MODEL",
         "OPENAI_API_KEY",
@@ -184,7 +190,9 @@ def test_bash_block_runs_alone_twice(block: tuple[Path, int, str], place: Path, 
 
 def _run_bash_block(block: tuple[Path, int, str], place: Path, request: pytest.FixtureRequest) -> None:
     path, _, body = block
-    home = Path(os.environ["TETHER_HOME"])
+    if re.search(r"\bcurl\b", body) and shutil.which("curl") is None:
+        pytest.skip(f"{_block_id(block)} uses curl, which is not installed (apt-get install curl)")
+    home = tether_home()
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     servers: list[subprocess.Popen[str]] = []
@@ -239,7 +247,7 @@ def _start_background(
             url = _serve_in_background(raw, place, env, servers)
         elif re.fullmatch(r"tether worker\b.*&", raw):
             _worker_in_background(raw, place, env, servers)
-        elif re.match(r"export \w+=", raw) and _substitute(raw, Path(os.environ["TETHER_HOME"])) is not None:
+        elif re.match(r"export \w+=", raw) and _substitute(raw, tether_home()) is not None:
             _export(raw, env)
         else:
             raws.append(raw)
@@ -278,7 +286,7 @@ def _toml_docs() -> list[Path]:
 def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
     from tether.config import load_settings
 
-    home = Path(os.environ["TETHER_HOME"])
+    home = tether_home()
     home.mkdir(parents=True, exist_ok=True)
     for lang, body in blocks(path):
         if lang == "toml":
@@ -287,7 +295,7 @@ def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
 
 
 def test_json_trace_lines_match_a_real_trace(place: Path) -> None:
-    home = Path(os.environ["TETHER_HOME"])
+    home = tether_home()
     for scenario in ("plan", "remember", "inject"):  # the last two write and refuse memory
         out = subprocess.run(
             [
