@@ -615,3 +615,36 @@ def test_stop_says_who_stopped_the_run_in_words(served: Any) -> None:
         stopped = c.post(f"/v1/runs/{posted['run_id']}/cancel").json()
         assert stopped["reason"].endswith("stopped by the user"), stopped["reason"]
         assert "from the API" not in stopped["reason"] and "local" not in stopped["reason"]
+
+
+def test_a_message_refused_because_another_node_started_a_run_leaves_no_failed_turn(served: Any) -> None:
+    """Two nodes on Postgres: the message that loses the race is answered 409 when its start is
+    refused; it must not stay in the session as a run that "never began", and the same
+    message_id can be sent again once the session is free."""
+    from tether.errors import StoreError
+
+    s = served()
+    manager = s.app.state.core.manager
+    real_start = manager.start
+    refused: list[str] = []
+
+    def start_refused_once(turn: Any, text: str, chosen: dict[str, Any]) -> Any:
+        if not refused:
+            refused.append(turn.run_id)
+            raise StoreError(f"session {turn.session_id} is still answering (run r_other)")
+        return real_start(turn, text, chosen)
+
+    manager.start = start_refused_once
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        lost = c.post(
+            f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?", "message_id": "m-race"}
+        )
+        assert lost.status_code == 409 and "nothing was started" in lost.json()["error"]["message"]
+        session = c.get(f"/v1/sessions/{sid}").json()
+        assert session["turns"] == [] and session["title"] == "New chat"
+        assert c.get(f"/v1/runs/{refused[0]}").status_code == 404
+        again = send(c, sid, "Which file mentions a timeout?", message_id="m-race")
+        assert again["run_id"] != refused[0]
+        assert finish(c, again["run_id"])[-1]["result"]["status"] == "completed"
+        assert [t["status"] for t in c.get(f"/v1/sessions/{sid}").json()["turns"]] == ["completed"]

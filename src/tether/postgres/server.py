@@ -111,6 +111,10 @@ class PgServerStore:
     def rename_session(self, session_id: str, title: str) -> None:
         self.db.execute("UPDATE server_sessions SET title = %s WHERE session_id = %s", (title, session_id))
 
+    def delete_turn(self, message_id: str, owner: str) -> None:
+        """Forget a turn whose run was refused before it began (the message was answered 409)."""
+        self.db.execute("DELETE FROM server_turns WHERE message_id = %s AND owner = %s", (message_id, owner))
+
     def delete_session(self, session_id: str, owner: str) -> bool:
         """Forget the session, its turns and their feedback (the runs stay in the run store)."""
         with self.db.tx() as conn:

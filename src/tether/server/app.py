@@ -666,13 +666,16 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, turn, accept, status=200)
-        if record.title == "New chat":
-            core.store.rename_session(session_id, _title(body.text))
         chosen = (core.store.session(session_id, user) or record).chosen
         try:
             core.manager.start(turn, body.text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
-            raise ApiError(409, "conflict", f"{exc}; wait for its done event, or cancel it") from None
+            _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
+            raise ApiError(
+                409, "conflict", f"{exc}; nothing was started: wait for its done event, or cancel it, and send again"
+            ) from None
+        if record.title == "New chat":
+            core.store.rename_session(session_id, _title(body.text))
         return _accepted(core, turn, accept)
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
@@ -874,6 +877,15 @@ def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) ->
     if forget is not None:
         forget(run_id)
     return turn, False
+
+
+def _drop_turn(core: Core, turn: TurnRecord) -> None:
+    """Undo :func:`_add_turn` for a message answered 409: the turn and its kept message go, so
+    the session does not show a run that never began, and the same message_id can be sent again."""
+    core.store.delete_turn(turn.message_id, turn.owner)
+    forget = getattr(core.manager, "forget", None)
+    if forget is not None:
+        forget(turn.run_id)
 
 
 def _check_agent(core: Core, agent: str) -> None:
