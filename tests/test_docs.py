@@ -356,3 +356,21 @@ def test_testing_md_lists_every_scripted_scenario_and_fault() -> None:
     faults = page.split("Faults, consumed one per request", 1)[1].split("context_window=N", 1)[0]
     named = {f.split(":")[0].split("[")[0] for f in re.findall(r"`([\w:=\[\]| .]+)`", faults)}
     assert set(FAULTS) <= named, f"docs/testing.md does not name the faults {sorted(set(FAULTS) - named)}"
+
+
+def test_a_block_naming_the_broker_skips_where_rabbitmq_is_not_installed(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine set up with pip alone has no rabbitmq-server: the block is skipped with the
+    reason, and no tether-rabbit-* folder is left in the temporary directory."""
+    import tempfile
+
+    from tether.testing.services import RabbitServer
+
+    monkeypatch.setattr(RabbitServer, "binary", staticmethod(lambda: None))
+    before = set(Path(tempfile.gettempdir()).glob("tether-rabbit-*"))
+    with pytest.raises(pytest.skip.Exception, match="rabbitmq-server is not installed"):
+        _Services(request).substitute(f"tether worker --broker {PLACEHOLDER_BROKER}")
+    with pytest.raises(RuntimeError, match="apt-get install rabbitmq-server"):
+        RabbitServer()
+    assert set(Path(tempfile.gettempdir()).glob("tether-rabbit-*")) == before
