@@ -245,7 +245,7 @@ def test_cancel_stops_a_live_run_resumably_and_resume_finishes_it(served: Any) -
         assert r.status_code == 202
         run = c.get(f"/v1/runs/{run_id}").json()
         assert run["status"] == "interrupted" and run["resumable"] and not run["live"]
-        assert "cancelled by local" in run["reason"]
+        assert "stopped by the user" in run["reason"]
         assert c.post(f"/v1/runs/{run_id}/cancel").status_code == 409
         (Path(s.home).parent / "workspace0" / "release").write_text("go")
         assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
