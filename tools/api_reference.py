@@ -77,7 +77,9 @@ def _own_methods(cls: type) -> list[tuple[str, Any]]:
 
 def _entry(module: str, name: str, obj: Any) -> list[str]:
     if inspect.isclass(obj):
-        lines = [f"### `{name}{_signature(obj) if not issubclass(obj, BaseException) else ''}`", ""]
+        # A pydantic model's signature depends on what was imported before: its fields say it instead.
+        plain = issubclass(obj, BaseException) or hasattr(obj, "model_fields")
+        lines = [f"### `{name}{'' if plain else _signature(obj)}`", ""]
         lines += [f"*class* in `{obj.__module__}`", ""]
         if _doc(obj):
             lines += [_doc(obj), ""]
