@@ -314,6 +314,7 @@ def test_token_commands_store_only_a_hash(served: Any, tmp_path: Path) -> None:
         ["tether", "serve", "--host", "0.0.0.0", "--port", "0"], env=env, capture_output=True, text=True, timeout=30
     )
     assert refused.returncode == 2 and "refusing to listen on 0.0.0.0 without tokens" in refused.stderr
+    assert "every token was revoked, so it would refuse everyone" in refused.stderr  # not "anyone could"
 
 
 def test_after_the_last_token_is_revoked_token_list_says_what_the_server_does(served: Any) -> None:

@@ -136,10 +136,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings()
     store = _store(settings)
     if not _loopback(args.host) and not store.has_tokens():
+        revoked = store.auth_required()  # a token existed: it would refuse everyone, not open up
         store.close()
+        why = (
+            "every token was revoked, so it would refuse everyone"
+            if revoked
+            else "anyone who reaches it could run agents"
+        )
         raise usage_error(
-            f"refusing to listen on {args.host} without tokens: anyone who reaches it could run "
-            "agents. Create one with `tether serve token create NAME`, or listen on 127.0.0.1"
+            f"refusing to listen on {args.host} without tokens: {why}. Create one with "
+            "`tether serve token create NAME`, or listen on 127.0.0.1"
         )
     from tether.server.app import create_app
 
