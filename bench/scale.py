@@ -114,6 +114,8 @@ class Cluster:
             PYTHONPATH=str(ROOT),
         )
         self.procs: list[subprocess.Popen[bytes]] = []
+        (root / "home").mkdir(parents=True, exist_ok=True)  # every client of the bench has one address
+        (root / "home" / "config.toml").write_text("[serve]\nmax_connections_per_client = 0\n")
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.node = self._start(

@@ -67,9 +67,10 @@ def _pct(values: list[float], p: float) -> float:
 
 class Server:
     def __init__(self, root: Path, run_threads: int | None = None) -> None:
-        if run_threads:
-            (root / "home").mkdir(parents=True, exist_ok=True)
-            (root / "home" / "config.toml").write_text(f"[serve]\nrun_threads = {run_threads}\n")
+        (root / "home").mkdir(parents=True, exist_ok=True)
+        # Every client of the bench comes from one address: no per-address connection limit.
+        threads = f"run_threads = {run_threads}\n" if run_threads else ""
+        (root / "home" / "config.toml").write_text(f"[serve]\nmax_connections_per_client = 0\n{threads}")
         workspace = root / "workspace"
         shutil.copytree(ROOT / "examples" / "workspace", workspace)
         module = root / "agents.py"

@@ -2,21 +2,28 @@
 
 The rules, stated once:
 
-* ``python`` blocks of one file run in order in one namespace (like a notebook), in a fresh
-  directory holding a copy of ``examples/``, with a fresh ``$TETHER_HOME``.
-* ``bash`` blocks run line by line with ``/bin/sh`` in the same kind of directory. Substitutions:
-  ``pip install ...`` and ``python -m pytest`` are skipped (this test runs inside what they set up);
-  a real provider's model (``openai/...``, ``anthropic/...``, a configured endpoint) is replaced by
-  ``scripted/plan`` and ``sk-...`` keys are left unset; ``RUN_ID`` is the latest run. A command must
-  not fail with exit code 1 or 2 nor print a traceback.
+* Every ``python`` and ``bash`` block runs **alone and twice in a row**, as a reader pastes it on a
+  fresh machine: in a fresh directory holding a copy of ``examples/``, with a fresh ``$HOME`` and
+  ``$TETHER_HOME`` unset, so tether uses its default data directory under that home (the second
+  run sees what the first one left, as a reader's second paste would). A block needs nothing from another block: its own imports, its own runs, its own server.
+  A test's id names the block: ``skills_07`` is the 7th fenced block of docs/skills.md.
+* ``bash`` blocks run line by line with ``/bin/sh``. Substitutions: ``pip install ...`` and
+  ``python -m pytest`` are skipped (this test runs inside what they set up); a real provider's
+  model (``openai/...``, ``anthropic/...``, a configured endpoint) is replaced by
+  ``scripted/plan`` and ``sk-...`` keys are left unset; ``RUN_ID`` is the latest run. A command
+  must not fail with exit code 1 or 2 nor print a traceback.
 * ``tether serve ... &`` starts the server in the background on a free port (waiting until it
-  listens) for the rest of the file; ``http://127.0.0.1:8000`` in later commands is its address.
-  ``tether worker ... &`` starts a worker in the background (waiting for its first line).
-* ``export NAME=VALUE ...`` sets the variables for the rest of the file. The placeholder services
+  listens) for the rest of the block; ``http://127.0.0.1:8000`` in later commands is its address.
+  ``tether worker ... &`` starts a worker in the background (waiting for its first line). Both are
+  stopped at the end of each run of the block.
+* ``export NAME=VALUE ...`` sets the variables for the rest of the block. The placeholder services
   ``postgresql://tether:secret@db.internal/tether`` and ``amqp://tether:secret@mq.internal//`` are
-  a fresh database on the test's own Postgres (pgserver) and a RabbitMQ the test starts.
+  a fresh database on the test's own Postgres (pgserver) and a RabbitMQ the test starts; without
+  Debian's ``rabbitmq-server`` a block that names the broker is skipped, saying so (and so is a
+  block that uses ``curl`` where there is none: a machine set up with pip alone).
   A block that sets a shell variable (``NAME=...``) runs as one script, so later lines see it.
-* ``toml`` blocks are written as ``$TETHER_HOME/config.toml`` and must load without an error.
+* ``toml`` blocks are written as the ``config.toml`` of that data directory and must load without
+  an error.
 * ``json`` blocks are trace lines: each must parse, and carry exactly the fields a real run's trace
   line of the same type carries.
 * ``text`` and ``console`` blocks are shown, not run (synopses, layouts, output, long benchmarks).
@@ -34,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tether.config import tether_home
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -61,8 +70,10 @@ def test_every_block_has_a_known_language() -> None:
 @pytest.fixture
 def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    home = tmp_path / "home"
-    monkeypatch.setenv("TETHER_HOME", str(home))
+    # A fresh machine: no $TETHER_HOME, a home of its own (tether's data under ~/.local/share/tether).
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    for var in ("TETHER_HOME", "XDG_DATA_HOME", "TETHER_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
     for var in (
         "TETHER_MODEL",
         "OPENAI_API_KEY",
@@ -77,21 +88,26 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _python_docs() -> list[Path]:
-    return [p for p in DOCS if any(lang == "python" for lang, _ in blocks(p))]
+def _block_ids(langs: set[str]) -> list[tuple[Path, int, str]]:
+    """(page, number, body) of every block in ``langs``; the number counts every fenced block."""
+    return [
+        (path, number, body)
+        for path in DOCS
+        for number, (lang, body) in enumerate(blocks(path), start=1)
+        if lang in langs
+    ]
 
 
-@pytest.mark.parametrize("path", _python_docs(), ids=lambda p: p.name)
-def test_python_blocks_run(path: Path, place: Path) -> None:
-    namespace: dict[str, Any] = {"__name__": "__docs__"}
-    for lang, body in blocks(path):
-        if lang == "python":
-            code = REAL_MODEL.sub("scripted/plan", body)
-            exec(compile(code, f"{path.name} block", "exec"), namespace)
+def _block_id(block: tuple[Path, int, str]) -> str:
+    return f"{block[0].stem}_{block[1]:02d}"
 
 
-def _bash_docs() -> list[Path]:
-    return [p for p in DOCS if any(lang == "bash" for lang, _ in blocks(p))]
+@pytest.mark.parametrize("block", _block_ids({"python"}), ids=_block_id)
+def test_python_block_runs_alone_twice(block: tuple[Path, int, str], place: Path) -> None:
+    path, _, body = block
+    code = compile(REAL_MODEL.sub("scripted/plan", body), f"{_block_id(block)} ({path.name})", "exec")
+    for _ in range(2):
+        exec(code, {"__name__": "__docs__"})
 
 
 def _commands(body: str) -> list[str]:
@@ -144,6 +160,10 @@ class _Services:
             if self.rabbit is None:
                 from tether.testing.services import RabbitServer
 
+                if not RabbitServer.available():
+                    pytest.skip(
+                        "this block names RabbitMQ, and rabbitmq-server is not installed (apt-get install rabbitmq-server)"
+                    )
                 self.rabbit = RabbitServer()
             command = command.replace(PLACEHOLDER_BROKER, self.rabbit.url)
         return command
@@ -162,40 +182,43 @@ def _export(command: str, env: dict[str, str]) -> None:
             env[name] = value
 
 
-@pytest.mark.parametrize("path", _bash_docs(), ids=lambda p: p.name)
-def test_bash_blocks_run(path: Path, place: Path, request: pytest.FixtureRequest) -> None:
-    home = Path(os.environ["TETHER_HOME"])
+@pytest.mark.parametrize("block", _block_ids({"bash"}), ids=_block_id)
+def test_bash_block_runs_alone_twice(block: tuple[Path, int, str], place: Path, request: pytest.FixtureRequest) -> None:
+    for _ in range(2):
+        _run_bash_block(block, place, request)
+
+
+def _run_bash_block(block: tuple[Path, int, str], place: Path, request: pytest.FixtureRequest) -> None:
+    path, _, body = block
+    if re.search(r"\bcurl\b", body) and shutil.which("curl") is None:
+        pytest.skip(f"{_block_id(block)} uses curl, which is not installed (apt-get install curl)")
+    home = tether_home()
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     servers: list[subprocess.Popen[str]] = []
     services = _Services(request)
-    url = None
     try:
-        for lang, body in blocks(path):
-            if lang != "bash":
+        raws, url = _start_background(body, services, place, env, servers, None)
+        for raw in raws:
+            command = "\n".join(c for c in (_substitute(line, home) for line in raw.split("\n")) if c is not None)
+            if not command:
                 continue
-            raws, url = _start_background(body, services, place, env, servers, url)
-            for raw in raws:
-                command = "\n".join(c for c in (_substitute(line, home) for line in raw.split("\n")) if c is not None)
-                if not command:
-                    continue
-                if url is not None:
-                    command = command.replace("http://127.0.0.1:8000", url)
-                if "\n" in command:
-                    command = "set -e\n" + command
-                out = subprocess.run(
-                    ["/bin/sh", "-c", command],
-                    cwd=place,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    stdin=subprocess.DEVNULL,
-                )
-                assert out.returncode not in (1, 2, 127), (
-                    f"{path.name}: `{raw}` exited {out.returncode}:\n{out.stderr[-2000:]}"
-                )
-                assert "Traceback" not in out.stderr, f"{path.name}: `{raw}` printed a traceback:\n{out.stderr[-2000:]}"
+            if url is not None:
+                command = command.replace("http://127.0.0.1:8000", url)
+            if "\n" in command:
+                command = "set -e\n" + command
+            out = subprocess.run(
+                ["/bin/sh", "-c", command],
+                cwd=place,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+            where = f"{_block_id(block)} ({path.name})"
+            assert out.returncode not in (1, 2, 127), f"{where}: `{raw}` exited {out.returncode}:\n{out.stderr[-2000:]}"
+            assert "Traceback" not in out.stderr, f"{where}: `{raw}` printed a traceback:\n{out.stderr[-2000:]}"
     finally:
         for server in servers:
             server.terminate()
@@ -224,7 +247,7 @@ def _start_background(
             url = _serve_in_background(raw, place, env, servers)
         elif re.fullmatch(r"tether worker\b.*&", raw):
             _worker_in_background(raw, place, env, servers)
-        elif re.match(r"export \w+=", raw) and _substitute(raw, Path(os.environ["TETHER_HOME"])) is not None:
+        elif re.match(r"export \w+=", raw) and _substitute(raw, tether_home()) is not None:
             _export(raw, env)
         else:
             raws.append(raw)
@@ -263,7 +286,7 @@ def _toml_docs() -> list[Path]:
 def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
     from tether.config import load_settings
 
-    home = Path(os.environ["TETHER_HOME"])
+    home = tether_home()
     home.mkdir(parents=True, exist_ok=True)
     for lang, body in blocks(path):
         if lang == "toml":
@@ -272,7 +295,7 @@ def test_toml_blocks_are_valid_config(path: Path, place: Path) -> None:
 
 
 def test_json_trace_lines_match_a_real_trace(place: Path) -> None:
-    home = Path(os.environ["TETHER_HOME"])
+    home = tether_home()
     for scenario in ("plan", "remember", "inject"):  # the last two write and refuse memory
         out = subprocess.run(
             [
@@ -318,3 +341,36 @@ def test_json_trace_lines_match_a_real_trace(place: Path) -> None:
                 )
                 shown += 1
     assert shown, "the docs show trace lines"
+
+
+def test_testing_md_lists_every_scripted_scenario_and_fault() -> None:
+    """docs/testing.md's table of scenarios and its list of faults are the ones the code has."""
+    from tether.providers.scripted import SCENARIOS
+    from tether.testing.server import FAULTS
+
+    page = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\s*\| `(\w+)` \|", page, re.M)
+    assert sorted(listed) == sorted(SCENARIOS), (
+        f"docs/testing.md lists {sorted(set(listed) ^ set(SCENARIOS))} unlike tether.providers.scripted"
+    )
+    faults = page.split("Faults, consumed one per request", 1)[1].split("context_window=N", 1)[0]
+    named = {f.split(":")[0].split("[")[0] for f in re.findall(r"`([\w:=\[\]| .]+)`", faults)}
+    assert set(FAULTS) <= named, f"docs/testing.md does not name the faults {sorted(set(FAULTS) - named)}"
+
+
+def test_a_block_naming_the_broker_skips_where_rabbitmq_is_not_installed(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine set up with pip alone has no rabbitmq-server: the block is skipped with the
+    reason, and no tether-rabbit-* folder is left in the temporary directory."""
+    import tempfile
+
+    from tether.testing.services import RabbitServer
+
+    monkeypatch.setattr(RabbitServer, "binary", staticmethod(lambda: None))
+    before = set(Path(tempfile.gettempdir()).glob("tether-rabbit-*"))
+    with pytest.raises(pytest.skip.Exception, match="rabbitmq-server is not installed"):
+        _Services(request).substitute(f"tether worker --broker {PLACEHOLDER_BROKER}")
+    with pytest.raises(RuntimeError, match="apt-get install rabbitmq-server"):
+        RabbitServer()
+    assert set(Path(tempfile.gettempdir()).glob("tether-rabbit-*")) == before

@@ -306,6 +306,9 @@ class ServeTable(_Table):
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
     cors_origins: list[_Text] = []
     allowed_hosts: list[_Text] = []
+    header_timeout_s: _PositiveFloat | None = None  # a request's headers must arrive within this (10)
+    # open connections one client address may hold (64); 0: no limit (behind a reverse proxy)
+    max_connections_per_client: Annotated[int, Strict(), Field(ge=0)] | None = None
 
 
 class DispatchTable(_Table):

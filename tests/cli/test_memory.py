@@ -24,8 +24,39 @@ def test_add_show_replace_remove_clear(quiet_env: Path, capsys: pytest.CaptureFi
     assert (quiet_env / "memory" / "notes.md").read_text() == "- We deploy on Tuesdays.\n"
     assert run_main("memory", "remove", "Tuesdays", capsys=capsys)[0] == 0
     assert (quiet_env / "memory" / "notes.md").read_text() == ""
-    code, out, _ = run_main("memory", "clear", capsys=capsys)
+    code, out, _ = run_main("memory", "clear", "--yes", capsys=capsys)
     assert code == 0 and "Cleared profile (1 entry)" in out and "Cleared notes (0 entries)" in out
+
+
+def test_clear_asks_at_a_terminal_and_needs_yes_anywhere_else(env: dict[str, str], tether_home: Path) -> None:
+    from tests.cli.test_run import Terminal
+
+    assert tether("memory", "add", "We deploy on Thursdays.", env=env).returncode == 0
+    notes = tether_home / "memory" / "notes.md"
+    out = tether("memory", "clear", env=env)  # stdin is not a terminal
+    assert out.returncode == 2 and "needs --yes" in out.stderr and "nothing was cleared" in out.stderr
+    assert "Thursdays" in notes.read_text()
+    term = Terminal(["tether", "memory", "clear", "--notes"], env)
+    assert b"[y/N]" in term.read_until(b"[y/N]")
+    term.type(b"n\n")
+    code, _, seen = term.finish()
+    assert code == 2 and "nothing was cleared" in seen and "Thursdays" in notes.read_text()
+    term = Terminal(["tether", "memory", "clear", "--notes"], env)
+    term.read_until(b"[y/N]")
+    term.type(b"y\n")
+    assert term.finish()[0] == 0 and notes.read_text() == ""
+    assert tether("memory", "add", "Again.", env=env).returncode == 0
+    assert tether("memory", "clear", "--yes", env=env).returncode == 0 and notes.read_text() == ""
+
+
+def test_show_json_lists_each_store_with_its_entries(quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main("memory", "add", "Prefers metric units.", "--profile", capsys=capsys)[0] == 0
+    code, out, _ = run_main("memory", "show", "--json", capsys=capsys)
+    stores = {s["store"]: s for s in json.loads(out)}
+    assert code == 0 and set(stores) == {"profile", "notes"}
+    assert stores["profile"]["entries"] == [{"text": "Prefers metric units.", "withheld": None}]
+    assert stores["profile"]["chars"] == 21 and stores["profile"]["limit"] == 1400
+    assert stores["notes"]["entries"] == [] and stores["notes"]["path"].endswith("notes.md")
 
 
 def test_a_refused_write_is_one_line_with_the_reason_and_changes_nothing(

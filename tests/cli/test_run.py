@@ -480,10 +480,14 @@ def test_at_a_terminal_the_question_comes_before_any_stop(workspace: Path, env: 
     assert 'Allow delete_file {"path": "access.log"}? [y/N]' in before
     assert "interrupted" not in before and "tether resume" not in before and "needs approval" not in before
     term.type(b"y\n")
+    term.read_until(b"reason (optional): ")
+    term.type(b"the log was rotated\n")
     code, stdout, seen = term.finish()
     assert code == 0 and "Deleted access.log" in stdout
     assert "[completed]" in seen and "tether resume" not in seen and "interrupted" not in seen
     assert not (workspace / "access.log").exists()
+    run_id = json.loads(tether("runs", "--json", env=env).stdout)[0]["run_id"]
+    assert "the log was rotated" in tether("show", run_id, env=env).stdout  # the model read it
 
 
 def test_at_a_terminal_with_no_answer_the_run_stops_and_says_how_to_resume(

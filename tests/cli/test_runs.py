@@ -29,6 +29,36 @@ def test_runs_lists_and_show_prints_transcript(workspace: Path, env: dict[str, s
     assert "read_file" in shown and "worker 7 timed out" in shown
 
 
+def test_runs_shows_the_latest_by_default_and_every_one_with_all(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
+    from tether.cli.runs import RUNS_SHOWN
+
+    plan_run(workspace, env)
+    first = json.loads(tether("runs", "--json", env=env).stdout)[0]
+    for n in range(RUNS_SHOWN + 2):  # copies of a real run, each newer than the last
+        copy = tether_home / "runs" / f"run_copy{n:03d}"
+        shutil.copytree(tether_home / "runs" / first["run_id"], copy)
+        header = {**(read_header(tether_home / "runs" / first["run_id"]) or {}), "run_id": copy.name}
+        header["created_at"] = first["created_at"] + n + 1
+        for slot in ("state.a.json", "state.b.json"):
+            (copy / slot).write_bytes(_encode_header(header))
+    listed = tether("runs", env=env)
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == RUNS_SHOWN + 1  # the heading
+    assert f"the latest {RUNS_SHOWN} of {RUNS_SHOWN + 3} runs; --all" in listed.stderr
+    assert "run_copy021" in listed.stdout.splitlines()[1]  # newest first
+    every = tether("runs", "list", "--all", "--json", env=env)
+    assert every.returncode == 0 and len(json.loads(every.stdout)) == RUNS_SHOWN + 3
+    assert len(json.loads(tether("runs", "--limit", "2", "--json", env=env).stdout)) == 2
+
+
+def test_runs_json_has_the_fields_a_script_reads(workspace: Path, env: dict[str, str]) -> None:
+    run_id = plan_run(workspace, env)
+    (row,) = json.loads(tether("runs", "list", "--json", env=env).stdout)
+    assert row["run_id"] == run_id and row["status"] == "completed" and row["turns"] == 3
+    assert row["prompt"] == "q" and row["model"] == "scripted/plan" and row["cost_usd"] is not None
+
+
 def test_trace_answers_what_the_run_cost(workspace: Path, env: dict[str, str]) -> None:
     result = tether_json("run", "--model", "scripted/plan", "--cwd", str(workspace), "q", env=env)
     lines = [json.loads(x) for x in tether("trace", result["run_id"], env=env).stdout.splitlines()]
@@ -170,3 +200,22 @@ def test_show_reads_like_a_transcript(workspace: Path, env: dict[str, str], teth
     assert f"more lines not shown; tether show {long['run_id']} --full prints everything" in short
     full = tether("show", long["run_id"], "--full", env=env).stdout
     assert "entry 99" in full and "not shown" not in full
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"ext": {"config": {"model": "scripted/destructive"}}}, "its saved config has no cwd"),
+        ({"message_count": "abc"}, "does not add up"),
+    ],
+)
+def test_a_header_that_passes_its_checksum_but_lacks_what_resume_needs_is_one_line(
+    workspace: Path, env: dict[str, str], tether_home: Path, change: dict[str, Any], said: str
+) -> None:
+    result = tether_json("run", "--model", "scripted/destructive", "--cwd", str(workspace), "free space", env=env)
+    assert result["status"] == "interrupted"
+    set_header(tether_home / "runs" / result["run_id"], **change)
+    out = tether("resume", result["run_id"], "--approve", env=env)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "KeyError" not in out.stderr and len(out.stderr.splitlines()) == 1
+    assert (workspace / "access.log").exists()  # nothing ran

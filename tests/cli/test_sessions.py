@@ -63,3 +63,11 @@ def test_an_unusable_session_store_names_the_real_option(workspace: Path, env: d
         assert "--sessions-dir" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     out = tether("sessions", "list", env={**env, "TETHER_SESSION_STORE": "jsonl:/proc/nope"})
     assert out.returncode == 2 and "$TETHER_SESSION_STORE" in out.stderr
+
+
+def test_sessions_list_json(workspace: Path, env: dict[str, str]) -> None:
+    assert tether("run", "--session", "work", "--model", "scripted/hello", "hi", env=env).returncode == 0
+    rows = json.loads(tether("sessions", "list", "--json", env=env).stdout)
+    assert [(r["session_id"], r["messages"]) for r in rows] == [("work", 2)] and rows[0]["updated_at"] > 0
+    empty = tether("sessions", "list", "--json", "--session-store", "sqlite", env=env)
+    assert empty.returncode == 0 and json.loads(empty.stdout) == []

@@ -194,3 +194,27 @@ def test_complete_against_the_messages_endpoint(server: ScriptedServer) -> None:
     response = asyncio.run(go())
     assert response.message.text.startswith("Hello!") and response.message.finish_reason == "stop"
     assert response.message.usage is not None and response.message.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+def test_arguments_nested_100000_deep_are_the_same_tool_error_on_both_wires(
+    server: ScriptedServer, kind: str, tmp_path: Path
+) -> None:
+    """A call whose arguments nest 100,000 levels is answered with "nested too deeply" (a tool
+    error the model reads); the conversation then goes on over either wire, never ending in
+    "unexpected error: RecursionError" when the next request is built."""
+    from tether.testing import FunctionModel
+
+    deep = '{"pattern": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    def hostile(messages: list[Any], request: Any) -> Any:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return AssistantMessage(content=(ToolCallPart(id="c1", name="list_files", arguments=deep),))
+        return "gave up"
+
+    state = RunState()
+    first = run_sync(Agent(FunctionModel(hostile), tools=FILE_TOOLS, cwd=tmp_path), "go", state=state)
+    (result,) = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert first.status == "completed" and "nested too deeply" in result.text
+    again = run_sync(Agent(provider(server, "hello", kind), tools=FILE_TOOLS, cwd=tmp_path), "and now?", state=state)
+    assert again.status == "completed", again.reason

@@ -125,3 +125,29 @@ def test_api_key_from_config_is_sent_but_never_shown(tmp_path: Path) -> None:
         assert r.status == "failed" and "api_key in [endpoints.k]" in (r.reason or "")
         assert "hush" not in (r.reason or "")
         assert server.received[0][2].get("x-api-key") == "sk-ant-hush"
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "model", "named"),
+    [
+        ({"OPENAI_API_KEY": "sk-bad"}, "", "openai/plan", "Check the key in OPENAI_API_KEY."),
+        ({"LLM_API_KEY": "sk-bad", "OPENAI_API_KEY": "sk-other"}, "", "openai/plan", "Check the key in LLM_API_KEY."),
+        ({}, "", "openai/plan", "none was sent (LLM_API_KEY and OPENAI_API_KEY not set)"),
+        ({}, 'api_key = "sk-bad"\n', "srv/plan", "Check api_key in [endpoints.srv] in config.toml."),
+        ({}, "", "srv/plan", "none was sent (no key_env or api_key in [endpoints.srv] in config.toml)"),
+        ({"SRV_KEY": "sk-bad"}, 'key_env = "SRV_KEY"\n', "srv/plan", "Check the key in SRV_KEY."),
+    ],
+)
+def test_a_401_names_where_the_key_came_from_or_that_none_was_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], config: str, model: str, named: str
+) -> None:
+    for name in ("OPENAI_API_KEY", "LLM_API_KEY", "OPENAI_BASE_URL", "SRV_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with ScriptedServer(faults=["401"]) as server:
+        monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+        (tmp_path / "config.toml").write_text(f'[endpoints.srv]\nbase_url = "{server.base_url}"\n{config}')
+        result = run_sync(Agent(model, settings=load_settings(tmp_path)), "hi")
+    assert result.status == "failed" and named in (result.reason or ""), result.reason
+    assert "sk-bad" not in (result.reason or "") and "server's authentication settings" not in (result.reason or "")

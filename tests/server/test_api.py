@@ -245,7 +245,7 @@ def test_cancel_stops_a_live_run_resumably_and_resume_finishes_it(served: Any) -
         assert r.status_code == 202
         run = c.get(f"/v1/runs/{run_id}").json()
         assert run["status"] == "interrupted" and run["resumable"] and not run["live"]
-        assert "cancelled by local" in run["reason"]
+        assert "stopped by the user" in run["reason"]
         assert c.post(f"/v1/runs/{run_id}/cancel").status_code == 409
         (Path(s.home).parent / "workspace0" / "release").write_text("go")
         assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
@@ -314,6 +314,63 @@ def test_token_commands_store_only_a_hash(served: Any, tmp_path: Path) -> None:
         ["tether", "serve", "--host", "0.0.0.0", "--port", "0"], env=env, capture_output=True, text=True, timeout=30
     )
     assert refused.returncode == 2 and "refusing to listen on 0.0.0.0 without tokens" in refused.stderr
+    assert "every token was revoked, so it would refuse everyone" in refused.stderr  # not "anyone could"
+
+
+def test_after_the_last_token_is_revoked_token_list_says_what_the_server_does(served: Any) -> None:
+    """Once a token has existed the server refuses everyone (never falls back to answering on
+    loopback); `tether serve token list` says exactly that."""
+    import os
+    import subprocess
+
+    s = served(tokens=["dave"])
+    env = {**os.environ, "TETHER_HOME": str(s.home)}
+    revoked = subprocess.run(["tether", "serve", "token", "revoke", "dave"], env=env, capture_output=True, text=True)
+    assert revoked.returncode == 0, revoked.stderr
+    listed = subprocess.run(["tether", "serve", "token", "list"], env=env, capture_output=True, text=True)
+    assert "refuses every request (401)" in listed.stderr and "loopback" not in listed.stderr
+    with s.client() as anon:
+        assert anon.get("/v1/sessions").status_code == 401  # on loopback too
+    fresh = {**os.environ, "TETHER_HOME": str(s.home / "never")}
+    never = subprocess.run(["tether", "serve", "token", "list"], env=fresh, capture_output=True, text=True)
+    assert "answers on loopback only" in never.stderr
+
+
+def test_serve_on_a_busy_port_says_so_with_its_own_exit_code(tmp_path: Path) -> None:
+    import os
+    import socket
+    import subprocess
+
+    from tether.cli.serve import EXIT_CANNOT_LISTEN
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "TETHER_HOME": str(tmp_path / "h")}
+        out = subprocess.run(
+            ["tether", "serve", "--model", "scripted/hello", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == EXIT_CANNOT_LISTEN != 3, out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: another process already listens there" in out.stderr
+    assert "--port 0" in out.stderr and "Errno" not in out.stderr
+
+
+def test_tether_runs_shows_the_prompt_of_a_run_made_through_the_server(served: Any) -> None:
+    import os
+    import subprocess
+
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        finish(c, send(c, sid, "Which file mentions a timeout?")["run_id"])
+    env = {**os.environ, "TETHER_HOME": str(s.home)}
+    listed = subprocess.run(["tether", "runs"], env=env, capture_output=True, text=True)
+    assert "'Which file mentions a timeout?'" in listed.stdout and "''" not in listed.stdout, listed.stdout
 
 
 # --- bad input -------------------------------------------------------------------------------------
@@ -530,3 +587,65 @@ def test_a_configurator_offers_buttons_then_a_form_that_keeps_earlier_choices(se
         again = widget_of(label)
         assert again is not None
         assert {f["name"]: f["value"] for f in again["fields"]} == {"voltage": "230 V AC", "power": 250}
+
+
+def test_a_session_can_be_renamed_and_deleted_by_its_owner_only(served: Any) -> None:
+    s = served(tokens=["alice", "bob"])
+    with s.client("alice") as alice, s.client("bob") as bob:
+        sid = start_session(alice, "plan")
+        posted = send(alice, sid, "Which file mentions a timeout?")
+        finish(alice, posted["run_id"])
+        renamed = alice.patch(f"/v1/sessions/{sid}", json={"title": "  Timeouts \n in logs "})
+        assert renamed.status_code == 200 and renamed.json()["title"] == "Timeouts in logs"
+        assert alice.patch(f"/v1/sessions/{sid}", json={"title": "   "}).status_code == 400
+        assert bob.patch(f"/v1/sessions/{sid}", json={"title": "mine"}).status_code == 404
+        assert bob.delete(f"/v1/sessions/{sid}").status_code == 404
+        assert alice.post(f"/v1/messages/{posted['message_id']}/feedback", json={"score": "up"}).status_code == 201
+        assert alice.delete(f"/v1/sessions/{sid}").json() == {"session_id": sid, "deleted": True}
+        assert alice.get(f"/v1/sessions/{sid}").status_code == 404
+        assert alice.get("/v1/sessions").json()["sessions"] == [] and alice.get("/v1/feedback").json()["feedback"] == []
+        assert alice.get(f"/v1/runs/{posted['run_id']}").status_code == 404
+
+
+def test_stop_says_who_stopped_the_run_in_words(served: Any) -> None:
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "slow")
+        posted = send(c, sid, "scan the archive")
+        read_events(c, posted["events"], until=lambda e: e["event"] == "tool_start")
+        stopped = c.post(f"/v1/runs/{posted['run_id']}/cancel").json()
+        assert stopped["reason"].endswith("stopped by the user"), stopped["reason"]
+        assert "from the API" not in stopped["reason"] and "local" not in stopped["reason"]
+
+
+def test_a_message_refused_because_another_node_started_a_run_leaves_no_failed_turn(served: Any) -> None:
+    """Two nodes on Postgres: the message that loses the race is answered 409 when its start is
+    refused; it must not stay in the session as a run that "never began", and the same
+    message_id can be sent again once the session is free."""
+    from tether.errors import StoreError
+
+    s = served()
+    manager = s.app.state.core.manager
+    real_start = manager.start
+    refused: list[str] = []
+
+    def start_refused_once(turn: Any, text: str, chosen: dict[str, Any]) -> Any:
+        if not refused:
+            refused.append(turn.run_id)
+            raise StoreError(f"session {turn.session_id} is still answering (run r_other)")
+        return real_start(turn, text, chosen)
+
+    manager.start = start_refused_once
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        lost = c.post(
+            f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?", "message_id": "m-race"}
+        )
+        assert lost.status_code == 409 and "nothing was started" in lost.json()["error"]["message"]
+        session = c.get(f"/v1/sessions/{sid}").json()
+        assert session["turns"] == [] and session["title"] == "New chat"
+        assert c.get(f"/v1/runs/{refused[0]}").status_code == 404
+        again = send(c, sid, "Which file mentions a timeout?", message_id="m-race")
+        assert again["run_id"] != refused[0]
+        assert finish(c, again["run_id"])[-1]["result"]["status"] == "completed"
+        assert [t["status"] for t in c.get(f"/v1/sessions/{sid}").json()["turns"]] == ["completed"]

@@ -219,7 +219,8 @@ def test_stop_cancels_the_live_run_and_resume_finishes_it(page: Page, server: An
     expect(turn.locator(".step .badge")).to_have_text("running")
     page.click("#stop")
     expect(turn.locator(".exit")).to_contain_text("interrupted")
-    expect(turn.locator(".exit")).to_contain_text("cancelled by local")
+    expect(turn.locator(".exit")).to_contain_text("stopped by the user")
+    expect(turn.locator(".exit")).not_to_contain_text("from the API")
     expect(page.locator("#stop")).to_be_hidden()
     expect(page.locator("#send")).to_be_enabled()
     page.reload()  # the run is resumable: the page offers it, and a click finishes it
@@ -227,6 +228,11 @@ def test_stop_cancels_the_live_run_and_resume_finishes_it(page: Page, server: An
     turn.get_by_role("button", name="Resume").click()
     expect(turn.locator(".answer")).to_contain_text("The archive scan finished")
     expect(turn.locator(".exit")).to_contain_text("completed")
+    # The page remembers that the run was stopped, live and after a reload (the replay)
+    expect(turn.locator(".note")).to_contain_text("Stopped by the user, then resumed.")
+    page.reload()
+    expect(last_turn(page).locator(".exit")).to_contain_text("completed")
+    expect(last_turn(page).locator(".note")).to_contain_text("Stopped by the user, then resumed.")
 
 
 def test_a_button_click_becomes_the_next_message(page: Page, server: Any, tmp_path: Path) -> None:
@@ -389,3 +395,126 @@ def test_a_message_the_server_refuses_says_why_in_its_turn(page: Page, server: A
     expect(page.locator("#send")).to_be_enabled()
     refused = [e for e in console_errors if "409" in e]  # the browser logs the refused request itself
     console_errors[:] = [e for e in console_errors if e not in refused]
+
+
+# --- a phone, the sign-in screen, answers from elsewhere, forms, and managing sessions --------------
+
+
+def test_the_page_at_phone_width_collapses_the_sidebar(browser: Browser, server: Any, tmp_path: Path) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    try:
+        page.goto(server.url)
+        expect(page.locator("#me")).to_contain_text("local")
+        expect(page.locator(".sidebar")).to_be_hidden()
+        expect(page.locator("#prompt")).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = page.locator("#send").bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 390
+        page.click("#menu")
+        expect(page.locator(".sidebar")).to_be_visible()
+        page.select_option("#agent-pick", "configure")
+        page.click("#new-chat")
+        expect(page.locator(".sidebar")).to_be_hidden()
+        send(page, "I want to configure something.")
+        turn = last_turn(page)
+        turn.get_by_role("button", name="I want to configure the LB series.").click()
+        form = last_turn(page).locator("form.widget-form")
+        expect(form).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        for label in form.locator("label").all():
+            lb, ib = label.bounding_box(), label.locator("input, select").first.bounding_box()
+            assert lb is not None and ib is not None and ib["x"] + ib["width"] <= lb["x"] + lb["width"] + 1
+        shot(page, tmp_path, "phone")
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_the_sign_in_screen_offers_nothing_to_start(page: Page, served: Any, console_errors: list[str]) -> None:
+    server = served(agents_module=AGENTS, tokens=["alice"])
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server.url)
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#new-chat")).to_be_disabled()
+    page.locator("#new-chat").click(force=True)
+    page.wait_for_timeout(200)
+    assert dialogs == []
+    page.fill("#token", server.tokens["alice"])
+    page.click("#login-form button")
+    expect(page.locator("#new-chat")).to_be_enabled()
+    console_errors.clear()  # the first 401, logged by the browser as a failed load
+
+
+def test_images_from_elsewhere_are_links_and_removed_links_are_text(page: Page, server: Any) -> None:
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    html = page.evaluate(
+        """() => {
+        const box = document.createElement('div');
+        box.className = 'answer';
+        box.append(renderMarkdown('![the chart](https://cdn.example.com/c.png) and [bad](javascript:alert(1))'));
+        document.getElementById('chat').append(box);
+        const a = box.querySelector('a:not([href])');
+        return {
+            images: box.querySelectorAll('img').length,
+            link: box.querySelector('a.image-link')?.getAttribute('href'),
+            text: box.querySelector('a.image-link')?.textContent,
+            removedColor: getComputedStyle(a).color,
+            textColor: getComputedStyle(box).color,
+            removedTitle: a.title,
+        };
+    }"""
+    )
+    assert html["images"] == 0 and html["link"] == "https://cdn.example.com/c.png"
+    assert html["text"] == "image: the chart"
+    assert html["removedColor"] == html["textColor"] and "link removed" in html["removedTitle"]
+
+
+def test_a_long_form_label_wraps_inside_its_column(page: Page, server: Any) -> None:
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    span_right, input_left = page.evaluate(
+        """() => {
+        const form = formWidget({title: 't', fields: [{name: 'x', type: 'text',
+            label: 'Maximum_permitted_operating_temperature_of_the_heating_element_in_degrees'}]});
+        document.getElementById('chat').append(form);
+        const span = form.querySelector('label span'), input = form.querySelector('label input');
+        return [span.getBoundingClientRect().right, input.getBoundingClientRect().left];
+    }"""
+    )
+    assert span_right <= input_left
+
+
+def test_a_session_can_be_copied_renamed_and_deleted(browser: Browser, server: Any) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        open_chat(page, server, "plan")
+        send(page, "Which file mentions a timeout?")
+        expect(last_turn(page).locator(".exit")).to_contain_text("completed")
+        page.click("#copy-session")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied.startswith("You: Which file mentions a timeout?") and "timed out" in copied
+        page.click("#rename-session")
+        page.fill(".title-edit", "Timeouts")
+        page.press(".title-edit", "Enter")
+        expect(page.locator("#title")).to_have_text("Timeouts")
+        expect(page.locator("#sessions a.active .session-title")).to_have_text("Timeouts")
+        page.click("#delete-session")
+        expect(page.locator("#delete-session")).to_have_text("Delete? Click again")
+        page.click("#delete-session")
+        expect(page.locator("#sessions a")).to_have_count(0)
+        expect(page.locator("#title")).to_have_text("New chat")
+        with httpx.Client(base_url=server.url) as c:
+            assert c.get("/v1/sessions").json()["sessions"] == []
+        assert dialogs == []
+    finally:
+        context.close()

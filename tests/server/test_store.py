@@ -131,6 +131,24 @@ def test_rename_session(store: ServerStore) -> None:
     }
 
 
+def test_delete_session_takes_its_turns_and_their_feedback_for_its_owner_only(store: ServerStore) -> None:
+    store.add_session(session("s1"))
+    store.add_session(session("s2"))
+    for t in (turn("m1", "r1"), turn("m2", "r2"), turn("m3", "r3", sid="s2")):
+        store.add_turn(t)
+    for mid, run in (("m1", "r1"), ("m3", "r3")):
+        store.put_feedback(FeedbackRecord(mid, run, f"trace-{run}", "alice", "up", None, 1.0))
+    assert store.delete_session("s1", "bob") is False and store.session("s1", "alice") is not None
+    assert store.delete_session("s1", "alice") is True and store.delete_session("s1", "alice") is False
+    assert store.session("s1", "alice") is None and store.turns("alice", "s1") == []
+    assert [f.message_id for f in store.feedback("alice")] == ["m3"]
+    assert [t.message_id for t in store.turns("alice", "s2")] == ["m3"]
+    store.delete_turn("m3", "bob")  # not bob's: nothing goes
+    assert store.turn("m3", "alice") is not None
+    store.delete_turn("m3", "alice")
+    assert store.turn("m3", "alice") is None and store.turn_for_run("r3", None) is None
+
+
 def test_forms_submitted_at_once_on_two_machines_both_count(open_store: Opener) -> None:
     a, b = open_store(), open_store()
     a.add_session(session("s1"))

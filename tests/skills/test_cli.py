@@ -33,6 +33,17 @@ def test_list_names_describes_and_says_where(
     assert lines[4].strip().startswith("user: ")
 
 
+def test_list_json(example_home: Path, project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_skill(example_home / "skills", "deploy", description="The user's way to deploy.")
+    write_skill(project / ".tether" / "skills", "deploy", description="This project's way to deploy.")
+    code, out, _ = run_main("skills", "list", "--cwd", str(project), "--json", capsys=capsys)
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and rows["deploy"]["scope"] == "project"
+    assert rows["deploy"]["description"] == "This project's way to deploy."
+    assert rows["deploy"]["shadows"] == [str((example_home / "skills" / "deploy").resolve())]
+    assert rows["release-notes"]["scope"] == "user"
+
+
 def test_list_reports_malformed_skills_and_lists_the_rest(
     example_home: Path, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -497,3 +497,12 @@ def test_a_command_does_not_outlive_a_killed_tether(
         "the command and its descendants to die with tether",
     )
     assert not shell.kill_process_tree(pid, identity)
+
+
+def test_a_nul_in_the_working_directory_says_the_command_did_not_run(tmp_path: Path) -> None:
+    tool = shell.RunCommand(shell.ShellSettings(require_approval=False))
+    marker = tmp_path / "ran"
+    ctx = ToolContext(cwd=Path(str(tmp_path) + "\0evil"), signal=CancelSignal())
+    with pytest.raises(ToolError, match="the command did not run: the working directory contains a NUL"):
+        asyncio.run(tool.execute({"command": f"touch {marker}"}, ctx))
+    assert not marker.exists()

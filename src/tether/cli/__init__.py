@@ -1,15 +1,18 @@
 """The ``tether`` command.
 
 Exit codes: 0 completed, 1 failed, 2 usage or configuration error (nothing ran), 3
-max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 130 cancelled (Ctrl-C).
-Progress goes to stderr, the answer to stdout; ``--json`` prints the RunResult as JSON instead.
+max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 6 ``tether serve`` could not
+listen (the address is in use or not allowed), 130 cancelled (Ctrl-C). Progress goes to stderr, the
+answer to stdout; ``--json`` prints the RunResult as JSON instead, and every listing command's
+``--json`` prints its rows as one JSON array.
 
 One module per command group: :mod:`~tether.cli.run` (``run``, ``resume``: driving a run, its
 printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli.sessions`,
 :mod:`~tether.cli.runs` (``runs``, ``show``, ``trace``), :mod:`~tether.cli.memory`,
 :mod:`~tether.cli.kb`, :mod:`~tether.cli.models` (``models``, ``auth``), :mod:`~tether.cli.scripted`,
 :mod:`~tether.cli.serve` (``serve``, ``serve token``), :mod:`~tether.cli.mcp` (``mcp list``,
-``login``, ``serve``), :mod:`~tether.cli.skills`; :mod:`~tether.cli.common` holds settings,
+``login``, ``serve``), :mod:`~tether.cli.skills`, :mod:`~tether.cli.config` (``config path``, ``show``,
+``check``); :mod:`~tether.cli.common` holds settings,
 stores, errors and argument types, :mod:`~tether.cli.display` how runs and transcripts read. Heavy
 modules are imported inside the commands so ``tether --help`` starts fast.
 """
@@ -21,15 +24,26 @@ import sys
 
 __all__ = ["build_parser", "main"]
 
+EPILOG = """\
+Settings live in $TETHER_HOME/config.toml (`tether config path` prints where; `tether config
+check` checks it). Try it with no key and no network:
+  tether run --model scripted/plan --cwd examples/workspace "Which file mentions a timeout?"
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     from tether import __version__
-    from tether.cli import chat, kb, mcp, memory, models, run, runs, scripted, serve, sessions, skills, worker
+    from tether.cli import chat, config, kb, mcp, memory, models, run, runs, scripted, serve, sessions, skills, worker
 
-    parser = argparse.ArgumentParser(prog="tether", description="A governed agent loop.")
+    parser = argparse.ArgumentParser(
+        prog="tether",
+        description="A governed agent loop.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for group in (run, chat, sessions, runs, memory, skills, kb, mcp, models, scripted, serve, worker):
+    sub = parser.add_subparsers(dest="command")
+    for group in (run, chat, sessions, runs, memory, skills, kb, mcp, models, config, scripted, serve, worker):
         group.add_parsers(sub)
     return parser
 
@@ -37,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `tether`: what it can do, not an error
+        parser.print_help()
+        return 0
     from tether.errors import ConfigError, StoreError, UserError
 
     try:

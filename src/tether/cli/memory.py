@@ -7,6 +7,7 @@ ambiguous matches); a refused write is one line saying why, and exit code 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,7 @@ def add_parsers(sub: Any) -> None:
 
     show = ms.add_parser("show", help="print both stores with their usage and where they live")
     common(show, which="both")
+    show.add_argument("--json", action="store_true", help="print the stores as one JSON array")
     show.set_defaults(handler=cmd_show)
     add = ms.add_parser("add", help="add an entry (scanned first)")
     add.add_argument("text", metavar="TEXT")
@@ -99,8 +101,9 @@ def add_parsers(sub: Any) -> None:
     rem.add_argument("text", metavar="TEXT")
     common(rem, which="one")
     rem.set_defaults(handler=cmd_remove)
-    clr = ms.add_parser("clear", help="empty a store (both without --profile or --notes)")
+    clr = ms.add_parser("clear", help="empty a store (both without --profile or --notes); asks first, or pass --yes")
     common(clr, which="both")
+    clr.add_argument("--yes", "-y", action="store_true", help="do not ask (needed when not at a terminal)")
     clr.set_defaults(handler=cmd_clear)
 
 
@@ -110,8 +113,31 @@ def _memory(args: argparse.Namespace) -> Memory:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    print_memory(_memory(args), args.store)
+    if args.json:
+        print(json.dumps(_memory_json(_memory(args), args.store), ensure_ascii=False, indent=1))
+    else:
+        print_memory(_memory(args), args.store)
     return 0
+
+
+def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
+    items = []
+    for name in [only] if only else list(memory.stores):
+        store = memory.store(name)
+        entries = store.entries()
+        usage = store.usage(entries)
+        items.append(
+            {
+                "store": name,
+                "path": str(store.path),
+                "chars": usage.chars,
+                "limit": usage.limit,
+                "entries": [
+                    {"text": e, "withheld": None if (f := memory.check(e)) is None else f.reason} for e in entries
+                ],
+            }
+        )
+    return items
 
 
 def print_memory(memory: Memory, only: str | None = None) -> None:
@@ -156,6 +182,23 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     memory = _memory(args)
-    for name in [args.store] if args.store else list(memory.stores):
+    names = [args.store] if args.store else list(memory.stores)
+    if not args.yes and not _confirmed(memory, names):
+        return 2
+    for name in names:
         print(memory.clear(name).message)
     return 0
+
+
+def _confirmed(memory: Memory, names: list[str]) -> bool:
+    """Ask at a terminal; anywhere else, refuse without --yes (nothing is cleared)."""
+    what = " and ".join(f"{name} ({memory.store(name).path})" for name in names)
+    if not sys.stdin.isatty():
+        print(f"tether: clearing {what} needs --yes when not at a terminal; nothing was cleared", file=sys.stderr)
+        return False
+    print(f"Clear {what}? Every entry is deleted. [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()  # "" at end of input: no
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("nothing was cleared", file=sys.stderr)
+    return False

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -18,7 +19,14 @@ ACCESS_ENV = "TETHER_ACCESS_TOKEN"
 
 
 def add_parsers(sub: Any) -> None:
-    m = sub.add_parser("models", help="list configured models and whether their credentials validate")
+    m = sub.add_parser(
+        "models",
+        help="list configured models and whether their credentials validate",
+        description="Each configured model and whether its provider answers. Exit code 1 when "
+        "providers are configured and none of them answers (unreachable, key refused, out of quota); "
+        "the scripted model and providers with no credentials set do not count.",
+    )
+    m.add_argument("--json", action="store_true", help="print the models as one JSON array")
     m.set_defaults(handler=cmd_models)
     au = sub.add_parser("auth", help='OAuth tokens for endpoints with auth = "oauth"')
     aus = au.add_subparsers(dest="auth_command", required=True)
@@ -48,9 +56,27 @@ def cmd_models(args: argparse.Namespace) -> int:
     from tether.providers.registry import configured_models
 
     settings = load_settings()
-    for model, status in asyncio.run(_check_models(configured_models(settings), settings)):
+    rows = asyncio.run(_check_models(configured_models(settings), settings))
+    if args.json:
+        items = [{"model": model, "ok": status.startswith("ok"), "status": status} for model, status in rows]
+        print(json.dumps(items, ensure_ascii=False, indent=1))
+    for model, status in rows if not args.json else ():
         print(f"{model:40} {status}")
-    return 0
+    return _exit_code(rows)
+
+
+def _exit_code(rows: list[tuple[str, str]]) -> int:
+    """1 when providers were configured and none of them answered. The scripted model (always
+    there, needing nothing) and providers with no credentials at all do not count."""
+    checked = [(m, s) for m, s in rows if not m.startswith("scripted/") and not s.startswith("not configured")]
+    if not checked or any(status.startswith("ok") for _, status in checked):
+        return 0
+    print(
+        "tether: no configured provider answered (see each one's status above); fix that, then run "
+        "`tether models` again",
+        file=sys.stderr,
+    )
+    return 1
 
 
 async def _check_models(models: list[str], settings: Any) -> list[tuple[str, str]]:

@@ -262,6 +262,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     state = load_run(run_store(settings), args.run_id)
     if state.status in ("completed", "failed"):
         raise usage_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    _check_resumable_config(state)
     if args.reason is not None and not args.approve:
         raise usage_error("--reason goes with --approve (--reject REASON takes its reason itself)")
     _check_limits_allow_more(state, args)
@@ -280,6 +281,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.max_budget is not None:
         state.config["max_budget_usd"] = args.max_budget
     return drive(state, None, settings, json_out=args.json, asking=_at_terminal(args.json))
+
+
+def _check_resumable_config(state: RunState) -> None:
+    """A header can pass its checksum and still lack what rebuilding the agent needs (an edited
+    config): say which setting is missing instead of ending in a KeyError."""
+    from tether.errors import StoreError
+
+    missing = [key for key in ("model", "cwd") if not isinstance(state.config.get(key), str)]
+    if missing:
+        raise StoreError(
+            f"run {state.run_id} cannot be resumed: its saved config has no {' and no '.join(missing)} "
+            f"(the header was edited, or the run was not made by `tether run`); nothing was run. "
+            "`tether show` still prints its transcript"
+        )
 
 
 def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
@@ -383,8 +398,8 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
         answer = ask(question)
         if answer is None:
             return False
-        if answer.strip().lower() in ("y", "yes"):
-            approve(state)
+        if answer.strip().lower() in ("y", "yes"):  # a reason either way, as docs/cli.md says
+            approve(state, reason=(ask("reason (optional): ") or "").strip() or None)
         else:
             reject(state, reason=(ask("reason (optional): ") or "").strip() or None)
     except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import first_error, load_run, run_store, usage_error
+from tether.cli.common import first_error, load_run, positive_int, run_store, usage_error
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
@@ -23,8 +23,18 @@ if TYPE_CHECKING:
 __all__ = ["add_parsers"]
 
 
+RUNS_SHOWN = 20
+
+
 def add_parsers(sub: Any) -> None:
-    sub.add_parser("runs", help="list runs").set_defaults(handler=cmd_runs)
+    r = sub.add_parser("runs", help=f"list runs, newest first (the latest {RUNS_SHOWN}; --all for every one)")
+    r.add_argument("listing", nargs="?", choices=["list"], metavar="list", help="the same as `tether runs`")
+    r.add_argument(
+        "--limit", type=positive_int, default=RUNS_SHOWN, metavar="N", help=f"show the latest N (default {RUNS_SHOWN})"
+    )
+    r.add_argument("--all", action="store_true", help="show every run")
+    r.add_argument("--json", action="store_true", help="print the runs as one JSON array")
+    r.set_defaults(handler=cmd_runs)
     sh = sub.add_parser("show", help="show a run's transcript")
     sh.add_argument("run_id", metavar="RUN_ID")
     sh.add_argument("--full", action="store_true", help="print long messages and tool outputs whole")
@@ -45,27 +55,62 @@ def cmd_runs(args: argparse.Namespace) -> int:
         rows, skipped = _rows_of(run_store(settings).list())
     else:
         rows, skipped = _rows(settings.home / "runs")
-    if not rows and not skipped:
+    total = len(rows)
+    if not args.all:
+        rows = rows[: args.limit]
+    if args.json:
+        print(json.dumps([_json_row(row) for row in rows], ensure_ascii=False, indent=1))
+    elif not rows and not skipped:
         print("no runs yet", file=sys.stderr)
-    if rows:
+    elif rows:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
-    for row in rows:
+    for row in rows if not args.json else ():
         cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True)
-        print(
-            f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  "
-            f"{str(row.config.get('prompt', ''))[:50]!r}"
-        )
+        print(f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
+    if total > len(rows):
+        print(f"(the latest {len(rows)} of {total} runs; --all shows every one)", file=sys.stderr)
     for run_id, why in skipped:
         print(f"tether: skipped run {run_id}: {why}", file=sys.stderr)
     return 0
 
 
+def _prompt(row: Any) -> str:
+    """The prompt, quoted and cut; a run made through the server before it kept one says so."""
+    prompt = row.config.get("prompt")
+    if isinstance(prompt, str) and prompt:
+        return repr(prompt[:50])
+    if row.config.get("served"):
+        return f"(through the server, agent {row.config.get('agent', '?')})"
+    return "(no prompt recorded)"
+
+
+def _json_row(row: Any) -> dict[str, Any]:
+    return {
+        "run_id": row.run_id,
+        "status": row.status,
+        "turns": row.turns,
+        "cost_usd": row.cost_usd,
+        "model": row.model,
+        "prompt": row.config.get("prompt"),
+        "session_id": row.session_id,
+        "created_at": row.created_at,
+    }
+
+
 def _row_model() -> Any:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, model_validator
 
     from tether.status import RunStatus
 
     class Row(BaseModel):
+        @model_validator(mode="before")
+        @classmethod
+        def _front_door_config(cls, header: Any) -> Any:
+            """A front door's config is kept under ``ext`` (older runs kept it at the top)."""
+            if isinstance(header, dict) and isinstance(header.get("ext"), dict) and "config" in header["ext"]:
+                header = {**header, "config": {**(header.get("config") or {}), **header["ext"]["config"]}}
+            return header
+
         run_id: str
         status: RunStatus
         turns: int = 0
@@ -73,6 +118,7 @@ def _row_model() -> Any:
         model: str | None = None
         unpriced_models: list[str] = []
         config: dict[str, Any] = {}
+        session_id: str | None = None
         created_at: float = 0.0
 
     return Row

@@ -4,14 +4,18 @@ revoke NAME``: the bearer tokens that let users in (stored hashed; shown once)."
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
+import socket
 import sys
 from typing import Any
 
 from tether.cli.common import directory, usage_error
 from tether.cli.common import settings as load_settings
 
-__all__ = ["add_parsers"]
+__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers"]
+
+EXIT_CANNOT_LISTEN = 6  # the address is busy or not allowed; 3 is max_turns_exceeded everywhere else
 
 SERVE_HELP = """\
 Serves the agents of --agent FILE_OR_MODULE (which defines `agent` or `agents`), else those of
@@ -96,7 +100,7 @@ def cmd_token(args: argparse.Namespace) -> int:
             for name, created in names:
                 print(f"{name}\t{datetime.fromtimestamp(created).isoformat(timespec='seconds')}")
             if not names:
-                print("no tokens: the server answers on loopback only, as user `local`", file=sys.stderr)
+                print(_no_tokens(store.auth_required()), file=sys.stderr)
         elif not store.revoke_token(args.name):
             raise usage_error(f"{args.name} has no token")
         else:
@@ -104,6 +108,16 @@ def cmd_token(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+def _no_tokens(auth_required: bool) -> str:
+    """What the server does with no token, in the words its guard uses."""
+    if auth_required:  # a token existed once: revoking the last one locks everyone out, never opens up
+        return (
+            "no tokens: the server refuses every request (401) until one is created with "
+            "`tether serve token create NAME`; once a token has existed it never answers without one"
+        )
+    return "no tokens: the server answers on loopback only, as user `local`"
 
 
 def _loopback(host: str) -> bool:
@@ -123,10 +137,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = load_settings()
     store = _store(settings)
     if not _loopback(args.host) and not store.has_tokens():
+        revoked = store.auth_required()  # a token existed: it would refuse everyone, not open up
         store.close()
+        why = (
+            "every token was revoked, so it would refuse everyone"
+            if revoked
+            else "anyone who reaches it could run agents"
+        )
         raise usage_error(
-            f"refusing to listen on {args.host} without tokens: anyone who reaches it could run "
-            "agents. Create one with `tether serve token create NAME`, or listen on 127.0.0.1"
+            f"refusing to listen on {args.host} without tokens: {why}. Create one with "
+            "`tether serve token create NAME`, or listen on 127.0.0.1"
         )
     from tether.server.app import create_app
 
@@ -138,6 +158,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=store,
         workers=args.workers,
     )
+    from tether.server.connections import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_PER_CLIENT, guarded_protocol
+
+    serve = settings.serve
+    per_client = serve.max_connections_per_client
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -146,12 +170,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=15,
         timeout_keep_alive=75,
+        http=guarded_protocol(
+            float(serve.header_timeout_s or DEFAULT_HEADER_TIMEOUT_S),
+            DEFAULT_PER_CLIENT if per_client is None else int(per_client),
+        ),
     )
+    try:
+        sock = _listen(args.host, args.port)
+    except OSError as exc:
+        store.close()
+        print(f"tether serve: {_cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
     server = uvicorn.Server(config)
     _announce(server, args.host)
     _stop_runs_first(server, app)
-    server.run()
+    server.run(sockets=[sock])
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a busy port is this command's clear error (uvicorn
+    would print its raw message and exit 3, which tether uses for max_turns_exceeded)."""
+    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restarts reuse the port
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: another process already listens there. Stop it, or choose another "
+            "port with --port (--port 0 picks a free one)"
+        )
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on {where}: not allowed (ports below 1024 need privileges); choose --port 8000 or above"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"cannot listen on {where}: this machine has no such address; use --host 127.0.0.1 or 0.0.0.0"
+    return f"cannot listen on {where}: {exc.strerror or exc}"
 
 
 def _stop_runs_first(server: Any, app: Any) -> None:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ def add_parsers(sub: Any) -> None:
     sss = ss.add_subparsers(dest="sessions_command", required=True, metavar="{list,show,export,delete}")
     listing = sss.add_parser("list", help="sessions with their message counts")
     add_session_store_option(listing, nested=True)
+    listing.add_argument("--json", action="store_true", help="print the sessions as one JSON array")
     for name, help_text in (
         ("show", "print a session's transcript"),
         ("export", "print it as JSON lines"),
@@ -45,6 +47,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     command = args.sessions_command
     if command == "list":
         rows = store.list()
+        if args.json:
+            items = [{"session_id": i.session_id, "messages": i.messages, "updated_at": i.updated_at} for i in rows]
+            print(json.dumps(items, ensure_ascii=False, indent=1))
+            return 0
         if not rows:
             print("no sessions yet", file=sys.stderr)
         for info in rows:

@@ -7,6 +7,7 @@ skipped; the others are still listed.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,7 @@ def add_parsers(sub: Any) -> None:
         metavar="DIR",
         help="the project whose .tether/skills count (default: the current directory)",
     )
+    ls.add_argument("--json", action="store_true", help="print the skills as one JSON array")
     ls.set_defaults(handler=cmd_list)
     show = ss.add_parser("show", help="a skill's front matter, instructions and files")
     show.add_argument("name", metavar="NAME")
@@ -91,23 +93,43 @@ def cmd_list(args: argparse.Namespace) -> int:
     found = SkillFolders.default(settings.home, args.cwd, settings.skills.paths).find()
     for problem in found.problems:  # all of them, every time: this is where a person looks for them
         print(f"tether: skipped a skill: {problem}", file=sys.stderr)
-    if not found.skills:
+    if args.json:
+        print(json.dumps(_skills_json(found), ensure_ascii=False, indent=1))
+    elif not found.skills:
         from tether.skills import default_roots
 
         roots = default_roots(settings.home, args.cwd, settings.skills.paths)
         print("no skills found; looked in:\n" + "\n".join(f"  {r.path} ({r.scope})" for r in roots))
         return 0
+    else:
+        _print_skills(found)
+    if not settings.skills.enabled:
+        print(
+            "([skills] enabled = false in config.toml: tether run and tether chat offer none of these)", file=sys.stderr
+        )
+    return 0
+
+
+def _print_skills(found: Discovery) -> None:
     width = max(len(name) for name in found.skills)
     for name, skill in found.skills.items():
         print(f"{name:<{width}}  {_short(skill.description)}")
         print(f"{'':<{width}}  {skill.where}")
         for hidden in found.shadowed.get(name, []):
             print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {hidden.folder}")
-    if not settings.skills.enabled:
-        print(
-            "([skills] enabled = false in config.toml: tether run and tether chat offer none of these)", file=sys.stderr
-        )
-    return 0
+
+
+def _skills_json(found: Discovery) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": name,
+            "description": skill.description,
+            "scope": skill.scope,
+            "folder": str(skill.folder),
+            "shadows": [str(hidden.folder) for hidden in found.shadowed.get(name, [])],
+        }
+        for name, skill in found.skills.items()
+    ]
 
 
 def cmd_show(args: argparse.Namespace) -> int:

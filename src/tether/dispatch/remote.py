@@ -96,7 +96,13 @@ class RemoteRuns:
             kind="start",
             prompt=text,
             chosen=chosen,
-            config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id, "served": True},
+            config={
+                "agent": turn.agent,
+                "message_id": turn.message_id,
+                "trace_id": turn.trace_id,
+                "served": True,
+                "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
+            },
         )
         self.dispatcher.enqueue(turn.run_id)
 

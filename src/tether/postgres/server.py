@@ -111,6 +111,24 @@ class PgServerStore:
     def rename_session(self, session_id: str, title: str) -> None:
         self.db.execute("UPDATE server_sessions SET title = %s WHERE session_id = %s", (title, session_id))
 
+    def delete_turn(self, message_id: str, owner: str) -> None:
+        """Forget a turn whose run was refused before it began (the message was answered 409)."""
+        self.db.execute("DELETE FROM server_turns WHERE message_id = %s AND owner = %s", (message_id, owner))
+
+    def delete_session(self, session_id: str, owner: str) -> bool:
+        """Forget the session, its turns and their feedback (the runs stay in the run store)."""
+        with self.db.tx() as conn:
+            conn.execute(
+                "DELETE FROM server_feedback WHERE owner = %s AND message_id IN "
+                "(SELECT message_id FROM server_turns WHERE session_id = %s AND owner = %s)",
+                (owner, session_id, owner),
+            )
+            conn.execute("DELETE FROM server_turns WHERE session_id = %s AND owner = %s", (session_id, owner))
+            deleted = conn.execute(
+                "DELETE FROM server_sessions WHERE session_id = %s AND owner = %s", (session_id, owner)
+            )
+            return bool(deleted.rowcount)
+
     # --- turns
 
     def add_turn(self, record: TurnRecord) -> TurnRecord:

@@ -52,6 +52,7 @@ from tether.messages import (
     ToolCallPart,
     ToolMessage,
     UserMessage,
+    parse_arguments,
 )
 from tether.providers.auth import ApiKey, Credentials, NoAuth
 from tether.providers.base import (
@@ -113,10 +114,7 @@ def _content_blocks(parts: Sequence[TextPart | ImagePart]) -> list[dict[str, Any
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        value = None
+    value = parse_arguments(arguments)  # None-like for text that is not JSON or nests too deeply
     # The API needs an object; arguments that were not one were already answered with an error.
     return value if isinstance(value, dict) else {"invalid_arguments": arguments}
 
@@ -489,11 +487,12 @@ class AnthropicProvider:
         self.base_url = normalise_base_url(base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         self.name = name
         if credentials is None:
-            key = api_key if api_key is not None else os.environ.get(key_variable)
+            key = api_key or os.environ.get(key_variable)
+            given = f"the api_key given to the {name} provider" if api_key else f"the key in {key_variable}"
             if key:
-                credentials = ApiKey(key, hint=f"the key in {key_variable}", header="x-api-key", scheme="")
+                credentials = ApiKey(key, hint=given, header="x-api-key", scheme="")
             elif self.base_url.startswith(("http://127.", "http://localhost", "http://[::1]")):
-                credentials = NoAuth()
+                credentials = NoAuth(f"whether the server needs a key: none was sent ({key_variable} is not set)")
             else:
                 raise ConfigError(
                     f"{key_variable} is not set: export it (or set ANTHROPIC_BASE_URL to a "

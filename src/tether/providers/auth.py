@@ -33,7 +33,11 @@ class Credentials(Protocol):
 
 
 class NoAuth:
-    hint = "the server's authentication settings"
+    """No credentials: a local server, or an endpoint configured without a key. ``hint`` says so
+    when the server answers 401 anyway, naming where a key would come from."""
+
+    def __init__(self, hint: str = "whether the server needs a key: none was sent") -> None:
+        self.hint = hint
 
     async def headers(self) -> dict[str, str]:
         return {}

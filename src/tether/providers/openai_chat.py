@@ -409,14 +409,22 @@ class OpenAIChatProvider:
         self.base_url = normalise_base_url(base or DEFAULT_BASE_URL)
         self.name = name
         if credentials is None:
-            key = api_key if api_key is not None else os.environ.get(key_variable)
-            if key:
-                credentials = ApiKey(key, hint=f"the key in {key_variable}")
+            # LLM_API_KEY goes with LLM_BASE_URL (a compatible server's key), before OPENAI_API_KEY.
+            names = (
+                ("LLM_API_KEY", key_variable)
+                if base_url is None and os.environ.get("LLM_BASE_URL")
+                else (key_variable,)
+            )
+            found = next((name for name in names if os.environ.get(name)), None)
+            if api_key:
+                credentials = ApiKey(api_key, hint=f"the api_key given to the {name} provider")
+            elif found is not None:
+                credentials = ApiKey(os.environ[found], hint=f"the key in {found}")
             elif is_local_url(self.base_url):
-                credentials = NoAuth()
+                credentials = NoAuth(f"whether the server needs a key: none was sent ({' and '.join(names)} not set)")
             else:
                 raise ConfigError(
-                    f"{key_variable} is not set: export it, or point LLM_BASE_URL at a local "
+                    f"{' or '.join(names)} is not set: export it, or point LLM_BASE_URL at a local "
                     "OpenAI-compatible server (no key needed on loopback)."
                 )
         self._http = HttpTransport(name, self.base_url, credentials, timeout_s=timeout_s, transport=transport)

@@ -90,7 +90,7 @@ def _endpoint_provider(endpoint: Any, settings: Any) -> Provider:
             settings.home / "auth" / f"{endpoint.name}.json", endpoint.token_url, endpoint.client_id
         )
     elif endpoint.auth == "none":
-        credentials = NoAuth()
+        credentials = NoAuth(f'whether the server needs a key: none was sent (auth = "none" in {where})')
     elif endpoint.key_env:
         key = os.environ.get(endpoint.key_env)
         if not key:
@@ -99,7 +99,7 @@ def _endpoint_provider(endpoint: Any, settings: Any) -> Provider:
     elif endpoint.api_key:
         credentials = ApiKey(endpoint.api_key, hint=f"api_key in {where}", header=header, scheme=scheme)
     else:
-        credentials = NoAuth()
+        credentials = NoAuth(f"whether the server needs a key: none was sent (no key_env or api_key in {where})")
     if endpoint.kind == "anthropic":
         from tether.providers.anthropic import AnthropicProvider
 

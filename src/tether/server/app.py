@@ -102,6 +102,10 @@ class ResumeBody(_Body):
     max_budget_usd: float | None = Field(None, gt=0, description="the run's new total budget in dollars")
 
 
+class SessionChange(_Body):
+    title: StrictStr = Field(min_length=1, max_length=200, description="the session's new title")
+
+
 class FeedbackBody(_Body):
     score: Literal["up", "down"]
     comment: StrictStr | None = Field(None, max_length=4000)
@@ -175,6 +179,7 @@ def create_app(
     _guard(app, settings, store)
     _handlers(app)
     _routes(app, core)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     if STATIC.is_dir():
         app.mount("/static", _Static(directory=STATIC), name="static")
     return app
@@ -234,7 +239,7 @@ def _guard(app: FastAPI, settings: Settings, store: ServerStore) -> None:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(serve.cors_origins),
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
 
@@ -270,6 +275,94 @@ def _handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.url.path}"
         return _error(exc.status_code, code, message)
+
+
+_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+_ERRORS = {
+    400: "the request is not valid (a field, a parameter, the JSON itself); the message says which",
+    401: "a token is needed (once tokens exist), or the one sent is not valid",
+    403: "a change sent from another site (its Origin) is refused",
+    404: "no such session, run or message (it does not exist, or it is not the caller's)",
+    409: "the session or run is busy, or not in the state this needs; the message says what to do",
+    413: "the body is larger than [serve] max_body_bytes",
+    415: "the body is not sent as application/json",
+    503: "the server is shutting down",
+}
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, corrected to what the server really answers: errors are 400 (never
+    422) with ``{"error": {"code", "message"}}``, the bearer scheme, and each route's error codes."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+
+    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    schemas["Error"] = _ERROR_SCHEMA
+    components["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "a token from `tether serve token create NAME`; none is needed while the "
+            "server has never had a token (it then answers on loopback only, as user `local`)",
+        }
+    }
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            op["security"] = [{"bearer": []}, {}]  # {}: no token, while none exists
+            op["responses"].pop("422", None)
+            for status in _error_statuses(path, method):
+                op["responses"][str(status)] = {
+                    "description": _ERRORS[status],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                }
+    _streams(doc)
+    app.openapi_schema = doc
+    return doc
+
+
+def _streams(doc: dict[str, Any]) -> None:
+    """What the two streaming routes answer, which FastAPI cannot see from their code."""
+    doc["components"]["schemas"]["Accepted"] = {
+        "type": "object",
+        "required": ["message_id", "run_id", "trace_id", "events"],
+        "properties": {k: {"type": "string"} for k in ("message_id", "run_id", "trace_id", "events")},
+    }
+    sse = {"text/event-stream": {"schema": {"type": "string", "description": "id:, event: and data: lines"}}}
+    accepted = {"application/json": {"schema": {"$ref": "#/components/schemas/Accepted"}}, **sse}
+    post = doc["paths"]["/v1/sessions/{session_id}/messages"]["post"]["responses"]
+    post["202"] = {"description": "the run started; with Accept: text/event-stream, its events", "content": accepted}
+    post["200"] = {"description": "this message_id was posted before: its run, not a new one", "content": accepted}
+    events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]["responses"]
+    events["200"] = {"description": "the run's events, from Last-Event-ID on", "content": sse}
+
+
+def _error_statuses(path: str, method: str) -> list[int]:
+    statuses = [400, 401]
+    if "{" in path:
+        statuses.append(404)
+    if method in ("post", "patch", "delete"):
+        statuses += [403, 413, 415]
+    busy = method in ("post", "delete") and "{" in path and not path.endswith("/feedback")
+    if busy or path.endswith("/trace"):
+        statuses.append(409)
+    if path.endswith("/messages"):
+        statuses.append(503)
+    return sorted(statuses)
 
 
 def _describe(errors: Any) -> str:
@@ -529,6 +622,30 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         ]
         return record.public() | {"turns": turns}
 
+    @app.patch("/v1/sessions/{session_id}", summary="Rename a session")
+    async def rename_session(session_id: str, body: SessionChange, user: User) -> dict[str, Any]:
+        _session(core, session_id, user)
+        title = " ".join(body.title.split())
+        if not title:
+            raise ApiError(400, "bad_request", "title: must hold something besides spaces")
+        core.store.rename_session(session_id, title)
+        return _session(core, session_id, user).public()
+
+    @app.delete(
+        "/v1/sessions/{session_id}",
+        summary="Delete a session: its messages, turns and feedback (its runs stay for audit)",
+    )
+    async def delete_session(session_id: str, user: User) -> dict[str, Any]:
+        _session(core, session_id, user)
+        busy = core.manager.live_run_of(session_id)
+        if busy is not None:
+            raise ApiError(409, "conflict", f"session {session_id} is answering (run {busy}); cancel it first")
+        core.store.delete_session(session_id, user)
+        transcripts = getattr(core.manager, "sessions", None)
+        if transcripts is not None:
+            transcripts.delete(session_id)
+        return {"session_id": session_id, "deleted": True}
+
     @app.post(
         "/v1/sessions/{session_id}/messages",
         status_code=202,
@@ -567,13 +684,16 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, turn, accept, status=200)
-        if record.title == "New chat":
-            core.store.rename_session(session_id, _title(body.text))
         chosen = (core.store.session(session_id, user) or record).chosen
         try:
             core.manager.start(turn, body.text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
-            raise ApiError(409, "conflict", f"{exc}; wait for its done event, or cancel it") from None
+            _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
+            raise ApiError(
+                409, "conflict", f"{exc}; nothing was started: wait for its done event, or cancel it, and send again"
+            ) from None
+        if record.title == "New chat":
+            core.store.rename_session(session_id, _title(body.text))
         return _accepted(core, turn, accept)
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
@@ -642,7 +762,7 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     @app.post("/v1/runs/{run_id}/cancel", status_code=202, summary="Stop a live run (it stays resumable)")
     async def cancel(run_id: str, user: User) -> dict[str, Any]:
         turn = _turn(core, run_id, user)
-        if not core.manager.cancel(run_id, f"cancelled by {user} from the API"):
+        if not core.manager.cancel(run_id, "stopped by the user" if user == "local" else f"stopped by {user}"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)
         return run_view(core, turn)
@@ -775,6 +895,15 @@ def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) ->
     if forget is not None:
         forget(run_id)
     return turn, False
+
+
+def _drop_turn(core: Core, turn: TurnRecord) -> None:
+    """Undo :func:`_add_turn` for a message answered 409: the turn and its kept message go, so
+    the session does not show a run that never began, and the same message_id can be sent again."""
+    core.store.delete_turn(turn.message_id, turn.owner)
+    forget = getattr(core.manager, "forget", None)
+    if forget is not None:
+        forget(turn.run_id)
 
 
 def _check_agent(core: Core, agent: str) -> None:

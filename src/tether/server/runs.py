@@ -276,6 +276,7 @@ class RunManager:
                     "message_id": turn.message_id,
                     "trace_id": turn.trace_id,
                     "served": True,
+                    "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
                 }
             },
         )

@@ -73,6 +73,8 @@ class ServerStore(Protocol):
     def sessions(self, owner: str) -> list[SessionRecord]: ...
     def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None: ...
     def rename_session(self, session_id: str, title: str) -> None: ...
+    def delete_session(self, session_id: str, owner: str) -> bool: ...
+    def delete_turn(self, message_id: str, owner: str) -> None: ...
     def add_turn(self, record: TurnRecord) -> TurnRecord: ...
     def turn(self, message_id: str, owner: str) -> TurnRecord | None: ...
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None: ...
@@ -196,6 +198,22 @@ class SqliteServerStore:
     def rename_session(self, session_id: str, title: str) -> None:
         with self._tx() as db:
             db.execute("UPDATE sessions SET title=? WHERE session_id=?", (title, session_id))
+
+    def delete_turn(self, message_id: str, owner: str) -> None:
+        """Forget a turn whose run was refused before it began (the message was answered 409)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM turns WHERE message_id=? AND owner=?", (message_id, owner))
+
+    def delete_session(self, session_id: str, owner: str) -> bool:
+        """Forget the session, its turns and their feedback (the runs stay in the run store)."""
+        with self._tx() as db:
+            db.execute(
+                "DELETE FROM feedback WHERE owner=? AND message_id IN "
+                "(SELECT message_id FROM turns WHERE session_id=? AND owner=?)",
+                (owner, session_id, owner),
+            )
+            db.execute("DELETE FROM turns WHERE session_id=? AND owner=?", (session_id, owner))
+            return db.execute("DELETE FROM sessions WHERE session_id=? AND owner=?", (session_id, owner)).rowcount > 0
 
     # --- turns
 

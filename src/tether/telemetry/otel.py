@@ -175,9 +175,8 @@ class Telemetry:
         self._provider = TracerProvider(
             resource=Resource.create({"service.name": service_name}), id_generator=_RunIds()
         )
-        self._provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, headers=headers or None))
-        )
+        exporter = _ReachableOnly(OTLPSpanExporter(endpoint=endpoint, headers=headers or None), endpoint)
+        self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
         self._tracer = self._provider.get_tracer("tether")
         self._first_runs: OrderedDict[int, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -252,6 +251,66 @@ class Telemetry:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class _ReachableOnly:
+    """The OTLP exporter, asked to send only while the collector accepts connections.
+
+    The exporter retries a refused connection with backoff (1, 2, 4 s ... and a warning each time),
+    which made a run with no collector listening wait seconds at its end and print four lines. A
+    connect that fails now costs one failed TCP connect: the spans of that batch are dropped, a
+    single warning says so, and the collector is tried again after ``retry_after_s``.
+    """
+
+    def __init__(self, inner: Any, endpoint: str, retry_after_s: float = 30.0, connect_timeout_s: float = 1.0) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(endpoint)
+        self.inner = inner
+        self.endpoint = endpoint
+        self.address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
+        self.retry_after_s = retry_after_s
+        self.connect_timeout_s = connect_timeout_s
+        self.down_until = 0.0
+        self.warned = False
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        now = time.monotonic()
+        if now < self.down_until:
+            return SpanExportResult.FAILURE
+        problem = self._unreachable()
+        if problem is None:
+            return self.inner.export(spans)
+        self.down_until = now + self.retry_after_s
+        if not self.warned:
+            self.warned = True
+            import logging
+
+            logging.getLogger("tether.telemetry").warning(
+                "tether: telemetry: cannot reach the OTLP collector at %s (%s); its spans are dropped "
+                "until it answers (tried again every %.0f s). The runs are not affected.",
+                self.endpoint,
+                problem,
+                self.retry_after_s,
+            )
+        return SpanExportResult.FAILURE
+
+    def _unreachable(self) -> str | None:
+        import socket
+
+        try:
+            socket.create_connection(self.address, timeout=self.connect_timeout_s).close()
+        except OSError as exc:
+            return exc.strerror or str(exc) or type(exc).__name__
+        return None
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
 
 
 def telemetry_from_settings(settings: Settings) -> Telemetry | None:

@@ -247,6 +247,51 @@ def _with_cache(reply: dict[str, Any], messages: list[dict[str, Any]], tools: An
 
 
 _STATUS_FAULTS = ("429", "429_quota", "low_credit", "500", "503", "507", "529", "401")
+FAULTS = (
+    *_STATUS_FAULTS,
+    "overflow",
+    "garbled_gzip",
+    "stall",
+    "cut",
+    "cut_after_text",
+    "cut_in_arguments",
+    "end_before_content",
+    "end_after_text",
+    "end_in_arguments",
+    "no_finish",
+    "no_done",
+    "no_usage",
+    "malformed",
+    "error_event",
+    "lone_surrogate",
+    "repeat_ids",
+    "bad_tool_json",
+)
+
+
+def check_fault(fault: str) -> str:
+    """``fault`` if the server knows it (with a valid argument); else a ConfigError naming the known ones."""
+    kind, colon, arg = fault.partition(":")
+    if kind not in FAULTS:
+        raise ConfigError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)} (stall takes :SECONDS)")
+    if kind == "stall":
+        try:
+            ok = float(arg or 5) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"fault {fault!r}: stall takes a number of seconds >= 0 (stall:2.5)")
+    elif kind == "429" and colon:
+        name, _, value = arg.partition("=")
+        try:
+            ok = name in ("retry_after", "retry_after_ms") and float(value) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"fault {fault!r}: 429 takes :retry_after=S or :retry_after_ms=MS")
+    elif colon:
+        raise ConfigError(f"fault {fault!r}: {kind} takes no argument")
+    return fault
 
 
 def _anthropic_models(query: dict[str, list[str]]) -> dict[str, Any]:
@@ -666,6 +711,7 @@ class ScriptedServer:
     ) -> None:
         if dialect not in self.DIALECTS:
             raise ConfigError(f"unknown scripted server dialect {dialect!r}; known: {', '.join(self.DIALECTS)}")
+        faults = [check_fault(f) for f in faults]  # before the port is taken
         self._server = _Server((host, port))
         self._server.faults.extend(faults)
         self._server.context_window = context_window
@@ -687,6 +733,7 @@ class ScriptedServer:
         return f"{self.root_url}/v1"
 
     def set_faults(self, faults: Iterable[str], *, context_window: int | None = None) -> None:
+        faults = [check_fault(f) for f in faults]
         with self._server._lock:
             self._server.faults.clear()
             self._server.faults.extend(faults)

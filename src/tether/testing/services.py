@@ -106,8 +106,18 @@ class RabbitServer:
     ``rabbitmq-server`` (``apt-get install rabbitmq-server``); ``available()`` says whether it is."""
 
     def __init__(self, *, start_timeout: float = 60) -> None:
+        binary = self.binary()
+        if binary is None:  # before any folder is made: nothing is left behind
+            raise RuntimeError("RabbitMQ is not installed: apt-get install rabbitmq-server (Debian)")
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="tether-rabbit-"))
+        try:
+            self._start(binary, start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, binary: str, start_timeout: float) -> None:
         name = f"tether{self.port}@localhost"
         (self.dir / "plugins").write_text("[].\n")
         env = dict(
@@ -129,7 +139,7 @@ class RabbitServer:
             (self.dir / sub).mkdir()
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
         self._proc = subprocess.Popen(
-            [self.binary() or "rabbitmq-server"],
+            [binary],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -170,6 +180,9 @@ class RabbitServer:
     def stop(self) -> None:
         # The whole process group, whether or not the script started is still there: Debian's
         # wrapper may exit (it switches to the rabbitmq user) and leave the broker running.
+        if getattr(self, "_proc", None) is None:  # it never started: only its folder to remove
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
         group = self._proc.pid
         for sig, wait_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
             try:

@@ -410,6 +410,9 @@ async def run_sandboxed(
     is killed and the error raised, so nothing runs unrecorded. On Linux the process is tied to the
     thread that runs the event loop: it dies if that thread, or tether, ends first.
     """
+    if "\0" in str(ctx.cwd) or "\0" in command:  # the kernel cannot take it: nothing starts
+        where = "the working directory" if "\0" in str(ctx.cwd) else "the command"
+        raise ToolError(f"the command did not run: {where} contains a NUL character, which no path or command can hold")
     status = sandbox_status(settings)
     if outside:
         status = _unsandboxed(status)

@@ -86,9 +86,29 @@ const markdown = new marked.Marked({
 
 function renderMarkdown(text) {
   const html = markdown.parse(text);
-  return DOMPurify.sanitize(html, {
+  const frag = DOMPurify.sanitize(html, {
     ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: MARKDOWN_ATTRS, RETURN_DOM_FRAGMENT: true,
   });
+  // The page loads images from itself only (its CSP): an image from elsewhere would be a broken
+  // icon and a console error, so it is shown as a link to open it instead.
+  for (const img of frag.querySelectorAll("img")) {
+    const src = img.getAttribute("src") || "";
+    if (src.startsWith("data:") || sameOrigin(src)) continue;
+    const label = `image: ${img.getAttribute("alt") || src}`;
+    img.replaceWith(/^https?:/i.test(src)
+      ? el("a", { href: src, class: "image-link", target: "_blank", rel: "noopener noreferrer", text: label })
+      : el("span", { class: "image-link", text: label }));
+  }
+  for (const a of frag.querySelectorAll("a:not([href])")) a.title = "link removed: only http(s) addresses are kept";
+  return frag;
+}
+
+function sameOrigin(url) {
+  try {
+    return new URL(url, location.href).origin === location.origin;
+  } catch {
+    return false;
+  }
 }
 
 // ---- the API ------------------------------------------------------------------------------------
@@ -194,6 +214,10 @@ class Turn {
   // -- events --
   handle(ev, id) {
     if (id != null) this.lastId = Number(id);
+    if (this.stoppedBy && ev.type !== "done") { // the run went on after a Stop: say so where it stopped
+      this.note(`${this.stoppedBy[0].toUpperCase()}${this.stoppedBy.slice(1)}, then resumed.`);
+      this.stoppedBy = null;
+    }
     const bottom = nearBottom();
     const handler = this["on_" + ev.type];
     if (handler) handler.call(this, ev);
@@ -314,6 +338,7 @@ class Turn {
     this.segment = null;
     this.lastStatus = r.status;
     this.stopped = r.status === "interrupted" && r.interruption != null && r.interruption.type !== "cancelled";
+    this.stoppedBy = r.interruption?.type === "cancelled" ? ((r.reason || "").replace(/^cancelled: /, "") || "stopped") : null;
     if (this.stopped) {
       this.status.textContent = "Waiting for your decision.";
       return;
@@ -612,6 +637,7 @@ async function openSession(sessionId) {
   const view = newView();
   state.sessionId = sessionId;
   markActive();
+  $("session-actions").hidden = !sessionId;
   if (!sessionId) {
     $("title").textContent = "New chat";
     $("agent-name").textContent = "";
@@ -656,7 +682,7 @@ async function newSession() {
 async function sendMessage(text, values) {
   text = text.trim();
   if (!text) return;
-  if (!state.sessionId && !(await newSession().catch((err) => { alert(err.message); return null; }))) return;
+  if (!state.sessionId && !(await newSession().catch((err) => { showError(`Not sent: ${err.message}`); return null; }))) return;
   const view = state.view;
   const messageId = newId("m_");
   const turn = addTurn(view, { text, messageId });
@@ -724,7 +750,14 @@ async function loadAgents() {
 function showLogin(message) {
   $("login").hidden = false;
   $("chat").hidden = $("composer").hidden = true;
+  $("new-chat").disabled = $("agent-pick").disabled = true; // nothing to start before signing in
+  $("session-actions").hidden = true;
   $("login-error").textContent = state.token ? message : "";
+}
+
+// A failure outside any turn (starting a chat, renaming one): said in the conversation, not in a dialog.
+function showError(message) {
+  $("chat").append(el("p", { class: "error", role: "alert", text: message }));
 }
 
 async function start() {
@@ -737,6 +770,7 @@ async function start() {
   }
   $("login").hidden = true;
   $("chat").hidden = $("composer").hidden = false;
+  $("new-chat").disabled = $("agent-pick").disabled = false;
   $("me").replaceChildren(el("span", { text: me.user }));
   if (me.auth) {
     $("me").append(el("button", { type: "button", class: "link", text: "Sign out", onclick: () => {
@@ -774,7 +808,93 @@ $("prompt").addEventListener("keydown", (e) => {
 
 $("stop").addEventListener("click", () => stopRun());
 
-$("new-chat").addEventListener("click", () => newSession().catch((err) => alert(err.message)));
+$("new-chat").addEventListener("click", () => {
+  closeSidebar();
+  newSession().catch((err) => showError(`Could not start a chat: ${err.message}`));
+});
+
+// ---- the sidebar on a phone, and the shown session's copy, rename and delete ---------------------
+
+function closeSidebar() {
+  document.body.classList.remove("sidebar-open");
+  $("menu").setAttribute("aria-expanded", "false");
+}
+
+$("menu").addEventListener("click", () => {
+  const open = document.body.classList.toggle("sidebar-open");
+  $("menu").setAttribute("aria-expanded", String(open));
+});
+$("scrim").addEventListener("click", closeSidebar);
+$("sessions").addEventListener("click", (e) => { if (e.target.closest("a")) closeSidebar(); });
+
+function conversationText() {
+  return state.view.turns.map((t) => {
+    const asked = t.node.querySelector(".user-msg")?.textContent || "";
+    const answer = [...t.node.querySelectorAll(".answer")].map((a) => a.innerText.trim()).join("\n\n");
+    return `You: ${asked}\n\n${$("agent-name").textContent || "Agent"}: ${answer}`;
+  }).join("\n\n---\n\n");
+}
+
+$("copy-session").addEventListener("click", async () => {
+  const button = $("copy-session");
+  try {
+    await navigator.clipboard.writeText(conversationText());
+    button.textContent = "Copied";
+  } catch (err) {
+    button.textContent = "Not copied";
+    showError(`Could not copy: ${err.message}`);
+  }
+  setTimeout(() => { button.textContent = "Copy"; }, 1500);
+});
+
+$("rename-session").addEventListener("click", () => {
+  const sessionId = state.sessionId;
+  const title = $("title");
+  const input = el("input", { type: "text", class: "title-edit", value: title.textContent, "aria-label": "New title", maxlength: "200" });
+  title.hidden = true;
+  title.after(input);
+  input.focus();
+  input.select();
+  const finish = async (save) => {
+    if (!input.isConnected) return;
+    input.remove();
+    title.hidden = false;
+    const wanted = input.value.trim();
+    if (!save || !wanted || wanted === title.textContent) return;
+    try {
+      const session = await api(`/v1/sessions/${encodeURIComponent(sessionId)}`, { method: "PATCH", body: { title: wanted } });
+      if (state.sessionId === sessionId) title.textContent = session.title;
+      await loadSessions();
+    } catch (err) {
+      showError(`Not renamed: ${err.message}`);
+    }
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); finish(true); }
+    if (e.key === "Escape") finish(false);
+  });
+  input.addEventListener("blur", () => finish(true));
+});
+
+// Delete asks by changing the button: a second click within a few seconds deletes.
+$("delete-session").addEventListener("click", async () => {
+  const button = $("delete-session");
+  if (!button.dataset.armed) {
+    button.dataset.armed = "1";
+    button.textContent = "Delete? Click again";
+    setTimeout(() => { delete button.dataset.armed; button.textContent = "Delete"; }, 4000);
+    return;
+  }
+  delete button.dataset.armed;
+  button.textContent = "Delete";
+  try {
+    await api(`/v1/sessions/${encodeURIComponent(state.sessionId)}`, { method: "DELETE" });
+    location.hash = "";
+    await Promise.all([openSession(null), loadSessions()]);
+  } catch (err) {
+    showError(`Not deleted: ${err.message}`);
+  }
+});
 
 window.addEventListener("hashchange", () => {
   const id = decodeURIComponent(location.hash.slice(1)) || null;

@@ -1,0 +1,136 @@
+"""``tether config path | show | check``: where the settings live, what they say, whether they load.
+
+In the style of ``git config --list --show-origin`` and ``llm keys path``: ``path`` prints the file
+(which need not exist), ``show`` prints it with every secret replaced by ``"<redacted>"`` (keys,
+tokens, passwords, the password in a URL, MCP servers' environment and headers) and the
+variables that override it, ``check`` loads it as every command does and says ``ok`` or what is
+wrong (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["add_parsers", "redacted"]
+
+REDACTED = "<redacted>"
+# Keys whose value is a secret wherever they appear; `key_env` names a variable, not a secret.
+SECRET_KEY = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|authorization)$", re.I)
+# Tables whose every value may be a secret: a server's environment and its HTTP headers.
+SECRET_TABLES = {"env", "headers"}
+OVERRIDES = ("TETHER_HOME", "TETHER_MODEL", "TETHER_DATABASE_URL", "TETHER_SESSION_STORE", "LLM_BASE_URL")
+
+HELP = """\
+Settings live in $TETHER_HOME/config.toml ($TETHER_HOME defaults to the platform's data
+directory, e.g. ~/.local/share/tether). A missing file is fine: every setting has a default.
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    c = sub.add_parser(
+        "config",
+        help="where config.toml lives, what it says (secrets redacted), whether it loads",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cs = c.add_subparsers(dest="config_command", required=True, metavar="{path,show,check}")
+    cs.add_parser("path", help="print the path of config.toml (it may not exist yet)")
+    show = cs.add_parser("show", help="print config.toml with secrets redacted, and the variables that override it")
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
+    cs.add_parser("check", help="load config.toml as every command does: ok, or what is wrong (exit code 2)")
+    c.set_defaults(handler=cmd_config)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from tether.config import tether_home
+
+    path = tether_home() / "config.toml"
+    if args.config_command == "path":
+        print(path)
+        return 0
+    if args.config_command == "check":
+        from tether.config import load_settings
+
+        load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
+        print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
+        return 0
+    return _show(path, as_json=args.json)
+
+
+def _show(path: Any, *, as_json: bool) -> int:
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        print(f"tether: cannot read {path}: {exc}. Fix or remove the file.", file=sys.stderr)
+        return 2
+    clean = redacted(data)
+    overrides = {name: _redact_value(name, os.environ[name]) for name in OVERRIDES if os.environ.get(name)}
+    if as_json:
+        print(json.dumps({"path": str(path), "exists": path.exists(), "config": clean, "environment": overrides}))
+        return 0
+    print(f"# {path}" + ("" if path.exists() else " (does not exist: every setting has its default)"))
+    for name, value in overrides.items():
+        print(f"# ${name} = {value}")
+    text = _toml(clean)
+    if text:
+        print(text, end="")
+    return 0
+
+
+def redacted(value: Any, key: str = "") -> Any:
+    """``value`` (parsed TOML) with every secret replaced by ``"<redacted>"``."""
+    if isinstance(value, dict):
+        if key in SECRET_TABLES:
+            return {k: REDACTED for k in value}
+        return {k: redacted(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v, key) for v in value]
+    return _redact_value(key, value)
+
+
+def _redact_value(key: str, value: Any) -> Any:
+    if SECRET_KEY.search(key) and not key.endswith("_env"):
+        return REDACTED
+    if isinstance(value, str) and "://" in value:
+        parts = urlsplit(value)
+        if parts.password:
+            netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+            return urlunsplit(parts._replace(netloc=netloc))
+    return value
+
+
+def _toml(data: dict[str, Any], table: tuple[str, ...] = ()) -> str:
+    """A small TOML writer for what tomllib read: scalars and arrays first, then each table."""
+    lines = [f"{_key(k)} = {_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    out = ""
+    if lines or (table and not any(isinstance(v, dict) for v in data.values())):
+        out = ("\n" if table else "") + (f"[{'.'.join(_key(p) for p in table)}]\n" if table else "")
+        out += "".join(line + "\n" for line in lines)
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out += _toml(v, (*table, k))
+    return out
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value), ensure_ascii=False)
