@@ -255,6 +255,12 @@ class _McpTable(_Table):
     tools: dict[str, Literal["always", "never", "destructive"]] = {}  # per tool, overriding `approval`
     timeout_s: _PositiveFloat | None = None  # per call (default 60)
     enabled: _Bool = True
+    transport: Literal["http", "sse"] = "http"  # with url: streamable HTTP, or the legacy SSE transport
+    cache: list[_Text] = []  # tools whose answers may be reused in a run (deterministic ones)
+    max_result_chars: _PositiveInt | None = None  # a result's text, head and tail kept (default 100,000)
+    max_description_chars: _PositiveInt | None = None  # one tool's description, trimmed (default 4,000)
+    max_schema_chars: _PositiveInt | None = None  # one tool's input schema, else refused (default 20,000)
+    max_tools_chars: _PositiveInt | None = None  # all its tools' descriptions and schemas (default 100,000)
 
     @model_validator(mode="after")
     def _one_transport(self) -> _McpTable:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types import Tool as McpSpec
 from mcp_types import ToolAnnotations
 
 from tests.connectors.conftest import inventory, live_processes, logged, wait_until
@@ -51,6 +52,16 @@ def test_tool_names_are_namespaced_in_the_characters_and_length_providers_accept
     assert len(long) == 64 and long.startswith("inventory__xxx")
     assert long != tool_name("inventory", "x" * 81)  # cut names stay apart
     assert tool_name("s", "a.b", taken=["s__a_b"]) != "s__a_b"  # so do names that sanitise alike
+
+
+def test_two_servers_whose_tools_would_both_be_named_a__b__c_get_different_names() -> None:
+    first, second = tool_name("a__b", "c"), tool_name("a", "b__c")
+    assert first != second and first.startswith("a__b__c_") and second.startswith("a__b__c_")
+    assert tool_name("a_", "b") != tool_name("a", "_b")
+    servers = [McpConnector("a__b", {"command": "unused"}), McpConnector("a", {"command": "unused"})]
+    servers[0]._tools = servers[0]._make_tools([McpSpec(name="c", input_schema={"type": "object"})])
+    servers[1]._tools = servers[1]._make_tools([McpSpec(name="b__c", input_schema={"type": "object"})])
+    assert len(Agent("scripted/plan", extensions=servers).tool_map()) == 2  # was a ConfigError
 
 
 def test_approval_follows_the_policy_then_the_hints_with_mcps_defaults() -> None:
@@ -115,6 +126,8 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
             "crash",
             "environment",
             "spawn",
+            "clock",
+            "big",
         )
     }
     stock = tools["inventory__stock"]
@@ -210,7 +223,7 @@ def test_a_run_gets_text_and_images_reads_once_and_waits_for_approval_before_a_d
             )
         return f"{results(messages)[2].text.splitlines()[-1]}; {results(messages)[-1].text}"
 
-    connector = McpConnector("inventory", inventory(calls))
+    connector = McpConnector("inventory", inventory(calls, cache=["stock"]))
     agent = Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path)
     state = RunState()
     first = asyncio.run(run(agent, "Order five more FV-2050 if we are low.", state=state))
@@ -288,3 +301,44 @@ def test_a_servers_own_error_with_the_closed_connection_code_is_its_answer_not_a
     assert not stock.is_error and text(stock) == "FV-2050: 12 in stock"
     assert len(connector.pids) == 1, "the server was not restarted"
     assert [line for line in logged(calls) if line.startswith(("busy", "stock"))] == ["busy FV-2050", "stock FV-2050"]
+
+
+# --- results kept in bounds, answers reused only when they may be ----------------------------------
+
+
+def test_a_result_past_the_limit_keeps_its_head_and_tail_and_says_what_was_cut(calls: Path, tmp_path: Path) -> None:
+    async def go(connector: McpConnector, chars: int) -> ToolResult:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return await tools["inventory__big"].execute({"chars": chars}, ctx(tmp_path))
+        finally:
+            await connector.stop()
+
+    whole = asyncio.run(go(McpConnector("inventory", inventory(calls)), 90_000))
+    assert len(text(whole)) == 90_000
+    cut = asyncio.run(go(McpConnector("inventory", inventory(calls)), 3_000_000))
+    assert text(cut).startswith("HEAD") and text(cut).endswith("TAIL")
+    assert 100_000 < len(text(cut)) < 100_400  # the default: read_file's 100,000 characters and a note
+    assert "2,900,000 of 3,000,000 characters cut here" in text(cut) and "max_result_chars" in text(cut)
+    small = asyncio.run(go(McpConnector("inventory", inventory(calls, max_result_chars=1_000)), 5_000))
+    assert len(text(small)) < 1_400 and text(small).endswith("TAIL") and "4,000 of 5,000" in text(small)
+
+
+def test_a_read_only_tool_runs_every_time_unless_it_is_declared_cacheable(calls: Path, tmp_path: Path) -> None:
+    """readOnlyHint says a tool does not write, not that its answer holds: the clock is read twice."""
+
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        if turn(messages) < 2:
+            n = turn(messages)
+            return Reply(calls=((f"k{n}", "inventory__clock", {}), (f"s{n}", "inventory__stock", {"part": "FV"})))
+        return "done"
+
+    state = RunState()
+    connector = McpConnector("inventory", inventory(calls, cache=["stock"]))
+    result = asyncio.run(run(Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path), "time?", state=state))
+    assert result.status == "completed"
+    first_clock, _, second_clock, second_stock = results(state.messages)
+    assert second_clock.status == "ok" and second_clock.text != first_clock.text
+    assert second_stock.status == "cached" and second_stock.cached_from == "s0"
+    assert logged(calls).count("clock") == 2 and logged(calls).count("stock FV") == 1

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TIMEOUT_S", "McpConnector", "McpTool", "needs_approval", "token_path", "tool_name"]
 
 DEFAULT_TIMEOUT_S = 60.0  # a call, unless [mcp.NAME] timeout_s says otherwise
+DEFAULT_MAX_CHARS = 100_000  # a result's text (the built-in read_file's cap), unless max_result_chars says
 START_TIMEOUT_S = 30.0  # starting (or reaching) a server and listing its tools
 NAME_LIMIT = 64  # what providers accept as a tool name, of [A-Za-z0-9_-]
 MCP_EXTRA = "pip install 'tether[mcp]'"
@@ -63,10 +65,15 @@ def token_path(home: Path, server: str) -> Path:
 
 
 def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
-    """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short, or
-    already ``taken`` by another tool, ends in a digest of the original so it stays unique."""
-    name = f"{_NOT_ALLOWED.sub('_', server)}__{_NOT_ALLOWED.sub('_', tool)}"
-    if len(name) <= NAME_LIMIT and name not in taken:
+    """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short,
+    already ``taken`` by another tool, or one whose server or tool part holds ``__`` (so that another
+    server's tool could have the same name), ends in a digest of the original so it stays unique."""
+    left, right = _NOT_ALLOWED.sub("_", server), _NOT_ALLOWED.sub("_", tool)
+    name = f"{left}__{right}"
+    # ``a__b`` + ``c`` and ``a`` + ``b__c`` would both be ``a__b__c``: a name that does not split
+    # back into its server and tool in one way only gets the digest, so two servers never clash.
+    plain = "__" not in left and "__" not in right and not left.endswith("_") and not right.startswith("_")
+    if plain and len(name) <= NAME_LIMIT and name not in taken:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: NAME_LIMIT - 9]}_{digest}"
@@ -84,22 +91,43 @@ def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -
     return True if hint is None else hint
 
 
-class McpTool:
-    """One tool of an MCP server, as a tether tool named ``SERVER__tool``."""
+def describe_tool(spec: mcp_types.Tool, server: str) -> str:
+    """What the model reads about a server's tool, before any trimming."""
+    return spec.description or spec.title or f"The {spec.name} tool of the MCP server {server}."
 
-    def __init__(self, connector: McpConnector, spec: mcp_types.Tool, name: str, policy: str) -> None:
+
+class McpTool:
+    """One tool of an MCP server, as a tether tool named ``SERVER__tool``.
+
+    ``cacheable``: an answer may be reused for an identical call later in the run. MCP's
+    ``readOnlyHint`` says a tool does not write, not that it always answers the same (the time, a
+    file another process changes), so only the tools listed in ``[mcp.NAME] cache`` are."""
+
+    def __init__(self, connector: McpConnector, spec: mcp_types.Tool, name: str, policy: str, description: str) -> None:
         hints = spec.annotations
         self.name = name
         self.server_tool = spec.name  # its name on the server
-        self.description = (
-            spec.description or spec.title or f"The {spec.name} tool of the MCP server {connector.server}."
-        )
+        self.description = description
         self.input_schema: dict[str, Any] = dict(spec.input_schema) or {"type": "object"}
         self.read_only = bool(hints is not None and hints.read_only_hint)
         self.idempotent = bool(hints is not None and hints.idempotent_hint)
+        self.cacheable = self.read_only and spec.name in connector.config["cache"]
         self.policy = policy
         self.needs_approval = needs_approval(policy, hints)
         self._connector = connector
+
+    def validate_input(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Checked against the server's schema without fetching or reading anything it refers to."""
+        from tether.connectors._schemas import validate
+        from tether.tools.base import ToolInputError
+
+        problems = validate(self.name, self.input_schema, value)
+        if problems:
+            schema = json.dumps(self.input_schema, separators=(",", ":"))[:800]
+            raise ToolInputError(
+                f"Invalid arguments for {self.name}: {'; '.join(problems)}. Fix them and call again. Schema: {schema}"
+            )
+        return value
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await self._connector.call(self, input, ctx)
@@ -139,6 +167,9 @@ class McpConnector(Extension):
         self.start_timeout_s = start_timeout_s
         self.pids: list[int] = []  # every process started, so a check can tell none is left
         self.unknown_overrides: list[str] = []  # [mcp.NAME] tools entries naming no tool of the server
+        self.refused: dict[str, str] = {}  # a server's tool left out → why (shown by `tether mcp list`)
+        self.trimmed: dict[str, str] = {}  # a tool offered with less than the server wrote → what was cut
+        self.max_result_chars = int(self.config["max_result_chars"] or DEFAULT_MAX_CHARS)
         self._tools: list[McpTool] = []
         self._live: dict[asyncio.AbstractEventLoop, _Live] = {}
         self._guard = threading.Lock()
@@ -204,7 +235,7 @@ class McpConnector(Extension):
                 f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
                 f"({exc}). {_outcome(tool)}"
             )
-        return to_tool_result(result)
+        return to_tool_result(result, self.max_result_chars)
 
     async def _usable(self, live: _Live) -> Link | None:
         """The live connection; one that died between calls is replaced first (the call was not sent)."""
@@ -309,11 +340,37 @@ class McpConnector(Extension):
         )
 
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
-        overrides: dict[str, str] = self.config["tools"]
+        from tether.connectors._schemas import Limits, admit
+
+        cfg = self.config
+        limits = Limits(
+            cfg["max_description_chars"] or Limits.description_chars,
+            cfg["max_schema_chars"] or Limits.schema_chars,
+            cfg["max_tools_chars"] or Limits.tools_chars,
+        )
+        overrides: dict[str, str] = cfg["tools"]
         tools: list[McpTool] = []
+        self.refused, self.trimmed, total = {}, {}, 0
         for spec in specs:
+            task_support = spec.execution.task_support if spec.execution is not None else None
+            verdict = admit(describe_tool(spec, self.server), dict(spec.input_schema), limits, task_support)
+            if verdict.refused is None and total + verdict.size > limits.tools_chars:
+                verdict = replace(
+                    verdict,
+                    refused=f"the server's tools before it already use {total:,} of max_tools_chars "
+                    f"({limits.tools_chars:,}) characters of description and schema",
+                )
+            if verdict.refused is not None:
+                self.refused[spec.name] = verdict.refused
+                continue
+            total += verdict.size
+            if verdict.trimmed:
+                self.trimmed[spec.name] = verdict.trimmed
             name = tool_name(self.server, spec.name, [t.name for t in tools])
-            tools.append(McpTool(self, spec, name, overrides.get(spec.name, self.config["approval"])))
+            policy = overrides.get(spec.name, cfg["approval"])
+            tools.append(McpTool(self, spec, name, policy, verdict.description))
+        for server_tool, why in self.refused.items():
+            log.warning("[mcp.%s] the tool %s is left out: %s", self.server, server_tool, why)
         self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         if self.unknown_overrides:
             log.warning(
