@@ -179,6 +179,8 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
         lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}" for t in tools]
+        lines += [f"  left out: {tool}: {why}" for tool, why in connector.refused.items()]
+        lines += [f"  trimmed: {tool}: {what}" for tool, what in connector.trimmed.items()]
         lines += [
             f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
             for unknown in connector.unknown_overrides
@@ -196,7 +198,7 @@ def approval_words(tool: McpTool, *, overridden: bool) -> str:
     if tool.policy == "never":
         return f"runs without asking ({source})"
     if tool.read_only:
-        return "read-only: runs without asking"
+        return "read-only: runs without asking" + ("; answers reused in a run (cache)" if tool.cacheable else "")
     return "asks first (destructive)" if tool.needs_approval else "runs without asking (marked not destructive)"
 
 
