@@ -342,3 +342,32 @@ def test_a_read_only_tool_runs_every_time_unless_it_is_declared_cacheable(calls:
     assert second_clock.status == "ok" and second_clock.text != first_clock.text
     assert second_stock.status == "cached" and second_stock.cached_from == "s0"
     assert logged(calls).count("clock") == 2 and logged(calls).count("stock FV") == 1
+
+
+def test_a_stdio_answer_past_the_line_limit_is_refused_at_once_with_its_size(
+    calls: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the line was dropped, the call waited its whole timeout, then said "did not answer ...
+    safe to call it again". The limit is lowered to 1 MiB here, so the test sends 2 MB, not 64 MiB."""
+    from tether.connectors import _stdio
+
+    monkeypatch.setattr(_stdio, "LINE_LIMIT", 1024 * 1024)
+    connector = McpConnector("inventory", inventory(calls, timeout_s=600))
+
+    async def go() -> list[ToolResult]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return [
+                await tools["inventory__big"].execute({"chars": 2_000_000}, ctx(tmp_path)),
+                await tools["inventory__stock"].execute({"part": "FV"}, ctx(tmp_path)),
+            ]
+        finally:
+            await connector.stop()
+
+    big, after = asyncio.run(asyncio.wait_for(go(), 300))  # a guard: the old way waited 600 s
+    assert big.is_error and "did not answer" not in text(big)
+    assert "answer is 4,000,2" in text(big)  # the text twice: as content and as structuredContent
+    assert "more than the 1 MiB tether reads" in text(big)
+    assert not after.is_error and text(after) == "FV: 12 in stock"  # the session goes on
+    assert len(connector.pids) == 1
