@@ -12,7 +12,7 @@ import pytest
 from mcp_types import Tool as McpSpec
 from mcp_types import ToolAnnotations
 
-from tests.connectors.conftest import inventory, live_processes, logged, wait_until
+from tests.connectors.conftest import INVENTORY, inventory, live_processes, logged, wait_until
 from tether import Agent, approve, run, run_stream
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector, needs_approval, tool_name
@@ -371,3 +371,28 @@ def test_a_stdio_answer_past_the_line_limit_is_refused_at_once_with_its_size(
     assert "more than the 1 MiB tether reads" in text(big)
     assert not after.is_error and text(after) == "FV: 12 in stock"  # the session goes on
     assert len(connector.pids) == 1
+
+
+def test_the_servers_of_a_run_start_together(calls: Path, tmp_path: Path) -> None:
+    """Each server waits, before it answers, until the other one has been started: one after the
+    other, the first would wait for ever (here: give up after 20 s and fail the run)."""
+    wait_for_peer = (
+        "import pathlib, runpy, sys, time; me, peer = map(pathlib.Path, sys.argv[1:3]); me.touch(); "
+        "deadline = time.time() + 20\n"
+        "while not peer.exists():\n"
+        "    time.sleep(0.02)\n"
+        "    if time.time() > deadline: sys.exit('the other server never started')\n"
+        f"sys.argv = [{str(INVENTORY)!r}]; runpy.run_path({str(INVENTORY)!r}, run_name='__main__')"
+    )
+    a, b = tmp_path / "a.started", tmp_path / "b.started"
+    servers = [
+        McpConnector(name, {**inventory(calls), "args": ["-c", wait_for_peer, str(me), str(peer)]})
+        for name, me, peer in (("one", a, b), ("two", b, a))
+    ]
+
+    def reply(messages: list[Message], request: Any) -> str:
+        return " ".join(sorted(d.name for d in request.tools if d.name.endswith("__stock")))
+
+    result = asyncio.run(run(Agent(FunctionModel(reply), extensions=servers, cwd=tmp_path), "which?"))
+    assert result.status == "completed" and result.output == "one__stock two__stock"
+    assert all(live_processes(s.pids) == [] for s in servers)
