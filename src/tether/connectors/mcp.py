@@ -314,7 +314,7 @@ class McpConnector(Extension):
             return StdioProcess(cfg["command"], cfg["args"], cfg["env"], cfg["cwd"])
         from tether.connectors._http import HttpServer
 
-        return HttpServer(cfg["url"], cfg["headers"], self._credentials())
+        return HttpServer(cfg["url"], cfg["headers"], self._credentials(), sse=cfg["transport"] == "sse")
 
     def _credentials(self) -> Credentials | None:
         if self.config["auth"] != "oauth":
