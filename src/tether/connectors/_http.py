@@ -92,7 +92,7 @@ class HttpServer:
         if self.sse:
             from mcp.client.sse import sse_client
 
-            def client(
+            def make_client(
                 headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
             ) -> httpx2.AsyncClient:
                 return httpx2.AsyncClient(
@@ -104,7 +104,7 @@ class HttpServer:
                 headers=self.headers,
                 timeout=CONNECT_TIMEOUT_S,
                 sse_read_timeout=SSE_IDLE_S,
-                httpx_client_factory=client,
+                httpx_client_factory=make_client,
                 auth=self._auth,
             ) as streams:
                 yield streams
