@@ -73,6 +73,15 @@ def add_parsers(sub: Any) -> None:
         help="seconds the access token stays valid (>= 0)",
     )
     login.set_defaults(handler=cmd_login)
+    res = ms.add_parser("resources", help="a server's resources and templates, or one resource read (URI)")
+    res.add_argument("server", metavar="NAME")
+    res.add_argument("uri", nargs="?", metavar="URI", help="read this resource instead of listing them")
+    res.set_defaults(handler=cmd_resources)
+    prompts = ms.add_parser("prompts", help="a server's prompts, or one prompt's messages (PROMPT KEY=VALUE ...)")
+    prompts.add_argument("server", metavar="NAME")
+    prompts.add_argument("prompt", nargs="?", metavar="PROMPT", help="show this prompt's messages, filled in")
+    prompts.add_argument("arguments", nargs="*", metavar="KEY=VALUE", help="the prompt's arguments")
+    prompts.set_defaults(handler=cmd_prompts)
     _add_serve(ms)
 
 
@@ -227,4 +236,68 @@ def cmd_login(args: argparse.Namespace) -> int:
         },
     )
     print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
+    return 0
+
+
+# --- resources and prompts ------------------------------------------------------------------------
+
+
+def _with_server(name: str, work: Any) -> Any:
+    """``await work(connector)`` with the server ``name`` started, then stopped."""
+    import asyncio
+
+    from tether.errors import TetherError
+
+    settings = load_settings()
+    table = settings.mcp.get(name)
+    if table is None:
+        raise usage_error(f"no [mcp.{name}] in {settings.home / 'config.toml'}")
+    from tether.connectors import McpConnector
+
+    connector = McpConnector(name, table, home=settings.home)
+
+    async def go() -> Any:
+        await connector.start()
+        try:
+            return await work(connector)
+        finally:
+            await connector.stop()
+
+    try:
+        return asyncio.run(go())
+    except TetherError as exc:
+        raise usage_error(str(exc)) from None
+
+
+def _printable(text: str) -> str:
+    """A server's text with its control characters shown, not obeyed (an escape sequence could set
+    the window title, write the clipboard or clear the screen)."""
+    return "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    from tether.connectors._resources import list_text, read_parts
+    from tether.messages import TextPart
+
+    if args.uri is None:
+        print(_printable(_with_server(args.server, list_text)))
+        return 0
+    parts = _with_server(args.server, lambda c: read_parts(c, args.uri))
+    for part in parts:
+        print(_printable(part.text) if isinstance(part, TextPart) else f"[image ({part.media_type})]")
+    return 0
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    from tether.connectors._resources import prompt_messages, prompts_text
+
+    if args.prompt is None:
+        print(_printable(_with_server(args.server, prompts_text)))
+        return 0
+    bad = [a for a in args.arguments if "=" not in a]
+    if bad:
+        raise usage_error(f"prompt arguments are KEY=VALUE, not {bad[0]!r}")
+    arguments = dict(a.split("=", 1) for a in args.arguments)
+    for role, said in _with_server(args.server, lambda c: prompt_messages(c, args.prompt, arguments)):
+        print(f"[{role}]\n{_printable(said)}")
     return 0

@@ -142,6 +142,7 @@ class _Live:
     link: Link | None = None
     restarted: bool = False
     down: str | None = None
+    refresh: asyncio.Future[None] | None = None  # the tool list being read again
 
 
 class McpConnector(Extension):
@@ -157,8 +158,10 @@ class McpConnector(Extension):
         *,
         home: Path | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
+        workspace: Path | None = None,
     ) -> None:
         self.server = server
+        self.workspace = workspace  # announced to the server as its root (default: the current directory)
         self.name = f"mcp:{server}"
         self.config = _checked(server, config)
         self.home = home
@@ -171,13 +174,26 @@ class McpConnector(Extension):
         self.trimmed: dict[str, str] = {}  # a tool offered with less than the server wrote → what was cut
         self.max_result_chars = int(self.config["max_result_chars"] or DEFAULT_MAX_CHARS)
         self._tools: list[McpTool] = []
+        self._extra: list[Any] = []  # the resource tools, when the server has resources
+        self.instructions: str | None = None
+        self.capabilities: mcp_types.ServerCapabilities | None = None
         self._live: dict[asyncio.AbstractEventLoop, _Live] = {}
         self._guard = threading.Lock()
 
     # --- the extension ---------------------------------------------------------------------------
 
-    def tools(self) -> Sequence[McpTool]:
-        return list(self._tools)
+    def tools(self) -> Sequence[Any]:
+        return [*self._tools, *self._extra]
+
+    def prompt_block(self) -> str | None:
+        """The server's ``instructions`` (how to use it, from its handshake), bounded like a description."""
+        if not self.instructions or not self.instructions.strip():
+            return None
+        limit = int(self.config["max_description_chars"] or 4_000)
+        text = self.instructions.strip()
+        if len(text) > limit:
+            text = text[:limit] + " [instructions trimmed]"
+        return f"# The MCP server {self.server}\n{text}"
 
     async def start(self) -> None:
         live = self._state()
@@ -192,7 +208,7 @@ class McpConnector(Extension):
                 live.users -= 1
                 self._forget(live)
                 raise
-            self._tools = self._make_tools(live.link.tools)
+            self._adopt(live.link)
 
     async def stop(self) -> None:
         live = self._state()
@@ -204,6 +220,49 @@ class McpConnector(Extension):
             self._forget(live)
         if link is not None:
             await link.close()
+
+    def _adopt(self, link: Link) -> None:
+        from tether.connectors._resources import resource_tools
+
+        self._tools = self._make_tools(link.tools)
+        self.instructions, self.capabilities = link.instructions, link.capabilities
+        self._extra = resource_tools(self) if link.capabilities and link.capabilities.resources else []
+
+    def _tools_changed(self) -> None:
+        """The server said its tools changed: list them again, for the next run (a run keeps the tools
+        it was given; one the server dropped answers with the server's error)."""
+        live = self._live.get(asyncio.get_running_loop())
+        if live is None or live.link is None:
+            return
+        link = live.link
+
+        async def relist() -> None:
+            from tether.connectors._link import ConnectionLost, ServerRefused
+
+            try:
+                self._tools = self._make_tools(await link.relist())
+            except (ConnectionLost, ServerRefused) as exc:
+                log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
+
+        live.refresh = asyncio.ensure_future(relist())
+
+    async def request(self, what: str, ask: Any) -> Any:
+        """One request other than a tool call (``ask(client)``), on this event loop's connection;
+        raises ConfigError in words when it cannot be made."""
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
+
+        live = self._live.get(asyncio.get_running_loop())
+        link = await self._usable(live) if live is not None and live.users else None
+        if link is None:
+            raise ConfigError(f"the MCP server {self.server} is not connected, so {what} cannot be asked for")
+        try:
+            return await asyncio.wait_for(link.ask(ask), self.timeout_s)
+        except TimeoutError:
+            raise ConfigError(
+                f"the MCP server {self.server} did not answer {what} within {self.timeout_s:g} s"
+            ) from None
+        except (ConnectionLost, ServerRefused, AnswerLost) as exc:
+            raise ConfigError(f"the MCP server {self.server} could not answer {what}: {exc}") from None
 
     # --- calls -----------------------------------------------------------------------------------
 
@@ -292,8 +351,11 @@ class McpConnector(Extension):
             from tether.connectors._link import Link, StartFailed
         except ImportError as exc:
             raise ConfigError(f"MCP servers need the mcp package: {MCP_EXTRA}") from exc
+        from tether.connectors._link import Hooks
+
         reach = self._reach()
-        link = Link(self.server, reach)
+        hooks = Hooks(roots=[self.workspace or Path.cwd()], tools_changed=self._tools_changed)
+        link = Link(self.server, reach, hooks)
         try:
             await link.open(self.start_timeout_s)
         except StartFailed as exc:
