@@ -260,7 +260,11 @@ class _McpTable(_Table):
     max_result_chars: _PositiveInt | None = None  # a result's text, head and tail kept (default 100,000)
     max_description_chars: _PositiveInt | None = None  # one tool's description, trimmed (default 4,000)
     max_schema_chars: _PositiveInt | None = None  # one tool's input schema, else refused (default 20,000)
-    max_tools_chars: _PositiveInt | None = None  # all its tools' descriptions and schemas (default 100,000)
+    max_tools_chars: _PositiveInt | None = None  # all its tools' descriptions and schemas (default 200,000)
+    sampling: Literal["ask", "allow", "deny"] = "ask"  # may the server ask tether's model for a completion
+    sampling_model: _Text | None = None  # the model that answers (default: the run's)
+    sampling_max_tokens: _PositiveInt | None = None  # per request (default 1,024)
+    elicitation: Literal["ask", "deny"] = "ask"  # may the server ask the person for input
 
     @model_validator(mode="after")
     def _one_transport(self) -> _McpTable:

@@ -40,6 +40,7 @@ from tether.tools.base import ToolContext, ToolResult
 if TYPE_CHECKING:
     import mcp_types
 
+    from tether.connectors._client_side import Asker
     from tether.connectors._link import Link, Reach
     from tether.providers.auth import Credentials
 
@@ -159,7 +160,10 @@ class McpConnector(Extension):
         home: Path | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         workspace: Path | None = None,
+        asker: Asker | None = None,
     ) -> None:
+        from tether.connectors._client_side import Asker, ClientSide
+
         self.server = server
         self.workspace = workspace  # announced to the server as its root (default: the current directory)
         self.name = f"mcp:{server}"
@@ -173,6 +177,8 @@ class McpConnector(Extension):
         self.refused: dict[str, str] = {}  # a server's tool left out → why (shown by `tether mcp list`)
         self.trimmed: dict[str, str] = {}  # a tool offered with less than the server wrote → what was cut
         self.max_result_chars = int(self.config["max_result_chars"] or DEFAULT_MAX_CHARS)
+        # Sampling and elicitation: asked at the terminal unless ``asker`` says how else.
+        self.client_side = ClientSide(server, self.config, asker or Asker.terminal())
         self._tools: list[McpTool] = []
         self._extra: list[Any] = []  # the resource tools, when the server has resources
         self.instructions: str | None = None
@@ -277,6 +283,8 @@ class McpConnector(Extension):
         link = await self._usable(live)
         if link is None:
             return _error(f"server {self.server} is down: {live.down}")
+        side = self.client_side
+        side.current, side.samples = ctx, 0  # what a sampling request during the call belongs to
         try:
             answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
@@ -294,6 +302,8 @@ class McpConnector(Extension):
                 f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
                 f"({exc}). {_outcome(tool)}"
             )
+        finally:
+            side.current = None
         return to_tool_result(result, self.max_result_chars)
 
     async def _usable(self, live: _Live) -> Link | None:
@@ -354,7 +364,13 @@ class McpConnector(Extension):
         from tether.connectors._link import Hooks
 
         reach = self._reach()
-        hooks = Hooks(roots=[self.workspace or Path.cwd()], tools_changed=self._tools_changed)
+        side = self.client_side
+        hooks = Hooks(
+            roots=[self.workspace or Path.cwd()],
+            tools_changed=self._tools_changed,
+            sampling=side.sampling if self.config["sampling"] != "deny" else None,
+            elicitation=side.elicitation if self.config["elicitation"] != "deny" else None,
+        )
         link = Link(self.server, reach, hooks)
         try:
             await link.open(self.start_timeout_s)
