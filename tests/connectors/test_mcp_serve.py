@@ -262,25 +262,28 @@ async def test_stdio_an_agents_run_reports_progress(stdio: Client) -> None:
     assert [n for n, _ in heard] == sorted({n for n, _ in heard})  # increasing, as the spec asks
 
 
-def raw_stdio(home: Path, lines: list[str], expected: int) -> list[dict[str, Any]]:
-    """The lines sent to a fresh `tether mcp serve` after the handshake; its first ``expected`` answers."""
+def raw_stdio(home: Path, lines: list[str]) -> list[dict[str, Any]]:
+    """Each line sent to a fresh `tether mcp serve` after the handshake, one at a time, with the
+    answer each gets (every line here gets exactly one)."""
     init = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
-    script = [json.dumps(init), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), *lines]
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
     with subprocess.Popen(
         SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env(home), text=True
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("\n".join(script) + "\n")
-        proc.stdin.flush()  # stdin stays open: its end would end the session before it answers
         answers = []
-        for _ in range(expected):
+        for line in [json.dumps(init), *lines]:
+            proc.stdin.write(line + "\n")
+            if line.startswith('{"jsonrpc": "2.0", "id": 0,'):
+                proc.stdin.write(initialized + "\n")
+            proc.stdin.flush()  # stdin stays open: its end would end the session before it answers
             ready, _, _ = select.select([proc.stdout], [], [], 60)
-            assert ready, f"no answer after {answers}"
+            assert ready, f"no answer to {line!r} after {answers}"
             answers.append(json.loads(proc.stdout.readline()))
         proc.stdin.close()
         proc.wait(30)
@@ -302,21 +305,20 @@ def test_stdio_answers_every_malformed_request_with_its_json_rpc_error(home: Pat
             json.dumps({"jsonrpc": "2.0", "id": 6, "method": 7}),
             json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
         ],
-        expected=9,
     )
     init, *rest = answers
     capabilities = init["result"]["capabilities"]
     assert "prompts" not in capabilities and "resources" not in capabilities and "tools" in capabilities
     codes = [(a["id"], a.get("error", {}).get("code")) for a in rest]
-    assert sorted(codes, key=lambda c: (c[0] is None, c[0] or 0, c[1] or 0)) == [
+    assert codes == [
         (1, -32602),  # unknown tool: invalid params, not a tool result
         (2, -32601),  # no prompts here: method not found (was code 0 and a traceback)
         (3, -32601),
+        (None, -32700),  # not JSON
         (4, -32600),  # jsonrpc 1.0
+        (None, -32600),  # a batch
         (6, -32600),  # a method that is not a string
         (7, None),  # and the session goes on
-        (None, -32700),  # not JSON
-        (None, -32600),  # a batch
     ]
     by_id = {a["id"]: a for a in rest if a["id"] is not None}
     assert by_id[1]["error"]["message"] == "Unknown tool: nope"

@@ -184,10 +184,14 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
     except TetherError as exc:
         return [head, f"  not working: {exc}"]
     try:
-        tools = list(connector.tools())
+        from tether.connectors import McpTool
+
+        tools = [t for t in connector.tools() if isinstance(t, McpTool)]
+        extra = [t.name for t in connector.tools() if not isinstance(t, McpTool)]
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
         lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table['tools'])}" for t in tools]
+        lines += [f"  resources: {', '.join(extra)} (read-only: runs without asking)"] if extra else []
         lines += [f"  left out: {tool}: {why}" for tool, why in connector.refused.items()]
         lines += [f"  trimmed: {tool}: {what}" for tool, what in connector.trimmed.items()]
         lines += [

@@ -32,30 +32,28 @@ async def serve_stdio(lowlevel: Any) -> None:
     quiet = os.open(os.devnull, os.O_RDONLY)
     os.dup2(quiet, 0)
     os.close(quiet)
-    replies_in, replies_out = anyio.create_memory_object_stream[SessionMessage](16)
     text = TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
-    lines = _CheckedLines(anyio.wrap_file(text), replies_in)
+    lines = _CheckedLines(anyio.wrap_file(text))
     try:
-        async with stdio_server(stdin=lines) as (read, write), anyio.create_task_group() as tasks:  # type: ignore[arg-type]
-
-            async def forward() -> None:
-                async with replies_out:
-                    async for reply in replies_out:
-                        await write.send(reply)
-
-            tasks.start_soon(forward)
+        async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+            lines.answer_with(write)
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
-            tasks.cancel_scope.cancel()
     finally:
         text.close()
 
 
 class _CheckedLines:
-    """The lines of the wire that are JSON-RPC 2.0 messages; the others are answered, not passed on."""
+    """The lines of the wire that are JSON-RPC 2.0 messages; the others are answered at once, in
+    the order they came, on the session's own output (no second writer on stdout)."""
 
-    def __init__(self, source: Any, replies: Any) -> None:
+    def __init__(self, source: Any) -> None:
         self.source = source
-        self.replies = replies
+        self._write: Any = None
+        self._ready = anyio.Event()
+
+    def answer_with(self, write: Any) -> None:
+        self._write = write
+        self._ready.set()
 
     async def __aiter__(self) -> AsyncIterator[str]:
         async for line in self.source:
@@ -65,8 +63,8 @@ class _CheckedLines:
             if error is None:
                 yield line
             else:
-                await self.replies.send(SessionMessage(error))
-        self.replies.close()
+                await self._ready.wait()  # the reader may start before the session's output exists
+                await self._write.send(SessionMessage(error))
 
 
 def check_line(line: str) -> types.JSONRPCError | None:

@@ -215,6 +215,7 @@ class McpConnector(Extension):
                 self._forget(live)
                 raise
             self._adopt(live.link)
+            self._extra = await self._resource_tools(live.link)
 
     async def stop(self) -> None:
         live = self._state()
@@ -228,11 +229,33 @@ class McpConnector(Extension):
             await link.close()
 
     def _adopt(self, link: Link) -> None:
-        from tether.connectors._resources import resource_tools
 
         self._tools = self._make_tools(link.tools)
         self.instructions, self.capabilities = link.instructions, link.capabilities
-        self._extra = resource_tools(self) if link.capabilities and link.capabilities.resources else []
+
+    async def _resource_tools(self, link: Link) -> list[Any]:
+        """The resource tools, when the server has resources or templates to offer (many servers
+        declare the capability with nothing behind it: no tools for nothing)."""
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
+        from tether.connectors._resources import resource_tools
+
+        if link.capabilities is None or link.capabilities.resources is None:
+            return []
+
+        async def any_offered(client: Any) -> bool:
+            if (await client.list_resources()).resources:
+                return True
+            try:
+                return bool((await client.list_resource_templates()).resource_templates)
+            except Exception:  # a server without templates may refuse the method
+                return False
+
+        try:
+            offered = await asyncio.wait_for(link.ask(any_offered), min(self.timeout_s, 10.0))
+        except (TimeoutError, ConnectionLost, ServerRefused, AnswerLost) as exc:
+            log.warning("MCP server %s: its resources could not be listed: %s", self.server, exc)
+            return []
+        return resource_tools(self) if offered else []
 
     def _tools_changed(self) -> None:
         """The server said its tools changed: list them again, for the next run (a run keeps the tools
