@@ -100,6 +100,19 @@ def big(chars: int) -> str:
 
 
 @server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``extra`` and tells the client its tool list changed."""
+
+    def extra() -> str:
+        """A tool that was not there at first."""
+        return "extra here"
+
+    server.add_tool(extra)
+    await ctx.notify_tools_changed()  # MCP 2026-07-28: to subscriptions/listen streams
+    return "grown"
+
+
+@server.tool()
 def reorder(part: str, quantity: int) -> str:
     """Order more of a part from the supplier (no hints: destructive by MCP's defaults)."""
     log(f"reorder {part} {quantity}")

@@ -128,6 +128,7 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
             "spawn",
             "clock",
             "big",
+            "grow",
         )
     }
     stock = tools["inventory__stock"]
@@ -396,3 +397,24 @@ def test_the_servers_of_a_run_start_together(calls: Path, tmp_path: Path) -> Non
     result = asyncio.run(run(Agent(FunctionModel(reply), extensions=servers, cwd=tmp_path), "which?"))
     assert result.status == "completed" and result.output == "one__stock two__stock"
     assert all(live_processes(s.pids) == [] for s in servers)
+
+
+def test_a_changed_tool_list_is_listed_again_for_the_next_run(calls: Path, tmp_path: Path) -> None:
+    connector = McpConnector("inventory", inventory(calls))
+
+    async def go() -> tuple[list[str], list[str]]:
+        await connector.start()
+        try:
+            before = [t.name for t in connector.tools()]
+            grow = next(t for t in connector.tools() if t.name == "inventory__grow")
+            assert text(await grow.execute({}, ctx(tmp_path))) == "grown"
+            for _ in range(200):  # the notification is handled as it comes: wait for the new list
+                if "inventory__extra" in [t.name for t in connector.tools()]:
+                    break
+                await asyncio.sleep(0.05)
+            return before, [t.name for t in connector.tools()]
+        finally:
+            await connector.stop()
+
+    before, after = asyncio.run(go())
+    assert "inventory__extra" not in before and "inventory__extra" in after

@@ -167,7 +167,13 @@ class Link:
                 self.capabilities = client.server_capabilities
                 self.client = client
                 ready.set_result(None)
-                await self._closing.wait()
+                listener = asyncio.ensure_future(self._listen(client)) if hooks.tools_changed else None
+                try:
+                    await self._closing.wait()
+                finally:
+                    if listener is not None:
+                        listener.cancel()
+                        await asyncio.gather(listener, return_exceptions=True)
         except Exception as exc:
             self._failure_is_ours = any(isinstance(e, TetherError) for e in _leaves(exc))
             self.failure = describe(exc) if self._failure_is_ours or not self.failure else self.failure
@@ -176,6 +182,21 @@ class Link:
             if not ready.done():
                 ready.set_exception(StartFailed(self.reason()))
                 ready.exception()  # retrieved: open() reads the reason itself
+
+    async def _listen(self, client: Client) -> None:
+        """Hear that the server's tools changed. Since MCP 2026-07-28 that comes on a
+        ``subscriptions/listen`` stream; before, as a notification (the message handler hears it)."""
+        tools = client.server_capabilities.tools
+        if tools is None or not tools.list_changed or self.hooks.tools_changed is None:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self.hooks.tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # an older protocol (no listen), or the stream ended: notifications remain
+            return
 
     async def call(
         self, name: str, arguments: dict[str, Any], on_progress: Callable[[str], None] | None = None
