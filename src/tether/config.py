@@ -272,8 +272,8 @@ class _McpTable(_Table):
             raise ValueError('needs either command = "..." (stdio) or url = "http://..." (streamable HTTP), not both')
         if self.transport == "sse" and self.url is None:
             raise ValueError('transport = "sse" goes with url = "http://.../sse" (a stdio server has no transport)')
-        if self.auth == "oauth" and (self.url is None or self.token_url is None):
-            raise ValueError('auth = "oauth" needs url = "https://..." and token_url = "https://..."')
+        if self.auth == "oauth" and self.url is None:
+            raise ValueError('auth = "oauth" needs url = "https://..." (and token_url, unless it is discovered)')
         return self
 
 

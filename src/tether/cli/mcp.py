@@ -228,6 +228,8 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
     if table["auth"] != "oauth":
         raise usage_error(f'[mcp.{args.server}] has auth = "{table["auth"]}": tokens are for auth = "oauth"')
+    if table["token_url"] is None and args.refresh_token is None and not os.environ.get(REFRESH_ENV):
+        return _browser_login(settings, args.server, table)
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)
@@ -304,4 +306,41 @@ def cmd_prompts(args: argparse.Namespace) -> int:
     arguments = dict(a.split("=", 1) for a in args.arguments)
     for role, said in _with_server(args.server, lambda c: prompt_messages(c, args.prompt, arguments)):
         print(f"[{role}]\n{_printable(said)}")
+    return 0
+
+
+def _browser_login(settings: Settings, name: str, table: dict[str, Any]) -> int:
+    """The MCP authorization flow: discover the server's authorization server, register tether
+    with it, and sign in through the browser, the redirect caught on loopback."""
+    import asyncio
+    import webbrowser
+
+    from tether.connectors import McpConnector, token_path
+    from tether.connectors._oauth import Loopback, oauth_provider
+    from tether.errors import TetherError
+
+    path = token_path(settings.home, name)
+    loopback = Loopback()
+
+    async def open_page(url: str) -> None:
+        print(f"Sign in to the MCP server {name} in your browser (opening it now):\n  {url}", file=sys.stderr)
+        await asyncio.to_thread(webbrowser.open, url)
+
+    connector = McpConnector(name, table, home=settings.home)
+    connector.oauth_flow = oauth_provider(
+        name, table["url"], path, table["scopes"], loopback=loopback, open_page=open_page
+    )
+
+    async def sign_in() -> int:
+        await connector.start()
+        await connector.stop()
+        return len(connector.tools())
+
+    try:
+        tools = asyncio.run(sign_in())
+    except TetherError as exc:
+        raise usage_error(f"signing in to the MCP server {name} failed: {exc}") from None
+    finally:
+        loopback.close()
+    print(f"signed in to the MCP server {name} ({tools} tools); tokens stored in {path} (mode 0600)", file=sys.stderr)
     return 0

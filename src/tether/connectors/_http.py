@@ -46,13 +46,21 @@ class HttpServer:
     calls_are_separate = True  # each call has its own HTTP answer: one that breaks leaves the session
 
     def __init__(
-        self, url: str, headers: Mapping[str, str], credentials: Credentials | None, *, sse: bool = False
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        credentials: Credentials | None,
+        *,
+        sse: bool = False,
+        flow: Any = None,
     ) -> None:
         self.url = url
         self.sse = sse  # the legacy HTTP+SSE transport (protocol 2024-11-05): GET an event stream, POST to it
         self.headers = dict(headers)
         self.credentials = credentials
         self.last_status: int | None = None  # the last HTTP error status, until a success
+        # The MCP authorization flow (tether.connectors._oauth), or refresh tokens, or nothing.
+        self.flow = flow
         self._auth = BearerAuth(credentials) if credentials is not None else None
 
     def alive(self) -> bool:
@@ -80,6 +88,8 @@ class HttpServer:
         secrets = {v for v in self.headers.values() if len(v) >= 8}
         if self._auth is not None:
             secrets |= self._auth.sent
+        if self.flow is not None:
+            secrets |= self.flow.context.storage.secrets()
         for secret in sorted(secrets, key=len, reverse=True):
             text = text.replace(secret, _REDACTED)
         return text
@@ -105,13 +115,17 @@ class HttpServer:
                 timeout=CONNECT_TIMEOUT_S,
                 sse_read_timeout=SSE_IDLE_S,
                 httpx_client_factory=make_client,
-                auth=self._auth,
+                auth=self._auth or self.flow,
             ) as streams:
                 yield streams
             return
         async with (
             httpx2.AsyncClient(
-                headers=self.headers, timeout=timeout, auth=self._auth, event_hooks=hooks, transport=transport
+                headers=self.headers,
+                timeout=timeout,
+                auth=self._auth or self.flow,
+                event_hooks=hooks,
+                transport=transport,
             ) as client,
             streamable_http_client(self.url, http_client=client) as streams,
         ):

@@ -166,6 +166,7 @@ class McpConnector(Extension):
 
         self.server = server
         self.workspace = workspace  # announced to the server as its root (default: the current directory)
+        self.oauth_flow: Any = None  # set by `tether mcp login` to sign in through the browser
         self.name = f"mcp:{server}"
         self.config = _checked(server, config)
         self.home = home
@@ -415,7 +416,17 @@ class McpConnector(Extension):
             return StdioProcess(cfg["command"], cfg["args"], cfg["env"], cfg["cwd"])
         from tether.connectors._http import HttpServer
 
-        return HttpServer(cfg["url"], cfg["headers"], self._credentials(), sse=cfg["transport"] == "sse")
+        sse = cfg["transport"] == "sse"
+        if cfg["auth"] == "oauth" and cfg["token_url"] is None:  # discovered: the MCP authorization flow
+            return HttpServer(cfg["url"], cfg["headers"], None, sse=sse, flow=self.oauth_flow or self._flow())
+        return HttpServer(cfg["url"], cfg["headers"], self._credentials(), sse=sse)
+
+    def _flow(self) -> Any:
+        from tether.config import tether_home
+        from tether.connectors._oauth import oauth_provider
+
+        path = token_path(self.home or tether_home(), self.server)
+        return oauth_provider(self.server, self.config["url"], path, self.config["scopes"])
 
     def _credentials(self) -> Credentials | None:
         if self.config["auth"] != "oauth":
