@@ -23,9 +23,12 @@ __all__ = ["add_parsers", "check_mcp", "mcp_extensions"]
 LIST_TIMEOUT_S = 10.0
 REFRESH_ENV = "TETHER_MCP_REFRESH_TOKEN"
 ACCESS_ENV = "TETHER_MCP_ACCESS_TOKEN"
-LOGIN_DESCRIPTION = f"""Store the OAuth tokens of a server with auth = "oauth", readable only by you.
+LOGIN_DESCRIPTION = f"""Sign in to a server with auth = "oauth"; its tokens are stored readable only by you.
 
-The refresh token comes from stdin, from ${REFRESH_ENV}, or from the command line:
+Without token_url in its [mcp.NAME], tether discovers the server's authorization server, registers
+itself there and opens the sign-in page in your browser (the redirect comes back to 127.0.0.1).
+
+With token_url, give the refresh token from stdin, from ${REFRESH_ENV}, or on the command line:
 
   tether mcp login calendar --refresh-token - < token.txt
   {REFRESH_ENV}=... tether mcp login calendar
