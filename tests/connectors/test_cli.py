@@ -80,19 +80,19 @@ enabled = false
     }
     lines = out.splitlines()
     assert lines[0] == f"inventory  stdio  {sys.executable} {INVENTORY}"
-    assert lines[1] == "  ok: 13 tools"
-    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:15]}
+    assert lines[1] == "  ok: 14 tools"
+    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:16]}
     assert shown["inventory__stock"] == "read-only: runs without asking; answers reused in a run (cache)"
     assert shown["inventory__photo"] == "read-only: runs without asking"
     assert shown["inventory__crash"] == "asks first (destructive)"
     assert shown["inventory__reorder"] == 'asks first (tools.reorder = "always")'
     assert shown["inventory__set_note"] == 'runs without asking (tools.set_note = "never")'
-    assert lines[15] == "  [mcp.inventory] tools names restock: the server has no such tool"
-    assert lines[17] == (
+    assert lines[16] == "  [mcp.inventory] tools names restock: the server has no such tool"
+    assert lines[18] == (
         "  not working: MCP server broken did not start: the process exited with status 1 "
         "(its last words: the server needs STOCK_DB)"
     )
-    assert lines[19] == "  disabled (enabled = false)"
+    assert lines[20] == "  disabled (enabled = false)"
 
 
 def test_mcp_list_says_which_tools_were_left_out_or_trimmed_and_why(
