@@ -201,3 +201,18 @@ def test_sampling_asks_the_person_by_default_and_a_no_is_the_servers_answer(tmp_
     result = session(connector, work)
     assert [q for q in person.asked if "asks tether's model" in q and "Say hello" in q]
     assert "declined" in text(result) and "Hello! I am" not in text(result)
+
+
+def test_a_subscribed_resource_says_when_it_changed(tmp_path: Path) -> None:
+    cfg = {"command": "node", "args": [str(PACKAGE), "stdio"]}
+    connector = McpConnector("every", cfg, workspace=tmp_path, asker=Asker())
+    uri = "demo://resource/static/document/architecture.md"
+
+    async def work(c: McpConnector) -> str:
+        toggle = next(t for t in c.tools() if t.name == "every__toggle-subscriber-updates")
+        await toggle.execute({}, ToolContext(cwd=tmp_path, signal=CancelSignal()))
+        async for changed in c.watch(uri):  # the server sends an update every 5 s
+            return changed
+        raise AssertionError("the subscription ended")
+
+    assert session(connector, work) == uri

@@ -79,6 +79,11 @@ def add_parsers(sub: Any) -> None:
     res = ms.add_parser("resources", help="a server's resources and templates, or one resource read (URI)")
     res.add_argument("server", metavar="NAME")
     res.add_argument("uri", nargs="?", metavar="URI", help="read this resource instead of listing them")
+    res.add_argument(
+        "--watch",
+        action="store_true",
+        help="with URI: subscribe, and read it again each time the server says it changed (Ctrl-C stops)",
+    )
     res.set_defaults(handler=cmd_resources)
     prompts = ms.add_parser("prompts", help="a server's prompts, or one prompt's messages (PROMPT KEY=VALUE ...)")
     prompts.add_argument("server", metavar="NAME")
@@ -289,11 +294,28 @@ def cmd_resources(args: argparse.Namespace) -> int:
     from tether.messages import TextPart
 
     if args.uri is None:
+        if args.watch:
+            raise usage_error("--watch needs the URI of the resource to watch")
         print(_printable(_with_server(args.server, list_text)))
         return 0
-    parts = _with_server(args.server, lambda c: read_parts(c, args.uri))
-    for part in parts:
-        print(_printable(part.text) if isinstance(part, TextPart) else f"[image ({part.media_type})]")
+
+    def show(parts: list[Any]) -> None:
+        for part in parts:
+            print(_printable(part.text) if isinstance(part, TextPart) else f"[image ({part.media_type})]", flush=True)
+
+    async def watch(connector: Any) -> None:
+        show(await read_parts(connector, args.uri))
+        async for uri in connector.watch(args.uri):
+            print(f"--- {uri} changed ---", flush=True)
+            show(await read_parts(connector, uri))
+
+    if args.watch:
+        try:
+            _with_server(args.server, watch)
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    show(_with_server(args.server, lambda c: read_parts(c, args.uri)))
     return 0
 
 

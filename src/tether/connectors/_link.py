@@ -87,6 +87,7 @@ class Hooks:
     ) = None
     elicitation: Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]] | None = None
     tools_changed: Callable[[], None] | None = None
+    resource_updated: Callable[[str], None] | None = None  # a subscribed resource changed (its URI)
 
 
 class Link:
@@ -154,6 +155,8 @@ class Link:
         async def notified(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification) and hooks.tools_changed is not None:
                 hooks.tools_changed()
+            if isinstance(message, types.ResourceUpdatedNotification) and hooks.resource_updated is not None:
+                hooks.resource_updated(str(message.params.uri))
 
         callbacks: dict[str, Any] = {"list_roots_callback": roots if hooks.roots else None, "message_handler": notified}
         if hooks.sampling is not None:

@@ -28,7 +28,8 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,6 +168,7 @@ class McpConnector(Extension):
         self.server = server
         self.workspace = workspace  # announced to the server as its root (default: the current directory)
         self.oauth_flow: Any = None  # set by `tether mcp login` to sign in through the browser
+        self._watchers: list[tuple[str, asyncio.Queue[str]]] = []  # resource subscriptions being read
         self.name = f"mcp:{server}"
         self.config = _checked(server, config)
         self.home = home
@@ -275,6 +277,35 @@ class McpConnector(Extension):
                 log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
 
         live.refresh = asyncio.ensure_future(relist())
+
+    def _resource_updated(self, uri: str) -> None:
+        for watched, queue in list(self._watchers):
+            if watched == uri:
+                queue.put_nowait(uri)
+
+    async def watch(self, uri: str) -> AsyncIterator[str]:
+        """The resource ``uri`` each time the server says it changed, subscribed for as long as this
+        is read (a server that offers subscriptions: ``resources.subscribe``)."""
+        if (
+            self.capabilities is None
+            or self.capabilities.resources is None
+            or not self.capabilities.resources.subscribe
+        ):
+            raise ConfigError(f"the MCP server {self.server} does not offer resource subscriptions")
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._watchers.append((uri, queue))
+
+        async def subscribe(client: Any) -> Any:
+            with warnings.catch_warnings():  # deprecated by MCP 2026-07-28, which older servers predate
+                warnings.simplefilter("ignore")
+                return await client.subscribe_resource(uri)
+
+        try:
+            await self.request(f"a subscription to {uri}", subscribe)
+            while True:
+                yield await queue.get()
+        finally:
+            self._watchers.remove((uri, queue))
 
     async def request(self, what: str, ask: Any) -> Any:
         """One request other than a tool call (``ask(client)``), on this event loop's connection;
@@ -392,6 +423,7 @@ class McpConnector(Extension):
         hooks = Hooks(
             roots=[self.workspace or Path.cwd()],
             tools_changed=self._tools_changed,
+            resource_updated=self._resource_updated,
             sampling=side.sampling if self.config["sampling"] != "deny" else None,
             elicitation=side.elicitation if self.config["elicitation"] != "deny" else None,
         )
