@@ -347,13 +347,25 @@ class McpTable(_Table):
     tools: dict[str, Literal["always", "never", "destructive"]] = {}  # per tool, overriding `approval`
     timeout_s: _PositiveFloat | None = None  # per call (default 60)
     enabled: _Bool = True
+    transport: Literal["http", "sse"] = "http"  # with url: streamable HTTP, or the legacy SSE transport
+    cache: list[_Text] = []  # tools whose answers may be reused in a run (deterministic ones)
+    max_result_chars: _PositiveInt | None = None  # a result's text, head and tail kept (default 100,000)
+    max_description_chars: _PositiveInt | None = None  # one tool's description, trimmed (default 4,000)
+    max_schema_chars: _PositiveInt | None = None  # one tool's input schema, else refused (default 20,000)
+    max_tools_chars: _PositiveInt | None = None  # all its tools' descriptions and schemas (default 200,000)
+    sampling: Literal["ask", "allow", "deny"] = "ask"  # may the server ask tether's model for a completion
+    sampling_model: _Text | None = None  # the model that answers (default: the run's)
+    sampling_max_tokens: _PositiveInt | None = None  # per request (default 1,024)
+    elicitation: Literal["ask", "deny"] = "ask"  # may the server ask the person for input
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpTable:
         if (self.command is None) == (self.url is None):
             raise ValueError('needs either command = "..." (stdio) or url = "http://..." (streamable HTTP), not both')
-        if self.auth == "oauth" and (self.url is None or self.token_url is None):
-            raise ValueError('auth = "oauth" needs url = "https://..." and token_url = "https://..."')
+        if self.transport == "sse" and self.url is None:
+            raise ValueError('transport = "sse" goes with url = "http://.../sse" (a stdio server has no transport)')
+        if self.auth == "oauth" and self.url is None:
+            raise ValueError('auth = "oauth" needs url = "https://..." (and token_url, unless it is discovered)')
         return self
 
 

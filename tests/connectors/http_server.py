@@ -84,7 +84,9 @@ def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
-    config = uvicorn.Config(guarded(server.streamable_http_app()), log_level="warning", lifespan="on")
+    # `http_server.py sse`: the legacy HTTP+SSE transport (GET /sse, POST /messages/), without tokens.
+    app = server.sse_app() if sys.argv[1:] == ["sse"] else guarded(server.streamable_http_app())
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
     print(f"port {sock.getsockname()[1]}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -82,6 +83,33 @@ def datasheet(part: str) -> list[EmbeddedResource | ResourceLink]:
             type="resource_link", uri=f"https://example.com/{part}.pdf", name="drawing", mime_type="application/pdf"
         ),
     ]
+
+
+@server.tool(annotations=READ)
+def clock() -> str:
+    """The time now, in nanoseconds (read only, but never the same answer twice)."""
+    log("clock")
+    return str(time.time_ns())
+
+
+@server.tool(annotations=READ)
+def big(chars: int) -> str:
+    """A text of ``chars`` characters: HEAD, then dots, then TAIL."""
+    log(f"big {chars}")
+    return "HEAD" + "." * max(chars - 8, 0) + "TAIL"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``extra`` and tells the client its tool list changed."""
+
+    def extra() -> str:
+        """A tool that was not there at first."""
+        return "extra here"
+
+    server.add_tool(extra)
+    await ctx.notify_tools_changed()  # MCP 2026-07-28: to subscriptions/listen streams
+    return "grown"
 
 
 @server.tool()

@@ -59,6 +59,7 @@ command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(INVENTORY))}]
 env = {{ INVENTORY_LOG = {json.dumps(str(tmp_path / "calls.log"))} }}
 tools = {{ reorder = "always", set_note = "never", restock = "never" }}
+cache = ["stock"]
 
 [mcp.broken]
 command = {json.dumps(sys.executable)}
@@ -79,18 +80,42 @@ enabled = false
     }
     lines = out.splitlines()
     assert lines[0] == f"inventory  stdio  {sys.executable} {INVENTORY}"
-    assert lines[1] == "  ok: 11 tools"
-    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:13]}
-    assert shown["inventory__stock"] == "read-only: runs without asking"
+    assert lines[1] == "  ok: 14 tools"
+    shown = {line.split()[0]: line.split(None, 1)[1] for line in lines[2:16]}
+    assert shown["inventory__stock"] == "read-only: runs without asking; answers reused in a run (cache)"
+    assert shown["inventory__photo"] == "read-only: runs without asking"
     assert shown["inventory__crash"] == "asks first (destructive)"
     assert shown["inventory__reorder"] == 'asks first (tools.reorder = "always")'
     assert shown["inventory__set_note"] == 'runs without asking (tools.set_note = "never")'
-    assert lines[13] == "  [mcp.inventory] tools names restock: the server has no such tool"
-    assert lines[15] == (
+    assert lines[16] == "  [mcp.inventory] tools names restock: the server has no such tool"
+    assert lines[18] == (
         "  not working: MCP server broken did not start: the process exited with status 1 "
         "(its last words: the server needs STOCK_DB)"
     )
-    assert lines[17] == "  disabled (enabled = false)"
+    assert lines[20] == "  disabled (enabled = false)"
+
+
+def test_mcp_list_says_which_tools_were_left_out_or_trimmed_and_why(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(
+        home,
+        f"""
+[mcp.inventory]
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(INVENTORY))}]
+env = {{ INVENTORY_LOG = {json.dumps(str(tmp_path / "calls.log"))} }}
+max_description_chars = 20
+max_schema_chars = 140
+""",
+    )
+    code, out, _ = tether(capsys, "mcp", "list")
+    assert code == 0
+    left_out = [line for line in out.splitlines() if line.startswith("  left out: ")]
+    trimmed = [line for line in out.splitlines() if line.startswith("  trimmed: ")]
+    assert "  left out: reorder: its input schema has " in "\n".join(left_out)
+    assert all("more than max_schema_chars (140)" in line for line in left_out)
+    assert "  trimmed: stock: description trimmed from 32 to 20 characters" in trimmed
 
 
 def test_mcp_login_stores_the_tokens_of_an_oauth_server_readable_only_by_its_owner(

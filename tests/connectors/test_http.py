@@ -173,3 +173,29 @@ def test_a_scope_the_grant_does_not_cover_is_refused_by_the_token_endpoint_with_
     with pytest.raises(ConfigError, match=r"the token endpoint refused the refresh \(HTTP 400\)") as err:
         asyncio.run(stock(McpConnector("remote", wider, home=tmp_path, start_timeout_s=60), tmp_path))
     assert stats(server)["scope"] == "stock.read admin" and "refresh-1" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def sse_server() -> Iterator[str]:
+    with subprocess.Popen([sys.executable, str(HTTP_SERVER), "sse"], stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("port "), f"the test server did not start: {line!r}"
+            yield f"http://127.0.0.1:{int(line.split()[1])}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_a_legacy_sse_server_works_with_transport_sse(sse_server: str, tmp_path: Path) -> None:
+    connector = McpConnector("remote", {"url": f"{sse_server}/sse", "transport": "sse"}, home=tmp_path)
+    assert asyncio.run(stock(connector, tmp_path)) == "FV-2050: 7 in stock (remote)"
+
+
+def test_a_legacy_sse_url_reached_as_streamable_http_says_what_to_set(sse_server: str, tmp_path: Path) -> None:
+    connector = McpConnector("remote", {"url": f"{sse_server}/sse"}, home=tmp_path, start_timeout_s=30)
+    with pytest.raises(ConfigError) as caught:
+        asyncio.run(connector.start())
+    assert "HTTP 405" in str(caught.value) or "HTTP 404" in str(caught.value)
+    assert 'set transport = "sse" in its [mcp.NAME]' in str(caught.value)

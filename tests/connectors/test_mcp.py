@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types import Tool as McpSpec
 from mcp_types import ToolAnnotations
 
-from tests.connectors.conftest import inventory, live_processes, logged, wait_until
+from tests.connectors.conftest import INVENTORY, inventory, live_processes, logged, wait_until
 from tether import Agent, approve, run, run_stream
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector, needs_approval, tool_name
@@ -51,6 +52,16 @@ def test_tool_names_are_namespaced_in_the_characters_and_length_providers_accept
     assert len(long) == 64 and long.startswith("inventory__xxx")
     assert long != tool_name("inventory", "x" * 81)  # cut names stay apart
     assert tool_name("s", "a.b", taken=["s__a_b"]) != "s__a_b"  # so do names that sanitise alike
+
+
+def test_two_servers_whose_tools_would_both_be_named_a__b__c_get_different_names() -> None:
+    first, second = tool_name("a__b", "c"), tool_name("a", "b__c")
+    assert first != second and first.startswith("a__b__c_") and second.startswith("a__b__c_")
+    assert tool_name("a_", "b") != tool_name("a", "_b")
+    servers = [McpConnector("a__b", {"command": "unused"}), McpConnector("a", {"command": "unused"})]
+    servers[0]._tools = servers[0]._make_tools([McpSpec(name="c", input_schema={"type": "object"})])
+    servers[1]._tools = servers[1]._make_tools([McpSpec(name="b__c", input_schema={"type": "object"})])
+    assert len(Agent("scripted/plan", extensions=servers).tool_map()) == 2  # was a ConfigError
 
 
 def test_approval_follows_the_policy_then_the_hints_with_mcps_defaults() -> None:
@@ -115,6 +126,9 @@ def test_a_servers_tools_and_what_their_calls_answer(calls: Path, tmp_path: Path
             "crash",
             "environment",
             "spawn",
+            "clock",
+            "big",
+            "grow",
         )
     }
     stock = tools["inventory__stock"]
@@ -210,7 +224,7 @@ def test_a_run_gets_text_and_images_reads_once_and_waits_for_approval_before_a_d
             )
         return f"{results(messages)[2].text.splitlines()[-1]}; {results(messages)[-1].text}"
 
-    connector = McpConnector("inventory", inventory(calls))
+    connector = McpConnector("inventory", inventory(calls, cache=["stock"]))
     agent = Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path)
     state = RunState()
     first = asyncio.run(run(agent, "Order five more FV-2050 if we are low.", state=state))
@@ -288,3 +302,119 @@ def test_a_servers_own_error_with_the_closed_connection_code_is_its_answer_not_a
     assert not stock.is_error and text(stock) == "FV-2050: 12 in stock"
     assert len(connector.pids) == 1, "the server was not restarted"
     assert [line for line in logged(calls) if line.startswith(("busy", "stock"))] == ["busy FV-2050", "stock FV-2050"]
+
+
+# --- results kept in bounds, answers reused only when they may be ----------------------------------
+
+
+def test_a_result_past_the_limit_keeps_its_head_and_tail_and_says_what_was_cut(calls: Path, tmp_path: Path) -> None:
+    async def go(connector: McpConnector, chars: int) -> ToolResult:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return await tools["inventory__big"].execute({"chars": chars}, ctx(tmp_path))
+        finally:
+            await connector.stop()
+
+    whole = asyncio.run(go(McpConnector("inventory", inventory(calls)), 90_000))
+    assert len(text(whole)) == 90_000
+    cut = asyncio.run(go(McpConnector("inventory", inventory(calls)), 3_000_000))
+    assert text(cut).startswith("HEAD") and text(cut).endswith("TAIL")
+    assert 100_000 < len(text(cut)) < 100_400  # the default: read_file's 100,000 characters and a note
+    assert "2,900,000 of 3,000,000 characters cut here" in text(cut) and "max_result_chars" in text(cut)
+    small = asyncio.run(go(McpConnector("inventory", inventory(calls, max_result_chars=1_000)), 5_000))
+    assert len(text(small)) < 1_400 and text(small).endswith("TAIL") and "4,000 of 5,000" in text(small)
+
+
+def test_a_read_only_tool_runs_every_time_unless_it_is_declared_cacheable(calls: Path, tmp_path: Path) -> None:
+    """readOnlyHint says a tool does not write, not that its answer holds: the clock is read twice."""
+
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        if turn(messages) < 2:
+            n = turn(messages)
+            return Reply(calls=((f"k{n}", "inventory__clock", {}), (f"s{n}", "inventory__stock", {"part": "FV"})))
+        return "done"
+
+    state = RunState()
+    connector = McpConnector("inventory", inventory(calls, cache=["stock"]))
+    result = asyncio.run(run(Agent(FunctionModel(reply), extensions=[connector], cwd=tmp_path), "time?", state=state))
+    assert result.status == "completed"
+    first_clock, _, second_clock, second_stock = results(state.messages)
+    assert second_clock.status == "ok" and second_clock.text != first_clock.text
+    assert second_stock.status == "cached" and second_stock.cached_from == "s0"
+    assert logged(calls).count("clock") == 2 and logged(calls).count("stock FV") == 1
+
+
+def test_a_stdio_answer_past_the_line_limit_is_refused_at_once_with_its_size(
+    calls: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the line was dropped, the call waited its whole timeout, then said "did not answer ...
+    safe to call it again". The limit is lowered to 1 MiB here, so the test sends 2 MB, not 64 MiB."""
+    from tether.connectors import _stdio
+
+    monkeypatch.setattr(_stdio, "LINE_LIMIT", 1024 * 1024)
+    connector = McpConnector("inventory", inventory(calls, timeout_s=600))
+
+    async def go() -> list[ToolResult]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return [
+                await tools["inventory__big"].execute({"chars": 2_000_000}, ctx(tmp_path)),
+                await tools["inventory__stock"].execute({"part": "FV"}, ctx(tmp_path)),
+            ]
+        finally:
+            await connector.stop()
+
+    big, after = asyncio.run(asyncio.wait_for(go(), 300))  # a guard: the old way waited 600 s
+    assert big.is_error and "did not answer" not in text(big)
+    assert "answer is 4,000,2" in text(big)  # the text twice: as content and as structuredContent
+    assert "more than the 1 MiB tether reads" in text(big)
+    assert not after.is_error and text(after) == "FV: 12 in stock"  # the session goes on
+    assert len(connector.pids) == 1
+
+
+def test_the_servers_of_a_run_start_together(calls: Path, tmp_path: Path) -> None:
+    """Each server waits, before it answers, until the other one has been started: one after the
+    other, the first would wait for ever (here: give up after 20 s and fail the run)."""
+    wait_for_peer = (
+        "import pathlib, runpy, sys, time; me, peer = map(pathlib.Path, sys.argv[1:3]); me.touch(); "
+        "deadline = time.time() + 20\n"
+        "while not peer.exists():\n"
+        "    time.sleep(0.02)\n"
+        "    if time.time() > deadline: sys.exit('the other server never started')\n"
+        f"sys.argv = [{str(INVENTORY)!r}]; runpy.run_path({str(INVENTORY)!r}, run_name='__main__')"
+    )
+    a, b = tmp_path / "a.started", tmp_path / "b.started"
+    servers = [
+        McpConnector(name, {**inventory(calls), "args": ["-c", wait_for_peer, str(me), str(peer)]})
+        for name, me, peer in (("one", a, b), ("two", b, a))
+    ]
+
+    def reply(messages: list[Message], request: Any) -> str:
+        return " ".join(sorted(d.name for d in request.tools if d.name.endswith("__stock")))
+
+    result = asyncio.run(run(Agent(FunctionModel(reply), extensions=servers, cwd=tmp_path), "which?"))
+    assert result.status == "completed" and result.output == "one__stock two__stock"
+    assert all(live_processes(s.pids) == [] for s in servers)
+
+
+def test_a_changed_tool_list_is_listed_again_for_the_next_run(calls: Path, tmp_path: Path) -> None:
+    connector = McpConnector("inventory", inventory(calls))
+
+    async def go() -> tuple[list[str], list[str]]:
+        await connector.start()
+        try:
+            before = [t.name for t in connector.tools()]
+            grow = next(t for t in connector.tools() if t.name == "inventory__grow")
+            assert text(await grow.execute({}, ctx(tmp_path))) == "grown"
+            for _ in range(200):  # the notification is handled as it comes: wait for the new list
+                if "inventory__extra" in [t.name for t in connector.tools()]:
+                    break
+                await asyncio.sleep(0.05)
+            return before, [t.name for t in connector.tools()]
+        finally:
+            await connector.stop()
+
+    before, after = asyncio.run(go())
+    assert "inventory__extra" not in before and "inventory__extra" in after

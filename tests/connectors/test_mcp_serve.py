@@ -7,7 +7,9 @@ and the HTTP tests two servers: one on loopback without tokens, one that needs t
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -243,6 +245,87 @@ async def test_stdio_a_cancelled_call_stops_its_run(stdio: Client, home: Path) -
             await anyio.sleep(0.05)
     assert runs[0]["reason"] == "cancelled: the MCP client cancelled the call"
     assert "agent_scanner" in await tool_map(stdio)
+
+
+@pytest.mark.anyio
+async def test_stdio_an_agents_run_reports_progress(stdio: Client) -> None:
+    heard: list[tuple[float, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append((done, message))
+
+    result = await stdio.call_tool("agent_scanner", {"task": "Scan the archive"}, progress_callback=progress)
+    assert not result.is_error
+    words = [m for _, m in heard]
+    assert "running scan_archive" in words and "turn 1 done" in words
+    assert any(m and m.startswith("scan_archive: scanned") for m in words)
+    assert [n for n, _ in heard] == sorted({n for n, _ in heard})  # increasing, as the spec asks
+
+
+def raw_stdio(home: Path, lines: list[str]) -> list[dict[str, Any]]:
+    """Each line sent to a fresh `tether mcp serve` after the handshake, one at a time, with the
+    answer each gets (every line here gets exactly one)."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with subprocess.Popen(
+        SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env(home), text=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        answers = []
+        for line in [json.dumps(init), *lines]:
+            proc.stdin.write(line + "\n")
+            if line.startswith('{"jsonrpc": "2.0", "id": 0,'):
+                proc.stdin.write(initialized + "\n")
+            proc.stdin.flush()  # stdin stays open: its end would end the session before it answers
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, f"no answer to {line!r} after {answers}"
+            answers.append(json.loads(proc.stdout.readline()))
+        proc.stdin.close()
+        proc.wait(30)
+    return answers
+
+
+def test_stdio_answers_every_malformed_request_with_its_json_rpc_error(home: Path) -> None:
+    answers = raw_stdio(
+        home,
+        [
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}
+            ),
+            json.dumps({"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "nope"}}),
+            json.dumps({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}),
+            "this is not json",
+            json.dumps({"jsonrpc": "1.0", "id": 4, "method": "tools/list"}),
+            json.dumps([{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}]),
+            json.dumps({"jsonrpc": "2.0", "id": 6, "method": 7}),
+            json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
+        ],
+    )
+    init, *rest = answers
+    capabilities = init["result"]["capabilities"]
+    assert "prompts" not in capabilities and "resources" not in capabilities and "tools" in capabilities
+    codes = [(a["id"], a.get("error", {}).get("code")) for a in rest]
+    assert codes == [
+        (1, -32602),  # unknown tool: invalid params, not a tool result
+        (2, -32601),  # no prompts here: method not found (was code 0 and a traceback)
+        (3, -32601),
+        (None, -32700),  # not JSON
+        (4, -32600),  # jsonrpc 1.0
+        (None, -32600),  # a batch
+        (6, -32600),  # a method that is not a string
+        (7, None),  # and the session goes on
+    ]
+    by_id = {a["id"]: a for a in rest if a["id"] is not None}
+    assert by_id[1]["error"]["message"] == "Unknown tool: nope"
+    assert "batches are not supported" in next(
+        a["error"]["message"] for a in rest if a["id"] is None and a["error"]["code"] == -32600
+    )
+    assert {t["name"] for t in by_id[7]["result"]["tools"]} == READERS | AGENTS
 
 
 # --- streamable HTTP -----------------------------------------------------------------------------

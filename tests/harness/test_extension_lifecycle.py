@@ -58,7 +58,7 @@ def test_a_failing_start_stops_the_started_ones_and_raises(workspace: Path) -> N
     )
     with pytest.raises(RuntimeError, match="b cannot start"):
         run_sync(agent, "timeout?")
-    assert log == ["start a", "start b", "stop a"]
+    assert log == ["start a", "start b", "start c", "stop c", "stop a"]  # started together; the started ones stopped
 
 
 def test_stop_runs_when_the_run_is_cancelled_or_the_caller_stops_reading(workspace: Path) -> None:

@@ -164,3 +164,12 @@ def test_chat_offers_skills_too(example_home: Path, project: Path, env: dict[str
     )
     assert out.returncode == 0, out.stderr
     assert ANSWER in out.stdout
+
+
+def test_list_says_how_long_a_description_past_the_limit_is(
+    example_home: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(example_home / "skills", "verbose", description="x" * 1100, body="b")
+    code, _, err = run_main("skills", "list", "--cwd", str(project), capsys=capsys)
+    assert code == 0
+    assert "verbose/SKILL.md: the description is 1100 characters long; the limit is 1024" in err

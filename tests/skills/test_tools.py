@@ -266,3 +266,24 @@ def test_tool_results_are_in_the_transcript(home: Path) -> None:
         "# Skill: release-notes",
         "# The release being prepared",
     ]
+
+
+# --- names that differ only in case (issue 29, defect 8) ---------------------------------------------
+
+
+def test_a_file_named_in_another_case_gets_a_suggestion(home: Path) -> None:
+    write_skill(
+        home / "skills",
+        "pdf",
+        description="Work with PDF files.",
+        body="For the details, read REFERENCE.md and Forms/Guide.md.",
+        files={"reference.md": "the reference\n", "forms/guide.md": "the guide\n"},
+    )
+    skills = skills_in(home)
+    loaded, _ = use(skills, "load_skill", name="pdf")
+    assert "(the instructions name REFERENCE.md; the file is reference.md: names are case-sensitive)" in loaded
+    assert "(the instructions name Forms/Guide.md; the file is forms/guide.md" in loaded
+    text, is_error = use(skills, "read_skill_file", name="pdf", path="REFERENCE.md")
+    assert is_error and text.endswith("Did you mean 'reference.md'? File names are case-sensitive.")
+    text, is_error = use(skills, "read_skill_file", name="pdf", path="nothing.md")
+    assert is_error and "Did you mean" not in text

@@ -15,7 +15,7 @@ from tether.cli.common import non_negative_float, port_number, positive_float, s
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
-    from tether.config import Settings
+    from tether.config import McpTable, Settings
     from tether.connectors import McpTool
 
 __all__ = ["add_parsers"]
@@ -23,9 +23,12 @@ __all__ = ["add_parsers"]
 LIST_TIMEOUT_S = 10.0
 REFRESH_ENV = "TETHER_MCP_REFRESH_TOKEN"
 ACCESS_ENV = "TETHER_MCP_ACCESS_TOKEN"
-LOGIN_DESCRIPTION = f"""Store the OAuth tokens of a server with auth = "oauth", readable only by you.
+LOGIN_DESCRIPTION = f"""Sign in to a server with auth = "oauth"; its tokens are stored readable only by you.
 
-The refresh token comes from stdin, from ${REFRESH_ENV}, or from the command line:
+Without token_url in its [mcp.NAME], tether discovers the server's authorization server, registers
+itself there and opens the sign-in page in your browser (the redirect comes back to 127.0.0.1).
+
+With token_url, give the refresh token from stdin, from ${REFRESH_ENV}, or on the command line:
 
   tether mcp login calendar --refresh-token - < token.txt
   {REFRESH_ENV}=... tether mcp login calendar
@@ -73,6 +76,20 @@ def add_parsers(sub: Any) -> None:
         help="seconds the access token stays valid (>= 0)",
     )
     login.set_defaults(handler=cmd_login)
+    res = ms.add_parser("resources", help="a server's resources and templates, or one resource read (URI)")
+    res.add_argument("server", metavar="NAME")
+    res.add_argument("uri", nargs="?", metavar="URI", help="read this resource instead of listing them")
+    res.add_argument(
+        "--watch",
+        action="store_true",
+        help="with URI: subscribe, and read it again each time the server says it changed (Ctrl-C stops)",
+    )
+    res.set_defaults(handler=cmd_resources)
+    prompts = ms.add_parser("prompts", help="a server's prompts, or one prompt's messages (PROMPT KEY=VALUE ...)")
+    prompts.add_argument("server", metavar="NAME")
+    prompts.add_argument("prompt", nargs="?", metavar="PROMPT", help="show this prompt's messages, filled in")
+    prompts.add_argument("arguments", nargs="*", metavar="KEY=VALUE", help="the prompt's arguments")
+    prompts.set_defaults(handler=cmd_prompts)
     _add_serve(ms)
 
 
@@ -153,10 +170,16 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
     except TetherError as exc:
         return [head, f"  not working: {exc}"]
     try:
-        tools = list(connector.tools())
+        from tether.connectors import McpTool
+
+        tools = [t for t in connector.tools() if isinstance(t, McpTool)]
+        extra = [t.name for t in connector.tools() if not isinstance(t, McpTool)]
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
         lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table.tools)}" for t in tools]
+        lines += [f"  resources: {', '.join(extra)} (read-only: runs without asking)"] if extra else []
+        lines += [f"  left out: {tool}: {why}" for tool, why in connector.refused.items()]
+        lines += [f"  trimmed: {tool}: {what}" for tool, what in connector.trimmed.items()]
         lines += [
             f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
             for unknown in connector.unknown_overrides
@@ -174,7 +197,7 @@ def approval_words(tool: McpTool, *, overridden: bool) -> str:
     if tool.policy == "never":
         return f"runs without asking ({source})"
     if tool.read_only:
-        return "read-only: runs without asking"
+        return "read-only: runs without asking" + ("; answers reused in a run (cache)" if tool.cacheable else "")
     return "asks first (destructive)" if tool.needs_approval else "runs without asking (marked not destructive)"
 
 
@@ -191,6 +214,8 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
     if table.auth != "oauth":
         raise usage_error(f'[mcp.{args.server}] has auth = "{table.auth}": tokens are for auth = "oauth"')
+    if table.token_url is None and args.refresh_token is None and not os.environ.get(REFRESH_ENV):
+        return _browser_login(settings, args.server, table)
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
     access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
     path = token_path(settings.home, args.server)
@@ -203,4 +228,122 @@ def cmd_login(args: argparse.Namespace) -> int:
         },
     )
     print(f"stored tokens for the MCP server {args.server} in {path} (mode 0600)", file=sys.stderr)
+    return 0
+
+
+# --- resources and prompts ------------------------------------------------------------------------
+
+
+def _with_server(name: str, work: Any) -> Any:
+    """``await work(connector)`` with the server ``name`` started, then stopped."""
+    import asyncio
+
+    from tether.errors import TetherError
+
+    settings = load_settings()
+    table = settings.mcp.get(name)
+    if table is None:
+        raise usage_error(f"no [mcp.{name}] in {settings.home / 'config.toml'}")
+    from tether.connectors import McpConnector
+
+    connector = McpConnector(name, table.model_dump(), home=settings.home)
+
+    async def go() -> Any:
+        await connector.start()
+        try:
+            return await work(connector)
+        finally:
+            await connector.stop()
+
+    try:
+        return asyncio.run(go())
+    except TetherError as exc:
+        raise usage_error(str(exc)) from None
+
+
+def _printable(text: str) -> str:
+    """A server's text with its control characters shown, not obeyed (an escape sequence could set
+    the window title, write the clipboard or clear the screen)."""
+    return "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def cmd_resources(args: argparse.Namespace) -> int:
+    from tether.connectors._resources import list_text, read_parts
+    from tether.messages import TextPart
+
+    if args.uri is None:
+        if args.watch:
+            raise usage_error("--watch needs the URI of the resource to watch")
+        print(_printable(_with_server(args.server, list_text)))
+        return 0
+
+    def show(parts: list[Any]) -> None:
+        for part in parts:
+            print(_printable(part.text) if isinstance(part, TextPart) else f"[image ({part.media_type})]", flush=True)
+
+    async def watch(connector: Any) -> None:
+        show(await read_parts(connector, args.uri))
+        async for uri in connector.watch(args.uri):
+            print(f"--- {uri} changed ---", flush=True)
+            show(await read_parts(connector, uri))
+
+    if args.watch:
+        try:
+            _with_server(args.server, watch)
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    show(_with_server(args.server, lambda c: read_parts(c, args.uri)))
+    return 0
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    from tether.connectors._resources import prompt_messages, prompts_text
+
+    if args.prompt is None:
+        print(_printable(_with_server(args.server, prompts_text)))
+        return 0
+    bad = [a for a in args.arguments if "=" not in a]
+    if bad:
+        raise usage_error(f"prompt arguments are KEY=VALUE, not {bad[0]!r}")
+    arguments = dict(a.split("=", 1) for a in args.arguments)
+    for role, said in _with_server(args.server, lambda c: prompt_messages(c, args.prompt, arguments)):
+        print(f"[{role}]\n{_printable(said)}")
+    return 0
+
+
+def _browser_login(settings: Settings, name: str, table: McpTable) -> int:
+    """The MCP authorization flow: discover the server's authorization server, register tether
+    with it, and sign in through the browser, the redirect caught on loopback."""
+    import asyncio
+    import webbrowser
+
+    from tether.connectors import McpConnector, token_path
+    from tether.connectors._oauth import Loopback, oauth_provider
+    from tether.errors import TetherError
+
+    path = token_path(settings.home, name)
+    loopback = Loopback()
+
+    async def open_page(url: str) -> None:
+        print(f"Sign in to the MCP server {name} in your browser (opening it now):\n  {url}", file=sys.stderr)
+        await asyncio.to_thread(webbrowser.open, url)
+
+    connector = McpConnector(name, table.model_dump(), home=settings.home)
+    connector.oauth_flow = oauth_provider(
+        name, str(table.url), path, list(table.scopes), loopback=loopback, open_page=open_page
+    )
+
+    async def sign_in() -> int:
+        await connector.start()
+        await connector.stop()
+        return len(connector.tools())
+
+    try:
+        tools = asyncio.run(sign_in())
+    except TetherError as exc:
+        raise usage_error(f"signing in to the MCP server {name} failed: {exc}") from None
+    finally:
+        loopback.close()
+    print(f"signed in to the MCP server {name} ({tools} tools); tokens stored in {path} (mode 0600)", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""The streamable HTTP transport: a remote MCP server at a URL, with fixed headers or OAuth.
+"""The HTTP transports: a remote MCP server at a URL, with fixed headers or OAuth, over streamable
+HTTP or (``transport = "sse"``) the legacy HTTP+SSE transport that older servers still use.
 
 OAuth uses the providers' credentials (:class:`tether.providers.auth.OAuthCredentials`): the token
 file is refreshed shortly before it expires, and once more when the server answers 401. The token
@@ -33,6 +34,7 @@ __all__ = ["HttpServer"]
 
 CONNECT_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 300.0  # a server may hold a response stream open while a tool works
+SSE_IDLE_S = 3600.0  # legacy SSE: the one event stream may be quiet between a run's turns
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
 _REDACTED = "[redacted]"
 
@@ -43,11 +45,22 @@ class HttpServer:
     pid: int | None = None  # nothing runs here
     calls_are_separate = True  # each call has its own HTTP answer: one that breaks leaves the session
 
-    def __init__(self, url: str, headers: Mapping[str, str], credentials: Credentials | None) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        credentials: Credentials | None,
+        *,
+        sse: bool = False,
+        flow: Any = None,
+    ) -> None:
         self.url = url
+        self.sse = sse  # the legacy HTTP+SSE transport (protocol 2024-11-05): GET an event stream, POST to it
         self.headers = dict(headers)
         self.credentials = credentials
         self.last_status: int | None = None  # the last HTTP error status, until a success
+        # The MCP authorization flow (tether.connectors._oauth), or refresh tokens, or nothing.
+        self.flow = flow
         self._auth = BearerAuth(credentials) if credentials is not None else None
 
     def alive(self) -> bool:
@@ -57,9 +70,15 @@ class HttpServer:
         if self.last_status is None:
             return None
         refused = self.last_status == 401 and self.credentials is not None
-        return f"the server answered HTTP {self.last_status}" + (
+        said = f"the server answered HTTP {self.last_status}" + (
             f" even to a refreshed token; check {self.credentials.hint}" if refused and self.credentials else ""
         )
+        if self.last_status in (404, 405) and not self.sse:
+            said += (
+                " (if it is an older server with the legacy SSE transport, often at a URL ending in /sse, set "
+                'transport = "sse" in its [mcp.NAME]; otherwise check the URL)'
+            )
+        return said
 
     def last_error_line(self) -> str:
         return ""
@@ -69,6 +88,8 @@ class HttpServer:
         secrets = {v for v in self.headers.values() if len(v) >= 8}
         if self._auth is not None:
             secrets |= self._auth.sent
+        if self.flow is not None:
+            secrets |= self.flow.context.storage.secrets()
         for secret in sorted(secrets, key=len, reverse=True):
             text = text.replace(secret, _REDACTED)
         return text
@@ -78,9 +99,33 @@ class HttpServer:
         timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
         hooks = {"response": [self._note]}
         transport = _Checked(httpx2.AsyncHTTPTransport(), MAX_RESPONSE_BYTES)
+        if self.sse:
+            from mcp.client.sse import sse_client
+
+            def make_client(
+                headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
+            ) -> httpx2.AsyncClient:
+                return httpx2.AsyncClient(
+                    headers=headers, timeout=timeout, auth=auth, event_hooks=hooks, transport=transport
+                )
+
+            async with sse_client(
+                self.url,
+                headers=self.headers,
+                timeout=CONNECT_TIMEOUT_S,
+                sse_read_timeout=SSE_IDLE_S,
+                httpx_client_factory=make_client,
+                auth=self._auth or self.flow,
+            ) as streams:
+                yield streams
+            return
         async with (
             httpx2.AsyncClient(
-                headers=self.headers, timeout=timeout, auth=self._auth, event_hooks=hooks, transport=transport
+                headers=self.headers,
+                timeout=timeout,
+                auth=self._auth or self.flow,
+                event_hooks=hooks,
+                transport=transport,
             ) as client,
             streamable_http_client(self.url, http_client=client) as streams,
         ):

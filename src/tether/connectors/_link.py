@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -20,10 +22,11 @@ import mcp_types as types
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
+from pydantic import FileUrl
 
 from tether.errors import TetherError
 
-__all__ = ["AnswerLost", "ConnectionLost", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
+__all__ = ["AnswerLost", "ConnectionLost", "Hooks", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
 
 _LIST_PAGES = 100  # a server whose tool list never ends is cut here
 
@@ -72,12 +75,30 @@ class AnswerLost(Exception):
     """The answer to one call broke off (an HTTP event stream that ended early); the session lives."""
 
 
+@dataclass
+class Hooks:
+    """What the client side answers when the server asks (all optional): the roots (the run's
+    workspace), a completion from tether's model (sampling), input from a person (elicitation), and
+    what to do when the server's tool list changes."""
+
+    roots: list[Path] = field(default_factory=list)
+    sampling: (
+        Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]] | None
+    ) = None
+    elicitation: Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]] | None = None
+    tools_changed: Callable[[], None] | None = None
+    resource_updated: Callable[[str], None] | None = None  # a subscribed resource changed (its URI)
+
+
 class Link:
-    def __init__(self, server: str, reach: Reach) -> None:
+    def __init__(self, server: str, reach: Reach, hooks: Hooks | None = None) -> None:
         self.server = server
         self.reach = reach
+        self.hooks = hooks or Hooks()
         self.client: Client | None = None
         self.tools: list[types.Tool] = []
+        self.instructions: str | None = None  # what the server says about using it, from the handshake
+        self.capabilities: types.ServerCapabilities | None = None
         self.failure: str | None = None
         self._failure_is_ours = False  # tether's own error (an OAuth refresh refused) says it best
         self._closing = asyncio.Event()
@@ -116,12 +137,46 @@ class Link:
         from tether import __version__
 
         info = types.Implementation(name="tether", version=__version__)
+        hooks = self.hooks
+
+        async def roots(context: Any) -> types.ListRootsResult:
+            return types.ListRootsResult(
+                roots=[types.Root(uri=FileUrl(p.resolve().as_uri()), name=p.name) for p in hooks.roots]
+            )
+
+        async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+            assert hooks.sampling is not None
+            return await hooks.sampling(params)
+
+        async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+            assert hooks.elicitation is not None
+            return await hooks.elicitation(params)
+
+        async def notified(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification) and hooks.tools_changed is not None:
+                hooks.tools_changed()
+            if isinstance(message, types.ResourceUpdatedNotification) and hooks.resource_updated is not None:
+                hooks.resource_updated(str(message.params.uri))
+
+        callbacks: dict[str, Any] = {"list_roots_callback": roots if hooks.roots else None, "message_handler": notified}
+        if hooks.sampling is not None:
+            callbacks["sampling_callback"] = sampling
+        if hooks.elicitation is not None:
+            callbacks["elicitation_callback"] = elicitation
         try:
-            async with Client(self.reach.connect(), cache=None, client_info=info) as client:
+            async with Client(self.reach.connect(), cache=None, client_info=info, **callbacks) as client:
                 self.tools = await _list_tools(client)
+                self.instructions = client.instructions
+                self.capabilities = client.server_capabilities
                 self.client = client
                 ready.set_result(None)
-                await self._closing.wait()
+                listener = asyncio.ensure_future(self._listen(client)) if hooks.tools_changed else None
+                try:
+                    await self._closing.wait()
+                finally:
+                    if listener is not None:
+                        listener.cancel()
+                        await asyncio.gather(listener, return_exceptions=True)
         except Exception as exc:
             self._failure_is_ours = any(isinstance(e, TetherError) for e in _leaves(exc))
             self.failure = describe(exc) if self._failure_is_ours or not self.failure else self.failure
@@ -130,6 +185,21 @@ class Link:
             if not ready.done():
                 ready.set_exception(StartFailed(self.reason()))
                 ready.exception()  # retrieved: open() reads the reason itself
+
+    async def _listen(self, client: Client) -> None:
+        """Hear that the server's tools changed. Since MCP 2026-07-28 that comes on a
+        ``subscriptions/listen`` stream; before, as a notification (the message handler hears it)."""
+        tools = client.server_capabilities.tools
+        if tools is None or not tools.list_changed or self.hooks.tools_changed is None:
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self.hooks.tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # an older protocol (no listen), or the stream ended: notifications remain
+            return
 
     async def call(
         self, name: str, arguments: dict[str, Any], on_progress: Callable[[str], None] | None = None
@@ -170,6 +240,33 @@ class Link:
             raise ServerRefused(self.reach.redact(exc.message)) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise ConnectionLost(self.reason()) from exc
+
+    async def ask(self, request: Callable[[Client], Awaitable[Any]]) -> Any:
+        """Another request than a tool call (resources, prompts), with the same outcomes as :meth:`call`."""
+        client, owner = self.client, self._task
+        if client is None or owner is None or owner.done():
+            raise ConnectionLost(self.reason())
+        job = asyncio.ensure_future(request(client))
+        try:
+            await asyncio.wait((job, owner), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not job.done():
+                job.cancel()
+                job.add_done_callback(_retrieve)
+        if not job.done() or job.cancelled():
+            raise ConnectionLost(self.reason())
+        try:
+            return job.result()
+        except MCPError as exc:
+            raise ServerRefused(self.reach.redact(exc.message)) from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
+            raise ConnectionLost(self.reason()) from exc
+
+    async def relist(self) -> list[types.Tool]:
+        """The server's tools now (after it said its list changed)."""
+        tools: list[types.Tool] = await self.ask(_list_tools)
+        self.tools = tools
+        return tools
 
     async def _still_answers(self, client: Client, owner: asyncio.Task[None], error: MCPError) -> bool:
         """Whether the connection still answers after a call failed with CONNECTION_CLOSED (-32000):

@@ -3,6 +3,10 @@
 Text is kept as text and images as images. What the model cannot be shown directly (audio, a
 resource the server embedded or linked, binary data) is described in a line: its URI, its type, and
 its text when it has one. ``isError`` makes the result a tool error the model reads.
+
+A result is kept within bounds as the built-in tools' are: text past ``max_chars`` (``[mcp.NAME]
+max_result_chars``, default 100,000 like ``read_file``) keeps its head and its tail, with a line
+saying how much was cut between them; an image past ``MAX_IMAGE_BYTES`` is described, not sent.
 """
 
 from __future__ import annotations
@@ -15,25 +19,47 @@ import mcp_types as types
 from tether.messages import ImagePart, TextPart
 from tether.tools.base import ToolResult
 
-__all__ = ["to_tool_result"]
+__all__ = ["DEFAULT_MAX_CHARS", "MAX_IMAGE_BYTES", "bounded", "to_tool_result"]
+
+DEFAULT_MAX_CHARS = 100_000  # the built-in read_file's cap
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # decoded; what the providers accept for one image
 
 
-def to_tool_result(result: types.CallToolResult) -> ToolResult:
+def to_tool_result(result: types.CallToolResult, max_chars: int = DEFAULT_MAX_CHARS) -> ToolResult:
     parts: list[TextPart | ImagePart] = [part for block in result.content if (part := _part(block)) is not None]
     if not parts and result.structured_content is not None:
         parts.append(TextPart(text=json.dumps(result.structured_content, ensure_ascii=False)))
     if not parts:
         parts.append(TextPart(text="(the tool returned no content)"))
-    return ToolResult(parts, is_error=bool(result.is_error))
+    return ToolResult(bounded(parts, max_chars), is_error=bool(result.is_error))
+
+
+def bounded(parts: list[TextPart | ImagePart], max_chars: int) -> list[TextPart | ImagePart]:
+    """``parts`` with their text within ``max_chars`` in all: when it is longer, the text parts
+    become one that keeps the first two thirds and the last third of the budget, and says what was
+    cut. Images stay where they were, after the text."""
+    total = sum(len(p.text) for p in parts if isinstance(p, TextPart))
+    if total <= max_chars:
+        return parts
+    text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    head = max_chars * 2 // 3
+    tail = max_chars - head
+    note = (
+        f"\n[... {len(text) - head - tail:,} of {len(text):,} characters cut here: the result is longer than "
+        f"{max_chars:,} characters (max_result_chars of the server's [mcp.NAME]); ask the tool for a smaller "
+        "part if the middle matters ...]\n"
+    )
+    images = [p for p in parts if isinstance(p, ImagePart)]
+    return [TextPart(text=text[:head] + note + text[len(text) - tail :]), *images]
 
 
 def _part(block: Any) -> TextPart | ImagePart | None:
     if isinstance(block, types.TextContent):
         return TextPart(text=block.text)
     if isinstance(block, types.ImageContent):
-        return ImagePart(media_type=block.mime_type, data=block.data)
+        return _image(block.mime_type, block.data, "image")
     if isinstance(block, types.AudioContent):
-        return TextPart(text=f"[audio ({block.mime_type}, {len(block.data) * 3 // 4:,} bytes): not shown]")
+        return TextPart(text=f"[audio ({block.mime_type}, {_decoded(block.data):,} bytes): not shown]")
     if isinstance(block, types.ResourceLink):
         about = " ".join(x for x in (block.name, f"- {block.description}" if block.description else "") if x)
         return TextPart(text=f"[resource link {block.uri}{_mime(block.mime_type)}] {about}".rstrip())
@@ -42,14 +68,26 @@ def _part(block: Any) -> TextPart | ImagePart | None:
     return TextPart(text=f"[content of type {getattr(block, 'type', '?')!r}: not shown]")
 
 
+def _image(mime: str, data: str, what: str) -> TextPart | ImagePart:
+    size = _decoded(data)
+    if size > MAX_IMAGE_BYTES:
+        limit = MAX_IMAGE_BYTES // (1024 * 1024)
+        return TextPart(text=f"[{what} ({mime}, {size:,} bytes): not shown, larger than {limit} MiB]")
+    return ImagePart(media_type=mime, data=data)
+
+
 def _resource(res: types.TextResourceContents | types.BlobResourceContents) -> TextPart | ImagePart:
     if isinstance(res, types.TextResourceContents):
         return TextPart(text=f"[resource {res.uri}{_mime(res.mime_type)}]\n{res.text}")
     if res.mime_type and res.mime_type.startswith("image/"):
-        return ImagePart(media_type=res.mime_type, data=res.blob)
+        return _image(res.mime_type, res.blob, f"resource {res.uri}")
     return TextPart(
-        text=f"[resource {res.uri}{_mime(res.mime_type)}: {len(res.blob) * 3 // 4:,} bytes of binary data, not shown]"
+        text=f"[resource {res.uri}{_mime(res.mime_type)}: {_decoded(res.blob):,} bytes of binary data, not shown]"
     )
+
+
+def _decoded(data: str) -> int:
+    return len(data) * 3 // 4
 
 
 def _mime(mime: str | None) -> str:

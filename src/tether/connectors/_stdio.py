@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -117,7 +120,9 @@ class StdioProcess:
         async with out:  # closing it tells the session the connection ended
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 while line := await _next_line(proc.stdout):
-                    if line.strip():
+                    if isinstance(line, _Oversized):
+                        await out.send(line.refusal())
+                    elif line.strip():
                         await out.send(_parse(line))
                 self._eof = True
 
@@ -163,11 +168,46 @@ class StdioProcess:
             task.exception()
 
 
-async def _next_line(stream: asyncio.StreamReader) -> bytes:
-    try:
-        return await stream.readline()
-    except ValueError:  # a line past LINE_LIMIT: dropped, and its request ends by its timeout
-        return b"\n"
+@dataclass
+class _Oversized:
+    """A message longer than LINE_LIMIT, read past (never held whole): its size and its first bytes."""
+
+    size: int
+    head: bytes
+
+    def refusal(self) -> SessionMessage | Exception:
+        """The answer's request ends at once with an error saying why, instead of by its timeout."""
+        limit = LINE_LIMIT // (1024 * 1024)
+        words = (
+            f"the server's answer is {self.size:,} bytes, more than the {limit} MiB tether reads from a stdio "
+            "server, so it was not read; calling again will not help: ask the tool for less"
+        )
+        found = _ID.search(self.head)
+        if found is None:  # not an answer to a request tether can name: the session logs it
+            return ValueError(f"a message of {self.size:,} bytes from the server was not read ({words})")
+        error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=words)
+        return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=json.loads(found.group(1)), error=error))
+
+
+# The top-level id of an answer: the SDKs write ``{"jsonrpc":"2.0","id":...`` first.
+_ID = re.compile(rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
+
+
+async def _next_line(stream: asyncio.StreamReader) -> bytes | _Oversized:
+    """The next line; one past LINE_LIMIT is read past in pieces (memory stays bounded) and reported."""
+    size, head = 0, b""
+    while True:
+        try:
+            line = await stream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end of the stream
+            line = exc.partial
+        except asyncio.LimitOverrunError as exc:
+            piece = await stream.read(max(exc.consumed, 1))
+            head, size = head or piece[:4096], size + len(piece)
+            continue
+        if not size:
+            return line
+        return _Oversized(size + len(line), head)
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +41,14 @@ from tether.tools.base import ToolContext, ToolResult
 if TYPE_CHECKING:
     import mcp_types
 
+    from tether.connectors._client_side import Asker
     from tether.connectors._link import Link, Reach
     from tether.providers.auth import Credentials
 
 __all__ = ["DEFAULT_TIMEOUT_S", "McpConnector", "McpTool", "needs_approval", "token_path", "tool_name"]
 
 DEFAULT_TIMEOUT_S = 60.0  # a call, unless [mcp.NAME] timeout_s says otherwise
+DEFAULT_MAX_CHARS = 100_000  # a result's text (the built-in read_file's cap), unless max_result_chars says
 START_TIMEOUT_S = 30.0  # starting (or reaching) a server and listing its tools
 NAME_LIMIT = 64  # what providers accept as a tool name, of [A-Za-z0-9_-]
 MCP_EXTRA = "pip install 'tether[mcp]'"
@@ -63,10 +67,15 @@ def token_path(home: Path, server: str) -> Path:
 
 
 def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
-    """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short, or
-    already ``taken`` by another tool, ends in a digest of the original so it stays unique."""
-    name = f"{_NOT_ALLOWED.sub('_', server)}__{_NOT_ALLOWED.sub('_', tool)}"
-    if len(name) <= NAME_LIMIT and name not in taken:
+    """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short,
+    already ``taken`` by another tool, or one whose server or tool part holds ``__`` (so that another
+    server's tool could have the same name), ends in a digest of the original so it stays unique."""
+    left, right = _NOT_ALLOWED.sub("_", server), _NOT_ALLOWED.sub("_", tool)
+    name = f"{left}__{right}"
+    # ``a__b`` + ``c`` and ``a`` + ``b__c`` would both be ``a__b__c``: a name that does not split
+    # back into its server and tool in one way only gets the digest, so two servers never clash.
+    plain = "__" not in left and "__" not in right and not left.endswith("_") and not right.startswith("_")
+    if plain and len(name) <= NAME_LIMIT and name not in taken:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: NAME_LIMIT - 9]}_{digest}"
@@ -84,22 +93,43 @@ def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -
     return True if hint is None else hint
 
 
-class McpTool:
-    """One tool of an MCP server, as a tether tool named ``SERVER__tool``."""
+def describe_tool(spec: mcp_types.Tool, server: str) -> str:
+    """What the model reads about a server's tool, before any trimming."""
+    return spec.description or spec.title or f"The {spec.name} tool of the MCP server {server}."
 
-    def __init__(self, connector: McpConnector, spec: mcp_types.Tool, name: str, policy: str) -> None:
+
+class McpTool:
+    """One tool of an MCP server, as a tether tool named ``SERVER__tool``.
+
+    ``cacheable``: an answer may be reused for an identical call later in the run. MCP's
+    ``readOnlyHint`` says a tool does not write, not that it always answers the same (the time, a
+    file another process changes), so only the tools listed in ``[mcp.NAME] cache`` are."""
+
+    def __init__(self, connector: McpConnector, spec: mcp_types.Tool, name: str, policy: str, description: str) -> None:
         hints = spec.annotations
         self.name = name
         self.server_tool = spec.name  # its name on the server
-        self.description = (
-            spec.description or spec.title or f"The {spec.name} tool of the MCP server {connector.server}."
-        )
+        self.description = description
         self.input_schema: dict[str, Any] = dict(spec.input_schema) or {"type": "object"}
         self.read_only = bool(hints is not None and hints.read_only_hint)
         self.idempotent = bool(hints is not None and hints.idempotent_hint)
+        self.cacheable = self.read_only and spec.name in connector.config["cache"]
         self.policy = policy
         self.needs_approval = needs_approval(policy, hints)
         self._connector = connector
+
+    def validate_input(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Checked against the server's schema without fetching or reading anything it refers to."""
+        from tether.connectors._schemas import validate
+        from tether.tools.base import ToolInputError
+
+        problems = validate(self.name, self.input_schema, value)
+        if problems:
+            schema = json.dumps(self.input_schema, separators=(",", ":"))[:800]
+            raise ToolInputError(
+                f"Invalid arguments for {self.name}: {'; '.join(problems)}. Fix them and call again. Schema: {schema}"
+            )
+        return value
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await self._connector.call(self, input, ctx)
@@ -114,6 +144,7 @@ class _Live:
     link: Link | None = None
     restarted: bool = False
     down: str | None = None
+    refresh: asyncio.Future[None] | None = None  # the tool list being read again
 
 
 class McpConnector(Extension):
@@ -129,8 +160,15 @@ class McpConnector(Extension):
         *,
         home: Path | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
+        workspace: Path | None = None,
+        asker: Asker | None = None,
     ) -> None:
+        from tether.connectors._client_side import Asker, ClientSide
+
         self.server = server
+        self.workspace = workspace  # announced to the server as its root (default: the current directory)
+        self.oauth_flow: Any = None  # set by `tether mcp login` to sign in through the browser
+        self._watchers: list[tuple[str, asyncio.Queue[str]]] = []  # resource subscriptions being read
         self.name = f"mcp:{server}"
         self.config = _checked(server, config)
         self.home = home
@@ -139,14 +177,32 @@ class McpConnector(Extension):
         self.start_timeout_s = start_timeout_s
         self.pids: list[int] = []  # every process started, so a check can tell none is left
         self.unknown_overrides: list[str] = []  # [mcp.NAME] tools entries naming no tool of the server
+        self.refused: dict[str, str] = {}  # a server's tool left out → why (shown by `tether mcp list`)
+        self.trimmed: dict[str, str] = {}  # a tool offered with less than the server wrote → what was cut
+        self.max_result_chars = int(self.config["max_result_chars"] or DEFAULT_MAX_CHARS)
+        # Sampling and elicitation: asked at the terminal unless ``asker`` says how else.
+        self.client_side = ClientSide(server, self.config, asker or Asker.terminal())
         self._tools: list[McpTool] = []
+        self._extra: list[Any] = []  # the resource tools, when the server has resources
+        self.instructions: str | None = None
+        self.capabilities: mcp_types.ServerCapabilities | None = None
         self._live: dict[asyncio.AbstractEventLoop, _Live] = {}
         self._guard = threading.Lock()
 
     # --- the extension ---------------------------------------------------------------------------
 
-    def tools(self) -> Sequence[McpTool]:
-        return list(self._tools)
+    def tools(self) -> Sequence[Any]:
+        return [*self._tools, *self._extra]
+
+    def prompt_block(self) -> str | None:
+        """The server's ``instructions`` (how to use it, from its handshake), bounded like a description."""
+        if not self.instructions or not self.instructions.strip():
+            return None
+        limit = int(self.config["max_description_chars"] or 4_000)
+        text = self.instructions.strip()
+        if len(text) > limit:
+            text = text[:limit] + " [instructions trimmed]"
+        return f"# The MCP server {self.server}\n{text}"
 
     async def start(self) -> None:
         live = self._state()
@@ -161,7 +217,8 @@ class McpConnector(Extension):
                 live.users -= 1
                 self._forget(live)
                 raise
-            self._tools = self._make_tools(live.link.tools)
+            self._adopt(live.link)
+            self._extra = await self._resource_tools(live.link)
 
     async def stop(self) -> None:
         live = self._state()
@@ -173,6 +230,100 @@ class McpConnector(Extension):
             self._forget(live)
         if link is not None:
             await link.close()
+
+    def _adopt(self, link: Link) -> None:
+
+        self._tools = self._make_tools(link.tools)
+        self.instructions, self.capabilities = link.instructions, link.capabilities
+
+    async def _resource_tools(self, link: Link) -> list[Any]:
+        """The resource tools, when the server has resources or templates to offer (many servers
+        declare the capability with nothing behind it: no tools for nothing)."""
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
+        from tether.connectors._resources import resource_tools
+
+        if link.capabilities is None or link.capabilities.resources is None:
+            return []
+
+        async def any_offered(client: Any) -> bool:
+            if (await client.list_resources()).resources:
+                return True
+            try:
+                return bool((await client.list_resource_templates()).resource_templates)
+            except Exception:  # a server without templates may refuse the method
+                return False
+
+        try:
+            offered = await asyncio.wait_for(link.ask(any_offered), min(self.timeout_s, 10.0))
+        except (TimeoutError, ConnectionLost, ServerRefused, AnswerLost) as exc:
+            log.warning("MCP server %s: its resources could not be listed: %s", self.server, exc)
+            return []
+        return resource_tools(self, lambda tool, taken: tool_name(self.server, tool, taken)) if offered else []
+
+    def _tools_changed(self) -> None:
+        """The server said its tools changed: list them again, for the next run (a run keeps the tools
+        it was given; one the server dropped answers with the server's error)."""
+        live = self._live.get(asyncio.get_running_loop())
+        if live is None or live.link is None:
+            return
+        link = live.link
+
+        async def relist() -> None:
+            from tether.connectors._link import ConnectionLost, ServerRefused
+
+            try:
+                self._tools = self._make_tools(await link.relist())
+            except (ConnectionLost, ServerRefused) as exc:
+                log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
+
+        live.refresh = asyncio.ensure_future(relist())
+
+    def _resource_updated(self, uri: str) -> None:
+        for watched, queue in list(self._watchers):
+            if watched == uri:
+                queue.put_nowait(uri)
+
+    async def watch(self, uri: str) -> AsyncIterator[str]:
+        """The resource ``uri`` each time the server says it changed, subscribed for as long as this
+        is read (a server that offers subscriptions: ``resources.subscribe``)."""
+        if (
+            self.capabilities is None
+            or self.capabilities.resources is None
+            or not self.capabilities.resources.subscribe
+        ):
+            raise ConfigError(f"the MCP server {self.server} does not offer resource subscriptions")
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._watchers.append((uri, queue))
+
+        async def subscribe(client: Any) -> Any:
+            with warnings.catch_warnings():  # deprecated by MCP 2026-07-28, which older servers predate
+                warnings.simplefilter("ignore")
+                return await client.subscribe_resource(uri)
+
+        try:
+            await self.request(f"a subscription to {uri}", subscribe)
+            while True:
+                yield await queue.get()
+        finally:
+            self._watchers.remove((uri, queue))
+
+    async def request(self, what: str, ask: Any) -> Any:
+        """One request other than a tool call (``ask(client)``), on this event loop's connection;
+        raises ConfigError in words when it cannot be made."""
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
+
+        live = self._live.get(asyncio.get_running_loop())
+        link = await self._usable(live) if live is not None and live.users else None
+        if link is None:
+            raise ConfigError(f"the MCP server {self.server} is not connected, so {what} cannot be asked for")
+        try:
+            return await asyncio.wait_for(link.ask(ask), self.timeout_s)
+        except TimeoutError:
+            raise ConfigError(
+                f"the MCP server {self.server} did not answer {what} within {self.timeout_s:g} s"
+            ) from None
+        except (ConnectionLost, ServerRefused, AnswerLost) as exc:
+            raise ConfigError(f"the MCP server {self.server} could not answer {what}: {exc}") from None
 
     # --- calls -----------------------------------------------------------------------------------
 
@@ -187,6 +338,8 @@ class McpConnector(Extension):
         link = await self._usable(live)
         if link is None:
             return _error(f"server {self.server} is down: {live.down}")
+        side = self.client_side
+        side.current, side.samples = ctx, 0  # what a sampling request during the call belongs to
         try:
             answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
@@ -204,7 +357,9 @@ class McpConnector(Extension):
                 f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
                 f"({exc}). {_outcome(tool)}"
             )
-        return to_tool_result(result)
+        finally:
+            side.current = None
+        return to_tool_result(result, self.max_result_chars)
 
     async def _usable(self, live: _Live) -> Link | None:
         """The live connection; one that died between calls is replaced first (the call was not sent)."""
@@ -261,8 +416,18 @@ class McpConnector(Extension):
             from tether.connectors._link import Link, StartFailed
         except ImportError as exc:
             raise ConfigError(f"MCP servers need the mcp package: {MCP_EXTRA}") from exc
+        from tether.connectors._link import Hooks
+
         reach = self._reach()
-        link = Link(self.server, reach)
+        side = self.client_side
+        hooks = Hooks(
+            roots=[self.workspace or Path.cwd()],
+            tools_changed=self._tools_changed,
+            resource_updated=self._resource_updated,
+            sampling=side.sampling if self.config["sampling"] != "deny" else None,
+            elicitation=side.elicitation if self.config["elicitation"] != "deny" else None,
+        )
+        link = Link(self.server, reach, hooks)
         try:
             await link.open(self.start_timeout_s)
         except StartFailed as exc:
@@ -283,7 +448,17 @@ class McpConnector(Extension):
             return StdioProcess(cfg["command"], cfg["args"], cfg["env"], cfg["cwd"])
         from tether.connectors._http import HttpServer
 
-        return HttpServer(cfg["url"], cfg["headers"], self._credentials())
+        sse = cfg["transport"] == "sse"
+        if cfg["auth"] == "oauth" and cfg["token_url"] is None:  # discovered: the MCP authorization flow
+            return HttpServer(cfg["url"], cfg["headers"], None, sse=sse, flow=self.oauth_flow or self._flow())
+        return HttpServer(cfg["url"], cfg["headers"], self._credentials(), sse=sse)
+
+    def _flow(self) -> Any:
+        from tether.config import tether_home
+        from tether.connectors._oauth import oauth_provider
+
+        path = token_path(self.home or tether_home(), self.server)
+        return oauth_provider(self.server, self.config["url"], path, self.config["scopes"])
 
     def _credentials(self) -> Credentials | None:
         if self.config["auth"] != "oauth":
@@ -309,11 +484,37 @@ class McpConnector(Extension):
         )
 
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
-        overrides: dict[str, str] = self.config["tools"]
+        from tether.connectors._schemas import Limits, admit
+
+        cfg = self.config
+        limits = Limits(
+            cfg["max_description_chars"] or Limits.description_chars,
+            cfg["max_schema_chars"] or Limits.schema_chars,
+            cfg["max_tools_chars"] or Limits.tools_chars,
+        )
+        overrides: dict[str, str] = cfg["tools"]
         tools: list[McpTool] = []
+        self.refused, self.trimmed, total = {}, {}, 0
         for spec in specs:
+            task_support = spec.execution.task_support if spec.execution is not None else None
+            verdict = admit(describe_tool(spec, self.server), dict(spec.input_schema), limits, task_support)
+            if verdict.refused is None and total + verdict.size > limits.tools_chars:
+                verdict = replace(
+                    verdict,
+                    refused=f"the server's tools before it already use {total:,} of max_tools_chars "
+                    f"({limits.tools_chars:,}) characters of description and schema",
+                )
+            if verdict.refused is not None:
+                self.refused[spec.name] = verdict.refused
+                continue
+            total += verdict.size
+            if verdict.trimmed:
+                self.trimmed[spec.name] = verdict.trimmed
             name = tool_name(self.server, spec.name, [t.name for t in tools])
-            tools.append(McpTool(self, spec, name, overrides.get(spec.name, self.config["approval"])))
+            policy = overrides.get(spec.name, cfg["approval"])
+            tools.append(McpTool(self, spec, name, policy, verdict.description))
+        for server_tool, why in self.refused.items():
+            log.warning("[mcp.%s] the tool %s is left out: %s", self.server, server_tool, why)
         self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         if self.unknown_overrides:
             log.warning(

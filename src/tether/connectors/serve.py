@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
 
     from tether.config import Settings
+    from tether.events import Event
     from tether.harness.agent import Agent
     from tether.knowledge import KnowledgeBase
     from tether.server.store import SqliteServerStore
@@ -152,7 +153,30 @@ def build_server(
         _add_memory_tool(server, settings)
     for name, agent in _configured_agents(settings, agent_spec).items():
         _add_agent_tool(server, settings, name, agent)
+    _strict_protocol(server)
     return server
+
+
+def _strict_protocol(server: "MCPServer") -> None:
+    """Answer as the protocol asks where the SDK's defaults do not: the server has no prompts and
+    no resources, so it neither advertises nor answers them (``-32601``, method not found, instead
+    of empty lists and code 0 with a traceback); an unknown tool is ``-32602`` (invalid params),
+    not a tool result saying so."""
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS
+
+    low = server._lowlevel_server
+    for method in ("prompts/list", "prompts/get", "resources/list", "resources/read", "resources/templates/list"):
+        low._request_handlers.pop(method, None)
+    entry = low.get_request_handler("tools/call")
+    assert entry is not None
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        if params.name not in {tool.name for tool in await server.list_tools()}:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        return await entry.handler(ctx, params)
+
+    low.add_request_handler("tools/call", entry.params_type, call_tool)
 
 
 class _ServeTokens:
@@ -314,13 +338,16 @@ def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Age
 
 
 def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent: "Agent") -> None:
+    from mcp.server.mcpserver import Context
     from mcp.types import ToolAnnotations
     from pydantic import Field
 
     from tether.assembly import describe
 
-    async def run_agent(task: Annotated[str, Field(description="what the agent should do, in words")]) -> AgentRun:
-        return await _run_agent(settings, name, agent, task)
+    async def run_agent(
+        task: Annotated[str, Field(description="what the agent should do, in words")], ctx: Context
+    ) -> AgentRun:
+        return await _run_agent(settings, name, agent, task, _progress(ctx))
 
     model = describe(name, agent)["model"]
     # An extension's tools are known only once a run starts it, so an agent with one may write.
@@ -343,7 +370,39 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
     )
 
 
-async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str) -> AgentRun:
+def _progress(ctx: Any) -> "Callable[[Event], Awaitable[None]]":
+    """What a run's events say as MCP progress notifications (sent when the client asked for them
+    with a progress token): each model turn and each tool call, numbered."""
+    from tether.events import ToolProgress, ToolStart, Turn
+
+    count = 0
+
+    async def report(event: "Event") -> None:
+        nonlocal count
+        if isinstance(event, Turn):
+            words = f"turn {event.turn} done"
+        elif isinstance(event, ToolStart):
+            words = f"running {event.tool_name}"
+        elif isinstance(event, ToolProgress):
+            words = f"{event.tool_name}: {event.label}"
+        else:
+            return
+        count += 1
+        try:
+            await ctx.report_progress(count, None, words)
+        except Exception:  # the call ended (cancelled) or the client left: the run goes on
+            return
+
+    return report
+
+
+async def _run_agent(
+    settings: "Settings",
+    name: str,
+    agent: "Agent",
+    task: str,
+    progress: "Callable[[Event], Awaitable[None]] | None" = None,
+) -> AgentRun:
     import asyncio
 
     import anyio
@@ -352,7 +411,8 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
     from tether.assembly import describe
     from tether.cancel import CancelSignal
     from tether.errors import TetherError
-    from tether.harness.loop import run
+    from tether.events import Done
+    from tether.harness.loop import run_stream
     from tether.harness.state import RunState
     from tether.stores import run_store
     from tether.tracing import JsonlTracer
@@ -377,9 +437,21 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
     )
     store = run_store(settings)
     signal = CancelSignal()
-    job = asyncio.ensure_future(
-        run(agent, task, state=state, store=store, signal=signal, tracer=JsonlTracer(settings.home / "traces"))
-    )
+
+    async def consume() -> "RunResult":
+        result = None
+        stream = run_stream(
+            agent, task, state=state, store=store, signal=signal, tracer=JsonlTracer(settings.home / "traces")
+        )
+        async for event in stream:
+            if isinstance(event, Done):
+                result = event.result
+            elif progress is not None:
+                await progress(event)
+        assert result is not None
+        return result
+
+    job = asyncio.ensure_future(consume())
     try:
         result = await asyncio.shield(job)
     except TetherError as exc:  # refused before anything ran (e.g. a budget without a price)
@@ -458,8 +530,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.http:
         return _serve_http(settings, args)
     _check_sdk()
+    from tether.connectors._serve_wire import serve_stdio
+
     server = build_server(settings, agent_spec=args.agent)
-    return _until_stopped(server.run_stdio_async)
+    return _until_stopped(lambda: serve_stdio(server._lowlevel_server))
 
 
 def _check_sdk() -> None:

@@ -90,6 +90,7 @@ class RunContext:
     fixed_tokens: int = 0
     # (tool name, canonical arguments) → the earlier ok result of a read-only call
     read_cache: dict[tuple[str, str], ToolMessage] = field(default_factory=dict)
+    read_marks: dict[str, str | None] = field(default_factory=dict)  # call id → a tool's cache_token then
 
     active: int = 0  # index of the candidate in use; a fallback moves it forward for the run
     session: SessionStore | None = None  # the transcript is mirrored to it

@@ -127,9 +127,16 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
     except ToolInputError as exc:
         yield _record(rc, call, f"Error: {exc}", "error")
         return
-    if tool.read_only and rc.agent.dedupe_read_only:
+    if tool.read_only and rc.agent.dedupe_read_only and getattr(tool, "cacheable", True):
         canon = canonical_arguments(call.arguments)
         earlier = rc.read_cache.get((call.name, canon)) if canon is not None else None
+        # A tool whose answer follows the world (a file's size and mtime) says how the world stood.
+        mark = getattr(tool, "cache_token", None)
+        if mark is not None:
+            token = mark(args, rc.cwd)
+            if earlier is not None and (token is None or rc.read_marks.get(earlier.call_id) != token):
+                earlier = None
+            rc.read_marks[call.id] = token
         if earlier is not None:
             note = (
                 f"[Same call as {earlier.call_id} earlier in this run: its result is repeated "

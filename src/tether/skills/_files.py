@@ -17,7 +17,7 @@ from pathlib import Path
 from tether.tools._confine import SUPPORTED, Glob, Location, Walk, Workspace, entries
 from tether.tools.base import ToolError
 
-__all__ = ["SkillFileError", "list_files", "read_text"]
+__all__ = ["SkillFileError", "list_files", "read_text", "same_but_case"]
 
 MAX_LISTED = 200
 _IGNORED = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".DS_Store"})
@@ -143,3 +143,12 @@ def _size(ws: Workspace, loc: Location) -> int | None:
         if walk.name is None or walk.stat is None or not stat.S_ISREG(walk.stat.st_mode):
             return None
         return walk.stat.st_size
+
+
+def same_but_case(wanted: str, files: list[str]) -> str | None:
+    """The file of ``files`` whose name is ``wanted`` but for letter case (``REFERENCE.md`` for
+    ``reference.md``): names are case-sensitive here, and skills written elsewhere often are not."""
+    if wanted in files:
+        return None
+    folded = wanted.strip().removeprefix("./").casefold()
+    return next((f for f in files if f.casefold() == folded), None)

@@ -7,9 +7,10 @@ confined to the skill's folder (see :mod:`tether.skills._files`).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tether.skills._files import MAX_LISTED, SkillFileError, list_files, read_text
+from tether.skills._files import MAX_LISTED, SkillFileError, list_files, read_text, same_but_case
 from tether.skills.core import MAX_FILE_BYTES, SKILL_FILE, Skill
 from tether.tools.base import ToolContext, ToolResult
 
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from tether.skills.extension import Skills
 
 __all__ = ["LoadSkill", "ReadSkillFile", "render_skill"]
+
+
+_FILE_NAME = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8}")  # what reads as a file's path
 
 
 def render_skill(skill: Skill) -> str:
@@ -27,6 +31,11 @@ def render_skill(skill: Skill) -> str:
         if len(files) >= MAX_LISTED:
             listed += f"\n(only the first {MAX_LISTED} files are listed)"
         tail = f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n{listed}"
+        paths = [path for path, _ in files]
+        mentioned = dict.fromkeys(_FILE_NAME.findall(skill.body))
+        for name in mentioned:
+            if (actual := same_but_case(name, paths)) is not None:
+                tail += f"\n(the instructions name {name}; the file is {actual}: names are case-sensitive)"
     else:
         tail = "This skill has no other files."
     return f"# Skill: {skill.name}\n\n{skill.body.strip()}\n\n---\n{tail}"
@@ -96,5 +105,8 @@ class ReadSkillFile(_SkillTool):
         try:
             text = read_text(skill.folder, path, limit=MAX_FILE_BYTES)
         except SkillFileError as exc:
-            return ToolResult(str(exc), is_error=True)
+            files = [p for p, _ in list_files(skill.folder, skip=SKILL_FILE)]
+            other = same_but_case(path, files)
+            hint = f" Did you mean {other!r}? File names are case-sensitive." if other else ""
+            return ToolResult(f"{exc}{hint}", is_error=True)
         return text or f"({path} is empty.)"

@@ -182,6 +182,10 @@ class FunctionTool:
         self.read_only = read_only
         self.needs_approval = needs_approval
         self.idempotent = idempotent
+        # A read-only call may be answered from an identical earlier one in the run (the harness's
+        # read cache) while cache_token(args, cwd), when set, gives the same token (None: never).
+        self.cacheable = True
+        self.cache_token: Callable[[dict[str, Any], Path], str | None] | None = None
         # A quick function that never blocks runs on the event loop: no thread hop (~0.07 ms a call).
         # One that blocks would hold up streaming and Stop, so the default is a worker thread.
         self.inline = inline

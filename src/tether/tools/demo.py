@@ -23,4 +23,6 @@ async def scan_archive(ctx: ToolContext, files: int = 1200, seconds: float = 3.0
     return f"scanned {files} files: no problems found"
 
 
+scan_archive.cacheable = False  # a scan's answer is of its moment: never reused
+
 DEMO_TOOLS: tuple[FunctionTool, ...] = (scan_archive,)

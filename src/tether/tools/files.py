@@ -15,7 +15,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from tether.tools._confine import FILE_FLAGS, Glob, Location, Walk, Workspace, entries, kind_of, replace_file
 from tether.tools.base import FunctionTool, ToolContext, ToolError, tool
@@ -391,6 +391,20 @@ def delete_file(ctx: ToolContext, path: str) -> str:
             raise ToolError(f"cannot delete {path}: {exc.strerror}. delete_file only deletes files.") from None
     return f"deleted {path}{note}"
 
+
+def _file_state(args: dict[str, Any], cwd: Path) -> str | None:
+    """read_file's answer holds while the file's size and mtime do (None: it cannot be told)."""
+    try:
+        with Workspace(cwd) as ws, ws.walk(str(args.get("path", ""))) as walk:
+            st = walk.stat
+    except (ToolError, OSError, ValueError):
+        return None
+    return None if st is None else f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+# What a listing or a search finds changes with any file: only read_file's answer may be reused.
+read_file.cache_token = _file_state
+list_files.cacheable = search_files.cacheable = False
 
 FILE_TOOLS: tuple[FunctionTool, ...] = (list_files, read_file, delete_file)
 EDIT_TOOLS: tuple[FunctionTool, ...] = (write_file, edit_file, search_files)

@@ -1,0 +1,181 @@
+"""OAuth as the MCP authorization specification describes it, for ``[mcp.NAME] auth = "oauth"``
+without a ``token_url``: discovery of the server's authorization server (RFC 9728 protected-resource
+metadata, RFC 8414 server metadata), dynamic client registration (RFC 7591), the authorization-code
+grant with PKCE through the person's browser, and refresh. The MCP SDK's ``OAuthClientProvider``
+does the protocol; tether gives it a token file and the loopback redirect.
+
+``tether mcp login NAME`` runs the browser step once: it listens on ``127.0.0.1`` for the redirect,
+opens the authorization page (and prints its address), and stores what it gets in
+``$TETHER_HOME/auth/mcp-NAME.json`` (mode 0600): the tokens and the client registration. A run
+reuses them and refreshes the access token; it never opens a browser, and when the person must
+sign in again it says to run ``tether mcp login NAME``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from tether.errors import ConfigError
+
+__all__ = ["FileTokenStorage", "Loopback", "oauth_provider"]
+
+LOGIN_TIMEOUT_S = 300.0
+
+
+class FileTokenStorage:
+    """The SDK's ``TokenStorage`` on one file, written atomically and readable only by its owner."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, key: str, value: dict[str, Any]) -> None:
+        from tether.providers.auth import save_oauth_tokens
+
+        data = self._read()
+        data[key] = value
+        save_oauth_tokens(self.path, data)
+
+    async def get_tokens(self) -> OAuthToken | None:
+        tokens = self._read().get("tokens")
+        if not isinstance(tokens, dict):
+            return None
+        return OAuthToken.model_validate({k: v for k, v in tokens.items() if k != "expires_at"})
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        saved = tokens.model_dump(mode="json", exclude_none=True)
+        if tokens.expires_in is not None:  # kept as a moment: "expires in" means nothing once read back
+            saved["expires_at"] = time.time() + tokens.expires_in
+        self._write("tokens", saved)
+
+    def expires_at(self) -> float | None:
+        value = (self._read().get("tokens") or {}).get("expires_at")
+        return float(value) if isinstance(value, int | float) else None
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        client = self._read().get("client")
+        return OAuthClientInformationFull.model_validate(client) if isinstance(client, dict) else None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+
+    def secrets(self) -> set[str]:
+        """The tokens in the file (for redacting what a server echoes)."""
+        tokens = self._read().get("tokens") or {}
+        return {v for k, v in tokens.items() if k in ("access_token", "refresh_token") and isinstance(v, str) and v}
+
+
+class Loopback:
+    """Catches the authorization server's redirect on ``http://127.0.0.1:PORT/callback``."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.result: dict[str, str] | None = None
+        self._got = threading.Event()
+        loopback = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                if url.path != "/callback":
+                    self.send_error(404)
+                    return
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                loopback.result = query
+                loopback._got.set()
+                ok = "code" in query
+                self.send_response(200 if ok else 400)
+                self.send_header("content-type", "text/plain; charset=utf-8")
+                self.end_headers()
+                said = "tether: signed in; you can close this page." if ok else "tether: the sign-in did not succeed."
+                self.wfile.write(said.encode())
+
+            def log_message(self, *args: Any) -> None:  # nothing on the terminal
+                return
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}/callback"
+
+    async def code(self) -> AuthorizationCodeResult:
+        got = await asyncio.to_thread(self._got.wait, LOGIN_TIMEOUT_S)
+        result, self.result = self.result or {}, None
+        self._got.clear()  # a second sign-in in the same login waits for its own redirect
+        if not got or "code" not in result:
+            why = result.get("error_description") or result.get("error") or f"no answer within {LOGIN_TIMEOUT_S:g} s"
+            raise ConfigError(f"the sign-in did not finish: {why}")
+        return AuthorizationCodeResult(code=result["code"], state=result.get("state"), iss=result.get("iss"))
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+class _Provider(OAuthClientProvider):
+    """The SDK's provider, told when the stored access token expires: without that it takes a token
+    read from the file as fresh, is refused 401, and asks the person to sign in again instead of
+    refreshing."""
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        storage = self.context.storage
+        if isinstance(storage, FileTokenStorage):
+            self.context.token_expiry_time = storage.expires_at()
+
+
+def oauth_provider(
+    server: str,
+    url: str,
+    path: Path,
+    scopes: list[str],
+    *,
+    loopback: Loopback | None = None,
+    open_page: Callable[[str], Awaitable[None]] | None = None,
+) -> OAuthClientProvider:
+    """The SDK's provider for the server at ``url`` with tokens in ``path``. Without ``loopback``
+    (a run), a needed sign-in is an error that says to run ``tether mcp login``."""
+
+    async def refuse(url: str) -> None:
+        raise ConfigError(f"the MCP server {server} needs you to sign in: run `tether mcp login {server}`")
+
+    async def no_code() -> AuthorizationCodeResult:
+        raise ConfigError(f"the MCP server {server} needs you to sign in: run `tether mcp login {server}`")
+
+    redirect = loopback.redirect_uri if loopback is not None else "http://127.0.0.1/callback"
+    metadata = OAuthClientMetadata.model_validate(
+        {
+            "client_name": "tether",
+            "redirect_uris": [redirect],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "scope": " ".join(scopes) or None,
+        }
+    )
+    return _Provider(
+        server_url=url,
+        client_metadata=metadata,
+        storage=FileTokenStorage(path),
+        redirect_handler=open_page if loopback is not None and open_page is not None else refuse,
+        callback_handler=loopback.code if loopback is not None else no_code,
+    )
