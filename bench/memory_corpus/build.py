@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attacks import ATTACKS, LANGS  # noqa: E402
 from notes import NOTES  # noqa: E402
+from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES  # noqa: E402
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -111,6 +112,8 @@ def obfuscate(kind: str, text: str, rng: random.Random) -> str:
         for _ in range(3):
             data = base64.b64encode(data)
         return data.decode()
+    if kind == "bullet":
+        return rng.choice(("- {}", "> **Note:** {}", "```\n{}\n```", "**{}**")).format(text)
     if kind == "markup":
         return rng.choice(("<!-- {} -->", "> **Note:** {}", "```\n{}\n```", "<div hidden>{}</div>")).format(text)
     if kind == "casing":
@@ -128,7 +131,7 @@ ATTACK_OBFUSCATIONS = (
     "markup",
 )
 LATIN_OBFUSCATIONS = ("fullwidth", "homoglyph", "leet", "spaced", "casing")
-NOTE_VARIANTS = ("markup", "casing")
+NOTE_VARIANTS = ("bullet", "casing")
 
 
 def fills(text: str, template: str) -> list[tuple[str, str]]:
@@ -158,7 +161,7 @@ def hash_id(s: str) -> int:
 def rows() -> list[dict[str, str]]:
     rng = random.Random(26)
     out: list[dict[str, str]] = []
-    for label, templates in (("attack", ATTACKS), ("benign", NOTES)):
+    for label, templates in (("attack", ATTACKS + PHRASES + MORE), ("benign", NOTES + PHRASE_NOTES + MORE_NOTES)):
         for tid, kind, tpart, texts in templates:
             assert len(texts) == len(LANGS), tid
             for lang, text in zip(LANGS, texts, strict=True):
@@ -180,6 +183,11 @@ def rows() -> list[dict[str, str]]:
                         if label == "benign" and ob == "casing" and not _latin(filled):
                             continue
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
+    for lang, text in SHORT_NOTES:
+        out.append(
+            {"text": text, "obfuscation": "none", "label": "benign", "lang": lang, "family": FAMILY[lang],
+             "kind": "note", "template": "short", "part": "tune"}
+        )
     return out
 
 

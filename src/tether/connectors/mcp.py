@@ -311,7 +311,11 @@ class McpConnector(Extension):
     def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
         overrides: dict[str, str] = self.config["tools"]
         tools: list[McpTool] = []
+        from tether.memory.scan import accept_context  # the memory scan guards what enters the context
+
         for spec in specs:
+            if not accept_context(spec.description or "", source=f"the MCP server {self.server!r}: tool {spec.name!r}"):
+                continue
             name = tool_name(self.server, spec.name, [t.name for t in tools])
             tools.append(McpTool(self, spec, name, overrides.get(spec.name, self.config["approval"])))
         self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})

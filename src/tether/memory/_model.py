@@ -1,0 +1,80 @@
+"""The scan's learned part: a linear classifier over character n-grams, shipped with tether.
+
+It reads the normalised text (:func:`tether.memory._normal.normalise`) as character 1- to
+4-grams and word pairs, and gives each kind of injection a score (multinomial logistic
+regression). Trained in the repository by ``bench/memory_corpus/train.py`` on the tuning part of
+the corpus only; the weights (int8, one scale per kind) and the vocabulary live in
+``_model/scan_model.json``. Standard library only at run time: loading takes a few milliseconds,
+scoring a note well under one, nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from importlib.resources import files
+
+__all__ = ["KINDS", "Model", "features", "load"]
+
+# The kinds the model tells apart; "note" is an ordinary note.
+KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
+MAX_N = 4
+
+
+def features(norm: str) -> set[str]:
+    """Character 1..4-grams of the padded text, and adjacent word pairs."""
+    padded = f" {norm} "
+    out: set[str] = set()
+    size = len(padded)
+    for n in range(1, MAX_N + 1):
+        out.update(padded[i : i + n] for i in range(size - n + 1))
+    words = norm.split()
+    out.update(f"{a}\x00{b}" for a, b in zip(words, words[1:], strict=False))
+    return out
+
+
+@dataclass(frozen=True)
+class Model:
+    vocab: dict[str, int]
+    weights: tuple[memoryview, ...]  # per kind: int8 per vocabulary entry
+    scales: tuple[float, ...]  # per kind: what one int8 step is worth
+    bias: tuple[float, ...]
+    threshold: float  # refuse when the probability of "note" is below 1 - threshold
+    kinds: tuple[str, ...]
+
+    def scores(self, norm: str) -> dict[str, float]:
+        """The probability of each kind for a normalised text."""
+        ids = [i for f in features(norm) if (i := self.vocab.get(f)) is not None]
+        scale = 1.0 / math.sqrt(max(len(ids), 1))
+        logits = [
+            b + s * scale * sum(map(w.__getitem__, ids))
+            for w, s, b in zip(self.weights, self.scales, self.bias, strict=True)
+        ]
+        top = max(logits)
+        exps = [math.exp(v - top) for v in logits]
+        total = sum(exps)
+        return {k: e / total for k, e in zip(self.kinds, exps, strict=True)}
+
+    def judge(self, norm: str) -> tuple[str, float] | None:
+        """(kind, probability that it is an injection) when the text reads as one, else None."""
+        p = self.scores(norm)
+        attack = 1.0 - p["note"]
+        if attack < self.threshold:
+            return None
+        kind = max((k for k in self.kinds if k != "note"), key=p.__getitem__)
+        return kind, attack
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> Model:
+    data = json.loads(files("tether.memory").joinpath("_model", "scan_model.json").read_text(encoding="utf-8"))
+    vocab = {f: i for i, f in enumerate(data["vocab"])}
+    raw = files("tether.memory").joinpath("_model", "scan_model.bin").read_bytes()
+    n = len(vocab)
+    whole = memoryview(raw).cast("b")
+    weights = tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"])))
+    return Model(
+        vocab, weights, tuple(data["scales"]), tuple(data["bias"]), float(data["threshold"]), tuple(data["kinds"])
+    )
