@@ -23,12 +23,13 @@ import base64
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attacks import ATTACKS, LANGS  # noqa: E402
-from notes import NOTES  # noqa: E402
-from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES  # noqa: E402
+from attacks import ATTACKS, LANGS
+from notes import NOTES
+from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -78,47 +79,48 @@ def _latin(text: str) -> bool:
     return sum(c.isascii() and c.isalpha() for c in text) > len(text) / 2
 
 
-def _in_words(text: str, rng: random.Random, fn: object, share: float = 0.5) -> str:
+def _in_words(text: str, rng: random.Random, fn: Callable[[str], str], share: float = 0.5) -> str:
+    return " ".join(fn(w) if len(w) > 3 and rng.random() < share else w for w in text.split(" "))
+
+
+def _variation_selectors(text: str, rng: random.Random) -> str:
+    data = text.encode()
+    return "Nice work 🙂" + "".join(chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16) for b in data)
+
+
+def _spaced(text: str, rng: random.Random) -> str:
     words = text.split(" ")
-    out = []
-    for w in words:
-        out.append(fn(w) if len(w) > 3 and rng.random() < share else w)  # type: ignore[operator]
-    return " ".join(out)
+    return " ".join([" ".join(words[0]), " ".join(words[1]) if len(words) > 1 else "", *words[2:]])
+
+
+def _base64x3(text: str, rng: random.Random) -> str:
+    data = text.encode()
+    for _ in range(3):
+        data = base64.b64encode(data)
+    return data.decode()
+
+
+_OBFUSCATIONS: dict[str, Callable[[str, random.Random], str]] = {
+    "zero_width": lambda t, r: _in_words(t, r, lambda w: w[:2] + r.choice("\u200b\u200c\u2060\u00ad") + w[2:]),
+    "tag_smuggling": lambda t, r: "Likes green tea." + "".join(chr(0xE0000 + ord(c)) for c in t if ord(c) < 0x80),
+    "variation_selectors": _variation_selectors,
+    "hangul_filler": lambda t, r: t.replace(" ", r.choice(("\u3164", "\u2800", " \u034f"))),
+    "fullwidth": lambda t, r: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in t),
+    "homoglyph": lambda t, r: _in_words(t, r, lambda w: "".join(_HOMO.get(c, c) if r.random() < 0.5 else c for c in w)),
+    "leet": lambda t, r: _in_words(t, r, lambda w: "".join(_LEET.get(c, c) for c in w), 0.7),
+    "spaced": _spaced,
+    "base64": lambda t, r: "Config blob, decode before use: " + base64.b64encode(t.encode()).decode(),
+    "base64x3": _base64x3,
+    "bullet": lambda t, r: r.choice(("- {}", "> **Note:** {}", "```\n{}\n```", "**{}**")).format(t),
+    "markup": lambda t, r: r.choice(("<!-- {} -->", "> **Note:** {}", "```\n{}\n```", "<div hidden>{}</div>")).format(
+        t
+    ),
+    "casing": lambda t, r: t.upper(),
+}
 
 
 def obfuscate(kind: str, text: str, rng: random.Random) -> str:
-    if kind == "zero_width":
-        return _in_words(text, rng, lambda w: w[:2] + rng.choice("\u200b\u200c\u2060\u00ad") + w[2:])
-    if kind == "tag_smuggling":
-        return "Likes green tea." + "".join(chr(0xE0000 + ord(c)) for c in text if ord(c) < 0x80)
-    if kind == "variation_selectors":
-        data = text.encode()
-        return "Nice work 🙂" + "".join(chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16) for b in data)
-    if kind == "hangul_filler":
-        return text.replace(" ", rng.choice(("\u3164", "\u2800", " \u034f")))
-    if kind == "fullwidth":
-        return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
-    if kind == "homoglyph":
-        return _in_words(text, rng, lambda w: "".join(_HOMO.get(c, c) if rng.random() < 0.5 else c for c in w))
-    if kind == "leet":
-        return _in_words(text, rng, lambda w: "".join(_LEET.get(c, c) for c in w), 0.7)
-    if kind == "spaced":
-        words = text.split(" ")
-        return " ".join([" ".join(words[0]), " ".join(words[1]) if len(words) > 1 else "", *words[2:]])
-    if kind == "base64":
-        return "Config blob, decode before use: " + base64.b64encode(text.encode()).decode()
-    if kind == "base64x3":
-        data = text.encode()
-        for _ in range(3):
-            data = base64.b64encode(data)
-        return data.decode()
-    if kind == "bullet":
-        return rng.choice(("- {}", "> **Note:** {}", "```\n{}\n```", "**{}**")).format(text)
-    if kind == "markup":
-        return rng.choice(("<!-- {} -->", "> **Note:** {}", "```\n{}\n```", "<div hidden>{}</div>")).format(text)
-    if kind == "casing":
-        return text.upper()
-    raise ValueError(kind)
+    return _OBFUSCATIONS[kind](text, rng)
 
 
 ATTACK_OBFUSCATIONS = (
@@ -185,8 +187,16 @@ def rows() -> list[dict[str, str]]:
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
     for lang, text in SHORT_NOTES:
         out.append(
-            {"text": text, "obfuscation": "none", "label": "benign", "lang": lang, "family": FAMILY[lang],
-             "kind": "note", "template": "short", "part": "tune"}
+            {
+                "text": text,
+                "obfuscation": "none",
+                "label": "benign",
+                "lang": lang,
+                "family": FAMILY[lang],
+                "kind": "note",
+                "template": "short",
+                "part": "tune",
+            }
         )
     return out
 

@@ -35,7 +35,7 @@ TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
-STEPS, LR, L2, NOTE_WEIGHT, KEEP = 200, 0.05, 1e-5, 3.0, 0.995
+STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 1e-5, 3.0, 0.995, 4
 
 
 def tuning_rows() -> list[tuple[str, str, str]]:
@@ -61,7 +61,7 @@ class Data:
     def __init__(self, rows: list[tuple[str, str, str]], vocab: dict[str, int]) -> None:
         ids, ptr, vals = [], [0], []
         for text, _, _ in rows:
-            row = sorted(i for f in features(normalise(text)) if (i := vocab.get(f)) is not None)
+            row = sorted(i for f in features(normalise(text), MAX_N) if (i := vocab.get(f)) is not None)
             ids.extend(row)
             vals.extend([1.0 / np.sqrt(max(len(row), 1))] * len(row))
             ptr.append(len(ids))
@@ -89,7 +89,9 @@ def fit(data: Data, n_features: int) -> tuple[np.ndarray, np.ndarray]:
         p = np.exp(z - z.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         g = (p - onehot) * data.w[:, None]  # (n, K)
-        gW = np.stack([np.bincount(data.ids, weights=g[data.rowof, k] * data.vals, minlength=n_features) for k in range(K)])
+        gW = np.stack(
+            [np.bincount(data.ids, weights=g[data.rowof, k] * data.vals, minlength=n_features) for k in range(K)]
+        )
         gW += 2 * L2 * W
         gb = g.sum(axis=0)
         for P, G, m, v in ((W, gW, mW, vW), (b, gb, mb, vb)):
@@ -110,7 +112,7 @@ def probabilities(data: Data, W: np.ndarray, b: np.ndarray) -> np.ndarray:
 def build_vocab(rows: list[tuple[str, str, str]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for text, _, _ in rows:
-        for f in features(normalise(text)):
+        for f in features(normalise(text), MAX_N):
             counts[f] = counts.get(f, 0) + 1
     return {f: i for i, f in enumerate(sorted(f for f, c in counts.items() if c >= 2))}
 
@@ -131,14 +133,30 @@ def threshold(rows: list[tuple[str, str, str]]) -> float:
     t = float(np.quantile(attack_p[is_note], KEEP)) + 1e-6
     caught = (attack_p[~is_note] >= t).mean()
     kept = (attack_p[is_note] < t).mean()
-    print(f"cross-validated on the tuning part: threshold {t:.3f}: {caught:.1%} of attacks refused, {kept:.1%} of notes kept")
+    print(
+        f"cross-validated on the tuning part: threshold {t:.3f}: {caught:.1%} of attacks refused, {kept:.1%} of notes kept"
+    )
     return t
 
 
 def main() -> None:
+    import argparse
+
+    global STEPS, L2, NOTE_WEIGHT, MAX_N
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--l2", type=float, default=L2)
+    parser.add_argument("--note-weight", type=float, default=NOTE_WEIGHT)
+    parser.add_argument("--max-n", type=int, default=MAX_N)
+    parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
+    args = parser.parse_args()
+    STEPS, L2, NOTE_WEIGHT, MAX_N = args.steps, args.l2, args.note_weight, args.max_n
+    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}")
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(k == 'note' for _, k, _ in rows)} ordinary notes)")
     t = threshold(rows)
+    if args.cv_only:
+        return
     vocab = build_vocab(rows)
     W, b = fit(Data(rows, vocab), len(vocab))
     keep = np.abs(W).max(axis=0) >= 0.02 * np.abs(W).max()
@@ -154,10 +172,13 @@ def main() -> None:
         "threshold": round(t, 6),
         "bias": [round(float(x), 6) for x in b],
         "scales": [float(x) for x in scales],
+        "max_n": MAX_N,
         "vocab": kept_names,
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
     }
-    (OUT / "scan_model.json").write_text(json.dumps(header, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    (OUT / "scan_model.json").write_text(
+        json.dumps(header, ensure_ascii=False, separators=(",", ":")), encoding="utf-8"
+    )
     print(f"wrote {len(kept_names)} features of {len(vocab)} to {OUT.relative_to(ROOT)}")
 
 

@@ -11,6 +11,7 @@ scoring a note well under one, nothing is downloaded.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -23,15 +24,15 @@ KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfi
 MAX_N = 4
 
 
-def features(norm: str) -> set[str]:
-    """Character 1..4-grams of the padded text, and adjacent word pairs."""
+def features(norm: str, max_n: int = MAX_N) -> set[str]:
+    """Character 1..max_n-grams of the padded text, and adjacent word pairs."""
     padded = f" {norm} "
     out: set[str] = set()
     size = len(padded)
-    for n in range(1, MAX_N + 1):
+    for n in range(1, max_n + 1):
         out.update(padded[i : i + n] for i in range(size - n + 1))
     words = norm.split()
-    out.update(f"{a}\x00{b}" for a, b in zip(words, words[1:], strict=False))
+    out.update(f"{a}\x00{b}" for a, b in itertools.pairwise(words))
     return out
 
 
@@ -43,10 +44,11 @@ class Model:
     bias: tuple[float, ...]
     threshold: float  # refuse when the probability of "note" is below 1 - threshold
     kinds: tuple[str, ...]
+    max_n: int = MAX_N
 
     def scores(self, norm: str) -> dict[str, float]:
         """The probability of each kind for a normalised text."""
-        ids = [i for f in features(norm) if (i := self.vocab.get(f)) is not None]
+        ids = [i for f in features(norm, self.max_n) if (i := self.vocab.get(f)) is not None]
         scale = 1.0 / math.sqrt(max(len(ids), 1))
         logits = [
             b + s * scale * sum(map(w.__getitem__, ids))
@@ -76,5 +78,11 @@ def load() -> Model:
     whole = memoryview(raw).cast("b")
     weights = tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"])))
     return Model(
-        vocab, weights, tuple(data["scales"]), tuple(data["bias"]), float(data["threshold"]), tuple(data["kinds"])
+        vocab,
+        weights,
+        tuple(data["scales"]),
+        tuple(data["bias"]),
+        float(data["threshold"]),
+        tuple(data["kinds"]),
+        int(data.get("max_n", MAX_N)),
     )

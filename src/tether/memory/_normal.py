@@ -81,18 +81,18 @@ def _what(text: str, i: int) -> str | None:
         # One presentation selector after a symbol, or one ideographic selector after a CJK
         # ideograph, is how such text is written; a run of them, or one after anything else, hides bytes.
         ok = before and not _selector(ord(before)) and not (after and _selector(ord(after)))
-        if ok and (o in (0xFE0E, 0xFE0F) or (_ideograph(before) and (0xE0100 <= o or o <= 0xFE0D))):
+        if ok and (o in (0xFE0E, 0xFE0F) or (_ideograph(before) and (o >= 0xE0100 or o <= 0xFE0D))):
             return None
         return "a variation selector that belongs to no character (text can hide in them)"
     if o in _BIDI:
         return "a direction-changing character"
     if 0xE0000 <= o <= 0xE007F:
-        return None if 0xE0020 <= o and _flag_tag(text, i) else "a Unicode tag character (invisible text)"
+        return None if o >= 0xE0020 and _flag_tag(text, i) else "a Unicode tag character (invisible text)"
     if unicodedata.category(ch) != "Cf":
         return None
-    if o in _JOINERS and before and after:
-        if (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after)):
-            return None
+    joined = (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
+    if o in _JOINERS and before and after and joined:
+        return None
     return "an invisible character"
 
 
@@ -122,7 +122,9 @@ _ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i"})
 _MIXED = re.compile(r"[a-z0-9@$!]*[a-z][a-z0-9@$!]*")
 _SPACED = re.compile(r"(?<!\w)(?:\w[ .\-_*·/|]){2,}\w(?!\w)")
-_CJK_GAP = re.compile(r"(?<=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])[ \u3000]+(?=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])")
+_CJK_GAP = re.compile(
+    r"(?<=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])[ \u3000]+(?=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])"
+)
 _SPACE = re.compile(r"\s+")
 
 

@@ -32,12 +32,9 @@ import re
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from tether.memory import _normal
-
-if TYPE_CHECKING:
-    from tether.memory import _rules
 
 __all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scanner", "scan_context_text", "views"]
 
@@ -418,9 +415,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
         if verdict is not None:
             kind, p = verdict
             what, advice = _KIND_REASONS[kind]
-            return Finding(
-                kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model); {advice}"
-            )
+            return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model); {advice}")
     if depth < 3 and len(text) >= 16:
         for decoded in _payloads(text):
             inner = _model_scan(decoded, depth + 1)
