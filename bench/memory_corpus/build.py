@@ -185,6 +185,25 @@ def rows() -> list[dict[str, str]]:
                         if label == "benign" and ob == "casing" and not _latin(filled):
                             continue
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
+    fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
+        f"{w} {i:03d}"
+        for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
+        for i in (3, 7, 42)
+    ]
+    fillers += ["TODO", "v1.2.3", "2024-05-17", "9f86d081884c7d65", "#4471", "ok thanks", "see above", "same as before"]
+    for text in fillers:
+        out.append(
+            {
+                "text": text,
+                "obfuscation": "none",
+                "label": "benign",
+                "lang": "en",
+                "family": FAMILY["en"],
+                "kind": "note",
+                "template": "filler",
+                "part": "tune",
+            }
+        )
     for lang, text in SHORT_NOTES:
         out.append(
             {

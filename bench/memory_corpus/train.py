@@ -14,6 +14,10 @@ a fixed number of steps from zero weights: deterministic. The refusal threshold 
 4-fold cross-validation grouped by template, inside the tuning part: the lowest threshold that
 keeps at least 99.5 % of the out-of-fold ordinary notes. Weights are pruned (features whose largest
 weight is under 2 % of the largest) and stored as int8 with one scale per kind.
+
+The settings were chosen by that cross-validated figure alone (attacks refused at 99.4 % of notes
+kept, ``--cv-only``): L2 1e-5: 67.3 %; 1e-6: 75.3 % (chosen); 1e-7: 72.1 %; n-grams up to 5
+(L2 1e-5): 63.5 %; ordinary notes weighted 1.5 instead of 3: 67.8 %; 400 steps (L2 1e-6): 75.1 %.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
-STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 1e-5, 3.0, 0.995, 4
+STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 1e-6, 3.0, 0.995, 4
 
 
 def tuning_rows() -> list[tuple[str, str, str]]:

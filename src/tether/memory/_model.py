@@ -22,6 +22,7 @@ __all__ = ["KINDS", "Model", "features", "load"]
 # The kinds the model tells apart; "note" is an ordinary note.
 KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
 MAX_N = 4
+MIN_EVIDENCE = 24  # known features a text needs before the model judges it
 
 
 def features(norm: str, max_n: int = MAX_N) -> set[str]:
@@ -34,6 +35,14 @@ def features(norm: str, max_n: int = MAX_N) -> set[str]:
     words = norm.split()
     out.update(f"{a}\x00{b}" for a, b in itertools.pairwise(words))
     return out
+
+
+def _too_short(norm: str) -> bool:
+    """Fewer than three words (four characters in scripts written without spaces): a name, a
+    label, a fragment; it cannot say much, and a word alone (\u201cdeveloper\u201d) is not an order."""
+    if len(norm.split()) >= 3:
+        return False
+    return sum(1 for ch in norm if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af") < 4
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,10 @@ class Model:
         return {k: e / total for k, e in zip(self.kinds, exps, strict=True)}
 
     def judge(self, norm: str) -> tuple[str, float] | None:
-        """(kind, probability that it is an injection) when the text reads as one, else None."""
+        """(kind, probability that it is an injection) when the text reads as one, else None. A
+        text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
+        if _too_short(norm) or len({f for f in features(norm, self.max_n) if f in self.vocab}) < MIN_EVIDENCE:
+            return None
         p = self.scores(norm)
         attack = 1.0 - p["note"]
         if attack < self.threshold:

@@ -157,7 +157,7 @@ class Memory(Extension):
                 return Change(
                     store, "add", entry, False, s.usage(entries), f"Already in {store}, word for word: nothing changed."
                 )
-            if entries:
+            if entries and _continues(entries[-1], entry):
                 self._check_joined(entries[-1], entry)
             self._fits(s, entries, [*entries, entry])
             entries.append(entry)
@@ -294,7 +294,7 @@ class Memory(Extension):
         i = 0
         while i + 1 < len(out):
             pair = f"{out[i]}\n{out[i + 1]}"
-            if pair not in self._passed and self.check(pair) is not None:
+            if _continues(out[i], out[i + 1]) and pair not in self._passed and self.check(pair) is not None:
                 del out[i : i + 2]
                 i = max(i - 1, 0)  # the entries now adjacent are read together too
                 continue
@@ -344,3 +344,13 @@ class Memory(Extension):
                 what = "entry does not fit the limit and is" if hidden == 1 else "entries do not fit the limit and are"
                 lines.append(f"({hidden} more {what} not shown; consolidate)")
         return "\n".join(lines)
+
+
+_FINAL = frozenset('.!?;:\u2026\u3002\uff01\uff1f\uff1b\u061f\u0964)]"\u201d\u00bb')
+
+
+def _continues(before: str, entry: str) -> bool:
+    """Whether ``entry`` can read as the rest of ``before``: the earlier entry ends without a
+    sentence's final mark, and the new one does not open with a capital."""
+    end, start = before.rstrip()[-1:], entry.lstrip()[:1]
+    return bool(end) and end not in _FINAL and not start.isupper()
