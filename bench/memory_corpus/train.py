@@ -31,7 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-from tether.memory._model import KINDS, features  # noqa: E402
+from tether.memory._model import KINDS, feature_key, features  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
@@ -165,20 +165,28 @@ def main() -> None:
     W, b = fit(Data(rows, vocab), len(vocab))
     keep = np.abs(W).max(axis=0) >= 0.02 * np.abs(W).max()
     names = sorted(vocab, key=vocab.__getitem__)
-    kept_names = [f for f, k in zip(names, keep, strict=True) if k]
-    W = W[:, keep]
+    keys, columns, seen = [], [], set()
+    for column, (name, kept) in enumerate(zip(names, keep, strict=True)):
+        key = feature_key(name)
+        if kept and key not in seen:  # two features with one CRC-32: the first keeps it
+            seen.add(key)
+            keys.append(key)
+            columns.append(column)
+    W = W[:, columns]
+    kept_names = [names[c] for c in columns]
     scales = np.abs(W).max(axis=1) / 127
     q = np.round(W / scales[:, None]).astype(np.int8)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "scan_model.bin").write_bytes(q.tobytes())
+    (OUT / "scan_model.bin").write_bytes(np.ascontiguousarray(q).tobytes())
+    (OUT / "scan_model.keys").write_bytes(np.array(keys, dtype="<u4").tobytes())
     header = {
         "kinds": list(KINDS),
         "threshold": round(t, 6),
         "bias": [round(float(x), 6) for x in b],
         "scales": [float(x) for x in scales],
         "max_n": MAX_N,
-        "vocab": kept_names,
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
+        "features": len(keys),
     }
     (OUT / "scan_model.json").write_text(
         json.dumps(header, ensure_ascii=False, separators=(",", ":")), encoding="utf-8"

@@ -316,12 +316,13 @@ def test_importing_memory_loads_neither_the_rules_nor_the_model() -> None:
 
 
 def test_the_shipped_model_is_the_one_the_training_script_describes() -> None:
-    from importlib.resources import files
+    from tether.memory._model import HERE, load
 
-    header = json.loads(files("tether.memory").joinpath("_model", "scan_model.json").read_text(encoding="utf-8"))
+    header = json.loads((HERE / "scan_model.json").read_text(encoding="utf-8"))
     assert "part=tune" in header["trained_on"]
-    size = files("tether.memory").joinpath("_model", "scan_model.bin").read_bytes()
-    assert len(size) == len(header["vocab"]) * len(header["kinds"])
+    model = load()
+    assert len(model.vocab) == header["features"]
+    assert all(len(w) == header["features"] for w in model.weights) and model.kinds == tuple(header["kinds"])
 
 
 def test_the_input_guardrail_reads_text_through_the_same_normaliser() -> None:

@@ -4,20 +4,25 @@ It reads the normalised text (:func:`tether.memory._normal.normalise`) as charac
 4-grams and word pairs, and gives each kind of injection a score (multinomial logistic
 regression). Trained in the repository by ``bench/memory_corpus/train.py`` on the tuning part of
 the corpus only; the weights (int8, one scale per kind) and the vocabulary live in
-``_model/scan_model.json``. Standard library only at run time: loading takes a few milliseconds,
-scoring a note well under one, nothing is downloaded.
+``_model/``: ``scan_model.json`` (kinds, biases, scales, threshold), ``scan_model.keys`` (the CRC-32
+of each feature, unsigned 32-bit little-endian, in weight order) and ``scan_model.bin`` (int8, one row
+per kind). Standard library only at run time: loading takes a few milliseconds, scoring a note well
+under one, nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import itertools
 import json
 import math
+import sys
+import zlib
 from dataclasses import dataclass
-from importlib.resources import files
+from pathlib import Path
 
-__all__ = ["KINDS", "Model", "features", "load"]
+__all__ = ["KINDS", "Model", "feature_key", "features", "load"]
 
 # The kinds the model tells apart; "note" is an ordinary note.
 KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
@@ -47,7 +52,7 @@ def _too_short(norm: str) -> bool:
 
 @dataclass(frozen=True)
 class Model:
-    vocab: dict[str, int]
+    vocab: dict[int, int]  # CRC-32 of a feature -> its column
     weights: tuple[memoryview, ...]  # per kind: int8 per vocabulary entry
     scales: tuple[float, ...]  # per kind: what one int8 step is worth
     bias: tuple[float, ...]
@@ -55,9 +60,14 @@ class Model:
     kinds: tuple[str, ...]
     max_n: int = MAX_N
 
+    def known(self, norm: str) -> list[int]:
+        """The columns of the features of ``norm`` that the model has weights for."""
+        get = self.vocab.get
+        return [i for f in features(norm, self.max_n) if (i := get(zlib.crc32(f.encode()))) is not None]
+
     def scores(self, norm: str) -> dict[str, float]:
         """The probability of each kind for a normalised text."""
-        ids = [i for f in features(norm, self.max_n) if (i := self.vocab.get(f)) is not None]
+        ids = self.known(norm)
         scale = 1.0 / math.sqrt(max(len(ids), 1))
         logits = [
             b + s * scale * sum(map(w.__getitem__, ids))
@@ -71,7 +81,7 @@ class Model:
     def judge(self, norm: str) -> tuple[str, float] | None:
         """(kind, probability that it is an injection) when the text reads as one, else None. A
         text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
-        if _too_short(norm) or len({f for f in features(norm, self.max_n) if f in self.vocab}) < MIN_EVIDENCE:
+        if _too_short(norm) or len(self.known(norm)) < MIN_EVIDENCE:
             return None
         p = self.scores(norm)
         attack = 1.0 - p["note"]
@@ -81,17 +91,25 @@ class Model:
         return kind, attack
 
 
+def feature_key(feature: str) -> int:
+    return zlib.crc32(feature.encode())
+
+
+HERE = Path(__file__).with_name("_model")
+
+
 @functools.lru_cache(maxsize=1)
 def load() -> Model:
-    data = json.loads(files("tether.memory").joinpath("_model", "scan_model.json").read_text(encoding="utf-8"))
-    vocab = {f: i for i, f in enumerate(data["vocab"])}
-    raw = files("tether.memory").joinpath("_model", "scan_model.bin").read_bytes()
-    n = len(vocab)
-    whole = memoryview(raw).cast("b")
-    weights = tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"])))
+    data = json.loads((HERE / "scan_model.json").read_text(encoding="utf-8"))
+    keys = array.array("I")
+    keys.frombytes((HERE / "scan_model.keys").read_bytes())
+    if sys.byteorder != "little":
+        keys.byteswap()
+    n = len(keys)
+    whole = memoryview((HERE / "scan_model.bin").read_bytes()).cast("b")
     return Model(
-        vocab,
-        weights,
+        dict(zip(keys, range(n), strict=True)),
+        tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"]))),
         tuple(data["scales"]),
         tuple(data["bias"]),
         float(data["threshold"]),
