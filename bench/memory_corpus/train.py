@@ -17,7 +17,10 @@ weight is under 2 % of the largest) and stored as int8 with one scale per kind.
 
 The settings were chosen by that cross-validated figure alone (attacks refused at 99.4 % of notes
 kept, ``--cv-only``): L2 1e-5: 67.3 %; 1e-6: 75.3 % (chosen); 1e-7: 72.1 %; n-grams up to 5
-(L2 1e-5): 63.5 %; ordinary notes weighted 1.5 instead of 3: 67.8 %; 400 steps (L2 1e-6): 75.1 %.
+(L2 1e-5): 63.5 %; ordinary notes weighted 1.5 instead of 3: 67.8 %; 400 steps (L2 1e-6): 75.1 %;
+``--augment`` (each row also after an ordinary note): 61.3 %, on rows that include the harder
+augmented ones, so not comparable one for one; not used. After the corpus gained fillers and short
+notes the chosen settings give 70.9 %.
 """
 
 from __future__ import annotations
@@ -39,16 +42,35 @@ TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
-STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 1e-6, 3.0, 0.995, 4
+STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N, AUGMENT = 200, 0.05, 1e-6, 3.0, 0.995, 4, False
+
+
+def augmented(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    """Each tuning row, and the same row inside ordinary context: after an ordinary note of its own
+    language (an injection hidden in a longer note still counts; two ordinary notes together are
+    still ordinary). Deterministic; built from tuning rows only."""
+    import random
+
+    rng = random.Random(0)
+    notes: dict[str, list[str]] = {}
+    for text, kind, _, lang in rows:
+        if kind == "note" and len(text.split()) >= 4:
+            notes.setdefault(lang, []).append(text)
+    out = [(text, kind, group) for text, kind, group, _ in rows]
+    for text, kind, group, lang in rows:
+        pool = notes.get(lang)
+        if pool and rng.random() < 0.5:
+            out.append((f"{rng.choice(pool)} {text}", kind, group))
+    return out
 
 
 def tuning_rows() -> list[tuple[str, str, str]]:
     """(text, kind, group) for every tuning row the model may learn from."""
-    out = []
+    out: list[tuple[str, str, str, str]] = []
     for line in CORPUS.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         if r["part"] == "tune" and r["obfuscation"] not in STRUCTURAL:
-            out.append((r["text"], r["kind"], r["template"]))
+            out.append((r["text"], r["kind"], r["template"], r["lang"]))
     for line in TABLE.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -57,8 +79,8 @@ def tuning_rows() -> list[tuple[str, str, str]]:
             kind = r["category"] if r["label"] == "attack" and r["category"] in TABLE_KIND else "note"
             if r["label"] == "attack" and kind == "note":
                 kind = "override"
-            out.append((r["text"], kind, f"table{zlib.crc32(r['text'].encode()) % 8}"))
-    return out
+            out.append((r["text"], kind, f"table{zlib.crc32(r['text'].encode()) % 8}", r["lang"]))
+    return augmented(out) if AUGMENT else [(t, k, g) for t, k, g, _ in out]
 
 
 class Data:
@@ -146,16 +168,17 @@ def threshold(rows: list[tuple[str, str, str]]) -> float:
 def main() -> None:
     import argparse
 
-    global STEPS, L2, NOTE_WEIGHT, MAX_N
+    global STEPS, L2, NOTE_WEIGHT, MAX_N, AUGMENT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--note-weight", type=float, default=NOTE_WEIGHT)
     parser.add_argument("--max-n", type=int, default=MAX_N)
+    parser.add_argument("--augment", action="store_true", help="also each row after an ordinary note (not used)")
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
-    STEPS, L2, NOTE_WEIGHT, MAX_N = args.steps, args.l2, args.note_weight, args.max_n
-    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}")
+    STEPS, L2, NOTE_WEIGHT, MAX_N, AUGMENT = args.steps, args.l2, args.note_weight, args.max_n, args.augment
+    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, augmented {AUGMENT}")
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(k == 'note' for _, k, _ in rows)} ordinary notes)")
     t = threshold(rows)
