@@ -132,6 +132,20 @@ def costs(runs: int) -> dict[str, float]:
             [py, "-c", f"import tether.memory.scan as s; s.PatternScanner().scan({note!r})"], runs
         ),
     }
+    # Measured inside a fresh process: the model's import, load and first scan, after tether.memory.
+    inner = (
+        "import time, tether.memory; t = time.perf_counter(); from tether.memory.scan import {cls}; "
+        f"{{cls}}().scan({note!r}); print((time.perf_counter() - t) * 1e3)"
+    )
+    for cls, key in (
+        ("ModelScanner", "model_first_scan_in_process_ms"),
+        ("PatternScanner", "rules_first_scan_in_process_ms"),
+    ):
+        got = [
+            float(subprocess.run([py, "-c", inner.format(cls=cls)], check=True, capture_output=True, text=True).stdout)
+            for _ in range(runs)
+        ]
+        out[key] = statistics.median(got)
     tether = str(Path(py).with_name("tether"))
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TETHER_HOME": home}
