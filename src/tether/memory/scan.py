@@ -374,19 +374,25 @@ def _kind_finding(kind: str, evidence: str) -> Finding:
 
 
 def _windows(norm: str, size: int = 320) -> list[str]:
-    """The text whole when short; else runs of whole sentences up to ``size`` characters, each
-    starting one sentence after the last, so an injection inside a long text is not diluted."""
+    """The text whole when short; else runs of whole sentences up to ``size`` characters, and the
+    same runs shifted by half, so an injection inside a long text is read without what surrounds it
+    diluting it, and one that straddles two runs is read whole in a shifted one. Linear in the text."""
     if len(norm) <= size:
         return [norm]
-    sentences = [s for s in _SPLIT.split(norm) if s]
+    sentences = [s[: size * 2] for s in _SPLIT.split(norm) if s]
     out = []
-    for i in range(len(sentences)):
-        window = sentences[i]
-        for nxt in sentences[i + 1 :]:
-            if len(window) + len(nxt) > size:
-                break
-            window += " " + nxt
-        out.append(window[: size * 2])
+    for offset in (0, size // 2):
+        window, used = "", 0
+        for sentence in sentences:
+            if used < offset:  # the shifted pass starts half a window in
+                used += len(sentence) + 1
+                continue
+            if window and len(window) + len(sentence) > size:
+                out.append(window)
+                window = ""
+            window = f"{window} {sentence}" if window else sentence
+        if window:
+            out.append(window)
     return out
 
 
