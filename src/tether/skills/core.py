@@ -210,7 +210,8 @@ def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]
 
     found: list[str] = []
     ok = accept_context(skill.description, source=f"the skill {skill.name!r} description", problems=found)
-    problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found)
+    if not ok:  # dropped: reported like any skill that cannot be used (kept: the warning is logged)
+        problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found)
     return ok
 
 
