@@ -372,3 +372,21 @@ def test_a_flagged_skill_is_kept_with_a_logged_warning_when_configured_so(
         found = SkillFolders([SkillRoot(tmp_path, "user")]).find()
     assert list(found.skills) == ["evil"] and found.problems == []
     assert any("kept, as configured" in r.getMessage() and "'evil'" in r.getMessage() for r in caplog.records)
+
+
+def test_an_input_a_person_approved_is_not_asked_about_again_with_the_next_message() -> None:
+    from tether import Agent, RunState, approve, run_sync
+    from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
+    from tether.testing import FunctionModel
+
+    refund = Rule(r"\brefund\b", 0.4, "policy", "refunds are decided by a person")
+    fm = FunctionModel(lambda messages, request: "Done.")
+    guard = Guardrail(RuleClassifier([refund]), stages=("input",), thresholds=Thresholds(block=0.1, ask=0.5))
+    agent = Agent(fm, middleware=[guard])
+    state = RunState()
+    assert run_sync(agent, "I want a refund for order 1182", state=state).status == "interrupted"
+    approve(state)
+    assert run_sync(agent, state=state).status == "completed"
+    # The next message is judged with the turns before it, but not back past what a person approved.
+    assert run_sync(agent, "Thanks, and what is the delivery time?", state=state).status == "completed"
+    assert len(fm.requests) == 2
