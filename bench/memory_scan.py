@@ -1,21 +1,29 @@
-"""How well the memory scan tells injections from ordinary notes, offline, with no model.
+"""How well the memory scan tells injections from ordinary notes, offline, and what it costs.
 
-Runs tether's scan and a baseline of simple anchor patterns (a handful of regular expressions,
-what a first attempt looks like) over ``tests/memory/scan_table.jsonl`` and prints confusion
-matrices per language, per obfuscation and per category, for the table's tuned and held-out
-parts (the held-out rows were never looked at while the rules were written). Also the scan's
-speed: median microseconds per entry against a plain regex pass over the same text.
+Scanners compared on the HELD-OUT part of ``bench/memory_corpus/corpus.jsonl`` (templates, commands
+and languages that no rule or weight was fitted on; see ``bench/memory_corpus/build.py``):
 
-    python bench/memory_scan.py [--misses]
+* ``model``: the default, :class:`tether.memory.scan.ModelScanner` (structure + the shipped model);
+* ``rules``: :class:`tether.memory.scan.PatternScanner`, the ~440 rules;
+* ``anchors``: a handful of anchor regexes, what a first scanner looks like.
+
+Also the old table (``tests/memory/scan_table.jsonl``, its held-out rows), the cost (load: a fresh
+process importing the scan and scanning one note, against ``python -c pass``; per note: median
+microseconds over the corpus) and ``tether memory add`` against a raw interpreter's start-up.
+
+    python bench/memory_scan.py [--misses] [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._results import ROOT, tether_commit, write_results
 
+CORPUS = ROOT / "bench" / "memory_corpus" / "corpus.jsonl"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 
-# The baseline: anchor patterns of the kind most first scanners use.
 ANCHORS = [
     re.compile(p, re.I)
     for p in (
@@ -48,105 +56,171 @@ def anchors(text: str) -> bool:
     return any(p.search(text) for p in ANCHORS)
 
 
-def load() -> list[dict[str, str]]:
-    return [json.loads(line) for line in TABLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+def load(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def confusion(rows: list[dict[str, str]], flagged: Callable[[str], bool]) -> dict[str, dict[str, dict[str, int]]]:
-    out: dict[str, dict[str, dict[str, int]]] = {}
-    for axis in ("lang", "obfuscation", "category", "set"):
-        cells: dict[str, dict[str, int]] = defaultdict(lambda: {"tp": 0, "fn": 0, "tn": 0, "fp": 0})
-        for row in rows:
-            hit = flagged(row["text"])
-            key = ("tp" if hit else "fn") if row["label"] == "attack" else ("fp" if hit else "tn")
-            cells[row[axis]][key] += 1
-            cells["ALL"][key] += 1
-        out[axis] = dict(cells)
-    return out
+Cells = dict[str, dict[str, int]]
 
 
-def rate(c: dict[str, int], attack: bool) -> str:
+def confusion(rows: list[dict[str, str]], flagged: Callable[[str], bool], axis: str) -> Cells:
+    cells: dict[str, dict[str, int]] = defaultdict(lambda: {"tp": 0, "fn": 0, "tn": 0, "fp": 0})
+    for row in rows:
+        hit = flagged(row["text"])
+        key = ("tp" if hit else "fn") if row["label"] == "attack" else ("fp" if hit else "tn")
+        cells[row[axis]][key] += 1
+        cells["ALL"][key] += 1
+    return dict(cells)
+
+
+def pct(c: dict[str, int], attack: bool) -> str:
     n = c["tp"] + c["fn"] if attack else c["tn"] + c["fp"]
-    if not n:
-        return "    -"
-    return f"{100 * (c['tp'] if attack else c['tn']) / n:5.1f}"
+    return "    -" if not n else f"{100 * (c['tp'] if attack else c['tn']) / n:5.1f}"
 
 
-def table(title: str, ours: dict[str, dict[str, int]], base: dict[str, dict[str, int]]) -> None:
-    print(f"\n{title:14} | attacks rejected % (n) | tether   anchors | notes accepted % (n) | tether   anchors")
-    for key in sorted(ours, key=lambda k: (k == "ALL", k)):
-        o, b = ours[key], base[key]
+def table(axis: str, results: dict[str, Cells]) -> None:
+    names = list(results)
+    print(
+        f"\n{axis:12} | attacks n | "
+        + " ".join(f"{n:>7}" for n in names)
+        + " | notes n | "
+        + " ".join(f"{n:>7}" for n in names)
+    )
+    first = results[names[0]]
+    for key in sorted(first, key=lambda k: (k == "ALL", k)):
+        a = first[key]["tp"] + first[key]["fn"]
+        b = first[key]["tn"] + first[key]["fp"]
         print(
-            f"{key:14} | {o['tp'] + o['fn']:>17}     | {rate(o, True)}   {rate(b, True)}   |"
-            f" {o['tn'] + o['fp']:>16}     | {rate(o, False)}   {rate(b, False)}"
+            f"{key:12} | {a:>9} | "
+            + " ".join(f"{pct(results[n][key], True):>7}" for n in names)
+            + f" | {b:>7} | "
+            + " ".join(f"{pct(results[n][key], False):>7}" for n in names)
         )
-        print(
-            f"{'':14} |   (tether: {o['tp']} rejected, {o['fn']} missed; {o['tn']} accepted, {o['fp']} refused)"
-        ) if key == "ALL" else None
 
 
-def speed(rows: list[dict[str, str]], scan: Callable[[str], object]) -> dict[str, float]:
+def per_note(rows: list[dict[str, str]], scan: Callable[[str], object]) -> float:
     texts = [r["text"] for r in rows]
-    scan(texts[0])  # loads the confusables table once
-    ours, base = [], []
-    for _ in range(5):
+    scan(texts[0])
+    runs = []
+    for _ in range(3):
         t = time.perf_counter()
         for text in texts:
             scan(text)
-        ours.append((time.perf_counter() - t) / len(texts) * 1e6)
+        runs.append((time.perf_counter() - t) / len(texts) * 1e6)
+    return statistics.median(runs)
+
+
+def wall(argv: list[str], runs: int, env: dict[str, str] | None = None) -> float:
+    times = []
+    for _ in range(runs):
         t = time.perf_counter()
-        for text in texts:
-            anchors(text)
-        base.append((time.perf_counter() - t) / len(texts) * 1e6)
-    return {"scan_us_per_entry": statistics.median(ours), "anchors_us_per_entry": statistics.median(base)}
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def costs(runs: int) -> dict[str, float]:
+    py = sys.executable
+    note = "The repository now in use is acme/payments-v2."
+    out = {
+        "python_pass_ms": wall([py, "-c", "pass"], runs),
+        "import_tether_memory_ms": wall([py, "-c", "import tether.memory"], runs),
+        "model_load_and_first_scan_ms": wall(
+            [py, "-c", f"import tether.memory.scan as s; s.ModelScanner().scan({note!r})"], runs
+        ),
+        "rules_load_and_first_scan_ms": wall(
+            [py, "-c", f"import tether.memory.scan as s; s.PatternScanner().scan({note!r})"], runs
+        ),
+    }
+    # Measured inside a fresh process: the model's import, load and first scan, after tether.memory.
+    inner = (
+        "import time, tether.memory; t = time.perf_counter(); from tether.memory.scan import {cls}; "
+        f"{{cls}}().scan({note!r}); print((time.perf_counter() - t) * 1e3)"
+    )
+    for cls, key in (
+        ("ModelScanner", "model_first_scan_in_process_ms"),
+        ("PatternScanner", "rules_first_scan_in_process_ms"),
+    ):
+        got = [
+            float(subprocess.run([py, "-c", inner.format(cls=cls)], check=True, capture_output=True, text=True).stdout)
+            for _ in range(runs)
+        ]
+        out[key] = statistics.median(got)
+    tether = str(Path(py).with_name("tether"))
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "TETHER_HOME": home}
+        adds = []
+        for i in range(runs):
+            t = time.perf_counter()
+            subprocess.run([tether, "memory", "add", f"{note} ({i})"], check=True, capture_output=True, env=env)
+            adds.append(time.perf_counter() - t)
+        out["tether_memory_add_ms"] = statistics.median(adds) * 1e3
+        out["tether_version_ms"] = wall([tether, "--version"], runs, env)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--misses", action="store_true", help="list every attack missed and note refused")
+    parser.add_argument("--misses", action="store_true", help="list the held-out attacks missed and notes refused")
+    parser.add_argument("--runs", type=int, default=7, help="processes per start-up measurement (median)")
     args = parser.parse_args()
 
-    from tether.memory.scan import default_scanner
+    from tether.memory.scan import ModelScanner, PatternScanner
 
-    scanner = default_scanner()
-    rows = load()
-    verdicts = {r["text"]: scanner.scan(r["text"]) for r in rows}
-    ours_all = confusion(rows, lambda t: verdicts[t] is not None)
-    base_all = confusion(rows, anchors)
+    model, rules = ModelScanner(), PatternScanner()
+    corpus = load(CORPUS)
+    held = [r for r in corpus if r["part"] == "hold"]
+    verdicts = {r["text"]: model.scan(r["text"]) for r in held}
+    rule_hits = {r["text"]: rules.scan(r["text"]) is not None for r in held}
+    scanners: dict[str, Callable[[str], bool]] = {
+        "model": lambda t: verdicts[t] is not None,
+        "rules": rule_hits.__getitem__,
+        "anchors": anchors,
+    }
     print(
-        f"memory scan over {TABLE.relative_to(ROOT)}: {sum(r['label'] == 'attack' for r in rows)} attacks, "
-        f"{sum(r['label'] == 'benign' for r in rows)} ordinary notes (tether {tether_commit()})"
+        f"memory scan, held-out part of {CORPUS.relative_to(ROOT)}: {sum(r['label'] == 'attack' for r in held)} "
+        f"attacks, {sum(r['label'] == 'benign' for r in held)} ordinary notes, "
+        f"{len({r['lang'] for r in held})} languages (tether {tether_commit()}); % refused | % kept"
     )
-    for axis in ("set", "lang", "obfuscation", "category"):
-        table(axis, ours_all[axis], base_all[axis])
-    for part in ("tune", "holdout"):
-        subset = [r for r in rows if r["set"] == part]
-        o = confusion(subset, lambda t: verdicts[t] is not None)["lang"]
-        table(f"lang/{part}", o, confusion(subset, anchors)["lang"])
-    timing = speed(rows, scanner.scan)
+    figures: dict[str, dict[str, Cells]] = {}
+    for axis in ("lang", "kind", "obfuscation", "family"):
+        figures[axis] = {name: confusion(held, fn, axis) for name, fn in scanners.items()}
+        table(axis, figures[axis])
+
+    old = [r for r in load(TABLE) if r["set"] == "holdout"]
+    print(f"\nthe old scan table's held-out rows ({len(old)}):")
+    figures["old_table"] = {
+        "model": confusion(old, lambda t: model.scan(t) is not None, "set"),
+        "rules": confusion(old, lambda t: rules.scan(t) is not None, "set"),
+        "anchors": confusion(old, anchors, "set"),
+    }
+    table("set", figures["old_table"])
+
+    speed = {
+        "model_us_per_note": per_note(held, model.scan),
+        "rules_us_per_note": per_note(held, rules.scan),
+        "anchors_us_per_note": per_note(held, anchors),
+    }
+    start = costs(args.runs)
+    print("\ncost (medians): per note, and fresh processes")
+    for k, v in {**speed, **start}.items():
+        print(f"  {k:32} {v:9.1f}")
     print(
-        f"\nspeed: scan {timing['scan_us_per_entry']:.0f} us per entry, anchor regexes "
-        f"{timing['anchors_us_per_entry']:.0f} us (median of 5 passes over the table)"
+        f"  model load over python -c pass: {start['model_load_and_first_scan_ms'] - start['import_tether_memory_ms']:.1f} ms"
+        f" beyond importing tether.memory; tether memory add = {start['tether_memory_add_ms'] / start['python_pass_ms']:.2f}x"
+        f" python -c pass, {start['tether_memory_add_ms'] / start['tether_version_ms']:.2f}x tether --version"
     )
     if args.misses:
-        print("\nmissed attacks:")
-        for r in rows:
+        print("\nmissed held-out attacks:")
+        for r in held:
             if r["label"] == "attack" and verdicts[r["text"]] is None:
-                print(f"  [{r['set']}/{r['lang']}/{r['obfuscation']}/{r['category']}] {r['text'][:150]!r}")
-        print("\nrefused ordinary notes:")
-        for r in rows:
-            if r["label"] == "benign" and verdicts[r["text"]] is not None:
-                print(f"  [{r['set']}/{r['lang']}] {r['text'][:120]!r}\n      -> {verdicts[r['text']].reason[:160]}")  # type: ignore[union-attr]
-    write_results(
-        "memory_scan",
-        {
-            "commit": tether_commit(),
-            "tether": ours_all,
-            "anchors": base_all,
-            "speed": timing,
-            "rules": {r["text"][:60]: v.rule for r in rows if (v := verdicts[r["text"]]) is not None},
-        },
-    )
+                print(f"  [{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:140]!r}")
+        print("\nrefused held-out notes:")
+        for r in held:
+            v = verdicts[r["text"]]
+            if r["label"] == "benign" and v is not None:
+                print(f"  [{r['lang']}] {r['text'][:120]!r}\n      -> {v.rule}: {v.reason[:140]}")
+    write_results("memory_scan", {"commit": tether_commit(), "held_out": figures, "speed": speed, "start": start})
 
 
 if __name__ == "__main__":

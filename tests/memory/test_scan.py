@@ -13,6 +13,7 @@ import pytest
 
 from tether import Agent, RunState, run_sync
 from tether.memory import Finding, Memory, MemoryRefused, PatternScanner, default_scanner
+from tether.memory.scan import ModelScanner
 from tether.messages import ToolMessage
 from tether.testing import FunctionModel, call
 
@@ -31,7 +32,9 @@ OBFUSCATIONS = (
 )
 RULES = {"invisible", "homoglyph", "override", "role_hijack", "fake_system", "exfiltration", "persistence", "encoded"}
 
-SCANNER = default_scanner()
+# These tests pin the pattern scanner (the rules, ~440 expressions, still shipped and usable as
+# ``scanners=[PatternScanner()]``). The default is now ModelScanner: tests/memory/test_model_scan.py.
+SCANNER = PatternScanner()
 
 
 def load_table() -> list[dict[str, str]]:
@@ -317,7 +320,7 @@ class NoProjectNames:
 
 def test_memory_uses_the_default_scanner_unless_told_otherwise(tmp_path: Path) -> None:
     mem = Memory.open(tmp_path)
-    assert len(mem.scanners) == 1 and isinstance(mem.scanners[0], PatternScanner)
+    assert len(mem.scanners) == 1 and isinstance(mem.scanners[0], ModelScanner)
     with pytest.raises(MemoryRefused) as err:
         mem.add("notes", INSTRUCTION)
     assert err.value.rule == "scan:override"

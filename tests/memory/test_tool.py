@@ -204,7 +204,7 @@ def test_an_injection_is_refused_told_to_the_model_and_traced(home: Path, tmp_pa
 
     (reply,) = tool_replies(state)
     assert reply.status == "error" and reply.name == "memory"
-    assert reply.text.startswith("Not saved: it tells the assistant to ignore or replace its instructions")
+    assert reply.text.startswith("Not saved: it tells the assistant to ignore or drop the instructions it was given")
     assert "plain words" in reply.text
     assert reply.text in tool_replies_from(model.requests[1])  # the model read the reason
 

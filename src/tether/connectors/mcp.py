@@ -232,9 +232,16 @@ class McpConnector(Extension):
             await link.close()
 
     def _adopt(self, link: Link) -> None:
+        from tether.memory.scan import accept_context
 
         self._tools = self._make_tools(link.tools)
         self.instructions, self.capabilities = link.instructions, link.capabilities
+        flagged: list[str] = []
+        source = f"the MCP server {self.server!r}: its instructions"
+        bounded = (self.instructions or "")[: int(self.config["max_description_chars"] or 4_000)]
+        if bounded and not accept_context(bounded, source=source, problems=flagged):
+            self.instructions = None  # scanned like memory: a flagged text never reaches the prompt
+            self.refused["(its instructions)"] = flagged[0]
 
     async def _resource_tools(self, link: Link) -> list[Any]:
         """The resource tools, when the server has resources or templates to offer (many servers
@@ -495,6 +502,8 @@ class McpConnector(Extension):
         overrides: dict[str, str] = cfg["tools"]
         tools: list[McpTool] = []
         self.refused, self.trimmed, total = {}, {}, 0
+        from tether.memory.scan import accept_context  # the memory scan guards what enters the context
+
         for spec in specs:
             task_support = spec.execution.task_support if spec.execution is not None else None
             verdict = admit(describe_tool(spec, self.server), dict(spec.input_schema), limits, task_support)
@@ -504,6 +513,11 @@ class McpConnector(Extension):
                     refused=f"the server's tools before it already use {total:,} of max_tools_chars "
                     f"({limits.tools_chars:,}) characters of description and schema",
                 )
+            flagged: list[str] = []
+            source = f"the MCP server {self.server!r}: tool {spec.name!r}"
+            # Scanned as the model would read it (trimmed), so a huge description costs a bounded scan.
+            if verdict.refused is None and not accept_context(verdict.description, source=source, problems=flagged):
+                verdict = replace(verdict, refused=flagged[0])
             if verdict.refused is not None:
                 self.refused[spec.name] = verdict.refused
                 continue

@@ -81,9 +81,13 @@ class RuleClassifier:
                         f"injection:{finding.rule}",
                     )
                 )
-        for pattern, rule in self.rules:
-            if pattern.search(text):
-                found.append(Verdict(rule.rationale, rule.score, rule.category))
+        if self.rules:
+            from tether.memory._normal import normalise  # the scans' shared normaliser
+
+            seen = (text, normalise(text))  # as written, and as read (full-width, invisible, leet undone)
+            for pattern, rule in self.rules:
+                if any(pattern.search(t) for t in seen):
+                    found.append(Verdict(rule.rationale, rule.score, rule.category))
         return min(found, key=lambda v: v.score) if found else Verdict("no rule matched", 1.0, "")
 
 

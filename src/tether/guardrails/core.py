@@ -155,7 +155,7 @@ class Guardrail(Middleware):
         messages = ctx.state.messages
         if not messages or not isinstance(messages[-1], UserMessage) or messages[-1].summary_turns is not None:
             return None  # a resumed run: its input was judged when it arrived
-        text = text_of([messages[-1]])
+        text = _recent_input(messages, _Record(ctx.state).approved)
         action, verdict = await self.judge(ctx, "input", text)
         if action == "allow":
             return None
@@ -360,6 +360,30 @@ class Guardrail(Middleware):
         return ToolResult(
             f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]", is_error=True
         )
+
+
+INPUT_WINDOW = 3  # user turns judged together: a jailbreak split over messages is read whole
+
+
+def _recent_input(messages: Sequence[Any], approved: Sequence[str] = ()) -> str:
+    """The last user message, after the user messages just before it (up to INPUT_WINDOW in all),
+    back to the first one a guardrail answered or a person approved (judged already)."""
+    turns: list[str] = []
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AssistantMessage) and (message.model or "").startswith("guardrail/"):
+            break
+        if not isinstance(message, UserMessage) or message.summary_turns is not None:
+            continue
+        text = text_of([message])
+        if text.startswith(_REDIRECT_NOTE):
+            break  # the turn before it was redirected: judged already
+        if turns and approved and _key("input", _recent_input(messages[: i + 1])) in approved:
+            break  # a person let the window ending here through
+        turns.append(text)
+        if len(turns) == INPUT_WINDOW:
+            break
+    return "\n".join(reversed(turns))
 
 
 def _allowed(state: RunState, key: str) -> str:

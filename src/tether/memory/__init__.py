@@ -5,7 +5,7 @@ write, shown to the model at the start of each session, changed with the ``memor
 """
 
 from tether.memory.core import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory, MemoryScope
-from tether.memory.scan import Finding, PatternScanner, Scanner, default_scanner
+from tether.memory.scan import Finding, ModelScanner, PatternScanner, Scanner, default_scanner, scan_context_text
 from tether.memory.store import STORES, Change, MemoryRefused, StoreUsage
 
 __all__ = [
@@ -17,8 +17,10 @@ __all__ = [
     "Memory",
     "MemoryRefused",
     "MemoryScope",
+    "ModelScanner",
     "PatternScanner",
     "Scanner",
     "StoreUsage",
     "default_scanner",
+    "scan_context_text",
 ]

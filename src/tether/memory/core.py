@@ -157,6 +157,8 @@ class Memory(Extension):
                 return Change(
                     store, "add", entry, False, s.usage(entries), f"Already in {store}, word for word: nothing changed."
                 )
+            if entries and _continues(entries[-1], entry):
+                self._check_joined(entries[-1], entry)
             self._fits(s, entries, [*entries, entry])
             entries.append(entry)
             usage = s.usage(entries)
@@ -226,6 +228,18 @@ class Memory(Extension):
             )
         return entry
 
+    def _check_joined(self, before: str, entry: str) -> None:
+        """An injection split over two entries (\u201cIgnore all previous\u201d, then
+        \u201cinstructions and ...\u201d) reads as one in the prompt, where entries are adjacent lines."""
+        finding = self.check(f"{before}\n{entry}")
+        if finding is not None:
+            raise MemoryRefused(
+                f"Not saved: this entry is harmless alone, but shown after the entry before it "
+                f"(\u201c{_short(before, 60)}\u201d) the two read as one text, and {finding.reason}. "
+                "Save the fact in its own words, or change the entry before it first.",
+                f"scan:joined:{finding.rule}",
+            )
+
     @staticmethod
     def _fits(s: MemoryStore, before: list[str], after: list[str]) -> None:
         now, then = s.usage(before), s.usage(after)
@@ -273,6 +287,21 @@ class Memory(Extension):
             self._passed.add(entry)
         return True
 
+    def _clean_block(self, entries: list[str]) -> list[str]:
+        """The entries without any adjacent pair that, read as the prompt shows it (one after the
+        other), is refused: an injection split over two entries written by hand."""
+        out = list(entries)
+        i = 0
+        while i + 1 < len(out):
+            pair = f"{out[i]}\n{out[i + 1]}"
+            if _continues(out[i], out[i + 1]) and pair not in self._passed and self.check(pair) is not None:
+                del out[i : i + 2]
+                i = max(i - 1, 0)  # the entries now adjacent are read together too
+                continue
+            self._passed.add(pair)
+            i += 1
+        return out
+
     @staticmethod
     def _usage_line(usage: StoreUsage) -> str:
         return f"{usage.store} is now at {usage.chars:,}/{usage.limit:,} chars ({usage.percent} %). {_SNAPSHOT_NOTE}"
@@ -295,7 +324,7 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            shown = [e for e in entries if self._clean(e)]
+            shown = self._clean_block([e for e in entries if self._clean(e)])
             withheld = len(entries) - len(shown)
             kept: list[str] = []
             for e in shown:  # a file edited by hand past its limit: show what fits
@@ -315,3 +344,13 @@ class Memory(Extension):
                 what = "entry does not fit the limit and is" if hidden == 1 else "entries do not fit the limit and are"
                 lines.append(f"({hidden} more {what} not shown; consolidate)")
         return "\n".join(lines)
+
+
+_FINAL = frozenset('.!?;:\u2026\u3002\uff01\uff1f\uff1b\u061f\u0964)]"\u201d\u00bb')
+
+
+def _continues(before: str, entry: str) -> bool:
+    """Whether ``entry`` can read as the rest of ``before``: the earlier entry ends without a
+    sentence's final mark, and the new one does not open with a capital."""
+    end, start = before.rstrip()[-1:], entry.lstrip()[:1]
+    return bool(end) and end not in _FINAL and not start.isupper()

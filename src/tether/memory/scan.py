@@ -34,9 +34,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Protocol
 
-from tether.memory import _rules
+from tether.memory import _normal
 
-__all__ = ["Finding", "PatternScanner", "Scanner", "default_scanner", "views"]
+__all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scanner", "scan_context_text", "views"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class PatternScanner:
         return _scan(text, depth=0)
 
 
-def default_scanner() -> PatternScanner:
-    return PatternScanner()
+def default_scanner() -> Scanner:
+    """The scan memory writes pass by default: :class:`ModelScanner`."""
+    return ModelScanner()
 
 
 # -- invisible characters -------------------------------------------------------------------
@@ -78,38 +79,13 @@ def _pictographic(ch: str) -> bool:
 
 
 def _invisible(text: str) -> Finding | None:
-    for i, ch in enumerate(text):
-        o = ord(ch)
-        if o < 0x80 or (unicodedata.category(ch) != "Cf" and o not in _BIDI and not 0xE0000 <= o <= 0xE007F):
-            continue
-        before, after = text[i - 1] if i else "", text[i + 1] if i + 1 < len(text) else ""
-        if (
-            o in _JOINERS
-            and before
-            and after
-            and (
-                (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
-            )
-        ):
-            continue
-        if 0xE0020 <= o <= 0xE007F and _flag_tag(text, i):
-            continue  # the tag sequence of a subdivision flag (England, Scotland, Wales)
-        if o == 0xFE0F:
-            continue
-        name = unicodedata.name(ch, "an unnamed format character")
-        kind = (
-            "a direction-changing character"
-            if o in _BIDI
-            else "a Unicode tag character (invisible text)"
-            if 0xE0000 <= o <= 0xE007F
-            else "an invisible character"
-        )
-        return Finding(
-            "invisible",
-            f"it contains {kind}, U+{o:04X} {name}, at character {i + 1}; such "
-            "characters can hide or reorder text; write it again in plain characters",
-        )
-    return None
+    found = _normal.hidden(text)
+    if found is None:
+        return None
+    return Finding(
+        "invisible",
+        f"it contains {found.describe()}; such characters can hide or reorder text; write it again in plain characters",
+    )
 
 
 def _flag_tag(text: str, i: int) -> bool:
@@ -138,6 +114,8 @@ def _fold_table() -> dict[int, str]:
             if len(c) == 1 and c.isascii() and c.isalnum():
                 table[ord(ch)] = c.lower()
                 break
+    from tether.memory import _rules
+
     table.update({ord(k): v for k, v in _rules.EXTRA_LOOKALIKES.items()})
     return table
 
@@ -268,7 +246,8 @@ def _payloads(text: str) -> list[str]:
             except (binascii.Error, ValueError):
                 continue
             printable = sum(ch.isprintable() or ch in "\n\t" for ch in decoded)
-            if decoded and printable / len(decoded) > 0.9 and re.search(r"\w{2,}\W+\w{2,}", decoded):
+            nested = _B64.fullmatch(decoded.strip()) is not None  # base64 of base64: decode again
+            if decoded and printable / len(decoded) > 0.9 and (nested or re.search(r"\w{2,}\W+\w{2,}", decoded)):
                 out.append(decoded)
                 break
     return out
@@ -278,12 +257,14 @@ def _scan(text: str, depth: int) -> Finding | None:
     finding = _invisible(text) or _homoglyph(text)
     if finding is not None:
         return finding
+    from tether.memory import _rules
+
     v = views(text)
     for rule in (*_rules.RULES, *_rules.COMBOS):
         hit = rule.match(v)
         if hit is not None:
             return Finding(rule.family, f"{rule.reason} (\u201c{_snippet(hit)}\u201d)")
-    if depth < 2:
+    if depth < 3:
         for decoded in _payloads(text):
             inner = _scan(decoded, depth + 1)
             if inner is not None:
@@ -297,3 +278,205 @@ def _scan(text: str, depth: int) -> Finding | None:
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= 60 else flat[:59] + "\u2026"
+
+
+# -- the default scanner: structure first, then the learned model -----------------------------
+
+_KIND_REASONS = {
+    "override": (
+        "it tells the assistant to ignore or drop the instructions it was given",
+        "write what the user wants as a fact about the user, not as an order to the assistant",
+    ),
+    "obsolete": (
+        "it declares the assistant's earlier instructions obsolete, withdrawn or void",
+        "if a document or setup changed, name that document, not the assistant's instructions",
+    ),
+    "system_override": (
+        "it claims to replace the system prompt or to switch the assistant's safety checks off",
+        "memory cannot change the system prompt; save only facts and preferences",
+    ),
+    "role_hijack": (
+        "it gives the assistant a new identity without rules, or one that obeys any order",
+        "to save a persona for a story or a game, say whose it is and what it is for",
+    ),
+    "exfiltration": (
+        "it asks to read, print or send secrets (keys, tokens, passwords, private files) or sends them to an address",
+        "save where a secret is kept or how to get access, never the secret or a command that sends it",
+    ),
+    "persistence": (
+        "it tells the assistant to hide this note, keep it alive, or slip something into every answer",
+        "save what the user asked for, openly, without telling the assistant to conceal it",
+    ),
+    "fake_system": (
+        "it imitates a system or developer message (chat-template tokens or a role label)",
+        "remove the role label or the markup and save the fact itself",
+    ),
+}
+RULE_NAMES = frozenset({*_KIND_REASONS, "invisible", "homoglyph", "encoded"})
+
+_TEMPLATE = re.compile(
+    r"<\|\s*(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id)\s*\|>|<<\s*sys\s*>>|"
+    r"\[/?inst\]|</?\s*(?:system|developer)(?:_message|_prompt)?\s*>",
+    re.I,
+)
+_ROLE_LABEL = re.compile(
+    r"(?m)^\W{0,6}(?:SYSTEM|SYSTEM MESSAGE|SYSTEMNACHRICHT|SYSTÈME|SISTEMA|DEVELOPER|DÉVELOPPEUR|ENTWICKLER|"
+    r"СИСТЕМА|СИСТЕМНОЕ СООБЩЕНИЕ|ADMIN|ADMINISTRATOR|ROOT|系统|系統|システム|시스템|النظام|सिस्टम)\s*[:：\]】>]"
+)
+_SENDER = re.compile(
+    r"\b(?:curl|wget|invoke-webrequest|invoke-restmethod|iwr|irm|nc|ncat|netcat|scp|rsync|ftp|"
+    r"requests\.(?:get|post|put)|urllib\.request|urlopen|fetch\(|httpx\.(?:get|post)|http\.post)\b",
+    re.I,
+)
+_SECRET_REF = re.compile(
+    r"\$\{?[a-z_]*(?:key|token|secret|passw(?:or)?d|pwd|cred|auth)[a-z0-9_]*\}?|%[a-z_]*(?:key|token|secret)[a-z_]*%|"
+    r"\bos\.environ|\bprocess\.env|\bgetenv\(|\bprintenv\b|\benv\s*\||\bset\s*\||"
+    r"authorization:\s*(?:bearer|basic|token)\s+\S+|\s-u\s+\S+:\S+|"
+    r"(?<![\w.])\.env\b(?!\.(?:example|sample|template|dist))|\.ssh/|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|"
+    r"\.aws/(?:credentials|config)|\.netrc|\.git-credentials|\.npmrc|\.pypirc|\.pgpass|/etc/shadow|"
+    r"\.kube/config|\.docker/config\.json|\bkeychain\b",
+    re.I,
+)
+_SPLIT = re.compile(r"(?<=[.!?;。！？；\n])\s*")
+
+
+def _homoglyph_word(text: str) -> Finding | None:
+    """A word with Latin letters and Cyrillic or Greek ones (no look-alike table needed)."""
+    if text.isascii():
+        return None
+    for word in re.findall(r"\w{3,}", unicodedata.normalize("NFKC", text)):
+        if word.isascii() or not any("a" <= c.lower() <= "z" for c in word):
+            continue
+        alien = next((c for c in word if not c.isascii() and _script(c) in ("CYRILLIC", "GREEK")), None)
+        if alien is not None:
+            return Finding(
+                "homoglyph",
+                f"the word \u201c{word}\u201d mixes Latin letters with {_script(alien).title()} ones "
+                f"({alien!r}), a way to slip words past checks; write it in one script",
+            )
+    return None
+
+
+def _structure(text: str, norm: str) -> Finding | None:
+    m = _TEMPLATE.search(norm) or _ROLE_LABEL.search(text)
+    if m:
+        return _kind_finding("fake_system", m.group(0))
+    if _SENDER.search(norm):
+        m = _SECRET_REF.search(norm)
+        if m:
+            return _kind_finding("exfiltration", m.group(0))
+    return None
+
+
+def _kind_finding(kind: str, evidence: str) -> Finding:
+    what, advice = _KIND_REASONS[kind]
+    return Finding(kind, f"{what} (\u201c{_snippet(evidence)}\u201d); {advice}")
+
+
+def _windows(norm: str, size: int = 320) -> list[str]:
+    """The text whole when short; else runs of whole sentences up to ``size`` characters, and the
+    same runs shifted by half, so an injection inside a long text is read without what surrounds it
+    diluting it, and one that straddles two runs is read whole in a shifted one. Linear in the text."""
+    if len(norm) <= size:
+        return [norm]
+    sentences = [s[: size * 2] for s in _SPLIT.split(norm) if s]
+    out = []
+    for offset in (0, size // 2):
+        window, used = "", 0
+        for sentence in sentences:
+            if used < offset:  # the shifted pass starts half a window in
+                used += len(sentence) + 1
+                continue
+            if window and len(window) + len(sentence) > size:
+                out.append(window)
+                window = ""
+            window = f"{window} {sentence}" if window else sentence
+        if window:
+            out.append(window)
+    return out
+
+
+class ModelScanner:
+    """The default scan: characters with no visible form, mixed-script words, chat-template
+    markup and commands that send secrets, encoded payloads (base64, three levels); then a small
+    linear model trained in the repository (``tether.memory._model``) for what a note *says*."""
+
+    def scan(self, text: str) -> Finding | None:
+        return _model_scan(text, depth=0)
+
+
+def _model_scan(text: str, depth: int) -> Finding | None:
+    from tether.memory import _model
+
+    finding = _invisible(text) or _homoglyph_word(text)
+    if finding is not None:
+        return finding
+    norm = _normal.normalise(text)
+    finding = _structure(_normal.decode(text), norm)
+    if finding is not None:
+        return finding
+    model = _model.load()
+    for window in _windows(norm):
+        verdict = model.judge(window)
+        if verdict is not None:
+            kind, p = verdict
+            what, advice = _KIND_REASONS[kind]
+            return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model); {advice}")
+    if depth < 3 and len(text) >= 16:
+        for decoded in _payloads(text):
+            inner = _model_scan(decoded, depth + 1)
+            if inner is not None and inner.rule == "encoded":
+                return inner
+            if inner is not None:
+                return Finding(
+                    "encoded",
+                    f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
+                )
+    return None
+
+
+def scan_context_text(text: str, *, source: str, scanner: Scanner | None = None) -> Finding | None:
+    """The memory scan, for text that enters the model's context from outside: a skill's
+    description, an MCP tool's description, an MCP server's instructions. ``source`` names it in
+    the reason (``"the MCP server 'docs': tool 'search' description"``). Tool results are not
+    scanned: they are data the model reads, and are marked as such."""
+    finding = (scanner or default_scanner()).scan(text)
+    if finding is None:
+        return None
+    return Finding(finding.rule, f"{source}: {finding.reason}")
+
+
+CONTEXT_POLICIES = ("drop", "warn", "off")
+
+
+def context_policy() -> str:
+    """What to do with flagged text from outside (``TETHER_CONTEXT_SCAN``): ``drop`` (the default:
+    the skill or tool is left out, and the reason is logged and shown), ``warn`` (it is kept, and the
+    reason is shown to the person before the run uses it), ``off`` (not scanned)."""
+    import os
+
+    value = os.environ.get("TETHER_CONTEXT_SCAN", "drop").strip().lower() or "drop"
+    if value not in CONTEXT_POLICIES:
+        from tether.errors import ConfigError
+
+        raise ConfigError(f"TETHER_CONTEXT_SCAN={value!r}: use one of {', '.join(CONTEXT_POLICIES)}")
+    return value
+
+
+def accept_context(text: str, *, source: str, problems: list[str] | None = None) -> bool:
+    """Whether text from outside may enter the model's context, under :func:`context_policy`.
+    A flagged text's reason is logged as a warning, and appended to ``problems`` when given."""
+    import logging
+
+    policy = context_policy()
+    if policy == "off" or not text:
+        return True
+    finding = scan_context_text(text, source=source)
+    if finding is None:
+        return True
+    what = "dropped" if policy == "drop" else "kept, as configured (TETHER_CONTEXT_SCAN=warn), though"
+    message = f"{what} {finding.reason}"
+    logging.getLogger("tether.context").warning("%s", message)
+    if problems is not None:
+        problems.append(message)
+    return policy != "drop"

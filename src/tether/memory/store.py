@@ -189,10 +189,18 @@ class TextStore:
         """Lock, read the entries, let the caller change the list, write it back if it changed."""
         import fcntl
 
+        # O_NOFOLLOW: a link planted at the lock's name is refused, never followed to create a file
+        # outside the memory folder.
+        lock_path = self.path.with_name(f".{self.path.name}.lock")
         try:
             _private_dirs(self.path.parent)
-            lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+            lock = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
+            if os.path.islink(lock_path):
+                raise ConfigError(
+                    f"cannot write memory: {lock_path} is a symbolic link, and tether does not follow links "
+                    "for its lock file; remove it and try again"
+                ) from exc
             raise ConfigError(f"cannot write memory under {self.path.parent}: {exc.strerror}") from exc
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)

@@ -198,8 +198,21 @@ def _scan(root: Path, scope: SkillScope, problems: list[SkillProblem]) -> list[S
         except _Malformed as exc:
             problems.append(SkillProblem(path / SKILL_FILE, str(exc)))
             continue
+        if not _description_accepted(skill, path, problems):
+            continue
         by_name.setdefault(skill.name, []).append(skill)
     return _unique(root, by_name, problems)
+
+
+def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]) -> bool:
+    """The memory scan over the description the model will read in its system prompt."""
+    from tether.memory.scan import accept_context
+
+    found: list[str] = []
+    ok = accept_context(skill.description, source=f"the skill {skill.name!r} description", problems=found)
+    if not ok:  # dropped: reported like any skill that cannot be used (kept: the warning is logged)
+        problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found)
+    return ok
 
 
 def _unique(root: Path, by_name: dict[str, list[Skill]], problems: list[SkillProblem]) -> list[Skill]:

@@ -1,0 +1,118 @@
+"""The scan's learned part: a linear classifier over character n-grams, shipped with tether.
+
+It reads the normalised text (:func:`tether.memory._normal.normalise`) as character 1- to
+4-grams and word pairs, and gives each kind of injection a score (multinomial logistic
+regression). Trained in the repository by ``bench/memory_corpus/train.py`` on the tuning part of
+the corpus only; the weights (int8, one scale per kind) and the vocabulary live in
+``_model/``: ``scan_model.json`` (kinds, biases, scales, threshold), ``scan_model.keys`` (the CRC-32
+of each feature, unsigned 32-bit little-endian, in weight order) and ``scan_model.bin`` (int8, one row
+per kind). Standard library only at run time: loading takes a few milliseconds, scoring a note well
+under one, nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import array
+import functools
+import itertools
+import json
+import math
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["KINDS", "Model", "feature_key", "features", "load"]
+
+# The kinds the model tells apart; "note" is an ordinary note.
+KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
+MAX_N = 4
+MIN_EVIDENCE = 24  # known features a text needs before the model judges it
+
+
+def features(norm: str, max_n: int = MAX_N) -> set[str]:
+    """Character 1..max_n-grams of the padded text, and adjacent word pairs."""
+    padded = f" {norm} "
+    out: set[str] = set()
+    size = len(padded)
+    for n in range(1, max_n + 1):
+        out.update(padded[i : i + n] for i in range(size - n + 1))
+    words = norm.split()
+    out.update(f"{a}\x00{b}" for a, b in itertools.pairwise(words))
+    return out
+
+
+def _too_short(norm: str) -> bool:
+    """Fewer than three words (four characters in scripts written without spaces): a name, a
+    label, a fragment; it cannot say much, and a word alone (\u201cdeveloper\u201d) is not an order."""
+    if len(norm.split()) >= 3:
+        return False
+    return sum(1 for ch in norm if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af") < 4
+
+
+@dataclass(frozen=True)
+class Model:
+    vocab: dict[int, int]  # CRC-32 of a feature -> its column
+    weights: tuple[memoryview, ...]  # per kind: int8 per vocabulary entry
+    scales: tuple[float, ...]  # per kind: what one int8 step is worth
+    bias: tuple[float, ...]
+    threshold: float  # refuse when the probability of "note" is below 1 - threshold
+    kinds: tuple[str, ...]
+    max_n: int = MAX_N
+
+    def known(self, norm: str) -> list[int]:
+        """The columns of the features of ``norm`` that the model has weights for."""
+        get = self.vocab.get
+        return [i for f in features(norm, self.max_n) if (i := get(zlib.crc32(f.encode()))) is not None]
+
+    def scores(self, norm: str) -> dict[str, float]:
+        """The probability of each kind for a normalised text."""
+        ids = self.known(norm)
+        scale = 1.0 / math.sqrt(max(len(ids), 1))
+        logits = [
+            b + s * scale * sum(map(w.__getitem__, ids))
+            for w, s, b in zip(self.weights, self.scales, self.bias, strict=True)
+        ]
+        top = max(logits)
+        exps = [math.exp(v - top) for v in logits]
+        total = sum(exps)
+        return {k: e / total for k, e in zip(self.kinds, exps, strict=True)}
+
+    def judge(self, norm: str) -> tuple[str, float] | None:
+        """(kind, probability that it is an injection) when the text reads as one, else None. A
+        text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
+        if _too_short(norm) or len(self.known(norm)) < MIN_EVIDENCE:
+            return None
+        p = self.scores(norm)
+        attack = 1.0 - p["note"]
+        if attack < self.threshold:
+            return None
+        kind = max((k for k in self.kinds if k != "note"), key=p.__getitem__)
+        return kind, attack
+
+
+def feature_key(feature: str) -> int:
+    return zlib.crc32(feature.encode())
+
+
+HERE = Path(__file__).with_name("_model")
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> Model:
+    data = json.loads((HERE / "scan_model.json").read_text(encoding="utf-8"))
+    keys = array.array("I")
+    keys.frombytes((HERE / "scan_model.keys").read_bytes())
+    if sys.byteorder != "little":
+        keys.byteswap()
+    n = len(keys)
+    whole = memoryview((HERE / "scan_model.bin").read_bytes()).cast("b")
+    return Model(
+        dict(zip(keys, range(n), strict=True)),
+        tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"]))),
+        tuple(data["scales"]),
+        tuple(data["bias"]),
+        float(data["threshold"]),
+        tuple(data["kinds"]),
+        int(data.get("max_n", MAX_N)),
+    )

@@ -1,0 +1,169 @@
+"""The normaliser every scan runs first: the memory scan, the context scan and the input
+guardrail's jailbreak check all read text through it.
+
+Two jobs:
+
+* :func:`hidden` finds the first character that has no visible form: zero-width characters,
+  bidi controls, Unicode tag characters, variation selectors that follow no character they
+  belong to (a run of them after an emoji is text smuggled in invisibly), Hangul fillers, the
+  braille blank, the combining grapheme joiner and other format characters. The joiners that
+  emoji sequences and Arabic or Indic writing need are visible in effect and pass.
+* :func:`normalise` gives the text a model should read: escapes decoded (HTML entities, ``%xx``,
+  ``\\uXXXX``), NFKC (full-width letters become ASCII), case folded, invisible characters dropped,
+  accents stripped from Latin letters, leetspeak undone inside words that mix letters and digits,
+  letters spaced out one by one joined again, white space collapsed.
+
+Only the standard library: this runs on every memory write and must cost well under a millisecond.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+import urllib.parse
+from dataclasses import dataclass
+
+__all__ = ["Hidden", "hidden", "normalise"]
+
+_BIDI = frozenset({0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)})
+_JOINERS = frozenset({0x200C, 0x200D})
+# Characters that render as nothing (or as a blank) although they are not white space.
+_BLANKS = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, 0x2800, 0x3164, 0xFFA0, 0x1D159})
+_JOINING_SCRIPTS = ((0x0600, 0x08FF), (0x0900, 0x0DFF), (0xFB50, 0xFEFF))
+
+
+@dataclass(frozen=True)
+class Hidden:
+    index: int  # 0-based position in the text
+    char: str
+    what: str  # "a direction-changing character", "a variation selector", ...
+
+    def describe(self) -> str:
+        name = unicodedata.name(self.char, "an unnamed character")
+        return f"{self.what}, U+{ord(self.char):04X} {name}, at character {self.index + 1}"
+
+
+def _joining_letter(ch: str) -> bool:
+    return any(lo <= ord(ch) <= hi for lo, hi in _JOINING_SCRIPTS)
+
+
+def _pictographic(ch: str) -> bool:
+    o = ord(ch)
+    return o >= 0x1F000 or 0x2600 <= o <= 0x27BF or o in (0xFE0F, 0x2640, 0x2642, 0x2695, 0x2696, 0x2708)
+
+
+def _ideograph(ch: str) -> bool:
+    o = ord(ch)
+    return 0x3400 <= o <= 0x9FFF or 0x20000 <= o <= 0x3FFFF or 0xF900 <= o <= 0xFAFF
+
+
+def _selector(o: int) -> bool:
+    return 0xFE00 <= o <= 0xFE0F or 0xE0100 <= o <= 0xE01EF
+
+
+def _flag_tag(text: str, i: int) -> bool:
+    j = i
+    while j > 0 and 0xE0020 <= ord(text[j - 1]) <= 0xE007F:
+        j -= 1
+    return j > 0 and text[j - 1] == "\U0001f3f4" and len(text[j : i + 1]) <= 7
+
+
+def _what(text: str, i: int) -> str | None:
+    """Why the character at ``i`` has no visible form, or None when it is fine."""
+    ch = text[i]
+    o = ord(ch)
+    before = text[i - 1] if i else ""
+    after = text[i + 1] if i + 1 < len(text) else ""
+    if o in _BLANKS:
+        return "a character that shows as nothing (a blank filler)"
+    if _selector(o):
+        # One presentation selector after a symbol, or one ideographic selector after a CJK
+        # ideograph, is how such text is written; a run of them, or one after anything else, hides bytes.
+        ok = before and not _selector(ord(before)) and not (after and _selector(ord(after)))
+        if ok and (o in (0xFE0E, 0xFE0F) or (_ideograph(before) and (o >= 0xE0100 or o <= 0xFE0D))):
+            return None
+        return "a variation selector that belongs to no character (text can hide in them)"
+    if o in _BIDI:
+        return "a direction-changing character"
+    if 0xE0000 <= o <= 0xE007F:
+        return None if o >= 0xE0020 and _flag_tag(text, i) else "a Unicode tag character (invisible text)"
+    if unicodedata.category(ch) != "Cf":
+        return None
+    joined = (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
+    if o in _JOINERS and before and after and joined:
+        return None
+    return "an invisible character"
+
+
+def hidden(text: str) -> Hidden | None:
+    """The first character with no visible form, or None."""
+    for i, ch in enumerate(text):
+        o = ord(ch)
+        if o < 0xAD:
+            continue
+        what = _what(text, i)
+        if what is not None:
+            return Hidden(i, ch, what)
+    return None
+
+
+def _drop(ch: str) -> bool:
+    o = ord(ch)
+    return (
+        o in _BLANKS
+        or _selector(o)
+        or 0xE0000 <= o <= 0xE007F
+        or (o >= 0xAD and unicodedata.category(ch) == "Cf" and o not in _JOINERS)
+    )
+
+
+_ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i"})
+_MIXED = re.compile(r"[a-z0-9@$!]*[a-z][a-z0-9@$!]*")
+_SPACED = re.compile(r"(?<!\w)(?:\w[ .\-_*·/|]){2,}\w(?!\w)")
+_CJK_GAP = re.compile(
+    r"(?<=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])[ \u3000]+(?=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])"
+)
+_SPACE = re.compile(r"\s+")
+
+
+def decode(text: str) -> str:
+    """HTML entities, ``%xx`` and ``\\uXXXX`` escapes, decoded once."""
+    if "&" in text:
+        text = html.unescape(text)
+    if "%" in text and re.search(r"%[0-9a-fA-F]{2}", text):
+        text = urllib.parse.unquote(text)
+    if "\\" in text:
+        text = _ESCAPES.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+    return text
+
+
+def _strip_latin_accents(text: str) -> str:
+    if text.isascii():
+        return text
+    out = []
+    for ch in text:
+        if "\u00c0" <= ch <= "\u024f":
+            base = unicodedata.normalize("NFKD", ch)[0]
+            out.append(base if base.isascii() else ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unleet(m: re.Match[str]) -> str:
+    word = m.group(0)
+    return word.translate(_LEET) if not word.isalpha() and any(c.isalpha() for c in word) else word
+
+
+def normalise(text: str) -> str:
+    """The text as a reader sees it, folded for matching (see the module's description)."""
+    text = unicodedata.normalize("NFKC", decode(text)).casefold()
+    if not text.isascii():
+        text = "".join(ch for ch in text if not _drop(ch))
+        text = _strip_latin_accents(text)
+    text = _MIXED.sub(_unleet, text)
+    text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), text)
+    text = _CJK_GAP.sub("", text)
+    return _SPACE.sub(" ", text).strip()
