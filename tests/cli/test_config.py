@@ -75,3 +75,22 @@ def test_check_says_what_is_wrong(quiet_env: Path, capsys: pytest.CaptureFixture
 def test_help_says_where_the_config_lives(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_main("--help", capsys=capsys)
     assert code == 0 and "config.toml" in out and "tether config path" in out
+
+
+def test_check_says_what_the_shells_sandbox_will_be_and_refuses_one_that_cannot_be_had(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.tools import sandbox
+
+    quiet_env.mkdir(parents=True)
+    (quiet_env / "config.toml").write_text('[tools.shell.sandbox]\nmode = "workspace-write"\n')
+    monkeypatch.setattr(sandbox, "_why_unavailable", lambda: "")
+    code, out, _ = run_main("config", "check", capsys=capsys)
+    assert code == 0 and "shell: sandbox workspace-write" in out
+    monkeypatch.setattr(sandbox, "_why_unavailable", lambda: "bubblewrap (bwrap) is not installed")
+    code, _, err = run_main("config", "check", capsys=capsys)
+    assert code == 2 and "sandbox NOT AVAILABLE (bubblewrap (bwrap) is not installed)" in err
+    (quiet_env / "config.toml").write_text("")
+    code, out, err = run_main("config", "check", capsys=capsys)
+    assert code == 0 and "shell: no sandbox (bubblewrap (bwrap) is not installed)" in out
+    assert "asks before every command" in err

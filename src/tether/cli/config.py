@@ -55,12 +55,27 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(path)
         return 0
     if args.config_command == "check":
-        from tether.config import load_settings
-
-        load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
-        print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
-        return 0
+        return _check(path)
     return _show(path, as_json=args.json)
+
+
+def _check(path: Any) -> int:
+    """Load the settings as every command does, then say what the shell's sandbox will be here:
+    a mode asked for that this machine cannot give is an error (every command would be refused)."""
+    from tether.config import load_settings
+    from tether.tools.builtin import tool_settings
+    from tether.tools.sandbox import sandbox_status
+
+    settings = load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
+    print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
+    status = sandbox_status(tool_settings(settings.tools).shell)
+    if status.refused:
+        print(f"tether: {status.sentence}", file=sys.stderr)
+        return 2
+    print(status.sentence)
+    if not status.available:
+        print("tether: no OS sandbox on this machine: run_command asks before every command", file=sys.stderr)
+    return 0
 
 
 def _show(path: Any, *, as_json: bool) -> int:
