@@ -41,7 +41,7 @@ def test_an_older_saved_run_loads_with_its_plugins_fields_moved_into_ext() -> No
     dumped = state.model_dump()
     assert not [k for k in dumped if k.startswith("guardrail") or k.startswith("child")]
     assert state.config == {"cwd": "/srv", "prompt": "A better price?"}
-    assert set(state.ext) == {"config", "legacy"}  # what a plug-in takes over when it next runs
+    assert set(state.ext) == {"legacy"}  # what a plug-in takes over when it next runs
     assert children(state) == {} and parent_of(state) == (None, None)
 
 

@@ -172,20 +172,18 @@ def _loop(chat: _Chat) -> int:
             continue
         state = RunState(
             session_id=chat.session,
-            ext={
-                "config": {
-                    "model": chat.model,
-                    "cwd": str(chat.cwd),
-                    "max_turns": chat.max_turns,
-                    "max_budget_usd": chat.max_budget,
-                    "session_store": chat.store_spec,
-                    "prompt": message[:200],
-                    "fallback_models": list(chat.settings.fallback_models),
-                    "memory": chat.memory,
-                    "kb": list(chat.kb),
-                    "skills": chat.skills,
-                    "mcp": list(chat.mcp),
-                }
+            config={
+                "model": chat.model,
+                "cwd": str(chat.cwd),
+                "max_turns": chat.max_turns,
+                "max_budget_usd": chat.max_budget,
+                "session_store": chat.store_spec,
+                "prompt": message[:200],
+                "fallback_models": list(chat.settings.fallback_models),
+                "memory": chat.memory,
+                "kb": list(chat.kb),
+                "skills": chat.skills,
+                "mcp": list(chat.mcp),
             },
         )
         drive(state, message, chat.settings, json_out=False, asking=True)

@@ -224,22 +224,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     fallbacks = [canonical_model(m) for m in (args.fallback or settings.fallback_models)]
     state = RunState(
         session_id=args.session,
-        ext={
-            "config": {
-                "model": model,
-                "cwd": str(args.cwd),
-                "prompt": prompt[:200],
-                "max_turns": args.max_turns or DEFAULT_MAX_TURNS,
-                "max_budget_usd": args.max_budget,
-                "fallback_models": fallbacks,
-                "first_token_timeout_s": args.first_token_timeout,
-                "session_store": args.session_store,
-                "memory": memory_for_run(args, settings),
-                "kb": args.kb,
-                "mcp": servers,
-                "skills": skills_for_run(args, settings),
-                **({"output_schema": output_schema} if output_schema is not None else {}),
-            }
+        config={
+            "model": model,
+            "cwd": str(args.cwd),
+            "prompt": prompt[:200],
+            "max_turns": args.max_turns or DEFAULT_MAX_TURNS,
+            "max_budget_usd": args.max_budget,
+            "fallback_models": fallbacks,
+            "first_token_timeout_s": args.first_token_timeout,
+            "session_store": args.session_store,
+            "memory": memory_for_run(args, settings),
+            "kb": args.kb,
+            "mcp": servers,
+            "skills": skills_for_run(args, settings),
+            **({"output_schema": output_schema} if output_schema is not None else {}),
         },
     )
     return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))

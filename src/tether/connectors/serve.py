@@ -358,17 +358,15 @@ async def _run_agent(settings: "Settings", name: str, agent: "Agent", task: str)
     caller = get_access_token()
     # As `tether run` records its runs, so `tether runs`, `show` and `resume` read them.
     state = RunState(
-        ext={
-            "config": {
-                "agent": name,
-                "served": "mcp",
-                "user": caller.client_id if caller else None,
-                "prompt": task[:200],
-                "model": describe(name, agent)["model"],
-                "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
-                "max_turns": agent.max_turns,
-                "max_budget_usd": agent.max_budget_usd,
-            }
+        config={
+            "agent": name,
+            "served": "mcp",
+            "user": caller.client_id if caller else None,
+            "prompt": task[:200],
+            "model": describe(name, agent)["model"],
+            "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
+            "max_turns": agent.max_turns,
+            "max_budget_usd": agent.max_budget_usd,
         }
     )
     store = run_store(settings)

@@ -128,7 +128,7 @@ class Worker:
             state = self.runs.load(job.run_id) if self.runs.exists(job.run_id) else None
             new = state is None
             if state is None:
-                state = RunState(run_id=job.run_id, session_id=job.session_id, ext={"config": job.config})
+                state = RunState(run_id=job.run_id, session_id=job.session_id, config=job.config)
             if job.cancel:
                 signal.cancel(job.cancel)
             agent = self._agent(job)

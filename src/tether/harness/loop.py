@@ -71,7 +71,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     tools = agent.tool_map()
     check_output_config(agent, tools)
     defs = tool_definitions(tools)
-    cwd = Path(agent.cwd or Path.cwd()).absolute()
+    cwd = Path(agent.cwd or state.config.get("cwd") or Path.cwd()).absolute()
     rc = RunContext(
         agent=agent,
         state=state,

@@ -168,6 +168,9 @@ class RunState(BaseModel):
     # A person's answer to a question a plug-in stopped the run for (see :func:`approve`), kept
     # until the plug-in reads it on resume.
     answer: Answer | None = None
+    # What the front door that started the run (the command line, the server) keeps to rebuild
+    # its agent on resume and to list its runs (cwd, limits, the prompt); the loop never reads it.
+    config: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
 
     # Turns already in a session's history when this run started: they are not this run's.
@@ -178,7 +181,7 @@ class RunState(BaseModel):
     def _older_fields(cls, data: Any) -> Any:
         """Runs saved before ``ext`` kept plug-ins' state in fields of their own: each such field
         is kept, as it was, under ``ext["legacy"]`` for its plug-in to take over (see
-        :meth:`legacy`); ``config`` (a front door's) moves to ``ext["config"]``."""
+        :meth:`legacy`)."""
         if not isinstance(data, dict):
             return data
         known = cls.model_fields.keys() | {"turns"}
@@ -187,9 +190,6 @@ class RunState(BaseModel):
             return data
         data = {k: v for k, v in data.items() if k in known}
         ext = dict(data.get("ext") or {})
-        config = older.pop("config", None)
-        if config:
-            ext["config"] = {**config, **ext.get("config", {})}
         kept = {k: v for k, v in older.items() if v not in (None, [], {}, "")}
         if kept:
             ext[LEGACY] = {**kept, **ext.get(LEGACY, {})}
@@ -228,16 +228,6 @@ class RunState(BaseModel):
         if not older:
             self.ext.pop(LEGACY, None)
         return taken
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """What the front door that started the run keeps to rebuild its agent on resume (its
-        own part of ``ext``)."""
-        return self.ext_state("config")
-
-    @config.setter
-    def config(self, value: dict[str, Any]) -> None:
-        self.ext["config"] = dict(value)
 
     @property
     def spent_usd(self) -> float:

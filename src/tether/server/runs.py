@@ -270,14 +270,7 @@ class RunManager:
         state = RunState(
             run_id=turn.run_id,
             session_id=turn.session_id,
-            ext={
-                "config": {
-                    "agent": turn.agent,
-                    "message_id": turn.message_id,
-                    "trace_id": turn.trace_id,
-                    "served": True,
-                }
-            },
+            config={"agent": turn.agent, "message_id": turn.message_id, "trace_id": turn.trace_id, "served": True},
         )
         return self._launch(turn, state, text, self.agents[turn.agent], chosen)
 
