@@ -179,9 +179,8 @@ def measure(repeat: int, env: dict[str, str], ws: Path) -> list[dict[str, Any]]:
         out.append(row)
         print(
             f"{name:15} {row['tether_ms']:>8.0f} {row['raw_ms']:>8.0f} {row['ratio']:>6.2f}x "
-            f"{row['tether_rss_mb']:>7.1f} {row['raw_rss_mb']:>7.1f} {row['rss_ratio']:>6.2f}x  "(
-                f"≤ {target:.0f}x" if target else ""
-            ),
+            f"{row['tether_rss_mb']:>7.1f} {row['raw_rss_mb']:>7.1f} {row['rss_ratio']:>6.2f}x  "
+            + (f"≤ {target:.0f}x" if target else ""),
             flush=True,
         )
     return out

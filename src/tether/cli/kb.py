@@ -186,6 +186,8 @@ def check_kbs(settings: Settings, names: list[str]) -> None:
 
 def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
     """The tools of each named base, for an agent (suffixed with the name when there are several)."""
+    if not names:
+        return []  # and the knowledge package is not imported
     from tether.knowledge import KnowledgeTools
 
     max_chars, k = int(settings.kb.get("max_chars") or 6000), int(settings.kb.get("results") or 6)

@@ -89,8 +89,26 @@ class RunContext:
             self._fixed_counted = True
         return True
 
+    def prompt_bound(self) -> int:
+        """An upper bound of the next prompt's tokens without a tokenizer (the provider's count of
+        the last prompt, then one token per byte since): a check below its threshold by this
+        bound needs no exact count, so most runs never load the tokenizer."""
+        from tether.tokens import token_bound
+
+        return estimate_prompt_tokens(
+            self.state,
+            fixed_prompt_tokens(self.system, self.tool_defs, token_bound),
+            count=token_bound,
+            trust_last_usage=not self.stale_usage,
+        )
+
     def counter_loaded(self) -> bool:
-        return self.counter_task is None or self.counter_task.done()
+        """Whether counting is exact without waiting (the tokenizer may never have been needed)."""
+        if self.counter_task is not None:
+            return bool(self.counter_task.done())
+        from tether.tokens import count_tokens, encoding_loaded
+
+        return self.count is not count_tokens or encoding_loaded()
 
     @property
     def model(self) -> Candidate:
