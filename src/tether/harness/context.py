@@ -135,6 +135,25 @@ class RunContext:
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
         """Save the state (and mirror the transcript to the session) after every change
         (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
+        self._mirror(rewrite)
+        if self.store is not None:
+            if durable:
+                self.store.save(self.state, rewrite=rewrite)
+            else:
+                self.store.save(self.state, rewrite=rewrite, durable=False)
+
+    async def persist_durably(self) -> None:
+        """A durable :meth:`persist`, awaited: with a store that has ``save_async`` (RunStore), the
+        commit waits for its group's fsync off the event loop, so the other runs on this loop go
+        on meanwhile. Returns once the state is durable, as ``persist()`` does."""
+        save = getattr(self.store, "save_async", None)
+        if save is None:
+            self.persist()
+            return
+        self._mirror(False)
+        await save(self.state)
+
+    def _mirror(self, rewrite: bool) -> None:
         if rewrite:
             self.stale_usage = True
             self.state.transcript_rewritten()
@@ -146,11 +165,6 @@ class RunContext:
                 self.session.append(state.session_id, state.messages[state.session_synced :])
             state.session_synced = len(state.messages)
             state.session_stale = False
-        if self.store is not None:
-            if durable:
-                self.store.save(state, rewrite=rewrite)
-            else:
-                self.store.save(state, rewrite=rewrite, durable=False)
 
     def stop(self, halt: Halt) -> None:
         self.halt = halt
