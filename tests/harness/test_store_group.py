@@ -185,3 +185,62 @@ def test_many_concurrent_runs_never_start_a_side_effect_or_a_request_before_its_
     store.close()
     assert checked.count("request") == 24 and checked.count("effect") == 12
     assert store.group.groups < store.group.synced  # the runs shared their fsyncs
+
+
+def test_a_session_mirror_is_synced_with_the_runs_durable_saves_only(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's JSONL mirror was fsynced at every save, on the event loop. Now its lines are
+    synced with the run's durable saves (before each request and side effect), on the commit's
+    thread: at every model request every line of the session is on the disk, with fewer fsyncs."""
+    from tether.sessions import JsonlSessionStore
+
+    real_fsync = os.fsync
+    synced: dict[str, int] = {}  # session file → its size at its last fsync
+    appends: list[int] = []
+    fsyncs: list[int] = []
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith("s1.jsonl"):
+            synced[path] = os.fstat(fd).st_size
+            fsyncs.append(1)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    sessions = JsonlSessionStore(tmp_path / "sessions")
+    real_append = sessions.append
+
+    def append(*args: Any, **kwargs: Any) -> None:
+        appends.append(1)
+        real_append(*args, **kwargs)
+
+    monkeypatch.setattr(sessions, "append", append)
+    path = str(sessions.path("s1"))
+    at_request: list[bool] = []
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        at_request.append(synced.get(path) == os.path.getsize(path))
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "list_files") if done < 3 else AssistantMessage(content=(TextPart(text="ok"),))
+
+    from tether.tools.files import FILE_TOOLS
+
+    store = RunStore(tmp_path / "runs")
+
+    async def go() -> str:
+        async for event in run_stream(
+            Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace),
+            "list",
+            store=store,
+            session=sessions,
+            session_id="s1",
+        ):
+            if event.type == "done":
+                return event.result.status
+        return "none"
+
+    assert asyncio.run(go()) == "completed"
+    store.close()
+    assert at_request == [True] * 4  # every line the model is asked about is on the disk
+    assert len(fsyncs) < len(appends), (fsyncs, appends)  # no longer one fsync per append

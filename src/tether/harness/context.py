@@ -135,7 +135,7 @@ class RunContext:
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
         """Save the state (and mirror the transcript to the session) after every change
         (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
-        self._mirror(rewrite)
+        self._mirror(rewrite, durable)
         if self.store is not None:
             if durable:
                 self.store.save(self.state, rewrite=rewrite)
@@ -150,10 +150,10 @@ class RunContext:
         if save is None:
             self.persist()
             return
-        self._mirror(False)
-        await save(self.state)
+        # The session's mirror is synced on the commit's thread too, just before the commit.
+        await save(self.state, before=lambda: self._mirror(False, True))
 
-    def _mirror(self, rewrite: bool) -> None:
+    def _mirror(self, rewrite: bool, durable: bool = True) -> None:
         if rewrite:
             self.stale_usage = True
             self.state.transcript_rewritten()
@@ -162,7 +162,15 @@ class RunContext:
             if rewrite or state.session_stale or state.session_synced > len(state.messages):
                 self.session.rewrite(state.session_id, state.messages)
             elif state.session_synced < len(state.messages):
-                self.session.append(state.session_id, state.messages[state.session_synced :])
+                new = state.messages[state.session_synced :]
+                if durable:
+                    self.session.append(state.session_id, new)
+                else:  # synced with the run's next durable save (a store that can wait for it)
+                    _append_unsynced(self.session, state.session_id, new)
+            elif durable:
+                sync = getattr(self.session, "sync", None)
+                if sync is not None:
+                    sync(state.session_id)
             state.session_synced = len(state.messages)
             state.session_stale = False
 
@@ -200,6 +208,14 @@ class RunContext:
             self.read_cache.clear()  # a write may change what any earlier read returned
         elif key is not None and result.status == "ok":
             self.read_cache[key] = result
+
+
+def _append_unsynced(session: Any, session_id: str, messages: Any) -> None:
+    """Append without waiting for the disk where the store can (a JSONL store: see its ``sync``)."""
+    if getattr(session, "sync", None) is not None:
+        session.append(session_id, messages, durable=False)
+    else:
+        session.append(session_id, messages)
 
 
 def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:

@@ -380,13 +380,19 @@ class RunStore:
             synced, tail = files.end, bytearray()
         self._commit(state, files, commit, len(messages), files.end, durable, commit.name, synced, tail, hasher)
 
-    async def save_async(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+    async def save_async(
+        self, state: RunState, *, rewrite: bool = False, durable: bool = True, before: Any = None
+    ) -> None:
         """:meth:`save` on one of the store's commit threads, awaited: the event loop goes on with
         its other runs while this commit waits for its group's fsync (:class:`GroupSync`), so the
         runs of a server share their fsyncs instead of taking turns. Returns once the save is
         done, durable when asked. Cancelled while it runs, it still finishes before the
-        cancellation goes on (the run's next save must not overtake it)."""
+        cancellation goes on (the run's next save must not overtake it). ``before`` (a function)
+        runs first on the same thread: what must be written, and waited for, before the save
+        (a session's mirror of the transcript)."""
         if not (self.fsync and durable):
+            if before is not None:
+                before()
             self.save(state, rewrite=rewrite, durable=durable)  # nothing to wait for: no thread
             return
         if self._commit_pool is None:
@@ -395,7 +401,13 @@ class RunStore:
             with self._fd_lock:
                 if self._commit_pool is None:
                     self._commit_pool = ThreadPoolExecutor(64, thread_name_prefix="tether-commit")
-        job = self._commit_pool.submit(self.save, state, rewrite=rewrite, durable=durable)
+
+        def commit() -> None:
+            if before is not None:
+                before()
+            self.save(state, rewrite=rewrite, durable=durable)
+
+        job = self._commit_pool.submit(commit)
         try:
             await asyncio.wrap_future(job)
         except asyncio.CancelledError:
