@@ -244,3 +244,22 @@ def test_a_session_mirror_is_synced_with_the_runs_durable_saves_only(
     store.close()
     assert at_request == [True] * 4  # every line the model is asked about is on the disk
     assert len(fsyncs) < len(appends), (fsyncs, appends)  # no longer one fsync per append
+
+
+def test_a_lone_run_commits_on_its_own_thread_with_no_hop(workspace: Path, tmp_path: Path) -> None:
+    """`tether run`: the only run the store holds saves as before, on the loop's thread (no commit
+    thread is even started), so a single run is not slower for group commit."""
+    from tether.tools.files import FILE_TOOLS
+
+    store = RunStore(tmp_path / "runs")
+    replies = iter([call("c1", "list_files"), "done"])
+
+    async def go() -> str:
+        agent = Agent(FunctionModel(lambda m, r: next(replies)), tools=FILE_TOOLS, cwd=workspace)
+        async for event in run_stream(agent, "list", store=store):
+            if event.type == "done":
+                return event.result.status
+        return "none"
+
+    assert asyncio.run(go()) == "completed"
+    assert store._commit_pool is None and store.group.synced >= 2

@@ -81,6 +81,11 @@ class GroupSync:
         self.groups = 0  # groups synced (for tests and benchmarks)
         self.synced = 0  # files synced
 
+    @property
+    def busy(self) -> bool:
+        """Whether a group is being synced (a commit now would join the next one)."""
+        return self._busy
+
     def sync(self, fd: int) -> None:
         """Make ``fd`` durable; returns when it is (raises the fdatasync's error, if any)."""
         outcome: list[BaseException | None] = []
@@ -301,6 +306,7 @@ class RunStore:
         # to several stores on the same disk to share them across stores too.
         self.group = group or GroupSync()
         self._commit_pool: Any = None  # threads for save_async, made on first use
+        self._inflight = 0  # save_async commits on those threads now
         self._committed: dict[str, _Commit] = {}  # run id → where it stands on disk
         # run id → descriptors of its header slots and transcript, open between saves. Those of runs
         # held by ``lock`` stay open until the run lets go; of the others, only the latest's. One store
@@ -390,10 +396,14 @@ class RunStore:
         cancellation goes on (the run's next save must not overtake it). ``before`` (a function)
         runs first on the same thread: what must be written, and waited for, before the save
         (a session's mirror of the transcript)."""
-        if not (self.fsync and durable):
+        with self._fd_lock:
+            lone = self._held == {state.run_id} and not self._inflight and not self.group.busy
+        if not (self.fsync and durable) or lone:
+            # Nothing to wait for, or the only run this store holds, with no other commit to share
+            # a sync with (`tether run`): saved here, as save() does, with no thread hop.
             if before is not None:
                 before()
-            self.save(state, rewrite=rewrite, durable=durable)  # nothing to wait for: no thread
+            self.save(state, rewrite=rewrite, durable=durable)
             return
         if self._commit_pool is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -407,13 +417,19 @@ class RunStore:
                 before()
             self.save(state, rewrite=rewrite, durable=durable)
 
-        job = self._commit_pool.submit(commit)
+        with self._fd_lock:
+            self._inflight += 1
         try:
-            await asyncio.wrap_future(job)
-        except asyncio.CancelledError:
-            if not job.cancel():
-                job.result()  # started: let it end (milliseconds) before anything else is saved
-            raise
+            job = self._commit_pool.submit(commit)
+            try:
+                await asyncio.wrap_future(job)
+            except asyncio.CancelledError:
+                if not job.cancel():
+                    job.result()  # started: let it end (milliseconds) before anything else is saved
+                raise
+        finally:
+            with self._fd_lock:
+                self._inflight -= 1
 
     def _transcript(self, files: _Files, d: Path, commit: _Commit) -> int:
         """The transcript's descriptor, its end put back to the last commit: lines a crashed save
