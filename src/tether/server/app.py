@@ -166,7 +166,7 @@ def create_app(
             sessions=open_sessions(None, settings),
             store=store,
             telemetry=telemetry,
-            threads=int(settings.serve.get("run_threads") or 4),
+            threads=int(settings.serve.get("run_threads") or 1),
         )
     else:
         raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
