@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -123,16 +124,100 @@ async def one_stream(client: Any, url: str) -> tuple[float, int, int]:
     return first or 0.0, events, turns
 
 
+class _Lean:
+    """A client as small as a load generator should be: one plain connection per request, HTTP/1.1
+    by hand, chunked SSE read line by line. httpx's pool, at 500 streams, cost this process more
+    CPU than the server spent serving them (15 s against 8 s on 2 cores), so its figures measured
+    the client; this one costs a fraction of the server's time."""
+
+    def __init__(self, url: str) -> None:
+        hostport = url.split("//", 1)[1]
+        self.host, port = hostport.rsplit(":", 1)
+        self.port = int(port)
+
+    async def _open(self, path: str, body: dict[str, Any], accept: str) -> tuple[Any, Any, bool]:
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode()
+        writer.write(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                f"Accept: {accept}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            + data
+        )
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+        if not head.startswith(("http/1.1 200", "http/1.1 201")):
+            raise SystemExit(f"the server answered {head.splitlines()[0]!r} to {path}")
+        return reader, writer, "transfer-encoding: chunked" in head
+
+    async def _chunks(self, reader: Any, chunked: bool) -> AsyncIterator[bytes]:
+        if not chunked:
+            yield await reader.read()
+            return
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+            if size == 0:
+                return
+            yield (await reader.readexactly(size + 2))[:-2]
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
+        reader, writer, chunked = await self._open(path, body, "application/json")
+        data = b"".join([c async for c in self._chunks(reader, chunked)])
+        writer.close()
+        return json.loads(data)
+
+    async def sse_lines(self, path: str, body: dict[str, Any]) -> AsyncIterator[str]:
+        reader, writer, chunked = await self._open(path, body, "text/event-stream")
+        pending = b""
+        try:
+            async for chunk in self._chunks(reader, chunked):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode()
+        finally:
+            writer.close()
+
+
+async def lean_stream(client: _Lean) -> tuple[float, int, int]:
+    """:func:`one_stream` with the lean client."""
+    sid = (await client.post_json("/v1/sessions", {"agent": "plan"}))["session_id"]
+    began = time.perf_counter()
+    first = None
+    events = turns = 0
+    last = ""
+    async for line in client.sse_lines(f"/v1/sessions/{sid}/messages", {"text": "Which file mentions a timeout?"}):
+        if line.startswith("data:"):
+            events += 1
+            last = line
+            if first is None:
+                first = time.perf_counter() - began
+            if line.startswith('data: {"type":"done"'):
+                turns = json.loads(line[5:])["result"]["turns"]
+    if turns != 3:
+        raise SystemExit(f"a run did not complete: its last event was {last[:400]}")
+    return first or 0.0, events, turns
+
+
+CLIENT = {"kind": "lean"}
+
+
 async def level(server: Server, n: int) -> dict[str, float]:
     import httpx
 
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
         cpu0 = _cpu_s(server.proc.pid)
+        own0 = time.process_time()
         began = time.perf_counter()
-        results = await asyncio.gather(*(one_stream(client, server.url) for _ in range(n)))
+        if CLIENT["kind"] == "lean":
+            lean = _Lean(server.url)
+            results = await asyncio.gather(*(lean_stream(lean) for _ in range(n)))
+        else:
+            results = await asyncio.gather(*(one_stream(client, server.url) for _ in range(n)))
         wall = time.perf_counter() - began
         cpu = _cpu_s(server.proc.pid) - cpu0
+        own = time.process_time() - own0
     firsts = [r[0] * 1000 for r in results]
     events = sum(r[1] for r in results)
     turns = sum(r[2] for r in results)
@@ -141,6 +226,8 @@ async def level(server: Server, n: int) -> dict[str, float]:
         "first_event_p99_ms": _pct(firsts, 99),
         "events_per_s": events / wall,
         "server_cpu_ms_per_turn": cpu * 1000 / turns,
+        "client_cpu_s": own,
+        "server_cpu_s": cpu,
         "wall_s": wall,
     }
 
@@ -191,11 +278,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="levels 10 and 100, one round, 300 idle sessions")
     ap.add_argument("--levels", help="comma-separated concurrency levels (default 10,100,500)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds per level (default 3)")
+    ap.add_argument("--idle", type=int, help="sessions for the idle-memory figure (default 1000, --quick 300)")
+    ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="the load generator (see _Lean)")
     ap.add_argument("--run-threads", type=int, help="[serve] run_threads for the server (default: its own, 4)")
     args = ap.parse_args()
+    CLIENT["kind"] = args.client
     levels = [int(x) for x in (args.levels or ("10,100" if args.quick else "10,100,500")).split(",")]
     repeat = 1 if args.quick else args.repeat
-    idle_n = 300 if args.quick else 1000
+    idle_n = args.idle if args.idle is not None else 300 if args.quick else 1000
     root = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
     try:
         server = Server(root, args.run_threads)
@@ -207,7 +297,7 @@ def main() -> None:
                 for n in levels if r % 2 == 0 else list(reversed(levels)):
                     rows[n].append(asyncio.run(level(server, n)))
                 lib.append(asyncio.run(library_per_turn(root, 20)))
-            idle_kb = asyncio.run(idle_memory(server, idle_n))
+            idle_kb = asyncio.run(idle_memory(server, idle_n)) if idle_n else 0.0
         finally:
             server.stop()
     finally:
@@ -217,13 +307,15 @@ def main() -> None:
     print(f"tether serve, scripted/plan (3 turns, 2 tools), medians of {repeat} round(s); commit {tether_commit()}")
     print(
         f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'events/s':>9} {'server cpu ms/turn':>19} "
-        f"{'x library':>10}"
+        f"{'x library':>10} {'server cpu s':>13} {'client cpu s':>13}"
     )
     for n, t in table.items():
         print(
             f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} {t['events_per_s']:>9.0f} "
-            f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f}"
+            f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f} "
+            f"{t['server_cpu_s']:>13.1f} {t['client_cpu_s']:>13.1f}"
         )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores); client: {args.client}")
     print(f"library (run_stream + RunStore + JsonlTracer, in process): {lib_ms:.2f} cpu ms/turn")
     print(f"idle session (its run done): {idle_kb:.1f} KB of server RSS each, over {idle_n} sessions")
     write_results(
@@ -235,6 +327,8 @@ def main() -> None:
             "idle_session_kb": idle_kb,
             "repeat": repeat,
             "cpus": os.cpu_count(),
+            "client": args.client,
+            "load": os.getloadavg()[0],
         },
     )
 

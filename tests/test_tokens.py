@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tether.tokens import count_tokens, encoding, estimate_tokens
 
 
@@ -40,3 +42,52 @@ def test_one_estimate_of_a_prompt_for_budgets_and_for_unreported_usage() -> None
     assert one_more == tool_tokens("list_files", "List files.", schema, len)
     assert one_more == 8 + len("list_files") + len("List files.") + len(json.dumps(schema))
     assert message_tokens(reply, len) == PER_MESSAGE + 2
+
+
+def test_the_direct_tokenizer_counts_as_the_package_does() -> None:
+    # tether loads bpe-openai's Rust tokenizer without the package's wrapper (whose import decodes
+    # three rank tables); every kind of text must give the wrapper's encode_ordinary ids.
+    import bpe_openai  # type: ignore[import-untyped]
+
+    from tether import tokens
+
+    direct = tokens._rust_backend("o200k_base")
+    assert isinstance(direct, tokens._RustEncoding)
+    wrapper = bpe_openai.get_encoding("o200k_base")
+    texts = [
+        "hello world",
+        "<|endoftext|> is text here, and so is <|endofprompt|>",
+        "日本語のテキストと한국어",
+        "  \n\n\t  trailing spaces   \n",
+        "a lone \ud800 surrogate",
+        "x" * 5_000,
+        "def f(x):\n    return x ** 2  # comment\n" * 50,
+        "emoji 👩‍👩‍👧 and accents: café naïve",
+    ]
+    for text in texts:
+        assert direct.encode_ordinary(text) == wrapper.encode_ordinary(text), text[:40]
+
+
+def test_loading_the_tokenizer_does_not_import_the_package_wrapper() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom tether.tokens import count_tokens, encoding\nencoding()\n"
+        "print(count_tokens('hello world'), 'bpe_openai' in sys.modules, type(encoding()).__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["2", "False", "_RustEncoding"]
+
+
+def test_the_package_api_is_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether import tokens
+
+    monkeypatch.setattr(tokens, "_rust_backend", lambda name: None)
+    tokens._load.cache_clear()
+    try:
+        enc = tokens.encoding()
+        assert type(enc).__name__ == "Encoding"  # bpe_openai's own
+        assert enc.encode_ordinary("hello world") == [24912, 2375]
+    finally:
+        tokens._load.cache_clear()

@@ -302,7 +302,7 @@ class ServeTable(_Table):
     agent: _Text | None = None  # a Python file or module defining ``agent`` or ``agents``
     agents: dict[str, AgentTable] = {}  # the older place of [agents.NAME]: read as if written there
     max_body_bytes: _PositiveInt | None = None
-    run_threads: _PositiveInt | None = None  # threads whose event loops run the runs (default 4)
+    run_threads: _PositiveInt | None = None  # threads whose event loops run the runs (default 1)
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
     cors_origins: list[_Text] = []
     allowed_hosts: list[_Text] = []

@@ -204,6 +204,7 @@ class JsonlSessionStore:
     def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
         self.root = Path(root)
         self.fsync = fsync
+        self._unsynced: set[str] = set()  # sessions appended to without fsync since their last one
         try:
             private_dir(self.root)
             probe = self.root / f".probe-{os.getpid()}"
@@ -257,8 +258,14 @@ class JsonlSessionStore:
                 self._write_all(path, fixed)
         return fixed
 
-    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+    def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True) -> None:
+        """Append ``messages`` in one write. ``durable=False`` skips the fsync (the lines survive the
+        process being killed, not a power cut) until the next durable append or :meth:`sync`: a
+        run mirrors its transcript here at every save and makes it durable with its own durable
+        saves, so a session is never behind a run's durable state."""
         if not messages:
+            if durable:
+                self.sync(session_id)
             return
         path = self.path(session_id)
         data = "".join(dump_message(m) + "\n" for m in messages).encode()
@@ -269,10 +276,25 @@ class JsonlSessionStore:
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     data = b"\n" + data  # a torn line stays alone and is dropped on load
                 os.write(fd, data)  # the lines go in one write
-                if self.fsync:
+                if self.fsync and durable:
                     os.fsync(fd)
+                    self._unsynced.discard(session_id)
+                elif self.fsync:
+                    self._unsynced.add(session_id)
             finally:
                 os.close(fd)
+
+    def sync(self, session_id: str) -> None:
+        """Make the session's unsynced appends durable (nothing to do when there are none)."""
+        if session_id not in self._unsynced:
+            return
+        with self._locked(session_id):
+            fd = os.open(self.path(session_id), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced.discard(session_id)
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
         with self._locked(session_id):

@@ -1,9 +1,11 @@
 """Token counting (exact, BPE) and estimation (fast, no tokenizer).
 
 The exact counter uses the o200k_base encoding shipped inside the ``bpe-openai`` package, so it
-works offline on a fresh machine. Loading it takes from ~0.1 s to a few seconds on a slow disk:
-:func:`load_counter` does it in a worker thread, so a run can load it at its start without holding
-up the event loop (a Stop during the load is heard at once). The estimate weights CJK characters
+works offline on a fresh machine. Its Rust tokenizer is loaded directly (~0.1 s): the package's
+Python wrapper, on import, decodes three whole rank tables into dictionaries (1–3 s and ~130 MB)
+that counting never reads; when the direct load fails (another version of the package), the
+wrapper is used. :func:`load_counter` loads it in a worker thread, so a run can load it at its
+start without holding up the event loop (a Stop during the load is heard at once). The estimate weights CJK characters
 separately: ~1.5 tokens each, ~0.25 for other characters.
 
 Counting never raises: a text the tokenizer refuses or cannot handle is estimated instead.
@@ -30,6 +32,7 @@ __all__ = [
     "estimate_tokens",
     "load_counter",
     "preload",
+    "token_bound",
 ]
 
 
@@ -42,8 +45,60 @@ class _Encoding(Protocol):
 _load_lock = threading.Lock()
 
 
+class _RustEncoding:
+    """bpe-openai's Rust tokenizer without its Python wrapper. ``encode`` is ``encode_ordinary``:
+    special tokens in a text are text, as they are to the provider."""
+
+    __slots__ = ("_backend",)
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        if len(text) >= 1_000_000:  # as the wrapper: pieces (count_tokens) stay far below
+            raise ValueError("text too long to encode in one call")
+        try:
+            return list(self._backend.encode(text))
+        except UnicodeEncodeError:  # a lone surrogate: replaced, as the wrapper does
+            return list(self._backend.encode(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")))
+
+    encode = encode_ordinary
+
+
+def _rust_backend(name: str) -> _Encoding | None:
+    """The Rust tokenizer loaded from the package's extension module, without importing the
+    package (whose ``__init__`` builds the rank tables); None when that is not possible."""
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+        if spec is None or spec.origin is None:
+            return None
+        module = sys.modules.get("bpe_openai._bindings")
+        if module is None:
+            found = sorted(Path(spec.origin).parent.glob("_bindings.*"))
+            paths = [p for p in found if p.suffix in (".so", ".pyd")]
+            if not paths:
+                return None
+            loader = importlib.machinery.ExtensionFileLoader("bpe_openai._bindings", str(paths[0]))
+            ext = importlib.util.spec_from_file_location("bpe_openai._bindings", paths[0], loader=loader)
+            if ext is None:
+                return None
+            module = importlib.util.module_from_spec(ext)
+            loader.exec_module(module)
+            sys.modules["bpe_openai._bindings"] = module  # the package reuses it if imported later
+        return _RustEncoding(module.tokenizer_for_encoding(name))
+    except Exception:  # any other layout: the package's own API below
+        return None
+
+
 @functools.cache
 def _load(name: str) -> _Encoding:
+    fast = _rust_backend(name)
+    if fast is not None:
+        return fast
     import bpe_openai  # type: ignore[import-untyped]
 
     enc: Any = bpe_openai.get_encoding(name)
@@ -148,6 +203,13 @@ def estimate_tokens(text: str) -> int:
         return (len(text) + 3) // 4
     cjk = sum(1 for ch in text if _is_cjk(ord(ch)))
     return int(cjk * 1.5 + (len(text) - cjk) * 0.25 + 0.999)
+
+
+def token_bound(text: str) -> int:
+    """An upper bound of ``text``'s BPE tokens that needs no tokenizer: its UTF-8 bytes (every
+    token of a byte-level BPE is at least one byte). Below a threshold by this bound, a decision
+    needs no exact count."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def counter_for(model: str) -> Callable[[str], int]:

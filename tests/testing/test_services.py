@@ -36,3 +36,31 @@ def test_a_stopped_broker_leaves_no_process_behind() -> None:
         time.sleep(0.1)
     assert _brokers_of(broker.port) == []
     assert not broker.dir.exists()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not RabbitServer.available(), reason="needs Debian's rabbitmq-server (.ci/run installs it)")
+def test_the_broker_registers_with_an_epmd_of_its_own_that_stops_with_it() -> None:
+    """Left to itself the broker starts `epmd -daemon` on 4369, which detaches from every process
+    group and was still running after the tests (issue 27)."""
+    import subprocess
+
+    broker = RabbitServer()
+    try:
+        names = subprocess.run(
+            ["epmd", "-port", str(broker.epmd_port), "-names"], capture_output=True, text=True, timeout=10
+        ).stdout
+        assert f"tether{broker.port}" in names  # the node is registered with its own epmd
+    finally:
+        broker.stop()
+    assert not _listening(broker.epmd_port)
+    assert _brokers_of(broker.port) == []

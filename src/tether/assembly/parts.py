@@ -111,6 +111,8 @@ def _embedder_name(spec: str) -> str:
 
 def knowledge_extensions(settings: Settings, names: list[str]) -> list[Any]:
     """The tools of each named base, for an agent (suffixed with the name when there are several)."""
+    if not names:
+        return []  # and the knowledge package is not imported
     from tether.knowledge import KnowledgeTools
 
     max_chars, k = settings.kb.max_chars or 6000, settings.kb.results or 6

@@ -113,7 +113,7 @@ class Worker:
         return loop
 
     async def _run(self, job: Job) -> None:
-        from tether.server.events import event_data
+        from tether.server.events import Replayed, event_data
         from tether.server.runs import refused, run_tracer
         from tether.server.store import TurnRecord
 
@@ -143,6 +143,7 @@ class Worker:
                 created=0.0,
             )
             tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
+            replayed = self._replay(state, writer) if not new else Replayed(())
             async for event in run_stream(
                 agent,
                 job.prompt if new else None,
@@ -157,7 +158,9 @@ class Worker:
                     _log.warning("run %s: another worker took it over; this one stops", job.run_id)
                     saw_done = True
                     continue
-                writer.append(event.type, event_data(event, job.chosen))
+                data = event_data(event, job.chosen)
+                if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
+                    writer.append(event.type, data)
                 saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
             _log.warning("run %s could not start: %s", job.run_id, exc)
@@ -168,6 +171,25 @@ class Worker:
             with self._held_lock:
                 self._held.pop(job.run_id, None)
             self.jobs.finish(job.run_id, job.attempts)
+
+    def _replay(self, state: RunState, writer: EventWriter) -> Any:
+        """Write the events ``state`` implies that the run's stream lacks (a worker killed after a
+        save, before its events reached the database), and return what the stream holds."""
+        import json
+
+        from tether.server.events import Replayed, implied_events
+
+        kept: list[tuple[str, dict[str, Any]]] = []
+        after = 0
+        while rows := self.jobs.events_after(state.run_id, after, 500):
+            kept += [
+                (kind, json.loads(data)) for _, kind, data in rows if kind in ("turn", "tool_start", "tool_result")
+            ]
+            after = rows[-1][0]
+        replayed = Replayed(kept)
+        for data in implied_events(state, replayed):
+            writer.append(data["type"], data)
+        return replayed
 
     def _agent(self, job: Job) -> Agent:
         agent = self.agents.get(job.agent)

@@ -120,8 +120,26 @@ class RunContext:
             self._fixed_counted = True
         return True
 
+    def prompt_bound(self) -> int:
+        """An upper bound of the next prompt's tokens without a tokenizer (the provider's count of
+        the last prompt, then one token per byte since): a check below its threshold by this
+        bound needs no exact count, so most runs never load the tokenizer."""
+        from tether.tokens import token_bound
+
+        return estimate_prompt_tokens(
+            self.state,
+            fixed_prompt_tokens(self.system, self.tool_defs, token_bound),
+            count=token_bound,
+            trust_last_usage=not self.stale_usage,
+        )
+
     def counter_loaded(self) -> bool:
-        return self.counter_task is None or self.counter_task.done()
+        """Whether counting is exact without waiting (the tokenizer may never have been needed)."""
+        if self.counter_task is not None:
+            return bool(self.counter_task.done())
+        from tether.tokens import count_tokens, encoding_loaded
+
+        return self.count is not count_tokens or encoding_loaded()
 
     @property
     def model(self) -> Candidate:
@@ -148,6 +166,25 @@ class RunContext:
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
         """Save the state (and mirror the transcript to the session) after every change
         (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
+        self._mirror(rewrite, durable)
+        if self.store is not None:
+            if durable:
+                self.store.save(self.state, rewrite=rewrite)
+            else:
+                self.store.save(self.state, rewrite=rewrite, durable=False)
+
+    async def persist_durably(self) -> None:
+        """A durable :meth:`persist`, awaited: with a store that has ``save_async`` (RunStore), the
+        commit waits for its group's fsync off the event loop, so the other runs on this loop go
+        on meanwhile. Returns once the state is durable, as ``persist()`` does."""
+        save = getattr(self.store, "save_async", None)
+        if save is None:
+            self.persist()
+            return
+        # The session's mirror is synced on the commit's thread too, just before the commit.
+        await save(self.state, before=lambda: self._mirror(False, True))
+
+    def _mirror(self, rewrite: bool, durable: bool = True) -> None:
         if rewrite:
             self.stale_usage = True
             self.state.transcript_rewritten()
@@ -156,14 +193,17 @@ class RunContext:
             if rewrite or state.session_stale or state.session_synced > len(state.messages):
                 self.session.rewrite(state.session_id, state.messages)
             elif state.session_synced < len(state.messages):
-                self.session.append(state.session_id, state.messages[state.session_synced :])
+                new = state.messages[state.session_synced :]
+                if durable:
+                    self.session.append(state.session_id, new)
+                else:  # synced with the run's next durable save (a store that can wait for it)
+                    _append_unsynced(self.session, state.session_id, new)
+            elif durable:
+                sync = getattr(self.session, "sync", None)
+                if sync is not None:
+                    sync(state.session_id)
             state.session_synced = len(state.messages)
             state.session_stale = False
-        if self.store is not None:
-            if durable:
-                self.store.save(state, rewrite=rewrite)
-            else:
-                self.store.save(state, rewrite=rewrite, durable=False)
 
     def stop(self, halt: Stop) -> None:
         self.halt = halt
@@ -199,6 +239,14 @@ class RunContext:
             self.read_cache.clear()  # a write may change what any earlier read returned
         elif key is not None and result.status == "ok":
             self.read_cache[key] = result
+
+
+def _append_unsynced(session: Any, session_id: str, messages: Any) -> None:
+    """Append without waiting for the disk where the store can (a JSONL store: see its ``sync``)."""
+    if getattr(session, "sync", None) is not None:
+        session.append(session_id, messages, durable=False)
+    else:
+        session.append(session_id, messages)
 
 
 def tool_definitions(tools: dict[str, Any]) -> tuple[ToolDefinition, ...]:

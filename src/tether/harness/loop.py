@@ -91,9 +91,10 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
 
 
 def _start_counter(rc: RunContext) -> None:
-    """Start loading the tokenizer (0.5–3 s the first time in a process) in a worker thread: the
-    first model call does not wait for it unless a budget needs a count first
-    (:meth:`RunContext.counter_ready`)."""
+    """Start loading the tokenizer (~0.1 s and ~70 MB the first time in a process) in a worker
+    thread, when a decision first needs exact counts: at the start of a run with a budget (its
+    first plan waits for it, :meth:`RunContext.counter_ready`), or when the context nears the
+    compaction threshold (:func:`_past_threshold`)."""
     if rc.count is not count_tokens or rc.counter_task is not None or encoding_loaded():
         return  # nothing to load: later runs in a process start no thread
     loop = asyncio.get_running_loop()
@@ -301,13 +302,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending:
             async for event in run_pending(rc, pending):
                 yield event
-            if (
-                rc.halt is None
-                and rc.agent.compaction
-                and context_window(rc) is not None
-                and await rc.counter_ready()
-                and should_compact(rc)
-            ):
+            if rc.halt is None and rc.agent.compaction and context_window(rc) is not None and await _past_threshold(rc):
                 async for event in compact(rc):
                     yield event
             continue
@@ -322,6 +317,16 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             yield event
 
 
+async def _past_threshold(rc: RunContext) -> bool:
+    """Whether the context passed the compaction threshold. An upper bound that needs no
+    tokenizer settles the check while the context is well below it; near it, exact counts do."""
+    window = context_window(rc)
+    if window is not None and rc.count is count_tokens and rc.prompt_bound() <= rc.agent.compaction_threshold * window:
+        return False
+    _start_counter(rc)
+    return await rc.counter_ready() and should_compact(rc)
+
+
 async def _start(rc: RunContext) -> AsyncIterator[Event]:
     """Before the first step: count a request lost in a crash, start the tokenizer, run every
     middleware's ``before_agent`` (which may stop the run)."""
@@ -332,7 +337,8 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
         state.cost_unknown_usd += lost.max_cost_usd or 0.0
         rc.persist(durable=False)
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
-    _start_counter(rc)
+    if rc.agent.max_budget_usd is not None:
+        _start_counter(rc)  # the first plan waits for exact counts: start them now
     for mw in rc.agent.middleware:
         verdict = None
         # A hook's model calls listen to Stop and count what they cost: let it end its own way.

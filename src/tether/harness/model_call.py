@@ -55,7 +55,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             rc.stop(plan)
             return
         turn.attempt += 1
-        in_flight = _send_intent(rc, plan)
+        in_flight = await _send_intent(rc, plan)
         streamed: list[str] = []  # what the provider streamed in this attempt, counted if its reply is lost
         try:
             response = None
@@ -139,7 +139,7 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
     yield Fallback(rc.state.run_id, before, rc.model_name, str(exc))
 
 
-def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
+async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     # Without a budget there is no plan's estimate; while the tokenizer still loads, the
     # tokenizer-free estimate is enough for this record of a worst case.
     prompt = plan.prompt_estimate or (
@@ -147,10 +147,10 @@ def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
         if rc.counter_loaded()
         else estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens)
     )
-    return note_in_flight(rc, prompt, plan.max_tokens)
+    return await note_in_flight(rc, prompt, plan.max_tokens)
 
 
-def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
+async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
     """Save what is about to be asked before asking (every model call: turns and summaries): a
     request the process dies during is billed by the provider, and a resume counts its worst case
     as spent-unknown (see the loop)."""
@@ -159,8 +159,9 @@ def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallI
     rc.state.call_in_flight = CallInFlight(
         model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_cost_usd=worst
     )
-    rc.persist()  # the step's one durable save: the reply and results before it, and this note
-    return rc.state.call_in_flight
+    in_flight = rc.state.call_in_flight
+    await rc.persist_durably()  # the step's one durable save: the reply and results before it, and this note
+    return in_flight
 
 
 def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
@@ -204,7 +205,7 @@ async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | No
     rc.state.call_in_flight = CallInFlight(
         model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
     )
-    rc.persist()
+    await rc.persist_durably()
     try:
         response = await rc.signal.race(candidate.provider.complete(request))
     except RunCancelled:

@@ -17,6 +17,7 @@ messages), and a load always sees a state saved whole.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -34,7 +35,7 @@ from tether.fileio import atomic_write, private_dir
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
-__all__ = ["RunStore", "read_header"]
+__all__ = ["GroupSync", "RunStore", "read_header"]
 
 _SLOTS = ("state.a.json", "state.b.json")
 _MESSAGES = "messages.jsonl"
@@ -59,6 +60,71 @@ def _sync(fd: int) -> None:
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
 
 
+class GroupSync:
+    """Group commit: the fsyncs of many runs in one process, shared the way a database's write-ahead
+    log shares its flushes.
+
+    A commit hands its file to :meth:`sync` and waits. When no group is being synced, it syncs at
+    once (a lone run pays exactly one fdatasync, as before). Otherwise it joins the next group: the
+    commits that arrive while a group is being synced are synced together when it ends, their
+    fdatasyncs issued at the same moment from a few threads, so the file system folds them into one
+    journal commit and one cache flush. A commit waits for its own group, never for the syncs of
+    every other run queued before it; and it returns only once its own file is on the disk (an
+    error is raised to that commit alone)."""
+
+    def __init__(self, threads: int = 16) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, list[BaseException | None]]] = []
+        self._busy = False
+        self._pool: Any = None
+        self._threads = threads
+        self.groups = 0  # groups synced (for tests and benchmarks)
+        self.synced = 0  # files synced
+
+    @property
+    def busy(self) -> bool:
+        """Whether a group is being synced (a commit now would join the next one)."""
+        return self._busy
+
+    def sync(self, fd: int) -> None:
+        """Make ``fd`` durable; returns when it is (raises the fdatasync's error, if any)."""
+        outcome: list[BaseException | None] = []
+        with self._cond:
+            self._queue.append((fd, outcome))
+            while self._busy and not outcome:  # a group is being synced: this one joins the next
+                self._cond.wait()
+            if not outcome:  # nobody syncs: this commit leads the group of all that wait, itself among them
+                self._busy = True
+                group, self._queue = self._queue, []
+        if not outcome:
+            errors = self._sync_all([f for f, _ in group])
+            with self._cond:
+                for (_, done), error in zip(group, errors, strict=True):
+                    done.append(error)
+                self.groups += 1
+                self.synced += len(group)
+                self._busy = False
+                self._cond.notify_all()  # the group's commits return; of those queued since, one leads next
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def _sync_all(self, fds: list[int]) -> list[BaseException | None]:
+        def one(fd: int) -> BaseException | None:
+            try:
+                _sync(fd)
+            except OSError as exc:
+                return exc
+            return None
+
+        if len(fds) == 1:
+            return [one(fds[0])]
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="tether-fsync")
+        return list(self._pool.map(one, fds))
+
+
 def _encode_header(header: dict[str, Any]) -> bytes:
     body = json.dumps(header, separators=(",", ":")).encode()
     data = b"%s\n%d\n%s\n" % (hashlib.sha256(body).hexdigest().encode(), len(body), body)
@@ -76,11 +142,12 @@ class _Files:
     """The open descriptors of one run: its two header slots and its transcript, with where this
     process left the transcript's end (-1 when unknown: the next save cuts it back to the commit)."""
 
-    __slots__ = ("end", "name", "slots", "transcript")
+    __slots__ = ("busy", "end", "name", "slots", "transcript")
 
     def __init__(self, d: Path) -> None:
         self.slots = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
         self.transcript, self.name, self.end = -1, "", -1
+        self.busy = 0  # saves using these descriptors right now (on other threads): never closed under them
 
     def transcript_fd(self, d: Path, name: str) -> int:
         if name != self.name:
@@ -232,9 +299,14 @@ def _next_name(name: str) -> str:
 class RunStore:
     """Runs under ``root`` (usually ``$TETHER_HOME/runs``)."""
 
-    def __init__(self, root: Path | str, *, fsync: bool = True) -> None:
+    def __init__(self, root: Path | str, *, fsync: bool = True, group: GroupSync | None = None) -> None:
         self.root = Path(root)
         self.fsync = fsync
+        # Every run saved through this store shares its fsyncs (group commit); pass one GroupSync
+        # to several stores on the same disk to share them across stores too.
+        self.group = group or GroupSync()
+        self._commit_pool: Any = None  # threads for save_async, made on first use
+        self._inflight = 0  # save_async commits on those threads now
         self._committed: dict[str, _Commit] = {}  # run id → where it stands on disk
         # run id → descriptors of its header slots and transcript, open between saves. Those of runs
         # held by ``lock`` stay open until the run lets go; of the others, only the latest's. One store
@@ -266,10 +338,17 @@ class RunStore:
         before each side effect, and non-durable ones in between (see docs/harness.md).
         """
         d = self._dir(state.run_id)
+        files = self._files(state.run_id, d)
+        try:
+            self._save(state, d, files, rewrite, durable)
+        finally:
+            with self._fd_lock:
+                files.busy -= 1
+
+    def _save(self, state: RunState, d: Path, files: _Files, rewrite: bool, durable: bool) -> None:
         commit = self._committed.get(state.run_id) or self._read_commit(d)
         durable = durable or commit.unsure
         messages = state.messages
-        files = self._files(state.run_id, d)
         if rewrite or len(messages) < commit.count:
             # A new file under a new name; the header switches to it in one rename, so a crash
             # leaves either the old transcript or the new one, never a mix.
@@ -303,9 +382,54 @@ class RunStore:
         if tail is not None:
             tail = tail + new if len(tail) + len(new) <= _TAIL_MAX else None
         if self.fsync and durable and tail is None:
-            _sync(fd)  # lines before the header that counts them
+            self.group.sync(fd)  # lines before the header that counts them
             synced, tail = files.end, bytearray()
         self._commit(state, files, commit, len(messages), files.end, durable, commit.name, synced, tail, hasher)
+
+    async def save_async(
+        self, state: RunState, *, rewrite: bool = False, durable: bool = True, before: Any = None
+    ) -> None:
+        """:meth:`save` on one of the store's commit threads, awaited: the event loop goes on with
+        its other runs while this commit waits for its group's fsync (:class:`GroupSync`), so the
+        runs of a server share their fsyncs instead of taking turns. Returns once the save is
+        done, durable when asked. Cancelled while it runs, it still finishes before the
+        cancellation goes on (the run's next save must not overtake it). ``before`` (a function)
+        runs first on the same thread: what must be written, and waited for, before the save
+        (a session's mirror of the transcript)."""
+        with self._fd_lock:
+            lone = self._held == {state.run_id} and not self._inflight and not self.group.busy
+        if not (self.fsync and durable) or lone:
+            # Nothing to wait for, or the only run this store holds, with no other commit to share
+            # a sync with (`tether run`): saved here, as save() does, with no thread hop.
+            if before is not None:
+                before()
+            self.save(state, rewrite=rewrite, durable=durable)
+            return
+        if self._commit_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with self._fd_lock:
+                if self._commit_pool is None:
+                    self._commit_pool = ThreadPoolExecutor(64, thread_name_prefix="tether-commit")
+
+        def commit() -> None:
+            if before is not None:
+                before()
+            self.save(state, rewrite=rewrite, durable=durable)
+
+        with self._fd_lock:
+            self._inflight += 1
+        try:
+            job = self._commit_pool.submit(commit)
+            try:
+                await asyncio.wrap_future(job)
+            except asyncio.CancelledError:
+                if not job.cancel():
+                    job.result()  # started: let it end (milliseconds) before anything else is saved
+                raise
+        finally:
+            with self._fd_lock:
+                self._inflight -= 1
 
     def _transcript(self, files: _Files, d: Path, commit: _Commit) -> int:
         """The transcript's descriptor, its end put back to the last commit: lines a crashed save
@@ -356,7 +480,7 @@ class RunStore:
         slot = 1 - commit.durable_slot
         _write_all(files.slots[slot], _encode_header(header), 0)
         if self.fsync and durable:
-            _sync(files.slots[slot])
+            self.group.sync(files.slots[slot])
         if durable:
             commit.durable_slot, commit.unsure = slot, False
         commit.count, commit.nbytes, commit.name, commit.seq = count, nbytes, name, commit.seq + 1
@@ -398,10 +522,11 @@ class RunStore:
         with self._fd_lock:
             files = self._fds.get(run_id)
             if files is None:
-                for other in [r for r in self._fds if r not in self._held]:
+                for other in [r for r, f in self._fds.items() if r not in self._held and not f.busy]:
                     self._close_fds(other)
                 private_dir(d)
                 files = self._fds[run_id] = _Files(d)
+            files.busy += 1
         return files
 
     def _close_fds(self, run_id: str) -> None:
@@ -413,6 +538,9 @@ class RunStore:
         with self._fd_lock:
             for run_id in list(self._fds):
                 self._close_fds(run_id)
+            pool, self._commit_pool = self._commit_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

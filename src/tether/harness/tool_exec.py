@@ -151,6 +151,8 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         yield ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind)
         rc.stop(halt)
         return
+    if call.id in state.intents:
+        await rc.persist_durably()  # the intent is on disk before the side effect can happen
     if call.id in state.approved and (getattr(tool, "needs_approval", False) or call.id in state.intents):
         yield Decision(state.run_id, call.id, call.name, "approved", state.approved_reasons.get(call.id, ""))
     async for event in _execute(rc, call, tool, args):
@@ -185,8 +187,7 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Stop | None:
         )
     if tool.read_only or getattr(tool, "idempotent", False):
         return None
-    state.intents[call.id] = Intent(key=f"{state.run_id}:{call.id}")
-    rc.persist()  # the intent is on disk before the side effect can happen
+    state.intents[call.id] = Intent(key=f"{state.run_id}:{call.id}")  # saved durably by the caller
     return None
 
 

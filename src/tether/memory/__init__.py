@@ -4,9 +4,14 @@ write, shown to the model at the start of each session, changed with the ``memor
 ``Agent(model=..., extensions=[Memory.open()])`` is all an agent needs.
 """
 
+from typing import TYPE_CHECKING
+
+from tether._lazy import lazy_exports
 from tether.memory.core import DEFAULT_NOTES_LIMIT, DEFAULT_PROFILE_LIMIT, Memory, MemoryScope
-from tether.memory.scan import Finding, ModelScanner, PatternScanner, Scanner, default_scanner, scan_context_text
 from tether.memory.store import STORES, Change, MemoryRefused, StoreUsage
+
+if TYPE_CHECKING:
+    from tether.memory.scan import Finding, ModelScanner, PatternScanner, Scanner, default_scanner, scan_context_text
 
 __all__ = [
     "DEFAULT_NOTES_LIMIT",
@@ -24,3 +29,14 @@ __all__ = [
     "default_scanner",
     "scan_context_text",
 ]
+
+# The scanner is imported on first use (its patterns are many): a run that writes no memory and has
+# none to show never loads it.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        ("Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scanner", "scan_context_text"),
+        "tether.memory.scan",
+    ),
+    globals(),
+)

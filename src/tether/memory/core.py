@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
-from tether.memory.scan import Finding, Scanner, default_scanner
 from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, clean_entry
 
 if TYPE_CHECKING:
+    from tether.memory.scan import Finding, Scanner
     from tether.postgres.db import Database
 
 __all__ = ["DEFAULT_NOTES_LIMIT", "DEFAULT_PROFILE_LIMIT", "Memory", "MemoryScope"]
@@ -65,7 +65,7 @@ class Memory(Extension):
 
     def __init__(self, profile: MemoryStore, notes: MemoryStore, *, scanners: Sequence[Scanner] | None = None) -> None:
         self.stores: dict[str, MemoryStore] = {"profile": profile, "notes": notes}
-        self.scanners: tuple[Scanner, ...] = tuple(scanners) if scanners is not None else (default_scanner(),)
+        self._scanners: tuple[Scanner, ...] | None = tuple(scanners) if scanners is not None else None
         self._passed: set[str] = set()  # entries already scanned clean (each session start rescans the files)
 
     @classmethod
@@ -126,6 +126,16 @@ class Memory(Extension):
             PgTextStore(pool, "notes", notes, notes_limit),
             scanners=scanners,
         )
+
+    @property
+    def scanners(self) -> tuple[Scanner, ...]:
+        """The scanners every write (and every entry shown) passes; the default one is built on
+        first use, so memory that is never written or shown never loads it."""
+        if self._scanners is None:
+            from tether.memory.scan import default_scanner
+
+            self._scanners = (default_scanner(),)
+        return self._scanners
 
     # -- reading -----------------------------------------------------------------------------
 

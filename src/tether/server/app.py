@@ -218,7 +218,7 @@ def _run_manager(
             sessions=session_store(None, settings),
             store=store,
             telemetry=telemetry,
-            threads=settings.serve.run_threads or 4,
+            threads=settings.serve.run_threads or 1,
         )
     raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
 
@@ -383,9 +383,19 @@ def _core(request: Request) -> Core:
     return core
 
 
-def current_user(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
-    """The caller: the name of its bearer token; ``local`` when the server has no tokens."""
+async def current_user(request: Request, authorization: Annotated[str | None, Header()] = None) -> str:
+    """The caller: the name of its bearer token; ``local`` when the server has no tokens. Asked of
+    a local store on the event loop (microseconds), of a remote one on a worker thread."""
     store = _core(request).store
+    if getattr(store, "answers_inline", False):
+        return _user(store, authorization)
+    from starlette.concurrency import run_in_threadpool
+
+    user: str = await run_in_threadpool(_user, store, authorization)
+    return user
+
+
+def _user(store: ServerStore, authorization: str | None) -> str:
     if not store.auth_required():
         return "local"
     scheme, _, token = (authorization or "").partition(" ")

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from pydantic_core import to_jsonable_python
 from tether.events import Done, Event
 from tether.fileio import private_dir
 
-__all__ = ["PRUNED", "EventLog", "args_hash", "encode_event", "event_data", "pruned_line"]
+__all__ = ["PRUNED", "EventLog", "Replayed", "args_hash", "encode_event", "event_data", "implied_events", "pruned_line"]
 
 _log = logging.getLogger("tether.server")
 
@@ -49,6 +49,77 @@ def event_data(event: Event, chosen: dict[str, Any] | None = None) -> dict[str, 
     if data.get("widget", True) is None:
         del data["widget"]
     return data
+
+
+class Replayed:
+    """What a resumed run's stream already holds of the run (its ``turn`` numbers, and the calls it
+    started and finished), to write what the saved state implies and the stream lacks, and to drop
+    a second ``tool_start`` when a call cut short is run again."""
+
+    def __init__(self, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        self.turns: set[int] = set()
+        self.started: set[str] = set()
+        self.finished: set[str] = set()
+        for kind, data in events:
+            self.note(kind, data)
+
+    def note(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "turn" and isinstance(data.get("turn"), int):
+            self.turns.add(data["turn"])
+        elif kind == "tool_start":
+            self.started.add(str(data.get("call_id")))
+        elif kind == "tool_result":
+            self.finished.add(str(data.get("call_id")))
+
+    def repeats(self, kind: str, data: dict[str, Any]) -> bool:
+        """Whether the live event ``kind`` is one the stream holds already (then it is not sent)."""
+        if kind == "tool_start":
+            return str(data.get("call_id")) in self.started
+        if kind == "turn":
+            return data.get("turn") in self.turns
+        return False
+
+
+def implied_events(state: Any, replayed: Replayed) -> list[dict[str, Any]]:
+    """The events the saved ``state`` (a RunState) implies that the stream lacks: for each model
+    turn of the run, its text and its ``turn``; for each recorded tool result, its ``tool_start``
+    and ``tool_result``. A worker killed after a save but before its events were written left
+    them out; the one that resumes the run writes these first, so every turn and every call is in
+    the stream exactly once. Rebuilt events carry ``"replayed": true`` (their ``ms`` is 0, and a
+    turn's ``cost_usd`` is the run's as saved)."""
+    from tether.events import TextDelta, ToolResultEvent, ToolStart, Turn
+    from tether.messages import AssistantMessage, ToolMessage
+    from tether.usage import Usage
+
+    out: list[dict[str, Any]] = []
+    calls: dict[str, Any] = {}
+    turn = -int(getattr(state, "history_turns", 0) or 0)
+    cost = None if state.unpriced_models else state.cost_usd
+    for m in state.messages:
+        if isinstance(m, AssistantMessage):
+            turn += 1
+            calls.update({c.id: c for c in m.tool_calls})
+            if turn >= 1 and turn not in replayed.turns:
+                text = m.text if hasattr(m, "text") else ""
+                if text:
+                    out.append(event_data(TextDelta(state.run_id, text)))
+                usage = m.usage or Usage()
+                out.append(
+                    event_data(Turn(state.run_id, turn, m.model or state.model or "", usage, cost, m.finish_reason))
+                )
+        elif isinstance(m, ToolMessage) and turn >= 1 and m.call_id not in replayed.finished:
+            call = calls.get(m.call_id)
+            if m.call_id not in replayed.started:
+                args = call.arguments if call is not None else ""
+                out.append(event_data(ToolStart(state.run_id, m.call_id, m.name, args)))
+            status = m.status
+            out.append(event_data(ToolResultEvent(state.run_id, m.call_id, m.name, not m.is_error, 0.0, status)))
+        else:
+            turn += getattr(m, "summary_turns", None) or 0 if m.role != "tool" else 0
+    for data in out:
+        data["replayed"] = True
+        replayed.note(data["type"], data)
+    return out
 
 
 def encode_event(data: dict[str, Any]) -> str:

@@ -117,6 +117,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 class SqliteServerStore:
     """The server's records in one SQLite file (WAL; one connection shared under a lock)."""
 
+    # Its queries are local and take microseconds: the server asks them on its event loop
+    # instead of a worker thread (a thread hop per request cost more than the query).
+    answers_inline = True
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":

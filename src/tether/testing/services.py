@@ -101,6 +101,16 @@ def _group_alive(group: int) -> bool:
     return True
 
 
+def _wait_port(port: int, timeout: float) -> None:
+    """Until something accepts connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} within {timeout} s")
+
+
 class RabbitServer:
     """RabbitMQ on a free loopback port, its files in a temporary directory. Needs Debian's
     ``rabbitmq-server`` (``apt-get install rabbitmq-server``); ``available()`` says whether it is."""
@@ -138,6 +148,19 @@ class RabbitServer:
         for sub in ("mnesia", "log"):
             (self.dir / sub).mkdir()
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
+        # Erlang's node registry (epmd) of its own, on a free port, run in the foreground as our
+        # child: left to itself, the broker starts `epmd -daemon` on 4369, which detaches from every
+        # process group and outlives the tests.
+        self.epmd_port = free_port()
+        env["ERL_EPMD_PORT"] = str(self.epmd_port)
+        self._epmd = subprocess.Popen(
+            [shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        _wait_port(self.epmd_port, 10)
         self._proc = subprocess.Popen(
             [binary],
             env=env,
@@ -197,6 +220,12 @@ class RabbitServer:
                 break
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(1)
+        self._epmd.terminate()  # after the broker, which unregisters from it
+        try:
+            self._epmd.wait(5)
+        except subprocess.TimeoutExpired:
+            self._epmd.kill()
+            self._epmd.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RabbitServer:

@@ -1,0 +1,35 @@
+"""What a command does not need, it does not import (issue 24): a run that writes no memory loads
+no memory scanner, a run without --kb no knowledge base, and no run loads bpe-openai's wrapper."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = """
+import contextlib, io, sys
+from tether.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+heavy = ("tether.memory.scan", "tether.knowledge", "bpe_openai", "sqlite3")
+print(code, *[m for m in heavy if m in sys.modules])
+"""
+
+
+def _probe(tmp_path: Path, *argv: str) -> list[str]:
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    env.pop("TETHER_MODEL", None)
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_a_run_loads_neither_the_scanner_nor_the_knowledge_base(workspace: Path, tmp_path: Path) -> None:
+    out = _probe(tmp_path, "run", "--model", "scripted/plan", "--cwd", str(workspace), "Which file mentions a timeout?")
+    assert out == ["0"]
+
+
+def test_a_memory_write_is_scanned(tmp_path: Path) -> None:
+    out = _probe(tmp_path, "memory", "add", "--notes", "the build uses make")
+    assert out == ["0", "tether.memory.scan"]
