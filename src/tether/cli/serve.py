@@ -170,6 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=15,
         timeout_keep_alive=75,
+        backlog=_backlog(),
         http=guarded_protocol(
             float(serve.header_timeout_s or DEFAULT_HEADER_TIMEOUT_S),
             DEFAULT_PER_CLIENT if per_client is None else int(per_client),
@@ -182,10 +183,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"tether serve: {_cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
         return EXIT_CANNOT_LISTEN
     server = uvicorn.Server(config)
-    _announce(server, args.host)
+    _announce(server, args.host, sock)
     _stop_runs_first(server, app)
     server.run(sockets=[sock])
     return 0
+
+
+LISTEN_QUEUE = 2048  # connections the kernel holds for us (uvicorn's default)
+
+
+def _backlog() -> int:
+    """How many pending connections to accept in one go. asyncio accepts up to its backlog at once,
+    before any of them can be answered or closed, so a burst of clients (slowloris) larger than the
+    free file descriptors ran the process out of them, and a normal request waited behind the
+    retries. An eighth of the descriptor limit per go leaves room for the files, the connections
+    being closed and the answers; the kernel still queues LISTEN_QUEUE (see :func:`_announce`)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return LISTEN_QUEUE if soft == resource.RLIM_INFINITY else max(8, min(LISTEN_QUEUE, soft // 8))
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -232,12 +248,13 @@ def _stop_runs_first(server: Any, app: Any) -> None:
     server.shutdown = stop
 
 
-def _announce(server: Any, host: str) -> None:
+def _announce(server: Any, host: str, listening: socket.socket) -> None:
     """Say where the server listens once it does (the port may have been 0: any free one)."""
     started = server.startup
 
     async def startup(sockets: Any = None) -> None:
         await started(sockets=sockets)
+        listening.listen(LISTEN_QUEUE)  # asyncio set the kernel's queue to its accept batch: widen it again
         for s in getattr(server, "servers", ()):
             for sock in s.sockets:
                 addr = sock.getsockname()
