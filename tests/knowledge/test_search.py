@@ -241,6 +241,87 @@ def test_exact_counts_a_document_whose_item_id_names_the_identifier(open_kb: Ope
     assert "datasheet-0418.md" not in documents and "twin.md" not in documents
 
 
+class TwinBlind:
+    """An embedder that cannot tell the twins apart and prefers the wrong one, as MiniLM did on
+    the README's example: every text about the FVAM-2050 family is near the query, the C model
+    nearest."""
+
+    name = "test/twin-blind"
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        def one(text: str) -> list[float]:
+            if "FVAM-2050-C" in text or "seals" in text.casefold():  # the query asks about seals
+                return [1.0, 0.0, 0.0]
+            if "FVAM" in text:
+                return [0.8, 0.6, 0.0]
+            return [0.0, 0.0, 1.0]
+
+        return np.asarray([one(t) for t in texts], dtype=np.float32)
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "exact"])
+def test_the_identifier_asked_about_outranks_its_near_twin_in_every_mode(open_kb: Opener, mode: str) -> None:
+    kb = catalogue(open_kb, TwinBlind())
+    query = "What are the FVAM-2050-B's seals made of?"
+    assert kb.search(query, mode="vector", k=20, alpha=None).hits  # the embedder is in use
+    twin_first = kb._vector(query, 5, None)
+    assert kb.store.chunks(twin_first[:1])[twin_first[0]].document == "twin.md"  # vectors alone would fail
+    hits = kb.search(query, mode=mode, k=20).hits
+    holding = [bool(literal("FVAM-2050-B").search(h.chunk.indexed_text)) for h in hits]
+    assert holding[0], [h.citation for h in hits]
+    assert holding == sorted(holding, reverse=True), [h.citation for h in hits]  # every holder above every other
+    assert {h.citation for h in hits if h.ranks.get("exact")} == {"valves.md:6-14", "spares.md:1-3"}
+
+
+def test_identifiers_are_found_in_a_question_and_words_are_not() -> None:
+    from tether.knowledge.exact import identifiers
+
+    assert identifiers("What are the FVAM-2050-B's seals made of? Or SK-77.") == ["FVAM-2050-B", "SK-77"]
+    assert identifiers("error E1234 on RS485 since 1.2.3, x86_64 and O_NONBLOCK") == [
+        "E1234",
+        "RS485",
+        "1.2.3",
+        "x86_64",
+    ]
+    assert identifiers("a well-known read-only file of 2050 bytes, and/or more") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("part FVAM-2050-B.", True),
+        ("(FVAM-2050-B)", True),
+        ("FVAM-2050-B/C kits", True),
+        ("part FVAM-2050-B.1 is newer", False),
+        ("FVAM-2050-BX", False),
+        ("X-FVAM-2050-B", False),
+        ("FVAM-2050-B_old", False),
+    ],
+)
+def test_an_identifier_edge_includes_a_dot_before_a_digit(text: str, holds: bool) -> None:
+    from tether.knowledge.exact import literal as held
+
+    assert bool(held("FVAM-2050-B").search(text)) is holds
+
+
+def test_exact_does_not_return_a_revision_of_the_part(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
+    kb.add_text("revisions.md", "# Revisions\n\nThe FVAM-2050-B.1 replaces the old seat material.\n")
+    documents = {h.chunk.document for h in kb.search("FVAM-2050-B", mode="exact", k=20).hits}
+    assert documents == {"valves.md", "spares.md"}
+
+
+@pytest.mark.parametrize("token", ["FVAM\x00-2050-B", "\x00", "SK-77\x00"])
+def test_a_nul_in_an_exact_lookup_finds_nothing_on_every_store(open_kb: Opener, token: str) -> None:
+    kb = catalogue(open_kb)
+    result = kb.search(token, mode="exact")
+    assert result.hits == [] and "no chunk contains" in result.note
+    assert kb.entity_chunks(token).hits == []
+    assert kb.search(token, mode="hybrid").query == token  # any mode answers, none raises
+
+
 # -- keyword safety ----------------------------------------------------------------------------
 
 

@@ -30,12 +30,14 @@ from typing import Any, Literal
 from tether.errors import ConfigError, UserError
 from tether.knowledge.chunking import Chunk, chunk_text
 from tether.knowledge.embed import Embedder
+from tether.knowledge.exact import identifiers, literal
 from tether.knowledge.graph import Extractor, RuleExtractor
 from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
 
 __all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
 Mode = Literal["hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical"]
+Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, its rank in each ranking), best first
 MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
 RRF_K = 60
 DEFAULT_ALPHA = 0.55
@@ -302,7 +304,7 @@ class KnowledgeBase:
                 rankings, weights = {"seed": seed_ids, "graph": connected}, {"seed": 1.0, "graph": 1.0}
             else:
                 rankings["graph"], weights["graph"] = connected, GRAPH_WEIGHT
-        fused = _fuse(rankings, weights)
+        fused = self._pin(query, _fuse(rankings, weights), depth, allowed)
         return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
 
     def _has_vectors(self) -> bool:
@@ -338,21 +340,31 @@ class KnowledgeBase:
                 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-vector")
         return _POOL.submit(self._vector, query, depth, allowed)
 
+    def _holding(self, token: str, limit: int, allowed: set[int] | None) -> list[int]:
+        """Chunks that hold ``token`` exactly (see :mod:`tether.knowledge.exact`), best BM25 of
+        its words as a phrase first, then the chunks of documents filed under it by metadata
+        (``exact_fields``), where the text need not spell it."""
+        words = tokens(token)
+        if not words:
+            return []
+        candidates = [cid for cid, _ in self.store.keyword(words, limit, allowed, phrase=True)]
+        rows = self.store.chunks(candidates)
+        pattern = literal(token)
+        held = [cid for cid in candidates if cid in rows and pattern.search(rows[cid].indexed_text)]
+        by_field: set[int] = set()
+        for name in self.exact_fields:
+            by_field |= self.store.doc_ids({name: token}) or set()
+        if allowed is not None:
+            by_field &= allowed
+        if by_field:
+            held += [cid for cid in self.store.chunk_ids(by_field) if cid not in held]
+        return held
+
     def _exact(
         self, token: str, k: int, alpha: float | None, allowed: set[int] | None, min_score: float | None
     ) -> SearchResult:
         token = token.strip()
-        literal = re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
-        by_field = set()
-        for name in self.exact_fields:
-            by_field |= self.store.doc_ids({name: token}) or set()
-        candidates = [cid for cid, _ in self.store.keyword(tokens(token), 2000, allowed, phrase=True)]
-        rows = self.store.chunks(candidates)
-        strict = [cid for cid in candidates if cid in rows and literal.search(rows[cid].text)]
-        if by_field:  # a document filed under the identifier counts whole, even where its text does not spell it
-            strict += [cid for cid in self.store.chunk_ids(by_field) if cid not in strict]
-            if allowed is not None:
-                strict = [cid for cid in strict if self.store.chunks([cid])[cid].doc_id in allowed]
+        strict = self._holding(token, 2000, allowed)
         if not strict:
             return SearchResult(token, "exact", [], f"no chunk contains {token!r} exactly")
         rankings = {"keyword": strict}
@@ -361,6 +373,29 @@ class KnowledgeBase:
             rankings["vector"] = self._vector(token, len(strict), None, among=set(strict))
             weights["vector"] = EXACT_ALPHA if alpha is None else alpha
         return SearchResult(token, "exact", self._hits(_fuse(rankings, weights), k, min_score))
+
+    def _pin(self, query: str, fused: Fused, depth: int, allowed: set[int] | None) -> Fused:
+        """``fused`` with the chunks that hold the query's identifiers exactly moved to the top
+        (those holding more of them first, then in ``fused``'s order), so a near twin never
+        outranks the part asked about. A pinned chunk that neither ranking reached joins with
+        the score of the ranking's last place, and its place in the exact ranking."""
+        held: dict[int, int] = {}
+        order: dict[int, int] = {}
+        for token in identifiers(query):
+            for n, cid in enumerate(self._holding(token, 2 * depth, allowed)):
+                held[cid] = held.get(cid, 0) + 1
+                order.setdefault(cid, n)
+        if not held:
+            return fused
+        place = {cid: n for n, (cid, _, _) in enumerate(fused)}
+        floor = fused[-1][1] if fused else 1.0 / (RRF_K + 1)
+        entry = {cid: (cid, score, ranks) for cid, score, ranks in fused}
+        pinned = sorted(held, key=lambda c: (-held[c], place.get(c, len(fused)), order[c]))
+        top = []
+        for n, cid in enumerate(pinned, 1):
+            _, score, ranks = entry.get(cid, (cid, floor, {}))
+            top.append((cid, score, {**ranks, "exact": n}))
+        return top + [e for e in fused if e[0] not in held]
 
     def _walk(self, seeds: list[int], hops: int, depth: int, allowed: set[int] | None) -> tuple[list[int], list[str]]:
         """Chunks reached from the seeds' entities, one or two relations away, best first."""
@@ -405,7 +440,7 @@ class KnowledgeBase:
             entities=[found[1]],
         )
 
-    def _hits(self, fused: list[tuple[int, float, dict[str, int]]], k: int, min_score: float | None) -> list[Hit]:
+    def _hits(self, fused: Fused, k: int, min_score: float | None) -> list[Hit]:
         rows = self.store.chunks(cid for cid, _, _ in fused[: k * 4])
         hits: list[Hit] = []
         seen: set[tuple[int, int]] = set()
@@ -414,7 +449,7 @@ class KnowledgeBase:
             if row is None:
                 continue
             if min_score is not None and score < min_score:
-                break
+                continue  # pinned identifiers come first whatever their score: the rest may be higher
             where = (row.doc_id, row.start_line)
             if where in seen:
                 continue  # the same place twice: the better one is already in
@@ -440,7 +475,7 @@ _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds,
 _POOL_LOCK = threading.Lock()
 
 
-def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> list[tuple[int, float, dict[str, int]]]:
+def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
     """Weighted reciprocal rank fusion: ``Σ w / (k + rank)``, ranks from 1; best first, ties by
     chunk id so the order is stable."""
     scores: dict[int, float] = {}

@@ -129,6 +129,11 @@ class ChunkRow:
     def citation(self) -> str:
         return f"{self.document}:{self.start_line}-{self.end_line}"
 
+    @property
+    def indexed_text(self) -> str:
+        """What search sees: the heading path, then the text."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
 
 class KnowledgeStore(Protocol):
     """What a knowledge base needs from storage."""

@@ -197,6 +197,8 @@ class PgKnowledgeStore:
         return DocumentInfo(int(row[0]), row[1], row[2], row[3], row[4], row[5], int(row[7]), float(row[6]))
 
     def document(self, name: str) -> DocumentInfo | None:
+        if "\x00" in name:
+            return None
         rows = self.db.execute(self._DOC + " AND d.name = %s", (self.kb, name))
         return self._info(rows[0]) if rows else None
 
@@ -399,6 +401,8 @@ class PgKnowledgeStore:
         A metadata filter matches string values only, as SQLite's ``json_extract`` comparison does."""
         if not filters:
             return None
+        if any("\x00" in k or "\x00" in v for k, v in filters.items()):
+            return set()  # Postgres text and jsonb hold no NUL, so nothing stored has one
         args: list[Any]
         where, args = ["kb = %s"], [self.kb]
         for key, value in filters.items():
@@ -562,6 +566,8 @@ class PgKnowledgeStore:
         return [(int(a), int(b), float(w)) for a, b, w in rows]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
+        if "\x00" in name:
+            return None  # no name stored holds a NUL (SQLite's answer: no such entity)
         rows = self.db.execute(
             "SELECT id, name, kind FROM kb_entities WHERE kb = %s AND key = %s", (self.kb, name.casefold())
         )
