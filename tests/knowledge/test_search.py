@@ -453,7 +453,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(
+def test_add_path_reads_only_what_changed_and_prunes_what_is_gone_when_asked(
     open_kb: Opener, tree: Path, reads: list[str]
 ) -> None:
     kb = open_kb(embedder=HashingEmbedder())
@@ -471,6 +471,9 @@ def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(
     (tree / "sub" / "gamma.md").unlink()
     third = kb.add_path(tree)
     assert third.updated == ["docs/beta.txt"] and reads == ["beta.txt"]
+    assert third.gone == ["docs/sub/gamma.md"] and third.removed == [] and "1 no longer on disk" in third.summary()
+    assert "docs/sub/gamma.md" in {d.name for d in kb.documents()}  # kept until asked (--sync)
+    third = kb.add_path(tree, prune=True)
     assert third.removed == ["docs/sub/gamma.md"] and "1 removed" in third.summary()
     assert [d.name for d in kb.documents()] == ["docs/alpha.md", "docs/beta.txt"]
     assert kb.search("upgrade", mode="keyword").hits[0].citation == "docs/beta.txt:1-1"
@@ -529,7 +532,7 @@ def test_ignore_files_at_every_level_are_honoured(tmp_path: Path, monkeypatch: p
     assert kb.search("ignored", mode="keyword").hits == []
     # A file ingested once and ignored later leaves the base on the next add.
     (root / ".tetherignore").write_text("drafts/\nreadme.md\n")
-    again = kb.add_path(root)
+    again = kb.add_path(root, prune=True)
     assert again.removed == ["repo/readme.md"]
     assert "repo/readme.md" not in {d.name for d in kb.documents()}
 
@@ -616,3 +619,92 @@ def test_two_handles_on_one_base_see_each_others_changes(open_kb: Opener) -> Non
     assert reader.search("brass valve", mode="vector").hits  # caches the matrix
     writer.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
     assert reader.search("zirconium impeller cavitation", mode="vector").hits[0].chunk.document == "impeller.md"
+
+
+class Counting:
+    """HashingEmbedder that counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.name = self.inner.name
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_changed_file_re_embeds_only_its_changed_chunks_and_a_touched_one_is_hashed_once(
+    open_kb: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    root = tmp_path / "many"
+    root.mkdir()
+    long = "\n".join(f"Line {i} of the long manual about pump number {i}." for i in range(200)) + "\n"
+    (root / "long.txt").write_text(long)
+    (root / "short.txt").write_text("A short note.\n")
+    monkeypatch.chdir(tmp_path)
+    counting = Counting()
+    kb = open_kb(embedder=counting)
+    kb.add_path(root)
+    chunks = kb.stats()["chunks"]
+    assert len(counting.texts) == chunks == kb.stats()["embedded_chunks"] and chunks > 10
+    counting.texts.clear()
+
+    (root / "long.txt").write_text(long + "One line more at the end.\n")
+    report = kb.add_path(root)
+    assert report.updated == ["many/long.txt"] and report.unchanged == ["many/short.txt"]
+    assert 1 <= len(counting.texts) <= 2, counting.texts  # the last chunk or two, not the file's 20
+    assert kb.stats()["embedded_chunks"] == kb.stats()["chunks"]
+    assert kb.search("One line more", mode="vector", k=1).hits[0].chunk.document == "many/long.txt"
+    counting.texts.clear()
+
+    hashed: list[str] = []
+    real = __import__("hashlib").sha256
+
+    def spy(data: bytes = b"") -> Any:
+        hashed.append("x")
+        return real(data)
+
+    stamp = (root / "short.txt").stat().st_mtime_ns + 5_000_000_000
+    os.utime(root / "short.txt", ns=(stamp, stamp))  # touched, not changed
+    monkeypatch.setattr("tether.knowledge.base.hashlib.sha256", spy)
+    assert kb.add_path(root).unchanged == ["many/long.txt", "many/short.txt"] and len(hashed) == 1
+    assert kb.add_path(root).unchanged == ["many/long.txt", "many/short.txt"] and len(hashed) == 1
+    assert counting.texts == []
+
+
+def test_fill_vectors_resumes_where_it_stopped_and_reports_progress_in_chunks(open_kb: Opener) -> None:
+    counting = Counting()
+    kb = open_kb(embedder=counting)
+    text = "\n".join(f"Paragraph {i}: the valve number {i} is rated for {i} bar." for i in range(300))
+    kb.add_text("big.txt", text, embed=False)
+    chunks = kb.stats()["chunks"]
+    assert kb.stats()["embedded_chunks"] == 0 and chunks > 30
+    assert kb.search("valve number 7", mode="keyword").hits  # searchable before any vector
+    assert "keyword only" in kb.search("valve number 7").note
+
+    class Stop(Exception):
+        pass
+
+    seen: list[tuple[int, int]] = []
+
+    def interrupt(done: int, total: int) -> None:
+        seen.append((done, total))
+        if done >= 16:
+            raise Stop  # as Ctrl-C would, between two batches
+
+    with pytest.raises(Stop):
+        kb.fill_vectors(interrupt, batch=8)
+    assert seen == [(0, chunks), (8, chunks), (16, chunks)]
+    assert kb.stats()["embedded_chunks"] == 16
+    partial = kb.search("valve number 7")
+    assert f"vectors cover 16 of {chunks} chunks" in partial.note
+    check_index(kb)
+    seen.clear()
+    assert kb.fill_vectors(lambda d, t: seen.append((d, t)), batch=8) == chunks - 16
+    assert seen[0] == (0, chunks - 16) and seen[-1] == (chunks - 16, chunks - 16) and len(seen) > 3
+    filled = [t for t in counting.texts if t.startswith("Paragraph")]  # not the queries
+    assert kb.stats()["embedded_chunks"] == chunks and len(filled) == chunks  # none embedded twice
+    assert kb.search("valve number 7").note == ""

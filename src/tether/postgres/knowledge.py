@@ -396,6 +396,9 @@ class PgKnowledgeStore:
                 self._bump(conn)
         return gone
 
+    def set_document_hash(self, name: str, hash: str) -> None:
+        self.db.execute("UPDATE kb_documents SET hash = %s WHERE kb = %s AND name = %s", (hash, self.kb, _text(name)))
+
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None:
         """Documents whose metadata (or name, path, title) equal every filter; None: no filter.
         A metadata filter matches string values only, as SQLite's ``json_extract`` comparison does."""
@@ -488,6 +491,48 @@ class PgKnowledgeStore:
                 0
             ]
         )
+
+    def coverage(self) -> tuple[int, int]:
+        ((embedded, chunks),) = self.db.execute(
+            "SELECT (SELECT count(*) FROM kb_chunks WHERE kb = %(kb)s AND vec IS NOT NULL), "
+            "(SELECT chunks FROM kb_bases WHERE id = %(kb)s)",
+            {"kb": self.kb},
+        )
+        return int(embedded), int(chunks)
+
+    _INDEXED = "CASE WHEN heading = '' THEN text ELSE heading || chr(10) || text END"
+
+    def unembedded(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        rows = self.db.execute(
+            f"SELECT id, {self._INDEXED} FROM kb_chunks WHERE kb = %s AND vec IS NULL AND id > %s ORDER BY id LIMIT %s",
+            (self.kb, after, limit),
+        )
+        return [(int(i), str(t)) for i, t in rows]
+
+    def set_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        if not rows:
+            return 0
+        with self.db.tx() as conn:
+            done = conn.execute(
+                f"UPDATE kb_chunks c SET vec = u.v::vector FROM unnest(%s::bigint[], %s::text[], %s::text[]) "
+                f"AS u(i, t, v) WHERE c.kb = %s AND c.id = u.i AND c.vec IS NULL AND {self._INDEXED} = u.t",
+                ([r[0] for r in rows], [_text(r[1]) for r in rows], [_vector_text(r[2]) for r in rows], self.kb),
+            ).rowcount
+            if done:
+                self._bump(conn)
+        return int(done)
+
+    def kept_vectors(self, name: str) -> dict[str, bytes]:
+        import numpy as np
+
+        if "\x00" in name:
+            return {}
+        rows = self.db.execute(
+            f"SELECT {self._INDEXED}, vec::real[] FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL "
+            "AND doc_id = (SELECT id FROM kb_documents WHERE kb = %s AND name = %s)",
+            (self.kb, self.kb, name),
+        )
+        return {str(t): np.asarray(v, dtype=np.float32).tobytes() for t, v in rows}
 
     def nearest(
         self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
