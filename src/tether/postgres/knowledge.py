@@ -165,6 +165,24 @@ class PgKnowledgeStore:
         made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id", (name,))
         self.kb = int((made or db.execute("SELECT id FROM kb_bases WHERE name = %s", (name,)))[0][0])
 
+    @staticmethod
+    def bases(db: Database) -> list[str]:
+        """The names of the bases made in this database (those whose embedder is recorded)."""
+        db.migrate("knowledge", MIGRATIONS)
+        rows = db.execute(
+            "SELECT b.name FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' "
+            'ORDER BY b.name COLLATE "C"'
+        )
+        return [str(r[0]) for r in rows]
+
+    @staticmethod
+    def drop(db: Database, name: str) -> bool:
+        """Delete base ``name`` and all it holds (everything hangs off its row). False: no such base."""
+        db.migrate("knowledge", MIGRATIONS)
+        with db.tx() as conn:
+            gone = conn.execute("DELETE FROM kb_bases WHERE name = %s RETURNING id", (name,)).fetchone()
+        return gone is not None
+
     # -- meta --------------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
