@@ -19,6 +19,10 @@ Construction (``build()``):
   line loses trailing blanks and up to 7 leading spaces (man's standard indent), runs of
   blank lines collapse to one. Only the body is indexed: ``Doc(doc_id, title, text)`` with
   ``doc_id`` the file's name without ``.gz`` (``read.2``) and ``title`` ``read(2)``.
+* Name queries (``kind="name"``): the NAME section's names, the part before the first ``" - "``
+  (``"open, openat, creat"``), unique to the page as descriptions are; the names do appear in
+  the body (the SYNOPSIS), and in other pages' SEE ALSO: the identifier-like lookups a reader
+  types.
 * Queries: the NAME section's description, the part after the first ``" - "``
   (``read - read from a file descriptor`` -> ``"read from a file descriptor"``), whose one
   relevant document is that page: ``Query(text, doc_id)``. A description shared by more than
@@ -72,6 +76,7 @@ class Doc:
 class Query:
     text: str  # the page's one-line description: "read from a file descriptor"
     doc_id: str  # the one relevant document
+    kind: str = "description"  # or "name": the names the page documents, "open, openat, creat"
 
 
 class CorpusMissing(RuntimeError):
@@ -87,8 +92,9 @@ def build(max_pages: int | None = None) -> tuple[list[Doc], list[Query]]:
     texts = _render_all(files, cache)
     docs: list[Doc] = []
     descriptions: dict[str, str] = {}
+    names: dict[str, str] = {}
     for path, rendered in zip(files, texts, strict=True):
-        _names, description, body = _split(rendered)
+        named, description, body = _split(rendered)
         if not body.strip():
             continue
         stem = path.name[: -len(".gz")]
@@ -96,16 +102,21 @@ def build(max_pages: int | None = None) -> tuple[list[Doc], list[Query]]:
         docs.append(Doc(stem, f"{page}({section})", body))
         if description:
             descriptions[stem] = description
+        if named:
+            names[stem] = named
+    return docs, _unique(descriptions, "description", 3) + _unique(names, "name", 1)
+
+
+def _unique(texts: dict[str, str], kind: str, min_words: int) -> list[Query]:
+    """One query per text that no other page shares and that has ``min_words`` words or more."""
     seen: dict[str, int] = {}
-    for d in descriptions.values():
-        key = _norm(d)
-        seen[key] = seen.get(key, 0) + 1
-    queries = [
-        Query(text, doc_id)
-        for doc_id, text in descriptions.items()
-        if seen[_norm(text)] == 1 and len(text.split()) >= 3
+    for d in texts.values():
+        seen[_norm(d)] = seen.get(_norm(d), 0) + 1
+    return [
+        Query(text, doc_id, kind)
+        for doc_id, text in texts.items()
+        if seen[_norm(text)] == 1 and len(text.split()) >= min_words
     ]
-    return docs, queries
 
 
 def _page_files() -> list[Path]:

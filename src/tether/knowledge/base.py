@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,14 +29,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether.errors import ConfigError, UserError
-from tether.knowledge.chunking import Chunk, chunk_text
+from tether.knowledge.chunking import chunk_text
 from tether.knowledge.embed import Embedder
+from tether.knowledge.exact import identifiers, literal
 from tether.knowledge.graph import Extractor, RuleExtractor
 from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
 
 __all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
 Mode = Literal["hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical"]
+Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, its rank in each ranking), best first
 MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
 RRF_K = 60
 DEFAULT_ALPHA = 0.55
@@ -88,13 +91,16 @@ class IngestReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # gone from a directory that was added again
+    removed: list[str] = field(default_factory=list)  # gone from a directory that was added again, pruned
+    gone: list[str] = field(default_factory=list)  # gone from a directory that was added again, kept
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
         if self.removed:
             parts.append(f"{len(self.removed)} removed (no longer on disk)")
+        if self.gone:
+            parts.append(f"{len(self.gone)} no longer on disk (kept)")
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         return ", ".join(parts)
@@ -148,10 +154,15 @@ class KnowledgeBase:
         meta: dict[str, Any] | None = None,
         markdown: bool | None = None,
         digest: str | None = None,
+        embed: bool = True,
     ) -> bool:
         """Index ``text`` as document ``name``; False (and nothing done) when an identical
         version is already indexed with the same metadata. ``digest`` identifies the version
-        (default: a hash of the text; a file's is a hash of its bytes)."""
+        (default: a hash of the text; a file's is a hash of its bytes).
+
+        The chunks are searchable by keyword once this returns. A new version keeps the vectors
+        of its chunks whose text did not change; with ``embed`` the others are embedded before
+        it returns, else they wait for :meth:`fill_vectors`."""
         meta = dict(meta or {})
         title = title or _title(text, name)
         digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -161,7 +172,7 @@ class KnowledgeBase:
         if markdown is None:
             markdown = name.lower().endswith((".md", ".markdown"))
         chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
-        vectors = self._vectors(chunks)
+        kept = self.store.kept_vectors(name) if known is not None and self.embedder is not None else {}
         graph = self.extractor.extract(chunks, meta)
         self.store.replace_document(
             name,
@@ -169,12 +180,14 @@ class KnowledgeBase:
             title=title,
             hash=digest,
             meta=meta,
-            chunks=[(c.start_line, c.end_line, c.heading, c.text, v) for c, v in zip(chunks, vectors, strict=True)],
+            chunks=[(c.start_line, c.end_line, c.heading, c.text, kept.get(c.indexed_text)) for c in chunks],
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
             relations=graph.relations,
         )
         if self.embedder is not None:
             self.store.set_meta("embedder", self.embedder.name)
+            if embed:
+                self.fill_vectors()
         return True
 
     def add_path(
@@ -182,14 +195,19 @@ class KnowledgeBase:
         path: Path | str,
         *,
         meta: dict[str, Any] | None = None,
-        prune: bool = True,
+        prune: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
+        embed: bool = True,
     ) -> IngestReport:
         """Ingest a file, or a directory recursively (ignore files honoured). Each document is
-        named by its path relative to the current directory (absolute when outside it); only
-        files whose content changed are read again. With ``prune``, documents once ingested from
-        this directory whose files are gone are removed."""
-        from tether.knowledge.readers import Skipped, iter_files, read_document
+        named by its path relative to the current directory (absolute when outside it). A file
+        whose size and modification time are those recorded is not opened; one whose bytes hash
+        as recorded is not parsed again. Documents once ingested from this directory whose files
+        are gone are listed in the report's ``gone``, and removed with ``prune``.
+
+        Every file read is searchable by keyword before the next is read; vectors are made after
+        them all (with ``embed``), or later by :meth:`fill_vectors`."""
+        from tether.knowledge.readers import iter_files
 
         root = Path(path)
         if not root.exists():
@@ -200,52 +218,87 @@ class KnowledgeBase:
             name = _doc_name(file)
             if progress is not None:
                 progress(n, len(files), name)
-            known = self.store.document(name)
-            same_meta = known is not None and known.meta == dict(meta or {})
-            try:
-                stat = file.stat()
-                stamp = f"file:{stat.st_size}:{stat.st_mtime_ns}:"
-                if same_meta and known is not None and known.hash.startswith(stamp):
-                    report.unchanged.append(name)  # same size and time: not even opened
-                    continue
-                digest = stamp + hashlib.sha256(file.read_bytes()).hexdigest()
-            except OSError as exc:
-                report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
-                continue
-            if same_meta and known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
-                report.unchanged.append(name)  # touched, not changed: not parsed again
-                continue
-            try:
-                doc = read_document(file)
-            except Skipped as why:
-                report.skipped.append((name, str(why)))
-                continue
-            if self.add_text(
-                name,
-                doc.text,
-                title=doc.title,
-                path=str(file.resolve()),
-                meta=meta,
-                markdown=doc.markdown,
-                digest=digest,
-            ):
-                (report.updated if known is not None else report.added).append(name)
-            else:
-                report.unchanged.append(name)
-        if prune and root.is_dir():
+            self._add_file(file, name, dict(meta or {}), report)
+        if root.is_dir():
             seen = {str(f.resolve()) for f in files}
             base = root.resolve()
             for info in self.store.documents():
                 if info.path and Path(info.path).is_relative_to(base) and info.path not in seen:
-                    self.store.remove_document(info.name)  # deleted, or now ignored
-                    report.removed.append(info.name)
+                    if prune:
+                        self.store.remove_document(info.name)  # deleted, or now ignored
+                        report.removed.append(info.name)
+                    else:
+                        report.gone.append(info.name)
+        if embed:
+            self.fill_vectors()
         return report
 
-    def _vectors(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
-        if self.embedder is None or not chunks:
-            return [None] * len(chunks)
-        matrix = self.embedder.embed([c.indexed_text for c in chunks])
-        return [row.astype("float32").tobytes() for row in matrix]
+    def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
+        from tether.knowledge.readers import Skipped, read_document
+
+        known = self.store.document(name)
+        same_meta = known is not None and known.meta == meta
+        try:
+            info = file.stat()
+            if not stat.S_ISREG(info.st_mode):  # a named pipe would block the read; a device never ends
+                report.skipped.append((name, "not a regular file (a named pipe, socket or device)"))
+                return
+            stamp = f"file:{info.st_size}:{info.st_mtime_ns}:"
+            if same_meta and known is not None and known.hash.startswith(stamp):
+                report.unchanged.append(name)  # same size and time: not even opened
+                return
+            digest = stamp + hashlib.sha256(file.read_bytes()).hexdigest()
+        except OSError as exc:
+            report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
+            return
+        if same_meta and known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
+            # Touched, not changed: not parsed again; the new time is recorded, so the next
+            # add does not hash it again.
+            self.store.set_document_hash(name, digest)
+            report.unchanged.append(name)
+            return
+        try:
+            doc = read_document(file)
+        except Skipped as why:
+            report.skipped.append((name, str(why)))
+            return
+        added = self.add_text(
+            name,
+            doc.text,
+            title=doc.title,
+            path=str(file.resolve()),
+            meta=meta,
+            markdown=doc.markdown,
+            digest=digest,
+            embed=False,
+        )
+        if added:
+            (report.updated if known is not None else report.added).append(name)
+        else:
+            report.unchanged.append(name)
+
+    def fill_vectors(self, progress: Callable[[int, int], None] | None = None, *, batch: int = 32) -> int:
+        """Embed the chunks that have no vector yet, ``batch`` at a time, each batch saved in
+        one transaction: stopped at any point (Ctrl-C, a kill), the base is whole, every chunk
+        is searchable by keyword, and calling this again goes on where it stopped. ``progress``
+        gets (chunks done, chunks to do) after each batch. Returns how many chunks it embedded."""
+        if self.embedder is None:
+            return 0
+        total, done, after = 0, 0, 0
+        if progress is not None:
+            stats = self.store.stats()
+            total = max(0, int(stats["chunks"]) - int(stats["embedded_chunks"]))
+            progress(0, total)
+        while True:
+            rows = self.store.unembedded(batch, after)
+            if not rows:
+                return done
+            matrix = self.embedder.embed([text for _, text in rows])
+            vectors = [row.astype("float32").tobytes() for row in matrix]
+            done += self.store.set_vectors([(cid, text, v) for (cid, text), v in zip(rows, vectors, strict=True)])
+            after = rows[-1][0]
+            if progress is not None:
+                progress(done, max(total, done))
 
     def remove(self, name: str) -> bool:
         return self.store.remove_document(name)
@@ -272,12 +325,10 @@ class KnowledgeBase:
         _check_search(query, mode, k, alpha)
         allowed = self.store.doc_ids(filters or {})
         depth = max(50, 5 * k)
-        note = ""
         can_embed = self._has_vectors()
         if mode == "vector" and not can_embed:
             raise UserError(f"the knowledge base {self.name!r} has no vectors (no embedder): use keyword or hybrid")
-        if mode in ("hybrid", "hierarchical", "neighborhood") and not can_embed:
-            note = "keyword only: this knowledge base has no embedder"
+        note = self._coverage_note() if mode in ("vector", "hybrid", "hierarchical", "neighborhood") else ""
         entities: list[str] = []
         if mode == "exact":
             return self._exact(query, k, alpha, allowed, min_score)
@@ -302,8 +353,18 @@ class KnowledgeBase:
                 rankings, weights = {"seed": seed_ids, "graph": connected}, {"seed": 1.0, "graph": 1.0}
             else:
                 rankings["graph"], weights["graph"] = connected, GRAPH_WEIGHT
-        fused = _fuse(rankings, weights)
+        fused = self._pin(query, _fuse(rankings, weights), depth, allowed)
         return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
+
+    def _coverage_note(self) -> str:
+        if self.embedder is None:
+            return "keyword only: this knowledge base has no embedder"
+        embedded, chunks = self.store.coverage()
+        if embedded == 0 and chunks:
+            return f"keyword only: no chunk has its vector yet (tether kb --name {self.name} fill makes them)"
+        if embedded < chunks:
+            return f"vectors cover {embedded} of {chunks} chunks; the rest are searched by keyword only"
+        return ""
 
     def _has_vectors(self) -> bool:
         return self.embedder is not None and self.store.has_vectors()
@@ -338,21 +399,31 @@ class KnowledgeBase:
                 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tether-kb-vector")
         return _POOL.submit(self._vector, query, depth, allowed)
 
+    def _holding(self, token: str, limit: int, allowed: set[int] | None) -> list[int]:
+        """Chunks that hold ``token`` exactly (see :mod:`tether.knowledge.exact`), best BM25 of
+        its words as a phrase first, then the chunks of documents filed under it by metadata
+        (``exact_fields``), where the text need not spell it."""
+        words = tokens(token)
+        if not words:
+            return []
+        candidates = [cid for cid, _ in self.store.keyword(words, limit, allowed, phrase=True)]
+        rows = self.store.chunks(candidates)
+        pattern = literal(token)
+        held = [cid for cid in candidates if cid in rows and pattern.search(rows[cid].indexed_text)]
+        by_field: set[int] = set()
+        for name in self.exact_fields:
+            by_field |= self.store.doc_ids({name: token}) or set()
+        if allowed is not None:
+            by_field &= allowed
+        if by_field:
+            held += [cid for cid in self.store.chunk_ids(by_field) if cid not in held]
+        return held
+
     def _exact(
         self, token: str, k: int, alpha: float | None, allowed: set[int] | None, min_score: float | None
     ) -> SearchResult:
         token = token.strip()
-        literal = re.compile(r"(?<![\w-])" + re.escape(token) + r"(?![\w-])", re.IGNORECASE)
-        by_field = set()
-        for name in self.exact_fields:
-            by_field |= self.store.doc_ids({name: token}) or set()
-        candidates = [cid for cid, _ in self.store.keyword(tokens(token), 2000, allowed, phrase=True)]
-        rows = self.store.chunks(candidates)
-        strict = [cid for cid in candidates if cid in rows and literal.search(rows[cid].text)]
-        if by_field:  # a document filed under the identifier counts whole, even where its text does not spell it
-            strict += [cid for cid in self.store.chunk_ids(by_field) if cid not in strict]
-            if allowed is not None:
-                strict = [cid for cid in strict if self.store.chunks([cid])[cid].doc_id in allowed]
+        strict = self._holding(token, 2000, allowed)
         if not strict:
             return SearchResult(token, "exact", [], f"no chunk contains {token!r} exactly")
         rankings = {"keyword": strict}
@@ -361,6 +432,29 @@ class KnowledgeBase:
             rankings["vector"] = self._vector(token, len(strict), None, among=set(strict))
             weights["vector"] = EXACT_ALPHA if alpha is None else alpha
         return SearchResult(token, "exact", self._hits(_fuse(rankings, weights), k, min_score))
+
+    def _pin(self, query: str, fused: Fused, depth: int, allowed: set[int] | None) -> Fused:
+        """``fused`` with the chunks that hold the query's identifiers exactly moved to the top
+        (those holding more of them first, then in ``fused``'s order), so a near twin never
+        outranks the part asked about. A pinned chunk that neither ranking reached joins with
+        the score of the ranking's last place, and its place in the exact ranking."""
+        held: dict[int, int] = {}
+        order: dict[int, int] = {}
+        for token in identifiers(query):
+            for n, cid in enumerate(self._holding(token, 2 * depth, allowed)):
+                held[cid] = held.get(cid, 0) + 1
+                order.setdefault(cid, n)
+        if not held:
+            return fused
+        place = {cid: n for n, (cid, _, _) in enumerate(fused)}
+        floor = fused[-1][1] if fused else 1.0 / (RRF_K + 1)
+        entry = {cid: (cid, score, ranks) for cid, score, ranks in fused}
+        pinned = sorted(held, key=lambda c: (-held[c], place.get(c, len(fused)), order[c]))
+        top = []
+        for n, cid in enumerate(pinned, 1):
+            _, score, ranks = entry.get(cid, (cid, floor, {}))
+            top.append((cid, score, {**ranks, "exact": n}))
+        return top + [e for e in fused if e[0] not in held]
 
     def _walk(self, seeds: list[int], hops: int, depth: int, allowed: set[int] | None) -> tuple[list[int], list[str]]:
         """Chunks reached from the seeds' entities, one or two relations away, best first."""
@@ -405,7 +499,7 @@ class KnowledgeBase:
             entities=[found[1]],
         )
 
-    def _hits(self, fused: list[tuple[int, float, dict[str, int]]], k: int, min_score: float | None) -> list[Hit]:
+    def _hits(self, fused: Fused, k: int, min_score: float | None) -> list[Hit]:
         rows = self.store.chunks(cid for cid, _, _ in fused[: k * 4])
         hits: list[Hit] = []
         seen: set[tuple[int, int]] = set()
@@ -414,7 +508,7 @@ class KnowledgeBase:
             if row is None:
                 continue
             if min_score is not None and score < min_score:
-                break
+                continue  # pinned identifiers come first whatever their score: the rest may be higher
             where = (row.doc_id, row.start_line)
             if where in seen:
                 continue  # the same place twice: the better one is already in
@@ -440,7 +534,7 @@ _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds,
 _POOL_LOCK = threading.Lock()
 
 
-def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> list[tuple[int, float, dict[str, int]]]:
+def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
     """Weighted reciprocal rank fusion: ``Σ w / (k + rank)``, ranks from 1; best first, ties by
     chunk id so the order is stable."""
     scores: dict[int, float] = {}

@@ -55,7 +55,12 @@ def read_document(path: Path) -> Document:
     if suffix in HTML_SUFFIXES:
         from tether.tools.web import decode_text, html_to_markdown
 
-        text = html_to_markdown(decode_text(data, "text/html"))
+        try:
+            text = html_to_markdown(decode_text(data, "text/html"))
+        except RecursionError:
+            raise Skipped(
+                "HTML nested too deeply to read (its elements run deeper than Python's recursion limit)"
+            ) from None
         title = text.splitlines()[0][2:].strip() if text.startswith("# ") else path.name
         return Document(text, title, True, "html")
     if b"\x00" in data[:8192]:
@@ -90,7 +95,7 @@ def _pdf(path: Path) -> Document:
         title = str(meta.title).strip() if meta is not None and meta.title else path.name
     except Skipped:
         raise
-    except (PyPdfError, ValueError, KeyError, OSError, TypeError) as exc:
+    except (PyPdfError, ValueError, KeyError, OSError, TypeError, RecursionError) as exc:
         raise Skipped(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
     if not pages:
         raise Skipped("a PDF with no text layer (scanned images need OCR first)")

@@ -129,6 +129,11 @@ class ChunkRow:
     def citation(self) -> str:
         return f"{self.document}:{self.start_line}-{self.end_line}"
 
+    @property
+    def indexed_text(self) -> str:
+        """What search sees: the heading path, then the text."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
 
 class KnowledgeStore(Protocol):
     """What a knowledge base needs from storage."""
@@ -156,6 +161,10 @@ class KnowledgeStore(Protocol):
 
     def remove_document(self, name: str) -> bool: ...
 
+    def set_document_hash(self, name: str, hash: str) -> None:
+        """Record a new version stamp for a document whose content did not change (a touched file)."""
+        ...
+
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None: ...
 
     def keyword(
@@ -168,6 +177,24 @@ class KnowledgeStore(Protocol):
     def term_counts(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
 
     def has_vectors(self) -> bool: ...
+
+    def coverage(self) -> tuple[int, int]:
+        """(chunks with a vector, chunks): cheap enough to ask on every search."""
+        ...
+
+    def unembedded(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """Up to ``limit`` chunks without a vector, ``(id, indexed text)``, by id above ``after``."""
+        ...
+
+    def set_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        """Give chunks ``(id, indexed text, vector)`` their vectors, in one transaction; a chunk
+        that was replaced meanwhile (another text, or gone) is left alone. Returns how many were set."""
+        ...
+
+    def kept_vectors(self, name: str) -> dict[str, bytes]:
+        """Document ``name``'s vectors by the indexed text of their chunks: what a new version of
+        it can keep for the chunks that did not change."""
+        ...
 
     def nearest(
         self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
@@ -220,6 +247,7 @@ class SqliteKnowledgeStore:
         self._lock = threading.RLock()
         self._matrix: tuple[int, Any, Any, Any] | None = None  # (generation, ids, docs, matrix)
         self._vocab = False
+        self._counted: tuple[int, int] | None = None  # (generation, chunks)
         self._writes = 0  # this store's own changes: all there are to an in-memory base
         # The vector search asks whether the base changed while the full-text query may hold the
         # main connection (SQLite runs one statement at a time on a connection): it asks on one
@@ -377,6 +405,9 @@ class SqliteKnowledgeStore:
                 self._bump(db)
         return gone
 
+    def set_document_hash(self, name: str, hash: str) -> None:
+        self._db.execute("UPDATE documents SET hash = ? WHERE name = ?", (hash, name))
+
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None:
         """Documents whose metadata (or name, path, title) equal every filter; None: no filter."""
         if not filters:
@@ -428,6 +459,39 @@ class SqliteKnowledgeStore:
 
     def has_vectors(self) -> bool:
         return len(self.vectors()[0]) > 0
+
+    def coverage(self) -> tuple[int, int]:
+        generation = self._generation()
+        if self._counted is None or self._counted[0] != generation:
+            self._counted = (generation, int(self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]))
+        return len(self.vectors()[0]), self._counted[1]
+
+    _INDEXED = "CASE WHEN heading = '' THEN text ELSE heading || char(10) || text END"
+
+    def unembedded(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        sql = f"SELECT id, {self._INDEXED} FROM chunks WHERE vec IS NULL AND id > ? ORDER BY id LIMIT ?"
+        return [(int(i), str(t)) for i, t in self._db.execute(sql, (after, limit))]
+
+    def set_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        if not rows:
+            return 0
+        with self._tx() as db:
+            before = db.total_changes
+            db.executemany(
+                f"UPDATE chunks SET vec = ? WHERE id = ? AND vec IS NULL AND {self._INDEXED} = ?",
+                [(vec, cid, text) for cid, text, vec in rows],
+            )
+            done = db.total_changes - before
+            if done:
+                self._bump(db)
+        return done
+
+    def kept_vectors(self, name: str) -> dict[str, bytes]:
+        sql = (
+            f"SELECT {self._INDEXED}, vec FROM chunks WHERE vec IS NOT NULL "
+            "AND doc_id = (SELECT id FROM documents WHERE name = ?)"
+        )
+        return {str(t): bytes(v) for t, v in self._db.execute(sql, (name,))}
 
     def nearest(
         self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None

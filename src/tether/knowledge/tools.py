@@ -126,7 +126,10 @@ class _Search(_KbTool):
         self.description = (
             f"Search the knowledge base {owner.kb.name!r} (documents, manuals, notes) by meaning and "
             "keywords together. Results cite document:start-end and list the entities they mention. "
-            "For an identifier such as a part number, use lookup_exact instead."
+            "Identifiers in the query (part numbers, SKUs, error codes, versions) are matched exactly: "
+            "passages that contain one come first. When the question is about one identifier and "
+            "nothing else (what is FVAM-2050-B, error E1234), call lookup_exact with it instead: it "
+            "returns only passages with that exact token, never a near twin."
         )
 
     def search(self, args: dict[str, Any]) -> SearchResult:

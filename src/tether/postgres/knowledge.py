@@ -165,6 +165,24 @@ class PgKnowledgeStore:
         made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id", (name,))
         self.kb = int((made or db.execute("SELECT id FROM kb_bases WHERE name = %s", (name,)))[0][0])
 
+    @staticmethod
+    def bases(db: Database) -> list[str]:
+        """The names of the bases made in this database (those whose embedder is recorded)."""
+        db.migrate("knowledge", MIGRATIONS)
+        rows = db.execute(
+            "SELECT b.name FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' "
+            'ORDER BY b.name COLLATE "C"'
+        )
+        return [str(r[0]) for r in rows]
+
+    @staticmethod
+    def drop(db: Database, name: str) -> bool:
+        """Delete base ``name`` and all it holds (everything hangs off its row). False: no such base."""
+        db.migrate("knowledge", MIGRATIONS)
+        with db.tx() as conn:
+            gone = conn.execute("DELETE FROM kb_bases WHERE name = %s RETURNING id", (name,)).fetchone()
+        return gone is not None
+
     # -- meta --------------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
@@ -197,6 +215,8 @@ class PgKnowledgeStore:
         return DocumentInfo(int(row[0]), row[1], row[2], row[3], row[4], row[5], int(row[7]), float(row[6]))
 
     def document(self, name: str) -> DocumentInfo | None:
+        if "\x00" in name:
+            return None
         rows = self.db.execute(self._DOC + " AND d.name = %s", (self.kb, name))
         return self._info(rows[0]) if rows else None
 
@@ -394,11 +414,16 @@ class PgKnowledgeStore:
                 self._bump(conn)
         return gone
 
+    def set_document_hash(self, name: str, hash: str) -> None:
+        self.db.execute("UPDATE kb_documents SET hash = %s WHERE kb = %s AND name = %s", (hash, self.kb, _text(name)))
+
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None:
         """Documents whose metadata (or name, path, title) equal every filter; None: no filter.
         A metadata filter matches string values only, as SQLite's ``json_extract`` comparison does."""
         if not filters:
             return None
+        if any("\x00" in k or "\x00" in v for k, v in filters.items()):
+            return set()  # Postgres text and jsonb hold no NUL, so nothing stored has one
         args: list[Any]
         where, args = ["kb = %s"], [self.kb]
         for key, value in filters.items():
@@ -485,6 +510,48 @@ class PgKnowledgeStore:
             ]
         )
 
+    def coverage(self) -> tuple[int, int]:
+        ((embedded, chunks),) = self.db.execute(
+            "SELECT (SELECT count(*) FROM kb_chunks WHERE kb = %(kb)s AND vec IS NOT NULL), "
+            "(SELECT chunks FROM kb_bases WHERE id = %(kb)s)",
+            {"kb": self.kb},
+        )
+        return int(embedded), int(chunks)
+
+    _INDEXED = "CASE WHEN heading = '' THEN text ELSE heading || chr(10) || text END"
+
+    def unembedded(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        rows = self.db.execute(
+            f"SELECT id, {self._INDEXED} FROM kb_chunks WHERE kb = %s AND vec IS NULL AND id > %s ORDER BY id LIMIT %s",
+            (self.kb, after, limit),
+        )
+        return [(int(i), str(t)) for i, t in rows]
+
+    def set_vectors(self, rows: Sequence[tuple[int, str, bytes]]) -> int:
+        if not rows:
+            return 0
+        with self.db.tx() as conn:
+            done = conn.execute(
+                f"UPDATE kb_chunks c SET vec = u.v::vector FROM unnest(%s::bigint[], %s::text[], %s::text[]) "
+                f"AS u(i, t, v) WHERE c.kb = %s AND c.id = u.i AND c.vec IS NULL AND {self._INDEXED} = u.t",
+                ([r[0] for r in rows], [_text(r[1]) for r in rows], [_vector_text(r[2]) for r in rows], self.kb),
+            ).rowcount
+            if done:
+                self._bump(conn)
+        return int(done)
+
+    def kept_vectors(self, name: str) -> dict[str, bytes]:
+        import numpy as np
+
+        if "\x00" in name:
+            return {}
+        rows = self.db.execute(
+            f"SELECT {self._INDEXED}, vec::real[] FROM kb_chunks WHERE kb = %s AND vec IS NOT NULL "
+            "AND doc_id = (SELECT id FROM kb_documents WHERE kb = %s AND name = %s)",
+            (self.kb, self.kb, name),
+        )
+        return {str(t): np.asarray(v, dtype=np.float32).tobytes() for t, v in rows}
+
     def nearest(
         self, vector: Any, limit: int, doc_ids: set[int] | None, among: set[int] | None = None
     ) -> list[tuple[int, float]]:
@@ -562,6 +629,8 @@ class PgKnowledgeStore:
         return [(int(a), int(b), float(w)) for a, b, w in rows]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
+        if "\x00" in name:
+            return None  # no name stored holds a NUL (SQLite's answer: no such entity)
         rows = self.db.execute(
             "SELECT id, name, kind FROM kb_entities WHERE kb = %s AND key = %s", (self.kb, name.casefold())
         )

@@ -1,0 +1,46 @@
+"""Identifiers: the tokens of a query that name one thing (a part number, an SKU, an error code, a
+version), and where a text holds one exactly.
+
+One character changes the product (``FVAM-2050-B`` and ``FVAM-2050-C`` are twins whose text and
+vectors are nearly the same), so a chunk that holds the query's identifier exactly ranks above every
+chunk that does not, in every search mode.
+
+An identifier is letters and digits joined by ``-``, ``_``, ``.`` or ``/`` that holds a digit
+(``FVAM-2050-B``, ``SK-77``, ``1.2.3``, ``x86_64``), letters and digits run together
+(``RS485``, ``E1234``), or words joined by ``_`` (``O_NONBLOCK``, ``pthread_create``). Plain
+words and plain numbers are not. A text holds an identifier when it appears with edges: not
+inside a longer identifier (``FVAM-2050-BX``, ``X-FVAM-2050-B``, ``FVAM-2050-B.1``, ``2.1.3``
+for ``1.3``), case aside. A sentence's full stop after it is an edge.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+__all__ = ["identifiers", "literal"]
+
+_CANDIDATE = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*")
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[^\W\d_]")
+MAX_IDENTIFIERS = 4  # a query that lists more is a list, not a lookup: the first four are pinned
+
+
+def identifiers(query: str) -> list[str]:
+    """The identifier-like tokens of ``query``, each once, in order (at most four)."""
+    found: list[str] = []
+    for token in _CANDIDATE.findall(query):
+        joined = any(j in token for j in "-_./")
+        digit = _DIGIT.search(token) is not None
+        letter = _LETTER.search(token) is not None
+        named = (digit and (joined or letter)) or "_" in token
+        if named and token.casefold() not in (f.casefold() for f in found):
+            found.append(token)
+    return found[:MAX_IDENTIFIERS]
+
+
+@lru_cache(maxsize=256)
+def literal(token: str) -> re.Pattern[str]:
+    """The pattern of ``token`` standing alone: no letter, digit, ``_`` or ``-`` against either
+    side, and no ``.`` with a digit beyond it (``FVAM-2050-B.1`` is another part)."""
+    return re.compile(r"(?<![\w-])(?<!\d\.)" + re.escape(token) + r"(?![\w-])(?!\.\d)", re.IGNORECASE)
