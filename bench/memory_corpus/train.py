@@ -38,6 +38,10 @@ from tether.memory._model import KINDS, feature_key, features  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
+# The second held-out set (round two), frozen before that round's tuning: never fitted on. Its
+# hash is checked so that an edit to it shows; a tuning row equal to one of its rows stops training.
+FRESH = Path(__file__).with_name("fresh.jsonl")
+FRESH_SHA256 = "85796f8bfdd8fc44ea06e1e6e8cf1fcb169a7495422967620034348ce7ba33ae"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
@@ -80,7 +84,19 @@ def tuning_rows() -> list[tuple[str, str, str]]:
             if r["label"] == "attack" and kind == "note":
                 kind = "override"
             out.append((r["text"], kind, f"table{zlib.crc32(r['text'].encode()) % 8}", r["lang"]))
+    _check_fresh({t for t, _, _, _ in out})
     return augmented(out) if AUGMENT else [(t, k, g) for t, k, g, _ in out]
+
+
+def _check_fresh(tuning: set[str]) -> None:
+    import hashlib
+
+    data = FRESH.read_bytes()
+    if hashlib.sha256(data).hexdigest() != FRESH_SHA256:
+        raise SystemExit(f"{FRESH.name} changed since it was frozen: restore it (git checkout) before training")
+    leaked = [t for line in data.decode().splitlines() if (t := json.loads(line)["text"]) in tuning]
+    if leaked:
+        raise SystemExit(f"{len(leaked)} tuning rows are rows of {FRESH.name}: {leaked[0][:80]!r}")
 
 
 class Data:
