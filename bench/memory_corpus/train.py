@@ -94,7 +94,8 @@ def _check_fresh(tuning: set[str]) -> None:
     data = FRESH.read_bytes()
     if hashlib.sha256(data).hexdigest() != FRESH_SHA256:
         raise SystemExit(f"{FRESH.name} changed since it was frozen: restore it (git checkout) before training")
-    leaked = [t for line in data.decode().splitlines() if (t := json.loads(line)["text"]) in tuning]
+    plain = [r["text"] for line in data.decode().splitlines() if (r := json.loads(line))["obfuscation"] == "none"]
+    leaked = [t for t in plain if t in tuning]
     if leaked:
         raise SystemExit(f"{len(leaked)} tuning rows are rows of {FRESH.name}: {leaked[0][:80]!r}")
 
