@@ -163,7 +163,7 @@ def build_vocab(rows: list[tuple[str, str, str]]) -> dict[str, int]:
 def threshold(rows: list[tuple[str, str, str]]) -> float:
     """The refusal threshold from out-of-fold scores, folds grouped by template."""
     groups = sorted({g for _, _, g in rows})
-    fold = {g: i % 4 for i, g in enumerate(groups)}
+    fold = {g: zlib.crc32(g.encode()) % 4 for g in groups}  # stable when templates are added
     attack_p = np.zeros(len(rows))
     for k in range(4):
         train = [r for r in rows if fold[r[2]] != k]
