@@ -34,6 +34,7 @@ from bench._results import ROOT, tether_commit, write_results
 
 CORPUS = ROOT / "bench" / "memory_corpus" / "corpus.jsonl"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
+FRESH = ROOT / "bench" / "memory_corpus" / "fresh.jsonl"
 
 ANCHORS = [
     re.compile(p, re.I)
@@ -187,6 +188,20 @@ def main() -> None:
         figures[axis] = {name: confusion(held, fn, axis) for name, fn in scanners.items()}
         table(axis, figures[axis])
 
+    fresh = load(FRESH)
+    print(
+        f"\nthe second held-out set, {FRESH.relative_to(ROOT)} (frozen before round two's tuning): "
+        f"{sum(r['label'] == 'attack' for r in fresh)} attacks, {sum(r['label'] == 'benign' for r in fresh)} notes"
+    )
+    fresh_scanners: dict[str, Callable[[str], bool]] = {
+        "model": lambda t: model.scan(t) is not None,
+        "rules": lambda t: rules.scan(t) is not None,
+        "anchors": anchors,
+    }
+    for axis in ("lang", "kind", "obfuscation"):
+        figures[f"fresh_{axis}"] = {name: confusion(fresh, fn, axis) for name, fn in fresh_scanners.items()}
+        table(axis, figures[f"fresh_{axis}"])
+
     old = [r for r in load(TABLE) if r["set"] == "holdout"]
     print(f"\nthe old scan table's held-out rows ({len(old)}):")
     figures["old_table"] = {
@@ -220,6 +235,11 @@ def main() -> None:
             v = verdicts[r["text"]]
             if r["label"] == "benign" and v is not None:
                 print(f"  [{r['lang']}] {r['text'][:120]!r}\n      -> {v.rule}: {v.reason[:140]}")
+        print("\nsecond set: missed attacks / refused notes:")
+        for r in fresh:
+            v = model.scan(r["text"])
+            if (r["label"] == "attack") == (v is None):
+                print(f"  [{r['label']}/{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:120]!r}")
     write_results("memory_scan", {"commit": tether_commit(), "held_out": figures, "speed": speed, "start": start})
 
 

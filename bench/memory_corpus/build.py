@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attacks import ATTACKS, LANGS
 from notes import NOTES
 from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES
+from round2 import R2
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -185,6 +186,7 @@ def rows() -> list[dict[str, str]]:
                         if label == "benign" and ob == "casing" and not _latin(filled):
                             continue
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
+    out += round_two()
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
@@ -217,6 +219,28 @@ def rows() -> list[dict[str, str]]:
                 "part": "tune",
             }
         )
+    return out
+
+
+def round_two() -> list[dict[str, str]]:
+    """Round two's tuning templates (``round2.py``), with a generator of their own so that the
+    rows before them, the first held-out part included, stay exactly as they were. Their rows in
+    the held-out languages are left out: the first held-out part is not changed. ``R2_NOTES`` are
+    not used: with them the cross-validated figure on tuning was 72.9 %, without them 76.0 % (71.4 %
+    with neither), so the choice by that figure alone leaves them out."""
+    rng = random.Random(262)
+    out: list[dict[str, str]] = []
+    for label, templates in (("attack", R2),):
+        for tid, kind, _, texts in templates:
+            for lang, text in zip(LANGS, texts, strict=True):
+                if lang in HELD_LANGS:
+                    continue
+                base = {"label": label, "lang": lang, "family": FAMILY[lang], "kind": kind, "template": tid}
+                out.append({"text": text, "obfuscation": "none", **base, "part": "tune"})
+                if label == "attack":
+                    pool = ATTACK_OBFUSCATIONS + (LATIN_OBFUSCATIONS if _latin(text) else ())
+                    ob = rng.choice(pool)
+                    out.append({"text": obfuscate(ob, text, rng), "obfuscation": ob, **base, "part": "tune"})
     return out
 
 

@@ -21,6 +21,11 @@ kept, ``--cv-only``): L2 1e-5: 67.3 %; 1e-6: 75.3 % (chosen); 1e-7: 72.1 %; n-gr
 ``--augment`` (each row also after an ordinary note): 61.3 %, on rows that include the harder
 augmented ones, so not comparable one for one; not used. After the corpus gained fillers and short
 notes the chosen settings give 70.9 %.
+
+Round two (folds now by a hash of the template, so that adding templates does not reshuffle them):
+intent frames as features (``tether.memory._frames``): 70.9 -> 75.2 % (old folds); with folds by hash,
+71.4 % without round two's templates, 76.0 % with its attack templates (chosen), 72.9 % with its
+attack and note templates. ``fresh.jsonl``, the second held-out set, was frozen before any of this.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ from tether.memory._model import KINDS, feature_key, features  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
+# The second held-out set (round two), frozen before that round's tuning: never fitted on. Its
+# hash is checked so that an edit to it shows; a tuning row equal to one of its rows stops training.
+FRESH = Path(__file__).with_name("fresh.jsonl")
+FRESH_SHA256 = "85796f8bfdd8fc44ea06e1e6e8cf1fcb169a7495422967620034348ce7ba33ae"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
@@ -80,7 +89,20 @@ def tuning_rows() -> list[tuple[str, str, str]]:
             if r["label"] == "attack" and kind == "note":
                 kind = "override"
             out.append((r["text"], kind, f"table{zlib.crc32(r['text'].encode()) % 8}", r["lang"]))
+    _check_fresh({t for t, _, _, _ in out})
     return augmented(out) if AUGMENT else [(t, k, g) for t, k, g, _ in out]
+
+
+def _check_fresh(tuning: set[str]) -> None:
+    import hashlib
+
+    data = FRESH.read_bytes()
+    if hashlib.sha256(data).hexdigest() != FRESH_SHA256:
+        raise SystemExit(f"{FRESH.name} changed since it was frozen: restore it (git checkout) before training")
+    plain = [r["text"] for line in data.decode().splitlines() if (r := json.loads(line))["obfuscation"] == "none"]
+    leaked = [t for t in plain if t in tuning]
+    if leaked:
+        raise SystemExit(f"{len(leaked)} tuning rows are rows of {FRESH.name}: {leaked[0][:80]!r}")
 
 
 class Data:
@@ -146,7 +168,7 @@ def build_vocab(rows: list[tuple[str, str, str]]) -> dict[str, int]:
 def threshold(rows: list[tuple[str, str, str]]) -> float:
     """The refusal threshold from out-of-fold scores, folds grouped by template."""
     groups = sorted({g for _, _, g in rows})
-    fold = {g: i % 4 for i, g in enumerate(groups)}
+    fold = {g: zlib.crc32(g.encode()) % 4 for g in groups}  # stable when templates are added
     attack_p = np.zeros(len(rows))
     for k in range(4):
         train = [r for r in rows if fold[r[2]] != k]

@@ -22,6 +22,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.memory._frames import frames
+
 __all__ = ["KINDS", "Model", "feature_key", "features", "load"]
 
 # The kinds the model tells apart; "note" is an ordinary note.
@@ -31,7 +33,8 @@ MIN_EVIDENCE = 24  # known features a text needs before the model judges it
 
 
 def features(norm: str, max_n: int = MAX_N) -> set[str]:
-    """Character 1..max_n-grams of the padded text, and adjacent word pairs."""
+    """Character 1..max_n-grams of the padded text, adjacent word pairs, and intent frames
+    (:mod:`tether.memory._frames`)."""
     padded = f" {norm} "
     out: set[str] = set()
     size = len(padded)
@@ -39,6 +42,7 @@ def features(norm: str, max_n: int = MAX_N) -> set[str]:
         out.update(padded[i : i + n] for i in range(size - n + 1))
     words = norm.split()
     out.update(f"{a}\x00{b}" for a, b in itertools.pairwise(words))
+    out.update(frames(norm))
     return out
 
 
