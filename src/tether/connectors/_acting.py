@@ -7,17 +7,21 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-__all__ = ["ACTING", "acting_as"]
+__all__ = ["ACTING", "SERVED", "acting_as"]
 
 ACTING: ContextVar[str | None] = ContextVar("tether_acting_user", default=None)
+# A run of `tether serve`: nobody at the server's terminal may be asked anything for it.
+SERVED: ContextVar[bool] = ContextVar("tether_served_run", default=False)
 
 
 @contextlib.contextmanager
 def acting_as(user: str | None) -> Iterator[None]:
-    """Within this block (and the tasks it starts), MCP connectors act for ``user`` (None: the
-    person at this machine, with ``tether mcp login``'s tokens)."""
-    token = ACTING.set(user)
+    """Within this block (and the tasks it starts), a served run's: MCP connectors act for ``user``
+    (None: the one user of a server without tokens, with ``tether mcp login``'s tokens), and never
+    ask at the terminal of the server's process."""
+    token, served = ACTING.set(user), SERVED.set(True)
     try:
         yield
     finally:
+        SERVED.reset(served)
         ACTING.reset(token)
