@@ -7,7 +7,8 @@ test. Access tokens live ``TOKEN_LIFETIME`` seconds (environment, default 3600).
   ``/.well-known/oauth-authorization-server`` (RFC 8414); ``/register`` (RFC 7591); ``/authorize``
   and ``/token`` (authorization code with PKCE, refresh);
 * ``/mcp``: one tool, ``whoami``, for a valid bearer token only;
-* ``GET /stats``: registrations, codes issued, refreshes, and the tokens issued (for the tests).
+* ``GET /stats``: registrations, codes issued, refreshes, the tokens issued, and the access token
+  each ``whoami`` call came with (for the tests).
 
 Run by the tests with ``sys.executable oauth_server.py``.
 """
@@ -31,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 LIFETIME = int(os.environ.get("TOKEN_LIFETIME", "3600"))
-stats: dict[str, Any] = {"registered": 0, "codes": 0, "refreshes": 0, "issued": []}
+stats: dict[str, Any] = {"registered": 0, "codes": 0, "refreshes": 0, "issued": [], "called_with": []}
 
 
 class Provider:
@@ -116,7 +117,11 @@ def main() -> None:
 
     @server.tool()
     def whoami() -> str:
-        """Says that the caller got in."""
+        """Says that the caller got in (and records, for the tests, with which access token)."""
+        from mcp.server.auth.middleware.auth_context import get_access_token
+
+        token = get_access_token()
+        stats["called_with"].append(token.token if token is not None else None)
         return "signed in"
 
     @server.custom_route("/stats", methods=["GET"])

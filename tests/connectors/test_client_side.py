@@ -71,3 +71,31 @@ def test_elicitation_without_a_person_is_declined() -> None:
     accepted = asyncio.run(side({}, answer="Ada").elicitation(params))
     assert isinstance(accepted, types.ElicitResult) and accepted.action == "accept"
     assert accepted.content == {"name": "Ada"}
+
+
+def test_a_served_run_never_asks_at_the_servers_terminal() -> None:
+    """`tether serve` started from a terminal: its users are elsewhere, so a server's request for
+    input is declined (with the reason logged) and sampling under "ask" is refused, saying why."""
+    from tether.connectors._acting import acting_as
+
+    params = types.ElicitRequestFormParams(
+        message="Your name?", requested_schema={"type": "object", "properties": {"name": {"type": "string"}}}
+    )
+    asked: list[str] = []
+
+    async def ask(question: str) -> str | None:
+        asked.append(question)
+        return "y"
+
+    s = ClientSide("srv", {"sampling_model": "scripted/hello"}, Asker(ask))
+    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState())
+
+    async def served() -> tuple[Any, Any]:
+        with acting_as("alice"):
+            return await s.elicitation(params), await s.sampling(REQUEST)
+
+    elicited, sampled = asyncio.run(served())
+    assert elicited == types.ElicitResult(action="decline")
+    assert isinstance(sampled, types.ErrorData) and "tether serve cannot ask" in sampled.message
+    assert asked == [] and "cannot ask its user yet" in s.log[-1]
+    assert asyncio.run(s.elicitation(params)).action == "accept"  # outside a served run: asked

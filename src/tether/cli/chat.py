@@ -35,12 +35,13 @@ CHAT_HELP = (
     "Commands inside the chat:\n"
     + "\n".join(f"  {name:10} {what}" for name, what in COMMANDS.items())
     + (
+        "\n  /PROMPT k=v  an MCP server's prompt (or /SERVER:PROMPT), sent as your message"
         '\n  //text     send "/text" (a message that starts with /)'
         "\nCtrl-C stops the reply being written; at the prompt it leaves."
     )
 )
 
-_COMMAND = re.compile(r"/([A-Za-z][\w-]*)(\s.*)?")
+_COMMAND = re.compile(r"/([A-Za-z][\w:.-]*)(\s.*)?")
 
 
 def add_parsers(sub: Any) -> None:
@@ -106,7 +107,9 @@ def _loop(chat: _Chat) -> int:
         message, command = parse_line(line)
         if command in ("/exit", "/quit"):
             return 0
-        if command is not None:
+        if command is not None and command not in COMMANDS and chat.recipe.mcp:
+            message = _prompt(chat, line)  # an MCP server's prompt, filled in, is the message
+        elif command is not None:
             _command(chat, command)
             continue
         if message is None or not message.strip():
@@ -136,6 +139,58 @@ def _command(chat: _Chat, command: str) -> None:
             f"{command} is not a command (/help lists them); to send a message that starts with /, write /{command}",
             file=sys.stderr,
         )
+
+
+def _prompt(chat: _Chat, line: str) -> str | None:
+    """``/PROMPT key=value ...`` (or ``/SERVER:PROMPT``): the prompt of one of the agent's MCP
+    servers, filled in, as the user's message; None (and why, on stderr) when there is none."""
+    import asyncio
+    import shlex
+
+    from tether.errors import TetherError
+
+    name, _, rest = line.strip()[1:].partition(" ")
+    try:
+        pairs = [word.partition("=") for word in shlex.split(rest)]
+    except ValueError as exc:
+        print(f"/{name}: {exc}", file=sys.stderr)
+        return None
+    if any(not eq or not key for key, eq, _ in pairs):
+        print(f"/{name}: write its arguments as key=value (tether mcp prompts SERVER lists them)", file=sys.stderr)
+        return None
+    server, _, prompt = name.rpartition(":")
+    servers = [server] if server else chat.recipe.mcp
+    try:
+        found = asyncio.run(_expand(chat, servers, prompt, {k: v for k, _, v in pairs}))
+    except TetherError as exc:
+        print(f"/{name}: {exc}", file=sys.stderr)
+        return None
+    if found is None:
+        print(f"/{name} is neither a command (/help lists them) nor a prompt of {', '.join(servers)}", file=sys.stderr)
+    return found
+
+
+async def _expand(chat: _Chat, servers: list[str], prompt: str, arguments: dict[str, str]) -> str | None:
+    from tether.connectors import McpConnector
+    from tether.connectors._resources import prompt_messages
+
+    for server in servers:
+        table = chat.settings.mcp.get(server)
+        if table is None or server not in chat.recipe.mcp:
+            continue
+        connector = McpConnector(server, table.model_dump(), home=chat.settings.home)
+        await connector.start()
+        try:
+
+            async def names(client: Any) -> list[str]:
+                return [p.name for p in (await client.list_prompts()).prompts]
+
+            if prompt in await connector.request("its prompts", names):
+                messages = await prompt_messages(connector, prompt, arguments)
+                return "\n\n".join(text for _, text in messages)
+        finally:
+            await connector.stop()
+    return None
 
 
 def _new_session_name() -> str:

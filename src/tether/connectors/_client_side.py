@@ -16,6 +16,7 @@ terminal, or ``"deny"``, the request is declined, and the server reads that it w
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Asker", "ClientSide"]
 
+log = logging.getLogger("tether.connectors")
+
 MAX_PER_CALL = 10
 DEFAULT_MAX_TOKENS = 1024
+
+
+def _served() -> bool:
+    from tether.connectors._acting import SERVED
+
+    return SERVED.get()
 
 
 @dataclass
@@ -95,6 +104,11 @@ class ClientSide:
             return f"no model to answer with: set sampling_model in [mcp.{self.server}]"
         if policy == "ask":
             preview = " ".join(_text(m.content) for m in params.messages)[-300:]
+            if _served():
+                return (
+                    f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]), which a run '
+                    'of tether serve cannot ask for yet; set sampling = "allow" to let it'
+                )
             if self.asker.ask is None:
                 return (
                     f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]) and none is at '
@@ -155,6 +169,11 @@ class ClientSide:
         import mcp_types as types
 
         if (self.config.get("elicitation") or "ask") == "deny" or self.asker.ask is None:
+            return types.ElicitResult(action="decline")
+        if _served():  # never asked at the server's own terminal: its users are elsewhere
+            why = f"elicitation by {self.server} declined: a run of tether serve cannot ask its user yet"
+            self.log.append(why)
+            log.warning("%s", why)
             return types.ElicitResult(action="decline")
         ask = self.asker.ask
         if isinstance(params, types.ElicitRequestURLParams):

@@ -151,21 +151,29 @@ def oauth_provider(
     *,
     loopback: Loopback | None = None,
     open_page: Callable[[str], Awaitable[None]] | None = None,
+    storage: FileTokenStorage | None = None,
+    redirect_uri: str | None = None,
+    get_code: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+    sign_in: str | None = None,
 ) -> OAuthClientProvider:
-    """The SDK's provider for the server at ``url`` with tokens in ``path``. Without ``loopback``
-    (a run), a needed sign-in is an error that says to run ``tether mcp login``."""
+    """The SDK's provider for the server at ``url`` with tokens in ``path`` (or ``storage``). Without
+    ``loopback`` or ``get_code`` (a run), a needed sign-in is an error that says how to sign in
+    (``sign_in``, default: run ``tether mcp login``). ``tether serve`` gives ``redirect_uri`` (its
+    callback route), ``open_page`` and ``get_code`` for a user's flow."""
+    how = sign_in or f"run `tether mcp login {server}`"
 
     async def refuse(url: str) -> None:
-        raise ConfigError(f"the MCP server {server} needs you to sign in: run `tether mcp login {server}`")
+        raise ConfigError(f"the MCP server {server} needs you to sign in: {how}")
 
     async def no_code() -> AuthorizationCodeResult:
-        raise ConfigError(f"the MCP server {server} needs you to sign in: run `tether mcp login {server}`")
+        raise ConfigError(f"the MCP server {server} needs you to sign in: {how}")
 
-    redirect = loopback.redirect_uri if loopback is not None else "http://127.0.0.1/callback"
+    if loopback is not None:
+        redirect_uri, get_code = loopback.redirect_uri, loopback.code
     metadata = OAuthClientMetadata.model_validate(
         {
             "client_name": "tether",
-            "redirect_uris": [redirect],
+            "redirect_uris": [redirect_uri or "http://127.0.0.1/callback"],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
@@ -175,7 +183,7 @@ def oauth_provider(
     return _Provider(
         server_url=url,
         client_metadata=metadata,
-        storage=FileTokenStorage(path),
-        redirect_handler=open_page if loopback is not None and open_page is not None else refuse,
-        callback_handler=loopback.code if loopback is not None else no_code,
+        storage=storage or FileTokenStorage(path),
+        redirect_handler=open_page if get_code is not None and open_page is not None else refuse,
+        callback_handler=get_code or no_code,
     )

@@ -186,7 +186,8 @@ class McpConnector(Extension):
         self._extra: list[Any] = []  # the resource tools, when the server has resources
         self.instructions: str | None = None
         self.capabilities: mcp_types.ServerCapabilities | None = None
-        self._live: dict[asyncio.AbstractEventLoop, _Live] = {}
+        # One connection per event loop, and per user in `tether serve` (each with their own tokens).
+        self._live: dict[tuple[asyncio.AbstractEventLoop, str | None], _Live] = {}
         self._guard = threading.Lock()
 
     # --- the extension ---------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class McpConnector(Extension):
     def _tools_changed(self) -> None:
         """The server said its tools changed: list them again, for the next run (a run keeps the tools
         it was given; one the server dropped answers with the server's error)."""
-        live = self._live.get(asyncio.get_running_loop())
+        live = self._live.get(self._here())
         if live is None or live.link is None:
             return
         link = live.link
@@ -319,7 +320,7 @@ class McpConnector(Extension):
         raises ConfigError in words when it cannot be made."""
         from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
 
-        live = self._live.get(asyncio.get_running_loop())
+        live = self._live.get(self._here())
         link = await self._usable(live) if live is not None and live.users else None
         if link is None:
             raise ConfigError(f"the MCP server {self.server} is not connected, so {what} cannot be asked for")
@@ -339,7 +340,7 @@ class McpConnector(Extension):
         from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
         from tether.connectors._results import to_tool_result
 
-        live = self._live.get(asyncio.get_running_loop())
+        live = self._live.get(self._here())
         if live is None or not live.users:
             return _error(f"the MCP server {self.server} is not connected (an agent's run starts it)")
         link = await self._usable(live)
@@ -409,14 +410,21 @@ class McpConnector(Extension):
     def _forget(self, live: _Live) -> None:
         """Drop an event loop's state once no run in it uses the server (the loop may end)."""
         with self._guard:
-            for loop, state in list(self._live.items()):
+            for here, state in list(self._live.items()):
                 if state is live and not live.users:
-                    del self._live[loop]
+                    del self._live[here]
+
+    def _here(self) -> tuple[asyncio.AbstractEventLoop, str | None]:
+        """Whose connection: this event loop's; for a server that signs each user in (OAuth), the
+        user the run acts for too (tether.connectors._acting)."""
+        from tether.connectors._acting import ACTING
+
+        per_user = self.config["auth"] == "oauth" and self.config["token_url"] is None
+        return asyncio.get_running_loop(), ACTING.get() if per_user else None
 
     def _state(self) -> _Live:
-        loop = asyncio.get_running_loop()
         with self._guard:
-            return self._live.setdefault(loop, _Live())
+            return self._live.setdefault(self._here(), _Live())
 
     async def _connect(self) -> Link:
         try:
@@ -462,10 +470,22 @@ class McpConnector(Extension):
 
     def _flow(self) -> Any:
         from tether.config import tether_home
+        from tether.connectors._acting import ACTING
         from tether.connectors._oauth import oauth_provider
 
-        path = token_path(self.home or tether_home(), self.server)
-        return oauth_provider(self.server, self.config["url"], path, self.config["scopes"])
+        home = self.home or tether_home()
+        user = ACTING.get()
+        if user is None:  # the person at this machine: `tether mcp login`'s tokens
+            path = token_path(home, self.server)
+            return oauth_provider(self.server, self.config["url"], path, self.config["scopes"])
+        from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
+
+        path = user_token_path(home, user, self.server)  # a served run: its user's tokens, no one else's
+        storage = SealedTokenStorage(path, connection_key(home))
+        how = f"connect your account for {self.server} on the server's page (Connections)"
+        return oauth_provider(
+            self.server, self.config["url"], path, self.config["scopes"], storage=storage, sign_in=how
+        )
 
     def _credentials(self) -> Credentials | None:
         if self.config["auth"] != "oauth":

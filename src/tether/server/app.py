@@ -179,10 +179,50 @@ def create_app(
     _guard(app, settings, store)
     _handlers(app)
     _routes(app, core)
+    _connection_routes(app, core.settings)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     if STATIC.is_dir():
         app.mount("/static", _Static(directory=STATIC), name="static")
     return app
+
+
+def _connection_routes(app: FastAPI, settings: Settings) -> None:
+    """Each user's own accounts for MCP servers that sign people in (tether.server.accounts)."""
+    from fastapi.responses import HTMLResponse
+
+    from tether.server.accounts import Connections, finished_page
+
+    connections = Connections(settings)
+    app.state.connections = connections
+
+    @app.get("/v1/connections", summary="The MCP servers you connect your own account for")
+    async def list_connections(user: User) -> dict[str, Any]:
+        return {"connections": connections.listing(user)}
+
+    @app.post("/v1/connections/{name}", summary="Connect your account: the authorization page to open")
+    async def connect(name: str, user: User, request: Request) -> dict[str, Any]:
+        callback = str(request.url_for("connection_callback"))
+        try:
+            return {"server": name, "authorize_url": await connections.start(user, name, callback)}
+        except ConfigError as exc:
+            raise ApiError(404 if name not in connections.servers() else 400, "bad_request", str(exc)) from None
+
+    @app.delete("/v1/connections/{name}", summary="Forget your account's tokens for a server")
+    async def disconnect(name: str, user: User) -> dict[str, Any]:
+        try:
+            return {"server": name, "forgotten": connections.forget(user, name)}
+        except ConfigError as exc:
+            raise ApiError(404, "not_found", str(exc)) from None
+
+    @app.get("/v1/connections/callback", include_in_schema=False, name="connection_callback")
+    async def connection_callback(request: Request) -> Response:
+        query = {k: v for k, v in request.query_params.items()}
+        try:
+            server = await connections.finish(query)
+        except ConfigError as exc:
+            return HTMLResponse(finished_page(str(exc), ok=False), status_code=400, headers=_PAGE_HEADERS)
+        said = f"Your account for {server} is connected; you can close this page."
+        return HTMLResponse(finished_page(said, ok=True), headers=_PAGE_HEADERS)
 
 
 def _run_manager(

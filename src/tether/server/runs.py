@@ -364,7 +364,22 @@ class RunManager:
         chosen: dict[str, Any],
         emit: Any,
     ) -> None:
-        """The run, on its run loop."""
+        """The run, on its run loop, acting for its user (their own MCP accounts)."""
+        from tether.connectors._acting import acting_as
+
+        with acting_as(None if turn.owner == "local" else turn.owner):
+            await self._drive_as(live, turn, agent, state, prompt, chosen, emit)
+
+    async def _drive_as(
+        self,
+        live: LiveRun,
+        turn: TurnRecord,
+        agent: Agent,
+        state: RunState,
+        prompt: str | None,
+        chosen: dict[str, Any],
+        emit: Any,
+    ) -> None:
         saw_done = False
         try:
             tracer = self._tracer(turn, resumed=prompt is None)

@@ -1,0 +1,167 @@
+"""Each user's own connections: a signed-in user connects their own account for an MCP server that
+signs people in with OAuth (``[mcp.NAME] auth = "oauth"``, no ``token_url``), and that user's runs
+call the server with that user's tokens (tether.connectors._accounts).
+
+* ``GET /v1/connections``: the servers a user can connect, and whether they have;
+* ``POST /v1/connections/{name}``: starts the flow (discovery, registration, PKCE, as ``tether mcp
+  login``) and answers the authorization page's address for the user's browser;
+* ``GET /v1/connections/callback``: where the authorization server sends the browser back; its
+  ``state`` (unguessable, one use, bound to the user who started) says whose flow it finishes;
+* ``DELETE /v1/connections/{name}``: forgets the user's tokens.
+
+No route ever answers a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from tether.config import Settings
+from tether.errors import ConfigError, TetherError
+
+__all__ = ["Connections"]
+
+FLOW_TIMEOUT_S = 300.0
+
+
+@dataclass
+class _Flow:
+    user: str
+    server: str
+    started: float
+    code: asyncio.Future[Any] = field(repr=False)
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class Connections:
+    """The flows under way, by their ``state``, on the server's event loop."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.flows: dict[str, _Flow] = {}
+
+    def servers(self) -> list[str]:
+        """The MCP servers a user connects their own account for."""
+        return [
+            name
+            for name, table in self.settings.mcp.items()
+            if table.enabled and table.auth == "oauth" and table.token_url is None and table.url
+        ]
+
+    def _storage(self, user: str, server: str) -> Any:
+        from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
+
+        home = self.settings.home
+        return SealedTokenStorage(user_token_path(home, user, server), connection_key(home))
+
+    def listing(self, user: str) -> list[dict[str, Any]]:
+        return [{"server": name, "connected": self._storage(user, name).connected()} for name in self.servers()]
+
+    def forget(self, user: str, server: str) -> bool:
+        self._known(server)
+        forgot: bool = self._storage(user, server).forget()
+        return forgot
+
+    def _known(self, server: str) -> None:
+        if server not in self.servers():
+            offered = ", ".join(self.servers()) or "none"
+            raise ConfigError(
+                f'no MCP server {server!r} to connect an account for (servers with auth = "oauth": {offered})'
+            )
+
+    async def start(self, user: str, server: str, callback_url: str) -> str:
+        """Start ``user``'s flow for ``server``: the authorization page's address."""
+        from tether.connectors import McpConnector
+        from tether.connectors._oauth import oauth_provider
+
+        self._known(server)
+        self._expire()
+        table = self.settings.mcp[server]
+        page: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        flow = _Flow(user, server, time.monotonic(), asyncio.get_running_loop().create_future())
+
+        async def open_page(url: str) -> None:
+            state = (parse_qs(urlparse(url).query).get("state") or [""])[0]
+            if not state:
+                raise ConfigError(f"the authorization server of {server} was sent no state")
+            self.flows[state] = flow
+            page.set_result(url)
+
+        async def get_code() -> Any:
+            return await asyncio.wait_for(flow.code, FLOW_TIMEOUT_S)
+
+        storage = self._storage(user, server)
+        storage.keep_client_for(callback_url)
+        connector = McpConnector(server, table.model_dump(), home=self.settings.home)
+        connector.oauth_flow = oauth_provider(
+            server,
+            str(table.url),
+            storage.path,
+            list(table.scopes),
+            storage=storage,
+            redirect_uri=callback_url,
+            open_page=open_page,
+            get_code=get_code,
+        )
+        flow.task = asyncio.create_task(self._sign_in(connector))
+        either: set[asyncio.Future[Any]] = {page, flow.task}
+        done, _ = await asyncio.wait(either, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if page in done:
+            return page.result()
+        flow.task.cancel()
+        if flow.task in done and flow.task.exception() is not None:
+            raise ConfigError(f"connecting to {server} failed: {flow.task.exception()}")
+        raise ConfigError(f"connecting to {server} failed: its authorization server did not answer within 60 s")
+
+    @staticmethod
+    async def _sign_in(connector: Any) -> None:
+        await connector.start()  # the SDK's flow: discovery, registration, the code, the tokens
+        await connector.stop()
+
+    async def finish(self, query: dict[str, str]) -> str:
+        """The browser is back with ``code`` and ``state``: finish that flow; the server's name."""
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        flow = self.flows.pop(query.get("state", ""), None)
+        if flow is None or flow.task is None:
+            raise ConfigError("this sign-in is unknown or already used: start it again from the page")
+        if "code" not in query:
+            flow.task.cancel()
+            why = query.get("error_description") or query.get("error") or "no code came back"
+            raise ConfigError(f"connecting to {flow.server} did not succeed: {why}")
+        flow.code.set_result(AuthorizationCodeResult(code=query["code"], state=query["state"], iss=query.get("iss")))
+        try:
+            await asyncio.wait_for(flow.task, 60)
+        except (TetherError, TimeoutError, Exception) as exc:
+            raise ConfigError(f"connecting to {flow.server} did not succeed: {exc}") from None
+        return flow.server
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for state, flow in list(self.flows.items()):
+            if now - flow.started > FLOW_TIMEOUT_S:
+                del self.flows[state]
+                if flow.task is not None:
+                    flow.task.cancel()
+
+    def close(self) -> None:
+        for flow in self.flows.values():
+            if flow.task is not None:
+                with contextlib.suppress(Exception):
+                    flow.task.cancel()
+        self.flows.clear()
+
+
+def finished_page(said: str, ok: bool) -> str:
+    """What the browser shows after the authorization server sent it back."""
+    title = "Connected" if ok else "Not connected"
+    return (
+        f"<!doctype html><meta charset=utf-8><title>tether: {title}</title>"
+        f"<p>{html.escape(said)}</p><p><a href='/'>Back to tether</a></p>"
+    )

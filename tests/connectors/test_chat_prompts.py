@@ -1,0 +1,35 @@
+"""An MCP server's prompts as /commands in ``tether chat``: ``/PROMPT key=value`` (or
+``/SERVER:PROMPT``) fills the prompt in and sends it as the user's message."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+SERVER = Path(__file__).with_name("prompt_server.py")
+
+
+def test_a_prompt_becomes_the_message_and_a_bad_one_is_explained(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[mcp.notes]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n')
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    stdin = "/review file=a.py tone=blunt\n/notes:review file=b.py\n/review a.py\n/nothing x=1\n/exit\n"
+    args = ["tether", "chat", "--model", "scripted/hello", "--mcp", "notes", "--cwd", str(tmp_path), "--session", "p"]
+    out = subprocess.run(args, input=stdin, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "/review: write its arguments as key=value" in out.stderr
+    assert "/nothing is neither a command" in out.stderr and "a prompt of notes" in out.stderr
+    exported = subprocess.run(
+        ["tether", "sessions", "export", "p"], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = [json.loads(x) for x in exported.stdout.splitlines()]
+    sent = [part["text"] for m in lines if m["role"] == "user" for part in m["content"]]
+    assert sent == ["Please review a.py in a blunt tone.", "Please review b.py in a kind tone."]

@@ -1,0 +1,130 @@
+"""Each user's own connections in `tether serve` (tether.server.accounts): two users of the server
+connect their own accounts for an MCP server that signs people in with OAuth (a real authorization
+server the test starts, tests/connectors/oauth_server.py), each one's runs call it with that
+user's own access token, neither can use the other's, and the tokens are sealed at rest."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import read_events
+
+pytest.importorskip("mcp")
+pytest.importorskip("cryptography")
+
+OAUTH_SERVER = Path(__file__).resolve().parents[1] / "connectors" / "oauth_server.py"
+AGENTS = Path(__file__).with_name("mcp_agents.py")
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Iterator[str]:
+    with subprocess.Popen(
+        [sys.executable, str(OAUTH_SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("port "), f"the test server did not start: {line!r}"
+            yield f"http://127.0.0.1:{int(line.split()[1])}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+@pytest.fixture
+def serving(served: Any, auth_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home0"))  # the home the fixture makes first
+    monkeypatch.setenv("TETHER_TEST_MCP_URL", f"{auth_server}/mcp")
+    monkeypatch.delenv("TETHER_CONNECTIONS_KEY", raising=False)
+    config = f'[mcp.guarded]\nurl = "{auth_server}/mcp"\nauth = "oauth"\n'
+    return served(agents_module=AGENTS, tokens=["alice", "bob"], config=config)
+
+
+def stats(auth_server: str) -> dict[str, Any]:
+    data: dict[str, Any] = httpx.get(f"{auth_server}/stats", timeout=30).json()
+    return data
+
+
+def connect(c: httpx.Client) -> None:
+    """The user's browser: the page from POST /v1/connections/guarded, approved at once, back to
+    the server's callback."""
+    r = c.post("/v1/connections/guarded")
+    assert r.status_code == 200, r.text
+    page = r.json()["authorize_url"]
+    assert "code_challenge_method=S256" in page  # PKCE
+    approved = httpx.get(page, follow_redirects=False, timeout=30)
+    assert approved.status_code in (302, 303, 307), approved.text
+    back = approved.headers["location"]
+    assert back.startswith(str(c.base_url).rstrip("/") + "/v1/connections/callback?")
+    done = httpx.get(back, timeout=60)  # no bearer token: the state says whose flow it is
+    assert done.status_code == 200, done.text
+    assert "connected" in done.text
+
+
+def ask(c: httpx.Client) -> str:
+    sid = c.post("/v1/sessions", json={"agent": "mail"}).json()["session_id"]
+    r = c.post(f"/v1/sessions/{sid}/messages", json={"text": "who am I?"})
+    assert r.status_code == 202, r.text
+    events = read_events(c, f"/v1/runs/{r.json()['run_id']}/events", timeout=60)
+    transcript = c.get(f"/v1/runs/{r.json()['run_id']}/transcript").json()["messages"]
+    assert events[-1]["event"] == "done"
+    return str(events[-1]) + str(transcript)
+
+
+def test_each_user_connects_their_own_account_and_their_runs_use_only_it(serving: Any, auth_server: str) -> None:
+    alice, bob = serving.client("alice"), serving.client("bob")
+    assert alice.get("/v1/connections").json() == {"connections": [{"server": "guarded", "connected": False}]}
+
+    connect(alice)
+    assert alice.get("/v1/connections").json()["connections"][0]["connected"] is True
+    assert bob.get("/v1/connections").json()["connections"][0]["connected"] is False  # alice's is hers
+
+    # Bob has not connected: his run is not given alice's token, nor the machine's.
+    before = len(stats(auth_server)["called_with"])
+    said = ask(bob)
+    assert "connect your account for guarded" in said
+    assert len(stats(auth_server)["called_with"]) == before
+
+    said = ask(alice)
+    assert "the server said: signed in" in said
+    alice_token = stats(auth_server)["called_with"][-1]
+
+    connect(bob)
+    assert "the server said: signed in" in ask(bob)
+    now = stats(auth_server)
+    bob_token = now["called_with"][-1]
+    assert alice_token and bob_token and alice_token != bob_token
+    assert alice_token in now["issued"] and bob_token in now["issued"]
+    assert "the server said: signed in" in ask(alice)
+    assert stats(auth_server)["called_with"][-1] == alice_token  # still her own, after bob connected
+
+    # At rest: one sealed file per user, no token in plain text anywhere under the home; the key 0600.
+    sealed = sorted((serving.home / "auth" / "users").rglob("*.sealed"))
+    assert len(sealed) == 2
+    for path in (serving.home).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert alice_token.encode() not in data and bob_token.encode() not in data, path
+    key = serving.home / "auth" / "connections.key"
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+
+    # No route answers a token; bob forgetting his leaves alice's.
+    assert alice_token not in alice.get("/v1/connections").text
+    assert bob.delete("/v1/connections/guarded").json() == {"server": "guarded", "forgotten": True}
+    assert "connect your account for guarded" in ask(bob)
+    assert "the server said: signed in" in ask(alice)
+
+
+def test_a_callback_with_an_unknown_state_is_refused_and_unknown_servers_are_named(serving: Any) -> None:
+    r = httpx.get(f"{serving.url}/v1/connections/callback?code=x&state=forged", timeout=30)
+    assert r.status_code == 400 and "unknown or already used" in r.text
+    r = serving.client("alice").post("/v1/connections/nope")
+    assert r.status_code == 404 and "servers with auth" in r.json()["error"]["message"]
+    assert serving.client().get("/v1/connections").status_code == 401
