@@ -145,7 +145,7 @@ class ModelClassifier:
         self.on_error = on_error
 
     async def classify(self, text: str, *, stage: Stage, ctx: RunContext) -> Verdict:
-        from tether.harness.model_call import side_call
+        from tether.harness.accounting import side_call
 
         candidate = self._candidate(ctx)
         request = ModelRequest(

@@ -145,7 +145,7 @@ def summary_request(rc: RunContext, older: Sequence[Message], instruction: str =
 
 async def _ask(rc: RunContext, request: ModelRequest) -> str:
     """The summary call, accounted like any model call (see ``side_call``)."""
-    from tether.harness.model_call import side_call
+    from tether.harness.accounting import side_call
 
     return (await side_call(rc, request)).message.text.strip()
 

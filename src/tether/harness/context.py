@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -103,6 +103,9 @@ class RunContext:
     # What middleware and tools keep for this call of the loop only (not saved; a middleware
     # object may serve several runs at once), each under its own name. Saved state: state.ext.
     scratch: dict[str, Any] = field(default_factory=dict)
+    # The loop's own ``run_stream``, for tools that run another agent (sub-agents): handed down so
+    # that nothing below the loop imports it.
+    run_agent: Callable[..., AsyncIterator[Event]] | None = None
     _fixed_counted: bool = False
 
     def emit(self, event: Event) -> None:

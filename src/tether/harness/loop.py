@@ -83,6 +83,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
         store=store,
         tool_defs=defs,
         system=agent.instructions,
+        run_agent=run_stream,
     )
     rc.count = counter_for(rc.model_name)
     rc.rebuild_read_cache()
@@ -186,7 +187,7 @@ async def run_stream(
             why = signal.reason if signal.cancelled else "the caller stopped reading the run's events"
             lost = state.call_in_flight
             if lost is not None:  # cut mid-request: billed for its prompt at least, as any cut request
-                from tether.harness.model_call import charge
+                from tether.harness.accounting import charge
                 from tether.usage import Usage
 
                 charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))

@@ -19,8 +19,9 @@ from tether.errors import (
     RunCancelled,
 )
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
+from tether.harness.accounting import charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
-from tether.harness.context import Candidate, RunContext
+from tether.harness.context import RunContext
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream
 from tether.harness.pump import Finished, pump
@@ -30,9 +31,8 @@ from tether.harness.structured import request_schema
 from tether.messages import clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.tokens import estimate_tokens
-from tether.usage import Usage
 
-__all__ = ["ask_model"]
+__all__ = ["ask_model", "charge", "count_abandoned", "note_in_flight", "side_call"]
 
 
 class _Attempt:
@@ -148,84 +148,6 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
         else estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens)
     )
     return await note_in_flight(rc, prompt, plan.max_tokens)
-
-
-async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
-    """Save what is about to be asked before asking (every model call: turns and summaries): a
-    request the process dies during is billed by the provider, and a resume counts its worst case
-    as spent-unknown (see the loop)."""
-    price = rc.price
-    worst = price.cost(Usage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(
-        model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_cost_usd=worst
-    )
-    in_flight = rc.state.call_in_flight
-    await rc.persist_durably()  # the step's one durable save: the reply and results before it, and this note
-    return in_flight
-
-
-def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
-    """Add one call's usage and its cost to the run (the call's note in flight is over); a model
-    without a known price makes the run's cost unknown, never zero. ``model``: the one that
-    answered, when it is not the run's (a policy's classifier, say)."""
-    state = rc.state
-    price, name = (model.price, model.name) if model is not None else (rc.price, rc.model_name)
-    state.call_in_flight = None
-    if usage is not None:
-        state.usage = state.usage + usage
-        if price is not None:
-            state.cost_usd += price.cost(usage)
-    if price is None and name not in state.unpriced_models:
-        state.unpriced_models.append(name)
-
-
-async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | None = None) -> ModelResponse:
-    """A model call besides the run's turns (a summary, a policy's verdict), accounted like one:
-    noted in flight before it is sent, charged after, counted if it is cut (law 6)."""
-    from tether.messages import text_of
-
-    candidate = model or rc.model
-    count = rc.count if rc.counter_loaded() else estimate_tokens
-    prompt = count(text_of(request.messages)) + count(request.system or "") + 16
-    max_tokens = request.max_tokens or rc.agent.max_tokens
-    price = candidate.price
-    budget = rc.agent.max_budget_usd
-    if budget is not None and price is not None:
-        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
-        if affordable < min(max_tokens, rc.agent.min_output_tokens):
-            from tether.errors import ProviderError
-
-            raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
-        if affordable < max_tokens:
-            from dataclasses import replace
-
-            max_tokens = affordable
-            request = replace(request, max_tokens=max_tokens)
-    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(
-        model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
-    )
-    await rc.persist_durably()
-    try:
-        response = await rc.signal.race(candidate.provider.complete(request))
-    except RunCancelled:
-        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=0, estimated=True), candidate)
-        raise
-    except BaseException:
-        rc.state.call_in_flight = None  # a failed request is not billed
-        raise
-    charge(rc, response.message.usage, candidate)
-    return response
-
-
-def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
-    """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
-    what it consumed: count its prompt and what it streamed, marked estimated."""
-    if not sent:
-        rc.state.call_in_flight = None
-        return
-    count = rc.count if rc.counter_loaded() else estimate_tokens  # a Stop never waits for a tokenizer
-    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)), estimated=True))
 
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:

@@ -23,23 +23,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
-from tether.tools.base import ToolContext, ToolResult
+from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
     from tether.harness.agent import Agent
     from tether.harness.state import RunState
 
 __all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of"]
-
-
-class ToolInterrupt(Exception):
-    """Raised by a tool to stop the run for a person with its call left pending (tool_exec turns
-    it into an ``interrupted`` exit; a resume runs the call again)."""
-
-    def __init__(self, reason: str, interruption: Any) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.interruption = interruption
 
 
 _NAME = "subagents"  # this feature's part of RunState.ext
@@ -145,9 +135,12 @@ class AgentTool:
         self.max_depth = max_depth
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        from tether.harness.loop import run_stream
         from tether.harness.state import RunState
 
+        if ctx.run_agent is None:
+            raise ToolError(
+                f"{self.name} runs an agent, which only a running loop can do (its context has no run_agent)"
+            )
         parent = ctx.state
         saved = children(parent).get(ctx.call_id)
         if isinstance(saved, dict) and saved.get("done"):
@@ -169,7 +162,7 @@ class AgentTool:
         agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result = None
-        async for event in run_stream(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
+        async for event in ctx.run_agent(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
             if isinstance(event, Done):
                 result = event.result
                 ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on

@@ -19,7 +19,6 @@ from tether.harness.context import RunContext
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, pump
 from tether.harness.state import Intent, ToolStats, args_hash
-from tether.harness.subagent import ToolInterrupt
 from tether.messages import (
     NOT_JSON,
     ImagePart,
@@ -32,7 +31,7 @@ from tether.messages import (
     parse_arguments,
 )
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
-from tether.tools.base import ToolContext, ToolInputError, ToolResult, validate_arguments
+from tether.tools.base import ToolContext, ToolInputError, ToolInterrupt, ToolResult, validate_arguments
 
 __all__ = ["run_pending"]
 
@@ -256,6 +255,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
         on_save=lambda durable: rc.persist(durable=durable),
+        run_agent=rc.run_agent,
     )
 
 

@@ -16,7 +16,7 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
@@ -30,6 +30,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolInputError",
+    "ToolInterrupt",
     "ToolResult",
     "tool",
     "validate_arguments",
@@ -80,6 +81,9 @@ class ToolContext:
     # Model turns the run may still make, its own and those of runs a tool starts (None: no limit).
     turns_left: int | None = None
     on_save: Callable[[bool], None] | None = field(default=None, repr=False)
+    # The loop running this call: a tool that runs another agent (a sub-agent) runs it through this,
+    # in this run's process and under its signal (``run_stream``'s signature). None outside a run.
+    run_agent: Callable[..., AsyncIterator[Any]] | None = field(default=None, repr=False)
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""
@@ -91,6 +95,16 @@ class ToolContext:
         thread). Outside a run it goes nowhere."""
         if self.on_event is not None:
             self.on_event(event)
+
+
+class ToolInterrupt(Exception):
+    """Raised by a tool to stop the run for a person with its call left pending (the loop turns it
+    into an ``interrupted`` exit; a resume runs the call again)."""
+
+    def __init__(self, reason: str, interruption: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.interruption = interruption
 
 
 @runtime_checkable

@@ -1,0 +1,94 @@
+"""What a model call costs the run: the note saved before it is sent, the charge after it, and a
+call besides the turns (a summary, a policy's verdict) accounted like one (law 6).
+
+Below the turn (:mod:`tether.harness.model_call`) and compaction, which both use it.
+"""
+
+from __future__ import annotations
+
+from tether.errors import RunCancelled
+from tether.harness.context import Candidate, RunContext
+from tether.harness.state import CallInFlight
+from tether.providers.base import ModelRequest, ModelResponse
+from tether.tokens import estimate_tokens
+from tether.usage import Usage
+
+__all__ = ["charge", "count_abandoned", "note_in_flight", "side_call"]
+
+
+async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
+    """Save what is about to be asked before asking (every model call: turns and summaries): a
+    request the process dies during is billed by the provider, and a resume counts its worst case
+    as spent-unknown (see the loop)."""
+    price = rc.price
+    worst = price.cost(Usage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens)) if price else None
+    rc.state.call_in_flight = CallInFlight(
+        model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_cost_usd=worst
+    )
+    in_flight = rc.state.call_in_flight
+    await rc.persist_durably()  # the step's one durable save: the reply and results before it, and this note
+    return in_flight
+
+
+def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
+    """Add one call's usage and its cost to the run (the call's note in flight is over); a model
+    without a known price makes the run's cost unknown, never zero. ``model``: the one that
+    answered, when it is not the run's (a policy's classifier, say)."""
+    state = rc.state
+    price, name = (model.price, model.name) if model is not None else (rc.price, rc.model_name)
+    state.call_in_flight = None
+    if usage is not None:
+        state.usage = state.usage + usage
+        if price is not None:
+            state.cost_usd += price.cost(usage)
+    if price is None and name not in state.unpriced_models:
+        state.unpriced_models.append(name)
+
+
+async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | None = None) -> ModelResponse:
+    """A model call besides the run's turns (a summary, a policy's verdict), accounted like one:
+    noted in flight before it is sent, charged after, counted if it is cut (law 6)."""
+    from tether.messages import text_of
+
+    candidate = model or rc.model
+    count = rc.count if rc.counter_loaded() else estimate_tokens
+    prompt = count(text_of(request.messages)) + count(request.system or "") + 16
+    max_tokens = request.max_tokens or rc.agent.max_tokens
+    price = candidate.price
+    budget = rc.agent.max_budget_usd
+    if budget is not None and price is not None:
+        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
+        if affordable < min(max_tokens, rc.agent.min_output_tokens):
+            from tether.errors import ProviderError
+
+            raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
+        if affordable < max_tokens:
+            from dataclasses import replace
+
+            max_tokens = affordable
+            request = replace(request, max_tokens=max_tokens)
+    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
+    rc.state.call_in_flight = CallInFlight(
+        model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
+    )
+    await rc.persist_durably()
+    try:
+        response = await rc.signal.race(candidate.provider.complete(request))
+    except RunCancelled:
+        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=0, estimated=True), candidate)
+        raise
+    except BaseException:
+        rc.state.call_in_flight = None  # a failed request is not billed
+        raise
+    charge(rc, response.message.usage, candidate)
+    return response
+
+
+def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
+    """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
+    what it consumed: count its prompt and what it streamed, marked estimated."""
+    if not sent:
+        rc.state.call_in_flight = None
+        return
+    count = rc.count if rc.counter_loaded() else estimate_tokens  # a Stop never waits for a tokenizer
+    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)), estimated=True))
