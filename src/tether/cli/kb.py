@@ -58,16 +58,8 @@ def _filter(value: str) -> tuple[str, str]:
     return key.strip(), val
 
 
-def add_parsers(sub: Any) -> None:
-    kb = sub.add_parser(
-        "kb",
-        help="build and search a knowledge base",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
-    ks = kb.add_subparsers(dest="kb_command", required=True)
-
+def _add_parser(ks: Any) -> Any:
+    """``tether kb add``: its paths, metadata, embedder, graph extraction and when vectors are made."""
     add = ks.add_parser("add", help="ingest files and directories (only what changed is read again)")
     add.add_argument("paths", nargs="+", metavar="PATH")
     add.add_argument(
@@ -102,7 +94,20 @@ def add_parsers(sub: Any) -> None:
     )
     when.add_argument("--no-vectors", action="store_true", help="leave the vectors for a later tether kb fill")
     add.set_defaults(handler=cmd_add)
+    return add
 
+
+def add_parsers(sub: Any) -> None:
+    kb = sub.add_parser(
+        "kb",
+        help="build and search a knowledge base",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
+    ks = kb.add_subparsers(dest="kb_command", required=True)
+
+    add = _add_parser(ks)
     fill = ks.add_parser("fill", help="make the vectors the base still lacks (resumes a stopped add)")
     fill.set_defaults(handler=cmd_fill)
 

@@ -406,9 +406,7 @@ async def _run_agent(
     import asyncio
 
     import anyio
-    from mcp.server.auth.middleware.auth_context import get_access_token
 
-    from tether.assembly import describe
     from tether.cancel import CancelSignal
     from tether.errors import TetherError
     from tether.events import Done
@@ -419,22 +417,7 @@ async def _run_agent(
 
     if not task.strip():
         raise _tool_error("the task is empty: say what the agent should do")
-    caller = get_access_token()
-    # As `tether run` records its runs, so `tether runs`, `show` and `resume` read them.
-    state = RunState(
-        ext={
-            "config": {
-                "agent": name,
-                "served": "mcp",
-                "user": caller.client_id if caller else None,
-                "prompt": task[:200],
-                "model": describe(name, agent)["model"],
-                "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
-                "max_turns": agent.max_turns,
-                "max_budget_usd": agent.max_budget_usd,
-            }
-        }
-    )
+    state = RunState(ext={"config": _run_record(name, agent, task)})
     store = run_store(settings)
     signal = CancelSignal()
 
@@ -466,6 +449,26 @@ async def _run_agent(
     finally:
         store.close()
     return _agent_run(name, result)
+
+
+def _run_record(name: str, agent: "Agent", task: str) -> dict[str, Any]:
+    """What a served run records of how it started: as `tether run` records its runs, so `tether
+    runs`, `show` and `resume` read them."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    from tether.assembly import describe
+
+    caller = get_access_token()
+    return {
+        "agent": name,
+        "served": "mcp",
+        "user": caller.client_id if caller else None,
+        "prompt": task[:200],
+        "model": describe(name, agent)["model"],
+        "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
+        "max_turns": agent.max_turns,
+        "max_budget_usd": agent.max_budget_usd,
+    }
 
 
 def _agent_run(name: str, result: "RunResult") -> AgentRun:

@@ -179,20 +179,7 @@ async def run_stream(
             trace.write(event)
             yield event
     except (GeneratorExit, asyncio.CancelledError):
-        # The caller stopped reading, or its task was cancelled: nothing can be yielded any more,
-        # but the run is recorded as stopped, and resumable, rather than left ``running``.
-        if rc.halt is None or state.status == "running":
-            # A sub-agent's task is cancelled when the Stop it shares with its parent fires: that
-            # Stop is the reason, not the caller.
-            why = signal.reason if signal.cancelled else "the caller stopped reading the run's events"
-            lost = state.call_in_flight
-            if lost is not None:  # cut mid-request: billed for its prompt at least, as any cut request
-                from tether.harness.accounting import charge
-                from tether.usage import Usage
-
-                charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
-            rc.stop(rc.halt or Stop.cancelled(why or "cancelled"))
-            trace.write(_done(rc))
+        _abandoned(rc, trace)
         raise
     finally:
         held.close()
@@ -201,6 +188,25 @@ async def run_stream(
                 await candidate.provider.aclose()
         trace.close()
         await stop_extensions(opened)
+
+
+def _abandoned(rc: RunContext, trace: _SafeTracer) -> None:
+    """The caller stopped reading, or its task was cancelled: nothing can be yielded any more, but
+    the run is recorded as stopped, and resumable, rather than left ``running``."""
+    state, signal = rc.state, rc.signal
+    if rc.halt is not None and state.status != "running":
+        return
+    # A sub-agent's task is cancelled when the Stop it shares with its parent fires: that Stop is
+    # the reason, not the caller.
+    why = signal.reason if signal.cancelled else "the caller stopped reading the run's events"
+    lost = state.call_in_flight
+    if lost is not None:  # cut mid-request: billed for its prompt at least, as any cut request
+        from tether.harness.accounting import charge
+        from tether.usage import Usage
+
+        charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
+    rc.stop(rc.halt or Stop.cancelled(why or "cancelled"))
+    trace.write(_done(rc))
 
 
 class _SafeTracer:

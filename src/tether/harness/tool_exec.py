@@ -284,41 +284,38 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
                 value = item.value
                 break
             yield item
-    except ToolInterrupt as exc:  # a sub-agent waits for a person: so does this run, the call pending
-        rc.stop(Stop("interrupted", exc.reason, exc.interruption))
-        yield ToolResultEvent(
-            run_id,
-            call.id,
-            call.name,
-            ok=False,
-            ms=round((time.perf_counter() - started) * 1000, 3),
-            status="interrupted",
-        )
-        return
-    except RunCancelled as exc:
-        rc.stop(Stop.cancelled(exc.reason))
-        # The call stays pending (a resume runs it, or asks about it); the trace says it was cut.
-        yield ToolResultEvent(
-            run_id,
-            call.id,
-            call.name,
-            ok=False,
-            ms=round((time.perf_counter() - started) * 1000, 3),
-            status="cancelled",
-        )
+    except (ToolInterrupt, RunCancelled) as exc:
+        # The call stays pending (a resume runs it, or asks about it): a sub-agent waits for a
+        # person, so does this run; or Stop cut it. The trace says which.
+        interrupted = isinstance(exc, ToolInterrupt)
+        if isinstance(exc, ToolInterrupt):
+            rc.stop(Stop("interrupted", exc.reason, exc.interruption))
+        else:
+            rc.stop(Stop.cancelled(exc.reason))
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        status = "interrupted" if interrupted else "cancelled"
+        yield ToolResultEvent(run_id, call.id, call.name, ok=False, ms=ms, status=status)
         return
     except Exception as exc:
         value = exc
-    ms = (time.perf_counter() - started) * 1000
+    yield _outcome(rc, call, value, (time.perf_counter() - started) * 1000)
+
+
+def _outcome(
+    rc: RunContext, call: ToolCallPart, value: ToolResult | str | Stop | Exception, ms: float
+) -> ToolResultEvent:
+    """The call's one result, from what its work ended with (a policy's stop, a failure, a result)."""
     if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
-        yield _record(rc, call, f"Not run: {value.reason}", "error", ms)
+        event = _record(rc, call, f"Not run: {value.reason}", "error", ms)
         rc.stop(value)
-    elif isinstance(value, Exception):
-        yield _record(rc, call, rc.agent.tool_error_text(call.name, value), "error", ms)
+        return event
+    if isinstance(value, Exception):
+        event = _record(rc, call, rc.agent.tool_error_text(call.name, value), "error", ms)
         if rc.agent.tool_errors_are_fatal:
             rc.stop(Stop("failed", f"tool {call.name} failed: {value}"))
-    elif not isinstance(value, str | ToolResult):
-        yield _record(
+        return event
+    if not isinstance(value, str | ToolResult):
+        return _record(
             rc,
             call,
             f"Error: the tool {call.name} returned {type(value).__name__}, not text or a "
@@ -326,5 +323,4 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
             "error",
             ms,
         )
-    else:
-        yield _record(rc, call, value, "ok", ms)
+    return _record(rc, call, value, "ok", ms)
