@@ -162,6 +162,13 @@ class SessionStore(Protocol):
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None: ...
 
 
+def _fsync(fd: int, group: Any) -> None:
+    if group is None:
+        os.fsync(fd)
+    else:
+        group.sync(fd)
+
+
 class MemorySessionStore:
     """Sessions in a dict. For tests; repairs on load like the others."""
 
@@ -258,14 +265,16 @@ class JsonlSessionStore:
                 self._write_all(path, fixed)
         return fixed
 
-    def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True) -> None:
+    def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True, group: Any = None) -> None:
         """Append ``messages`` in one write. ``durable=False`` skips the fsync (the lines survive the
         process being killed, not a power cut) until the next durable append or :meth:`sync`: a
         run mirrors its transcript here at every save and makes it durable with its own durable
-        saves, so a session is never behind a run's durable state."""
+        saves, so a session is never behind a run's durable state. ``group``: a
+        :class:`tether.harness.store.GroupSync` whose next group syncs the file (many runs' syncs
+        shared, as their commits are)."""
         if not messages:
             if durable:
-                self.sync(session_id)
+                self.sync(session_id, group=group)
             return
         path = self.path(session_id)
         data = "".join(dump_message(m) + "\n" for m in messages).encode()
@@ -277,21 +286,22 @@ class JsonlSessionStore:
                     data = b"\n" + data  # a torn line stays alone and is dropped on load
                 os.write(fd, data)  # the lines go in one write
                 if self.fsync and durable:
-                    os.fsync(fd)
+                    _fsync(fd, group)
                     self._unsynced.discard(session_id)
                 elif self.fsync:
                     self._unsynced.add(session_id)
             finally:
                 os.close(fd)
 
-    def sync(self, session_id: str) -> None:
-        """Make the session's unsynced appends durable (nothing to do when there are none)."""
+    def sync(self, session_id: str, *, group: Any = None) -> None:
+        """Make the session's unsynced appends durable (nothing to do when there are none), in
+        ``group``'s next sync when one is given (see :meth:`append`)."""
         if session_id not in self._unsynced:
             return
         with self._locked(session_id):
             fd = os.open(self.path(session_id), os.O_RDONLY)
             try:
-                os.fsync(fd)
+                _fsync(fd, group)
             finally:
                 os.close(fd)
             self._unsynced.discard(session_id)

@@ -207,7 +207,13 @@ def test_a_session_mirror_is_synced_with_the_runs_durable_saves_only(
             fsyncs.append(1)
         real_fsync(fd)
 
+    real_sync = store_module._sync
+
+    def group_sync(fd: int) -> None:  # the session's file joins the run store's group commit
+        fsync(fd) if os.readlink(f"/proc/self/fd/{fd}").endswith("s1.jsonl") else real_sync(fd)
+
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(store_module, "_sync", group_sync)
     sessions = JsonlSessionStore(tmp_path / "sessions")
     real_append = sessions.append
 
@@ -263,3 +269,56 @@ def test_a_lone_run_commits_on_its_own_thread_with_no_hop(workspace: Path, tmp_p
 
     assert asyncio.run(go()) == "completed"
     assert store._commit_pool is None and store.group.synced >= 2
+
+
+def test_the_session_files_of_many_runs_are_synced_in_their_group_commit(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's runs each mirror a session: those files were fsynced one run at a time, before
+    each run's commit (as costly as the group commit itself, measured). They now join the group:
+    no session file is fsynced on its own, and every session line is on the disk at each request."""
+    from tether.sessions import JsonlSessionStore
+
+    disk = SlowDisk(0.005)
+    monkeypatch.setattr(store_module, "_sync", disk)
+    alone: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        alone.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    sessions = JsonlSessionStore(tmp_path / "sessions")
+    store = RunStore(tmp_path / "runs")
+    behind: list[str] = []
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        first = next(m for m in messages if isinstance(m, UserMessage))
+        sid = "".join(p.text for p in first.content if isinstance(p, TextPart)).split()[-1]
+        path = str(sessions.path(sid))
+        with disk.lock:
+            if path not in disk.synced:
+                behind.append(sid)
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "list_files") if done < 2 else AssistantMessage(content=(TextPart(text="ok"),))
+
+    from tether.tools.files import FILE_TOOLS
+
+    agent = Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=workspace)
+
+    async def one(i: int) -> str:
+        async for event in run_stream(agent, f"list s{i}", store=store, session=sessions, session_id=f"s{i}"):
+            if event.type == "done":
+                return event.result.status
+        return "none"
+
+    async def go() -> list[str]:
+        return await asyncio.gather(*(one(i) for i in range(8)))
+
+    assert asyncio.run(go()) == ["completed"] * 8
+    store.close()
+    assert behind == []  # at every request the session's file had been synced
+    assert [p for p in alone if p.endswith(".jsonl")] == []  # never on its own
+    assert sum(p.endswith(".jsonl") for p in disk.synced) >= 8  # in the group's syncs
+    assert store.group.groups < store.group.synced

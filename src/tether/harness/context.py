@@ -169,7 +169,7 @@ class RunContext:
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:
         """Save the state (and mirror the transcript to the session) after every change
         (``durable=False``: see :meth:`tether.harness.store.RunStore.save`)."""
-        self._mirror(rewrite, durable)
+        self._mirror(rewrite, durable, getattr(self.store, "group", None))
         if self.store is not None:
             if durable:
                 self.store.save(self.state, rewrite=rewrite)
@@ -184,10 +184,12 @@ class RunContext:
         if save is None:
             self.persist()
             return
-        # The session's mirror is synced on the commit's thread too, just before the commit.
-        await save(self.state, before=lambda: self._mirror(False, True))
+        # The session's mirror is synced on the commit's thread too, just before the commit, in the
+        # store's group commit (a server's runs share those fsyncs as they share their commits').
+        group = getattr(self.store, "group", None)
+        await save(self.state, before=lambda: self._mirror(False, True, group))
 
-    def _mirror(self, rewrite: bool, durable: bool = True) -> None:
+    def _mirror(self, rewrite: bool, durable: bool = True, group: Any = None) -> None:
         if rewrite:
             self.stale_usage = True
             self.state.transcript_rewritten()
@@ -197,14 +199,16 @@ class RunContext:
                 self.session.rewrite(state.session_id, state.messages)
             elif state.session_synced < len(state.messages):
                 new = state.messages[state.session_synced :]
-                if durable:
+                if durable and group is not None and getattr(self.session, "sync", None) is not None:
+                    self.session.append(state.session_id, new, group=group)  # type: ignore[call-arg]
+                elif durable:
                     self.session.append(state.session_id, new)
                 else:  # synced with the run's next durable save (a store that can wait for it)
                     _append_unsynced(self.session, state.session_id, new)
             elif durable:
                 sync = getattr(self.session, "sync", None)
                 if sync is not None:
-                    sync(state.session_id)
+                    sync(state.session_id, group=group)
             state.session_synced = len(state.messages)
             state.session_stale = False
 
