@@ -617,7 +617,22 @@ def _after(last_event_id: str | None, after: int | None) -> int:
 # --- routes ---------------------------------------------------------------------------------------
 
 
-def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that lists the API
+def _routes(app: FastAPI, core: Core) -> None:
+    """Every route of the API, by what it serves (the page, sessions, runs, feedback)."""
+    _page_routes(app, core)
+    _session_routes(app, core)
+    _session_edit_routes(app, core)
+    _message_routes(app, core)
+    _run_routes(app, core)
+    _decision_routes(app, core)
+    _resume_routes(app, core)
+    _record_routes(app, core)
+    _feedback_routes(app, core)
+
+
+def _page_routes(app: FastAPI, core: Core) -> None:
+    """The page, the health check, who the caller is and which agents there are."""
+
     @app.get("/", include_in_schema=False)
     async def page() -> Response:
         index = STATIC / "index.html"
@@ -636,6 +651,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     @app.get("/v1/agents", summary="The agents this server offers")
     async def agents(user: User) -> dict[str, Any]:
         return {"agents": [describe(name, agent) for name, agent in core.agents.items()]}
+
+
+def _session_routes(app: FastAPI, core: Core) -> None:
+    """Sessions: start, list, read."""
 
     @app.post("/v1/sessions", status_code=201, summary="Start a session (a conversation)")
     async def new_session(user: User, body: Annotated[NewSession | None, Body()] = None) -> dict[str, Any]:
@@ -672,6 +691,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         ]
         return record.public() | {"turns": turns}
 
+
+def _session_edit_routes(app: FastAPI, core: Core) -> None:
+    """Renaming and deleting a session."""
+
     @app.patch("/v1/sessions/{session_id}", summary="Rename a session")
     async def rename_session(session_id: str, body: SessionChange, user: User) -> dict[str, Any]:
         _session(core, session_id, user)
@@ -696,6 +719,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             transcripts.delete(session_id)
         return {"session_id": session_id, "deleted": True}
 
+
+def _message_routes(app: FastAPI, core: Core) -> None:
+    """A message to a session: the run that answers it, streamed or accepted."""
+
     @app.post(
         "/v1/sessions/{session_id}/messages",
         status_code=202,
@@ -713,22 +740,11 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, earlier, accept, status=200)
-        while (busy := core.manager.live_run_of(session_id)) is not None:  # checked again after each wait
-            if not await core.manager.settled(busy):
-                raise ApiError(
-                    409,
-                    "conflict",
-                    f"session {session_id} is still answering (run {busy}); wait for "
-                    f"its done event, or cancel it with POST /v1/runs/{busy}/cancel",
-                )
+        await _until_idle(core, session_id)
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
-        if body.values:
-            _check_values(body.values)
-            chosen = {k: v for k, v in body.values.items() if v is not None}
-            if chosen:
-                core.store.touch_session(session_id, chosen=chosen)
+        _keep_values(core, session_id, body.values)
         turn, new = _add_turn(core, record, message_id, body.text)
         if not new:  # the same message_id got there first (another node, another request)
             if turn.session_id != session_id:
@@ -745,6 +761,33 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(body.text))
         return _accepted(core, turn, accept)
+
+
+async def _until_idle(core: Core, session_id: str) -> None:
+    """Wait for the session's live run to settle (checked again after each wait); a run that
+    goes on answering is a 409 that says what to do."""
+    while (busy := core.manager.live_run_of(session_id)) is not None:
+        if not await core.manager.settled(busy):
+            raise ApiError(
+                409,
+                "conflict",
+                f"session {session_id} is still answering (run {busy}); wait for "
+                f"its done event, or cancel it with POST /v1/runs/{busy}/cancel",
+            )
+
+
+def _keep_values(core: Core, session_id: str, values: dict[str, Any] | None) -> None:
+    """The values a message chose (a configurator's), kept with the session."""
+    if not values:
+        return
+    _check_values(values)
+    chosen = {k: v for k, v in values.items() if v is not None}
+    if chosen:
+        core.store.touch_session(session_id, chosen=chosen)
+
+
+def _run_routes(app: FastAPI, core: Core) -> None:
+    """Runs: list, read, and follow a run's events."""
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
     async def runs(user: User, limit: Limit = 100) -> dict[str, Any]:
@@ -767,6 +810,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
     ) -> StreamingResponse:
         _turn(core, run_id, user)
         return _sse(core, run_id, _after(last_event_id, after))
+
+
+def _decision_routes(app: FastAPI, core: Core) -> None:
+    """A person's decision on the call a run waits for."""
 
     @app.post(
         "/v1/runs/{run_id}/decision",
@@ -808,6 +855,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         session = core.store.session(turn.session_id, user)
         core.manager.resume(turn, state, session.chosen if session else {})
         return run_view(core, turn, state)
+
+
+def _resume_routes(app: FastAPI, core: Core) -> None:
+    """Stopping a live run, and continuing a stopped one."""
 
     @app.post("/v1/runs/{run_id}/cancel", status_code=202, summary="Stop a live run (it stays resumable)")
     async def cancel(run_id: str, user: User) -> dict[str, Any]:
@@ -852,6 +903,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
         )
         return run_view(core, turn, state)
 
+
+def _record_routes(app: FastAPI, core: Core) -> None:
+    """What a run left: its transcript as saved and its trace lines."""
+
     @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
     async def transcript(run_id: str, user: User) -> dict[str, Any]:
         _turn(core, run_id, user)
@@ -873,6 +928,10 @@ def _routes(app: FastAPI, core: Core) -> None:  # noqa: C901 - one place that li
             why = exc.strerror or str(exc)
             raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
         return {"run_id": run_id, "lines": lines}
+
+
+def _feedback_routes(app: FastAPI, core: Core) -> None:
+    """Thumbs up or down on an answer, and the caller's feedback."""
 
     @app.post("/v1/messages/{message_id}/feedback", status_code=201, summary="Thumbs up or down on an answer")
     async def feedback(message_id: str, body: FeedbackBody, user: User) -> dict[str, Any]:
