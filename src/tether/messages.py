@@ -100,7 +100,7 @@ class AssistantMessage(_Frozen):
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-ToolResultStatus = Literal["ok", "error", "cached", "rejected", "interrupted"]
+ToolResultStatus = Literal["ok", "error", "cached", "rejected", "interrupted", "skipped"]
 
 
 class ToolMessage(_Frozen):
@@ -116,7 +116,7 @@ class ToolMessage(_Frozen):
 
     @property
     def is_error(self) -> bool:
-        return self.status in ("error", "rejected", "interrupted")
+        return self.status in ("error", "rejected", "interrupted", "skipped")
 
     @property
     def text(self) -> str:

@@ -40,6 +40,9 @@ class ApprovalInterruption(_Frozen):
     call_id: str
     tool_name: str
     args: Any = None
+    # Other calls of the same parallel batch waiting for a decision at the same time: each is
+    # approved or rejected by its ``call_id``; the run resumes once every one is decided.
+    together: tuple[CallDecision, ...] = ()
 
 
 class OutcomeUnknownInterruption(_Frozen):
@@ -53,6 +56,12 @@ class OutcomeUnknownInterruption(_Frozen):
     idempotency_key: str
     pid: int | None = None  # a process the call started (a shell command), if it reported one
     still_running: bool = False  # ... and it was still alive when the run stopped
+    together: tuple[CallDecision, ...] = ()  # as for ApprovalInterruption
+
+
+CallDecision = ApprovalInterruption | OutcomeUnknownInterruption
+ApprovalInterruption.model_rebuild()
+OutcomeUnknownInterruption.model_rebuild()
 
 
 class GuardrailInterruption(_Frozen):

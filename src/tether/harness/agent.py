@@ -84,6 +84,12 @@ class Agent:
     tool_error_text: Callable[[str, BaseException], str] = default_tool_error_text
     tool_errors_are_fatal: bool = False
     dedupe_read_only: bool = True
+    # Adjacent calls of tools that may run alongside others (read-only ones, unless a tool says
+    # otherwise) run at the same time, at most this many at once; 1 runs every call in turn.
+    max_parallel_tools: int = 8
+    # Tools whose successful result ends the run as its answer, with no further model call (the
+    # OpenAI Agents SDK's StopAtTools); a tool can also say so itself (``@tool(terminal=True)``).
+    stop_at_tools: Sequence[str] = ()
     stream: bool = True
     price: Price | None = None  # overrides the catalog for this agent's (primary) model
     prices: dict[str, Price] = field(default_factory=dict)  # config-file overrides by model string

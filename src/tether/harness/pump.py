@@ -18,7 +18,7 @@ from tether.errors import RunCancelled
 if TYPE_CHECKING:
     from tether.harness.context import EventSink
 
-__all__ = ["ABANDON_S", "STOP_GRACE_S", "Finished", "late_events", "pump"]
+__all__ = ["ABANDON_S", "STOP_GRACE_S", "Finished", "Internal", "late_events", "pump"]
 
 R = TypeVar("R")
 
@@ -32,6 +32,13 @@ ABANDON_S = 1.0
 @dataclass(slots=True)
 class Finished(Generic[R]):
     value: R
+
+
+class Internal:
+    """A sink item for the loop's own bookkeeping (a parallel call that finished): the step that
+    put it reads it; it is never yielded to the run's caller, not even as a late event."""
+
+    __slots__ = ()
 
 
 class _End:
@@ -99,7 +106,7 @@ async def pump(
 def late_events(sink: EventSink) -> list[Any]:
     """Events put into ``sink`` after their step ended (by work that was abandoned): the end of
     the run yields them before ``done``."""
-    return [item for item in sink.take_all() if not isinstance(item, _End)]
+    return [item for item in sink.take_all() if not isinstance(item, _End | Internal)]
 
 
 async def _abandon(task: asyncio.Task[None]) -> None:

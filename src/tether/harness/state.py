@@ -35,6 +35,7 @@ from tether.status import (
 from tether.usage import Usage
 
 __all__ = [
+    "ENDED_BY_TOOL",
     "WRITTEN_BY_POLICY",
     "Answer",
     "CallInFlight",
@@ -105,6 +106,8 @@ class CallInFlight(BaseModel):
 # The finish reason of an assistant message a policy wrote in place of the model's answer (a
 # refusal in words): the run does not take it for the model's answer (structured output).
 WRITTEN_BY_POLICY = "policy"
+# The finish reason of an answer a terminal tool's result became (no model wrote it).
+ENDED_BY_TOOL = "tool"
 
 LEGACY = "legacy"  # the part of ``RunState.ext`` holding older runs' plug-in fields
 

@@ -8,8 +8,10 @@ without a result after a crash (outcome unknown), and cancellation. Each is a st
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import RunCancelled
@@ -17,10 +19,11 @@ from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolR
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import chain_tool
-from tether.harness.pump import Finished, pump
-from tether.harness.state import Intent, ToolStats, args_hash
+from tether.harness.pump import Finished, Internal, pump
+from tether.harness.state import ENDED_BY_TOOL, Intent, ToolStats, args_hash
 from tether.messages import (
     NOT_JSON,
+    AssistantMessage,
     ImagePart,
     TextPart,
     ToolCallPart,
@@ -33,7 +36,7 @@ from tether.messages import (
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tools.base import ToolContext, ToolInputError, ToolInterrupt, ToolResult, validate_arguments
 
-__all__ = ["run_pending"]
+__all__ = ["answer_only", "ends_turn", "run_pending"]
 
 
 def _args_value(arguments: str) -> Any:
@@ -102,64 +105,198 @@ def _rejection_text(name: str, reason: str, outcome_unknown: bool) -> str:
 
 
 async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterator[Event]:
-    """Run ``calls``; on a stop, set ``rc.halt`` and return with the rest still pending."""
-    for call in calls:
-        async for event in _run_one(rc, call):
-            yield event
+    """Run ``calls``; on a stop, set ``rc.halt`` and return with the rest still pending.
+
+    Adjacent calls that may run alongside others form one batch and run at the same time; any
+    other call is a barrier that waits for what came before it. A call that ends the turn
+    (a terminal tool) skips the calls after it."""
+    for batch in _batches(rc, calls):
+        if len(batch) == 1:
+            async for event in _run_one(rc, batch[0]):
+                yield event
+        else:
+            async for event in _run_batch(rc, batch):
+                yield event
         if rc.halt is not None:
             return
+        if _ended_turn(rc, batch[-1]):
+            for event in _skip_rest(rc, batch[-1], calls[calls.index(batch[-1]) + 1 :]):
+                yield event
+            return
+
+
+def _batches(rc: RunContext, calls: list[ToolCallPart]) -> list[list[ToolCallPart]]:
+    out: list[list[ToolCallPart]] = []
+    for call in calls:
+        if out and rc.agent.max_parallel_tools > 1 and _parallel(rc, call) and _parallel(rc, out[-1][-1]):
+            out[-1].append(call)
+        else:
+            out.append([call])
+    return out
+
+
+def _parallel(rc: RunContext, call: ToolCallPart) -> bool:
+    """Whether ``call`` may run at the same time as its neighbours: its tool says so, or is
+    read-only and says nothing. A call that may end the turn never does (what follows it may be
+    skipped); a call with no tool only gets an error, so it joins any batch."""
+    tool = rc.tools.get(call.name)
+    if tool is None:
+        return True
+    if ends_turn(rc, tool) is not None:
+        return False
+    flag = getattr(tool, "parallel", None)
+    return bool(tool.read_only) if flag is None else bool(flag)
+
+
+def ends_turn(rc: RunContext, tool: Any) -> str | None:
+    """``"result"`` when a successful call of ``tool`` ends the run with its result as the answer,
+    ``"answer"`` when one more model call (no tools offered) writes it, None otherwise."""
+    if tool.name in rc.agent.stop_at_tools:
+        return "result"
+    terminal = getattr(tool, "terminal", False)
+    if terminal == "answer":
+        return "answer"
+    return "result" if terminal is True else None
+
+
+def _ended_turn(rc: RunContext, call: ToolCallPart) -> bool:
+    tool = rc.tools.get(call.name)
+    if tool is None or ends_turn(rc, tool) is None:
+        return False
+    last = rc.state.messages[-1]
+    return isinstance(last, ToolMessage) and last.call_id == call.id and last.status == "ok"
+
+
+def _skip_rest(rc: RunContext, ender: ToolCallPart, rest: list[ToolCallPart]) -> Iterator[Event]:
+    """The calls after a terminal tool's get a result saying why they did not run; with
+    ``terminal=True`` the tool's result becomes the answer (an assistant message tether writes)."""
+    for call in rest:
+        text = f"Not run: {ender.name} ended the turn before this call to {call.name} could run."
+        yield _record(rc, call, text, "skipped")
+    tool = rc.tools[ender.name]
+    if ends_turn(rc, tool) == "result":
+        result = next(m for m in reversed(rc.state.messages) if isinstance(m, ToolMessage) and m.call_id == ender.id)
+        answer = AssistantMessage(
+            content=(TextPart(text=result.text),), model=f"tool/{ender.name}", finish_reason=ENDED_BY_TOOL
+        )
+        rc.state.messages.append(answer)
+        rc.persist(durable=False)
+
+
+def answer_only(rc: RunContext) -> bool:
+    """Whether the next model call is offered no tools: the last reply's terminal tool with
+    ``terminal="answer"`` succeeded, and only the answer is left to write."""
+    messages = rc.state.messages
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, AssistantMessage):
+            done = {r.call_id: r.status for r in messages[i + 1 :] if isinstance(r, ToolMessage)}
+            return any(
+                done.get(c.id) == "ok" and c.name in rc.tools and ends_turn(rc, rc.tools[c.name]) == "answer"
+                for c in m.tool_calls
+            )
+    return False
+
+
+@dataclass(slots=True)
+class _Answered:
+    """A call settled without running: its result, and the events that go before it."""
+
+    result: str | ToolResult
+    status: ToolResultStatus
+    cached_from: str | None = None
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A call that needs a person's decision before it may run."""
+
+    halt: Stop
+    event: ApprovalRequired
+
+
+@dataclass(slots=True)
+class _Ready:
+    tool: Any
+    args: dict[str, Any]
 
 
 async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
-    state, tool = rc.state, rc.tools.get(call.name)
-    if call.id in state.rejected:
-        text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
-        yield Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
-        yield _record(rc, call, text, "rejected")
+    admitted = _admit(rc, call)
+    if isinstance(admitted, _Answered):
+        for event in admitted.events:
+            yield event
+        yield _record(rc, call, admitted.result, admitted.status, cached_from=admitted.cached_from)
         return
-    if tool is None:
-        known = ", ".join(sorted(rc.tools)) or "none"
-        yield _record(rc, call, f"Error: there is no tool named {call.name!r}. Available tools: {known}.", "error")
+    if isinstance(admitted, _Waiting):
+        yield admitted.event
+        rc.stop(admitted.halt)
         return
-    try:
-        args = validate_arguments(tool, call.arguments)
-    except ToolInputError as exc:
-        yield _record(rc, call, f"Error: {exc}", "error")
-        return
-    if tool.read_only and rc.agent.dedupe_read_only and getattr(tool, "cacheable", True):
-        canon = canonical_arguments(call.arguments)
-        earlier = rc.read_cache.get((call.name, canon)) if canon is not None else None
-        # A tool whose answer follows the world (a file's size and mtime) says how the world stood.
-        mark = getattr(tool, "cache_token", None)
-        if mark is not None:
-            token = mark(args, rc.cwd)
-            if earlier is not None and (token is None or rc.read_marks.get(earlier.call_id) != token):
-                earlier = None
-            rc.read_marks[call.id] = token
-        if earlier is not None:
-            note = (
-                f"[Same call as {earlier.call_id} earlier in this run: its result is repeated "
-                "here; the tool was not run again.]\n"
-            )
-            result = ToolResult([TextPart(text=note), *earlier.content])
-            yield _record(rc, call, result, "cached", cached_from=earlier.call_id)
-            return
-    halt = _gate(rc, call, tool)
-    if halt is not None:
-        kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
-        yield ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind)
-        rc.stop(halt)
-        return
-    if call.id in state.intents:
+    if _note_intent(rc, call, admitted.tool):
         await rc.persist_durably()  # the intent is on disk before the side effect can happen
-    if call.id in state.approved and (getattr(tool, "needs_approval", False) or call.id in state.intents):
-        yield Decision(state.run_id, call.id, call.name, "approved", state.approved_reasons.get(call.id, ""))
-    async for event in _execute(rc, call, tool, args):
+    decided = _approved_event(rc, call, admitted.tool)
+    if decided is not None:
+        yield decided
+    async for event in _execute(rc, call, admitted.tool, admitted.args):
         yield event
 
 
+def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
+    """What happens to ``call`` before anything runs: a result without running (a rejection, an
+    unknown tool, bad arguments, the read-only cache), a stop for a person, or ready to run."""
+    state, tool = rc.state, rc.tools.get(call.name)
+    if call.id in state.rejected:
+        text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
+        decision = Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
+        return _Answered(text, "rejected", events=(decision,))
+    if tool is None:
+        known = ", ".join(sorted(rc.tools)) or "none"
+        return _Answered(f"Error: there is no tool named {call.name!r}. Available tools: {known}.", "error")
+    try:
+        args = validate_arguments(tool, call.arguments)
+    except ToolInputError as exc:
+        return _Answered(f"Error: {exc}", "error")
+    cached = _from_cache(rc, call, tool, args)
+    if cached is not None:
+        return cached
+    halt = _gate(rc, call, tool)
+    if halt is not None:
+        kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
+        return _Waiting(halt, ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind))
+    return _Ready(tool, args)
+
+
+def _from_cache(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> _Answered | None:
+    if not (tool.read_only and rc.agent.dedupe_read_only and getattr(tool, "cacheable", True)):
+        return None
+    canon = canonical_arguments(call.arguments)
+    earlier = rc.read_cache.get((call.name, canon)) if canon is not None else None
+    # A tool whose answer follows the world (a file's size and mtime) says how the world stood.
+    mark = getattr(tool, "cache_token", None)
+    if mark is not None:
+        token = mark(args, rc.cwd)
+        if earlier is not None and (token is None or rc.read_marks.get(earlier.call_id) != token):
+            earlier = None
+        rc.read_marks[call.id] = token
+    if earlier is None:
+        return None
+    note = (
+        f"[Same call as {earlier.call_id} earlier in this run: its result is repeated here; "
+        "the tool was not run again.]\n"
+    )
+    return _Answered(ToolResult([TextPart(text=note), *earlier.content]), "cached", cached_from=earlier.call_id)
+
+
+def _approved_event(rc: RunContext, call: ToolCallPart, tool: Any) -> Decision | None:
+    state = rc.state
+    if call.id in state.approved and (getattr(tool, "needs_approval", False) or call.id in state.intents):
+        return Decision(state.run_id, call.id, call.name, "approved", state.approved_reasons.get(call.id, ""))
+    return None
+
+
 def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Stop | None:
-    """Approval and crash checks before a call runs; records the intent when it may run.
+    """Approval and crash checks before a call runs.
 
     An intent without a result means the call started and the process died (law 3): the run stops
     for a person whatever was approved before, and a rerun the person approved waits while the
@@ -184,10 +321,18 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Stop | None:
             f"{call.name} needs approval",
             ApprovalInterruption(call_id=call.id, tool_name=call.name, args=_args_value(call.arguments)),
         )
-    if tool.read_only or getattr(tool, "idempotent", False):
-        return None
-    state.intents[call.id] = Intent(key=f"{state.run_id}:{call.id}")  # saved durably by the caller
     return None
+
+
+def _note_intent(rc: RunContext, call: ToolCallPart, tool: Any) -> bool:
+    """Record the intent of a call with side effects about to run; True when the caller must make
+    it durable first (it is new, or a rerun's)."""
+    if call.id in rc.state.intents:
+        return True
+    if tool.read_only or getattr(tool, "idempotent", False):
+        return False
+    rc.state.intents[call.id] = Intent(key=f"{rc.state.run_id}:{call.id}")
+    return True
 
 
 def _outcome_interruption(rc: RunContext, call: ToolCallPart, intent: Intent) -> OutcomeUnknownInterruption:
@@ -259,12 +404,9 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
     )
 
 
-async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
-    state = rc.state
-    run_id = state.run_id
-    key = None if tool.read_only else f"{run_id}:{call.id}"
-    yield ToolStart(run_id, call.id, call.name, call.arguments)
-    started = time.perf_counter()
+def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+    """The call's work: the tool inside the middleware's ``wrap_tool_call`` chain."""
+    key = None if tool.read_only else f"{rc.state.run_id}:{call.id}"
 
     async def work() -> ToolResult | str | Stop:
         ctx = _tool_context(rc, call, key)
@@ -275,30 +417,172 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
 
         return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
 
+    return work
+
+
+async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
+    run_id = rc.state.run_id
+    yield ToolStart(run_id, call.id, call.name, call.arguments)
+    started = time.perf_counter()
     # Only the tool's own work is inside the try: a failure to record its result (the store) is
     # not the tool's failure, and must not give the call a second result.
     value: ToolResult | str | Stop | Exception
     try:
+        work = _work(rc, call, tool, args)
         async for item in pump(work, rc.sink, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
             if isinstance(item, Finished):
                 value = item.value
                 break
             yield item
     except (ToolInterrupt, RunCancelled) as exc:
-        # The call stays pending (a resume runs it, or asks about it): a sub-agent waits for a
-        # person, so does this run; or Stop cut it. The trace says which.
-        interrupted = isinstance(exc, ToolInterrupt)
-        if isinstance(exc, ToolInterrupt):
-            rc.stop(Stop("interrupted", exc.reason, exc.interruption))
-        else:
-            rc.stop(Stop.cancelled(exc.reason))
-        ms = round((time.perf_counter() - started) * 1000, 3)
-        status = "interrupted" if interrupted else "cancelled"
-        yield ToolResultEvent(run_id, call.id, call.name, ok=False, ms=ms, status=status)
+        yield _held(rc, call, exc, (time.perf_counter() - started) * 1000)
         return
     except Exception as exc:
         value = exc
     yield _outcome(rc, call, value, (time.perf_counter() - started) * 1000)
+
+
+def _held(rc: RunContext, call: ToolCallPart, exc: ToolInterrupt | RunCancelled, ms: float) -> ToolResultEvent:
+    """The call stays pending (a resume runs it, or asks about it): a sub-agent waits for a
+    person, so does this run; or Stop cut it. The trace says which."""
+    if rc.halt is None:  # the first reason in a batch is the run's
+        if isinstance(exc, ToolInterrupt):
+            rc.stop(Stop("interrupted", exc.reason, exc.interruption))
+        else:
+            rc.stop(Stop.cancelled(exc.reason))
+    status = "interrupted" if isinstance(exc, ToolInterrupt) else "cancelled"
+    return ToolResultEvent(rc.state.run_id, call.id, call.name, ok=False, ms=round(ms, 3), status=status)
+
+
+@dataclass(slots=True)
+class _Landed(Internal):
+    """A call of a parallel batch finished (its value, or what it raised)."""
+
+    index: int
+    value: Any
+    ms: float
+
+
+async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator[Event]:
+    """Run a batch of calls at the same time; their results enter the transcript in call order,
+    each as soon as every call before it has its own. Decisions are asked together, before any
+    call of the batch runs; each call with side effects keeps its own intent record."""
+    admitted = [_admit(rc, call) for call in batch]
+    if any(isinstance(a, _Waiting) for a in admitted):
+        for event in _ask_together(rc, admitted):
+            yield event
+        return
+    ready = [(i, call, a) for i, (call, a) in enumerate(zip(batch, admitted, strict=True)) if isinstance(a, _Ready)]
+    if any([_note_intent(rc, call, a.tool) for _, call, a in ready]):  # a list: every intent is noted
+        await rc.persist_durably()  # every intent on disk before any side effect can happen
+    for decided in [_approved_event(rc, call, a.tool) for _, call, a in ready]:
+        if decided is not None:
+            yield decided
+    order = _InOrder(rc, batch, {i: a for i, a in enumerate(admitted) if isinstance(a, _Answered)})
+    limit = asyncio.Semaphore(rc.agent.max_parallel_tools)
+
+    async def together() -> None:
+        await asyncio.gather(*(_one(rc, order, limit, i, call, a) for i, call, a in ready))
+
+    listens = any(getattr(a.tool, "ends_on_cancel", False) for _, _, a in ready)
+    try:
+        for event in order.flush():
+            yield event
+        async for item in pump(together, rc.sink, rc.signal, cancel_work=not listens):
+            if isinstance(item, Finished):
+                break
+            for event in order.take(item):
+                yield event
+    except RunCancelled as exc:
+        for event in order.cut(exc):
+            yield event
+
+
+async def _one(
+    rc: RunContext, order: _InOrder, limit: asyncio.Semaphore, i: int, call: ToolCallPart, ready: _Ready
+) -> None:
+    async with limit:
+        rc.emit(ToolStart(rc.state.run_id, call.id, call.name, call.arguments))
+        order.started.add(i)
+        started = time.perf_counter()
+        value: Any
+        try:
+            value = await _work(rc, call, ready.tool, ready.args)()
+        except (ToolInterrupt, RunCancelled, Exception) as exc:  # one call's failure is its own
+            value = exc
+        rc.sink.put(_Landed(i, value, (time.perf_counter() - started) * 1000))
+
+
+class _InOrder:
+    """Records a batch's results in call order as they become available."""
+
+    def __init__(self, rc: RunContext, batch: list[ToolCallPart], settled: dict[int, Any]) -> None:
+        self.rc, self.batch, self.settled = rc, batch, settled
+        self.next = 0
+        self.started: set[int] = set()
+
+    def take(self, item: Any) -> Iterator[Event]:
+        """What the batch's pump yielded: a call that finished (its result, and any after it now
+        in order), or an event to pass on."""
+        if not isinstance(item, _Landed):
+            yield item
+            return
+        self.settled[item.index] = item
+        yield from self.flush()
+
+    def flush(self) -> Iterator[Event]:
+        while self.next < len(self.batch) and self.next in self.settled:
+            call, item = self.batch[self.next], self.settled[self.next]
+            self.next += 1
+            if isinstance(item, _Answered):
+                yield from item.events
+                yield _record(self.rc, call, item.result, item.status, cached_from=item.cached_from)
+            elif isinstance(item.value, ToolInterrupt | RunCancelled):
+                yield _held(self.rc, call, item.value, item.ms)
+            else:
+                yield _outcome(self.rc, call, item.value, item.ms)
+
+    def cut(self, exc: RunCancelled) -> Iterator[Event]:
+        """Stop fired: what finished is recorded, in order; what was running stays pending."""
+        yield from self.flush()
+        for i in range(self.next, len(self.batch)):
+            item = self.settled.get(i)
+            if isinstance(item, _Answered):
+                yield from item.events
+                yield _record(self.rc, self.batch[i], item.result, item.status, cached_from=item.cached_from)
+            elif isinstance(item, _Landed) and not isinstance(item.value, ToolInterrupt | RunCancelled):
+                yield _outcome(self.rc, self.batch[i], item.value, item.ms)
+            elif i in self.started:
+                yield _held(self.rc, self.batch[i], exc, 0.0)
+        if self.rc.halt is None:
+            self.rc.stop(Stop.cancelled(exc.reason))
+
+
+def _ask_together(rc: RunContext, admitted: list[_Answered | _Waiting | _Ready]) -> Iterator[Event]:
+    waiting = [a for a in admitted if isinstance(a, _Waiting)]
+    for w in waiting:
+        yield w.event
+    rc.stop(_together([w.halt for w in waiting]))
+
+
+def _together(halts: list[Stop]) -> Stop:
+    """One stop for every decision a batch needs: the first's, with the others beside it."""
+    first = halts[0]
+    if len(halts) == 1:
+        return first
+    assert isinstance(first.interruption, ApprovalInterruption | OutcomeUnknownInterruption)
+    others = tuple(
+        h.interruption
+        for h in halts[1:]
+        if isinstance(h.interruption, ApprovalInterruption | OutcomeUnknownInterruption)
+    )
+    names = ", ".join(
+        h.interruption.tool_name
+        for h in halts
+        if isinstance(h.interruption, ApprovalInterruption | OutcomeUnknownInterruption)
+    )
+    reason = f"{len(halts)} calls of one batch wait for a decision ({names}): {first.reason}"
+    return Stop(first.status, reason, first.interruption.model_copy(update={"together": others}))
 
 
 def _outcome(

@@ -19,7 +19,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
+from typing import Any, Literal, Protocol, get_type_hints, overload, runtime_checkable
 
 from tether.cancel import CancelSignal
 from tether.messages import ImagePart, TextPart
@@ -187,6 +187,8 @@ class FunctionTool:
         needs_approval: bool = False,
         idempotent: bool = False,
         inline: bool = False,
+        parallel: bool | None = None,
+        terminal: bool | Literal["answer"] = False,
     ) -> None:
         from pydantic import create_model
 
@@ -196,6 +198,11 @@ class FunctionTool:
         self.read_only = read_only
         self.needs_approval = needs_approval
         self.idempotent = idempotent
+        # May run at the same time as adjacent calls in one reply: None means "if read-only".
+        self.parallel = parallel
+        # A successful call ends the run: True makes its result the answer; "answer" makes one
+        # more model call, with no tools offered, to write the answer from it.
+        self.terminal = terminal
         # A read-only call may be answered from an identical earlier one in the run (the harness's
         # read cache) while cache_token(args, cwd), when set, gives the same token (None: never).
         self.cacheable = True
@@ -270,6 +277,8 @@ def tool(
     needs_approval: bool = False,
     idempotent: bool = False,
     inline: bool = False,
+    parallel: bool | None = None,
+    terminal: bool | Literal["answer"] = False,
 ) -> Callable[[ToolFn], FunctionTool]: ...
 
 
@@ -283,12 +292,20 @@ def tool(
     needs_approval: bool = False,
     idempotent: bool = False,
     inline: bool = False,
+    parallel: bool | None = None,
+    terminal: bool | Literal["answer"] = False,
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Make a tool from a function's type hints and docstring.
 
     ``@tool`` alone, or ``@tool(read_only=True)`` / ``@tool(needs_approval=True)``. A plain (not
     ``async``) function runs in a worker thread, so it cannot stall the loop; ``inline=True`` runs a
     quick one that never blocks on the loop itself instead.
+
+    ``parallel``: whether a call may run at the same time as the calls next to it in one reply
+    (default: when ``read_only``). ``terminal=True``: a successful call ends the run, its result
+    the answer, with no further model call; ``terminal="answer"``: one more model call, offered no
+    tools, writes the answer from it. Later calls in the same reply are skipped, each with a result
+    that says why.
     """
 
     def wrap(f: ToolFn) -> FunctionTool:
@@ -300,6 +317,8 @@ def tool(
             needs_approval=needs_approval,
             idempotent=idempotent,
             inline=inline,
+            parallel=parallel,
+            terminal=terminal,
         )
 
     return wrap(fn) if fn is not None else wrap
