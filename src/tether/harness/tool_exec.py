@@ -473,11 +473,8 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
             yield event
         return
     ready = [(i, call, a) for i, (call, a) in enumerate(zip(batch, admitted, strict=True)) if isinstance(a, _Ready)]
-    if any([_note_intent(rc, call, a.tool) for _, call, a in ready]):  # a list: every intent is noted
-        await rc.persist_durably()  # every intent on disk before any side effect can happen
-    for decided in [_approved_event(rc, call, a.tool) for _, call, a in ready]:
-        if decided is not None:
-            yield decided
+    for decided in await _open_batch(rc, ready):
+        yield decided
     order = _InOrder(rc, batch, {i: a for i, a in enumerate(admitted) if isinstance(a, _Answered)})
     limit = asyncio.Semaphore(rc.agent.max_parallel_tools)
 
@@ -496,6 +493,14 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
     except RunCancelled as exc:
         for event in order.cut(exc):
             yield event
+
+
+async def _open_batch(rc: RunContext, ready: list[tuple[int, ToolCallPart, _Ready]]) -> list[Decision]:
+    """Note every intent of the batch and make them durable before any of its calls runs; the
+    approvals the person gave, as events."""
+    if any([_note_intent(rc, call, a.tool) for _, call, a in ready]):  # a list: every intent is noted
+        await rc.persist_durably()
+    return [d for d in (_approved_event(rc, call, a.tool) for _, call, a in ready) if d is not None]
 
 
 async def _one(
