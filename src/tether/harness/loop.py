@@ -31,7 +31,14 @@ from tether.harness.context import (
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
-from tether.harness.state import WRITTEN_BY_POLICY, RunState, conversation_turns, is_empty_answer, pending_tool_calls
+from tether.harness.state import (
+    ENDED_BY_TOOL,
+    WRITTEN_BY_POLICY,
+    RunState,
+    conversation_turns,
+    is_empty_answer,
+    pending_tool_calls,
+)
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
@@ -367,6 +374,10 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
         return Stop(
             "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
+        )
+    if last.finish_reason == ENDED_BY_TOOL:
+        return Stop(
+            "completed", f"{(last.model or 'a tool').removeprefix('tool/')} ended the run; its result is the answer"
         )
     if rc.agent.output_type is not None and last.finish_reason != WRITTEN_BY_POLICY:
         return check_answer(rc, last)  # a policy's note in words is not the model's answer

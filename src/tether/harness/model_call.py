@@ -28,7 +28,8 @@ from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
 from tether.harness.structured import request_schema
-from tether.messages import clean_message
+from tether.harness.tool_exec import answer_only
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.tokens import estimate_tokens
 
@@ -153,6 +154,8 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     state = rc.state
     message = clean_message(response.message)
+    if message.tool_calls and answer_only(rc):
+        message = _refuse_calls(message)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     state.messages.append(message)
@@ -172,13 +175,23 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     )
 
 
+def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
+    """Fail closed: a reply asked for without tools that calls one anyway keeps its words, not
+    its calls (nothing offered can run)."""
+    names = ", ".join(sorted({c.name for c in message.tool_calls}))
+    note = f"[tether: this reply called {names}, but no tools were offered for it; the calls were not run.]"
+    text = message.text.strip()
+    kept = tuple(p for p in message.content if not isinstance(p, ToolCallPart | TextPart))  # reasoning
+    return message.model_copy(update={"content": (*kept, TextPart(text=f"{text}\n\n{note}" if text else note))})
+
+
 async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelResponse | Stop:
     state = rc.state
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id,
         messages=state.messages,
         system=rc.system or None,
-        tools=rc.tool_defs,
+        tools=() if answer_only(rc) else rc.tool_defs,
         max_tokens=plan.max_tokens,
         cache_key=state.session_id or state.run_id,
         extra=rc.agent.request_extra,

@@ -380,6 +380,20 @@ def _xss(t: int, tools: str) -> Reply:
     return Reply(text=XSS_ANSWER)
 
 
+def _parallel(t: int, tools: str) -> Reply:
+    """Three slow probes in one reply (read, read, read), then an answer naming what came back."""
+    if t == 0:
+        return Reply(calls=tuple((f"c{i}", "probe", {"n": i}) for i in (1, 2, 3)))
+    return Reply(text="Probes answered: " + ", ".join(re.findall(r"probe \d+ ok", tools)))
+
+
+def _terminal(t: int, tools: str) -> Reply:
+    """Files a ticket with a terminal tool, then (never reached) lists files in the same reply."""
+    if t == 0:
+        return Reply(calls=(("c1", "file_ticket", {"title": "disk full"}), ("c2", "list_files", {})))
+    return Reply(text="The ticket was filed: " + (tools.strip().splitlines() or [""])[-1])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -405,6 +419,8 @@ SCENARIOS: dict[str, Scenario] = {
     "extract": _extract,  # type: ignore[dict-item]
     "mcp": _mcp,
     "xss": _xss,
+    "parallel": _parallel,
+    "terminal": _terminal,
 }
 
 
