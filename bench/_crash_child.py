@@ -42,6 +42,7 @@ EFFECTS = "effects.txt"
 MODEL_LATENCY_S = 0.02  # each model request takes this long, so kills land while one is in flight
 TOOL_S = 0.02  # read-only tools
 EFFECT_S = 0.02  # before and after a counted tool's effect
+PARALLEL_S = 0.15  # a parallel post's own work before its effect: kills land mid-batch
 SHELL = 'sleep 0.3; echo "$RUN_ID:{cid}" >> effects.txt'
 
 count_tokens("warm")  # the fork server imports this module once: every attempt starts with the tokenizer loaded
@@ -98,11 +99,23 @@ def server(t: int, tools: str) -> Reply:
     return steps[t] if t < len(steps) else Reply(text="Recorded and transferred.")
 
 
+def parallel(t: int, tools: str) -> Reply:
+    """A parallel batch of three slow side effects (``post`` may run alongside others), between
+    read-only batches."""
+    steps = [
+        calls(("c1", "list_files", {}), ("c2", "read_file", {"path": "errors.log"})),
+        calls(*((f"c{i}", "post", {"channel": f"ch{i}"}) for i in (3, 4, 5))),
+        calls(("c6", "read_file", {"path": "access.log"}), ("c7", "post", {"channel": "status"})),
+    ]
+    return steps[t] if t < len(steps) else Reply(text="Posted to four channels.")
+
+
 SCRIPTS: dict[str, Callable[[int, str], Reply]] = {
     "counted": counted,
     "approved": approved,
     "shell": shell,
     "server": server,
+    "parallel": parallel,
 }
 OVER_HTTP = frozenset({"server"})
 
@@ -174,11 +187,17 @@ def make_tools(scenario: str, run_id: str, killer: Killer) -> list[Any]:
         """Transfer money (a side effect that needs approval)."""
         return await effect(ctx)
 
+    @tool(name="post", parallel=True)
+    async def post(ctx: Any, channel: str) -> str:
+        """Post to a channel (a slow side effect that may run alongside others)."""
+        await asyncio.sleep(PARALLEL_S)
+        return await effect(ctx)
+
     tools: list[Any] = [list_files, read_file]
     if scenario == "shell":
         tools.append(RunCommand(ShellSettings(require_approval=False, env={"RUN_ID": run_id})))
     else:
-        tools += [record, transfer]
+        tools += [record, transfer, post]
     return tools
 
 

@@ -1,15 +1,17 @@
 """Kill -9 at random points, resume in a new process until the run ends, and count what went wrong.
 
     python bench/crash_soak.py [--seed 7] [--runs 25] [--max-kills 4]
-                               [--scenarios counted,approved,shell,server] [--start-method forkserver|spawn]
+                               [--scenarios counted,approved,shell,server,parallel] [--start-method forkserver|spawn]
 
-Four scenarios, each with side effects that are counted (every effect appends its idempotency key,
+Five scenarios, each with side effects that are counted (every effect appends its idempotency key,
 ``run_id:call_id``, to ``effects.txt``, so a duplicate is two equal lines):
 
 * ``counted``: read-only tools and ``record``, a side-effecting tool that needs no approval;
 * ``approved``: ``transfer``, a side-effecting tool that needs approval for every call;
 * ``shell``: tether's ``run_command`` (no approval) running ``sleep 0.3; echo "$RUN_ID:cN" >> effects.txt``;
-* ``server``: the model is the scripted OpenAI-compatible server on loopback in this process.
+* ``server``: the model is the scripted OpenAI-compatible server on loopback in this process;
+* ``parallel``: a parallel batch of three slow ``post`` calls (side effects that may run
+  alongside each other), then a read and a post together.
 
 Every attempt is a new process (forked from a server that has imported tether; ``--start-method
 spawn`` starts a fresh interpreter each time instead). Kills are seeded: at instrumented points
@@ -72,7 +74,7 @@ from tether.testing import ScriptedServer  # noqa: E402
 
 TERMINAL = frozenset({"completed", "failed", "max_turns_exceeded", "budget_exceeded"})
 WENT_THROUGH = "it went through"
-SIDE_EFFECTS = frozenset({"record", "transfer", "run_command"})
+SIDE_EFFECTS = frozenset({"record", "transfer", "run_command", "post"})
 MAX_ATTEMPTS = 40
 ATTEMPT_TIMEOUT_S = 60.0
 ORPHAN_WAIT_S = 10.0
@@ -95,6 +97,8 @@ KEY_KILLS: dict[str, list[dict[str, Any]]] = {
     ],
     "shell": [{"point": "tool_start", "n": 2, "delay": 0.1}, {"point": "tool_start", "n": 3, "delay": 0.25}],
     "server": [{"point": "tool_result", "n": 1, "delay": 0.02}, {"point": "effect_after", "n": 1}],
+    # Mid-batch: one post done and unrecorded while its siblings run; all three started, none done.
+    "parallel": [{"point": "effect_after", "n": 1}, {"point": "tool_start", "n": 5, "delay": 0.05}],
 }
 
 KILL_POINTS = [

@@ -53,6 +53,7 @@ def check(out: subprocess.CompletedProcess[str], scenario: str) -> dict[str, Any
             "call_id": "c2",
             "tool_name": "delete_file",
             "args": {"path": "access.log"},
+            "together": [],
         }
     return result
 

@@ -275,6 +275,7 @@ enabled = false
             "subject": "Re: Order 1042 is late",
             "body": "Thank you for writing. We are looking into it and will write again within a day.",
         },
+        "together": [],
     }
     assert not outbox.exists()  # nothing is sent before a person says yes
     saved = RunStore(home / "runs").load(result["run_id"])
