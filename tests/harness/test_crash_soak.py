@@ -1,7 +1,7 @@
 """The crash soak of ``bench/crash_soak.py`` in a bounded size (laws 1, 3 and 5).
 
 SIGKILL at seeded points (trace events, a model request in flight, around a side effect, mid shell
-command, and by timer) across four scenarios with counted side effects; each run resumed in a new
+command, and by timer) across five scenarios with counted side effects (one a parallel batch); each run resumed in a new
 process until it ends, with the driver playing the person at approval and outcome-unknown stops.
 Nothing may act twice, be paid twice, go missing or be left unresumable, and the final cost is the
 uncrashed run's plus at most what was recorded as spent-unknown.
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the soak watches leftover commands through /proc"
 )
 
-SCENARIOS = ["counted", "approved", "shell", "server"]
+SCENARIOS = ["counted", "approved", "shell", "server", "parallel"]
 
 
 @pytest.fixture(scope="module")

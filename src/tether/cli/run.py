@@ -386,7 +386,12 @@ def _decision_needed(result: RunResult) -> ApprovalInterruption | OutcomeUnknown
 
 
 def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
-    """Ask the person; record their decision in the state. False when nobody answered."""
+    """Ask the person about the call, and about each call of its batch waiting with it; record
+    their decisions in the state. False when nobody answered."""
+    return all(_ask_one(state, one) for one in (waiting, *waiting.together))
+
+
+def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
     from tether.harness.state import approve, reject
 
     shown = f"{waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}"
@@ -399,9 +404,9 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
         if answer is None:
             return False
         if answer.strip().lower() in ("y", "yes"):  # a reason either way, as docs/cli.md says
-            approve(state, reason=(ask("reason (optional): ") or "").strip() or None)
+            approve(state, waiting.call_id, reason=(ask("reason (optional): ") or "").strip() or None)
         else:
-            reject(state, reason=(ask("reason (optional): ") or "").strip() or None)
+            reject(state, waiting.call_id, reason=(ask("reason (optional): ") or "").strip() or None)
     except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable
         print(file=sys.stderr)
         return False
