@@ -160,6 +160,7 @@ T = TypeVar("T", bound=BaseModel)
 _Url = Annotated[str, Strict(), AfterValidator(_http_url)]
 _Bool = Annotated[bool, Strict()]
 _PositiveInt = Annotated[int, Strict(), Field(gt=0)]
+_NonNegativeInt = Annotated[int, Strict(), Field(ge=0)]
 _PositiveFloat = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
 _Dollars = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
@@ -266,11 +267,23 @@ class GuardrailTable(_Table):
 
 
 class LoopGuardTable(_Table):
-    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it (tether.harness.loop_guard)."""
+    """``[agents.NAME.loop_guard]``: tell a model that repeats a call, then stop it
+    (tether.harness.loop_guard). On unless ``enabled = false``."""
 
+    enabled: _Bool = True
     nudge_after: _PositiveInt = 3
     stop_after: _PositiveInt | None = 5
     similarity: _Score = 0.5
+
+
+class GovernorsTable(_Table):
+    """``[agents.NAME.governors]``: end a run that goes nowhere with a status report
+    (tether.harness.governors). On unless ``enabled = false``; 0 turns one governor off."""
+
+    enabled: _Bool = True
+    max_tool_rounds: _NonNegativeInt = 40
+    no_progress_rounds: _NonNegativeInt = 6
+    discovery_rounds: _NonNegativeInt = 20
 
 
 class AgentTable(_Table):
@@ -291,7 +304,8 @@ class AgentTable(_Table):
     kb: list[_Text] = []
     mcp: list[_Text] = []  # [mcp.NAME] servers whose tools it has ("all": every enabled one)
     guardrails: list[GuardrailTable] = []
-    loop_guard: LoopGuardTable | None = None
+    loop_guard: LoopGuardTable | None = None  # default: on, with its defaults
+    governors: GovernorsTable | None = None  # default: on, with its defaults
     # A JSON Schema the answer must match: a table, or the path of a JSON file (relative to $TETHER_HOME).
     output_schema: str | dict[str, Any] | None = None
 
@@ -447,6 +461,8 @@ class ConfigFile(_Table):
     dispatch: DispatchTable = DispatchTable()
     mcp: dict[str, McpTable] = {}
     skills: SkillsTable = SkillsTable()
+    loop_guard: LoopGuardTable = LoopGuardTable()
+    governors: GovernorsTable = GovernorsTable()
     agents: dict[str, AgentTable] = {}
 
 
@@ -470,6 +486,9 @@ class Settings:
     dispatch: DispatchTable = field(default_factory=DispatchTable)
     mcp: dict[str, McpTable] = field(default_factory=dict)
     skills: SkillsTable = field(default_factory=SkillsTable)
+    # Every agent's, unless its [agents.NAME.loop_guard] / [agents.NAME.governors] says otherwise.
+    loop_guard: LoopGuardTable = field(default_factory=LoopGuardTable)
+    governors: GovernorsTable = field(default_factory=GovernorsTable)
     agents: dict[str, AgentTable] = field(default_factory=dict)  # [agents.NAME] and [serve.agents.NAME]
 
     def __post_init__(self) -> None:
@@ -496,6 +515,8 @@ _TABLES_OF_SETTINGS: dict[str, type[_Table]] = {
     "telemetry": TelemetryTable,
     "dispatch": DispatchTable,
     "skills": SkillsTable,
+    "loop_guard": LoopGuardTable,
+    "governors": GovernorsTable,
 }
 
 
@@ -563,6 +584,8 @@ def load_settings(home: Path | None = None) -> Settings:
         dispatch=parsed.dispatch,
         mcp=parsed.mcp,
         skills=parsed.skills,
+        loop_guard=parsed.loop_guard,
+        governors=parsed.governors,
         agents=_agents(path, parsed),
     )
 

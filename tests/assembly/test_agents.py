@@ -11,6 +11,7 @@ import pytest
 from tether.assembly import DEFAULT_INSTRUCTIONS, Overrides, Recipe, build_agent, plan, served_agents
 from tether.config import Settings, TelemetryTable, load_settings
 from tether.errors import ConfigError
+from tether.harness.governors import Governor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,10 +79,32 @@ def test_guardrails_and_the_loop_guard_become_middleware(tmp_path: Path) -> None
         '[[agents.g.guardrails]]\nname = "secrets"\nstages = ["input", "output"]\nblock = 0.5\n'
         'rules = [{ pattern = "private key", rationale = "asks for a secret", score = 0.1 }]\n',
     )
-    guard, loops = build_agent(s, plan(s, "g")).middleware
+    guard, loops, governor = build_agent(s, plan(s, "g")).middleware
     assert isinstance(guard, Guardrail) and guard.name == "secrets" and tuple(guard.stages) == ("input", "output")
     assert guard.thresholds.block == 0.5
     assert isinstance(loops, LoopGuard) and (loops.nudge_after, loops.stop_after) == (2, 4)
+    assert isinstance(governor, Governor) and governor.max_tool_rounds == 40  # on by default
+
+
+def test_the_loop_guard_and_governors_are_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
+    from tether.harness.loop_guard import LoopGuard
+
+    s = settings_with(tmp_path / "home", 'model = "scripted/plan"\n\n[agents.g]\nmodel = "scripted/plan"\n')
+    kinds = [type(m) for m in build_agent(s, plan(s, None)).middleware]
+    assert kinds == [LoopGuard, Governor]  # the default agent too: tether run, chat and serve build these
+    assert [type(m) for m in build_agent(s, plan(s, "g")).middleware] == [LoopGuard, Governor]
+    off = settings_with(
+        tmp_path / "off",
+        'model = "scripted/plan"\n\n[loop_guard]\nenabled = false\n\n[governors]\nmax_tool_rounds = 10\ndiscovery_rounds = 0\n\n'
+        '[agents.g]\nmodel = "scripted/plan"\ngovernors = { enabled = false }\n',
+    )
+    [governor] = build_agent(off, plan(off, None)).middleware
+    assert isinstance(governor, Governor)
+    assert (governor.max_tool_rounds, governor.no_progress_rounds, governor.discovery_rounds) == (10, 6, None)
+    assert build_agent(off, plan(off, "g")).middleware == []  # its own table wins
+    with pytest.raises(ConfigError, match="2 or more"):
+        bad = settings_with(tmp_path / "bad", 'model = "scripted/plan"\n\n[governors]\nno_progress_rounds = 1\n')
+        build_agent(bad, plan(bad, None))
 
 
 @pytest.mark.parametrize(
@@ -130,7 +153,7 @@ def test_serve_agents_tables_are_the_same_definitions_with_everything_run_accept
     )
     agents = served_agents(s)
     assert sorted(agents) == ["new", "old"]
-    assert agents["old"].max_turns == 6 and len(agents["old"].middleware) == 2
+    assert agents["old"].max_turns == 6 and len(agents["old"].middleware) == 3  # guardrail, loop guard, governors
 
 
 def test_an_output_schema_file_is_read_relative_to_the_home(tmp_path: Path) -> None:

@@ -31,10 +31,11 @@ SCENARIOS: dict[str, tuple[list[str], str, int, str | None]] = {
         0,
         "errors.log mentions a timeout: 2026-09-06T10:15:41Z ERROR worker 7 timed out after 30000 ms",
     ),
-    "runaway": (["--max-turns", "20"], "max_turns_exceeded", 3, ""),
+    # The loop guard, on by default, stops the same call at its fifth time.
+    "runaway": (["--max-turns", "20"], "failed", 1, ""),
     "recover": ([], "completed", 0, "errors.log mentions a timeout."),
     "destructive": ([], "interrupted", 5, ""),
-    "forbidden": (["--max-turns", "12"], "max_turns_exceeded", 3, ""),
+    "forbidden": (["--max-turns", "12"], "failed", 1, ""),
     "repeat": ([], "completed", 0, "errors.log mentions a timeout."),
     "slow": ([], "completed", 0, "The archive scan finished: scanned 1200 files: no problems found"),
 }
@@ -367,10 +368,10 @@ def test_resume_max_turns_means_more_turns(workspace: Path, env: dict[str, str])
     again = tether("resume", first["run_id"], "--json", env=env)
     assert again.returncode == 2 and not again.stdout
     assert "stopped at its turn limit (2 turns)" in again.stderr and "--max-turns N to allow N more" in again.stderr
-    more = tether("resume", first["run_id"], "--max-turns", "3", "--json", env=env)
+    more = tether("resume", first["run_id"], "--max-turns", "2", "--json", env=env)
     result = json.loads(more.stdout)
-    assert result["status"] == "max_turns_exceeded" and result["turns"] == 5  # 2, then 3 more
-    assert "up to 3 more turns (turn limit now 5)" in more.stderr
+    assert result["status"] == "max_turns_exceeded" and result["turns"] == 4  # 2, then 2 more
+    assert "up to 2 more turns (turn limit now 4)" in more.stderr
     assert "more turns" in tether("resume", "--help", env=env).stdout
 
 

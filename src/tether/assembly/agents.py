@@ -150,7 +150,7 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
         instructions=d.instructions or DEFAULT_INSTRUCTIONS,
         tools=_tools(settings, recipe, d.tools),
         extensions=_extensions(settings, recipe),
-        middleware=_middleware(d),
+        middleware=_middleware(d, settings),
         cwd=recipe.cwd,
         max_turns=recipe.max_turns,
         max_budget_usd=recipe.max_budget_usd,
@@ -193,13 +193,26 @@ def _extensions(settings: Settings, recipe: Recipe) -> list[Any]:
     ]
 
 
-def _middleware(d: AgentTable) -> list[Any]:
+def _middleware(d: AgentTable, settings: Settings) -> list[Any]:
+    """Guardrails, then the loop guard and the governors: on for every agent a front door builds,
+    unless its table says ``enabled = false``."""
     middleware: list[Any] = [_guardrail(g) for g in d.guardrails]
-    if d.loop_guard is not None:
+    g = d.loop_guard or settings.loop_guard
+    if g.enabled:
         from tether.harness.loop_guard import LoopGuard
 
-        g = d.loop_guard
         middleware.append(LoopGuard(nudge_after=g.nudge_after, stop_after=g.stop_after, similarity=g.similarity))
+    gov = d.governors or settings.governors
+    if gov.enabled:
+        from tether.harness.governors import Governor
+
+        middleware.append(
+            Governor(
+                max_tool_rounds=gov.max_tool_rounds or None,
+                no_progress_rounds=gov.no_progress_rounds or None,
+                discovery_rounds=gov.discovery_rounds or None,
+            )
+        )
     return middleware
 
 

@@ -154,8 +154,6 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
     state = rc.state
     message = clean_message(response.message)
-    if message.tool_calls and answer_only(rc):
-        message = _refuse_calls(message)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     state.messages.append(message)
@@ -176,8 +174,8 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
 
 
 def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
-    """Fail closed: a reply asked for without tools that calls one anyway keeps its words, not
-    its calls (nothing offered can run)."""
+    """Fail closed: a reply to a request that offered no tools (a terminal tool's answer, a
+    governor's status report) that calls one anyway keeps its words, not its calls."""
     names = ", ".join(sorted({c.name for c in message.tool_calls}))
     note = f"[tether: this reply called {names}, but no tools were offered for it; the calls were not run.]"
     text = message.text.strip()
@@ -205,6 +203,8 @@ async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelRes
             return request
     assert isinstance(request, ModelRequest)
     result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed))(request)
+    if isinstance(result, ModelResponse) and not request.tools and result.message.tool_calls:
+        result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked
             _emit_delta(rc, kind, await flush_stream(stack, rc, kind))
