@@ -464,6 +464,8 @@ def scripted_completion(
         raise ConfigError(f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     if not tools and messages and _content_text(messages[-1].get("content")).startswith(SUMMARY_REQUEST):
         return _summary_reply(messages, model)
+    if not tools and messages and _content_text(messages[-1].get("content")).startswith(REPORT_REQUEST):
+        return _report_reply(messages, model)
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     # A compaction summary says how many turns it replaced; the scripted model keeps counting.
     turn += sum(
@@ -511,6 +513,22 @@ def scripted_completion(
 
 
 SUMMARY_REQUEST = "Summarize the conversation below"
+# A governor's control message asking for a status report, with no tools offered.
+REPORT_REQUEST = "[tether control message, not from the user] Tool use for this request has ended"
+
+
+def _report_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
+    calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    text = f"Status: I made {calls} tool calls without reaching an answer; what is left is the question itself."
+    prompt = count_prompt_tokens(messages, ())
+    return {
+        "id": "chatcmpl-scripted-report",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": _count(text), "total_tokens": prompt + _count(text)},
+    }
 
 
 def _summary_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
