@@ -60,8 +60,6 @@ class OutcomeUnknownInterruption(_Frozen):
 
 
 CallDecision = ApprovalInterruption | OutcomeUnknownInterruption
-ApprovalInterruption.model_rebuild()
-OutcomeUnknownInterruption.model_rebuild()
 
 
 class GuardrailInterruption(_Frozen):

@@ -100,6 +100,7 @@ class Governor(Middleware):
             verdict = self._limit(ctx, rounds)
         if verdict is not None:
             ctx.state.ext[_KEY] = verdict  # saved with the request's intent: a resume asks the same
+            ctx.answer_only = True
             return _report(request, verdict["why"])
         nudges = self._nudges(ctx, rounds)
         return _with_control(request, " ".join(nudges)) if nudges else request

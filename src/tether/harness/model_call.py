@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from tether.errors import (
     ContextOverflowError,
@@ -189,12 +190,15 @@ async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelRes
         model=rc.model.model_id,
         messages=state.messages,
         system=rc.system or None,
-        tools=() if answer_only(rc) else rc.tool_defs,
+        tools=rc.tool_defs,
         max_tokens=plan.max_tokens,
         cache_key=state.session_id or state.run_id,
         extra=rc.agent.request_extra,
         output_schema=request_schema(rc.agent),
     )
+    if answer_only(rc):
+        rc.answer_only = True
+        request = replace(request, tools=())
     stack = rc.agent.middleware
     for mw in stack:
         assert isinstance(request, ModelRequest)
@@ -203,7 +207,8 @@ async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelRes
             return request
     assert isinstance(request, ModelRequest)
     result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed))(request)
-    if isinstance(result, ModelResponse) and not request.tools and result.message.tool_calls:
+    withheld, rc.answer_only = rc.answer_only, False
+    if isinstance(result, ModelResponse) and withheld and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked

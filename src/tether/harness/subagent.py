@@ -4,8 +4,10 @@ The child runs its own loop with its own transcript (the parent sees only its an
 own limits, inside the parent's:
 
 * **cancellation** — the child listens to the parent's signal: one Stop ends the whole tree;
-* **budget** — the child may spend at most what the parent has left when the call starts (and
-  its own ``max_budget_usd``, if lower); what it spent is added to the parent's cost;
+* **budget** — the child may spend at most what the parent has left when the call starts, less
+  a reserve for the parent's own next call (``ToolContext.reserve_usd``), and its own
+  ``max_budget_usd`` if lower; what it spent is added to the parent's cost. A greedy child never
+  leaves its parent unable to answer;
 * **persistence** — the child's state is saved inside the parent's (``RunState.children``) at
   every step, so a parent killed during a child resumes the child where it stopped: nothing
   re-paid, nothing re-run. A finished child's answer is kept, so a resume never runs it twice;
@@ -152,7 +154,7 @@ class AgentTool:
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
-            refused = self._refusal(ctx)
+            refused = self._refusal(ctx) or self._no_budget(ctx)
             if refused is not None:
                 return refused
             child = RunState()
@@ -209,15 +211,28 @@ class AgentTool:
             )
         return None
 
+    def _no_budget(self, ctx: ToolContext) -> ToolResult | None:
+        budget = self._budget(ctx)
+        if budget is None or budget > 0:
+            return None
+        left = ctx.budget_left_usd or 0.0
+        return ToolResult(
+            f"Not run: the budget left (${max(0.0, left):.6f}) is kept for this run's own answer, so the "
+            f"sub-agent {self.name} has nothing to spend. Answer with what you have.",
+            is_error=True,
+        )
+
     def _budget(self, ctx: ToolContext) -> float | None:
-        """The child's budget: its own, within what the parent has left when the call starts.
+        """The child's budget: its own, within what the parent has left when the call starts less
+        the parent's reserve for its own next call.
         What the child spent before a stop is already in the parent's spending, so it is given
         back to the carve on resume."""
         limit = self.agent.max_budget_usd
         if ctx.budget_left_usd is None:
             return limit
         spent_before = sum(charged(ctx.state, ctx.call_id))
-        return min(limit if limit is not None else math.inf, max(0.0, ctx.budget_left_usd + spent_before))
+        carve = ctx.budget_left_usd - ctx.reserve_usd + spent_before
+        return min(limit if limit is not None else math.inf, max(0.0, carve))
 
     def _turns(self, ctx: ToolContext) -> int | None:
         """The child's max_turns: its own, within the turns the parent has left (as the budget)."""

@@ -398,6 +398,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         on_process=_on_process(rc, call.id),
         on_event=rc.emit,
         budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
+        reserve_usd=_reserve(rc),
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
         on_save=lambda durable: rc.persist(durable=durable),
         run_agent=rc.run_agent,
@@ -418,6 +419,19 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
         return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
 
     return work
+
+
+# Room the run keeps for its own next call: the prompt grows by a tool's result, and the answer.
+_ANSWER_ROOM = 1000
+
+
+def _reserve(rc: RunContext) -> float:
+    """What the run's own next model call may cost: the prompt as it stands (an upper bound,
+    no tokenizer) plus room for this call's result, and an answer of up to ``_ANSWER_ROOM``
+    tokens (``max_tokens`` if smaller), at the model's price. 0 without a budget or a price."""
+    if rc.agent.max_budget_usd is None or rc.price is None:
+        return 0.0
+    return rc.price.worst_case(rc.prompt_bound() + _ANSWER_ROOM, min(rc.agent.max_tokens, _ANSWER_ROOM))
 
 
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:

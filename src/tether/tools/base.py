@@ -78,6 +78,8 @@ class ToolContext:
     # What the run may still spend (None: no budget), and how to save the run now (a tool that
     # keeps state in ``state``, like a sub-agent, calls it after each change).
     budget_left_usd: float | None = None
+    # Of that, what the run keeps for its own next model call (a sub-agent's carve leaves it).
+    reserve_usd: float = 0.0
     # Model turns the run may still make, its own and those of runs a tool starts (None: no limit).
     turns_left: int | None = None
     on_save: Callable[[bool], None] | None = field(default=None, repr=False)
