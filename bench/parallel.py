@@ -21,13 +21,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._results import tether_commit, write_results  # noqa: E402
-from tether import Agent, RunState, run_sync  # noqa: E402
-from tether.harness.store import RunStore  # noqa: E402
-from tether.messages import ToolMessage  # noqa: E402
-from tether.providers.scripted import Reply  # noqa: E402
-from tether.testing import FunctionModel  # noqa: E402
-from tether.tools.base import tool  # noqa: E402
+from bench._results import tether_commit, write_results
+from tether import Agent, RunState, run_sync
+from tether.harness.store import RunStore
+from tether.messages import ToolMessage
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+from tether.tools.base import tool
 
 
 def make_agent(seconds: float, calls: int, parallel: bool | None) -> Agent:

@@ -294,7 +294,7 @@ def test_a_childs_budget_is_carved_from_what_the_parent_has_left(workspace: Path
     assert second["status"] == "budget_exceeded"
     # The child's limit was that, less the parent's reserve for its own next call.
     carved = float(re.search(r"of \$([0-9.]+)\)", second["reason"]).group(1))  # type: ignore[union-attr]
-    assert 0.5 * left < carved < left
+    assert 0 < carved < left
     assert 0.5 * carved < second["cost_usd"] <= carved
     # The greedy child did not starve its parent: the parent answered, within its budget.
     assert result.status == "completed" and result.output
@@ -307,7 +307,7 @@ def test_a_child_resumed_after_a_stop_keeps_the_budget_it_was_given(tmp_path: Pa
     # The carve is what the parent had left when the call started. A Stop and a resume in the
     # middle of the child must not shrink it by what the child itself has spent meanwhile (that
     # spend is already counted against the child's limit), nor grow it.
-    budget, hold = 0.02, {"turn": 2}
+    budget, hold = 0.04, {"turn": 2}
     inside: list[asyncio.Event] = []
 
     @tool(read_only=True)
@@ -347,9 +347,11 @@ def test_a_child_resumed_after_a_stop_keeps_the_budget_it_was_given(tmp_path: Pa
     kept = children(state)["p1"]
     given = budget - PARENT.cost(U_PARENT)  # what the parent had left when it called the child
     assert kept["status"] == "budget_exceeded"
-    assert f"of ${given:.6f})" in kept["reason"], kept["reason"]
+    # Less the parent's reserve for its own next call (an answer of up to 1,000 tokens at $12/M).
+    carved = float(re.search(r"of \$([0-9.]+)\)", kept["reason"]).group(1))  # type: ignore[union-attr]
+    assert given - 0.02 < carved < given - 0.012, kept["reason"]
     assert child.turns == list(range(kept["turns"]))  # nothing asked twice across the stop
-    assert kept["cost_usd"] <= given
+    assert 0.5 * carved < kept["cost_usd"] <= carved
     own = sum(PARENT.cost(m.usage) for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
     assert state.result().cost_usd == pytest.approx(own + kept["cost_usd"], abs=1e-12)
     assert own + kept["cost_usd"] <= budget

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 from tether.errors import (
     ContextOverflowError,
@@ -186,19 +185,17 @@ def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
 
 async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelResponse | Stop:
     state = rc.state
+    rc.answer_only = rc.answer_only or answer_only(rc)
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id,
         messages=state.messages,
         system=rc.system or None,
-        tools=rc.tool_defs,
+        tools=() if rc.answer_only else rc.tool_defs,
         max_tokens=plan.max_tokens,
         cache_key=state.session_id or state.run_id,
         extra=rc.agent.request_extra,
         output_schema=request_schema(rc.agent),
     )
-    if answer_only(rc):
-        rc.answer_only = True
-        request = replace(request, tools=())
     stack = rc.agent.middleware
     for mw in stack:
         assert isinstance(request, ModelRequest)
