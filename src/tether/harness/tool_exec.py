@@ -327,7 +327,11 @@ def _gate(rc: RunContext, call: ToolCallPart, tool: Any) -> Stop | None:
 def _note_intent(rc: RunContext, call: ToolCallPart, tool: Any) -> bool:
     """Record the intent of a call with side effects about to run; True when the caller must make
     it durable first (it is new, or a rerun's)."""
-    if call.id in rc.state.intents:
+    intent = rc.state.intents.get(call.id)
+    if intent is not None:
+        # The person's "run it again" is for one attempt: a crash during the rerun is a new
+        # unknown outcome, asked about again, never a second rerun on its own.
+        intent.rerun = False
         return True
     if tool.read_only or getattr(tool, "idempotent", False):
         return False
