@@ -18,7 +18,7 @@ from tether.events import ApprovalRequired, ToolResultEvent, ToolStart
 from tether.harness.loop import run_stream
 from tether.harness.state import approve
 from tether.harness.store import RunStore
-from tether.messages import AssistantMessage, ToolMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.scripted import Reply
 from tether.status import ApprovalInterruption
 from tether.testing import FunctionModel, ScriptedServer
@@ -366,3 +366,41 @@ def test_terminal_tool_on_both_wires(
         assert result.text.startswith("The ticket was filed:") and len(bodies) == 2
         assert not bodies[1].get("tools")  # the answer call offers no tools
     assert_pairing(state.messages)
+
+
+@pytest.mark.parametrize("rest", [True, False])
+def test_a_crash_after_the_terminal_result_ends_the_turn_on_resume(tmp_path: Path, rest: bool) -> None:
+    """The process dies right after the terminal call's result is saved (its siblings still
+    pending, or its answer not yet written): the resume ends the turn the same way, running
+    nothing else and asking the model nothing."""
+    listed: list[str] = []
+
+    @tool(terminal=True)
+    def finish(answer: str) -> str:
+        """Give the final answer."""
+        return f"The answer is {answer}."
+
+    @tool(read_only=True)
+    def list_files() -> str:
+        """List files."""
+        listed.append("ran")
+        return "a.txt"
+
+    calls = [ToolCallPart(id="c1", name="finish", arguments='{"answer": "42"}')]
+    if rest:
+        calls.append(ToolCallPart(id="c2", name="list_files", arguments="{}"))
+    state = RunState(status="interrupted")
+    state.messages = [
+        UserMessage.text("answer"),
+        AssistantMessage(content=tuple(calls), finish_reason="tool_calls"),
+        ToolMessage(call_id="c1", name="finish", content=(TextPart(text="The answer is 42."),)),
+    ]
+    store = RunStore(tmp_path / "runs")
+    store.save(state)
+    model = FunctionModel(lambda m, r: "the model should not be asked")
+    result = run_sync(Agent(model, tools=[finish, list_files]), state=store.load(state.run_id), store=store)
+    assert result.status == "completed" and result.text == "The answer is 42."
+    assert model.requests == [] and listed == []
+    saved = store.load(state.run_id)
+    assert [m.status for m in saved.messages if isinstance(m, ToolMessage)] == (["ok", "skipped"] if rest else ["ok"])
+    assert_pairing(saved.messages)

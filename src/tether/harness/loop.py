@@ -40,7 +40,7 @@ from tether.harness.state import (
     pending_tool_calls,
 )
 from tether.harness.structured import check_answer, check_output_config, final_data
-from tether.harness.tool_exec import run_pending
+from tether.harness.tool_exec import result_is_answer, run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
@@ -313,7 +313,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         yield event
     while rc.halt is None:
         pending = pending_tool_calls(state)
-        if pending:
+        if pending or result_is_answer(rc):
             async for event in run_pending(rc, pending):
                 yield event
             if rc.halt is None and rc.agent.compaction and context_window(rc) is not None and await _past_threshold(rc):

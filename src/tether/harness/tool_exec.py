@@ -20,7 +20,7 @@ from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, Internal, pump
-from tether.harness.state import ENDED_BY_TOOL, Intent, ToolStats, args_hash
+from tether.harness.state import ENDED_BY_TOOL, Intent, ToolStats, args_hash, pending_tool_calls
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -36,7 +36,7 @@ from tether.messages import (
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tools.base import ToolContext, ToolInputError, ToolInterrupt, ToolResult, validate_arguments
 
-__all__ = ["answer_only", "ends_turn", "run_pending"]
+__all__ = ["answer_only", "ended_turn", "ends_turn", "result_is_answer", "run_pending"]
 
 
 def _args_value(arguments: str) -> Any:
@@ -51,8 +51,11 @@ def _record(
     status: ToolResultStatus,
     ms: float = 0.0,
     cached_from: str | None = None,
+    *,
+    save: bool = True,
 ) -> ToolResultEvent:
-    """Append the call's one result, update statistics, persist, and describe it as an event."""
+    """Append the call's one result, update statistics, persist (unless the caller saves several
+    at once), and describe it as an event."""
     if isinstance(text_or_result, ToolResult):
         parts = tuple(_clean(p) for p in text_or_result.parts())
         if text_or_result.is_error and status == "ok":
@@ -73,7 +76,8 @@ def _record(
     stats.cached += status == "cached"
     canon = canonical_arguments(call.arguments)
     rc.remember(message, (call.name, canon) if canon is not None else None)
-    rc.persist(durable=False)  # made durable before any side effect or the next request
+    if save:
+        rc.persist(durable=False)  # made durable before any side effect or the next request
     widget = text_or_result.widget if isinstance(text_or_result, ToolResult) else None
     return ToolResultEvent(
         state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3), status=status, widget=widget
@@ -108,9 +112,11 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
     """Run ``calls``; on a stop, set ``rc.halt`` and return with the rest still pending.
 
     Adjacent calls that may run alongside others form one batch and run at the same time; any
-    other call is a barrier that waits for what came before it. A call that ends the turn
-    (a terminal tool) skips the calls after it."""
+    other call is a barrier that waits for what came before it. Once a terminal tool of the reply
+    has succeeded (in this process or before a crash), the calls still pending are skipped."""
     for batch in _batches(rc, calls):
+        if ended_turn(rc) is not None:
+            break
         if len(batch) == 1:
             async for event in _run_one(rc, batch[0]):
                 yield event
@@ -119,10 +125,10 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
                 yield event
         if rc.halt is not None:
             return
-        if _ended_turn(rc, batch[-1]):
-            for event in _skip_rest(rc, batch[-1], calls[calls.index(batch[-1]) + 1 :]):
-                yield event
-            return
+    ended = ended_turn(rc)
+    if ended is not None:
+        for event in _end_turn(rc, *ended):
+            yield event
 
 
 def _batches(rc: RunContext, calls: list[ToolCallPart]) -> list[list[ToolCallPart]]:
@@ -159,43 +165,59 @@ def ends_turn(rc: RunContext, tool: Any) -> str | None:
     return "result" if terminal is True else None
 
 
-def _ended_turn(rc: RunContext, call: ToolCallPart) -> bool:
-    tool = rc.tools.get(call.name)
-    if tool is None or ends_turn(rc, tool) is None:
-        return False
-    last = rc.state.messages[-1]
-    return isinstance(last, ToolMessage) and last.call_id == call.id and last.status == "ok"
-
-
-def _skip_rest(rc: RunContext, ender: ToolCallPart, rest: list[ToolCallPart]) -> Iterator[Event]:
-    """The calls after a terminal tool's get a result saying why they did not run; with
-    ``terminal=True`` the tool's result becomes the answer (an assistant message tether writes)."""
-    for call in rest:
-        text = f"Not run: {ender.name} ended the turn before this call to {call.name} could run."
-        yield _record(rc, call, text, "skipped")
-    tool = rc.tools[ender.name]
-    if ends_turn(rc, tool) == "result":
-        result = next(m for m in reversed(rc.state.messages) if isinstance(m, ToolMessage) and m.call_id == ender.id)
-        answer = AssistantMessage(
-            content=(TextPart(text=result.text),), model=f"tool/{ender.name}", finish_reason=ENDED_BY_TOOL
-        )
-        rc.state.messages.append(answer)
-        rc.persist(durable=False)
-
-
-def answer_only(rc: RunContext) -> bool:
-    """Whether the next model call is offered no tools: the last reply's terminal tool with
-    ``terminal="answer"`` succeeded, and only the answer is left to write."""
+def ended_turn(rc: RunContext) -> tuple[ToolMessage, str] | None:
+    """The result of the last reply's terminal call that succeeded, and how it ends the turn
+    (see :func:`ends_turn`); None when the last message is an answer or no terminal call
+    succeeded. Worked out from the transcript, so a resume ends the turn the same way."""
     messages = rc.state.messages
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, AssistantMessage):
-            done = {r.call_id: r.status for r in messages[i + 1 :] if isinstance(r, ToolMessage)}
-            return any(
-                done.get(c.id) == "ok" and c.name in rc.tools and ends_turn(rc, rc.tools[c.name]) == "answer"
-                for c in m.tool_calls
-            )
-    return False
+            ok = {r.call_id: r for r in messages[i + 1 :] if isinstance(r, ToolMessage) and r.status == "ok"}
+            for c in m.tool_calls:
+                tool = rc.tools.get(c.name)
+                mode = ends_turn(rc, tool) if tool is not None and c.id in ok else None
+                if mode is not None:
+                    return ok[c.id], mode
+            return None
+    return None
+
+
+def result_is_answer(rc: RunContext) -> bool:
+    """Whether a terminal call's result is to become the answer and is not written yet (the
+    process may have died between the two): :func:`run_pending` writes it."""
+    ended = ended_turn(rc)
+    return ended is not None and ended[1] == "result"
+
+
+def answer_only(rc: RunContext) -> bool:
+    """Whether the next model call is offered no tools: a terminal call with
+    ``terminal="answer"`` succeeded, and only the answer is left to write."""
+    ended = ended_turn(rc)
+    return ended is not None and ended[1] == "answer"
+
+
+def _end_turn(rc: RunContext, result: ToolMessage, mode: str) -> Iterator[Event]:
+    """The calls still pending get a result saying why they did not run; with ``"result"`` the
+    terminal call's result becomes the answer (an assistant message tether writes). One save for
+    all of it: a crash leaves the turn before or after, and either ends the same way."""
+    events = [
+        _record(
+            rc,
+            call,
+            f"Not run: {result.name} ended the turn before this call to {call.name} could run.",
+            "skipped",
+            save=False,
+        )
+        for call in pending_tool_calls(rc.state)
+    ]
+    if mode == "result":
+        answer = AssistantMessage(
+            content=(TextPart(text=result.text),), model=f"tool/{result.name}", finish_reason=ENDED_BY_TOOL
+        )
+        rc.state.messages.append(answer)
+    rc.persist(durable=False)
+    yield from events
 
 
 @dataclass(slots=True)
@@ -225,9 +247,8 @@ class _Ready:
 async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
     admitted = _admit(rc, call)
     if isinstance(admitted, _Answered):
-        for event in admitted.events:
+        for event in _settle(rc, call, admitted):
             yield event
-        yield _record(rc, call, admitted.result, admitted.status, cached_from=admitted.cached_from)
         return
     if isinstance(admitted, _Waiting):
         yield admitted.event
@@ -555,30 +576,30 @@ class _InOrder:
 
     def flush(self) -> Iterator[Event]:
         while self.next < len(self.batch) and self.next in self.settled:
-            call, item = self.batch[self.next], self.settled[self.next]
             self.next += 1
-            if isinstance(item, _Answered):
-                yield from item.events
-                yield _record(self.rc, call, item.result, item.status, cached_from=item.cached_from)
-            elif isinstance(item.value, ToolInterrupt | RunCancelled):
-                yield _held(self.rc, call, item.value, item.ms)
-            else:
-                yield _outcome(self.rc, call, item.value, item.ms)
+            yield from _settle(self.rc, self.batch[self.next - 1], self.settled[self.next - 1])
 
     def cut(self, exc: RunCancelled) -> Iterator[Event]:
         """Stop fired: what finished is recorded, in order; what was running stays pending."""
-        yield from self.flush()
         for i in range(self.next, len(self.batch)):
-            item = self.settled.get(i)
-            if isinstance(item, _Answered):
-                yield from item.events
-                yield _record(self.rc, self.batch[i], item.result, item.status, cached_from=item.cached_from)
-            elif isinstance(item, _Landed) and not isinstance(item.value, ToolInterrupt | RunCancelled):
-                yield _outcome(self.rc, self.batch[i], item.value, item.ms)
+            if i in self.settled:
+                yield from _settle(self.rc, self.batch[i], self.settled[i])
             elif i in self.started:
                 yield _held(self.rc, self.batch[i], exc, 0.0)
         if self.rc.halt is None:
             self.rc.stop(Stop.cancelled(exc.reason))
+
+
+def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed) -> Iterator[Event]:
+    """Record a call's one result from how it was settled: without running, or by its work (a
+    call a person or Stop holds stays pending)."""
+    if isinstance(item, _Answered):
+        yield from item.events
+        yield _record(rc, call, item.result, item.status, cached_from=item.cached_from)
+    elif isinstance(item.value, ToolInterrupt | RunCancelled):
+        yield _held(rc, call, item.value, item.ms)
+    else:
+        yield _outcome(rc, call, item.value, item.ms)
 
 
 def _ask_together(rc: RunContext, admitted: list[_Answered | _Waiting | _Ready]) -> Iterator[Event]:
