@@ -4,6 +4,7 @@ the answer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +189,32 @@ def test_governor_on_both_wires(scripted_server: ScriptedServer, workspace: Path
     assert CONTROL in str(bodies[2]["messages"][-1]) and CONTROL in str(bodies[3]["messages"][-1])
     assert len([m for m in state.messages if isinstance(m, ToolMessage)]) == 3
     assert_pairing(state.messages)
+
+
+def test_a_compaction_summary_does_not_reset_the_windows() -> None:
+    """Only the person's message starts a new window: a summary that replaced old turns is not one."""
+    from tether.harness.governors import tool_rounds
+    from tether.messages import AssistantMessage, ToolCallPart
+
+    def round_(i: int) -> list[Any]:
+        call = ToolCallPart(id=f"c{i}", name="look", arguments=json.dumps({"where": str(i)}))
+        result = ToolMessage(call_id=f"c{i}", name="look", content=(TextPart(text="nothing"),))
+        return [AssistantMessage(content=(call,)), result]
+
+    summary = UserMessage(content=(TextPart(text="Summary of 4 earlier turns"),), summary_turns=4)
+    messages = [UserMessage.text("find it"), *round_(1), summary, *round_(2), *round_(3)]
+    assert len(tool_rounds(messages)) == 3
+    assert len(tool_rounds([*messages, UserMessage.text("and the garage"), *round_(4)])) == 1
+
+
+def test_a_terminal_tool_at_the_limit_keeps_its_own_reason() -> None:
+    @tool(terminal=True)
+    def finish(answer: str) -> str:
+        """Give the final answer."""
+        return answer
+
+    steps = iter([("look", {"where": "a"}), ("finish", {"answer": "found it in b"})])
+    model = FunctionModel(lambda m, r: Reply(calls=((f"c{len(m)}", *next(steps)),)))
+    gov = Governor(max_tool_rounds=2, no_progress_rounds=None, discovery_rounds=None)
+    result = run_sync(Agent(model, tools=[look, finish], middleware=[gov]), "find it")
+    assert result.text == "found it in b" and "finish ended the run" in (result.reason or "")

@@ -16,20 +16,20 @@ Each nudges first, at ``nudge_share`` of its limit, in a control message the mod
 request only. At its limit the next model call is offered no tools and asked for a status report:
 what was done, what was found, what is left. That report is the answer, and the run's reason names
 the governor. Control messages are marked as not the user's and never enter the transcript, the
-session or the trace: they are built again for each request from the transcript itself, so a
-resumed run sees the same ones.
+session or the trace. Nothing about them is stored: counts, nudges and the verdict are worked out
+again for each request from the transcript, so a resumed run is told the same things.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.middleware import Middleware
+from tether.harness.middleware import Middleware, turn_start
+from tether.harness.state import ENDED_BY_TOOL, WRITTEN_BY_POLICY
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -45,7 +45,6 @@ __all__ = ["CONTROL", "Governor", "Round", "tool_rounds"]
 
 # How every control message begins: the model is told it is tether speaking, not the person.
 CONTROL = "[tether control message, not from the user]"
-_KEY = "governor"  # state.ext: the verdict that ended tool use, kept for a resume and the reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +60,8 @@ class Round:
 
 def tool_rounds(messages: Sequence[Message]) -> list[Round]:
     """The tool rounds since the person's latest message (a control message is never in it)."""
-    start = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1) + 1
     rounds: list[Round] = []
-    for i in range(start, len(messages)):
+    for i in range(turn_start(messages), len(messages)):
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.tool_calls:
             ids = {c.id for c in m.tool_calls}
@@ -91,92 +89,77 @@ class Governor(Middleware):
             raise ConfigError(f"Governor(nudge_share={self.nudge_share}): a share between 0 and 1, like 0.8")
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
-        rounds = tool_rounds(ctx.state.messages)
-        verdict = ctx.state.ext.get(_KEY)
-        if verdict is not None and verdict.get("rounds", -1) != len(rounds):
-            del ctx.state.ext[_KEY]  # from an earlier request (or before a steer): not this one's
-            verdict = None
-        if verdict is None:
-            verdict = self._limit(ctx, rounds)
-        if verdict is not None:
-            ctx.state.ext[_KEY] = verdict  # saved with the request's intent: a resume asks the same
-            ctx.answer_only = True
-            return _report(request, verdict["why"])
-        nudges = self._nudges(ctx, rounds)
-        return _with_control(request, " ".join(nudges)) if nudges else request
+        counts = self._counts(ctx)
+        why = _reached(counts)
+        if why is not None:
+            ctx.answer_only = True  # a reply that calls a tool anyway keeps its words only
+            return _report(request, why)
+        nudges = [
+            f"{count} {what} so far; at {limit} tools are withdrawn."
+            for what, (count, limit) in counts.items()
+            if limit is not None and count >= max(1, int(limit * self.nudge_share))
+        ]
+        if not nudges:
+            return request
+        advice = (
+            "Stop repeating what has not worked: change approach, or answer the user now with what "
+            "you have and what is left."
+        )
+        return _with_control(request, " ".join([*nudges, advice]))
 
     async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
-        verdict = ctx.state.ext.get(_KEY)
-        if verdict is None or status != "completed" or ctx.halt is None:
-            return None
-        if verdict.get("rounds") != len(tool_rounds(ctx.state.messages)):
-            return None  # an earlier request's verdict: this run ended on its own
-        return Stop("completed", f"{verdict['why']}; the answer is the model's status report")
+        """A run that answered after a limit was reached answered with the status report: its
+        reason says which limit. Worked out from the transcript, as the report request was."""
+        last = ctx.state.messages[-1] if ctx.state.messages else None
+        written = isinstance(last, AssistantMessage) and last.finish_reason not in (ENDED_BY_TOOL, WRITTEN_BY_POLICY)
+        if status != "completed" or not written:
+            return None  # a terminal tool's result or a policy's words, not a reply to the report request
+        why = _reached(self._counts(ctx))
+        return None if why is None else Stop("completed", f"{why}; the answer is the model's status report")
 
-    def _counts(self, ctx: RunContext, rounds: list[Round]) -> dict[str, tuple[int, int | None]]:
+    def _counts(self, ctx: RunContext) -> dict[str, tuple[int, int | None]]:
+        """Each governor's count and limit, from the tool rounds since the person's latest message."""
+        rounds = tool_rounds(ctx.state.messages)
+        progress: list[bool] = []
+        evidence: list[bool] = []
+        succeeded: set[tuple[str, str | None]] = set()  # (tool, arguments) that already succeeded
+        for r in rounds:
+            ok = [(c, res) for c, res in r.done() if res.status == "ok"]
+            progress.append(any(res.text.strip() and _key(c) not in succeeded for c, res in ok))
+            succeeded.update(_key(c) for c, _ in ok)
+            evidence.append(any(not getattr(ctx.tools.get(c.name), "read_only", True) for c, _ in ok))
         return {
             "tool rounds": (len(rounds), self.max_tool_rounds),
-            "rounds without progress": (_streak(rounds, lambda r: not _progress(r, rounds)), self.no_progress_rounds),
-            "rounds of only reading or searching": (
-                _streak(rounds, lambda r: not _new_evidence(ctx, r)),
-                self.discovery_rounds,
-            ),
+            "rounds without progress": (_trailing_false(progress), self.no_progress_rounds),
+            "rounds of only reading or searching": (_trailing_false(evidence), self.discovery_rounds),
         }
 
-    def _limit(self, ctx: RunContext, rounds: list[Round]) -> dict[str, Any] | None:
-        for what, (count, limit) in self._counts(ctx, rounds).items():
-            if limit is not None and count >= limit:
-                return {"rounds": len(rounds), "why": f"{count} {what} (limit {limit})"}
-        return None
 
-    def _nudges(self, ctx: RunContext, rounds: list[Round]) -> list[str]:
-        out = []
-        for what, (count, limit) in self._counts(ctx, rounds).items():
-            if limit is not None and count >= max(1, int(limit * self.nudge_share)):
-                out.append(f"{count} {what} so far; at {limit} tools are withdrawn.")
-        if out:
-            out.append(
-                "Stop repeating what has not worked: change approach, or answer the user now with "
-                "what you have and what is left."
-            )
-        return out
+def _reached(counts: dict[str, tuple[int, int | None]]) -> str | None:
+    """The first governor at its limit, in words; None while every one is below."""
+    for what, (count, limit) in counts.items():
+        if limit is not None and count >= limit:
+            return f"{count} {what} (limit {limit})"
+    return None
 
 
-def _streak(rounds: list[Round], idle: Any) -> int:
+def _trailing_false(flags: list[bool]) -> int:
+    """How many rounds in a row, back from the latest, did not count."""
     n = 0
-    for r in reversed(rounds):
-        if not idle(r):
+    for flag in reversed(flags):
+        if flag:
             break
         n += 1
     return n
-
-
-def _progress(r: Round, rounds: list[Round]) -> bool:
-    """Whether a round did successful work: a result that is ``ok``, not empty, and not the same
-    write as one that already succeeded earlier in the window."""
-    earlier = rounds[: rounds.index(r)]
-    done_before = {_key(c) for e in earlier for c, res in e.done() if res.status == "ok"}
-    return any(res.status == "ok" and res.text.strip() and _key(c) not in done_before for c, res in r.done())
 
 
 def _key(call: ToolCallPart) -> tuple[str, str | None]:
     return call.name, canonical_arguments(call.arguments)
 
 
-def _new_evidence(ctx: RunContext, r: Round) -> bool:
-    for res in r.results.values():
-        tool = ctx.tools.get(res.name)
-        if res.status == "ok" and tool is not None and not getattr(tool, "read_only", False):
-            return True
-    return False
-
-
-def _control(text: str) -> UserMessage:
-    return UserMessage(content=(TextPart(text=f"{CONTROL} {text}"),))
-
-
 def _with_control(request: ModelRequest, text: str) -> ModelRequest:
-    return replace(request, messages=[*request.messages, _control(text)])
+    control = UserMessage(content=(TextPart(text=f"{CONTROL} {text}"),))
+    return replace(request, messages=[*request.messages, control])
 
 
 def _report(request: ModelRequest, why: str) -> ModelRequest:

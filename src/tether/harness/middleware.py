@@ -133,15 +133,19 @@ def _bind_tool(
     return lambda: mw.wrap_tool_call(ctx, call, args, call_next)
 
 
-def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:
-    """Tool calls since the person's latest message (a compaction summary is not one)."""
-    start = 0
+def turn_start(messages: Sequence[Message]) -> int:
+    """Where this request's messages begin: after the person's latest message (a compaction
+    summary is not one). The window of the per-turn limits, the loop guard and the governors."""
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, UserMessage) and m.summary_turns is None:
-            start = i + 1
-            break
-    return [c for m in messages[start:] if isinstance(m, AssistantMessage) for c in m.tool_calls]
+            return i + 1
+    return 0
+
+
+def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:
+    """Tool calls since the person's latest message (a compaction summary is not one)."""
+    return [c for m in messages[turn_start(messages) :] if isinstance(m, AssistantMessage) for c in m.tool_calls]
 
 
 def _text(result: ToolResult | str) -> str:
