@@ -98,8 +98,9 @@ class RunContext:
     summary_failures: int = 0  # failed summary calls this run; past a limit compaction only trims
     # After a rewrite the last reply's prompt count describes a history that no longer exists.
     stale_usage: bool = False
-    # Set for one model call by whoever withdrew the tools to ask for a final answer (a terminal
-    # tool, a governor): a reply that calls a tool anyway keeps its words, not its calls.
+    # For the model call under way: tether withdrew the tools to ask for a final answer (a
+    # terminal tool's, a governor's report), so a reply that calls a tool anyway keeps its words,
+    # not its calls. Set again at the start of every call.
     answer_only: bool = False
     count: Callable[[str], int] = field(default=len)
     counter_task: asyncio.Future[None] | None = None  # the tokenizer loading (see loop._start_counter)

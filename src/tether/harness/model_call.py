@@ -185,7 +185,7 @@ def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
 
 async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelResponse | Stop:
     state = rc.state
-    rc.answer_only = rc.answer_only or answer_only(rc)
+    rc.answer_only = answer_only(rc)  # for this call only; a middleware may set it too (a governor)
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id,
         messages=state.messages,
@@ -204,8 +204,7 @@ async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelRes
             return request
     assert isinstance(request, ModelRequest)
     result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed))(request)
-    withheld, rc.answer_only = rc.answer_only, False
-    if isinstance(result, ModelResponse) and withheld and result.message.tool_calls:
+    if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked

@@ -520,15 +520,7 @@ REPORT_REQUEST = "[tether control message, not from the user] Tool use for this 
 def _report_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
     calls = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
     text = f"Status: I made {calls} tool calls without reaching an answer; what is left is the question itself."
-    prompt = count_prompt_tokens(messages, ())
-    return {
-        "id": "chatcmpl-scripted-report",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": _count(text), "total_tokens": prompt + _count(text)},
-    }
+    return _text_reply("report", text, messages, model)
 
 
 def _summary_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
@@ -536,15 +528,18 @@ def _summary_reply(messages: Sequence[dict[str, Any]], model: str) -> dict[str, 
     text = _content_text(messages[-1].get("content"))
     body = text.split("\n", 1)[1] if "\n" in text else ""
     lines = [ln[:80] for ln in body.splitlines() if ln.strip() and not ln.startswith("  ")][:12]
-    summary = "Summary: " + " | ".join(lines)
-    prompt = count_prompt_tokens(messages, ())
-    completion = _count(summary)
+    return _text_reply("summary", "Summary: " + " | ".join(lines), messages, model)
+
+
+def _text_reply(kind: str, text: str, messages: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:
+    """A Chat Completions body answering ``messages`` (asked with no tools) with ``text``."""
+    prompt, completion = count_prompt_tokens(messages, ()), _count(text)
     return {
-        "id": "chatcmpl-scripted-summary",
+        "id": f"chatcmpl-scripted-{kind}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": summary}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
 
