@@ -423,7 +423,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         on_process=_on_process(rc, call.id),
         on_event=rc.emit,
         budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
-        reserve_usd=_reserve(rc),
+        reserve=lambda: _reserve(rc),
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
         on_save=lambda durable: rc.persist(durable=durable),
         run_agent=rc.run_agent,

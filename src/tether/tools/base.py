@@ -78,14 +78,20 @@ class ToolContext:
     # What the run may still spend (None: no budget), and how to save the run now (a tool that
     # keeps state in ``state``, like a sub-agent, calls it after each change).
     budget_left_usd: float | None = None
-    # Of that, what the run keeps for its own next model call (a sub-agent's carve leaves it).
-    reserve_usd: float = 0.0
+    # Of that, what the run keeps for its own next model call (a sub-agent's carve leaves it):
+    # worked out when asked (``reserve_usd``), not for every call of every tool.
+    reserve: Callable[[], float] | None = field(default=None, repr=False)
     # Model turns the run may still make, its own and those of runs a tool starts (None: no limit).
     turns_left: int | None = None
     on_save: Callable[[bool], None] | None = field(default=None, repr=False)
     # The loop running this call: a tool that runs another agent (a sub-agent) runs it through this,
     # in this run's process and under its signal (``run_stream``'s signature). None outside a run.
     run_agent: Callable[..., AsyncIterator[Any]] | None = field(default=None, repr=False)
+
+    @property
+    def reserve_usd(self) -> float:
+        """What the run keeps of ``budget_left_usd`` for its own next model call (0: no budget)."""
+        return self.reserve() if self.reserve is not None else 0.0
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""
