@@ -90,6 +90,9 @@ class AssistantMessage(_Frozen):
     model: str | None = None  # the model that produced this message
     usage: Usage | None = None
     finish_reason: str | None = None
+    # Set on a reply the output limit cut that was then continued (see tether.harness.length):
+    # how many continuations were merged into it. Each was a model turn of its own.
+    continuations: int | None = None
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:

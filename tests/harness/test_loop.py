@@ -499,9 +499,14 @@ def test_an_empty_answer_cut_at_max_tokens_says_both(workspace: Path) -> None:
     from tether.status import EMPTY_ANSWER
 
     cut = AssistantMessage(content=(), finish_reason="length")
-    r = run_sync(Agent(FunctionModel(lambda m, req: cut), cwd=workspace, max_tokens=50), "hi")
+    fm = FunctionModel(lambda m, req: cut)
+    r = run_sync(Agent(fm, cwd=workspace, max_tokens=50, continue_cut_text=False), "hi")
     assert r.status == "completed" and r.empty_answer
     assert r.reason == f"the reply reached max_tokens (50) and was cut: {EMPTY_ANSWER}"
+    # Continued once (the default), and cut again with nothing written: incomplete, and said so.
+    r = run_sync(Agent(fm, cwd=workspace, max_tokens=50), "hi")
+    assert (r.status, r.turns) == ("failed", 2)
+    assert r.reason is not None and r.reason.startswith("incomplete:") and "it has no text" in r.reason
 
 
 def test_only_a_final_answer_without_text_is_an_empty_answer(workspace: Path) -> None:

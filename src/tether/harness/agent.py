@@ -79,6 +79,9 @@ class Agent:
     max_budget_usd: float | None = None
     stop_when: Sequence[StopCondition] = ()
     max_tokens: int = 4096
+    # Text cut off at max_tokens is continued once, with no tools offered, and merged into one
+    # answer (tether.harness.length); a second cut ends the run failed, its text kept.
+    continue_cut_text: bool = True
     # Below this many affordable output tokens a call is not worth making: budget_exceeded.
     min_output_tokens: int = 128
     tool_error_text: Callable[[str, BaseException], str] = default_tool_error_text

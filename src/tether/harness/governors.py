@@ -29,22 +29,17 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware, turn_start
-from tether.harness.state import ENDED_BY_TOOL, WRITTEN_BY_POLICY
+from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message
 from tether.messages import (
     AssistantMessage,
     Message,
-    TextPart,
     ToolCallPart,
     ToolMessage,
-    UserMessage,
     canonical_arguments,
 )
 from tether.providers.base import ModelRequest
 
 __all__ = ["CONTROL", "Governor", "Round", "tool_rounds"]
-
-# How every control message begins: the model is told it is tether speaking, not the person.
-CONTROL = "[tether control message, not from the user]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +153,7 @@ def _key(call: ToolCallPart) -> tuple[str, str | None]:
 
 
 def _with_control(request: ModelRequest, text: str) -> ModelRequest:
-    control = UserMessage(content=(TextPart(text=f"{CONTROL} {text}"),))
-    return replace(request, messages=[*request.messages, control])
+    return replace(request, messages=[*request.messages, control_message(text)])
 
 
 def _report(request: ModelRequest, why: str) -> ModelRequest:

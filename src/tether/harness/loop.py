@@ -29,6 +29,7 @@ from tether.harness.context import (
     tool_definitions,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
+from tether.harness.length import Continuation, continues, is_cut
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
 from tether.harness.state import (
@@ -321,6 +322,15 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
                     yield event
             continue
         last = state.messages[-1] if state.messages else None
+        if (
+            isinstance(last, AssistantMessage)
+            and rc.agent.continue_cut_text
+            and continues(last)
+            and not _capped(rc, last)
+        ):
+            async for event in ask_model(rc, Continuation(last)):  # once, with no tools: merged into it
+                yield event
+            continue
         if isinstance(last, AssistantMessage):
             halt = _finish(rc, last)
             if halt is None:
@@ -368,10 +378,15 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
             return
 
 
+def _capped(rc: RunContext, last: AssistantMessage) -> bool:
+    """Whether the budget, not ``max_tokens``, cut the reply (its plan allowed fewer tokens)."""
+    capped = rc.agent.max_budget_usd is not None and is_cut(last)
+    return capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens)
+
+
 def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     """How a final answer ends the run; None when it was sent back for a correction."""
-    capped = rc.agent.max_budget_usd is not None and last.finish_reason == "length"
-    if capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens):
+    if _capped(rc, last):
         return Stop(
             "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
         )
@@ -382,7 +397,14 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     if rc.agent.output_type is not None and last.finish_reason != WRITTEN_BY_POLICY:
         return check_answer(rc, last)  # a policy's note in words is not the model's answer
     empty = is_empty_answer(last)
-    if last.finish_reason == "length":
+    if is_cut(last) and last.continuations:
+        kept = "it has no text" if empty else "the text so far is kept"
+        return Stop(
+            "failed",
+            f"incomplete: the answer reached max_tokens ({rc.agent.max_tokens}) again after "
+            f"{last.continuations} continuation; {kept}. Raise max_tokens, or ask for less at once",
+        )
+    if is_cut(last):
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
         return Stop("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
     return Stop("completed", EMPTY_ANSWER if empty else "the model answered")

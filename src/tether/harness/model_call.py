@@ -22,6 +22,7 @@ from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Tur
 from tether.harness.accounting import charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
+from tether.harness.length import Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream
 from tether.harness.pump import Finished, pump
@@ -45,8 +46,9 @@ class _Attempt:
         self.attempt = 0
 
 
-async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
-    """Make one model call (with retries and fallback) or set ``rc.halt``."""
+async def ask_model(rc: RunContext, continuation: Continuation | None = None) -> AsyncIterator[Event]:
+    """Make one model call (with retries and fallback) or set ``rc.halt``. With ``continuation``
+    the call continues the cut reply at the end of the transcript, and is merged into it."""
     turn = _Attempt()
     if rc.agent.max_budget_usd is not None:
         await rc.counter_ready()  # the budget plans with exact counts
@@ -60,7 +62,8 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
         streamed: list[str] = []  # what the provider streamed in this attempt, counted if its reply is lost
         try:
             response = None
-            async for item in pump(functools.partial(_call, rc, plan, streamed), rc.sink, rc.signal):
+            call = functools.partial(_call, rc, plan, streamed, continuation)
+            async for item in pump(call, rc.sink, rc.signal):
                 if isinstance(item, Finished):
                     response = item.value
                     continue
@@ -81,7 +84,7 @@ async def ask_model(rc: RunContext) -> AsyncIterator[Event]:
             rc.stop(response)
             return
         assert response is not None
-        yield _record(rc, response, plan)
+        yield _record(rc, response, plan, continuation)
         return
 
 
@@ -151,12 +154,15 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     return await note_in_flight(rc, prompt, plan.max_tokens)
 
 
-def _record(rc: RunContext, response: ModelResponse, plan: CallPlan) -> Turn:
+def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuation: Continuation | None) -> Turn:
     state = rc.state
     message = clean_message(response.message)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
-    state.messages.append(message)
+    if continuation is not None:
+        state.messages[-1] = message = continuation.merge(message)
+    else:
+        state.messages.append(message)
     rc.stale_usage = False  # this reply's prompt count describes the history as it is now
     usage = message.usage
     charge(rc, usage)  # saved with the reply, in one commit
@@ -183,12 +189,15 @@ def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
     return message.model_copy(update={"content": (*kept, TextPart(text=f"{text}\n\n{note}" if text else note))})
 
 
-async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelResponse | Stop:
+async def _call(
+    rc: RunContext, plan: CallPlan, streamed: list[str], continuation: Continuation | None
+) -> ModelResponse | Stop:
     state = rc.state
-    rc.answer_only = answer_only(rc)  # for this call only; a middleware may set it too (a governor)
+    # For this call only; a middleware may set it too (a governor). A continuation finishes text.
+    rc.answer_only = continuation is not None or answer_only(rc)
     request: ModelRequest | Stop = ModelRequest(
         model=rc.model.model_id,
-        messages=state.messages,
+        messages=continuation.request(state.messages) if continuation is not None else state.messages,
         system=rc.system or None,
         tools=() if rc.answer_only else rc.tool_defs,
         max_tokens=plan.max_tokens,
@@ -203,7 +212,7 @@ async def _call(rc: RunContext, plan: CallPlan, streamed: list[str]) -> ModelRes
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
-    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed))(request)
+    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed, continuation))(request)
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
@@ -217,9 +226,11 @@ def _emit_delta(rc: RunContext, kind: StreamKind, text: str) -> None:
         rc.emit((TextDelta if kind == "text" else ReasoningDelta)(rc.state.run_id, text))
 
 
-async def _provider_call(rc: RunContext, request: ModelRequest, streamed: list[str]) -> ModelResponse:
+async def _provider_call(
+    rc: RunContext, request: ModelRequest, streamed: list[str], continuation: Continuation | None
+) -> ModelResponse:
     """The provider's reply; its streamed text goes to the caller through the middleware's
-    ``filter_stream`` (which may hold some back)."""
+    ``filter_stream`` (which may hold some back), and a continuation's without what it repeats."""
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:
@@ -237,10 +248,13 @@ async def _provider_call(rc: RunContext, request: ModelRequest, streamed: list[s
             if isinstance(event, StreamText | StreamReasoning):
                 streamed.append(event.text)
                 kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
-                _emit_delta(rc, kind, await filter_stream(stack, rc, event.text, kind))
+                text = continuation.feed(event.text) if continuation is not None and kind == "text" else event.text
+                _emit_delta(rc, kind, await filter_stream(stack, rc, text, kind))
             else:
                 rc.emit(event)
             event = await anext(stream)
+        if continuation is not None:
+            _emit_delta(rc, "text", await filter_stream(stack, rc, continuation.flush(), "text"))
         return event.response
     except StopAsyncIteration:
         raise ResponseError(f"{rc.model_name}: the stream ended without a final response") from None

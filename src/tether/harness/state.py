@@ -18,8 +18,10 @@ from tether.errors import UserError
 from tether.messages import (
     AssistantMessage,
     Message,
+    TextPart,
     ToolCallPart,
     ToolMessage,
+    UserMessage,
     canonical_arguments,
 )
 from tether.status import (
@@ -35,6 +37,7 @@ from tether.status import (
 from tether.usage import Usage
 
 __all__ = [
+    "CONTROL",
     "ENDED_BY_TOOL",
     "WRITTEN_BY_POLICY",
     "Answer",
@@ -45,6 +48,7 @@ __all__ = [
     "ToolStats",
     "approve",
     "args_hash",
+    "control_message",
     "is_empty_answer",
     "kill_waiting_process",
     "new_run_id",
@@ -108,6 +112,14 @@ class CallInFlight(BaseModel):
 WRITTEN_BY_POLICY = "policy"
 # The finish reason of an answer a terminal tool's result became (no model wrote it).
 ENDED_BY_TOOL = "tool"
+# How every control message begins: the model is told it is tether speaking, not the person.
+# Control messages go with one request only; they never enter the transcript.
+CONTROL = "[tether control message, not from the user]"
+
+
+def control_message(text: str) -> UserMessage:
+    return UserMessage(content=(TextPart(text=f"{CONTROL} {text}"),))
+
 
 LEGACY = "legacy"  # the part of ``RunState.ext`` holding older runs' plug-in fields
 
@@ -308,7 +320,7 @@ def is_empty_answer(message: Message | None) -> bool:
 def conversation_turns(messages: Sequence[Message]) -> int:
     """Model turns in a transcript: assistant messages plus those compaction summaries replaced."""
     return sum(
-        1 if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
+        1 + (m.continuations or 0) if isinstance(m, AssistantMessage) else (getattr(m, "summary_turns", None) or 0)
         for m in messages
         if m.role != "tool"
     )

@@ -66,7 +66,6 @@ from tether.providers.base import (
     StreamText,
     complete_usage,
     incomplete_stream,
-    require_whole_arguments,
 )
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
@@ -336,9 +335,8 @@ def parse_message(data: Any, model: str, provider: str = "anthropic", *, answers
         raise ResponseError(
             f"{provider}: the response is not a Messages body: {exc!r}", provider=provider, body=str(data)[:500]
         ) from exc
-    if answers:  # before the check: an answer cut by max_tokens is an invalid answer, not a call
+    if answers:  # an answer cut by max_tokens is cut text (continued by the loop), not a call
         message = answer_as_text(message)
-    require_whole_arguments(provider, message.finish_reason, [(c.name, c.arguments) for c in message.tool_calls])
     return message
 
 
@@ -434,16 +432,6 @@ class MessagesAssembler:
             raise incomplete_stream(self.provider, self.chars_shown, "no message_stop")
         finish = _STOP_REASONS.get(self.stop_reason or "", self.stop_reason)
         tools = [i for i in sorted(self.blocks) if self.blocks[i].get("type") == "tool_use"]
-        # An answer cut by max_tokens is an invalid answer (the harness asks again), not a call.
-        require_whole_arguments(
-            self.provider,
-            finish,
-            [
-                (self.blocks[i].get("name", "?"), "".join(self.json_parts[i]))
-                for i in tools
-                if not (self.answers and self.blocks[i].get("name") == ANSWER_TOOL)
-            ],
-        )
         parts = []
         for index in sorted(self.blocks):
             streamed = self.json_parts.get(index) if index in tools else None

@@ -4,20 +4,20 @@ Rules every wire keeps, written once here:
 
 * a streamed reply is complete only when the provider said it finished (:func:`incomplete_stream`
   is what a stream that stopped before that raises);
-* a reply cut by the token limit inside a tool call's arguments is never returned as a call
-  (:func:`require_whole_arguments`);
+* a reply cut by the token limit is returned as it came, with ``finish_reason="length"`` and a
+  cut tool call's arguments as far as they got: the loop continues cut text and never runs a cut
+  call (:mod:`tether.harness.length`);
 * usage the server did not report is estimated from the request and the reply, and marked
   (:func:`complete_usage`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tether.errors import IncompleteStreamError, ResponseError
+from tether.errors import IncompleteStreamError
 from tether.messages import AssistantMessage, Message
 from tether.usage import Usage
 
@@ -37,7 +37,6 @@ __all__ = [
     "complete_usage",
     "estimate_usage",
     "incomplete_stream",
-    "require_whole_arguments",
 ]
 
 
@@ -136,28 +135,6 @@ def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteSt
         provider=provider,
         chars_shown=chars_shown,
     )
-
-
-def require_whole_arguments(provider: str, finish_reason: str | None, calls: Iterable[tuple[str, str]]) -> None:
-    """Refuse a reply that hit the token limit inside a tool call's arguments.
-
-    ``calls`` are (name, raw arguments). A call cut by ``max_tokens`` is complete in form but
-    not in content: running it would act on arguments the model never finished (empty ones
-    would even pass as ``{}``). The fix is a larger ``max_tokens``, which only the caller can
-    choose, so this is a ``ResponseError`` that says so rather than a retry."""
-    if finish_reason != "length":
-        return
-    for name, raw in calls:
-        try:
-            whole = isinstance(json.loads(raw), dict)
-        except (ValueError, RecursionError):
-            whole = False
-        if not whole:
-            raise ResponseError(
-                f"{provider}: the reply reached max_tokens inside the arguments of a call to "
-                f"{name}; it was not run. Allow more output tokens (max_tokens, or the budget).",
-                provider=provider,
-            )
 
 
 def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:

@@ -42,7 +42,6 @@ from tether.providers.base import (
     ToolDefinition,
     complete_usage,
     incomplete_stream,
-    require_whole_arguments,
 )
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
@@ -249,9 +248,6 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
             fn = c["function"]
             arguments = clean_arguments(fn.get("arguments") or "{}")
             parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=arguments))
-        require_whole_arguments(
-            provider, choice.get("finish_reason"), [(p.name, p.arguments) for p in parts if isinstance(p, ToolCallPart)]
-        )
         return AssistantMessage(
             content=tuple(parts),
             model=model,
@@ -340,9 +336,6 @@ class StreamAssembler:
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
         calls = [(index, self.calls[index]) for index in sorted(self.calls)]
-        require_whole_arguments(
-            self.provider, self.finish_reason, [(slot.get("name", "?"), "".join(slot["args"])) for _, slot in calls]
-        )
         for index, slot in calls:
             if "name" not in slot:
                 raise ResponseError(

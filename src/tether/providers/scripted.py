@@ -394,6 +394,31 @@ def _terminal(t: int, tools: str) -> Reply:
     return Reply(text="The ticket was filed: " + (tools.strip().splitlines() or [""])[-1])
 
 
+ESSAY = " ".join(
+    f"Paragraph {i}: the harness keeps every promise it makes, and this sentence says so once more."
+    for i in range(1, 21)
+)
+
+
+def _essay(t: int, tools: str) -> Reply:
+    """A long answer (about 400 tokens): a small ``max_tokens`` cuts it, and the loop continues it."""
+    return Reply(text=ESSAY)
+
+
+NOTES = "\n".join(f"{i:03d} a line of the draft that the writer scenario writes to draft.txt" for i in range(40))
+
+
+def _writer(t: int, tools: str) -> Reply:
+    """Writes draft.txt (about 600 tokens of arguments) in one call; told that the call was cut off
+    by the output limit, writes it again at half the size each time; reports what was written."""
+    done = re.findall(r"wrote \S+ \((\d+) bytes\)", tools)
+    if done:
+        return Reply(text=f"Wrote draft.txt ({done[-1]} bytes).")
+    cuts = tools.count("cut off by the output limit")
+    content = NOTES[: len(NOTES) // 2**cuts]
+    return call(f"c{t}", "write_file", {"path": "draft.txt", "content": content})
+
+
 SCENARIOS: dict[str, Scenario] = {
     "plan": _plan,
     "runaway": _runaway,
@@ -421,6 +446,8 @@ SCENARIOS: dict[str, Scenario] = {
     "xss": _xss,
     "parallel": _parallel,
     "terminal": _terminal,
+    "essay": _essay,
+    "writer": _writer,
 }
 
 
@@ -466,6 +493,8 @@ def scripted_completion(
         return _summary_reply(messages, model)
     if not tools and messages and _content_text(messages[-1].get("content")).startswith(REPORT_REQUEST):
         return _report_reply(messages, model)
+    if not tools and messages and _content_text(messages[-1].get("content")).startswith(CONTINUE_REQUEST):
+        return _continuation(fn, messages, max_tokens, model)
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     # A compaction summary says how many turns it replaced; the scripted model keeps counting.
     turn += sum(
@@ -491,9 +520,8 @@ def scripted_completion(
     finish = "tool_calls" if wire_calls else "stop"
     text = reply.text
     if max_tokens is not None and completion > max_tokens:
-        # Out of room: cut the text where the allowance ends; a cut tool call is no call at all.
-        keep = max(0, int(len(text) * max_tokens / max(completion, 1)))
-        text, wire_calls, completion, finish = text[:keep], [], max_tokens, "length"
+        text, wire_calls = _cut_off(text, wire_calls, max_tokens)
+        completion, finish = max_tokens, "length"
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if wire_calls:
         message["tool_calls"] = wire_calls
@@ -513,6 +541,49 @@ def scripted_completion(
 
 
 SUMMARY_REQUEST = "Summarize the conversation below"
+# The loop's request to continue a reply the output limit cut (tether.harness.length).
+CONTINUE_REQUEST = "[tether control message, not from the user] Your last reply was cut off by the output limit"
+# A continuation repeats the end of what it continues, as models do; the loop keeps it once.
+CONTINUE_OVERLAP = 24
+
+
+def _cut_off(text: str, calls: list[dict[str, Any]], max_tokens: int) -> tuple[str, list[dict[str, Any]]]:
+    """What a reply keeps when the output limit cuts it, as a real model's: the text up to the
+    limit; or, when the text fits, the calls that fit whole, then the one the limit cut, with its
+    arguments as far as they got (the calls after it never started)."""
+    room = max_tokens - _count(text)
+    if room <= 0:
+        return text[: max(0, int(len(text) * max_tokens / max(_count(text), 1)))], []
+    kept: list[dict[str, Any]] = []
+    for c in calls:
+        fn = c["function"]
+        cost = 3 + _count(fn["name"]) + _count(fn["arguments"])
+        if cost > room:
+            share = max(0, room - 3 - _count(fn["name"])) / max(cost, 1)
+            kept.append({**c, "function": {**fn, "arguments": fn["arguments"][: int(len(fn["arguments"]) * share)]}})
+            break
+        kept.append(c)
+        room -= cost
+    return text, kept
+
+
+def _continuation(
+    fn: Scenario, messages: Sequence[dict[str, Any]], max_tokens: int | None, model: str
+) -> dict[str, Any]:
+    """The rest of the reply the limit cut (the one before the request to continue), starting with
+    a repeat of its last ``CONTINUE_OVERLAP`` characters; cut again if it does not fit either."""
+    cut = _content_text(messages[-2].get("content")) if len(messages) >= 2 else ""
+    whole = scripted_completion(fn, messages[:-2], (), None, model)["choices"][0]["message"].get("content") or ""
+    rest = whole[max(0, len(cut) - CONTINUE_OVERLAP) :] if whole.startswith(cut) else whole
+    reply = _text_reply("continuation", rest, messages, model)
+    if max_tokens is not None and _count(rest) > max_tokens:
+        reply["choices"][0]["message"]["content"] = _cut_off(rest, [], max_tokens)[0]
+        reply["choices"][0]["finish_reason"] = "length"
+        reply["usage"]["completion_tokens"] = max_tokens
+        reply["usage"]["total_tokens"] = reply["usage"]["prompt_tokens"] + max_tokens
+    return reply
+
+
 # A governor's control message asking for a status report, with no tools offered.
 REPORT_REQUEST = "[tether control message, not from the user] Tool use for this request has ended"
 

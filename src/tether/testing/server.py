@@ -51,6 +51,8 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pydantic_core
+
 from tether.errors import ConfigError
 from tether.providers.scripted import SCENARIOS, count_prompt_tokens, scripted_completion, split_text
 from tether.testing.validate import assistant_content_problem, check_anthropic, check_openai, sign_thinking
@@ -58,6 +60,7 @@ from tether.testing.validate import assistant_content_problem, check_anthropic, 
 __all__ = ["ScriptedServer"]
 
 THINKING_TEXT = "Let me work out which tool answers this."
+_PARTIAL = "_partial_json"  # a cut tool_use block's arguments as far as they got (not sent as such)
 
 
 def _openai_chunks(body: dict[str, Any], include_usage: bool, repeat_ids: bool = False) -> list[dict[str, Any]]:
@@ -156,15 +159,18 @@ def _anthropic_message(body: dict[str, Any], reply: dict[str, Any], thinking: bo
         )
     if msg.get("content"):
         blocks.append({"type": "text", "text": msg["content"]})
-    for c in msg.get("tool_calls") or []:
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": c["id"],
-                "name": c["function"]["name"],
-                "input": json.loads(c["function"]["arguments"]),
-            }
-        )
+    calls = msg.get("tool_calls") or []
+    for i, c in enumerate(calls):
+        arguments = c["function"]["arguments"]
+        block = {"type": "tool_use", "id": c["id"], "name": c["function"]["name"]}
+        if choice["finish_reason"] == "length" and i == len(calls) - 1:
+            # Cut by max_tokens: streamed as far as it got; without a stream, the input is what
+            # a partial parse makes of it (an object that looks whole, as far as it goes).
+            block["input"] = pydantic_core.from_json(arguments or "{}", allow_partial=True)
+            block[_PARTIAL] = arguments
+        else:
+            block["input"] = json.loads(arguments)
+        blocks.append(block)
     stop = {"tool_calls": "tool_use", "length": "max_tokens"}.get(choice["finish_reason"], "end_turn")
     usage = reply["usage"]
     cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
@@ -205,7 +211,9 @@ def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]
             deltas = [{"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
-            raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            raw = block.pop(_PARTIAL, None)
+            if raw is None:
+                raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
             cut = len(raw) // 2
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in (raw[:cut], raw[cut:])]
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
@@ -598,6 +606,8 @@ class _Handler(BaseHTTPRequestHandler):
                 uses[0]["input"] = json.dumps(uses[0]["input"])[:-1].rstrip() + ",}"
         no_usage = self.server.omit_usage or fault == "no_usage"
         if not request.get("stream"):
+            for block in message["content"]:
+                block.pop(_PARTIAL, None)
             if no_usage:
                 message.pop("usage")
             self._json(200, message)
