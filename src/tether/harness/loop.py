@@ -322,12 +322,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
                     yield event
             continue
         last = state.messages[-1] if state.messages else None
-        if (
-            isinstance(last, AssistantMessage)
-            and rc.agent.continue_cut_text
-            and continues(last)
-            and not _capped(rc, last)
-        ):
+        if isinstance(last, AssistantMessage) and _to_continue(rc, last):
             async for event in ask_model(rc, Continuation(last)):  # once, with no tools: merged into it
                 yield event
             continue
@@ -382,6 +377,10 @@ def _capped(rc: RunContext, last: AssistantMessage) -> bool:
     """Whether the budget, not ``max_tokens``, cut the reply (its plan allowed fewer tokens)."""
     capped = rc.agent.max_budget_usd is not None and is_cut(last)
     return capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens)
+
+
+def _to_continue(rc: RunContext, last: AssistantMessage) -> bool:
+    return rc.agent.continue_cut_text and continues(last) and not _capped(rc, last)
 
 
 def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
