@@ -299,6 +299,11 @@ class AgentTable(_Table):
     tools: list[_Text] | None = None  # names of built-in tools to give it (default: all of them)
     max_turns: _PositiveInt | None = None
     max_budget_usd: _PositiveFloat | None = None
+    max_tokens: _PositiveInt | None = None  # output tokens per model call (default 4,096)
+    continue_cut_text: _Bool | None = None  # continue an answer cut at max_tokens once (default true)
+    # "answers": turns the person has moved on from are shown to the model as input and answer only;
+    # "full": with every tool call. Default: "answers" in `tether chat`, "full" elsewhere.
+    completed_turns: Literal["full", "answers"] | None = None
     memory: Literal["user", "project", "off"] | None = None  # default: [memory] enabled and scope
     skills: _Bool | None = None  # default: [skills] enabled
     kb: list[_Text] = []

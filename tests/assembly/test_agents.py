@@ -183,3 +183,23 @@ def test_a_server_default_agent_has_no_memory_or_skills_of_the_person_at_the_mac
     assert served.extensions == []
     ran = build_agent(s, plan(s, None, Overrides(model="scripted/plan", cwd=str(tmp_path))))
     assert sorted(type(e).__name__ for e in ran.extensions) == ["Memory", "Skills"]  # tether run's has both
+
+
+def test_output_limit_and_completed_turns_come_from_the_definition_or_the_door(tmp_path: Path, workspace: Path) -> None:
+    s = settings_with(
+        tmp_path / "home",
+        f'[agents.brief]\nmodel = "scripted/essay"\ncwd = "{workspace}"\nmax_tokens = 300\n'
+        'continue_cut_text = false\ncompleted_turns = "full"\n'
+        f'[agents.plain]\nmodel = "scripted/essay"\ncwd = "{workspace}"\n',
+    )
+    chat = Overrides(completed_turns="answers")  # what `tether chat` asks for
+    brief = build_agent(s, plan(s, "brief", chat))
+    assert (brief.max_tokens, brief.continue_cut_text, brief.completed_turns) == (300, False, "full")
+    plain = build_agent(s, plan(s, "plain", chat))
+    assert (plain.max_tokens, plain.continue_cut_text, plain.completed_turns) == (4096, True, "answers")
+    assert build_agent(s, plan(s, "plain")).completed_turns == "full"  # `tether run`, the server
+    # A recipe recorded before these settings existed builds the same agent as before.
+    old = Recipe.model_validate({"model": "scripted/essay", "cwd": str(workspace)})
+    assert (old.max_tokens, old.continue_cut_text, old.completed_turns) == (None, True, "full")
+    with pytest.raises(ConfigError, match="completed_turns"):
+        settings_with(tmp_path / "bad", '[agents.x]\ncompleted_turns = "some"\n')

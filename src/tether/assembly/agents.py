@@ -57,6 +57,8 @@ class Overrides(BaseModel):
     kb: list[str] = []  # added to the definition's
     mcp: list[str] = []  # added to the definition's
     output_schema: dict[str, Any] | None = None
+    # The door's default for completed turns (`tether chat`: "answers"); the definition's wins.
+    completed_turns: str | None = None
 
 
 class Recipe(BaseModel):
@@ -78,6 +80,9 @@ class Recipe(BaseModel):
     mcp: list[str] = []
     skills: bool = False
     output_schema: dict[str, Any] | None = None
+    max_tokens: int | None = None  # None: the harness's default
+    continue_cut_text: bool = True
+    completed_turns: str = "full"
 
     def config(self) -> dict[str, Any]:
         """The recipe as a run's config records it (an unset schema is left out)."""
@@ -130,6 +135,9 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
         mcp=list(dict.fromkeys([*check_mcp(settings, d.mcp, source=f"{where} mcp"), *check_mcp(settings, o.mcp)])),
         skills=_skills_on(settings, o.skills, d.skills),
         output_schema=schema,
+        max_tokens=d.max_tokens,
+        continue_cut_text=d.continue_cut_text is not False,
+        completed_turns=d.completed_turns or o.completed_turns or "full",
     )
 
 
@@ -158,6 +166,9 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
         first_token_timeout_s=recipe.first_token_timeout_s,
         settings=settings,
         output_type=recipe.output_schema,
+        continue_cut_text=recipe.continue_cut_text,
+        completed_turns="answers" if recipe.completed_turns == "answers" else "full",
+        max_tokens=recipe.max_tokens or Agent.max_tokens,
     )
 
 

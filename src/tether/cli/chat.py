@@ -82,7 +82,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from tether.assembly import plan
 
     settings = load_settings()
-    recipe = plan(settings, args.agent, overrides(args))
+    recipe = plan(settings, args.agent, overrides(args, completed_turns="answers"))
     open_sessions(args.session_store, settings)  # a store that cannot open is refused now, not at the first message
     chat = _Chat(settings, recipe, args.session or _new_session_name(), args.session_store)
     print(

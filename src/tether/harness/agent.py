@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
@@ -82,6 +82,9 @@ class Agent:
     # Text cut off at max_tokens is continued once, with no tools offered, and merged into one
     # answer (tether.harness.length); a second cut ends the run failed, its text kept.
     continue_cut_text: bool = True
+    # "answers": turns the person has moved on from are shown to the model as their input and final
+    # answer only (tether.harness.view); the transcript keeps everything. `tether chat` sets it.
+    completed_turns: Literal["full", "answers"] = "full"
     # Below this many affordable output tokens a call is not worth making: budget_exceeded.
     min_output_tokens: int = 128
     tool_error_text: Callable[[str, BaseException], str] = default_tool_error_text

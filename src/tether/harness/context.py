@@ -102,6 +102,9 @@ class RunContext:
     # terminal tool's, a governor's report), so a reply that calls a tool anyway keeps its words,
     # not its calls. Set again at the start of every call.
     answer_only: bool = False
+    # Messages the model is shown in another form (tether.harness.view), by id of the original:
+    # the same shown object for every request, so a provider's wire cache keeps its translation.
+    shown_as: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     count: Callable[[str], int] = field(default=len)
     counter_task: asyncio.Future[None] | None = None  # the tokenizer loading (see loop._start_counter)
     # What middleware and tools keep for this call of the loop only (not saved; a middleware

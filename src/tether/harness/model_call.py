@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from tether.errors import (
     ContextOverflowError,
@@ -30,6 +31,7 @@ from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
 from tether.harness.structured import request_schema
 from tether.harness.tool_exec import answer_only
+from tether.harness.view import model_view
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.tokens import estimate_tokens
@@ -212,13 +214,22 @@ async def _call(
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
-    result = await chain_model(stack, rc, lambda req: _provider_call(rc, req, streamed, continuation))(request)
+    result = await chain_model(stack, rc, lambda req: _provider_call(rc, _shown(rc, req), streamed, continuation))(
+        request
+    )
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked
             _emit_delta(rc, kind, await flush_stream(stack, rc, kind))
     return result
+
+
+def _shown(rc: RunContext, request: ModelRequest) -> ModelRequest:
+    """The request as the provider gets it: the transcript as the model is shown it
+    (tether.harness.view), after every middleware had its say."""
+    shown = model_view(request.messages, rc.agent.completed_turns, rc.shown_as)
+    return request if shown is request.messages else replace(request, messages=shown)
 
 
 def _emit_delta(rc: RunContext, kind: StreamKind, text: str) -> None:

@@ -1,0 +1,90 @@
+"""What the model is shown of the transcript: the transcript stays whole on disk and on the
+record the person sees; a request may carry less of it.
+
+* **Completed turns** (``Agent.completed_turns = "answers"``): a turn is a person's message and
+  everything up to the next one. Once it ended with a final answer (a reply that calls no tool),
+  and a newer message of the person's follows, the model is shown its input and its answer only:
+  the tool calls and results in between stay in the transcript, not in the request. The view of a
+  turn never changes once it is made, so a provider's prompt cache keeps working. A turn that did
+  not end with an answer (stopped, failed, steered mid-way) is shown whole.
+* **Images** are sent until the model has replied after them. Later requests carry a line of text
+  in each one's place (what it was, how large), not its bytes: a screenshot read once is not paid
+  for in every later request.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Literal
+
+from tether.harness.state import CONTROL
+from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
+
+__all__ = ["CompletedTurns", "image_reference", "model_view"]
+
+CompletedTurns = Literal["full", "answers"]
+
+
+def model_view(
+    messages: Sequence[Message],
+    completed_turns: CompletedTurns = "full",
+    memo: dict[int, tuple[Message, Message]] | None = None,
+) -> Sequence[Message]:
+    """``messages`` as the next request carries them (the same list when nothing changes).
+    ``memo`` keeps each message shown in another form, so the next request gets the same object."""
+    shown = _answers_only(messages) if completed_turns == "answers" else messages
+    return _images_once(shown, {} if memo is None else memo)
+
+
+def _person(message: Message) -> bool:
+    """A message the person wrote: not a compaction summary (it stands for turns) and not a
+    control message (tether speaking, for one request)."""
+    if not isinstance(message, UserMessage) or message.summary_turns is not None:
+        return False
+    first = message.content[0] if message.content else None
+    return not (isinstance(first, TextPart) and first.text.startswith(CONTROL))
+
+
+def _answers_only(messages: Sequence[Message]) -> Sequence[Message]:
+    starts = [i for i, m in enumerate(messages) if _person(m)]
+    if len(starts) < 2:
+        return messages
+    out: list[Message] = list(messages[: starts[0]])
+    for start, end in itertools.pairwise(starts):  # every turn but the latest
+        turn = messages[start:end]
+        last = turn[-1]
+        answered = isinstance(last, AssistantMessage) and not last.tool_calls and len(turn) > 2
+        out.extend((turn[0], last) if answered else turn)
+    out.extend(messages[starts[-1] :])
+    return out if len(out) < len(messages) else messages
+
+
+def image_reference(image: ImagePart) -> TextPart:
+    """The line that stands in for an image the model has already seen."""
+    if image.url:
+        what = f"{image.media_type} image at {image.url}"
+    else:
+        what = f"{image.media_type} image, {len(image.data) * 3 // 4 // 1024} KB"
+    return TextPart(text=f"[{what}: shown to the model before its reply above; not sent again]")
+
+
+def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Message]]) -> Sequence[Message]:
+    last_reply = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
+    if last_reply < 0 or not any(_has_image(m) for m in messages[:last_reply]):
+        return messages
+    out = list(messages)
+    for i in range(last_reply):
+        m = out[i]
+        if isinstance(m, UserMessage | ToolMessage) and _has_image(m):
+            original, shown = memo.get(id(m), (None, None))
+            if original is not m or shown is None:
+                parts = tuple(image_reference(p) if isinstance(p, ImagePart) else p for p in m.content)
+                shown = m.model_copy(update={"content": parts})
+                memo[id(m)] = (m, shown)
+            out[i] = shown
+    return out
+
+
+def _has_image(message: Message) -> bool:
+    return isinstance(message, UserMessage | ToolMessage) and any(isinstance(p, ImagePart) for p in message.content)
