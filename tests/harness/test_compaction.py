@@ -302,3 +302,137 @@ def test_a_failure_while_saving_a_compaction_leaves_the_transcript_untouched(sum
         drain(rc)
     assert rc.state.messages == before and rc.state.session_synced == synced
     assert session.load("s") == before  # the mirror was put back too
+
+
+# -- compaction bounds (issue 30) -------------------------------------------------------------------
+
+
+class _Summariser:
+    """A provider whose turn calls answer at once and whose summary calls (no tools) misbehave:
+    ``stall`` sends nothing at all; ``drip`` sends a word every 20 ms and never ends."""
+
+    name = "bounded"
+    model_id = "bounded"
+
+    def __init__(self, summary: str) -> None:
+        from tether.usage import Price
+
+        self.summary = summary
+        self.price = Price(input=2.0, output=12.0)
+        self.turn = FunctionModel(lambda m, r: call(f"c{sum(isinstance(x, AssistantMessage) for x in m)}", "blob"))
+        self.summary_calls = 0
+
+    async def complete(self, request: Any) -> Any:
+        return await self.turn.complete(request)
+
+    async def stream(self, request: Any) -> Any:
+        from tether.providers.base import ResponseDone, StreamText
+
+        if request.tools:
+            yield ResponseDone(await self.turn.complete(request))
+            return
+        self.summary_calls += 1
+        if self.summary == "stall":
+            await asyncio.sleep(3600)
+        while True:
+            yield StreamText("word ")
+            await asyncio.sleep(0.02)
+
+    async def validate_auth(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("kind", ["stall", "drip"])
+def test_a_summary_call_that_stalls_or_runs_on_is_stopped_and_compaction_trims(kind: str) -> None:
+    from tether import tool
+
+    @tool(read_only=True)
+    def blob(ctx: Any) -> str:
+        return "data " * 400
+
+    provider = _Summariser(kind)
+    agent = Agent(
+        provider,
+        tools=[blob],
+        context_window=2500,
+        max_turns=8,
+        dedupe_read_only=False,
+        summary_idle_s=0.2,
+        summary_limit_s=0.5,
+    )
+    state = RunState()
+    events = collect(agent, "go", state=state)
+    methods = [e.method for e in events if e.type == "compaction"]
+    assert methods and all(m.startswith("trim") for m in methods)
+    assert provider.summary_calls == 2  # then the breaker opens: each stop was a failure
+    assert events[-1].result.status in ("max_turns_exceeded", "failed")
+    # Each stopped call was billed as far as it went (its prompt at least), not left in flight.
+    assert state.call_in_flight is None and state.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize(("kind", "said"), [("stall", "sent nothing new for 0.2 s"), ("drip", "limit of 0.5 s")])
+def test_the_stopped_summary_call_says_which_bound_stopped_it(kind: str, said: str) -> None:
+    from tether.cancel import CancelSignal
+    from tether.harness.accounting import CallBounds, side_call
+    from tether.harness.loop import _context
+    from tether.providers.base import ModelRequest
+
+    provider = _Summariser(kind)
+    rc = _context(Agent(provider), RunState(messages=[UserMessage.text("go")]), CancelSignal(), None)
+    request = ModelRequest(model="bounded", messages=[UserMessage.text("Summarize")], max_tokens=100)
+
+    async def go() -> None:
+        await side_call(rc, request, bounds=CallBounds(idle_s=0.2, limit_s=0.5))
+
+    with pytest.raises(ProviderError, match=said):
+        asyncio.run(go())
+    assert rc.state.call_in_flight is None and rc.state.usage.prompt_tokens > 0
+    if kind == "drip":
+        assert rc.state.usage.completion_tokens > 0  # what streamed before the stop is counted
+
+
+def test_the_older_part_is_summarised_in_parts_so_nothing_is_left_out() -> None:
+    """An older part too long for one summary call is read in parts, each after what the parts
+    before said: the first turns are in the summary, not silently cut off."""
+    requests: list[str] = []
+
+    def fn(messages: list[Any], request: Any) -> Any:
+        text = messages[-1].content[0].text
+        requests.append(text)
+        seen = "FIRST-MARK" in text or "(saw the first request)" in text
+        return f"summary {len(requests)}" + (" (saw the first request)" if seen else "")
+
+    messages: list[Any] = [UserMessage.text("FIRST-MARK: find the rotation policy.")]
+    for i in range(30):
+        messages.append(AssistantMessage(content=(TextPart(text=f"step {i} " + "thinking " * 150),)))
+        messages.append(UserMessage.text(f"go on {i}"))
+    rc, _ = context_for(fn, messages, window=4000)
+    events = drain(rc)
+    assert [e.method for e in events] == ["summary"]
+    assert len(requests) >= 3
+    assert "FIRST-MARK" in requests[0] and "FIRST-MARK" not in requests[-1]
+    assert "summary 1" in requests[1]  # each part after the first reads what came before
+    summary = rc.state.messages[0]
+    assert isinstance(summary, UserMessage) and "(saw the first request)" in summary.content[0].text
+    kept = rc.state.messages[1:]
+    assert summary.summary_turns == 30 - sum(isinstance(m, AssistantMessage) for m in kept)
+
+
+def test_the_persons_latest_message_is_kept_word_for_word_when_its_turn_is_summarised() -> None:
+    from tether.harness.compaction import LATEST_REQUEST
+
+    ask = "Rotate the logs in /var/log/app, keep 30 days, and never touch audit.log."
+    rc, _ = context_for(lambda m, r: "they read six files", long_history()[1:], window=4000)
+    rc.state.messages.insert(0, UserMessage.text(ask))
+    drain(rc)
+    summary = rc.state.messages[0]
+    assert isinstance(summary, UserMessage) and summary.summary_turns
+    text = summary.content[0].text
+    assert text.endswith(f"{LATEST_REQUEST}\n{ask}")
+    # A summary of turns the person has moved on from does not repeat an older request.
+    rc, _ = context_for(lambda m, r: "older work", [*long_history(), UserMessage.text("now this")], window=4000)
+    drain(rc)
+    assert LATEST_REQUEST not in rc.state.messages[0].content[0].text

@@ -6,14 +6,20 @@ Below the turn (:mod:`tether.harness.model_call`) and compaction, which both use
 
 from __future__ import annotations
 
-from tether.errors import RunCancelled
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
 from tether.harness.state import CallInFlight
-from tether.providers.base import ModelRequest, ModelResponse
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
-__all__ = ["charge", "count_abandoned", "note_in_flight", "side_call"]
+__all__ = ["CallBounds", "charge", "count_abandoned", "note_in_flight", "side_call"]
 
 
 async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
@@ -45,9 +51,13 @@ def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) 
         state.unpriced_models.append(name)
 
 
-async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | None = None) -> ModelResponse:
+async def side_call(
+    rc: RunContext, request: ModelRequest, model: Candidate | None = None, bounds: CallBounds | None = None
+) -> ModelResponse:
     """A model call besides the run's turns (a summary, a policy's verdict), accounted like one:
-    noted in flight before it is sent, charged after, counted if it is cut (law 6)."""
+    noted in flight before it is sent, charged after, counted if it is cut (law 6). With
+    ``bounds`` it is streamed, and stopped when nothing new comes for ``idle_s`` or it runs past
+    ``limit_s``: a :class:`ProviderError` that says which, the call charged as far as it got."""
     from tether.messages import text_of
 
     candidate = model or rc.model
@@ -59,8 +69,6 @@ async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | No
     if budget is not None and price is not None:
         affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
         if affordable < min(max_tokens, rc.agent.min_output_tokens):
-            from tether.errors import ProviderError
-
             raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
         if affordable < max_tokens:
             from dataclasses import replace
@@ -72,16 +80,75 @@ async def side_call(rc: RunContext, request: ModelRequest, model: Candidate | No
         model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
     )
     await rc.persist_durably()
+    streamed: list[str] = []
     try:
-        response = await rc.signal.race(candidate.provider.complete(request))
-    except RunCancelled:
-        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=0, estimated=True), candidate)
+        if bounds is None or not rc.agent.stream:
+            limit = None if bounds is None else bounds.limit_s
+            response = await rc.signal.race(_within(candidate.provider.complete(request), limit, candidate.name))
+        else:
+            response = await rc.signal.race(_bounded(candidate.provider, request, bounds, streamed, candidate.name))
+    except (RunCancelled, _Stopped) as exc:
+        completion = sum(estimate_tokens(t) for t in streamed)
+        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
+        if isinstance(exc, _Stopped):
+            raise ProviderError(str(exc)) from None
         raise
     except BaseException:
         rc.state.call_in_flight = None  # a failed request is not billed
         raise
     charge(rc, response.message.usage, candidate)
     return response
+
+
+@dataclass(frozen=True, slots=True)
+class CallBounds:
+    """How long a side call may go: ``idle_s`` without anything new, ``limit_s`` in all."""
+
+    idle_s: float
+    limit_s: float
+
+
+class _Stopped(Exception):
+    """A bounded call stopped by its bounds (billed as far as it got)."""
+
+
+async def _within(call: Awaitable[ModelResponse], limit_s: float | None, name: str) -> ModelResponse:
+    try:
+        return await asyncio.wait_for(call, limit_s)
+    except TimeoutError:
+        raise _Stopped(f"{name}: the call ran past its limit of {limit_s or 0:g} s and was stopped") from None
+
+
+async def _bounded(
+    provider: Any, request: ModelRequest, bounds: CallBounds, streamed: list[str], name: str
+) -> ModelResponse:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bounds.limit_s
+    stream = provider.stream(request).__aiter__()
+    try:
+        while True:
+            left = deadline - loop.time()
+            try:
+                event = await asyncio.wait_for(anext(stream), min(bounds.idle_s, max(left, 0.0)))
+            except TimeoutError:
+                why = (
+                    f"ran past its limit of {bounds.limit_s:g} s"
+                    if left <= bounds.idle_s
+                    else f"sent nothing new for {bounds.idle_s:g} s"
+                )
+                raise _Stopped(f"{name}: the call {why} and was stopped") from None
+            except StopAsyncIteration:
+                raise ProviderError(f"{name}: the stream ended without a final response") from None
+            if isinstance(event, ResponseDone):
+                return event.response
+            text = getattr(event, "text", None)
+            if isinstance(text, str):
+                streamed.append(text)
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
 
 
 def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:

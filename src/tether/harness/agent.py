@@ -108,6 +108,10 @@ class Agent:
     compaction: bool = True
     compaction_threshold: float = 0.6  # compact when the estimated prompt passes this share of the window
     compaction_keep: float = 0.3  # ... keeping about this share of the window verbatim
+    # A summary call is stopped when it sends nothing new for summary_idle_s, or runs past
+    # summary_limit_s; compaction then trims old tool outputs instead.
+    summary_idle_s: float = 60.0
+    summary_limit_s: float = 300.0
     middleware: Sequence[Any] = ()  # see tether.harness.middleware; order is the list's order
     # Layers that add tools and a system-prompt block (tether.harness.extension).
     extensions: Sequence[Any] = ()

@@ -34,7 +34,8 @@ from tether.events import Compaction, Event
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.state import conversation_turns
-from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
+from tether.harness.view import is_person
+from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.tokens import count_tokens, message_tokens
 from tether.usage import model_info
@@ -64,6 +65,7 @@ MAX_FAILURES = 3  # compactions in a row that leave the context above the thresh
 # the summariser is not asked again and compaction trims instead. Two: one failure may be a blip; a
 # second means each further attempt likely costs a timeout (or money) for nothing.
 SUMMARY_FAILURE_LIMIT = 2
+LATEST_REQUEST = "[The person's latest message, word for word; the work since answers it:]"
 _TOOL_HEAD, _TOOL_TAIL = 1000, 500  # characters of a long tool output the summariser reads
 _DELIMITER = re.compile(r"<(\s*/?\s*transcript)", re.IGNORECASE)
 
@@ -130,8 +132,7 @@ async def summarize(rc: RunContext, older: Sequence[Message], instruction: str =
 def summary_request(rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT) -> ModelRequest:
     """The summary call for ``older``: the instruction, then the transcript between delimiters.
     Raises :class:`ProviderError` when the remaining budget cannot pay for it (law 6)."""
-    window = context_window(rc) or 128_000
-    text = render_for_summary(older, budget_chars=int(window * 0.5 * 3))
+    text = render_for_summary(older, budget_chars=_render_budget(rc))
     prompt_text = f"{instruction}\n<transcript>\n{text}\n</transcript>\n{_AFTER_TRANSCRIPT}"
     max_tokens = min(2048, rc.agent.max_tokens)
     budget = rc.agent.max_budget_usd
@@ -144,20 +145,27 @@ def summary_request(rc: RunContext, older: Sequence[Message], instruction: str =
 
 
 async def _ask(rc: RunContext, request: ModelRequest) -> str:
-    """The summary call, accounted like any model call (see ``side_call``)."""
-    from tether.harness.accounting import side_call
+    """The summary call, accounted like any model call (see ``side_call``), and bounded: stopped
+    when it sends nothing new for ``summary_idle_s`` or runs past ``summary_limit_s``."""
+    from tether.harness.accounting import CallBounds, side_call
 
-    return (await side_call(rc, request)).message.text.strip()
+    bounds = CallBounds(rc.agent.summary_idle_s, rc.agent.summary_limit_s)
+    return (await side_call(rc, request, bounds=bounds)).message.text.strip()
 
 
-def summary_message(summary: str, turns: int) -> UserMessage:
+def summary_message(summary: str, turns: int, latest: str | None = None) -> UserMessage:
+    """The message that stands for summarised turns; ``latest``: the person's latest message, word
+    for word, when it was among them."""
     header = (
         f"[Summary of the earlier conversation ({turns} earlier turns), written when the context filled "
         "up. The exact earlier messages and tool outputs were dropped: when you need exact content (a "
         "file's text, an output, a number), read it again with the tools instead of relying on this "
         "summary.]"
     )
-    return UserMessage(content=(TextPart(text=f"{header}\n{summary}"),), summary_turns=turns)
+    text = f"{header}\n{summary}"
+    if latest is not None:
+        text += f"\n\n{LATEST_REQUEST}\n{latest}"
+    return UserMessage(content=(TextPart(text=text),), summary_turns=turns)
 
 
 async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator[Event]:
@@ -196,18 +204,62 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     if cut <= 0 or _summary_failures(rc) >= SUMMARY_FAILURE_LIMIT or (budget is not None and state.spent_usd >= budget):
         return None
     older = state.messages[:cut]
-    try:
-        request = summary_request(rc, older)
-    except ProviderError:  # the budget cannot pay for it: not the summariser's failure
+    summary = ""
+    for part in _parts(older, _render_budget(rc)):
+        if summary:  # what the parts before said, first: nothing older is left out
+            part = [summary_message(summary, conversation_turns(older[: _part_start(older, part)])), *part]
+        try:
+            request = summary_request(rc, part)
+        except ProviderError:  # the budget cannot pay for it: not the summariser's failure
+            return None
+        try:
+            summary = await _ask(rc, request)
+            if not summary:
+                raise ProviderError("the model returned an empty summary")
+        except ProviderError:
+            _set_summary_failures(rc, _summary_failures(rc) + 1)
+            return None
+    latest = _latest_request(state.messages, cut)
+    return [summary_message(summary, conversation_turns(older), latest), *state.messages[cut:]]
+
+
+def _render_budget(rc: RunContext) -> int:
+    """Characters of transcript one summary call reads (about half the window)."""
+    return int((context_window(rc) or 128_000) * 0.5 * 3)
+
+
+def _parts(messages: Sequence[Message], budget_chars: int) -> list[list[Message]]:
+    """``messages`` in consecutive parts whose rendering fits ``budget_chars`` each (a single
+    message larger than that is a part of its own, read as far as it fits)."""
+    parts: list[list[Message]] = [[]]
+    size = 0
+    for m in messages:
+        length = len(render_for_summary([m], budget_chars)) + 1
+        if parts[-1] and size + length > budget_chars:
+            parts.append([])
+            size = 0
+        parts[-1].append(m)
+        size += length
+    return [p for p in parts if p]
+
+
+def _part_start(messages: Sequence[Message], part: Sequence[Message]) -> int:
+    """Where ``part`` (a slice of ``messages``, by identity) begins in it."""
+    first = part[0]
+    return next(i for i, m in enumerate(messages) if m is first)
+
+
+def _latest_request(messages: Sequence[Message], cut: int) -> str | None:
+    """The person's latest message, when the cut would summarise it (a long run of tool rounds
+    since): it is kept word for word, so the request the work answers is never paraphrased."""
+    latest = next((i for i in range(len(messages) - 1, -1, -1) if is_person(messages[i])), None)
+    if latest is None or latest >= cut:
         return None
-    try:
-        summary = await _ask(rc, request)
-        if not summary:
-            raise ProviderError("the model returned an empty summary")
-    except ProviderError:
-        _set_summary_failures(rc, _summary_failures(rc) + 1)
-        return None
-    return [summary_message(summary, conversation_turns(older)), *state.messages[cut:]]
+    message = messages[latest]
+    assert isinstance(message, UserMessage)
+    text = "".join(p.text for p in message.content if isinstance(p, TextPart))
+    images = sum(isinstance(p, ImagePart) for p in message.content)
+    return text + (f"\n[{images} image(s) sent with it are not kept]" if images else "")
 
 
 def _summary_failures(rc: RunContext) -> int:

@@ -21,7 +21,7 @@ from typing import Literal
 from tether.harness.state import CONTROL
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 
-__all__ = ["CompletedTurns", "image_reference", "model_view"]
+__all__ = ["CompletedTurns", "image_reference", "is_person", "model_view"]
 
 CompletedTurns = Literal["full", "answers"]
 
@@ -37,7 +37,7 @@ def model_view(
     return _images_once(shown, {} if memo is None else memo)
 
 
-def _person(message: Message) -> bool:
+def is_person(message: Message) -> bool:
     """A message the person wrote: not a compaction summary (it stands for turns) and not a
     control message (tether speaking, for one request)."""
     if not isinstance(message, UserMessage) or message.summary_turns is not None:
@@ -47,7 +47,7 @@ def _person(message: Message) -> bool:
 
 
 def _answers_only(messages: Sequence[Message]) -> Sequence[Message]:
-    starts = [i for i, m in enumerate(messages) if _person(m)]
+    starts = [i for i, m in enumerate(messages) if is_person(m)]
     if len(starts) < 2:
         return messages
     out: list[Message] = list(messages[: starts[0]])
