@@ -78,9 +78,11 @@ def test_the_kept_tail_never_starts_with_a_tool_result() -> None:
     for i in range(10):
         messages.append(AssistantMessage(content=(ToolCallPart(id=f"c{i}", name="t"),)))
         messages.append(ToolMessage(call_id=f"c{i}", name="t", content=(TextPart(text="x" * 400),)))
+    last_round = max(i for i, m in enumerate(messages) if isinstance(m, AssistantMessage))
     for keep in range(0, 3000, 37):
         cut = _cut_index(messages, keep)
         assert cut == 0 or not isinstance(messages[cut], ToolMessage)
+        assert cut <= last_round  # the active round (the latest reply and its results) is always kept
 
 
 def test_a_failing_summary_falls_back_to_trimming_then_stops_with_a_reason() -> None:

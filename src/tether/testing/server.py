@@ -35,6 +35,9 @@
   ``partial_json``, or, without ``stream``, an ``input`` that is that text instead of an object);
 * ``GET /v1/models`` takes the status faults (``401``, ``429``, ...) too, and leaves the others;
 * ``context_window``: prompts with more tokens get the provider's context-length error;
+* a request's ``max_tokens`` cuts the reply as a real model's is cut (``finish_reason`` ``length``,
+  ``stop_reason`` ``max_tokens``): the text up to the limit, or the tool call the limit reached with
+  its arguments as far as they got (Messages without a stream: the object a partial parse makes);
 * ``omit_usage``: no reply reports usage (both endpoints);
 * ``GET /_stats`` reports requests served and seconds spent serving them; ``POST /_stats/reset``.
 
