@@ -213,11 +213,11 @@ def token_bound(text: str) -> int:
 
 
 def counter_for(model: str) -> Callable[[str], int]:
-    """Exact BPE counts for models whose tokenizer is o200k_base (OpenAI's current models and the
-    scripted model); the CJK-weighted estimate for every other model."""
+    """Exact BPE counts for models whose tokenizer is o200k_base (OpenAI's current models); the
+    CJK-weighted estimate for every other model (the scripted model's own rule: exact for it)."""
     provider, _, name = model.partition("/")
     o200k = ("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4")
-    if provider == "scripted" or (provider == "openai" and name.startswith(o200k)):
+    if provider == "openai" and name.startswith(o200k):
         return count_tokens
     return estimate_tokens
 

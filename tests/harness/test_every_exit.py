@@ -286,9 +286,9 @@ def test_stop_while_the_tokenizer_loads_is_heard_at_once(workspace: Path, monkey
             signal.cancel("user pressed Stop")
 
         stopper = asyncio.create_task(stop_when_loading())
-        result = await run(
-            Agent("scripted/plan", tools=FILE_TOOLS, cwd=workspace, max_budget_usd=1.0), "go", signal=signal
-        )
+        model = FunctionModel(lambda m, r: "unused", model_id="gpt-4.1-mini")
+        model.name = "openai"  # a model whose exact counter is the BPE tokenizer
+        result = await run(Agent(model, tools=FILE_TOOLS, cwd=workspace, max_budget_usd=1.0), "go", signal=signal)
         await stopper
         return result
 

@@ -452,9 +452,12 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def _count(text: str) -> int:
-    from tether.tokens import count_tokens
+    """The scripted model's tokenizer is the tokenizer-free estimate: a fake model bills just as
+    deterministically without loading a 70 MB vocabulary (``counter_for("scripted/...")`` is the
+    same rule, so the harness's counts are exact for it)."""
+    from tether.tokens import estimate_tokens
 
-    return count_tokens(text)
+    return estimate_tokens(text)
 
 
 def _content_text(content: Any) -> str:

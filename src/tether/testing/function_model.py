@@ -12,7 +12,7 @@ from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.providers.openai_chat import WireCache, tools_to_wire
 from tether.providers.scripted import InProcessModel, Reply, count_prompt_tokens
-from tether.tokens import count_tokens
+from tether.tokens import estimate_tokens
 from tether.usage import Price, Usage
 
 __all__ = ["FunctionModel"]
@@ -42,8 +42,8 @@ class FunctionModel(InProcessModel):
         message = self._to_message(out)
         if message.usage is None:
             wire = self._wire.messages(request.system, request.messages)
-            completion = count_tokens(message.text) + sum(
-                3 + count_tokens(c.name) + count_tokens(c.arguments) for c in message.tool_calls
+            completion = estimate_tokens(message.text) + sum(
+                3 + estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in message.tool_calls
             )
             usage = Usage(
                 prompt_tokens=count_prompt_tokens(wire, tools_to_wire(request.tools)), completion_tokens=completion
