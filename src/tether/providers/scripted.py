@@ -666,10 +666,6 @@ class ScriptedModel(InProcessModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
-        from tether.tokens import encoding_loaded, preload
-
-        if not encoding_loaded():  # its counts are exact, like a server's: the tokenizer loads off the loop
-            await preload()
         body = scripted_completion(
             self.scenario,
             self._wire.messages(request.system, request.messages),
