@@ -9,7 +9,10 @@ The server runs in its own process (``tether serve --port 0``) with the scripted
 tracing as shipped. For each level N, N clients each create a session and post a message with
 ``Accept: text/event-stream`` at once, and read the run's events to ``done``:
 
-- **first event**: from sending the POST to receiving the first event, p50 and p99;
+- **first event**: from sending the POST to receiving the first event (``started``, sent as the
+  run is accepted), p50 and p99;
+- **first step**: to the first event after it (the run's first model turn or tool: what waits for
+  a durable save and the model), p50 and p99;
 - **events/s**: all events received / wall time of the level;
 - **server cpu ms/turn**: the server process's CPU time during the level / turns served (what
   one turn costs the server, whatever the client's share of the 2 cores);
@@ -98,11 +101,12 @@ class Server:
         self.proc.wait(30)
 
 
-async def one_stream(client: Any, url: str) -> tuple[float, int, int]:
-    """(seconds to the first event, events, turns) of one new session's first message."""
+async def one_stream(client: Any, url: str) -> tuple[float, int, int, float]:
+    """(seconds to the first event, events, turns, seconds to the first step's event: the first
+    after ``started``) of one new session's first message."""
     sid = (await client.post(f"{url}/v1/sessions", json={"agent": "plan"})).json()["session_id"]
     began = time.perf_counter()
-    first = None
+    first = step = None
     events = turns = 0
     last = ""
     async with client.stream(
@@ -117,11 +121,13 @@ async def one_stream(client: Any, url: str) -> tuple[float, int, int]:
                 last = line
                 if first is None:
                     first = time.perf_counter() - began
+                if step is None and not line.startswith('data: {"type":"started"'):
+                    step = time.perf_counter() - began
                 if line.startswith('data: {"type":"done"'):
                     turns = json.loads(line[5:])["result"]["turns"]
     if turns != 3:
         raise SystemExit(f"a run did not complete: its last event was {last[:400]}")
-    return first or 0.0, events, turns
+    return first or 0.0, events, turns, step or 0.0
 
 
 class _Lean:
@@ -179,11 +185,11 @@ class _Lean:
             writer.close()
 
 
-async def lean_stream(client: _Lean) -> tuple[float, int, int]:
+async def lean_stream(client: _Lean) -> tuple[float, int, int, float]:
     """:func:`one_stream` with the lean client."""
     sid = (await client.post_json("/v1/sessions", {"agent": "plan"}))["session_id"]
     began = time.perf_counter()
-    first = None
+    first = step = None
     events = turns = 0
     last = ""
     async for line in client.sse_lines(f"/v1/sessions/{sid}/messages", {"text": "Which file mentions a timeout?"}):
@@ -192,11 +198,13 @@ async def lean_stream(client: _Lean) -> tuple[float, int, int]:
             last = line
             if first is None:
                 first = time.perf_counter() - began
+            if step is None and not line.startswith('data: {"type":"started"'):
+                step = time.perf_counter() - began
             if line.startswith('data: {"type":"done"'):
                 turns = json.loads(line[5:])["result"]["turns"]
     if turns != 3:
         raise SystemExit(f"a run did not complete: its last event was {last[:400]}")
-    return first or 0.0, events, turns
+    return first or 0.0, events, turns, step or 0.0
 
 
 CLIENT = {"kind": "lean"}
@@ -219,11 +227,14 @@ async def level(server: Server, n: int) -> dict[str, float]:
         cpu = _cpu_s(server.proc.pid) - cpu0
         own = time.process_time() - own0
     firsts = [r[0] * 1000 for r in results]
+    steps = [r[3] * 1000 for r in results]
     events = sum(r[1] for r in results)
     turns = sum(r[2] for r in results)
     return {
         "first_event_p50_ms": statistics.median(firsts),
         "first_event_p99_ms": _pct(firsts, 99),
+        "first_step_p50_ms": statistics.median(steps),
+        "first_step_p99_ms": _pct(steps, 99),
         "events_per_s": events / wall,
         "server_cpu_ms_per_turn": cpu * 1000 / turns,
         "client_cpu_s": own,
@@ -306,12 +317,14 @@ def main() -> None:
     table = {n: {k: statistics.median(row[k] for row in rows[n]) for k in rows[n][0]} for n in levels}
     print(f"tether serve, scripted/plan (3 turns, 2 tools), medians of {repeat} round(s); commit {tether_commit()}")
     print(
-        f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'events/s':>9} {'server cpu ms/turn':>19} "
+        f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'step p50 ms':>12} {'step p99 ms':>12} "
+        f"{'events/s':>9} {'server cpu ms/turn':>19} "
         f"{'x library':>10} {'server cpu s':>13} {'client cpu s':>13}"
     )
     for n, t in table.items():
         print(
-            f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} {t['events_per_s']:>9.0f} "
+            f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} "
+            f"{t['first_step_p50_ms']:>12.1f} {t['first_step_p99_ms']:>12.1f} {t['events_per_s']:>9.0f} "
             f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f} "
             f"{t['server_cpu_s']:>13.1f} {t['client_cpu_s']:>13.1f}"
         )

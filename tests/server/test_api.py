@@ -44,6 +44,9 @@ def test_a_message_starts_a_run_whose_events_stream_with_ids_and_end_with_done(s
         assert kinds[-1] == "done" and kinds.count("done") == 1
         assert {"turn", "tool_start", "tool_result", "text_delta"} <= set(kinds)
         assert all(e["type"] == e["event"] and e["run_id"] == posted["run_id"] for e in events)
+        # The first event is the run's own ids, sent before its first step.
+        assert kinds[0] == "started" and kinds[1] != "started" and kinds.count("started") == 1
+        assert (events[0]["message_id"], events[0]["trace_id"]) == (posted["message_id"], posted["trace_id"])
         answer = "".join(e["text"] for e in events if e["event"] == "text_delta")
         done = events[-1]["result"]
         assert done["status"] == "completed" and done["output"] == answer and "timed out" in answer

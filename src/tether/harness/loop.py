@@ -258,7 +258,7 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
         rc.stop(_crashed(rc, exc))
     for event in late_events(rc.sink):
         yield event
-    yield _done(rc)
+    yield await _done_async(rc)
 
 
 def _crashed(rc: RunContext, exc: Exception) -> Stop:
@@ -423,18 +423,50 @@ async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
 
 
 def _done(rc: RunContext) -> Done:
-    state, halt = rc.state, rc.halt
-    assert halt is not None
-    state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
+    """The run's exit, saved (durably) on this thread: for a run whose caller is gone."""
+    _closing(rc)
     for attempt in (1, 2):  # once more: a passing fault of the store should not leave `running`
         try:
             rc.persist()
             break
         except Exception as exc:
-            _log.error("run %s: the final state could not be saved", state.run_id, exc_info=exc)
-            if attempt == 2:  # the store itself is what failed: say so, still end the stream
-                state.status, state.interruption = "failed", None
-                state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {exc})"
+            _unsaved(rc, exc, attempt)
+    return _done_event(rc)
+
+
+async def _done_async(rc: RunContext) -> Done:
+    """:func:`_done` with the final commit awaited off the event loop (its fsync shared with the
+    other runs' in a server), so the loop serves them meanwhile."""
+    _closing(rc)
+    for attempt in (1, 2):
+        try:
+            await rc.persist_durably()
+            break
+        except asyncio.CancelledError:
+            rc.persist()  # the commit may not have started: the exit is saved before the cancel goes on
+            raise
+        except Exception as exc:
+            _unsaved(rc, exc, attempt)
+    return _done_event(rc)
+
+
+def _closing(rc: RunContext) -> None:
+    state, halt = rc.state, rc.halt
+    assert halt is not None
+    state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
+
+
+def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:
+    state, halt = rc.state, rc.halt
+    assert halt is not None
+    _log.error("run %s: the final state could not be saved", state.run_id, exc_info=exc)
+    if attempt == 2:  # the store itself is what failed: say so, still end the stream
+        state.status, state.interruption = "failed", None
+        state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {exc})"
+
+
+def _done_event(rc: RunContext) -> Done:
+    state = rc.state
     result = state.result()
     if state.status == "completed" and rc.agent.output_type is not None:
         data = final_data(rc.agent, state.messages)

@@ -330,6 +330,11 @@ class RunManager:
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
         live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id)
+        if prompt is not None:
+            # A new run's first event, at once: the client knows its run (to cancel it, or read it
+            # again from any node) before the first step, which waits for a durable save and a model.
+            ids = {"run_id": turn.run_id, "message_id": turn.message_id, "trace_id": turn.trace_id}
+            log.append("started", {"type": "started", **ids})
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
         emit = _Courier(asyncio.get_running_loop(), log.append).send

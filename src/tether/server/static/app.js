@@ -221,7 +221,7 @@ class Turn {
     const bottom = nearBottom();
     const handler = this["on_" + ev.type];
     if (handler) handler.call(this, ev);
-    else if (!["reasoning_delta", "turn", "spent_unknown"].includes(ev.type)) this.note(ev.type);
+    else if (!["started", "reasoning_delta", "turn", "spent_unknown"].includes(ev.type)) this.note(ev.type);
     keepScrolled(bottom);
     return ev.type === "done" && !this.stopped; // after a decision the same run goes on
   }
