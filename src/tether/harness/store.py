@@ -178,7 +178,19 @@ class _Commit:
     ``digest`` is the sha256 of the transcript's first ``nbytes`` the header states (older headers
     have none), and ``hasher`` that hash as this process computed it, to extend with new lines."""
 
-    __slots__ = ("count", "digest", "durable_slot", "hasher", "name", "nbytes", "seq", "synced", "tail", "unsure")
+    __slots__ = (
+        "count",
+        "digest",
+        "durable_slot",
+        "hasher",
+        "name",
+        "nbytes",
+        "seq",
+        "superseded",
+        "synced",
+        "tail",
+        "unsure",
+    )
 
     def __init__(
         self,
@@ -199,6 +211,10 @@ class _Commit:
         # Read from a header saved without fsync: this process's first commit is made durable, so
         # what it goes on from cannot be lost behind it (a power cut after a power cut).
         self.unsure = tail is None
+        # Loaded past a newer header whose lines never reached the disk (a power cut): the next
+        # commit writes a new transcript file, so lines written later at the same place can never
+        # make that header whole again (it would bring back a state this run no longer goes on from).
+        self.superseded = False
 
     @classmethod
     def of(cls, header: dict[str, Any], slot: int, durable_slot: int | None = None) -> _Commit:
@@ -349,7 +365,7 @@ class RunStore:
         commit = self._committed.get(state.run_id) or self._read_commit(d)
         durable = durable or commit.unsure
         messages = state.messages
-        if rewrite or len(messages) < commit.count:
+        if rewrite or len(messages) < commit.count or commit.superseded:
             # A new file under a new name; the header switches to it in one rename, so a crash
             # leaves either the old transcript or the new one, never a mix.
             name = _next_name(commit.name)
@@ -363,6 +379,7 @@ class RunStore:
             self._commit(
                 state, files, commit, len(messages), len(data), True, name, len(data), bytearray(), hashlib.sha256(data)
             )
+            commit.superseded = False
             (d / old).unlink(missing_ok=True)
             return
         new = "".join(dump_message(m) + "\n" for m in messages[commit.count :]).encode()
@@ -564,9 +581,12 @@ class RunStore:
             if len(headers) < 2:
                 raise
             try:  # the one to keep is then the one loaded
-                return self._load(run_id, d, *headers[1], None)
+                state = self._load(run_id, d, *headers[1], None)
             except StoreError:
                 pass
+            else:
+                self._committed[run_id].superseded = True
+                return state
             raise
 
     def _load(self, run_id: str, d: Path, header: dict[str, Any], slot: int, durable: int | None) -> RunState:
