@@ -518,3 +518,26 @@ def test_a_session_can_be_copied_renamed_and_deleted(browser: Browser, server: A
         assert dialogs == []
     finally:
         context.close()
+
+
+def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(page: Page, served: Any, tmp_path: Path) -> None:
+    from tests.server.test_prompts import _agents
+
+    srv = served(agents_module=_agents(tmp_path))
+    open_chat(page, srv, "notes")
+    page.fill("#prompt", "/rev")
+    hint = page.locator("#prompt-hints button")
+    expect(hint).to_have_count(1)
+    expect(hint).to_contain_text("/review file=… [tone=…]")
+    expect(hint).to_contain_text("Asks for a review of a file.")
+    hint.click()
+    expect(page.locator("#prompt")).to_have_value("/review file=")
+    expect(page.locator("#prompt-hints")).to_be_hidden()
+    page.fill("#prompt", "/etc")  # no prompt is named so: nothing offered
+    expect(page.locator("#prompt-hints")).to_be_hidden()
+    send(page, "/review file=a.py tone=blunt")
+    expect(last_turn(page)).to_contain_text("Hello! I am the scripted model")
+    with srv.client() as c:
+        [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
+        messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
+    assert messages[0]["content"][0]["text"] == "Please review a.py in a blunt tone."

@@ -145,52 +145,25 @@ def _prompt(chat: _Chat, line: str) -> str | None:
     """``/PROMPT key=value ...`` (or ``/SERVER:PROMPT``): the prompt of one of the agent's MCP
     servers, filled in, as the user's message; None (and why, on stderr) when there is none."""
     import asyncio
-    import shlex
 
+    from tether.connectors import McpConnector
+    from tether.connectors.prompts import expand_prompt, parse_prompt_line
     from tether.errors import TetherError
 
-    name, _, rest = line.strip()[1:].partition(" ")
+    name = line.strip()[1:].partition(" ")[0]
     try:
-        pairs = [word.partition("=") for word in shlex.split(rest)]
-    except ValueError as exc:
-        print(f"/{name}: {exc}", file=sys.stderr)
-        return None
-    if any(not eq or not key for key, eq, _ in pairs):
-        print(f"/{name}: write its arguments as key=value (tether mcp prompts SERVER lists them)", file=sys.stderr)
-        return None
-    server, _, prompt = name.rpartition(":")
-    servers = [server] if server else chat.recipe.mcp
-    try:
-        found = asyncio.run(_expand(chat, servers, prompt, {k: v for k, _, v in pairs}))
+        server, _, _ = parse_prompt_line(line)
+        servers = [s for s in ([server] if server else chat.recipe.mcp) if s in chat.recipe.mcp]
+        tables = [(s, chat.settings.mcp.get(s)) for s in servers]
+        connectors = [McpConnector(s, t.model_dump(), home=chat.settings.home) for s, t in tables if t is not None]
+        found = asyncio.run(expand_prompt(connectors, line))
     except TetherError as exc:
-        print(f"/{name}: {exc}", file=sys.stderr)
+        print(exc if str(exc).startswith("/") else f"/{name}: {exc}", file=sys.stderr)
         return None
     if found is None:
-        print(f"/{name} is neither a command (/help lists them) nor a prompt of {', '.join(servers)}", file=sys.stderr)
+        where = ", ".join([server] if server else chat.recipe.mcp)
+        print(f"/{name} is neither a command (/help lists them) nor a prompt of {where}", file=sys.stderr)
     return found
-
-
-async def _expand(chat: _Chat, servers: list[str], prompt: str, arguments: dict[str, str]) -> str | None:
-    from tether.connectors import McpConnector
-    from tether.connectors._resources import prompt_messages
-
-    for server in servers:
-        table = chat.settings.mcp.get(server)
-        if table is None or server not in chat.recipe.mcp:
-            continue
-        connector = McpConnector(server, table.model_dump(), home=chat.settings.home)
-        await connector.start()
-        try:
-
-            async def names(client: Any) -> list[str]:
-                return [p.name for p in (await client.list_prompts()).prompts]
-
-            if prompt in await connector.request("its prompts", names):
-                messages = await prompt_messages(connector, prompt, arguments)
-                return "\n\n".join(text for _, text in messages)
-        finally:
-            await connector.stop()
-    return None
 
 
 def _new_session_name() -> str:

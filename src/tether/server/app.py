@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
-from tether.errors import ConfigError, StoreError
+from tether.errors import ConfigError, StoreError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
@@ -652,6 +652,16 @@ def _page_routes(app: FastAPI, core: Core) -> None:
     async def agents(user: User) -> dict[str, Any]:
         return {"agents": [describe(name, agent) for name, agent in core.agents.items()]}
 
+    @app.get("/v1/agents/{agent}/prompts", summary="The prompts of the agent's MCP servers (/PROMPT key=value)")
+    async def agent_prompts(agent: str, user: User) -> dict[str, Any]:
+        from tether.connectors._acting import acting_as
+        from tether.connectors.prompts import list_prompts
+
+        if agent not in core.agents:
+            raise _not_found("agent", agent)
+        with acting_as(None if user == "local" else user):
+            return {"prompts": await list_prompts(_connectors(core, agent))}
+
 
 def _session_routes(app: FastAPI, core: Core) -> None:
     """Sessions: start, list, read."""
@@ -740,26 +750,27 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, earlier, accept, status=200)
+        text = await _expanded(core, record, body.text)
         await _until_idle(core, session_id)
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
         _keep_values(core, session_id, body.values)
-        turn, new = _add_turn(core, record, message_id, body.text)
+        turn, new = _add_turn(core, record, message_id, text)
         if not new:  # the same message_id got there first (another node, another request)
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, turn, accept, status=200)
         chosen = (core.store.session(session_id, user) or record).chosen
         try:
-            core.manager.start(turn, body.text, chosen)
+            core.manager.start(turn, text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
             _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
             raise ApiError(
                 409, "conflict", f"{exc}; nothing was started: wait for its done event, or cancel it, and send again"
             ) from None
         if record.title == "New chat":
-            core.store.rename_session(session_id, _title(body.text))
+            core.store.rename_session(session_id, _title(text))
         return _accepted(core, turn, accept)
 
 
@@ -962,6 +973,34 @@ def _feedback_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/feedback", summary="The caller's feedback, newest first")
     async def feedback_list(user: User, limit: Limit = 100) -> dict[str, Any]:
         return {"feedback": [f.public() for f in core.store.feedback(user)[:limit]]}
+
+
+def _connectors(core: Core, agent: str) -> list[Any]:
+    """Fresh connections to the agent's MCP servers (never the ones its runs use)."""
+    from tether.connectors import McpConnector
+
+    extensions = core.agents[agent].extensions
+    return [McpConnector(e.server, e.config, home=e.home) for e in extensions if isinstance(e, McpConnector)]
+
+
+async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
+    """``/PROMPT key=value`` filled in from the agent's MCP servers, as the message; any other
+    text (``/etc/hosts is ...`` too, when no server has such a prompt) as typed."""
+    from tether.connectors.prompts import expand_prompt, is_prompt_line
+
+    if not is_prompt_line(text):
+        return text
+    connectors = _connectors(core, record.agent)
+    if not connectors:
+        return text
+    from tether.connectors._acting import acting_as
+
+    with acting_as(None if record.owner == "local" else record.owner):
+        try:
+            found = await expand_prompt(connectors, text)
+        except UserError as exc:
+            raise ApiError(400, "bad_request", str(exc)) from None
+    return found if found is not None else text
 
 
 def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:

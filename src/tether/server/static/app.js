@@ -791,11 +791,48 @@ $("login-form").addEventListener("submit", (e) => {
   start();
 });
 
+// ---- an MCP server's prompts as /commands: offered while the message's first word is typed ----
+
+const prompts = {}; // agent -> a promise of its prompts
+
+function promptsOf(agent) {
+  if (!(agent in prompts)) {
+    prompts[agent] = api(`/v1/agents/${encodeURIComponent(agent)}/prompts`).then((r) => r.prompts, () => []);
+  }
+  return prompts[agent];
+}
+
+async function offerPrompts() {
+  const hints = $("prompt-hints");
+  const text = $("prompt").value;
+  const agent = $("agent-name").textContent || $("agent-pick").value;
+  if (!agent || !/^\/[^\s/]*$/.test(text)) {
+    hints.hidden = true;
+    return;
+  }
+  const typed = text.slice(1);
+  const found = (await promptsOf(agent)).filter((p) => p.name.startsWith(typed) || `${p.server}:${p.name}`.startsWith(typed));
+  if ($("prompt").value !== text) return; // typed on meanwhile
+  hints.replaceChildren(...found.map((p) => {
+    const args = p.arguments.map((a) => (a.required ? `${a.name}=…` : `[${a.name}=…]`)).join(" ");
+    const fill = `/${p.name} ${p.arguments.filter((a) => a.required).map((a) => `${a.name}=`).join(" ")}`;
+    return el("button", { type: "button", class: "prompt-hint", title: `from ${p.server}`, onclick: () => {
+      $("prompt").value = fill;
+      hints.hidden = true;
+      $("prompt").focus();
+    } }, el("code", { text: `/${p.name} ${args}`.trim() }), el("span", { class: "about", text: p.description }));
+  }));
+  hints.hidden = found.length === 0;
+}
+
+$("prompt").addEventListener("input", () => { offerPrompts(); });
+
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
   if ($("send").disabled) return;
   const text = $("prompt").value;
   $("prompt").value = "";
+  $("prompt-hints").hidden = true;
   sendMessage(text);
 });
 

@@ -1,0 +1,99 @@
+"""An MCP server's prompts as ``/commands``: ``/PROMPT key=value ...`` (or ``/SERVER:PROMPT``)
+fills the prompt in, and its text becomes the person's message. One implementation for every door
+that takes a typed message (``tether chat``, ``tether serve``'s page and API).
+
+Each call starts the servers it asks (fresh connections, stopped after), so it never shares a
+connection with a run in progress.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import UserError
+
+if TYPE_CHECKING:
+    from tether.connectors.mcp import McpConnector
+
+__all__ = ["expand_prompt", "is_prompt_line", "list_prompts", "parse_prompt_line"]
+
+
+def parse_prompt_line(line: str) -> tuple[str | None, str, dict[str, str]]:
+    """``(server or None, prompt, arguments)`` of ``/[SERVER:]PROMPT key=value ...``; a
+    :class:`UserError` that says how to write it when the arguments are not ``key=value``."""
+    name, _, rest = line.strip()[1:].partition(" ")
+    try:
+        pairs = [word.partition("=") for word in shlex.split(rest)]
+    except ValueError as exc:
+        raise UserError(f"/{name}: {exc}") from None
+    if any(not eq or not key for key, eq, _ in pairs):
+        raise UserError(f"/{name}: write its arguments as key=value (tether mcp prompts SERVER lists them)")
+    server, _, prompt = name.rpartition(":")
+    return server or None, prompt, {k: v for k, _, v in pairs}
+
+
+def is_prompt_line(text: str) -> bool:
+    """Whether ``text`` looks like ``/NAME ...`` (a path such as ``/etc/hosts`` does not)."""
+    first = text.strip().split(" ", 1)[0]
+    return len(first) > 1 and first.startswith("/") and "/" not in first[1:]
+
+
+async def expand_prompt(connectors: Sequence[McpConnector], line: str) -> str | None:
+    """The text of the prompt ``line`` names, filled in, from the first of ``connectors`` (not
+    started; each is started and stopped here) that has it; None when none has it."""
+    from tether.connectors._resources import prompt_messages
+
+    server, prompt, arguments = parse_prompt_line(line)
+    for connector in connectors:
+        if server is not None and connector.server != server:
+            continue
+        await connector.start()
+        try:
+            try:
+                names = [p["name"] for p in await _prompts(connector)]
+            except Exception:  # a server without prompts (or that fails to list them) has not this one
+                continue
+            if prompt in names:
+                messages = await prompt_messages(connector, prompt, arguments)
+                return "\n\n".join(text for _, text in messages)
+        finally:
+            await connector.stop()
+    return None
+
+
+async def list_prompts(connectors: Sequence[McpConnector]) -> list[dict[str, Any]]:
+    """Every prompt of ``connectors``' servers: server, name, description and arguments (name,
+    description, required). A server that cannot be reached is left out."""
+    out: list[dict[str, Any]] = []
+    for connector in connectors:
+        try:
+            await connector.start()
+        except Exception:  # one server down does not hide the others' prompts
+            continue
+        try:
+            out += [{"server": connector.server, **p} for p in await _prompts(connector)]
+        except Exception:
+            continue
+        finally:
+            await connector.stop()
+    return out
+
+
+async def _prompts(connector: McpConnector) -> list[dict[str, Any]]:
+    async def ask(client: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": p.name,
+                "description": p.description or "",
+                "arguments": [
+                    {"name": a.name, "description": a.description or "", "required": bool(a.required)}
+                    for a in p.arguments or ()
+                ],
+            }
+            for p in (await client.list_prompts()).prompts
+        ]
+
+    found: list[dict[str, Any]] = await connector.request("its prompts", ask)
+    return found
