@@ -128,3 +128,37 @@ def test_a_worker_that_loses_its_run_mid_call_leaves_the_end_to_the_worker_that_
         job = c.worker.jobs.get("r6")
         assert job.state == "running" and job.worker == "worker-b"
     other.close()
+
+
+def test_a_workers_run_acts_for_its_user_as_a_servers_run_does(cluster):
+    """MCP connectors read the user a run acts for (their own sealed tokens) and never ask at the
+    terminal of a served run: a worker's runs set both, as `tether serve`'s do."""
+    from tether import Agent, tool
+    from tether.connectors._acting import ACTING, SERVED
+    from tether.testing import FunctionModel, Reply
+
+    seen: list[tuple[str | None, bool]] = []
+
+    @tool(read_only=True)
+    def whoami() -> str:
+        """Who this run acts for."""
+        seen.append((ACTING.get(), SERVED.get()))
+        return "ok"
+
+    replies = iter([Reply(calls=(("c1", "whoami", {}),)), "done", Reply(calls=(("c2", "whoami", {}),)), "done"])
+    c = cluster()
+    c.worker.agents["whoami"] = Agent(FunctionModel(lambda m, r: next(replies)), tools=[whoami])
+    for run_id, owner in (("r-alice", "alice"), ("r-local", "local")):
+        c.worker.jobs.enqueue(
+            run_id=run_id,
+            session_id=f"s-{owner}",
+            owner=owner,
+            agent="whoami",
+            kind="start",
+            prompt="who?",
+            chosen={},
+            config={"message_id": f"m-{owner}", "trace_id": "t" * 32},
+        )
+        assert c.worker.drive(run_id) == "driven"
+    assert seen == [("alice", True), (None, True)]
+    assert ACTING.get() is None and SERVED.get() is False  # nothing leaks out of the run

@@ -113,6 +113,7 @@ class Worker:
         return loop
 
     async def _run(self, job: Job) -> None:
+        from tether.connectors._acting import acting_as
         from tether.server.events import Replayed, event_data
         from tether.server.runs import refused, run_tracer
         from tether.server.store import TurnRecord
@@ -144,24 +145,27 @@ class Worker:
             )
             tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
             replayed = self._replay(state, writer) if not new else Replayed(())
-            async for event in run_stream(
-                agent,
-                job.prompt if new else None,
-                state=state,
-                store=self.runs,
-                tracer=tracer,
-                signal=signal,
-                session=self.sessions,
-            ):
-                if event.type == "done" and self.runs.lost(job.run_id):
-                    # Another worker took the run while this one had lost its hold: it writes the end.
-                    _log.warning("run %s: another worker took it over; this one stops", job.run_id)
-                    saw_done = True
-                    continue
-                data = event_data(event, job.chosen)
-                if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
-                    writer.append(event.type, data)
-                saw_done = saw_done or event.type == "done"
+            # As a server's own runs: its MCP connectors act for the job's user (their own sealed
+            # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.
+            with acting_as(None if job.owner == "local" else job.owner):
+                async for event in run_stream(
+                    agent,
+                    job.prompt if new else None,
+                    state=state,
+                    store=self.runs,
+                    tracer=tracer,
+                    signal=signal,
+                    session=self.sessions,
+                ):
+                    if event.type == "done" and self.runs.lost(job.run_id):
+                        # Another worker took the run while this one had lost its hold: it writes the end.
+                        _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                        saw_done = True
+                        continue
+                    data = event_data(event, job.chosen)
+                    if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
+                        writer.append(event.type, data)
+                    saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
             _log.warning("run %s could not start: %s", job.run_id, exc)
             if not saw_done and state is not None:
