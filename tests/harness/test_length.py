@@ -292,3 +292,20 @@ def test_a_cut_call_stays_answered_after_a_crash(workspace: Path, tmp_path: Path
     replies.append(AssistantMessage(content=(TextPart(text="ok"),), finish_reason="stop"))
     result = run_sync(agent, state=store.load(state.run_id), store=store)
     assert result.status == "completed" and not (workspace / "n.txt").exists()
+
+
+def test_a_cut_typed_answer_is_asked_again_whole_not_continued(workspace: Path) -> None:
+    seen: list[Any] = []
+    replies = [
+        AssistantMessage(content=(TextPart(text='{"city": "Par'),), finish_reason="length"),
+        AssistantMessage(content=(TextPart(text='{"city": "Paris"}'),), finish_reason="stop"),
+    ]
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage:
+        seen.append(request)
+        return replies.pop(0)
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    result = run_sync(Agent(FunctionModel(model), cwd=workspace, output_type=schema), "Where?")
+    assert result.status == "completed" and result.output == {"city": "Paris"}
+    assert not _said(seen[1].messages[-1]).startswith(CONTROL)  # the schema's correction, not "continue"

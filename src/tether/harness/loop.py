@@ -380,7 +380,10 @@ def _capped(rc: RunContext, last: AssistantMessage) -> bool:
 
 
 def _to_continue(rc: RunContext, last: AssistantMessage) -> bool:
-    return rc.agent.continue_cut_text and continues(last) and not _capped(rc, last)
+    """A cut text answer is continued; a cut typed answer is not (a JSON document is asked for
+    again whole, by the correction the schema check writes)."""
+    typed = rc.agent.output_type is not None
+    return rc.agent.continue_cut_text and not typed and continues(last) and not _capped(rc, last)
 
 
 def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
