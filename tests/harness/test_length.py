@@ -309,3 +309,20 @@ def test_a_cut_typed_answer_is_asked_again_whole_not_continued(workspace: Path) 
     result = run_sync(Agent(FunctionModel(model), cwd=workspace, output_type=schema), "Where?")
     assert result.status == "completed" and result.output == {"city": "Paris"}
     assert not _said(seen[1].messages[-1]).startswith(CONTROL)  # the schema's correction, not "continue"
+
+
+def test_the_merged_answer_is_what_the_store_and_the_session_keep(workspace: Path, tmp_path: Path) -> None:
+    """The merged reply replaces the cut one already saved: a reload (a resume, a reopened
+    session) reads the whole answer, not the half the limit cut."""
+    from tether.sessions import JsonlSessionStore
+
+    store, sessions = RunStore(tmp_path / "runs"), JsonlSessionStore(tmp_path / "sessions")
+    state = RunState(session_id="s")
+    result = run_sync(
+        Agent("scripted/essay", cwd=workspace, max_tokens=250), "go", state=state, store=store, session=sessions
+    )
+    assert result.output == ESSAY
+    saved = _replies(store.load(state.run_id))
+    assert [(m.text, m.continuations) for m in saved] == [(ESSAY, 1)]
+    assert [(m.text, m.continuations) for m in sessions.load("s") if isinstance(m, AssistantMessage)] == [(ESSAY, 1)]
+    assert store.load(state.run_id).turns == 2

@@ -168,7 +168,11 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuatio
     rc.stale_usage = False  # this reply's prompt count describes the history as it is now
     usage = message.usage
     charge(rc, usage)  # saved with the reply, in one commit
-    rc.persist(durable=False)  # made durable before any side effect or the next request
+    if continuation is not None:
+        # The merged reply replaces the cut one already on disk (and in the session): a rewrite.
+        rc.persist(rewrite=True)
+    else:
+        rc.persist(durable=False)  # made durable before any side effect or the next request
     cost = None if state.unpriced_models else state.cost_usd
     return Turn(
         state.run_id,
