@@ -233,3 +233,4 @@ if __name__ == "__main__":
             traceback.print_exc()
             break
     print("done", n, "distinct failures", len(fails))
+    shutil.rmtree(ROOT, ignore_errors=True)  # its scratch directory, one per invocation
