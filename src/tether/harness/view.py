@@ -74,6 +74,7 @@ def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Mes
     if last_reply < 0 or not any(_has_image(m) for m in messages[:last_reply]):
         return messages
     out = list(messages)
+    used: dict[int, tuple[Message, Message]] = {}
     for i in range(last_reply):
         m = out[i]
         if isinstance(m, UserMessage | ToolMessage) and _has_image(m):
@@ -81,8 +82,10 @@ def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Mes
             if original is not m or shown is None:
                 parts = tuple(image_reference(p) if isinstance(p, ImagePart) else p for p in m.content)
                 shown = m.model_copy(update={"content": parts})
-                memo[id(m)] = (m, shown)
+            used[id(m)] = (m, shown)
             out[i] = shown
+    memo.clear()  # only what this request showed: a message compaction dropped is let go
+    memo.update(used)
     return out
 
 
