@@ -194,3 +194,14 @@ def test_a_control_message_does_not_make_the_current_turn_look_completed() -> No
         control_message("Your last reply was cut off by the output limit."),
     ]
     assert list(model_view(messages, "answers")) == messages
+
+
+def test_the_memo_lets_go_of_messages_no_longer_shown() -> None:
+    user = UserMessage(content=(TextPart(text="what is this?"), ImagePart(data=PIXEL)))
+    history: list[Any] = [user, AssistantMessage(content=(TextPart(text="a PNG"),)), UserMessage.text("and?")]
+    memo: dict[int, Any] = {}
+    model_view(history, memo=memo)
+    assert list(memo) == [id(user)]
+    summary = UserMessage.text("summary").model_copy(update={"summary_turns": 1})
+    model_view([summary, AssistantMessage(content=(TextPart(text="ok"),)), UserMessage.text("next")], memo=memo)
+    assert memo == {}  # compaction dropped the image message: nothing keeps it alive

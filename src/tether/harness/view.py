@@ -72,6 +72,7 @@ def image_reference(image: ImagePart) -> TextPart:
 def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Message]]) -> Sequence[Message]:
     last_reply = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
     if last_reply < 0 or not any(_has_image(m) for m in messages[:last_reply]):
+        memo.clear()
         return messages
     out = list(messages)
     used: dict[int, tuple[Message, Message]] = {}
