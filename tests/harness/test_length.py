@@ -193,14 +193,21 @@ def _writes(events: list[Event]) -> list[ToolStart]:
     return [e for e in events if isinstance(e, ToolStart) and e.tool_name == "write_file"]
 
 
+def _write_notes(
+    server: ScriptedServer, workspace: Path, kind: str, stream: bool, max_tokens: int
+) -> tuple[RunState, list[Event], Any]:
+    """The ``writer`` scenario on one wire: (its state, its events, its result)."""
+    state = RunState()
+    agent = Agent(_provider(kind, server, "writer"), tools=TOOLS, cwd=workspace, max_tokens=max_tokens, stream=stream)
+    events = _events(agent, "write the notes", state=state)
+    return state, events, events[-1].result  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("kind", "stream"), WIRES)
 def test_a_cut_tool_call_is_never_run_and_is_asked_again_smaller(
     server: ScriptedServer, workspace: Path, kind: str, stream: bool
 ) -> None:
-    state = RunState()
-    agent = Agent(_provider(kind, server, "writer"), tools=TOOLS, cwd=workspace, max_tokens=400, stream=stream)
-    events = _events(agent, "write the notes", state=state)
-    result = events[-1].result  # type: ignore[attr-defined]
+    state, events, result = _write_notes(server, workspace, kind, stream, max_tokens=400)
     assert result.status == "completed", result.reason
     half = NOTES[: len(NOTES) // 2]
     assert (workspace / "draft.txt").read_text() == half  # only the complete, smaller call ran
@@ -214,10 +221,7 @@ def test_a_cut_tool_call_is_never_run_and_is_asked_again_smaller(
 def test_a_call_cut_three_times_fails_the_run_with_the_reason(
     server: ScriptedServer, workspace: Path, kind: str, stream: bool
 ) -> None:
-    state = RunState()
-    agent = Agent(_provider(kind, server, "writer"), tools=TOOLS, cwd=workspace, max_tokens=40, stream=stream)
-    events = _events(agent, "write the notes", state=state)
-    result = events[-1].result  # type: ignore[attr-defined]
+    state, events, result = _write_notes(server, workspace, kind, stream, max_tokens=40)
     assert result.status == "failed" and not (workspace / "draft.txt").exists() and not _writes(events)
     assert result.reason is not None and f"{CUT_RETRIES + 1} times in a row" in result.reason
     assert "raise max_tokens" in result.reason

@@ -33,8 +33,7 @@ from tether.errors import ProviderError
 from tether.events import Compaction, Event
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.state import conversation_turns
-from tether.harness.view import is_person
+from tether.harness.state import conversation_turns, turn_start
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.tokens import count_tokens, message_tokens
@@ -205,9 +204,10 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
         return None
     older = state.messages[:cut]
     summary = ""
-    for part in _parts(older, _render_budget(rc)):
+    for start, end in _parts(older, _render_budget(rc)):
+        part = older[start:end]
         if summary:  # what the parts before said, first: nothing older is left out
-            part = [summary_message(summary, conversation_turns(older[: _part_start(older, part)])), *part]
+            part = [summary_message(summary, conversation_turns(older[:start])), *part]
         try:
             request = summary_request(rc, part)
         except ProviderError:  # the budget cannot pay for it: not the summariser's failure
@@ -228,32 +228,25 @@ def _render_budget(rc: RunContext) -> int:
     return int((context_window(rc) or 128_000) * 0.5 * 3)
 
 
-def _parts(messages: Sequence[Message], budget_chars: int) -> list[list[Message]]:
-    """``messages`` in consecutive parts whose rendering fits ``budget_chars`` each (a single
-    message larger than that is a part of its own, read as far as it fits)."""
-    parts: list[list[Message]] = [[]]
-    size = 0
-    for m in messages:
+def _parts(messages: Sequence[Message], budget_chars: int) -> list[tuple[int, int]]:
+    """``messages`` as consecutive ``(start, end)`` parts whose rendering fits ``budget_chars``
+    each (a single message larger than that is a part of its own, read as far as it fits)."""
+    parts: list[tuple[int, int]] = []
+    start, size = 0, 0
+    for i, m in enumerate(messages):
         length = len(render_for_summary([m], budget_chars)) + 1
-        if parts[-1] and size + length > budget_chars:
-            parts.append([])
-            size = 0
-        parts[-1].append(m)
+        if i > start and size + length > budget_chars:
+            parts.append((start, i))
+            start, size = i, 0
         size += length
-    return [p for p in parts if p]
-
-
-def _part_start(messages: Sequence[Message], part: Sequence[Message]) -> int:
-    """Where ``part`` (a slice of ``messages``, by identity) begins in it."""
-    first = part[0]
-    return next(i for i, m in enumerate(messages) if m is first)
+    return [*parts, (start, len(messages))] if messages else parts
 
 
 def _latest_request(messages: Sequence[Message], cut: int) -> str | None:
     """The person's latest message, when the cut would summarise it (a long run of tool rounds
     since): it is kept word for word, so the request the work answers is never paraphrased."""
-    latest = next((i for i in range(len(messages) - 1, -1, -1) if is_person(messages[i])), None)
-    if latest is None or latest >= cut:
+    latest = turn_start(messages) - 1
+    if latest < 0 or latest >= cut:
         return None
     message = messages[latest]
     assert isinstance(message, UserMessage)

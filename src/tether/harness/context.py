@@ -14,8 +14,8 @@ from tether.cancel import CancelSignal
 from tether.events import Event
 from tether.harness.agent import Agent, Stop
 from tether.harness.limits import estimate_prompt_tokens
-from tether.harness.state import RunState
-from tether.messages import AssistantMessage, ToolMessage, UserMessage, canonical_arguments
+from tether.harness.state import RunState, is_person
+from tether.messages import AssistantMessage, ToolMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
 from tether.sessions import SessionStore
 from tether.tools.base import Tool
@@ -228,14 +228,7 @@ class RunContext:
         self.read_cache.clear()
         calls: dict[str, tuple[str, str]] = {}
         messages = self.state.messages
-        start = next(
-            (
-                i
-                for i in range(len(messages) - 1, -1, -1)
-                if isinstance(m := messages[i], UserMessage) and m.summary_turns is None
-            ),
-            0,
-        )
+        start = next((i for i in range(len(messages) - 1, -1, -1) if is_person(messages[i])), 0)
         for m in messages[start:]:
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:

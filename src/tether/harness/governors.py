@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.middleware import Middleware, turn_start
-from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message
+from tether.harness.middleware import Middleware
+from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, turn_start
 from tether.messages import (
     AssistantMessage,
     Message,

@@ -146,11 +146,12 @@ def _cuts_in_a_row(messages: Sequence[Message]) -> int:
     return count
 
 
-def cut_answer(messages: Sequence[Message], max_tokens: int) -> str | None:
-    """The result for the cut call of the latest reply (None when it has none): an error that
-    states the size a smaller call must stay under."""
+def cut_answer(messages: Sequence[Message], call: ToolCallPart, max_tokens: int) -> str | None:
+    """The result for ``call`` when it is the cut call of the latest reply (else None): an error
+    that states the size a smaller call must stay under."""
     reply = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
-    if reply is None or cut_call(reply) is None:
+    cut = cut_call(reply) if reply is not None else None
+    if reply is None or cut is None or cut.id != call.id:
         return None
     limit = _limit(reply, max_tokens)
     size = max(1, limit // 2 ** _cuts_in_a_row(messages))

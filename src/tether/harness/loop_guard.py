@@ -48,6 +48,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware, ToolCall
+from tether.harness.state import turn_start
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -55,7 +56,6 @@ from tether.messages import (
     TextPart,
     ToolCallPart,
     ToolMessage,
-    UserMessage,
     canonical_arguments,
     clean_text,
     parse_arguments,
@@ -295,18 +295,9 @@ def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact"
     return "near"
 
 
-def _request_start(messages: Sequence[Message]) -> int:
-    """Index just after the person's latest message (a compaction summary is not one)."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, UserMessage) and m.summary_turns is None:
-            return i + 1
-    return 0
-
-
 def _calls_before(messages: Sequence[Message], call_id: str) -> list[_Call]:
     """The calls since the person's latest message that come before ``call_id``, with results."""
-    start = _request_start(messages)
+    start = turn_start(messages)
     results = {m.call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
     calls: list[_Call] = []
     for m in messages[start:]:
@@ -432,7 +423,7 @@ class LoopGuard(Middleware):
         """Judge the latest results that did not pass through :meth:`wrap_tool_call` (answered
         from the read-only cache, or refused by a middleware before this one)."""
         messages = ctx.state.messages
-        start = _request_start(messages)
+        start = turn_start(messages)
         last = next(
             (i for i in range(len(messages) - 1, start - 1, -1) if isinstance(messages[i], AssistantMessage)), None
         )

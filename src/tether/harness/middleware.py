@@ -38,7 +38,7 @@ from typing import Any, Literal
 from tether.errors import ContextOverflowError, ProviderError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.state import conversation_turns
+from tether.harness.state import conversation_turns, turn_start
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.tools.base import ToolResult
@@ -131,16 +131,6 @@ def _bind_tool(
     mw: Middleware, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
 ) -> ToolCall:
     return lambda: mw.wrap_tool_call(ctx, call, args, call_next)
-
-
-def turn_start(messages: Sequence[Message]) -> int:
-    """Where this request's messages begin: after the person's latest message (a compaction
-    summary is not one). The window of the per-turn limits, the loop guard and the governors."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, UserMessage) and m.summary_turns is None:
-            return i + 1
-    return 0
 
 
 def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:

@@ -50,11 +50,13 @@ __all__ = [
     "args_hash",
     "control_message",
     "is_empty_answer",
+    "is_person",
     "kill_waiting_process",
     "new_run_id",
     "pending_tool_calls",
     "reject",
     "steps",
+    "turn_start",
     "wait_for_waiting_process",
     "waiting_process",
 ]
@@ -119,6 +121,21 @@ CONTROL = "[tether control message, not from the user]"
 
 def control_message(text: str) -> UserMessage:
     return UserMessage(content=(TextPart(text=f"{CONTROL} {text}"),))
+
+
+def is_person(message: Message) -> bool:
+    """A message the person wrote: not a compaction summary (it stands for turns) and not a
+    control message (tether speaking, for one request)."""
+    if not isinstance(message, UserMessage) or message.summary_turns is not None:
+        return False
+    first = message.content[0] if message.content else None
+    return not (isinstance(first, TextPart) and first.text.startswith(CONTROL))
+
+
+def turn_start(messages: Sequence[Message]) -> int:
+    """Where this request's messages begin: after the person's latest message (a compaction
+    summary is not one). The window of the per-turn limits, the loop guard and the governors."""
+    return next((i + 1 for i in range(len(messages) - 1, -1, -1) if is_person(messages[i])), 0)
 
 
 LEGACY = "legacy"  # the part of ``RunState.ext`` holding older runs' plug-in fields

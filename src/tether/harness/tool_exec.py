@@ -18,10 +18,10 @@ from tether.errors import RunCancelled
 from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.length import cut_answer, cut_call, too_many_cuts
+from tether.harness.length import cut_answer, too_many_cuts
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, Internal, pump
-from tether.harness.state import ENDED_BY_TOOL, Intent, RunState, ToolStats, args_hash, pending_tool_calls
+from tether.harness.state import ENDED_BY_TOOL, Intent, ToolStats, args_hash, pending_tool_calls
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -276,7 +276,7 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
         decision = Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
         return _Answered(text, "rejected", events=(decision,))
-    cut = cut_answer(state.messages, rc.agent.max_tokens) if _is_cut(state, call) else None
+    cut = cut_answer(state.messages, call, rc.agent.max_tokens)
     if cut is not None:  # the output limit cut it: never run, whatever its arguments look like
         return _Answered(cut, "error")
     if tool is None:
@@ -294,12 +294,6 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
         kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
         return _Waiting(halt, ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind))
     return _Ready(tool, args)
-
-
-def _is_cut(state: RunState, call: ToolCallPart) -> bool:
-    reply = next((m for m in reversed(state.messages) if isinstance(m, AssistantMessage)), None)
-    cut = cut_call(reply) if reply is not None else None
-    return cut is not None and cut.id == call.id
 
 
 def _from_cache(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> _Answered | None:

@@ -18,10 +18,10 @@ import itertools
 from collections.abc import Sequence
 from typing import Literal
 
-from tether.harness.state import CONTROL
+from tether.harness.state import is_person
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 
-__all__ = ["CompletedTurns", "image_reference", "is_person", "model_view"]
+__all__ = ["CompletedTurns", "image_reference", "model_view"]
 
 CompletedTurns = Literal["full", "answers"]
 
@@ -35,15 +35,6 @@ def model_view(
     ``memo`` keeps each message shown in another form, so the next request gets the same object."""
     shown = _answers_only(messages) if completed_turns == "answers" else messages
     return _images_once(shown, {} if memo is None else memo)
-
-
-def is_person(message: Message) -> bool:
-    """A message the person wrote: not a compaction summary (it stands for turns) and not a
-    control message (tether speaking, for one request)."""
-    if not isinstance(message, UserMessage) or message.summary_turns is not None:
-        return False
-    first = message.content[0] if message.content else None
-    return not (isinstance(first, TextPart) and first.text.startswith(CONTROL))
 
 
 def _answers_only(messages: Sequence[Message]) -> Sequence[Message]:
@@ -70,22 +61,21 @@ def image_reference(image: ImagePart) -> TextPart:
 
 
 def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Message]]) -> Sequence[Message]:
-    last_reply = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
-    if last_reply < 0 or not any(_has_image(m) for m in messages[:last_reply]):
+    last_reply = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AssistantMessage)), -1)
+    seen = [i for i in range(last_reply) if _has_image(messages[i])]  # sent before the model's reply
+    if not seen:
         memo.clear()
         return messages
-    out = list(messages)
-    used: dict[int, tuple[Message, Message]] = {}
-    for i in range(last_reply):
-        m = out[i]
-        if isinstance(m, UserMessage | ToolMessage) and _has_image(m):
-            original, shown = memo.get(id(m), (None, None))
-            if original is not m or shown is None:
-                parts = tuple(image_reference(p) if isinstance(p, ImagePart) else p for p in m.content)
-                shown = m.model_copy(update={"content": parts})
-            used[id(m)] = (m, shown)
-            out[i] = shown
-    memo.clear()  # only what this request showed: a message compaction dropped is let go
+    out, used = list(messages), {}
+    for i in seen:
+        m = messages[i]
+        original, shown = memo.get(id(m), (None, None))
+        if original is not m or shown is None:
+            parts = tuple(image_reference(p) if isinstance(p, ImagePart) else p for p in m.content)
+            shown = m.model_copy(update={"content": parts})
+        used[id(m)] = (m, shown)
+        out[i] = shown
+    memo.clear()  # only what this request shows: a message compaction dropped is let go
     memo.update(used)
     return out
 
