@@ -23,7 +23,9 @@ def _agents(tmp_path: Path) -> Path:
         "from tether import Agent\n"
         "from tether.connectors import McpConnector\n"
         f"notes = McpConnector('notes', {{'command': sys.executable, 'args': [{str(PROMPT_SERVER)!r}]}})\n"
-        "agents = {'notes': Agent('scripted/hello', extensions=[notes]), 'plain': Agent('scripted/hello')}\n"
+        "gone = McpConnector('gone', {'command': '/nonexistent/mcp-server'})\n"
+        "agents = {'notes': Agent('scripted/hello', extensions=[notes]), 'plain': Agent('scripted/hello'),\n"
+        "          'broken': Agent('scripted/hello', extensions=[gone])}\n"
     )
     return module
 
@@ -56,3 +58,15 @@ def test_prompts_are_listed_and_a_slash_message_is_sent_filled_in(served: Any, t
         status, why = _sent(c, sid, "/review a.py")
         assert status == 400 and "key=value" in why
         assert c.get(f"/v1/sessions/{sid}").json()["title"].startswith("Please review a.py")
+
+
+def test_a_prompt_whose_server_cannot_start_is_refused_in_words_and_nothing_is_sent(
+    served: Any, tmp_path: Path
+) -> None:
+    s = served(agents_module=_agents(tmp_path))
+    with s.client() as c:
+        assert c.get("/v1/agents/broken/prompts").json() == {"prompts": []}  # listed without it
+        sid = c.post("/v1/sessions", json={"agent": "broken"}).json()["session_id"]
+        r = c.post(f"/v1/sessions/{sid}/messages", json={"text": "/review file=a.py"})
+        assert r.status_code == 503 and "nothing was sent" in r.json()["error"]["message"], r.text
+        assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
-from tether.errors import ConfigError, StoreError, UserError
+from tether.errors import ConfigError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
@@ -1000,6 +1000,8 @@ async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
             found = await expand_prompt(connectors, text)
         except UserError as exc:
             raise ApiError(400, "bad_request", str(exc)) from None
+        except TetherError as exc:  # a server that did not start or answer: nothing was sent
+            raise ApiError(503, "unavailable", f"{exc}; nothing was sent: try again in a moment") from None
     return found if found is not None else text
 
 
