@@ -1,7 +1,9 @@
 """An MCP server that is its own OAuth authorization server (the MCP SDK's auth routes over an
 in-memory provider), on a free loopback port, for the OAuth tests. It prints ``port N`` once it
 listens. Its authorization page approves at once (redirects with a code): the "browser" is the
-test. Access tokens live ``TOKEN_LIFETIME`` seconds (environment, default 3600).
+test. With ``CONSENT=1`` it is a page a person reads instead, with "Allow" and "Deny" links (for the
+tests that drive a real browser). Access tokens live ``TOKEN_LIFETIME`` seconds (environment,
+default 3600).
 
 * metadata: ``/.well-known/oauth-protected-resource/mcp`` (RFC 9728) and
   ``/.well-known/oauth-authorization-server`` (RFC 8414); ``/register`` (RFC 7591); ``/authorize``
@@ -22,6 +24,9 @@ import sys
 import time
 from typing import Any
 
+from html import escape
+from urllib.parse import urlencode
+
 import uvicorn
 from mcp.server.auth.provider import AccessToken, AuthorizationCode, RefreshToken, construct_redirect_uri
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
@@ -29,9 +34,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 LIFETIME = int(os.environ.get("TOKEN_LIFETIME", "3600"))
+CONSENT = os.environ.get("CONSENT") == "1"
 stats: dict[str, Any] = {"registered": 0, "codes": 0, "refreshes": 0, "issued": [], "called_with": []}
 
 
@@ -63,7 +69,11 @@ class Provider:
             resource=params.resource,
         )
         stats["codes"] += 1
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        back = construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        if not CONSENT:
+            return back
+        denied = construct_redirect_uri(str(params.redirect_uri), error="access_denied", state=params.state)
+        return "/consent?" + urlencode({"allow": back, "deny": denied})
 
     async def load_authorization_code(self, client: Any, authorization_code: str) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)
@@ -127,6 +137,15 @@ def main() -> None:
     @server.custom_route("/stats", methods=["GET"])
     async def show(request: Request) -> Response:
         return JSONResponse(stats)
+
+    @server.custom_route("/consent", methods=["GET"])
+    async def consent(request: Request) -> Response:
+        allow, deny = (escape(request.query_params[k], quote=True) for k in ("allow", "deny"))
+        page = (
+            "<!doctype html><title>guarded: sign in</title><h1>tether wants to use your account</h1>"
+            f"<a id=allow href='{allow}'>Allow</a> <a id=deny href='{deny}'>Deny</a>"
+        )
+        return HTMLResponse(page)
 
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning", lifespan="on")
     print(f"port {sock.getsockname()[1]}", flush=True)

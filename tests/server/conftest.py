@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
 
 
 def free_port() -> int:
@@ -147,3 +148,34 @@ def wait_until(check: Callable[[], Any], timeout: float = 20, what: str = "the c
 
 def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+# --- a real headless Chromium, for the tests of the page (Playwright imported only by them) -------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def page(browser: Any, console_errors: list[str]) -> Iterator[Any]:
+    """A fresh page; the test fails if the page throws or logs an error (a CSP violation, a 404)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors = console_errors
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors

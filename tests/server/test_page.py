@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,43 +18,17 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.server.conftest import CHROMIUM
+
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
 )
 
 AGENTS = Path(__file__).with_name("page_agents.py")
-TIMEOUT_MS = 15_000
-expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def console_errors() -> list[str]:
-    return []
-
-
-@pytest.fixture
-def page(browser: Browser, console_errors: list[str]) -> Iterator[Page]:
-    """A fresh page; the test fails if the page throws or logs an error (a CSP violation, a 404)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    errors = console_errors
-    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, errors
+expect.set_options(timeout=15_000)
 
 
 @pytest.fixture

@@ -780,8 +780,83 @@ async function start() {
       location.reload();
     } }));
   }
-  await Promise.all([loadAgents(), loadSessions()]);
+  await Promise.all([loadAgents(), loadSessions(), loadAccounts()]);
   await openSession(decodeURIComponent(location.hash.slice(1)) || null);
+}
+
+// ---- the user's own accounts for MCP servers that sign people in (OAuth per user) ----------------
+//
+// Connect opens the server's authorization page in a new tab; when it sends the browser back to
+// tether, the flow ends there and this list, polled meanwhile, says so. The tab is opened at the
+// click (a later window.open is blocked as a popup) and cut from this page (opener = null) before
+// it leaves for the other site.
+
+const ACCOUNT_POLL_MS = 1500;
+const ACCOUNT_WAIT_MS = 300_000; // the server forgets an unfinished flow after 5 minutes
+
+async function loadAccounts() {
+  let connections = [];
+  try {
+    ({ connections } = await api("/v1/connections"));
+  } catch {
+    connections = [];
+  }
+  $("accounts").hidden = connections.length === 0;
+  $("account-list").replaceChildren(...connections.map(accountItem));
+  return connections;
+}
+
+function accountItem({ server, connected }) {
+  const item = el("li", { class: "account", "data-server": server },
+    el("span", { class: "account-name", text: server }),
+    el("span", { class: "account-state muted", text: connected ? "connected" : "not connected" }));
+  const button = connected
+    ? el("button", { type: "button", class: "link", text: "Disconnect", onclick: () => disconnect(server, item) })
+    : el("button", { type: "button", class: "link", text: "Connect", onclick: () => connect(server, item) });
+  item.append(button);
+  return item;
+}
+
+function accountFailed(item, message) {
+  item.querySelector(".error")?.remove();
+  item.append(el("p", { class: "error", role: "alert", text: message }));
+}
+
+async function connect(server, item) {
+  const tab = window.open("about:blank", "_blank");
+  if (tab) tab.opener = null;
+  item.querySelector("button").disabled = true;
+  item.querySelector(".account-state").textContent = "waiting for the sign-in…";
+  let url;
+  try {
+    ({ authorize_url: url } = await api(`/v1/connections/${encodeURIComponent(server)}`, { method: "POST" }));
+  } catch (err) {
+    tab?.close();
+    await loadAccounts();
+    accountFailed($("account-list").querySelector(`[data-server="${CSS.escape(server)}"]`) || item, `Not connected: ${err.message}`);
+    return;
+  }
+  if (tab) tab.location.href = url;
+  else item.append(el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: "Open the sign-in page" }));
+  const until = Date.now() + ACCOUNT_WAIT_MS;
+  while (Date.now() < until) {
+    await sleep(ACCOUNT_POLL_MS);
+    const connections = await loadAccounts();
+    if (connections.some((c) => c.server === server && c.connected)) return;
+    if (tab?.closed) break; // given up in the tab, or denied there
+  }
+  const shown = $("account-list").querySelector(`[data-server="${CSS.escape(server)}"]`);
+  if (shown) accountFailed(shown, "Not connected: the sign-in did not finish. Connect again to retry.");
+}
+
+async function disconnect(server, item) {
+  try {
+    await api(`/v1/connections/${encodeURIComponent(server)}`, { method: "DELETE" });
+  } catch (err) {
+    accountFailed(item, `Not disconnected: ${err.message}`);
+    return;
+  }
+  await loadAccounts();
 }
 
 $("login-form").addEventListener("submit", (e) => {
