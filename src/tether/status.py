@@ -11,6 +11,7 @@ from tether.usage import Usage
 __all__ = [
     "ApprovalInterruption",
     "CancelledInterruption",
+    "ElicitationInterruption",
     "Interruption",
     "MaxBudgetInterruption",
     "MaxTurnsInterruption",
@@ -85,6 +86,22 @@ class SubagentInterruption(_Frozen):
     child: Interruption
 
 
+class ElicitationInterruption(_Frozen):
+    """An MCP server asked the person for input during call ``call_id`` (elicitation) in a run that
+    cannot ask at a terminal. Approving with ``content`` (the form's values) accepts; rejecting
+    declines. The call is made again on resume, and the server's same question is answered with
+    that answer."""
+
+    type: Literal["elicitation"] = "elicitation"
+    call_id: str
+    tool_name: str
+    server: str
+    message: str
+    requested_schema: dict[str, Any] | None = None  # the form: a flat JSON Schema object
+    url: str | None = None  # or a page to open (URL mode)
+    key: str  # identifies the question: the same one asked again is answered from the person's word
+
+
 class MaxTurnsInterruption(_Frozen):
     type: Literal["max_turns"] = "max_turns"
     max_turns: int
@@ -106,6 +123,7 @@ Interruption = Annotated[
     | OutcomeUnknownInterruption
     | GuardrailInterruption
     | SubagentInterruption
+    | ElicitationInterruption
     | MaxTurnsInterruption
     | MaxBudgetInterruption
     | CancelledInterruption,

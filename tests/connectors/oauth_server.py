@@ -22,9 +22,8 @@ import secrets
 import socket
 import sys
 import time
-from typing import Any
-
 from html import escape
+from typing import Any
 from urllib.parse import urlencode
 
 import uvicorn

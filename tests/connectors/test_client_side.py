@@ -88,14 +88,18 @@ def test_a_served_run_never_asks_at_the_servers_terminal() -> None:
         return "y"
 
     s = ClientSide("srv", {"sampling_model": "scripted/hello"}, Asker(ask))
-    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState())
+    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), call_id="c1")
 
     async def served() -> tuple[Any, Any]:
         with acting_as("alice"):
             return await s.elicitation(params), await s.sampling(REQUEST)
 
     elicited, sampled = asyncio.run(served())
-    assert elicited == types.ElicitResult(action="decline")
+    assert elicited == types.ElicitResult(action="cancel")  # the run stops to ask its user instead
     assert isinstance(sampled, types.ErrorData) and "tether serve cannot ask" in sampled.message
-    assert asked == [] and "cannot ask its user yet" in s.log[-1]
+    assert asked == []
+    s.current = None
+    assert asyncio.run(served())[0] == types.ElicitResult(action="decline")  # no call to stop
+    assert "outside a tool call of a run" in s.log[-1]
+    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState())
     assert asyncio.run(s.elicitation(params)).action == "accept"  # outside a served run: asked

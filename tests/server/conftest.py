@@ -58,9 +58,16 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 
     started: list[Served] = []
 
-    def start(agents_module: str | Path | None = None, tokens: list[str] | None = None, config: str = "") -> Served:
-        home = tmp_path / f"home{len(started)}"
-        home.mkdir()
+    def start(
+        agents_module: str | Path | None = None,
+        tokens: list[str] | None = None,
+        config: str = "",
+        home: Path | None = None,
+    ) -> Served:
+        """``home``: an earlier server's, to start again where it stopped."""
+        if home is None:
+            home = tmp_path / f"home{len(started)}"
+            home.mkdir()
         workspace = tmp_path / f"workspace{len(started)}"
         shutil.copytree(EXAMPLE_WORKSPACE, workspace)
         if config:

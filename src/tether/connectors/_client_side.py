@@ -10,14 +10,21 @@ budget is spent, its tokens are at most ``sampling_max_tokens`` (default 1,024),
 
 Elicitation (``[mcp.NAME] elicitation``): ``"ask"`` (the default) asks the person at the terminal,
 one field of the server's form at a time (an empty answer to the first question declines); with no
-terminal, or ``"deny"``, the request is declined, and the server reads that it was.
+terminal, or ``"deny"``, the request is declined, and the server reads that it was. In a run of
+``tether serve`` the question stops the run instead (an ``ElicitationInterruption``): the server is
+told ``cancel``, the call's result is dropped, and when the person answers (a decision, with the
+form's values as ``content``) the call is made again and the server's same question is answered
+with what they said. Each call's answers are kept in the run's state, in the order asked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +35,13 @@ if TYPE_CHECKING:
 
     from tether.tools.base import ToolContext
 
-__all__ = ["Asker", "ClientSide"]
+__all__ = ["ELICITED", "Asker", "ClientSide"]
 
 log = logging.getLogger("tether.connectors")
 
 MAX_PER_CALL = 10
 DEFAULT_MAX_TOKENS = 1024
+ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
 
 
 def _served() -> bool:
@@ -68,15 +76,64 @@ class Asker:
 
 @dataclass
 class ClientSide:
-    """The answers for one connector; ``current`` is the tool call in flight (its run)."""
+    """The answers for one connection of a connector. ``calls`` are its tool calls in flight, in
+    the order they started; a request of the server belongs to the first (MCP does not say which
+    call a request comes from, so with two calls of one server at once the earlier one asks)."""
 
     server: str
     config: dict[str, Any]
     asker: Asker
-    current: ToolContext | None = None
-    samples: int = 0  # made during the current call
+    calls: list[ToolContext] = field(default_factory=list)
+    samples: Counter[str] = field(default_factory=Counter)  # sampling requests, per call in flight
+    asked: Counter[str] = field(default_factory=Counter)  # elicitations in this attempt, per call
+    pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
+    names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
     settings: Any = None
     log: list[str] = field(default_factory=list)
+
+    def fresh(self) -> ClientSide:
+        """One for another connection: the same server, settings, person and log, no calls."""
+        return ClientSide(self.server, self.config, self.asker, settings=self.settings, log=self.log)
+
+    @property
+    def current(self) -> ToolContext | None:
+        return self.calls[0] if self.calls else None
+
+    @current.setter
+    def current(self, ctx: ToolContext | None) -> None:
+        self.calls = [ctx] if ctx is not None else []
+
+    def begin(self, ctx: ToolContext, tool_name: str) -> None:
+        """A call starts: a person's answer to a question it stopped for is kept for it to use."""
+        self.calls.append(ctx)
+        key = ctx.call_id or ""
+        self.names[key] = tool_name
+        self.samples[key] = self.asked[key] = 0
+        self.pending.pop(key, None)
+        from tether.status import ElicitationInterruption
+
+        state = ctx.state
+        answer = state.answer if state is not None else None
+        if state is None or answer is None or not isinstance(answer.question, ElicitationInterruption):
+            return
+        question = answer.question
+        if question.call_id != ctx.call_id or question.server != self.server:
+            return
+        state.answer = None
+        said = {"key": question.key, "action": "accept" if answer.approved else "decline"}
+        if answer.approved and answer.content is not None:
+            said["content"] = answer.content
+        state.ext_state(ELICITED).setdefault(key, []).append(said)
+
+    def end(self, ctx: ToolContext) -> Any:
+        """A call ended: the question it must stop for, if the server asked one nobody answered."""
+        key = ctx.call_id or ""
+        if ctx in self.calls:
+            self.calls.remove(ctx)
+        self.samples.pop(key, None)
+        self.asked.pop(key, None)
+        self.names.pop(key, None)
+        return self.pending.pop(key, None)
 
     async def sampling(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
         import mcp_types as types
@@ -96,7 +153,7 @@ class ClientSide:
             return f'sampling is off for this server (sampling = "deny" in [mcp.{self.server}])'
         if ctx is None or ctx.state is None:
             return "tether answers sampling requests only during one of this server's tool calls in a run"
-        if self.samples >= MAX_PER_CALL:
+        if self.samples[ctx.call_id or ""] >= MAX_PER_CALL:
             return f"this tool call already made {MAX_PER_CALL} sampling requests, tether's limit per call"
         if ctx.budget_left_usd is not None and ctx.budget_left_usd <= 0:
             return "the run's budget is spent"
@@ -148,7 +205,7 @@ class ClientSide:
         request = ModelRequest(
             model=resolved.model_id, messages=messages, system=params.system_prompt, max_tokens=limit
         )
-        self.samples += 1
+        self.samples[ctx.call_id or ""] += 1
         try:
             reply = (await resolved.provider.complete(request)).message
         finally:
@@ -168,12 +225,11 @@ class ClientSide:
     async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
         import mcp_types as types
 
-        if (self.config.get("elicitation") or "ask") == "deny" or self.asker.ask is None:
+        if (self.config.get("elicitation") or "ask") == "deny":
             return types.ElicitResult(action="decline")
         if _served():  # never asked at the server's own terminal: its users are elsewhere
-            why = f"elicitation by {self.server} declined: a run of tether serve cannot ask its user yet"
-            self.log.append(why)
-            log.warning("%s", why)
+            return self._stop_to_ask(params)
+        if self.asker.ask is None:
             return types.ElicitResult(action="decline")
         ask = self.asker.ask
         if isinstance(params, types.ElicitRequestURLParams):
@@ -196,6 +252,44 @@ class ClientSide:
                 continue
             answers[name] = _coerce(said.strip(), prop)
         return types.ElicitResult(action="accept", content=answers)
+
+    def _stop_to_ask(self, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """In a served run: the person's answer when they gave one to this question for this call,
+        else the run stops to ask them (the server is told ``cancel`` meanwhile)."""
+        import mcp_types as types
+
+        from tether.status import ElicitationInterruption
+
+        ctx = self.current
+        if ctx is None or ctx.state is None or not ctx.call_id:
+            why = f"elicitation by {self.server} declined: it came outside a tool call of a run"
+            self.log.append(why)
+            log.warning("%s", why)
+            return types.ElicitResult(action="decline")
+        url = params.url if isinstance(params, types.ElicitRequestURLParams) else None
+        schema = None if url is not None else dict(getattr(params, "requested_schema", None) or {})
+        asked = {"server": self.server, "message": params.message, "schema": schema, "url": url}
+        key = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        answers: list[dict[str, Any]] = ctx.state.ext_state(ELICITED).setdefault(ctx.call_id, [])
+        n = self.asked[ctx.call_id]
+        self.asked[ctx.call_id] += 1
+        if n < len(answers) and answers[n].get("key") == key:
+            said = answers[n]
+            return types.ElicitResult(action=said["action"], content=said.get("content"))
+        del answers[n:]  # asked something else this time: the later answers were to other questions
+        self.pending.setdefault(
+            ctx.call_id,
+            ElicitationInterruption(
+                call_id=ctx.call_id,
+                tool_name=self.names.get(ctx.call_id, ""),
+                server=self.server,
+                message=params.message,
+                requested_schema=schema,
+                url=url,
+                key=key,
+            ),
+        )
+        return types.ElicitResult(action="cancel")
 
 
 def _coerce(said: str, prop: dict[str, Any]) -> Any:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
 from tether.harness.extension import Extension
-from tether.tools.base import ToolContext, ToolResult
+from tether.tools.base import ToolContext, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
     import mcp_types
@@ -145,6 +145,7 @@ class _Live:
     restarted: bool = False
     down: str | None = None
     refresh: asyncio.Future[None] | None = None  # the tool list being read again
+    side: Any = None  # what the server asks of this connection's runs (a ClientSide of its own)
 
 
 class McpConnector(Extension):
@@ -213,7 +214,7 @@ class McpConnector(Extension):
                 return
             live.restarted, live.down = False, None
             try:
-                live.link = await self._connect()
+                live.link = await self._connect(live)
             except BaseException:
                 live.users -= 1
                 self._forget(live)
@@ -346,8 +347,9 @@ class McpConnector(Extension):
         link = await self._usable(live)
         if link is None:
             return _error(f"server {self.server} is down: {live.down}")
-        side = self.client_side
-        side.current, side.samples = ctx, 0  # what a sampling request during the call belongs to
+        side = live.side
+        side.begin(ctx, tool.name)  # what the server asks during the call belongs to it
+        asked = None
         try:
             answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
@@ -366,7 +368,9 @@ class McpConnector(Extension):
                 f"({exc}). {_outcome(tool)}"
             )
         finally:
-            side.current = None
+            asked = side.end(ctx)
+        if asked is not None:  # the server asked the person something: the run stops for it
+            raise ToolInterrupt(f"the MCP server {self.server} asks you: {asked.message}", asked, ended=True)
         return to_tool_result(result, self.max_result_chars)
 
     async def _usable(self, live: _Live) -> Link | None:
@@ -401,7 +405,7 @@ class McpConnector(Extension):
         live.restarted = True
         log.warning("MCP server %s stopped (%s); restarting it", self.server, reason)
         try:
-            live.link = await self._connect()
+            live.link = await self._connect(live)
         except ConfigError as exc:
             live.link, live.down = None, f"{reason}, and it did not start again: {exc}"
 
@@ -424,9 +428,9 @@ class McpConnector(Extension):
 
     def _state(self) -> _Live:
         with self._guard:
-            return self._live.setdefault(self._here(), _Live())
+            return self._live.setdefault(self._here(), _Live(side=self.client_side.fresh()))
 
-    async def _connect(self) -> Link:
+    async def _connect(self, live: _Live) -> Link:
         try:
             from tether.connectors._link import Link, StartFailed
         except ImportError as exc:
@@ -434,7 +438,7 @@ class McpConnector(Extension):
         from tether.connectors._link import Hooks
 
         reach = self._reach()
-        side = self.client_side
+        side = live.side
         hooks = Hooks(
             roots=[self.workspace or Path.cwd()],
             tools_changed=self._tools_changed,

@@ -150,6 +150,7 @@ class Answer(BaseModel):
     approved: bool
     reason: str = ""
     question: Interruption
+    content: dict[str, Any] | None = None  # what the person filled in, for a question that is a form
 
 
 class RunState(BaseModel):
@@ -403,19 +404,24 @@ def _old_order(
     return (older[0] if older else None), call_id
 
 
-def approve(state: RunState, call_id: str | None = None, *, reason: str | None = None) -> None:
+def approve(
+    state: RunState, call_id: str | None = None, *, reason: str | None = None, content: dict[str, Any] | None = None
+) -> None:
     """Approve the call the run stopped for (or ``call_id``), bound to its current arguments.
 
     A ``reason`` is written, in words, before the call's result (the model reads it) and goes with
     the ``decision`` event. For a call whose outcome is unknown (it started before a crash and left
     no result), approving means "run it again"; tether still refuses while the process it started
     is alive. For a question a middleware or a tool asked (a sub-agent's, a policy's), the
-    answer is kept in ``state.answer`` for it to read when the run resumes."""
+    answer is kept in ``state.answer`` for it to read when the run resumes; ``content`` is a form's
+    values, for a question that is one (an MCP server's elicitation)."""
     words = (reason or "").strip()
     question = _plugin_question(state, call_id)
     if question is not None:
-        state.answer = Answer(approved=True, reason=words, question=question)
+        state.answer = Answer(approved=True, reason=words, question=question, content=content)
         return
+    if content is not None:
+        raise UserError(f"run {state.run_id} is not waiting for a form; content answers an elicitation only")
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
     state.rejected.pop(target.id, None)

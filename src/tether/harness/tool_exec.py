@@ -497,6 +497,8 @@ def _held(rc: RunContext, call: ToolCallPart, exc: ToolInterrupt | RunCancelled,
             rc.stop(Stop("interrupted", exc.reason, exc.interruption))
         else:
             rc.stop(Stop.cancelled(exc.reason))
+    if isinstance(exc, ToolInterrupt) and exc.ended:
+        rc.state.intents.pop(call.id, None)  # not an unknown outcome: the attempt ended to ask
     status = "interrupted" if isinstance(exc, ToolInterrupt) else "cancelled"
     return ToolResultEvent(rc.state.run_id, call.id, call.name, ok=False, ms=round(ms, 3), status=status)
 

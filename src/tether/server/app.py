@@ -95,6 +95,11 @@ class DecisionBody(_Body):
     reason: StrictStr | None = Field(
         None, max_length=2000, description="why, in words: the model reads it (a rejection's as the call's refusal)"
     )
+    content: dict[str, Any] | None = Field(
+        None,
+        description="for an MCP server's question (waiting type elicitation): the form's values by field name; "
+        "approve sends them, reject declines",
+    )
 
 
 class ResumeBody(_Body):
@@ -860,12 +865,31 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
             )
         call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
         if body.approve:
-            approve(state, call_id, reason=body.reason)
+            approve(state, call_id, reason=body.reason, content=_elicited(asked, body.content))
         else:
             reject(state, call_id, reason=body.reason)
         session = core.store.session(turn.session_id, user)
         core.manager.resume(turn, state, session.chosen if session else {})
         return run_view(core, turn, state)
+
+
+def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The answer to an MCP server's form, checked against its schema before the run goes on."""
+    if asked["type"] != "elicitation":
+        if content is not None:
+            raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
+        return None
+    schema = asked.get("requested_schema")
+    if schema is None:  # a page to open: there is nothing to fill in
+        return None
+    from tether.connectors._schemas import validate
+    from tether.server.widgets import form_values
+
+    values = form_values(schema, content or {})
+    problems = validate(f"the form of {asked['server']}", schema, values)
+    if problems:
+        raise ApiError(400, "bad_request", f"the answer does not fit the form: {'; '.join(problems)}")
+    return values
 
 
 def _resume_routes(app: FastAPI, core: Core) -> None:

@@ -188,9 +188,13 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     data = w.model_dump(mode="json")
     if w.type == "guardrail":
         data |= {"call_id": f"guardrail:{data['key']}", "args_hash": args_hash(data["key"])}
-    elif w.type == "subagent":
+    elif w.type in ("subagent", "elicitation"):
         call = next((c for c in pending_tool_calls(state) if c.id == data["call_id"]), None)
         data["args_hash"] = args_hash(call.arguments if call is not None else "")
+    if w.type == "elicitation" and w.requested_schema is not None:
+        from tether.server.widgets import schema_form
+
+        data["form"] = schema_form(w.requested_schema, title=w.message)
     return data
 
 

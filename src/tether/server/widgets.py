@@ -13,12 +13,24 @@ choice), and one button per series whose label asks to configure it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.tools.base import FunctionTool, ToolResult
 
-__all__ = ["Configurator", "buttons", "checkbox", "form", "number", "select", "spec_form", "text"]
+__all__ = [
+    "Configurator",
+    "buttons",
+    "checkbox",
+    "form",
+    "form_values",
+    "number",
+    "schema_form",
+    "select",
+    "spec_form",
+    "text",
+]
 
 _TYPES = ("select", "number", "text", "checkbox")
 
@@ -111,6 +123,61 @@ def spec_form(spec_list: Sequence[Mapping[str, Any]], *, title: str = "", submit
         else:
             fields.append(select(code, label, spec.get("options") or [], spec.get("default")))
     return form(fields, title=title, submit=submit)
+
+
+def schema_form(schema: Mapping[str, Any], *, title: str = "", submit: str = "Send") -> dict[str, Any]:
+    """The page's form for a flat JSON Schema object (an MCP server's elicitation): a choice for an
+    ``enum`` (or ``oneOf`` of ``const``), a number, a checkbox, else text; a list is typed with
+    commas between its items. Each field says whether it is ``required``; ``value`` is the
+    schema's ``default``."""
+    required = set(schema.get("required") or [])
+    fields = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        label = str(prop.get("title") or name)
+        if prop.get("description"):
+            label += f" ({prop['description']})"
+        choices = _choices(prop)
+        kind = prop.get("type")
+        field: dict[str, Any]
+        if choices:
+            field = {"type": "select", "options": choices}
+        elif kind in ("number", "integer"):
+            field = {"type": "number", "step": 1 if kind == "integer" else None}
+            field |= {k: prop[src] for k, src in (("min", "minimum"), ("max", "maximum")) if src in prop}
+        elif kind == "boolean":
+            field = {"type": "checkbox"}
+        else:
+            field = {"type": "text"}
+        field |= {"name": str(name), "label": label, "required": name in required}
+        if "default" in prop:
+            default = prop["default"]
+            field["value"] = ", ".join(map(str, default)) if isinstance(default, list) else default
+        fields.append({k: v for k, v in field.items() if v is not None})
+    return {"kind": "form", "title": title, "submit": submit, "fields": fields}
+
+
+def _choices(prop: Mapping[str, Any]) -> list[str]:
+    options = prop.get("enum") or [o.get("const") for o in prop.get("oneOf") or [] if isinstance(o, Mapping)]
+    return [str(o) for o in options if o is not None]
+
+
+def form_values(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a person typed into :func:`schema_form`'s form, as the schema's types: numbers from
+    their text, a list from its comma-separated items; an empty optional field is left out."""
+    props = schema.get("properties") or {}
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        kind = (props.get(name) or {}).get("type")
+        if value is None or value == "":
+            continue
+        if isinstance(value, str) and kind in ("number", "integer"):
+            with contextlib.suppress(ValueError):  # if not a number, the schema's check says so
+                value = int(value) if kind == "integer" else float(value)
+        elif isinstance(value, str) and kind == "array":
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        out[name] = value
+    return out
 
 
 class Configurator:

@@ -107,12 +107,16 @@ class ToolContext:
 
 class ToolInterrupt(Exception):
     """Raised by a tool to stop the run for a person with its call left pending (the loop turns it
-    into an ``interrupted`` exit; a resume runs the call again)."""
+    into an ``interrupted`` exit; a resume runs the call again).
 
-    def __init__(self, reason: str, interruption: Any) -> None:
+    ``ended``: this attempt of the call is over and left nothing under way (it stopped to ask
+    before it acted), so the resume runs it again without asking whether it did its work."""
+
+    def __init__(self, reason: str, interruption: Any, *, ended: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.interruption = interruption
+        self.ended = ended
 
 
 @runtime_checkable

@@ -297,9 +297,10 @@ class Turn {
     if (this.waiting?.call_id === waiting.call_id && this.card?.isConnected) return;
     const known = this.steps.has(waiting.call_id) || waiting.tool_name;
     const step = known ? this.step(waiting) : null;
-    if (step) this.setBadge(step, waiting.type === "outcome_unknown" ? "outcome unknown" : "needs approval");
+    const badge = { outcome_unknown: "outcome unknown", elicitation: "asks you" }[waiting.type] || "needs approval";
+    if (step) this.setBadge(step, badge);
     this.card?.remove();
-    this.card = approvalCard(this, waiting);
+    this.card = waiting.type === "elicitation" ? questionCard(this, waiting) : approvalCard(this, waiting);
     if (step) step.node.append(this.card);
     else this.place(this.card);
     this.waiting = waiting;
@@ -310,15 +311,14 @@ class Turn {
   }
 
   // Marks the call decided: when the decision was posted, and again (idempotent) when its event comes.
-  decided(callId, approved, reason, ev = null) {
+  decided(callId, approved, reason, ev = null, words = approved ? "Allowed" : "Denied") {
     const step = (ev || this.steps.has(callId)) ? this.step(ev || { call_id: callId }) : null;
     if (step) this.setBadge(step, approved ? "approved" : "rejected");
     if (this.waiting?.call_id === callId) {
       this.card?.remove();
       this.waiting = null;
     }
-    const said = approved ? "Allowed" : "Denied";
-    const text = reason ? `${said}: ${reason}` : said;
+    const text = reason ? `${words}: ${reason}` : words;
     const line = this.node.querySelector(`.decision[data-call="${CSS.escape(callId)}"]`);
     if (line) {
       if (reason) line.textContent = text; // an event without words keeps the ones typed
@@ -472,7 +472,41 @@ function approvalCard(turn, ev) {
   return card;
 }
 
-function formWidget(widget) {
+// A form a tool offered (its values become the next message), or an MCP server's question
+// (`onSubmit` sends them as the answer instead).
+// An MCP server asks the person during a tool call (elicitation): its form, or a page to open.
+// Sending answers the server (the call is made again with the answer); Decline says no.
+function questionCard(turn, ev) {
+  const error = el("p", { class: "error", role: "alert" });
+  const card = el("div", { class: "approval question", role: "group", "aria-label": `${ev.server} asks you` },
+    el("p", { class: "approval-q" }, el("strong", { text: ev.server }), " asks you: ", el("span", { text: ev.message })));
+  const answer = async (approve, content, form = null) => {
+    card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
+    try {
+      await api(`/v1/runs/${encodeURIComponent(turn.runId)}/decision`, {
+        method: "POST", body: { call_id: ev.call_id, args_hash: ev.args_hash, approve, content },
+      });
+      turn.decided(ev.call_id, approve, "", null, approve ? "Answered" : "Declined");
+      turn.status.textContent = "Thinking…";
+      follow(turn);
+    } catch (err) {
+      error.textContent = err.message;
+      card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = false; });
+      if (form) form.classList.remove("used");
+    }
+  };
+  if (ev.form) {
+    card.append(formWidget({ ...ev.form, title: "" }, (values, form) => answer(true, values, form)));
+  } else if (ev.url) {
+    card.append(el("p", {}, el("a", { href: ev.url, target: "_blank", rel: "noopener noreferrer", text: ev.url })),
+      el("button", { type: "button", class: "allow", text: "Done", onclick: () => answer(true) }));
+  }
+  card.append(el("div", { class: "approval-buttons" },
+    el("button", { type: "button", class: "deny", text: "Decline", onclick: () => answer(false) })), error);
+  return card;
+}
+
+function formWidget(widget, onSubmit = null) {
   const inputs = [];
   const form = el("form", { class: "widget widget-form" });
   if (widget.title) form.append(el("h3", { text: widget.title }));
@@ -491,6 +525,7 @@ function formWidget(widget) {
     } else {
       input = el("input", { type: "text", name, value: field.value ?? "" });
     }
+    if (field.required && field.type !== "checkbox") input.required = true;
     inputs.push({ field, input });
     const label = String(field.label ?? name);
     form.append(field.type === "checkbox"
@@ -516,7 +551,8 @@ function formWidget(widget) {
       said.push(`${field.label ?? field.name}: ${shown}`);
     }
     disableWidget(form);
-    sendMessage(said.join("; "), values);
+    if (onSubmit) onSubmit(values, form);
+    else sendMessage(said.join("; "), values);
   });
   return form;
 }
