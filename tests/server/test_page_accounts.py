@@ -77,7 +77,7 @@ def listing(server: Any, user: str) -> list[dict[str, Any]]:
 
 
 def test_a_person_connects_their_account_in_a_browser_and_their_run_uses_it(
-    page: Page, server: Any, auth_server: str
+    server: Any, page: Page, auth_server: str
 ) -> None:
     signed_in(page, server, "alice")
     expect(page.locator("#accounts")).to_be_visible()
@@ -114,7 +114,7 @@ def test_a_person_connects_their_account_in_a_browser_and_their_run_uses_it(
     assert listing(server, "alice") == [{"server": "guarded", "connected": False}]
 
 
-def test_deny_in_the_browser_leaves_the_account_unconnected_and_says_so(page: Page, server: Any) -> None:
+def test_deny_in_the_browser_leaves_the_account_unconnected_and_says_so(server: Any, page: Page) -> None:
     signed_in(page, server, "bob")
     with page.context.expect_page() as opened:
         account(page).get_by_role("button", name="Connect").click()
