@@ -216,3 +216,41 @@ def test_a_subscribed_resource_says_when_it_changed(tmp_path: Path) -> None:
         raise AssertionError("the subscription ended")
 
     assert session(connector, work) == uri
+
+
+def test_in_a_served_run_its_question_stops_the_run_and_the_answer_reaches_it(transport: str, request: Any) -> None:
+    """``trigger-elicitation-request`` in a run of `tether serve` (no terminal to ask at): the run
+    stops with the server's form; the person's answer, given as a decision, reaches the server when
+    the call is made again."""
+    from tether import Agent, approve, run_sync
+    from tether.connectors._acting import acting_as
+    from tether.messages import ToolMessage
+    from tether.providers.scripted import call
+    from tether.server.widgets import schema_form
+    from tether.testing import FunctionModel
+
+    http = request.getfixturevalue("http_url") if transport == "http" else None
+    sse = request.getfixturevalue("sse_url") if transport == "sse" else None
+    nobody = Person({})  # must never be asked: a served run's questions go to its user
+
+    def reply(messages: list[Any], _: Any) -> Any:
+        answers = [m for m in messages if isinstance(m, ToolMessage)]
+        return f"said: {answers[-1].text}" if answers else call("c1", "every__trigger-elicitation-request", {})
+
+    connector = McpConnector("every", {**table(transport, http, sse), "approval": "never"}, asker=Asker(nobody.ask))
+    agent = Agent(FunctionModel(reply), extensions=[connector], max_turns=4)
+    state = RunState()
+    with acting_as(None):
+        first = run_sync(agent, "go", state=state)
+        asked = first.interruption
+        assert first.status == "interrupted" and asked is not None and asked.type == "elicitation"
+        assert asked.server == "every" and asked.requested_schema is not None
+        fields = {f["name"]: f for f in schema_form(asked.requested_schema)["fields"]}
+        assert fields["email"]["input"] == "email" and fields["birthdate"]["input"] == "date"
+        assert fields["titledSingleSelectEnum"]["option_labels"]["hero-2"] == "Green Lantern"
+        assert fields["untitledMultipleSelectEnum"]["multiple"] is True
+        approve(state, content={"name": "Grace Hopper", "check": True, "email": "grace@example.com", "integer": 7})
+        done = run_sync(agent, state=state)
+    assert done.status == "completed", done.reason
+    assert "Name: Grace Hopper" in done.text and "grace@example.com" in done.text
+    assert nobody.asked == []

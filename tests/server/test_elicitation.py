@@ -149,3 +149,41 @@ def test_a_restart_between_the_question_and_the_answer_loses_nothing(served: Any
         assert answer(c, run_id, waiting, True, {"name": "Lin", "guests": 2}).status_code == 202
         assert finished(c, run_id)["status"] == "completed"
     assert bookings.read_text() == "Friday for Lin, 2 guests, window no\n"
+
+
+def test_the_form_of_a_schema_and_the_values_typed_into_it() -> None:
+    from tether.server.widgets import form_values, schema_form
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 1, "default": 2},
+            "x": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "pick": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "Alpha"}, {"const": "b"}]}},
+            "when": {"type": "string", "format": "date"},
+            "note": {"type": "string"},
+        },
+        "required": ["n"],
+    }
+    fields = {f["name"]: f for f in schema_form(schema)["fields"]}
+    assert fields["n"] == {
+        "type": "number",
+        "step": 1,
+        "min": 1,
+        "name": "n",
+        "label": "n",
+        "required": True,
+        "value": 2,
+    }
+    assert fields["pick"]["multiple"] is True and fields["pick"]["option_labels"] == {"a": "Alpha", "b": "b"}
+    assert fields["tags"]["type"] == "text" and fields["when"]["input"] == "date"
+    typed = {"n": "3", "x": "1.5", "tags": "red, blue ,", "pick": ["a"], "note": "", "when": "2026-12-05"}
+    assert form_values(schema, typed) == {
+        "n": 3,
+        "x": 1.5,
+        "tags": ["red", "blue"],
+        "pick": ["a"],
+        "when": "2026-12-05",
+    }
+    assert form_values(schema, {"n": "three"}) == {"n": "three"}  # left for the schema's check to refuse

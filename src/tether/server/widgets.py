@@ -137,29 +137,39 @@ def schema_form(schema: Mapping[str, Any], *, title: str = "", submit: str = "Se
         label = str(prop.get("title") or name)
         if prop.get("description"):
             label += f" ({prop['description']})"
-        choices = _choices(prop)
         kind = prop.get("type")
+        many = kind == "array" and isinstance(prop.get("items"), Mapping)
+        choices = _choices(prop["items"] if many else prop)
         field: dict[str, Any]
         if choices:
-            field = {"type": "select", "options": choices}
+            field = {"type": "select", "options": list(choices), "multiple": many or None}
+            if any(label != value for value, label in choices.items()):
+                field["option_labels"] = choices
         elif kind in ("number", "integer"):
             field = {"type": "number", "step": 1 if kind == "integer" else None}
             field |= {k: prop[src] for k, src in (("min", "minimum"), ("max", "maximum")) if src in prop}
         elif kind == "boolean":
             field = {"type": "checkbox"}
         else:
-            field = {"type": "text"}
+            field = {"type": "text", "input": _INPUTS.get(str(prop.get("format")))}
         field |= {"name": str(name), "label": label, "required": name in required}
         if "default" in prop:
             default = prop["default"]
-            field["value"] = ", ".join(map(str, default)) if isinstance(default, list) else default
+            field["value"] = ", ".join(map(str, default)) if isinstance(default, list) and not choices else default
         fields.append({k: v for k, v in field.items() if v is not None})
     return {"kind": "form", "title": title, "submit": submit, "fields": fields}
 
 
-def _choices(prop: Mapping[str, Any]) -> list[str]:
-    options = prop.get("enum") or [o.get("const") for o in prop.get("oneOf") or [] if isinstance(o, Mapping)]
-    return [str(o) for o in options if o is not None]
+_INPUTS = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}  # the browser's checks
+
+
+def _choices(prop: Mapping[str, Any]) -> dict[str, str]:
+    """The values offered (each with its title): an ``enum``, or ``oneOf``/``anyOf`` of ``const``."""
+    if prop.get("enum"):
+        names = prop.get("enumNames") or []
+        return {str(v): str(names[i]) if i < len(names) else str(v) for i, v in enumerate(prop["enum"])}
+    consts = [o for o in prop.get("oneOf") or prop.get("anyOf") or [] if isinstance(o, Mapping) and "const" in o]
+    return {str(o["const"]): str(o.get("title") or o["const"]) for o in consts}
 
 
 def form_values(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -514,16 +514,18 @@ function formWidget(widget, onSubmit = null) {
     const name = String(field.name);
     let input;
     if (field.type === "select") {
-      input = el("select", { name });
+      input = el("select", { name, multiple: Boolean(field.multiple) });
+      const chosen = Array.isArray(field.value) ? field.value.map(String) : [String(field.value)];
       for (const option of field.options || []) {
-        input.append(el("option", { value: String(option), text: String(option), selected: option === field.value }));
+        const text = String(field.option_labels?.[option] ?? option);
+        input.append(el("option", { value: String(option), text, selected: chosen.includes(String(option)) }));
       }
     } else if (field.type === "checkbox") {
       input = el("input", { type: "checkbox", name, checked: Boolean(field.value) });
     } else if (field.type === "number") {
       input = el("input", { type: "number", name, min: field.min, max: field.max, step: field.step ?? "any", value: field.value ?? "" });
     } else {
-      input = el("input", { type: "text", name, value: field.value ?? "" });
+      input = el("input", { type: field.input || "text", name, value: field.value ?? "" });
     }
     if (field.required && field.type !== "checkbox") input.required = true;
     inputs.push({ field, input });
@@ -544,6 +546,9 @@ function formWidget(widget, onSubmit = null) {
       if (field.type === "checkbox") {
         value = input.checked;
         shown = value ? "yes" : "no";
+      } else if (field.multiple) {
+        value = [...input.selectedOptions].map((o) => o.value);
+        shown = [...input.selectedOptions].map((o) => o.textContent).join(", ");
       } else if (field.type === "number") {
         value = value === "" ? null : Number(value);
       }
