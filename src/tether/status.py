@@ -18,6 +18,7 @@ __all__ = [
     "OutcomeUnknownInterruption",
     "RunResult",
     "RunStatus",
+    "SamplingInterruption",
 ]
 
 RunStatus = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
@@ -102,6 +103,19 @@ class ElicitationInterruption(_Frozen):
     key: str  # identifies the question: the same one asked again is answered from the person's word
 
 
+class SamplingInterruption(_Frozen):
+    """An MCP server asked tether's model for a completion during call ``call_id`` under
+    ``sampling = "ask"``, in a run that cannot ask at a terminal. Approving lets that request
+    through when the call is made again; rejecting refuses it (the server reads why)."""
+
+    type: Literal["sampling"] = "sampling"
+    call_id: str
+    tool_name: str
+    server: str
+    preview: str  # the end of what the server wants to send (up to 300 characters)
+    key: str  # identifies the request: the same one made again gets the person's answer
+
+
 class MaxTurnsInterruption(_Frozen):
     type: Literal["max_turns"] = "max_turns"
     max_turns: int
@@ -124,6 +138,7 @@ Interruption = Annotated[
     | GuardrailInterruption
     | SubagentInterruption
     | ElicitationInterruption
+    | SamplingInterruption
     | MaxTurnsInterruption
     | MaxBudgetInterruption
     | CancelledInterruption,

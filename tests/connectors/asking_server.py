@@ -8,7 +8,8 @@ again with the answers (and the ``request_state`` it was given); with an older v
 ``elicitation/create`` request during the call.
 
 * ``book_table(day)``: asks for a name, the number of guests and a window seat, then books;
-* ``book_trip(city)``: asks two questions in turn (the traveller, then the class), then books.
+* ``book_trip(city)``: asks two questions in turn (the traveller, then the class), then books;
+* ``summarise(text)``: asks the client's model for a summary (sampling) and returns it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
@@ -107,6 +116,27 @@ async def book_trip(city: str, ctx: Context) -> str | InputRequiredResult:
     if seat.action != "accept":
         return f"Not booked: the person chose {seat.action}."
     return _book(f"{city} for {state['name']} in {seat.data.seat_class}")
+
+
+@server.tool()
+async def summarise(text: str, ctx: Context) -> str | InputRequiredResult:
+    """Summarises a text with the client's model."""
+    wanted = CreateMessageRequestParams(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarise: {text}"))],
+        max_tokens=100,
+    )
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        try:
+            made = await ctx.session.create_message(wanted.messages, max_tokens=100)
+        except Exception as exc:  # the client refused
+            return f"No summary: {exc}"
+        return f"Summary: {getattr(made.content, 'text', '')}"
+    response = (ctx.input_responses or {}).get("draft")
+    if response is None:
+        return InputRequiredResult(input_requests={"draft": CreateMessageRequest(params=wanted)})
+    if not hasattr(response, "content"):
+        return f"No summary: {getattr(response, 'message', response)}"
+    return f"Summary: {getattr(response.content, 'text', '')}"
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def test_a_served_run_never_asks_at_the_servers_terminal() -> None:
 
     elicited, sampled = asyncio.run(served())
     assert elicited == types.ElicitResult(action="cancel")  # the run stops to ask its user instead
-    assert isinstance(sampled, types.ErrorData) and "tether serve cannot ask" in sampled.message
+    assert isinstance(sampled, types.ErrorData) and "the person is asked first" in sampled.message
     assert asked == []
     s.current = None
     assert asyncio.run(served())[0] == types.ElicitResult(action="decline")  # no call to stop

@@ -22,8 +22,11 @@ def reply(messages: list[Any], request: Any) -> Any:
     answers = [m for m in messages if isinstance(m, ToolMessage)]
     if answers:
         return f"the diner said: {answers[-1].text}"
-    if "trip" in text_of(messages[-1:]):
+    asked = text_of(messages[-1:])
+    if "trip" in asked:
         return call("c1", "diner__book_trip", {"city": "Lisbon"})
+    if "summary" in asked:
+        return call("c1", "diner__summarise", {"text": "the menu changes on Fridays"})
     return call("c1", "diner__book_table", {"day": "Friday"})
 
 
@@ -34,6 +37,7 @@ diner = McpConnector(
         "args": [str(SERVER)],
         "env": {"BOOKINGS": os.environ["BOOKINGS"]},
         "approval": "never",
+        "sampling_model": "scripted/hello",
     },
 )
 agents = {"diner": Agent(FunctionModel(reply), extensions=[diner], max_turns=4)}

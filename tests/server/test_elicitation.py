@@ -187,3 +187,27 @@ def test_the_form_of_a_schema_and_the_values_typed_into_it() -> None:
         "when": "2026-12-05",
     }
     assert form_values(schema, {"n": "three"}) == {"n": "three"}  # left for the schema's check to refuse
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_a_sampling_request_under_ask_waits_for_the_person(served: Any, bookings: Path, allow: bool) -> None:
+    """``sampling = "ask"`` (the default) in a served run: the run stops with what the server wants
+    to send the model; Allow makes the request when the call is made again (paid by the run), Deny
+    refuses it and the server reads why."""
+    s = served(agents_module=AGENTS)
+    with s.client() as c:
+        run_id, run = ask(c, "a summary of the menu, please")
+        waiting = run["waiting"]
+        assert waiting is not None, (run, c.get(f"/v1/runs/{run_id}/transcript").json()["messages"][-2:])
+        assert waiting["type"] == "sampling" and waiting["server"] == "diner"
+        assert waiting["preview"] == "Summarise: the menu changes on Fridays"
+        tokens_before = run["completion_tokens"]
+        assert answer(c, run_id, waiting, allow).status_code == 202
+        done = finished(c, run_id)
+        assert done["status"] == "completed"
+        said = answer_text(c, run_id)
+    if allow:
+        assert said.startswith("the diner said: Summary: ") and "scripted model" in said
+        assert done["completion_tokens"] > tokens_before + 1  # the run paid for the server's request
+    else:
+        assert "the person declined this sampling request" in said  # the server's call failed on it

@@ -2,11 +2,13 @@
 (sampling) and input from a person (elicitation).
 
 Sampling (``[mcp.NAME] sampling``): ``"ask"`` (the default) asks the person at the terminal before
-each request, showing what the server wants to send; ``"allow"`` lets it without asking; ``"deny"``
-refuses. The model is ``sampling_model``, else the run's own (``model`` in its config). A request
-is made only during one of the server's tool calls, inside the run: it is refused once the run's
-budget is spent, its tokens are at most ``sampling_max_tokens`` (default 1,024), at most
-``MAX_PER_CALL`` are made per tool call, and what it costs is added to the run's usage and cost.
+each request, showing what the server wants to send (in a run of ``tether serve``, the run stops
+with a ``SamplingInterruption`` and the call is made again once they decide, as for elicitation
+below); ``"allow"`` lets it without asking; ``"deny"`` refuses. The model is ``sampling_model``,
+else the run's own (``model`` in its config). A request is made only during one of the server's
+tool calls, inside the run: it is refused once the run's budget is spent, its tokens are at most
+``sampling_max_tokens`` (default 1,024), at most ``MAX_PER_CALL`` are made per tool call, and what
+it costs is added to the run's usage and cost.
 
 Elicitation (``[mcp.NAME] elicitation``): ``"ask"`` (the default) asks the person at the terminal,
 one field of the server's form at a time (an empty answer to the first question declines); with no
@@ -110,11 +112,13 @@ class ClientSide:
         self.names[key] = tool_name
         self.samples[key] = self.asked[key] = 0
         self.pending.pop(key, None)
-        from tether.status import ElicitationInterruption
+        from tether.status import ElicitationInterruption, SamplingInterruption
 
         state = ctx.state
         answer = state.answer if state is not None else None
-        if state is None or answer is None or not isinstance(answer.question, ElicitationInterruption):
+        if state is None or answer is None:
+            return
+        if not isinstance(answer.question, ElicitationInterruption | SamplingInterruption):
             return
         question = answer.question
         if question.call_id != ctx.call_id or question.server != self.server:
@@ -162,10 +166,7 @@ class ClientSide:
         if policy == "ask":
             preview = " ".join(_text(m.content) for m in params.messages)[-300:]
             if _served():
-                return (
-                    f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]), which a run '
-                    'of tether serve cannot ask for yet; set sampling = "allow" to let it'
-                )
+                return self._served_sampling(ctx, params, preview)
             if self.asker.ask is None:
                 return (
                     f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]) and none is at '
@@ -176,6 +177,41 @@ class ClientSide:
             )
             if (said or "").strip().lower() not in ("y", "yes"):
                 return "the person declined this sampling request"
+        return None
+
+    def _served_sampling(self, ctx: ToolContext, params: types.CreateMessageRequestParams, preview: str) -> str | None:
+        """In a served run: None when the person let this request through, else why it is refused
+        (they refused, or the run stops to ask them)."""
+        from tether.status import SamplingInterruption
+
+        if ctx.state is None or not ctx.call_id:
+            return "sampling needs a person's approval, and this request came outside a tool call of a run"
+        asked = {
+            "server": self.server,
+            "messages": [_text(m.content) for m in params.messages],
+            "system": params.system_prompt,
+            "max_tokens": params.max_tokens,
+        }
+        key = _key(asked)
+        question = SamplingInterruption(
+            call_id=ctx.call_id, tool_name=self.names.get(ctx.call_id, ""), server=self.server, preview=preview, key=key
+        )
+        said = self._answered(ctx, key, question)
+        if said is None:
+            return "the person is asked first; tether makes this call again with their answer"
+        return None if said["action"] == "accept" else "the person declined this sampling request"
+
+    def _answered(self, ctx: ToolContext, key: str, question: Any) -> dict[str, Any] | None:
+        """The person's answer to ``question`` (asked as the call's n-th), or None: then the call
+        stops for it once it ends."""
+        assert ctx.state is not None
+        answers: list[dict[str, Any]] = ctx.state.ext_state(ELICITED).setdefault(ctx.call_id, [])
+        n = self.asked[ctx.call_id]
+        self.asked[ctx.call_id] += 1
+        if n < len(answers) and answers[n].get("key") == key:
+            return answers[n]
+        del answers[n:]  # asked something else this time: the later answers were to other questions
+        self.pending.setdefault(ctx.call_id, question)
         return None
 
     def _model(self, ctx: ToolContext) -> str | None:
@@ -268,28 +304,25 @@ class ClientSide:
             return types.ElicitResult(action="decline")
         url = params.url if isinstance(params, types.ElicitRequestURLParams) else None
         schema = None if url is not None else dict(getattr(params, "requested_schema", None) or {})
-        asked = {"server": self.server, "message": params.message, "schema": schema, "url": url}
-        key = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()[:24]
-        answers: list[dict[str, Any]] = ctx.state.ext_state(ELICITED).setdefault(ctx.call_id, [])
-        n = self.asked[ctx.call_id]
-        self.asked[ctx.call_id] += 1
-        if n < len(answers) and answers[n].get("key") == key:
-            said = answers[n]
-            return types.ElicitResult(action=said["action"], content=said.get("content"))
-        del answers[n:]  # asked something else this time: the later answers were to other questions
-        self.pending.setdefault(
-            ctx.call_id,
-            ElicitationInterruption(
-                call_id=ctx.call_id,
-                tool_name=self.names.get(ctx.call_id, ""),
-                server=self.server,
-                message=params.message,
-                requested_schema=schema,
-                url=url,
-                key=key,
-            ),
+        key = _key({"server": self.server, "message": params.message, "schema": schema, "url": url})
+        question = ElicitationInterruption(
+            call_id=ctx.call_id,
+            tool_name=self.names.get(ctx.call_id, ""),
+            server=self.server,
+            message=params.message,
+            requested_schema=schema,
+            url=url,
+            key=key,
         )
-        return types.ElicitResult(action="cancel")
+        said = self._answered(ctx, key, question)
+        if said is None:
+            return types.ElicitResult(action="cancel")
+        return types.ElicitResult(action=said["action"], content=said.get("content"))
+
+
+def _key(asked: dict[str, Any]) -> str:
+    """What identifies a question: the same one asked again gets the same key."""
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 def _coerce(said: str, prop: dict[str, Any]) -> Any:

@@ -337,10 +337,8 @@ class McpConnector(Extension):
     # --- calls -----------------------------------------------------------------------------------
 
     async def call(self, tool: McpTool, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Call ``tool`` on the server; every outcome is a result the model reads."""
-        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
-        from tether.connectors._results import to_tool_result
-
+        """Call ``tool`` on the server; every outcome is a result the model reads, except a question
+        the server asked the person in a served run (the run stops for it, the call to be made again)."""
         live = self._live.get(self._here())
         if live is None or not live.users:
             return _error(f"the MCP server {self.server} is not connected (an agent's run starts it)")
@@ -349,7 +347,22 @@ class McpConnector(Extension):
             return _error(f"server {self.server} is down: {live.down}")
         side = live.side
         side.begin(ctx, tool.name)  # what the server asks during the call belongs to it
-        asked = None
+        try:
+            result, ended = await self._attempt(live, link, tool, arguments, ctx)
+        finally:
+            asked = side.end(ctx)
+        if asked is not None and ended:  # the server asked the person something: the run stops for it
+            what = getattr(asked, "message", None) or f"may it ask the model “{getattr(asked, 'preview', '')}”?"
+            raise ToolInterrupt(f"the MCP server {self.server} asks you: {what}", asked, ended=True)
+        return result
+
+    async def _attempt(
+        self, live: _Live, link: Link, tool: McpTool, arguments: dict[str, Any], ctx: ToolContext
+    ) -> tuple[ToolResult, bool]:
+        """One call's result, and whether it ended on the server's side (not cut off by a timeout)."""
+        from tether.connectors._link import AnswerLost, ConnectionLost, ServerRefused
+        from tether.connectors._results import to_tool_result
+
         try:
             answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
@@ -357,21 +370,17 @@ class McpConnector(Extension):
             return _error(
                 f"{tool.name} did not answer within {self.timeout_s:g} s (timeout_s of [mcp.{self.server}]), "
                 f"so the call was cancelled. {_outcome(tool)}"
-            )
+            ), False
         except ConnectionLost:
-            return await self._after_loss(live, link, tool)
+            return await self._after_loss(live, link, tool), True
         except ServerRefused as exc:
-            return _error(f"the call to {tool.name} failed on the MCP server {self.server}: {exc}")
+            return _error(f"the call to {tool.name} failed on the MCP server {self.server}: {exc}"), True
         except AnswerLost as exc:
             return _error(
                 f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
                 f"({exc}). {_outcome(tool)}"
-            )
-        finally:
-            asked = side.end(ctx)
-        if asked is not None:  # the server asked the person something: the run stops for it
-            raise ToolInterrupt(f"the MCP server {self.server} asks you: {asked.message}", asked, ended=True)
-        return to_tool_result(result, self.max_result_chars)
+            ), False
+        return to_tool_result(result, self.max_result_chars), True
 
     async def _usable(self, live: _Live) -> Link | None:
         """The live connection; one that died between calls is replaced first (the call was not sent)."""

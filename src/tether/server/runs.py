@@ -188,7 +188,7 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     data = w.model_dump(mode="json")
     if w.type == "guardrail":
         data |= {"call_id": f"guardrail:{data['key']}", "args_hash": args_hash(data["key"])}
-    elif w.type in ("subagent", "elicitation"):
+    elif w.type in ("subagent", "elicitation", "sampling"):
         call = next((c for c in pending_tool_calls(state) if c.id == data["call_id"]), None)
         data["args_hash"] = args_hash(call.arguments if call is not None else "")
     if w.type == "elicitation" and w.requested_schema is not None:

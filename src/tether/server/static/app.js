@@ -459,7 +459,8 @@ function approvalCard(turn, ev) {
     }
   };
   const why = ev.type === "outcome_unknown" ? "Its outcome is unknown: it started before the run stopped. Run it again?"
-    : ev.type === "guardrail" ? `A guardrail asks you (${ev.stage}): ${ev.rationale}` : null;
+    : ev.type === "guardrail" ? `A guardrail asks you (${ev.stage}): ${ev.rationale}`
+    : ev.type === "sampling" ? `During this call the MCP server ${ev.server} asks the model: “${ev.preview}”` : null;
   const card = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
     el("p", { class: "approval-q" }, "Allow ", el("strong", { text: ev.tool_name || `this ${ev.stage || ev.type}` }),
       args ? " " : null, args ? el("code", { text: truncate(args, 2000) }) : null, "?"),
