@@ -33,3 +33,41 @@ def test_a_prompt_becomes_the_message_and_a_bad_one_is_explained(tmp_path: Path)
     lines = [json.loads(x) for x in exported.stdout.splitlines()]
     sent = [part["text"] for m in lines if m["role"] == "user" for part in m["content"]]
     assert sent == ["Please review a.py in a blunt tone.", "Please review b.py in a kind tone."]
+
+
+def test_a_mentioned_resource_is_sent_with_the_message_and_a_bad_one_sends_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[mcp.notes]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n')
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    stdin = (
+        "follow @notes:notes://guide, please.\n"
+        "and @notes:notes://day/3 too\n"
+        "what about @notes:notes://missing\n"
+        "mail me at ada@example.com:8080 or @elsewhere:x://y\n"
+        "/exit\n"
+    )
+    args = ["tether", "chat", "--model", "scripted/hello", "--mcp", "notes", "--cwd", str(tmp_path), "--session", "m"]
+    out = subprocess.run(args, input=stdin, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "@notes:notes://missing could not be read" in out.stderr and "nothing was sent" in out.stderr
+    exported = subprocess.run(
+        ["tether", "sessions", "export", "m"], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = [json.loads(x) for x in exported.stdout.splitlines()]
+    sent = [part["text"] for m in lines if m["role"] == "user" for part in m["content"]]
+    assert sent == [
+        'follow @notes:notes://guide, please.\n\n<resource server="notes" uri="notes://guide">\n'
+        "[resource notes://guide (text/plain)]\nWrite notes in the present tense.\n</resource>",
+        'and @notes:notes://day/3 too\n\n<resource server="notes" uri="notes://day/3">\n'
+        "[resource notes://day/3 (text/plain)]\nNotes of day 3: nothing yet.\n</resource>",
+        "mail me at ada@example.com:8080 or @elsewhere:x://y",  # not a server of this chat: as typed
+    ]
+
+
+def test_mentions_are_found_only_where_they_are_mentions() -> None:
+    from tether.connectors.mentions import mentions
+
+    assert mentions("see @docs:file:///a/b.md, and @docs:file:///a/b.md.") == [("docs", "file:///a/b.md")]
+    assert mentions("(@x:demo://r/1) @y:notes://day/2!") == [("x", "demo://r/1"), ("y", "notes://day/2")]
+    assert mentions("ada@example.com:8080 @@x:a://b @x:no-scheme @x: a://b") == []

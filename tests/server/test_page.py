@@ -515,3 +515,29 @@ def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(served: Any, p
         [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
         messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
     assert messages[0]["content"][0]["text"] == "Please review a.py in a blunt tone."
+
+
+def test_an_mcp_resource_is_offered_after_an_at_and_sent_with_the_message(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    from tests.server.test_prompts import _agents
+
+    srv = served(agents_module=_agents(tmp_path))
+    open_chat(page, srv, "notes")
+    page.locator("#prompt").press_sequentially("follow @gui")
+    hint = page.locator("#prompt-hints button")
+    expect(hint).to_have_count(1)
+    expect(hint).to_contain_text("@notes:notes://guide")
+    expect(hint).to_contain_text("guide: How we write notes")
+    hint.click()
+    expect(page.locator("#prompt")).to_have_value("follow @notes:notes://guide ")
+    page.locator("#prompt").press_sequentially("@notes:")
+    expect(hint).to_have_count(2)  # the resource and the template
+    page.fill("#prompt", "ada@example.com")  # an address is not a mention: nothing offered
+    expect(page.locator("#prompt-hints")).to_be_hidden()
+    send(page, "follow @notes:notes://guide please")
+    expect(last_turn(page)).to_contain_text("Hello! I am the scripted model")
+    with srv.client() as c:
+        [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
+        messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
+    assert "Write notes in the present tense." in messages[0]["content"][0]["text"]

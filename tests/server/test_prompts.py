@@ -70,3 +70,27 @@ def test_a_prompt_whose_server_cannot_start_is_refused_in_words_and_nothing_is_s
         r = c.post(f"/v1/sessions/{sid}/messages", json={"text": "/review file=a.py"})
         assert r.status_code == 503 and "nothing was sent" in r.json()["error"]["message"], r.text
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
+
+
+def test_resources_are_listed_and_a_mentioned_one_is_sent_with_the_message(served: Any, tmp_path: Path) -> None:
+    s = served(agents_module=_agents(tmp_path))
+    with s.client() as c:
+        listed = c.get("/v1/agents/notes/resources").json()["resources"]
+        assert [(r["server"], r["uri"], r["template"]) for r in listed] == [
+            ("notes", "notes://guide", False),
+            ("notes", "notes://day/{n}", True),
+        ]
+        assert listed[0]["description"] == "How we write notes"
+        assert c.get("/v1/agents/plain/resources").json() == {"resources": []}
+        assert c.get("/v1/agents/nope/resources").status_code == 404
+        sid = c.post("/v1/sessions", json={"agent": "notes"}).json()["session_id"]
+        status, sent = _sent(c, sid, "use @notes:notes://guide here")
+        assert status == 202 and sent.startswith("use @notes:notes://guide here\n\n<resource")
+        assert "Write notes in the present tense." in sent
+        status, sent = _sent(c, sid, "/review file=@notes:notes://day/7")  # a prompt, then its mention
+        assert "Please review @notes:notes://day/7" in sent and "Notes of day 7: nothing yet." in sent
+        status, why = _sent(c, sid, "read @notes:notes://nothing")
+        assert status == 400 and "@notes:notes://nothing could not be read" in why
+        assert _sent(c, sid, "write to bob@notes:notes://x.org")[1] == "write to bob@notes:notes://x.org"  # no mention
+        turns = c.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert len(turns) == 3  # the refused one was never sent

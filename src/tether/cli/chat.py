@@ -36,6 +36,7 @@ CHAT_HELP = (
     + "\n".join(f"  {name:10} {what}" for name, what in COMMANDS.items())
     + (
         "\n  /PROMPT k=v  an MCP server's prompt (or /SERVER:PROMPT), sent as your message"
+        "\n  @SERVER:URI  in a message: that MCP resource is read and sent with it"
         '\n  //text     send "/text" (a message that starts with /)'
         "\nCtrl-C stops the reply being written; at the prompt it leaves."
     )
@@ -114,6 +115,10 @@ def _loop(chat: _Chat) -> int:
             continue
         if message is None or not message.strip():
             continue
+        if chat.recipe.mcp:
+            message = _with_mentions(chat, message)  # the resources it mentions go with it
+            if message is None:
+                continue
         config = {**chat.recipe.config(), "session_store": chat.store_spec, "prompt": message[:200]}
         state = RunState(session_id=chat.session, ext={"config": config})
         drive(state, message, chat.settings, json_out=False, asking=True)
@@ -146,17 +151,13 @@ def _prompt(chat: _Chat, line: str) -> str | None:
     servers, filled in, as the user's message; None (and why, on stderr) when there is none."""
     import asyncio
 
-    from tether.connectors import McpConnector
     from tether.connectors.prompts import expand_prompt, parse_prompt_line
     from tether.errors import TetherError
 
     name = line.strip()[1:].partition(" ")[0]
     try:
         server, _, _ = parse_prompt_line(line)
-        servers = [s for s in ([server] if server else chat.recipe.mcp) if s in chat.recipe.mcp]
-        tables = [(s, chat.settings.mcp.get(s)) for s in servers]
-        connectors = [McpConnector(s, t.model_dump(), home=chat.settings.home) for s, t in tables if t is not None]
-        found = asyncio.run(expand_prompt(connectors, line))
+        found = asyncio.run(expand_prompt(_chat_connectors(chat, [server] if server else chat.recipe.mcp), line))
     except TetherError as exc:
         print(exc if str(exc).startswith("/") else f"/{name}: {exc}", file=sys.stderr)
         return None
@@ -164,6 +165,32 @@ def _prompt(chat: _Chat, line: str) -> str | None:
         where = ", ".join([server] if server else chat.recipe.mcp)
         print(f"/{name} is neither a command (/help lists them) nor a prompt of {where}", file=sys.stderr)
     return found
+
+
+def _with_mentions(chat: _Chat, message: str) -> str | None:
+    """``message`` with the resources it mentions (``@SERVER:URI``) appended; None (and why, on
+    stderr) when one cannot be read: nothing is sent."""
+    import asyncio
+
+    from tether.connectors.mentions import expand_mentions, mentions
+    from tether.errors import TetherError
+
+    named = {server for server, _ in mentions(message)} & set(chat.recipe.mcp)
+    if not named:
+        return message
+    try:
+        return asyncio.run(expand_mentions(_chat_connectors(chat, sorted(named)), message))
+    except TetherError as exc:
+        print(f"{exc}; nothing was sent", file=sys.stderr)
+        return None
+
+
+def _chat_connectors(chat: _Chat, servers: list[str]) -> list[Any]:
+    """Fresh connections to these of the chat's MCP servers (never the ones its runs use)."""
+    from tether.connectors import McpConnector
+
+    tables = [(s, chat.settings.mcp.get(s)) for s in servers if s in chat.recipe.mcp]
+    return [McpConnector(s, t.model_dump(), home=chat.settings.home) for s, t in tables if t is not None]
 
 
 def _new_session_name() -> str:

@@ -9,7 +9,7 @@ connection with a run in progress.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import UserError
@@ -17,7 +17,7 @@ from tether.errors import UserError
 if TYPE_CHECKING:
     from tether.connectors.mcp import McpConnector
 
-__all__ = ["expand_prompt", "is_prompt_line", "list_prompts", "parse_prompt_line"]
+__all__ = ["expand_prompt", "gather_listings", "is_prompt_line", "list_prompts", "parse_prompt_line"]
 
 
 def parse_prompt_line(line: str) -> tuple[str | None, str, dict[str, str]]:
@@ -66,14 +66,23 @@ async def expand_prompt(connectors: Sequence[McpConnector], line: str) -> str | 
 async def list_prompts(connectors: Sequence[McpConnector]) -> list[dict[str, Any]]:
     """Every prompt of ``connectors``' servers: server, name, description and arguments (name,
     description, required). A server that cannot be reached is left out."""
+    return await gather_listings(connectors, _prompts)
+
+
+async def gather_listings(
+    connectors: Sequence[McpConnector], listing: Callable[[McpConnector], Awaitable[list[dict[str, Any]]]]
+) -> list[dict[str, Any]]:
+    """``listing(connector)`` of each server, started and stopped here, each item with its
+    ``server``. A server that cannot be reached or answer is left out: one down does not hide the
+    others' items."""
     out: list[dict[str, Any]] = []
     for connector in connectors:
         try:
             await connector.start()
-        except Exception:  # one server down does not hide the others' prompts
+        except Exception:
             continue
         try:
-            out += [{"server": connector.server, **p} for p in await _prompts(connector)]
+            out += [{"server": connector.server, **item} for item in await listing(connector)]
         except Exception:
             continue
         finally:

@@ -667,6 +667,16 @@ def _page_routes(app: FastAPI, core: Core) -> None:
         with acting_as(None if user == "local" else user):
             return {"prompts": await list_prompts(_connectors(core, agent))}
 
+    @app.get("/v1/agents/{agent}/resources", summary="The resources of the agent's MCP servers (@SERVER:URI)")
+    async def agent_resources(agent: str, user: User) -> dict[str, Any]:
+        from tether.connectors._acting import acting_as
+        from tether.connectors.mentions import list_resources
+
+        if agent not in core.agents:
+            raise _not_found("agent", agent)
+        with acting_as(None if user == "local" else user):
+            return {"resources": await list_resources(_connectors(core, agent))}
+
 
 def _session_routes(app: FastAPI, core: Core) -> None:
     """Sessions: start, list, read."""
@@ -1008,11 +1018,13 @@ def _connectors(core: Core, agent: str) -> list[Any]:
 
 
 async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
-    """``/PROMPT key=value`` filled in from the agent's MCP servers, as the message; any other
-    text (``/etc/hosts is ...`` too, when no server has such a prompt) as typed."""
+    """``/PROMPT key=value`` filled in from the agent's MCP servers, as the message, and the
+    resources it mentions (``@SERVER:URI``) sent with it; any other text (``/etc/hosts is ...``
+    too, when no server has such a prompt) as typed."""
+    from tether.connectors.mentions import expand_mentions, mentions
     from tether.connectors.prompts import expand_prompt, is_prompt_line
 
-    if not is_prompt_line(text):
+    if not is_prompt_line(text) and not mentions(text):
         return text
     connectors = _connectors(core, record.agent)
     if not connectors:
@@ -1021,12 +1033,12 @@ async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
 
     with acting_as(None if record.owner == "local" else record.owner):
         try:
-            found = await expand_prompt(connectors, text)
+            found = await expand_prompt(connectors, text) if is_prompt_line(text) else None
+            return await expand_mentions(connectors, found if found is not None else text)
         except UserError as exc:
             raise ApiError(400, "bad_request", str(exc)) from None
         except TetherError as exc:  # a server that did not start or answer: nothing was sent
             raise ApiError(503, "unavailable", f"{exc}; nothing was sent: try again in a moment") from None
-    return found if found is not None else text
 
 
 def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:

@@ -942,7 +942,46 @@ async function offerPrompts() {
   hints.hidden = found.length === 0;
 }
 
-$("prompt").addEventListener("input", () => { offerPrompts(); });
+// ---- an MCP server's resources as @SERVER:URI mentions: offered while an @word is typed ----------
+
+const resources = {}; // agent -> a promise of its servers' resources and templates
+
+function resourcesOf(agent) {
+  if (!(agent in resources)) {
+    resources[agent] = api(`/v1/agents/${encodeURIComponent(agent)}/resources`).then((r) => r.resources, () => []);
+  }
+  return resources[agent];
+}
+
+const MENTIONS_SHOWN = 20;
+
+async function offerResources() {
+  const hints = $("prompt-hints");
+  const input = $("prompt");
+  const text = input.value;
+  const agent = $("agent-name").textContent || $("agent-pick").value;
+  const typing = text.slice(0, input.selectionStart).match(/(?:^|\s)@([^\s@]*)$/);
+  if (!agent || !typing) return false;
+  const typed = typing[1].toLowerCase();
+  const found = (await resourcesOf(agent)).filter((r) => `${r.server}:${r.uri}`.toLowerCase().startsWith(typed)
+    || r.uri.toLowerCase().includes(typed) || (r.name || "").toLowerCase().includes(typed)).slice(0, MENTIONS_SHOWN);
+  if (input.value !== text) return true; // typed on meanwhile
+  hints.replaceChildren(...found.map((r) => {
+    const mention = `@${r.server}:${r.uri}`;
+    return el("button", { type: "button", class: "prompt-hint", title: r.template ? "a template: fill in its {…}" : `from ${r.server}`, onclick: () => {
+      const start = input.selectionStart - typing[1].length - 1;
+      input.value = text.slice(0, start) + mention + (r.template ? "" : " ") + text.slice(input.selectionStart);
+      hints.hidden = true;
+      input.focus();
+    } }, el("code", { text: mention }), el("span", { class: "about", text: [r.name, r.description].filter(Boolean).join(": ") }));
+  }));
+  hints.hidden = found.length === 0;
+  return true;
+}
+
+$("prompt").addEventListener("input", async () => {
+  if (!(await offerResources())) offerPrompts();
+});
 
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
