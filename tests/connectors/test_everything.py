@@ -224,9 +224,9 @@ def test_in_a_served_run_its_question_stops_the_run_and_the_answer_reaches_it(tr
     the call is made again."""
     from tether import Agent, approve, run_sync
     from tether.connectors._acting import acting_as
+    from tether.connectors.forms import schema_form
     from tether.messages import ToolMessage
     from tether.providers.scripted import call
-    from tether.server.widgets import schema_form
     from tether.testing import FunctionModel
 
     http = request.getfixturevalue("http_url") if transport == "http" else None

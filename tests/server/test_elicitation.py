@@ -152,7 +152,7 @@ def test_a_restart_between_the_question_and_the_answer_loses_nothing(served: Any
 
 
 def test_the_form_of_a_schema_and_the_values_typed_into_it() -> None:
-    from tether.server.widgets import form_values, schema_form
+    from tether.connectors.forms import form_values, schema_form
 
     schema = {
         "type": "object",

@@ -893,7 +893,7 @@ def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str
     if schema is None:  # a page to open: there is nothing to fill in
         return None
     from tether.connectors._schemas import validate
-    from tether.server.widgets import form_values
+    from tether.connectors.forms import form_values
 
     values = form_values(schema, content or {})
     problems = validate(f"the form of {asked['server']}", schema, values)

@@ -192,7 +192,7 @@ def waiting(state: RunState) -> dict[str, Any] | None:
         call = next((c for c in pending_tool_calls(state) if c.id == data["call_id"]), None)
         data["args_hash"] = args_hash(call.arguments if call is not None else "")
     if w.type == "elicitation" and w.requested_schema is not None:
-        from tether.server.widgets import schema_form
+        from tether.connectors.forms import schema_form
 
         data["form"] = schema_form(w.requested_schema, title=w.message)
     return data
