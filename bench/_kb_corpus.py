@@ -56,6 +56,22 @@ __all__ = ["CorpusMissing", "Doc", "Query", "build"]
 PACKAGES = ("manpages", "manpages-dev")
 SECTIONS = ("1", "2", "3")
 INSTALL_HINT = "apt-get install -y manpages manpages-dev man-db groff-base"
+# The large set (``build(large=True)``, about 4,000 pages): more of Debian's documentation
+# packages, every section, so other authors, styles and vocabularies than the Linux man-pages
+# project's (OpenSSL's API, Perl's manuals and modules, Tcl/Tk, Xlib, git).
+LARGE_PACKAGES = (
+    "manpages",
+    "manpages-dev",
+    "libssl-doc",
+    "perl-doc",
+    "tcl8.6-doc",
+    "tk8.6-doc",
+    "libx11-doc",
+    "git-man",
+    "openssl",
+)
+LARGE_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
+LARGE_INSTALL_HINT = f"apt-get install -y --no-install-recommends {' '.join(LARGE_PACKAGES)} man-db groff-base"
 _DPKG_INFO = Path("/var/lib/dpkg/info")
 _DPKG_STATUS = Path("/var/lib/dpkg/status")
 _CACHE = Path.home() / ".cache" / "tether" / "manpages"
@@ -70,6 +86,7 @@ class Doc:
     doc_id: str  # "read.2"
     title: str  # "read(2)"
     text: str  # the page's body: everything but the NAME section, header and footer
+    package: str = ""  # the Debian package that owns the page
 
 
 @dataclass(frozen=True)
@@ -77,34 +94,43 @@ class Query:
     text: str  # the page's one-line description: "read from a file descriptor"
     doc_id: str  # the one relevant document
     kind: str = "description"  # or "name": the names the page documents, "open, openat, creat"
+    package: str = ""  # the Debian package of its page
 
 
 class CorpusMissing(RuntimeError):
     """The man pages (or the tools to render them) are not installed."""
 
 
-def build(max_pages: int | None = None) -> tuple[list[Doc], list[Query]]:
-    """The documents (bodies only) and the known-item queries (see the module's docstring)."""
-    files = _page_files()
+def build(max_pages: int | None = None, *, large: bool = False) -> tuple[list[Doc], list[Query]]:
+    """The documents (bodies only) and the known-item queries (see the module's docstring);
+    ``large``: the large set's packages and sections."""
+    packages, sections = (LARGE_PACKAGES, LARGE_SECTIONS) if large else (PACKAGES, SECTIONS)
+    owned = _page_files(packages, sections, LARGE_INSTALL_HINT if large else INSTALL_HINT)
+    files = [path for path, _ in owned]
     if max_pages is not None:
         files = files[:max_pages]
-    cache = _CACHE / f"{_versions()}_{_RENDER_VERSION}"
+    cache = _CACHE / f"{_versions(packages)}_{_RENDER_VERSION}"
     texts = _render_all(files, cache)
     docs: list[Doc] = []
     descriptions: dict[str, str] = {}
     names: dict[str, str] = {}
+    package_of = dict(owned)
+    seen: set[str] = set()
     for path, rendered in zip(files, texts, strict=True):
         named, description, body = _split(rendered)
-        if not body.strip():
-            continue
         stem = path.name[: -len(".gz")]
+        if not body.strip() or stem in seen:  # the same page name in two packages: the first is kept
+            continue
+        seen.add(stem)
         page, _, section = stem.rpartition(".")
-        docs.append(Doc(stem, f"{page}({section})", body))
+        docs.append(Doc(stem, f"{page}({section})", body, package_of[path]))
         if description:
             descriptions[stem] = description
         if named:
             names[stem] = named
-    return docs, _unique(descriptions, "description", 3) + _unique(names, "name", 1)
+    of = {d.doc_id: d.package for d in docs}
+    queries = _unique(descriptions, "description", 3) + _unique(names, "name", 1)
+    return docs, [Query(q.text, q.doc_id, q.kind, of[q.doc_id]) for q in queries]
 
 
 def _unique(texts: dict[str, str], kind: str, min_words: int) -> list[Query]:
@@ -119,34 +145,45 @@ def _unique(texts: dict[str, str], kind: str, min_words: int) -> list[Query]:
     ]
 
 
-def _page_files() -> list[Path]:
-    missing = [p for p in PACKAGES if not (_DPKG_INFO / f"{p}.list").is_file()]
+def _page_files(packages: tuple[str, ...], sections: tuple[str, ...], hint: str) -> list[tuple[Path, str]]:
+    """Each page file of ``packages`` in ``sections``, with its package, in a stable order."""
+    lists = {p: _package_list(p) for p in packages}
+    missing = [p for p, listed in lists.items() if listed is None]
     if missing:
         raise CorpusMissing(
             f"the man pages for the retrieval set are not installed (Debian package(s) {', '.join(missing)} "
-            f"missing); as root run: {INSTALL_HINT}"
+            f"missing); as root run: {hint}"
         )
-    files: list[Path] = []
-    for package in PACKAGES:
-        for line in (_DPKG_INFO / f"{package}.list").read_text().splitlines():
+    files: list[tuple[Path, str]] = []
+    for package, listed in lists.items():
+        assert listed is not None
+        for line in listed.read_text().splitlines():
             m = _PAGE.match(line)
-            if not m or m.group(1) not in SECTIONS:
+            if not m or m.group(1) not in sections:
                 continue
             path = Path(line)
             if path.is_symlink() or not path.is_file():
                 continue
-            files.append(path)
+            files.append((path, package))
     if not files:
         raise CorpusMissing(
-            "dpkg lists the man-page packages but no page of sections 1-3 is on disk (an image that strips "
-            f"/usr/share/man? see /etc/dpkg/dpkg.cfg.d/); reinstall with: {INSTALL_HINT} --reinstall"
+            "dpkg lists the man-page packages but no page of their sections is on disk (an image that strips "
+            f"/usr/share/man? see /etc/dpkg/dpkg.cfg.d/); reinstall with: {hint} --reinstall"
         )
-    return sorted(files, key=lambda p: (p.parent.name, p.name))
+    return sorted(files, key=lambda f: (f[0].parent.name, f[0].name))
 
 
-def _versions() -> str:
+def _package_list(package: str) -> Path | None:
+    """dpkg's list of the files ``package`` owns (``NAME.list``, or ``NAME:ARCH.list``)."""
+    plain = _DPKG_INFO / f"{package}.list"
+    if plain.is_file():
+        return plain
+    return next(iter(sorted(_DPKG_INFO.glob(f"{package}:*.list"))), None)
+
+
+def _versions(packages: tuple[str, ...] = PACKAGES) -> str:
     """'manpages-6.03-2_manpages-dev-6.03-2': the cache is per version of the packages."""
-    versions = dict.fromkeys(PACKAGES, "unknown")
+    versions = dict.fromkeys(packages, "unknown")
     try:
         package = None
         for line in _DPKG_STATUS.read_text(errors="replace").splitlines():

@@ -41,6 +41,14 @@ def test_by_default_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it
     assert np.array_equal(MiniLMEmbedder().embed(texts), alone)
 
 
+def test_the_fill_embedder_runs_on_every_core_and_makes_the_very_vectors_of_one_at_a_time() -> None:
+    texts = [f"page {i}: " + ("word " * (i % 40)).strip() for i in range(40)]
+    fill = MiniLMEmbedder(workers=3)
+    assert np.array_equal(fill.embed(texts), MiniLMEmbedder().embed(texts))
+    assert MiniLMEmbedder.for_fill().workers >= 1
+    assert fill._pool is not None and fill._pool._max_workers == 3  # the runs really went to a pool
+
+
 def test_an_error_while_ranking_by_vector_in_the_worker_thread_reaches_the_caller() -> None:
     kb = KnowledgeBase.open(embedder=HashingEmbedder(256))
     kb.add_text("a.md", "valves and seals\n")

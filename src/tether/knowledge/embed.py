@@ -146,12 +146,21 @@ class MiniLMEmbedder:
     name = "local/all-MiniLM-L6-v2-int8"
     dim = 384
 
-    def __init__(self, *, batch: int = 1, max_tokens: int = 256, threads: int | None = 1) -> None:
+    def __init__(self, *, batch: int = 1, max_tokens: int = 256, threads: int | None = 1, workers: int = 1) -> None:
         self.batch = batch
         self.max_tokens = max_tokens
         self.threads = threads
+        self.workers = max(1, workers)  # runs at once, each on its own core (onnxruntime's run is thread-safe)
         self._session: Any = None
         self._tokenizer: Any = None
+        self._pool: Any = None
+
+    @classmethod
+    def for_fill(cls) -> MiniLMEmbedder:
+        """The embedder that fills a base's vectors: one run per core at once, each of one text
+        on one thread, so the vectors are the ones a query's embedder makes (a text's vector
+        never depends on its batch) and every core works (see bench/kb_embed.py)."""
+        return cls(workers=os.cpu_count() or 1)
 
     @staticmethod
     def available() -> bool:
@@ -201,8 +210,9 @@ class MiniLMEmbedder:
         encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]  # each text tokenized once
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
-        for start in range(0, len(order), self.batch):
-            part = order[start : start + self.batch]
+        parts = [order[start : start + self.batch] for start in range(0, len(order), self.batch)]
+
+        def pooled(part: list[int]) -> None:
             width = max(len(encoded[i]) for i in part)
             ids = np.zeros((len(part), width), dtype=np.int64)  # 0 is [PAD]
             mask = np.zeros((len(part), width), dtype=np.int64)
@@ -212,6 +222,16 @@ class MiniLMEmbedder:
             hidden = self._run(ids, mask)
             weights = mask[:, :, None].astype(np.float32)
             out[part] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+        if self.workers > 1 and len(parts) > 1:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="tether-embed")
+            list(self._pool.map(pooled, parts))  # each part writes its own rows
+        else:
+            for part in parts:
+                pooled(part)
         return normalise(out)
 
     def _run(self, ids: Any, mask: Any) -> Any:
@@ -229,7 +249,7 @@ def default_embedder() -> Embedder:
     """The offline local embedder, one per process (loading it takes about half a second)."""
     global _LOCAL
     if _LOCAL is None:
-        embedder = MiniLMEmbedder()
+        embedder = MiniLMEmbedder.for_fill()  # a query is one text: one run on one thread all the same
         embedder._load()
         _LOCAL = embedder
     return _LOCAL
