@@ -150,15 +150,30 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 pages, sizes 10k only (to results/kb_quick.json)")
     parser.add_argument("--embedders", default="local,hashing,wordllama")
     parser.add_argument("--sizes", default="10000,50000,100000", help="chunk counts for the latency table")
+    parser.add_argument("--large", action="store_true", help="the large set (nine documentation packages)")
+    parser.add_argument(
+        "--incremental-only",
+        action="store_true",
+        help="only the corpus as files: ingest, re-adding, one file changed (its re-embedded chunks counted "
+        "with hashing/256, which embeds what the local embedder would, in seconds instead of minutes)",
+    )
     args = parser.parse_args()
 
     from tether.knowledge import KnowledgeBase
 
     try:
-        docs, queries = build(max_pages=200 if args.quick else None)
+        docs, queries = build(max_pages=200 if args.quick else None, large=args.large)
     except CorpusMissing as exc:
         raise SystemExit(str(exc)) from None
     print(f"corpus: {len(docs)} man pages, {len(queries)} queries (tether {tether_commit()})")
+    if args.incremental_only:
+        counted = incremental(docs, make("hashing/256"), Path(tempfile.mkdtemp(prefix="tether-kb-bench-")))
+        print(f"incremental (files on disk): {counted}")
+        write_results(
+            "kb_incremental" + ("_large" if args.large else ""),
+            {"commit": tether_commit(), "docs": len(docs), "incremental": counted},
+        )
+        return
     results: dict[str, Any] = {
         "commit": tether_commit(),
         "docs": len(docs),
