@@ -103,16 +103,37 @@ def test_fusion_breaks_ties_by_chunk_id_and_weighs_an_unnamed_ranking_one() -> N
     assert _fuse({}, {}) == []
 
 
-def test_hybrid_scores_are_the_fusion_of_the_ranks_they_report(open_kb: Opener) -> None:
+def test_hybrid_scores_are_the_scaled_scores_of_both_lists_weighed_by_their_gaps(open_kb: Opener) -> None:
+    from tether.knowledge.base import _gap
+
     kb = catalogue(open_kb)
+    query = "brass valve seal kit pressure"
     for alpha in (0.0, 0.3, 0.55, 1.0):
-        result = kb.search("brass valve seal kit pressure", mode="hybrid", alpha=alpha, k=8)
+        result = kb.search(query, mode="hybrid", alpha=alpha, k=8)
         assert result.hits and result.note == ""
+        kw, vec = kb._keyword(query, 50, None), kb._vector(query, 50, None)
+        gk, gv = _gap(kw), _gap(vec)
+        w = alpha * (0.5 + gv) / (alpha * (0.5 + gv) + (1 - alpha) * (0.5 + gk)) if alpha not in (0, 1) else alpha
+
+        def scaled(ranked: list[tuple[int, float]], cid: int) -> float:
+            top, low = ranked[0][1], ranked[-1][1]
+            return next(((s - low) / (top - low) if top > low else 1.0 for c, s in ranked if c == cid), 0.0)
+
         for hit in result.hits:
-            want = alpha / (60 + hit.ranks["vector"]) if "vector" in hit.ranks else 0.0
-            want += (1 - alpha) / (60 + hit.ranks["keyword"]) if "keyword" in hit.ranks else 0.0
-            assert hit.score == pytest.approx(want, abs=1e-12)
+            want = (1 - w) * scaled(kw, hit.chunk.id) + w * scaled(vec, hit.chunk.id)
+            assert hit.score == pytest.approx(want, abs=1e-9)
+            assert hit.ranks.get("keyword") == next((n for n, (c, _) in enumerate(kw, 1) if c == hit.chunk.id), None)
         assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+def test_the_list_whose_best_answer_stands_out_leads_the_fusion() -> None:
+    from tether.knowledge.base import _score_fuse
+
+    clear = [(1, 10.0), *[(10 + i, 2.0 - i * 0.01) for i in range(20)]]  # one answer far above the rest
+    flat = [(2, 0.51), (1, 0.50), *[(30 + i, 0.50 - i * 0.001) for i in range(20)]]  # a close call
+    assert _score_fuse(clear, flat, 0.55)[0][0] == 1  # the keyword side's clear answer wins
+    assert _score_fuse(flat, clear, 0.55)[0][0] == 1  # and the vector side's, the other way round
+    assert _score_fuse([], clear, 0.55)[0][0] == 1 and _score_fuse(clear, [], 0.55)[0][0] == 1
 
 
 def test_bad_search_arguments_are_user_errors(open_kb: Opener) -> None:
@@ -147,7 +168,7 @@ def test_two_chunks_at_the_same_place_are_one_result_the_better_one(open_kb: Ope
             (6, 7, "", "a second gasket paragraph", None),
         ],
     )
-    raw = kb._keyword("gasket", 50, None)
+    raw = [cid for cid, _ in kb._keyword("gasket", 50, None)]
     assert len(raw) == 3
     at_line_1 = [cid for cid, row in kb.store.chunks(raw).items() if row.start_line == 1]
     result = kb.search("gasket", mode="keyword")
@@ -266,7 +287,7 @@ def test_the_identifier_asked_about_outranks_its_near_twin_in_every_mode(open_kb
     kb = catalogue(open_kb, TwinBlind())
     query = "What are the FVAM-2050-B's seals made of?"
     assert kb.search(query, mode="vector", k=20, alpha=None).hits  # the embedder is in use
-    twin_first = kb._vector(query, 5, None)
+    twin_first = [cid for cid, _ in kb._vector(query, 5, None)]
     assert kb.store.chunks(twin_first[:1])[twin_first[0]].document == "twin.md"  # vectors alone would fail
     hits = kb.search(query, mode=mode, k=20).hits
     holding = [bool(literal("FVAM-2050-B").search(h.chunk.indexed_text)) for h in hits]

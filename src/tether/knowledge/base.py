@@ -4,8 +4,9 @@ Search modes (``KnowledgeBase.search``):
 
 * ``keyword`` — BM25 (FTS5's, on either store) over the query's words, stop words dropped, OR-ed;
 * ``vector`` — cosine similarity against every chunk's vector;
-* ``hybrid`` (default) — both rankings fused by weighted reciprocal rank fusion,
-  ``score = alpha / (k + rank_vector) + (1 - alpha) / (k + rank_keyword)``, k = 60, alpha 0.55;
+* ``hybrid`` (default) — both lists' scores (BM25, cosine) scaled to [0, 1] and summed, ``alpha``
+  (0.6) on the vector side, moved per query toward the list whose best results stand out (see
+  ``_score_fuse``);
 * ``exact`` — for identifiers: only chunks that contain the literal token (or whose document's
   metadata names it), alpha 0.15, so ``FVAM-2050-B`` never returns ``FVAM-2050-C``;
 * ``neighborhood`` — the best hybrid matches, then the chunks of the entities they mention and of
@@ -41,7 +42,8 @@ Mode = Literal["hybrid", "keyword", "vector", "exact", "neighborhood", "hierarch
 Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, its rank in each ranking), best first
 MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
 RRF_K = 60
-DEFAULT_ALPHA = 0.55
+DEFAULT_ALPHA = 0.55  # reciprocal rank fusion's weight on the vector side (hierarchical, neighborhood)
+HYBRID_ALPHA = 0.6  # hybrid search's weight on the vector side before the gaps move it (bench/kb_fusion.py)
 EXACT_ALPHA = 0.15
 GRAPH_WEIGHT = 0.5
 
@@ -332,18 +334,23 @@ class KnowledgeBase:
         entities: list[str] = []
         if mode == "exact":
             return self._exact(query, k, alpha, allowed, min_score)
-        rankings: dict[str, list[int]] = {}
         weights: dict[str, float] = {}
+        scored: dict[str, list[tuple[int, float]]] = {}
         a = DEFAULT_ALPHA if alpha is None else alpha
         by_vector = None
         if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
             by_vector = self._vector_meanwhile(query, depth, allowed)
         if mode in ("keyword", "hybrid", "hierarchical", "neighborhood"):
-            rankings["keyword"] = self._keyword(query, depth, allowed)
+            scored["keyword"] = self._keyword(query, depth, allowed)
             weights["keyword"] = 1.0 if mode == "keyword" or not can_embed else 1.0 - a
         if by_vector is not None:
-            rankings["vector"] = by_vector.result()
+            scored["vector"] = by_vector.result()
             weights["vector"] = 1.0 if mode == "vector" else a
+        rankings = {source: [cid for cid, _ in ranked] for source, ranked in scored.items()}
+        if mode == "hybrid" and len(scored) == 2:
+            hybrid = _score_fuse(scored["keyword"], scored["vector"], HYBRID_ALPHA if alpha is None else alpha)
+            fused = self._pin(query, hybrid, depth, allowed)
+            return SearchResult(query, mode, self._hits(fused, k, min_score), note, entities)
         if mode in ("neighborhood", "hierarchical"):
             seeds = _fuse(rankings, weights)[:5]
             seed_ids = [cid for cid, _, _ in seeds]
@@ -369,7 +376,7 @@ class KnowledgeBase:
     def _has_vectors(self) -> bool:
         return self.embedder is not None and self.store.has_vectors()
 
-    def _keyword(self, query: str, depth: int, allowed: set[int] | None) -> list[int]:
+    def _keyword(self, query: str, depth: int, allowed: set[int] | None) -> list[tuple[int, float]]:
         """BM25 over the query's words. With ``common_fraction`` set, words in more than that
         share of the chunks are left out while rarer ones remain: matching them means scoring
         most of the index. Measured on the man-page set at 100k chunks, 0.1 takes keyword p50
@@ -380,14 +387,16 @@ class KnowledgeBase:
             present = [w for w in words if counts.get(w, 0) > 0]
             rare = [w for w in present if counts[w] <= self.common_fraction * total]
             words = rare or sorted(present, key=lambda w: counts[w])[:2]
-        return [cid for cid, _ in self.store.keyword(words, depth, allowed)]
+        return self.store.keyword(words, depth, allowed)
 
-    def _vector(self, query: str, depth: int, allowed: set[int] | None, among: set[int] | None = None) -> list[int]:
+    def _vector(
+        self, query: str, depth: int, allowed: set[int] | None, among: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         assert self.embedder is not None
         q = self.embedder.embed([query])[0]
-        return [cid for cid, _ in self.store.nearest(q, depth, allowed, among)]
+        return [(cid, float(sim)) for cid, sim in self.store.nearest(q, depth, allowed, among)]
 
-    def _vector_meanwhile(self, query: str, depth: int, allowed: set[int] | None) -> Future[list[int]]:
+    def _vector_meanwhile(self, query: str, depth: int, allowed: set[int] | None) -> Future[list[tuple[int, float]]]:
         """The vector ranking, computed in a worker thread while the caller runs the full-text
         query: onnxruntime, numpy and the databases' drivers release the GIL, so a hybrid search
         takes about the longer of the two instead of their sum (see docs/knowledge.md#figures).
@@ -429,7 +438,7 @@ class KnowledgeBase:
         rankings = {"keyword": strict}
         weights = {"keyword": 1.0 - (EXACT_ALPHA if alpha is None else alpha)}
         if self._has_vectors():
-            rankings["vector"] = self._vector(token, len(strict), None, among=set(strict))
+            rankings["vector"] = [cid for cid, _ in self._vector(token, len(strict), None, among=set(strict))]
             weights["vector"] = EXACT_ALPHA if alpha is None else alpha
         return SearchResult(token, "exact", self._hits(_fuse(rankings, weights), k, min_score))
 
@@ -532,6 +541,38 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
 
 _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
 _POOL_LOCK = threading.Lock()
+
+
+def _score_fuse(keyword: list[tuple[int, float]], vector: list[tuple[int, float]], alpha: float) -> Fused:
+    """Hybrid search's fusion: each list's scores (BM25, cosine) scaled to [0, 1] over its own
+    results (min-max), summed with weight ``alpha`` on the vector side, that weight moved per query
+    toward the list whose best results stand out from the rest of its top ten (the gap between its
+    first and tenth scores, over its range): a list with one clear answer leads, a flat one
+    follows. Chosen over reciprocal rank fusion on queries it was not tuned on
+    (bench/kb_fusion.py; docs/knowledge.md#figures)."""
+    gk, gv = _gap(keyword), _gap(vector)
+    if gk or gv:
+        alpha = alpha * (0.5 + gv) / (alpha * (0.5 + gv) + (1 - alpha) * (0.5 + gk))
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for source, ranked, weight in (("keyword", keyword, 1 - alpha), ("vector", vector, alpha)):
+        if not ranked:
+            continue
+        top, low = ranked[0][1], ranked[-1][1]
+        span = top - low
+        for rank, (cid, score) in enumerate(ranked, 1):
+            scaled = (score - low) / span if span > 0 else 1.0
+            scores[cid] = scores.get(cid, 0.0) + weight * scaled
+            ranks.setdefault(cid, {})[source] = rank
+    return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
+
+
+def _gap(ranked: list[tuple[int, float]]) -> float:
+    """How far a list's best score stands above its tenth, as a share of its whole range (0 to 1)."""
+    if len(ranked) < 2:
+        return 0.0
+    top, tenth, low = ranked[0][1], ranked[min(9, len(ranked) - 1)][1], ranked[-1][1]
+    return (top - tenth) / (top - low) if top > low else 0.0
 
 
 def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
