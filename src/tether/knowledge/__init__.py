@@ -1,5 +1,5 @@
 """The knowledge base: documents chunked at line boundaries, searched by keywords (FTS5/BM25) and
-by meaning (vectors), fused by weighted reciprocal rank, with exact lookups for identifiers and a
+by meaning (vectors), their scores fused, with exact lookups for identifiers and a
 graph of the entities that connect documents. ``Agent(extensions=[KnowledgeTools(kb)])`` gives an
 agent ``search_kb``, ``lookup_exact`` and ``entity_chunks``.
 """
