@@ -396,10 +396,15 @@ def _embedded(db: Path) -> tuple[int, int]:
 def _wait_for_vectors(db: Path, more_than: int, proc: Any) -> None:
     import time
 
+    import sqlite3
+
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if db.exists() and _embedded(db)[0] > more_than:
-            return
+        try:
+            if db.exists() and _embedded(db)[0] > more_than:
+                return
+        except sqlite3.OperationalError:  # the file is made, its tables not yet
+            pass
         time.sleep(0.05)
     raise AssertionError(f"no vectors were made (exit {proc.poll()}): {proc.stderr.read() if proc.stderr else ''}")
 
