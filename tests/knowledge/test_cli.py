@@ -394,9 +394,8 @@ def _embedded(db: Path) -> tuple[int, int]:
 
 
 def _wait_for_vectors(db: Path, more_than: int, proc: Any) -> None:
-    import time
-
     import sqlite3
+    import time
 
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,10 +36,65 @@ def test_the_local_embedder_keeps_the_order_of_texts_it_batches_by_length() -> N
     assert np.allclose(alone, together, atol=1e-3)
 
 
+def onnxruntime_only() -> MiniLMEmbedder:
+    e = MiniLMEmbedder()
+    e._graph = False  # never the numpy interpreter
+    return e
+
+
 def test_by_default_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it() -> None:
     texts = ["read from a file descriptor", ("word " * 60).strip(), "x", "the valve is rated for sixteen bar"]
-    alone = np.stack([MiniLMEmbedder().embed([t])[0] for t in texts])
+    alone = np.stack([onnxruntime_only().embed([t])[0] for t in texts])
     assert np.array_equal(MiniLMEmbedder().embed(texts), alone)
+
+
+def test_a_query_embedded_by_the_numpy_interpreter_is_onnxruntimes_vector() -> None:
+    texts = [
+        "read from a file descriptor",
+        "What are the FVAM-2050-B's seals made of?",
+        "x",
+        "naïve café — 東京 ✓ ünïcödé",
+        ("a long chunk of words that goes past the model's limit " * 40).strip(),  # cut at 256 tokens
+    ]
+    e = MiniLMEmbedder()
+    by_numpy = np.stack([e.embed([t])[0] for t in texts])
+    assert e._graph not in (None, False) and e._session is None  # onnxruntime was never loaded
+    by_runtime = np.stack([onnxruntime_only().embed([t])[0] for t in texts])
+    assert np.allclose(by_numpy, by_runtime, atol=2e-5)
+    assert (np.sum(by_numpy * by_runtime, axis=1) > 0.99999).all()
+
+
+def test_a_process_that_searches_often_moves_to_onnxruntime_and_a_batch_goes_there_at_once() -> None:
+    from tether.knowledge.embed import GRAPH_QUERIES
+
+    e = MiniLMEmbedder()
+    for i in range(GRAPH_QUERIES):
+        e.embed([f"query {i}"])
+    assert e._session is None
+    e.embed(["one more"])
+    assert e._session is not None
+    batch = MiniLMEmbedder()
+    batch.embed(["two", "texts"])
+    assert batch._session is not None and batch._graph is None
+
+
+def test_a_single_search_never_imports_onnxruntime(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "kb.db")
+    made = KnowledgeBase.open(db, embedder=make_embedder("local"))
+    made.add_text("a.md", "The valve is rated for sixteen bar.")
+    made.add_text("b.md", "Lunch is served at noon in the canteen.")
+    code = (
+        "import sys\n"
+        "from tether.knowledge import KnowledgeBase, make_embedder\n"
+        f"kb = KnowledgeBase.open({db!r}, embedder=make_embedder('local'))\n"
+        "hit = kb.search('how much pressure can it take', mode='vector').hits[0]\n"
+        "print('onnxruntime' in sys.modules, hit.chunk.document)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["False", "a.md"], done.stderr
 
 
 def test_the_fill_embedder_runs_on_every_core_and_makes_the_very_vectors_of_one_at_a_time() -> None:

