@@ -90,7 +90,7 @@ def _tensor(b: memoryview) -> tuple[str, Any]:
         elif number == 8:
             name = bytes(value).decode()
         elif number == 9:
-            raw = bytes(value)
+            raw = value  # a view of the file's bytes: no copy until a weight is computed from it
         elif number == 4:
             floats += list(np.frombuffer(bytes(value), dtype="<f4")) if wire == 2 else [_f32(value)]
         elif number in (5, 7):
@@ -177,32 +177,39 @@ class Graph:
 
     def fold(self, limit: int = 4_000_000) -> None:
         """Compute once what depends on weights alone (the int8 weights' dequantization): each
-        such node's result becomes a weight, and the weights only it used are dropped. A result
-        of more than ``limit`` elements that only a ``Gather`` reads (the word embeddings) is left
-        to be computed for the gathered rows at each run instead, which is cheaper than keeping
-        it whole."""
+        such node's result becomes a weight, and a weight is dropped as soon as nothing left
+        reads it. A table of more than ``limit`` elements that is only gathered from (the word
+        embeddings) is dequantized per gathered row at each run instead (:func:`_rows_first`)."""
         np = _np()
         self.nodes = _rows_first(self.nodes, self.weights)
-        readers: dict[str, list[Node]] = {}
+        uses: dict[str, int] = {}
         for node in self.nodes:
             for name in node.inputs:
-                readers.setdefault(name, []).append(node)
+                uses[name] = uses.get(name, 0) + 1
         kept: list[Node] = []
         for node in self.nodes:
-            if node.inputs and all(name in self.weights or name == "" for name in node.inputs):
-                args = [self.weights.get(name) for name in node.inputs]
-                size = int(np.prod(np.broadcast_shapes(*[a.shape for a in args if a is not None])))
-                out = node.outputs[0]
-                if size > limit and all(r.op == "Gather" and r.inputs[0] == out for r in readers.get(out, [])):
-                    kept.append(node)
-                    continue
-                for name, value in zip(node.outputs, _OPS[node.op](node, *args), strict=False):
-                    self.weights[name] = value
+            constant = node.inputs and all(name in self.weights or name == "" for name in node.inputs)
+            if not constant:
+                kept.append(node)
                 continue
-            kept.append(node)
+            args = [self.weights.get(name) for name in node.inputs]
+            if int(np.prod(np.broadcast_shapes(*[a.shape for a in args if a is not None]))) > limit:
+                kept.append(node)
+                continue
+            for name, value in zip(node.outputs, _OPS[node.op](node, *args), strict=False):
+                self.weights[name] = value
+            for name in node.inputs:
+                uses[name] -= 1
+                if uses[name] == 0 and name not in self.outputs:
+                    self.weights.pop(name, None)
         self.nodes = kept
         used = {name for node in self.nodes for name in node.inputs} | set(self.outputs)
-        self.weights = {name: value for name, value in self.weights.items() if name in used}
+        # A weight still backed by the file's bytes gets its own copy, so the bytes can go.
+        self.weights = {
+            name: value if value.flags.owndata else np.array(value)
+            for name, value in self.weights.items()
+            if name in used
+        }
 
 
 def _rows_first(nodes: list[Node], weights: dict[str, Any]) -> list[Node]:

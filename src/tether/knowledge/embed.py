@@ -228,6 +228,7 @@ class MiniLMEmbedder:
                 "or choose --embedder none (keyword search only) or openai/MODEL"
             ) from exc
         path, _ = self._checked()
+        self._verified = (path, b"")  # onnxruntime reads the file itself: the bytes can go
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
