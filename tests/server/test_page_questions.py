@@ -88,3 +88,13 @@ def test_an_answer_the_form_refuses_says_why_and_decline_tells_the_server_no(
     expect(turn.locator(".answer")).to_contain_text("Not booked: the person chose decline.")
     expect(turn.locator(".decision")).to_have_text("Declined")
     assert bookings.read_text() == ""
+
+
+def test_a_servers_request_for_the_model_is_allowed_on_the_page(served: Any, page: Page, bookings: Path) -> None:
+    server = served(agents_module=AGENTS)
+    turn = start(page, server, "a summary of the menu, please")
+    card = turn.locator(".approval")
+    expect(card).to_contain_text("During this call the MCP server diner asks the model: “Summarise: the menu changes")
+    card.get_by_role("button", name="Allow").click()
+    expect(turn.locator(".answer")).to_contain_text("the diner said: Summary: ")
+    expect(turn.locator(".exit")).to_contain_text("completed")
