@@ -16,10 +16,11 @@ the description queries, and, with ``--large``, every query of the other package
 other vocabularies). Only held-out figures decide; the tuning figures are printed for reference.
 
 Fusions: RRF with the weight it shipped with before (``rrf (before)``), tether's hybrid as it ships
-(``_score_fuse`` with ``HYBRID_ALPHA``: min-max scaling with the per-query gap weighting), and, each
-with a weight on the vector side tuned here, RRF, the score fusions min-max and z-score,
-distribution-based score fusion (``dbsf``: each list's scores mapped from mean ± 3 standard
-deviations to [0, 1], as Qdrant does) and ``gap`` (the shipped fusion's formula). Writes
+(``_score_fuse`` with ``HYBRID_ALPHA``), and, each with a weight on the vector side tuned here, RRF,
+the score fusions min-max and z-score, distribution-based score fusion (``dbsf``: each list's
+scores mapped from mean ± 3 standard deviations to [0, 1], as Qdrant does), ``gap`` (min-max with
+the weight moved per query toward the list whose top stands out) and ``mixed`` (half min-max
+score, half reciprocal rank: the shipped formula). Writes
 bench/results/kb_fusion.json.
 """
 
@@ -146,12 +147,25 @@ def gap_weighted(kw: Ranked, vec: Ranked, w: float) -> list[int]:
     return FUSIONS["minmax"](kw, vec, wq)
 
 
+def mixed(kw: Ranked, vec: Ranked, w: float) -> list[int]:
+    """Half the min-max scaled score, half the reciprocal rank (61 / (60 + rank)), per list."""
+    scores: dict[int, float] = {}
+    for side, weight in ((kw, 1 - w), (vec, w)):
+        if not side:
+            continue
+        f = _minmax([s for _, s in side])
+        for rank, (cid, s) in enumerate(side, 1):
+            scores[cid] = scores.get(cid, 0.0) + weight * (0.5 * f(s) + 0.5 * 61 / (60 + rank))
+    return sorted(scores, key=lambda c: (-scores[c], c))
+
+
 FUSIONS: dict[str, Callable[..., list[int]]] = {
     "rrf": rrf,
     "minmax": _score_fusion(_minmax),
     "zscore": _score_fusion(_z),
     "dbsf": _score_fusion(_dbsf),
     "gap": gap_weighted,
+    "mixed": mixed,
 }
 
 

@@ -103,37 +103,36 @@ def test_fusion_breaks_ties_by_chunk_id_and_weighs_an_unnamed_ranking_one() -> N
     assert _fuse({}, {}) == []
 
 
-def test_hybrid_scores_are_the_scaled_scores_of_both_lists_weighed_by_their_gaps(open_kb: Opener) -> None:
-    from tether.knowledge.base import _gap
-
+def test_hybrid_scores_are_half_scaled_score_half_reciprocal_rank_of_both_lists(open_kb: Opener) -> None:
     kb = catalogue(open_kb)
     query = "brass valve seal kit pressure"
     for alpha in (0.0, 0.3, 0.55, 1.0):
         result = kb.search(query, mode="hybrid", alpha=alpha, k=8)
         assert result.hits and result.note == ""
         kw, vec = kb._keyword(query, 50, None), kb._vector(query, 50, None)
-        gk, gv = _gap(kw), _gap(vec)
-        w = alpha * (0.5 + gv) / (alpha * (0.5 + gv) + (1 - alpha) * (0.5 + gk)) if alpha not in (0, 1) else alpha
 
-        def scaled(ranked: list[tuple[int, float]], cid: int) -> float:
+        def part(ranked: list[tuple[int, float]], cid: int) -> float:
             top, low = ranked[0][1], ranked[-1][1]
-            return next(((s - low) / (top - low) if top > low else 1.0 for c, s in ranked if c == cid), 0.0)
+            for rank, (c, s) in enumerate(ranked, 1):
+                if c == cid:
+                    return 0.5 * ((s - low) / (top - low) if top > low else 1.0) + 0.5 * 61 / (60 + rank)
+            return 0.0
 
         for hit in result.hits:
-            want = (1 - w) * scaled(kw, hit.chunk.id) + w * scaled(vec, hit.chunk.id)
+            want = (1 - alpha) * part(kw, hit.chunk.id) + alpha * part(vec, hit.chunk.id)
             assert hit.score == pytest.approx(want, abs=1e-9)
             assert hit.ranks.get("keyword") == next((n for n, (c, _) in enumerate(kw, 1) if c == hit.chunk.id), None)
         assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
 
 
-def test_the_list_whose_best_answer_stands_out_leads_the_fusion() -> None:
+def test_a_rare_words_huge_score_does_not_swamp_the_other_list() -> None:
     from tether.knowledge.base import _score_fuse
 
-    clear = [(1, 10.0), *[(10 + i, 2.0 - i * 0.01) for i in range(20)]]  # one answer far above the rest
-    flat = [(2, 0.51), (1, 0.50), *[(30 + i, 0.50 - i * 0.001) for i in range(20)]]  # a close call
-    assert _score_fuse(clear, flat, 0.55)[0][0] == 1  # the keyword side's clear answer wins
-    assert _score_fuse(flat, clear, 0.55)[0][0] == 1  # and the vector side's, the other way round
-    assert _score_fuse([], clear, 0.55)[0][0] == 1 and _score_fuse(clear, [], 0.55)[0][0] == 1
+    keyword = [(1, 40.0), *[(10 + i, 3.0 - i * 0.1) for i in range(20)]]  # one chunk far ahead on one word
+    vector = [(2, 0.80), *[(10 + i, 0.79 - i * 0.01) for i in range(20)], (1, 0.20)]  # it is last by meaning
+    fused = [cid for cid, _, _ in _score_fuse(keyword, vector, 0.6)]
+    assert fused.index(10) < fused.index(1)  # high in both lists beats first in one, last in the other
+    assert _score_fuse([], vector, 0.6)[0][0] == 2 and _score_fuse(keyword, [], 0.6)[0][0] == 1
 
 
 def test_bad_search_arguments_are_user_errors(open_kb: Opener) -> None:

@@ -4,9 +4,9 @@ Search modes (``KnowledgeBase.search``):
 
 * ``keyword`` — BM25 (FTS5's, on either store) over the query's words, stop words dropped, OR-ed;
 * ``vector`` — cosine similarity against every chunk's vector;
-* ``hybrid`` (default) — both lists' scores (BM25, cosine) scaled to [0, 1] and summed, ``alpha``
-  (0.6) on the vector side, moved per query toward the list whose best results stand out (see
-  ``_score_fuse``);
+* ``hybrid`` (default) — each list's scores (BM25, cosine) scaled to [0, 1] and its ranks as
+  reciprocal rank fusion counts them, half and half, the lists summed with ``alpha`` (0.6) on the
+  vector side (see ``_score_fuse``);
 * ``exact`` — for identifiers: only chunks that contain the literal token (or whose document's
   metadata names it), alpha 0.15, so ``FVAM-2050-B`` never returns ``FVAM-2050-C``;
 * ``neighborhood`` — the best hybrid matches, then the chunks of the entities they mention and of
@@ -43,7 +43,7 @@ Fused = list[tuple[int, float, dict[str, int]]]  # (chunk id, score, its rank in
 MODES: tuple[str, ...] = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
 RRF_K = 60
 DEFAULT_ALPHA = 0.55  # reciprocal rank fusion's weight on the vector side (hierarchical, neighborhood)
-HYBRID_ALPHA = 0.6  # hybrid search's weight on the vector side before the gaps move it (bench/kb_fusion.py)
+HYBRID_ALPHA = 0.6  # hybrid search's weight on the vector side (tuned in bench/kb_fusion.py)
 EXACT_ALPHA = 0.15
 GRAPH_WEIGHT = 0.5
 
@@ -544,15 +544,13 @@ _POOL_LOCK = threading.Lock()
 
 
 def _score_fuse(keyword: list[tuple[int, float]], vector: list[tuple[int, float]], alpha: float) -> Fused:
-    """Hybrid search's fusion: each list's scores (BM25, cosine) scaled to [0, 1] over its own
-    results (min-max), summed with weight ``alpha`` on the vector side, that weight moved per query
-    toward the list whose best results stand out from the rest of its top ten (the gap between its
-    first and tenth scores, over its range): a list with one clear answer leads, a flat one
-    follows. Chosen over reciprocal rank fusion on queries it was not tuned on
-    (bench/kb_fusion.py; docs/knowledge.md#figures)."""
-    gk, gv = _gap(keyword), _gap(vector)
-    if gk or gv:
-        alpha = alpha * (0.5 + gv) / (alpha * (0.5 + gv) + (1 - alpha) * (0.5 + gk))
+    """Hybrid search's fusion: for each list, half its score (BM25, cosine) scaled to [0, 1] over
+    its own results (min-max), half its rank as reciprocal rank fusion counts it (``61 / (60 +
+    rank)``, so 1 at the top); the two lists summed with weight ``alpha`` on the vector side. The
+    scores say how far apart two results are, the ranks keep one list's odd scale (a single rare
+    word's huge BM25) from swamping the other. Chosen over reciprocal rank fusion alone, min-max,
+    z-score and distribution-based fusion by held-out MRR@10 (bench/kb_fusion.py;
+    docs/knowledge.md#figures)."""
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for source, ranked, weight in (("keyword", keyword, 1 - alpha), ("vector", vector, alpha)):
@@ -562,17 +560,9 @@ def _score_fuse(keyword: list[tuple[int, float]], vector: list[tuple[int, float]
         span = top - low
         for rank, (cid, score) in enumerate(ranked, 1):
             scaled = (score - low) / span if span > 0 else 1.0
-            scores[cid] = scores.get(cid, 0.0) + weight * scaled
+            scores[cid] = scores.get(cid, 0.0) + weight * (0.5 * scaled + 0.5 * (RRF_K + 1) / (RRF_K + rank))
             ranks.setdefault(cid, {})[source] = rank
     return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
-
-
-def _gap(ranked: list[tuple[int, float]]) -> float:
-    """How far a list's best score stands above its tenth, as a share of its whole range (0 to 1)."""
-    if len(ranked) < 2:
-        return 0.0
-    top, tenth, low = ranked[0][1], ranked[min(9, len(ranked) - 1)][1], ranked[-1][1]
-    return (top - tenth) / (top - low) if top > low else 0.0
 
 
 def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
