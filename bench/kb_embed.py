@@ -142,12 +142,14 @@ def tether_row(texts: list[str], fill: bool) -> tuple[float, Any]:
     return time.perf_counter() - t, out
 
 
-def peer_row(script: str, venv: Path, texts_file: Path, tmp: Path, models: Path) -> tuple[float, Any] | str:
+def peer_row(
+    script: str, venv: Path, module: str, install: str, texts_file: Path, tmp: Path, models: Path
+) -> tuple[float, Any] | str:
     import numpy as np
 
     python = venv / "bin" / "python"
-    if not python.exists():
-        return f"not installed: python -m venv {venv} && {venv}/bin/pip install ..."
+    if not python.exists() or subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode:
+        return f"not installed in {venv} ({install})"
     out = tmp / "peer.npy"
     done = subprocess.run(
         [str(python), "-c", script, str(texts_file), str(out), str(models)],
@@ -182,8 +184,19 @@ def main() -> None:
         "tether fill": lambda: tether_row(texts, fill=True),
         "tether, 1 thread": lambda: tether_row(texts, fill=False),
         "onnxruntime, batch 32": lambda: plain_onnxruntime(texts),
-        "fastembed": lambda: peer_row(FASTEMBED, PEERS / "fastembed-venv", texts_file, tmp, models),
-        "sentence-transformers (onnx)": lambda: peer_row(ST, PEERS / "st-venv", texts_file, tmp, models),
+        "fastembed": lambda: peer_row(
+            FASTEMBED, PEERS / "fastembed-venv", "fastembed", "pip install fastembed", texts_file, tmp, models
+        ),
+        "sentence-transformers (onnx)": lambda: peer_row(
+            ST,
+            PEERS / "st-venv",
+            "sentence_transformers",
+            "pip install 'sentence-transformers[onnx]' needs torch, whose PyPI wheel brings its CUDA libraries "
+            "(over 2.5 GB); here it had not finished installing after 25 minutes",
+            texts_file,
+            tmp,
+            models,
+        ),
     }
     import numpy as np
 
