@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.connectors.oauth_process import oauth_server
 from tether.cancel import CancelSignal
 from tether.cli import main
 from tether.connectors import McpConnector, token_path
@@ -32,18 +30,8 @@ LIFETIME_S = 2
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    env = {**os.environ, "TOKEN_LIFETIME": str(LIFETIME_S)}
-    with subprocess.Popen(
-        [sys.executable, str(SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("port "), f"the test server did not start: {line!r}"
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with oauth_server(TOKEN_LIFETIME=str(LIFETIME_S)) as url:
+        yield url
 
 
 def stats(server: str) -> dict[str, Any]:

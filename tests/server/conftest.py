@@ -21,6 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
+# The page tests' one skip: a machine without the browser (.ci/run installs it, so CI never skips).
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
+)
 
 
 def free_port() -> int:
@@ -186,3 +191,12 @@ def page(browser: Any, console_errors: list[str]) -> Iterator[Any]:
     yield page
     context.close()
     assert not errors, errors
+
+
+@pytest.fixture
+def bookings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file tests/connectors/asking_server.py appends each booking to (its side effect)."""
+    path = tmp_path / "bookings.txt"
+    path.touch()
+    monkeypatch.setenv("BOOKINGS", str(path))
+    return path

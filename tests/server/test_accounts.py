@@ -5,8 +5,6 @@ user's own access token, neither can use the other's, and the tokens are sealed 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.connectors.oauth_process import oauth_server
 from tests.server.conftest import read_events
 
 pytest.importorskip("mcp")
@@ -25,17 +24,8 @@ AGENTS = Path(__file__).with_name("mcp_agents.py")
 
 @pytest.fixture(scope="module")
 def auth_server() -> Iterator[str]:
-    with subprocess.Popen(
-        [sys.executable, str(OAUTH_SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("port "), f"the test server did not start: {line!r}"
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with oauth_server() as url:
+        yield url
 
 
 @pytest.fixture

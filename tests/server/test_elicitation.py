@@ -16,18 +16,10 @@ import pytest
 
 from tests.server.conftest import read_events
 
-pytest.importorskip("fastapi")
-pytest.importorskip("mcp")
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
+pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
 
 AGENTS = Path(__file__).with_name("asking_agents.py")
-
-
-@pytest.fixture
-def bookings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bookings.txt"
-    path.touch()
-    monkeypatch.setenv("BOOKINGS", str(path))
-    return path
 
 
 def ask(c: httpx.Client, text: str) -> tuple[str, dict[str, Any]]:

@@ -20,12 +20,9 @@ pytest.importorskip("playwright")
 
 from playwright.sync_api import Browser, Page, expect
 
-from tests.server.conftest import CHROMIUM
+from tests.server.conftest import NEEDS_CHROMIUM
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
-)
+pytestmark = NEEDS_CHROMIUM
 
 AGENTS = Path(__file__).with_name("page_agents.py")
 expect.set_options(timeout=15_000)

@@ -6,9 +6,6 @@ runs then call the server with their own token; another user's list still says n
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,38 +13,25 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("playwright")
-pytest.importorskip("mcp")
-pytest.importorskip("cryptography")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+pytest.importorskip("cryptography", reason="the sealed token store needs it (the mcp SDK installs it)")
 
 from playwright.sync_api import Page, expect
 
-from tests.server.conftest import CHROMIUM
+from tests.connectors.oauth_process import oauth_server
+from tests.server.conftest import NEEDS_CHROMIUM
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
-)
+pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=15_000)
 
-OAUTH_SERVER = Path(__file__).resolve().parents[1] / "connectors" / "oauth_server.py"
 AGENTS = Path(__file__).with_name("mcp_agents.py")
 
 
 @pytest.fixture(scope="module")
 def auth_server() -> Iterator[str]:
-    env = {**os.environ, "CONSENT": "1"}
-    with subprocess.Popen(
-        [sys.executable, str(OAUTH_SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("port "), f"the test server did not start: {line!r}"
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with oauth_server(CONSENT="1") as url:  # a consent page a person clicks through
+        yield url
 
 
 @pytest.fixture

@@ -11,28 +11,17 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("playwright")
-pytest.importorskip("mcp")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
 
 from playwright.sync_api import Page, expect
 
-from tests.server.conftest import CHROMIUM
+from tests.server.conftest import NEEDS_CHROMIUM
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
-)
+pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=15_000)
 
 AGENTS = Path(__file__).with_name("asking_agents.py")
-
-
-@pytest.fixture
-def bookings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "bookings.txt"
-    path.touch()
-    monkeypatch.setenv("BOOKINGS", str(path))
-    return path
 
 
 def start(page: Page, server: Any, text: str) -> Any:

