@@ -129,17 +129,48 @@ def test_content_is_refused_for_a_question_that_is_not_a_form(served: Any, booki
         assert c.get(f"/v1/runs/{run_id}").json()["waiting"] == waiting  # still waits, nothing ran
 
 
-def test_a_restart_between_the_question_and_the_answer_loses_nothing(served: Any, bookings: Path) -> None:
-    first = served(agents_module=AGENTS)
-    with first.client() as c:
-        run_id, run = ask(c, "a table on Friday, please")
-        waiting = run["waiting"]
-    first.stop()
-    again = served(agents_module=AGENTS, home=first.home)
-    with again.client() as c:
-        assert c.get(f"/v1/runs/{run_id}").json()["waiting"] == waiting
-        assert answer(c, run_id, waiting, True, {"name": "Lin", "guests": 2}).status_code == 202
-        assert finished(c, run_id)["status"] == "completed"
+def test_a_kill_9_between_the_question_and_the_answer_loses_nothing(tmp_path: Path, bookings: Path) -> None:
+    """The server process is killed with SIGKILL while the run waits for the person; started again,
+    the run still asks the same question, and the answer books once."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+
+    def serve() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(AGENTS)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"listening on (http://\S+)/", line)
+        assert found, line
+        return proc, found.group(1)
+
+    first, url = serve()
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            run_id, run = ask(c, "a table on Friday, please")
+            waiting = run["waiting"]
+            assert waiting["type"] == "elicitation"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    again, url = serve()
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            assert c.get(f"/v1/runs/{run_id}").json()["waiting"] == waiting
+            assert answer(c, run_id, waiting, True, {"name": "Lin", "guests": 2}).status_code == 202
+            assert finished(c, run_id)["status"] == "completed"
+    finally:
+        again.terminate()
+        again.wait(30)
     assert bookings.read_text() == "Friday for Lin, 2 guests, window no\n"
 
 
