@@ -44,6 +44,7 @@ keeps the first N page files in sorted order (with their queries) for a quick ru
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import re
 import subprocess
@@ -56,9 +57,10 @@ __all__ = ["CorpusMissing", "Doc", "Query", "build"]
 PACKAGES = ("manpages", "manpages-dev")
 SECTIONS = ("1", "2", "3")
 INSTALL_HINT = "apt-get install -y manpages manpages-dev man-db groff-base"
-# The large set (``build(large=True)``, about 4,000 pages): more of Debian's documentation
+# The large set (``build(large=True)``, about 4,500 pages): more of Debian's documentation
 # packages, every section, so other authors, styles and vocabularies than the Linux man-pages
-# project's (OpenSSL's API, Perl's manuals and modules, Tcl/Tk, Xlib, git).
+# project's (OpenSSL's API, Perl's manuals and modules, Tcl/Tk, Xlib and Xt, git, systemd,
+# coreutils, util-linux, iproute2, libbsd, PAM, dpkg, e2fsprogs).
 LARGE_PACKAGES = (
     "manpages",
     "manpages-dev",
@@ -69,6 +71,22 @@ LARGE_PACKAGES = (
     "libx11-doc",
     "git-man",
     "openssl",
+    "systemd",
+    "coreutils",
+    "util-linux",
+    "iproute2",
+    "libbsd-dev",
+    "libmd-dev",
+    "libxt-dev",
+    "libxext-dev",
+    "libxft-dev",
+    "libpam-modules",
+    "libtirpc-dev",
+    "libtasn1-6-dev",
+    "dpkg-dev",
+    "libdpkg-perl",
+    "e2fsprogs",
+    "passwd",
 )
 LARGE_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
 LARGE_INSTALL_HINT = f"apt-get install -y --no-install-recommends {' '.join(LARGE_PACKAGES)} man-db groff-base"
@@ -109,7 +127,10 @@ def build(max_pages: int | None = None, *, large: bool = False) -> tuple[list[Do
     files = [path for path, _ in owned]
     if max_pages is not None:
         files = files[:max_pages]
-    cache = _CACHE / f"{_versions(packages)}_{_RENDER_VERSION}"
+    key = f"{_versions(packages)}_{_RENDER_VERSION}"
+    if len(key) > 200:  # too long for one file name: the versions' digest names the cache instead
+        key = hashlib.sha1(key.encode()).hexdigest() + f"_{_RENDER_VERSION}"
+    cache = _CACHE / key
     texts = _render_all(files, cache)
     docs: list[Doc] = []
     descriptions: dict[str, str] = {}
