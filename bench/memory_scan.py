@@ -58,7 +58,18 @@ def anchors(text: str) -> bool:
 
 
 def load(path: Path) -> list[dict[str, str]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [r for r in rows if _carries(r)]
+
+
+def _carries(row: dict[str, str]) -> bool:
+    """False for an attack row whose attack is not in it: tag characters carry ASCII only, so a
+    Chinese attack "smuggled" in them left only the visible "Likes green tea." (the generator no
+    longer writes such rows; the frozen second set still has some, and they are left out)."""
+    if row["label"] != "attack" or row.get("obfuscation") != "tag_smuggling":
+        return True
+    payload = "".join(chr(ord(c) - 0xE0000) for c in row["text"] if 0xE0000 <= ord(c) <= 0xE007F)
+    return sum(c.isalpha() for c in payload) >= 8
 
 
 Cells = dict[str, dict[str, int]]

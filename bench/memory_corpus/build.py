@@ -31,6 +31,7 @@ from attacks import ATTACKS, LANGS
 from notes import NOTES
 from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES
 from round2 import R2
+from round3 import R3
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -185,8 +186,11 @@ def rows() -> list[dict[str, str]]:
                     for ob in rng.sample(pool, 2 if label == "attack" else 1):
                         if label == "benign" and ob == "casing" and not _latin(filled):
                             continue
+                        if ob == "tag_smuggling" and not _latin(filled):
+                            continue  # tag characters carry ASCII only: the row would carry no attack
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
     out += round_two()
+    out += round_three()
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
@@ -240,7 +244,31 @@ def round_two() -> list[dict[str, str]]:
                 if label == "attack":
                     pool = ATTACK_OBFUSCATIONS + (LATIN_OBFUSCATIONS if _latin(text) else ())
                     ob = rng.choice(pool)
+                    if ob == "tag_smuggling" and not _latin(text):
+                        continue  # tag characters carry ASCII only: the row would carry no attack
                     out.append({"text": obfuscate(ob, text, rng), "obfuscation": ob, **base, "part": "tune"})
+    return out
+
+
+def round_three() -> list[dict[str, str]]:
+    """Round three's tuning templates (``round3.py``): eleven tuning languages, a generator of their
+    own (the rows before them stay exactly as they were); each attack also once obfuscated, each
+    ordinary note also once as a variant."""
+    rng = random.Random(263)
+    out: list[dict[str, str]] = []
+    for tid, kind, texts in R3:
+        label = "benign" if kind == "note" else "attack"
+        for lang, text in texts.items():
+            base = {"label": label, "lang": lang, "family": FAMILY[lang], "kind": kind, "template": tid}
+            out.append({"text": text, "obfuscation": "none", **base, "part": "tune"})
+            if label == "attack":
+                pool = ATTACK_OBFUSCATIONS + (LATIN_OBFUSCATIONS if _latin(text) else ())
+            else:
+                pool = NOTE_VARIANTS if _latin(text) else ("bullet",)
+            ob = rng.choice(pool)
+            if ob == "tag_smuggling" and not _latin(text):
+                continue
+            out.append({"text": obfuscate(ob, text, rng), "obfuscation": ob, **base, "part": "tune"})
     return out
 
 

@@ -344,9 +344,9 @@ def test_custom_scanner_is_used_and_replaces_the_default(tmp_path: Path) -> None
 def test_scanners_run_in_order_and_the_first_finding_wins(tmp_path: Path) -> None:
     custom = NoProjectNames()
     mem = Memory.open(tmp_path, scanners=[default_scanner(), custom])
-    with pytest.raises(MemoryRefused) as err:
-        mem.add("notes", f"Project Bluebird. {INSTRUCTION}")
-    assert err.value.rule == "scan:override"
+    with pytest.raises(MemoryRefused) as err:  # both would refuse it: the default, first, says why
+        mem.add("notes", f"{INSTRUCTION} Project\u200bBluebird.")
+    assert err.value.rule == "scan:invisible"
     with pytest.raises(MemoryRefused) as err:
         mem.add("notes", "Project Bluebird ships in May.")
     assert err.value.rule == "scan:codename"

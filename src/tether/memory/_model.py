@@ -1,13 +1,16 @@
 """The scan's learned part: a linear classifier over character n-grams, shipped with tether.
 
 It reads the normalised text (:func:`tether.memory._normal.normalise`) as character 1- to
-4-grams and word pairs, and gives each kind of injection a score (multinomial logistic
-regression). Trained in the repository by ``bench/memory_corpus/train.py`` on the tuning part of
-the corpus only; the weights (int8, one scale per kind) and the vocabulary live in
-``_model/``: ``scan_model.json`` (kinds, biases, scales, threshold), ``scan_model.keys`` (the CRC-32
-of each feature, unsigned 32-bit little-endian, in weight order) and ``scan_model.bin`` (int8, one row
-per kind). Standard library only at run time: loading takes a few milliseconds, scoring a note well
-under one, nothing is downloaded.
+4-grams, word pairs and intent frames (:mod:`tether.memory._frames`, weighed ``frame_scale``
+times a character feature, so that what transfers across languages counts), and gives each kind
+of injection a score (multinomial logistic regression). Trained in the repository by
+``bench/memory_corpus/train.py`` on the tuning part of the corpus only; the weights (int8, one
+scale per kind) and the vocabulary live in ``_model/``: ``scan_model.json`` (kinds, biases,
+scales, threshold), ``scan_model.keys`` (the CRC-32 of each feature, unsigned 32-bit
+little-endian, sorted; the weights are in this order), ``scan_model.index`` (65,537 offsets:
+where each value of a key's top 16 bits begins) and ``scan_model.bin`` (int8, one row per kind).
+Standard library only at run time: loading takes a few milliseconds, scoring a note well under
+one, nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from tether.memory._frames import frames
 
-__all__ = ["KINDS", "Model", "feature_key", "features", "load"]
+__all__ = ["KINDS", "Index", "Model", "feature_key", "features", "load"]
 
 # The kinds the model tells apart; "note" is an ordinary note.
 KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
@@ -54,27 +57,59 @@ def _too_short(norm: str) -> bool:
     return sum(1 for ch in norm if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af") < 4
 
 
+class Index:
+    """The vocabulary: feature CRC-32 -> column, read straight from the shipped arrays. The keys
+    are sorted; ``starts[b]`` is where the keys whose top 16 bits are ``b`` begin. Nothing is
+    built at load (a dict of 50k large ints took ~9 ms); a look-up scans a bucket of about one."""
+
+    __slots__ = ("keys", "starts")
+
+    def __init__(self, keys: array.array[int], starts: array.array[int]) -> None:
+        self.keys = keys
+        self.starts = starts
+
+    def get(self, key: int) -> int | None:
+        b = key >> 16
+        keys = self.keys
+        for j in range(self.starts[b], self.starts[b + 1]):
+            if keys[j] == key:
+                return j
+        return None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 @dataclass(frozen=True)
 class Model:
-    vocab: dict[int, int]  # CRC-32 of a feature -> its column
+    vocab: Index  # CRC-32 of a feature -> its column
     weights: tuple[memoryview, ...]  # per kind: int8 per vocabulary entry
     scales: tuple[float, ...]  # per kind: what one int8 step is worth
     bias: tuple[float, ...]
     threshold: float  # refuse when the probability of "note" is below 1 - threshold
     kinds: tuple[str, ...]
     max_n: int = MAX_N
+    frame_scale: float = 1.0
 
-    def known(self, norm: str) -> list[int]:
-        """The columns of the features of ``norm`` that the model has weights for."""
+    def known(self, norm: str) -> tuple[list[int], list[int]]:
+        """The columns of the features of ``norm`` that the model has weights for: character and
+        word features, and intent frames (which weigh ``frame_scale`` times as much)."""
         get = self.vocab.get
-        return [i for f in features(norm, self.max_n) if (i := get(zlib.crc32(f.encode()))) is not None]
+        grams: list[int] = []
+        framed: list[int] = []
+        for f in features(norm, self.max_n):
+            i = get(zlib.crc32(f.encode()))
+            if i is not None:
+                (framed if f[:1] == "\x01" else grams).append(i)
+        return grams, framed
 
     def scores(self, norm: str) -> dict[str, float]:
         """The probability of each kind for a normalised text."""
-        ids = self.known(norm)
-        scale = 1.0 / math.sqrt(max(len(ids), 1))
+        grams, framed = self.known(norm)
+        scale = 1.0 / math.sqrt(max(len(grams) + len(framed), 1))
+        fs = self.frame_scale
         logits = [
-            b + s * scale * sum(map(w.__getitem__, ids))
+            b + s * scale * (sum(map(w.__getitem__, grams)) + fs * sum(map(w.__getitem__, framed)))
             for w, s, b in zip(self.weights, self.scales, self.bias, strict=True)
         ]
         top = max(logits)
@@ -85,7 +120,7 @@ class Model:
     def judge(self, norm: str) -> tuple[str, float] | None:
         """(kind, probability that it is an injection) when the text reads as one, else None. A
         text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
-        if _too_short(norm) or len(self.known(norm)) < MIN_EVIDENCE:
+        if _too_short(norm) or sum(map(len, self.known(norm))) < MIN_EVIDENCE:
             return None
         p = self.scores(norm)
         attack = 1.0 - p["note"]
@@ -105,18 +140,21 @@ HERE = Path(__file__).with_name("_model")
 @functools.lru_cache(maxsize=1)
 def load() -> Model:
     data = json.loads((HERE / "scan_model.json").read_text(encoding="utf-8"))
-    keys = array.array("I")
+    keys, starts = array.array("I"), array.array("I")
     keys.frombytes((HERE / "scan_model.keys").read_bytes())
+    starts.frombytes((HERE / "scan_model.index").read_bytes())
     if sys.byteorder != "little":
         keys.byteswap()
+        starts.byteswap()
     n = len(keys)
     whole = memoryview((HERE / "scan_model.bin").read_bytes()).cast("b")
     return Model(
-        dict(zip(keys, range(n), strict=True)),
+        Index(keys, starts),
         tuple(whole[k * n : (k + 1) * n] for k in range(len(data["kinds"]))),
         tuple(data["scales"]),
         tuple(data["bias"]),
         float(data["threshold"]),
         tuple(data["kinds"]),
         int(data.get("max_n", MAX_N)),
+        float(data.get("frame_scale", 1.0)),
     )
