@@ -119,7 +119,11 @@ class Data:
             ptr.append(len(ids))
         if FRAME_SCALE != 1.0:
             framed = np.array([f.startswith("\x01") for f in sorted(vocab, key=vocab.__getitem__)])
-            vals = list(np.where(framed[np.array(ids, dtype=np.int64)], FRAME_SCALE, 1.0) * np.array(vals)) if ids else vals
+            vals = (
+                list(np.where(framed[np.array(ids, dtype=np.int64)], FRAME_SCALE, 1.0) * np.array(vals))
+                if ids
+                else vals
+            )
         self.n = len(rows)
         self.X = csr_matrix((np.array(vals), np.array(ids, dtype=np.int64), np.array(ptr)), shape=(self.n, len(vocab)))
         self.XT = self.X.T.tocsr()
