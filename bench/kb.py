@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 pages, sizes 10k only (to results/kb_quick.json)")
     parser.add_argument("--embedders", default="local,hashing,wordllama")
     parser.add_argument("--sizes", default="10000,50000,100000", help="chunk counts for the latency table")
-    parser.add_argument("--large", action="store_true", help="the large set (nine documentation packages)")
+    parser.add_argument("--large", action="store_true", help="the large set (about 4,500 pages of 25 Debian packages)")
     parser.add_argument(
         "--incremental-only",
         action="store_true",

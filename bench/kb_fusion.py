@@ -2,7 +2,7 @@
 fusion's settings chosen on one part of the queries and reported on the rest.
 
     python bench/kb_fusion.py            # the man-page set of bench/kb.py (906 pages)
-    python bench/kb_fusion.py --large    # the large set (about 4,000 pages of nine packages)
+    python bench/kb_fusion.py --large    # the large set (about 4,500 pages of 25 packages)
 
 Each query's two rankings (chunk ids with their BM25 and cosine scores, 100 deep) are computed once
 with the local embedder and kept in ``~/.cache/tether/kb-fusion/`` (with the base, so a second run
@@ -192,7 +192,7 @@ def score(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--large", action="store_true", help="the large set of nine packages")
+    parser.add_argument("--large", action="store_true", help="the large set (about 4,500 pages of 25 Debian packages)")
     args = parser.parse_args()
     try:
         queries, data = rankings(args.large, lambda line: print(line, flush=True))

@@ -325,6 +325,25 @@ def test_the_shipped_model_is_the_one_the_training_script_describes() -> None:
     assert all(len(w) == header["features"] for w in model.weights) and model.kinds == tuple(header["kinds"])
 
 
+def test_the_vocabulary_index_finds_every_shipped_feature_and_nothing_else() -> None:
+    """The index is read straight from the shipped arrays (no dict built at load): every key is
+    found at its own column, and keys that are not shipped (between two, past the last, in an
+    empty bucket) are not."""
+    from tether.memory._model import feature_key, features, load
+
+    vocab = load().vocab
+    keys = list(vocab.keys)
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert all(vocab.get(k) == i for i, k in enumerate(keys))
+    shipped = set(keys)
+    probes = [k + 1 for k in keys[:500]] + [0, 2**32 - 1, keys[-1] + 1]
+    assert all(vocab.get(k) is None for k in probes if k not in shipped)
+    # An ordinary sentence's features: those found are exactly those shipped.
+    for f in features("the user prefers answers in british english"):
+        key = feature_key(f)
+        assert (vocab.get(key) is not None) == (key in shipped)
+
+
 def test_the_input_guardrail_reads_text_through_the_same_normaliser() -> None:
     from tether import Agent, run_sync
     from tether.guardrails import Guardrail, Rule, RuleClassifier
