@@ -33,3 +33,24 @@ def test_a_run_loads_neither_the_scanner_nor_the_knowledge_base(workspace: Path,
 def test_a_memory_write_is_scanned(tmp_path: Path) -> None:
     out = _probe(tmp_path, "memory", "add", "--notes", "the build uses make")
     assert out == ["0", "tether.memory.scan"]
+
+
+def test_a_knowledge_base_command_does_not_assemble_agents(tmp_path: Path) -> None:
+    """``tether kb`` asks the assembly for a base only: the agent assembly (its tools, middleware
+    and providers) is not imported. The assembly package imports each name when it is used."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "from tether.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    code = main(sys.argv[1:])\n"
+        "print(code, 'tether.assembly.parts' in sys.modules, 'tether.assembly.agents' in sys.modules)\n"
+    )
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "kb", "--name", "docs", "bases"], env=env, capture_output=True, text=True
+    )
+    assert done.stdout.split() == ["0", "True", "False"], done.stderr
+    # and the names still resolve, typed, when an importer asks for them
+    import tether.assembly as assembly
+
+    assert assembly.kb_name("docs") == "docs" and callable(assembly.build_agent)
