@@ -37,20 +37,24 @@ def test_a_memory_write_is_scanned(tmp_path: Path) -> None:
 
 def test_a_knowledge_base_command_does_not_assemble_agents(tmp_path: Path) -> None:
     """``tether kb`` asks the assembly for a base only: the agent assembly (its tools, middleware
-    and providers) is not imported. The assembly package imports each name when it is used."""
+    and providers) and the knowledge base's agent tools are not imported; both packages import
+    those names when they are used."""
     probe = (
         "import contextlib, io, sys\n"
         "from tether.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         "    code = main(sys.argv[1:])\n"
-        "print(code, 'tether.assembly.parts' in sys.modules, 'tether.assembly.agents' in sys.modules)\n"
+        "print(code, *[m in sys.modules for m in ('tether.assembly.parts', 'tether.assembly.agents', "
+        "'tether.knowledge.tools')])\n"
     )
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
     done = subprocess.run(
         [sys.executable, "-c", probe, "kb", "--name", "docs", "bases"], env=env, capture_output=True, text=True
     )
-    assert done.stdout.split() == ["0", "True", "False"], done.stderr
+    assert done.stdout.split() == ["0", "True", "False", "False"], done.stderr
     # and the names still resolve, typed, when an importer asks for them
     import tether.assembly as assembly
+    import tether.knowledge as knowledge
 
     assert assembly.kb_name("docs") == "docs" and callable(assembly.build_agent)
+    assert knowledge.KnowledgeTools.__name__ == "KnowledgeTools"

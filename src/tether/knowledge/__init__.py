@@ -4,6 +4,8 @@ graph of the entities that connect documents. ``Agent(extensions=[KnowledgeTools
 agent ``search_kb``, ``lookup_exact`` and ``entity_chunks``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tether.knowledge.base import Hit, IngestReport, KnowledgeBase, SearchResult
 from tether.knowledge.chunking import Chunk, chunk_text
 from tether.knowledge.embed import (
@@ -16,7 +18,9 @@ from tether.knowledge.embed import (
 )
 from tether.knowledge.graph import Extraction, Extractor, ModelExtractor, RuleExtractor
 from tether.knowledge.store import KnowledgeStore, SqliteKnowledgeStore
-from tether.knowledge.tools import KnowledgeTools
+
+if TYPE_CHECKING:
+    from tether.knowledge.tools import KnowledgeTools
 
 __all__ = [
     "Chunk",
@@ -39,3 +43,14 @@ __all__ = [
     "default_embedder",
     "make_embedder",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``KnowledgeTools`` is imported when first asked for: ``tether kb`` searches without the
+    agent's tool layer (events, statuses: about 50 ms)."""
+    if name == "KnowledgeTools":
+        from tether.knowledge.tools import KnowledgeTools
+
+        globals()[name] = KnowledgeTools
+        return KnowledgeTools
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
