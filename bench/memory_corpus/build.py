@@ -32,6 +32,7 @@ from notes import NOTES
 from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES
 from round2 import R2
 from round3 import R3
+from round4 import R4
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -191,6 +192,7 @@ def rows() -> list[dict[str, str]]:
                         out.append({"text": obfuscate(ob, filled, rng), "obfuscation": ob, **base})
     out += round_two()
     out += round_three()
+    out += round_three(R4, seed=264)
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
@@ -250,13 +252,13 @@ def round_two() -> list[dict[str, str]]:
     return out
 
 
-def round_three() -> list[dict[str, str]]:
-    """Round three's tuning templates (``round3.py``): eleven tuning languages, a generator of their
-    own (the rows before them stay exactly as they were); each attack also once obfuscated, each
-    ordinary note also once as a variant."""
-    rng = random.Random(263)
+def round_three(templates: list[tuple[str, str, dict[str, str]]] = R3, seed: int = 263) -> list[dict[str, str]]:
+    """Round three's tuning templates (``round3.py``; round four's, ``round4.py``, the same way):
+    eleven tuning languages, a generator of their own (the rows before them stay exactly as they
+    were); each attack also once obfuscated, each ordinary note also once as a variant."""
+    rng = random.Random(seed)
     out: list[dict[str, str]] = []
-    for tid, kind, texts in R3:
+    for tid, kind, texts in templates:
         label = "benign" if kind == "note" else "attack"
         for lang, text in texts.items():
             base = {"label": label, "lang": lang, "family": FAMILY[lang], "kind": kind, "template": tid}
