@@ -45,7 +45,9 @@ system prompt" read as persistence, and was dropped: 82.7 %. Reading each senten
 the whole note (scored so in the folds too, the maximum counting): 52.4 %, not used. Round four's
 templates (``round4.py``: the classic jailbreak genres, a freed persona, a dual answer, an evil
 twin, a game whose rules replace the assistant's, safeguards suspended, an unlocked build, "only
-from me"): 84.1 %.
+from me"): 84.1 % (chosen). Two more hard-negative notes of a kind the issue names (a user who
+wants the system prompt kept private, said two other ways): 76.6 %, so not used; the threshold that
+keeps them rises above too many attacks.
 """
 
 from __future__ import annotations
