@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tether.assembly.stores import session_store
 
 # Each name is imported from its module when first used, so a command that needs only a knowledge
-# base (``tether kb search``) does not import the agent assembly (about 60 ms).
+# base (``tether kb search``) does not import the agent assembly and what it brings.
 _WHERE = {
     "AGENT_NAME": "tether.assembly.agents",
     "DEFAULT_INSTRUCTIONS": "tether.assembly.agents",

@@ -47,7 +47,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """``KnowledgeTools`` is imported when first asked for: ``tether kb`` searches without the
-    agent's tool layer (events, statuses: about 50 ms)."""
+    agent's tool layer (events, statuses)."""
     if name == "KnowledgeTools":
         from tether.knowledge.tools import KnowledgeTools
 
