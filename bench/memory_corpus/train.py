@@ -47,7 +47,9 @@ templates (``round4.py``: the classic jailbreak genres, a freed persona, a dual 
 twin, a game whose rules replace the assistant's, safeguards suspended, an unlocked build, "only
 from me"): 84.1 % (chosen). Two more hard-negative notes of a kind the issue names (a user who
 wants the system prompt kept private, said two other ways): 76.6 %, so not used; the threshold that
-keeps them rises above too many attacks.
+keeps them rises above too many attacks. L2 again, on this larger tuning part: 3e-6: 71.8 %;
+1e-6: 84.1 %; 5e-7: 85.4 %; 3e-7: 86.3 % (chosen); 2e-7: 86.1 %; 1e-7: 85.9 %; n-grams up to 3:
+75.6 %, up to 5: 81.1 %; 300 steps: 77.9 %.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
-STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 1e-6, 3.0, 0.995, 4
+STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 3.0, 0.995, 4
 FRAME_SCALE = 4.0
 
 
