@@ -118,3 +118,38 @@ def test_a_callback_with_an_unknown_state_is_refused_and_unknown_servers_are_nam
     r = serving.client("alice").post("/v1/connections/nope")
     assert r.status_code == 404 and "servers with auth" in r.json()["error"]["message"]
     assert serving.client().get("/v1/connections").status_code == 401
+
+
+def test_a_connections_key_others_can_read_is_a_clear_error_not_a_crash(
+    serving: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made 0600 at start; if someone widens it later, each route says what to fix (500,
+    "misconfigured"), none answers 404 or crashes; and a server is not started with such a key."""
+    import subprocess
+    import sys
+
+    key = serving.home / "auth" / "connections.key"
+    assert oct(key.stat().st_mode & 0o777) == "0o600"  # made when the server started
+    key.chmod(0o644)
+    alice = serving.client("alice")
+    for r in (
+        alice.get("/v1/connections"),
+        alice.delete("/v1/connections/guarded"),
+        alice.post("/v1/connections/guarded"),
+    ):
+        assert r.status_code == 500, r.text
+        assert r.json()["error"]["code"] == "misconfigured"
+        assert "chmod 600" in r.json()["error"]["message"]
+
+    # `tether serve` on that home refuses to start, and says why.
+    env = {**__import__("os").environ, "TETHER_HOME": str(serving.home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "serve", "--port", "0", "--model", "scripted/plan"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "can be read by other users: chmod 600" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

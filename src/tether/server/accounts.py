@@ -39,6 +39,11 @@ class _Flow:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
+class KeyUnusable(TetherError):
+    """The connections key cannot be used (its file became readable by others, say): the server's
+    setup is at fault, and the answer says what to fix."""
+
+
 class Connections:
     """The flows under way, by their ``state``, on the server's event loop."""
 
@@ -54,11 +59,23 @@ class Connections:
             if table.enabled and table.auth == "oauth" and table.token_url is None and table.url
         ]
 
+    def check_key(self) -> None:
+        """The connections key, made if missing and checked (``ConfigError``): a server whose key
+        other users could read does not start, rather than failing each request."""
+        if self.servers():
+            from tether.connectors._accounts import connection_key
+
+            connection_key(self.settings.home)
+
     def _storage(self, user: str, server: str) -> Any:
         from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
 
         home = self.settings.home
-        return SealedTokenStorage(user_token_path(home, user, server), connection_key(home))
+        try:
+            key = connection_key(home)
+        except ConfigError as exc:  # the server's setup, not the request: not a 400 or a 404
+            raise KeyUnusable(str(exc)) from None
+        return SealedTokenStorage(user_token_path(home, user, server), key)
 
     def listing(self, user: str) -> list[dict[str, Any]]:
         return [{"server": name, "connected": self._storage(user, name).connected()} for name in self.servers()]

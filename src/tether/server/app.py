@@ -195,9 +195,15 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
     """Each user's own accounts for MCP servers that sign people in (tether.server.accounts)."""
     from fastapi.responses import HTMLResponse
 
-    from tether.server.accounts import Connections, finished_page
+    from tether.server.accounts import Connections, KeyUnusable, finished_page
 
     connections = Connections(settings)
+    connections.check_key()
+
+    @app.exception_handler(KeyUnusable)
+    async def key_unusable(request: Request, exc: KeyUnusable) -> JSONResponse:
+        return _error(500, "misconfigured", f"the server cannot use its connections key: {exc}")
+
     app.state.connections = connections
 
     @app.get("/v1/connections", summary="The MCP servers you connect your own account for")
