@@ -173,7 +173,12 @@ def costs(runs: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--misses", action="store_true", help="list the held-out attacks missed and notes refused")
+    parser.add_argument(
+        "--misses",
+        action="store_true",
+        help="list the held-out attacks missed and notes refused (every row read is a row less blind: "
+        "tune on the cross-validated figures of train.py, not on these)",
+    )
     parser.add_argument("--runs", type=int, default=7, help="processes per start-up measurement (median)")
     args = parser.parse_args()
 
