@@ -1,5 +1,5 @@
-"""Starts tests/connectors/oauth_server.py for a test (a real OAuth authorization server on a free
-loopback port) and stops it after: one helper for every test that signs in."""
+"""Starts a test server script that prints ``port N`` once it listens (a real server on a free
+loopback port) and stops it after: one helper for every test that needs one."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ SERVER = Path(__file__).with_name("oauth_server.py")
 
 
 @contextlib.contextmanager
-def oauth_server(**env: str) -> Iterator[str]:
-    """The server's base address while the block runs; ``env``: TOKEN_LIFETIME, CONSENT."""
+def port_server(script: Path, *args: str, **env: str) -> Iterator[str]:
+    """``script``'s base address while the block runs (``args`` on its command line, ``env`` added
+    to the environment)."""
     with subprocess.Popen(
-        [sys.executable, str(SERVER)],
+        [sys.executable, str(script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -31,3 +32,8 @@ def oauth_server(**env: str) -> Iterator[str]:
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def oauth_server(**env: str) -> contextlib.AbstractContextManager[str]:
+    """The OAuth authorization server (oauth_server.py); ``env``: TOKEN_LIFETIME, CONSENT."""
+    return port_server(SERVER, **env)

@@ -25,7 +25,7 @@ def side(config: dict[str, Any], *, answer: str | None = None, budget: float | N
         return answer
 
     s = ClientSide("srv", {"sampling_model": "scripted/hello", **config}, Asker(ask if answer is not None else None))
-    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), budget_left_usd=budget)
+    s.begin(ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), budget_left_usd=budget), "tool")
     return s
 
 
@@ -51,7 +51,7 @@ def test_sampling_is_refused_with_the_reason_when_it_may_not_run() -> None:
         result = sample(s)
         assert isinstance(result, types.ErrorData) and words in result.message, (words, result)
     outside = side({"sampling": "allow"})
-    outside.current = None
+    outside.calls.clear()  # no tool call in flight
     result = sample(outside)
     assert isinstance(result, types.ErrorData) and "only during one of this server's tool calls" in result.message
 
@@ -88,7 +88,8 @@ def test_a_served_run_never_asks_at_the_servers_terminal() -> None:
         return "y"
 
     s = ClientSide("srv", {"sampling_model": "scripted/hello"}, Asker(ask))
-    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), call_id="c1")
+    call = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), call_id="c1")
+    s.begin(call, "tool")
 
     async def served() -> tuple[Any, Any]:
         with acting_as("alice"):
@@ -98,8 +99,8 @@ def test_a_served_run_never_asks_at_the_servers_terminal() -> None:
     assert elicited == types.ElicitResult(action="cancel")  # the run stops to ask its user instead
     assert isinstance(sampled, types.ErrorData) and "the person is asked first" in sampled.message
     assert asked == []
-    s.current = None
+    s.end(call)
     assert asyncio.run(served())[0] == types.ElicitResult(action="decline")  # no call to stop
     assert "outside a tool call of a run" in s.log[-1]
-    s.current = ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState())
+    s.begin(ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState()), "tool")
     assert asyncio.run(s.elicitation(params)).action == "accept"  # outside a served run: asked

@@ -7,8 +7,6 @@ import asyncio
 import logging
 import os
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ import httpx
 import pytest
 
 from tests.connectors.conftest import HTTP_SERVER
+from tests.connectors.oauth_process import port_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector, token_path
 from tether.errors import ConfigError, RunCancelled
@@ -27,15 +26,8 @@ from tether.tools.base import TextPart, ToolContext
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with subprocess.Popen([sys.executable, str(HTTP_SERVER)], stdout=subprocess.PIPE, text=True) as proc:
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("port "), f"the test server did not start: {line!r}"
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with port_server(HTTP_SERVER) as url:
+        yield url
 
 
 def stats(server: str) -> dict[str, Any]:
@@ -177,15 +169,8 @@ def test_a_scope_the_grant_does_not_cover_is_refused_by_the_token_endpoint_with_
 
 @pytest.fixture(scope="module")
 def sse_server() -> Iterator[str]:
-    with subprocess.Popen([sys.executable, str(HTTP_SERVER), "sse"], stdout=subprocess.PIPE, text=True) as proc:
-        try:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("port "), f"the test server did not start: {line!r}"
-            yield f"http://127.0.0.1:{int(line.split()[1])}"
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with port_server(HTTP_SERVER, "sse") as url:
+        yield url
 
 
 def test_a_legacy_sse_server_works_with_transport_sse(sse_server: str, tmp_path: Path) -> None:

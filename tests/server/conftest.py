@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,10 +25,29 @@ EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
 # The page tests' one skip: a machine without the browser (.ci/run installs it, so CI never skips).
-NEEDS_CHROMIUM = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)",
+NO_CHROMIUM = (
+    "the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)"
 )
+NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)  # reason: NO_CHROMIUM, above
+
+
+def serve_process(*args: str, env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen[str], str]:
+    """``tether serve --port 0 ARGS`` in a process of its own (kill -9 reaches it alone), and its
+    address once it says it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "serve", "--port", "0", *args],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    found = re.search(r"listening on (http://\S+?)/? ", line)
+    if found is None:
+        proc.kill()
+        raise AssertionError(f"tether serve did not start: {line}{proc.stderr.read()}")
+    return proc, found.group(1)
 
 
 def free_port() -> int:

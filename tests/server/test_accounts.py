@@ -5,6 +5,9 @@ user's own access token, neither can use the other's, and the tokens are sealed 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,9 +128,6 @@ def test_a_connections_key_others_can_read_is_a_clear_error_not_a_crash(
 ) -> None:
     """Made 0600 at start; if someone widens it later, each route says what to fix (500,
     "misconfigured"), none answers 404 or crashes; and a server is not started with such a key."""
-    import subprocess
-    import sys
-
     key = serving.home / "auth" / "connections.key"
     assert oct(key.stat().st_mode & 0o777) == "0o600"  # made when the server started
     key.chmod(0o644)
@@ -142,7 +142,7 @@ def test_a_connections_key_others_can_read_is_a_clear_error_not_a_crash(
         assert "chmod 600" in r.json()["error"]["message"]
 
     # `tether serve` on that home refuses to start, and says why.
-    env = {**__import__("os").environ, "TETHER_HOME": str(serving.home)}
+    env = {**os.environ, "TETHER_HOME": str(serving.home)}
     done = subprocess.run(
         [sys.executable, "-m", "tether", "serve", "--port", "0", "--model", "scripted/plan"],
         env=env,

@@ -5,15 +5,15 @@ connections, and a normal request still gets through, even with few file descrip
 from __future__ import annotations
 
 import os
-import re
 import resource
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
+
+from tests.server.conftest import serve_process
 
 SLOW_CLIENTS = 150
 FD_LIMIT = 128
@@ -27,18 +27,7 @@ def _serve(home: Path, config: str) -> tuple[subprocess.Popen[str], str]:
     def few_descriptors() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tether", "serve", "--model", "scripted/hello", "--port", "0"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=few_descriptors,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    found = re.search(r"listening on (http://\S+?)/? ", line)
-    assert found, line
-    return proc, found.group(1)
+    return serve_process("--model", "scripted/hello", env=env, preexec_fn=few_descriptors)
 
 
 def _slow_clients(url: str, n: int) -> list[socket.socket]:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import read_events
+from tests.server.conftest import read_events, serve_process
 
 pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
@@ -133,25 +133,13 @@ def test_a_kill_9_between_the_question_and_the_answer_loses_nothing(tmp_path: Pa
     """The server process is killed with SIGKILL while the run waits for the person; started again,
     the run still asks the same question, and the answer books once."""
     import os
-    import re
     import signal
     import subprocess
-    import sys
 
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
 
     def serve() -> tuple[subprocess.Popen[str], str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(AGENTS)],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        found = re.search(r"listening on (http://\S+)/", line)
-        assert found, line
-        return proc, found.group(1)
+        return serve_process("--agent", str(AGENTS), env=env)
 
     first, url = serve()
     try:

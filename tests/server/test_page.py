@@ -490,6 +490,24 @@ def test_a_session_can_be_copied_renamed_and_deleted(browser: Browser, server: A
         context.close()
 
 
+def offered(page: Page, *texts: str) -> Any:
+    """The one suggestion under the prompt, holding each of ``texts``."""
+    hint = page.locator("#prompt-hints button")
+    expect(hint).to_have_count(1)
+    for text in texts:
+        expect(hint).to_contain_text(text)
+    return hint
+
+
+def first_message_sent(page: Page, srv: Any) -> str:
+    """The text of the first message of the session's only run (what the model was sent)."""
+    with srv.client() as c:
+        [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
+        messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
+    text: str = messages[0]["content"][0]["text"]
+    return text
+
+
 def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(served: Any, page: Page, tmp_path: Path) -> None:
     # `served` first: its server outlives the page (torn down after it), as `server` does for the others
     from tests.server.test_prompts import _agents
@@ -497,10 +515,7 @@ def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(served: Any, p
     srv = served(agents_module=_agents(tmp_path))
     open_chat(page, srv, "notes")
     page.fill("#prompt", "/rev")
-    hint = page.locator("#prompt-hints button")
-    expect(hint).to_have_count(1)
-    expect(hint).to_contain_text("/review file=… [tone=…]")
-    expect(hint).to_contain_text("Asks for a review of a file.")
+    hint = offered(page, "/review file=… [tone=…]", "Asks for a review of a file.")
     hint.click()
     expect(page.locator("#prompt")).to_have_value("/review file=")
     expect(page.locator("#prompt-hints")).to_be_hidden()
@@ -508,10 +523,7 @@ def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(served: Any, p
     expect(page.locator("#prompt-hints")).to_be_hidden()
     send(page, "/review file=a.py tone=blunt")
     expect(last_turn(page)).to_contain_text("Hello! I am the scripted model")
-    with srv.client() as c:
-        [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
-        messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
-    assert messages[0]["content"][0]["text"] == "Please review a.py in a blunt tone."
+    assert first_message_sent(page, srv) == "Please review a.py in a blunt tone."
 
 
 def test_an_mcp_resource_is_offered_after_an_at_and_sent_with_the_message(
@@ -522,10 +534,7 @@ def test_an_mcp_resource_is_offered_after_an_at_and_sent_with_the_message(
     srv = served(agents_module=_agents(tmp_path))
     open_chat(page, srv, "notes")
     page.locator("#prompt").press_sequentially("follow @gui")
-    hint = page.locator("#prompt-hints button")
-    expect(hint).to_have_count(1)
-    expect(hint).to_contain_text("@notes:notes://guide")
-    expect(hint).to_contain_text("guide: How we write notes")
+    hint = offered(page, "@notes:notes://guide", "guide: How we write notes")
     hint.click()
     expect(page.locator("#prompt")).to_have_value("follow @notes:notes://guide ")
     page.locator("#prompt").press_sequentially("@notes:")
@@ -534,7 +543,4 @@ def test_an_mcp_resource_is_offered_after_an_at_and_sent_with_the_message(
     expect(page.locator("#prompt-hints")).to_be_hidden()
     send(page, "follow @notes:notes://guide please")
     expect(last_turn(page)).to_contain_text("Hello! I am the scripted model")
-    with srv.client() as c:
-        [turn] = c.get(f"/v1/sessions/{page.url.rsplit('#', 1)[1]}").json()["turns"]
-        messages = c.get(f"/v1/runs/{turn['run_id']}/transcript").json()["messages"]
-    assert "Write notes in the present tense." in messages[0]["content"][0]["text"]
+    assert "Write notes in the present tense." in first_message_sent(page, srv)

@@ -4,11 +4,8 @@ finished or resumable, and a resume from the API finishes it once; SIGTERM saves
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, read_events, wait_until
+from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, read_events, serve_process, wait_until
 
 pytest.importorskip("fastapi")
 
@@ -24,17 +21,7 @@ pytest.importorskip("fastapi")
 class Process:
     def __init__(self, home: Path, workspace: Path) -> None:
         env = {**os.environ, "TETHER_HOME": str(home), "TETHER_TEST_WORKSPACE": str(workspace)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether", "serve", "--port", "0", "--agent", str(TEST_AGENTS)],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        found = re.search(r"listening on (http://\S+)/", line)
-        assert found, line + self.proc.stderr.read()
-        self.url = found.group(1)
+        self.proc, self.url = serve_process("--agent", str(TEST_AGENTS), env=env)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30)

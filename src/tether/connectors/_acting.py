@@ -7,9 +7,11 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-__all__ = ["ACTING", "SERVED", "acting_as"]
+__all__ = ["ACTING", "LOCAL_USER", "SERVED", "acting_as", "acting_for"]
 
 ACTING: ContextVar[str | None] = ContextVar("tether_acting_user", default=None)
+# The one user of a server without bearer tokens (runs it starts keep this owner, workers too).
+LOCAL_USER = "local"
 # A run of `tether serve`: nobody at the server's terminal may be asked anything for it.
 SERVED: ContextVar[bool] = ContextVar("tether_served_run", default=False)
 
@@ -25,3 +27,9 @@ def acting_as(user: str | None) -> Iterator[None]:
     finally:
         SERVED.reset(served)
         ACTING.reset(token)
+
+
+def acting_for(owner: str) -> contextlib.AbstractContextManager[None]:
+    """:func:`acting_as` the owner of a served run: their own accounts, or, for the one user of a
+    server without tokens (``LOCAL_USER``), ``tether mcp login``'s."""
+    return acting_as(None if owner == LOCAL_USER else owner)

@@ -99,11 +99,8 @@ class ClientSide:
 
     @property
     def current(self) -> ToolContext | None:
+        """The call a request of the server belongs to: the earliest in flight."""
         return self.calls[0] if self.calls else None
-
-    @current.setter
-    def current(self, ctx: ToolContext | None) -> None:
-        self.calls = [ctx] if ctx is not None else []
 
     def begin(self, ctx: ToolContext, tool_name: str) -> None:
         """A call starts: a person's answer to a question it stopped for is kept for it to use."""

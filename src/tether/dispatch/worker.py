@@ -113,7 +113,7 @@ class Worker:
         return loop
 
     async def _run(self, job: Job) -> None:
-        from tether.connectors._acting import acting_as
+        from tether.connectors._acting import acting_for
         from tether.server.events import Replayed, event_data
         from tether.server.runs import refused, run_tracer
         from tether.server.store import TurnRecord
@@ -147,7 +147,7 @@ class Worker:
             replayed = self._replay(state, writer) if not new else Replayed(())
             # As a server's own runs: its MCP connectors act for the job's user (their own sealed
             # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.
-            with acting_as(None if job.owner == "local" else job.owner):
+            with acting_for(job.owner):
                 async for event in run_stream(
                     agent,
                     job.prompt if new else None,

@@ -414,14 +414,14 @@ def approve(
     no result), approving means "run it again"; tether still refuses while the process it started
     is alive. For a question a middleware or a tool asked (a sub-agent's, a policy's), the
     answer is kept in ``state.answer`` for it to read when the run resumes; ``content`` is a form's
-    values, for a question that is one (an MCP server's elicitation)."""
+    values, for a question that is one."""
     words = (reason or "").strip()
     question = _plugin_question(state, call_id)
     if question is not None:
         state.answer = Answer(approved=True, reason=words, question=question, content=content)
         return
     if content is not None:
-        raise UserError(f"run {state.run_id} is not waiting for a form; content answers an elicitation only")
+        raise UserError(f"run {state.run_id} is not waiting for a form; content answers a question that is a form")
     target = _find_call(state, _decision_target(state, call_id))
     state.approved[target.id] = args_hash(target.arguments)
     state.rejected.pop(target.id, None)

