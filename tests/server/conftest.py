@@ -203,8 +203,11 @@ def console_errors() -> list[str]:
 
 
 @pytest.fixture
-def page(browser: Any, console_errors: list[str]) -> Iterator[Any]:
-    """A fresh page; the test fails if the page throws or logs an error (a CSP violation, a 404)."""
+def page(browser: Any, console_errors: list[str], served: Any) -> Iterator[Any]:
+    """A fresh page; the test fails if the page throws or logs an error (a CSP violation, a 404).
+
+    It asks for ``served`` so that every server a test starts outlives the page: the page is closed
+    first, and a request it still makes at teardown is never refused."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
     errors = console_errors

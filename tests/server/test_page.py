@@ -509,7 +509,6 @@ def first_message_sent(page: Page, srv: Any) -> str:
 
 
 def test_an_mcp_prompt_is_offered_while_typing_and_sent_filled_in(served: Any, page: Page, tmp_path: Path) -> None:
-    # `served` first: its server outlives the page (torn down after it), as `server` does for the others
     from tests.server.test_prompts import _agents
 
     srv = served(agents_module=_agents(tmp_path))
