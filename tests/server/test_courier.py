@@ -1,18 +1,22 @@
 """Events cross from a run's loop to the server's loop in order, in batches (one wake-up of the
-server's loop per batch, not per event)."""
+server's loop per batch, not per event); a late HTTP loop makes the runs give way to it."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
-from tether.server.runs import _Courier
+from tether.server.events import EventLog
+from tether.server.runs import Lateness, _Courier
 
 
 def test_events_arrive_in_order_and_share_wakeups() -> None:
     got: list[int] = []
     wakeups: list[int] = []
+    batches: list[int] = []
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
@@ -23,7 +27,12 @@ def test_events_arrive_in_order_and_share_wakeups() -> None:
             return real(*args)
 
         loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
-        courier = _Courier(loop, lambda kind, data: got.append(data["n"]))
+
+        def deliver(batch: list[tuple[str, dict[str, Any]]]) -> None:
+            batches.append(len(batch))
+            got.extend(data["n"] for _, data in batch)
+
+        courier = _Courier(loop, deliver, Lateness())
         sender = threading.Thread(target=lambda: [courier.send("e", {"n": i}) for i in range(5000)])
         sender.start()
         while len(got) < 5000:
@@ -33,3 +42,51 @@ def test_events_arrive_in_order_and_share_wakeups() -> None:
     asyncio.run(go())
     assert got == list(range(5000))
     assert len(wakeups) < 5000
+    assert len(wakeups) == len(batches)
+
+
+def test_a_late_http_loop_makes_the_runs_give_way_and_an_idle_one_stops_ticking() -> None:
+    lateness = Lateness(every_s=0.005, late_s=0.002, cede_s=0.001)
+    live = [True]
+    lateness.live = lambda: live[0]
+    seen: list[bool] = []
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        lateness.wake(loop)
+        lateness.wake(loop)  # one tick chain, not two
+        await asyncio.sleep(0.05)
+        seen.append(lateness.late)  # on time: no one waits
+        time.sleep(0.05)  # the HTTP loop held up (by the interpreter lock, say)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)
+        seen.append(lateness.late)
+        began = time.perf_counter()
+        lateness.cede()  # a run's emit, while the loop is late
+        seen.append(time.perf_counter() - began >= 0.001)
+        await asyncio.sleep(0.05)
+        seen.append(lateness.late)  # caught up
+        live[0] = False
+        await asyncio.sleep(0.05)
+        seen.append(lateness._ticking)
+
+    asyncio.run(go())
+    assert seen == [False, True, True, False, False]
+
+
+def test_a_follower_gets_what_came_at_once_as_one_batch(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "r.log")
+    log.live = True
+    log.extend([("text", {"n": 1}), ("text", {"n": 2}), ("text", {"n": 3})])
+    got: list[list[int]] = []
+
+    async def go() -> None:
+        follow = log.follow(0)
+        got.append([n for n, _, _ in await follow.__anext__()])
+        log.append("done", {"n": 4})
+        log.live = False
+        got.append([n for n, _, _ in await follow.__anext__()])
+
+    asyncio.run(go())
+    assert got == [[1, 2, 3], [4]]
+    assert EventLog.load(tmp_path / "r.log").items == log.items  # one write of three lines, read back whole

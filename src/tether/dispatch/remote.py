@@ -175,16 +175,17 @@ class RemoteLog:
         self.runs = runs
         self.run_id = run_id
 
-    async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
+    async def follow(
+        self, after: int, *, keepalive_s: float = 15.0
+    ) -> AsyncIterator[list[tuple[int, str, str]] | None]:
         i = max(0, after)
         quiet = 0.0
         last_kind: str | None = None
         while True:
             batch = self.runs.jobs.events_after(self.run_id, i)
-            for item in batch:
-                i, last_kind = item[0], item[1]
-                yield item
             if batch:
+                i, last_kind = batch[-1][0], batch[-1][1]
+                yield batch
                 quiet = 0.0
                 if len(batch) >= 500:
                     continue

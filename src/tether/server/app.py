@@ -574,13 +574,12 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
     async def stream() -> AsyncIterator[str]:
         yield "retry: 1000\n\n"
         sent = False
-        async for item in log.follow(after):
-            if item is None:
+        async for batch in log.follow(after):
+            if batch is None:
                 yield ": keep-alive\n\n"
                 continue
-            n, kind, data = item
-            sent = True
-            yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+            sent = True  # all that came at once, in one write
+            yield "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
         if not sent and after == 0:
             for n, kind, data in _replayed(core, run_id):
                 yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"

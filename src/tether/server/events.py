@@ -220,9 +220,17 @@ class EventLog:
         return self.items[-1][0] if self.items else self.base
 
     def append(self, kind: str, data: dict[str, Any]) -> int:
-        text = encode_event(data)
-        n = self.last_id + 1
-        self.items.append((n, kind, text))
+        return self.extend([(kind, data)])
+
+    def extend(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
+        """Number and keep a run's events, in one write to the log and one wake-up of the clients
+        that follow it; the last id given."""
+        lines = []
+        for kind, data in batch:
+            n = self.last_id + 1
+            text = encode_event(data)
+            self.items.append((n, kind, text))
+            lines.append(f"{n}\t{kind}\t{text}\n")
         self._wake.set()
         self._wake = asyncio.Event()
         if self._fd != -1:
@@ -232,13 +240,13 @@ class EventLog:
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
                     _drop_torn_tail(self._fd)
                 # A view of the run, like its trace: not fsynced (the run store holds what must survive).
-                os.write(self._fd, f"{n}\t{kind}\t{text}\n".encode("utf-8", "surrogatepass"))
+                os.write(self._fd, "".join(lines).encode("utf-8", "surrogatepass"))
             except OSError as exc:  # the stream goes on from memory; a reload after the run ends sees less
                 _log.error("events of %s cannot be kept in %s: %s", self.path.stem, self.path, exc)
                 if self._fd not in (None, -1):
                     os.close(self._fd)
                 self._fd = -1
-        return n
+        return self.last_id
 
     def close(self) -> None:
         self.live = False
@@ -248,16 +256,21 @@ class EventLog:
             os.close(self._fd)
         self._fd = None
 
-    async def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[tuple[int, str, str] | None]:
-        """The events after id ``after``, then new ones as they come, until the run is no longer
-        live (its last event is then a ``done``). A ``done`` from an earlier part of a run that is
-        live again (resumed after a decision) does not end the stream. ``None`` means "nothing for
-        a while": the caller sends a keep-alive."""
+    async def follow(
+        self, after: int, *, keepalive_s: float = 15.0
+    ) -> AsyncIterator[list[tuple[int, str, str]] | None]:
+        """The events after id ``after``, then new ones as they come, in batches (all that are
+        there at each wake-up), until the run is no longer live (its last event is then a
+        ``done``). A ``done`` from an earlier part of a run that is live again (resumed after a
+        decision) does not end the stream. ``None`` means "nothing for a while": the caller sends
+        a keep-alive."""
         i = max(0, after - self.base)  # what a pruned log no longer has is not made up
         while True:
-            while i < len(self.items):
-                i += 1
-                yield self.items[i - 1]
+            if i < len(self.items):
+                batch = self.items[i:]
+                i += len(batch)
+                yield batch
+                continue
             if not self.live:
                 return
             wake = self._wake

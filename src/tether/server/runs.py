@@ -34,7 +34,7 @@ from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
 from tether.tracing import JsonlTracer
 
-__all__ = ["LiveRun", "RunLoops", "RunManager", "refused", "run_tracer", "waiting"]
+__all__ = ["Lateness", "LiveRun", "RunLoops", "RunManager", "refused", "run_tracer", "waiting"]
 
 _log = logging.getLogger("tether.server")
 
@@ -57,17 +57,54 @@ class LiveRun:
             self.signal.cancel(reason)
 
 
+class Lateness:
+    """Whether the server's HTTP loop is running late, so the run loops give way to it.
+
+    Runs and requests share one interpreter lock. Under load a run loop busy with hundreds of runs
+    keeps it, and every request waits for it at each system call (a SQLite query, a socket write):
+    a new message's first event then comes after seconds. While runs are live, a tick on the HTTP
+    loop every ``every_s`` notes how late it fired; while it is late by more than ``late_s``, each
+    event a run emits first sleeps ``cede_s``, handing the lock to the requests. A server with
+    nothing live does not tick."""
+
+    def __init__(self, every_s: float = 0.005, late_s: float = 0.002, cede_s: float = 0.001) -> None:
+        self.every_s, self.late_s, self.cede_s = every_s, late_s, cede_s
+        self.late = False
+        self.live: Any = lambda: False  # whether any run is live (set by the manager)
+        self._ticking = False
+
+    def wake(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start ticking on ``loop`` (the HTTP loop) if it is not already."""
+        if not self._ticking:
+            self._ticking = True
+            loop.call_later(self.every_s, self._tick, loop, loop.time() + self.every_s)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        now = loop.time()
+        self.late = now - due > self.late_s
+        if self.live():
+            loop.call_later(self.every_s, self._tick, loop, now + self.every_s)
+        else:
+            self._ticking = self.late = False
+
+    def cede(self) -> None:  # on a run loop
+        if self.late:
+            time.sleep(self.cede_s)
+
+
 class _Courier:
     """Carries a run's events from its run loop to the server's loop, in order. Events that come
     while a delivery is pending ride with it: one wake-up of the server's loop per batch, not per
-    event (under load, each wake-up is a thread switch and a write to the loop's pipe)."""
+    event (under load, each wake-up is a thread switch and a write to the loop's pipe). Before
+    each, the run gives way to a late HTTP loop (:class:`Lateness`)."""
 
-    def __init__(self, home: asyncio.AbstractEventLoop, deliver: Any) -> None:
-        self.home, self.deliver = home, deliver
+    def __init__(self, home: asyncio.AbstractEventLoop, deliver: Any, lateness: Lateness) -> None:
+        self.home, self.deliver, self.lateness = home, deliver, lateness
         self.pending: list[tuple[str, dict[str, Any]]] = []
         self.lock = threading.Lock()
 
     def send(self, kind: str, data: dict[str, Any]) -> None:  # on the run's loop
+        self.lateness.cede()
         with self.lock:
             self.pending.append((kind, data))
             if len(self.pending) > 1:
@@ -77,8 +114,7 @@ class _Courier:
     def _drain(self) -> None:  # on the server's loop
         with self.lock:
             batch, self.pending = self.pending, []
-        for kind, data in batch:
-            self.deliver(kind, data)
+        self.deliver(batch)
 
 
 class RunLoops:
@@ -222,6 +258,8 @@ class RunManager:
         self.by_session: dict[str, str] = {}
         self.closing = False
         self.loops = RunLoops(threads)
+        self.lateness = Lateness()
+        self.lateness.live = lambda: bool(self.live)
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -234,10 +272,20 @@ class RunManager:
         killed in between (while an extension starts, say) leaves the run resumable from this,
         not a turn with nothing behind it. Call it before the turn is recorded."""
         path = self.start_path(run_id)
-        private_dir(path.parent)
-        # No fsync: a killed process leaves what it wrote to the kernel; after a power cut the run
-        # shows failed with a reason instead (and this keeps an fsync off the HTTP loop).
-        atomic_write(path, json.dumps({"text": text}).encode(), fsync=False)
+        # One write to a file of its own (the run id is new), no fsync and no rename: a killed
+        # process leaves what it wrote to the kernel; a cut that leaves it empty or torn reads as
+        # not kept (the run shows failed with a reason), as a power cut does. On the HTTP loop,
+        # every system call saved is a hand-off of the interpreter lock saved under load.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:  # the first (its folder is made then)
+            private_dir(path.parent)
+            fd = os.open(path, flags, 0o600)
+        try:
+            os.write(fd, json.dumps({"text": text}).encode())
+        finally:
+            os.close(fd)
 
     def unstarted(self, run_id: str) -> str | None:
         """The message of a run that was accepted and never saved (the server stopped first)."""
@@ -341,7 +389,9 @@ class RunManager:
             log.append("started", {"type": "started", **ids})
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
-        emit = _Courier(asyncio.get_running_loop(), log.append).send
+        home = asyncio.get_running_loop()
+        emit = _Courier(home, log.extend, self.lateness).send
+        self.lateness.wake(home)
 
         live.loop, future = self.loops.submit(lambda: self._drive(live, turn, agent, state, prompt, chosen, emit))
         live.task = asyncio.wrap_future(future)
