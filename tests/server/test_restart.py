@@ -151,3 +151,41 @@ def test_sigterm_saves_live_runs_as_interrupted_and_resumable(places: tuple[Path
             wait_until(lambda: c.get(f"/v1/runs/{run_id}").json()["status"] == "completed", what="the resumed run")
     finally:
         second.stop(signal.SIGTERM)
+
+
+def _manager(home: Path) -> Any:
+    from tether.harness.store import RunStore
+    from tether.server.runs import RunManager
+    from tether.server.store import SqliteServerStore
+    from tether.sessions import JsonlSessionStore
+
+    return RunManager(
+        home=home,
+        agents={},
+        runs=RunStore(home / "runs"),
+        sessions=JsonlSessionStore(home / "sessions"),
+        store=SqliteServerStore(home / "serve" / "server.db"),
+    )
+
+
+def test_a_start_record_cut_short_reads_as_not_kept(tmp_path: Path) -> None:
+    manager = _manager(tmp_path)
+    manager.accept("r_kept", "Which file mentions a timeout? ✓")
+    assert manager.unstarted("r_kept") == "Which file mentions a timeout? ✓"
+    assert (manager.start_path("r_kept").stat().st_mode & 0o777) == 0o600
+    manager.accept("r_cut", "a message")
+    whole = manager.start_path("r_cut").read_bytes()
+    for size in (0, 1, len(whole) // 2, len(whole) - 1):  # a kill or a power cut mid-write
+        manager.start_path("r_cut").write_bytes(whole[:size])
+        assert manager.unstarted("r_cut") is None  # shown failed ("send the message again"), not a crash
+
+
+def test_a_link_planted_at_a_start_record_is_not_followed(tmp_path: Path, caplog: Any) -> None:
+    manager = _manager(tmp_path)
+    manager.accept("r_first", "makes the folder")
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("untouched")
+    manager.start_path("r_planted").symlink_to(target)
+    manager.accept("r_planted", "a message")  # the run goes on, with a warning that says what it means
+    assert target.read_text() == "untouched"
+    assert "could not keep the message of run r_planted" in caplog.text

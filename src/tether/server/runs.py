@@ -276,16 +276,25 @@ class RunManager:
         # process leaves what it wrote to the kernel; a cut that leaves it empty or torn reads as
         # not kept (the run shows failed with a reason), as a power cut does. On the HTTP loop,
         # every system call saved is a hand-off of the interpreter lock saved under load.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW  # a planted link is refused
         try:
-            fd = os.open(path, flags, 0o600)
-        except FileNotFoundError:  # the first (its folder is made then)
-            private_dir(path.parent)
-            fd = os.open(path, flags, 0o600)
-        try:
-            os.write(fd, json.dumps({"text": text}).encode())
-        finally:
-            os.close(fd)
+            try:
+                fd = os.open(path, flags, 0o600)
+            except FileNotFoundError:  # the first (its folder is made then)
+                private_dir(path.parent)
+                fd = os.open(path, flags, 0o600)
+            try:
+                os.write(fd, json.dumps({"text": text}).encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:  # the run goes on; only a kill before its first save would lose it
+            _log.warning(
+                "could not keep the message of run %s in %s (%s): if the server stops before the "
+                "run's first save, the run shows failed and the message must be sent again",
+                run_id,
+                path,
+                exc.strerror or exc,
+            )
 
     def unstarted(self, run_id: str) -> str | None:
         """The message of a run that was accepted and never saved (the server stopped first)."""
