@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.cli.conftest import run_main, tether
@@ -16,3 +18,41 @@ def test_a_bare_tether_prints_the_help(env: dict[str, str]) -> None:
 
 def test_an_unknown_command_is_still_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_main("nonsense", capsys=capsys)[0] == 2
+
+
+def test_a_named_command_builds_only_its_group_and_parses_as_the_full_parser_does() -> None:
+    import argparse
+
+    from tether.cli import GROUPS, build_parser
+
+    full = build_parser()
+    choices = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(choices) == {c for commands in GROUPS.values() for c in commands}  # the table cannot drift
+    for group, commands in GROUPS.items():
+        for command in commands:
+            lazy = build_parser([command])
+            built = next(a for a in lazy._actions if isinstance(a, argparse._SubParsersAction)).choices
+            assert set(built) == set(commands), (group, command)
+    for argv in (
+        ["run", "--model", "scripted/plan", "--max-turns", "3", "hi"],
+        ["kb", "--name", "docs", "search", "--mode", "exact", "FVAM-2050-B"],
+        ["memory", "add", "--notes", "a note"],
+        ["serve", "--port", "0"],
+        ["show", "r_1"],
+    ):
+        lazy_args, full_args = vars(build_parser(argv).parse_args(argv)), vars(full.parse_args(argv))
+        assert lazy_args.keys() == full_args.keys()
+        assert {k: v for k, v in lazy_args.items() if not callable(v)} == {
+            k: v for k, v in full_args.items() if not callable(v)
+        }
+        assert lazy_args["handler"].__qualname__ == full_args["handler"].__qualname__
+
+
+def test_a_mistyped_command_is_told_every_command(capsys: Any) -> None:
+    from tether.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["rnu"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'rnu'" in err and "'run'" in err and "'worker'" in err

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["build_parser", "main"]
+__all__ = ["GROUPS", "build_parser", "main"]
 
 EPILOG = """\
 Settings live in $TETHER_HOME/config.toml (`tether config path` prints where; `tether config
@@ -31,9 +31,32 @@ check` checks it). Try it with no key and no network:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The command groups, in the order --help lists them, and the commands each one adds.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("run", "resume"),
+    "chat": ("chat",),
+    "sessions": ("sessions",),
+    "runs": ("runs", "show", "trace"),
+    "memory": ("memory",),
+    "skills": ("skills",),
+    "kb": ("kb",),
+    "mcp": ("mcp",),
+    "models": ("models", "auth"),
+    "config": ("config",),
+    "scripted": ("scripted",),
+    "serve": ("serve",),
+    "worker": ("worker",),
+}
+_GROUP_OF = {command: group for group, commands in GROUPS.items() for command in commands}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: when it names a command, only that command's group is built (its
+    module imported, its arguments added), which spares every command the others' start-up;
+    otherwise (``--help``, a typo, nothing) all of them, so the listing and the error name them all."""
+    import importlib
+
     from tether import __version__
-    from tether.cli import chat, config, kb, mcp, memory, models, run, runs, scripted, serve, sessions, skills, worker
 
     parser = argparse.ArgumentParser(
         prog="tether",
@@ -43,15 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command")
-    for group in (run, chat, sessions, runs, memory, skills, kb, mcp, models, config, scripted, serve, worker):
-        group.add_parsers(sub)
+    named = _GROUP_OF.get(argv[0]) if argv else None
+    for group in (named,) if named is not None else GROUPS:
+        importlib.import_module(f"tether.cli.{group}").add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2."""
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:  # a bare `tether`: what it can do, not an error
         parser.print_help()
