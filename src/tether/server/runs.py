@@ -63,15 +63,17 @@ class Lateness:
     Runs and requests share one interpreter lock. Under load a run loop busy with hundreds of runs
     keeps it, and every request waits for it at each system call (a SQLite query, a socket write):
     a new message's first event then comes after seconds. While runs are live, a tick on the HTTP
-    loop every ``every_s`` notes how late it fired; while it is late by more than ``late_s``, each
-    event a run emits first sleeps ``cede_s``, handing the lock to the requests. A server with
-    nothing live does not tick."""
+    loop every ``every_s`` notes how late it fired; while it is late by more than ``late_s``, an
+    event a run emits first sleeps ``cede_s``, handing the lock to the requests, at most once per
+    ``cede_s`` of the run loops' own time (so a stream of tokens is slowed by half at worst, and
+    only while requests wait). A server with nothing live does not tick."""
 
     def __init__(self, every_s: float = 0.005, late_s: float = 0.002, cede_s: float = 0.001) -> None:
         self.every_s, self.late_s, self.cede_s = every_s, late_s, cede_s
         self.late = False
         self.live: Any = lambda: False  # whether any run is live (set by the manager)
         self._ticking = False
+        self._ceded = 0.0  # when a run loop last woke from giving way
 
     def wake(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start ticking on ``loop`` (the HTTP loop) if it is not already."""
@@ -88,8 +90,9 @@ class Lateness:
             self._ticking = self.late = False
 
     def cede(self) -> None:  # on a run loop
-        if self.late:
+        if self.late and time.monotonic() - self._ceded >= self.cede_s:
             time.sleep(self.cede_s)
+            self._ceded = time.monotonic()
 
 
 class _Courier:
