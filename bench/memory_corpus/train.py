@@ -9,8 +9,8 @@ attack lives only in invisible characters or in base64 are left out: the scan's 
 checks refuse those before the model is asked, and their visible text is harmless.
 
 The model: multinomial logistic regression over the features of
-:func:`tether.memory._model.features` (binary, scaled to unit length; intent frames ``FRAME_SCALE``
-times), full-batch Adam with L2,
+:func:`tether.memory._model.features` (binary, scaled by one over the square root of the text's
+feature count, known or not; intent frames ``FRAME_SCALE`` times), full-batch Adam with L2,
 a fixed number of steps from zero weights: deterministic. The refusal threshold is chosen by
 4-fold cross-validation grouped by template, inside the tuning part: the lowest threshold that
 keeps at least 99.5 % of the out-of-fold ordinary notes. Weights are pruned (features whose largest
@@ -50,6 +50,16 @@ wants the system prompt kept private, said two other ways): 76.6 %, so not used;
 keeps them rises above too many attacks. L2 again, on this larger tuning part: 3e-6: 71.8 %;
 1e-6: 84.1 %; 5e-7: 85.4 %; 3e-7: 86.3 % (chosen); 2e-7: 86.1 %; 1e-7: 85.9 %; n-grams up to 3:
 75.6 %, up to 5: 81.1 %; 300 steps: 77.9 %.
+
+Round five (``DILUTE``): a text's features are scaled by the square root of *all* its features,
+known to the vocabulary or not, instead of the known ones only, at training and at run time. What
+the model never saw is then no evidence either way: a text in a language or a wording it does not
+know leans on its few familiar letters only as much as they are of the whole; and the run-time
+scale no longer depends on which features pruning left in the shipped vocabulary. Unseen templates
+86.3 -> 86.9 %; unseen templates in unseen languages 26.6 -> 46.3 % (its threshold 0.998 -> 0.856).
+Rechecked with it: frame scale 3: 86.4 / 44.3 %, 6: 84.7 / 46.4 %; L2 1e-7: 86.7 / 45.7 %, 1e-6:
+84.5 / 46.8 %; the known share raised to 0.75 instead of 0.5: 86.3 / 48.9 %, to 1: 86.0 / 45.2 %
+(all not chosen: the first figure decides).
 """
 
 from __future__ import annotations
@@ -77,6 +87,7 @@ STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "inv
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
 STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 3.0, 0.995, 4
 FRAME_SCALE = 4.0
+DILUTE = True
 
 
 Row = tuple[str, str, str, str]  # text, kind, template group, language
@@ -120,9 +131,12 @@ class Data:
 
         ids, ptr, vals = [], [0], []
         for text, *_ in rows:
-            row = sorted(i for f in features(normalise(text), MAX_N) if (i := vocab.get(f)) is not None)
+            every = features(normalise(text), MAX_N)
+            row = sorted(i for f in every if (i := vocab.get(f)) is not None)
             ids.extend(row)
-            vals.extend([1.0 / np.sqrt(max(len(row), 1))] * len(row))
+            # DILUTE: scaled by all of the text's features, known or not (what the model never saw
+            # is no evidence either way); else by the known ones only.
+            vals.extend([1.0 / np.sqrt(max(len(every) if DILUTE else len(row), 1))] * len(row))
             ptr.append(len(ids))
         if FRAME_SCALE != 1.0:
             framed = np.array([f.startswith("\x01") for f in sorted(vocab, key=vocab.__getitem__)])
@@ -236,17 +250,21 @@ def cross_lingual(rows: list[Row]) -> float:
 def main() -> None:
     import argparse
 
-    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE
+    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE, DILUTE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--note-weight", type=float, default=NOTE_WEIGHT)
     parser.add_argument("--max-n", type=int, default=MAX_N)
     parser.add_argument("--frame-scale", type=float, default=FRAME_SCALE)
+    parser.add_argument(
+        "--no-dilute", dest="dilute", action="store_false", help="scale by the known features only (before round five)"
+    )
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
     STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE = args.steps, args.l2, args.note_weight, args.max_n, args.frame_scale
-    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}")
+    DILUTE = args.dilute
+    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, dilute {DILUTE}")
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
     t = threshold(rows)
@@ -283,6 +301,7 @@ def main() -> None:
         "scales": [float(x) for x in scales],
         "max_n": MAX_N,
         "frame_scale": FRAME_SCALE,
+        "dilute": DILUTE,
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
         "features": len(keys),
     }

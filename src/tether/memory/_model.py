@@ -2,8 +2,9 @@
 
 It reads the normalised text (:func:`tether.memory._normal.normalise`) as character 1- to
 4-grams, word pairs and intent frames (:mod:`tether.memory._frames`, weighed ``frame_scale``
-times a character feature, so that what transfers across languages counts), and gives each kind
-of injection a score (multinomial logistic regression). Trained in the repository by
+times a character feature, so that what transfers across languages counts), scaled by the square
+root of all the text's features (``dilute``: what the model never saw is no evidence either way),
+and gives each kind of injection a score (multinomial logistic regression). Trained in the repository by
 ``bench/memory_corpus/train.py`` on the tuning part of the corpus only; the weights (int8, one
 scale per kind) and the vocabulary live in ``_model/``: ``scan_model.json`` (kinds, biases,
 scales, threshold), ``scan_model.keys`` (the CRC-32 of each feature, unsigned 32-bit
@@ -90,24 +91,29 @@ class Model:
     kinds: tuple[str, ...]
     max_n: int = MAX_N
     frame_scale: float = 1.0
+    dilute: bool = False  # scale by all of a text's features, not only the known ones
 
-    def known(self, norm: str) -> tuple[list[int], list[int]]:
+    def known(self, norm: str) -> tuple[list[int], list[int], int]:
         """The columns of the features of ``norm`` that the model has weights for: character and
-        word features, and intent frames (which weigh ``frame_scale`` times as much)."""
+        word features, and intent frames (which weigh ``frame_scale`` times as much); and how many
+        features the text has in all."""
         get = self.vocab.get
         grams: list[int] = []
         framed: list[int] = []
-        for f in features(norm, self.max_n):
+        every = features(norm, self.max_n)
+        for f in every:
             i = get(zlib.crc32(f.encode()))
             if i is not None:
                 (framed if f[:1] == "\x01" else grams).append(i)
-        return grams, framed
+        return grams, framed, len(every)
 
-    def scores(self, norm: str, known: tuple[list[int], list[int]] | None = None) -> dict[str, float]:
+    def scores(self, norm: str, known: tuple[list[int], list[int], int] | None = None) -> dict[str, float]:
         """The probability of each kind for a normalised text (``known``: its :meth:`known`, when
-        the caller has it already)."""
-        grams, framed = known if known is not None else self.known(norm)
-        scale = 1.0 / math.sqrt(max(len(grams) + len(framed), 1))
+        the caller has it already). With ``dilute``, what the model never saw counts in the scale:
+        a text in a language or a wording it does not know leans on what it does know only as much
+        as that is of the whole, and is not refused on a few familiar letters."""
+        grams, framed, every = known if known is not None else self.known(norm)
+        scale = 1.0 / math.sqrt(max(every if self.dilute else len(grams) + len(framed), 1))
         fs = self.frame_scale
         logits = [
             b + s * scale * (sum(map(w.__getitem__, grams)) + fs * sum(map(w.__getitem__, framed)))
@@ -161,4 +167,5 @@ def load() -> Model:
         tuple(data["kinds"]),
         int(data.get("max_n", MAX_N)),
         float(data.get("frame_scale", 1.0)),
+        bool(data.get("dilute", False)),
     )
