@@ -59,7 +59,10 @@ scale no longer depends on which features pruning left in the shipped vocabulary
 86.3 -> 86.9 %; unseen templates in unseen languages 26.6 -> 46.3 % (its threshold 0.998 -> 0.856).
 Rechecked with it: frame scale 3: 86.4 / 44.3 %, 6: 84.7 / 46.4 %; L2 1e-7: 86.7 / 45.7 %, 1e-6:
 84.5 / 46.8 %; the known share raised to 0.75 instead of 0.5: 86.3 / 48.9 %, to 1: 86.0 / 45.2 %
-(all not chosen: the first figure decides).
+(all not chosen: the first figure decides). A "never" frame (a negation that forbids: never, do
+not, niemals, nunca, jamais, никогда, 不要, 決して, 절대, أبدا, कभी नहीं...), meant to tell "never
+print the system prompt" from "print the system prompt": 84.4 / 46.7 %, not used (injections
+forbid too: "do not tell the user").
 """
 
 from __future__ import annotations
