@@ -133,8 +133,10 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
         procs.node(ports[0])  # the first applies the migrations
         node_b = procs.node(ports[1])
         nodes = [f"http://127.0.0.1:{p}" for p in ports]
-        workers = [procs.worker(f"w{i}") for i in range(3)]
-        mark("nodes up, workers starting")
+        # Worker 0 alone first: the others start once it is inside a call, so a busy machine that
+        # starts it last cannot leave it with no run to be killed in.
+        workers = [procs.worker("w0")]
+        mark("nodes up, worker 0 starting")
 
         run_ids: list[str] = []
         with httpx.Client(timeout=30) as client:
@@ -164,10 +166,14 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
             done = set((ledger / "shipped.log").read_text().split()) if (ledger / "shipped.log").exists() else set()
             return [r for r in held if f"{r}:call_ship" in calls and f"{r}:call_ship" not in done]
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not inside_w0():
             time.sleep(0.05)
         assert inside_w0(), "worker 0 never got inside a call"
+        workers += [procs.worker(f"w{i}") for i in (1, 2)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not inside_w0():  # still inside one, at the kill
+            time.sleep(0.01)
         os.kill(workers[0].pid, signal.SIGKILL)
         workers[0].wait(10)
         mark("worker 0 killed")

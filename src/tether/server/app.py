@@ -439,16 +439,17 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
     """The caller: the name of its bearer token; ``local`` when the server has no tokens. Asked of
     a local store on the event loop (microseconds), of a remote one on a worker thread."""
     store = _core(request).store
+    local = request.scope.get("state", {}).get("local_only")  # the guard asked it for this request
     if getattr(store, "answers_inline", False):
-        return _user(store, authorization)
+        return _user(store, authorization, local)
     from starlette.concurrency import run_in_threadpool
 
-    user: str = await run_in_threadpool(_user, store, authorization)
+    user: str = await run_in_threadpool(_user, store, authorization, local)
     return user
 
 
-def _user(store: ServerStore, authorization: str | None) -> str:
-    if not store.auth_required():
+def _user(store: ServerStore, authorization: str | None, local: bool | None = None) -> str:
+    if local if local is not None else not store.auth_required():
         return LOCAL_USER
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -766,7 +767,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         record = _session(core, session_id, user)
         _check_agent(core, record.agent)
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
-        earlier = core.store.turn(message_id, user)
+        earlier = core.store.turn(message_id, user) if body.message_id else None  # a new id is no one's yet
         if earlier is not None:
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")

@@ -45,7 +45,10 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        refusal = self._refusal(scope, headers)
+        local = self.local_only()
+        # Asked once per request: the route's caller check reads it from here (request.state).
+        scope.setdefault("state", {})["local_only"] = local
+        refusal = self._refusal(scope, headers, local)
         if refusal is not None:
             await _reply(send, *refusal)
             return
@@ -86,10 +89,10 @@ class Guard:
 
         await self.app(scope, limited_receive, tracking_send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str], local: bool) -> tuple[int, str, str] | None:
         host = headers.get("host", "")
         name = _host_name(host)
-        if self.local_only() and name not in LOOPBACK_HOSTS and name not in self.allowed_hosts:
+        if local and name not in LOOPBACK_HOSTS and name not in self.allowed_hosts:
             return (
                 421,
                 "wrong_host",
@@ -97,7 +100,7 @@ class Guard:
                 "(create a token with tether serve token create NAME, or add the name to "
                 "[serve] allowed_hosts)",
             )
-        if self.allowed_hosts and not self.local_only() and name not in self.allowed_hosts:
+        if self.allowed_hosts and not local and name not in self.allowed_hosts:
             return (421, "wrong_host", f"{host!r} is not one of this server's names ([serve] allowed_hosts)")
         if scope["method"] in _UNSAFE:
             origin = headers.get("origin")
