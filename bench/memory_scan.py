@@ -7,7 +7,8 @@ and languages that no rule or weight was fitted on; see ``bench/memory_corpus/bu
 * ``rules``: :class:`tether.memory.scan.PatternScanner`, the ~440 rules;
 * ``anchors``: a handful of anchor regexes, what a first scanner looks like.
 
-Also the old table (``tests/memory/scan_table.jsonl``, its held-out rows), the cost (load: a fresh
+Also the old table (``tests/memory/scan_table.jsonl``, its held-out rows), the first paragraphs
+of the standard library's docstrings (benign technical text nothing was tuned on), the cost (load: a fresh
 process importing the scan and scanning one note, against ``python -c pass``; per note: median
 microseconds over the corpus) and ``tether memory add`` against a raw interpreter's start-up.
 
@@ -28,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._results import ROOT, tether_commit, write_results
@@ -110,6 +112,34 @@ def table(axis: str, results: dict[str, Cells]) -> None:
         )
 
 
+def stdlib_docstrings() -> list[str]:
+    """The first paragraph (40 to 600 characters) of every docstring of the public functions and
+    classes of Python's standard library modules that import here: benign technical text in
+    another voice than the corpus's notes, which no rule or weight was fitted on."""
+    import importlib
+    import inspect
+    import warnings
+
+    skip = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "test", "lib2to3", "ensurepip"}
+    out: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in sorted(sys.stdlib_module_names):
+            if name in skip or name.startswith("_"):
+                continue
+            try:
+                module = importlib.import_module(name)
+            except Exception:  # a module this platform lacks, or one that needs a display
+                continue
+            for obj in list(vars(module).values())[:400]:
+                if not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
+                    continue
+                doc = inspect.getdoc(obj)
+                if doc and len(doc) > 40:
+                    out.add(doc.split("\n\n")[0].replace("\n", " ")[:600])
+    return sorted(out)
+
+
 def per_note(rows: list[dict[str, str]], scan: Callable[[str], object]) -> float:
     texts = [r["text"] for r in rows]
     scan(texts[0])
@@ -171,6 +201,29 @@ def costs(runs: int) -> dict[str, float]:
     return out
 
 
+def print_misses(
+    held: list[dict[str, str]], verdicts: dict[str, Any], fresh: list[dict[str, str]], docs: list[str], model: Any
+) -> None:
+    """What ``--misses`` lists (every row read is a row less blind)."""
+    print("\nmissed held-out attacks:")
+    for r in held:
+        if r["label"] == "attack" and verdicts[r["text"]] is None:
+            print(f"  [{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:140]!r}")
+    print("\nrefused held-out notes:")
+    for r in held:
+        v = verdicts[r["text"]]
+        if r["label"] == "benign" and v is not None:
+            print(f"  [{r['lang']}] {r['text'][:120]!r}\n      -> {v.rule}: {v.reason[:140]}")
+    print("\nrefused docstrings of the standard library (model):")
+    for t in docs:
+        print(f"  {t[:140]!r}")
+    print("\nsecond set: missed attacks / refused notes:")
+    for r in fresh:
+        v = model.scan(r["text"])
+        if (r["label"] == "attack") == (v is None):
+            print(f"  [{r['label']}/{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:120]!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -227,6 +280,22 @@ def main() -> None:
     }
     table("set", figures["old_table"])
 
+    docs = stdlib_docstrings()
+    refused_docs = {
+        "model": [t for t in docs if model.scan(t) is not None],
+        "rules": [t for t in docs if rules.scan(t) is not None],
+        "anchors": [t for t in docs if anchors(t)],
+    }
+    print(
+        f"\ntechnical text nothing was tuned on: the first paragraph of {len(docs)} docstrings of Python's "
+        "standard library (ordinary text that names instructions, passwords, tokens and systems)"
+    )
+    for name, hits in refused_docs.items():
+        print(f"  {name:8} refuses {len(hits):4} ({100 * len(hits) / max(len(docs), 1):.2f} %)")
+    figures["stdlib_docstrings"] = {
+        name: {"all": {"benign": len(docs), "benign_refused": len(hits)}} for name, hits in refused_docs.items()
+    }
+
     speed = {
         "model_us_per_note": per_note(held, model.scan),
         "rules_us_per_note": per_note(held, rules.scan),
@@ -242,20 +311,7 @@ def main() -> None:
         f" python -c pass, {start['tether_memory_add_ms'] / start['tether_version_ms']:.2f}x tether --version"
     )
     if args.misses:
-        print("\nmissed held-out attacks:")
-        for r in held:
-            if r["label"] == "attack" and verdicts[r["text"]] is None:
-                print(f"  [{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:140]!r}")
-        print("\nrefused held-out notes:")
-        for r in held:
-            v = verdicts[r["text"]]
-            if r["label"] == "benign" and v is not None:
-                print(f"  [{r['lang']}] {r['text'][:120]!r}\n      -> {v.rule}: {v.reason[:140]}")
-        print("\nsecond set: missed attacks / refused notes:")
-        for r in fresh:
-            v = model.scan(r["text"])
-            if (r["label"] == "attack") == (v is None):
-                print(f"  [{r['label']}/{r['lang']}/{r['kind']}/{r['obfuscation']}] {r['text'][:120]!r}")
+        print_misses(held, verdicts, fresh, refused_docs["model"], model)
     write_results("memory_scan", {"commit": tether_commit(), "held_out": figures, "speed": speed, "start": start})
 
 
