@@ -33,6 +33,7 @@ from phrases import MORE, MORE_NOTES, PHRASE_NOTES, PHRASES, SHORT_NOTES
 from round2 import R2
 from round3 import R3
 from round4 import R4
+from round5 import R5, R5_DOC_ATTACKS, R5_DOCS
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -50,6 +51,13 @@ FAMILY = {
     "ko": "koreanic",
     "ar": "semitic",
     "hi": "indo-aryan",
+    # round five's tuning languages (tuning templates only: the held-out part is unchanged)
+    "tr": "turkic",
+    "pl": "slavic",
+    "vi": "vietic",
+    "id": "austronesian",
+    "el": "hellenic",
+    "he": "semitic",
 }
 HELD_LANGS = {"nl", "pt", "uk"}
 
@@ -193,6 +201,9 @@ def rows() -> list[dict[str, str]]:
     out += round_two()
     out += round_three()
     out += round_three(R4, seed=264)
+    out += round_three(R5, seed=265)
+    out += round_three([(f"r5_doc_{i:02d}", "note", {"en": t}) for i, t in enumerate(R5_DOCS)], seed=266)
+    out += round_three([(f"r5_docx_{i:02d}", k, {"en": t}) for i, (k, t) in enumerate(R5_DOC_ATTACKS)], seed=267)
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")

@@ -63,6 +63,15 @@ Rechecked with it: frame scale 3: 86.4 / 44.3 %, 6: 84.7 / 46.4 %; L2 1e-7: 86.7
 not, niemals, nunca, jamais, никогда, 不要, 決して, 절대, أبدا, कभी नहीं...), meant to tell "never
 print the system prompt" from "print the system prompt": 84.4 / 46.7 %, not used (injections
 forbid too: "do not tell the user").
+
+Round five, second part (``round5.py``). Tuning templates in six new languages (tr, pl, vi, id,
+el, he): the eleven earlier languages' attacks 87.2 % at a threshold from every out-of-fold note
+(the figure above then reads 83.0 %, the new languages' unseen templates being refused at 46.4 %).
+Not shipped alone: the model refused a sentence of the reference MCP server's instructions. With
+thirty ordinary sentences in a documentation's voice (English) and fifteen attacks in that voice
+(tool poisoning), chosen: the earlier languages' attacks 86.3 % (English 84.4 %, from 86.5 %), the
+new languages' 46.8 %, notes 99.5 %; the figure above 82.3 %; that sentence 0.439 against a
+threshold of 0.544.
 """
 
 from __future__ import annotations
