@@ -72,6 +72,14 @@ thirty ordinary sentences in a documentation's voice (English) and fifteen attac
 (tool poisoning), chosen: the earlier languages' attacks 86.3 % (English 84.4 %, from 86.5 %), the
 new languages' 46.8 %, notes 99.5 %; the figure above 82.3 %; that sentence 0.439 against a
 threshold of 0.544.
+
+Round five, third part: a text longer than ``WINDOW_WORDS`` words is also read in runs of that many
+words (half shared), each refused at a stricter threshold, ``WINDOW_T``, so that an order padded
+with harmless words in the same sentence is read without them. Cross-validated (``windows()``,
+runs of 12 words): at 0.8, 82.4 % of attacks and 99.1 % of notes kept; at 0.9, 82.3 % and 99.4 %;
+at 0.95 (chosen) and 0.99, 82.3 % and 99.5 %, the same as without runs (the corpus's attacks are
+not padded, so the runs cost nothing there; what they buy is measured by padding attacks, in
+``tests/memory/test_model_scan.py``).
 """
 
 from __future__ import annotations
@@ -85,7 +93,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-from tether.memory._model import KINDS, _too_short, feature_key, features  # noqa: E402
+from tether.memory._model import KINDS, _too_short, feature_key, features, word_windows  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
@@ -100,6 +108,7 @@ TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_sy
 STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 3.0, 0.995, 4
 FRAME_SCALE = 4.0
 DILUTE = True
+WINDOW_T = 0.95  # runs of a few words inside a longer text are refused at this (see windows())
 
 
 Row = tuple[str, str, str, str]  # text, kind, template group, language
@@ -259,6 +268,34 @@ def cross_lingual(rows: list[Row]) -> float:
     return float(p.mean())
 
 
+def windows(rows: list[Row]) -> None:
+    """Runs of a few words (``word_windows``) inside each out-of-fold row, judged at stricter
+    thresholds besides the whole row at the usual one: what they add to the attacks refused and
+    cost the notes. Selection figure for ``WINDOW_T``."""
+    folds = [_template_fold(r[2]) for r in rows]
+    whole, runs = np.zeros(len(rows)), np.zeros(len(rows))
+    for k in range(4):
+        test = [i for i, f in enumerate(folds) if f == k]
+        train = [r for r, f in zip(rows, folds, strict=True) if f != k]
+        vocab = build_vocab(train)
+        W, b = fit(Data(train, vocab), len(vocab))
+        whole[test] = 1 - probabilities(Data([rows[i] for i in test], vocab), W, b)[:, 0]
+        pieces = [(w, *rows[i][1:], i) for i in test for w in word_windows(normalise(rows[i][0])) if not _too_short(w)]
+        if pieces:
+            p = 1 - probabilities(Data([x[:4] for x in pieces], vocab), W, b)[:, 0]
+            for (*_, i), score in zip(pieces, p, strict=True):
+                runs[i] = max(runs[i], score)
+    judged = np.array([not _too_short(normalise(r[0])) for r in rows])
+    note = np.array([r[1] == "note" for r in rows])
+    t = float(np.quantile(whole[judged & note], KEEP)) + 1e-6
+    for tw in (0.8, 0.9, WINDOW_T, 0.99):
+        flagged = (whole >= t) | (runs >= tw)
+        print(
+            f"with runs of words at {tw}: {flagged[judged & ~note].mean():.1%} of attacks refused, "
+            f"{1 - flagged[judged & note].mean():.1%} of notes kept"
+        )
+
+
 def main() -> None:
     import argparse
 
@@ -282,6 +319,7 @@ def main() -> None:
     t = threshold(rows)
     if args.cv_only:
         cross_lingual(rows)
+        windows(rows)
         return
     vocab = build_vocab(rows)
     W, b = fit(Data(rows, vocab), len(vocab))
@@ -314,6 +352,7 @@ def main() -> None:
         "max_n": MAX_N,
         "frame_scale": FRAME_SCALE,
         "dilute": DILUTE,
+        "window_threshold": WINDOW_T,
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
         "features": len(keys),
     }

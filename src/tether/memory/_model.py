@@ -28,12 +28,13 @@ from pathlib import Path
 
 from tether.memory._frames import frames
 
-__all__ = ["KINDS", "Index", "Model", "feature_key", "features", "load"]
+__all__ = ["KINDS", "WINDOW_WORDS", "Index", "Model", "feature_key", "features", "load", "word_windows"]
 
 # The kinds the model tells apart; "note" is an ordinary note.
 KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
 MAX_N = 4
 MIN_EVIDENCE = 24  # known features a text needs before the model judges it
+WINDOW_WORDS = 12  # a longer text is also read in runs of this many words (half of them shared)
 
 
 def features(norm: str, max_n: int = MAX_N) -> set[str]:
@@ -48,6 +49,20 @@ def features(norm: str, max_n: int = MAX_N) -> set[str]:
     out.update(f"{a}\x00{b}" for a, b in itertools.pairwise(words))
     out.update(frames(norm))
     return out
+
+
+def word_windows(norm: str, size: int = WINDOW_WORDS) -> list[str]:
+    """Runs of ``size`` words, each sharing half with the one before, when ``norm`` has more than
+    ``size`` words; else none. An order padded with harmless words in the same sentence is read
+    without them."""
+    words = norm.split()
+    if len(words) <= size:
+        return []
+    step = max(1, size // 2)
+    starts = list(range(0, len(words) - size + 1, step))
+    if starts[-1] != len(words) - size:
+        starts.append(len(words) - size)  # the last words too
+    return [" ".join(words[i : i + size]) for i in starts]
 
 
 def _too_short(norm: str) -> bool:
@@ -92,6 +107,7 @@ class Model:
     max_n: int = MAX_N
     frame_scale: float = 1.0
     dilute: bool = False  # scale by all of a text's features, not only the known ones
+    window_threshold: float | None = None  # for runs of WINDOW_WORDS words inside a longer text
 
     def known(self, norm: str) -> tuple[list[int], list[int], int]:
         """The columns of the features of ``norm`` that the model has weights for: character and
@@ -124,9 +140,10 @@ class Model:
         total = sum(exps)
         return {k: e / total for k, e in zip(self.kinds, exps, strict=True)}
 
-    def judge(self, norm: str) -> tuple[str, float] | None:
-        """(kind, probability that it is an injection) when the text reads as one, else None. A
-        text with too little the model knows (``yyyy``, an identifier) is not judged: it says nothing."""
+    def judge(self, norm: str, threshold: float | None = None) -> tuple[str, float] | None:
+        """(kind, probability that it is an injection) when the text reads as one (at
+        ``threshold``, default the model's), else None. A text with too little the model knows
+        (``yyyy``, an identifier) is not judged: it says nothing."""
         if _too_short(norm):
             return None
         known = self.known(norm)
@@ -134,7 +151,7 @@ class Model:
             return None
         p = self.scores(norm, known)
         attack = 1.0 - p["note"]
-        if attack < self.threshold:
+        if attack < (self.threshold if threshold is None else threshold):
             return None
         kind = max((k for k in self.kinds if k != "note"), key=p.__getitem__)
         return kind, attack
@@ -168,4 +185,5 @@ def load() -> Model:
         int(data.get("max_n", MAX_N)),
         float(data.get("frame_scale", 1.0)),
         bool(data.get("dilute", False)),
+        data.get("window_threshold"),
     )

@@ -416,8 +416,11 @@ def _model_scan(text: str, depth: int) -> Finding | None:
     if finding is not None:
         return finding
     model = _model.load()
-    for window in _windows(norm):
-        verdict = model.judge(window)
+    judged = [(window, model.threshold) for window in _windows(norm)]
+    if model.window_threshold is not None:  # and runs of a few words, at a stricter threshold
+        judged += [(w, model.window_threshold) for w in _model.word_windows(norm)]
+    for window, threshold in judged:
+        verdict = model.judge(window, threshold)
         if verdict is not None:
             kind, p = verdict
             what, advice = _KIND_REASONS[kind]
