@@ -1,4 +1,5 @@
-"""atomic_write: the whole file or the old one, private, and never through a planted link; private_dir."""
+"""atomic_write: the whole file or the old one, private, and never through a planted link; private_dir;
+open_private."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, open_private
 
 
 @pytest.mark.parametrize("fsync", [True, False])
@@ -69,3 +70,16 @@ def test_a_link_planted_where_a_knowledge_base_goes_is_refused_and_nothing_is_ma
     with pytest.raises(ConfigError, match="cannot open the knowledge base"):
         SqliteKnowledgeStore(tmp_path / "kb" / "default.db")
     assert list(elsewhere.parent.iterdir()) == []
+
+
+def test_open_private_makes_a_missing_folder_private_and_refuses_a_planted_link(tmp_path: Path) -> None:
+    path = tmp_path / "made" / "deeper" / "events.log"
+    os.close(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert (path.parent.stat().st_mode & 0o777) == 0o700 and (path.parent.parent.stat().st_mode & 0o777) == 0o700
+    target = tmp_path / "elsewhere"
+    target.write_text("untouched")
+    (path.parent / "planted.log").symlink_to(target)
+    with pytest.raises(OSError):
+        open_private(path.parent / "planted.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert target.read_text() == "untouched"

@@ -218,9 +218,12 @@ def build_vocab(rows: list[Row]) -> dict[str, int]:
 LANG_FOLD = {"en": 0, "zh": 0, "ar": 0, "de": 1, "ja": 1, "hi": 1, "es": 2, "ru": 2, "ko": 2, "fr": 3, "it": 3}
 
 
-def out_of_fold(rows: list[Row], fold_of: list[int], train_of: list[set[int]]) -> np.ndarray:
-    """Each row's probability of being an injection, from a model fitted without its fold."""
-    attack_p = np.zeros(len(rows))
+def out_of_fold(
+    rows: list[Row], fold_of: list[int], train_of: list[set[int]], runs: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's probability of being an injection, from a model fitted without its fold; with
+    ``runs``, also the highest of its runs of words (``word_windows``; 0 for a short row)."""
+    attack_p, runs_p = np.zeros(len(rows)), np.zeros(len(rows))
     for k, allowed in enumerate(train_of):
         test_idx = [i for i, f in enumerate(fold_of) if f == k]
         if not test_idx:
@@ -230,7 +233,12 @@ def out_of_fold(rows: list[Row], fold_of: list[int], train_of: list[set[int]]) -
         W, b = fit(Data(train, vocab), len(vocab))
         p = probabilities(Data([rows[i] for i in test_idx], vocab), W, b)
         attack_p[test_idx] = 1 - p[:, 0]
-    return attack_p
+        pieces = [(i, w) for i in test_idx for w in word_windows(normalise(rows[i][0])) if runs and not _too_short(w)]
+        if pieces:
+            scores = 1 - probabilities(Data([(w, *rows[i][1:]) for i, w in pieces], vocab), W, b)[:, 0]
+            for (i, _), score in zip(pieces, scores, strict=True):
+                runs_p[i] = max(runs_p[i], score)
+    return attack_p, runs_p
 
 
 def figure(rows: list[Row], attack_p: np.ndarray, label: str) -> float:
@@ -251,11 +259,12 @@ def _template_fold(group: str) -> int:
     return zlib.crc32(group.encode()) % 4  # stable when templates are added
 
 
-def threshold(rows: list[Row]) -> float:
-    """The refusal threshold from out-of-fold scores, folds grouped by template."""
+def threshold(rows: list[Row], runs: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
+    """The refusal threshold from out-of-fold scores, folds grouped by template; and the scores
+    (the rows', and with ``runs`` their runs of words'), for :func:`windows`."""
     folds = [_template_fold(r[2]) for r in rows]
-    p = out_of_fold(rows, folds, [{j for j in range(4) if j != k} for k in range(4)])
-    return figure(rows, p, "cross-validated on the tuning part (unseen templates)")
+    p, runs_p = out_of_fold(rows, folds, [{j for j in range(4) if j != k} for k in range(4)], runs)
+    return figure(rows, p, "cross-validated on the tuning part (unseen templates)"), p, runs_p
 
 
 def cross_lingual(rows: list[Row]) -> float:
@@ -263,31 +272,17 @@ def cross_lingual(rows: list[Row]) -> float:
     nor its language (16 folds: template fold x language fold). Selection figure, not shipped."""
     folds = [_template_fold(r[2]) * 4 + LANG_FOLD.get(r[3], 0) for r in rows]
     train_of = [{j for j in range(16) if j // 4 != k // 4 and j % 4 != k % 4} for k in range(16)]
-    p = out_of_fold(rows, folds, train_of)
+    p, _ = out_of_fold(rows, folds, train_of)
     figure(rows, p, "cross-validated on the tuning part (unseen templates in unseen languages)")
     return float(p.mean())
 
 
-def windows(rows: list[Row]) -> None:
-    """Runs of a few words (``word_windows``) inside each out-of-fold row, judged at stricter
-    thresholds besides the whole row at the usual one: what they add to the attacks refused and
-    cost the notes. Selection figure for ``WINDOW_T``."""
-    folds = [_template_fold(r[2]) for r in rows]
-    whole, runs = np.zeros(len(rows)), np.zeros(len(rows))
-    for k in range(4):
-        test = [i for i, f in enumerate(folds) if f == k]
-        train = [r for r, f in zip(rows, folds, strict=True) if f != k]
-        vocab = build_vocab(train)
-        W, b = fit(Data(train, vocab), len(vocab))
-        whole[test] = 1 - probabilities(Data([rows[i] for i in test], vocab), W, b)[:, 0]
-        pieces = [(w, *rows[i][1:], i) for i in test for w in word_windows(normalise(rows[i][0])) if not _too_short(w)]
-        if pieces:
-            p = 1 - probabilities(Data([x[:4] for x in pieces], vocab), W, b)[:, 0]
-            for (*_, i), score in zip(pieces, p, strict=True):
-                runs[i] = max(runs[i], score)
+def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> None:
+    """What runs of a few words, judged at stricter thresholds besides the whole row at ``t``,
+    add to the attacks refused and cost the notes (out-of-fold scores of :func:`threshold`).
+    Selection figure for ``WINDOW_T``."""
     judged = np.array([not _too_short(normalise(r[0])) for r in rows])
     note = np.array([r[1] == "note" for r in rows])
-    t = float(np.quantile(whole[judged & note], KEEP)) + 1e-6
     for tw in (0.8, 0.9, WINDOW_T, 0.99):
         flagged = (whole >= t) | (runs >= tw)
         print(
@@ -316,10 +311,10 @@ def main() -> None:
     print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, dilute {DILUTE}")
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
-    t = threshold(rows)
+    t, whole, runs = threshold(rows, runs=args.cv_only)
     if args.cv_only:
         cross_lingual(rows)
-        windows(rows)
+        windows(rows, t, whole, runs)
         return
     vocab = build_vocab(rows)
     W, b = fit(Data(rows, vocab), len(vocab))

@@ -7,7 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["atomic_write", "private_dir", "private_file"]
+__all__ = ["atomic_write", "open_private", "private_dir", "private_file"]
 
 
 def private_dir(path: Path) -> None:
@@ -22,6 +22,18 @@ def private_dir(path: Path) -> None:
         path = path.parent
     for directory in reversed(missing):
         directory.mkdir(mode=0o700, exist_ok=True)
+
+
+def open_private(path: Path, flags: int) -> int:
+    """``os.open`` of ``path`` with mode 0600, a link planted at the name refused (``O_NOFOLLOW``);
+    a missing folder is made private first, only when the open says it is missing (one system
+    call on the common path)."""
+    flags |= os.O_NOFOLLOW
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        private_dir(path.parent)
+        return os.open(path, flags, 0o600)
 
 
 def private_file(path: Path) -> None:

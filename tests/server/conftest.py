@@ -25,10 +25,7 @@ EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
 # The page tests' one skip: a machine without the browser (.ci/run installs it, so CI never skips).
-NO_CHROMIUM = (
-    "the page tests need Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run installs it)"
-)
-NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)  # reason: NO_CHROMIUM, above
+NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason="no browser: apt-get install chromium")
 
 
 def serve_process(*args: str, env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen[str], str]:

@@ -32,7 +32,7 @@ def test_events_arrive_in_order_and_share_wakeups() -> None:
             batches.append(len(batch))
             got.extend(data["n"] for _, data in batch)
 
-        courier = _Courier(loop, deliver, Lateness())
+        courier = _Courier(loop, deliver, Lateness(lambda: True))
         sender = threading.Thread(target=lambda: [courier.send("e", {"n": i}) for i in range(5000)])
         sender.start()
         while len(got) < 5000:
@@ -46,9 +46,8 @@ def test_events_arrive_in_order_and_share_wakeups() -> None:
 
 
 def test_a_late_http_loop_makes_the_runs_give_way_and_an_idle_one_stops_ticking() -> None:
-    lateness = Lateness(every_s=0.005, late_s=0.002, cede_s=0.001)
     live = [True]
-    lateness.live = lambda: live[0]
+    lateness = Lateness(lambda: live[0], every_s=0.005, late_s=0.002, cede_s=0.001)
     seen: list[bool] = []
 
     async def until(want: bool) -> bool:  # ticks on a busy machine may run late now and then

@@ -34,7 +34,7 @@ from tether.errors import ConfigError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
-from tether.server.guard import Guard
+from tether.server.guard import LOCAL_ONLY, Guard
 from tether.server.runs import RunManager, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
 from tether.status import RESUMABLE
@@ -439,7 +439,7 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
     """The caller: the name of its bearer token; ``local`` when the server has no tokens. Asked of
     a local store on the event loop (microseconds), of a remote one on a worker thread."""
     store = _core(request).store
-    local = request.scope.get("state", {}).get("local_only")  # the guard asked it for this request
+    local = request.scope.get("state", {}).get(LOCAL_ONLY)  # the guard asked it for this request
     if getattr(store, "answers_inline", False):
         return _user(store, authorization, local)
     from starlette.concurrency import run_in_threadpool
@@ -449,7 +449,10 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
 
 
 def _user(store: ServerStore, authorization: str | None, local: bool | None = None) -> str:
-    if local if local is not None else not store.auth_required():
+    """``local``: whether the server has no tokens, when the guard asked it already."""
+    if local is None:
+        local = not store.auth_required()
+    if local:
         return LOCAL_USER
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

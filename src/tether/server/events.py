@@ -21,7 +21,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tether.events import Done, Event
-from tether.fileio import private_dir
+from tether.fileio import open_private
 
 __all__ = ["PRUNED", "EventLog", "Replayed", "args_hash", "encode_event", "event_data", "implied_events", "pruned_line"]
 
@@ -236,8 +236,7 @@ class EventLog:
         if self._fd != -1:
             try:
                 if self._fd is None:
-                    private_dir(self.path.parent)
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+                    self._fd = open_private(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
                     _drop_torn_tail(self._fd)
                 # A view of the run, like its trace: not fsynced (the run store holds what must survive).
                 os.write(self._fd, "".join(lines).encode("utf-8", "surrogatepass"))

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Guard"]
+__all__ = ["LOCAL_ONLY", "Guard"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Any]
@@ -22,6 +22,8 @@ Send = Callable[[dict[str, Any]], Any]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The request state's key for whether the server has no tokens (loopback only), asked once per request.
+LOCAL_ONLY = "tether_local_only"
 
 
 class Guard:
@@ -46,8 +48,7 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
         local = self.local_only()
-        # Asked once per request: the route's caller check reads it from here (request.state).
-        scope.setdefault("state", {})["local_only"] = local
+        scope.setdefault("state", {})[LOCAL_ONLY] = local  # asked once per request; the caller check reads it
         refusal = self._refusal(scope, headers, local)
         if refusal is not None:
             await _reply(send, *refusal)

@@ -17,13 +17,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.events import Done
-from tether.fileio import atomic_write, private_dir
+from tether.fileio import atomic_write, open_private
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
@@ -68,10 +69,12 @@ class Lateness:
     ``cede_s`` of the run loops' own time (so a stream of tokens is slowed by half at worst, and
     only while requests wait). A server with nothing live does not tick."""
 
-    def __init__(self, every_s: float = 0.005, late_s: float = 0.002, cede_s: float = 0.001) -> None:
+    def __init__(
+        self, live: Callable[[], bool], every_s: float = 0.005, late_s: float = 0.002, cede_s: float = 0.001
+    ) -> None:
+        self.live = live  # whether any run is live
         self.every_s, self.late_s, self.cede_s = every_s, late_s, cede_s
         self.late = False
-        self.live: Any = lambda: False  # whether any run is live (set by the manager)
         self._ticking = False
         self._ceded = 0.0  # when a run loop last woke from giving way
 
@@ -261,8 +264,7 @@ class RunManager:
         self.by_session: dict[str, str] = {}
         self.closing = False
         self.loops = RunLoops(threads)
-        self.lateness = Lateness()
-        self.lateness.live = lambda: bool(self.live)
+        self.lateness = Lateness(lambda: bool(self.live))
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -279,13 +281,8 @@ class RunManager:
         # process leaves what it wrote to the kernel; a cut that leaves it empty or torn reads as
         # not kept (the run shows failed with a reason), as a power cut does. On the HTTP loop,
         # every system call saved is a hand-off of the interpreter lock saved under load.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW  # a planted link is refused
         try:
-            try:
-                fd = os.open(path, flags, 0o600)
-            except FileNotFoundError:  # the first (its folder is made then)
-                private_dir(path.parent)
-                fd = os.open(path, flags, 0o600)
+            fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # a planted link is refused
             try:
                 os.write(fd, json.dumps({"text": text}).encode())
             finally:
