@@ -14,8 +14,12 @@ times (medians):
 - ``fastembed``: Qdrant's fastembed (``TextEmbedding`` over the same file as a custom model), from
   its own virtual environment under ``~/.cache/tether-peers/fastembed-venv`` (``pip install
   fastembed`` there); reported with the reason when it cannot run;
-- ``sentence-transformers (onnx)``: its ONNX backend needs torch, transformers and optimum; it is
-  run from ``~/.cache/tether-peers/st-venv`` when that exists, else reported with the reason.
+- ``sentence-transformers (onnx)``: its ONNX backend (``backend="onnx"``, the same file), from
+  ``~/.cache/tether-peers/st-venv``, made with ``pip install torch==2.13.0 'sentence-transformers<6'
+  'optimum-onnx[onnxruntime]'``: torch's CPU build (PyPI's default build brings its CUDA
+  libraries, over 2.5 GB), and sentence-transformers 5 because optimum-onnx 0.1 needs
+  transformers < 4.58 while sentence-transformers 6 needs transformers 5 (asked for together, pip
+  backtracks for tens of minutes). Reported with the reason when it cannot run.
 
 Every row's vectors are checked against tether's (cosine ≥ 0.99 on average), so a faster row that
 computes something else is caught. Writes bench/results/kb_embed.json.
@@ -191,8 +195,8 @@ def main() -> None:
             ST,
             PEERS / "st-venv",
             "sentence_transformers",
-            "pip install 'sentence-transformers[onnx]' needs torch, whose PyPI wheel brings its CUDA libraries "
-            "(over 2.5 GB); here it had not finished installing after 25 minutes",
+            "pip install torch==2.13.0 'sentence-transformers<6' 'optimum-onnx[onnxruntime]' "
+            "(torch's CPU build; optimum-onnx 0.1 needs transformers < 4.58)",
             texts_file,
             tmp,
             models,
