@@ -80,6 +80,14 @@ runs of 12 words): at 0.8, 82.4 % of attacks and 99.1 % of notes kept; at 0.9, 8
 at 0.95 (chosen) and 0.99, 82.3 % and 99.5 %, the same as without runs (the corpus's attacks are
 not padded, so the runs cost nothing there; what they buy is measured by padding attacks, in
 ``tests/memory/test_model_scan.py``).
+
+Round six: sentences of Debian's translated manual pages in 16 languages (``manpages.py``,
+``--man-weight``) as more ordinary text, the threshold still from the corpus's notes: weight 0.1:
+77.7 % of attacks refused at 99.5 % of notes kept (unseen templates) / 36.6 % (unseen languages);
+0.3: 75.6 / 35.7 %; 1: 74.6 %; 3: 72.1 %; against 82.3 / 43.0 % without them. Not used: the pages
+make the common words of every language known to the model as ordinary, and the attacks in the
+folds lean on those words too. The shipped model, trained without them, keeps 99.25 % of them, so
+they are reported by ``bench/memory_scan.py`` as ordinary text nothing was tuned on.
 """
 
 from __future__ import annotations
@@ -102,6 +110,7 @@ CORPUS = Path(__file__).with_name("corpus.jsonl")
 FRESH = Path(__file__).with_name("fresh.jsonl")
 FRESH_SHA256 = "85796f8bfdd8fc44ea06e1e6e8cf1fcb169a7495422967620034348ce7ba33ae"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
+MANPAGES = Path(__file__).with_name("manpages.jsonl")  # ordinary text in 16 languages (manpages.py)
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
@@ -109,6 +118,7 @@ STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 3.0, 0.995, 4
 FRAME_SCALE = 4.0
 DILUTE = True
 WINDOW_T = 0.95  # runs of a few words inside a longer text are refused at this (see windows())
+MAN_WEIGHT = 0.0  # weight of a manual page's sentence beside an ordinary note's NOTE_WEIGHT (0: not read)
 
 
 Row = tuple[str, str, str, str]  # text, kind, template group, language
@@ -131,7 +141,16 @@ def tuning_rows() -> list[Row]:
                 kind = "override"
             out.append((r["text"], kind, f"table{zlib.crc32(r['text'].encode()) % 8}", r["lang"]))
     _check_fresh({t for t, _, _, _ in out})
+    if MAN_WEIGHT:
+        for line in MANPAGES.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            if r["part"] == "tune":
+                out.append((r["text"], "note", f"man:{r['page']}", r["lang"]))
     return out
+
+
+def _man(rows: list[Row]) -> np.ndarray:
+    return np.array([r[2].startswith("man:") for r in rows], dtype=bool)
 
 
 def _check_fresh(tuning: set[str]) -> None:
@@ -171,6 +190,7 @@ class Data:
         self.XT = self.X.T.tocsr()
         self.y = np.array([KINDS.index(r[1]) for r in rows])
         self.w = np.where(self.y == 0, NOTE_WEIGHT, 1.0)
+        self.w[_man(rows)] = MAN_WEIGHT
         self.w = self.w / self.w.sum()
 
     def logits(self, W: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -247,11 +267,13 @@ def figure(rows: list[Row], attack_p: np.ndarray, label: str) -> float:
     judged = np.array([not _too_short(normalise(r[0])) for r in rows])
     rows = [r for r, j in zip(rows, judged, strict=True) if j]
     attack_p = attack_p[judged]
-    is_note = np.array([r[1] == "note" for r in rows])
+    man = _man(rows)  # the manual pages' sentences are reported, never used for the threshold
+    is_note = np.array([r[1] == "note" for r in rows]) & ~man
     t = float(np.quantile(attack_p[is_note], KEEP)) + 1e-6
-    caught = (attack_p[~is_note] >= t).mean()
+    caught = (attack_p[~is_note & ~man] >= t).mean()
     kept = (attack_p[is_note] < t).mean()
-    print(f"{label}: threshold {t:.3f}: {caught:.1%} of attacks refused, {kept:.1%} of notes kept")
+    extra = f", {(attack_p[man] < t).mean():.1%} of manual-page sentences kept" if man.any() else ""
+    print(f"{label}: threshold {t:.3f}: {caught:.1%} of attacks refused, {kept:.1%} of notes kept{extra}")
     return t
 
 
@@ -281,7 +303,7 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
     """What runs of a few words, judged at stricter thresholds besides the whole row at ``t``,
     add to the attacks refused and cost the notes (out-of-fold scores of :func:`threshold`).
     Selection figure for ``WINDOW_T``."""
-    judged = np.array([not _too_short(normalise(r[0])) for r in rows])
+    judged = np.array([not _too_short(normalise(r[0])) for r in rows]) & ~_man(rows)
     note = np.array([r[1] == "note" for r in rows])
     for tw in (0.8, 0.9, WINDOW_T, 0.99):
         flagged = (whole >= t) | (runs >= tw)
@@ -294,7 +316,7 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
 def main() -> None:
     import argparse
 
-    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE, DILUTE
+    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE, DILUTE, MAN_WEIGHT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--l2", type=float, default=L2)
@@ -304,11 +326,15 @@ def main() -> None:
     parser.add_argument(
         "--no-dilute", dest="dilute", action="store_false", help="scale by the known features only (before round five)"
     )
+    parser.add_argument("--man-weight", type=float, default=MAN_WEIGHT)
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
     STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE = args.steps, args.l2, args.note_weight, args.max_n, args.frame_scale
-    DILUTE = args.dilute
-    print(f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, dilute {DILUTE}")
+    DILUTE, MAN_WEIGHT = args.dilute, args.man_weight
+    print(
+        f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, dilute {DILUTE}, "
+        f"manual pages' weight {MAN_WEIGHT}"
+    )
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
     t, whole, runs = threshold(rows, runs=args.cv_only)
