@@ -90,10 +90,9 @@ def sentences(rendered: str) -> list[str]:
         for s in _SENTENCE.split(text):
             s = s.strip()
             words = len(s.split())
-            spaced = words >= 5
-            if (spaced and 5 <= words <= 60) or (not spaced and 12 <= len(s) <= 200 and not s.isascii()):
-                if sum(c.isalpha() for c in s) >= 0.6 * len(s):
-                    out.append(s)
+            sized = 5 <= words <= 60 or (words < 5 and 12 <= len(s) <= 200 and not s.isascii())
+            if sized and sum(c.isalpha() for c in s) >= 0.6 * len(s):
+                out.append(s)
     return out
 
 
