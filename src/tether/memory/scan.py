@@ -313,6 +313,15 @@ _KIND_REASONS = {
     ),
 }
 RULE_NAMES = frozenset({*_KIND_REASONS, "invisible", "homoglyph", "encoded"})
+# The model's verdicts: its fake_system is read from the wording (the markup and role labels are
+# found before it is asked), so its reason names no markup.
+_MODEL_REASONS = {
+    **_KIND_REASONS,
+    "fake_system": (
+        "it speaks as the system, the developer or the assistant's maker, giving the assistant orders",
+        "a note cannot speak for the system; save the fact itself, as something about the user",
+    ),
+}
 
 _TEMPLATE = re.compile(
     r"<\|\s*(?:im_start|im_end|system|endoftext|start_header_id|end_header_id|eot_id)\s*\|>|<<\s*sys\s*>>|"
@@ -423,7 +432,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
         verdict = model.judge(window, threshold)
         if verdict is not None:
             kind, p = verdict
-            what, advice = _KIND_REASONS[kind]
+            what, advice = _MODEL_REASONS[kind]
             return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model); {advice}")
     if depth < 3 and len(text) >= 16:
         for decoded in _payloads(text):
