@@ -63,6 +63,8 @@ def test_a_jailbreak_is_blocked_before_any_model_call_with_its_rationale_in_the_
     assert verdict.decision == "block" and verdict.stage == "input" and verdict.name == "safety"
     assert verdict.category == "injection:override" and verdict.score == 0.05
     assert "ignore all previous instructions" in verdict.rationale.lower()
+    # the memory scan's advice to a person saving a note has no place in a guardrail's rationale
+    assert "as a fact about the user" not in verdict.rationale and "save" not in verdict.rationale
     # The reason names the guardrail and its rationale; the transcript says the same in words.
     assert r.reason == f"blocked: the input guardrail 'safety' blocked this (injection:override): {verdict.rationale}"
     assert state.messages[0] == UserMessage.text(JAILBREAK)

@@ -133,7 +133,7 @@ def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
                 "chars": usage.chars,
                 "limit": usage.limit,
                 "entries": [
-                    {"text": e, "withheld": None if (f := memory.check(e)) is None else f.reason} for e in entries
+                    {"text": e, "withheld": None if (f := memory.check(e)) is None else f.message} for e in entries
                 ],
             }
         )
@@ -150,7 +150,7 @@ def print_memory(memory: Memory, only: str | None = None) -> None:
             print("- " + entry.replace("\n", "\n  "))
             finding = memory.check(entry)
             if finding is not None:  # written by hand past the scan: kept, but not shown to the model
-                print(f"  ! withheld from the agent: {finding.reason}")
+                print(f"  ! withheld from the agent: {finding.message}")
         if not entries:
             print("(empty)")
 

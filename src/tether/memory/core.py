@@ -223,7 +223,7 @@ class Memory(Extension):
         finding = self.check(text)
         if finding is not None:
             raise MemoryRefused(
-                f"Not saved: {finding.reason}. Memory goes into the system prompt of every future "
+                f"Not saved: {finding.message}. Memory goes into the system prompt of every future "
                 "session, so text that reads as instructions to the assistant, hides characters, or "
                 "reaches for secrets is refused whole. Save the fact itself, in plain words.",
                 f"scan:{finding.rule}",
@@ -245,7 +245,7 @@ class Memory(Extension):
         if finding is not None:
             raise MemoryRefused(
                 f"Not saved: this entry is harmless alone, but shown after the entry before it "
-                f"(\u201c{_short(before, 60)}\u201d) the two read as one text, and {finding.reason}. "
+                f"(\u201c{_short(before, 60)}\u201d) the two read as one text, and {finding.message}. "
                 "Save the fact in its own words, or change the entry before it first.",
                 f"scan:joined:{finding.rule}",
             )

@@ -43,6 +43,12 @@ __all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scan
 class Finding:
     rule: str  # invisible, homoglyph, override, role_hijack, fake_system, exfiltration, persistence, encoded
     reason: str  # what was found, written for the model and the person
+    advice: str = ""  # what the person writing a memory note can do instead ("" when nothing is said)
+
+    @property
+    def message(self) -> str:
+        """The reason and the advice: what a memory write that is refused says."""
+        return f"{self.reason}; {self.advice}" if self.advice else self.reason
 
 
 class Scanner(Protocol):
@@ -271,6 +277,7 @@ def _scan(text: str, depth: int) -> Finding | None:
                 return Finding(
                     "encoded",
                     f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
+                    inner.advice,
                 )
     return None
 
@@ -379,7 +386,7 @@ def _structure(text: str, norm: str) -> Finding | None:
 
 def _kind_finding(kind: str, evidence: str) -> Finding:
     what, advice = _KIND_REASONS[kind]
-    return Finding(kind, f"{what} (\u201c{_snippet(evidence)}\u201d); {advice}")
+    return Finding(kind, f"{what} (\u201c{_snippet(evidence)}\u201d)", advice)
 
 
 def _windows(norm: str, size: int = 320) -> list[str]:
@@ -433,7 +440,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
         if verdict is not None:
             kind, p = verdict
             what, advice = _MODEL_REASONS[kind]
-            return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model); {advice}")
+            return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model)", advice)
     if depth < 3 and len(text) >= 16:
         for decoded in _payloads(text):
             inner = _model_scan(decoded, depth + 1)
@@ -443,6 +450,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
                 return Finding(
                     "encoded",
                     f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
+                    inner.advice,
                 )
     return None
 
@@ -455,7 +463,7 @@ def scan_context_text(text: str, *, source: str, scanner: Scanner | None = None)
     finding = (scanner or default_scanner()).scan(text)
     if finding is None:
         return None
-    return Finding(finding.rule, f"{source}: {finding.reason}")
+    return Finding(finding.rule, f"{source}: {finding.reason}")  # the advice is for memory notes
 
 
 CONTEXT_POLICIES = ("drop", "warn", "off")
