@@ -56,3 +56,30 @@ def test_a_mistyped_command_is_told_every_command(capsys: Any) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'rnu'" in err and "'run'" in err and "'worker'" in err
+    assert err.rstrip().endswith("did you mean 'run'?")
+
+
+@pytest.mark.parametrize(
+    ("argv", "near"),
+    [
+        (["kb", "serach", "x"], "search"),
+        (["memroy", "show"], "memory"),
+        (["kb", "search", "--mode", "hybird", "x"], "hybrid"),
+    ],
+)
+def test_a_typo_at_any_level_is_told_the_nearest_choice(capsys: Any, argv: list[str], near: str) -> None:
+    from tether.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"did you mean '{near}'?")
+
+
+def test_a_word_near_no_choice_gets_no_guess(capsys: Any) -> None:
+    from tether.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["zzzz"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'zzzz'" in err and "did you mean" not in err

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 __all__ = ["GROUPS", "build_parser", "main"]
 
@@ -50,6 +51,23 @@ GROUPS: dict[str, tuple[str, ...]] = {
 _GROUP_OF = {command: group for group, commands in GROUPS.items() for command in commands}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" also names the nearest choice (``tether rnu``:
+    did you mean 'run'?). Sub-commands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        import difflib
+        import re
+
+        m = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if m:
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+            if near:
+                message = f"{message}: did you mean '{near[0]}'?"
+        super().error(message)
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv``: when it names a command, only that command's group is built (its
     module imported, its arguments added), which spares every command the others' start-up;
@@ -58,7 +76,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     from tether import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tether",
         description="A governed agent loop.",
         epilog=EPILOG,
