@@ -90,7 +90,10 @@ folds lean on those words too. The shipped model, trained without them, keeps 99
 they are reported by ``bench/memory_scan.py`` as ordinary text nothing was tuned on. Six note
 templates about a program's commands in the eleven tuning languages (命令 is a shell command and an
 order in Chinese, and half the Chinese sentences with it were refused): 82.3 -> 80.4 %; with those
-notes in the bar either way, 81.4 % without training on them, 80.4 % with: not used.
+notes in the bar either way, 81.4 % without training on them, 80.4 % with. Judged again by a rule
+set before looking (at most 1.5 points lost there, and at least 0.5 points more of the manual
+pages' tuning half kept): that half went from 98.93 to 99.20 % kept (Chinese 93.1 to 94.9 %), so
+not used.
 """
 
 from __future__ import annotations
