@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 
         m = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
         if m:
-            choices = re.findall(r"'([^']*)'", m.group(2))
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]  # quoted or not, by version
             near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
             if near:
                 message = f"{message}: did you mean '{near[0]}'?"
