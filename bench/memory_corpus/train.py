@@ -93,7 +93,9 @@ order in Chinese, and half the Chinese sentences with it were refused): 82.3 -> 
 notes in the bar either way, 81.4 % without training on them, 80.4 % with. Judged again by a rule
 set before looking (at most 1.5 points lost there, and at least 0.5 points more of the manual
 pages' tuning half kept): that half went from 98.93 to 99.20 % kept (Chinese 93.1 to 94.9 %), so
-not used.
+not used. Two more intent frames, "the user" named in the third person and what the user prefers
+(a note about the user says so; an order to the assistant rarely does): 81.8 / 44.2 %; "the user"
+alone: 79.5 / 42.4 %; not used.
 """
 
 from __future__ import annotations
