@@ -16,8 +16,9 @@ times (medians):
   fastembed`` there); reported with the reason when it cannot run;
 - ``sentence-transformers (onnx)``: its ONNX backend (``backend="onnx"``, the same file), from
   ``~/.cache/tether-peers/st-venv``, made with ``pip install torch==2.13.0 'sentence-transformers<6'
-  'optimum-onnx[onnxruntime]'``: torch's CPU build (PyPI's default build brings its CUDA
-  libraries, over 2.5 GB), and sentence-transformers 5 because optimum-onnx 0.1 needs
+  'optimum-onnx[onnxruntime]'``: torch's CPU build, which this machine keeps on disk for that
+  version (elsewhere add ``--index-url https://download.pytorch.org/whl/cpu`` for torch: PyPI's
+  Linux build brings its CUDA libraries, over 2.5 GB), and sentence-transformers 5 because optimum-onnx 0.1 needs
   transformers < 4.58 while sentence-transformers 6 needs transformers 5 (asked for together, pip
   backtracks for tens of minutes). Reported with the reason when it cannot run.
 

@@ -4,8 +4,8 @@ sound like when it is harmless and imperative ("do not use", "ignore", "override
     apt-get install -y man-db groff-base manpages-de manpages-fr ... (LANGS below)
     python bench/memory_corpus/manpages.py     # writes bench/memory_corpus/manpages.jsonl
 
-The file is committed, so training needs neither the packages nor ``man``. Deterministic given
-the packages' versions (recorded in each row's ``source``).
+The file is committed, so training needs neither the packages nor ``man``. Deterministic for
+given versions of the packages (Debian 12's manpages-* 4.18.1 here).
 
 The split, made before anything was fitted on it: five languages are held out whole (Dutch,
 Brazilian Portuguese and Ukrainian, as in the corpus; Czech and Finnish, which no template is

@@ -86,7 +86,7 @@ Round six: sentences of Debian's translated manual pages in 16 languages (``manp
 77.7 % of attacks refused at 99.5 % of notes kept (unseen templates) / 36.6 % (unseen languages);
 0.3: 75.6 / 35.7 %; 1: 74.6 %; 3: 72.1 %; against 82.3 / 43.0 % without them. Not used: the pages
 make the common words of every language known to the model as ordinary, and the attacks in the
-folds lean on those words too. The shipped model, trained without them, keeps 99.25 % of them, so
+folds lean on those words too. The shipped model, trained without them, keeps 98.9 % of them, so
 they are reported by ``bench/memory_scan.py`` as ordinary text nothing was tuned on. Six note
 templates about a program's commands in the eleven tuning languages (命令 is a shell command and an
 order in Chinese, and half the Chinese sentences with it were refused): 82.3 -> 80.4 %; with those

@@ -205,7 +205,7 @@ def test_an_injection_is_refused_told_to_the_model_and_traced(home: Path, tmp_pa
     (reply,) = tool_replies(state)
     assert reply.status == "error" and reply.name == "memory"
     assert reply.text.startswith("Not saved: it tells the assistant to ignore or drop the instructions it was given")
-    assert "plain words" in reply.text
+    assert reply.text.endswith("Write what the user wants as a fact about the user, not as an order to the assistant.")
     assert reply.text in tool_replies_from(model.requests[1])  # the model read the reason
 
     rejected = [e for e in events if isinstance(e, MemoryRejected)]

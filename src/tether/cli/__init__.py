@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["GROUPS", "build_parser", "main"]
 
@@ -54,6 +54,10 @@ _GROUP_OF = {command: group for group, commands in GROUPS.items() for command in
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose "invalid choice" also names the nearest choice (``tether rnu``:
     did you mean 'run'?). Sub-commands' parsers are of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.suggest_on_error = False  # Python 3.14's own guess, worded otherwise: one voice on every version
 
     def error(self, message: str) -> NoReturn:
         import difflib

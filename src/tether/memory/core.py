@@ -34,6 +34,12 @@ def _short(text: str, n: int = 80) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "\u2026"
 
 
+def _advice(advice: str) -> str:
+    """A scan's advice as the closing sentence of a refusal (a plain one when it gives none)."""
+    advice = advice.strip().rstrip(".")
+    return f"{advice[:1].upper()}{advice[1:]}." if advice else "Save the fact itself, in plain words."
+
+
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
@@ -223,9 +229,9 @@ class Memory(Extension):
         finding = self.check(text)
         if finding is not None:
             raise MemoryRefused(
-                f"Not saved: {finding.message}. Memory goes into the system prompt of every future "
+                f"Not saved: {finding.reason}. Memory goes into the system prompt of every future "
                 "session, so text that reads as instructions to the assistant, hides characters, or "
-                "reaches for secrets is refused whole. Save the fact itself, in plain words.",
+                f"reaches for secrets is refused whole. {_advice(finding.advice)}",
                 f"scan:{finding.rule}",
             )
         entry = clean_entry(text)

@@ -41,6 +41,11 @@ __all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scan
 
 @dataclass(frozen=True)
 class Finding:
+    """What a scan refused: its kind (``rule``), what was found and where (``reason``), and what
+    the person saving a memory note can do instead (``advice``). ``message`` joins the last two,
+    as a refused memory write says it; a guardrail's rationale or a dropped tool description gives
+    the reason alone."""
+
     rule: str  # invisible, homoglyph, override, role_hijack, fake_system, exfiltration, persistence, encoded
     reason: str  # what was found, written for the model and the person
     advice: str = ""  # what the person writing a memory note can do instead ("" when nothing is said)
@@ -90,7 +95,8 @@ def _invisible(text: str) -> Finding | None:
         return None
     return Finding(
         "invisible",
-        f"it contains {found.describe()}; such characters can hide or reorder text; write it again in plain characters",
+        f"it contains {found.describe()}; such characters can hide or reorder text",
+        "write it again in plain characters",
     )
 
 
@@ -325,8 +331,8 @@ RULE_NAMES = frozenset({*_KIND_REASONS, "invisible", "homoglyph", "encoded"})
 _MODEL_REASONS = {
     **_KIND_REASONS,
     "fake_system": (
-        "it speaks as the system, the developer or the assistant's maker, giving the assistant orders",
-        "a note cannot speak for the system; save the fact itself, as something about the user",
+        "it gives the assistant standing orders as if it were the system, the developer or its maker",
+        "a note cannot give orders for the system; save the fact itself, as something about the user",
     ),
 }
 
@@ -368,7 +374,8 @@ def _homoglyph_word(text: str) -> Finding | None:
             return Finding(
                 "homoglyph",
                 f"the word \u201c{word}\u201d mixes Latin letters with {_script(alien).title()} ones "
-                f"({alien!r}), a way to slip words past checks; write it in one script",
+                f"({alien!r}), a way to slip words past checks",
+                "write it in one script",
             )
     return None
 
