@@ -70,34 +70,47 @@ def test_concurrent_commits_share_group_syncs_and_each_returns_durable(
     asyncio.run(go())
     store.close()
     assert store.group.synced == 120
-    # 120 commits, but the disk flushed them in a handful of groups, many fsyncs at once: not one
-    # after another (the first of each round alone, then the rest together).
-    assert store.group.groups <= 12, store.group.groups
-    assert disk.most > 8
+    # 120 commits, but the disk flushed them in groups, many fsyncs at once: not one after another.
+    # (Typically 6 to 12 groups; a loaded machine spreads the commits' arrival, so the bound is
+    # loose. One after another would be 120 groups with one fsync at a time.)
+    assert store.group.groups <= 30, store.group.groups
+    assert disk.most >= 4
 
 
 def test_a_commit_waits_for_the_next_group_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commits that arrive while a group is being synced all go in the next group, whatever their
     number: none waits behind the syncs of the others one by one."""
-    disk = SlowDisk(0.05)
-    monkeypatch.setattr(store_module, "_sync", disk)
+    release = threading.Event()
+    disk = SlowDisk(0.02)
+
+    def held_disk(fd: int) -> None:  # the first fsync lasts until the test lets it end
+        if not release.is_set():
+            release.wait(30)
+        disk(fd)
+
+    monkeypatch.setattr(store_module, "_sync", held_disk)
     group = GroupSync()
     fds = [os.open(os.devnull, os.O_WRONLY) for _ in range(31)]
     try:
         first = threading.Thread(target=group.sync, args=(fds[0],))
         first.start()
-        while not disk.now:  # the first group (one file) is being synced
+        while not group.busy:  # the first group (one file) is being synced
             time.sleep(0.001)
         rest = [threading.Thread(target=group.sync, args=(fd,)) for fd in fds[1:]]
         for t in rest:
             t.start()
+        while group.waiting < 30:  # all thirty wait behind it, however slowly they started
+            time.sleep(0.001)
+        release.set()
         for t in [first, *rest]:
             t.join()
     finally:
+        release.set()
         for fd in fds:
             os.close(fd)
     assert group.synced == 31
-    assert group.groups <= 3, group.groups  # 1, then the 30 that waited (a straggler may make a third)
+    assert group.groups == 2, group.groups  # the first alone, then the thirty that waited, together
+    assert disk.most > 1  # the thirty were synced side by side
 
 
 def test_a_failed_fsync_fails_its_own_commit_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,6 +82,12 @@ class GroupSync:
         self.synced = 0  # files synced
 
     @property
+    def waiting(self) -> int:
+        """Commits queued for the next group."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
     def busy(self) -> bool:
         """Whether a group is being synced (a commit now would join the next one)."""
         return self._busy
