@@ -125,15 +125,20 @@ def test_sigterm_saves_live_runs_as_interrupted_and_resumable(places: tuple[Path
     home, workspace = places
     first = Process(home, workspace)
     import threading
-    import time
 
     with first.client() as c:
         run_id, _ = _start_slow_run(c)
         # a client still follows the run: its stream ends with the run's done event, not at a timeout
         followed: list[dict[str, Any]] = []
-        follower = threading.Thread(target=lambda: followed.extend(read_events(c, f"/v1/runs/{run_id}/events")))
+        connected = threading.Event()  # set at the stream's first event: the follower is in
+
+        def follow() -> None:
+            seen = read_events(c, f"/v1/runs/{run_id}/events", until=lambda ev: connected.set() or False)
+            followed.extend(seen)
+
+        follower = threading.Thread(target=follow)
         follower.start()
-        time.sleep(0.3)
+        assert connected.wait(30)
         assert first.stop(signal.SIGTERM) in (0, -signal.SIGTERM)  # uvicorn re-raises it after a clean shutdown
         follower.join(30)
         # (had uvicorn waited out its graceful timeout first, it would have cut the stream: no done)
