@@ -47,6 +47,7 @@ import gzip
 import hashlib
 import os
 import re
+import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -241,22 +242,38 @@ def _render_all(files: list[Path], cache: Path) -> list[str]:
         return list(pool.map(one, files))
 
 
-def _render(path: Path) -> str:
+def _render(path: Path, timeout_s: float = 60) -> str:
+    """The page as text; "" for one that groff does not finish within ``timeout_s`` (a few
+    translated pages loop). The whole process group is stopped then: ``man`` runs groff's
+    programs as its children, which would otherwise keep the pipe open."""
     env = {**os.environ, "MANWIDTH": "80", "COLUMNS": "80", "MANPAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"}
     env.pop("MAN_KEEP_FORMATTING", None)
     try:
-        done = subprocess.run(
-            ["man", "--nh", "--nj", "-l", str(path)], env=env, capture_output=True, text=True, timeout=60
+        proc = subprocess.Popen(
+            ["man", "--nh", "--nj", "-l", str(path)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise CorpusMissing(
             f"the 'man' command is missing, needed to render the man pages; as root run: {INSTALL_HINT}"
         ) from None
-    if done.returncode != 0 and not done.stdout.strip():
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return ""
+    text = out.decode("utf-8", "replace")
+    if proc.returncode != 0 and not text.strip():
         raise CorpusMissing(
-            f"could not render {path}: {done.stderr.strip()[:300]} (is groff installed? {INSTALL_HINT})"
+            f"could not render {path}: {err.decode('utf-8', 'replace').strip()[:300]} "
+            f"(is groff installed? {INSTALL_HINT})"
         )
-    return _OVERSTRIKE.sub("", done.stdout)
+    return _OVERSTRIKE.sub("", text)
 
 
 def _split(rendered: str) -> tuple[str, str, str]:

@@ -61,9 +61,12 @@ def anchors(text: str) -> bool:
     return any(p.search(text) for p in ANCHORS)
 
 
+def _jsonl(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def load(path: Path) -> list[dict[str, str]]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r for r in rows if _carries(r)]
+    return [r for r in _jsonl(path) if _carries(r)]
 
 
 def _carries(row: dict[str, str]) -> bool:
@@ -143,9 +146,10 @@ def stdlib_docstrings() -> list[str]:
 
 
 def load_manpages() -> list[dict[str, str]]:
-    """Sentences of Debian's manual pages in 16 languages (``memory_corpus/manpages.py``). The
-    shipped model was trained without them (``train.py --man-weight 0``), so all of them count."""
-    return [json.loads(line) for line in MANPAGES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Sentences of Debian's manual pages in 16 languages (``memory_corpus/manpages.py``), each an
+    ordinary note. The shipped model was trained without them (``train.py --man-weight 0``), so
+    all of them count."""
+    return [{**r, "label": "benign"} for r in _jsonl(MANPAGES)]
 
 
 def per_note(rows: list[dict[str, str]], scan: Callable[[str], object]) -> float:
@@ -304,7 +308,7 @@ def main() -> None:
         name: {"all": {"benign": len(docs), "benign_refused": len(hits)}} for name, hits in refused_docs.items()
     }
 
-    pages = [{**r, "label": "benign"} for r in load_manpages()]
+    pages = load_manpages()
     print(
         f"\nordinary text in {len({r['lang'] for r in pages})} languages nothing was tuned on: {len(pages)} "
         f"sentences of Debian's translated manual pages ({MANPAGES.relative_to(ROOT)}; % kept)"

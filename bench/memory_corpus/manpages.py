@@ -15,17 +15,16 @@ sentences are all in one part.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import random
 import re
-import signal
-import subprocess
 import sys
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench._kb_corpus import _is_alias, _render  # the knowledge base's man-page set renders them so
 
 OUT = Path(__file__).with_name("manpages.jsonl")
 MAN = Path("/usr/share/man")
@@ -51,31 +50,6 @@ LANGS = {
 HELD_LANGS = {"nl", "pt", "uk", "cs", "fi"}
 PAGES, PER_LANG, SEED = 80, 300, 1205
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
-
-
-def _render(path: Path) -> str:
-    env = {**os.environ, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"}
-    proc = subprocess.Popen(
-        ["man", "--nh", "--nj", "-l", str(path)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        raw, _ = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:  # groff loops on a few translated pages (zh_CN smb.conf)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return ""
-    return re.sub(r".\x08", "", raw.decode("utf-8", "replace"))
-
-
-def _is_alias(path: Path) -> bool:
-    with gzip.open(path, "rt", errors="replace") as f:
-        lines = [ln for ln in f.read().splitlines() if ln.strip() and not ln.startswith('.\\"')]
-    return len(lines) <= 2 and any(ln.startswith(".so ") for ln in lines)
 
 
 def sentences(rendered: str) -> list[str]:
@@ -106,7 +80,7 @@ def rows() -> list[dict[str, str]]:
         rng = random.Random(f"{SEED}:{lang}")
         picked = sorted(rng.sample(files, min(PAGES, len(files))))
         with ThreadPoolExecutor(max_workers=4) as pool:
-            rendered = list(pool.map(_render, picked))
+            rendered = list(pool.map(lambda p: _render(p, timeout_s=20), picked))
         found: list[dict[str, str]] = []
         seen: set[str] = set()  # a translator's line repeated on every page counts once
         for path, text in zip(picked, rendered, strict=True):

@@ -24,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
-# The page tests' one skip: a machine without the browser (.ci/run installs it, so CI never skips).
-NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason="no browser: apt-get install chromium")
+NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason="no browser: apt-get install chromium")  # CI has it
 
 
 def serve_process(*args: str, env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen[str], str]:

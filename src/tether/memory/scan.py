@@ -280,12 +280,19 @@ def _scan(text: str, depth: int) -> Finding | None:
         for decoded in _payloads(text):
             inner = _scan(decoded, depth + 1)
             if inner is not None:
-                return Finding(
-                    "encoded",
-                    f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
-                    inner.advice,
-                )
+                return _encoded(inner)
     return None
+
+
+def _encoded(inner: Finding) -> Finding:
+    """The refusal of a text whose base64 payload decodes to ``inner``'s (said once, however deep)."""
+    if inner.rule == "encoded":
+        return inner
+    return Finding(
+        "encoded",
+        f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
+        inner.advice,
+    )
 
 
 def _snippet(text: str) -> str:
@@ -451,14 +458,8 @@ def _model_scan(text: str, depth: int) -> Finding | None:
     if depth < 3 and len(text) >= 16:
         for decoded in _payloads(text):
             inner = _model_scan(decoded, depth + 1)
-            if inner is not None and inner.rule == "encoded":
-                return inner
             if inner is not None:
-                return Finding(
-                    "encoded",
-                    f"it carries an encoded payload (base64) that decodes to text that is refused: {inner.reason}",
-                    inner.advice,
-                )
+                return _encoded(inner)
     return None
 
 
