@@ -166,7 +166,9 @@ _Dollars = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A table's validator is built when a config file is first read, not at import: a command
+    # run without config.toml (or one that never reads it) does not pay for building them all.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class SandboxTable(_Table):
@@ -458,16 +460,16 @@ class ConfigFile(_Table):
     models: dict[str, _ModelTable] = {}
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
-    tools: ToolsTable = ToolsTable()
-    memory: MemoryTable = MemoryTable()
-    kb: KbTable = KbTable()
-    serve: ServeTable = ServeTable()
-    telemetry: TelemetryTable = TelemetryTable()
-    dispatch: DispatchTable = DispatchTable()
+    tools: ToolsTable = Field(default_factory=ToolsTable.model_construct)
+    memory: MemoryTable = Field(default_factory=MemoryTable.model_construct)
+    kb: KbTable = Field(default_factory=KbTable.model_construct)
+    serve: ServeTable = Field(default_factory=ServeTable.model_construct)
+    telemetry: TelemetryTable = Field(default_factory=TelemetryTable.model_construct)
+    dispatch: DispatchTable = Field(default_factory=DispatchTable.model_construct)
     mcp: dict[str, McpTable] = {}
-    skills: SkillsTable = SkillsTable()
-    loop_guard: LoopGuardTable = LoopGuardTable()
-    governors: GovernorsTable = GovernorsTable()
+    skills: SkillsTable = Field(default_factory=SkillsTable.model_construct)
+    loop_guard: LoopGuardTable = Field(default_factory=LoopGuardTable.model_construct)
+    governors: GovernorsTable = Field(default_factory=GovernorsTable.model_construct)
     agents: dict[str, AgentTable] = {}
 
 
@@ -483,17 +485,17 @@ class Settings:
     # (tether.postgres) instead of files and SQLite under home. $TETHER_DATABASE_URL overrides it.
     database_url: str | None = None
     # The tables of config.toml, checked; a dict given here (in a test) is checked the same way.
-    tools: ToolsTable = field(default_factory=ToolsTable)
-    memory: MemoryTable = field(default_factory=MemoryTable)
-    kb: KbTable = field(default_factory=KbTable)
-    serve: ServeTable = field(default_factory=ServeTable)
-    telemetry: TelemetryTable = field(default_factory=TelemetryTable)
-    dispatch: DispatchTable = field(default_factory=DispatchTable)
+    tools: ToolsTable = field(default_factory=ToolsTable.model_construct)
+    memory: MemoryTable = field(default_factory=MemoryTable.model_construct)
+    kb: KbTable = field(default_factory=KbTable.model_construct)
+    serve: ServeTable = field(default_factory=ServeTable.model_construct)
+    telemetry: TelemetryTable = field(default_factory=TelemetryTable.model_construct)
+    dispatch: DispatchTable = field(default_factory=DispatchTable.model_construct)
     mcp: dict[str, McpTable] = field(default_factory=dict)
-    skills: SkillsTable = field(default_factory=SkillsTable)
+    skills: SkillsTable = field(default_factory=SkillsTable.model_construct)
     # Every agent's, unless its [agents.NAME.loop_guard] / [agents.NAME.governors] says otherwise.
-    loop_guard: LoopGuardTable = field(default_factory=LoopGuardTable)
-    governors: GovernorsTable = field(default_factory=GovernorsTable)
+    loop_guard: LoopGuardTable = field(default_factory=LoopGuardTable.model_construct)
+    governors: GovernorsTable = field(default_factory=GovernorsTable.model_construct)
     agents: dict[str, AgentTable] = field(default_factory=dict)  # [agents.NAME] and [serve.agents.NAME]
 
     def __post_init__(self) -> None:

