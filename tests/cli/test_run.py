@@ -566,3 +566,23 @@ def test_agent_runs_the_definition_and_flags_override_it(
     assert (
         unknown.stderr.startswith("tether: no agent 'nobody': define [agents.nobody]") and "explorer" in unknown.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        ("openai/gpt-4.1-mini", "OPENAI_API_KEY is not set"),
+        ("nosuch/model", "unknown provider 'nosuch'"),
+    ],
+)
+def test_a_run_refused_before_it_starts_says_only_why(
+    env: dict[str, str], workspace: Path, model: str, why: str
+) -> None:
+    """The sandbox line is the first line of a run that starts, not a preamble to its refusal."""
+    out = tether("run", "--model", model, "--cwd", str(workspace), "hello", env=env)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines() == [next(line for line in out.stderr.splitlines() if why in line)], out.stderr
+    started = tether(
+        "run", "--model", "scripted/plan", "--cwd", str(workspace), "Which file mentions a timeout?", env=env
+    )
+    assert started.returncode == 0 and started.stderr.splitlines()[0].startswith("shell: ")

@@ -499,6 +499,7 @@ class Printer:
         self.quiet = quiet
         self.asking = asking
         self.text_open = False
+        self.sandbox_line: str | None = None  # shown before the run's first event
 
     def _err(self, line: str) -> None:
         if self.text_open:
@@ -508,13 +509,18 @@ class Printer:
         print(line, file=sys.stderr, flush=True)
 
     def show_sandbox(self) -> None:
-        """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox)."""
+        """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox).
+        It waits for the run's first event, so a run refused before it starts (an unknown provider,
+        a missing key) shows only why."""
         from tether.tools.builtin import tool_settings
         from tether.tools.sandbox import sandbox_status
 
-        self._err(sandbox_status(tool_settings(self.settings.tools).shell).sentence)
+        self.sandbox_line = sandbox_status(tool_settings(self.settings.tools).shell).sentence
 
     def show(self, event: Any) -> None:
+        if self.sandbox_line is not None:
+            line, self.sandbox_line = self.sandbox_line, None
+            self._err(line)
         kind = event.type
         if kind == "text_delta":
             if not self.quiet:
