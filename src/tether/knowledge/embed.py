@@ -186,7 +186,11 @@ class MiniLMEmbedder:
     slower per text than batches of 1 or 2 (the activations of a large batch outgrow the core's
     cache), and two threads were slower than one, whose search leaves the other core to the
     full-text query. A text's vector then never depends on what it was batched with (the int8
-    model quantizes each batch's activations with one scale)."""
+    model quantizes each batch's activations with one scale).
+
+    ``cache_dir``: where the numpy interpreter's loaded copy of the model is kept (about 55 MB), so
+    that later processes map it instead of reading, hashing and dequantizing the model file again
+    (see docs/knowledge.md, "The loaded model is kept"); None keeps nothing."""
 
     name = "local/all-MiniLM-L6-v2-int8"
     dim = 384
@@ -201,8 +205,6 @@ class MiniLMEmbedder:
         cache_dir: str | Path | None = None,
     ) -> None:
         self.batch = batch
-        # Where the numpy interpreter's copy of the model is kept between processes, ready to map
-        # (about 55 MB; None: made again in each process). tether's commands use $TETHER_HOME/cache.
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.max_tokens = max_tokens
         self.threads = threads
