@@ -18,8 +18,10 @@ check out is ignored.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -353,8 +355,12 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
     does not check out."""
     np = _np()
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        # Not blocking: a FIFO planted at the name must not hang the search; only a regular file is read.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            size = info.st_size
             length = int.from_bytes(f.read(8), "little")
             if not 0 < length <= min(size - 8, _MAX_HEADER):
                 return None
@@ -367,12 +373,11 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
         weights: dict[str, Any] = {}
         for name, entry in header.items():
             dtype = np.dtype(dtypes[entry["dtype"]]).newbyteorder("<")
-            shape = [int(d) for d in entry["shape"]]
-            begin, end = (int(x) for x in entry["data_offsets"])
-            count = int(np.prod(shape, dtype=np.int64))
-            if min(shape, default=0) < 0 or not 0 <= begin <= end <= size - start:
+            shape, (begin, end) = entry["shape"], entry["data_offsets"]
+            if not all(type(x) is int and x >= 0 for x in (*shape, begin, end)) or not isinstance(shape, list):
                 return None
-            if end - begin != count * dtype.itemsize:
+            count = math.prod(shape)
+            if not begin <= end <= size - start or end - begin != count * dtype.itemsize:
                 return None
             if count == 0:
                 weights[name] = np.zeros(shape, dtype)
@@ -380,7 +385,7 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
             weights[name] = np.frombuffer(mapped, dtype, count, start + begin).reshape(shape)
         nodes = [Node(**n) for n in json.loads(meta["nodes"])]
         graph = Graph(nodes, weights, json.loads(meta["inputs"]), json.loads(meta["outputs"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     return graph if _well_formed(graph) else None
 
