@@ -144,9 +144,13 @@ def _not_installed(module: str) -> ConfigError:
 
 
 def _stamp(path: Path) -> dict[str, str]:
-    """What identifies the model file on this disk, short of reading it."""
+    """What identifies the model file on this disk, short of reading it (and the tether that
+    loaded it: a kept copy made by another version is made again)."""
+    from tether import __version__
+
     st = path.stat()
     return {
+        "tether": __version__,
         "model": str(path),
         "sha256": MINILM_SHA256,
         "size": str(st.st_size),
