@@ -296,6 +296,7 @@ _STORED = {
     "bool": "BOOL",
 }
 _MAX_HEADER = 1 << 24
+_MAX_DIMS = 64  # numpy's own limit
 
 
 def save(graph: Graph, path: Path, stamp: dict[str, str]) -> bool:
@@ -356,10 +357,12 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
     np = _np()
     try:
         # Not blocking: a FIFO planted at the name must not hang the search; only a regular file is read.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)), "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            return None
+        with open(fd, "rb") as f:
             size = info.st_size
             length = int.from_bytes(f.read(8), "little")
             if not 0 < length <= min(size - 8, _MAX_HEADER):
@@ -374,7 +377,9 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
         for name, entry in header.items():
             dtype = np.dtype(dtypes[entry["dtype"]]).newbyteorder("<")
             shape, (begin, end) = entry["shape"], entry["data_offsets"]
-            if not all(type(x) is int and x >= 0 for x in (*shape, begin, end)) or not isinstance(shape, list):
+            if not isinstance(shape, list) or len(shape) > _MAX_DIMS:
+                return None
+            if not all(type(x) is int and x >= 0 for x in (*shape, begin, end)):
                 return None
             count = math.prod(shape)
             if not begin <= end <= size - start or end - begin != count * dtype.itemsize:

@@ -155,6 +155,7 @@ def _stamp(path: Path) -> dict[str, str]:
         "sha256": MINILM_SHA256,
         "size": str(st.st_size),
         "mtime_ns": str(st.st_mtime_ns),
+        "ctime_ns": str(st.st_ctime_ns),  # a write with its mtime put back still moves this
         "inode": str(st.st_ino),
     }
 
