@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +87,24 @@ def test_a_word_near_no_choice_gets_no_guess(capsys: Any) -> None:
         main(["zzzz"])
     err = capsys.readouterr().err
     assert "invalid choice: 'zzzz'" in err and "did you mean" not in err
+
+
+def test_a_command_runs_numpys_blas_on_one_thread_unless_the_user_chose(tmp_path: Path) -> None:
+    """Set before numpy is imported (OpenBLAS reads it then); a user's own setting wins; a command
+    the agent runs does not get it (the shell tool's environment is an allowlist)."""
+    probe = (
+        "import contextlib, io, os, sys\n"
+        "from tether.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    code = main(['kb', 'bases'])\n"
+        "from tether.tools.shell import _SAFE_ENV\n"
+        "print(code, os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules,"
+        " 'OPENBLAS_NUM_THREADS' in _SAFE_ENV)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | {"TETHER_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "1", "False", "False"], done.stderr
+    chosen = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "3"}, capture_output=True, text=True
+    )
+    assert chosen.stdout.split() == ["0", "3", "False", "False"], chosen.stderr
