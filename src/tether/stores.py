@@ -4,6 +4,7 @@ install, nothing to start), or Postgres for every store when ``database_url`` is
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,19 @@ if TYPE_CHECKING:
     from tether.memory import Memory
     from tether.postgres.db import Database
 
-__all__ = ["database_of", "kb_exists", "kb_where", "knowledge_store", "memory", "run_store", "server_store"]
+__all__ = [
+    "KB_NAME",
+    "database_of",
+    "kb_exists",
+    "kb_names",
+    "kb_where",
+    "knowledge_store",
+    "memory",
+    "run_store",
+    "server_store",
+]
+
+KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a base's name becomes a file name
 
 
 def database_of(settings: Settings) -> Database | None:
@@ -97,6 +110,17 @@ def kb_exists(settings: Settings, name: str) -> bool:
             "SELECT 1 FROM kb_bases b JOIN kb_meta m ON m.kb = b.id AND m.key = 'embedder' WHERE b.name = %s", (name,)
         )
     )
+
+
+def kb_names(settings: Settings) -> list[str]:
+    """The knowledge bases made, by name, sorted."""
+    db = database_of(settings)
+    if db is not None:
+        from tether.postgres.knowledge import PgKnowledgeStore
+
+        return PgKnowledgeStore.bases(db)
+    names = sorted(p.name[: -len(".db")] for p in (settings.home / "kb").glob("*.db"))
+    return [n for n in names if KB_NAME.fullmatch(n)]
 
 
 def kb_where(settings: Settings, name: str) -> str:

@@ -164,8 +164,37 @@ def test_a_missing_base_is_a_one_line_usage_error_and_is_not_created(
         code, out, err = run_main(*args, capsys=capsys)
         assert code == 2 and out == ""
         assert err.startswith("tether: there is no knowledge base 'other'") and err.count("\n") == 1, err
-        assert "tether kb --name other add PATH" in err
+        assert "there is none yet); make it with tether kb --name other add PATH" in err
     assert not (quiet_env / "kb" / "other.db").exists()
+    code, _, err = run_main("kb", "search", "seals", capsys=capsys)  # the default base: the plain command
+    assert code == 2 and err.endswith("there is none yet); make it with tether kb add PATH\n"), err
+
+
+def test_a_missing_base_names_the_bases_there_are(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main("kb", "--name", "defualt", "search", "seals", capsys=capsys)
+    assert code == 2 and "; there are: default); make it with tether kb --name defualt add PATH" in err, err
+
+
+def test_a_keyword_only_base_says_how_to_rebuild_it_with_vectors(
+    quiet_env: Path, docs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main("kb", "add", "catalog", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    code, _, err = run_main("kb", "add", "catalog", "--embedder", "hashing/64", capsys=capsys)
+    assert code == 2 and "built with the embedder none" in err
+    assert "rebuild this one (tether kb drop default --yes, then tether kb add PATH)" in err, err
+
+
+def test_the_alpha_defaults_the_help_gives_are_the_ones_search_uses() -> None:
+    from tether.cli.kb import ALPHA_HELP
+    from tether.knowledge.base import DEFAULT_ALPHA, EXACT_ALPHA, HYBRID_ALPHA
+
+    assert f"(default {HYBRID_ALPHA}; hierarchical and neighborhood {DEFAULT_ALPHA}; exact {EXACT_ALPHA})" in ALPHA_HELP
+
+
+def test_the_kb_help_shows_plain_text(quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main("kb", "--help", capsys=capsys)
+    assert code == 0 and "$TETHER_HOME/kb/NAME.db" in out and "``" not in out
 
 
 def test_a_bad_base_name_is_refused(quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -305,9 +334,11 @@ def test_bases_are_listed_and_dropped(built: Path, docs: Path, capsys: pytest.Ca
     ]
     code, out, err = run_main("kb", "drop", "second", capsys=capsys)  # stdin is not a terminal: --yes needed
     assert code == 2 and "add --yes" in err and (built / "kb" / "second.db").exists()
+    (built / "kb" / "second.fill.lock").touch()  # as a fill leaves them
+    (built / "kb" / "second.fill.log").write_text("filled\n")
     code, out, err = run_main("kb", "drop", "second", "--yes", capsys=capsys)
     assert code == 0 and out == "dropped 'second' (1 documents, 3 chunks)\n"
-    assert not list((built / "kb").glob("second.db*"))
+    assert not list((built / "kb").glob("second.*"))
     code, out, _ = run_main("kb", "bases", capsys=capsys)
     assert out.splitlines() == ["default  3 documents  7 chunks  vectors 7/7  embedder hashing/256"]
     code, _, err = run_main("kb", "drop", "nope", "--yes", capsys=capsys)

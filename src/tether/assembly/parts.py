@@ -4,7 +4,6 @@ anything runs: knowledge bases, MCP servers, memory, skills and a typed answer's
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,26 +29,26 @@ __all__ = [
     "skills_extension",
 ]
 
-_KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
 
 # --- knowledge bases ----------------------------------------------------------------------------
 
 
 def kb_name(value: str) -> str:
     """``value`` if it can name a knowledge base (it becomes a file name); else a ValueError."""
-    if not _KB_NAME.fullmatch(value):
+    from tether.stores import KB_NAME
+
+    if not KB_NAME.fullmatch(value):
         raise ValueError(f"not a knowledge base name: {value!r} (letters, digits, '.', '_', '-')")
     return value
 
 
 def _no_base(settings: Settings, name: str) -> UserError:
-    from tether.stores import kb_where
+    from tether.stores import kb_names, kb_where
 
-    return UserError(
-        f"there is no knowledge base {name!r} ({kb_where(settings, name)}); create it with "
-        f"tether kb --name {name} add PATH"
-    )
+    made = kb_names(settings)
+    there = f"there are: {', '.join(made)}" if made else "there is none yet"
+    add = "tether kb add PATH" if name == "default" else f"tether kb --name {name} add PATH"
+    return UserError(f"there is no knowledge base {name!r} ({kb_where(settings, name)}; {there}); make it with {add}")
 
 
 def check_kbs(settings: Settings, names: list[str]) -> None:
@@ -82,9 +81,10 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
         store.set_meta("embedder", embedder.name if embedder is not None else "none")
     else:
         if create_with and _embedder_name(create_with) != recorded:
+            add = "tether kb add PATH" if name == "default" else f"tether kb --name {name} add PATH"
             raise UserError(
-                f"the base {name!r} was built with the embedder {recorded}; --embedder only "
-                "chooses for a new base (make another with --name)"
+                f"the base {name!r} was built with the embedder {recorded}; --embedder only chooses for a "
+                f"new base: make another with --name, or rebuild this one (tether kb drop {name} --yes, then {add})"
             )
         embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
     return KnowledgeBase(store, embedder=embedder, name=name)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import positive_float, positive_int, usage_error
 from tether.cli.common import settings as load_settings
-from tether.stores import kb_where
+from tether.stores import kb_names, kb_where
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["add_parsers", "kb_name"]
 
 MODES = ("hybrid", "keyword", "vector", "exact", "neighborhood", "hierarchical")
+# The defaults are tether.knowledge.base's HYBRID_ALPHA, DEFAULT_ALPHA and EXACT_ALPHA (a test
+# keeps them equal; the knowledge package is not imported to build the parser).
+ALPHA_HELP = "0 keyword only … 1 vector only (default 0.6; hierarchical and neighborhood 0.55; exact 0.15)"
 
 
 def open_kb(settings: Settings, name: str, **how: Any) -> KnowledgeBase:
@@ -101,7 +104,7 @@ def add_parsers(sub: Any) -> None:
     kb = sub.add_parser(
         "kb",
         help="build and search a knowledge base",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
@@ -114,7 +117,7 @@ def add_parsers(sub: Any) -> None:
     search = ks.add_parser("search", help="search the base")
     search.add_argument("query", metavar="QUERY")
     search.add_argument("--mode", choices=MODES, default="hybrid")
-    search.add_argument("--alpha", type=_alpha, help="0 keyword only … 1 vector only (default 0.55; exact 0.15)")
+    search.add_argument("--alpha", type=_alpha, help=ALPHA_HELP)
     search.add_argument("-k", type=positive_int, default=8, help="how many results (default 8)")
     search.add_argument(
         "--filter",
@@ -407,7 +410,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_bases(args: argparse.Namespace) -> int:
     settings = load_settings()
-    names = _base_names(settings)
+    names = kb_names(settings)
     for name in names:
         stats = open_kb(settings, name).stats()
         print(
@@ -419,33 +422,12 @@ def cmd_bases(args: argparse.Namespace) -> int:
     return 0
 
 
-def _base_names(settings: Settings) -> list[str]:
-    from tether.stores import database_of
-
-    db = database_of(settings)
-    if db is not None:
-        from tether.postgres.knowledge import PgKnowledgeStore
-
-        return PgKnowledgeStore.bases(db)
-    folder = settings.home / "kb"
-    names = sorted(p.name[: -len(".db")] for p in folder.glob("*.db"))
-    return [n for n in names if _names_a_base(n)]
-
-
-def _names_a_base(name: str) -> bool:
-    try:
-        kb_name(name)
-    except argparse.ArgumentTypeError:
-        return False
-    return True
-
-
 def cmd_drop(args: argparse.Namespace) -> int:
     from tether.stores import kb_exists
 
     settings = load_settings()
     if not kb_exists(settings, args.base):
-        names = ", ".join(_base_names(settings)) or "none"
+        names = ", ".join(kb_names(settings)) or "none"
         raise usage_error(f"there is no knowledge base {args.base!r} (there are: {names})")
     stats = open_kb(settings, args.base).stats()
     what = f"{args.base!r} ({stats['documents']} documents, {stats['chunks']} chunks)"
@@ -469,6 +451,6 @@ def _drop(settings: Settings, name: str) -> None:
 
         PgKnowledgeStore.drop(db, name)
         return
-    base = settings.home / "kb" / f"{name}.db"
-    for path in (base, base.with_name(base.name + "-wal"), base.with_name(base.name + "-shm")):
-        path.unlink(missing_ok=True)
+    folder = settings.home / "kb"
+    for suffix in (".db", ".db-wal", ".db-shm", ".fill.lock", ".fill.log"):
+        (folder / f"{name}{suffix}").unlink(missing_ok=True)

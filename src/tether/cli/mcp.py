@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     m = sub.add_parser(
         "mcp",
         help="MCP servers whose tools agents can use ([mcp.NAME] in config.toml)",
-        description=__doc__,
+        description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ms = m.add_subparsers(dest="mcp_command", required=True)
