@@ -586,3 +586,21 @@ def test_a_run_refused_before_it_starts_says_only_why(
         "run", "--model", "scripted/plan", "--cwd", str(workspace), "Which file mentions a timeout?", env=env
     )
     assert started.returncode == 0 and started.stderr.splitlines()[0].startswith("shell: ")
+
+
+def test_a_declined_call_reads_as_declined_and_a_failed_one_as_an_error(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from tether.cli.run import Printer
+    from tether.config import load_settings
+
+    printer = Printer(load_settings(), quiet=False)
+    for ok, status in ((False, "rejected"), (False, "error"), (True, "ok")):
+        printer.show(SimpleNamespace(type="tool_result", ok=ok, status=status, tool_name="delete_file", ms=0.0))
+    assert capsys.readouterr().err.splitlines() == [
+        "   declined delete_file (rejected, 0 ms)",
+        "   error delete_file (error, 0 ms)",
+        "   ok delete_file (ok, 0 ms)",
+    ]

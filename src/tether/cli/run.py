@@ -532,7 +532,8 @@ class Printer:
         elif kind == "tool_progress":
             self._err(f"   .. {event.label}")
         elif kind == "tool_result":
-            self._err(f"   {'ok' if event.ok else 'error'} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
+            word = "ok" if event.ok else "declined" if event.status == "rejected" else "error"
+            self._err(f"   {word} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
         elif kind == "retry":
             self._err(f"   retry {event.attempt}: {event.reason} (waiting {event.wait_s:.1f} s)")
         elif kind == "fallback":
