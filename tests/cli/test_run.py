@@ -597,10 +597,12 @@ def test_a_declined_call_reads_as_declined_and_a_failed_one_as_an_error(
     from tether.config import load_settings
 
     printer = Printer(load_settings(), quiet=False)
-    for ok, status in ((False, "rejected"), (False, "error"), (True, "ok")):
+    for ok, status in ((False, "rejected"), (False, "skipped"), (False, "interrupted"), (False, "error"), (True, "ok")):
         printer.show(SimpleNamespace(type="tool_result", ok=ok, status=status, tool_name="delete_file", ms=0.0))
     assert capsys.readouterr().err.splitlines() == [
         "   declined delete_file (rejected, 0 ms)",
+        "   skipped delete_file (skipped, 0 ms)",
+        "   interrupted delete_file (interrupted, 0 ms)",
         "   error delete_file (error, 0 ms)",
         "   ok delete_file (ok, 0 ms)",
     ]

@@ -4,6 +4,7 @@ manage it, and give it to a scripted agent."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -518,3 +519,23 @@ def test_on_a_terminal_the_bar_moves_per_file_then_per_batch_of_chunks(
     total = int(next(m for m in vectors if m).group(2))  # type: ignore[union-attr]
     assert total > 80 and counts[0] == 0 and counts[-1] == total
     assert counts == sorted(counts) and len(counts) >= total // 8  # it moved with every batch of 8
+
+
+def test_a_base_whose_vectors_are_being_made_is_not_dropped_under_the_filler(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The filler holds $TETHER_HOME/kb/NAME.fill.lock; dropping the files under it would leave
+    it writing into a deleted database, and the next filler without a lock to meet."""
+    import fcntl
+
+    lock = built / "kb" / "default.fill.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running fill holds it
+        code, out, err = run_main("kb", "drop", "default", "--yes", capsys=capsys)
+        assert code == 2 and out == "" and "being made by another process" in err
+        assert (built / "kb" / "default.db").exists() and lock.exists()
+    finally:
+        os.close(fd)
+    code, out, _ = run_main("kb", "drop", "default", "--yes", capsys=capsys)
+    assert code == 0 and out.startswith("dropped 'default'") and not list((built / "kb").glob("default.*"))

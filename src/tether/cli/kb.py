@@ -437,7 +437,13 @@ def cmd_drop(args: argparse.Namespace) -> int:
         if input(f"drop the knowledge base {what}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
-    _drop(settings, args.base)
+    with _fill_lock(settings, args.base) as held:  # a filler writing into a deleted file loses its work
+        if not held:
+            raise usage_error(
+                f"the vectors of {args.base!r} are being made by another process (tether kb stats shows how "
+                "far): stop it or let it finish, then drop the base"
+            )
+        _drop(settings, args.base)
     print(f"dropped {what}")
     return 0
 

@@ -35,6 +35,7 @@ from tether.cli.skills import add_skills_options, skills_override
 if TYPE_CHECKING:
     from tether.assembly import Overrides, Recipe
     from tether.config import Settings
+    from tether.harness.agent import Agent
     from tether.harness.state import RunState
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
@@ -361,10 +362,11 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
+    agent: Agent | None = _checked_agent(state, settings)
     printer.show_sandbox()
     while True:
-        result = _execute(state, prompt, settings, printer)
-        prompt = None
+        result = _execute(state, prompt, settings, printer, agent)
+        prompt, agent = None, None  # after a decision the agent is built again, as on a resume
         waiting = _decision_needed(result)
         if asking and waiting is not None and _ask_decision(state, waiting):
             continue
@@ -420,7 +422,22 @@ def ask(question: str) -> str | None:
     return line.rstrip("\n") if line else None
 
 
-def _execute(state: RunState, prompt: str | None, settings: Settings, printer: Printer) -> RunResult:
+def _checked_agent(state: RunState, settings: Settings) -> Agent:
+    """The run's agent, its models resolved as the run will resolve them: a missing key or an
+    unknown provider is said before anything else (the sandbox line included)."""
+    from tether.assembly import build_agent
+    from tether.providers.registry import resolve_provider
+
+    agent = build_agent(settings, recipe_of(state))
+    for model in (agent.model, *agent.fallback_models):
+        if isinstance(model, str):
+            resolve_provider(model, agent.settings)
+    return agent
+
+
+def _execute(
+    state: RunState, prompt: str | None, settings: Settings, printer: Printer, agent: Agent | None = None
+) -> RunResult:
     import asyncio
     import signal as os_signal
 
@@ -431,7 +448,7 @@ def _execute(state: RunState, prompt: str | None, settings: Settings, printer: P
     from tether.telemetry import telemetry_from_settings, trace_id_for
     from tether.tracing import FanoutTracer, JsonlTracer
 
-    agent = build_agent(settings, recipe_of(state))
+    agent = agent or build_agent(settings, recipe_of(state))
     store = run_store(settings)
     sessions = open_sessions(state.config.get("session_store"), settings) if state.session_id else None
     telemetry = telemetry_from_settings(settings)
@@ -488,6 +505,10 @@ def recipe_of(state: RunState) -> Recipe:
         ) from None
 
 
+# How a call that did not succeed reads, by its status (anything else is an error).
+_NOT_OK = {"rejected": "declined", "skipped": "skipped", "interrupted": "interrupted"}
+
+
 class Printer:
     """Readable progress on stderr; the streamed answer on stdout.
 
@@ -499,7 +520,6 @@ class Printer:
         self.quiet = quiet
         self.asking = asking
         self.text_open = False
-        self.sandbox_line: str | None = None  # shown before the run's first event
 
     def _err(self, line: str) -> None:
         if self.text_open:
@@ -509,18 +529,13 @@ class Printer:
         print(line, file=sys.stderr, flush=True)
 
     def show_sandbox(self) -> None:
-        """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox).
-        It waits for the run's first event, so a run refused before it starts (an unknown provider,
-        a missing key) shows only why."""
+        """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox)."""
         from tether.tools.builtin import tool_settings
         from tether.tools.sandbox import sandbox_status
 
-        self.sandbox_line = sandbox_status(tool_settings(self.settings.tools).shell).sentence
+        self._err(sandbox_status(tool_settings(self.settings.tools).shell).sentence)
 
     def show(self, event: Any) -> None:
-        if self.sandbox_line is not None:
-            line, self.sandbox_line = self.sandbox_line, None
-            self._err(line)
         kind = event.type
         if kind == "text_delta":
             if not self.quiet:
@@ -532,7 +547,7 @@ class Printer:
         elif kind == "tool_progress":
             self._err(f"   .. {event.label}")
         elif kind == "tool_result":
-            word = "ok" if event.ok else "declined" if event.status == "rejected" else "error"
+            word = "ok" if event.ok else _NOT_OK.get(event.status, "error")
             self._err(f"   {word} {event.tool_name} ({event.status}, {event.ms:.0f} ms)")
         elif kind == "retry":
             self._err(f"   retry {event.attempt}: {event.reason} (waiting {event.wait_s:.1f} s)")

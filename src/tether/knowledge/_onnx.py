@@ -180,6 +180,7 @@ class Graph:
     weights: dict[str, Any]
     inputs: list[str]
     outputs: list[str]
+    meta: dict[str, str] = field(default_factory=dict)  # a kept copy's metadata, as read()
 
     def run(self, feed: dict[str, Any]) -> list[Any]:
         values: dict[str, Any] = {**self.weights, **feed, "": None}
@@ -299,11 +300,12 @@ _MAX_HEADER = 1 << 24
 _MAX_DIMS = 64  # numpy's own limit
 
 
-def save(graph: Graph, path: Path, stamp: dict[str, str]) -> bool:
+def save(graph: Graph, path: Path, stamp: dict[str, str], extra: dict[str, str] | None = None) -> bool:
     """Write ``graph`` to ``path`` with ``stamp`` in its metadata (what :func:`read` must find
-    there to trust it): to a temporary file in the same folder, flushed to the disk, then renamed
-    over ``path``, so a reader sees the whole file or none. False when it could not be written
-    (a read-only home, a full disk, a weight of another dtype): the caller goes on without it."""
+    there to trust it) and ``extra`` (what the caller checks itself, in ``Graph.meta``): to a
+    temporary file in the same folder, flushed to the disk, then renamed over ``path``, so a reader
+    sees the whole file or none. False when it could not be written (a read-only home, a full
+    disk, a weight of another dtype): the caller goes on without it."""
     import tempfile
 
     np = _np()
@@ -312,6 +314,7 @@ def save(graph: Graph, path: Path, stamp: dict[str, str]) -> bool:
     if any(str(w.dtype) not in _STORED for _, w in named):
         return False
     meta = {
+        **(extra or {}),
         **stamp,
         "format": FORMAT,
         "nodes": json.dumps([asdict(n) for n in graph.nodes]),
@@ -357,7 +360,7 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
     np = _np()
     try:
         # Not blocking: a FIFO planted at the name must not hang the search; only a regular file is read.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
@@ -389,15 +392,16 @@ def read(path: Path, stamp: dict[str, str]) -> Graph | None:
                 continue
             weights[name] = np.frombuffer(mapped, dtype, count, start + begin).reshape(shape)
         nodes = [Node(**n) for n in json.loads(meta["nodes"])]
-        graph = Graph(nodes, weights, json.loads(meta["inputs"]), json.loads(meta["outputs"]))
+        graph = Graph(nodes, weights, json.loads(meta["inputs"]), json.loads(meta["outputs"]), meta)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     return graph if _well_formed(graph) else None
 
 
 def _well_formed(graph: Graph) -> bool:
-    """Every node an operator this interpreter runs, reading only what exists before it: a file
-    that passes cannot make :meth:`Graph.run` fail on a name or call what is not an operator."""
+    """Every node an operator this interpreter runs, reading only what exists before it or is
+    fed: a file that passes calls nothing but these operators. Whether it computes the model is
+    for the caller to check (the embedder runs a known sentence through it)."""
     if not (_names(graph.inputs) and _names(graph.outputs)):
         return False
     known = {*graph.weights, *graph.inputs, ""}

