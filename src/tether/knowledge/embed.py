@@ -228,7 +228,9 @@ class MiniLMEmbedder:
 
     ``cache_dir``: where the numpy interpreter's loaded copy of the model is kept (about 55 MB), so
     that later processes map it instead of reading, hashing and dequantizing the model file again
-    (see docs/knowledge.md, "The loaded model is kept"); None keeps nothing."""
+    (see docs/knowledge.md, "The loaded model is kept"); None keeps nothing. With a kept copy, a
+    process does not hash the model file itself: the copy records the file as it was when it was
+    checked, and onnxruntime (a batch, or after ``GRAPH_QUERIES`` queries) runs that same file."""
 
     name = "local/all-MiniLM-L6-v2-int8"
     dim = 384
