@@ -151,3 +151,131 @@ def test_a_401_names_where_the_key_came_from_or_that_none_was_set(
         result = run_sync(Agent(model, settings=load_settings(tmp_path)), "hi")
     assert result.status == "failed" and named in (result.reason or ""), result.reason
     assert "sk-bad" not in (result.reason or "") and "server's authentication settings" not in (result.reason or "")
+
+
+class RotatingTokens:
+    """A token endpoint whose refresh tokens are good for one use each (as many providers rotate
+    them), slow enough that refreshers started together overlap."""
+
+    def __init__(self, delay_s: float = 0.2) -> None:
+        self.valid = {"r0"}
+        self.grants: list[str] = []
+        self.refused: list[str] = []
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
+                used = form.get("refresh_token", [""])[0]
+                time.sleep(delay_s)
+                with lock:
+                    ok = used in outer.valid
+                    if ok:
+                        outer.valid.discard(used)
+                        outer.grants.append(used)
+                        n = len(outer.grants)
+                        outer.valid.add(f"r{n}")
+                    else:
+                        outer.refused.append(used)
+                body = json.dumps(
+                    {"access_token": f"tok-{n}", "expires_in": 3600, "refresh_token": f"r{n}"}
+                    if ok
+                    else {"error": "invalid_grant"}
+                ).encode()
+                self.send_response(200 if ok else 400)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+
+
+@pytest.fixture
+def rotating() -> Iterator[RotatingTokens]:
+    t = RotatingTokens()
+    yield t
+    t.server.shutdown()
+
+
+def test_many_requests_with_an_expired_token_refresh_it_once(tmp_path: Path, rotating: RotatingTokens) -> None:
+    """Twenty model requests of one process find the token expired at once: one refresh; the
+    others wait for it and use its token, instead of spending the rotated refresh token again."""
+    import asyncio
+
+    from tether.providers.auth import OAuthCredentials
+
+    path = tmp_path / "auth" / "corp.json"
+    save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": 0})
+    creds = OAuthCredentials(path, rotating.url)
+
+    async def all_at_once() -> list[dict[str, str]]:
+        return list(await asyncio.gather(*(creds.headers() for _ in range(20))))
+
+    headers = asyncio.run(all_at_once())
+    assert {h["authorization"] for h in headers} == {"Bearer tok-1"}
+    assert rotating.grants == ["r0"] and rotating.refused == []
+
+
+def test_processes_sharing_a_token_file_refresh_it_once(tmp_path: Path, rotating: RotatingTokens) -> None:
+    """tether serve and tether run (or workers) on one home: each process finds the token expired;
+    one refreshes, the others take what it wrote."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "auth" / "corp.json"
+    save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": 0})
+    go = tmp_path / "go"
+    code = (
+        "import asyncio, os, sys, time\n"
+        "from pathlib import Path\n"
+        "from tether.providers.auth import OAuthCredentials\n"
+        "creds = OAuthCredentials(Path(sys.argv[1]), sys.argv[2])\n"
+        "while not os.path.exists(sys.argv[3]):\n"
+        "    time.sleep(0.005)\n"
+        "print(asyncio.run(creds.headers())['authorization'])\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), rotating.url, str(go)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    go.touch()  # all four start their refresh together
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert outs == ["Bearer tok-1"] * 4 and all(p.returncode == 0 for p in procs)
+    assert rotating.grants == ["r0"] and rotating.refused == []
+    assert json.loads(path.read_text())["refresh_token"] == "r1"
+
+
+def test_a_401_after_another_task_refreshed_takes_its_token_and_a_401_on_the_newest_refreshes(
+    tmp_path: Path, rotating: RotatingTokens
+) -> None:
+    import asyncio
+
+    from tether.providers.auth import OAuthCredentials
+
+    path = tmp_path / "auth" / "corp.json"
+    save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() + 3600})
+    first, second = OAuthCredentials(path, rotating.url), OAuthCredentials(path, rotating.url)
+
+    async def both_refused() -> tuple[str, str]:
+        await first.headers()
+        await second.headers()  # both sent "old", and both got 401 for it
+        await asyncio.gather(first.refresh(), second.refresh())
+        return (await first.headers())["authorization"], (await second.headers())["authorization"]
+
+    assert asyncio.run(both_refused()) == ("Bearer tok-1", "Bearer tok-1")
+    assert rotating.grants == ["r0"]
+
+    async def newest_refused() -> str:
+        await first.refresh()  # a 401 on tok-1 itself: a real refresh
+        return (await first.headers())["authorization"]
+
+    assert asyncio.run(newest_refused()) == "Bearer tok-2" and rotating.grants == ["r0", "r1"]

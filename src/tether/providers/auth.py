@@ -9,6 +9,7 @@ the file to fix, never the value.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,30 @@ def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(tokens).encode())
 
 
+def _fresh(tokens: dict[str, Any]) -> bool:
+    return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) - time.time() >= REFRESH_MARGIN_S
+
+
+async def _lock_tokens(path: Path) -> int:
+    """An exclusive lock on ``<path>.lock`` (a descriptor to close), waited for without blocking
+    the event loop, and given up cleanly when the waiting task is cancelled."""
+    import asyncio
+    import fcntl
+
+    private_dir(path.parent)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                await asyncio.sleep(0.02)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 class OAuthCredentials:
     """Bearer tokens from a token file, refreshed with the refresh-token grant."""
 
@@ -97,6 +122,7 @@ class OAuthCredentials:
         self.resource = resource  # the server the token is for (RFC 8707), sent with each refresh
         self.hint = f"the OAuth tokens in {token_path} (sign in again, or fix token_url in config.toml)"
         self.refreshes = 0
+        self._sent: str | None = None  # the access token last handed out, for refresh() after a 401
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -114,16 +140,31 @@ class OAuthCredentials:
 
     async def headers(self) -> dict[str, str]:
         tokens = self._load()
-        expires_at = float(tokens.get("expires_at") or 0)
-        if not tokens.get("access_token") or expires_at - time.time() < REFRESH_MARGIN_S:
-            tokens = await self._refresh(tokens)
-        return {"authorization": f"Bearer {tokens['access_token']}"}
+        if not _fresh(tokens):
+            tokens = await self._refresh(tokens.get("access_token"))
+        self._sent = str(tokens["access_token"])
+        return {"authorization": f"Bearer {self._sent}"}
 
     async def refresh(self) -> bool:
-        await self._refresh(self._load())
+        await self._refresh(self._sent)
         return True
 
-    async def _refresh(self, tokens: dict[str, Any]) -> dict[str, Any]:
+    async def _refresh(self, stale: str | None) -> dict[str, Any]:
+        """New tokens for the access token ``stale`` (expired, or refused with a 401). One refresh
+        at a time per token file, across tasks, threads and processes: a rotating refresh token
+        is good for one use, so whoever waited for another refresher takes the tokens it wrote
+        instead of spending the old refresh token (the server would refuse it, and the run with
+        it)."""
+        lock = await _lock_tokens(self.token_path)
+        try:
+            tokens = self._load()
+            if tokens.get("access_token") != stale and _fresh(tokens):
+                return tokens  # refreshed by someone else while this one waited
+            return await self._grant(tokens)
+        finally:
+            os.close(lock)
+
+    async def _grant(self, tokens: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
         refresh_token = tokens.get("refresh_token")
