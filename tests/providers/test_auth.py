@@ -157,10 +157,11 @@ class RotatingTokens:
     """A token endpoint whose refresh tokens are good for one use each (as many providers rotate
     them), slow enough that refreshers started together overlap."""
 
-    def __init__(self, delay_s: float = 0.2) -> None:
+    def __init__(self, delay_s: float = 0.2, expires_in: int = 3600) -> None:
         self.valid = {"r0"}
         self.grants: list[str] = []
         self.refused: list[str] = []
+        self.asked = threading.Event()  # a refresh request has arrived
         lock = threading.Lock()
         outer = self
 
@@ -171,6 +172,7 @@ class RotatingTokens:
             def do_POST(self) -> None:
                 form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
                 used = form.get("refresh_token", [""])[0]
+                outer.asked.set()
                 time.sleep(delay_s)
                 with lock:
                     ok = used in outer.valid
@@ -182,7 +184,7 @@ class RotatingTokens:
                     else:
                         outer.refused.append(used)
                 body = json.dumps(
-                    {"access_token": f"tok-{n}", "expires_in": 3600, "refresh_token": f"r{n}"}
+                    {"access_token": f"tok-{n}", "expires_in": expires_in, "refresh_token": f"r{n}"}
                     if ok
                     else {"error": "invalid_grant"}
                 ).encode()
@@ -279,3 +281,77 @@ def test_a_401_after_another_task_refreshed_takes_its_token_and_a_401_on_the_new
         return (await first.headers())["authorization"]
 
     assert asyncio.run(newest_refused()) == "Bearer tok-2" and rotating.grants == ["r0", "r1"]
+
+
+def test_a_refresh_whose_asker_is_cancelled_still_saves_the_rotated_token_for_the_others(
+    tmp_path: Path, rotating: RotatingTokens
+) -> None:
+    """The refresher's run is stopped while the token endpoint answers: the endpoint has already
+    rotated the refresh token, so the new one must still be saved, and those waiting must get it."""
+    import asyncio
+
+    from tether.providers.auth import OAuthCredentials
+
+    path = tmp_path / "auth" / "corp.json"
+    save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": 0})
+    creds = OAuthCredentials(path, rotating.url)
+
+    async def one_cancelled() -> list[Any]:
+        first = asyncio.ensure_future(creds.headers())
+        while not rotating.asked.is_set():  # its request is at the endpoint (which answers after 0.2 s)
+            await asyncio.sleep(0.005)
+        others = [asyncio.ensure_future(creds.headers()) for _ in range(3)]
+        first.cancel()
+        return list(await asyncio.gather(first, *others, return_exceptions=True))
+
+    results = asyncio.run(one_cancelled())
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert results[1:] == [{"authorization": "Bearer tok-1"}] * 3
+    assert rotating.grants == ["r0"] and rotating.refused == []
+    assert json.loads(path.read_text())["refresh_token"] == "r1"
+
+
+def test_tokens_shorter_lived_than_the_margin_are_still_shared(tmp_path: Path) -> None:
+    import asyncio
+
+    from tether.providers.auth import OAuthCredentials
+
+    endpoint = RotatingTokens(delay_s=0.05, expires_in=30)  # under the 60 s refresh margin
+    try:
+        path = tmp_path / "auth" / "corp.json"
+        save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": 0})
+        creds = OAuthCredentials(path, endpoint.url)
+
+        async def ten() -> list[dict[str, str]]:
+            return list(await asyncio.gather(*(creds.headers() for _ in range(10))))
+
+        assert {h["authorization"] for h in asyncio.run(ten())} == {"Bearer tok-1"}
+        assert endpoint.grants == ["r0"]
+    finally:
+        endpoint.server.shutdown()
+
+
+def test_refresh_before_any_request_refreshes_and_a_stuck_lock_is_an_error_that_names_it(
+    tmp_path: Path, rotating: RotatingTokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import fcntl
+
+    from tether.errors import AuthError
+    from tether.providers import auth
+    from tether.providers.auth import OAuthCredentials
+
+    path = tmp_path / "auth" / "corp.json"
+    save_oauth_tokens(path, {"access_token": "revoked", "refresh_token": "r0", "expires_at": time.time() + 3600})
+    creds = OAuthCredentials(path, rotating.url)
+    assert asyncio.run(creds.refresh()) is True
+    assert rotating.grants == ["r0"] and asyncio.run(creds.headers()) == {"authorization": "Bearer tok-1"}
+
+    held = os.open(path.with_name("corp.json.lock"), os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a stopped process would hold it
+        monkeypatch.setattr(auth, "LOCK_WAIT_S", 0.3)
+        with pytest.raises(AuthError, match="corp.json.lock"):
+            asyncio.run(OAuthCredentials(path, rotating.url).refresh())
+    finally:
+        os.close(held)

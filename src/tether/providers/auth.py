@@ -79,24 +79,41 @@ def save_oauth_tokens(path: Path, tokens: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(tokens).encode())
 
 
+GRANT_S = 60.0  # the whole token request, however slowly its answer trickles in
+LOCK_WAIT_S = 90.0  # a refresh takes seconds; a holder this slow is stuck (a stopped process)
+
+
 def _fresh(tokens: dict[str, Any]) -> bool:
     return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) - time.time() >= REFRESH_MARGIN_S
 
 
+def _unexpired(tokens: dict[str, Any]) -> bool:
+    """Good to send now (another refresher's token, however short it lives)."""
+    return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) > time.time()
+
+
 async def _lock_tokens(path: Path) -> int:
     """An exclusive lock on ``<path>.lock`` (a descriptor to close), waited for without blocking
-    the event loop, and given up cleanly when the waiting task is cancelled."""
+    the event loop, given up cleanly when the waiting task is cancelled, and at most
+    ``LOCK_WAIT_S``: then an error that names the lock's file."""
     import asyncio
     import fcntl
 
     private_dir(path.parent)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    deadline = time.monotonic() + LOCK_WAIT_S
     try:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return fd
             except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise AuthError(
+                        f"another process has been refreshing the OAuth tokens for {LOCK_WAIT_S:.0f} s and holds "
+                        f"{lock_path}; if no tether process is running, retry (a stopped one may hold it)"
+                    ) from None
                 await asyncio.sleep(0.02)
     except BaseException:
         os.close(fd)
@@ -146,25 +163,35 @@ class OAuthCredentials:
         return {"authorization": f"Bearer {self._sent}"}
 
     async def refresh(self) -> bool:
-        await self._refresh(self._sent)
+        # The token this object last sent is the one refused; none sent yet: refresh regardless.
+        await self._refresh(self._sent, force=self._sent is None)
         return True
 
-    async def _refresh(self, stale: str | None) -> dict[str, Any]:
+    async def _refresh(self, stale: str | None, *, force: bool = False) -> dict[str, Any]:
         """New tokens for the access token ``stale`` (expired, or refused with a 401). One refresh
         at a time per token file, across tasks, threads and processes: a rotating refresh token
         is good for one use, so whoever waited for another refresher takes the tokens it wrote
         instead of spending the old refresh token (the server would refuse it, and the run with
-        it)."""
+        it). The refresh itself runs to its end and saves what it got even when the task that
+        asked is cancelled: a rotated refresh token that was never saved would lock everyone out."""
+        import asyncio
+
         lock = await _lock_tokens(self.token_path)
-        try:
-            tokens = self._load()
-            if tokens.get("access_token") != stale and _fresh(tokens):
-                return tokens  # refreshed by someone else while this one waited
-            return await self._grant(tokens)
-        finally:
-            os.close(lock)
+
+        async def under_lock() -> dict[str, Any]:
+            try:
+                tokens = self._load()
+                if not force and tokens.get("access_token") != stale and _unexpired(tokens):
+                    return tokens  # refreshed by someone else while this one waited
+                return await self._grant(tokens)
+            finally:
+                os.close(lock)
+
+        return await asyncio.shield(asyncio.ensure_future(under_lock()))
 
     async def _grant(self, tokens: dict[str, Any]) -> dict[str, Any]:
+        import asyncio
+
         import httpx
 
         refresh_token = tokens.get("refresh_token")
@@ -179,7 +206,9 @@ class OAuthCredentials:
             form["resource"] = self.resource
         try:
             async with httpx.AsyncClient(timeout=30) as client:
-                response = await client.post(self.token_url, data=form)
+                response = await asyncio.wait_for(client.post(self.token_url, data=form), GRANT_S)
+        except TimeoutError as exc:
+            raise AuthError(f"the token endpoint {self.token_url} did not answer within {GRANT_S:.0f} s") from exc
         except httpx.HTTPError as exc:
             raise AuthError(f"could not reach the token endpoint {self.token_url}: {type(exc).__name__}") from exc
         if response.status_code >= 400:
