@@ -92,16 +92,25 @@ def test_a_word_near_no_choice_gets_no_guess(capsys: Any) -> None:
 def test_kb_runs_numpys_blas_on_one_thread_unless_the_user_chose_and_other_commands_leave_it(
     tmp_path: Path,
 ) -> None:
-    """Set before numpy is imported (OpenBLAS reads it then); a user's own setting wins; a run,
-    whose tools may want every core, does not get it."""
+    """What counts is the variable when numpy is first imported (OpenBLAS reads it then): an audit
+    hook records it at that moment, during a real search. A user's own setting wins; a run, whose
+    tools may want every core, leaves it alone."""
     probe = (
         "import contextlib, io, os, sys\n"
+        "seen = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'import' and args[0] == 'numpy' and not seen:\n"
+        "        seen.append(os.environ.get('OPENBLAS_NUM_THREADS', 'unset'))\n"
+        "sys.addaudithook(hook)\n"
         "from tether.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         "    code = main(sys.argv[1:])\n"
-        "print(code, os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)\n"
+        "print(code, *(seen or ['numpy-not-imported']), os.environ.get('OPENBLAS_NUM_THREADS', 'unset'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"} | {"TETHER_HOME": str(tmp_path)}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "valves.md").write_text("# Valves\n\nThe valve is rated for sixteen bar.\n")
 
     def probed(*argv: str, **extra: str) -> list[str]:
         done = subprocess.run(
@@ -109,8 +118,9 @@ def test_kb_runs_numpys_blas_on_one_thread_unless_the_user_chose_and_other_comma
         )
         return done.stdout.split()
 
-    assert probed("kb", "bases") == ["0", "1", "False"]
-    assert probed("kb", "bases", OPENBLAS_NUM_THREADS="3") == ["0", "3", "False"]
+    assert probed("kb", "add", str(docs), "--embedder", "hashing/64")[0] == "0"
+    assert probed("kb", "search", "--mode", "vector", "pressure") == ["0", "1", "1"]
+    assert probed("kb", "search", "--mode", "vector", "pressure", OPENBLAS_NUM_THREADS="3") == ["0", "3", "3"]
     work = tmp_path / "work"
     work.mkdir()
-    assert probed("run", "--model", "scripted/plan", "--cwd", str(work), "hi") == ["0", "None", "False"]
+    assert probed("run", "--model", "scripted/plan", "--cwd", str(work), "hi")[::2] == ["0", "unset"]

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,7 @@ def test_tether_kb_keeps_the_copy_under_its_home_and_a_search_imports_neither_on
     runs += [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)]
     assert [r.stdout.split() for r in runs] == [["0", "valves.md"]] * 2, runs[0].stderr
     after = kept.stat()
-    assert (after.st_ino, after.st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # mapped, not made again
+    assert after.st_ino == made.st_ino and after.st_mtime_ns >= made.st_mtime_ns  # mapped (and marked used)
 
 
 def _with_body(kept: Path, offset: int, data: bytes) -> None:
@@ -286,15 +287,27 @@ def _weights_of(value: bytes) -> Any:
     return change
 
 
+def _a_word_the_probe_never_reads(kept: Path) -> None:
+    """One row of the word table zeroed (a word no probe token is): only the table's CRC tells."""
+    raw = kept.read_bytes()
+    header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
+    name = next(k for k in header if k.endswith("word_embeddings.weight_q"))
+    begin = header[name]["data_offsets"][0]
+    width = header[name]["shape"][1]
+    assert 20_000 not in embed.PROBE_IDS
+    _with_body(kept, begin + 20_000 * width, bytes(width))
+
+
 @pytest.mark.parametrize(
     "damage",
     [
+        _a_word_the_probe_never_reads,
         _weights_of(b"\xff\xff\xff\xff"),  # not a number
         _weights_of(b"\x00\x00\x80\x3f"),  # 1.0: finite, and wrong
         lambda kept: _with_header(kept, _extra_input),  # reads back, fails when run
         lambda kept: _with_header(kept, _cast_to_nothing),
     ],
-    ids=["weights not a number", "weights overwritten", "an input nothing feeds", "a cast to no type"],
+    ids=["a word's row", "weights not a number", "weights overwritten", "an input nothing feeds", "a cast to no type"],
 )
 def test_a_copy_that_reads_back_but_does_not_embed_as_it_did_is_passed_over_and_made_again(
     tmp_path: Path, fresh: Any, damage: Any
@@ -306,9 +319,11 @@ def test_a_copy_that_reads_back_but_does_not_embed_as_it_did_is_passed_over_and_
     first.embed(["x"])
     kept = kept_file(tmp_path)
     damage(kept)
-    assert _onnx.read(kept, first._stamp) is not None  # it reads back: only running it tells
+    damaged = kept.stat().st_ino
+    assert _onnx.read(kept, first._stamp) is not None  # it reads back: only checking it tells
     again = MiniLMEmbedder(cache_dir=tmp_path)
     assert np.array_equal(vectors(again), fresh)
+    assert kept_file(tmp_path).stat().st_ino != damaged  # passed over, and written again
     healed = MiniLMEmbedder(cache_dir=tmp_path)
     healed._model()
     assert healed._graph is not None  # the copy written again checks out
@@ -321,17 +336,27 @@ def test_a_vector_that_is_not_a_number_never_leaves_the_embedder(monkeypatch: py
         e.embed(["x"])
 
 
-def test_at_most_two_copies_of_the_model_are_kept_the_newest(tmp_path: Path) -> None:
-    """Two installs sharing a home keep one each; older ones (other versions, reinstalls) go."""
+def test_other_installs_copies_stay_while_used_and_go_after_thirty_days_unused(tmp_path: Path) -> None:
+    """Installs sharing a home keep one copy each; a copy no process has used for 30 days (another
+    version, a removed virtual environment) goes when a copy is next written."""
     prefix = embed.KEPT_PREFIX
-    for n, age in enumerate((300, 200, 100)):
-        old = tmp_path / f"{prefix}{n:012d}.safetensors"
-        old.write_bytes(b"an older copy")
-        os.utime(old, (1_700_000_000 - age, 1_700_000_000 - age))
+    now = time.time()
+    for name, age_days in (("recent", 1), ("month", 29), ("stale", 31), ("ancient", 400)):
+        other = tmp_path / f"{prefix}{name}.safetensors"
+        other.write_bytes(b"another install's copy")
+        os.utime(other, (now - age_days * 86400, now - age_days * 86400))
     MiniLMEmbedder(cache_dir=tmp_path).embed(["x"])
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert len(names) == 2 and f"{prefix}{2:012d}.safetensors" in names  # the newest other one stays
-    assert kept_file_named(tmp_path, names)
+    names = sorted(p.name.removeprefix(prefix) for p in tmp_path.iterdir())
+    assert len(names) == 3 and "recent.safetensors" in names and "month.safetensors" in names
+    assert kept_file_named(tmp_path, [prefix + n for n in names])
+
+
+def test_mapping_a_copy_marks_it_used(tmp_path: Path) -> None:
+    MiniLMEmbedder(cache_dir=tmp_path).embed(["x"])
+    kept = kept_file(tmp_path)
+    os.utime(kept, (1_000_000_000, 1_000_000_000))
+    MiniLMEmbedder(cache_dir=tmp_path)._model()
+    assert kept.stat().st_mtime > time.time() - 60
 
 
 def kept_file_named(folder: Path, names: list[str]) -> bool:

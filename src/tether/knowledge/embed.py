@@ -13,11 +13,13 @@ refuses queries embedded by another (their vectors do not share a space).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -177,6 +179,25 @@ def _finite(vectors: Any) -> Any:
     return vectors
 
 
+def _probe(graph: Any) -> Any:
+    """The graph's pooled, normalised vector for ``PROBE_IDS``."""
+    import numpy as np
+
+    ids = np.asarray([PROBE_IDS], dtype=np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    (hidden,) = graph.run(feed)
+    return normalise(hidden.mean(axis=1))[0]
+
+
+def _gathered_crcs(graph: Any) -> str:
+    """A CRC-32 of each weight that rows are gathered from, by name, as JSON text."""
+    import zlib
+
+    gathered = (n.inputs[0] for n in graph.nodes if n.op in ("Gather", "GatherND"))
+    names = sorted({name for name in gathered if name in graph.weights})
+    return json.dumps({name: zlib.crc32(memoryview(graph.weights[name]).cast("B")) for name in names})
+
+
 def _checked(path: Path) -> bytes:
     """The model file's bytes, refused unless they are the published file."""
     data = path.read_bytes()
@@ -200,9 +221,16 @@ def _source_digest() -> str:
 
 _INTERPRETER = _source_digest()
 KEPT_PREFIX = f"minilm-int8-{MINILM_SHA256[:16]}-"
-# The sentence a kept copy must embed as it did when it was kept (its vector is in the copy):
-# words, an identifier, accents and CJK, so that the gathered rows of several scripts are used.
-PROBE = "Which seal kit fits the FVAM-2050-B? naïve café, 東京, Ünïcödé."
+KEPT_UNUSED_S = 30 * 86400  # another install's copy unused this long is removed when one is kept
+# The tokens a kept copy must embed as it did when it was kept (its vector is in the copy): the
+# tokenizer's ids of "Which seal kit fits the FVAM-2050-B? naïve café, 東京, Ünïcödé.", fixed here
+# so the check runs every node whatever the embedder's truncation. It exercises every dense
+# weight; the tables rows are gathered from (words, positions, token types) are checked whole
+# by a CRC-32 each, since one sentence reads only a few of their rows.
+PROBE_IDS: tuple[int, ...] = (
+    *(101, 2029, 7744, 8934, 16142, 1996, 1042, 3567, 2213, 1011, 16327, 2692, 1011, 1038, 1029),
+    *(15743, 7668, 1010, 1879, 1755, 1010, 27260, 1012, 102),
+)
 PROBE_TOLERANCE = 1e-5
 
 # Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
@@ -321,7 +349,11 @@ class MiniLMEmbedder:
             import numpy as np
 
             expected = np.frombuffer(base64.b64decode(graph.meta["probe"], validate=True), dtype="<f4")
-            if np.allclose(self._by_graph(graph, PROBE)[0], expected, rtol=0, atol=PROBE_TOLERANCE):
+            if graph.meta["gathered"] == _gathered_crcs(graph) and np.allclose(
+                _probe(graph), expected, rtol=0, atol=PROBE_TOLERANCE
+            ):
+                with contextlib.suppress(OSError):
+                    os.utime(kept)  # in use: pruning goes by last use
                 return graph
         except Exception:  # whatever a bad copy raises, it is not used
             pass
@@ -335,19 +367,14 @@ class MiniLMEmbedder:
             return
         from tether.knowledge._onnx import save
 
-        probe = base64.b64encode(self._by_graph(graph, PROBE)[0].astype("<f4").tobytes()).decode()
-        if not save(graph, kept, self._stamp, {"probe": probe}):
+        probe = base64.b64encode(_probe(graph).astype("<f4").tobytes()).decode()
+        if not save(graph, kept, self._stamp, {"probe": probe, "gathered": _gathered_crcs(graph)}):
             return
-        try:
-            others = sorted(
-                (p for p in kept.parent.glob(f"{KEPT_PREFIX}*.safetensors") if p != kept),
-                key=lambda p: p.stat().st_mtime_ns,
-                reverse=True,
-            )
-            for stale in others[1:]:
-                stale.unlink(missing_ok=True)  # a process mapping it keeps its pages
-        except OSError:
-            pass
+        unused = time.time() - KEPT_UNUSED_S
+        for other in kept.parent.glob(f"{KEPT_PREFIX}*.safetensors"):
+            with contextlib.suppress(OSError):  # gone meanwhile: nothing to do
+                if other != kept and other.stat().st_mtime < unused:
+                    other.unlink()  # a process mapping it keeps its pages
 
     def _by_graph(self, graph: Any, text: str) -> Any:
         import numpy as np
@@ -449,7 +476,7 @@ _LOCAL_LOCK = threading.Lock()
 def default_embedder(cache_dir: str | Path | None = None) -> Embedder:
     """The offline local embedder, one per process and cache folder (see :class:`MiniLMEmbedder`),
     checked now and loaded on first use."""
-    key = Path(cache_dir) if cache_dir is not None else None
+    key = Path(cache_dir).resolve() if cache_dir is not None else None
     with _LOCAL_LOCK:
         embedder = _LOCAL.get(key)
         if embedder is None:
