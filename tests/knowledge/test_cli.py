@@ -521,20 +521,28 @@ def test_on_a_terminal_the_bar_moves_per_file_then_per_batch_of_chunks(
     assert counts == sorted(counts) and len(counts) >= total // 8  # it moved with every batch of 8
 
 
-def test_a_base_whose_vectors_are_being_made_is_not_dropped_under_the_filler(
-    built: Path, capsys: pytest.CaptureFixture[str]
+def test_a_base_is_not_dropped_under_a_writer_nor_written_while_dropped(
+    built: Path, docs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The filler holds $TETHER_HOME/kb/NAME.fill.lock; dropping the files under it would leave
-    it writing into a deleted database, and the next filler without a lock to meet."""
+    """kb add and fill hold $TETHER_HOME/kb/NAME.use.lock shared while they write; kb drop takes it
+    alone. Dropping under a writer left it writing into a deleted database (an I/O error at its
+    end), and the next filler without a lock to meet."""
     import fcntl
 
-    lock = built / "kb" / "default.fill.lock"
+    lock = built / "kb" / "default.use.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running fill holds it
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # as a running kb add or fill holds it
         code, out, err = run_main("kb", "drop", "default", "--yes", capsys=capsys)
-        assert code == 2 and out == "" and "being made by another process" in err
-        assert (built / "kb" / "default.db").exists() and lock.exists()
+        assert code == 2 and out == "" and "another process is adding to 'default'" in err
+        assert (built / "kb" / "default.db").exists()
+        code, _, err = run_main("kb", "add", "catalog", capsys=capsys)  # two writers at once are fine
+        assert code == 0, err
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a drop in progress holds it
+        for args in (("add", "catalog"), ("fill",)):
+            code, out, err = run_main("kb", *args, capsys=capsys)
+            assert code == 2 and "is being dropped by another process; nothing was written" in err, err
     finally:
         os.close(fd)
     code, out, _ = run_main("kb", "drop", "default", "--yes", capsys=capsys)

@@ -185,7 +185,6 @@ def _fill_progress(done: int, total: int) -> None:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from tether.stores import kb_exists
 
     settings = load_settings()
     if args.extract_budget is not None and not args.extract_with:
@@ -200,6 +199,15 @@ def cmd_add(args: argparse.Namespace) -> int:
         from tether.knowledge import ModelExtractor
 
         extractor = ModelExtractor(args.extract_with, settings=settings, max_budget_usd=args.extract_budget)
+    with _writing(settings, args.name) as held:
+        if not held:
+            raise _being_dropped(args.name)
+        return _add(settings, args, extractor)
+
+
+def _add(settings: Settings, args: argparse.Namespace, extractor: Any) -> int:
+    from tether.stores import kb_exists
+
     new = not kb_exists(settings, args.name)
     kb = open_kb(settings, args.name, create_with=args.embedder, must_exist=False)
     if extractor is not None:
@@ -296,12 +304,17 @@ def _fill_in_background(settings: Settings, name: str) -> int:
     return 0
 
 
-class _fill_lock:
-    """An exclusive lock on ``$TETHER_HOME/kb/NAME.fill.lock`` for one filler per base; False
-    (not held) when another process has it. The kernel lets go of it when the holder dies."""
+class _base_lock:
+    """A lock on ``$TETHER_HOME/kb/NAME.<kind>.lock``, taken without waiting; False (not held) when
+    another process holds it in a conflicting way. The kernel lets go of it when the holder dies.
 
-    def __init__(self, settings: Settings, name: str) -> None:
-        self.path = settings.home / "kb" / f"{name}.fill.lock"
+    ``fill``, exclusive: one filler per base. ``use``, shared by every ``kb add`` and ``fill`` while
+    they write, exclusive for ``kb drop``: a base is not deleted under a writer (it would go on
+    writing into a deleted file, and lose its work)."""
+
+    def __init__(self, settings: Settings, name: str, kind: str, *, shared: bool = False) -> None:
+        self.path = settings.home / "kb" / f"{name}.{kind}.lock"
+        self.shared = shared
         self.fd = -1
 
     def __enter__(self) -> bool:
@@ -311,7 +324,7 @@ class _fill_lock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         return True
@@ -322,13 +335,28 @@ class _fill_lock:
         os.close(self.fd)
 
 
+def _fill_lock(settings: Settings, name: str) -> _base_lock:
+    return _base_lock(settings, name, "fill")
+
+
+def _writing(settings: Settings, name: str) -> _base_lock:
+    return _base_lock(settings, name, "use", shared=True)
+
+
+def _being_dropped(name: str) -> Exception:
+    return usage_error(f"the base {name!r} is being dropped by another process; nothing was written")
+
+
 def cmd_fill(args: argparse.Namespace) -> int:
     settings = load_settings()
     kb = open_kb(settings, args.name)
     if kb.embedder is None:
         print(f"the base {args.name!r} has no embedder: it is searched by keyword only")
         return 0
-    return _fill(settings, kb, args.name)
+    with _writing(settings, args.name) as held:
+        if not held:
+            raise _being_dropped(args.name)
+        return _fill(settings, kb, args.name)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -437,10 +465,10 @@ def cmd_drop(args: argparse.Namespace) -> int:
         if input(f"drop the knowledge base {what}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
-    with _fill_lock(settings, args.base) as held:  # a filler writing into a deleted file loses its work
+    with _base_lock(settings, args.base, "use") as held:  # a writer into a deleted file loses its work
         if not held:
             raise usage_error(
-                f"the vectors of {args.base!r} are being made by another process (tether kb stats shows how "
+                f"another process is adding to {args.base!r} or making its vectors (tether kb stats shows how "
                 "far): stop it or let it finish, then drop the base"
             )
         _drop(settings, args.base)
@@ -458,5 +486,5 @@ def _drop(settings: Settings, name: str) -> None:
         PgKnowledgeStore.drop(db, name)
         return
     folder = settings.home / "kb"
-    for suffix in (".db", ".db-wal", ".db-shm", ".fill.lock", ".fill.log"):
+    for suffix in (".db", ".db-wal", ".db-shm", ".fill.lock", ".fill.log", ".use.lock"):
         (folder / f"{name}{suffix}").unlink(missing_ok=True)
