@@ -222,15 +222,12 @@ def _source_digest() -> str:
 _INTERPRETER = _source_digest()
 KEPT_PREFIX = f"minilm-int8-{MINILM_SHA256[:16]}-"
 KEPT_UNUSED_S = 30 * 86400  # another install's copy unused this long is removed when one is kept
-# The tokens a kept copy must embed as it did when it was kept (its vector is in the copy): the
-# tokenizer's ids of "Which seal kit fits the FVAM-2050-B? naïve café, 東京, Ünïcödé.", fixed here
-# so the check runs every node whatever the embedder's truncation. It exercises every dense
-# weight; the tables rows are gathered from (words, positions, token types) are checked whole
-# by a CRC-32 each, since one sentence reads only a few of their rows.
-PROBE_IDS: tuple[int, ...] = (
-    *(101, 2029, 7744, 8934, 16142, 1996, 1042, 3567, 2213, 1011, 16327, 2692, 1011, 1038, 1029),
-    *(15743, 7668, 1010, 1879, 1755, 1010, 27260, 1012, 102),
-)
+# The tokens a kept copy must embed as it did when it was kept (its vector is in the copy):
+# [CLS] "seal" [SEP], fixed here so the check does not depend on the embedder's truncation. Every
+# dense weight takes part whatever the length (three tokens cost a third of twenty-four); the
+# tables rows are gathered from (words, positions, token types) are checked whole by a CRC-32
+# each, since a sentence reads only a few of their rows.
+PROBE_IDS: tuple[int, ...] = (101, 7744, 102)
 PROBE_TOLERANCE = 1e-5
 
 # Queries a process embeds with the numpy interpreter before it loads onnxruntime: a command that
