@@ -238,13 +238,23 @@ def test_tether_kb_keeps_the_copy_under_its_home_and_a_search_imports_neither_on
         "print(code, out.getvalue().splitlines()[0].split()[1].rsplit('/', 1)[-1].split(':')[0],"
         " *[m for m in ('onnxruntime', 'asyncio') if m in sys.modules])\n"
     )
-    runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)]
+    runs = [  # under a permissive umask: what is kept is still its owner's alone
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=lambda: os.umask(0o022),
+        )
+    ]
     kept = kept_file(home / "cache")
     made = kept.stat()
     runs += [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)]
     assert [r.stdout.split() for r in runs] == [["0", "valves.md"]] * 2, runs[0].stderr
     after = kept.stat()
     assert after.st_ino == made.st_ino and after.st_mtime_ns >= made.st_mtime_ns  # mapped (and marked used)
+    assert oct(kept.parent.stat().st_mode & 0o777) == "0o700" and oct(after.st_mode & 0o777) == "0o600"
 
 
 def _with_body(kept: Path, offset: int, data: bytes) -> None:

@@ -321,7 +321,9 @@ class _base_lock:
         import fcntl
         import os
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from tether.fileio import private_dir
+
+        private_dir(self.path.parent)  # 0700, as the knowledge store makes it
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)

@@ -331,7 +331,9 @@ def save(graph: Graph, path: Path, stamp: dict[str, str], extra: dict[str, str] 
     text += b" " * (-(8 + len(text)) % 8)
     fd, tmp = -1, ""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from tether.fileio import private_dir
+
+        private_dir(path.parent)  # 0700, as everything tether keeps under its home
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as out:
             fd = -1
