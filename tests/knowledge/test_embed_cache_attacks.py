@@ -410,7 +410,7 @@ def test_a_special_file_at_the_copys_name_neither_hangs_nor_eats_memory_and_the_
         assert _onnx.read(kept, stamp) is not None
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd: Linux only, as CI")
 def test_reading_a_directory_at_the_copys_name_leaks_no_file_descriptor(
     tmp_path: Path, made: tuple[dict[str, str], bytes]
 ) -> None:

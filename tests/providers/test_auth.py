@@ -23,10 +23,11 @@ from tether.testing import ScriptedServer
 
 
 class TokenEndpoint:
-    """A minimal OAuth2 token endpoint: each refresh hands out tok-1, tok-2, ..."""
+    """A minimal OAuth2 token endpoint: each refresh hands out tok-1, tok-2, ... (``answer`` says
+    what a form gets: the tokens, or None for invalid_grant)."""
 
     def __init__(self) -> None:
-        self.grants: list[dict[str, list[str]]] = []
+        self.grants: list[Any] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,20 +35,9 @@ class TokenEndpoint:
                 return
 
             def do_POST(self) -> None:
-                form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
-                outer.grants.append(form)
-                ok = form.get("grant_type") == ["refresh_token"] and form.get("refresh_token", [""])[0].startswith("r")
-                body = json.dumps(
-                    {
-                        "access_token": f"tok-{len(outer.grants)}",
-                        "token_type": "Bearer",
-                        "expires_in": 3600,
-                        "refresh_token": f"r{len(outer.grants)}",
-                    }
-                    if ok
-                    else {"error": "invalid_grant"}
-                ).encode()
-                self.send_response(200 if ok else 400)
+                answer = outer.answer(parse_qs(self.rfile.read(int(self.headers["content-length"])).decode()))
+                body = json.dumps(answer or {"error": "invalid_grant"}).encode()
+                self.send_response(200 if answer else 400)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -56,6 +46,13 @@ class TokenEndpoint:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+
+    def answer(self, form: dict[str, list[str]]) -> dict[str, Any] | None:
+        self.grants.append(form)
+        if form.get("grant_type") != ["refresh_token"] or not form.get("refresh_token", [""])[0].startswith("r"):
+            return None
+        n = len(self.grants)
+        return {"access_token": f"tok-{n}", "token_type": "Bearer", "expires_in": 3600, "refresh_token": f"r{n}"}
 
 
 @pytest.fixture
@@ -153,50 +150,32 @@ def test_a_401_names_where_the_key_came_from_or_that_none_was_set(
     assert "sk-bad" not in (result.reason or "") and "server's authentication settings" not in (result.reason or "")
 
 
-class RotatingTokens:
+class RotatingTokens(TokenEndpoint):
     """A token endpoint whose refresh tokens are good for one use each (as many providers rotate
-    them), slow enough that refreshers started together overlap."""
+    them), slow enough that refreshers started together overlap. ``grants`` holds the refresh
+    tokens spent, ``refused`` those presented again."""
 
     def __init__(self, delay_s: float = 0.2, expires_in: int = 3600) -> None:
         self.valid = {"r0"}
-        self.grants: list[str] = []
         self.refused: list[str] = []
         self.asked = threading.Event()  # a refresh request has arrived
-        lock = threading.Lock()
-        outer = self
+        self.delay_s, self.expires_in = delay_s, expires_in
+        self.lock = threading.Lock()
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                form = parse_qs(self.rfile.read(int(self.headers["content-length"])).decode())
-                used = form.get("refresh_token", [""])[0]
-                outer.asked.set()
-                time.sleep(delay_s)
-                with lock:
-                    ok = used in outer.valid
-                    if ok:
-                        outer.valid.discard(used)
-                        outer.grants.append(used)
-                        n = len(outer.grants)
-                        outer.valid.add(f"r{n}")
-                    else:
-                        outer.refused.append(used)
-                body = json.dumps(
-                    {"access_token": f"tok-{n}", "expires_in": expires_in, "refresh_token": f"r{n}"}
-                    if ok
-                    else {"error": "invalid_grant"}
-                ).encode()
-                self.send_response(200 if ok else 400)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+    def answer(self, form: dict[str, list[str]]) -> dict[str, Any] | None:
+        used = form.get("refresh_token", [""])[0]
+        self.asked.set()
+        time.sleep(self.delay_s)
+        with self.lock:
+            if used not in self.valid:
+                self.refused.append(used)
+                return None
+            self.valid.discard(used)
+            self.grants.append(used)
+            n = len(self.grants)
+            self.valid.add(f"r{n}")
+        return {"access_token": f"tok-{n}", "expires_in": self.expires_in, "refresh_token": f"r{n}"}
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 TEST_AGENTS = Path(__file__).with_name("agents.py")
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's, driven by Playwright offline
-NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason="no browser: apt-get install chromium")  # CI has it
+# A browser is a system package pip cannot bring; .ci/run installs Debian's chromium, so CI runs these.
+NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(), reason="no browser: apt-get install chromium (CI does)")
 
 
 def serve_process(*args: str, env: dict[str, str], **popen: Any) -> tuple[subprocess.Popen[str], str]:

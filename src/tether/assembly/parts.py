@@ -47,8 +47,14 @@ def _no_base(settings: Settings, name: str) -> UserError:
 
     made = kb_names(settings)
     there = f"there are: {', '.join(made)}" if made else "there is none yet"
-    add = "tether kb add PATH" if name == "default" else f"tether kb --name {name} add PATH"
-    return UserError(f"there is no knowledge base {name!r} ({kb_where(settings, name)}; {there}); make it with {add}")
+    return UserError(
+        f"there is no knowledge base {name!r} ({kb_where(settings, name)}; {there}); make it with {_add_command(name)}"
+    )
+
+
+def _add_command(name: str) -> str:
+    """The command that adds files to base ``name``, as a person would type it."""
+    return "tether kb add PATH" if name == "default" else f"tether kb --name {name} add PATH"
 
 
 def check_kbs(settings: Settings, names: list[str]) -> None:
@@ -81,10 +87,10 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
         store.set_meta("embedder", embedder.name if embedder is not None else "none")
     else:
         if create_with and _embedder_name(create_with) != recorded:
-            add = "tether kb add PATH" if name == "default" else f"tether kb --name {name} add PATH"
             raise UserError(
-                f"the base {name!r} was built with the embedder {recorded}; --embedder only chooses for a "
-                f"new base: make another with --name, or rebuild this one (tether kb drop {name} --yes, then {add})"
+                f"the base {name!r} was built with the embedder {recorded}; --embedder only chooses for a new "
+                f"base: make another with --name, or rebuild this one (tether kb drop {name} --yes, then "
+                f"{_add_command(name)})"
             )
         embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
     return KnowledgeBase(store, embedder=embedder, name=name)

@@ -321,10 +321,9 @@ class _base_lock:
         import fcntl
         import os
 
-        from tether.fileio import private_dir
+        from tether.fileio import open_private
 
-        private_dir(self.path.parent)  # 0700, as the knowledge store makes it
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        self.fd = open_private(self.path, os.O_RDWR | os.O_CREAT)  # 0600, its folder 0700
         try:
             fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -179,14 +179,20 @@ def _finite(vectors: Any) -> Any:
     return vectors
 
 
-def _probe(graph: Any) -> Any:
-    """The graph's pooled, normalised vector for ``PROBE_IDS``."""
+def _pooled(graph: Any, ids: Sequence[int]) -> Any:
+    """The numpy interpreter's vector for one text's token ids: a 1 x dim matrix, mean-pooled and
+    normalised (one text: no padding, no mask to pool over)."""
     import numpy as np
 
-    ids = np.asarray([PROBE_IDS], dtype=np.int64)
-    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    batch = np.asarray([ids], dtype=np.int64)
+    feed = {"input_ids": batch, "attention_mask": np.ones_like(batch), "token_type_ids": np.zeros_like(batch)}
     (hidden,) = graph.run(feed)
-    return normalise(hidden.mean(axis=1))[0]
+    return normalise(hidden.mean(axis=1))
+
+
+def _probe(graph: Any) -> Any:
+    """The graph's vector for ``PROBE_IDS``."""
+    return _pooled(graph, PROBE_IDS)[0]
 
 
 def _gathered_crcs(graph: Any) -> str:
@@ -298,8 +304,8 @@ class MiniLMEmbedder:
         """The model file and its bytes (checked once against the published sha256; the bytes are
         kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
         imported: onnxruntime only has to be installed. When ``cache_dir`` holds the interpreter's
-        copy made from this very file (see :func:`_stamp`) and it still embeds the probe sentence
-        as it did when it was kept, that copy is mapped instead and the file is neither read nor
+        copy made from this very file (see :func:`_stamp`) and it still checks out
+        (:meth:`_mapped`), that copy is mapped instead and the file is neither read nor
         hashed in this process: it is trusted because it has not changed since it was checked."""
         if self._verified is not None:
             return self._verified
@@ -334,9 +340,10 @@ class MiniLMEmbedder:
         return self.cache_dir / f"{KEPT_PREFIX}{stamp}.safetensors"
 
     def _mapped(self, kept: Path) -> Any:
-        """The kept copy at ``kept``, if it reads back and embeds the probe sentence as it did when
-        it was kept (the check runs every node: a copy that would fail or answer otherwise, from
-        a damaged disk or a hand-edited header, is passed over and made again); else None."""
+        """The kept copy at ``kept``, if it reads back, its gathered tables match their CRCs and it
+        embeds the probe as it did when it was kept (the probe runs every node: a copy that would
+        fail or answer otherwise, from a damaged disk or a hand-edited header, is passed over and
+        made again); else None. A copy used is marked so (its mtime), for pruning."""
         from tether.knowledge._onnx import read
 
         graph = read(kept, self._stamp)
@@ -357,8 +364,9 @@ class MiniLMEmbedder:
         return None
 
     def _keep(self, graph: Any) -> None:
-        """Write the loaded graph to ``cache_dir`` (best effort), with the probe's vector; keep at
-        most two copies of this model there, the newest."""
+        """Write the loaded graph to ``cache_dir`` (best effort), with the probe's vector and the
+        gathered tables' CRCs; remove other copies of this model (other installs, other versions)
+        that no process has mapped for ``KEPT_UNUSED_S``."""
         kept = self._kept()
         if kept is None:
             return
@@ -374,12 +382,7 @@ class MiniLMEmbedder:
                     other.unlink()  # a process mapping it keeps its pages
 
     def _by_graph(self, graph: Any, text: str) -> Any:
-        import numpy as np
-
-        ids = np.asarray([self._tokenizer.encode(text).ids], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        (hidden,) = graph.run(feed)
-        return normalise(hidden.mean(axis=1))
+        return _pooled(graph, self._tokenizer.encode(text).ids)
 
     def _load(self) -> None:
         path, _ = self._model()

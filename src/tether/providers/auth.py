@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import AuthError, ConfigError
-from tether.fileio import atomic_write, private_dir
+from tether.fileio import atomic_write, open_private, private_dir
 
 __all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
 
@@ -83,13 +83,9 @@ GRANT_S = 60.0  # the whole token request, however slowly its answer trickles in
 LOCK_WAIT_S = 90.0  # a refresh takes seconds; a holder this slow is stuck (a stopped process)
 
 
-def _fresh(tokens: dict[str, Any]) -> bool:
-    return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) - time.time() >= REFRESH_MARGIN_S
-
-
-def _unexpired(tokens: dict[str, Any]) -> bool:
-    """Good to send now (another refresher's token, however short it lives)."""
-    return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) > time.time()
+def _good_for(tokens: dict[str, Any], seconds: float) -> bool:
+    """Whether the access token is there and lives at least ``seconds`` more."""
+    return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) - time.time() > seconds
 
 
 async def _lock_tokens(path: Path) -> int:
@@ -99,9 +95,8 @@ async def _lock_tokens(path: Path) -> int:
     import asyncio
     import fcntl
 
-    private_dir(path.parent)
     lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
     deadline = time.monotonic() + LOCK_WAIT_S
     try:
         while True:
@@ -157,7 +152,7 @@ class OAuthCredentials:
 
     async def headers(self) -> dict[str, str]:
         tokens = self._load()
-        if not _fresh(tokens):
+        if not _good_for(tokens, REFRESH_MARGIN_S):
             tokens = await self._refresh(tokens.get("access_token"))
         self._sent = str(tokens["access_token"])
         return {"authorization": f"Bearer {self._sent}"}
@@ -181,8 +176,8 @@ class OAuthCredentials:
         async def under_lock() -> dict[str, Any]:
             try:
                 tokens = self._load()
-                if not force and tokens.get("access_token") != stale and _unexpired(tokens):
-                    return tokens  # refreshed by someone else while this one waited
+                if not force and tokens.get("access_token") != stale and _good_for(tokens, 0):
+                    return tokens  # refreshed by someone else while this one waited (however short it lives)
                 return await self._grant(tokens)
             finally:
                 os.close(lock)
