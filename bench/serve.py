@@ -52,9 +52,27 @@ agents = {"plan": Agent("scripted/plan", tools=FILE_TOOLS, cwd=%r, max_turns=10)
 """
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_s(pid: int, *, children: bool = True) -> float:
+    """CPU time of the server process and of its live children (its run processes)."""
+    total = 0.0
+    for p in [pid, *(_children(pid) if children else ())]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [
+            int(c)
+            for t in os.listdir(f"/proc/{pid}/task")
+            for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()
+        ]
+    except OSError:
+        return []
 
 
 def _rss_mb(pid: int) -> float:
@@ -70,11 +88,12 @@ def _pct(values: list[float], p: float) -> float:
 
 
 class Server:
-    def __init__(self, root: Path, run_threads: int | None = None) -> None:
+    def __init__(self, root: Path, run_threads: int | None = None, run_processes: int | None = None) -> None:
         (root / "home").mkdir(parents=True, exist_ok=True)
         # Every client of the bench comes from one address: no per-address connection limit.
         threads = f"run_threads = {run_threads}\n" if run_threads else ""
-        (root / "home" / "config.toml").write_text(f"[serve]\nmax_connections_per_client = 0\n{threads}")
+        processes = f"run_processes = {run_processes}\n" if run_processes is not None else ""
+        (root / "home" / "config.toml").write_text(f"[serve]\nmax_connections_per_client = 0\n{threads}{processes}")
         workspace = root / "workspace"
         shutil.copytree(ROOT / "examples" / "workspace", workspace)
         module = root / "agents.py"
@@ -216,6 +235,7 @@ async def level(server: Server, n: int) -> dict[str, float]:
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
         cpu0 = _cpu_s(server.proc.pid)
+        http0 = _cpu_s(server.proc.pid, children=False)
         own0 = time.process_time()
         began = time.perf_counter()
         if CLIENT["kind"] == "lean":
@@ -225,6 +245,7 @@ async def level(server: Server, n: int) -> dict[str, float]:
             results = await asyncio.gather(*(one_stream(client, server.url) for _ in range(n)))
         wall = time.perf_counter() - began
         cpu = _cpu_s(server.proc.pid) - cpu0
+        http = _cpu_s(server.proc.pid, children=False) - http0
         own = time.process_time() - own0
     firsts = [r[0] * 1000 for r in results]
     steps = [r[3] * 1000 for r in results]
@@ -239,6 +260,7 @@ async def level(server: Server, n: int) -> dict[str, float]:
         "server_cpu_ms_per_turn": cpu * 1000 / turns,
         "client_cpu_s": own,
         "server_cpu_s": cpu,
+        "http_process_cpu_s": http,
         "wall_s": wall,
     }
 
@@ -291,7 +313,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds per level (default 3)")
     ap.add_argument("--idle", type=int, help="sessions for the idle-memory figure (default 1000, --quick 300)")
     ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="the load generator (see _Lean)")
-    ap.add_argument("--run-threads", type=int, help="[serve] run_threads for the server (default: its own, 4)")
+    ap.add_argument("--run-threads", type=int, help="[serve] run_threads for the server (default: its own, 1)")
+    ap.add_argument("--run-processes", type=int, help="[serve] run_processes for the server (default: its own, 0)")
     args = ap.parse_args()
     CLIENT["kind"] = args.client
     levels = [int(x) for x in (args.levels or ("10,100" if args.quick else "10,100,500")).split(",")]
@@ -299,7 +322,7 @@ def main() -> None:
     idle_n = args.idle if args.idle is not None else 300 if args.quick else 1000
     root = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
     try:
-        server = Server(root, args.run_threads)
+        server = Server(root, args.run_threads, args.run_processes)
         try:
             rows: dict[int, list[dict[str, float]]] = {n: [] for n in levels}
             lib: list[float] = []
@@ -319,16 +342,19 @@ def main() -> None:
     print(
         f"{'streams':>8} {'first p50 ms':>13} {'first p99 ms':>13} {'step p50 ms':>12} {'step p99 ms':>12} "
         f"{'events/s':>9} {'server cpu ms/turn':>19} "
-        f"{'x library':>10} {'server cpu s':>13} {'client cpu s':>13}"
+        f"{'x library':>10} {'server cpu s':>13} {'of it http':>11} {'client cpu s':>13}"
     )
     for n, t in table.items():
         print(
             f"{n:>8} {t['first_event_p50_ms']:>13.1f} {t['first_event_p99_ms']:>13.1f} "
             f"{t['first_step_p50_ms']:>12.1f} {t['first_step_p99_ms']:>12.1f} {t['events_per_s']:>9.0f} "
             f"{t['server_cpu_ms_per_turn']:>19.2f} {t['server_cpu_ms_per_turn'] / lib_ms:>10.2f} "
-            f"{t['server_cpu_s']:>13.1f} {t['client_cpu_s']:>13.1f}"
+            f"{t['server_cpu_s']:>13.1f} {t['http_process_cpu_s']:>11.1f} {t['client_cpu_s']:>13.1f}"
         )
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores); client: {args.client}")
+    print(
+        f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores); client: {args.client}; "
+        f"run processes: {args.run_processes or 0}"
+    )
     print(f"library (run_stream + RunStore + JsonlTracer, in process): {lib_ms:.2f} cpu ms/turn")
     print(f"idle session (its run done): {idle_kb:.1f} KB of server RSS each, over {idle_n} sessions")
     write_results(
@@ -341,6 +367,7 @@ def main() -> None:
             "repeat": repeat,
             "cpus": os.cpu_count(),
             "client": args.client,
+            "run_processes": args.run_processes or 0,
             "load": os.getloadavg()[0],
         },
     )

@@ -324,6 +324,7 @@ class ServeTable(_Table):
     agents: dict[str, AgentTable] = {}  # the older place of [agents.NAME]: read as if written there
     max_body_bytes: _PositiveInt | None = None
     run_threads: _PositiveInt | None = None  # threads whose event loops run the runs (default 1)
+    run_processes: _NonNegativeInt | None = None  # processes that drive the runs (default 0: the server's own)
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
     cors_origins: list[_Text] = []
     allowed_hosts: list[_Text] = []

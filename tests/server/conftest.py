@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import socket
@@ -87,8 +88,10 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         tokens: list[str] | None = None,
         config: str = "",
         home: Path | None = None,
+        run_processes: int | None = None,
     ) -> Served:
-        """``home``: an earlier server's, to start again where it stopped."""
+        """``home``: an earlier server's, to start again where it stopped; ``run_processes``: the
+        runs driven in that many processes of their own (tests/server/test_run_processes.py)."""
         if home is None:
             home = tmp_path / f"home{len(started)}"
             home.mkdir()
@@ -101,10 +104,10 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 
         store = SqliteServerStore(home / "serve" / "server.db")
         made = {name: store.add_token(name) for name in tokens or ()}
-        import os
-
         os.environ["TETHER_TEST_WORKSPACE"] = str(workspace)
-        app = create_app(settings, agent_spec=str(agents_module or TEST_AGENTS), store=store)
+        app = create_app(
+            settings, agent_spec=str(agents_module or TEST_AGENTS), store=store, run_processes=run_processes
+        )
         port = free_port()
         server = uvicorn.Server(
             uvicorn.Config(

@@ -45,6 +45,13 @@ def add_parsers(sub: Any) -> None:
         help="internal: runs run in this process (default); external: queued for `tether worker` "
         "processes (needs database_url and [dispatch] broker_url)",
     )
+    s.add_argument(
+        "--run-processes",
+        type=_count,
+        metavar="N",
+        help="drive the runs in N processes of their own, to use more cores (default: [serve] "
+        "run_processes, else 0: in the server's process)",
+    )
     s.set_defaults(handler=cmd_serve)
     ss = s.add_subparsers(dest="serve_command", metavar="{token}")
     tok = ss.add_parser("token", help="create, list or revoke API tokens")
@@ -65,6 +72,16 @@ def _port(value: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
     return port
+
+
+def _count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{n} is not a number of processes (0-64)")
+    return n
 
 
 def _user(value: str) -> str:
@@ -157,6 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cwd=str(args.cwd) if args.cwd else None,
         store=store,
         workers=args.workers,
+        run_processes=args.run_processes,
     )
     from tether.server.connections import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_PER_CLIENT, guarded_protocol
 

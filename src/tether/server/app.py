@@ -140,21 +140,35 @@ def create_app(
     store: ServerStore | None = None,
     workers: str = "internal",
     dispatcher: Any = None,
+    run_processes: int | None = None,
 ) -> FastAPI:
     """The ASGI app: ``uvicorn 'tether.server:create_app' --factory`` serves it as ``tether serve`` does.
 
     ``workers="external"`` queues every run for ``tether worker`` processes instead of running it
     here (it needs ``database_url``, and a broker under ``[dispatch]`` unless ``dispatcher`` is
-    given); any number of such servers can stand behind one load balancer."""
+    given); any number of such servers can stand behind one load balancer.
+
+    ``run_processes=N`` (else ``[serve] run_processes``; 0 by default) drives the runs in N
+    processes of their own, each building the agents of ``agent_spec`` or config.toml again (so
+    not with ``agents`` given as objects); the server's process keeps the streams and decisions."""
     from tether.stores import run_store, server_store
     from tether.telemetry import telemetry_from_settings
 
     settings = settings or load_settings()
+    given_agents = agents is not None
     agents = agents if agents is not None else load_agents(settings, agent_spec, model=model, cwd=cwd)
     store = store or server_store(settings)
     runs = run_store(settings)
     telemetry = telemetry_from_settings(settings)
-    manager = _run_manager(settings, agents, store, runs, telemetry, workers, dispatcher)
+    processes = settings.serve.run_processes if run_processes is None else run_processes
+    if processes and given_agents:
+        raise ConfigError(
+            "run_processes needs agents each run process can build again: name them with --agent "
+            "FILE_OR_MODULE or [agents.NAME] in config.toml, or leave run_processes at 0 to run the "
+            "agents given as objects in the server's process"
+        )
+    spec = {"agent_spec": agent_spec, "model": model, "cwd": cwd}
+    manager = _run_manager(settings, agents, store, runs, telemetry, workers, dispatcher, processes or 0, spec)
     core = Core(settings, agents, store, runs, manager, telemetry)
 
     @asynccontextmanager
@@ -162,6 +176,8 @@ def create_app(
         prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
         keep_days = float(settings.serve.keep_events_days or KEEP_EVENTS_DAYS)
         pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
+        if getattr(manager, "processes", None) is not None:
+            manager.processes.warm()  # built while the server starts, not on the first message
         yield
         if pruning is not None:
             pruning.cancel()
@@ -245,8 +261,11 @@ def _run_manager(
     telemetry: Any,
     workers: str,
     dispatcher: Any,
+    processes: int = 0,
+    spec: dict[str, Any] | None = None,
 ) -> Any:
-    """Who runs the runs: this process's threads (``internal``), or workers behind a queue."""
+    """Who runs the runs: this process's threads (``internal``), processes of its own
+    (``internal`` with ``processes``), or workers behind a queue (``external``)."""
     from tether.assembly import session_store
     from tether.stores import database_of
 
@@ -263,6 +282,11 @@ def _run_manager(
             )
         return RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
     if workers == "internal":
+        pool = None
+        if processes:
+            from tether.server.procs import RunProcesses
+
+            pool = RunProcesses(processes, home=settings.home, runs=runs, **(spec or {}))
         return RunManager(
             home=settings.home,
             agents=agents,
@@ -271,6 +295,7 @@ def _run_manager(
             store=store,
             telemetry=telemetry,
             threads=settings.serve.run_threads or 1,
+            processes=pool,
         )
     raise ConfigError(f"workers must be 'internal' or 'external', not {workers!r}")
 

@@ -225,10 +225,13 @@ class EventLog:
     def extend(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
         """Number and keep a run's events, in one write to the log and one wake-up of the clients
         that follow it; the last id given."""
+        return self.extend_encoded([(kind, encode_event(data)) for kind, data in batch])
+
+    def extend_encoded(self, batch: list[tuple[str, str]]) -> int:
+        """:meth:`extend` for events already encoded (:func:`encode_event`), as a run process sends them."""
         lines = []
-        for kind, data in batch:
+        for kind, text in batch:
             n = self.last_id + 1
-            text = encode_event(data)
             self.items.append((n, kind, text))
             lines.append(f"{n}\t{kind}\t{text}\n")
         self._wake.set()

@@ -50,9 +50,12 @@ class LiveRun:
     task: asyncio.Future[None] | None = None  # done when the run has ended (on the server's loop)
     state: RunState | None = field(default=None, repr=False)
     began_after: int = 0  # the last event id before this part of the run (a resume goes on from it)
+    halt: Callable[[str], None] | None = None  # how to stop it when it runs in another process
 
     def stop(self, reason: str) -> None:
-        if self.loop is not None and self.loop.is_running():
+        if self.halt is not None:
+            self.halt(reason)
+        elif self.loop is not None and self.loop.is_running():
             self.loop.call_soon_threadsafe(self.signal.cancel, reason)
         else:
             self.signal.cancel(reason)
@@ -240,6 +243,43 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     return data
 
 
+async def drive(
+    turn: TurnRecord,
+    agent: Agent,
+    state: RunState,
+    prompt: str | None,
+    chosen: dict[str, Any],
+    emit: Callable[[str, dict[str, Any]], None],
+    signal: CancelSignal,
+    runs: Any,
+    sessions: SessionStore,
+    tracer_of: Callable[[TurnRecord, bool], Any],
+) -> None:
+    """One served run (or one part of it, after a decision), on the loop that drives it, acting for
+    its user (their own MCP accounts): each event goes to ``emit`` as ``(kind, data)``, and a run
+    refused before it began still ends with a ``done``. The same in the server's process and in a
+    run process of its own."""
+    from tether.connectors._acting import acting_for
+
+    saw_done = False
+    with acting_for(turn.owner):
+        try:
+            tracer = tracer_of(turn, prompt is None)
+            async for event in run_stream(
+                agent, prompt, state=state, store=runs, tracer=tracer, signal=signal, session=sessions
+            ):
+                emit(event.type, event_data(event, chosen))
+                saw_done = saw_done or event.type == "done"
+        except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere
+            _log.warning("run %s could not start: %s", turn.run_id, exc)
+            if not saw_done:
+                emit("done", refused(state, runs, prompt is not None, f"the run could not start: {exc}"))
+        except asyncio.CancelledError:  # cut after the shutdown's grace: run_stream saved the stop
+            if not saw_done:
+                emit("done", event_data(Done(state.run_id, state.result())))
+            raise
+
+
 class RunManager:
     """Starts, follows, cancels and resumes the server's runs."""
 
@@ -253,6 +293,7 @@ class RunManager:
         store: ServerStore,
         telemetry: Any = None,
         threads: int = 1,
+        processes: Any = None,
     ) -> None:
         self.home = home
         self.agents = agents
@@ -265,6 +306,7 @@ class RunManager:
         self.closing = False
         self.loops = RunLoops(threads)
         self.lateness = Lateness(lambda: bool(self.live))
+        self.processes = processes  # RunProcesses: runs driven in processes of their own (run_processes)
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -341,6 +383,10 @@ class RunManager:
     def state(self, run_id: str) -> RunState | None:
         live = self.live.get(run_id)
         if live is not None and live.state is not None:
+            if self.processes is None or not self.runs.exists(run_id):
+                return live.state  # the very state the run changes, or its start before the first save
+            with contextlib.suppress(Exception):  # driven elsewhere: as of its last save
+                return self.runs.load(run_id)
             return live.state
         if not self.runs.exists(run_id):
             return None
@@ -364,7 +410,7 @@ class RunManager:
                 }
             },
         )
-        return self._launch(turn, state, text, self.agents[turn.agent], chosen)
+        return self._launch(turn, state, text, {}, chosen)
 
     def resume(
         self,
@@ -375,18 +421,15 @@ class RunManager:
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
     ) -> LiveRun:
-        agent = self.agents[turn.agent]
         changes: dict[str, Any] = {}
         if more_turns is not None:
             changes["max_turns"] = state.turns + more_turns
         if max_budget_usd is not None:
             changes["max_budget_usd"] = max_budget_usd
-        if changes:
-            agent = dataclasses.replace(agent, **changes)
-        return self._launch(turn, state, None, agent, chosen)
+        return self._launch(turn, state, None, changes, chosen)
 
     def _launch(
-        self, turn: TurnRecord, state: RunState, prompt: str | None, agent: Agent, chosen: dict[str, Any]
+        self, turn: TurnRecord, state: RunState, prompt: str | None, changes: dict[str, Any], chosen: dict[str, Any]
     ) -> LiveRun:
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
@@ -398,12 +441,18 @@ class RunManager:
             log.append("started", {"type": "started", **ids})
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
-        home = asyncio.get_running_loop()
-        emit = _Courier(home, log.extend, self.lateness).send
-        self.lateness.wake(home)
-
-        live.loop, future = self.loops.submit(lambda: self._drive(live, turn, agent, state, prompt, chosen, emit))
-        live.task = asyncio.wrap_future(future)
+        if self.processes is not None:
+            live.task = self.processes.begin(live, turn, state, prompt, changes, chosen)
+        else:
+            agent = self.agents[turn.agent]
+            if changes:
+                agent = dataclasses.replace(agent, **changes)
+            home = asyncio.get_running_loop()
+            emit = _Courier(home, log.extend, self.lateness).send
+            self.lateness.wake(home)
+            parts = (live.signal, self.runs, self.sessions, self._tracer)
+            live.loop, future = self.loops.submit(lambda: drive(turn, agent, state, prompt, chosen, emit, *parts))
+            live.task = asyncio.wrap_future(future)
         live.task.add_done_callback(lambda _: self._finished(live, turn))
         return live
 
@@ -421,52 +470,6 @@ class RunManager:
 
     def _tracer(self, turn: TurnRecord, resumed: bool) -> Any:
         return run_tracer(self.home, self.telemetry, turn, resumed=resumed)
-
-    async def _drive(
-        self,
-        live: LiveRun,
-        turn: TurnRecord,
-        agent: Agent,
-        state: RunState,
-        prompt: str | None,
-        chosen: dict[str, Any],
-        emit: Any,
-    ) -> None:
-        """The run, on its run loop, acting for its user (their own MCP accounts)."""
-        from tether.connectors._acting import acting_for
-
-        with acting_for(turn.owner):
-            await self._drive_as(live, turn, agent, state, prompt, chosen, emit)
-
-    async def _drive_as(
-        self,
-        live: LiveRun,
-        turn: TurnRecord,
-        agent: Agent,
-        state: RunState,
-        prompt: str | None,
-        chosen: dict[str, Any],
-        emit: Any,
-    ) -> None:
-        saw_done = False
-        try:
-            tracer = self._tracer(turn, resumed=prompt is None)
-            async for event in run_stream(
-                agent, prompt, state=state, store=self.runs, tracer=tracer, signal=live.signal, session=self.sessions
-            ):
-                emit(event.type, event_data(event, chosen))
-                saw_done = saw_done or event.type == "done"
-        except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere
-            _log.warning("run %s could not start: %s", turn.run_id, exc)
-            if not saw_done:
-                emit("done", self._refused(state, prompt is not None, f"the run could not start: {exc}"))
-        except asyncio.CancelledError:  # cut after the shutdown's grace: run_stream saved the stop
-            if not saw_done:
-                emit("done", event_data(Done(state.run_id, state.result())))
-            raise
-
-    def _refused(self, state: RunState, new: bool, reason: str) -> dict[str, Any]:
-        return refused(state, self.runs, new, reason)
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is out end its bookkeeping
@@ -516,3 +519,5 @@ class RunManager:
 
     def close(self) -> None:
         self.loops.close()
+        if self.processes is not None:
+            self.processes.close()

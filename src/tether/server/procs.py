@@ -1,0 +1,425 @@
+"""Runs driven in processes of their own (``[serve] run_processes``, ``tether serve --run-processes
+N``), so that the server's work and the runs' work use more than one core.
+
+The server's process keeps every decision: which runs are live, one per session, their numbered
+event logs, the streams, cancel and resume. A run process only drives what it is given. Each is a
+fresh interpreter (``python -m tether.server.procs FD``) that builds the same agents and stores from
+the same ``$TETHER_HOME`` and config as the server (``--agent``, ``[agents.NAME]``); the two talk
+over a socket pair, one line per message:
+
+- server to run process, JSON: the spec to build from, then ``start`` (the turn, the state, the
+  prompt or the resume's changes, the session's chosen values), ``cancel`` (a stop, with its
+  reason) and ``abort`` (cut after the shutdown's grace). End of file: the server is gone or
+  closing, and every run is stopped (saved ``interrupted``, resumable) before the process exits.
+- run process to server: ``E<run_id>\\t<kind>\\t<event JSON>`` for each event, already encoded as
+  the event log keeps it; ``X<run_id>`` when the run's task has ended (after its last save);
+  ``R`` once built, or ``!<why>`` when it could not be.
+
+A run process that dies ends its runs with a ``done`` saying so; they are resumable from their
+last save, as after a server that stopped, and the next run starts a new process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from tether.events import Done
+from tether.harness.state import RunState
+from tether.server.events import encode_event, event_data
+from tether.server.runs import drive, refused, run_tracer
+from tether.server.store import TurnRecord
+
+__all__ = ["RunProcesses", "main"]
+
+_log = logging.getLogger("tether.server")
+
+SHUTDOWN_REASON = "the server is shutting down; resume the run to continue it"
+EXIT_WAIT_S = 15.0  # how long close() waits for a run process to stop its runs and exit
+
+
+class _Child(asyncio.Protocol):
+    """The server's end of one run process: what it was given, and its answers as they come."""
+
+    def __init__(self, owner: RunProcesses, spec: dict[str, Any]) -> None:
+        self.owner = owner
+        ours, theirs = socket.socketpair()
+        self.sock = ours
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tether.server.procs", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        self.runs: dict[str, tuple[Any, asyncio.Future[None]]] = {}  # run id: (LiveRun, ended)
+        self.transport: asyncio.Transport | None = None
+        self.queued: list[bytes] = []
+        self.buf = bytearray()
+        self.alive = True
+        self.why: str | None = None  # what it said when it could not be built
+        self.send(spec)
+        loop = asyncio.get_running_loop()
+        self.connecting = loop.create_task(loop.connect_accepted_socket(lambda: self, ours))
+
+    # --- to the run process
+
+    def send(self, message: dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        if self.transport is not None:
+            self.transport.write(line)
+        elif self.alive:
+            self.queued.append(line)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        for line in self.queued:
+            transport.write(line)
+        self.queued.clear()
+
+    # --- from the run process
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.rfind(b"\n")
+        if end < 0:
+            return
+        chunk = self.buf[:end].decode("utf-8", "surrogatepass")
+        del self.buf[: end + 1]
+        run_id: str | None = None
+        batch: list[tuple[str, str]] = []
+        for line in chunk.split("\n"):
+            if line[:1] == "E":
+                rid, _, rest = line[1:].partition("\t")
+                kind, _, text = rest.partition("\t")
+                if rid != run_id:
+                    self._deliver(run_id, batch)
+                    run_id, batch = rid, []
+                batch.append((kind, text))
+                continue
+            self._deliver(run_id, batch)
+            run_id, batch = None, []
+            if line[:1] == "X":
+                self._ended(line[1:])
+            elif line[:1] == "!":
+                self.why = line[1:]
+                _log.error("a run process could not start: %s", self.why)
+        self._deliver(run_id, batch)
+
+    def _deliver(self, run_id: str | None, batch: list[tuple[str, str]]) -> None:
+        entry = self.runs.get(run_id) if run_id is not None else None
+        if entry is not None and batch:
+            entry[0].log.extend_encoded(batch)
+
+    def _ended(self, run_id: str) -> None:
+        entry = self.runs.pop(run_id, None)
+        if entry is not None and not entry[1].done():
+            entry[1].set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.alive = False
+        self.transport = None
+        code = self.proc.poll()
+        threading.Thread(target=self.proc.wait, daemon=True).start()  # reaped, whenever it exits
+        if not self.runs:
+            return
+        why = self.why or (
+            f"the run's process (pid {self.proc.pid}) ended unexpectedly"
+            + (f" with exit code {code}" if code is not None else "")
+            + "; resume the run to continue from its last save"
+        )
+        _log.error("run process %s is gone with %d live runs: %s", self.proc.pid, len(self.runs), why)
+        for run_id in list(self.runs):
+            live, _ = self.runs[run_id]
+            with contextlib.suppress(Exception):
+                live.log.append("done", self.owner.cut_short(live, why))
+            self._ended(run_id)
+
+    # --- its end
+
+    def finish(self, wait_s: float) -> None:
+        """End of file to the run process (it stops its runs and exits), then wait for it."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            _log.warning("run process %s did not exit in %.0f s: killed", self.proc.pid, wait_s)
+            self.proc.kill()
+            self.proc.wait()
+        if self.transport is not None:
+            self.transport.abort()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+class RunProcesses:
+    """The server's run processes: each run goes to the one with the fewest live runs."""
+
+    def __init__(
+        self,
+        count: int,
+        *,
+        home: Path,
+        runs: Any,
+        agent_spec: str | None = None,
+        model: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.count = max(1, count)
+        self.runs = runs
+        self.spec = {"op": "build", "home": str(home), "agent": agent_spec, "model": model, "cwd": cwd}
+        self.children: list[_Child | None] = [None] * self.count
+
+    def warm(self) -> None:
+        """Start every run process now (on the server's loop), so the first runs do not wait."""
+        for i in range(self.count):
+            self._child(i)
+
+    def _child(self, i: int) -> _Child:
+        child = self.children[i]
+        if child is None or not child.alive:
+            child = self.children[i] = _Child(self, self.spec)
+        return child
+
+    def pids(self) -> list[int]:
+        return [c.proc.pid for c in self.children if c is not None and c.alive]
+
+    def begin(
+        self,
+        live: Any,
+        turn: TurnRecord,
+        state: RunState,
+        prompt: str | None,
+        changes: dict[str, Any],
+        chosen: dict[str, Any],
+    ) -> asyncio.Future[None]:
+        """Have a run process drive the run: the future is done when the run has ended."""
+        idle = min(range(self.count), key=lambda i: len(c.runs) if (c := self.children[i]) and c.alive else 0)
+        child = self._child(idle)
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        child.runs[turn.run_id] = (live, ended)
+        run_id = turn.run_id
+        live.halt = lambda reason: child.send({"op": "cancel", "run_id": run_id, "reason": reason})
+        ended.add_done_callback(lambda f: child.send({"op": "abort", "run_id": run_id}) if f.cancelled() else None)
+        child.send(
+            {
+                "op": "start",
+                "turn": dataclasses.asdict(turn),
+                "state": state.model_dump(mode="json"),
+                "prompt": prompt,
+                "changes": changes,
+                "chosen": chosen,
+            }
+        )
+        return ended
+
+    def cut_short(self, live: Any, why: str) -> dict[str, Any]:
+        """The ``done`` of a run whose process died: as of its last save, resumable from it."""
+        state: RunState = live.state
+        with contextlib.suppress(Exception):
+            if self.runs.exists(live.run_id):
+                state = self.runs.load(live.run_id)
+        result = state.result()
+        status = "interrupted" if result.status == "running" else result.status
+        return event_data(Done(live.run_id, result.model_copy(update={"status": status, "reason": why})))
+
+    def close(self) -> None:
+        for child in self.children:
+            if child is not None:
+                child.finish(EXIT_WAIT_S)
+        self.children = [None] * self.count
+
+
+# --- the run process ------------------------------------------------------------------------------
+
+
+class _Out:
+    """Lines to the server, gathered while the loop turns: one write per turn of the loop."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.pending: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.pending.append(text)
+        if len(self.pending) == 1:
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def event(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        self.line(f"E{run_id}\t{kind}\t{encode_event(data)}")
+
+    def flush(self) -> None:
+        if self.pending:
+            text = "\n".join(self.pending) + "\n"
+            self.pending = []
+            if not self.writer.is_closing():
+                self.writer.write(text.encode("utf-8", "surrogatepass"))
+
+
+class _Runner:
+    """What a run process builds from the spec, and the runs it drives."""
+
+    def __init__(self, spec: dict[str, Any], out: _Out) -> None:
+        from tether.assembly import served_agents, session_store
+        from tether.config import load_settings
+        from tether.stores import run_store
+        from tether.telemetry import telemetry_from_settings
+
+        settings = load_settings(Path(spec["home"]))
+        self.home = settings.home
+        self.agents = served_agents(settings, spec.get("agent"), model=spec.get("model"), cwd=spec.get("cwd"))
+        self.runs = run_store(settings)
+        self.sessions = session_store(None, settings)
+        self.telemetry = telemetry_from_settings(settings)
+        self.out = out
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.signals: dict[str, Any] = {}
+
+    def handle(self, message: dict[str, Any]) -> None:
+        op, run_id = message.get("op"), str(message.get("run_id", ""))
+        if op == "start":
+            self.start(message)
+        elif op == "cancel" and run_id in self.signals:
+            self.signals[run_id].cancel(str(message.get("reason") or "stopped"))
+        elif op == "abort" and run_id in self.tasks:
+            self.tasks[run_id].cancel()
+
+    def start(self, message: dict[str, Any]) -> None:
+        from tether.cancel import CancelSignal
+
+        turn = TurnRecord(**message["turn"])
+        self.signals[turn.run_id] = CancelSignal()
+        task = asyncio.get_running_loop().create_task(self._drive(turn, message))
+        self.tasks[turn.run_id] = task
+
+    async def _drive(self, turn: TurnRecord, message: dict[str, Any]) -> None:
+        run_id = turn.run_id
+        prompt = message.get("prompt")
+        state = RunState(run_id=run_id, session_id=turn.session_id)
+        try:
+            state = RunState.model_validate(message["state"])
+            agent = self.agents.get(turn.agent)
+            if agent is None:
+                reason = f"the run could not start: this server's run processes have no agent {turn.agent!r}"
+                self.out.event(run_id, "done", refused(state, self.runs, prompt is not None, reason))
+                return
+            changes = message.get("changes") or {}
+            if changes:
+                agent = dataclasses.replace(agent, **changes)
+            await drive(
+                turn,
+                agent,
+                state,
+                prompt,
+                message.get("chosen") or {},
+                lambda kind, data: self.out.event(run_id, kind, data),
+                self.signals[run_id],
+                self.runs,
+                self.sessions,
+                lambda t, resumed: run_tracer(self.home, self.telemetry, t, resumed=resumed),
+            )
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a message that did not make a run: say so, and go on with the others
+            _log.exception("run %s could not be driven", run_id)
+            reason = f"the run could not start: {type(exc).__name__}: {exc}"
+            self.out.event(run_id, "done", refused(state, self.runs, False, reason))
+        finally:
+            self.signals.pop(run_id, None)
+            self.tasks.pop(run_id, None)
+            self.out.line(f"X{run_id}")
+
+    async def stop_all(self, grace_s: float) -> None:
+        """Every run stopped (saved ``interrupted``, resumable), then cut after ``grace_s``."""
+        for sig in list(self.signals.values()):
+            sig.cancel(SHUTDOWN_REASON)
+        tasks = list(self.tasks.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2.0)
+
+    async def close(self) -> None:
+        from tether.providers.http import close_clients
+
+        with contextlib.suppress(Exception):
+            await close_clients()
+        if self.telemetry is not None:
+            with contextlib.suppress(Exception):
+                self.telemetry.shutdown()
+        with contextlib.suppress(Exception):
+            self.runs.close()
+
+
+async def _serve(fd: int) -> int:
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(fileno=fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 30)
+    out = _Out(writer)
+    try:
+        spec = json.loads(await reader.readline())
+        runner = _Runner(spec, out)
+    except Exception as exc:  # the server says why to every run it gives here
+        writer.write(f"!{type(exc).__name__}: {exc}\n".replace("\n", " ").rstrip().encode() + b"\n")
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        return 1
+    out.line("R")
+    stopping = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    reading = loop.create_task(reader.readline())
+    waiting = loop.create_task(stopping.wait())
+    while True:
+        done, _ = await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if waiting in done:
+            break
+        try:
+            line = reading.result()
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            line = b""
+        if not line:  # the server is gone, or closing
+            break
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            runner.handle(json.loads(line))
+        reading = loop.create_task(reader.readline())
+    reading.cancel()
+    waiting.cancel()
+    await runner.stop_all(grace_s=10.0)
+    out.flush()
+    with contextlib.suppress(Exception):
+        await writer.drain()
+    await runner.close()
+    writer.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m tether.server.procs FD (started by tether serve --run-processes)", file=sys.stderr)
+        return 2
+    # Ctrl-C in a terminal reaches the whole process group: the server stops the runs through us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format=f"tether run process {os.getpid()}: %(message)s")
+    return asyncio.run(_serve(int(args[0])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
