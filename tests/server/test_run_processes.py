@@ -145,6 +145,7 @@ def test_a_run_process_killed_mid_run_ends_its_runs_resumably_and_a_new_one_fini
         assert result["status"] == "completed" and result["turns"] == 2, result
         second = _pids(workspace, 2)[1]
         assert second != pid and s.app.state.core.manager.processes.pids() == [second]
+        assert c.get("/healthz").json() == {"ok": True, "live_runs": 0, "run_processes": 1}
 
 
 def test_a_run_process_that_cannot_start_ends_each_run_saying_why(

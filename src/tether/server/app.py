@@ -682,7 +682,11 @@ def _page_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
-        return {"ok": True, "live_runs": core.manager.live_count()}
+        said: dict[str, Any] = {"ok": True, "live_runs": core.manager.live_count()}
+        processes = getattr(core.manager, "processes", None)
+        if processes is not None:  # how many run processes are up (one that died is started again on demand)
+            said["run_processes"] = len(processes.pids())
+        return said
 
     @app.get("/v1/me", summary="Who the caller is")
     async def me(user: User) -> dict[str, Any]:

@@ -132,8 +132,18 @@ class _Child(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.alive = False
         self.transport = None
-        code = self.proc.poll()
-        threading.Thread(target=self.proc.wait, daemon=True).start()  # reaped, whenever it exits
+        self.burying = asyncio.get_running_loop().create_task(self._bury())
+
+    async def _bury(self) -> None:
+        """Reap the process (its exit code, for the reason: the socket closes a moment before the
+        process can be waited for), then end the runs it still had."""
+        waiting = threading.Thread(target=self.proc.wait, daemon=True)  # reaped, whenever it exits
+        waiting.start()
+        for _ in range(100):
+            if self.proc.returncode is not None or not waiting.is_alive():
+                break
+            await asyncio.sleep(0.01)
+        code = self.proc.returncode
         if not self.runs:
             return
         why = self.why or (
