@@ -246,3 +246,38 @@ def test_run_processes_is_checked_on_the_command_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "tether", "serve", "--run-processes", "-1"], env=env, capture_output=True, text=True
     )
     assert out.returncode == 2 and "is not a number of processes (0-64)" in out.stderr
+
+
+def test_a_run_process_imports_nothing_from_the_working_folder(tmp_path: Path) -> None:
+    """The default agent works in the server's folder, where a model can write files: a ``json.py``
+    planted there must not be imported by the next run process in place of the standard library."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "planted-code-ran"
+    (work / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit('planted')\n")
+    tether = Path(sys.executable).with_name("tether")  # the console script, as a user runs it
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(
+        [str(tether), "serve", "--port", "0", "--model", "scripted/plan", "--run-processes", "1"],
+        cwd=work,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on" in line, line + proc.stderr.read()
+        url = line.split("listening on ", 1)[1].split("/ ", 1)[0]
+        with httpx.Client(base_url=url, timeout=30) as c:
+            sid = c.post("/v1/sessions", json={}).json()["session_id"]
+            run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"}).json()
+            done = read_events(c, f"/v1/runs/{run_id['run_id']}/events")[-1]
+            assert done["result"]["status"] == "completed", done
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert not marker.exists()

@@ -57,11 +57,16 @@ class _Child(asyncio.Protocol):
         ours, theirs = socket.socketpair()
         self.sock = ours
         try:
+            # -P: nothing is imported from the working folder (where a model may write files) before
+            # the run process takes the server's own sys.path from the spec.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tether.server.procs", str(theirs.fileno())],
+                [sys.executable, "-P", "-m", "tether.server.procs", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
             )
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self.runs: dict[str, tuple[Any, asyncio.Future[None]]] = {}  # run id: (LiveRun, ended)
@@ -93,10 +98,11 @@ class _Child(asyncio.Protocol):
     # --- from the run process
 
     def data_received(self, data: bytes) -> None:
+        cut = data.rfind(b"\n")  # in what came, not in all that waits: a huge line is read in linear time
         self.buf += data
-        end = self.buf.rfind(b"\n")
-        if end < 0:
+        if cut < 0:
             return
+        end = len(self.buf) - len(data) + cut
         chunk = self.buf[:end].decode("utf-8", "surrogatepass")
         del self.buf[: end + 1]
         run_id: str | None = None
@@ -154,16 +160,25 @@ class _Child(asyncio.Protocol):
         _log.error("run process %s is gone with %d live runs: %s", self.proc.pid, len(self.runs), why)
         for run_id in list(self.runs):
             live, _ = self.runs[run_id]
-            with contextlib.suppress(Exception):
-                live.log.append("done", self.owner.cut_short(live, why))
+            said = live.log.last_id > live.began_after and live.log.items[-1][1] == "done"
+            if not said:  # (it may have died between its done and its end)
+                with contextlib.suppress(Exception):
+                    live.log.append("done", self.owner.cut_short(live, why))
             self._ended(run_id)
 
     # --- its end
 
+    def end_of_input(self) -> None:
+        """End of file to the run process, after what is queued: it stops its runs and exits."""
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.write_eof()
+        else:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_WR)
+
     def finish(self, wait_s: float) -> None:
-        """End of file to the run process (it stops its runs and exits), then wait for it."""
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_WR)
+        """Wait for the process (killed after ``wait_s``), then close this end."""
         try:
             self.proc.wait(wait_s)
         except subprocess.TimeoutExpired:
@@ -191,7 +206,14 @@ class RunProcesses:
     ) -> None:
         self.count = max(1, count)
         self.runs = runs
-        self.spec = {"op": "build", "home": str(home), "agent": agent_spec, "model": model, "cwd": cwd}
+        self.spec = {
+            "op": "build",
+            "home": str(home),
+            "agent": agent_spec,
+            "model": model,
+            "cwd": cwd,
+            "path": list(sys.path),  # a module named by --agent is found as the server found it
+        }
         self.children: list[_Child | None] = [None] * self.count
 
     def warm(self) -> None:
@@ -224,7 +246,7 @@ class RunProcesses:
         child.runs[turn.run_id] = (live, ended)
         run_id = turn.run_id
         live.halt = lambda reason: child.send({"op": "cancel", "run_id": run_id, "reason": reason})
-        ended.add_done_callback(lambda f: child.send({"op": "abort", "run_id": run_id}) if f.cancelled() else None)
+        ended.add_done_callback(lambda f: self._over(child, run_id, f))
         child.send(
             {
                 "op": "start",
@@ -237,6 +259,16 @@ class RunProcesses:
         )
         return ended
 
+    @staticmethod
+    def _over(child: _Child, run_id: str, ended: asyncio.Future[None]) -> None:
+        """A run over for the server (ended, or cut after the shutdown's grace): a cut one is
+        aborted in its process, and nothing more of it is taken in."""
+        entry = child.runs.get(run_id)
+        if entry is not None and entry[1] is ended:
+            del child.runs[run_id]
+        if ended.cancelled():
+            child.send({"op": "abort", "run_id": run_id})
+
     def cut_short(self, live: Any, why: str) -> dict[str, Any]:
         """The ``done`` of a run whose process died: as of its last save, resumable from it."""
         state: RunState = live.state
@@ -247,9 +279,20 @@ class RunProcesses:
         status = "interrupted" if result.status == "running" else result.status
         return event_data(Done(live.run_id, result.model_copy(update={"status": status, "reason": why})))
 
+    async def aclose(self, wait_s: float = EXIT_WAIT_S) -> None:
+        """End every run process together, reading what each still sends until it exits (killed
+        after ``wait_s``); on the server's loop, which goes on serving meanwhile."""
+        children = [c for c in self.children if c is not None]
+        self.children = [None] * self.count
+        for child in children:
+            child.end_of_input()
+        await asyncio.gather(*(asyncio.to_thread(child.finish, wait_s) for child in children))
+
     def close(self) -> None:
+        """:meth:`aclose` without a loop: what is left is waited for (and killed) one by one."""
         for child in self.children:
             if child is not None:
+                child.end_of_input()
                 child.finish(EXIT_WAIT_S)
         self.children = [None] * self.count
 
@@ -280,6 +323,19 @@ class _Out:
                 self.writer.write(text.encode("utf-8", "surrogatepass"))
 
 
+def _turn(message: dict[str, Any]) -> TurnRecord:
+    """The turn of a start message; one this run process cannot read (a tether upgraded on disk
+    under a running server) still ends its run, with a ``done`` saying why."""
+    raw: Any = message.get("turn")
+    try:
+        return TurnRecord(**raw)
+    except Exception:
+        run_id = str(raw.get("run_id", "")) if isinstance(raw, dict) else ""
+        turn = TurnRecord("", run_id, "", "", "", "", "", 0.0)
+        message["unreadable"] = f"this run process could not read the run it was given ({raw!r:.200})"
+        return turn
+
+
 class _Runner:
     """What a run process builds from the spec, and the runs it drives."""
 
@@ -289,6 +345,8 @@ class _Runner:
         from tether.stores import run_store
         from tether.telemetry import telemetry_from_settings
 
+        if isinstance(spec.get("path"), list):
+            sys.path[:] = [str(x) for x in spec["path"]]
         settings = load_settings(Path(spec["home"]))
         self.home = settings.home
         self.agents = served_agents(settings, spec.get("agent"), model=spec.get("model"), cwd=spec.get("cwd"))
@@ -311,7 +369,7 @@ class _Runner:
     def start(self, message: dict[str, Any]) -> None:
         from tether.cancel import CancelSignal
 
-        turn = TurnRecord(**message["turn"])
+        turn = _turn(message)
         self.signals[turn.run_id] = CancelSignal()
         task = asyncio.get_running_loop().create_task(self._drive(turn, message))
         self.tasks[turn.run_id] = task
@@ -321,6 +379,8 @@ class _Runner:
         prompt = message.get("prompt")
         state = RunState(run_id=run_id, session_id=turn.session_id)
         try:
+            if message.get("unreadable"):
+                raise ValueError(message["unreadable"])
             state = RunState.model_validate(message["state"])
             agent = self.agents.get(turn.agent)
             if agent is None:
@@ -386,7 +446,8 @@ async def _serve(fd: int) -> int:
         spec = json.loads(await reader.readline())
         runner = _Runner(spec, out)
     except Exception as exc:  # the server says why to every run it gives here
-        writer.write(f"!{type(exc).__name__}: {exc}\n".replace("\n", " ").rstrip().encode() + b"\n")
+        why = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("\r", " ")
+        writer.write(f"!{why}\n".encode("utf-8", "replace"))
         with contextlib.suppress(Exception):
             await writer.drain()
         return 1
@@ -420,13 +481,17 @@ async def _serve(fd: int) -> int:
     return 0
 
 
+def _ignore(signum: int, frame: Any) -> None:
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
         print("usage: python -m tether.server.procs FD (started by tether serve --run-processes)", file=sys.stderr)
         return 2
     # Ctrl-C in a terminal reaches the whole process group: the server stops the runs through us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _ignore)  # a handler, not SIG_IGN: the tools' own processes keep Ctrl-C
     logging.basicConfig(level=logging.WARNING, format=f"tether run process {os.getpid()}: %(message)s")
     return asyncio.run(_serve(int(args[0])))
 

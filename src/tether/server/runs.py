@@ -442,7 +442,12 @@ class RunManager:
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
         if self.processes is not None:
-            live.task = self.processes.begin(live, turn, state, prompt, changes, chosen)
+            try:
+                live.task = self.processes.begin(live, turn, state, prompt, changes, chosen)
+            except BaseException:  # no run process to be had (out of processes, of memory): nothing started
+                del self.live[turn.run_id], self.by_session[turn.session_id]
+                log.close()
+                raise
         else:
             agent = self.agents[turn.agent]
             if changes:
@@ -516,6 +521,8 @@ class RunManager:
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
         await asyncio.sleep(0)  # let the last appends and done-callbacks land
+        if self.processes is not None:
+            await self.processes.aclose()
 
     def close(self) -> None:
         self.loops.close()
