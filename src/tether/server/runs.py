@@ -431,6 +431,7 @@ class RunManager:
     def _launch(
         self, turn: TurnRecord, state: RunState, prompt: str | None, changes: dict[str, Any], chosen: dict[str, Any]
     ) -> LiveRun:
+        agent = self.agents[turn.agent]  # an unknown agent is refused before anything is written or registered
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
         live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id)
@@ -449,7 +450,6 @@ class RunManager:
                 log.close()
                 raise
         else:
-            agent = self.agents[turn.agent]
             if changes:
                 agent = dataclasses.replace(agent, **changes)
             home = asyncio.get_running_loop()
