@@ -20,7 +20,9 @@ import pytest
 from tests.server import test_api as _api
 from tests.server.conftest import EXAMPLE_WORKSPACE, read_events, serve_process, wait_until
 
-pytest.importorskip("fastapi")
+pytest.importorskip(
+    "fastapi", reason="the server needs the serve extra: pip install '.[serve]' (the test extra has it)"
+)
 
 # The API's run tests, each against a server whose runs go to two run processes.
 for _name in (

@@ -64,24 +64,23 @@ def add_parsers(sub: Any) -> None:
     tok.set_defaults(handler=cmd_token)
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
-    return port
+def _whole(what: str, low: int, high: int) -> Any:
+    """An argparse type: a whole number from ``low`` to ``high``, else an error naming ``what``."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"{n} is not {what} ({low}-{high})")
+        return n
+
+    return parse
 
 
-def _count(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= n <= 64:
-        raise argparse.ArgumentTypeError(f"{n} is not a number of processes (0-64)")
-    return n
+_port = _whole("a port number", 0, 65535)
+_count = _whole("a number of processes", 0, 64)
 
 
 def _user(value: str) -> str:

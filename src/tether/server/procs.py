@@ -160,8 +160,7 @@ class _Child(asyncio.Protocol):
         _log.error("run process %s is gone with %d live runs: %s", self.proc.pid, len(self.runs), why)
         for run_id in list(self.runs):
             live, _ = self.runs[run_id]
-            said = live.log.last_id > live.began_after and live.log.items[-1][1] == "done"
-            if not said:  # (it may have died between its done and its end)
+            if not live.ended:  # (it may have died between its done and its end)
                 with contextlib.suppress(Exception):
                     live.log.append("done", self.owner.cut_short(live, why))
             self._ended(run_id)
@@ -177,14 +176,17 @@ class _Child(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 self.sock.shutdown(socket.SHUT_WR)
 
-    def finish(self, wait_s: float) -> None:
-        """Wait for the process (killed after ``wait_s``), then close this end."""
+    def wait_exit(self, wait_s: float) -> None:
+        """Wait for the process, killed after ``wait_s`` (any thread)."""
         try:
             self.proc.wait(wait_s)
         except subprocess.TimeoutExpired:
             _log.warning("run process %s did not exit in %.0f s: killed", self.proc.pid, wait_s)
             self.proc.kill()
             self.proc.wait()
+
+    def close_end(self) -> None:
+        """Close this end of the socket (on the loop)."""
         if self.transport is not None:
             self.transport.abort()
         with contextlib.suppress(OSError):
@@ -286,14 +288,17 @@ class RunProcesses:
         self.children = [None] * self.count
         for child in children:
             child.end_of_input()
-        await asyncio.gather(*(asyncio.to_thread(child.finish, wait_s) for child in children))
+        await asyncio.gather(*(asyncio.to_thread(child.wait_exit, wait_s) for child in children))
+        for child in children:
+            child.close_end()
 
     def close(self) -> None:
         """:meth:`aclose` without a loop: what is left is waited for (and killed) one by one."""
         for child in self.children:
             if child is not None:
                 child.end_of_input()
-                child.finish(EXIT_WAIT_S)
+                child.wait_exit(EXIT_WAIT_S)
+                child.close_end()
         self.children = [None] * self.count
 
 

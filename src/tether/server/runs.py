@@ -52,6 +52,11 @@ class LiveRun:
     began_after: int = 0  # the last event id before this part of the run (a resume goes on from it)
     halt: Callable[[str], None] | None = None  # how to stop it when it runs in another process
 
+    @property
+    def ended(self) -> bool:
+        """Whether this part of the run has said its ``done`` (not a resume's earlier one)."""
+        return self.log.last_id > self.began_after and self.log.items[-1][1] == "done"
+
     def stop(self, reason: str) -> None:
         if self.halt is not None:
             self.halt(reason)
@@ -482,8 +487,7 @@ class RunManager:
         live = self.live.get(run_id)
         if live is None:
             return True
-        ended = live.log.last_id > live.began_after and live.log.items[-1][1] == "done"  # not a resume's old done
-        if live.task is not None and ended:  # its last saves: quick, but a busy disk can take seconds
+        if live.task is not None and live.ended:  # its last saves: quick, but a busy disk can take seconds
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(live.task), 30)
         return run_id not in self.live
