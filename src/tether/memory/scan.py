@@ -392,7 +392,8 @@ def _structure(text: str, norm: str) -> Finding | None:
     if m:
         return _kind_finding("fake_system", m.group(0))
     if _SENDER.search(norm):
-        m = _SECRET_REF.search(norm)
+        # the text as written too: undoing leetspeak reads "=$KEY" as "=skey"
+        m = _SECRET_REF.search(norm) or _SECRET_REF.search(text)
         if m:
             return _kind_finding("exfiltration", m.group(0))
     return None
