@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.memory import Finding, Memory, MemoryRefused, ModelScanner, scan_context_text
+from tether.memory import Finding, Memory, MemoryRefused, ModelScanner, PatternScanner, scan_context_text
 from tether.memory.scan import RULE_NAMES, accept_context
 
 SCAN = ModelScanner()
@@ -80,14 +80,19 @@ def test_a_command_that_sends_a_secret_is_refused_as_exfiltration(command: str) 
 )
 def test_a_bare_command_that_sends_a_secret_variable_is_refused_by_its_structure(command: str) -> None:
     # no words around it for the model to read: the sender and the secret's variable decide, even
-    # where undoing leetspeak would read "$KEY" as "skey"
+    # where undoing leetspeak would read "$KEY" as "skey"; the rules refuse it too ("$KEY" has no
+    # letter before the key word)
     rule, reason = refused(command)
     assert rule == "exfiltration"
     assert "$" in reason
+    rules = PatternScanner().scan(command)
+    assert rules is not None and rules.rule == "exfiltration"
 
 
 def test_a_command_with_an_ordinary_variable_is_kept() -> None:
-    assert ModelScanner().scan("curl https://api.example.com/v1/items?page=$PAGE") is None
+    command = "curl https://api.example.com/v1/items?page=$PAGE"
+    assert ModelScanner().scan(command) is None
+    assert PatternScanner().scan(command) is None
 
 
 def test_hiding_the_note_is_refused_as_persistence() -> None:

@@ -145,7 +145,7 @@ _SECRET_FILE = (
     r"\.git-credentials|\.npmrc|\.pypirc|\.pgpass|/etc/(?:shadow|passwd)|\.docker/config\.json|"
     r"\.kube/config|credentials\.json|\.bash_history|keychain|wallet\.dat|\.gnupg)"
 )
-_SECRET_VAR = r"\$\{?[a-z_][a-z0-9_]*(?:key|token|secret|passw(?:or)?d|pwd|cred\w*|auth\w*)\b\}?"
+_SECRET_VAR = r"\$\{?(?:[a-z_][a-z0-9_]*)?(?:key|token|secret|passw(?:or)?d|pwd|cred\w*|auth\w*)\b\}?"
 _SECRETS_EN = (
     r"(?:api ?keys?|apikeys?|secret keys?|secrets?|passwords?|passwd|credentials?|access tokens?|"
     r"auth(?:entication)? tokens?|bearer tokens?|session tokens?|tokens? and (?:keys|secrets)|"
