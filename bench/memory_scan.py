@@ -7,7 +7,9 @@ and languages that no rule or weight was fitted on; see ``bench/memory_corpus/bu
 * ``rules``: :class:`tether.memory.scan.PatternScanner`, the ~440 rules;
 * ``anchors``: a handful of anchor regexes, what a first scanner looks like.
 
-Also the old table (``tests/memory/scan_table.jsonl``, its held-out rows), the first paragraphs
+Also the second and third held-out sets (``fresh.jsonl``, frozen before round two; round eight,
+``round8_*.py``, written by other hands and frozen before round seven), the old table
+(``tests/memory/scan_table.jsonl``, its held-out rows), the first paragraphs
 of the standard library's docstrings and sentences of Debian's manual pages in 16 languages (benign
 technical text nothing was tuned on), the cost (load: a fresh
 process importing the scan and scanning one note, against ``python -c pass``; per note: median
@@ -282,6 +284,18 @@ def main() -> None:
     for axis in ("lang", "kind", "obfuscation"):
         figures[f"fresh_{axis}"] = {name: confusion(fresh, fn, axis) for name, fn in fresh_scanners.items()}
         table(axis, figures[f"fresh_{axis}"])
+
+    sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
+    from build import round_eight
+
+    blind = round_eight()
+    print(
+        f"\nthe third held-out set, round eight (other hands; frozen before round seven's tuning): "
+        f"{sum(r['label'] == 'attack' for r in blind)} attacks, {sum(r['label'] == 'benign' for r in blind)} notes"
+    )
+    for axis in ("lang", "kind", "obfuscation"):
+        figures[f"blind_{axis}"] = {name: confusion(blind, fn, axis) for name, fn in fresh_scanners.items()}
+        table(axis, figures[f"blind_{axis}"])
 
     old = [r for r in load(TABLE) if r["set"] == "holdout"]
     print(f"\nthe old scan table's held-out rows ({len(old)}):")

@@ -34,6 +34,10 @@ from round2 import R2
 from round3 import R3
 from round4 import R4
 from round5 import R5, R5_DOC_ATTACKS, R5_DOCS
+from round7_a import R7A
+from round7_b import R7B
+from round7_notes1 import R7_NOTES1
+from round7_notes2 import R7_NOTES2
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -204,6 +208,10 @@ def rows() -> list[dict[str, str]]:
     out += round_three(R5, seed=265)
     out += round_three([(f"r5_doc_{i:02d}", "note", {"en": t}) for i, t in enumerate(R5_DOCS)], seed=266)
     out += round_three([(f"r5_docx_{i:02d}", k, {"en": t}) for i, (k, t) in enumerate(R5_DOC_ATTACKS)], seed=267)
+    # round seven: other hands, every kind, in twelve languages (Portuguese among them: a tuning
+    # language from here on; its first-part rows stay held out)
+    for templates, seed in ((R7A, 271), (R7B, 272), (R7_NOTES1, 273), (R7_NOTES2, 274)):
+        out += round_three(templates, seed=seed)
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
@@ -282,6 +290,21 @@ def round_three(templates: list[tuple[str, str, dict[str, str]]] = R3, seed: int
             if ob == "tag_smuggling" and not _latin(text):
                 continue
             out.append({"text": obfuscate(ob, text, rng), "obfuscation": ob, **base, "part": "tune"})
+    return out
+
+
+def round_eight() -> list[dict[str, str]]:
+    """The third held-out set (``round8_*.py``: 43 attack templates over every kind and 30 ordinary
+    notes, twelve languages, each attack also once obfuscated and each note once as a variant),
+    written by other hands and frozen before round seven was fitted on. Not in ``corpus.jsonl``:
+    ``bench/memory_scan.py`` builds it here, and ``train.py`` only checks that it is unchanged."""
+    from round8_a import R8A
+    from round8_b import R8B
+    from round8_notes import R8_NOTES
+
+    out: list[dict[str, str]] = []
+    for templates, seed in ((R8A, 281), (R8B, 282), (R8_NOTES, 283)):
+        out += [{**r, "part": "blind"} for r in round_three(templates, seed=seed)]
     return out
 
 

@@ -96,6 +96,26 @@ pages' tuning half kept): that half went from 98.93 to 99.20 % kept (Chinese 93.
 not used. Two more intent frames, "the user" named in the third person and what the user prefers
 (a note about the user says so; an order to the assistant rarely does): 81.8 / 44.2 %; "the user"
 alone: 79.5 / 42.4 %; not used.
+
+Round seven (``round7_*.py``: 50 attack templates over every kind and 40 ordinary notes, most of
+them hard negatives, in twelve languages, Portuguese among them, written by other hands in forms the
+earlier templates lacked: changelogs, config lines, chat slang, reported authority, an order after
+an ordinary fact). A third held-out set, round eight, was written the same way and frozen first
+(``BLIND``). The tuning part grows to 5,582 rows, so the figures below are not comparable one for one
+with the rounds before. Compared on the same rows first (the new templates scored by every fold's
+model but fitted on or not): at the threshold from all the notes, the earlier attacks 79.3 -> 79.5 %
+and the new ones 53.5 -> 53.0 % (four frame weights, the earlier settings): their wording alone did
+not carry to their unseen templates. Then, with them: frame scale 4 / notes 3 (the earlier
+settings): 71.9 / 36.5 %; frames 2 / notes 2: 76.3 %; 1.5 / 1.5: 76.7 / 29.7 %. Three new frames
+(``controls``, ``supreme``, ``leak``) and more stems for ``unbound``, ``hide``, ``disabled`` and
+``secret``, written for round seven's phrasings that touched no frame: 4 / 3: 73.2 / 41.9 %;
+1.5 / 1.5: 79.0 / 30.9 %; 2 / 2: 78.4 / 35.5 %; 3 / 2: 77.6 / 39.4 %; 2 / 1.5: 78.9 / 36.0 % (chosen:
+the first figure a tie with 1.5 / 1.5, the second better); L2 1e-6: 74.8 / 40.9 %, 1e-7: 78.2 /
+33.9 %. Short texts (six words or fewer, in scripts written with spaces) refused only at the
+threshold plus ``SHORT_MARGIN``: 91.8 % of the 49 short tuning notes were kept at the common
+threshold, against 99.5 % of all; a margin of 0.1: 78.9 %, 0.15 (chosen): 80.8 / 36.0 %, 0.2:
+80.6 %. The runs of words at 0.9 would refuse 81.7 % but keep 99.2 % of the notes, so they stay at
+0.95.
 """
 
 from __future__ import annotations
@@ -109,7 +129,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-from tether.memory._model import KINDS, _too_short, feature_key, features, word_windows  # noqa: E402
+from tether.memory._model import KINDS, _too_short, feature_key, features, short, word_windows  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
@@ -118,14 +138,23 @@ CORPUS = Path(__file__).with_name("corpus.jsonl")
 FRESH = Path(__file__).with_name("fresh.jsonl")
 FRESH_SHA256 = "85796f8bfdd8fc44ea06e1e6e8cf1fcb169a7495422967620034348ce7ba33ae"
 TABLE = ROOT / "tests" / "memory" / "scan_table.jsonl"
+# The third held-out set (round eight), written by other hands and frozen before round seven was
+# fitted on: never read here but to check that it is unchanged and that no tuning row is one of its.
+BLIND = {
+    "round8_a.py": "8cba8a0e6dfbfd5fc490a33c43e1cd5191074547aceeeecb317c9466f408c6e9",
+    "round8_b.py": "5f73ffb07b6635f12a7291d310bdbf4b673fea23c4cb0d48a7e03af8d020e56a",
+    "round8_notes.py": "d7927dcc704d92520b4d88434ad3d03b8aa11e057307c51a614a9aec2cbb131d",
+}
 MANPAGES = Path(__file__).with_name("manpages.jsonl")  # ordinary text in 16 languages (manpages.py)
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
 STRUCTURAL = {"base64", "base64x3", "tag_smuggling", "variation_selectors", "invisible"}
 TABLE_KIND = {"override", "role_hijack", "exfiltration", "persistence", "fake_system"}
-STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 3.0, 0.995, 4
-FRAME_SCALE = 4.0
+STEPS, LR, L2, NOTE_WEIGHT, KEEP, MAX_N = 200, 0.05, 3e-7, 1.5, 0.995, 4
+FRAME_SCALE = 2.0
 DILUTE = True
+SHORT_MARGIN = 0.15  # a text of six words or fewer is refused at the threshold plus this (round seven)
 WINDOW_T = 0.95  # runs of a few words inside a longer text are refused at this (see windows())
+SCORE_ONLY = 1 << 62  # rows from this index on are scored in the folds, never trained on (comparisons)
 MAN_WEIGHT = 0.0  # weight of a manual page's sentence beside an ordinary note's NOTE_WEIGHT (0: not read)
 
 
@@ -162,15 +191,23 @@ def _man(rows: list[Row]) -> np.ndarray:
 
 
 def _check_fresh(tuning: set[str]) -> None:
+    import ast
     import hashlib
 
     data = FRESH.read_bytes()
     if hashlib.sha256(data).hexdigest() != FRESH_SHA256:
         raise SystemExit(f"{FRESH.name} changed since it was frozen: restore it (git checkout) before training")
     plain = [r["text"] for line in data.decode().splitlines() if (r := json.loads(line))["obfuscation"] == "none"]
+    for name, digest in BLIND.items():
+        source = CORPUS.with_name(name).read_bytes()
+        if hashlib.sha256(source).hexdigest() != digest:
+            raise SystemExit(f"{name} changed since it was frozen: restore it (git checkout) before training")
+        plain += [
+            n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ]
     leaked = [t for t in plain if t in tuning]
     if leaked:
-        raise SystemExit(f"{len(leaked)} tuning rows are rows of {FRESH.name}: {leaked[0][:80]!r}")
+        raise SystemExit(f"{len(leaked)} tuning rows are rows of a held-out set: {leaked[0][:80]!r}")
 
 
 class Data:
@@ -256,7 +293,7 @@ def out_of_fold(
         test_idx = [i for i, f in enumerate(fold_of) if f == k]
         if not test_idx:
             continue
-        train = [r for r, f in zip(rows, fold_of, strict=True) if f in allowed]
+        train = [r for i, (r, f) in enumerate(zip(rows, fold_of, strict=True)) if f in allowed and i < SCORE_ONLY]
         vocab = build_vocab(train)
         W, b = fit(Data(train, vocab), len(vocab))
         p = probabilities(Data([rows[i] for i in test_idx], vocab), W, b)
@@ -277,16 +314,49 @@ def figure(rows: list[Row], attack_p: np.ndarray, label: str) -> float:
     attack_p = attack_p[judged]
     man = _man(rows)  # the manual pages' sentences are reported, never used for the threshold
     is_note = np.array([r[1] == "note" for r in rows]) & ~man
-    t = float(np.quantile(attack_p[is_note], KEEP)) + 1e-6
-    caught = (attack_p[~is_note & ~man] >= t).mean()
-    kept = (attack_p[is_note] < t).mean()
-    extra = f", {(attack_p[man] < t).mean():.1%} of manual-page sentences kept" if man.any() else ""
-    print(f"{label}: threshold {t:.3f}: {caught:.1%} of attacks refused, {kept:.1%} of notes kept{extra}")
+    # the lowest threshold that keeps KEEP of the notes, short texts judged at it plus SHORT_MARGIN
+    margin = np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)
+    notes, extra = attack_p[is_note], margin[is_note]
+    for t in np.unique(np.concatenate([notes, notes - SHORT_MARGIN])) + 1e-6:
+        if (notes < t + extra).mean() >= KEEP:
+            break
+    t = float(t)
+    refused = attack_p >= t + margin
+    caught = refused[~is_note & ~man].mean()
+    kept = 1 - refused[is_note].mean()
+    pages = f", {1 - refused[man].mean():.1%} of manual-page sentences kept" if man.any() else ""
+    print(
+        f"{label}: threshold {t:.3f} (short texts {t + SHORT_MARGIN:.3f}): {caught:.1%} of attacks refused, "
+        f"{kept:.1%} of notes kept{pages}"
+    )
     return t
 
 
+# Round seven's notes that say what an earlier tuning note says (in other words, on the same topic):
+# each is kept in its twin's fold, so that neither is scored by a model that learnt the other and
+# the cross-validated figures are not flattered by near copies.
+TWINS = {
+    "r7n1_02": "lint",
+    "r7n1_04": "fromnow",
+    "r7n1_05": "repo",
+    "r7n1_07": "r3n_no_prompt",
+    "r7n1_10": "mn_roleplay",
+    "r7n1_11": "override",
+    "r7n1_12": "n_disable",
+    "r7n1_15": "mn_secret_santa",
+    "r7n1_16": "vault",
+    "r7n1_18": "envexample",
+    "r7n1_19": "readme",
+    "r7n1_20": "n_deprecated",
+    "r7n2_02": "n_admin",
+    "r7n2_05": "r3n_language",
+    "r7n2_09": "r3n_spam_filter",
+    "r7n2_10": "r3n_admin_panel",
+}
+
+
 def _template_fold(group: str) -> int:
-    return zlib.crc32(group.encode()) % 4  # stable when templates are added
+    return zlib.crc32(TWINS.get(group, group).encode()) % 4  # stable when templates are added
 
 
 def threshold(rows: list[Row], runs: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
@@ -314,7 +384,7 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
     judged = np.array([not _too_short(normalise(r[0])) for r in rows]) & ~_man(rows)
     note = np.array([r[1] == "note" for r in rows])
     for tw in (0.8, 0.9, WINDOW_T, 0.99):
-        flagged = (whole >= t) | (runs >= tw)
+        flagged = (whole >= t + np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)) | (runs >= tw)
         print(
             f"with runs of words at {tw}: {flagged[judged & ~note].mean():.1%} of attacks refused, "
             f"{1 - flagged[judged & note].mean():.1%} of notes kept"
@@ -324,7 +394,7 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
 def main() -> None:
     import argparse
 
-    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE, DILUTE, MAN_WEIGHT
+    global STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE, DILUTE, MAN_WEIGHT, SHORT_MARGIN
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--l2", type=float, default=L2)
@@ -335,13 +405,14 @@ def main() -> None:
         "--no-dilute", dest="dilute", action="store_false", help="scale by the known features only (before round five)"
     )
     parser.add_argument("--man-weight", type=float, default=MAN_WEIGHT)
+    parser.add_argument("--short-margin", type=float, default=SHORT_MARGIN)
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
     STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE = args.steps, args.l2, args.note_weight, args.max_n, args.frame_scale
-    DILUTE, MAN_WEIGHT = args.dilute, args.man_weight
+    DILUTE, MAN_WEIGHT, SHORT_MARGIN = args.dilute, args.man_weight, args.short_margin
     print(
         f"steps {STEPS}, l2 {L2}, note weight {NOTE_WEIGHT}, n-grams up to {MAX_N}, dilute {DILUTE}, "
-        f"manual pages' weight {MAN_WEIGHT}"
+        f"manual pages' weight {MAN_WEIGHT}, short texts' margin {SHORT_MARGIN}"
     )
     rows = tuning_rows()
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
@@ -382,6 +453,7 @@ def main() -> None:
         "frame_scale": FRAME_SCALE,
         "dilute": DILUTE,
         "window_threshold": WINDOW_T,
+        "short_threshold": round(min(t + SHORT_MARGIN, 0.999), 6),
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
         "features": len(keys),
     }

@@ -32,3 +32,27 @@ def test_every_stem_is_written_as_the_scan_reads_text() -> None:
     for name, stems in FRAMES.items():
         for stem in stems:
             assert stem.strip() == normalise(stem), (name, stem)
+
+
+def test_the_frames_found_through_the_index_are_those_a_search_of_every_stem_finds() -> None:
+    """frames() looks each place of the text up by its first characters instead of searching for
+    every stem: the same frames, on every row of the corpus (scripts with and without spaces,
+    one-character stems, stems at the very start and end)."""
+    import itertools
+    import json
+    from pathlib import Path
+
+    from tether.memory._frames import _lexicon
+
+    def searched(norm: str) -> set[str]:
+        padded = f" {norm} "
+        hit = sorted(name for name, stems in _lexicon() if any(s in padded for s in stems))
+        return {f"\x01{h}" for h in hit} | {f"\x01{a}+{b}" for a, b in itertools.combinations(hit, 2)}
+
+    corpus = Path(__file__).resolve().parents[2] / "bench" / "memory_corpus" / "corpus.jsonl"
+    texts = [json.loads(line)["text"] for line in corpus.read_text(encoding="utf-8").splitlines()]
+    texts += ["旧", "잊다", "ignore", ""]
+    assert len(texts) > 5000
+    for text in texts:
+        norm = normalise(text)
+        assert frames(norm) == searched(norm), text

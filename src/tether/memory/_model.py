@@ -28,12 +28,24 @@ from pathlib import Path
 
 from tether.memory._frames import frames
 
-__all__ = ["KINDS", "WINDOW_WORDS", "Index", "Model", "feature_key", "features", "load", "word_windows"]
+__all__ = [
+    "KINDS",
+    "SHORT_WORDS",
+    "WINDOW_WORDS",
+    "Index",
+    "Model",
+    "feature_key",
+    "features",
+    "load",
+    "short",
+    "word_windows",
+]
 
 # The kinds the model tells apart; "note" is an ordinary note.
 KINDS = ("note", "override", "obsolete", "system_override", "role_hijack", "exfiltration", "persistence", "fake_system")
 MAX_N = 4
 MIN_EVIDENCE = 24  # known features a text needs before the model judges it
+SHORT_WORDS = 6  # a text of this many words or fewer is judged at the model's short_threshold
 WINDOW_WORDS = 12  # a longer text is also read in runs of this many words (half of them shared)
 
 
@@ -73,6 +85,14 @@ def _too_short(norm: str) -> bool:
     return sum(1 for ch in norm if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af") < 4
 
 
+def short(norm: str) -> bool:
+    """Six words or fewer, in a script written with spaces: little to go on, so the model must be
+    surer (``Model.short_threshold``) before it refuses."""
+    return len(norm.split()) <= SHORT_WORDS and not any(
+        "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in norm
+    )
+
+
 class Index:
     """The vocabulary: feature CRC-32 -> column, read straight from the shipped arrays. The keys
     are sorted; ``starts[b]`` is where the keys whose top 16 bits are ``b`` begin. Nothing is
@@ -108,6 +128,7 @@ class Model:
     frame_scale: float = 1.0
     dilute: bool = False  # scale by all of a text's features, not only the known ones
     window_threshold: float | None = None  # for runs of WINDOW_WORDS words inside a longer text
+    short_threshold: float | None = None  # for a text of SHORT_WORDS words or fewer (see short())
 
     def known(self, norm: str) -> tuple[list[int], list[int], int]:
         """The columns of the features of ``norm`` that the model has weights for: character and
@@ -142,8 +163,9 @@ class Model:
 
     def judge(self, norm: str, threshold: float | None = None) -> tuple[str, float] | None:
         """(kind, probability that it is an injection) when the text reads as one (at
-        ``threshold``, default the model's), else None. A text with too little the model knows
-        (``yyyy``, an identifier) is not judged: it says nothing."""
+        ``threshold``; by default the model's, or its ``short_threshold`` for a short text), else
+        None. A text with too little the model knows (``yyyy``, an identifier) is not judged: it
+        says nothing."""
         if _too_short(norm):
             return None
         known = self.known(norm)
@@ -151,7 +173,11 @@ class Model:
             return None
         p = self.scores(norm, known)
         attack = 1.0 - p["note"]
-        if attack < (self.threshold if threshold is None else threshold):
+        if threshold is None:
+            threshold = self.threshold
+            if self.short_threshold is not None and short(norm):
+                threshold = max(threshold, self.short_threshold)
+        if attack < threshold:
             return None
         kind = max((k for k in self.kinds if k != "note"), key=p.__getitem__)
         return kind, attack
@@ -186,4 +212,5 @@ def load() -> Model:
         float(data.get("frame_scale", 1.0)),
         bool(data.get("dilute", False)),
         data.get("window_threshold"),
+        data.get("short_threshold"),
     )

@@ -447,7 +447,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
     if finding is not None:
         return finding
     model = _model.load()
-    judged = [(window, model.threshold) for window in _windows(norm)]
+    judged: list[tuple[str, float | None]] = [(window, None) for window in _windows(norm)]  # the model's own
     if model.window_threshold is not None:  # and runs of a few words, at a stricter threshold
         judged += [(w, model.window_threshold) for w in _model.word_windows(norm)]
     for window, threshold in judged:
