@@ -115,7 +115,8 @@ the first figure a tie with 1.5 / 1.5, the second better); L2 1e-6: 74.8 / 40.9 
 threshold plus ``SHORT_MARGIN``: 91.8 % of the 49 short tuning notes were kept at the common
 threshold, against 99.5 % of all; a margin of 0.1: 78.9 %, 0.15 (chosen): 80.8 / 36.0 %, 0.2:
 80.6 %. The runs of words at 0.9 would refuse 81.7 % but keep 99.2 % of the notes, so they stay at
-0.95.
+0.95. A new selection figure, ``padded()``: each tuning attack with one to three ordinary tuning
+notes joined to it is refused at 28.9 % (runs at 0.95), 39.8 % (runs at 0.9), 3.9 % (no runs).
 """
 
 from __future__ import annotations
@@ -391,6 +392,38 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
         )
 
 
+def padded(rows: list[Row], t: float) -> None:
+    """Each tuning attack once more with one to three ordinary tuning notes joined to it (before or
+    after), scored by the model of its template's fold and never fitted on: how many the whole text
+    and its runs of words refuse. Selection figure (round seven)."""
+    import random
+
+    global SCORE_ONLY
+    rng = random.Random(7)
+    notes = [r for r in rows if r[1] == "note" and len(r[0].split()) >= 6]
+    extra: list[Row] = []
+    for text, kind, group, lang in rows:
+        if kind == "note":
+            continue
+        fill = " ".join(rng.choice(notes)[0].rstrip(".") for _ in range(rng.choice([1, 2, 3])))
+        joiner = rng.choice([" and ", ", ", " ; "])
+        padded_text = text.rstrip(".") + joiner + fill if rng.random() < 0.5 else fill + joiner + text
+        extra.append((padded_text, kind, group, lang))
+    SCORE_ONLY, every = len(rows), rows + extra
+    try:
+        folds = [_template_fold(r[2]) for r in every]
+        whole, runs = out_of_fold(every, folds, [{j for j in range(4) if j != k} for k in range(4)], runs=True)
+    finally:
+        SCORE_ONLY = 1 << 62
+    judged = np.array([not _too_short(normalise(r[0])) for r in extra])
+    margin = np.where([short(normalise(r[0])) for r in extra], SHORT_MARGIN, 0.0)
+    whole, runs = whole[len(rows) :], runs[len(rows) :]
+    for tw in (0.9, WINDOW_T, None):
+        flagged = (whole >= t + margin) | (runs >= tw if tw is not None else False)
+        how = f"runs of words at {tw}" if tw is not None else "no runs"
+        print(f"padded attacks, {how}: {flagged[judged].mean():.1%} refused")
+
+
 def main() -> None:
     import argparse
 
@@ -420,6 +453,7 @@ def main() -> None:
     if args.cv_only:
         cross_lingual(rows)
         windows(rows, t, whole, runs)
+        padded(rows, t)
         return
     vocab = build_vocab(rows)
     W, b = fit(Data(rows, vocab), len(vocab))
