@@ -117,6 +117,9 @@ threshold, against 99.5 % of all; a margin of 0.1: 78.9 %, 0.15 (chosen): 80.8 /
 80.6 %. The runs of words at 0.9 would refuse 81.7 % but keep 99.2 % of the notes, so they stay at
 0.95. A new selection figure, ``padded()``: each tuning attack with one to three ordinary tuning
 notes joined to it is refused at 28.9 % (runs at 0.95), 39.8 % (runs at 0.9), 3.9 % (no runs).
+Training on padded attacks as well (``--pad-train``, the figure leaving them out): 45.8 / 8.1 %
+(the notes' words, learnt as an attack's, raise the threshold to 0.986), padded attacks 59.4 %
+refused; not used.
 """
 
 from __future__ import annotations
@@ -309,8 +312,9 @@ def out_of_fold(
 
 def figure(rows: list[Row], attack_p: np.ndarray, label: str) -> float:
     """The threshold that keeps KEEP of the out-of-fold notes, and what it refuses."""
-    # rows the scan never judges (fewer than three words) are left out, as the scan leaves them
-    judged = np.array([not _too_short(normalise(r[0])) for r in rows])
+    # rows the scan never judges (fewer than three words) are left out, as the scan leaves them, and
+    # padded rows trained on (--pad-train) are not what the figure is about
+    judged = np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows])
     rows = [r for r, j in zip(rows, judged, strict=True) if j]
     attack_p = attack_p[judged]
     man = _man(rows)  # the manual pages' sentences are reported, never used for the threshold
@@ -357,6 +361,7 @@ TWINS = {
 
 
 def _template_fold(group: str) -> int:
+    group = group.removesuffix("+pad")  # a padded attack sits in its template's fold
     return zlib.crc32(TWINS.get(group, group).encode()) % 4  # stable when templates are added
 
 
@@ -382,7 +387,7 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
     """What runs of a few words, judged at stricter thresholds besides the whole row at ``t``,
     add to the attacks refused and cost the notes (out-of-fold scores of :func:`threshold`).
     Selection figure for ``WINDOW_T``."""
-    judged = np.array([not _too_short(normalise(r[0])) for r in rows]) & ~_man(rows)
+    judged = np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows]) & ~_man(rows)
     note = np.array([r[1] == "note" for r in rows])
     for tw in (0.8, 0.9, WINDOW_T, 0.99):
         flagged = (whole >= t + np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)) | (runs >= tw)
@@ -392,23 +397,32 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
         )
 
 
-def padded(rows: list[Row], t: float) -> None:
-    """Each tuning attack once more with one to three ordinary tuning notes joined to it (before or
-    after), scored by the model of its template's fold and never fitted on: how many the whole text
-    and its runs of words refuse. Selection figure (round seven)."""
+def pad_rows(rows: list[Row], seed: int) -> list[Row]:
+    """Each attack of ``rows`` with one to three of its ordinary notes joined to it, before or after
+    (same kind, template and language)."""
     import random
 
-    global SCORE_ONLY
-    rng = random.Random(7)
+    rng = random.Random(seed)
     notes = [r for r in rows if r[1] == "note" and len(r[0].split()) >= 6]
-    extra: list[Row] = []
+    out: list[Row] = []
     for text, kind, group, lang in rows:
         if kind == "note":
             continue
         fill = " ".join(rng.choice(notes)[0].rstrip(".") for _ in range(rng.choice([1, 2, 3])))
         joiner = rng.choice([" and ", ", ", " ; "])
-        padded_text = text.rstrip(".") + joiner + fill if rng.random() < 0.5 else fill + joiner + text
-        extra.append((padded_text, kind, group, lang))
+        out.append(
+            (text.rstrip(".") + joiner + fill if rng.random() < 0.5 else fill + joiner + text, kind, group, lang)
+        )
+    return out
+
+
+def padded(rows: list[Row], t: float) -> None:
+    """Each tuning attack once more with one to three ordinary tuning notes joined to it (before or
+    after), scored by the model of its template's fold and never fitted on: how many the whole text
+    and its runs of words refuse. Selection figure (round seven)."""
+    global SCORE_ONLY
+    original = [r for r in rows if not r[2].endswith("+pad")]
+    extra = pad_rows(original, 7)
     SCORE_ONLY, every = len(rows), rows + extra
     try:
         folds = [_template_fold(r[2]) for r in every]
@@ -439,6 +453,7 @@ def main() -> None:
     )
     parser.add_argument("--man-weight", type=float, default=MAN_WEIGHT)
     parser.add_argument("--short-margin", type=float, default=SHORT_MARGIN)
+    parser.add_argument("--pad-train", action="store_true", help="train on padded attacks too (round seven)")
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
     STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE = args.steps, args.l2, args.note_weight, args.max_n, args.frame_scale
@@ -448,6 +463,8 @@ def main() -> None:
         f"manual pages' weight {MAN_WEIGHT}, short texts' margin {SHORT_MARGIN}"
     )
     rows = tuning_rows()
+    if args.pad_train:  # each attack also once padded with ordinary notes, trained on (same fold)
+        rows += [(text, kind, f"{group}+pad", lang) for text, kind, group, lang in pad_rows(rows, 8)]
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
     t, whole, runs = threshold(rows, runs=args.cv_only)
     if args.cv_only:
