@@ -208,3 +208,18 @@ def test_a_failed_embedding_leaves_the_new_version_searchable_and_its_vectors_to
     assert doc.chunks == 1 and kb.stats()["embedded_chunks"] == 0
     assert kb.fill_vectors() == 1 and kb.stats()["embedded_chunks"] == 1
     assert kb.search("second version", mode="vector").hits[0].chunk.document == "a.md"
+
+
+def test_the_shipped_tokenizer_is_read_from_disk_or_through_importlib_resources(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read beside the module when the package is on disk; through importlib.resources when it is
+    not (a zip): the same text either way."""
+    from importlib.resources import files
+
+    from tether.knowledge import embed
+
+    expected = files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text(encoding="utf-8")
+    assert embed._shipped("minilm-tokenizer.json") == expected
+    monkeypatch.setattr(embed.Path, "is_file", lambda self: False)
+    assert embed._shipped("minilm-tokenizer.json") == expected
