@@ -38,6 +38,8 @@ from round7_a import R7A
 from round7_b import R7B
 from round7_notes1 import R7_NOTES1
 from round7_notes2 import R7_NOTES2
+from round9_a import R9A
+from round9_notes import R9_NOTES
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -208,10 +210,7 @@ def rows() -> list[dict[str, str]]:
     out += round_three(R5, seed=265)
     out += round_three([(f"r5_doc_{i:02d}", "note", {"en": t}) for i, t in enumerate(R5_DOCS)], seed=266)
     out += round_three([(f"r5_docx_{i:02d}", k, {"en": t}) for i, (k, t) in enumerate(R5_DOC_ATTACKS)], seed=267)
-    # round seven: other hands, every kind, in twelve languages (Portuguese among them: a tuning
-    # language from here on; its first-part rows stay held out)
-    for templates, seed in ((R7A, 271), (R7B, 272), (R7_NOTES1, 273), (R7_NOTES2, 274)):
-        out += round_three(templates, seed=seed)
+    out += later_rounds()
     fillers = [c * n for c in "xyzab" for n in (5, 60)] + [
         f"{w} {i:03d}"
         for w in ("notes entry", "profile entry", "entry", "item", "note", "ticket", "step")
@@ -290,6 +289,17 @@ def round_three(templates: list[tuple[str, str, dict[str, str]]] = R3, seed: int
             if ob == "tag_smuggling" and not _latin(text):
                 continue
             out.append({"text": obfuscate(ob, text, rng), "obfuscation": ob, **base, "part": "tune"})
+    return out
+
+
+def later_rounds() -> list[dict[str, str]]:
+    """Round seven (other hands, every kind, twelve languages; Portuguese among them, a tuning
+    language from here on, its first-part rows still held out) and round nine (claims to speak for
+    the vendor, secrets asked for in prose, and notes that use their words harmlessly)."""
+    out: list[dict[str, str]] = []
+    rounds = ((R7A, 271), (R7B, 272), (R7_NOTES1, 273), (R7_NOTES2, 274), (R9A, 291), (R9_NOTES, 292))
+    for templates, seed in rounds:
+        out += round_three(templates, seed=seed)
     return out
 
 

@@ -120,6 +120,14 @@ notes joined to it is refused at 28.9 % (runs at 0.95), 39.8 % (runs at 0.9), 3.
 Training on padded attacks as well (``--pad-train``, the figure leaving them out): 45.8 / 8.1 %
 (the notes' words, learnt as an attack's, raise the threshold to 0.986), padded attacks 59.4 %
 refused; not used.
+
+Round nine (``round9_*.py``: 24 attack templates, claims to speak for the vendor and secrets asked
+for in prose, and 20 notes that use their words harmlessly; twelve languages, by other hands). Its
+two kinds were chosen after round eight's figures by kind had been read (61 and 62 %, the weakest),
+so round eight is less blind from here on: its rows were still never read. On 6,514 tuning rows:
+round nine's templates scored but not fitted on, then fitted on: 75.3 -> 75.8 % (round nine's own
+unseen templates 40.8 -> 40.4 %); three more frames (``vendor``, ``exempt``, ``handover``): 76.8 ->
+77.2 % (chosen) / 35.4 -> 35.4 %.
 """
 
 from __future__ import annotations
@@ -357,6 +365,9 @@ TWINS = {
     "r7n2_05": "r3n_language",
     "r7n2_09": "r3n_spam_filter",
     "r7n2_10": "r3n_admin_panel",
+    "r9n_09": "n_secret_store",
+    "r9n_10": "rotate",
+    "r9n_05": "vault",
 }
 
 
