@@ -82,15 +82,18 @@ def _too_short(norm: str) -> bool:
     label, a fragment; it cannot say much, and a word alone (\u201cdeveloper\u201d) is not an order."""
     if len(norm.split()) >= 3:
         return False
-    return sum(1 for ch in norm if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af") < 4
+    return sum(map(_unspaced, norm)) < 4
 
 
 def short(norm: str) -> bool:
     """Six words or fewer, in a script written with spaces: little to go on, so the model must be
     surer (``Model.short_threshold``) before it refuses."""
-    return len(norm.split()) <= SHORT_WORDS and not any(
-        "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in norm
-    )
+    return len(norm.split()) <= SHORT_WORDS and not any(map(_unspaced, norm))
+
+
+def _unspaced(ch: str) -> bool:
+    """A kana, CJK or Hangul character: scripts whose words are not counted by spaces here."""
+    return "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af"
 
 
 class Index:
