@@ -166,7 +166,6 @@ FRAME_SCALE = 2.0
 DILUTE = True
 SHORT_MARGIN = 0.15  # a text of six words or fewer is refused at the threshold plus this (round seven)
 WINDOW_T = 0.95  # runs of a few words inside a longer text are refused at this (see windows())
-SCORE_ONLY = 1 << 62  # rows from this index on are scored in the folds, never trained on (comparisons)
 MAN_WEIGHT = 0.0  # weight of a manual page's sentence beside an ordinary note's NOTE_WEIGHT (0: not read)
 
 
@@ -296,16 +295,18 @@ LANG_FOLD = {"en": 0, "zh": 0, "ar": 0, "de": 1, "ja": 1, "hi": 1, "es": 2, "ru"
 
 
 def out_of_fold(
-    rows: list[Row], fold_of: list[int], train_of: list[set[int]], runs: bool = False
+    rows: list[Row], fold_of: list[int], train_of: list[set[int]], runs: bool = False, fitted: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's probability of being an injection, from a model fitted without its fold; with
-    ``runs``, also the highest of its runs of words (``word_windows``; 0 for a short row)."""
+    ``runs``, also the highest of its runs of words (``word_windows``; 0 for a short row). With
+    ``fitted``, the rows from that index on are scored and never fitted on."""
+    limit = len(rows) if fitted is None else fitted
     attack_p, runs_p = np.zeros(len(rows)), np.zeros(len(rows))
     for k, allowed in enumerate(train_of):
         test_idx = [i for i, f in enumerate(fold_of) if f == k]
         if not test_idx:
             continue
-        train = [r for i, (r, f) in enumerate(zip(rows, fold_of, strict=True)) if f in allowed and i < SCORE_ONLY]
+        train = [r for i, (r, f) in enumerate(zip(rows, fold_of, strict=True)) if f in allowed and i < limit]
         vocab = build_vocab(train)
         W, b = fit(Data(train, vocab), len(vocab))
         p = probabilities(Data([rows[i] for i in test_idx], vocab), W, b)
@@ -318,17 +319,26 @@ def out_of_fold(
     return attack_p, runs_p
 
 
+def _judged(rows: list[Row]) -> np.ndarray:
+    """The rows a figure is about: not those the scan never judges (fewer than three words), as the
+    scan leaves them, nor padded rows trained on (``--pad-train``)."""
+    return np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows])
+
+
+def _margin(rows: list[Row]) -> np.ndarray:
+    """What each row's threshold adds to the common one: ``SHORT_MARGIN`` for a short text."""
+    return np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)
+
+
 def figure(rows: list[Row], attack_p: np.ndarray, label: str) -> float:
     """The threshold that keeps KEEP of the out-of-fold notes, and what it refuses."""
-    # rows the scan never judges (fewer than three words) are left out, as the scan leaves them, and
-    # padded rows trained on (--pad-train) are not what the figure is about
-    judged = np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows])
+    judged = _judged(rows)
     rows = [r for r, j in zip(rows, judged, strict=True) if j]
     attack_p = attack_p[judged]
     man = _man(rows)  # the manual pages' sentences are reported, never used for the threshold
     is_note = np.array([r[1] == "note" for r in rows]) & ~man
     # the lowest threshold that keeps KEEP of the notes, short texts judged at it plus SHORT_MARGIN
-    margin = np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)
+    margin = _margin(rows)
     notes, extra = attack_p[is_note], margin[is_note]
     for t in np.unique(np.concatenate([notes, notes - SHORT_MARGIN])) + 1e-6:
         if (notes < t + extra).mean() >= KEEP:
@@ -398,10 +408,11 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
     """What runs of a few words, judged at stricter thresholds besides the whole row at ``t``,
     add to the attacks refused and cost the notes (out-of-fold scores of :func:`threshold`).
     Selection figure for ``WINDOW_T``."""
-    judged = np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows]) & ~_man(rows)
+    judged = _judged(rows) & ~_man(rows)
     note = np.array([r[1] == "note" for r in rows])
+    refused_whole = whole >= t + _margin(rows)
     for tw in (0.8, 0.9, WINDOW_T, 0.99):
-        flagged = (whole >= t + np.where([short(normalise(r[0])) for r in rows], SHORT_MARGIN, 0.0)) | (runs >= tw)
+        flagged = refused_whole | (runs >= tw)
         print(
             f"with runs of words at {tw}: {flagged[judged & ~note].mean():.1%} of attacks refused, "
             f"{1 - flagged[judged & note].mean():.1%} of notes kept"
@@ -409,8 +420,8 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
 
 
 def pad_rows(rows: list[Row], seed: int) -> list[Row]:
-    """Each attack of ``rows`` with one to three of its ordinary notes joined to it, before or after
-    (same kind, template and language)."""
+    """Each attack of ``rows`` with one to three of the rows' ordinary notes joined to it, before or
+    after (the attack's kind, template and language kept)."""
     import random
 
     rng = random.Random(seed)
@@ -431,20 +442,16 @@ def padded(rows: list[Row], t: float) -> None:
     """Each tuning attack once more with one to three ordinary tuning notes joined to it (before or
     after), scored by the model of its template's fold and never fitted on: how many the whole text
     and its runs of words refuse. Selection figure (round seven)."""
-    global SCORE_ONLY
-    original = [r for r in rows if not r[2].endswith("+pad")]
-    extra = pad_rows(original, 7)
-    SCORE_ONLY, every = len(rows), rows + extra
-    try:
-        folds = [_template_fold(r[2]) for r in every]
-        whole, runs = out_of_fold(every, folds, [{j for j in range(4) if j != k} for k in range(4)], runs=True)
-    finally:
-        SCORE_ONLY = 1 << 62
-    judged = np.array([not _too_short(normalise(r[0])) for r in extra])
-    margin = np.where([short(normalise(r[0])) for r in extra], SHORT_MARGIN, 0.0)
-    whole, runs = whole[len(rows) :], runs[len(rows) :]
+    extra = pad_rows([r for r in rows if not r[2].endswith("+pad")], 7)
+    every = rows + extra
+    folds = [_template_fold(r[2]) for r in every]
+    train_of = [{j for j in range(4) if j != k} for k in range(4)]
+    whole, runs = out_of_fold(every, folds, train_of, runs=True, fitted=len(rows))
+    judged = _judged(extra)
+    refused_whole = whole[len(rows) :] >= t + _margin(extra)
+    runs = runs[len(rows) :]
     for tw in (0.9, WINDOW_T, None):
-        flagged = (whole >= t + margin) | (runs >= tw if tw is not None else False)
+        flagged = refused_whole | (runs >= tw if tw is not None else False)
         how = f"runs of words at {tw}" if tw is not None else "no runs"
         print(f"padded attacks, {how}: {flagged[judged].mean():.1%} refused")
 
