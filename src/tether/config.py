@@ -40,13 +40,11 @@ ignored: a setting tether would not read is refused, not dropped.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import json
 import os
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -553,6 +551,8 @@ def load_settings(home: Path | None = None) -> Settings:
             raise ConfigError(f"$TETHER_DATABASE_URL: {exc}") from None
     if not path.exists():
         return Settings(home=home, database_url=env_url)
+    import tomllib  # only when there is a file to read
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -654,6 +654,8 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
         return f"database_url {error['msg'].removeprefix('Value error, ')}"
     table, key, known = _locate(loc)
     if kind == "extra_forbidden":
+        import difflib
+
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         if isinstance(value, dict):
             hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else "remove it"

@@ -78,7 +78,7 @@ def test_a_process_that_searches_often_moves_to_onnxruntime_and_a_batch_goes_the
     assert batch._session is not None and batch._graph is None
 
 
-def test_a_single_search_never_imports_onnxruntime(tmp_path: Path) -> None:
+def test_a_single_search_never_imports_onnxruntime_or_tokenizers(tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -91,10 +91,10 @@ def test_a_single_search_never_imports_onnxruntime(tmp_path: Path) -> None:
         "from tether.knowledge import KnowledgeBase, make_embedder\n"
         f"kb = KnowledgeBase.open({db!r}, embedder=make_embedder('local'))\n"
         "hit = kb.search('how much pressure can it take', mode='vector').hits[0]\n"
-        "print('onnxruntime' in sys.modules, hit.chunk.document)\n"
+        "print('onnxruntime' in sys.modules, 'tokenizers' in sys.modules, hit.chunk.document)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["False", "a.md"], done.stderr
+    assert done.stdout.split() == ["False", "False", "a.md"], done.stderr
 
 
 def test_the_fill_embedder_runs_on_every_core_and_makes_the_very_vectors_of_one_at_a_time() -> None:

