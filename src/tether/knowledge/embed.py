@@ -346,19 +346,28 @@ class MiniLMEmbedder:
         graph = read(kept, self._stamp)
         if graph is None:
             return None
+        crcs: list[str] = []
+
+        def crc() -> None:
+            with contextlib.suppress(Exception):  # whatever a bad copy raises, it is not used
+                crcs.append(_gathered_crcs(graph))
+
+        # zlib lets go of the interpreter lock: the CRCs are taken on another core while the probe runs
+        taking = threading.Thread(target=crc, name="tether-kept-crc", daemon=True)
+        taking.start()
         try:
             import numpy as np
 
             expected = np.frombuffer(base64.b64decode(graph.meta["probe"], validate=True), dtype="<f4")
-            if graph.meta["gathered"] == _gathered_crcs(graph) and np.allclose(
-                _probe(graph), expected, rtol=0, atol=PROBE_TOLERANCE
-            ):
-                with contextlib.suppress(OSError):
-                    os.utime(kept)  # in use: pruning goes by last use
-                return graph
+            probed = bool(np.allclose(_probe(graph), expected, rtol=0, atol=PROBE_TOLERANCE))
         except Exception:  # whatever a bad copy raises, it is not used
-            pass
-        return None
+            probed = False
+        taking.join()
+        if not probed or crcs != [graph.meta.get("gathered")]:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(kept)  # in use: pruning goes by last use
+        return graph
 
     def _keep(self, graph: Any) -> None:
         """Write the loaded graph to ``cache_dir`` (best effort), with the probe's vector and the
