@@ -124,3 +124,40 @@ def test_kb_runs_numpys_blas_on_one_thread_unless_the_user_chose_and_other_comma
     work = tmp_path / "work"
     work.mkdir()
     assert probed("run", "--model", "scripted/plan", "--cwd", str(work), "hi")[::2] == ["0", "unset"]
+
+
+FREEZE_PROBE = (
+    "import atexit, gc, sys\n"
+    "atexit.register(lambda: print('frozen' if gc.get_freeze_count() else 'collected'))\n"
+    "from tether.cli import main\n"
+    "sys.argv = ['tether', *sys.argv[1:]]\n"
+    "code = main()\n"
+    "sys.exit(code)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "exit_as"),
+    [
+        (["kb", "bases"], "frozen"),  # wrote nothing: its objects are left to the operating system
+        (["runs"], "frozen"),
+        (["memory", "add", "The deploy script lives in tools/deploy.sh."], "collected"),  # wrote: as usual
+        (["--help"], "collected"),
+    ],
+)
+def test_only_a_command_that_wrote_nothing_exits_without_the_last_collections(
+    env: dict[str, str], argv: list[str], exit_as: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", FREEZE_PROBE, *argv], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().splitlines()[-1] == exit_as
+
+
+def test_a_program_that_calls_main_keeps_collecting(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    assert run_main("kb", "bases", capsys=capsys)[0] == 0
+    assert gc.get_freeze_count() == 0  # main(argv) is a library call: nothing of the caller's is frozen

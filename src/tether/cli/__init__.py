@@ -106,9 +106,22 @@ def _one_blas_thread() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def _exit_without_collecting() -> None:
+    """The process is about to exit after a command that wrote nothing: what it made is left to the
+    operating system instead of the interpreter's last collections, which walk every object the
+    imports made (pydantic's schemas, numpy) to free them one by one: 34 -> 10 ms to exit after a
+    `tether kb search` (bench/startup.py). Only for the process's own command (``main()`` with no
+    ``argv``), never for a program that calls main() and goes on; atexit handlers still run, and a
+    command that writes (a run, a memory entry, an add) exits as usual."""
+    import gc
+
+    gc.freeze()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2."""
+    argv_given = argv
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
@@ -121,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     from tether.errors import ConfigError, StoreError, UserError
 
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        if argv_given is None and getattr(args, "read_only", False):
+            _exit_without_collecting()
+        return code
     except (ConfigError, UserError, StoreError) as exc:
         print(f"tether: {exc}", file=sys.stderr)
         return 2

@@ -87,7 +87,7 @@ def add_parsers(sub: Any) -> None:
     show = ms.add_parser("show", help="print both stores with their usage and where they live")
     common(show, which="both")
     show.add_argument("--json", action="store_true", help="print the stores as one JSON array")
-    show.set_defaults(handler=cmd_show)
+    show.set_defaults(handler=cmd_show, read_only=True)
     add = ms.add_parser("add", help="add an entry (scanned first)")
     add.add_argument("text", metavar="TEXT")
     common(add, which="one")
