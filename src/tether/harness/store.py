@@ -344,6 +344,8 @@ class RunStore:
 
     def exists(self, run_id: str) -> bool:
         """Whether the run has a committed header (a first save cut short does not count)."""
+        if run_id in self._committed:  # this process committed or loaded one: no need to read it
+            return True
         try:
             return read_header(self._dir(run_id)) is not None
         except StoreError:

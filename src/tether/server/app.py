@@ -601,17 +601,22 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
     log = core.manager.log(run_id)
 
     async def stream() -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
+        head = "retry: 1000\n\n"  # sent with the first events: one write fewer for every stream
         sent = False
         async for batch in log.follow(after):
             if batch is None:
-                yield ": keep-alive\n\n"
+                yield head + ": keep-alive\n\n"
+                head = ""
                 continue
             sent = True  # all that came at once, in one write
-            yield "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
+            yield head + "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
+            head = ""
         if not sent and after == 0:
             for n, kind, data in _replayed(core, run_id):
-                yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+                yield head + f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+                head = ""
+        if head:
+            yield head
 
     return StreamingResponse(
         stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
