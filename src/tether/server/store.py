@@ -75,7 +75,17 @@ class ServerStore(Protocol):
     def rename_session(self, session_id: str, title: str) -> None: ...
     def delete_session(self, session_id: str, owner: str) -> bool: ...
     def delete_turn(self, message_id: str, owner: str) -> None: ...
-    def add_turn(self, record: TurnRecord) -> TurnRecord: ...
+    def add_turn(self, record: TurnRecord) -> TurnRecord:
+        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
+            ).fetchone()
+            if row is not None:
+                return TurnRecord(*row)
+            db.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?)", tuple(asdict(record).values()))
+        return record
+
     def turn(self, message_id: str, owner: str) -> TurnRecord | None: ...
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None: ...
     def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]: ...
@@ -151,9 +161,7 @@ class SqliteServerStore:
             self._db.execute("COMMIT")
 
     def _one(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
-        """One statement, a transaction by itself (autocommit): no BEGIN and COMMIT around it.
-        Under load each call into SQLite hands the interpreter lock to the run threads and waits to
-        get it back, so a write of one statement costs one hand-off instead of three."""
+        """One statement, a transaction by itself (autocommit): no BEGIN and COMMIT around it."""
         with self._lock:
             return self._db.execute(sql, args)
 
