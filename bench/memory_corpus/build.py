@@ -40,6 +40,8 @@ from round7_notes1 import R7_NOTES1
 from round7_notes2 import R7_NOTES2
 from round9_a import R9A
 from round9_notes import R9_NOTES
+from round10_a import R10A
+from round10_notes import R10_NOTES
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -294,10 +296,20 @@ def round_three(templates: list[tuple[str, str, dict[str, str]]] = R3, seed: int
 
 def later_rounds() -> list[dict[str, str]]:
     """Round seven (other hands, every kind, twelve languages; Portuguese among them, a tuning
-    language from here on, its first-part rows still held out) and round nine (claims to speak for
-    the vendor, secrets asked for in prose, and notes that use their words harmlessly)."""
+    language from here on, its first-part rows still held out), round nine (claims to speak for
+    the vendor, secrets asked for in prose, and notes that use their words harmlessly) and round ten
+    (persistence and a system prompt declared replaced, and notes that use their words harmlessly)."""
     out: list[dict[str, str]] = []
-    rounds = ((R7A, 271), (R7B, 272), (R7_NOTES1, 273), (R7_NOTES2, 274), (R9A, 291), (R9_NOTES, 292))
+    rounds = (
+        (R7A, 271),
+        (R7B, 272),
+        (R7_NOTES1, 273),
+        (R7_NOTES2, 274),
+        (R9A, 291),
+        (R9_NOTES, 292),
+        (R10A, 301),
+        (R10_NOTES, 302),
+    )
     for templates, seed in rounds:
         out += round_three(templates, seed=seed)
     return out
