@@ -128,6 +128,14 @@ so round eight is less blind from here on: its rows were still never read. On 6,
 round nine's templates scored but not fitted on, then fitted on: 75.3 -> 75.8 % (round nine's own
 unseen templates 40.8 -> 40.4 %); three more frames (``vendor``, ``exempt``, ``handover``): 76.8 ->
 77.2 % (chosen) / 35.4 -> 35.4 %.
+
+Round ten (``round10_*.py``: 24 attack templates, persistence and a system prompt declared replaced
+or its checks switched off, and 20 notes that use their words harmlessly; twelve languages, by
+other hands). Its two kinds were the weakest on round eight after round nine (80.7 and 86.0 %), so
+round eight steered this round too; its rows were still never read. On the 6,514 earlier tuning
+rows, round ten's templates scored but not fitted on, then fitted on: 77.2 -> 77.9 % (chosen; round
+ten's own unseen templates 70.3 -> 71.7 %). On all 7,450 tuning rows with them: 77.1 % unseen
+templates, 34.3 % unseen templates in unseen languages, padded attacks 29.1 % (runs at 0.9: 39.8 %).
 """
 
 from __future__ import annotations
