@@ -75,17 +75,7 @@ class ServerStore(Protocol):
     def rename_session(self, session_id: str, title: str) -> None: ...
     def delete_session(self, session_id: str, owner: str) -> bool: ...
     def delete_turn(self, message_id: str, owner: str) -> None: ...
-    def add_turn(self, record: TurnRecord) -> TurnRecord:
-        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
-            ).fetchone()
-            if row is not None:
-                return TurnRecord(*row)
-            db.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?)", tuple(asdict(record).values()))
-        return record
-
+    def add_turn(self, record: TurnRecord) -> TurnRecord: ...
     def turn(self, message_id: str, owner: str) -> TurnRecord | None: ...
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None: ...
     def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]: ...
@@ -210,11 +200,12 @@ class SqliteServerStore:
             self._one("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
             return
         with self._tx() as db:
-            if chosen:
-                row = db.execute("SELECT chosen FROM sessions WHERE session_id=?", (session_id,)).fetchone()
-                merged = (json.loads(row[0]) if row else {}) | chosen
-                db.execute("UPDATE sessions SET chosen=? WHERE session_id=?", (json.dumps(merged), session_id))
-            db.execute("UPDATE sessions SET updated=? WHERE session_id=?", (time.time(), session_id))
+            row = db.execute("SELECT chosen FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+            merged = (json.loads(row[0]) if row else {}) | chosen
+            db.execute(
+                "UPDATE sessions SET chosen=?, updated=? WHERE session_id=?",
+                (json.dumps(merged), time.time(), session_id),
+            )
 
     def rename_session(self, session_id: str, title: str) -> None:
         self._one("UPDATE sessions SET title=? WHERE session_id=?", (title, session_id))
@@ -238,18 +229,8 @@ class SqliteServerStore:
     # --- turns
 
     def add_turn(self, record: TurnRecord) -> TurnRecord:
-        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one
-        (one statement when it is new: the insert does nothing on the taken key)."""
-        added = self._one(
-            "INSERT INTO turns VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (owner, message_id) DO NOTHING",
-            tuple(asdict(record).values()),
-        )
-        if added.rowcount == 1:
-            return record
-        earlier = self.turn(record.message_id, record.owner)
-        if earlier is not None:
-            return earlier
-        with self._tx() as db:  # taken a moment ago and deleted since (a refused run): in one transaction
+        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
+        with self._tx() as db:
             row = db.execute(
                 "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
             ).fetchone()
