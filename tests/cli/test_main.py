@@ -140,7 +140,7 @@ FREEZE_PROBE = (
     ("argv", "exit_as"),
     [
         (["kb", "bases"], "frozen"),  # wrote nothing: its objects are left to the operating system
-        (["runs"], "frozen"),
+        (["memory", "show"], "frozen"),
         (["memory", "add", "The deploy script lives in tools/deploy.sh."], "collected"),  # wrote: as usual
         (["--help"], "collected"),
     ],
@@ -161,3 +161,34 @@ def test_a_program_that_calls_main_keeps_collecting(tether_home: Path, capsys: p
     assert gc.get_freeze_count() == 0
     assert run_main("kb", "bases", capsys=capsys)[0] == 0
     assert gc.get_freeze_count() == 0  # main(argv) is a library call: nothing of the caller's is frozen
+
+
+def test_a_search_that_exits_without_collecting_leaves_its_base_closed(env: dict[str, str], tmp_path: Path) -> None:
+    """The base's SQLite connection is closed by the command, not left to a finaliser: no -wal or
+    -shm file stays beside it; and a search imports neither the graph's rules nor the chunker."""
+    doc = tmp_path / "seals.md"
+    doc.write_text("The FVAM-2050-B valve has PTFE seals rated for sixteen bar.\n")
+    added = subprocess.run(
+        [sys.executable, "-m", "tether", "kb", "add", str(doc), "--embedder", "none"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert added.returncode == 0, added.stderr
+    kb_dir = Path(env["TETHER_HOME"]) / "kb"
+    for side in kb_dir.glob("*.db-*"):
+        side.unlink()
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print(*[m in sys.modules for m in ('tether.knowledge.graph', "
+        "'tether.knowledge.chunking')]))\n"
+        "from tether.cli import main\n"
+        "sys.argv = ['tether', 'kb', 'search', 'seals']\n"
+        "sys.exit(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "seals.md" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1] == "False False"
+    assert sorted(p.name for p in kb_dir.glob("*.db*")) == ["default.db"]

@@ -90,7 +90,7 @@ TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("max_tokens", [256, 8, 2])
+@pytest.mark.parametrize("max_tokens", [256, 8, 2, 1, 0])
 def test_texts_in_many_scripts_and_at_every_edge_get_tokenizers_ids(max_tokens: int) -> None:
     expected = [e.ids for e in rust(max_tokens).encode_batch(TEXTS)]
     ours = python(max_tokens)

@@ -112,7 +112,8 @@ def _exit_without_collecting() -> None:
     imports made (pydantic's schemas, numpy) to free them one by one: 34 -> 10 ms to exit after a
     `tether kb search` (bench/startup.py). Only for the process's own command (``main()`` with no
     ``argv``), never for a program that calls main() and goes on; atexit handlers still run, and a
-    command that writes (a run, a memory entry, an add) exits as usual."""
+    command that writes (a run, a memory entry, an add) exits as usual. What such a command opens
+    it closes itself (a base's SQLite connection): nothing is left to a finaliser."""
     import gc
 
     gc.freeze()

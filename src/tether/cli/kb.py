@@ -8,6 +8,7 @@ local default) and recorded in it; later commands use the one recorded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -363,13 +364,13 @@ def cmd_fill(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from tether.errors import UserError
 
-    kb = open_kb(load_settings(), args.name)
-    try:
-        result = kb.search(args.query, mode=args.mode, k=args.k, alpha=args.alpha, filters=dict(args.filter))
-    except UserError as exc:
-        raise usage_error(str(exc)) from None
+    with contextlib.closing(open_kb(load_settings(), args.name)) as kb:
+        try:
+            result = kb.search(args.query, mode=args.mode, k=args.k, alpha=args.alpha, filters=dict(args.filter))
+        except UserError as exc:
+            raise usage_error(str(exc)) from None
+        embedded, chunks = kb.store.coverage() if args.json else (0, 0)
     if args.json:
-        embedded, chunks = kb.store.coverage()
         print(_json_shown(json.dumps(_as_json(result, embedded, chunks), ensure_ascii=False, indent=2)))
         return 0
     if result.note:
@@ -409,8 +410,8 @@ def _as_json(result: Any, embedded: int, chunks: int) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    kb = open_kb(load_settings(), args.name)
-    docs = kb.documents()
+    with contextlib.closing(open_kb(load_settings(), args.name)) as kb:
+        docs = kb.documents()
     for d in docs:
         meta = " ".join(f"{k}={v}" for k, v in d.meta.items())
         print(shown(f"{d.name}  {d.chunks} chunks  {d.title!r}{'  ' + meta if meta else ''}"))
@@ -431,8 +432,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    kb = open_kb(load_settings(), args.name)
-    for key, value in kb.stats().items():
+    with contextlib.closing(open_kb(load_settings(), args.name)) as kb:
+        stats = kb.stats()
+    for key, value in stats.items():
         print(f"{key}: {shown(value)}")
     return 0
 
@@ -441,7 +443,8 @@ def cmd_bases(args: argparse.Namespace) -> int:
     settings = load_settings()
     names = kb_names(settings)
     for name in names:
-        stats = open_kb(settings, name).stats()
+        with contextlib.closing(open_kb(settings, name)) as kb:
+            stats = kb.stats()
         print(
             f"{name}  {stats['documents']} documents  {stats['chunks']} chunks  "
             f"vectors {stats['embedded_chunks']}/{stats['chunks']}  embedder {shown(stats['embedder'])}"

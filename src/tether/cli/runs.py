@@ -34,14 +34,14 @@ def add_parsers(sub: Any) -> None:
     )
     r.add_argument("--all", action="store_true", help="show every run")
     r.add_argument("--json", action="store_true", help="print the runs as one JSON array")
-    r.set_defaults(handler=cmd_runs, read_only=True)
+    r.set_defaults(handler=cmd_runs)
     sh = sub.add_parser("show", help="show a run's transcript")
     sh.add_argument("run_id", metavar="RUN_ID")
     sh.add_argument("--full", action="store_true", help="print long messages and tool outputs whole")
     sh.set_defaults(handler=cmd_show)
     tr = sub.add_parser("trace", help="print a run's trace (JSON lines)")
     tr.add_argument("run_id", metavar="RUN_ID")
-    tr.set_defaults(handler=cmd_trace, read_only=True)
+    tr.set_defaults(handler=cmd_trace)
 
 
 # --- runs -------------------------------------------------------------------------------------

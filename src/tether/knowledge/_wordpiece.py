@@ -267,4 +267,6 @@ class WordPiece:
                 continue
             for word in _words(part):
                 ids.extend(self._word(word))
-        return [self.vocab["[CLS]"], *ids[: max(0, self.max_tokens - 2)], self.vocab["[SEP]"]]
+        if self.max_tokens >= 2:  # as tokenizers: a limit below its two added tokens cuts nothing
+            ids = ids[: self.max_tokens - 2]
+        return [self.vocab["[CLS]"], *ids, self.vocab["[SEP]"]]

@@ -145,6 +145,12 @@ class KnowledgeBase:
     def open(cls, path: Path | str = ":memory:", **kwargs: Any) -> KnowledgeBase:
         return cls(SqliteKnowledgeStore(path), **kwargs)
 
+    def close(self) -> None:
+        """Close the store (a SQLite base's connection: its -wal and -shm files go with it)."""
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
     @property
     def extractor(self) -> Extractor:
         """What finds entities and relations in what is added (tether.knowledge.graph's rules

@@ -601,22 +601,17 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
     log = core.manager.log(run_id)
 
     async def stream() -> AsyncIterator[str]:
-        head = "retry: 1000\n\n"  # sent with the first events: one write fewer for every stream
+        yield "retry: 1000\n\n"
         sent = False
         async for batch in log.follow(after):
             if batch is None:
-                yield head + ": keep-alive\n\n"
-                head = ""
+                yield ": keep-alive\n\n"
                 continue
             sent = True  # all that came at once, in one write
-            yield head + "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
-            head = ""
+            yield "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
         if not sent and after == 0:
             for n, kind, data in _replayed(core, run_id):
-                yield head + f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
-                head = ""
-        if head:
-            yield head
+                yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
 
     return StreamingResponse(
         stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
