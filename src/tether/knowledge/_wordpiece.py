@@ -41,7 +41,9 @@ _CONTROL = frozenset(("Cc", "Cf", "Co", "Cs"))  # not Cn: an unassigned characte
 # with disagree: a mark, a punctuation or a format character that tokenizers does not know as one
 # (or, for two, knows as another). A text holding one is left to tokenizers itself (ids() returns
 # None); so is every text but plain ASCII under another Unicode version, where this table is not
-# known to be right. tests/knowledge/test_wordpiece.py finds these over every code point.
+# known to be right. tests/knowledge/test_wordpiece.py finds these over every code point, against the
+# tokenizers installed (0.23 when the table was made; another version's tables could differ on a
+# few more such characters, none of them in the vocabulary's words).
 _TABLES = "14.0.0"
 _DISAGREE = (
     (0x61D, 0x61D),
