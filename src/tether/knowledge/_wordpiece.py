@@ -42,8 +42,8 @@ _CONTROL = frozenset(("Cc", "Cf", "Co", "Cs"))  # not Cn: an unassigned characte
 # (or, for two, knows as another). A text holding one is left to tokenizers itself (ids() returns
 # None); so is every text but plain ASCII under another Unicode version, where this table is not
 # known to be right. tests/knowledge/test_wordpiece.py finds these over every code point, against the
-# tokenizers installed (0.23 when the table was made; another version's tables could differ on a
-# few more such characters, none of them in the vocabulary's words).
+# tokenizers installed (0.23.3 when the table was made; another version's Unicode tables could class
+# a few more rare characters apart, and a query holding one would get other ids than its chunks).
 _TABLES = "14.0.0"
 _DISAGREE = (
     (0x61D, 0x61D),
