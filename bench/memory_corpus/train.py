@@ -136,6 +136,11 @@ round eight steered this round too; its rows were still never read. On the 6,514
 rows, round ten's templates scored but not fitted on, then fitted on: 77.2 -> 77.9 % (chosen; round
 ten's own unseen templates 70.3 -> 71.7 %). On all 7,450 tuning rows with them: 77.1 % unseen
 templates, 34.3 % unseen templates in unseen languages, padded attacks 29.1 % (runs at 0.9: 39.8 %).
+Each sentence of a text of several also read alone (``sentences``), at a stricter threshold of its
+own, ``SENTENCE_T`` (runs of words at 0.95 kept): at 0.8, 79.6 % of attacks and 98.1 % of notes
+kept; 0.85: 79.0 / 99.43 %; 0.9 (chosen): 78.4 / 99.52 %, the notes of no sentences (77.6 / 99.52
+%); 0.95: 77.8 / 99.52 %. Padded attacks 29.1 -> 43.0 %: an order joined to ordinary notes is often
+a sentence of its own.
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-from tether.memory._model import KINDS, _too_short, feature_key, features, short, word_windows  # noqa: E402
+from tether.memory._model import KINDS, _too_short, feature_key, features, sentences, short, word_windows  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
@@ -174,6 +179,7 @@ FRAME_SCALE = 2.0
 DILUTE = True
 SHORT_MARGIN = 0.15  # a text of six words or fewer is refused at the threshold plus this (round seven)
 WINDOW_T = 0.95  # runs of a few words inside a longer text are refused at this (see windows())
+SENTENCE_T = 0.9  # each sentence of a text of several is refused at this (see windows(); round ten)
 MAN_WEIGHT = 0.0  # weight of a manual page's sentence beside an ordinary note's NOTE_WEIGHT (0: not read)
 
 
@@ -304,12 +310,13 @@ LANG_FOLD = {"en": 0, "zh": 0, "ar": 0, "de": 1, "ja": 1, "hi": 1, "es": 2, "ru"
 
 def out_of_fold(
     rows: list[Row], fold_of: list[int], train_of: list[set[int]], runs: bool = False, fitted: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's probability of being an injection, from a model fitted without its fold; with
-    ``runs``, also the highest of its runs of words (``word_windows``; 0 for a short row). With
-    ``fitted``, the rows from that index on are scored and never fitted on."""
+    ``runs``, also the highest of its runs of words (``word_windows``; 0 for a short row) and of its
+    sentences (``sentences``; 0 for a row of one). With ``fitted``, the rows from that index on are
+    scored and never fitted on."""
     limit = len(rows) if fitted is None else fitted
-    attack_p, runs_p = np.zeros(len(rows)), np.zeros(len(rows))
+    attack_p, runs_p, sentence_p = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
     for k, allowed in enumerate(train_of):
         test_idx = [i for i, f in enumerate(fold_of) if f == k]
         if not test_idx:
@@ -319,12 +326,13 @@ def out_of_fold(
         W, b = fit(Data(train, vocab), len(vocab))
         p = probabilities(Data([rows[i] for i in test_idx], vocab), W, b)
         attack_p[test_idx] = 1 - p[:, 0]
-        pieces = [(i, w) for i in test_idx for w in word_windows(normalise(rows[i][0])) if runs and not _too_short(w)]
-        if pieces:
-            scores = 1 - probabilities(Data([(w, *rows[i][1:]) for i, w in pieces], vocab), W, b)[:, 0]
-            for (i, _), score in zip(pieces, scores, strict=True):
-                runs_p[i] = max(runs_p[i], score)
-    return attack_p, runs_p
+        for split, best in ((word_windows, runs_p), (sentences, sentence_p)):
+            pieces = [(i, w) for i in test_idx for w in split(normalise(rows[i][0])) if runs and not _too_short(w)]
+            if pieces:
+                scores = 1 - probabilities(Data([(w, *rows[i][1:]) for i, w in pieces], vocab), W, b)[:, 0]
+                for (i, _), score in zip(pieces, scores, strict=True):
+                    best[i] = max(best[i], score)
+    return attack_p, runs_p, sentence_p
 
 
 def _judged(rows: list[Row]) -> np.ndarray:
@@ -394,12 +402,12 @@ def _template_fold(group: str) -> int:
     return zlib.crc32(TWINS.get(group, group).encode()) % 4  # stable when templates are added
 
 
-def threshold(rows: list[Row], runs: bool = False) -> tuple[float, np.ndarray, np.ndarray]:
+def threshold(rows: list[Row], runs: bool = False) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """The refusal threshold from out-of-fold scores, folds grouped by template; and the scores
-    (the rows', and with ``runs`` their runs of words'), for :func:`windows`."""
+    (the rows', and with ``runs`` their runs of words' and sentences'), for :func:`windows`."""
     folds = [_template_fold(r[2]) for r in rows]
-    p, runs_p = out_of_fold(rows, folds, [{j for j in range(4) if j != k} for k in range(4)], runs)
-    return figure(rows, p, "cross-validated on the tuning part (unseen templates)"), p, runs_p
+    p, runs_p, sentence_p = out_of_fold(rows, folds, [{j for j in range(4) if j != k} for k in range(4)], runs)
+    return figure(rows, p, "cross-validated on the tuning part (unseen templates)"), p, runs_p, sentence_p
 
 
 def cross_lingual(rows: list[Row]) -> float:
@@ -407,15 +415,15 @@ def cross_lingual(rows: list[Row]) -> float:
     nor its language (16 folds: template fold x language fold). Selection figure, not shipped."""
     folds = [_template_fold(r[2]) * 4 + LANG_FOLD.get(r[3], 0) for r in rows]
     train_of = [{j for j in range(16) if j // 4 != k // 4 and j % 4 != k % 4} for k in range(16)]
-    p, _ = out_of_fold(rows, folds, train_of)
+    p, _, _ = out_of_fold(rows, folds, train_of)
     figure(rows, p, "cross-validated on the tuning part (unseen templates in unseen languages)")
     return float(p.mean())
 
 
-def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> None:
-    """What runs of a few words, judged at stricter thresholds besides the whole row at ``t``,
-    add to the attacks refused and cost the notes (out-of-fold scores of :func:`threshold`).
-    Selection figure for ``WINDOW_T``."""
+def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray, sentence: np.ndarray) -> None:
+    """What runs of a few words and sentences, judged at stricter thresholds besides the whole row
+    at ``t``, add to the attacks refused and cost the notes (out-of-fold scores of
+    :func:`threshold`). Selection figure for ``WINDOW_T`` and ``SENTENCE_T``."""
     judged = _judged(rows) & ~_man(rows)
     note = np.array([r[1] == "note" for r in rows])
     refused_whole = whole >= t + _margin(rows)
@@ -423,7 +431,13 @@ def windows(rows: list[Row], t: float, whole: np.ndarray, runs: np.ndarray) -> N
         flagged = refused_whole | (runs >= tw)
         print(
             f"with runs of words at {tw}: {flagged[judged & ~note].mean():.1%} of attacks refused, "
-            f"{1 - flagged[judged & note].mean():.1%} of notes kept"
+            f"{1 - flagged[judged & note].mean():.2%} of notes kept"
+        )
+    for ts in (0.8, 0.85, SENTENCE_T, 0.95):
+        flagged = refused_whole | (runs >= WINDOW_T) | (sentence >= ts)
+        print(
+            f"with runs at {WINDOW_T} and sentences at {ts}: {flagged[judged & ~note].mean():.1%} of attacks "
+            f"refused, {1 - flagged[judged & note].mean():.2%} of notes kept"
         )
 
 
@@ -454,14 +468,16 @@ def padded(rows: list[Row], t: float) -> None:
     every = rows + extra
     folds = [_template_fold(r[2]) for r in every]
     train_of = [{j for j in range(4) if j != k} for k in range(4)]
-    whole, runs = out_of_fold(every, folds, train_of, runs=True, fitted=len(rows))
+    whole, runs, sentence = out_of_fold(every, folds, train_of, runs=True, fitted=len(rows))
     judged = _judged(extra)
     refused_whole = whole[len(rows) :] >= t + _margin(extra)
-    runs = runs[len(rows) :]
+    runs, sentence = runs[len(rows) :], sentence[len(rows) :]
     for tw in (0.9, WINDOW_T, None):
         flagged = refused_whole | (runs >= tw if tw is not None else False)
         how = f"runs of words at {tw}" if tw is not None else "no runs"
         print(f"padded attacks, {how}: {flagged[judged].mean():.1%} refused")
+    flagged = refused_whole | (runs >= WINDOW_T) | (sentence >= SENTENCE_T)
+    print(f"padded attacks, runs at {WINDOW_T} and sentences at {SENTENCE_T}: {flagged[judged].mean():.1%} refused")
 
 
 def main() -> None:
@@ -492,10 +508,10 @@ def main() -> None:
     if args.pad_train:  # each attack also once padded with ordinary notes, trained on (same fold)
         rows += [(text, kind, f"{group}+pad", lang) for text, kind, group, lang in pad_rows(rows, 8)]
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
-    t, whole, runs = threshold(rows, runs=args.cv_only)
+    t, whole, runs, sentence = threshold(rows, runs=args.cv_only)
     if args.cv_only:
         cross_lingual(rows)
-        windows(rows, t, whole, runs)
+        windows(rows, t, whole, runs, sentence)
         padded(rows, t)
         return
     vocab = build_vocab(rows)
@@ -530,6 +546,7 @@ def main() -> None:
         "frame_scale": FRAME_SCALE,
         "dilute": DILUTE,
         "window_threshold": WINDOW_T,
+        "sentence_threshold": SENTENCE_T,
         "short_threshold": round(min(t + SHORT_MARGIN, 0.999), 6),
         "trained_on": "bench/memory_corpus/corpus.jsonl part=tune + tests/memory/scan_table.jsonl set=tune",
         "features": len(keys),

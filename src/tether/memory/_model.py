@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.memory._frames import frames
+from tether.memory._normal import SENTENCE_END
 
 __all__ = [
     "KINDS",
@@ -37,6 +38,7 @@ __all__ = [
     "feature_key",
     "features",
     "load",
+    "sentences",
     "short",
     "word_windows",
 ]
@@ -75,6 +77,13 @@ def word_windows(norm: str, size: int = WINDOW_WORDS) -> list[str]:
     if starts[-1] != len(words) - size:
         starts.append(len(words) - size)  # the last words too
     return [" ".join(words[i : i + size]) for i in starts]
+
+
+def sentences(norm: str) -> list[str]:
+    """The sentences of ``norm`` when it has more than one; else none. An order buried among
+    ordinary facts in one note is read without them."""
+    parts = [p.strip() for p in SENTENCE_END.split(norm) if p.strip()]
+    return parts if len(parts) > 1 else []
 
 
 def _too_short(norm: str) -> bool:
@@ -132,6 +141,7 @@ class Model:
     dilute: bool = False  # scale by all of a text's features, not only the known ones
     window_threshold: float | None = None  # for runs of WINDOW_WORDS words inside a longer text
     short_threshold: float | None = None  # for a text of SHORT_WORDS words or fewer (see short())
+    sentence_threshold: float | None = None  # for each sentence of a text of several
 
     def known(self, norm: str) -> tuple[list[int], list[int], int]:
         """The columns of the features of ``norm`` that the model has weights for: character and
@@ -216,4 +226,5 @@ def load() -> Model:
         bool(data.get("dilute", False)),
         data.get("window_threshold"),
         data.get("short_threshold"),
+        data.get("sentence_threshold"),
     )

@@ -24,7 +24,10 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 
-__all__ = ["Hidden", "hidden", "normalise"]
+__all__ = ["SENTENCE_END", "Hidden", "hidden", "normalise"]
+
+# Where a sentence of a normalised text ends: after its last mark, before the spaces that follow.
+SENTENCE_END = re.compile(r"(?<=[.!?;。！？；\n])\s*")
 
 _BIDI = frozenset({0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)})
 _JOINERS = frozenset({0x200C, 0x200D})

@@ -366,7 +366,6 @@ _SECRET_REF = re.compile(
     r"\.kube/config|\.docker/config\.json|\bkeychain\b",
     re.I,
 )
-_SPLIT = re.compile(r"(?<=[.!?;。！？；\n])\s*")
 
 
 def _homoglyph_word(text: str) -> Finding | None:
@@ -410,7 +409,7 @@ def _windows(norm: str, size: int = 320) -> list[str]:
     diluting it, and one that straddles two runs is read whole in a shifted one. Linear in the text."""
     if len(norm) <= size:
         return [norm]
-    sentences = [s[: size * 2] for s in _SPLIT.split(norm) if s]
+    sentences = [s[: size * 2] for s in _normal.SENTENCE_END.split(norm) if s]
     out = []
     for offset in (0, size // 2):
         window, used = "", 0
@@ -450,6 +449,8 @@ def _model_scan(text: str, depth: int) -> Finding | None:
     judged: list[tuple[str, float | None]] = [(window, None) for window in _windows(norm)]  # the model's own
     if model.window_threshold is not None:  # and runs of a few words, at a stricter threshold
         judged += [(w, model.window_threshold) for w in _model.word_windows(norm)]
+    if model.sentence_threshold is not None:  # and each sentence alone, at a stricter threshold too
+        judged += [(s, model.sentence_threshold) for s in _model.sentences(norm)]
     for window, threshold in judged:
         verdict = model.judge(window, threshold)
         if verdict is not None:
