@@ -652,3 +652,37 @@ def test_a_message_refused_because_another_node_started_a_run_leaves_no_failed_t
         assert again["run_id"] != refused[0]
         assert finish(c, again["run_id"])[-1]["result"]["status"] == "completed"
         assert [t["status"] for t in c.get(f"/v1/sessions/{sid}").json()["turns"]] == ["completed"]
+
+
+@pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
+def test_an_event_stream_sends_its_head_and_the_events_already_there_from_the_requests_own_task(
+    spec_version: str,
+) -> None:
+    """Under a burst of requests, a stream started in a task of its own is queued behind every
+    request waiting: the head, the retry line and a new run's ``started`` go out before the stream's
+    generator (and any task) runs."""
+    import asyncio
+
+    from tether.server.app import _EventStream
+
+    began: list[bool] = []
+    sent: list[tuple[str, bytes, bool]] = []
+
+    async def rest() -> Any:
+        began.append(True)
+        yield "id: 2\nevent: done\ndata: {}\n\n"
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append((message["type"], message.get("body", b""), bool(began)))
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(3600)  # the client never leaves
+        return {"type": "http.disconnect"}
+
+    ready = 'retry: 1000\n\nid: 1\nevent: started\ndata: {"type":"started"}\n\n'
+    scope = {"type": "http", "asgi": {"spec_version": spec_version}}
+    asyncio.run(_EventStream(ready, rest())(scope, receive, send))
+    assert sent[0][0] == "http.response.start" and not sent[0][2]
+    assert sent[1] == ("http.response.body", ready.encode(), False)  # before the generator began
+    assert sent[2][1].startswith(b"id: 2") and sent[-1][1] == b""
+    assert [m[0] for m in sent].count("http.response.start") == 1

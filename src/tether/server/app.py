@@ -597,25 +597,52 @@ def _session(core: Core, session_id: str, user: str) -> SessionRecord:
     return record
 
 
+class _EventStream(StreamingResponse):
+    """An event stream whose head and first lines (the retry line, and the events already there:
+    a new run's ``started``) are sent by the request's own task. Starlette's streaming starts in a
+    task of its own, which a burst of requests queues behind every request waiting: a client would
+    hear its run was accepted only once the whole burst had been handled."""
+
+    def __init__(self, ready: str, rest: AsyncIterator[str]) -> None:
+        super().__init__(
+            rest, media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+        self.ready = ready
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.ready.encode(), "more_body": True})
+        await super().__call__(scope, receive, send)
+
+    async def stream_response(self, send: Any) -> None:  # the head is sent already
+        async for chunk in self.body_iterator:
+            body = chunk if isinstance(chunk, bytes) else str(chunk).encode(self.charset)
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
+    return "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
+
+
 def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
     log = core.manager.log(run_id)
+    ready = log.items[max(0, after - log.base) :]  # what follow(after) would give at once
+    start = ready[-1][0] if ready else after
 
     async def stream() -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
-        sent = False
-        async for batch in log.follow(after):
+        sent = bool(ready)
+        async for batch in log.follow(start):
             if batch is None:
                 yield ": keep-alive\n\n"
                 continue
             sent = True  # all that came at once, in one write
-            yield "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
-        if not sent and after == 0:
-            for n, kind, data in _replayed(core, run_id):
-                yield f"id: {n}\nevent: {kind}\ndata: {data}\n\n"
+            yield _sse_lines(batch)
+        replayed = _replayed(core, run_id) if not sent and after == 0 else []
+        if replayed:
+            yield _sse_lines(replayed)
 
-    return StreamingResponse(
-        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    )
+    return _EventStream("retry: 1000\n\n" + _sse_lines(ready), stream())
 
 
 def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
