@@ -626,8 +626,11 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
 
 
 def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
+    from tether.server.events import EventLog
+
     log = core.manager.log(run_id)
-    ready = log.items[max(0, after - log.base) :]  # what follow(after) would give at once
+    # What is here now goes with the head (a log in this process; a cluster's log is read by follow)
+    ready = log.ready(after) if isinstance(log, EventLog) else []
     start = ready[-1][0] if ready else after
 
     async def stream() -> AsyncIterator[str]:

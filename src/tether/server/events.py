@@ -258,6 +258,10 @@ class EventLog:
             os.close(self._fd)
         self._fd = None
 
+    def ready(self, after: int) -> list[tuple[int, str, str]]:
+        """The events after id ``after`` that are here now: what :meth:`follow` gives first."""
+        return self.items[max(0, after - self.base) :]
+
     async def follow(
         self, after: int, *, keepalive_s: float = 15.0
     ) -> AsyncIterator[list[tuple[int, str, str]] | None]:
