@@ -35,7 +35,7 @@ from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
 from tether.server.guard import LOCAL_ONLY, Guard
-from tether.server.runs import RunManager, waiting
+from tether.server.runs import RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
 from tether.status import RESUMABLE
 
@@ -126,7 +126,7 @@ class Core:
     agents: dict[str, Agent]
     store: ServerStore
     runs: Any  # RunStore, or PgRunStore with database_url
-    manager: Any  # RunManager, or RemoteRuns with --workers external
+    manager: Runs  # RunManager, or RemoteRuns with --workers external
     telemetry: Any
 
 
@@ -176,8 +176,9 @@ def create_app(
         prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
         keep_days = float(settings.serve.keep_events_days or KEEP_EVENTS_DAYS)
         pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
-        if getattr(manager, "processes", None) is not None:
-            manager.processes.warm()  # built while the server starts, not on the first message
+        pool = getattr(manager, "processes", None)  # RunManager's run processes, when it has them
+        if pool is not None:
+            pool.warm()  # built while the server starts, not on the first message
         yield
         if pruning is not None:
             pruning.cancel()
@@ -263,7 +264,7 @@ def _run_manager(
     dispatcher: Any,
     processes: int = 0,
     spec: dict[str, Any] | None = None,
-) -> Any:
+) -> Runs:
     """Who runs the runs: this process's threads (``internal``), processes of its own
     (``internal`` with ``processes``), or workers behind a queue (``external``)."""
     from tether.assembly import session_store

@@ -17,10 +17,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
 from tether.events import Done
@@ -283,6 +283,42 @@ async def drive(
             if not saw_done:
                 emit("done", event_data(Done(state.run_id, state.result())))
             raise
+
+
+class RunLog(Protocol):
+    """A run's events as a stream reads them (:class:`EventLog` here; a cluster node's reads them
+    from the table)."""
+
+    def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[list[tuple[int, str, str]] | None]: ...
+
+
+class Runs(Protocol):
+    """Who runs the server's runs, as its routes use them: :class:`RunManager` (this process's
+    threads, or run processes of its own) or ``tether.dispatch.remote.RemoteRuns`` (workers behind
+    a queue). Typed, so that a route cannot use what one of them lacks."""
+
+    closing: bool
+
+    def log(self, run_id: str) -> RunLog: ...
+    def state(self, run_id: str) -> RunState | None: ...
+    def live_run_of(self, session_id: str) -> str | None: ...
+    def is_live(self, run_id: str) -> bool: ...
+    def live_count(self) -> int: ...
+    def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> object: ...
+    def resume(
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        chosen: dict[str, Any],
+        *,
+        more_turns: int | None = None,
+        max_budget_usd: float | None = None,
+    ) -> object: ...
+    def cancel(self, run_id: str, reason: str) -> bool: ...
+    async def settled(self, run_id: str) -> bool: ...
+    async def wait_ended(self, run_id: str, timeout: float) -> None: ...
+    async def shutdown(self, grace_s: float = 10.0) -> None: ...
+    def close(self) -> None: ...
 
 
 class RunManager:
