@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 __all__ = ["SENTENCE_END", "Hidden", "hidden", "normalise"]
 
-# Where a sentence of a normalised text ends: after its last mark, before the spaces that follow.
+# Where a normalised text is cut into sentences: after each mark (so "e.g." or "deploy.sh" is cut
+# too, into pieces too short to be judged), before the spaces that follow.
 SENTENCE_END = re.compile(r"(?<=[.!?;。！？；\n])\s*")
 
 _BIDI = frozenset({0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)})

@@ -246,9 +246,11 @@ class Memory(Extension):
 
     def _check_joined(self, before: str, entry: str) -> None:
         """An injection split over two entries (\u201cIgnore all previous\u201d, then
-        \u201cinstructions and ...\u201d) reads as one in the prompt, where entries are adjacent lines."""
+        \u201cinstructions and ...\u201d) reads as one in the prompt, where entries are adjacent lines. An entry
+        before that the scan refuses alone (saved under an older scan) is withheld from the prompt
+        already: it blames nothing that follows it."""
         finding = self.check(f"{before}\n{entry}")
-        if finding is not None:
+        if finding is not None and self.check(before) is None:
             raise MemoryRefused(
                 f"Not saved: this entry is harmless alone, but shown after the entry before it "
                 f"(\u201c{_short(before, 60)}\u201d) the two read as one text, and {finding.message}. "
