@@ -32,9 +32,12 @@ import re
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tether.memory import _normal
+
+if TYPE_CHECKING:
+    from tether.memory import _model
 
 __all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scanner", "scan_context_text", "views"]
 
@@ -456,13 +459,25 @@ def _model_scan(text: str, depth: int) -> Finding | None:
         if verdict is not None:
             kind, p = verdict
             what, advice = _MODEL_REASONS[kind]
-            return Finding(kind, f"{what} (\u201c{_snippet(window)}\u201d, {p:.0%} sure by the scan's model)", advice)
+            quoted = _snippet(_likeliest_sentence(model, window))
+            return Finding(kind, f"{what} (\u201c{quoted}\u201d, {p:.0%} sure by the scan's model)", advice)
     if depth < 3 and len(text) >= 16:
         for decoded in _payloads(text):
             inner = _model_scan(decoded, depth + 1)
             if inner is not None:
                 return _encoded(inner)
     return None
+
+
+def _likeliest_sentence(model: _model.Model, text: str) -> str:
+    """What a refusal quotes: of a text of several sentences, the one the model reads most surely
+    as an injection (the order, not the facts before it); else the text."""
+    from tether.memory import _model
+
+    pieces = [p for p in _model.sentences(text) if not _model._too_short(p)]
+    if not pieces:
+        return text
+    return max(pieces, key=lambda piece: 1.0 - model.scores(piece)["note"])
 
 
 def scan_context_text(text: str, *, source: str, scanner: Scanner | None = None) -> Finding | None:
