@@ -97,3 +97,24 @@ def test_one_live_run_per_session_across_nodes(cluster):
         read_events(cb, f"/v1/runs/{first.json()['run_id']}/events")
         wait_until(lambda: cb.get(f"/v1/runs/{first.json()['run_id']}").json()["live"] is False)
         assert cb.post(f"/v1/sessions/{sid}/messages", json={"text": "order 12"}).status_code == 202
+
+
+def test_a_session_deleted_on_a_node_takes_its_conversation_from_the_shared_store(cluster):
+    """The workers keep a session's conversation in Postgres; deleting the session on any node
+    deletes it there too, not only the node's records of the session."""
+    from tether.assembly import session_store
+
+    c = cluster()
+    a, b = c.node(), c.node()
+    with httpx.Client(base_url=a, timeout=30) as ca, httpx.Client(base_url=b, timeout=30) as cb:
+        sid = _session(ca, "ship")
+        r = ca.post(f"/v1/sessions/{sid}/messages", json={"text": "order 8"})
+        assert r.status_code == 202, r.text
+        events = read_events(ca, f"/v1/runs/{r.json()['run_id']}/events")
+        assert events[-1]["result"]["status"] == "completed"
+        kept = session_store(None, c.settings)
+        assert any(m.role == "user" for m in kept.load(sid))  # the worker wrote it
+        gone = cb.delete(f"/v1/sessions/{sid}")
+        assert gone.status_code == 200 and gone.json()["deleted"] is True
+        assert kept.load(sid) == []
+        assert cb.get(f"/v1/sessions/{sid}").status_code == 404

@@ -20,14 +20,18 @@ from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
 from tether.errors import StoreError
 from tether.harness.state import RunState
 from tether.server.store import TurnRecord
+from tether.sessions import SessionStore
 
 __all__ = ["RemoteLog", "RemoteRuns"]
 
 
 class RemoteRuns:
-    def __init__(self, *, jobs: Jobs, runs: Any, dispatcher: Dispatcher, poll_s: float = 2.0) -> None:
+    def __init__(
+        self, *, jobs: Jobs, runs: Any, sessions: SessionStore, dispatcher: Dispatcher, poll_s: float = 2.0
+    ) -> None:
         self.jobs = jobs
         self.runs = runs
+        self.sessions = sessions  # the conversations the workers keep: a deleted session's go too
         self.dispatcher = dispatcher
         self.poll_s = poll_s
         self.closing = False

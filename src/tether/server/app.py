@@ -281,7 +281,12 @@ def _run_manager(
                 "--workers external needs the stores in Postgres: set database_url in config.toml "
                 "(or $TETHER_DATABASE_URL) on every server and worker"
             )
-        return RemoteRuns(jobs=Jobs(db), runs=runs, dispatcher=dispatcher or open_dispatcher(settings))
+        return RemoteRuns(
+            jobs=Jobs(db),
+            runs=runs,
+            sessions=session_store(None, settings),
+            dispatcher=dispatcher or open_dispatcher(settings),
+        )
     if workers == "internal":
         pool = None
         if processes:
@@ -809,9 +814,7 @@ def _session_edit_routes(app: FastAPI, core: Core) -> None:
         if busy is not None:
             raise ApiError(409, "conflict", f"session {session_id} is answering (run {busy}); cancel it first")
         core.store.delete_session(session_id, user)
-        transcripts = getattr(core.manager, "sessions", None)
-        if transcripts is not None:
-            transcripts.delete(session_id)
+        core.manager.sessions.delete(session_id)  # its conversation, wherever the runs keep it
         return {"session_id": session_id, "deleted": True}
 
 

@@ -298,6 +298,7 @@ class Runs(Protocol):
     a queue). Typed, so that a route cannot use what one of them lacks."""
 
     closing: bool
+    sessions: SessionStore  # the conversations the runs keep
 
     def log(self, run_id: str) -> RunLog: ...
     def state(self, run_id: str) -> RunState | None: ...
