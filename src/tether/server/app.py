@@ -616,8 +616,13 @@ class _EventStream(StreamingResponse):
         self.ready = ready
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": self.ready.encode(), "more_body": True})
+        from starlette.requests import ClientDisconnect
+
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": self.ready.encode(), "more_body": True})
+        except OSError:  # the client went first (an ASGI 2.4 server raises it), as Starlette reports it
+            raise ClientDisconnect() from None
         await super().__call__(scope, receive, send)
 
     async def stream_response(self, send: Any) -> None:  # the head is sent already
