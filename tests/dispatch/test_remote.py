@@ -14,14 +14,19 @@ def _session(client: httpx.Client, agent: str) -> str:
     return str(r.json()["session_id"])
 
 
+def _posted(client: httpx.Client, sid: str, text: str) -> str:
+    """The run a message to session ``sid`` starts (queued for a worker)."""
+    r = client.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+    assert r.status_code == 202, r.text
+    return str(r.json()["run_id"])
+
+
 def test_a_run_queued_on_one_node_streams_and_reads_on_another(cluster):
     c = cluster()
     a, b = c.node(), c.node()
     with httpx.Client(base_url=a, timeout=30) as ca, httpx.Client(base_url=b, timeout=30) as cb:
         sid = _session(ca, "ship")
-        r = ca.post(f"/v1/sessions/{sid}/messages", json={"text": "order 7"})
-        assert r.status_code == 202, r.text
-        run_id = r.json()["run_id"]
+        run_id = _posted(ca, sid, "order 7")
         events = read_events(cb, f"/v1/runs/{run_id}/events")  # followed on the other node
         assert events[-1]["event"] == "done" and events[-1]["result"]["status"] == "completed"
         assert [e["id"] for e in events] == list(range(1, len(events) + 1))
@@ -108,9 +113,7 @@ def test_a_session_deleted_on_a_node_takes_its_conversation_from_the_shared_stor
     a, b = c.node(), c.node()
     with httpx.Client(base_url=a, timeout=30) as ca, httpx.Client(base_url=b, timeout=30) as cb:
         sid = _session(ca, "ship")
-        r = ca.post(f"/v1/sessions/{sid}/messages", json={"text": "order 8"})
-        assert r.status_code == 202, r.text
-        events = read_events(ca, f"/v1/runs/{r.json()['run_id']}/events")
+        events = read_events(ca, f"/v1/runs/{_posted(ca, sid, 'order 8')}/events")
         assert events[-1]["result"]["status"] == "completed"
         kept = session_store(None, c.settings)
         assert any(m.role == "user" for m in kept.load(sid))  # the worker wrote it

@@ -122,7 +122,7 @@ def _exit_without_collecting() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2."""
-    argv_given = argv
+    own_command = argv is None  # the process's own command, not a program calling main(argv)
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         code = int(args.handler(args))
-        if argv_given is None and getattr(args, "read_only", False):
+        if own_command and getattr(args, "read_only", False):
             _exit_without_collecting()
         return code
     except (ConfigError, UserError, StoreError) as exc:

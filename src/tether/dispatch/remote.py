@@ -179,6 +179,10 @@ class RemoteLog:
         self.runs = runs
         self.run_id = run_id
 
+    def ready(self, after: int) -> list[tuple[int, str, str]]:
+        """None here: the events are in the table, read by :meth:`follow` (not on the event loop)."""
+        return []
+
     async def follow(
         self, after: int, *, keepalive_s: float = 15.0
     ) -> AsyncIterator[list[tuple[int, str, str]] | None]:

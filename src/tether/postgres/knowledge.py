@@ -149,6 +149,9 @@ _BM25_CONSTANTS = {"k1": BM25_K1, "k1_plus_1": BM25_K1 + 1.0, "b": BM25_B, "one_
 class PgKnowledgeStore:
     """The knowledge base ``name`` in a Postgres database (pgvector installed); made on first use."""
 
+    def close(self) -> None:
+        """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
     def __init__(self, db: Database, name: str = "default") -> None:
         from psycopg import errors
 

@@ -65,16 +65,7 @@ class PgServerStore:
 
     def add_session(self, record: SessionRecord) -> None:
         self.db.execute(
-            f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
-            (
-                record.session_id,
-                record.owner,
-                record.agent,
-                record.title,
-                record.created,
-                record.updated,
-                json.dumps(record.chosen),
-            ),
+            f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)", record.row()
         )
 
     @staticmethod

@@ -637,11 +637,8 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
 
 
 def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
-    from tether.server.events import EventLog
-
     log = core.manager.log(run_id)
-    # What is here now goes with the head (a log in this process; a cluster's log is read by follow)
-    ready = log.ready(after) if isinstance(log, EventLog) else []
+    ready = log.ready(after)  # what is here now goes with the head
     start = ready[-1][0] if ready else after
 
     async def stream() -> AsyncIterator[str]:

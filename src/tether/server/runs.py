@@ -289,6 +289,7 @@ class RunLog(Protocol):
     """A run's events as a stream reads them (:class:`EventLog` here; a cluster node's reads them
     from the table)."""
 
+    def ready(self, after: int) -> list[tuple[int, str, str]]: ...
     def follow(self, after: int, *, keepalive_s: float = 15.0) -> AsyncIterator[list[tuple[int, str, str]] | None]: ...
 
 

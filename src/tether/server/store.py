@@ -38,6 +38,18 @@ class SessionRecord:
     def public(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k not in ("owner", "chosen")}
 
+    def row(self) -> tuple[Any, ...]:
+        """The record as a stored row: its fields in order, the choices as JSON."""
+        return (
+            self.session_id,
+            self.owner,
+            self.agent,
+            self.title,
+            self.created,
+            self.updated,
+            json.dumps(self.chosen),
+        )
+
 
 @dataclass
 class TurnRecord:
@@ -162,18 +174,7 @@ class SqliteServerStore:
     # --- sessions
 
     def add_session(self, record: SessionRecord) -> None:
-        self._one(
-            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
-            (
-                record.session_id,
-                record.owner,
-                record.agent,
-                record.title,
-                record.created,
-                record.updated,
-                json.dumps(record.chosen),
-            ),
-        )
+        self._one("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)", record.row())
 
     @staticmethod
     def _session(row: tuple[Any, ...]) -> SessionRecord:
