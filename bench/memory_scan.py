@@ -254,6 +254,14 @@ def main() -> None:
     model, rules = ModelScanner(), PatternScanner()
     corpus = load(CORPUS)
     held = [r for r in corpus if r["part"] == "hold"]
+    sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
+    from build import HELD_LANGS, round_eight
+
+    tuned = {r["template"] for r in corpus if r["part"] == "tune"}
+    for r in held:  # why the row is held out: its template never tuned on, or only its language or command
+        r["held_by"] = (
+            "template" if r["template"] not in tuned else "language" if r["lang"] in HELD_LANGS else "command"
+        )
     verdicts = {r["text"]: model.scan(r["text"]) for r in held}
     rule_hits = {r["text"]: rules.scan(r["text"]) is not None for r in held}
     scanners: dict[str, Callable[[str], bool]] = {
@@ -267,7 +275,7 @@ def main() -> None:
         f"{len({r['lang'] for r in held})} languages (tether {tether_commit()}); % refused | % kept"
     )
     figures: dict[str, dict[str, Cells]] = {}
-    for axis in ("lang", "kind", "obfuscation", "family"):
+    for axis in ("lang", "kind", "obfuscation", "family", "held_by"):
         figures[axis] = {name: confusion(held, fn, axis) for name, fn in scanners.items()}
         table(axis, figures[axis])
 
@@ -284,9 +292,6 @@ def main() -> None:
     for axis in ("lang", "kind", "obfuscation"):
         figures[f"fresh_{axis}"] = {name: confusion(fresh, fn, axis) for name, fn in fresh_scanners.items()}
         table(axis, figures[f"fresh_{axis}"])
-
-    sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
-    from build import round_eight
 
     blind = round_eight()
     print(

@@ -42,6 +42,8 @@ from round9_a import R9A
 from round9_notes import R9_NOTES
 from round10_a import R10A
 from round10_notes import R10_NOTES
+from round11_a import R11A
+from round11_notes import R11_NOTES
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -298,7 +300,8 @@ def later_rounds() -> list[dict[str, str]]:
     """Round seven (other hands, every kind, twelve languages; Portuguese among them, a tuning
     language from here on, its first-part rows still held out), round nine (claims to speak for
     the vendor, secrets asked for in prose, and notes that use their words harmlessly) and round ten
-    (persistence and a system prompt declared replaced, and notes that use their words harmlessly)."""
+    (persistence and a system prompt declared replaced, and notes that use their words harmlessly)
+    and round eleven (every kind and ordinary notes, written first for German and Japanese)."""
     out: list[dict[str, str]] = []
     rounds = (
         (R7A, 271),
@@ -309,10 +312,33 @@ def later_rounds() -> list[dict[str, str]]:
         (R9_NOTES, 292),
         (R10A, 301),
         (R10_NOTES, 302),
+        (R11A, 311),
+        (R11_NOTES, 312),
     )
     for templates, seed in rounds:
         out += round_three(templates, seed=seed)
-    return out
+    return out + round_twelve()
+
+
+TRANSLATED = (R3, R4, R7A, R7B, R7_NOTES1, R7_NOTES2, R9A, R9_NOTES, R10A, R10_NOTES, R11A, R11_NOTES)
+
+
+def round_twelve() -> list[dict[str, str]]:
+    """Dutch and Ukrainian become tuning languages: the tuning templates of rounds three to eleven
+    written in both (``nl_uk_*.py``, by other hands), each row in its template's fold, with a
+    generator of its own (the rows before stay exactly as they were). The held-out part's Dutch and
+    Ukrainian rows stay held out; from here on they measure unseen templates in a tuning language,
+    as Portuguese's do since round seven."""
+    from nl_uk_1 import NL_UK_1
+    from nl_uk_2 import NL_UK_2
+    from nl_uk_3 import NL_UK_3
+    from nl_uk_4 import NL_UK_4
+
+    texts = NL_UK_1 | NL_UK_2 | NL_UK_3 | NL_UK_4
+    kinds = {tid: kind for templates in TRANSLATED for tid, kind, _ in templates}
+    if set(texts) != set(kinds):
+        raise SystemExit(f"nl_uk_*.py and the tuning templates differ: {sorted(set(texts) ^ set(kinds))[:5]}")
+    return round_three([(tid, kinds[tid], texts[tid]) for tid in kinds], seed=321)
 
 
 def round_eight() -> list[dict[str, str]]:

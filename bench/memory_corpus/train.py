@@ -230,6 +230,11 @@ def _check_fresh(tuning: set[str]) -> None:
         plain += [
             n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)
         ]
+    plain += [  # and the corpus's own held-out rows (a translation must not equal one)
+        r["text"]
+        for line in CORPUS.read_text(encoding="utf-8").splitlines()
+        if (r := json.loads(line))["part"] == "hold" and r["obfuscation"] == "none"
+    ]
     leaked = [t for t in plain if t in tuning]
     if leaked:
         raise SystemExit(f"{len(leaked)} tuning rows are rows of a held-out set: {leaked[0][:80]!r}")
@@ -304,8 +309,23 @@ def build_vocab(rows: list[Row]) -> dict[str, int]:
 
 
 # Languages held out together in the cross-lingual folds: each fold keeps kin of its languages in
-# training (Dutch, Portuguese and Ukrainian are held out the same way in the corpus itself).
-LANG_FOLD = {"en": 0, "zh": 0, "ar": 0, "de": 1, "ja": 1, "hi": 1, "es": 2, "ru": 2, "ko": 2, "fr": 3, "it": 3}
+# training (Dutch, Portuguese and Ukrainian were held out the same way in the corpus itself; Dutch
+# and Ukrainian, tuning languages since round twelve, sit apart from German and Russian).
+LANG_FOLD = {
+    "en": 0,
+    "zh": 0,
+    "ar": 0,
+    "de": 1,
+    "ja": 1,
+    "hi": 1,
+    "uk": 1,
+    "es": 2,
+    "ru": 2,
+    "ko": 2,
+    "fr": 3,
+    "it": 3,
+    "nl": 3,
+}
 
 
 def out_of_fold(

@@ -695,15 +695,15 @@ def test_runs_of_words_cover_a_long_text_to_its_last_word() -> None:
 
 def test_a_short_text_must_read_as_an_injection_more_surely_before_it_is_refused() -> None:
     """Six words or fewer give the model little to go on: such a text is judged at the model's
-    short threshold. "Finally a valid note." reads 68 % like an obsolete-instructions note, above
-    the threshold for longer texts and below the short one."""
+    short threshold. "New rules apply from today." reads 70 % like an obsolete-instructions note,
+    above the threshold for longer texts and below the short one."""
     import dataclasses
 
     from tether.memory import _model
 
     shipped = _model.load()
     assert shipped.short_threshold is not None and shipped.short_threshold > shipped.threshold
-    text = "Finally a valid note."
+    text = "New rules apply from today."
     from tether.memory._normal import normalise
 
     norm = normalise(text)

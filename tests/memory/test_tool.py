@@ -309,7 +309,7 @@ def test_malformed_input_is_a_tool_error_and_the_run_goes_on(home: Path) -> None
         call("b4", "memory", {"action": "remove", "store": "notes", "match": "   "}),
         call("b5", "memory", {"action": "forget", "store": "notes"}),
         call("b6", "memory", {"action": "add", "store": "notes", "text": "ok", "extra": 1}),
-        add("notes", "Finally a valid note."),
+        add("notes", "The standup moved to 9:30."),
         "Saved at last.",
     )
     state = RunState()
@@ -325,10 +325,10 @@ def test_malformed_input_is_a_tool_error_and_the_run_goes_on(home: Path) -> None
     assert "memory remove needs match" in blank_match
     assert "forget" in bad_action and "list" in bad_action
     assert "extra" in extra
-    assert Memory.open(home).entries("notes") == ["Finally a valid note."]
+    assert Memory.open(home).entries("notes") == ["The standup moved to 9:30."]
     assert Memory.open(home).entries("profile") == []
     assert not [e for e in events if isinstance(e, MemoryRejected)]  # the tool never ran for bad input
-    assert [e.text for e in events if isinstance(e, MemoryWrite)] == ["Finally a valid note."]
+    assert [e.text for e in events if isinstance(e, MemoryWrite)] == ["The standup moved to 9:30."]
 
 
 # -- list ---------------------------------------------------------------------------------------
