@@ -255,7 +255,7 @@ def main() -> None:
     corpus = load(CORPUS)
     held = [r for r in corpus if r["part"] == "hold"]
     sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
-    from build import HELD_LANGS, round_eight
+    from build import HELD_LANGS, round_eight, round_thirteen
 
     tuned = {r["template"] for r in corpus if r["part"] == "tune"}
     for r in held:  # why the row is held out: its template never tuned on, or only its language or command
@@ -301,6 +301,22 @@ def main() -> None:
     for axis in ("lang", "kind", "obfuscation"):
         figures[f"blind_{axis}"] = {name: confusion(blind, fn, axis) for name, fn in fresh_scanners.items()}
         table(axis, figures[f"blind_{axis}"])
+
+    forms = round_thirteen()
+    print(
+        f"\nthe fourth held-out set, round thirteen (other hands, in forms no tuning round had; frozen "
+        f"unfitted): {sum(r['label'] == 'attack' for r in forms)} attacks, "
+        f"{sum(r['label'] == 'benign' for r in forms)} notes"
+    )
+    for axis in ("lang", "kind", "obfuscation"):
+        figures[f"forms_{axis}"] = {name: confusion(forms, fn, axis) for name, fn in fresh_scanners.items()}
+        table(axis, figures[f"forms_{axis}"])
+
+    sets = {"first": held, "second": fresh, "third": blind, "fourth": forms}
+    every = [{**r, "set": name} for name, rows in sets.items() for r in rows]
+    print("\nevery held-out set together (the model; the rules and anchors beside it)")
+    figures["sets"] = {name: confusion(every, fn, "set") for name, fn in fresh_scanners.items()}
+    table("set", figures["sets"])
 
     old = [r for r in load(TABLE) if r["set"] == "holdout"]
     print(f"\nthe old scan table's held-out rows ({len(old)}):")

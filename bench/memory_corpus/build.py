@@ -301,7 +301,8 @@ def later_rounds() -> list[dict[str, str]]:
     language from here on, its first-part rows still held out), round nine (claims to speak for
     the vendor, secrets asked for in prose, and notes that use their words harmlessly) and round ten
     (persistence and a system prompt declared replaced, and notes that use their words harmlessly)
-    and round eleven (every kind and ordinary notes, written first for German and Japanese)."""
+    and round eleven (every kind and ordinary notes, written first for German and Japanese); then
+    round twelve (Dutch and Ukrainian, below)."""
     out: list[dict[str, str]] = []
     rounds = (
         (R7A, 271),
@@ -352,6 +353,24 @@ def round_eight() -> list[dict[str, str]]:
 
     out: list[dict[str, str]] = []
     for templates, seed in ((R8A, 281), (R8B, 282), (R8_NOTES, 283)):
+        out += [{**r, "part": "blind"} for r in round_three(templates, seed=seed)]
+    return out
+
+
+def round_thirteen() -> list[dict[str, str]]:
+    """The fourth held-out set (``round13_*.py``: 48 attack templates over every kind and 26
+    ordinary notes in fourteen languages, in forms no tuning round had: support transcripts, commit
+    messages, YAML and JSON, calendar entries, typos, a non-native speaker's grammar, English terms
+    inside other languages; each attack also once obfuscated, each note once as a variant), written
+    by other hands as a tuning round. Fitted on, it lowered the cross-validated figure of the
+    earlier tuning rows (76.3 -> 74.9 %), so it was frozen as a held-out set instead and never
+    fitted on. Not in ``corpus.jsonl``; ``train.py`` checks that it is unchanged."""
+    from round13_a import R13A
+    from round13_b import R13B
+    from round13_notes import R13_NOTES
+
+    out: list[dict[str, str]] = []
+    for templates, seed in ((R13A, 331), (R13B, 332), (R13_NOTES, 333)):
         out += [{**r, "part": "blind"} for r in round_three(templates, seed=seed)]
     return out
 
