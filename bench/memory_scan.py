@@ -1,14 +1,17 @@
 """How well the memory scan tells injections from ordinary notes, offline, and what it costs.
 
-Scanners compared on the HELD-OUT part of ``bench/memory_corpus/corpus.jsonl`` (templates, commands
-and languages that no rule or weight was fitted on; see ``bench/memory_corpus/build.py``):
+Scanners compared on the HELD-OUT part of ``bench/memory_corpus/corpus.jsonl`` (templates and
+commands no rule or weight was fitted on, and the rows of Dutch, Portuguese and Ukrainian that were
+held out whole before those became tuning languages; see ``bench/memory_corpus/build.py``):
 
 * ``model``: the default, :class:`tether.memory.scan.ModelScanner` (structure + the shipped model);
 * ``rules``: :class:`tether.memory.scan.PatternScanner`, the ~440 rules;
 * ``anchors``: a handful of anchor regexes, what a first scanner looks like.
 
-Also the second and third held-out sets (``fresh.jsonl``, frozen before round two; round eight,
-``round8_*.py``, written by other hands and frozen before round seven), the old table
+Also the second, third and fourth held-out sets (``fresh.jsonl``, frozen before round two; round
+eight, ``round8_*.py``, written by other hands and frozen before round seven; round thirteen,
+``round13_*.py``, by other hands in forms no tuning round had, frozen unfitted), every set together,
+the old table
 (``tests/memory/scan_table.jsonl``, its held-out rows), the first paragraphs
 of the standard library's docstrings and sentences of Debian's manual pages in 16 languages (benign
 technical text nothing was tuned on), the cost (load: a fresh
@@ -258,7 +261,8 @@ def main() -> None:
     from build import HELD_LANGS, round_eight, round_thirteen
 
     tuned = {r["template"] for r in corpus if r["part"] == "tune"}
-    for r in held:  # why the row is held out: its template never tuned on, or only its language or command
+    for r in held:  # why it is held out: its template never tuned on, else its language (some rows of a
+        # held-out exfiltration command too), else its command
         r["held_by"] = (
             "template" if r["template"] not in tuned else "language" if r["lang"] in HELD_LANGS else "command"
         )
@@ -312,7 +316,7 @@ def main() -> None:
         figures[f"forms_{axis}"] = {name: confusion(forms, fn, axis) for name, fn in fresh_scanners.items()}
         table(axis, figures[f"forms_{axis}"])
 
-    sets = {"first": held, "second": fresh, "third": blind, "fourth": forms}
+    sets = {"1 first": held, "2 second": fresh, "3 third": blind, "4 fourth": forms}  # sorted as named
     every = [{**r, "set": name} for name, rows in sets.items() for r in rows]
     print("\nevery held-out set together (the model; the rules and anchors beside it)")
     figures["sets"] = {name: confusion(every, fn, "set") for name, fn in fresh_scanners.items()}

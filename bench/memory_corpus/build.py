@@ -10,7 +10,9 @@ The split, decided before any rule or weight was fitted:
   and half of the exfiltration commands are held out, in every language;
 - **by language family**: one language of each family with several members is held out whole
   (Dutch of the Germanic en/de/nl, Portuguese of the Romance es/fr/it/pt, Ukrainian of the Slavic
-  ru/uk), so the held-out part also measures a language the model never saw next to kin it did.
+  ru/uk), so the held-out part also measured a language the model never saw next to kin it did.
+  Later rounds made them tuning languages (Portuguese in round seven, Dutch and Ukrainian in round
+  twelve) through new templates; their rows here stay held out.
   Families with one member here (zh, ja, ko, ar, hi) stay in the tuning part for their tuning
   templates: a language nothing was fitted on cannot be expected to pass.
 
@@ -325,8 +327,8 @@ TRANSLATED = (R3, R4, R7A, R7B, R7_NOTES1, R7_NOTES2, R9A, R9_NOTES, R10A, R10_N
 
 
 def round_twelve() -> list[dict[str, str]]:
-    """Dutch and Ukrainian become tuning languages: the tuning templates of rounds three to eleven
-    written in both (``nl_uk_*.py``, by other hands), each row in its template's fold, with a
+    """Dutch and Ukrainian become tuning languages: the tuning templates of rounds three, four and
+    seven to eleven (not round five's) written in both (``nl_uk_*.py``, by other hands), each row in its template's fold, with a
     generator of its own (the rows before stay exactly as they were). The held-out part's Dutch and
     Ukrainian rows stay held out; from here on they measure unseen templates in a tuning language,
     as Portuguese's do since round seven."""
@@ -335,7 +337,10 @@ def round_twelve() -> list[dict[str, str]]:
     from nl_uk_3 import NL_UK_3
     from nl_uk_4 import NL_UK_4
 
-    texts = NL_UK_1 | NL_UK_2 | NL_UK_3 | NL_UK_4
+    parts = (NL_UK_1, NL_UK_2, NL_UK_3, NL_UK_4)
+    texts = {tid: t for part in parts for tid, t in part.items()}
+    if len(texts) != sum(map(len, parts)):
+        raise SystemExit("a template is translated twice in nl_uk_*.py")
     kinds = {tid: kind for templates in TRANSLATED for tid, kind, _ in templates}
     if set(texts) != set(kinds):
         raise SystemExit(f"nl_uk_*.py and the tuning templates differ: {sorted(set(texts) ^ set(kinds))[:5]}")

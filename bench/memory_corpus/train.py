@@ -4,7 +4,8 @@
     python bench/memory_corpus/train.py   # writes src/tether/memory/_model/scan_model.*  (needs numpy, scipy)
 
 What it fits on: the rows of ``corpus.jsonl`` whose ``part`` is "tune", plus the rows of the old
-scan table (``tests/memory/scan_table.jsonl``) marked "tune". Nothing held out is read. Rows whose
+scan table (``tests/memory/scan_table.jsonl``) marked "tune". Nothing held out is learnt from (the
+held-out sets are read only to check that they are unchanged and that no tuning row is one of theirs). Rows whose
 attack lives only in invisible characters or in base64 are left out: the scan's structural
 checks refuse those before the model is asked, and their visible text is harmless.
 
@@ -31,7 +32,7 @@ attack and note templates. ``fresh.jsonl``, the second held-out set, was frozen 
 Round three (training now with scipy's sparse matrices: the same fit, five times faster). A second
 cross-validated figure, selection only: each row scored by a model that saw neither its template nor
 its language (16 folds, template fold x language fold, ``LANG_FOLD``), as Dutch, Portuguese and
-Ukrainian are held out. Found: about 40 stems of the frames (those with accents, Korean ones with a
+Ukrainian were held out. Found: about 40 stems of the frames (those with accents, Korean ones with a
 space) had never matched, since the text is normalised and they were not; they are now written as
 normalised, and a test keeps them so. Ten finer frames (switched off, replaced, obey, from now on,
 hide, in every answer, developer mode, a real identity behind a mask, moderation). Intent frames
@@ -141,6 +142,19 @@ own, ``SENTENCE_T`` (runs of words at 0.95 kept): at 0.8, 79.6 % of attacks and 
 kept; 0.85: 79.0 / 99.43 %; 0.9 (chosen): 78.4 / 99.52 %, the notes of no sentences (77.6 / 99.52
 %); 0.95: 77.8 / 99.52 %. Padded attacks 29.1 -> 43.0 %: an order joined to ordinary notes is often
 a sentence of its own.
+
+Round eleven (``round11_*.py``: 28 attack templates over every kind and 24 notes, twelve languages,
+by other hands, written first for German and Japanese). On the 7,450 earlier rows, scored then
+fitted on: 77.1 -> 78.2 % (chosen). Round twelve (``nl_uk_*.py``: Dutch and Ukrainian texts of the
+266 tuning templates of rounds three, four and seven to eleven). The earlier rows 78.2 -> 77.4 %,
+the new ones 48.6 -> 70.9 %, all 9,476 tuning rows 73.5 -> 76.3 % (chosen: two languages users write,
+for 0.8 points elsewhere); ``LANG_FOLD`` places Dutch apart from German and Ukrainian apart from
+Russian. L2 again on these rows: 2e-7: 75.9 %, 1e-7: 76.9 %, 5e-8: 75.7 %; the order of the figures
+is not that of L2, so 3e-7 stays. Round thirteen (``round13_*.py``: 48 attack templates and 26
+notes in fourteen languages, by other hands, in forms no round had): on the 9,476 earlier rows,
+scored then fitted on: 76.3 -> 74.9 % (its attacks alone 76.5 %, its notes alone 74.4 %; at L2 1e-7
+76.9 -> 76.5 %; with 300 steps 76.4 -> 75.6 %). Not fitted on: it is the fourth held-out set
+(``BLIND``, ``build.round_thirteen``).
 """
 
 from __future__ import annotations

@@ -485,6 +485,30 @@ def test_the_shipped_model_is_the_one_the_training_script_describes() -> None:
     assert all(len(w) == header["features"] for w in model.weights) and model.kinds == tuple(header["kinds"])
 
 
+@pytest.mark.parametrize("cut", ["scan_model.keys", "scan_model.index", "scan_model.bin"])
+def test_model_files_cut_short_are_a_clear_error_not_a_wrong_verdict(
+    cut: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model file cut short (a broken install, a disk write cut off) would misplace every column
+    or read past an array: loading says so and what to do, instead of scanning with it."""
+    import shutil
+
+    from tether.errors import ConfigError
+    from tether.memory import _model
+
+    copy = tmp_path / "_model"
+    shutil.copytree(_model.HERE, copy)
+    data = (copy / cut).read_bytes()
+    (copy / cut).write_bytes(data[: len(data) - 4])
+    monkeypatch.setattr(_model, "HERE", copy)
+    _model.load.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="do not match each other: reinstall tether"):
+            _model.load()
+    finally:
+        _model.load.cache_clear()
+
+
 def test_the_vocabulary_index_finds_every_shipped_feature_and_nothing_else() -> None:
     """The index is read straight from the shipped arrays (no dict built at load): every key is
     found at its own column, and keys that are not shipped (between two, past the last, in an
