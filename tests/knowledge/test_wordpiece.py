@@ -45,7 +45,21 @@ def in_table(code: int) -> bool:
 OTHER_UNICODE = unicodedata.unidata_version != _wordpiece._TABLES  # not Python 3.11's tables
 
 
-@pytest.mark.skipif(OTHER_UNICODE, reason="the disagreement table is made for Unicode 14.0 (Python 3.11)")
+def test_on_a_python_with_other_unicode_tables_every_non_ascii_text_goes_to_tokenizers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table of disagreeing characters holds only for the Unicode version it was made with;
+    elsewhere a text that is not ASCII is never tokenized here (the check below does not apply)."""
+    ours = python(256)
+    assert ours.ids("café") is not None and ours.ids("timeout") is not None
+    monkeypatch.setattr(_wordpiece, "_TABLES", "99.0.0")
+    assert ours.ids("café") is None and ours.ids("日本") is None
+    assert ours.ids("timeout") == rust(256).encode("timeout").ids
+
+
+@pytest.mark.skipif(
+    OTHER_UNICODE, reason="table made for Unicode 14.0; other versions send non-ASCII to tokenizers (test above)"
+)
 def test_every_code_point_gets_tokenizers_ids_or_goes_to_tokenizers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every code point but surrogates, inside a word, where whatever class it has shows (dropped,
     a space, a word of its own, a stripped mark, part of the word), a hundred to a text."""

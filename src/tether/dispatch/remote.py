@@ -19,6 +19,7 @@ from tether.dispatch.engine import Dispatcher
 from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
 from tether.errors import StoreError
 from tether.harness.state import RunState
+from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
 
@@ -119,11 +120,7 @@ class RemoteRuns:
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
     ) -> None:
-        changes: dict[str, Any] = {}
-        if more_turns is not None:
-            changes["max_turns"] = state.turns + more_turns
-        if max_budget_usd is not None:
-            changes["max_budget_usd"] = max_budget_usd
+        changes = resume_changes(state, more_turns, max_budget_usd)
         deadline = time.monotonic() + 10
         while True:  # the worker that just stopped the run may not have let go of it yet
             try:

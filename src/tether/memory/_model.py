@@ -149,15 +149,13 @@ class Model:
         """The columns of the features of ``norm`` that the model has weights for: character and
         word features, and intent frames (which weigh ``frame_scale`` times as much); and how many
         features the text has in all."""
-        keys, starts, crc32, left = self.vocab.keys, self.vocab.starts, zlib.crc32, bisect.bisect_left
+        get = self.vocab.get
         grams: list[int] = []
         framed: list[int] = []
         every = features(norm, self.max_n)
-        for f in every:  # Index.get, inlined: this loop is most of a scan's time
-            key = crc32(f.encode())
-            hi = starts[(key >> 16) + 1]
-            i = left(keys, key, starts[key >> 16], hi)
-            if i < hi and keys[i] == key:
+        for f in every:
+            i = get(zlib.crc32(f.encode()))
+            if i is not None:
                 (framed if f[:1] == "\x01" else grams).append(i)
         return grams, framed, len(every)
 

@@ -66,6 +66,17 @@ class LiveRun:
             self.signal.cancel(reason)
 
 
+def resume_changes(state: RunState, more_turns: int | None, max_budget_usd: float | None) -> dict[str, Any]:
+    """What a resume asks of the agent's limits: ``more_turns`` beyond the turns already taken, a
+    new budget in dollars (for :meth:`Runs.resume`, wherever the runs are driven)."""
+    changes: dict[str, Any] = {}
+    if more_turns is not None:
+        changes["max_turns"] = state.turns + more_turns
+    if max_budget_usd is not None:
+        changes["max_budget_usd"] = max_budget_usd
+    return changes
+
+
 class Lateness:
     """Whether the server's HTTP loop is running late, so the run loops give way to it.
 
@@ -464,12 +475,7 @@ class RunManager:
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
     ) -> LiveRun:
-        changes: dict[str, Any] = {}
-        if more_turns is not None:
-            changes["max_turns"] = state.turns + more_turns
-        if max_budget_usd is not None:
-            changes["max_budget_usd"] = max_budget_usd
-        return self._launch(turn, state, None, changes, chosen)
+        return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen)
 
     def _launch(
         self, turn: TurnRecord, state: RunState, prompt: str | None, changes: dict[str, Any], chosen: dict[str, Any]
