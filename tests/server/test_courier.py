@@ -98,3 +98,26 @@ def test_a_follower_gets_what_came_at_once_as_one_batch(tmp_path: Path) -> None:
     asyncio.run(go())
     assert got == [[1, 2, 3], [4]]
     assert EventLog.load(tmp_path / "r.log").items == log.items  # one write of three lines, read back whole
+
+
+def test_a_new_runs_log_planted_after_it_was_found_absent_is_checked_as_any_other(tmp_path: Path) -> None:
+    """A log found absent is made with O_EXCL (no torn tail to look for); a file that appeared at
+    its name since is opened as an old one, its torn last line cut, and a link there refused."""
+    torn = EventLog.load(tmp_path / "torn.log")
+    (tmp_path / "torn.log").write_text('1\tstarted\t{"a": 1}\n2\ttext\t{"cut')  # made since: a torn line
+    torn.append("text", {"n": 1})
+    assert [n for n, _, _ in EventLog.load(tmp_path / "torn.log").items] == [1]  # its line starts a line
+    assert (tmp_path / "torn.log").read_text() == '1\tstarted\t{"a": 1}\n1\ttext\t{"n":1}\n'
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs\n")
+    linked = EventLog.load(tmp_path / "linked.log")
+    (tmp_path / "linked.log").symlink_to(outside)
+    assert linked.append("text", {"n": 1}) == 1  # the stream goes on from memory
+    assert outside.read_text() == "theirs\n" and linked.items[0][0] == 1
+
+    fresh = EventLog.load(tmp_path / "fresh.log")
+    fresh.append("started", {"n": 1})
+    fresh.append("text", {"n": 2})
+    assert [n for n, _, _ in EventLog.load(tmp_path / "fresh.log").items] == [1, 2]
+    assert (tmp_path / "fresh.log").stat().st_mode & 0o777 == 0o600

@@ -283,6 +283,16 @@ def test_revoking_the_last_token_keeps_auth_required(open_store: Opener) -> None
     assert open_store().auth_required()  # and so after a restart, or on another machine
 
 
+def test_a_token_made_elsewhere_requires_auth_at_once(open_store: Opener) -> None:
+    """A yes is remembered; a no is asked again on every call: a token made by another process
+    (``tether serve token create`` beside a running server) counts from its next request."""
+    server, cli = open_store(), open_store()
+    assert not server.auth_required() and not server.auth_required()
+    cli.add_token("alice")
+    assert server.auth_required()
+    assert cli.revoke_token("alice") and server.auth_required()
+
+
 def test_no_plaintext_token_is_stored_anywhere(
     backend: str, store: ServerStore, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

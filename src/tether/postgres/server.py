@@ -59,6 +59,7 @@ class PgServerStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._required = False  # auth_required() once it said yes (it never goes back)
         db.migrate("server", MIGRATIONS)
 
     # --- sessions
@@ -213,12 +214,14 @@ class PgServerStore:
 
     def auth_required(self) -> bool:
         """Once a token has existed, always: revoking the last one locks everyone out rather than
-        opening the server to anyone."""
-        return bool(
-            self.db.execute(
-                "SELECT 1 FROM server_meta WHERE key = 'auth' UNION ALL SELECT 1 FROM server_tokens LIMIT 1"
+        opening the server to anyone. So a yes is remembered, and a no asked again each time."""
+        if not self._required:
+            self._required = bool(
+                self.db.execute(
+                    "SELECT 1 FROM server_meta WHERE key = 'auth' UNION ALL SELECT 1 FROM server_tokens LIMIT 1"
+                )
             )
-        )
+        return self._required
 
     def close(self) -> None:
         """Nothing to do: the pool is the process's, shared with the other stores on this database

@@ -840,8 +840,8 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, earlier, accept, status=200)
-        text = await _expanded(core, record, body.text)
-        await _until_idle(core, session_id)
+        text, expanded = await _expanded(core, record, body.text)
+        waited = await _until_idle(core, session_id)
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
@@ -851,7 +851,12 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
             return _accepted(core, turn, accept, status=200)
-        chosen = (core.store.session(session_id, user) or record).chosen
+        # The values chosen so far. As read above when nothing was awaited since and none kept (no
+        # other request of this server ran in between): one query fewer per message.
+        if body.values or expanded or waited:
+            chosen = (core.store.session(session_id, user) or record).chosen
+        else:
+            chosen = record.chosen
         try:
             core.manager.start(turn, text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
@@ -864,10 +869,12 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         return _accepted(core, turn, accept)
 
 
-async def _until_idle(core: Core, session_id: str) -> None:
+async def _until_idle(core: Core, session_id: str) -> bool:
     """Wait for the session's live run to settle (checked again after each wait); a run that
-    goes on answering is a 409 that says what to do."""
+    goes on answering is a 409 that says what to do. Whether it waited."""
+    waited = False
     while (busy := core.manager.live_run_of(session_id)) is not None:
+        waited = True
         if not await core.manager.settled(busy):
             raise ApiError(
                 409,
@@ -875,6 +882,7 @@ async def _until_idle(core: Core, session_id: str) -> None:
                 f"session {session_id} is still answering (run {busy}); wait for "
                 f"its done event, or cancel it with POST /v1/runs/{busy}/cancel",
             )
+    return waited
 
 
 def _keep_values(core: Core, session_id: str, values: dict[str, Any] | None) -> None:
@@ -1092,22 +1100,23 @@ def _connectors(core: Core, agent: str) -> list[Any]:
     return [McpConnector(e.server, e.config, home=e.home) for e in extensions if isinstance(e, McpConnector)]
 
 
-async def _expanded(core: Core, record: SessionRecord, text: str) -> str:
+async def _expanded(core: Core, record: SessionRecord, text: str) -> tuple[str, bool]:
     """``/PROMPT key=value`` filled in from the agent's MCP servers, as the message, and the
     resources it mentions (``@SERVER:URI``) sent with it; any other text (``/etc/hosts is ...``
-    too, when no server has such a prompt) as typed."""
+    too, when no server has such a prompt) as typed. And whether the servers were asked (other
+    requests may have run meanwhile)."""
     from tether.connectors.mentions import expand_mentions, mentions
     from tether.connectors.prompts import expand_prompt, is_prompt_line
 
     if not is_prompt_line(text) and not mentions(text):
-        return text
+        return text, False
     connectors = _connectors(core, record.agent)
     if not connectors:
-        return text
+        return text, False
     with acting_for(record.owner):
         try:
             found = await expand_prompt(connectors, text) if is_prompt_line(text) else None
-            return await expand_mentions(connectors, found if found is not None else text)
+            return await expand_mentions(connectors, found if found is not None else text), True
         except UserError as exc:
             raise ApiError(400, "bad_request", str(exc)) from None
         except TetherError as exc:  # a server that did not start or answer: nothing was sent

@@ -190,6 +190,7 @@ class EventLog:
         self.live = False
         self._wake = asyncio.Event()
         self._fd: int | None = None
+        self._absent = False  # no file at load(): the first write makes it, with nothing torn to cut
 
     @classmethod
     def load(cls, path: Path) -> EventLog:
@@ -197,8 +198,10 @@ class EventLog:
         items: list[tuple[int, str, str]] = []
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a planted symlink is not followed
-        except OSError:  # none yet (or not a file we wrote): the run's events start here
-            return cls(path, items)
+        except OSError as exc:  # none yet (or not a file we wrote): the run's events start here
+            log = cls(path, items)
+            log._absent = isinstance(exc, FileNotFoundError)
+            return log
         with os.fdopen(fd, "rb") as f:
             text = f.read().decode("utf-8", errors="replace")
         base = 0
@@ -239,8 +242,7 @@ class EventLog:
         if self._fd != -1:
             try:
                 if self._fd is None:
-                    self._fd = open_private(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-                    _drop_torn_tail(self._fd)
+                    self._fd = self._open()
                 # A view of the run, like its trace: not fsynced (the run store holds what must survive).
                 os.write(self._fd, "".join(lines).encode("utf-8", "surrogatepass"))
             except OSError as exc:  # the stream goes on from memory; a reload after the run ends sees less
@@ -249,6 +251,15 @@ class EventLog:
                     os.close(self._fd)
                 self._fd = -1
         return self.last_id
+
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        if self._absent:  # a new run's log (one system call fewer on the HTTP loop)
+            with contextlib.suppress(FileExistsError):  # made since: checked as any other
+                return open_private(self.path, flags | os.O_EXCL)
+        fd = open_private(self.path, flags)
+        _drop_torn_tail(fd)
+        return fd
 
     def close(self) -> None:
         self.live = False

@@ -140,6 +140,7 @@ class SqliteServerStore:
             self.path.chmod(0o600)  # even one made earlier: it holds token hashes
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._required = False  # auth_required() once it said yes (it never goes back)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the last
@@ -230,15 +231,22 @@ class SqliteServerStore:
     # --- turns
 
     def add_turn(self, record: TurnRecord) -> TurnRecord:
-        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
-            ).fetchone()
-            if row is not None:
-                return TurnRecord(*row)
-            db.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?)", tuple(asdict(record).values()))
-        return record
+        """Record the turn; when ``message_id`` is already taken for this owner, the earlier one.
+        One statement on the common path (each is a hand-off of the interpreter lock under load)."""
+        with self._lock:
+            while True:
+                if self._db.execute(
+                    "INSERT INTO turns VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (owner, message_id) DO NOTHING",
+                    tuple(asdict(record).values()),
+                ).rowcount:
+                    return record
+                # Another request got there first: its insert has committed, so this read finds it
+                # (unless its turn was removed in between, after a 409: then this one is recorded).
+                row = self._db.execute(
+                    "SELECT * FROM turns WHERE owner=? AND message_id=?", (record.owner, record.message_id)
+                ).fetchone()
+                if row is not None:
+                    return TurnRecord(*row)
 
     def turn(self, message_id: str, owner: str) -> TurnRecord | None:
         rows = self._rows("SELECT * FROM turns WHERE owner=? AND message_id=?", (owner, message_id))
@@ -312,8 +320,13 @@ class SqliteServerStore:
 
     def auth_required(self) -> bool:
         """Once a token has existed, always: revoking the last one locks everyone out rather than
-        opening the server to anyone."""
-        return bool(self._rows("SELECT 1 FROM meta WHERE key='auth' UNION ALL SELECT 1 FROM tokens LIMIT 1", ()))
+        opening the server to anyone. So a yes is remembered (a query fewer per request), and a no
+        is asked again each time (a token made by ``tether serve token create`` counts at once)."""
+        if not self._required:
+            self._required = bool(
+                self._rows("SELECT 1 FROM meta WHERE key='auth' UNION ALL SELECT 1 FROM tokens LIMIT 1", ())
+            )
+        return self._required
 
     def close(self) -> None:
         with self._lock:
