@@ -158,6 +158,10 @@ scored then fitted on: 76.3 -> 74.9 % (its attacks alone 76.5 %, its notes alone
 comments and tags, code fences, quote marks, bold) removed as well as whole: markup-wrapped attacks
 80.2 -> 86.4 %, but all attacks 76.3 -> 75.9 % at the same 99.52 % of notes kept (the wrapped
 variants of the hard-negative notes then read as their plain forms, and the threshold rises).
+Also tried on the same rows and not used (whole note / with runs and sentences, against 76.3 /
+77.8 %): identifiers read as words (``allow_system_prompt`` as ``allow system prompt``, for the
+features only; the rules need the underscores): 75.9 / 77.5 %; each word of five letters or more
+as a feature of its own: 75.6 / 77.3 %.
 """
 
 from __future__ import annotations
