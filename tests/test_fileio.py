@@ -1,5 +1,5 @@
 """atomic_write: the whole file or the old one, private, and never through a planted link; private_dir;
-open_private."""
+open_private; open_own and read_own, which never wait on a named pipe put where a file was."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.fileio import atomic_write, open_private
+from tether.fileio import atomic_write, open_own, open_private, read_own
 
 
 @pytest.mark.parametrize("fsync", [True, False])
@@ -83,3 +83,25 @@ def test_open_private_makes_a_missing_folder_private_and_refuses_a_planted_link(
     with pytest.raises(OSError):
         open_private(path.parent / "planted.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     assert target.read_text() == "untouched"
+
+
+def test_read_own_and_open_own_refuse_what_is_not_a_regular_file_without_waiting(tmp_path: Path) -> None:
+    """A named pipe with no writer would block open() for reading forever, and one opened for
+    writing blocks once full; a link is refused; a directory is not a file. Each is an OSError at once."""
+    (tmp_path / "real").write_bytes(b"mine")
+    assert read_own(tmp_path / "real") == b"mine"
+    fd = open_own(tmp_path / "real", os.O_RDWR | os.O_APPEND)
+    os.write(fd, b"+")
+    os.close(fd)
+    assert (tmp_path / "real").read_bytes() == b"mine+"
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for name in ("pipe", "dir", "link"):
+        with pytest.raises(OSError):
+            read_own(tmp_path / name)
+        with pytest.raises(OSError):
+            open_own(tmp_path / name, os.O_RDWR | os.O_APPEND)
+    assert (tmp_path / "real").read_bytes() == b"mine+"
+    with pytest.raises(FileNotFoundError):
+        read_own(tmp_path / "missing")

@@ -4,10 +4,12 @@ the directories and database files that hold conversations private to their owne
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["atomic_write", "open_private", "private_dir", "private_file"]
+__all__ = ["atomic_write", "open_own", "open_private", "private_dir", "private_file", "read_own"]
 
 
 def private_dir(path: Path) -> None:
@@ -34,6 +36,33 @@ def open_private(path: Path, flags: int) -> int:
     except FileNotFoundError:
         private_dir(path.parent)
         return os.open(path, flags, 0o600)
+
+
+def _regular(fd: int, path: Path) -> int:
+    """``fd`` if it is a regular file; else it is closed and an ``OSError`` says what is there."""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (something else was put at its name)", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_own(path: Path, flags: int) -> int:
+    """:func:`open_private` for a file tether wrote and opens again: a named pipe, a directory or a
+    device put at the name is an ``OSError``, never waited on (``O_NONBLOCK``: opening a pipe does
+    not wait for a writer, and it changes nothing for a regular file on Linux)."""
+    return _regular(open_private(path, flags | getattr(os, "O_NONBLOCK", 0)), path)
+
+
+def read_own(path: Path) -> bytes:
+    """The content of a file tether wrote: a link put at the name is refused (``O_NOFOLLOW``), and
+    anything but a regular file is an ``OSError`` (see :func:`open_own`)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = _regular(os.open(path, flags), path)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def private_file(path: Path) -> None:

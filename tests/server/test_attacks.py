@@ -7,6 +7,7 @@ in ``$TETHER_HOME``. Real HTTP on loopback, real runs, real files.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 import struct
@@ -747,6 +748,23 @@ def test_a_torn_last_line_does_not_swallow_the_events_written_after_it(served: A
         every = events(c, run_id)
         assert every[: len(before)] == before
         assert every[-1]["event"] == "done" and every[-1]["result"]["status"] == "completed"
+
+
+def test_a_named_pipe_put_at_a_runs_event_log_never_hangs_the_server(served: Any, tmp_path: Path) -> None:
+    """Opening a pipe for reading waits for a writer, and writing to one waits once it is full:
+    either would stop every request. The log is read as missing, and the run goes on."""
+    a = Attack(served, tmp_path)
+    with a.client() as c:
+        _, run_id, w = waiting_delete(c)
+        log = a.home / "serve" / "events" / f"{run_id}.log"
+        log.unlink()
+        os.mkfifo(log)
+        r = c.get(f"/v1/runs/{run_id}/events", headers={"Accept": "text/event-stream"}, timeout=10)
+        assert r.status_code == 200  # answered, not waited on (the stream is replayed from the saved run)
+        assert c.post(f"/v1/runs/{run_id}/decision", json=decide(w), timeout=10).status_code == 202
+        assert ended(c, run_id)["status"] == "completed"  # its events went on in memory
+        assert stat.S_ISFIFO(log.lstat().st_mode)
+        assert c.get("/healthz").status_code == 200
 
 
 def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served: Any, tmp_path: Path) -> None:

@@ -194,3 +194,17 @@ def test_a_link_planted_at_a_start_record_is_not_followed(tmp_path: Path, caplog
     manager.accept("r_planted", "a message")  # the run goes on, with a warning that says what it means
     assert target.read_text() == "untouched"
     assert "could not keep the message of run r_planted" in caplog.text
+
+
+def test_a_start_record_that_is_a_link_or_a_pipe_is_not_read(tmp_path: Path) -> None:
+    """Read at a restart, for each run accepted and never saved: a link would be followed to a
+    file the server never wrote, and a named pipe would hold the server at its open forever."""
+    manager = _manager(tmp_path)
+    manager.accept("r_first", "makes the folder")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"text": "someone else\'s words"}')
+    manager.start_path("r_linked").symlink_to(elsewhere)
+    os.mkfifo(manager.start_path("r_piped"))
+    assert manager.unstarted("r_linked") is None  # shown failed ("send the message again")
+    assert manager.unstarted("r_piped") is None
+    assert manager.unstarted("r_first") == "makes the folder"

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tether.events import Done, Event
-from tether.fileio import open_private
+from tether.fileio import open_own, open_private, read_own
 
 __all__ = ["PRUNED", "EventLog", "Replayed", "args_hash", "encode_event", "event_data", "implied_events", "pruned_line"]
 
@@ -197,13 +197,11 @@ class EventLog:
         """The events saved for a run (a torn last line, from a crash mid-write, is left out)."""
         items: list[tuple[int, str, str]] = []
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a planted symlink is not followed
+            text = read_own(path).decode("utf-8", errors="replace")  # a planted link or pipe is not read
         except OSError as exc:  # none yet (or not a file we wrote): the run's events start here
             log = cls(path, items)
             log._absent = isinstance(exc, FileNotFoundError)
             return log
-        with os.fdopen(fd, "rb") as f:
-            text = f.read().decode("utf-8", errors="replace")
         base = 0
         for line in text.split("\n"):  # not splitlines(): U+2028 and its kind may sit inside the JSON
             parts = line.split("\t", 2)
@@ -257,7 +255,7 @@ class EventLog:
         if self._absent:  # a new run's log (one system call fewer on the HTTP loop)
             with contextlib.suppress(FileExistsError):  # made since: checked as any other
                 return open_private(self.path, flags | os.O_EXCL)
-        fd = open_private(self.path, flags)
+        fd = open_own(self.path, flags)  # a pipe put there would block the loop once full
         _drop_torn_tail(fd)
         return fd
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
 from tether.events import Done
-from tether.fileio import atomic_write, open_private
+from tether.fileio import atomic_write, open_private, read_own
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
@@ -395,7 +395,7 @@ class RunManager:
     def unstarted(self, run_id: str) -> str | None:
         """The message of a run that was accepted and never saved (the server stopped first)."""
         try:
-            text = json.loads(self.start_path(run_id).read_text()).get("text")
+            text = json.loads(read_own(self.start_path(run_id))).get("text")  # not a planted link or pipe
         except (OSError, ValueError, AttributeError):
             return None
         return text if isinstance(text, str) and not self.runs.exists(run_id) else None
