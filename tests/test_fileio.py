@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,21 +16,63 @@ from tether.fileio import atomic_write, open_own, open_private, read_own
 
 
 @pytest.mark.parametrize("fsync", [True, False])
-def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouched(tmp_path: Path, fsync: bool) -> None:
-    """The temporary name is predictable (the file's name and the pid): another user who can write
-    in the folder could plant a link there, and opening it with O_TRUNC would empty whatever it
-    points at before the rename."""
+@pytest.mark.parametrize("planted", ["link", "pipe"])
+def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool, planted: str
+) -> None:
+    """Another user who can write in the folder plants a link (opening it with O_TRUNC would empty
+    whatever it points at) or a named pipe (opening it would wait forever) where the temporary file
+    goes. The name was predictable (the file's name and the pid): now it holds random bytes, so the
+    old name is never opened; and the open is exclusive, so even a name guessed right is an error,
+    at once, never something written through."""
     home = tmp_path / "home"
     home.mkdir()
     target = tmp_path / "precious"
     target.write_text("keep me")
     path = home / "state.json"
     path.write_text("old")
-    planted = home / f".{path.name}.{os.getpid()}.tmp"
-    planted.symlink_to(target)
-    with pytest.raises(OSError):
-        atomic_write(path, b"new", fsync=fsync)
-    assert target.read_text() == "keep me" and path.read_text() == "old"
+
+    def plant(name: str) -> Path:
+        spot = home / name
+        if planted == "link":
+            spot.symlink_to(target)
+        else:
+            os.mkfifo(spot)
+        return spot
+
+    old_name = plant(f".{path.name}.{os.getpid()}.tmp")
+    _promptly(lambda: atomic_write(path, b"new", fsync=fsync))
+    assert path.read_bytes() == b"new" and target.read_text() == "keep me"
+    assert old_name.is_symlink() if planted == "link" else stat.S_ISFIFO(old_name.lstat().st_mode)
+
+    import tether.fileio
+
+    monkeypatch.setattr(tether.fileio, "_temporary", lambda p: p.with_name(f".{p.name}.guessed.tmp"))
+    guessed = plant(f".{path.name}.guessed.tmp")
+    with pytest.raises(FileExistsError):
+        _promptly(lambda: atomic_write(path, b"newer", fsync=fsync))
+    assert path.read_bytes() == b"new" and target.read_text() == "keep me"
+    assert guessed.is_symlink() if planted == "link" else stat.S_ISFIFO(guessed.lstat().st_mode)
+
+
+def _promptly(call: Callable[[], Any], timeout: float = 5.0) -> Any:
+    """``call()`` in a daemon thread: its result, or the exception it raised; a test failure when it
+    is still running after ``timeout`` seconds (opening a named pipe waits for the other end)."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = call()
+        except BaseException as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"still blocked after {timeout} s"
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
 
 
 def test_a_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
@@ -105,3 +150,107 @@ def test_read_own_and_open_own_refuse_what_is_not_a_regular_file_without_waiting
     assert (tmp_path / "real").read_bytes() == b"mine+"
     with pytest.raises(FileNotFoundError):
         read_own(tmp_path / "missing")
+
+
+def test_a_write_that_fails_before_the_rename_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The rename cannot put a file over a folder that holds something: the error reaches the
+    caller, and the temporary file (a copy of the data, under a random name) is gone."""
+    path = tmp_path / "state.json"
+    path.mkdir()
+    (path / "inside").write_text("x")
+    with pytest.raises(OSError):
+        atomic_write(path, b"secret", fsync=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert [p.name for p in path.iterdir()] == ["inside"]
+
+
+@pytest.mark.parametrize("planted", ["pipe", "folder", "link", "dangling link"])
+def test_private_file_refuses_what_is_not_a_regular_file_at_once_and_names_it(tmp_path: Path, planted: str) -> None:
+    """A database's name (serve/server.db, sessions.db, kb/NAME.db) with a named pipe put there:
+    opening it to write would wait for a reader forever, at start-up. Each planted thing is an
+    OSError that names the file; a link's target is neither written nor made."""
+    from tether.fileio import private_file
+
+    target = tmp_path / "elsewhere"
+    if planted == "link":
+        target.write_text("untouched")
+    path = tmp_path / "serve" / "server.db"
+    path.parent.mkdir()
+    if planted == "pipe":
+        os.mkfifo(path, 0o600)
+    elif planted == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(target)
+    with pytest.raises(OSError, match="not a regular file") as caught:
+        _promptly(lambda: private_file(path))
+    assert str(path) in str(caught.value)
+    if planted == "link":
+        assert target.read_text() == "untouched"
+    else:
+        assert not target.exists()
+    private_file(tmp_path / "fresh" / "ok.db")  # the ordinary case: made empty, private
+    assert (tmp_path / "fresh" / "ok.db").read_bytes() == b""
+    assert stat.S_IMODE((tmp_path / "fresh" / "ok.db").stat().st_mode) == 0o600
+
+
+def test_a_named_pipe_at_a_database_stops_start_up_with_an_error_not_a_hang(tmp_path: Path) -> None:
+    """The stores that open SQLite files in the home: each says which file, at once."""
+    from tether.errors import ConfigError
+    from tether.knowledge.store import SqliteKnowledgeStore
+    from tether.server.store import SqliteServerStore
+    from tether.sessions import SqliteSessionStore
+
+    for name in ("server.db", "sessions.db", "default.db"):
+        os.mkfifo(tmp_path / name, 0o600)
+    with pytest.raises(OSError, match="not a regular file") as server:
+        _promptly(lambda: SqliteServerStore(tmp_path / "server.db"))
+    assert str(tmp_path / "server.db") in str(server.value)
+    with pytest.raises(ConfigError, match="cannot open the session database .*not a regular file"):
+        _promptly(lambda: SqliteSessionStore(tmp_path / "sessions.db"))
+    with pytest.raises(ConfigError, match="cannot open the knowledge base .*not a regular file"):
+        _promptly(lambda: SqliteKnowledgeStore(tmp_path / "default.db"))
+
+
+@pytest.mark.parametrize("planted", ["link", "pipe"])
+def test_the_background_fill_log_is_never_a_planted_link_or_pipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """`tether kb fill --background` sends the filler's output to kb/NAME.fill.log: a link planted
+    there would have it appended to the file the link points at, and a named pipe would block the
+    command. Either is a clear error, and no filler is started."""
+    import subprocess
+
+    import tether.cli.kb as kb
+    from tether.config import load_settings
+    from tether.errors import ConfigError
+
+    home = tmp_path / "home"
+    started: list[Any] = []
+
+    class FakeFiller:
+        pid = 4242
+
+        def __init__(self, args: Any, **kw: Any) -> None:
+            started.append(kw["stdout"])
+            os.write(kw["stdout"].fileno(), b"written by the background filler\n")
+
+    monkeypatch.setattr(subprocess, "Popen", FakeFiller)
+    settings = load_settings(home)
+    target = tmp_path / "users-file.txt"
+    target.write_text("user's file\n")
+    log = home / "kb" / "default.fill.log"
+    log.parent.mkdir(parents=True)
+    if planted == "link":
+        log.symlink_to(target)
+    else:
+        os.mkfifo(log, 0o600)
+    with pytest.raises(ConfigError, match="fill log") as caught:
+        _promptly(lambda: kb._fill_in_background(settings, "default"))
+    assert str(log) in str(caught.value) and "move it away" in str(caught.value)
+    assert started == [] and target.read_text() == "user's file\n"
+
+    log.unlink()  # the ordinary case: a private log, appended to
+    assert kb._fill_in_background(settings, "default") == 0
+    assert kb._fill_in_background(settings, "default") == 0
+    assert log.read_text() == "written by the background filler\n" * 2 and stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -9,7 +9,21 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write", "open_own", "open_private", "private_dir", "private_file", "read_own"]
+__all__ = [
+    "PLANTED",
+    "atomic_write",
+    "open_own",
+    "open_private",
+    "planted",
+    "private_dir",
+    "private_file",
+    "read_own",
+]
+
+# The errors an open gives when something else than the file tether wrote is at its name: a link
+# (ELOOP: O_NOFOLLOW), a named pipe with no reader (ENXIO: O_WRONLY | O_NONBLOCK), a folder (EISDIR),
+# anything else but a regular file (EINVAL: the check of open_own and read_own).
+PLANTED = frozenset({errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EINVAL})
 
 
 def private_dir(path: Path) -> None:
@@ -36,6 +50,22 @@ def open_private(path: Path, flags: int) -> int:
     except FileNotFoundError:
         private_dir(path.parent)
         return os.open(path, flags, 0o600)
+
+
+def planted(path: Path) -> str | None:
+    """What was put at ``path`` in place of a file tether writes, in words (a symbolic link, a
+    named pipe, a folder, a device or socket), or None for a regular file or nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    return "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
 def _regular(fd: int, path: Path) -> int:
@@ -68,23 +98,52 @@ def read_own(path: Path) -> bytes:
 def private_file(path: Path) -> None:
     """Create ``path`` empty with mode 0600 if it is not there, before SQLite opens it: its -wal and
     -shm files take the database's mode. An existing file keeps its mode; a link planted at the
-    name is refused."""
+    name is refused, and anything but a regular file (a named pipe, which would otherwise hang the
+    open, a directory, a device) is an ``OSError`` that names it."""
     private_dir(path.parent)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno not in PLANTED:
+            raise
+        raise OSError(
+            exc.errno,
+            "not a regular file (something else was put at its name): move it away, and tether makes the file again",
+            str(path),
+        ) from None
+    os.close(_regular(fd, path))
+
+
+def _temporary(path: Path) -> Path:
+    """A name beside ``path`` that no one can guess in advance."""
+    return path.with_name(f".{path.name}.{os.urandom(8).hex()}.tmp")
 
 
 def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Write ``data`` to a temporary file beside ``path`` (mode 0600), fsync it, rename it over
-    ``path``, and fsync the directory so the rename itself survives a power cut."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # a planted link is refused
+    ``path``, and fsync the directory so the rename itself survives a power cut.
+
+    The temporary name holds random bytes, and it is made with ``O_EXCL | O_NOFOLLOW``: nothing put
+    beside the file in advance (a link, a named pipe) can be opened in its place; a name taken is
+    an error, never something written through. It is removed when anything fails before the rename."""
+    tmp = _temporary(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o600)  # exclusive: never a file, link or pipe that was already there
     try:
-        os.write(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if fsync:
         with contextlib.suppress(OSError):  # not every platform can fsync a directory
             dir_fd = os.open(path.parent, os.O_RDONLY)

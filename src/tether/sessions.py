@@ -7,7 +7,9 @@ A session store keeps one conversation's messages. Three stores share one protoc
   append writes all its lines with one ``write`` on an ``O_APPEND`` descriptor; any rewrite
   (compaction, clearing, repair) writes a temporary file, fsyncs and renames. An advisory lock
   (``fcntl.flock``) keeps two processes from interleaving writes to one session. A torn last line
-  left by a crash is dropped on load and cut off before the next append;
+  left by a crash is dropped on load and cut off before the next append. A link, named pipe or
+  folder put at one of its files' names is never followed or waited on: it is an error that names
+  the file (a listing leaves it out; a metadata file counts as empty, as an unreadable one does);
 * :class:`SqliteSessionStore` — one row per message, WAL mode.
 
 Every load repairs (law 1), and a repaired history is written back atomically. A durable store
@@ -29,7 +31,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from tether.errors import ConfigError, UserError
-from tether.fileio import atomic_write, private_dir, private_file
+from tether.fileio import atomic_write, open_own, planted, private_dir, private_file, read_own
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -162,6 +164,22 @@ class SessionStore(Protocol):
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None: ...
 
 
+@contextlib.contextmanager
+def _refusing(path: Path) -> Iterator[None]:
+    """An ``OSError`` about ``path`` because something else than the file tether wrote is at its
+    name becomes a ``ConfigError`` that says which file and what to do; any other is unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        kind = planted(path)
+        if kind is None:
+            raise
+        raise ConfigError(
+            f"the session file {path} is {kind}, not a file tether wrote; tether does not follow "
+            "or wait on one: remove it (tether makes the file again)"
+        ) from exc
+
+
 def _fsync(fd: int, group: Any) -> None:
     if group is None:
         os.fsync(fd)
@@ -214,8 +232,10 @@ class JsonlSessionStore:
         self._unsynced: set[str] = set()  # sessions appended to without fsync since their last one
         try:
             private_dir(self.root)
-            probe = self.root / f".probe-{os.getpid()}"
-            probe.write_bytes(b"")
+            # A name no one can guess, made new (O_EXCL): a link planted in advance is never written
+            # through.
+            probe = self.root / f".probe-{os.getpid()}-{os.urandom(8).hex()}"
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
             probe.unlink()
         except OSError as exc:
             raise ConfigError(
@@ -231,7 +251,9 @@ class JsonlSessionStore:
     def _locked(self, session_id: str) -> Iterator[None]:
         import fcntl
 
-        fd = os.open(self.root / f".{check_session_id(session_id)}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        lock = self.root / f".{check_session_id(session_id)}.lock"
+        with _refusing(lock):
+            fd = open_own(lock, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -242,7 +264,8 @@ class JsonlSessionStore:
     def _read(self, path: Path) -> tuple[list[Message], bool]:
         """Messages in the file, and whether anything (a torn or garbled line) was dropped."""
         try:
-            data = path.read_bytes()
+            with _refusing(path):
+                data = read_own(path)
         except FileNotFoundError:
             return [], False
         messages: list[Message] = []
@@ -279,7 +302,8 @@ class JsonlSessionStore:
         path = self.path(session_id)
         data = "".join(dump_message(m) + "\n" for m in messages).encode()
         with self._locked(session_id):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            with _refusing(path):
+                fd = open_own(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC)
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -299,7 +323,9 @@ class JsonlSessionStore:
         if session_id not in self._unsynced:
             return
         with self._locked(session_id):
-            fd = os.open(self.path(session_id), os.O_RDONLY)
+            path = self.path(session_id)
+            with _refusing(path):
+                fd = open_own(path, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 _fsync(fd, group)
             finally:
@@ -311,34 +337,40 @@ class JsonlSessionStore:
             self._write_all(self.path(session_id), messages)
 
     def _write_all(self, path: Path, messages: Sequence[Message]) -> None:
-        atomic_write(path, "".join(dump_message(m) + "\n" for m in messages).encode(), fsync=self.fsync)
+        with _refusing(path):  # a link or pipe at the name is replaced, never written through; a folder stays
+            atomic_write(path, "".join(dump_message(m) + "\n" for m in messages).encode(), fsync=self.fsync)
 
     def _meta_path(self, session_id: str) -> Path:
         return self.root / f"{check_session_id(session_id)}.meta.json"
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
-        """``<session>.meta.json``; one that cannot be read counts as empty (it is rewritten)."""
+        """``<session>.meta.json``; one that cannot be read counts as empty (it is rewritten), and so
+        does a link, named pipe or folder put at its name (never read through or waited on)."""
         try:
-            meta = json.loads(self._meta_path(session_id).read_bytes())
+            meta = json.loads(read_own(self._meta_path(session_id)))
         except (OSError, ValueError):
             return {}
         return meta if isinstance(meta, dict) else {}
 
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
-        with self._locked(session_id):
-            atomic_write(self._meta_path(session_id), json.dumps(meta, ensure_ascii=False).encode(), fsync=self.fsync)
+        path = self._meta_path(session_id)
+        with self._locked(session_id), _refusing(path):
+            atomic_write(path, json.dumps(meta, ensure_ascii=False).encode(), fsync=self.fsync)
 
     def list(self) -> list[SessionInfo]:
+        """The sessions in ``root``; a name that does not hold a file tether wrote (a link, a named
+        pipe, a folder) is left out, never read through or waited on."""
         out = []
         for p in sorted(self.root.glob("*.jsonl")):
             with contextlib.suppress(OSError):
-                out.append(SessionInfo(p.stem, p.read_bytes().count(b"\n"), p.stat().st_mtime))
+                out.append(SessionInfo(p.stem, read_own(p).count(b"\n"), os.lstat(p).st_mtime))
         return out
 
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
-            self.path(session_id).unlink(missing_ok=True)
-            self._meta_path(session_id).unlink(missing_ok=True)
+            for path in (self.path(session_id), self._meta_path(session_id)):
+                with _refusing(path):  # a link is removed, not what it points to
+                    path.unlink(missing_ok=True)
         (self.root / f".{session_id}.lock").unlink(missing_ok=True)
 
 

@@ -767,6 +767,50 @@ def test_a_named_pipe_put_at_a_runs_event_log_never_hangs_the_server(served: Any
         assert c.get("/healthz").status_code == 200
 
 
+def test_a_run_whose_files_were_replaced_is_listed_failed_and_the_others_still_show(
+    served: Any, tmp_path: Path, caplog: Any
+) -> None:
+    """A pipe put at one run's transcript: that run reads as failed with a reason (its files named
+    in the server's log only, not to the client), its transcript and decision are a 409, and the
+    listing still shows every other run; nothing waits on the pipe."""
+    a = Attack(served, tmp_path)
+    with a.client() as c:
+        _, good, _ = waiting_delete(c)
+        _, bad, w = waiting_delete(c)
+        transcript = next((a.home / "runs" / bad).glob("messages*.jsonl"))
+        transcript.unlink()
+        os.mkfifo(transcript)
+        listed = {r["run_id"]: r for r in c.get("/v1/runs", timeout=10).json()["runs"]}
+        assert listed[good]["status"] == "interrupted" and listed[good]["waiting"] is not None
+        assert listed[bad]["status"] == "failed" and not listed[bad]["resumable"]
+        assert "cannot be read" in listed[bad]["reason"] and str(a.home) not in listed[bad]["reason"]
+        assert c.get(f"/v1/runs/{bad}", timeout=10).json()["status"] == "failed"
+        r = c.get(f"/v1/runs/{bad}/transcript", timeout=10)
+        assert r.status_code == 409 and "cannot be read" in r.json()["error"]["message"], r.text
+        assert str(a.home) not in r.text
+        r = c.post(f"/v1/runs/{bad}/decision", json=decide(w), timeout=10)
+        assert r.status_code == 409, r.text
+    assert stat.S_ISFIFO(transcript.lstat().st_mode)
+
+
+def test_a_session_whose_lock_was_replaced_by_a_pipe_is_not_deleted_half(served: Any, tmp_path: Path) -> None:
+    """The conversation goes first and the record only with it: a pipe at the session's lock is a
+    409 at once, and the session is still there to delete once the pipe is removed."""
+    a = Attack(served, tmp_path)
+    with a.client() as c:
+        sid, _, _ = waiting_delete(c)
+        lock = a.home / "sessions" / f".{sid}.lock"
+        lock.unlink(missing_ok=True)
+        os.mkfifo(lock)
+        r = c.delete(f"/v1/sessions/{sid}", timeout=10)
+        assert r.status_code == 409 and "cannot be deleted" in r.json()["error"]["message"], r.text
+        assert str(a.home) not in r.text
+        assert c.get(f"/v1/sessions/{sid}").status_code == 200
+        lock.unlink()
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 200
+        assert c.get(f"/v1/sessions/{sid}").status_code == 404
+
+
 def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served: Any, tmp_path: Path) -> None:
     import uvicorn
 

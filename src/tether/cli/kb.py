@@ -289,11 +289,21 @@ def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
 
 
 def _fill_in_background(settings: Settings, name: str) -> int:
+    import os
     import subprocess
 
+    from tether.errors import ConfigError
+    from tether.fileio import open_own
+
     log = settings.home / "kb" / f"{name}.fill.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    try:  # a link put at the name is refused, never appended through; a named pipe is not waited on
+        fd = open_own(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the fill log {log}: {exc.strerror or exc}. It must be a regular file (not a link, "
+            "a named pipe or a folder): move it away and run this again"
+        ) from None
+    with os.fdopen(fd, "ab") as out:
         child = subprocess.Popen(
             [sys.executable, "-m", "tether", "kb", "--name", name, "fill"],
             stdin=subprocess.DEVNULL,

@@ -56,17 +56,27 @@ def connection_key(home: Path) -> bytes:
             ) from None
         return given.encode()
     path = home / "auth" / "connections.key"
-    if not path.exists():
-        from tether.fileio import private_dir
+    from tether.fileio import open_own, private_dir
 
+    if not os.path.lexists(path):  # (a home that cannot be written to still reads its key)
         private_dir(path.parent)
         with contextlib.suppress(FileExistsError):  # two processes: the first one's key wins
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            # O_EXCL never opens what is there, a link included (dangling or not)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(Fernet.generate_key())
-    if path.stat().st_mode & 0o077:
-        raise ConfigError(f"{path} can be read by other users: chmod 600 it (it seals every user's tokens)")
-    return path.read_bytes().strip()
+    try:
+        fd = open_own(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))  # no link, no pipe: a regular file
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the connections key {path}: {exc.strerror or exc}. It must be a regular file "
+            f"tether made (not a link, a named pipe or a folder): move it away and a new key is made "
+            f"(every user then signs in to their connections again), or set ${KEY_ENV}"
+        ) from None
+    with os.fdopen(fd, "rb") as f:  # the file checked is the file read
+        if os.fstat(f.fileno()).st_mode & 0o077:
+            raise ConfigError(f"{path} can be read by other users: chmod 600 it (it seals every user's tokens)")
+        return f.read().strip()
 
 
 class SealedTokenStorage(FileTokenStorage):
@@ -81,9 +91,11 @@ class SealedTokenStorage(FileTokenStorage):
     def _read(self) -> dict[str, Any]:
         from cryptography.fernet import InvalidToken
 
+        from tether.fileio import read_own
+
         try:
-            data = json.loads(self._fernet.decrypt(self.path.read_bytes()))
-        except OSError:
+            data = json.loads(self._fernet.decrypt(read_own(self.path)))
+        except OSError:  # missing, or not a regular file tether wrote (a link, a pipe): not connected
             return {}
         except (InvalidToken, ValueError):  # another key, or damaged: as if never connected
             return {}

@@ -40,8 +40,10 @@ class FileTokenStorage:
         self.path = path
 
     def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text())
+        from tether.fileio import read_own
+
+        try:  # a link or a named pipe put at the name is refused (never followed, never waited on)
+            data = json.loads(read_own(self.path))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.errors import StoreError, UserError
-from tether.fileio import atomic_write, private_dir
+from tether.fileio import PLANTED, atomic_write, open_own, private_dir, read_own
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
@@ -137,6 +137,23 @@ def _encode_header(header: dict[str, Any]) -> bytes:
     return data + b" " * (-len(data) % _SLOT_BLOCK)  # ignored on read, like an older longer header
 
 
+@contextlib.contextmanager
+def _own_file(path: Path) -> Iterator[None]:
+    """Opening ``path`` in the block: something other than the regular file tether wrote there (a
+    link, a named pipe, a folder) is a :class:`StoreError` that names it and says what to do; any
+    other ``OSError`` (a missing file among them) goes on as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in PLANTED:
+            raise
+        raise StoreError(
+            f"{path} is not the file tether wrote there ({exc.strerror or exc}): a link, a named pipe "
+            "or a folder was put at its name, and tether neither follows nor waits on one. Remove "
+            "it, then restore the run's file from a backup or delete the run."
+        ) from exc
+
+
 def _write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -151,16 +168,28 @@ class _Files:
     __slots__ = ("busy", "end", "name", "slots", "transcript")
 
     def __init__(self, d: Path) -> None:
-        self.slots = [os.open(d / slot, os.O_WRONLY | os.O_CREAT, 0o600) for slot in _SLOTS]
+        self.slots: list[int] = []
         self.transcript, self.name, self.end = -1, "", -1
         self.busy = 0  # saves using these descriptors right now (on other threads): never closed under them
+        try:
+            for slot in _SLOTS:
+                # Mode 0600; a link, a pipe or a folder put at the name is refused (open_own), never
+                # written through nor waited on. Opened once per run, kept between its saves.
+                with _own_file(d / slot):
+                    self.slots.append(open_own(d / slot, os.O_WRONLY | os.O_CREAT))
+        except BaseException:
+            self.close()
+            raise
 
     def transcript_fd(self, d: Path, name: str) -> int:
         if name != self.name:
             self.close_transcript()
-            # Private like the header slots and a rewritten transcript (atomic_write): it is the conversation.
-            self.transcript = os.open(d / name, os.O_WRONLY | os.O_CREAT, 0o600)
-            self.name, self.end = name, os.fstat(self.transcript).st_size
+            path = d / name
+            # Private like the header slots and a rewritten transcript (atomic_write): it is the
+            # conversation. A link, a pipe or a folder put at its name is refused (open_own).
+            with _own_file(path):
+                fd = open_own(path, os.O_WRONLY | os.O_CREAT)
+            self.transcript, self.name, self.end = fd, name, os.fstat(fd).st_size
         return self.transcript
 
     def close_transcript(self) -> None:
@@ -279,8 +308,10 @@ def _headers(d: Path) -> list[tuple[dict[str, Any], int]]:
     found: list[tuple[dict[str, Any], int]] = []
     present = 0
     for index, slot in enumerate(_SLOTS):
+        path = d / slot
         try:
-            data = (d / slot).read_bytes()
+            with _own_file(path):
+                data = read_own(path)  # not through a link, never waiting on a pipe
         except FileNotFoundError:
             continue
         if not data:
@@ -627,7 +658,11 @@ class RunStore:
         count, nbytes = commit.count, commit.nbytes
         known = nbytes if commit.tail is None else commit.synced
         try:
-            with open(path, "rb") as f:
+            # Not through a link, never waiting on a pipe; only a regular file. (Its folder, the
+            # run's, is there: open_own has none to make.)
+            with _own_file(path):
+                fd = open_own(path, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as f:
                 data = f.read(known)
         except FileNotFoundError as exc:
             if known == 0 and commit.tail is not None:  # a first commit: its lines are all in the header

@@ -9,6 +9,9 @@ reader sees the old file or the new, never half of one.
 ``MemoryStore`` is the seam ``Memory`` uses; ``TextStore`` (a file) is the default and
 ``tether.postgres.memory.PgTextStore`` keeps the same Markdown text in a Postgres row.
 
+A link, named pipe or folder put at a memory file's name (or its lock's) is an error that names
+it, never read through, written through or waited on.
+
 A file that is not valid UTF-8 is read with replacement characters; before the first write
 replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost.
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from tether.errors import ConfigError, TetherError
-from tether.fileio import atomic_write
+from tether.fileio import atomic_write, open_own, planted, read_own
 
 __all__ = ["STORES", "Change", "MemoryRefused", "MemoryStore", "StoreName", "StoreUsage", "TextStore"]
 
@@ -156,9 +159,10 @@ class TextStore:
 
     def _read(self) -> tuple[str, bool]:
         """The file's text, and whether it had bytes that are not UTF-8. No symlinks: a planted
-        link must not pour another file into the system prompt."""
+        link must not pour another file into the system prompt; nor a named pipe, which would make
+        the read wait for a writer forever."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            data = read_own(self.path)
         except FileNotFoundError:
             return "", False
         except OSError as exc:
@@ -167,9 +171,13 @@ class TextStore:
                     f"{self.path} is a symbolic link; memory files must be plain files. "
                     "Remove the link (tether memory clear recreates the file)"
                 ) from exc
+            kind = planted(self.path)
+            if kind is not None:
+                raise ConfigError(
+                    f"{self.path} is {kind}; memory files must be plain files. "
+                    "Remove it (tether memory clear recreates the file)"
+                ) from exc
             raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
-        with os.fdopen(fd, "rb") as f:
-            data = f.read()
         try:
             return data.decode("utf-8-sig"), False  # an editor's byte-order mark is not text
         except UnicodeDecodeError:
@@ -190,16 +198,22 @@ class TextStore:
         import fcntl
 
         # O_NOFOLLOW: a link planted at the lock's name is refused, never followed to create a file
-        # outside the memory folder.
+        # outside the memory folder; a named pipe there is refused at once, never waited on.
         lock_path = self.path.with_name(f".{self.path.name}.lock")
         try:
             _private_dirs(self.path.parent)
-            lock = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            lock = open_own(lock_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
         except OSError as exc:
             if os.path.islink(lock_path):
                 raise ConfigError(
                     f"cannot write memory: {lock_path} is a symbolic link, and tether does not follow links "
                     "for its lock file; remove it and try again"
+                ) from exc
+            kind = planted(lock_path)
+            if kind is not None:
+                raise ConfigError(
+                    f"cannot write memory: {lock_path} is {kind}, not the lock file tether makes; "
+                    "remove it and try again"
                 ) from exc
             raise ConfigError(f"cannot write memory under {self.path.parent}: {exc.strerror}") from exc
         try:
@@ -218,7 +232,7 @@ class TextStore:
 
     def _keep_damaged(self) -> None:
         copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-        data = self.path.read_bytes()
+        data = read_own(self.path)  # read just now under the lock: a plain file, not a link
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             os.write(fd, data)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import AuthError, ConfigError
-from tether.fileio import atomic_write, open_private, private_dir
+from tether.fileio import atomic_write, open_private, private_dir, read_own
 
 __all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
 
@@ -137,13 +137,19 @@ class OAuthCredentials:
         self._sent: str | None = None  # the access token last handed out, for refresh() after a 401
 
     def _load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.token_path.read_text(encoding="utf-8"))
+        try:  # a link or a named pipe put at the name is refused (never followed, never waited on)
+            data = json.loads(read_own(self.token_path).decode("utf-8"))
         except FileNotFoundError as exc:
             raise ConfigError(
                 f"no OAuth tokens at {self.token_path}: create it with "
                 "`tether auth import ENDPOINT --refresh-token TOKEN`"
             ) from exc
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the OAuth tokens at {self.token_path}: {exc.strerror or exc}. It must be a regular "
+                "file (not a link, a named pipe or a folder): move it away and sign in again with "
+                "`tether auth import ENDPOINT --refresh-token TOKEN`"
+            ) from None
         except ValueError as exc:
             raise ConfigError(f"{self.token_path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):

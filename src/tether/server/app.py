@@ -516,19 +516,32 @@ def _check_id(value: str, what: str) -> str:
 # --- what the API says about a run ----------------------------------------------------------------
 
 
+def _saved_state(core: Core, run_id: str) -> RunState | None:
+    """The run's state; one whose files cannot be read (damaged, or something else put in their
+    place) is a 409 that says so, its files named in the server's log only."""
+    try:
+        return core.manager.state(run_id)
+    except StoreError as exc:
+        _log.error("run %s: %s", run_id, exc)
+        raise ApiError(409, "conflict", _UNREADABLE.format(run_id=run_id)) from None
+
+
+_UNREADABLE = (
+    "the saved state of run {run_id} cannot be read (its files are damaged or were replaced); "
+    "the server's log names them: an operator must restore or remove them"
+)
+
+
 def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dict[str, Any]:
-    state = state or core.manager.state(turn.run_id)
     live = core.manager.is_live(turn.run_id)
-    view: dict[str, Any] = {
-        "run_id": turn.run_id,
-        "session_id": turn.session_id,
-        "message_id": turn.message_id,
-        "trace_id": turn.trace_id,
-        "agent": turn.agent,
-        "text": turn.text,
-        "live": live,
-        "created": turn.created,
-    }
+    if state is None:
+        try:
+            state = core.manager.state(turn.run_id)
+        except StoreError as exc:  # one damaged run does not hide the others in a listing
+            _log.error("run %s: %s", turn.run_id, exc)
+            damaged = {"status": "failed", "resumable": False, "reason": _UNREADABLE.format(run_id=turn.run_id)}
+            return _view(turn, live) | _NOTHING | damaged
+    view = _view(turn, live)
     if state is None:
         return view | _unsaved(core, turn.run_id, live)
     result = state.result()
@@ -546,19 +559,35 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dic
     }
 
 
+# What a run that never saved (or cannot be read) has used.
+_NOTHING: dict[str, Any] = {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "waiting": None}
+
+
+def _view(turn: TurnRecord, live: bool) -> dict[str, Any]:
+    return {
+        "run_id": turn.run_id,
+        "session_id": turn.session_id,
+        "message_id": turn.message_id,
+        "trace_id": turn.trace_id,
+        "agent": turn.agent,
+        "text": turn.text,
+        "live": live,
+        "created": turn.created,
+    }
+
+
 def _unsaved(core: Core, run_id: str, live: bool) -> dict[str, Any]:
     """A run with no saved state: about to start, or cut before its first save (resumable when
     its message was kept, see RunManager.accept)."""
-    nothing = {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "waiting": None}
     if live:
-        return nothing | {"status": "running", "reason": None, "resumable": False}
+        return _NOTHING | {"status": "running", "reason": None, "resumable": False}
     if _unstarted(core, run_id) is not None:
-        return nothing | {
+        return _NOTHING | {
             "status": "interrupted",
             "resumable": True,
             "reason": "the server stopped before this run began (nothing was sent to the model); resume it to start it",
         }
-    return nothing | {
+    return _NOTHING | {
         "status": "failed",
         "resumable": False,
         "reason": "this run never began (the server stopped before its first save, and its message "
@@ -815,8 +844,17 @@ def _session_edit_routes(app: FastAPI, core: Core) -> None:
         busy = core.manager.live_run_of(session_id)
         if busy is not None:
             raise ApiError(409, "conflict", f"session {session_id} is answering (run {busy}); cancel it first")
+        try:  # its conversation, wherever the runs keep it; first, so the record goes only with it
+            core.manager.sessions.delete(session_id)
+        except TetherError as exc:
+            _log.error("session %s: %s", session_id, exc)
+            raise ApiError(
+                409,
+                "conflict",
+                f"the conversation of session {session_id} cannot be deleted (its files are damaged or were "
+                "replaced); the server's log names them: an operator must remove them",
+            ) from None
         core.store.delete_session(session_id, user)
-        core.manager.sessions.delete(session_id)  # its conversation, wherever the runs keep it
         return {"session_id": session_id, "deleted": True}
 
 
@@ -938,7 +976,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
         if busy is not None:
             await core.manager.settled(busy)
         _check_session_free(core, turn)
-        state = core.manager.state(run_id)
+        state = _saved_state(core, run_id)
         asked = waiting(state) if state is not None else None
         if state is None or asked is None or asked.get("call_id") is None:
             raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
@@ -1011,7 +1049,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         if busy is not None:
             await core.manager.settled(busy)
         _check_session_free(core, turn)
-        state = core.manager.state(run_id)
+        state = _saved_state(core, run_id)
         session = core.store.session(turn.session_id, user)
         if state is None:
             prompt = _unstarted(core, run_id)
@@ -1038,7 +1076,7 @@ def _record_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
     async def transcript(run_id: str, user: User) -> dict[str, Any]:
         _turn(core, run_id, user)
-        state = core.manager.state(run_id)
+        state = _saved_state(core, run_id)
         messages = [] if state is None else [m.model_dump(mode="json") for m in state.messages]
         return {"run_id": run_id, "messages": messages}
 

@@ -1,0 +1,142 @@
+"""Files planted in a run's folder: a link, a named pipe or a folder put where tether keeps a run's
+header slots (``state.a.json``, ``state.b.json``) or its transcript (``messages.jsonl``).
+
+A user relies on three things: a link is never followed, for a read or a write, so a file outside
+tether's home is never read as a run nor overwritten by a save; nothing planted makes a load, a save
+or the listing of runs wait (a named pipe opened for reading waits for a writer, and for writing for
+a reader); and the run that holds one loads, or saves, as a clear StoreError that names the file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import RunState, RunStore
+from tether.errors import StoreError
+from tether.messages import AssistantMessage, TextPart, UserMessage
+
+KINDS = ("link", "dangling_link", "named_pipe", "folder")
+NOTES = b"the user's own notes, not tether's\n" * 40
+
+
+def saved_run(root: Path, run_id: str = "run_planted") -> RunState:
+    """A run saved once, durably, as a finished `tether run` leaves it."""
+    state = RunState(run_id=run_id)
+    state.messages.append(UserMessage.text("tidy the logs"))
+    state.messages.append(AssistantMessage(content=(TextPart(text="done"),)))
+    store = RunStore(root)
+    store.save(state)
+    store.close()
+    return state
+
+
+def plant(path: Path, kind: str, outside: Path) -> None:
+    """Put ``kind`` at ``path`` in place of what tether wrote there."""
+    path.unlink(missing_ok=True)
+    if kind == "link":
+        path.symlink_to(outside)
+    elif kind == "dangling_link":
+        path.symlink_to(outside.with_name("made-through-the-link.txt"))
+    elif kind == "named_pipe":
+        os.mkfifo(path, 0o600)
+    else:
+        path.mkdir()
+
+
+def outcome_within(call: Callable[[], Any], pipe: Path, seconds: float = 5.0) -> BaseException | None:
+    """What ``call`` raises (None when it returns), run on a thread. A call still waiting after
+    ``seconds`` (on the named pipe ``pipe``) fails the test; the pipe is opened at both ends first,
+    so the thread ends rather than stay blocked for the rest of the session."""
+    result: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the test
+            result.append(exc)
+        else:
+            result.append(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        deadline = time.monotonic() + seconds
+        while thread.is_alive() and time.monotonic() < deadline and pipe.exists():
+            fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # a reader and a writer: the blocked open returns
+            time.sleep(0.1)
+            os.close(fd)
+            thread.join(0.1)
+        pytest.fail(f"still waiting after {seconds} s on what was planted at {pipe.name}")
+    return result[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["state.b.json", "messages.jsonl"])
+def test_a_save_refuses_a_file_planted_where_it_writes_and_leaves_the_file_outside_untouched(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    """A resumed run's next save writes the header slot the last durable commit is not in
+    (state.b.json after one save) and appends to the transcript: neither is written through a link,
+    waited on, or taken for the run's own file."""
+    root, outside = tmp_path / "runs", tmp_path / "notes.txt"
+    outside.write_bytes(NOTES)
+    saved_run(root)
+    store = RunStore(root)  # another process resumes the run
+    state = store.load("run_planted")
+    planted = root / "run_planted" / name
+    plant(planted, kind, outside)
+    state.messages.append(UserMessage.text("and the old ones too"))
+
+    error = outcome_within(lambda: store.save(state), planted)
+    store.close()
+
+    assert isinstance(error, StoreError), error
+    assert name in str(error) and "Remove it" in str(error)
+    assert outside.read_bytes() == NOTES  # not a byte of the header or the transcript went there
+    assert not outside.with_name("made-through-the-link.txt").exists()
+    assert planted.is_symlink() == kind.endswith("link")  # left as it was found, for the user to look at
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["state.a.json", "messages.jsonl"])
+def test_a_run_whose_file_was_replaced_loads_as_a_clear_error_at_once(tmp_path: Path, name: str, kind: str) -> None:
+    """state.a.json holds the run's only commit, messages.jsonl its transcript: read through a link,
+    the run would be whatever the link points to; opened as a named pipe, the load (and the server
+    loop that called it) would wait for a writer forever."""
+    root, outside = tmp_path / "runs", tmp_path / "notes.txt"
+    outside.write_bytes(NOTES)
+    saved_run(root)
+    planted = root / "run_planted" / name
+    plant(planted, kind, outside)
+    store = RunStore(root)
+
+    error = outcome_within(lambda: store.load("run_planted"), planted)
+
+    assert isinstance(error, StoreError), error
+    assert str(planted) in str(error) and "delete the run" in str(error)
+    assert store.exists("run_planted")  # there, damaged: `tether runs` shows it and load says why
+    assert outside.read_bytes() == NOTES
+
+
+def test_listing_runs_skips_one_with_a_named_pipe_for_a_header_and_never_waits_on_it(tmp_path: Path) -> None:
+    """GET /v1/runs and `tether runs` list every run's header: a named pipe planted as one run's
+    header must not stall the listing (on the server, its whole HTTP loop)."""
+    root = tmp_path / "runs"
+    saved_run(root, "run_planted")
+    saved_run(root, "run_fine")
+    planted = root / "run_planted" / "state.a.json"
+    plant(planted, "named_pipe", tmp_path / "unused.txt")
+    listed: list[dict[str, Any]] = []
+
+    error = outcome_within(lambda: listed.extend(RunStore(root).list()), planted)
+
+    assert error is None
+    assert [row["run_id"] for row in listed] == ["run_fine"]
