@@ -20,10 +20,11 @@ __all__ = [
     "read_own",
 ]
 
-# The errors an open gives when something else than the file tether wrote is at its name: a link
-# (ELOOP: O_NOFOLLOW), a named pipe with no reader (ENXIO: O_WRONLY | O_NONBLOCK), a folder (EISDIR),
-# anything else but a regular file (EINVAL: the check of open_own and read_own).
-PLANTED = frozenset({errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EINVAL})
+# The errors an open gives when something else than what tether made is at its name: a link
+# (ELOOP: O_NOFOLLOW; ENOTDIR with O_DIRECTORY), a named pipe with no reader (ENXIO: O_WRONLY |
+# O_NONBLOCK), a folder (EISDIR), anything else but a regular file (EINVAL: the check of open_own and
+# read_own).
+PLANTED = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR, errno.EINVAL})
 
 
 def private_dir(path: Path) -> None:

@@ -140,3 +140,26 @@ def test_listing_runs_skips_one_with_a_named_pipe_for_a_header_and_never_waits_o
 
     assert error is None
     assert [row["run_id"] for row in listed] == ["run_fine"]
+
+
+def test_a_run_folder_replaced_by_a_link_is_neither_locked_nor_written_through(tmp_path: Path) -> None:
+    """O_NOFOLLOW guards a path's last name only: a link put at the run's folder would lead every
+    save into the folder it points to. Resuming such a run (its lock) and saving it are refused."""
+    root, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    state = saved_run(root)
+    elsewhere.mkdir()
+    (elsewhere / "state.a.json").write_bytes(NOTES)
+    folder = root / "run_planted"
+    for f in folder.iterdir():
+        f.unlink()
+    folder.rmdir()
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    store = RunStore(root)
+    with pytest.raises(StoreError, match="symbolic link|Remove it"), store.lock("run_planted"):
+        pass
+    state.messages.append(UserMessage.text("and the old ones too"))
+    with pytest.raises(StoreError, match="Remove it"):
+        store.save(state)
+    store.close()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["state.a.json"]
+    assert (elsewhere / "state.a.json").read_bytes() == NOTES

@@ -557,6 +557,29 @@ def test_ignore_files_at_every_level_are_honoured(tmp_path: Path, monkeypatch: p
     assert "repo/readme.md" not in {d.name for d in kb.documents()}
 
 
+def test_a_named_pipe_in_a_folder_is_skipped_even_as_its_ignore_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project folder can hold a named pipe; one named .gitignore was read as the folder's ignore
+    rules, and reading a pipe waits for a writer forever. It is not read, and not added."""
+    import os
+    import threading
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "readme.md").write_text("# Readme\n\nkept words readme\n")
+    os.mkfifo(root / ".gitignore")
+    os.mkfifo(root / "events.md")
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open()
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(kb.add_path(root)), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "kb add waited on a named pipe"
+    assert out[0].added == ["repo/readme.md"]
+
+
 def test_binary_files_are_skipped_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "mixed"
     root.mkdir()

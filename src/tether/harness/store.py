@@ -139,19 +139,23 @@ def _encode_header(header: dict[str, Any]) -> bytes:
 
 @contextlib.contextmanager
 def _own_file(path: Path) -> Iterator[None]:
-    """Opening ``path`` in the block: something other than the regular file tether wrote there (a
-    link, a named pipe, a folder) is a :class:`StoreError` that names it and says what to do; any
-    other ``OSError`` (a missing file among them) goes on as it is."""
+    """Opening ``path`` in the block: something other than what tether made there (a link, a named
+    pipe, a folder) is a :class:`StoreError` that names it and says what to do; any other
+    ``OSError`` (a missing file among them) goes on as it is."""
     try:
         yield
     except OSError as exc:
         if exc.errno not in PLANTED:
             raise
-        raise StoreError(
-            f"{path} is not the file tether wrote there ({exc.strerror or exc}): a link, a named pipe "
-            "or a folder was put at its name, and tether neither follows nor waits on one. Remove "
-            "it, then restore the run's file from a backup or delete the run."
-        ) from exc
+        raise _planted_error(path, exc.strerror or str(exc)) from exc
+
+
+def _planted_error(path: Path, what: str) -> StoreError:
+    return StoreError(
+        f"{path} is not what tether made there ({what}): a link, a named pipe or a folder was put at "
+        "its name, and tether neither follows nor waits on one. Remove it, then restore the run's "
+        "file from a backup or delete the run."
+    )
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
@@ -168,6 +172,8 @@ class _Files:
     __slots__ = ("busy", "end", "name", "slots", "transcript")
 
     def __init__(self, d: Path) -> None:
+        if os.path.islink(d):  # the run's own folder: its files would be written where the link leads
+            raise _planted_error(d, "a symbolic link")
         self.slots: list[int] = []
         self.transcript, self.name, self.end = -1, "", -1
         self.busy = 0  # saves using these descriptors right now (on other threads): never closed under them
@@ -554,7 +560,8 @@ class RunStore:
         private_dir(d)
         # The lock is on the run's directory itself: no lock file to create (a file's creation costs
         # as much as a write and its fsync on some disks, once per run).
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        with _own_file(d):  # a link put at the run's folder is not followed (ELOOP)
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

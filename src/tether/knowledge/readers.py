@@ -141,7 +141,7 @@ def _ignore_spec(here: Path, filenames: list[str]) -> Any:
 
     lines: list[str] = []
     for name in IGNORE_FILES:
-        if name in filenames:
+        if name in filenames and (here / name).is_file():  # a named pipe would wait for a writer forever
             try:
                 lines += (here / name).read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
