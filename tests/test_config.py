@@ -170,3 +170,35 @@ def test_tool_settings_from_python_are_checked_like_the_config_file() -> None:
     settings = tool_settings({"shell": {"approval": False, "timeout_s": 60, "namespaces": False}})
     assert settings.shell.require_approval is False and settings.shell.timeout_s == 60.0
     assert settings.shell.namespaces is False
+
+
+def test_a_named_pipe_at_config_toml_is_a_clear_error_at_once_and_a_linked_one_is_read(tmp_path: Path) -> None:
+    """Every command reads config.toml first: a pipe there would hold each of them (the server
+    too) waiting for a writer. A link is a dotfiles setup, and is followed."""
+    import os
+    import threading
+
+    from tether.config import load_settings
+    from tether.errors import ConfigError
+
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "config.toml")
+    out: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_settings(home)
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "load_settings waited on a named pipe"
+    assert isinstance(out[0], ConfigError) and "config.toml" in str(out[0]) and "not a regular file" in str(out[0])
+    (home / "config.toml").unlink()
+    dotfiles = tmp_path / "dotfiles.toml"
+    dotfiles.write_text('model = "scripted/plan"\n')
+    (home / "config.toml").symlink_to(dotfiles)
+    assert load_settings(home).model == "scripted/plan"

@@ -203,7 +203,7 @@ def test_a_named_pipe_at_a_database_stops_start_up_with_an_error_not_a_hang(tmp_
 
     for name in ("server.db", "sessions.db", "default.db"):
         os.mkfifo(tmp_path / name, 0o600)
-    with pytest.raises(OSError, match="not a regular file") as server:
+    with pytest.raises(ConfigError, match="cannot open the server's database .*not a regular file") as server:
         _promptly(lambda: SqliteServerStore(tmp_path / "server.db"))
     assert str(tmp_path / "server.db") in str(server.value)
     with pytest.raises(ConfigError, match="cannot open the session database .*not a regular file"):

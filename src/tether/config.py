@@ -553,8 +553,10 @@ def load_settings(home: Path | None = None) -> Settings:
         return Settings(home=home, database_url=env_url)
     import tomllib  # only when there is a file to read
 
+    from tether.fileio import read_regular
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular(path).decode("utf-8"))  # a named pipe there is not waited on
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
     try:

@@ -18,6 +18,7 @@ __all__ = [
     "private_dir",
     "private_file",
     "read_own",
+    "read_regular",
 ]
 
 # The errors an open gives when something else than what tether made is at its name: a link
@@ -90,7 +91,17 @@ def open_own(path: Path, flags: int) -> int:
 def read_own(path: Path) -> bytes:
     """The content of a file tether wrote: a link put at the name is refused (``O_NOFOLLOW``), and
     anything but a regular file is an ``OSError`` (see :func:`open_own`)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    return _read(path, os.O_NOFOLLOW)
+
+
+def read_regular(path: Path) -> bytes:
+    """The content of a file a person keeps (``config.toml``), through a link if it is one (a
+    dotfiles setup), but never waiting on a named pipe: anything but a regular file is an ``OSError``."""
+    return _read(path, 0)
+
+
+def _read(path: Path, flags: int) -> bytes:
+    flags |= os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = _regular(os.open(path, flags), path)
     with os.fdopen(fd, "rb") as f:
         return f.read()

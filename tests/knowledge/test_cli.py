@@ -547,3 +547,15 @@ def test_a_base_is_not_dropped_under_a_writer_nor_written_while_dropped(
         os.close(fd)
     code, out, _ = run_main("kb", "drop", "default", "--yes", capsys=capsys)
     assert code == 0 and out.startswith("dropped 'default'") and not list((built / "kb").glob("default.*"))
+
+
+def test_a_link_put_at_a_bases_lock_is_a_clear_error_and_nothing_is_made_where_it_points(
+    built: Path, docs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = built / "kb" / "default.use.lock"
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(tmp_path / "made-through-the-link")
+    code, _, err = run_main("kb", "add", "catalog", capsys=capsys)
+    assert code != 0 and "default.use.lock" in err and "move it away" in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "made-through-the-link").exists()

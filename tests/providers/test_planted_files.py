@@ -124,3 +124,21 @@ def test_a_missing_or_damaged_token_file_says_what_it_said_before(auth: Path) ->
         headers(path)
     path.write_text(json.dumps({**GOOD, "access_token": "mine"}))
     assert headers(path) == {"authorization": "Bearer mine"}
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_something_put_at_the_refresh_lock_is_a_clear_error_naming_it(auth: Path, victim: Path, kind: str) -> None:
+    """Tokens near their end are refreshed under ``<endpoint>.json.lock``: a link there is not
+    followed to make a file, a folder is not taken for the lock, and the error says what to do."""
+    path = auth / "acme.json"
+    save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r", "expires_at": 1})
+    lock = path.with_name(path.name + ".lock")
+    if kind == "link":
+        lock.symlink_to(victim)
+    else:
+        lock.mkdir()
+    before = victim.read_bytes()
+    with pytest.raises(ConfigError, match="lock") as caught:
+        promptly(lambda: headers(path))
+    assert str(lock) in str(caught.value) and "move it away" in str(caught.value)
+    assert victim.read_bytes() == before

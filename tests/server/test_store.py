@@ -315,3 +315,20 @@ def test_no_plaintext_token_is_stored_anywhere(
             dump = "\n".join(repr(row) for t in tables for row in conn.execute(f'SELECT * FROM "{t}"'))
     assert tables and not any(s in dump for s in secret_part)
     assert all(hash_token(t) in dump for t in tokens)  # what is stored: the hash
+
+
+def test_a_link_put_at_the_databases_wal_is_a_clear_error_naming_the_database(tmp_path: Path) -> None:
+    from tether.errors import ConfigError
+    from tether.server.store import SqliteServerStore
+
+    path = tmp_path / "serve" / "server.db"
+    SqliteServerStore(path).close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"keep")
+    wal = path.with_name("server.db-wal")
+    wal.unlink(missing_ok=True)
+    wal.symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="cannot open the server's database") as caught:
+        SqliteServerStore(path)
+    assert str(path) in str(caught.value) and "-wal" in str(caught.value)
+    assert elsewhere.read_bytes() == b"keep"

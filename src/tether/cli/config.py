@@ -81,8 +81,10 @@ def _check(path: Any) -> int:
 def _show(path: Any, *, as_json: bool) -> int:
     import tomllib
 
+    from tether.fileio import read_regular
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        data = tomllib.loads(read_regular(path).decode("utf-8")) if path.exists() else {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         print(f"tether: cannot read {path}: {exc}. Fix or remove the file.", file=sys.stderr)
         return 2

@@ -332,9 +332,16 @@ class _base_lock:
         import fcntl
         import os
 
-        from tether.fileio import open_private
+        from tether.errors import ConfigError
+        from tether.fileio import open_own
 
-        self.fd = open_private(self.path, os.O_RDWR | os.O_CREAT)  # 0600, its folder 0700
+        try:  # 0600, its folder 0700; a link, a pipe or a folder put at its name is refused
+            self.fd = open_own(self.path, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot open the knowledge base's lock {self.path}: {exc.strerror or exc}; move it away "
+                "and run this again"
+            ) from None
         try:
             fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import AuthError, ConfigError
-from tether.fileio import atomic_write, open_private, private_dir, read_own
+from tether.fileio import atomic_write, open_own, private_dir, read_own
 
 __all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
 
@@ -96,7 +96,12 @@ async def _lock_tokens(path: Path) -> int:
     import fcntl
 
     lock_path = path.with_name(path.name + ".lock")
-    fd = open_private(lock_path, os.O_RDWR | os.O_CREAT)
+    try:  # a link, a pipe or a folder put at its name is refused
+        fd = open_own(lock_path, os.O_RDWR | os.O_CREAT)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the OAuth tokens' lock {lock_path}: {exc.strerror or exc}; move it away and retry"
+        ) from None
     deadline = time.monotonic() + LOCK_WAIT_S
     try:
         while True:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tether.errors import ConfigError
 from tether.fileio import private_file
 
 __all__ = ["FeedbackRecord", "ServerStore", "SessionRecord", "SqliteServerStore", "TurnRecord", "hash_token"]
@@ -135,18 +136,27 @@ class SqliteServerStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
-            private_file(self.path)
-            self.path.chmod(0o600)  # even one made earlier: it holds token hashes
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._required = False  # auth_required() once it said yes (it never goes back)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the last
-        # few (the runs themselves are in the run store, saved durably).
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            if str(path) != ":memory:":
+                private_file(self.path)
+                self.path.chmod(0o600)  # even one made earlier: it holds token hashes
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the
+            # last few (the runs themselves are in the run store, saved durably).
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except OSError as exc:  # its own name: what was put there, and what to do (fileio)
+            raise ConfigError(f"cannot open the server's database {path}: {exc.strerror or exc}") from None
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"cannot open the server's database {path}: {exc}. If its -wal or -shm file beside it "
+                "is not a file tether made (a link, a named pipe, a folder), move it away; if the "
+                "database is damaged, restore it from a backup"
+            ) from None
         if str(path) != ":memory:":  # it holds token hashes and feedback comments
             for side in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
