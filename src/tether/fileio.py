@@ -91,7 +91,7 @@ def open_own(path: Path, flags: int) -> int:
 def read_own(path: Path) -> bytes:
     """The content of a file tether wrote: a link put at the name is refused (``O_NOFOLLOW``), and
     anything but a regular file is an ``OSError`` (see :func:`open_own`)."""
-    return _read(path, os.O_NOFOLLOW)
+    return _read(path, getattr(os, "O_NOFOLLOW", 0))
 
 
 def read_regular(path: Path) -> bytes:

@@ -163,3 +163,17 @@ def test_a_run_folder_replaced_by_a_link_is_neither_locked_nor_written_through(t
     store.close()
     assert sorted(p.name for p in elsewhere.iterdir()) == ["state.a.json"]
     assert (elsewhere / "state.a.json").read_bytes() == NOTES
+
+
+def test_a_run_folder_replaced_by_a_link_is_not_read_through_either(tmp_path: Path) -> None:
+    """Loading or listing the run does not show whatever the link points to as the run."""
+    root, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    saved_run(root, "run_moved")
+    (root / "run_moved").rename(elsewhere)  # a whole run, moved out and linked back in
+    (root / "run_moved").symlink_to(elsewhere, target_is_directory=True)
+    saved_run(root, "run_fine")
+    store = RunStore(root)
+    with pytest.raises(StoreError, match="Remove it"):
+        store.load("run_moved")
+    assert [h["run_id"] for h in store.list()] == ["run_fine"]
+    store.close()

@@ -332,3 +332,21 @@ def test_a_link_put_at_the_databases_wal_is_a_clear_error_naming_the_database(tm
         SqliteServerStore(path)
     assert str(path) in str(caught.value) and "-wal" in str(caught.value)
     assert elsewhere.read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("side", ["-wal", "-shm"])
+def test_a_named_pipe_beside_the_database_is_a_clear_error_at_start(tmp_path: Path, side: str) -> None:
+    """SQLite opens a pipe put at its -wal without a word and fails every write after, naming no
+    file: the store refuses it at start, and says which."""
+    import os
+
+    from tether.errors import ConfigError
+    from tether.server.store import SqliteServerStore
+
+    path = tmp_path / "serve" / "server.db"
+    SqliteServerStore(path).close()
+    sidecar = path.with_name(f"server.db{side}")
+    sidecar.unlink(missing_ok=True)
+    os.mkfifo(sidecar)
+    with pytest.raises(ConfigError, match=f"{side} file beside it is a named pipe"):
+        SqliteServerStore(path)

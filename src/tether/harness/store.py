@@ -615,6 +615,8 @@ class RunStore:
 
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
+        if os.path.islink(d):  # a link put at the run's folder is not read through
+            raise _planted_error(d, "a symbolic link")
         headers = _headers(d)
         if not headers:
             raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
@@ -710,6 +712,8 @@ class RunStore:
             return []
         rows = []
         for d in self.root.iterdir():
+            if d.is_symlink():  # a run's folder is tether's: a link put in its place is not read through
+                continue
             try:
                 header = read_header(d)
             except (OSError, StoreError):

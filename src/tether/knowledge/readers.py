@@ -139,11 +139,13 @@ def iter_files(root: Path) -> Iterator[Path]:
 def _ignore_spec(here: Path, filenames: list[str]) -> Any:
     import pathspec
 
+    from tether.fileio import read_regular
+
     lines: list[str] = []
     for name in IGNORE_FILES:
-        if name in filenames and (here / name).is_file():  # a named pipe would wait for a writer forever
-            try:
-                lines += (here / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        if name in filenames:
+            try:  # through a link (a shared ignore file), never waiting on a named pipe
+                lines += read_regular(here / name).decode("utf-8", errors="replace").splitlines()
             except OSError:
                 continue
     return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None

@@ -8,6 +8,7 @@ default. Transcripts and run states stay in the session and run stores the comma
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import secrets
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
-from tether.fileio import private_file
+from tether.fileio import planted, private_file
 
 __all__ = ["FeedbackRecord", "ServerStore", "SessionRecord", "SqliteServerStore", "TurnRecord", "hash_token"]
 
@@ -142,6 +143,10 @@ class SqliteServerStore:
             if str(path) != ":memory:":
                 private_file(self.path)
                 self.path.chmod(0o600)  # even one made earlier: it holds token hashes
+                for side in ("-wal", "-shm"):  # SQLite would fail later, on every write, naming none
+                    kind = planted(Path(f"{self.path}{side}"))
+                    if kind is not None:
+                        raise OSError(errno.EINVAL, f"its {side} file beside it is {kind}: move it away")
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=5000")
