@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.planted import promptly
 from tether.fileio import atomic_write, open_own, open_private, read_own
 
 
@@ -41,7 +40,7 @@ def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouche
         return spot
 
     old_name = plant(f".{path.name}.{os.getpid()}.tmp")
-    _promptly(lambda: atomic_write(path, b"new", fsync=fsync))
+    promptly(lambda: atomic_write(path, b"new", fsync=fsync))
     assert path.read_bytes() == b"new" and target.read_text() == "keep me"
     assert old_name.is_symlink() if planted == "link" else stat.S_ISFIFO(old_name.lstat().st_mode)
 
@@ -50,29 +49,9 @@ def test_a_link_planted_at_the_temporary_name_is_refused_and_its_target_untouche
     monkeypatch.setattr(tether.fileio, "_temporary", lambda p: p.with_name(f".{p.name}.guessed.tmp"))
     guessed = plant(f".{path.name}.guessed.tmp")
     with pytest.raises(FileExistsError):
-        _promptly(lambda: atomic_write(path, b"newer", fsync=fsync))
+        promptly(lambda: atomic_write(path, b"newer", fsync=fsync))
     assert path.read_bytes() == b"new" and target.read_text() == "keep me"
     assert guessed.is_symlink() if planted == "link" else stat.S_ISFIFO(guessed.lstat().st_mode)
-
-
-def _promptly(call: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """``call()`` in a daemon thread: its result, or the exception it raised; a test failure when it
-    is still running after ``timeout`` seconds (opening a named pipe waits for the other end)."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"still blocked after {timeout} s"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
 
 
 def test_a_write_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
@@ -183,7 +162,7 @@ def test_private_file_refuses_what_is_not_a_regular_file_at_once_and_names_it(tm
     else:
         path.symlink_to(target)
     with pytest.raises(OSError, match="not a regular file") as caught:
-        _promptly(lambda: private_file(path))
+        promptly(lambda: private_file(path))
     assert str(path) in str(caught.value)
     if planted == "link":
         assert target.read_text() == "untouched"
@@ -204,12 +183,12 @@ def test_a_named_pipe_at_a_database_stops_start_up_with_an_error_not_a_hang(tmp_
     for name in ("server.db", "sessions.db", "default.db"):
         os.mkfifo(tmp_path / name, 0o600)
     with pytest.raises(ConfigError, match="cannot open the server's database .*not a regular file") as server:
-        _promptly(lambda: SqliteServerStore(tmp_path / "server.db"))
+        promptly(lambda: SqliteServerStore(tmp_path / "server.db"))
     assert str(tmp_path / "server.db") in str(server.value)
     with pytest.raises(ConfigError, match="cannot open the session database .*not a regular file"):
-        _promptly(lambda: SqliteSessionStore(tmp_path / "sessions.db"))
+        promptly(lambda: SqliteSessionStore(tmp_path / "sessions.db"))
     with pytest.raises(ConfigError, match="cannot open the knowledge base .*not a regular file"):
-        _promptly(lambda: SqliteKnowledgeStore(tmp_path / "default.db"))
+        promptly(lambda: SqliteKnowledgeStore(tmp_path / "default.db"))
 
 
 @pytest.mark.parametrize("planted", ["link", "pipe"])
@@ -246,7 +225,7 @@ def test_the_background_fill_log_is_never_a_planted_link_or_pipe(
     else:
         os.mkfifo(log, 0o600)
     with pytest.raises(ConfigError, match="fill log") as caught:
-        _promptly(lambda: kb._fill_in_background(settings, "default"))
+        promptly(lambda: kb._fill_in_background(settings, "default"))
     assert str(log) in str(caught.value) and "move it away" in str(caught.value)
     assert started == [] and target.read_text() == "user's file\n"
 

@@ -6,15 +6,13 @@ once that names the file, and a run whose trace cannot be written goes on withou
 from __future__ import annotations
 
 import logging
-import os
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.planted import outcome, plant
 from tether.events import Turn
 from tether.tracing import FanoutTracer, JsonlTracer, read_trace, trace_bytes
 from tether.usage import Usage
@@ -27,46 +25,6 @@ def turn() -> Turn:
     return Turn(RUN, 1, "scripted/plan", Usage(prompt_tokens=8, completion_tokens=2), 0.0, "stop")
 
 
-def plant(path: Path, kind: str, outside: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "link":
-        path.symlink_to(outside)
-    elif kind == "dangling_link":
-        path.symlink_to(outside.with_name("made-through-the-link.txt"))
-    elif kind == "named_pipe":
-        os.mkfifo(path, 0o600)
-    else:
-        path.mkdir()
-
-
-def outcome_within(call: Callable[[], Any], pipe: Path, seconds: float = 5.0) -> BaseException | None:
-    """What ``call`` raises (None when it returns), run on a thread. A call still waiting after
-    ``seconds`` on the named pipe fails the test; the pipe is opened at both ends first, so the
-    thread ends rather than stay blocked for the rest of the session."""
-    result: list[BaseException | None] = []
-
-    def target() -> None:
-        try:
-            call()
-        except BaseException as exc:  # handed to the test
-            result.append(exc)
-        else:
-            result.append(None)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        deadline = time.monotonic() + seconds
-        while thread.is_alive() and time.monotonic() < deadline and pipe.exists():
-            fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # a reader and a writer: the blocked open returns
-            time.sleep(0.1)
-            os.close(fd)
-            thread.join(0.1)
-        pytest.fail(f"still waiting after {seconds} s on what was planted at {pipe.name}")
-    return result[0]
-
-
 @pytest.mark.parametrize("kind", ["link", "dangling_link", "named_pipe", "folder"])
 def test_writing_a_trace_refuses_what_was_planted_at_its_name_at_once(tmp_path: Path, kind: str) -> None:
     outside = tmp_path / "notes.txt"
@@ -75,12 +33,13 @@ def test_writing_a_trace_refuses_what_was_planted_at_its_name_at_once(tmp_path: 
     planted = tracer.path(RUN)
     plant(planted, kind, outside)
 
-    error = outcome_within(lambda: tracer.write(turn()), planted)
+    error = outcome(lambda: tracer.write(turn()), planted)
     tracer.close()
 
     assert isinstance(error, OSError), error
     assert error.filename == str(planted)
-    assert "a link, a named pipe or a folder was put at its name" in str(error) and "move it away" in str(error)
+    said = {"link": "a symbolic link", "dangling_link": "a symbolic link", "named_pipe": "a named pipe"}
+    assert f"{said.get(kind, 'a folder')} was put at its name" in str(error) and "move it away" in str(error)
     assert outside.read_bytes() == NOTES
     assert not outside.with_name("made-through-the-link.txt").exists()
 
@@ -104,7 +63,7 @@ def test_a_run_whose_trace_is_a_named_pipe_goes_on_with_its_other_tracers(
 
     fanout = FanoutTracer(jsonl, Recorder())
     with caplog.at_level(logging.ERROR, logger="tether.tracing"):
-        error = outcome_within(lambda: fanout.write(turn()), planted)
+        error = outcome(lambda: fanout.write(turn()), planted)
 
     assert error is None
     assert [e.type for e in seen] == ["turn"] and fanout.tracers[0] is not jsonl
@@ -121,7 +80,7 @@ def test_reading_a_trace_that_is_not_a_file_is_an_error_at_once(
     planted = tmp_path / "traces" / f"{RUN}.jsonl"
     plant(planted, kind, tmp_path / "unused.txt")
 
-    error = outcome_within(lambda: read(planted), planted)
+    error = outcome(lambda: read(planted), planted)
 
     assert isinstance(error, OSError), error
     assert "not a regular file" in str(error) and str(planted) in str(error)

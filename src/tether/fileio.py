@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
@@ -70,11 +71,34 @@ def planted(path: Path) -> str | None:
     return "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
+def _refused(path: Path, code: int = errno.EINVAL) -> OSError:
+    """The error for a name where something else than tether's file was put: which thing, and what
+    to do. Every caller of :func:`open_own`, :func:`read_own` and :func:`private_file` gets these
+    words, and turns them into its own error type if it has one."""
+    kind = planted(path) or "something else than a file"
+    return OSError(
+        code,
+        f"not a regular file ({kind} was put at its name; tether neither follows a link nor waits "
+        "on a pipe): move it away",
+        str(path),
+    )
+
+
+@contextlib.contextmanager
+def _refusing(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in PLANTED:
+            raise
+        raise _refused(path, exc.errno) from None
+
+
 def _regular(fd: int, path: Path) -> int:
-    """``fd`` if it is a regular file; else it is closed and an ``OSError`` says what is there."""
+    """``fd`` if it is a regular file; else it is closed and the error says what is there."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (something else was put at its name)", str(path))
+            raise _refused(path)
     except BaseException:
         os.close(fd)
         raise
@@ -82,10 +106,12 @@ def _regular(fd: int, path: Path) -> int:
 
 
 def open_own(path: Path, flags: int) -> int:
-    """:func:`open_private` for a file tether wrote and opens again: a named pipe, a directory or a
-    device put at the name is an ``OSError``, never waited on (``O_NONBLOCK``: opening a pipe does
-    not wait for a writer, and it changes nothing for a regular file on Linux)."""
-    return _regular(open_private(path, flags | getattr(os, "O_NONBLOCK", 0)), path)
+    """:func:`open_private` for a file tether wrote and opens again: a link, a named pipe, a
+    directory or a device put at the name is an ``OSError`` that says which (:data:`PLANTED`), never
+    followed or waited on (``O_NONBLOCK``: opening a pipe does not wait for a writer, and it changes
+    nothing for a regular file on Linux)."""
+    with _refusing(path):
+        return _regular(open_private(path, flags | getattr(os, "O_NONBLOCK", 0)), path)
 
 
 def read_own(path: Path) -> bytes:
@@ -102,7 +128,8 @@ def read_regular(path: Path) -> bytes:
 
 def _read(path: Path, flags: int) -> bytes:
     flags |= os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = _regular(os.open(path, flags), path)
+    with _refusing(path):
+        fd = _regular(os.open(path, flags), path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
@@ -114,17 +141,8 @@ def private_file(path: Path) -> None:
     open, a directory, a device) is an ``OSError`` that names it."""
     private_dir(path.parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        if exc.errno not in PLANTED:
-            raise
-        raise OSError(
-            exc.errno,
-            "not a regular file (something else was put at its name): move it away, and tether makes the file again",
-            str(path),
-        ) from None
-    os.close(_regular(fd, path))
+    with _refusing(path):
+        os.close(_regular(os.open(path, flags, 0o600), path))
 
 
 def _temporary(path: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.events import Event, snake_keys, to_trace
-from tether.fileio import PLANTED, open_own, read_own
+from tether.fileio import open_own, read_own
 
 if TYPE_CHECKING:
     from tether.harness.context import Tracer
@@ -43,26 +43,11 @@ class JsonlTracer:
             return
         if self._fd is None or self._run_id != event.run_id:
             self.close()
-            self._fd = self._open(self.path(event.run_id))
+            # Mode 0600 in a private folder; a link, a pipe or a folder put at its name is an
+            # OSError that says so (a FanoutTracer drops the run's tracer; the run goes on).
+            self._fd = open_own(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
             self._run_id = event.run_id
         os.write(self._fd, (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode())
-
-    @staticmethod
-    def _open(path: Path) -> int:
-        """The trace, mode 0600 in a private folder (made if missing). Never through a link put
-        where the trace goes, never waiting on a named pipe put there, only a regular file: else an
-        ``OSError`` that names it (a FanoutTracer drops the run's tracer; the run goes on)."""
-        try:
-            return open_own(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        except OSError as exc:
-            if exc.errno not in PLANTED:
-                raise
-            raise OSError(
-                exc.errno,
-                f"not the trace tether wrote ({exc.strerror or exc}): a link, a named pipe or a folder "
-                "was put at its name; move it away so the trace can be written",
-                str(path),
-            ) from exc
 
     def close(self) -> None:
         if self._fd is not None:

@@ -10,38 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet  # the mcp package requires it
 from mcp.shared.auth import OAuthToken
 
+from tests.planted import promptly
 from tether.connectors._accounts import KEY_ENV, SealedTokenStorage, connection_key, user_token_path
 from tether.connectors._oauth import FileTokenStorage
 from tether.errors import ConfigError
-
-
-def promptly(call: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """``call()`` in a daemon thread: its result, or the exception it raised; a test failure when it
-    is still running after ``timeout`` seconds (opening a named pipe for reading waits for a writer)."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"still blocked after {timeout} s"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
 
 
 @pytest.fixture

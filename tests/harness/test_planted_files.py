@@ -9,20 +9,16 @@ a reader); and the run that holds one loads, or saves, as a clear StoreError tha
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.planted import KINDS, outcome, plant
 from tether import RunState, RunStore
 from tether.errors import StoreError
 from tether.messages import AssistantMessage, TextPart, UserMessage
 
-KINDS = ("link", "dangling_link", "named_pipe", "folder")
 NOTES = b"the user's own notes, not tether's\n" * 40
 
 
@@ -35,47 +31,6 @@ def saved_run(root: Path, run_id: str = "run_planted") -> RunState:
     store.save(state)
     store.close()
     return state
-
-
-def plant(path: Path, kind: str, outside: Path) -> None:
-    """Put ``kind`` at ``path`` in place of what tether wrote there."""
-    path.unlink(missing_ok=True)
-    if kind == "link":
-        path.symlink_to(outside)
-    elif kind == "dangling_link":
-        path.symlink_to(outside.with_name("made-through-the-link.txt"))
-    elif kind == "named_pipe":
-        os.mkfifo(path, 0o600)
-    else:
-        path.mkdir()
-
-
-def outcome_within(call: Callable[[], Any], pipe: Path, seconds: float = 5.0) -> BaseException | None:
-    """What ``call`` raises (None when it returns), run on a thread. A call still waiting after
-    ``seconds`` (on the named pipe ``pipe``) fails the test; the pipe is opened at both ends first,
-    so the thread ends rather than stay blocked for the rest of the session."""
-    result: list[BaseException | None] = []
-
-    def target() -> None:
-        try:
-            call()
-        except BaseException as exc:  # handed to the test
-            result.append(exc)
-        else:
-            result.append(None)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        deadline = time.monotonic() + seconds
-        while thread.is_alive() and time.monotonic() < deadline and pipe.exists():
-            fd = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # a reader and a writer: the blocked open returns
-            time.sleep(0.1)
-            os.close(fd)
-            thread.join(0.1)
-        pytest.fail(f"still waiting after {seconds} s on what was planted at {pipe.name}")
-    return result[0]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -95,7 +50,7 @@ def test_a_save_refuses_a_file_planted_where_it_writes_and_leaves_the_file_outsi
     plant(planted, kind, outside)
     state.messages.append(UserMessage.text("and the old ones too"))
 
-    error = outcome_within(lambda: store.save(state), planted)
+    error = outcome(lambda: store.save(state), planted)
     store.close()
 
     assert isinstance(error, StoreError), error
@@ -118,7 +73,7 @@ def test_a_run_whose_file_was_replaced_loads_as_a_clear_error_at_once(tmp_path: 
     plant(planted, kind, outside)
     store = RunStore(root)
 
-    error = outcome_within(lambda: store.load("run_planted"), planted)
+    error = outcome(lambda: store.load("run_planted"), planted)
 
     assert isinstance(error, StoreError), error
     assert str(planted) in str(error) and "delete the run" in str(error)
@@ -136,7 +91,7 @@ def test_listing_runs_skips_one_with_a_named_pipe_for_a_header_and_never_waits_o
     plant(planted, "named_pipe", tmp_path / "unused.txt")
     listed: list[dict[str, Any]] = []
 
-    error = outcome_within(lambda: listed.extend(RunStore(root).list()), planted)
+    error = outcome(lambda: listed.extend(RunStore(root).list()), planted)
 
     assert error is None
     assert [row["run_id"] for row in listed] == ["run_fine"]

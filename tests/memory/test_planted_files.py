@@ -7,42 +7,13 @@ never waits forever, and the error names the file and says what to do.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.planted import pipe_at, promptly
 from tether.errors import ConfigError
 from tether.memory import Memory
-
-
-def promptly(call: Callable[[], Any], *pipes: Path, seconds: float = 5.0) -> Any:
-    """``call()``'s result (or its exception) when it ends within ``seconds``; the test fails if it
-    is still waiting. ``pipes`` are opened from the other end then, to let the stuck thread go."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # handed to the test below
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        for pipe in pipes:
-            for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
-                with contextlib.suppress(OSError):
-                    os.close(os.open(pipe, flags))
-        pytest.fail(f"still waiting after {seconds} s: a planted file hangs the call")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @pytest.fixture
@@ -54,12 +25,6 @@ def home(tmp_path: Path) -> Path:
 def folder(home: Path) -> Path:
     path = home / "memory"
     path.mkdir(parents=True, mode=0o700)
-    return path
-
-
-def pipe_at(path: Path) -> Path:
-    path.unlink(missing_ok=True)
-    os.mkfifo(path, 0o600)
     return path
 
 

@@ -8,38 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.planted import promptly
 from tether.errors import ConfigError
 from tether.providers.auth import OAuthCredentials, save_oauth_tokens
 
 TOKEN_URL = "http://127.0.0.1:9/token"  # never asked: nothing here gets as far as a refresh
 GOOD = {"access_token": "from-elsewhere", "refresh_token": "r-elsewhere", "expires_at": 9_999_999_999}
-
-
-def promptly(call: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """``call()`` in a daemon thread: its result, or the exception it raised; a test failure when it
-    is still running after ``timeout`` seconds (opening a named pipe for reading waits for a writer)."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = call()
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"still blocked after {timeout} s"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
 
 
 def headers(path: Path) -> dict[str, str]:

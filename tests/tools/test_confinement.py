@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.planted import promptly
 from tether.cancel import CancelSignal
 from tether.tools.base import ToolContext, ToolError, validate_arguments
 from tether.tools.files import delete_file, edit_file, list_files, read_file, search_files, write_file
@@ -195,55 +196,23 @@ def test_write_creates_directories_and_refuses_a_file_in_the_way(workspace: Path
 # --- 4. FIFOs, devices, memory -------------------------------------------------------------------
 
 
-def returns_within(seconds: float, fn: Callable[[], Any], release: Callable[[], None]) -> Any:
-    """Run ``fn`` in a thread; fail if it has not returned after ``seconds`` (a hang detector, not a
-    performance check), calling ``release`` first so the stuck thread can end."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        release()
-        thread.join(5)
-        pytest.fail(f"{fn} hung")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def unblock_fifo(path: Path) -> Callable[[], None]:
-    def release() -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
-
-    return release
-
-
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_fifo_is_refused_without_blocking(workspace: Path) -> None:
     fifo = workspace / "pipe"
     os.mkfifo(fifo)
-    release = unblock_fifo(fifo)
     for tool, args in [
         (read_file, {"path": "pipe"}),
         (read_file, {"path": "pipe", "start_line": 5, "max_lines": 1}),
         (edit_file, {"path": "pipe", "old_text": "a", "new_text": "b"}),
     ]:
         with pytest.raises(ToolError, match="FIFO") as info:
-            returns_within(10, lambda t=tool, a=args: run_tool(t, workspace, **a), release)
+            promptly(lambda t=tool, a=args: run_tool(t, workspace, **a), fifo, seconds=10)
         assert "only reads regular files" in str(info.value) or "only edits regular files" in str(info.value)
     with pytest.raises(ToolError, match="FIFO"):
-        returns_within(10, lambda: run_tool(write_file, workspace, path="pipe", content="x"), release)
-    assert "pipe" not in returns_within(10, lambda: run_tool(list_files, workspace), release)
-    assert "no matches" in returns_within(
-        10, lambda: run_tool(search_files, workspace, pattern="x", glob="pipe"), release
+        promptly(lambda: run_tool(write_file, workspace, path="pipe", content="x"), fifo, seconds=10)
+    assert "pipe" not in promptly(lambda: run_tool(list_files, workspace), fifo, seconds=10)
+    assert "no matches" in promptly(
+        lambda: run_tool(search_files, workspace, pattern="x", glob="pipe"), fifo, seconds=10
     )
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.errors import StoreError, UserError
-from tether.fileio import PLANTED, atomic_write, open_own, private_dir, read_own
+from tether.fileio import PLANTED, atomic_write, open_own, planted, private_dir, read_own
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
@@ -147,14 +147,14 @@ def _own_file(path: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in PLANTED:
             raise
-        raise _planted_error(path, exc.strerror or str(exc)) from exc
+        raise _planted_error(path) from exc
 
 
-def _planted_error(path: Path, what: str) -> StoreError:
+def _planted_error(path: Path) -> StoreError:
+    what = planted(path) or "something else"
     return StoreError(
-        f"{path} is not what tether made there ({what}): a link, a named pipe or a folder was put at "
-        "its name, and tether neither follows nor waits on one. Remove it, then restore the run's "
-        "file from a backup or delete the run."
+        f"{path} is {what}, not what tether made there; tether neither follows a link nor waits on a "
+        "pipe. Remove it, then restore the run's file from a backup or delete the run."
     )
 
 
@@ -173,7 +173,7 @@ class _Files:
 
     def __init__(self, d: Path) -> None:
         if os.path.islink(d):  # the run's own folder: its files would be written where the link leads
-            raise _planted_error(d, "a symbolic link")
+            raise _planted_error(d)
         self.slots: list[int] = []
         self.transcript, self.name, self.end = -1, "", -1
         self.busy = 0  # saves using these descriptors right now (on other threads): never closed under them
@@ -616,7 +616,7 @@ class RunStore:
     def load(self, run_id: str) -> RunState:
         d = self._dir(run_id)
         if os.path.islink(d):  # a link put at the run's folder is not read through
-            raise _planted_error(d, "a symbolic link")
+            raise _planted_error(d)
         headers = _headers(d)
         if not headers:
             raise UserError(f"no run {run_id!r} under {self.root}. `tether runs` lists the runs there.")
