@@ -229,23 +229,25 @@ async def lean_stream(client: _Lean) -> tuple[float, int, int, float]:
 CLIENT = {"kind": "lean"}
 
 
-async def level(server: Server, n: int) -> dict[str, float]:
+async def level(servers: list[Server], n: int) -> dict[str, float]:
+    """One level: ``n`` clients at once, dealt in turn to ``servers`` (one, unless ``--servers``)."""
     import httpx
 
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    pids = [s.proc.pid for s in servers]
     async with httpx.AsyncClient(limits=limits, timeout=120) as client:
-        cpu0 = _cpu_s(server.proc.pid)
-        http0 = _cpu_s(server.proc.pid, children=False)
+        cpu0 = sum(_cpu_s(p) for p in pids)
+        http0 = sum(_cpu_s(p, children=False) for p in pids)
         own0 = time.process_time()
         began = time.perf_counter()
         if CLIENT["kind"] == "lean":
-            lean = _Lean(server.url)
-            results = await asyncio.gather(*(lean_stream(lean) for _ in range(n)))
+            leans = [_Lean(s.url) for s in servers]
+            results = await asyncio.gather(*(lean_stream(leans[i % len(leans)]) for i in range(n)))
         else:
-            results = await asyncio.gather(*(one_stream(client, server.url) for _ in range(n)))
+            results = await asyncio.gather(*(one_stream(client, servers[i % len(servers)].url) for i in range(n)))
         wall = time.perf_counter() - began
-        cpu = _cpu_s(server.proc.pid) - cpu0
-        http = _cpu_s(server.proc.pid, children=False) - http0
+        cpu = sum(_cpu_s(p) for p in pids) - cpu0
+        http = sum(_cpu_s(p, children=False) for p in pids) - http0
         own = time.process_time() - own0
     firsts = [r[0] * 1000 for r in results]
     steps = [r[3] * 1000 for r in results]
@@ -315,6 +317,13 @@ def main() -> None:
     ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="the load generator (see _Lean)")
     ap.add_argument("--run-threads", type=int, help="[serve] run_threads for the server (default: its own, 1)")
     ap.add_argument("--run-processes", type=int, help="[serve] run_processes for the server (default: its own, 0)")
+    ap.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help="independent servers (each its own home) sharing each level's clients: the best case of "
+        "several HTTP processes (default 1)",
+    )
     args = ap.parse_args()
     CLIENT["kind"] = args.client
     levels = [int(x) for x in (args.levels or ("10,100" if args.quick else "10,100,500")).split(",")]
@@ -322,18 +331,20 @@ def main() -> None:
     idle_n = args.idle if args.idle is not None else 300 if args.quick else 1000
     root = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
     try:
-        server = Server(root, args.run_threads, args.run_processes)
+        servers = [Server(root / f"s{i}", args.run_threads, args.run_processes) for i in range(args.servers)]
+        server = servers[0]
         try:
             rows: dict[int, list[dict[str, float]]] = {n: [] for n in levels}
             lib: list[float] = []
             for r in range(repeat):
-                asyncio.run(level(server, 5))  # warm-up
+                asyncio.run(level(servers, 5 * len(servers)))  # warm-up
                 for n in levels if r % 2 == 0 else list(reversed(levels)):
-                    rows[n].append(asyncio.run(level(server, n)))
+                    rows[n].append(asyncio.run(level(servers, n)))
                 lib.append(asyncio.run(library_per_turn(root, 20)))
             idle_kb = asyncio.run(idle_memory(server, idle_n)) if idle_n else 0.0
         finally:
-            server.stop()
+            for s in servers:
+                s.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lib_ms = statistics.median(lib)
@@ -353,7 +364,7 @@ def main() -> None:
         )
     print(
         f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores); client: {args.client}; "
-        f"run processes: {args.run_processes or 0}"
+        f"run processes: {args.run_processes or 0}; servers: {args.servers}"
     )
     print(f"library (run_stream + RunStore + JsonlTracer, in process): {lib_ms:.2f} cpu ms/turn")
     print(f"idle session (its run done): {idle_kb:.1f} KB of server RSS each, over {idle_n} sessions")
@@ -368,6 +379,7 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "client": args.client,
             "run_processes": args.run_processes or 0,
+            "servers": args.servers,
             "load": os.getloadavg()[0],
         },
     )
