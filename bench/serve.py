@@ -3,6 +3,7 @@
     python bench/serve.py                 # 10, 100 and 500 concurrent streams (about 2 minutes)
     python bench/serve.py --quick         # 10 and 100
     python bench/serve.py --levels 10,50
+    python bench/serve.py --servers 2     # clients dealt to two independent servers (see --help)
 
 The server runs in its own process (``tether serve --port 0``) with the scripted model
 (``scripted/plan``: three model turns, two file tools, a streamed answer), persistence and
