@@ -72,6 +72,24 @@ def test_a_job_for_an_agent_this_worker_does_not_serve_ends_failed_and_says_so(c
     assert c.worker.runs.load("r4").status == "failed"
 
 
+def test_a_workers_failure_reason_names_its_home_not_its_path(cluster):
+    """What a client reads of a run a worker could not drive names the worker's home
+    ``$TETHER_HOME``, not where it is on the worker's disk (as a server's own runs do)."""
+    c = cluster()
+    home = c.worker.home
+
+    def broken(job):
+        raise OSError(f"cannot read {home}/skills/a/SKILL.md: a named pipe was put at its name")
+
+    c.worker._agent = broken
+    _queue(c, "r4b")
+    assert c.worker.drive("r4b") == "driven"
+    kind, data = _events(c, "r4b")[-1][1:]
+    assert kind == "done" and data["result"]["status"] == "failed"
+    assert "cannot read $TETHER_HOME/skills/a/SKILL.md" in data["result"]["reason"]
+    assert str(home) not in json.dumps(data)
+
+
 def test_a_worker_that_was_taken_over_does_not_end_the_new_claim(cluster):
     c = cluster()
     _queue(c, "r5")

@@ -21,6 +21,9 @@ import httpx
 import pytest
 
 from tests.server.conftest import free_port, read_events, wait_until
+from tether.events import Done
+from tether.status import RunResult
+from tether.tracing import JsonlTracer
 
 pytest.importorskip("fastapi")
 
@@ -881,3 +884,41 @@ def test_hostile_widget_labels_come_through_the_api_as_unchanged_strings(served:
         ended(c, run_id)
         again = next(e["widget"] for e in events(c, run_id) if e["event"] == "tool_result")
         assert {f["name"]: f["value"] for f in again["fields"]} == chosen
+
+
+@pytest.mark.parametrize("run_processes", [0, 1])
+def test_a_runs_failure_reason_names_no_path_of_the_server(
+    served: Any, tmp_path: Path, caplog: Any, run_processes: int
+) -> None:
+    """A run that fails on a file of the server (the session's transcript replaced by a pipe): its
+    ``done`` event, its view and its trace tell the client what happened with the server's home
+    named ``$TETHER_HOME``, never as a path on the server's disk; the server's log keeps the path.
+    The same when the run is driven in a run process of its own."""
+    a = Attack(served, tmp_path, run_processes=run_processes)
+    with a.client() as c:
+        sid = session(c)
+        first = send(c, sid, "hello")["run_id"]
+        assert ended(c, first)["status"] == "completed"
+        transcript = next((a.home / "sessions").glob(f"{sid}*.jsonl"))
+        transcript.unlink()
+        os.mkfifo(transcript)
+        run_id = send(c, sid, "hello again")["run_id"]
+        view = ended(c, run_id)
+        done = [e for e in events(c, run_id) if e["type"] == "done"][-1]
+        # A run that failed later has its end in its trace too, written by the tracer as it is:
+        JsonlTracer(a.home / "traces").write(
+            Done(run_id, RunResult(run_id=run_id, status="failed", reason=reason_of(transcript)))
+        )
+        trace = c.get(f"/v1/runs/{run_id}/trace", timeout=10)
+    reason = done["result"]["reason"]
+    assert view["status"] == "failed" and "$TETHER_HOME/sessions/" in reason, reason
+    for text in (reason, view["reason"], trace.text, json.dumps(done)):
+        assert str(a.home) not in text and os.path.realpath(a.home) not in text
+    assert view["reason"] == reason and "$TETHER_HOME/sessions/" in trace.text
+    if not run_processes:  # (a run process logs to the server's stderr, not to this test's records)
+        assert any(str(transcript) in r.getMessage() for r in caplog.records)  # the operator's log keeps it
+    transcript.unlink()
+
+
+def reason_of(path: Path) -> str:
+    return f"the session file {path} is a named pipe, not a file tether wrote"

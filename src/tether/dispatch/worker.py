@@ -114,7 +114,7 @@ class Worker:
 
     async def _run(self, job: Job) -> None:
         from tether.connectors._acting import acting_for
-        from tether.server.events import Replayed, event_data
+        from tether.server.events import Replayed, event_data, for_clients
         from tether.server.runs import refused, run_tracer
         from tether.server.store import TurnRecord
 
@@ -164,12 +164,13 @@ class Worker:
                         continue
                     data = event_data(event, job.chosen)
                     if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
-                        writer.append(event.type, data)
+                        writer.append(event.type, for_clients(data, self.home))
                     saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
             _log.warning("run %s could not start: %s", job.run_id, exc)
             if not saw_done and state is not None:
-                writer.append("done", refused(state, self.runs, new, f"the run could not start: {exc}"))
+                reason = f"the run could not start: {exc}"
+                writer.append("done", for_clients(refused(state, self.runs, new, reason), self.home))
         finally:
             writer.close()
             with self._held_lock:

@@ -34,6 +34,7 @@ from tether.errors import ConfigError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
+from tether.server.events import hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard
 from tether.server.runs import RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
@@ -546,9 +547,10 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dic
         return view | _unsaved(core, turn.run_id, live)
     result = state.result()
     stale = state.status == "running" and not live  # the server stopped while it ran
+    reason = result.reason and hide_home(result.reason, core.settings.home)
     return view | {
         "status": result.status,
-        "reason": ("the server stopped while this run was running; resume it to continue" if stale else result.reason),
+        "reason": ("the server stopped while this run was running; resume it to continue" if stale else reason),
         "resumable": not live
         and (stale or (state.status in RESUMABLE and state.status != "interrupted") or _cancelled(state)),
         "turns": result.turns,
@@ -1093,7 +1095,7 @@ def _record_routes(app: FastAPI, core: Core) -> None:
         except OSError as exc:  # a symlink planted in its place, a file it cannot read
             why = exc.strerror or str(exc)
             raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
-        return {"run_id": run_id, "lines": lines}
+        return {"run_id": run_id, "lines": hide_home_in(lines, core.settings.home)}
 
 
 def _feedback_routes(app: FastAPI, core: Core) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,19 @@ from pydantic_core import to_jsonable_python
 from tether.events import Done, Event
 from tether.fileio import open_own, open_private, read_own
 
-__all__ = ["PRUNED", "EventLog", "Replayed", "args_hash", "encode_event", "event_data", "implied_events", "pruned_line"]
+__all__ = [
+    "PRUNED",
+    "EventLog",
+    "Replayed",
+    "args_hash",
+    "encode_event",
+    "event_data",
+    "for_clients",
+    "hide_home",
+    "hide_home_in",
+    "implied_events",
+    "pruned_line",
+]
 
 _log = logging.getLogger("tether.server")
 
@@ -49,6 +63,51 @@ def event_data(event: Event, chosen: dict[str, Any] | None = None) -> dict[str, 
     if data.get("widget", True) is None:
         del data["widget"]
     return data
+
+
+HOME_NAME = "$TETHER_HOME"
+
+
+@functools.lru_cache(maxsize=8)
+def _home_pattern(home: str) -> re.Pattern[str] | None:
+    """The ways ``home`` may be written in a message (as given, absolute, with its links resolved),
+    each only where a path would end or go on: ``/srv/home`` is not found in ``/srv/home2``."""
+    written = {f.rstrip("/\\") for f in (home, os.path.abspath(home), os.path.realpath(home))}
+    forms = sorted((f for f in written if len(f) > 1), key=len, reverse=True)  # never "/" alone
+    return re.compile("(?:" + "|".join(map(re.escape, forms)) + r")(?![\w.-])") if forms else None
+
+
+def hide_home(text: str, home: Path) -> str:
+    """``text`` with the server's home written ``$TETHER_HOME`` instead of as its path. What the
+    library says of a file it could not use names the file, for the person at the command line;
+    a server's clients read the same words about the server's files without learning where they
+    are (its log keeps the paths, for the operator)."""
+    pattern = _home_pattern(str(home))
+    return text if pattern is None else pattern.sub(HOME_NAME, text)
+
+
+def for_clients(data: dict[str, Any], home: Path) -> dict[str, Any]:
+    """An event's data as a client of the server reads it: its reason (a retry's, a fallback's, a
+    refused memory write's, the run's own in ``done``) with the home hidden (:func:`hide_home`).
+    Changed in place, and returned."""
+    reason = data.get("reason")
+    if isinstance(reason, str):
+        data["reason"] = hide_home(reason, home)
+    result = data.get("result")
+    if isinstance(result, dict) and isinstance(result.get("reason"), str):
+        result["reason"] = hide_home(result["reason"], home)
+    return data
+
+
+def hide_home_in(value: Any, home: Path) -> Any:
+    """:func:`hide_home` over every string of a JSON-like value (a trace line)."""
+    if isinstance(value, str):
+        return hide_home(value, home)
+    if isinstance(value, dict):
+        return {k: hide_home_in(v, home) for k, v in value.items()}
+    if isinstance(value, list):
+        return [hide_home_in(v, home) for v in value]
+    return value
 
 
 class Replayed:

@@ -37,7 +37,7 @@ from typing import Any
 
 from tether.events import Done
 from tether.harness.state import RunState
-from tether.server.events import encode_event, event_data
+from tether.server.events import encode_event, event_data, for_clients
 from tether.server.runs import drive, refused, run_tracer
 from tether.server.store import TurnRecord
 
@@ -362,6 +362,9 @@ class _Runner:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.signals: dict[str, Any] = {}
 
+    def emit(self, run_id: str, kind: str, data: dict[str, Any]) -> None:
+        self.out.event(run_id, kind, for_clients(data, self.home))
+
     def handle(self, message: dict[str, Any]) -> None:
         op, run_id = message.get("op"), str(message.get("run_id", ""))
         if op == "start":
@@ -390,7 +393,7 @@ class _Runner:
             agent = self.agents.get(turn.agent)
             if agent is None:
                 reason = f"the run could not start: this server's run processes have no agent {turn.agent!r}"
-                self.out.event(run_id, "done", refused(state, self.runs, prompt is not None, reason))
+                self.emit(run_id, "done", refused(state, self.runs, prompt is not None, reason))
                 return
             changes = message.get("changes") or {}
             if changes:
@@ -401,7 +404,7 @@ class _Runner:
                 state,
                 prompt,
                 message.get("chosen") or {},
-                lambda kind, data: self.out.event(run_id, kind, data),
+                lambda kind, data: self.emit(run_id, kind, data),
                 self.signals[run_id],
                 self.runs,
                 self.sessions,
@@ -412,7 +415,7 @@ class _Runner:
         except Exception as exc:  # a message that did not make a run: say so, and go on with the others
             _log.exception("run %s could not be driven", run_id)
             reason = f"the run could not start: {type(exc).__name__}: {exc}"
-            self.out.event(run_id, "done", refused(state, self.runs, False, reason))
+            self.emit(run_id, "done", refused(state, self.runs, False, reason))
         finally:
             self.signals.pop(run_id, None)
             self.tasks.pop(run_id, None)

@@ -29,7 +29,7 @@ from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.store import RunStore
-from tether.server.events import EventLog, args_hash, event_data, pruned_line
+from tether.server.events import EventLog, args_hash, event_data, for_clients, pruned_line
 from tether.server.store import ServerStore, TurnRecord
 from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
@@ -502,7 +502,11 @@ class RunManager:
             if changes:
                 agent = dataclasses.replace(agent, **changes)
             home = asyncio.get_running_loop()
-            emit = _Courier(home, log.extend, self.lateness).send
+            send = _Courier(home, log.extend, self.lateness).send
+
+            def emit(kind: str, data: dict[str, Any]) -> None:
+                send(kind, for_clients(data, self.home))
+
             self.lateness.wake(home)
             parts = (live.signal, self.runs, self.sessions, self._tracer)
             live.loop, future = self.loops.submit(lambda: drive(turn, agent, state, prompt, chosen, emit, *parts))
