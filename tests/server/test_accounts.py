@@ -153,3 +153,30 @@ def test_a_connections_key_others_can_read_is_a_clear_error_not_a_crash(
     assert done.returncode != 0
     assert "can be read by other users: chmod 600" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_connections_key_replaced_after_start_is_a_clear_error_naming_no_server_path(serving: Any) -> None:
+    """A pipe (or a link) put at the key's name while the server runs: each route answers at once
+    that the key cannot be used, naming it under ``$TETHER_HOME``, never the server's own path;
+    once the key is put back, the routes work again."""
+    key = serving.home / "auth" / "connections.key"
+    saved = key.read_bytes()
+    key.unlink()
+    os.mkfifo(key)
+    alice = serving.client("alice")
+    try:
+        for r in (
+            alice.get("/v1/connections", timeout=10),
+            alice.delete("/v1/connections/guarded", timeout=10),
+            alice.post("/v1/connections/guarded", timeout=10),
+        ):
+            assert r.status_code == 500, r.text
+            error = r.json()["error"]
+            assert error["code"] == "misconfigured" and "$TETHER_HOME/auth/connections.key" in error["message"], error
+            assert str(serving.home) not in r.text
+        assert alice.get("/healthz", timeout=10).status_code == 200
+    finally:
+        key.unlink()
+    key.write_bytes(saved)
+    key.chmod(0o600)
+    assert alice.get("/v1/connections", timeout=10).status_code == 200

@@ -221,7 +221,9 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(KeyUnusable)
     async def key_unusable(request: Request, exc: KeyUnusable) -> JSONResponse:
-        return _error(500, "misconfigured", f"the server cannot use its connections key: {exc}")
+        _log.error("the server cannot use its connections key: %s", exc)  # the path, for the operator
+        why = hide_home(str(exc), settings.home)
+        return _error(500, "misconfigured", f"the server cannot use its connections key: {why}")
 
     app.state.connections = connections
 
@@ -901,8 +903,9 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             core.manager.start(turn, text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
             _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
+            why = hide_home(str(exc), core.settings.home)
             raise ApiError(
-                409, "conflict", f"{exc}; nothing was started: wait for its done event, or cancel it, and send again"
+                409, "conflict", f"{why}; nothing was started: wait for its done event, or cancel it, and send again"
             ) from None
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(text))
