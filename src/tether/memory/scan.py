@@ -331,7 +331,8 @@ _KIND_REASONS = {
         "save what the user asked for, openly, without telling the assistant to conceal it",
     ),
     "fake_system": (
-        "it imitates a system or developer message (chat-template tokens or a role label)",
+        "it imitates a system or developer message (chat-template tokens, a role label, or a message "
+        "marked with the system's role)",
         "remove the role label or the markup and save the fact itself",
     ),
 }
@@ -355,6 +356,26 @@ _ROLE_LABEL = re.compile(
     r"(?m)^\W{0,6}(?:SYSTEM|SYSTEM MESSAGE|SYSTEMNACHRICHT|SYSTÈME|SISTEMA|DEVELOPER|DÉVELOPPEUR|ENTWICKLER|"
     r"СИСТЕМА|СИСТЕМНОЕ СООБЩЕНИЕ|ADMIN|ADMINISTRATOR|ROOT|系统|系統|システム|시스템|النظام|सिस्टम)\s*[:：\]】>]"
 )
+# A chat message written as data, marked as the system's or the developer's: a JSON object
+# (``{"role": "system", "content": ...}``) or a YAML entry (``role: developer`` with a ``content:``
+# line). A mention of the role alone ("use system messages", ``{"role": "system"}``) is not one.
+_ROLE_JSON = re.compile(r'"role"\s*:\s*"(?:system|developer)"', re.I)
+_CONTENT_JSON = re.compile(r'"content"\s*:', re.I)
+_ROLE_YAML = re.compile(r"(?m)^[ \t]*(?:-[ \t]+)?role[ \t]*:[ \t]*[\"']?(?:system|developer)\b[\"']?[ \t]*$", re.I)
+_CONTENT_YAML = re.compile(r"(?m)^[ \t]*(?:-[ \t]+)?content[ \t]*:", re.I)
+
+
+def _role_message(text: str) -> str | None:
+    """The role of a chat message written as data, marked as the system's or the developer's,
+    with its content beside it (within 200 characters): what a fake system message looks like
+    when it is pasted from an API call or a config file."""
+    for role, content in ((_ROLE_JSON, _CONTENT_JSON), (_ROLE_YAML, _CONTENT_YAML)):
+        for m in role.finditer(text):
+            if content.search(text, max(0, m.start() - 200), m.end() + 200):
+                return m.group(0).strip()
+    return None
+
+
 _SENDER = re.compile(
     r"\b(?:curl|wget|invoke-webrequest|invoke-restmethod|iwr|irm|nc|ncat|netcat|scp|rsync|ftp|"
     r"requests\.(?:get|post|put)|urllib\.request|urlopen|fetch\(|httpx\.(?:get|post)|http\.post)\b",
@@ -393,6 +414,9 @@ def _structure(text: str, norm: str) -> Finding | None:
     m = _TEMPLATE.search(norm) or _ROLE_LABEL.search(text)
     if m:
         return _kind_finding("fake_system", m.group(0))
+    role = _role_message(text)
+    if role is not None:
+        return _kind_finding("fake_system", role)
     if _SENDER.search(norm):
         # the text as written too: undoing leetspeak reads "=$KEY" as "=skey"
         m = _SECRET_REF.search(norm) or _SECRET_REF.search(text)
