@@ -162,6 +162,15 @@ Also tried on the same rows and not used (whole note / with runs and sentences, 
 77.8 %): identifiers read as words (``allow_system_prompt`` as ``allow system prompt``, for the
 features only; the rules need the underscores): 75.9 / 77.5 %; each word of five letters or more
 as a feature of its own: 75.6 / 77.3 %; 150 steps instead of 200: 75.5 / 76.9 %.
+
+Wrapping (``wrapped()``, a selection figure from here on): each tuning row once more inside a
+container no row was fitted in (``TEST_WRAPS``: a nested JSON body, a TOML value, a table row, a
+to-do item, a C comment, a log line, an XML tag, a mail's body), scored by the model of its
+template's fold: 67.6 % of attacks refused and 99.61 % of notes kept at the shipped threshold
+(69.4 % at a threshold of their own), against 76.3 % unwrapped: a container costs the model about
+nine points. Tried and not used: ``--wrap-train``, every row (attacks and notes alike) also once in
+one of eight other containers (``TRAIN_WRAPS``), fitted on: unwrapped 73.9 / 75.8 %, wrapped 63.5 %
+at the threshold (72.3 % at their own); what it learnt of containers did not carry to others.
 """
 
 from __future__ import annotations
@@ -170,6 +179,7 @@ import json
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -383,8 +393,8 @@ def out_of_fold(
 
 def _judged(rows: list[Row]) -> np.ndarray:
     """The rows a figure is about: not those the scan never judges (fewer than three words), as the
-    scan leaves them, nor padded rows trained on (``--pad-train``)."""
-    return np.array([not _too_short(normalise(r[0])) and not r[2].endswith("+pad") for r in rows])
+    scan leaves them, nor padded or wrapped rows trained on (``--pad-train``, ``--wrap-train``)."""
+    return np.array([not _too_short(normalise(r[0])) and not r[2].endswith(("+pad", "+wrap")) for r in rows])
 
 
 def _margin(rows: list[Row]) -> np.ndarray:
@@ -444,7 +454,7 @@ TWINS = {
 
 
 def _template_fold(group: str) -> int:
-    group = group.removesuffix("+pad")  # a padded attack sits in its template's fold
+    group = group.removesuffix("+pad").removesuffix("+wrap")  # a padded or wrapped row sits in its template's fold
     return zlib.crc32(TWINS.get(group, group).encode()) % 4  # stable when templates are added
 
 
@@ -526,6 +536,61 @@ def padded(rows: list[Row], t: float) -> None:
     print(f"padded attacks, runs at {WINDOW_T} and sentences at {SENTENCE_T}: {flagged[judged].mean():.1%} refused")
 
 
+# Containers a note may come in, pasted from elsewhere: the text is the same, the wrapping is not
+# evidence either way. TRAIN_WRAPS may be fitted on (``--wrap-train``, attacks and ordinary notes
+# alike); TEST_WRAPS are only scored (``wrapped()``), as wrappings the model never saw.
+TRAIN_WRAPS = (
+    lambda t: json.dumps({"note": t}, ensure_ascii=False),
+    lambda t: f"memo:\n  text: {t}",
+    lambda t: f"# {t}",
+    lambda t: f"> {t}",
+    lambda t: f"User: {t}",
+    lambda t: f"- {t} (added 2025-03-14)",
+    lambda t: f"<p>{t}</p>",
+    lambda t: f"[{t}]",
+)
+TEST_WRAPS = (
+    lambda t: json.dumps({"entry": {"body": t, "tags": ["misc"]}}, ensure_ascii=False),
+    lambda t: f'text = "{t}"',
+    lambda t: f"| 2024-05-01 | {t} |",
+    lambda t: f"- [ ] {t}",
+    lambda t: f"/* {t} */",
+    lambda t: f"INFO 12:00:03 {t}",
+    lambda t: f"<note>{t}</note>",
+    lambda t: f"Subject: update\n\n{t}",
+)
+
+
+def wrap_rows(rows: list[Row], wraps: tuple[Any, ...], seed: int) -> list[Row]:
+    """Each row of ``rows`` once in one of ``wraps``, chosen at random (its kind, template and
+    language kept)."""
+    import random
+
+    rng = random.Random(seed)
+    return [(rng.choice(wraps)(text), kind, group, lang) for text, kind, group, lang in rows]
+
+
+def wrapped(rows: list[Row], t: float) -> None:
+    """Every tuning row once more in a wrapping no row was fitted in (``TEST_WRAPS``), scored by the
+    model of its template's fold and never fitted on: the threshold from the wrapped notes, and what
+    it refuses. Selection figure (wrapping)."""
+    base = [r for r in rows if not r[2].endswith(("+pad", "+wrap"))]
+    extra = wrap_rows(base, TEST_WRAPS, 9)
+    every = rows + extra
+    folds = [_template_fold(r[2]) for r in every]
+    train_of = [{j for j in range(4) if j != k} for k in range(4)]
+    p, _, _ = out_of_fold(every, folds, train_of, fitted=len(rows))
+    p = p[len(rows) :]
+    judged = _judged(extra)
+    note = np.array([r[1] == "note" for r in extra])
+    refused = p >= t + _margin(extra)
+    print(
+        f"wrapped in forms never fitted on, at the threshold above: {refused[judged & ~note].mean():.1%} of "
+        f"attacks refused, {1 - refused[judged & note].mean():.2%} of notes kept"
+    )
+    figure(extra, p, "wrapped in forms never fitted on, their own threshold")
+
+
 def main() -> None:
     import argparse
 
@@ -542,6 +607,7 @@ def main() -> None:
     parser.add_argument("--man-weight", type=float, default=MAN_WEIGHT)
     parser.add_argument("--short-margin", type=float, default=SHORT_MARGIN)
     parser.add_argument("--pad-train", action="store_true", help="train on padded attacks too (round seven)")
+    parser.add_argument("--wrap-train", action="store_true", help="train on wrapped rows too (TRAIN_WRAPS)")
     parser.add_argument("--cv-only", action="store_true", help="print the cross-validated figure, write nothing")
     args = parser.parse_args()
     STEPS, L2, NOTE_WEIGHT, MAX_N, FRAME_SCALE = args.steps, args.l2, args.note_weight, args.max_n, args.frame_scale
@@ -553,12 +619,15 @@ def main() -> None:
     rows = tuning_rows()
     if args.pad_train:  # each attack also once padded with ordinary notes, trained on (same fold)
         rows += [(text, kind, f"{group}+pad", lang) for text, kind, group, lang in pad_rows(rows, 8)]
+    if args.wrap_train:  # each row also once in a container, trained on (same fold): notes and attacks
+        rows += [(text, kind, f"{group}+wrap", lang) for text, kind, group, lang in wrap_rows(rows, TRAIN_WRAPS, 10)]
     print(f"{len(rows)} tuning rows ({sum(r[1] == 'note' for r in rows)} ordinary notes)")
     t, whole, runs, sentence = threshold(rows, runs=args.cv_only)
     if args.cv_only:
         cross_lingual(rows)
         windows(rows, t, whole, runs, sentence)
         padded(rows, t)
+        wrapped(rows, t)
         return
     vocab = build_vocab(rows)
     W, b = fit(Data(rows, vocab), len(vocab))
