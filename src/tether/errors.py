@@ -166,8 +166,25 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         try:
             return max(0.0, float(value) / scale)
         except ValueError:
-            continue  # an HTTP date: fall back to our own backoff
+            pass
+        if scale == 1.0 and (wait := _seconds_until(value)) is not None:
+            return wait  # the HTTP-date form (RFC 9110 §10.2.3)
     return None
+
+
+def _seconds_until(http_date: str) -> float | None:
+    """Seconds from now to an HTTP date (0 when it has passed); None when it is not one."""
+    import email.utils
+    import math
+    import time
+
+    try:
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None  # HTTP dates are GMT and say so; a date without a zone says nothing sure
+    return float(max(0, math.ceil(when.timestamp() - time.time())))  # the date's own resolution: seconds
 
 
 # Error codes and phrases that mean the account, not the request rate, is exhausted. Matched in the

@@ -66,6 +66,7 @@ from tether.providers.base import (
     StreamText,
     complete_usage,
     incomplete_stream,
+    token_count,
 )
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
@@ -274,11 +275,11 @@ def answer_as_text(message: AssistantMessage) -> AssistantMessage:
 def _usage(data: Any, output_tokens: int | None = None) -> Usage:
     if not isinstance(data, dict):
         data = {}
-    read = int(data.get("cache_read_input_tokens") or 0)
-    written = int(data.get("cache_creation_input_tokens") or 0)
+    read = token_count(data.get("cache_read_input_tokens"))
+    written = token_count(data.get("cache_creation_input_tokens"))
     return Usage(
-        prompt_tokens=int(data.get("input_tokens") or 0) + read + written,
-        completion_tokens=int(output_tokens if output_tokens is not None else data.get("output_tokens") or 0),
+        prompt_tokens=token_count(data.get("input_tokens")) + read + written,
+        completion_tokens=output_tokens if output_tokens is not None else token_count(data.get("output_tokens")),
         cached_tokens=read,
         cache_write_tokens=written,
     )
@@ -397,7 +398,7 @@ class MessagesAssembler:
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             usage = event.get("usage") or {}
             out = usage.get("output_tokens")
-            self.output_tokens = int(out) if out is not None else self.output_tokens
+            self.output_tokens = token_count(out) if out is not None else self.output_tokens
             # The counts here are cumulative and may include the input side (the API does, and some
             # compatible servers report it only here): the server's count wins over a zero or none.
             for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
@@ -504,21 +505,27 @@ class AnthropicProvider:
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        response = await self._http.request("POST", "/v1/messages", self._body(request, False))
-        message = parse_message(
-            read_json(response, self.name),
-            self._model_name(request),
-            self.name,
-            answers=request.output_schema is not None,
-        )
+        with self._http.scrubbing():  # what a reply quotes back of the key never leaves here
+            response = await self._http.request("POST", "/v1/messages", self._body(request, False))
+            message = parse_message(
+                read_json(response, self.name),
+                self._model_name(request),
+                self.name,
+                answers=request.output_schema is not None,
+            )
         return ModelResponse(self._with_usage(message, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        response = await self._http.request("POST", "/v1/messages", self._body(request, True), stream=True)
-        assembler = MessagesAssembler(self._model_name(request), self.name, answers=request.output_schema is not None)
-        async for delta in stream_reply(response, self.name, assembler):
-            yield delta
-        yield ResponseDone(ModelResponse(self._with_usage(assembled(assembler, self.name), request)))
+        body = self._body(request, True)
+        with self._http.scrubbing():
+            response = await self._http.request("POST", "/v1/messages", body, stream=True)
+            assembler = MessagesAssembler(
+                self._model_name(request), self.name, answers=request.output_schema is not None
+            )
+            async for delta in stream_reply(response, self.name, assembler):
+                yield delta
+            message = assembled(assembler, self.name)
+        yield ResponseDone(ModelResponse(self._with_usage(message, request)))
 
     def _with_usage(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
         # A compatible server may send no usage (or zeros): estimate it rather than count it free.
@@ -542,8 +549,9 @@ class AnthropicProvider:
         after = ""
         for _ in range(self._MAX_MODEL_PAGES):
             query = f"?limit={self.models_page_size}" + (f"&after_id={quote(after, safe='')}" if after else "")
-            data = read_json(await self._http.request("GET", "/v1/models" + query), self.name)
-            page = model_ids(data, self.name)
+            with self._http.scrubbing():
+                data = read_json(await self._http.request("GET", "/v1/models" + query), self.name)
+                page = model_ids(data, self.name)
             ids += page
             after = str(data.get("last_id") or (page[-1] if page else ""))
             if not data.get("has_more") or not page:

@@ -8,7 +8,8 @@ Rules every wire keeps, written once here:
   cut tool call's arguments as far as they got: the loop continues cut text and never runs a cut
   call (:mod:`tether.harness.length`);
 * usage the server did not report is estimated from the request and the reply, and marked
-  (:func:`complete_usage`).
+  (:func:`complete_usage`); a count no call can have (negative, infinite, not a number) is
+  one it did not report (:func:`token_count`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "complete_usage",
     "estimate_usage",
     "incomplete_stream",
+    "token_count",
 ]
 
 
@@ -135,6 +137,25 @@ def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteSt
         provider=provider,
         chars_shown=chars_shown,
     )
+
+
+# Counts past this are not a call's: no context window is within orders of magnitude of it, and
+# every count below it, times any price, is a finite cost.
+MAX_TOKEN_COUNT = 2**53
+
+
+def token_count(value: Any) -> int:
+    """A token count from a server's usage, or 0 (what a server that sends none reports) when it is
+    not one a call can have: negative, not a number (words, NaN, ``Infinity``, which Python's JSON
+    reader accepts), or past :data:`MAX_TOKEN_COUNT`. Kept as it came, such a count made the run's
+    cost negative, infinite or an ``OverflowError``; as 0 it is estimated (:func:`complete_usage`)."""
+    if isinstance(value, str) and value.strip().isdecimal() and len(value) <= 20:
+        value = int(value)  # a count sent as a JSON string
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if not 0 <= value < MAX_TOKEN_COUNT:  # False for NaN too
+        return 0
+    return int(value)
 
 
 def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:

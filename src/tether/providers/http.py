@@ -8,7 +8,9 @@ raised.
 
 Every third-party exception raised while sending a request or reading its answer leaves this
 module as a classified :class:`~tether.errors.ProviderError` (:func:`transport_error`), and every
-string a reply carries has its lone surrogates replaced (:func:`decode_json`).
+string a reply carries has its lone surrogates replaced (:func:`decode_json`). A server may echo
+the key it was sent back in an error body: :meth:`HttpTransport.scrubbing` takes the credentials
+out of every error before it reaches a reason, a trace or a saved run.
 """
 
 from __future__ import annotations
@@ -132,6 +134,7 @@ class HttpTransport:
         self._timeout_s = timeout_s
         self._transport = transport  # an httpx transport instead of the network (tests, custom routing)
         self._client: Any = None
+        self._secrets: tuple[str, ...] = ()  # the credentials last sent, taken out of errors
 
     def _http(self) -> Any:
         if self._transport is None:
@@ -147,27 +150,50 @@ class HttpTransport:
     async def request(self, method: str, path: str, body: bytes | None = None, *, stream: bool = False) -> Any:
         """Send; return the response (open, when ``stream``; read, otherwise) or raise a classified
         error."""
-        for attempt in (1, 2):
-            # Always sent as a stream: the status is known before the body is read, so an error
-            # status is reported as such even when its body turns out to be unreadable.
-            response = await self._send_once(method, path, body)
-            if response.status_code < 400:
-                if not stream:
-                    await self._read(response)
-                return response
-            text = await self._error_text(response)
-            if response.status_code == 401 and attempt == 1 and await self.credentials.refresh():
-                continue
-            note = self._not_found_note(path) if response.status_code == 404 else ""
-            raise classify_http_error(
-                self.provider,
-                response.status_code,
-                text,
-                dict(response.headers),
-                key_hint=self.credentials.hint,
-                note=note,
-            )
+        with self.scrubbing():
+            for attempt in (1, 2):
+                # Always sent as a stream: the status is known before the body is read, so an error
+                # status is reported as such even when its body turns out to be unreadable.
+                response = await self._send_once(method, path, body)
+                if response.status_code < 400:
+                    if not stream:
+                        await self._read(response)
+                    return response
+                text = await self._error_text(response)
+                if response.status_code == 401 and attempt == 1 and await self.credentials.refresh():
+                    continue
+                note = self._not_found_note(path) if response.status_code == 404 else ""
+                raise classify_http_error(
+                    self.provider,
+                    response.status_code,
+                    text,
+                    dict(response.headers),
+                    key_hint=self.credentials.hint,
+                    note=note,
+                )
         raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def scrubbing(self) -> Iterator[None]:
+        """Take the credentials this transport sent out of any :class:`ProviderError` raised inside:
+        its message, body and headers. A server may quote the key back ("Incorrect API key
+        provided: sk-..."), and the message becomes the run's reason, its trace and its saved
+        state."""
+        try:
+            yield
+        except ProviderError as exc:
+            self._scrub(exc)
+            raise
+
+    def _scrub(self, exc: ProviderError) -> None:
+        if not self._secrets:
+            return
+        message, body, headers = str(exc), exc.body, exc.headers
+        for secret in self._secrets:
+            message = message.replace(secret, "***")
+            body = body.replace(secret, "***")
+            headers = {k: v.replace(secret, "***") for k, v in headers.items()}
+        exc.args, exc.body, exc.headers = (message,), body, headers
 
     def _not_found_note(self, path: str) -> str:
         """Where a 404 came from: a base URL with one ``/v1`` too many or too few shows here."""
@@ -181,6 +207,8 @@ class HttpTransport:
         client = self._http()
         try:
             headers = await self.credentials.headers()
+            # The ones sent before stay too: a request still out may have carried a token since refreshed.
+            self._secrets = _secret_values(headers, self._secrets)
             req = client.build_request(method, path, content=body, headers=headers)
             return await client.send(req, stream=True)
         except _failures() as exc:
@@ -285,6 +313,15 @@ def _host(url: str) -> str:
     return f"{name}:{port}" if port else name
 
 
+def _secret_values(headers: dict[str, str], known: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The credentials in a request's auth headers, each as sent and without its scheme
+    (``Bearer``), with the last few ``known`` ones, longest first; too short to be a secret, a
+    value is left alone."""
+    values = {v for value in headers.values() for v in (value, value.rpartition(" ")[2]) if len(v) >= 8}
+    values.update(known[:8])
+    return tuple(sorted(values, key=len, reverse=True))
+
+
 def _without_userinfo(url: str) -> str:
     """The URL without ``user:password@``: error messages never carry credentials."""
     from urllib.parse import urlsplit, urlunsplit
@@ -343,27 +380,35 @@ async def stream_reply(
     marker is an :class:`~tether.providers.base.IncompleteStreamError` saying how much the caller
     already saw; after the end marker it only cost what follows the reply (a usage chunk, the
     ``[DONE]`` line), so the reply stands. Whether a stream that ended cleanly is complete is
-    the assembler's ``message()`` to decide, by the same rule."""
+    the assembler's ``message()`` to decide, by the same rule.
+
+    A body that ends inside an event (the last line is not JSON, and nothing follows it) was cut,
+    as a dropped connection is: an event is whole only with the blank line after it. A body that
+    is not an event stream at all (an HTML login page, a JSON document) is a ``ResponseError``
+    naming its content type: asking again would get the same page."""
     lines = response.aiter_lines()
+    events = 0  # ``data:`` lines so far
     try:
         while True:
-            try:
-                line = await anext(lines)
-            except StopAsyncIteration:
+            line = await _next_line(lines, provider, assembler)
+            if line is None:
                 return
-            except _failures() as exc:
-                if assembler.finished:
-                    return
-                error = transport_error(exc, provider, "reading the stream")
-                if isinstance(error, RetryableError):
-                    raise incomplete_stream(provider, assembler.chars_shown, _describe(exc)) from exc
-                raise error from exc
             if not line.startswith("data:"):
+                if not events and not _is_sse_line(line):
+                    raise _not_an_event_stream(response, provider, line)
                 continue  # event names, comments, keep-alives
+            events += 1
             payload = line[5:].strip()
             if payload == "[DONE]":  # Chat Completions' terminator; read on so the connection is reused
                 continue
-            event = decode_json(payload, provider, "stream event")
+            try:
+                event = decode_json(payload, provider, "stream event")
+            except ResponseError:
+                if await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
+                    if assembler.finished:
+                        return
+                    raise incomplete_stream(provider, assembler.chars_shown, "the body ended inside an event") from None
+                raise
             with _shape_errors(provider, payload):
                 deltas = assembler.feed(event)
             for delta in deltas:
@@ -372,6 +417,42 @@ async def stream_reply(
     finally:
         await _quietly(lines.aclose)
         await _quietly(response.aclose)
+
+
+async def _next_line(lines: AsyncIterator[str], provider: str, assembler: ReplyAssembler) -> str | None:
+    """The stream's next line; None at its end (or at a failure after the end marker, which cost
+    only what follows the reply)."""
+    try:
+        return await anext(lines)
+    except StopAsyncIteration:
+        return None
+    except _failures() as exc:
+        if assembler.finished:
+            return None
+        error = transport_error(exc, provider, "reading the stream")
+        if isinstance(error, RetryableError):
+            raise incomplete_stream(provider, assembler.chars_shown, _describe(exc)) from exc
+        raise error from exc
+
+
+_SSE_FIELDS = ("data", "event", "id", "retry")
+
+
+def _is_sse_line(line: str) -> bool:
+    """A line an event stream may carry: blank, a comment, or one of its fields."""
+    line = line.removeprefix("\ufeff")  # the stream may start with a byte order mark
+    return not line.strip() or line.startswith(":") or line.partition(":")[0] in _SSE_FIELDS
+
+
+def _not_an_event_stream(response: Any, provider: str, line: str) -> ResponseError:
+    kind = response.headers.get("content-type") or "no content type"
+    return ResponseError(
+        f"{provider}: the server answered the streamed request with {kind}, not an event stream: "
+        f"{' '.join(line.split())[:200]}. Check the base URL: a login page, a proxy or a server "
+        "that does not speak this API answers like this.",
+        provider=provider,
+        body=line[:500],
+    )
 
 
 def assembled(assembler: ReplyAssembler, provider: str) -> AssistantMessage:

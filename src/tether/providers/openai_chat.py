@@ -42,6 +42,7 @@ from tether.providers.base import (
     ToolDefinition,
     complete_usage,
     incomplete_stream,
+    token_count,
 )
 from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
 from tether.usage import Usage
@@ -228,9 +229,9 @@ def _usage(data: Any) -> Usage | None:
         return None
     details = data.get("prompt_tokens_details") or {}
     return Usage(
-        prompt_tokens=int(data.get("prompt_tokens") or 0),
-        completion_tokens=int(data.get("completion_tokens") or 0),
-        cached_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+        prompt_tokens=token_count(data.get("prompt_tokens")),
+        completion_tokens=token_count(data.get("completion_tokens")),
+        cached_tokens=token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
     )
 
 
@@ -270,6 +271,7 @@ class StreamAssembler:
         self.reasoning: list[str] = []
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self._moved: dict[int, int] = {}  # a wire index → the call now continued under it
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
 
@@ -313,10 +315,17 @@ class StreamAssembler:
     def _call_index(self, tc: dict[str, Any]) -> int:
         """Which call a tool-call delta continues. By ``index`` when the server sends one; without
         it, by ``id`` (a known id is the same call; a new id starts one), and a delta with neither
-        continues the latest call."""
-        if tc.get("index") is not None:
-            return int(tc["index"])
+        continues the latest call. A delta that names a tool under a new id starts a new call even
+        at an index already taken: some servers (Ollama behind LiteLLM, some vLLM tool parsers)
+        number every parallel call 0, and merged, two calls would be one with both arguments."""
         call_id = tc.get("id")
+        if tc.get("index") is not None:
+            index = int(tc["index"])
+            slot = self.calls.get(self._moved.get(index, index))
+            named = bool((tc.get("function") or {}).get("name"))
+            if slot is not None and call_id and slot.get("id") not in (None, call_id) and named:
+                self._moved[index] = max(self.calls) + 1
+            return self._moved.get(index, index)
         if call_id:
             known = next((i for i, slot in self.calls.items() if slot.get("id") == call_id), None)
             return known if known is not None else max(self.calls, default=-1) + 1
@@ -445,18 +454,20 @@ class OpenAIChatProvider:
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
-        data = read_json(response, self.name)
-        message = parse_completion(data, request.model, self.name)
+        with self._http.scrubbing():  # what a reply quotes back of the key never leaves here
+            response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
+            data = read_json(response, self.name)
+            message = parse_completion(data, request.model, self.name)
         return ModelResponse(self._with_usage(message, _usage(data.get("usage")), request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, stream=True)
-        response = await self._http.request("POST", "/chat/completions", body, stream=True)
-        assembler = StreamAssembler(request.model, self.name)
-        async for event in stream_reply(response, self.name, assembler):
-            yield event
-        message = assembled(assembler, self.name)
+        with self._http.scrubbing():
+            response = await self._http.request("POST", "/chat/completions", body, stream=True)
+            assembler = StreamAssembler(request.model, self.name)
+            async for event in stream_reply(response, self.name, assembler):
+                yield event
+            message = assembled(assembler, self.name)
         yield ResponseDone(ModelResponse(self._with_usage(message, assembler.usage, request)))
 
     def _with_usage(self, message: AssistantMessage, reported: Usage | None, request: ModelRequest) -> AssistantMessage:
@@ -471,8 +482,9 @@ class OpenAIChatProvider:
 
     async def list_models(self) -> list[str]:
         """The ids the server lists at ``GET {base_url}/models`` (``data[].id``), in its order."""
-        response = await self._http.request("GET", "/models")
-        return model_ids(read_json(response, self.name), self.name)
+        with self._http.scrubbing():
+            response = await self._http.request("GET", "/models")
+            return model_ids(read_json(response, self.name), self.name)
 
     async def aclose(self) -> None:
         await self._http.aclose()
