@@ -270,7 +270,7 @@ def test_a_key_echoed_inside_the_stream_is_taken_out_too(
     if kind == "openai":
         parts: list[bytes | float | str] = [
             chunk({"role": "assistant"}),
-            sse({"error": {"message": f"key {KEY} revoked"}}),
+            sse({"error": {"message": f"key {KEY} revoked", "type": "invalid_request_error"}}),
         ]
     else:
         error = {"type": "error", "error": {"type": "invalid_request_error", "message": f"key {KEY} revoked"}}
@@ -540,3 +540,73 @@ def test_a_retry_after_of_ten_hours_falls_back_at_once_and_nothing_is_paid_twice
     assert "***" in fallback["reason"]
     assert [x["model"] for x in lines if x["type"] == "turn"] == ["openai/openai", "backup/backup"]
     assert_sound(out)
+
+
+# --- an error inside a Chat Completions stream ------------------------------------------------------
+
+
+def error_chunk(error: Any) -> bytes:
+    return sse({"error": error})
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "The server had an error while processing your request.", "type": "server_error", "code": None},
+        {"message": "Provider returned error", "code": 502},  # OpenRouter
+        {"message": "Overloaded", "type": "overloaded", "code": "overloaded"},
+        {"message": "Rate limit reached", "type": "rate_limit_exceeded", "code": 429},
+    ],
+)
+def test_a_servers_error_inside_the_stream_before_any_text_is_retried(
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path, error: dict[str, Any]
+) -> None:
+    """OpenAI, vLLM and OpenRouter send ``data: {"error": ...}`` when the model fails after the
+    200: one the server may get over is retried like the HTTP status it stands for, naming the
+    provider; the second attempt's answer is the run's."""
+    server = serve(
+        [Reply(200, [chunk({"role": "assistant", "content": ""}), error_chunk(error)]), text_reply("openai", "ok")]
+    )
+    out = run_against("openai", server, tmp_path)
+    assert_sound(out)
+    assert out.result.status == "completed" and out.result.text == "ok" and len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (
+            {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "type": "invalid_request_error",
+                "code": 400,
+            },
+            "context",
+        ),
+        (
+            {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"},
+            "quota",
+        ),
+        ({"message": "bad tool schema", "type": "BadRequestError", "code": 400}, "bad tool schema"),
+    ],
+)
+def test_a_servers_error_inside_the_stream_that_asking_again_cannot_fix_fails_once(
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path, error: dict[str, Any], words: str
+) -> None:
+    server = serve([Reply(200, [error_chunk(error)])] * 4)
+    out = run_against("openai", server, tmp_path)
+    assert_sound(out)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and "openai" in reason and words in reason.lower(), reason
+    assert len(server.requests) <= 2  # (a context overflow is retried once after trimming old tool output)
+
+
+def test_a_servers_error_inside_the_stream_after_text_fails_without_a_second_answer(
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path
+) -> None:
+    error = {"message": "The server had an error", "type": "server_error"}
+    server = serve([Reply(200, [chunk({"content": "Half an ans"}), error_chunk(error)]), text_reply("openai", "other")])
+    out = run_against("openai", server, tmp_path)
+    assert_sound(out)
+    assert out.result.status == "failed" and "not retried" in (out.result.reason or "")
+    assert len(server.requests) == 1

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether import Agent, RunState, run_sync
-from tether.errors import AuthError, ConfigError, ResponseError
+from tether.errors import AuthError, ConfigError, ResponseError, RetryableError
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers import openai_chat
 from tether.providers.base import ModelRequest
@@ -90,8 +90,10 @@ def test_stream_assembler_joins_split_arguments_and_repeated_ids() -> None:
 def test_stream_assembler_rejects_garbage() -> None:
     with pytest.raises(ResponseError):
         StreamAssembler("m").feed(["not", "an", "object"])
-    with pytest.raises(ResponseError, match="mid-stream"):
+    with pytest.raises(RetryableError, match="mid-stream: overloaded"):  # the server's own failure: asked again
         StreamAssembler("m").feed({"error": {"message": "overloaded"}})
+    with pytest.raises(AuthError, match="mid-stream"):
+        StreamAssembler("m").feed({"error": {"message": "no", "type": "invalid_api_key"}})
 
 
 def test_tool_images_follow_as_a_user_message() -> None:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.errors import ConfigError, ResponseError
+from tether.errors import ConfigError, ContextOverflowError, ProviderError, QuotaExceededError, ResponseError
 from tether.messages import (
     AssistantMessage,
     ImagePart,
@@ -261,6 +261,54 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
         ) from exc
 
 
+# What the words of an error's ``type`` or ``code`` stand for, as an HTTP status, when it has no
+# numeric code: the first word found decides.
+_ERROR_WORDS = (
+    ("quota", 429),
+    ("rate_limit", 429),
+    ("too_many", 429),
+    ("overload", 503),
+    ("unavailable", 503),
+    ("timeout", 408),
+    ("server_error", 500),
+    ("internal", 500),
+    ("auth", 401),
+    ("api_key", 401),
+    ("permission", 403),
+    ("context_length", 400),
+    ("invalid_request", 400),
+    ("badrequest", 400),
+    ("not_found", 404),
+)
+
+
+def stream_error(error: Any, provider: str) -> ProviderError:
+    """An ``{"error": ...}`` chunk inside a stream (OpenAI, vLLM and OpenRouter send one when the
+    model fails after the 200), classified as the HTTP status it stands for: its numeric ``code``
+    (OpenRouter, vLLM), else the words of its ``type`` and ``code`` (OpenAI); one that says neither is
+    taken as the server's own failure (500, retried while nothing of the turn was shown)."""
+    from tether.errors import classify_http_error, quota_message
+
+    fields = error if isinstance(error, dict) else {}
+    message = " ".join(str(fields.get("message") or error).split())[:300]
+    code = fields.get("code")
+    words = f"{fields.get('type') or ''} {code or ''}".lower()
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        status = code
+    else:
+        status = next((s for word, s in _ERROR_WORDS if word in words), 500)
+    body = json.dumps({"error": error}, ensure_ascii=False, default=str)
+    found = classify_http_error(provider, status, body, {})
+    text = f"{provider}: {words.strip() or 'an error'} mid-stream: {message}"
+    if isinstance(found, QuotaExceededError):
+        return QuotaExceededError(quota_message(provider, f"mid-stream: {message}"), provider=provider, body=body)
+    if isinstance(found, ContextOverflowError):
+        return ContextOverflowError(
+            f"{provider}: the prompt exceeds the model's context window ({message})", provider=provider, body=body
+        )
+    return type(found)(text, provider=provider, body=body)
+
+
 class StreamAssembler:
     """Collects SSE chunks into one assistant message: text, tool-call deltas, usage."""
 
@@ -280,7 +328,7 @@ class StreamAssembler:
         if not isinstance(chunk, dict):
             raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
         if "error" in chunk:
-            raise ResponseError(f"the provider sent an error mid-stream: {chunk['error']}")
+            raise stream_error(chunk["error"], self.provider)
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
         out: list[StreamText | StreamReasoning] = []
