@@ -119,9 +119,33 @@ def _exit_without_collecting() -> None:
     gc.freeze()
 
 
+def _closed_streams_to_devnull() -> None:
+    """A process started with stdout or stderr closed (``>&-``) has None for it: what would be
+    printed there goes nowhere, instead of failing in the middle of a run with an AttributeError
+    (or, for stderr, landing on stdout). The first free descriptors are the closed ones, so the
+    commands a run starts inherit the null device there too, never a file tether opened."""
+    import os
+
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (kept open for the process)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
-    exit code. A usage or configuration error is one line on stderr and exit code 2."""
+    exit code. A usage or configuration error is one line on stderr and exit code 2; Ctrl-C, 130."""
+    if argv is None:
+        _closed_streams_to_devnull()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C while the command starts or ends, outside a run's own handler (under which a run
+        # saves, and ends interrupted/cancelled): the same exit code, without a traceback.
+        print("\ntether: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     own_command = argv is None  # the process's own command, not a program calling main(argv)
     if argv is None:
         argv = sys.argv[1:]

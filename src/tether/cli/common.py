@@ -154,7 +154,11 @@ def session_store_spec(value: str) -> str:
 
 def directory(value: str) -> Path:
     """An existing directory, made absolute once (``--cwd``)."""
-    path = Path(value).expanduser().resolve()
+    try:
+        path = Path(value).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a loop of symbolic links (RuntimeError before Python 3.13)
+        why = getattr(exc, "strerror", None) or exc
+        raise argparse.ArgumentTypeError(f"{value!r} cannot be resolved: {why}") from None
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
     return path
@@ -211,6 +215,11 @@ def load_run(store: RunStore, run_id: str) -> RunState:
         raise StoreError(
             f"the header of run {run_id} ({where}) is damaged ({type(exc).__name__}: {exc}). "
             f"Restore it from a backup or delete the run ({where})."
+        ) from None
+    except OSError as exc:  # a name the file system refuses (too long), a folder it cannot read
+        raise StoreError(
+            f"cannot read run {run_id[:80]!r}{'...' if len(run_id) > 80 else ''}: {exc.strerror or exc}. "
+            "`tether runs` lists the runs"
         ) from None
 
 

@@ -286,7 +286,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _check_resumable_config(state: RunState) -> None:
     """A header can pass its checksum and still lack what rebuilding the agent needs (an edited
-    config): say which setting is missing instead of ending in a KeyError."""
+    config): say which setting is missing instead of ending in a KeyError. Its directory must still
+    be there."""
     from tether.errors import StoreError
 
     missing = [key for key in ("model", "cwd") if not isinstance(state.config.get(key), str)]
@@ -295,6 +296,12 @@ def _check_resumable_config(state: RunState) -> None:
             f"run {state.run_id} cannot be resumed: its saved config has no {' and no '.join(missing)} "
             f"(the header was edited, or the run was not made by `tether run`); nothing was run. "
             "`tether show` still prints its transcript"
+        )
+    cwd = state.config["cwd"]
+    if not Path(cwd).is_dir():  # as `tether run --cwd` refuses it: every file tool would fail there
+        raise usage_error(
+            f"run {state.run_id} works in {cwd}, which is no longer a directory; nothing was run. "
+            "Put the directory back there, then resume"
         )
 
 
@@ -362,6 +369,7 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
+    _check_home(settings)
     agent: Agent | None = _checked_agent(state, settings)
     printer.show_sandbox()
     while True:
@@ -376,6 +384,35 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
         elif structured and result.typed:
             print(json.dumps(result.output, indent=2, ensure_ascii=False))
         return exit_code(result)
+
+
+def _check_home(settings: Settings) -> None:
+    """A run keeps its header under ``$TETHER_HOME/runs`` and its trace under ``traces``: a home
+    where they cannot be written is said in one line before anything runs, not as a traceback from
+    the run's first save."""
+    import os
+
+    from tether.errors import ConfigError
+    from tether.fileio import private_dir
+
+    for folder in ("traces",) if settings.database_url else ("runs", "traces"):
+        path = settings.home / folder
+        try:
+            private_dir(path)
+            writable = os.access(path, os.W_OK | os.X_OK)
+        except OSError as exc:
+            where = exc.filename or path
+            not_folder = isinstance(exc, FileExistsError | NotADirectoryError)
+            problem = f"{where} is not a folder" if not_folder else f"{where}: {exc.strerror or exc}"
+            raise ConfigError(
+                f"cannot keep runs in {settings.home} ($TETHER_HOME): {problem}. Set TETHER_HOME to a "
+                "folder you can write"
+            ) from None
+        if not writable:
+            raise ConfigError(
+                f"cannot keep runs in {settings.home} ($TETHER_HOME): {path} is not writable. Fix its "
+                "permissions, or set TETHER_HOME to a folder you can write"
+            )
 
 
 def _decision_needed(result: RunResult) -> ApprovalInterruption | OutcomeUnknownInterruption | None:
