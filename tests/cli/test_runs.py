@@ -219,3 +219,35 @@ def test_a_header_that_passes_its_checksum_but_lacks_what_resume_needs_is_one_li
     assert out.returncode == 2 and said in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and "KeyError" not in out.stderr and len(out.stderr.splitlines()) == 1
     assert (workspace / "access.log").exists()  # nothing ran
+
+
+def test_a_run_left_running_by_a_dead_process_says_so_and_how_to_go_on(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
+    """Saved ``running`` with no process holding it (its process was killed): ``runs`` and ``show``
+    say it stopped and how to continue; while a process holds it, it is running."""
+    from tether.cli.runs import STOPPED
+    from tether.harness.store import RunStore
+
+    run_id = plan_run(workspace, env)
+    set_header(tether_home / "runs" / run_id, status="running")  # what a kill -9 mid-run leaves
+    listed = tether("runs", env=env).stdout
+    assert STOPPED in listed
+    (row,) = json.loads(tether("runs", "--json", env=env).stdout)
+    assert row["status"] == "running" and row["live"] is False
+    shown = tether("show", run_id, env=env).stdout
+    assert f"{run_id}: {STOPPED}" in shown and f"next: tether resume {run_id}" in shown
+    with RunStore(tether_home / "runs").lock(run_id):  # a process running it now
+        assert STOPPED not in tether("runs", env=env).stdout
+        (row,) = json.loads(tether("runs", "--json", env=env).stdout)
+        assert row["live"] is True
+        shown = tether("show", run_id, env=env).stdout
+        assert f"{run_id}: running" in shown and "tether resume" not in shown
+    done = json.loads(tether("runs", "--json", env=env).stdout)
+    assert done[0]["live"] is False
+
+
+def test_a_finished_run_is_not_asked_whether_it_is_held(workspace: Path, env: dict[str, str]) -> None:
+    plan_run(workspace, env)
+    (row,) = json.loads(tether("runs", "--json", env=env).stdout)
+    assert row["status"] == "completed" and row["live"] is None

@@ -51,22 +51,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from tether.cli.display import cost_text
 
     settings = load_settings()
+    live: Any = None  # whether a run saved as running is held by a process (on one machine only)
     if settings.database_url:  # the runs of every machine sharing the database
         rows, skipped = _rows_of(run_store(settings).list())
     else:
         rows, skipped = _rows(settings.home / "runs")
+        live = run_store(settings).held
     total = len(rows)
     if not args.all:
         rows = rows[: args.limit]
+    held = {row.run_id: live(row.run_id) for row in rows if row.status == "running" and live is not None}
     if args.json:
-        print(json.dumps([_json_row(row) for row in rows], ensure_ascii=False, indent=1))
+        print(json.dumps([_json_row(row, held.get(row.run_id)) for row in rows], ensure_ascii=False, indent=1))
     elif not rows and not skipped:
         print("no runs yet", file=sys.stderr)
     elif rows:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
     for row in rows if not args.json else ():
         cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True)
-        print(f"{row.run_id:22} {row.status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
+        status = STOPPED if held.get(row.run_id) is False else row.status
+        print(f"{row.run_id:22} {status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
     if total > len(rows):
         print(f"(the latest {len(rows)} of {total} runs; --all shows every one)", file=sys.stderr)
     for run_id, why in skipped:
@@ -84,10 +88,15 @@ def _prompt(row: Any) -> str:
     return "(no prompt recorded)"
 
 
-def _json_row(row: Any) -> dict[str, Any]:
+# A run saved as running that no process holds: its process stopped or was killed (it resumes).
+STOPPED = "stopped: no process"
+
+
+def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
     return {
         "run_id": row.run_id,
         "status": row.status,
+        "live": live,  # for a run saved as running: whether a process holds it (null: not asked)
         "turns": row.turns,
         "cost_usd": row.cost_usd,
         "model": row.model,
@@ -171,10 +180,13 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tether.cli.display import transcript_lines
+    from tether.harness.store import RunStore
 
     settings = load_settings()
-    state = load_run(run_store(settings), args.run_id)
-    for line in _heading(state, settings):
+    store = run_store(settings)
+    state = load_run(store, args.run_id)
+    stopped = state.status == "running" and isinstance(store, RunStore) and not store.held(state.run_id)
+    for line in _heading(state, settings, stopped=stopped):
         print(line)
     print()
     for line in transcript_lines(state.messages, full=args.full, full_hint=f"tether show {state.run_id} --full"):
@@ -182,13 +194,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _heading(state: RunState, settings: Settings) -> list[str]:
+def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
     from tether.cli.display import cost_text, resume_hint, tokens_text
 
     cfg = state.config
     cost: float | None = state.cost_usd
     lines = [
-        f"run {state.run_id}: {state.status}, {state.turns} turns, tokens {tokens_text(state.usage)}, "
+        f"run {state.run_id}: {STOPPED if stopped else state.status}, {state.turns} turns, "
+        f"tokens {tokens_text(state.usage)}, "
         f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models)}"
     ]
     where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
@@ -203,6 +216,9 @@ def _heading(state: RunState, settings: Settings) -> list[str]:
         what = "a decision after a crash about" if waiting.type == "outcome_unknown" else "approval of"
         lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args}")
     hint = resume_hint(state.run_id, state.status, waiting)
+    if stopped:
+        lines.append("  its process stopped or was killed while it ran; it resumes from its last save")
+        hint = f"tether resume {state.run_id}   to continue where it stopped"
     if hint:
         lines.append(f"  next: {hint}")
     return lines

@@ -581,6 +581,25 @@ class RunStore:
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
+    def held(self, run_id: str) -> bool:
+        """Whether a process on this machine holds the run now (:meth:`lock`): a run saved as
+        ``running`` that nobody holds was left so by a process that stopped or was killed, and
+        resumes from its last save. A shared lock, taken and let go at once, is the question: it
+        never blocks, and a resume that starts in that moment is told to wait."""
+        import fcntl
+
+        try:
+            fd = os.open(self._dir(run_id), os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False  # no folder (or something else in its place): nothing holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # and with it the shared lock
+        return False
+
     def _files(self, run_id: str, d: Path) -> _Files:
         with self._fd_lock:
             files = self._fds.get(run_id)
