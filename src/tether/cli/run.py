@@ -595,7 +595,11 @@ class Printer:
         elif kind == "memory_rejected":
             self._err(f"   memory: {event.action} refused ({event.rule})")
         elif kind == "approval_required" and not self.asking:
-            what = "outcome unknown after a crash" if event.reason == "outcome_unknown" else "needs approval"
+            what = (
+                "outcome unknown (cut off before it finished)"
+                if event.reason == "outcome_unknown"
+                else "needs approval"
+            )
             self._err(f"!! {event.tool_name} {event.args} {what}")
 
     def finish(self, result: RunResult, model: str | None) -> None:

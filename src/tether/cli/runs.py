@@ -213,7 +213,11 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
     waiting = state.interruption
     if waiting is not None and waiting.type in ("approval", "outcome_unknown"):
         args = json.dumps(getattr(waiting, "args", None), ensure_ascii=False)
-        what = "a decision after a crash about" if waiting.type == "outcome_unknown" else "approval of"
+        what = (
+            "a decision about a call cut off before it finished,"
+            if waiting.type == "outcome_unknown"
+            else "approval of"
+        )
         lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args}")
     hint = resume_hint(state.run_id, state.status, waiting)
     if stopped:
