@@ -200,13 +200,14 @@ def cmd_add(args: argparse.Namespace) -> int:
         from tether.knowledge import ModelExtractor
 
         extractor = ModelExtractor(args.extract_with, settings=settings, max_budget_usd=args.extract_budget)
-    with _writing(settings, args.name) as held:
+    writing = _writing(settings, args.name)
+    with writing as held:
         if not held:
             raise _being_dropped(args.name)
-        return _add(settings, args, extractor)
+        return _add(settings, args, extractor, writing)
 
 
-def _add(settings: Settings, args: argparse.Namespace, extractor: Any) -> int:
+def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: _base_lock) -> int:
     from tether.stores import kb_exists
 
     new = not kb_exists(settings, args.name)
@@ -223,6 +224,11 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any) -> int:
         )
         return 130
     if new and not kb.documents():
+        # Another kb add may be writing to the base this one made, its first file not yet in:
+        # dropping it then lost all it added (it went on writing into a deleted file).
+        if not writing.alone() or kb.documents():
+            print(f"nothing was added to {args.name!r} by this add (another is adding to it)", file=sys.stderr)
+            return 1
         _drop(settings, args.name)
         print(f"nothing was added, so no base {args.name!r} was made", file=sys.stderr)
         return 1
@@ -344,6 +350,17 @@ class _base_lock:
             ) from None
         try:
             fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def alone(self) -> bool:
+        """Turn a shared lock held into an exclusive one, without waiting: False when another
+        process holds it too (the shared lock may then be gone: only for a holder about to end)."""
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         return True

@@ -259,6 +259,9 @@ class KnowledgeBase:
     def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
         from tether.knowledge.readers import Skipped, read_document
 
+        if _unencodable(name) or _unencodable(str(file)):  # bytes that are not UTF-8: no database holds them
+            report.skipped.append((name, "its name is not valid UTF-8: rename it to read it"))
+            return
         known = self.store.document(name)
         same_meta = known is not None and known.meta == meta
         try:
@@ -308,12 +311,19 @@ class KnowledgeBase:
         if self.embedder is None:
             return 0
         total, done, after = 0, 0, 0
+        turned = -1  # how many were done when the cursor last went back to the start
         if progress is not None:
             stats = self.store.stats()
             total = max(0, int(stats["chunks"]) - int(stats["embedded_chunks"]))
             progress(0, total)
         while True:
             rows = self.store.unembedded(batch, after)
+            if not rows and after and done > turned:
+                # Chunk ids do not grow in the order they are written (SQLite gives a replaced
+                # document's chunks the ids it freed; a Postgres transaction may commit after one
+                # that took later ids): an add meanwhile may have put chunks behind the cursor.
+                turned, after = done, 0
+                rows = self.store.unembedded(batch, after)
             if not rows:
                 return done
             matrix = self.embedder.embed([text for _, text in rows])
@@ -346,7 +356,8 @@ class KnowledgeBase:
         hops: int = 2,
     ) -> SearchResult:
         _check_search(query, mode, k, alpha)
-        allowed = self.store.doc_ids(filters or {})
+        query = _encodable(query)
+        allowed = self.store.doc_ids({_encodable(key): _encodable(value) for key, value in (filters or {}).items()})
         depth = max(50, 5 * k)
         can_embed = self._has_vectors()
         if mode == "vector" and not can_embed:
@@ -518,6 +529,7 @@ class KnowledgeBase:
 
     def entity_chunks(self, entity: str, *, k: int = 8) -> SearchResult:
         """The chunks linked to an entity: walk a relation instead of searching again."""
+        entity = _encodable(entity)
         found = self.store.entity(entity.strip())
         if found is None:
             return SearchResult(entity, "entity", [], f"no entity named {entity!r} in the knowledge base")
@@ -558,6 +570,19 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
         raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
     if k <= 0:
         raise UserError(f"k must be at least 1, not {k}")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unencodable(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate (undecodable bytes in an argument, ``"\\ud800"`` in
+    JSON) made U+FFFD: the databases take only UTF-8, and refused the whole search."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import

@@ -43,6 +43,9 @@ class Extraction:
     entities: dict[str, tuple[str, set[int]]] = field(default_factory=dict)
     # (name, name, kind, weight)
     relations: list[tuple[str, str, str, float]] = field(default_factory=list)
+    # casefolded name → the name as first recorded: a scan of ``entities`` per mention made a
+    # document with thousands of identifiers quadratic (a 7 MB parts list took half an hour)
+    _names: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def mention(self, name: str, kind: str, chunk: int) -> str:
         """Record that chunk ``chunk`` mentions ``name``; the name as first recorded (an entity
@@ -50,11 +53,11 @@ class Extraction:
         name = name.strip()
         if not name:
             return ""
-        key = name.casefold()
-        for known in self.entities:
-            if known.casefold() == key:
-                name = known
-                break
+        if len(self._names) != len(self.entities):  # ``entities`` was filled by hand
+            self._names = {}
+            for known in self.entities:
+                self._names.setdefault(known.casefold(), known)
+        name = self._names.setdefault(name.casefold(), name)
         self.entities.setdefault(name, (kind, set()))[1].add(chunk)
         return name
 

@@ -113,19 +113,28 @@ def readable(path: Path) -> bool:
 
 
 def iter_files(root: Path) -> Iterator[Path]:
-    """Files under ``root`` that a base should read, in a stable order, ignore files honoured."""
-    if root.is_file():
+    """Files under ``root`` that a base should read, in a stable order, ignore files honoured.
+    ``root`` itself when it is not a directory: a named pipe or a device named on purpose is
+    skipped by the add, which says why."""
+    if not root.is_dir():
         yield root
         return
-    specs: list[tuple[Path, Any]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        specs = [(base, spec) for base, spec in specs if here == base or base in here.parents]
+    # A stack of our own, not os.walk, which recurses once per level (Python 3.11): a tree nested
+    # a thousand deep raised RecursionError. Each folder carries the ignore rules above it.
+    stack: list[tuple[Path, list[tuple[Path, Any]]]] = [(root, [])]
+    while stack:
+        here, specs = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue  # a folder that cannot be listed is passed over, as os.walk does
+        dirnames = [e.name for e in entries if e.is_dir(follow_symlinks=False)]  # links are not followed
+        filenames = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
         spec = _ignore_spec(here, filenames)
         if spec is not None:
-            specs.append((here, spec))
-        dirnames[:] = sorted(d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True))
-        for name in sorted(filenames):
+            specs = [*specs, (here, spec)]
+        for name in filenames:
             path = here / name
             if (
                 name not in IGNORE_FILES
@@ -134,6 +143,8 @@ def iter_files(root: Path) -> Iterator[Path]:
                 and readable(path)
             ):
                 yield path
+        kept = [d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True)]
+        stack += [(here / d, specs) for d in reversed(kept)]
 
 
 def _ignore_spec(here: Path, filenames: list[str]) -> Any:

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StoreError
 from tether.fileio import private_file
 
 __all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "tokens"]
 
 SCHEMA_VERSION = 1
+BUSY_SECONDS = 30  # how long a write waits for another process's to end
 BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
 BM25_B = 0.75
 
@@ -230,7 +231,7 @@ class SqliteKnowledgeStore:
         try:
             if self.path != ":memory:":
                 private_file(Path(self.path))  # the base holds the documents' text
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
@@ -257,7 +258,7 @@ class SqliteKnowledgeStore:
         self._probe = (
             None
             if self.path == ":memory:"
-            else sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            else sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
         )
 
     def close(self) -> None:
@@ -266,9 +267,24 @@ class SqliteKnowledgeStore:
         self._db.close()
 
     @contextlib.contextmanager
+    def _waited(self) -> Iterator[None]:
+        """A write that waited its whole timeout for another process's (one transaction per file:
+        adding a large one holds the base for as long as it takes) is a StoreError that says so."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            raise StoreError(
+                f"the knowledge base {self.path} is busy: another process has been writing to it for "
+                f"{BUSY_SECONDS} s (a kb add of a large file, or a fill). Run this again when it is done"
+            ) from None
+
+    @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            with self._waited():
+                self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
@@ -283,10 +299,11 @@ class SqliteKnowledgeStore:
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self._db.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        with self._waited():
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     def _generation(self) -> int:
         if self._probe is None:
@@ -408,7 +425,8 @@ class SqliteKnowledgeStore:
         return gone
 
     def set_document_hash(self, name: str, hash: str) -> None:
-        self._db.execute("UPDATE documents SET hash = ? WHERE name = ?", (hash, name))
+        with self._waited():
+            self._db.execute("UPDATE documents SET hash = ? WHERE name = ?", (hash, name))
 
     def doc_ids(self, filters: dict[str, str]) -> set[int] | None:
         """Documents whose metadata (or name, path, title) equal every filter; None: no filter."""
