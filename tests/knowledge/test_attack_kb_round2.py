@@ -525,3 +525,25 @@ def test_a_file_that_vanishes_or_shrinks_while_the_folder_is_read(tmp_path: Path
     again = kb.add_path(root)
     assert len(again.unchanged) == 2 and not again.added and not again.updated
     check_index(kb)
+
+
+def test_a_base_whose_first_add_was_cut_before_its_embedder_was_recorded_gets_the_one_asked_for(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kill between the base's file being made and its embedder being recorded leaves a file
+    with no embedder: the next add's --embedder is used (it was recorded as "none", a base with no
+    vectors for good, without a word)."""
+    from tether.knowledge.store import SqliteKnowledgeStore
+
+    monkeypatch.chdir(tmp_path)
+    (quiet_env / "kb").mkdir(parents=True, exist_ok=True)
+    SqliteKnowledgeStore(str(quiet_env / "kb" / "default.db")).close()  # the file, and nothing recorded
+    (tmp_path / "a.md").write_text("# Valves\n\nThe FVAM-2050-B is fitted with seal kit SK-77.\n")
+    code, _, err = run_main("kb", "add", "a.md", "--embedder", "hashing/64", capsys=capsys)
+    assert code == 0, err
+    store = SqliteKnowledgeStore(str(quiet_env / "kb" / "default.db"))
+    try:
+        assert store.get_meta("embedder") == "hashing/64"
+        assert store.stats()["embedded_chunks"] == store.stats()["chunks"] > 0
+    finally:
+        store.close()

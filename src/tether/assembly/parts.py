@@ -83,6 +83,9 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
     store = knowledge_store(settings, name)
     recorded = store.get_meta("embedder")
     if recorded is None:
+        if exists:  # made, but its first add was cut before the embedder was recorded: chosen now
+            chosen = create_with or settings.kb.embedder or default_embedder()
+            fresh = make_embedder(chosen, base_url=base_url, cache_dir=cache_dir)
         embedder = fresh
         store.set_meta("embedder", embedder.name if embedder is not None else "none")
     else:
