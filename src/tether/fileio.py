@@ -55,6 +55,16 @@ def open_private(path: Path, flags: int) -> int:
         return os.open(path, flags, 0o600)
 
 
+def in_the_way(folder: Path) -> str | None:
+    """Why ``folder`` cannot be made or used, when it or one of its parents is there but is not a
+    folder (a file, a link, a pipe): the error alone (``File exists``, ``Not a directory``) would
+    send the person to the wrong name. None when nothing is in the way."""
+    for where in (folder, *folder.parents):
+        if os.path.lexists(where):
+            return None if where.is_dir() else f"{where} is {planted(where) or 'a file'}, not a folder: move it away"
+    return None
+
+
 def planted(path: Path) -> str | None:
     """What was put at ``path`` in place of a file tether writes, in words (a symbolic link, a
     named pipe, a folder, a device or socket), or None for a regular file or nothing."""

@@ -7,9 +7,11 @@ A session store keeps one conversation's messages. Three stores share one protoc
   append writes all its lines with one ``write`` on an ``O_APPEND`` descriptor; any rewrite
   (compaction, clearing, repair) writes a temporary file, fsyncs and renames. An advisory lock
   (``fcntl.flock``) keeps two processes from interleaving writes to one session. A torn last line
-  left by a crash is dropped on load and cut off before the next append. A link, named pipe or
-  folder put at one of its files' names is never followed or waited on: it is an error that names
-  the file (a listing leaves it out; a metadata file counts as empty, as an unreadable one does);
+  left by a crash is dropped on load and cut off before the next append; a whole line that holds
+  no message (garbled, or edited by hand) is dropped too, once the file is copied beside it
+  (``<session>.jsonl.damaged-<time>-<random>``). A link, named pipe or folder put at one of its files'
+  names is never followed or waited on: it is an error that names the file (a listing leaves it
+  out; a metadata file counts as empty, as an unreadable one does);
 * :class:`SqliteSessionStore` — one row per message, WAL mode.
 
 Every load repairs (law 1), and a repaired history is written back atomically. A durable store
@@ -19,6 +21,7 @@ that cannot be opened refuses to start: it never falls back to memory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -31,7 +34,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from tether.errors import ConfigError, UserError
-from tether.fileio import atomic_write, open_own, planted, private_dir, private_file, read_own
+from tether.fileio import atomic_write, in_the_way, open_own, planted, private_dir, private_file, read_own
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -223,6 +226,13 @@ class MemorySessionStore:
         self._data.pop(check_session_id(session_id), None)
 
 
+def _blocked(folder: Path) -> OSError | None:
+    """An error that names what is in the way of ``folder`` (:func:`in_the_way`), for the callers
+    that word a store's error from its cause."""
+    why = in_the_way(folder)
+    return None if why is None else OSError(errno.ENOTDIR, why, str(folder))
+
+
 class JsonlSessionStore:
     """One JSONL file per session under ``root``."""
 
@@ -238,6 +248,7 @@ class JsonlSessionStore:
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
             probe.unlink()
         except OSError as exc:
+            exc = _blocked(self.root) or exc
             raise ConfigError(
                 f"the session directory {self.root} is not writable ({exc.strerror}); "
                 "fix its permissions or choose another (--session-store jsonl:DIR, "
@@ -261,32 +272,49 @@ class JsonlSessionStore:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    def _read(self, path: Path) -> tuple[list[Message], bool]:
-        """Messages in the file, and whether anything (a torn or garbled line) was dropped."""
+    def _read(self, path: Path) -> tuple[list[Message], bool, bool]:
+        """Messages in the file, whether anything was dropped, and whether that was a whole line
+        (garbled, or edited by hand) rather than a torn last line."""
         try:
             with _refusing(path):
                 data = read_own(path)
         except FileNotFoundError:
-            return [], False
+            return [], False, False
         messages: list[Message] = []
-        dropped = False
-        for line in data.split(b"\n"):
+        garbled = False
+        lines = data.split(b"\n")
+        for i, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
                 messages.append(load_message(line))
             except ValidationError:
-                dropped = True  # a torn write, or a line edited by hand
-        return messages, dropped or (bool(data) and not data.endswith(b"\n"))
+                garbled = garbled or i < len(lines) - 1  # the part after the last newline is a torn write
+        return messages, garbled or (bool(data) and not data.endswith(b"\n")), garbled
 
     def load(self, session_id: str) -> list[Message]:
         path = self.path(session_id)
         with self._locked(session_id):
-            messages, damaged = self._read(path)
+            messages, damaged, garbled = self._read(path)
             fixed = repair(messages)
             if damaged or fixed != messages:
+                if garbled:  # a whole line no message could be read from: its bytes are kept beside
+                    self._keep_damaged(path)
                 self._write_all(path, fixed)
         return fixed
+
+    def _keep_damaged(self, path: Path) -> None:
+        """Copy the file as it is to ``<name>.damaged-<time>-<random>`` before a repair drops lines
+        from it, so that a line edited by hand and no longer readable is not lost. Random: one
+        process may repair the same session twice in a second (damaged, appended to, damaged)."""
+        copy = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}")
+        data = read_own(path)  # read just now under the lock: a plain file, not a link
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if self.fsync:
+                os.fsync(fd)
 
     def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True, group: Any = None) -> None:
         """Append ``messages`` in one write. ``durable=False`` skips the fsync (the lines survive the
@@ -359,9 +387,12 @@ class JsonlSessionStore:
 
     def list(self) -> list[SessionInfo]:
         """The sessions in ``root``; a name that does not hold a file tether wrote (a link, a named
-        pipe, a folder) is left out, never read through or waited on."""
+        pipe, a folder) is left out, never read through or waited on, and so is a file whose name
+        is not a session name (no command could show or delete it)."""
         out = []
         for p in sorted(self.root.glob("*.jsonl")):
+            if not _NAME.fullmatch(p.stem):  # not a session name: nothing could show or delete it
+                continue
             with contextlib.suppress(OSError):
                 out.append(SessionInfo(p.stem, read_own(p).count(b"\n"), os.lstat(p).st_mtime))
         return out
@@ -400,7 +431,9 @@ class SqliteSessionStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open the session database {self.path}: {exc}") from exc
+            cause = _blocked(self.path.parent) or exc
+            why = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+            raise ConfigError(f"cannot open the session database {self.path}: {why}") from cause
 
     def _rows(self, session_id: str) -> list[Message]:
         out = []

@@ -80,3 +80,17 @@ def test_the_summary_of_an_empty_answer_says_so_from_the_result() -> None:
     # Output "" from a run a stop condition ended on a tool call is not an empty answer.
     stopped = RunResult(run_id="run_2", status="completed", reason="stop condition met")
     assert not any("tether show" in line for line in summary_lines(stopped, "scripted/plan", SETTINGS))
+
+
+def test_transcript_lines_never_carry_a_terminal_escape() -> None:
+    """``tether show`` and ``tether sessions show`` print these lines: a tool's result is text from
+    outside, and OSC 52 in it would write the terminal's clipboard."""
+    evil = "\x1b]52;c;ZWNobyBwd25lZA==\x07 and \x1b[2J and \u202e"
+    lines = list(
+        transcript_lines(
+            [UserMessage.text("hi " + evil), ToolMessage(call_id="c", name="fetch", content=(TextPart(text=evil),))]
+        )
+    )
+    text = "\n".join(lines)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "\\x1b]52;c;" in text and "\\u202e" in text  # shown, escaped

@@ -4,6 +4,7 @@ with their decisions in words (``tether show``, ``tether sessions show``)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -99,9 +100,26 @@ _DECISIONS = {
 }
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: object) -> str:
+    """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``)."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
+    )
+
+
 def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hint: str = "--full") -> Iterator[str]:
     """The transcript with role labels, tool calls with their arguments, results with what tether
-    decided about them, and long bodies shortened (``full`` keeps them whole)."""
+    decided about them, and long bodies shortened (``full`` keeps them whole). Each line is safe to
+    print (:func:`shown`): a tool's result is text from outside (a web page, a file), and an escape
+    in it could set the terminal's title, write its clipboard or hide lines."""
+    for line in _transcript_lines(messages, full=full, full_hint=full_hint):
+        yield shown(line)
+
+
+def _transcript_lines(messages: Sequence[Message], *, full: bool, full_hint: str) -> Iterator[str]:
     from tether.messages import AssistantMessage, ReasoningPart, TextPart, ToolMessage
 
     for number, m in enumerate(messages, start=1):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import positive_float, positive_int, usage_error
 from tether.cli.common import settings as load_settings
+from tether.cli.display import shown
 from tether.stores import kb_names, kb_where
 
 if TYPE_CHECKING:
@@ -151,16 +152,6 @@ def add_parsers(sub: Any) -> None:
 # Control characters (but tab) and the bidirectional overrides: a file name or a document's text
 # is untrusted, and printed raw it could set the terminal's title, write its clipboard (OSC 52),
 # clear the screen or reorder what is shown.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def shown(text: object) -> str:
-    """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``)."""
-    return _CONTROL.sub(
-        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
-    )
-
-
 def _json_shown(text: str) -> str:
     """JSON escapes C0 controls itself; these it leaves raw (valid only inside strings, so safe to escape)."""
     return re.sub(

@@ -70,7 +70,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not messages:
         print(f"session {args.session} has no messages", file=sys.stderr)
     for line in transcript_lines(messages, full=args.full, full_hint=f"tether sessions show {args.session} --full"):
-        print(line)
+        print(line)  # control characters escaped (a tool's result is text from outside)
     return 0
 
 

@@ -226,6 +226,15 @@ class Memory(Extension):
     def _checked(self, text: str) -> str:
         if not isinstance(text, str):
             raise MemoryRefused("Not saved: the entry must be text.", "empty")
+        # A byte that is not UTF-8 reaches here as a lone surrogate (a shell argument decoded with
+        # surrogateescape, or a "\udcff" escape in a tool call's JSON): no file or prompt can hold it.
+        at = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+        if at is not None:
+            raise MemoryRefused(
+                f"Not saved: the entry is not valid UTF-8 text (a byte that is not a character at "
+                f"position {at + 1}). Save it as UTF-8 text.",
+                "encoding",
+            )
         finding = self.check(text)
         if finding is not None:
             raise MemoryRefused(

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from tether.errors import ConfigError, TetherError
-from tether.fileio import atomic_write, open_own, planted, read_own
+from tether.fileio import atomic_write, in_the_way, open_own, planted, read_own
 
 __all__ = ["STORES", "Change", "MemoryRefused", "MemoryStore", "StoreName", "StoreUsage", "TextStore"]
 
@@ -177,7 +177,7 @@ class TextStore:
                     f"{self.path} is {kind}; memory files must be plain files. "
                     "Remove it (tether memory clear recreates the file)"
                 ) from exc
-            raise ConfigError(f"cannot read {self.path}: {exc.strerror}") from exc
+            raise ConfigError(f"cannot read {self.path}: {in_the_way(self.path.parent) or exc.strerror}") from exc
         try:
             return data.decode("utf-8-sig"), False  # an editor's byte-order mark is not text
         except UnicodeDecodeError:
@@ -215,7 +215,8 @@ class TextStore:
                     f"cannot write memory: {lock_path} is {kind}, not the lock file tether makes; "
                     "remove it and try again"
                 ) from exc
-            raise ConfigError(f"cannot write memory under {self.path.parent}: {exc.strerror}") from exc
+            why = in_the_way(self.path.parent) or exc.strerror
+            raise ConfigError(f"cannot write memory under {self.path.parent}: {why}") from exc
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             text, damaged = self._read()
