@@ -259,6 +259,29 @@ def test_resume_reconciles_a_session_a_crash_left_ahead(tmp_path: Path, workspac
     assert_pairing(history)
 
 
+def test_resuming_a_run_after_a_later_run_continued_its_session_removes_nothing(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A run stopped for approval, another run in the same session, then the first resumed: the
+    later exchange was dropped (the stopped run's state taken as the truth). The resume is refused
+    with the reason, the session and the stopped run are left as they were."""
+    from tether.errors import UserError
+    from tether.harness.state import reject
+
+    store = JsonlSessionStore(tmp_path)
+    state = RunState(session_id="w")
+    destructive = Agent("scripted/destructive", tools=FILE_TOOLS, cwd=workspace)
+    assert run_sync(destructive, "free space", state=state, session=store).status == "interrupted"
+    later = run_sync(Agent("scripted/hello"), "hello there", session=store, session_id="w")
+    assert later.status == "completed"
+    before = store.load("w")
+    reject(state, reason="no")
+    with pytest.raises(UserError, match="went on after run .* nothing was changed"):
+        run_sync(destructive, state=state, session=store)
+    assert store.load("w") == before
+    assert any(m.role == "user" and "hello there" in str(m.content) for m in before)
+
+
 # --- a real result wins over the placeholder repair wrote; repair never deletes a real result -----
 
 

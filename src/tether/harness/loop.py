@@ -303,8 +303,27 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
         state.session_synced = len(history)
         state.history_turns = conversation_turns(history)
     elif len(history) != state.session_synced:
+        if _went_on(history[state.session_synced :]):
+            raise UserError(
+                f"session {state.session_id} went on after run {state.run_id} stopped: a later run added "
+                f"{len(history) - state.session_synced} messages, which resuming this run would remove; "
+                "nothing was changed. Continue the conversation with a new message instead (this run's "
+                f"transcript stays readable: tether show {state.run_id})"
+            )
         # A crash left the session ahead of (or behind) the run's last save: the run is the truth.
         session.rewrite(state.session_id, state.messages[: state.session_synced])
+
+
+def _went_on(later: list[Any]) -> bool:
+    """Whether messages past a stopped run's share of its session hold another exchange (a
+    person's message and a reply to it): a later run continued the conversation. What a crash
+    leaves there is the run's own unsaved step, or the prompt of a run that died before a reply."""
+    asked = False
+    for m in later:
+        asked = asked or isinstance(m, UserMessage)
+        if asked and isinstance(m, AssistantMessage):
+            return True
+    return False
 
 
 async def _loop(rc: RunContext) -> AsyncIterator[Event]:
