@@ -68,7 +68,7 @@ async def side_call(
     budget = rc.agent.max_budget_usd
     if budget is not None and price is not None:
         affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
-        if affordable < min(max_tokens, rc.agent.min_output_tokens):
+        if affordable < min(max_tokens, max(rc.agent.min_output_tokens, 1)):  # 0: not even the prompt
             raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
         if affordable < max_tokens:
             from dataclasses import replace

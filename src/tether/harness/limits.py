@@ -81,7 +81,8 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     remaining = agent.max_budget_usd - state.spent_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)
-    if max_tokens < agent.min_output_tokens:
+    least = max(agent.min_output_tokens, 1)  # 0 affordable: the prompt alone costs more than is left
+    if max_tokens < least:
         lost = (
             f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
             if state.cost_unknown_usd
@@ -91,7 +92,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             "budget_exceeded",
             f"the remaining budget (${max(remaining, 0):.6f} of ${agent.max_budget_usd:.6f}) cannot "
             f"pay for another call: ~{prompt} prompt tokens plus at least "
-            f"{agent.min_output_tokens} output tokens{lost}",
+            f"{least} output tokens{lost}",
             MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd, spent_usd=state.spent_usd),
         )
     return CallPlan(max_tokens, prompt)

@@ -379,9 +379,12 @@ def _decision_target(state: RunState, call_id: str | None) -> str:
 
 
 def _plugin_question(state: RunState, call_id: str | None) -> Interruption | None:
-    """The question the run stopped for when a plug-in (a middleware, a tool) asked it."""
+    """The question the run stopped for when a plug-in (a middleware, a tool) asked it. Named by
+    the call it came from (a sub-agent's), it is still that question, not an approval of the call."""
     waiting = state.interruption
-    if call_id is not None or waiting is None or isinstance(waiting, _CALL_QUESTIONS + _NOT_QUESTIONS):
+    if waiting is None or isinstance(waiting, _CALL_QUESTIONS + _NOT_QUESTIONS):
+        return None
+    if call_id is not None and call_id != getattr(waiting, "call_id", None):
         return None
     return waiting
 

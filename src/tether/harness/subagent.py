@@ -110,6 +110,39 @@ def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
             parent.unpriced_models.append(model)
 
 
+def _given(parent: RunState) -> dict[str, Any]:
+    """The limits given to the parent's children that have not finished: call id → ``usd`` and
+    ``turns`` (None: unbounded)."""
+    found: dict[str, Any] = parent.ext_state(_NAME).setdefault("given", {})
+    return found
+
+
+def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
+    """The children of this parent's reply that run beside this call (a parallel batch): what those
+    started were given and have not spent yet, in dollars and turns, and how many calls of this
+    tool after this one have yet to start. Together they may not spend past the parent's limits,
+    so this call gets its share of the rest. Only calls still pending count (a record a crash left
+    is no promise)."""
+    from tether.harness.state import pending_tool_calls
+
+    parent = ctx.state
+    given, kept = _given(parent), children(parent)
+    usd, turns, waiting, after = 0.0, 0, 0, False
+    for call in pending_tool_calls(parent):
+        limits, record = given.get(call.id), kept.get(call.id)
+        if call.id == ctx.call_id or (isinstance(record, dict) and record.get("done")):
+            after = after or call.id == ctx.call_id
+            continue
+        if not isinstance(limits, dict):
+            waiting += after and call.name == name
+            continue
+        if limits.get("usd") is not None:
+            usd += max(0.0, float(limits["usd"]) - sum(charged(parent, call.id)))
+        if limits.get("turns") is not None:
+            turns += max(0, int(limits["turns"]) - charged_turns(parent, call.id))
+    return usd, turns, waiting
+
+
 class AgentTool:
     input_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -162,6 +195,8 @@ class AgentTool:
             child.ext_state(_NAME)["parent"] = {"run_id": ctx.run_id, "call_id": ctx.call_id, "depth": depth}
             prompt = str(input["task"])
         agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
+        if getattr(self, "parallel", False):  # what the calls beside it may not count on (_beside)
+            _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result = None
         async for event in ctx.run_agent(agent, prompt, state=child, store=_ChildStore(ctx), signal=ctx.signal):
@@ -203,10 +238,11 @@ class AgentTool:
                 f"limit of {self.max_depth} (max_depth). Do the task here, or answer with what you have.",
                 is_error=True,
             )
-        if ctx.turns_left is not None and ctx.turns_left <= 0:
+        if ctx.turns_left is not None and self._turns_share(ctx) <= 0:
+            beside = ", beside those the sub-agents running with it were given" if self._siblings(ctx)[1] else ""
             return ToolResult(
-                f"Not run: this run has no model turns left for the sub-agent {self.name} (its max_turns "
-                "counts the turns of every sub-agent it starts). Answer with what you have.",
+                f"Not run: this run has no model turns left for the sub-agent {self.name}{beside} (its "
+                "max_turns counts the turns of every sub-agent it starts). Answer with what you have.",
                 is_error=True,
             )
         return None
@@ -216,31 +252,44 @@ class AgentTool:
         if budget is None or budget > 0:
             return None
         left = ctx.budget_left_usd or 0.0
+        beside = " and for the sub-agents running beside this one" if self._siblings(ctx)[0] > 0 else ""
         return ToolResult(
-            f"Not run: the budget left (${max(0.0, left):.6f}) is kept for this run's own answer, so the "
-            f"sub-agent {self.name} has nothing to spend. Answer with what you have.",
+            f"Not run: the budget left (${max(0.0, left):.6f}) is kept for this run's own answer{beside}, "
+            f"so the sub-agent {self.name} has nothing to spend. Answer with what you have.",
             is_error=True,
         )
 
     def _budget(self, ctx: ToolContext) -> float | None:
-        """The child's budget: its own, within what the parent has left when the call starts less
-        the parent's reserve for its own next call.
+        """The child's budget: its own, within its share of what the parent has left when the call
+        starts, less the parent's reserve for its own next call (the share: see :func:`_beside`).
         What the child spent before a stop is already in the parent's spending, so it is given
         back to the carve on resume."""
         limit = self.agent.max_budget_usd
         if ctx.budget_left_usd is None:
             return limit
         spent_before = sum(charged(ctx.state, ctx.call_id))
-        carve = ctx.budget_left_usd - ctx.reserve_usd + spent_before
+        usd, _, waiting = self._siblings(ctx)
+        carve = (ctx.budget_left_usd - ctx.reserve_usd - usd) / (1 + waiting) + spent_before
         return min(limit if limit is not None else math.inf, max(0.0, carve))
 
     def _turns(self, ctx: ToolContext) -> int | None:
-        """The child's max_turns: its own, within the turns the parent has left (as the budget)."""
+        """The child's max_turns: its own, within its share of the turns the parent has left (as
+        the budget)."""
         limit = self.agent.max_turns
         if ctx.turns_left is None:
             return limit
-        left = max(0, ctx.turns_left + charged_turns(ctx.state, ctx.call_id))
+        left = max(0, self._turns_share(ctx) + charged_turns(ctx.state, ctx.call_id))
         return left if limit is None else min(limit, left)
+
+    def _turns_share(self, ctx: ToolContext) -> int:
+        assert ctx.turns_left is not None
+        _, turns, waiting = self._siblings(ctx)
+        return -(-max(0, ctx.turns_left - turns) // (1 + waiting))  # rounded up: never past what is left
+
+    def _siblings(self, ctx: ToolContext) -> tuple[float, int, int]:
+        """:func:`_beside`, for a tool whose calls may run at the same time; one at a time, each
+        child starts when the one before it has ended and spent what it spent."""
+        return _beside(ctx, self.name) if getattr(self, "parallel", False) else (0.0, 0, 0)
 
     def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
@@ -259,6 +308,8 @@ class AgentTool:
         }
         charge_child(ctx.state, ctx.call_id, child)
         children(ctx.state)[ctx.call_id] = done
+        if getattr(self, "parallel", False):
+            _given(ctx.state).pop(ctx.call_id, None)  # all it spent is in the parent's cost now
         if ctx.on_save is not None:
             ctx.on_save(True)
         ctx.emit(

@@ -13,9 +13,12 @@ the run for a person; a tool that writes and is safe to repeat after a crash say
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,13 +267,43 @@ class FunctionTool:
         elif self.inline:
             result = self.fn(**kwargs)
         else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+            result = await _in_thread(self.fn, kwargs)
         if isinstance(result, ToolResult | str):
             return result
         return json.dumps(result, default=str)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+
+async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``asyncio.to_thread`` on a daemon thread of its own. A sync tool cannot hear Stop; on the
+    loop's default executor, ``asyncio.run`` (and so ``run_sync``) would wait for it at shutdown
+    however long it blocks. Here it is left behind, as a Stop promises (``pump.ABANDON_S``)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(fn, **kwargs), None)
+        except BaseException as exc:  # handed to the awaiting task, as to_thread does
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop may be gone: nobody waits any more
+            loop.call_soon_threadsafe(_settle, done, outcome)
+
+    threading.Thread(target=work, name=f"tether-tool-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    return await done
+
+
+def _settle(done: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+    if done.done():  # cancelled: the run stopped without it
+        return
+    value, exc = outcome
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(value)
 
 
 ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]
