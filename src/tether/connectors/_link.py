@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
-from pydantic import FileUrl
+from pydantic import FileUrl, ValidationError
 
 from tether.errors import TetherError
 
@@ -238,6 +238,8 @@ class Link:
             if exc.code == types.CONNECTION_CLOSED and exc.message.startswith("SSE stream"):
                 raise AnswerLost(self.reach.redact(exc.message)) from exc
             raise ServerRefused(self.reach.redact(exc.message)) from exc
+        except ValidationError as exc:  # the SDK checks an answer's shape: a server's mistake, not tether's
+            raise ServerRefused(self.reach.redact(invalid_answer(exc))) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise ConnectionLost(self.reason()) from exc
 
@@ -259,6 +261,8 @@ class Link:
             return job.result()
         except MCPError as exc:
             raise ServerRefused(self.reach.redact(exc.message)) from exc
+        except ValidationError as exc:
+            raise ServerRefused(self.reach.redact(invalid_answer(exc))) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             raise ConnectionLost(self.reason()) from exc
 
@@ -319,12 +323,23 @@ def describe(exc: BaseException) -> str:
     first = ours or (leaves[0] if leaves else exc)
     if isinstance(first, TetherError | MCPError):
         return str(first)
+    if isinstance(first, ValidationError):
+        return invalid_answer(first)
     if isinstance(first, httpx2.TransportError):
         return f"cannot reach the server ({type(first).__name__}: {first})"
     if isinstance(first, OSError) and first.strerror:  # the command cannot be run
         return f"{first.strerror}: {first.filename}" if first.filename else first.strerror
     text = str(first).strip().splitlines()[0] if str(first).strip() else ""
     return f"{type(first).__name__}: {text}" if text else type(first).__name__
+
+
+def invalid_answer(exc: ValidationError) -> str:
+    """What is wrong with a server's answer, in one line: where its first mistake is and what it is
+    (not the values: pydantic's own text quotes them, and they can be anything)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "the answer"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"its answer is not a valid {exc.title}: {where}: {first['msg']}{more}"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

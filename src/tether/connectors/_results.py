@@ -11,6 +11,8 @@ saying how much was cut between them; an image past ``MAX_IMAGE_BYTES`` is descr
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
@@ -73,6 +75,14 @@ def _image(mime: str, data: str, what: str) -> TextPart | ImagePart:
     if size > MAX_IMAGE_BYTES:
         limit = MAX_IMAGE_BYTES // (1024 * 1024)
         return TextPart(text=f"[{what} ({mime}, {size:,} bytes): not shown, larger than {limit} MiB]")
+    # Sent as it is, data that is not an image would make the provider refuse the run's next request
+    # (an HTTP 400 that ends the run): a server's broken image is described instead.
+    if not mime.lower().startswith("image/"):
+        return TextPart(text=f"[{what} ({mime}): not shown, its type is not an image type]")
+    try:
+        base64.b64decode(data, validate=True)
+    except binascii.Error:
+        return TextPart(text=f"[{what} ({mime}): not shown, its data is not valid base64]")
     return ImagePart(media_type=mime, data=data)
 
 

@@ -86,6 +86,11 @@ def check_line(line: str) -> types.JSONRPCError | None:
     if message.get("jsonrpc") != "2.0":
         said = json.dumps(message.get("jsonrpc"))[:40]
         return _error(ident, types.INVALID_REQUEST, f'Invalid request: "jsonrpc" must be "2.0", not {said}')
+    if "method" in message and "id" in message and ident is None:
+        # The SDK reads a request whose id is null, a float, a bool, an object or a list as a
+        # notification, which is never answered: its client would wait for ever.
+        said = json.dumps(message["id"])[:40]
+        return _error(None, types.INVALID_REQUEST, f"Invalid request: an id is a string or an integer, not {said}")
     try:
         types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError as exc:

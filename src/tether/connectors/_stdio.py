@@ -36,6 +36,7 @@ LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; images make long
 CLOSE_GRACE_S = 2.0  # after stdin closes, before SIGTERM (the MCP spec's shutdown order)
 TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
 STDERR_LINES = 20
+EXIT_DRAIN_S = 0.5  # after the server exits, for its last words on stdout to be read
 
 
 class StdioProcess:
@@ -52,6 +53,7 @@ class StdioProcess:
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self._eof = False  # its stdout ended: it died, or closed it (which ends the session as surely)
         self._ended_first = False  # it ended before tether began to stop it
+        self._output: str | None = None  # its stdout pipe as /proc names it ("pipe:[INODE]"), on Linux
 
     @property
     def pid(self) -> int | None:
@@ -100,6 +102,8 @@ class StdioProcess:
             limit=LINE_LIMIT,
         )
         self.process = proc
+        with contextlib.suppress(OSError):
+            self._output = os.readlink(f"/proc/{proc.pid}/fd/1")
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
         pipes = [
@@ -107,9 +111,11 @@ class StdioProcess:
             asyncio.create_task(self._write_stdin(proc, write_recv)),
             asyncio.create_task(self._read_stderr(proc)),
         ]
+        outlived = asyncio.create_task(self._outlived(proc))
         try:
             yield read_recv, write_send
         finally:
+            outlived.cancel()
             # However this context is left (even cancelled), the process is stopped: no orphans.
             await asyncio.shield(asyncio.ensure_future(self._stop(proc, pipes)))
             for stream in (read_recv, write_send, read_send, write_recv):
@@ -142,6 +148,16 @@ class StdioProcess:
         while line := await proc.stderr.readline():
             self.stderr_tail.append(line.decode(errors="replace").rstrip())
 
+    async def _outlived(self, proc: asyncio.subprocess.Process) -> None:
+        """A server that exited while a process it started (outside its group, so no longer found as
+        its descendant) holds its stdout open has still ended: that process is stopped, so the session
+        ends now (not at a timeout) and nothing the server started outlives it."""
+        while proc.returncode is None:  # not proc.wait(): asyncio's waits for the pipes to close too
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(EXIT_DRAIN_S)
+        if not self._eof:
+            await asyncio.to_thread(_stop_holders, self._output)
+
     async def _stop(self, proc: asyncio.subprocess.Process, pipes: list[asyncio.Task[None]]) -> None:
         """Close stdin, wait; SIGTERM the group, wait; then kill the whole tree. Whatever the server
         started is stopped too, in its group or (if it left the group) found as its descendant."""
@@ -161,6 +177,9 @@ class StdioProcess:
         for pid, identity in family:
             await asyncio.to_thread(kill_process_tree, pid, identity)
         await _gone(family, 2.0)  # a killed process takes a moment to die: stop returns when it has
+        await asyncio.wait(pipes[:1], timeout=EXIT_DRAIN_S)
+        if not self._eof:  # the group and the family are gone, yet something holds its stdout open
+            await asyncio.to_thread(_stop_holders, self._output)
         done, pending = await asyncio.wait(pipes, timeout=2.0)
         for task in pending:
             task.cancel()
@@ -235,6 +254,28 @@ async def _gone(family: list[tuple[int, str | None]], timeout: float) -> None:
     deadline = loop.time() + timeout
     while any(process_alive(pid, identity) for pid, identity in family) and loop.time() < deadline:
         await asyncio.sleep(0.02)
+
+
+def _stop_holders(pipe: str | None) -> None:
+    """Kill every other process that has ``pipe`` (a server's stdout) open: only what the server
+    started can hold it."""
+    if pipe is None or not pipe.startswith("pipe:"):
+        return
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError), os.scandir(f"/proc/{entry.name}/fd") as fds:
+                if any(_link(fd.path) == pipe for fd in fds):
+                    pid = int(entry.name)
+                    kill_process_tree(pid, process_identity(pid))
+
+
+def _link(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

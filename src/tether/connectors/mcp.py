@@ -77,8 +77,15 @@ def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
     plain = "__" not in left and "__" not in right and not left.endswith("_") and not right.startswith("_")
     if plain and len(name) <= NAME_LIMIT and name not in taken:
         return name
-    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
-    return f"{name[: NAME_LIMIT - 9]}_{digest}"
+    # A server may list one name twice, or a name that is another's digested form: the digest then
+    # takes a count too, until the name is free (was: two tools of one name, and every run refused).
+    key, count = f"{server}\0{tool}", 0
+    while True:
+        digested = f"{name[: NAME_LIMIT - 9]}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+        if digested not in taken:
+            return digested
+        count += 1
+        key = f"{server}\0{tool}\0{count}"
 
 
 def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
@@ -281,7 +288,8 @@ class McpConnector(Extension):
             from tether.connectors._link import ConnectionLost, ServerRefused
 
             try:
-                self._tools = self._make_tools(await link.relist())
+                # The resource tools stay as they are: a new server tool does not take their names.
+                self._tools = self._make_tools(await link.relist(), reserved=[t.name for t in self._extra])
             except (ConnectionLost, ServerRefused) as exc:
                 log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
 
@@ -523,7 +531,7 @@ class McpConnector(Extension):
             resource=resource or None,
         )
 
-    def _make_tools(self, specs: Sequence[mcp_types.Tool]) -> list[McpTool]:
+    def _make_tools(self, specs: Sequence[mcp_types.Tool], reserved: Sequence[str] = ()) -> list[McpTool]:
         from tether.connectors._schemas import Limits, admit
 
         cfg = self.config
@@ -557,7 +565,7 @@ class McpConnector(Extension):
             total += verdict.size
             if verdict.trimmed:
                 self.trimmed[spec.name] = verdict.trimmed
-            name = tool_name(self.server, spec.name, [t.name for t in tools])
+            name = tool_name(self.server, spec.name, [*reserved, *(t.name for t in tools)])
             policy = overrides.get(spec.name, cfg["approval"])
             tools.append(McpTool(self, spec, name, policy, verdict.description))
         for server_tool, why in self.refused.items():
