@@ -18,6 +18,7 @@ import contextvars
 import functools
 import inspect
 import json
+import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -277,9 +278,9 @@ class FunctionTool:
 
 
 async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """``asyncio.to_thread`` on a daemon thread of its own. A sync tool cannot hear Stop; on the
-    loop's default executor, ``asyncio.run`` (and so ``run_sync``) would wait for it at shutdown
-    however long it blocks. Here it is left behind, as a Stop promises (``pump.ABANDON_S``)."""
+    """``asyncio.to_thread``, on :data:`_WORKERS`. A sync tool cannot hear Stop; on the loop's
+    default executor, ``asyncio.run`` (and so ``run_sync``) would wait for it at shutdown however
+    long it blocks. Here it is left behind, as a Stop promises (``pump.ABANDON_S``)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -292,7 +293,7 @@ async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         with contextlib.suppress(RuntimeError):  # the loop may be gone: nobody waits any more
             loop.call_soon_threadsafe(_settle, done, outcome)
 
-    threading.Thread(target=work, name=f"tether-tool-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    _WORKERS.submit(work)
     return await done
 
 
@@ -304,6 +305,37 @@ def _settle(done: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]
         done.set_exception(exc)
     else:
         done.set_result(value)
+
+
+class _DaemonWorkers:
+    """The threads sync tools run on: daemon threads (one blocked for good holds up neither
+    ``asyncio.run`` nor the process's exit), kept for the next call (starting a thread costs a
+    hand-off of the interpreter lock, about 0.3 ms a turn in a busy loop), and one more whenever
+    every one is busy (a blocked tool never holds up another)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a job and not yet promised one
+        self._count = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # promised this job
+            else:
+                self._count += 1
+                threading.Thread(target=self._work, name=f"tether-tool-{self._count}", daemon=True).start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            self._jobs.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _DaemonWorkers()
 
 
 ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]
