@@ -15,12 +15,14 @@ from tether.cli import main
 
 
 def tether(
-    *args: str, env: dict[str, str], input: str | None = None, timeout: float = 60
+    *args: str, env: dict[str, str], input: str | None = None, timeout: float = 60, cwd: Any = None
 ) -> subprocess.CompletedProcess[str]:
-    """The real command. Without ``input`` its stdin is empty (never the test runner's terminal)."""
+    """The real command (in ``cwd``, default this process's). Without ``input`` its stdin is empty
+    (never the test runner's terminal)."""
     return subprocess.run(
         ["tether", *args],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

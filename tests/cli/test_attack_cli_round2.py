@@ -346,7 +346,7 @@ def test_a_home_that_cannot_be_made_is_said_before_anything_runs(
     _no_traceback(out.stdout, out.stderr)
     assert out.returncode == 2
     assert out.stdout == ""  # nothing ran: no answer
-    assert f"{blocker} is not a folder" in out.stderr
+    assert f"{blocker} is a file, not a folder" in out.stderr
     assert "Set TETHER_HOME to a folder you can write" in out.stderr
     assert blocker.read_text() == "a file where TETHER_HOME's parent should be"
 

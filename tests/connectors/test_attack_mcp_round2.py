@@ -31,7 +31,7 @@ from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 from tether.tools.base import ToolContext, ToolResult
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for leftover processes")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="leftovers are found in /proc (Linux)")
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
 # is a file it writes the pid of a process it leaves behind to.

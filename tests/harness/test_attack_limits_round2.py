@@ -369,7 +369,9 @@ def test_five_hundred_bad_and_good_calls_in_one_reply_each_get_one_result_that_s
 # --- approvals ----------------------------------------------------------------------------------
 
 
-def test_approvals_refuse_the_wrong_call_and_a_second_decision_after_the_call_ran() -> None:
+def deleting_agent() -> tuple[Agent, list[str]]:
+    """An agent whose model asks once to delete a.log (a call that needs approval), and the paths
+    the tool deleted."""
     ran: list[str] = []
 
     @tool(needs_approval=True)
@@ -383,7 +385,11 @@ def test_approvals_refuse_the_wrong_call_and_a_second_decision_after_the_call_ra
             return "deleted"
         return Reply(calls=(("c1", "delete", {"path": "a.log"}),))
 
-    agent = Agent(FunctionModel(model), tools=[delete])
+    return Agent(FunctionModel(model), tools=[delete]), ran
+
+
+def test_approvals_refuse_the_wrong_call_and_a_second_decision_after_the_call_ran() -> None:
+    agent, ran = deleting_agent()
     state = RunState()
     first = run_sync(agent, "clean up", state=state)
     assert isinstance(first.interruption, ApprovalInterruption)
@@ -405,20 +411,7 @@ def test_approvals_refuse_the_wrong_call_and_a_second_decision_after_the_call_ra
 def test_an_approval_does_not_cover_arguments_changed_after_it() -> None:
     """The approval binds to the arguments' hash: a call whose arguments changed after the person
     approved (a stale approval) stops for a decision again and does not run."""
-    ran: list[str] = []
-
-    @tool(needs_approval=True)
-    def delete(path: str) -> str:
-        """Delete a file."""
-        ran.append(path)
-        return f"deleted {path}"
-
-    def model(messages: list[Message], request: ModelRequest) -> Reply | str:
-        if any(isinstance(m, ToolMessage) for m in messages):
-            return "deleted"
-        return Reply(calls=(("c1", "delete", {"path": "a.log"}),))
-
-    agent = Agent(FunctionModel(model), tools=[delete])
+    agent, ran = deleting_agent()
     state = RunState()
     run_sync(agent, "clean up", state=state)
     approve(state)

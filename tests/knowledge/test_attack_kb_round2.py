@@ -201,15 +201,8 @@ def test_a_write_that_waits_out_another_processs_transaction_is_a_clear_error_an
         assert "Run this again when it is done" in err and err.count("\n") == 1
         found = tether("kb", "search", "FVAM-2050-B", "--mode", "exact", "--json", env=env)
         assert found.returncode == 0 and json.loads(found.stdout)["hits"][0]["citation"].startswith("a.md:")
-        ran = subprocess.run(
-            ["tether", "run", "--model", "scripted/exact", "--kb", "default", "What is the FVAM-2050-B fitted with?"],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        question = "What is the FVAM-2050-B fitted with?"
+        ran = tether("run", "--model", "scripted/exact", "--kb", "default", question, env=env, cwd=tmp_path)
         assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr
     finally:
         writer.execute("ROLLBACK")
@@ -276,15 +269,7 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_the_reason_and_the_rest_is
     (root / os.fsdecode(b"folder\xfe")).mkdir()
     (root / os.fsdecode(b"folder\xfe") / "inside.md").write_text("In a folder with a Latin-1 name.\n")
     for _ in range(2):
-        added = subprocess.run(
-            ["tether", "kb", "add", "docs", "--embedder", "hashing/64"],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        added = tether("kb", "add", "docs", "--embedder", "hashing/64", env=env, cwd=tmp_path)
         assert added.returncode == 0 and "Traceback" not in added.stderr, added.stderr
         assert added.stderr.count("its name is not valid UTF-8: rename it to read it") == 2
     assert added.stdout.startswith("docs: 0 added, 0 updated, 1 unchanged, 2 skipped")

@@ -393,7 +393,7 @@ def _check_home(settings: Settings) -> None:
     import os
 
     from tether.errors import ConfigError
-    from tether.fileio import private_dir
+    from tether.fileio import in_the_way, private_dir
 
     for folder in ("traces",) if settings.database_url else ("runs", "traces"):
         path = settings.home / folder
@@ -401,9 +401,7 @@ def _check_home(settings: Settings) -> None:
             private_dir(path)
             writable = os.access(path, os.W_OK | os.X_OK)
         except OSError as exc:
-            where = exc.filename or path
-            not_folder = isinstance(exc, FileExistsError | NotADirectoryError)
-            problem = f"{where} is not a folder" if not_folder else f"{where}: {exc.strerror or exc}"
+            problem = in_the_way(path) or f"{exc.filename or path}: {exc.strerror or exc}"
             raise ConfigError(
                 f"cannot keep runs in {settings.home} ($TETHER_HOME): {problem}. Set TETHER_HOME to a "
                 "folder you can write"

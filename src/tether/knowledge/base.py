@@ -258,8 +258,9 @@ class KnowledgeBase:
 
     def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
         from tether.knowledge.readers import Skipped, read_document
+        from tether.messages import clean_text
 
-        if _unencodable(name) or _unencodable(str(file)):  # bytes that are not UTF-8: no database holds them
+        if clean_text(name) != name or clean_text(str(file)) != str(file):  # not UTF-8: no database holds it
             report.skipped.append((name, "its name is not valid UTF-8: rename it to read it"))
             return
         known = self.store.document(name)
@@ -355,9 +356,13 @@ class KnowledgeBase:
         min_score: float | None = None,
         hops: int = 2,
     ) -> SearchResult:
+        from tether.messages import clean_text
+
         _check_search(query, mode, k, alpha)
-        query = _encodable(query)
-        allowed = self.store.doc_ids({_encodable(key): _encodable(value) for key, value in (filters or {}).items()})
+        # Lone surrogates (undecodable bytes in an argument, "\ud800" in JSON) as U+FFFD: the
+        # databases take only UTF-8, and refused the whole search.
+        query = clean_text(query)
+        allowed = self.store.doc_ids({clean_text(key): clean_text(value) for key, value in (filters or {}).items()})
         depth = max(50, 5 * k)
         can_embed = self._has_vectors()
         if mode == "vector" and not can_embed:
@@ -529,7 +534,9 @@ class KnowledgeBase:
 
     def entity_chunks(self, entity: str, *, k: int = 8) -> SearchResult:
         """The chunks linked to an entity: walk a relation instead of searching again."""
-        entity = _encodable(entity)
+        from tether.messages import clean_text
+
+        entity = clean_text(entity)
         found = self.store.entity(entity.strip())
         if found is None:
             return SearchResult(entity, "entity", [], f"no entity named {entity!r} in the knowledge base")
@@ -570,19 +577,6 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
         raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
     if k <= 0:
         raise UserError(f"k must be at least 1, not {k}")
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _unencodable(text: str) -> bool:
-    return _SURROGATE.search(text) is not None
-
-
-def _encodable(text: str) -> str:
-    """``text`` with each lone surrogate (undecodable bytes in an argument, ``"\\ud800"`` in
-    JSON) made U+FFFD: the databases take only UTF-8, and refused the whole search."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
