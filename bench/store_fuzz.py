@@ -85,7 +85,7 @@ os.fdatasync = fake_fsync
 
 
 def dump(st):
-    return st.model_dump_json()
+    return st.model_dump_json(exclude={"commit_seq"})  # the run as saved, not the store's count of commits
 
 
 def restore(img):

@@ -63,6 +63,23 @@ class StoreError(TetherError):
     """A persisted run or trace could not be read or written."""
 
 
+class StaleRunError(StoreError):
+    """A save or a resume from a copy of a run that is behind the run as saved: another process,
+    or another copy in this one, saved it since this copy was loaded. Going on from the copy would
+    do again what was done since (a call approved on both copies would run twice), so nothing is
+    saved or run. Load the run again and decide on what it waits for now."""
+
+    def __init__(self, run_id: str, copy: int, current: int) -> None:
+        now = "has no saved commit now (it was deleted)" if current == 0 else f"is saved at commit {current}"
+        super().__init__(
+            f"run {run_id} {now}, and this copy of it is at commit {copy}: it was saved since by "
+            "another process or from another copy. Going on from this copy would do again what was "
+            "done since (an approved call would run twice), so nothing was saved or run. Load the "
+            "run again (`tether resume` does) and decide on what it waits for now."
+        )
+        self.run_id, self.copy, self.current = run_id, copy, current
+
+
 class RunCancelled(TetherError):
     """Raised inside the loop when the cancellation signal fires."""
 

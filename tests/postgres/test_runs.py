@@ -68,7 +68,36 @@ def test_a_turn_inserts_its_messages_and_leaves_the_earlier_rows_alone(db: Any) 
     after = db.execute("SELECT seq, xmin::text FROM tether_run_messages ORDER BY seq")
     assert after[: len(before)] == before and len(after) == len(before) + 2
     assert db.execute("SELECT message_count FROM tether_runs") == [(7,)]
-    assert db.versions()["runs"] == 1
+    assert db.execute("SELECT commit_seq FROM tether_runs") == [(2,)] and state.commit_seq == 2
+
+
+def test_a_run_saved_before_commit_numbers_loads_and_goes_on(pg_url: str) -> None:
+    """A database made by a tether without the commit number column: the run saved there loads as
+    commit 0, and its next save is commit 1 (a copy loaded before that save is then refused)."""
+    import json
+
+    from tether.errors import StaleRunError
+    from tether.postgres.db import Database, database
+    from tether.postgres.runs import MIGRATIONS
+
+    older = Database(pg_url, max_size=1)  # the older tether's process
+    older.migrate("runs", MIGRATIONS[:1])
+    header = RunState(run_id="run_old").model_dump(mode="json", exclude={"messages", "commit_seq"})
+    older.execute(
+        "INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, %s, 0, 0)",
+        ("run_old", json.dumps(header)),
+    )
+    older.close()
+    db = database(pg_url)
+    store = store_of(db)  # migrates
+    assert db.versions()["runs"] == len(MIGRATIONS)
+    state, behind = store.load("run_old"), store.load("run_old")
+    assert state.commit_seq == 0
+    state.messages.append(UserMessage.text("go on"))
+    store.save(state)
+    assert state.commit_seq == 1 and store.load("run_old").messages == state.messages
+    with pytest.raises(StaleRunError, match="is saved at commit 1, and this copy of it is at commit 0"):
+        store.save(behind)
 
 
 def test_damaged_message_rows_are_named(db: Any) -> None:

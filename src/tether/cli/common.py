@@ -186,11 +186,19 @@ def settings() -> Settings:
     return load_settings()
 
 
+_RUN_STORES: dict[tuple[str, str | None], RunStore] = {}
+
+
 def run_store(settings: Settings) -> RunStore:
-    """The run store: files under ``$TETHER_HOME/runs``, or Postgres when ``database_url`` is set."""
+    """The run store: files under ``$TETHER_HOME/runs``, or Postgres when ``database_url`` is set.
+    One per process and place: the store that loaded a run is the one that saves it (it knows which
+    of the run's commits it loaded, which matters after a power cut)."""
     from tether.stores import run_store as chosen
 
-    store: RunStore = chosen(settings)
+    key = (str(settings.home), settings.database_url)
+    store = _RUN_STORES.get(key)
+    if store is None:
+        store = _RUN_STORES[key] = chosen(settings)
     return store
 
 

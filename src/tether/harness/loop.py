@@ -180,6 +180,9 @@ async def run_stream(
         lock = getattr(store, "lock", None)
         if lock is not None:
             held.enter_context(lock(state.run_id))
+        current = getattr(store, "check_current", None)
+        if current is not None:
+            current(state)  # a copy behind the saved run would do again what it did since
         async for event in _guarded(rc):
             if isinstance(event, TraceOnly):
                 trace.write(event.event)

@@ -205,6 +205,10 @@ class RunState(BaseModel):
 
     # Turns already in a session's history when this run started: they are not this run's.
     history_turns: int = 0
+    # The store's commit this copy was loaded from or last saved as (0: never saved). The store
+    # refuses a save, and the loop a resume, from a copy behind the saved run: it would do again
+    # what the later commits did (a call approved on two copies would run twice).
+    commit_seq: int = Field(default=0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tether.errors import StoreError, UserError
+from tether.errors import StaleRunError, StoreError, UserError
 from tether.fileio import PLANTED, atomic_write, open_own, planted, private_dir, read_own
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
@@ -226,6 +226,7 @@ class _Commit:
         "hasher",
         "name",
         "nbytes",
+        "newest",
         "seq",
         "superseded",
         "synced",
@@ -246,6 +247,9 @@ class _Commit:
     ) -> None:
         self.count, self.nbytes, self.name, self.seq = count, nbytes, name, seq
         self.durable_slot, self.synced = slot, synced
+        # The newest header's number on disk as this process last saw it: another number there
+        # means another process saved the run since (see RunStore.check_current).
+        self.newest = seq
         self.tail: bytearray | None = None if tail is None else bytearray(tail)
         self.digest = digest
         self.hasher: Any = hashlib.sha256() if nbytes == 0 else None
@@ -408,6 +412,8 @@ class RunStore:
 
     def _save(self, state: RunState, d: Path, files: _Files, rewrite: bool, durable: bool) -> None:
         commit = self._committed.get(state.run_id) or self._read_commit(d)
+        if state.commit_seq != commit.seq:
+            raise StaleRunError(state.run_id, state.commit_seq, commit.seq)
         durable = durable or commit.unsure
         messages = state.messages
         if rewrite or len(messages) < commit.count or commit.superseded:
@@ -546,6 +552,7 @@ class RunStore:
         if durable:
             commit.durable_slot, commit.unsure = slot, False
         commit.count, commit.nbytes, commit.name, commit.seq = count, nbytes, name, commit.seq + 1
+        commit.newest = state.commit_seq = commit.seq
         commit.synced, commit.tail = synced, tail
         commit.hasher, commit.digest = hasher, header["transcript_sha256"]
         self._committed[state.run_id] = commit
@@ -580,6 +587,27 @@ class RunStore:
                     self._close_fds(run_id)
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    def check_current(self, state: RunState) -> None:
+        """Refuse ``state`` if it is behind the run as saved: a copy loaded before the run was saved
+        again, by another process or from another copy. Going on from it would do again what was
+        done since (a call approved on both copies would run twice). The loop calls this once it
+        holds the run (:meth:`lock`), before anything is sent or run."""
+        run_id = state.run_id
+        headers = _headers(self._dir(run_id))
+        newest = int(headers[0][0].get("commit_seq", 0)) if headers else 0
+        commit = self._committed.get(run_id)
+        if commit is not None and commit.newest == newest:
+            current = commit.seq  # (after a power cut, the commit loaded may be the one before the newest)
+        else:  # another process saved the run since this one read it: its next save reads it afresh
+            with self._fd_lock:
+                self._committed.pop(run_id, None)
+                files = self._fds.get(run_id)
+                if files is not None and not files.busy:
+                    self._close_fds(run_id)
+            current = newest
+        if state.commit_seq != current:
+            raise StaleRunError(run_id, state.commit_seq, current)
 
     def held(self, run_id: str) -> bool:
         """Whether a process on this machine holds the run now (:meth:`lock`): a run saved as
@@ -652,7 +680,8 @@ class RunStore:
             except StoreError:
                 pass
             else:
-                self._committed[run_id].superseded = True
+                commit = self._committed[run_id]
+                commit.superseded, commit.newest = True, int(headers[0][0].get("commit_seq", 0))
                 return state
             raise
 
@@ -675,7 +704,7 @@ class RunStore:
                 f"the header of {d} does not describe a run: {where}: {problem['msg']}. It was "
                 "edited or damaged; restore it from a backup or delete the run."
             ) from exc
-        state.messages = messages
+        state.messages, state.commit_seq = messages, commit.seq
         self._committed[run_id] = commit
         return state
 

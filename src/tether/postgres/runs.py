@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tether.errors import StoreError, UserError
+from tether.errors import StaleRunError, StoreError, UserError
 from tether.harness.state import RunState
 from tether.messages import Message, dump_message, load_message
 from tether.postgres.db import Database, Migration, redact
@@ -64,6 +64,9 @@ CREATE TABLE tether_run_messages (
 );
 """,
     ),
+    # The number of the run's last commit: a save from a copy behind it is refused (see
+    # RunState.commit_seq). Rows saved before count from 0.
+    Migration(2, "runs' commit numbers", "ALTER TABLE tether_runs ADD COLUMN commit_seq bigint NOT NULL DEFAULT 0;"),
 ]
 # The header is JSON kept as text, not jsonb: jsonb refuses "\\u0000", which a tool's output or a
 # reason may hold, and text gives back exactly what was saved.
@@ -143,24 +146,27 @@ class PgRunStore:
         the database server may undo the last such saves, never part of one.
         """
         run_id = _check_run_id(state.run_id)
-        header = state.model_dump(mode="json", exclude={"messages"})
+        header = state.model_dump(mode="json", exclude={"messages", "commit_seq"})
         messages = state.messages
         held = self._holding(run_id)
         with self._translated(f"save run {run_id}"), self.db.tx() as conn:
             if not durable:
                 conn.execute("SET LOCAL synchronous_commit = off")
-            count, version = _locked_count(conn, run_id, state.created_at)
+            count, version, seq = _locked_count(conn, run_id, state.created_at)
             if held is not None:
                 self._fence(conn, run_id, held, version)
+            if state.commit_seq != seq:
+                raise StaleRunError(run_id, state.commit_seq, seq)
             if rewrite or len(messages) < count:
                 conn.execute("DELETE FROM tether_run_messages WHERE run_id = %s", (run_id,))
                 count = 0
             _insert(conn, run_id, count, messages[count:])
             row = conn.execute(
                 "UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, "
-                "updated_at = now() WHERE run_id = %s RETURNING xmin::text",
-                (json.dumps(header, ensure_ascii=False), len(messages), state.created_at, run_id),
+                "commit_seq = %s, updated_at = now() WHERE run_id = %s RETURNING xmin::text",
+                (json.dumps(header, ensure_ascii=False), len(messages), state.created_at, seq + 1, run_id),
             ).fetchone()
+        state.commit_seq = seq + 1
         if held is not None:
             held.version = str(row[0])
 
@@ -203,14 +209,15 @@ class PgRunStore:
             # One statement, one snapshot: the header and the messages of the same commit.
             rows = self.db.execute(
                 "SELECT header, message_count, ARRAY(SELECT body FROM tether_run_messages m WHERE m.run_id = r.run_id "
-                "AND m.seq < r.message_count ORDER BY m.seq), xmin::text FROM tether_runs r WHERE run_id = %s",
+                "AND m.seq < r.message_count ORDER BY m.seq), xmin::text, commit_seq FROM tether_runs r "
+                "WHERE run_id = %s",
                 (run_id,),
             )
         if not rows:
             raise UserError(
                 f"no run {run_id!r} in the database {redact(self.db.url)}. `tether runs` lists the runs there."
             )
-        text, count, bodies, version = rows[0]
+        text, count, bodies, version, seq = rows[0]
         held = self._holding(run_id)
         if held is not None:
             held.version = str(version)
@@ -222,7 +229,18 @@ class PgRunStore:
             )
         state = _state(run_id, text)
         state.messages = [_message(run_id, number, body) for number, body in enumerate(bodies, start=1)]
+        state.commit_seq = int(seq)
         return state
+
+    def check_current(self, state: RunState) -> None:
+        """Refuse ``state`` if it is behind the run as saved (see
+        :meth:`tether.harness.store.RunStore.check_current`)."""
+        run_id = _check_run_id(state.run_id)
+        with self._translated(f"look up run {run_id}"):
+            rows = self.db.execute("SELECT commit_seq FROM tether_runs WHERE run_id = %s", (run_id,))
+        current = int(rows[0][0]) if rows else 0
+        if state.commit_seq != current:
+            raise StaleRunError(run_id, state.commit_seq, current)
 
     @contextlib.contextmanager
     def lock(self, run_id: str) -> Iterator[None]:
@@ -298,23 +316,24 @@ class PgRunStore:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
 
 
-def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str | None]:
-    """How many messages of the run are committed, and the version (xmin) of that commit, with its
-    row locked until the transaction ends (made now, empty and with no version, when it is new)."""
-    query = "SELECT message_count, xmin::text FROM tether_runs WHERE run_id = %s FOR UPDATE"
+def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str | None, int]:
+    """How many messages of the run are committed, the version (xmin) of that commit and its number,
+    with its row locked until the transaction ends (made now, empty and with no version, when it is
+    new)."""
+    query = "SELECT message_count, xmin::text, commit_seq FROM tether_runs WHERE run_id = %s FOR UPDATE"
     row = conn.execute(query, (run_id,)).fetchone()
     if row is not None:
-        return int(row[0]), str(row[1])
+        return int(row[0]), str(row[1]), int(row[2])
     cur = conn.execute(
         "INSERT INTO tether_runs (run_id, header, message_count, created_at) VALUES (%s, '{}', 0, %s) "
         "ON CONFLICT (run_id) DO NOTHING",
         (run_id, created_at),
     )
     if cur.rowcount == 1:
-        return 0, None
+        return 0, None, 0
     # Another transaction made the row first; its commit is what we wait for and then count from.
     row = conn.execute(query, (run_id,)).fetchone()
-    return int(row[0]), str(row[1])
+    return int(row[0]), str(row[1]), int(row[2])
 
 
 def _lost(run_id: str) -> RunLockLost:
