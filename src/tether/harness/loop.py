@@ -136,9 +136,40 @@ def _prepare(state: RunState | None, prompt: str | None, session: SessionStore |
             f"run {state.run_id} already ended ({state.status}); give a new prompt to continue the conversation"
         )
     if prompt is not None:
-        state.messages.append(UserMessage.text(clean_text(prompt)))
+        _add_prompt(state, clean_text(prompt))
     state.status, state.interruption, state.reason = "running", None, None
     return state
+
+
+# Why a call that waited is not run when a person writes instead of deciding.
+INSTEAD = "they sent a new message instead of deciding on it"
+
+
+def _add_prompt(state: RunState, text: str) -> None:
+    """A new message from the person. While calls of the last reply wait (for a decision, or behind
+    a stop), it is an answer to them: each is declined (not run) and the message follows their
+    results, as a transcript must have it. A call that started before a crash and left no result
+    (its outcome unknown) still waits for a person's decision: it may have taken effect."""
+    waiting = pending_tool_calls(state)
+    if not waiting:
+        state.messages.append(UserMessage.text(text))
+        return
+    for call in waiting:
+        if call.id not in state.intents:
+            state.approved.pop(call.id, None)
+            state.approved_reasons.pop(call.id, None)
+            state.rejected.setdefault(call.id, INSTEAD)
+    earlier = state.prompt_after_calls
+    state.prompt_after_calls = text if earlier is None else f"{earlier}\n\n{text}"
+
+
+def _prompt_after_calls(rc: RunContext) -> None:
+    """The person's message that waited for the calls it answered, once each has its result."""
+    state = rc.state
+    if state.prompt_after_calls is not None and not pending_tool_calls(state):
+        state.messages.append(UserMessage.text(state.prompt_after_calls))
+        state.prompt_after_calls = None
+        rc.persist(durable=False)  # the next request's save makes it durable
 
 
 async def run_stream(
@@ -339,6 +370,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending or result_is_answer(rc):
             async for event in run_pending(rc, pending):
                 yield event
+            _prompt_after_calls(rc)
             if rc.halt is None and rc.agent.compaction and context_window(rc) is not None and await _past_threshold(rc):
                 async for event in compact(rc):
                     yield event

@@ -205,6 +205,9 @@ class RunState(BaseModel):
 
     # Turns already in a session's history when this run started: they are not this run's.
     history_turns: int = 0
+    # A person's message given while calls of the last reply still waited (for a decision, or
+    # behind a stop): it goes into the transcript after their results, where the model reads it.
+    prompt_after_calls: str | None = None
     # The store's commit this copy was loaded from or last saved as (0: never saved). The store
     # refuses a save, and the loop a resume, from a copy behind the saved run: it would do again
     # what the later commits did (a call approved on two copies would run twice).
