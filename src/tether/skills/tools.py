@@ -6,13 +6,12 @@ confined to the skill's folder (see :mod:`tether.skills._files`).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.skills._files import MAX_LISTED, SkillFileError, list_files, read_text, same_but_case
 from tether.skills.core import MAX_FILE_BYTES, SKILL_FILE, Skill
-from tether.tools.base import ToolContext, ToolResult
+from tether.tools.base import ToolContext, ToolResult, _in_thread
 
 if TYPE_CHECKING:
     from tether.skills.extension import Skills
@@ -49,7 +48,9 @@ class _SkillTool:
         self.owner = owner
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        return await asyncio.to_thread(self.run, input)
+        # On the sync tools' daemon workers: a read that blocks (a hung mount) cannot hold up Stop.
+        result: ToolResult | str = await _in_thread(self.run, {"args": input})
+        return result
 
     def run(self, args: dict[str, Any]) -> ToolResult | str:
         raise NotImplementedError
