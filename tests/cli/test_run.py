@@ -541,8 +541,8 @@ def test_what_a_run_writes_under_tether_home_is_private_to_its_owner(
     out = as_owner_only("kb", "add", "--embedder", "none", str(workspace / "errors.log"))
     assert out.returncode == 0, out.stderr
     modes = {str(p.relative_to(tether_home)): oct(stat.S_IMODE(p.stat().st_mode)) for p in tether_home.rglob("*")}
-    (run_dir,) = [name for name in modes if name.startswith("runs/") and name.count("/") == 1]
-    for directory in ("runs", run_dir, "traces", "sessions", "kb"):
+    (run_dir,) = [name for name in modes if name.startswith("runs/run_") and name.count("/") == 1]
+    for directory in ("runs", run_dir, "runs/.sessions", "traces", "sessions", "kb"):
         assert modes.pop(directory) == "0o700", directory
     assert any(name.startswith("kb/default.db") for name in modes) and any(name.startswith("traces/") for name in modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}

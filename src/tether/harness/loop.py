@@ -195,25 +195,25 @@ async def run_stream(
     """
     if state is None and session is not None and session_id is not None:
         state = RunState(session_id=check_session_id(session_id))
-    state = _prepare(state, prompt, session)
-    signal = signal or CancelSignal()
-    opened = await start_extensions(agent.extensions)  # servers they start live as long as this call
+    state = state or RunState()
+    held = _hold(store, state, session)  # before anything reads or writes the run or its session
+    try:
+        state = _prepare(state, prompt, session)
+        signal = signal or CancelSignal()
+        opened = await start_extensions(agent.extensions)  # servers they start live as long as this call
+    except BaseException:
+        held.close()
+        raise
     try:
         rc = _context(agent, state, signal, store)
         rc.session = session
         rc.system = _system_prompt(agent, state, session)
     except BaseException:
+        held.close()
         await stop_extensions(opened)
         raise
-    held = contextlib.ExitStack()
     trace = _SafeTracer(tracer)
     try:
-        lock = getattr(store, "lock", None)
-        if lock is not None:
-            held.enter_context(lock(state.run_id))
-        current = getattr(store, "check_current", None)
-        if current is not None:
-            current(state)  # a copy behind the saved run would do again what it did since
         async for event in _guarded(rc):
             if isinstance(event, TraceOnly):
                 trace.write(event.event)
@@ -230,6 +230,28 @@ async def run_stream(
                 await candidate.provider.aclose()
         trace.close()
         await stop_extensions(opened)
+
+
+def _hold(store: StateStore | None, state: RunState, session: SessionStore | None) -> contextlib.ExitStack:
+    """The run held for this process (a second process resuming it is refused), and its session,
+    so that no other run continues the conversation at the same time; then a copy of the run
+    behind the run as saved is refused (it would do again what was done since). With the stores
+    that can (RunStore, PgRunStore); let go when the run stops."""
+    held = contextlib.ExitStack()
+    try:
+        lock = getattr(store, "lock", None)
+        if lock is not None:
+            held.enter_context(lock(state.run_id))
+        lock_session = getattr(store, "lock_session", None)
+        if lock_session is not None and session is not None and state.session_id:
+            held.enter_context(lock_session(check_session_id(state.session_id), state.run_id))
+        current = getattr(store, "check_current", None)
+        if current is not None:
+            current(state)
+    except BaseException:
+        held.close()
+        raise
+    return held
 
 
 def _abandoned(rc: RunContext, trace: _SafeTracer) -> None:

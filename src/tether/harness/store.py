@@ -588,6 +588,32 @@ class RunStore:
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
+    @contextlib.contextmanager
+    def lock_session(self, session_id: str, run_id: str) -> Iterator[None]:
+        """Hold the conversation ``session_id`` for ``run_id`` while it runs: two runs continuing one
+        session at once would interleave their messages, each model reading the other's running
+        calls as interrupted. The lock is a file under ``runs/.sessions`` that names its run."""
+        import fcntl
+
+        path = self.root / ".sessions" / f"{session_id}.lock"
+        with _own_file(path):
+            fd = open_own(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another run"
+                raise StoreError(
+                    f"session {session_id} is being continued by {holder} in another process right "
+                    "now; nothing was sent or run. Wait for that run to stop (or stop it), then send "
+                    "this message again, or use another session"
+                ) from exc
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"run {run_id}".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # and with it the lock
+
     def check_current(self, state: RunState) -> None:
         """Refuse ``state`` if it is behind the run as saved: a copy loaded before the run was saved
         again, by another process or from another copy. Going on from it would do again what was

@@ -94,6 +94,7 @@ class _Held:
 
 
 _LOCK_PREFIX = "tether.run:"
+_SESSION_PREFIX = "tether.session:"
 _log = logging.getLogger(__name__)
 
 # Runs this process holds, per pool. Every store on one pool shares them: a worker that locked a run
@@ -262,6 +263,39 @@ class PgRunStore:
                 if held.count == 0:
                     del runs[run_id]
                     held.conn.close()  # ending the session releases its advisory lock
+
+    @contextlib.contextmanager
+    def lock_session(self, session_id: str, run_id: str) -> Iterator[None]:
+        """Hold the conversation ``session_id`` for ``run_id`` (which this process holds, see
+        :meth:`lock`) while it runs, on any machine using the database: two runs continuing one
+        session at once would interleave their messages. The lock is an advisory lock of the run's
+        own connection, so a process that dies lets go of both."""
+        with _held_lock:
+            held = _held.get(self.db, {}).get(run_id)
+        if held is None:
+            raise StoreError(f"run {run_id} must be held (store.lock) before its session is")
+        key = _SESSION_PREFIX + session_id
+        with self._translated(f"lock session {session_id}"):
+            row = held.conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+            if not (row and row[0]):
+                holder = held.conn.execute(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                    "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
+                    (key,),
+                ).fetchone()
+                name = str(holder[0]).removeprefix("tether: ") if holder and holder[0] else "another run"
+                raise StoreError(
+                    f"session {session_id} is being continued by {name} in another process right now "
+                    "(on this machine or another one using the same database); nothing was sent or "
+                    "run. Wait for that run to stop (or stop it), then send this message again, or use "
+                    "another session"
+                )
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # a connection that ended has let go already
+                held.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
     def _take(self, run_id: str) -> Any:
         """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
