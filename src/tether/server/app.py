@@ -106,7 +106,9 @@ class DecisionBody(_Body):
 
 class ResumeBody(_Body):
     more_turns: int | None = Field(None, gt=0, le=10_000, description="allow this many more turns")
-    max_budget_usd: float | None = Field(None, gt=0, description="the run's new total budget in dollars")
+    max_budget_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="the run's new total budget in dollars"
+    )
 
 
 class SessionChange(_Body):
@@ -1161,9 +1163,11 @@ async def _expanded(core: Core, record: SessionRecord, text: str) -> tuple[str, 
             found = await expand_prompt(connectors, text) if is_prompt_line(text) else None
             return await expand_mentions(connectors, found if found is not None else text), True
         except UserError as exc:
-            raise ApiError(400, "bad_request", str(exc)) from None
+            raise ApiError(400, "bad_request", hide_home(str(exc), core.settings.home)) from None
         except TetherError as exc:  # a server that did not start or answer: nothing was sent
-            raise ApiError(503, "unavailable", f"{exc}; nothing was sent: try again in a moment") from None
+            _log.error("session %s: %s", record.session_id, exc)  # the paths, for the operator
+            why = hide_home(str(exc), core.settings.home)
+            raise ApiError(503, "unavailable", f"{why}; nothing was sent: try again in a moment") from None
 
 
 def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:

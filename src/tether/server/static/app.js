@@ -7,10 +7,11 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "tether.token";
+const TOKEN_CHARS = /^[\x21-\x7e]+$/; // what an Authorization header can carry of a token
 const ARGS_SHOWN = 120; // characters of a tool's arguments in its step line
 
 const state = {
-  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  token: TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "") ? sessionStorage.getItem(TOKEN_KEY) : "",
   agents: [],
   sessionId: null,
   view: null, // the shown conversation: {abort, turns, feedback, streams}
@@ -499,7 +500,11 @@ function questionCard(turn, ev) {
   if (ev.form) {
     card.append(formWidget({ ...ev.form, title: "" }, (values, form) => answer(true, values, form)));
   } else if (ev.url) {
-    card.append(el("p", {}, el("a", { href: ev.url, target: "_blank", rel: "noopener noreferrer", text: ev.url })),
+    // The server chose the address: only an http(s) one is a link (a javascript: or data: one is text).
+    const page = /^https?:\/\//i.test(ev.url)
+      ? el("a", { href: ev.url, target: "_blank", rel: "noopener noreferrer", text: ev.url })
+      : el("span", { title: "not a link: only http(s) addresses are opened", text: ev.url });
+    card.append(el("p", {}, page),
       el("button", { type: "button", class: "allow", text: "Done", onclick: () => answer(true) }));
   }
   card.append(el("div", { class: "approval-buttons" },
@@ -807,7 +812,10 @@ async function start() {
   try {
     me = await api("/v1/me");
   } catch (err) {
-    if (err.status !== 401) $("chat").append(el("p", { class: "error", text: `The server did not answer: ${err.message}` }));
+    if (err.status === 401) return;
+    const said = `The server did not answer: ${err.message}`;
+    if (!$("login").hidden) $("login-error").textContent = said; // signing in: the chat is hidden
+    else $("chat").append(el("p", { class: "error", text: said }));
     return;
   }
   $("login").hidden = true;
@@ -823,7 +831,18 @@ async function start() {
     } }));
   }
   await Promise.all([loadAgents(), loadSessions(), loadAccounts()]);
-  await openSession(decodeURIComponent(location.hash.slice(1)) || null);
+  await openSession(hashSession());
+}
+
+// The session named in the address after "#" (a link may carry one that is not valid percent-encoding:
+// it is asked for as written, and the server says there is no such session).
+function hashSession() {
+  const raw = location.hash.slice(1);
+  try {
+    return decodeURIComponent(raw) || null;
+  } catch {
+    return raw;
+  }
 }
 
 // ---- the user's own accounts for MCP servers that sign people in (OAuth per user) ----------------
@@ -903,7 +922,13 @@ async function disconnect(server, item) {
 
 $("login-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  state.token = $("token").value.trim();
+  const token = $("token").value.trim();
+  if (!TOKEN_CHARS.test(token)) { // the browser could not even send it: say so, keep nothing
+    $("login-error").textContent = "That is not a token: a token is letters, digits and signs, without spaces "
+      + "or characters such as “…” (copy it again from tether serve token create).";
+    return;
+  }
+  state.token = token;
   sessionStorage.setItem(TOKEN_KEY, state.token);
   start();
 });
@@ -1090,7 +1115,7 @@ $("delete-session").addEventListener("click", async () => {
 });
 
 window.addEventListener("hashchange", () => {
-  const id = decodeURIComponent(location.hash.slice(1)) || null;
+  const id = hashSession();
   if (id !== state.sessionId) openSession(id);
 });
 

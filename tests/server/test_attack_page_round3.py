@@ -1,0 +1,227 @@
+"""The page and the API of ``tether serve`` attacked from outside (a third round): what a hostile MCP
+server, a mistyped token, a hand-made link or a hostile client sends, in a real headless Chromium
+and over real HTTP on loopback. Each test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+
+from playwright.sync_api import Page, expect
+
+from tests.server.conftest import NEEDS_CHROMIUM, read_events
+
+expect.set_options(timeout=15_000)
+
+PAGE_AGENTS = Path(__file__).with_name("page_agents.py")
+
+# An MCP server whose tool asks the person to open a page (elicitation in URL mode) at an address
+# that is script, with markup in its message; as MCP 2026-07-28 servers ask (input_required), or
+# by elicitation/create with an older protocol.
+LINK_SERVER = '''
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+server = MCPServer("bank")
+URL = "javascript:document.title='pwned'"
+MESSAGE = "<img src=x onerror=alert(1)> confirm the payment"
+
+
+@server.tool()
+async def pay(amount: int, ctx: Context) -> str | InputRequiredResult:
+    """Pays; asks the person to confirm on a page."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        said = await ctx.elicit_url(MESSAGE, URL, "e1")
+        return f"the person chose {said.action}"
+    response = (ctx.input_responses or {}).get("confirm")
+    if response is None:
+        asked = ElicitRequestURLParams(message=MESSAGE, url=URL, elicitation_id="e1")
+        return InputRequiredResult(input_requests={"confirm": ElicitRequest(params=asked)})
+    return f"the person chose {getattr(response, 'action', '?')}"
+
+
+if __name__ == "__main__":
+    server.run()
+'''
+
+LINK_AGENTS = """
+import sys
+
+from tether import Agent
+from tether.connectors import McpConnector
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+
+def reply(messages, request):
+    answers = [m for m in messages if isinstance(m, ToolMessage)]
+    if answers:
+        return "the bank said: " + answers[-1].text
+    return call("c1", "bank__pay", {"amount": 5})
+
+
+bank = McpConnector("bank", {"command": sys.executable, "args": [SERVER], "approval": "never"})
+agents = {"bank": Agent(FunctionModel(reply), extensions=[bank], max_turns=4)}
+"""
+
+
+def _module(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return path
+
+
+def _open(page: Page, server: Any) -> None:
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+
+
+# --- the page ---------------------------------------------------------------------------------------
+
+
+@NEEDS_CHROMIUM
+def test_a_servers_page_to_open_at_a_script_address_is_text_never_a_link(
+    served: Any, page: Page, tmp_path: Path, console_errors: list[str]
+) -> None:
+    """The page made the address an MCP server asked the person to open a link, whatever its scheme:
+    clicking a javascript: one ran into the page's CSP (a console error) instead of never being
+    offered. Now only an http(s) address is a link; the question can still be answered."""
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    server_file = _module(tmp_path, "link_server", LINK_SERVER)
+    server = served(agents_module=_module(tmp_path, "link_agents", f"SERVER = {str(server_file)!r}\n" + LINK_AGENTS))
+    _open(page, server)
+    page.click("#new-chat")
+    page.fill("#prompt", "pay 5")
+    page.press("#prompt", "Enter")
+    card = page.locator(".question")
+    expect(card).to_contain_text("bank asks you: <img src=x onerror=alert(1)> confirm the payment")
+    expect(card).to_contain_text("javascript:document.title='pwned'")  # shown, as the text it is
+    assert card.locator("a").count() == 0
+    assert card.locator("img").count() == 0
+    card.get_by_text("javascript:document.title='pwned'").click()
+    assert page.title() == "tether"
+    card.get_by_role("button", name="Done").click()
+    turn = page.locator(".turn").last
+    expect(turn.locator(".answer")).to_contain_text("the bank said: the person chose accept")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    assert page.title() == "tether"
+
+
+@NEEDS_CHROMIUM
+def test_a_link_whose_session_is_not_valid_percent_encoding_says_there_is_no_such_session(
+    served: Any, page: Page, console_errors: list[str]
+) -> None:
+    """``/#%E0%A4%A`` (a link cut short) threw URIError while the page started: a page error, and
+    the address never answered. Now it is asked for as written and the page says it is not there,
+    and a new chat still starts."""
+    server = served(agents_module=PAGE_AGENTS)
+    page.goto(server.url + "/#%E0%A4%A")
+    expect(page.locator("#me")).to_contain_text("local")
+    expect(page.locator("#chat .error")).to_contain_text("no session '%E0%A4%A'")
+    page.goto(server.url + "/#%")  # the same from a hash change on the open page
+    expect(page.locator("#chat .error")).to_contain_text("no session '%'")
+    assert all("404" in e for e in console_errors), console_errors  # the browser logs the refused loads
+    console_errors.clear()
+    page.select_option("#agent-pick", "plan")
+    page.click("#new-chat")
+    page.fill("#prompt", "Which file mentions a timeout?")
+    page.press("#prompt", "Enter")
+    expect(page.locator(".turn").last.locator(".exit")).to_contain_text("completed")
+
+
+@NEEDS_CHROMIUM
+def test_a_token_the_browser_cannot_send_is_refused_on_the_sign_in_form(
+    served: Any, page: Page, console_errors: list[str]
+) -> None:
+    """A token pasted with a character a header cannot carry (a terminal's "…") made the sign-in do
+    nothing visible (the error went to the hidden chat), and after a reload the page hid the form
+    and blamed the server, with no way to sign in again in that tab. Now the form says what is
+    wrong and keeps nothing; the right token then works."""
+    server = served(agents_module=PAGE_AGENTS, tokens=["alice"])
+    token = server.tokens["alice"]
+    page.goto(server.url)
+    expect(page.locator("#login")).to_be_visible()
+    page.fill("#token", token[:12] + "…")
+    page.click("#login-form button")
+    expect(page.locator("#login-error")).to_contain_text("That is not a token")
+    page.reload()
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#chat")).to_be_hidden()
+    page.fill("#token", token)
+    page.click("#login-form button")
+    expect(page.locator("#me")).to_contain_text("alice")
+    console_errors.clear()  # the 401s before the token, logged by the browser as failed loads
+
+
+# --- the API ----------------------------------------------------------------------------------------
+
+BUDGET_AGENTS = """
+import os
+
+from tether import Agent
+from tether.tools.files import FILE_TOOLS
+
+agents = {"tight": Agent("scripted/plan", tools=FILE_TOOLS, cwd=os.environ["TETHER_TEST_WORKSPACE"],
+                         max_budget_usd=0.00001)}
+"""
+
+
+@pytest.mark.parametrize("budget", [b"Infinity", b"1e400"])
+def test_resume_with_a_budget_that_is_not_a_number_is_refused_and_the_run_stays_resumable(
+    served: Any, tmp_path: Path, budget: bytes
+) -> None:
+    """``{"max_budget_usd": Infinity}`` (or 1e400, which JSON reads as infinity) was accepted, and the
+    resumed run ended ``failed`` with "unexpected error: ValueError: cannot convert float NaN to
+    integer", no longer resumable: the run was lost. Now it is a 400 and the run still waits."""
+    server = served(agents_module=_module(tmp_path, "tight_agents", BUDGET_AGENTS))
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"}).json()[
+            "run_id"
+        ]
+        read_events(c, f"/v1/runs/{run_id}/events")
+        assert c.get(f"/v1/runs/{run_id}").json()["status"] == "budget_exceeded"
+        r = c.post(
+            f"/v1/runs/{run_id}/resume",
+            content=b'{"max_budget_usd": ' + budget + b"}",
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 400 and "max_budget_usd" in r.json()["error"]["message"], r.text
+        run = c.get(f"/v1/runs/{run_id}").json()
+        assert (run["status"], run["resumable"], run["live"]) == ("budget_exceeded", True, False)
+        r = c.post(f"/v1/runs/{run_id}/resume", json={"max_budget_usd": 1.0})
+        assert r.status_code == 202, r.text
+        done = read_events(c, f"/v1/runs/{run_id}/events")[-1]
+        assert done["result"]["status"] == "completed"
+
+
+def test_a_message_refused_because_an_mcp_server_did_not_start_names_no_path_of_the_server(
+    served: Any, tmp_path: Path
+) -> None:
+    """A ``/prompt`` or an ``@server:uri`` mention sent while the agent's MCP server cannot start was
+    answered 503 with the server's own path in it (its home), while the same failure as a run's
+    reason says ``$TETHER_HOME``. Now the 503 says ``$TETHER_HOME`` too."""
+    home = tmp_path / "home0"
+    command = home / "bin" / "mcp-server"
+    agents = (
+        "from tether import Agent\nfrom tether.connectors import McpConnector\n"
+        f"gone = McpConnector('gone', {{'command': {str(command)!r}}})\n"
+        "agents = {'broken': Agent('scripted/hello', extensions=[gone])}\n"
+    )
+    server = served(agents_module=_module(tmp_path, "gone_agents", agents))
+    assert server.home == home
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        for text in ("/review file=a.py", "read @gone:notes://guide"):
+            r = c.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+            message = r.json()["error"]["message"]
+            assert r.status_code == 503 and "nothing was sent" in message, r.text
+            assert str(tmp_path) not in message and "$TETHER_HOME/bin/mcp-server" in message, message
+        assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
