@@ -12,7 +12,8 @@ message inside can close, and the instruction says that nothing inside is addres
 output can carry a prompt injection). Long tool outputs reach it as their head and their tail. The
 summary message says that exact content was dropped and can be read again with the tools.
 
-If the summary call fails, old tool outputs are replaced by a note instead (written as such). After
+If the summary call fails, or its summary is no shorter than the messages it would replace, old
+tool outputs are replaced by a note instead (written as such). After
 ``SUMMARY_FAILURE_LIMIT`` failed summary calls in a run, the summariser is not asked again: every
 later compaction of that run trims, and its ``compaction`` event says so in ``method``. If the
 context stays above the threshold three times in a row, the run stops with a clear reason rather
@@ -220,7 +221,13 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
             _set_summary_failures(rc, _summary_failures(rc) + 1)
             return None
     latest = _latest_request(state.messages, cut)
-    return [summary_message(summary, conversation_turns(older), latest), *state.messages[cut:]]
+    message = summary_message(summary, conversation_turns(older), latest)
+    if message_tokens(message, rc.count) >= sum(message_tokens(m, rc.count) for m in older):
+        # A summary no shorter than what it replaces would grow the context it was asked to
+        # shrink (a small window, a wordy summariser): a failed summary, and compaction trims.
+        _set_summary_failures(rc, _summary_failures(rc) + 1)
+        return None
+    return [message, *state.messages[cut:]]
 
 
 def _render_budget(rc: RunContext) -> int:

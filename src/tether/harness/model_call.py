@@ -77,7 +77,8 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
             rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
-            count_abandoned(rc, in_flight, streamed, sent=bool(streamed))
+            # Text streamed, or a request tether gave up waiting on (as a Stop would): billed.
+            count_abandoned(rc, in_flight, streamed, sent=bool(streamed) or isinstance(exc, FirstTokenTimeout))
             async for event in _recover(rc, turn, exc):
                 yield event
             continue

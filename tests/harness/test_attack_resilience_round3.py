@@ -1,0 +1,90 @@
+"""Attacks on provider trouble, fallback and compaction inside the loop (round 3).
+
+Scripted HTTP servers on loopback, FunctionModel, and real processes killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.conftest import scripted_openai as openai
+from tether import Agent, RunState, run_stream, run_sync, tool
+from tether.harness.retry import RetryPolicy
+from tether.messages import Message, ToolMessage, UserMessage, text_of
+from tether.providers.base import ModelRequest
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel, ScriptedServer
+from tether.usage import Price
+
+FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
+PRICE = Price(input=2.0, output=12.0)
+
+
+def collect(agent: Agent, prompt: str | None, **kw: Any) -> list[Any]:
+    async def go() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt, **kw)]
+
+    return asyncio.run(go())
+
+
+def is_summary_request(messages: list[Message]) -> bool:
+    return "<transcript>" in text_of(messages[:1])
+
+
+@tool(read_only=True)
+def read_page(n: int) -> str:
+    """Read page n of the manual."""
+    return f"page {n}: " + "lorem ipsum dolor sit amet " * 60
+
+
+def reader(summary: str, pages: int = 8) -> FunctionModel:
+    """Reads ``pages`` pages, one a turn, then answers; every summary it is asked for is ``summary``."""
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            return summary
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        if done < pages:
+            return Reply(calls=((f"c{done}", "read_page", {"n": done}),))
+        return "read them all"
+
+    return FunctionModel(model)
+
+
+# -- compaction ------------------------------------------------------------------------------------
+
+
+def test_a_summary_longer_than_what_it_replaces_is_not_applied() -> None:
+    """A small window (a local model's 4k) and a summariser that writes at length: before, the
+    "summary" replaced ~1,800 tokens with ~2,900, three compactions each left the context above
+    the threshold, and the run failed telling the user to trim the tools' outputs. A compaction
+    never makes the context bigger: such a summary is dropped and old tool outputs are trimmed."""
+    state = RunState()
+    agent = Agent(reader("SUMMARY " + "blah blah blah " * 500), tools=[read_page], context_window=3000)
+    events = collect(agent, "read the manual", state=state)
+    result = events[-1].result
+    compactions = [e for e in events if e.type == "compaction"]
+    assert compactions and all(c.tokens_after < c.tokens_before for c in compactions), compactions
+    assert result.status == "completed", result.reason
+    assert not any(isinstance(m, UserMessage) and m.summary_turns for m in state.messages)
+
+
+# -- provider trouble ------------------------------------------------------------------------------
+
+
+def test_a_stalled_request_abandoned_at_the_first_token_timeout_is_charged() -> None:
+    """A request tether gives up on at ``first_token_timeout_s`` was sent and read by the provider,
+    like one cancelled by Stop (counted: its prompt, estimated) or a summary stopped for stalling
+    (counted). Before, it was free: a budget could be overrun by stalled attempts nobody counted."""
+    with ScriptedServer() as server:
+        plain = RunState()
+        run_sync(Agent(openai(server, "hello"), price=PRICE, retry=FAST), "hi", state=plain)
+        server.set_faults(["stall:1.5"])
+        stalled = RunState()
+        agent = Agent(openai(server, "hello"), price=PRICE, retry=FAST, first_token_timeout_s=0.3)
+        result = run_sync(agent, "hi", state=stalled)
+    assert result.status == "completed"
+    assert stalled.usage.estimated and stalled.usage.prompt_tokens > plain.usage.prompt_tokens
+    assert stalled.cost_usd > plain.cost_usd
+    assert stalled.call_in_flight is None
