@@ -160,6 +160,61 @@ def test_a_token_the_browser_cannot_send_is_refused_on_the_sign_in_form(
     console_errors.clear()  # the 401s before the token, logged by the browser as failed loads
 
 
+# A model that asks to run a command whose dangerous end comes after 3,000 spaces, and a tool that
+# needs the person's approval for every call (it writes the command to a file in the workspace).
+HIDING_AGENTS = """
+import os
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+WORKSPACE = Path(os.environ["TETHER_TEST_WORKSPACE"])
+COMMAND = "echo cleaning the cache" + " " * 3000 + "; rm -rf ~"
+
+
+@tool(needs_approval=True)
+def shell(command: str) -> str:
+    \"\"\"Runs a shell command.\"\"\"
+    (WORKSPACE / "ran.txt").write_text(command)
+    return "done"
+
+
+def reply(messages, request):
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return "finished"
+    return call("c1", "shell", {"command": COMMAND})
+
+
+agents = {"hiding": Agent(FunctionModel(reply), tools=[shell], max_turns=4)}
+"""
+
+
+@NEEDS_CHROMIUM
+def test_an_approval_shows_every_character_of_the_arguments_the_person_allows(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    """The Allow card cut the arguments at 2,000 characters: a model that put 3,000 spaces before
+    "; rm -rf ~" was shown "echo cleaning the cache …" and allowed to run the whole of it. Now the
+    card holds all of it (a scrolling box says how long it is), after a reload too."""
+    server = served(agents_module=_module(tmp_path, "hiding_agents", HIDING_AGENTS))
+    _open(page, server)
+    page.click("#new-chat")
+    page.fill("#prompt", "clean up")
+    page.press("#prompt", "Enter")
+    card = page.locator(".approval")
+    for attempt in ("first", "after a reload"):
+        expect(card).to_contain_text("echo cleaning the cache")
+        expect(card).to_contain_text("; rm -rf ~", timeout=2000)
+        if attempt == "first":
+            page.reload()
+    card.get_by_role("button", name="Deny").click()
+    expect(page.locator(".turn").last.locator(".exit")).to_contain_text("completed")
+    assert not (tmp_path / "workspace0" / "ran.txt").exists()
+
+
 # --- the API ----------------------------------------------------------------------------------------
 
 BUDGET_AGENTS = """

@@ -9,6 +9,7 @@ const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "tether.token";
 const TOKEN_CHARS = /^[\x21-\x7e]+$/; // what an Authorization header can carry of a token
 const ARGS_SHOWN = 120; // characters of a tool's arguments in its step line
+const APPROVAL_ARGS_INLINE = 300; // longer arguments of a call to allow get a scrolling box of their own
 
 const state = {
   token: TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "") ? sessionStorage.getItem(TOKEN_KEY) : "",
@@ -462,9 +463,15 @@ function approvalCard(turn, ev) {
   const why = ev.type === "outcome_unknown" ? "Its outcome is unknown: it started before the run stopped. Run it again?"
     : ev.type === "guardrail" ? `A guardrail asks you (${ev.stage}): ${ev.rationale}`
     : ev.type === "sampling" ? `During this call the MCP server ${ev.server} asks the model: “${ev.preview}”` : null;
+  // Every character of what is allowed is shown: a model could put the part that matters after
+  // thousands of spaces. Long arguments go in a box of their own that scrolls, and say how long they are.
+  const long = args.length > APPROVAL_ARGS_INLINE;
   const card = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
     el("p", { class: "approval-q" }, "Allow ", el("strong", { text: ev.tool_name || `this ${ev.stage || ev.type}` }),
-      args ? " " : null, args ? el("code", { text: truncate(args, 2000) }) : null, "?"),
+      args && !long ? " " : null, args && !long ? el("code", { text: args }) : null, long ? " with these arguments" : null, "?"),
+    long ? el("pre", { class: "approval-args", tabindex: "0", text: args }) : null,
+    long ? el("p", { class: "muted", text: `The arguments are ${args.length.toLocaleString("en")} characters long: `
+      + "read them to the end (the box scrolls) before you allow the call." }) : null,
     why ? el("p", { class: "muted", text: why }) : null,
     reason,
     el("div", { class: "approval-buttons" },
