@@ -6,12 +6,13 @@ Scripted HTTP servers on loopback, FunctionModel, and real processes killed with
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, run_stream, run_sync, tool
 from tether.harness.retry import RetryPolicy
-from tether.messages import Message, ToolMessage, UserMessage, text_of
+from tether.messages import Message, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel, ScriptedServer
@@ -38,16 +39,23 @@ def read_page(n: int) -> str:
     return f"page {n}: " + "lorem ipsum dolor sit amet " * 60
 
 
-def reader(summary: str, pages: int = 8) -> FunctionModel:
-    """Reads ``pages`` pages, one a turn, then answers; every summary it is asked for is ``summary``."""
+def pages_read(text: str) -> list[int]:
+    return sorted({int(n) for n in re.findall(r"page (\d+):", text)})
+
+
+def reader(summary: str | None = None, pages: int = 8) -> FunctionModel:
+    """Reads ``pages`` pages, one a turn (the next after the highest it has seen), then answers;
+    a summary it is asked for is ``summary``, or by default lists the pages read."""
 
     def model(messages: list[Message], request: ModelRequest) -> Any:
+        text = text_of(messages)
         if is_summary_request(messages):
-            return summary
-        done = sum(isinstance(m, ToolMessage) for m in messages)
-        if done < pages:
-            return Reply(calls=((f"c{done}", "read_page", {"n": done}),))
-        return "read them all"
+            return summary or " ".join(f"page {n}: read." for n in pages_read(text))
+        read = pages_read(text)
+        nxt = max(read) + 1 if read else 0
+        if nxt < pages:
+            return Reply(calls=((f"c{nxt}", "read_page", {"n": nxt}),))
+        return f"read {len(read)} pages"
 
     return FunctionModel(model)
 
@@ -88,3 +96,17 @@ def test_a_stalled_request_abandoned_at_the_first_token_timeout_is_charged() -> 
     assert stalled.usage.estimated and stalled.usage.prompt_tokens > plain.usage.prompt_tokens
     assert stalled.cost_usd > plain.cost_usd
     assert stalled.call_in_flight is None
+
+
+def test_a_max_tokens_below_min_output_tokens_is_not_taken_for_an_empty_budget() -> None:
+    """``Agent(max_tokens=100, max_budget_usd=1.0)``: before, every run ended ``budget_exceeded``
+    at once, "the remaining budget ($1.000000 of $1.000000) cannot pay for another call", since
+    the 100 tokens asked for were compared with ``min_output_tokens`` (128) as if the budget had
+    cut them. The summary call had the same flaw (compaction never summarised, it trimmed)."""
+    result = run_sync(Agent("scripted/hello", max_tokens=100, max_budget_usd=1.0), "hi")
+    assert result.status == "completed", result.reason
+    state = RunState()
+    agent = Agent(reader(), tools=[read_page], context_window=3000, max_tokens=100, max_budget_usd=1.0)
+    events = collect(agent, "read the manual", state=state)
+    assert events[-1].result.status == "completed", events[-1].result.reason
+    assert [e.method for e in events if e.type == "compaction"][:1] == ["summary"]

@@ -139,7 +139,7 @@ def summary_request(rc: RunContext, older: Sequence[Message], instruction: str =
     if budget is not None and rc.price is not None:
         prompt = int(rc.count(prompt_text) * 1.02) + 32
         max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.spent_usd))
-        if max_tokens < rc.agent.min_output_tokens:
+        if max_tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
             raise ProviderError("the remaining budget cannot pay for a summary")
     return ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(prompt_text)], max_tokens=max_tokens)
 

@@ -81,7 +81,8 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     remaining = agent.max_budget_usd - state.spent_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
     max_tokens = min(agent.max_tokens, affordable)
-    least = max(agent.min_output_tokens, 1)  # 0 affordable: the prompt alone costs more than is left
+    # 0 affordable: the prompt alone costs more than is left; a max_tokens below the minimum is the agent's own.
+    least = max(min(agent.min_output_tokens, agent.max_tokens), 1)
     if max_tokens < least:
         lost = (
             f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
