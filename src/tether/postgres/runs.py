@@ -30,7 +30,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -87,6 +87,7 @@ class _Held:
     count: int  # how many ``with store.lock(run_id)`` blocks of this process are inside it
     version: str | None = None  # the run row's xmin as this process last read or wrote it
     lost: bool = False  # another process took the run: every later save is refused
+    sessions: list[str] = field(default_factory=list)  # the session locks ``conn`` holds for the run
 
     @property
     def pid(self) -> int:
@@ -200,6 +201,12 @@ class PgRunStore:
             conn_again.close()  # another process saved the run while this one had let go
             held.lost = True
             raise _lost(run_id)
+        for key in held.sessions:  # they ended with the connection too
+            row = conn_again.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+            if not (row and row[0]):  # another run continues the conversation now
+                conn_again.close()
+                held.lost = True
+                raise _lost(run_id, f"'s session {key.removeprefix(_SESSION_PREFIX)}")
         with contextlib.suppress(Exception):
             held.conn.close()
         held.conn = conn_again
@@ -291,9 +298,11 @@ class PgRunStore:
                     "run. Wait for that run to stop (or stop it), then send this message again, or use "
                     "another session"
                 )
+        held.sessions.append(key)
         try:
             yield
         finally:
+            held.sessions.remove(key)
             with contextlib.suppress(Exception):  # a connection that ended has let go already
                 held.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
@@ -370,11 +379,11 @@ def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str |
     return int(row[0]), str(row[1]), int(row[2])
 
 
-def _lost(run_id: str) -> RunLockLost:
+def _lost(run_id: str, what: str = "") -> RunLockLost:
     return RunLockLost(
-        f"run {run_id} was taken over by another process after this one lost its hold on it (the "
+        f"run {run_id}{what} was taken over by another process after this one lost its hold on it (the "
         "database connection holding the run's lock ended): nothing more is saved or done here, "
-        "the other process goes on with the run. If connections are closed when idle (a proxy, "
+        "the other process goes on. If connections are closed when idle (a proxy, "
         "idle_session_timeout), exempt tether's or lengthen the limit."
     )
 

@@ -1,0 +1,121 @@
+"""Attacks on the Postgres stores and the workers from outside (round 3): real processes killed
+with SIGKILL, connections ended under a run, damaged rows, stops that race a claim."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tether import Agent, tool
+from tether.testing import FunctionModel, Reply, call
+
+
+def _queue(c: Any, run_id: str, agent: str, session: str, prompt: str = "go") -> None:
+    c.worker.jobs.enqueue(
+        run_id=run_id,
+        session_id=session,
+        owner="local",
+        agent=agent,
+        kind="start",
+        prompt=prompt,
+        chosen={},
+        config={"message_id": f"m-{run_id}", "trace_id": "t" * 32},
+    )
+
+
+def _events(c: Any, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(k, json.loads(d)) for _, k, d in c.worker.jobs.events_after(run_id, 0, 5000)]
+
+
+def _try_lock(url: str, key: str) -> bool:
+    """Whether another process could take the advisory lock ``key`` now (let go at once)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return bool(conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()[0])
+
+
+def test_a_run_whose_lock_connection_ended_still_holds_its_session(cluster: Any, pg_url: str) -> None:
+    """The lock's connection ends mid-run and nobody else takes the run: the worker takes the run
+    again at its next save and goes on. Its session must be held again too, or a second run could
+    continue the conversation at the same time (each reading the other's calls as interrupted)."""
+    from tether.errors import StoreError
+    from tether.postgres.db import Database
+    from tether.postgres.runs import PgRunStore
+
+    c = cluster()
+    other = PgRunStore(Database(pg_url, max_size=2))  # another worker's process
+    refused: list[str] = []
+
+    def act(step: str) -> str:
+        """Do one step of work in the world."""
+        if step == "one":
+            c.worker.db.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tether: run r-sl'"
+            )
+        else:  # a second run of the same session, started on another machine now
+            with other.lock("r-second"):
+                try:
+                    with other.lock_session("s-sl", "r-second"):
+                        pass
+                except StoreError as exc:
+                    refused.append(str(exc))
+        return f"did {step}"
+
+    def reply(messages: list[Any], request: object) -> Any:
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
+
+    c.worker.agents["sl"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    _queue(c, "r-sl", "sl", "s-sl")
+    assert c.worker.drive("r-sl") == "driven"
+    assert c.worker.runs.load("r-sl").status == "completed"
+    assert len(refused) == 1 and "session s-sl is being continued by run r-sl" in refused[0]
+    other.db.close()
+
+
+def test_a_run_whose_session_was_taken_while_its_lock_was_away_writes_nothing_more(cluster: Any, pg_url: str) -> None:
+    """The lock's connection ends, and another run takes the conversation before the worker's
+    next save: the worker must not go on in that session (RunLockLost, nothing written)."""
+    import contextlib
+
+    from tether.postgres.db import Database
+    from tether.postgres.runs import PgRunStore
+
+    c = cluster()
+    other = PgRunStore(Database(pg_url, max_size=2))
+    taken = contextlib.ExitStack()
+    acted: list[str] = []
+
+    def act(step: str) -> str:
+        """Do one step of work in the world."""
+        acted.append(step)
+        if step == "one":
+            c.worker.db.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tether: run r-st'"
+            )
+            deadline = time.monotonic() + 10
+            while True:  # the terminated backend lets go of the session a moment later
+                try:
+                    taken.enter_context(other.lock("r-next"))
+                    taken.enter_context(other.lock_session("s-st", "r-next"))
+                    break
+                except Exception:
+                    taken.close()
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+        return f"did {step}"
+
+    def reply(messages: list[Any], request: object) -> Any:
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
+
+    c.worker.agents["st"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    _queue(c, "r-st", "st", "s-st")
+    with taken:
+        c.worker.drive("r-st")
+        assert acted == ["one"]  # step two's intent was never saved, so it never ran
+        saved = c.worker.runs.load("r-st")
+        assert not any(m.role == "tool" for m in saved.messages)  # the result of one was not written either
+    other.db.close()
