@@ -33,6 +33,7 @@ class JsonlTracer:
         self.root = Path(root)
         self._fd: int | None = None
         self._run_id: str | None = None
+        self._torn = False
 
     def path(self, run_id: str) -> Path:
         return self.root / f"{run_id}.jsonl"
@@ -45,9 +46,14 @@ class JsonlTracer:
             self.close()
             # Mode 0600 in a private folder; a link, a pipe or a folder put at its name is an
             # OSError that says so (a FanoutTracer drops the run's tracer; the run goes on).
-            self._fd = open_own(self.path(event.run_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            self._fd = open_own(self.path(event.run_id), os.O_RDWR | os.O_CREAT | os.O_APPEND)
             self._run_id = event.run_id
-        os.write(self._fd, (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode())
+            size = os.fstat(self._fd).st_size
+            self._torn = bool(size) and os.pread(self._fd, 1, size - 1) != b"\n"
+        data = (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode()
+        if self._torn:  # a crash cut the last line short: it stays alone, and this line is whole
+            data, self._torn = b"\n" + data, False
+        os.write(self._fd, data)
 
     def close(self) -> None:
         if self._fd is not None:

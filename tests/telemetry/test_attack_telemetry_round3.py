@@ -1,0 +1,85 @@
+"""Attacks on the traces and the spans from outside: a run resumed after an approval, a trace
+cut short by a crash, text no UTF-8 encoder takes, a collector that takes a connection and never
+answers, and credentials in the collector's address."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_main
+from tests.telemetry.conftest import by_name, of_trace
+from tether.telemetry import trace_id_for
+from tether.testing.otlp import OtlpReceiver
+from tether.tracing import read_trace
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
+
+
+@pytest.fixture
+def cli_home(tether_home: Path, monkeypatch: pytest.MonkeyPatch, receiver: OtlpReceiver) -> Path:
+    """$TETHER_HOME with telemetry sent to the test receiver, and no provider variables."""
+    for name in [
+        *(n for n in os.environ if n.startswith("OTEL_")),
+        "LLM_BASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "TETHER_SESSION_STORE",
+    ]:
+        monkeypatch.delenv(name, raising=False)
+    tether_home.mkdir(parents=True, exist_ok=True)
+    (tether_home / "config.toml").write_text(f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\n', encoding="utf-8")
+    return tether_home
+
+
+def _waiting_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """A `tether run` that stopped for approval of a delete_file call: its run id."""
+    ws = tmp_path / "ws"
+    shutil.copytree(EXAMPLES, ws)
+    args = ("run", "--model", "scripted/destructive", "--cwd", str(ws), "--json", "Free some disk space.")
+    _, out, err = run_main(*args, capsys=capsys)
+    first = json.loads(out)
+    assert first["status"] == "interrupted", err
+    return str(first["run_id"])
+
+
+def test_an_approved_run_s_chat_spans_add_up_to_what_it_cost(
+    cli_home: Path, receiver: OtlpReceiver, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "Why did this run cost forty dollars": the docs promise that summing ``tether.cost_usd`` over
+    a trace's chat spans gives what the run cost. A run resumed after an approval (another
+    process) lost its first model call's cost: the tracer never saw the cost before it."""
+    run_id = _waiting_delete(tmp_path, capsys)
+    code, out, err = run_main("resume", run_id, "--approve", "--json", capsys=capsys)
+    result = json.loads(out)
+    assert code == 0 and result["status"] == "completed", err
+    spans = of_trace(receiver.spans(), trace_id_for("", run_id))
+    chats = by_name(spans, "chat")
+    assert len(chats) == result["turns"] == 3
+    assert all("tether.cost_usd" in c["attributes"] for c in chats), [c["attributes"] for c in chats]
+    assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result["cost_usd"])
+
+
+def test_a_trace_cut_short_by_a_crash_keeps_what_the_resumed_run_writes_after_it(
+    cli_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crash mid-write leaves the last line without its newline; the run resumed later appended
+    its first line to that torn one, and both were lost (read_trace and `tether trace` skip them)."""
+    run_id = _waiting_delete(tmp_path, capsys)
+    trace = cli_home / "traces" / f"{run_id}.jsonl"
+    before = read_trace(trace)
+    with trace.open("ab") as f:
+        f.write(b'{"run_id":"' + run_id.encode() + b'","type":"tur')  # what the crash left
+    code, out, err = run_main("resume", run_id, "--approve", "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["status"] == "completed", err
+    after = read_trace(trace)
+    assert after[: len(before)] == before
+    written = [line["type"] for line in after[len(before) :]]
+    assert written[0] == "decision" and written[-1] == "run_stopped", written
+    code, out, err = run_main("trace", run_id, capsys=capsys)
+    assert code == 0 and [json.loads(line)["type"] for line in out.splitlines()] == [x["type"] for x in after]
+    assert "skipped 1 damaged line" in err and "not a JSON event" in err
