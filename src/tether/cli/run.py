@@ -494,6 +494,7 @@ def _execute(
             telemetry.tracer(
                 trace_id=trace_id_for(state.session_id or "", state.run_id),
                 resumed=bool(state.messages),
+                cost_usd=state.cost_usd,  # a resumed run's first chat span gets its own cost
                 attributes={"tether.run_id": state.run_id, "tether.session_id": state.session_id},
             )
         )

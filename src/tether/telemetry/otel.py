@@ -182,7 +182,12 @@ class Telemetry:
         self._lock = threading.Lock()
 
     def tracer(
-        self, *, trace_id: str | None = None, attributes: Mapping[str, Any] | None = None, resumed: bool = False
+        self,
+        *,
+        trace_id: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        resumed: bool = False,
+        cost_usd: float | None = None,
     ) -> SpanTracer:
         """A tracer for one ``run_stream`` call; its ``invoke_agent`` span starts now.
 
@@ -191,6 +196,8 @@ class Telemetry:
         ``gen_ai.agent.name``, ...): names and ids, not user data. The first run of a trace gets a
         span id derived from the trace id, which :meth:`feedback` takes as its parent; pass
         ``resumed=True`` for a run resumed in another process, so it does not take that id again.
+        ``cost_usd`` is what a resumed run had cost before this call (its ``state.cost_usd``): the
+        first model call's span then gets its own cost, and the trace's chat spans add up to the run's.
         """
         tid = _parse_trace_id(trace_id) if trace_id is not None else random.getrandbits(128) or 1
         attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
@@ -205,7 +212,7 @@ class Telemetry:
             root = self._tracer.start_span(f"invoke_agent {agent}", context=Context(), attributes=attrs)
         finally:
             _NEXT_IDS.reset(token)
-        return SpanTracer(self._tracer, root)
+        return SpanTracer(self._tracer, root, cost_usd)
 
     def _claim_first(self, trace_id: int) -> int | None:
         """The derived span id when this is the first run of ``trace_id`` seen here, else None."""
@@ -357,9 +364,9 @@ class SpanTracer:
     """One ``run_stream`` call as spans: a tether tracer (``write`` every event, then ``close``).
     Made by :meth:`Telemetry.tracer`."""
 
-    def __init__(self, tracer: OtelTracer, root: Span) -> None:
+    def __init__(self, tracer: OtelTracer, root: Span, cost_usd: float | None = None) -> None:
         self._tracer = tracer
-        self._root = _Run(root, mark_ns=time.time_ns())
+        self._root = _Run(root, mark_ns=time.time_ns(), cost_usd=cost_usd)
         self._runs: dict[str, _Run] = {}
         self._closed = False
         self._steps: dict[str, Callable[[_Run, Any, int], None]] = {
