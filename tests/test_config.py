@@ -22,7 +22,10 @@ MISTAKES = [
     ("[tools.shell]\ntimeout_s = inf\n", "[tools.shell] timeout_s must be a finite number, not inf"),
     ('[tools.shell]\ntimeout_s = "30"\n', '[tools.shell] timeout_s must be a number, not "30" (write timeout_s = 30'),
     ("[tools.shell]\noutput_cap_bytes = 1.5\n", "[tools.shell] output_cap_bytes must be a whole number, not 1.5"),
-    ("[tools.shell]\nenv = { CI = 1 }\n", '[tools.shell] env.CI must be a string in quotes, not 1 (write CI = "1")'),
+    (  # an environment's values may be secrets: never shown (tether config show redacts them too)
+        "[tools.shell]\nenv = { CI = 1 }\n",
+        "[tools.shell] env.CI must be a string in quotes (the value given is not shown: it may be a secret)",
+    ),
     ('[tools.shell]\nblock = "git"\n', "[tools.shell] block must be a list"),
     ("[tools.shel]\napproval = false\n", "[tools.shel] is not a known table (did you mean [tools.shell]?)"),
     ("[tools.shell]\napprove = false\n", "approve is not a known setting in [tools.shell] (did you mean approval?)"),

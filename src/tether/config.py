@@ -92,7 +92,17 @@ def _platform_data_dir() -> Path:
 def tether_home() -> Path:
     """``$TETHER_HOME`` or the platform's user data directory (not created here)."""
     env = os.environ.get("TETHER_HOME")
-    return Path(env).expanduser() if env else _platform_data_dir()
+    return expand_user(env, "$TETHER_HOME") if env else _platform_data_dir()
+
+
+def expand_user(path: str, what: str) -> Path:
+    """``path`` with ``~`` expanded; a ``~user`` this machine has no such user for (a config copied
+    from a colleague) is a :class:`~tether.errors.ConfigError` naming ``what`` gave it."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = path.split("/", 1)[0]
+        raise ConfigError(f"{what}: {path}: there is no user {user[1:]!r} on this machine to find {user} for") from None
 
 
 def check_session_store(spec: str) -> str:
@@ -151,6 +161,17 @@ def _database_url(value: str) -> str:
 
 def _session_store(value: str) -> str:
     return check_session_store(value)
+
+
+def _env_name(value: str) -> str:
+    """``key_env``: the name of a variable; a key put there by mistake is refused, not printed later
+    as the name of a variable that is not set."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(
+            "must be the name of the environment variable that holds the key (such as LOCAL_API_KEY), "
+            "not the key itself: put the key in that variable, or in api_key"
+        )
+    return value
 
 
 _Text = Annotated[str, Strict(), Field(min_length=1)]
@@ -431,7 +452,7 @@ class _ModelTable(_Table):
 class _EndpointTable(_Table):
     kind: Literal["openai", "anthropic"] = "openai"
     base_url: _Url
-    key_env: _Text | None = None
+    key_env: Annotated[str, Strict(), AfterValidator(_env_name)] | None = None
     api_key: _Text | None = None
     auth: Literal["key", "none", "oauth"] = "key"
     token_url: _Url | None = None
@@ -550,6 +571,7 @@ def load_settings(home: Path | None = None) -> Settings:
         except ValueError as exc:
             raise ConfigError(f"$TETHER_DATABASE_URL: {exc}") from None
     if not path.exists():
+        _check_absent(home, path)
         return Settings(home=home, database_url=env_url)
     import tomllib  # only when there is a file to read
 
@@ -600,6 +622,18 @@ def load_settings(home: Path | None = None) -> Settings:
     )
 
 
+def _check_absent(home: Path, path: Path) -> None:
+    """No ``config.toml`` is fine; a link at its name that leads nowhere (a dotfiles link whose file
+    moved, a loop) is a file the person meant to be read, and a ``home`` that is a file is no home."""
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path}: a symbolic link to {os.readlink(path)}, which leads to no file (it was moved, or "
+            "the links loop): fix the link or remove it"
+        )
+    if home.exists() and not home.is_dir():
+        raise ConfigError(f"$TETHER_HOME {home} is a file, not a folder: set TETHER_HOME to a folder, or move the file")
+
+
 def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
     """``[agents.NAME]``, with the older ``[serve.agents.NAME]`` read as if written there."""
     both = set(parsed.agents) & set(parsed.serve.agents)
@@ -623,6 +657,47 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
     if not model:
         raise ConfigError(NO_MODEL_HELP.format(config=settings.home / "config.toml"))
     return model
+
+
+# --- secrets: never printed -------------------------------------------------------------------
+
+REDACTED = "<redacted>"
+# Keys whose value is a secret wherever they appear (`key_env` names a variable, not a secret), and
+# tables whose every value may be one: a server's environment and its HTTP headers.
+SECRET_KEY = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|authorization)$", re.I)
+SECRET_TABLES = frozenset({"env", "headers"})
+
+
+def redacted(value: Any, key: str = "") -> Any:
+    """``value`` (parsed TOML, found at ``key``) with every secret replaced by ``"<redacted>"``: the
+    value of a secret key, everything in ``env`` and ``headers`` (a string written there too), and
+    the password in a URL."""
+    if key in SECRET_TABLES:
+        return {k: REDACTED for k in value} if isinstance(value, dict) else REDACTED
+    if isinstance(value, dict):
+        return {k: redacted(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v, key) for v in value]
+    if SECRET_KEY.search(key) and not key.endswith("_env"):
+        return REDACTED
+    if isinstance(value, str) and "://" in value:
+        from urllib.parse import urlunsplit
+
+        parts = urlsplit(value)
+        if parts.password:
+            netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+            return urlunsplit(parts._replace(netloc=netloc))
+    return value
+
+
+def _secret(loc: tuple[str | int, ...], value: Any) -> Any:
+    """``value`` at ``loc`` as an error may show it: redacted, or None when it is a secret whole (a
+    ``key_env`` that is no variable's name is most likely the key itself)."""
+    keys = [p for p in loc if isinstance(p, str)]
+    if any(k in SECRET_TABLES for k in keys) or keys[-1:] == ["key_env"]:
+        return None
+    clean = redacted(value, keys[-1] if keys else "")
+    return None if clean == REDACTED else clean
 
 
 # --- one line per validation error ----------------------------------------------------------
@@ -672,12 +747,15 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
         for k, v in (error.get("ctx") or {}).items()
     }
     what = _MUST[kind].format(**ctx) if kind in _MUST else error["msg"].removeprefix("Value error, ")
+    shown = _secret(loc, value)
     if kind == "string_too_short":
         what = "must not be empty"
+    elif shown is None and value is not None:
+        what += " (the value given is not shown: it may be a secret)"
     elif not (kind == "value_error" and isinstance(value, dict)):
-        what += f", not {_toml(value)}"
+        what += f", not {_toml(shown)}"
     place = " ".join(p for p in (_table_name(table) if table else "", _key_path(key)) if p)
-    return f"{place} {what}{_fix(kind, key, value)}"
+    return f"{place} {what}{_fix(kind, key, value) if shown == value else ''}"
 
 
 def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...], list[str]]:

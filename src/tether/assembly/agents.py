@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.config import AgentTable, Settings, resolve_model
+from tether.config import AgentTable, Settings, expand_user, resolve_model
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
     o = overrides or Overrides()
     d = definition(settings, name)
     where = f"[agents.{name}]" if name else "the default agent"
-    cwd = Path(o.cwd or d.cwd or ".").expanduser().resolve()
+    cwd = expand_user(o.cwd or d.cwd or ".", f"{where} cwd").resolve()
     if not cwd.is_dir():
         raise ConfigError(f"{where}: cwd {cwd} is not a directory")
     kb = list(dict.fromkeys([*d.kb, *o.kb]))

@@ -209,10 +209,13 @@ def load_output_schema(source: str | dict[str, Any], *, what: str, base: Path | 
 
     label = f"{what}: {source}" if isinstance(source, str) else what
     if isinstance(source, str):
-        path = Path(source).expanduser()
+        from tether.config import expand_user
+        from tether.fileio import read_regular
+
+        path = expand_user(source, what)
         path = path if path.is_absolute() or base is None else base / path
         try:
-            schema = json.loads(path.read_text(encoding="utf-8"))
+            schema = json.loads(read_regular(path).decode("utf-8"))  # a named pipe there is not waited on
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{what}: cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
         except ValueError as exc:

@@ -15,15 +15,9 @@ import os
 import re
 import sys
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["add_parsers", "redacted"]
 
-REDACTED = "<redacted>"
-# Keys whose value is a secret wherever they appear; `key_env` names a variable, not a secret.
-SECRET_KEY = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|authorization)$", re.I)
-# Tables whose every value may be a secret: a server's environment and its HTTP headers.
-SECRET_TABLES = {"env", "headers"}
 OVERRIDES = ("TETHER_HOME", "TETHER_MODEL", "TETHER_DATABASE_URL", "TETHER_SESSION_STORE", "LLM_BASE_URL")
 
 HELP = """\
@@ -84,12 +78,12 @@ def _show(path: Any, *, as_json: bool) -> int:
     from tether.fileio import read_regular
 
     try:
-        data = tomllib.loads(read_regular(path).decode("utf-8")) if path.exists() else {}
+        data = tomllib.loads(read_regular(path).decode("utf-8")) if path.exists() or path.is_symlink() else {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         print(f"tether: cannot read {path}: {exc}. Fix or remove the file.", file=sys.stderr)
         return 2
     clean = redacted(data)
-    overrides = {name: _redact_value(name, os.environ[name]) for name in OVERRIDES if os.environ.get(name)}
+    overrides = {name: redacted(os.environ[name], name) for name in OVERRIDES if os.environ.get(name)}
     if as_json:
         print(json.dumps({"path": str(path), "exists": path.exists(), "config": clean, "environment": overrides}))
         return 0
@@ -103,25 +97,11 @@ def _show(path: Any, *, as_json: bool) -> int:
 
 
 def redacted(value: Any, key: str = "") -> Any:
-    """``value`` (parsed TOML) with every secret replaced by ``"<redacted>"``."""
-    if isinstance(value, dict):
-        if key in SECRET_TABLES:
-            return {k: REDACTED for k in value}
-        return {k: redacted(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redacted(v, key) for v in value]
-    return _redact_value(key, value)
+    """``value`` (parsed TOML) with every secret replaced by ``"<redacted>"`` (what is secret is
+    :mod:`tether.config`'s to say: its one-line errors hide the same values)."""
+    from tether.config import redacted as redact
 
-
-def _redact_value(key: str, value: Any) -> Any:
-    if SECRET_KEY.search(key) and not key.endswith("_env"):
-        return REDACTED
-    if isinstance(value, str) and "://" in value:
-        parts = urlsplit(value)
-        if parts.password:
-            netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-            return urlunsplit(parts._replace(netloc=netloc))
-    return value
+    return redact(value, key)
 
 
 def _toml(data: dict[str, Any], table: tuple[str, ...] = ()) -> str:

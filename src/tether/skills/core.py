@@ -115,8 +115,15 @@ def default_roots(home: Path | str, cwd: Path | str, paths: Sequence[str] = ()) 
     """The roots in rising precedence: ``home/skills``, each of ``paths`` (``~`` expanded; relative
     to ``home``, where config.toml lives), then ``cwd/.tether/skills``."""
     home = Path(home)
-    extra = [SkillRoot(home / Path(p).expanduser(), "config", required=True) for p in paths]
+    extra = [SkillRoot(home / _expanded(p), "config", required=True) for p in paths]
     return [SkillRoot(home / "skills", "user"), *extra, SkillRoot(Path(cwd) / ".tether" / "skills", "project")]
+
+
+def _expanded(path: str) -> Path:
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # ~user of no user here: kept as written, and reported as no such folder
+        return Path(path)
 
 
 class SkillFolders:

@@ -1,0 +1,190 @@
+"""config.toml and how the assembly reads it, attacked from outside (a helper's third round): a
+link that leads nowhere, a $TETHER_HOME that is a file, secrets in the one-line errors, a key put
+where its variable's name goes, ``~user`` paths and a named pipe where a schema file should be."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.config import load_settings
+from tether.errors import ConfigError
+
+SECRET = "sk-SECRET0123456789abcdef"
+
+
+def write(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refused(home: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(home)
+    return str(caught.value)
+
+
+def tether(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "LLM_BASE_URL", "OPENAI_BASE_URL")}
+    return subprocess.run(
+        ["tether", *args],
+        env={**env, "TETHER_HOME": str(home)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+# --- a config.toml that is there but cannot be read -----------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["dotfiles/tether.toml", "config.toml"], ids=["dangling", "loop"])
+def test_a_link_at_config_toml_that_leads_nowhere_is_an_error_not_the_defaults(tmp_path: Path, target: str) -> None:
+    """A dotfiles link whose file moved (or a link to itself): the person's settings (their model,
+    their approvals) would silently not apply. Before: every command ran on the defaults and
+    `tether config check` said the file does not exist."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").symlink_to(home / target)
+    said = refused(home)
+    assert said.startswith(f"{home / 'config.toml'}: ") and "symbolic link" in said and "\n" not in said
+    out = tether("config", "check", home=home)
+    assert out.returncode == 2 and "symbolic link" in out.stderr and "Traceback" not in out.stderr
+    assert "does not exist" not in out.stdout
+
+
+def test_a_tether_home_that_is_a_file_is_said_by_config_check(tmp_path: Path) -> None:
+    """Before: `tether config check` said "ok: .../config.toml does not exist" while every command
+    that keeps anything refused to run."""
+    home = tmp_path / "home"
+    home.write_text("not a folder\n")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        load_settings(home)
+    out = tether("config", "check", home=home)
+    assert out.returncode == 2 and not out.stdout.startswith("ok")
+    assert f"{home}" in out.stderr and "TETHER_HOME" in out.stderr and "Traceback" not in out.stderr
+
+
+# --- secrets never in an error --------------------------------------------------------------------
+
+LEAKS = [
+    ("[telemetry]\nheaders = 'Authorization: Bearer {s}'\n", "[telemetry] headers must be a table"),
+    ("[mcp.mail]\ncommand = 'mail-mcp'\nenv = 'MAIL_TOKEN={s}'\n", "[mcp.mail] env must be a table"),
+    ("[mcp.mail]\nurl = 'http://h/mcp'\nheaders = {{ Authorization = ['{s}'] }}\n", "[mcp.mail] headers.Authorization"),
+    ("[tools.shell]\nenv = {{ GITHUB_TOKEN = ['{s}'] }}\n", "[tools.shell] env.GITHUB_TOKEN must be a string"),
+    ("[endpoints.x]\nbase_url = 'http://h/v1'\napi_key = ['{s}']\n", "[endpoints.x] api_key must be a string"),
+    ("[telemetry]\notlp_endpoint = 'ftp://tether:{s}@collector/v1/traces'\n", "otlp_endpoint must be an http"),
+    ("[endpoints.x]\nbase_url = 'http://h/v1'\nkey_env = '{s}'\n", "[endpoints.x] key_env must be the name of"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), LEAKS, ids=[m for _, m in LEAKS])
+def test_a_config_mistake_never_prints_a_secret(tmp_path: Path, text: str, message: str) -> None:
+    """A key put in the wrong shape is still a key: the one-line error names the setting and what
+    is wrong, never the value (tether config show redacts these same values). Before: the line
+    ended `, not "Authorization: Bearer sk-..."`, on a terminal, in CI logs."""
+    write(tmp_path, text.format(s=SECRET))
+    said = refused(tmp_path)
+    assert message in said and "\n" not in said, said
+    assert SECRET not in said and SECRET[:12] not in said, said
+
+
+def test_a_key_put_in_key_env_is_refused_before_it_is_printed_as_a_variable_name(tmp_path: Path) -> None:
+    """`key_env = "sk-..."` (the key where the variable's name goes) is a common slip. Before: the
+    config loaded, and the first run said `sk-... is not set (named by key_env ...)`."""
+    write(tmp_path, f"[endpoints.x]\nbase_url = 'http://127.0.0.1:9/v1'\nkey_env = '{SECRET}'\nmodels = ['m']\n")
+    out = tether("run", "--model", "x/m", "hi", home=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert SECRET not in out.stderr + out.stdout and "key_env" in out.stderr and "api_key" in out.stderr
+    write(tmp_path, "[endpoints.x]\nbase_url = 'http://127.0.0.1:9/v1'\nkey_env = 'LOCAL_API_KEY'\n")
+    assert load_settings(tmp_path).endpoints["x"].key_env == "LOCAL_API_KEY"
+
+
+def test_config_show_redacts_a_secret_table_written_as_a_string(tmp_path: Path) -> None:
+    """`env` and `headers` are redacted whole; written (wrongly) as one string, the string is the
+    secret. Before: tether config show printed it."""
+    write(tmp_path, f"[mcp.mail]\ncommand = 'mail-mcp'\nenv = 'MAIL_TOKEN={SECRET}'\n")
+    out = tether("config", "show", home=tmp_path)
+    assert out.returncode == 0 and SECRET not in out.stdout and "<redacted>" in out.stdout, out.stdout
+
+
+# --- paths in config.toml -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "names", "code"),
+    [
+        # A skills folder that cannot be used is skipped, and said: the others still load.
+        ("[skills]\npaths = ['~no-such-user-x/skills']\n", ("skills", "list"), "[skills] paths", 0),
+        (
+            "[agents.a]\nmodel = 'scripted/plan'\ncwd = '~no-such-user-x/work'\n",
+            ("run", "--agent", "a", "hi"),
+            "[agents.a] cwd",
+            2,
+        ),
+        (
+            "[agents.a]\nmodel = 'scripted/plan'\noutput_schema = '~no-such-user-x/schema.json'\n",
+            ("run", "--agent", "a", "hi"),
+            "[agents.a] output_schema",
+            2,
+        ),
+    ],
+    ids=["skills-paths", "agent-cwd", "agent-schema"],
+)
+def test_a_tilde_user_that_does_not_exist_is_one_line_not_a_traceback(
+    tmp_path: Path, text: str, args: tuple[str, ...], names: str, code: int
+) -> None:
+    """`~someone/...` for a user this machine does not have (a config copied from a colleague).
+    Before: RuntimeError: Could not determine home directory, as a traceback."""
+    write(tmp_path, text)
+    out = tether(*args, home=tmp_path, cwd=tmp_path)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "~no-such-user-x" in out.stderr and names in out.stderr, out.stderr
+    assert out.returncode == code
+
+
+def returns_within(fn: Callable[[], Any], limit_s: float = 10) -> list[BaseException]:
+    """Run ``fn`` in a thread; a hang guard (it must have finished), not a timing."""
+    out: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    assert not thread.is_alive(), "it waited on a named pipe"
+    return out
+
+
+def test_a_named_pipe_as_an_agents_output_schema_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """[agents.NAME] output_schema names a file under $TETHER_HOME; a pipe planted there held every
+    door that builds the agent (tether run, tether serve) waiting for a writer."""
+    from tether.assembly import plan
+
+    write(tmp_path, "[agents.a]\nmodel = 'scripted/plan'\noutput_schema = 'schema.json'\n")
+    os.mkfifo(tmp_path / "schema.json")
+    settings = load_settings(tmp_path)
+    errors = returns_within(lambda: plan(settings, "a"))
+    assert len(errors) == 1 and isinstance(errors[0], ConfigError), errors
+    assert "schema.json" in str(errors[0]) and "[agents.a] output_schema" in str(errors[0])
+
+
+def test_a_tether_home_of_a_user_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    """TETHER_HOME=~someone/tether in a shared profile. Before: a traceback from every command."""
+    out = tether("config", "path", home=Path("~no-such-user-x/tether"), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("tether: $TETHER_HOME: ~no-such-user-x/tether: there is no user 'no-such-user-x'")
