@@ -14,7 +14,7 @@ pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra i
 
 from playwright.sync_api import Page, expect
 
-from tests.server.conftest import NEEDS_CHROMIUM, read_events
+from tests.server.conftest import NEEDS_CHROMIUM, read_events, wait_until
 
 expect.set_options(timeout=15_000)
 
@@ -25,8 +25,9 @@ PAGE_AGENTS = Path(__file__).with_name("page_agents.py")
 # by elicitation/create with an older protocol.
 LINK_SERVER = '''
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, Field
 
 server = MCPServer("bank")
 URL = "javascript:document.title='pwned'"
@@ -46,6 +47,24 @@ async def pay(amount: int, ctx: Context) -> str | InputRequiredResult:
     return f"the person chose {getattr(response, 'action', '?')}"
 
 
+
+class Tip(BaseModel):
+    percent: float = Field(description="how much to tip")
+
+
+@server.tool()
+async def tip(ctx: Context) -> str | InputRequiredResult:
+    """Tips; asks the person how much."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        said = await ctx.elicit("How much?", schema=Tip)
+        return f"the person chose {said.action}: {said.data!r}"
+    response = (ctx.input_responses or {}).get("tip")
+    if response is None:
+        form = ElicitRequestFormParams(message="How much?", requested_schema=Tip.model_json_schema())
+        return InputRequiredResult(input_requests={"tip": ElicitRequest(params=form)})
+    return f"the person chose {getattr(response, 'action', '?')}: {getattr(response, 'content', None)!r}"
+
+
 if __name__ == "__main__":
     server.run()
 '''
@@ -55,7 +74,7 @@ import sys
 
 from tether import Agent
 from tether.connectors import McpConnector
-from tether.messages import ToolMessage
+from tether.messages import ToolMessage, text_of
 from tether.providers.scripted import call
 from tether.testing import FunctionModel
 
@@ -64,6 +83,8 @@ def reply(messages, request):
     answers = [m for m in messages if isinstance(m, ToolMessage)]
     if answers:
         return "the bank said: " + answers[-1].text
+    if "tip" in text_of(messages[-1:]):
+        return call("c1", "bank__tip", {})
     return call("c1", "bank__pay", {"amount": 5})
 
 
@@ -167,7 +188,7 @@ import os
 from pathlib import Path
 
 from tether import Agent, tool
-from tether.messages import ToolMessage
+from tether.messages import ToolMessage, text_of
 from tether.providers.scripted import call
 from tether.testing import FunctionModel
 
@@ -280,3 +301,43 @@ def test_a_message_refused_because_an_mcp_server_did_not_start_names_no_path_of_
             assert r.status_code == 503 and "nothing was sent" in message, r.text
             assert str(tmp_path) not in message and "$TETHER_HOME/bin/mcp-server" in message, message
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
+
+
+def test_an_answer_to_a_servers_form_that_is_not_a_finite_number_is_refused_and_the_run_waits(
+    served: Any, tmp_path: Path
+) -> None:
+    """A required number field of an MCP server's form answered "nan", "inf", "1e999" (as a form
+    field's text) or 1e400 (as JSON) was accepted, and the server was sent ``percent: null``: an
+    answer the person never gave, to a question that required a number. Now it is a 400 naming
+    the field, the run still waits, and a real number goes through."""
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    server_file = _module(tmp_path, "link_server", LINK_SERVER)
+    server = served(agents_module=_module(tmp_path, "link_agents", f"SERVER = {str(server_file)!r}\n" + LINK_AGENTS))
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "tip please"}).json()["run_id"]
+        read_events(c, f"/v1/runs/{run_id}/events")
+        w = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+        assert w["type"] == "elicitation"
+        decision = f"/v1/runs/{run_id}/decision"
+        head = b'{"call_id": "%s", "args_hash": "%s", "approve": true, "content": {"percent": ' % (
+            w["call_id"].encode(),
+            w["args_hash"].encode(),
+        )
+        for value in (b'"nan"', b'"inf"', b'"-Infinity"', b'"1e999"', b"1e400", b'["nan"]'):
+            r = c.post(decision, content=head + value + b"}}", headers={"Content-Type": "application/json"})
+            assert r.status_code == 400 and "percent" in r.json()["error"]["message"], (value, r.text)
+            assert c.get(f"/v1/runs/{run_id}").json()["waiting"] == w
+        r = c.post(
+            decision,
+            json={
+                "call_id": w["call_id"],
+                "args_hash": w["args_hash"],
+                "approve": True,
+                "content": {"percent": "12.5"},
+            },
+        )
+        assert r.status_code == 202, r.text
+        wait_until(lambda: not c.get(f"/v1/runs/{run_id}").json()["live"], what="the run to end")
+        said = c.get(f"/v1/runs/{run_id}/transcript").json()["messages"][-1]["content"][0]["text"]
+        assert said == "the bank said: the person chose accept: {'percent': 12.5}"

@@ -1024,10 +1024,18 @@ def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str
     from tether.connectors.forms import form_values
 
     values = form_values(schema, content or {})
-    problems = validate(f"the form of {asked['server']}", schema, values)
+    # JSON has no NaN nor infinity ("nan", "1e999", 1e400): they would reach the server as null.
+    problems = [f"{k}: must be a finite number" for k, v in values.items() if not _finite(v)]
+    problems = problems or validate(f"the form of {asked['server']}", schema, values)
     if problems:
         raise ApiError(400, "bad_request", f"the answer does not fit the form: {'; '.join(problems)}")
     return values
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(map(_finite, value))
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _resume_routes(app: FastAPI, core: Core) -> None:
