@@ -119,3 +119,51 @@ def test_a_run_whose_session_was_taken_while_its_lock_was_away_writes_nothing_mo
         saved = c.worker.runs.load("r-st")
         assert not any(m.role == "tool" for m in saved.messages)  # the result of one was not written either
     other.db.close()
+
+
+def test_a_stop_asked_just_after_the_claim_is_not_lost(cluster: Any) -> None:
+    """POST /cancel on another node lands between the worker's claim of the job and the moment it
+    registers the run as held: the stop must still reach the run."""
+    import threading
+
+    c = cluster()
+    heard = threading.Event()
+    on_cancel, claim = c.worker._on_cancel, c.worker.jobs.claim
+
+    def noted(channel: str, run_id: str | None) -> None:
+        on_cancel(channel, run_id)
+        heard.set()
+
+    def claim_then_stop(run_id: str, worker: str) -> Any:
+        job = claim(run_id, worker)
+        assert c.worker.jobs.request_cancel(run_id, "stopped by the user")  # another node's Stop
+        assert heard.wait(10)  # this worker heard it before it held the run
+        return job
+
+    c.worker.listener.on = noted
+    c.worker.jobs.claim = claim_then_stop
+    _queue(c, "r-cx", "answer", "s-cx")
+    assert c.worker.drive("r-cx") == "driven"
+    state = c.worker.runs.load("r-cx")
+    assert state.status == "interrupted" and "stopped by the user" in (state.reason or ""), state.reason
+    assert _events(c, "r-cx")[-1][1]["result"]["status"] == "interrupted"
+
+
+def test_a_run_whose_saved_header_was_damaged_ends_its_stream_with_the_reason(cluster: Any) -> None:
+    """A run waiting for a decision is continued, but its header row was edited meanwhile: the
+    worker cannot load it. The client following the run gets a done that says why, and the run
+    as saved is left for a person to restore (not overwritten)."""
+    c = cluster()
+    _queue(c, "r-dmg", "answer", "s-dmg")
+    assert c.worker.drive("r-dmg") == "driven"
+    c.worker.db.execute("UPDATE tether_runs SET header = '{\"status\": 17' WHERE run_id = 'r-dmg'")
+    c.worker.jobs.enqueue(
+        run_id="r-dmg", session_id="s-dmg", owner="local", agent="answer", kind="continue", prompt=None, chosen={}
+    )
+    assert c.worker.drive("r-dmg") == "driven"
+    kind, data = _events(c, "r-dmg")[-1]
+    assert kind == "done" and data["result"]["status"] == "failed", _events(c, "r-dmg")[-3:]
+    assert "header of run r-dmg" in data["result"]["reason"]
+    assert c.worker.jobs.get("r-dmg").state == "done"
+    header = c.worker.db.execute("SELECT header FROM tether_runs WHERE run_id = 'r-dmg'")[0][0]
+    assert header == '{"status": 17'

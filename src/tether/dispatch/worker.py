@@ -130,8 +130,10 @@ class Worker:
             new = state is None
             if state is None:
                 state = RunState(run_id=job.run_id, session_id=job.session_id, ext={"config": job.config})
-            if job.cancel:
-                signal.cancel(job.cancel)
+            # A stop asked after the claim and before the run was held above found nothing to stop.
+            asked = self.jobs.get(job.run_id)
+            if asked is not None and asked.cancel:
+                signal.cancel(asked.cancel)
             agent = self._agent(job)
             turn = TurnRecord(
                 message_id=str(job.config.get("message_id", "")),
@@ -168,8 +170,10 @@ class Worker:
                     saw_done = saw_done or event.type == "done"
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
             _log.warning("run %s could not start: %s", job.run_id, exc)
-            if not saw_done and state is not None:
+            if not saw_done:
                 reason = f"the run could not start: {exc}"
+                if state is None:  # it could not be loaded: say why, and leave the saved run for a person
+                    state = RunState(run_id=job.run_id, session_id=job.session_id, status="failed")
                 writer.append("done", for_clients(refused(state, self.runs, new, reason), self.home))
         finally:
             writer.close()
