@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import run_main
-from tests.telemetry.conftest import by_name, of_trace
-from tether.telemetry import trace_id_for
+from tests.telemetry.conftest import by_name, flushed, of_trace
+from tether import Agent, run_sync
+from tether.telemetry import Telemetry, trace_id_for
+from tether.testing import FunctionModel
 from tether.testing.otlp import OtlpReceiver
+from tether.tools.files import FILE_TOOLS
 from tether.tracing import read_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
@@ -83,3 +86,31 @@ def test_a_trace_cut_short_by_a_crash_keeps_what_the_resumed_run_writes_after_it
     code, out, err = run_main("trace", run_id, capsys=capsys)
     assert code == 0 and [json.loads(line)["type"] for line in out.splitlines()] == [x["type"] for x in after]
     assert "skipped 1 damaged line" in err and "not a JSON event" in err
+
+
+def test_text_no_encoder_takes_loses_neither_its_run_s_spans_nor_anyone_else_s(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
+    """A lone surrogate reaches Python from a file name that is not UTF-8 (``os.fsdecode``) or
+    from half an emoji a page cut off (``\\ud83d`` in JSON). In a failed run's reason it made the
+    exporter drop its whole batch: the spans of every other run in it never reached the backend.
+    In a feedback comment, the comment was dropped with a traceback in the log."""
+
+    def unreadable(messages: object, request: object) -> str:
+        raise ValueError("cannot read " + os.fsdecode(b"/data/caf\xe9.txt"))
+
+    good_id, bad_id = trace_id_for("s-ok", "m-1"), trace_id_for("s-bad", "m-1")
+    good = run_sync(
+        Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", tracer=telemetry.tracer(trace_id=good_id)
+    )
+    bad = run_sync(Agent(FunctionModel(unreadable)), "hi", tracer=telemetry.tracer(trace_id=bad_id))
+    assert good.status == "completed" and bad.status == "failed" and "\udce9" in (bad.reason or "")
+    telemetry.feedback(trace_id=good_id, score="down", comment="wrong file \ud83d")
+    spans = flushed(telemetry, receiver, good_id, 7)
+    assert len(by_name(spans, "chat")) == 3
+    (feedback,) = by_name(spans, "feedback")
+    assert feedback["attributes"]["tether.feedback.comment"] == "wrong file \ufffd"
+    (failed,) = by_name(
+        of_trace(receiver.wait_for(lambda s: bool(of_trace(s, bad_id)), timeout=5), bad_id), "invoke_agent"
+    )
+    assert failed["status"] == "ERROR" and "/data/caf\ufffd.txt" in failed["attributes"]["tether.reason"]

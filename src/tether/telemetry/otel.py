@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError, UserError
 from tether.events import Compaction, Done, Fallback, Retrieval, Retry, Subagent, ToolResultEvent, ToolStart, Turn
+from tether.messages import clean_text
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -200,7 +201,7 @@ class Telemetry:
         first model call's span then gets its own cost, and the trace's chat spans add up to the run's.
         """
         tid = _parse_trace_id(trace_id) if trace_id is not None else random.getrandbits(128) or 1
-        attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
+        attrs = _cleaned({k: v for k, v in (attributes or {}).items() if v is not None})
         agent = str(attrs.get("gen_ai.agent.name") or "tether")
         attrs.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent})
         if "tether.session_id" in attrs:
@@ -237,8 +238,8 @@ class Telemetry:
         parent = SpanContext(tid, _first_span_id(tid), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         verdict = {"tether.feedback.score": score}
         if comment is not None:
-            verdict["tether.feedback.comment"] = comment
-        attrs = {**{k: v for k, v in (attributes or {}).items() if v is not None}, **verdict}
+            verdict["tether.feedback.comment"] = clean_text(comment)
+        attrs = _cleaned({**{k: v for k, v in (attributes or {}).items() if v is not None}, **verdict})
         span = self._tracer.start_span(
             "feedback", context=set_span_in_context(NonRecordingSpan(parent)), attributes=attrs
         )
@@ -515,7 +516,7 @@ class SpanTracer:
             "tether.retrieval.mode": event.mode,
             "tether.retrieval.count": len(hits),
             "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
-            "tether.retrieval.documents": [str(h["document"]) for h in hits],
+            "tether.retrieval.documents": [clean_text(str(h["document"])) for h in hits],
             "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
             "tether.retrieval.scores": [float(h["score"]) for h in hits],
         }
@@ -548,7 +549,7 @@ class SpanTracer:
             "gen_ai.usage.output_tokens": result.usage.completion_tokens,
         }
         if result.reason:
-            attrs["tether.reason"] = result.reason[:_MAX_TEXT]
+            attrs["tether.reason"] = clean_text(result.reason[:_MAX_TEXT])
         if result.cost_usd is not None:
             attrs["tether.cost_usd"] = result.cost_usd
         if result.cost_unknown_usd:
@@ -588,9 +589,9 @@ class SpanTracer:
         from opentelemetry.trace import SpanKind, set_span_in_context
 
         return self._tracer.start_span(
-            name,
+            clean_text(name),
             context=set_span_in_context(parent),
-            attributes=attributes,
+            attributes=_cleaned(attributes),
             kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
             start_time=start_ns,
         )
@@ -610,11 +611,25 @@ def _fields(event: Any) -> dict[str, Any]:
     for name, key in _EVENT_FIELDS[event.type]:
         value = getattr(event, name)
         if value is not None and value != "":
-            out[key] = value[:_MAX_TEXT] if isinstance(value, str) else value
+            out[key] = clean_text(value[:_MAX_TEXT]) if isinstance(value, str) else value
     return out
+
+
+def _cleaned(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` without lone surrogates (a model's ``\\ud800``, half an emoji a browser cut,
+    a file name that is not UTF-8): the exporter cannot encode one, and it dropped the whole batch,
+    every other run's spans in it too."""
+    return {
+        k: clean_text(v)
+        if isinstance(v, str)
+        else [clean_text(x) if isinstance(x, str) else x for x in v]
+        if isinstance(v, (list, tuple))
+        else v
+        for k, v in attributes.items()
+    }
 
 
 def _error(span: Span, description: str) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    span.set_status(Status(StatusCode.ERROR, description[:_MAX_TEXT]))
+    span.set_status(Status(StatusCode.ERROR, clean_text(description[:_MAX_TEXT])))
