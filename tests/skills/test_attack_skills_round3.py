@@ -3,6 +3,8 @@ planted links, pipes and loops in skill folders, hostile front matter and descri
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,15 @@ from tether.providers.base import ModelRequest
 from tether.skills import Skills
 from tether.skills import tools as skill_tools
 from tether.testing import FunctionModel, Reply
+from tether.tools.base import ToolContext, ToolResult
+
+
+def use(skills: Skills, tool: str, **args: Any) -> tuple[str, bool]:
+    """(text, is_error) of one call of the tool named ``tool``."""
+    found = {t.name: t for t in skills.tools()}[tool]
+    out = asyncio.run(found.execute(args, ToolContext(cwd=Path.cwd(), signal=CancelSignal())))
+    return (out.content, out.is_error) if isinstance(out, ToolResult) else (out, False)  # type: ignore[return-value]
+
 
 # --- Stop while a skill's tool blocks -------------------------------------------------------------
 
@@ -54,3 +65,38 @@ def test_run_sync_returns_at_stop_while_a_skill_read_blocks(home: Path, monkeypa
     finally:
         release.set()
     assert result.status == "interrupted" and "user pressed Stop" in (result.reason or "")
+
+
+# --- a skill's folder swapped after the skills were found -----------------------------------------
+
+
+@pytest.mark.parametrize("swapped", ["folder", "root"])
+def test_a_skill_folder_swapped_for_a_link_after_discovery_leaks_nothing(
+    tmp_path: Path, project: Path, swapped: str
+) -> None:
+    """A project's skills live in the workspace, where the agent's own file and shell tools write.
+    Replacing `.tether/skills/deploy` (or `.tether/skills`) with a link to a private folder after
+    the session began made read_skill_file read outside every skill folder (before: it returned
+    the private file, and load_skill listed the private folder)."""
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "id_rsa").write_text("PRIVATE KEY\n")
+    root = project / ".tether" / "skills"
+    write_skill(root, "deploy", files={"notes.md": "notes\n"})
+    skills = Skills.open(tmp_path / "home", cwd=project)
+    assert skills.prompt_block() is not None and skills.get("deploy") is not None
+    assert use(skills, "read_skill_file", name="deploy", path="notes.md") == ("notes\n", False)
+
+    if swapped == "folder":
+        shutil.rmtree(root / "deploy")
+        (root / "deploy").symlink_to(private)
+    else:
+        (private / "deploy").mkdir()
+        (private / "deploy" / "id_rsa").write_text("PRIVATE KEY\n")
+        shutil.rmtree(root)
+        root.symlink_to(private)
+    text, error = use(skills, "read_skill_file", name="deploy", path="id_rsa")
+    assert error and "PRIVATE KEY" not in text, text
+    assert "changed since" in text, text
+    listing, error = use(skills, "load_skill", name="deploy")
+    assert "id_rsa" not in listing, listing

@@ -144,7 +144,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"{skill.name} ({skill.scope} skill, {skill.file})")
     print(f"---\n{skill.front_matter.rstrip()}\n---")
     print(skill.body)
-    files = list_files(skill.folder, skip=SKILL_FILE)
+    files = list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)
     print("\nfiles:" if files else "\nno other files")
     for path, size in files:
         print(f"  {path}  ({size:,} bytes)")

@@ -35,13 +35,21 @@ class SkillFileError(ValueError):
 
 
 class _SkillFolder(Workspace):
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, same_as: tuple[int, int] | None = None) -> None:
         try:
             super().__init__(folder)
         except ToolError:
             if not SUPPORTED:
                 raise
             raise ToolError(f"the skill's folder {folder} cannot be opened (it was moved or removed).") from None
+        # The folder opened must be the one found: a link put in its place (or in place of a folder
+        # above it) since then leads anywhere, and in a project the agent's own tools can put one.
+        if same_as is not None and ((st := os.fstat(self.fd)).st_dev, st.st_ino) != same_as:
+            os.close(self.fd)
+            raise ToolError(
+                f"refused: the skill's folder {folder} changed since the skills were found (it was replaced, "
+                "or a link was put in its place). The skills are found again when a new session begins."
+            )
 
     def outside_message(self, path: str, link: tuple[str, str] | None = None) -> str:
         how = f": {link[0]!r} is a symbolic link to {link[1]!r}" if link else ""
@@ -73,14 +81,15 @@ def check_path(path: str) -> None:
         )
 
 
-def read_text(folder: Path, path: str, *, limit: int) -> str:
+def read_text(folder: Path, path: str, *, limit: int, same_as: tuple[int, int] | None = None) -> str:
     """The UTF-8 text of the file ``path`` inside ``folder`` (a BOM dropped), read whole.
 
     Raises :class:`SkillFileError` for a path that leaves the folder, a missing, special, binary,
-    non-UTF-8 or unreadable file, or one larger than ``limit`` bytes."""
+    non-UTF-8 or unreadable file, one larger than ``limit`` bytes, or a folder that is no longer
+    the one whose ``(st_dev, st_ino)`` is ``same_as``."""
     check_path(path)
     try:
-        with _SkillFolder(folder) as ws, ws.walk(path) as walk:
+        with _SkillFolder(folder, same_as) as ws, ws.walk(path) as walk:
             fd, st = walk.open_last("a skill's files are read only if they are")
     except ToolError as exc:
         raise SkillFileError(_reword(str(exc))) from None
@@ -107,12 +116,13 @@ def read_text(folder: Path, path: str, *, limit: int) -> str:
         ) from None
 
 
-def list_files(folder: Path, skip: str = "") -> list[tuple[str, int]]:
+def list_files(folder: Path, skip: str = "", same_as: tuple[int, int] | None = None) -> list[tuple[str, int]]:
     """``(path, size)`` of the regular files in ``folder`` and beneath, sorted, at most
-    :data:`MAX_LISTED`; links only when they lead to a regular file inside; ``skip`` left out."""
+    :data:`MAX_LISTED`; links only when they lead to a regular file inside; ``skip`` left out; none
+    when the folder is no longer the one ``same_as`` identifies."""
     out: list[tuple[str, int]] = []
     try:
-        with _SkillFolder(folder) as ws:
+        with _SkillFolder(folder, same_as) as ws:
             for loc in entries(ws, Glob("**/*"), _IGNORED):
                 if loc.rel == skip or not loc.matches:
                     continue

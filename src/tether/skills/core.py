@@ -50,7 +50,9 @@ _log = logging.getLogger("tether.skills")
 
 @dataclass(frozen=True)
 class Skill:
-    """One usable skill. ``folder`` is its real path; ``front_matter`` the YAML text as written."""
+    """One usable skill. ``folder`` is its real path; ``front_matter`` the YAML text as written;
+    ``folder_id`` the folder's ``(st_dev, st_ino)`` when it was read: its files are read only while
+    the folder at that path is still that one."""
 
     name: str
     description: str
@@ -59,6 +61,7 @@ class Skill:
     scope: SkillScope
     front_matter: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    folder_id: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def file(self) -> Path:
@@ -285,7 +288,11 @@ def read_skill(folder: Path | str, scope: SkillScope = "user") -> Skill:
 
     folder = Path(folder)
     try:
-        text = read_text(folder, SKILL_FILE, limit=MAX_FILE_BYTES)
+        st = os.stat(folder)
+        folder_id = (st.st_dev, st.st_ino)
+        text = read_text(folder, SKILL_FILE, limit=MAX_FILE_BYTES, same_as=folder_id)
+    except OSError as exc:
+        raise _Malformed(f"cannot open the folder: {_why(exc)}") from None
     except ValueError as exc:
         raise _Malformed(str(exc)) from None
     front, body = _split(text.replace("\r\n", "\n"))
@@ -299,6 +306,7 @@ def read_skill(folder: Path | str, scope: SkillScope = "user") -> Skill:
         scope=scope,
         front_matter=front,
         meta=meta,
+        folder_id=folder_id,
     )
 
 

@@ -24,7 +24,7 @@ _FILE_NAME = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8}")  # what reads
 
 def render_skill(skill: Skill) -> str:
     """What ``load_skill`` answers: the instructions, then the skill's other files."""
-    files = list_files(skill.folder, skip=SKILL_FILE)
+    files = list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)
     if files:
         listed = "\n".join(f"- {path} ({size} bytes)" for path, size in files)
         if len(files) >= MAX_LISTED:
@@ -104,9 +104,9 @@ class ReadSkillFile(_SkillTool):
             return skill
         path = str(args.get("path", ""))
         try:
-            text = read_text(skill.folder, path, limit=MAX_FILE_BYTES)
+            text = read_text(skill.folder, path, limit=MAX_FILE_BYTES, same_as=skill.folder_id)
         except SkillFileError as exc:
-            files = [p for p, _ in list_files(skill.folder, skip=SKILL_FILE)]
+            files = [p for p, _ in list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)]
             other = same_but_case(path, files)
             hint = f" Did you mean {other!r}? File names are case-sensitive." if other else ""
             return ToolResult(f"{exc}{hint}", is_error=True)
