@@ -6,15 +6,24 @@ Scripted HTTP servers on loopback, FunctionModel, and real processes killed with
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
-from tether import Agent, RunState, run_stream, run_sync, tool
+from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
 from tether.harness.retry import RetryPolicy
 from tether.messages import Message, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.providers.scripted import Reply
+from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
 from tether.usage import Price
 
@@ -110,3 +119,39 @@ def test_a_max_tokens_below_min_output_tokens_is_not_taken_for_an_empty_budget()
     events = collect(agent, "read the manual", state=state)
     assert events[-1].result.status == "completed", events[-1].result.reason
     assert [e.method for e in events if e.type == "compaction"][:1] == ["summary"]
+
+
+CHILD = Path(__file__).with_name("compaction_crash_child.py")
+
+
+def compaction_child(home: Path, log: Path, kill: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(home), str(log), "run_c", kill], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("kill", ["summary:1", "compaction:1"])
+def test_kill_9_during_a_compaction_then_resume_loses_and_repeats_nothing(tmp_path: Path, kill: str) -> None:
+    """SIGKILL inside the summary call, or right after the compacted transcript was saved; a new
+    process resumes. Every page is read once, every turn asked once, the run's transcript and the
+    session's are the same, pairing holds, and a summary lost in flight is counted as spent."""
+    home, log = tmp_path / "home", tmp_path / "calls.log"
+    killed = compaction_child(home, log, kill)
+    assert killed.returncode == -9, killed.stderr
+    resumed = compaction_child(home, log, "none")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert (result["status"], result["output"]) == ("completed", "read 10 pages")
+    lines = Counter(log.read_text().splitlines())
+    assert all(lines[f"run {n}"] == 1 for n in range(10)), lines
+    assert all(lines[f"ask {n}"] == 1 for n in range(11)), lines
+    assert (result["cost_unknown_usd"] > 0) == kill.startswith("summary")
+    state = RunStore(home / "runs").load("run_c")
+    assert_pairing(state.messages)
+    session = JsonlSessionStore(home / "sessions").load("s1")
+    assert [m.model_dump(exclude={"usage"}) for m in session] == [
+        m.model_dump(exclude={"usage"}) for m in state.messages
+    ]
+    ids = [c.id for m in state.messages for c in getattr(m, "tool_calls", ())]
+    assert len(ids) == len(set(ids))
+    assert any(isinstance(m, UserMessage) and m.summary_turns for m in state.messages)
