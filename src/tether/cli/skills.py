@@ -86,6 +86,15 @@ def _short(text: str, n: int = 100) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "\u2026"
 
 
+def _shown(text: object) -> str:
+    """A skill's text as a person reads it: line by line, each control character written as an
+    escape, since an escape sequence in a skill from a repository could retitle the terminal,
+    write its clipboard or hide the lines it is meant to show."""
+    from tether.cli.display import shown
+
+    return "\n".join(shown(line) for line in str(text).split("\n"))
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from tether.skills import SkillFolders
 
@@ -113,10 +122,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _print_skills(found: Discovery) -> None:
     width = max(len(name) for name in found.skills)
     for name, skill in found.skills.items():
-        print(f"{name:<{width}}  {_short(skill.description)}")
-        print(f"{'':<{width}}  {skill.where}")
+        print(f"{name:<{width}}  {_shown(_short(skill.description))}")
+        print(f"{'':<{width}}  {_shown(skill.where)}")
         for hidden in found.shadowed.get(name, []):
-            print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {hidden.folder}")
+            print(f"{'':<{width}}  shadows the {hidden.scope} skill {name!r} in {_shown(hidden.folder)}")
 
 
 def _skills_json(found: Discovery) -> list[dict[str, Any]]:
@@ -141,11 +150,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if skill is None:
         known = ", ".join(found.skills) or "none"
         raise usage_error(f"no skill named {args.name!r} (known: {known}); tether skills list says where they are")
-    print(f"{skill.name} ({skill.scope} skill, {skill.file})")
-    print(f"---\n{skill.front_matter.rstrip()}\n---")
-    print(skill.body)
+    print(f"{skill.name} ({skill.scope} skill, {_shown(skill.file)})")
+    print(f"---\n{_shown(skill.front_matter.rstrip())}\n---")
+    print(_shown(skill.body))
     files = list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)
     print("\nfiles:" if files else "\nno other files")
     for path, size in files:
-        print(f"  {path}  ({size:,} bytes)")
+        print(f"  {_shown(path)}  ({size:,} bytes)")
     return 0

@@ -81,7 +81,9 @@ class SkillProblem:
     problem: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.problem}"
+        # A folder's name (and so a problem's text) is the repository's: its control characters
+        # are shown as escapes, not obeyed by the terminal the line reaches.
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in f"{self.path}: {self.problem}")
 
 
 @dataclass(frozen=True)
