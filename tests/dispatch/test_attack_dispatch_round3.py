@@ -167,3 +167,150 @@ def test_a_run_whose_saved_header_was_damaged_ends_its_stream_with_the_reason(cl
     assert c.worker.jobs.get("r-dmg").state == "done"
     header = c.worker.db.execute("SELECT header FROM tether_runs WHERE run_id = 'r-dmg'")[0][0]
     assert header == '{"status": 17'
+
+
+CHILD = r"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from tests.dispatch.test_attack_dispatch_round3 import acting_agent
+from tether.dispatch.worker import Worker
+from tether.postgres.db import database
+
+url, run_id, ledger = sys.argv[1], sys.argv[2], Path(sys.argv[4])
+worker = Worker(home=ledger / "home", agents={"act": acting_agent(ledger, kill=True)}, db=database(url))
+worker.drive(run_id)
+sys.exit(3)  # the kill never came
+"""
+
+
+def acting_agent(ledger: Any, kill: bool = False) -> Agent:
+    """Pays the model (counted in ``ledger/model.log``), charges a card once (``ledger/charged.log``,
+    neither read-only nor idempotent), then answers. With ``kill``, the process dies with SIGKILL
+    right after the charge, before its result can be saved."""
+    import os
+    from pathlib import Path
+
+    root = Path(ledger)
+
+    def charge(amount: int) -> str:
+        """Charge the customer's card."""
+        with open(root / "charged.log", "a") as f:
+            f.write(f"{amount}\n")
+        if kill:
+            os.kill(os.getpid(), 9)
+        return f"charged {amount}"
+
+    def reply(messages: list[Any], request: object) -> Any:
+        with open(root / "model.log", "a") as f:
+            f.write(f"{len(messages)}\n")
+        if any(m.role == "tool" for m in messages):
+            return Reply(text="charged")
+        return call("c1", "charge", {"amount": 40})
+
+    return Agent(FunctionModel(reply), tools=[tool(charge)], max_turns=5)
+
+
+def test_a_worker_killed_between_a_charge_and_its_result_leaves_it_to_a_person(
+    cluster: Any, pg_url: str, tmp_path: Any
+) -> None:
+    """kill -9 of a real worker process after a side effect that is neither read-only nor
+    idempotent ran, before its result was saved. The worker that picks the run up pays no turn
+    again, does not charge again, and stops for a person (outcome unknown), its stream saying so."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    c = cluster()
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    _queue(c, "r-kill", "act", "s-kill", prompt="charge 40")
+    root = str(Path(__file__).resolve().parents[2])
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, pg_url, "r-kill", root, str(ledger)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
+    assert child.returncode == -9, child.stderr[-2000:]
+    assert c.worker.jobs.get("r-kill").state == "running"  # as a dead worker leaves it
+    c.worker.agents["act"] = acting_agent(ledger)
+    assert c.worker.drive("r-kill") == "driven"  # the broker's redelivery
+    assert (ledger / "charged.log").read_text().splitlines() == ["40"]
+    assert (ledger / "model.log").read_text().splitlines() == ["1"]  # turn 1 not paid again
+    state = c.worker.runs.load("r-kill")
+    assert state.status == "interrupted" and state.interruption is not None
+    assert state.interruption.type == "outcome_unknown"
+    events = _events(c, "r-kill")
+    kinds = [k for k, _ in events]
+    assert kinds.count("done") == 1 and kinds[-1] == "done"
+    assert events[-1][1]["result"]["status"] == "interrupted"
+    assert "outcome_unknown" in json.dumps(events[-1][1]) or "approval_required" in kinds
+    assert c.worker.jobs.get("r-kill").state == "done"
+
+
+def test_two_workers_racing_for_one_run_drive_it_once(cluster: Any, pg_url: str) -> None:
+    """Two deliveries of one run reach two workers (two pools, as two processes) at the same moment."""
+    import threading
+
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import Database
+
+    c = cluster()
+    paid: list[int] = []
+    gate = threading.Barrier(2)
+
+    def reply(messages: list[Any], request: object) -> Any:
+        paid.append(len(messages))
+        time.sleep(0.3)  # both deliveries are in flight while the model thinks
+        return Reply(text="once")
+
+    agents = {"race": Agent(FunctionModel(reply), max_turns=3)}
+    other = Worker(home=c.worker.home, agents=agents, db=Database(pg_url, max_size=3), name="other", lock_wait_s=0.5)
+    c.worker.agents.update(agents)
+    c.worker.lock_wait_s = 0.5
+    _queue(c, "r-race", "race", "s-race")
+    outcomes: list[str] = []
+
+    def deliver(w: Any) -> None:
+        gate.wait()
+        outcomes.append(w.drive("r-race"))
+
+    threads = [threading.Thread(target=deliver, args=(w,)) for w in (c.worker, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    other.close()
+    other.db.close()
+    assert outcomes.count("driven") == 1 and len(outcomes) == 2, outcomes
+    assert paid == [1]
+    kinds = [k for k, _ in _events(c, "r-race")]
+    assert kinds.count("done") == 1 and kinds.count("turn") == 1
+
+
+def test_a_password_with_a_slash_is_not_printed_when_the_database_is_unreachable(tmp_path: Any) -> None:
+    """A generated password often holds a '/', pasted into the URL raw: the error that says the
+    database cannot be reached must still not show it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    url = "postgresql://tether:Xk9/q2Lm+wZ@127.0.0.1:1/tether"
+    for command in (["runs"], ["worker", "--model", "scripted/plan"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "tether", *command],
+            capture_output=True,
+            text=True,
+            env=env
+            | {"TETHER_HOME": str(tmp_path), "TETHER_DATABASE_URL": url, "TETHER_BROKER_URL": "amqp://127.0.0.1:1//"},
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert out.returncode == 2, out.stderr
+        assert "cannot connect to the database postgresql://tether:***@" in out.stderr, out.stderr
+        assert "Xk9" not in out.stderr + out.stdout and "q2Lm" not in out.stderr + out.stdout
+        assert "Traceback" not in out.stderr
