@@ -4,9 +4,12 @@ answers, and credentials in the collector's address."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,41 @@ def test_text_no_encoder_takes_loses_neither_its_run_s_spans_nor_anyone_else_s(
         of_trace(receiver.wait_for(lambda s: bool(of_trace(s, bad_id)), timeout=5), bad_id), "invoke_agent"
     )
     assert failed["status"] == "ERROR" and "/data/caf\ufffd.txt" in failed["attributes"]["tether.reason"]
+
+
+def test_a_collector_that_takes_the_connection_and_never_answers_does_not_hold_the_command(
+    logs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A load balancer in front of a collector that is down accepts and never answers. flush(0.5)
+    waited out the exporter's own 10 s and said True; shutdown (the end of every `tether run`)
+    waited those 10 s too, silently. Now flush says False at its timeout and shutdown lets the
+    batch go, with one warning, while the request is still unanswered."""
+    with socket.create_server(("127.0.0.1", 0)) as hung:
+        endpoint = f"http://127.0.0.1:{hung.getsockname()[1]}/v1/traces"
+        telemetry = Telemetry(endpoint)
+        run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", tracer=telemetry.tracer())
+        assert telemetry.flush(timeout_s=0.5) is False
+        with caplog.at_level(logging.WARNING, logger="tether.telemetry"):
+            telemetry.shutdown()
+        hung.settimeout(5)
+        requests = [hung.accept()[0]]  # the reachability check (closed at once), then the export
+        hung.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                requests.append(hung.accept()[0])
+        assert any(_still_open(conn) for conn in requests), "shutdown waited until the exporter gave up"
+        for conn in requests:
+            conn.close()
+    (warning,) = [r.getMessage() for r in caplog.records if "did not take the last spans" in r.getMessage()]
+    assert endpoint in warning and "The runs are not affected" in warning
+
+
+def _still_open(conn: socket.socket) -> bool:
+    """Whether the client has not closed ``conn`` (what it sent is read and dropped)."""
+    conn.setblocking(False)
+    try:
+        while conn.recv(65536):
+            pass
+    except BlockingIOError:
+        return True
+    return False

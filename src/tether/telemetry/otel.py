@@ -248,17 +248,39 @@ class Telemetry:
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Send the spans ended so far; False when that took longer than ``timeout_s``."""
-        return self._provider.force_flush(int(timeout_s * 1000))
+        # The SDK's force_flush ignores its timeout: it waits as long as the export does (a
+        # collector that takes the connection and never answers held it the exporter's 10 s).
+        sent: list[bool] = []
+        return _within(lambda: sent.append(self._provider.force_flush(int(timeout_s * 1000))), timeout_s) and all(sent)
 
-    def shutdown(self) -> None:
-        """Send what is left and stop; spans started afterwards are dropped."""
-        self._provider.shutdown()
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Send what is left and stop; spans started afterwards are dropped. A collector that has
+        not taken the last spans within ``timeout_s`` loses them (one warning says so): the command
+        that ran the run does not wait on it."""
+        if not _within(self._provider.shutdown, timeout_s):
+            import logging
+
+            logging.getLogger("tether.telemetry").warning(
+                "tether: telemetry: the OTLP collector at %s did not take the last spans within %.0f s; "
+                "they are dropped. The runs are not affected.",
+                self.endpoint,
+                timeout_s,
+            )
 
     def __enter__(self) -> Telemetry:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _within(work: Callable[[], object], timeout_s: float) -> bool:
+    """Run ``work`` on a daemon thread; False when it has not finished within ``timeout_s`` (it
+    goes on, and ends with the process at the latest)."""
+    worker = threading.Thread(target=work, name="tether-telemetry-export", daemon=True)
+    worker.start()
+    worker.join(max(0.0, timeout_s))
+    return not worker.is_alive()
 
 
 class _ReachableOnly:
