@@ -203,13 +203,24 @@ def shell(command: str) -> str:
     return "done"
 
 
+@tool(needs_approval=True)
+def transfer(account: int, memo: str) -> str:
+    \"\"\"Sends the money to an account.\"\"\"
+    (WORKSPACE / "ran.txt").write_text(f"{account} {memo}")
+    return "sent"
+
+
 def reply(messages, request):
     if any(isinstance(m, ToolMessage) for m in messages):
         return "finished"
+    if "transfer" in text_of(messages[-1:]):
+        # a number JavaScript cannot hold exactly, and a memo whose right-to-left override makes
+        # "to Bob" display where the text is "boB ot"
+        return call("c1", "transfer", {"account": 12345678901234567891, "memo": "\u202eboB ot"})
     return call("c1", "shell", {"command": COMMAND})
 
 
-agents = {"hiding": Agent(FunctionModel(reply), tools=[shell], max_turns=4)}
+agents = {"hiding": Agent(FunctionModel(reply), tools=[shell, transfer], max_turns=4)}
 """
 
 
@@ -234,6 +245,29 @@ def test_an_approval_shows_every_character_of_the_arguments_the_person_allows(
     card.get_by_role("button", name="Deny").click()
     expect(page.locator(".turn").last.locator(".exit")).to_contain_text("completed")
     assert not (tmp_path / "workspace0" / "ran.txt").exists()
+
+
+@NEEDS_CHROMIUM
+def test_an_approval_shows_the_arguments_as_the_tool_gets_them(served: Any, page: Page, tmp_path: Path) -> None:
+    """The page parsed a call's arguments as JavaScript numbers and showed its strings as they were:
+    the card asked to allow a transfer to account 12345678901234567000 (the tool got
+    ...891), and a right-to-left override in the memo displayed it reversed. Now numbers are shown
+    as the model wrote them and direction and invisible characters as escapes, in the step line too."""
+    server = served(agents_module=_module(tmp_path, "hiding_agents", HIDING_AGENTS))
+    _open(page, server)
+    page.click("#new-chat")
+    page.fill("#prompt", "transfer the money")
+    page.press("#prompt", "Enter")
+    shown = '{"account":12345678901234567891,"memo":"\\u202eboB ot"}'
+    card = page.locator(".approval")
+    for attempt in ("first", "after a reload"):
+        expect(card.locator("code")).to_have_text(shown)
+        expect(page.locator(".step .tool-args")).to_have_text(shown)
+        if attempt == "first":
+            page.reload()
+    card.get_by_role("button", name="Allow").click()
+    expect(page.locator(".turn").last.locator(".exit")).to_contain_text("completed")
+    assert (tmp_path / "workspace0" / "ran.txt").read_text() == "12345678901234567891 \u202eboB ot"
 
 
 # --- the API ----------------------------------------------------------------------------------------

@@ -243,6 +243,7 @@ def waiting(state: RunState) -> dict[str, Any] | None:
             "call_id": w.call_id,
             "tool_name": w.tool_name,
             "args": w.args,
+            "arguments": raw,  # as the model wrote them (what args_hash is of; args is them parsed)
             "args_hash": args_hash(raw),
             "still_running": getattr(w, "still_running", False),
         }

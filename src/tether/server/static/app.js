@@ -37,13 +37,25 @@ function truncate(text, n) {
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
 }
 
+// Characters that change how the text around them reads (its direction) or that cannot be seen.
+const HIDDEN_CHARS = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+
+// A call's arguments on one line, as the tool gets them: whitespace between tokens dropped, each
+// string written again (so "\u0072m" reads "rm") with the characters above as escapes, numbers as
+// the model wrote them (JavaScript's numbers would round 12345678901234567891 to ...000).
 function compactArgs(args) {
   if (typeof args !== "string") args = JSON.stringify(args ?? {});
   try {
-    return JSON.stringify(JSON.parse(args));
+    JSON.parse(args);
   } catch {
-    return args;
+    return args.replace(HIDDEN_CHARS, escapeChar); // not JSON: as it came
   }
+  return args.replace(/"(?:[^"\\]|\\.)*"|\s+/g, (token) => (token.startsWith('"')
+    ? JSON.stringify(JSON.parse(token)).replace(HIDDEN_CHARS, escapeChar) : ""));
+}
+
+function escapeChar(c) {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
 
 function newId(prefix) {
@@ -259,8 +271,9 @@ class Turn {
       this.segment = null; // text after a tool call is a new paragraph of the answer
       this.place(step.node);
     }
-    if (ev.args != null && !step.args.textContent) {
-      const args = compactArgs(ev.args);
+    const raw = ev.arguments ?? ev.args; // a run's waiting has the arguments as written, too
+    if (raw != null && !step.args.textContent) {
+      const args = compactArgs(raw);
       step.args.textContent = truncate(args, ARGS_SHOWN);
       step.args.title = args;
     }
@@ -442,7 +455,8 @@ function thumbIcon(down) {
 }
 
 function approvalCard(turn, ev) {
-  const args = ev.args == null ? "" : compactArgs(ev.args);
+  const raw = ev.arguments ?? ev.args; // a run's waiting has the arguments as written, too
+  const args = raw == null ? "" : compactArgs(raw);
   const reason = el("input", { type: "text", placeholder: "Reason (optional; the model reads it)", "aria-label": "Reason" });
   const error = el("p", { class: "error", role: "alert" });
   const decide = async (approve) => {
