@@ -38,10 +38,13 @@ def write_skill(
 
 @pytest.fixture(autouse=True)
 def fresh_reports() -> Iterator[None]:
-    """Problems are reported once per process; each test starts as a new process would."""
+    """Problems are reported (and descriptions scanned) once per process; each test starts as a new
+    process would."""
     core._reported.clear()
+    core._judged.clear()
     yield
     core._reported.clear()
+    core._judged.clear()
 
 
 @pytest.fixture

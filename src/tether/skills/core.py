@@ -17,11 +17,14 @@ import logging
 import os
 import re
 import stat
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
+
+from tether._lru import ENTRY_OVERHEAD, ByteLRU
 
 __all__ = [
     "MAX_DESCRIPTION_CHARS",
@@ -46,6 +49,8 @@ MAX_FILE_BYTES = 100_000  # SKILL.md and each file read_skill_file returns
 MAX_FRONT_MATTER_CHARS = 16_384
 SKILL_FILE = "SKILL.md"
 _log = logging.getLogger("tether.skills")
+# The scan's verdicts on descriptions by (policy, name, description), for _description_accepted.
+_judged: ByteLRU[tuple[str, str, str], tuple[bool, tuple[str, ...]]] = ByteLRU(1 << 20)
 
 
 @dataclass(frozen=True)
@@ -217,13 +222,20 @@ def _scan(root: Path, scope: SkillScope, problems: list[SkillProblem]) -> list[S
 
 
 def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]) -> bool:
-    """The memory scan over the description the model will read in its system prompt."""
-    from tether.memory.scan import accept_context
+    """The memory scan over the description the model will read in its system prompt; judged once
+    per process (every session searches again: a kept one's warning is logged once, like a problem)."""
+    from tether.memory.scan import accept_context, context_policy
 
-    found: list[str] = []
-    ok = accept_context(skill.description, source=f"the skill {skill.name!r} description", problems=found)
+    key = (context_policy(), skill.name, skill.description)
+    verdict = _judged.get(key)
+    if verdict is None:
+        found: list[str] = []
+        ok = accept_context(skill.description, source=f"the skill {skill.name!r} description", problems=found)
+        verdict = (ok, tuple(found))
+        _judged.put(key, verdict, sys.getsizeof(skill.description) + ENTRY_OVERHEAD)
+    ok, found_then = verdict
     if not ok:  # dropped: reported like any skill that cannot be used (kept: the warning is logged)
-        problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found)
+        problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found_then)
     return ok
 
 
