@@ -19,12 +19,14 @@ import pytest
 from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
+from tether.errors import ContextOverflowError
 from tether.harness.retry import RetryPolicy
 from tether.messages import Message, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.providers.scripted import Reply
 from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
+from tether.tokens import estimate_tokens
 from tether.usage import Price
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
@@ -155,3 +157,33 @@ def test_kill_9_during_a_compaction_then_resume_loses_and_repeats_nothing(tmp_pa
     ids = [c.id for m in state.messages for c in getattr(m, "tool_calls", ())]
     assert len(ids) == len(set(ids))
     assert any(isinstance(m, UserMessage) and m.summary_turns for m in state.messages)
+
+
+@tool(read_only=True)
+def dump_table(name: str) -> str:
+    """Dump a whole table."""
+    return "\n".join(f"row {i}: {name} " + "value " * 12 for i in range(1500))
+
+
+
+def test_a_tool_output_that_alone_overflows_the_window_fails_saying_which_and_what_to_do() -> None:
+    """One tool output larger than the model's whole window: compaction cannot help (it is the
+    latest turn), the retry overflows again and the run fails, as documented. Before, the reason
+    was only "function: the prompt exceeds the model's context window", which names neither the
+    output nor a way out; now it names the tool, its size, and what to change."""
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if estimate_tokens(text_of(messages)) > 4000:
+            raise ContextOverflowError("function: the prompt exceeds the model's context window")
+        if is_summary_request(messages):
+            return "the user asked for the users table"
+        return Reply(calls=(("c1", "dump_table", {"name": "users"}),))
+
+    state = RunState()
+    agent = Agent(FunctionModel(model), tools=[dump_table], context_window=4000, retry=FAST)
+    result = run_sync(agent, "dump the users table", state=state)
+    assert result.status == "failed"
+    reason = result.reason or ""
+    assert "context window" in reason and "dump_table" in reason, reason
+    assert "ToolOutputTrimmer" in reason and "larger context window" in reason, reason
+    assert_pairing(state.messages)

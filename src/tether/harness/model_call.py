@@ -32,7 +32,7 @@ from tether.harness.state import CallInFlight
 from tether.harness.structured import request_schema
 from tether.harness.tool_exec import answer_only
 from tether.harness.view import model_view
-from tether.messages import AssistantMessage, TextPart, ToolCallPart, clean_message
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, clean_message
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
 from tether.tokens import estimate_tokens
 
@@ -94,11 +94,8 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
 async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
     """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
     run_id = rc.state.run_id
-    if isinstance(exc, ContextOverflowError) and not turn.overflow_retried:
-        turn.overflow_retried = True  # compact what can be compacted, then one more try
-        from tether.harness.compaction import compact
-
-        async for event in compact(rc, reason="overflow"):
+    if isinstance(exc, ContextOverflowError):
+        async for event in _overflowed(rc, turn, exc):
             yield event
         return
     if isinstance(exc, QuotaExceededError) and rc.active + 1 < len(rc.candidates) and not turn.emitted:
@@ -106,7 +103,7 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         async for event in _fall_back(rc, turn, exc):
             yield event
         return
-    if not isinstance(exc, RetryableError) or isinstance(exc, ContextOverflowError):
+    if not isinstance(exc, RetryableError):
         rc.stop(Stop("failed", str(exc)))
         return
     if turn.emitted:
@@ -137,6 +134,41 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
         rc.stop(Stop.cancelled(cancelled.reason))
+
+
+async def _overflowed(rc: RunContext, turn: _Attempt, exc: ContextOverflowError) -> AsyncIterator[Event]:
+    """The first overflow of a turn compacts what can be compacted, for one more try; the second fails."""
+    if turn.overflow_retried:
+        rc.stop(Stop("failed", _overflow_reason(rc, exc)))
+        return
+    turn.overflow_retried = True
+    from tether.harness.compaction import compact
+
+    async for event in compact(rc, reason="overflow"):
+        yield event
+
+
+def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
+    """Why a second overflow ends the run, and what the person can change: compaction cannot cut
+    the latest turn, so name what in it fills the window."""
+    from tether.harness.compaction import context_window
+    from tether.tokens import message_tokens
+
+    messages = rc.state.messages
+    last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
+    count = rc.count if rc.counter_loaded() else estimate_tokens  # the tokenizer is not waited for here
+    sizes = sorted((message_tokens(m, count), m.name) for m in messages[last + 1 :] if isinstance(m, ToolMessage))
+    window = context_window(rc)
+    of = f" (this one holds {window} tokens)" if window else ""
+    reason = f"{exc}; it still did not fit after the older part was compacted"
+    if not sizes:
+        return f"{reason}. Send a shorter message, or use a model with a larger context window{of}"
+    tokens, name = sizes[-1]
+    return (
+        f"{reason}: the output of {name} in the latest turn alone is about {tokens} tokens. Cut tool "
+        "outputs to size (ToolOutputTrimmer(max_chars=...) in the agent's middleware), or use a model "
+        f"with a larger context window{of}"
+    )
 
 
 async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
