@@ -169,7 +169,7 @@ class Telemetry:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
             raise ConfigError(
-                f"telemetry is configured (OTLP endpoint {endpoint}) but OpenTelemetry is not "
+                f"telemetry is configured (OTLP endpoint {_shown(endpoint)}) but OpenTelemetry is not "
                 'installed: pip install "tether[otel]"'
             ) from exc
         self.endpoint = endpoint
@@ -263,7 +263,7 @@ class Telemetry:
             logging.getLogger("tether.telemetry").warning(
                 "tether: telemetry: the OTLP collector at %s did not take the last spans within %.0f s; "
                 "they are dropped. The runs are not affected.",
-                self.endpoint,
+                _shown(self.endpoint),
                 timeout_s,
             )
 
@@ -272,6 +272,14 @@ class Telemetry:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _shown(endpoint: str) -> str:
+    """The endpoint as a warning or an error shows it: without a password or a query, where a
+    backend's token may be."""
+    from tether.config import redacted
+
+    return str(redacted(endpoint)).split("?", 1)[0].split("#", 1)[0]
 
 
 def _within(work: Callable[[], object], timeout_s: float) -> bool:
@@ -321,7 +329,7 @@ class _ReachableOnly:
             logging.getLogger("tether.telemetry").warning(
                 "tether: telemetry: cannot reach the OTLP collector at %s (%s); its spans are dropped "
                 "until it answers (tried again every %.0f s). The runs are not affected.",
-                self.endpoint,
+                _shown(self.endpoint),
                 problem,
                 self.retry_after_s,
             )
