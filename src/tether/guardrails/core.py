@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
+from tether.errors import TetherError
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
@@ -36,6 +38,8 @@ from tether.status import GuardrailInterruption
 from tether.tools.base import ToolResult
 
 __all__ = ["Action", "Classifier", "Guardrail", "Stage", "Thresholds", "Verdict"]
+
+_log = logging.getLogger("tether")
 
 Stage = Literal["input", "output", "tool_args", "tool_result"]
 Action = Literal["allow", "redirect", "ask", "block"]
@@ -114,10 +118,8 @@ class Guardrail(Middleware):
             verdict = Verdict(_allowed(ctx.state, key), 1.0, "approved")
             action: Action = "allow"
         else:
-            verdict = await self.classifier.classify(text, stage=stage, ctx=ctx)
-            score = min(1.0, max(0.0, float(verdict.score)))
-            verdict = Verdict(verdict.rationale, score, verdict.category)
-            action = self.thresholds.action(score)
+            verdict = await self._classify(ctx, stage, text)
+            action = self.thresholds.action(verdict.score)
         ctx.emit(
             GuardrailEvent(
                 ctx.state.run_id,
@@ -130,6 +132,19 @@ class Guardrail(Middleware):
             )
         )
         return action, verdict
+
+    async def _classify(self, ctx: RunContext, stage: Stage, text: str) -> Verdict:
+        """The classifier's verdict, its score clamped; one that raises, or answers something that
+        is not a verdict, fails closed (score 0.0, category ``error``) like an unusable model verdict."""
+        try:
+            given = await self.classifier.classify(text, stage=stage, ctx=ctx)
+            score = min(1.0, max(0.0, float(given.score)))  # NaN: 0.0
+            return Verdict(str(given.rationale), score, str(given.category or ""))
+        except TetherError:
+            raise  # a cancel, a store that cannot write: the run's own exits
+        except Exception as exc:
+            _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
+            return Verdict(f"the classifier failed ({type(exc).__name__}: {exc}); failing closed", 0.0, "error")
 
     def _words(self, stage: str, action: str, verdict: Verdict) -> str:
         what = {"block": "blocked this", "redirect": "redirected this", "ask": "held this for a person to decide"}.get(
@@ -155,7 +170,8 @@ class Guardrail(Middleware):
         messages = ctx.state.messages
         if not messages or not isinstance(messages[-1], UserMessage) or messages[-1].summary_turns is not None:
             return None  # a resumed run: its input was judged when it arrived
-        text = _recent_input(messages, _Record(ctx.state).approved)
+        record = _Record(ctx.state)
+        text = _recent_input(messages, record.approved, record.notes)
         action, verdict = await self.judge(ctx, "input", text)
         if action == "allow":
             return None
@@ -173,12 +189,12 @@ class Guardrail(Middleware):
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
-            messages.append(
-                UserMessage.text(
-                    f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
-                    "that here, and say what you can help with.]"
-                )
+            note = (
+                f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
+                "that here, and say what you can help with.]"
             )
+            _Record(ctx.state).notes.append(_key("redirect", note))  # a person can type "[Redirect: " too
+            messages.append(UserMessage.text(note))
             ctx.persist()
             return None
         reply = self.redirect_reply if action == "redirect" else f"[Not answered: {words}.]"
@@ -242,7 +258,7 @@ class Guardrail(Middleware):
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
         last = ctx.state.messages[-1] if ctx.state.messages else None
-        if isinstance(last, UserMessage) and text_of([last]).startswith(_REDIRECT_NOTE):
+        if isinstance(last, UserMessage) and _is_note(last, _Record(ctx.state).notes):
             from dataclasses import replace
 
             return replace(request, tools=())  # a redirect is words, not actions
@@ -342,7 +358,7 @@ class Guardrail(Middleware):
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
     ) -> ToolResult | str | Stop:
         if "tool_args" in self.stages:
-            text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True)}"
+            text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True, default=_plain)}"
             action, verdict = await self.judge(ctx, "tool_args", text)
             if action != "allow":
                 return ToolResult(
@@ -362,10 +378,26 @@ class Guardrail(Middleware):
         )
 
 
+def _plain(value: Any) -> Any:
+    """What ``json`` cannot write of a tool's validated arguments (a nested model, a date, a
+    path) as the JSON the model sent for it."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value, fallback=str)
+
+
 INPUT_WINDOW = 3  # user turns judged together: a jailbreak split over messages is read whole
 
 
-def _recent_input(messages: Sequence[Any], approved: Sequence[str] = ()) -> str:
+def _is_note(message: UserMessage, notes: Sequence[str]) -> bool:
+    """A redirect note a guardrail wrote (recorded by its key), not a message that starts alike."""
+    text = text_of([message])
+    return text.startswith(_REDIRECT_NOTE) and _key("redirect", text) in notes
+
+
+def _recent_input(messages: Sequence[Any], approved: Sequence[str] = (), notes: Sequence[str] = ()) -> str:
     """The last user message, after the user messages just before it (up to INPUT_WINDOW in all),
     back to the first one a guardrail answered or a person approved (judged already)."""
     turns: list[str] = []
@@ -375,12 +407,11 @@ def _recent_input(messages: Sequence[Any], approved: Sequence[str] = ()) -> str:
             break
         if not isinstance(message, UserMessage) or message.summary_turns is not None:
             continue
-        text = text_of([message])
-        if text.startswith(_REDIRECT_NOTE):
+        if _is_note(message, notes):
             break  # the turn before it was redirected: judged already
-        if turns and approved and _key("input", _recent_input(messages[: i + 1])) in approved:
+        if turns and approved and _key("input", _recent_input(messages[: i + 1], (), notes)) in approved:
             break  # a person let the window ending here through
-        turns.append(text)
+        turns.append(text_of([message]))
         if len(turns) == INPUT_WINDOW:
             break
     return "\n".join(reversed(turns))
@@ -412,6 +443,12 @@ class _Record:
     def approved(self) -> list[str]:
         """Keys of texts a person let through after a guardrail asked."""
         found: list[str] = self.part.setdefault("approved", [])
+        return found
+
+    @property
+    def notes(self) -> list[str]:
+        """Keys of the redirect notes the guardrails wrote for the model (see _is_note)."""
+        found: list[str] = self.part.setdefault("redirect_notes", [])
         return found
 
     @property
@@ -527,7 +564,16 @@ class _Gate:
 
     def _behind(self) -> str:
         window = max(owner.lookbehind() for owner in self.owners)
-        return self.released[-window:] if window > 0 else ""
+        if window <= 0:
+            return ""
+        from tether.memory._normal import normalise  # what a rule reads (RuleClassifier)
+
+        # Counted in characters as read: invisible ones, entities, runs of white space would
+        # otherwise fill the window, and push out of it the start of a phrase cut by the boundary.
+        start = max(0, len(self.released) - window)
+        while start > 0 and len(normalise(self.released[start:])) < window:
+            start = max(0, start - max(window, len(self.released) - start))  # doubled: few passes
+        return self.released[start:]
 
     async def _passes(self, text: str) -> bool:
         for owner in self.owners:

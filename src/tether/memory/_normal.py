@@ -94,7 +94,9 @@ def _what(text: str, i: int) -> str | None:
         return None if o >= 0xE0020 and _flag_tag(text, i) else "a Unicode tag character (invisible text)"
     if unicodedata.category(ch) != "Cf":
         return None
-    joined = (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
+    joined = bool(before and after) and (
+        (_pictographic(before) and _pictographic(after)) or (_joining_letter(before) and _joining_letter(after))
+    )
     if o in _JOINERS and before and after and joined:
         return None
     return "an invisible character"
