@@ -314,3 +314,35 @@ def test_a_password_with_a_slash_is_not_printed_when_the_database_is_unreachable
         assert "cannot connect to the database postgresql://tether:***@" in out.stderr, out.stderr
         assert "Xk9" not in out.stderr + out.stdout and "q2Lm" not in out.stderr + out.stdout
         assert "Traceback" not in out.stderr
+
+
+def test_pooled_connections_closed_while_a_model_thinks_do_not_fail_the_run(cluster: Any, pg_url: str) -> None:
+    """``idle_session_timeout`` (or a proxy, or a database restart) closes the pool's idle
+    connections during a long call: the run's next save must use a live connection, not fail."""
+    import psycopg
+
+    c = cluster()
+    closed: list[int] = []
+
+    def act(step: str) -> str:
+        """Do one step of work in the world."""
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            closed.append(
+                conn.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND state = 'idle' AND application_name NOT LIKE 'tether: run %'"
+                ).fetchone()[0]
+            )
+        return f"did {step}"
+
+    def reply(messages: list[Any], request: object) -> Any:
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "act", {"step": "one"}) if done < 1 else Reply(text="all done")
+
+    c.worker.agents["idle"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    _queue(c, "r-idle", "idle", "s-idle")
+    assert c.worker.drive("r-idle") == "driven"
+    assert closed and closed[0] >= 1
+    state = c.worker.runs.load("r-idle")
+    assert state.status == "completed" and state.messages[-1].text == "all done", state.reason
+    assert _events(c, "r-idle")[-1][1]["result"]["status"] == "completed"

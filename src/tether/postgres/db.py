@@ -67,7 +67,14 @@ class Database:
                 "server is running."
             ) from None
         self.pool = ConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=True, timeout=30, kwargs={"autocommit": True}, name="tether"
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=True,
+            timeout=30,
+            kwargs={"autocommit": True},
+            name="tether",
+            check=_check,
         )
 
     @contextlib.contextmanager
@@ -146,6 +153,19 @@ class Database:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _check(conn: Any) -> None:
+    """Raise for a pooled connection the server closed while it sat idle (``idle_session_timeout``,
+    a proxy, a restart), so the pool hands out another instead of a run failing on its next save.
+    An idle connection the server sent nothing has nothing to say: only one that did costs a round
+    trip."""
+    import select
+
+    from psycopg_pool import ConnectionPool
+
+    if conn.closed or select.select([conn.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(conn)
 
 
 def _check_sequence(component: str, migrations: Sequence[Migration]) -> None:
