@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.conftest import scripted_anthropic as anthropic
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
 from tether.errors import ContextOverflowError
@@ -165,7 +166,6 @@ def dump_table(name: str) -> str:
     return "\n".join(f"row {i}: {name} " + "value " * 12 for i in range(1500))
 
 
-
 def test_a_tool_output_that_alone_overflows_the_window_fails_saying_which_and_what_to_do() -> None:
     """One tool output larger than the model's whole window: compaction cannot help (it is the
     latest turn), the retry overflows again and the run fails, as documented. Before, the reason
@@ -187,3 +187,17 @@ def test_a_tool_output_that_alone_overflows_the_window_fails_saying_which_and_wh
     assert "context window" in reason and "dump_table" in reason, reason
     assert "ToolOutputTrimmer" in reason and "larger context window" in reason, reason
     assert_pairing(state.messages)
+
+
+def test_both_providers_failing_end_in_one_failure_that_names_both() -> None:
+    """The primary gives 503s until its retries are spent, the fallback 500s until its own are:
+    one ``failed`` exit, one fallback event. Before, the reason spoke only of the fallback ("anthropic:
+    HTTP 500 ... (gave up after 4 attempts)"), as if the model the person chose was never tried."""
+    with ScriptedServer(faults=["503"] * 4) as primary, ScriptedServer(faults=["500"] * 4) as fallback:
+        agent = Agent(openai(primary, "hello"), retry=FAST, fallback_models=[anthropic(fallback, "hello")])
+        events = collect(agent, "hi")
+    result = events[-1].result
+    assert result.status == "failed" and [e.type for e in events].count("fallback") == 1
+    reason = result.reason or ""
+    assert reason.startswith("anthropic: HTTP 500") and "gave up after 4 attempts" in reason, reason
+    assert "fallen back from openai/hello (openai: HTTP 503" in reason, reason

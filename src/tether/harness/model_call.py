@@ -46,6 +46,7 @@ class _Attempt:
         self.emitted = False  # has any token of this turn reached the user?
         self.overflow_retried = False
         self.attempt = 0
+        self.given_up: list[str] = []  # models this turn fell back from, with why
 
 
 async def ask_model(rc: RunContext, continuation: Continuation | None = None) -> AsyncIterator[Event]:
@@ -104,10 +105,10 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
             yield event
         return
     if not isinstance(exc, RetryableError):
-        rc.stop(Stop("failed", str(exc)))
+        _fail(rc, turn, str(exc))
         return
     if turn.emitted:
-        rc.stop(Stop("failed", f"{exc} (after part of the reply reached the user; not retried)"))
+        _fail(rc, turn, f"{exc} (after part of the reply reached the user; not retried)")
         return
     stalled = isinstance(exc, FirstTokenTimeout)
     policy = rc.agent.retry
@@ -118,16 +119,15 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
             yield event
         return
     if wait is None:
-        rc.stop(
-            Stop(
-                "failed",
-                f"{exc} (the provider asked to wait {exc.retry_after} s; "
-                f"more than max_retry_after_s={policy.max_retry_after_s})",
-            )
+        _fail(
+            rc,
+            turn,
+            f"{exc} (the provider asked to wait {exc.retry_after} s; "
+            f"more than max_retry_after_s={policy.max_retry_after_s})",
         )
         return
     if spent:
-        rc.stop(Stop("failed", f"{exc} (gave up after {turn.attempt} attempts)"))
+        _fail(rc, turn, f"{exc} (gave up after {turn.attempt} attempts)")
         return
     yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
     try:
@@ -136,10 +136,17 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         rc.stop(Stop.cancelled(cancelled.reason))
 
 
+def _fail(rc: RunContext, turn: _Attempt, reason: str) -> None:
+    """End the run ``failed``; the reason also says which models this turn fell back from, and why."""
+    if turn.given_up:
+        reason += "; this turn had fallen back from " + ", then from ".join(turn.given_up)
+    rc.stop(Stop("failed", reason))
+
+
 async def _overflowed(rc: RunContext, turn: _Attempt, exc: ContextOverflowError) -> AsyncIterator[Event]:
     """The first overflow of a turn compacts what can be compacted, for one more try; the second fails."""
     if turn.overflow_retried:
-        rc.stop(Stop("failed", _overflow_reason(rc, exc)))
+        _fail(rc, turn, _overflow_reason(rc, exc))
         return
     turn.overflow_retried = True
     from tether.harness.compaction import compact
@@ -175,6 +182,7 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
     before = rc.model_name
     rc.active += 1
     turn.attempt = 0
+    turn.given_up.append(f"{before} ({exc})")
     yield Fallback(rc.state.run_id, before, rc.model_name, str(exc))
 
 
