@@ -188,3 +188,42 @@ def test_a_tether_home_of_a_user_that_does_not_exist_is_one_line(tmp_path: Path)
     out = tether("config", "path", home=Path("~no-such-user-x/tether"), cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith("tether: $TETHER_HOME: ~no-such-user-x/tether: there is no user 'no-such-user-x'")
+
+
+def test_config_show_redacts_tokens_in_a_servers_arguments_and_in_a_urls_query(tmp_path: Path) -> None:
+    """docs/cli.md: config show prints every key, token and password as <redacted>; people paste it
+    into bug reports. An MCP server's token is often an argument (`--token X`, `--api-key=X`,
+    docker's `-e GITHUB_TOKEN=X`) or in its URL's query. Before: all printed."""
+    write(
+        tmp_path,
+        "[mcp.gh]\ncommand = 'docker'\n"
+        f"args = ['run', '-e', 'GITHUB_TOKEN={SECRET}1', 'gh-mcp', '--token', '{SECRET}2', '--api-key={SECRET}3',"
+        " '--verbose', 'docs']\n"
+        f"[mcp.web]\nurl = 'https://h.example/mcp?team=docs&api_key={SECRET}4&x=1'\n",
+    )
+    out = tether("config", "show", "--json", home=tmp_path)
+    assert out.returncode == 0 and SECRET not in out.stdout, out.stdout
+    import json
+
+    shown = json.loads(out.stdout)["config"]["mcp"]
+    assert shown["gh"]["args"] == [
+        "run",
+        "-e",
+        "GITHUB_TOKEN=<redacted>",
+        "gh-mcp",
+        "--token",
+        "<redacted>",
+        "--api-key=<redacted>",
+        "--verbose",
+        "docs",
+    ]
+    assert shown["web"]["url"] == "https://h.example/mcp?team=docs&api_key=<redacted>&x=1"
+
+
+def test_a_config_toml_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """Notepad's "UTF-8 with BOM": the file looks right, and was refused as `Invalid statement (at
+    line 1, column 1)`, which no one can see."""
+    (tmp_path / "config.toml").write_bytes(b"\xef\xbb\xbfmodel = 'scripted/plan'\n")
+    assert load_settings(tmp_path).model == "scripted/plan"
+    out = tether("config", "show", home=tmp_path)
+    assert out.returncode == 0 and 'model = "scripted/plan"' in out.stdout, out.stderr

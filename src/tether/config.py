@@ -578,7 +578,8 @@ def load_settings(home: Path | None = None) -> Settings:
     from tether.fileio import read_regular
 
     try:
-        data = tomllib.loads(read_regular(path).decode("utf-8"))  # a named pipe there is not waited on
+        # A named pipe there is not waited on; a byte-order mark (Notepad's "UTF-8 with BOM") is dropped.
+        data = tomllib.loads(read_regular(path).decode("utf-8-sig"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
     try:
@@ -677,17 +678,44 @@ def redacted(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
         return {k: redacted(v, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [redacted(v, key) for v in value]
-    if SECRET_KEY.search(key) and not key.endswith("_env"):
+        return _redacted_args(value) if key == "args" else [redacted(v, key) for v in value]
+    if _secret_name(key):
         return REDACTED
     if isinstance(value, str) and "://" in value:
         from urllib.parse import urlunsplit
 
         parts = urlsplit(value)
+        query = re.sub(r"(^|&)([^=&]+)=[^&]*", _redacted_param, parts.query)
         if parts.password:
             netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-            return urlunsplit(parts._replace(netloc=netloc))
+            parts = parts._replace(netloc=netloc)
+        if parts.password or query != parts.query:  # else as written
+            return urlunsplit(parts._replace(query=query))
     return value
+
+
+def _redacted_param(m: re.Match[str]) -> str:
+    return f"{m[1]}{m[2]}={REDACTED}" if _secret_name(m[2]) else m[0]
+
+
+def _secret_name(name: str) -> bool:
+    """``api_key``, ``--api-key``, ``GITHUB_TOKEN``: a name whose value is a secret."""
+    name = name.lstrip("-").replace("-", "_")
+    return bool(SECRET_KEY.search(name)) and not name.endswith("_env")
+
+
+def _redacted_args(args: list[Any]) -> list[Any]:
+    """A program's arguments with the value of each secret option hidden: ``--token X``,
+    ``--api-key=X``, ``GITHUB_TOKEN=X`` (docker's ``-e``)."""
+    out: list[Any] = []
+    for arg in args:
+        before = out[-1] if out else None
+        if isinstance(before, str) and before.startswith("-") and "=" not in before and _secret_name(before):
+            out.append(REDACTED)  # the value of the secret option before it
+            continue
+        name, eq, _ = arg.partition("=") if isinstance(arg, str) else ("", "", "")
+        out.append(f"{name}={REDACTED}" if eq and _secret_name(name) else arg)
+    return out
 
 
 def _secret(loc: tuple[str | int, ...], value: Any) -> Any:

@@ -78,7 +78,7 @@ def _show(path: Any, *, as_json: bool) -> int:
     from tether.fileio import read_regular
 
     try:
-        data = tomllib.loads(read_regular(path).decode("utf-8")) if path.exists() or path.is_symlink() else {}
+        data = tomllib.loads(read_regular(path).decode("utf-8-sig")) if path.exists() or path.is_symlink() else {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         print(f"tether: cannot read {path}: {exc}. Fix or remove the file.", file=sys.stderr)
         return 2
