@@ -375,3 +375,44 @@ def test_an_answer_to_a_servers_form_that_is_not_a_finite_number_is_refused_and_
         wait_until(lambda: not c.get(f"/v1/runs/{run_id}").json()["live"], what="the run to end")
         said = c.get(f"/v1/runs/{run_id}/transcript").json()["messages"][-1]["content"][0]["text"]
         assert said == "the bank said: the person chose accept: {'percent': 12.5}"
+
+
+# --- each user's own connections --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Any:
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    pytest.importorskip("cryptography", reason="the sealed token store needs it (the mcp SDK installs it)")
+    from tests.connectors.oauth_process import oauth_server
+
+    with oauth_server() as url:
+        yield url
+
+
+def test_a_folder_planted_where_a_users_tokens_go_is_a_json_error_naming_no_path(
+    served: Any, auth_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder put where alice's sealed tokens for an MCP server go made Connect answer 400 with
+    the server's home path in it, and Disconnect a bare 500 "Internal Server Error" (a traceback
+    in the log). Now both are JSON errors that say what is wrong without a path, and the server
+    and the other users go on."""
+    import hashlib
+
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home0"))  # the home the fixture makes first
+    monkeypatch.setenv("TETHER_TEST_MCP_URL", f"{auth_server}/mcp")
+    monkeypatch.delenv("TETHER_CONNECTIONS_KEY", raising=False)
+    config = f'[mcp.guarded]\nurl = "{auth_server}/mcp"\nauth = "oauth"\n'
+    server = served(agents_module=Path(__file__).with_name("mcp_agents.py"), tokens=["alice", "bob"], config=config)
+    user_dir = server.home / "auth" / "users" / hashlib.sha256(b"alice").hexdigest()[:32]
+    (user_dir / "mcp-guarded.sealed").mkdir(parents=True)
+    with server.client("alice") as alice, server.client("bob") as bob:
+        for method in ("POST", "DELETE"):
+            r = alice.request(method, "/v1/connections/guarded")
+            assert r.status_code in (400, 500), (method, r.text)
+            error = r.json()["error"]
+            assert error["code"] in ("bad_request", "misconfigured") and "guarded" in error["message"], r.text
+            assert str(tmp_path) not in r.text, r.text
+        assert alice.get("/v1/connections").json() == {"connections": [{"server": "guarded", "connected": False}]}
+        assert bob.post("/v1/connections/guarded").status_code == 200
+        assert bob.delete("/v1/connections/guarded").status_code == 200

@@ -233,13 +233,28 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
     async def list_connections(user: User) -> dict[str, Any]:
         return {"connections": connections.listing(user)}
 
+    def unusable(name: str, exc: OSError) -> ApiError:
+        """The user's token file for ``name`` cannot be used (something else was put in its place)."""
+        _log.error("the tokens for %s: %s", name, exc)  # the path, for the operator
+        return ApiError(
+            500,
+            "misconfigured",
+            f"your tokens for {name} cannot be used: {exc.strerror or 'unusable'} where their file "
+            "should be (something else was put in its place); the server's log names it: an operator "
+            "must remove it",
+        )
+
     @app.post("/v1/connections/{name}", summary="Connect your account: the authorization page to open")
     async def connect(name: str, user: User, request: Request) -> dict[str, Any]:
         callback = str(request.url_for("connection_callback"))
         try:
             return {"server": name, "authorize_url": await connections.start(user, name, callback)}
         except ConfigError as exc:
-            raise ApiError(404 if name not in connections.servers() else 400, "bad_request", str(exc)) from None
+            _log.warning("connecting %s for %s: %s", name, user, exc)
+            why = hide_home(str(exc), settings.home)
+            raise ApiError(404 if name not in connections.servers() else 400, "bad_request", why) from None
+        except OSError as exc:
+            raise unusable(name, exc) from None
 
     @app.delete("/v1/connections/{name}", summary="Forget your account's tokens for a server")
     async def disconnect(name: str, user: User) -> dict[str, Any]:
@@ -247,6 +262,8 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
             return {"server": name, "forgotten": connections.forget(user, name)}
         except ConfigError as exc:
             raise ApiError(404, "not_found", str(exc)) from None
+        except OSError as exc:
+            raise unusable(name, exc) from None
 
     @app.get("/v1/connections/callback", include_in_schema=False, name="connection_callback")
     async def connection_callback(request: Request) -> Response:
@@ -254,7 +271,8 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         try:
             server = await connections.finish(query)
         except ConfigError as exc:
-            return HTMLResponse(finished_page(str(exc), ok=False), status_code=400, headers=_PAGE_HEADERS)
+            why = hide_home(str(exc), settings.home)
+            return HTMLResponse(finished_page(why, ok=False), status_code=400, headers=_PAGE_HEADERS)
         said = f"Your account for {server} is connected; you can close this page."
         return HTMLResponse(finished_page(said, ok=True), headers=_PAGE_HEADERS)
 
