@@ -4,6 +4,7 @@ answers, and credentials in the collector's address."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -11,12 +12,14 @@ import os
 import shutil
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli.conftest import run_main
 from tests.telemetry.conftest import by_name, flushed, of_trace
-from tether import Agent, run_sync
+from tether import Agent, CancelSignal, run, run_sync
+from tether.messages import AssistantMessage, ToolCallPart
 from tether.telemetry import Telemetry, trace_id_for
 from tether.testing import FunctionModel
 from tether.testing.otlp import OtlpReceiver
@@ -171,3 +174,29 @@ def test_the_collector_s_address_is_named_without_the_token_it_carries(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert f"cannot reach the OTLP collector at https://tenant:<redacted>@127.0.0.1:{port}/v1/traces " in logged
     assert "s3cr3t" not in logged and "sk-otlp" not in logged
+
+
+def test_a_call_cut_by_stop_is_a_chat_span_with_what_it_was_charged(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
+    """A person presses Stop while the model thinks over a long prompt: the cut call is charged
+    to the run (its prompt, estimated), but no chat span held that cost, so the trace's chat spans
+    fell short of the run's cost, by the very call that was most likely the expensive one."""
+    signal = CancelSignal()
+
+    async def thinks_long(messages: list[Any], request: object) -> Any:
+        if len(messages) > 1:  # the second call: the person stops it
+            signal.cancel("the person pressed Stop")
+            await asyncio.sleep(30)
+        return AssistantMessage(
+            content=(ToolCallPart(id="c1", name="list_files", arguments="{}"),), finish_reason="tool_calls"
+        )
+
+    tracer = telemetry.tracer()
+    agent = Agent(FunctionModel(thinks_long), tools=FILE_TOOLS, cwd=logs)
+    result = asyncio.run(run(agent, "Which file?", tracer=tracer, signal=signal))
+    assert result.status == "interrupted" and result.turns == 1
+    spans = flushed(telemetry, receiver, tracer.trace_id, 4)
+    chats = by_name(spans, "chat")
+    assert len(chats) == 2 and chats[1]["end_ns"] >= chats[0]["end_ns"]
+    assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result.cost_usd)

@@ -490,7 +490,7 @@ class SpanTracer:
             "gen_ai.request.max_tokens": event.max_tokens,
             "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens or None,
             "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens or None,
-            "tether.cost_usd": self._turn_cost(run, event),
+            "tether.cost_usd": self._spent(run, event.cost_usd, first=event.turn == 1),
             "gen_ai.response.time_to_first_chunk": None
             if run.first_chunk_ns is None
             else (run.first_chunk_ns - run.mark_ns) / 1e9,
@@ -503,15 +503,16 @@ class SpanTracer:
         run.mark_ns, run.first_chunk_ns, run.attempts = now, None, []
 
     @staticmethod
-    def _turn_cost(run: _Run, event: Turn) -> float | None:
-        """This turn's cost: the growth of the run's cumulative cost since its previous turn, less
-        what its sub-agents' turns cost meanwhile (they are charged to it). None when not known
-        (no price, or a resumed run whose earlier cost this tracer never saw)."""
-        before = run.cost_usd if run.cost_usd is not None else (0.0 if event.turn == 1 else None)
-        children, run.children_cost_usd, run.cost_usd = run.children_cost_usd, 0.0, event.cost_usd
-        if before is None or event.cost_usd is None:
+    def _spent(run: _Run, total: float | None, *, first: bool) -> float | None:
+        """What the run spent itself since its previous turn, now that its cumulative cost is
+        ``total``: the growth, less what its sub-agents' turns cost meanwhile (they are charged to
+        it). None when not known (no price, or a resumed run whose earlier cost this tracer never
+        saw); ``first``: nothing was spent before."""
+        before = run.cost_usd if run.cost_usd is not None else (0.0 if first else None)
+        children, run.children_cost_usd, run.cost_usd = run.children_cost_usd, 0.0, total
+        if before is None or total is None:
             return None
-        own = round(max(0.0, event.cost_usd - before - children), 10)
+        own = round(max(0.0, total - before - children), 10)
         up = run.parent
         while up is not None:
             up.children_cost_usd += own
@@ -570,8 +571,11 @@ class SpanTracer:
 
     def _done(self, run: _Run, event: Done, now: int) -> None:
         result = event.result
-        if run.attempts:  # retries or fallbacks with no answer after them: the call that failed
-            self._failed_call(run, now, result.reason if result.status == "failed" else None)
+        # Charged since the last turn: a call cut short by a stop, or a summary before a call that
+        # failed. It goes on a chat span too, or the trace's chat spans fall short of the run's cost.
+        rest = self._spent(run, result.cost_usd, first=result.turns == 0)
+        if run.attempts or rest:  # retries or fallbacks with no answer after them: the call that failed
+            self._failed_call(run, now, result.reason if result.status == "failed" else None, rest)
         attrs: dict[str, Any] = {
             "tether.status": result.status,
             "tether.turns": result.turns,
@@ -592,8 +596,10 @@ class SpanTracer:
         else:
             self._end(run, now)
 
-    def _failed_call(self, run: _Run, now: int, reason: str | None) -> None:
+    def _failed_call(self, run: _Run, now: int, reason: str | None, cost_usd: float | None) -> None:
         attrs = _model_attributes(run.model) if run.model else {"gen_ai.operation.name": "chat"}
+        if cost_usd:
+            attrs["tether.cost_usd"] = cost_usd
         title = f"chat {attrs['gen_ai.request.model']}" if run.model else "chat"
         span = self._start(title, run.span, attrs, run.mark_ns, client=True)
         for name, fields, at in run.attempts:
