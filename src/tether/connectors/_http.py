@@ -28,6 +28,7 @@ import httpx2
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
+from tether.connectors._link import result_not_an_object
 from tether.providers.auth import Credentials
 
 __all__ = ["HttpServer"]
@@ -263,7 +264,7 @@ def _problem(status: int, response: httpx2.Response, body: bytes) -> str | None:
         return "its answer is not JSON (not UTF-8 text)"
     if not is_jsonrpc:
         return "its answer is JSON but not a JSON-RPC response"
-    return None
+    return result_not_an_object(message)
 
 
 def _error(request: httpx2.Request, status: int, request_id: Any, problem: str) -> httpx2.Response:

@@ -26,7 +26,17 @@ from pydantic import FileUrl, ValidationError
 
 from tether.errors import TetherError
 
-__all__ = ["AnswerLost", "ConnectionLost", "Hooks", "Link", "Reach", "ServerRefused", "StartFailed", "describe"]
+__all__ = [
+    "AnswerLost",
+    "ConnectionLost",
+    "Hooks",
+    "Link",
+    "Reach",
+    "ServerRefused",
+    "StartFailed",
+    "describe",
+    "result_not_an_object",
+]
 
 _LIST_PAGES = 100  # a server whose tool list never ends is cut here
 
@@ -340,6 +350,30 @@ def invalid_answer(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"]) or "the answer"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"its answer is not a valid {exc.title}: {where}: {first['msg']}{more}"
+
+
+def result_not_an_object(message: Any) -> str | None:
+    """Why ``message`` (a decoded JSON-RPC message) is an answer tether cannot take, when it is one
+    whose ``result`` is not an object (every MCP result is): in words that name what was sent, not
+    its contents (it may hold anything). None for any other message."""
+    if not isinstance(message, dict) or "result" not in message or "method" in message:
+        return None
+    result = message["result"]
+    if isinstance(result, dict):
+        return None
+    if result is None:
+        sent = "null"
+    elif isinstance(result, bool):
+        sent = f"the boolean {str(result).lower()}"
+    elif isinstance(result, int | float):
+        sent = "a number"
+    elif isinstance(result, str):
+        sent = f"a string of {len(result):,} characters"
+    elif isinstance(result, list):
+        sent = f"a list of {len(result):,} items"
+    else:
+        sent = type(result).__name__
+    return f"its answer's result is {sent}, not an object as JSON-RPC and MCP require"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

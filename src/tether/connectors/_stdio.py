@@ -28,6 +28,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from tether.connectors._link import result_not_an_object
 from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
 
 __all__ = ["StdioProcess"]
@@ -230,11 +231,22 @@ async def _next_line(stream: asyncio.StreamReader) -> bytes | _Oversized:
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
-    """A SessionMessage, or the error that says why the line is not one (the session logs it)."""
+    """A SessionMessage, or the error that says why the line is not one (the session logs it). An
+    answer whose ``result`` is not an object becomes an error answer to its request, so the call
+    ends at once saying so (the session would only log it, and the call wait for its timeout)."""
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValidationError as exc:
-        return exc
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return exc
+        problem = result_not_an_object(message)
+        ident = message.get("id") if isinstance(message, dict) else None
+        if problem is None or isinstance(ident, bool) or not isinstance(ident, int | str):
+            return exc
+        error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=problem)
+        return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=ident, error=error))
 
 
 async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:

