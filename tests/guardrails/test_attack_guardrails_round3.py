@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
 from tether import Agent, RunState, run_sync, tool
-from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds, Verdict
+from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
 from tether.messages import ToolMessage, text_of
 from tether.providers.base import ModelRequest, ResponseDone, StreamEvent, StreamText
 from tether.testing import FunctionModel, Reply
@@ -227,3 +227,21 @@ def test_a_look_behind_of_unknown_length_is_not_filled_by_padding_either() -> No
     assert guard.lookbehind() == 256
     events = collect(Agent(Pieces(pieces), middleware=[guard]), "How is the SK-114 doing?")
     assert result_of(events).status == "failed" and "62%" not in "".join(deltas(events))
+
+
+@pytest.mark.parametrize("classifier", BROKEN, ids=["raises", "a-dict", "no-score"])
+def test_a_follow_up_whose_intent_classifier_breaks_leaves_the_delivered_answer_alone(classifier: Broken) -> None:
+    # The answer was streamed and recorded, then the run ended "failed: unexpected error".
+    acted: list[Verdict] = []
+
+    async def capture_lead(ctx: Any, verdict: Verdict) -> None:
+        acted.append(verdict)
+
+    hook = FollowUp(classifier, frozenset({"purchase", "error"}), capture_lead, name="lead_capture")
+    events = collect(
+        Agent(FunctionModel(lambda m, r: "The BIM-UNT-AP6X switches at up to 1 kHz."), middleware=[hook]), "q"
+    )
+    r = result_of(events)
+    assert (r.status, r.output) == ("completed", "The BIM-UNT-AP6X switches at up to 1 kHz.")
+    (decision,) = verdicts(events, "after_agent")
+    assert (decision.decision, decision.category) == ("no_follow_up", "error") and acted == []

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from tether.errors import RunCancelled
 from tether.events import Guardrail as GuardrailEvent
 from tether.guardrails.core import Classifier, Verdict
 from tether.harness.agent import Stop
@@ -53,7 +54,16 @@ class FollowUp(Middleware):
     async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
         if status not in self.statuses:
             return None
-        verdict = await self.classifier.classify(recent_talk(ctx.state.messages, self.window), stage="input", ctx=ctx)
+        try:
+            given = await self.classifier.classify(recent_talk(ctx.state.messages, self.window), stage="input", ctx=ctx)
+            verdict = Verdict(str(given.rationale), float(given.score), str(given.category or ""))
+        except RunCancelled:
+            raise
+        except Exception as exc:  # as for the action: the answer is delivered, a failed intent check is no follow-up
+            _log.warning(
+                "run %s: the follow-up %s could not judge the intent", ctx.state.run_id, self.name, exc_info=exc
+            )
+            verdict = Verdict(f"the intent classifier failed ({type(exc).__name__}: {exc})", 0.0, "error")
         runs = verdict.category in self.intents and verdict.score >= self.min_score
         ctx.emit(
             GuardrailEvent(
