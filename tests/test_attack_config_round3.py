@@ -85,6 +85,9 @@ LEAKS = [
     ("[endpoints.x]\nbase_url = 'http://h/v1'\napi_key = ['{s}']\n", "[endpoints.x] api_key must be a string"),
     ("[telemetry]\notlp_endpoint = 'ftp://tether:{s}@collector/v1/traces'\n", "otlp_endpoint must be an http"),
     ("[endpoints.x]\nbase_url = 'http://h/v1'\nkey_env = '{s}'\n", "[endpoints.x] key_env must be the name of"),
+    # the key pasted as the value of auth (which says how to authenticate, not with what)
+    ("[endpoints.x]\nbase_url = 'http://h/v1'\nauth = '{s}'\n", '[endpoints.x] auth must be "key", "none" or "oauth"'),
+    ("[mcp.x]\nurl = 'http://h/mcp'\nauth = 'Bearer {s}'\n", '[mcp.x] auth must be "none" or "oauth"'),
 ]
 
 

@@ -720,9 +720,10 @@ def _redacted_args(args: list[Any]) -> list[Any]:
 
 def _secret(loc: tuple[str | int, ...], value: Any) -> Any:
     """``value`` at ``loc`` as an error may show it: redacted, or None when it is a secret whole (a
-    ``key_env`` that is no variable's name is most likely the key itself)."""
+    ``key_env`` that is no variable's name, or an ``auth`` that is none of its words, is most likely
+    the key itself)."""
     keys = [p for p in loc if isinstance(p, str)]
-    if any(k in SECRET_TABLES for k in keys) or keys[-1:] == ["key_env"]:
+    if any(k in SECRET_TABLES for k in keys) or keys[-1:] in (["key_env"], ["auth"]):
         return None
     clean = redacted(value, keys[-1] if keys else "")
     return None if clean == REDACTED else clean
