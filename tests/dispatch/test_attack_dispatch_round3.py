@@ -346,3 +346,60 @@ def test_pooled_connections_closed_while_a_model_thinks_do_not_fail_the_run(clus
     state = c.worker.runs.load("r-idle")
     assert state.status == "completed" and state.messages[-1].text == "all done", state.reason
     assert _events(c, "r-idle")[-1][1]["result"]["status"] == "completed"
+
+
+class _Celery:
+    """Celery's side of ``run_worker``, as far as a task body sees it: ``worker_main`` hands the
+    task the deliveries listed; ``apply_async`` puts one back (acknowledged late, a delivery whose
+    body raised is acknowledged too: Celery's ``task_acks_on_failure_or_timeout``)."""
+
+    def __init__(self, deliveries: list[str]) -> None:
+        self.deliveries = deliveries
+        self.outcomes: list[str] = []
+        self.put_back: list[tuple[list[str], int]] = []
+
+    def task(self, name: str, acks_late: bool) -> Any:
+        def register(fn: Any) -> Any:
+            self.body = fn
+            fn.apply_async = lambda args, queue, countdown: self.put_back.append((args, countdown))
+            return fn
+
+        return register
+
+    def worker_main(self, argv: list[str]) -> None:
+        while self.deliveries:
+            run_id = self.deliveries.pop(0)
+            try:
+                self.outcomes.append(self.body(run_id))
+            except Exception as exc:  # acknowledged: the message is gone
+                self.outcomes.append(f"raised {type(exc).__name__}")
+            for args, _ in self.put_back:
+                self.deliveries.extend(args)
+            self.put_back.clear()
+
+
+def test_a_database_error_at_the_end_of_a_run_does_not_leave_its_session_answering_for_ever(cluster: Any) -> None:
+    """The database is away for a moment as the worker marks the job done: the delivery must come
+    back, or the job stays `running` and every later message of the session is refused 409
+    ("still answering") for ever."""
+    import psycopg
+
+    from tether.dispatch.worker import run_worker
+
+    c = cluster()
+    finish = c.worker.jobs.finish
+    failures = [psycopg.OperationalError("server closed the connection unexpectedly")]
+
+    def flaky_finish(run_id: str, attempt: int | None = None) -> None:
+        if failures:
+            raise failures.pop()
+        finish(run_id, attempt)
+
+    c.worker.jobs.finish = flaky_finish
+    _queue(c, "r-end", "answer", "s-end")
+    app = _Celery(["r-end"])
+    run_worker(c.worker, app, queue="q", concurrency=1)
+    assert c.worker.jobs.get("r-end").state == "done", app.outcomes
+    assert app.outcomes[-1] == "done already"
+    kinds = [k for k, _ in _events(c, "r-end")]
+    assert kinds.count("done") == 1 and kinds.count("turn") == 1

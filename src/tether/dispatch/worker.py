@@ -214,7 +214,8 @@ class Worker:
         self.listener.close()
         from tether.providers.http import close_clients
 
-        for loop in self._loops:
+        loops, self._loops = self._loops, []  # closed once (run_worker closes the worker it was given)
+        for loop in loops:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(close_clients())
                 loop.close()
@@ -262,7 +263,12 @@ def run_worker(
 
     @dispatcher_app.task(name=TASK, acks_late=True)  # type: ignore[untyped-decorator]
     def drive(run_id: str) -> str:
-        outcome = worker.drive(run_id)
+        try:
+            outcome = worker.drive(run_id)
+        except Exception as exc:  # the database away: a message acknowledged now would leave the job live for ever
+            _log.warning("run %s: %s; looking again in 5 s", run_id, exc)
+            drive.apply_async(args=[run_id], queue=queue, countdown=5)
+            return "database away"
         if outcome == HELD:
             # Another worker holds the run: a live one (this is a second delivery), or a machine that
             # vanished and whose connection the database has not dropped yet. Look again later, so
