@@ -10,7 +10,10 @@ import json
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from tether.errors import ContextOverflowError
 from tether.harness.retry import RetryPolicy
 from tether.messages import Message, UserMessage, text_of
 from tether.providers.base import ModelRequest
+from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.scripted import Reply
 from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
@@ -201,3 +205,95 @@ def test_both_providers_failing_end_in_one_failure_that_names_both() -> None:
     reason = result.reason or ""
     assert reason.startswith("anthropic: HTTP 500") and "gave up after 4 attempts" in reason, reason
     assert "fallen back from openai/hello (openai: HTTP 503" in reason, reason
+
+
+class _SlowToolCallServer(ThreadingHTTPServer):
+    """Chat Completions that streams its first reply, one tool call, in pieces 0.15 s apart (a
+    model writing a long argument), and answers in text once it has the result."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _SlowToolCallHandler)
+        self.requests = 0
+
+
+class _SlowToolCallHandler(BaseHTTPRequestHandler):
+    server: _SlowToolCallServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.server.requests += 1
+        answered = any(m["role"] == "tool" for m in body["messages"])
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, pause: float = 0.0) -> None:
+            time.sleep(pause)
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            self.wfile.write(b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n")
+            self.wfile.flush()
+
+        if answered:
+            chunk({"role": "assistant", "content": "noted"})
+            chunk({}, "stop")
+        else:
+            call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "note", "arguments": ""}}
+            chunk({"role": "assistant", "tool_calls": [call]})
+            pieces = ['{"text": "', *["a long note " for _ in range(8)], '"}']
+            for piece in pieces:
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, pause=0.15)
+            chunk({}, "tool_calls")
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@tool
+def note(text: str) -> str:
+    """Keep a note."""
+    return "kept"
+
+
+def test_a_tool_call_streaming_slowly_is_not_taken_for_a_stall() -> None:
+    """``first_token_timeout_s`` is about the first token. A reply that is only a tool call streams
+    no text, so before, the timeout ran until the whole call was written: a model writing a long
+    argument (here 1.5 s of pieces, against a 0.6 s timeout) was abandoned mid-stream every time,
+    re-asked, paid again, and the run failed "no first token within 0.6 s"."""
+    server = _SlowToolCallServer()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        provider = OpenAIChatProvider(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="unused")
+        agent = Agent(
+            provider, tools=[note], first_token_timeout_s=0.6, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)
+        )
+        result = run_sync(agent, "take a note")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.status, result.output) == ("completed", "noted"), result.reason
+    assert server.requests == 2
+
+
+def test_both_wires_say_once_that_a_reply_began_with_a_call() -> None:
+    """What the fix rests on: one empty text delta when a reply's first content is a tool call
+    (nothing else changes: text replies and the answer tool stream as before)."""
+    from tether.providers.anthropic import MessagesAssembler
+    from tether.providers.openai_chat import StreamAssembler
+
+    chat = StreamAssembler("openai/m")
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "note", "arguments": ""}}
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
+    ]
+    assert [d.text for c in chunks for d in chat.feed(c)] == [""]
+    messages = MessagesAssembler("anthropic/m")
+    events = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 5}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "x"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+    ]
+    assert [d.text for e in events for d in messages.feed(e)] == [""]

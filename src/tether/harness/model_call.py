@@ -303,9 +303,10 @@ async def _provider_call(
         while not isinstance(event, ResponseDone):
             if isinstance(event, StreamText | StreamReasoning):
                 streamed.append(event.text)
-                kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
-                text = continuation.feed(event.text) if continuation is not None and kind == "text" else event.text
-                _emit_delta(rc, kind, await filter_stream(stack, rc, text, kind))
+                if event.text:  # an empty one only says the reply began (with a call, which streams no text)
+                    kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
+                    text = continuation.feed(event.text) if continuation is not None and kind == "text" else event.text
+                    _emit_delta(rc, kind, await filter_stream(stack, rc, text, kind))
             else:
                 rc.emit(event)
             event = await anext(stream)

@@ -390,8 +390,13 @@ class MessagesAssembler:
         if kind == "message_start":
             self.start_usage = (event.get("message") or {}).get("usage") or {}
         elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            answer = self.answers and block.get("name") == ANSWER_TOOL  # streamed as text
+            began = not self.blocks and block.get("type") == "tool_use" and not answer
             self.blocks[int(event["index"])] = dict(event["content_block"])
             self.json_parts[int(event["index"])] = []
+            if began:  # the reply began, with a call (which streams no text): one empty delta says so
+                return [StreamText("")]
         elif kind == "content_block_delta":
             return self._delta(int(event["index"]), event["delta"])
         elif kind == "message_delta":
