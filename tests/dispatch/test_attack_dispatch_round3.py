@@ -403,3 +403,26 @@ def test_a_database_error_at_the_end_of_a_run_does_not_leave_its_session_answeri
     assert app.outcomes[-1] == "done already"
     kinds = [k for k, _ in _events(c, "r-end")]
     assert kinds.count("done") == 1 and kinds.count("turn") == 1
+
+
+def test_a_broker_password_with_a_slash_is_refused_without_showing_it(tmp_path: Any, pg_url: str) -> None:
+    """`tether worker` with a broker URL whose password holds a raw '/': before, Celery's traceback
+    named the part of the password before the '/' as an impossible port."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env |= {"TETHER_HOME": str(tmp_path), "TETHER_DATABASE_URL": pg_url}
+    env["TETHER_BROKER_URL"] = "amqp://tether:Xk9/q2Lm@127.0.0.1:1//"
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "--model", "scripted/plan"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "Xk9" not in out.stderr + out.stdout
+    assert "amqp://tether:***@127.0.0.1:1//" in out.stderr and "percent-encode" in out.stderr

@@ -99,4 +99,22 @@ def open_dispatcher(settings: Settings) -> CeleryDispatcher:
             "external workers need a broker: set broker_url under [dispatch] in config.toml "
             "(amqp://USER:PASSWORD@HOST//) or $TETHER_BROKER_URL"
         )
+    _check_broker_url(url)
     return CeleryDispatcher(url, table.queue or DEFAULT_QUEUE)
+
+
+def _check_broker_url(url: str) -> None:
+    """Refuse a URL the broker's client cannot read, naming it without its password: a raw '/',
+    '#' or '?' in a password (a generated one often has one) ends the host part, and the client's
+    own error (a traceback) shows what came before it as the port."""
+    from urllib.parse import urlsplit
+
+    from tether.postgres.db import redact
+
+    try:
+        _ = urlsplit(url).port  # reading it is the check
+    except ValueError:
+        raise ConfigError(
+            f"the broker URL {redact(url)} ([dispatch] broker_url or $TETHER_BROKER_URL) cannot be read: "
+            "percent-encode any '/', '#', '?' or ':' in its password (%2F, %23, %3F, %3A)"
+        ) from None
