@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.errors import UserError
 from tether.events import Event, snake_keys, to_trace
 from tether.fileio import open_own, read_own
 
@@ -36,6 +37,10 @@ class JsonlTracer:
         self._torn = False
 
     def path(self, run_id: str) -> Path:
+        """The run's trace file; a run id that would lead out of ``root`` (``../x``) is a UserError,
+        as in the run store (a RunState made without one, from an id someone else chose)."""
+        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
+            raise UserError(f"not a run id: {run_id!r}")
         return self.root / f"{run_id}.jsonl"
 
     def write(self, event: Event) -> None:

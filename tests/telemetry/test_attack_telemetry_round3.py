@@ -18,13 +18,14 @@ import pytest
 
 from tests.cli.conftest import run_main
 from tests.telemetry.conftest import by_name, flushed, of_trace
-from tether import Agent, CancelSignal, run, run_sync
+from tether import Agent, CancelSignal, RunState, run, run_sync
+from tether.errors import UserError
 from tether.messages import AssistantMessage, ToolCallPart
 from tether.telemetry import Telemetry, trace_id_for
 from tether.testing import FunctionModel
 from tether.testing.otlp import OtlpReceiver
 from tether.tools.files import FILE_TOOLS
-from tether.tracing import read_trace
+from tether.tracing import JsonlTracer, read_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 
@@ -200,3 +201,17 @@ def test_a_call_cut_by_stop_is_a_chat_span_with_what_it_was_charged(
     chats = by_name(spans, "chat")
     assert len(chats) == 2 and chats[1]["end_ns"] >= chats[0]["end_ns"]
     assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result.cost_usd)
+
+
+def test_a_run_id_that_leads_out_of_the_traces_folder_writes_nothing_there(tmp_path: Path, logs: Path) -> None:
+    """The run store refuses ``../x`` as a run id; the trace wrote ``<traces>/../x.jsonl``, a file
+    anywhere the id pointed (a RunState built from an id a caller took from a request, say)."""
+    traces = tmp_path / "home" / "traces"
+    state = RunState(run_id="../../escaped")
+    result = run_sync(
+        Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", state=state, tracer=JsonlTracer(traces)
+    )
+    assert result.status == "completed"  # the trace is a view of the run: the run goes on
+    assert not (tmp_path / "escaped.jsonl").exists() and not list(tmp_path.rglob("escaped*"))
+    with pytest.raises(UserError, match="not a run id"):
+        JsonlTracer(traces).path("../../escaped")

@@ -261,7 +261,7 @@ class Telemetry:
             import logging
 
             logging.getLogger("tether.telemetry").warning(
-                "tether: telemetry: the OTLP collector at %s did not take the last spans within %.0f s; "
+                "tether: telemetry: the OTLP collector at %s did not take the last spans within %g s; "
                 "they are dropped. The runs are not affected.",
                 _shown(self.endpoint),
                 timeout_s,
