@@ -4,6 +4,7 @@ promises."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
@@ -12,10 +13,10 @@ import pytest
 from pydantic import BaseModel
 
 from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
-from tether import Agent, RunState, run_sync, tool
+from tether import Agent, RunState, approve, run_sync, tool
 from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
-from tether.messages import ToolMessage, text_of
-from tether.providers.base import ModelRequest, ResponseDone, StreamEvent, StreamText
+from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
 from tether.testing import FunctionModel, Reply
 
 # -- input: a message a person writes to look like tether's own note ----------------------------
@@ -245,3 +246,59 @@ def test_a_follow_up_whose_intent_classifier_breaks_leaves_the_delivered_answer_
     assert (r.status, r.output) == ("completed", "The BIM-UNT-AP6X switches at up to 1 kHz.")
     (decision,) = verdicts(events, "after_agent")
     assert (decision.decision, decision.category) == ("no_follow_up", "error") and acted == []
+
+
+# -- output: a reply the output limit cut, and its continuation -----------------------------------
+
+
+class Cut(FunctionModel):
+    """Its first reply is cut by the output limit; the second continues it. Streamed word by word."""
+
+    def __init__(self, first: str, rest: str) -> None:
+        super().__init__(lambda m, r: "")
+        self.replies = [(first, "length"), (rest, "stop")]
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await super().complete(request)  # recorded, as every request is
+        text, why = self.replies[len(self.requests) - 1]
+        return ModelResponse(message=AssistantMessage(content=(TextPart(text=text),), finish_reason=why))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        for word in re.findall(r"\S+\s*", response.message.text):
+            yield StreamText(word)
+        yield ResponseDone(response)
+
+
+SUPPLIER_MARGIN = Rule(r"supplier margin", 0.0, "confidential", "the answer discloses an internal margin")
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+def test_a_phrase_cut_by_the_output_limit_is_judged_with_its_continuation(release: str) -> None:
+    # The cut reply and its continuation were judged apart: "Supplier mar" passed, "gin 62%"
+    # passed, and the run completed with "Supplier margin 62%" streamed and delivered.
+    guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), release=release, chunk_chars=5)
+    state = RunState()
+    model = Cut("Rated 16 bar. Supplier mar", "gin 62%. Ask me more.")
+    events = collect(Agent(model, middleware=[guard]), "Tell me about the FVAM-2050-B", state=state)
+    r = result_of(events)
+    assert len(model.requests) == 2 and r.status == "failed"
+    assert "blocked this (confidential)" in (r.reason or "")
+    assert "62%" not in "".join(deltas(events)) and "62%" not in state.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("first", "rest"), [("Rated 16 bar. Supplier mar", "gin 62%."), ("Rated 16 bar. ", "Supplier margin 62%.")]
+)
+def test_an_approved_continuation_is_delivered_with_the_reply_it_continues(first: str, rest: str) -> None:
+    # A person approved the held continuation, and it replaced the whole answer: the cut reply
+    # before it was lost from the output and the transcript.
+    guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), thresholds=Thresholds(block=None, ask=0.5))
+    agent = Agent(Cut(first, rest), middleware=[guard])
+    state = RunState()
+    assert run_sync(agent, "Tell me about the FVAM-2050-B", state=state).status == "interrupted"
+    approve(state)
+    r = run_sync(agent, state=state)
+    assert (r.status, r.output) == ("completed", "Rated 16 bar. Supplier margin 62%.")
+    last = state.messages[-1]
+    assert isinstance(last, AssistantMessage) and last.continuations == 1

@@ -30,6 +30,7 @@ from tether.errors import TetherError
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
+from tether.harness.length import CUT, Continuation
 from tether.harness.middleware import Middleware, ModelCall, StreamKind, ToolCall
 from tether.harness.state import WRITTEN_BY_POLICY, RunState
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, UserMessage, text_of
@@ -276,6 +277,14 @@ class Guardrail(Middleware):
             if reasoning is not None:
                 reasoning.reset()
         response = await call_next(request)
+        checked = await self._checked(ctx, response, gate)
+        if gate is not None and gate.owners[0] is self and isinstance(checked, ModelResponse):
+            gate.carry_on(checked.message)  # every output guardrail of the run has judged it
+        return checked
+
+    async def _checked(
+        self, ctx: RunContext, response: ModelResponse | Stop, gate: _Gate | None
+    ) -> ModelResponse | Stop:
         if "output" not in self.stages or isinstance(response, Stop):
             return response
         if gate is not None and gate.blocked is not None and gate.blocked[0] is not self:
@@ -304,7 +313,7 @@ class Guardrail(Middleware):
             )
             record = _Record(ctx.state)
             record.pending = question
-            record.held = response.message
+            record.held = _whole(ctx.state, response.message) if gate is not None and gate.carry else response.message
             ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
             return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
@@ -376,6 +385,13 @@ class Guardrail(Middleware):
         return ToolResult(
             f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]", is_error=True
         )
+
+
+def _whole(state: RunState, continued: AssistantMessage) -> AssistantMessage:
+    """A continuation as the loop will record it: merged into the cut reply before it (the last
+    message while the continuation is asked for)."""
+    cut = state.messages[-1] if state.messages else None
+    return Continuation(cut).merge(continued) if isinstance(cut, AssistantMessage) else continued
 
 
 def _plain(value: Any) -> Any:
@@ -537,6 +553,9 @@ class _Gate:
     def __init__(self, ctx: RunContext) -> None:
         self.owners: list[Guardrail] = []
         self.ctx = ctx
+        # The text of a reply the output limit cut, which the next call continues: the
+        # continuation is judged with it (a phrase cut by the limit is judged whole).
+        self.carry = ""
         self.reset()
 
     @classmethod
@@ -562,18 +581,26 @@ class _Gate:
         modes = {owner.reasoning for owner in self.owners}
         return next(m for m in ("withhold", "judge", "pass") if m in modes)
 
+    def carry_on(self, reply: AssistantMessage) -> None:
+        cut = reply.finish_reason == CUT and not reply.tool_calls and self.blocked is None
+        self.carry = self.carry + reply.text if cut else ""
+
+    def _holds(self) -> bool:
+        return any(owner.release != "chunks" for owner in self.owners)
+
     def _behind(self) -> str:
         window = max(owner.lookbehind() for owner in self.owners)
         if window <= 0:
             return ""
+        released = self.carry + self.released
         from tether.memory._normal import normalise  # what a rule reads (RuleClassifier)
 
         # Counted in characters as read: invisible ones, entities, runs of white space would
         # otherwise fill the window, and push out of it the start of a phrase cut by the boundary.
-        start = max(0, len(self.released) - window)
-        while start > 0 and len(normalise(self.released[start:])) < window:
-            start = max(0, start - max(window, len(self.released) - start))  # doubled: few passes
-        return self.released[start:]
+        start = max(0, len(released) - window)
+        while start > 0 and len(normalise(released[start:])) < window:
+            start = max(0, start - max(window, len(released) - start))  # doubled: few passes
+        return released[start:]
 
     async def _passes(self, text: str) -> bool:
         for owner in self.owners:
@@ -585,7 +612,7 @@ class _Gate:
 
     async def feed(self, text: str) -> list[str]:
         self.held.append(text)
-        if self.blocked is not None or any(owner.release != "chunks" for owner in self.owners):
+        if self.blocked is not None or self._holds():
             return []
         pending = "".join(self.held)
         size = max(owner.chunk_chars for owner in self.owners)
@@ -601,11 +628,14 @@ class _Gate:
 
     def unchecked(self, full: str) -> str:
         """What the final check must still judge: all of it when held; when chunked, the rest
-        with the end of what was released before it ("" when there is no rest)."""
+        with the end of what was released before it ("" when there is no rest). A continuation
+        is judged after the cut reply it continues: whole when held, its end when chunked."""
         if not full.startswith(self.released):
-            return full
+            return self.carry + full
         rest = full[len(self.released) :]
-        return self._behind() + rest if rest.strip() else ""
+        if not rest.strip():
+            return ""
+        return (self.carry if self._holds() else self._behind()) + rest
 
     async def finish(self, *, judge_rest: bool = False) -> list[str]:
         if self.blocked is not None:
