@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,12 @@ from tests.conftest import assert_pairing
 from tests.conftest import scripted_anthropic as anthropic
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
-from tether.errors import ContextOverflowError
+from tether.errors import ContextOverflowError, IncompleteStreamError
 from tether.harness.retry import RetryPolicy
-from tether.messages import Message, UserMessage, text_of
-from tether.providers.base import ModelRequest
+from tether.messages import AssistantMessage, Message, TextPart, UserMessage, text_of
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
 from tether.providers.openai_chat import OpenAIChatProvider
-from tether.providers.scripted import Reply
+from tether.providers.scripted import InProcessModel, Reply
 from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
 from tether.tokens import estimate_tokens
@@ -297,3 +298,42 @@ def test_both_wires_say_once_that_a_reply_began_with_a_call() -> None:
         {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
     ]
     assert [d.text for e in events for d in messages.feed(e)] == [""]
+
+
+class _CutThenContinued(InProcessModel):
+    """A reply cut at max_tokens; its continuation's first stream starts with a repeat of the cut
+    text's end and drops (retryable, nothing new shown yet); the second goes on."""
+
+    name = "cutter"
+    model_id = "m"
+    price = PRICE
+
+    def __init__(self) -> None:
+        self.continuations = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if "cut off by the output limit" not in text_of(request.messages[-1:]):
+            text = "The quick brown fox jumps over the lazy dog"
+            yield StreamText(text)
+            yield ResponseDone(ModelResponse(AssistantMessage(content=(TextPart(text=text),), finish_reason="length")))
+            return
+        self.continuations += 1
+        yield StreamText("over the lazy dog")  # the model repeats the last words first
+        if self.continuations == 1:
+            raise IncompleteStreamError("cutter: the stream was cut before the provider finished")
+        yield StreamText(" and runs away.")
+        rest = "over the lazy dog and runs away."
+        yield ResponseDone(ModelResponse(AssistantMessage(content=(TextPart(text=rest),), finish_reason="stop")))
+
+
+def test_a_continuation_retried_after_a_drop_does_not_show_the_seam_twice() -> None:
+    """A cut answer is continued, and what the continuation repeats of the cut text is held back
+    (docs: "the stream shows only the new text"). When the continuation's stream dropped while
+    it held only that repeat, the retry is right (nothing new was shown), but it went on from what
+    the failed attempt held: the caller was shown "...the lazy dogover the lazy dog and runs away."."""
+    events = collect(Agent(_CutThenContinued(), retry=FAST), "tell me about the fox")
+    result = events[-1].result
+    shown = "".join(e.text for e in events if e.type == "text_delta")
+    assert result.status == "completed" and [e.type for e in events].count("retry") == 1
+    assert result.text == "The quick brown fox jumps over the lazy dog and runs away."
+    assert shown == result.text

@@ -87,6 +87,11 @@ class Continuation:
     def request(self, messages: Sequence[Message]) -> list[Message]:
         return [*messages, control_message(CONTINUE)]
 
+    def start(self) -> None:
+        """A new stream of the continuation begins: what a failed one held back (a repeat of the
+        cut text, nothing new shown yet) will be streamed again, so the seam is found afresh."""
+        self._held = ""
+
     def feed(self, text: str) -> str:
         """The part of a streamed chunk to show now."""
         if self._held is None:

@@ -293,6 +293,8 @@ async def _provider_call(
             return await asyncio.wait_for(rc.provider.complete(request), timeout)
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
+    if continuation is not None:
+        continuation.start()  # a retry streams the repeat again
     stream = rc.provider.stream(request).__aiter__()
     stack = rc.agent.middleware
     try:
