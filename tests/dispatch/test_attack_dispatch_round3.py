@@ -426,3 +426,32 @@ def test_a_broker_password_with_a_slash_is_refused_without_showing_it(tmp_path: 
     assert out.returncode == 2, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "Xk9" not in out.stderr + out.stdout
     assert "amqp://tether:***@127.0.0.1:1//" in out.stderr and "percent-encode" in out.stderr
+
+
+def test_a_run_row_copied_under_another_id_never_writes_into_the_original(cluster: Any) -> None:
+    """An operator copies a run's rows under a new id (to try something on a copy): continuing the
+    copy must not save into the original (its header still names the original run)."""
+    from tether.errors import StoreError
+
+    c = cluster()
+    _queue(c, "r-orig", "answer", "s-orig")
+    assert c.worker.drive("r-orig") == "driven"
+    db = c.worker.db
+    db.execute(
+        "INSERT INTO tether_runs (run_id, header, message_count, created_at, commit_seq) "
+        "SELECT 'r-copy', header, message_count, created_at, commit_seq FROM tether_runs WHERE run_id = 'r-orig'"
+    )
+    db.execute(
+        "INSERT INTO tether_run_messages (run_id, seq, body) "
+        "SELECT 'r-copy', seq, body FROM tether_run_messages WHERE run_id = 'r-orig'"
+    )
+    before = db.execute("SELECT header, commit_seq FROM tether_runs WHERE run_id = 'r-orig'")
+    try:
+        copy = c.worker.runs.load("r-copy")
+    except StoreError as exc:
+        assert "r-copy" in str(exc) and "r-orig" in str(exc)
+    else:
+        assert copy.run_id == "r-copy"
+        copy.reason = "edited on the copy"
+        c.worker.runs.save(copy)
+    assert db.execute("SELECT header, commit_seq FROM tether_runs WHERE run_id = 'r-orig'") == before

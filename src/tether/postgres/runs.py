@@ -403,6 +403,8 @@ def _state(run_id: str, text: str) -> RunState:
         header = None
     if not isinstance(header, dict):
         raise _damaged_header(run_id, "it is not a JSON object")
+    if header.get("run_id", run_id) != run_id:  # its saves would go to the run it names
+        raise _damaged_header(run_id, f"it names run {header['run_id']!r}, as a copy of that run's row would")
     header.pop("turns", None)  # derived from the messages, kept in the row for list()
     try:
         return RunState.model_validate({**header, "messages": []})
