@@ -172,3 +172,25 @@ def test_a_flagged_description_is_reported_once_per_process_not_at_every_session
     expected = 1 if policy == "warn" else 2  # drop: the scan's warning, and the skipped skill's
     assert len(said) == expected, said
     assert all(("kept, as configured" in m) == (policy == "warn") for m in said), said
+
+
+# --- a long body -----------------------------------------------------------------------------------
+
+
+def test_load_skill_of_a_body_with_a_long_unbroken_run_returns(project: Path, env: dict[str, str]) -> None:
+    """load_skill looks through the instructions for file names written in another case. Its pattern
+    backtracked over a long run of letters (a pasted token, a URL-safe base64 blob): a 95 kB body
+    took minutes holding the interpreter lock, so the whole process (a server's every run) stood
+    still. The timeout is a hang guard: the run takes a second or two now."""
+    from tests.cli.conftest import tether
+
+    blob = "A" * 95_000
+    write_skill(
+        project / ".tether" / "skills",
+        "release-notes",
+        description="Write the release note.",
+        body=f"Read REFERENCE.md, then answer.\n\n{blob}\n",
+        files={"reference.md": "version: 1.0\n"},
+    )
+    out = tether("run", "--model", "scripted/skill", "--cwd", str(project), "Write the release notes.", env=env)
+    assert "load_skill" in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -19,7 +19,22 @@ if TYPE_CHECKING:
 __all__ = ["LoadSkill", "ReadSkillFile", "render_skill"]
 
 
-_FILE_NAME = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]{1,8}")  # what reads as a file's path
+# A run of what a file's path is made of, matched possessively: once read, a character is never tried
+# again (a pattern that backtracked to find the extension took minutes over a long token in a body).
+_PATH_RUN = re.compile(r"[\w.-]++(?:/[\w.-]++)*+")
+
+
+def file_names(text: str) -> list[str]:
+    """What reads as a file's path in ``text`` (``REFERENCE.md``, ``forms/guide.md``), each once, in
+    order: a run of path characters, less a sentence's last dot, ending in an extension of 1-8
+    letters or digits."""
+    out: dict[str, None] = {}
+    for run in _PATH_RUN.findall(text):
+        run = run.rstrip(".")
+        stem, dot, ext = run.rpartition(".")
+        if dot and stem.rpartition("/")[2] and 0 < len(ext) <= 8 and ext.isascii() and ext.isalnum():
+            out[run] = None
+    return list(out)
 
 
 def render_skill(skill: Skill) -> str:
@@ -31,8 +46,7 @@ def render_skill(skill: Skill) -> str:
             listed += f"\n(only the first {MAX_LISTED} files are listed)"
         tail = f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n{listed}"
         paths = [path for path, _ in files]
-        mentioned = dict.fromkeys(_FILE_NAME.findall(skill.body))
-        for name in mentioned:
+        for name in file_names(skill.body):
             if (actual := same_but_case(name, paths)) is not None:
                 tail += f"\n(the instructions name {name}; the file is {actual}: names are case-sensitive)"
     else:
