@@ -390,13 +390,13 @@ def auth_server() -> Any:
         yield url
 
 
-def test_a_folder_planted_where_a_users_tokens_go_is_a_json_error_naming_no_path(
+def test_a_folder_planted_where_a_users_tokens_go_is_a_json_error_naming_no_server_path(
     served: Any, auth_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A folder put where alice's sealed tokens for an MCP server go made Connect answer 400 with
     the server's home path in it, and Disconnect a bare 500 "Internal Server Error" (a traceback
-    in the log). Now both are JSON errors that say what is wrong without a path, and the server
-    and the other users go on."""
+    in the log). Now both are JSON errors that say what is wrong without the home's path
+    ($TETHER_HOME), and the server and the other users go on."""
     import hashlib
 
     monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home0"))  # the home the fixture makes first
@@ -416,3 +416,69 @@ def test_a_folder_planted_where_a_users_tokens_go_is_a_json_error_naming_no_path
         assert alice.get("/v1/connections").json() == {"connections": [{"server": "guarded", "connected": False}]}
         assert bob.post("/v1/connections/guarded").status_code == 200
         assert bob.delete("/v1/connections/guarded").status_code == 200
+
+
+# --- a session deleted while its message is on its way ----------------------------------------------
+
+# An MCP server whose prompt waits for the test: it writes ASKED when asked, and answers once
+# RELEASE exists (so the message waits there for as long as the test needs); the test puts both
+# paths before it.
+SLOW_PROMPT_SERVER = """
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+
+@server.prompt()
+def review(file: str) -> str:
+    \"\"\"Asks for a review of a file.\"\"\"
+    Path(ASKED).touch()
+    deadline = time.monotonic() + 20
+    while not Path(RELEASE).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return f"Please review {file}."
+
+
+if __name__ == "__main__":
+    server.run()
+"""
+
+
+def test_a_session_deleted_while_its_message_is_being_prepared_gets_no_run(served: Any, tmp_path: Path) -> None:
+    """A message whose /prompt an MCP server was still filling in went on after its session was
+    deleted meanwhile: a run started for a session that no longer existed (listed in /v1/runs,
+    its conversation written again where the deletion had removed it). Now the message is
+    refused (404, the session is gone) and nothing starts."""
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    import threading
+
+    from tests.server.conftest import wait_until
+
+    asked, release = tmp_path / "asked", tmp_path / "release"
+    paths = f"ASKED = {str(asked)!r}\nRELEASE = {str(release)!r}\n"
+    prompt_server = _module(tmp_path, "slow_prompt_server", paths + SLOW_PROMPT_SERVER)
+    agents = (
+        "import sys\nfrom tether import Agent\nfrom tether.connectors import McpConnector\n"
+        f"notes = McpConnector('notes', {{'command': sys.executable, 'args': [{str(prompt_server)!r}]}})\n"
+        "agents = {'notes': Agent('scripted/hello', extensions=[notes])}\n"
+    )
+    server = served(agents_module=_module(tmp_path, "slow_prompt_agents", agents))
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        answered: list[Any] = []
+        posting = threading.Thread(
+            target=lambda: answered.append(c.post(f"/v1/sessions/{sid}/messages", json={"text": "/review file=a.py"}))
+        )
+        posting.start()
+        wait_until(asked.exists, what="the MCP server to be asked for the prompt")
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 200
+        release.touch()
+        posting.join(30)
+        [r] = answered
+        assert r.status_code == 404 and sid in r.json()["error"]["message"], r.text
+        assert c.get("/v1/runs").json()["runs"] == []
+        assert c.get(f"/v1/sessions/{sid}").status_code == 404
+    assert not list((server.home / "sessions").glob(f"{sid}*"))

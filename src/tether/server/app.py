@@ -907,6 +907,8 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
+        if expanded or waited:  # other requests ran meanwhile: one may have deleted the session
+            record = _session(core, session_id, user)
         _keep_values(core, session_id, body.values)
         turn, new = _add_turn(core, record, message_id, text)
         if not new:  # the same message_id got there first (another node, another request)
