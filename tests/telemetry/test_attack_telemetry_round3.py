@@ -215,3 +215,29 @@ def test_a_run_id_that_leads_out_of_the_traces_folder_writes_nothing_there(tmp_p
     assert not (tmp_path / "escaped.jsonl").exists() and not list(tmp_path.rglob("escaped*"))
     with pytest.raises(UserError, match="not a run id"):
         JsonlTracer(traces).path("../../escaped")
+
+
+def test_a_model_stuck_repeating_a_tool_name_does_not_make_a_batch_too_big_to_send(
+    telemetry: Telemetry, receiver: OtlpReceiver
+) -> None:
+    """A model that degenerates into repeating itself inside a tool call's name: the name went
+    whole into the span's name and gen_ai.tool.name (2 MB per megabyte), and a batch past the
+    collector's request limit (4 MB at many backends) is refused whole, every run's spans in it."""
+    replies = iter(
+        [
+            AssistantMessage(
+                content=(ToolCallPart(id="c1", name="read_file" * 200_000, arguments="{}"),), finish_reason="tool_calls"
+            ),
+            "I could not read it.",
+        ]
+    )
+    tracer = telemetry.tracer(attributes={"tether.note": "n" * 100_000})
+    result = run_sync(Agent(FunctionModel(lambda messages, request: next(replies))), "Read it.", tracer=tracer)
+    telemetry.feedback(trace_id=tracer.trace_id, score="down", comment="c" * 100_000)
+    assert result.status == "completed"
+    spans = flushed(telemetry, receiver, tracer.trace_id, 5)
+    (call,) = by_name(spans, "execute_tool")
+    assert call["attributes"]["gen_ai.tool.name"].startswith("read_fileread_file")
+    texts = [s["name"] for s in spans] + [v for s in spans for v in s["attributes"].values() if isinstance(v, str)]
+    texts += [v for s in spans for e in s["events"] for v in e["attributes"].values() if isinstance(v, str)]
+    assert max(len(t) for t in texts) <= 4096

@@ -41,6 +41,9 @@ else:
 __all__ = ["SpanTracer", "Telemetry", "telemetry_from_settings", "trace_id_for"]
 
 _MAX_TEXT = 300  # a reason or a rationale is cut here: attributes are for finding, not reading
+# Any other text (a name a model made up, what a caller passed, a feedback comment) is cut here, so
+# that no span can make a batch too big for a collector to take (every run's spans in it lost).
+_MAX_VALUE = 4096
 _FIRST_RUNS_KEPT = 10_000  # trace ids whose first run span this process started (a server runs for long)
 
 # What each event puts into its span event: (field, attribute). Free text the model or a person
@@ -165,7 +168,7 @@ class Telemetry:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace import SpanLimits, TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
             raise ConfigError(
@@ -174,7 +177,9 @@ class Telemetry:
             ) from exc
         self.endpoint = endpoint
         self._provider = TracerProvider(
-            resource=Resource.create({"service.name": service_name}), id_generator=_RunIds()
+            resource=Resource.create({"service.name": service_name}),
+            id_generator=_RunIds(),
+            span_limits=SpanLimits(max_attribute_length=_MAX_VALUE, max_span_attribute_length=_MAX_VALUE),
         )
         exporter = _ReachableOnly(OTLPSpanExporter(endpoint=endpoint, headers=headers or None), endpoint)
         self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
@@ -210,7 +215,7 @@ class Telemetry:
 
         token = _NEXT_IDS.set((tid, None if resumed else self._claim_first(tid)))
         try:
-            root = self._tracer.start_span(f"invoke_agent {agent}", context=Context(), attributes=attrs)
+            root = self._tracer.start_span(f"invoke_agent {agent}"[:_MAX_VALUE], context=Context(), attributes=attrs)
         finally:
             _NEXT_IDS.reset(token)
         return SpanTracer(self._tracer, root, cost_usd)
@@ -238,7 +243,7 @@ class Telemetry:
         parent = SpanContext(tid, _first_span_id(tid), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         verdict = {"tether.feedback.score": score}
         if comment is not None:
-            verdict["tether.feedback.comment"] = clean_text(comment)
+            verdict["tether.feedback.comment"] = clean_text(comment[:_MAX_VALUE])
         attrs = _cleaned({**{k: v for k, v in (attributes or {}).items() if v is not None}, **verdict})
         span = self._tracer.start_span(
             "feedback", context=set_span_in_context(NonRecordingSpan(parent)), attributes=attrs
@@ -543,14 +548,16 @@ class SpanTracer:
         """What a knowledge-base call found, on its ``execute_tool`` span: where each hit is from
         (chunk id, document, lines) and its score, in rank order; never the texts."""
         hits = event.hits
-        attrs: dict[str, Any] = {
-            "tether.retrieval.mode": event.mode,
-            "tether.retrieval.count": len(hits),
-            "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
-            "tether.retrieval.documents": [clean_text(str(h["document"])) for h in hits],
-            "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
-            "tether.retrieval.scores": [float(h["score"]) for h in hits],
-        }
+        attrs = _cleaned(
+            {
+                "tether.retrieval.mode": event.mode,
+                "tether.retrieval.count": len(hits),
+                "tether.retrieval.chunk_ids": [int(h["chunk_id"]) for h in hits],
+                "tether.retrieval.documents": [str(h["document"]) for h in hits],
+                "tether.retrieval.lines": [f"{h['start_line']}-{h['end_line']}" for h in hits],
+                "tether.retrieval.scores": [float(h["score"]) for h in hits],
+            }
+        )
         span = run.tools.get(event.call_id)
         if span is not None:
             span.set_attributes(attrs)
@@ -625,7 +632,7 @@ class SpanTracer:
         from opentelemetry.trace import SpanKind, set_span_in_context
 
         return self._tracer.start_span(
-            clean_text(name),
+            clean_text(name[:_MAX_VALUE]),
             context=set_span_in_context(parent),
             attributes=_cleaned(attributes),
             kind=SpanKind.CLIENT if client else SpanKind.INTERNAL,
@@ -653,12 +660,12 @@ def _fields(event: Any) -> dict[str, Any]:
 
 def _cleaned(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """``attributes`` without lone surrogates (a model's ``\\ud800``, half an emoji a browser cut,
-    a file name that is not UTF-8): the exporter cannot encode one, and it dropped the whole batch,
-    every other run's spans in it too."""
+    a file name that is not UTF-8), each text cut to :data:`_MAX_VALUE`: the exporter cannot
+    encode a lone surrogate, and it dropped the whole batch, every other run's spans in it too."""
     return {
-        k: clean_text(v)
+        k: clean_text(v[:_MAX_VALUE])
         if isinstance(v, str)
-        else [clean_text(x) if isinstance(x, str) else x for x in v]
+        else [clean_text(x[:_MAX_VALUE]) if isinstance(x, str) else x for x in v]
         if isinstance(v, (list, tuple))
         else v
         for k, v in attributes.items()
