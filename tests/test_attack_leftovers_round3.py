@@ -194,3 +194,49 @@ def test_an_http_answer_whose_result_is_not_an_object_is_one_line_naming_what_it
         "Error: the call to web__go failed on the MCP server web: its answer's result is a list of 2 items, "
         "not an object as JSON-RPC and MCP require"
     )
+
+
+# --- 2. a server that lists 100 pages of 5,000 tools ------------------------------------------------
+
+
+def test_half_a_million_tools_are_not_all_read_and_leave_one_warning(
+    raw_server: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was: all 100 pages were read and checked on the event loop (seconds with nothing else run)
+    and 495,834 warnings were logged, one a tool left out."""
+    pages = tmp_path / "pages.log"
+    connector = raw(raw_server, "pages", str(pages))
+    ticks = 0
+
+    async def go() -> list[str]:
+        nonlocal ticks
+
+        async def ticker() -> None:  # another coroutine of the same loop
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0)
+                ticks += 1
+
+        other = asyncio.ensure_future(ticker())
+        try:
+            await connector.start()
+            try:
+                return [t.name for t in connector.tools()]
+            finally:
+                await connector.stop()
+        finally:
+            other.cancel()
+
+    with caplog.at_level("WARNING", logger="tether.connectors"):
+        names = asyncio.run(asyncio.wait_for(go(), 120))
+    assert pages.read_text().splitlines() == ["page", "page"]  # 10,000 tools read, no more pages asked for
+    assert 1000 < len(names) < 10_000 and len(names) + len(connector.refused) == 10_001
+    assert connector.refused["(the rest of its tools)"] == (
+        "the server lists more than 10,000 tools; tether reads the first 10,000 and leaves out the rest unread"
+    )
+    warnings = [r for r in caplog.records if r.name == "tether.connectors"]
+    assert len(warnings) == 1, [r.getMessage()[:200] for r in warnings[:5]]
+    said = warnings[0].getMessage()
+    assert said.startswith(f"[mcp.raw] {10_000 - len(names):,} of the server's tools are left out; ")
+    assert "max_tools_chars" in said and "more than 10,000 tools" in said and "`tether mcp list`" in said
+    assert ticks > 0  # the loop ran the other coroutine meanwhile

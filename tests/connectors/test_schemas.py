@@ -206,11 +206,11 @@ def test_server_instructions_that_are_an_injection_never_reach_the_prompt(monkey
 
     monkeypatch.delenv("TETHER_CONTEXT_SCAN", raising=False)
     c = connector()
-    c._adopt(SimpleNamespace(tools=[], instructions=INJECTION, capabilities=None))  # type: ignore[arg-type]
+    c._adopt(SimpleNamespace(tools=[], instructions=INJECTION, capabilities=None, tools_cut=None))  # type: ignore[arg-type]
     assert c.instructions is None and c.prompt_block() is None
     assert "its instructions" in c.refused["(its instructions)"]
     fine = connector()
-    fine._adopt(SimpleNamespace(tools=[], instructions="Dates are ISO 8601.", capabilities=None))  # type: ignore[arg-type]
+    fine._adopt(SimpleNamespace(tools=[], instructions="Dates are ISO 8601.", capabilities=None, tools_cut=None))  # type: ignore[arg-type]
     assert fine.prompt_block() == "# The MCP server srv\nDates are ISO 8601."
 
 

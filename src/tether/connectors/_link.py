@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 _LIST_PAGES = 100  # a server whose tool list never ends is cut here
+# A server's tools read at most (whole pages, then cut here): far more than a model can choose among
+# or max_tools_chars lets through, and reading half a million held the event loop for seconds.
+MAX_TOOLS = 10_000
 
 
 class Reach(Protocol):
@@ -107,6 +110,7 @@ class Link:
         self.hooks = hooks or Hooks()
         self.client: Client | None = None
         self.tools: list[types.Tool] = []
+        self.tools_cut: str | None = None  # why the server's tool list was not read to its end
         self.instructions: str | None = None  # what the server says about using it, from the handshake
         self.capabilities: types.ServerCapabilities | None = None
         self.failure: str | None = None
@@ -175,7 +179,7 @@ class Link:
             callbacks["elicitation_callback"] = elicitation
         try:
             async with Client(self.reach.connect(), cache=None, client_info=info, **callbacks) as client:
-                self.tools = await _list_tools(client)
+                self.tools, self.tools_cut = await _list_tools(client)
                 self.instructions = client.instructions
                 self.capabilities = client.server_capabilities
                 self.client = client
@@ -278,7 +282,8 @@ class Link:
 
     async def relist(self) -> list[types.Tool]:
         """The server's tools now (after it said its list changed)."""
-        tools: list[types.Tool] = await self.ask(_list_tools)
+        tools: list[types.Tool]
+        tools, self.tools_cut = await self.ask(_list_tools)
         self.tools = tools
         return tools
 
@@ -314,16 +319,25 @@ class Link:
                 await asyncio.wait_for(task, 10.0)
 
 
-async def _list_tools(client: Client) -> list[types.Tool]:
+async def _list_tools(client: Client) -> tuple[list[types.Tool], str | None]:
+    """The server's tools, at most :data:`MAX_TOOLS` of them in at most ``_LIST_PAGES`` pages, and
+    why the list was not read to its end (None when it was)."""
     tools: list[types.Tool] = []
     cursor: str | None = None
     for _ in range(_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
         cursor = page.next_cursor
-        if cursor is None:
+        if cursor is None or len(tools) >= MAX_TOOLS:
             break
-    return tools
+    if len(tools) > MAX_TOOLS or (cursor is not None and len(tools) == MAX_TOOLS):
+        return tools[:MAX_TOOLS], (
+            f"the server lists more than {MAX_TOOLS:,} tools; tether reads the first {MAX_TOOLS:,} and leaves "
+            "out the rest unread"
+        )
+    if cursor is not None:
+        return tools, f"the server's tool list goes on past {_LIST_PAGES} pages; the rest was not read"
+    return tools, None
 
 
 def describe(exc: BaseException) -> str:

@@ -243,7 +243,7 @@ class McpConnector(Extension):
     def _adopt(self, link: Link) -> None:
         from tether.memory.scan import accept_context
 
-        self._tools = self._make_tools(link.tools)
+        self._tools = self._make_tools(link.tools, cut=link.tools_cut)
         self.instructions, self.capabilities = link.instructions, link.capabilities
         flagged: list[str] = []
         source = f"the MCP server {self.server!r}: its instructions"
@@ -289,7 +289,8 @@ class McpConnector(Extension):
 
             try:
                 # The resource tools stay as they are: a new server tool does not take their names.
-                self._tools = self._make_tools(await link.relist(), reserved=[t.name for t in self._extra])
+                tools = await link.relist()
+                self._tools = self._make_tools(tools, reserved=[t.name for t in self._extra], cut=link.tools_cut)
             except (ConnectionLost, ServerRefused) as exc:
                 log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
 
@@ -531,7 +532,11 @@ class McpConnector(Extension):
             resource=resource or None,
         )
 
-    def _make_tools(self, specs: Sequence[mcp_types.Tool], reserved: Sequence[str] = ()) -> list[McpTool]:
+    def _make_tools(
+        self, specs: Sequence[mcp_types.Tool], reserved: Sequence[str] = (), cut: str | None = None
+    ) -> list[McpTool]:
+        """The tools offered of ``specs``; each one left out goes to ``refused`` with why, and so
+        does ``cut``, why the server's list was not read to its end. One warning says how many."""
         from tether.connectors._schemas import Limits, admit
 
         cfg = self.config
@@ -568,8 +573,9 @@ class McpConnector(Extension):
             name = tool_name(self.server, spec.name, [*reserved, *(t.name for t in tools)])
             policy = overrides.get(spec.name, cfg["approval"])
             tools.append(McpTool(self, spec, name, policy, verdict.description))
-        for server_tool, why in self.refused.items():
-            log.warning("[mcp.%s] the tool %s is left out: %s", self.server, server_tool, why)
+        _warn_left_out(self.server, self.refused, cut)
+        if cut is not None:
+            self.refused["(the rest of its tools)"] = cut
         self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         if self.unknown_overrides:
             log.warning(
@@ -595,6 +601,23 @@ def _checked(server: str, config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"[mcp.{server}] {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
         ) from None
+
+
+def _warn_left_out(server: str, refused: Mapping[str, str], cut: str | None) -> None:
+    """One warning for the tools left out, however many (one a tool, for half a million, held the
+    event loop for seconds): the first few with why, how many more, and why the list was cut."""
+    shown = list(refused.items())[:3]
+    if len(refused) == 1 and cut is None:
+        log.warning("[mcp.%s] the tool %s is left out: %s", server, *shown[0])
+        return
+    said = [f"{len(refused):,} of the server's tools are left out"] if refused else []
+    said += [f"{tool}: {why}" for tool, why in shown]
+    if len(refused) > len(shown):
+        said.append(f"and {len(refused) - len(shown):,} more")
+    if cut is not None:
+        said.append(cut)
+    if said:
+        log.warning("[mcp.%s] %s; `tether mcp list` shows each and why", server, "; ".join(said))
 
 
 def _error(text: str) -> ToolResult:
