@@ -241,3 +241,17 @@ def test_a_model_stuck_repeating_a_tool_name_does_not_make_a_batch_too_big_to_se
     texts = [s["name"] for s in spans] + [v for s in spans for v in s["attributes"].values() if isinstance(v, str)]
     texts += [v for s in spans for e in s["events"] for v in e["attributes"].values() if isinstance(v, str)]
     assert max(len(t) for t in texts) <= 4096
+
+
+def test_a_header_variable_written_with_a_colon_does_not_print_the_token(
+    receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The docs say the header variables keep a token out of the config file. Written as HTTP
+    writes it (``authorization:Bearer ...``), OpenTelemetry's warning quoted the entry, the token
+    with it, on every command's stderr."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-scope=ops,authorization:Bearer sk-live-SECRET-42")
+    with caplog.at_level(logging.WARNING):
+        Telemetry(receiver.endpoint).shutdown()
+    assert "SECRET" not in caplog.text
+    (warning,) = [r.getMessage() for r in caplog.records if "OTEL_EXPORTER_OTLP_HEADERS" in r.getMessage()]
+    assert "1 entry that is not name=value" in warning and "authorization=Bearer%20" in warning

@@ -181,7 +181,21 @@ class Telemetry:
             id_generator=_RunIds(),
             span_limits=SpanLimits(max_attribute_length=_MAX_VALUE, max_span_attribute_length=_MAX_VALUE),
         )
-        exporter = _ReachableOnly(OTLPSpanExporter(endpoint=endpoint, headers=headers or None), endpoint)
+        with _HeadersUnshown() as unshown:  # the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
+            otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None)
+        if unshown.entries:
+            import logging
+
+            logging.getLogger("tether.telemetry").warning(
+                "tether: telemetry: OTEL_EXPORTER_OTLP_HEADERS (or OTEL_EXPORTER_OTLP_TRACES_HEADERS) has "
+                "%d entr%s that %s not name=value; not sent, and not shown (a token may be in it). "
+                "Write name=value pairs separated by commas, the values URL-encoded "
+                "(authorization=Bearer%%20...).",
+                unshown.entries,
+                "y" if unshown.entries == 1 else "ies",
+                "is" if unshown.entries == 1 else "are",
+            )
+        exporter = _ReachableOnly(otlp, endpoint)
         self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
         self._tracer = self._provider.get_tracer("tether")
         self._first_runs: OrderedDict[int, None] = OrderedDict()
@@ -277,6 +291,32 @@ class Telemetry:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class _HeadersUnshown:
+    """While the exporter is built: OpenTelemetry's warning about a header variable's entry that
+    is not ``name=value`` quotes the entry, which printed ``authorization:Bearer <token>`` on
+    stderr (a colon written for the equals sign). It is counted instead, for a warning without it."""
+
+    _LOGGER = "opentelemetry.util.re"
+
+    def __init__(self) -> None:
+        self.entries = 0
+
+    def filter(self, record: object) -> bool:
+        self.entries += 1
+        return False
+
+    def __enter__(self) -> _HeadersUnshown:
+        import logging
+
+        logging.getLogger(self._LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import logging
+
+        logging.getLogger(self._LOGGER).removeFilter(self)
 
 
 def _shown(endpoint: str) -> str:
