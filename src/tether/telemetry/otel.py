@@ -644,7 +644,7 @@ class SpanTracer:
             self._end(run, now)
 
     def _failed_call(self, run: _Run, now: int, reason: str | None, cost_usd: float | None) -> None:
-        attrs = _model_attributes(run.model) if run.model else {"gen_ai.operation.name": "chat"}
+        attrs: dict[str, Any] = _model_attributes(run.model) if run.model else {"gen_ai.operation.name": "chat"}
         if cost_usd:
             attrs["tether.cost_usd"] = cost_usd
         title = f"chat {attrs['gen_ai.request.model']}" if run.model else "chat"
