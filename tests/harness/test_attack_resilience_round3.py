@@ -337,3 +337,47 @@ def test_a_continuation_retried_after_a_drop_does_not_show_the_seam_twice() -> N
     assert result.status == "completed" and [e.type for e in events].count("retry") == 1
     assert result.text == "The quick brown fox jumps over the lazy dog and runs away."
     assert shown == result.text
+
+
+RETRY_CHILD = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from tether import Agent, RunState, RunStore, run_stream
+from tether.providers.openai_chat import OpenAIChatProvider
+from tether.usage import Price
+
+home, base_url = Path(sys.argv[1]), sys.argv[2]
+provider = OpenAIChatProvider(base_url=base_url, api_key="unused")
+provider.model_id = "hello"
+
+async def main():
+    agent = Agent(provider, price=Price(input=2.0, output=12.0), max_budget_usd=1.0)
+    state = RunState(run_id="run_r")
+    async for event in run_stream(agent, "hi", state=state, store=RunStore(home / "runs")):
+        if event.type == "retry":  # waiting out the server's retry-after: killed here
+            os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_while_waiting_to_retry_counts_no_phantom_spending(tmp_path: Path) -> None:
+    """A 429 is not billed. Before, the note saved before that request stayed on disk while the
+    run waited out the server's retry-after, so a run killed then (a deploy, an OOM) resumed with
+    the request's worst case ($0.049 here, against a $1 budget) counted as spent-unknown."""
+    with ScriptedServer(faults=["429:retry_after=30"]) as server:
+        killed = subprocess.run(
+            [sys.executable, "-c", RETRY_CHILD, str(tmp_path), server.base_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert killed.returncode == -9, killed.stderr
+        store = RunStore(tmp_path / "runs")
+        state = store.load("run_r")
+        assert state.call_in_flight is None
+        agent = Agent(openai(server, "hello"), price=PRICE, max_budget_usd=1.0)
+        events = collect(agent, None, state=state, store=store)
+    result = events[-1].result
+    assert result.status == "completed" and result.cost_unknown_usd == 0
+    assert "spent_unknown" not in [e.type for e in events]

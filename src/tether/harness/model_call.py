@@ -80,6 +80,7 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
         except ProviderError as exc:
             # Text streamed, or a request tether gave up waiting on (as a Stop would): billed.
             count_abandoned(rc, in_flight, streamed, sent=bool(streamed) or isinstance(exc, FirstTokenTimeout))
+            rc.persist(durable=False)  # a kill while waiting to retry must not find the note still in flight
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
