@@ -4,7 +4,10 @@ promises."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
+import threading
 from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
@@ -16,6 +19,7 @@ from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, resul
 from tether import Agent, RunState, approve, run_sync, tool
 from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
 from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
+from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
 from tether.testing import FunctionModel, Reply
 
@@ -302,3 +306,54 @@ def test_an_approved_continuation_is_delivered_with_the_reply_it_continues(first
     assert (r.status, r.output) == ("completed", "Rated 16 bar. Supplier margin 62%.")
     last = state.messages[-1]
     assert isinstance(last, AssistantMessage) and last.continuations == 1
+
+
+# -- output: streamed text the final reply leaves out ---------------------------------------------
+
+
+class _Messages(http.server.BaseHTTPRequestHandler):
+    """A Messages-compatible server whose stream puts text deltas into a thinking block: the wire
+    streams them as text, and the reply it assembles leaves them out (a thinking block keeps its
+    ``thinking``). What the guardrail judged was the reply; what it released was the stream."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        events = [
+            {"type": "message_start", "message": {"usage": {"input_tokens": 12}}},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Rated 16 bar. "}},
+            {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": ""}},
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "text_delta", "text": "Supplier margin 62%."},
+            },
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}},
+            {"type": "message_stop"},
+        ]
+        body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+def test_streamed_text_the_reply_leaves_out_is_judged_before_it_is_released(release: str) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Messages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        provider = AnthropicProvider(base_url=f"http://127.0.0.1:{server.server_address[1]}")
+        provider.model_id = "claude-test"
+        guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), release=release, chunk_chars=5)
+        events = collect(Agent(provider, middleware=[guard]), "Tell me about the FVAM-2050-B")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "62%" not in str(result_of(events).output)
+    assert "62%" not in "".join(deltas(events))
+    assert [v.decision for v in verdicts(events, "output")][-1] == "block"

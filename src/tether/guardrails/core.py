@@ -296,6 +296,8 @@ class Guardrail(Middleware):
             action, verdict = mine
         else:
             text = gate.unchecked(response.message.text) if gate is not None else response.message.text
+            if gate is not None:
+                gate.judged = text
             if not text.strip():
                 return response
             action, verdict = await self.judge(ctx, "output", text)
@@ -343,14 +345,18 @@ class Guardrail(Middleware):
             return ""
         if kind == "reasoning" and gate.reasoning_mode() != "judge":
             return ""
-        # The answer's text was judged whole by wrap_model_call; reasoning is judged here.
-        return "".join(await gate.finish(judge_rest=kind == "reasoning"))
+        # The answer's text was judged whole by wrap_model_call; reasoning is judged here, and so is
+        # streamed text the reply does not hold (a wire that streamed a block it then left out).
+        unjudged = kind == "reasoning" or "".join(gate.held) not in gate.judged
+        return "".join(await gate.finish(judge_rest=unjudged))
 
     async def _beside_calls(
         self, ctx: RunContext, response: ModelResponse, gate: _Gate | None, mine: tuple[Action, Verdict] | None
     ) -> ModelResponse:
         """Text beside tool calls is checked too; if it fails, the calls go on without it."""
         said = gate.unchecked(response.message.text) if gate is not None else response.message.text
+        if gate is not None:
+            gate.judged = said
         if not said.strip() and mine is None:
             return response
         act, why = mine if mine is not None else await self.judge(ctx, "output", said)
@@ -575,6 +581,7 @@ class _Gate:
     def reset(self) -> None:
         self.held: list[str] = []
         self.released = ""
+        self.judged = ""  # what the final check of the reply judged (see flush_stream)
         self.blocked: tuple[Guardrail, Action, Verdict] | None = None
 
     def reasoning_mode(self) -> str:
