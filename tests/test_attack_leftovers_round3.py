@@ -18,10 +18,23 @@ from typing import Any
 
 import pytest
 
+from tests.providers.test_attack_wire_round2 import KEY as WIRE_KEY
+from tests.providers.test_attack_wire_round2 import Reply as WireReply
+from tests.providers.test_attack_wire_round2 import WireServer
+from tether import Agent, run_sync
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
-from tether.errors import ConfigError
+from tether.errors import (
+    AuthError,
+    BadRequestError,
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    RetryableError,
+)
+from tether.harness.retry import RetryPolicy
 from tether.messages import TextPart
+from tether.providers.openai_chat import OpenAIChatProvider, StreamAssembler
 from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
@@ -240,3 +253,48 @@ def test_half_a_million_tools_are_not_all_read_and_leave_one_warning(
     assert said.startswith(f"[mcp.raw] {10_000 - len(names):,} of the server's tools are left out; ")
     assert "max_tools_chars" in said and "more than 10,000 tools" in said and "`tether mcp list`" in said
     assert ticks > 0  # the loop ran the other coroutine meanwhile
+
+
+# --- 3. an error chunk mid-stream without a type or a code -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ({"message": "This model's maximum context length is 8192 tokens, you asked for 9000"}, ContextOverflowError),
+        ({"message": "Invalid API key provided."}, AuthError),
+        ({"message": "The model `gpt-9` does not exist or you do not have access to it."}, BadRequestError),
+        ({"message": "Rate limit reached for requests"}, RetryableError),
+        ({"message": "no", "status": 400}, BadRequestError),
+        ({"message": "no", "status": "403"}, AuthError),
+        ({"message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"}, BadRequestError),
+        ({"message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}, RetryableError),
+        ("Incorrect API key", AuthError),
+        # Nothing says what it is: the server's own failure, retried, as docs/providers.md promises.
+        ({"message": "upstream went away"}, RetryableError),
+        ({}, RetryableError),
+    ],
+)
+def test_an_error_chunk_without_type_or_code_is_classified_by_its_status_or_message(error: Any, kind: type) -> None:
+    """Was: each of these was a 500, the server's failure, retried four times (a context overflow
+    was never compacted, a bad key was asked again and again)."""
+    with pytest.raises(ProviderError) as err:
+        StreamAssembler("m").feed({"error": error})
+    assert type(err.value) is kind, (error, err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_streamed_error_naming_a_model_that_does_not_exist_fails_the_run_at_once(tmp_path: Path) -> None:
+    """End to end against a loopback server: was four requests, and "a server error" after them."""
+    error = {"error": {"message": "The model `gpt-9` does not exist or you do not have access to it."}}
+    reply = WireReply(200, [b"data: " + json.dumps(error).encode() + b"\n\n"])
+    server = WireServer([reply] * 4)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        model = OpenAIChatProvider(server.url + "/v1", WIRE_KEY, name="openai", timeout_s=10)
+        result = run_sync(Agent(model, retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.02)), "hi")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(server.requests) == 1
+    assert result.status == "failed" and "does not exist" in (result.reason or "")

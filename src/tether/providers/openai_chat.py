@@ -19,7 +19,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.errors import ConfigError, ContextOverflowError, ProviderError, QuotaExceededError, ResponseError
+from tether.errors import (
+    _OVERFLOW_MARKERS,
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    QuotaExceededError,
+    ResponseError,
+)
 from tether.messages import (
     AssistantMessage,
     ImagePart,
@@ -269,7 +276,9 @@ _ERROR_WORDS = (
     ("too_many", 429),
     ("overload", 503),
     ("unavailable", 503),
+    ("resource_exhausted", 429),  # a Google status, as gateways pass it on
     ("timeout", 408),
+    ("deadline", 408),
     ("server_error", 500),
     ("internal", 500),
     ("auth", 401),
@@ -278,25 +287,51 @@ _ERROR_WORDS = (
     ("context_length", 400),
     ("invalid_request", 400),
     ("badrequest", 400),
+    ("invalid_argument", 400),
     ("not_found", 404),
+)
+# What an error's message says it is, when its type, code and status say nothing: phrases that name
+# one kind of failure (not single words: "invalid response from upstream" is the server's own).
+_MESSAGE_WORDS = (
+    *((marker, 400) for marker in _OVERFLOW_MARKERS),
+    ("quota", 429),
+    ("rate limit", 429),
+    ("too many requests", 429),
+    ("overloaded", 503),
+    ("temporarily unavailable", 503),
+    ("timed out", 408),
+    ("api key", 401),
+    ("unauthorized", 401),
+    ("authentication", 401),
+    ("permission denied", 403),
+    ("forbidden", 403),
+    ("does not exist", 404),
+    ("not found", 404),
+    ("invalid request", 400),
+    ("bad request", 400),
+    ("invalid argument", 400),
+    ("invalid parameter", 400),
+    ("invalid value", 400),
 )
 
 
 def stream_error(error: Any, provider: str) -> ProviderError:
     """An ``{"error": ...}`` chunk inside a stream (OpenAI, vLLM and OpenRouter send one when the
     model fails after the 200), classified as the HTTP status it stands for: its numeric ``code``
-    (OpenRouter, vLLM), else the words of its ``type`` and ``code`` (OpenAI); one that says neither is
-    taken as the server's own failure (500, retried while nothing of the turn was shown)."""
+    (OpenRouter, vLLM) or ``status``, else the words of its ``type``, ``code`` and ``status`` (OpenAI,
+    Google's through gateways), else the phrases of its message (a context overflow, a rate limit, a
+    bad key, a model that does not exist); one that says none of these is taken as the server's own
+    failure (500, retried while nothing of the turn was shown)."""
     from tether.errors import classify_http_error, quota_message
 
     fields = error if isinstance(error, dict) else {}
     message = " ".join(str(fields.get("message") or error).split())[:300]
-    code = fields.get("code")
-    words = f"{fields.get('type') or ''} {code or ''}".lower()
-    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
-        status = code
-    else:
-        status = next((s for word, s in _ERROR_WORDS if word in words), 500)
+    words = " ".join(str(fields.get(key) or "") for key in ("type", "code", "status")).lower()
+    status = _http_status(fields.get("code")) or _http_status(fields.get("status"))
+    if status is None:
+        said = [s for word, s in _ERROR_WORDS if word in words]
+        said += [s for phrase, s in _MESSAGE_WORDS if phrase in message.lower()]
+        status = said[0] if said else 500
     body = json.dumps({"error": error}, ensure_ascii=False, default=str)
     found = classify_http_error(provider, status, body, {})
     text = f"{provider}: {words.strip() or 'an error'} mid-stream: {message}"
@@ -307,6 +342,15 @@ def stream_error(error: Any, provider: str) -> ProviderError:
             f"{provider}: the prompt exceeds the model's context window ({message})", provider=provider, body=body
         )
     return type(found)(text, provider=provider, body=body)
+
+
+def _http_status(value: Any) -> int | None:
+    """``value`` as an HTTP error status (a number, or a string of digits), or None."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 400 <= value < 600:
+        return value
+    return None
 
 
 class StreamAssembler:
