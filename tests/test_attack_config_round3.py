@@ -230,3 +230,22 @@ def test_a_config_toml_saved_with_a_byte_order_mark_loads(tmp_path: Path) -> Non
     assert load_settings(tmp_path).model == "scripted/plan"
     out = tether("config", "show", home=tmp_path)
     assert out.returncode == 0 and 'model = "scripted/plan"' in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ('[skills]\npaths = ["team", "a\\u0000b"]\n', "[skills] paths[1]"),
+        ('[agents.a]\nmodel = "scripted/plan"\ncwd = "a\\u0000b"\n', "[agents.a] cwd"),
+        ('session_store = "sqlite:a\\u0000b"\n', "session_store"),
+        ('[tools.shell]\nenv = { A = "x\\u0000y" }\n', "[tools.shell] env.A"),
+    ],
+)
+def test_a_nul_character_in_a_setting_is_one_line_naming_it(tmp_path: Path, text: str, names: str) -> None:
+    """TOML lets a string hold \\u0000; no path, name or environment value can. Before: a traceback
+    (ValueError: embedded null byte) from whichever command first used the setting."""
+    write(tmp_path, text)
+    said = refused(tmp_path)
+    assert said.startswith(f"{tmp_path / 'config.toml'}: {names} ") and "NUL" in said and "\n" not in said, said
+    out = tether("skills", "list", home=tmp_path, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and names in out.stderr, out.stderr

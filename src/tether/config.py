@@ -582,6 +582,9 @@ def load_settings(home: Path | None = None) -> Settings:
         data = tomllib.loads(read_regular(path).decode("utf-8-sig"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
+    nul = _nul_at(data)
+    if nul is not None:
+        raise ConfigError(f"{path}: {_place(nul)} holds a NUL character (\\u0000), which no path or value can hold")
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
@@ -621,6 +624,21 @@ def load_settings(home: Path | None = None) -> Settings:
         governors=parsed.governors,
         agents=_agents(path, parsed),
     )
+
+
+def _nul_at(data: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Where a string (a key too) of parsed TOML holds a NUL character, which TOML allows and no
+    file name, argument or environment value can hold; None if none does."""
+    if isinstance(data, str):
+        return loc if "\x00" in data else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, v in items:
+        if isinstance(k, str) and "\x00" in k:
+            return (*loc, k)
+        found = _nul_at(v, (*loc, k))
+        if found is not None:
+            return found
+    return None
 
 
 def _check_absent(home: Path, path: Path) -> None:
@@ -783,8 +801,13 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
         what += " (the value given is not shown: it may be a secret)"
     elif not (kind == "value_error" and isinstance(value, dict)):
         what += f", not {_toml(shown)}"
-    place = " ".join(p for p in (_table_name(table) if table else "", _key_path(key)) if p)
-    return f"{place} {what}{_fix(kind, key, value) if shown == value else ''}"
+    return f"{_place(loc)} {what}{_fix(kind, key, value) if shown == value else ''}"
+
+
+def _place(loc: tuple[str | int, ...]) -> str:
+    """``[tools.shell] env.CI``: the table, then the key inside it."""
+    table, key, _ = _locate(loc)
+    return " ".join(p for p in (_table_name(table) if table else "", _key_path(key)) if p)
 
 
 def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[str | int, ...], list[str]]:
