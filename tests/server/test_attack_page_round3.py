@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
@@ -416,6 +417,40 @@ def test_a_folder_planted_where_a_users_tokens_go_is_a_json_error_naming_no_serv
         assert alice.get("/v1/connections").json() == {"connections": [{"server": "guarded", "connected": False}]}
         assert bob.post("/v1/connections/guarded").status_code == 200
         assert bob.delete("/v1/connections/guarded").status_code == 200
+
+
+def test_connect_clicked_again_and_again_holds_one_flow_not_one_connection_each(
+    served: Any, auth_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every POST /v1/connections/NAME started a sign-in that held a connection open for five
+    minutes waiting for its code: one user posting it 25 times held 25 more file descriptors (a
+    few thousand would leave the server none). Now a user's new sign-in for a server replaces
+    their unfinished one: one flow, its connections let go, the newest page works and an older
+    one says to start again."""
+    import os
+
+    from tests.server.conftest import wait_until
+
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home0"))
+    monkeypatch.setenv("TETHER_TEST_MCP_URL", f"{auth_server}/mcp")
+    monkeypatch.delenv("TETHER_CONNECTIONS_KEY", raising=False)
+    config = f'[mcp.guarded]\nurl = "{auth_server}/mcp"\nauth = "oauth"\n'
+    server = served(agents_module=Path(__file__).with_name("mcp_agents.py"), tokens=["alice", "bob"], config=config)
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))  # the server runs in this process (a thread)
+
+    with server.client("alice") as alice, server.client("bob") as bob:
+        bob_page = bob.post("/v1/connections/guarded").json()["authorize_url"]
+        first = alice.post("/v1/connections/guarded").json()["authorize_url"]
+        before = open_files()
+        pages = [alice.post("/v1/connections/guarded").json()["authorize_url"] for _ in range(25)]
+        wait_until(lambda: open_files() < before + 10, what="the replaced sign-ins to let their connections go")
+        assert len(server.app.state.connections.flows) == 2  # alice's newest and bob's
+        for page, said in ((first, "unknown or already used"), (pages[-1], "connected"), (bob_page, "connected")):
+            back = httpx.get(page, follow_redirects=False, timeout=30).headers["location"]
+            assert said in httpx.get(back, timeout=60).text
+        assert alice.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": True}]
 
 
 # --- a session deleted while its message is on its way ----------------------------------------------

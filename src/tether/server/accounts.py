@@ -99,6 +99,7 @@ class Connections:
 
         self._known(server)
         self._expire()
+        self._replace(user, server)
         table = self.settings.mcp[server]
         page: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         flow = _Flow(user, server, time.monotonic(), asyncio.get_running_loop().create_future())
@@ -158,6 +159,15 @@ class Connections:
         except (TetherError, TimeoutError, Exception) as exc:
             raise ConfigError(f"connecting to {flow.server} did not succeed: {exc}") from None
         return flow.server
+
+    def _replace(self, user: str, server: str) -> None:
+        """One sign-in per user and server: a new one ends the user's unfinished one (its page then
+        says to start again), so Connect pressed again and again holds one connection, not one each."""
+        for state, flow in list(self.flows.items()):
+            if flow.user == user and flow.server == server:
+                del self.flows[state]
+                if flow.task is not None:
+                    flow.task.cancel()
 
     def _expire(self) -> None:
         now = time.monotonic()
