@@ -255,3 +255,28 @@ def test_a_header_variable_written_with_a_colon_does_not_print_the_token(
     assert "SECRET" not in caplog.text
     (warning,) = [r.getMessage() for r in caplog.records if "OTEL_EXPORTER_OTLP_HEADERS" in r.getMessage()]
     assert "1 entry that is not name=value" in warning and "authorization=Bearer%20" in warning
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("localhost:4318", "'localhost:4318/v1/traces'"),  # no scheme: the collector was looked for on port 80
+        ("https://tenant:s3cr3t@collector:99999", "'https://collector:99999/v1/traces'"),
+        ("http://tenant:s3cr3t@collector:http", "'http://collector:http/v1/traces'"),  # a traceback
+    ],
+)
+def test_an_otlp_endpoint_variable_that_is_no_url_is_a_clear_error(
+    value: str,
+    shown: str,
+    tether_home: Path,
+    logs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [n for n in os.environ if n.startswith("OTEL_")] + ["LLM_BASE_URL", "OPENAI_BASE_URL"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", value)
+    code, _, err = run_main("run", "--model", "scripted/plan", "--cwd", str(logs), "Which file?", capsys=capsys)
+    assert code == 2 and "Traceback" not in err and "s3cr3t" not in err, err
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host" in err and shown in err, err
+    assert not (tether_home / "traces").exists() or not list((tether_home / "traces").iterdir())

@@ -165,6 +165,7 @@ class Telemetry:
     """
 
     def __init__(self, endpoint: str, headers: dict[str, str] | None = None, service_name: str = "tether") -> None:
+        _checked(endpoint, "the OTLP endpoint")
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.resources import Resource
@@ -324,7 +325,11 @@ def _shown(endpoint: str) -> str:
     backend's token may be."""
     from tether.config import redacted
 
-    return str(redacted(endpoint)).split("?", 1)[0].split("#", 1)[0]
+    try:
+        shown = str(redacted(endpoint))
+    except ValueError:  # a port that is no number: no URL to take apart, so no user part either
+        shown = endpoint.split("//", 1)[0] + "//" + endpoint.split("//", 1)[-1].rpartition("@")[2]
+    return shown.split("?", 1)[0].split("#", 1)[0]
 
 
 def _within(work: Callable[[], object], timeout_s: float) -> bool:
@@ -401,8 +406,10 @@ def telemetry_from_settings(settings: Settings) -> Telemetry | None:
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` variables; None when
     neither names an endpoint (or ``OTEL_SDK_DISABLED=true``)."""
     table = settings.telemetry
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
     endpoint = table.otlp_endpoint or _endpoint_from_env()
-    if not endpoint or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    if not endpoint:
         return None
     # No headers in the table: the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS itself.
     return Telemetry(
@@ -415,9 +422,28 @@ def telemetry_from_settings(settings: Settings) -> Telemetry | None:
 def _endpoint_from_env() -> str | None:
     traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
     if traces:
-        return traces
+        return _checked(traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    return base.rstrip("/") + "/v1/traces" if base else None
+    return _checked(base.rstrip("/") + "/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT") if base else None
+
+
+def _checked(endpoint: str, where: str) -> str:
+    """``endpoint`` if it is an http(s) URL with a host; else a ConfigError naming ``where`` it
+    came from (without a scheme it was taken for a path and the collector looked for on port 80;
+    a port that is no number was a traceback)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(endpoint)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number from 0 to 65535
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"{where} must be an http:// or https:// URL with a host (and a port from 1 to 65535, if "
+            f"any), such as http://127.0.0.1:4318/v1/traces; not {_shown(endpoint)!r}"
+        )
+    return endpoint
 
 
 @dataclass
