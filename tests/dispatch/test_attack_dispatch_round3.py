@@ -455,3 +455,39 @@ def test_a_run_row_copied_under_another_id_never_writes_into_the_original(cluste
         copy.reason = "edited on the copy"
         c.worker.runs.save(copy)
     assert db.execute("SELECT header, commit_seq FROM tether_runs WHERE run_id = 'r-orig'") == before
+
+
+def test_a_worker_whose_database_user_cannot_create_tables_says_so_without_a_traceback(
+    tmp_path: Any, pg_url: str
+) -> None:
+    """Postgres 15 and later give no one but the owner CREATE on the public schema: a worker
+    started as such a user on a new database must say what is wrong, not print a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS tether_reader")
+        conn.execute("CREATE ROLE tether_reader LOGIN PASSWORD 'Rd9/secret'")
+    url = pg_url.replace("postgresql://postgres:@", "postgresql://tether_reader:Rd9%2Fsecret@", 1)
+    assert "tether_reader" in url, pg_url
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env |= {"TETHER_HOME": str(tmp_path), "TETHER_DATABASE_URL": url, "TETHER_BROKER_URL": "amqp://127.0.0.1:1//"}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "tether", "worker", "--model", "scripted/plan"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY tether_reader")
+            conn.execute("DROP ROLE tether_reader")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "Rd9" not in out.stderr
+    assert "permission denied" in out.stderr and "tables in the database" in out.stderr, out.stderr

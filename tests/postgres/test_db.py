@@ -86,8 +86,9 @@ def test_a_failing_migration_leaves_nothing_half_applied(pg_url: str, db: Any) -
         Migration(1, "orders", "CREATE TABLE orders (id text PRIMARY KEY)"),
         Migration(2, "typo", "ALTER TABLE ordres ADD COLUMN note text"),
     ]
-    with pytest.raises(errors.UndefinedTable):
+    with pytest.raises(StoreError, match="nothing was changed") as raised:
         db.migrate("shop", broken)
+    assert isinstance(raised.value.__cause__, errors.UndefinedTable)
     assert db.execute("SELECT to_regclass('orders')") == [(None,)]  # migration 1 rolled back with it
     fixed = _fresh(pg_url)
     fixed.migrate("shop", [broken[0], Migration(2, "note", "ALTER TABLE orders ADD COLUMN note text")])

@@ -97,47 +97,60 @@ class Database:
 
     def migrate(self, component: str, migrations: Sequence[Migration]) -> None:
         """Bring ``component``'s tables to the last of ``migrations`` (once per process)."""
+        import psycopg
+
         if component in self._migrated:
             return
         with self._lock:
             if component in self._migrated:
                 return
             _check_sequence(component, migrations)
-            with self.tx() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS tether_migrations (component text NOT NULL, "
-                    "version integer NOT NULL, name text NOT NULL, checksum text NOT NULL, "
-                    "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))"
-                )
-                applied = {
-                    v: (n, c)
-                    for v, n, c in conn.execute(
-                        "SELECT version, name, checksum FROM tether_migrations WHERE component = %s", (component,)
-                    )
-                }
-                known = {m.version: m for m in migrations}
-                newer = sorted(v for v in applied if v not in known)
-                if newer:
-                    raise StoreError(
-                        f"the database's {component} tables are at migration {newer[-1]}, newer than "
-                        f"this tether knows ({len(migrations)}): upgrade tether on this machine"
-                    )
-                for m in migrations:
-                    if m.version in applied:
-                        if applied[m.version][1] != m.checksum:
-                            raise StoreError(
-                                f"migration {m.version} ({m.name}) of the {component} tables was "
-                                "changed after it was applied; migrations are append-only: undo the "
-                                "edit and add a new migration instead"
-                            )
-                        continue
-                    conn.execute(m.sql)
-                    conn.execute(
-                        "INSERT INTO tether_migrations (component, version, name, checksum) VALUES (%s, %s, %s, %s)",
-                        (component, m.version, m.name, m.checksum),
-                    )
+            try:
+                self._apply(component, migrations)
+            except psycopg.Error as exc:  # rolled back: nothing of it was applied
+                raise StoreError(
+                    f"could not create or update the {component} tables in the database {redact(self.url)} "
+                    f"({_reason(exc)}); nothing was changed. tether's user there needs the right to create "
+                    "tables, and the names tether_* must be free for tether's own"
+                ) from exc
             self._migrated.add(component)
+
+    def _apply(self, component: str, migrations: Sequence[Migration]) -> None:
+        """Apply what is missing of ``migrations`` in one transaction, under the migrations' lock."""
+        with self.tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tether_migrations (component text NOT NULL, "
+                "version integer NOT NULL, name text NOT NULL, checksum text NOT NULL, "
+                "applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (component, version))"
+            )
+            applied = {
+                v: (n, c)
+                for v, n, c in conn.execute(
+                    "SELECT version, name, checksum FROM tether_migrations WHERE component = %s", (component,)
+                )
+            }
+            known = {m.version: m for m in migrations}
+            newer = sorted(v for v in applied if v not in known)
+            if newer:
+                raise StoreError(
+                    f"the database's {component} tables are at migration {newer[-1]}, newer than "
+                    f"this tether knows ({len(migrations)}): upgrade tether on this machine"
+                )
+            for m in migrations:
+                if m.version in applied:
+                    if applied[m.version][1] != m.checksum:
+                        raise StoreError(
+                            f"migration {m.version} ({m.name}) of the {component} tables was "
+                            "changed after it was applied; migrations are append-only: undo the "
+                            "edit and add a new migration instead"
+                        )
+                    continue
+                conn.execute(m.sql)
+                conn.execute(
+                    "INSERT INTO tether_migrations (component, version, name, checksum) VALUES (%s, %s, %s, %s)",
+                    (component, m.version, m.name, m.checksum),
+                )
 
     def versions(self) -> dict[str, int]:
         """Each component's last applied migration."""

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StoreError
 from tether.knowledge.store import BM25_B, BM25_K1, ChunkRow, DocumentInfo, dimension_error, tokens
 from tether.postgres.db import Database, Migration, redact
 
@@ -159,12 +159,15 @@ class PgKnowledgeStore:
         self.name = name
         try:
             db.migrate("knowledge", MIGRATIONS)
-        except (errors.InsufficientPrivilege, errors.FeatureNotSupported, errors.UndefinedFile) as exc:
+        except StoreError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, errors.InsufficientPrivilege | errors.FeatureNotSupported | errors.UndefinedFile):
+                raise
             raise ConfigError(
                 f"the knowledge base needs the pgvector extension in {redact(db.url)}, and this "
-                f"user cannot add it ({str(exc).strip().splitlines()[0]}): install pgvector on the "
+                f"user cannot add it ({str(cause).strip().splitlines()[0]}): install pgvector on the "
                 "server and, as a superuser, run CREATE EXTENSION vector in that database"
-            ) from exc
+            ) from cause
         made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id", (name,))
         self.kb = int((made or db.execute("SELECT id FROM kb_bases WHERE name = %s", (name,)))[0][0])
 
