@@ -250,7 +250,7 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         try:
             return {"server": name, "authorize_url": await connections.start(user, name, callback)}
         except ConfigError as exc:
-            _log.warning("connecting %s for %s: %s", name, user, exc)
+            _log.warning("connecting %r for %r: %s", name, user, exc)  # the paths, for the operator
             why = hide_home(str(exc), settings.home)
             raise ApiError(404 if name not in connections.servers() else 400, "bad_request", why) from None
         except OSError as exc:
