@@ -249,3 +249,21 @@ def test_a_nul_character_in_a_setting_is_one_line_naming_it(tmp_path: Path, text
     assert said.startswith(f"{tmp_path / 'config.toml'}: {names} ") and "NUL" in said and "\n" not in said, said
     out = tether("skills", "list", home=tmp_path, cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr and names in out.stderr, out.stderr
+
+
+def test_an_agents_kb_name_that_climbs_out_of_the_kb_folder_is_refused(tmp_path: Path) -> None:
+    """[agents.NAME] kb names bases, which are files $TETHER_HOME/kb/NAME.db; `--kb` and `tether kb`
+    refuse a name that is no base's. Before: `kb = ["../server"]` opened $TETHER_HOME/server.db (the
+    server's records) as a knowledge base and wrote its tables into it."""
+    import sqlite3
+
+    (tmp_path / "kb").mkdir()  # there is a base already
+    db = tmp_path / "server.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE runs (id TEXT)")
+    conn.close()
+    before = db.read_bytes()
+    write(tmp_path, "[agents.a]\nmodel = 'scripted/plan'\nkb = ['../server']\n")
+    out = tether("run", "--agent", "a", "hi", home=tmp_path, cwd=tmp_path)
+    assert out.returncode == 2 and "not a knowledge base name: '../server'" in out.stderr, out.stderr
+    assert db.read_bytes() == before

@@ -58,10 +58,15 @@ def _add_command(name: str) -> str:
 
 
 def check_kbs(settings: Settings, names: list[str]) -> None:
-    """Refuse, before anything runs, a name that is no base."""
+    """Refuse, before anything runs, a name that is no base (or cannot be one: it would name a file
+    outside $TETHER_HOME/kb, such as ``../server``)."""
     from tether.stores import kb_exists
 
     for name in names:
+        try:
+            kb_name(name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if not kb_exists(settings, name):
             raise _no_base(settings, name)
 
