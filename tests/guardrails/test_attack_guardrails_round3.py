@@ -357,3 +357,24 @@ def test_streamed_text_the_reply_leaves_out_is_judged_before_it_is_released(rele
     assert "62%" not in str(result_of(events).output)
     assert "62%" not in "".join(deltas(events))
     assert [v.decision for v in verdicts(events, "output")][-1] == "block"
+
+
+# -- ask a person: approvals in a row ------------------------------------------------------------
+
+
+def test_after_two_approved_messages_the_next_one_is_not_held_for_the_second_again() -> None:
+    # The window's "a person let this through" check rebuilt the earlier window without the
+    # approvals before it, so it never matched after two approvals in a row: an innocent third
+    # question was judged together with the second, approved message and held for a person again.
+    discounts = RuleClassifier([Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales")])
+    guard = Guardrail(discounts, thresholds=Thresholds(block=0.1, ask=0.5))
+    agent = Agent(FunctionModel(lambda m, r: "Noted."), middleware=[guard])
+    state = RunState()
+    for asked in ["Can I get a discount?", "A bigger discount for 500 units?"]:
+        assert run_sync(agent, asked, state=state).status == "interrupted"
+        approve(state)
+        assert run_sync(agent, state=state).status == "completed"
+    events = collect(agent, "When can you deliver?", state=state)
+    assert result_of(events).status == "completed"
+    (verdict,) = verdicts(events, "input")
+    assert verdict.decision == "allow"

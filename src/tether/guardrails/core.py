@@ -422,21 +422,30 @@ def _is_note(message: UserMessage, notes: Sequence[str]) -> bool:
 def _recent_input(messages: Sequence[Any], approved: Sequence[str] = (), notes: Sequence[str] = ()) -> str:
     """The last user message, after the user messages just before it (up to INPUT_WINDOW in all),
     back to the first one a guardrail answered or a person approved (judged already)."""
-    turns: list[str] = []
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        if isinstance(message, AssistantMessage) and (message.model or "").startswith("guardrail/"):
-            break
-        if not isinstance(message, UserMessage) or message.summary_turns is not None:
-            continue
-        if _is_note(message, notes):
-            break  # the turn before it was redirected: judged already
-        if turns and approved and _key("input", _recent_input(messages[: i + 1], (), notes)) in approved:
-            break  # a person let the window ending here through
-        turns.append(text_of([message]))
-        if len(turns) == INPUT_WINDOW:
-            break
-    return "\n".join(reversed(turns))
+    judged: dict[int, str] = {}  # the window that ended at each earlier user message
+
+    def window(end: int) -> str:
+        turns: list[str] = []
+        for i in range(end, -1, -1):
+            message = messages[i]
+            if isinstance(message, AssistantMessage) and (message.model or "").startswith("guardrail/"):
+                break
+            if not isinstance(message, UserMessage) or message.summary_turns is not None:
+                continue
+            if _is_note(message, notes):
+                break  # the turn before it was redirected: judged already
+            if turns and approved and _key("input", judged[i]) in approved:
+                break  # a person let the window ending here through
+            turns.append(text_of([message]))
+            if len(turns) == INPUT_WINDOW:
+                break
+        return "\n".join(reversed(turns))
+
+    if approved:  # each window as it was judged, after the approvals before it: earliest first
+        for i, message in enumerate(messages[:-1]):
+            if isinstance(message, UserMessage):
+                judged[i] = window(i)
+    return window(len(messages) - 1)
 
 
 def _allowed(state: RunState, key: str) -> str:
