@@ -24,6 +24,7 @@ from tests.providers.test_attack_wire_round2 import WireServer
 from tether import Agent, run_sync
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
+from tether.connectors._client_side import Asker
 from tether.errors import (
     AuthError,
     BadRequestError,
@@ -33,8 +34,11 @@ from tether.errors import (
     RetryableError,
 )
 from tether.harness.retry import RetryPolicy
-from tether.messages import TextPart
+from tether.memory import Memory
+from tether.messages import Message, TextPart, ToolMessage
 from tether.providers.openai_chat import OpenAIChatProvider, StreamAssembler
+from tether.testing import FunctionModel
+from tether.testing import Reply as FunctionReply
 from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
@@ -298,3 +302,78 @@ def test_a_streamed_error_naming_a_model_that_does_not_exist_fails_the_run_at_on
         server.server_close()
     assert len(server.requests) == 1
     assert result.status == "failed" and "does not exist" in (result.reason or "")
+
+
+# --- 4. blocking work of the MCP client and the memory tool, at Stop ----------------------------------
+
+
+def test_run_sync_returns_at_stop_while_the_memory_tools_scanner_blocks(tmp_path: Path) -> None:
+    """A memory write runs its scanners (a model-based one may block). Was: the tool ran on the
+    loop's default executor, so run_sync's shutdown waited for the scanner however long it blocked."""
+    release, started, finished = threading.Event(), threading.Event(), threading.Event()
+
+    class Blocking:
+        def scan(self, text: str) -> None:
+            started.set()
+            release.wait(10)  # a hang guard, not a timing
+            finished.set()
+
+    def model(messages: list[Message], request: Any) -> FunctionReply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "ok"
+        return FunctionReply(calls=(("c1", "memory", {"action": "add", "store": "notes", "text": "a fact"}),))
+
+    signal = CancelSignal()
+
+    def stop_when_started() -> None:
+        if started.wait(10):
+            signal.cancel_threadsafe("user pressed Stop")
+
+    threading.Thread(target=stop_when_started, daemon=True).start()
+    memory = Memory.open(tmp_path, scanners=[Blocking()])
+    try:
+        result = run_sync(Agent(FunctionModel(model), extensions=[memory]), "go", signal=signal)
+        assert not finished.is_set(), "run_sync waited for the blocked memory write"
+    finally:
+        release.set()
+    assert result.status == "interrupted" and "user pressed Stop" in (result.reason or "")
+
+
+class _Terminal:
+    """A stdin that says it is a terminal and whose person never answers (until released)."""
+
+    def __init__(self) -> None:
+        self.asked, self.release, self.finished = threading.Event(), threading.Event(), threading.Event()
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self, *args: Any) -> str:
+        self.asked.set()
+        self.release.wait(10)  # a hang guard, not a timing
+        self.finished.set()
+        return "y\n"
+
+
+def test_a_question_at_the_terminal_nobody_answers_does_not_hold_up_the_loops_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An MCP server's sampling or elicitation question is read at the terminal. Was: read on the
+    loop's default executor, so a Stop (the task cancelled) still waited at asyncio.run's end for
+    the person to answer."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdin", terminal)
+    asker = Asker.terminal()
+    assert asker.ask is not None
+
+    async def stop_while_asking() -> None:
+        question = asyncio.ensure_future(asker.ask("allow? "))
+        while not terminal.asked.is_set():
+            await asyncio.sleep(0.01)
+        question.cancel()  # Stop
+
+    try:
+        asyncio.run(stop_while_asking())
+        assert not terminal.finished.is_set(), "asyncio.run waited for the unanswered question"
+    finally:
+        terminal.release.set()

@@ -21,7 +21,6 @@ with what they said. Each call's answers are kept in the run's state, in the ord
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import TetherError
+from tether.tools.base import _in_thread
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -71,7 +71,10 @@ class Asker:
                 except EOFError:
                     return None
 
-            return await asyncio.to_thread(read)
+            # A person may never answer: a daemon worker, which a Stop leaves behind (run_sync's
+            # shutdown would wait for a thread of the loop's default executor).
+            answer: str | None = await _in_thread(read, {})
+            return answer
 
         return cls(ask)
 

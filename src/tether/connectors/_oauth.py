@@ -13,7 +13,6 @@ sign in again it says to run ``tether mcp login NAME``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -27,6 +26,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from tether.errors import ConfigError
+from tether.tools.base import _in_thread
 
 __all__ = ["FileTokenStorage", "Loopback", "oauth_provider"]
 
@@ -120,7 +120,8 @@ class Loopback:
         return f"http://127.0.0.1:{self._http.server_address[1]}/callback"
 
     async def code(self) -> AuthorizationCodeResult:
-        got = await asyncio.to_thread(self._got.wait, LOGIN_TIMEOUT_S)
+        # A daemon worker: Ctrl-C during the sign-in does not wait out LOGIN_TIMEOUT_S at shutdown.
+        got = await _in_thread(self._got.wait, {"timeout": LOGIN_TIMEOUT_S})
         result, self.result = self.result or {}, None
         self._got.clear()  # a second sign-in in the same login waits for its own redirect
         if not got or "code" not in result:

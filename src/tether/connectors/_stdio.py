@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from tether.connectors._link import result_not_an_object
 from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
+from tether.tools.base import _in_thread
 
 __all__ = ["StdioProcess"]
 
@@ -157,7 +158,7 @@ class StdioProcess:
             await asyncio.sleep(0.1)
         await asyncio.sleep(EXIT_DRAIN_S)
         if not self._eof:
-            await asyncio.to_thread(_stop_holders, self._output)
+            await _in_thread(_stop_holders, {"pipe": self._output})
 
     async def _stop(self, proc: asyncio.subprocess.Process, pipes: list[asyncio.Task[None]]) -> None:
         """Close stdin, wait; SIGTERM the group, wait; then kill the whole tree. Whatever the server
@@ -171,16 +172,16 @@ class StdioProcess:
             _signal_group(proc.pid, signal.SIGTERM)
             if not await _exited(proc, TERM_GRACE_S):
                 # Not yet reaped, so its pid cannot belong to another process.
-                await asyncio.to_thread(kill_tree, proc.pid)
+                await _in_thread(kill_tree, {"root": proc.pid})
                 await _exited(proc, 5.0)
         # A group outlives its leader while a member lives; the kernel does not give its id to a new process.
         _signal_group(proc.pid, signal.SIGKILL)
         for pid, identity in family:
-            await asyncio.to_thread(kill_process_tree, pid, identity)
+            await _in_thread(kill_process_tree, {"pid": pid, "identity": identity})
         await _gone(family, 2.0)  # a killed process takes a moment to die: stop returns when it has
         await asyncio.wait(pipes[:1], timeout=EXIT_DRAIN_S)
         if not self._eof:  # the group and the family are gone, yet something holds its stdout open
-            await asyncio.to_thread(_stop_holders, self._output)
+            await _in_thread(_stop_holders, {"pipe": self._output})
         done, pending = await asyncio.wait(pipes, timeout=2.0)
         for task in pending:
             task.cancel()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tether.events import MemoryRejected, MemoryWrite
 from tether.memory.store import STORES, MemoryRefused
-from tether.tools.base import ToolContext, ToolInputError, ToolResult
+from tether.tools.base import ToolContext, ToolInputError, ToolResult, _in_thread
 
 if TYPE_CHECKING:
     from tether.memory.core import Memory
@@ -80,8 +79,11 @@ class MemoryTool:
         return args
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        # Writes lock files and may run a scanner that blocks (a model-based one): not on the loop.
-        return await asyncio.to_thread(self._run, input, ctx)
+        # Writes lock files and may run a scanner that blocks (a model-based one): not on the loop,
+        # and on the sync tools' daemon workers, which a Stop leaves behind (not the loop's default
+        # executor, which run_sync's shutdown would wait for).
+        result: ToolResult | str = await _in_thread(self._run, {"args": input, "ctx": ctx})
+        return result
 
     def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         action, store = str(args["action"]), args.get("store")
