@@ -77,6 +77,10 @@ class FanoutTracer:
         for tracer in list(self.tracers):
             try:
                 tracer.write(event)
+            except (OSError, UserError) as exc:  # a file in the way: its message says which, and what to do
+                _log.error("run %s: %s; its %s trace stops here, the run goes on", event.run_id, exc, _kind(tracer))
+                self.tracers.remove(tracer)
+                self._close(tracer)
             except Exception:
                 _log.exception("run %s: tracer %s failed; it gets no more events", event.run_id, type(tracer).__name__)
                 self.tracers.remove(tracer)
@@ -92,6 +96,10 @@ class FanoutTracer:
             tracer.close()
         except Exception:
             _log.exception("tracer %s failed to close", type(tracer).__name__)
+
+
+def _kind(tracer: Tracer) -> str:
+    return "JSONL" if isinstance(tracer, JsonlTracer) else type(tracer).__name__
 
 
 def trace_bytes(path: Path) -> bytes:

@@ -283,3 +283,21 @@ def test_an_otlp_endpoint_variable_that_is_no_url_is_a_clear_error(
     assert code == 2 and "Traceback" not in err and "s3cr3t" not in err, err
     assert "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host" in err and shown in err, err
     assert not (tether_home / "traces").exists() or not list((tether_home / "traces").iterdir())
+
+
+def test_a_pipe_planted_at_the_trace_is_one_line_that_says_what_to_do_not_a_traceback(
+    cli_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run goes on without its trace file, as promised; but `tether resume` printed fifteen
+    lines of traceback for a file in the way, the message that says what to do in the middle."""
+    run_id = _waiting_delete(tmp_path, capsys)
+    trace = cli_home / "traces" / f"{run_id}.jsonl"
+    trace.unlink()
+    os.mkfifo(trace)
+    with caplog.at_level(logging.WARNING, logger="tether.tracing"):
+        code, out, err = run_main("resume", run_id, "--reject", "keep it", "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["status"] == "completed", err
+    (record,) = [r for r in caplog.records if r.name == "tether.tracing"]
+    assert record.exc_info is None and "Traceback" not in caplog.text
+    assert "named pipe" in record.getMessage() and "move it away" in record.getMessage()
+    assert "its JSONL trace stops here, the run goes on" in record.getMessage()
