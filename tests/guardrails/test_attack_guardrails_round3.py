@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
-from tether import Agent, RunState, approve, run_sync, tool
+from tether import Agent, RunState, approve, reject, run_sync, tool
 from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
 from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
 from tether.providers.anthropic import AnthropicProvider
@@ -378,3 +378,18 @@ def test_after_two_approved_messages_the_next_one_is_not_held_for_the_second_aga
     assert result_of(events).status == "completed"
     (verdict,) = verdicts(events, "input")
     assert verdict.decision == "allow"
+
+
+def test_after_a_person_declines_a_message_the_next_one_is_judged_without_it() -> None:
+    # The refusal is written as a reply from "guardrail", and the window stopped only at replies
+    # from "guardrail/<name>": the declined message was judged again with the next, innocent
+    # one, and that one was held for a person too.
+    discounts = RuleClassifier([Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales")])
+    model = FunctionModel(lambda m, r: "Delivery takes two weeks.")
+    agent = Agent(model, middleware=[Guardrail(discounts, thresholds=Thresholds(block=0.1, ask=0.5))])
+    state = RunState()
+    assert run_sync(agent, "Can I get a discount?", state=state).status == "interrupted"
+    reject(state, reason="no discounts without a signed contract")
+    assert run_sync(agent, state=state).status == "failed"
+    r = run_sync(agent, "When can you deliver?", state=state)
+    assert (r.status, r.output) == ("completed", "Delivery takes two weeks.")

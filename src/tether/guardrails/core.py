@@ -419,6 +419,13 @@ def _is_note(message: UserMessage, notes: Sequence[str]) -> bool:
     return text.startswith(_REDIRECT_NOTE) and _key("redirect", text) in notes
 
 
+def _answered_by_guardrail(message: AssistantMessage) -> bool:
+    """A reply a guardrail wrote: ``guardrail/<name>`` for a blocked or redirected message,
+    ``guardrail`` for one a person declined (see _take_answer)."""
+    model = message.model or ""
+    return model == "guardrail" or model.startswith("guardrail/")
+
+
 def _recent_input(messages: Sequence[Any], approved: Sequence[str] = (), notes: Sequence[str] = ()) -> str:
     """The last user message, after the user messages just before it (up to INPUT_WINDOW in all),
     back to the first one a guardrail answered or a person approved (judged already)."""
@@ -428,7 +435,7 @@ def _recent_input(messages: Sequence[Any], approved: Sequence[str] = (), notes: 
         turns: list[str] = []
         for i in range(end, -1, -1):
             message = messages[i]
-            if isinstance(message, AssistantMessage) and (message.model or "").startswith("guardrail/"):
+            if isinstance(message, AssistantMessage) and _answered_by_guardrail(message):
                 break
             if not isinstance(message, UserMessage) or message.summary_turns is not None:
                 continue
