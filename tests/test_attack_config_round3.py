@@ -267,3 +267,13 @@ def test_an_agents_kb_name_that_climbs_out_of_the_kb_folder_is_refused(tmp_path:
     out = tether("run", "--agent", "a", "hi", home=tmp_path, cwd=tmp_path)
     assert out.returncode == 2 and "not a knowledge base name: '../server'" in out.stderr, out.stderr
     assert db.read_bytes() == before
+
+
+def test_config_show_names_the_broker_variable_that_overrides_dispatch_without_its_password(tmp_path: Path) -> None:
+    """docs/cli.md: config show prints the variables that override the file. $TETHER_BROKER_URL
+    overrides [dispatch] broker_url and was left out (so the file's broker looked like the one used)."""
+    write(tmp_path, "[dispatch]\nbroker_url = 'amqp://tether@file-broker//'\n")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_BROKER_URL": f"amqp://tether:{SECRET}@env-broker//"}
+    out = subprocess.run(["tether", "config", "show"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and SECRET not in out.stdout, out.stdout
+    assert "# $TETHER_BROKER_URL = amqp://tether:<redacted>@env-broker//" in out.stdout, out.stdout

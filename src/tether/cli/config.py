@@ -18,7 +18,14 @@ from typing import Any
 
 __all__ = ["add_parsers", "redacted"]
 
-OVERRIDES = ("TETHER_HOME", "TETHER_MODEL", "TETHER_DATABASE_URL", "TETHER_SESSION_STORE", "LLM_BASE_URL")
+OVERRIDES = (
+    "TETHER_HOME",
+    "TETHER_MODEL",
+    "TETHER_DATABASE_URL",
+    "TETHER_SESSION_STORE",
+    "TETHER_BROKER_URL",
+    "LLM_BASE_URL",
+)
 
 HELP = """\
 Settings live in $TETHER_HOME/config.toml ($TETHER_HOME defaults to the platform's data
