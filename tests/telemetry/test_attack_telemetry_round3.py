@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import json
 import logging
 import os
 import shutil
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -301,3 +305,43 @@ def test_a_pipe_planted_at_the_trace_is_one_line_that_says_what_to_do_not_a_trac
     assert record.exc_info is None and "Traceback" not in caplog.text
     assert "named pipe" in record.getMessage() and "move it away" in record.getMessage()
     assert "its JSONL trace stops here, the run goes on" in record.getMessage()
+
+
+def test_a_collector_reached_through_the_proxy_the_environment_names_gets_the_spans(
+    receiver: OtlpReceiver, logs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a corporate proxy (HTTP_PROXY / HTTPS_PROXY) the exporter sends through it, but the
+    check that the collector accepts connections tried the collector directly, failed, and every
+    span was dropped with "cannot reach the OTLP collector"."""
+    target = urlsplit(receiver.endpoint)
+    forwarded: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            forwarded.append(self.path)
+            body = self.rfile.read(int(self.headers["content-length"]))
+            upstream = http.client.HTTPConnection(str(target.hostname), target.port, timeout=5)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "proxy-connection")}
+            upstream.request("POST", target.path, body, headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            self.send_response(answer.status)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Proxy) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        endpoint = "http://otel-collector.internal.invalid:4318/v1/traces"  # no such name outside the proxy
+        with Telemetry(endpoint) as telemetry:
+            tracer = telemetry.tracer()
+            run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", tracer=tracer)
+        proxy.shutdown()
+    assert forwarded and forwarded[0] == endpoint
+    assert len(of_trace(receiver.spans(), tracer.trace_id)) == 6

@@ -353,10 +353,20 @@ class _ReachableOnly:
     def __init__(self, inner: Any, endpoint: str, retry_after_s: float = 30.0, connect_timeout_s: float = 1.0) -> None:
         from urllib.parse import urlsplit
 
-        parts = urlsplit(endpoint)
         self.inner = inner
         self.endpoint = endpoint
-        self.address = (parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
+        # Where the exporter connects: the collector, or the proxy HTTP(S)_PROXY names for it (not
+        # bypassed by NO_PROXY), as requests reads them; a collector only reachable through the
+        # proxy was never tried, and every span was dropped.
+        import requests.utils
+
+        proxy = requests.utils.select_proxy(endpoint, requests.utils.get_environ_proxies(endpoint))
+        parts = urlsplit(proxy if proxy and "://" in proxy else f"http://{proxy}" if proxy else endpoint)
+        try:
+            port = parts.port
+        except ValueError:  # a proxy variable with a port that is no number: the exporter says so when it sends
+            parts, port = urlsplit(endpoint), urlsplit(endpoint).port
+        self.address = (parts.hostname or "localhost", port or (443 if parts.scheme == "https" else 80))
         self.retry_after_s = retry_after_s
         self.connect_timeout_s = connect_timeout_s
         self.down_until = 0.0
