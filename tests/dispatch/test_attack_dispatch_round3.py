@@ -491,3 +491,30 @@ def test_a_worker_whose_database_user_cannot_create_tables_says_so_without_a_tra
     assert out.returncode == 2, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "Rd9" not in out.stderr
     assert "permission denied" in out.stderr and "tables in the database" in out.stderr, out.stderr
+
+
+def test_a_nul_in_what_a_client_sends_is_not_a_500_on_postgres(cluster: Any) -> None:
+    """One machine keeps a title, a message or a comment holding NUL (U+0000); on Postgres, whose
+    text and jsonb refuse it, the node answered 500 or dropped the connection with no answer."""
+    import httpx
+
+    from tests.server.conftest import read_events
+
+    c = cluster()
+    with httpx.Client(base_url=c.node(), timeout=30) as client:
+        r = client.post("/v1/sessions", json={"agent": "answer", "title": "a\u0000b"})
+        assert r.status_code == 201, r.text
+        sid = r.json()["session_id"]
+        r = client.patch(f"/v1/sessions/{sid}", json={"title": "x\u0000y"})
+        assert r.status_code == 200, r.text
+        r = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello \u0000 there"})
+        assert r.status_code == 202, r.text
+        done = read_events(client, f"/v1/runs/{r.json()['run_id']}/events")[-1]
+        assert done["result"]["status"] == "completed", done
+        assert done["result"]["output"].startswith("You said: hello ")
+        r = client.post(
+            f"/v1/messages/{r.json()['message_id']}/feedback", json={"score": "up", "comment": "ni\u0000ce"}
+        )
+        assert r.status_code == 201, r.text
+        assert client.get(f"/v1/sessions/{sid}").status_code == 200
+        assert client.post("/v1/messages/m%00x/feedback", json={"score": "up"}).status_code == 404

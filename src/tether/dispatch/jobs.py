@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import StoreError
-from tether.postgres.db import Database, Migration
+from tether.postgres.db import Database, Migration, storable
 from tether.server.events import PRUNED, encode_event
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "Listener"]
@@ -157,10 +157,10 @@ class Jobs:
                         owner,
                         agent,
                         kind,
-                        prompt,
-                        json.dumps(chosen),
+                        None if prompt is None else storable(prompt),  # a NUL a client sent
+                        json.dumps(storable(chosen)),
                         json.dumps(changes or {}),
-                        json.dumps(config or {}),
+                        json.dumps(storable(config or {})),
                         run_id,
                         time.time(),
                     ),

@@ -20,7 +20,7 @@ from typing import Any
 
 from tether.errors import ConfigError, StoreError
 
-__all__ = ["Database", "Migration", "database", "redact"]
+__all__ = ["Database", "Migration", "database", "redact", "storable"]
 
 _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations are applied
 
@@ -31,6 +31,21 @@ def redact(url: str) -> str:
     # password, which a random one often has, ends the netloc for a parser; a port is no password).
     url = re.sub(r"(://[^:/@]*:)(?:[^/]*|(?!\d*/)[^@]*)@", r"\1***@", url)
     return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
+
+
+def storable(value: Any) -> Any:
+    """``value`` (a string, or parsed JSON) as a Postgres text or jsonb column can hold it: NUL,
+    which neither can (a client may send one), becomes U+FFFD, as lone surrogates do, which UTF-8
+    cannot carry."""
+    if isinstance(value, str):
+        from tether.messages import clean_text
+
+        return clean_text(value).replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from dataclasses import astuple
 from typing import Any
 
-from tether.postgres.db import Database, Migration
+from tether.postgres.db import Database, Migration, storable
 from tether.server.store import FeedbackRecord, SessionRecord, TurnRecord, hash_token
 
 __all__ = ["MIGRATIONS", "PgServerStore"]
@@ -62,11 +62,16 @@ class PgServerStore:
         self._required = False  # auth_required() once it said yes (it never goes back)
         db.migrate("server", MIGRATIONS)
 
+    def _execute(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
+        # What clients send may hold a NUL, which Postgres text refuses: stored, and looked up, as U+FFFD.
+        return self.db.execute(sql, storable(list(args)))
+
     # --- sessions
 
     def add_session(self, record: SessionRecord) -> None:
-        self.db.execute(
-            f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)", record.row()
+        self._execute(
+            f"INSERT INTO server_sessions ({_SESSION}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            (*record.row()[:-1], json.dumps(storable(record.chosen))),
         )
 
     @staticmethod
@@ -82,33 +87,34 @@ class PgServerStore:
         )
 
     def session(self, session_id: str, owner: str) -> SessionRecord | None:
-        rows = self.db.execute(
+        rows = self._execute(
             f"SELECT {_SESSION} FROM server_sessions WHERE session_id = %s AND owner = %s", (session_id, owner)
         )
         return self._session(rows[0]) if rows else None
 
     def sessions(self, owner: str) -> list[SessionRecord]:
-        rows = self.db.execute(
+        rows = self._execute(
             f"SELECT {_SESSION} FROM server_sessions WHERE owner = %s ORDER BY updated DESC, seq DESC", (owner,)
         )
         return [self._session(r) for r in rows]
 
     def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None:
         # `||` merges top-level keys as dict `|` does, inside the row lock the UPDATE takes.
-        self.db.execute(
+        self._execute(
             "UPDATE server_sessions SET chosen = chosen || %s::jsonb, updated = %s WHERE session_id = %s",
-            (json.dumps(chosen or {}), time.time(), session_id),
+            (json.dumps(storable(chosen or {})), time.time(), session_id),
         )
 
     def rename_session(self, session_id: str, title: str) -> None:
-        self.db.execute("UPDATE server_sessions SET title = %s WHERE session_id = %s", (title, session_id))
+        self._execute("UPDATE server_sessions SET title = %s WHERE session_id = %s", (title, session_id))
 
     def delete_turn(self, message_id: str, owner: str) -> None:
         """Forget a turn whose run was refused before it began (the message was answered 409)."""
-        self.db.execute("DELETE FROM server_turns WHERE message_id = %s AND owner = %s", (message_id, owner))
+        self._execute("DELETE FROM server_turns WHERE message_id = %s AND owner = %s", (message_id, owner))
 
     def delete_session(self, session_id: str, owner: str) -> bool:
         """Forget the session, its turns and their feedback (the runs stay in the run store)."""
+        session_id, owner = storable(session_id), storable(owner)
         with self.db.tx() as conn:
             conn.execute(
                 "DELETE FROM server_feedback WHERE owner = %s AND message_id IN "
@@ -125,7 +131,7 @@ class PgServerStore:
 
     def add_turn(self, record: TurnRecord) -> TurnRecord:
         """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
-        inserted = self.db.execute(
+        inserted = self._execute(
             f"INSERT INTO server_turns ({_TURN}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (owner, message_id) DO NOTHING RETURNING message_id",
             astuple(record),
@@ -138,27 +144,25 @@ class PgServerStore:
         return earlier
 
     def turn(self, message_id: str, owner: str) -> TurnRecord | None:
-        rows = self.db.execute(
+        rows = self._execute(
             f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND message_id = %s", (owner, message_id)
         )
         return TurnRecord(*rows[0]) if rows else None
 
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None:
         if owner is None:
-            rows = self.db.execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s", (run_id,))
+            rows = self._execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s", (run_id,))
         else:
-            rows = self.db.execute(
-                f"SELECT {_TURN} FROM server_turns WHERE run_id = %s AND owner = %s", (run_id, owner)
-            )
+            rows = self._execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s AND owner = %s", (run_id, owner))
         return TurnRecord(*rows[0]) if rows else None
 
     def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]:
         if session_id is None:
-            rows = self.db.execute(
+            rows = self._execute(
                 f"SELECT {_TURN} FROM server_turns WHERE owner = %s ORDER BY created DESC, seq DESC", (owner,)
             )
         else:
-            rows = self.db.execute(
+            rows = self._execute(
                 f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND session_id = %s ORDER BY created, seq",
                 (owner, session_id),
             )
@@ -167,7 +171,7 @@ class PgServerStore:
     # --- feedback
 
     def put_feedback(self, record: FeedbackRecord) -> None:
-        self.db.execute(
+        self._execute(
             f"INSERT INTO server_feedback ({_FEEDBACK}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (owner, message_id) DO UPDATE SET run_id = excluded.run_id, "
             "trace_id = excluded.trace_id, score = excluded.score, comment = excluded.comment, "
@@ -176,7 +180,7 @@ class PgServerStore:
         )
 
     def feedback(self, owner: str) -> list[FeedbackRecord]:
-        rows = self.db.execute(
+        rows = self._execute(
             f"SELECT {_FEEDBACK} FROM server_feedback WHERE owner = %s ORDER BY created DESC", (owner,)
         )
         return [FeedbackRecord(*r) for r in rows]
@@ -185,7 +189,7 @@ class PgServerStore:
 
     def add_token(self, name: str) -> str:
         """A new token for user ``name`` (shown once; only its hash is kept). Replaces an earlier one."""
-        token = "tt_" + secrets.token_urlsafe(32)
+        token, name = "tt_" + secrets.token_urlsafe(32), storable(name)
         with self.db.tx() as conn:
             conn.execute(
                 "INSERT INTO server_tokens (name, hash, created) VALUES (%s, %s, %s) ON CONFLICT (name) "
@@ -199,25 +203,25 @@ class PgServerStore:
         return token
 
     def user_for_token(self, token: str) -> str | None:
-        rows = self.db.execute("SELECT name FROM server_tokens WHERE hash = %s", (hash_token(token),))
+        rows = self._execute("SELECT name FROM server_tokens WHERE hash = %s", (hash_token(token),))
         return str(rows[0][0]) if rows else None
 
     def token_names(self) -> list[tuple[str, float]]:
-        rows = self.db.execute('SELECT name, created FROM server_tokens ORDER BY name COLLATE "C"')
+        rows = self._execute('SELECT name, created FROM server_tokens ORDER BY name COLLATE "C"')
         return [(str(n), float(c)) for n, c in rows]
 
     def revoke_token(self, name: str) -> bool:
-        return bool(self.db.execute("DELETE FROM server_tokens WHERE name = %s RETURNING name", (name,)))
+        return bool(self._execute("DELETE FROM server_tokens WHERE name = %s RETURNING name", (name,)))
 
     def has_tokens(self) -> bool:
-        return bool(self.db.execute("SELECT 1 FROM server_tokens LIMIT 1"))
+        return bool(self._execute("SELECT 1 FROM server_tokens LIMIT 1"))
 
     def auth_required(self) -> bool:
         """Once a token has existed, always: revoking the last one locks everyone out rather than
         opening the server to anyone. So a yes is remembered, and a no asked again each time."""
         if not self._required:
             self._required = bool(
-                self.db.execute(
+                self._execute(
                     "SELECT 1 FROM server_meta WHERE key = 'auth' UNION ALL SELECT 1 FROM server_tokens LIMIT 1"
                 )
             )
