@@ -393,3 +393,42 @@ def test_after_a_person_declines_a_message_the_next_one_is_judged_without_it() -
     assert run_sync(agent, state=state).status == "failed"
     r = run_sync(agent, "When can you deliver?", state=state)
     assert (r.status, r.output) == ("completed", "Delivery takes two weeks.")
+
+
+# -- output: a long answer without a boundary, a character at a time ------------------------------
+
+
+class Chars(FunctionModel):
+    """Streams its reply one character per delta."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        for ch in response.message.text:
+            yield StreamText(ch)
+        yield ResponseDone(response)
+
+
+class CountingBoundary:
+    """The chunk boundary's pattern, counting the characters it is asked to search."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.searched = pattern, 0
+
+    def finditer(self, text: str) -> Any:
+        self.searched += len(text)
+        return self.pattern.finditer(text)
+
+
+def test_a_long_answer_without_a_boundary_is_searched_once_not_at_every_delta(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Everything held was searched again at each delta: quadratic, 5 s of a blocked event loop
+    # for 32,000 characters of hostile output without a sentence end, streamed one at a time.
+    from tether.guardrails import core
+
+    counting = CountingBoundary(core._BOUNDARY)
+    monkeypatch.setattr(core, "_BOUNDARY", counting)
+    answer = "word " * 1600 + "and the end. Supplier margin 62%."
+    guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), release="chunks")
+    events = collect(Agent(Chars(lambda m, r: answer), middleware=[guard]), "q")
+    assert result_of(events).status == "failed" and "62%" not in "".join(deltas(events))
+    assert "".join(deltas(events)) == "word " * 1600 + "and the end."  # the checked chunk, as before
+    assert counting.searched < 20 * len(answer)

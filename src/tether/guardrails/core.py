@@ -558,6 +558,14 @@ def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
 
 
 _BOUNDARY = re.compile(r"[.!?;:\n](?:\s+|$)")
+
+
+def _tail(text: str) -> str:
+    """``text`` from its last character that is not white space (all of it if there is none)."""
+    kept = text.rstrip()
+    return text[len(kept) - 1 :] if kept else text
+
+
 DEFAULT_LOOKBEHIND = 256
 _REDIRECT_NOTE = "[Redirect: "
 
@@ -596,6 +604,10 @@ class _Gate:
 
     def reset(self) -> None:
         self.held: list[str] = []
+        self.held_chars = 0
+        # The end of what is held from its last character that is not white space: a boundary
+        # the next text completes starts there (the text before it was searched already).
+        self.tail = ""
         self.released = ""
         self.judged = ""  # what the final check of the reply judged (see flush_stream)
         self.blocked: tuple[Guardrail, Action, Verdict] | None = None
@@ -637,15 +649,21 @@ class _Gate:
         self.held.append(text)
         if self.blocked is not None or self._holds():
             return []
-        pending = "".join(self.held)
+        # Only the tail and the new text are searched: searching all that is held at each delta
+        # took quadratic time, seconds of a blocked event loop for a long answer without a boundary.
+        start, tail = self.held_chars - len(self.tail), self.tail + text
+        self.held_chars += len(text)
+        self.tail = _tail(tail)
         size = max(owner.chunk_chars for owner in self.owners)
-        cut = max((m.end() for m in _BOUNDARY.finditer(pending) if m.end() >= size), default=0)
+        cut = max((start + m.end() for m in _BOUNDARY.finditer(tail) if start + m.end() >= size), default=0)
         if not cut:
             return []
+        pending = "".join(self.held)
         piece, rest = pending[:cut], pending[cut:]
         if not await self._passes(self._behind() + piece):
             return []
         self.held = [rest] if rest else []
+        self.held_chars, self.tail = len(rest), _tail(rest)
         self.released += piece
         return [piece]
 
