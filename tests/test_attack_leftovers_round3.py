@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sqlite3
+import subprocess
 import sys
 import textwrap
 import threading
@@ -22,6 +25,7 @@ from tests.providers.test_attack_wire_round2 import KEY as WIRE_KEY
 from tests.providers.test_attack_wire_round2 import Reply as WireReply
 from tests.providers.test_attack_wire_round2 import WireServer
 from tether import Agent, run_sync
+from tether import sessions as sessions_module
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.connectors._client_side import Asker
@@ -35,8 +39,9 @@ from tether.errors import (
 )
 from tether.harness.retry import RetryPolicy
 from tether.memory import Memory
-from tether.messages import Message, TextPart, ToolMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, dump_message, text_of
 from tether.providers.openai_chat import OpenAIChatProvider, StreamAssembler
+from tether.sessions import JsonlSessionStore, SqliteSessionStore
 from tether.testing import FunctionModel
 from tether.testing import Reply as FunctionReply
 from tether.tools.base import ToolContext, ToolResult
@@ -377,3 +382,70 @@ def test_a_question_at_the_terminal_nobody_answers_does_not_hold_up_the_loops_en
         assert not terminal.finished.is_set(), "asyncio.run waited for the unanswered question"
     finally:
         terminal.release.set()
+
+
+# --- 5. damaged rows of the SQLite session store; what `tether sessions list` counts -----------------
+
+
+def _three() -> list[Message]:
+    return [UserMessage.text("one"), AssistantMessage(content=(TextPart(text="two"),)), UserMessage.text("three")]
+
+
+def test_a_damaged_sqlite_row_is_kept_where_the_warning_says_before_the_repair_drops_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was: the row was deleted by the repair with no copy anywhere and no word of it."""
+    db = tmp_path / "sessions.db"
+    store = SqliteSessionStore(db)
+    store.append("s1", _three())
+    garbled = '{"role": "assistant", "content": [{"type": "text", "text": "two"  <- edited by hand'
+    with sqlite3.connect(db) as raw_db:
+        raw_db.execute("UPDATE messages SET body = ? WHERE session_id = 's1' AND seq = 1", (garbled,))
+    with caplog.at_level("WARNING", logger="tether.sessions"):
+        loaded = store.load("s1")
+    assert [text_of([m]) for m in loaded] == ["one", "three"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "tether.sessions"]
+    assert f"1 row(s) of {db} hold no message" in warning and "damaged_messages" in warning
+    with sqlite3.connect(db) as raw_db:
+        kept = raw_db.execute("SELECT session_id, seq, body FROM damaged_messages").fetchall()
+    assert kept == [("s1", 1, garbled)]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tether.sessions"):
+        assert store.load("s1") == loaded  # repaired once: nothing more to keep or say
+    assert not [r for r in caplog.records if r.name == "tether.sessions"]
+    store.close()
+
+
+def test_sessions_list_counts_messages_not_lines_and_reads_only_what_was_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: every newline counted, so blank and damaged lines were messages (and a torn last line,
+    once appended after, too); and the listing read every transcript whole."""
+    home = tmp_path / "home"
+    store = JsonlSessionStore(home / "sessions", fsync=False)
+    store.append("s1", _three())
+    path = store.path("s1")
+    with path.open("ab") as f:  # a blank line, a line edited by hand, and a torn write
+        f.write(b"\n   \n{not a message}\n" + dump_message(UserMessage.text("torn")).encode()[:20])
+    env = {**{k: v for k, v in os.environ.items() if k != "TETHER_SESSION_STORE"}, "TETHER_HOME": str(home)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "tether", "sessions", "list", "--json"], env=env, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [(s["session_id"], s["messages"]) for s in json.loads(listed.stdout)] == [("s1", 3)]
+
+    store.load("s1")  # repaired (the damaged line kept beside): the whole file was just read
+    store.append("s1", [UserMessage.text("four")])
+    parsed: list[object] = []
+    real = sessions_module.load_message
+
+    def counting(line: Any) -> Message:
+        parsed.append(line)
+        return real(line)
+
+    monkeypatch.setattr(sessions_module, "load_message", counting)
+    assert [(i.session_id, i.messages) for i in store.list()] == [("s1", 4)]
+    assert len(parsed) == 1  # only the appended line was read
+    parsed.clear()
+    assert [(i.session_id, i.messages) for i in store.list()] == [("s1", 4)]
+    assert parsed == []  # nothing appended since: nothing read

@@ -12,7 +12,8 @@ A session store keeps one conversation's messages. Three stores share one protoc
   (``<session>.jsonl.damaged-<time>-<random>``). A link, named pipe or folder put at one of its files'
   names is never followed or waited on: it is an error that names the file (a listing leaves it
   out; a metadata file counts as empty, as an unreadable one does);
-* :class:`SqliteSessionStore` — one row per message, WAL mode.
+* :class:`SqliteSessionStore` — one row per message, WAL mode; a row that holds no message is
+  dropped too, once copied as it was to the table ``damaged_messages``.
 
 Every load repairs (law 1), and a repaired history is written back atomically. A durable store
 that cannot be opened refuses to start: it never falls back to memory.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import time
@@ -62,6 +64,7 @@ INTERRUPTED_TEXT = (
     "Its outcome is unknown; check before relying on it, or call it again.]"
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_log = logging.getLogger("tether.sessions")
 
 
 def check_session_id(session_id: str) -> str:
@@ -299,11 +302,18 @@ class JsonlSessionStore:
             fixed = repair(messages)
             if damaged or fixed != messages:
                 if garbled:  # a whole line no message could be read from: its bytes are kept beside
-                    self._keep_damaged(path)
+                    copy = self._keep_damaged(path)
+                    _log.warning(
+                        "session %s: a line of %s holds no message and was dropped; the file as it was is kept in %s",
+                        session_id,
+                        path,
+                        copy,
+                    )
                 self._write_all(path, fixed)
+            self._note_whole(session_id, path, len(fixed))
         return fixed
 
-    def _keep_damaged(self, path: Path) -> None:
+    def _keep_damaged(self, path: Path) -> Path:
         """Copy the file as it is to ``<name>.damaged-<time>-<random>`` before a repair drops lines
         from it, so that a line edited by hand and no longer readable is not lost. Random: one
         process may repair the same session twice in a second (damaged, appended to, damaged)."""
@@ -315,6 +325,7 @@ class JsonlSessionStore:
             f.flush()
             if self.fsync:
                 os.fsync(fd)
+        return copy
 
     def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True, group: Any = None) -> None:
         """Append ``messages`` in one write. ``durable=False`` skips the fsync (the lines survive the
@@ -362,7 +373,9 @@ class JsonlSessionStore:
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
         with self._locked(session_id):
-            self._write_all(self.path(session_id), messages)
+            path = self.path(session_id)
+            self._write_all(path, messages)
+            self._note_whole(session_id, path, len(messages))
 
     def _write_all(self, path: Path, messages: Sequence[Message]) -> None:
         with _refusing(path):  # a link or pipe at the name is replaced, never written through; a folder stays
@@ -386,20 +399,78 @@ class JsonlSessionStore:
             atomic_write(path, json.dumps(meta, ensure_ascii=False).encode(), fsync=self.fsync)
 
     def list(self) -> list[SessionInfo]:
-        """The sessions in ``root``; a name that does not hold a file tether wrote (a link, a named
-        pipe, a folder) is left out, never read through or waited on, and so is a file whose name
-        is not a session name (no command could show or delete it)."""
+        """The sessions in ``root`` with their messages (lines that hold one: not a blank, damaged or
+        torn line); a name that does not hold a file tether wrote (a link, a named pipe, a folder)
+        is left out, never read through or waited on, and so is a file whose name is not a session
+        name (no command could show or delete it)."""
         out = []
         for p in sorted(self.root.glob("*.jsonl")):
             if not _NAME.fullmatch(p.stem):  # not a session name: nothing could show or delete it
                 continue
             with contextlib.suppress(OSError):
-                out.append(SessionInfo(p.stem, read_own(p).count(b"\n"), os.lstat(p).st_mtime))
+                out.append(SessionInfo(p.stem, self._count(p.stem, p), os.lstat(p).st_mtime))
         return out
+
+    # How many messages a session's file holds is kept beside it (``.<session>.count``: the file's
+    # inode and size then, and the count), written when tether has just read or written the whole
+    # file (a load, a rewrite) and by a listing. A listing reads only what was appended since (an
+    # append only adds lines at the end; a rewrite makes a new inode), and the whole file only when
+    # it was replaced or cut.
+
+    def _count_path(self, session_id: str) -> Path:
+        return self.root / f".{check_session_id(session_id)}.count"
+
+    def _known_count(self, session_id: str) -> tuple[int, int, int] | None:
+        """The inode, size and message count last noted, or None (never noted, or unreadable)."""
+        try:
+            known = json.loads(read_own(self._count_path(session_id)))
+            found = (known["ino"], known["size"], known["messages"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        return found if all(isinstance(n, int) and not isinstance(n, bool) for n in found) else None
+
+    def _note_count(self, session_id: str, ino: int, size: int, messages: int) -> None:
+        """Note that the first ``size`` bytes of the file ``ino`` hold ``messages`` messages."""
+        if self._known_count(session_id) == (ino, size, messages):
+            return
+        noted = {"ino": ino, "size": size, "messages": messages}
+        with contextlib.suppress(OSError):  # a cache: a note not written is a file read next time
+            atomic_write(self._count_path(session_id), json.dumps(noted).encode(), fsync=False)
+
+    def _note_whole(self, session_id: str, path: Path, messages: int) -> None:
+        """Note the count of a file just read or written whole, under the session's lock."""
+        with contextlib.suppress(OSError):  # no file (a session never written): nothing to note
+            st = os.lstat(path)
+            self._note_count(session_id, st.st_ino, st.st_size, messages)
+
+    def _count(self, session_id: str, path: Path) -> int:
+        """The messages in ``path``, reading only what was appended since the last note."""
+        fd = open_own(path, os.O_RDONLY | os.O_CLOEXEC)  # an OSError leaves the name out of a listing
+        try:
+            st = os.fstat(fd)
+            known = self._known_count(session_id)
+            start, counted = 0, 0
+            # The same file, no shorter, and a line still ends where the note says: only appended to.
+            appended = known is not None and known[0] == st.st_ino and 0 < known[1] <= st.st_size
+            if known is not None and appended and os.pread(fd, 1, known[1] - 1) == b"\n":
+                start, counted = known[1], known[2]
+            if start == st.st_size:
+                return counted
+            tail = os.pread(fd, st.st_size - start, start)
+        finally:
+            os.close(fd)
+        whole = tail[: tail.rfind(b"\n") + 1]  # a torn last line is no message (yet)
+        for line in whole.split(b"\n"):
+            if line.strip():
+                with contextlib.suppress(ValidationError):
+                    load_message(line)
+                    counted += 1
+        self._note_count(session_id, st.st_ino, start + len(whole), counted)
+        return counted
 
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
-            for path in (self.path(session_id), self._meta_path(session_id)):
+            for path in (self.path(session_id), self._meta_path(session_id), self._count_path(session_id)):
                 with _refusing(path):  # a link is removed, not what it points to
                     path.unlink(missing_ok=True)
         (self.root / f".{session_id}.lock").unlink(missing_ok=True)
@@ -414,6 +485,12 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS session_meta (session_id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS damaged_messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body,
+    found_at REAL NOT NULL
+);
 """
 
 
@@ -435,25 +512,46 @@ class SqliteSessionStore:
             why = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
             raise ConfigError(f"cannot open the session database {self.path}: {why}") from cause
 
-    def _rows(self, session_id: str) -> list[Message]:
-        out = []
-        for (body,) in self._db.execute(
-            "SELECT body FROM messages WHERE session_id = ? ORDER BY seq", (check_session_id(session_id),)
+    def _rows(self, session_id: str) -> tuple[list[Message], list[tuple[int, Any]]]:
+        """The session's messages, and the rows that hold none (their seq and body, as stored)."""
+        out, damaged = [], []
+        for seq, body in self._db.execute(
+            "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (check_session_id(session_id),)
         ):
             try:
                 out.append(load_message(body))
             except ValidationError:
-                continue  # a damaged row is dropped; the repaired history is written back below
-        return out
+                damaged.append((seq, body))  # dropped by the repair below, once kept aside
+        return out, damaged
 
     def load(self, session_id: str) -> list[Message]:
         with self._tx():
-            rows = self._rows(session_id)
-            count = self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+            rows, damaged = self._rows(session_id)
             fixed = repair(rows)
-            if fixed != rows or count != len(rows):
+            if damaged:
+                self._keep_damaged(session_id, damaged)
+            if fixed != rows or damaged:
                 self._replace(session_id, fixed)
         return fixed
+
+    def _keep_damaged(self, session_id: str, damaged: list[tuple[int, Any]]) -> None:
+        """Copy rows that hold no message, as they are, to ``damaged_messages`` (in the transaction
+        that drops them: never one without the other), and say where, as the JSONL store keeps a
+        damaged file beside it."""
+        found = time.time()
+        self._db.executemany(
+            "INSERT INTO damaged_messages (session_id, seq, body, found_at) VALUES (?, ?, ?, ?)",
+            [(session_id, seq, body, found) for seq, body in damaged],
+        )
+        _log.warning(
+            "session %s: %d row(s) of %s hold no message and were dropped; they are kept as they were in its "
+            "table damaged_messages (sqlite3 %s \"SELECT seq, body FROM damaged_messages WHERE session_id = '%s'\")",
+            session_id,
+            len(damaged),
+            self.path,
+            self.path,
+            session_id,
+        )
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
