@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
 from tether import Agent, RunState, approve, reject, run_sync, tool
+from tether.errors import ConfigError
 from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
 from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
 from tether.providers.anthropic import AnthropicProvider
@@ -432,3 +433,29 @@ def test_a_long_answer_without_a_boundary_is_searched_once_not_at_every_delta(mo
     assert result_of(events).status == "failed" and "62%" not in "".join(deltas(events))
     assert "".join(deltas(events)) == "word " * 1600 + "and the end."  # the checked chunk, as before
     assert counting.searched < 20 * len(answer)
+
+
+# -- a guardrail set up wrong says so ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"stages": ("outputs",)}, "stages 'outputs' is not one of 'input', 'output', 'tool_args', 'tool_result'"),
+        ({"release": "chunk"}, "release 'chunk' is not one of 'hold', 'chunks'"),
+        ({"reasoning": "hide"}, "reasoning 'hide' is not one of 'withhold', 'judge', 'pass'"),
+    ],
+)
+def test_a_guardrail_given_a_stage_or_mode_it_does_not_know_is_refused_when_built(
+    given: dict[str, Any], said: str
+) -> None:
+    # stages=("outputs",) built a guardrail that judged nothing: the answer it was meant to
+    # check was streamed and delivered, and nothing said why.
+    with pytest.raises(ConfigError, match=re.escape(f"Guardrail 'margin': {said}")):
+        Guardrail(RuleClassifier([SUPPLIER_MARGIN]), name="margin", **given)
+
+
+def test_a_single_stage_given_as_a_string_is_that_stage() -> None:
+    guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages="output")  # type: ignore[arg-type]
+    events = collect(Agent(FunctionModel(lambda m, r: "Supplier margin 62%."), middleware=[guard]), "q")
+    assert result_of(events).status == "failed" and deltas(events) == []

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from tether.errors import TetherError
+from tether.errors import ConfigError, TetherError
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
@@ -44,6 +44,7 @@ _log = logging.getLogger("tether")
 
 Stage = Literal["input", "output", "tool_args", "tool_result"]
 Action = Literal["allow", "redirect", "ask", "block"]
+_STAGES = ("input", "output", "tool_args", "tool_result")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,21 @@ class Guardrail(Middleware):
     # it to the caller (it stays in the transcript), ``judge`` holds and releases it as the
     # answer is, ``pass`` streams it unjudged (for local use, where the caller is the person).
     reasoning: Literal["withhold", "judge", "pass"] = "withhold"
+
+    def __post_init__(self) -> None:
+        # A stage spelt wrong would leave the guardrail judging nothing, and say nothing.
+        stages: list[Any] = [self.stages] if isinstance(self.stages, str) else list(self.stages)
+        for what, given, known in (
+            ("stages", stages, _STAGES),
+            ("release", [self.release], ("hold", "chunks")),
+            ("reasoning", [self.reasoning], ("withhold", "judge", "pass")),
+        ):
+            unknown = [g for g in given if g not in known]
+            if unknown:
+                raise ConfigError(
+                    f"Guardrail {self.name!r}: {what} {unknown[0]!r} is not one of {', '.join(map(repr, known))}"
+                )
+        self.stages = tuple(stages)
 
     def lookbehind(self) -> int:
         if self.lookbehind_chars is not None:
