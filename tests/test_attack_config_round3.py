@@ -277,3 +277,26 @@ def test_config_show_names_the_broker_variable_that_overrides_dispatch_without_i
     out = subprocess.run(["tether", "config", "show"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and SECRET not in out.stdout, out.stdout
     assert "# $TETHER_BROKER_URL = amqp://tether:<redacted>@env-broker//" in out.stdout, out.stdout
+
+
+def test_the_repr_of_settings_and_of_an_agent_holds_no_secret(tmp_path: Path) -> None:
+    """Settings travel inside every agent; a repr reaches logs, pytest's assertion output and error
+    trackers that record a frame's locals. Before: repr(agent) held the endpoint's api_key, the MCP
+    server's environment and headers, the shell's env, the broker's and the database's passwords."""
+    from tether import Agent
+
+    write(
+        tmp_path,
+        f"database_url = 'postgresql://tether:{SECRET}0@db/tether'\n"
+        f"[endpoints.x]\nbase_url = 'http://h/v1'\napi_key = '{SECRET}1'\nmodels = ['m']\n"
+        f"[mcp.m]\nurl = 'http://h/mcp'\nheaders = {{ Authorization = 'Bearer {SECRET}2' }}\n"
+        f"[mcp.n]\ncommand = 'n-mcp'\nenv = {{ N_TOKEN = '{SECRET}3' }}\n"
+        f"[tools.shell]\nenv = {{ GH_TOKEN = '{SECRET}4' }}\n"
+        f"[telemetry]\notlp_endpoint = 'http://h:4318/v1/traces'\nheaders = {{ api-key = '{SECRET}5' }}\n"
+        f"[dispatch]\nbroker_url = 'amqp://tether:{SECRET}6@broker//'\n",
+    )
+    settings = load_settings(tmp_path)
+    assert settings.endpoints["x"].api_key == f"{SECRET}1"  # still there to be used
+    assert settings.mcp["n"].env == {"N_TOKEN": f"{SECRET}3"}
+    for shown in (repr(settings), str(settings), repr(Agent("scripted/plan", settings=settings))):
+        assert SECRET not in shown, shown

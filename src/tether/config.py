@@ -209,7 +209,7 @@ class ShellTable(_Table):
     output_cap_bytes: _PositiveInt | None = None
     block: list[_Text] | None = None
     unblock: list[_Text] | None = None
-    env: dict[str, Annotated[str, Strict()]] | None = None
+    env: dict[str, Annotated[str, Strict()]] | None = Field(default=None, repr=False)  # secrets: never in a repr
     namespaces: _Bool | None = None  # run commands in their own PID and mount namespace (Linux)
     sandbox: SandboxTable | None = None  # [tools.shell.sandbox] (tether.tools.sandbox)
 
@@ -356,7 +356,8 @@ class DispatchTable(_Table):
     """``[dispatch]``: the queue between ``tether serve --workers external`` and ``tether worker``
     (tether.dispatch; Celery on RabbitMQ)."""
 
-    broker_url: _Text | None = None  # amqp://USER:PASSWORD@HOST// ($TETHER_BROKER_URL overrides)
+    # amqp://USER:PASSWORD@HOST// ($TETHER_BROKER_URL overrides); never in a repr
+    broker_url: _Text | None = Field(default=None, repr=False)
     queue: _Text | None = None  # default tether-runs
     concurrency: _PositiveInt | None = None  # runs one worker drives at once (default 8)
     keep_events_days: _PositiveFloat | None = None  # a finished run's replayable events are kept this long (7)
@@ -366,7 +367,7 @@ class TelemetryTable(_Table):
     """``[telemetry]``: OpenTelemetry spans over OTLP/HTTP (tether.telemetry); off when no endpoint."""
 
     otlp_endpoint: _Url | None = None  # e.g. http://127.0.0.1:4318/v1/traces
-    headers: dict[str, _Text] = {}
+    headers: dict[str, _Text] = Field(default={}, repr=False)
     service_name: _Text | None = None
 
 
@@ -375,10 +376,11 @@ class McpTable(_Table):
 
     command: _Text | None = None  # stdio: the program to start ...
     args: list[_Text] = []  # ... its arguments
-    env: dict[str, str] = {}  # ... and its whole environment besides PATH (nothing else is inherited)
+    # ... and its whole environment besides PATH (nothing else is inherited); secrets: never in a repr
+    env: dict[str, str] = Field(default={}, repr=False)
     cwd: _Text | None = None
     url: _Url | None = None  # streamable HTTP instead: the server's endpoint
-    headers: dict[str, _Text] = {}
+    headers: dict[str, _Text] = Field(default={}, repr=False)
     auth: Literal["none", "oauth"] = "none"
     token_url: _Url | None = None  # oauth: where refresh tokens are exchanged
     client_id: _Text | None = None
@@ -453,7 +455,7 @@ class _EndpointTable(_Table):
     kind: Literal["openai", "anthropic"] = "openai"
     base_url: _Url
     key_env: Annotated[str, Strict(), AfterValidator(_env_name)] | None = None
-    api_key: _Text | None = None
+    api_key: _Text | None = Field(default=None, repr=False)  # never in a repr (a log, an error tracker)
     auth: Literal["key", "none", "oauth"] = "key"
     token_url: _Url | None = None
     client_id: _Text | None = None
@@ -476,7 +478,7 @@ class ConfigFile(_Table):
     model: _Text | None = None
     fallback_models: list[_Text] = []
     session_store: Annotated[str, Strict(), AfterValidator(_session_store)] | None = None
-    database_url: Annotated[str, Strict(), AfterValidator(_database_url)] | None = None
+    database_url: Annotated[str, Strict(), AfterValidator(_database_url)] | None = Field(default=None, repr=False)
     models: dict[str, _ModelTable] = {}
     prices: dict[str, _ModelTable] = {}  # the older name of [models]
     endpoints: dict[str, _EndpointTable] = {}
@@ -503,7 +505,7 @@ class Settings:
     session_store: str | None = None  # jsonl[:DIR] | sqlite[:PATH] | memory
     # postgresql://...: runs, sessions, the server's records, memory and knowledge bases in Postgres
     # (tether.postgres) instead of files and SQLite under home. $TETHER_DATABASE_URL overrides it.
-    database_url: str | None = None
+    database_url: str | None = field(default=None, repr=False)
     # The tables of config.toml, checked; a dict given here (in a test) is checked the same way.
     tools: ToolsTable = field(default_factory=ToolsTable.model_construct)
     memory: MemoryTable = field(default_factory=MemoryTable.model_construct)
