@@ -1,6 +1,7 @@
-"""Attacks on the traces and the spans from outside: a run resumed after an approval, a trace
-cut short by a crash, text no UTF-8 encoder takes, a collector that takes a connection and never
-answers, and credentials in the collector's address."""
+"""Attacks on the traces and the spans from outside: what a run cost (resumed after an approval,
+stopped mid-call), a trace cut short by a crash, a run id or a pipe in the way of the trace file,
+text no UTF-8 encoder takes and names of any length, a collector that never answers or sits behind
+a proxy, and tokens in the collector's address and header variables."""
 
 from __future__ import annotations
 
