@@ -194,3 +194,24 @@ def test_load_skill_of_a_body_with_a_long_unbroken_run_returns(project: Path, en
     )
     out = tether("run", "--model", "scripted/skill", "--cwd", str(project), "Write the release notes.", env=env)
     assert "load_skill" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+# --- front matter ----------------------------------------------------------------------------------
+
+
+def test_an_indented_dashes_line_inside_the_front_matter_does_not_end_it(home: Path) -> None:
+    """A YAML block scalar may hold a line `  ---` (a Markdown rule in a long description); only a
+    `---` at the start of a line ends the front matter, as in YAML itself. Before: the front matter
+    ended there, the rest of the description went silently into the instructions."""
+    from tether.skills import read_skill
+
+    folder = home / "skills" / "report"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: report\ndescription: |\n  Write the weekly report.\n  ---\n  Use when asked for the weekly report.\n"
+        "---\nThe instructions.\n",
+        encoding="utf-8",
+    )
+    skill = read_skill(folder)
+    assert skill.description == "Write the weekly report.\n---\nUse when asked for the weekly report."
+    assert skill.body == "The instructions."

@@ -332,7 +332,7 @@ def _split(text: str) -> tuple[str, str]:
             "description, then another '---'"
         )
     for i, line in enumerate(lines[1:], 1):
-        if line.strip() == "---":
+        if line.rstrip() == "---":  # at the line's start: an indented one is a block scalar's text
             return "".join(lines[1:i]), "".join(lines[i + 1 :])
     raise _Malformed("the front matter never ends: add a line '---' after its last field")
 
