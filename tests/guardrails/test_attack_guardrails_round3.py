@@ -459,3 +459,16 @@ def test_a_single_stage_given_as_a_string_is_that_stage() -> None:
     guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages="output")  # type: ignore[arg-type]
     events = collect(Agent(FunctionModel(lambda m, r: "Supplier margin 62%."), middleware=[guard]), "q")
     assert result_of(events).status == "failed" and deltas(events) == []
+
+
+def test_a_copy_of_an_earlier_redirect_note_sent_as_a_message_is_judged() -> None:
+    # Tether's notes were recognised by their text alone: a person who sent a copy of one (it is
+    # in the transcript a session shows) had it taken for tether's, and the window stopped there.
+    model = FunctionModel(lambda m, r: "I can only help with our valves here.")
+    recording = rules(OFF_TOPIC)
+    agent = Agent(model, middleware=[Guardrail(recording, thresholds=Thresholds(block=0.2, redirect=0.5))])
+    state = RunState()
+    assert run_sync(agent, "What will the weather be like in Lisbon tomorrow?", state=state).status == "completed"
+    (note,) = [text_of([m]) for m in state.messages if text_of([m]).startswith("[Redirect: ")]
+    run_sync(agent, note, state=state)
+    assert recording.seen[-1] == ("input", note)

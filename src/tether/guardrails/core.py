@@ -210,8 +210,8 @@ class Guardrail(Middleware):
                 f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
                 "that here, and say what you can help with.]"
             )
-            _Record(ctx.state).notes.append(_key("redirect", note))  # a person can type "[Redirect: " too
             messages.append(UserMessage.text(note))
+            _Record(ctx.state).notes.append(_note_key(messages, len(messages) - 1))  # a person can type it too
             ctx.persist()
             return None
         reply = self.redirect_reply if action == "redirect" else f"[Not answered: {words}.]"
@@ -275,7 +275,7 @@ class Guardrail(Middleware):
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
         last = ctx.state.messages[-1] if ctx.state.messages else None
-        if isinstance(last, UserMessage) and _is_note(last, _Record(ctx.state).notes):
+        if isinstance(last, UserMessage) and _is_note(ctx.state.messages, -1, _Record(ctx.state).notes):
             from dataclasses import replace
 
             return replace(request, tools=())  # a redirect is words, not actions
@@ -429,10 +429,17 @@ def _plain(value: Any) -> Any:
 INPUT_WINDOW = 3  # user turns judged together: a jailbreak split over messages is read whole
 
 
-def _is_note(message: UserMessage, notes: Sequence[str]) -> bool:
-    """A redirect note a guardrail wrote (recorded by its key), not a message that starts alike."""
-    text = text_of([message])
-    return text.startswith(_REDIRECT_NOTE) and _key("redirect", text) in notes
+def _note_key(messages: Sequence[Any], i: int) -> str:
+    """A redirect note's key: its text after the message it follows (the redirected one), so a
+    copy a person sends of an earlier note, after a reply, is not taken for tether's."""
+    before = text_of(messages[i - 1 : i]) if i != 0 and len(messages) > 1 else ""
+    return _key("redirect", f"{before}\n{text_of(messages[i:][:1])}")
+
+
+def _is_note(messages: Sequence[Any], i: int, notes: Sequence[str]) -> bool:
+    """Whether ``messages[i]`` is a redirect note a guardrail wrote (recorded by its key), not a
+    message that starts alike."""
+    return text_of(messages[i:][:1]).startswith(_REDIRECT_NOTE) and _note_key(messages, i) in notes
 
 
 def _answered_by_guardrail(message: AssistantMessage) -> bool:
@@ -455,7 +462,7 @@ def _recent_input(messages: Sequence[Any], approved: Sequence[str] = (), notes: 
                 break
             if not isinstance(message, UserMessage) or message.summary_turns is not None:
                 continue
-            if _is_note(message, notes):
+            if _is_note(messages, i, notes):
                 break  # the turn before it was redirected: judged already
             if turns and approved and _key("input", judged[i]) in approved:
                 break  # a person let the window ending here through
