@@ -278,9 +278,9 @@ def test_a_tool_call_streaming_slowly_is_not_taken_for_a_stall() -> None:
     assert server.requests == 2
 
 
-def test_both_wires_say_once_that_a_reply_began_with_a_call() -> None:
-    """What the fix rests on: one empty text delta when a reply's first content is a tool call
-    (nothing else changes: text replies and the answer tool stream as before)."""
+def test_both_wires_say_that_a_tool_call_is_streaming() -> None:
+    """What the fixes rest on: a tool call streams no text, so each of its pieces comes out as an
+    empty text delta (shown to no one), and the loop can tell a call being written from a stall."""
     from tether.providers.anthropic import MessagesAssembler
     from tether.providers.openai_chat import StreamAssembler
 
@@ -290,14 +290,14 @@ def test_both_wires_say_once_that_a_reply_began_with_a_call() -> None:
         {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]},
     ]
-    assert [d.text for c in chunks for d in chat.feed(c)] == [""]
+    assert [d.text for c in chunks for d in chat.feed(c)] == ["", ""]
     messages = MessagesAssembler("anthropic/m")
     events = [
         {"type": "message_start", "message": {"usage": {"input_tokens": 5}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "x"}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
     ]
-    assert [d.text for e in events for d in messages.feed(e)] == [""]
+    assert [d.text for e in events for d in messages.feed(e)] == ["", ""]
 
 
 class _CutThenContinued(InProcessModel):
@@ -381,3 +381,50 @@ def test_kill_9_while_waiting_to_retry_counts_no_phantom_spending(tmp_path: Path
     result = events[-1].result
     assert result.status == "completed" and result.cost_unknown_usd == 0
     assert "spent_unknown" not in [e.type for e in events]
+
+
+class _StallsMidStream(InProcessModel):
+    """Starts its reply (text, or a tool call's start) and then sends nothing, ever."""
+
+    name = "staller"
+    model_id = "m"
+    price = PRICE
+
+    def __init__(self, first: str) -> None:
+        self.first = first
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield StreamText(self.first)
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+def run_guarded(agent: Agent, prompt: str) -> list[Any]:
+    """The run's events; a run that hangs fails the test instead of the suite."""
+
+    async def go() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt)]
+
+    return asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_stream_that_stalls_after_text_was_shown_ends_instead_of_hanging() -> None:
+    """Before, ``first_token_timeout_s`` guarded only the first token: a stream that stalled after
+    it hung the run forever (or for the HTTP client's 600 s read timeout). Now the same timeout
+    bounds every wait for the next piece: text was shown, so the run fails, saying it stalled,
+    with the abandoned request charged."""
+    events = run_guarded(Agent(_StallsMidStream("Hello, "), first_token_timeout_s=0.3, retry=FAST), "hi")
+    result = events[-1].result
+    assert result.status == "failed" and "stalled" in (result.reason or ""), result.reason
+    assert "reached the user" in (result.reason or "") and result.cost_usd > 0
+
+
+def test_a_stream_that_stalls_inside_a_tool_call_falls_back() -> None:
+    """Nothing of a tool call is shown while it streams, so a stall there falls back as a first
+    token that never came does; before, it hung."""
+    fallback = FunctionModel(lambda messages, request: "answered by the fallback")
+    agent = Agent(_StallsMidStream(""), first_token_timeout_s=0.3, retry=FAST, fallback_models=[fallback])
+    events = run_guarded(agent, "hi")
+    (switch,) = [e for e in events if e.type == "fallback"]
+    assert "stalled" in switch.reason
+    assert (events[-1].result.status, events[-1].result.text) == ("completed", "answered by the fallback")

@@ -99,7 +99,8 @@ class Agent:
     stream: bool = True
     price: Price | None = None  # overrides the catalog for this agent's (primary) model
     prices: dict[str, Price] = field(default_factory=dict)  # config-file overrides by model string
-    # Tried in order when the model fails after its retries or stalls before its first token.
+    # Tried in order when the model fails after its retries or stalls: no first token, or (while
+    # nothing of the reply was shown) nothing more, within first_token_timeout_s.
     fallback_models: Sequence[str | Provider] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     first_token_timeout_s: float | None = None

@@ -33,7 +33,14 @@ from tether.harness.structured import request_schema
 from tether.harness.tool_exec import answer_only
 from tether.harness.view import model_view
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, clean_message
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamReasoning, StreamText
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    StreamReasoning,
+    StreamText,
+)
 from tether.tokens import estimate_tokens
 
 __all__ = ["ask_model", "charge", "count_abandoned", "note_in_flight", "side_call"]
@@ -283,6 +290,15 @@ def _emit_delta(rc: RunContext, kind: StreamKind, text: str) -> None:
         rc.emit((TextDelta if kind == "text" else ReasoningDelta)(rc.state.run_id, text))
 
 
+async def _next_within(rc: RunContext, stream: AsyncIterator[StreamEvent], timeout: float) -> StreamEvent:
+    """The stream's next event; a stream that then sends nothing for ``timeout`` has stalled, as
+    one whose first token never comes (retried or fallen back from while nothing was shown)."""
+    try:
+        return await asyncio.wait_for(anext(stream), timeout)
+    except TimeoutError as exc:
+        raise FirstTokenTimeout(f"{rc.model_name}: the stream stalled (nothing new for {timeout} s)") from exc
+
+
 async def _provider_call(
     rc: RunContext, request: ModelRequest, streamed: list[str], continuation: Continuation | None
 ) -> ModelResponse:
@@ -312,7 +328,7 @@ async def _provider_call(
                     _emit_delta(rc, kind, await filter_stream(stack, rc, text, kind))
             else:
                 rc.emit(event)
-            event = await anext(stream)
+            event = await (anext(stream) if timeout is None else _next_within(rc, stream, timeout))
         if continuation is not None:
             _emit_delta(rc, "text", await filter_stream(stack, rc, continuation.flush(), "text"))
         return event.response

@@ -5,9 +5,10 @@ timeout. Nothing below this layer retries on its own.
   content) wait with exponential backoff and jitter, capped at ``max_delay_s``, honouring
   ``retry-after`` / ``retry-after-ms`` (up to ``max_retry_after_s``); every wait is a ``retry``
   event and ends at once on Stop.
-* When a model's retries are spent, or its first token takes longer than ``first_token_timeout_s``,
-  the loop switches to the next fallback model — only while nothing of this turn has reached the
-  user — and says so with a ``fallback`` event. The run stays on the fallback afterwards.
+* When a model's retries are spent, or its first token (or, once it streams, its next piece) takes
+  longer than ``first_token_timeout_s``, the loop switches to the next fallback model — only while
+  nothing of this turn has reached the user — and says so with a ``fallback`` event. The run stays
+  on the fallback afterwards.
 * Authentication and bad requests fail at once; a context overflow trims and retries once.
 """
 
@@ -22,7 +23,7 @@ __all__ = ["FirstTokenTimeout", "RetryPolicy"]
 
 
 class FirstTokenTimeout(RetryableError):
-    """The model produced nothing within the first-token timeout: treated as a stall."""
+    """The model produced nothing (or nothing more) within the first-token timeout: a stall."""
 
 
 @dataclass(frozen=True)

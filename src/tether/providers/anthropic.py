@@ -391,12 +391,10 @@ class MessagesAssembler:
             self.start_usage = (event.get("message") or {}).get("usage") or {}
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
-            answer = self.answers and block.get("name") == ANSWER_TOOL  # streamed as text
-            began = not self.blocks and block.get("type") == "tool_use" and not answer
             self.blocks[int(event["index"])] = dict(event["content_block"])
             self.json_parts[int(event["index"])] = []
-            if began:  # the reply began, with a call (which streams no text): one empty delta says so
-                return [StreamText("")]
+            if block.get("type") == "tool_use" and not (self.answers and block.get("name") == ANSWER_TOOL):
+                return [StreamText("")]  # a call streams no text: an empty delta says the reply goes on
         elif kind == "content_block_delta":
             return self._delta(int(event["index"]), event["delta"])
         elif kind == "message_delta":
@@ -430,6 +428,7 @@ class MessagesAssembler:
             self.json_parts[index].append(delta.get("partial_json", ""))
             if self.answers and block.get("name") == ANSWER_TOOL and delta.get("partial_json"):
                 return [StreamText(delta["partial_json"])]
+            return [StreamText("")]  # the call goes on (it streams no text)
         return []
 
     def message(self) -> AssistantMessage:

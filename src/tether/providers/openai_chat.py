@@ -389,9 +389,9 @@ class StreamAssembler:
                 self.text.append(str(delta["content"]))
                 out.append(StreamText(self.text[-1]))
             for tc in delta.get("tool_calls") or []:
-                if not self.calls and not self.text and not self.reasoning and not out:
-                    out.append(StreamText(""))  # the reply began, with a call: one empty delta says so
                 self._feed_call(tc)
+            if delta.get("tool_calls") and not out:
+                out.append(StreamText(""))  # a call streams no text: an empty delta says the reply goes on
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return out
