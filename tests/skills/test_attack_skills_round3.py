@@ -169,8 +169,7 @@ def test_a_flagged_description_is_reported_once_per_process_not_at_every_session
         assert blocks[0] == blocks[1] and blocks[0] is not None
         assert ("- fmt:" in blocks[0]) == (policy == "warn") and "- notes:" in blocks[0]
     said = [r.getMessage() for r in caplog.records if "the skill 'fmt' description" in r.getMessage()]
-    expected = 1 if policy == "warn" else 2  # drop: the scan's warning, and the skipped skill's
-    assert len(said) == expected, said
+    assert len(said) == 1, said  # warn: the scan's warning; drop: the skipped skill's
     assert all(("kept, as configured" in m) == (policy == "warn") for m in said), said
 
 
@@ -215,3 +214,16 @@ def test_an_indented_dashes_line_inside_the_front_matter_does_not_end_it(home: P
     skill = read_skill(folder)
     assert skill.description == "Write the weekly report.\n---\nUse when asked for the weekly report."
     assert skill.body == "The instructions."
+
+
+def test_a_run_says_a_dropped_description_once(project: Path, env: dict[str, str]) -> None:
+    """docs/skills.md: each problem is reported once, as a line on stderr naming the file. Before: a
+    dropped description was said twice, by the scan's own warning and as the skipped skill."""
+    from tests.cli.conftest import tether
+
+    write_skill(project / ".tether" / "skills", "fmt", description=FLAGGED)
+    out = tether(
+        "run", "--model", "scripted/hello", "--cwd", str(project), "hi", env={**env, "TETHER_CONTEXT_SCAN": "drop"}
+    )
+    said = [line for line in out.stderr.splitlines() if "the skill 'fmt' description" in line]
+    assert len(said) == 1 and said[0].startswith("tether: skipped a skill: ") and "SKILL.md" in said[0], out.stderr

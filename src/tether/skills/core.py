@@ -224,18 +224,21 @@ def _scan(root: Path, scope: SkillScope, problems: list[SkillProblem]) -> list[S
 def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]) -> bool:
     """The memory scan over the description the model will read in its system prompt; judged once
     per process (every session searches again: a kept one's warning is logged once, like a problem)."""
-    from tether.memory.scan import accept_context, context_policy
+    from tether.memory.scan import accept_context, context_policy, scan_context_text
 
-    key = (context_policy(), skill.name, skill.description)
+    policy = context_policy()
+    key = (policy, skill.name, skill.description)
     verdict = _judged.get(key)
     if verdict is None:
-        found: list[str] = []
-        ok = accept_context(skill.description, source=f"the skill {skill.name!r} description", problems=found)
-        verdict = (ok, tuple(found))
+        source = f"the skill {skill.name!r} description"
+        if policy == "drop":  # said once, as the skipped skill (accept_context would log it too)
+            finding = scan_context_text(skill.description, source=source)
+            verdict = (finding is None, () if finding is None else (f"dropped {finding.reason}",))
+        else:  # warn: kept, and accept_context logs why; off: not scanned
+            verdict = (accept_context(skill.description, source=source), ())
         _judged.put(key, verdict, sys.getsizeof(skill.description) + ENTRY_OVERHEAD)
-    ok, found_then = verdict
-    if not ok:  # dropped: reported like any skill that cannot be used (kept: the warning is logged)
-        problems.extend(SkillProblem(path / SKILL_FILE, f) for f in found_then)
+    ok, why = verdict
+    problems.extend(SkillProblem(path / SKILL_FILE, reason) for reason in why)  # dropped: like any problem
     return ok
 
 
