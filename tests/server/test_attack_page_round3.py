@@ -517,3 +517,41 @@ def test_a_session_deleted_while_its_message_is_being_prepared_gets_no_run(serve
         assert c.get("/v1/runs").json()["runs"] == []
         assert c.get(f"/v1/sessions/{sid}").status_code == 404
     assert not list((server.home / "sessions").glob(f"{sid}*"))
+
+
+# --- a token revoked while its stream is open -------------------------------------------------------
+
+
+@pytest.mark.parametrize("opened_by", ["GET events", "POST message"])
+def test_a_stream_open_when_its_token_is_revoked_ends_at_its_next_event(
+    served: Any, tmp_path: Path, opened_by: str
+) -> None:
+    """Revoking a token refused that user's next request, but an event stream they had open went
+    on to the run's end, every event included. Now the stream ends at its next event; the run
+    goes on, and the other users' streams are untouched."""
+    from tests.server.conftest import parse_sse
+    from tests.server.test_attacks import Attack
+    from tether.server.store import SqliteServerStore
+
+    a = Attack(served, tmp_path, tokens=["alice", "bob"])
+    with a.client("alice") as alice, a.client("bob") as bob:
+        sid = alice.post("/v1/sessions", json={}).json()["session_id"]
+        stream = {"Accept": "text/event-stream"}
+        if opened_by == "GET events":
+            run_id = alice.post(f"/v1/sessions/{sid}/messages", json={"text": "wait"}).json()["run_id"]
+            opened = alice.stream("GET", f"/v1/runs/{run_id}/events", headers=stream)
+        else:
+            opened = alice.stream("POST", f"/v1/sessions/{sid}/messages", json={"text": "wait"}, headers=stream)
+        seen: list[str] = []
+        with opened as r:
+            for ev in parse_sse(r.iter_lines()):
+                seen.append(ev["type"])
+                if ev["type"] == "tool_start":
+                    run_id = ev["run_id"]
+                    SqliteServerStore(a.home / "serve" / "server.db").revoke_token("alice")
+                    a.release()
+        assert "tool_start" in seen and "tool_result" not in seen and "done" not in seen, seen
+        assert alice.get(f"/v1/runs/{run_id}").status_code == 401
+        bob_sid = bob.post("/v1/sessions", json={}).json()["session_id"]
+        bob_run = bob.post(f"/v1/sessions/{bob_sid}/messages", json={"text": "hi"}).json()["run_id"]
+        assert read_events(bob, f"/v1/runs/{bob_run}/events")[-1]["type"] == "done"

@@ -689,7 +689,9 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
     return "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
 
 
-def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
+def _sse(core: Core, run_id: str, after: int, caller: Caller | None = None) -> StreamingResponse:
+    """``caller``: asked before each write whether the caller may still read (a stream outlives
+    the request that opened it: a token revoked meanwhile ends it there)."""
     log = core.manager.log(run_id)
     ready = log.ready(after)  # what is here now goes with the head
     start = ready[-1][0] if ready else after
@@ -697,6 +699,8 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
     async def stream() -> AsyncIterator[str]:
         sent = bool(ready)
         async for batch in log.follow(start):
+            if caller is not None and not await caller.still_allowed():
+                return
             if batch is None:
                 yield ": keep-alive\n\n"
                 continue
@@ -707,6 +711,33 @@ def _sse(core: Core, run_id: str, after: int) -> StreamingResponse:
             yield _sse_lines(replayed)
 
     return _EventStream("retry: 1000\n\n" + _sse_lines(ready), stream())
+
+
+class Caller:
+    """The user a stream was opened for, and the credentials it came with, asked again while the
+    stream lasts: of a local store at every write (microseconds), of a remote one once a second."""
+
+    def __init__(self, core: Core, user: str, request: Request) -> None:
+        self.store, self.user, self.authorization = core.store, user, request.headers.get("authorization")
+        self.inline = bool(getattr(core.store, "answers_inline", False))
+        self.checked = time.monotonic()
+
+    def _allowed(self) -> bool:
+        try:
+            return _user(self.store, self.authorization) == self.user
+        except ApiError:
+            return False
+
+    async def still_allowed(self) -> bool:
+        if self.inline:
+            return self._allowed()
+        if time.monotonic() - self.checked < 1.0:
+            return True
+        from starlette.concurrency import run_in_threadpool
+
+        self.checked = time.monotonic()
+        allowed: bool = await run_in_threadpool(self._allowed)
+        return allowed
 
 
 def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
@@ -901,7 +932,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         if earlier is not None:
             if earlier.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
-            return _accepted(core, earlier, accept, status=200)
+            return _accepted(core, earlier, accept, 200, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
         waited = await _until_idle(core, session_id)
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
@@ -914,7 +945,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         if not new:  # the same message_id got there first (another node, another request)
             if turn.session_id != session_id:
                 raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
-            return _accepted(core, turn, accept, status=200)
+            return _accepted(core, turn, accept, 200, Caller(core, user, request))
         # The values chosen so far. As read above when nothing was awaited since and none kept (no
         # other request of this server ran in between): one query fewer per message.
         if body.values or expanded or waited:
@@ -931,7 +962,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             ) from None
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(text))
-        return _accepted(core, turn, accept)
+        return _accepted(core, turn, accept, caller=Caller(core, user, request))
 
 
 async def _until_idle(core: Core, session_id: str) -> bool:
@@ -979,11 +1010,12 @@ def _run_routes(app: FastAPI, core: Core) -> None:
     async def events(
         run_id: str,
         user: User,
+        request: Request,
         last_event_id: Annotated[str | None, Header()] = None,
         after: Annotated[int | None, Query(ge=0)] = None,
     ) -> StreamingResponse:
         _turn(core, run_id, user)
-        return _sse(core, run_id, _after(last_event_id, after))
+        return _sse(core, run_id, _after(last_event_id, after), Caller(core, user, request))
 
 
 def _decision_routes(app: FastAPI, core: Core) -> None:
@@ -1198,9 +1230,11 @@ async def _expanded(core: Core, record: SessionRecord, text: str) -> tuple[str, 
             raise ApiError(503, "unavailable", f"{why}; nothing was sent: try again in a moment") from None
 
 
-def _accepted(core: Core, turn: TurnRecord, accept: str | None, status: int = 202) -> Response:
+def _accepted(
+    core: Core, turn: TurnRecord, accept: str | None, status: int = 202, caller: Caller | None = None
+) -> Response:
     if accept and "text/event-stream" in accept:
-        return _sse(core, turn.run_id, 0)
+        return _sse(core, turn.run_id, 0, caller)
     body = {
         "message_id": turn.message_id,
         "run_id": turn.run_id,
