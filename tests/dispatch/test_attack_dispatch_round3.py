@@ -518,3 +518,70 @@ def test_a_nul_in_what_a_client_sends_is_not_a_500_on_postgres(cluster: Any) -> 
         assert r.status_code == 201, r.text
         assert client.get(f"/v1/sessions/{sid}").status_code == 200
         assert client.post("/v1/messages/m%00x/feedback", json={"score": "up"}).status_code == 404
+
+
+def test_a_run_stopped_while_queued_starts_stopped_and_pays_nothing(cluster: Any) -> None:
+    c = cluster()
+    paid: list[int] = []
+
+    def reply(messages: list[Any], request: object) -> Any:
+        paid.append(len(messages))
+        return Reply(text="should not be asked")
+
+    c.worker.agents["q"] = Agent(FunctionModel(reply), max_turns=3)
+    _queue(c, "r-q", "q", "s-q")
+    assert c.worker.jobs.request_cancel("r-q", "stopped by the user")
+    assert c.worker.drive("r-q") == "driven"
+    state = c.worker.runs.load("r-q")
+    assert paid == [] and state.status == "interrupted" and "stopped by the user" in (state.reason or "")
+    assert c.worker.jobs.get("r-q").state == "done"
+    assert not c.worker.jobs.request_cancel("r-q", "again")  # not live any more
+
+
+def test_many_runs_queued_at_once_on_threads_are_all_driven(cluster: Any, pg_url: str) -> None:
+    """ThreadDispatcher (one machine, no broker) with many runs queued at once, on a database with
+    a few connections to spare: each run driven holds a connection of its own, so starting them
+    all at once ran out, and the runs that found none were given up (left queued for ever, their
+    sessions 'still answering')."""
+    import contextlib
+    import threading
+
+    import psycopg
+
+    from tether.dispatch.engine import ThreadDispatcher
+
+    c = cluster()
+    c.worker.lock_wait_s = 0.3
+    now: list[int] = [0, 0]  # running, most at once
+    lock = threading.Lock()
+
+    async def reply(messages: list[Any], request: object) -> Any:
+        import asyncio
+
+        with lock:
+            now[0] += 1
+            now[1] = max(now)
+        await asyncio.sleep(0.3)
+        with lock:
+            now[0] -= 1
+        return Reply(text="done")
+
+    c.worker.agents["many"] = Agent(FunctionModel(reply), max_turns=2)
+    with contextlib.ExitStack() as hogs:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            free = conn.execute(
+                "SELECT current_setting('max_connections')::int - count(*) FROM pg_stat_activity "
+                "WHERE backend_type = 'client backend'"
+            ).fetchone()[0]
+        for _ in range(free - 25):  # other clients of the database: 25 connections to spare
+            hogs.enter_context(psycopg.connect(pg_url, autocommit=True))
+        dispatcher = ThreadDispatcher(c.worker.drive)
+        runs = [f"r-many-{i}" for i in range(40)]
+        for run_id in runs:
+            _queue(c, run_id, "many", f"s-{run_id}")
+            dispatcher.enqueue(run_id)
+        dispatcher.close()
+    states = dict(c.worker.db.execute("SELECT run_id, state FROM tether_jobs WHERE run_id LIKE 'r-many-%%'"))
+    assert sorted(states.items()) == sorted((r, "done") for r in runs)
+    assert all(c.worker.runs.load(r).status == "completed" for r in runs)
+    assert now[1] <= 8

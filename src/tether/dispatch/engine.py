@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["TASK", "CeleryDispatcher", "Dispatcher", "ThreadDispatcher", "celery_app", "open_dispatcher"]
 
 TASK = "tether.drive"
+_log = logging.getLogger("tether.dispatch")
 DEFAULT_QUEUE = "tether-runs"
 
 
@@ -71,19 +73,38 @@ class CeleryDispatcher:
 
 class ThreadDispatcher:
     """Runs each job on a thread of this process with ``drive``: for tests and for one machine
-    that wants the Postgres stores without a broker. No redelivery: a process that dies takes its
-    jobs with it (they stay queued or running in ``tether_jobs``)."""
+    that wants the Postgres stores without a broker. At most ``concurrency`` runs are driven at
+    once (each holds a database connection of its own while it runs: hundreds queued at once
+    would exhaust the server's ``max_connections``); one another process holds, or that met the
+    database away, is looked at again every ``retry_s``. No redelivery: a process that dies takes
+    its jobs with it (they stay queued or running in ``tether_jobs``)."""
 
-    def __init__(self, drive: Callable[[str], object]) -> None:
+    def __init__(self, drive: Callable[[str], object], *, concurrency: int = 8, retry_s: float = 5.0) -> None:
         self.drive = drive
+        self.retry_s = retry_s
         self.threads: list[threading.Thread] = []
+        self._slots = threading.Semaphore(concurrency)
+        self._closing = threading.Event()
 
     def enqueue(self, run_id: str) -> None:
-        t = threading.Thread(target=self.drive, args=(run_id,), name=f"tether-job-{run_id}", daemon=True)
+        t = threading.Thread(target=self._drive, args=(run_id,), name=f"tether-job-{run_id}", daemon=True)
         self.threads = [x for x in self.threads if x.is_alive()] + [t]
         t.start()
 
+    def _drive(self, run_id: str) -> None:
+        from tether.dispatch.worker import HELD
+
+        while not self._closing.is_set():
+            with self._slots:
+                try:
+                    if self.drive(run_id) != HELD:
+                        return
+                except Exception as exc:  # the database away: as the Celery task, look again later
+                    _log.warning("run %s: %s; looking again in %.0f s", run_id, exc, self.retry_s)
+            self._closing.wait(self.retry_s)
+
     def close(self) -> None:
+        self._closing.set()  # no more looking again; the runs being driven go on to their stop
         for t in self.threads:
             t.join(30)
 

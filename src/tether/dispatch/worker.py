@@ -28,6 +28,7 @@ from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState
 from tether.postgres.db import Database
+from tether.postgres.runs import RunHeld
 
 __all__ = ["HELD", "Worker", "run_worker"]
 
@@ -88,7 +89,7 @@ class Worker:
             with contextlib.ExitStack() as held:
                 try:
                     held.enter_context(self.runs.lock(run_id))
-                except StoreError:
+                except RunHeld:
                     # Held by another worker: a second delivery of a run that is running, or the run
                     # of a worker that just died and whose connection the database has not closed yet.
                     if time.monotonic() > deadline:
