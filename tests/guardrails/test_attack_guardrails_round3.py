@@ -4,6 +4,7 @@ promises."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import re
@@ -18,11 +19,12 @@ from pydantic import BaseModel
 from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
 from tether import Agent, RunState, approve, reject, run_sync, tool
 from tether.errors import ConfigError
-from tether.guardrails import FollowUp, Guardrail, Rule, RuleClassifier, Thresholds, Verdict
+from tether.guardrails import FollowUp, Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds, Verdict
 from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
 from tether.testing import FunctionModel, Reply
+from tether.usage import Price
 
 # -- input: a message a person writes to look like tether's own note ----------------------------
 
@@ -472,3 +474,37 @@ def test_a_copy_of_an_earlier_redirect_note_sent_as_a_message_is_judged() -> Non
     (note,) = [text_of([m]) for m in state.messages if text_of([m]).startswith("[Redirect: ")]
     run_sync(agent, note, state=state)
     assert recording.seen[-1] == ("input", note)
+
+
+# -- a model classifier beside parallel tool calls, under a budget ---------------------------------
+
+
+def test_model_verdicts_asked_for_side_by_side_stay_within_the_runs_budget() -> None:
+    # Eight parallel calls, eight verdicts at once: each saw the budget as it stood before any of
+    # them was charged, and the run ended at $1.12 of a $0.50 budget.
+    async def judge(messages: list[Any], request: ModelRequest) -> str:
+        await asyncio.sleep(0.05)  # a model takes a while: the eight are asked side by side
+        return json.dumps({"rationale": "A page to fetch. " * 20, "score": 1.0, "category": "ok"})
+
+    fetched: list[str] = []
+
+    @tool(read_only=True)
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        fetched.append(url)
+        return "a page"
+
+    def main(messages: list[Any], request: ModelRequest) -> str | Reply:
+        if messages[-1].role == "tool":
+            return "Done."
+        return Reply(calls=tuple((f"c{i}", "fetch", {"url": f"https://u{i}.example"}) for i in range(8)))
+
+    expensive = FunctionModel(judge, model_id="judge", price=Price(input=10.0, output=1000.0))
+    guard = Guardrail(ModelClassifier("Allow fetching public pages.", model=expensive), stages=("tool_args",))
+    cheap = FunctionModel(main, price=Price(input=0.01, output=0.01))
+    events = collect(Agent(cheap, tools=[fetch], middleware=[guard], max_budget_usd=0.5), "Fetch the eight pages")
+    r = result_of(events)
+    assert r.cost_usd <= 0.5, r.cost_usd
+    judged = verdicts(events, "tool_args")
+    assert len(judged) == 8 and len(fetched) == sum(v.decision == "allow" for v in judged) < 8
+    assert all("budget" in v.rationale for v in judged if v.decision != "allow")  # fails closed, and says why

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Sequence
@@ -156,7 +157,13 @@ class ModelClassifier:
             output_schema=self._schema(),
         )
         try:
-            response = await side_call(ctx, request, candidate)
+            if ctx.agent.max_budget_usd is None:
+                response = await side_call(ctx, request, candidate)
+            else:
+                # One at a time: verdicts asked for side by side (parallel tool calls) each saw the
+                # budget as it stood before any of them was charged, and together overspent it.
+                async with ctx.scratch.setdefault("guardrails_budget", asyncio.Lock()):
+                    response = await side_call(ctx, request, candidate)
             return _parse(response.message.text, self.categories)
         except (ProviderError, ValueError) as exc:
             score = 1.0 if self.on_error == "allow" else 0.0
