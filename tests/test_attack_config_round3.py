@@ -63,12 +63,16 @@ def test_a_link_at_config_toml_that_leads_nowhere_is_an_error_not_the_defaults(t
     assert "does not exist" not in out.stdout
 
 
-def test_a_tether_home_that_is_a_file_is_said_by_config_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("what", ["file", "dangling", "loop"])
+def test_a_tether_home_that_is_no_folder_is_said_by_config_check(tmp_path: Path, what: str) -> None:
     """Before: `tether config check` said "ok: .../config.toml does not exist" while every command
     that keeps anything refused to run."""
     home = tmp_path / "home"
-    home.write_text("not a folder\n")
-    with pytest.raises(ConfigError, match="is a file, not a folder"):
+    if what == "file":
+        home.write_text("not a folder\n")
+    else:
+        home.symlink_to(tmp_path / "gone" if what == "dangling" else home)
+    with pytest.raises(ConfigError, match="is a file, not a folder" if what == "file" else "leads to no folder"):
         load_settings(home)
     out = tether("config", "check", home=home)
     assert out.returncode == 2 and not out.stdout.startswith("ok")

@@ -653,6 +653,11 @@ def _check_absent(home: Path, path: Path) -> None:
         )
     if home.exists() and not home.is_dir():
         raise ConfigError(f"$TETHER_HOME {home} is a file, not a folder: set TETHER_HOME to a folder, or move the file")
+    if home.is_symlink() and not home.exists():
+        raise ConfigError(
+            f"$TETHER_HOME {home} is a symbolic link to {os.readlink(home)}, which leads to no folder (it was "
+            "moved, or the links loop): fix the link, or set TETHER_HOME to a folder"
+        )
 
 
 def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
