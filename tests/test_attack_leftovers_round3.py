@@ -186,8 +186,19 @@ class _NotAnObject(BaseHTTPRequestHandler):
             result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
             self._json(200, {"jsonrpc": "2.0", "id": ident, "result": result})
         elif method == "tools/list":
-            tool = {"name": "go", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
-            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
+            tools = [
+                {"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+                for name in ("go", "go_stream")
+            ]
+            self._json(200, {"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+        elif method == "tools/call" and message["params"]["name"] == "go_stream":  # the answer as an event stream
+            event = json.dumps({"jsonrpc": "2.0", "id": ident, "result": "a string, in an event"})
+            body = f"event: message\ndata: {event}\n\n".encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         else:
             self._json(200, {"jsonrpc": "2.0", "id": ident, "result": ["secret-looking", "stuff"]})
 
@@ -449,3 +460,14 @@ def test_sessions_list_counts_messages_not_lines_and_reads_only_what_was_appende
     parsed.clear()
     assert [(i.session_id, i.messages) for i in store.list()] == [("s1", 4)]
     assert parsed == []  # nothing appended since: nothing read
+
+
+def test_an_event_stream_answer_whose_result_is_not_an_object_is_one_line_too(web_server: str, tmp_path: Path) -> None:
+    """Was: "Failed to parse SSE message: 4 validation errors for union[...]", many lines quoting
+    the answer."""
+    result = call_once(McpConnector("web", {"url": web_server}, start_timeout_s=60), tmp_path, "web__go_stream")
+    assert result.is_error
+    assert text(result) == (
+        "Error: the call to web__go_stream failed on the MCP server web: its answer's result is a string of 21 "
+        "characters, not an object as JSON-RPC and MCP require"
+    )

@@ -10,7 +10,9 @@ Below the SDK's client, :class:`_Checked` reads each answer to a request first (
 ``MAX_RESPONSE_BYTES``) and turns what the SDK would report badly into a JSON-RPC error in words:
 an HTTP error status (``HTTP 500 Internal Server Error``, and which scopes a 403 asks for), a body
 that is not JSON or not JSON-RPC (without the body: it may hold anything), an answer too large to
-read. The SDK then hands the call that error, and the session goes on.
+read. The SDK then hands the call that error, and the session goes on. An event stream is passed on
+as it comes, a line at a time, with an answer whose ``result`` is not an object turned into such an
+error too.
 
 Imported only when a server is reached over HTTP (``httpx2`` and ``mcp`` are the ``mcp`` extra's).
 """
@@ -37,6 +39,7 @@ CONNECT_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 300.0  # a server may hold a response stream open while a tool works
 SSE_IDLE_S = 3600.0  # legacy SSE: the one event stream may be quiet between a run's turns
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
+_EVENT_LIMIT = 2 * 1024 * 1024  # a line of an event stream held to be checked (past it, passed on unchecked)
 _REDACTED = "[redacted]"
 
 
@@ -191,6 +194,8 @@ class _Checked(httpx2.AsyncBaseTransport):
         request_id = _request_id(request) if request.method == "POST" else None
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        if streamed and status < 400 and not response.headers.get("content-encoding"):
+            return _checked_events(request, response)
         if request_id is None or status in (202, 401, 404) or 300 <= status < 400 or (streamed and status < 400):
             return response
         try:
@@ -212,6 +217,65 @@ class _Checked(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _checked_events(request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
+    """``response`` (an event stream) with each event's answer checked as it passes: one whose
+    ``result`` is not an object becomes an error answer to its request (the SDK would report it in a
+    many-line dump quoting it, or, on the legacy SSE transport, leave its call to its timeout)."""
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
+    stream = _CheckedEvents(response.stream)
+    return httpx2.Response(
+        response.status_code, headers=headers, stream=stream, request=request, extensions=response.extensions
+    )
+
+
+class _CheckedEvents(httpx2.AsyncByteStream):
+    """An event stream passed on line by line, each ``data:`` line that is a whole JSON-RPC answer
+    checked by :func:`result_not_an_object`. A line longer than ``_EVENT_LIMIT`` is passed on as it
+    comes, unchecked (the SDK refuses such an event itself)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = b""
+        passing = False  # inside a line too long to check: passed on as it comes
+        async for chunk in self._inner:
+            if passing:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    yield chunk
+                    continue
+                yield chunk[: end + 1]
+                chunk, passing = chunk[end + 1 :], False
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if lines:
+                yield b"".join(_checked_line(line) + b"\n" for line in lines)
+            if len(pending) > _EVENT_LIMIT:
+                yield pending
+                pending, passing = b"", True
+        if pending:
+            yield _checked_line(pending)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _checked_line(line: bytes) -> bytes:
+    if not line.startswith(b"data:") or b'"result"' not in line:
+        return line
+    try:
+        message = json.loads(line[5:])
+    except (ValueError, RecursionError):
+        return line
+    problem = result_not_an_object(message)
+    ident = message.get("id") if isinstance(message, dict) else None
+    if problem is None or isinstance(ident, bool) or not isinstance(ident, int | str):
+        return line
+    error = {"jsonrpc": "2.0", "id": ident, "error": {"code": -32603, "message": problem}}
+    return b"data: " + json.dumps(error).encode() + (b"\r" if line.endswith(b"\r") else b"")
 
 
 async def _read(response: httpx2.Response, limit: int) -> bytes:
