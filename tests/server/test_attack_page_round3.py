@@ -21,9 +21,9 @@ expect.set_options(timeout=15_000)
 
 PAGE_AGENTS = Path(__file__).with_name("page_agents.py")
 
-# An MCP server whose tool asks the person to open a page (elicitation in URL mode) at an address
-# that is script, with markup in its message; as MCP 2026-07-28 servers ask (input_required), or
-# by elicitation/create with an older protocol.
+# An MCP server whose tool ``pay`` asks the person to open a page (elicitation in URL mode) at an
+# address that is script, with markup in its message, and whose tool ``tip`` asks for a number in a
+# form; as MCP 2026-07-28 servers ask (input_required), or by elicitation/create with an older protocol.
 LINK_SERVER = '''
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult
