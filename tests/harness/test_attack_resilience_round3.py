@@ -428,3 +428,39 @@ def test_a_stream_that_stalls_inside_a_tool_call_falls_back() -> None:
     (switch,) = [e for e in events if e.type == "fallback"]
     assert "stalled" in switch.reason
     assert (events[-1].result.status, events[-1].result.text) == ("completed", "answered by the fallback")
+
+
+def overflowing_history(paragraph: str) -> list[Message]:
+    history: list[Message] = []
+    for i in range(8):
+        history += [UserMessage.text(f"q{i}: {paragraph}"), AssistantMessage(content=(TextPart(text=f"a{i}: ok"),))]
+    return history
+
+
+def test_a_chinese_conversation_is_summarised_in_parts_that_fit_like_an_english_one() -> None:
+    """The summariser reads the older part in parts "of about half the window". The parts were
+    measured in characters (three a token), but a Chinese character is about 1.5 tokens: a part
+    was over twice the window, every summary call overflowed, nothing could be compacted, and the
+    conversation that an English one survives failed on the provider's overflow."""
+    window = 4000
+    asked: list[int] = []
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        tokens = estimate_tokens(text_of(messages))
+        if tokens > window:
+            raise ContextOverflowError("function: the prompt exceeds the model's context window")
+        if is_summary_request(messages):
+            asked.append(tokens)
+            return "summary: the person asked about log rotation, eight times."
+        return "ok"
+
+    for paragraph in (
+        "Logs rotate daily and old files are kept for thirty days. " * 48,
+        "日志轮换每天进行一次，旧文件压缩后保留三十天。" * 20,
+    ):
+        asked.clear()
+        state = RunState(messages=overflowing_history(paragraph))
+        events = collect(Agent(FunctionModel(model), context_window=window), "next question", state=state)
+        result = events[-1].result
+        assert (result.status, [e.method for e in events if e.type == "compaction"]) == ("completed", ["summary"])
+        assert asked and max(asked) <= window // 2 + 200, asked

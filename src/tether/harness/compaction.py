@@ -132,7 +132,7 @@ async def summarize(rc: RunContext, older: Sequence[Message], instruction: str =
 def summary_request(rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT) -> ModelRequest:
     """The summary call for ``older``: the instruction, then the transcript between delimiters.
     Raises :class:`ProviderError` when the remaining budget cannot pay for it (law 6)."""
-    text = render_for_summary(older, budget_chars=_render_budget(rc))
+    text = _rendered(rc, older)
     prompt_text = f"{instruction}\n<transcript>\n{text}\n</transcript>\n{_AFTER_TRANSCRIPT}"
     max_tokens = min(2048, rc.agent.max_tokens)
     budget = rc.agent.max_budget_usd
@@ -205,7 +205,7 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
         return None
     older = state.messages[:cut]
     summary = ""
-    for start, end in _parts(older, _render_budget(rc)):
+    for start, end in _parts(older, _render_budget(rc), rc.count):
         part = older[start:end]
         if summary:  # what the parts before said, first: nothing older is left out
             part = [summary_message(summary, conversation_turns(older[:start])), *part]
@@ -231,18 +231,38 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
 
 
 def _render_budget(rc: RunContext) -> int:
-    """Characters of transcript one summary call reads (about half the window)."""
-    return int((context_window(rc) or 128_000) * 0.5 * 3)
+    """Tokens of transcript one summary call reads (about half the window). Counted, not taken
+    from characters: a Chinese character is about 1.5 tokens, an English word's letter a quarter."""
+    return int((context_window(rc) or 128_000) * 0.5)
 
 
-def _parts(messages: Sequence[Message], budget_chars: int) -> list[tuple[int, int]]:
-    """``messages`` as consecutive ``(start, end)`` parts whose rendering fits ``budget_chars``
+_MAX_CHARS_PER_TOKEN = 8  # no text is sparser; a rendering this long is surely over its budget
+
+
+def _rendered(rc: RunContext, messages: Sequence[Message]) -> str:
+    """``messages`` rendered for the summariser within :func:`_render_budget` tokens (the latest
+    part kept, as :func:`render_for_summary` keeps it)."""
+    budget = _render_budget(rc)
+    text = render_for_summary(messages, budget_chars=budget * _MAX_CHARS_PER_TOKEN)
+    tokens = rc.count(text)
+    while tokens > budget and len(text) > 1:
+        shorter = render_for_summary(messages, budget_chars=max(1, int(len(text) * budget / tokens * 0.95)))
+        if len(shorter) >= len(text):
+            break
+        text, tokens = shorter, rc.count(shorter)
+    return text
+
+
+def _parts(
+    messages: Sequence[Message], budget_tokens: int, count: Callable[[str], int] = count_tokens
+) -> list[tuple[int, int]]:
+    """``messages`` as consecutive ``(start, end)`` parts whose rendering fits ``budget_tokens``
     each (a single message larger than that is a part of its own, read as far as it fits)."""
     parts: list[tuple[int, int]] = []
     start, size = 0, 0
     for i, m in enumerate(messages):
-        length = len(render_for_summary([m], budget_chars)) + 1
-        if i > start and size + length > budget_chars:
+        length = count(render_for_summary([m], budget_tokens * _MAX_CHARS_PER_TOKEN)) + 1
+        if i > start and size + length > budget_tokens:
             parts.append((start, i))
             start, size = i, 0
         size += length

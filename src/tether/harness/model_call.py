@@ -175,9 +175,9 @@ def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
     sizes = sorted((message_tokens(m, count), m.name) for m in messages[last + 1 :] if isinstance(m, ToolMessage))
     window = context_window(rc)
     of = f" (this one holds {window} tokens)" if window else ""
-    reason = f"{exc}; it still did not fit after the older part was compacted"
+    reason = f"{exc}; it still did not fit after compacting what could be compacted"
     if not sizes:
-        return f"{reason}. Send a shorter message, or use a model with a larger context window{of}"
+        return f"{reason}. Start a new session, send a shorter message, or use a model with a larger context window{of}"
     tokens, name = sizes[-1]
     return (
         f"{reason}: the output of {name} in the latest turn alone is about {tokens} tokens. Cut tool "
