@@ -304,3 +304,32 @@ def test_the_repr_of_settings_and_of_an_agent_holds_no_secret(tmp_path: Path) ->
     assert settings.mcp["n"].env == {"N_TOKEN": f"{SECRET}3"}
     for shown in (repr(settings), str(settings), repr(Agent("scripted/plan", settings=settings))):
         assert SECRET not in shown, shown
+
+
+def test_a_tether_home_that_cannot_be_searched_is_one_line(tmp_path: Path) -> None:
+    """A $TETHER_HOME of another user's (mode 0700), or chmod 000 by mistake. Before: a traceback
+    (PermissionError from the check whether config.toml exists). Root reads any folder, so as root
+    the command runs in a user namespace of its own, where it does not."""
+    import shutil
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("model = 'scripted/plan'\n")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.skip("root reads any folder, and unshare is not installed to run as no one")
+        prefix = ["unshare", "-U"]
+    home.chmod(0)
+    try:
+        out = subprocess.run(
+            [*prefix, "tether", "config", "check"],
+            env={**os.environ, "TETHER_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        home.chmod(0o700)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"tether: cannot read {home / 'config.toml'}: Permission denied"), out.stderr

@@ -572,18 +572,9 @@ def load_settings(home: Path | None = None) -> Settings:
             _database_url(env_url)
         except ValueError as exc:
             raise ConfigError(f"$TETHER_DATABASE_URL: {exc}") from None
-    if not path.exists():
-        _check_absent(home, path)
+    data = _read(home, path)
+    if data is None:
         return Settings(home=home, database_url=env_url)
-    import tomllib  # only when there is a file to read
-
-    from tether.fileio import read_regular
-
-    try:
-        # A named pipe there is not waited on; a byte-order mark (Notepad's "UTF-8 with BOM") is dropped.
-        data = tomllib.loads(read_regular(path).decode("utf-8-sig"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
     nul = _nul_at(data)
     if nul is not None:
         raise ConfigError(f"{path}: {_place(nul)} holds a NUL character (\\u0000), which no path or value can hold")
@@ -626,6 +617,25 @@ def load_settings(home: Path | None = None) -> Settings:
         governors=parsed.governors,
         agents=_agents(path, parsed),
     )
+
+
+def _read(home: Path, path: Path) -> dict[str, Any] | None:
+    """``config.toml`` parsed; None when there is none (that is fine), an error when it cannot be read."""
+    try:
+        if not path.exists():
+            _check_absent(home, path)
+            return None
+    except OSError as exc:  # a folder on the way that cannot be searched (another user's, mode 000)
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}. Fix its folder's permissions") from None
+    import tomllib  # only when there is a file to read
+
+    from tether.fileio import read_regular
+
+    try:
+        # A named pipe there is not waited on; a byte-order mark (Notepad's "UTF-8 with BOM") is dropped.
+        return tomllib.loads(read_regular(path).decode("utf-8-sig"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
 
 
 def _nul_at(data: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
