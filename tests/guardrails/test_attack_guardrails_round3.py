@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.guardrails.common import JAILBREAK, OFF_TOPIC, collect, deltas, result_of, rules, verdicts
+from tests.guardrails.common import JAILBREAK, OFF_TOPIC, Sentences, collect, deltas, result_of, rules, verdicts
 from tether import Agent, RunState, approve, reject, run_sync, tool
 from tether.errors import ConfigError
 from tether.guardrails import FollowUp, Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds, Verdict
@@ -508,3 +508,25 @@ def test_model_verdicts_asked_for_side_by_side_stay_within_the_runs_budget() -> 
     judged = verdicts(events, "tool_args")
     assert len(judged) == 8 and len(fetched) == sum(v.decision == "allow" for v in judged) < 8
     assert all("budget" in v.rationale for v in judged if v.decision != "allow")  # fails closed, and says why
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+def test_a_phrase_split_across_a_tool_call_is_judged_whole(release: str) -> None:
+    # Text beside a tool call and the answer after it were judged apart: "Our supplier " passed,
+    # "margin is 62%." passed, and the caller read "Our supplier margin is 62%." in the stream.
+    @tool(read_only=True)
+    def lookup(sku: str) -> str:
+        """The datasheet of a product."""
+        return "16 bar"
+
+    def model(messages: list[Any], request: ModelRequest) -> str | Reply:
+        if messages[-1].role == "tool":
+            return "margin is 62%. Anything else?"
+        return Reply(text="Rated 16 bar. Our supplier ", calls=(("c1", "lookup", {"sku": "FVAM-2050-B"}),))
+
+    rule = Rule(r"supplier\s+margin", 0.0, "confidential", "the answer discloses an internal margin")
+    guard = Guardrail(RuleClassifier([rule]), stages=("output",), release=release, chunk_chars=5)
+    events = collect(Agent(Sentences(model), tools=[lookup], middleware=[guard]), "Tell me about the FVAM-2050-B")
+    r = result_of(events)
+    assert r.status == "failed" and "blocked this (confidential)" in (r.reason or "")
+    assert "62%" not in "".join(deltas(events))

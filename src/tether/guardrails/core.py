@@ -609,6 +609,9 @@ class _Gate:
         # The text of a reply the output limit cut, which the next call continues: the
         # continuation is judged with it (a phrase cut by the limit is judged whole).
         self.carry = ""
+        # The end of what the run's earlier replies released (text beside a tool call, an
+        # attempt that failed): a reply is judged after it, as the caller reads the two.
+        self.earlier = self.released = ""
         self.reset()
 
     @classmethod
@@ -626,6 +629,7 @@ class _Gate:
         return gate if isinstance(gate, _Gate) and guardrail in gate.owners else None
 
     def reset(self) -> None:
+        self.earlier = self._last(self.earlier + self.released)
         self.held: list[str] = []
         self.held_chars = 0
         # The end of what is held from its last character that is not white space: a boundary
@@ -647,10 +651,13 @@ class _Gate:
         return any(owner.release != "chunks" for owner in self.owners)
 
     def _behind(self) -> str:
-        window = max(owner.lookbehind() for owner in self.owners)
+        return self._last(self.earlier + self.released)
+
+    def _last(self, released: str) -> str:
+        """The end of ``released`` a look-behind reads."""
+        window = max((owner.lookbehind() for owner in self.owners), default=0)
         if window <= 0:
             return ""
-        released = self.carry + self.released
         from tether.memory._normal import normalise  # what a rule reads (RuleClassifier)
 
         # Counted in characters as read: invisible ones, entities, runs of white space would
@@ -695,11 +702,11 @@ class _Gate:
         with the end of what was released before it ("" when there is no rest). A continuation
         is judged after the cut reply it continues: whole when held, its end when chunked."""
         if not full.startswith(self.released):
-            return self.carry + full
+            return (self.carry or self._last(self.earlier)) + full
         rest = full[len(self.released) :]
         if not rest.strip():
             return ""
-        return (self.carry if self._holds() else self._behind()) + rest
+        return (self.carry if self.carry and self._holds() else self._behind()) + rest
 
     async def finish(self, *, judge_rest: bool = False) -> list[str]:
         if self.blocked is not None:
