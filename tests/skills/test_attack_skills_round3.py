@@ -4,7 +4,9 @@ planted links, pipes and loops in skill folders, hostile front matter and descri
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -227,3 +229,33 @@ def test_a_run_says_a_dropped_description_once(project: Path, env: dict[str, str
     )
     said = [line for line in out.stderr.splitlines() if "the skill 'fmt' description" in line]
     assert len(said) == 1 and said[0].startswith("tether: skipped a skill: ") and "SKILL.md" in said[0], out.stderr
+
+
+# --- a folder that cannot be searched ---------------------------------------------------------------
+
+
+def test_a_skill_folder_that_cannot_be_searched_is_skipped_and_the_others_load(env: dict[str, str]) -> None:
+    """docs/skills.md: a folder that cannot be used is skipped, and the others still load. A skill
+    folder of mode 000 (or another user's) stopped `tether skills list` and every `tether run` with
+    a traceback (PermissionError looking for its SKILL.md). Root searches any folder, so as root the
+    commands run in a user namespace of their own, where they cannot."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.skip("root reads any folder, and unshare is not installed to run as no one")
+        prefix = ["unshare", "-U"]
+    skills_home = Path(env["TETHER_HOME"])
+    write_skill(skills_home / "skills", "ok", description="Fine.")
+    locked = write_skill(skills_home / "skills", "locked", description="Locked.")
+    locked.chmod(0)
+    try:
+        runs = [
+            subprocess.run([*prefix, "tether", *args], env=env, capture_output=True, text=True, timeout=60)
+            for args in (("skills", "list"), ("run", "--model", "scripted/hello", "hi"))
+        ]
+    finally:
+        locked.chmod(0o755)
+    for out in runs:
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+        assert f"skipped a skill: {locked}" in out.stderr and "Permission denied" in out.stderr, out.stderr
+    assert runs[0].stdout.startswith("ok  Fine."), runs[0].stdout

@@ -278,7 +278,9 @@ def _skill_folder(root: Path, path: Path) -> Path | SkillProblem | None:
         return SkillProblem(path, f"cannot open: {_why(exc)}")
     if not stat.S_ISDIR(st.st_mode):
         return None  # a README beside the skills, say: not a skill, not a problem
-    if not (path / SKILL_FILE).exists() and not (path / SKILL_FILE).is_symlink():
+    try:
+        os.lstat(path / SKILL_FILE)  # a link there is judged when it is read
+    except FileNotFoundError:
         lower = [n for n in _listing(path) if n.lower() == SKILL_FILE.lower()]
         hint = f" (found {lower[0]!r}: the name is case-sensitive)" if lower else ""
         return SkillProblem(
@@ -286,6 +288,8 @@ def _skill_folder(root: Path, path: Path) -> Path | SkillProblem | None:
             f"no {SKILL_FILE} in this folder{hint}; a skill is a folder with a {SKILL_FILE} "
             "whose front matter gives its name and description",
         )
+    except OSError as exc:  # a folder that cannot be searched (mode 000, another user's)
+        return SkillProblem(path, f"cannot open: {_why(exc)}")
     return path
 
 
