@@ -453,6 +453,30 @@ def test_connect_clicked_again_and_again_holds_one_flow_not_one_connection_each(
         assert alice.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": True}]
 
 
+def test_the_local_user_connects_the_account_their_runs_use(
+    served: Any, auth_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a server without tokens, Connect (the page's, or POST /v1/connections/NAME) kept the one
+    user's sign-in in a per-user file that their runs never read (they use ``tether mcp login``'s
+    tokens): the list said connected and every run still failed asking to sign in. Now the local
+    user's sign-in is kept where their runs look, and Disconnect forgets it there."""
+    from tests.server.test_accounts import ask, connect
+
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home0"))  # the home the fixture makes first
+    monkeypatch.setenv("TETHER_TEST_MCP_URL", f"{auth_server}/mcp")
+    monkeypatch.delenv("TETHER_CONNECTIONS_KEY", raising=False)
+    config = f'[mcp.guarded]\nurl = "{auth_server}/mcp"\nauth = "oauth"\n'
+    server = served(agents_module=Path(__file__).with_name("mcp_agents.py"), config=config)
+    with server.client() as local:
+        assert local.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": False}]
+        connect(local)
+        assert local.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": True}]
+        assert "the server said: signed in" in ask(local)
+        assert local.delete("/v1/connections/guarded").json() == {"server": "guarded", "forgotten": True}
+        assert local.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": False}]
+        assert "needs you to sign in" in ask(local)
+
+
 # --- a session deleted while its message is on its way ----------------------------------------------
 
 # An MCP server whose prompt waits for the test: it writes ASKED when asked, and answers once

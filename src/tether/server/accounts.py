@@ -68,9 +68,16 @@ class Connections:
             connection_key(self.settings.home)
 
     def _storage(self, user: str, server: str) -> Any:
-        from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
+        from tether.connectors._acting import LOCAL_USER
 
         home = self.settings.home
+        if user == LOCAL_USER:  # a server without tokens: the tokens its runs use, `tether mcp login`'s
+            from tether.connectors.mcp import token_path
+            from tether.server._local_tokens import LoginTokenStorage
+
+            return LoginTokenStorage(token_path(home, server))
+        from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
+
         try:
             key = connection_key(home)
         except ConfigError as exc:  # the server's setup, not the request: not a 400 or a 404
