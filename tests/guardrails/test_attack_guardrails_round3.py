@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import AsyncIterator
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from tether.guardrails import FollowUp, Guardrail, ModelClassifier, Rule, RuleCl
 from tether.messages import AssistantMessage, TextPart, ToolMessage, text_of
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
+from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, Reply
 from tether.usage import Price
 
@@ -530,3 +532,33 @@ def test_a_phrase_split_across_a_tool_call_is_judged_whole(release: str) -> None
     r = result_of(events)
     assert r.status == "failed" and "blocked this (confidential)" in (r.reason or "")
     assert "62%" not in "".join(deltas(events))
+
+
+# -- a session's later runs: the window reaches back into earlier runs ----------------------------
+
+
+def test_in_a_session_a_message_approved_in_an_earlier_run_is_not_held_again(tmp_path: Path) -> None:
+    # Approvals were kept in the run's record only: the session's next run (a new record) judged
+    # the approved message again with the next, innocent one, and held it for a person again.
+    discounts = rules(Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales"))
+    agent = Agent(
+        FunctionModel(lambda m, r: "Noted."),
+        middleware=[Guardrail(discounts, thresholds=Thresholds(block=0.1, ask=0.5))],
+    )
+    sessions = JsonlSessionStore(tmp_path / "sessions")
+    state = RunState(session_id="buyer-17")
+    assert run_sync(agent, "Can I get a discount?", state=state, session=sessions).status == "interrupted"
+    approve(state)
+    assert run_sync(agent, state=state, session=sessions).status == "completed"
+    r = run_sync(agent, "When can you deliver?", session=sessions, session_id="buyer-17")
+    assert r.status == "completed" and discounts.seen[-1] == ("input", "When can you deliver?")
+
+
+def test_in_a_session_a_redirect_note_of_an_earlier_run_still_closes_the_window(tmp_path: Path) -> None:
+    model = FunctionModel(lambda m, r: "I can only help with our valves here.")
+    recording = rules(OFF_TOPIC)
+    agent = Agent(model, middleware=[Guardrail(recording, thresholds=Thresholds(block=0.2, redirect=0.5))])
+    sessions = JsonlSessionStore(tmp_path / "sessions")
+    run_sync(agent, "What will the weather be like in Lisbon tomorrow?", session=sessions, session_id="s1")
+    run_sync(agent, "What pressure is the FVAM-2050-B rated for?", session=sessions, session_id="s1")
+    assert recording.seen[-1] == ("input", "What pressure is the FVAM-2050-B rated for?")

@@ -188,7 +188,7 @@ class Guardrail(Middleware):
         if not messages or not isinstance(messages[-1], UserMessage) or messages[-1].summary_turns is not None:
             return None  # a resumed run: its input was judged when it arrived
         record = _Record(ctx.state)
-        text = _recent_input(messages, record.approved, record.notes)
+        text = _recent_input(messages, [*record.approved, *_session_approved(ctx)], record.notes)
         action, verdict = await self.judge(ctx, "input", text)
         if action == "allow":
             return None
@@ -206,10 +206,7 @@ class Guardrail(Middleware):
             return None
         if action == "redirect" and self.redirect_reply is None:
             # The model writes the redirect: it reads why, and is offered no tools for it.
-            note = (
-                f"{_REDIRECT_NOTE}{words}. Reply briefly that you cannot help with "
-                "that here, and say what you can help with.]"
-            )
+            note = f"{_REDIRECT_NOTE}{words}.{_REDIRECT_END}"
             messages.append(UserMessage.text(note))
             _Record(ctx.state).notes.append(_note_key(messages, len(messages) - 1))  # a person can type it too
             ctx.persist()
@@ -437,9 +434,18 @@ def _note_key(messages: Sequence[Any], i: int) -> str:
 
 
 def _is_note(messages: Sequence[Any], i: int, notes: Sequence[str]) -> bool:
-    """Whether ``messages[i]`` is a redirect note a guardrail wrote (recorded by its key), not a
-    message that starts alike."""
-    return text_of(messages[i:][:1]).startswith(_REDIRECT_NOTE) and _note_key(messages, i) in notes
+    """Whether ``messages[i]`` is a redirect note a guardrail wrote, not a message that starts
+    alike: recorded by its key in this run; in a session's later run (whose record starts empty),
+    a note shaped as tether writes it that is not the latest message and directly follows the
+    message it redirected (a person's message follows a reply)."""
+    text = text_of(messages[i:][:1])
+    if not (text.startswith(_REDIRECT_NOTE) and text.endswith(_REDIRECT_END)):
+        return False
+    if _note_key(messages, i) in notes:
+        return True
+    at = i % len(messages)
+    before = messages[at - 1] if at > 0 else None
+    return at < len(messages) - 1 and isinstance(before, UserMessage) and before.summary_turns is None
 
 
 def _answered_by_guardrail(message: AssistantMessage) -> bool:
@@ -544,6 +550,27 @@ class _Record:
         self.part["held"] = None if message is None else message.model_dump(mode="json")
 
 
+_SESSION_APPROVED = 200  # the keys of approved inputs a session keeps (its latest)
+
+
+def _session_approved(ctx: RunContext) -> list[str]:
+    """Inputs a person let through in the session's earlier runs (a later run's record starts
+    empty, and its window reaches back into them): kept in the session's metadata."""
+    load = getattr(ctx.session, "load_meta", None)
+    if load is None or not ctx.state.session_id:
+        return []
+    kept = load(ctx.state.session_id).get("guardrails_approved")
+    return [k for k in kept if isinstance(k, str)] if isinstance(kept, list) else []
+
+
+def _session_approve(ctx: RunContext, key: str) -> None:
+    load, save = getattr(ctx.session, "load_meta", None), getattr(ctx.session, "save_meta", None)
+    if load is None or save is None or not ctx.state.session_id:
+        return  # a store without metadata keeps approvals per run
+    kept = [k for k in _session_approved(ctx) if k != key][-(_SESSION_APPROVED - 1) :]
+    save(ctx.state.session_id, {**load(ctx.state.session_id), "guardrails_approved": [*kept, key]})
+
+
 def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
     """A person's answer to ``pending`` (``approve``/``reject`` keep it in ``state.answer``),
     taken into the guardrails' record: an approved answer replaces its placeholder; a refusal is
@@ -558,6 +585,8 @@ def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
     if answer.approved:
         if pending.key not in record.approved:
             record.approved.append(pending.key)
+        if pending.stage == "input":
+            _session_approve(ctx, pending.key)
         if answer.reason:
             record.approved_reasons[pending.key] = answer.reason
         if pending.stage == "output" and held is not None and isinstance(last, AssistantMessage):
@@ -591,6 +620,7 @@ def _tail(text: str) -> str:
 
 DEFAULT_LOOKBEHIND = 256
 _REDIRECT_NOTE = "[Redirect: "
+_REDIRECT_END = " Reply briefly that you cannot help with that here, and say what you can help with.]"
 
 
 class _Gate:
