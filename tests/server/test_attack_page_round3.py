@@ -551,10 +551,13 @@ def test_a_stream_open_when_its_token_is_revoked_ends_at_its_next_event(
     served: Any, tmp_path: Path, opened_by: str
 ) -> None:
     """Revoking a token refused that user's next request, but an event stream they had open went
-    on to the run's end, every event included. Now the stream ends at its next event; the run
-    goes on, and the other users' streams are untouched."""
+    on to the run's end, every event included. Now the stream ends at its first event half a
+    second after; the run goes on, and the other users' streams are untouched."""
+    import time
+
     from tests.server.conftest import parse_sse
     from tests.server.test_attacks import Attack
+    from tether.server.app import Caller
     from tether.server.store import SqliteServerStore
 
     a = Attack(served, tmp_path, tokens=["alice", "bob"])
@@ -573,6 +576,7 @@ def test_a_stream_open_when_its_token_is_revoked_ends_at_its_next_event(
                 if ev["type"] == "tool_start":
                     run_id = ev["run_id"]
                     SqliteServerStore(a.home / "serve" / "server.db").revoke_token("alice")
+                    time.sleep(Caller.EVERY_S + 0.1)  # the stream asks again at its next event after this
                     a.release()
         assert "tool_start" in seen and "tool_result" not in seen and "done" not in seen, seen
         assert alice.get(f"/v1/runs/{run_id}").status_code == 401
