@@ -690,8 +690,8 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
 
 
 def _sse(core: Core, run_id: str, after: int, caller: Caller | None = None) -> StreamingResponse:
-    """``caller``: asked before each write whether the caller may still read (a stream outlives
-    the request that opened it: a token revoked meanwhile ends it there)."""
+    """``caller``: asked before a write (at most every :attr:`Caller.EVERY_S`) whether the caller
+    may still read (a stream outlives the request that opened it: a token revoked meanwhile ends it)."""
     log = core.manager.log(run_id)
     ready = log.ready(after)  # what is here now goes with the head
     start = ready[-1][0] if ready else after
