@@ -585,3 +585,51 @@ def test_many_runs_queued_at_once_on_threads_are_all_driven(cluster: Any, pg_url
     assert sorted(states.items()) == sorted((r, "done") for r in runs)
     assert all(c.worker.runs.load(r).status == "completed" for r in runs)
     assert now[1] <= 8
+
+
+def test_a_worker_that_lost_its_run_writes_nothing_into_the_new_workers_stream(cluster: Any, pg_url: str) -> None:
+    """Worker A's lock connection ends while its model thinks and worker B takes the run. A's model
+    then answers: its text must not go into the run's stream (B answers the run), and it must not
+    take the numbers B's events need (B's text, turn and done must all be there)."""
+    import threading
+
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import Database
+
+    c = cluster()
+    b_asked, release = threading.Event(), threading.Event()
+    b = Worker(home=c.worker.home, agents={}, db=Database(pg_url, max_size=3), name="worker-b")
+    b_done: list[str] = []
+
+    def model_b(messages: list[Any], request: object) -> Any:
+        b_asked.set()
+        assert release.wait(20)
+        return Reply(text="the answer from B")
+
+    def model_a(messages: list[Any], request: object) -> Any:
+        c.worker.db.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tether: run r-ev'"
+        )
+        threading.Thread(target=lambda: b_done.append(b.drive("r-ev")), daemon=True).start()
+        assert b_asked.wait(20)  # B holds the run, its stream started
+        return Reply(text="a stale answer from A")
+
+    c.worker.agents["ev"] = Agent(FunctionModel(model_a), max_turns=2)
+    b.agents["ev"] = Agent(FunctionModel(model_b), max_turns=2)
+    _queue(c, "r-ev", "ev", "s-ev")
+    try:
+        c.worker.drive("r-ev")
+        release.set()
+        deadline = time.monotonic() + 20
+        while not b_done and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        release.set()
+        b.close()
+        b.db.close()
+    assert b_done == ["driven"]
+    events = _events(c, "r-ev")
+    text = "".join(d["text"] for k, d in events if k == "text_delta")
+    assert "stale" not in text and "the answer from B" in text, events
+    assert [k for k, _ in events].count("done") == 1 and events[-1][0] == "done"
+    assert events[-1][1]["result"]["output"] == "the answer from B"

@@ -271,9 +271,10 @@ class EventWriter:
     """A run's events, written in order by a thread of their own (the run never waits on the
     database for a text delta), a batch per transaction, each batch announced with NOTIFY."""
 
-    def __init__(self, jobs: Jobs, run_id: str) -> None:
+    def __init__(self, jobs: Jobs, run_id: str, attempt: int | None = None) -> None:
         self.jobs = jobs
         self.run_id = run_id
+        self.attempt = attempt  # the claim this writer's worker made: a later claim's stream is not its own
         self.last_id = jobs.last_event(run_id)[0]
         self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._write, name=f"tether-events-{run_id}", daemon=True)
@@ -300,14 +301,18 @@ class EventWriter:
             rows = []
             for kind, text in items:
                 self.last_id += 1
-                rows.append((self.run_id, self.last_id, kind, text))
+                # (the run, the event; then the claim whose stream this is: none for a writer of no claim)
+                rows.append((self.run_id, self.last_id, kind, text, self.attempt, self.run_id, self.attempt))
             for attempt in range(5):
                 try:
                     with self.jobs.db.tx() as conn:
                         with conn.cursor() as cur:
+                            # Nothing once another worker has claimed the run since (this one lost
+                            # its hold): the stream is the new worker's, and so are its numbers.
                             cur.executemany(
-                                "INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s) "
-                                "ON CONFLICT DO NOTHING",
+                                "INSERT INTO tether_events (run_id, id, kind, data) SELECT %s,%s,%s,%s "
+                                "WHERE %s::int IS NULL OR EXISTS (SELECT 1 FROM tether_jobs WHERE run_id = %s "
+                                "AND attempts = %s) ON CONFLICT DO NOTHING",
                                 rows,
                             )
                         conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))

@@ -119,7 +119,7 @@ class Worker:
         from tether.server.runs import refused, run_tracer
         from tether.server.store import TurnRecord
 
-        writer = EventWriter(self.jobs, job.run_id)
+        writer = EventWriter(self.jobs, job.run_id, job.attempts)
         signal = CancelSignal()
         with self._held_lock:
             self._held[job.run_id] = (asyncio.get_running_loop(), signal)
