@@ -75,9 +75,16 @@ class RuleClassifier:
         if self.scanner is not None:
             finding = self.scanner.scan(text)
             if finding is not None:
+                # The scan quotes what it found: where the text is withheld from its reader (the
+                # caller, the model), the quote would hand them the start of it after all.
+                reason = (
+                    finding.reason
+                    if stage in ("input", "tool_args")
+                    else _QUOTED.sub("\u201c\u2026\u201d", finding.reason)
+                )
                 found.append(
                     Verdict(
-                        f"the text looks like a prompt injection: {finding.reason}",
+                        f"the text looks like a prompt injection: {reason}",
                         self.scanner_score,
                         f"injection:{finding.rule}",
                     )
@@ -90,6 +97,9 @@ class RuleClassifier:
                 if any(pattern.search(t) for t in seen):
                     found.append(Verdict(rule.rationale, rule.score, rule.category))
         return min(found, key=lambda v: v.score) if found else Verdict("no rule matched", 1.0, "")
+
+
+_QUOTED = re.compile("\u201c.*\u201d", re.S)  # from the scan's opening quote to its closing one
 
 
 def _max_width(pattern: re.Pattern[str]) -> int | None:
