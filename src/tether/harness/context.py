@@ -96,8 +96,6 @@ class RunContext:
     session: SessionStore | None = None  # the transcript is mirrored to it
     compaction_failures: int = 0
     summary_failures: int = 0  # failed summary calls this run; past a limit compaction only trims
-    # After a rewrite the last reply's prompt count describes a history that no longer exists.
-    stale_usage: bool = False
     # For the model call under way: tether withdrew the tools to ask for a final answer (a
     # terminal tool's, a governor's report), so a reply that calls a tool anyway keeps its words,
     # not its calls. Set again at the start of every call.
@@ -114,6 +112,16 @@ class RunContext:
     # that nothing below the loop imports it.
     run_agent: Callable[..., AsyncIterator[Event]] | None = None
     _fixed_counted: bool = False
+
+    @property
+    def stale_usage(self) -> bool:
+        """After a rewrite the last reply's prompt count describes a history that no longer exists
+        (kept in the state: a run resumed after a compaction must not trust it either)."""
+        return self.state.usage_stale
+
+    @stale_usage.setter
+    def stale_usage(self, value: bool) -> None:
+        self.state.usage_stale = value
 
     def emit(self, event: Event) -> None:
         """Put an event into the run's stream and trace, in its place (safe from any thread)."""

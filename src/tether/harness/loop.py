@@ -393,9 +393,8 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             async for event in run_pending(rc, pending):
                 yield event
             _prompt_after_calls(rc)
-            if rc.halt is None and rc.agent.compaction and context_window(rc) is not None and await _past_threshold(rc):
-                async for event in compact(rc):
-                    yield event
+            async for event in _compact_if_due(rc):
+                yield event
             continue
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AssistantMessage) and _to_continue(rc, last):
@@ -412,6 +411,12 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             yield event
 
 
+async def _compact_if_due(rc: RunContext) -> AsyncIterator[Event]:
+    if rc.halt is None and rc.agent.compaction and context_window(rc) is not None and await _past_threshold(rc):
+        async for event in compact(rc):
+            yield event
+
+
 async def _past_threshold(rc: RunContext) -> bool:
     """Whether the context passed the compaction threshold. An upper bound that needs no
     tokenizer settles the check while the context is well below it; near it, exact counts do."""
@@ -424,7 +429,9 @@ async def _past_threshold(rc: RunContext) -> bool:
 
 async def _start(rc: RunContext) -> AsyncIterator[Event]:
     """Before the first step: count a request lost in a crash, start the tokenizer, run every
-    middleware's ``before_agent`` (which may stop the run)."""
+    middleware's ``before_agent`` (which may stop the run); then, for a run that goes on from
+    earlier turns (resumed, or a session's new message), compact if the window asks for it: a
+    crash may have cut the compaction it was in."""
     state = rc.state
     lost = state.call_in_flight
     if lost is not None:  # the process died while a request was out: billed, never counted
@@ -447,6 +454,9 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
             return
         if rc.halt is not None:
             return
+    if any(isinstance(m, AssistantMessage) for m in state.messages) and not pending_tool_calls(state):
+        async for event in _compact_if_due(rc):
+            yield event
 
 
 def _capped(rc: RunContext, last: AssistantMessage) -> bool:

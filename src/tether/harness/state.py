@@ -205,6 +205,9 @@ class RunState(BaseModel):
 
     # Turns already in a session's history when this run started: they are not this run's.
     history_turns: int = 0
+    # The transcript was rewritten (a compaction) since the last reply: that reply's prompt count
+    # describes a history that no longer exists, and estimates do not start from it.
+    usage_stale: bool = False
     # A person's message given while calls of the last reply still waited (for a decision, or
     # behind a stop): it goes into the transcript after their results, where the model reads it.
     prompt_after_calls: str | None = None
