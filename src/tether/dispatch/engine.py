@@ -12,9 +12,11 @@ from tether.errors import ConfigError
 if TYPE_CHECKING:
     from tether.config import Settings
 
-__all__ = ["TASK", "CeleryDispatcher", "Dispatcher", "ThreadDispatcher", "celery_app", "open_dispatcher"]
+__all__ = ["HELD", "TASK", "CeleryDispatcher", "Dispatcher", "ThreadDispatcher", "celery_app", "open_dispatcher"]
 
 TASK = "tether.drive"
+# What a drive returns when another process holds the run: the job is looked at again later.
+HELD = "held by another worker"
 _log = logging.getLogger("tether.dispatch")
 DEFAULT_QUEUE = "tether-runs"
 
@@ -92,8 +94,6 @@ class ThreadDispatcher:
         t.start()
 
     def _drive(self, run_id: str) -> None:
-        from tether.dispatch.worker import HELD
-
         while not self._closing.is_set():
             with self._slots:
                 try:

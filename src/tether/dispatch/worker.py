@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from tether.cancel import CancelSignal
+from tether.dispatch.engine import HELD
 from tether.dispatch.jobs import CANCEL_CHANNEL, EventWriter, Job, Jobs, Listener
 from tether.errors import StoreError
 from tether.harness.agent import Agent
@@ -33,7 +34,6 @@ from tether.postgres.runs import RunHeld
 __all__ = ["HELD", "Worker", "run_worker"]
 
 _log = logging.getLogger("tether.dispatch")
-HELD = "held by another worker"
 
 
 class Worker:
