@@ -116,3 +116,19 @@ def test_a_new_run_does_not_take_over_a_saved_one(tmp_path: Path) -> None:
     with pytest.raises(StaleRunError, match="is saved at commit"):
         run_sync(deleting_agent(log), "start over", state=RunState(run_id=run_id), store=store)
     assert isinstance(store.load(run_id).interruption, ApprovalInterruption)
+
+
+def test_a_copied_run_folder_never_writes_into_the_original(tmp_path: Path) -> None:
+    """A run's folder copied under another name still names the original in its header: loaded, its
+    saves went to the original's id (so its files, from then on). Now the load says so."""
+    import shutil
+
+    from tether.errors import StoreError
+
+    log = tmp_path / "deleted.txt"
+    store = RunStore(tmp_path / "runs")
+    run_id = waiting_run(store, log)
+    shutil.copytree(tmp_path / "runs" / run_id, tmp_path / "runs" / "run_copy")
+    with pytest.raises(StoreError, match=f"names run '{run_id}', as a copy of that run's folder would"):
+        RunStore(tmp_path / "runs").load("run_copy")
+    assert isinstance(store.load(run_id).interruption, ApprovalInterruption)

@@ -17,7 +17,7 @@ from typing import Any
 
 from tether.dispatch.engine import Dispatcher
 from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
-from tether.errors import StoreError
+from tether.errors import StaleRunError, StoreError
 from tether.harness.state import RunState
 from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
@@ -127,6 +127,8 @@ class RemoteRuns:
                 with self.runs.lock(turn.run_id):  # a decision written into the state is saved before it is queued
                     self.runs.save(state)
                 break
+            except StaleRunError:
+                raise  # the run was saved since the decision was made on it: waiting cannot help
             except StoreError:
                 if time.monotonic() > deadline:
                     raise

@@ -723,6 +723,12 @@ class RunStore:
                 f"the header of {d} does not add up ({exc}); it was edited or damaged. Restore "
                 "it from a backup or delete the run."
             ) from exc
+        if header.get("run_id", run_id) != run_id:  # a copied folder: its saves would go to the run it names
+            raise StoreError(
+                f"the header of {d} names run {header['run_id']!r}, as a copy of that run's folder "
+                "would; going on from it would write into that run. Give the copy its own id in its "
+                "header (or delete it)."
+            )
         header = {k: v for k, v in header.items() if k not in _COMMIT_FIELDS}
         messages = list(self._read_messages(d / commit.name, commit))
         try:

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
 from tether.connectors._acting import LOCAL_USER, acting_for
-from tether.errors import ConfigError, StoreError, TetherError, UserError
+from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
@@ -371,6 +371,17 @@ def _handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return _error(exc.status, exc.code, exc.message, headers)
+
+    @app.exception_handler(StaleRunError)
+    async def stale(request: Request, exc: StaleRunError) -> JSONResponse:
+        # A decision made on a copy of the run that another process saved since (a worker that
+        # was still stopping it): nothing was saved or run, and reading the run again shows why.
+        return _error(
+            409,
+            "conflict",
+            f"run {exc.run_id} changed while this request was made (it was saved again since it was "
+            "read); nothing was decided or run. Read the run again and decide on what it waits for now",
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
