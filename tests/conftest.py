@@ -13,6 +13,25 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 
 
+def _encodable(text: str) -> str:
+    """``text`` with any lone surrogate (from a file name that is not UTF-8) as an escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    """A test's report holds what it logged and, if it failed, why: tests that feed tether lone
+    surrogates (a file name that is not UTF-8) log them, and pytest-xdist cannot send such text
+    from a worker (the whole session then stops with an internal error). Escape them."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    report.sections = [(title, _encodable(content)) for title, content in report.sections]
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):
+        text = str(report.longrepr)
+        if _encodable(text) != text:
+            report.longrepr = _encodable(text)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """A fresh copy of the example directory the scenarios work on."""

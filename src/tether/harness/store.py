@@ -683,8 +683,10 @@ class RunStore:
             pool.shutdown(wait=True)
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        try:  # noqa: SIM105 - not contextlib.suppress: at interpreter exit the module's names may be gone
             self.close()
+        except Exception:
+            pass
 
     def _read_commit(self, d: Path) -> _Commit:
         headers = _headers(d)
