@@ -77,3 +77,27 @@ def test_a_knowledge_base_search_records_what_it_retrieved_on_its_tool_span(serv
     assert list(attrs["tether.retrieval.lines"]) == [f"{h['start_line']}-{h['end_line']}" for h in hits]
     assert list(attrs["tether.retrieval.scores"]) == pytest.approx([h["score"] for h in hits])
     assert "SK-77" not in str(attrs)
+
+
+@pytest.mark.parametrize("run_processes", [None, 1])
+def test_an_approved_served_runs_chat_spans_add_up_to_what_it_cost(served: Any, run_processes: int | None) -> None:
+    """Summing tether.cost_usd over a trace's chat spans gives what the run cost, for a served run
+    resumed by an approval too (in the server's process or a run process): the resumed part's first
+    chat span carried the cost of everything before it."""
+    from tests.server.test_api import _waiting_run, finish
+    from tether.testing.otlp import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        s = served(config=f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\n', run_processes=run_processes)
+        with s.client() as c:
+            run_id, events, run = _waiting_run(c)
+            asked = next(e for e in events if e["event"] == "approval_required")
+            decision = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+            assert c.post(f"/v1/runs/{run_id}/decision", json=decision).status_code == 202
+            result = finish(c, run_id, after=events[-1]["id"])[-1]["result"]
+        assert result["status"] == "completed"
+        s.app.state.core.telemetry.flush()
+        spans = receiver.wait_for(lambda got: sum(x["name"].startswith("chat") for x in got) >= result["turns"])
+        chats = [x for x in spans if x["name"].startswith("chat") and x["trace_id"] == run["trace_id"]]
+        assert len(chats) == result["turns"]
+        assert sum(x["attributes"]["tether.cost_usd"] for x in chats) == pytest.approx(result["cost_usd"])

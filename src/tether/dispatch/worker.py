@@ -146,7 +146,7 @@ class Worker:
                 text="",
                 created=0.0,
             )
-            tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new)
+            tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new, cost_usd=state.cost_usd)
             replayed = self._replay(state, writer) if not new else Replayed(())
             # As a server's own runs: its MCP connectors act for the job's user (their own sealed
             # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.

@@ -408,7 +408,7 @@ class _Runner:
                 self.signals[run_id],
                 self.runs,
                 self.sessions,
-                lambda t, resumed: run_tracer(self.home, self.telemetry, t, resumed=resumed),
+                lambda t, resumed, cost: run_tracer(self.home, self.telemetry, t, resumed=resumed, cost_usd=cost),
             )
         except asyncio.CancelledError:
             pass

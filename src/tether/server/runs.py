@@ -194,14 +194,16 @@ class RunLoops:
         self._threads.clear()
 
 
-def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool) -> Any:
-    """The tracers of a served run: its trace file, and its span tree when telemetry is on."""
+def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool, cost_usd: float = 0.0) -> Any:
+    """The tracers of a served run: its trace file, and its span tree when telemetry is on
+    (``cost_usd``: what a resumed run had spent, so its first chat span gets only its own cost)."""
     tracers: list[Any] = [JsonlTracer(home / "traces")]
     if telemetry is not None:  # the message's trace: its id derived from session_id:message_id
         tracers.append(
             telemetry.tracer(
                 trace_id=turn.trace_id,
                 resumed=resumed,
+                cost_usd=cost_usd,
                 attributes={
                     "tether.run_id": turn.run_id,
                     "tether.session_id": turn.session_id,
@@ -270,7 +272,7 @@ async def drive(
     signal: CancelSignal,
     runs: Any,
     sessions: SessionStore,
-    tracer_of: Callable[[TurnRecord, bool], Any],
+    tracer_of: Callable[[TurnRecord, bool, float], Any],
 ) -> None:
     """One served run (or one part of it, after a decision), on the loop that drives it, acting for
     its user (their own MCP accounts): each event goes to ``emit`` as ``(kind, data)``, and a run
@@ -281,7 +283,7 @@ async def drive(
     saw_done = False
     with acting_for(turn.owner):
         try:
-            tracer = tracer_of(turn, prompt is None)
+            tracer = tracer_of(turn, prompt is None, state.cost_usd if state is not None else 0.0)
             async for event in run_stream(
                 agent, prompt, state=state, store=runs, tracer=tracer, signal=signal, session=sessions
             ):
@@ -527,8 +529,8 @@ class RunManager:
         with contextlib.suppress(Exception):
             self.store.touch_session(turn.session_id)
 
-    def _tracer(self, turn: TurnRecord, resumed: bool) -> Any:
-        return run_tracer(self.home, self.telemetry, turn, resumed=resumed)
+    def _tracer(self, turn: TurnRecord, resumed: bool, cost_usd: float) -> Any:
+        return run_tracer(self.home, self.telemetry, turn, resumed=resumed, cost_usd=cost_usd)
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is out end its bookkeeping
