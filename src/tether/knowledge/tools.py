@@ -7,14 +7,13 @@ Every result cites ``document:start-end`` (the lines it came from) and the whole
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from tether.events import Retrieval, TraceOnly
 from tether.harness.extension import Extension
 from tether.knowledge.base import KnowledgeBase, SearchResult
-from tether.tools.base import ToolContext, ToolResult
+from tether.tools.base import ToolContext, ToolResult, _in_thread
 
 __all__ = ["KnowledgeTools", "render"]
 
@@ -78,7 +77,8 @@ class _KbTool:
         self.owner = owner
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
-        result, text = await asyncio.to_thread(self._answer, input)
+        answer: tuple[SearchResult, str] = await _in_thread(self._answer, {"args": input})  # a Stop leaves it behind
+        result, text = answer
         # The trace (the tool's span) records what was retrieved: where each hit is from, its score.
         hits = tuple(
             {
