@@ -333,3 +333,15 @@ def test_a_tether_home_that_cannot_be_searched_is_one_line(tmp_path: Path) -> No
         home.chmod(0o700)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"tether: cannot read {home / 'config.toml'}: Permission denied"), out.stderr
+
+
+def test_config_show_hides_a_database_password_that_holds_a_slash(tmp_path: Path) -> None:
+    """A generated password often holds a raw '/', which ends a URL's user part for a parser: config
+    show printed what followed it (the password's rest), as errors did before (see
+    tether.postgres.db.redact, which shares the rule now)."""
+    write(tmp_path, f"database_url = 'postgresql://tether:ab/{SECRET}@db.internal:5432/tether'\n")
+    out = tether("config", "show", "--json", home=tmp_path)
+    assert out.returncode == 0 and SECRET not in out.stdout, out.stdout
+    import json
+
+    assert json.loads(out.stdout)["config"]["database_url"] == "postgresql://tether:<redacted>@db.internal:5432/tether"

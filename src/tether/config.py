@@ -719,14 +719,20 @@ def redacted(value: Any, key: str = "") -> Any:
     if isinstance(value, str) and "://" in value:
         from urllib.parse import urlunsplit
 
-        parts = urlsplit(value)
+        hidden = url_without_password(value, REDACTED)
+        parts = urlsplit(hidden)
         query = re.sub(r"(^|&)([^=&]+)=[^&]*", _redacted_param, parts.query)
-        if parts.password:
-            netloc = f"{parts.username}:{REDACTED}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-            parts = parts._replace(netloc=netloc)
-        if parts.password or query != parts.query:  # else as written
+        if query != parts.query:
             return urlunsplit(parts._replace(query=query))
+        return hidden
     return value
+
+
+def url_without_password(url: str, mask: str = "***") -> str:
+    """``url`` with the password of its user part as ``mask``. To the user part's last @ (a raw @
+    in a password); failing that, to the next @ (a raw / in a password, which a generated one
+    often has, ends the user part for a URL parser; a port is no password)."""
+    return re.sub(r"(://[^:/@]*:)(?:[^/]*|(?!\d*/)[^@]*)@", lambda m: f"{m[1]}{mask}@", url)
 
 
 def _redacted_param(m: re.Match[str]) -> str:

@@ -27,9 +27,9 @@ _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations
 
 def redact(url: str) -> str:
     """``url`` without its password: what errors and logs may show."""
-    # To the netloc's last @ (a raw @ in a password); failing that, to the next @ (a raw / in a
-    # password, which a random one often has, ends the netloc for a parser; a port is no password).
-    url = re.sub(r"(://[^:/@]*:)(?:[^/]*|(?!\d*/)[^@]*)@", r"\1***@", url)
+    from tether.config import url_without_password
+
+    url = url_without_password(url)
     return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
