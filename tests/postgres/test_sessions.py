@@ -32,6 +32,22 @@ def test_a_damaged_row_is_dropped_and_the_repaired_history_written_back(store: A
     assert [m.role for m in store.load("s")] == ["user", "assistant", "tool", "user"]
 
 
+def test_a_damaged_row_is_kept_where_the_warning_says_before_it_is_dropped(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the file stores keep a damaged line or row aside, the database keeps the row's text as it
+    was, in the transaction that drops it, and the warning says where."""
+    store.append("s", [UserMessage.text("go"), UserMessage.text("more")])
+    torn = '{"role": "user", "content": [{"type": "te'
+    store.db.execute("UPDATE tether_session_messages SET body = %s WHERE seq = 2", (torn,))
+    with caplog.at_level("WARNING", logger="tether.sessions"):
+        assert [m.role for m in store.load("s")] == ["user"]
+    assert store.db.execute("SELECT session_id, seq, body FROM tether_session_damaged") == [("s", 2, torn)]
+    assert "tether_session_damaged" in caplog.text and "session s" in caplog.text
+    store.load("s")  # nothing left to repair: nothing kept twice
+    assert store.db.execute("SELECT count(*) FROM tether_session_damaged") == [(1,)]
+
+
 def test_a_load_with_nothing_to_repair_writes_nothing(store: Any) -> None:
     store.append("s", [UserMessage.text("one")])
     before = store.db.execute("SELECT xmin::text, updated_at FROM tether_sessions")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from tether.postgres.db import Database, Migration, redact
 from tether.sessions import SessionInfo, check_session_id, repair
 
 __all__ = ["MIGRATIONS", "PgSessionStore"]
+
+_log = logging.getLogger("tether.sessions")
 
 # Append-only: a change to the tables is a new Migration at the end, never an edit.
 MIGRATIONS = [
@@ -44,6 +47,19 @@ CREATE TABLE tether_session_messages (
 CREATE TABLE tether_session_meta (
     session_id text PRIMARY KEY,
     body text NOT NULL
+);
+""",
+    ),
+    # A row that holds no message is copied here, as it was, by the repair that drops it.
+    Migration(
+        2,
+        "damaged session rows",
+        """
+CREATE TABLE tether_session_damaged (
+    session_id text NOT NULL,
+    seq integer NOT NULL,
+    body text NOT NULL,
+    found_at timestamptz NOT NULL DEFAULT now()
 );
 """,
     ),
@@ -89,9 +105,22 @@ class PgSessionStore:
         if fixed == messages and len(messages) == len(bodies):
             return fixed
         with self._write(session_id, "repair") as conn:  # again, under the lock: it may have grown since
-            messages = _parsed(_bodies(conn, session_id))
+            messages, damaged = _split(_rows(conn, session_id))
+            if damaged:  # kept as they were, in the transaction that drops them
+                conn.cursor().executemany(
+                    "INSERT INTO tether_session_damaged (session_id, seq, body) VALUES (%s, %s, %s)",
+                    [(session_id, seq, body) for seq, body in damaged],
+                )
             fixed = repair(messages)
             _replace(conn, session_id, fixed)
+        if damaged:
+            _log.warning(
+                "session %s: %d row(s) hold no message and were dropped; they are kept as they were in the "
+                "table tether_session_damaged (SELECT seq, body FROM tether_session_damaged WHERE session_id = '%s')",
+                session_id,
+                len(damaged),
+                session_id,
+            )
         return fixed
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
@@ -153,8 +182,25 @@ class PgSessionStore:
 
 
 def _bodies(conn: Any, session_id: str) -> list[str]:
-    rows = conn.execute("SELECT body FROM tether_session_messages WHERE session_id = %s ORDER BY seq", (session_id,))
-    return [str(body) for (body,) in rows]
+    return [body for _, body in _rows(conn, session_id)]
+
+
+def _rows(conn: Any, session_id: str) -> list[tuple[int, str]]:
+    rows = conn.execute(
+        "SELECT seq, body FROM tether_session_messages WHERE session_id = %s ORDER BY seq", (session_id,)
+    )
+    return [(int(seq), str(body)) for seq, body in rows]
+
+
+def _split(rows: list[tuple[int, str]]) -> tuple[list[Message], list[tuple[int, str]]]:
+    """The messages the rows hold, and the rows that hold none (damaged), with their numbers."""
+    messages, damaged = [], []
+    for seq, body in rows:
+        try:
+            messages.append(load_message(body))
+        except ValidationError:
+            damaged.append((seq, body))
+    return messages, damaged
 
 
 def _parsed(bodies: list[str]) -> list[Message]:
