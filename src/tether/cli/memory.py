@@ -193,7 +193,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 def _confirmed(memory: Memory, names: list[str]) -> bool:
     """Ask at a terminal; anywhere else, refuse without --yes (nothing is cleared)."""
     what = " and ".join(f"{name} ({memory.store(name).path})" for name in names)
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed
         print(f"tether: clearing {what} needs --yes when not at a terminal; nothing was cleared", file=sys.stderr)
         return False
     print(f"Clear {what}? Every entry is deleted. [y/N] ", end="", file=sys.stderr, flush=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
-from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, clean_entry
+from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, chars, clean_entry
 
 if TYPE_CHECKING:
     from tether.memory.scan import Finding, Scanner
@@ -167,7 +167,8 @@ class Memory(Extension):
     # -- writing (each under the store's lock) -----------------------------------------------
 
     def add(self, store: str, text: str) -> Change:
-        s, entry = self.store(store), self._checked(text)
+        s = self.store(store)
+        entry = self._checked(text, s, adding=True)
         with s.edit() as entries:
             if any(_same(e, entry) for e in entries):
                 return Change(
@@ -181,11 +182,12 @@ class Memory(Extension):
         return Change(store, "add", entry, True, usage, f"Saved to {store}. {self._usage_line(usage)}")
 
     def replace(self, store: str, match: str, text: str) -> Change:
-        s, entry = self.store(store), self._checked(text)
+        s = self.store(store)
+        entry = self._checked(text, s, adding=False)
         with s.edit() as entries:
             i = self._find(s, entries, match)
-            after = [*entries[:i], entry, *entries[i + 1 :]]
-            after = [e for j, e in enumerate(after) if j == i or not _same(e, entry)]  # no duplicates
+            head = [e for e in entries[:i] if not _same(e, entry)]  # no duplicates
+            after = [*head, entry, *(e for e in entries[i + 1 :] if not _same(e, entry))]
             if after == entries:
                 return Change(
                     store,
@@ -196,6 +198,11 @@ class Memory(Extension):
                     f"That entry in {store} already reads so: nothing changed.",
                 )
             self._fits(s, entries, after)
+            k = len(head)  # the new entry now sits between two others: each pair reads as one text
+            if k and _continues(after[k - 1], entry):
+                self._check_joined(after[k - 1], entry)
+            if k + 1 < len(after) and _continues(entry, after[k + 1]):
+                self._check_joined(entry, after[k + 1], new_first=True)
             entries[:] = after
             usage = s.usage(entries)
         return Change(store, "replace", entry, True, usage, f"Replaced in {store}. {self._usage_line(usage)}")
@@ -212,7 +219,7 @@ class Memory(Extension):
             gone,
             True,
             usage,
-            f"Removed from {store}: \u201c{_short(gone)}\u201d. {self._usage_line(usage)}",
+            f"Removed from {store}: {self._quoted(gone, 80)}. {self._usage_line(usage)}",
         )
 
     def clear(self, store: str) -> Change:
@@ -223,7 +230,7 @@ class Memory(Extension):
         noun = "entry" if count == 1 else "entries"
         return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} {noun}).")
 
-    def _checked(self, text: str) -> str:
+    def _checked(self, text: str, s: MemoryStore, *, adding: bool) -> str:
         if not isinstance(text, str):
             raise MemoryRefused("Not saved: the entry must be text.", "empty")
         # A byte that is not UTF-8 reaches here as a lone surrogate (a shell argument decoded with
@@ -235,6 +242,7 @@ class Memory(Extension):
                 f"position {at + 1}). Save it as UTF-8 text.",
                 "encoding",
             )
+        self._cannot_fit(s, clean_entry(text), adding=adding)
         finding = self.check(text)
         if finding is not None:
             raise MemoryRefused(
@@ -246,26 +254,41 @@ class Memory(Extension):
         entry = clean_entry(text)
         if not entry:
             raise MemoryRefused("Not saved: the entry is empty.", "empty")
-        control = next((c for c in entry if c < " " and c not in "\t\n"), None)
+        # C0, DEL and C1 (U+009B is a terminal's CSI): none has a visible form
+        control = next((c for c in entry if (c < " " and c not in "\t\n") or "\x7f" <= c <= "\x9f"), None)
         if control is not None:  # no place in a prompt, and the Postgres store could not keep a NUL
             raise MemoryRefused(
                 f"Not saved: the entry holds a control character ({control!r}). Save it without it.", "control"
             )
         return entry
 
-    def _check_joined(self, before: str, entry: str) -> None:
+    def _check_joined(self, first: str, second: str, *, new_first: bool = False) -> None:
         """An injection split over two entries (\u201cIgnore all previous\u201d, then
-        \u201cinstructions and ...\u201d) reads as one in the prompt, where entries are adjacent lines. An entry
-        before that the scan refuses alone (saved under an older scan) is withheld from the prompt
-        already: it blames nothing that follows it."""
-        finding = self.check(f"{before}\n{entry}")
-        if finding is not None and self.check(before) is None:
+        \u201cinstructions and ...\u201d) reads as one in the prompt, where entries are adjacent lines. The
+        new entry is ``second`` (or ``first`` with ``new_first``). A neighbour that the scan refuses
+        alone (saved under an older scan) is withheld from the prompt already: it blames nothing
+        next to it."""
+        other, where = (second, "after") if new_first else (first, "before")
+        finding = self.check(f"{first}\n{second}")
+        if finding is not None and self.check(other) is None:
             raise MemoryRefused(
-                f"Not saved: this entry is harmless alone, but shown after the entry before it "
-                f"(\u201c{_short(before, 60)}\u201d) the two read as one text, and {finding.message}. "
-                "Save the fact in its own words, or change the entry before it first.",
+                f"Not saved: this entry is harmless alone, but shown {'before' if new_first else 'after'} the "
+                f"entry {where} it (\u201c{_short(other, 60)}\u201d) the two read as one text, and "
+                f"{finding.message}. Save the fact in its own words, or change the entry {where} it first.",
                 f"scan:joined:{finding.rule}",
             )
+
+    def _cannot_fit(self, s: MemoryStore, entry: str, *, adding: bool) -> None:
+        """Refuse, before the scan reads it, an entry that cannot fit whatever the scan says: longer
+        than the limit and (for a replace) than all the store holds now. A megabyte from a hostile
+        model would hold the scan, and the run, for many seconds."""
+        if len(entry) <= s.limit:
+            return
+        now = s.entries()
+        if adding:
+            self._fits(s, now, [*now, entry])
+        elif len(entry) > chars(now):
+            self._fits(s, now, [entry])
 
     @staticmethod
     def _fits(s: MemoryStore, before: list[str], after: list[str]) -> None:
@@ -278,8 +301,7 @@ class Memory(Extension):
                 "limit",
             )
 
-    @staticmethod
-    def _find(s: MemoryStore, entries: list[str], match: str) -> int:
+    def _find(self, s: MemoryStore, entries: list[str], match: str) -> int:
         needle = (match or "").strip()
         if not needle:
             raise MemoryRefused("Say which entry: match must be a part of its text.", "not_found")
@@ -290,7 +312,7 @@ class Memory(Extension):
         if not hits:
             hits = [i for i, e in enumerate(entries) if needle.casefold() in e.casefold()]
         if not hits:
-            listing = "; ".join(f"\u201c{_short(e, 60)}\u201d" for e in entries[:12]) or "(it is empty)"
+            listing = "; ".join(self._quoted(e, 60) for e in entries[:12]) or "(it is empty)"
             raise MemoryRefused(
                 f"No entry in {s.name} contains \u201c{_short(needle)}\u201d. Its entries: {listing}", "not_found"
             )
@@ -299,13 +321,24 @@ class Memory(Extension):
             if not any(_same(entries[i], entries[j]) for j in distinct):
                 distinct.append(i)
         if len(distinct) > 1:
-            listing = "\n".join(f"  {n}. \u201c{_short(entries[i])}\u201d" for n, i in enumerate(distinct, 1))
+            listing = "\n".join(f"  {n}. {self._quoted(entries[i], 80)}" for n, i in enumerate(distinct, 1))
             raise MemoryRefused(
                 f"Be more specific: \u201c{_short(needle)}\u201d is in {len(distinct)} different "
                 f"{s.name} entries:\n{listing}\nGive a longer part of the one you mean.",
                 "ambiguous",
             )
         return distinct[0]
+
+    def _quoted(self, entry: str, n: int) -> str:
+        """An entry as a message quotes it, unless the scan withholds it from the prompt: what the
+        model is told must not carry what the prompt keeps from it."""
+        if self._clean(entry):
+            return f"\u201c{_short(entry, n)}\u201d"
+        return "(an entry withheld from the assistant: it failed the security scan)"
+
+    def _visible(self, entries: list[str]) -> list[str]:
+        """The entries the model may read: without those the scan refuses, alone or in pairs."""
+        return self._clean_block([e for e in entries if self._clean(e)])
 
     def _clean(self, entry: str) -> bool:
         if entry not in self._passed:
@@ -351,7 +384,7 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            shown = self._clean_block([e for e in entries if self._clean(e)])
+            shown = self._visible(entries)
             withheld = len(entries) - len(shown)
             kept: list[str] = []
             for e in shown:  # a file edited by hand past its limit: show what fits

@@ -108,9 +108,16 @@ class MemoryTool:
         out = []
         for name in [store] if store else list(self.memory.stores):
             entries = self.memory.entries(name)
+            shown = self.memory._visible(entries)  # what the prompt withholds, the list withholds too
             out.append(self.memory.usage(name).label())
-            out.extend(f"- {e}".replace("\n", "\n  ") for e in entries)
+            out.extend(f"- {e}".replace("\n", "\n  ") for e in shown)
             if not entries:
                 out.append("(empty)")
+            if len(shown) < len(entries):
+                withheld = len(entries) - len(shown)
+                out.append(
+                    f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security scan; "
+                    "the user can see them with `tether memory show`)"
+                )
         out.append("(This is what is saved now; your system prompt shows it as it was when the session began.)")
         return "\n".join(out)
