@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import httpx2
+import pydantic_core
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
@@ -268,9 +269,14 @@ def _checked_line(line: bytes) -> bytes:
         return line
     try:
         message = json.loads(line[5:])
-    except (ValueError, RecursionError):
+    except RecursionError:
+        message = None
+    except ValueError:
         return line
-    problem = result_not_an_object(message)
+    problem = result_not_an_object(message) or too_deep(line[5:])
+    if message is None and problem is not None:  # too deep for json too: its id is read from its head
+        found = _ANSWER_HEAD.search(line[5:4096])
+        message = {"id": json.loads(found.group(1))} if found else None
     ident = message.get("id") if isinstance(message, dict) else None
     if problem is None or isinstance(ident, bool) or not isinstance(ident, int | str):
         return line
@@ -304,6 +310,8 @@ def _problem(status: int, response: httpx2.Response, body: bytes) -> str | None:
     """What is wrong with an answer, in words that quote nothing the server wrote; None if nothing."""
     try:
         message = json.loads(body)
+    except RecursionError:
+        return too_deep(body)
     except ValueError as exc:
         message = exc
     is_jsonrpc = (
@@ -328,7 +336,27 @@ def _problem(status: int, response: httpx2.Response, body: bytes) -> str | None:
         return "its answer is not JSON (not UTF-8 text)"
     if not is_jsonrpc:
         return "its answer is JSON but not a JSON-RPC response"
-    return result_not_an_object(message)
+    return result_not_an_object(message) or too_deep(body)
+
+
+# The top-level id of an answer, as the SDKs write it: ``{"jsonrpc": "2.0", "id": ..., "result": ...``.
+_ANSWER_HEAD = re.compile(
+    rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})\s*,\s*"result"\s*:'
+)
+_DEPTH = 200  # the SDK's JSON parser (pydantic's) reads no deeper than this
+
+
+def too_deep(body: bytes) -> str | None:
+    """Why an answer the SDK's parser cannot read (nested past its recursion limit) is refused,
+    in its parser's words, which quote none of it; None for one it can read. Parsed again only when
+    it has that many brackets at all."""
+    if body.count(b"{") + body.count(b"[") <= _DEPTH:
+        return None
+    try:
+        pydantic_core.from_json(body)
+    except ValueError as exc:
+        return f"its answer could not be read ({str(exc).splitlines()[0][:200]})"
+    return None
 
 
 def _error(request: httpx2.Request, status: int, request_id: Any, problem: str) -> httpx2.Response:

@@ -238,6 +238,9 @@ def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValidationError as exc:
+        unreadable = _unreadable_answer(line, exc)
+        if unreadable is not None:
+            return unreadable
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -248,6 +251,24 @@ def _parse(line: bytes) -> SessionMessage | Exception:
             return exc
         error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=problem)
         return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=ident, error=error))
+
+
+# An answer's first keys, as the SDKs write them: its id, then its result.
+_ANSWER = re.compile(_ID.pattern + rb'\s*,\s*"result"\s*:')
+
+
+def _unreadable_answer(line: bytes, exc: ValidationError) -> SessionMessage | None:
+    """An answer whose JSON the SDK's parser cannot read at all (nested past its recursion limit,
+    which a tool's schema or result can be) ends its request at once, saying so, instead of being
+    logged while the request waits for its timeout."""
+    if not any(error["type"] == "json_invalid" for error in exc.errors()):
+        return None
+    found = _ANSWER.search(line[:4096])
+    if found is None:
+        return None
+    said = next(str(e["msg"]) for e in exc.errors() if e["type"] == "json_invalid")
+    error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"its answer could not be read ({said})")
+    return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=json.loads(found.group(1)), error=error))
 
 
 async def _exited(proc: asyncio.subprocess.Process, timeout: float) -> bool:

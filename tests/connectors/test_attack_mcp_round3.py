@@ -1,0 +1,211 @@
+"""tether's MCP connectors against hostile peers, round three: answers nested past what a JSON parser
+reads, over stdio and HTTP, and more. Each test says what it proves; "was:" says how it failed
+before the fix it came with."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.connectors import McpConnector
+from tether.errors import ConfigError
+from tether.messages import TextPart
+from tether.tools.base import ToolContext, ToolResult
+
+# A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves.
+RAW_SERVER = textwrap.dedent(
+    """
+    import json, os, sys
+
+    MODE = sys.argv[1]
+
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n")
+        sys.stdout.flush()
+
+    def nest(levels):
+        node = {"type": "object"}
+        for _ in range(levels):
+            node = {"type": "object", "properties": {"a": node}}
+        return node
+
+    def schema():
+        return nest(300) if MODE == "deep_schema" else {"type": "object"}
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            continue
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": ident, "result": {
+                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "1"}}})
+        elif method == "tools/list":
+            tool = {"name": "go", "inputSchema": schema(), "annotations": {"readOnlyHint": True}}
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
+        elif method == "tools/call":
+            result = {"content": [{"type": "text", "text": "fine"}]}
+            if MODE == "deep_result":
+                result["structuredContent"] = nest(300)
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("raw3") / "raw_server.py"
+    path.write_text(RAW_SERVER)
+    return path
+
+
+def raw(server: Path, mode: str, **config: Any) -> McpConnector:
+    return McpConnector("raw", {"command": sys.executable, "args": [str(server), mode], **config}, start_timeout_s=30)
+
+
+def text(result: ToolResult) -> str:
+    return "".join(p.text for p in result.parts() if isinstance(p, TextPart))
+
+
+def call_each(connector: McpConnector, tmp_path: Path, *names: str) -> list[ToolResult]:
+    """What each call answered, in turn, in one session; the server is stopped after."""
+
+    async def go() -> list[ToolResult]:
+        await connector.start()
+        try:
+            tools = {t.name: t for t in connector.tools()}
+            return [await tools[name].execute({}, ToolContext(cwd=tmp_path, signal=CancelSignal())) for name in names]
+        finally:
+            await connector.stop()
+
+    return asyncio.run(asyncio.wait_for(go(), 120))  # a guard against a hang, not a measurement
+
+
+def call_once(connector: McpConnector, tmp_path: Path, name: str) -> ToolResult:
+    return call_each(connector, tmp_path, name)[0]
+
+
+# --- 1. answers nested past the SDK parser's recursion limit ---------------------------------------
+
+
+def test_a_stdio_tool_list_nested_too_deep_fails_the_start_at_once_saying_why(raw_server: Path) -> None:
+    """Was: the SDK's parser could not read the answer (a schema 300 levels deep), only logged that,
+    and the start waited for its timeout, then said "it did not finish connecting"."""
+    with pytest.raises(ConfigError) as err:
+        asyncio.run(asyncio.wait_for(raw(raw_server, "deep_schema").start(), 120))
+    assert str(err.value).startswith("MCP server raw did not start: its answer could not be read (")
+    assert "recursion limit" in str(err.value)
+
+
+def test_a_stdio_result_nested_too_deep_ends_its_call_at_once_saying_why(raw_server: Path, tmp_path: Path) -> None:
+    """Was: the call waited for its timeout (here 30 s), then said it timed out."""
+    result = call_once(raw(raw_server, "deep_result", timeout_s=30), tmp_path, "raw__go")
+    assert result.is_error
+    assert text(result).startswith(
+        "Error: the call to raw__go failed on the MCP server raw: its answer could not be read ("
+    )
+    assert "timed out" not in text(result)
+
+
+class _Deep(BaseHTTPRequestHandler):
+    """A streamable-HTTP server whose tools/call answer is nested ``levels`` deep (from the path)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._json(405, b"")
+
+    def do_DELETE(self) -> None:
+        self._json(200, b"")
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            self._json(202, b"")
+        elif method == "initialize":
+            info = {"name": "web", "version": "1"}
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
+            self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+        elif method == "tools/list":
+            tools = [
+                {"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+                for name in ("go", "ok")
+            ]
+            self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}}).encode())
+        elif method != "tools/call":
+            error = {"code": -32601, "message": "no such method"}
+            self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode())
+        else:
+            _, levels, how = self.path.rsplit("/", 2)
+            deep = '{"a": ' * int(levels) + "1" + "}" * int(levels)
+            if message["params"]["name"] == "ok":
+                deep = "{}"
+            body = (
+                f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": '
+                f'{{"content": [{{"type": "text", "text": "x"}}], "structuredContent": {deep}}}}}'
+            )
+            if how == "json":
+                self._json(200, body.encode())
+                return
+            event = f"event: message\ndata: {body}\n\n".encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(event)))
+            self.end_headers()
+            self.wfile.write(event)
+
+
+@pytest.fixture(scope="module")
+def deep_web() -> Iterator[str]:
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _Deep)
+    http.daemon_threads = True
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{http.server_address[1]}/mcp"
+    finally:
+        http.shutdown()
+        http.server_close()
+        thread.join(30)
+
+
+@pytest.mark.parametrize("how", ["json", "sse"])
+@pytest.mark.parametrize("levels", [300, 5000])
+def test_an_http_result_nested_too_deep_ends_its_call_at_once_saying_why_and_the_session_goes_on(
+    deep_web: str, tmp_path: Path, levels: int, how: str
+) -> None:
+    """Was: 300 levels gave the SDK's pydantic dump over several lines, quoting the answer (json), or
+    the call waited for its timeout (sse); 5,000 levels closed the whole session ("Connection
+    closed"), its RecursionError raised inside the transport."""
+    connector = McpConnector("web", {"url": f"{deep_web}/{levels}/{how}", "timeout_s": 30}, start_timeout_s=30)
+    deep, fine = call_each(connector, tmp_path, "web__go", "web__ok")
+    assert deep.is_error
+    assert text(deep).startswith(
+        "Error: the call to web__go failed on the MCP server web: its answer could not be read ("
+    )
+    assert "\n" not in text(deep) and '{"a"' not in text(deep)
+    assert not fine.is_error and text(fine) == "x"
