@@ -36,6 +36,7 @@ __all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth
 
 _NAME = "subagents"  # this feature's part of RunState.ext
 DEFAULT_MAX_DEPTH = 4  # levels of delegation below the first run (an agent given itself recurses)
+MAX_ANSWER_CHARS = 100_000  # of a child's answer the parent reads (and keeps): as read_file's bound
 
 
 def children(state: RunState) -> dict[str, Any]:
@@ -141,6 +142,20 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
         if limits.get("turns") is not None:
             turns += max(0, int(limits["turns"]) - charged_turns(parent, call.id))
     return usd, turns, waiting
+
+
+def _bounded(text: str | None, name: str) -> str | None:
+    """A child's answer within MAX_ANSWER_CHARS: its first two thirds and its last third, with a
+    line between them saying what was cut."""
+    if text is None or len(text) <= MAX_ANSWER_CHARS:
+        return text
+    head = MAX_ANSWER_CHARS * 2 // 3
+    tail = MAX_ANSWER_CHARS - head
+    note = (
+        f"\n[... {len(text) - head - tail:,} of {len(text):,} characters cut here: the answer of the sub-agent "
+        f"{name} is longer than {MAX_ANSWER_CHARS:,} characters; ask it for a shorter one if the middle matters ...]\n"
+    )
+    return text[:head] + note + text[len(text) - tail :]
 
 
 class AgentTool:
@@ -300,7 +315,7 @@ class AgentTool:
             "run_id": child.run_id,
             "status": result.status,
             "reason": result.reason,
-            "output": result.text,
+            "output": _bounded(result.text, self.name),
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
             "turns": result.turns,

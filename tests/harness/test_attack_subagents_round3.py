@@ -1,0 +1,65 @@
+"""Sub-agents (``agent.as_tool``) attacked from outside, round three: a child whose answer is
+enormous, and more. Each test says what it proves; "was:" says how it failed before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tether import Agent, RunState, run_stream
+from tether.events import Done, Event
+from tether.harness.subagent import children
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
+from tether.providers.base import ModelRequest
+from tether.status import RunResult
+from tether.testing import FunctionModel
+from tether.usage import Price, Usage
+
+PRICE = Price(input=2.0, output=12.0)
+USAGE = Usage(prompt_tokens=100, completion_tokens=10)
+
+
+def reply(text: str = "", calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> AssistantMessage:
+    parts: list[TextPart | ToolCallPart] = [TextPart(text=text)] if text else []
+    parts += [ToolCallPart(id=cid, name=name, arguments=json.dumps(args)) for cid, name, args in calls]
+    return AssistantMessage(content=tuple(parts), usage=USAGE, finish_reason="tool_calls" if calls else "stop")
+
+
+def go(agent: Agent, prompt: str | None, state: RunState) -> list[Event]:
+    async def main() -> list[Event]:
+        return [e async for e in run_stream(agent, prompt, state=state)]
+
+    return asyncio.run(asyncio.wait_for(main(), 120))  # a guard against a hang, not a measurement
+
+
+def result_of(events: list[Event]) -> RunResult:
+    done = events[-1]
+    assert isinstance(done, Done)
+    return done.result
+
+
+def test_a_childs_enormous_answer_reaches_the_parent_bounded_head_and_tail() -> None:
+    """Was: a child's 3,000,000-character answer went whole into the parent's transcript (and its
+    saved state, twice), so the parent's next request could not fit any model's context."""
+    huge = "HEAD" + "z" * 3_000_000 + "TAIL"
+    child = Agent(FunctionModel(lambda m, r: reply(huge), model_id="child", price=PRICE))
+    seen: list[str] = []
+
+    def parent(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            return reply(calls=(("c1", "helper", {"task": "write a lot"}),))
+        seen.extend(results)
+        return reply("done")
+
+    lead = Agent(FunctionModel(parent, model_id="parent", price=PRICE), tools=[child.as_tool("helper", "Helps.")])
+    state = RunState()
+    result = result_of(go(lead, "go", state))
+    assert result.status == "completed"
+    (answer,) = seen
+    assert len(answer) < 101_000
+    assert answer.startswith("HEAD") and answer.endswith("TAIL")
+    assert "characters cut here" in answer
+    assert len(json.dumps(state.model_dump(mode="json"))) < 400_000
+    assert children(state)["c1"]["done"] is True
