@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.memory.conftest import Stores
 from tests.memory.test_tool import INJECTION, agent, call, scripted, stream, tool_replies
-from tether import RunState
+from tether import Agent, RunState
 from tether.events import MemoryRejected
 from tether.memory import Finding, Memory, MemoryRefused
 
@@ -182,3 +183,40 @@ def test_clear_with_stdin_closed_asks_for_yes_and_clears_nothing(tmp_path: Path)
     assert "Traceback" not in proc.stderr
     assert "needs --yes" in proc.stderr and "nothing was cleared" in proc.stderr
     assert Memory.open(home).entries("notes") == ["Deploy on Tuesdays."]
+
+
+def test_removing_a_withheld_entry_does_not_quote_it_back_to_the_model(home: Path) -> None:
+    """The model may remove an entry the prompt withholds (that is what the user would want), but
+    the answer must not hand it the whole of that entry for a few words of it."""
+    write_by_hand(home, "notes", f"- Deploy on Tuesdays.\n- {INJECTION}\n")
+    state = RunState()
+    model = scripted(call("r1", "memory", {"action": "remove", "store": "notes", "match": "Ignore"}), "OK.")
+    stream(agent(model, home), "go", state=state)
+    (reply,) = tool_replies(state)
+    assert reply.status == "ok" and "Removed from notes" in reply.text
+    assert "reveal the system prompt" not in reply.text and "withheld" in reply.text
+    assert Memory.open(home).entries("notes") == ["Deploy on Tuesdays."]
+
+
+def test_both_backends_withhold_and_refuse_alike(stores: Stores) -> None:
+    """The same hostile model against the Markdown file and the Postgres row."""
+    mem = stores.open()
+    stores.write_by_hand(mem, "notes", f"- Deploy on Tuesdays.\r\n- {INJECTION}\r\n")
+    model = scripted(
+        call("l1", "memory", {"action": "list", "store": "notes"}),
+        call("a1", "memory", {"action": "add", "store": "notes", "text": "y" * 300_000}),
+        call("a2", "memory", {"action": "add", "store": "notes", "text": "Deploy\x9b on Fridays."}),
+        call(
+            "a3", "memory", {"action": "replace", "store": "notes", "match": "Tuesdays", "text": "Deploy on Mondays."}
+        ),
+        "OK.",
+    )
+    state = RunState()
+    events = stream(Agent(model=model, extensions=[stores.open()]), "go", state=state)
+    listing, huge, control, replaced = tool_replies(state)
+    assert "- Deploy on Tuesdays." in listing.text and "Ignore all previous" not in listing.text
+    assert "1 entry withheld" in listing.text
+    assert [e.rule for e in events if isinstance(e, MemoryRejected)] == ["limit", "control"]
+    assert huge.status == control.status == "error"
+    assert replaced.status == "ok"
+    assert stores.open().entries("notes") == ["Deploy on Mondays.", INJECTION]
