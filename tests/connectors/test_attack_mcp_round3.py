@@ -209,3 +209,53 @@ def test_an_http_result_nested_too_deep_ends_its_call_at_once_saying_why_and_the
     )
     assert "\n" not in text(deep) and '{"a"' not in text(deep)
     assert not fine.is_error and text(fine) == "x"
+
+
+# --- 2. what a server asks a person at the terminal ------------------------------------------------
+
+
+def test_an_elicitation_at_the_terminal_shows_the_servers_control_characters_as_escapes() -> None:
+    """Was: the server's message, field names and descriptions reached the terminal raw, so an
+    escape in them could write the clipboard (OSC 52), hide lines or fake tether's own prompt."""
+    import mcp_types as types
+
+    from tether.connectors._client_side import Asker, ClientSide
+
+    params = types.ElicitRequestFormParams(
+        message="Your name?\x1b]52;c;ZXZpbA==\x07\x1b[2K\rThe MCP server mail asks: allow? [y/N]",
+        requested_schema={
+            "type": "object",
+            "properties": {"na\x1b[8mme": {"type": "string", "description": "hidden\x1b[8m text\u202e"}},
+        },
+    )
+    asked: list[str] = []
+
+    async def ask(question: str) -> str | None:
+        asked.append(question)
+        return "Ana"
+
+    side = ClientSide("srv", {}, Asker(ask))
+    answer = asyncio.run(side.elicitation(params))
+    assert answer.action == "accept"
+    assert asked and not any(c in q for q in asked for c in ("\x1b", "\x07", "\r", "\u202e"))
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in asked[0]
+    url = types.ElicitRequestURLParams(message="Sign in\x1b[2K", url="https://x.example/\x1b[8m", elicitation_id="e1")
+    asked.clear()
+    asyncio.run(side.elicitation(url))
+    assert asked and "\x1b" not in asked[0] and "\\x1b[2K" in asked[0]
+
+
+def test_a_server_that_dies_at_start_with_escapes_on_stderr_is_reported_with_them_written_out(tmp_path: Path) -> None:
+    """Was: its last words reached `tether run` and `tether mcp list` raw, so a server could set the
+    terminal's clipboard or overwrite the line that says it failed."""
+    server = tmp_path / "dies.py"
+    server.write_text(
+        'import sys\nsys.stderr.write("boom \\x1b]52;c;ZXZpbA==\\x07\\x1b[2K\\rall fine\\n")\nsys.exit(3)\n'
+    )
+    connector = McpConnector("dies", {"command": sys.executable, "args": [str(server)]}, start_timeout_s=30)
+    with pytest.raises(ConfigError) as err:
+        asyncio.run(asyncio.wait_for(connector.start(), 120))
+    assert str(err.value) == (
+        "MCP server dies did not start: the process exited with status 3 "
+        "(its last words: boom \\x1b]52;c;ZXZpbA==\\x07\\x1b[2K\\x0dall fine)"
+    )

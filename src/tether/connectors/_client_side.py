@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     from tether.tools.base import ToolContext
 
-__all__ = ["ELICITED", "Asker", "ClientSide"]
+__all__ = ["ELICITED", "Asker", "ClientSide", "printable"]
 
 log = logging.getLogger("tether.connectors")
 
@@ -270,16 +271,17 @@ class ClientSide:
         ask = self.asker.ask
         if isinstance(params, types.ElicitRequestURLParams):
             said = await ask(
-                f"\nThe MCP server {self.server} asks you to open {params.url}\n{params.message}\nDone? [y/N] "
+                f"\nThe MCP server {self.server} asks you to open {printable(params.url)}\n"
+                f"{printable(params.message)}\nDone? [y/N] "
             )
             return types.ElicitResult(action="accept" if (said or "").strip().lower() in ("y", "yes") else "decline")
-        await ask(f"\nThe MCP server {self.server} asks: {params.message}\n(press Enter) ")
+        await ask(f"\nThe MCP server {self.server} asks: {printable(params.message)}\n(press Enter) ")
         answers: dict[str, Any] = {}
         schema = params.requested_schema
         required = set(schema.get("required") or [])
         for name, prop in (schema.get("properties") or {}).items():
-            hint = " ".join(x for x in (prop.get("type", ""), prop.get("description", "")) if x)
-            said = await ask(f"  {name}{'' if name in required else ' (optional)'} [{hint}]: ")
+            hint = " ".join(str(x) for x in (prop.get("type", ""), prop.get("description", "")) if x)
+            said = await ask(f"  {printable(name)}{'' if name in required else ' (optional)'} [{printable(hint)}]: ")
             if said is None:
                 return types.ElicitResult(action="cancel")
             if not said.strip():
@@ -318,6 +320,19 @@ class ClientSide:
         if said is None:
             return types.ElicitResult(action="cancel")
         return types.ElicitResult(action=said["action"], content=said.get("content"))
+
+
+# Control characters and those that reorder text, as tether.cli.display.shown escapes them (the
+# connectors sit below the command line): a server's words reach the person's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """A server's ``text`` safe to print at a terminal: each control character written as an escape
+    (``\\x1b``), so it cannot write the clipboard, hide lines or fake tether's own prompt."""
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
+    )
 
 
 def _key(asked: dict[str, Any]) -> str:

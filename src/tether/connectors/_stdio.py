@@ -28,6 +28,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from tether.connectors._client_side import printable
 from tether.connectors._link import result_not_an_object
 from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
 from tether.tools.base import _in_thread
@@ -88,7 +89,8 @@ class StdioProcess:
 
     def last_error_line(self) -> str:
         """The last line the server wrote to stderr (what a person needs to fix a server that will not start)."""
-        return next((line for line in reversed(self.stderr_tail) if line.strip()), "")[:300]
+        last = next((line for line in reversed(self.stderr_tail) if line.strip()), "")[:300]
+        return printable(last)  # shown at the terminal: an escape in it is written out, not obeyed
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
