@@ -384,12 +384,19 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            shown = self._visible(entries)
-            withheld = len(entries) - len(shown)
+            # An entry longer than the whole store is never shown: not worth a scan (a megabyte
+            # pasted by hand would cost seconds at every session start).
+            fitting = [e for e in entries if len(e) <= s.limit]
+            shown = self._visible(fitting)
             kept: list[str] = []
             for e in shown:  # a file edited by hand past its limit: show what fits
                 if s.usage([*kept, e]).chars <= s.limit:
                     kept.append(e)
+            # An entry left out for its size makes its neighbours adjacent: read them together too.
+            checked = self._clean_block(kept)
+            withheld = len(fitting) - len(shown) + len(kept) - len(checked)
+            hidden = len(entries) - len(fitting) + len(shown) - len(kept)
+            kept = checked
             lines.append(s.usage(entries).label())
             lines.extend(f"- {e}".replace("\n", "\n  ") for e in kept)
             if not entries:
@@ -399,8 +406,7 @@ class Memory(Extension):
                     f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security "
                     "scan; the user can see them with `tether memory show`)"
                 )
-            if len(kept) < len(shown):
-                hidden = len(shown) - len(kept)
+            if hidden:
                 what = "entry does not fit the limit and is" if hidden == 1 else "entries do not fit the limit and are"
                 lines.append(f"({hidden} more {what} not shown; consolidate)")
         return "\n".join(lines)
