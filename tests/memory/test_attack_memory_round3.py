@@ -246,3 +246,15 @@ def test_a_huge_entry_written_by_hand_is_not_scanned_at_every_session_start(tmp_
     assert "- Deploy on Tuesdays." in block and "log line" not in block
     assert "1 more entry does not fit the limit" in block
     assert counting.texts and all(n <= 2_200 for n in counting.texts)
+
+
+def test_thousands_of_lines_written_by_hand_are_not_all_scanned_at_every_session_start(tmp_path: Path) -> None:
+    counting = Counting()
+    mem = Memory.open(tmp_path, scanners=[counting])
+    write_by_hand(tmp_path, "notes", "".join(f"- We decided thing number {i} on a Tuesday.\n" for i in range(20_000)))
+    block = mem.prompt_block()
+    assert "- We decided thing number 0 on a Tuesday." in block
+    assert "We decided thing number 19999" not in block
+    shown = block.count("- We decided thing number")
+    assert 40 < shown < 60 and f"({20_000 - shown} more entries do not fit the limit" in block
+    assert len(counting.texts) < 200  # the shown entries and their pairs, not 20,000

@@ -384,18 +384,24 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            # An entry longer than the whole store is never shown: not worth a scan (a megabyte
-            # pasted by hand would cost seconds at every session start).
-            fitting = [e for e in entries if len(e) <= s.limit]
-            shown = self._visible(fitting)
+            # A file edited by hand past its limit: show what fits, in order. An entry that does
+            # not fit is never shown, so it is not scanned either (a megabyte pasted by hand, or
+            # thousands of lines, would cost seconds at every session start).
             kept: list[str] = []
-            for e in shown:  # a file edited by hand past its limit: show what fits
-                if s.usage([*kept, e]).chars <= s.limit:
+            used = withheld = hidden = 0
+            for e in entries:
+                grown = used + len(e) + (1 if kept else 0)  # as chars() counts them
+                if grown > s.limit:
+                    hidden += 1
+                elif self._clean(e):
                     kept.append(e)
-            # An entry left out for its size makes its neighbours adjacent: read them together too.
+                    used = grown
+                else:
+                    withheld += 1
+            # Shown entries are adjacent lines, also where one between them was left out: read
+            # each pair together.
             checked = self._clean_block(kept)
-            withheld = len(fitting) - len(shown) + len(kept) - len(checked)
-            hidden = len(entries) - len(fitting) + len(shown) - len(kept)
+            withheld += len(kept) - len(checked)
             kept = checked
             lines.append(s.usage(entries).label())
             lines.extend(f"- {e}".replace("\n", "\n  ") for e in kept)
