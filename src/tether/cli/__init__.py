@@ -131,11 +131,38 @@ def _closed_streams_to_devnull() -> None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (kept open for the process)
 
 
+def _log_records_in_one_line() -> None:
+    """What tether logs because of the machine (a state that could not be saved on a full disk, a
+    trace that stops: an OSError) is one line on stderr, ``tether: <what> (<error>)``, not
+    Python's traceback; an error that is tether's own keeps its traceback, for the report. Only
+    for the process's own command; a program calling main() keeps its own logging."""
+    import logging
+
+    class OneLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                exc = record.exc_info[1] if record.exc_info else None
+                if exc is not None and not isinstance(exc, OSError):
+                    message = logging.Formatter().format(record)  # with the traceback
+                else:
+                    message = record.getMessage()
+                    if exc is not None and str(exc) not in message:
+                        message += f" ({type(exc).__name__}: {exc})"
+                print(f"tether: {message}", file=sys.stderr, flush=True)
+            except Exception:  # a record that cannot be written is not the command's error
+                self.handleError(record)
+
+    logger = logging.getLogger("tether")
+    if not logger.handlers:
+        logger.addHandler(OneLine(logging.WARNING))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2; Ctrl-C, 130."""
     if argv is None:
         _closed_streams_to_devnull()
+        _log_records_in_one_line()
     try:
         return _main(argv)
     except KeyboardInterrupt:

@@ -103,11 +103,19 @@ _DECISIONS = {
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def shown(text: object) -> str:
-    """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``)."""
-    return _CONTROL.sub(
-        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
-    )
+# The same, but line breaks are kept: for a streamed answer, whose lines are not split first.
+_CONTROL_IN_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100 else f"\\u{ord(match.group()):04x}"
+
+
+def shown(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``),
+    and so is each character that reorders text (``\\u202e``), which could make a file name read
+    as another. ``keep_newlines`` leaves line breaks as they are (a streamed answer)."""
+    return (_CONTROL_IN_LINES if keep_newlines else _CONTROL).sub(_escape, str(text))
 
 
 def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hint: str = "--full") -> Iterator[str]:

@@ -28,6 +28,7 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
+from tether.cli.display import shown
 from tether.cli.kb import kb_name
 from tether.cli.memory import add_memory_options, memory_override
 from tether.cli.skills import add_skills_options, skills_override
@@ -431,11 +432,13 @@ def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknow
 def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
     from tether.harness.state import approve, reject
 
-    shown = f"{waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}"
+    # The model's words, escaped: a bidi override or a terminal escape in its arguments must not
+    # make the call the person approves read as another (tether.cli.display.shown).
+    call = shown(f"{waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}")
     if waiting.type == "outcome_unknown":
-        question = f"{shown} started before a crash and left no result. Run it again? [y/N] "
+        question = f"{call} started before a crash and left no result. Run it again? [y/N] "
     else:
-        question = f"Allow {shown}? [y/N] "
+        question = f"Allow {call}? [y/N] "
     try:
         answer = ask(question)
         if answer is None:
@@ -556,13 +559,16 @@ class Printer:
         self.quiet = quiet
         self.asking = asking
         self.text_open = False
+        # At a terminal the streamed answer is escaped as `tether show` escapes it: the model's
+        # text could otherwise set the title, write the clipboard or hide lines. A pipe gets it as is.
+        self.tty = sys.stdout is not None and sys.stdout.isatty()
 
     def _err(self, line: str) -> None:
         if self.text_open:
             sys.stdout.write("\n")
             sys.stdout.flush()
             self.text_open = False
-        print(line, file=sys.stderr, flush=True)
+        print(shown(line), file=sys.stderr, flush=True)  # tool names, arguments, reasons: text from outside
 
     def show_sandbox(self) -> None:
         """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox)."""
@@ -575,7 +581,7 @@ class Printer:
         kind = event.type
         if kind == "text_delta":
             if not self.quiet:
-                sys.stdout.write(event.text)
+                sys.stdout.write(shown(event.text, keep_newlines=True) if self.tty else event.text)
                 sys.stdout.flush()
                 self.text_open = True
         elif kind == "tool_start":

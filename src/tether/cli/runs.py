@@ -179,7 +179,7 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tether.cli.display import transcript_lines
+    from tether.cli.display import shown, transcript_lines
     from tether.harness.store import RunStore
 
     settings = load_settings()
@@ -187,7 +187,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     state = load_run(store, args.run_id)
     stopped = state.status == "running" and isinstance(store, RunStore) and not store.held(state.run_id)
     for line in _heading(state, settings, stopped=stopped):
-        print(line)
+        print(shown(line))  # its reason and the waiting call's arguments are text from outside
     print()
     for line in transcript_lines(state.messages, full=args.full, full_hint=f"tether show {state.run_id} --full"):
         print(line)
