@@ -472,11 +472,16 @@ async def _run(
                 _stop(proc)
                 return
 
+    async def finish() -> int | None:
+        await drain()
+        # The output can end long before the command does (it closed or redirected its stdout):
+        # the rest of the timeout is still its own.
+        return None if note else await proc.wait()
+
     try:
         if ctx.on_process is not None:
             ctx.on_process(proc.pid)
-        await ctx.signal.race(asyncio.wait_for(drain(), timeout=settings.timeout_s))
-        code: int | None = await asyncio.wait_for(proc.wait(), timeout=5) if not note else None
+        code = await ctx.signal.race(asyncio.wait_for(finish(), timeout=settings.timeout_s))
     except TimeoutError:
         note = f"[timed out after {settings.timeout_s:g} s; the command and its children were stopped]"
         code = None
