@@ -211,9 +211,23 @@ class WebFetch:
         self.settings = settings or WebSettings()
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        url = str(input["url"]).strip()
+        timeout = self.settings.timeout_s
+        try:
+            # The whole fetch, not each read: httpx's timeout is per read, so a server that sends a
+            # byte now and then would hold the call for as long as it liked.
+            async with asyncio.timeout(timeout):
+                return await self._fetch(url, ctx)
+        except TimeoutError:
+            raise ToolError(
+                f"{url} did not finish within {timeout:g} s (the server is too slow, or the response "
+                "never ends); nothing was read. Try another source, or ask the user to paste the content."
+            ) from None
+
+    async def _fetch(self, first: str, ctx: ToolContext) -> ToolResult | str:
         import httpx
 
-        url = first = str(input["url"]).strip()
+        url = first
         async with httpx.AsyncClient(
             timeout=self.settings.timeout_s, follow_redirects=False, trust_env=False
         ) as client:
@@ -260,12 +274,17 @@ class WebFetch:
             raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from exc
 
     async def _read(self, response: Any, url: str) -> ToolResult | str:
+        import httpx
+
         cap = self.settings.max_bytes
         data = bytearray()
-        async for chunk in response.aiter_bytes():
-            data += chunk
-            if len(data) > cap:
-                break
+        try:
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > cap:
+                    break
+        except httpx.HTTPError as exc:
+            raise ToolError(f"could not read {url}: {type(exc).__name__}: {exc}") from exc
         cut = len(data) > cap
         kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if response.status_code >= 400:
