@@ -515,41 +515,61 @@ def entries(ws: Workspace, glob: Glob, ignored: frozenset[str]) -> Iterator[Loca
     in sorted path order, without following a link.
 
     Directories are opened beneath their parent's descriptor with ``O_NOFOLLOW``: a directory
-    swapped for a link during the walk is skipped, never entered.
+    swapped for a link during the walk is skipped, never entered. The walk keeps its own stack
+    rather than recursing, so a tree deeper than Python's recursion limit (a cloned repository can
+    carry one) is listed too.
     """
-    yield from _entries(ws.fd, [ws.fd], [], glob, glob.start, ignored)
+    levels = [_Level([ws.fd], [], glob.start, _listing(ws.fd, ignored))]
+    try:
+        while levels:
+            level = levels[-1]
+            item = next(level.found, None)
+            if item is None:
+                levels.pop()
+                if len(level.stack) > 1:
+                    os.close(level.stack[-1])
+                continue
+            name, kind = item
+            here = glob.step(level.states, name)
+            if kind == "dir":
+                if glob.may_descend(here):
+                    child = _open_directory(level.stack[-1], name)
+                    if child is not None:
+                        found = _listing(child, ignored)
+                        levels.append(_Level([*level.stack, child], [*level.names, name], here, found))
+            elif kind == "file" and glob.matches(here):
+                yield Location(level.names, level.stack, name, "file", True)
+            elif kind == "link" and (glob.matches(here) or glob.may_descend(here)):
+                yield Location(level.names, level.stack, name, "link", glob.matches(here), glob.may_descend(here))
+    finally:
+        for level in levels:
+            if len(level.stack) > 1:
+                os.close(level.stack[-1])
 
 
-def _entries(
-    fd: int, stack: list[int], names: list[str], glob: Glob, states: frozenset[int], ignored: frozenset[str]
-) -> Iterator[Location]:
+@dataclass(slots=True)
+class _Level:
+    """One directory of :func:`entries`' walk: its descriptors from the top, and what is left in it."""
+
+    stack: list[int]
+    names: list[str]
+    states: frozenset[int]
+    found: Iterator[tuple[str, str]]
+
+
+def _listing(fd: int, ignored: frozenset[str]) -> Iterator[tuple[str, str]]:
     try:
         with os.scandir(fd) as it:
-            found = sorted((e.name, _entry_kind(e)) for e in it if e.name not in ignored)
+            return iter(sorted((e.name, _entry_kind(e)) for e in it if e.name not in ignored))
     except OSError:
-        return
-    for name, kind in found:
-        here = glob.step(states, name)
-        if kind == "dir":
-            if glob.may_descend(here):
-                yield from _subdirectory(fd, stack, names, name, glob, here, ignored)
-        elif kind == "file" and glob.matches(here):
-            yield Location(names, stack, name, "file", True)
-        elif kind == "link" and (glob.matches(here) or glob.may_descend(here)):
-            yield Location(names, stack, name, "link", glob.matches(here), glob.may_descend(here))
+        return iter(())
 
 
-def _subdirectory(
-    fd: int, stack: list[int], names: list[str], name: str, glob: Glob, states: frozenset[int], ignored: frozenset[str]
-) -> Iterator[Location]:
+def _open_directory(fd: int, name: str) -> int | None:
     try:
-        child = os.open(name, DIR_FLAGS, dir_fd=fd)
+        return os.open(name, DIR_FLAGS, dir_fd=fd)
     except OSError:  # gone, or swapped for a link since it was listed
-        return
-    try:
-        yield from _entries(child, [*stack, child], [*names, name], glob, states, ignored)
-    finally:
-        os.close(child)
+        return None
 
 
 def _entry_kind(entry: os.DirEntry[str]) -> str:

@@ -38,6 +38,7 @@ _CHUNK = 256 * 1024
 _RAW_CAP = 4 * READ_CAP_BYTES + 8  # bytes that always decode to more than READ_CAP_BYTES characters
 _COUNT_CAP = 64 * 1024 * 1024  # bytes read past a range to count the file's lines; past it, no total
 _SEARCH_CAP = 2_000_000  # bytes of each file that search_files reads
+_EDIT_CAP = 32 * 1024 * 1024  # bytes: the largest file edit_file rewrites
 _LINKS_NOTED = 5
 
 
@@ -284,7 +285,13 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
 
 def _read_text_for_edit(fd: int, path: str) -> str:
     with os.fdopen(fd, "rb") as f:
-        data = f.read()
+        data = f.read(_EDIT_CAP + 1)  # an edit holds the file several times over: bounded, not the whole disk
+    if len(data) > _EDIT_CAP:
+        raise ToolError(
+            f"{path} is larger than {_EDIT_CAP:,} bytes; edit_file only edits files up to that size "
+            "(it holds the whole file in memory). Use run_command (sed, for example) for a file this "
+            "large, or read_file to look at part of it."
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -393,13 +400,14 @@ def delete_file(ctx: ToolContext, path: str) -> str:
 
 
 def _file_state(args: dict[str, Any], cwd: Path) -> str | None:
-    """read_file's answer holds while the file's size and mtime do (None: it cannot be told)."""
+    """read_file's answer holds while the file's inode, size, mtime and ctime do (None: it cannot be
+    told). The ctime too: ``touch -r``, ``cp -p`` or ``tar x`` put an old mtime back, never a ctime."""
     try:
         with Workspace(cwd) as ws, ws.walk(str(args.get("path", ""))) as walk:
             st = walk.stat
     except (ToolError, OSError, ValueError):
         return None
-    return None if st is None else f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    return None if st is None else f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 # What a listing or a search finds changes with any file: only read_file's answer may be reused.

@@ -1,0 +1,183 @@
+"""Round 3 of attacks on the built-in tools: what the earlier attack files (confinement, sandbox,
+security, web walls) left out.
+
+- a command that closes (or redirects) its own output still has the rest of its timeout;
+- the read cache is not fooled by a rewrite in place that puts the old mtime back;
+- a web page that trickles bytes forever ends at the fetch's timeout;
+- a directory tree deeper than Python's recursion limit is listed and searched;
+- edit_file refuses a file too large to hold in memory instead of reading all of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import threading
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import Agent, run
+from tether.cancel import CancelSignal
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, Message, ToolMessage
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
+from tether.tools.files import edit_file, list_files, read_file, search_files
+from tether.tools.shell import RunCommand, ShellSettings
+from tether.tools.web import WebFetch, WebSettings
+
+HANG = 60.0  # seconds: reached only when something is broken
+
+
+def run_tool(tool: Any, cwd: Path, **args: Any) -> Any:
+    ctx = ToolContext(cwd=cwd, signal=CancelSignal())
+
+    async def call() -> Any:
+        return await asyncio.wait_for(tool.execute(validate_arguments(tool, json.dumps(args)), ctx), HANG)
+
+    return asyncio.run(call())
+
+
+# --- the shell -----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith(("linux", "darwin")), reason="run_command needs POSIX")
+def test_a_command_that_closes_its_output_keeps_the_rest_of_its_timeout(tmp_path: Path) -> None:
+    """Without namespaces (the keeper, or macOS), the end of the output was taken for the end of the
+    command: 5 s later it was killed and reported as timed out after 30 s, its work undone."""
+    settings = ShellSettings(sandbox="off", namespaces=False, timeout_s=HANG)
+    command = "exec >/dev/null 2>&1; sleep 5.5; echo finished > marker"
+    out = run_tool(RunCommand(settings), tmp_path, command=command)
+    assert isinstance(out, ToolResult)
+    assert isinstance(out.content, str) and out.content.startswith("exit code 0"), out.content
+    assert "timed out" not in out.content
+    assert (tmp_path / "marker").read_text() == "finished\n"
+
+
+# --- the read cache ------------------------------------------------------------------------------
+
+
+def test_read_file_is_read_again_after_a_rewrite_in_place_that_restores_the_mtime(tmp_path: Path) -> None:
+    """``cp -p``, ``touch -r`` and ``tar x`` put an old mtime back on a file they rewrote in place (same
+    inode, same size): the cache handed the model the old text as the file's."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("version 1\n")
+
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        n = sum(isinstance(m, AssistantMessage) for m in messages)
+        if n == 1:  # another process rewrites the file and puts its times back
+            before = notes.stat()
+            with notes.open("r+") as f:
+                f.write("version 2\n")
+            os.utime(notes, ns=(before.st_atime_ns, before.st_mtime_ns))
+        return Reply(calls=((f"c{n}", "read_file", {"path": "notes.txt"}),)) if n < 2 else "done"
+
+    state = RunState()
+    asyncio.run(run(Agent(FunctionModel(reply), tools=[read_file], cwd=tmp_path), "go", state=state))
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [m.status for m in results] == ["ok", "ok"]
+    assert "version 2" in results[1].text
+
+
+# --- the web -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trickle() -> Iterator[int]:
+    """A loopback server that answers 200 and then sends one byte every 50 ms, forever."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n")
+                while not stop.wait(0.05):
+                    conn.sendall(b"x")
+            except OSError:  # the client went away: what the test wants
+                return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    thread.join(HANG)
+
+
+def test_a_page_that_trickles_forever_ends_at_the_fetch_timeout(trickle: int) -> None:
+    """httpx's timeout is per read, so a byte now and then held web_fetch (and the run) for ever."""
+    fetch = WebFetch(WebSettings(allow=(f"127.0.0.1:{trickle}",), timeout_s=1))
+    with pytest.raises(ToolError, match=r"did not finish within 1 s"):
+        run_tool(fetch, Path("."), url=f"http://127.0.0.1:{trickle}/")
+
+
+# --- the file tools ------------------------------------------------------------------------------
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_listed_and_searched(tmp_path: Path) -> None:
+    """A cloned repository can carry a directory 1,500 levels deep: list_files and search_files
+    failed with RecursionError, so not even the files at the top could be listed."""
+    (tmp_path / "top.txt").write_text("timeout at the top\n")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # beneath descriptors: the whole path is longer than PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with open(os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+            f.write("timeout at the bottom\n")
+    finally:
+        os.close(fd)
+    deep = "d/" * 1500 + "deep.txt"
+    try:
+        listing = run_tool(list_files, tmp_path)
+        assert "top.txt\t19 bytes" in listing and f"{deep}\t22 bytes" in listing
+        found = run_tool(search_files, tmp_path, pattern="timeout")
+        assert "top.txt:1: timeout at the top" in found and f"{deep}:1: timeout at the bottom" in found
+    finally:
+        remove_deep_tree(tmp_path, 1500)
+
+
+def remove_deep_tree(top: Path, depth: int) -> None:
+    """From the bottom up, beneath descriptors (shutil.rmtree recurses, and gives up at this depth)."""
+    fds = [os.open(top, os.O_RDONLY)]
+    for _ in range(depth):
+        fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+    os.unlink("deep.txt", dir_fd=fds[-1])
+    while len(fds) > 1:
+        os.close(fds.pop())
+        os.rmdir("d", dir_fd=fds[-1])
+    os.close(fds[0])
+
+
+def test_edit_file_refuses_a_file_too_large_to_hold_without_reading_it_all(tmp_path: Path) -> None:
+    """edit_file read the whole file into memory (several times over): one call on a big log could
+    take a server's memory. Now it says what to use instead, and the file is left as it was."""
+    big = tmp_path / "big.log"
+    with big.open("wb") as f:
+        f.write(b"needle\n")
+        f.truncate(200 * 1024 * 1024)  # sparse: no disk used
+    before = big.stat()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ToolError, match=r"edit_file only edits files up to .*run_command") as refused:
+            run_tool(edit_file, tmp_path, path="big.log", old_text="needle", new_text="pin")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "big.log" in str(refused.value)
+    assert peak < 100 * 1024 * 1024, f"{peak:,} bytes held"
+    after = big.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
