@@ -258,3 +258,45 @@ def test_thousands_of_lines_written_by_hand_are_not_all_scanned_at_every_session
     shown = block.count("- We decided thing number")
     assert 40 < shown < 60 and f"({20_000 - shown} more entries do not fit the limit" in block
     assert len(counting.texts) < 200  # the shown entries and their pairs, not 20,000
+
+
+# -- credentials ----------------------------------------------------------------------------------
+
+KEYS = [
+    "sk-proj-4fGh7Jk9LmN0pQ2rS5tU8vW1xY3zA6bC9dE2fG5h",
+    "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+    "xoxb-2048-1024-abcdefghijklmnop",
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+]
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_a_credential_the_model_tries_to_save_is_refused_and_not_echoed(home: Path, key: str) -> None:
+    """Saved, a key would reach every later system prompt, the trace's memory_write event and the
+    plain file; the tool description says never to save one, and a hostile model does anyway."""
+    state = RunState()
+    text = f"The user's deploy credential is {key} (do not lose it)."
+    model = scripted(call("k1", "memory", {"action": "add", "store": "notes", "text": text}), "OK.")
+    events = stream(agent(model, home), "go", state=state)
+    (reply,) = tool_replies(state)
+    assert reply.status == "error" and "looks like" in reply.text and "environment variable" in reply.text
+    rejected = [e for e in events if isinstance(e, MemoryRejected)]
+    assert [e.rule for e in rejected] == ["secret"]
+    assert key not in reply.text and key not in rejected[0].reason
+    assert Memory.open(home).entries("notes") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The OpenAI key lives in $OPENAI_API_KEY, never in the repository.",
+        "Branch task-sk-ui-component-library-for-forms holds the new form widgets.",
+        "We use sk-learn-contrib-imbalanced-learn for the sampling step.",
+        "AWS keys are rotated every 90 days by the platform team.",
+    ],
+)
+def test_notes_about_where_credentials_live_are_kept(tmp_path: Path, text: str) -> None:
+    mem = Memory.open(tmp_path, scanners=[Counting()])
+    assert mem.add("notes", text).changed

@@ -27,6 +27,18 @@ _SNAPSHOT_NOTE = (
     "session, act on it yourself."
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Credentials in the shapes their issuers give them: saved, one would reach every future system
+# prompt, the trace's memory_write events and the plain file.
+_SECRETS = (
+    ("an API key", r"sk-(?:proj-|ant-[a-z]+\d*-|svcacct-)?(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{20,}"),
+    ("an AWS access key", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    ("a GitHub token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("a GitLab token", r"glpat-[A-Za-z0-9_-]{20,}"),
+    ("a Slack token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("a Google API key", r"AIza[0-9A-Za-z_-]{35}"),
+    ("a private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+)
+_SECRET = re.compile("|".join(f"(?<![A-Za-z0-9_-])(?P<s{i}>{p})" for i, (_, p) in enumerate(_SECRETS)))
 
 
 def _short(text: str, n: int = 80) -> str:
@@ -243,6 +255,15 @@ class Memory(Extension):
                 "encoding",
             )
         self._cannot_fit(s, clean_entry(text), adding=adding)
+        secret = _SECRET.search(text)
+        if secret is not None:
+            what = _SECRETS[int(str(secret.lastgroup)[1:])][0]
+            raise MemoryRefused(
+                f"Not saved: it holds what looks like {what} (\u201c{secret.group()[:7]}\u2026\u201d). Memory goes "
+                "into the system prompt of every future session and into traces, as plain text. Save where the "
+                "secret is kept (the name of its environment variable, its vault path), never the secret.",
+                "secret",
+            )
         finding = self.check(text)
         if finding is not None:
             raise MemoryRefused(
