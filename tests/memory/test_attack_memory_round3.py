@@ -300,3 +300,16 @@ def test_a_credential_the_model_tries_to_save_is_refused_and_not_echoed(home: Pa
 def test_notes_about_where_credentials_live_are_kept(tmp_path: Path, text: str) -> None:
     mem = Memory.open(tmp_path, scanners=[Counting()])
     assert mem.add("notes", text).changed
+
+
+def test_list_does_not_pour_a_huge_entry_written_by_hand_into_the_model(home: Path) -> None:
+    counting = Counting()
+    write_by_hand(home, "notes", "- Deploy on Tuesdays.\n- " + "log line " * 120_000 + "\n")
+    state = RunState()
+    model = scripted(call("l1", "memory", {"action": "list", "store": "notes"}), "Listed.")
+    stream(agent(model, home, scanners=[counting]), "list", state=state)
+    (reply,) = tool_replies(state)
+    assert reply.status == "ok" and "- Deploy on Tuesdays." in reply.text
+    assert len(reply.text) < 2_000 and "log line log line" not in reply.text
+    assert "1 entry longer than the whole store not shown (1,079,999 characters)" in reply.text
+    assert all(n <= 2_200 for n in counting.texts)

@@ -107,17 +107,28 @@ class MemoryTool:
     def _list(self, store: Any) -> str:
         out = []
         for name in [store] if store else list(self.memory.stores):
-            entries = self.memory.entries(name)
-            shown = self.memory._visible(entries)  # what the prompt withholds, the list withholds too
-            out.append(self.memory.usage(name).label())
+            s = self.memory.store(name)
+            entries = s.entries()
+            # An entry longer than the whole store (pasted by hand) is never in the prompt: not
+            # scanned, and not poured into the model's context either.
+            fitting = [e for e in entries if len(e) <= s.limit]
+            shown = self.memory._visible(fitting)  # what the prompt withholds, the list withholds too
+            out.append(s.usage(entries).label())
             out.extend(f"- {e}".replace("\n", "\n  ") for e in shown)
             if not entries:
                 out.append("(empty)")
-            if len(shown) < len(entries):
-                withheld = len(entries) - len(shown)
+            if len(shown) < len(fitting):
+                withheld = len(fitting) - len(shown)
                 out.append(
                     f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security scan; "
                     "the user can see them with `tether memory show`)"
+                )
+            if len(fitting) < len(entries):
+                big = [len(e) for e in entries if len(e) > s.limit]
+                out.append(
+                    f"({len(big)} entr{'y' if len(big) == 1 else 'ies'} longer than the whole store not shown "
+                    f"({', '.join(f'{n:,}' for n in big)} characters); the user can see and shorten "
+                    "them with `tether memory show` and an editor)"
                 )
         out.append("(This is what is saved now; your system prompt shows it as it was when the session began.)")
         return "\n".join(out)
