@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.connectors.test_attack_mcp_round2 import Wire
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.errors import ConfigError
@@ -259,3 +260,42 @@ def test_a_server_that_dies_at_start_with_escapes_on_stderr_is_reported_with_the
         "MCP server dies did not start: the process exited with status 3 "
         "(its last words: boom \\x1b]52;c;ZXZpbA==\\x07\\x1b[2K\\x0dall fine)"
     )
+
+
+# --- 3. a hostile client of `tether mcp serve` ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def serve_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("serve3")
+    (root / "workspace").mkdir()
+    home = root / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[agents.scanner]\nmodel = "scripted/slow"\ncwd = "{root / "workspace"}"\n')
+    return home
+
+
+def test_serve_answers_a_request_nested_too_deep_and_goes_on(serve_home: Path) -> None:
+    """Was: 300 levels passed tether's check but not the SDK's parser, which only logged it, so the
+    client waited for ever; 5,000 levels raised a RecursionError in the line reader that ended the
+    whole server with a traceback."""
+    wire = Wire(serve_home)
+    answers = []
+    try:
+        wire.handshake()
+        for ident, levels in ((5, 300), (6, 5000)):
+            deep = '{"a": ' * levels + "1" + "}" * levels
+            arguments = f'{{"task": "scan", "x": {deep}}}'
+            line = f'{{"jsonrpc": "2.0", "id": {ident}, "method": "tools/call", "params": {{"name": "agent_scanner", "arguments": {arguments}}}}}'
+            wire.send(line.encode())
+            answers.append(wire.answer())
+        wire.send({"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+        after = wire.answer()
+    finally:
+        code, _, err = wire.close()
+    assert [(a or {}).get("id") for a in answers] == [5, 6]
+    for answer in answers:
+        assert answer is not None and answer["error"]["code"] == -32600
+        assert "nested too deeply" in answer["error"]["message"]
+    assert after is not None and after["id"] == 7 and "result" in after
+    assert code == 0 and "Traceback" not in err

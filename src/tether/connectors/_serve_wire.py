@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from io import TextIOWrapper
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -71,6 +73,8 @@ def check_line(line: str) -> types.JSONRPCError | None:
     """The error that answers ``line``, or None when it is one JSON-RPC 2.0 message."""
     try:
         message = json.loads(line)
+    except RecursionError:
+        return _error(_head_id(line), types.INVALID_REQUEST, _TOO_DEEP)
     except ValueError as exc:
         return _error(None, types.PARSE_ERROR, f"Parse error: the line is not JSON ({exc})")
     if isinstance(message, list):
@@ -97,7 +101,24 @@ def check_line(line: str) -> types.JSONRPCError | None:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][1:]) or "the message"
         return _error(ident, types.INVALID_REQUEST, f"Invalid request: {where}: {first['msg']}")
+    if line.count("{") + line.count("[") > _DEPTH:  # what json reads, the SDK's parser may not
+        try:
+            pydantic_core.from_json(line)
+        except ValueError:
+            return _error(ident, types.INVALID_REQUEST, _TOO_DEEP)
     return None
+
+
+_DEPTH = 200  # the SDK's JSON parser (pydantic's) reads no deeper; it would only log the line
+_TOO_DEEP = f"Invalid request: the message is nested too deeply (more than {_DEPTH} levels) to be read"
+# A request's id among its first keys (before any nested object): a message too deep to parse at all.
+_HEAD_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})\s*[,}]')
+
+
+def _head_id(line: str) -> str | int | None:
+    second = line.find("{", line.find("{") + 1)
+    found = _HEAD_ID.search(line[: second if second >= 0 else 4096][:4096])
+    return json.loads(found.group(1)) if found else None
 
 
 def _error(ident: str | int | None, code: int, message: str) -> types.JSONRPCError:
