@@ -10,7 +10,7 @@ from typing import Any
 from tether import Agent, RunState, run_stream
 from tether.events import Done, Event
 from tether.harness.subagent import children
-from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.status import RunResult
 from tether.testing import FunctionModel
@@ -63,3 +63,50 @@ def test_a_childs_enormous_answer_reaches_the_parent_bounded_head_and_tail() -> 
     assert "characters cut here" in answer
     assert len(json.dumps(state.model_dump(mode="json"))) < 400_000
     assert children(state)["c1"]["done"] is True
+
+
+def test_two_children_side_by_side_that_both_ask_are_each_decided_once_and_each_wipe_runs_once() -> None:
+    """Two sub-agent calls in one reply (a parallel tool), each stopping for a person: each question
+    reaches the person in turn, each approval reaches its own child, and nothing runs twice."""
+    from tether import approve, tool
+
+    wiped: list[str] = []
+
+    @tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        """Delete a folder."""
+        wiped.append(path)
+        return f"wiped {path}"
+
+    def child(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            task = next(
+                p.text for m in messages if isinstance(m, UserMessage) for p in m.content if isinstance(p, TextPart)
+            )
+            return reply(calls=(("w1", "wipe", {"path": task}),))
+        return reply(f"child: {results[-1].text}")
+
+    helper = Agent(FunctionModel(child, model_id="child", price=PRICE), tools=[wipe]).as_tool("helper", "Wipes.")
+    helper.parallel = True
+
+    def parent(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            return reply(calls=(("c1", "helper", {"task": "a"}), ("c2", "helper", {"task": "b"})))
+        return reply(" | ".join(results))
+
+    lead = Agent(FunctionModel(parent, model_id="parent", price=PRICE), tools=[helper])
+    state = RunState()
+    questions = []
+    result = result_of(go(lead, "go", state))
+    for _ in range(4):
+        if result.status != "interrupted":
+            break
+        questions.append(getattr(result.interruption, "call_id", None))
+        approve(state)
+        result = result_of(go(lead, None, state))
+    assert result.status == "completed", result.reason
+    assert sorted(wiped) == ["a", "b"]
+    assert sorted(questions) == ["c1", "c2"]
+    assert result.output == "child: wiped a | child: wiped b"
