@@ -465,11 +465,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_bases(args: argparse.Namespace) -> int:
+    from tether.errors import ConfigError, StoreError
+
     settings = load_settings()
     names = kb_names(settings)
     for name in names:
-        with contextlib.closing(open_kb(settings, name)) as kb:
-            stats = kb.stats()
+        try:
+            with contextlib.closing(open_kb(settings, name)) as kb:
+                stats = kb.stats()
+        except (ConfigError, StoreError) as exc:  # one damaged base does not hide the others
+            print(f"{name}  {shown(str(exc))}")
+            continue
         print(
             f"{name}  {stats['documents']} documents  {stats['chunks']} chunks  "
             f"vectors {stats['embedded_chunks']}/{stats['chunks']}  embedder {shown(stats['embedder'])}"
@@ -486,8 +492,7 @@ def cmd_drop(args: argparse.Namespace) -> int:
     if not kb_exists(settings, args.base):
         names = ", ".join(kb_names(settings)) or "none"
         raise usage_error(f"there is no knowledge base {args.base!r} (there are: {names})")
-    stats = open_kb(settings, args.base).stats()
-    what = f"{args.base!r} ({stats['documents']} documents, {stats['chunks']} chunks)"
+    what = f"{args.base!r} ({_size(settings, args.base)})"
     if not args.yes:
         if not sys.stdin.isatty():
             raise usage_error(f"dropping {what} cannot be undone: add --yes to confirm")
@@ -503,6 +508,18 @@ def cmd_drop(args: argparse.Namespace) -> int:
         _drop(settings, args.base)
     print(f"dropped {what}")
     return 0
+
+
+def _size(settings: Settings, name: str) -> str:
+    """How much a base holds, in words; a damaged base (which drop is the way out of) says so."""
+    from tether.errors import ConfigError, StoreError
+
+    try:
+        with contextlib.closing(open_kb(settings, name)) as kb:
+            stats = kb.stats()
+    except (ConfigError, StoreError):
+        return "damaged: it cannot be read"
+    return f"{stats['documents']} documents, {stats['chunks']} chunks"
 
 
 def _drop(settings: Settings, name: str) -> None:

@@ -47,6 +47,9 @@ DEFAULT_ALPHA = 0.55  # reciprocal rank fusion's weight on the vector side (hier
 HYBRID_ALPHA = 0.6  # hybrid search's weight on the vector side (tuned in bench/kb_fusion.py)
 EXACT_ALPHA = 0.15
 GRAPH_WEIGHT = 0.5
+# More results than any search returns: k is cut to it, since a search asks its store for 5 to 20
+# times k rows and SQLite's integers end at 2**63 (-k 99999999999999999999 was a traceback).
+MAX_K = 1_000_000
 
 _STOP_WORDS = """
 a about above after again against all also am an and any are as at be because been before being below between
@@ -359,6 +362,7 @@ class KnowledgeBase:
         from tether.messages import clean_text
 
         _check_search(query, mode, k, alpha)
+        k = min(k, MAX_K)
         # Lone surrogates (undecodable bytes in an argument, "\ud800" in JSON) as U+FFFD: the
         # databases take only UTF-8, and refused the whole search.
         query = clean_text(query)
@@ -537,6 +541,7 @@ class KnowledgeBase:
         from tether.messages import clean_text
 
         entity = clean_text(entity)
+        k = min(k, MAX_K)
         found = self.store.entity(entity.strip())
         if found is None:
             return SearchResult(entity, "entity", [], f"no entity named {entity!r} in the knowledge base")

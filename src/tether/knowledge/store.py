@@ -57,6 +57,70 @@ def dimension_error(query: int, base: int) -> ConfigError:
     )
 
 
+def _damaged(path: str, exc: sqlite3.DatabaseError) -> StoreError | None:
+    """What to say for a statement that failed because the file is damaged (a page overwritten,
+    the file cut short); None for any other failure."""
+    if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return None
+    return StoreError(
+        f"the knowledge base {path} is damaged ({exc}). The documents' own files are untouched: "
+        f"drop the base (tether kb drop {Path(path).stem} --yes, or delete the file) and add them "
+        "again; sqlite3's .recover command copies out what the file still holds"
+    )
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor of :class:`_Connection`: a damaged file's error, at the statement or at any row
+    read after it, is a StoreError that says so."""
+
+    def _checked(self, call: Any, *args: Any) -> Any:
+        try:
+            return call(*args)
+        except sqlite3.DatabaseError as exc:
+            damaged = _damaged(getattr(self.connection, "where", "?"), exc)
+            if damaged is None:
+                raise
+            raise damaged from exc
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
+        return self._checked(super().execute, sql, parameters)  # type: ignore[no-any-return]
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> _Cursor:
+        return self._checked(super().executemany, sql, seq_of_parameters)  # type: ignore[no-any-return]
+
+    def __next__(self) -> Any:
+        return self._checked(super().__next__)
+
+    def fetchone(self) -> Any:
+        return self._checked(super().fetchone)
+
+    def fetchall(self) -> list[Any]:
+        return self._checked(super().fetchall)  # type: ignore[no-any-return]
+
+
+class _Connection(sqlite3.Connection):
+    """A base's connection: sqlite3's "database disk image is malformed" was a traceback from
+    every kb command (search, list, stats, add, even drop); it is a StoreError naming the file and
+    what to do."""
+
+    where = ""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self.cursor(_Cursor).execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        return self.cursor(_Cursor).executemany(sql, parameters)
+
+    def executescript(self, script: str, /) -> sqlite3.Cursor:
+        return self.cursor(_Cursor)._checked(super().executescript, script)  # type: ignore[no-any-return]
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, factory=_Connection)
+    db.where = path
+    return db
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -231,7 +295,7 @@ class SqliteKnowledgeStore:
         try:
             if self.path != ":memory:":
                 private_file(Path(self.path))  # the base holds the documents' text
-            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+            self._db = _connect(self.path)
             self._db.execute("PRAGMA foreign_keys = ON")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
@@ -255,11 +319,7 @@ class SqliteKnowledgeStore:
         # The vector search asks whether the base changed while the full-text query may hold the
         # main connection (SQLite runs one statement at a time on a connection): it asks on one
         # of its own, which WAL lets read beside the other.
-        self._probe = (
-            None
-            if self.path == ":memory:"
-            else sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
-        )
+        self._probe = None if self.path == ":memory:" else _connect(self.path)
 
     def close(self) -> None:
         if self._probe is not None:
@@ -550,7 +610,9 @@ class SqliteKnowledgeStore:
         if cached is not None and cached[0] == generation:
             return cached[1], cached[2], cached[3]
         ids, docs, rows = [], [], []
-        for cid, doc, blob in self._db.execute("SELECT id, doc_id, vec FROM chunks WHERE vec IS NOT NULL ORDER BY id"):
+        for cid, doc, blob in self._db.execute(
+            "SELECT id, doc_id, vec FROM chunks WHERE vec IS NOT NULL ORDER BY id"
+        ).fetchall():
             ids.append(cid)
             docs.append(doc)
             rows.append(blob)
