@@ -186,8 +186,9 @@ class Memory(Extension):
                 return Change(
                     store, "add", entry, False, s.usage(entries), f"Already in {store}, word for word: nothing changed."
                 )
-            if entries and _continues(entries[-1], entry):
-                self._check_joined(entries[-1], entry)
+            before = self._shown_next_to(entries, len(entries) - 1, -1)
+            if before is not None and _continues(before, entry):
+                self._check_joined(before, entry)
             self._fits(s, entries, [*entries, entry])
             entries.append(entry)
             usage = s.usage(entries)
@@ -211,10 +212,12 @@ class Memory(Extension):
                 )
             self._fits(s, entries, after)
             k = len(head)  # the new entry now sits between two others: each pair reads as one text
-            if k and _continues(after[k - 1], entry):
-                self._check_joined(after[k - 1], entry)
-            if k + 1 < len(after) and _continues(entry, after[k + 1]):
-                self._check_joined(entry, after[k + 1], new_first=True)
+            before = self._shown_next_to(after, k - 1, -1)
+            if before is not None and _continues(before, entry):
+                self._check_joined(before, entry)
+            following = self._shown_next_to(after, k + 1, 1)
+            if following is not None and _continues(entry, following):
+                self._check_joined(entry, following, new_first=True)
             entries[:] = after
             usage = s.usage(entries)
         return Change(store, "replace", entry, True, usage, f"Replaced in {store}. {self._usage_line(usage)}")
@@ -298,6 +301,16 @@ class Memory(Extension):
                 f"{finding.message}. Save the fact in its own words, or change the entry {where} it first.",
                 f"scan:joined:{finding.rule}",
             )
+
+    def _shown_next_to(self, entries: list[str], start: int, step: int) -> str | None:
+        """The nearest entry from ``start`` on (going by ``step``) that the prompt shows: one the scan
+        refuses alone is withheld, and the new entry is shown next to the one beyond it."""
+        j = start
+        while 0 <= j < len(entries):
+            if self._clean(entries[j]):
+                return entries[j]
+            j += step
+        return None
 
     def _cannot_fit(self, s: MemoryStore, entry: str, *, adding: bool) -> None:
         """Refuse, before the scan reads it, an entry that cannot fit whatever the scan says: longer
