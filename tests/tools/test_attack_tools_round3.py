@@ -3,7 +3,8 @@ security, web walls) left out.
 
 - a command that closes (or redirects) its own output still has the rest of its timeout;
 - the read cache is not fooled by a rewrite in place that puts the old mtime back;
-- a web page that trickles bytes forever ends at the fetch's timeout;
+- a web page that trickles bytes forever ends at the fetch's timeout; converting a page does not
+  hold the event loop, and a page nested thousands deep fails with a reason;
 - a directory tree deeper than Python's recursion limit is listed and searched;
 - edit_file refuses a file too large to hold in memory instead of reading all of it.
 """
@@ -18,6 +19,7 @@ import sys
 import threading
 import tracemalloc
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,69 @@ def test_a_page_that_trickles_forever_ends_at_the_fetch_timeout(trickle: int) ->
     fetch = WebFetch(WebSettings(allow=(f"127.0.0.1:{trickle}",), timeout_s=1))
     with pytest.raises(ToolError, match=r"did not finish within 1 s"):
         run_tool(fetch, Path("."), url=f"http://127.0.0.1:{trickle}/")
+
+
+@pytest.fixture
+def pages() -> Iterator[str]:
+    """A loopback server with an ordinary page and one whose tags nest 5,000 deep; its base URL."""
+    routes = {
+        "/page": b"<html><head><title>Docs</title></head><body><main><p>Hello.</p></main></body></html>",
+        "/nested": b"<html><body>" + b"<div>" * 5000 + b"deep" + b"</div>" * 5000 + b"</body></html>",
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            body = routes[self.path]
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_converting_a_page_leaves_the_event_loop_free(pages: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTML was parsed and converted on the event loop: a 2 MB page held it for seconds (11 s measured
+    on a busy machine), stalling every stream, Stop and run sharing the loop. Here the conversion
+    waits for the loop to move; on the loop itself it could only give up."""
+    from tether.tools import web
+
+    started, moved = threading.Event(), threading.Event()
+    convert = web.html_to_markdown
+
+    def slow_convert(html: str) -> str:
+        started.set()
+        return convert(html) if moved.wait(10) else "the event loop stood still while the page converted"
+
+    monkeypatch.setattr(web, "html_to_markdown", slow_convert)
+
+    async def fetch_while_the_loop_ticks() -> Any:
+        fetching = asyncio.ensure_future(
+            WebFetch(WebSettings(allow=(pages,))).execute(
+                {"url": f"http://{pages}/page"}, ToolContext(cwd=Path("."), signal=CancelSignal())
+            )
+        )
+        while not fetching.done():
+            await asyncio.sleep(0.01)
+            if started.is_set():  # the conversion has begun, and the loop still moves
+                moved.set()
+        return await fetching
+
+    out = asyncio.run(asyncio.wait_for(fetch_while_the_loop_ticks(), HANG))
+    assert "Hello." in out and "stood still" not in out
+
+
+def test_a_page_nested_thousands_deep_is_a_failed_fetch_that_says_why(pages: str) -> None:
+    with pytest.raises(ToolError, match="nests its HTML too deeply"):
+        run_tool(WebFetch(WebSettings(allow=(pages,))), Path("."), url=f"http://{pages}/nested")
 
 
 # --- the file tools ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from tether.messages import ImagePart, TextPart
-from tether.tools.base import ToolContext, ToolError, ToolResult
+from tether.tools.base import ToolContext, ToolError, ToolResult, _in_thread
 
 __all__ = [
     "SearchBackend",
@@ -288,7 +288,7 @@ class WebFetch:
         cut = len(data) > cap
         kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if response.status_code >= 400:
-            self._refuse_wall(response, url, kind, bytes(data[:cap]))
+            await self._page_text(response, url, kind, bytes(data[:cap]))
             raise ToolError(f"{url} answered HTTP {response.status_code}.")
         if kind.startswith("image/"):
             if cut:
@@ -306,7 +306,7 @@ class WebFetch:
             or kind in ("application/json", "application/xml", "application/xhtml+xml", "application/javascript", "")
         ):
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
-        text = self._refuse_wall(response, url, kind, bytes(data[:cap]))
+        text = await self._page_text(response, url, kind, bytes(data[:cap]))
         limit = self.settings.max_chars
         notes = []
         if cut:
@@ -315,6 +315,19 @@ class WebFetch:
             text = text[:limit]
             notes.append(f"[cut at {limit:,} characters]")
         return "\n".join([text, *notes])
+
+    async def _page_text(self, response: Any, url: str, kind: str, body: bytes) -> str:
+        """:meth:`_refuse_wall` on a worker thread: parsing and converting 2 MB of HTML takes seconds
+        of CPU, which on the event loop would stall every stream, Stop and run sharing it."""
+        args = {"response": response, "url": url, "kind": kind, "body": body}
+        try:
+            text: str = await _in_thread(self._refuse_wall, args)
+        except RecursionError:  # tags nested thousands deep: the converter recurses per level
+            raise ToolError(
+                f"{url} nests its HTML too deeply to be converted to text; try another source for "
+                "the same information, or ask the user to paste it."
+            ) from None
+        return text
 
     @staticmethod
     def _refuse_wall(response: Any, url: str, kind: str, body: bytes) -> str:
