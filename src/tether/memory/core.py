@@ -69,7 +69,7 @@ def _check_options(scope: object, user: object, profile_limit: object, notes_lim
     if scope not in ("user", "project"):
         raise ConfigError(f"memory scope must be 'user' or 'project', not {scope!r}")
     for label, limit in (("profile_limit", profile_limit), ("notes_limit", notes_limit)):
-        if not isinstance(limit, int) or limit <= 0:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:  # True is not 1 character
             raise ConfigError(f"memory {label} must be a positive number of characters, not {limit!r}")
 
 
