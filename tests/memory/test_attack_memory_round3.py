@@ -344,3 +344,24 @@ def test_a_limit_of_true_is_a_config_error_not_one_character(tmp_path: Path) -> 
 
     with pytest.raises(ConfigError, match="notes_limit must be a positive number of characters, not True"):
         Memory.open(tmp_path, notes_limit=True)
+
+
+def test_tether_memory_prints_a_hand_written_escape_sequence_as_text(tmp_path: Path) -> None:
+    """A memory file edited by hand (or by anything that can write it) may hold an escape
+    sequence; ``tether memory show`` and the messages that quote an entry handed it to the terminal."""
+    home = tmp_path / "home"
+    write_by_hand(home, "notes", "- Deploy\x1b]0;owned\x07 on Tuesdays\x1b[2J.\n- Deploy with make.\n")
+    env = {**os.environ, "TETHER_HOME": str(home)}
+
+    def tether(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tether", "memory", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    show, ambiguous, removed = tether("show"), tether("remove", "Deploy"), tether("remove", "Tuesdays")
+    for proc in (show, ambiguous, removed):
+        assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
+    assert "- Deploy\\x1b]0;owned\\x07 on Tuesdays\\x1b[2J." in show.stdout
+    assert ambiguous.returncode == 2 and "Be more specific" in ambiguous.stderr and "\\x1b" in ambiguous.stderr
+    assert removed.returncode == 0 and "Removed from notes" in removed.stdout
+    assert Memory.open(home).entries("notes") == ["Deploy with make."]

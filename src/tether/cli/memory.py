@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import directory
 from tether.cli.common import settings as load_settings
+from tether.cli.display import shown
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -147,7 +148,7 @@ def print_memory(memory: Memory, only: str | None = None) -> None:
         entries = store.entries()
         print(f"{store.usage(entries).label()}  {store.path}")
         for entry in entries:
-            print("- " + entry.replace("\n", "\n  "))
+            print("- " + shown(entry, keep_newlines=True).replace("\n", "\n  "))  # a file edited by hand
             finding = memory.check(entry)
             if finding is not None:  # written by hand past the scan: kept, but not shown to the model
                 print(f"  ! withheld from the agent: {finding.message}")
@@ -162,9 +163,9 @@ def _write(args: argparse.Namespace, action: str, *values: str) -> int:
     try:
         change = getattr(memory, action)(args.store or "notes", *values)
     except MemoryRefused as exc:
-        print(f"tether: {exc}", file=sys.stderr)
+        print(f"tether: {shown(exc, keep_newlines=True)}", file=sys.stderr)  # it may quote entries
         return 2
-    print(change.message.split(" Memory is a snapshot")[0] if change.changed else change.message)
+    print(shown(change.message.split(" Memory is a snapshot")[0] if change.changed else change.message))
     return 0
 
 
