@@ -32,7 +32,7 @@ from tether.messages import AssistantMessage, Message, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
-from tether.tools.files import edit_file, list_files, read_file, search_files
+from tether.tools.files import delete_file, edit_file, list_files, read_file, search_files, write_file
 from tether.tools.shell import RunCommand, ShellSettings
 from tether.tools.web import WebFetch, WebSettings
 
@@ -246,3 +246,26 @@ def test_edit_file_refuses_a_file_too_large_to_hold_without_reading_it_all(tmp_p
     assert peak < 100 * 1024 * 1024, f"{peak:,} bytes held"
     after = big.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+LONG = "a" * 300  # one name over the 255 bytes a file system allows
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        (read_file, {"path": LONG}),
+        (read_file, {"path": f"{LONG}/notes.txt"}),
+        (write_file, {"path": LONG, "content": "x"}),
+        (write_file, {"path": f"sub/{LONG}/notes.txt", "content": "x"}),
+        (edit_file, {"path": LONG, "old_text": "a", "new_text": "b"}),
+        (delete_file, {"path": LONG}),
+    ],
+    ids=lambda x: getattr(x, "name", ""),
+)
+def test_a_name_too_long_for_the_file_system_is_a_message_not_an_os_error(
+    tmp_path: Path, tool: Any, args: dict[str, Any]
+) -> None:
+    """The model saw '[Errno 36] File name too long: 'aaaa...'' (an OSError, 300 characters of it)."""
+    with pytest.raises(ToolError, match=r"cannot use 'a{40}\.\.\.a{20} \(300 characters\)': File name too long\. Give"):
+        run_tool(tool, tmp_path, **args)

@@ -106,6 +106,12 @@ def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a name over 255 bytes, a directory that cannot be searched...
+        shown = name if len(name) <= 80 else f"{name[:40]}...{name[-20:]} ({len(name)} characters)"
+        raise ToolError(
+            f"cannot use {shown!r}: {exc.strerror}. Give a shorter or different path; call list_files "
+            "to see what exists."
+        ) from None
 
 
 class Workspace:
