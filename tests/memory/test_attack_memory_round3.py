@@ -365,3 +365,13 @@ def test_tether_memory_prints_a_hand_written_escape_sequence_as_text(tmp_path: P
     assert ambiguous.returncode == 2 and "Be more specific" in ambiguous.stderr and "\\x1b" in ambiguous.stderr
     assert removed.returncode == 0 and "Removed from notes" in removed.stdout
     assert Memory.open(home).entries("notes") == ["Deploy with make."]
+
+
+def test_two_memory_files_joined_with_cat_keep_every_entry_shown(stores: Stores) -> None:
+    """Each file saved by an editor with a byte-order mark: the second mark, mid-text, made its first
+    entry read as text with an invisible character, withheld from the prompt with its bullet in it."""
+    mem = stores.open()
+    stores.write_by_hand(mem, "notes", "\ufeff- Deploy on Tuesdays.\r\n\ufeff- Uses pnpm, not npm.\r\n")
+    assert mem.entries("notes") == ["Deploy on Tuesdays.", "Uses pnpm, not npm."]
+    block = mem.prompt_block()
+    assert "- Uses pnpm, not npm." in block and "withheld" not in block

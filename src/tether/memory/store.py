@@ -87,7 +87,7 @@ def parse(text: str) -> list[str]:
     entries: list[list[str]] = []
     open_entry = False
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = raw.lstrip("\ufeff").rstrip()  # a byte-order mark is no text (two files joined with cat)
         if not line.strip():
             open_entry = False
             continue
