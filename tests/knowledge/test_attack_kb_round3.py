@@ -186,3 +186,39 @@ def test_the_heading_and_identifier_patterns_find_what_they_found_before() -> No
         assert _heading(line) == ((len(m.group(1)), m.group(2)) if m else None), repr(line)
         text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 14)))
         assert [m.group(0) for m in _IDENT.finditer(text)] == [m.group(0) for m in old_ident.finditer(text)], text
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_filter_finds_metadata_keys_that_are_not_json_path_words(open_kb: Opener) -> None:
+    """SQLite's store put the key into a JSON path (``$."KEY"``): a key holding '"' or '\\' was
+    never found (``--meta 'a"b=1'`` then ``--filter 'a"b=1'``: no results), and a NUL in a key
+    (a model's filter, "\\u0000" in its JSON) was an OperationalError, "JSON path error"."""
+    kb = open_kb()
+    keys = ['part "no"', "dir\\name", "a.b", "x[0]", "$"]
+    for n, key in enumerate(keys):
+        kb.add_text(f"d{n}.md", f"The seal of document {n}.\n", meta={key: "yes", "family": "valves"})
+    for n, key in enumerate(keys):
+        hits = kb.search("seal", mode="keyword", filters={key: "yes"}).hits
+        assert [h.citation for h in hits] == [f"d{n}.md:1-1"], key
+    assert kb.search("seal", mode="keyword", filters={"fam\x00": "valves"}).hits == []
+    assert len(kb.search("seal", mode="keyword", filters={"family": "valves"}).hits) == len(keys)
+
+
+# -- files whose name says one thing and whose bytes another -----------------------------------
+
+
+def test_a_binary_file_named_html_is_skipped_as_binary(env: dict[str, str], tmp_path: Path) -> None:
+    """The docs: a binary file is skipped with the reason. One named .html (an image saved under
+    the wrong name, an archive) went to the HTML reader, which has no binary check, and its bytes
+    were indexed as chunks of U+FFFD garbage. A UTF-16 page (NULs, after its byte-order mark) is
+    still read."""
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "logo.html").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 40)
+    (root / "wide.html").write_bytes("<html><body><p>Seal kit SK-77 is EPDM.</p></body></html>".encode("utf-16"))
+    added = tether("kb", "add", str(root), "--embedder", "hashing/64", "--no-vectors", env=env)
+    assert added.returncode == 0, added.stderr
+    assert f"{root}: 1 added, 0 updated, 0 unchanged, 1 skipped" in added.stdout
+    assert "logo.html: binary (not text, HTML or PDF)" in added.stderr
+    listed = tether("kb", "list", env=env)
+    assert "logo.html" not in listed.stdout and "wide.html" in listed.stdout

@@ -52,7 +52,12 @@ def read_document(path: Path) -> Document:
         data = path.read_bytes()
     except OSError as exc:
         raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
+    binary = b"\x00" in data[:8192]
     if suffix in HTML_SUFFIXES:
+        # UTF-16 HTML (its byte-order mark first) holds NULs; anything else that does is an image
+        # or an archive named .html, which was indexed as U+FFFD garbage
+        if binary and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise Skipped("binary (not text, HTML or PDF)")
         from tether.tools.web import decode_text, html_to_markdown
 
         try:
@@ -63,7 +68,7 @@ def read_document(path: Path) -> Document:
             ) from None
         title = text.splitlines()[0][2:].strip() if text.startswith("# ") else path.name
         return Document(text, title, True, "html")
-    if b"\x00" in data[:8192]:
+    if binary:
         raise Skipped("binary (not text, HTML or PDF)")
     text = data.decode("utf-8-sig", errors="replace")
     if suffix in MARKDOWN_SUFFIXES:

@@ -496,9 +496,9 @@ class SqliteKnowledgeStore:
         for key, value in filters.items():
             if key in ("name", "path", "title"):
                 where.append(f"{key} = ?")
-            else:
-                where.append("json_extract(meta, ?) = ?")
-                args.append(f'$."{key}"')
+            else:  # by key, not a JSON path: a key holding '"' or '\\' was never found, a NUL an error
+                where.append("EXISTS (SELECT 1 FROM json_each(documents.meta) AS m WHERE m.key = ? AND m.value = ?)")
+                args.append(key)
             args.append(value)
         sql = "SELECT id FROM documents WHERE " + " AND ".join(where)
         return {int(r[0]) for r in self._db.execute(sql, args)}
