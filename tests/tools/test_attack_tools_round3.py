@@ -269,3 +269,19 @@ def test_a_name_too_long_for_the_file_system_is_a_message_not_an_os_error(
     """The model saw '[Errno 36] File name too long: 'aaaa...'' (an OSError, 300 characters of it)."""
     with pytest.raises(ToolError, match=r"cannot use 'a{40}\.\.\.a{20} \(300 characters\)': File name too long\. Give"):
         run_tool(tool, tmp_path, **args)
+
+
+def test_edit_file_changes_only_the_text_it_replaces_in_a_crlf_file(tmp_path: Path) -> None:
+    """edit_file turned every line break of the file into '\\n': one line edited in a Windows project's
+    file rewrote all of its lines (and a lone '\\r' inside a line became a line break)."""
+    script = tmp_path / "build.bat"
+    script.write_bytes(b"@echo off\r\nset A=1\r\nset B=2\r\necho %A%\rnot a break\r\n")
+    run_tool(edit_file, tmp_path, path="build.bat", old_text="set A=1\nset B=2", new_text="set A=3\nset B=4\nset C=5")
+    assert script.read_bytes() == b"@echo off\r\nset A=3\r\nset B=4\r\nset C=5\r\necho %A%\rnot a break\r\n"
+    # what the model reads is what it can match; the one occurrence rule still holds
+    with pytest.raises(ToolError, match="appears 3 times"):
+        run_tool(edit_file, tmp_path, path="build.bat", old_text="set ", new_text="SET ")
+    unix = tmp_path / "notes.txt"
+    unix.write_bytes(b"one\ntwo\n")
+    run_tool(edit_file, tmp_path, path="notes.txt", old_text="one\ntwo", new_text="1\r\n2")
+    assert unix.read_bytes() == b"1\n2\n"

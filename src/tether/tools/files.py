@@ -10,6 +10,7 @@ directories.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -299,7 +300,36 @@ def _read_text_for_edit(fd: int, path: str) -> str:
             f"{path} is not valid UTF-8 (at byte {exc.start}); edit_file only edits UTF-8 text. Use "
             "write_file to replace the whole file."
         ) from exc
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # as Path.read_text did: edits match what read_file shows
+    return text
+
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _lines(text: str) -> list[str]:
+    return _BREAK.split(text)
+
+
+def _replace_once(text: str, old_text: str, new_text: str, path: str) -> str:
+    """``text`` with the one occurrence of ``old_text`` replaced, matching a line break in
+    ``old_text`` to any line break (``\r\n``, ``\r``, ``\n``), as read_file shows them all as one. The
+    rest of the file keeps its own line breaks, and ``new_text`` takes those of the place it goes."""
+    pattern = re.compile("(?:\r\n|\r|\n)".join(re.escape(line) for line in _lines(old_text)))
+    found = list(itertools.islice(pattern.finditer(text), 2))
+    if not found:
+        raise ToolError(
+            f"old_text was not found in {path}. Read the file first and copy the text exactly, "
+            "including spaces and line breaks."
+        )
+    if len(found) > 1:
+        raise ToolError(
+            f"old_text appears {sum(1 for _ in pattern.finditer(text))} times in {path}; include more "
+            "surrounding lines so it matches exactly one place."
+        )
+    match = found[0]
+    breaks = _BREAK.search(match.group(0)) or _BREAK.search(text)
+    eol = breaks.group(0) if breaks is not None else "\n"
+    return text[: match.start()] + eol.join(_lines(new_text)) + text[match.end() :]
 
 
 @tool
@@ -311,18 +341,7 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
         text = _read_text_for_edit(fd, path)
         if not old_text:
             raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
-        count = text.count(old_text)
-        if count == 0:
-            raise ToolError(
-                f"old_text was not found in {path}. Read the file first and copy the text exactly, "
-                "including spaces and line breaks."
-            )
-        if count > 1:
-            raise ToolError(
-                f"old_text appears {count} times in {path}; include more surrounding lines so it "
-                "matches exactly one place."
-            )
-        data = _utf8(text.replace(old_text, new_text, 1), "new_text")
+        data = _utf8(_replace_once(text, old_text, new_text, path), "new_text")
         assert walk.name is not None
         replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path)
     return f"edited {path}: replaced 1 occurrence"
