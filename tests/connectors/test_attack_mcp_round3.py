@@ -43,6 +43,7 @@ RAW_SERVER = textwrap.dedent(
     def schema():
         return nest(300) if MODE == "deep_schema" else {"type": "object"}
 
+    listed = 0
     for line in sys.stdin:
         message = json.loads(line)
         method, ident = message.get("method"), message.get("id")
@@ -50,15 +51,22 @@ RAW_SERVER = textwrap.dedent(
             continue
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": ident, "result": {
-                "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {"listChanged": MODE == "changed"}},
                 "serverInfo": {"name": "raw", "version": "1"}}})
         elif method == "tools/list":
-            tool = {"name": "go", "inputSchema": schema(), "annotations": {"readOnlyHint": True}}
-            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [tool]}})
+            listed += 1
+            tools = [{"name": n, "inputSchema": schema(), "annotations": {"readOnlyHint": True}} for n in ("go", "count")]
+            send({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+        elif method == "tools/call" and message["params"]["name"] == "count":
+            send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": str(listed)}]}})
         elif method == "tools/call":
             result = {"content": [{"type": "text", "text": "fine"}]}
             if MODE == "deep_result":
                 result["structuredContent"] = nest(300)
+            if MODE == "changed":
+                for _ in range(2000):
+                    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             send({"jsonrpc": "2.0", "id": ident, "result": result})
         else:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
@@ -210,6 +218,18 @@ def test_an_http_result_nested_too_deep_ends_its_call_at_once_saying_why_and_the
     )
     assert "\n" not in text(deep) and '{"a"' not in text(deep)
     assert not fine.is_error and text(fine) == "x"
+
+
+def test_a_flood_of_tool_list_changes_lists_the_tools_again_once_not_once_each(
+    raw_server: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was: each of 2,000 notifications/tools/list_changed started its own tools/list (2,000 requests
+    at once, the oldest answer able to overwrite the newest), none of them stopped with the server,
+    so a warning per request followed the run's end."""
+    go, count = call_each(raw(raw_server, "changed"), tmp_path, "raw__go", "raw__count")
+    assert text(go) == "fine"
+    assert 1 <= int(text(count)) <= 3  # the start's listing, one reading, at most one more after it
+    assert not [r for r in caplog.records if "could not be read again" in r.getMessage()]
 
 
 # --- 2. what a server asks a person at the terminal ------------------------------------------------

@@ -152,6 +152,7 @@ class _Live:
     restarted: bool = False
     down: str | None = None
     refresh: asyncio.Future[None] | None = None  # the tool list being read again
+    changed: bool = False  # the server said so again while it was being read: read it once more after
     side: Any = None  # what the server asks of this connection's runs (a ClientSide of its own)
 
 
@@ -237,6 +238,8 @@ class McpConnector(Extension):
                 return
             link, live.link = live.link, None
             self._forget(live)
+            if live.refresh is not None:  # the tool list being read again: the next start lists them anew
+                live.refresh.cancel()
         if link is not None:
             await link.close()
 
@@ -283,16 +286,25 @@ class McpConnector(Extension):
         if live is None or live.link is None:
             return
         link = live.link
+        if live.refresh is not None and not live.refresh.done():
+            live.changed = True  # one more reading after this one, however many times it says so
+            return
 
         async def relist() -> None:
             from tether.connectors._link import ConnectionLost, ServerRefused
 
-            try:
-                # The resource tools stay as they are: a new server tool does not take their names.
-                tools = await link.relist()
-                self._tools = self._make_tools(tools, reserved=[t.name for t in self._extra], cut=link.tools_cut)
-            except (ConnectionLost, ServerRefused) as exc:
-                log.warning("MCP server %s: its tool list changed and could not be read again: %s", self.server, exc)
+            live.changed = True
+            while live.changed and live.link is link:
+                live.changed = False
+                try:
+                    # The resource tools stay as they are: a new server tool does not take their names.
+                    tools = await link.relist()
+                    self._tools = self._make_tools(tools, reserved=[t.name for t in self._extra], cut=link.tools_cut)
+                except (ConnectionLost, ServerRefused) as exc:
+                    log.warning(
+                        "MCP server %s: its tool list changed and could not be read again: %s", self.server, exc
+                    )
+                    return
 
         live.refresh = asyncio.ensure_future(relist())
 
