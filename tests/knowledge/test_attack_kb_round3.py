@@ -100,6 +100,30 @@ def test_a_damaged_base_through_the_real_command_names_the_way_out(env: dict[str
     assert "is damaged" in found.stderr and "tether kb drop default --yes" in found.stderr
 
 
+def test_a_damaged_full_text_index_ends_the_search_with_the_error_never_a_segfault(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Only the full-text index damaged: a hybrid search's keyword half failed while its vector
+    half was still reading the base in a worker thread, and kb search closed the base on the way
+    out, under that thread: a segmentation fault (exit -11) in about half the runs."""
+    import sqlite3
+
+    _docs(tmp_path / "docs", files=40, lines=200)
+    assert tether("kb", "add", "docs", "--embedder", "hashing/64", env=env, cwd=tmp_path).returncode == 0
+    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    con = sqlite3.connect(db)
+    pages = [p for (p,) in con.execute("SELECT pageno FROM dbstat WHERE name = 'chunks_fts_data' ORDER BY pageno")]
+    con.close()
+    assert len(pages) > 10
+    with db.open("r+b") as f:
+        for page in pages[5:]:
+            f.seek((page - 1) * 4096)
+            f.write(b"\xa5" * 4096)
+    for _ in range(10):
+        found = tether("kb", "search", "seal part manual", env=env, cwd=tmp_path)
+        assert found.returncode == 2 and "is damaged" in found.stderr, (found.returncode, found.stderr[-500:])
+
+
 # -- numbers and filters a caller may send -----------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -382,7 +382,14 @@ class KnowledgeBase:
         if mode in ("vector", "hybrid", "hierarchical", "neighborhood") and can_embed:
             by_vector = self._vector_meanwhile(query, depth, allowed)
         if mode in ("keyword", "hybrid", "hierarchical", "neighborhood"):
-            scored["keyword"] = self._keyword(query, depth, allowed)
+            try:
+                scored["keyword"] = self._keyword(query, depth, allowed)
+            except BaseException:
+                # The vector thread still reads the store: a caller that closes it on this error
+                # (kb search does) pulled the connection from under it, a segmentation fault
+                if by_vector is not None:
+                    wait([by_vector])
+                raise
             weights["keyword"] = 1.0 if mode == "keyword" or not can_embed else 1.0 - a
         if by_vector is not None:
             scored["vector"] = by_vector.result()
