@@ -110,3 +110,56 @@ def test_two_children_side_by_side_that_both_ask_are_each_decided_once_and_each_
     assert sorted(wiped) == ["a", "b"]
     assert sorted(questions) == ["c1", "c2"]
     assert result.output == "child: wiped a | child: wiped b"
+
+
+class _Form:
+    """A child's tool that stops for a form (as an MCP server's elicitation does in a served run)
+    and, on resume, answers with the values the person gave."""
+
+    name = "form"
+    description = "Asks the person for their name."
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}}
+    read_only = True
+    needs_approval = False
+
+    async def execute(self, input: dict[str, Any], ctx: Any) -> str:
+        from tether.status import ElicitationInterruption
+        from tether.tools.base import ToolInterrupt
+
+        answer = ctx.state.answer
+        if answer is not None and isinstance(answer.question, ElicitationInterruption):
+            ctx.state.answer = None
+            return f"accepted={answer.approved} content={json.dumps(answer.content)}"
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+        question = ElicitationInterruption(
+            call_id=ctx.call_id, tool_name="form", server="crm", message="Your name?", requested_schema=schema, key="k"
+        )
+        raise ToolInterrupt("the server asks for a form", question, ended=True)
+
+
+def test_a_forms_values_given_on_the_parent_reach_the_child_that_asked() -> None:
+    """Was: approve(parent, content={...}) reached the child as an approval without the values:
+    the child's form was accepted empty."""
+    from tether import approve
+    from tether.status import ElicitationInterruption, SubagentInterruption
+
+    def child(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        return reply(calls=(("f1", "form", {}),)) if not results else reply(results[-1].text)
+
+    helper = Agent(FunctionModel(child, model_id="child", price=PRICE), tools=[_Form()]).as_tool("helper", "Asks.")
+
+    def parent(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        return reply(calls=(("c1", "helper", {"task": "ask"}),)) if not results else reply(results[-1])
+
+    lead = Agent(FunctionModel(parent, model_id="parent", price=PRICE), tools=[helper])
+    state = RunState()
+    first = result_of(go(lead, "go", state))
+    assert first.status == "interrupted"
+    assert isinstance(first.interruption, SubagentInterruption)
+    assert isinstance(first.interruption.child, ElicitationInterruption)
+    approve(state, content={"name": "Ana"})
+    final = result_of(go(lead, None, state))
+    assert final.status == "completed", final.reason
+    assert final.output == 'accepted=True content={"name": "Ana"}'

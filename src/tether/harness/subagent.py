@@ -355,7 +355,7 @@ class AgentTool:
             if answer.question.call_id != call_id:
                 return
             parent.answer = None
-            approved, reason = answer.approved, answer.reason
+            approved, reason, content = answer.approved, answer.reason, answer.content
         else:  # a run saved before RunState.answer: a decision kept per call
             older = parent.legacy("child_decisions").get("child_decisions") or {}
             decision = older.pop(call_id, None)
@@ -363,10 +363,15 @@ class AgentTool:
                 parent.ext.setdefault("legacy", {})["child_decisions"] = older
             if decision is None:
                 return
-            approved, reason = bool(decision.get("approve")), decision.get("reason")
+            approved, reason, content = bool(decision.get("approve")), decision.get("reason"), None
         if child.interruption is None:
             return
         if approved:
-            approve(child, reason=reason)
+            from tether.errors import UserError
+
+            try:
+                approve(child, reason=reason, content=content)  # a form's values go with it
+            except UserError:  # the child's question is no form: the values answer nothing there
+                approve(child, reason=reason)
         else:
             reject(child, reason=reason)
