@@ -246,3 +246,37 @@ def test_a_binary_file_named_html_is_skipped_as_binary(env: dict[str, str], tmp_
     assert "logo.html: binary (not text, HTML or PDF)" in added.stderr
     listed = tether("kb", "list", env=env)
     assert "logo.html" not in listed.stdout and "wide.html" in listed.stdout
+
+
+# -- a graph extractor's model that answers too much -------------------------------------------
+
+
+def test_a_model_extractor_reply_names_no_more_entities_than_max_per_chunk_through_its_relations() -> None:
+    """ModelExtractor took at most ``max_per_chunk`` (30) of a reply's entities, but every name in
+    its relations joined them with no limit, each related to all the others: one 100-word chunk
+    whose model (or a server that ignores max_tokens) listed 3,000 relations among its words made
+    104 entities and 5,456 relation rows; a document of 1,000 such chunks, millions. The same
+    relation repeated counted again each time."""
+    import json
+
+    from tether.knowledge import KnowledgeBase, ModelExtractor
+    from tether.testing import FunctionModel
+
+    words = [f"w{i:03d}" for i in range(100)]
+    text = "The pump P-100 drives " + " ".join(words) + ".\n"
+
+    def hostile(messages: object, request: object) -> str:
+        relations = [{"source": "P-100", "relation": "drives", "target": "pump"}] * 50 + [
+            {"source": words[i % 100], "relation": "feeds", "target": words[(i * 7 + 3) % 100]} for i in range(3000)
+        ]
+        return json.dumps({"entities": [], "relations": relations})
+
+    extractor = ModelExtractor(FunctionModel(hostile), max_per_chunk=30)
+    kb = KnowledgeBase.open(":memory:", extractor=extractor)
+    kb.add_text("a.md", text)
+    stats = kb.stats()
+    assert stats["entities"] <= 31  # the rules' P-100, and at most 30 names from the reply
+    assert stats["relations"] <= 31 * 30 // 2 * 2  # a co-mention and a stated relation per pair at most
+    raw = kb.store._db  # type: ignore[attr-defined]
+    weights = raw.execute("SELECT weight FROM relations WHERE kind = 'drives'").fetchall()
+    assert weights == [(2.0,)]  # a stated relation counts once, however often it is repeated

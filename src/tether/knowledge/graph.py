@@ -184,7 +184,8 @@ class ModelExtractor:
     alone): each entity is mentioned by its chunk and related to the chunk's other entities
     (``co_mention``, weight 1), and each relation the model states is recorded under its own
     name with weight 2. Names the model returns that the chunk does not contain are kept only
-    when ``grounded`` is false.
+    when ``grounded`` is false. At most ``max_per_chunk`` names of a reply are kept for a chunk,
+    those in its relations included, and a relation it repeats counts once.
 
     Cost: ``usage`` and ``cost_usd`` add up every call (``calls``). With ``max_budget_usd``,
     a call is made only if its worst case (its prompt and ``max_tokens`` of answer) still fits,
@@ -317,6 +318,8 @@ class ModelExtractor:
         related: list[tuple[str, str, str]] = []
         for source, relation, target in found.relations:
             if keep(source) and keep(target) and source.casefold() != target.casefold():
+                if len(names.keys() | {source.casefold(), target.casefold()}) > self.max_per_chunk:
+                    continue  # a reply's relations name no more than its entities may (each pair is a row)
                 a = names.setdefault(source.casefold(), out.mention(source, kinds.get(source, "term"), i))
                 b = names.setdefault(target.casefold(), out.mention(target, kinds.get(target, "term"), i))
                 related.append((a, b, relation))
@@ -328,7 +331,7 @@ class ModelExtractor:
             if a.casefold() != b.casefold()
         }
         out.relations += [(a, b, "co_mention", 1.0) for a, b in sorted(pairs)]
-        out.relations += [(a, b, relation, MODEL_RELATION_WEIGHT) for a, b, relation in related]
+        out.relations += [(a, b, relation, MODEL_RELATION_WEIGHT) for a, b, relation in dict.fromkeys(related)]
 
 
 def _parse(text: str) -> _Found:
