@@ -319,3 +319,39 @@ def test_serve_answers_a_request_nested_too_deep_and_goes_on(serve_home: Path) -
         assert "nested too deeply" in answer["error"]["message"]
     assert after is not None and after["id"] == 7 and "result" in after
     assert code == 0 and "Traceback" not in err
+
+
+# --- 4. sampling inside the run's budget -------------------------------------------------------------
+
+
+def test_a_sampling_request_that_could_cost_more_than_the_budget_left_is_refused_before_it_is_sent() -> None:
+    """Was: only a budget already spent was checked, so one request with a 2,000,000-character
+    prompt (about $1 of input on the scripted model's prices) was sent with $0.01 left; and the
+    budget left was the call's snapshot, so ten requests of one call each counted on all of it."""
+    import mcp_types as types
+
+    from tether import RunState
+    from tether.connectors._client_side import Asker, ClientSide
+
+    def request(chars: int) -> types.CreateMessageRequestParams:
+        message = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text="word " * (chars // 5))
+        )
+        return types.CreateMessageRequestParams(messages=[message], max_tokens=100)
+
+    side = ClientSide("srv", {"sampling": "allow", "sampling_model": "scripted/hello"}, Asker())
+    state = RunState()
+    side.begin(ToolContext(cwd=Path("."), signal=CancelSignal(), state=state, budget_left_usd=0.01, call_id="c1"), "t")
+    huge = asyncio.run(side.sampling(request(2_000_000)))
+    assert isinstance(huge, types.ErrorData)
+    assert "more than the $0.010000 left of the run's budget" in huge.message
+    assert state.cost_usd == 0.0  # nothing was sent
+    side.end(side.calls[0])
+    state = RunState()
+    side.begin(ToolContext(cwd=Path("."), signal=CancelSignal(), state=state, budget_left_usd=0.004, call_id="c2"), "t")
+    answered = 0
+    for _ in range(10):  # each fits alone ($0.0032 at most); together they may not pass $0.004
+        if isinstance(asyncio.run(side.sampling(request(1_000))), types.CreateMessageResult):
+            answered += 1
+    assert 1 <= answered < 10
+    assert 0 < state.cost_usd <= 0.004

@@ -6,7 +6,8 @@ each request, showing what the server wants to send (in a run of ``tether serve`
 with a ``SamplingInterruption`` and the call is made again once they decide, as for elicitation
 below); ``"allow"`` lets it without asking; ``"deny"`` refuses. The model is ``sampling_model``,
 else the run's own (``model`` in its config). A request is made only during one of the server's
-tool calls, inside the run: it is refused once the run's budget is spent, its tokens are at most
+tool calls, inside the run: it is refused when it could take the run past its budget (priced at
+its prompt's bytes as tokens and all its ``max_tokens``), its tokens are at most
 ``sampling_max_tokens`` (default 1,024), at most ``MAX_PER_CALL`` are made per tool call, and what
 it costs is added to the run's usage and cost.
 
@@ -91,6 +92,7 @@ class ClientSide:
     asker: Asker
     calls: list[ToolContext] = field(default_factory=list)
     samples: Counter[str] = field(default_factory=Counter)  # sampling requests, per call in flight
+    sampled_usd: dict[str, float] = field(default_factory=dict)  # what they cost, per call in flight
     asked: Counter[str] = field(default_factory=Counter)  # elicitations in this attempt, per call
     pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
@@ -112,6 +114,7 @@ class ClientSide:
         key = ctx.call_id or ""
         self.names[key] = tool_name
         self.samples[key] = self.asked[key] = 0
+        self.sampled_usd[key] = 0.0
         self.pending.pop(key, None)
         from tether.status import ElicitationInterruption, SamplingInterruption
 
@@ -136,6 +139,7 @@ class ClientSide:
         if ctx in self.calls:
             self.calls.remove(ctx)
         self.samples.pop(key, None)
+        self.sampled_usd.pop(key, None)
         self.asked.pop(key, None)
         self.names.pop(key, None)
         return self.pending.pop(key, None)
@@ -219,7 +223,7 @@ class ClientSide:
         model = self.config.get("sampling_model") or (ctx.state.config.get("model") if ctx.state is not None else None)
         return str(model) if model else None
 
-    async def _complete(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def _complete(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
         import mcp_types as types
 
         from tether.messages import AssistantMessage, TextPart, UserMessage
@@ -242,7 +246,13 @@ class ClientSide:
         request = ModelRequest(
             model=resolved.model_id, messages=messages, system=params.system_prompt, max_tokens=limit
         )
-        self.samples[ctx.call_id or ""] += 1
+        key = ctx.call_id or ""
+        price = lookup_price(resolved.name)
+        over = self._past_budget(ctx, key, price, request)
+        if over is not None:
+            await resolved.provider.aclose()
+            return types.ErrorData(code=types.INVALID_REQUEST, message=over)
+        self.samples[key] += 1
         try:
             reply = (await resolved.provider.complete(request)).message
         finally:
@@ -250,13 +260,37 @@ class ClientSide:
         usage = reply.usage or Usage()
         state = ctx.state
         state.usage = state.usage + usage  # the run pays for what its servers asked
-        state.cost_usd += cost_usd(usage, lookup_price(resolved.name))
+        cost = cost_usd(usage, price)
+        state.cost_usd += cost
+        self.sampled_usd[key] = self.sampled_usd.get(key, 0.0) + cost
         self.log.append(f"sampling by {self.server}: {usage.prompt_tokens}+{usage.completion_tokens} tokens")
         return types.CreateMessageResult(
             role="assistant",
             content=types.TextContent(type="text", text=reply.text),
             model=resolved.name,
             stop_reason="maxTokens" if reply.finish_reason == "length" else "endTurn",
+        )
+
+    def _past_budget(self, ctx: ToolContext, key: str, price: Any, request: Any) -> str | None:
+        """Why a request could take the run past its budget: at most its prompt's UTF-8 bytes in
+        tokens (an upper bound no tokenizer is needed for) and all of ``max_tokens``, against what
+        was left when the call began less what its earlier requests cost. None when it fits (or
+        there is no budget, or no price to check it with)."""
+        from tether.messages import TextPart
+        from tether.tokens import token_bound
+
+        if ctx.budget_left_usd is None or price is None:
+            return None
+        left = ctx.budget_left_usd - self.sampled_usd.get(key, 0.0)
+        prompt = token_bound(request.system or "") + sum(
+            token_bound(p.text) for m in request.messages for p in m.content if isinstance(p, TextPart)
+        )
+        worst = price.worst_case(prompt, request.max_tokens or 0)
+        if worst <= left:
+            return None
+        return (
+            f"this sampling request could cost up to ${worst:.6f} ({prompt:,} prompt tokens at most and "
+            f"{request.max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget"
         )
 
     async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
