@@ -280,3 +280,19 @@ def test_a_model_extractor_reply_names_no_more_entities_than_max_per_chunk_throu
     raw = kb.store._db  # type: ignore[attr-defined]
     weights = raw.execute("SELECT weight FROM relations WHERE kind = 'drives'").fetchall()
     assert weights == [(2.0,)]  # a stated relation counts once, however often it is repeated
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_line_of_megabytes_is_added_on_both_stores(open_kb: Opener) -> None:
+    """A line is never cut, so a 2 MB line (a minified file, a one-line CSV export) is one chunk.
+    Postgres refused its tsvector ("string is too long for tsvector", ProgramLimitExceeded) and
+    with it the whole document: on a Postgres base, kb add stopped with a traceback. The words
+    past 1 MB are left out of that chunk's index there; the rest is found as on SQLite."""
+    from .conftest import check_index
+
+    kb = open_kb()
+    line = " ".join(f"word{i}x" for i in range(200_000))
+    kb.add_text("big.txt", f"{line}\nThe seal kit SK-77 is EPDM.\n")
+    assert [h.citation for h in kb.search("word1999x", mode="keyword").hits] == ["big.txt:1-1"]
+    assert [h.citation for h in kb.search("SK-77", mode="exact").hits] == ["big.txt:2-2"]
+    check_index(kb)

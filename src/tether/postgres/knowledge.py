@@ -19,7 +19,8 @@ cosine, for the unit vectors embedders return).
 
 Not identical to SQLite where a phrase lies past a chunk's 16,383rd word, or a word recurs more
 than 256 times in a chunk (what a ``tsvector`` keeps of positions), or a word is longer than
-2,046 bytes (not indexed).
+2,046 bytes (not indexed), or a chunk's distinct words pass 1 MB together (a line of megabytes:
+the words after that are not indexed).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = ["MIGRATIONS", "PgKnowledgeStore"]
 MAX_POSITION = 16383  # the last position a tsvector records
 MAX_POSITIONS = 256  # positions a tsvector keeps per word and chunk
 MAX_LEXEME_BYTES = 2046
+MAX_TSVECTOR_BYTES = 1_048_575  # the most a tsvector's words and positions may take, together
 
 MIGRATIONS = [
     Migration(
@@ -697,10 +699,18 @@ class _Indexed:
     @classmethod
     def of(cls, heading: str, text: str) -> _Indexed:
         words = tokens(f"{heading}\n{text}" if heading else text)
-        at: dict[str, list[int]] = {}
+        found: dict[str, list[int]] = {}
         for position, word in enumerate(words, 1):
             if len(word.encode()) <= MAX_LEXEME_BYTES:
-                at.setdefault(word, []).append(position)
+                found.setdefault(word, []).append(position)
+        at: dict[str, list[int]] = {}
+        room = MAX_TSVECTOR_BYTES  # a one-line chunk of 2 MB was refused, and its whole document
+        for word, ps in found.items():
+            # Postgres counts each word's bytes (aligned to 2), its count of positions and each position
+            room -= len(word.encode()) + 3 + 2 * min(len(ps), MAX_POSITIONS)
+            if room < 0:
+                break  # the words first seen later are not indexed in this chunk
+            at[word] = ps
         tsv = " ".join(
             f"{_lexeme(w)}:{','.join(str(min(p, MAX_POSITION)) for p in ps[:MAX_POSITIONS])}" for w, ps in at.items()
         )
