@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -133,6 +133,7 @@ class _Deep(BaseHTTPRequestHandler):
     """A streamable-HTTP server whose tools/call answer is nested ``levels`` deep (from the path)."""
 
     protocol_version = "HTTP/1.1"
+    initialized: ClassVar[list[str]] = []  # the path of each handshake
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -156,6 +157,7 @@ class _Deep(BaseHTTPRequestHandler):
         if ident is None:
             self._json(202, b"")
         elif method == "initialize":
+            self.initialized.append(self.path)
             info = {"name": "web", "version": "1"}
             result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
             self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
@@ -177,8 +179,16 @@ class _Deep(BaseHTTPRequestHandler):
                 f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": '
                 f'{{"content": [{{"type": "text", "text": "x"}}], "structuredContent": {deep}}}}}'
             )
-            if how == "json":
+            if how == "json" or (how == "header" and message["params"]["name"] == "ok"):
                 self._json(200, body.encode())
+                return
+            if how == "header":  # past what an HTTP client reads of a header (h11: 64 KiB)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("x-junk", "j" * 200_000)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body.encode())
                 return
             event = f"event: message\ndata: {body}\n\n".encode()
             self.send_response(200)
@@ -230,6 +240,22 @@ def test_a_flood_of_tool_list_changes_lists_the_tools_again_once_not_once_each(
     assert text(go) == "fine"
     assert 1 <= int(text(count)) <= 3  # the start's listing, one reading, at most one more after it
     assert not [r for r in caplog.records if "could not be read again" in r.getMessage()]
+
+
+def test_an_http_answer_with_a_header_too_large_is_an_error_saying_so_and_the_session_goes_on(
+    deep_web: str, tmp_path: Path
+) -> None:
+    """Was: "Connection closed", the server taken for dead and started again (the next call said it
+    was down when that failed)."""
+    connector = McpConnector("web", {"url": f"{deep_web}/1/header", "timeout_s": 30}, start_timeout_s=30)
+    broken, fine = call_each(connector, tmp_path, "web__go", "web__ok")
+    assert broken.is_error
+    assert text(broken) == (
+        "Error: the call to web__go failed on the MCP server web: its answer broke the HTTP protocol "
+        "(RemoteProtocolError), so it was not read"
+    )
+    assert not fine.is_error and text(fine) == "x"
+    assert _Deep.initialized.count("/mcp/1/header") == 1  # not started again
 
 
 # --- 2. what a server asks a person at the terminal ------------------------------------------------

@@ -191,7 +191,19 @@ class _Checked(httpx2.AsyncBaseTransport):
         self._limit = limit
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
+        try:
+            response = await self._inner.handle_async_request(request)
+        except httpx2.RemoteProtocolError as exc:  # a header past h11's limit, a broken status line
+            request_id = _request_id(request) if request.method == "POST" else None
+            if request_id is None:
+                raise
+            # Its words are not quoted: they may quote what the server sent.
+            return _error(
+                request,
+                200,
+                request_id,
+                f"its answer broke the HTTP protocol ({type(exc).__name__}), so it was not read",
+            )
         request_id = _request_id(request) if request.method == "POST" else None
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
