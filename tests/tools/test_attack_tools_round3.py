@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import tracemalloc
@@ -33,7 +34,7 @@ from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
 from tether.tools.files import delete_file, edit_file, list_files, read_file, search_files, write_file
-from tether.tools.shell import RunCommand, ShellSettings
+from tether.tools.shell import RunCommand, ShellSettings, blocked_reason
 from tether.tools.web import WebFetch, WebSettings
 
 HANG = 60.0  # seconds: reached only when something is broken
@@ -62,6 +63,24 @@ def test_a_command_that_closes_its_output_keeps_the_rest_of_its_timeout(tmp_path
     assert isinstance(out.content, str) and out.content.startswith("exit code 0"), out.content
     assert "timed out" not in out.content
     assert (tmp_path / "marker").read_text() == "finished\n"
+
+
+@pytest.mark.parametrize("word", ["/", "f(){ x", "function x{ "])
+def test_the_blocklist_reads_a_long_word_in_linear_time(word: str) -> None:
+    """The fork-bomb pattern was tried at every character of a word, each try scanning to the end: a
+    10,000-character command (the tool's limit) took 1-3.4 s to check, on the event loop and holding
+    the GIL, so every stream, Stop and tool thread of a server stood still; 300,000 took minutes.
+    Judged in a child process (a regex holds the GIL: a thread's join could not time out), with a
+    hang detector only."""
+    judge = "import sys; from tether.tools.shell import blocked_reason; print(blocked_reason((sys.argv[1] * 300_000)[:300_000]))"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", judge, word], capture_output=True, text=True, timeout=HANG, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still judging a 300,000-character command after {HANG:g} s")
+    assert (done.returncode, done.stdout.strip()) == (0, "None"), done.stderr
+    assert blocked_reason("x" * 9000 + "; :(){ :|:& };:") == "a fork bomb is blocked"
 
 
 # --- the read cache ------------------------------------------------------------------------------

@@ -167,7 +167,12 @@ _FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _DESTROYERS = frozenset({"rm", "shred", "unlink", "rmdir", "truncate", "wipe", "srm"})
 _COPIERS = frozenset({"cp", "mv", "install", "rsync"})
 _NAME = r"[^\s(){}|&;<>'\"]+"
-_FUNCTION = re.compile(rf"(?:\bfunction\s+({_NAME})\s*(?:\(\s*\))?|({_NAME})\s*\(\s*\))\s*\{{([^}}]*)\}}")
+# A name starts only where a word does (the lookbehind), and bodies are looked for only up to the last
+# "}": tried at every character, or scanning to the end for a "}" that is not there, the match was
+# quadratic, and 10,000 characters held the event loop for seconds.
+_FUNCTION = re.compile(
+    rf"(?:\bfunction\s+({_NAME})\s*(?:\(\s*\))?|(?<![^\s(){{}}|&;<>'\"])({_NAME})\s*\(\s*\))\s*\{{([^}}]*)\}}"
+)
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,7 @@ def _destructive(name: str, words: list[str], blocked: frozenset[str]) -> str | 
 
 def _whole_line_reason(command: str) -> str | None:
     """What only the whole line shows: a fork bomb, a redirection onto a disk device."""
-    for match in _FUNCTION.finditer(command):
+    for match in _FUNCTION.finditer(command, 0, command.rfind("}") + 1):  # no body ends after the last }
         name = re.escape(match.group(1) or match.group(2))
         if re.search(rf"(?:^|[\s;|&(]){name}\s*[|&]", match.group(3)):  # calls itself in a pipe or background
             return "a fork bomb is blocked"
