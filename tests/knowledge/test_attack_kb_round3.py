@@ -296,3 +296,37 @@ def test_a_line_of_megabytes_is_added_on_both_stores(open_kb: Opener) -> None:
     assert [h.citation for h in kb.search("word1999x", mode="keyword").hits] == ["big.txt:1-1"]
     assert [h.citation for h in kb.search("SK-77", mode="exact").hits] == ["big.txt:2-2"]
     check_index(kb)
+
+
+def test_a_query_of_thousands_of_part_numbers_is_answered_at_once(tmp_path: Path) -> None:
+    """Search picks the query's first four identifiers to pin, but compared each candidate with
+    every one found before it, all of them kept until the end: quadratic in the query's length
+    (15,000 part numbers, 150 KB, as a model may paste into search_kb: 6 s; 60,000: minutes).
+    Run in a process of its own under a timeout that only guards the suite."""
+    import subprocess
+    import sys
+
+    script = (
+        "from tether.knowledge import HashingEmbedder, KnowledgeBase\n"
+        "kb = KnowledgeBase.open(':memory:', embedder=HashingEmbedder(64))\n"
+        "kb.add_text('a.md', 'The pump PART-2 is fitted with seal kit SK-77.\\n')\n"
+        "query = ' '.join(f'PART-{i}' for i in range(60000))\n"
+        "for mode in ('hybrid', 'keyword', 'neighborhood', 'hierarchical'):\n"
+        "    hits = kb.search(query, mode=mode).hits\n"
+        "    assert hits[0].ranks.get('exact') == 1, (mode, hits)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr[-2000:]
+
+
+def test_identifiers_are_the_first_four_whatever_their_case() -> None:
+    from tether.knowledge.exact import identifiers
+
+    assert identifiers("SK-77 sk-77 FVAM-2050-B x86_64 O_NONBLOCK 1.2.3 RS485") == [
+        "SK-77",
+        "FVAM-2050-B",
+        "x86_64",
+        "O_NONBLOCK",
+    ]
+    assert identifiers("plain words and 12 numbers") == []

@@ -28,15 +28,18 @@ MAX_IDENTIFIERS = 4  # a query that lists more is a list, not a lookup: the firs
 
 def identifiers(query: str) -> list[str]:
     """The identifier-like tokens of ``query``, each once, in order (at most four)."""
-    found: list[str] = []
-    for token in _CANDIDATE.findall(query):
+    found: dict[str, str] = {}  # casefolded → as written
+    for m in _CANDIDATE.finditer(query):
+        token = m.group(0)
         joined = any(j in token for j in "-_./")
         digit = _DIGIT.search(token) is not None
         letter = _LETTER.search(token) is not None
         named = (digit and (joined or letter)) or "_" in token
-        if named and token.casefold() not in (f.casefold() for f in found):
-            found.append(token)
-    return found[:MAX_IDENTIFIERS]
+        if named:
+            found.setdefault(token.casefold(), token)
+            if len(found) == MAX_IDENTIFIERS:
+                break  # each one was compared with all before it: a query of 15,000 part numbers took 6 s
+    return list(found.values())
 
 
 @lru_cache(maxsize=256)
