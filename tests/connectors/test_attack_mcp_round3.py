@@ -20,7 +20,7 @@ from tests.connectors.test_attack_mcp_round2 import Wire
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.errors import ConfigError
-from tether.messages import TextPart
+from tether.messages import ImagePart, TextPart
 from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves.
@@ -64,6 +64,13 @@ RAW_SERVER = textwrap.dedent(
             result = {"content": [{"type": "text", "text": "fine"}]}
             if MODE == "deep_result":
                 result["structuredContent"] = nest(300)
+            if MODE == "images":
+                png = "iVBORw0KGgo="
+                result = {"content": [
+                    {"type": "image", "data": png, "mimeType": "image/svg+xml"},
+                    {"type": "image", "data": png, "mimeType": "Image/PNG; charset=x"},
+                    {"type": "resource", "resource": {"uri": "x://t", "blob": png, "mimeType": "image/tiff"}},
+                ]}
             if MODE == "changed":
                 for _ in range(2000):
                     send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
@@ -256,6 +263,19 @@ def test_an_http_answer_with_a_header_too_large_is_an_error_saying_so_and_the_se
     )
     assert not fine.is_error and text(fine) == "x"
     assert _Deep.initialized.count("/mcp/1/header") == 1  # not started again
+
+
+def test_images_of_a_type_no_provider_takes_are_described_and_a_types_parameters_dropped(
+    raw_server: Path, tmp_path: Path
+) -> None:
+    """Was: an SVG or TIFF image (an image type, but not one a provider takes) and "Image/PNG;
+    charset=x" were sent to the model as they were, and the provider refused the run's next request."""
+    result = call_once(raw(raw_server, "images"), tmp_path, "raw__go")
+    images = [p for p in result.parts() if isinstance(p, ImagePart)]
+    assert [(p.media_type, p.data) for p in images] == [("image/png", "iVBORw0KGgo=")]
+    words = text(result)
+    assert "[image (image/svg+xml): not shown, models are sent only PNG, JPEG, GIF and WebP images]" in words
+    assert "[resource x://t (image/tiff): not shown, models are sent only PNG, JPEG, GIF and WebP images]" in words
 
 
 # --- 2. what a server asks a person at the terminal ------------------------------------------------

@@ -25,6 +25,7 @@ __all__ = ["DEFAULT_MAX_CHARS", "MAX_IMAGE_BYTES", "bounded", "to_tool_result"]
 
 DEFAULT_MAX_CHARS = 100_000  # the built-in read_file's cap
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # decoded; what the providers accept for one image
+SENT_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what every provider takes
 
 
 def to_tool_result(result: types.CallToolResult, max_chars: int = DEFAULT_MAX_CHARS) -> ToolResult:
@@ -79,11 +80,14 @@ def _image(mime: str, data: str, what: str) -> TextPart | ImagePart:
     # (an HTTP 400 that ends the run): a server's broken image is described instead.
     if not mime.lower().startswith("image/"):
         return TextPart(text=f"[{what} ({mime}): not shown, its type is not an image type]")
+    kind = mime.split(";")[0].strip().lower()  # parameters and case: no provider takes them
+    if kind not in SENT_IMAGE_TYPES:  # SVG, TIFF, BMP...: an image type no provider takes
+        return TextPart(text=f"[{what} ({mime}): not shown, models are sent only PNG, JPEG, GIF and WebP images]")
     try:
         base64.b64decode(data, validate=True)
     except binascii.Error:
         return TextPart(text=f"[{what} ({mime}): not shown, its data is not valid base64]")
-    return ImagePart(media_type=mime, data=data)
+    return ImagePart(media_type=kind, data=data)
 
 
 def _resource(res: types.TextResourceContents | types.BlobResourceContents) -> TextPart | ImagePart:
