@@ -196,10 +196,11 @@ def test_a_streamed_answer_is_escaped_at_a_terminal_and_exact_in_a_pipe(
 # --- tether chat at a real terminal ------------------------------------------------------------
 
 
-def test_chat_ctrl_c_stops_the_reply_keeps_the_chat_and_leaves_at_the_prompt(
+def test_chat_ctrl_c_stops_the_reply_and_keeps_the_chat(
     workspace: Path, env: dict[str, str], tether_home: Path
 ) -> None:
-    term = Terminal(["tether", "chat", "--model", "scripted/slow", "--cwd", str(workspace), "--session", "s1"], env)
+    argv = ["tether", "chat", "--model", "scripted/slow", "--cwd", str(workspace), "--session", "s1"]
+    term = Terminal(argv, env, stdout_on_terminal=True)
     term.read_until(b"you> ")
     term.type(b"scan the archive\n")
     term.read_until(b".. scanned")  # the slow tool is running
@@ -208,9 +209,9 @@ def test_chat_ctrl_c_stops_the_reply_keeps_the_chat_and_leaves_at_the_prompt(
     assert "[interrupted] cancelled" in stopped and "scanned 1200 of 1200" not in stopped
     term.type(b"/session\n")
     assert b"session 's1'" in term.read_until(b"you> ")
-    term.type(b"\x03")  # Ctrl-C at the prompt: leaves
+    term.type(b"\x04")  # Ctrl-D at the prompt: leaves
     code, _, seen = term.finish()
-    assert code == 130 and "Traceback" not in seen
+    assert code == 0 and "Traceback" not in seen
     statuses = [json.loads(tether("runs", "--json", env=env).stdout)[0]["status"]]
     assert statuses == ["interrupted"]
 
@@ -218,7 +219,9 @@ def test_chat_ctrl_c_stops_the_reply_keeps_the_chat_and_leaves_at_the_prompt(
 def test_chat_ctrl_d_at_an_approval_question_leaves_the_run_waiting_and_the_chat_open(
     workspace: Path, env: dict[str, str]
 ) -> None:
-    term = Terminal(["tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace)], env)
+    term = Terminal(
+        ["tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace)], env, stdout_on_terminal=True
+    )
     term.read_until(b"you> ")
     term.type(b"free some space\n")
     term.read_until(b"[y/N]")
@@ -233,6 +236,29 @@ def test_chat_ctrl_d_at_an_approval_question_leaves_the_run_waiting_and_the_chat
     resumed = tether("resume", run_id, "--approve", env=env)  # the run waits, resumable
     assert resumed.returncode == 0, resumed.stderr
     assert not (workspace / "access.log").exists()
+
+
+def test_chat_sends_a_pasted_message_longer_than_the_terminals_line_whole(workspace: Path, env: dict[str, str]) -> None:
+    """A terminal's line discipline keeps 4,095 characters of a line and drops the rest without a
+    word: a pasted document of 7,000 characters must reach the model whole."""
+    term = Terminal(
+        ["tether", "chat", "--model", "scripted/hello", "--cwd", str(workspace), "--session", "long"],
+        env,
+        stdout_on_terminal=True,
+    )
+    term.read_until(b"you> ")
+    message = "".join(f"word{i:05d} " for i in range(700)) + "END"
+    for start in range(0, len(message), 512):  # as a paste arrives: in pieces
+        term.type(message[start : start + 512].encode())
+    term.type(b"\n")
+    term.read_until(b"you> ")
+    term.type(b"\x04")
+    code, _, seen = term.finish()
+    assert code == 0 and "Traceback" not in seen
+    exported = tether("sessions", "export", "long", env=env)
+    assert exported.returncode == 0, exported.stderr
+    users = [json.loads(line) for line in exported.stdout.splitlines() if json.loads(line)["role"] == "user"]
+    assert [user["content"][0]["text"] for user in users] == [message]
 
 
 # --- a full disk under $TETHER_HOME ------------------------------------------------------------

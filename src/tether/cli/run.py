@@ -454,10 +454,30 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
 
 
 def ask(question: str) -> str | None:
-    """A line from the person at stdin (the question on stderr); None at end of input."""
+    """A line from the person at stdin (the question on stderr, or at a terminal from readline,
+    which shows it once it reads keys itself); None at end of input."""
+    if _line_editor():
+        try:
+            return input(question)
+        except EOFError:  # Ctrl-D: what follows starts on a line of its own
+            print(file=sys.stderr)
+            return None
     print(question, end="", file=sys.stderr, flush=True)
     line = sys.stdin.readline() if sys.stdin is not None else ""
     return line.rstrip("\n") if line else None
+
+
+def _line_editor() -> bool:
+    """Whether lines are read through readline: at a terminal (stdin and stdout), where the
+    terminal's own line discipline keeps only the first 4,095 characters of a line and drops the
+    rest of a long pasted message without a word; readline reads it whole (and edits it)."""
+    if sys.stdin is None or sys.stdout is None or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    try:
+        import readline  # noqa: F401 (input() reads through it once it is imported)
+    except ImportError:  # a Python built without it
+        return False
+    return True
 
 
 def _checked_agent(state: RunState, settings: Settings) -> Agent:
