@@ -304,3 +304,37 @@ def test_edit_file_changes_only_the_text_it_replaces_in_a_crlf_file(tmp_path: Pa
     unix.write_bytes(b"one\ntwo\n")
     run_tool(edit_file, tmp_path, path="notes.txt", old_text="one\ntwo", new_text="1\r\n2")
     assert unix.read_bytes() == b"1\n2\n"
+
+
+SEARCH = """
+import asyncio, sys
+from pathlib import Path
+from tether.cancel import CancelSignal
+from tether.tools.base import ToolContext, ToolError
+from tether.tools.files import search_files
+try:
+    print(asyncio.run(search_files.execute({"pattern": sys.argv[2]}, ToolContext(cwd=Path(sys.argv[1]), signal=CancelSignal()))))
+except ToolError as exc:
+    print("ToolError:", exc)
+"""
+
+
+def search_in_a_child(cwd: Path, pattern: str) -> str:
+    """A runaway regex holds the GIL: only another process can time it out."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SEARCH, str(cwd), pattern], capture_output=True, text=True, timeout=HANG
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"search_files({pattern!r}) still ran after {HANG:g} s, holding the whole process")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_regex_that_backtracks_for_hours_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """A model (or an injection it read) could pass (a+)+$: on a 40-character line Python's re
+    backtracks for hours holding the GIL, so the event loop, every run and Stop froze with it."""
+    (tmp_path / "line.txt").write_text("a" * 40 + "b\n")
+    refused = search_in_a_child(tmp_path, "(a+)+$")
+    assert refused.startswith("ToolError: refused: '(a+)+$' repeats a repetition"), refused
+    assert search_in_a_child(tmp_path, "(a|b)+$").startswith("line.txt:1: aaaa")  # alternation stays allowed
