@@ -216,6 +216,25 @@ def test_chat_ctrl_c_stops_the_reply_and_keeps_the_chat(
     assert statuses == ["interrupted"]
 
 
+def test_chat_ends_when_terminated_during_a_reply(workspace: Path, env: dict[str, str]) -> None:
+    """SIGTERM (kill, a service manager, `timeout`) during a reply saves the run, resumable, and
+    ends the chat, as it ends `tether run`: it used to stop the reply only and wait at the prompt."""
+    import signal
+
+    argv = ["tether", "chat", "--model", "scripted/slow", "--cwd", str(workspace), "--session", "s1"]
+    term = Terminal(argv, env, stdout_on_terminal=True)
+    term.read_until(b"you> ")
+    term.type(b"scan the archive\n")
+    term.read_until(b".. scanned")
+    term.proc.send_signal(signal.SIGTERM)
+    code, _, seen = term.finish()
+    assert code == 130, seen
+    assert "[interrupted] cancelled: terminated (SIGTERM)" in seen and "tether resume run_" in seen
+    assert not seen.rstrip().endswith("you>")
+    (run,) = json.loads(tether("runs", "--json", env=env).stdout)
+    assert run["status"] == "interrupted"
+
+
 def test_chat_ctrl_d_at_an_approval_question_leaves_the_run_waiting_and_the_chat_open(
     workspace: Path, env: dict[str, str]
 ) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import add_agent_options, ask, drive, overrides
+from tether.cli.run import TERMINATED, add_agent_options, ask, drive, overrides
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -121,7 +121,9 @@ def _loop(chat: _Chat) -> int:
                 continue
         config = {**chat.recipe.config(), "session_store": chat.store_spec, "prompt": message[:200]}
         state = RunState(session_id=chat.session, ext={"config": config})
-        drive(state, message, chat.settings, json_out=False, asking=True)
+        code = drive(state, message, chat.settings, json_out=False, asking=True)
+        if getattr(state.interruption, "reason", None) == TERMINATED:
+            return code  # stopped from outside (kill, a service manager): the chat ends, not only the reply
 
 
 def _command(chat: _Chat, command: str) -> None:

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["add_agent_options", "add_parsers", "ask", "drive", "overrides", "read_prompt"]
 
+# The reason a run stopped by SIGTERM records: the command that drives it ends there too.
+TERMINATED = "terminated (SIGTERM)"
+
 DEFAULT_MAX_TURNS = 50  # tether.assembly.DEFAULT_MAX_TURNS, kept here for the help text (no import)
 
 PROMPT_HELP = """\
@@ -526,7 +529,7 @@ def _execute(
         cancel = CancelSignal()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
-        loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, "terminated (SIGTERM)")
+        loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, TERMINATED)
         result = None
         try:
             async for event in run_stream(
