@@ -280,6 +280,19 @@ def test_chat_sends_a_pasted_message_longer_than_the_terminals_line_whole(worksp
     assert [user["content"][0]["text"] for user in users] == [message]
 
 
+def test_chat_refuses_a_home_that_cannot_keep_runs_before_the_first_message(
+    workspace: Path, env: dict[str, str], tether_home: Path
+) -> None:
+    """`runs` under $TETHER_HOME is a file: the chat used to greet, take the person's message and
+    only then stop with exit 2, the message lost. It is refused before the prompt."""
+    tether_home.mkdir()
+    (tether_home / "runs").write_text("not a folder")
+    out = tether("chat", "--model", "scripted/hello", "--cwd", str(workspace), input="a long message\n", env=env)
+    assert out.returncode == 2, out.stderr
+    assert "runs is a file, not a folder" in out.stderr
+    assert "you> " not in out.stderr and "Traceback" not in out.stderr
+
+
 # --- a full disk under $TETHER_HOME ------------------------------------------------------------
 
 

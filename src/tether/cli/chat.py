@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import TERMINATED, add_agent_options, ask, drive, overrides
+from tether.cli.run import TERMINATED, add_agent_options, ask, check_home, drive, overrides
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -85,6 +85,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     settings = load_settings()
     recipe = plan(settings, args.agent, overrides(args, completed_turns="answers"))
     open_sessions(args.session_store, settings)  # a store that cannot open is refused now, not at the first message
+    check_home(settings)  # so are runs that cannot be kept: before the person types a message it would lose
     chat = _Chat(settings, recipe, args.session or _new_session_name(), args.session_store)
     print(
         f"tether chat: {recipe.model} in {recipe.cwd}, session {chat.session!r} "

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tether.harness.state import RunState
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
-__all__ = ["add_agent_options", "add_parsers", "ask", "drive", "overrides", "read_prompt"]
+__all__ = ["add_agent_options", "add_parsers", "ask", "check_home", "drive", "overrides", "read_prompt"]
 
 # The reason a run stopped by SIGTERM records: the command that drives it ends there too.
 TERMINATED = "terminated (SIGTERM)"
@@ -373,7 +373,7 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
-    _check_home(settings)
+    check_home(settings)
     agent: Agent | None = _checked_agent(state, settings)
     printer.show_sandbox()
     while True:
@@ -390,7 +390,7 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
         return exit_code(result)
 
 
-def _check_home(settings: Settings) -> None:
+def check_home(settings: Settings) -> None:
     """A run keeps its header under ``$TETHER_HOME/runs`` and its trace under ``traces``: a home
     where they cannot be written is said in one line before anything runs, not as a traceback from
     the run's first save."""
