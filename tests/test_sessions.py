@@ -382,3 +382,26 @@ def test_repair_never_loses_a_result_whose_call_exists(stores: Stores, events: l
                 if call_id in by_id:  # else the call was never declared: an orphan, rightly dropped
                     assert all(t in by_id[call_id].text for t in texts)
                     assert by_id[call_id].status == "ok"
+
+
+def test_a_marker_written_before_its_wording_changed_is_still_one() -> None:
+    """Sessions saved with the marker's earlier words ("the process stopped", which was untrue for a
+    call left waiting for a decision) are still read as holding a marker, not a real result."""
+    from tether.sessions import is_placeholder
+
+    older = ToolMessage(
+        call_id="a",
+        name="t",
+        content=(
+            TextPart(
+                text="[No result: this call was interrupted before it finished (the process stopped). "
+                "Its outcome is unknown; check before relying on it, or call it again.]"
+            ),
+        ),
+        status="interrupted",
+    )
+    assert is_placeholder(older)
+    assert "waiting for a person's decision" in INTERRUPTED_TEXT
+    assert not is_placeholder(
+        ToolMessage(call_id="a", name="t", content=(TextPart(text="done"),), status="interrupted")
+    )

@@ -60,8 +60,14 @@ __all__ = [
 ]
 
 INTERRUPTED_TEXT = (
+    "[No result: this call never finished here. Its run stopped before it did (the process stopped, "
+    "or the run was waiting for a person's decision when the conversation went on). Whether it took "
+    "effect is unknown; check before relying on it, or call it again.]"
+)
+# What the marker said before (sessions written then are still read as holding one).
+_OLDER_TEXTS = (
     "[No result: this call was interrupted before it finished (the process stopped). "
-    "Its outcome is unknown; check before relying on it, or call it again.]"
+    "Its outcome is unknown; check before relying on it, or call it again.]",
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _log = logging.getLogger("tether.sessions")
@@ -75,7 +81,10 @@ def check_session_id(session_id: str) -> str:
 
 def is_placeholder(message: ToolMessage) -> bool:
     """Whether ``message`` is the marker :func:`repair` writes for a call that has no result."""
-    return message.status == "interrupted" and message.content == (TextPart(text=INTERRUPTED_TEXT),)
+    if message.status != "interrupted" or len(message.content) != 1:
+        return False
+    part = message.content[0]
+    return isinstance(part, TextPart) and (part.text == INTERRUPTED_TEXT or part.text in _OLDER_TEXTS)
 
 
 def _placeholder(call_id: str, name: str) -> ToolMessage:
