@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.connectors.raw import raw as raw_connector
+from tests.connectors.raw import write_server
 from tests.providers.test_attack_wire_round2 import KEY as WIRE_KEY
 from tests.providers.test_attack_wire_round2 import Reply as WireReply
 from tests.providers.test_attack_wire_round2 import WireServer
@@ -48,16 +49,9 @@ from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
 # is a file it appends a line to for each tools/list request.
-RAW_SERVER = textwrap.dedent(
-    """
-    import json, sys
+RAW_SERVER = """
 
-    MODE = sys.argv[1]
     BAD = {"string": "a" * 12, "list": [1, 2, 3], "null": None, "number": 5}
-
-    def send(message):
-        sys.stdout.write(json.dumps(message) + "\\n")
-        sys.stdout.flush()
 
     def spec(name):
         return {"name": name, "description": "d" * 30, "inputSchema": {"type": "object"},
@@ -91,20 +85,15 @@ RAW_SERVER = textwrap.dedent(
         else:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
     """
-)
 
 
 @pytest.fixture(scope="module")
 def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("raw") / "raw_server.py"
-    path.write_text(RAW_SERVER)
-    return path
+    return write_server(tmp_path_factory.mktemp("raw"), RAW_SERVER)
 
 
 def raw(server: Path, mode: str, *extra: str, **config: Any) -> McpConnector:
-    return McpConnector(
-        "raw", {"command": sys.executable, "args": [str(server), mode, *extra], **config}, start_timeout_s=60
-    )
+    return raw_connector(server, mode, *extra, start_timeout_s=60, **config)
 
 
 def text(result: ToolResult) -> str:

@@ -11,7 +11,6 @@ import os
 import select
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,8 @@ from typing import Any
 import pytest
 
 from tests.connectors.conftest import live_processes
+from tests.connectors.raw import raw as raw_connector
+from tests.connectors.raw import write_server
 from tether import Agent, run
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
@@ -35,16 +36,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="le
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves, argv[2] (when given)
 # is a file it writes the pid of a process it leaves behind to.
-RAW_SERVER = textwrap.dedent(
-    """
-    import json, os, signal, subprocess, sys, time
+RAW_SERVER = """
 
-    MODE = sys.argv[1]
     grown = False
-
-    def send(message):
-        sys.stdout.write(json.dumps(message) + "\\n")
-        sys.stdout.flush()
 
     def spec(name, **extra):
         return {"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}, **extra}
@@ -131,20 +125,15 @@ RAW_SERVER = textwrap.dedent(
         else:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
     """
-)
 
 
 @pytest.fixture(scope="module")
 def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("raw") / "raw_server.py"
-    path.write_text(RAW_SERVER)
-    return path
+    return write_server(tmp_path_factory.mktemp("raw"), RAW_SERVER)
 
 
 def raw(server: Path, mode: str, *extra: str, **config: Any) -> McpConnector:
-    return McpConnector(
-        "raw", {"command": sys.executable, "args": [str(server), mode, *extra], **config}, start_timeout_s=20
-    )
+    return raw_connector(server, mode, *extra, start_timeout_s=20, **config)
 
 
 def ctx(tmp_path: Path) -> ToolContext:

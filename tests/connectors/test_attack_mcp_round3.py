@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +15,8 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests.connectors.raw import raw as raw_connector
+from tests.connectors.raw import write_server
 from tests.connectors.test_attack_mcp_round2 import Wire
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
@@ -24,15 +25,7 @@ from tether.messages import ImagePart, TextPart
 from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks how it misbehaves.
-RAW_SERVER = textwrap.dedent(
-    """
-    import json, os, sys
-
-    MODE = sys.argv[1]
-
-    def send(message):
-        sys.stdout.write(json.dumps(message) + "\\n")
-        sys.stdout.flush()
+RAW_SERVER = """
 
     def nest(levels):
         node = {"type": "object"}
@@ -78,18 +71,15 @@ RAW_SERVER = textwrap.dedent(
         else:
             send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
     """
-)
 
 
 @pytest.fixture(scope="module")
 def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("raw3") / "raw_server.py"
-    path.write_text(RAW_SERVER)
-    return path
+    return write_server(tmp_path_factory.mktemp("raw3"), RAW_SERVER)
 
 
-def raw(server: Path, mode: str, **config: Any) -> McpConnector:
-    return McpConnector("raw", {"command": sys.executable, "args": [str(server), mode], **config}, start_timeout_s=30)
+def raw(server: Path, mode: str, *extra: str, **config: Any) -> McpConnector:
+    return raw_connector(server, mode, *extra, start_timeout_s=30, **config)
 
 
 def text(result: ToolResult) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("fastapi")
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
 
 from playwright.sync_api import Page, expect

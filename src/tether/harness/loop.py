@@ -126,9 +126,7 @@ def _finish_future(done: asyncio.Future[None]) -> None:
         done.set_result(None)
 
 
-def _prepare(state: RunState | None, prompt: str | None, session: SessionStore | None) -> RunState:
-    if state is None:
-        state = RunState()
+def _prepare(state: RunState, prompt: str | None, session: SessionStore | None) -> RunState:
     if session is not None and state.session_id:
         _bind_session(state, session)
     if prompt is None and state.status in ("completed", "failed"):
