@@ -7,7 +7,6 @@ command in a subprocess with its own ``TETHER_HOME``."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import tether
+from tests.cli.conftest import Terminal, tether
 
 # A program that is the `tether` command with one more scripted scenario, `hostile`: it asks to
 # delete a file whose name carries a right-to-left override (so "gol.ssecca" reads "access.log"),
@@ -48,63 +47,6 @@ def hostile(tmp_path: Path) -> list[str]:
     script = tmp_path / "hostile_tether.py"
     script.write_text(HOSTILE_TETHER)
     return [sys.executable, str(script)]
-
-
-class Terminal:
-    """The command on a pseudo-terminal that is its controlling terminal (so Ctrl-C typed there is
-    SIGINT, as at a real one): stdin and stderr on it, stdout on it too or piped."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], *, stdout_on_terminal: bool = False) -> None:
-        import pty
-
-        self.master, slave = pty.openpty()
-
-        def controlling_terminal() -> None:
-            import fcntl
-            import termios
-
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.proc = subprocess.Popen(
-            argv,
-            env=env,
-            stdin=slave,
-            stderr=slave,
-            stdout=slave if stdout_on_terminal else subprocess.PIPE,
-            preexec_fn=controlling_terminal,
-        )
-        os.close(slave)
-        self.seen = b""
-
-    def read_until(self, marker: bytes, timeout: float = 60) -> bytes:
-        """Read until ``marker`` appears in what comes after what was read so far."""
-        import select
-        import time
-
-        start = len(self.seen)
-        deadline = time.monotonic() + timeout  # a hang guard only
-        while marker not in self.seen[start:] and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 4096)
-                except OSError:  # the other side closed: the command ended
-                    break
-                if not chunk:
-                    break
-                self.seen += chunk
-        return self.seen[start:]
-
-    def type(self, keys: bytes) -> None:
-        os.write(self.master, keys)
-
-    def finish(self) -> tuple[int, str, str]:
-        self.read_until(b"\x00never", timeout=60)
-        code = self.proc.wait(timeout=60)
-        stdout = self.proc.stdout.read().decode() if self.proc.stdout else ""
-        os.close(self.master)
-        return code, stdout, self.seen.decode(errors="replace").replace("\r\n", "\n")
 
 
 def _no_raw_controls(text: str) -> None:

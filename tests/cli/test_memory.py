@@ -29,7 +29,7 @@ def test_add_show_replace_remove_clear(quiet_env: Path, capsys: pytest.CaptureFi
 
 
 def test_clear_asks_at_a_terminal_and_needs_yes_anywhere_else(env: dict[str, str], tether_home: Path) -> None:
-    from tests.cli.test_run import Terminal
+    from tests.cli.conftest import Terminal
 
     assert tether("memory", "add", "We deploy on Thursdays.", env=env).returncode == 0
     notes = tether_home / "memory" / "notes.md"

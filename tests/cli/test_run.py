@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import run_main, tether, tether_json
+from tests.cli.conftest import Terminal, run_main, tether, tether_json
 from tests.conftest import wait_for_trace
 from tether.harness.store import RunStore
 from tether.messages import UserMessage
@@ -431,51 +431,6 @@ def test_known_price_prints_dollars_and_exact_tokens(
 
 
 # --- approvals at a terminal: the question first, the resume hint only when the run stops ------
-
-
-class Terminal:
-    """The real command with stdin and stderr on a pseudo-terminal (so it asks), stdout piped."""
-
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        import os
-        import pty
-
-        self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(argv, env=env, stdin=slave, stderr=slave, stdout=subprocess.PIPE)
-        os.close(slave)
-        self.seen = b""
-
-    def read_until(self, marker: bytes, timeout: float = 60) -> bytes:
-        import os
-        import select
-        import time
-
-        deadline = time.monotonic() + timeout
-        while marker not in self.seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 4096)
-                except OSError:  # the other side closed: the command ended
-                    break
-                if not chunk:
-                    break
-                self.seen += chunk
-        return self.seen
-
-    def type(self, keys: bytes) -> None:
-        import os
-
-        os.write(self.master, keys)
-
-    def finish(self) -> tuple[int, str, str]:
-        import os
-
-        self.read_until(b"\x00never", timeout=60)
-        code = self.proc.wait(timeout=60)
-        stdout = self.proc.stdout.read().decode() if self.proc.stdout else ""
-        os.close(self.master)
-        return code, stdout, self.seen.decode(errors="replace").replace("\r\n", "\n")
 
 
 def test_at_a_terminal_the_question_comes_before_any_stop(workspace: Path, env: dict[str, str]) -> None:
