@@ -11,6 +11,16 @@ from tether import Agent, tool
 from tether.testing import FunctionModel, Reply, call
 
 
+def _two_steps(act: Any) -> Agent:
+    """An agent that calls ``act`` with step "one", then "two", then answers."""
+
+    def reply(messages: list[Any], request: object) -> Any:
+        done = sum(m.role == "tool" for m in messages)
+        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
+
+    return Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+
+
 def _queue(c: Any, run_id: str, agent: str, session: str, prompt: str = "go") -> None:
     c.worker.jobs.enqueue(
         run_id=run_id,
@@ -63,11 +73,7 @@ def test_a_run_whose_lock_connection_ended_still_holds_its_session(cluster: Any,
                     refused.append(str(exc))
         return f"did {step}"
 
-    def reply(messages: list[Any], request: object) -> Any:
-        done = sum(m.role == "tool" for m in messages)
-        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
-
-    c.worker.agents["sl"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    c.worker.agents["sl"] = _two_steps(act)
     _queue(c, "r-sl", "sl", "s-sl")
     assert c.worker.drive("r-sl") == "driven"
     assert c.worker.runs.load("r-sl").status == "completed"
@@ -107,11 +113,7 @@ def test_a_run_whose_session_was_taken_while_its_lock_was_away_writes_nothing_mo
                     time.sleep(0.05)
         return f"did {step}"
 
-    def reply(messages: list[Any], request: object) -> Any:
-        done = sum(m.role == "tool" for m in messages)
-        return call(f"c{done}", "act", {"step": ["one", "two"][done]}) if done < 2 else Reply(text="all done")
-
-    c.worker.agents["st"] = Agent(FunctionModel(reply), tools=[tool(act)], max_turns=5)
+    c.worker.agents["st"] = _two_steps(act)
     _queue(c, "r-st", "st", "s-st")
     with taken:
         c.worker.drive("r-st")
