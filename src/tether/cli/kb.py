@@ -316,8 +316,8 @@ class _base_lock:
     """A lock on ``$TETHER_HOME/kb/NAME.<kind>.lock``, taken without waiting; False (not held) when
     another process holds it in a conflicting way. The kernel lets go of it when the holder dies.
 
-    ``fill``, exclusive: one filler per base. ``use``, shared by every ``kb add`` and ``fill`` while
-    they write, exclusive for ``kb drop``: a base is not deleted under a writer (it would go on
+    ``fill``, exclusive: one filler per base. ``use``, shared by every ``kb add``, ``remove`` and
+    ``fill`` while they write, exclusive for ``kb drop``: a base is not deleted under a writer (it would go on
     writing into a deleted file, and lose its work)."""
 
     def __init__(self, settings: Settings, name: str, kind: str, *, shared: bool = False) -> None:
@@ -446,14 +446,24 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    kb = open_kb(load_settings(), args.name)
-    if not kb.remove(args.doc):
-        names = [d.name for d in kb.documents()]
-        close = [shown(n) for n in names if args.doc in n][:5]
-        hint = f"; did you mean {', '.join(close)}?" if close else " (tether kb list shows the names)"
-        raise usage_error(f"no document named {shown(repr(args.doc))} in {args.name!r}{hint}")
-    print(f"removed {shown(args.doc)}")
-    return 0
+    from tether.stores import kb_exists
+
+    settings = load_settings()
+    if not kb_exists(settings, args.name):
+        open_kb(settings, args.name)  # says there is no such base, and how to make one
+    # Held as an add holds it, before the base is opened: a drop meanwhile deleted the base under
+    # the remove (which then wrote into the deleted file, or made a new empty base in its place).
+    with _writing(settings, args.name) as held:
+        if not held:
+            raise _being_dropped(args.name)
+        with contextlib.closing(open_kb(settings, args.name)) as kb:
+            if kb.remove(args.doc):
+                print(f"removed {shown(args.doc)}")
+                return 0
+            names = [d.name for d in kb.documents()]
+    close = [shown(n) for n in names if args.doc in n][:5]
+    hint = f"; did you mean {', '.join(close)}?" if close else " (tether kb list shows the names)"
+    raise usage_error(f"no document named {shown(repr(args.doc))} in {args.name!r}{hint}")
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -502,8 +512,8 @@ def cmd_drop(args: argparse.Namespace) -> int:
     with _base_lock(settings, args.base, "use") as held:  # a writer into a deleted file loses its work
         if not held:
             raise usage_error(
-                f"another process is adding to {args.base!r} or making its vectors (tether kb stats shows how "
-                "far): stop it or let it finish, then drop the base"
+                f"another process is adding to {args.base!r}, removing from it or making its vectors (tether kb "
+                "stats shows how far): stop it or let it finish, then drop the base"
             )
         _drop(settings, args.base)
     print(f"dropped {what}")
