@@ -1308,8 +1308,17 @@ def _check_agent(core: Core, agent: str) -> None:
 
 
 def _check_session_free(core: Core, turn: TurnRecord) -> None:
+    """After a wait for the session's other run: the run itself live again means another request
+    (a decision, a resume) continued it meanwhile, and this one must not start it a second time."""
     busy = core.manager.live_run_of(turn.session_id)
-    if busy is not None and busy != turn.run_id:
+    if busy == turn.run_id:
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {turn.run_id} was continued by another request a moment ago (a decision or a resume); "
+            f"nothing was decided or run by this one: read GET /v1/runs/{turn.run_id}",
+        )
+    if busy is not None:
         raise ApiError(
             409,
             "conflict",

@@ -1,0 +1,146 @@
+"""The HTTP API of ``tether serve`` attacked from outside, round 4: decisions and resumes that
+race while a run is ending, hostile JSON, what /openapi.json declares against what the routes
+answer, and what /healthz counts. Real HTTP on loopback, real runs, real files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import read_events, wait_until
+from tests.server.test_attacks import events, statuses
+
+pytest.importorskip("fastapi")
+
+# One agent: "delete" asks to delete access.log (it needs approval), anything else is echoed. Its
+# extension ends slowly, as an MCP server that takes its time to exit does: each run's task ends
+# (after its ``done`` event) only once the file ``let-go`` is in the workspace.
+AGENTS = """
+import asyncio
+import os
+
+from tether import Agent
+from tether.harness.extension import Extension
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+from tether.tools.files import FILE_TOOLS
+
+WORKSPACE = os.environ["TETHER_TEST_WORKSPACE"]
+
+
+class SlowToStop(Extension):
+    name = "slow_to_stop"
+
+    async def stop(self):
+        for _ in range(2000):
+            if os.path.exists(os.path.join(WORKSPACE, "let-go")):
+                return
+            await asyncio.sleep(0.01)
+
+
+def reply(messages, request):
+    last = max(i for i, m in enumerate(messages) if m.role == "user")
+    user = "".join(getattr(p, "text", "") for p in messages[last].content)
+    results = [m for m in messages[last + 1:] if m.role == "tool"]
+    if results:
+        return "finished: " + results[-1].text[:200]
+    if user.startswith("delete"):
+        return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "access.log"}),))
+    return "echo: " + user
+
+
+agents = {"slow": Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=WORKSPACE, max_turns=10,
+                        extensions=[SlowToStop()])}
+"""
+
+
+class Slow:
+    """A served ``slow`` agent whose runs end (after their ``done``) when :meth:`let_go` is called."""
+
+    def __init__(self, served: Any, tmp_path: Path, **kw: Any) -> None:
+        module = tmp_path / "round4_agents.py"
+        module.write_text(AGENTS)
+        self.s = served(agents_module=module, **kw)
+        self.home = Path(self.s.home)
+        self.workspace = self.home.parent / self.home.name.replace("home", "workspace")
+
+    def client(self, **kw: Any) -> httpx.Client:
+        return self.s.client(**kw)
+
+    def hold(self) -> None:
+        (self.workspace / "let-go").unlink(missing_ok=True)
+
+    def let_go(self) -> None:
+        (self.workspace / "let-go").write_text("go")
+
+
+def _session(c: httpx.Client) -> str:
+    r = c.post("/v1/sessions", json={"agent": "slow"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["session_id"])
+
+
+def _send(c: httpx.Client, sid: str, text: str) -> str:
+    r = c.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+    assert r.status_code == 202, r.text
+    return str(r.json()["run_id"])
+
+
+def _ended(c: httpx.Client, run_id: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        run = c.get(f"/v1/runs/{run_id}").json()
+        return run if not run["live"] and run["status"] != "running" else None
+
+    return dict(wait_until(check, what=f"run {run_id} to end"))
+
+
+def _logged_ids(a: Slow, run_id: str) -> list[int]:
+    """The event ids in the run's log file, as written."""
+    lines = (a.home / "serve" / "events" / f"{run_id}.log").read_text().splitlines()
+    return [int(line.split("\t", 1)[0]) for line in lines]
+
+
+def _in_flight(n: int, make: Any) -> list[Any]:
+    """``make(i)`` from ``n`` threads; returns once they are sent (the server holds them), with the
+    list their responses land in when the threads are joined."""
+    out: list[Any] = [None] * n
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, make(i))) for i in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # the requests reach the server, which waits for the run to end
+    return [out, threads]
+
+
+def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_and_one_409(
+    served: Any, tmp_path: Path
+) -> None:
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        a.let_go()
+        sid = _session(c)
+        run_id = _send(c, sid, "delete the log")
+        asked = _ended(c, run_id)["waiting"]
+        a.hold()
+        other = _send(c, sid, "hello")  # allowed: a run waiting for a decision is not live
+        read_events(c, f"/v1/runs/{other}/events", until=lambda e: e["event"] == "done")
+        body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+        out, threads = _in_flight(
+            2, lambda i: httpx.post(f"{a.s.url}/v1/runs/{run_id}/decision", json=body, timeout=30)
+        )
+        a.let_go()
+        for t in threads:
+            t.join(30)
+        assert statuses(out) == [202, 409], [r.text for r in out]
+        refused = next(r for r in out if r.status_code == 409).json()["error"]["message"]
+        assert run_id in refused, refused
+        _ended(c, run_id)
+        every = events(c, run_id)
+        assert [e["id"] for e in every] == list(range(1, len(every) + 1)), [(e["id"], e["event"]) for e in every]
+        assert _logged_ids(a, run_id) == [e["id"] for e in every]  # one part of the run wrote its log, once
+        assert [e["event"] for e in every].count("done") == 2  # the stop for approval, and the one decision's
+        assert c.get("/healthz").json()["live_runs"] == 0
