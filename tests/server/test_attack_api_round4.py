@@ -144,3 +144,19 @@ def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_an
         assert _logged_ids(a, run_id) == [e["id"] for e in every]  # one part of the run wrote its log, once
         assert [e["event"] for e in every].count("done") == 2  # the stop for approval, and the one decision's
         assert c.get("/healthz").json()["live_runs"] == 0
+
+
+def test_a_body_nested_too_deep_or_not_utf8_is_a_bad_request_that_says_why(served: Any, tmp_path: Path) -> None:
+    a = Slow(served, tmp_path)
+    js = {"Content-Type": "application/json"}
+    with a.client() as c:
+        sid = _session(c)
+        for url, body, said in (
+            (f"/v1/sessions/{sid}/messages", b'{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nests JSON too deeply"),
+            ("/v1/sessions", b'{"title": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests JSON too deeply"),
+            (f"/v1/sessions/{sid}/messages", b'{"text": "caf\xe9"}', "not UTF-8"),
+        ):
+            r = c.post(url, content=body, headers=js)
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["code"] == "bad_request" and said in r.json()["error"]["message"], r.text
+        assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []

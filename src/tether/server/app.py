@@ -389,9 +389,20 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
+        code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "error")
         message = str(exc.detail) if exc.status_code != 404 else f"no route {request.url.path}"
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI's "error parsing the body"
+            message = _unreadable_body(exc.__cause__)
         return _error(exc.status_code, code, message)
+
+
+def _unreadable_body(cause: BaseException) -> str:
+    """Why a body FastAPI could not parse was not read, in words, with what to send instead."""
+    if isinstance(cause, RecursionError):
+        return "the body nests JSON too deeply to read; send a JSON object whose values nest less deeply"
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not UTF-8 ({cause.reason} at byte {cause.start}); send the JSON encoded as UTF-8"
+    return f"the body could not be read as JSON ({type(cause).__name__}); send a JSON object"
 
 
 _ERROR_SCHEMA = {
