@@ -386,6 +386,9 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
     async for event in _start(rc):
         yield event
     while rc.halt is None:
+        if rc.signal.cancelled:  # heard between steps (the step before ended as Stop came)
+            rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
+            break
         pending = pending_tool_calls(state)
         if pending or result_is_answer(rc):
             async for event in run_pending(rc, pending):

@@ -69,6 +69,10 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
             return
         turn.attempt += 1
         in_flight = await _send_intent(rc, plan)
+        if rc.signal.cancelled:  # Stop came while the note was saved: nothing was sent, nothing is billed
+            count_abandoned(rc, in_flight, [], sent=False)
+            rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
+            return
         streamed: list[str] = []  # what the provider streamed in this attempt, counted if its reply is lost
         try:
             response = None

@@ -90,6 +90,8 @@ async def pump(
             if item.owner is not me:
                 continue  # a marker of earlier work that was abandoned
             if item.stop:
+                if task.done():
+                    continue  # the work ended as Stop came: its end is next in the sink, and counts
                 if not cancel_work:  # the work listens to the signal itself: let it end its own way
                     cut_at = loop.time() + grace_s  # ... within a bound, then it is cut from outside
                     continue

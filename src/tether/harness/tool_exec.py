@@ -259,8 +259,14 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         yield admitted.event
         rc.stop(admitted.halt)
         return
+    earlier = call.id in rc.state.intents
     if _note_intent(rc, call, admitted.tool):
         await rc.persist_durably()  # the intent is on disk before the side effect can happen
+    if rc.signal.cancelled:  # Stop came while the intent was saved: the call never started
+        if not earlier:
+            rc.state.intents.pop(call.id, None)
+        rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
+        return
     decided = _approved_event(rc, call, admitted.tool)
     if decided is not None:
         yield decided
@@ -522,9 +528,11 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
             yield event
         return
     ready = [(i, call, a) for i, (call, a) in enumerate(zip(batch, admitted, strict=True)) if isinstance(a, _Ready)]
+    earlier = set(rc.state.intents)  # an intent from before (a crash's) stays, whatever happens now
     for decided in await _open_batch(rc, ready):
         yield decided
     order = _InOrder(rc, batch, {i: a for i, a in enumerate(admitted) if isinstance(a, _Answered)})
+    order.fresh = set(rc.state.intents) - earlier
     limit = asyncio.Semaphore(rc.agent.max_parallel_tools)
 
     async def together() -> None:
@@ -539,6 +547,8 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
                 break
             for event in order.take(item):
                 yield event
+        if rc.signal.cancelled:  # Stop came as the last running call ended: what it kept from starting waits
+            raise RunCancelled(rc.signal.reason or "cancelled")
     except RunCancelled as exc:
         for event in order.cut(exc):
             yield event
@@ -556,6 +566,8 @@ async def _one(
     rc: RunContext, order: _InOrder, limit: asyncio.Semaphore, i: int, call: ToolCallPart, ready: _Ready
 ) -> None:
     async with limit:
+        if rc.signal.cancelled:  # Stop came before its turn: it never starts (a resume runs it)
+            return
         rc.emit(ToolStart(rc.state.run_id, call.id, call.name, call.arguments))
         order.started.add(i)
         started = time.perf_counter()
@@ -574,6 +586,7 @@ class _InOrder:
         self.rc, self.batch, self.settled = rc, batch, settled
         self.next = 0
         self.started: set[int] = set()
+        self.fresh: set[str] = set()  # the calls whose intents this batch noted
 
     def take(self, item: Any) -> Iterator[Event]:
         """What the batch's pump yielded: a call that finished (its result, and any after it now
@@ -590,12 +603,22 @@ class _InOrder:
             yield from _settle(self.rc, self.batch[self.next - 1], self.settled[self.next - 1])
 
     def cut(self, exc: RunCancelled) -> Iterator[Event]:
-        """Stop fired: what finished is recorded, in order; what was running stays pending."""
+        """Stop fired: what finished is recorded, in order, also what finished while the Stop was
+        being heard (its result waits in the sink behind the Stop); what was running stays pending;
+        what never started leaves no intent, so a resume runs it without asking."""
+        for item in self.rc.sink.take_all():
+            if isinstance(item, _Landed):
+                self.settled[item.index] = item
+            else:
+                self.rc.sink.put(item)  # yielded before `done`, as any late event
         for i in range(self.next, len(self.batch)):
+            call = self.batch[i]
             if i in self.settled:
-                yield from _settle(self.rc, self.batch[i], self.settled[i])
+                yield from _settle(self.rc, call, self.settled[i])
             elif i in self.started:
-                yield _held(self.rc, self.batch[i], exc, 0.0)
+                yield _held(self.rc, call, exc, 0.0)
+            elif call.id in self.fresh:
+                self.rc.state.intents.pop(call.id, None)
         if self.rc.halt is None:
             self.rc.stop(Stop.cancelled(exc.reason))
 
