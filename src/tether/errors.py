@@ -171,6 +171,7 @@ _OVERFLOW_MARKERS = (
     "exceeds the context",
     "input is too long",
     "context length",
+    "exceed_context_size",  # llama.cpp's error type ("request (N tokens) exceeds the available context size")
 )
 
 

@@ -65,6 +65,7 @@ from tether.providers.base import (
     StreamReasoning,
     StreamText,
     complete_usage,
+    distinct_call_ids,
     incomplete_stream,
     token_count,
 )
@@ -454,12 +455,15 @@ class MessagesAssembler:
 
 def normalise_base_url(base_url: str) -> str:
     """A Messages base URL as the ``/v1/...`` paths are joined to it: ``https://api.anthropic.com``,
-    ``.../v1``, ``.../v1/`` and a pasted ``.../v1/messages`` all become the first form."""
-    base = base_url.strip().rstrip("/")
+    ``.../v1``, ``.../v1/`` and a pasted ``.../v1/messages`` all become the first form. A query is
+    kept: it is sent with every request."""
+    base, _, query = base_url.strip().partition("?")
+    base = base.rstrip("/")
     for suffix in ("/v1/messages", "/v1"):
         if base.endswith(suffix):
-            return base.removesuffix(suffix).rstrip("/")
-    return base
+            base = base.removesuffix(suffix).rstrip("/")
+            break
+    return f"{base}?{query}" if query else base
 
 
 class AnthropicProvider:
@@ -517,7 +521,7 @@ class AnthropicProvider:
                 self.name,
                 answers=request.output_schema is not None,
             )
-        return ModelResponse(self._with_usage(message, request))
+        return ModelResponse(self._with_usage(distinct_call_ids(message), request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, True)
@@ -529,7 +533,7 @@ class AnthropicProvider:
             async for delta in stream_reply(response, self.name, assembler):
                 yield delta
             message = assembled(assembler, self.name)
-        yield ResponseDone(ModelResponse(self._with_usage(message, request)))
+        yield ResponseDone(ModelResponse(self._with_usage(distinct_call_ids(message), request)))
 
     def _with_usage(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
         # A compatible server may send no usage (or zeros): estimate it rather than count it free.

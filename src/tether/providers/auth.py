@@ -48,7 +48,21 @@ class NoAuth:
 
 
 class ApiKey:
+    """A key sent in a header. Space around it (the line break of a key file, a ``.env`` with CRLF
+    line ends) is dropped; a key with a character no header can carry inside it is a
+    :class:`ConfigError` naming ``hint``, never the key: sent, it would fail every request with the
+    header, key included, in the error."""
+
     def __init__(self, value: str, *, hint: str, header: str = "authorization", scheme: str = "Bearer") -> None:
+        value = value.strip()
+        bad = next((i for i, ch in enumerate(value) if not "!" <= ch <= "~"), None)
+        if not value:
+            raise ConfigError(f"{hint} is blank: set it to the key")
+        if bad is not None:
+            raise ConfigError(
+                f"{hint} has a character an HTTP header cannot carry (a space, a control or a non-ASCII "
+                f"character) at position {bad + 1}: copy the key again"
+            )
         self._value = value
         self.hint = hint
         self._header = header

@@ -7,6 +7,7 @@ Rules every wire keeps, written once here:
 * a reply cut by the token limit is returned as it came, with ``finish_reason="length"`` and a
   cut tool call's arguments as far as they got: the loop continues cut text and never runs a cut
   call (:mod:`tether.harness.length`);
+* each tool call in a reply has an id of its own (:func:`distinct_call_ids`);
 * usage the server did not report is estimated from the request and the reply, and marked
   (:func:`complete_usage`); a count no call can have (negative, infinite, not a number) is
   one it did not report (:func:`token_count`).
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from tether.errors import IncompleteStreamError
-from tether.messages import AssistantMessage, Message
+from tether.messages import AssistantMessage, Message, ToolCallPart
 from tether.usage import Usage
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "StreamText",
     "ToolDefinition",
     "complete_usage",
+    "distinct_call_ids",
     "estimate_usage",
     "incomplete_stream",
     "token_count",
@@ -212,3 +214,27 @@ def complete_usage(reported: Usage | None, request: ModelRequest, reply: Assista
             "estimated": True,
         }
     )
+
+
+def distinct_call_ids(reply: AssistantMessage) -> AssistantMessage:
+    """``reply`` with an id of its own for each tool call. Some servers give parallel calls one id
+    (DeepSeek, GLM, Kimi's Anthropic-compatible endpoint) or none: kept, two results would answer
+    one id (results pair with calls by id, on resume too), and the next request would be refused
+    ("Duplicate value for 'tool_call_id'", "tool_use ids must be unique"). A repeated id gets the
+    first free ``<id>_2``, ``<id>_3``...; an empty one ``call_2``..."""
+    ids = [call.id for call in reply.tool_calls]
+    if all(ids) and len(set(ids)) == len(ids):
+        return reply
+    taken, seen = set(ids), set()
+    content = []
+    for part in reply.content:
+        if isinstance(part, ToolCallPart):
+            if not part.id or part.id in seen:
+                n = 2
+                while f"{part.id or 'call'}_{n}" in taken:
+                    n += 1
+                taken.add(new := f"{part.id or 'call'}_{n}")
+                part = part.model_copy(update={"id": new})
+            seen.add(part.id)
+        content.append(part)
+    return reply.model_copy(update={"content": tuple(content)})

@@ -24,7 +24,14 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
-from tether.errors import ProviderError, ResponseError, RetryableError, UnreachableError, classify_http_error
+from tether.errors import (
+    BadRequestError,
+    ProviderError,
+    ResponseError,
+    RetryableError,
+    UnreachableError,
+    classify_http_error,
+)
 from tether.messages import AssistantMessage, clean_value
 from tether.providers.auth import Credentials
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
@@ -127,7 +134,10 @@ class HttpTransport:
         transport: Any = None,
     ) -> None:
         self.provider = provider
-        self.base_url = base_url.rstrip("/")
+        # A query in the base URL (Azure's ?api-version=...) goes with every request: joined to
+        # the URL as written, the paths would land inside it.
+        base, _, self._query = base_url.partition("?")
+        self.base_url = base.rstrip("/")
         self.host = _host(self.base_url)
         self.credentials = credentials
         self._headers = {"content-type": "application/json", **(headers or {})}
@@ -155,6 +165,8 @@ class HttpTransport:
                 # Always sent as a stream: the status is known before the body is read, so an error
                 # status is reported as such even when its body turns out to be unreadable.
                 response = await self._send_once(method, path, body)
+                if 300 <= response.status_code < 400:
+                    raise await self._redirected(response, path)
                 if response.status_code < 400:
                     if not stream:
                         await self._read(response)
@@ -195,6 +207,21 @@ class HttpTransport:
             headers = {k: v.replace(secret, "***") for k, v in headers.items()}
         exc.args, exc.body, exc.headers = (message,), body, headers
 
+    async def _redirected(self, response: Any, path: str) -> ProviderError:
+        """A redirect is never followed: the key would go wherever it points (another host, plain
+        HTTP), and a POST turned into a GET by a 301 loses its body. It is a wrong base URL, said
+        once with the place the server points to, and not retried."""
+        await self._error_text(response)
+        to = _without_userinfo(response.headers.get("location") or "") or "no location given"
+        url = _without_userinfo(self.base_url) + path
+        return BadRequestError(
+            f"{self.provider}: HTTP {response.status_code}: {url} redirects to {to}. tether follows no "
+            "redirect (the key would go along): set the base URL to where the API really is.",
+            provider=self.provider,
+            status=response.status_code,
+            headers=dict(response.headers),
+        )
+
     def _not_found_note(self, path: str) -> str:
         """Where a 404 came from: a base URL with one ``/v1`` too many or too few shows here."""
         url = _without_userinfo(self.base_url) + path
@@ -209,6 +236,8 @@ class HttpTransport:
             headers = await self.credentials.headers()
             # The ones sent before stay too: a request still out may have carried a token since refreshed.
             self._secrets = _secret_values(headers, self._secrets)
+            if self._query:
+                path += ("&" if "?" in path else "?") + self._query
             req = client.build_request(method, path, content=body, headers=headers)
             return await client.send(req, stream=True)
         except _failures() as exc:
@@ -314,10 +343,16 @@ def _host(url: str) -> str:
 
 
 def _secret_values(headers: dict[str, str], known: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The credentials in a request's auth headers, each as sent and without its scheme
-    (``Bearer``), with the last few ``known`` ones, longest first; too short to be a secret, a
-    value is left alone."""
-    values = {v for value in headers.values() for v in (value, value.rpartition(" ")[2]) if len(v) >= 8}
+    """The credentials in a request's auth headers, each as sent, without its scheme (``Bearer``)
+    and without the space around it (a header that cannot be sent is quoted in the error with its
+    line break escaped), with the last few ``known`` ones, longest first; too short to be a
+    secret, a value is left alone."""
+    values = {
+        v
+        for value in headers.values()
+        for v in (value, value.rpartition(" ")[2], value.strip().rpartition(" ")[2].strip())
+        if len(v) >= 8
+    }
     values.update(known[:8])
     return tuple(sorted(values, key=len, reverse=True))
 
@@ -388,14 +423,18 @@ async def stream_reply(
     naming its content type: asking again would get the same page."""
     lines = response.aiter_lines()
     events = 0  # ``data:`` lines so far
+    name = ""  # the ``event:`` name of the event being read
     try:
         while True:
             line = await _next_line(lines, provider, assembler)
             if line is None:
                 return
+            if line.startswith("error:"):  # llama.cpp's servers write a failure as an ``error:`` field
+                line, name = "data:" + line[6:], "error"
             if not line.startswith("data:"):
                 if not events and not _is_sse_line(line):
                     raise _not_an_event_stream(response, provider, line)
+                name = line[6:].strip() if line.startswith("event:") else name if line.strip() else ""
                 continue  # event names, comments, keep-alives
             events += 1
             payload = line[5:].strip()
@@ -403,6 +442,8 @@ async def stream_reply(
                 continue
             try:
                 event = decode_json(payload, provider, "stream event")
+                if name == "error":
+                    event = _error_event(event)
             except ResponseError:
                 if await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
                     if assembler.finished:
@@ -417,6 +458,15 @@ async def stream_reply(
     finally:
         await _quietly(lines.aclose)
         await _quietly(response.aclose)
+
+
+def _error_event(data: Any) -> dict[str, Any]:
+    """The data of an ``error`` event in the one shape both wires read as a failure, ``{"type":
+    "error", "error": ...}``: Anthropic's is already; llama.cpp and others send the error's own
+    fields (``{"code": 400, "message": ...}``), which would otherwise read as an empty chunk."""
+    if isinstance(data, dict) and data.get("error"):
+        return {**data, "type": "error"}
+    return {"type": "error", "error": data}
 
 
 async def _next_line(lines: AsyncIterator[str], provider: str, assembler: ReplyAssembler) -> str | None:

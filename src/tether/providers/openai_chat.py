@@ -48,6 +48,7 @@ from tether.providers.base import (
     StreamText,
     ToolDefinition,
     complete_usage,
+    distinct_call_ids,
     incomplete_stream,
     token_count,
 )
@@ -242,6 +243,14 @@ def _usage(data: Any) -> Usage | None:
     )
 
 
+def _arguments_text(arguments: Any) -> str:
+    """A call's ``arguments`` as the JSON text the API sends; some compatible servers send the
+    object itself (as Ollama's own API does), which is the same call."""
+    if arguments is None or isinstance(arguments, str):
+        return arguments or ""
+    return json.dumps(arguments, ensure_ascii=False)
+
+
 def parse_completion(data: Any, model: str, provider: str = "openai") -> AssistantMessage:
     """A non-streaming Chat Completions body → one assistant message."""
     try:
@@ -252,10 +261,10 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
             parts.append(ReasoningPart(text=str(msg["reasoning_content"])))
         if msg.get("content"):
             parts.append(TextPart(text=str(msg["content"])))
-        for c in msg.get("tool_calls") or []:
+        for i, c in enumerate(msg.get("tool_calls") or []):
             fn = c["function"]
-            arguments = clean_arguments(fn.get("arguments") or "{}")
-            parts.append(ToolCallPart(id=c["id"], name=fn["name"], arguments=arguments))
+            arguments = clean_arguments(_arguments_text(fn.get("arguments")) or "{}")
+            parts.append(ToolCallPart(id=str(c.get("id") or f"call_{i}"), name=fn["name"], arguments=arguments))
         return AssistantMessage(
             content=tuple(parts),
             model=model,
@@ -371,8 +380,10 @@ class StreamAssembler:
         """Take one parsed chunk; return the deltas it carries for the user."""
         if not isinstance(chunk, dict):
             raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
-        if "error" in chunk:
-            raise stream_error(chunk["error"], self.provider)
+        # An error chunk, or an ``error`` event (see stream_reply); ``"error": null`` beside a
+        # chunk's choices is no error.
+        if chunk.get("error") or chunk.get("type") == "error":
+            raise stream_error(chunk.get("error"), self.provider)
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
         out: list[StreamText | StreamReasoning] = []
@@ -404,7 +415,7 @@ class StreamAssembler:
         if fn.get("name"):
             slot["name"] = fn["name"]
         if fn.get("arguments"):
-            slot["args"].append(fn["arguments"])
+            slot["args"].append(_arguments_text(fn["arguments"]))
 
     def _call_index(self, tc: dict[str, Any]) -> int:
         """Which call a tool-call delta continues. By ``index`` when the server sends one; without
@@ -461,11 +472,13 @@ def normalise_base_url(base_url: str) -> str:
     without a pasted ``/chat/completions``. The base URL *includes* ``/v1`` by convention (OpenAI,
     vLLM, Ollama, LM Studio, llama.cpp, OpenRouter's ``/api/v1``), and ``/v1`` is never added:
     some servers answer at the root, so a guess would break them. A 404 names the URL it came
-    from, and says that such URLs usually end in ``/v1`` when this one does not."""
-    base = base_url.strip().rstrip("/")
+    from, and says that such URLs usually end in ``/v1`` when this one does not. A query
+    (Azure's ``?api-version=...``) is kept: it is sent with every request."""
+    base, _, query = base_url.strip().partition("?")
+    base = base.rstrip("/")
     if base.endswith("/chat/completions"):
         base = base.removesuffix("/chat/completions").rstrip("/")
-    return base
+    return f"{base}?{query}" if query else base
 
 
 def is_local_url(base_url: str) -> bool:
@@ -552,7 +565,7 @@ class OpenAIChatProvider:
             response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
             data = read_json(response, self.name)
             message = parse_completion(data, request.model, self.name)
-        return ModelResponse(self._with_usage(message, _usage(data.get("usage")), request))
+        return ModelResponse(self._with_usage(distinct_call_ids(message), _usage(data.get("usage")), request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, stream=True)
@@ -562,7 +575,7 @@ class OpenAIChatProvider:
             async for event in stream_reply(response, self.name, assembler):
                 yield event
             message = assembled(assembler, self.name)
-        yield ResponseDone(ModelResponse(self._with_usage(message, assembler.usage, request)))
+        yield ResponseDone(ModelResponse(self._with_usage(distinct_call_ids(message), assembler.usage, request)))
 
     def _with_usage(self, message: AssistantMessage, reported: Usage | None, request: ModelRequest) -> AssistantMessage:
         # Some compatible servers never send usage (or send zeros): count it, and say it was counted.

@@ -1,0 +1,410 @@
+"""Hostile and broken provider servers, fourth round, on both wires, through real HTTP on loopback
+(the byte-for-byte server of the second round): a key pasted with its line break, or with a
+character no header can carry; a redirect to another host; a base URL with a query (Azure's
+``?api-version=``); llama.cpp's ``error:`` lines and ``event: error`` frames whose data is the
+error itself; ``"error": null`` beside a chunk; parallel calls a server gives one id (DeepSeek,
+GLM, Kimi); calls without an id, or with their arguments as an object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.providers.test_attack_wire_round2 import (
+    KEY,
+    WIRES,
+    Reply,
+    WireServer,
+    _Handler,
+    anthropic_text,
+    assert_sound,
+    chunk,
+    event,
+    provider,
+    run_against,
+    sse,
+    text_reply,
+    usage_chunk,
+)
+from tether import tool
+from tether.errors import BadRequestError, ConfigError, ContextOverflowError, classify_http_error
+from tether.providers.anthropic import AnthropicProvider
+from tether.providers.openai_chat import OpenAIChatProvider
+
+Serve = Callable[[list[Reply]], WireServer]
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def serve() -> Iterator[Serve]:
+    """Start scripted servers (the second round's, byte for byte); each is shut down after the test."""
+    started: list[WireServer] = []
+
+    def start(script: list[Reply]) -> WireServer:
+        server = WireServer(script)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+class _HeadersHandler(_Handler):
+    def _answer(self) -> None:
+        self.server.headers_seen.append({k.lower(): v for k, v in self.headers.items()})  # type: ignore[attr-defined]
+        super()._answer()
+
+
+def recording(server: WireServer) -> WireServer:
+    """``server``, keeping each request's headers in ``server.headers_seen``."""
+    server.headers_seen = []  # type: ignore[attr-defined]
+    server.RequestHandlerClass = _HeadersHandler
+    return server
+
+
+# --- a key as people paste it -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("pasted", [KEY + "\n", KEY + "\r", f"  {KEY}\r\n"], ids=["LF", "CRLF .env", "spaces"])
+def test_a_key_pasted_with_its_line_break_is_sent_without_it(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, pasted: str
+) -> None:
+    """A key read from a file, or from a ``.env`` saved with CRLF line ends, ends in a line break.
+    Sent as it was, every request failed before it left ("Illegal header value"), was retried
+    four times as a dropped connection, and the error quoted the key into the reason, the trace
+    and the saved run."""
+    variable = "OPENAI_API_KEY" if kind == "openai" else "ANTHROPIC_API_KEY"
+    monkeypatch.setenv(variable, pasted)
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    server = recording(serve([text_reply(kind, "hello")]))
+    model = OpenAIChatProvider(server.url + "/v1") if kind == "openai" else AnthropicProvider(server.url)
+    out = run_against(kind, server, tmp_path, model=model)
+    assert (out.result.status, out.result.text) == ("completed", "hello")
+    sent = server.headers_seen[0]  # type: ignore[attr-defined]
+    assert (sent.get("authorization") or sent.get("x-api-key")) in (f"Bearer {KEY}", KEY)
+    assert_sound(out)
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("bad", [KEY[:8] + " " + KEY[8:], KEY + "\u201d", KEY[:8] + "\n" + KEY[8:]])
+def test_a_key_no_header_can_carry_is_a_config_error_naming_where_it_came_from(
+    monkeypatch: pytest.MonkeyPatch, kind: str, bad: str
+) -> None:
+    """A key with a space, a line break or a curly quote inside was sent anyway: a line break
+    failed as a retried "connection failure" quoting the key; a non-ASCII character as "the
+    answer could not be read (UnicodeEncodeError ...)". Now the provider is refused where it is
+    made, naming the variable, never the key."""
+    variable = "OPENAI_API_KEY" if kind == "openai" else "ANTHROPIC_API_KEY"
+    monkeypatch.setenv(variable, bad)
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        OpenAIChatProvider("https://api.example.com/v1") if kind == "openai" else AnthropicProvider()
+    message = str(caught.value)
+    assert f"the key in {variable}" in message and "copy the key again" in message
+    assert KEY[:8] not in message and KEY[8:] not in message
+
+
+class _UnsendableToken:
+    """Credentials whose header cannot be sent (a token with its line break, from a custom source)."""
+
+    hint = "the token from the vault"
+
+    async def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {KEY}\n"}
+
+    async def refresh(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_header_that_cannot_be_sent_is_not_quoted_with_its_secret(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """httpx refuses the header and quotes it, line break escaped (``b'Bearer sk-...\\n'``): the
+    secret as sent (with its real line break) was not in that text, so it was not taken out."""
+    server = serve([text_reply(kind, "never")] * 5)
+    cls = OpenAIChatProvider if kind == "openai" else AnthropicProvider
+    base = server.url + ("/v1" if kind == "openai" else "")
+    out = run_against(kind, server, tmp_path, model=cls(base, credentials=_UnsendableToken()))
+    assert out.result.status == "failed" and "***" in (out.result.reason or "")
+    assert server.requests == []
+    assert_sound(out)
+
+
+# --- redirects ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+@pytest.mark.parametrize(
+    ("status", "body"), [(301, b""), (307, b"<html>Moved</html>"), (308, b"")], ids=["301", "307", "308"]
+)
+def test_a_redirect_is_not_followed_nor_retried_and_names_where_it_points(
+    serve: Serve, tmp_path: Path, kind: str, stream: bool, status: int, body: bytes
+) -> None:
+    """A 3xx was taken as a success: with an empty body (a 301 from http to https, FastAPI's 307
+    for a trailing slash) the stream "was cut before the provider finished" and was asked four
+    times over. The redirect is never followed (the key would go to the other host)."""
+    elsewhere = serve([text_reply(kind, "the key went along")] * 5)
+    target = elsewhere.url + "/v1/elsewhere"
+    server = serve([Reply(status, [body] if body else [], {"location": target, "content-type": "text/html"})] * 5)
+    out = run_against(kind, server, tmp_path, stream=stream)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and f"HTTP {status}" in reason
+    assert f"redirects to {target}" in reason and "base URL" in reason
+    assert len(server.requests) == 1 and elsewhere.requests == []
+    assert_sound(out)
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_redirect_does_not_pass_the_credentials_check(serve: Serve, kind: str) -> None:
+    """``tether models`` said "ok" for a server that only redirects: nothing was checked."""
+    server = serve([Reply(302, [], {"location": "https://login.example.com/"})] * 2)
+
+    async def check() -> None:
+        model = provider(kind, server)
+        try:
+            await model.validate_auth()
+        finally:
+            await model.aclose()
+
+    with pytest.raises(BadRequestError, match=r"HTTP 302: .* redirects to https://login\.example\.com/"):
+        asyncio.run(check())
+
+
+# --- a base URL with a query --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "suffix", "path"),
+    [
+        ("openai", "/v1?api-version=2024-10-21", "/v1/chat/completions?api-version=2024-10-21"),
+        ("openai", "/v1/chat/completions?api-version=2024-10-21", "/v1/chat/completions?api-version=2024-10-21"),
+        ("openai", "/v1/?api-version=2024-10-21", "/v1/chat/completions?api-version=2024-10-21"),
+        ("anthropic", "/v1?beta=true", "/v1/messages?beta=true"),
+        ("anthropic", "?beta=true", "/v1/messages?beta=true"),
+    ],
+)
+def test_a_base_url_with_a_query_sends_it_with_every_request(
+    serve: Serve, tmp_path: Path, kind: str, suffix: str, path: str
+) -> None:
+    """Azure's deployments want ``?api-version=``: joined to the URL as written, the path landed
+    inside the query (``/v1?api-version=2024-10-21/chat/completions``)."""
+    server = serve([text_reply(kind, "hello")])
+    cls = OpenAIChatProvider if kind == "openai" else AnthropicProvider
+    out = run_against(kind, server, tmp_path, model=cls(server.url + suffix, KEY))
+    assert (out.result.status, out.result.text) == ("completed", "hello")
+    assert server.requests[0][0] == path
+    assert_sound(out)
+
+
+def test_a_query_in_the_base_url_joins_the_query_of_the_request(serve: Serve) -> None:
+    page = json.dumps({"data": [{"id": "claude-x"}], "has_more": False}).encode()
+    server = serve([Reply(200, [page], {"content-type": "application/json"})])
+
+    async def listed() -> list[str]:
+        model = AnthropicProvider(server.url + "?beta=true", KEY)
+        try:
+            return await model.list_models()
+        finally:
+            await model.aclose()
+
+    assert asyncio.run(listed()) == ["claude-x"]
+    assert server.requests[0][0] == "/v1/models?limit=1000&beta=true"
+
+
+# --- errors inside the stream, as servers write them ----------------------------------------------
+
+LLAMA_OVERFLOW = {
+    "code": 400,
+    "message": "request (9000 tokens) exceeds the available context size (4096 tokens), try increasing it",
+    "type": "exceed_context_size_error",
+    "n_prompt_tokens": 9000,
+    "n_ctx": 4096,
+}
+LLAMA_FAILURE = {"code": 500, "message": "llama_decode failed: out of KV cache slots", "type": "server_error"}
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"error: " + json.dumps(LLAMA_FAILURE).encode() + b"\n\n",  # llama.cpp's servers
+        b"event: error\ndata: " + json.dumps(LLAMA_FAILURE).encode() + b"\n\n",
+    ],
+    ids=["error field", "error event"],
+)
+@pytest.mark.parametrize("first", [True, False], ids=["first line", "after a chunk"])
+def test_an_error_frame_carrying_the_error_itself_is_the_servers_error(
+    serve: Serve, tmp_path: Path, frame: bytes, first: bool
+) -> None:
+    """llama.cpp writes a failure after the 200 as ``error: {"code": 500, "message": ...}``. As the
+    first line it was "not an event stream"; after a chunk it was skipped and the stream ended
+    "cut", four times over, its message never shown. It is the server's error now: retried as a
+    500, and its words are the reason when every attempt fails."""
+    parts: list[bytes | float | str] = [frame] if first else [chunk({"role": "assistant", "content": ""}), frame]
+    server = serve([Reply(200, parts)] * 4)
+    out = run_against("openai", server, tmp_path)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and "out of KV cache slots" in reason, reason
+    assert len(server.requests) == 4
+    assert_sound(out)
+
+
+def test_llama_cpps_context_overflow_is_a_context_overflow(serve: Serve, tmp_path: Path) -> None:
+    """Its type, ``exceed_context_size_error``, named no overflow tether knew: the run failed as a
+    bad request ("HTTP 400") instead of trimming old tool output and asking again."""
+    body = json.dumps({"error": LLAMA_OVERFLOW})
+    assert isinstance(classify_http_error("local", 400, body, {}), ContextOverflowError)
+    frame = b"error: " + json.dumps(LLAMA_OVERFLOW).encode() + b"\n\n"
+    server = serve([Reply(200, [frame])] * 4)
+    out = run_against("openai", server, tmp_path)
+    assert out.result.status == "failed" and "context window" in (out.result.reason or ""), out.result.reason
+    assert_sound(out)
+
+
+def test_an_error_event_on_the_anthropic_wire_whose_data_is_the_error_itself(serve: Serve, tmp_path: Path) -> None:
+    """A compatible server's ``event: error`` without the API's ``{"type": "error", "error": ...}``
+    envelope was skipped: the run failed as a stream "cut" (no message_stop), its words unsaid."""
+    frame = b'event: error\ndata: {"type": "overloaded_error", "message": "Overloaded: 12 requests queued"}\n\n'
+    server = serve([Reply(200, [anthropic_text("x")[0], frame])] * 4)
+    out = run_against("anthropic", server, tmp_path)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and "overloaded_error mid-stream: Overloaded: 12 requests queued" in reason
+    assert len(server.requests) == 4  # overloaded: retried
+    assert_sound(out)
+
+
+def test_error_null_beside_a_chunk_is_no_error(serve: Serve, tmp_path: Path) -> None:
+    """A gateway that writes every field of its chunk model sends ``"error": null``: that was a
+    failure "an error mid-stream: None", four times over."""
+    parts = [
+        sse({"choices": [{"index": 0, "delta": {"content": "hel"}, "finish_reason": None}], "error": None}),
+        sse({"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}], "error": None}),
+        usage_chunk({"prompt_tokens": 100, "completion_tokens": 10}),
+        b"data: [DONE]\n\n",
+    ]
+    server = serve([Reply(200, parts)])
+    out = run_against("openai", server, tmp_path)
+    assert (out.result.status, out.result.text, len(server.requests)) == ("completed", "hello", 1)
+    assert_sound(out)
+
+
+# --- tool calls as some servers send them ---------------------------------------------------------
+
+
+@tool(read_only=True)
+def echo(x: int) -> str:
+    """Say x back."""
+    return f"x={x}"
+
+
+def _openai_calls(calls: list[tuple[str | None, Any]], stream: bool) -> Reply:
+    """One reply calling ``echo`` once per (id, arguments); arguments as they go on the wire."""
+    if not stream:
+        wire = [
+            {"type": "function", "function": {"name": "echo", "arguments": args}, **({"id": cid} if cid else {})}
+            for cid, args in calls
+        ]
+        message = {"role": "assistant", "content": None, "tool_calls": wire}
+        body = {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+        usage = {"prompt_tokens": 50, "completion_tokens": 9}
+        return Reply(200, [json.dumps({**body, "usage": usage}).encode()], JSON)
+    parts: list[bytes | float | str] = [chunk({"role": "assistant", "content": ""})]
+    for index, (cid, args) in enumerate(calls):
+        call = {"index": index, "type": "function", "function": {"name": "echo", "arguments": args}}
+        parts.append(chunk({"tool_calls": [{**call, **({"id": cid} if cid else {})}]}))
+    parts += [chunk({}, "tool_calls"), usage_chunk({"prompt_tokens": 50, "completion_tokens": 9}), b"data: [DONE]\n\n"]
+    return Reply(200, parts)
+
+
+def _anthropic_calls(calls: list[tuple[str, dict[str, Any]]], stream: bool) -> Reply:
+    usage = {"input_tokens": 50, "output_tokens": 9}
+    if not stream:
+        blocks = [{"type": "tool_use", "id": cid, "name": "echo", "input": args} for cid, args in calls]
+        body = {"id": "m", "type": "message", "role": "assistant", "content": blocks, "model": "c"}
+        return Reply(200, [json.dumps({**body, "stop_reason": "tool_use", "usage": usage}).encode()], JSON)
+    parts = [anthropic_text("")[0]]
+    for index, (cid, args) in enumerate(calls):
+        block = {"type": "tool_use", "id": cid, "name": "echo", "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+        parts += [
+            event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}),
+            event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            event("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    stop = {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
+    parts += [event("message_delta", stop), event("message_stop", {"type": "message_stop"})]
+    return Reply(200, parts)
+
+
+def done(kind: str, stream: bool, text: str = "done") -> Reply:
+    """A reply that answers ``text``, streamed or as one body."""
+    if stream:
+        return text_reply(kind, text)
+    if kind == "openai":
+        body: dict[str, Any] = {"choices": [{"index": 0, "message": {"content": text}, "finish_reason": "stop"}]}
+    else:
+        body = {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+    return Reply(200, [json.dumps(body).encode()], JSON)
+
+
+def _sent_ids(kind: str, body: bytes) -> tuple[list[str], list[str]]:
+    """The call ids and the result ids of the last request's history."""
+    messages = json.loads(body)["messages"]
+    if kind == "openai":
+        calls = [c["id"] for m in messages for c in m.get("tool_calls") or ()]
+        return calls, [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    blocks = [b for m in messages for b in m["content"]]
+    return [b["id"] for b in blocks if b["type"] == "tool_use"], [
+        b["tool_use_id"] for b in blocks if b["type"] == "tool_result"
+    ]
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_parallel_calls_under_one_id_get_ids_of_their_own(
+    serve: Serve, tmp_path: Path, kind: str, stream: bool
+) -> None:
+    """DeepSeek and GLM (and Kimi's Anthropic-compatible endpoint) may give parallel calls one id.
+    Kept, two results answered one id, and the next request carried the id twice, which the APIs
+    refuse ("Duplicate value for 'tool_call_id'", "tool_use ids must be unique")."""
+    if kind == "openai":
+        first = _openai_calls([("call_0", '{"x": 1}'), ("call_0", '{"x": 2}')], stream)
+    else:
+        first = _anthropic_calls([("toolu_0", {"x": 1}), ("toolu_0", {"x": 2})], stream)
+    server = serve([first, done(kind, stream)])
+    out = run_against(kind, server, tmp_path, tools=[echo], stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "done"), out.result.reason
+    calls, results = _sent_ids(kind, server.requests[1][1])
+    assert len(set(calls)) == 2 and results == calls
+    saved = out.store.load(out.result.run_id).messages
+    by_id = {c.id: c.arguments for c in saved[1].tool_calls}  # type: ignore[union-attr]
+    answers = {m.call_id: m.text for m in saved[2:4]}  # type: ignore[union-attr]
+    assert {cid: json.loads(args)["x"] for cid, args in by_id.items()} == {
+        cid: int(text.removeprefix("x=")) for cid, text in answers.items()
+    }
+    assert_sound(out)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_a_call_without_an_id_and_with_its_arguments_as_an_object_runs(
+    serve: Serve, tmp_path: Path, stream: bool
+) -> None:
+    """A call sent with its ``arguments`` as a JSON object (not the JSON text the API specifies)
+    failed the run, on both paths ("expected str instance, dict found"); one without an ``id``
+    failed a non-streamed reply ("KeyError('id')") while a streamed one got ``call_0``."""
+    server = serve([_openai_calls([(None, {"x": 7})], stream), done("openai", stream, "seven")])
+    out = run_against("openai", server, tmp_path, tools=[echo], stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "seven"), out.result.reason
+    saved = out.store.load(out.result.run_id).messages
+    assert saved[2].text == "x=7"  # type: ignore[union-attr]
+    assert_sound(out)
