@@ -14,6 +14,7 @@ import pytest
 
 from tests.server.conftest import read_events, wait_until
 from tests.server.test_attacks import events, statuses
+from tests.server.test_openapi import check
 
 pytest.importorskip("fastapi")
 
@@ -68,6 +69,7 @@ class Slow:
         self.s = served(agents_module=module, **kw)
         self.home = Path(self.s.home)
         self.workspace = self.home.parent / self.home.name.replace("home", "workspace")
+        self.let_go()  # until a test holds the runs' ends
 
     def client(self, **kw: Any) -> httpx.Client:
         return self.s.client(**kw)
@@ -121,7 +123,6 @@ def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_an
 ) -> None:
     a = Slow(served, tmp_path)
     with a.client() as c:
-        a.let_go()
         sid = _session(c)
         run_id = _send(c, sid, "delete the log")
         asked = _ended(c, run_id)["waiting"]
@@ -160,3 +161,33 @@ def test_a_body_nested_too_deep_or_not_utf8_is_a_bad_request_that_says_why(serve
             assert r.status_code == 400, r.text
             assert r.json()["error"]["code"] == "bad_request" and said in r.json()["error"]["message"], r.text
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []
+
+
+def test_the_errors_routes_answer_when_a_host_or_a_file_is_wrong_are_declared_in_openapi(
+    served: Any, tmp_path: Path
+) -> None:
+    """A client generated from /openapi.json meets these too: a Host that is not the server's
+    (421, on every route), a run whose saved files cannot be read (its transcript: 409), and a
+    connections key other users can read (500 on the connection routes)."""
+    a = Slow(
+        served,
+        tmp_path,
+        tokens=["alice"],
+        config='[serve]\nallowed_hosts = ["api.example"]\n[mcp.crm]\nurl = "http://127.0.0.1:9/mcp"\nauth = "oauth"\n',
+    )
+    alice = {"Authorization": f"Bearer {a.s.tokens['alice']}", "Host": "api.example"}
+    with httpx.Client(base_url=a.s.url, headers=alice, timeout=30) as c:
+        doc = c.get("/openapi.json").json()
+        seen = [c.get("/v1/sessions", headers={"Host": "elsewhere.example"})]
+        run_id = _send(c, _session(c), "hello")
+        _ended(c, run_id)
+        transcript = next((a.home / "runs" / run_id).glob("messages*.jsonl"))
+        transcript.unlink()
+        transcript.mkdir()  # something else put in its place
+        seen.append(c.get(f"/v1/runs/{run_id}/transcript"))
+        key = a.home / "auth" / "connections.key"
+        key.chmod(0o644)
+        seen += [c.get("/v1/connections"), c.delete("/v1/connections/crm"), c.post("/v1/connections/crm")]
+        assert [r.status_code for r in seen] == [421, 409, 500, 500, 500], [r.text for r in seen]
+        for r in seen:
+            check(doc, r)

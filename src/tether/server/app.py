@@ -424,6 +424,8 @@ _ERRORS = {
     409: "the session or run is busy, or not in the state this needs; the message says what to do",
     413: "the body is larger than [serve] max_body_bytes",
     415: "the body is not sent as application/json",
+    421: "the Host is not one of this server's names (without tokens: not a loopback name; [serve] allowed_hosts)",
+    500: "the server cannot use its connections key or a user's tokens; the message says what an operator must do",
     503: "the server is shutting down",
 }
 
@@ -480,16 +482,18 @@ def _streams(doc: dict[str, Any]) -> None:
 
 
 def _error_statuses(path: str, method: str) -> list[int]:
-    statuses = [400, 401]
+    statuses = [400, 401, 421]  # 421: the guard's, before any route
     if "{" in path:
         statuses.append(404)
     if method in ("post", "patch", "delete"):
         statuses += [403, 413, 415]
     busy = method in ("post", "delete") and "{" in path and not path.endswith("/feedback")
-    if busy or path.endswith("/trace"):
+    if busy or path.endswith(("/trace", "/transcript")):  # a record that cannot be read is a 409
         statuses.append(409)
     if path.endswith("/messages"):
         statuses.append(503)
+    if path.startswith("/v1/connections"):
+        statuses.append(500)
     return sorted(statuses)
 
 
