@@ -91,8 +91,10 @@ class RuleClassifier:
                 )
         if self.rules:
             from tether.memory._normal import normalise  # the scans' shared normaliser
+            from tether.memory.scan import latin_lookalikes
 
-            seen = (text, normalise(text))  # as written, and as read (full-width, invisible, leet undone)
+            read = normalise(text)  # as read: full-width letters, invisible characters, leetspeak undone
+            seen = (text, read, latin_lookalikes(read))  # and a word's Cyrillic or Greek look-alikes as Latin
             for pattern, rule in self.rules:
                 if any(pattern.search(t) for t in seen):
                     found.append(Verdict(rule.rationale, rule.score, rule.category))

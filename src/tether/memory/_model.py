@@ -25,7 +25,7 @@ import math
 import operator
 import sys
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +82,13 @@ def word_windows(norm: str, size: int = WINDOW_WORDS) -> list[str]:
     return [" ".join(words[i : i + size]) for i in starts]
 
 
-def sentences(norm: str) -> list[str]:
+def sentences(norm: str, lines: Sequence[str] = ()) -> list[str]:
     """The sentences of ``norm`` when it has more than one; else none. An order buried among
-    ordinary facts in one note is read without them."""
-    parts = [p.strip() for p in SENTENCE_END.split(norm) if p.strip()]
+    ordinary facts in one note is read without them. ``lines``, the text's lines normalised one by
+    one (normalising joins lines), end sentences too: an order on a line of its own after a line
+    with no full stop (a chat message after an earlier one, a note's second line) is read alone."""
+    pieces = lines if len(lines) > 1 else (norm,)
+    parts = [p.strip() for piece in pieces for p in SENTENCE_END.split(piece) if p.strip()]
     return parts if len(parts) > 1 else []
 
 

@@ -24,7 +24,7 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 
-__all__ = ["SENTENCE_END", "Hidden", "hidden", "normalise"]
+__all__ = ["SENTENCE_END", "Hidden", "hidden", "lines", "normalise"]
 
 # Where a normalised text is cut into sentences: after each mark (so "e.g." or "deploy.sh" is cut
 # too, into pieces too short to be judged), before the spaces that follow.
@@ -173,3 +173,9 @@ def normalise(text: str) -> str:
     text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), text)
     text = _CJK_GAP.sub("", text)
     return _SPACE.sub(" ", text).strip()
+
+
+def lines(text: str) -> list[str]:
+    """The text's non-empty lines, each normalised alone: where its line breaks were, which
+    :func:`normalise` turns into spaces (a model reads a text's lines as one)."""
+    return [line for line in map(normalise, text.splitlines()) if line]

@@ -39,7 +39,16 @@ from tether.memory import _normal
 if TYPE_CHECKING:
     from tether.memory import _model
 
-__all__ = ["Finding", "ModelScanner", "PatternScanner", "Scanner", "default_scanner", "scan_context_text", "views"]
+__all__ = [
+    "Finding",
+    "ModelScanner",
+    "PatternScanner",
+    "Scanner",
+    "default_scanner",
+    "latin_lookalikes",
+    "scan_context_text",
+    "views",
+]
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,28 @@ def _homoglyph(text: str) -> Finding | None:
 
 def _script(ch: str) -> str:
     return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+def latin_lookalikes(text: str) -> str:
+    """``text`` with each word that mixes Latin letters with Cyrillic or Greek look-alikes written
+    in Latin letters alone (``wеathеr`` with two Cyrillic ``е`` becomes ``weather``), one character
+    for one; words in one script are left as they are (a Russian word is not a misspelt English
+    one). What a rule written in Latin letters should also be matched against."""
+    if text.isascii():
+        return text
+    table = _fold_table()
+
+    def fold(m: re.Match[str]) -> str:
+        word = m.group(0)
+        if word.isascii() or not any("a" <= c.lower() <= "z" for c in word):
+            return word
+        alien = [c for c in word if not c.isascii() and _script(c) in ("CYRILLIC", "GREEK")]
+        if not alien:
+            return word
+        folded = "".join(table.get(ord(c), c) if c in alien else c for c in word)
+        return folded if len(folded) == len(word) else word
+
+    return re.sub(r"\w+", fold, text)
 
 
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
@@ -477,7 +508,7 @@ def _model_scan(text: str, depth: int) -> Finding | None:
     if model.window_threshold is not None:  # and runs of a few words, at a stricter threshold
         judged += [(w, model.window_threshold) for w in _model.word_windows(norm)]
     if model.sentence_threshold is not None:  # and each sentence alone, at a stricter threshold too
-        judged += [(s, model.sentence_threshold) for s in _model.sentences(norm)]
+        judged += [(s, model.sentence_threshold) for s in _model.sentences(norm, _normal.lines(text))]
     for window, threshold in judged:
         verdict = model.judge(window, threshold)
         if verdict is not None:
