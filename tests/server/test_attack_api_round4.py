@@ -191,3 +191,21 @@ def test_the_errors_routes_answer_when_a_host_or_a_file_is_wrong_are_declared_in
         assert [r.status_code for r in seen] == [421, 409, 500, 500, 500], [r.text for r in seen]
         for r in seen:
             check(doc, r)
+
+
+def test_a_session_deleted_the_moment_its_answer_is_done_is_deleted(served: Any, tmp_path: Path) -> None:
+    """A client may act the moment it reads ``done`` (a message, a decision and a resume wait for
+    the run's last saves); a delete did not, and said the session was still answering."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        sid = _session(c)
+        a.hold()
+        run_id = _send(c, sid, "hello")
+        read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "done")
+        out, threads = _in_flight(1, lambda i: httpx.delete(f"{a.s.url}/v1/sessions/{sid}", timeout=30))
+        a.let_go()
+        threads[0].join(30)
+        assert out[0].status_code == 200 and out[0].json() == {"session_id": sid, "deleted": True}, out[0].text
+        assert c.get(f"/v1/sessions/{sid}").status_code == 404
+        assert c.get(f"/v1/runs/{run_id}").status_code == 404  # its turn went with it; the run stays in the store
+        assert (a.home / "runs" / run_id).is_dir()

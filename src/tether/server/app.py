@@ -926,6 +926,9 @@ def _session_edit_routes(app: FastAPI, core: Core) -> None:
     async def delete_session(session_id: str, user: User) -> dict[str, Any]:
         _session(core, session_id, user)
         busy = core.manager.live_run_of(session_id)
+        if busy is not None and await core.manager.settled(busy):  # its done is out: its last saves
+            _session(core, session_id, user)  # other requests ran meanwhile: one may have deleted it
+            busy = core.manager.live_run_of(session_id)
         if busy is not None:
             raise ApiError(409, "conflict", f"session {session_id} is answering (run {busy}); cancel it first")
         try:  # its conversation, wherever the runs keep it; first, so the record goes only with it
