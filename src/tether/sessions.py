@@ -195,6 +195,25 @@ def _refusing(path: Path) -> Iterator[None]:
         ) from exc
 
 
+def _append_whole(fd: int, data: bytes, path: Path, size: int) -> None:
+    """Write ``data`` at the end of ``fd`` (opened ``O_APPEND``), which was ``size`` bytes long: in
+    one write, or more when the disk takes less at once (a disk that fills up mid-write). If it
+    cannot all be written, the file is cut back to ``size`` and the error names the file: no
+    message is half there, and none is lost while the append is said to have worked."""
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            if not written:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            view = view[written:]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        why = f"{exc.strerror or exc}; the session's new messages were not written (its file is as it was)"
+        raise OSError(exc.errno, why, str(path)) from exc
+
+
 def _fsync(fd: int, group: Any) -> None:
     if group is None:
         os.fsync(fd)
@@ -310,15 +329,25 @@ class JsonlSessionStore:
             messages, damaged, garbled = self._read(path)
             fixed = repair(messages)
             if damaged or fixed != messages:
-                if garbled:  # a whole line no message could be read from: its bytes are kept beside
-                    copy = self._keep_damaged(path)
+                try:
+                    if garbled:  # a whole line no message could be read from: its bytes are kept beside
+                        copy = self._keep_damaged(path)
+                        _log.warning(
+                            "session %s: a line of %s holds no message and was dropped; the file as it was is "
+                            "kept in %s",
+                            session_id,
+                            path,
+                            copy,
+                        )
+                    self._write_all(path, fixed)
+                except OSError as exc:  # a full disk: the history is repaired here, and again at the next load
                     _log.warning(
-                        "session %s: a line of %s holds no message and was dropped; the file as it was is kept in %s",
+                        "session %s: its repair could not be written to %s (%s); the file is left as it was",
                         session_id,
                         path,
-                        copy,
+                        exc.strerror or exc,
                     )
-                self._write_all(path, fixed)
+                    return fixed
             self._note_whole(session_id, path, len(fixed))
         return fixed
 
@@ -329,11 +358,15 @@ class JsonlSessionStore:
         copy = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}")
         data = read_own(path)  # read just now under the lock: a plain file, not a link
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if self.fsync:
-                os.fsync(fd)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                if self.fsync:
+                    os.fsync(fd)
+        except BaseException:
+            copy.unlink(missing_ok=True)  # a copy cut short is no copy (the file it was made from stays)
+            raise
         return copy
 
     def append(self, session_id: str, messages: Sequence[Message], *, durable: bool = True, group: Any = None) -> None:
@@ -356,7 +389,7 @@ class JsonlSessionStore:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     data = b"\n" + data  # a torn line stays alone and is dropped on load
-                os.write(fd, data)  # the lines go in one write
+                _append_whole(fd, data, path, size)
                 if self.fsync and durable:
                     _fsync(fd, group)
                     self._unsynced.discard(session_id)

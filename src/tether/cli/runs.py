@@ -160,6 +160,9 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
     for d in sorted(root.iterdir()) if root.is_dir() else ():
         if not d.is_dir():
             continue
+        if d.is_symlink():  # the store reads no run through one (tether show would not find what is listed)
+            skipped.append((d.name, f"{d} is a symbolic link, not a run's folder; tether does not read through one"))
+            continue
         fix = f"restore it from a backup or delete {d}"
         try:
             header = read_header(d)

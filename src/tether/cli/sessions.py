@@ -7,14 +7,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import add_session_store_option, open_sessions, session_name, usage_error
+from tether.cli.common import add_session_store_option, open_sessions, run_store, session_name, usage_error
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
+    from tether.config import Settings
     from tether.sessions import SessionStore
 
 __all__ = ["add_parsers"]
@@ -43,7 +45,8 @@ def add_parsers(sub: Any) -> None:
 def cmd_sessions(args: argparse.Namespace) -> int:
     from tether.sessions import export_jsonl
 
-    store = open_sessions(args.session_store, load_settings())
+    settings = load_settings()
+    store = open_sessions(args.session_store, settings)
     command = args.sessions_command
     if command == "list":
         rows = store.list()
@@ -58,7 +61,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return 0
     _check_exists(store, args.session, args.session_store)
     if command == "delete":
-        store.delete(args.session)
+        with _not_continued(args.session, settings):
+            store.delete(args.session)
         print(f"deleted session {args.session}", file=sys.stderr)
         return 0
     messages = store.load(args.session)
@@ -72,6 +76,23 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for line in transcript_lines(messages, full=args.full, full_hint=f"tether sessions show {args.session} --full"):
         print(line)  # control characters escaped (a tool's result is text from outside)
     return 0
+
+
+def _not_continued(name: str, settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """The session held as a run holds it (its run store's session lock), so that no run continues
+    it while it is deleted: the run's next messages would make it again, a fragment without its
+    beginning, after `deleted session`. A run on it now refuses the deletion, and names itself."""
+    from tether.harness.store import RunStore
+
+    runs = run_store(settings)
+    if not isinstance(runs, RunStore):  # Postgres: a session is held by a run's own connection
+        return contextlib.nullcontext()
+    return runs.lock_session(
+        name,
+        "",
+        holder="tether sessions delete",
+        then="nothing was deleted. Wait for that run to stop (or stop it), then delete the session",
+    )
 
 
 def _check_exists(store: SessionStore, name: str, spec: str | None) -> None:

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -592,28 +593,39 @@ class RunStore:
             os.close(fd)  # closing the descriptor releases the lock
 
     @contextlib.contextmanager
-    def lock_session(self, session_id: str, run_id: str) -> Iterator[None]:
+    def lock_session(self, session_id: str, run_id: str, *, holder: str = "", then: str = "") -> Iterator[None]:
         """Hold the conversation ``session_id`` for ``run_id`` while it runs: two runs continuing one
         session at once would interleave their messages, each model reading the other's running
-        calls as interrupted. The lock is a file under ``runs/.sessions`` that names its run."""
+        calls as interrupted. The lock is a file under ``runs/.sessions`` that names its run.
+        ``holder``: the words that name another holder than a run (``tether sessions delete``);
+        ``then``: what a refusal tells the person to do, for a holder that sends no message."""
         import fcntl
 
-        path = self.root / ".sessions" / f"{session_id}.lock"
+        folder = self.root / ".sessions"
+        with contextlib.suppress(FileNotFoundError):  # tether's folder: never a link to write through
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                raise StoreError(
+                    f"{folder} is {planted(folder) or 'a file'}, not the folder tether keeps its session "
+                    "locks in (tether writes nothing through a link): remove it, tether makes the folder again"
+                )
+        path = folder / f"{session_id}.lock"
         with _own_file(path):
             fd = open_own(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
-                holder = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip() or "another run"
+                busy = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip() or "another run"
+                then = then or (
+                    "nothing was sent or run. Wait for that run to stop (or stop it), then send this "
+                    "message again, or use another session"
+                )
                 raise StoreError(
-                    f"session {session_id} is being continued by {holder} in another process right "
-                    "now; nothing was sent or run. Wait for that run to stop (or stop it), then send "
-                    "this message again, or use another session"
+                    f"session {session_id} is being continued by {busy} in another process right now; {then}"
                 ) from exc
             # Written over in place, padded to one width: cutting the file first (ftruncate) costs
             # a journal write, about 0.4 ms a run here.
-            os.pwrite(fd, f"run {run_id}".encode().ljust(_HOLDER_WIDTH)[:_HOLDER_WIDTH], 0)
+            os.pwrite(fd, (holder or f"run {run_id}").encode().ljust(_HOLDER_WIDTH)[:_HOLDER_WIDTH], 0)
             yield
         finally:
             os.close(fd)  # and with it the lock

@@ -1,0 +1,216 @@
+"""Sessions, their files and the run store's file side attacked from outside (round 4): a disk that
+fills up mid-append or mid-repair, a session deleted while a run continues it, links planted in the
+run store's folders, and the listings that must agree with what the other commands can open.
+
+What a user relies on: an append either is all there or says it failed (nothing half-written, nothing
+lost while said to be saved); a session that was said to be deleted stays deleted; tether writes
+nothing through a link put in its folders; no command ends in a traceback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.session_child import waiting_agent
+from tether import RunStore, run_sync
+from tether.cli import main
+from tether.errors import StoreError
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, UserMessage
+from tether.sessions import JsonlSessionStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage.text(text)
+
+
+def texts(messages: list[Message]) -> list[str]:
+    return [part.text for m in messages for part in m.content if isinstance(part, TextPart)]
+
+
+def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tether ARGS`` in this process (TETHER_HOME is the test's): exit code, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# -- a disk that fills up ----------------------------------------------------------------------
+
+
+def _disk_that_fills(monkeypatch: pytest.MonkeyPatch, room: int) -> None:
+    """``os.write`` as on a disk with ``room`` bytes left: a write takes what fits (a short count,
+    as the kernel returns), then ENOSPC."""
+    real = os.write
+    left = [room]
+
+    def write(fd: int, data: Any) -> int:
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = real(fd, bytes(data)[: left[0]])
+        left[0] -= n
+        return n
+
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_an_append_the_disk_takes_only_part_of_fails_and_leaves_the_session_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append wrote its lines with one os.write and never looked at the count it returned: on a
+    disk that filled up mid-write it returned as if saved, the session held half a line, and the
+    messages were gone (a run went on believing its session had them)."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [user("one")])
+    before = store.path("s").read_bytes()
+    with monkeypatch.context() as patch:
+        _disk_that_fills(patch, 30)
+        with pytest.raises(OSError, match="not written") as failed:
+            store.append("s", [user("two"), user("three")])
+    assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(store.path("s"))
+    assert store.path("s").read_bytes() == before  # no half line left behind
+    store.append("s", [user("four")])  # room again: the session goes on, whole
+    assert texts(store.load("s")) == ["one", "four"]
+    assert not list(store.root.glob("*.damaged-*"))
+
+
+def test_an_append_the_disk_takes_in_pieces_is_all_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write may take fewer bytes than asked and still succeed on the next: every line arrives."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    real = os.write
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[:7]))
+        store.append("s", [user("one"), user("two")])
+    assert texts(store.load("s")) == ["one", "two"]
+
+
+def test_a_repair_the_full_disk_cannot_write_still_loads_and_leaves_no_partial_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session that needed repair (a garbled line) on a full disk: the load raised the OSError
+    (`tether sessions show` a traceback), and left a copy it could not finish beside the file. Now
+    the load returns the repaired history, the file is left as it was, and no copy is left half-made;
+    with room again, the next load repairs it for good."""
+    store = JsonlSessionStore(tmp_path / "sessions")
+    store.append("s", [user("one")])
+    path = store.path("s")
+    damaged = path.read_bytes() + b"{garbled\n" + b'{"role":"user","content":[{"type":"text","text":"two"}]}\n'
+    path.write_bytes(damaged)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left")))
+        assert texts(store.load("s")) == ["one", "two"]
+    assert path.read_bytes() == damaged
+    assert not list(store.root.glob("*.damaged-*"))
+    assert texts(store.load("s")) == ["one", "two"]
+    assert [c.read_bytes() for c in store.root.glob("*.damaged-*")] == [damaged]
+
+
+def test_sessions_show_on_a_full_disk_shows_the_session_not_a_traceback(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = JsonlSessionStore(tether_home / "sessions")
+    store.append("s", [user("what is here?"), AssistantMessage(content=(ToolCallPart(id="c1", name="list_files"),))])
+    before = store.path("s").read_bytes()
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("tether.sessions.atomic_write", full)
+    code, out, _ = tether(capsys, "sessions", "show", "s")
+    assert code == 0
+    assert "what is here?" in out and "interrupted" in out  # the call's missing result, repaired in view
+    assert store.path("s").read_bytes() == before
+
+
+# -- deleting a session a run continues ---------------------------------------------------------
+
+
+def test_deleting_a_session_a_run_is_continuing_is_refused_and_it_stays_whole(
+    tmp_path: Path, tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether sessions delete` said `deleted session s_talk` while another process's run continued
+    it; that run's next messages made the file again: the session came back as a fragment (the
+    model's last answer, without the person's question). Now the deletion is refused, naming the
+    run, and once the run stops it goes through."""
+    go = tmp_path / "go"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.harness.session_child",
+            str(tether_home / "runs"),
+            str(tether_home / "sessions"),
+            "s_talk",
+            str(go),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
+        code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+        assert code == 2 and "Traceback" not in err
+        assert "session s_talk is being continued by run run_" in err and "nothing was deleted" in err
+    finally:
+        go.touch()
+        out, _ = child.communicate(timeout=60)
+    assert out.strip().endswith("completed")
+    sessions = JsonlSessionStore(tether_home / "sessions")
+    assert texts(sessions.load("s_talk")) == ["wait for it", "went", "done waiting"]
+    code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+    assert code == 0 and "deleted session s_talk" in err
+    assert sessions.list() == []
+    # and a run on the session afterwards is not told that the deletion still holds it
+    result = run_sync(
+        waiting_agent(None), "again", store=RunStore(tether_home / "runs"), session=sessions, session_id="s_talk"
+    )
+    assert result.status == "completed"
+
+
+# -- links planted in the run store's folders ---------------------------------------------------
+
+
+def test_a_link_planted_at_the_session_locks_folder_is_refused_and_nothing_outside_is_written(tmp_path: Path) -> None:
+    """`runs/.sessions` replaced by a link: every run with a session opened its lock through it and
+    wrote `run run_…` over the first 300 bytes of a file of the same name wherever it led."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "s_talk.lock"
+    victim.write_bytes(b"the user's own file\n")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / ".sessions").symlink_to(outside)
+    sessions = JsonlSessionStore(tmp_path / "sessions")
+    with pytest.raises(StoreError, match=r"\.sessions is a symbolic link, not the folder"):
+        run_sync(waiting_agent(None), "hi", store=RunStore(runs), session=sessions, session_id="s_talk")
+    assert victim.read_bytes() == b"the user's own file\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["s_talk.lock"]
+    assert sessions.list() == []  # refused before anything was sent or written
+
+
+def test_the_runs_listing_does_not_list_a_run_read_through_a_planted_link(
+    tether_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether runs` read a run's folder through a link put in `runs/` and listed it, while `tether
+    show` (and the store) refuse to read through one: a run listed that no command could open. Now
+    the listing names the link as skipped, and lists no run from it."""
+    elsewhere = tmp_path / "elsewhere"
+    result = run_sync(waiting_agent(None), "hi", store=RunStore(elsewhere))
+    (tether_home / "runs").mkdir(parents=True)
+    (tether_home / "runs" / "run_link").symlink_to(elsewhere / result.run_id)
+    code, out, err = tether(capsys, "runs")
+    assert code == 0 and result.run_id not in out
+    assert "skipped run run_link" in err and "symbolic link" in err
+    code, _, err = tether(capsys, "show", "run_link")
+    assert code == 2 and "symbolic link" in err
