@@ -209,3 +209,17 @@ def test_a_session_deleted_the_moment_its_answer_is_done_is_deleted(served: Any,
         assert c.get(f"/v1/sessions/{sid}").status_code == 404
         assert c.get(f"/v1/runs/{run_id}").status_code == 404  # its turn went with it; the run stays in the store
         assert (a.home / "runs" / run_id).is_dir()
+
+
+def test_a_resume_whose_numbers_are_not_numbers_is_refused(served: Any, tmp_path: Path) -> None:
+    """``{"more_turns": true}`` was one more turn and ``{"max_budget_usd": true}`` a budget of one
+    dollar; every other field of the API is strict (a string, a boolean), and so are these."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        run_id = _send(c, _session(c), "hello")
+        _ended(c, run_id)
+        for body in ({"more_turns": True}, {"max_budget_usd": True}, {"more_turns": "5"}, {"more_turns": 2.0}):
+            r = c.post(f"/v1/runs/{run_id}/resume", json=body)
+            assert r.status_code == 400 and next(iter(body)) in r.json()["error"]["message"], (body, r.text)
+        r = c.post(f"/v1/runs/{run_id}/resume", json={"more_turns": 2, "max_budget_usd": 1})  # an int is a number
+        assert r.status_code == 409 and "already ended" in r.json()["error"]["message"], r.text

@@ -25,7 +25,7 @@ from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import Settings, load_settings
@@ -104,9 +104,9 @@ class DecisionBody(_Body):
     )
 
 
-class ResumeBody(_Body):
-    more_turns: int | None = Field(None, gt=0, le=10_000, description="allow this many more turns")
-    max_budget_usd: float | None = Field(
+class ResumeBody(_Body):  # strict numbers: `true` is not one turn, nor one dollar
+    more_turns: StrictInt | None = Field(None, gt=0, le=10_000, description="allow this many more turns")
+    max_budget_usd: StrictFloat | None = Field(
         None, gt=0, allow_inf_nan=False, description="the run's new total budget in dollars"
     )
 
@@ -402,7 +402,7 @@ def _unreadable_body(cause: BaseException) -> str:
         return "the body nests JSON too deeply to read; send a JSON object whose values nest less deeply"
     if isinstance(cause, UnicodeDecodeError):
         return f"the body is not UTF-8 ({cause.reason} at byte {cause.start}); send the JSON encoded as UTF-8"
-    return f"the body could not be read as JSON ({type(cause).__name__}); send a JSON object"
+    return f"the body could not be read as JSON ({str(cause)[:120] or type(cause).__name__}); send a JSON object"
 
 
 _ERROR_SCHEMA = {
