@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections import deque
@@ -53,6 +54,7 @@ __all__ = [
     "Workspace",
     "entries",
     "kind_of",
+    "printable",
     "refuse_special",
     "replace_file",
 ]
@@ -86,6 +88,19 @@ _KINDS = {
 def kind_of(mode: int) -> str:
     """``"a FIFO (named pipe)"``, ``"a directory"``... for messages."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+_ESCAPED = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def printable(name: str) -> str:
+    """``name`` as tools show it: each byte that is not UTF-8 (``os`` gives it as a lone surrogate,
+    which a message to the model would turn into U+FFFD, a name nobody can give back) as ``\\xNN``.
+    The walk takes that form back: ``caf\\xe9.txt`` names the file whose name is ``caf`` and the
+    byte 0xE9, unless a file is really called ``caf\\xe9.txt``."""
+    if name.isascii():
+        return name
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in name)
 
 
 def _climbs_out(parts: tuple[str, ...]) -> bool:
@@ -249,11 +264,22 @@ class Walk:
             elif self._missing_from is not None:
                 self.names.append(name)
             elif self._pending:
-                self._down(name, create_dirs=create_dirs, missing_ok=missing_ok)
+                self._down(self._raw_name(name, via), create_dirs=create_dirs, missing_ok=missing_ok)
             else:
-                self._last(name, follow=follow_last)
+                self._last(self._raw_name(name, via), follow=follow_last)
         if self._missing_from is not None and self.names:
             self.name = self.names.pop()
+
+    def _raw_name(self, name: str, via: tuple[str, str] | None) -> str:
+        """The name ``name`` (from the path given, not a link) stands for: itself if it exists, else
+        the name whose bytes that are not UTF-8 it shows as ``\\xNN`` (:func:`printable`), if that
+        one exists."""
+        if via is not None or "\\x" not in name:
+            return name
+        raw = _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), name)
+        if raw != name and _lstat(name, self.dir_fd) is None and _lstat(raw, self.dir_fd) is not None:
+            return raw
+        return name
 
     def _queue(self, parts: tuple[str, ...] | list[str], via: tuple[str, str] | None) -> None:
         self._pending.extendleft(reversed([(p, via) for p in parts if p not in ("", ".")]))
@@ -489,7 +515,9 @@ class Glob:
                 continue
             if self.parts[i] == "**":
                 nxt.add(i)
-            elif fnmatchcase(name, self.parts[i]):
+            elif fnmatchcase(name, self.parts[i]) or (
+                not name.isascii() and fnmatchcase(printable(name), self.parts[i])
+            ):
                 nxt.add(i + 1)
         return self._closure(nxt)
 

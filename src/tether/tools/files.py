@@ -15,11 +15,23 @@ import os
 import re
 import stat
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tether.tools._confine import FILE_FLAGS, Glob, Location, Walk, Workspace, entries, kind_of, replace_file
+from tether.tools._confine import (
+    FILE_FLAGS,
+    Glob,
+    Location,
+    Walk,
+    Workspace,
+    entries,
+    kind_of,
+    printable,
+    replace_file,
+)
+from tether.tools._search import BATCH_BYTES, Matcher
 from tether.tools.base import FunctionTool, ToolContext, ToolError, tool
 
 __all__ = [
@@ -42,6 +54,7 @@ _COUNT_CAP = 64 * 1024 * 1024  # bytes read past a range to count the file's lin
 _SEARCH_CAP = 2_000_000  # bytes of each file that search_files reads
 _EDIT_CAP = 32 * 1024 * 1024  # bytes: the largest file edit_file rewrites
 _LINKS_NOTED = 5
+SEARCH_TIME_S = 30.0  # seconds a search may take before it gives up (Stop ends it sooner)
 
 
 def _check_glob(pattern: str) -> Glob:
@@ -101,7 +114,11 @@ def _linked_directory(ws: Workspace, loc: Location) -> str | None:
     if not loc.descends:
         return None
     found = _link_target(ws, loc)
-    return f"{loc.rel} -> {found[0]}" if found is not None and stat.S_ISDIR(found[1].st_mode) else None
+    return (
+        f"{printable(loc.rel)} -> {printable(found[0])}"
+        if found is not None and stat.S_ISDIR(found[1].st_mode)
+        else None
+    )
 
 
 @tool(read_only=True)
@@ -120,13 +137,15 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
                     size = os.stat(loc.name, dir_fd=loc.stack[-1], follow_symlinks=False).st_size
                 except OSError:
                     continue
-                rows.append(f"{loc.rel}\t{size} bytes")
+                rows.append(f"{printable(loc.rel)}\t{size} bytes")
             else:
                 found = _link_target(ws, loc)
                 if found is not None and stat.S_ISDIR(found[1].st_mode) and loc.descends:
-                    skipped.append(f"{loc.rel} -> {found[0]}")
+                    skipped.append(f"{printable(loc.rel)} -> {printable(found[0])}")
                 elif found is not None and stat.S_ISREG(found[1].st_mode) and loc.matches:
-                    rows.append(f"{loc.rel}\t{found[1].st_size} bytes (symbolic link to {_readlink(loc)})")
+                    rows.append(
+                        f"{printable(loc.rel)}\t{found[1].st_size} bytes (symbolic link to {printable(_readlink(loc))})"
+                    )
             if len(rows) >= 1000:
                 rows.append("(stopped at 1000 entries: narrow the pattern to see more)")
                 break
@@ -282,7 +301,19 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         mode = _write_target(walk, path)
         assert walk.name is not None
         replace_file(walk.dir_fd, walk.name, data, mode, shown=path)
-    return f"wrote {path} ({len(data)} bytes)"
+    return f"wrote {path} ({len(data)} bytes){_hard_link_note(walk.stat)}"
+
+
+def _hard_link_note(replaced: os.stat_result | None) -> str:
+    """A file with other names (hard links, perhaps outside the working directory) is replaced, never
+    written through: say that those names keep the old content."""
+    if replaced is None or replaced.st_nlink < 2:
+        return ""
+    others = replaced.st_nlink - 1
+    return (
+        f"; it had {others} other name{'s' if others > 1 else ''} (hard link{'s' if others > 1 else ''}), "
+        "which keep the old content: the file tools replace a file, never write through a link"
+    )
 
 
 def _read_text_for_edit(fd: int, path: str) -> str:
@@ -345,11 +376,11 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
         data = _utf8(_replace_once(text, old_text, new_text, path), "new_text")
         assert walk.name is not None
         replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path)
-    return f"edited {path}: replaced 1 occurrence"
+    return f"edited {path}: replaced 1 occurrence{_hard_link_note(st)}"
 
 
-def _search_one(dir_fd: int, name: str) -> str | None:
-    """The text of the first ``_SEARCH_CAP`` bytes of a regular, non-binary file, else None."""
+def _search_one(dir_fd: int, name: str) -> bytes | None:
+    """The first ``_SEARCH_CAP`` bytes of a regular, non-binary file, else None."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError:  # gone, or swapped for a link since it was listed
@@ -361,7 +392,7 @@ def _search_one(dir_fd: int, name: str) -> str | None:
         data = f.read(_SEARCH_CAP)
     if b"\x00" in data[:8192]:
         return None
-    return data.decode("utf-8", errors="replace")
+    return data
 
 
 def _repeats_a_repetition(pattern: str) -> bool:
@@ -388,11 +419,34 @@ def _repeats_a_repetition(pattern: str) -> bool:
     return walk(sre_parse.parse(pattern), False)
 
 
+def _batches(ws: Workspace, glob: Glob, skipped: list[str]) -> Iterator[list[tuple[str, bytes]]]:
+    """The searchable files ``glob`` finds, as ``(path, contents)``, about ``BATCH_BYTES`` at a
+    time; links to directories inside are added to ``skipped``."""
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for loc in entries(ws, glob, _IGNORED):
+        if loc.kind == "link":  # a linked file is searched under its own name; a directory is noted
+            linked = _linked_directory(ws, loc)
+            if linked is not None:
+                skipped.append(linked)
+            continue
+        data = _search_one(loc.stack[-1], loc.name)
+        if data is None:
+            continue
+        batch.append((printable(loc.rel), data))
+        size += len(data)
+        if size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
 @tool(read_only=True)
 def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results: int = 100) -> str:
     """Search file contents with a regular expression; returns `path:line: text` for each match."""
     try:
-        regex = re.compile(pattern)
+        re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"not a valid regular expression: {exc}. Escape special characters like ( [ . *") from exc
     if _repeats_a_repetition(pattern):
@@ -404,25 +458,13 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     limit = max(1, min(max_results, 1000))
     hits: list[str] = []
     skipped: list[str] = []
-    with Workspace(ctx.cwd) as ws:
-        for loc in entries(ws, matcher, _IGNORED):
-            if loc.kind == "link":  # a linked file is searched under its own name; a directory is noted
-                linked = _linked_directory(ws, loc)
-                if linked is not None:
-                    skipped.append(linked)
-                continue
-            text = _search_one(loc.stack[-1], loc.name)
-            if text is None:
-                continue
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-            for number, raw in enumerate(lines, start=1):
-                line = raw.removesuffix("\r")
-                if regex.search(line):
-                    hits.append(f"{loc.rel}:{number}: {line[:300]}")
-                    if len(hits) >= limit:
-                        return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
+    with Workspace(ctx.cwd) as ws, Matcher(pattern, ctx.signal, SEARCH_TIME_S) as match:
+        for batch in _batches(ws, matcher, skipped):
+            where = batch[0][0] if len(batch) == 1 else f"{len(batch)} files from {batch[0][0]}"
+            for index, number, line in match.match([data for _, data in batch], limit - len(hits), where):
+                hits.append(f"{batch[index][0]}:{number}: {line}")
+            if len(hits) >= limit:
+                return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
     notes = [_link_note(skipped)] if skipped else []
     return "\n".join([*hits, *notes]) if hits else "\n".join([f"no matches for {pattern!r}", *notes])
 
@@ -440,7 +482,7 @@ def delete_file(ctx: ToolContext, path: str) -> str:
             with Walk(ws, path, list(walk.stack), list(walk.names)) as check:
                 check.run((walk.name,), missing_ok=True)
             target = os.readlink(walk.name, dir_fd=walk.dir_fd)
-            note = f" (a symbolic link to {target}; what it pointed to is untouched)"
+            note = f" (a symbolic link to {printable(target)}; what it pointed to is untouched)"
         try:
             os.unlink(walk.name, dir_fd=walk.dir_fd)  # never follows a link: removes the entry itself
         except OSError as exc:  # a directory swapped in meanwhile, or no permission

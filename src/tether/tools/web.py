@@ -25,6 +25,7 @@ import codecs
 import ipaddress
 import re
 import socket
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -70,6 +71,9 @@ _TUNNELS = {
 # Forms that carry an IPv4 address in their last 32 bits (mapped and 6to4 have properties of their own).
 _LOW_32 = [ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")]
 MAX_REDIRECTS = 5
+# What web_fetch asks for and undoes itself (httpx would undo each chunk whole: see _Inflater).
+_ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+MAX_ENCODINGS = 2
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,53 @@ def html_to_markdown(html: str) -> str:
     return f"# {title}\n\n{compact}" if title else compact
 
 
+class _Inflater:
+    """A response's ``Content-Encoding`` undone with a bound on what each call may produce.
+
+    httpx decompresses each network chunk whole before anyone can look at its size: a few kilobytes
+    of gzip inside gzip became gigabytes in one call, and the process ran out of memory long before
+    ``max_bytes`` was checked. Here each layer stops at ``limit`` bytes a call and keeps the rest of
+    its input for the next one.
+    """
+
+    def __init__(self, header: str, limit: int, url: str) -> None:
+        names = [n.strip().lower() for n in header.split(",") if n.strip().lower() not in ("", "identity")]
+        unknown = [n for n in names if n not in _ENCODINGS]
+        if unknown or len(names) > MAX_ENCODINGS:
+            raise ToolError(
+                f"{url} was sent with Content-Encoding {header!r}, which web_fetch did not ask for and "
+                "cannot read (it asks for gzip or deflate, once). Try another source."
+            )
+        self._layers = [(zlib.decompressobj(_ENCODINGS[n]), n == "deflate") for n in reversed(names)]
+        self._limit = limit
+
+    def feed(self, data: bytes) -> bytes:
+        """What ``data`` (b"": nothing more) decodes to, at most about ``limit`` bytes beyond what
+        a call has given before."""
+        out = self._through(data)
+        while len(out) <= self._limit:
+            left = sum(len(d.unconsumed_tail) for d, _ in self._layers)
+            more = self._through(b"")
+            out += more
+            if not more and sum(len(d.unconsumed_tail) for d, _ in self._layers) >= left:
+                break
+        return out
+
+    def _through(self, data: bytes) -> bytes:
+        for i, (layer, raw_fallback) in enumerate(self._layers):
+            try:
+                data = layer.decompress(layer.unconsumed_tail + data, self._limit + 1)
+            except zlib.error:
+                if not raw_fallback:
+                    raise
+                # "deflate" is meant to be zlib-wrapped, but some servers send it raw (httpx tries both)
+                layer = zlib.decompressobj(-zlib.MAX_WBITS)
+                data = layer.decompress(data, self._limit + 1)
+            if raw_fallback:  # the first call decided the format, as httpx's does
+                self._layers[i] = (layer, False)
+        return data
+
+
 class WebFetch:
     name = "web_fetch"
     description = (
@@ -255,18 +306,25 @@ class WebFetch:
         import httpx
 
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ToolError(f"refused: {url!r} is not an http(s) URL.")
-        host = parts.hostname
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:  # httpx's reading of the host: an international name in its ASCII (IDNA) form
+            parsed = httpx.URL(url)
+            host, port = parsed.raw_host.decode("ascii"), parsed.port or (443 if parsed.scheme == "https" else 80)
+        except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            raise ToolError(f"refused: {url!r} is not a valid URL ({exc}); check the address.") from None
         addresses = await _resolve(host, port)
         for address in addresses:  # every answer must be acceptable, or a later one could be used
             check_address(address, host, port, self.settings.allow)
         ip = addresses[0]
         pinned = parts._replace(netloc=f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}").geturl()
-        headers = {"host": parts.netloc.rsplit("@", 1)[-1], "user-agent": self.settings.user_agent}
+        headers = {
+            "host": parsed.netloc.decode("ascii"),
+            "user-agent": self.settings.user_agent,
+            "accept-encoding": ", ".join(n for n in _ENCODINGS if n != "x-gzip"),
+        }
         request = client.build_request(
-            "GET", pinned, headers=headers, extensions={"sni_hostname": host} if parts.scheme == "https" else {}
+            "GET", pinned, headers=headers, extensions={"sni_hostname": host} if parsed.scheme == "https" else {}
         )
         try:
             return await client.send(request, stream=True)
@@ -278,13 +336,18 @@ class WebFetch:
 
         cap = self.settings.max_bytes
         data = bytearray()
+        inflate = _Inflater(response.headers.get("content-encoding", ""), cap, url)
         try:
-            async for chunk in response.aiter_bytes():
-                data += chunk
+            async for chunk in response.aiter_raw():
+                data += inflate.feed(chunk)
                 if len(data) > cap:
                     break
+            else:
+                data += inflate.feed(b"")
         except httpx.HTTPError as exc:
             raise ToolError(f"could not read {url}: {type(exc).__name__}: {exc}") from exc
+        except zlib.error as exc:
+            raise ToolError(f"could not read {url}: its compressed content is damaged ({exc}).") from exc
         cut = len(data) > cap
         kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if response.status_code >= 400:
