@@ -223,3 +223,21 @@ def test_a_resume_whose_numbers_are_not_numbers_is_refused(served: Any, tmp_path
             assert r.status_code == 400 and next(iter(body)) in r.json()["error"]["message"], (body, r.text)
         r = c.post(f"/v1/runs/{run_id}/resume", json={"more_turns": 2, "max_budget_usd": 1})  # an int is a number
         assert r.status_code == 409 and "already ended" in r.json()["error"]["message"], r.text
+
+
+def test_a_rejection_with_content_for_a_call_that_asked_no_question_is_refused_and_the_run_waits(
+    served: Any, tmp_path: Path
+) -> None:
+    """docs/server.md: "`content` on any other decision is refused (400)"; a rejection carrying
+    it was taken, its content dropped without a word."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        run_id = _send(c, _session(c), "delete the log")
+        asked = _ended(c, run_id)["waiting"]
+        assert asked["type"] == "approval"
+        body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": False, "content": {"ok": 1}}
+        r = c.post(f"/v1/runs/{run_id}/decision", json=body)
+        assert r.status_code == 400 and "content" in r.json()["error"]["message"], r.text
+        run = c.get(f"/v1/runs/{run_id}").json()
+        assert run["waiting"] == asked and not run["live"], run
+        assert (a.workspace / "access.log").exists()

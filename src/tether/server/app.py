@@ -1086,6 +1086,8 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
                 "the command that call started before a crash is still running; wait for it to exit before deciding",
             )
         call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
+        if body.content is not None and asked["type"] != "elicitation":  # a rejection's too
+            raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
         if body.approve:
             approve(state, call_id, reason=body.reason, content=_elicited(asked, body.content))
         else:
@@ -1097,9 +1099,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
 
 def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str, Any] | None:
     """The answer to an MCP server's form, checked against its schema before the run goes on."""
-    if asked["type"] != "elicitation":
-        if content is not None:
-            raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
+    if asked["type"] != "elicitation":  # content with it is refused before
         return None
     schema = asked.get("requested_schema")
     if schema is None:  # a page to open: there is nothing to fill in
