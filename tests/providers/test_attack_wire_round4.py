@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -407,4 +408,53 @@ def test_a_call_without_an_id_and_with_its_arguments_as_an_object_runs(
     assert (out.result.status, out.result.text) == ("completed", "seven"), out.result.reason
     saved = out.store.load(out.result.run_id).messages
     assert saved[2].text == "x=7"  # type: ignore[union-attr]
+    assert_sound(out)
+
+
+# --- proxies from the environment ---------------------------------------------------------------
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY", "http_proxy"])
+def test_a_server_on_this_machine_is_reached_directly_whatever_proxy_is_set(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, variable: str
+) -> None:
+    """With a proxy in the environment (a company's, a dev container's), a local Ollama or
+    llama.cpp was asked through it: a proxy elsewhere reaches its own 127.0.0.1, not this
+    machine's, and a dead one failed the run as "cannot reach 127.0.0.1:PORT ... check that the
+    server is running" while it was."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{_dead_port()}")
+    server = serve([text_reply(kind, "local answer")])
+    out = run_against(kind, server, tmp_path)
+    assert (out.result.status, out.result.text) == ("completed", "local answer"), out.result.reason
+    assert len(server.requests) == 1
+    assert_sound(out)
+
+
+def test_a_proxy_that_cannot_be_reached_is_named_not_the_host(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reason said "cannot reach models.tether-test.invalid:80 ... Check the host name": the
+    host was never tried; the proxy the environment set was the one that did not answer. Its
+    password is not shown."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    port = _dead_port()
+    monkeypatch.setenv("HTTP_PROXY", f"http://alice:proxy-pass-123@127.0.0.1:{port}")
+    model = OpenAIChatProvider("http://models.tether-test.invalid/v1", KEY)
+    out = run_against("openai", serve([]), tmp_path, model=model)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed"
+    assert f"cannot reach the proxy http://127.0.0.1:{port}" in reason and "models.tether-test.invalid" in reason
+    assert "NO_PROXY" in reason and "proxy-pass-123" not in reason and "alice" not in reason
     assert_sound(out)

@@ -43,6 +43,8 @@ __all__ = [
     "clean_arguments",
     "close_clients",
     "decode_json",
+    "env_proxy",
+    "is_loopback",
     "model_ids",
     "pooled_client",
     "read_json",
@@ -51,12 +53,13 @@ __all__ = [
 ]
 
 
-def transport_error(exc: BaseException, provider: str, doing: str, *, host: str = "") -> ProviderError:
+def transport_error(exc: BaseException, provider: str, doing: str, *, host: str = "", via: str = "") -> ProviderError:
     """The one translation of a failure while sending a request or reading its answer.
 
     * A connection that could not be made (a name that does not resolve, nothing listening, a
       connect timeout): :class:`UnreachableError` naming ``host``: nothing reached the server, so
-      it says nothing about the credentials.
+      it says nothing about the credentials. With a proxy (``via``) the connection made is to the
+      proxy, so the proxy is what could not be reached, and is named.
     * Timeouts, dropped connections, broken HTTP framing (``httpx.TransportError``) and
       ``OSError``: :class:`RetryableError`. The same request can succeed on a new connection.
     * A body that cannot be decoded (``httpx.DecodingError``: a garbled gzip body), JSON that
@@ -67,6 +70,14 @@ def transport_error(exc: BaseException, provider: str, doing: str, *, host: str 
     import httpx
 
     kind = _describe(exc)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) and via:
+        return UnreachableError(
+            f"{provider}: cannot reach the proxy {via}, which the environment (HTTPS_PROXY, HTTP_PROXY or "
+            f"ALL_PROXY) puts between tether and {host or 'the host'} ({kind}). Check the proxy, or leave the "
+            "host out of it with NO_PROXY.",
+            provider=provider,
+            host=_host(via),
+        )
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         where = host or "the host"
         if "ssl" in kind.lower() or "certificate" in kind.lower():
@@ -139,6 +150,7 @@ class HttpTransport:
         base, _, self._query = base_url.partition("?")
         self.base_url = base.rstrip("/")
         self.host = _host(self.base_url)
+        self.proxy = env_proxy(self.base_url) if transport is None else ""
         self.credentials = credentials
         self._headers = {"content-type": "application/json", **(headers or {})}
         self._timeout_s = timeout_s
@@ -241,13 +253,13 @@ class HttpTransport:
             req = client.build_request(method, path, content=body, headers=headers)
             return await client.send(req, stream=True)
         except _failures() as exc:
-            raise transport_error(exc, self.provider, "sending the request", host=self.host) from exc
+            raise transport_error(exc, self.provider, "sending the request", host=self.host, via=self.proxy) from exc
 
     async def _read(self, response: Any) -> None:
         try:
             await response.aread()
         except _failures() as exc:
-            raise transport_error(exc, self.provider, "reading the response", host=self.host) from exc
+            raise transport_error(exc, self.provider, "reading the response", host=self.host, via=self.proxy) from exc
         finally:
             await _quietly(response.aclose)
 
@@ -300,14 +312,52 @@ def client_ssl_context(base_url: str) -> Any:
     from urllib.parse import urlsplit
     from urllib.request import getproxies  # httpx imports it too, for the same variables
 
-    proxies = getproxies()
-    if urlsplit(base_url).scheme == "http" and not (proxies.get("http") or proxies.get("all")):
+    parts = urlsplit(base_url)
+    proxies = {} if is_loopback(parts.hostname or "") else getproxies()
+    if parts.scheme == "http" and not (proxies.get("http") or proxies.get("all")):
         return _no_tls_context()
     return _ssl_context()
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine (``localhost``, 127.0.0.0/8, ``::1``, ``0.0.0.0``)."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+def env_proxy(base_url: str) -> str:
+    """The proxy the environment puts requests to ``base_url`` through (``HTTPS_PROXY``,
+    ``HTTP_PROXY`` or ``ALL_PROXY``, unless ``NO_PROXY`` names the host), without its user and
+    password; "" for none. Never one for this machine: a proxy that reaches ``127.0.0.1`` reaches
+    its own loopback, not this one's (see :func:`pooled_client`)."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if is_loopback(host):
+        return ""
+    proxies = getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all") or ""
+    if not proxy or proxy_bypass(host):
+        return ""
+    return _without_userinfo(proxy if "://" in proxy else f"http://{proxy}")
+
+
 def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> Any:
-    """The running loop's client for this endpoint, made on first use."""
+    """The running loop's client for this endpoint, made on first use. A server on this machine
+    is reached directly even when the environment sets a proxy: the proxy would connect to its
+    own loopback (and the environment is read only for proxies here: the SSL context is given)."""
+    from urllib.parse import urlsplit
+
     import httpx
 
     clients = _POOL.setdefault(asyncio.get_running_loop(), {})
@@ -315,7 +365,11 @@ def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> A
     client = clients.get(key)
     if client is None or client.is_closed:
         client = clients[key] = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout_s, verify=client_ssl_context(base_url)
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout_s,
+            verify=client_ssl_context(base_url),
+            trust_env=not is_loopback(urlsplit(base_url).hostname or ""),
         )
     return client
 
