@@ -400,6 +400,7 @@ class McpTable(_Table):
     sampling_model: _Text | None = None  # the model that answers (default: the run's)
     sampling_max_tokens: _PositiveInt | None = None  # per request (default 1,024)
     elicitation: Literal["ask", "deny"] = "ask"  # may the server ask the person for input
+    max_elicitations: _PositiveInt | None = None  # questions per tool call (default 5), the rest refused
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpTable:

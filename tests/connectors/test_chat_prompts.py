@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,11 +57,12 @@ def test_a_mentioned_resource_is_sent_with_the_message_and_a_bad_one_sends_nothi
     )
     lines = [json.loads(x) for x in exported.stdout.splitlines()]
     sent = [part["text"] for m in lines if m["role"] == "user" for part in m["content"]]
+    sent = [re.sub(r"resource-[0-9a-f]{12}\b", "resource-KEY", s) for s in sent]  # a new random key each message
     assert sent == [
-        'follow @notes:notes://guide, please.\n\n<resource server="notes" uri="notes://guide">\n'
-        "[resource notes://guide (text/plain)]\nWrite notes in the present tense.\n</resource>",
-        'and @notes:notes://day/3 too\n\n<resource server="notes" uri="notes://day/3">\n'
-        "[resource notes://day/3 (text/plain)]\nNotes of day 3: nothing yet.\n</resource>",
+        'follow @notes:notes://guide, please.\n\n<resource-KEY server="notes" uri="notes://guide">\n'
+        "[resource notes://guide (text/plain)]\nWrite notes in the present tense.\n</resource-KEY>",
+        'and @notes:notes://day/3 too\n\n<resource-KEY server="notes" uri="notes://day/3">\n'
+        "[resource notes://day/3 (text/plain)]\nNotes of day 3: nothing yet.\n</resource-KEY>",
         "mail me at ada@example.com:8080 or @elsewhere:x://y",  # not a server of this chat: as typed
     ]
 

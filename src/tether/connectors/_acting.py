@@ -7,13 +7,16 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-__all__ = ["ACTING", "LOCAL_USER", "SERVED", "acting_as", "acting_for"]
+__all__ = ["ACTING", "LOCAL_USER", "SERVED", "SERVE_DEPTH", "acting_as", "acting_for"]
 
 ACTING: ContextVar[str | None] = ContextVar("tether_acting_user", default=None)
 # The one user of a server without bearer tokens (runs it starts keep this owner, workers too).
 LOCAL_USER = "local"
 # A run of `tether serve`: nobody at the server's terminal may be asked anything for it.
 SERVED: ContextVar[bool] = ContextVar("tether_served_run", default=False)
+# The environment variable that counts the `tether mcp serve` processes started one inside another,
+# this one included: each passes it to its stdio MCP servers, so a loop of them stops (serve.MAX_DEPTH).
+SERVE_DEPTH = "TETHER_MCP_SERVE_DEPTH"
 
 
 @contextlib.contextmanager

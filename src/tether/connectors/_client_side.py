@@ -17,7 +17,9 @@ terminal, or ``"deny"``, the request is declined, and the server reads that it w
 ``tether serve`` the question stops the run instead (an ``ElicitationInterruption``): the server is
 told ``cancel``, the call's result is dropped, and when the person answers (a decision, with the
 form's values as ``content``) the call is made again and the server's same question is answered
-with what they said. Each call's answers are kept in the run's state, in the order asked.
+with what they said. Each call's answers are kept in the run's state, in the order asked. A call
+asks at most ``max_elicitations`` questions (default ``MAX_ELICITATIONS``); the server's further
+requests are refused with an error that says so, without asking anyone.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = ["ELICITED", "Asker", "ClientSide", "printable"]
 log = logging.getLogger("tether.connectors")
 
 MAX_PER_CALL = 10
+MAX_ELICITATIONS = 5  # questions to the person per tool call, unless [mcp.NAME] max_elicitations says
 DEFAULT_MAX_TOKENS = 1024
 ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
 
@@ -93,7 +96,8 @@ class ClientSide:
     calls: list[ToolContext] = field(default_factory=list)
     samples: Counter[str] = field(default_factory=Counter)  # sampling requests, per call in flight
     sampled_usd: dict[str, float] = field(default_factory=dict)  # what they cost, per call in flight
-    asked: Counter[str] = field(default_factory=Counter)  # elicitations in this attempt, per call
+    asked: Counter[str] = field(default_factory=Counter)  # questions answered or asked in this attempt, per call
+    elicited: Counter[str] = field(default_factory=Counter)  # elicitation requests, per call ("": outside one)
     pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
     settings: Any = None
@@ -113,7 +117,7 @@ class ClientSide:
         self.calls.append(ctx)
         key = ctx.call_id or ""
         self.names[key] = tool_name
-        self.samples[key] = self.asked[key] = 0
+        self.samples[key] = self.asked[key] = self.elicited[key] = 0
         self.sampled_usd[key] = 0.0
         self.pending.pop(key, None)
         from tether.status import ElicitationInterruption, SamplingInterruption
@@ -141,6 +145,7 @@ class ClientSide:
         self.samples.pop(key, None)
         self.sampled_usd.pop(key, None)
         self.asked.pop(key, None)
+        self.elicited.pop(key, None)
         self.names.pop(key, None)
         return self.pending.pop(key, None)
 
@@ -298,6 +303,9 @@ class ClientSide:
 
         if (self.config.get("elicitation") or "ask") == "deny":
             return types.ElicitResult(action="decline")
+        refusal = self._elicitation_refusal()
+        if refusal is not None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=refusal)
         if _served():  # never asked at the server's own terminal: its users are elsewhere
             return self._stop_to_ask(params)
         if self.asker.ask is None:
@@ -324,6 +332,24 @@ class ClientSide:
                 continue
             answers[name] = _coerce(said.strip(), prop)
         return types.ElicitResult(action="accept", content=answers)
+
+    def _elicitation_refusal(self) -> str | None:
+        """Why this question is not asked: the call already asked as many as ``max_elicitations``
+        (a server could ask again and again, and keep the person or the run from going on). Counted
+        before anyone is asked, so requests sent all at once are bounded too."""
+        limit = int(self.config.get("max_elicitations") or MAX_ELICITATIONS)
+        key = self.current.call_id if self.current is not None else ""
+        self.elicited[key] += 1
+        if self.elicited[key] <= limit:
+            return None
+        why = (
+            f"the MCP server {self.server} already asked {limit} questions during this tool call, the most "
+            f"max_elicitations of [mcp.{self.server}] allows; this one was not asked"
+        )
+        if self.elicited[key] == limit + 1:  # said once, however many more come
+            self.log.append(why)
+            log.warning("%s", why)
+        return why
 
     def _stop_to_ask(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         """In a served run: the person's answer when they gave one to this question for this call,

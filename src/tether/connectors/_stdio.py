@@ -28,6 +28,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from tether.connectors._acting import SERVE_DEPTH
 from tether.connectors._client_side import printable
 from tether.connectors._link import result_not_an_object
 from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
@@ -49,8 +50,10 @@ class StdioProcess:
     def __init__(self, command: str, args: Sequence[str], env: Mapping[str, str], cwd: str | None) -> None:
         self.command = command
         self.args = list(args)
-        # Exactly what was configured, plus PATH (which also finds the command).
-        self.env = {"PATH": os.environ.get("PATH", os.defpath), **env}
+        # Exactly what was configured, plus PATH (which also finds the command), and how deep in
+        # `tether mcp serve` processes this one runs, so a server that is one again counts itself.
+        depth = {SERVE_DEPTH: os.environ[SERVE_DEPTH]} if SERVE_DEPTH in os.environ else {}
+        self.env = {"PATH": os.environ.get("PATH", os.defpath), **env, **depth}
         self.cwd = os.path.expanduser(cwd) if cwd else None
         self.process: asyncio.subprocess.Process | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)

@@ -11,6 +11,7 @@ connections, stopped after), so it never shares a connection with a run in progr
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,10 @@ def mentions(text: str) -> list[tuple[str, str]]:
 
 async def expand_mentions(connectors: Sequence[McpConnector], text: str) -> str:
     """``text`` with the contents of each resource it mentions from ``connectors``' servers
-    appended, each in a ``<resource>`` block; unchanged when it mentions none. A mentioned resource
-    that cannot be read is a :class:`UserError` that says which and why (nothing is sent)."""
+    appended, each in a ``<resource-KEY>`` block (``KEY`` random, new for each message, so a
+    resource's text cannot close its block and write as the person); unchanged when it mentions
+    none. A mentioned resource that cannot be read is a :class:`UserError` that says which and why
+    (nothing is sent)."""
     from tether.connectors._resources import read_parts
     from tether.messages import TextPart
 
@@ -46,7 +49,7 @@ async def expand_mentions(connectors: Sequence[McpConnector], text: str) -> str:
     wanted = [(server, uri) for server, uri in mentions(text) if server in by_name]
     if not wanted:
         return text
-    blocks = []
+    read = []
     for server, uri in wanted:
         connector = by_name[server]
         await connector.start()
@@ -59,7 +62,11 @@ async def expand_mentions(connectors: Sequence[McpConnector], text: str) -> str:
         said = "\n".join(
             p.text if isinstance(p, TextPart) else f"(an image, {p.media_type}: not sent from a mention)" for p in parts
         )
-        blocks.append(f'<resource server="{server}" uri="{uri}">\n{said}\n</resource>')
+        read.append((server, uri, said))
+    tag = "resource-" + secrets.token_hex(6)
+    while any(tag in said for _, _, said in read):  # chosen after reading: a server cannot know it
+        tag = "resource-" + secrets.token_hex(6)
+    blocks = [f'<{tag} server="{server}" uri="{uri}">\n{said}\n</{tag}>' for server, uri, said in read]
     return text + "\n\n" + "\n\n".join(blocks)
 
 

@@ -51,6 +51,9 @@ __all__ = ["HELP", "AgentRun", "KbHit", "KbResults", "MemoryEntries", "build_ser
 MCP_PATH = "/mcp"
 DEFAULT_PORT = 8000
 MAX_RESULTS = 20
+# The most `tether mcp serve` processes started one inside another (tether.connectors._acting's
+# SERVE_DEPTH counts them): an agent whose MCP server is this server again stops there.
+MAX_DEPTH = 4
 
 HELP = """\
 Serves tether over MCP: knowledge-base search (kb_search, kb_lookup_exact), memory (memory_read) and
@@ -529,6 +532,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not args.http and (args.host is not None or args.port is not None or args.allow_remote):
         raise UserError("--host, --port and --allow-remote go with --http (without it tether serves MCP over stdio)")
+    _count_depth()
     settings = load_settings()
     if args.http:
         return _serve_http(settings, args)
@@ -537,6 +541,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     server = build_server(settings, agent_spec=args.agent)
     return _until_stopped(lambda: serve_stdio(server._lowlevel_server))
+
+
+def _count_depth() -> None:
+    """Count this server in the chain of `tether mcp serve` processes that started one another, for
+    the MCP servers its agents start; refuse to start past ``MAX_DEPTH`` (a loop would never end)."""
+    import os
+
+    from tether.connectors._acting import SERVE_DEPTH
+    from tether.errors import UserError
+
+    said = os.environ.get(SERVE_DEPTH, "").strip()
+    above = int(said) if said.isdigit() else 0
+    if above >= MAX_DEPTH:
+        raise UserError(
+            f"refusing to serve MCP: {above} tether mcp serve processes already run one inside another "
+            f"({SERVE_DEPTH}={above}, at most {MAX_DEPTH}), so an agent's [mcp.NAME] server leads back to "
+            "tether mcp serve, likely to itself; take that server out of the agent's mcp list"
+        )
+    os.environ[SERVE_DEPTH] = str(above + 1)
 
 
 def _check_sdk() -> None:
