@@ -7,7 +7,7 @@ models; the config file (``[prices."provider/model"]``) overrides or extends it.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price", "model_info"]
 
@@ -39,14 +39,15 @@ class Usage(BaseModel):
 
 
 class Price(BaseModel):
-    """Dollars per million tokens."""
+    """Dollars per million tokens (finite, zero or more)."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    input: float
-    output: float
-    cached_input: float | None = None
-    cache_write: float | None = None
+    # A rate is a finite number of dollars, zero or more: a negative one would pay the budget back.
+    input: float = Field(ge=0, allow_inf_nan=False)
+    output: float = Field(ge=0, allow_inf_nan=False)
+    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    cache_write: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cached_tokens, usage.prompt_tokens)

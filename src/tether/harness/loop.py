@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -74,6 +75,7 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 
 
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
+    _check_budget(agent.max_budget_usd)
     candidates = [_candidate(agent, agent.model, True)]
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
@@ -94,9 +96,18 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
         run_agent=run_stream,
     )
     rc.count = counter_for(rc.model_name)
-    rc.rebuild_read_cache()
     state.model = rc.model_name
     return rc
+
+
+def _check_budget(budget: object) -> None:
+    if budget is None:
+        return
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget) or budget < 0:
+        raise ConfigError(
+            f"max_budget_usd must be a finite number of dollars, zero or more (got {budget!r}); "
+            "leave it None for no budget"
+        )
 
 
 def _start_counter(rc: RunContext) -> None:
@@ -126,13 +137,16 @@ def _finish_future(done: asyncio.Future[None]) -> None:
         done.set_result(None)
 
 
-def _prepare(state: RunState, prompt: str | None, session: SessionStore | None) -> RunState:
-    if session is not None and state.session_id:
-        _bind_session(state, session)
+def _check_open(state: RunState, prompt: str | None) -> None:
     if prompt is None and state.status in ("completed", "failed"):
         raise UserError(
             f"run {state.run_id} already ended ({state.status}); give a new prompt to continue the conversation"
         )
+
+
+def _prepare(state: RunState, prompt: str | None, session: SessionStore | None) -> RunState:
+    if session is not None and state.session_id:
+        _bind_session(state, session)
     if prompt is not None:
         _add_prompt(state, clean_text(prompt))
     state.status, state.interruption, state.reason = "running", None, None
@@ -196,14 +210,16 @@ async def run_stream(
     state = state or RunState()
     held = _hold(store, state, session)  # before anything reads or writes the run or its session
     try:
-        state = _prepare(state, prompt, session)
+        _check_open(state, prompt)
         signal = signal or CancelSignal()
         opened = await start_extensions(agent.extensions)  # servers they start live as long as this call
     except BaseException:
         held.close()
         raise
     try:
-        rc = _context(agent, state, signal, store)
+        rc = _context(agent, state, signal, store)  # a refused configuration leaves the state as it was
+        state = _prepare(state, prompt, session)
+        rc.rebuild_read_cache()  # after the prompt: a new message starts the cache's window
         rc.session = session
         rc.system = _system_prompt(agent, state, session)
     except BaseException:
@@ -601,6 +617,16 @@ def run_sync(
     """:func:`run` for code that is not async. ``signal`` stops the run from another thread:
     ``signal.cancel_threadsafe(reason)``."""
     from tether.providers.http import close_clients
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop running here: run_sync starts one
+    else:
+        raise UserError(
+            "run_sync() was called inside a running event loop (an async function, a notebook): "
+            "use `await run(agent, ...)` there instead"
+        )
 
     async def main() -> RunResult:
         try:

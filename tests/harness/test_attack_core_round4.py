@@ -1,0 +1,231 @@
+"""The harness core's promises attacked from outside (a helper's fourth round): Stop at the edges
+of a step (a call that finished as Stop came, Stop while an intent or a request note is saved),
+prices and budgets that are no numbers, run_sync inside a running event loop, and a run refused
+for its configuration that must leave the caller's state as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import warnings
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_pairing
+from tether import Agent, CancelSignal, RunState, run_stream, run_sync, tool
+from tether.errors import ConfigError, UserError
+from tether.messages import Message, ToolMessage, UserMessage, text_of
+from tether.providers.base import ModelRequest
+from tether.testing import FunctionModel, Reply
+from tether.tools.base import ToolContext
+from tether.usage import Price
+
+
+def answers_after_tools(*calls: tuple[str, str, dict[str, Any]]) -> FunctionModel:
+    """A model that makes ``calls`` in one reply, then answers once it has read results."""
+
+    def fn(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=calls)
+
+    return FunctionModel(fn)
+
+
+def events_of(agent: Agent, prompt: str | None, state: RunState) -> list[Any]:
+    async def main() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt, state=state)]
+
+    return asyncio.run(main())
+
+
+# --- Stop at the edges of a step ------------------------------------------------------------
+
+
+def test_stop_as_a_batch_call_ends_records_it_and_starts_nothing_after_it() -> None:
+    """Stop fires inside the first of three parallel posts (two at a time): the post that finished
+    is recorded with its result, the others never start, every tool_start comes before its
+    tool_result, and the resume runs the other two without asking anyone. Before: the two others
+    started after the Stop, all three were recorded as cancelled, their tool_start events came
+    after their results, and the resume stopped to ask about all three (outcome unknown)."""
+    effects: list[int] = []
+
+    @tool(parallel=True)
+    async def post(n: int, ctx: ToolContext) -> str:
+        """Post message n."""
+        effects.append(n)
+        if n == 1:
+            ctx.signal.cancel("the person pressed Stop")
+        return f"posted {n}"
+
+    model = answers_after_tools(*((f"c{n}", "post", {"n": n}) for n in (1, 2, 3)))
+    agent = Agent(model, tools=[post], max_parallel_tools=2)
+    state = RunState()
+    events = events_of(agent, "post three", state)
+    assert effects == [1]
+    assert state.status == "interrupted" and state.reason == "cancelled: the person pressed Stop"
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [(m.call_id, m.status, m.text) for m in results] == [("c1", "ok", "posted 1")]
+    assert state.intents == {}
+    seen: dict[str, list[str]] = {}
+    for e in events:
+        if e.type in ("tool_start", "tool_result"):
+            seen.setdefault(e.call_id, []).append(e.type)
+    assert seen == {"c1": ["tool_start", "tool_result"]}
+    result = run_sync(agent, state=state)
+    assert result.status == "completed", result.reason
+    assert effects == [1, 2, 3]
+    assert_pairing(state.messages)
+
+
+def test_a_side_effect_that_finished_as_stop_came_is_recorded_not_asked_about() -> None:
+    """A post that returns just as Stop fires: its result is what happened. Before: it was thrown
+    away, its intent kept, and the resume stopped with "outcome unknown: post started before the
+    process stopped" (the process never stopped; tether had the result in hand)."""
+    effects: list[int] = []
+
+    @tool()
+    async def post(n: int, ctx: ToolContext) -> str:
+        """Post message n."""
+        effects.append(n)
+        ctx.signal.cancel("the person pressed Stop")
+        return f"posted {n}"
+
+    agent = Agent(answers_after_tools(("c1", "post", {"n": 1})), tools=[post])
+    state = RunState()
+    result = run_sync(agent, "post it", state=state)
+    assert result.status == "interrupted", result.reason
+    assert [m.text for m in state.messages if isinstance(m, ToolMessage)] == ["posted 1"]
+    assert state.intents == {}
+    result = run_sync(agent, state=state)
+    assert result.status == "completed", result.reason
+    assert effects == [1]
+
+
+class _StopDuringSave:
+    """A store that presses Stop while it saves a given kind of commit (a durable save with an
+    intent, or with a request note): the Stop lands between the note and what it announces."""
+
+    def __init__(self, signal: CancelSignal, what: str) -> None:
+        self.signal, self.what = signal, what
+
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+        noted = state.intents if self.what == "intent" else state.call_in_flight
+        if durable and noted and not self.signal.cancelled:
+            self.signal.cancel("the person pressed Stop")
+
+
+def test_stop_while_a_calls_intent_is_saved_leaves_no_unknown_outcome() -> None:
+    """Stop during the save of a post's intent: the post never started, so the resume runs it
+    without asking. Before: the run emitted a tool_start for it, kept the intent, and the resume
+    stopped with "outcome unknown: post started before the process stopped"."""
+    effects: list[int] = []
+
+    @tool()
+    async def post(n: int) -> str:
+        """Post message n."""
+        effects.append(n)
+        return f"posted {n}"
+
+    agent = Agent(answers_after_tools(("c1", "post", {"n": 1})), tools=[post])
+    state, signal = RunState(), CancelSignal()
+
+    async def main() -> list[Any]:
+        store = _StopDuringSave(signal, "intent")
+        return [e async for e in run_stream(agent, "post it", state=state, store=store, signal=signal)]
+
+    events = asyncio.run(main())
+    assert state.status == "interrupted" and effects == []
+    assert state.intents == {}
+    assert not [e for e in events if e.type == "tool_start"]
+    result = run_sync(agent, state=state)
+    assert result.status == "completed", result.reason
+    assert effects == [1]
+
+
+def test_stop_while_a_requests_note_is_saved_charges_nothing() -> None:
+    """Stop during the save of the note that a request is about to go out: nothing was sent, so
+    nothing is billed. Before: the request's estimated prompt was charged as if it had been sent
+    (the run cost money and its usage was marked estimated)."""
+    asked: list[int] = []
+
+    def model(messages: list[Message], request: ModelRequest) -> str:
+        asked.append(1)
+        return "hello"
+
+    state, signal = RunState(), CancelSignal()
+
+    async def main() -> None:
+        store = _StopDuringSave(signal, "request")
+        async for _ in run_stream(Agent(FunctionModel(model)), "hi", state=state, store=store, signal=signal):
+            pass
+
+    asyncio.run(main())
+    assert state.status == "interrupted" and asked == []
+    assert state.cost_usd == 0.0 and state.usage.total_tokens == 0
+    assert state.call_in_flight is None
+
+
+# --- prices and budgets that are no numbers ---------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_a_price_that_is_no_price_is_refused_when_it_is_made(bad: float) -> None:
+    """A negative price made a run's cost negative and let it spend past its budget (a $0.0001
+    budget, a run costing $-0.00095, completed); NaN ended the run 'unexpected error: ValueError:
+    cannot convert float NaN to integer'. Now Price refuses both, saying which field."""
+    with pytest.raises(ValueError, match="input"):
+        Price(input=bad, output=1.0)
+    with pytest.raises(ValueError, match="output"):
+        Price(input=1.0, output=bad)
+
+
+@pytest.mark.parametrize("bad", [-0.5, math.nan, math.inf])
+def test_a_budget_that_is_no_amount_is_refused_before_the_run(bad: float) -> None:
+    """max_budget_usd=NaN ended the run 'failed' with a ValueError traceback in the log; now any
+    budget that is not a finite amount of zero or more is a ConfigError before anything runs."""
+    state = RunState()
+    with pytest.raises(ConfigError, match="max_budget_usd"):
+        run_sync(Agent("scripted/hello", max_budget_usd=bad), "hi", state=state)
+    assert state.messages == []
+
+
+# --- the caller's state and loop --------------------------------------------------------------
+
+
+def test_a_run_refused_for_its_configuration_leaves_the_state_as_it_was() -> None:
+    """A ConfigError (two tools with one name) raised after the prompt was already added to the
+    caller's state: fixing the agent and sending the same message again put it in the transcript
+    twice. Now the state is untouched by a run that never started."""
+
+    @tool(read_only=True)
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    state = RunState()
+    with pytest.raises(ConfigError, match="two tools"):
+        run_sync(Agent("scripted/hello", tools=[look, look]), "hello", state=state)
+    assert state.messages == [] and state.status == "running"
+    result = run_sync(Agent("scripted/hello", tools=[look]), "hello", state=state)
+    assert result.status == "completed"
+    assert [text_of([m]) for m in state.messages if isinstance(m, UserMessage)] == ["hello"]
+
+
+def test_run_sync_inside_a_running_event_loop_says_to_await_run() -> None:
+    """From a notebook or an async function, run_sync raised asyncio's 'asyncio.run() cannot be
+    called from a running event loop' and warned that a coroutine was never awaited. Now it is a
+    UserError that says to ``await run(...)`` instead, and nothing is left un-awaited."""
+
+    async def main() -> None:
+        with pytest.raises(UserError, match=r"await run\("):
+            run_sync(Agent("scripted/hello"), "hi")
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()  # a coroutine never awaited warns when it is collected
+    assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
