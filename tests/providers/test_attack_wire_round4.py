@@ -458,3 +458,56 @@ def test_a_proxy_that_cannot_be_reached_is_named_not_the_host(
     assert f"cannot reach the proxy http://127.0.0.1:{port}" in reason and "models.tether-test.invalid" in reason
     assert "NO_PROXY" in reason and "proxy-pass-123" not in reason and "alice" not in reason
     assert_sound(out)
+
+
+# --- reasoning and content as compatible servers send them ----------------------------------------
+
+
+def _delta(**fields: Any) -> bytes:
+    return sse({"choices": [{"index": 0, "delta": fields, "finish_reason": None}]})
+
+
+def _thinking(text: str) -> list[dict[str, Any]]:
+    return [{"type": "thinking", "thinking": [{"type": "text", "text": text}]}]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "message"),
+    [
+        # Mistral's reasoning models: content is a list of parts, thinking parts first.
+        (
+            [
+                _delta(content=_thinking("Greeting; ")),
+                _delta(content=_thinking("answer kindly.")),
+                _delta(content=[{"type": "text", "text": "Hel"}]),
+                _delta(content="lo"),
+            ],
+            {"content": [*_thinking("Greeting; answer kindly."), {"type": "text", "text": "Hello"}]},
+        ),
+        # OpenRouter, Ollama and newer vLLM: the field is `reasoning`.
+        (
+            [_delta(reasoning="Greeting; "), _delta(reasoning="answer kindly."), _delta(content="Hello")],
+            {"reasoning": "Greeting; answer kindly.", "content": "Hello"},
+        ),
+    ],
+    ids=["mistral thinking parts", "reasoning field"],
+)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_reasoning_and_content_parts_are_read_not_shown_as_a_list(
+    serve: Serve, tmp_path: Path, pieces: list[bytes], message: dict[str, Any], stream: bool
+) -> None:
+    """Mistral's content parts reached the user as a Python list ("[{'type': 'thinking', ...}]"),
+    saved as the answer; reasoning in a `reasoning` field was dropped (a model thinking for long
+    sent nothing the first-token timeout could see)."""
+    if stream:
+        parts = [*pieces, chunk({}, "stop"), usage_chunk({"prompt_tokens": 20, "completion_tokens": 9})]
+        reply = Reply(200, parts)
+    else:
+        body = {"choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}]}
+        reply = Reply(200, [json.dumps(body).encode()], JSON)
+    server = serve([reply])
+    out = run_against("openai", server, tmp_path, stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "Hello"), out.result.reason
+    saved = out.store.load(out.result.run_id).messages[-1]
+    assert [getattr(p, "text", None) for p in saved.content] == ["Greeting; answer kindly.", "Hello"]
+    assert_sound(out)

@@ -243,6 +243,33 @@ def _usage(data: Any) -> Usage | None:
     )
 
 
+def reply_pieces(message: dict[str, Any]) -> tuple[str, str]:
+    """The text and the reasoning of a message or a streamed delta. Reasoning comes in
+    ``reasoning_content`` (DeepSeek, vLLM, llama.cpp) or ``reasoning`` (OpenRouter, Ollama, newer
+    vLLM). ``content`` is a string on the API; Mistral sends a list of parts, its reasoning
+    models' ``thinking`` parts among them, which shown as written would be a Python list."""
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    text, thought = _content_text(message.get("content"))
+    return text, (reasoning if isinstance(reasoning, str) else _content_text(reasoning)[0]) + thought
+
+
+def _content_text(content: Any) -> tuple[str, str]:
+    """``content`` (a string, or a list of parts) as its text and the text of its thinking parts."""
+    if content is None or isinstance(content, str):
+        return content or "", ""
+    if not isinstance(content, list):
+        return str(content), ""
+    text, thought = [], []
+    for part in content:
+        if isinstance(part, str):
+            text.append(part)
+        elif isinstance(part, dict) and part.get("type") == "thinking":
+            thought.append(_content_text(part.get("thinking"))[0])
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            text.append(part["text"])
+    return "".join(text), "".join(thought)
+
+
 def _arguments_text(arguments: Any) -> str:
     """A call's ``arguments`` as the JSON text the API sends; some compatible servers send the
     object itself (as Ollama's own API does), which is the same call."""
@@ -257,10 +284,11 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
         choice = data["choices"][0]
         msg = choice["message"]
         parts: list[TextPart | ToolCallPart | ReasoningPart] = []
-        if msg.get("reasoning_content"):
-            parts.append(ReasoningPart(text=str(msg["reasoning_content"])))
-        if msg.get("content"):
-            parts.append(TextPart(text=str(msg["content"])))
+        text, reasoning = reply_pieces(msg)
+        if reasoning:
+            parts.append(ReasoningPart(text=reasoning))
+        if text:
+            parts.append(TextPart(text=text))
         for i, c in enumerate(msg.get("tool_calls") or []):
             fn = c["function"]
             arguments = clean_arguments(_arguments_text(fn.get("arguments")) or "{}")
@@ -392,13 +420,13 @@ class StreamAssembler:
             raise ResponseError(f"stream chunk has malformed choices: {str(chunk)[:200]}")
         for choice in choices:
             delta = choice.get("delta") or {}
-            # reasoning_content: DeepSeek, vLLM and llama.cpp stream reasoning in this field.
-            if delta.get("reasoning_content"):
-                self.reasoning.append(str(delta["reasoning_content"]))
-                out.append(StreamReasoning(self.reasoning[-1]))
-            if delta.get("content"):
-                self.text.append(str(delta["content"]))
-                out.append(StreamText(self.text[-1]))
+            text, reasoning = reply_pieces(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+                out.append(StreamReasoning(reasoning))
+            if text:
+                self.text.append(text)
+                out.append(StreamText(text))
             for tc in delta.get("tool_calls") or []:
                 self._feed_call(tc)
             if delta.get("tool_calls") and not out:
