@@ -20,6 +20,8 @@ import pytest
 from tests.cli import conftest as cli
 from tests.cli.conftest import run_main, tether
 
+from .conftest import Opener, check_index
+
 env = cli.env
 quiet_env = cli.quiet_env
 
@@ -94,3 +96,73 @@ def test_a_remove_started_while_a_drop_runs_writes_nothing(
     code, out, err = run_main("kb", "--name", "nothing", "remove", "a.md", capsys=capsys)
     assert code == 2 and "there is no knowledge base 'nothing'" in err
     assert not (quiet_env / "kb" / "nothing.use.lock").exists()  # a typo leaves nothing behind
+
+
+# -- Chinese, Japanese and Korean in the keyword index --------------------------------------------
+
+# Written for this test after the fix, never used while making it: a word inside a sentence, as
+# those scripts write it (no spaces), and an identifier with no space around it.
+HELD_OUT = {
+    "zh.md": "仓库里的备用叶轮每季度盘点一次，型号为HX-310的叶轮需要单独登记。\n",
+    "ja.md": "配管の圧力試験は毎月第二火曜日に行い、結果はバルブ台帳に記録します。\n",
+    "ko.md": "펌프 임펠러는 매년 교체하며 교체 기록은 정비팀이 보관합니다.\n",
+    "de.md": "Die Dichtung an der Straßenseite wird jährlich geprüft.\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "where"),
+    [
+        ("叶轮", "zh.md"),
+        ("盘点", "zh.md"),
+        ("备用叶轮", "zh.md"),
+        ("圧力試験", "ja.md"),
+        ("火曜日", "ja.md"),
+        ("バルブ台帳", "ja.md"),
+        ("임펠러", "ko.md"),
+        ("정비팀", "ko.md"),
+        ("Straßenseite", "de.md"),
+        ("HX-310", "zh.md"),
+    ],
+)
+def test_a_word_inside_a_cjk_sentence_is_found_by_keyword_and_an_identifier_in_it_exactly(
+    open_kb: Opener, query: str, where: str
+) -> None:
+    """FTS5's unicode61 made a whole run of Chinese or Japanese one token, so a word inside a
+    sentence matched nothing in keyword search (nor, so, in hybrid search without vectors); the
+    query's words were also split otherwise than the index's, so `ポンプ`, any Korean word and
+    `Straße` were not found even standing alone, and `HX-310` written against Chinese had no edges
+    for exact search. Both stores now index and search the same words: CJK runs as pairs of
+    characters."""
+    kb = open_kb()
+    for name, text in HELD_OUT.items():
+        kb.add_text(name, text)
+    for mode in ("keyword", "hybrid"):
+        hits = kb.search(query, mode=mode).hits
+        assert hits and hits[0].citation == f"{where}:1-1", (mode, [h.citation for h in hits])
+    exact = kb.search(query, mode="exact").hits
+    assert [h.citation for h in exact] == [f"{where}:1-1"]
+    assert not kb.search("电动机", mode="keyword").hits  # a word in none of them finds none
+
+
+def test_a_base_indexed_before_is_indexed_again_once_when_opened(tmp_path: Path) -> None:
+    """A base made by an earlier tether holds unicode61's words for the raw text: its chunks beyond
+    ASCII are indexed again the first time it is opened (its ASCII chunks as they are)."""
+    from tether.knowledge import KnowledgeBase
+
+    db = tmp_path / "old.db"
+    kb = KnowledgeBase.open(db)
+    for name, text in HELD_OUT.items():
+        kb.add_text(name, text)
+    kb.add_text("en.md", "The pump P-100 is serviced yearly.\n")
+    raw = kb.store._db  # type: ignore[attr-defined]
+    raw.execute("DELETE FROM chunks_fts")  # as the earlier tether indexed it
+    raw.execute("INSERT INTO chunks_fts (rowid, text) SELECT id, text FROM chunks")
+    raw.execute("DELETE FROM meta WHERE key = 'fts_words'")
+    assert not kb.search("叶轮", mode="keyword").hits
+    kb.close()
+    kb = KnowledgeBase.open(db)
+    assert [h.citation for h in kb.search("叶轮", mode="keyword").hits] == ["zh.md:1-1"]
+    assert [h.citation for h in kb.search("serviced", mode="keyword").hits] == ["en.md:1-1"]
+    check_index(kb)
+    kb.close()

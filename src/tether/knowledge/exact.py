@@ -10,7 +10,8 @@ An identifier is letters and digits joined by ``-``, ``_``, ``.`` or ``/`` that 
 (``RS485``, ``E1234``), or words joined by ``_`` (``O_NONBLOCK``, ``pthread_create``). Plain
 words and plain numbers are not. A text holds an identifier when it appears with edges: not
 inside a longer identifier (``FVAM-2050-BX``, ``X-FVAM-2050-B``, ``FVAM-2050-B.1``, ``2.1.3``
-for ``1.3``), case aside. A sentence's full stop after it is an edge.
+for ``1.3``), case aside. A sentence's full stop after it is an edge, and so is a Chinese,
+Japanese or Korean character (those scripts put no space between words).
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from tether.knowledge.store import CJK
+
 __all__ = ["identifiers", "literal"]
 
-_CANDIDATE = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*")
+# A letter or digit, but not of the scripts written without spaces: in 型号FVAM-2050-B采用 the
+# identifier is FVAM-2050-B, and the characters around it are its edges.
+_WORD = f"[^\\W_{CJK}]"
+_CANDIDATE = re.compile(f"{_WORD}+(?:[-_./]{_WORD}+)*")
 _DIGIT = re.compile(r"\d")
 _LETTER = re.compile(r"[^\W\d_]")
 MAX_IDENTIFIERS = 4  # a query that lists more is a list, not a lookup: the first four are pinned
@@ -46,4 +52,6 @@ def identifiers(query: str) -> list[str]:
 def literal(token: str) -> re.Pattern[str]:
     """The pattern of ``token`` standing alone: no letter, digit, ``_`` or ``-`` against either
     side, and no ``.`` with a digit beyond it (``FVAM-2050-B.1`` is another part)."""
-    return re.compile(r"(?<![\w-])(?<!\d\.)" + re.escape(token) + r"(?![\w-])(?!\.\d)", re.IGNORECASE)
+    return re.compile(
+        f"(?<!{_WORD})(?<![_-])(?<!\\d\\.)" + re.escape(token) + f"(?!{_WORD})(?![_-])(?!\\.\\d)", re.IGNORECASE
+    )

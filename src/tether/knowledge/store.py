@@ -26,21 +26,51 @@ from typing import Any, Protocol
 from tether.errors import ConfigError, StoreError
 from tether.fileio import private_file
 
-__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "tokens"]
+__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "fts_text", "tokens"]
 
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 30  # how long a write waits for another process's to end
+FTS_WORDS = "1"  # the version of fts_text the full-text index holds (none: unicode61 on the raw text)
 BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
 BM25_B = 0.75
 
 _TOKEN = re.compile(r"[^\W_]+")
+# Scripts written without spaces between words: Han, kana (with their voicing marks), Bopomofo and
+# Hangul (whose particles join the noun: 밸브의). A run of them is one token to unicode61, so a word
+# inside a sentence was never found; each run is indexed and searched as its overlapping pairs.
+CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c\u3040-\u30ff"
+    "\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
+    "\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+_CJK_RUN = re.compile(f"[{CJK}]+")
+_KANA_MARKS = "\u3099\u309a"  # ポ is not ホ: kept, as diacritics elsewhere are not
+
+
+def _pairs(run: re.Match[str]) -> str:
+    text = unicodedata.normalize("NFC", run.group())  # Hangul syllables and kana made whole again
+    if len(text) < 3:
+        return f" {text} "
+    return " " + " ".join(text[i : i + 2] for i in range(len(text) - 1)) + " "
 
 
 def tokens(text: str) -> list[str]:
-    """Words as FTS5's unicode61 tokenizer (remove_diacritics 2) indexes them: case-folded,
-    accents dropped, split at anything that is not a letter or digit (``_`` too)."""
-    plain = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(ch))
+    """Words as the keyword index holds them: case-folded, accents dropped, split at anything that
+    is not a letter or digit (``_`` too), and a run of Chinese, Japanese or Korean split into its
+    overlapping pairs of characters (``密封圈`` is ``密封 封圈``; a word of one character is found
+    where it stands alone). Both stores index these words, so a query and the index agree."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(ch for ch in folded if not unicodedata.combining(ch) or ch in _KANA_MARKS)
+    if not plain.isascii():
+        plain = _CJK_RUN.sub(_pairs, plain)
     return _TOKEN.findall(plain)
+
+
+def fts_text(text: str) -> str:
+    """What the FTS5 table is given for ``text``: its :func:`tokens`, which unicode61 splits as
+    they are (ASCII text as it is: the same words). unicode61 on the raw text differed from the
+    query's words: no part of a CJK run, nor ``Straße``, ``ポンプ`` or any Korean word was found."""
+    return text if text.isascii() else " ".join(tokens(text))
 
 
 def fts_query(words: Sequence[str], *, phrase: bool = False) -> str | None:
@@ -320,11 +350,33 @@ class SqliteKnowledgeStore:
         # main connection (SQLite runs one statement at a time on a connection): it asks on one
         # of its own, which WAL lets read beside the other.
         self._probe = None if self.path == ":memory:" else _connect(self.path)
+        if self.get_meta("fts_words") != FTS_WORDS:
+            self._index_words_again()
 
     def close(self) -> None:
         if self._probe is not None:
             self._probe.close()
         self._db.close()
+
+    def _index_words_again(self) -> None:
+        """A base made before :func:`fts_text`: its chunks beyond ASCII indexed again, once. Not
+        waited for: a read-only file, or another process writing, leaves it to a later open."""
+        self._db.execute("PRAGMA busy_timeout = 0")
+        try:
+            with self._tx() as db:
+                rows = db.execute(f"SELECT id, {self._INDEXED} FROM chunks")
+                again = [(cid, fts_text(t)) for cid, t in rows if not t.isascii()]  # ASCII is indexed as it was
+                db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(cid,) for cid, _ in again])
+                db.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", again)
+                db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('fts_words', ?) ON CONFLICT(key) DO UPDATE SET "
+                    "value = excluded.value",
+                    (FTS_WORDS,),
+                )
+        except (sqlite3.OperationalError, StoreError):
+            pass
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
 
     @contextlib.contextmanager
     def _waited(self) -> Iterator[None]:
@@ -430,7 +482,7 @@ class SqliteKnowledgeStore:
             db.executemany(
                 "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
                 [
-                    (cid, f"{heading}\n{text}" if heading else text)
+                    (cid, fts_text(f"{heading}\n{text}" if heading else text))
                     for cid, (_, _, heading, text, _) in zip(ids, chunks, strict=True)
                 ],
             )
