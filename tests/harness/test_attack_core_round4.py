@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
-from tether import Agent, CancelSignal, RunState, run_stream, run_sync, tool
+from tether import Agent, CancelSignal, RunState, approve, reject, run_stream, run_sync, tool
 from tether.errors import ConfigError, UserError
+from tether.harness.extension import Extension
 from tether.messages import Message, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
@@ -229,3 +230,51 @@ def test_run_sync_inside_a_running_event_loop_says_to_await_run() -> None:
         asyncio.run(main())
         gc.collect()  # a coroutine never awaited warns when it is collected
     assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+def deleting_agent(ran: list[str]) -> Agent:
+    @tool(needs_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return f"deleted {path}"
+
+    return Agent(answers_after_tools(("c1", "delete", {"path": "a.log"})), tools=[delete])
+
+
+def test_rejecting_a_call_id_that_no_call_has_declines_nothing() -> None:
+    """``reject(state, "c9")``, a mistyped or stale id, was read as the old order's reason and
+    declined the call the run stopped for ("Reason: c9"), with only a DeprecationWarning that is
+    hidden outside __main__; approve(state, "c9") was refused. Now both are refused and nothing is
+    decided; the old order with a reason in words still works (tests/harness/test_loop.py)."""
+    ran: list[str] = []
+    agent = deleting_agent(ran)
+    state = RunState()
+    assert run_sync(agent, "clean up", state=state).status == "interrupted"
+    with pytest.raises(UserError, match="'c9' is not waiting for a decision"):
+        reject(state, "c9")
+    assert state.rejected == {} and state.approved == {}
+    approve(state)
+    assert run_sync(agent, state=state).status == "completed"
+    assert ran == ["a.log"]
+
+
+def test_an_extension_whose_block_fails_leaves_the_state_as_it_was() -> None:
+    """An extension whose prompt_block raised did so after the prompt went into the caller's state:
+    the same message sent again appeared twice. Now nothing of the refused run is in the state."""
+
+    class Broken(Extension):
+        name = "notes"
+
+        def prompt_block(self) -> str | None:
+            raise OSError("notes.md: permission denied")
+
+    state = RunState()
+    with pytest.raises(OSError, match="permission denied"):
+        run_sync(Agent("scripted/hello", extensions=[Broken()]), "hello", state=state)
+    assert state.messages == [] and state.status == "running"
+    assert run_sync(Agent("scripted/hello"), "hello", state=state).status == "completed"
+    assert [text_of([m]) for m in state.messages if isinstance(m, UserMessage)] == ["hello"]

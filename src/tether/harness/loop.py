@@ -217,11 +217,12 @@ async def run_stream(
         held.close()
         raise
     try:
-        rc = _context(agent, state, signal, store)  # a refused configuration leaves the state as it was
+        # What may refuse the agent (its configuration, its extensions' blocks) leaves the state as it was.
+        rc = _context(agent, state, signal, store)
+        rc.system = _system_prompt(agent, state, session)
         state = _prepare(state, prompt, session)
         rc.rebuild_read_cache()  # after the prompt: a new message starts the cache's window
         rc.session = session
-        rc.system = _system_prompt(agent, state, session)
     except BaseException:
         held.close()
         await stop_extensions(opened)

@@ -407,7 +407,9 @@ def _old_order(
     import warnings
 
     calls = {c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
-    if not older and (call_id is None or call_id in calls or reason is not None):
+    # A word with no space in it is taken for a call id even when no call has it (a typo, a stale
+    # id): read as a reason, it would decline another call, the one the run stopped for.
+    if not older and (call_id is None or call_id in calls or reason is not None or not _words(call_id)):
         return call_id, reason
     warnings.warn(
         "reject(state, reason, call_id) is deprecated: call reject(state, call_id, reason=...)",
@@ -415,6 +417,10 @@ def _old_order(
         stacklevel=3,
     )
     return (older[0] if older else None), call_id
+
+
+def _words(text: str) -> bool:
+    return any(ch.isspace() for ch in text.strip())
 
 
 def approve(
