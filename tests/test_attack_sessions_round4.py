@@ -214,3 +214,37 @@ def test_the_runs_listing_does_not_list_a_run_read_through_a_planted_link(
     assert "skipped run run_link" in err and "symbolic link" in err
     code, _, err = tether(capsys, "show", "run_link")
     assert code == 2 and "symbolic link" in err
+
+
+# -- a session file tether cannot read ---------------------------------------------------------
+
+
+def test_a_session_file_tether_cannot_read_is_named_not_hidden(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """A session file tether may not open (left root-owned by a `sudo tether run`, its mode changed)
+    was left out of `tether sessions list` without a word, and `tether sessions show` said there was
+    no such session while the file was there. Now the listing names it and why, and show says what
+    stops it (one line, exit code 2)."""
+    store = JsonlSessionStore(tether_home / "sessions")
+    store.append("s", [user("private")])
+    store.append("t", [user("other")])
+    denied = str(store.path("s"))
+    real = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == denied:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    code, out, _ = tether(capsys, "sessions", "list")
+    assert code == 0 and out.split() == ["t", "1", "messages"]
+    assert f"{denied} cannot be read (Permission denied)" in caplog.text
+    for command in ("show", "export"):
+        code, out, err = tether(capsys, "sessions", command, "s")
+        assert code == 2 and "there is no session" not in err
+        assert f"cannot use the sessions: Permission denied: {denied}" in err
+    assert texts(JsonlSessionStore(tether_home / "sessions").load("t")) == ["other"]
+    code, _, err = tether(capsys, "sessions", "delete", "s")  # its folder is the user's: it can go
+    assert code == 0 and not os.path.lexists(denied)

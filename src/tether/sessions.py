@@ -449,8 +449,18 @@ class JsonlSessionStore:
         for p in sorted(self.root.glob("*.jsonl")):
             if not _NAME.fullmatch(p.stem):  # not a session name: nothing could show or delete it
                 continue
-            with contextlib.suppress(OSError):
+            try:
                 out.append(SessionInfo(p.stem, self._count(p.stem, p), os.lstat(p).st_mtime))
+            except FileNotFoundError:
+                continue  # deleted since it was seen
+            except OSError as exc:
+                if planted(p) is None:  # a session file tether cannot read (its mode, its owner): said, not hidden
+                    _log.warning(
+                        "session %s: %s cannot be read (%s); it is left out of the listing",
+                        p.stem,
+                        p,
+                        exc.strerror or exc,
+                    )
         return out
 
     # How many messages a session's file holds is kept beside it (``.<session>.count``: the file's

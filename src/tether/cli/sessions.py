@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,18 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from tether.errors import StoreError
+
+    try:
+        return _sessions(args)
+    except OSError as exc:  # a file the store cannot read or write (its mode, its owner, a full disk)
+        what = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc.strerror or exc)
+        raise StoreError(
+            f"cannot use the sessions: {what}. Check that file's owner and mode, and the disk's room"
+        ) from exc
+
+
+def _sessions(args: argparse.Namespace) -> int:
     from tether.sessions import export_jsonl
 
     settings = load_settings()
@@ -97,7 +110,15 @@ def _not_continued(name: str, settings: Settings) -> contextlib.AbstractContextM
 
 def _check_exists(store: SessionStore, name: str, spec: str | None) -> None:
     """Listing first: loading a session that does not exist would create its files."""
+    from tether.sessions import JsonlSessionStore
+
     if any(info.session_id == name for info in store.list()):
         return
+    if (
+        isinstance(store, JsonlSessionStore)
+        and os.path.isfile(store.path(name))
+        and not os.path.islink(store.path(name))
+    ):
+        return  # a file the listing could not read: the command says why (not that there is none)
     elsewhere = "" if spec else " (sessions kept elsewhere need --session-store)"
     raise usage_error(f"there is no session {name!r}{elsewhere}; `tether sessions list` lists them")
