@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import math
 import warnings
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
 
 from tests.conftest import assert_pairing
 from tether import Agent, CancelSignal, RunState, approve, reject, run_stream, run_sync, tool
@@ -278,3 +280,37 @@ def test_an_extension_whose_block_fails_leaves_the_state_as_it_was() -> None:
     assert state.messages == [] and state.status == "running"
     assert run_sync(Agent("scripted/hello"), "hello", state=state).status == "completed"
     assert [text_of([m]) for m in state.messages if isinstance(m, UserMessage)] == ["hello"]
+
+
+# --- typed answers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["json schema", "pydantic"])
+def test_a_huge_wrong_typed_answer_is_quoted_back_in_a_few_words(kind: str) -> None:
+    """With a JSON Schema dict, each problem quoted the whole wrong value: a 200,000-character
+    string where a number belongs made a 539 KB correction (sent with the next request) and a
+    539 KB reason. Now a wrong value is quoted as pydantic's are, cut to a few words, whatever the
+    output type; a huge key is cut too."""
+    big = "x" * 200_000
+
+    def model(messages: list[Message], request: ModelRequest) -> str:
+        return json.dumps({"n": big, "tags": list(range(50_000)), big: 1})
+
+    class Out(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n: int
+        tags: list[int] = Field(max_length=3)
+
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "tags": {"type": "array", "maxItems": 3}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    state = RunState()
+    agent = Agent(FunctionModel(model), output_type=schema if kind == "json schema" else Out, output_retries=1)
+    result = run_sync(agent, "go", state=state)
+    assert result.status == "failed"
+    correction = text_of([m for m in state.messages if isinstance(m, UserMessage)][1:])
+    assert correction.startswith("Your final answer does not match") and "n:" in correction and "tags" in correction
+    assert len(correction) < 2_000 and result.reason is not None and len(result.reason) < 2_000

@@ -69,7 +69,7 @@ class OutputSpec:
         if self.validator is not None:
             errors = sorted(self.validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
             if errors:
-                raise InvalidOutput([f"{_where(e.absolute_path)}: {e.message}" for e in errors[:_MAX_PROBLEMS]])
+                raise InvalidOutput([_schema_problem(e) for e in errors[:_MAX_PROBLEMS]])
             return value
         from pydantic import ValidationError
 
@@ -233,7 +233,20 @@ def _where(path: Any) -> str:
 def _pydantic_problem(error: Any) -> str:
     where = _where(error.get("loc") or ())
     if error.get("type") == "missing":
-        return f"{where}: {error.get('msg', 'Field required')}"
-    got = repr(error.get("input"))
-    got = got if len(got) <= 80 else got[:77] + "..."
-    return f"{where}: {error.get('msg', 'invalid')} (got {got})"
+        return _short(f"{where}: {error.get('msg', 'Field required')}", 4 * _QUOTE)
+    return _short(f"{where}: {error.get('msg', 'invalid')} (got {_short(repr(error.get('input')))})", 4 * _QUOTE)
+
+
+def _schema_problem(error: Any) -> str:
+    """jsonschema's message, with the value it quotes cut as pydantic's are: a huge wrong value
+    must not make the correction (and the next prompt, and the run's reason) as huge."""
+    quoted = repr(error.instance)
+    message = error.message.replace(quoted, _short(quoted)) if len(quoted) > _QUOTE else error.message
+    return _short(f"{_where(error.absolute_path)}: {message}", 4 * _QUOTE)
+
+
+_QUOTE = 80  # characters of a wrong value quoted back to the model
+
+
+def _short(text: str, limit: int = _QUOTE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
