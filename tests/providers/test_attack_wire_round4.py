@@ -511,3 +511,19 @@ def test_reasoning_and_content_parts_are_read_not_shown_as_a_list(
     saved = out.store.load(out.result.run_id).messages[-1]
     assert [getattr(p, "text", None) for p in saved.content] == ["Greeting; answer kindly.", "Hello"]
     assert_sound(out)
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_page_answered_to_a_request_not_streamed_is_named_with_the_advice(
+    serve: Serve, tmp_path: Path, kind: str
+) -> None:
+    """Streamed, a login page is named by its content type with "check the base URL"; not
+    streamed (``Agent(stream=False)``, ``tether models``' listing) it was only "malformed response
+    (not JSON)"."""
+    page = b"<!DOCTYPE html>\n<html><body>Sign in to continue</body></html>\n"
+    server = serve([Reply(200, [page], {"content-type": "text/html; charset=utf-8"})] * 4)
+    out = run_against(kind, server, tmp_path, stream=False)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and len(server.requests) == 1
+    assert "text/html" in reason and "Sign in to continue" in reason and "Check the base URL" in reason
+    assert_sound(out)

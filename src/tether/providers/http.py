@@ -441,8 +441,22 @@ def model_ids(data: Any, provider: str) -> list[str]:
 
 
 def read_json(response: Any, provider: str) -> Any:
-    """The JSON body of a read response (see :func:`decode_json`)."""
-    return decode_json(bytes(response.content).decode("utf-8", errors="replace"), provider, "response")
+    """The JSON body of a read response (see :func:`decode_json`). A body that is not JSON and
+    does not say it is (a login page, a proxy's HTML) is named by its content type, as a stream's
+    is (:func:`stream_reply`), with the advice to check the base URL."""
+    text = bytes(response.content).decode("utf-8", errors="replace")
+    try:
+        return decode_json(text, provider, "response")
+    except ResponseError as exc:
+        kind = response.headers.get("content-type") or "no content type"
+        if "json" in kind.lower():
+            raise
+        raise ResponseError(
+            f"{provider}: the server answered with {kind}, not JSON: {' '.join(text.split())[:200]}. Check the "
+            "base URL: a login page, a proxy or a server that does not speak this API answers like this.",
+            provider=provider,
+            body=text[:500],
+        ) from exc
 
 
 class ReplyAssembler(Protocol):
