@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.server.conftest import read_events, wait_until
-from tests.server.test_attacks import events, statuses
+from tests.server.test_attacks import events, parse_stream, statuses
 from tests.server.test_openapi import check
 
 pytest.importorskip("fastapi")
@@ -50,6 +50,8 @@ def reply(messages, request):
     results = [m for m in messages[last + 1:] if m.role == "tool"]
     if results:
         return "finished: " + results[-1].text[:200]
+    if user.startswith("half"):  # half of a surrogate pair, as a model's JSON escapes may carry it
+        return "an emoji cut in half: \\ud83d and the rest"
     if user.startswith("delete"):
         return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "access.log"}),))
     return "echo: " + user
@@ -241,3 +243,25 @@ def test_a_rejection_with_content_for_a_call_that_asked_no_question_is_refused_a
         run = c.get(f"/v1/runs/{run_id}").json()
         assert run["waiting"] == asked and not run["live"], run
         assert (a.workspace / "access.log").exists()
+
+
+def test_a_model_answer_holding_half_a_surrogate_pair_streams_whole_and_reads_back(served: Any, tmp_path: Path) -> None:
+    """A lone surrogate (valid in a JSON escape, not in UTF-8) in what a model wrote broke the live
+    stream mid-run: a traceback, the connection cut, and again at each reconnect while the run was
+    live (a form value sent with one did the same to every later form of the session)."""
+    a = Slow(served, tmp_path)
+    said = "an emoji cut in half: \ufffd and the rest"  # as the saved messages have it
+    with a.client() as c:
+        sid = _session(c)
+        with c.stream(
+            "POST", f"/v1/sessions/{sid}/messages", json={"text": "half"}, headers={"Accept": "text/event-stream"}
+        ) as r:
+            live = parse_stream(r.read().decode("utf-8"))  # strict UTF-8: a lone surrogate is not
+        assert live[-1]["event"] == "done" and live[-1]["result"]["status"] == "completed", live[-1]
+        assert "".join(e["text"] for e in live if e["event"] == "text_delta") == said
+        run_id = live[0]["run_id"]
+        assert events(c, run_id) == live  # and the same again from the log
+        transcript = c.get(f"/v1/runs/{run_id}/transcript")
+        assert transcript.status_code == 200, transcript.text
+        assert transcript.json()["messages"][-1]["content"][0]["text"] == said
+        assert c.get(f"/v1/runs/{run_id}").json()["status"] == "completed"

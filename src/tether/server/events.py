@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from tether.events import Done, Event
 from tether.fileio import open_own, open_private, read_own
+from tether.messages import clean_text
 
 __all__ = [
     "PRUNED",
@@ -183,13 +184,15 @@ def implied_events(state: Any, replayed: Replayed) -> list[dict[str, Any]]:
 
 def encode_event(data: dict[str, Any]) -> str:
     """An event's data as the compact JSON line it is kept and sent as; NaN or Infinity anywhere
-    (a tool's widget) becomes null, so the line stays JSON."""
+    (a tool's widget) becomes null, so the line stays JSON, and a lone surrogate (half of a pair,
+    in what a model wrote) becomes U+FFFD as in the saved messages, so the line is UTF-8."""
     try:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        return json.dumps(
+        text = json.dumps(
             json.loads(json.dumps(data), parse_constant=lambda _: None), ensure_ascii=False, separators=(",", ":")
         )
+    return clean_text(text)  # only inside the JSON's strings can such a character be
 
 
 def fill_form(widget: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
