@@ -245,6 +245,7 @@ class KbTable(_Table):
     base_url: _Url | None = None  # the /v1 endpoint of an openai/MODEL embedder
     max_chars: _PositiveInt | None = None  # the most a knowledge tool's answer may hold (default 6,000)
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
+    max_pdf_pages: _PositiveInt | None = None  # pages read of one PDF (default 5,000)
 
 
 def _pattern(value: str) -> str:

@@ -9,6 +9,7 @@ asserts how long anything took."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
 import subprocess
@@ -166,3 +167,93 @@ def test_a_base_indexed_before_is_indexed_again_once_when_opened(tmp_path: Path)
     assert [h.citation for h in kb.search("serviced", mode="keyword").hits] == ["en.md:1-1"]
     check_index(kb)
     kb.close()
+
+
+# -- a PDF too large to read whole ----------------------------------------------------------------
+
+
+def _pdf(*streams: bytes) -> bytes:
+    """A valid PDF whose pages' content streams are ``streams``, Flate-compressed (as a hostile one
+    is: 1.4 MB of drawing instructions fit in 6 KB)."""
+    import zlib
+
+    n = len(streams)
+    font = 3 + 2 * n
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(n)), n),
+    ]
+    for i, stream in enumerate(streams):
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (4 + 2 * i, font)
+        )
+        packed = zlib.compress(stream, 9)
+        objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _page(text: str, times: int = 1) -> bytes:
+    return (b"BT /F1 12 Tf 72 712 Td (" + text.encode() + b") Tj ET\n") * times
+
+
+def test_a_pdf_of_more_pages_than_the_limit_is_read_up_to_it_and_says_so(
+    quiet_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A PDF was read whole, however many pages it had. Now up to ``[kb] max_pdf_pages`` (5,000 by
+    default); the add says the file was read in part and why, and what was read is searchable."""
+    (tmp_path / "manual.pdf").write_bytes(_pdf(*(_page(f"Step {n} turns valve V-{n}") for n in range(1, 13))))
+    quiet_env.mkdir(parents=True, exist_ok=True)
+    (quiet_env / "config.toml").write_text("[kb]\nmax_pdf_pages = 4\n")
+    code, out, err = run_main("kb", "add", str(tmp_path / "manual.pdf"), "--embedder", "none", capsys=capsys)
+    assert code == 0 and "1 added, 0 updated, 0 unchanged, 1 read in part" in out, err
+    assert f"read in part {tmp_path / 'manual.pdf'}: only its first 4 of 12 pages were read ([kb] max_pdf_pages)" in err
+    code, out, err = run_main("kb", "search", "V-4", "--mode", "exact", "--json", capsys=capsys)
+    assert code == 0 and "Step 4 turns valve V-4" in json.loads(out)["hits"][0]["text"], err
+    code, out, err = run_main("kb", "search", "V-5", "--mode", "exact", capsys=capsys)
+    assert code == 0 and out == "" and "no chunk contains 'V-5' exactly" in err
+
+
+def test_a_pdf_whose_pages_hold_more_content_than_the_limit_is_cut_or_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One page of a few kilobytes inflated to megabytes of drawing instructions, all extracted (a
+    6 KB file: 3.6 s and 800,000 characters; pypdf inflates a stream to 75 MB). A file's pages'
+    content is read up to MAX_PDF_CONTENT (64 MB; 200 KB here), then the file is cut, or skipped
+    when its first page is past it, with the reason."""
+    from tether.knowledge import KnowledgeBase, readers
+
+    monkeypatch.setattr(readers, "MAX_PDF_CONTENT", 200_000)
+    flood = _page("Seal kit SK-77 in EPDM for the valve body", 4_000)  # 300 KB of content
+    (tmp_path / "cut.pdf").write_bytes(_pdf(_page("The pump P-100 is serviced yearly"), flood, _page("P-200")))
+    (tmp_path / "flood.pdf").write_bytes(_pdf(flood))
+    assert (tmp_path / "flood.pdf").stat().st_size < 10_000
+    kb = KnowledgeBase.open(":memory:")
+    report = kb.add_path(tmp_path)
+    assert [n for n in report.added] == [str(tmp_path / "cut.pdf")]
+    assert report.cut == [
+        (
+            str(tmp_path / "cut.pdf"),
+            "read up to page 1 of 3: its pages' content passed the 0.2 MB read of one PDF (a page's drawing "
+            "instructions; the text is a small part of them)",
+        )
+    ]
+    assert report.skipped == [
+        (
+            str(tmp_path / "flood.pdf"),
+            "its first page's content passed the 0.2 MB read of one PDF (a page's drawing instructions; the "
+            "text is a small part of them)",
+        )
+    ]
+    assert [h.citation for h in kb.search("P-100", mode="exact").hits] == [f"{tmp_path / 'cut.pdf'}:1-3"]
+    assert not kb.search("SK-77", mode="keyword").hits

@@ -74,6 +74,7 @@ def check_kbs(settings: Settings, names: list[str]) -> None:
 def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
     """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
     from tether.knowledge import KnowledgeBase, make_embedder
+    from tether.knowledge.readers import MAX_PDF_PAGES
     from tether.stores import kb_exists, knowledge_store
 
     exists = kb_exists(settings, name)
@@ -101,7 +102,7 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
                 f"{_add_command(name)})"
             )
         embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
-    return KnowledgeBase(store, embedder=embedder, name=name)
+    return KnowledgeBase(store, embedder=embedder, name=name, max_pdf_pages=settings.kb.max_pdf_pages or MAX_PDF_PAGES)
 
 
 def default_embedder() -> str:

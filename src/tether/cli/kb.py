@@ -244,6 +244,8 @@ def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
         print(f"{shown(path)}: {report.summary()}")
         for name, why in report.skipped:
             print(f"  skipped {shown(name)}: {why}", file=sys.stderr)
+        for name, why in report.cut:
+            print(f"  read in part {shown(name)}: {why}", file=sys.stderr)
         if report.gone:
             print(
                 f"  {len(report.gone)} documents' files are gone from {shown(path)} (kept; --sync removes them)",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.errors import ConfigError, UserError
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
+from tether.knowledge.readers import MAX_PDF_PAGES
 from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ class IngestReport:
     removed: list[str] = field(default_factory=list)  # gone from a directory that was added again, pruned
     gone: list[str] = field(default_factory=list)  # gone from a directory that was added again, kept
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    cut: list[tuple[str, str]] = field(default_factory=list)  # read in part (a huge PDF): (path, why)
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
@@ -109,6 +111,8 @@ class IngestReport:
             parts.append(f"{len(self.gone)} no longer on disk (kept)")
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
+        if self.cut:
+            parts.append(f"{len(self.cut)} read in part")
         return ", ".join(parts)
 
 
@@ -126,6 +130,7 @@ class KnowledgeBase:
         exact_fields: Sequence[str] = ("item_id",),
         name: str = "kb",
         common_fraction: float | None = None,
+        max_pdf_pages: int = MAX_PDF_PAGES,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -134,6 +139,7 @@ class KnowledgeBase:
         self.overlap = overlap
         self.exact_fields = tuple(exact_fields)
         self.common_fraction = common_fraction
+        self.max_pdf_pages = max_pdf_pages  # a PDF's pages past it are not read, and the add says so
         self.name = name
         recorded = store.get_meta("embedder")
         if embedder is not None and recorded not in (None, "", embedder.name):
@@ -288,10 +294,12 @@ class KnowledgeBase:
             report.unchanged.append(name)
             return
         try:
-            doc = read_document(file)
+            doc = read_document(file, max_pdf_pages=self.max_pdf_pages)
         except Skipped as why:
             report.skipped.append((name, str(why)))
             return
+        if doc.cut:
+            report.cut.append((name, doc.cut))
         added = self.add_text(
             name,
             doc.text,

@@ -32,22 +32,31 @@ HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 
 
+# A small PDF can hold hours of reading: pypdf extracts text at about half a megabyte of content
+# per second, and a page's content stream inflates to 75 MB (one page of a 6 KB file held 1.4 MB,
+# 3.6 s and 800,000 characters), or thousands of pages share one stream. So a PDF is read up to
+# max_pdf_pages pages and MAX_PDF_CONTENT bytes of content, and says where it was cut.
+MAX_PDF_PAGES = 5000
+MAX_PDF_CONTENT = 64_000_000
+
+
 @dataclass(frozen=True)
 class Document:
     text: str
     title: str
     markdown: bool
     kind: str  # text | markdown | code | html | pdf
+    cut: str = ""  # why only a part of the file was read
 
 
 class Skipped(Exception):
     """A file that is not read into the base, with the reason in words."""
 
 
-def read_document(path: Path) -> Document:
+def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES) -> Document:
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return _pdf(path)
+        return _pdf(path, max_pdf_pages)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -76,7 +85,7 @@ def read_document(path: Path) -> Document:
     return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code")
 
 
-def _pdf(path: Path) -> Document:
+def _pdf(path: Path, max_pages: int) -> Document:
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
@@ -91,11 +100,7 @@ def _pdf(path: Path) -> Document:
                 raise Skipped("an encrypted PDF (remove the password first)") from exc
             if not opened:
                 raise Skipped("an encrypted PDF (remove the password first)")
-        pages = []
-        for n, page in enumerate(reader.pages, 1):
-            text = (page.extract_text() or "").strip()
-            if text:
-                pages.append(f"# Page {n}\n\n{text}")
+        pages, cut = _pdf_pages(reader, max_pages)
         meta: Any = reader.metadata
         title = str(meta.title).strip() if meta is not None and meta.title else path.name
     except Skipped:
@@ -103,8 +108,28 @@ def _pdf(path: Path) -> Document:
     except (PyPdfError, ValueError, KeyError, OSError, TypeError, RecursionError) as exc:
         raise Skipped(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
     if not pages:
-        raise Skipped("a PDF with no text layer (scanned images need OCR first)")
-    return Document("\n\n".join(pages), title, True, "pdf")
+        raise Skipped(cut or "a PDF with no text layer (scanned images need OCR first)")
+    return Document("\n\n".join(pages), title, True, "pdf", cut)
+
+
+def _pdf_pages(reader: Any, max_pages: int) -> tuple[list[str], str]:
+    """The text of each page, ``# Page N`` first, up to the limits; and where it stopped, in words."""
+    pages, content, total = [], 0, len(reader.pages)
+    for n, page in enumerate(reader.pages, 1):
+        if n > max_pages:
+            return pages, f"only its first {max_pages} of {total} pages were read ([kb] max_pdf_pages)"
+        stream = page.get_contents()
+        content += 0 if stream is None else len(stream.get_data())
+        if content > MAX_PDF_CONTENT:
+            where = f"read up to page {n - 1} of {total}: its pages'" if n > 1 else "its first page's"
+            return pages, (
+                f"{where} content passed the {MAX_PDF_CONTENT / 1e6:g} MB read of one PDF (a page's "
+                "drawing instructions; the text is a small part of them)"
+            )
+        text = (page.extract_text() or "").strip()
+        if text:
+            pages.append(f"# Page {n}\n\n{text}")
+    return pages, ""
 
 
 def readable(path: Path) -> bool:
