@@ -157,6 +157,71 @@ def test_serve_started_by_its_own_agent_stops_at_the_depth_limit_saying_why(tmp_
     assert "TETHER_MCP_SERVE_DEPTH=4, at most 4" in text(result)
 
 
+# The same over HTTP: one `tether mcp serve --http` process whose agent's server is its own URL, so
+# every nested run is in that process. Each model turn writes a line: "call", or what came back.
+HTTP_LOOP_AGENT = """\
+import os
+from pathlib import Path
+
+from tether import Agent
+from tether.connectors import McpConnector
+from tether.messages import ToolMessage
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+
+HERE = Path(__file__).resolve()
+TURNS = HERE.with_name("turns.log")
+GUARD = 12
+
+
+def reply(messages, request):
+    below = [m for m in messages if isinstance(m, ToolMessage)]
+    said = below[-1].text.replace("\\n", " ")[:300] if below else "call"
+    with TURNS.open("a") as f:
+        f.write(said + "\\n")
+    if below or len(TURNS.read_text().splitlines()) >= GUARD:
+        return "done"
+    return Reply(calls=(("c1", "self__agent_loop", {"task": "again"}),))
+
+
+itself = McpConnector("self", {"url": os.environ["LOOP_URL"], "approval": "never", "timeout_s": 60})
+agents = {"loop": Agent(FunctionModel(reply), extensions=[itself], cwd=HERE.parent)}
+"""
+
+
+def test_serve_over_http_whose_agent_calls_its_own_url_stops_at_the_depth_limit(tmp_path: Path) -> None:
+    """Was: one process ran run inside run, each calling agent_loop on itself again, until the
+    outermost call's timeout (here the test's guard of 12 turns; about 120 nested runs in 8 s with
+    timeout_s = 8, and they went on after it). Now each tool call of a served run says in its
+    ``_meta`` how many served runs it is inside, and the fifth is refused before its run starts."""
+    import os
+    import socket
+    import subprocess
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "loop_agent.py").write_text(HTTP_LOOP_AGENT)
+    with socket.socket() as probe:  # a free port, for the agent's URL of its own server
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "LOOP_URL": url}
+    args = ["-m", "tether", "mcp", "serve", "--http", "--port", str(port), "--agent", str(tmp_path / "loop_agent.py")]
+    server = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        assert "MCP over streamable HTTP at" in server.stderr.readline()  # it listens
+        result = call_once(
+            McpConnector("top", {"url": url, "timeout_s": 60}), tmp_path, "top__agent_loop", {"task": "go"}
+        )
+    finally:
+        server.terminate()
+        server.wait(30)
+    turns = (tmp_path / "turns.log").read_text().splitlines()
+    assert not result.is_error
+    assert turns[:4] == ["call"] * 4 and len(turns) == 8  # four runs, each its call and what came back
+    assert "refusing to run agent_loop: this call comes from 4 tether mcp serve agent runs" in turns[4]
+
+
 # --- 2. a server that asks the person again and again in one call -----------------------------------
 
 

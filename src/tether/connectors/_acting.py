@@ -7,7 +7,16 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-__all__ = ["ACTING", "LOCAL_USER", "SERVED", "SERVE_DEPTH", "acting_as", "acting_for"]
+__all__ = [
+    "ACTING",
+    "LOCAL_USER",
+    "SERVED",
+    "SERVE_CALLS",
+    "SERVE_CALLS_META",
+    "SERVE_DEPTH",
+    "acting_as",
+    "acting_for",
+]
 
 ACTING: ContextVar[str | None] = ContextVar("tether_acting_user", default=None)
 # The one user of a server without bearer tokens (runs it starts keep this owner, workers too).
@@ -17,6 +26,11 @@ SERVED: ContextVar[bool] = ContextVar("tether_served_run", default=False)
 # The environment variable that counts the `tether mcp serve` processes started one inside another,
 # this one included: each passes it to its stdio MCP servers, so a loop of them stops (serve.MAX_DEPTH).
 SERVE_DEPTH = "TETHER_MCP_SERVE_DEPTH"
+# The same count for calls, which one process may serve to itself (over HTTP): how many agent_NAME
+# calls of `tether mcp serve` the current run is inside, sent with each MCP tool call it makes in
+# the request's ``_meta`` under SERVE_CALLS_META.
+SERVE_CALLS: ContextVar[int] = ContextVar("tether_serve_calls", default=0)
+SERVE_CALLS_META = "tether/serve_depth"
 
 
 @contextlib.contextmanager

@@ -216,10 +216,15 @@ class Link:
             return
 
     async def call(
-        self, name: str, arguments: dict[str, Any], on_progress: Callable[[str], None] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        on_progress: Callable[[str], None] | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
         """The server's result; :class:`ConnectionLost` or :class:`ServerRefused` otherwise.
-        ``on_progress`` hears the server's progress notifications for the call, in words."""
+        ``on_progress`` hears the server's progress notifications for the call, in words; ``meta``
+        goes with the request as its ``_meta``."""
         client, owner = self.client, self._task
         if client is None or owner is None or owner.done():
             raise ConnectionLost(self.reason())
@@ -229,7 +234,8 @@ class Link:
                 done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
                 on_progress(f"{done} {message}" if message else done)
 
-        request = asyncio.ensure_future(client.call_tool(name, arguments, progress_callback=report))
+        sent = types.RequestParamsMeta(**meta) if meta else None  # type: ignore[typeddict-item]
+        request = asyncio.ensure_future(client.call_tool(name, arguments, progress_callback=report, meta=sent))
         try:
             await asyncio.wait((request, owner), return_when=asyncio.FIRST_COMPLETED)
         finally:

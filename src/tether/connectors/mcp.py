@@ -385,7 +385,7 @@ class McpConnector(Extension):
         from tether.connectors._results import to_tool_result
 
         try:
-            answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress)
+            answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress, meta=_serve_calls())
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
         except TimeoutError:
             return _error(
@@ -630,6 +630,15 @@ def _warn_left_out(server: str, refused: Mapping[str, str], cut: str | None) -> 
         said.append(cut)
     if said:
         log.warning("[mcp.%s] %s; `tether mcp list` shows each and why", server, "; ".join(said))
+
+
+def _serve_calls() -> dict[str, Any] | None:
+    """What a call says of the `tether mcp serve` agent runs it is made inside (none: nothing), so
+    that a server which is one of them again counts it (tether.connectors.serve)."""
+    from tether.connectors._acting import SERVE_CALLS, SERVE_CALLS_META
+
+    depth = SERVE_CALLS.get()
+    return {SERVE_CALLS_META: depth} if depth else None
 
 
 def _error(text: str) -> ToolResult:

@@ -350,7 +350,7 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
     async def run_agent(
         task: Annotated[str, Field(description="what the agent should do, in words")], ctx: Context
     ) -> AgentRun:
-        return await _run_agent(settings, name, agent, task, _progress(ctx))
+        return await _run_agent(settings, name, agent, task, _progress(ctx), _calls_above(ctx))
 
     model = describe(name, agent)["model"]
     # An extension's tools are known only once a run starts it, so an agent with one may write.
@@ -371,6 +371,16 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
             "says so and gives its run id: the decision is made outside MCP."
         ),
     )
+
+
+def _calls_above(ctx: Any) -> int:
+    """How many `tether mcp serve` agent runs this call is made inside, as its ``_meta`` says (a
+    tether that calls; 0 from any other client)."""
+    from tether.connectors._acting import SERVE_CALLS_META
+
+    meta = ctx.request_context.meta or {}
+    said = meta.get(SERVE_CALLS_META) if isinstance(meta, dict) else None
+    return said if isinstance(said, int) and not isinstance(said, bool) and said > 0 else 0
 
 
 def _progress(ctx: Any) -> "Callable[[Event], Awaitable[None]]":
@@ -405,12 +415,14 @@ async def _run_agent(
     agent: "Agent",
     task: str,
     progress: "Callable[[Event], Awaitable[None]] | None" = None,
+    calls_above: int = 0,
 ) -> AgentRun:
     import asyncio
 
     import anyio
 
     from tether.cancel import CancelSignal
+    from tether.connectors._acting import SERVE_CALLS
     from tether.errors import TetherError
     from tether.events import Done
     from tether.harness.loop import run_stream
@@ -420,6 +432,12 @@ async def _run_agent(
 
     if not task.strip():
         raise _tool_error("the task is empty: say what the agent should do")
+    if calls_above >= MAX_DEPTH:
+        raise _tool_error(
+            f"refusing to run agent_{name}: this call comes from {calls_above} tether mcp serve agent runs, "
+            f"each called by the one before (at most {MAX_DEPTH}), so an agent's [mcp.NAME] server leads back "
+            "to tether mcp serve, likely to itself; take that server out of the agent's mcp list"
+        )
     state = RunState(ext={"config": _run_record(name, agent, task)})
     store = run_store(settings)
     signal = CancelSignal()
@@ -437,7 +455,11 @@ async def _run_agent(
         assert result is not None
         return result
 
-    job = asyncio.ensure_future(consume())
+    counted = SERVE_CALLS.set(calls_above + 1)  # for the MCP calls of this run (the task copies it)
+    try:
+        job = asyncio.ensure_future(consume())
+    finally:
+        SERVE_CALLS.reset(counted)
     try:
         result = await asyncio.shield(job)
     except TetherError as exc:  # refused before anything ran (e.g. a budget without a price)
