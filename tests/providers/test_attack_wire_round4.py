@@ -527,3 +527,54 @@ def test_a_page_answered_to_a_request_not_streamed_is_named_with_the_advice(
     assert out.result.status == "failed" and len(server.requests) == 1
     assert "text/html" in reason and "Sign in to continue" in reason and "Check the base URL" in reason
     assert_sound(out)
+
+
+class _RefusingProxy:
+    """A proxy on loopback that answers every CONNECT with ``status``, keeping what it was sent."""
+
+    def __init__(self, status: bytes) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.seen: list[bytes] = []
+        self.status = status
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self.seen.append(conn.recv(65536))
+                conn.sendall(
+                    b"HTTP/1.1 " + self.status + b"\r\nProxy-Authenticate: Basic realm=x\r\nContent-Length: 0\r\n\r\n"
+                )
+
+
+@pytest.mark.parametrize(("status", "attempts"), [(b"407 Proxy Authentication Required", 1), (b"502 Bad Gateway", 4)])
+def test_a_proxy_that_refuses_the_tunnel_is_named_and_a_refusal_not_retried(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: bytes, attempts: int
+) -> None:
+    """A proxy that wants a password (407) was "the connection failed (ProxyError ...)", asked four
+    times, the proxy never named. Its refusal is now said once, with what to check; a 502 is
+    retried. The API key stays inside the tunnel: the proxy never sees it."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    proxy = _RefusingProxy(status)
+    try:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://bob:proxy-pass-123@127.0.0.1:{proxy.port}")
+        model = OpenAIChatProvider("https://api.tether-test.invalid/v1", KEY)
+        out = run_against("openai", serve([]), tmp_path, model=model)
+    finally:
+        proxy.sock.close()
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and len(proxy.seen) == attempts
+    assert f"the proxy http://127.0.0.1:{proxy.port} answered {status.decode()}" in reason
+    assert "api.tether-test.invalid:443" in reason and "proxy-pass-123" not in reason
+    assert ("retrying will not help" in reason) == (attempts == 1)
+    assert all(b"CONNECT api.tether-test.invalid:443" in sent and KEY.encode() not in sent for sent in proxy.seen)
+    assert_sound(out)

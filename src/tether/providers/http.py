@@ -85,11 +85,31 @@ def transport_error(exc: BaseException, provider: str, doing: str, *, host: str 
         else:
             advice = "Check the host name, that the server is running and listening there, and the network."
         return UnreachableError(f"{provider}: cannot reach {where} ({kind}). {advice}", provider=provider, host=host)
+    if isinstance(exc, httpx.ProxyError):
+        return _proxy_refused(exc, provider, host, via)
     if isinstance(exc, httpx.TimeoutException):
         return RetryableError(f"{provider}: timed out {doing} ({kind})", provider=provider)
     if isinstance(exc, httpx.TransportError | OSError):
         return RetryableError(f"{provider}: the connection failed {doing} ({kind})", provider=provider)
     return ResponseError(f"{provider}: the answer could not be read {doing} ({kind})", provider=provider)
+
+
+def _proxy_refused(exc: BaseException, provider: str, host: str, via: str) -> ProviderError:
+    """The proxy answered the tunnel to ``host`` with an error status (``407 Proxy Authentication
+    Required``, ``403 Forbidden``, ``502 Bad Gateway``). A 4xx is the proxy's decision, the same on
+    every attempt: it fails at once, saying what to check; a 5xx may pass, and is retried."""
+    said = f"the proxy {via or 'set in the environment'} answered {exc} to the connection to {host or 'the host'}"
+    words = str(exc).split(maxsplit=1)
+    status = int(words[0]) if words and words[0].isdigit() else None
+    if status is not None and 400 <= status < 500:
+        return BadRequestError(
+            f"{provider}: {said}; retrying will not help. Check the user and password in the proxy's URL "
+            "(HTTPS_PROXY, HTTP_PROXY or ALL_PROXY) and whether it lets this host through, or leave the host "
+            "out of it with NO_PROXY.",
+            provider=provider,
+            status=status,
+        )
+    return RetryableError(f"{provider}: {said}", provider=provider, status=status)
 
 
 def _describe(exc: BaseException) -> str:
