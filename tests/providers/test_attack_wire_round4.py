@@ -578,3 +578,33 @@ def test_a_proxy_that_refuses_the_tunnel_is_named_and_a_refusal_not_retried(
     assert ("retrying will not help" in reason) == (attempts == 1)
     assert all(b"CONNECT api.tether-test.invalid:443" in sent and KEY.encode() not in sent for sent in proxy.seen)
     assert_sound(out)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_a_reply_the_context_window_cut_is_a_cut_reply(serve: Serve, tmp_path: Path, stream: bool) -> None:
+    """Anthropic's ``model_context_window_exceeded`` stops a reply where the window ended it, as
+    ``max_tokens`` does. It passed as a finished answer: the cut text was the run's output (and a
+    cut call would have been run). It is a cut now: the text is continued once, and merged."""
+    if stream:
+        cut = anthropic_text("The answer is forty")
+        cut[4] = event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "model_context_window_exceeded"},
+                "usage": {"output_tokens": 10},
+            },
+        )
+        first = Reply(200, cut)
+    else:
+        body = {
+            "content": [{"type": "text", "text": "The answer is forty"}],
+            "stop_reason": "model_context_window_exceeded",
+            "usage": {"input_tokens": 100, "output_tokens": 10},
+        }
+        first = Reply(200, [json.dumps(body).encode()], JSON)
+    server = serve([first, done("anthropic", stream, "-two.")])
+    out = run_against("anthropic", server, tmp_path, stream=stream)
+    assert out.result.status == "completed" and out.result.text == "The answer is forty-two.", out.result
+    assert len(server.requests) == 2
+    assert_sound(out)

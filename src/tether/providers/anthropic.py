@@ -87,7 +87,15 @@ API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 _EPHEMERAL = {"type": "ephemeral"}
 _SAFE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+# model_context_window_exceeded: the reply ran into the context window, cut as by max_tokens (so a
+# cut call is never run, and cut text is continued once, as for a "length" reply).
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
 
 
 def safe_tool_id(call_id: str) -> str:
