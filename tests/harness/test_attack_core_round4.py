@@ -20,6 +20,7 @@ from tests.conftest import assert_pairing
 from tether import Agent, CancelSignal, RunState, approve, reject, run_stream, run_sync, tool
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
+from tether.harness.middleware import Middleware
 from tether.messages import Message, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
@@ -314,3 +315,32 @@ def test_a_huge_wrong_typed_answer_is_quoted_back_in_a_few_words(kind: str) -> N
     correction = text_of([m for m in state.messages if isinstance(m, UserMessage)][1:])
     assert correction.startswith("Your final answer does not match") and "n:" in correction and "tags" in correction
     assert len(correction) < 2_000 and result.reason is not None and len(result.reason) < 2_000
+
+
+# --- what a request costs when tether's side fails -------------------------------------------
+
+
+class _FailsAfterTheReply(Middleware):
+    async def wrap_model_call(self, ctx: Any, request: ModelRequest, call_next: Any) -> Any:
+        await call_next(request)
+        raise RuntimeError("the classifier is down")
+
+
+class _FailsWhileStreaming(Middleware):
+    async def filter_stream(self, ctx: Any, text: str, kind: Any) -> str:
+        raise RuntimeError("the filter broke")
+
+
+@pytest.mark.parametrize("middleware", [_FailsAfterTheReply(), _FailsWhileStreaming()], ids=["after", "streaming"])
+def test_a_middleware_that_fails_after_the_request_went_out_leaves_its_cost_counted(middleware: Any) -> None:
+    """The provider answered (it bills the reply) but a middleware raised: the run ended failed
+    with cost $0 and no tokens, as if nothing had been asked. Now the reply is charged as the
+    provider reported it (after the reply) or as far as it streamed (during it), and nothing is
+    left in flight."""
+    state = RunState()
+    agent = Agent(FunctionModel(lambda messages, request: "a long answer " * 50), middleware=[middleware])
+    result = run_sync(agent, "go", state=state)
+    assert result.status == "failed" and "unexpected error: RuntimeError" in (result.reason or "")
+    assert result.cost_usd is not None and result.cost_usd > 0
+    assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
+    assert state.call_in_flight is None and state.cost_unknown_usd == 0.0

@@ -63,20 +63,15 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
     if rc.agent.max_budget_usd is not None:
         await rc.counter_ready()  # the budget plans with exact counts
     while rc.halt is None:
-        plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
-        if isinstance(plan, Stop):
-            rc.stop(plan)
+        begun = await _begin(rc, turn)
+        if begun is None:
             return
-        turn.attempt += 1
-        in_flight = await _send_intent(rc, plan)
-        if rc.signal.cancelled:  # Stop came while the note was saved: nothing was sent, nothing is billed
-            count_abandoned(rc, in_flight, [], sent=False)
-            rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
-            return
+        plan, in_flight = begun
         streamed: list[str] = []  # what the provider streamed in this attempt, counted if its reply is lost
+        replies: list[ModelResponse] = []  # what it answered (a middleware may ask it twice)
         try:
             response = None
-            call = functools.partial(_call, rc, plan, streamed, continuation)
+            call = functools.partial(_call, rc, plan, streamed, replies, continuation)
             async for item in pump(call, rc.sink, rc.signal):
                 if isinstance(item, Finished):
                     response = item.value
@@ -85,16 +80,20 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
                     turn.emitted = True  # part of this turn reached the caller
                 yield item
         except RunCancelled as exc:
-            count_abandoned(rc, in_flight, streamed, sent=True)
+            _lost(rc, in_flight, streamed, replies, sent=True)
             rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
             # Text streamed, or a request tether gave up waiting on (as a Stop would): billed.
-            count_abandoned(rc, in_flight, streamed, sent=bool(streamed) or isinstance(exc, FirstTokenTimeout))
+            _lost(rc, in_flight, streamed, replies, sent=bool(streamed) or isinstance(exc, FirstTokenTimeout))
             rc.persist(durable=False)  # a kill while waiting to retry must not find the note still in flight
             async for event in _recover(rc, turn, exc):
                 yield event
             continue
+        except Exception:
+            # Anything else (a middleware that raises) ends the run; a request that went out is billed.
+            _lost(rc, in_flight, streamed, replies, sent=bool(streamed))
+            raise
         if isinstance(response, Stop):
             rc.state.call_in_flight = None  # a policy answered before anything was sent
             rc.stop(response)
@@ -102,6 +101,34 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
         assert response is not None
         yield _record(rc, response, plan, continuation)
         return
+
+
+async def _begin(rc: RunContext, turn: _Attempt) -> tuple[CallPlan, CallInFlight] | None:
+    """Plan the attempt and save its note in flight; None when the run stops instead: a limit,
+    or Stop heard while the note was saved (nothing was sent, nothing is billed)."""
+    plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
+    if isinstance(plan, Stop):
+        rc.stop(plan)
+        return None
+    turn.attempt += 1
+    in_flight = await _send_intent(rc, plan)
+    if rc.signal.cancelled:
+        count_abandoned(rc, in_flight, [], sent=False)
+        rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
+        return None
+    return plan, in_flight
+
+
+def _lost(
+    rc: RunContext, in_flight: CallInFlight, streamed: list[str], replies: list[ModelResponse], *, sent: bool
+) -> None:
+    """An attempt that ended without its reply recorded: the replies the provider gave (a
+    middleware failed, or Stop came, after them) are charged as it reported them; otherwise the
+    request is counted as far as it streamed, when it went out."""
+    if not replies:
+        count_abandoned(rc, in_flight, streamed, sent=sent)
+    for reply in replies:
+        charge(rc, reply.message.usage)
 
 
 async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
@@ -249,7 +276,11 @@ def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
 
 
 async def _call(
-    rc: RunContext, plan: CallPlan, streamed: list[str], continuation: Continuation | None
+    rc: RunContext,
+    plan: CallPlan,
+    streamed: list[str],
+    replies: list[ModelResponse],
+    continuation: Continuation | None,
 ) -> ModelResponse | Stop:
     state = rc.state
     # For this call only; a middleware may set it too (a governor). A continuation finishes text.
@@ -271,9 +302,9 @@ async def _call(
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
-    result = await chain_model(stack, rc, lambda req: _provider_call(rc, _shown(rc, req), streamed, continuation))(
-        request
-    )
+    result = await chain_model(
+        stack, rc, lambda req: _provider_call(rc, _shown(rc, req), streamed, replies, continuation)
+    )(request)
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
@@ -304,16 +335,21 @@ async def _next_within(rc: RunContext, stream: AsyncIterator[StreamEvent], timeo
 
 
 async def _provider_call(
-    rc: RunContext, request: ModelRequest, streamed: list[str], continuation: Continuation | None
+    rc: RunContext,
+    request: ModelRequest,
+    streamed: list[str],
+    replies: list[ModelResponse],
+    continuation: Continuation | None,
 ) -> ModelResponse:
     """The provider's reply; its streamed text goes to the caller through the middleware's
     ``filter_stream`` (which may hold some back), and a continuation's without what it repeats."""
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:
-            return await asyncio.wait_for(rc.provider.complete(request), timeout)
+            replies.append(await asyncio.wait_for(rc.provider.complete(request), timeout))
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
+        return replies[-1]
     if continuation is not None:
         continuation.start()  # a retry streams the repeat again
     stream = rc.provider.stream(request).__aiter__()
@@ -333,6 +369,7 @@ async def _provider_call(
             else:
                 rc.emit(event)
             event = await (anext(stream) if timeout is None else _next_within(rc, stream, timeout))
+        replies.append(event.response)
         if continuation is not None:
             _emit_delta(rc, "text", await filter_stream(stack, rc, continuation.flush(), "text"))
         return event.response
