@@ -250,3 +250,24 @@ def test_an_international_domain_name_is_fetched_by_its_ascii_form(bombs: int) -
         run_tool(fetch, Path("."), url=f"http://\u2460\u2461\u2466.0.0.1:{bombs}/gzip")
     with pytest.raises(ToolError, match="private or local"):  # and still judged by the address
         run_tool(WebFetch(), Path("."), url=f"http://127\u30020\u30020\u30021:{bombs}/gzip")
+
+
+WALLS = """
+from tether.tools._walls import wall_reason
+for unit in ("<script/>", "<title/>", "<h1 ", "<"):
+    html = "<html><body><p>An article.</p>" + unit * (2_000_000 // len(unit))
+    print(wall_reason(200, {}, html, "An article."))
+"""
+
+
+def test_a_page_of_unclosed_tags_is_judged_in_linear_time() -> None:
+    """The wall checks used <x.*?</x> and <[^>]+>: each unclosed start rescanned the rest of the page,
+    so 2 MB of <script/> took hours in re, holding the GIL: the fetch's timeout could not fire and
+    every run in the process stood still (180 kB: a 39 s freeze of the event loop, measured). Run in
+    a child process, the only place such a freeze can be timed out."""
+    try:
+        done = subprocess.run([sys.executable, "-c", WALLS], capture_output=True, text=True, timeout=HANG)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"judging a 2 MB page still ran after {HANG:g} s, holding the whole process")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["None"] * 4

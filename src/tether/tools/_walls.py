@@ -67,10 +67,13 @@ _SCRIPT_SHELL_TEXT = re.compile(
     re.IGNORECASE,
 )
 
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
+# Elements are found with one regex for the start and another for the end, never one ``<x.*?</x>``:
+# a page of 20,000 unclosed ``<script/>`` made that rescan the rest of the page from each start
+# (quadratic: 40 s of a held GIL for 180 kB, hours for 2 MB, the whole process frozen meanwhile).
+_TITLE = re.compile(r"<title[^>]*>", re.IGNORECASE)
+_H1 = re.compile(r"<h1[^>]*>", re.IGNORECASE)
 _TAG = re.compile(r"<[^>]+>")
-_HIDDEN = re.compile(r"<(script|style|title|noscript|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_HIDDEN = re.compile(r"<(script|style|title|noscript|template)\b", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
 
 
@@ -81,15 +84,53 @@ _LOADING = re.compile(
 )
 
 
+def _closing(name: str) -> re.Pattern[str]:
+    return re.compile(rf"</{name}\s*>", re.IGNORECASE)
+
+
+def _without_tags(html: str) -> str:
+    """``html`` with its tags as spaces. A ``<`` after the last ``>`` starts no tag: left out of the
+    regex, which would otherwise scan to the end from each of them."""
+    end = html.rfind(">") + 1
+    return _TAG.sub(" ", html[:end]) + html[end:]
+
+
+def _without_hidden(html: str) -> str:
+    """``html`` without its scripts, styles, title, noscript and templates, in linear time."""
+    kept: list[str] = []
+    pos = 0
+    unclosed: set[str] = set()  # no closing tag after some start: none after a later one either
+    for start in _HIDDEN.finditer(html):
+        name = start.group(1).lower()
+        if start.start() < pos or name in unclosed:
+            continue
+        end = _closing(name).search(html, start.end())
+        if end is None:
+            unclosed.add(name)
+            continue
+        kept += [html[pos : start.start()], " "]
+        pos = end.end()
+    return "".join([*kept, html[pos:]])
+
+
+def _element_text(html: str, start: re.Pattern[str], name: str) -> str | None:
+    """The inside of the first element ``start`` opens, up to its closing tag; None without one."""
+    opened = start.search(html, 0, html.rfind(">") + 1)  # past the last ">", no start can end
+    if opened is None:
+        return None
+    end = _closing(name).search(html, opened.end())
+    return None if end is None else html[opened.end() : end.start()]
+
+
 def _body_text(html: str) -> str:
     """The text the page shows in its body (no title, scripts or styles), without spaces."""
-    return _SPACE.sub("", _TAG.sub(" ", _HIDDEN.sub(" ", html)))
+    return _SPACE.sub("", _without_tags(_without_hidden(html)))
 
 
 def _heading(html: str) -> str:
     """The page's title and first heading, as text: where a wall says what it is."""
-    parts = [m.group(1) for pattern in (_TITLE, _H1) if (m := pattern.search(html))]
-    return " ".join(_TAG.sub(" ", p) for p in parts).strip()
+    parts = [p for start, name in ((_TITLE, "title"), (_H1, "h1")) if (p := _element_text(html, start, name))]
+    return " ".join(_without_tags(p) for p in parts).strip()
 
 
 def wall_reason(status: int, headers: Mapping[str, str], html: str, text: str) -> str | None:
