@@ -240,8 +240,9 @@ LLAMA_FAILURE = {"code": 500, "message": "llama_decode failed: out of KV cache s
     [
         b"error: " + json.dumps(LLAMA_FAILURE).encode() + b"\n\n",  # llama.cpp's servers
         b"event: error\ndata: " + json.dumps(LLAMA_FAILURE).encode() + b"\n\n",
+        b"event: error\ndata: " + LLAMA_FAILURE["message"].encode() + b"\n\n",  # in words
     ],
-    ids=["error field", "error event"],
+    ids=["error field", "error event", "error in words"],
 )
 @pytest.mark.parametrize("first", [True, False], ids=["first line", "after a chunk"])
 def test_an_error_frame_carrying_the_error_itself_is_the_servers_error(

@@ -529,9 +529,11 @@ async def stream_reply(
             if payload == "[DONE]":  # Chat Completions' terminator; read on so the connection is reused
                 continue
             try:
-                event = decode_json(payload, provider, "stream event")
-                if name == "error":
-                    event = _error_event(event)
+                event = (
+                    _error_event(payload, provider)
+                    if name == "error"
+                    else decode_json(payload, provider, "stream event")
+                )
             except ResponseError:
                 if await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
                     if assembler.finished:
@@ -548,10 +550,15 @@ async def stream_reply(
         await _quietly(response.aclose)
 
 
-def _error_event(data: Any) -> dict[str, Any]:
+def _error_event(payload: str, provider: str) -> dict[str, Any]:
     """The data of an ``error`` event in the one shape both wires read as a failure, ``{"type":
     "error", "error": ...}``: Anthropic's is already; llama.cpp and others send the error's own
-    fields (``{"code": 400, "message": ...}``), which would otherwise read as an empty chunk."""
+    fields (``{"code": 400, "message": ...}``), or its words, which would otherwise read as an
+    empty chunk or a malformed one."""
+    try:
+        data: Any = decode_json(payload, provider, "stream event")
+    except ResponseError:
+        data = payload
     if isinstance(data, dict) and data.get("error"):
         return {**data, "type": "error"}
     return {"type": "error", "error": data}
