@@ -248,3 +248,56 @@ def test_a_session_file_tether_cannot_read_is_named_not_hidden(
     assert texts(JsonlSessionStore(tether_home / "sessions").load("t")) == ["other"]
     code, _, err = tether(capsys, "sessions", "delete", "s")  # its folder is the user's: it can go
     assert code == 0 and not os.path.lexists(denied)
+
+
+# -- the run store: a transcript damaged under a header saved with fsync ------------------------
+
+
+def test_a_run_whose_synced_transcript_was_cut_is_an_error_not_an_earlier_commit(tmp_path: Path) -> None:
+    """The fallback meant for a power cut (the newest header, written without fsync, counting lines
+    that never reached the disk) also took a header written with fsync, whose lines were on the disk
+    before it: a completed run whose transcript was later cut (a bad restore, an edit) loaded as the
+    running run of an earlier commit, and resuming it asked the model again (paid twice; with a
+    tool between the two commits, it would run twice). Now the load says the file was cut."""
+    from tether import Agent, tool
+    from tether.harness.store import _decode_header
+    from tether.messages import ToolMessage
+    from tether.testing import FunctionModel, call
+
+    @tool(read_only=True)
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    asked: list[int] = []
+
+    def model(messages: list[Message], request: Any) -> Any:
+        asked.append(1)
+        return "done " * 5000 if isinstance(messages[-1], ToolMessage) else call("c1", "look")
+
+    result = run_sync(Agent(FunctionModel(model), tools=[look]), "look", store=RunStore(tmp_path))
+    assert result.status == "completed" and len(asked) == 2
+    run = tmp_path / result.run_id
+    headers = [_decode_header(p.read_bytes()) or {} for p in run.glob("state.*.json")]
+    newest, older = sorted(headers, key=lambda h: h["commit_seq"], reverse=True)
+    assert "tail" in newest and newest["synced_bytes"] > older["messages_bytes"]  # saved with fsync
+    transcript = run / "messages.jsonl"
+    transcript.write_bytes(transcript.read_bytes()[: older["messages_bytes"]])
+    store = RunStore(tmp_path)
+    with pytest.raises(StoreError, match="cut short or edited"):
+        store.load(result.run_id)
+    assert len(asked) == 2
+
+
+@pytest.mark.parametrize("kind", ["memory", "jsonl", "sqlite"])
+def test_a_deleted_session_leaves_nothing_to_a_new_one_of_its_name(tmp_path: Path, kind: str) -> None:
+    """The memory store's delete kept the session's metadata (the snapshot of its system prompt's
+    blocks: the user's memory as it was then): a new session of the same name began with the old
+    one's. The file and database stores deleted it; now every store does."""
+    from tether.sessions import open_session_store
+
+    store = open_session_store(kind, tmp_path)
+    store.append("s", [user("one")])
+    store.save_meta("s", {"prompt_blocks": {"memory": "what the old session knew"}})
+    store.delete("s")
+    assert store.load_meta("s") == {} and store.load("s") == [] and store.list() == []

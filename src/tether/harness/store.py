@@ -716,8 +716,11 @@ class RunStore:
             return self._load(run_id, d, *headers[0], durable)
         except StoreError:
             # After a power cut the newest header (written without fsync) may count transcript
-            # lines that never reached the disk: the previous commit, if whole, is the run.
-            if len(headers) < 2:
+            # lines that never reached the disk: the previous commit, if whole, is the run. A header
+            # written with fsync (one with a tail) counts lines that were on the disk before it: if
+            # they are not there, the file was damaged since, and the run is not what an earlier
+            # commit says (going on from it would do again what was done since).
+            if len(headers) < 2 or "tail" in headers[0][0]:
                 raise
             try:  # the one to keep is then the one loaded
                 state = self._load(run_id, d, *headers[1], None)
