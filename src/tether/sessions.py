@@ -255,6 +255,8 @@ class MemorySessionStore:
 
     def delete(self, session_id: str) -> None:
         self._data.pop(check_session_id(session_id), None)
+        self._updated.pop(session_id, None)
+        self._meta.pop(session_id, None)  # a new session of that name starts without the old one's
 
 
 def _blocked(folder: Path) -> OSError | None:
