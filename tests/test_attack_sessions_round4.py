@@ -301,3 +301,23 @@ def test_a_deleted_session_leaves_nothing_to_a_new_one_of_its_name(tmp_path: Pat
     store.save_meta("s", {"prompt_blocks": {"memory": "what the old session knew"}})
     store.delete("s")
     assert store.load_meta("s") == {} and store.load("s") == [] and store.list() == []
+
+
+def test_the_sqlite_listing_counts_messages_not_damaged_rows(
+    tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether sessions list` counts messages, not lines, and a damaged line is not one (docs); the
+    SQLite store counted every row, so the listing said 3 messages and `show` showed 2."""
+    import sqlite3
+
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tether_home / "sessions.db")
+    store.append("s", [user("one"), user("two"), user("three")])
+    store.close()
+    with sqlite3.connect(tether_home / "sessions.db") as db:
+        db.execute("UPDATE messages SET body = '{torn' WHERE seq = 1")
+    code, out, _ = tether(capsys, "sessions", "list", "--session-store", "sqlite")
+    assert code == 0 and out.split() == ["s", "2", "messages"]
+    code, out, _ = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
+    assert code == 0 and "one" in out and "three" in out

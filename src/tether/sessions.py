@@ -649,8 +649,11 @@ class SqliteSessionStore:
         )
 
     def list(self) -> list[SessionInfo]:
+        """The sessions with their messages: a row that holds none (not JSON, or JSON of no message's
+        role) is not one, as a damaged line of a JSONL session is not (a load drops it)."""
         rows = self._db.execute(
-            "SELECT s.session_id, COUNT(m.seq), s.updated_at FROM sessions s "
+            "SELECT s.session_id, COUNT(CASE WHEN json_valid(m.body) THEN CASE WHEN json_extract(m.body, '$.role') "
+            "IN ('user', 'assistant', 'tool') THEN 1 END END), s.updated_at FROM sessions s "
             "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id"
         )
         return [SessionInfo(sid, n, ts) for sid, n, ts in rows]
