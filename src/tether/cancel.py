@@ -45,8 +45,7 @@ class CancelSignal:
             return
         self._reason = reason
         for fut in self._futures:
-            if not fut.done():
-                fut.set_result(None)
+            _wake(fut)
         self._futures.clear()
         for cb in self._callbacks:
             cb(reason)
@@ -120,6 +119,27 @@ class CancelSignal:
     def _discard(self, fut: asyncio.Future[None]) -> None:
         if fut in self._futures:
             self._futures.remove(fut)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    """Resolve a waiter, from any thread: a child's waiters are reached through its parent's
+    ``cancel``, which may run on another thread (``cancel_threadsafe`` before the parent knew its
+    loop), and a future is only safe to touch on its own loop's thread."""
+    loop = fut.get_loop()
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        _resolve(fut)
+    else:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_resolve, fut)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import math
+import threading
 import warnings
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from tests.conftest import assert_pairing
-from tether import Agent, CancelSignal, RunState, approve, reject, run_stream, run_sync, tool
+from tether import Agent, CancelSignal, RunState, approve, reject, run, run_stream, run_sync, tool
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
 from tether.harness.middleware import Middleware
@@ -344,3 +345,41 @@ def test_a_middleware_that_fails_after_the_request_went_out_leaves_its_cost_coun
     assert result.cost_usd is not None and result.cost_usd > 0
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
     assert state.call_in_flight is None and state.cost_unknown_usd == 0.0
+
+
+# --- Stop from another thread ---------------------------------------------------------------
+
+
+def test_stop_from_another_thread_reaches_a_run_listening_to_a_child_signal() -> None:
+    """A run given ``CancelSignal(parent=stop_all)``, stopped from another thread with
+    ``stop_all.cancel_threadsafe``: the parent had never waited on anything, so the cancellation
+    ran on the caller's thread and resolved the child's waiting futures there. Under asyncio's
+    debug mode that raised 'Non-thread-safe operation invoked on an event loop other than the
+    current one' in the thread that pressed Stop, and the tool slept on: the Stop was lost. Now
+    the waiters are woken on their own loop."""
+    waiting = threading.Event()
+
+    @tool(read_only=True)
+    async def watch(ctx: ToolContext) -> str:
+        """Watch for a long time."""
+        asyncio.get_running_loop().call_soon(waiting.set)  # once the sleep below waits
+        await ctx.signal.sleep(30)
+        return "watched"
+
+    agent = Agent(answers_after_tools(("w1", "watch", {})), tools=[watch])
+    stop_all = CancelSignal()
+    pressed: list[BaseException] = []
+
+    def press() -> None:
+        waiting.wait(30)
+        try:
+            stop_all.cancel_threadsafe("the person pressed Stop")
+        except BaseException as exc:  # the thread's error is the finding
+            pressed.append(exc)
+
+    presser = threading.Thread(target=press)
+    presser.start()
+    result = asyncio.run(run(agent, "watch", signal=CancelSignal(parent=stop_all)), debug=True)
+    presser.join()
+    assert pressed == []
+    assert result.status == "interrupted" and result.reason == "cancelled: the person pressed Stop"
