@@ -321,3 +321,19 @@ def test_the_sqlite_listing_counts_messages_not_damaged_rows(
     assert code == 0 and out.split() == ["s", "2", "messages"]
     code, out, _ = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
     assert code == 0 and "one" in out and "three" in out
+
+
+def test_a_copy_of_a_runs_folder_is_not_listed_as_the_run_a_second_time(
+    tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp -r runs/run_x runs/run_x.bak` (a backup): `tether runs` listed run_x twice, while `tether
+    show run_x.bak` refuses the copy (its header names run_x). Now the copy is named as skipped."""
+    import shutil
+
+    result = run_sync(waiting_agent(None), "hi", store=RunStore(tether_home / "runs"))
+    shutil.copytree(tether_home / "runs" / result.run_id, tether_home / "runs" / f"{result.run_id}.bak")
+    code, out, err = tether(capsys, "runs")
+    assert code == 0 and out.count(result.run_id) == 1
+    assert f"skipped run {result.run_id}.bak: its header names run '{result.run_id}'" in err
+    code, out, _ = tether(capsys, "runs", "--json")
+    assert code == 0 and out.count(f'"run_id": "{result.run_id}"') == 1

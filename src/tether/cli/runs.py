@@ -166,7 +166,11 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
         fix = f"restore it from a backup or delete {d}"
         try:
             header = read_header(d)
-            if header is not None:
+            if header is not None and header.get("run_id", d.name) != d.name:  # a copy (a backup) of a run's folder
+                skipped.append(
+                    (d.name, f"its header names run {header['run_id']!r}, as a copy of that run's folder would")
+                )
+            elif header is not None:
                 rows.append(row.model_validate(header))
         except StoreError as exc:
             skipped.append((d.name, str(exc)))
