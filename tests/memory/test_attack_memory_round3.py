@@ -362,7 +362,8 @@ def test_tether_memory_prints_a_hand_written_escape_sequence_as_text(tmp_path: P
     for proc in (show, ambiguous, removed):
         assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout + proc.stderr
     assert "- Deploy\\x1b]0;owned\\x07 on Tuesdays\\x1b[2J." in show.stdout
-    assert ambiguous.returncode == 2 and "Be more specific" in ambiguous.stderr and "\\x1b" in ambiguous.stderr
+    # an entry with a control character is withheld from the assistant (round 4): not quoted at all
+    assert ambiguous.returncode == 2 and "Be more specific" in ambiguous.stderr and "withheld" in ambiguous.stderr
     assert removed.returncode == 0 and "Removed from notes" in removed.stdout
     assert Memory.open(home).entries("notes") == ["Deploy with make."]
 

@@ -118,6 +118,16 @@ def shown(text: object, *, keep_newlines: bool = False) -> str:
     return (_CONTROL_IN_LINES if keep_newlines else _CONTROL).sub(_escape, str(text))
 
 
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_shown(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) safe to print: JSON escapes the C0
+    controls itself; DEL, C1 (U+009B is a terminal's CSI) and the characters that reorder text it
+    leaves raw. They are valid only inside strings, so each is written as its ``\\u`` escape."""
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hint: str = "--full") -> Iterator[str]:
     """The transcript with role labels, tool calls with their arguments, results with what tether
     decided about them, and long bodies shortened (``full`` keeps them whole). Each line is safe to

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import positive_float, positive_int, usage_error
 from tether.cli.common import settings as load_settings
-from tether.cli.display import shown
+from tether.cli.display import json_shown, shown
 from tether.stores import kb_names, kb_where
 
 if TYPE_CHECKING:
@@ -147,16 +146,6 @@ def add_parsers(sub: Any) -> None:
     drop.set_defaults(handler=cmd_drop)
     for p in (add, fill, search, listing, rm, stats):  # --name after the command works too
         p.add_argument("--name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-
-# Control characters (but tab) and the bidirectional overrides: a file name or a document's text
-# is untrusted, and printed raw it could set the terminal's title, write its clipboard (OSC 52),
-# clear the screen or reorder what is shown.
-def _json_shown(text: str) -> str:
-    """JSON escapes C0 controls itself; these it leaves raw (valid only inside strings, so safe to escape)."""
-    return re.sub(
-        r"[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}", text
-    )
 
 
 def _bar(done: int, total: int, label: str) -> None:
@@ -398,7 +387,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise usage_error(str(exc)) from None
         embedded, chunks = kb.store.coverage() if args.json else (0, 0)
     if args.json:
-        print(_json_shown(json.dumps(_as_json(result, embedded, chunks), ensure_ascii=False, indent=2)))
+        print(json_shown(json.dumps(_as_json(result, embedded, chunks), ensure_ascii=False, indent=2)))
         return 0
     if result.note:
         print(f"({shown(result.note)})", file=sys.stderr)

@@ -7,6 +7,7 @@ ambiguous matches); a refused write is one line saying why, and exit code 2.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import directory
 from tether.cli.common import settings as load_settings
-from tether.cli.display import shown
+from tether.cli.display import json_shown, shown
 
 if TYPE_CHECKING:
     from tether.config import Settings
@@ -114,11 +115,46 @@ def _memory(args: argparse.Namespace) -> Memory:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    memory = _memory(args)
     if args.json:
-        print(json.dumps(_memory_json(_memory(args), args.store), ensure_ascii=False, indent=1))
+        print(json_shown(json.dumps(_memory_json(memory, args.store), ensure_ascii=False, indent=1)))
     else:
-        print_memory(_memory(args), args.store)
+        print_memory(memory, args.store)
+    if args.store != "profile":
+        _say_where_notes_went(memory)
     return 0
+
+
+def _say_where_notes_went(memory: Memory) -> None:
+    """Project notes are kept by the folder's real path: a project moved or renamed found none,
+    without a word. When this folder has none, say so, and name the notes of folders of its name."""
+    import stat
+
+    from tether.memory.store import TextStore
+
+    store = memory.stores["notes"]
+    if not isinstance(store, TextStore) or store.path.parent.parent.name != "projects" or store.path.exists():
+        return
+    projects, here = store.path.parent.parent, store.path.parent.name
+    slug = here.rsplit("-", 1)[0]
+    others = []
+    for folder in sorted(projects.glob(f"{glob.escape(slug)}-*")):
+        try:
+            if folder.name != here and stat.S_ISREG((folder / "notes.md").lstat().st_mode):
+                others.append(folder / "notes.md")
+        except OSError:
+            continue
+    print(
+        f"(no notes for this folder yet: project notes are kept by the folder's path, so a project moved or "
+        f"renamed starts without them; every project's are under {shown(projects)})",
+        file=sys.stderr,
+    )
+    for path in others[:5]:
+        print(
+            f"(notes of another folder named {shown(repr(slug))}: {shown(path)}; move that file to "
+            f"{shown(store.path)} to keep them here)",
+            file=sys.stderr,
+        )
 
 
 def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
@@ -134,7 +170,7 @@ def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
                 "chars": usage.chars,
                 "limit": usage.limit,
                 "entries": [
-                    {"text": e, "withheld": None if (f := memory.check(e)) is None else f.message} for e in entries
+                    {"text": e, "withheld": None if (f := memory.withheld(e)) is None else f.message} for e in entries
                 ],
             }
         )
@@ -149,8 +185,8 @@ def print_memory(memory: Memory, only: str | None = None) -> None:
         print(f"{store.usage(entries).label()}  {store.path}")
         for entry in entries:
             print("- " + shown(entry, keep_newlines=True).replace("\n", "\n  "))  # a file edited by hand
-            finding = memory.check(entry)
-            if finding is not None:  # written by hand past the scan: kept, but not shown to the model
+            finding = memory.withheld(entry)
+            if finding is not None:  # written by hand past the checks: kept, but not shown to the model
                 print(f"  ! withheld from the agent: {finding.message}")
         if not entries:
             print("(empty)")

@@ -41,6 +41,26 @@ _SECRETS = (
 _SECRET = re.compile("|".join(f"(?<![A-Za-z0-9_-])(?P<s{i}>{p})" for i, (_, p) in enumerate(_SECRETS)))
 
 
+_SECRET_ADVICE = (
+    "save where the secret is kept (the name of its environment variable, its vault path), never the secret"
+)
+
+
+def _secret(text: str) -> str | None:
+    """What credential ``text`` holds, quoted by its first characters only, or None."""
+    found = _SECRET.search(text)
+    if found is None:
+        return None
+    what = _SECRETS[int(str(found.lastgroup)[1:])][0]
+    return f"it holds what looks like {what} (\u201c{found.group()[:7]}\u2026\u201d)"
+
+
+def _control(text: str) -> str | None:
+    """The first C0 (but tab and newline), DEL or C1 character (U+009B is a terminal's CSI): none
+    has a visible form."""
+    return next((c for c in text if (c < " " and c not in "\t\n") or "\x7f" <= c <= "\x9f"), None)
+
+
 def _short(text: str, n: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= n else flat[: n - 1] + "\u2026"
@@ -176,6 +196,20 @@ class Memory(Extension):
                 return finding
         return None
 
+    def withheld(self, entry: str) -> Finding | None:
+        """Why a stored entry is kept from the prompt (and from what the memory tool shows), or
+        None: what a write refuses, found in an entry written by hand: a credential (which would
+        reach the provider, the session and the trace), a control character, or the scan's finding."""
+        secret = _secret(entry)
+        control = _control(entry)
+        if secret is None and control is None:
+            return self.check(entry)
+        from tether.memory.scan import Finding
+
+        if secret is not None:
+            return Finding("secret", secret, _SECRET_ADVICE)
+        return Finding("control", f"it holds a control character ({control!r})", "write it again without it")
+
     # -- writing (each under the store's lock) -----------------------------------------------
 
     def add(self, store: str, text: str) -> Change:
@@ -258,13 +292,11 @@ class Memory(Extension):
                 "encoding",
             )
         self._cannot_fit(s, clean_entry(text), adding=adding)
-        secret = _SECRET.search(text)
+        secret = _secret(text)
         if secret is not None:
-            what = _SECRETS[int(str(secret.lastgroup)[1:])][0]
             raise MemoryRefused(
-                f"Not saved: it holds what looks like {what} (\u201c{secret.group()[:7]}\u2026\u201d). Memory goes "
-                "into the system prompt of every future session and into traces, as plain text. Save where the "
-                "secret is kept (the name of its environment variable, its vault path), never the secret.",
+                f"Not saved: {secret}. Memory goes into the system prompt of every future session and into "
+                f"traces, as plain text. {_advice(_SECRET_ADVICE)}",
                 "secret",
             )
         finding = self.check(text)
@@ -278,8 +310,7 @@ class Memory(Extension):
         entry = clean_entry(text)
         if not entry:
             raise MemoryRefused("Not saved: the entry is empty.", "empty")
-        # C0, DEL and C1 (U+009B is a terminal's CSI): none has a visible form
-        control = next((c for c in entry if (c < " " and c not in "\t\n") or "\x7f" <= c <= "\x9f"), None)
+        control = _control(entry)
         if control is not None:  # no place in a prompt, and the Postgres store could not keep a NUL
             raise MemoryRefused(
                 f"Not saved: the entry holds a control character ({control!r}). Save it without it.", "control"
@@ -376,7 +407,7 @@ class Memory(Extension):
 
     def _clean(self, entry: str) -> bool:
         if entry not in self._passed:
-            if self.check(entry) is not None:
+            if self.withheld(entry) is not None:
                 return False
             self._passed.add(entry)
         return True
