@@ -609,3 +609,38 @@ def test_a_reply_the_context_window_cut_is_a_cut_reply(serve: Serve, tmp_path: P
     assert out.result.status == "completed" and out.result.text == "The answer is forty-two.", out.result
     assert len(server.requests) == 2
     assert_sound(out)
+
+
+# --- a key quoted where the preview of an error cuts it ------------------------------------------
+
+LONG_KEY = "sk-proj-Q7vX2mN9pL4kR8sT1wY6zA3bC5dE0fG2hJ4kL6mN8pQ1rS3tU5vW7xY9zA2bC4dE6"
+
+
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize(
+    ("status", "content_type"),
+    [(503, "text/plain"), (400, "text/plain"), (200, "text/html")],
+    ids=["503", "400", "a page for a stream"],
+)
+@pytest.mark.parametrize("cut", [40])
+def test_a_key_quoted_where_an_errors_preview_ends_leaves_none_of_it(
+    serve: Serve, tmp_path: Path, kind: str, status: int, content_type: str, cut: int
+) -> None:
+    """An error shows the first 200 or 300 characters of what the server sent. A gateway that
+    quotes the request's headers puts the key anywhere in that; where the preview ended inside it,
+    the key was not found whole, and all of it but its end went to the reason, the trace and the
+    saved run."""
+    body = f"upstream refused the request; it carried the header Authorization: Bearer {LONG_KEY} and more"
+    preview = 200 if status == 200 else 300  # where the message cuts the body (a page's first line: 200)
+    start = body.index(LONG_KEY)
+    body = "x" * (preview - start - cut) + body  # the preview ends `cut` characters into the key
+    server = serve([Reply(status, [body.encode()], {"content-type": content_type, "retry-after": "0"})] * 4)
+    cls = OpenAIChatProvider if kind == "openai" else AnthropicProvider
+    out = run_against(kind, server, tmp_path, model=cls(server.url + ("/v1" if kind == "openai" else ""), LONG_KEY))
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and "***" in reason, reason
+    leaked = [path for path, text in out.files.items() if LONG_KEY[:12] in text] + (
+        ["reason"] if LONG_KEY[:12] in reason else []
+    )
+    assert not leaked, f"the start of the key was written to {leaked}"
+    assert_sound(out)

@@ -48,6 +48,7 @@ __all__ = [
     "model_ids",
     "pooled_client",
     "read_json",
+    "scrubbed",
     "stream_reply",
     "transport_error",
 ]
@@ -232,12 +233,10 @@ class HttpTransport:
     def _scrub(self, exc: ProviderError) -> None:
         if not self._secrets:
             return
-        message, body, headers = str(exc), exc.body, exc.headers
-        for secret in self._secrets:
-            message = message.replace(secret, "***")
-            body = body.replace(secret, "***")
-            headers = {k: v.replace(secret, "***") for k, v in headers.items()}
-        exc.args, exc.body, exc.headers = (message,), body, headers
+        secrets = self._secrets
+        exc.args = (scrubbed(str(exc), secrets),)
+        exc.body = scrubbed(exc.body, secrets)
+        exc.headers = {k: scrubbed(v, secrets) for k, v in exc.headers.items()}
 
     async def _redirected(self, response: Any, path: str) -> ProviderError:
         """A redirect is never followed: the key would go wherever it points (another host, plain
@@ -429,6 +428,23 @@ def _secret_values(headers: dict[str, str], known: tuple[str, ...] = ()) -> tupl
     }
     values.update(known[:8])
     return tuple(sorted(values, key=len, reverse=True))
+
+
+_SECRET_START = 12  # a secret's first characters shown at a cut: "sk-proj-" and 4 more, at most 11
+
+
+def scrubbed(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with each secret replaced by ``***``, and the start of one too: an error shows a
+    preview of what the server sent (its first 300 characters, say), and a preview cut inside a
+    quoted key keeps all of it but its end."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    for secret in secrets:
+        for size in range(len(secret) - 1, _SECRET_START - 1, -1):
+            if secret[:size] in text:
+                text = text.replace(secret[:size], "***")
+                break
+    return text
 
 
 def _without_userinfo(url: str) -> str:
