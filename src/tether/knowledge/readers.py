@@ -114,7 +114,8 @@ def _pdf(path: Path, max_pages: int) -> Document:
 
 def _pdf_pages(reader: Any, max_pages: int) -> tuple[list[str], str]:
     """The text of each page, ``# Page N`` first, up to the limits; and where it stopped, in words."""
-    pages, content, total = [], 0, len(reader.pages)
+    pages: list[str] = []
+    content, total = 0, len(reader.pages)
     for n, page in enumerate(reader.pages, 1):
         if n > max_pages:
             return pages, f"only its first {max_pages} of {total} pages were read ([kb] max_pdf_pages)"
