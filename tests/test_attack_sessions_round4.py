@@ -337,3 +337,19 @@ def test_a_copy_of_a_runs_folder_is_not_listed_as_the_run_a_second_time(
     assert f"skipped run {result.run_id}.bak: its header names run '{result.run_id}'" in err
     code, out, _ = tether(capsys, "runs", "--json")
     assert code == 0 and out.count(f'"run_id": "{result.run_id}"') == 1
+
+
+def test_a_deletion_cut_short_leaves_the_session_whole_not_its_metadata_alone(tmp_path: Path) -> None:
+    """The transcript was deleted first: a deletion stopped after it (killed; here refused at a
+    folder put at the metadata's name) left no session in the listing but its metadata on disk,
+    which the next session of that name took as its own (the old system-prompt snapshot). Now the
+    transcript goes last: stopped before it, the session is still there, whole."""
+    from tether.errors import ConfigError
+
+    store = JsonlSessionStore(tmp_path / "sessions")
+    store.append("s", [user("one")])
+    (store.root / ".s.count").mkdir()  # something that stops the deletion half-way
+    store.save_meta("s", {"prompt_blocks": {"memory": "old"}})
+    with pytest.raises(ConfigError, match="is a folder"):
+        store.delete("s")
+    assert [i.session_id for i in store.list()] == ["s"] and texts(store.load("s")) == ["one"]

@@ -524,7 +524,9 @@ class JsonlSessionStore:
 
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
-            for path in (self.path(session_id), self._meta_path(session_id), self._count_path(session_id)):
+            # The transcript last: a deletion cut short (killed, or refused at a folder put at a name)
+            # leaves the session as it was, never a metadata file a new session of its name would take.
+            for path in (self._meta_path(session_id), self._count_path(session_id), self.path(session_id)):
                 with _refusing(path):  # a link is removed, not what it points to
                     path.unlink(missing_ok=True)
         (self.root / f".{session_id}.lock").unlink(missing_ok=True)
