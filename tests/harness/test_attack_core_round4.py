@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from tests.conftest import assert_pairing
 from tether import Agent, CancelSignal, RunState, approve, reject, run, run_stream, run_sync, tool
 from tether.errors import ConfigError, UserError
+from tether.guardrails import Guardrail, ModelClassifier
 from tether.harness.extension import Extension
 from tether.harness.middleware import Middleware
-from tether.messages import Message, ToolMessage, UserMessage, text_of
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
 from tether.tools.base import ToolContext
-from tether.usage import Price
+from tether.usage import Price, Usage
 
 
 def answers_after_tools(*calls: tuple[str, str, dict[str, Any]]) -> FunctionModel:
@@ -383,3 +384,51 @@ def test_stop_from_another_thread_reaches_a_run_listening_to_a_child_signal() ->
     presser.join()
     assert pressed == []
     assert result.status == "interrupted" and result.reason == "cancelled: the person pressed Stop"
+
+
+# --- a side call made while the turn's request is still out -----------------------------------
+
+
+def greedy_reply(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+    """A reply that takes every token it is allowed, on a small prompt."""
+    usage = Usage(prompt_tokens=10, completion_tokens=request.max_tokens)
+    return AssistantMessage(content=(TextPart(text="an answer"),), finish_reason="stop", usage=usage)
+
+
+def judge(messages: list[Message], request: ModelRequest) -> str:
+    return json.dumps({"rationale": "a plain answer", "score": 1.0, "category": "ok"})
+
+
+@pytest.mark.parametrize("budget", [0.01, 0.002])
+def test_an_output_guardrails_verdict_never_takes_the_run_past_its_budget(budget: float) -> None:
+    """The output guardrail asks its model after the reply came and before it is charged: the
+    verdict's budget check did not count the reply, so a reply that took what the budget allowed,
+    plus the verdict, ended the run above its budget ($0.0106 of $0.01, $0.0026 of $0.002). Now
+    the turn's request still out counts at its worst case: the verdict that cannot be paid for is
+    not asked (the guardrail fails closed, in words), and the run ends inside its budget."""
+    guard = Guardrail(ModelClassifier("Is this answer acceptable?", model=FunctionModel(judge)), stages=("output",))
+    agent = Agent(FunctionModel(greedy_reply), middleware=[guard], max_budget_usd=budget)
+    result = run_sync(agent, "go")
+    assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.reason)
+
+
+def test_a_kill_during_a_verdict_on_the_reply_counts_the_reply_that_was_lost() -> None:
+    """The durable save made before the verdict's request held that request's note alone: the
+    turn's request, answered and billed but not yet recorded, was not in it, so a kill -9 during
+    the verdict lost the reply and its cost with it. Resumed from that very save (what a kill
+    leaves), the run now counts both requests' worst case as spent-unknown."""
+    saved: list[dict[str, Any]] = []
+
+    class Saves:
+        def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+            if durable:
+                saved.append(state.model_dump(mode="json"))
+
+    guard = Guardrail(ModelClassifier("Is this answer acceptable?", model=FunctionModel(judge)), stages=("output",))
+    agent = Agent(FunctionModel(lambda messages, request: "an answer"), middleware=[guard], max_tokens=1000)
+    run_sync(agent, "go", store=Saves())
+    notes = [s for s in saved if s["call_in_flight"] is not None]
+    turn, during = notes[0]["call_in_flight"], notes[-1]  # the turn's request; the save made before the verdict's
+    state = RunState.model_validate(during)
+    result = run_sync(Agent(FunctionModel(lambda messages, request: "again")), state=state)
+    assert result.cost_unknown_usd > turn["max_cost_usd"] > 0

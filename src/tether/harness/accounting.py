@@ -66,8 +66,12 @@ async def side_call(
     max_tokens = request.max_tokens or rc.agent.max_tokens
     price = candidate.price
     budget = rc.agent.max_budget_usd
+    # A request already out (the turn whose reply a policy judges, or a call beside this one) is
+    # not charged yet: its worst case counts as spent, so the two together stay inside the budget.
+    outer = rc.state.call_in_flight
     if budget is not None and price is not None:
-        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd)
+        pending = (outer.max_cost_usd or 0.0) if outer is not None else 0.0
+        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd - pending)
         if affordable < min(max_tokens, max(rc.agent.min_output_tokens, 1)):  # 0: not even the prompt
             raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
         if affordable < max_tokens:
@@ -76,9 +80,8 @@ async def side_call(
             max_tokens = affordable
             request = replace(request, max_tokens=max_tokens)
     worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
-    rc.state.call_in_flight = CallInFlight(
-        model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst
-    )
+    own = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
+    rc.state.call_in_flight = own if outer is None else _joined(outer, own)  # a kill now counts both
     await rc.persist_durably()
     streamed: list[str] = []
     try:
@@ -89,15 +92,51 @@ async def side_call(
             response = await rc.signal.race(_bounded(candidate.provider, request, bounds, streamed, candidate.name))
     except (RunCancelled, _Stopped) as exc:
         completion = sum(estimate_tokens(t) for t in streamed)
-        charge(rc, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
+        _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
         if isinstance(exc, _Stopped):
             raise ProviderError(str(exc)) from None
         raise
     except BaseException:
-        rc.state.call_in_flight = None  # a failed request is not billed
+        _over(rc, own)  # a failed request is not billed
         raise
-    charge(rc, response.message.usage, candidate)
+    _over(rc, own, response.message.usage, candidate)
     return response
+
+
+def _joined(a: CallInFlight, b: CallInFlight) -> CallInFlight:
+    """One note for two requests out at once: a resume after a kill counts both."""
+    costs = [c for c in (a.max_cost_usd, b.max_cost_usd) if c is not None]
+    return CallInFlight(
+        model=f"{a.model} + {b.model}",
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        max_tokens=a.max_tokens + b.max_tokens,
+        max_cost_usd=sum(costs) if costs else None,
+    )
+
+
+def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: Candidate | None = None) -> None:
+    """A side call is over: charged (with ``model``; a failed request is not), and its part of the
+    note in flight taken out, leaving what else is still out."""
+    note = rc.state.call_in_flight
+    rest = None
+    if note is not None and note != own:
+        models = note.model.split(" + ")
+        if own.model in models:
+            models.remove(own.model)
+        cost = None if note.max_cost_usd is None else max(0.0, note.max_cost_usd - (own.max_cost_usd or 0.0))
+        rest = (
+            CallInFlight(
+                model=" + ".join(models),
+                prompt_tokens=max(0, note.prompt_tokens - own.prompt_tokens),
+                max_tokens=max(0, note.max_tokens - own.max_tokens),
+                max_cost_usd=cost,
+            )
+            if models
+            else None
+        )
+    if model is not None:
+        charge(rc, usage, model)
+    rc.state.call_in_flight = rest
 
 
 @dataclass(frozen=True, slots=True)
