@@ -12,6 +12,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,14 @@ from tests.providers.test_attack_wire_round2 import (
     text_reply,
     usage_chunk,
 )
-from tether import tool
+from tests.providers.test_auth import TokenEndpoint, configure
+from tether import Agent, run_sync, tool
+from tether.config import load_settings
 from tether.errors import BadRequestError, ConfigError, ContextOverflowError, classify_http_error
 from tether.providers.anthropic import AnthropicProvider
+from tether.providers.auth import save_oauth_tokens
 from tether.providers.openai_chat import OpenAIChatProvider
+from tether.testing import ScriptedServer
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -644,3 +649,42 @@ def test_a_key_quoted_where_an_errors_preview_ends_leaves_none_of_it(
     )
     assert not leaked, f"the start of the key was written to {leaked}"
     assert_sound(out)
+
+
+# --- an OAuth token endpoint's answer --------------------------------------------------------------
+
+
+class _OddLifetimes(TokenEndpoint):
+    """Answers each refresh with a rotated refresh token and ``expires_in`` as given."""
+
+    def __init__(self, lifetime: Any) -> None:
+        super().__init__()
+        self.lifetime = lifetime
+
+    def answer(self, form: dict[str, list[str]]) -> dict[str, Any] | None:
+        tokens = super().answer(form)
+        return None if tokens is None else {**tokens, "expires_in": self.lifetime}
+
+
+@pytest.mark.parametrize("lifetime", ["one hour", float("nan")])
+def test_a_token_lifetime_that_is_no_number_keeps_the_rotated_refresh_token(tmp_path: Path, lifetime: Any) -> None:
+    """``expires_in`` that was no number ("one hour", a list) raised after the endpoint had rotated
+    the refresh token and before the answer was saved: the run failed ("the answer could not be
+    read sending the request (ValueError ...)") and the file kept a refresh token the endpoint
+    had spent, locking every later run out. NaN made every request refresh. Such a lifetime is
+    taken as an hour."""
+    tokens = _OddLifetimes(lifetime)
+    try:
+        with ScriptedServer() as server:
+            configure(tmp_path, server, tokens)
+            path = tmp_path / "auth" / "corp.json"
+            save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10})
+            settings = load_settings(tmp_path)
+            first = run_sync(Agent("corp/hello", settings=settings), "hi")
+            second = run_sync(Agent("corp/hello", settings=settings), "hi again")
+            assert (first.status, second.status) == ("completed", "completed"), first.reason
+            saved = json.loads(path.read_text())
+            assert saved["refresh_token"] == "r1" and len(tokens.grants) == 1
+            assert 3000 < saved["expires_at"] - time.time() <= 3600
+    finally:
+        tokens.server.shutdown()

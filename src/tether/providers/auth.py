@@ -102,6 +102,19 @@ def _good_for(tokens: dict[str, Any], seconds: float) -> bool:
     return bool(tokens.get("access_token")) and float(tokens.get("expires_at") or 0) - time.time() > seconds
 
 
+def _lifetime(expires_in: Any) -> float:
+    """An access token's lifetime in seconds from the token endpoint's ``expires_in``: an hour when
+    it is left out or is no positive number ("one hour", NaN, -30). It is read after the endpoint
+    rotated the refresh token: raising here would lose the new one before it is saved."""
+    import math
+
+    try:
+        seconds = float(expires_in)
+    except (TypeError, ValueError):
+        return 3600.0
+    return seconds if math.isfinite(seconds) and seconds > 0 else 3600.0
+
+
 async def _lock_tokens(path: Path) -> int:
     """An exclusive lock on ``<path>.lock`` (a descriptor to close), waited for without blocking
     the event loop, given up cleanly when the waiting task is cancelled, and at most
@@ -244,7 +257,7 @@ class OAuthCredentials:
         tokens = {
             "access_token": access,
             "refresh_token": fresh.get("refresh_token") or refresh_token,
-            "expires_at": time.time() + float(fresh.get("expires_in") or 3600),
+            "expires_at": time.time() + _lifetime(fresh.get("expires_in")),
         }
         save_oauth_tokens(self.token_path, tokens)
         self.refreshes += 1
