@@ -257,3 +257,15 @@ def test_a_pdf_whose_pages_hold_more_content_than_the_limit_is_cut_or_skipped(
     ]
     assert [h.citation for h in kb.search("P-100", mode="exact").hits] == [f"{tmp_path / 'cut.pdf'}:1-3"]
     assert not kb.search("SK-77", mode="keyword").hits
+
+
+def test_an_identifier_written_against_cjk_characters_joins_the_graph(open_kb: Opener) -> None:
+    """The graph's rules wanted an identifier's edges to be no letter, and every CJK character is
+    one: a part number in a Chinese or Japanese sentence named no entity, so entity_chunks and the
+    graph modes never reached those documents."""
+    kb = open_kb()
+    kb.add_text("zh.md", HELD_OUT["zh.md"])
+    kb.add_text("ja.md", "HX-310の羽根車はステンレス製で、保守はPN-7の手順に従う。\n")
+    kb.add_text("en.md", "The HX-310 impeller is checked each quarter.\n")
+    assert [h.citation for h in kb.entity_chunks("HX-310").hits] == ["zh.md:1-1", "ja.md:1-1", "en.md:1-1"]
+    assert [h.citation for h in kb.entity_chunks("PN-7").hits] == ["ja.md:1-1"]

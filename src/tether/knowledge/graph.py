@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tether.errors import ConfigError, ProviderError
 from tether.knowledge.chunking import Chunk
+from tether.knowledge.store import CJK
 
 if TYPE_CHECKING:  # the model layer is imported when a ModelExtractor is made, not with the package
     from tether.providers.base import Provider
@@ -82,6 +83,15 @@ _NOT_IDENT = re.compile(
 )
 
 
+_CJK = re.compile(f"[{CJK}]")
+
+
+def _spaced(text: str) -> str:
+    """``text`` with each Chinese, Japanese or Korean character a space (the same length): those
+    scripts put no space between words, so in 型号FVAM-2050-B采用 the identifier's edges are theirs."""
+    return text if text.isascii() else _CJK.sub(" ", text)
+
+
 class RuleExtractor:
     """Identifiers, bold terms, headings and chosen metadata fields (see the module)."""
 
@@ -93,7 +103,7 @@ class RuleExtractor:
         out = Extraction()
         for i, chunk in enumerate(chunks):
             found: dict[str, str] = {}
-            for m in _IDENT.finditer(chunk.text):
+            for m in _IDENT.finditer(_spaced(chunk.text)):
                 token = m.group(0)
                 if not _NOT_IDENT.match(token) and len(token) >= 3:
                     found.setdefault(token, "identifier")
