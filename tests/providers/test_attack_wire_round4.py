@@ -688,3 +688,26 @@ def test_a_token_lifetime_that_is_no_number_keeps_the_rotated_refresh_token(tmp_
             assert 3000 < saved["expires_at"] - time.time() <= 3600
     finally:
         tokens.server.shutdown()
+
+
+def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for a provider on this machine: the refresh went to the environment's proxy, which
+    reaches its own loopback, and a dead one failed the run ("could not reach the token
+    endpoint")."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{_dead_port()}")
+    tokens = TokenEndpoint()
+    try:
+        with ScriptedServer() as server:
+            configure(tmp_path, server, tokens)
+            path = tmp_path / "auth" / "corp.json"
+            save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10})
+            result = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
+            assert result.status == "completed", result.reason
+            assert json.loads(path.read_text())["refresh_token"] == "r1"
+    finally:
+        tokens.server.shutdown()

@@ -237,8 +237,13 @@ class OAuthCredentials:
             form["scope"] = " ".join(self.scopes)
         if self.resource:  # RFC 8707 §2: a token bound to this server, not usable at another
             form["resource"] = self.resource
+        from urllib.parse import urlsplit
+
+        from tether.providers.http import is_loopback
+
+        local = is_loopback(urlsplit(self.token_url).hostname or "")  # reached directly, as a provider on this machine
         try:
-            async with httpx.AsyncClient(timeout=30) as client:
+            async with httpx.AsyncClient(timeout=30, trust_env=not local) as client:
                 response = await asyncio.wait_for(client.post(self.token_url, data=form), GRANT_S)
         except TimeoutError as exc:
             raise AuthError(f"the token endpoint {self.token_url} did not answer within {GRANT_S:.0f} s") from exc
