@@ -6,10 +6,16 @@ came with."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import socket
+import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -194,10 +200,6 @@ def test_serve_over_http_whose_agent_calls_its_own_url_stops_at_the_depth_limit(
     outermost call's timeout (here the test's guard of 12 turns; about 120 nested runs in 8 s with
     timeout_s = 8, and they went on after it). Now each tool call of a served run says in its
     ``_meta`` how many served runs it is inside, and the fifth is refused before its run starts."""
-    import os
-    import socket
-    import subprocess
-
     (tmp_path / "home").mkdir()
     (tmp_path / "loop_agent.py").write_text(HTTP_LOOP_AGENT)
     with socket.socket() as probe:  # a free port, for the agent's URL of its own server
@@ -220,6 +222,146 @@ def test_serve_over_http_whose_agent_calls_its_own_url_stops_at_the_depth_limit(
     assert not result.is_error
     assert turns[:4] == ["call"] * 4 and len(turns) == 8  # four runs, each its call and what came back
     assert "refusing to run agent_loop: this call comes from 4 tether mcp serve agent runs" in turns[4]
+
+
+# --- the accounts of the person at the machine, and token holders over HTTP -------------------------
+
+
+class _Mail(BaseHTTPRequestHandler):
+    """A streamable-HTTP MCP server with one tool, ``whoami``, that says which bearer token called;
+    ``seen`` keeps the Authorization header of every request."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._json(404, b"")  # no OAuth metadata to discover: the sign-in cannot start from here
+
+    def do_DELETE(self) -> None:
+        self._json(200, b"")
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        said = self.headers.get("authorization") or ""
+        self.seen.append(said)
+        if not said:
+            self._json(401, b"")
+            return
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            self._json(202, b"")
+            return
+        if method == "initialize":
+            info = {"name": "mail", "version": "1"}
+            result: dict[str, Any] = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+        elif method == "tools/list":
+            tool = {"name": "whoami", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+            result = {"tools": [tool]}
+        else:
+            result = {"content": [{"type": "text", "text": f"you are {said.removeprefix('Bearer ')}"}]}
+        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+
+
+MAIL_AGENT = """\
+import os
+from pathlib import Path
+
+from tether import Agent
+from tether.connectors import McpConnector
+from tether.messages import ToolMessage
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+
+
+def reply(messages, request):
+    below = [m for m in messages if isinstance(m, ToolMessage)]
+    if below:
+        return "mail says: " + below[-1].text
+    return Reply(calls=(("c1", "mail__whoami", {}),))
+
+
+mail = McpConnector("mail", {"url": os.environ["MAIL_URL"], "auth": "oauth", "approval": "never"})
+agents = {"mail": Agent(FunctionModel(reply), extensions=[mail], cwd=Path(__file__).parent)}
+"""
+
+
+def test_a_token_holder_of_serve_over_http_never_gets_the_accounts_of_the_person_at_the_machine(
+    tmp_path: Path,
+) -> None:
+    """`tether mcp serve --http` with tokens withholds memory_read ("the memory belongs to the person
+    at this machine, not to every token holder"), and `tether serve` gives each user their own MCP
+    accounts, never `tether mcp login`'s. Was: an agent run for the token holder alice called the
+    mail server with the machine owner's `tether mcp login` token ("you are owner-secret"). Now the
+    run acts for alice, as in `tether serve`: with her own connection (and without one, none)."""
+    from mcp.shared.auth import OAuthToken
+
+    from tether.connectors._accounts import SealedTokenStorage, connection_key, user_token_path
+    from tether.server.store import SqliteServerStore
+
+    mail = ThreadingHTTPServer(("127.0.0.1", 0), _Mail)
+    mail.daemon_threads = True
+    threading.Thread(target=mail.serve_forever, daemon=True).start()
+    home = tmp_path / "home"
+    (home / "auth").mkdir(parents=True, mode=0o700)
+    owner = home / "auth" / "mcp-mail.json"  # what `tether mcp login mail` stored for the owner
+    owner.write_text(json.dumps({"tokens": {"access_token": "owner-secret", "token_type": "Bearer"}}))
+    owner.chmod(0o600)
+    store = SqliteServerStore(home / "serve" / "server.db")
+    alice = store.add_token("alice")
+    store.close()
+    # alice's own connection to mail, as `tether serve`'s Connect keeps it (sealed, per user)
+    sealed = SealedTokenStorage(user_token_path(home, "alice", "mail"), connection_key(home))
+    asyncio.run(sealed.set_tokens(OAuthToken(access_token="alice-own", token_type="Bearer")))
+    (tmp_path / "mail_agent.py").write_text(MAIL_AGENT)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "TETHER_HOME": str(home), "MAIL_URL": f"http://127.0.0.1:{mail.server_address[1]}/mcp"}
+    env.pop("TETHER_CONNECTIONS_KEY", None)
+    args = ["mcp", "serve", "--http", "--port", str(port), "--allow-remote", "--agent", str(tmp_path / "mail_agent.py")]
+    server = subprocess.Popen([sys.executable, "-m", "tether", *args], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        assert "bearer token required" in server.stderr.readline()
+        top = McpConnector(
+            "top", {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": f"Bearer {alice}"}}
+        )
+        result = call_once(top, tmp_path, "top__agent_mail", {"task": "who am I?"})
+    finally:
+        server.terminate()
+        server.wait(30)
+        mail.shutdown()
+        mail.server_close()
+    assert '"output": "mail says: you are alice-own"' in text(result)
+    assert not any("owner-secret" in said for said in _Mail.seen)
+
+
+def test_serve_says_what_a_run_stopped_for_an_mcp_servers_question_waits_for() -> None:
+    """A run acting for a token's user stops for an MCP server's question instead of asking at the
+    terminal. Was: ``waiting_for`` was null for such a stop, as if nothing waited for anyone."""
+    from tether.connectors.serve import _waiting_for
+    from tether.status import ElicitationInterruption, SamplingInterruption
+
+    asked = ElicitationInterruption(
+        call_id="c1", tool_name="mail__send", server="mail", message="Which account?", key="k"
+    )
+    sample = SamplingInterruption(call_id="c1", tool_name="mail__send", server="mail", preview="Summarise", key="k")
+    assert _waiting_for(asked) == "an answer to the MCP server mail, which asks during mail__send: Which account?"
+    assert _waiting_for(sample) == "whether the MCP server mail may ask the model: Summarise"
 
 
 # --- 2. a server that asks the person again and again in one call -----------------------------------
@@ -285,3 +427,33 @@ def test_serve_refuses_to_start_past_the_depth_limit_and_says_why_without_a_trac
     assert out == ""
     assert err.startswith("tether: refusing to serve MCP: 4 tether mcp serve processes already run one inside")
     assert "Traceback" not in err
+
+
+# --- a hostile client of `tether mcp serve` over stdio ---------------------------------------------
+
+
+def test_serve_answers_a_request_holding_a_lone_surrogate_escape_and_goes_on(tmp_path: Path) -> None:
+    """JSON allows ``"\\ud800"`` (half of a UTF-16 pair, no character) and Python's json reads it, so
+    the line passed tether's check; the SDK's parser refused it and only logged the line. Was: no
+    answer at all to a tool call whose argument held one (its client waited for ever). Now -32700
+    with the request's id, saying why, and the session goes on."""
+    from tests.connectors.test_attack_mcp_round2 import Wire
+
+    wire = Wire(tmp_path)
+    try:
+        wire.handshake()
+        call = '{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "kb_search", "arguments": {"query": "seal \\ud800 kit"}}}'
+        wire.send(call.encode())
+        refused = wire.answer()
+        wire.send({"jsonrpc": "2.0", "id": 6, "method": "ping"})
+        after = wire.answer()
+        pair = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "kb_search", "arguments": {"query": "\\ud83d\\ude00"}}}'
+        wire.send(pair.encode())  # a whole pair is a character: searched as any query is
+        paired = wire.answer()
+    finally:
+        code, _, err = wire.close()
+    assert refused is not None and refused["id"] == 5 and refused["error"]["code"] == -32700
+    assert "UTF-16 surrogate escape without its pair" in refused["error"]["message"]
+    assert after == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    assert paired is not None and paired["id"] == 7 and "there is no knowledge base 'default'" in json.dumps(paired)
+    assert code == 0 and "Traceback" not in err

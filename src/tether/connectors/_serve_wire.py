@@ -3,8 +3,9 @@
 The SDK's stdio transport hands a line it cannot parse to the session as an exception, which logs
 it and answers nothing: a client that sent non-JSON, ``"jsonrpc": "1.0"`` or a batch waits for ever.
 Here each line is checked first, and one that is not a single JSON-RPC 2.0 message gets its error at
-once: ``-32700`` (parse error) for what is not JSON, ``-32600`` (invalid request) for the rest, with
-the request's id when it has a usable one. MCP sends one message per line and has no batches since
+once: ``-32700`` (parse error) for what is not JSON (or JSON the SDK's parser refuses: a lone
+surrogate escape), ``-32600`` (invalid request) for the rest, with the request's id when it has a
+usable one. MCP sends one message per line and has no batches since
 the 2025-06-18 revision. The SDK still claims stdout (stray prints go to stderr, not the wire);
 stdin is claimed here the same way, so a child process started by an agent reads nothing of it.
 """
@@ -101,16 +102,27 @@ def check_line(line: str) -> types.JSONRPCError | None:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][1:]) or "the message"
         return _error(ident, types.INVALID_REQUEST, f"Invalid request: {where}: {first['msg']}")
-    if line.count("{") + line.count("[") > _DEPTH:  # what json reads, the SDK's parser may not
+    # What json reads, the SDK's parser may not: a message nested past its depth, or a string with
+    # a lone surrogate escape ("\ud800", no character): it would only log the line, answering nothing.
+    deep = line.count("{") + line.count("[") > _DEPTH
+    if deep or _SURROGATE.search(line):
         try:
             pydantic_core.from_json(line)
-        except ValueError:
-            return _error(ident, types.INVALID_REQUEST, _TOO_DEEP)
+        except ValueError as exc:
+            if deep:
+                return _error(ident, types.INVALID_REQUEST, _TOO_DEEP)
+            return _error(
+                ident,
+                types.PARSE_ERROR,
+                "Parse error: a string holds a UTF-16 surrogate escape without its pair (\\ud800 to \\udfff "
+                f"alone is no character), which the server cannot read ({exc})",
+            )
     return None
 
 
 _DEPTH = 200  # the SDK's JSON parser (pydantic's) reads no deeper; it would only log the line
 _TOO_DEEP = f"Invalid request: the message is nested too deeply (more than {_DEPTH} levels) to be read"
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # a UTF-16 surrogate written as an escape (alone, or in a pair)
 # A request's id among its first keys (before any nested object): a message too deep to parse at all.
 _HEAD_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})\s*[,}]')
 

@@ -418,11 +418,13 @@ async def _run_agent(
     calls_above: int = 0,
 ) -> AgentRun:
     import asyncio
+    import contextlib
 
     import anyio
+    from mcp.server.auth.middleware.auth_context import get_access_token
 
     from tether.cancel import CancelSignal
-    from tether.connectors._acting import SERVE_CALLS
+    from tether.connectors._acting import SERVE_CALLS, acting_as
     from tether.errors import TetherError
     from tether.events import Done
     from tether.harness.loop import run_stream
@@ -455,9 +457,14 @@ async def _run_agent(
         assert result is not None
         return result
 
-    counted = SERVE_CALLS.set(calls_above + 1)  # for the MCP calls of this run (the task copies it)
+    # Over HTTP with tokens, the run acts for its token's user, as a run of `tether serve` does: their
+    # own MCP accounts (never `tether mcp login`'s, the person's at this machine), and no question
+    # asked at this server's terminal. The task made here keeps these, and the count of calls.
+    caller = get_access_token()
+    counted = SERVE_CALLS.set(calls_above + 1)
     try:
-        job = asyncio.ensure_future(consume())
+        with acting_as(caller.client_id) if caller is not None else contextlib.nullcontext():
+            job = asyncio.ensure_future(consume())
     finally:
         SERVE_CALLS.reset(counted)
     try:
@@ -525,8 +532,10 @@ def _waiting_for(waiting: "Interruption | None") -> str | None:
     """What a person must decide before the run can go on, in words; None when no one must."""
     from tether.status import (
         ApprovalInterruption,
+        ElicitationInterruption,
         GuardrailInterruption,
         OutcomeUnknownInterruption,
+        SamplingInterruption,
         SubagentInterruption,
     )
 
@@ -541,6 +550,10 @@ def _waiting_for(waiting: "Interruption | None") -> str | None:
         )
     if isinstance(waiting, GuardrailInterruption):
         return f"a decision on the {waiting.stage} a guardrail held back: {waiting.rationale}"
+    if isinstance(waiting, ElicitationInterruption):  # a run acting for a token's user asks no terminal
+        return f"an answer to the MCP server {waiting.server}, which asks during {waiting.tool_name}: {waiting.message}"
+    if isinstance(waiting, SamplingInterruption):
+        return f"whether the MCP server {waiting.server} may ask the model: {waiting.preview}"
     return None  # a limit or a cancellation: nothing to decide
 
 
