@@ -711,3 +711,24 @@ def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_
             assert json.loads(path.read_text())["refresh_token"] == "r1"
     finally:
         tokens.server.shutdown()
+
+
+# --- event stream framing -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_byte_order_mark_before_the_first_event_loses_nothing(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """A stream that starts with a BOM (a server writing UTF-8 "with signature") had its first
+    field read as ``\\ufeffdata:``, not a data line: the first event was dropped, and with it the
+    first words of the answer ("lo" for "Hello")."""
+    if kind == "openai":
+        parts = [chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo"}), chunk({}, "stop")]
+        parts.append(usage_chunk({"prompt_tokens": 20, "completion_tokens": 2}))
+    else:
+        parts = anthropic_text("Hello", usage={"input_tokens": 20, "output_tokens": 1}, output_tokens=2)
+        parts[0] = parts[0].removeprefix(b"event: message_start\n")  # the data line comes first
+    parts[0] = b"\xef\xbb\xbf" + parts[0]
+    out = run_against(kind, serve([Reply(200, parts)]), tmp_path)
+    assert (out.result.status, out.result.text) == ("completed", "Hello"), out.result.reason
+    assert out.result.usage.prompt_tokens == 20  # the first event's count, not an estimate
+    assert_sound(out)

@@ -533,6 +533,7 @@ async def stream_reply(
             line = await _next_line(lines, provider, assembler)
             if line is None:
                 return
+            line = line.removeprefix("\ufeff")  # a byte order mark before the first field is not part of it
             if line.startswith("error:"):  # llama.cpp's servers write a failure as an ``error:`` field
                 line, name = "data:" + line[6:], "error"
             if not line.startswith("data:"):
@@ -601,7 +602,6 @@ _SSE_FIELDS = ("data", "event", "id", "retry")
 
 def _is_sse_line(line: str) -> bool:
     """A line an event stream may carry: blank, a comment, or one of its fields."""
-    line = line.removeprefix("\ufeff")  # the stream may start with a byte order mark
     return not line.strip() or line.startswith(":") or line.partition(":")[0] in _SSE_FIELDS
 
 
