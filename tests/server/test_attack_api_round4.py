@@ -52,6 +52,8 @@ def reply(messages, request):
         return "finished: " + results[-1].text[:200]
     if user.startswith("half"):  # half of a surrogate pair, as a model's JSON escapes may carry it
         return "an emoji cut in half: \\ud83d and the rest"
+    if user.startswith("cut"):  # a call whose JSON arguments carry half a pair: {"path": "a\\ud83d.log"}
+        return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "a\\ud83d.log"}),))
     if user.startswith("delete"):
         return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "access.log"}),))
     return "echo: " + user
@@ -265,3 +267,23 @@ def test_a_model_answer_holding_half_a_surrogate_pair_streams_whole_and_reads_ba
         assert transcript.status_code == 200, transcript.text
         assert transcript.json()["messages"][-1]["content"][0]["text"] == said
         assert c.get(f"/v1/runs/{run_id}").json()["status"] == "completed"
+
+
+def test_a_call_whose_arguments_hold_half_a_surrogate_pair_leaves_the_users_runs_readable(
+    served: Any, tmp_path: Path
+) -> None:
+    """A model's call with ``"\\ud83d"`` in its JSON arguments, waiting for approval: its view (the
+    parsed arguments, under ``waiting``) could not be written as UTF-8, so GET /v1/runs/ID, the
+    listing of every run of the user and their session answered 500 in plain text."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        sid = _session(c)
+        run_id = _send(c, sid, "cut the cord")
+        asked = _ended(c, run_id)["waiting"]
+        assert asked["args"] == {"path": "a\ud83d.log"}  # as the tool would get them, escaped in the JSON
+        for path in ("/v1/runs", f"/v1/sessions/{sid}", f"/v1/runs/{run_id}/transcript", f"/v1/runs/{run_id}/trace"):
+            r = c.get(path)
+            assert r.status_code == 200 and r.headers["content-type"] == "application/json", (path, r.text)
+        body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": False, "reason": "no"}
+        assert c.post(f"/v1/runs/{run_id}/decision", json=body).status_code == 202
+        assert _ended(c, run_id)["status"] == "completed"

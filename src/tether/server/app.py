@@ -62,6 +62,21 @@ class ApiError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+class _Json(JSONResponse):
+    """The routes' JSON. What a model wrote may hold half a surrogate pair (a ``\\ud83d`` escape in
+    a call's arguments), which UTF-8 cannot carry: such a body is written with every character
+    outside ASCII escaped, as JSON allows, instead of failing the response (and the listing of
+    every run of the user with it)."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # UnicodeEncodeError; NaN or infinity, which JSON has no words for either
+            return json.dumps(
+                json.loads(json.dumps(content), parse_constant=lambda _: None), separators=(",", ":")
+            ).encode()
+
+
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
@@ -200,6 +215,7 @@ def create_app(
         redoc_url=None,
         description="Agents over HTTP: sessions, runs streamed as Server-Sent Events, approvals, "
         "feedback. Every /v1 route needs `Authorization: Bearer TOKEN` once tokens exist.",
+        default_response_class=_Json,
     )
     app.state.core = core
     _guard(app, settings, store)
