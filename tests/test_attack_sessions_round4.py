@@ -22,7 +22,7 @@ from tether import RunStore, run_sync
 from tether.cli import main
 from tether.errors import StoreError
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, UserMessage
-from tether.sessions import JsonlSessionStore
+from tether.sessions import JsonlSessionStore, repair
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -353,3 +353,43 @@ def test_a_deletion_cut_short_leaves_the_session_whole_not_its_metadata_alone(tm
     with pytest.raises(ConfigError, match="is a folder"):
         store.delete("s")
     assert [i.session_id for i in store.list()] == ["s"] and texts(store.load("s")) == ["one"]
+
+
+# -- the last line: torn by a crash, or edited by hand --------------------------------------------
+
+
+def test_a_last_line_torn_at_any_byte_keeps_every_whole_message_and_leaves_no_copy(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    whole = [
+        user("q"),
+        AssistantMessage(content=(TextPart(text="a"), ToolCallPart(id="c1", name="t", arguments='{"x": "é"}'))),
+        user("last ✓"),
+    ]
+    store.append("s", whole)
+    data = store.path("s").read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    for cut in range(start, len(data)):
+        store.path("s").write_bytes(data[:cut])
+        kept = whole if cut == len(data) - 1 else whole[:2]  # only the newline missing: the line is whole
+        loaded = store.load("s")
+        assert loaded == repair(kept), cut  # the call's missing result stands in as the placeholder
+        assert [i.messages for i in store.list()] == [len(loaded)]
+    assert not list(store.root.glob("*.damaged-*"))  # a crash leaves no litter
+
+
+@pytest.mark.parametrize(
+    "edited",
+    [b'{"role": "user", "content": [1, 2, 3]}', b'{"role": 7, "content": "hi"}', b"[]"],
+    ids=["content of ints", "role 7", "not an object"],
+)
+def test_a_last_line_edited_into_no_message_without_its_newline_is_kept_beside(tmp_path: Path, edited: bytes) -> None:
+    """An editor that leaves off the final newline (VS Code's default) turned a hand-edited last line
+    into a "torn write": dropped with no copy and no warning, though no crash leaves whole JSON (what
+    a crash leaves is the start of a line). Now it is kept beside the session like any edited line."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [user("one"), user("two")])
+    path = store.path("s")
+    damaged = path.read_bytes().splitlines(keepends=True)[0] + edited
+    path.write_bytes(damaged)
+    assert texts(store.load("s")) == ["one"]
+    assert [c.read_bytes() for c in store.root.glob("s.jsonl.damaged-*")] == [damaged]

@@ -214,6 +214,14 @@ def _append_whole(fd: int, data: bytes, path: Path, size: int) -> None:
         raise OSError(exc.errno, why, str(path)) from exc
 
 
+def _whole_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def _fsync(fd: int, group: Any) -> None:
     if group is None:
         os.fsync(fd)
@@ -322,7 +330,9 @@ class JsonlSessionStore:
             try:
                 messages.append(load_message(line))
             except ValidationError:
-                garbled = garbled or i < len(lines) - 1  # the part after the last newline is a torn write
+                # The part after the last newline is a torn write, unless it is whole JSON: what a
+                # crash leaves is the start of a line, never that (this was edited, its newline left off).
+                garbled = garbled or i < len(lines) - 1 or _whole_json(line)
         return messages, garbled or (bool(data) and not data.endswith(b"\n")), garbled
 
     def load(self, session_id: str) -> list[Message]:
