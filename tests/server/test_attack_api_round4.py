@@ -1,6 +1,6 @@
-"""The HTTP API of ``tether serve`` attacked from outside, round 4: decisions and resumes that
-race while a run is ending, hostile JSON, what /openapi.json declares against what the routes
-answer, and what /healthz counts. Real HTTP on loopback, real runs, real files."""
+"""The HTTP API of ``tether serve`` attacked from outside, round 4: decisions and deletes sent while
+a run is ending, hostile JSON bodies, what /openapi.json declares against what the routes answer,
+and half a surrogate pair in what a model wrote. Real HTTP on loopback, real runs, real files."""
 
 from __future__ import annotations
 
@@ -107,24 +107,27 @@ def _ended(c: httpx.Client, run_id: str) -> dict[str, Any]:
 
 def _logged_ids(a: Slow, run_id: str) -> list[int]:
     """The event ids in the run's log file, as written."""
-    lines = (a.home / "serve" / "events" / f"{run_id}.log").read_text().splitlines()
-    return [int(line.split("\t", 1)[0]) for line in lines]
+    lines = (a.home / "serve" / "events" / f"{run_id}.log").read_text().split("\n")
+    return [int(line.split("\t", 1)[0]) for line in lines if line]
 
 
-def _in_flight(n: int, make: Any) -> list[Any]:
-    """``make(i)`` from ``n`` threads; returns once they are sent (the server holds them), with the
-    list their responses land in when the threads are joined."""
+def _in_flight(n: int, make: Any) -> tuple[list[Any], list[threading.Thread]]:
+    """``make(i)`` from ``n`` threads, given time to reach the server (which holds them until the
+    run ends); the list their responses land in, and the threads to join."""
     out: list[Any] = [None] * n
     threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, make(i))) for i in range(n)]
     for t in threads:
         t.start()
     time.sleep(0.5)  # the requests reach the server, which waits for the run to end
-    return [out, threads]
+    return out, threads
 
 
 def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_and_one_409(
     served: Any, tmp_path: Path
 ) -> None:
+    """Both decisions waited for the session's other run to end, then both passed ("the session is
+    free": the run it found live was their own, resumed by the first) and the run was started twice,
+    two event logs writing the same ids to one file. docs/server.md: a second decision is a 409."""
     a = Slow(served, tmp_path)
     with a.client() as c:
         sid = _session(c)
@@ -152,6 +155,8 @@ def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_an
 
 
 def test_a_body_nested_too_deep_or_not_utf8_is_a_bad_request_that_says_why(served: Any, tmp_path: Path) -> None:
+    """Under max_body_bytes, yet not parsed: the answer was {"code": "error", "message": "There was
+    an error parsing the body"}, unlike every other 400, and said neither why nor what to send."""
     a = Slow(served, tmp_path)
     js = {"Content-Type": "application/json"}
     with a.client() as c:
