@@ -432,3 +432,61 @@ def test_a_kill_during_a_verdict_on_the_reply_counts_the_reply_that_was_lost() -
     state = RunState.model_validate(during)
     result = run_sync(Agent(FunctionModel(lambda messages, request: "again")), state=state)
     assert result.cost_unknown_usd > turn["max_cost_usd"] > 0
+
+
+# --- a middleware hook that forgets its return ------------------------------------------------
+
+
+class _NoRequest(Middleware):
+    async def before_model(self, ctx: Any, request: ModelRequest) -> Any:
+        request.messages.append  # noqa: B018 - looked at, then the return forgotten
+
+
+class _NoResponse(Middleware):
+    async def wrap_model_call(self, ctx: Any, request: ModelRequest, call_next: Any) -> Any:
+        await call_next(request)
+
+
+class _NoText(Middleware):
+    async def filter_stream(self, ctx: Any, text: str, kind: Any) -> Any:
+        ctx.scratch["seen"] = text
+
+
+class _NoResult(Middleware):
+    async def wrap_tool_call(self, ctx: Any, call: Any, args: Any, call_next: Any) -> Any:
+        await call_next()
+
+
+@pytest.mark.parametrize(
+    ("middleware", "hook"),
+    [
+        (_NoRequest(), "before_model"),
+        (_NoResponse(), "wrap_model_call"),
+        (_NoText(), "filter_stream"),
+        (_NoResult(), "wrap_tool_call"),
+    ],
+)
+def test_a_hook_that_returns_nothing_is_named_with_what_it_must_return(middleware: Any, hook: str) -> None:
+    """A hook that forgot its ``return``: before_model and wrap_model_call ended the run 'unexpected
+    error: AssertionError: (no message)'; filter_stream's None silently dropped every streamed word
+    of the answer (the run completed with no text_delta); wrap_tool_call's was blamed on the tool
+    ("this is a bug in the tool"). Now each names the middleware, the hook and what it must return:
+    as the run's reason, or, around a tool, in the result the model reads."""
+
+    @tool(read_only=True)
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    agent = Agent(answers_after_tools(("c1", "look", {})), tools=[look], middleware=[middleware])
+    state = RunState()
+    events = events_of(agent, "go", state)
+    result = events[-1].result
+    named = f"middleware {type(middleware).__name__}: {hook} returned NoneType; it must return"
+    if hook == "wrap_tool_call":
+        assert result.status == "completed"
+        assert named in text_of([m for m in state.messages if isinstance(m, ToolMessage)])
+    else:
+        assert result.status == "failed" and (result.reason or "").startswith(named), result.reason
+    if hook == "wrap_model_call":
+        assert result.cost_usd > 0  # the provider answered: its reply is billed

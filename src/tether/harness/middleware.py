@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tether.errors import ContextOverflowError, ProviderError
+from tether.errors import ConfigError, ContextOverflowError, ProviderError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.state import conversation_turns, turn_start
@@ -88,12 +88,24 @@ class Middleware:
         return None
 
 
+def hook_result(mw: Any, hook: str, value: Any, expected: Any, what: str) -> Any:
+    """``value`` when the hook returned what it must; otherwise a :class:`ConfigError` naming the
+    middleware and the hook (one that forgot its ``return`` gave None), instead of an assertion
+    deep in the loop, or streamed text silently dropped."""
+    if isinstance(value, expected):
+        return value
+    raise ConfigError(f"middleware {type(mw).__name__}: {hook} returned {type(value).__name__}; it must return {what}")
+
+
+_HELD = "the text that may reach the caller now, a str ('' holds it back)"
+
+
 async def filter_stream(stack: Sequence[Middleware], ctx: RunContext, text: str, kind: StreamKind) -> str:
     """What of ``text`` every middleware lets reach the caller now."""
     for mw in stack:
         if not text:
             break
-        text = await mw.filter_stream(ctx, text, kind)
+        text = hook_result(mw, "filter_stream", await mw.filter_stream(ctx, text, kind), str, _HELD)
     return text
 
 
@@ -102,8 +114,8 @@ async def flush_stream(stack: Sequence[Middleware], ctx: RunContext, kind: Strea
     carried = ""
     for mw in stack:
         if carried:
-            carried = await mw.filter_stream(ctx, carried, kind)
-        carried += await mw.flush_stream(ctx, kind)
+            carried = hook_result(mw, "filter_stream", await mw.filter_stream(ctx, carried, kind), str, _HELD)
+        carried += hook_result(mw, "flush_stream", await mw.flush_stream(ctx, kind), str, "the text it releases, a str")
     return carried
 
 
@@ -115,7 +127,11 @@ def chain_model(stack: Sequence[Middleware], ctx: RunContext, innermost: ModelCa
 
 
 def _bind_model(mw: Middleware, ctx: RunContext, call_next: ModelCall) -> ModelCall:
-    return lambda request: mw.wrap_model_call(ctx, request, call_next)
+    async def call(request: ModelRequest) -> ModelResponse | Stop:
+        response = await mw.wrap_model_call(ctx, request, call_next)
+        return hook_result(mw, "wrap_model_call", response, ModelResponse | Stop, "the response (or a Stop)")  # type: ignore[no-any-return]
+
+    return call
 
 
 def chain_tool(
@@ -130,7 +146,22 @@ def chain_tool(
 def _bind_tool(
     mw: Middleware, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
 ) -> ToolCall:
-    return lambda: mw.wrap_tool_call(ctx, call, args, call_next)
+    async def run() -> ToolResult | str | Stop:
+        inner: list[Any] = []
+
+        async def next_() -> ToolResult | str | Stop:
+            inner.append(await call_next())
+            return inner[-1]  # type: ignore[no-any-return]
+
+        result = await mw.wrap_tool_call(ctx, call, args, next_)
+        if inner and not isinstance(inner[-1], _TOOL_RESULT):
+            return result  # the tool's own wrong answer: the loop says so, naming the tool
+        return hook_result(mw, "wrap_tool_call", result, _TOOL_RESULT, "the result (text, a ToolResult, or a Stop)")  # type: ignore[no-any-return]
+
+    return run
+
+
+_TOOL_RESULT = (ToolResult, str, Stop)
 
 
 def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:

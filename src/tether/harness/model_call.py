@@ -25,7 +25,7 @@ from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.length import Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
-from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream
+from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
 from tether.harness.state import CallInFlight
@@ -298,7 +298,7 @@ async def _call(
     stack = rc.agent.middleware
     for mw in stack:
         assert isinstance(request, ModelRequest)
-        request = await mw.before_model(rc, request)
+        request = hook_result(mw, "before_model", await mw.before_model(rc, request), ModelRequest | Stop, _REQUEST)
         if isinstance(request, Stop):
             return request
     assert isinstance(request, ModelRequest)
@@ -311,6 +311,9 @@ async def _call(
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked
             _emit_delta(rc, kind, await flush_stream(stack, rc, kind))
     return result
+
+
+_REQUEST = "the request to send (or a Stop)"
 
 
 def _shown(rc: RunContext, request: ModelRequest) -> ModelRequest:
