@@ -393,3 +393,36 @@ def test_a_last_line_edited_into_no_message_without_its_newline_is_kept_beside(t
     path.write_bytes(damaged)
     assert texts(store.load("s")) == ["one"]
     assert [c.read_bytes() for c in store.root.glob("s.jsonl.damaged-*")] == [damaged]
+
+
+def test_the_sqlite_store_serves_many_threads_without_losing_a_message(tmp_path: Path) -> None:
+    """A server's runs mirror their sessions from its commit threads (RunStore.save_async's
+    ``before``), all through one SqliteSessionStore, whose one connection was shared with no lock:
+    a thread's BEGIN inside another's transaction failed ("cannot start a transaction within a
+    transaction"), appends were lost and sessions went missing from the listing."""
+    import threading
+
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tmp_path / "sessions.db")
+    errors: list[BaseException] = []
+
+    def converse(k: int) -> None:
+        try:
+            for i in range(60):
+                store.append(f"s{k}", [user(f"{k}-{i}")])
+                if i % 10 == 0:
+                    store.load(f"s{k}")
+                    store.save_meta(f"s{k}", {"i": i})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [(i.session_id, i.messages) for i in store.list()] == [(f"s{k}", 60) for k in range(6)]
+    assert all(texts(store.load(f"s{k}")) == [f"{k}-{i}" for i in range(60)] for k in range(6))
+    assert store.load_meta("s0") == {"i": 50}

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -561,12 +562,15 @@ CREATE TABLE IF NOT EXISTS damaged_messages (
 
 
 class SqliteSessionStore:
-    """Sessions in one SQLite database (WAL), one row per message."""
+    """Sessions in one SQLite database (WAL), one row per message. One connection, used by one
+    thread at a time: a server's runs mirror their sessions from its commit threads, and a
+    transaction begun on a shared connection would take in another thread's statements."""
 
     def __init__(self, path: Path | str) -> None:
         import sqlite3  # imported here: a run without this store does not pay for it
 
         self.path = Path(path)
+        self._lock = threading.RLock()
         try:
             private_file(self.path)  # like the JSONL store's files
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -621,13 +625,14 @@ class SqliteSessionStore:
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
@@ -663,11 +668,12 @@ class SqliteSessionStore:
     def list(self) -> list[SessionInfo]:
         """The sessions with their messages: a row that holds none (not JSON, or JSON of no message's
         role) is not one, as a damaged line of a JSONL session is not (a load drops it)."""
-        rows = self._db.execute(
-            "SELECT s.session_id, COUNT(CASE WHEN json_valid(m.body) THEN CASE WHEN json_extract(m.body, '$.role') "
-            "IN ('user', 'assistant', 'tool') THEN 1 END END), s.updated_at FROM sessions s "
-            "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id"
-        )
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.session_id, COUNT(CASE WHEN json_valid(m.body) THEN CASE WHEN json_extract(m.body, "
+                "'$.role') IN ('user', 'assistant', 'tool') THEN 1 END END), s.updated_at FROM sessions s "
+                "LEFT JOIN messages m USING (session_id) GROUP BY s.session_id ORDER BY s.session_id"
+            ).fetchall()
         return [SessionInfo(sid, n, ts) for sid, n, ts in rows]
 
     def delete(self, session_id: str) -> None:
@@ -677,9 +683,10 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM session_meta WHERE session_id = ?", (session_id,))
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
-        row = self._db.execute(
-            "SELECT body FROM session_meta WHERE session_id = ?", (check_session_id(session_id),)
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT body FROM session_meta WHERE session_id = ?", (check_session_id(session_id),)
+            ).fetchone()
         try:
             meta = json.loads(row[0]) if row else {}
         except ValueError:
@@ -687,14 +694,16 @@ class SqliteSessionStore:
         return meta if isinstance(meta, dict) else {}
 
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
-        self._db.execute(
-            "INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
-            "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
-            (check_session_id(session_id), json.dumps(meta, ensure_ascii=False)),
-        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
+                "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+                (check_session_id(session_id), json.dumps(meta, ensure_ascii=False)),
+            )
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
 
 def open_session_store(spec: str | None, home: Path) -> SessionStore:
