@@ -66,6 +66,12 @@ RAW_SERVER = """
         elif method == "resources/read":
             contents = [{"uri": "notes://evil", "mimeType": "text/plain", "text": EVIL}]
             send({"jsonrpc": "2.0", "id": ident, "result": {"contents": contents}})
+        elif method == "tools/call" and MODE == "flood":
+            token = message["params"].get("_meta", {}).get("progressToken")
+            for i in range(3000):
+                note = {"progressToken": token, "progress": i, "message": "scanning " + "x" * 5000}
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
+            send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
         elif method == "tools/call" and MODE == "asks":
             call = ident
             question(0)
@@ -389,6 +395,49 @@ def test_a_server_that_asks_again_and_again_in_one_call_is_refused_past_max_elic
     result = call_once(raw(raw_server, "asks", Asker(person), max_elicitations=2), tmp_path, "raw__go")
     assert text(result).startswith("2 answered; then: the MCP server raw already asked 2 questions")
     assert sum("asks: question" in q for q in asked) == 2
+
+
+# --- a flood of progress notifications --------------------------------------------------------------
+
+
+def test_a_flood_of_long_progress_notifications_is_bounded_in_the_runs_events_and_trace(
+    raw_server: Path, tmp_path: Path
+) -> None:
+    """Was: each of the server's 3,000 progress notifications of 5,000 characters became an event
+    of the run, printed and written to its trace (15 MB for one call; 200 MB for 20,000). Now a
+    call's first ten are passed on, then at most one each half second, each cut to 300 characters."""
+    import time
+
+    from tether import Agent
+    from tether.harness.loop import run_stream
+    from tether.harness.state import RunState
+    from tether.messages import ToolMessage
+    from tether.providers.scripted import Reply
+    from tether.testing import FunctionModel
+    from tether.tracing import JsonlTracer
+
+    def reply(messages: list[Any], request: Any) -> Reply | str:
+        said = [m for m in messages if isinstance(m, ToolMessage)]
+        return "done: " + said[-1].text if said else Reply(calls=(("c1", "raw__go", {}),))
+
+    agent = Agent(FunctionModel(reply), extensions=[raw(raw_server, "flood")], cwd=tmp_path)
+
+    async def go() -> tuple[list[str], str | None, float]:
+        labels, output, began = [], None, time.monotonic()
+        async for event in run_stream(agent, "go", state=RunState(), tracer=JsonlTracer(tmp_path / "traces")):
+            if event.type == "tool_progress":
+                labels.append(event.label)
+            elif event.type == "done":
+                output = event.result.output
+        return labels, output, time.monotonic() - began
+
+    labels, output, took = asyncio.run(asyncio.wait_for(go(), 120))
+    assert output == "done: fine"
+    assert labels[0].startswith("0 scanning xxx") and labels[0].endswith("x [cut]")
+    assert all(len(label) <= 300 + len(" [cut]") for label in labels)
+    assert 10 <= len(labels) <= 10 + took / 0.5 + 1  # the bound, however long the flood took to read
+    (trace,) = (tmp_path / "traces").iterdir()
+    assert trace.stat().st_size < 2_000 * len(labels) + 20_000
 
 
 # --- 3. a mentioned resource whose text closes its block ---------------------------------------------

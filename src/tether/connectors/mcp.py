@@ -28,8 +28,9 @@ import json
 import logging
 import re
 import threading
+import time
 import warnings
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,12 @@ DEFAULT_TIMEOUT_S = 60.0  # a call, unless [mcp.NAME] timeout_s says otherwise
 DEFAULT_MAX_CHARS = 100_000  # a result's text (the built-in read_file's cap), unless max_result_chars says
 START_TIMEOUT_S = 30.0  # starting (or reaching) a server and listing its tools
 NAME_LIMIT = 64  # what providers accept as a tool name, of [A-Za-z0-9_-]
+# A server's progress notifications become the run's events, each written to its trace: a server
+# that sent them in a flood (or long) would fill the disk. A call's first PROGRESS_FREE are shown,
+# then at most one each PROGRESS_EVERY_S, each cut to PROGRESS_CHARS (a progress message is a status).
+PROGRESS_FREE = 10
+PROGRESS_EVERY_S = 0.5
+PROGRESS_CHARS = 300
 MCP_EXTRA = "pip install 'tether[mcp]'"
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
@@ -385,7 +392,7 @@ class McpConnector(Extension):
         from tether.connectors._results import to_tool_result
 
         try:
-            answer = link.call(tool.server_tool, arguments, on_progress=ctx.progress, meta=_serve_calls())
+            answer = link.call(tool.server_tool, arguments, on_progress=_bounded(ctx.progress), meta=_serve_calls())
             result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
         except TimeoutError:
             return _error(
@@ -630,6 +637,22 @@ def _warn_left_out(server: str, refused: Mapping[str, str], cut: str | None) -> 
         said.append(cut)
     if said:
         log.warning("[mcp.%s] %s; `tether mcp list` shows each and why", server, "; ".join(said))
+
+
+def _bounded(progress: Callable[[str], None]) -> Callable[[str], None]:
+    """``progress`` for one call, within the bounds above (what is passed over is dropped: the next
+    one shown says where the work is)."""
+    shown, last = 0, 0.0
+
+    def report(label: str) -> None:
+        nonlocal shown, last
+        now = time.monotonic()
+        if shown >= PROGRESS_FREE and now - last < PROGRESS_EVERY_S:
+            return
+        shown, last = shown + 1, now
+        progress(label if len(label) <= PROGRESS_CHARS else label[:PROGRESS_CHARS] + " [cut]")
+
+    return report
 
 
 def _serve_calls() -> dict[str, Any] | None:
