@@ -4,6 +4,7 @@ and half a surrogate pair in what a model wrote. Real HTTP on loopback, real run
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -292,3 +293,42 @@ def test_a_call_whose_arguments_hold_half_a_surrogate_pair_leaves_the_users_runs
         body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": False, "reason": "no"}
         assert c.post(f"/v1/runs/{run_id}/decision", json=body).status_code == 202
         assert _ended(c, run_id)["status"] == "completed"
+
+
+# An agent whose run processes take their time to build it: until the file ``built`` is in the
+# workspace (the server's own process builds it at once).
+BUILDING = """
+import os, time
+from tether import Agent
+
+WORKSPACE = os.environ["TETHER_TEST_WORKSPACE"]
+if os.getpid() != int(os.environ["TETHER_TEST_SERVER_PID"]):
+    for _ in range(2000):
+        if os.path.exists(os.path.join(WORKSPACE, "built")):
+            break
+        time.sleep(0.01)
+
+agents = {"plan": Agent("scripted/hello")}
+"""
+
+
+def test_healthz_counts_the_run_processes_that_can_take_a_run(
+    served: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/healthz said ``run_processes: 1`` from the moment a process was started, while it was still
+    building its agents (or about to fail to: then it said 1 until the process was gone, and a
+    run given meanwhile waited for it); it counts those that are ready."""
+    monkeypatch.setenv("TETHER_TEST_SERVER_PID", str(os.getpid()))
+    module = tmp_path / "building_agents.py"
+    module.write_text(BUILDING)
+    s = served(agents_module=module, run_processes=1)
+    workspace = Path(s.home).parent / Path(s.home).name.replace("home", "workspace")
+    with s.client() as c:
+        assert s.app.state.core.manager.processes.pids()  # started, and building
+        assert c.get("/healthz").json() == {"ok": True, "live_runs": 0, "run_processes": 0}
+        (workspace / "built").write_text("go")
+        wait_until(lambda: c.get("/healthz").json()["run_processes"] == 1, what="the run process to be ready")
+        sid = c.post("/v1/sessions", json={"agent": "plan"}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).json()["run_id"]
+        assert read_events(c, f"/v1/runs/{run_id}/events")[-1]["result"]["status"] == "completed"
+        assert c.get("/healthz").json() == {"ok": True, "live_runs": 0, "run_processes": 1}

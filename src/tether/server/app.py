@@ -851,8 +851,8 @@ def _page_routes(app: FastAPI, core: Core) -> None:
     async def health() -> dict[str, Any]:
         said: dict[str, Any] = {"ok": True, "live_runs": core.manager.live_count()}
         processes = getattr(core.manager, "processes", None)
-        if processes is not None:  # how many run processes are up (one that died is started again on demand)
-            said["run_processes"] = len(processes.pids())
+        if processes is not None:  # how many run processes are up and built (one that died is started again on demand)
+            said["run_processes"] = processes.ready()
         return said
 
     @app.get("/v1/me", summary="Who the caller is")

@@ -74,6 +74,7 @@ class _Child(asyncio.Protocol):
         self.queued: list[bytes] = []
         self.buf = bytearray()
         self.alive = True
+        self.ready = False  # it said R: its agents are built, it takes runs at once
         self.why: str | None = None  # what it said when it could not be built
         self.send(spec)
         loop = asyncio.get_running_loop()
@@ -120,6 +121,8 @@ class _Child(asyncio.Protocol):
             run_id, batch = None, []
             if line[:1] == "X":
                 self._ended(line[1:])
+            elif line == "R":
+                self.ready = True
             elif line[:1] == "!":
                 self.why = line[1:]
                 _log.error("a run process could not start: %s", self.why)
@@ -231,6 +234,11 @@ class RunProcesses:
 
     def pids(self) -> list[int]:
         return [c.proc.pid for c in self.children if c is not None and c.alive]
+
+    def ready(self) -> int:
+        """How many run processes have built their agents and are up (what /healthz says): not
+        one still building them, nor one that could not and is on its way out."""
+        return sum(1 for c in self.children if c is not None and c.alive and c.ready and c.why is None)
 
     def begin(
         self,
