@@ -490,3 +490,27 @@ def test_a_hook_that_returns_nothing_is_named_with_what_it_must_return(middlewar
         assert result.status == "failed" and (result.reason or "").startswith(named), result.reason
     if hook == "wrap_model_call":
         assert result.cost_usd > 0  # the provider answered: its reply is billed
+
+
+@pytest.mark.parametrize(
+    "decide",
+    [
+        lambda state: approve(state, reason=5),  # type: ignore[arg-type]
+        lambda state: reject(state, reason=["keep it"]),  # type: ignore[arg-type]
+        lambda state: reject(state, 7),  # type: ignore[arg-type]
+        lambda state: approve(state, content="yes"),  # type: ignore[arg-type]
+    ],
+    ids=["approve-reason-int", "reject-reason-list", "reject-call-id-int", "approve-content-str"],
+)
+def test_a_malformed_decision_is_refused_in_words_and_decides_nothing(decide: Any) -> None:
+    """A reason that is not text raised AttributeError ('int' object has no attribute 'strip'), a
+    call id that is not text the same from reject; a form's values that are not a dict a raw
+    pydantic error. Now each is a UserError, and the run still waits with nothing decided."""
+    ran: list[str] = []
+    agent = deleting_agent(ran)
+    state = RunState()
+    run_sync(agent, "clean up", state=state)
+    with pytest.raises(UserError):
+        decide(state)
+    assert state.approved == {} and state.rejected == {} and state.answer is None
+    assert run_sync(agent, state=state).status == "interrupted" and ran == []

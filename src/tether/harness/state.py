@@ -419,8 +419,15 @@ def _old_order(
     return (older[0] if older else None), call_id
 
 
-def _words(text: str) -> bool:
-    return any(ch.isspace() for ch in text.strip())
+def _words_of(state: RunState, reason: Any) -> str:
+    """A decision's reason as the words it is recorded with; refused when it is not text."""
+    if reason is not None and not isinstance(reason, str):
+        raise UserError(f"the reason for a decision in run {state.run_id} must be text, not {type(reason).__name__}")
+    return (reason or "").strip()
+
+
+def _words(text: Any) -> bool:
+    return isinstance(text, str) and any(ch.isspace() for ch in text.strip())
 
 
 def approve(
@@ -434,7 +441,9 @@ def approve(
     is alive. For a question a middleware or a tool asked (a sub-agent's, a policy's), the
     answer is kept in ``state.answer`` for it to read when the run resumes; ``content`` is a form's
     values, for a question that is one."""
-    words = (reason or "").strip()
+    words = _words_of(state, reason)
+    if content is not None and not isinstance(content, dict):
+        raise UserError(f"content must be a dict of the form's values, not {type(content).__name__}")
     question = _plugin_question(state, call_id)
     if question is not None:
         state.answer = Answer(approved=True, reason=words, question=question, content=content)
@@ -458,7 +467,7 @@ def reject(state: RunState, call_id: str | None = None, *older: str | None, reas
     words, as the call's result. For a question a middleware or a tool asked, the answer is kept
     for it as with :func:`approve`."""
     call_id, reason = _old_order(state, call_id, older, reason)
-    words = (reason or "").strip()
+    words = _words_of(state, reason)
     question = _plugin_question(state, call_id)
     if question is not None:
         state.answer = Answer(approved=False, reason=words, question=question)
