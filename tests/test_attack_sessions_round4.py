@@ -426,3 +426,64 @@ def test_the_sqlite_store_serves_many_threads_without_losing_a_message(tmp_path:
     assert [(i.session_id, i.messages) for i in store.list()] == [(f"s{k}", 60) for k in range(6)]
     assert all(texts(store.load(f"s{k}")) == [f"{k}-{i}" for i in range(60)] for k in range(6))
     assert store.load_meta("s0") == {"i": 50}
+
+
+# -- a session that breaks the providers' rules, repaired into one they accept --------------------
+
+
+def _openai_accepts(wire: list[dict[str, Any]]) -> None:
+    """Chat Completions: each assistant tool call is answered by a tool message, before anything
+    else; no tool message answers a call that was not made just before it."""
+    waiting: list[str] = []
+    for m in wire:
+        if m["role"] == "tool":
+            assert waiting and m["tool_call_id"] == waiting.pop(0), wire
+            continue
+        assert not waiting, wire
+        if m["role"] == "assistant":
+            assert isinstance(m["content"], str)
+            waiting = [c["id"] for c in m.get("tool_calls", [])]
+    assert not waiting
+
+
+def _anthropic_accepts(wire: list[dict[str, Any]]) -> None:
+    """Messages API: it starts with the user, roles alternate, no message is empty, and each
+    tool_use is answered by a tool_result in the next (user) message."""
+    assert wire[0]["role"] == "user"
+    for a, b in zip(wire, wire[1:], strict=False):
+        assert a["role"] != b["role"], wire
+    for i, m in enumerate(wire):
+        assert m["content"], wire
+        uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
+        if uses:
+            answered = [b["tool_use_id"] for b in wire[i + 1]["content"] if b["type"] == "tool_result"]
+            assert answered == uses, wire
+
+
+def test_a_session_that_breaks_the_providers_rules_is_repaired_into_one_both_accept(tmp_path: Path) -> None:
+    from tether.messages import ToolMessage
+    from tether.providers.anthropic import wire_messages
+    from tether.providers.openai_chat import message_to_wire
+
+    def result(call_id: str, name: str = "t") -> ToolMessage:
+        return ToolMessage(call_id=call_id, name=name, content=(TextPart(text=f"r {call_id}"),))
+
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append(
+        "s",
+        [
+            result("nobody_called_me"),  # a result without its call, first of all
+            user("one"),
+            user("two, right after"),  # two user messages in a row
+            AssistantMessage(content=()),  # an assistant message with no content
+            AssistantMessage(content=(ToolCallPart(id="c1", name="t"), ToolCallPart(id="c2", name="t"))),
+            result("c2"),  # out of order, and c1 never answered
+            result("c2", "other_tool"),  # a result naming another tool than its call
+            user("three"),
+            AssistantMessage(content=(ToolCallPart(id="c3", name="t"),)),  # the last call, no result
+        ],
+    )
+    messages = store.load("s")
+    assert store.load("s") == messages  # repair is idempotent
+    _openai_accepts([message_to_wire(m) for m in messages])
+    _anthropic_accepts(wire_messages(messages, "claude"))
