@@ -9,6 +9,7 @@ nothing through a link put in its folders; no command ends in a traceback."""
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import subprocess
 import sys
@@ -450,7 +451,7 @@ def _anthropic_accepts(wire: list[dict[str, Any]]) -> None:
     """Messages API: it starts with the user, roles alternate, no message is empty, and each
     tool_use is answered by a tool_result in the next (user) message."""
     assert wire[0]["role"] == "user"
-    for a, b in zip(wire, wire[1:], strict=False):
+    for a, b in itertools.pairwise(wire):
         assert a["role"] != b["role"], wire
     for i, m in enumerate(wire):
         assert m["content"], wire
