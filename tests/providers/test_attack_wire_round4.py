@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from tests.providers.test_attack_wire_round2 import (
+    FAST,
     KEY,
+    PRICE,
     WIRES,
     Reply,
     WireServer,
@@ -36,9 +38,11 @@ from tests.providers.test_attack_wire_round2 import (
     usage_chunk,
 )
 from tests.providers.test_auth import TokenEndpoint, configure
-from tether import Agent, run_sync, tool
+from tether import Agent, RunState, run_sync, tool
 from tether.config import load_settings
 from tether.errors import BadRequestError, ConfigError, ContextOverflowError, classify_http_error
+from tether.harness.state import reject
+from tether.messages import AssistantMessage, ToolMessage
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.auth import save_oauth_tokens
 from tether.providers.openai_chat import OpenAIChatProvider
@@ -732,3 +736,54 @@ def test_a_byte_order_mark_before_the_first_event_loses_nothing(serve: Serve, tm
     assert (out.result.status, out.result.text) == ("completed", "Hello"), out.result.reason
     assert out.result.usage.prompt_tokens == 20  # the first event's count, not an estimate
     assert_sound(out)
+
+
+def _one_call(name: str, args: dict[str, Any], call_id: str | None) -> Reply:
+    call: dict[str, Any] = {"index": 0, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    if call_id:
+        call["id"] = call_id
+    return Reply(
+        200,
+        [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"tool_calls": [call]}),
+            chunk({}, "tool_calls"),
+            usage_chunk({"prompt_tokens": 10, "completion_tokens": 5}),
+        ],
+    )
+
+
+@pytest.mark.parametrize("same_id", [None, "call_0"], ids=["no id", "the same id each turn"])
+def test_a_decision_on_one_call_never_answers_a_later_call_that_reused_its_id(
+    serve: Serve, tmp_path: Path, same_id: str | None
+) -> None:
+    """A server that sends no call ids (tether then numbered them ``call_0`` each turn) or numbers
+    them anew each turn reused an id across turns. A person's decision is kept by call id: the
+    model's next call, a harmless read, was answered "The user declined this call to look" (a
+    decision nobody made) and never ran. Each call now has an id of its own in the conversation."""
+    ran: list[str] = []
+
+    @tool(needs_approval=True)
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(f"delete {path}")
+        return "deleted"
+
+    @tool(read_only=True)
+    def look(path: str) -> str:
+        """Read a file."""
+        ran.append(f"look {path}")
+        return "its contents"
+
+    first, second = _one_call("delete", {"path": "a.log"}, same_id), _one_call("look", {"path": "b.txt"}, same_id)
+    server = serve([first, second, text_reply("openai", "done")])
+    agent = Agent(provider("openai", server), tools=[delete, look], retry=FAST, price=PRICE)
+    state = RunState()
+    assert run_sync(agent, "tidy up", state=state).status == "interrupted"
+    reject(state, reason="not that one")
+    assert run_sync(agent, state=state).status == "completed"
+    assert ran == ["look b.txt"]
+    results = [m.text for m in state.messages if isinstance(m, ToolMessage)]
+    assert results[1] == "its contents" and "declined" in results[0]
+    calls = [c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(set(calls)) == 2 and all(calls)

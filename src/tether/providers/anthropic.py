@@ -529,7 +529,7 @@ class AnthropicProvider:
                 self.name,
                 answers=request.output_schema is not None,
             )
-        return ModelResponse(self._with_usage(distinct_call_ids(message), request))
+        return ModelResponse(self._finished(message, request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, True)
@@ -541,10 +541,12 @@ class AnthropicProvider:
             async for delta in stream_reply(response, self.name, assembler):
                 yield delta
             message = assembled(assembler, self.name)
-        yield ResponseDone(ModelResponse(self._with_usage(distinct_call_ids(message), request)))
+        yield ResponseDone(ModelResponse(self._finished(message, request)))
 
-    def _with_usage(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
-        # A compatible server may send no usage (or zeros): estimate it rather than count it free.
+    def _finished(self, message: AssistantMessage, request: ModelRequest) -> AssistantMessage:
+        """The reply as the loop gets it: each call with an id of its own in the conversation, and
+        usage a compatible server may not send (or send as zeros) estimated, not counted free."""
+        message = distinct_call_ids(message, request.messages)
         usage = complete_usage(message.usage, request, message, self._model_name(request))
         return message if usage == message.usage else message.model_copy(update={"usage": usage})
 

@@ -7,7 +7,7 @@ Rules every wire keeps, written once here:
 * a reply cut by the token limit is returned as it came, with ``finish_reason="length"`` and a
   cut tool call's arguments as far as they got: the loop continues cut text and never runs a cut
   call (:mod:`tether.harness.length`);
-* each tool call in a reply has an id of its own (:func:`distinct_call_ids`);
+* each tool call has an id of its own in the conversation (:func:`distinct_call_ids`);
 * usage the server did not report is estimated from the request and the reply, and marked
   (:func:`complete_usage`); a count no call can have (negative, infinite, not a number) is
   one it did not report (:func:`token_count`).
@@ -216,25 +216,27 @@ def complete_usage(reported: Usage | None, request: ModelRequest, reply: Assista
     )
 
 
-def distinct_call_ids(reply: AssistantMessage) -> AssistantMessage:
-    """``reply`` with an id of its own for each tool call. Some servers give parallel calls one id
-    (DeepSeek, GLM, Kimi's Anthropic-compatible endpoint) or none: kept, two results would answer
-    one id (results pair with calls by id, on resume too), and the next request would be refused
-    ("Duplicate value for 'tool_call_id'", "tool_use ids must be unique"). A repeated id gets the
-    first free ``<id>_2``, ``<id>_3``...; an empty one ``call_2``..."""
+def distinct_call_ids(reply: AssistantMessage, earlier: Sequence[Message] = ()) -> AssistantMessage:
+    """``reply`` with an id of its own in the conversation for each tool call. Some servers give
+    parallel calls one id (DeepSeek, GLM, Kimi's Anthropic-compatible endpoint), number them anew
+    each turn, or send none: kept, two results would answer one id (results pair with calls by
+    id), the next request would be refused ("Duplicate value for 'tool_call_id'", "tool_use ids
+    must be unique"), and a person's decision on an earlier call (approvals and rejections are
+    kept by call id) would answer a later one the person never saw. An id that is empty,
+    repeated in the reply or a call's id in ``earlier`` gets a new random one."""
     ids = [call.id for call in reply.tool_calls]
-    if all(ids) and len(set(ids)) == len(ids):
+    if not ids:
         return reply
-    taken, seen = set(ids), set()
+    seen = {call.id for m in earlier if isinstance(m, AssistantMessage) for call in m.tool_calls}
+    if all(ids) and len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+        return reply
+    import uuid
+
     content = []
     for part in reply.content:
         if isinstance(part, ToolCallPart):
             if not part.id or part.id in seen:
-                n = 2
-                while f"{part.id or 'call'}_{n}" in taken:
-                    n += 1
-                taken.add(new := f"{part.id or 'call'}_{n}")
-                part = part.model_copy(update={"id": new})
+                part = part.model_copy(update={"id": f"call_{uuid.uuid4().hex[:24]}"})
             seen.add(part.id)
         content.append(part)
     return reply.model_copy(update={"content": tuple(content)})

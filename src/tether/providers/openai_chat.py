@@ -289,10 +289,10 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
             parts.append(ReasoningPart(text=reasoning))
         if text:
             parts.append(TextPart(text=text))
-        for i, c in enumerate(msg.get("tool_calls") or []):
+        for c in msg.get("tool_calls") or []:
             fn = c["function"]
             arguments = clean_arguments(_arguments_text(fn.get("arguments")) or "{}")
-            parts.append(ToolCallPart(id=str(c.get("id") or f"call_{i}"), name=fn["name"], arguments=arguments))
+            parts.append(ToolCallPart(id=str(c.get("id") or ""), name=fn["name"], arguments=arguments))
         return AssistantMessage(
             content=tuple(parts),
             model=model,
@@ -484,7 +484,7 @@ class StreamAssembler:
                     f"{self.provider}: stream ended with a tool call without a name (index {index})",
                     provider=self.provider,
                 )
-            call_id = slot.get("id") or f"call_{index}"
+            call_id = slot.get("id") or ""  # given one by distinct_call_ids
             arguments = clean_arguments("".join(slot["args"]) or "{}")
             parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments=arguments))
         return AssistantMessage(
@@ -593,7 +593,7 @@ class OpenAIChatProvider:
             response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
             data = read_json(response, self.name)
             message = parse_completion(data, request.model, self.name)
-        return ModelResponse(self._with_usage(distinct_call_ids(message), _usage(data.get("usage")), request))
+        return ModelResponse(self._finished(message, _usage(data.get("usage")), request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, stream=True)
@@ -603,10 +603,12 @@ class OpenAIChatProvider:
             async for event in stream_reply(response, self.name, assembler):
                 yield event
             message = assembled(assembler, self.name)
-        yield ResponseDone(ModelResponse(self._with_usage(distinct_call_ids(message), assembler.usage, request)))
+        yield ResponseDone(ModelResponse(self._finished(message, assembler.usage, request)))
 
-    def _with_usage(self, message: AssistantMessage, reported: Usage | None, request: ModelRequest) -> AssistantMessage:
-        # Some compatible servers never send usage (or send zeros): count it, and say it was counted.
+    def _finished(self, message: AssistantMessage, reported: Usage | None, request: ModelRequest) -> AssistantMessage:
+        """The reply as the loop gets it: each call with an id of its own in the conversation, and
+        usage some compatible servers never send (or send as zeros) counted, and said to be."""
+        message = distinct_call_ids(message, request.messages)
         usage = complete_usage(reported, request, message, f"{self.name}/{request.model}")
         return message if usage == message.usage else message.model_copy(update={"usage": usage})
 
