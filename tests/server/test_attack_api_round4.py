@@ -332,3 +332,29 @@ def test_healthz_counts_the_run_processes_that_can_take_a_run(
         run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).json()["run_id"]
         assert read_events(c, f"/v1/runs/{run_id}/events")[-1]["result"]["status"] == "completed"
         assert c.get("/healthz").json() == {"ok": True, "live_runs": 0, "run_processes": 1}
+
+
+def test_a_decision_that_waited_while_its_session_was_deleted_runs_nothing(served: Any, tmp_path: Path) -> None:
+    """A decision (or a resume) that waits for another run of the session to end, while a delete
+    of the session waits too: the delete goes first, and the decision must then find no run."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        sid = _session(c)
+        run_id = _send(c, sid, "delete the log")
+        asked = _ended(c, run_id)["waiting"]
+        a.hold()
+        other = _send(c, sid, "hello")
+        read_events(c, f"/v1/runs/{other}/events", until=lambda e: e["event"] == "done")
+        body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+        deleting, first = _in_flight(1, lambda i: httpx.delete(f"{a.s.url}/v1/sessions/{sid}", timeout=30))
+        deciding, then = _in_flight(
+            1, lambda i: httpx.post(f"{a.s.url}/v1/runs/{run_id}/decision", json=body, timeout=30)
+        )
+        a.let_go()
+        for t in first + then:
+            t.join(30)
+        assert deleting[0].status_code == 200, deleting[0].text
+        assert deciding[0].status_code == 404, deciding[0].text
+        assert (a.workspace / "access.log").exists()  # the call was not run
+        assert c.get("/healthz").json()["live_runs"] == 0
+        assert not list((a.home / "sessions").glob(f"{sid}*")), list((a.home / "sessions").iterdir())
