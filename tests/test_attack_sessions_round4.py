@@ -488,3 +488,25 @@ def test_a_session_that_breaks_the_providers_rules_is_repaired_into_one_both_acc
     assert store.load("s") == messages  # repair is idempotent
     _openai_accepts([message_to_wire(m) for m in messages])
     _anthropic_accepts(wire_messages(messages, "claude"))
+
+
+def test_a_repair_that_cannot_be_written_back_leaves_no_copy_per_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged session whose repaired file cannot be written (the rename refused: a full disk, an
+    immutable file) got a new `.damaged-*` copy of the whole session at every load, each one said
+    to keep what was dropped, though nothing was dropped: the file still held it."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [user("one")])
+    path = store.path("s")
+    damaged = path.read_bytes() + b"{garbled\n"
+    path.write_bytes(damaged)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+
+    with monkeypatch.context() as patch:
+        patch.setattr("tether.sessions.atomic_write", refused)
+        for _ in range(3):
+            assert texts(store.load("s")) == ["one"]
+    assert path.read_bytes() == damaged and not list(store.root.glob("*.damaged-*"))

@@ -342,18 +342,14 @@ class JsonlSessionStore:
             messages, damaged, garbled = self._read(path)
             fixed = repair(messages)
             if damaged or fixed != messages:
+                copy = None
                 try:
                     if garbled:  # a whole line no message could be read from: its bytes are kept beside
                         copy = self._keep_damaged(path)
-                        _log.warning(
-                            "session %s: a line of %s holds no message and was dropped; the file as it was is "
-                            "kept in %s",
-                            session_id,
-                            path,
-                            copy,
-                        )
                     self._write_all(path, fixed)
                 except OSError as exc:  # a full disk: the history is repaired here, and again at the next load
+                    if copy is not None:
+                        copy.unlink(missing_ok=True)  # the file still holds all it kept: one per load would pile up
                     _log.warning(
                         "session %s: its repair could not be written to %s (%s); the file is left as it was",
                         session_id,
@@ -361,6 +357,13 @@ class JsonlSessionStore:
                         exc.strerror or exc,
                     )
                     return fixed
+                if copy is not None:
+                    _log.warning(
+                        "session %s: a line of %s holds no message and was dropped; the file as it was is kept in %s",
+                        session_id,
+                        path,
+                        copy,
+                    )
             self._note_whole(session_id, path, len(fixed))
         return fixed
 
