@@ -510,3 +510,24 @@ def test_a_repair_that_cannot_be_written_back_leaves_no_copy_per_load(
         for _ in range(3):
             assert texts(store.load("s")) == ["one"]
     assert path.read_bytes() == damaged and not list(store.root.glob("*.damaged-*"))
+
+
+def test_a_session_database_that_refuses_is_one_line_not_a_traceback(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SQLite store on a full disk (or locked past its wait by another process) raised
+    sqlite3.OperationalError out of `tether sessions show`: a traceback."""
+    import sqlite3
+
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tether_home / "sessions.db")
+    store.append("s", [user("one")])
+    store.close()
+
+    def full(self: Any, session_id: str) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(SqliteSessionStore, "load", full)
+    code, _, err = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
+    assert code == 2 and "the session database refused: database or disk is full" in err

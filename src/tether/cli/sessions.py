@@ -53,6 +53,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         raise StoreError(
             f"cannot use the sessions: {what}. Check that file's owner and mode, and the disk's room"
         ) from exc
+    except Exception as exc:
+        import sqlite3
+
+        if not isinstance(exc, sqlite3.Error):
+            raise
+        # The SQLite store's database refused (full, locked by another process for too long, damaged).
+        raise StoreError(f"the session database refused: {exc}. Check the disk's room and the database") from exc
 
 
 def _sessions(args: argparse.Namespace) -> int:
