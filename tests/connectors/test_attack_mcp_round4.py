@@ -506,3 +506,41 @@ def test_serve_answers_a_request_holding_a_lone_surrogate_escape_and_goes_on(tmp
     assert after == {"jsonrpc": "2.0", "id": 6, "result": {}}
     assert paired is not None and paired["id"] == 7 and "there is no knowledge base 'default'" in json.dumps(paired)
     assert code == 0 and "Traceback" not in err
+
+
+# --- requests a server sends all at once -----------------------------------------------------------
+
+
+def test_sampling_requests_sent_all_at_once_ask_the_person_at_most_the_calls_limit() -> None:
+    """A server may send its sampling requests without waiting for the answers. Was: under
+    ``sampling = "ask"`` the limit of 10 per call was counted only once a request was answered, so
+    30 requests at once put 30 questions to the person (each a prompt read at the terminal, all
+    at the same time). Now each request is counted as it comes: 10 are asked, 20 refused saying why."""
+    import mcp_types as types
+
+    from tether.connectors._client_side import MAX_PER_CALL, ClientSide
+    from tether.harness.state import RunState
+
+    asked: list[str] = []
+
+    async def person(question: str) -> str:
+        asked.append(question)
+        await asyncio.sleep(0.01)  # a person takes a moment: the other requests arrive meanwhile
+        return "n"
+
+    side = ClientSide("srv", {"sampling_model": "scripted/hello"}, Asker(person))
+    side.begin(ToolContext(cwd=Path("."), signal=CancelSignal(), state=RunState(), call_id="c1"), "srv__go")
+    content = types.TextContent(type="text", text="Say hi")
+    request = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=content)], max_tokens=50
+    )
+
+    async def flood() -> list[Any]:
+        return list(await asyncio.gather(*(side.sampling(request) for _ in range(30))))
+
+    answers = asyncio.run(flood())
+    assert len(asked) == MAX_PER_CALL == 10
+    refused = [a.message for a in answers if "tether's limit per call" in a.message]
+    assert (
+        len(refused) == 20 and refused[0] == "this tool call already made 10 sampling requests, tether's limit per call"
+    )

@@ -94,7 +94,7 @@ class ClientSide:
     config: dict[str, Any]
     asker: Asker
     calls: list[ToolContext] = field(default_factory=list)
-    samples: Counter[str] = field(default_factory=Counter)  # sampling requests, per call in flight
+    samples: Counter[str] = field(default_factory=Counter)  # sampling requests (answered or not), per call
     sampled_usd: dict[str, float] = field(default_factory=dict)  # what they cost, per call in flight
     asked: Counter[str] = field(default_factory=Counter)  # questions answered or asked in this attempt, per call
     elicited: Counter[str] = field(default_factory=Counter)  # elicitation requests, per call ("": outside one)
@@ -169,6 +169,9 @@ class ClientSide:
             return "tether answers sampling requests only during one of this server's tool calls in a run"
         if self.samples[ctx.call_id or ""] >= MAX_PER_CALL:
             return f"this tool call already made {MAX_PER_CALL} sampling requests, tether's limit per call"
+        # Counted as it comes, before anyone is asked: requests sent all at once, and those the
+        # person declines, count too (a server could otherwise ask again and again).
+        self.samples[ctx.call_id or ""] += 1
         if ctx.budget_left_usd is not None and ctx.budget_left_usd <= 0:
             return "the run's budget is spent"
         if self._model(ctx) is None:
@@ -257,7 +260,6 @@ class ClientSide:
         if over is not None:
             await resolved.provider.aclose()
             return types.ErrorData(code=types.INVALID_REQUEST, message=over)
-        self.samples[key] += 1
         try:
             reply = (await resolved.provider.complete(request)).message
         finally:
