@@ -335,26 +335,32 @@ def test_healthz_counts_the_run_processes_that_can_take_a_run(
 
 
 def test_a_decision_that_waited_while_its_session_was_deleted_runs_nothing(served: Any, tmp_path: Path) -> None:
-    """A decision (or a resume) that waits for another run of the session to end, while a delete
-    of the session waits too: the delete goes first, and the decision must then find no run."""
+    """A decision that waits for a run of the session to end (another one, or its own whose done is
+    out), while a delete of the session waits too: the delete went first, then the decision
+    continued the run anyway (202), its deleted conversation written back. It must find no run."""
     a = Slow(served, tmp_path)
     with a.client() as c:
-        sid = _session(c)
-        run_id = _send(c, sid, "delete the log")
-        asked = _ended(c, run_id)["waiting"]
-        a.hold()
-        other = _send(c, sid, "hello")
-        read_events(c, f"/v1/runs/{other}/events", until=lambda e: e["event"] == "done")
-        body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
-        deleting, first = _in_flight(1, lambda i: httpx.delete(f"{a.s.url}/v1/sessions/{sid}", timeout=30))
-        deciding, then = _in_flight(
-            1, lambda i: httpx.post(f"{a.s.url}/v1/runs/{run_id}/decision", json=body, timeout=30)
-        )
-        a.let_go()
-        for t in first + then:
-            t.join(30)
-        assert deleting[0].status_code == 200, deleting[0].text
-        assert deciding[0].status_code == 404, deciding[0].text
-        assert (a.workspace / "access.log").exists()  # the call was not run
-        assert c.get("/healthz").json()["live_runs"] == 0
-        assert not list((a.home / "sessions").glob(f"{sid}*")), list((a.home / "sessions").iterdir())
+        for other_run in (True, False):
+            sid = _session(c)
+            if other_run:
+                run_id = _send(c, sid, "delete the log")
+                asked = _ended(c, run_id)["waiting"]
+                a.hold()
+                read_events(c, f"/v1/runs/{_send(c, sid, 'hello')}/events", until=lambda e: e["event"] == "done")
+            else:
+                a.hold()
+                run_id = _send(c, sid, "delete the log")
+                seen = read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "done")
+                asked = next(e for e in seen if e["event"] == "approval_required")
+            body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+            gone, decided = f"{a.s.url}/v1/sessions/{sid}", f"{a.s.url}/v1/runs/{run_id}/decision"
+            deleting, first = _in_flight(1, lambda i, url=gone: httpx.delete(url, timeout=30))
+            deciding, then = _in_flight(1, lambda i, url=decided, b=body: httpx.post(url, json=b, timeout=30))
+            a.let_go()
+            for t in first + then:
+                t.join(30)
+            assert deleting[0].status_code == 200, (other_run, deleting[0].text)
+            assert deciding[0].status_code == 404, (other_run, deciding[0].text)
+            assert (a.workspace / "access.log").exists()  # the call was not run
+            assert c.get("/healthz").json()["live_runs"] == 0
+            assert not list((a.home / "sessions").glob(f"{sid}*")), list((a.home / "sessions").iterdir())

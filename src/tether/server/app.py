@@ -1082,7 +1082,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:
             await core.manager.settled(busy)
-            turn = _turn(core, run_id, user)  # other requests ran meanwhile: one may have deleted the session
+        turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
         _check_session_free(core, turn)
         state = _saved_state(core, run_id)
         asked = waiting(state) if state is not None else None
@@ -1164,7 +1164,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:
             await core.manager.settled(busy)
-            turn = _turn(core, run_id, user)  # other requests ran meanwhile: one may have deleted the session
+        turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
         _check_session_free(core, turn)
         state = _saved_state(core, run_id)
         session = core.store.session(turn.session_id, user)
