@@ -26,7 +26,7 @@ from tether.harness.middleware import Middleware
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
-from tether.tools.base import ToolContext
+from tether.tools.base import ToolContext, ToolResult
 from tether.usage import Price, Usage
 
 
@@ -514,3 +514,33 @@ def test_a_malformed_decision_is_refused_in_words_and_decides_nothing(decide: An
         decide(state)
     assert state.approved == {} and state.rejected == {} and state.answer is None
     assert run_sync(agent, state=state).status == "interrupted" and ran == []
+
+
+# --- what a tool returns ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "named"), [(b"raw bytes", "bytes"), (["a", "b"], "list"), (None, "NoneType")], ids=str
+)
+@pytest.mark.parametrize("calls", [1, 3], ids=["alone", "in-a-batch"])
+def test_a_tool_result_with_content_that_is_not_text_is_an_error_the_model_reads(
+    content: Any, named: str, calls: int
+) -> None:
+    """A ToolResult whose content is bytes, a list of strings or None ended the whole run 'failed:
+    unexpected error: ValidationError: 9 validation errors for ToolMessage' (or a TypeError),
+    leaving the call with no result. The docs promise that a tool returning something that is not
+    text does not end a run; now it is an error result that names what came back."""
+
+    @tool(read_only=True)
+    def fetch(n: int) -> ToolResult:
+        """Fetch something."""
+        return ToolResult(content)
+
+    agent = Agent(answers_after_tools(*((f"c{i}", "fetch", {"n": i}) for i in range(calls))), tools=[fetch])
+    state = RunState()
+    result = run_sync(agent, "go", state=state)
+    assert result.status == "completed", result.reason
+    errors = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert len(errors) == calls and all(m.status == "error" for m in errors)
+    assert all(f"returned a ToolResult whose content is {named}" in m.text for m in errors)
+    assert_pairing(state.messages)

@@ -675,13 +675,28 @@ def _outcome(
         if rc.agent.tool_errors_are_fatal:
             rc.stop(Stop("failed", f"tool {call.name} failed: {value}"))
         return event
-    if not isinstance(value, str | ToolResult):
+    wrong = _not_a_result(value)
+    if wrong is not None:
         return _record(
             rc,
             call,
-            f"Error: the tool {call.name} returned {type(value).__name__}, not text or a "
-            "ToolResult; this is a bug in the tool, not in your arguments.",
+            f"Error: the tool {call.name} returned {wrong}; this is a bug in the tool, not in your arguments.",
             "error",
             ms,
         )
     return _record(rc, call, value, "ok", ms)
+
+
+def _not_a_result(value: Any) -> str | None:
+    """What is wrong with a tool's return value, in words; None when it is one the transcript holds
+    (a ToolResult whose content is not text or parts would fail the run as it was recorded)."""
+    if isinstance(value, str):
+        return None
+    if not isinstance(value, ToolResult):
+        return f"{type(value).__name__}, not text or a ToolResult"
+    content = value.content
+    if isinstance(content, str) or (
+        isinstance(content, list | tuple) and all(isinstance(p, TextPart | ImagePart) for p in content)
+    ):
+        return None
+    return f"a ToolResult whose content is {type(content).__name__}, not text or a list of TextPart and ImagePart"
