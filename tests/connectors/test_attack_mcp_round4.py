@@ -544,3 +544,42 @@ def test_sampling_requests_sent_all_at_once_ask_the_person_at_most_the_calls_lim
     assert (
         len(refused) == 20 and refused[0] == "this tool call already made 10 sampling requests, tether's limit per call"
     )
+
+
+def test_two_servers_asking_at_once_are_asked_one_whole_form_after_the_other() -> None:
+    """Two MCP tools run in parallel, and both servers ask the person at once. Was: their fields were
+    asked interleaved (the bank's header, the shop's header, "card", "card", "pin", "pin"), so the
+    answer meant for the bank's card could go to the shop. Now one form is asked whole, then the next."""
+    import mcp_types as types
+
+    from tether.connectors._client_side import ClientSide
+
+    asked: list[str] = []
+
+    async def person(question: str) -> str:
+        asked.append(question.strip().split(":")[0])
+        await asyncio.sleep(0.01)  # reading and typing: the other server's question arrives meanwhile
+        return "1234"
+
+    asker = Asker(person)
+    schema = {"type": "object", "properties": {"card": {"type": "string"}, "pin": {"type": "string"}}}
+
+    async def both() -> list[Any]:
+        forms = [
+            ClientSide(name, {}, asker).elicitation(
+                types.ElicitRequestFormParams(message="pay", requested_schema=schema)
+            )
+            for name in ("bank", "shop")
+        ]
+        return list(await asyncio.gather(*forms))
+
+    answers = asyncio.run(both())
+    assert [a.action for a in answers] == ["accept", "accept"]
+    assert asked == [
+        "The MCP server bank asks",
+        "card (optional) [string]",
+        "pin (optional) [string]",
+        "The MCP server shop asks",
+        "card (optional) [string]",
+        "pin (optional) [string]",
+    ]

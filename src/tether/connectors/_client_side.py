@@ -24,11 +24,13 @@ requests are refused with an error that says so, without asking anyone.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import re
 import sys
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -62,6 +64,15 @@ class Asker:
     """How a question reaches a person: a terminal when stdin is one; tests give their own."""
 
     ask: Any = None  # async (question: str) -> str | None; None: nobody can be asked
+    # One question (a whole form) at a time, per event loop: two servers asking at once (calls run in
+    # parallel) would otherwise interleave their fields, and an answer meant for one reach the other.
+    _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary, repr=False
+    )
+
+    def turn(self) -> asyncio.Lock:
+        """Held while a question is put to the person (``async with asker.turn(): ...``)."""
+        return self._turns.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
     @classmethod
     def terminal(cls) -> Asker:
@@ -185,9 +196,10 @@ class ClientSide:
                     f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]) and none is at '
                     'a terminal; set sampling = "allow" to let it'
                 )
-            said = await self.asker.ask(
-                f"\nThe MCP server {self.server} asks tether's model: {preview!r}\nAllow? [y/N] "
-            )
+            async with self.asker.turn():
+                said = await self.asker.ask(
+                    f"\nThe MCP server {self.server} asks tether's model: {preview!r}\nAllow? [y/N] "
+                )
             if (said or "").strip().lower() not in ("y", "yes"):
                 return "the person declined this sampling request"
         return None
@@ -312,6 +324,13 @@ class ClientSide:
             return self._stop_to_ask(params)
         if self.asker.ask is None:
             return types.ElicitResult(action="decline")
+        async with self.asker.turn():
+            return await self._ask_form(params)
+
+    async def _ask_form(self, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """The person's answer at the terminal: a page opened, or the form's fields one at a time."""
+        import mcp_types as types
+
         ask = self.asker.ask
         if isinstance(params, types.ElicitRequestURLParams):
             said = await ask(
