@@ -531,3 +531,29 @@ def test_a_session_database_that_refuses_is_one_line_not_a_traceback(
     monkeypatch.setattr(SqliteSessionStore, "load", full)
     code, _, err = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
     assert code == 2 and "the session database refused: database or disk is full" in err
+
+
+def test_an_atomic_write_the_disk_takes_nothing_of_fails_instead_of_looping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.write may return 0 (nothing taken: a FUSE or network file system out of room); the
+    rewrite loop of atomic_write then went round forever, and every rewrite of a session (repair,
+    compaction) hung its run. Now it fails, the file is as it was and no temporary file is left."""
+    from tether.fileio import atomic_write
+
+    target = tmp_path / "s.jsonl"
+    target.write_bytes(b"before\n")
+    calls = [0]
+
+    def nothing(fd: int, data: Any) -> int:
+        calls[0] += 1
+        if calls[0] > 1000:  # the loop, caught
+            raise RuntimeError("went round forever")
+        return 0
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "write", nothing)
+        with pytest.raises(OSError) as failed:
+            atomic_write(target, b"after\n", fsync=False)
+    assert failed.value.errno == errno.ENOSPC and calls[0] == 1
+    assert target.read_bytes() == b"before\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]

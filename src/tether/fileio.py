@@ -174,7 +174,10 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
         try:
             view = memoryview(data)
             while view:  # os.write may write less than asked
-                view = view[os.write(fd, view) :]
+                written = os.write(fd, view)
+                if not written:  # nothing taken (a file system out of room that says so this way): never a loop
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+                view = view[written:]
             if fsync:
                 os.fsync(fd)
         finally:
