@@ -557,3 +557,29 @@ def test_an_atomic_write_the_disk_takes_nothing_of_fails_instead_of_looping(
             atomic_write(target, b"after\n", fsync=False)
     assert failed.value.errno == errno.ENOSPC and calls[0] == 1
     assert target.read_bytes() == b"before\n" and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_a_run_save_the_disk_takes_nothing_of_fails_instead_of_looping(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run store's write loop (os.pwrite) went round forever on a write that took nothing."""
+    from tether import RunState
+
+    store = RunStore(tmp_path, fsync=False)
+    state = RunState(run_id="r", messages=[user("one")])
+    store.save(state)
+    calls = [0]
+
+    def nothing(fd: int, data: Any, offset: int) -> int:
+        calls[0] += 1
+        if calls[0] > 1000:  # the loop, caught
+            raise RuntimeError("went round forever")
+        return 0
+
+    state.messages.append(user("two"))
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "pwrite", nothing)
+        with pytest.raises(OSError) as failed:
+            store.save(state)
+    assert failed.value.errno == errno.ENOSPC and calls[0] == 1
+    assert texts(RunStore(tmp_path).load("r").messages) == ["one"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -166,6 +167,8 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
+        if not written:  # nothing taken (a file system out of room that says so this way): never a loop
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         view, offset = view[written:], offset + written
 
 
