@@ -787,3 +787,37 @@ def test_a_decision_on_one_call_never_answers_a_later_call_that_reused_its_id(
     assert results[1] == "its contents" and "declined" in results[0]
     calls = [c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert len(set(calls)) == 2 and all(calls)
+
+
+# --- base URLs requests cannot be sent to ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("LLM_BASE_URL", "localhost:11434/v1"),  # no scheme: the slip people make most
+        ("OPENAI_BASE_URL", "127.0.0.1:8000/v1"),
+        ("LLM_BASE_URL", "http://localhost:99999/v1"),  # this one crashed the run with a traceback
+        ("ANTHROPIC_BASE_URL", "api.anthropic.com"),
+        ("ANTHROPIC_BASE_URL", "https://user:s3cret@proxy.example.com:0/anthropic"),
+    ],
+)
+def test_a_base_url_requests_cannot_go_to_is_a_config_error_naming_where_it_was_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, url: str
+) -> None:
+    """Without a scheme every request failed as "the connection failed (UnsupportedProtocol ...)"
+    and was retried four times; a port past 65535 ended the run as "unexpected error:
+    ExceptionGroup" with a traceback. Now the run does not start: the error names the variable
+    and says how to write it (a password in it is not shown)."""
+    for name in ("LLM_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    model = "anthropic/claude-x" if variable.startswith("ANTHROPIC") else "openai/gpt-x"
+    with pytest.raises(ConfigError) as caught:
+        run_sync(Agent(model), "hi")
+    message = str(caught.value)
+    assert message.startswith(f"{variable} is ") and "http://" in message and "s3cret" not in message
+    with pytest.raises(ConfigError, match="the base URL given to the local provider"):
+        (OpenAIChatProvider if model.startswith("openai") else AnthropicProvider)(url, KEY, name="local")

@@ -69,7 +69,15 @@ from tether.providers.base import (
     incomplete_stream,
     token_count,
 )
-from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
+from tether.providers.http import (
+    HttpTransport,
+    assembled,
+    checked_base_url,
+    clean_arguments,
+    model_ids,
+    read_json,
+    stream_reply,
+)
 from tether.usage import Usage
 
 __all__ = [
@@ -489,7 +497,9 @@ class AnthropicProvider:
         timeout_s: float = 600.0,
         transport: Any = None,
     ) -> None:
-        self.base_url = normalise_base_url(base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
+        source = f"the base URL given to the {name} provider" if base_url else "ANTHROPIC_BASE_URL"
+        base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = checked_base_url(normalise_base_url(base), source)
         self.name = name
         if credentials is None:
             key = api_key or os.environ.get(key_variable)

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from tether.errors import (
     BadRequestError,
+    ConfigError,
     ProviderError,
     ResponseError,
     RetryableError,
@@ -40,6 +41,7 @@ __all__ = [
     "HttpTransport",
     "ReplyAssembler",
     "assembled",
+    "checked_base_url",
     "clean_arguments",
     "close_clients",
     "decode_json",
@@ -413,6 +415,26 @@ def _host(url: str) -> str:
     name = parts.hostname or ""
     name = f"[{name}]" if ":" in name else name
     return f"{name}:{port}" if port else name
+
+
+def checked_base_url(url: str, source: str) -> str:
+    """``url`` when requests can be sent to it: an ``http://`` or ``https://`` URL with a host and
+    a port from 1 to 65535. Anything else is a :class:`ConfigError` naming ``source`` (where the URL
+    was set) before any request: without a scheme (``localhost:11434/v1``, a common slip) every
+    request failed as a dropped connection, four times; a port out of range crashed the run."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or past 65535
+        port_ok = False
+    if parts.scheme in ("http", "https") and parts.hostname and port_ok:
+        return url
+    raise ConfigError(
+        f"{source} is {_without_userinfo(url)!r}, not an http:// or https:// URL with a host (and a port from 1 "
+        "to 65535): write it in full, e.g. http://localhost:11434/v1 for a server on this machine"
+    )
 
 
 def _secret_values(headers: dict[str, str], known: tuple[str, ...] = ()) -> tuple[str, ...]:

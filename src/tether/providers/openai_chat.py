@@ -52,7 +52,15 @@ from tether.providers.base import (
     incomplete_stream,
     token_count,
 )
-from tether.providers.http import HttpTransport, assembled, clean_arguments, model_ids, read_json, stream_reply
+from tether.providers.http import (
+    HttpTransport,
+    assembled,
+    checked_base_url,
+    clean_arguments,
+    model_ids,
+    read_json,
+    stream_reply,
+)
 from tether.usage import Usage
 
 __all__ = [
@@ -542,8 +550,10 @@ class OpenAIChatProvider:
         timeout_s: float = 600.0,
         transport: Any = None,
     ) -> None:
-        base = base_url or os.environ.get("LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-        self.base_url = normalise_base_url(base or DEFAULT_BASE_URL)
+        source = next((v for v in ("LLM_BASE_URL", "OPENAI_BASE_URL") if os.environ.get(v)), "")
+        base = base_url or (os.environ[source] if source else DEFAULT_BASE_URL)
+        source = f"the base URL given to the {name} provider" if base_url else source
+        self.base_url = checked_base_url(normalise_base_url(base), source)
         self.name = name
         if credentials is None:
             # LLM_API_KEY goes with LLM_BASE_URL (a compatible server's key), before OPENAI_API_KEY.
