@@ -544,3 +544,13 @@ def test_a_tool_result_with_content_that_is_not_text_is_an_error_the_model_reads
     assert len(errors) == calls and all(m.status == "error" for m in errors)
     assert all(f"returned a ToolResult whose content is {named}" in m.text for m in errors)
     assert_pairing(state.messages)
+
+
+@pytest.mark.parametrize("bad", [math.nan, 2.5, -1, "8"])
+def test_a_turn_limit_that_is_no_count_is_refused_before_the_run(bad: Any) -> None:
+    """max_turns=NaN was no limit at all (every comparison with NaN is false: a model calling
+    tools forever was never stopped by it); -1 stopped every run at once. Now a ConfigError."""
+    state = RunState()
+    with pytest.raises(ConfigError, match="max_turns"):
+        run_sync(Agent("scripted/hello", max_turns=bad), "hi", state=state)
+    assert state.messages == []

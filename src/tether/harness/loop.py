@@ -75,7 +75,7 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 
 
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
-    _check_budget(agent.max_budget_usd)
+    _check_limits(agent.max_budget_usd, agent.max_turns)
     candidates = [_candidate(agent, agent.model, True)]
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
@@ -100,14 +100,16 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     return rc
 
 
-def _check_budget(budget: object) -> None:
-    if budget is None:
-        return
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or not math.isfinite(budget) or budget < 0:
+def _check_limits(budget: object, turns: object) -> None:
+    """A limit that is no amount would be no limit (NaN compares false) or stop every run."""
+    amount = isinstance(budget, int | float) and not isinstance(budget, bool) and math.isfinite(budget)
+    if budget is not None and not (amount and budget >= 0):  # type: ignore[operator]
         raise ConfigError(
             f"max_budget_usd must be a finite number of dollars, zero or more (got {budget!r}); "
             "leave it None for no budget"
         )
+    if turns is not None and not (isinstance(turns, int) and not isinstance(turns, bool) and turns >= 0):
+        raise ConfigError(f"max_turns must be a whole number, zero or more (got {turns!r}); leave it None for no limit")
 
 
 def _start_counter(rc: RunContext) -> None:
