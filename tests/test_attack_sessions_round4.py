@@ -583,3 +583,15 @@ def test_a_run_save_the_disk_takes_nothing_of_fails_instead_of_looping(
             store.save(state)
     assert failed.value.errno == errno.ENOSPC and calls[0] == 1
     assert texts(RunStore(tmp_path).load("r").messages) == ["one"]
+
+
+def test_a_session_deleted_with_appends_not_yet_synced_does_not_fail_the_next_sync(tmp_path: Path) -> None:
+    """A session appended to without fsync (a run mirrors its transcript so, until its next durable
+    save) and then deleted stayed in the store's list of files to sync: the next durable save of a
+    run on that name, before it wrote anything, failed with FileNotFoundError."""
+    store = JsonlSessionStore(tmp_path / "sessions")
+    store.append("s", [user("one")], durable=False)
+    store.delete("s")
+    store.sync("s")  # a new run's first durable save, nothing appended yet
+    store.append("s", [user("again")])
+    assert texts(store.load("s")) == ["again"]

@@ -543,6 +543,7 @@ class JsonlSessionStore:
             for path in (self._meta_path(session_id), self._count_path(session_id), self.path(session_id)):
                 with _refusing(path):  # a link is removed, not what it points to
                     path.unlink(missing_ok=True)
+            self._unsynced.discard(session_id)  # nothing of it is left to sync
         (self.root / f".{session_id}.lock").unlink(missing_ok=True)
 
 
