@@ -37,7 +37,6 @@ from tests.providers.test_attack_wire_round2 import (
     text_reply,
     usage_chunk,
 )
-from tests.providers.test_auth import TokenEndpoint, configure
 from tether import Agent, RunState, run_sync, tool
 from tether.config import load_settings
 from tether.errors import BadRequestError, ConfigError, ContextOverflowError, classify_http_error
@@ -46,7 +45,6 @@ from tether.messages import AssistantMessage, ToolMessage
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.auth import save_oauth_tokens
 from tether.providers.openai_chat import OpenAIChatProvider
-from tether.testing import ScriptedServer
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -658,44 +656,45 @@ def test_a_key_quoted_where_an_errors_preview_ends_leaves_none_of_it(
 # --- an OAuth token endpoint's answer --------------------------------------------------------------
 
 
-class _OddLifetimes(TokenEndpoint):
-    """Answers each refresh with a rotated refresh token and ``expires_in`` as given."""
-
-    def __init__(self, lifetime: Any) -> None:
-        super().__init__()
-        self.lifetime = lifetime
-
-    def answer(self, form: dict[str, list[str]]) -> dict[str, Any] | None:
-        tokens = super().answer(form)
-        return None if tokens is None else {**tokens, "expires_in": self.lifetime}
+def _oauth_run(serve: Serve, home: Path, lifetime: Any = 3600) -> tuple[WireServer, list[str]]:
+    """Two runs of an endpoint whose expired access token is refreshed at a token endpoint that
+    rotates the refresh token (r0 → r1) and says it lives ``lifetime``; the token endpoint and
+    each run's status."""
+    grant = {"access_token": "tok-1", "token_type": "Bearer", "refresh_token": "r1", "expires_in": lifetime}
+    token = Reply(200, [json.dumps(grant).encode()], JSON)
+    tokens = serve([token, Reply(400, [b'{"error": "invalid_grant"}'], JSON)])  # r0 is good once
+    provider = serve([text_reply("openai", "one"), text_reply("openai", "two")])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[endpoints.corp]\nkind = "openai"\nbase_url = "{provider.url}/v1"\nauth = "oauth"\n'
+        f'token_url = "{tokens.url}/token"\n'
+    )
+    save_oauth_tokens(
+        home / "auth" / "corp.json", {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10}
+    )
+    settings = load_settings(home)
+    statuses = [run_sync(Agent("corp/hello", settings=settings), prompt).status for prompt in ("hi", "hi again")]
+    return tokens, statuses
 
 
 @pytest.mark.parametrize("lifetime", ["one hour", float("nan")])
-def test_a_token_lifetime_that_is_no_number_keeps_the_rotated_refresh_token(tmp_path: Path, lifetime: Any) -> None:
-    """``expires_in`` that was no number ("one hour", a list) raised after the endpoint had rotated
-    the refresh token and before the answer was saved: the run failed ("the answer could not be
-    read sending the request (ValueError ...)") and the file kept a refresh token the endpoint
-    had spent, locking every later run out. NaN made every request refresh. Such a lifetime is
-    taken as an hour."""
-    tokens = _OddLifetimes(lifetime)
-    try:
-        with ScriptedServer() as server:
-            configure(tmp_path, server, tokens)
-            path = tmp_path / "auth" / "corp.json"
-            save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10})
-            settings = load_settings(tmp_path)
-            first = run_sync(Agent("corp/hello", settings=settings), "hi")
-            second = run_sync(Agent("corp/hello", settings=settings), "hi again")
-            assert (first.status, second.status) == ("completed", "completed"), first.reason
-            saved = json.loads(path.read_text())
-            assert saved["refresh_token"] == "r1" and len(tokens.grants) == 1
-            assert 3000 < saved["expires_at"] - time.time() <= 3600
-    finally:
-        tokens.server.shutdown()
+def test_a_token_lifetime_that_is_no_number_keeps_the_rotated_refresh_token(
+    serve: Serve, tmp_path: Path, lifetime: Any
+) -> None:
+    """``expires_in`` that was no number ("one hour") raised after the endpoint had rotated the
+    refresh token and before the answer was saved: the run failed ("the answer could not be read
+    sending the request (ValueError ...)") and the file kept a refresh token the endpoint had
+    spent, locking every later run out. NaN made every request refresh. Such a lifetime is taken
+    as an hour."""
+    tokens, statuses = _oauth_run(serve, tmp_path, lifetime)
+    assert statuses == ["completed", "completed"]
+    saved = json.loads((tmp_path / "auth" / "corp.json").read_text())
+    assert saved["refresh_token"] == "r1" and len(tokens.requests) == 1
+    assert 3000 < saved["expires_at"] - time.time() <= 3600
 
 
 def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_set(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As for a provider on this machine: the refresh went to the environment's proxy, which
     reaches its own loopback, and a dead one failed the run ("could not reach the token
@@ -704,17 +703,8 @@ def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
     monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{_dead_port()}")
-    tokens = TokenEndpoint()
-    try:
-        with ScriptedServer() as server:
-            configure(tmp_path, server, tokens)
-            path = tmp_path / "auth" / "corp.json"
-            save_oauth_tokens(path, {"access_token": "old", "refresh_token": "r0", "expires_at": time.time() - 10})
-            result = run_sync(Agent("corp/hello", settings=load_settings(tmp_path)), "hi")
-            assert result.status == "completed", result.reason
-            assert json.loads(path.read_text())["refresh_token"] == "r1"
-    finally:
-        tokens.server.shutdown()
+    tokens, statuses = _oauth_run(serve, tmp_path)
+    assert statuses == ["completed", "completed"] and len(tokens.requests) == 1
 
 
 # --- event stream framing -------------------------------------------------------------------------
