@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -47,8 +48,11 @@ class CancelSignal:
         for fut in self._futures:
             _wake(fut)
         self._futures.clear()
-        for cb in self._callbacks:
-            cb(reason)
+        for cb in list(self._callbacks):
+            try:
+                cb(reason)
+            except Exception:  # one failing listener must not keep the Stop from the others (the run's)
+                logging.getLogger("tether").exception("a cancellation callback failed")
 
     def cancel_threadsafe(self, reason: str = "cancelled") -> None:
         if self._loop is not None and self._loop.is_running():

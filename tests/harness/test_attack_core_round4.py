@@ -7,6 +7,7 @@ for its configuration that must leave the caller's state as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import math
@@ -554,3 +555,29 @@ def test_a_turn_limit_that_is_no_count_is_refused_before_the_run(bad: Any) -> No
     with pytest.raises(ConfigError, match="max_turns"):
         run_sync(Agent("scripted/hello", max_turns=bad), "hi", state=state)
     assert state.messages == []
+
+
+def test_a_failing_cancel_callback_does_not_keep_the_stop_from_the_run() -> None:
+    """A callback added to the run's signal before the run (``signal.add_callback``, public) that
+    raised stopped ``cancel`` at it: the run's own listener, added later, never heard the Stop, and
+    a tool that does not watch the signal itself ran to its end; the run completed. Now every
+    listener hears it (a failing one is logged) and the run stops."""
+    finished: list[str] = []
+
+    @tool(read_only=True)
+    async def wait_long(ctx: ToolContext) -> str:
+        """Wait for something that does not come."""
+        asyncio.get_running_loop().call_soon(signal.cancel, "the person pressed Stop")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.Event().wait(), 5)
+        finished.append("waited")
+        return "waited"
+
+    def audit(reason: str) -> None:
+        raise RuntimeError("the audit log is down")
+
+    signal = CancelSignal()
+    signal.add_callback(audit)
+    result = run_sync(Agent(answers_after_tools(("c1", "wait_long", {})), tools=[wait_long]), "go", signal=signal)
+    assert result.status == "interrupted" and result.reason == "cancelled: the person pressed Stop"
+    assert finished == []
