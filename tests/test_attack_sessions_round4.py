@@ -595,3 +595,53 @@ def test_a_session_deleted_with_appends_not_yet_synced_does_not_fail_the_next_sy
     store.sync("s")  # a new run's first durable save, nothing appended yet
     store.append("s", [user("again")])
     assert texts(store.load("s")) == ["again"]
+
+
+def test_an_append_that_waited_for_a_deleted_sessions_lock_still_excludes_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`delete` removed the session's lock file after letting go of it. An append that had opened
+    the lock and waited for it then held a lock no longer at its name, while any newcomer made a
+    new one and held that: two writers at once (a load's repair renaming over an append's lines).
+    Here the append waits at the lock while the session is deleted; once inside, nobody else may
+    take the session's lock."""
+    import fcntl
+    import threading
+
+    import tether.sessions as sessions
+
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [user("old")])
+    at_lock, go_on, inside, leave = (threading.Event() for _ in range(4))
+    real_flock, real_open_own = fcntl.flock, sessions.open_own
+    writer: list[threading.Thread] = []
+
+    def flock(fd: int, op: int) -> None:
+        if writer and threading.current_thread() is writer[0] and op == fcntl.LOCK_EX and not at_lock.is_set():
+            at_lock.set()  # it opened the lock and waits for it...
+            go_on.wait(60)  # ...while the session is deleted
+        real_flock(fd, op)
+
+    def open_own(path: Path, flags: int) -> int:
+        if writer and threading.current_thread() is writer[0] and path.name == "s.jsonl":
+            inside.set()  # holding the session's lock, as it believes
+            leave.wait(60)
+        return real_open_own(path, flags)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    monkeypatch.setattr(sessions, "open_own", open_own)
+    writer.append(threading.Thread(target=store.append, args=("s", [user("new")])))
+    writer[0].start()
+    assert at_lock.wait(60)  # (a bound against a hang, not a measure)
+    store.delete("s")
+    go_on.set()
+    assert inside.wait(60)
+    newcomer = os.open(store.root / ".s.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(BlockingIOError):  # the append holds the session's lock: nobody else gets it
+            real_flock(newcomer, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(newcomer)
+        leave.set()
+        writer[0].join()
+    assert texts(store.load("s")) == ["new"]

@@ -305,10 +305,18 @@ class JsonlSessionStore:
         import fcntl
 
         lock = self.root / f".{check_session_id(session_id)}.lock"
-        with _refusing(lock):
-            fd = open_own(lock, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
+        while True:
+            with _refusing(lock):
+                fd = open_own(lock, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if os.fstat(fd).st_nlink:  # still the lock at its name (a delete removes it while it holds it)
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # removed while this one waited: a newcomer takes the one at the name now, so this does
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -544,7 +552,9 @@ class JsonlSessionStore:
                 with _refusing(path):  # a link is removed, not what it points to
                     path.unlink(missing_ok=True)
             self._unsynced.discard(session_id)  # nothing of it is left to sync
-        (self.root / f".{session_id}.lock").unlink(missing_ok=True)
+            # Removed while held: whoever waits for it sees it is gone and takes the one at its name
+            # (removed after letting go, a waiter would hold it while a newcomer holds a new one).
+            (self.root / f".{session_id}.lock").unlink(missing_ok=True)
 
 
 _SCHEMA = """
