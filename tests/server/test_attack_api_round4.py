@@ -5,6 +5,7 @@ and half a surrogate pair in what a model wrote. Real HTTP on loopback, real run
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import read_events, wait_until
+from tests.server.conftest import read_events, serve_process, wait_until
 from tests.server.test_attacks import events, parse_stream, statuses
 from tests.server.test_openapi import check
 
@@ -364,3 +365,38 @@ def test_a_decision_that_waited_while_its_session_was_deleted_runs_nothing(serve
             assert (a.workspace / "access.log").exists()  # the call was not run
             assert c.get("/healthz").json()["live_runs"] == 0
             assert not list((a.home / "sessions").glob(f"{sid}*")), list((a.home / "sessions").iterdir())
+
+
+def test_healthz_is_not_ok_while_the_server_stops_and_refuses_messages(tmp_path: Path) -> None:
+    """After SIGTERM, `tether serve` stops its runs (up to its grace) before it stops listening, and
+    meanwhile answers every new message 503 "the server is shutting down"; /healthz said ok (200),
+    so a load balancer kept sending it users. It answers 503, ok false."""
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    home.mkdir()
+    workspace.mkdir()
+    module = tmp_path / "round4_agents.py"
+    module.write_text(AGENTS)
+    env = {**os.environ, "TETHER_HOME": str(home), "TETHER_TEST_WORKSPACE": str(workspace)}
+    proc, url = serve_process("--agent", str(module), env=env)
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            assert c.get("/healthz").json() == {"ok": True, "live_runs": 0}
+            sid, later = _session(c), _session(c)
+            run_id = _send(c, sid, "hello")  # its end is held: the server waits for it to stop
+            read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "done")
+            proc.send_signal(signal.SIGTERM)
+            # A message with too many form values: 400 until the server stops (nothing started), then 503.
+            message = {"text": "hi", "values": {f"k{i}": i for i in range(101)}}
+            refused = wait_until(
+                lambda: (r := c.post(f"/v1/sessions/{later}/messages", json=message)).status_code == 503 and r,
+                what="the server to refuse messages",
+            )
+            assert "shutting down" in refused.json()["error"]["message"]
+            health = c.get("/healthz")
+            assert health.status_code == 503 and health.json()["ok"] is False, health.text
+            (workspace / "let-go").write_text("go")
+        proc.wait(30)  # it stops once the held run has ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

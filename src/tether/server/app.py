@@ -848,12 +848,14 @@ def _page_routes(app: FastAPI, core: Core) -> None:
         return FileResponse(index, headers=_PAGE_HEADERS | {"Cache-Control": "no-cache"})
 
     @app.get("/healthz", include_in_schema=False)
-    async def health() -> dict[str, Any]:
+    async def health() -> Response:
         said: dict[str, Any] = {"ok": True, "live_runs": core.manager.live_count()}
         processes = getattr(core.manager, "processes", None)
         if processes is not None:  # how many run processes are up and built (one that died is started again on demand)
             said["run_processes"] = processes.ready()
-        return said
+        if core.manager.closing:  # stopping its runs before it stops listening: new messages get 503
+            return JSONResponse(said | {"ok": False}, status_code=503)
+        return JSONResponse(said)
 
     @app.get("/v1/me", summary="Who the caller is")
     async def me(user: User) -> dict[str, Any]:
