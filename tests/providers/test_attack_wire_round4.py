@@ -811,3 +811,36 @@ def test_a_base_url_requests_cannot_go_to_is_a_config_error_naming_where_it_was_
     assert message.startswith(f"{variable} is ") and "http://" in message and "s3cret" not in message
     with pytest.raises(ConfigError, match="the base URL given to the local provider"):
         (OpenAIChatProvider if model.startswith("openai") else AnthropicProvider)(url, KEY, name="local")
+
+
+# --- a reply the server gave up on ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reason", ["abort", "error"])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_a_reply_the_server_aborted_is_asked_again_not_taken_as_the_answer(
+    serve: Serve, tmp_path: Path, reason: str, stream: bool
+) -> None:
+    """vLLM and SGLang end a request they preempt or abort with ``finish_reason: "abort"`` (and
+    "error" when generation failed): that was a finished reply, so the run completed with an
+    empty or half answer. Before anything was shown it is asked again, like a cut stream."""
+    if stream:
+        parts = [chunk({"role": "assistant", "content": ""}), chunk({}, reason)]
+        first = Reply(200, [*parts, usage_chunk({"prompt_tokens": 20, "completion_tokens": 0})])
+    else:
+        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": reason}]}
+        first = Reply(200, [json.dumps(body).encode()], JSON)
+    server = serve([first, done("openai", stream, "the whole answer")])
+    out = run_against("openai", server, tmp_path, stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "the whole answer"), out.result.reason
+    assert len(server.requests) == 2
+    assert_sound(out)
+
+
+def test_a_reply_aborted_after_text_fails_rather_than_ending_half_said(serve: Serve, tmp_path: Path) -> None:
+    parts = [chunk({"role": "assistant", "content": "The answer is "}), chunk({}, "abort")]
+    server = serve([Reply(200, parts), text_reply("openai", "another answer")])
+    out = run_against("openai", server, tmp_path)
+    assert out.result.status == "failed" and "'abort'" in (out.result.reason or ""), out.result.reason
+    assert len(server.requests) == 1
+    assert_sound(out)

@@ -26,6 +26,7 @@ from tether.errors import (
     ProviderError,
     QuotaExceededError,
     ResponseError,
+    RetryableError,
 )
 from tether.messages import (
     AssistantMessage,
@@ -286,10 +287,21 @@ def _arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+# Finish reasons of a reply the server gave up on (vLLM and SGLang: "abort", when a request is
+# preempted or aborted; "error" when generation failed): what came is not the model's whole reply.
+_ABORTED = ("abort", "error")
+
+
 def parse_completion(data: Any, model: str, provider: str = "openai") -> AssistantMessage:
-    """A non-streaming Chat Completions body → one assistant message."""
+    """A non-streaming Chat Completions body → one assistant message (a
+    :class:`~tether.errors.RetryableError` for a reply the server gave up on)."""
     try:
         choice = data["choices"][0]
+        if choice.get("finish_reason") in _ABORTED:
+            raise RetryableError(
+                f"{provider}: the server gave the reply up (finish_reason {choice['finish_reason']!r})",
+                provider=provider,
+            )
         msg = choice["message"]
         parts: list[TextPart | ToolCallPart | ReasoningPart] = []
         text, reasoning = reply_pieces(msg)
@@ -480,6 +492,8 @@ class StreamAssembler:
         """The reply; an :class:`IncompleteStreamError` unless a ``finish_reason`` arrived."""
         if not self.finished:
             raise incomplete_stream(self.provider, self.chars_shown, "no finish_reason")
+        if self.finish_reason in _ABORTED:
+            raise incomplete_stream(self.provider, self.chars_shown, f"finish_reason {self.finish_reason!r}")
         parts: list[TextPart | ToolCallPart | ReasoningPart] = []
         if self.reasoning:
             parts.append(ReasoningPart(text="".join(self.reasoning)))
