@@ -645,3 +645,20 @@ def test_an_append_that_waited_for_a_deleted_sessions_lock_still_excludes_others
         leave.set()
         writer[0].join()
     assert texts(store.load("s")) == ["new"]
+
+
+def test_a_torn_last_line_is_cut_off_before_the_next_append_and_leaves_no_copy(tmp_path: Path, caplog: Any) -> None:
+    """The docs: a torn last line is dropped on load "and cut off before the next append". An append
+    that came before any load (another process's, after a crash) kept it on a line of its own, where
+    the next load took it for a line edited by hand: a `.damaged-*` copy and a warning for what a
+    crash leaves. A last line that is whole (only its newline missing) is still kept."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [user("one"), user("two")])
+    path = store.path("s")
+    path.write_bytes(path.read_bytes()[:-10])  # the crash tore "two"
+    store.append("s", [user("three")])
+    assert texts(store.load("s")) == ["one", "three"]
+    assert not list(store.root.glob("*.damaged-*")) and "holds no message" not in caplog.text
+    path.write_bytes(path.read_bytes()[:-1])  # "three" whole, its newline missing
+    store.append("s", [user("four")])
+    assert texts(store.load("s")) == ["one", "three", "four"]

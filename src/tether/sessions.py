@@ -215,6 +215,31 @@ def _append_whole(fd: int, data: bytes, path: Path, size: int) -> None:
         raise OSError(exc.errno, why, str(path)) from exc
 
 
+def _last_line(fd: int, size: int) -> int:
+    """Where the last line of the file ``fd`` (``size`` bytes) begins."""
+    end = size
+    while end > 0:
+        begin = max(0, end - 65536)
+        newline = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if newline >= 0:
+            return begin + newline + 1
+        end = begin
+    return 0
+
+
+def _torn(line: bytes) -> bool:
+    """Whether a last line with no newline after it is what a crash mid-write leaves: the start of
+    a line, which is never whole JSON (a message whose newline is missing, or a line edited by hand
+    into other JSON, is whole)."""
+    if not line.strip():
+        return False
+    try:
+        load_message(line)
+    except ValidationError:
+        return not _whole_json(line)
+    return False
+
+
 def _whole_json(line: bytes) -> bool:
     try:
         json.loads(line)
@@ -412,7 +437,12 @@ class JsonlSessionStore:
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data  # a torn line stays alone and is dropped on load
+                    start = _last_line(fd, size)
+                    if _torn(os.pread(fd, size - start, start)):  # a crash mid-write: cut off, as a load would
+                        os.ftruncate(fd, start)
+                        size = start
+                    else:  # a whole line, its newline left off (or edited by hand): it stays, alone
+                        data = b"\n" + data
                 _append_whole(fd, data, path, size)
                 if self.fsync and durable:
                     _fsync(fd, group)
