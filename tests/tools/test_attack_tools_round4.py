@@ -271,3 +271,26 @@ def test_a_page_of_unclosed_tags_is_judged_in_linear_time() -> None:
         pytest.fail(f"judging a 2 MB page still ran after {HANG:g} s, holding the whole process")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["None"] * 4
+
+
+MARKDOWN = """
+from tether.tools.web import html_to_markdown
+print(repr(html_to_markdown("<p>spaced" + " " * 2_000_000 + "out</p>")))
+print(repr(html_to_markdown("<pre>" + " " * 2_000_000 + "x</pre>")))
+print(repr(html_to_markdown("<p>a  b\\n\\n c</p><pre>  x\\n\\n    y</pre>")))
+"""
+
+
+def test_a_page_of_white_space_is_converted_in_linear_time() -> None:
+    """markdownify's whitespace regexes rescan a run of spaces from each of its characters: 40 kB of
+    spaces held the GIL 33 s (the fetch's timeout could not fire, every run stood still), 2 MB about
+    a day. In a child process, the only place such a freeze can be timed out."""
+    try:
+        done = subprocess.run([sys.executable, "-c", MARKDOWN], capture_output=True, text=True, timeout=HANG)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"converting a 2 MB page still ran after {HANG:g} s, holding the whole process")
+    assert done.returncode == 0, done.stderr
+    spaced, pre, ordinary = done.stdout.splitlines()
+    assert spaced == repr("spaced out")
+    assert pre == repr("```\n" + " " * 64 + "x\n```")  # a run inside <pre> is cut to 64
+    assert ordinary == repr("a b\nc\n\n```\n  x\n\n    y\n```")  # shorter runs are as markdownify makes them

@@ -179,6 +179,33 @@ def decode_text(data: bytes, content_type: str) -> str:
     return data.decode(encoding or "utf-8", errors="replace")
 
 
+_SPACES = re.compile(r"[\t \r\n]+")
+_SPACES_2 = re.compile(r"[\t \r\n]{2,}")
+_PRE_RUN = 64
+_PRE_SPACES = re.compile(rf"[ \n]{{{_PRE_RUN + 1},}}")
+
+
+def _calm_whitespace(main: Any) -> None:
+    """Shorten the runs of white space markdownify would backtrack over: its regexes rescan a run from
+    each of its characters (40 kB of spaces held the GIL for 33 s: the whole process stood still;
+    2 MB, a day). Outside ``<pre>`` a run becomes what markdownify makes of it anyway (a line break if
+    it holds one, else a space); inside, a run longer than 64 is cut to 64."""
+    from bs4 import NavigableString
+
+    in_pre = {id(s) for pre in main.find_all("pre") for s in pre.find_all(string=True)}
+    for text in list(main.find_all(string=True)):
+        if type(text) is not NavigableString:  # comments and the like are not shown
+            continue
+        if id(text) in in_pre:
+            calm = _PRE_SPACES.sub(lambda m: m.group()[:_PRE_RUN], text)
+        elif _SPACES_2.search(text):
+            calm = _SPACES.sub(lambda m: "\n" if "\n" in m.group() or "\r" in m.group() else " ", text)
+        else:
+            continue
+        if calm != text:
+            text.replace_with(calm)
+
+
 def html_to_markdown(html: str) -> str:
     """Readable Markdown from a page: scripts and styles dropped, <main>/<article> preferred,
     the <title> as the first heading."""
@@ -189,6 +216,7 @@ def html_to_markdown(html: str) -> str:
     for tag in soup(["script", "style", "noscript", "svg", "iframe", "template"]):
         tag.decompose()
     main = soup.find("main") or soup.find("article") or soup.body or soup
+    _calm_whitespace(main)
     title = soup.title.get_text(strip=True) if soup.title else ""
     text = markdownify(str(main), heading_style="ATX", strip=["img"]).strip()
     lines = [ln.rstrip() for ln in text.splitlines()]
