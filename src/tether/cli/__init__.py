@@ -138,6 +138,8 @@ def _log_records_in_one_line() -> None:
     for the process's own command; a program calling main() keeps its own logging."""
     import logging
 
+    from tether.cli.display import shown as _shown  # a record may quote a server's words: escapes written out
+
     class OneLine(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             try:
@@ -148,7 +150,7 @@ def _log_records_in_one_line() -> None:
                     message = record.getMessage()
                     if exc is not None and str(exc) not in message:
                         message += f" ({type(exc).__name__}: {exc})"
-                print(f"tether: {message}", file=sys.stderr, flush=True)
+                print(f"tether: {_shown(message, keep_newlines=True)}", file=sys.stderr, flush=True)
             except Exception:  # a record that cannot be written is not the command's error
                 self.handleError(record)
 

@@ -556,6 +556,7 @@ class McpConnector(Extension):
     ) -> list[McpTool]:
         """The tools offered of ``specs``; each one left out goes to ``refused`` with why, and so
         does ``cut``, why the server's list was not read to its end. One warning says how many."""
+        from tether.connectors._client_side import printable
         from tether.connectors._schemas import Limits, admit
 
         cfg = self.config
@@ -584,11 +585,12 @@ class McpConnector(Extension):
             if verdict.refused is None and not accept_context(verdict.description, source=source, problems=flagged):
                 verdict = replace(verdict, refused=flagged[0])
             if verdict.refused is not None:
-                self.refused[spec.name] = verdict.refused
+                # Shown by `tether mcp list` and logged: the server's words, escapes written out.
+                self.refused[printable(spec.name)] = printable(verdict.refused)
                 continue
             total += verdict.size
             if verdict.trimmed:
-                self.trimmed[spec.name] = verdict.trimmed
+                self.trimmed[printable(spec.name)] = verdict.trimmed
             name = tool_name(self.server, spec.name, [*reserved, *(t.name for t in tools)])
             policy = overrides.get(spec.name, cfg["approval"])
             tools.append(McpTool(self, spec, name, policy, verdict.description))
