@@ -190,13 +190,13 @@ def _calm_whitespace(main: Any) -> None:
     each of its characters (40 kB of spaces held the GIL for 33 s: the whole process stood still;
     2 MB, a day). Outside ``<pre>`` a run becomes what markdownify makes of it anyway (a line break if
     it holds one, else a space); inside, a run longer than 64 is cut to 64."""
-    from bs4 import NavigableString
+    from bs4.element import NavigableString
 
-    in_pre = {id(s) for pre in main.find_all("pre") for s in pre.find_all(string=True)}
+    in_pre: dict[int, bool] = {}  # per element: whether it is, or is inside, a <pre>
     for text in list(main.find_all(string=True)):
         if type(text) is not NavigableString:  # comments and the like are not shown
             continue
-        if id(text) in in_pre:
+        if _inside_pre(text, in_pre):
             calm = _PRE_SPACES.sub(lambda m: m.group()[:_PRE_RUN], text)
         elif _SPACES_2.search(text):
             calm = _SPACES.sub(lambda m: "\n" if "\n" in m.group() or "\r" in m.group() else " ", text)
@@ -204,6 +204,21 @@ def _calm_whitespace(main: Any) -> None:
             continue
         if calm != text:
             text.replace_with(calm)
+
+
+def _inside_pre(node: Any, known: dict[int, bool]) -> bool:
+    """Whether ``node`` has a ``<pre>`` above it; ``known`` remembers each element's answer, so a
+    page of thousands of nested elements is walked once, not once per string."""
+    climbed = []
+    element = node.parent
+    while element is not None and id(element) not in known:
+        climbed.append(element)
+        element = element.parent
+    inside = known[id(element)] if element is not None else False
+    for element in reversed(climbed):
+        inside = inside or element.name == "pre"
+        known[id(element)] = inside
+    return inside
 
 
 def html_to_markdown(html: str) -> str:
