@@ -39,7 +39,7 @@ from tests.providers.test_attack_wire_round2 import (
 )
 from tether import Agent, RunState, run_sync, tool
 from tether.config import load_settings
-from tether.errors import BadRequestError, ConfigError, ContextOverflowError, classify_http_error
+from tether.errors import BadRequestError, ConfigError, ContextOverflowError, ResponseError, classify_http_error
 from tether.harness.state import reject
 from tether.messages import AssistantMessage, ToolMessage
 from tether.providers.anthropic import AnthropicProvider
@@ -844,3 +844,21 @@ def test_a_reply_aborted_after_text_fails_rather_than_ending_half_said(serve: Se
     assert out.result.status == "failed" and "'abort'" in (out.result.reason or ""), out.result.reason
     assert len(server.requests) == 1
     assert_sound(out)
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_login_page_does_not_pass_the_credentials_check(serve: Serve, kind: str) -> None:
+    """``tether models`` asks ``validate_auth``; a proxy's login page (200, HTML) passed it: "ok"
+    for credentials nobody checked."""
+    page = b"<!DOCTYPE html>\n<html><body>Sign in to the network</body></html>\n"
+    server = serve([Reply(200, [page], {"content-type": "text/html"})])
+
+    async def check() -> None:
+        model = provider(kind, server)
+        try:
+            await model.validate_auth()
+        finally:
+            await model.aclose()
+
+    with pytest.raises(ResponseError, match=r"text/html, not JSON: <!DOCTYPE html> <html><body>Sign in"):
+        asyncio.run(check())

@@ -562,8 +562,10 @@ class AnthropicProvider:
 
     async def validate_auth(self) -> None:
         """Raise a classified error unless the server accepts the credentials: :class:`AuthError`
-        (401/403), :class:`UnreachableError` (the host cannot be reached), or another."""
-        await self._http.request("GET", "/v1/models?limit=1")
+        (401/403), :class:`UnreachableError` (the host cannot be reached), or another; a
+        :class:`ResponseError` for an answer that is not the API's JSON (a proxy's login page)."""
+        with self._http.scrubbing():
+            read_json(await self._http.request("GET", "/v1/models?limit=1"), self.name)
 
     models_page_size = 1000  # the API's largest page
     _MAX_MODEL_PAGES = 50

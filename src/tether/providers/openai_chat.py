@@ -264,7 +264,7 @@ def reply_pieces(message: dict[str, Any]) -> tuple[str, str]:
 
 def _content_text(content: Any) -> tuple[str, str]:
     """``content`` (a string, or a list of parts) as its text and the text of its thinking parts."""
-    if content is None or isinstance(content, str):
+    if not content or isinstance(content, str):
         return content or "", ""
     if not isinstance(content, list):
         return str(content), ""
@@ -638,8 +638,10 @@ class OpenAIChatProvider:
 
     async def validate_auth(self) -> None:
         """Raise a classified error unless the server accepts the credentials: :class:`AuthError`
-        (401/403), :class:`UnreachableError` (the host cannot be reached), or another."""
-        await self._http.request("GET", "/models")
+        (401/403), :class:`UnreachableError` (the host cannot be reached), or another; a
+        :class:`ResponseError` for an answer that is not the API's JSON (a proxy's login page)."""
+        with self._http.scrubbing():
+            read_json(await self._http.request("GET", "/models"), self.name)
 
     async def list_models(self) -> list[str]:
         """The ids the server lists at ``GET {base_url}/models`` (``data[].id``), in its order."""
