@@ -269,3 +269,23 @@ def test_an_identifier_written_against_cjk_characters_joins_the_graph(open_kb: O
     kb.add_text("en.md", "The HX-310 impeller is checked each quarter.\n")
     assert [h.citation for h in kb.entity_chunks("HX-310").hits] == ["zh.md:1-1", "ja.md:1-1", "en.md:1-1"]
     assert [h.citation for h in kb.entity_chunks("PN-7").hits] == ["ja.md:1-1"]
+
+
+def test_a_text_file_too_large_to_read_is_skipped_saying_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any file but a PDF was read whole, its bytes and then its text held in memory at once: a
+    log of gigabytes in a folder (``.log`` is read as text) ran the machine out of memory. A file
+    over MAX_TEXT_BYTES (64 MB; 200 KB here) is skipped with the reason, the rest is read."""
+    from tether.knowledge import KnowledgeBase, readers
+    from tether.knowledge.readers import Skipped, read_document
+
+    monkeypatch.setattr(readers, "MAX_TEXT_BYTES", 200_000, raising=False)
+    (tmp_path / "server.log").write_text("GET /pump/P-100 200\n" * 20_000)  # 400 KB
+    (tmp_path / "notes.md").write_text("The pump P-100 is serviced yearly.\n")
+    kb = KnowledgeBase.open(":memory:")
+    report = kb.add_path(tmp_path)
+    assert report.added == [str(tmp_path / "notes.md")]
+    assert report.skipped == [
+        (str(tmp_path / "server.log"), "too large to read (0.4 MB; a file other than a PDF is read up to 0.2 MB)")
+    ]
+    with pytest.raises(Skipped, match="too large to read"):
+        read_document(tmp_path / "server.log")

@@ -465,9 +465,9 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = readers.read_document
 
-    def counting(path: Path) -> Any:
+    def counting(path: Path, **how: Any) -> Any:
         seen.append(path.name)
-        return real(path)
+        return real(path, **how)
 
     monkeypatch.setattr(readers, "read_document", counting)
     return seen

@@ -266,7 +266,7 @@ class KnowledgeBase:
         return report
 
     def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
-        from tether.knowledge.readers import Skipped, read_document
+        from tether.knowledge.readers import Skipped, read_document, too_large
         from tether.messages import clean_text
 
         if clean_text(name) != name or clean_text(str(file)) != str(file):  # not UTF-8: no database holds it
@@ -283,7 +283,12 @@ class KnowledgeBase:
             if same_meta and known is not None and known.hash.startswith(stamp):
                 report.unchanged.append(name)  # same size and time: not even opened
                 return
-            digest = stamp + hashlib.sha256(file.read_bytes()).hexdigest()
+            why = too_large(file, info.st_size)
+            if why is not None:
+                report.skipped.append((name, why))
+                return
+            with file.open("rb") as f:  # a PDF of gigabytes is hashed without being held whole
+                digest = stamp + hashlib.file_digest(f, hashlib.sha256).hexdigest()
         except OSError as exc:
             report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
             return

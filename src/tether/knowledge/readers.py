@@ -38,6 +38,9 @@ MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 # max_pdf_pages pages and MAX_PDF_CONTENT bytes of content, and says where it was cut.
 MAX_PDF_PAGES = 5000
 MAX_PDF_CONTENT = 64_000_000
+# Any other file is read whole, twice over in memory (its bytes, then its text): a log of
+# gigabytes in a folder added stopped the add with the machine out of memory.
+MAX_TEXT_BYTES = 64_000_000
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,22 @@ class Skipped(Exception):
     """A file that is not read into the base, with the reason in words."""
 
 
+def too_large(path: Path, size: int) -> str | None:
+    """Why a file of ``size`` bytes is not read (a PDF is read up to its limits instead), or None."""
+    if path.suffix.lower() == ".pdf" or size <= MAX_TEXT_BYTES:
+        return None
+    limit = f"{MAX_TEXT_BYTES / 1e6:g} MB"
+    return f"too large to read ({size / 1e6:,.1f} MB; a file other than a PDF is read up to {limit})"
+
+
 def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES) -> Document:
     suffix = path.suffix.lower()
     if suffix == ".pdf":
         return _pdf(path, max_pdf_pages)
     try:
+        why = too_large(path, path.stat().st_size)
+        if why is not None:
+            raise Skipped(why)
         data = path.read_bytes()
     except OSError as exc:
         raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
