@@ -33,7 +33,15 @@ from tether.messages import AssistantMessage, Message, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 from tether.tools.base import ToolContext, ToolError, validate_arguments
-from tether.tools.files import EDIT_TOOLS, FILE_TOOLS, edit_file, read_file, search_files, write_file
+from tether.tools.files import (
+    EDIT_TOOLS,
+    FILE_TOOLS,
+    edit_file,
+    list_files,
+    read_file,
+    search_files,
+    write_file,
+)
 from tether.tools.web import WebFetch, WebSettings
 
 HANG = 60.0  # seconds: reached only when something is broken
@@ -143,6 +151,17 @@ def test_a_name_that_is_not_utf8_can_be_named_back_by_the_model(tmp_path: Path) 
     assert search == "d\\xff/caf\\xe9.txt:1: the timeout is 30 s"
     assert edit == "edited d\\xff/caf\\xe9.txt: replaced 1 occurrence"
     assert os.listdir(os.fsencode(tmp_path) + b"/d\xff") == [b"caf\xe9.txt"]
+
+
+def test_a_line_break_in_a_name_does_not_split_the_listing(tmp_path: Path) -> None:
+    """A name holding a line break (or an escape sequence) was listed as is: two rows, the second
+    a file that does not exist, which a planted name can use to forge entries."""
+    (tmp_path / "notes\nfake.txt\t999 bytes").write_text("real\n")
+    (tmp_path / "red\x1b[31m.txt").write_text("ansi\n")
+    listing = run_tool(list_files, tmp_path)
+    assert listing.splitlines() == ["notes\\x0afake.txt\\x09999 bytes\t5 bytes", "red\\x1b[31m.txt\t5 bytes"]
+    assert run_tool(read_file, tmp_path, path="notes\\x0afake.txt\\x09999 bytes") == "real"
+    assert run_tool(search_files, tmp_path, pattern="ansi") == "red\\x1b[31m.txt:1: ansi"
 
 
 def test_a_name_really_spelled_with_a_backslash_x_is_still_its_own(tmp_path: Path) -> None:

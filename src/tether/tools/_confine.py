@@ -90,17 +90,27 @@ def kind_of(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-_ESCAPED = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+_ESCAPED = re.compile(r"\\x([01][0-9a-fA-F]|7[fF]|[89a-fA-F][0-9a-fA-F])")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f\udc80-\udcff]")
 
 
 def printable(name: str) -> str:
     """``name`` as tools show it: each byte that is not UTF-8 (``os`` gives it as a lone surrogate,
-    which a message to the model would turn into U+FFFD, a name nobody can give back) as ``\\xNN``.
+    which a message to the model would turn into U+FFFD, a name nobody can give back) and each
+    control character (a line break in a name would split a listing's row in two) as ``\\xNN``.
     The walk takes that form back: ``caf\\xe9.txt`` names the file whose name is ``caf`` and the
     byte 0xE9, unless a file is really called ``caf\\xe9.txt``."""
-    if name.isascii():
-        return name
-    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in name)
+    return _UNPRINTABLE.sub(lambda m: f"\\x{_byte(m.group())}", name)
+
+
+def _byte(char: str) -> str:
+    code = ord(char)
+    return f"{code - 0xDC00 if code >= 0xDC80 else code:02x}"
+
+
+def _unescape(match: re.Match[str]) -> str:
+    byte = int(match.group(1), 16)
+    return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)
 
 
 def _climbs_out(parts: tuple[str, ...]) -> bool:
@@ -276,7 +286,7 @@ class Walk:
         one exists."""
         if via is not None or "\\x" not in name:
             return name
-        raw = _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), name)
+        raw = _ESCAPED.sub(_unescape, name)
         if raw != name and _lstat(name, self.dir_fd) is None and _lstat(raw, self.dir_fd) is not None:
             return raw
         return name
@@ -516,7 +526,7 @@ class Glob:
             if self.parts[i] == "**":
                 nxt.add(i)
             elif fnmatchcase(name, self.parts[i]) or (
-                not name.isascii() and fnmatchcase(printable(name), self.parts[i])
+                _UNPRINTABLE.search(name) is not None and fnmatchcase(printable(name), self.parts[i])
             ):
                 nxt.add(i + 1)
         return self._closure(nxt)
