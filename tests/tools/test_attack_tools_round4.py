@@ -118,6 +118,13 @@ def test_search_results_are_unchanged_by_the_matcher_process(tmp_path: Path) -> 
     assert len(capped.splitlines()) == 3
 
 
+def test_a_matcher_that_cannot_start_is_a_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.txt").write_text("x\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    with pytest.raises(ToolError, match="could not start the process that matches lines"):
+        run_tool(search_files, tmp_path, pattern="x")
+
+
 # --- names that are not UTF-8 ---------------------------------------------------------------------
 
 

@@ -69,13 +69,19 @@ class Matcher:
     def __init__(self, pattern: str, signal: CancelSignal, deadline_s: float) -> None:
         self.pattern, self.signal, self.deadline_s = pattern, signal, deadline_s
         self._ends = time.monotonic() + deadline_s
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _CHILD, str(int(deadline_s) + 5)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable or "python3", "-I", "-S", "-c", _CHILD, str(int(deadline_s) + 5)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ToolError(
+                f"search_files could not start the process that matches lines ({exc.strerror}); nothing "
+                "was searched. Use run_command with grep meanwhile, and tell the user."
+            ) from None
         self._send([pattern.encode("utf-8", "surrogatepass")], b"")
 
     def __enter__(self) -> Matcher:
