@@ -289,3 +289,41 @@ def test_a_text_file_too_large_to_read_is_skipped_saying_why(tmp_path: Path, mon
     ]
     with pytest.raises(Skipped, match="too large to read"):
         read_document(tmp_path / "server.log")
+
+
+@pytest.mark.parametrize("command", [("fill",), ("remove", "a.md")])
+def test_a_drop_just_before_the_base_is_opened_leaves_no_new_empty_base(
+    quiet_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: tuple[str, ...],
+) -> None:
+    """`kb fill` took the base's lock only after opening it: a drop between the check that the
+    base is there and its opening deleted it, and the opening made a new empty base in its place
+    (its embedder chosen anew) that `kb bases` then listed. The lock is now taken first, so the drop
+    refuses; a drop that came first leaves "no such base"."""
+    import tether.stores
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("# Valves\n\nThe FVAM-2050-B is fitted with seal kit SK-77.\n")
+    code, _, err = run_main("kb", "add", "a.md", "--embedder", "hashing/64", "--no-vectors", capsys=capsys)
+    assert code == 0, err
+    real, dropped = tether.stores.knowledge_store, []
+    calls = []
+
+    def dropped_meanwhile(settings: object, name: str) -> object:
+        calls.append(name)
+        if len(calls) == 1:  # another process's `kb drop` at the worst moment
+            dropped.append(run_main("kb", "drop", "default", "--yes", capsys=capsys))
+        return real(settings, name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tether.stores, "knowledge_store", dropped_meanwhile)
+    code, out, err = run_main("kb", *command, capsys=capsys)
+    monkeypatch.setattr(tether.stores, "knowledge_store", real)
+    ((drop_code, _, drop_err),) = dropped
+    assert drop_code == 2 and "another process is adding to 'default'" in drop_err
+    assert code == 0, err
+    code, out, err = run_main("kb", "bases", capsys=capsys)
+    documents = 0 if command[0] == "remove" else 1
+    assert out.startswith(f"default  {documents} documents"), out

@@ -366,14 +366,18 @@ def _being_dropped(name: str) -> Exception:
 
 
 def cmd_fill(args: argparse.Namespace) -> int:
+    from tether.stores import kb_exists
+
     settings = load_settings()
-    kb = open_kb(settings, args.name)
-    if kb.embedder is None:
-        print(f"the base {args.name!r} has no embedder: it is searched by keyword only")
-        return 0
-    with _writing(settings, args.name) as held:
+    if not kb_exists(settings, args.name):
+        open_kb(settings, args.name)  # says there is no such base, and how to make one
+    with _writing(settings, args.name) as held:  # before the base is opened, as for kb remove
         if not held:
             raise _being_dropped(args.name)
+        kb = open_kb(settings, args.name)
+        if kb.embedder is None:
+            print(f"the base {args.name!r} has no embedder: it is searched by keyword only")
+            return 0
         return _fill(settings, kb, args.name)
 
 
@@ -443,7 +447,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
     if not kb_exists(settings, args.name):
         open_kb(settings, args.name)  # says there is no such base, and how to make one
     # Held as an add holds it, before the base is opened: a drop meanwhile deleted the base under
-    # the remove (which then wrote into the deleted file, or made a new empty base in its place).
+    # the remove (which then wrote into the deleted file), or between the check that the base is
+    # there and its opening, which then made a new empty base in its place.
     with _writing(settings, args.name) as held:
         if not held:
             raise _being_dropped(args.name)
