@@ -611,3 +611,23 @@ def test_mcp_list_writes_out_the_escapes_in_a_servers_tool_names(raw_server: Pat
     assert "  left out: x\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K\\x0dok: it requires MCP Tasks" in out.stdout
     assert "  trimmed: y\\x1b[8m: description trimmed from 5,000 to 4,000 characters" in out.stdout
     assert "the tool x\\x1b]52;c;ZXZpbA==\\x07" in out.stderr
+
+
+def test_the_time_a_person_takes_to_answer_a_servers_question_does_not_count_against_timeout_s(
+    raw_server: Path, tmp_path: Path
+) -> None:
+    """Was: ``timeout_s`` ran on while the person read and filled the server's form, so a person
+    slower than the limit (60 s by default) saw the call cancelled under them and their answer
+    lost ("did not answer within 1 s"). Now the limit stands still while a question waits for them."""
+    waited: list[float] = []
+
+    async def slow_person(question: str) -> str:
+        if not waited:
+            waited.append(1.3)
+            await asyncio.sleep(1.3)  # longer than the call's whole timeout_s
+        return "yes"
+
+    connector = raw(raw_server, "asks", Asker(slow_person), timeout_s=1, max_elicitations=1)
+    result = call_once(connector, tmp_path, "raw__go")
+    assert not result.is_error, text(result)
+    assert text(result).startswith("1 answered; then: the MCP server raw already asked 1 question during")

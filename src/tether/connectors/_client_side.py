@@ -25,6 +25,7 @@ requests are refused with an error that says so, without asking anyone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -32,6 +33,7 @@ import re
 import sys
 import weakref
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +113,10 @@ class ClientSide:
     elicited: Counter[str] = field(default_factory=Counter)  # elicitation requests, per call ("": outside one)
     pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
+    # call id -> the timeout_s of the call in flight, paused while the person is asked (with how
+    # many questions are open, and the seconds it had left when the first opened)
+    limits: dict[str, asyncio.Timeout] = field(default_factory=dict)
+    paused: dict[str, tuple[int, float | None]] = field(default_factory=dict)
     settings: Any = None
     log: list[str] = field(default_factory=list)
 
@@ -196,7 +202,7 @@ class ClientSide:
                     f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]) and none is at '
                     'a terminal; set sampling = "allow" to let it'
                 )
-            async with self.asker.turn():
+            async with self._person(), self.asker.turn():
                 said = await self.asker.ask(
                     f"\nThe MCP server {self.server} asks tether's model: {preview!r}\nAllow? [y/N] "
                 )
@@ -324,8 +330,35 @@ class ClientSide:
             return self._stop_to_ask(params)
         if self.asker.ask is None:
             return types.ElicitResult(action="decline")
-        async with self.asker.turn():
+        async with self._person(), self.asker.turn():
             return await self._ask_form(params)
+
+    @contextlib.asynccontextmanager
+    async def _person(self) -> AsyncIterator[None]:
+        """While a question waits for the person (or for its turn), the call's ``timeout_s`` stands
+        still: a person filling a form for a minute would otherwise see the call cancelled under them,
+        and their answers lost."""
+        key = self.current.call_id if self.current is not None else ""
+        limit = self.limits.get(key)
+        if limit is None or limit.expired():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        open_, left = self.paused.get(key, (0, None))
+        if open_ == 0:
+            when = limit.when()
+            left = None if when is None else when - loop.time()
+            limit.reschedule(None)
+        self.paused[key] = (open_ + 1, left)
+        try:
+            yield
+        finally:
+            open_, left = self.paused.pop(key, (1, None))
+            if open_ > 1:
+                self.paused[key] = (open_ - 1, left)
+            elif left is not None and not limit.expired():
+                with contextlib.suppress(RuntimeError):  # the call ended meanwhile
+                    limit.reschedule(loop.time() + max(left, 0.0))
 
     async def _ask_form(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         """The person's answer at the terminal: a page opened, or the form's fields one at a time."""
@@ -364,8 +397,8 @@ class ClientSide:
         if self.elicited[key] <= limit:
             return None
         why = (
-            f"the MCP server {self.server} already asked {limit} questions during this tool call, the most "
-            f"max_elicitations of [mcp.{self.server}] allows; this one was not asked"
+            f"the MCP server {self.server} already asked {limit} question{'s' if limit != 1 else ''} during "
+            f"this tool call, the most max_elicitations of [mcp.{self.server}] allows; this one was not asked"
         )
         if self.elicited[key] == limit + 1:  # said once, however many more come
             self.log.append(why)

@@ -393,7 +393,7 @@ class McpConnector(Extension):
 
         try:
             answer = link.call(tool.server_tool, arguments, on_progress=_bounded(ctx.progress), meta=_serve_calls())
-            result = await ctx.signal.race(asyncio.wait_for(answer, self.timeout_s))
+            result = await ctx.signal.race(self._timed(answer, live.side, ctx))
         except TimeoutError:
             return _error(
                 f"{tool.name} did not answer within {self.timeout_s:g} s (timeout_s of [mcp.{self.server}]), "
@@ -409,6 +409,16 @@ class McpConnector(Extension):
                 f"({exc}). {_outcome(tool)}"
             ), False
         return to_tool_result(result, self.max_result_chars), True
+
+    async def _timed(self, answer: Any, side: Any, ctx: ToolContext) -> Any:
+        """``answer`` within ``timeout_s``; the time a person takes to answer the server's questions
+        during the call does not count (the side pauses the limit while it asks)."""
+        async with asyncio.timeout(self.timeout_s) as limit:
+            side.limits[ctx.call_id or ""] = limit
+            try:
+                return await answer
+            finally:
+                side.limits.pop(ctx.call_id or "", None)
 
     async def _usable(self, live: _Live) -> Link | None:
         """The live connection; one that died between calls is replaced first (the call was not sent)."""
