@@ -120,3 +120,22 @@ def test_memory_show_says_where_the_notes_of_a_moved_project_are(
     assert code == 0 and "- We deploy on Tuesdays." in out and err == ""
     code, out, err = run_main("memory", "show", capsys=capsys)  # user scope: nothing to say
     assert code == 0 and err == ""
+
+
+def test_removing_a_key_written_by_hand_does_not_put_it_in_the_event_or_the_trace(home: Path, tmp_path: Path) -> None:
+    """The model may remove an entry it cannot see (the user asks it to forget the staging key);
+    the memory_write event, which the stream's readers and the trace file get, carried the whole
+    removed entry, key and all."""
+    from tether import JsonlTracer
+    from tether.events import MemoryWrite
+
+    folder = home / "memory"
+    folder.mkdir(parents=True)
+    (folder / "notes.md").write_text(f"- Deploy on Tuesdays.\n- Staging key {KEY}\n", encoding="utf-8")
+    model = scripted(call("r1", "memory", {"action": "remove", "store": "notes", "match": "Staging key"}), "Done.")
+    events = stream(agent(model, home), "Forget the staging key.", tracer=JsonlTracer(tmp_path / "traces"))
+    (write,) = [e for e in events if isinstance(e, MemoryWrite)]
+    assert write.action == "remove" and write.text == "(an entry withheld from the assistant)"
+    assert Memory.open(home).entries("notes") == ["Deploy on Tuesdays."]
+    traced = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "traces").iterdir())
+    assert "memory_write" in traced and KEY not in traced

@@ -101,7 +101,10 @@ class MemoryTool:
             ctx.emit(MemoryRejected(ctx.run_id, store, action, exc.rule, str(exc)))
             return ToolResult(str(exc), is_error=True)
         if change.changed:
-            ctx.emit(MemoryWrite(ctx.run_id, store, action, change.text, change.usage.chars, change.usage.limit))
+            text = change.text
+            if action == "remove" and not self.memory._clean(text):  # the event goes to the trace
+                text = "(an entry withheld from the assistant)"  # a key written by hand, say
+            ctx.emit(MemoryWrite(ctx.run_id, store, action, text, change.usage.chars, change.usage.limit))
         return change.message
 
     def _list(self, store: Any) -> str:
