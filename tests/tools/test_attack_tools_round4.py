@@ -2,10 +2,13 @@
 
 - a regex whose repetitions overlap ((a|aa)+$, (.*a){12}x) slipped past the nested-repeat check and
   held the whole process for hours: the search now ends at its deadline, or at Stop;
-- a file name that is not UTF-8 reached the model as U+FFFD, a name it could not give back;
+- a file name that is not UTF-8 reached the model as U+FFFD, a name it could not give back, and a
+  line break in a name split a listing's row in two;
 - a write through a hard link said nothing of the other names that keep the old content;
-- web_fetch: gzip inside gzip expanded in one call to whatever the server liked (memory), and an
-  international domain name failed with a raw UnicodeEncodeError.
+- web_fetch: gzip inside gzip expanded in one call to whatever the server liked (memory), an
+  international domain name failed with a raw UnicodeEncodeError, and a page of unclosed tags or
+  of spaces held the GIL in quadratic regexes for hours (the fetch's timeout could not fire);
+  loopback spelled as a number or inside IPv6 stays refused.
 """
 
 from __future__ import annotations
@@ -320,3 +323,15 @@ def test_a_page_of_white_space_is_converted_in_linear_time() -> None:
     assert spaced == repr("spaced out")
     assert pre == repr("```\n" + " " * 64 + "x\n```")  # a run inside <pre> is cut to 64
     assert ordinary == repr("a b\nc\n\n```\n  x\n\n    y\n```")  # shorter runs are as markdownify makes them
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["2130706433", "0177.0.0.1", "0x7f000001", "127.1", "0", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::127.0.0.1]"],
+)
+def test_loopback_spelled_as_a_number_or_inside_ipv6_is_refused(bombs: int, host: str) -> None:
+    """The spellings an attacker tries for 127.0.0.1 (decimal, octal, hex, short, IPv4-mapped and
+    -compatible IPv6) resolve to it and are judged as it, or are not URLs at all (httpx reads 0177
+    as no address): refused either way."""
+    with pytest.raises(ToolError, match="private or local|is not a valid URL"):
+        run_tool(WebFetch(), Path("."), url=f"http://{host}:{bombs}/gzip")
