@@ -631,3 +631,26 @@ def test_the_time_a_person_takes_to_answer_a_servers_question_does_not_count_aga
     result = call_once(connector, tmp_path, "raw__go")
     assert not result.is_error, text(result)
     assert text(result).startswith("1 answered; then: the MCP server raw already asked 1 question during")
+
+
+def test_a_message_mentioning_many_resources_starts_each_server_once_and_is_bounded(raw_server: Path) -> None:
+    """Was: each mention started the server anew and stopped it (three of one server: three
+    processes), and a message could mention any number (a thousand mentions: a thousand servers
+    started in turn, a thousand results sent). Now each server starts once per message, and more
+    than 20 mentions are refused before any starts, saying so."""
+    from tether.connectors.mentions import expand_mentions
+    from tether.errors import UserError
+
+    connector = raw(raw_server, "plain")
+    three = "see @raw:notes://a, @raw:notes://b and @raw:notes://c"
+    sent = asyncio.run(asyncio.wait_for(expand_mentions([connector], three), 60))
+    blocks = re.findall(r'<resource-[0-9a-f]{12} server="raw" uri="([^"]+)">', sent)
+    assert blocks == ["notes://a", "notes://b", "notes://c"]
+    assert len(connector.pids) == 1
+    many = " ".join(f"@raw:notes://{i}" for i in range(21))
+    with pytest.raises(UserError) as err:
+        asyncio.run(asyncio.wait_for(expand_mentions([connector], many), 60))
+    assert str(err.value) == (
+        "the message mentions 21 resources; at most 20 go with one message (each is read in full): mention fewer"
+    )
+    assert len(connector.pids) == 1  # nothing more started

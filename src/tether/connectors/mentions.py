@@ -24,6 +24,7 @@ __all__ = ["expand_mentions", "list_resources", "mentions"]
 
 _MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9_.-]+):([a-zA-Z][a-zA-Z0-9+.-]*:[^\s<>\"']+)")
 _TRAILING = ".,;:!?)]}"  # punctuation after a mention ends the sentence, not the URI
+MAX_MENTIONS = 20  # resources sent with one message (each read in full, up to max_result_chars)
 
 
 def mentions(text: str) -> list[tuple[str, str]]:
@@ -49,24 +50,31 @@ async def expand_mentions(connectors: Sequence[McpConnector], text: str) -> str:
     wanted = [(server, uri) for server, uri in mentions(text) if server in by_name]
     if not wanted:
         return text
-    read = []
-    for server, uri in wanted:
+    if len(wanted) > MAX_MENTIONS:
+        raise UserError(
+            f"the message mentions {len(wanted)} resources; at most {MAX_MENTIONS} go with one message "
+            "(each is read in full): mention fewer"
+        )
+    read: dict[tuple[str, str], str] = {}
+    for server in dict.fromkeys(server for server, _ in wanted):  # each server started once
         connector = by_name[server]
         await connector.start()
         try:
-            parts = await read_parts(connector, uri)
-        except TetherError as exc:
-            raise UserError(f"@{server}:{uri} could not be read: {exc}") from None
+            for uri in (uri for named, uri in wanted if named == server):
+                try:
+                    parts = await read_parts(connector, uri)
+                except TetherError as exc:
+                    raise UserError(f"@{server}:{uri} could not be read: {exc}") from None
+                read[(server, uri)] = "\n".join(
+                    p.text if isinstance(p, TextPart) else f"(an image, {p.media_type}: not sent from a mention)"
+                    for p in parts
+                )
         finally:
             await connector.stop()
-        said = "\n".join(
-            p.text if isinstance(p, TextPart) else f"(an image, {p.media_type}: not sent from a mention)" for p in parts
-        )
-        read.append((server, uri, said))
     tag = "resource-" + secrets.token_hex(6)
-    while any(tag in said for _, _, said in read):  # chosen after reading: a server cannot know it
+    while any(tag in said for said in read.values()):  # chosen after reading: a server cannot know it
         tag = "resource-" + secrets.token_hex(6)
-    blocks = [f'<{tag} server="{server}" uri="{uri}">\n{said}\n</{tag}>' for server, uri, said in read]
+    blocks = [f'<{tag} server="{server}" uri="{uri}">\n{read[(server, uri)]}\n</{tag}>' for server, uri in wanted]
     return text + "\n\n" + "\n\n".join(blocks)
 
 
