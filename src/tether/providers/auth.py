@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from tether.errors import AuthError, ConfigError
 from tether.fileio import atomic_write, open_own, private_dir, read_own
 
-__all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "save_oauth_tokens"]
+__all__ = ["ApiKey", "Credentials", "NoAuth", "OAuthCredentials", "is_loopback", "save_oauth_tokens"]
 
 REFRESH_MARGIN_S = 60.0
 
@@ -76,6 +76,20 @@ class ApiKey:
 
     def __repr__(self) -> str:  # never show the key
         return f"ApiKey(hint={self.hint!r})"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine (``localhost``, 127.0.0.0/8, ``::1``, ``0.0.0.0``)."""
+    import ipaddress
+
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def canonical_resource(url: str) -> str:
@@ -238,8 +252,6 @@ class OAuthCredentials:
         if self.resource:  # RFC 8707 §2: a token bound to this server, not usable at another
             form["resource"] = self.resource
         from urllib.parse import urlsplit
-
-        from tether.providers.http import is_loopback
 
         local = is_loopback(urlsplit(self.token_url).hostname or "")  # reached directly, as a provider on this machine
         try:

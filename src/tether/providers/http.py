@@ -34,7 +34,7 @@ from tether.errors import (
     classify_http_error,
 )
 from tether.messages import AssistantMessage, clean_value
-from tether.providers.auth import Credentials
+from tether.providers.auth import Credentials, is_loopback
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "close_clients",
     "decode_json",
     "env_proxy",
-    "is_loopback",
     "model_ids",
     "pooled_client",
     "read_json",
@@ -338,20 +337,6 @@ def client_ssl_context(base_url: str) -> Any:
     if parts.scheme == "http" and not (proxies.get("http") or proxies.get("all")):
         return _no_tls_context()
     return _ssl_context()
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine (``localhost``, 127.0.0.0/8, ``::1``, ``0.0.0.0``)."""
-    import ipaddress
-
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_unspecified
 
 
 def env_proxy(base_url: str) -> str:
