@@ -35,6 +35,8 @@ RAW_SERVER = """
 
     def question(n):
         form = {"type": "object", "properties": {"a": {"type": "string"}}}
+        if MODE == "badform":  # a field that is no object, then three thousand fields
+            form = {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(3000)} if n else {"a": "text"}}
         send({"jsonrpc": "2.0", "id": f"q{n}", "method": "elicitation/create",
               "params": {"mode": "form", "message": f"question {n}?", "requestedSchema": form}})
 
@@ -49,6 +51,8 @@ RAW_SERVER = """
             else:
                 accepted = sum(1 for s in said if s == "accept")
                 text = f"{accepted} answered; then: {said[-1]}"
+                if MODE == "badform":
+                    text += f"; first: {said[0]}"
                 send({"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": text}]}})
             continue
         if ident is None:
@@ -78,7 +82,7 @@ RAW_SERVER = """
                 note = {"progressToken": token, "progress": i, "message": "scanning " + "x" * 5000}
                 send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
             send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": "fine"}]}})
-        elif method == "tools/call" and MODE == "asks":
+        elif method == "tools/call" and MODE in ("asks", "badform"):
             call = ident
             question(0)
         elif method == "tools/call":
@@ -654,3 +658,25 @@ def test_a_message_mentioning_many_resources_starts_each_server_once_and_is_boun
         "the message mentions 21 resources; at most 20 go with one message (each is read in full): mention fewer"
     )
     assert len(connector.pids) == 1  # nothing more started
+
+
+def test_a_form_that_is_not_a_flat_object_or_has_thousands_of_fields_is_refused_saying_why(
+    raw_server: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was: a form whose field was not an object raised AttributeError inside tether's answer (the
+    server read "'str' object has no attribute 'get'", the log a traceback), and a form of 3,000 fields was put to the person as 3,000
+    questions in a row. Now both are refused without asking, the server told why."""
+    asked: list[str] = []
+
+    async def person(question: str) -> str:
+        asked.append(question)
+        return ""
+
+    connector = raw(raw_server, "badform", Asker(person))
+    said = text(call_once(connector, tmp_path, "raw__go"))
+    assert said == (
+        "0 answered; then: the form has 3000 fields; tether asks a person at most 30 in one form; first: the "
+        "form's properties must be an object whose fields are objects (a flat JSON Schema)"
+    )
+    assert asked == []
+    assert not [r for r in caplog.records if r.exc_info]

@@ -51,6 +51,7 @@ log = logging.getLogger("tether.connectors")
 
 MAX_PER_CALL = 10
 MAX_ELICITATIONS = 5  # questions to the person per tool call, unless [mcp.NAME] max_elicitations says
+MAX_FIELDS = 30  # fields of one form (each a question at the terminal)
 DEFAULT_MAX_TOKENS = 1024
 ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
 
@@ -323,7 +324,7 @@ class ClientSide:
 
         if (self.config.get("elicitation") or "ask") == "deny":
             return types.ElicitResult(action="decline")
-        refusal = self._elicitation_refusal()
+        refusal = _form_problem(params) or self._elicitation_refusal()
         if refusal is not None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=refusal)
         if _served():  # never asked at the server's own terminal: its users are elsewhere
@@ -447,6 +448,23 @@ def printable(text: object) -> str:
     return _CONTROL.sub(
         lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text)
     )
+
+
+def _form_problem(params: Any) -> str | None:
+    """Why a server's form cannot be put to a person: MCP's forms are flat objects of a few simple
+    fields; ``properties`` that are not an object of objects, ``required`` that is not a list of
+    names, or more than ``MAX_FIELDS`` fields (each a question at the terminal) are refused."""
+    schema = getattr(params, "requested_schema", None)
+    if schema is None:  # a page to open (URL mode)
+        return None
+    properties, required = schema.get("properties") or {}, schema.get("required") or []
+    if not isinstance(properties, dict) or not all(isinstance(p, dict) for p in properties.values()):
+        return "the form's properties must be an object whose fields are objects (a flat JSON Schema)"
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return "the form's required must be a list of field names"
+    if len(properties) > MAX_FIELDS:
+        return f"the form has {len(properties)} fields; tether asks a person at most {MAX_FIELDS} in one form"
+    return None
 
 
 def _key(asked: dict[str, Any]) -> str:
