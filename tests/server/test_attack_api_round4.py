@@ -400,3 +400,23 @@ def test_healthz_is_not_ok_while_the_server_stops_and_refuses_messages(tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_message_retried_while_the_sessions_last_run_ends_gets_its_run_not_a_409(served: Any, tmp_path: Path) -> None:
+    """docs/server.md: "posting the same id again returns the run it started". A message and its
+    retry (the client lost the first response) both waited for the session's last run to end; the
+    first started its run, and the retry was refused 409 "still answering (run R)", R its own run."""
+    a = Slow(served, tmp_path)
+    with a.client() as c:
+        sid = _session(c)
+        a.hold()
+        read_events(c, f"/v1/runs/{_send(c, sid, 'hello')}/events", until=lambda e: e["event"] == "done")
+        message = {"text": "hello again", "message_id": "m-retried"}
+        url = f"{a.s.url}/v1/sessions/{sid}/messages"
+        out, threads = _in_flight(2, lambda i: httpx.post(url, json=message, timeout=30))
+        a.let_go()
+        for t in threads:
+            t.join(30)
+        assert statuses(out) == [200, 202], [r.text for r in out]
+        assert len({r.json()["run_id"] for r in out}) == 1
+        assert len(c.get(f"/v1/sessions/{sid}").json()["turns"]) == 2

@@ -980,11 +980,15 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
         earlier = core.store.turn(message_id, user) if body.message_id else None  # a new id is no one's yet
         if earlier is not None:
-            if earlier.session_id != session_id:
-                raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
-            return _accepted(core, earlier, accept, 200, Caller(core, user, request))
+            return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
-        waited = await _until_idle(core, session_id)
+        try:
+            waited = await _until_idle(core, session_id)
+        except ApiError:  # the live run may be this very message's, sent meanwhile (a retry waited with it)
+            earlier = core.store.turn(message_id, user) if body.message_id else None
+            if earlier is None:
+                raise
+            return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         # From here to the start nothing awaits: two requests cannot both pass the checks above.
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
@@ -993,9 +997,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         _keep_values(core, session_id, body.values)
         turn, new = _add_turn(core, record, message_id, text)
         if not new:  # the same message_id got there first (another node, another request)
-            if turn.session_id != session_id:
-                raise ApiError(409, "conflict", f"message_id {message_id!r} was already used in another session")
-            return _accepted(core, turn, accept, 200, Caller(core, user, request))
+            return _sent_before(core, turn, session_id, accept, Caller(core, user, request))
         # The values chosen so far. As read above when nothing was awaited since and none kept (no
         # other request of this server ran in between): one query fewer per message.
         if body.values or expanded or waited:
@@ -1013,6 +1015,13 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(text))
         return _accepted(core, turn, accept, caller=Caller(core, user, request))
+
+
+def _sent_before(core: Core, turn: TurnRecord, session_id: str, accept: str | None, caller: Caller) -> Response:
+    """The run a message_id posted before started (200), or 409 when it was posted in another session."""
+    if turn.session_id != session_id:
+        raise ApiError(409, "conflict", f"message_id {turn.message_id!r} was already used in another session")
+    return _accepted(core, turn, accept, 200, caller)
 
 
 async def _until_idle(core: Core, session_id: str) -> bool:
