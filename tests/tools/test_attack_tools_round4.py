@@ -335,3 +335,37 @@ def test_loopback_spelled_as_a_number_or_inside_ipv6_is_refused(bombs: int, host
     as no address): refused either way."""
     with pytest.raises(ToolError, match="private or local|is not a valid URL"):
         run_tool(WebFetch(), Path("."), url=f"http://{host}:{bombs}/gzip")
+
+
+# --- the sandbox's proxy --------------------------------------------------------------------------
+
+
+def ask_proxy(allow: tuple[str, ...], request: bytes) -> bytes:
+    """What the sandbox's proxy answers ``request`` with (its whole answer, until it closes)."""
+    from tether.tools._netproxy import SOCKET_NAME, NetProxy
+
+    async def main() -> bytes:
+        proxy = NetProxy(allow)
+        where = await proxy.start()
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(where / SOCKET_NAME))
+            writer.write(request)
+            answer = await asyncio.wait_for(reader.read(), HANG)
+            writer.close()
+            return answer
+        finally:
+            await proxy.close()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "request_line", [b"CONNECT 127.0.0.1:99999 HTTP/1.1", b"GET http://127.0.0.1:99999/ HTTP/1.1", b"CONNECT x"]
+)
+def test_a_request_the_proxy_cannot_read_is_answered_with_why(request_line: bytes) -> None:
+    """A port past 65535 on an allowed host passed every check and then raised OverflowError from
+    connect, unhandled (a traceback in the log; the command saw its connection drop); a request line
+    that was not one closed the connection without a word."""
+    answer = ask_proxy(("127.0.0.1:99999",), request_line + b"\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer
+    assert b"tether's sandbox proxy could not read the request" in answer

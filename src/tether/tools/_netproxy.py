@@ -93,8 +93,12 @@ class NetProxy:
         if len(head) > _MAX_HEAD:
             return
         line, _, rest = head.partition(b"\r\n")
-        method, target, version = line.decode("latin-1").split(" ", 2)
-        host, port, forward = _destination(method, target, version, rest)
+        try:
+            method, target, version = line.decode("latin-1").split(" ", 2)
+            host, port, forward = _destination(method, target, version, rest)
+        except ValueError as exc:  # the client hears why, instead of a closed connection
+            await _answer(writer, b"400 Bad Request", f"tether's sandbox proxy could not read the request: {exc}")
+            return
         try:
             upstream = await self._connect(host, port)
         except ToolError as exc:
@@ -148,13 +152,20 @@ def _destination(method: str, target: str, version: str, rest: bytes) -> tuple[s
     """(host, port, the request to send on) for ``CONNECT host:port`` or ``GET http://host/path``."""
     if method == "CONNECT":
         host, _, port = target.rpartition(":")
-        return host.strip("[]"), int(port), b""
+        return host.strip("[]"), _port(port), b""
     if not target.startswith("http://"):
         raise ValueError("only CONNECT and absolute http:// requests go through the proxy")
     hostport, slash, path = target[len("http://") :].partition("/")
     host, _, port = hostport.rpartition(":") if ":" in hostport.rsplit("]", 1)[-1] else (hostport, "", "80")
     request = f"{method} {slash}{path} {version}\r\n".encode("latin-1") + rest
-    return host.strip("[]"), int(port or 80), request
+    return host.strip("[]"), _port(port or "80"), request
+
+
+def _port(text: str) -> int:
+    number = int(text)
+    if not 0 < number < 65536:  # past 65535, connecting raised OverflowError, unhandled
+        raise ValueError(f"port {text} is out of range (1-65535)")
+    return number
 
 
 async def _answer(writer: asyncio.StreamWriter, status: bytes, text: str) -> None:
