@@ -779,6 +779,24 @@ def test_a_decision_on_one_call_never_answers_a_later_call_that_reused_its_id(
     assert len(set(calls)) == 2 and all(calls)
 
 
+@pytest.mark.parametrize("kind", WIRES)
+@pytest.mark.parametrize("charset", ["iso-8859-1", "GBK"])
+def test_an_event_stream_is_read_as_utf8_whatever_charset_its_header_names(
+    serve: Serve, tmp_path: Path, kind: str, charset: str
+) -> None:
+    """An event stream is always UTF-8 (browsers read it so, whatever the header says). A gateway
+    that labels its stream ``charset=iso-8859-1`` (a Java server's default) showed every answer
+    that is not plain English as mojibake ("hÃ©llo" for "héllo"), and saved it so."""
+    escaped = text_reply(kind, "héllo 世界").parts  # json.dumps writes \\u escapes; servers write UTF-8
+    parts = [p.replace(rb"\u00e9", "é".encode()).replace(rb"\u4e16\u754c", "世界".encode()) for p in escaped]  # type: ignore[union-attr]
+    assert any("世界".encode() in p for p in parts)  # type: ignore[operator]
+    out = run_against(
+        kind, serve([Reply(200, parts, {"content-type": f"text/event-stream; charset={charset}"})]), tmp_path
+    )
+    assert (out.result.status, out.result.text) == ("completed", "héllo 世界"), out.result.reason
+    assert_sound(out)
+
+
 # --- base URLs requests cannot be sent to ---------------------------------------------------------
 
 

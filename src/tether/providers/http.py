@@ -532,6 +532,7 @@ async def stream_reply(
     as a dropped connection is: an event is whole only with the blank line after it. A body that
     is not an event stream at all (an HTML login page, a JSON document) is a ``ResponseError``
     naming its content type: asking again would get the same page."""
+    response.encoding = "utf-8"  # an event stream is UTF-8 whatever charset its header names (as browsers read it)
     lines = response.aiter_lines()
     events = 0  # ``data:`` lines so far
     name = ""  # the ``event:`` name of the event being read
