@@ -179,6 +179,12 @@ class Link:
             callbacks["elicitation_callback"] = elicitation
         try:
             async with Client(self.reach.connect(), cache=None, client_info=info, **callbacks) as client:
+                # The SDK checks a result's structured content against the tool's output schema with
+                # its regular expressions (`pattern`): a hostile one held the event loop in
+                # backtracking for minutes, every run and Stop with it. tether reads the content, not
+                # the schema (input schemas are checked without patterns too): the server answers
+                # for its own output.
+                client.session.validate_tool_result = _unchecked  # type: ignore[method-assign]
                 self.tools, self.tools_cut = await _list_tools(client)
                 self.instructions = client.instructions
                 self.capabilities = client.server_capabilities
@@ -344,6 +350,10 @@ async def _list_tools(client: Client) -> tuple[list[types.Tool], str | None]:
     if cursor is not None:
         return tools, f"the server's tool list goes on past {_LIST_PAGES} pages; the rest was not read"
     return tools, None
+
+
+async def _unchecked(name: str, result: types.CallToolResult) -> None:
+    """A tool result as the server gave it (see ``Link._own``)."""
 
 
 def describe(exc: BaseException) -> str:
