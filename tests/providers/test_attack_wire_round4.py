@@ -880,3 +880,25 @@ def test_a_login_page_does_not_pass_the_credentials_check(serve: Serve, kind: st
 
     with pytest.raises(ResponseError, match=r"text/html, not JSON: <!DOCTYPE html> <html><body>Sign in"):
         asyncio.run(check())
+
+
+def test_a_tool_input_sent_whole_at_the_block_start_survives_an_empty_delta(serve: Serve, tmp_path: Path) -> None:
+    """A compatible server that sends a call's whole input in ``content_block_start`` and then an
+    empty ``input_json_delta`` (the API's first delta is often empty) had the input replaced by
+    the empty stream: the tool got ``{}`` and the model an error for arguments it had given."""
+    block = {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"x": 5}}
+    empty = {"type": "input_json_delta", "partial_json": ""}
+    stop = {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}
+    parts = [
+        anthropic_text("")[0],
+        event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": empty}),
+        event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        event("message_delta", stop),
+        event("message_stop", {"type": "message_stop"}),
+    ]
+    server = serve([Reply(200, parts), text_reply("anthropic", "five")])
+    out = run_against("anthropic", server, tmp_path, tools=[echo])
+    assert (out.result.status, out.result.text) == ("completed", "five"), out.result.reason
+    assert out.store.load(out.result.run_id).messages[2].text == "x=5"  # type: ignore[union-attr]
+    assert_sound(out)

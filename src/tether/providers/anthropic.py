@@ -456,8 +456,10 @@ class MessagesAssembler:
         tools = [i for i in sorted(self.blocks) if self.blocks[i].get("type") == "tool_use"]
         parts = []
         for index in sorted(self.blocks):
-            streamed = self.json_parts.get(index) if index in tools else None
-            part = _part_from_block(self.blocks[index], _streamed_arguments("".join(streamed)) if streamed else None)
+            # Deltas that streamed nothing (a lone empty partial_json) leave the input the block
+            # started with: a compatible server may send the whole input there.
+            streamed = "".join(self.json_parts.get(index) or ()) if index in tools else ""
+            part = _part_from_block(self.blocks[index], _streamed_arguments(streamed) if streamed.strip() else None)
             if part is not None:
                 parts.append(part)
         message = AssistantMessage(
