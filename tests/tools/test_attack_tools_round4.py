@@ -62,11 +62,13 @@ def run_tool(tool: Any, cwd: Path, **args: Any) -> Any:
 # --- search_files: a deadline and Stop ------------------------------------------------------------
 
 SEARCHES = """
-import asyncio, sys, threading
+import asyncio, resource, sys, threading
 from pathlib import Path
 from tether.cancel import CancelSignal
 from tether.tools import files
 from tether.tools.base import ToolContext, ToolError
+
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))  # a CPU limit below the matcher's own: it keeps this one
 
 def search(pattern, signal):
     try:

@@ -30,7 +30,9 @@ BATCH_BYTES = 1024 * 1024  # contents sent per batch: one answer to wait for per
 _CHILD = r"""
 import json, re, resource, struct, sys
 cpu = int(sys.argv[1])
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # ends it even if tether is gone
+soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+if hard == resource.RLIM_INFINITY or hard > cpu:  # ends it even if tether is gone; a lower limit stays
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
 stdin = sys.stdin.buffer
 def read(size):
     data = stdin.read(size)
