@@ -35,7 +35,7 @@ from tether.harness.state import RunState
 from tether.messages import AssistantMessage, Message, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
-from tether.tools.base import ToolContext, ToolError, validate_arguments
+from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
 from tether.tools.files import (
     EDIT_TOOLS,
     FILE_TOOLS,
@@ -221,14 +221,23 @@ def _gzip_of_zeros(size: int) -> bytes:
 @pytest.fixture(scope="module")
 def bombs() -> Iterator[int]:
     """A loopback server whose /bomb is 120 MB of zeros as gzip inside gzip (361 bytes on the
-    wire), /deflate a small raw-deflate page, /gzip a small gzip page, /br an encoding never asked for."""
+    wire), /deflate a small raw-deflate page, /gzip a small gzip page, /br an encoding never asked
+    for, and images: an icon, a page served as a PNG, a JPEG served as a PNG, an SVG."""
     inner = _gzip_of_zeros(120 << 20)
     raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
     routes = {
-        "/bomb": ("gzip, gzip", gzip.compress(inner)),
-        "/deflate": ("deflate", raw.compress(b"deflated page\n" * 3) + raw.flush()),
-        "/gzip": ("gzip", gzip.compress(b"zipped page\n")),
-        "/br": ("br", b"\x0b\x02\x80hello\x03"),
+        "/bomb": ("text/plain", "gzip, gzip", gzip.compress(inner)),
+        "/deflate": ("text/plain", "deflate", raw.compress(b"deflated page\n" * 3) + raw.flush()),
+        "/gzip": ("text/plain", "gzip", gzip.compress(b"zipped page\n")),
+        "/br": ("text/plain", "br", b"\x0b\x02\x80hello\x03"),
+        "/favicon.ico": ("image/x-icon", "identity", b"\x00\x00\x01\x00\x01\x00\x10\x10" + bytes(40)),
+        "/fake.png": ("image/png", "identity", b"<html><body>Sign in</body></html>"),
+        "/photo.png": ("image/png", "identity", b"\xff\xd8\xff\xe0\x00\x10JFIF" + bytes(20)),
+        "/logo.svg": (
+            "image/svg+xml",
+            "identity",
+            b'<svg xmlns="http://www.w3.org/2000/svg"><title>Logo</title></svg>',
+        ),
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -236,9 +245,9 @@ def bombs() -> Iterator[int]:
             return
 
         def do_GET(self) -> None:
-            encoding, body = routes[self.path]
+            kind, encoding, body = routes[self.path]
             self.send_response(200)
-            self.send_header("content-type", "text/plain")
+            self.send_header("content-type", kind)
             self.send_header("content-encoding", encoding)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
@@ -325,6 +334,20 @@ def test_a_page_of_white_space_is_converted_in_linear_time() -> None:
     assert spaced == repr("spaced out")
     assert pre == repr("```\n" + " " * 64 + "x\n```")  # a run inside <pre> is cut to 64
     assert ordinary == repr("a b\nc\n\n```\n  x\n\n    y\n```")  # shorter runs are as markdownify makes them
+
+
+def test_only_images_a_model_can_be_shown_become_images(bombs: int) -> None:
+    """web_fetch passed any image/* on as an image with the server's type: an icon (or a login page
+    served as image/png) then made the model's API refuse every later request of the run, since the
+    image stays in the transcript (Anthropic and OpenAI take PNG, JPEG, GIF and WebP only)."""
+    fetch = WebFetch(WebSettings(allow=(f"127.0.0.1:{bombs}",)))
+    for path in ("/favicon.ico", "/fake.png"):
+        with pytest.raises(ToolError, match="not a PNG, JPEG, GIF or WebP image"):
+            run_tool(fetch, Path("."), url=f"http://127.0.0.1:{bombs}{path}")
+    photo = run_tool(fetch, Path("."), url=f"http://127.0.0.1:{bombs}/photo.png")
+    assert isinstance(photo, ToolResult) and photo.content[1].media_type == "image/jpeg"  # what the bytes are
+    svg = run_tool(fetch, Path("."), url=f"http://127.0.0.1:{bombs}/logo.svg")
+    assert svg.startswith("<svg") and "<title>Logo</title>" in svg  # SVG is text
 
 
 @pytest.mark.parametrize(

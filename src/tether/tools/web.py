@@ -12,7 +12,8 @@ connects to the address it checked (so a second DNS answer cannot swap in anothe
 redirects itself and checks every hop again, caps the size, and turns HTML into Markdown with
 ``markdownify``; a page is decoded with the charset of its byte-order mark, else of the
 ``Content-Type`` header, else of its ``<meta charset>`` (or ``http-equiv``) tag, else UTF-8.
-Images come back as images; other binary content is refused with a message. A page that is a
+Images a model can be shown (PNG, JPEG, GIF, WebP, told by their bytes) come back as images, SVG as
+text; other images and other binary content are refused with a message. A page that is a
 wall and not content (a bot check or CAPTCHA, in any language it is served in; a "not found" page
 served with status 200; an empty shell that builds itself with scripts) is a failed fetch with its
 reason (``tools/_walls.py``), never text the model would take for the page.
@@ -286,6 +287,45 @@ class _Inflater:
         return data
 
 
+# The image formats both model APIs take, by their first bytes: a model sent any other (an icon, a
+# TIFF, a page served as image/png) refuses the whole request, and the image stays in the transcript.
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+_TEXT_KINDS = frozenset(
+    {"application/json", "application/xml", "application/xhtml+xml", "application/javascript", "image/svg+xml", ""}
+)
+
+
+def _image_type(data: bytes) -> str | None:
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in _IMAGE_MAGIC if data.startswith(magic)), None)
+
+
+def _image(data: bytes, kind: str, url: str) -> ToolResult:
+    """An image the model can be shown: PNG, JPEG, GIF or WebP, as its bytes say (not the header)."""
+    import base64
+
+    found = _image_type(data)
+    if found is None:
+        raise ToolError(
+            f"{url} is served as {kind}, but it is not a PNG, JPEG, GIF or WebP image, the formats a "
+            "model can be shown; nothing was read. Look for the same image in one of those formats."
+        )
+    return ToolResult(
+        [
+            TextPart(text=f"image from {url} ({found}, {len(data):,} bytes)"),
+            ImagePart(media_type=found, data=base64.b64encode(data).decode()),
+        ]
+    )
+
+
 class WebFetch:
     name = "web_fetch"
     description = (
@@ -396,21 +436,11 @@ class WebFetch:
         if response.status_code >= 400:
             await self._page_text(response, url, kind, bytes(data[:cap]))
             raise ToolError(f"{url} answered HTTP {response.status_code}.")
-        if kind.startswith("image/"):
+        if kind.startswith("image/") and kind != "image/svg+xml":  # SVG is text: read below
             if cut:
                 raise ToolError(f"the image at {url} is larger than {cap:,} bytes.")
-            import base64
-
-            return ToolResult(
-                [
-                    TextPart(text=f"image from {url} ({kind}, {len(data):,} bytes)"),
-                    ImagePart(media_type=kind, data=base64.b64encode(bytes(data)).decode()),
-                ]
-            )
-        if not (
-            kind.startswith("text/")
-            or kind in ("application/json", "application/xml", "application/xhtml+xml", "application/javascript", "")
-        ):
+            return _image(bytes(data), kind, url)
+        if not (kind.startswith("text/") or kind in _TEXT_KINDS):
             raise ToolError(f"{url} is {kind}, which web_fetch cannot read as text.")
         text = await self._page_text(response, url, kind, bytes(data[:cap]))
         limit = self.settings.max_chars
