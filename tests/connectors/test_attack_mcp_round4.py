@@ -481,7 +481,8 @@ def test_a_mentioned_resource_cannot_close_its_block_and_write_as_the_person(raw
 def test_serve_refuses_to_start_past_the_depth_limit_and_says_why_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The refusal itself, in-process: exit 2 with one line on stderr, nothing on stdout."""
+    """The refusal itself, in-process: exit 2 with one line on stderr, nothing on stdout. A value
+    no tether wrote (a superscript digit, 5,000 nines) was a ValueError traceback before the fix."""
     from tether.cli import main as tether_main
 
     monkeypatch.setenv("TETHER_HOME", str(tmp_path))
@@ -491,6 +492,18 @@ def test_serve_refuses_to_start_past_the_depth_limit_and_says_why_without_a_trac
     assert out == ""
     assert err.startswith("tether: refusing to serve MCP: 4 tether mcp serve processes already run one inside")
     assert "Traceback" not in err
+    for odd in ("9" * 5000, "\u00b2", "-1", "x"):  # a value no tether wrote: counted as what it says, or none
+        monkeypatch.setenv("TETHER_MCP_SERVE_DEPTH", odd)
+        monkeypatch.setattr("tether.connectors.serve.build_server", _no_server)
+        assert tether_main(["mcp", "serve"]) == 2
+        said = capsys.readouterr().err
+        assert said.startswith("tether: refusing to serve MCP" if odd.startswith("9") else "tether: past the check")
+
+
+def _no_server(*args: Any, **kwargs: Any) -> Any:
+    from tether.errors import UserError
+
+    raise UserError("past the check")  # the depth was read: the test needs no server
 
 
 # --- a hostile client of `tether mcp serve` over stdio ---------------------------------------------

@@ -587,7 +587,7 @@ def _count_depth() -> None:
     from tether.errors import UserError
 
     said = os.environ.get(SERVE_DEPTH, "").strip()
-    above = int(said) if said.isdigit() else 0
+    above = int(said[:6]) if said.isascii() and said.isdigit() else 0  # what no tether wrote counts for none
     if above >= MAX_DEPTH:
         raise UserError(
             f"refusing to serve MCP: {above} tether mcp serve processes already run one inside another "
