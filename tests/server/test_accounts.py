@@ -6,6 +6,7 @@ user's own access token, neither can use the other's, and the tokens are sealed 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,9 +46,9 @@ def stats(auth_server: str) -> dict[str, Any]:
     return data
 
 
-def connect(c: httpx.Client) -> None:
-    """The user's browser: the page from POST /v1/connections/guarded, approved at once, back to
-    the server's callback."""
+def signed_in(c: httpx.Client) -> tuple[str, httpx.Cookies]:
+    """POST /v1/connections/guarded, its page approved at once: where the authorization server
+    sends the browser back, and the cookie the POST left in the browser that made it."""
     r = c.post("/v1/connections/guarded")
     assert r.status_code == 200, r.text
     page = r.json()["authorize_url"]
@@ -56,9 +57,18 @@ def connect(c: httpx.Client) -> None:
     assert approved.status_code in (302, 303, 307), approved.text
     back = approved.headers["location"]
     assert back.startswith(str(c.base_url).rstrip("/") + "/v1/connections/callback?")
-    done = httpx.get(back, timeout=60)  # no bearer token: the state says whose flow it is
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=lax" in cookie and "path=/v1/connections" in cookie
+    return back, r.cookies
+
+
+def connect(c: httpx.Client) -> None:
+    """The user's browser: the page's POST, the sign-in approved at once, back to the callback
+    with the cookie the POST set (no bearer token: the state says whose flow it is)."""
+    back, cookies = signed_in(c)
+    done = httpx.get(back, cookies=cookies, timeout=60)
     assert done.status_code == 200, done.text
-    assert "connected" in done.text
+    assert "is connected" in done.text
 
 
 def ask(c: httpx.Client) -> str:
@@ -180,3 +190,37 @@ def test_a_connections_key_replaced_after_start_is_a_clear_error_naming_no_serve
     key.write_bytes(saved)
     key.chmod(0o600)
     assert alice.get("/v1/connections", timeout=10).status_code == 200
+
+
+def test_a_sign_in_link_sent_to_someone_else_does_not_connect_their_account_unasked(
+    serving: Any, auth_server: str
+) -> None:
+    """Alice starts a flow and sends bob its link: bob's browser comes back without alice's
+    cookie, so nothing is connected; the page names alice, and only its form (a one-use key it
+    alone holds) connects the account. Through the API (no browser cookie) that is the way too."""
+    alice = serving.client("alice")
+    back, _ = signed_in(alice)  # the sign-in done in another browser: alice's cookie is not there
+
+    asked = httpx.get(back, timeout=60)
+    assert asked.status_code == 200 and "alice" in asked.text and "is connected" not in asked.text
+    assert "form-action 'self'" in asked.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in asked.headers["content-security-policy"]
+    assert alice.get("/v1/connections").json()["connections"][0]["connected"] is False
+    again = httpx.get(back, timeout=60)  # the link is one use: a second visit is no new question
+    assert again.status_code == 400 and "unknown or already used" in again.text
+
+    state = re.search(r"name=state value='([^']+)'", asked.text)
+    key = re.search(r"name=confirm value='([^']+)'", asked.text)
+    assert state and key
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Origin": serving.url}
+    url = f"{serving.url}/v1/connections/callback"
+    wrong = httpx.post(url, content=f"state={state.group(1)}&confirm=guessed", headers=form, timeout=30)
+    assert wrong.status_code == 400
+    assert alice.get("/v1/connections").json()["connections"][0]["connected"] is False
+
+    done = httpx.post(url, content=f"state={state.group(1)}&confirm={key.group(1)}", headers=form, timeout=60)
+    assert done.status_code == 200 and "is connected" in done.text, done.text
+    assert alice.get("/v1/connections").json()["connections"][0]["connected"] is True
+    assert "the server said: signed in" in ask(alice)
+    reused = httpx.post(url, content=f"state={state.group(1)}&confirm={key.group(1)}", headers=form, timeout=30)
+    assert reused.status_code == 400

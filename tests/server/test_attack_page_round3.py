@@ -447,9 +447,13 @@ def test_connect_clicked_again_and_again_holds_one_flow_not_one_connection_each(
         pages = [alice.post("/v1/connections/guarded").json()["authorize_url"] for _ in range(25)]
         wait_until(lambda: open_files() < before + 10, what="the replaced sign-ins to let their connections go")
         assert len(server.app.state.connections.flows) == 2  # alice's newest and bob's
-        for page, said in ((first, "unknown or already used"), (pages[-1], "connected"), (bob_page, "connected")):
+        for page, browser, said in (
+            (first, alice, "unknown or already used"),
+            (pages[-1], alice, "is connected"),
+            (bob_page, bob, "is connected"),
+        ):
             back = httpx.get(page, follow_redirects=False, timeout=30).headers["location"]
-            assert said in httpx.get(back, timeout=60).text
+            assert said in httpx.get(back, cookies=browser.cookies, timeout=60).text  # back in the browser that began
         assert alice.get("/v1/connections").json()["connections"] == [{"server": "guarded", "connected": True}]
 
 

@@ -6,7 +6,13 @@ call the server with that user's tokens (tether.connectors._accounts).
 * ``POST /v1/connections/{name}``: starts the flow (discovery, registration, PKCE, as ``tether mcp
   login``) and answers the authorization page's address for the user's browser;
 * ``GET /v1/connections/callback``: where the authorization server sends the browser back; its
-  ``state`` (unguessable, one use, bound to the user who started) says whose flow it finishes;
+  ``state`` (unguessable, one use, bound to the user who started) says whose flow it finishes. The
+  browser that started the flow (the page's ``POST``) holds a key in a cookie, and a callback that
+  brings it finishes at once; one that does not (the flow was started through the API, or in
+  someone else's browser: a user could send another person their sign-in link and get that
+  person's account) shows a page naming the user the account would be connected to, and finishes
+  only when the person confirms it there (``POST /v1/connections/callback``, with a one-use key
+  only that page holds);
 * ``DELETE /v1/connections/{name}``: forgets the user's tokens.
 
 No route ever answers a token.
@@ -16,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import html
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +33,10 @@ from urllib.parse import parse_qs, urlparse
 from tether.config import Settings
 from tether.errors import ConfigError, TetherError
 
-__all__ = ["Connections"]
+__all__ = ["BROWSER_COOKIE", "Confirm", "Connections", "browser_key", "confirm_page"]
 
 FLOW_TIMEOUT_S = 300.0
+BROWSER_COOKIE = "tether_connect"  # the key of the browser that started a flow (HttpOnly, /v1/connections)
 
 
 @dataclass
@@ -37,6 +46,28 @@ class _Flow:
     started: float
     code: asyncio.Future[Any] = field(repr=False)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    browser: str = field(default="", repr=False)  # sha256 of the starting browser's key ("" through the API)
+    held: dict[str, str] | None = field(default=None, repr=False)  # the callback's query, until confirmed
+    confirm: str = field(default="", repr=False)  # sha256 of the confirmation page's one-use key
+
+
+class Confirm(Exception):
+    """The callback came to a browser that did not start the flow: the person must confirm, on a
+    page naming ``user``, that ``server``'s account is to be connected to that user. ``key`` is
+    the one-use key the confirmation page posts back."""
+
+    def __init__(self, user: str, server: str, state: str, key: str) -> None:
+        super().__init__(f"connecting {server} for {user} waits for the person to confirm it")
+        self.user, self.server, self.state, self.key = user, server, state, key
+
+
+def browser_key(cookie: str | None) -> str:
+    """The key a browser keeps for its flows: the one its cookie holds, or a new one."""
+    return cookie if cookie and len(cookie) == 43 and cookie.isascii() else secrets.token_urlsafe(32)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 class KeyUnusable(TetherError):
@@ -99,8 +130,9 @@ class Connections:
                 f'no MCP server {server!r} to connect an account for (servers with auth = "oauth": {offered})'
             )
 
-    async def start(self, user: str, server: str, callback_url: str) -> str:
-        """Start ``user``'s flow for ``server``: the authorization page's address."""
+    async def start(self, user: str, server: str, callback_url: str, browser: str = "") -> str:
+        """Start ``user``'s flow for ``server``: the authorization page's address. ``browser`` is
+        the key the starting browser keeps in its cookie (see :func:`browser_key`)."""
         from tether.connectors import McpConnector
         from tether.connectors._oauth import oauth_provider
 
@@ -110,6 +142,7 @@ class Connections:
         table = self.settings.mcp[server]
         page: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         flow = _Flow(user, server, time.monotonic(), asyncio.get_running_loop().create_future())
+        flow.browser = _digest(browser) if browser else ""
 
         async def open_page(url: str) -> None:
             state = (parse_qs(urlparse(url).query).get("state") or [""])[0]
@@ -149,13 +182,35 @@ class Connections:
         await connector.start()  # the SDK's flow: discovery, registration, the code, the tokens
         await connector.stop()
 
-    async def finish(self, query: dict[str, str]) -> str:
-        """The browser is back with ``code`` and ``state``: finish that flow; the server's name."""
+    async def finish(self, query: dict[str, str], browser: str | None = None) -> str:
+        """The browser is back with ``code`` and ``state``: finish that flow; the server's name.
+        Raises :class:`Confirm` when ``browser`` (its cookie's key) is not the one that started it."""
+        self._expire()
+        state = query.get("state", "")
+        flow = self.flows.get(state)
+        if flow is None or flow.task is None or flow.held is not None:
+            raise ConfigError("this sign-in is unknown or already used: start it again from the page")
+        started_here = bool(flow.browser and browser) and secrets.compare_digest(flow.browser, _digest(browser or ""))
+        if "code" in query and not started_here:
+            key = secrets.token_urlsafe(32)
+            flow.held, flow.confirm = dict(query), _digest(key)
+            raise Confirm(flow.user, flow.server, state, key)
+        del self.flows[state]
+        return await self._complete(flow, query)
+
+    async def confirm(self, state: str, key: str) -> str:
+        """The person confirmed, on the page :class:`Confirm` showed, whose account this is."""
+        self._expire()
+        flow = self.flows.get(state)
+        if flow is None or flow.held is None or not secrets.compare_digest(flow.confirm, _digest(key)):
+            raise ConfigError("this sign-in is unknown or already used: start it again from the page")
+        del self.flows[state]
+        return await self._complete(flow, flow.held)
+
+    async def _complete(self, flow: _Flow, query: dict[str, str]) -> str:
         from mcp.shared.auth import AuthorizationCodeResult
 
-        flow = self.flows.pop(query.get("state", ""), None)
-        if flow is None or flow.task is None:
-            raise ConfigError("this sign-in is unknown or already used: start it again from the page")
+        assert flow.task is not None
         if "code" not in query:
             flow.task.cancel()
             why = query.get("error_description") or query.get("error") or "no code came back"
@@ -190,6 +245,23 @@ class Connections:
                 with contextlib.suppress(Exception):
                     flow.task.cancel()
         self.flows.clear()
+
+
+def confirm_page(asked: Confirm) -> str:
+    """The page a callback without the starting browser's key shows: whose account this becomes."""
+    user, server = html.escape(asked.user), html.escape(asked.server)
+    return (
+        f"<!doctype html><meta charset=utf-8><title>tether: connect {server} for {user}?</title>"
+        f"<p>You signed in to <b>{server}</b>. Connecting makes that account the one the runs of the "
+        f"tether user <b>{user}</b> act with.</p>"
+        "<p>The sign-in was started somewhere else than this browser (through the API, or by "
+        "someone who sent you its link). Connect only if you are that user.</p>"
+        "<form method=post action='/v1/connections/callback'>"
+        f"<input type=hidden name=state value='{html.escape(asked.state, quote=True)}'>"
+        f"<input type=hidden name=confirm value='{html.escape(asked.key, quote=True)}'>"
+        f"<button type=submit>Connect to {user}</button></form>"
+        "<p><a href='/'>Do not connect</a> (the sign-in lapses in five minutes)</p>"
+    )
 
 
 def finished_page(said: str, ok: bool) -> str:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -40,6 +40,9 @@ from tether.server.runs import RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
 from tether.status import RESUMABLE
 
+if TYPE_CHECKING:
+    from tether.server.accounts import Connections
+
 __all__ = ["ApiError", "create_app"]
 
 STATIC = Path(__file__).parent / "static"
@@ -53,6 +56,13 @@ _PAGE_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
+}
+# The page that asks whose account a sign-in connects posts its one form back to the server.
+_CONFIRM_HEADERS = {
+    **_PAGE_HEADERS,
+    "Content-Security-Policy": _PAGE_HEADERS["Content-Security-Policy"].replace(
+        "form-action 'none'", "form-action 'self'"
+    ),
 }
 
 
@@ -230,9 +240,7 @@ def create_app(
 
 def _connection_routes(app: FastAPI, settings: Settings) -> None:
     """Each user's own accounts for MCP servers that sign people in (tether.server.accounts)."""
-    from fastapi.responses import HTMLResponse
-
-    from tether.server.accounts import Connections, KeyUnusable, finished_page
+    from tether.server.accounts import BROWSER_COOKIE, FLOW_TIMEOUT_S, Connections, KeyUnusable, browser_key
 
     connections = Connections(settings)
     connections.check_key()
@@ -244,6 +252,7 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         return _error(500, "misconfigured", f"the server cannot use its connections key: {why}")
 
     app.state.connections = connections
+    _callback_routes(app, settings, connections)  # before /v1/connections/{name}: POST callback is not a name
 
     @app.get("/v1/connections", summary="The MCP servers you connect your own account for")
     async def list_connections(user: User) -> dict[str, Any]:
@@ -261,10 +270,21 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         )
 
     @app.post("/v1/connections/{name}", summary="Connect your account: the authorization page to open")
-    async def connect(name: str, user: User, request: Request) -> dict[str, Any]:
+    async def connect(name: str, user: User, request: Request, response: Response) -> dict[str, Any]:
         callback = str(request.url_for("connection_callback"))
+        key = browser_key(request.cookies.get(BROWSER_COOKIE))  # a browser's flows share one key
         try:
-            return {"server": name, "authorize_url": await connections.start(user, name, callback)}
+            url = await connections.start(user, name, callback, key)
+            response.set_cookie(
+                BROWSER_COOKIE,
+                key,
+                max_age=int(FLOW_TIMEOUT_S),
+                path="/v1/connections",
+                secure=request.url.scheme == "https",
+                httponly=True,
+                samesite="lax",  # sent when the authorization server sends the browser back
+            )
+            return {"server": name, "authorize_url": url}
         except ConfigError as exc:
             _log.warning("connecting %r for %r: %s", name, user, exc)  # the paths, for the operator
             why = hide_home(str(exc), settings.home)
@@ -281,14 +301,42 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         except OSError as exc:
             raise unusable(name, exc) from None
 
+
+
+def _callback_routes(app: FastAPI, settings: Settings, connections: Connections) -> None:
+    """Where the authorization server sends the browser back, and the confirmation it may ask
+    for (tether.server.accounts): pages for a person, not JSON."""
+    from urllib.parse import parse_qs
+
+    from fastapi.responses import HTMLResponse
+
+    from tether.server.accounts import BROWSER_COOKIE, Confirm, confirm_page, finished_page
+
     @app.get("/v1/connections/callback", include_in_schema=False, name="connection_callback")
     async def connection_callback(request: Request) -> Response:
         query = {k: v for k, v in request.query_params.items()}
         try:
-            server = await connections.finish(query)
+            server = await connections.finish(query, request.cookies.get(BROWSER_COOKIE))
+        except Confirm as asked:
+            return HTMLResponse(confirm_page(asked), headers=_CONFIRM_HEADERS)
         except ConfigError as exc:
-            why = hide_home(str(exc), settings.home)
-            return HTMLResponse(finished_page(why, ok=False), status_code=400, headers=_PAGE_HEADERS)
+            return _not_connected(exc)
+        return _connected(server)
+
+    @app.post("/v1/connections/callback", include_in_schema=False)
+    async def connection_confirmed(request: Request) -> Response:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        try:
+            server = await connections.confirm((form.get("state") or [""])[0], (form.get("confirm") or [""])[0])
+        except ConfigError as exc:
+            return _not_connected(exc)
+        return _connected(server)
+
+    def _not_connected(exc: ConfigError) -> Response:
+        why = hide_home(str(exc), settings.home)
+        return HTMLResponse(finished_page(why, ok=False), status_code=400, headers=_PAGE_HEADERS)
+
+    def _connected(server: str) -> Response:
         said = f"Your account for {server} is connected; you can close this page."
         return HTMLResponse(finished_page(said, ok=True), headers=_PAGE_HEADERS)
 

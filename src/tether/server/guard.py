@@ -22,6 +22,8 @@ Send = Callable[[dict[str, Any]], Any]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Where a page of the server's own posts a form (the sign-in confirmation; its key is its guard).
+_FORM_PATHS = frozenset({"/v1/connections/callback"})
 # The request state's key for whether the server has no tokens (loopback only), asked once per request.
 LOCAL_ONLY = "tether_local_only"
 
@@ -112,7 +114,8 @@ class Guard:
                 return (403, "cross_site", f"refused a {scope['method']} from another site")
             has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-            if has_body and ctype != "application/json":
+            form = scope.get("path") in _FORM_PATHS and ctype == "application/x-www-form-urlencoded"
+            if has_body and ctype != "application/json" and not form:
                 return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
         return None
 
