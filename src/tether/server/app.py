@@ -302,7 +302,6 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
             raise unusable(name, exc) from None
 
 
-
 def _callback_routes(app: FastAPI, settings: Settings, connections: Connections) -> None:
     """Where the authorization server sends the browser back, and the confirmation it may ask
     for (tether.server.accounts): pages for a person, not JSON."""
