@@ -429,8 +429,8 @@ class StreamAssembler:
         if not isinstance(chunk, dict):
             raise ResponseError(f"stream chunk is not an object: {str(chunk)[:200]}")
         # An error chunk, or an ``error`` event (see stream_reply); ``"error": null`` beside a
-        # chunk's choices is no error.
-        if chunk.get("error") or chunk.get("type") == "error":
+        # chunk's choices is no error (an empty error object still is one, of unknown cause).
+        if chunk.get("error") is not None or chunk.get("type") == "error":
             raise stream_error(chunk.get("error"), self.provider)
         if chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
