@@ -36,7 +36,7 @@ from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
 from tether.server.events import hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard
-from tether.server.runs import RunManager, Runs, waiting
+from tether.server.runs import RunLog, RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
 from tether.status import RESUMABLE
 
@@ -778,10 +778,13 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
     return "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
 
 
-def _sse(core: Core, run_id: str, after: int, caller: Caller | None = None) -> StreamingResponse:
+def _sse(
+    core: Core, run_id: str, after: int, caller: Caller | None = None, log: RunLog | None = None
+) -> StreamingResponse:
     """``caller``: asked before a write (at most every :attr:`Caller.EVERY_S`) whether the caller
-    may still read (a stream outlives the request that opened it: a token revoked meanwhile ends it)."""
-    log = core.manager.log(run_id)
+    may still read (a stream outlives the request that opened it: a token revoked meanwhile ends it).
+    ``log``: the run's events, when the caller read them already (off the event loop)."""
+    log = log if log is not None else core.manager.log(run_id)
     ready = log.ready(after)  # what is here now goes with the head
     start = ready[-1][0] if ready else after
 
@@ -1121,7 +1124,10 @@ def _run_routes(app: FastAPI, core: Core) -> None:
         after: Annotated[int | None, Query(ge=0)] = None,
     ) -> StreamingResponse:
         _turn(core, run_id, user)
-        return _sse(core, run_id, _after(last_event_id, after), Caller(core, user, request))
+        # A finished run's events are read from its file, which for a long run takes a while:
+        # off the event loop, so that every other request is not kept waiting meanwhile.
+        log = await asyncio.to_thread(core.manager.log, run_id)
+        return _sse(core, run_id, _after(last_event_id, after), Caller(core, user, request), log)
 
 
 def _decision_routes(app: FastAPI, core: Core) -> None:
