@@ -207,6 +207,7 @@ class ShellTable(_Table):
     approval: _Bool | None = None
     timeout_s: _PositiveFloat | None = None
     output_cap_bytes: _PositiveInt | None = None
+    shown_chars: _PositiveInt | None = None
     block: list[_Text] | None = None
     unblock: list[_Text] | None = None
     env: dict[str, Annotated[str, Strict()]] | None = Field(default=None, repr=False)  # secrets: never in a repr

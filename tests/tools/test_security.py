@@ -169,8 +169,28 @@ def test_a_100_mb_flood_is_capped_and_memory_stays_bounded(workspace: Path) -> N
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert "[output truncated at 1,000,000 bytes" in out.content
-    assert 1_000_000 <= len(out.content) < 1_001_000
+    assert "970,000 characters (0 lines) of the output left out" in out.content  # given 30,000 of them
+    assert len(out.content) < 31_000
     assert peak < 20_000_000  # nowhere near the 100 MB the command tried to print
+
+
+def test_a_long_output_gives_the_model_its_start_and_its_end(workspace: Path) -> None:
+    """A build that prints 100,000 lines and then its error: the model was given all 589 kB of
+    it (about 150,000 tokens, past many a context window) and the error only at its end. It gets the start and the end, cut at
+    line ends, with what lies between counted; a short output is given whole."""
+    command = "seq 1 100000; echo 'error: the build failed' >&2; exit 2"
+    out = run_tool(RunCommand(), workspace, command=command)
+    text = out.content
+    assert out.is_error and text.startswith("exit code 2\n1\n2\n3\n")
+    assert text.rstrip().endswith("99999\n100000\nerror: the build failed")
+    assert 29_000 < len(text) < 31_000 and "lines) of the output left out here" in text
+    whole = {"exit code 2", "error: the build failed"}
+    numbers = [int(line) for line in text.splitlines() if line not in whole and "left out" not in line]
+    head = numbers[: next(i for i, n in enumerate(numbers) if n != i + 1)]
+    assert numbers == head + list(range(100_001 - (len(numbers) - len(head)), 100_001))  # no line cut in two
+    settings = ShellSettings(shown_chars=100_000)
+    assert len(run_tool(RunCommand(settings), workspace, command=command).content) > 99_000
+    assert run_tool(RunCommand(), workspace, command="seq 1 5").content == "exit code 0\n1\n2\n3\n4\n5\n"
 
 
 # --- web -----------------------------------------------------------------------------------------

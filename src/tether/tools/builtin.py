@@ -4,6 +4,7 @@
 approval = true            # every run_command needs a person's yes (policy "always-ask")
 timeout_s = 30
 output_cap_bytes = 1000000
+shown_chars = 30000        # of the output, the model is given the start and the end
 block = ["git"]            # more commands to refuse
 unblock = ["crontab"]      # defaults to allow anyway
 env = { CI = "1" }         # variables the command gets (nothing else leaks from tether's own)
@@ -63,6 +64,7 @@ def tool_settings(data: ToolsTable | dict[str, Any] | None) -> ToolSettings:
         require_approval=shell.approval,
         timeout_s=float(30.0 if shell.timeout_s is None else shell.timeout_s),  # 60 in TOML means 60.0
         output_cap_bytes=shell.output_cap_bytes or 1_000_000,
+        shown_chars=shell.shown_chars or 30_000,
         blocked=blocked,
         env=dict(shell.env or {}),
         namespaces=True if shell.namespaces is None else shell.namespaces,

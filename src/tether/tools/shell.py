@@ -183,6 +183,8 @@ class ShellSettings:
     require_approval: bool | None = None
     timeout_s: float = 30.0
     output_cap_bytes: int = 1_000_000
+    # What the model is given of the output: its start and its end, what lies between counted.
+    shown_chars: int = 30_000
     blocked: frozenset[str] = DEFAULT_BLOCKED
     env: dict[str, str] = field(default_factory=dict)  # extra variables the command gets
     # Linux: run each command in its own PID and mount namespace when the machine allows it. False
@@ -543,10 +545,28 @@ class RunCommand:
         if not sys.platform.startswith(("linux", "darwin")):
             raise ToolError("run_command needs a POSIX system")
         code, output, note = await run_sandboxed(command, ctx, self.settings, outside=self.outside)
-        text = output.decode("utf-8", errors="replace")
+        text = shown_output(output.decode("utf-8", errors="replace"), self.settings.shown_chars)
         status = f"exit code {code}" if code is not None else "stopped"
         body = f"{status}\n{text}" + (f"\n{note}" if note else "")
         return ToolResult(body, is_error=code != 0)
+
+
+def shown_output(text: str, limit: int) -> str:
+    """``text`` as the model is given it: whole when it fits in ``limit`` characters; else its
+    start (a third) and its end (two thirds: a build or a test run says what failed last), cut at
+    line ends where one is near, with what lies between counted and how to see it."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit // 3, limit - limit // 3
+    start_end = text.rfind("\n", max(0, head - 2000), head)
+    start_end = start_end + 1 if start_end >= 0 else head
+    end_start = text.find("\n", len(text) - tail, len(text) - tail + 2000)
+    end_start = end_start + 1 if end_start >= 0 else len(text) - tail
+    left = text[start_end:end_start]
+    return (
+        f"{text[:start_end]}[... {len(left):,} characters ({left.count(chr(10)):,} lines) of the output left "
+        f"out here: run the command again through grep, head or tail to see them ...]\n{text[end_start:]}"
+    )
 
 
 def _sandbox_words(status: SandboxStatus) -> str:
