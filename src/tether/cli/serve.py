@@ -88,6 +88,11 @@ def _user(value: str) -> str:
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a user name (letters, digits, '_', '.', '@', '-')")
+    if value == "local":  # tether.connectors._acting.LOCAL_USER, not imported for a parser
+        raise argparse.ArgumentTypeError(
+            "'local' is the one user of a server without tokens, who acts with this machine's own "
+            "tether mcp login accounts: give the token another name"
+        )
     return value
 
 

@@ -607,6 +607,13 @@ def _user(store: ServerStore, authorization: str | None, local: bool | None = No
     user = store.user_for_token(token.strip())
     if user is None:
         raise ApiError(401, "unauthorized", "the token is not valid (revoked, or mistyped); ask for a new one")
+    if user == LOCAL_USER:  # made before the name was refused: it would act with the machine's own accounts
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this token is named 'local', the one user of a server without tokens: the server's operator "
+            "must revoke it (tether serve token revoke local) and make one with another name",
+        )
     return user
 
 

@@ -1,4 +1,7 @@
-"""A finished run's events are read from its file off the server's event loop.
+"""Left-alone items of the server: a finished run's events read off the event loop, and a token
+named like the local user.
+
+A finished run's events are read from its file off the server's event loop.
 
 ``GET /v1/runs/ID/events`` of a finished run parsed every line of its event log on the loop that
 answers every request: a run of 100,000 events (7 MB) held the whole server about half a second
@@ -8,7 +11,10 @@ has been answered; read on the loop, that other request could not be answered at
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,3 +55,19 @@ def test_reading_a_finished_runs_events_holds_no_other_request(served: Any, monk
             release.set()
             reader.join(60)
         assert [e["event"] for e in replayed][-1] == "done"
+
+
+def test_a_token_named_local_is_refused_when_made_and_when_used(served: Any, tmp_path: Path) -> None:
+    """``local`` is the one user of a server without tokens, whose runs act with the machine's own
+    ``tether mcp login`` accounts: a token named so made its holder that user (the last note's
+    left-alone). ``token create local`` is refused, and a token stored under that name earlier is
+    refused when used."""
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "h")}
+    made = subprocess.run(["tether", "serve", "token", "create", "local"], env=env, capture_output=True, text=True)
+    assert made.returncode == 2 and "give the token another name" in made.stderr and "Traceback" not in made.stderr
+    s = served(tokens=["alice", "local"])  # as a store made before the refusal holds it
+    with httpx.Client(base_url=s.url, timeout=30, headers={"Authorization": f"Bearer {s.tokens['local']}"}) as c:
+        r = c.get("/v1/sessions")
+        assert r.status_code == 401 and "named 'local'" in r.json()["error"]["message"]
+    with s.client("alice") as c:
+        assert c.get("/v1/sessions").status_code == 200
