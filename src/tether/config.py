@@ -742,10 +742,15 @@ def _redacted_param(m: re.Match[str]) -> str:
     return f"{m[1]}{m[2]}={REDACTED}" if _secret_name(m[2]) else m[0]
 
 
+# Words a secret's name is glued onto without an underscore: ``apikey``, ``accesstoken``.
+_GLUED = re.compile(r"(^|_)(api|access|auth|client|private|secret|session|refresh|bearer)(key|token|secret)$", re.I)
+
+
 def _secret_name(name: str) -> bool:
-    """``api_key``, ``--api-key``, ``GITHUB_TOKEN``: a name whose value is a secret."""
-    name = name.lstrip("-").replace("-", "_")
-    return bool(SECRET_KEY.search(name)) and not name.endswith("_env")
+    """``api_key``, ``--api-key``, ``GITHUB_TOKEN``, ``apiKey``, ``accesstoken``: a name whose value
+    is a secret."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.lstrip("-")).replace("-", "_")  # camelCase too
+    return bool(SECRET_KEY.search(name) or _GLUED.search(name)) and not name.lower().endswith("_env")
 
 
 def _redacted_args(args: list[Any]) -> list[Any]:
