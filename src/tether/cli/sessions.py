@@ -102,12 +102,7 @@ def _not_continued(name: str, settings: Settings) -> contextlib.AbstractContextM
     """The session held as a run holds it (its run store's session lock), so that no run continues
     it while it is deleted: the run's next messages would make it again, a fragment without its
     beginning, after `deleted session`. A run on it now refuses the deletion, and names itself."""
-    from tether.harness.store import RunStore
-
-    runs = run_store(settings)
-    if not isinstance(runs, RunStore):  # Postgres: a session is held by a run's own connection
-        return contextlib.nullcontext()
-    return runs.lock_session(
+    return run_store(settings).lock_session(  # files or Postgres: each holds it as a run does
         name,
         "",
         holder="tether sessions delete",

@@ -272,32 +272,24 @@ class PgRunStore:
                     held.conn.close()  # ending the session releases its advisory lock
 
     @contextlib.contextmanager
-    def lock_session(self, session_id: str, run_id: str) -> Iterator[None]:
+    def lock_session(self, session_id: str, run_id: str, *, holder: str = "", then: str = "") -> Iterator[None]:
         """Hold the conversation ``session_id`` for ``run_id`` (which this process holds, see
         :meth:`lock`) while it runs, on any machine using the database: two runs continuing one
         session at once would interleave their messages. The lock is an advisory lock of the run's
-        own connection, so a process that dies lets go of both."""
+        own connection, so a process that dies lets go of both. ``holder``: the words that name
+        another holder than a run (``tether sessions delete``), which holds the session on a
+        connection of its own; ``then``: what a refusal tells the person to do."""
         with _held_lock:
             held = _held.get(self.db, {}).get(run_id)
+        if held is None and holder:
+            with self._holding_session(session_id, holder, then):
+                yield
+            return
         if held is None:
             raise StoreError(f"run {run_id} must be held (store.lock) before its session is")
         key = _SESSION_PREFIX + session_id
         with self._translated(f"lock session {session_id}"):
-            row = held.conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
-            if not (row and row[0]):
-                holder = held.conn.execute(
-                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-                    "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-                    (key,),
-                ).fetchone()
-                name = str(holder[0]).removeprefix("tether: ") if holder and holder[0] else "another run"
-                raise StoreError(
-                    f"session {session_id} is being continued by {name} in another process right now "
-                    "(on this machine or another one using the same database); nothing was sent or "
-                    "run. Wait for that run to stop (or stop it), then send this message again, or use "
-                    "another session"
-                )
+            _lock_session(held.conn, session_id, then)
         held.sessions.append(key)
         try:
             yield
@@ -305,6 +297,22 @@ class PgRunStore:
             held.sessions.remove(key)
             with contextlib.suppress(Exception):  # a connection that ended has let go already
                 held.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    @contextlib.contextmanager
+    def _holding_session(self, session_id: str, holder: str, then: str) -> Iterator[None]:
+        """The session held by ``holder`` (not a run) on a new connection, named for a refusal."""
+        import psycopg
+
+        with self._translated(f"lock session {session_id}"):
+            conn = psycopg.connect(
+                self.db.url, autocommit=True, connect_timeout=10, application_name=f"tether: {holder}"[:63]
+            )
+        try:
+            with self._translated(f"lock session {session_id}"):
+                _lock_session(conn, session_id, then)
+            yield
+        finally:
+            conn.close()  # and with it the lock
 
     def _take(self, run_id: str) -> Any:
         """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
@@ -377,6 +385,29 @@ def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str |
     # Another transaction made the row first; its commit is what we wait for and then count from.
     row = conn.execute(query, (run_id,)).fetchone()
     return int(row[0]), str(row[1]), int(row[2])
+
+
+def _lock_session(conn: Any, session_id: str, then: str) -> None:
+    """Take the session's advisory lock on ``conn``, or refuse, naming who holds it."""
+    key = _SESSION_PREFIX + session_id
+    row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+    if row and row[0]:
+        return
+    holder = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+        "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
+        (key,),
+    ).fetchone()
+    name = str(holder[0]).removeprefix("tether: ") if holder and holder[0] else "another run"
+    then = then or (
+        "nothing was sent or run. Wait for that run to stop (or stop it), then send this message again, or use "
+        "another session"
+    )
+    raise StoreError(
+        f"session {session_id} is being continued by {name} in another process right now "
+        f"(on this machine or another one using the same database); {then}"
+    )
 
 
 def _lost(run_id: str, what: str = "") -> RunLockLost:

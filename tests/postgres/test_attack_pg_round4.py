@@ -1,0 +1,65 @@
+"""The Postgres stores attacked from outside (round 4): a session deleted while a run on another
+machine continues it, and the promises the file stores keep, kept on Postgres too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.cli import main
+from tether.messages import AssistantMessage, TextPart, UserMessage
+
+
+def texts(messages: list[Any]) -> list[str]:
+    return [part.text for m in messages for part in m.content if isinstance(part, TextPart)]
+
+
+def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tether ARGS`` in this process: exit code, stdout, stderr."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def other_machine(pg_url: str) -> Iterator[Any]:
+    """A run store on a pool of its own: to the locks, another process or machine."""
+    from tether.postgres.db import Database
+    from tether.postgres.runs import PgRunStore
+
+    pool = Database(pg_url, max_size=2)
+    yield PgRunStore(pool)
+    pool.close()
+
+
+def test_deleting_a_session_a_run_on_another_machine_continues_is_refused(
+    pg_url: str, tether_home: Path, other_machine: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """On a Postgres deployment `tether sessions delete` said `deleted session s_talk` while a worker's
+    run continued it; the run's next append made the session again, a fragment without its
+    beginning. Now the deletion is refused, naming the run, and goes through once the run stops."""
+    from tether.postgres.db import database
+    from tether.postgres.sessions import PgSessionStore
+
+    monkeypatch.setenv("TETHER_DATABASE_URL", pg_url)
+    sessions = PgSessionStore(database(pg_url))
+    sessions.append("s_talk", [UserMessage.text("wait for it")])
+    with other_machine.lock("run_talk"), other_machine.lock_session("s_talk", "run_talk"):
+        code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+        assert code == 2 and "Traceback" not in err, err
+        assert "session s_talk is being continued by run run_talk" in err and "nothing was deleted" in err
+        # the run goes on: its answer follows the question it answers
+        sessions.append("s_talk", [AssistantMessage(content=(TextPart(text="done waiting"),))])
+    assert texts(sessions.load("s_talk")) == ["wait for it", "done waiting"]
+    code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+    assert code == 0 and "deleted session s_talk" in err
+    assert sessions.list() == []
+    # and the deletion let go: a run may take the session now
+    with other_machine.lock("run_next"), other_machine.lock_session("s_talk", "run_next"):
+        pass
