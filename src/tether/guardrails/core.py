@@ -131,7 +131,11 @@ class Guardrail(Middleware):
 
     async def judge(self, ctx: RunContext, stage: Stage, text: str) -> tuple[Action, Verdict]:
         key = _key(stage, text)
-        if key in _Record(ctx.state).approved:
+        record = _Record(ctx.state)
+        # A person's approval answers the question one guardrail asked: the others of the stack
+        # still judge the text (a jailbreak beside a question about a discount is still blocked).
+        by = record.approved_by.get(key)
+        if key in record.approved and (by is None or self._who(ctx) in by):
             verdict = Verdict(_allowed(ctx.state, key), 1.0, "approved")
             action: Action = "allow"
         else:
@@ -162,6 +166,11 @@ class Guardrail(Middleware):
         except Exception as exc:
             _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
             return Verdict(f"the classifier failed ({type(exc).__name__}: {exc}); failing closed", 0.0, "error")
+
+    def _who(self, ctx: RunContext) -> str:
+        """This guardrail in the run's stack: its name and place (two may share a name)."""
+        at = next((i for i, mw in enumerate(ctx.agent.middleware) if mw is self), -1)
+        return f"{self.name}#{at}"
 
     def _words(self, stage: str, action: str, verdict: Verdict) -> str:
         what = {"block": "blocked this", "redirect": "redirected this", "ask": "held this for a person to decide"}.get(
@@ -201,7 +210,7 @@ class Guardrail(Middleware):
                 score=verdict.score,
                 category=verdict.category,
             )
-            _Record(ctx.state).pending = question
+            _Record(ctx.state).ask(question, self._who(ctx))
             ctx.stop(Stop("interrupted", f"{words}. Approve to let the message through, or reject", question))
             return None
         if action == "redirect" and self.redirect_reply is None:
@@ -327,7 +336,7 @@ class Guardrail(Middleware):
                 stage="output", key=key, rationale=verdict.rationale, score=verdict.score, category=verdict.category
             )
             record = _Record(ctx.state)
-            record.pending = question
+            record.ask(question, self._who(ctx))
             record.held = _whole(ctx.state, response.message) if gate is not None and gate.carry else response.message
             ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
@@ -499,6 +508,8 @@ class _Record:
         "guardrail_pending": "pending",
         "guardrail_held": "held",
         "guardrail_rejected": "rejected",
+        "guardrail_asked_by": "asked_by",  # (never kept there: a copy of a record as a whole moves)
+        "guardrail_approved_by": "approved_by",
     }
 
     def __init__(self, state: RunState) -> None:
@@ -517,6 +528,17 @@ class _Record:
         """Keys of the redirect notes the guardrails wrote for the model (see _is_note)."""
         found: list[str] = self.part.setdefault("redirect_notes", [])
         return found
+
+    @property
+    def approved_by(self) -> dict[str, list[str]]:
+        """For each approved key, the guardrails whose question the approval answered (see
+        Guardrail._who); a key approved before this was kept counts for all."""
+        found: dict[str, list[str]] = self.part.setdefault("approved_by", {})
+        return found
+
+    def ask(self, question: GuardrailInterruption, who: str) -> None:
+        self.pending = question
+        self.part["asked_by"] = who
 
     @property
     def approved_reasons(self) -> dict[str, str]:
@@ -585,6 +607,9 @@ def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
     if answer.approved:
         if pending.key not in record.approved:
             record.approved.append(pending.key)
+        who = record.part.get("asked_by")
+        if isinstance(who, str) and who not in record.approved_by.setdefault(pending.key, []):
+            record.approved_by[pending.key].append(who)
         if pending.stage == "input":
             _session_approve(ctx, pending.key)
         if answer.reason:
