@@ -63,3 +63,24 @@ def test_deleting_a_session_a_run_on_another_machine_continues_is_refused(
     # and the deletion let go: a run may take the session now
     with other_machine.lock("run_next"), other_machine.lock_session("s_talk", "run_next"):
         pass
+
+
+def test_a_run_whose_reason_holds_a_lone_surrogate_is_saved_with_its_exit(pg_url: str) -> None:
+    """A run that ended for a reason holding half a surrogate pair (an error's text, a stop's words
+    from a client) could not be saved on Postgres (UTF-8 cannot carry it: a UnicodeEncodeError,
+    not even a StoreError): the final save failed twice, and the run stayed `running` in the
+    database for ever. The file store keeps the reason as it was; so does Postgres now."""
+    from tether import Agent, run_sync
+    from tether.postgres.db import database
+    from tether.postgres.runs import PgRunStore
+    from tether.testing import FunctionModel
+
+    def model(messages: Any, request: Any) -> str:
+        raise RuntimeError("the provider said \ud83d and stopped")
+
+    store = PgRunStore(database(pg_url))
+    result = run_sync(Agent(FunctionModel(model)), "go", store=store)
+    assert result.status == "failed" and "the provider said \ud83d" in (result.reason or "")
+    saved = store.load(result.run_id)
+    assert saved.status == "failed" and saved.reason == result.reason
+    assert [r["status"] for r in store.list()] == ["failed"]

@@ -166,7 +166,7 @@ class PgRunStore:
             row = conn.execute(
                 "UPDATE tether_runs SET header = %s, message_count = %s, created_at = %s, "
                 "commit_seq = %s, updated_at = now() WHERE run_id = %s RETURNING xmin::text",
-                (json.dumps(header, ensure_ascii=False), len(messages), state.created_at, seq + 1, run_id),
+                (_header_text(header), len(messages), state.created_at, seq + 1, run_id),
             ).fetchone()
         state.commit_seq = seq + 1
         if held is not None:
@@ -425,6 +425,17 @@ def _insert(conn: Any, run_id: str, first: int, messages: list[Message]) -> None
             "INSERT INTO tether_run_messages (run_id, seq, body) VALUES (%s, %s, %s)",
             [(run_id, first + i, dump_message(m)) for i, m in enumerate(messages)],
         )
+
+
+def _header_text(header: dict[str, Any]) -> str:
+    """The header as JSON text Postgres can hold: a lone surrogate (half a pair, in a reason an error
+    or a client wrote) is kept escaped, as it was, since UTF-8 cannot carry it."""
+    text = json.dumps(header, ensure_ascii=False)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(header)
+    return text
 
 
 def _state(run_id: str, text: str) -> RunState:
