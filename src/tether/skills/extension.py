@@ -38,6 +38,7 @@ class Skills(Extension):
     def __init__(self, source: SkillSource, *, found: Discovery | None = None) -> None:
         self.source = source
         self._found = found
+        self._searched: Discovery | None = None
         self._tools = self._make_tools()
 
     @classmethod
@@ -67,6 +68,16 @@ class Skills(Extension):
         self._found = found
         return found
 
+    async def start(self) -> None:
+        """Search before the run reads its prompt, on a worker thread: a skills folder on a slow
+        or hung network mount holds up this run's start, not every run of the process."""
+        from tether.tools.base import _in_thread
+
+        self._searched = await _in_thread(self.refresh, {})
+
+    async def stop(self) -> None:
+        self._searched = None  # a later session's index is searched afresh
+
     def get(self, name: str) -> Skill | None:
         return self.found.skills.get(name)
 
@@ -75,5 +86,5 @@ class Skills(Extension):
 
     def prompt_block(self) -> str | None:
         """The index, searched afresh (a session begins); None when there is no skill."""
-        skills = self.refresh().skills
+        skills = (self._searched or self.refresh()).skills  # found as the run started (start)
         return index_block(skills.values()) if skills else None
