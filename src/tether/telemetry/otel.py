@@ -17,6 +17,7 @@ import contextvars
 import hashlib
 import os
 import random
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -654,26 +655,27 @@ class SpanTracer:
 
     def _done(self, run: _Run, event: Done, now: int) -> None:
         result = event.result
+        reason = _without_rationale(result.reason)
         # Charged since the last turn: a call cut short by a stop, or a summary before a call that
         # failed. It goes on a chat span too, or the trace's chat spans fall short of the run's cost.
         rest = self._spent(run, result.cost_usd, first=result.turns == 0)
         if run.attempts or rest:  # retries or fallbacks with no answer after them: the call that failed
-            self._failed_call(run, now, result.reason if result.status == "failed" else None, rest)
+            self._failed_call(run, now, reason if result.status == "failed" else None, rest)
         attrs: dict[str, Any] = {
             "tether.status": result.status,
             "tether.turns": result.turns,
             "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
             "gen_ai.usage.output_tokens": result.usage.completion_tokens,
         }
-        if result.reason:
-            attrs["tether.reason"] = clean_text(result.reason[:_MAX_TEXT])
+        if reason:
+            attrs["tether.reason"] = clean_text(reason[:_MAX_TEXT])
         if result.cost_usd is not None:
             attrs["tether.cost_usd"] = result.cost_usd
         if result.cost_unknown_usd:
             attrs["tether.cost_unknown_usd"] = result.cost_unknown_usd
         run.span.set_attributes(attrs)
         if result.status == "failed":
-            _error(run.span, result.reason or "failed")
+            _error(run.span, reason or "failed")
         if run is self._root:
             self._end_all(now)
         else:
@@ -723,6 +725,24 @@ def _model_attributes(name: str) -> dict[str, Any]:
     if provider:
         attrs["gen_ai.provider.name"] = attrs["gen_ai.system"] = provider
     return attrs
+
+
+# A guardrail's verdict as a run's reason words it (tether.guardrails): "the input guardrail 'pii'
+# blocked this (pii): RATIONALE", "... 'pii''s verdict (RATIONALE)", "... 'pii' is still waiting for
+# a person (RATIONALE)". The rationale may quote the text judged (the scan does): it is left out.
+_GUARDRAIL = r"guardrail (?:'[^']*'|\"[^\"]*\")"
+_RATIONALE = re.compile(
+    rf"({_GUARDRAIL} (?:blocked this|redirected this|held this for a person to decide)(?: \([^)]*\))?): .*"
+    rf"|({_GUARDRAIL}(?:'s verdict| is still waiting for a person)) \(.*\)",
+    re.S,
+)
+
+
+def _without_rationale(reason: str | None) -> str | None:
+    """A run's reason as a span may hold it: a guardrail's rationale is never put in a span."""
+    if not reason or "guardrail" not in reason:
+        return reason
+    return _RATIONALE.sub(lambda m: m[1] or m[2], reason)
 
 
 def _fields(event: Any) -> dict[str, Any]:
