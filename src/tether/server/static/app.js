@@ -99,10 +99,14 @@ const markdown = new marked.Marked({
 });
 
 function renderMarkdown(text) {
-  const html = markdown.parse(text);
-  const frag = DOMPurify.sanitize(html, {
-    ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: MARKDOWN_ATTRS, RETURN_DOM_FRAGMENT: true,
-  });
+  let frag;
+  try {
+    frag = DOMPurify.sanitize(markdown.parse(text), {
+      ALLOWED_TAGS: MARKDOWN_TAGS, ALLOWED_ATTR: MARKDOWN_ATTRS, RETURN_DOM_FRAGMENT: true,
+    });
+  } catch { // nesting deeper than marked's recursion goes ("> > > …" thousands deep): the text as it is
+    return el("p", { class: "plain", title: "shown as plain text: too deeply nested to render", text });
+  }
   // The page loads images from itself only (its CSP): an image from elsewhere would be a broken
   // icon and a console error, so it is shown as a link to open it instead.
   for (const img of frag.querySelectorAll("img")) {
@@ -472,6 +476,7 @@ function approvalCard(turn, ev) {
     } catch (err) {
       error.textContent = err.message;
       card.querySelectorAll("button, input").forEach((b) => { b.disabled = false; });
+      if (err instanceof ApiError && err.status === 409) follow(turn); // decided elsewhere: show what the run did
     }
   };
   const why = ev.type === "outcome_unknown" ? "Its outcome is unknown: it started before the run stopped. Run it again?"
@@ -516,6 +521,7 @@ function questionCard(turn, ev) {
       error.textContent = err.message;
       card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = false; });
       if (form) form.classList.remove("used");
+      if (err instanceof ApiError && err.status === 409) follow(turn); // answered elsewhere: show what the run did
     }
   };
   if (ev.form) {

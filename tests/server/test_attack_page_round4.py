@@ -1,0 +1,115 @@
+"""The page of ``tether serve`` attacked from outside (a fourth round): hostile model output, two
+tabs on one approval, keyboard-only use, in a real headless Chromium on loopback. Each test failed
+before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+
+from playwright.sync_api import Browser, Page, expect
+
+from tests.server.conftest import NEEDS_CHROMIUM
+
+expect.set_options(timeout=15_000)
+
+AGENTS = """
+import os
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.messages import ToolMessage, text_of
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+WORKSPACE = Path(os.environ["TETHER_TEST_WORKSPACE"])
+
+
+@tool(needs_approval=True)
+def transfer(account: int, memo: str) -> str:
+    \"\"\"Sends the money to an account.\"\"\"
+    with open(WORKSPACE / "ran.txt", "a") as f:
+        f.write(f"{account} {memo}\\n")
+    return "sent"
+
+
+def reply(messages, request):
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return "finished"
+    asked = text_of(messages[-1:])
+    if "nest" in asked:
+        return "> " * 3000 + "the end of a deep quote"
+    return call("c1", "transfer", {"account": 7, "memo": "rent"})
+
+
+agents = {"bank": Agent(FunctionModel(reply), tools=[transfer], max_turns=4)}
+"""
+
+
+def _module(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return path
+
+
+def _open(page: Page, server: Any) -> None:
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+
+
+def _ask(page: Page, text: str) -> None:
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+@NEEDS_CHROMIUM
+def test_an_answer_nested_deeper_than_markdown_goes_is_shown_as_its_text(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    """An answer of 3,000 nested quotes ("> > > …") overflowed marked's stack: a page error, and the
+    answer stayed blank (the run said completed, with nothing to read). Now an answer Markdown cannot
+    render is shown as the plain text it is."""
+    server = served(agents_module=_module(tmp_path, "agents", AGENTS))
+    _open(page, server)
+    page.click("#new-chat")
+    _ask(page, "nest")
+    expect(page.locator(".turn .exit")).to_contain_text("completed")
+    expect(page.locator(".turn .answer")).to_contain_text("the end of a deep quote")
+
+
+@NEEDS_CHROMIUM
+def test_an_approval_decided_in_another_tab_shows_what_was_decided_there(
+    served: Any, browser: Browser, tmp_path: Path
+) -> None:
+    """Two tabs showed the same Allow card; after Allow in one, Deny in the other said only "run ... is
+    not waiting for a decision" under a card still asking, and "Waiting for your decision." stayed for
+    good: the person never learned the transfer had been allowed and made. Now the refused tab reads
+    on: its card goes, the call says Allowed, and the run's answer and exit follow."""
+    server = served(agents_module=_module(tmp_path, "agents", AGENTS))
+    context = browser.new_context()
+    one, two = context.new_page(), context.new_page()
+    errors: list[str] = []
+    for tab in (one, two):
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    _open(one, server)
+    one.click("#new-chat")
+    _ask(one, "pay the rent")
+    expect(one.locator(".approval")).to_be_visible()
+    two.goto(one.url)
+    expect(two.locator(".approval")).to_be_visible()
+    one.get_by_role("button", name="Allow").click()
+    expect(one.locator(".turn .exit")).to_contain_text("completed")
+    two.get_by_role("button", name="Deny").click()
+    turn = two.locator(".turn").last
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(turn.locator(".decision")).to_have_text("Allowed")
+    expect(turn.locator(".answer")).to_have_text("finished")
+    assert turn.locator(".approval").count() == 0
+    context.close()
+    assert errors == []
+    assert (tmp_path / "workspace0" / "ran.txt").read_text() == "7 rent\n"
