@@ -11,7 +11,10 @@ import pytest
 from tests.telemetry.conftest import flushed
 from tether import Agent, run_sync
 from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
+from tether.harness.loop_guard import LoopGuard
+from tether.messages import AssistantMessage, ToolCallPart
 from tether.telemetry import Telemetry
+from tether.testing import FunctionModel
 from tether.testing.otlp import OtlpReceiver, ReceivedSpan
 from tether.tools.files import FILE_TOOLS
 
@@ -74,3 +77,28 @@ def test_the_injection_scan_s_quote_of_the_prompt_is_never_put_in_a_span(
     assert "system prompt" not in text.lower() and "ignore all previous" not in text.lower(), text
     root = next(s for s in spans if s["name"].startswith("invoke_agent"))
     assert root["status"] == "ERROR" and root["status_message"].startswith("blocked: the input guardrail 'scan'")
+
+
+def test_the_arguments_of_a_call_the_loop_guard_stopped_are_never_put_in_a_span(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path
+) -> None:
+    """docs/telemetry.md: tool arguments are never put in a span. The loop guard (on for every agent
+    a front door builds) stops a model that repeats a call, and its reason quotes the call's
+    arguments (a path, a command, a token the model pasted). Before: that quote was the run span's
+    tether.reason and error status."""
+    args = json.dumps({"path": "payroll/ceo-salary-zebra.txt"})
+    counter = iter(range(100))
+
+    def stuck(messages: object, request: object) -> AssistantMessage:
+        call = ToolCallPart(id=f"c{next(counter)}", name="read_file", arguments=args)
+        return AssistantMessage(content=(call,), finish_reason="tool_calls")
+
+    agent = Agent(FunctionModel(stuck), tools=FILE_TOOLS, cwd=logs, middleware=[LoopGuard()], max_turns=20)
+    tracer = telemetry.tracer()
+    result = run_sync(agent, "Read it.", tracer=tracer)
+    assert result.status == "failed" and "ceo-salary-zebra" in (result.reason or ""), result.reason
+    spans = flushed(telemetry, receiver, tracer.trace_id, 1)
+    text = everything(spans)
+    assert "zebra" not in text and "payroll" not in text, text
+    root = next(s for s in spans if s["name"].startswith("invoke_agent"))
+    assert root["attributes"]["tether.reason"].startswith("stopped a loop: read_file was called 5 times")

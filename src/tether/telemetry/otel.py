@@ -738,8 +738,15 @@ _RATIONALE = re.compile(
 )
 
 
+# The loop guard's stop (tether.harness.loop_guard) quotes the arguments of the call it did not run.
+_LOOP_CALL = re.compile(r"(; the last of them), .*, (was not run)$", re.S)
+
+
 def _without_rationale(reason: str | None) -> str | None:
-    """A run's reason as a span may hold it: a guardrail's rationale is never put in a span."""
+    """A run's reason as a span may hold it: a guardrail's rationale and a tool call's arguments
+    are never put in a span."""
+    if reason and reason.startswith("stopped a loop: "):
+        reason = _LOOP_CALL.sub(r"\1 \2", reason)
     if not reason or "guardrail" not in reason:
         return reason
     return _RATIONALE.sub(lambda m: m[1] or m[2], reason)
