@@ -5,12 +5,17 @@ the one that asked. With a guardrail that asks about discounts first and a jailb
 after it, the ask stopped the run before the jailbreak guardrail had judged the message; the
 person approved the discount, and on resume the jailbreak guardrail found the text approved and
 let it reach the model. An approval now answers the question of the guardrail that asked it; the
-others still judge the text.
+others still judge the text. Among output guardrails, the first verdict that stopped a reply
+answered for it: when that verdict was a question, the others never judged the answer, and the
+person's approval delivered what one of them would have withheld (a supplier margin beside a
+discount). A block of any of them now beats a question.
 """
 
 from __future__ import annotations
 
-from tests.guardrails.common import JAILBREAK
+import pytest
+
+from tests.guardrails.common import JAILBREAK, Sentences, assert_never_streamed, collect, result_of
 from tether import Agent, RunState, approve, run_sync
 from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
 from tether.testing import FunctionModel
@@ -54,3 +59,44 @@ def test_the_guardrail_that_asked_is_not_asked_again_after_the_approval() -> Non
     approve(state)
     resumed = run_sync(agent, state=state)
     assert resumed.status == "completed" and resumed.output == "A 5% discount is possible for 200 units."
+
+
+# -- two output guardrails: one asks, the other would block -------------------------------------
+
+MARGIN = RuleClassifier([Rule(r"supplier margin", 0.0, "confidential", "the answer discloses an internal margin")])
+LEAK = "You can have a 10% discount on 200 units. Our supplier margin on them is 62%."
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+@pytest.mark.parametrize("secrets_first", [True, False])
+def test_an_answer_another_guardrail_blocks_is_not_held_for_a_person_to_approve(
+    release: str, secrets_first: bool
+) -> None:
+    asks = Guardrail(DISCOUNTS, name="pricing", stages=("output",), thresholds=ASK, release=release, chunk_chars=10)
+    blocks = Guardrail(MARGIN, name="secrets", stages=("output",), release=release, chunk_chars=10)
+    agent = Agent(Sentences(lambda m, r: LEAK), middleware=[blocks, asks] if secrets_first else [asks, blocks])
+    state = RunState()
+
+    events = collect(agent, "Can I get a better price?", state=state)
+
+    first = result_of(events)
+    assert first.status == "failed" and "'secrets'" in (first.reason or "")
+    assert first.interruption is None  # nobody is asked to approve what 'secrets' withholds
+    assert_never_streamed(events, "Our supplier margin on them is 62%.")
+    assert "62%" not in state.model_dump_json()
+
+
+def test_after_a_chunk_is_held_for_a_person_the_rest_of_the_answer_is_still_judged() -> None:
+    both = RuleClassifier(
+        [
+            Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales"),
+            Rule(r"supplier margin", 0.0, "confidential", "the answer discloses an internal margin"),
+        ]
+    )
+    guard = Guardrail(both, stages=("output",), thresholds=ASK, release="chunks", chunk_chars=10)
+    state = RunState()
+
+    events = collect(Agent(Sentences(lambda m, r: LEAK), middleware=[guard]), "A better price?", state=state)
+
+    assert result_of(events).status == "failed" and result_of(events).interruption is None
+    assert_never_streamed(events, "Our supplier margin on them is 62%.")

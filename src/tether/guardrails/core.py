@@ -323,8 +323,24 @@ class Guardrail(Middleware):
             if not text.strip():
                 return response
             action, verdict = await self.judge(ctx, "output", text)
+        if action == "ask" and gate is not None:
+            # A person is asked only about what every output guardrail lets through: approving
+            # delivers the whole answer, which the others (and, after a chunk that asked, this
+            # one) had not judged.
+            rest = text if mine is None else gate.unchecked(response.message.text)
+            for owner in gate.owners:
+                if rest.strip() and (owner is not self or mine is not None):
+                    act, why = await owner.judge(ctx, "output", rest)
+                    if act not in ("allow", "ask"):
+                        return owner._stopped(ctx, response, gate, act, why)
         if action == "allow":
             return response
+        return self._stopped(ctx, response, gate, action, verdict)
+
+    def _stopped(
+        self, ctx: RunContext, response: ModelResponse, gate: _Gate | None, action: Action, verdict: Verdict
+    ) -> ModelResponse:
+        """The reply, stopped by this guardrail's verdict: held for a person, redirected or withheld."""
         if gate is not None:
             gate.blocked = (self, action, verdict)  # the guardrails around this one leave it be
         words = self._words("output", action, verdict)
@@ -725,10 +741,13 @@ class _Gate:
     async def _passes(self, text: str) -> bool:
         for owner in self.owners:
             action, verdict = await owner.judge(self.ctx, "output", text)
-            if action != "allow":
+            if action == "allow":
+                continue
+            if self.blocked is None or action != "ask":  # a block of a later owner beats a question
                 self.blocked = (owner, action, verdict)
+            if action != "ask":
                 return False
-        return True
+        return self.blocked is None
 
     async def feed(self, text: str) -> list[str]:
         self.held.append(text)
