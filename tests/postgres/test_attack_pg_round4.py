@@ -84,3 +84,61 @@ def test_a_run_whose_reason_holds_a_lone_surrogate_is_saved_with_its_exit(pg_url
     saved = store.load(result.run_id)
     assert saved.status == "failed" and saved.reason == result.reason
     assert [r["status"] for r in store.list()] == ["failed"]
+
+
+def test_two_deliveries_of_one_run_to_one_worker_drive_it_once(tmp_path: Path, pg_url: str) -> None:
+    """A run's message delivered twice to the same worker process at once (RabbitMQ hands back a
+    delivery past its consumer_timeout, or a look-again lands while the run is driven): the run
+    lock is re-entrant within a process, so both threads took it, both claimed the job and both
+    drove the run: the model was paid twice for the same turn, two `done`s were written. The
+    second delivery must step aside as it does on another worker."""
+    import threading
+    import time
+
+    from tether import Agent
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import database
+    from tether.testing import FunctionModel, Reply
+
+    paid: list[int] = []
+    gate = threading.Barrier(2)
+
+    def reply(messages: list[Any], request: object) -> Any:
+        paid.append(len(messages))
+        time.sleep(0.3)  # both deliveries are in flight while the model thinks
+        return Reply(text="once")
+
+    worker = Worker(
+        home=tmp_path / "home",
+        agents={"a": Agent(FunctionModel(reply), max_turns=3)},
+        db=database(pg_url),
+        lock_wait_s=0.5,
+    )
+    try:
+        worker.jobs.enqueue(
+            run_id="r-twice",
+            session_id="s-twice",
+            owner="local",
+            agent="a",
+            kind="start",
+            prompt="go",
+            chosen={},
+            config={"message_id": "m-twice", "trace_id": "t" * 32},
+        )
+        outcomes: list[str] = []
+
+        def deliver() -> None:
+            gate.wait()
+            outcomes.append(worker.drive("r-twice"))
+
+        threads = [threading.Thread(target=deliver) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert outcomes.count("driven") == 1 and len(outcomes) == 2, outcomes
+        assert paid == [1]
+        kinds = [k for _, k, _ in worker.jobs.events_after("r-twice", 0, 5000)]
+        assert kinds.count("done") == 1 and kinds.count("turn") == 1, kinds
+    finally:
+        worker.close()

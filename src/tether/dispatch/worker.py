@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from tether.cancel import CancelSignal
@@ -63,6 +64,7 @@ class Worker:
         self.sessions = PgSessionStore(db)
         self._held: dict[str, tuple[asyncio.AbstractEventLoop, CancelSignal]] = {}
         self._held_lock = threading.Lock()
+        self._driving: set[str] = set()  # runs a thread of this worker is inside drive() for
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self.listener = Listener(db.url, (CANCEL_CHANNEL,), self._on_cancel)
@@ -88,6 +90,7 @@ class Worker:
         while True:
             with contextlib.ExitStack() as held:
                 try:
+                    held.enter_context(self._driving_here(run_id))
                     held.enter_context(self.runs.lock(run_id))
                 except RunHeld:
                     # Held by another worker: a second delivery of a run that is running, or the run
@@ -104,6 +107,21 @@ class Worker:
                     return "done already"
                 self._loop().run_until_complete(self._run(claimed))
                 return "driven"
+
+    @contextlib.contextmanager
+    def _driving_here(self, run_id: str) -> Iterator[None]:
+        """The run for this thread alone among this worker's: the run lock is re-entrant within a
+        process, so a second delivery of a run this worker drives (RabbitMQ handing it back past its
+        consumer_timeout, a look-again) would otherwise drive it a second time at once."""
+        with self._held_lock:
+            if run_id in self._driving:
+                raise RunHeld(f"run {run_id} is being driven by this worker already")
+            self._driving.add(run_id)
+        try:
+            yield
+        finally:
+            with self._held_lock:
+                self._driving.discard(run_id)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """This thread's event loop, kept across runs (and so are its pooled model connections)."""
