@@ -45,3 +45,33 @@ def test_config_show_redacts_a_url_parameter_or_an_option_whose_name_is_written_
 def test_config_show_keeps_a_parameter_that_only_looks_like_a_secret(name: str) -> None:
     shown = redacted({"mcp": {"web": {"url": f"https://h.example/mcp?{name}=visible"}}})
     assert shown["mcp"]["web"]["url"] == f"https://h.example/mcp?{name}=visible"
+
+
+# --- one agent, every door ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sup port", "-x", "café", "a" * 65, "a/b"])
+def test_an_agent_name_a_server_cannot_offer_is_refused_by_every_command_not_only_by_serve(
+    tmp_path: Path, name: str
+) -> None:
+    """docs/cli.md: an [agents.NAME] table defines one agent for all five doors. A name with a space
+    (or a leading dash, or 65 letters) passed `tether config check` and ran with `tether run
+    --agent`, while `tether serve`, `mcp serve` and `tether worker` refused the whole file at start."""
+    from tether.config import load_settings
+    from tether.errors import ConfigError
+
+    write(tmp_path, f'[agents.{json.dumps(name)}]\nmodel = "scripted/hello"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'config.toml'}: [agents.") and name in message, message
+    assert "letters, digits" in message and "\n" not in message
+
+
+def test_an_agent_name_every_door_can_offer_still_loads(tmp_path: Path) -> None:
+    from tether.config import load_settings
+
+    write(
+        tmp_path, '[agents."support-2.v1_x"]\nmodel = "scripted/hello"\n[serve.agents.old]\nmodel = "scripted/hello"\n'
+    )
+    assert sorted(load_settings(tmp_path).agents) == ["old", "support-2.v1_x"]

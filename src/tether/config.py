@@ -673,6 +673,10 @@ def _check_absent(home: Path, path: Path) -> None:
         )
 
 
+# An agent's name: every door offers it by name (in a URL's path, as an MCP tool's name).
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
     """``[agents.NAME]``, with the older ``[serve.agents.NAME]`` read as if written there."""
     both = set(parsed.agents) & set(parsed.serve.agents)
@@ -682,7 +686,14 @@ def _agents(path: Path, parsed: ConfigFile) -> dict[str, AgentTable]:
             f"{path}: agent {name} is defined twice, in [agents.{name}] and [serve.agents.{name}]: "
             f"keep [agents.{name}] (every command reads it) and remove the other"
         )
-    return {**parsed.serve.agents, **parsed.agents}
+    agents = {**parsed.serve.agents, **parsed.agents}
+    for name in agents:
+        if not AGENT_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{path}: [agents.{_key(name)}]: an agent's name must be letters, digits, '.', '_' or '-' (at "
+                "most 64, starting with a letter or digit): tether serve, mcp serve and worker offer it by name"
+            )
+    return agents
 
 
 def check_tools(data: dict[str, Any] | ToolsTable | None) -> ToolsTable:

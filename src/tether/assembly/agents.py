@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tether.config import AgentTable, Settings, expand_user, resolve_model
+from tether.config import AGENT_NAME, AgentTable, Settings, expand_user, resolve_model
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,7 +37,6 @@ DEFAULT_INSTRUCTIONS = (
     "files before you answer, and say what you did."
 )
 DEFAULT_MAX_TURNS = 50
-AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class Overrides(BaseModel):
