@@ -75,3 +75,23 @@ def test_an_agent_name_every_door_can_offer_still_loads(tmp_path: Path) -> None:
         tmp_path, '[agents."support-2.v1_x"]\nmodel = "scripted/hello"\n[serve.agents.old]\nmodel = "scripted/hello"\n'
     )
     assert sorted(load_settings(tmp_path).agents) == ["old", "support-2.v1_x"]
+
+
+def test_config_show_redacts_a_header_given_to_an_mcp_server_as_an_argument() -> None:
+    """An HTTP-only MCP server is reached through a bridge whose documented usage passes the token
+    as a header argument: `args = ["mcp-remote", URL, "--header", "Authorization: Bearer TOKEN"]`.
+    docs/cli.md: config show redacts a token in an MCP server's args. Before: printed whole."""
+    args = ["mcp-remote", "https://h.example/mcp", "--header", f"Authorization: Bearer {SECRET}"]
+    args += ["--header", f"X-Api-Key:{SECRET}", "--header", "Accept: text/event-stream", "note: keep"]
+    shown = redacted({"mcp": {"remote": {"command": "npx", "args": args}}})["mcp"]["remote"]["args"]
+    assert shown == [
+        "mcp-remote",
+        "https://h.example/mcp",
+        "--header",
+        "Authorization: <redacted>",
+        "--header",
+        "X-Api-Key: <redacted>",
+        "--header",
+        "Accept: text/event-stream",
+        "note: keep",
+    ]

@@ -766,7 +766,7 @@ def _secret_name(name: str) -> bool:
 
 def _redacted_args(args: list[Any]) -> list[Any]:
     """A program's arguments with the value of each secret option hidden: ``--token X``,
-    ``--api-key=X``, ``GITHUB_TOKEN=X`` (docker's ``-e``)."""
+    ``--api-key=X``, ``GITHUB_TOKEN=X`` (docker's ``-e``), ``Authorization: Bearer X`` (a header)."""
     out: list[Any] = []
     for arg in args:
         before = out[-1] if out else None
@@ -774,7 +774,13 @@ def _redacted_args(args: list[Any]) -> list[Any]:
             out.append(REDACTED)  # the value of the secret option before it
             continue
         name, eq, _ = arg.partition("=") if isinstance(arg, str) else ("", "", "")
-        out.append(f"{name}={REDACTED}" if eq and _secret_name(name) else arg)
+        header, colon, _ = arg.partition(":") if isinstance(arg, str) else ("", "", "")
+        if eq and _secret_name(name):
+            out.append(f"{name}={REDACTED}")
+        elif colon and " " not in header and _secret_name(header):  # a header: "Authorization: Bearer X"
+            out.append(f"{header}: {REDACTED}")
+        else:
+            out.append(arg)
     return out
 
 
