@@ -31,6 +31,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -83,16 +84,21 @@ class Asker:
             return cls()
 
         async def ask(question: str) -> str | None:
+            from tether.connectors.forms import read_answer
+
+            stopped = threading.Event()
+
             def read() -> str | None:
                 print(question, end="", file=sys.stderr, flush=True)
-                try:
-                    return input()
-                except EOFError:
-                    return None
+                return read_answer(sys.stdin, stopped)
 
             # A person may never answer: a daemon worker, which a Stop leaves behind (run_sync's
-            # shutdown would wait for a thread of the loop's default executor).
-            answer: str | None = await _in_thread(read, {})
+            # shutdown would wait for a thread of the loop's default executor). It stops reading
+            # then, or it would take the next line typed (at the chat's prompt) as this answer.
+            try:
+                answer: str | None = await _in_thread(read, {})
+            finally:
+                stopped.set()
             return answer
 
         return cls(ask)

@@ -1,14 +1,17 @@
 """An MCP server's form (the flat JSON Schema object of an elicitation) as the page's form, and the
 values a person typed into it as the schema's types. Used by ``tether serve`` to show a question a
-run stopped for and to check the answer before the run goes on."""
+run stopped for and to check the answer before the run goes on; at a terminal, :func:`read_answer`
+reads the person's answer to a question until it is no longer wanted."""
 
 from __future__ import annotations
 
 import contextlib
+import select
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["form_values", "schema_form"]
+__all__ = ["form_values", "read_answer", "schema_form"]
 
 
 def schema_form(schema: Mapping[str, Any], *, title: str = "", submit: str = "Send") -> dict[str, Any]:
@@ -74,3 +77,25 @@ def form_values(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[st
             value = [item.strip() for item in value.split(",") if item.strip()]
         out[name] = value
     return out
+
+
+def read_answer(stream: IO[str], stopped: threading.Event) -> str | None:
+    """A line the person types at ``stream`` (a terminal), without its end; None at end of input,
+    or once ``stopped`` is set (the question was withdrawn: a Stop). Nothing is read until a whole
+    line is there, so a line typed after the question was withdrawn is left to whoever asks next
+    (the chat's prompt), never taken as the answer to a question no longer on screen."""
+    try:
+        fd: int | None = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor to wait on: read as is
+        fd = None
+    while fd is not None and not stopped.is_set():
+        try:
+            ready, _, _ = select.select([fd], [], [], 0.1)  # the tick at which a Stop is heard
+        except (OSError, ValueError):
+            break
+        if ready:
+            break
+    if stopped.is_set():
+        return None
+    line = stream.readline()
+    return line.rstrip("\n") if line else None

@@ -1,0 +1,85 @@
+"""The command line as a person meets it, attacked a fourth time: an MCP server's question at the
+terminal that a Stop leaves behind in ``tether chat``, output to a pipe that closes early, and exit
+codes against docs/cli.md. Each test runs the real command with its own ``TETHER_HOME``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Terminal
+
+ASKING_SERVER = Path(__file__).resolve().parents[1] / "connectors" / "asking_server.py"
+
+# The `tether` command with one more scripted scenario, `booker`: a message that says "book" calls
+# the diner's book_table (whose server asks the person a question); any other message is echoed.
+BOOKER_TETHER = """\
+import sys
+
+from tether.providers.scripted import SCENARIOS, Reply, call
+
+
+def booker(t, since, user):
+    if since:
+        return Reply(text="the diner said: " + since[:80])
+    if "book" in user:
+        return call("c1", "diner__book_table", {"day": "Friday"})
+    return Reply(text="echo: " + user)
+
+
+SCENARIOS["booker"] = booker
+from tether.cli import main
+
+sys.exit(main())
+"""
+
+
+@pytest.fixture
+def booker(tmp_path: Path, tether_home: Path) -> list[str]:
+    script = tmp_path / "booker_tether.py"
+    script.write_text(BOOKER_TETHER)
+    (tmp_path / "bookings.txt").write_text("")
+    tether_home.mkdir(parents=True, exist_ok=True)
+    (tether_home / "config.toml").write_text(
+        "[mcp.diner]\n"
+        f"command = {sys.executable!r}\n"
+        f"args = [{str(ASKING_SERVER)!r}]\n"
+        f"env = {{ BOOKINGS = {str(tmp_path / 'bookings.txt')!r} }}\n"
+        'approval = "never"\n'
+    )
+    return [sys.executable, str(script)]
+
+
+def test_chat_stop_at_a_servers_question_leaves_the_next_line_to_the_chat(
+    booker: list[str], workspace: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Ctrl-C while an MCP server's question is on screen stops the reply. Was: the thread reading
+    the answer kept reading, and took the next line the person typed at `you> ` as its answer:
+    the message was never sent."""
+    bookings = tmp_path / "bookings.txt"
+    argv = [*booker, "chat", "--model", "scripted/booker", "--cwd", str(workspace), "--mcp", "diner"]
+    term = Terminal(argv, env, stdout_on_terminal=True)
+    term.read_until(b"you> ")
+    term.type(b"book a table\n")
+    term.read_until(b"(press Enter) ")
+    term.type(b"\x03")  # Stop
+    term.read_until(b"you> ")
+    term.type(b"hello again\n")
+    seen = term.read_until(b"echo: hello again", timeout=20)
+    assert b"echo: hello again" in seen, seen
+    # A question that is answered still reads each answer, and the server acts on them once.
+    term.read_until(b"you> ")
+    term.type(b"book a table\n")
+    term.read_until(b"(press Enter) ", timeout=5)
+    term.type(b"\n")
+    for field, typed in ((b"name", b"Ada\n"), (b"guests", b"2\n"), (b"window", b"\n")):
+        got = term.read_until(b": ", timeout=5)
+        assert field in got, term.seen
+        term.type(typed)
+    assert b"the diner said: Booked" in term.read_until(b"you> ")
+    term.type(b"/exit\n")
+    code, _, _ = term.finish()
+    assert code == 0
+    assert bookings.read_text().count("Ada") == 1
