@@ -142,3 +142,24 @@ def test_two_deliveries_of_one_run_to_one_worker_drive_it_once(tmp_path: Path, p
         assert kinds.count("done") == 1 and kinds.count("turn") == 1, kinds
     finally:
         worker.close()
+
+
+def test_a_nul_in_a_documents_name_or_metadata_is_not_a_raw_database_error(pg_url: str) -> None:
+    """`KnowledgeBase.add_text` on Postgres with a NUL in the document's metadata failed with
+    psycopg's UntranslatableCharacter ("unsupported Unicode escape sequence"), and with one in its
+    name with a DataError: tracebacks from inside the database driver. The metadata is now kept
+    with U+FFFD for the NUL (as the server's records are); a name is refused, saying why."""
+    from tether.errors import StoreError
+    from tether.knowledge.base import KnowledgeBase
+    from tether.postgres.db import database
+    from tether.postgres.knowledge import PgKnowledgeStore
+
+    kb = KnowledgeBase(PgKnowledgeStore(database(pg_url)))
+    kb.add_text("gaskets.txt", "gasket torque", meta={"source": "upload\x00one"}, embed=False)
+    (info,) = kb.store.documents()
+    assert info.meta == {"source": "upload\ufffdone"}
+    assert [h.citation for h in kb.search("gasket", mode="keyword").hits] == ["gaskets.txt:1-1"]
+    with pytest.raises(StoreError, match=r"NUL character .* Name it without"):
+        kb.add_text("a\x00b.txt", "torque", embed=False)
+    assert [d.name for d in kb.store.documents()] == ["gaskets.txt"]
+    assert kb.store.remove_document("a\x00b.txt") is False

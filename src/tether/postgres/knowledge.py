@@ -35,7 +35,7 @@ from typing import Any
 
 from tether.errors import ConfigError, StoreError
 from tether.knowledge.store import BM25_B, BM25_K1, ChunkRow, DocumentInfo, dimension_error, tokens
-from tether.postgres.db import Database, Migration, redact
+from tether.postgres.db import Database, Migration, redact, storable
 
 __all__ = ["MIGRATIONS", "PgKnowledgeStore"]
 
@@ -246,6 +246,11 @@ class PgKnowledgeStore:
     ) -> int:
         """Put a document (replacing any of the same name) in one transaction; see
         :meth:`tether.knowledge.store.SqliteKnowledgeStore.replace_document`."""
+        if "\x00" in name:
+            raise StoreError(
+                f"document {name!r} was not added: its name holds a NUL character (\\x00), which the "
+                f"database {redact(self.db.url)} cannot store. Name it without that character."
+            )
         indexed = [_Indexed.of(heading, text) for _, _, heading, text, _ in chunks]
         with self.db.tx() as conn:
             # One writer per base at a time, so its counts (chunks, words, kb_terms) stay exact.
@@ -255,7 +260,15 @@ class PgKnowledgeStore:
                 conn.execute(
                     "INSERT INTO kb_documents (kb, name, path, title, hash, meta, added_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s) RETURNING id",
-                    (self.kb, name, path, _text(title), hash, json.dumps(meta, ensure_ascii=False), time.time()),
+                    (
+                        self.kb,
+                        name,
+                        path,
+                        _text(title),
+                        hash,
+                        json.dumps(storable(meta), ensure_ascii=False),
+                        time.time(),
+                    ),
                 ).fetchone()[0]
             )
             ids = self._insert_chunks(conn, doc_id, chunks, indexed)
@@ -415,6 +428,8 @@ class PgKnowledgeStore:
         return True
 
     def remove_document(self, name: str) -> bool:
+        if "\x00" in name:
+            return False  # no document's name holds one
         with self.db.tx() as conn:
             conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,))
             gone = self._delete(conn, name)
