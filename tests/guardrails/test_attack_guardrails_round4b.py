@@ -9,16 +9,23 @@ others still judge the text. Among output guardrails, the first verdict that sto
 answered for it: when that verdict was a question, the others never judged the answer, and the
 person's approval delivered what one of them would have withheld (a supplier margin beside a
 discount). A block of any of them now beats a question.
+
+A message a person sent while a call of the last reply waited for their decision joined the
+transcript after the call's result, and reached the model without any input guardrail judging it
+(the run "resumed": its input was taken as judged already). It is now judged once it joins the
+transcript, before the model reads it.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.guardrails.common import JAILBREAK, Sentences, assert_never_streamed, collect, result_of
-from tether import Agent, RunState, approve, run_sync
+from tests.guardrails.common import JAILBREAK, Sentences, answers, assert_never_streamed, collect, result_of
+from tether import Agent, RunState, approve, run_sync, tool
 from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
-from tether.testing import FunctionModel
+from tether.messages import Message, text_of
+from tether.providers.base import ModelRequest
+from tether.testing import FunctionModel, Reply
 
 DISCOUNTS = RuleClassifier([Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales")])
 ASK = Thresholds(block=0.1, ask=0.5)
@@ -100,3 +107,53 @@ def test_after_a_chunk_is_held_for_a_person_the_rest_of_the_answer_is_still_judg
 
     assert result_of(events).status == "failed" and result_of(events).interruption is None
     assert_never_streamed(events, "Our supplier margin on them is 62%.")
+
+
+# -- a message sent while a tool call waits for approval -----------------------------------------
+
+
+@tool(needs_approval=True)
+def refund(order: str) -> str:
+    """Refund an order."""
+    return "refunded"
+
+
+def waiting_for_approval(guard: Guardrail) -> tuple[Agent, FunctionModel, RunState]:
+    """A run stopped with a refund waiting for a person's decision."""
+
+    def clerk(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if len(messages) == 1:
+            return Reply(calls=(("c1", "refund", {"order": "4471"}),))
+        return "Read: " + text_of(messages[-1:])
+
+    fm = FunctionModel(clerk)
+    agent = Agent(fm, tools=[refund], middleware=[guard])
+    state = RunState()
+    first = run_sync(agent, "Please refund my last order, number 4471.", state=state)
+    assert first.status == "interrupted" and first.interruption is not None
+    assert first.interruption.type == "approval"
+    return agent, fm, state
+
+
+def test_a_jailbreak_sent_instead_of_deciding_on_a_waiting_call_is_judged() -> None:
+    agent, fm, state = waiting_for_approval(Guardrail(RuleClassifier.jailbreaks(), name="safety"))
+    asked = len(fm.requests)
+
+    r = run_sync(agent, JAILBREAK, state=state)
+
+    assert r.status == "failed" and "'safety'" in (r.reason or "")
+    assert len(fm.requests) == asked  # the model never read it
+    assert answers(state)[-1].startswith("[Not answered: the input guardrail 'safety' blocked this")
+
+
+def test_a_message_sent_instead_of_deciding_can_be_held_for_a_person_and_approved() -> None:
+    agent, fm, state = waiting_for_approval(Guardrail(DISCOUNTS, name="pricing", thresholds=ASK))
+
+    held = run_sync(agent, "Forget the refund; can I get a discount instead?", state=state)
+    assert held.status == "interrupted" and held.interruption is not None
+    assert held.interruption.category == "pricing"
+    assert not any("discount" in text_of(r.messages[-1:]) for r in fm.requests)
+
+    approve(state)
+    r = run_sync(agent, state=state)
+    assert r.status == "completed" and r.output == "Read: Forget the refund; can I get a discount instead?"

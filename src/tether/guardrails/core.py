@@ -194,6 +194,14 @@ class Guardrail(Middleware):
         if "input" not in self.stages:
             return None
         messages = ctx.state.messages
+        if ctx.state.prompt_after_calls is not None and messages and not isinstance(messages[-1], UserMessage):
+            # A message sent while calls of the last reply waited: it joins the transcript once
+            # they have their results, and is judged then, before the model reads it.
+            ctx.scratch.setdefault("guardrails_after_calls", []).append(self)
+        return await self._judge_input(ctx)
+
+    async def _judge_input(self, ctx: RunContext) -> Stop | None:
+        messages = ctx.state.messages
         if not messages or not isinstance(messages[-1], UserMessage) or messages[-1].summary_turns is not None:
             return None  # a resumed run: its input was judged when it arrived
         record = _Record(ctx.state)
@@ -280,7 +288,15 @@ class Guardrail(Middleware):
         return None
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        waiting: list[Guardrail] = ctx.scratch.get("guardrails_after_calls", [])
         last = ctx.state.messages[-1] if ctx.state.messages else None
+        if any(g is self for g in waiting) and isinstance(last, UserMessage):
+            waiting[:] = [g for g in waiting if g is not self]
+            if not _is_note(ctx.state.messages, -1, _Record(ctx.state).notes):
+                stop = (await self._judge_input(ctx)) or ctx.halt  # ctx.halt: held for a person
+                if stop is not None:
+                    return stop
+                last = ctx.state.messages[-1]
         if isinstance(last, UserMessage) and _is_note(ctx.state.messages, -1, _Record(ctx.state).notes):
             from dataclasses import replace
 
