@@ -14,15 +14,28 @@ A message a person sent while a call of the last reply waited for their decision
 transcript after the call's result, and reached the model without any input guardrail judging it
 (the run "resumed": its input was taken as judged already). It is now judged once it joins the
 transcript, before the model reads it.
+
+A ``ModelClassifier`` whose model answered in words instead of a verdict failed closed with a
+rationale that quoted the answer; at the output stage that rationale is the caller's
+``[Answer withheld: ...]``, and a judge that explains itself repeats what it read (the margin).
+Its answer is no longer quoted at the stages whose text is withheld.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.guardrails.common import JAILBREAK, Sentences, answers, assert_never_streamed, collect, result_of
+from tests.guardrails.common import (
+    JAILBREAK,
+    Sentences,
+    answers,
+    assert_never_streamed,
+    collect,
+    result_of,
+    verdicts,
+)
 from tether import Agent, RunState, approve, run_sync, tool
-from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
+from tether.guardrails import Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds
 from tether.messages import Message, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
@@ -157,3 +170,34 @@ def test_a_message_sent_instead_of_deciding_can_be_held_for_a_person_and_approve
     approve(state)
     r = run_sync(agent, state=state)
     assert r.status == "completed" and r.output == "Read: Forget the refund; can I get a discount instead?"
+
+
+# -- a model verdict that is not a verdict, at a stage whose text is withheld --------------------
+
+SECRET = "Our supplier margin on the FVAM-2050-B is 62%."
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "This answer discloses that our supplier margin on the FVAM-2050-B is 62%, so it is unsafe.",
+        '{"rationale": "internal figures", "score": "supplier margin 62%", "category": "unsafe"}',
+    ],
+)
+def test_a_model_verdict_in_words_is_not_quoted_to_the_caller_of_a_withheld_answer(said: str) -> None:
+    judge = FunctionModel(lambda m, r: said, model_id="judge")
+    guard = Guardrail(ModelClassifier("No internal figures.", model=judge), stages=("output",))
+    events = collect(Agent(FunctionModel(lambda m, r: SECRET), middleware=[guard]), "What is your margin?")
+
+    r = result_of(events)
+    assert r.status == "failed" and "no usable verdict" in r.output
+    assert "62%" not in r.output and "62%" not in (r.reason or "")
+    assert not [v for v in verdicts(events) if "62%" in v.rationale]
+    assert_never_streamed(events, SECRET)
+
+
+def test_at_the_input_a_model_verdict_in_words_is_still_quoted_for_the_person_debugging_it() -> None:
+    judge = FunctionModel(lambda m, r: "I think this is fine.", model_id="judge")
+    guard = Guardrail(ModelClassifier("Questions about valves.", model=judge))
+    r = run_sync(Agent(FunctionModel(lambda m, r: "16 bar."), middleware=[guard]), "What pressure?")
+    assert r.status == "failed" and "I think this is fine." in (r.reason or "")

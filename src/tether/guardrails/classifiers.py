@@ -179,8 +179,13 @@ class ModelClassifier:
             return _parse(response.message.text, self.categories)
         except (ProviderError, ValueError) as exc:
             score = 1.0 if self.on_error == "allow" else 0.0
+            why = str(exc)
+            if isinstance(exc, ValueError) and stage in ("output", "tool_result"):
+                # Its answer is not quoted where the text judged is withheld from its reader: a
+                # model that answers in words instead of a verdict often repeats what it read.
+                why = why.split(":", 1)[0]
             return Verdict(
-                f"the guardrail's model gave no usable verdict ({exc}); failing {'open' if score else 'closed'}",
+                f"the guardrail's model gave no usable verdict ({why}); failing {'open' if score else 'closed'}",
                 score,
                 "error",
             )
@@ -224,7 +229,7 @@ def _parse(text: str, categories: Sequence[str]) -> Verdict:
         raise ValueError("the verdict has no rationale")
     score = data.get("score")
     if not isinstance(score, int | float) or isinstance(score, bool) or not 0.0 <= float(score) <= 1.0:
-        raise ValueError(f"the score must be a number from 0 to 1, not {score!r}")
+        raise ValueError(f"the score is not a number from 0 to 1: {score!r}")
     category = str(data.get("category") or "")
     return Verdict(
         data["rationale"].strip(),
