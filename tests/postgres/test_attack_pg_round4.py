@@ -163,3 +163,41 @@ def test_a_nul_in_a_documents_name_or_metadata_is_not_a_raw_database_error(pg_ur
         kb.add_text("a\x00b.txt", "torque", embed=False)
     assert [d.name for d in kb.store.documents()] == ["gaskets.txt"]
     assert kb.store.remove_document("a\x00b.txt") is False
+
+
+def test_a_database_away_for_a_few_seconds_loses_none_of_a_runs_events(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's events (the text deltas, the turns, the `done`) are written by a thread of their
+    own; with the database away for more than about 3 s (five tries), it dropped the batch for good:
+    the streams of every client missed those events, the ids they saw skipped numbers, and a `done`
+    in that batch never came. Now the writer keeps trying (a failover takes longer than 3 s)."""
+    import psycopg
+
+    from tether.dispatch.jobs import EventWriter, Jobs
+    from tether.postgres.db import Database
+
+    db = Database(pg_url, max_size=2)
+    jobs = Jobs(db)
+    real_tx = db.tx
+    away = [7]  # tries that meet the database away: more than the five the writer made
+
+    def tx() -> Any:
+        if away[0] > 0:
+            away[0] -= 1
+            raise psycopg.OperationalError("the database system is starting up")
+        return real_tx()
+
+    monkeypatch.setattr(db, "tx", tx)
+    monkeypatch.setattr(EventWriter, "retry_s", 0.01, raising=False)  # a quicker test, the same tries
+    try:
+        writer = EventWriter(jobs, "r-away")
+        for n in range(3):
+            writer.append("text_delta", {"type": "text_delta", "text": str(n)})
+        writer.append("done", {"type": "done"})
+        writer.close()
+        rows = jobs.events_after("r-away", 0)
+        assert [(i, k) for i, k, _ in rows] == [(1, "text_delta"), (2, "text_delta"), (3, "text_delta"), (4, "done")]
+        assert away[0] == 0
+    finally:
+        db.close()

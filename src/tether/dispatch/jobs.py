@@ -269,7 +269,12 @@ def _psycopg() -> Any:
 
 class EventWriter:
     """A run's events, written in order by a thread of their own (the run never waits on the
-    database for a text delta), a batch per transaction, each batch announced with NOTIFY."""
+    database for a text delta), a batch per transaction, each batch announced with NOTIFY. A
+    database that is away (a restart, a failover) is waited for, up to ``give_up_s``: a batch
+    dropped after a few tries left a gap in every client's stream, its ``done`` too."""
+
+    retry_s = 0.2  # the first wait after a failed write; each next one longer, up to 5 s
+    give_up_s = 120.0
 
     def __init__(self, jobs: Jobs, run_id: str, attempt: int | None = None) -> None:
         self.jobs = jobs
@@ -303,7 +308,8 @@ class EventWriter:
                 self.last_id += 1
                 # (the run, the event; then the claim whose stream this is: none for a writer of no claim)
                 rows.append((self.run_id, self.last_id, kind, text, self.attempt, self.run_id, self.attempt))
-            for attempt in range(5):
+            waited, tries = 0.0, 0
+            while True:
                 try:
                     with self.jobs.db.tx() as conn:
                         with conn.cursor() as cur:
@@ -317,10 +323,23 @@ class EventWriter:
                             )
                         conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))
                     break
-                except Exception as exc:  # the database is away: try again; the run goes on
+                except Exception as exc:  # the database is away (a restart, a failover): try again
                     self.failed = exc
+                    if waited >= self.give_up_s:
+                        _log.error(
+                            "events %d to %d of run %s could not be written in %.0f s (%s): its streams miss them",
+                            rows[0][1],
+                            rows[-1][1],
+                            self.run_id,
+                            waited,
+                            exc,
+                        )
+                        break
                     _log.warning("events of run %s not written yet (%s); retrying", self.run_id, exc)
-                    time.sleep(0.2 * (attempt + 1))
+                    tries += 1
+                    pause = min(self.retry_s * tries, 5.0)
+                    time.sleep(pause)
+                    waited += pause
 
     def close(self, timeout: float = 30) -> None:
         """Write what is queued, then stop."""
