@@ -113,3 +113,32 @@ def test_an_approval_decided_in_another_tab_shows_what_was_decided_there(
     context.close()
     assert errors == []
     assert (tmp_path / "workspace0" / "ran.txt").read_text() == "7 rent\n"
+
+
+@NEEDS_CHROMIUM
+def test_an_approval_whose_conversation_another_tab_deleted_says_so_and_asks_no_more(
+    served: Any, browser: Browser, tmp_path: Path
+) -> None:
+    """A conversation deleted in a second tab while the first showed its Allow card: Allow there said
+    "no run 'run_…' (it does not exist, or it is not yours)" under a card still asking, with
+    "Waiting for your decision." for good. Now the card goes and the turn says its conversation was
+    deleted; nothing runs."""
+    server = served(agents_module=_module(tmp_path, "agents", AGENTS))
+    context = browser.new_context()
+    one, two = context.new_page(), context.new_page()
+    _open(one, server)
+    one.click("#new-chat")
+    _ask(one, "pay the rent")
+    expect(one.locator(".approval")).to_be_visible()
+    two.goto(one.url)
+    expect(two.locator(".approval")).to_be_visible()
+    two.click("#delete-session")
+    two.click("#delete-session")
+    expect(two.locator("#title")).to_have_text("New chat")
+    one.get_by_role("button", name="Allow").click()
+    turn = one.locator(".turn").last
+    expect(turn.locator(".error")).to_contain_text("Its conversation was deleted")
+    expect(turn.locator(".approval")).to_have_count(0)
+    expect(turn.locator(".status")).to_have_count(0)
+    context.close()
+    assert not (tmp_path / "workspace0" / "ran.txt").exists()

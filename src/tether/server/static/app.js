@@ -476,7 +476,7 @@ function approvalCard(turn, ev) {
     } catch (err) {
       error.textContent = err.message;
       card.querySelectorAll("button, input").forEach((b) => { b.disabled = false; });
-      if (err instanceof ApiError && err.status === 409) follow(turn); // decided elsewhere: show what the run did
+      refused(turn, err);
     }
   };
   const why = ev.type === "outcome_unknown" ? "Its outcome is unknown: it started before the run stopped. Run it again?"
@@ -500,6 +500,20 @@ function approvalCard(turn, ev) {
   return card;
 }
 
+// A decision the server refused: made first in another tab (409: read on, the run's events show what
+// was decided and what followed), or its conversation deleted meanwhile (404: nothing more can run).
+function refused(turn, err) {
+  if (!(err instanceof ApiError)) return;
+  if (err.status === 409) {
+    follow(turn);
+  } else if (err.status === 404) {
+    turn.card?.remove();
+    turn.waiting = null;
+    turn.status.remove();
+    turn.note(`Not decided: ${err.message}. Its conversation was deleted (in another tab?), so it cannot go on.`, "error");
+  }
+}
+
 // A form a tool offered (its values become the next message), or an MCP server's question
 // (`onSubmit` sends them as the answer instead).
 // An MCP server asks the person during a tool call (elicitation): its form, or a page to open.
@@ -521,7 +535,7 @@ function questionCard(turn, ev) {
       error.textContent = err.message;
       card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = false; });
       if (form) form.classList.remove("used");
-      if (err instanceof ApiError && err.status === 409) follow(turn); // answered elsewhere: show what the run did
+      refused(turn, err);
     }
   };
   if (ev.form) {
