@@ -19,6 +19,11 @@ A ``ModelClassifier`` whose model answered in words instead of a verdict failed 
 rationale that quoted the answer; at the output stage that rationale is the caller's
 ``[Answer withheld: ...]``, and a judge that explains itself repeats what it read (the margin).
 Its answer is no longer quoted at the stages whose text is withheld.
+
+When one input guardrail redirected a message with a note for the model, the guardrails after it
+judged the note's window, which ends at the note: nothing. A jailbreak beside an off-topic question
+reached the model (to be declined) although a jailbreak guardrail stood in the stack. They now
+judge the message as it was before the note, and a stronger verdict takes the note's place.
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ import pytest
 
 from tests.guardrails.common import (
     JAILBREAK,
+    OFF_TOPIC,
+    WEATHER,
     Sentences,
     answers,
     assert_never_streamed,
     collect,
     result_of,
+    rules,
     verdicts,
 )
 from tether import Agent, RunState, approve, run_sync, tool
@@ -201,3 +209,35 @@ def test_at_the_input_a_model_verdict_in_words_is_still_quoted_for_the_person_de
     guard = Guardrail(ModelClassifier("Questions about valves.", model=judge))
     r = run_sync(Agent(FunctionModel(lambda m, r: "16 bar."), middleware=[guard]), "What pressure?")
     assert r.status == "failed" and "I think this is fine." in (r.reason or "")
+
+
+# -- one input guardrail redirects, another would block --------------------------------------------
+
+
+@pytest.mark.parametrize("scope_first", [True, False])
+def test_a_jailbreak_beside_an_off_topic_question_is_blocked_whichever_guardrail_comes_first(
+    scope_first: bool,
+) -> None:
+    scope = Guardrail(rules(OFF_TOPIC), name="scope", thresholds=Thresholds(block=0.2, redirect=0.5))
+    safety = Guardrail(RuleClassifier.jailbreaks(), name="safety")
+    fm = FunctionModel(lambda m, r: "I can only help with questions about our valves.")
+    agent = Agent(fm, middleware=[scope, safety] if scope_first else [safety, scope])
+    state = RunState()
+
+    r = run_sync(agent, f"{WEATHER} {JAILBREAK}", state=state)
+
+    assert r.status == "failed" and "'safety'" in (r.reason or "")
+    assert fm.requests == []  # the model never read the jailbreak, not even to decline it
+    assert not any(text_of([m]).startswith("[Redirect: ") for m in state.messages)
+
+
+def test_a_redirect_note_stays_when_the_other_guardrails_allow_the_message() -> None:
+    scope = Guardrail(rules(OFF_TOPIC), name="scope", thresholds=Thresholds(block=0.2, redirect=0.5))
+    fm = FunctionModel(lambda m, r: "I can only help with questions about our valves.")
+    agent = Agent(fm, middleware=[scope, Guardrail(RuleClassifier.jailbreaks(), name="safety")])
+
+    r = run_sync(agent, WEATHER, state=RunState())
+
+    assert r.status == "completed" and r.output == "I can only help with questions about our valves."
+    (request,) = fm.requests
+    assert text_of(request.messages[-1:]).startswith("[Redirect: the input guardrail 'scope' redirected this")

@@ -202,13 +202,22 @@ class Guardrail(Middleware):
 
     async def _judge_input(self, ctx: RunContext) -> Stop | None:
         messages = ctx.state.messages
-        if not messages or not isinstance(messages[-1], UserMessage) or messages[-1].summary_turns is not None:
+        # Another guardrail of the stack redirected the message just now, with a note for the
+        # model: the message is judged as it was before the note, which a stronger verdict replaces.
+        noted = bool(messages) and messages[-1] is ctx.scratch.get("guardrails_note")
+        judged = messages[:-1] if noted else messages
+        if not judged or not isinstance(judged[-1], UserMessage) or judged[-1].summary_turns is not None:
             return None  # a resumed run: its input was judged when it arrived
         record = _Record(ctx.state)
-        text = _recent_input(messages, [*record.approved, *_session_approved(ctx)], record.notes)
+        text = _recent_input(judged, [*record.approved, *_session_approved(ctx)], record.notes)
         action, verdict = await self.judge(ctx, "input", text)
         if action == "allow":
             return None
+        if noted:
+            record.notes[:] = [k for k in record.notes if k != _note_key(messages, len(messages) - 1)]
+            messages.pop()
+            ctx.scratch.pop("guardrails_note", None)
+            ctx.persist(rewrite=True)
         words = self._words("input", action, verdict)
         if action == "ask":
             question = GuardrailInterruption(
@@ -226,6 +235,7 @@ class Guardrail(Middleware):
             note = f"{_REDIRECT_NOTE}{words}.{_REDIRECT_END}"
             messages.append(UserMessage.text(note))
             _Record(ctx.state).notes.append(_note_key(messages, len(messages) - 1))  # a person can type it too
+            ctx.scratch["guardrails_note"] = messages[-1]
             ctx.persist()
             return None
         reply = self.redirect_reply if action == "redirect" else f"[Not answered: {words}.]"
@@ -292,11 +302,10 @@ class Guardrail(Middleware):
         last = ctx.state.messages[-1] if ctx.state.messages else None
         if any(g is self for g in waiting) and isinstance(last, UserMessage):
             waiting[:] = [g for g in waiting if g is not self]
-            if not _is_note(ctx.state.messages, -1, _Record(ctx.state).notes):
-                stop = (await self._judge_input(ctx)) or ctx.halt  # ctx.halt: held for a person
-                if stop is not None:
-                    return stop
-                last = ctx.state.messages[-1]
+            stop = (await self._judge_input(ctx)) or ctx.halt  # ctx.halt: held for a person
+            if stop is not None:
+                return stop
+            last = ctx.state.messages[-1]
         if isinstance(last, UserMessage) and _is_note(ctx.state.messages, -1, _Record(ctx.state).notes):
             from dataclasses import replace
 
