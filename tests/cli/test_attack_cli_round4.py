@@ -83,3 +83,43 @@ def test_chat_stop_at_a_servers_question_leaves_the_next_line_to_the_chat(
     code, _, _ = term.finish()
     assert code == 0
     assert bookings.read_text().count("Ada") == 1
+
+
+# --- the answer piped to a reader that leaves early (`tether run ... | head -1`) ----------------
+
+
+def _piped_to_a_reader_that_leaves(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """The command with stdout a pipe whose reader takes one byte and leaves (`| head -c 1`):
+    (exit code, stderr)."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        ["tether", *argv], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(1)
+    proc.stdout.close()  # the reader goes away
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+@pytest.mark.parametrize("scenario", ["essay", "plan"])
+def test_an_answer_piped_to_head_still_ends_with_the_summary_line(
+    scenario: str, workspace: Path, env: dict[str, str]
+) -> None:
+    """`tether run ... | head -1`: the reader leaves after the first line. Was: the next write raised
+    BrokenPipeError up to the command's end; stderr stopped after the steps, with no summary line,
+    no run id and no way to resume (an essay's run was left interrupted without a word). Now the
+    run stops as a Stop does, the summary line and the resume hint are on stderr, exit 141."""
+    code, err = _piped_to_a_reader_that_leaves(
+        ["run", "--model", f"scripted/{scenario}", "--cwd", str(workspace), "go"], env
+    )
+    assert code == 141, err
+    assert "Traceback" not in err
+    summary = [line for line in err.splitlines() if line.startswith("[")]
+    assert len(summary) == 1 and "run_" in summary[0], err
+    run_id = summary[0].rsplit(" ", 1)[-1]
+    if "[interrupted]" in summary[0]:
+        assert "stdout" in summary[0] and f"tether resume {run_id}" in err
+    else:
+        assert summary[0].startswith("[completed]")

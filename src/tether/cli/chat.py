@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import TERMINATED, add_agent_options, ask, check_home, drive, overrides
+from tether.cli.run import READER_GONE, TERMINATED, add_agent_options, ask, check_home, drive, overrides
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -123,8 +123,8 @@ def _loop(chat: _Chat) -> int:
         config = {**chat.recipe.config(), "session_store": chat.store_spec, "prompt": message[:200]}
         state = RunState(session_id=chat.session, ext={"config": config})
         code = drive(state, message, chat.settings, json_out=False, asking=True)
-        if getattr(state.interruption, "reason", None) == TERMINATED:
-            return code  # stopped from outside (kill, a service manager): the chat ends, not only the reply
+        if getattr(state.interruption, "reason", None) == TERMINATED or code == READER_GONE:
+            return code  # stopped from outside (kill, a service manager, stdout's reader gone): the chat ends
 
 
 def _command(chat: _Chat, command: str) -> None:

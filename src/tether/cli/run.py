@@ -9,6 +9,7 @@ answer to stdout; ``--json`` prints the RunResult instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ from tether.cli.skills import add_skills_options, skills_override
 
 if TYPE_CHECKING:
     from tether.assembly import Overrides, Recipe
+    from tether.cancel import CancelSignal
     from tether.config import Settings
     from tether.harness.agent import Agent
     from tether.harness.state import RunState
@@ -44,6 +46,9 @@ __all__ = ["add_agent_options", "add_parsers", "ask", "check_home", "drive", "ov
 
 # The reason a run stopped by SIGTERM records: the command that drives it ends there too.
 TERMINATED = "terminated (SIGTERM)"
+# ... and by stdout's reader leaving (`tether run ... | head -1`), with the shell's code for SIGPIPE.
+READER_LEFT = "stdout was closed by its reader (a pipe such as | head)"
+READER_GONE = 141
 
 DEFAULT_MAX_TURNS = 50  # tether.assembly.DEFAULT_MAX_TURNS, kept here for the help text (no import)
 
@@ -384,10 +389,10 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
             continue
         printer.finish(result, state.model)
         if json_out:
-            print(result.model_dump_json(indent=2))
+            printer.out(result.model_dump_json(indent=2) + "\n")
         elif structured and result.typed:
-            print(json.dumps(result.output, indent=2, ensure_ascii=False))
-        return exit_code(result)
+            printer.out(json.dumps(result.output, indent=2, ensure_ascii=False) + "\n")
+        return READER_GONE if printer.reader_gone else exit_code(result)
 
 
 def check_home(settings: Settings) -> None:
@@ -530,6 +535,7 @@ def _execute(
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, TERMINATED)
+        printer.cancel = cancel
         result = None
         try:
             async for event in run_stream(
@@ -582,14 +588,33 @@ class Printer:
         self.quiet = quiet
         self.asking = asking
         self.text_open = False
+        self.cancel: CancelSignal | None = None  # the running part's Stop button
+        self.reader_gone = False  # stdout is a pipe whose reader left (`| head -1`)
         # At a terminal the streamed answer is escaped as `tether show` escapes it: the model's
         # text could otherwise set the title, write the clipboard or hide lines. A pipe gets it as is.
         self.tty = sys.stdout is not None and sys.stdout.isatty()
 
+    def out(self, text: str) -> None:
+        """``text`` on stdout. When its reader has gone (`tether run ... | head -1`), the run stops as
+        a Stop stops it, and what is left goes nowhere: the steps and the summary line still reach
+        stderr, with the resume hint."""
+        if self.reader_gone:
+            return
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            import os
+
+            self.reader_gone = True
+            with contextlib.suppress(OSError, ValueError):  # the buffer's rest is never flushed to the pipe
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            if self.cancel is not None:
+                self.cancel.cancel(READER_LEFT)
+
     def _err(self, line: str) -> None:
         if self.text_open:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+            self.out("\n")
             self.text_open = False
         print(shown(line), file=sys.stderr, flush=True)  # tool names, arguments, reasons: text from outside
 
@@ -604,8 +629,7 @@ class Printer:
         kind = event.type
         if kind == "text_delta":
             if not self.quiet:
-                sys.stdout.write(shown(event.text, keep_newlines=True) if self.tty else event.text)
-                sys.stdout.flush()
+                self.out(shown(event.text, keep_newlines=True) if self.tty else event.text)
                 self.text_open = True
         elif kind == "tool_start":
             self._err(f"-> {event.tool_name} {event.args}")
