@@ -71,3 +71,23 @@ def test_a_token_named_local_is_refused_when_made_and_when_used(served: Any, tmp
         assert r.status_code == 401 and "named 'local'" in r.json()["error"]["message"]
     with s.client("alice") as c:
         assert c.get("/v1/sessions").status_code == 200
+
+
+def test_a_reason_naming_the_database_reaches_clients_without_its_address(tmp_path: Path) -> None:
+    """A store error's reason names the database, for the operator (password hidden): its user,
+    host and name went to every client in the run's ``done``. A client reads that the database
+    failed, not where it is."""
+    from tether.server.events import for_clients
+
+    said = (
+        "could not append to session s1 in the database postgresql://tether:***@db.internal:5432/prod: "
+        "server closed the connection unexpectedly"
+    )
+    data = for_clients(
+        {"result": {"reason": said}, "reason": "the broker amqp://guest:***@mq.internal// is away"}, tmp_path
+    )
+    assert data["result"]["reason"] == (
+        "could not append to session s1 in the database (address hidden): server closed the connection unexpectedly"
+    )
+    assert data["reason"] == "the broker (address hidden) is away"
+    assert "db.internal" not in str(data) and "mq.internal" not in str(data)

@@ -78,11 +78,19 @@ def _home_pattern(home: str) -> re.Pattern[str] | None:
     return re.compile("(?:" + "|".join(map(re.escape, forms)) + r")(?![\w.-])") if forms else None
 
 
+# A database's or a broker's address as the library writes it into a reason (its password hidden
+# already): the user, host and database name are the operator's business, not a client's.
+_SERVICE_URL = re.compile(r"\b(?:postgres(?:ql)?|amqps?|redis)://\S*?(?=:?(?:\s|$))")
+
+
 def hide_home(text: str, home: Path) -> str:
-    """``text`` with the server's home written ``$TETHER_HOME`` instead of as its path. What the
-    library says of a file it could not use names the file, for the person at the command line;
-    a server's clients read the same words about the server's files without learning where they
-    are (its log keeps the paths, for the operator)."""
+    """``text`` with the server's home written ``$TETHER_HOME`` instead of as its path, and the
+    address of a database or a broker left out. What the library says of a file or a database it
+    could not use names it, for the person at the command line; a server's clients read the same
+    words about the server's files without learning where they are (its log keeps the paths and
+    addresses, for the operator)."""
+    if "://" in text:
+        text = _SERVICE_URL.sub("(address hidden)", text)
     pattern = _home_pattern(str(home))
     return text if pattern is None else pattern.sub(HOME_NAME, text)
 
