@@ -15,14 +15,16 @@ pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra i
 from playwright.sync_api import Browser, Page, expect
 
 from tests.server.conftest import NEEDS_CHROMIUM
+from tests.server.test_page import last_turn
 
 expect.set_options(timeout=15_000)
+
 
 AGENTS = """
 import os
 from pathlib import Path
 
-from tether import Agent, tool
+from tether import Agent, ToolContext, tool
 from tether.messages import ToolMessage, text_of
 from tether.providers.scripted import call
 from tether.testing import FunctionModel
@@ -38,16 +40,26 @@ def transfer(account: int, memo: str) -> str:
     return "sent"
 
 
+@tool(idempotent=True)
+async def wait(ctx: ToolContext) -> str:
+    \"\"\"Waits while the workspace holds a file named hold.\"\"\"
+    while (WORKSPACE / "hold").exists():
+        await ctx.signal.sleep(0.05)
+    return "waited"
+
+
 def reply(messages, request):
     if any(isinstance(m, ToolMessage) for m in messages):
         return "finished"
     asked = text_of(messages[-1:])
+    if "wait" in asked:
+        return call("c1", "wait", {})
     if "nest" in asked:
         return "> " * 3000 + "the end of a deep quote"
     return call("c1", "transfer", {"account": 7, "memo": "rent"})
 
 
-agents = {"bank": Agent(FunctionModel(reply), tools=[transfer], max_turns=4)}
+agents = {"bank": Agent(FunctionModel(reply), tools=[transfer, wait], max_turns=4)}
 """
 
 
@@ -142,3 +154,33 @@ def test_an_approval_whose_conversation_another_tab_deleted_says_so_and_asks_no_
     expect(turn.locator(".status")).to_have_count(0)
     context.close()
     assert not (tmp_path / "workspace0" / "ran.txt").exists()
+
+
+@NEEDS_CHROMIUM
+def test_a_run_resumed_in_another_tab_first_is_shown_going_on_not_only_refused(
+    served: Any, browser: Browser, tmp_path: Path
+) -> None:
+    """Two tabs offered Resume for the run Stop stopped; after one resumed it, Resume in the other
+    said only "Could not resume: …" and offered Resume again, the run's end never shown there.
+    Now that tab reads on and shows the answer and the exit."""
+    server = served(agents_module=_module(tmp_path, "agents", AGENTS))
+    (tmp_path / "workspace0" / "hold").touch()
+    context = browser.new_context()
+    one, two = context.new_page(), context.new_page()
+    _open(one, server)
+    one.click("#new-chat")
+    _ask(one, "wait")
+    expect(last_turn(one).locator(".step .badge")).to_have_text("running")
+    one.click("#stop")
+    expect(last_turn(one).locator(".exit")).to_contain_text("interrupted")
+    (tmp_path / "workspace0" / "hold").unlink()
+    two.goto(one.url)
+    expect(last_turn(two).get_by_role("button", name="Resume")).to_be_visible()
+    last_turn(one).get_by_role("button", name="Resume").click()
+    expect(last_turn(one).locator(".exit")).to_contain_text("completed")
+    last_turn(two).get_by_role("button", name="Resume").click()
+    turn = last_turn(two)
+    expect(turn.locator(".answer")).to_have_text("finished")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(turn.get_by_role("button", name="Resume")).to_have_count(0)
+    context.close()

@@ -392,6 +392,10 @@ class Turn {
       } catch (err) {
         button.disabled = false;
         this.note(`Could not resume: ${err.message}`, "error");
+        if (err instanceof ApiError && err.status === 409) { // resumed first in another tab: show how it went on
+          button.remove();
+          follow(this);
+        }
       }
     } });
     this.foot.querySelector(".exit")?.append(button);
