@@ -4,12 +4,13 @@ codes against docs/cli.md. Each test runs the real command with its own ``TETHER
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Terminal
+from tests.cli.conftest import Terminal, tether
 
 ASKING_SERVER = Path(__file__).resolve().parents[1] / "connectors" / "asking_server.py"
 
@@ -123,3 +124,22 @@ def test_an_answer_piped_to_head_still_ends_with_the_summary_line(
         assert "stdout" in summary[0] and f"tether resume {run_id}" in err
     else:
         assert summary[0].startswith("[completed]")
+
+
+# --- `tether chat` with its messages piped in ----------------------------------------------------
+
+
+def test_piped_chat_messages_are_sent_never_taken_as_an_approval(workspace: Path, env: dict[str, str]) -> None:
+    """`printf 'free some disk space\\nyes\\n' | tether chat`: the second line is the second message.
+    Was: chat asked its approval question on the pipe, so "yes" allowed the deletion (a "no" or
+    any other message declined it, and was never sent). Now, as `tether run` in a script does,
+    the run waits for `tether resume` and the next line is sent."""
+    assert (workspace / "access.log").exists()
+    out = tether(
+        "chat", "--model", "scripted/destructive", "--cwd", str(workspace), env=env, input="free some disk space\nyes\n"
+    )
+    assert out.returncode == 0, out.stderr
+    assert (workspace / "access.log").exists(), "a piped message approved the deletion"
+    assert "needs approval" in out.stderr and "tether resume run_" in out.stderr
+    listed = tether("runs", "--json", env=env)
+    assert [row["prompt"] for row in json.loads(listed.stdout)] == ["yes", "free some disk space"]

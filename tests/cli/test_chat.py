@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import tether
+from tests.cli.conftest import Terminal, tether
 from tether.cli.chat import parse_line
 
 
@@ -24,25 +24,35 @@ def user_messages(session: str, env: dict[str, str]) -> list[str]:
 
 
 def test_chat_streams_and_asks_before_a_dangerous_tool(workspace: Path, env: dict[str, str]) -> None:
+    """At a terminal (the approval question is asked there only: docs/cli.md)."""
     for answer, deleted in (("y", True), ("n", False)):
         (workspace / "access.log").write_text("log\n")
-        stdin = f"free some space\n{answer}\n" + ("" if deleted else "keep it\n")
-        out = chat(
+        argv = [
+            "tether",
+            "chat",
             "--model",
             "scripted/destructive",
             "--cwd",
             str(workspace),
             "--session",
             f"chat-{answer}",
-            stdin=stdin,
-            env=env,
-        )
-        assert out.returncode == 0, out.stderr
-        assert "Allow delete_file" in out.stderr and "-> list_files" in out.stderr
+        ]
+        term = Terminal(argv, env)
+        term.read_until(b"you> ")
+        term.type(b"free some space\n")
+        term.read_until(b"[y/N] ")
+        term.type(answer.encode() + b"\n")
+        term.read_until(b"reason (optional): ")
+        term.type(b"\n" if deleted else b"keep it\n")
+        term.read_until(b"you> ")
+        term.type(b"\x04")  # Ctrl-D leaves
+        code, stdout, stderr = term.finish()
+        assert code == 0, stderr
+        assert "Allow delete_file" in stderr and "-> list_files" in stderr
         assert (workspace / "access.log").exists() is not deleted
         expected = "Deleted access.log" if deleted else "I did not delete anything"
-        assert expected in out.stdout
-        assert "tether resume" not in out.stderr  # the person answered: the run never stopped
+        assert expected in stdout
+        assert "tether resume" not in stderr  # the person answered: the run never stopped
 
 
 def test_slash_commands_are_not_sent(workspace: Path, env: dict[str, str]) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import READER_GONE, TERMINATED, add_agent_options, ask, check_home, drive, overrides
+from tether.cli.run import READER_GONE, TERMINATED, add_agent_options, ask, at_terminal, check_home, drive, overrides
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -122,7 +122,9 @@ def _loop(chat: _Chat) -> int:
                 continue
         config = {**chat.recipe.config(), "session_store": chat.store_spec, "prompt": message[:200]}
         state = RunState(session_id=chat.session, ext={"config": config})
-        code = drive(state, message, chat.settings, json_out=False, asking=True)
+        # Approvals are asked at a terminal only: from a pipe the next line is the next message,
+        # never an answer ("yes" would allow the call), and the run waits for `tether resume`.
+        code = drive(state, message, chat.settings, json_out=False, asking=at_terminal(False))
         if getattr(state.interruption, "reason", None) == TERMINATED or code == READER_GONE:
             return code  # stopped from outside (kill, a service manager, stdout's reader gone): the chat ends
 

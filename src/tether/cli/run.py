@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from tether.harness.state import RunState
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
-__all__ = ["add_agent_options", "add_parsers", "ask", "check_home", "drive", "overrides", "read_prompt"]
+__all__ = ["add_agent_options", "add_parsers", "ask", "at_terminal", "check_home", "drive", "overrides", "read_prompt"]
 
 # The reason a run stopped by SIGTERM records: the command that drives it ends there too.
 TERMINATED = "terminated (SIGTERM)"
@@ -262,7 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         open_sessions(args.session_store, settings)  # a store that cannot open is refused before the run
     config = {**recipe.config(), "prompt": prompt[:200], "session_store": args.session_store}
     state = RunState(session_id=args.session, ext={"config": config})
-    return drive(state, prompt, settings, json_out=args.json, asking=_at_terminal(args.json))
+    return drive(state, prompt, settings, json_out=args.json, asking=at_terminal(args.json))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -290,7 +290,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
     if args.max_budget is not None:
         state.config["max_budget_usd"] = args.max_budget
-    return drive(state, None, settings, json_out=args.json, asking=_at_terminal(args.json))
+    return drive(state, None, settings, json_out=args.json, asking=at_terminal(args.json))
 
 
 def _check_resumable_config(state: RunState) -> None:
@@ -332,7 +332,7 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
         )
 
 
-def _at_terminal(json_out: bool) -> bool:
+def at_terminal(json_out: bool) -> bool:
     """Whether a person can answer approval questions here (never with --json)."""
     return not json_out and sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
 
