@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from tether import Agent, ToolContext, tool
-from tether.messages import ToolMessage, text_of
+from tether.messages import AssistantMessage, ToolCallPart, ToolMessage, text_of
 from tether.providers.scripted import call
 from tether.testing import FunctionModel
 
@@ -52,6 +52,9 @@ def reply(messages, request):
     if any(isinstance(m, ToolMessage) for m in messages):
         return "finished"
     asked = text_of(messages[-1:])
+    if "twice" in asked:
+        raw = '{"account": 7, "memo": "rent", "account": 999}'
+        return AssistantMessage(content=(ToolCallPart(id="c1", name="transfer", arguments=raw),))
     if "wait" in asked:
         return call("c1", "wait", {})
     if "nest" in asked:
@@ -184,3 +187,22 @@ def test_a_run_resumed_in_another_tab_first_is_shown_going_on_not_only_refused(
     expect(turn.locator(".exit")).to_contain_text("completed")
     expect(turn.get_by_role("button", name="Resume")).to_have_count(0)
     context.close()
+
+
+@NEEDS_CHROMIUM
+def test_an_approval_for_arguments_naming_a_key_twice_says_the_tool_gets_the_last(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    """A model wrote ``{"account": 7, "memo": "rent", "account": 999}``: the card asked to allow
+    account 7 first and foremost, and the tool got 999 (JSON keeps the last of a repeated key), with
+    nothing said. Now the card says which keys are named more than once and that the last counts."""
+    server = served(agents_module=_module(tmp_path, "agents", AGENTS))
+    _open(page, server)
+    page.click("#new-chat")
+    _ask(page, "pay twice")
+    card = page.locator(".approval")
+    expect(card).to_contain_text('"account":7,"memo":"rent","account":999')
+    expect(card).to_contain_text('The arguments name "account" more than once: the tool gets only the last value')
+    card.get_by_role("button", name="Allow").click()
+    expect(page.locator(".turn .exit")).to_contain_text("completed")
+    assert (tmp_path / "workspace0" / "ran.txt").read_text() == "999 rent\n"

@@ -54,6 +54,30 @@ function compactArgs(args) {
     ? JSON.stringify(JSON.parse(token)).replace(HIDDEN_CHARS, escapeChar) : ""));
 }
 
+// The keys an object of a call's arguments (compacted as above) names more than once: the tool gets
+// the last value of each, while the card shows every one (a model can put a harmless one first).
+function repeatedKeys(args) {
+  try {
+    JSON.parse(args);
+  } catch {
+    return [];
+  }
+  const repeated = new Set();
+  const open = []; // per {…} or […] being read: the keys seen, null for an array
+  let string = null; // the token just read, when it was a string
+  for (const [token] of args.matchAll(/"(?:[^"\\]|\\.)*"|[{}[\]:]/g)) {
+    if (token === "{") open.push(new Set());
+    else if (token === "[") open.push(null);
+    else if (token === "}" || token === "]") open.pop();
+    else if (token === ":" && string && open.at(-1)) {
+      if (open.at(-1).has(string)) repeated.add(string);
+      open.at(-1).add(string);
+    }
+    string = token.startsWith('"') ? token : null;
+  }
+  return [...repeated];
+}
+
 function escapeChar(c) {
   return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
 }
@@ -489,12 +513,15 @@ function approvalCard(turn, ev) {
   // Every character of what is allowed is shown: a model could put the part that matters after
   // thousands of spaces. Long arguments go in a box of their own that scrolls, and say how long they are.
   const long = args.length > APPROVAL_ARGS_INLINE;
+  const repeated = repeatedKeys(args);
   const card = el("div", { class: "approval", role: "group", "aria-label": "Approval" },
     el("p", { class: "approval-q" }, "Allow ", el("strong", { text: ev.tool_name || `this ${ev.stage || ev.type}` }),
       args && !long ? " " : null, args && !long ? el("code", { text: args }) : null, long ? " with these arguments" : null, "?"),
     long ? el("pre", { class: "approval-args", tabindex: "0", text: args }) : null,
     long ? el("p", { class: "muted", text: `The arguments are ${args.length.toLocaleString("en")} characters long: `
       + "read them to the end (the box scrolls) before you allow the call." }) : null,
+    repeated.length ? el("p", { class: "error", text: `The arguments name ${repeated.join(", ")} more than once: `
+      + "the tool gets only the last value of each." }) : null,
     why ? el("p", { class: "muted", text: why }) : null,
     reason,
     el("div", { class: "approval-buttons" },
