@@ -143,3 +143,25 @@ def test_piped_chat_messages_are_sent_never_taken_as_an_approval(workspace: Path
     assert "needs approval" in out.stderr and "tether resume run_" in out.stderr
     listed = tether("runs", "--json", env=env)
     assert [row["prompt"] for row in json.loads(listed.stdout)] == ["yes", "free some disk space"]
+
+
+def test_show_of_a_run_whose_reason_holds_half_a_surrogate_pair_writes_it_escaped(tmp_path: Path) -> None:
+    """A run that failed with half an emoji in its reason (a model's or an error's text) ended
+    `tether show` in a UnicodeEncodeError traceback: no terminal encoding can write it. It is
+    written as its escape, as control characters are."""
+    import asyncio
+    import os
+
+    from tether import Agent, RunStore, run
+    from tether.testing import FunctionModel
+
+    def broken(messages: object, request: object) -> str:
+        raise RuntimeError("the model said \ud83d and stopped")
+
+    home = tmp_path / "home"
+    store = RunStore(home / "runs")
+    result = asyncio.run(run(Agent(FunctionModel(broken), cwd=tmp_path), "hi", store=store))
+    assert result.status == "failed" and "\ud83d" in result.reason
+    out = tether("show", result.run_id, env={**os.environ, "TETHER_HOME": str(home)})
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "the model said \\ud83d and stopped" in out.stdout + out.stderr

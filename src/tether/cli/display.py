@@ -100,11 +100,13 @@ _DECISIONS = {
 }
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Beside C0: DEL, C1, the characters that reorder text, and halves of surrogate pairs standing alone.
+_UNSHOWN = r"\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_CONTROL = re.compile(rf"[\x00-\x08\x0a-\x1f{_UNSHOWN}]")
 
 
 # The same, but line breaks are kept: for a streamed answer, whose lines are not split first.
-_CONTROL_IN_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_IN_LINES = re.compile(rf"[\x00-\x08\x0b-\x1f{_UNSHOWN}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -114,7 +116,9 @@ def _escape(match: re.Match[str]) -> str:
 def shown(text: object, *, keep_newlines: bool = False) -> str:
     """``text`` safe to print on a terminal: each control character written as an escape (``\\x1b``),
     and so is each character that reorders text (``\\u202e``), which could make a file name read
-    as another. ``keep_newlines`` leaves line breaks as they are (a streamed answer)."""
+    as another, and each half of a surrogate pair standing alone (``\\ud83d``: half an emoji from a
+    model or an error, which no terminal encoding can write). ``keep_newlines`` leaves line breaks
+    as they are (a streamed answer)."""
     return (_CONTROL_IN_LINES if keep_newlines else _CONTROL).sub(_escape, str(text))
 
 
