@@ -26,8 +26,6 @@ from tether.connectors._client_side import Asker
 from tether.messages import TextPart
 from tether.tools.base import ToolContext, ToolResult
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="stdio servers as real processes")
-
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks what it does.
 RAW_SERVER = """
 

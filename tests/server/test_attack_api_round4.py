@@ -18,7 +18,7 @@ from tests.server.conftest import read_events, serve_process, wait_until
 from tests.server.test_attacks import events, parse_stream, statuses
 from tests.server.test_openapi import check
 
-pytest.importorskip("fastapi")
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 
 # One agent: "delete" asks to delete access.log (it needs approval), anything else is echoed. Its
 # extension ends slowly, as an MCP server that takes its time to exit does: each run's task ends

@@ -23,7 +23,7 @@ import pytest
 from tests.server.conftest import read_events
 from tests.server.test_api import finish, send, start_session
 
-pytest.importorskip("fastapi")
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 
 
 def test_reading_a_finished_runs_events_holds_no_other_request(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
