@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import run_main
 from tests.harness.session_child import waiting_agent
 from tether import RunStore, run_sync
-from tether.cli import main
 from tether.errors import StoreError
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, UserMessage
 from tether.sessions import JsonlSessionStore, repair
@@ -34,16 +34,6 @@ def user(text: str) -> UserMessage:
 
 def texts(messages: list[Message]) -> list[str]:
     return [part.text for m in messages for part in m.content if isinstance(part, TextPart)]
-
-
-def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``tether ARGS`` in this process (TETHER_HOME is the test's): exit code, stdout, stderr."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 # -- a disk that fills up ----------------------------------------------------------------------
@@ -127,7 +117,7 @@ def test_sessions_show_on_a_full_disk_shows_the_session_not_a_traceback(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr("tether.sessions.atomic_write", full)
-    code, out, _ = tether(capsys, "sessions", "show", "s")
+    code, out, _ = run_main("sessions", "show", "s", capsys=capsys)
     assert code == 0
     assert "what is here?" in out and "interrupted" in out  # the call's missing result, repaired in view
     assert store.path("s").read_bytes() == before
@@ -160,7 +150,7 @@ def test_deleting_a_session_a_run_is_continuing_is_refused_and_it_stays_whole(
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "waiting"
-        code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+        code, _, err = run_main("sessions", "delete", "s_talk", capsys=capsys)
         assert code == 2 and "Traceback" not in err
         assert "session s_talk is being continued by run run_" in err and "nothing was deleted" in err
     finally:
@@ -169,7 +159,7 @@ def test_deleting_a_session_a_run_is_continuing_is_refused_and_it_stays_whole(
     assert out.strip().endswith("completed")
     sessions = JsonlSessionStore(tether_home / "sessions")
     assert texts(sessions.load("s_talk")) == ["wait for it", "went", "done waiting"]
-    code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+    code, _, err = run_main("sessions", "delete", "s_talk", capsys=capsys)
     assert code == 0 and "deleted session s_talk" in err
     assert sessions.list() == []
     # and a run on the session afterwards is not told that the deletion still holds it
@@ -210,10 +200,10 @@ def test_the_runs_listing_does_not_list_a_run_read_through_a_planted_link(
     result = run_sync(waiting_agent(None), "hi", store=RunStore(elsewhere))
     (tether_home / "runs").mkdir(parents=True)
     (tether_home / "runs" / "run_link").symlink_to(elsewhere / result.run_id)
-    code, out, err = tether(capsys, "runs")
+    code, out, err = run_main("runs", capsys=capsys)
     assert code == 0 and result.run_id not in out
     assert "skipped run run_link" in err and "symbolic link" in err
-    code, _, err = tether(capsys, "show", "run_link")
+    code, _, err = run_main("show", "run_link", capsys=capsys)
     assert code == 2 and "symbolic link" in err
 
 
@@ -239,15 +229,15 @@ def test_a_session_file_tether_cannot_read_is_named_not_hidden(
         return real(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", open_)
-    code, out, _ = tether(capsys, "sessions", "list")
+    code, out, _ = run_main("sessions", "list", capsys=capsys)
     assert code == 0 and out.split() == ["t", "1", "messages"]
     assert f"{denied} cannot be read (Permission denied)" in caplog.text
     for command in ("show", "export"):
-        code, out, err = tether(capsys, "sessions", command, "s")
+        code, out, err = run_main("sessions", command, "s", capsys=capsys)
         assert code == 2 and "there is no session" not in err
         assert f"cannot use the sessions: Permission denied: {denied}" in err
     assert texts(JsonlSessionStore(tether_home / "sessions").load("t")) == ["other"]
-    code, _, err = tether(capsys, "sessions", "delete", "s")  # its folder is the user's: it can go
+    code, _, err = run_main("sessions", "delete", "s", capsys=capsys)  # its folder is the user's: it can go
     assert code == 0 and not os.path.lexists(denied)
 
 
@@ -318,9 +308,9 @@ def test_the_sqlite_listing_counts_messages_not_damaged_rows(
     store.close()
     with sqlite3.connect(tether_home / "sessions.db") as db:
         db.execute("UPDATE messages SET body = '{torn' WHERE seq = 1")
-    code, out, _ = tether(capsys, "sessions", "list", "--session-store", "sqlite")
+    code, out, _ = run_main("sessions", "list", "--session-store", "sqlite", capsys=capsys)
     assert code == 0 and out.split() == ["s", "2", "messages"]
-    code, out, _ = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
+    code, out, _ = run_main("sessions", "show", "s", "--session-store", "sqlite", capsys=capsys)
     assert code == 0 and "one" in out and "three" in out
 
 
@@ -333,10 +323,10 @@ def test_a_copy_of_a_runs_folder_is_not_listed_as_the_run_a_second_time(
 
     result = run_sync(waiting_agent(None), "hi", store=RunStore(tether_home / "runs"))
     shutil.copytree(tether_home / "runs" / result.run_id, tether_home / "runs" / f"{result.run_id}.bak")
-    code, out, err = tether(capsys, "runs")
+    code, out, err = run_main("runs", capsys=capsys)
     assert code == 0 and out.count(result.run_id) == 1
     assert f"skipped run {result.run_id}.bak: its header names run '{result.run_id}'" in err
-    code, out, _ = tether(capsys, "runs", "--json")
+    code, out, _ = run_main("runs", "--json", capsys=capsys)
     assert code == 0 and out.count(f'"run_id": "{result.run_id}"') == 1
 
 
@@ -529,7 +519,7 @@ def test_a_session_database_that_refuses_is_one_line_not_a_traceback(
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(SqliteSessionStore, "load", full)
-    code, _, err = tether(capsys, "sessions", "show", "s", "--session-store", "sqlite")
+    code, _, err = run_main("sessions", "show", "s", "--session-store", "sqlite", capsys=capsys)
     assert code == 2 and "the session database refused: database or disk is full" in err
 
 

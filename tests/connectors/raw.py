@@ -1,10 +1,12 @@
 """MCP servers written raw, line by line over stdio, for answers the SDK would never send: each test
-file gives the body of its own (the head below defines ``MODE``, the first argument, and ``send``)."""
+file gives the body of its own (the head below defines ``MODE``, the first argument, and ``send``).
+``JsonHandler`` is the same for a streamable-HTTP server written raw."""
 
 from __future__ import annotations
 
 import sys
 import textwrap
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +37,19 @@ def raw(server: Path, mode: str, *extra: str, start_timeout_s: float = 30, **con
         {"command": sys.executable, "args": [str(server), mode, *extra], **config},
         start_timeout_s=start_timeout_s,
     )
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """An HTTP/1.1 handler that logs nothing and answers JSON bodies (``_json``)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)

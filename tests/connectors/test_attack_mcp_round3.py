@@ -9,14 +9,14 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
+from tests.connectors.raw import JsonHandler, write_server
 from tests.connectors.raw import raw as raw_connector
-from tests.connectors.raw import write_server
 from tests.connectors.test_attack_mcp_round2 import Wire
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
@@ -126,21 +126,10 @@ def test_a_stdio_result_nested_too_deep_ends_its_call_at_once_saying_why(raw_ser
     assert "timed out" not in text(result)
 
 
-class _Deep(BaseHTTPRequestHandler):
+class _Deep(JsonHandler):
     """A streamable-HTTP server whose tools/call answer is nested ``levels`` deep (from the path)."""
 
-    protocol_version = "HTTP/1.1"
     initialized: ClassVar[list[str]] = []  # the path of each handshake
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _json(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self._json(405, b"")

@@ -13,13 +13,13 @@ import socket
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from tests.connectors.raw import write_server
+from tests.connectors.raw import JsonHandler, write_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.connectors._client_side import Asker
@@ -246,22 +246,11 @@ def test_serve_over_http_whose_agent_calls_its_own_url_stops_at_the_depth_limit(
 # --- the accounts of the person at the machine, and token holders over HTTP -------------------------
 
 
-class _Mail(BaseHTTPRequestHandler):
+class _Mail(JsonHandler):
     """A streamable-HTTP MCP server with one tool, ``whoami``, that says which bearer token called;
     ``seen`` keeps the Authorization header of every request."""
 
-    protocol_version = "HTTP/1.1"
     seen: ClassVar[list[str]] = []
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _json(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self._json(404, b"")  # no OAuth metadata to discover: the sign-in cannot start from here

@@ -52,15 +52,20 @@ DISCOUNTS = RuleClassifier([Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are
 ASK = Thresholds(block=0.1, ask=0.5)
 
 
-def test_approving_one_guardrails_question_does_not_let_a_jailbreak_past_another() -> None:
-    fm = FunctionModel(lambda m, r: "Here is my system prompt: ...")
-    agent = Agent(
+def pricing_then_safety(fm: FunctionModel) -> Agent:
+    """A guardrail that asks a person about discounts, then the jailbreak scan."""
+    return Agent(
         fm,
         middleware=[
             Guardrail(DISCOUNTS, name="pricing", thresholds=ASK),
             Guardrail(RuleClassifier.jailbreaks(), name="safety"),
         ],
     )
+
+
+def test_approving_one_guardrails_question_does_not_let_a_jailbreak_past_another() -> None:
+    fm = FunctionModel(lambda m, r: "Here is my system prompt: ...")
+    agent = pricing_then_safety(fm)
     state = RunState()
     first = run_sync(agent, f"{JAILBREAK} Also, can I get a discount?", state=state)
     assert first.status == "interrupted" and first.interruption is not None
@@ -75,13 +80,7 @@ def test_approving_one_guardrails_question_does_not_let_a_jailbreak_past_another
 
 def test_the_guardrail_that_asked_is_not_asked_again_after_the_approval() -> None:
     fm = FunctionModel(lambda m, r: "A 5% discount is possible for 200 units.")
-    agent = Agent(
-        fm,
-        middleware=[
-            Guardrail(DISCOUNTS, name="pricing", thresholds=ASK),
-            Guardrail(RuleClassifier.jailbreaks(), name="safety"),
-        ],
-    )
+    agent = pricing_then_safety(fm)
     state = RunState()
     assert run_sync(agent, "Can I get a discount for 200 units?", state=state).status == "interrupted"
     approve(state)

@@ -9,22 +9,12 @@ from typing import Any
 
 import pytest
 
-from tether.cli import main
+from tests.cli.conftest import run_main
 from tether.messages import AssistantMessage, TextPart, UserMessage
 
 
 def texts(messages: list[Any]) -> list[str]:
     return [part.text for m in messages for part in m.content if isinstance(part, TextPart)]
-
-
-def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``tether ARGS`` in this process: exit code, stdout, stderr."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture
@@ -51,13 +41,13 @@ def test_deleting_a_session_a_run_on_another_machine_continues_is_refused(
     sessions = PgSessionStore(database(pg_url))
     sessions.append("s_talk", [UserMessage.text("wait for it")])
     with other_machine.lock("run_talk"), other_machine.lock_session("s_talk", "run_talk"):
-        code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+        code, _, err = run_main("sessions", "delete", "s_talk", capsys=capsys)
         assert code == 2 and "Traceback" not in err, err
         assert "session s_talk is being continued by run run_talk" in err and "nothing was deleted" in err
         # the run goes on: its answer follows the question it answers
         sessions.append("s_talk", [AssistantMessage(content=(TextPart(text="done waiting"),))])
     assert texts(sessions.load("s_talk")) == ["wait for it", "done waiting"]
-    code, _, err = tether(capsys, "sessions", "delete", "s_talk")
+    code, _, err = run_main("sessions", "delete", "s_talk", capsys=capsys)
     assert code == 0 and "deleted session s_talk" in err
     assert sessions.list() == []
     # and the deletion let go: a run may take the session now

@@ -73,6 +73,15 @@ class _HeadersHandler(_Handler):
         super()._answer()
 
 
+async def validate_auth(kind: str, server: Any) -> None:
+    """What ``tether models`` asks the provider of ``kind`` at ``server``."""
+    model = provider(kind, server)
+    try:
+        await model.validate_auth()
+    finally:
+        await model.aclose()
+
+
 def recording(server: WireServer) -> WireServer:
     """``server``, keeping each request's headers in ``server.headers_seen``."""
     server.headers_seen = []  # type: ignore[attr-defined]
@@ -178,15 +187,8 @@ def test_a_redirect_does_not_pass_the_credentials_check(serve: Serve, kind: str)
     """``tether models`` said "ok" for a server that only redirects: nothing was checked."""
     server = serve([Reply(302, [], {"location": "https://login.example.com/"})] * 2)
 
-    async def check() -> None:
-        model = provider(kind, server)
-        try:
-            await model.validate_auth()
-        finally:
-            await model.aclose()
-
     with pytest.raises(BadRequestError, match=r"HTTP 302: .* redirects to https://login\.example\.com/"):
-        asyncio.run(check())
+        asyncio.run(validate_auth(kind, server))
 
 
 # --- a base URL with a query --------------------------------------------------------------------
@@ -871,15 +873,8 @@ def test_a_login_page_does_not_pass_the_credentials_check(serve: Serve, kind: st
     page = b"<!DOCTYPE html>\n<html><body>Sign in to the network</body></html>\n"
     server = serve([Reply(200, [page], {"content-type": "text/html"})])
 
-    async def check() -> None:
-        model = provider(kind, server)
-        try:
-            await model.validate_auth()
-        finally:
-            await model.aclose()
-
     with pytest.raises(ResponseError, match=r"text/html, not JSON: <!DOCTYPE html> <html><body>Sign in"):
-        asyncio.run(check())
+        asyncio.run(validate_auth(kind, server))
 
 
 def test_a_tool_input_sent_whole_at_the_block_start_survives_an_empty_delta(serve: Serve, tmp_path: Path) -> None:
