@@ -19,7 +19,7 @@ from typing import Any
 import mcp_types as types
 
 from tether.messages import ImagePart, TextPart
-from tether.tools.base import ToolResult
+from tether.tools.base import ToolResult, cut_middle
 
 __all__ = ["DEFAULT_MAX_CHARS", "MAX_IMAGE_BYTES", "bounded", "to_tool_result"]
 
@@ -46,14 +46,16 @@ def bounded(parts: list[TextPart | ImagePart], max_chars: int) -> list[TextPart 
         return parts
     text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
     head = max_chars * 2 // 3
-    tail = max_chars - head
-    note = (
-        f"\n[... {len(text) - head - tail:,} of {len(text):,} characters cut here: the result is longer than "
-        f"{max_chars:,} characters (max_result_chars of the server's [mcp.NAME]); ask the tool for a smaller "
-        "part if the middle matters ...]\n"
-    )
+
+    def note(cut: str) -> str:
+        return (
+            f"\n[... {len(cut):,} of {len(text):,} characters cut here: the result is longer than "
+            f"{max_chars:,} characters (max_result_chars of the server's [mcp.NAME]); ask the tool for a smaller "
+            "part if the middle matters ...]\n"
+        )
+
     images = [p for p in parts if isinstance(p, ImagePart)]
-    return [TextPart(text=text[:head] + note + text[len(text) - tail :]), *images]
+    return [TextPart(text=cut_middle(text, head, max_chars - head, note)), *images]
 
 
 def _part(block: Any) -> TextPart | ImagePart | None:

@@ -38,6 +38,7 @@ from tether.harness.state import conversation_turns, turn_start
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.tokens import count_tokens, message_tokens
+from tether.tools.base import cut_middle
 from tether.usage import model_info
 
 __all__ = [
@@ -105,10 +106,9 @@ def render_for_summary(messages: Sequence[Message], budget_chars: int) -> str:
 def _head_and_tail(text: str) -> str:
     """A long tool output's beginning and end: what was asked for and how it ended (a total, an
     error, the last lines of a log) are both usually there."""
-    if len(text) <= _TOOL_HEAD + _TOOL_TAIL + 100:
-        return text
-    hidden = len(text) - _TOOL_HEAD - _TOOL_TAIL
-    return f"{text[:_TOOL_HEAD]} [... {hidden:,} characters not shown ...] {text[-_TOOL_TAIL:]}"
+    return cut_middle(
+        text, _TOOL_HEAD, _TOOL_TAIL, lambda hidden: f" [... {len(hidden):,} characters not shown ...] ", slack=100
+    )
 
 
 def _cut_index(messages: Sequence[Message], keep_tokens: int, count: Callable[[str], int] = count_tokens) -> int:

@@ -36,9 +36,28 @@ __all__ = [
     "ToolInputError",
     "ToolInterrupt",
     "ToolResult",
+    "cut_middle",
     "tool",
     "validate_arguments",
 ]
+
+
+def cut_middle(
+    text: str, head: int, tail: int, note: Callable[[str], str], *, at_lines: bool = False, slack: int = 0
+) -> str:
+    """``text`` as its first ``head`` and last ``tail`` characters with ``note(the middle)`` between
+    them, when it is longer than the two and ``slack`` together; else ``text``. A long output's beginning says
+    what was asked, its end how it went (a total, the error, the last lines of a log). ``at_lines``
+    moves each cut to a line end within 2,000 characters, so no line is shown in part."""
+    if len(text) <= head + tail + slack:
+        return text
+    start_end, end_start = head, len(text) - tail
+    if at_lines:
+        found = text.rfind("\n", max(0, head - 2000), head)
+        start_end = found + 1 if found >= 0 else head
+        found = text.find("\n", end_start, end_start + 2000)
+        end_start = found + 1 if found >= 0 else end_start
+    return text[:start_end] + note(text[start_end:end_start]) + text[end_start:]
 
 
 class ToolError(Exception):

@@ -54,7 +54,7 @@ from tether.processes import kill_process_tree, kill_tree, process_alive, proces
 from tether.tools import _jail, _sandbox
 from tether.tools._netproxy import SOCKET_NAME, NetProxy
 from tether.tools._sandbox import SandboxKind
-from tether.tools.base import ToolContext, ToolError, ToolResult
+from tether.tools.base import ToolContext, ToolError, ToolResult, cut_middle
 from tether.tools.sandbox import ApprovalPolicy, SandboxMode, SandboxStatus, refusal_note, sandbox_status
 
 __all__ = [
@@ -555,18 +555,14 @@ def shown_output(text: str, limit: int) -> str:
     """``text`` as the model is given it: whole when it fits in ``limit`` characters; else its
     start (a third) and its end (two thirds: a build or a test run says what failed last), cut at
     line ends where one is near, with what lies between counted and how to see it."""
-    if len(text) <= limit:
-        return text
-    head, tail = limit // 3, limit - limit // 3
-    start_end = text.rfind("\n", max(0, head - 2000), head)
-    start_end = start_end + 1 if start_end >= 0 else head
-    end_start = text.find("\n", len(text) - tail, len(text) - tail + 2000)
-    end_start = end_start + 1 if end_start >= 0 else len(text) - tail
-    left = text[start_end:end_start]
-    return (
-        f"{text[:start_end]}[... {len(left):,} characters ({left.count(chr(10)):,} lines) of the output left "
-        f"out here: run the command again through grep, head or tail to see them ...]\n{text[end_start:]}"
-    )
+
+    def note(left: str) -> str:
+        return (
+            f"[... {len(left):,} characters ({left.count(chr(10)):,} lines) of the output left out here: "
+            "run the command again through grep, head or tail to see them ...]\n"
+        )
+
+    return cut_middle(text, limit // 3, limit - limit // 3, note, at_lines=True)
 
 
 def _sandbox_words(status: SandboxStatus) -> str:
