@@ -449,10 +449,9 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
     key = None if tool.read_only else f"{rc.state.run_id}:{call.id}"
 
     async def work() -> ToolResult | str | Stop:
-        ctx = _tool_context(rc, call, key)
-
         async def innermost() -> ToolResult | str | Stop:
-            result: ToolResult | str = await tool.execute(args, ctx)
+            # The run's limits left as the tool starts: a middleware may have waited while calls beside it spent.
+            result: ToolResult | str = await tool.execute(args, _tool_context(rc, call, key))
             return result
 
         return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()

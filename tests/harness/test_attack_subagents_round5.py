@@ -1,0 +1,91 @@
+"""Sub-agents attacked from outside, a fifth round: the limits a child is given when something
+waits between a call's start and the child's start (a middleware), hostile calls, approvals and
+resumes. Models are FunctionModels; costs are checked against sums computed here from each
+reply's usage and the price, not against tether's own totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_pairing
+from tether import Agent, RunState, run_sync, tool
+from tether.harness.middleware import Middleware, ToolCall
+from tether.harness.subagent import children
+from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage
+from tether.providers.base import ModelRequest
+from tether.testing import FunctionModel, Reply
+from tether.tools.base import ToolResult
+from tether.usage import Price
+
+PRICE = Price(input=2.0, output=12.0)  # FunctionModel's default
+
+
+def own_cost(messages: list[Message]) -> float:
+    return sum(PRICE.cost(m.usage) for m in messages if isinstance(m, AssistantMessage) and m.usage is not None)
+
+
+def fan_out(n: int, name: str = "worker") -> FunctionModel:
+    """A parent that hands a task to ``n`` workers in one reply, then answers."""
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=tuple((f"c{i}", name, {"task": "spend"}) for i in range(n)))
+
+    return FunctionModel(lead)
+
+
+@tool(read_only=True, parallel=False)
+def tick() -> str:
+    """A step of work."""
+    return "ticked"
+
+
+def greedy(messages: list[Message], request: ModelRequest) -> Reply:
+    """A child that never finishes: each reply as long as it is allowed, and one more step."""
+    return Reply(text="x " * (request.max_tokens - 8), calls=((f"t{len(messages)}", "tick", {}),))
+
+
+class OneAfterTheOther(Middleware):
+    """Lets the second call of a batch through only once the first has its result: a policy
+    that waits (a guardrail judging the arguments, a rate limiter) before the tool starts."""
+
+    def __init__(self) -> None:
+        self.first_done: asyncio.Event | None = None
+
+    async def wrap_tool_call(
+        self, ctx: Any, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
+    ) -> ToolResult | str | Any:
+        if self.first_done is None:
+            self.first_done = asyncio.Event()
+        if call.id == "c0":
+            try:
+                return await call_next()
+            finally:
+                self.first_done.set()
+        await self.first_done.wait()
+        return await call_next()
+
+
+def test_a_child_that_starts_after_a_middleware_waited_gets_what_is_left_then_not_before() -> None:
+    """Two children side by side; a middleware holds the second until the first has spent its
+    share. The second's carve must come from what the parent has left when it starts (before:
+    from what it had left when the batch began, so the tree ended past the parent's budget)."""
+    worker = Agent(FunctionModel(greedy), tools=[tick], max_turns=50, min_output_tokens=1).as_tool(
+        "worker", "Does a task."
+    )
+    worker.parallel = True
+    state = RunState()
+    parent = Agent(fan_out(2), tools=[worker], middleware=[OneAfterTheOther()], max_budget_usd=0.05)
+    result = run_sync(parent, "go", state=state)
+    kids = children(state)
+    assert kids["c0"]["cost_usd"] > 0
+    spent = own_cost(state.messages) + sum(c["cost_usd"] for c in kids.values())
+    assert result.cost_usd == pytest.approx(spent)
+    assert result.cost_usd is not None and result.cost_usd <= 0.05
+    assert result.status == "completed" and result.output == "done"  # the greedy children left it its answer
+    assert_pairing(state.messages)
