@@ -70,6 +70,10 @@ def _record(
     message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from)
     state.messages.append(message)
     state.intents.pop(call.id, None)
+    # A decision is for this call's one run: a later call that reuses the id (a model or server
+    # that numbers its calls anew each turn) is asked about again, never run on this "yes".
+    state.approved.pop(call.id, None)
+    state.rejected.pop(call.id, None)
     stats = state.tool_stats.setdefault(call.name, ToolStats())
     stats.calls += 1
     stats.total_ms += ms
