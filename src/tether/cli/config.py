@@ -68,6 +68,7 @@ def _check(path: Any) -> int:
     from tether.tools.sandbox import sandbox_status
 
     settings = load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
+    _check_definitions(settings, path)
     print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
     status = sandbox_status(tool_settings(settings.tools).shell)
     if status.refused:
@@ -77,6 +78,50 @@ def _check(path: Any) -> int:
     if not status.available:
         print("tether: no OS sandbox on this machine: run_command asks before every command", file=sys.stderr)
     return 0
+
+
+def _check_definitions(settings: Any, path: Any) -> None:
+    """What every run of an agent would refuse, refused here: a model no provider serves (an unknown
+    provider or scripted scenario, a bare name of no known family), a tool or MCP server that does
+    not exist, a schema that cannot serve. A key missing from the environment is not the file's
+    mistake; knowledge bases and ``cwd`` are checked when the agent runs (where it runs)."""
+    import difflib
+
+    from tether.assembly.parts import check_mcp, load_output_schema
+    from tether.errors import ConfigError
+    from tether.tools.builtin import builtin_tools, tool_settings
+    from tether.tools.demo import DEMO_TOOLS
+
+    models: list[tuple[str, str]] = [("model", m) for m in [settings.model] if m]
+    models += [("fallback_models", m) for m in settings.fallback_models]
+    for name, d in settings.agents.items():
+        models += [(f"[agents.{name}] model", m) for m in [d.model] if m]
+        models += [(f"[agents.{name}] fallback_models", m) for m in d.fallback_models or ()]
+    for where, model in models:
+        try:
+            _check_model(model, settings)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {where}: {exc}") from None
+    known = [t.name for t in [*builtin_tools(tool_settings(settings.tools)), *DEMO_TOOLS]]
+    for name, d in settings.agents.items():
+        for tool in d.tools or ():
+            if tool not in known:
+                close = difflib.get_close_matches(tool, known, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+                raise ConfigError(f"{path}: [agents.{name}] tools: there is no tool {tool!r} ({hint})")
+        check_mcp(settings, d.mcp, source=f"[agents.{name}] mcp")
+        if d.output_schema is not None:
+            load_output_schema(d.output_schema, what=f"[agents.{name}] output_schema", base=settings.home)
+
+
+def _check_model(model: str, settings: Any) -> None:
+    """A ConfigError when ``model`` can never be served here, whatever the environment holds."""
+    from tether.providers.registry import canonical_model, resolve_provider
+
+    provider, model_id = canonical_model(model).split("/", 1)
+    if model_id and (provider in settings.endpoints or provider in ("openai", "anthropic")):
+        return  # built only with its key: whether that is set is the environment's matter
+    resolve_provider(model, settings)  # the scripted model needs none; an unknown provider fails
 
 
 def _show(path: Any, *, as_json: bool) -> int:

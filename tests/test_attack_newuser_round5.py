@@ -1,0 +1,63 @@
+"""The README and the docs as a demanding new user meets them, attacked a fifth time: what `tether
+config check` calls ok, what the commands say about a slip a newcomer makes (a misspelt model, tool
+or key), and whether the help and the pages say what the commands do. Each test runs ``tether`` in
+process with its own ``TETHER_HOME``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import quiet_env, run_main
+
+__all__ = ["quiet_env"]  # the fixture, used by name below
+
+
+def _config(home: Path, text: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('[agents.support]\nmodel = "nosuch/x"\n', ["[agents.support] model", "unknown provider 'nosuch'"]),
+        ('[agents.support]\nmodel = "scripted/nosuch"\n', ["[agents.support] model", "unknown scripted scenario"]),
+        ('model = "nosuch/x"\n', ["model", "unknown provider 'nosuch'"]),
+        ('model = "llama3"\n', ["model", "cannot tell which provider serves 'llama3'"]),
+        ('model = "scripted/plan"\nfallback_models = ["nosuch/y"]\n', ["fallback_models", "'nosuch/y'"]),
+        (
+            '[agents.support]\nmodel = "scripted/plan"\ntools = ["read_fil"]\n',
+            ["[agents.support] tools", "read_fil", "read_file"],
+        ),
+        ('[agents.support]\nmodel = "scripted/plan"\nmcp = ["mail"]\n', ["[agents.support] mcp", "no [mcp.mail]"]),
+    ],
+)
+def test_config_check_refuses_what_every_run_of_the_agent_would_refuse(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], text: str, said: list[str]
+) -> None:
+    """README: "`tether config check` says whether the file loads", then `tether run --agent support`.
+    Was: `ok` for a model no provider serves, a tool or MCP server that does not exist; every run of
+    the agent (and every message to `tether serve`) then failed on it."""
+    _config(quiet_env, text)
+    code, out, err = run_main("config", "check", capsys=capsys)
+    assert code == 2, (out, err)
+    assert not out.startswith("ok"), out
+    assert all(s in err for s in said), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_config_check_still_passes_a_config_that_only_lacks_a_key(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key missing from the environment is not the file's mistake: the file is fine."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    _config(
+        quiet_env,
+        'model = "gpt-4.1-mini"\nfallback_models = ["anthropic/claude-haiku-4-5"]\n'
+        '[endpoints.local]\nbase_url = "http://127.0.0.1:9/v1"\nkey_env = "LOCAL_KEY_UNSET"\n'
+        '[agents.support]\nmodel = "local/qwen2.5"\ntools = ["read_file", "scan_archive"]\n',
+    )
+    code, out, err = run_main("config", "check", capsys=capsys)
+    assert code == 0 and out.startswith("ok: "), (out, err)
