@@ -27,15 +27,17 @@ session mirror) as it was.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
-from tether.errors import ProviderError
+from tether.errors import ConfigError, ProviderError
 from tether.events import Compaction, Event
-from tether.harness.agent import Stop
+from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
 from tether.harness.state import conversation_turns, turn_start
-from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage, clean_text
 from tether.providers.base import ModelRequest
 from tether.tokens import count_tokens, message_tokens
 from tether.tools.base import cut_middle
@@ -44,6 +46,7 @@ from tether.usage import model_info
 __all__ = [
     "SUMMARY_FAILURE_LIMIT",
     "SUMMARY_PROMPT",
+    "check_compaction_config",
     "compact",
     "context_window",
     "render_for_summary",
@@ -69,6 +72,36 @@ SUMMARY_FAILURE_LIMIT = 2
 LATEST_REQUEST = "[The person's latest message, word for word; the work since answers it:]"
 _TOOL_HEAD, _TOOL_TAIL = 1000, 500  # characters of a long tool output the summariser reads
 _DELIMITER = re.compile(r"<(\s*/?\s*transcript)", re.IGNORECASE)
+
+
+def check_compaction_config(agent: Agent) -> None:
+    """Refuse, before a run starts, settings that would make compaction silently do nothing, loop
+    or crash mid-run (a ``ConfigError`` that says what is wrong and what is accepted)."""
+    windows = {"context_window": agent.context_window}
+    windows |= {f"context_windows[{name!r}]": value for name, value in dict(agent.context_windows).items()}
+    for name, window in windows.items():
+        if window is not None and not (_number(window) and isinstance(window, int) and window > 0):
+            raise ConfigError(
+                f"{name} must be a whole number of tokens above 0 (got {window!r}); leave it None to use the catalog's"
+            )
+    threshold, keep = agent.compaction_threshold, agent.compaction_keep
+    if not (_number(threshold) and 0 < threshold <= 1):
+        raise ConfigError(
+            f"compaction_threshold must be a share of the window above 0 and at most 1, such as 0.6 (got {threshold!r})"
+        )
+    if not (_number(keep) and 0 <= keep < threshold):
+        raise ConfigError(
+            f"compaction_keep must be a share of the window, 0 or more and below compaction_threshold "
+            f"({threshold!r}) (got {keep!r}): the tail it keeps word for word has to fit under the threshold"
+        )
+    for name in ("summary_idle_s", "summary_limit_s"):
+        seconds = getattr(agent, name)
+        if not (_number(seconds) and seconds > 0):
+            raise ConfigError(f"{name} must be a number of seconds above 0 (got {seconds!r})")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def context_window(rc: RunContext) -> int | None:
@@ -150,7 +183,9 @@ async def _ask(rc: RunContext, request: ModelRequest) -> str:
     from tether.harness.accounting import CallBounds, side_call
 
     bounds = CallBounds(rc.agent.summary_idle_s, rc.agent.summary_limit_s)
-    return (await side_call(rc, request, bounds=bounds)).message.text.strip()
+    # A provider written in Python may hand back lone surrogates (the HTTP wires replace them as they
+    # decode): one left in the summary would make every later save of the run fail.
+    return clean_text((await side_call(rc, request, bounds=bounds)).message.text.strip())
 
 
 def summary_message(summary: str, turns: int, latest: str | None = None) -> UserMessage:
@@ -176,6 +211,12 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
     """
     state = rc.state
     window = context_window(rc) or 128_000
+    fixed = _fixed_tokens(rc)
+    if fixed >= window:  # no request can fit, however little of the transcript it carries
+        rc.stop(
+            Stop("failed", f"{_fixed_part(rc, fixed)}, more than the model's whole {window}-token window{_FIXED_HELP}")
+        )
+        return
     before = rc.prompt_estimate()
     cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep), rc.count)
     if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
@@ -315,16 +356,42 @@ def _apply(rc: RunContext, messages: list[Message]) -> None:
         raise
 
 
+_FIXED_HELP = (
+    ": shorten the instructions, offer fewer tools, or use a model with a larger context window "
+    '(Agent(context_window=...), or context_window under [models."..."] in config.toml)'
+)
+
+
+def _fixed_tokens(rc: RunContext) -> int:
+    """What every request sends besides the transcript (system prompt, tool definitions), counted
+    without waiting for the tokenizer."""
+    from tether.harness.context import fixed_prompt_tokens
+    from tether.tokens import estimate_tokens
+
+    count = rc.count if rc.counter_loaded() else estimate_tokens
+    return fixed_prompt_tokens(rc.system, rc.tool_defs, count)
+
+
+def _fixed_part(rc: RunContext, tokens: int) -> str:
+    tools = len(rc.tool_defs)
+    what = f"the system prompt and the definitions of the {tools} tool{'s' if tools != 1 else ''}" if tools else ""
+    return (
+        f"{what or 'the system prompt'} sent with every request alone {'are' if tools else 'is'} about {tokens} tokens"
+    )
+
+
 def _maybe_give_up(rc: RunContext, window: int) -> None:
     if rc.compaction_failures >= MAX_FAILURES:
-        rc.stop(
-            Stop(
-                "failed",
-                f"the context stays above {rc.agent.compaction_threshold:.0%} of the "
-                f"{window}-token window after {MAX_FAILURES} compactions; start a new session, "
-                "raise the window, or trim the tools' outputs",
-            )
+        threshold = rc.agent.compaction_threshold
+        reason = (
+            f"the context stays above {threshold:.0%} of the {window}-token window after {MAX_FAILURES} compactions"
         )
+        fixed = _fixed_tokens(rc)
+        if fixed > threshold * window:  # the part compaction cannot touch is the cause
+            reason += f"; {_fixed_part(rc, fixed)}{_FIXED_HELP}"
+        else:
+            reason += "; start a new session, raise the window, or trim the tools' outputs"
+        rc.stop(Stop("failed", reason))
 
 
 TRIMMED = "[This tool output was removed to fit the model's context window. Call the tool again if you need it.]"

@@ -20,7 +20,7 @@ from tether.cancel import CancelSignal
 from tether.errors import ConfigError, RunCancelled, TetherError, UserError
 from tether.events import Done, Event, SpentUnknown, TraceOnly
 from tether.harness.agent import Agent, Stop
-from tether.harness.compaction import compact, context_window, should_compact
+from tether.harness.compaction import check_compaction_config, compact, context_window, should_compact
 from tether.harness.context import (
     Candidate,
     EventSink,
@@ -80,6 +80,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
     check_output_config(agent, tools)
+    check_compaction_config(agent)
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or Path.cwd()).absolute()
     rc = RunContext(

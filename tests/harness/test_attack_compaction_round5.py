@@ -1,0 +1,169 @@
+"""Attacks on compaction and context length (round 5).
+
+FunctionModel, the scripted model over a real loopback HTTP server, and real run and session files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_pairing
+from tests.conftest import scripted_openai as openai
+from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
+from tether.errors import ConfigError
+from tether.messages import Message, UserMessage, text_of
+from tether.providers.base import ModelRequest
+from tether.providers.scripted import Reply
+from tether.sessions import JsonlSessionStore
+from tether.testing import FunctionModel, ScriptedServer
+
+
+def collect(agent: Agent, prompt: str | None, **kw: Any) -> list[Any]:
+    async def go() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt, **kw)]
+
+    return asyncio.run(go())
+
+
+def is_summary_request(messages: list[Message]) -> bool:
+    return "<transcript>" in text_of(messages[:1])
+
+
+@tool(read_only=True)
+def read_page(n: int) -> str:
+    """Read page n of the manual."""
+    return f"page {n}: " + "lorem ipsum dolor sit amet " * 60
+
+
+class Reader:
+    """Reads eight pages, one a turn, then answers; counts the summary calls it is asked for. A
+    summary is ``summary`` followed by the pages read."""
+
+    def __init__(self, summary: str = "the person asked to read the manual.") -> None:
+        self.summary, self.summaries = summary, 0
+
+    def __call__(self, messages: list[Message], request: ModelRequest) -> Any:
+        text = text_of(messages)
+        read = sorted({int(n) for n in re.findall(r"page (\d+):", text)})
+        if is_summary_request(messages):
+            self.summaries += 1
+            return self.summary + "".join(f" page {n}: read." for n in read)
+        nxt = max(read) + 1 if read else 0
+        return Reply(calls=((f"c{nxt}", "read_page", {"n": nxt}),)) if nxt < 8 else f"read {len(read)} pages"
+
+
+# -- settings --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("context_window", 0),
+        ("context_window", -100),
+        ("context_window", 3.5),
+        ("context_window", "3000"),
+        ("context_windows", {"function/function": 0}),
+        ("compaction_threshold", float("nan")),
+        ("compaction_threshold", 0),
+        ("compaction_threshold", -1),
+        ("compaction_threshold", 1.5),
+        ("compaction_keep", float("nan")),
+        ("compaction_keep", -0.1),
+        ("compaction_keep", 2.0),
+        ("compaction_keep", 0.6),  # the default threshold: the kept tail alone would be past it
+        ("summary_idle_s", 0),
+        ("summary_idle_s", float("nan")),
+        ("summary_limit_s", -1),
+    ],
+)
+def test_bad_compaction_settings_are_refused_before_the_run_starts(setting: str, value: Any) -> None:
+    """Before, none was refused: ``compaction_keep=nan`` or ``context_window="3000"`` crashed the
+    run mid-way after it had paid for turns ("unexpected error: ValueError: cannot convert float
+    NaN to integer"); ``compaction_threshold=nan`` silently never compacted; ``context_window=0``
+    trimmed every round; ``context_window=-100`` paid seven summary calls, then failed "above 60 %
+    of the -100-token window"; ``summary_idle_s=0`` made every summary fail. Now each is a
+    ``ConfigError`` before anything is sent, naming the setting, and the state is as it was."""
+    model = Reader()
+    state = RunState()
+    settings: dict[str, Any] = {"context_window": 3000, setting: value}
+    with pytest.raises(ConfigError, match=setting.removesuffix("s")):
+        run_sync(Agent(FunctionModel(model), tools=[read_page], **settings), "read", state=state)
+    assert state.messages == [] and model.summaries == 0
+
+
+def test_good_compaction_settings_at_their_edges_still_run() -> None:
+    """The edges that make sense are accepted: a threshold of the whole window, no kept tail."""
+    for kw in ({"compaction_threshold": 1.0}, {"compaction_keep": 0}, {"context_windows": {"function/function": 3000}}):
+        result = run_sync(Agent(FunctionModel(Reader()), tools=[read_page], **kw), "read")  # type: ignore[arg-type]
+        assert result.status == "completed", (kw, result.reason)
+
+
+# -- a window too small for what every request carries ---------------------------------------------
+
+
+def test_a_window_smaller_than_the_system_prompt_fails_at_once_saying_so() -> None:
+    """A system prompt of ~650 tokens and a 300-token window (a small local model): before, the run
+    paid five summary calls that could not help, then failed telling the person to "trim the
+    tools' outputs". Now the first compaction sees that the system prompt and the tools alone
+    overflow the window: ``failed`` at once, saying so and what to change, no summary paid."""
+    model = Reader()
+    agent = Agent(FunctionModel(model), tools=[read_page], instructions="Be helpful. " * 200, context_window=300)
+    state = RunState()
+    result = run_sync(agent, "read", state=state)
+    assert result.status == "failed"
+    reason = result.reason or ""
+    assert "system prompt" in reason and "1 tool" in reason and "300-token window" in reason, reason
+    assert "shorten the instructions" in reason and "tools' outputs" not in reason, reason
+    assert model.summaries == 0
+    assert_pairing(state.messages)
+
+
+def test_a_real_servers_overflow_on_the_first_request_names_the_system_prompt() -> None:
+    """Over HTTP: the server refuses the very first request (its prompt is past the window) and
+    the person's message is one line. Before, the reason said "send a shorter message"; the
+    message was not the problem, the instructions were."""
+    with ScriptedServer(context_window=400) as server:
+        agent = Agent(openai(server, "hello"), instructions="Answer in the house style. " * 120, context_window=400)
+        result = run_sync(agent, "hi")
+    assert result.status == "failed"
+    reason = result.reason or ""
+    assert "system prompt" in reason and "400-token window" in reason and "shorter message" not in reason, reason
+
+
+def test_a_context_kept_above_the_threshold_by_the_system_prompt_says_so() -> None:
+    """Fits the window, but the system prompt alone is past the threshold: every compaction leaves
+    the context above it and the run stops after three, as documented. Its reason now names the
+    system prompt, not the tools' outputs."""
+    agent = Agent(FunctionModel(Reader()), tools=[read_page], instructions="Be helpful. " * 60, context_window=300)
+    result = run_sync(agent, "read")
+    reason = result.reason or ""
+    assert result.status == "failed" and "after 3 compactions" in reason, reason
+    assert "system prompt" in reason and "tools' outputs" not in reason, reason
+
+
+# -- hostile summaries -----------------------------------------------------------------------------
+
+
+def test_a_summary_with_a_lone_surrogate_is_saved_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A provider written in Python (a FunctionModel, a custom one) answers the summary call with
+    a lone surrogate. The run's own replies are cleaned, the summary was not: before, the
+    compaction's save failed and the run ended "unexpected error: PydanticSerializationError".
+    Now it becomes U+FFFD, as the docs promise for any hostile model output."""
+    store, sessions = RunStore(tmp_path / "runs"), JsonlSessionStore(tmp_path / "sessions")
+    agent = Agent(FunctionModel(Reader("pages \ud800 were read")), tools=[read_page], context_window=3000)
+    events = collect(agent, "read the manual", store=store, session=sessions, session_id="s1")
+    result = events[-1].result
+    assert (result.status, result.text) == ("completed", "read 8 pages"), result.reason
+    assert "summary" in [e.method for e in events if e.type == "compaction"]
+    saved = store.load(result.run_id).messages
+    summaries = [m for m in saved if isinstance(m, UserMessage) and m.summary_turns]
+    assert summaries and "pages \ufffd were read" in text_of(summaries[-1:])
+    assert [m.model_dump(exclude={"usage"}) for m in sessions.load("s1")] == [
+        m.model_dump(exclude={"usage"}) for m in saved
+    ]
+    assert_pairing(saved)
