@@ -15,11 +15,11 @@ from typing import Any
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
 from tether.harness.state import CallInFlight
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, complete_usage
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
-__all__ = ["CallBounds", "charge", "count_abandoned", "note_in_flight", "side_call"]
+__all__ = ["CallBounds", "accounted", "charge", "count_abandoned", "note_in_flight", "side_call"]
 
 
 async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
@@ -34,6 +34,20 @@ async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) ->
     in_flight = rc.state.call_in_flight
     await rc.persist_durably()  # the step's one durable save: the reply and results before it, and this note
     return in_flight
+
+
+def accounted(response: ModelResponse, request: ModelRequest, model: str) -> ModelResponse:
+    """The reply with usage the run can be charged for: what the provider left out estimated, and a
+    count no call can have taken for one left out (:func:`~tether.providers.base.complete_usage`,
+    which the wires apply themselves). A provider passed as ``Agent(model=...)`` that reported no
+    usage made its calls free, and a negative count paid the budget back."""
+    message = response.message
+    usage = complete_usage(message.usage, request, message, model)
+    if usage == message.usage:
+        return response
+    from dataclasses import replace
+
+    return replace(response, message=message.model_copy(update={"usage": usage}))
 
 
 def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
@@ -99,6 +113,7 @@ async def side_call(
     except BaseException:
         _over(rc, own)  # a failed request is not billed
         raise
+    response = accounted(response, request, candidate.name)
     _over(rc, own, response.message.usage, candidate)
     return response
 

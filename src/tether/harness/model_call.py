@@ -20,7 +20,7 @@ from tether.errors import (
     RunCancelled,
 )
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
-from tether.harness.accounting import charge, count_abandoned, note_in_flight, side_call
+from tether.harness.accounting import accounted, charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.length import Continuation
@@ -349,9 +349,10 @@ async def _provider_call(
     timeout = rc.agent.first_token_timeout_s
     if not rc.agent.stream:
         try:
-            replies.append(await asyncio.wait_for(rc.provider.complete(request), timeout))
+            reply = await asyncio.wait_for(rc.provider.complete(request), timeout)
         except TimeoutError as exc:
             raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
+        replies.append(accounted(reply, request, rc.model_name))
         return replies[-1]
     if continuation is not None:
         continuation.start()  # a retry streams the repeat again
@@ -372,10 +373,10 @@ async def _provider_call(
             else:
                 rc.emit(event)
             event = await (anext(stream) if timeout is None else _next_within(rc, stream, timeout))
-        replies.append(event.response)
+        replies.append(accounted(event.response, request, rc.model_name))
         if continuation is not None:
             _emit_delta(rc, "text", await filter_stream(stack, rc, continuation.flush(), "text"))
-        return event.response
+        return replies[-1]
     except StopAsyncIteration:
         raise ResponseError(f"{rc.model_name}: the stream ended without a final response") from None
     finally:

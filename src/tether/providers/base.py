@@ -194,9 +194,11 @@ def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callab
 
 def complete_usage(reported: Usage | None, request: ModelRequest, reply: AssistantMessage, model: str) -> Usage:
     """``reported`` with what the server left out estimated: a missing usage, or a zero prompt or
-    completion count (no real call has either), marked ``estimated``. ``model`` is
-    ``provider/model``: it picks the counter (exact where tether knows the tokenizer)."""
-    usage = reported or Usage()
+    completion count (no real call has either), marked ``estimated``; a count no call can have is
+    one it left out. The loop applies it to every reply (a provider passed as ``Agent(model=...)``
+    may report none). ``model`` is ``provider/model``: it picks the counter (exact where tether
+    knows the tokenizer)."""
+    usage = _possible(reported or Usage())
     need_prompt = usage.prompt_tokens <= 0
     need_completion = usage.completion_tokens <= 0 and bool(reply.content)
     if not (need_prompt or need_completion):
@@ -214,6 +216,18 @@ def complete_usage(reported: Usage | None, request: ModelRequest, reply: Assista
             "estimated": True,
         }
     )
+
+
+def _possible(usage: Usage) -> Usage:
+    """``usage`` with each count no call can have (see :func:`token_count`) as 0, not sent: a
+    provider passed as ``Agent(model=...)`` (the wires read counts through :func:`token_count`)
+    may report a negative one, which would pay the budget back, or one no float can price."""
+    counts = {name: getattr(usage, name) for name in _COUNTS}
+    possible = {name: token_count(value) for name, value in counts.items()}
+    return usage if possible == counts else usage.model_copy(update=possible)
+
+
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
 
 
 def distinct_call_ids(reply: AssistantMessage, earlier: Sequence[Message] = ()) -> AssistantMessage:
