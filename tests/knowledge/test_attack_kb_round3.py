@@ -178,7 +178,7 @@ def test_hostile_lines_are_read_in_one_pass_and_keep_their_meaning(env: dict[str
     kb = KnowledgeBase.open(Path(env["TETHER_HOME"]) / "kb" / "default.db")
     try:
         headings = {h.chunk.document.rsplit("/", 1)[-1]: h.chunk.heading for h in kb.search("EPDM 40 Nm").hits}
-        assert headings["padded.md"] == "Torque table" + " " * 200_000 + "x"
+        assert headings["padded.md"] == "Torque table…"  # a path holds 200 characters of a heading (round 5)
         assert headings["closed.md"] == "Seals"
         for name in ("FVAM-2050-B", "SK-77", "P-100", "IMP-7", "V-12", "RS485"):
             assert kb.entity_chunks(name).hits, name

@@ -17,6 +17,10 @@ __all__ = ["Chunk", "chunk_text"]
 _HEADING = re.compile(r"(#{1,6})\s+(.+)")  # the closing #s and blanks are cut by _heading
 _LINES = re.compile(r"\r\n|\r|\n")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# The most of one heading's text a chunk's heading path carries (the heading line itself stays
+# whole in the text): every chunk under a heading carries its path, so a heading of megabytes made
+# a document's chunks quadratic in its size.
+MAX_HEADING = 200
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ def _heading_paths(lines: list[str]) -> list[str]:
     """For each line, the path of Markdown headings above it (fenced code is not a heading)."""
     out: list[str] = []
     stack: list[tuple[int, str]] = []
+    path = ""  # one string for the lines under one heading: a new copy per line took gigabytes
     fenced = False
     for line in lines:
         if _FENCE.match(line):
@@ -90,8 +95,11 @@ def _heading_paths(lines: list[str]) -> list[str]:
         found = None if fenced else _heading(line)
         if found:
             level, title = found
+            if len(title) > MAX_HEADING:
+                title = title[: MAX_HEADING - 1].rstrip() + "…"
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
-        out.append(" > ".join(t for _, t in stack))
+            path = " > ".join(t for _, t in stack)
+        out.append(path)
     return out
 
 

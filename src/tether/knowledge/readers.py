@@ -2,8 +2,9 @@
 
 HTML becomes Markdown (headings kept, scripts dropped; the same converter as ``web_fetch``). PDF
 text comes from ``pypdf``, page by page, each page starting with a ``# Page N`` heading so a
-citation's lines lead back to a page. Anything else is read as UTF-8 text (other encodings: bytes
-that do not decode become U+FFFD); a file with NUL bytes in its first 8 KB is binary and skipped.
+citation's lines lead back to a page. Anything else is read as UTF-8 text (UTF-16 or UTF-32 when a
+byte-order mark says so; other encodings: bytes that do not decode become U+FFFD); any other file
+with NUL bytes in its first 8 KB is binary and skipped.
 
 Directories are walked recursively; ``.gitignore``, ``.ignore`` and ``.tetherignore`` files are
 honoured at every level (with ``pathspec``, git's own matching rules), and ``.git`` is never read.
@@ -75,11 +76,13 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES) -> Document
         data = path.read_bytes()
     except OSError as exc:
         raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
-    binary = b"\x00" in data[:8192]
+    # UTF-16 and UTF-32 text (its byte-order mark first: what Windows tools and PowerShell's ">"
+    # write) holds NULs; anything else that does is an image or an archive, which was indexed as
+    # U+FFFD garbage
+    codec = _bom_codec(data)
+    binary = codec is None and b"\x00" in data[:8192]
     if suffix in HTML_SUFFIXES:
-        # UTF-16 HTML (its byte-order mark first) holds NULs; anything else that does is an image
-        # or an archive named .html, which was indexed as U+FFFD garbage
-        if binary and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        if binary:
             raise Skipped("binary (not text, HTML or PDF)")
         from tether.tools.web import decode_text, html_to_markdown
 
@@ -93,10 +96,17 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES) -> Document
         return Document(text, title, True, "html")
     if binary:
         raise Skipped("binary (not text, HTML or PDF)")
-    text = data.decode("utf-8-sig", errors="replace")
+    text = data.decode(codec or "utf-8-sig", errors="replace")
     if suffix in MARKDOWN_SUFFIXES:
         return Document(text, "", True, "markdown")
     return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code")
+
+
+def _bom_codec(data: bytes) -> str | None:
+    """The UTF-16 or UTF-32 codec that ``data``'s byte-order mark names, or None."""
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "utf-32"
+    return "utf-16" if data.startswith((b"\xff\xfe", b"\xfe\xff")) else None
 
 
 def _pdf(path: Path, max_pages: int) -> Document:

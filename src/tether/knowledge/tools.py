@@ -7,6 +7,7 @@ Every result cites ``document:start-end`` (the lines it came from) and the whole
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -16,6 +17,11 @@ from tether.knowledge.base import KnowledgeBase, SearchResult
 from tether.tools.base import ToolContext, ToolResult, _in_thread
 
 __all__ = ["KnowledgeTools", "render"]
+
+# A line of a document that reads as a result's label ("[2] valves.md:6-14"): shown escaped, so a
+# document cannot forge a result, with a citation the model would trust, inside its own text.
+_LABEL = re.compile(r"^(?=\[\d+\] )", re.M)
+MAX_HEADING = 120  # of a result's heading path shown in its label
 
 
 def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -> str:
@@ -41,11 +47,14 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
         head = _head(result, n, total)
         used = len(head) + 3 + sum(len(b) + 2 for b in blocks) + len(tail) + 80
         room = max_chars - used
-        where = f" ({hit.chunk.heading})" if hit.chunk.heading else ""
+        heading = hit.chunk.heading
+        if len(heading) > MAX_HEADING:  # a heading of thousands of characters hid every result
+            heading = "…" + heading[-(MAX_HEADING - 1) :].lstrip()
+        where = f" ({heading})" if heading else ""
         label = f"[{n}] {hit.citation}{where}\n"
         if room < len(label) + 60:
             break  # not even a shortened result fits: stop at whole results
-        text = hit.chunk.text
+        text = _LABEL.sub(r"\\", hit.chunk.text)
         if len(label) + len(text) > room:
             text = text[: room - len(label) - 2].rstrip() + " …"
             shortened += 1
