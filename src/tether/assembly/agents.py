@@ -249,7 +249,13 @@ def served_agents(
     if spec:
         agents = _from_python(spec)
     elif settings.agents:
-        agents = {name: build_agent(settings, plan(settings, name)) for name in settings.agents}
+        # A table that does not name its memory has none here: [memory] is the memory of the person
+        # at this machine, and a server's users are not that person (each would read it, and write
+        # into it for the next). `memory = "user"` in the table shares one memory with all, on purpose.
+        agents = {
+            name: build_agent(settings, plan(settings, name, Overrides(memory=None if d.memory else "off")))
+            for name, d in settings.agents.items()
+        }
     else:
         # Like tether run's, without the memory and skills of the person at this machine: a server's
         # users are not that person (an [agents.NAME] table may still give them, on purpose).

@@ -1,0 +1,93 @@
+"""Memory attacked a fifth time: across the people of a server, and from outside its folder.
+(Round 3 took a hostile model driving the tool, round 4 the files and the command line.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.server.conftest import free_port
+from tether.memory import Memory
+
+OPERATOR = "The operator's name is Olga; she lives in Tromsø."
+
+
+@pytest.fixture
+def server_of(tmp_path: Path) -> Iterator[Any]:
+    """``server_of(config_toml, users)``: ``tether serve``'s app (agents from config.toml) on a free
+    loopback port, with a token for each user; yields (url, home, tokens)."""
+    import uvicorn
+
+    from tether.config import load_settings
+    from tether.server.app import create_app
+    from tether.server.store import SqliteServerStore
+
+    servers: list[Any] = []
+
+    def start(config: str, users: list[str]) -> tuple[str, Path, dict[str, str]]:
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "config.toml").write_text(config)
+        store = SqliteServerStore(home / "serve" / "server.db")
+        tokens = {name: store.add_token(name) for name in users}
+        app = create_app(load_settings(home), store=store, run_processes=0)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{server.config.port}", home, tokens
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(30)
+
+
+def _run(url: str, token: str, text: str) -> dict[str, Any]:
+    """One message in a new session of agent ``support``; the run once it has ended."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+        r = c.post("/v1/sessions", json={"agent": "support"})
+        assert r.status_code == 201, r.text
+        r = c.post(f"/v1/sessions/{r.json()['session_id']}/messages", json={"text": text})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        deadline = time.monotonic() + 30
+        while True:
+            run = c.get(f"/v1/runs/{run_id}").json()
+            if not run["live"] and run["status"] != "running":
+                return dict(run)
+            assert time.monotonic() < deadline, run
+            time.sleep(0.02)
+
+
+def test_a_server_agent_defined_without_memory_shares_no_memory_between_its_users(server_of: Any) -> None:
+    """docs/server.md: cross-session memory is "not served yet: it is per person, and the server's
+    users are not yet tied to memory stores". An ``[agents.NAME]`` table that said nothing about
+    memory (like the one the page shows) got the memory of the person at the machine all the same:
+    every user of the server read it in their system prompt, and each one's model wrote into it
+    for the next user to read. Such an agent now has no memory at a server."""
+    url, home, tokens = server_of(
+        '[agents.support]\nmodel = "scripted/remember"\nmax_turns = 3\nskills = false\n', ["alice", "bob"]
+    )
+    operator = Memory.open(home)
+    operator.add("profile", OPERATOR)
+    alice = _run(url, tokens["alice"], "Remember how I like my answers.")
+    assert alice["status"] == "completed", alice
+    assert operator.entries("profile") == [OPERATOR]  # alice's preference went nowhere shared
+    bob = _run(url, tokens["bob"], "Remember how I like my answers.")
+    from tether.config import load_settings
+    from tether.stores import run_store
+
+    for run in (alice, bob):
+        state = run_store(load_settings(home)).load(run["run_id"])
+        assert "memory" not in (state.prompt_blocks or {}), state.prompt_blocks
