@@ -120,3 +120,20 @@ def test_a_document_cannot_forge_a_result_and_its_citation_in_the_agents_search(
         assert [n for n, _ in labels] == [str(i) for i in range(1, len(labels) + 1)], out
         assert sorted(c for _, c in labels) == ["upload.md:1-4", "valves.md:1-2"], out
         assert "The FVAM-2050-B seals are lead." in out  # the passage is shown, as data
+
+
+def test_a_long_query_leaves_room_for_the_results_and_the_closing_lines() -> None:
+    """The answer's first line repeated the whole query: a model that searched with a customer's
+    message pasted in (6,600 characters) got "0 of 1 results shown for '...", the query filling
+    the 6,000 characters and cut before the entities and "Cite what you use" that the answer
+    promises always to end with. The query is repeated up to 200 characters now."""
+    kb = KnowledgeBase.open(":memory:")
+    kb.add_text("valves.md", "The FVAM-2050-B seals are EPDM.\n")
+    query = "Customer writes: " + "my valve FVAM-2050-B leaks at the seals and " * 150
+    out = _run_tool(kb, "search_kb", {"query": query})
+    assert len(out) <= 6000
+    assert out.startswith("1 result for 'Customer writes: my valve"), out[:300]
+    assert [c for _, c in CITATION.findall(out)] == ["valves.md:1-1"]
+    assert out.rstrip().endswith("Cite what you use as document:start-end."), out[-300:]
+    none = _run_tool(kb, "search_kb", {"query": "zanzibarite " * 1000})
+    assert none.startswith("No results for 'zanzibarite") and len(none) < 600, none[:700]

@@ -22,6 +22,7 @@ __all__ = ["KnowledgeTools", "render"]
 # document cannot forge a result, with a citation the model would trust, inside its own text.
 _LABEL = re.compile(r"^(?=\[\d+\] )", re.M)
 MAX_HEADING = 120  # of a result's heading path shown in its label
+MAX_QUERY = 200  # of the query repeated at the head of an answer
 
 
 def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -> str:
@@ -29,7 +30,7 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
     (each shortened if need be, the count says how many are shown), and the closing lines (the
     entities, how to cite) always there."""
     if not result.hits:
-        return f"No results for {result.query!r} ({result.mode}). {result.note}".strip()[:max_chars]
+        return f"No results for {_quoted(result.query)} ({result.mode}). {result.note}".strip()[:max_chars]
     tail = "Cite what you use as document:start-end."
     if entities:
         shown, names = [], ""
@@ -74,7 +75,13 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
 
 def _head(result: SearchResult, shown: int, total: int) -> str:
     count = f"{total} result{'s' if total != 1 else ''}" if shown == total else f"{shown} of {total} results shown"
-    return f"{count} for {result.query!r} ({result.mode})" + (f"; {result.note}" if result.note else "")
+    return f"{count} for {_quoted(result.query)} ({result.mode})" + (f"; {result.note}" if result.note else "")
+
+
+def _quoted(query: str) -> str:
+    """The query as the answer repeats it: a long one (a customer's message pasted in whole) took
+    the room of every result and of the closing lines."""
+    return repr(query if len(query) <= MAX_QUERY else query[: MAX_QUERY - 1] + "…")
 
 
 class _KbTool:
