@@ -89,3 +89,50 @@ def test_a_child_that_starts_after_a_middleware_waited_gets_what_is_left_then_no
     assert result.cost_usd is not None and result.cost_usd <= 0.05
     assert result.status == "completed" and result.output == "done"  # the greedy children left it its answer
     assert_pairing(state.messages)
+
+
+def answers(name: str) -> Agent:
+    return Agent(FunctionModel(lambda messages, request: f"{name} answered", model_id=name))
+
+
+def test_two_different_subagents_side_by_side_both_run_under_the_default_turn_limit() -> None:
+    """A lead hands a researcher and a writer their tasks in one reply (both parallel tools). Each
+    must be given its share of the turns left (before: the researcher was given all 49 turns left
+    of the default 50, and the writer was refused, every time: "no model turns left")."""
+    researcher = answers("researcher").as_tool("researcher", "Finds things out.")
+    writer = answers("writer").as_tool("writer", "Writes.")
+    researcher.parallel = writer.parallel = True
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if results:
+            return " | ".join(results)
+        return Reply(calls=(("c0", "researcher", {"task": "find"}), ("c1", "writer", {"task": "write"})))
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(lead), tools=[researcher, writer]), "go", state=state)
+    assert result.status == "completed"
+    assert result.output == "researcher answered | writer answered"
+    assert state.turns + state.delegated_turns == 4
+
+
+def test_two_different_subagents_side_by_side_share_the_budget() -> None:
+    """The same with a budget: the first of two different sub-agents may not take all of it."""
+    researcher = Agent(FunctionModel(greedy), tools=[tick], max_turns=50, min_output_tokens=1).as_tool(
+        "researcher", "R."
+    )
+    writer = answers("writer").as_tool("writer", "Writes.")
+    researcher.parallel = writer.parallel = True
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if results:
+            return "done"
+        return Reply(calls=(("c0", "researcher", {"task": "find"}), ("c1", "writer", {"task": "write"})))
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(lead), tools=[researcher, writer], max_budget_usd=0.05), "go", state=state)
+    assert result.status == "completed"
+    kids = children(state)
+    assert kids["c0"]["status"] == "budget_exceeded" and kids["c1"]["status"] == "completed"
+    assert result.cost_usd is not None and result.cost_usd <= 0.05

@@ -121,9 +121,9 @@ def _given(parent: RunState) -> dict[str, Any]:
 def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
     """The children of this parent's reply that run beside this call (a parallel batch): what those
     started were given and have not spent yet, in dollars and turns, and how many calls of this
-    tool after this one have yet to start. Together they may not spend past the parent's limits,
-    so this call gets its share of the rest. Only calls still pending count (a record a crash left
-    is no promise)."""
+    tool, or of another sub-agent tool running side by side, after this one have yet to start.
+    Together they may not spend past the parent's limits, so this call gets its share of the rest.
+    Only calls still pending count (a record a crash left is no promise)."""
     from tether.harness.state import pending_tool_calls
 
     parent = ctx.state
@@ -135,13 +135,21 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
             after = after or call.id == ctx.call_id
             continue
         if not isinstance(limits, dict):
-            waiting += after and call.name == name
+            waiting += after and _shares(ctx, call.name, name)
             continue
         if limits.get("usd") is not None:
             usd += max(0.0, float(limits["usd"]) - sum(charged(parent, call.id)))
         if limits.get("turns") is not None:
             turns += max(0, int(limits["turns"]) - charged_turns(parent, call.id))
     return usd, turns, waiting
+
+
+def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
+    """Whether a call of ``tool_name`` beside a call of ``name`` starts a sub-agent that shares the
+    parent's limits with it: a call of the same tool, or of another sub-agent tool that runs side
+    by side (a researcher and a writer in one reply)."""
+    tool = ctx.tools.get(tool_name)
+    return tool_name == name or (isinstance(tool, AgentTool) and bool(getattr(tool, "parallel", False)))
 
 
 def _bounded(text: str | None, name: str) -> str | None:

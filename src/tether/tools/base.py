@@ -20,7 +20,7 @@ import inspect
 import json
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_type_hints, overload, runtime_checkable
@@ -110,6 +110,9 @@ class ToolContext:
     # The loop running this call: a tool that runs another agent (a sub-agent) runs it through this,
     # in this run's process and under its signal (``run_stream``'s signature). None outside a run.
     run_agent: Callable[..., AsyncIterator[Any]] | None = field(default=None, repr=False)
+    # The run's tools by name: a tool that shares the run's limits with the calls beside it (a
+    # sub-agent) looks up which of them share too. Empty outside a run.
+    tools: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def reserve_usd(self) -> float:
