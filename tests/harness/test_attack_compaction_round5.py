@@ -167,3 +167,33 @@ def test_a_summary_with_a_lone_surrogate_is_saved_and_the_run_goes_on(tmp_path: 
         m.model_dump(exclude={"usage"}) for m in saved
     ]
     assert_pairing(saved)
+
+
+# -- the person's request across compactions -------------------------------------------------------
+
+
+def test_the_persons_request_stays_word_for_word_through_every_compaction() -> None:
+    """One message, then a long run of tool rounds and a small window: six compactions. The first
+    kept the request word for word at the end of its summary, as documented; the second found no
+    message of the person's left (it was inside the first summary) and kept nothing, so from then
+    on the model worked from its own paraphrase ("The person wants torque values"): the part
+    number and the unit were gone. Now every summary keeps it."""
+    ask = "Read every page and list each VALVE-7781 torque value, in newton metres, exactly."
+    seen: list[bool] = []
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        text = text_of(messages)
+        read = sorted({int(n) for n in re.findall(r"page (\d+):", text)})
+        if is_summary_request(messages):
+            return "The person wants torque values." + "".join(f" page {n}: read." for n in read)
+        seen.append(ask in text)
+        nxt = max(read) + 1 if read else 0
+        return Reply(calls=((f"c{nxt}", "read_page", {"n": nxt}),)) if nxt < 14 else "done"
+
+    state = RunState()
+    events = collect(Agent(FunctionModel(model), tools=[read_page], context_window=3000), ask, state=state)
+    assert events[-1].result.status == "completed"
+    assert [e.method for e in events if e.type == "compaction"].count("summary") >= 3
+    assert all(seen), seen  # every request the model got carried the person's words
+    assert ask in text_of(state.messages)
+    assert_pairing(state.messages)

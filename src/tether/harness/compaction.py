@@ -314,13 +314,27 @@ def _latest_request(messages: Sequence[Message], cut: int) -> str | None:
     """The person's latest message, when the cut would summarise it (a long run of tool rounds
     since): it is kept word for word, so the request the work answers is never paraphrased."""
     latest = turn_start(messages) - 1
-    if latest < 0 or latest >= cut:
+    if latest < 0:  # summarised by an earlier compaction: its summary kept it, word for word
+        return _kept_request(messages[:cut])
+    if latest >= cut:
         return None
     message = messages[latest]
     assert isinstance(message, UserMessage)
     text = "".join(p.text for p in message.content if isinstance(p, TextPart))
     images = sum(isinstance(p, ImagePart) for p in message.content)
     return text + (f"\n[{images} image(s) sent with it are not kept]" if images else "")
+
+
+def _kept_request(messages: Sequence[Message]) -> str | None:
+    """The person's latest message as the latest summary among ``messages`` kept it, if it did. Cut
+    at the first marker: one the model wrote into its summary leaves some of its words before the
+    request, never the request cut short."""
+    summary = next((m for m in reversed(messages) if isinstance(m, UserMessage) and m.summary_turns is not None), None)
+    if summary is None:
+        return None
+    text = "".join(p.text for p in summary.content if isinstance(p, TextPart))
+    _, found, request = text.partition(f"\n\n{LATEST_REQUEST}\n")
+    return request if found else None
 
 
 def _summary_failures(rc: RunContext) -> int:
