@@ -91,3 +91,30 @@ def test_a_server_agent_defined_without_memory_shares_no_memory_between_its_user
     for run in (alice, bob):
         state = run_store(load_settings(home)).load(run["run_id"])
         assert "memory" not in (state.prompt_blocks or {}), state.prompt_blocks
+
+
+KEY = "sk-proj-4fGh7Jk9LmN0pQ2rS5tU8vW1xY3zA6bC9dE2fG5h"  # the shape only: no such key
+
+
+def test_mcp_memory_read_withholds_what_the_prompt_withholds(tmp_path: Path) -> None:
+    """docs/connectors.md: ``memory_read`` "leaves out the entries the memory scan withholds from
+    agents". It asked the scanner alone, so an API key or a terminal escape written into notes.md
+    by hand (withheld from every agent's prompt since round 4) went to any MCP client whole, and
+    with it to that client's model provider."""
+    import asyncio
+
+    from tether.config import load_settings
+    from tether.connectors.serve import build_server
+
+    home = tmp_path / "home"
+    (home / "memory").mkdir(parents=True)
+    (home / "memory" / "notes.md").write_text(
+        f"- Deploy on Tuesdays.\n- Staging key {KEY}\n- Tea \x9b31m with milk.\n",
+        encoding="utf-8",
+    )
+    server = build_server(load_settings(home))
+    result = asyncio.run(server.call_tool("memory_read", {"store": "notes"}))
+    read = result.structured_content
+    assert read["entries"] == ["Deploy on Tuesdays."], read
+    assert read["withheld"] == 2
+    assert KEY[:12] not in str(result) and "\x9b" not in str(result)

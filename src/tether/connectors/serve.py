@@ -312,7 +312,10 @@ def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
         # With scope "project", the project is the directory the server was started in.
         memory = open_memory(settings, cfg.scope, Path.cwd())
         entries = memory.entries(store)
-        shown = [e for e in entries if memory.check(e) is None]  # what the scan keeps from agents stays here
+        # What the prompt keeps from agents stays here: what the scan refuses (alone or as a pair), a
+        # credential or a control character written by hand, and an entry longer than the store.
+        limit = memory.store(store).limit
+        shown = memory._visible([e for e in entries if len(e) <= limit])
         usage = memory.usage(store)
         return MemoryEntries(
             store=store, entries=shown, withheld=len(entries) - len(shown), chars=usage.chars, limit=usage.limit
