@@ -8,15 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.providers.test_attack_wire_round2 import (
+    CUT,
+    WIRES,
+    Reply,
+    WireServer,
+    assert_sound,
+    call_delta,
+    chunk,
+    event,
+    run_against,
+    text_reply,
+)
+from tests.providers.test_attack_wire_round2 import PRICE as PRICE_WIRE
 from tether import Agent, run_stream, run_sync, tool
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, ToolCallPart
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
+from tether.tokens import estimate_tokens
 from tether.usage import Price, Usage
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
@@ -115,3 +131,97 @@ def test_a_budget_stops_a_provider_that_reports_no_usage() -> None:
     assert result.status == "budget_exceeded", (result.status, result.turns, result.cost_usd)
     assert 0 < result.cost_usd <= budget
     assert provider.calls < 40
+
+
+# -- a stream cut inside a tool call's arguments, then retried ---------------------------------------
+
+# What the model wrote before the cut: a long file it was asked to save, about 3,000 tokens.
+WRITTEN = json.dumps({"path": "notes.md", "content": "the worker timeout is thirty seconds; " * 400})
+
+
+def cut_in_arguments(kind: str) -> Reply:
+    """A reply that writes a long tool call, in pieces, and is cut before the call ends."""
+    pieces = [WRITTEN[i : i + 500] for i in range(0, len(WRITTEN) - 500, 500)]
+    if kind == "openai":
+        first = call_delta(0, "call_1", "write_note", "")
+        return Reply(
+            200,
+            [
+                chunk({"role": "assistant", "content": None}),
+                first,
+                *[call_delta(0, None, None, p) for p in pieces],
+                CUT,
+            ],
+        )
+    message = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "c",
+        "usage": {"input_tokens": 100, "output_tokens": 1},
+    }
+    block = {"type": "tool_use", "id": "toolu_1", "name": "write_note", "input": {}}
+    deltas = [
+        event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}},
+        )
+        for p in pieces
+    ]
+    return Reply(
+        200,
+        [
+            event("message_start", {"type": "message_start", "message": message}),
+            event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+            *deltas,
+            CUT,
+        ],
+    )
+
+
+@pytest.fixture
+def wire() -> Iterator[Callable[[list[Reply]], WireServer]]:
+    """Start servers that write exactly the scripted bytes (the wire attacks' own); shut down after."""
+    started: list[WireServer] = []
+
+    def start(script: list[Reply]) -> WireServer:
+        server = WireServer(script)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+@tool
+def write_note(path: str, content: str) -> str:
+    """Save a note."""
+    WRITES.append(path)
+    return "saved"
+
+
+WRITES: list[str] = []
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_tool_call_cut_halfway_is_never_run_and_what_it_wrote_is_charged(
+    wire: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
+) -> None:
+    """A stream cut inside a tool call's arguments, before anything was shown, is retried (right)
+    and the cut call never runs (right); but the provider bills the tokens the model wrote before the
+    cut, and tether charged the cut attempt its prompt only: a model that writes long calls on a
+    flaky connection spent several times what the run reported, past its budget."""
+    WRITES.clear()
+    server = wire([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
+    out = run_against(kind, server, tmp_path, "Save a note on the timeout.", tools=[write_note], max_budget_usd=1.0)
+    assert_sound(out)
+    assert out.result.status == "completed", out.result.reason
+    assert WRITES == []  # the half call never ran
+    assert len(server.requests) == 2
+    written = estimate_tokens(WRITTEN) * 0.8  # what the model wrote before the cut, at least
+    assert out.result.cost_usd >= written * PRICE_WIRE.output / 1e6
+    assert out.result.usage.estimated

@@ -197,7 +197,7 @@ async def _bounded(
                 return event.response
             text = getattr(event, "text", None)
             if isinstance(text, str):
-                streamed.append(text)
+                streamed.append(text + str(getattr(event, "unshown", "")))
     finally:
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:

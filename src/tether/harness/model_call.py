@@ -365,7 +365,7 @@ async def _provider_call(
             raise FirstTokenTimeout(f"{rc.model_name}: no first token within {timeout} s") from exc
         while not isinstance(event, ResponseDone):
             if isinstance(event, StreamText | StreamReasoning):
-                streamed.append(event.text)
+                streamed.append(event.text if isinstance(event, StreamReasoning) else event.text + event.unshown)
                 if event.text:  # an empty one only says the reply began (with a call, which streams no text)
                     kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
                     text = continuation.feed(event.text) if continuation is not None and kind == "text" else event.text

@@ -445,7 +445,7 @@ class MessagesAssembler:
             self.json_parts[index].append(delta.get("partial_json", ""))
             if self.answers and block.get("name") == ANSWER_TOOL and delta.get("partial_json"):
                 return [StreamText(delta["partial_json"])]
-            return [StreamText("")]  # the call goes on (it streams no text)
+            return [StreamText("", delta.get("partial_json") or "")]  # the call goes on (it streams no text)
         return []
 
     def message(self) -> AssistantMessage:

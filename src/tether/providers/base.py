@@ -89,6 +89,9 @@ class ModelResponse:
 @dataclass(frozen=True, slots=True)
 class StreamText:
     text: str
+    # What the model wrote that is shown to no one (a tool call's arguments, with ``text`` empty):
+    # the provider bills it, so a reply lost after it (a cut, a stall, Stop) is charged for it.
+    unshown: str = ""
 
 
 @dataclass(frozen=True, slots=True)

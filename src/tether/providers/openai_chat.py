@@ -447,15 +447,15 @@ class StreamAssembler:
             if text:
                 self.text.append(text)
                 out.append(StreamText(text))
-            for tc in delta.get("tool_calls") or []:
-                self._feed_call(tc)
-            if delta.get("tool_calls") and not out:
-                out.append(StreamText(""))  # a call streams no text: an empty delta says the reply goes on
+            written = "".join([self._feed_call(tc) for tc in delta.get("tool_calls") or []])
+            if delta.get("tool_calls") and (written or not out):
+                out.append(StreamText("", written))  # a call streams no text: an empty delta says the reply goes on
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return out
 
-    def _feed_call(self, tc: dict[str, Any]) -> None:
+    def _feed_call(self, tc: dict[str, Any]) -> str:
+        """Add a tool-call delta to its call; the arguments' text it carried."""
         slot = self.calls.setdefault(self._call_index(tc), {"args": []})
         if tc.get("id"):
             slot["id"] = tc["id"]  # set, never appended: llama.cpp repeats the id in every chunk
@@ -464,6 +464,8 @@ class StreamAssembler:
             slot["name"] = fn["name"]
         if fn.get("arguments"):
             slot["args"].append(_arguments_text(fn["arguments"]))
+            return str(slot["args"][-1])
+        return ""
 
     def _call_index(self, tc: dict[str, Any]) -> int:
         """Which call a tool-call delta continues. By ``index`` when the server sends one; without
