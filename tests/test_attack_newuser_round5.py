@@ -61,3 +61,24 @@ def test_config_check_still_passes_a_config_that_only_lacks_a_key(
     )
     code, out, err = run_main("config", "check", capsys=capsys)
     assert code == 0 and out.startswith("ok: "), (out, err)
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("scripted/nosuch", "unknown scripted scenario 'nosuch'"),
+        ("nosuch/x", "unknown provider 'nosuch'"),
+        ("openai/gpt-4.1-mini", "OPENAI_API_KEY is not set"),
+    ],
+)
+def test_serve_refuses_a_model_it_cannot_run_before_it_listens(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, model: str, said: str
+) -> None:
+    """`tether run --model M` says at once that M cannot run. Was: `tether serve --model M` listened,
+    served the page, and failed every message with the same error."""
+    pytest.importorskip("fastapi", reason="tether serve needs the serve extra")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, out, err = run_main("serve", "--model", model, "--port", "0", capsys=capsys)
+    assert code == 2, (out, err)
+    assert "listening" not in err and said in err and "agent 'default'" in err, err
+    assert len(err.strip().splitlines()) == 1, err

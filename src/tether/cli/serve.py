@@ -180,6 +180,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         run_processes=args.run_processes,
     )
+    if args.workers != "external":  # external workers build the models with their own keys
+        _check_models(app.state.core.agents, store)
     from tether.server.connections import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_PER_CLIENT, guarded_protocol
 
     serve = settings.serve
@@ -209,6 +211,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _stop_runs_first(server, app)
     server.run(sockets=[sock])
     return 0
+
+
+def _check_models(agents: dict[str, Any], store: Any) -> None:
+    """Each agent's models resolved as its runs will resolve them, before the server listens: an
+    unknown provider or scenario, or a key not set, is said once here (as `tether run` says it),
+    not as a failed run for every message the server accepts."""
+    from tether.errors import ConfigError
+    from tether.providers.registry import resolve_provider
+
+    for name, agent in agents.items():
+        for model in (agent.model, *agent.fallback_models):
+            if not isinstance(model, str):
+                continue
+            try:
+                resolve_provider(model, agent.settings)
+            except ConfigError as exc:
+                store.close()
+                raise ConfigError(f"agent {name!r} cannot run: {exc}") from None
 
 
 LISTEN_QUEUE = 2048  # connections the kernel holds for us (uvicorn's default)
