@@ -14,9 +14,9 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
-from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
-from tether.errors import ConfigError
-from tether.messages import Message, UserMessage, text_of
+from tether import Agent, RunState, RunStore, approve, run_stream, run_sync, tool
+from tether.errors import ConfigError, ProviderError
+from tether.messages import Message, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.providers.scripted import Reply
 from tether.sessions import JsonlSessionStore
@@ -197,3 +197,40 @@ def test_the_persons_request_stays_word_for_word_through_every_compaction() -> N
     assert all(seen), seen  # every request the model got carried the person's words
     assert ask in text_of(state.messages)
     assert_pairing(state.messages)
+
+
+# -- trimmed outputs and the read-only cache -------------------------------------------------------
+
+
+def test_a_trimmed_output_is_not_served_from_the_cache_after_a_resume() -> None:
+    """The summariser is down, so compaction trims: old outputs become the note "Call the tool
+    again if you need it". The run stops for an approval and is resumed; the model does call
+    read_page(0) again. Before, the resumed run rebuilt its read-only cache from the transcript,
+    trimmed notes included, and answered the call with the note again ("[Same call as c0 ...]
+    [This tool output was removed ... Call the tool again ...]"): the output could never be had
+    back, where the same run without the stop ran the tool. Now the call runs."""
+
+    @tool(read_only=True, needs_approval=True)
+    def show_secret(name: str) -> str:
+        """Show a secret's metadata (a person approves)."""
+        return f"{name}: rotated yesterday"
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            raise ProviderError("function: the summariser is down")
+        results = sum(m.role == "tool" for m in messages)
+        if results < 6:
+            return Reply(calls=((f"c{results}", "read_page", {"n": results}),))
+        if results == 6:
+            return Reply(calls=(("s1", "show_secret", {"name": "db"}),))
+        return Reply(calls=(("again", "read_page", {"n": 0}),)) if results == 7 else "done"
+
+    state = RunState()
+    agent = Agent(FunctionModel(model), tools=[read_page, show_secret], context_window=3000)
+    first = run_sync(agent, "read the pages, then show the db secret", state=state)
+    assert first.status == "interrupted"
+    assert any(m.role == "tool" and "removed to fit" in text_of([m]) for m in state.messages)  # trimmed
+    approve(state)
+    assert run_sync(agent, state=state).status == "completed"
+    again = next(m for m in state.messages if isinstance(m, ToolMessage) and m.call_id == "again")
+    assert (again.status, text_of([again])[:8]) == ("ok", "page 0: ")

@@ -252,8 +252,16 @@ class RunContext:
             return
         if not tool.read_only:
             self.read_cache.clear()  # a write may change what any earlier read returned
-        elif key is not None and result.status == "ok":
+        elif key is not None and result.status == "ok" and not _trimmed(result):
             self.read_cache[key] = result
+
+
+def _trimmed(result: ToolMessage) -> bool:
+    """Whether compaction replaced the result's output by its note: repeating that note would
+    answer a call made to get the output back with "call the tool again", again and again."""
+    from tether.harness.compaction import TRIMMED
+
+    return result.text == TRIMMED
 
 
 def _append_unsynced(session: Any, session_id: str, messages: Any) -> None:
