@@ -12,8 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cli import conftest as cli
+from tests.cli.conftest import run_main
 from tests.server.conftest import free_port
 from tether.memory import Memory
+
+quiet_env = cli.quiet_env
 
 OPERATOR = "The operator's name is Olga; she lives in Tromsø."
 
@@ -118,3 +122,35 @@ def test_mcp_memory_read_withholds_what_the_prompt_withholds(tmp_path: Path) -> 
     assert read["entries"] == ["Deploy on Tuesdays."], read
     assert read["withheld"] == 2
     assert KEY[:12] not in str(result) and "\x9b" not in str(result)
+
+
+def test_memory_turned_off_in_config_is_off_for_a_run_resumed_after(
+    quiet_env: Path, workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/memory.md: ``[memory] enabled = false``: "no memory tool, nothing in the prompt". A run
+    started while memory was on and resumed after it was turned off (say, because of what it
+    held) was built from the run's record: its system prompt went on with the memory block, and
+    the model kept the tool that writes memory."""
+    from tether.testing import ScriptedServer
+
+    Memory.open(quiet_env).add("profile", OPERATOR)
+    with ScriptedServer() as model:
+        monkeypatch.setenv("LLM_BASE_URL", model.base_url)
+        argv = ("--model", "openai/destructive", "--cwd", str(workspace), "--no-skills", "clean up")
+        code, _, err = run_main("run", *argv, capsys=capsys)
+        assert code == 5, err  # stopped for approval of delete_file
+        system, tools = _sent(model.received[-1][1])
+        assert "Olga" in system and "memory" in tools  # on while it was on
+        (run_id,) = [p.name for p in (quiet_env / "runs").iterdir()]
+        (quiet_env / "config.toml").write_text("[memory]\nenabled = false\n")
+        code, _, err = run_main("resume", run_id, "--reject", "no", capsys=capsys)
+        assert code == 0, err
+        system, tools = _sent(model.received[-1][1])
+    assert "Olga" not in system and "# Memory" not in system
+    assert "memory" not in tools
+
+
+def _sent(body: dict[str, Any]) -> tuple[str, list[str]]:
+    """A chat completions request's system prompt and the names of the tools it offers."""
+    system = "".join(str(m["content"]) for m in body["messages"] if m["role"] == "system")
+    return system, [t["function"]["name"] for t in body.get("tools") or []]

@@ -195,7 +195,8 @@ def _extensions(settings: Settings, recipe: Recipe) -> list[Any]:
 
     skills = skills_extension(settings, recipe.cwd) if recipe.skills else None
     return [
-        *([memory(settings, recipe.memory, recipe.cwd)] if recipe.memory else []),
+        # [memory] enabled = false wins over what a run recorded: a resumed run has none either.
+        *([memory(settings, recipe.memory, recipe.cwd)] if recipe.memory and settings.memory.enabled else []),
         *knowledge_extensions(settings, recipe.kb),
         *([skills] if skills else []),
         *mcp_extensions(settings, recipe.mcp),
