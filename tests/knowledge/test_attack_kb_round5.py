@@ -15,9 +15,13 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether import CancelSignal, ToolContext
 from tether.knowledge import HashingEmbedder, KnowledgeBase, KnowledgeTools
 from tether.tools.base import validate_arguments
+
+from .conftest import check_index
 
 CITATION = re.compile(r"^\[(\d+)\] (\S+:\d+-\d+)", re.M)  # as a model (and scripted/kb) reads a result
 
@@ -137,3 +141,37 @@ def test_a_long_query_leaves_room_for_the_results_and_the_closing_lines() -> Non
     assert out.rstrip().endswith("Cite what you use as document:start-end."), out[-300:]
     none = _run_tool(kb, "search_kb", {"query": "zanzibarite " * 1000})
     assert none.startswith("No results for 'zanzibarite") and len(none) < 600, none[:700]
+
+
+# -- the same file added from another folder ------------------------------------------------------------
+
+
+def test_a_file_added_again_from_another_folder_is_one_document_with_its_new_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document is named by its path from the folder the add ran in: `kb add docs` in a project
+    made docs/a.md, and `kb add .` inside docs (a cron job, a colleague) made a.md beside it. Once
+    a.md changed, the old text under docs/a.md stayed and came first ("seals are EPDM" over
+    "seals are lead"), every passage was found twice, and --sync kept both (the file is there).
+    Now the earlier name goes when the file is added under the new one; the chunks whose text
+    did not change keep their vectors."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Valves\n\nThe FVAM-2050-B seals are EPDM.\n")
+    (docs / "b.md").write_text("# Pumps\n\nThe pump P-100 is serviced yearly.\n")
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open(tmp_path / "kb.db", embedder=HashingEmbedder(64))
+    assert sorted(kb.add_path("docs").added) == ["docs/a.md", "docs/b.md"]
+    (docs / "a.md").write_text("# Valves\n\nThe FVAM-2050-B seals are lead.\n")
+    monkeypatch.chdir(docs)
+    report = kb.add_path(".", prune=True, embed=False)
+    assert (sorted(report.updated), report.added, report.removed) == (["a.md", "b.md"], [], []), report
+    assert [d.name for d in kb.documents()] == ["a.md", "b.md"]
+    assert kb.store.coverage() == (1, 2)  # b.md's chunk kept its vector; a.md's new text waits for one
+    hits = kb.search("FVAM-2050-B seals", mode="keyword").hits
+    assert [(h.citation, h.chunk.text.splitlines()[-1]) for h in hits] == [
+        ("a.md:1-3", "The FVAM-2050-B seals are lead.")
+    ]
+    assert kb.fill_vectors() == 1
+    assert kb.add_path(".").summary() == "0 added, 0 updated, 2 unchanged"
+    check_index(kb)

@@ -234,7 +234,8 @@ class KnowledgeBase:
         """Ingest a file, or a directory recursively (ignore files honoured). Each document is
         named by its path relative to the current directory (absolute when outside it). A file
         whose size and modification time are those recorded is not opened; one whose bytes hash
-        as recorded is not parsed again. Documents once ingested from this directory whose files
+        as recorded is not parsed again; a file ingested before under another name (from another
+        directory) keeps only this one. Documents once ingested from this directory whose files
         are gone are listed in the report's ``gone``, and removed with ``prune``.
 
         Every file read is searchable by keyword before the next is read; vectors are made after
@@ -246,11 +247,22 @@ class KnowledgeBase:
             raise UserError(f"{root} does not exist")
         files = list(iter_files(root))
         report = IngestReport()
+        # A file is one document whatever folder the add ran from: added from another, its name
+        # differed (docs/a.md, a.md) and the earlier copy stayed, returned before the new text
+        # once the file changed, and --sync kept it (its file is there).
+        named: dict[str, list[str]] = {}
+        for info in self.store.documents():
+            if info.path:
+                named.setdefault(info.path, []).append(info.name)
         for n, file in enumerate(files, 1):
             name = _doc_name(file)
             if progress is not None:
                 progress(n, len(files), name)
+            skipped = len(report.skipped)
             self._add_file(file, name, dict(meta or {}), report)
+            others = [o for o in named.get(str(file.resolve()), []) if o != name]
+            if others and len(report.skipped) == skipped:
+                self._forget_names(others, name, report)
         if root.is_dir():
             seen = {str(f.resolve()) for f in files}
             base = root.resolve()
@@ -264,6 +276,24 @@ class KnowledgeBase:
         if embed:
             self.fill_vectors()
         return report
+
+    def _forget_names(self, others: list[str], name: str, report: IngestReport) -> None:
+        """Remove the documents ``others``, earlier names of the file just added as ``name``: the
+        chunks of ``name`` whose text they held take their vectors, as a changed file's do."""
+        kept: dict[str, bytes] = {}
+        if self.embedder is not None:
+            for other in others:
+                kept |= self.store.kept_vectors(other)
+        info = self.store.document(name)
+        if kept and info is not None:
+            rows = self.store.chunks(self.store.chunk_ids([info.id])).values()
+            same = [(r.id, r.indexed_text, kept[r.indexed_text]) for r in rows if r.indexed_text in kept]
+            self.store.set_vectors(same)
+        for other in others:
+            self.store.remove_document(other)
+        if name in report.added:
+            report.added.remove(name)
+            report.updated.append(name)
 
     def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
         from tether.knowledge.readers import Skipped, read_document, too_large
