@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
-from tether import Agent, RunState, run_sync, tool
+from tether import Agent, RunState, run_stream, run_sync, tool
+from tether.events import Subagent
 from tether.harness.middleware import Middleware, ToolCall
 from tether.harness.subagent import children
-from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage
+from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
 from tether.tools.base import ToolResult
@@ -43,6 +44,13 @@ def fan_out(n: int, name: str = "worker") -> FunctionModel:
 def tick() -> str:
     """A step of work."""
     return "ticked"
+
+
+def collect(agent: Agent, prompt: str | None, state: RunState) -> list[Any]:
+    async def main() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt, state=state)]
+
+    return asyncio.run(main())
 
 
 def greedy(messages: list[Message], request: ModelRequest) -> Reply:
@@ -136,3 +144,36 @@ def test_two_different_subagents_side_by_side_share_the_budget() -> None:
     kids = children(state)
     assert kids["c0"]["status"] == "budget_exceeded" and kids["c1"]["status"] == "completed"
     assert result.cost_usd is not None and result.cost_usd <= 0.05
+
+
+def test_a_call_id_used_again_in_a_later_reply_runs_the_new_task() -> None:
+    """A model that numbers its calls anew each reply (a provider passed as Agent(model=...); the
+    HTTP wires renumber such ids, other providers need not) calls the same sub-agent twice as
+    'call_0'. The second task must run, and be paid for once (before: the first answer, kept by
+    call id for a resume, was returned for the second task, which never ran)."""
+    asked: list[str] = []
+
+    def child(messages: list[Message], request: ModelRequest) -> str:
+        task = text_of([messages[0]])
+        asked.append(task)
+        return f"answer to {task}"
+
+    worker = Agent(FunctionModel(child)).as_tool("worker", "Does a task.")
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if len(results) < 2:
+            return Reply(calls=(("call_0", "worker", {"task": ["first", "second"][len(results)]}),))
+        return " | ".join(results)
+
+    state = RunState()
+    events = collect(Agent(FunctionModel(lead), tools=[worker], max_budget_usd=0.05), "go", state)
+    result = events[-1].result
+    assert result.status == "completed"
+    assert asked == ["first", "second"]
+    assert result.output == "answer to first | answer to second"
+    assert state.delegated_turns == 2
+    ended = [e for e in events if isinstance(e, Subagent) and e.status == "completed"]
+    assert len(ended) == 2 and len({e.child_run_id for e in ended}) == 2
+    assert children(state)["call_0"]["output"] == "answer to second"
+    assert result.cost_usd == pytest.approx(own_cost(state.messages) + sum(e.cost_usd or 0 for e in ended))

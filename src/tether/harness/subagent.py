@@ -144,6 +144,25 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
     return usd, turns, waiting
 
 
+def _record_of_this_call(parent: RunState, call_id: str) -> Any:
+    """The kept record of the child this call started (its saved state, or its answer); None when
+    it has none. A record of an earlier reply's call with the same id (a model that numbers its
+    calls anew each reply) is that call's, which has its result: it is let go (its cost stays in
+    the parent's), and this call starts its own child."""
+    saved = children(parent).get(call_id)
+    if not isinstance(saved, dict):
+        return saved
+    if saved.get("done"):
+        turn = saved.get("parent_turn")
+    else:
+        turn = (((saved.get("ext") or {}).get(_NAME) or {}).get("parent") or {}).get("turn")
+    if turn is None or turn == parent.turns:  # this call's (or kept before the turn was)
+        return saved
+    children(parent).pop(call_id)
+    _given(parent).pop(call_id, None)
+    return None
+
+
 def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
     """Whether a call of ``tool_name`` beside a call of ``name`` starts a sub-agent that shares the
     parent's limits with it: a call of the same tool, or of another sub-agent tool that runs side
@@ -200,7 +219,7 @@ class AgentTool:
                 f"{self.name} runs an agent, which only a running loop can do (its context has no run_agent)"
             )
         parent = ctx.state
-        saved = children(parent).get(ctx.call_id)
+        saved = _record_of_this_call(parent, ctx.call_id)
         if isinstance(saved, dict) and saved.get("done"):
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
         if isinstance(saved, dict):
@@ -215,7 +234,12 @@ class AgentTool:
                 return refused
             child = RunState()
             depth = depth_of(parent) + 1
-            child.ext_state(_NAME)["parent"] = {"run_id": ctx.run_id, "call_id": ctx.call_id, "depth": depth}
+            child.ext_state(_NAME)["parent"] = {
+                "run_id": ctx.run_id,
+                "call_id": ctx.call_id,
+                "depth": depth,
+                "turn": parent.turns,  # the parent's reply that made the call: its id may come again later
+            }
             prompt = str(input["task"])
         agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
         if getattr(self, "parallel", False):  # what the calls beside it may not count on (_beside)
@@ -328,6 +352,7 @@ class AgentTool:
             "cost_unknown_usd": child.cost_unknown_usd,
             "turns": result.turns,
             "delegated_turns": child.delegated_turns,
+            "parent_turn": (child.ext_state(_NAME).get("parent") or {}).get("turn"),
         }
         charge_child(ctx.state, ctx.call_id, child)
         children(ctx.state)[ctx.call_id] = done
