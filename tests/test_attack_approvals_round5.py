@@ -4,8 +4,12 @@ decisions through the Python API and the command line, and what a saved run keep
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from tests.cli.conftest import Terminal
 from tether import Agent, RunState, approve, reject, run_sync, tool
 from tether.messages import Message, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
@@ -56,3 +60,28 @@ def test_a_decision_never_answers_a_later_call_that_reused_its_call_id(first: st
     assert len(sent) == (2 if first == "approved" else 1)
     results = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert [r.status for r in results] == (["ok", "ok"] if first == "approved" else ["rejected", "ok"])
+
+
+# --- the command line: only a person who read the question answers it -----------------------
+
+
+@pytest.fixture
+def env(tether_home: Path) -> dict[str, str]:
+    """The real command's environment: its own TETHER_HOME, no provider from this machine."""
+    drop = ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "TETHER_HOME": str(tether_home)}
+
+
+def test_keys_typed_before_the_question_is_on_screen_do_not_answer_it(workspace: Path, env: dict[str, str]) -> None:
+    """At a terminal, "y" and Enter typed while the run was still starting (in a chat: the next
+    message typed while the reply streamed) were read as the answer to the approval question that
+    came after: access.log was deleted before anyone had seen what was asked. What was typed before
+    the question is dropped; the question waits for a line typed after it."""
+    term = Terminal(["tether", "run", "--model", "scripted/destructive", "--cwd", str(workspace), "free space"], env)
+    term.type(b"y\n\n")  # typed ahead, before any question is on screen
+    term.read_until(b"[y/N] ")
+    term.type(b"\x04")  # Ctrl-D: nobody answers the question itself
+    code, _, seen = term.finish()
+    assert code == 5, seen
+    assert (workspace / "access.log").exists()
+    assert "[interrupted] delete_file needs approval" in seen

@@ -448,6 +448,7 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
     else:
         question = f"Allow {call}? [y/N] "
     try:
+        _drop_typed_ahead()
         answer = ask(question)
         if answer is None:
             return False
@@ -459,6 +460,20 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
         print(file=sys.stderr)
         return False
     return True
+
+
+def _drop_typed_ahead() -> None:
+    """Throw away what was typed at the terminal before a decision's question is on screen (the
+    next chat message typed while the reply streamed, a key pressed early): only a line typed
+    after the person has read the question answers it, as sudo's password prompt does."""
+    if sys.stdin is None or not sys.stdin.isatty():
+        return
+    try:
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):  # no termios (Windows), or stdin is no real terminal
+        pass
 
 
 def ask(question: str) -> str | None:
