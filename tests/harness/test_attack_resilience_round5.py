@@ -29,6 +29,7 @@ from tests.providers.test_attack_wire_round2 import (
 )
 from tests.providers.test_attack_wire_round2 import PRICE as PRICE_WIRE
 from tether import Agent, run_stream, run_sync, tool
+from tether.errors import ConfigError, RetryableError
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, ToolCallPart
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
@@ -225,3 +226,45 @@ def test_a_tool_call_cut_halfway_is_never_run_and_what_it_wrote_is_charged(
     written = estimate_tokens(WRITTEN) * 0.8  # what the model wrote before the cut, at least
     assert out.result.cost_usd >= written * PRICE_WIRE.output / 1e6
     assert out.result.usage.estimated
+
+
+# -- the retry policy ------------------------------------------------------------------------------
+
+
+def test_many_attempts_keep_waiting_at_most_the_cap() -> None:
+    """A policy with many attempts (a flaky local server) waited up to ``max_delay_s``, then at the
+    1,025th attempt ``2.0 ** 1024`` raised OverflowError and the run failed "unexpected error"."""
+    policy = RetryPolicy(max_attempts=5_000, base_delay_s=0.001, max_delay_s=0.01)
+    for attempt in (1, 10, 1_024, 1_025, 4_999):
+        wait = policy.delay(attempt, RetryableError("HTTP 503"))
+        assert wait is not None and 0 <= wait <= 0.01
+
+
+@pytest.mark.parametrize("asked", [float("nan"), -3.0])
+def test_a_wait_that_is_no_number_of_seconds_is_not_obeyed(asked: float) -> None:
+    """A provider of one's own may raise RetryableError(retry_after=...) with what it read: NaN
+    failed the run ("asked to wait nan s; more than max_retry_after_s"), a negative one was slept."""
+    policy = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
+    wait = policy.delay(1, RetryableError("HTTP 429", retry_after=asked))
+    assert wait is not None and 0 <= wait <= 0.05
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_attempts", 0),
+        ("max_attempts", 2.5),
+        ("max_attempts", True),
+        ("base_delay_s", -1.0),
+        ("max_delay_s", float("nan")),
+        ("jitter", 3.0),
+        ("max_retry_after_s", -1.0),
+        ("max_retry_after_s", "60"),
+    ],
+)
+def test_a_retry_policy_that_is_no_policy_is_refused_when_made_naming_the_field(field: str, value: Any) -> None:
+    """Before, each was taken: max_attempts=0 still tried once, jitter=3 made waits negative, a
+    max_retry_after_s of -1 failed every run at its first 429, a string failed it with a TypeError."""
+    with pytest.raises(ConfigError, match=f"RetryPolicy: {field} must be"):
+        RetryPolicy(**{field: value})
+    assert RetryPolicy(max_retry_after_s=float("inf")).max_retry_after_s == float("inf")  # wait as long as asked

@@ -14,10 +14,11 @@ timeout. Nothing below this layer retries on its own.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
-from tether.errors import ProviderError, RetryableError
+from tether.errors import ConfigError, ProviderError, RetryableError
 
 __all__ = ["FirstTokenTimeout", "RetryPolicy"]
 
@@ -36,10 +37,34 @@ class RetryPolicy:
     # this, and give up (or fall back) when it asks for more (a quota reset tomorrow, say).
     max_retry_after_s: float = 60.0
 
+    def __post_init__(self) -> None:
+        """A policy that is no policy (NaN compares false; a negative wait) is refused when it is
+        made, saying which field, rather than failing a run at its first error."""
+        if not (
+            isinstance(self.max_attempts, int) and not isinstance(self.max_attempts, bool) and self.max_attempts >= 1
+        ):
+            raise ConfigError(
+                f"RetryPolicy: max_attempts must be a whole number, 1 or more (got {self.max_attempts!r})"
+            )
+        for name, most in (
+            ("base_delay_s", math.inf),
+            ("max_delay_s", math.inf),
+            ("jitter", 1.0),
+            ("max_retry_after_s", math.inf),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
+                span = "0 or more" if most == math.inf else f"from 0 to {most:g}"
+                raise ConfigError(f"RetryPolicy: {name} must be a number, {span} (got {value!r})")
+
     def delay(self, attempt: int, error: ProviderError, rng: random.Random | None = None) -> float | None:
-        """Seconds to wait before attempt ``attempt + 1``; None when the server asks for too long."""
-        if error.retry_after is not None:
-            return error.retry_after if error.retry_after <= self.max_retry_after_s else None
-        base = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
+        """Seconds to wait before attempt ``attempt + 1``; None when the server asks for too long.
+        A wait that is no number of seconds (NaN, negative; a provider of one's own may say so) is
+        not asked for: the backoff decides."""
+        asked = error.retry_after
+        if asked is not None and asked >= 0:  # False for NaN
+            return float(asked) if asked <= self.max_retry_after_s else None
+        # The exponent stops growing long after the cap is reached: 2.0 ** 1024 is an OverflowError.
+        base = min(self.max_delay_s, self.base_delay_s * 2.0 ** min(max(attempt - 1, 0), 64))
         spread = float((rng or random).uniform(-self.jitter, self.jitter))
         return max(0.0, min(self.max_delay_s, base * (1 + spread)))
