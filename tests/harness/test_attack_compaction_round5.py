@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,14 @@ import pytest
 from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, RunStore, approve, run_stream, run_sync, tool
-from tether.errors import ConfigError, ProviderError
-from tether.messages import Message, ToolMessage, UserMessage, text_of
-from tether.providers.base import ModelRequest
+from tether.errors import ConfigError, IncompleteStreamError, ProviderError
+from tether.messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
+from tether.providers.base import ModelRequest, StreamEvent, StreamText
 from tether.providers.scripted import Reply
 from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
+from tether.tokens import estimate_tokens
+from tether.usage import Price
 
 
 def collect(agent: Agent, prompt: str | None, **kw: Any) -> list[Any]:
@@ -234,3 +237,39 @@ def test_a_trimmed_output_is_not_served_from_the_cache_after_a_resume() -> None:
     assert run_sync(agent, state=state).status == "completed"
     again = next(m for m in state.messages if isinstance(m, ToolMessage) and m.call_id == "again")
     assert (again.status, text_of([again])[:8]) == ("ok", "page 0: ")
+
+
+# -- what a summary call costs -----------------------------------------------------------------------
+
+
+class CutSummaries(FunctionModel):
+    """Answers turns as a FunctionModel; the stream of every summary call is cut after some text
+    (a dropped connection after the provider had read the prompt and begun to write)."""
+
+    def __init__(self, fn: Any) -> None:
+        super().__init__(fn)
+        self.summary_prompts: list[int] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if is_summary_request(list(request.messages)):
+            self.summary_prompts.append(estimate_tokens(text_of(request.messages)))
+            yield StreamText("The person asked to read the manual; pages ")
+            raise IncompleteStreamError("function: the stream was cut", chars_shown=0)
+        async for event in super().stream(request):
+            yield event
+
+
+def test_a_summary_call_cut_mid_stream_is_charged_as_far_as_it_got() -> None:
+    """The provider read the summary's prompt and wrote part of it before the stream broke: it
+    bills that, as it bills a turn cut so (which tether counts). Before, the summary call was
+    "a failed request, not billed": the run's cost and its budget left it out. Now its prompt
+    and what it streamed are charged, marked estimated; compaction trims, as documented."""
+    provider = CutSummaries(Reader())
+    state = RunState()
+    agent = Agent(provider, tools=[read_page], context_window=3000, price=Price(input=2.0, output=12.0))
+    events = collect(agent, "read the manual", state=state)
+    assert events[-1].result.status == "completed"
+    assert provider.summary_prompts and "trim" in [e.method for e in events if e.type == "compaction"]
+    turns = sum(m.usage.prompt_tokens for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
+    assert state.usage.prompt_tokens - turns >= sum(provider.summary_prompts), (state.usage, turns)
+    assert state.usage.estimated and state.call_in_flight is None

@@ -111,7 +111,11 @@ async def side_call(
             raise ProviderError(str(exc)) from None
         raise
     except BaseException:
-        _over(rc, own)  # a failed request is not billed
+        if streamed:  # cut after it streamed, as a turn's can be: billed as far as it got
+            completion = sum(estimate_tokens(t) for t in streamed)
+            _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
+        else:
+            _over(rc, own)  # a refused request is not billed
         raise
     response = accounted(response, request, candidate.name)
     _over(rc, own, response.message.usage, candidate)
