@@ -82,3 +82,36 @@ def test_serve_refuses_a_model_it_cannot_run_before_it_listens(
     assert code == 2, (out, err)
     assert "listening" not in err and said in err and "agent 'default'" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+GUARDED = '[agents.support]\nmodel = "scripted/plan"\n[[agents.support.guardrails]]\nname = "x"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            GUARDED + "rule = []\n",
+            "rule is not a known setting in [agents.support] guardrails[0] (did you mean rules?)",
+        ),
+        (
+            GUARDED + 'rules = [{ patern = "x" }]\n',
+            "patern is not a known setting in [agents.support] guardrails[0].rules[0] (did you mean pattern?)",
+        ),
+        (GUARDED + "rules = [{ score = 0.1 }]\n", "[agents.support] guardrails[0].rules[0] needs pattern"),
+        (
+            '[endpoints.local]\nbas_url = "http://127.0.0.1:9/v1"\n',
+            "bas_url is not a known setting in [endpoints.local] (did you mean base_url?)",
+        ),
+    ],
+)
+def test_a_slip_inside_a_guardrail_names_the_guardrail_and_its_keys(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    """docs/cli.md: a key tether does not know stops the command with "one line naming the file, the
+    key, what is wrong and the fix". Was: `rule` in [[agents.support.guardrails]] was "not a known
+    setting in [agents.support]", offered the agent's keys (no `rules` among them), and a rule without
+    its pattern said "[agents.support] needs pattern"."""
+    _config(quiet_env, text)
+    code, _, err = run_main("config", "check", capsys=capsys)
+    assert code == 2 and said in err, err

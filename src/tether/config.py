@@ -557,7 +557,7 @@ def _validated(table: type[T], data: dict[str, Any], where: tuple[str, ...]) -> 
     try:
         return table.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
+        error = _first(exc.errors())
         moved = dict(error, loc=(*where, *error["loc"]))
         nested: dict[str, Any] = data
         for part in reversed(where):
@@ -584,7 +584,7 @@ def load_settings(home: Path | None = None) -> Settings:
     try:
         parsed = ConfigFile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {_describe(exc.errors()[0], data)}") from None
+        raise ConfigError(f"{path}: {_describe(_first(exc.errors()), data)}") from None
     for table in ("models", "prices"):
         for name in getattr(parsed, table):
             if "/" not in name.strip("/"):
@@ -817,6 +817,18 @@ _MUST = {
 }
 
 
+def _first(errors: list[ErrorDetails]) -> ErrorDetails:
+    """The error to tell: a key the table does not know before a key it misses there, since the one
+    is most often the other misspelt (``patern``, then "needs pattern")."""
+    for error in errors:
+        parent = error["loc"][:-1]
+        if error["type"] == "extra_forbidden" and any(
+            other["type"] == "missing" and other["loc"][:-1] == parent for other in errors
+        ):
+            return error
+    return errors[0]
+
+
 def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
     """One line for a validation error of config.toml: where (the table, then the key), what is
     wrong with the value given, and how to write it when that is clear."""
@@ -828,15 +840,17 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         import difflib
 
+        inner = _model_at(loc[:-1]) if len(key) > 1 else None  # in a list of tables: rules = [{...}]
+        known = list(inner.model_fields) if inner is not None else known
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         if isinstance(value, dict):
             hint = f"did you mean {_table_name((*loc[:-1], close[0]))}?" if close else "remove it"
             return f"{_table_name(loc)} is not a known table ({hint})"
-        where = f"in {_table_name(table)}" if table else "at the top of the file"
+        where = f"in {_place(loc[:-1])}" if table else "at the top of the file"
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
         return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
     if kind == "missing":
-        return f"{_table_name(table) if table else 'the file'} needs {_key(loc[-1])}"
+        return f"{_place(loc[:-1]) if table else 'the file'} needs {_key(loc[-1])}"
     ctx = {
         k: f"{v:g}" if isinstance(v, int | float) else str(v).replace("'", '"')
         for k, v in (error.get("ctx") or {}).items()
@@ -874,6 +888,22 @@ def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[st
             break
     known = [k for k in model.model_fields if k != "name" or model is not Endpoint]
     return loc[:i], loc[i:], known
+
+
+def _model_at(parts: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The table ``parts`` lead to through tables, tables of names and lists of tables (``[agents.X]
+    guardrails[0].rules[0]``); None when they lead to no table."""
+    at: Any = ConfigFile
+    for part in parts:
+        if isinstance(at, type) and issubclass(at, BaseModel) and isinstance(part, str) and part in at.model_fields:
+            at = _unwrap(at.model_fields[part].annotation)
+        elif get_origin(at) is dict and isinstance(part, str):
+            at = _unwrap(get_args(at)[1])
+        elif get_origin(at) is list and isinstance(part, int):
+            at = _unwrap(get_args(at)[0])
+        else:
+            return None
+    return at if isinstance(at, type) and issubclass(at, BaseModel) else None
 
 
 def _key(part: str | int) -> str:
