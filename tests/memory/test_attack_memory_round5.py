@@ -154,3 +154,27 @@ def _sent(body: dict[str, Any]) -> tuple[str, list[str]]:
     """A chat completions request's system prompt and the names of the tools it offers."""
     system = "".join(str(m["content"]) for m in body["messages"] if m["role"] == "system")
     return system, [t["function"]["name"] for t in body.get("tools") or []]
+
+
+class Recording:
+    """A scanner that lets everything pass and keeps what it was asked to read."""
+
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def scan(self, text: str) -> None:
+        self.read.append(text)
+
+
+@pytest.mark.parametrize("pad", [" ", "\n", " \n", "\u3000"], ids=["spaces", "newlines", "blank-lines", "ideographic"])
+def test_a_short_note_padded_with_a_megabyte_of_blanks_is_not_scanned_whole(tmp_path: Path, pad: str) -> None:
+    """docs/memory.md: an entry longer than the whole store "is refused so before the scan reads
+    it" (a megabyte from a hostile model would hold the scan, and the run). A short note padded
+    with a megabyte of spaces or blank lines is short once trimmed, so it passed that check, and
+    the scan then read the padded text whole: 3 to 4 s of the run for one tool call. The scan now
+    reads the entry as it is stored."""
+    recording = Recording()
+    memory = Memory.open(tmp_path, scanners=[recording])
+    change = memory.add("notes", pad * 500_000 + "Deploys go out on Tuesdays." + pad * 500_000)
+    assert change.changed and memory.entries("notes") == ["Deploys go out on Tuesdays."]
+    assert recording.read and max(map(len, recording.read)) <= memory.usage("notes").limit

@@ -291,15 +291,18 @@ class Memory(Extension):
                 f"position {at + 1}). Save it as UTF-8 text.",
                 "encoding",
             )
-        self._cannot_fit(s, clean_entry(text), adding=adding)
-        secret = _secret(text)
+        # The scan reads the entry as it would be stored and shown: a megabyte of blank lines or
+        # spaces around a short note is trimmed first, never scanned (it held the run for seconds).
+        entry = clean_entry(text)
+        self._cannot_fit(s, entry, adding=adding)
+        secret = _secret(entry)
         if secret is not None:
             raise MemoryRefused(
                 f"Not saved: {secret}. Memory goes into the system prompt of every future session and into "
                 f"traces, as plain text. {_advice(_SECRET_ADVICE)}",
                 "secret",
             )
-        finding = self.check(text)
+        finding = self.check(entry)
         if finding is not None:
             raise MemoryRefused(
                 f"Not saved: {finding.reason}. Memory goes into the system prompt of every future "
@@ -307,7 +310,6 @@ class Memory(Extension):
                 f"reaches for secrets is refused whole. {_advice(finding.advice)}",
                 f"scan:{finding.rule}",
             )
-        entry = clean_entry(text)
         if not entry:
             raise MemoryRefused("Not saved: the entry is empty.", "empty")
         control = _control(entry)
