@@ -268,3 +268,27 @@ def test_a_retry_policy_that_is_no_policy_is_refused_when_made_naming_the_field(
     with pytest.raises(ConfigError, match=f"RetryPolicy: {field} must be"):
         RetryPolicy(**{field: value})
     assert RetryPolicy(max_retry_after_s=float("inf")).max_retry_after_s == float("inf")  # wait as long as asked
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_cut_attempt_is_charged_no_more_than_the_request_allowed(
+    wire: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
+) -> None:
+    """What a cut attempt streamed is counted with tether's estimate, which may exceed what the
+    provider can bill: never more than the ``max_tokens`` the request allowed, so the estimate alone
+    never takes the run past its budget (the docs: "a run never ends above its budget")."""
+    budget = 0.005  # after the prompt, a few hundred output tokens: well under what the cut call streams
+    server = wire([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
+    out = run_against(
+        kind,
+        server,
+        tmp_path,
+        "Save a note on the timeout.",
+        tools=[write_note],
+        max_budget_usd=budget,
+        min_output_tokens=1,
+    )
+    assert_sound(out)
+    replies = [m for m in out.store.load(out.result.run_id).messages if m.role == "assistant"]
+    assert out.result.cost_usd <= budget, (out.result.status, out.result.reason, replies)
+    assert out.result.cost_usd > budget / 2  # the cut attempt was charged, up to its max_tokens

@@ -105,14 +105,14 @@ async def side_call(
         else:
             response = await rc.signal.race(_bounded(candidate.provider, request, bounds, streamed, candidate.name))
     except (RunCancelled, _Stopped) as exc:
-        completion = sum(estimate_tokens(t) for t in streamed)
+        completion = min(sum(estimate_tokens(t) for t in streamed), max_tokens)  # no more than it allowed
         _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
         if isinstance(exc, _Stopped):
             raise ProviderError(str(exc)) from None
         raise
     except BaseException:
         if streamed:  # cut after it streamed, as a turn's can be: billed as far as it got
-            completion = sum(estimate_tokens(t) for t in streamed)
+            completion = min(sum(estimate_tokens(t) for t in streamed), max_tokens)  # no more than it allowed
             _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
         else:
             _over(rc, own)  # a refused request is not billed
@@ -211,9 +211,11 @@ async def _bounded(
 
 def count_abandoned(rc: RunContext, in_flight: CallInFlight, streamed: list[str], *, sent: bool) -> None:
     """A request that ended without a reply (Stop, or a stream cut after text) was still billed for
-    what it consumed: count its prompt and what it streamed, marked estimated."""
+    what it consumed: count its prompt and what it streamed, marked estimated; never more output
+    than the request allowed (an estimate past it would take the run past its budget)."""
     if not sent:
         rc.state.call_in_flight = None
         return
     count = rc.count if rc.counter_loaded() else estimate_tokens  # a Stop never waits for a tokenizer
-    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=count("".join(streamed)), estimated=True))
+    completion = min(count("".join(streamed)), in_flight.max_tokens)
+    charge(rc, Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=completion, estimated=True))
