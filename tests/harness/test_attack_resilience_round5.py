@@ -28,8 +28,10 @@ from tests.providers.test_attack_wire_round2 import (
     text_reply,
 )
 from tests.providers.test_attack_wire_round2 import PRICE as PRICE_WIRE
+from tests.providers.test_attack_wire_round2 import provider as wire_provider
 from tether import Agent, run_stream, run_sync, tool
 from tether.errors import ConfigError, RetryableError
+from tether.events import Retry
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, ToolCallPart
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
@@ -292,3 +294,26 @@ def test_a_cut_attempt_is_charged_no_more_than_the_request_allowed(
     replies = [m for m in out.store.load(out.result.run_id).messages if m.role == "assistant"]
     assert out.result.cost_usd <= budget, (out.result.status, out.result.reason, replies)
     assert out.result.cost_usd > budget / 2  # the cut attempt was charged, up to its max_tokens
+
+
+def test_no_retry_is_announced_or_waited_for_once_the_budget_cannot_pay_for_it(
+    wire: Callable[[list[Reply]], WireServer],
+) -> None:
+    """A cut attempt that spent what was left: the retry cannot be paid for. Before, the run still
+    said "retry 1 ... (waiting N s)", waited (up to max_retry_after_s when the server asked), and
+    only then stopped budget_exceeded; a person watching saw a retry that was never going to be sent."""
+    server = wire([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
+    agent = Agent(
+        wire_provider("openai", server),
+        tools=[write_note],
+        price=PRICE_WIRE,
+        max_budget_usd=0.005,
+        min_output_tokens=1,
+        retry=RetryPolicy(base_delay_s=0.2, max_delay_s=0.2),
+    )
+    events = collect(agent, "Save a note on the timeout.")
+    result = events[-1].result
+    assert result.status == "budget_exceeded", result.reason
+    assert not [e for e in events if isinstance(e, Retry)]
+    assert len(server.requests) == 1
+    assert 0 < result.cost_usd <= 0.005

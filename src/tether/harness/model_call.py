@@ -40,6 +40,7 @@ from tether.providers.base import (
     StreamEvent,
     StreamReasoning,
     StreamText,
+    distinct_call_ids,
 )
 from tether.tokens import estimate_tokens
 
@@ -133,7 +134,6 @@ def _lost(
 
 async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
     """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
-    run_id = rc.state.run_id
     if isinstance(exc, ContextOverflowError):
         async for event in _overflowed(rc, turn, exc):
             yield event
@@ -168,7 +168,19 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     if spent:
         _fail(rc, turn, f"{exc} (gave up after {turn.attempt} attempts)")
         return
-    yield Retry(run_id, turn.attempt, str(exc), round(wait, 3))
+    async for event in _wait_to_retry(rc, turn, exc, wait):
+        yield event
+
+
+async def _wait_to_retry(rc: RunContext, turn: _Attempt, exc: ProviderError, wait: float) -> AsyncIterator[Event]:
+    """Wait before the next attempt (a ``retry`` event; Stop ends the wait), unless the limits
+    already stop it (what the failed attempt cost may have left too little budget): then at once,
+    with no retry announced and waited for in vain."""
+    plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
+    if isinstance(plan, Stop):
+        rc.stop(plan)
+        return
+    yield Retry(rc.state.run_id, turn.attempt, str(exc), round(wait, 3))
     try:
         await rc.signal.sleep(wait)
     except RunCancelled as cancelled:
@@ -238,7 +250,8 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuation: Continuation | None) -> Turn:
     state = rc.state
-    message = clean_message(response.message)
+    # Any provider's calls get ids of their own (decisions and results are kept by call id).
+    message = distinct_call_ids(clean_message(response.message), state.messages)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     if continuation is not None:
