@@ -17,7 +17,7 @@ from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
 from tether import Agent, RunState, RunStore, approve, run_stream, run_sync, tool
 from tether.errors import ConfigError, IncompleteStreamError, ProviderError
-from tether.messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest, StreamEvent, StreamText
 from tether.providers.scripted import Reply
 from tether.sessions import JsonlSessionStore
@@ -273,3 +273,55 @@ def test_a_summary_call_cut_mid_stream_is_charged_as_far_as_it_got() -> None:
     turns = sum(m.usage.prompt_tokens for m in state.messages if isinstance(m, AssistantMessage) and m.usage)
     assert state.usage.prompt_tokens - turns >= sum(provider.summary_prompts), (state.usage, turns)
     assert state.usage.estimated and state.call_in_flight is None
+
+
+# -- estimating what a tokenizer would count ---------------------------------------------------------
+
+UNUSUAL = {
+    "emoji": "Thanks!! 🙏 That fixed it 🎉🎉 see you 👋 " * 40,
+    "emoji sequences": "👩‍👩‍👧🇺🇸🇫🇷" * 60,
+    "zalgo": "Z̷̢͎a̵̧͇l̴̰͐g̶̱̈o̸͙͐" * 100,
+    "symbols": "☀✅✓★→←⇒∑∞≠" * 50,
+    "mathematical letters": "𝐀𝐁𝐂𝑥𝑦" * 50,
+    "lone surrogates": "a\ud800b\udfff" * 100,
+}
+
+
+@pytest.mark.parametrize("kind", UNUSUAL)
+def test_the_estimate_is_not_wildly_low_for_unusual_text(kind: str) -> None:
+    """Models other than OpenAI's are counted by the estimate (a character ~0.25 token unless it is
+    CJK). A BPE splits emoji, combining marks and symbols into several tokens: the estimate was
+    5 to 10 times low (400 emoji: 100 estimated, 550 by o200k), so budgets and compaction saw a
+    fraction of such a prompt. Now it is at most 1.5 times low, and errs high (the safe side)."""
+    from tether.tokens import count_tokens
+
+    text = UNUSUAL[kind]
+    exact, estimate = count_tokens(text), estimate_tokens(text)
+    assert exact / 1.5 <= estimate <= exact * 2.5, (exact, estimate)
+
+
+def test_a_budget_holds_when_a_tool_returns_emoji_the_estimate_undercounted() -> None:
+    """A model counted by the estimate (not OpenAI's) whose provider bills emoji as a BPE counts
+    them; a tool returns 3,000 of them. Before, the next prompt was estimated at ~750 tokens for
+    ~4,100 billed: the budget allowed the call, and the run ended at $0.41 of its $0.30. Now the
+    prompt is estimated high enough that the call is not made: budget_exceeded, inside the budget."""
+    from tether.tokens import count_tokens
+    from tether.usage import Usage
+
+    @tool(read_only=True)
+    def reactions(post: str) -> str:
+        """The reactions to a post."""
+        return "😀🎉👍🔥🚀✨" * 500
+
+    def model(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        billed = Usage(prompt_tokens=count_tokens(text_of(messages)) + 40, completion_tokens=20)
+        if any(m.role == "tool" for m in messages):
+            return AssistantMessage(content=(TextPart(text="people loved it"),), usage=billed, finish_reason="stop")
+        call = ToolCallPart(id="c1", name="reactions", arguments='{"post": "launch"}')
+        return AssistantMessage(content=(call,), usage=billed, finish_reason="tool_calls")
+
+    price = Price(input=100.0, output=100.0)
+    agent = Agent(FunctionModel(model, price=price), tools=[reactions], max_budget_usd=0.30, max_tokens=100)
+    result = run_sync(agent, "how did the launch post do?")
+    assert result.cost_usd <= 0.30, (result.status, result.cost_usd)
+    assert result.status == "budget_exceeded", result.reason
