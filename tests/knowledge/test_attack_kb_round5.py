@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import tracemalloc
 from pathlib import Path
@@ -175,3 +176,26 @@ def test_a_file_added_again_from_another_folder_is_one_document_with_its_new_tex
     assert kb.fill_vectors() == 1
     assert kb.add_path(".").summary() == "0 added, 0 updated, 2 unchanged"
     check_index(kb)
+
+
+def test_a_file_written_again_within_one_tick_of_its_clock_is_read_again(tmp_path: Path) -> None:
+    """An add trusts a file whose size and modification time are those recorded. A file system
+    whose clock keeps whole seconds (HFS+, network mounts; FAT two) gives a file written twice in
+    one second the same time: "rating: PN 16" edited to "rating: PN 40" just after an add read
+    it was "1 unchanged" for good, and the base answered PN 16. A file written moments before
+    it is read is hashed again by the next add now (as git does with a "racily clean" file)."""
+    doc = tmp_path / "valve.md"
+    doc.write_text("The FVAM-2050-B pressure rating: PN 16.\n")
+    kb = KnowledgeBase.open(":memory:")
+    assert kb.add_path(doc).summary() == "1 added, 0 updated, 0 unchanged"
+    written = doc.stat().st_mtime_ns
+    doc.write_text("The FVAM-2050-B pressure rating: PN 40.\n")  # the same size
+    os.utime(doc, ns=(written, written))  # in the same tick of the clock: the same time
+    assert kb.add_path(doc).summary() == "0 added, 1 updated, 0 unchanged"
+    assert [h.chunk.text for h in kb.search("FVAM-2050-B", mode="exact").hits] == [
+        "The FVAM-2050-B pressure rating: PN 40."
+    ]
+    old = written - 3600 * 10**9  # written long before the add: its time is trusted again
+    os.utime(doc, ns=(old, old))
+    assert kb.add_path(doc).summary() == "0 added, 0 updated, 1 unchanged"
+    assert kb.add_path(doc).summary() == "0 added, 0 updated, 1 unchanged"

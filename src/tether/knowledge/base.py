@@ -23,6 +23,7 @@ import hashlib
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ GRAPH_WEIGHT = 0.5
 # More results than any search returns: k is cut to it, since a search asks its store for 5 to 20
 # times k rows and SQLite's integers end at 2**63 (-k 99999999999999999999 was a traceback).
 MAX_K = 1_000_000
+# A file modified less than this before an add is read is hashed again by the next add: its file
+# system's clock may not have moved when it is written again (see _add_file).
+RECENT_NS = 3_000_000_000
 
 _STOP_WORDS = """
 a about above after again against all also am an and any are as at be because been before being below between
@@ -317,6 +321,13 @@ class KnowledgeBase:
             if why is not None:
                 report.skipped.append((name, why))
                 return
+            if info.st_mtime_ns > time.time_ns() - RECENT_NS:
+                # Written moments ago: written again within the same tick of its file system's
+                # clock (whole seconds on HFS+ and network mounts, two on FAT) at the same size,
+                # the stamp would not change and the new text was never read. Such a file is
+                # hashed again by the next add rather than trusted by its stamp (git's "racy
+                # clean" rule).
+                stamp = "file:recent:"
             with file.open("rb") as f:  # a PDF of gigabytes is hashed without being held whole
                 digest = stamp + hashlib.file_digest(f, hashlib.sha256).hexdigest()
         except OSError as exc:
