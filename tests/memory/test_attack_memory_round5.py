@@ -178,3 +178,33 @@ def test_a_short_note_padded_with_a_megabyte_of_blanks_is_not_scanned_whole(tmp_
     change = memory.add("notes", pad * 500_000 + "Deploys go out on Tuesdays." + pad * 500_000)
     assert change.changed and memory.entries("notes") == ["Deploys go out on Tuesdays."]
     assert recording.read and max(map(len, recording.read)) <= memory.usage("notes").limit
+
+
+def test_list_shows_no_more_than_the_prompt_of_a_store_edited_far_past_its_limit(tmp_path: Path) -> None:
+    """A notes.md edited by hand to thousands of short lines: the prompt shows what fits the limit
+    (round 3), but the memory tool's ``list`` scanned every line and poured all of them into the
+    model's context, 128,000 characters for a store of 2,200 (and ``memory_read`` over MCP the
+    same). Both now show what the prompt shows, and say how many more there are."""
+    import asyncio
+
+    from tests.memory.test_tool import agent, call, scripted, stream, tool_replies
+    from tether import RunState
+    from tether.config import load_settings
+    from tether.connectors.serve import build_server
+
+    (tmp_path / "memory").mkdir()
+    lines = [f"Fact number {i} about the build server." for i in range(3_000)]
+    (tmp_path / "memory" / "notes.md").write_text("".join(f"- {line}\n" for line in lines), encoding="utf-8")
+    recording = Recording()
+    state = RunState()
+    model = scripted(call("l1", "memory", {"action": "list", "store": "notes"}), "Listed.")
+    stream(agent(model, tmp_path, scanners=[recording]), "list", state=state)
+    (reply,) = tool_replies(state)
+    block = Memory.open(tmp_path, scanners=[Recording()]).prompt_block()
+    shown = [line for line in lines if f"- {line}\n" in reply.text + "\n"]
+    assert shown == [line for line in lines if f"- {line}\n" in block + "\n"] and 40 < len(shown) < 60
+    assert f"({3_000 - len(shown)} more entries do not fit the limit" in reply.text
+    assert len(reply.text) < 3_000 and len(recording.read) < 100  # not every line scanned either
+    read = asyncio.run(build_server(load_settings(tmp_path)).call_tool("memory_read", {"store": "notes"}))
+    assert read.structured_content["entries"] == shown
+    assert read.structured_content["withheld"] == 3_000 - len(shown)

@@ -313,9 +313,8 @@ def _add_memory_tool(server: "MCPServer", settings: "Settings") -> None:
         memory = open_memory(settings, cfg.scope, Path.cwd())
         entries = memory.entries(store)
         # What the prompt keeps from agents stays here: what the scan refuses (alone or as a pair), a
-        # credential or a control character written by hand, and an entry longer than the store.
-        limit = memory.store(store).limit
-        shown = memory._visible([e for e in entries if len(e) <= limit])
+        # credential or a control character written by hand, and what does not fit the limit.
+        shown, _, _ = memory._shown(memory.store(store), entries)
         usage = memory.usage(store)
         return MemoryEntries(
             store=store, entries=shown, withheld=len(entries) - len(shown), chars=usage.chars, limit=usage.limit

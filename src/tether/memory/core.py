@@ -403,10 +403,6 @@ class Memory(Extension):
             return f"\u201c{_short(entry, n)}\u201d"
         return "(an entry withheld from the assistant: it failed the security scan)"
 
-    def _visible(self, entries: list[str]) -> list[str]:
-        """The entries the model may read: without those the scan refuses, alone or in pairs."""
-        return self._clean_block([e for e in entries if self._clean(e)])
-
     def _clean(self, entry: str) -> bool:
         if entry not in self._passed:
             if self.withheld(entry) is not None:
@@ -428,6 +424,27 @@ class Memory(Extension):
             self._passed.add(pair)
             i += 1
         return out
+
+    def _shown(self, s: MemoryStore, entries: list[str]) -> tuple[list[str], int, int]:
+        """What the prompt shows of a store's ``entries``, how many of them the scan withholds, and
+        how many do not fit the limit. A file edited by hand past its limit: what fits is shown, in
+        order. An entry that does not fit is never shown, so it is not scanned either (a megabyte
+        pasted by hand, or thousands of lines, would cost seconds at every session start)."""
+        kept: list[str] = []
+        used = withheld = hidden = 0
+        for e in entries:
+            grown = used + len(e) + (1 if kept else 0)  # as chars() counts them
+            if grown > s.limit:
+                hidden += 1
+            elif self._clean(e):
+                kept.append(e)
+                used = grown
+            else:
+                withheld += 1
+        # Shown entries are adjacent lines, also where one between them was left out: read each
+        # pair together.
+        checked = self._clean_block(kept)
+        return checked, withheld + len(kept) - len(checked), hidden
 
     @staticmethod
     def _usage_line(usage: StoreUsage) -> str:
@@ -451,25 +468,7 @@ class Memory(Extension):
         for name in STORES:
             s = self.stores[name]
             entries = s.entries()
-            # A file edited by hand past its limit: show what fits, in order. An entry that does
-            # not fit is never shown, so it is not scanned either (a megabyte pasted by hand, or
-            # thousands of lines, would cost seconds at every session start).
-            kept: list[str] = []
-            used = withheld = hidden = 0
-            for e in entries:
-                grown = used + len(e) + (1 if kept else 0)  # as chars() counts them
-                if grown > s.limit:
-                    hidden += 1
-                elif self._clean(e):
-                    kept.append(e)
-                    used = grown
-                else:
-                    withheld += 1
-            # Shown entries are adjacent lines, also where one between them was left out: read
-            # each pair together.
-            checked = self._clean_block(kept)
-            withheld += len(kept) - len(checked)
-            kept = checked
+            kept, withheld, hidden = self._shown(s, entries)
             lines.append(s.usage(entries).label())
             lines.extend(f"- {e}".replace("\n", "\n  ") for e in kept)
             if not entries:

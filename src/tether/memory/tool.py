@@ -112,26 +112,31 @@ class MemoryTool:
         for name in [store] if store else list(self.memory.stores):
             s = self.memory.store(name)
             entries = s.entries()
-            # An entry longer than the whole store (pasted by hand) is never in the prompt: not
-            # scanned, and not poured into the model's context either.
-            fitting = [e for e in entries if len(e) <= s.limit]
-            shown = self.memory._visible(fitting)  # what the prompt withholds, the list withholds too
+            # What the prompt shows, the list shows: what the scan withholds stays out, and so does
+            # what does not fit the limit (a file edited by hand past it), which is not scanned or
+            # poured into the model's context either.
+            shown, withheld, hidden = self.memory._shown(s, entries)
             out.append(s.usage(entries).label())
             out.extend(f"- {e}".replace("\n", "\n  ") for e in shown)
             if not entries:
                 out.append("(empty)")
-            if len(shown) < len(fitting):
-                withheld = len(fitting) - len(shown)
+            if withheld:
                 out.append(
                     f"({withheld} entr{'y' if withheld == 1 else 'ies'} withheld: failed the security scan; "
                     "the user can see them with `tether memory show`)"
                 )
-            if len(fitting) < len(entries):
-                big = [len(e) for e in entries if len(e) > s.limit]
+            big = [len(e) for e in entries if len(e) > s.limit]
+            if big:
                 out.append(
                     f"({len(big)} entr{'y' if len(big) == 1 else 'ies'} longer than the whole store not shown "
-                    f"({', '.join(f'{n:,}' for n in big)} characters); the user can see and shorten "
-                    "them with `tether memory show` and an editor)"
+                    f"({', '.join(f'{n:,}' for n in big[:10])}{', ...' if len(big) > 10 else ''} characters); "
+                    "the user can see and shorten them with `tether memory show` and an editor)"
+                )
+            if hidden > len(big):
+                more = hidden - len(big)
+                out.append(
+                    f"({more} more entr{'y does' if more == 1 else 'ies do'} not fit the limit and "
+                    f"{'is' if more == 1 else 'are'} not shown, as in your system prompt; consolidate)"
                 )
         out.append("(This is what is saved now; your system prompt shows it as it was when the session began.)")
         return "\n".join(out)
