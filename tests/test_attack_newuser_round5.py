@@ -115,3 +115,29 @@ def test_a_slip_inside_a_guardrail_names_the_guardrail_and_its_keys(
     _config(quiet_env, text)
     code, _, err = run_main("config", "check", capsys=capsys)
     assert code == 2 and said in err, err
+
+
+def test_a_prompt_of_several_words_without_quotes_says_to_quote_it(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first thing a newcomer types after the README's line. Was: `usage: tether [-h] [--version]
+    {run,resume} ...` and "unrecognized arguments: file mentions a timeout", with no word of quotes
+    (and a usage line naming two commands, not the one typed)."""
+    code, out, err = run_main(
+        "run", "--model", "scripted/hello", "Which", "file", "mentions", "a", "timeout", capsys=capsys
+    )
+    assert code == 2 and out == "", (out, err)
+    assert "usage: tether run " in err and "{run,resume}" not in err, err
+    assert "unrecognized arguments: file mentions a timeout" in err, err
+    assert '"Which file mentions a timeout"' in err, err
+
+
+def test_a_misspelt_option_is_named_with_the_option_meant(quiet_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tether rnu` gets "did you mean 'run'?"; `--modle` got nothing but the whole usage of
+    `tether {run,resume}`."""
+    code, _, err = run_main("run", "--modle", "scripted/hello", "hi", capsys=capsys)
+    assert code == 2 and "usage: tether run " in err and "did you mean --model?" in err, err
+    code, _, err = run_main("runs", "--jsno", capsys=capsys)
+    assert code == 2 and "usage: tether runs " in err and "did you mean --json?" in err, err
+    code, _, err = run_main("config", "show", "--jsn", capsys=capsys)
+    assert code == 2 and "usage: tether config show " in err and "did you mean --json?" in err, err

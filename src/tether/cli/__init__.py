@@ -94,6 +94,33 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
+    """Arguments no parser took, said by the command typed (its usage, not the top level's), with
+    the option meant for a misspelt one and, for a prompt of several words left unquoted, the
+    quotes."""
+    import difflib
+
+    command = parser
+    while True:  # down to the deepest command named: tether config show, tether serve token list
+        found = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, found[0].dest, None) if found else None
+        if not found or chosen not in found[0].choices:
+            break
+        command = found[0].choices[chosen]
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    options = [o[2:] for a in command._actions for o in a.option_strings if o.startswith("--")]
+    for extra in extras:
+        near = difflib.get_close_matches(extra.split("=", 1)[0][2:], options, n=1, cutoff=0.6)
+        if extra.startswith("--") and near:
+            message += f" (did you mean --{near[0]}?)"
+            break
+    else:
+        prompt = getattr(args, "prompt", None)
+        if isinstance(prompt, str) and not any(e.startswith("-") for e in extras):
+            message += f'; a prompt of several words goes in quotes: "{" ".join([prompt, *extras])}"'
+    command.error(message)
+
+
 def _one_blas_thread() -> None:
     """numpy's BLAS on one thread for ``tether kb``, unless ``OPENBLAS_NUM_THREADS`` says otherwise
     (read when numpy is first imported, so set before). Its only BLAS work is a query's small
@@ -179,7 +206,9 @@ def _main(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
     if args.command == "kb":
         _one_blas_thread()
     if args.command is None:  # a bare `tether`: what it can do, not an error
