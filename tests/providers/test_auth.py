@@ -127,9 +127,15 @@ def test_api_key_from_config_is_sent_but_never_shown(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "config", "model", "named"),
     [
-        ({"OPENAI_API_KEY": "sk-bad"}, "", "openai/plan", "Check the key in OPENAI_API_KEY."),
+        ({"OPENAI_API_KEY": "sk-bad", "OPENAI_BASE_URL": "SERVER"}, "", "openai/plan", "Check the key in OPENAI_API_KEY."),
+        (
+            {"OPENAI_API_KEY": "sk-bad"},
+            "",
+            "openai/plan",
+            "none was sent (LLM_API_KEY not set; OPENAI_API_KEY is sent only to api.openai.com or OPENAI_BASE_URL's host)",
+        ),
         ({"LLM_API_KEY": "sk-bad", "OPENAI_API_KEY": "sk-other"}, "", "openai/plan", "Check the key in LLM_API_KEY."),
-        ({}, "", "openai/plan", "none was sent (LLM_API_KEY and OPENAI_API_KEY not set)"),
+        ({}, "", "openai/plan", "none was sent (LLM_API_KEY not set)"),
         ({}, 'api_key = "sk-bad"\n', "srv/plan", "Check api_key in [endpoints.srv] in config.toml."),
         ({}, "", "srv/plan", "none was sent (no key_env or api_key in [endpoints.srv] in config.toml)"),
         ({"SRV_KEY": "sk-bad"}, 'key_env = "SRV_KEY"\n', "srv/plan", "Check the key in SRV_KEY."),
@@ -140,14 +146,46 @@ def test_a_401_names_where_the_key_came_from_or_that_none_was_set(
 ) -> None:
     for name in ("OPENAI_API_KEY", "LLM_API_KEY", "OPENAI_BASE_URL", "SRV_KEY"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
     with ScriptedServer(faults=["401"]) as server:
+        for name, value in env.items():
+            monkeypatch.setenv(name, server.base_url if value == "SERVER" else value)
         monkeypatch.setenv("LLM_BASE_URL", server.base_url)
         (tmp_path / "config.toml").write_text(f'[endpoints.srv]\nbase_url = "{server.base_url}"\n{config}')
         result = run_sync(Agent(model, settings=load_settings(tmp_path)), "hi")
     assert result.status == "failed" and named in (result.reason or ""), result.reason
     assert "sk-bad" not in (result.reason or "") and "server's authentication settings" not in (result.reason or "")
+
+
+def test_openai_key_never_goes_to_another_server_that_llm_base_url_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LLM_BASE_URL at a local model's or another vendor's server: OPENAI_API_KEY (the OpenAI
+    account's key) is not sent there; LLM_API_KEY is, and OPENAI_BASE_URL's host keeps its pairing."""
+    from tether.errors import ConfigError
+    from tether.providers.openai_chat import OpenAIChatProvider
+
+    for name in ("LLM_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-account")
+    with ScriptedServer() as server:
+        monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+        assert run_sync(Agent("openai/plan", settings=load_settings(tmp_path)), "hi").status == "completed"
+        assert all("authorization" not in {k.lower() for k in r[2]} for r in server.received)
+        monkeypatch.setenv("LLM_API_KEY", "sk-local")
+        assert run_sync(Agent("openai/plan", settings=load_settings(tmp_path)), "hi").status == "completed"
+        assert server.received[-1][2].get("authorization") == "Bearer sk-local"
+        monkeypatch.delenv("LLM_API_KEY")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # the OpenAI SDK's pairing: chosen
+        assert run_sync(Agent("openai/plan", settings=load_settings(tmp_path)), "hi").status == "completed"
+        assert server.received[-1][2].get("authorization") == "Bearer sk-openai-account"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("LLM_BASE_URL", "https://models.example.net/v1")  # not loopback: refused, clearly
+    with pytest.raises(ConfigError) as caught:
+        OpenAIChatProvider()
+    assert "Export LLM_API_KEY" in str(caught.value) and "models.example.net" in str(caught.value)
+    assert "sk-openai-account" not in str(caught.value)
+    monkeypatch.setenv("LLM_BASE_URL", "https://api.openai.com/v1")  # OpenAI itself: its key goes
+    assert OpenAIChatProvider()._http.credentials.hint == "the key in OPENAI_API_KEY"
 
 
 class RotatingTokens(TokenEndpoint):

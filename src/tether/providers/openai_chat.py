@@ -551,6 +551,25 @@ def clamp_cache_key(key: str) -> str:
     return "h-" + hashlib.sha256(key.encode()).hexdigest()[: CACHE_KEY_LIMIT - 2]
 
 
+_ONLY_TO = "{} is sent only to api.openai.com or OPENAI_BASE_URL's host"
+
+
+def _key_names(key_variable: str, base_url: str, from_environment: bool) -> tuple[tuple[str, ...], bool]:
+    """The variables a key is taken from, in order, and whether ``key_variable`` was left out.
+
+    ``LLM_API_KEY`` goes with ``LLM_BASE_URL`` (a compatible server's own key). OpenAI's key goes
+    to api.openai.com, or to the host ``OPENAI_BASE_URL`` names (the OpenAI SDK's pairing), never
+    to any other server ``LLM_BASE_URL`` points at: a local model's or another vendor's server
+    would otherwise be handed the OpenAI account's key."""
+    if not (from_environment and os.environ.get("LLM_BASE_URL")):
+        return (key_variable,), False
+    host = urlsplit(base_url).hostname
+    paired = {urlsplit(DEFAULT_BASE_URL).hostname, urlsplit(os.environ.get("OPENAI_BASE_URL", "")).hostname}
+    if host in paired:
+        return ("LLM_API_KEY", key_variable), False
+    return ("LLM_API_KEY",), bool(os.environ.get(key_variable))
+
+
 class OpenAIChatProvider:
     """Chat Completions over httpx, for api.openai.com or any compatible server."""
 
@@ -572,19 +591,21 @@ class OpenAIChatProvider:
         self.base_url = checked_base_url(normalise_base_url(base), source)
         self.name = name
         if credentials is None:
-            # LLM_API_KEY goes with LLM_BASE_URL (a compatible server's key), before OPENAI_API_KEY.
-            names = (
-                ("LLM_API_KEY", key_variable)
-                if base_url is None and os.environ.get("LLM_BASE_URL")
-                else (key_variable,)
-            )
+            names, withheld = _key_names(key_variable, self.base_url, base_url is None)
             found = next((name for name in names if os.environ.get(name)), None)
             if api_key:
                 credentials = ApiKey(api_key, hint=f"the api_key given to the {name} provider")
             elif found is not None:
                 credentials = ApiKey(os.environ[found], hint=f"the key in {found}")
             elif is_local_url(self.base_url):
-                credentials = NoAuth(f"whether the server needs a key: none was sent ({' and '.join(names)} not set)")
+                why = f"{' and '.join(names)} not set" + (f"; {_ONLY_TO.format(key_variable)}" if withheld else "")
+                credentials = NoAuth(f"whether the server needs a key: none was sent ({why})")
+            elif withheld:
+                raise ConfigError(
+                    f"LLM_API_KEY is not set: the server at {urlsplit(self.base_url).hostname} "
+                    f"(LLM_BASE_URL) needs its own key ({_ONLY_TO.format(key_variable)}). Export "
+                    "LLM_API_KEY with that server's key."
+                )
             else:
                 raise ConfigError(
                     f"{' or '.join(names)} is not set: export it, or point LLM_BASE_URL at a local "
