@@ -127,7 +127,12 @@ def test_api_key_from_config_is_sent_but_never_shown(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "config", "model", "named"),
     [
-        ({"OPENAI_API_KEY": "sk-bad", "OPENAI_BASE_URL": "SERVER"}, "", "openai/plan", "Check the key in OPENAI_API_KEY."),
+        (
+            {"OPENAI_API_KEY": "sk-bad", "OPENAI_BASE_URL": "SERVER"},
+            "",
+            "openai/plan",
+            "Check the key in OPENAI_API_KEY.",
+        ),
         (
             {"OPENAI_API_KEY": "sk-bad"},
             "",
