@@ -141,3 +141,23 @@ def test_a_misspelt_option_is_named_with_the_option_meant(quiet_env: Path, capsy
     assert code == 2 and "usage: tether runs " in err and "did you mean --json?" in err, err
     code, _, err = run_main("config", "show", "--jsn", capsys=capsys)
     assert code == 2 and "usage: tether config show " in err and "did you mean --json?" in err, err
+
+
+def test_models_with_llm_base_url_at_nothing_says_so_once_without_the_catalogue(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md: a provider that points at a server is asked for its own models "instead of
+    tether's catalogue". Was: with the server down, OpenAI's whole catalogue (gpt-4.1, o3, ...) was
+    listed against the local server, each line "cannot reach H: openai: cannot reach H (...)"."""
+    import socket
+
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        host = f"127.0.0.1:{closed.getsockname()[1]}"
+        monkeypatch.setenv("LLM_BASE_URL", f"http://{host}/v1")
+        code, out, err = run_main("models", capsys=capsys)
+    openai = [line for line in out.splitlines() if line.startswith("openai/")]
+    assert code == 1, (out, err)
+    assert len(openai) == 1 and openai[0].startswith("openai/*"), out
+    assert f"cannot reach {host}" in openai[0] and openai[0].count("cannot reach") == 1, openai
+    assert "gpt-4.1" not in out and "scripted/plan" in out, out

@@ -84,28 +84,32 @@ async def _check_models(models: list[str], settings: Any) -> list[tuple[str, str
     an endpoint) is asked for its own models instead of tether's catalogue."""
     from tether.providers.base import ModelLister
     from tether.providers.http import close_clients
-    from tether.providers.registry import resolve_provider
+    from tether.providers.registry import canonical_model, resolve_provider
+    from tether.usage import CATALOG
 
     by_provider: dict[str, tuple[str, list[str] | None]] = {}
     rows: list[tuple[str, str]] = []
+    chosen = {canonical_model(m) for m in [settings.model, *settings.fallback_models] if m}
     try:
         for model in models:
             provider = model.split("/", 1)[0]
             if provider not in by_provider:
                 by_provider[provider] = await _check_provider(model, settings, resolve_provider, ModelLister)
             status, served = by_provider[provider]
+            if served is None and _asks_server(model, settings) and model in CATALOG and model not in chosen:
+                continue  # tether's catalogue is not what the server there serves
             if served is None:
                 rows.append((model, status))
         for provider, (status, served) in by_provider.items():
             rows += [(f"{provider}/{name}", status) for name in served or ()]
+            if served is None and not any(m.startswith(f"{provider}/") for m, _ in rows):
+                rows.append((f"{provider}/*", status))  # the server there did not say what it serves
     finally:
         await close_clients()
     return rows
 
 
 async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) -> tuple[str, list[str] | None]:
-    import os
-
     from tether.errors import AuthError, QuotaExceededError, TetherError, UnreachableError
 
     try:
@@ -113,16 +117,15 @@ async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) 
     except TetherError as exc:
         return f"not configured: {str(exc).splitlines()[0]}", None
     provider = resolved.provider
-    asks_server = model.split("/", 1)[0] in (getattr(settings, "endpoints", None) or {}) or (
-        model.startswith("openai/") and bool(os.environ.get("LLM_BASE_URL"))
-    )
+    asks_server = _asks_server(model, settings)
     try:
         await provider.validate_auth()
         if asks_server and isinstance(provider, lister):
             return "ok (served)", await provider.list_models()
         return "ok", None
     except UnreachableError as exc:
-        return f"cannot reach {exc.host}: {str(exc).splitlines()[0]}", None
+        said = str(exc).splitlines()[0].removeprefix(f"{exc.provider}: ")
+        return (said if said.startswith(f"cannot reach {exc.host}") else f"cannot reach {exc.host}: {said}"), None
     except AuthError as exc:
         return f"auth failed: {str(exc).splitlines()[0]}", None
     except QuotaExceededError as exc:
@@ -131,6 +134,16 @@ async def _check_provider(model: str, settings: Any, resolve: Any, lister: Any) 
         return f"error: {str(exc).splitlines()[0]}", None
     finally:
         await provider.aclose()
+
+
+def _asks_server(model: str, settings: Any) -> bool:
+    """Whether ``model``'s provider points at a server (an endpoint, ``LLM_BASE_URL``), which is
+    asked for its own models."""
+    import os
+
+    return model.split("/", 1)[0] in (getattr(settings, "endpoints", None) or {}) or (
+        model.startswith("openai/") and bool(os.environ.get("LLM_BASE_URL"))
+    )
 
 
 def cmd_auth(args: argparse.Namespace) -> int:
