@@ -317,3 +317,23 @@ def test_no_retry_is_announced_or_waited_for_once_the_budget_cannot_pay_for_it(
     assert not [e for e in events if isinstance(e, Retry)]
     assert len(server.requests) == 1
     assert 0 < result.cost_usd <= 0.005
+
+
+# -- fallback models as the Python API takes them ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fallbacks", "words"),
+    [
+        ("scripted/plan", "fallback_models is a list of models: write fallback_models=['scripted/plan']"),
+        (["scripted/plan", None], "fallback_models: None is neither a model string"),
+        ([42], "fallback_models: 42 is neither a model string"),
+    ],
+)
+def test_fallback_models_that_are_no_models_are_refused_saying_what_to_write(fallbacks: Any, words: str) -> None:
+    """Before: one string was taken letter by letter ("cannot tell which provider serves 's'"), and
+    None ended in AttributeError: 'NoneType' object has no attribute 'name'."""
+    agent = Agent("scripted/hello", fallback_models=fallbacks)
+    with pytest.raises(ConfigError) as refused:
+        run_sync(agent, "hi")
+    assert words in str(refused.value)

@@ -59,10 +59,13 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
     if isinstance(model, str):
         resolved = resolve_provider(model, agent.settings)
         provider, model_id, name = resolved.provider, resolved.model_id, resolved.name
-    else:
+    elif hasattr(model, "complete") or hasattr(model, "stream"):
         provider = model
         model_id = str(getattr(provider, "model_id", provider.name))
         name = f"{provider.name}/{model_id}"
+    else:
+        where = "model" if primary else "fallback_models"
+        raise ConfigError(f"{where}: {model!r} is neither a model string (provider/model) nor a Provider")
     overrides = dict(getattr(agent.settings, "prices", None) or {}) | dict(agent.prices)
     price = (agent.price if primary else None) or getattr(provider, "price", None) or lookup_price(name, overrides)
     if agent.max_budget_usd is not None and price is None:
@@ -76,6 +79,8 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
     _check_limits(agent.max_budget_usd, agent.max_turns)
+    if isinstance(agent.fallback_models, str):  # one model, not its letters
+        raise ConfigError(f"fallback_models is a list of models: write fallback_models=[{agent.fallback_models!r}]")
     candidates = [_candidate(agent, agent.model, True)]
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
