@@ -177,3 +177,14 @@ def test_a_call_id_used_again_in_a_later_reply_runs_the_new_task() -> None:
     assert len(ended) == 2 and len({e.child_run_id for e in ended}) == 2
     assert children(state)["call_0"]["output"] == "answer to second"
     assert result.cost_usd == pytest.approx(own_cost(state.messages) + sum(e.cost_usd or 0 for e in ended))
+
+
+def test_a_child_that_answers_nothing_is_reported_in_words() -> None:
+    """A child whose model ends on an empty reply: the parent's model must read that it answered
+    nothing, not an empty result it could take for "nothing found" (before: the result was '')."""
+    worker = Agent(FunctionModel(lambda messages, request: "")).as_tool("worker", "Does a task.")
+    state = RunState()
+    result = run_sync(Agent(fan_out(1), tools=[worker]), "go", state=state)
+    assert result.status == "completed"
+    (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert "worker" in answer.text and "empty answer" in answer.text

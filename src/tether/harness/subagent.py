@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
+from tether.status import EMPTY_ANSWER
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
@@ -368,6 +369,8 @@ class AgentTool:
         return self._answer(done)
 
     def _answer(self, done: dict[str, Any]) -> ToolResult | str:
+        if done["status"] == "completed" and not done.get("output"):  # said, not read as "nothing found"
+            return f"(The sub-agent {self.name} completed without an answer: {done.get('reason') or EMPTY_ANSWER}.)"
         if done["status"] == "completed":
             return str(done["output"])
         partial = f" What it had so far: {done['output']}" if done.get("output") else ""
