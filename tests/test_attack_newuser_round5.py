@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import quiet_env, run_main
+from tether.testing import ScriptedServer
 
 __all__ = ["quiet_env"]  # the fixture, used by name below
 
@@ -161,3 +162,27 @@ def test_models_with_llm_base_url_at_nothing_says_so_once_without_the_catalogue(
     assert len(openai) == 1 and openai[0].startswith("openai/*"), out
     assert f"cannot reach {host}" in openai[0] and openai[0].count("cannot reach") == 1, openai
     assert "gpt-4.1" not in out and "scripted/plan" in out, out
+
+
+def test_a_misspelt_model_the_server_refuses_is_named_not_priced(
+    quiet_env: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    scripted_server: ScriptedServer,
+    workspace: Path,
+) -> None:
+    """`--model openai/gpt-4.1-mimi`: the server refuses the name, nothing is spent. Was: the summary
+    line said "cost unknown (no price for openai/gpt-4.1-mimi; add one under [models."openai/gpt-4.1-
+    mimi"] in config.toml)", sending the person to price a model that does not exist, with no word
+    of the name they meant."""
+    monkeypatch.setenv("LLM_BASE_URL", scripted_server.base_url)
+    argv = ("run", "--model", "openai/gpt-4.1-mimi", "--cwd", str(workspace), "hi")
+    code, out, err = run_main(*argv, capsys=capsys)
+    assert code == 1 and out == "", (out, err)
+    summary = next(line for line in err.splitlines() if line.startswith("[failed]"))
+    assert "turns 0 | tokens 0 | $0.000000 |" in summary and "add one under" not in summary, summary
+    assert "did you mean openai/gpt-4.1-mini?" in err, err
+    # A model that answered without a price still says so: a cost of 0 there is not free.
+    code, _, err = run_main("run", "--model", "openai/hello", "--cwd", str(workspace), "hi", capsys=capsys)
+    assert code == 0 and 'cost unknown (no price for openai/hello; add one under [models."openai/hello"]' in err, err
+    assert "did you mean" not in err, err

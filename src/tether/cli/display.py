@@ -61,10 +61,17 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
     """What a person reads when a run stops: the exit, its reason, the numbers, and what to do next."""
     cost: float | None = result.cost_usd
     reason = f" {result.reason}" if result.reason else ""
+    # No token read or written and no request lost: nothing was paid, priced or not (a model name
+    # the server refused, say); only a model that answered without a price has an unknown cost.
+    spent = bool(result.usage.total_tokens or result.cost_unknown_usd or cost)
+    shown_cost = cost_text(cost, model, settings, unpriced=result.unpriced_models) if spent else f"${0:.6f}"
     lines = [
         f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
-        f"{cost_text(cost, model, settings, unpriced=result.unpriced_models)} | {result.run_id}"
+        f"{shown_cost} | {result.run_id}"
     ]
+    meant = _model_meant(model, settings) if result.status == "failed" and not spent else None
+    if meant:
+        lines.append(f"   did you mean {meant}? (`tether models` lists the models tether knows)")
     if result.cost_unknown_usd:
         lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
     if result.empty_answer:  # the reason above says so (tether.status.EMPTY_ANSWER)
@@ -75,6 +82,18 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
     if getattr(result.interruption, "still_running", False):
         lines.append("   (its command is still running: add --wait to wait for it, or --kill to stop it)")
     return lines
+
+
+def _model_meant(model: str | None, settings: Settings) -> str | None:
+    """The catalogue's model a failed run's unknown ``model`` most likely misspells, if one is close."""
+    import difflib
+
+    from tether.usage import CATALOG
+
+    if model is None or price_known(model, settings):
+        return None
+    near = difflib.get_close_matches(model, [m for m in CATALOG if "/" in m], n=1, cutoff=0.85)
+    return near[0] if near else None
 
 
 def resume_hint(run_id: str, status: str, interruption: Interruption | None) -> str | None:
