@@ -337,3 +337,16 @@ def test_fallback_models_that_are_no_models_are_refused_saying_what_to_write(fal
     with pytest.raises(ConfigError) as refused:
         run_sync(agent, "hi")
     assert words in str(refused.value)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "5", True])
+def test_a_first_token_timeout_that_is_no_timeout_is_refused_before_any_request(value: Any) -> None:
+    """Before: 0 or -1 gave up on every request at once, charged each one's prompt, and failed
+    "no first token within 0 s (gave up after 4 attempts)"; NaN silently meant no timeout; "5"
+    failed the run with "unexpected error: TypeError"."""
+    provider = OwnProvider(Usage(prompt_tokens=100, completion_tokens=10))
+    agent = Agent(provider, first_token_timeout_s=value, retry=FAST)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="first_token_timeout_s must be a number of seconds above 0"):
+        run_sync(agent, "hi")
+    assert provider.calls == 0
+    assert run_sync(Agent(provider, first_token_timeout_s=2.5, retry=FAST), "hi").status == "completed"  # type: ignore[arg-type]

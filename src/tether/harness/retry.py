@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tether.errors import ConfigError, ProviderError, RetryableError
 
-__all__ = ["FirstTokenTimeout", "RetryPolicy"]
+__all__ = ["FirstTokenTimeout", "RetryPolicy", "check_first_token_timeout"]
 
 
 class FirstTokenTimeout(RetryableError):
@@ -68,3 +68,14 @@ class RetryPolicy:
         base = min(self.max_delay_s, self.base_delay_s * 2.0 ** min(max(attempt - 1, 0), 64))
         spread = float((rng or random).uniform(-self.jitter, self.jitter))
         return max(0.0, min(self.max_delay_s, base * (1 + spread)))
+
+
+def check_first_token_timeout(value: object) -> None:
+    """``Agent(first_token_timeout_s=...)`` is None or a number of seconds above 0: 0 or less gave
+    up on every request at once (each charged its prompt) and failed the run "no first token within
+    0 s"; NaN was no timeout at all; a string failed the run with a TypeError."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if value is not None and not (number and value > 0):  # type: ignore[operator]
+        raise ConfigError(
+            f"first_token_timeout_s must be a number of seconds above 0 (got {value!r}); leave it None for no timeout"
+        )
