@@ -12,14 +12,17 @@ import asyncio
 import json
 import os
 import re
+import threading
 import tracemalloc
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tether import CancelSignal, ToolContext
-from tether.knowledge import HashingEmbedder, KnowledgeBase, KnowledgeTools
+from tether.errors import ProviderError
+from tether.knowledge import HashingEmbedder, KnowledgeBase, KnowledgeTools, OpenAIEmbedder
 from tether.tools.base import validate_arguments
 
 from .conftest import check_index
@@ -199,3 +202,60 @@ def test_a_file_written_again_within_one_tick_of_its_clock_is_read_again(tmp_pat
     os.utime(doc, ns=(old, old))
     assert kb.add_path(doc).summary() == "0 added, 0 updated, 1 unchanged"
     assert kb.add_path(doc).summary() == "0 added, 0 updated, 1 unchanged"
+
+
+# -- an embeddings server that quotes the key back ----------------------------------------------------------
+
+KEY = "sk-proj-Zq8Xr2LmTn4Vw6Yb1Ck3"
+
+
+class _QuotesTheKey(BaseHTTPRequestHandler):
+    revoked = False  # the key works until then
+
+    def do_POST(self) -> None:
+        texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+        sent = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        if self.revoked:
+            answer: Any = {"error": {"message": f"Incorrect API key provided: {sent}. Sent: {self.headers}"}}
+        else:
+            answer = {"data": [{"index": i, "embedding": [1.0, float(len(t))]} for i, t in enumerate(texts)]}
+        data = json.dumps(answer).encode()
+        self.send_response(401 if self.revoked else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "key"), [("", KEY), ("svc:hunter2-Pa55word@", None)], ids=["key", "password in url"]
+)
+def test_an_embeddings_error_never_carries_the_key_or_the_password_of_its_url(userinfo: str, key: str | None) -> None:
+    """A model provider's errors have the key a server quotes back taken out; the knowledge
+    base's embeddings client put the server's answer in its error as it came ("Incorrect API key
+    provided: sk-proj-...", or the Basic credentials made of base_url's user:password), and that
+    password in the URL it named. That error is what `kb add` and `kb search` print, and in an
+    agent run the search_kb tool's result: the model's transcript, the session saved on disk, the
+    trace."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _QuotesTheKey)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    secrets = (KEY[:12], "hunter2-Pa55word", "c3ZjOmh1bnRlcjIt")  # the key, the password, both as Basic sends them
+    try:
+        url = f"http://{userinfo}127.0.0.1:{httpd.server_address[1]}/v1"
+        kb = KnowledgeBase.open(":memory:", embedder=OpenAIEmbedder("m", base_url=url, api_key=key))
+        _QuotesTheKey.revoked = False
+        kb.add_text("a.md", "The FVAM-2050-B seals are EPDM.\n")
+        _QuotesTheKey.revoked = True
+        kb.add_text("b.md", "The pump P-100 is serviced yearly.\n", embed=False)
+        tool = lambda: _run_tool(kb, "search_kb", {"query": "seals"})  # noqa: E731  # its error is the tool result
+        for call in (kb.fill_vectors, lambda: kb.search("seals"), tool):
+            with pytest.raises(ProviderError) as caught:
+                call()
+            said = str(caught.value)
+            assert "answered 401" in said and "Incorrect API key provided: " in said and "***" in said, said
+            assert not [s for s in secrets if s in said] and "svc:" not in said, said
+    finally:
+        httpd.shutdown()

@@ -20,7 +20,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -101,7 +101,8 @@ class OpenAIEmbedder:
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         rows: list[list[float]] = []
-        with httpx.Client(timeout=self.timeout_s) as client:
+        with httpx.Client(timeout=self.timeout_s) as client, self._scrubbing():
+            where = _without_userinfo(self.base_url)
             for i in range(0, len(texts), self.batch):
                 part = list(texts[i : i + self.batch])
                 try:
@@ -109,23 +110,49 @@ class OpenAIEmbedder:
                         f"{self.base_url}/embeddings", headers=headers, json={"model": self.model, "input": part}
                     )
                 except httpx.HTTPError as exc:
-                    raise ProviderError(f"embeddings at {self.base_url}: {type(exc).__name__}: {exc}") from exc
+                    raise ProviderError(f"embeddings at {where}: {type(exc).__name__}: {exc}") from exc
                 if response.status_code != 200:
-                    raise ProviderError(
-                        f"embeddings at {self.base_url} answered {response.status_code}: {response.text[:300]}"
-                    )
+                    raise ProviderError(f"embeddings at {where} answered {response.status_code}: {response.text[:300]}")
                 try:
                     data = sorted(response.json()["data"], key=lambda d: d["index"])
                     rows.extend(d["embedding"] for d in data)
                 except (ValueError, KeyError, TypeError) as exc:
                     raise ProviderError(
-                        f"embeddings at {self.base_url}: not an embeddings response ({response.text[:200]!r})"
+                        f"embeddings at {where}: not an embeddings response ({response.text[:200]!r})"
                     ) from exc
                 if len(rows) != i + len(part):
-                    raise ProviderError(
-                        f"embeddings at {self.base_url}: {len(part)} texts sent, {len(rows) - i} vectors back"
-                    )
+                    raise ProviderError(f"embeddings at {where}: {len(part)} texts sent, {len(rows) - i} vectors back")
         return normalise(rows)
+
+    @contextlib.contextmanager
+    def _scrubbing(self) -> Iterator[None]:
+        """The key and ``base_url``'s password (sent as Basic auth) taken out of an error raised
+        inside: a server may quote them back ("Incorrect API key provided: sk-..."), and the error
+        becomes what kb prints, and an agent's tool result, saved with its session and trace."""
+        try:
+            yield
+        except ProviderError as exc:
+            from urllib.parse import unquote, urlsplit
+
+            from tether.providers.http import scrubbed
+
+            url = urlsplit(self.base_url)
+            password = url.password or ""
+            basic = base64.b64encode(f"{unquote(url.username or '')}:{unquote(password)}".encode()).decode()
+            secrets = {self.api_key or "", password, unquote(password), basic if password else ""}
+            secrets = {s for s in secrets if len(s) >= 8}
+            exc.args = (scrubbed(str(exc), tuple(sorted(secrets, key=len, reverse=True))),)
+            raise
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 # The model file's sha256, as its package publishes it: a file that differs is refused.
