@@ -186,3 +186,17 @@ def test_a_misspelt_model_the_server_refuses_is_named_not_priced(
     code, _, err = run_main("run", "--model", "openai/hello", "--cwd", str(workspace), "hi", capsys=capsys)
     assert code == 0 and 'cost unknown (no price for openai/hello; add one under [models."openai/hello"]' in err, err
     assert "did you mean" not in err, err
+
+
+def test_the_help_of_tether_scripted_says_what_docs_cli_md_says_it_is(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/cli.md: `tether scripted serve` is "the scripted model as an OpenAI- and Anthropic-compatible
+    server". Was: `tether --help` called it "the scripted model's tools", its serve "an OpenAI-compatible
+    API", with no word of the Anthropic wire or of the model names it answers to."""
+    code, out, _ = run_main("--help", capsys=capsys)
+    line = next(x for x in out.splitlines() if x.strip().startswith("scripted "))
+    assert code == 0 and "Anthropic" in line and "tools" not in line, line
+    code, out, _ = run_main("scripted", "serve", "--help", capsys=capsys)
+    assert code == 0 and "Anthropic Messages" in out and "openai/plan" in out, out
+    assert "address to listen on" in out, out
