@@ -198,5 +198,6 @@ def test_the_help_of_tether_scripted_says_what_docs_cli_md_says_it_is(
     line = next(x for x in out.splitlines() if x.strip().startswith("scripted "))
     assert code == 0 and "Anthropic" in line and "tools" not in line, line
     code, out, _ = run_main("scripted", "serve", "--help", capsys=capsys)
+    out = " ".join(out.split())  # as argparse wraps it
     assert code == 0 and "Anthropic Messages" in out and "openai/plan" in out, out
     assert "address to listen on" in out, out
