@@ -208,3 +208,24 @@ def test_list_shows_no_more_than_the_prompt_of_a_store_edited_far_past_its_limit
     read = asyncio.run(build_server(load_settings(tmp_path)).call_tool("memory_read", {"store": "notes"}))
     assert read.structured_content["entries"] == shown
     assert read.structured_content["withheld"] == 3_000 - len(shown)
+
+
+def test_clearing_a_damaged_file_leaves_no_copy_of_what_it_cleared(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tether memory clear`` says "Every entry is deleted." On a file with one byte that is not
+    UTF-8 (a Latin-1 "é" typed in an old editor), the clear itself first copied the whole file to
+    ``notes.md.damaged-<time>`` (the copy a write makes so that no undecodable byte is lost) and
+    then emptied it: every entry the person meant to delete stayed on disk beside it, unmentioned."""
+    folder = quiet_env / "memory"
+    folder.mkdir(parents=True)
+    (folder / "notes.md").write_bytes(b"- My bank PIN hint is caf\xe9 1984.\n- Likes tea.\n")
+    code, out, err = run_main("memory", "clear", "--notes", "--yes", capsys=capsys)
+    assert code == 0 and "Cleared notes (2 entries)" in out, err
+    assert sorted(p.name for p in folder.iterdir()) == [".notes.md.lock", "notes.md"]
+    assert b"PIN" not in b"".join(p.read_bytes() for p in folder.iterdir())
+    # A write that keeps entries still keeps the original bytes beside the file, as documented.
+    (folder / "notes.md").write_bytes(b"- caf\xe9\n- Likes tea.\n")
+    assert run_main("memory", "remove", "Likes tea.", capsys=capsys)[0] == 0
+    (copy,) = folder.glob("notes.md.damaged-*")
+    assert copy.read_bytes() == b"- caf\xe9\n- Likes tea.\n"

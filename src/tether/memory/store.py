@@ -13,7 +13,8 @@ A link, named pipe or folder put at a memory file's name (or its lock's) is an e
 it, never read through, written through or waited on.
 
 A file that is not valid UTF-8 is read with replacement characters; before the first write
-replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost.
+replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost
+(unless the write empties it: a clear keeps no copy of what it cleared).
 """
 
 from __future__ import annotations
@@ -224,7 +225,7 @@ class TextStore:
             before = list(entries)
             yield entries
             if entries != before or (damaged and entries):
-                if damaged:
+                if damaged and entries:  # a store emptied on purpose (clear) keeps no copy of what it held
                     self._keep_damaged()
                 atomic_write(self.path, render(entries).encode("utf-8"))
         finally:
