@@ -259,3 +259,31 @@ def test_an_embeddings_error_never_carries_the_key_or_the_password_of_its_url(us
             assert not [s for s in secrets if s in said] and "svc:" not in said, said
     finally:
         httpd.shutdown()
+
+
+# -- a filter and the graph walk ------------------------------------------------------------------------------
+
+
+def test_a_filtered_graph_search_names_only_entities_of_the_documents_it_keeps() -> None:
+    """A filter keeps only the documents whose metadata match ("tenant=acme"), and the results
+    were acme's passages; but the entities a graph search walked, which `kb search` prints and the
+    agent's answer lists ("Entities in these results: ..."), came from every document the
+    relations reached: another customer's contract number and contact. They are the entities of
+    the passages the filter keeps now."""
+    kb = KnowledgeBase.open(":memory:")
+    kb.add_text("acme.md", "The FVAM-2050-B valve uses seal kit SK-77.\n", meta={"tenant": "acme"})
+    kb.add_text(
+        "globex.md",
+        "Seal kit SK-77 is sold to Globex under contract GLX-9931 by **Hank Scorpio**.\n",
+        meta={"tenant": "globex"},
+    )
+    for mode in ("neighborhood", "hierarchical"):
+        found = kb.search("FVAM-2050-B seal kit", mode=mode, filters={"tenant": "acme"})
+        assert [h.citation for h in found.hits] == ["acme.md:1-1"]
+        assert sorted(found.entities) == ["FVAM-2050-B", "SK-77"], (mode, found.entities)
+        everyone = kb.search("FVAM-2050-B seal kit", mode=mode)  # without the filter, the walk reaches both
+        assert {"GLX-9931", "Hank Scorpio"} <= set(everyone.entities)
+    out = _run_tool(
+        kb, "search_kb", {"query": "FVAM-2050-B seal kit", "filter": {"tenant": "acme"}}, mode="neighborhood"
+    )
+    assert "acme.md:1-1" in out and "GLX-9931" not in out and "Scorpio" not in out, out

@@ -594,6 +594,9 @@ class KnowledgeBase:
             (c for c in chunk_ids if c in rows and (allowed is None or rows[c].doc_id in allowed)),
             key=lambda c: -sum(score.get(e, 0.0) for e in ents.get(c, [])),
         )
+        if allowed is not None:  # named by the documents the filter keeps: not another's parts, people
+            seen = {e for c in [*seeds, *ranked[:depth]] for e in (mentioned.get(c) or ents.get(c) or [])}
+            best = [e for e in best if e in seen]
         names = self.store.entity_names(best)
         return ranked[:depth], [names[e] for e in best if e in names]
 
