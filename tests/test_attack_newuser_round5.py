@@ -49,6 +49,16 @@ def test_config_check_refuses_what_every_run_of_the_agent_would_refuse(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_config_check_refuses_a_tether_model_no_provider_serves(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TETHER_MODEL` wins over the file's `model` (docs/providers.md), so a run uses it: `config
+    check`, which shows it among the overrides, was `ok` with it naming no provider."""
+    monkeypatch.setenv("TETHER_MODEL", "scripted/nosuch")
+    code, out, err = run_main("config", "check", capsys=capsys)
+    assert code == 2 and err.startswith("tether: $TETHER_MODEL: unknown scripted scenario 'nosuch'"), (out, err)
+
+
 def test_config_check_still_passes_a_config_that_only_lacks_a_key(
     quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

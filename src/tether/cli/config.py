@@ -97,11 +97,14 @@ def _check_definitions(settings: Any, path: Any) -> None:
     for name, d in settings.agents.items():
         models += [(f"[agents.{name}] model", m) for m in [d.model] if m]
         models += [(f"[agents.{name}] fallback_models", m) for m in d.fallback_models or ()]
+    models = [(f"{path}: {where}", model) for where, model in models]
+    if os.environ.get("TETHER_MODEL"):  # it wins over the file's model wherever no --model is given
+        models.append(("$TETHER_MODEL", os.environ["TETHER_MODEL"]))
     for where, model in models:
         try:
             _check_model(model, settings)
         except ConfigError as exc:
-            raise ConfigError(f"{path}: {where}: {exc}") from None
+            raise ConfigError(f"{where}: {exc}") from None
     known = [t.name for t in [*builtin_tools(tool_settings(settings.tools)), *DEMO_TOOLS]]
     for name, d in settings.agents.items():
         for tool in d.tools or ():
