@@ -188,3 +188,30 @@ def test_a_child_that_answers_nothing_is_reported_in_words() -> None:
     assert result.status == "completed"
     (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert "worker" in answer.text and "empty answer" in answer.text
+
+
+def test_call_ids_used_again_side_by_side_each_run_with_its_share() -> None:
+    """The same with two sub-agents side by side in each reply, both replies numbering their calls
+    call_0 and call_1: every task runs (the second reply's call_0 must not read call_1's record of
+    the first reply as finished and take all the turns left)."""
+    asked: list[str] = []
+
+    def child(messages: list[Message], request: ModelRequest) -> str:
+        asked.append(text_of([messages[0]]))
+        return f"answer to {asked[-1]}"
+
+    worker = Agent(FunctionModel(child)).as_tool("worker", "Does a task.")
+    worker.parallel = True
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if len(results) < 4:
+            n = len(results)
+            return Reply(calls=(("call_0", "worker", {"task": f"t{n}"}), ("call_1", "worker", {"task": f"t{n + 1}"})))
+        return " | ".join(results)
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(lead), tools=[worker]), "go", state=state)
+    assert result.status == "completed"
+    assert sorted(asked) == ["t0", "t1", "t2", "t3"]
+    assert result.output == "answer to t0 | answer to t1 | answer to t2 | answer to t3"

@@ -132,7 +132,9 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
     usd, turns, waiting, after = 0.0, 0, 0, False
     for call in pending_tool_calls(parent):
         limits, record = given.get(call.id), kept.get(call.id)
-        if call.id == ctx.call_id or (isinstance(record, dict) and record.get("done")):
+        if call.id == ctx.call_id or (
+            isinstance(record, dict) and record.get("done") and _of_this_reply(parent, record)
+        ):
             after = after or call.id == ctx.call_id
             continue
         if not isinstance(limits, dict):
@@ -151,17 +153,21 @@ def _record_of_this_call(parent: RunState, call_id: str) -> Any:
     calls anew each reply) is that call's, which has its result: it is let go (its cost stays in
     the parent's), and this call starts its own child."""
     saved = children(parent).get(call_id)
-    if not isinstance(saved, dict):
-        return saved
-    if saved.get("done"):
-        turn = saved.get("parent_turn")
-    else:
-        turn = (((saved.get("ext") or {}).get(_NAME) or {}).get("parent") or {}).get("turn")
-    if turn is None or turn == parent.turns:  # this call's (or kept before the turn was)
+    if not isinstance(saved, dict) or _of_this_reply(parent, saved):
         return saved
     children(parent).pop(call_id)
     _given(parent).pop(call_id, None)
     return None
+
+
+def _of_this_reply(parent: RunState, saved: dict[str, Any]) -> bool:
+    """Whether a child's record is of a call of the parent's last reply (or kept before records
+    said which reply's call started them), not of an earlier call with the same id."""
+    if saved.get("done"):
+        turn = saved.get("parent_turn")
+    else:
+        turn = (((saved.get("ext") or {}).get(_NAME) or {}).get("parent") or {}).get("turn")
+    return turn is None or turn == parent.turns
 
 
 def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
