@@ -192,6 +192,11 @@ def test_a_misspelt_model_the_server_refuses_is_named_not_priced(
     summary = next(line for line in err.splitlines() if line.startswith("[failed]"))
     assert "turns 0 | tokens 0 | $0.000000 |" in summary and "add one under" not in summary, summary
     assert "did you mean openai/gpt-4.1-mini?" in err, err
+    run_id = summary.rsplit(" | ", 1)[-1]
+    code, out, _ = run_main("runs", "--limit", "1", capsys=capsys)
+    assert code == 0 and run_id in out and "$0.000000" in out and "unknown" not in out, out
+    code, out, _ = run_main("show", run_id, capsys=capsys)
+    assert code == 0 and "tokens 0, $0.000000" in out.splitlines()[0], out
     # A model that answered without a price still says so: a cost of 0 there is not free.
     code, _, err = run_main("run", "--model", "openai/hello", "--cwd", str(workspace), "hi", capsys=capsys)
     assert code == 0 and 'cost unknown (no price for openai/hello; add one under [models."openai/hello"]' in err, err

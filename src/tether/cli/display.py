@@ -29,13 +29,21 @@ def price_known(model: str | None, settings: Settings) -> bool:
 
 
 def cost_text(
-    cost: float | None, model: str | None, settings: Settings, *, unpriced: Sequence[str] = (), short: bool = False
+    cost: float | None,
+    model: str | None,
+    settings: Settings,
+    *,
+    unpriced: Sequence[str] = (),
+    short: bool = False,
+    spent: bool = True,
 ) -> str:
     """``$0.001234``; or, when a model that answered has no price, says so and where to add one:
     a cost of 0.0 for a model without a price is not free, nothing could be counted.
 
     ``unpriced`` names the models the run found without a price; without it (older runs) the
-    run's model is looked up here."""
+    run's model is looked up here. ``spent=False`` (see :func:`spent_any`): nothing was paid."""
+    if not spent:
+        return f"${0:.6f}"
     missing = list(unpriced)
     if not missing and not cost and model is not None and not price_known(model, settings):
         missing = [model]  # a run from before unpriced_models was recorded
@@ -51,6 +59,13 @@ def cost_text(
     )
 
 
+def spent_any(usage: Usage, cost_unknown_usd: float, cost: float | None) -> bool:
+    """Whether a run may have paid anything: no token read or written and no request lost means
+    nothing was, priced or not (a model name the server refused, say); only a model that answered
+    without a price has an unknown cost."""
+    return bool(usage.total_tokens or cost_unknown_usd or cost)
+
+
 def tokens_text(usage: Usage) -> str:
     if usage.estimated:
         return f"~{usage.total_tokens:,} (estimated)"
@@ -61,10 +76,8 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
     """What a person reads when a run stops: the exit, its reason, the numbers, and what to do next."""
     cost: float | None = result.cost_usd
     reason = f" {result.reason}" if result.reason else ""
-    # No token read or written and no request lost: nothing was paid, priced or not (a model name
-    # the server refused, say); only a model that answered without a price has an unknown cost.
-    spent = bool(result.usage.total_tokens or result.cost_unknown_usd or cost)
-    shown_cost = cost_text(cost, model, settings, unpriced=result.unpriced_models) if spent else f"${0:.6f}"
+    spent = spent_any(result.usage, result.cost_unknown_usd, cost)
+    shown_cost = cost_text(cost, model, settings, unpriced=result.unpriced_models, spent=spent)
     lines = [
         f"[{result.status}]{reason} | turns {result.turns} | tokens {tokens_text(result.usage)} | "
         f"{shown_cost} | {result.run_id}"

@@ -48,7 +48,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from tether.cli.display import cost_text
+    from tether.cli.display import cost_text, spent_any
 
     settings = load_settings()
     live: Any = None  # whether a run saved as running is held by a process (on one machine only)
@@ -68,7 +68,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     elif rows:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
     for row in rows if not args.json else ():
-        cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True)
+        spent = spent_any(row.usage, row.cost_unknown_usd, row.cost_usd)
+        cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True, spent=spent)
         status = STOPPED if held.get(row.run_id) is False else row.status
         print(f"{row.run_id:22} {status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
     if total > len(rows):
@@ -110,6 +111,7 @@ def _row_model() -> Any:
     from pydantic import BaseModel, model_validator
 
     from tether.status import RunStatus
+    from tether.usage import Usage
 
     class Row(BaseModel):
         @model_validator(mode="before")
@@ -124,6 +126,8 @@ def _row_model() -> Any:
         status: RunStatus
         turns: int = 0
         cost_usd: float | None = 0.0
+        cost_unknown_usd: float = 0.0
+        usage: Usage = Usage()
         model: str | None = None
         unpriced_models: list[str] = []
         config: dict[str, Any] = {}
@@ -202,14 +206,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
-    from tether.cli.display import cost_text, resume_hint, tokens_text
+    from tether.cli.display import cost_text, resume_hint, spent_any, tokens_text
 
     cfg = state.config
     cost: float | None = state.cost_usd
+    spent = spent_any(state.usage, state.cost_unknown_usd, cost)
     lines = [
         f"run {state.run_id}: {STOPPED if stopped else state.status}, {state.turns} turns, "
         f"tokens {tokens_text(state.usage)}, "
-        f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models)}"
+        f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models, spent=spent)}"
     ]
     where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
     if state.session_id:
