@@ -29,9 +29,10 @@ from tests.providers.test_attack_wire_round2 import (
 )
 from tests.providers.test_attack_wire_round2 import PRICE as PRICE_WIRE
 from tests.providers.test_attack_wire_round2 import provider as wire_provider
-from tether import Agent, run_stream, run_sync, tool
+from tether import Agent, CancelSignal, RunStore, run, run_stream, run_sync, tool
 from tether.errors import ConfigError, RetryableError
 from tether.events import Retry
+from tether.harness.middleware import Middleware
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, ToolCallPart
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
@@ -350,3 +351,51 @@ def test_a_first_token_timeout_that_is_no_timeout_is_refused_before_any_request(
         run_sync(agent, "hi")
     assert provider.calls == 0
     assert run_sync(Agent(provider, first_token_timeout_s=2.5, retry=FAST), "hi").status == "completed"  # type: ignore[arg-type]
+
+
+# -- Stop before the request went out ----------------------------------------------------------------
+
+
+class StopWhileChecking(Middleware):
+    """A policy that checks each request before it is sent (a slow moderation call, say); the person
+    presses Stop while it checks, in ``before_model`` or in ``wrap_model_call`` before ``call_next``."""
+
+    def __init__(self, signal: CancelSignal, hook: str) -> None:
+        self.signal, self.hook = signal, hook
+
+    async def _check(self) -> None:
+        self.signal.cancel("the person pressed Stop")
+        await asyncio.sleep(30)  # cut by the Stop
+
+    async def before_model(self, ctx: Any, request: ModelRequest) -> Any:
+        if self.hook == "before_model":
+            await self._check()
+        return request
+
+    async def wrap_model_call(self, ctx: Any, request: ModelRequest, call_next: Any) -> Any:
+        if self.hook == "wrap_model_call":
+            await self._check()
+        return await call_next(request)
+
+
+@pytest.mark.parametrize("hook", ["before_model", "wrap_model_call"])
+def test_stop_before_the_request_went_out_charges_nothing(hook: str, tmp_path: Path) -> None:
+    """The request was never sent (the provider was not called), yet the run was charged its prompt
+    (2,600 tokens here, $0.005; a long context on a dear model, dollars) and the charge counted
+    against the budget of every resume."""
+    signal = CancelSignal()
+    provider = OwnProvider(Usage(prompt_tokens=100, completion_tokens=10))
+    agent = Agent(
+        provider,  # type: ignore[arg-type]
+        instructions="Answer from the manual. " * 600,
+        price=PRICE,
+        max_budget_usd=1.0,
+        middleware=[StopWhileChecking(signal, hook)],
+    )
+    store = RunStore(tmp_path / "runs", fsync=False)
+    result = asyncio.run(run(agent, "Where is the timeout set?", signal=signal, store=store))
+    assert result.status == "interrupted"
+    assert provider.calls == 0
+    assert result.cost_usd == 0 and result.usage.prompt_tokens == 0
+    saved = store.load(result.run_id)
+    assert saved.cost_usd == 0 and saved.call_in_flight is None

@@ -54,6 +54,7 @@ class _Attempt:
         self.emitted = False  # has any token of this turn reached the user?
         self.overflow_retried = False
         self.attempt = 0
+        self.sent = False  # has this attempt's request been handed to the provider?
         self.given_up: list[str] = []  # models this turn fell back from, with why
 
 
@@ -72,7 +73,7 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
         replies: list[ModelResponse] = []  # what it answered (a middleware may ask it twice)
         try:
             response = None
-            call = functools.partial(_call, rc, plan, streamed, replies, continuation)
+            call = functools.partial(_call, rc, turn, plan, streamed, replies, continuation)
             async for item in pump(call, rc.sink, rc.signal):
                 if isinstance(item, Finished):
                     response = item.value
@@ -81,7 +82,8 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
                     turn.emitted = True  # part of this turn reached the caller
                 yield item
         except RunCancelled as exc:
-            _lost(rc, in_flight, streamed, replies, sent=True)
+            # Stop while a policy still checked the request (before_model, wrap_model_call): not sent.
+            _lost(rc, in_flight, streamed, replies, sent=turn.sent)
             rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
@@ -112,6 +114,7 @@ async def _begin(rc: RunContext, turn: _Attempt) -> tuple[CallPlan, CallInFlight
         rc.stop(plan)
         return None
     turn.attempt += 1
+    turn.sent = False
     in_flight = await _send_intent(rc, plan)
     if rc.signal.cancelled:
         count_abandoned(rc, in_flight, [], sent=False)
@@ -250,8 +253,10 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuation: Continuation | None) -> Turn:
     state = rc.state
-    # Any provider's calls get ids of their own (decisions and results are kept by call id).
-    message = distinct_call_ids(clean_message(response.message), state.messages)
+    # Two calls of one reply never share an id, whatever the provider: decisions and results are
+    # kept by call id (an id an earlier reply used is each feature's own business: a decision
+    # ends with its call's result, a sub-agent's record says which reply's call it is).
+    message = distinct_call_ids(clean_message(response.message))
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     if continuation is not None:
@@ -290,6 +295,7 @@ def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
 
 async def _call(
     rc: RunContext,
+    turn: _Attempt,
     plan: CallPlan,
     streamed: list[str],
     replies: list[ModelResponse],
@@ -316,7 +322,7 @@ async def _call(
             return request
     assert isinstance(request, ModelRequest)
     result = await chain_model(
-        stack, rc, lambda req: _provider_call(rc, _shown(rc, req), streamed, replies, continuation)
+        stack, rc, lambda req: _provider_call(rc, turn, _shown(rc, req), streamed, replies, continuation)
     )(request)
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
@@ -352,6 +358,7 @@ async def _next_within(rc: RunContext, stream: AsyncIterator[StreamEvent], timeo
 
 async def _provider_call(
     rc: RunContext,
+    turn: _Attempt,
     request: ModelRequest,
     streamed: list[str],
     replies: list[ModelResponse],
@@ -360,6 +367,7 @@ async def _provider_call(
     """The provider's reply; its streamed text goes to the caller through the middleware's
     ``filter_stream`` (which may hold some back), and a continuation's without what it repeats."""
     timeout = rc.agent.first_token_timeout_s
+    turn.sent = True  # from here the provider may bill it
     if not rc.agent.stream:
         try:
             reply = await asyncio.wait_for(rc.provider.complete(request), timeout)
