@@ -287,3 +287,40 @@ def test_a_filtered_graph_search_names_only_entities_of_the_documents_it_keeps()
         kb, "search_kb", {"query": "FVAM-2050-B seal kit", "filter": {"tenant": "acme"}}, mode="neighborhood"
     )
     assert "acme.md:1-1" in out and "GLX-9931" not in out and "Scorpio" not in out, out
+
+
+# -- --sync and a folder that cannot be listed ---------------------------------------------------------------
+
+
+def test_sync_keeps_the_documents_of_a_folder_it_cannot_list_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder that cannot be listed (its permissions changed, a network mount dropped) was
+    passed over without a word, and `kb add --sync` then removed every document in it as if its
+    files were deleted: the base lost them, silently. rsync --delete refuses to delete after such
+    an error; the add now keeps them (listed as no longer on disk) and says which folder it could
+    not read."""
+    docs = tmp_path / "docs"
+    (docs / "private").mkdir(parents=True)
+    (docs / "a.md").write_text("The FVAM-2050-B seals are EPDM.\n")
+    (docs / "private" / "b.md").write_text("Contract GLX-9931 covers seal kit SK-77.\n")
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open(":memory:")
+    assert kb.add_path("docs").summary() == "2 added, 0 updated, 0 unchanged"
+
+    listing = os.scandir
+
+    def refused(path: Any = ".") -> Any:
+        if Path(path).absolute() == docs / "private":
+            raise PermissionError(13, "Permission denied", str(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", refused)
+    report = kb.add_path("docs", prune=True)
+    assert report.removed == [] and report.gone == ["docs/private/b.md"], report
+    assert report.skipped == [("docs/private/", "cannot list this folder: Permission denied")]
+    assert [h.citation for h in kb.search("GLX-9931", mode="exact").hits] == ["docs/private/b.md:1-1"]
+
+    monkeypatch.setattr(os, "scandir", listing)
+    (docs / "private" / "b.md").unlink()  # gone for real: --sync removes it
+    assert kb.add_path("docs", prune=True).removed == ["docs/private/b.md"]

@@ -249,8 +249,11 @@ class KnowledgeBase:
         root = Path(path)
         if not root.exists():
             raise UserError(f"{root} does not exist")
-        files = list(iter_files(root))
+        unlisted: list[tuple[Path, str]] = []
+        files = list(iter_files(root, unlisted))
         report = IngestReport()
+        for folder, why in unlisted:
+            report.skipped.append((_doc_name(folder) + "/", f"cannot list this folder: {why}"))
         # A file is one document whatever folder the add ran from: added from another, its name
         # differed (docs/a.md, a.md) and the earlier copy stayed, returned before the new text
         # once the file changed, and --sync kept it (its file is there).
@@ -268,18 +271,26 @@ class KnowledgeBase:
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
         if root.is_dir():
-            seen = {str(f.resolve()) for f in files}
-            base = root.resolve()
-            for info in self.store.documents():
-                if info.path and Path(info.path).is_relative_to(base) and info.path not in seen:
-                    if prune:
-                        self.store.remove_document(info.name)  # deleted, or now ignored
-                        report.removed.append(info.name)
-                    else:
-                        report.gone.append(info.name)
+            self._gone(root, files, [folder for folder, _ in unlisted], prune, report)
         if embed:
             self.fill_vectors()
         return report
+
+    def _gone(self, root: Path, files: list[Path], unlisted: list[Path], prune: bool, report: IngestReport) -> None:
+        """The documents once read from ``root`` whose files were not found now: listed as gone, or
+        removed with ``prune``. A file in a folder that could not be listed (its permissions, a
+        network mount gone) is not known to be gone: it is kept (``--sync`` removed it, where
+        rsync --delete does not)."""
+        seen = {str(f.resolve()) for f in files}
+        base = root.resolve()
+        unknown = [folder.resolve() for folder in unlisted]
+        for info in self.store.documents():
+            if info.path and Path(info.path).is_relative_to(base) and info.path not in seen:
+                if prune and not any(Path(info.path).is_relative_to(f) for f in unknown):
+                    self.store.remove_document(info.name)  # deleted, or now ignored
+                    report.removed.append(info.name)
+                else:
+                    report.gone.append(info.name)
 
     def _forget_names(self, others: list[str], name: str, report: IngestReport) -> None:
         """Remove the documents ``others``, earlier names of the file just added as ``name``: the

@@ -167,10 +167,11 @@ def readable(path: Path) -> bool:
     )
 
 
-def iter_files(root: Path) -> Iterator[Path]:
+def iter_files(root: Path, unlisted: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
     """Files under ``root`` that a base should read, in a stable order, ignore files honoured.
     ``root`` itself when it is not a directory: a named pipe or a device named on purpose is
-    skipped by the add, which says why."""
+    skipped by the add, which says why. A folder that cannot be listed is passed over, and put in
+    ``unlisted`` with the reason."""
     if not root.is_dir():
         yield root
         return
@@ -182,7 +183,9 @@ def iter_files(root: Path) -> Iterator[Path]:
         try:
             with os.scandir(here) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            if unlisted is not None:
+                unlisted.append((here, exc.strerror or str(exc)))
             continue  # a folder that cannot be listed is passed over, as os.walk does
         dirnames = [e.name for e in entries if e.is_dir(follow_symlinks=False)]  # links are not followed
         filenames = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
