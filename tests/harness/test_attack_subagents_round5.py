@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
-from tether import Agent, RunState, run_stream, run_sync, tool
+from tether import Agent, RunState, approve, run_stream, run_sync, tool
 from tether.events import Subagent
 from tether.harness.middleware import Middleware, ToolCall
 from tether.harness.subagent import children
@@ -215,3 +215,33 @@ def test_call_ids_used_again_side_by_side_each_run_with_its_share() -> None:
     assert result.status == "completed"
     assert sorted(asked) == ["t0", "t1", "t2", "t3"]
     assert result.output == "answer to t0 | answer to t1 | answer to t2 | answer to t3"
+
+
+def test_a_childs_record_saved_before_records_named_their_reply_is_still_resumed() -> None:
+    """A run saved by an earlier tether (its children's records say nothing of the reply that made
+    the call) resumes its waiting child where it stopped, not from the start."""
+    asked: list[int] = []
+    wiped: list[str] = []
+
+    @tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        """Delete a folder."""
+        wiped.append(path)
+        return f"wiped {path}"
+
+    def child(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        asked.append(len(results))
+        return Reply(calls=(("w1", "wipe", {"path": "cache"}),)) if not results else f"child: {results[-1].text}"
+
+    worker = Agent(FunctionModel(child), tools=[wipe]).as_tool("worker", "Wipes.")
+    parent = Agent(fan_out(1), tools=[worker])
+    state = RunState()
+    assert run_sync(parent, "go", state=state).status == "interrupted"
+    saved = state.model_dump(mode="json")
+    del saved["ext"]["subagents"]["children"]["c0"]["ext"]["subagents"]["parent"]["turn"]
+    older = RunState.model_validate(saved)
+    approve(older)
+    result = run_sync(parent, state=older)
+    assert result.status == "completed"
+    assert asked == [0, 1] and wiped == ["cache"]  # the child's first turn was not asked again
