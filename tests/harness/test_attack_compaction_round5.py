@@ -325,3 +325,38 @@ def test_a_budget_holds_when_a_tool_returns_emoji_the_estimate_undercounted() ->
     result = run_sync(agent, "how did the launch post do?")
     assert result.cost_usd <= 0.30, (result.status, result.cost_usd)
     assert result.status == "budget_exceeded", result.reason
+
+
+def test_a_long_system_prompt_leaves_room_for_the_kept_tail() -> None:
+    """The system prompt takes a quarter of a 3,000-token window. The kept tail was 30 % of the
+    window whatever that prompt took, so every compaction left prompt + summary + tail above the
+    60 % threshold: three compactions, then ``failed`` ("... trim the tools' outputs"), in a run
+    that fits. The tail is now at most half the room the system prompt leaves under the threshold."""
+    reader = Reader()
+    agent = Agent(FunctionModel(reader), tools=[read_page], instructions="Be careful. " * 250, context_window=3000)
+    events = collect(agent, "read the manual")
+    result = events[-1].result
+    assert (result.status, result.text) == ("completed", "read 8 pages"), result.reason
+    compactions = [e for e in events if e.type == "compaction"]
+    assert compactions and all(c.tokens_after < 0.6 * 3000 for c in compactions), compactions
+
+
+@pytest.mark.parametrize("error", [OSError("disk on fire"), KeyError("choices"), RuntimeError("boom")])
+def test_a_summary_call_that_raises_anything_is_a_failed_summary(error: Exception) -> None:
+    """A provider written in Python raises something that is not a ProviderError while it writes
+    the summary. The docs: a summary call that fails does not end a run (compaction trims).
+    Before, only a ProviderError was taken for a failed summary: the run ended "failed: unexpected
+    error: OSError: disk on fire". Now it trims and the run goes on."""
+
+    def summariser(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            raise error
+        return Reader()(messages, request)
+
+    state = RunState()
+    events = collect(Agent(FunctionModel(summariser), tools=[read_page], context_window=3000), "read", state=state)
+    result = events[-1].result
+    assert result.status == "completed", result.reason
+    assert [e.method for e in events if e.type == "compaction"][:1] == ["trim"]
+    assert state.call_in_flight is None
+    assert_pairing(state.messages)

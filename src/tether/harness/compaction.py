@@ -27,18 +27,19 @@ session mirror) as it was.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tether.errors import ConfigError, ProviderError
+from tether.errors import ConfigError, ProviderError, TetherError
 from tether.events import Compaction, Event
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
 from tether.harness.state import conversation_turns, turn_start
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage, clean_text
-from tether.providers.base import ModelRequest
+from tether.providers.base import ModelRequest, ModelResponse, Provider, StreamEvent
 from tether.tokens import count_tokens, message_tokens
 from tether.tools.base import cut_middle
 from tether.usage import model_info
@@ -183,9 +184,46 @@ async def _ask(rc: RunContext, request: ModelRequest) -> str:
     from tether.harness.accounting import CallBounds, side_call
 
     bounds = CallBounds(rc.agent.summary_idle_s, rc.agent.summary_limit_s)
+    model = dataclasses.replace(rc.model, provider=_Summariser(rc.model.provider, rc.model_name))
     # A provider written in Python may hand back lone surrogates (the HTTP wires replace them as they
     # decode): one left in the summary would make every later save of the run fail.
-    return clean_text((await side_call(rc, request, bounds=bounds)).message.text.strip())
+    return clean_text((await side_call(rc, request, model, bounds)).message.text.strip())
+
+
+class _Summariser:
+    """The run's provider as the summary call uses it: whatever it raises (a provider written in
+    Python may raise anything: ``OSError``, ``KeyError``) is a failed summary, a
+    :class:`ProviderError`, and compaction trims; never the end of the run. Stop still stops."""
+
+    def __init__(self, provider: Provider, name: str) -> None:
+        self._provider, self._name = provider, name
+        self.name = provider.name
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await self._provider.complete(request)
+        except TetherError:  # already in words (ProviderError), or Stop (RunCancelled)
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from exc
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        try:
+            async for event in self._provider.stream(request):
+                yield event
+        except TetherError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from exc
+
+    async def validate_auth(self) -> None:
+        await self._provider.validate_auth()
+
+    async def aclose(self) -> None:
+        await self._provider.aclose()
+
+    def _failed(self, exc: Exception) -> ProviderError:
+        return ProviderError(f"{self._name}: the summary call failed: {type(exc).__name__}: {exc}")
 
 
 def summary_message(summary: str, turns: int, latest: str | None = None) -> UserMessage:
@@ -218,7 +256,7 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
         )
         return
     before = rc.prompt_estimate()
-    cut = _cut_index(state.messages, int(window * rc.agent.compaction_keep), rc.count)
+    cut = _cut_index(state.messages, _keep_tokens(rc, window, fixed), rc.count)
     if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
         cut = _cut_index(state.messages, 0, rc.count)
     method = "summary"
@@ -235,6 +273,15 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
     yield Compaction(state.run_id, before, after, method)
     rc.compaction_failures = rc.compaction_failures + 1 if after > rc.agent.compaction_threshold * window else 0
     _maybe_give_up(rc, window)
+
+
+def _keep_tokens(rc: RunContext, window: int, fixed: int) -> int:
+    """Tokens of the recent transcript kept word for word: ``compaction_keep`` of the window, but
+    no more than half the room the system prompt and the tools leave under the threshold (the
+    other half holds the summary and the rounds until the next compaction). A tail that filled
+    that room would leave the context above the threshold after every compaction."""
+    room = rc.agent.compaction_threshold * window - fixed
+    return int(max(0.0, min(window * rc.agent.compaction_keep, room / 2)))
 
 
 async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
