@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Terminal
-from tether import Agent, RunState, approve, reject, run_sync, tool
+from tests.cli.conftest import Terminal, run_main
+from tether import Agent, RunState, RunStore, approve, reject, run_sync, tool
 from tether.messages import Message, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.status import ApprovalInterruption
@@ -62,6 +62,45 @@ def test_a_decision_never_answers_a_later_call_that_reused_its_call_id(first: st
     assert [r.status for r in results] == (["ok", "ok"] if first == "approved" else ["rejected", "ok"])
 
 
+def test_two_calls_of_one_reply_with_one_id_are_each_asked_and_each_can_be_decided() -> None:
+    """An in-process model (or a custom provider) gave two payments of one reply the same id. The
+    person approved the first (bob, 100); the run then stopped for the second (eve, 900) under that
+    same id, and no decision could be given: approve() said the call "is not waiting for a
+    decision", and the run was stuck. Had the two calls been identical, the one "yes" ran both.
+    Each call now gets an id of its own when the reply is recorded, whatever the provider."""
+    sent: list[str] = []
+
+    @tool(needs_approval=True)
+    def send_money(to: str, amount: int) -> str:
+        """Send money."""
+        sent.append(f"{amount} to {to}")
+        return "sent"
+
+    def model(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if isinstance(messages[-1], UserMessage):
+            return Reply(
+                calls=(
+                    ("c1", "send_money", {"to": "bob", "amount": 100}),
+                    ("c1", "send_money", {"to": "eve", "amount": 900}),
+                )
+            )
+        return "done"
+
+    agent = Agent(FunctionModel(model), tools=[send_money])
+    state = RunState()
+    first = run_sync(agent, "pay them", state=state)
+    assert isinstance(first.interruption, ApprovalInterruption) and first.interruption.args["to"] == "bob"
+    approve(state)
+    second = run_sync(agent, state=state)
+    assert isinstance(second.interruption, ApprovalInterruption) and second.interruption.args["to"] == "eve"
+    assert second.interruption.call_id != "c1" and sent == ["100 to bob"]
+    reject(state, reason="not eve")
+    assert run_sync(agent, state=state).status == "completed"
+    assert sent == ["100 to bob"]
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [r.status for r in results] == ["ok", "rejected"] and "not eve" in results[1].text
+
+
 # --- the command line: only a person who read the question answers it -----------------------
 
 
@@ -85,3 +124,46 @@ def test_keys_typed_before_the_question_is_on_screen_do_not_answer_it(workspace:
     assert code == 5, seen
     assert (workspace / "access.log").exists()
     assert "[interrupted] delete_file needs approval" in seen
+
+
+def test_a_decision_given_at_the_terminal_is_kept_when_the_next_question_of_its_batch_is_not_answered(
+    workspace: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two calls of one batch wait. At the terminal the person declined the first ("n", with a
+    reason), then left the second question unanswered (Ctrl-D). Before: the "no" was never saved;
+    the run waited on the first call again, and the `tether resume RUN --approve` its hint offered
+    approved the very call the person had declined. Now the decision is saved and the run waits on
+    the second call alone."""
+    from tether.assembly import agents as assembly_agents
+    from tether.cli import run as cli_run
+
+    ran: list[int] = []
+
+    @tool(read_only=True, needs_approval=True)
+    def peek(n: int) -> str:
+        """Read a private record."""
+        ran.append(n)
+        return f"record {n}"
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c1", "peek", {"n": 1}), ("c2", "peek", {"n": 2})))
+
+    monkeypatch.setattr(
+        assembly_agents, "build_agent", lambda settings, recipe: Agent(FunctionModel(reply), tools=[peek])
+    )
+    monkeypatch.setattr(cli_run, "at_terminal", lambda json_out: not json_out)
+    answers = iter(["n", "not that record", None])  # None: end of input at the second question
+    monkeypatch.setattr(cli_run, "ask", lambda question: next(answers))
+    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "read both", capsys=capsys)
+    assert code == 5, err
+    (run_id,) = [d.name for d in (tether_home / "runs").iterdir() if d.name.startswith("run_")]
+    saved = RunStore(tether_home / "runs").load(run_id)
+    assert saved.rejected == {"c1": "not that record"}
+    assert isinstance(saved.interruption, ApprovalInterruption) and saved.interruption.call_id == "c2"
+    # The hint's --approve now answers the call nobody decided; the declined one never runs.
+    monkeypatch.setattr(cli_run, "at_terminal", lambda json_out: False)
+    code, _, err = run_main("resume", run_id, "--approve", capsys=capsys)
+    assert code == 0, err
+    assert ran == [2]

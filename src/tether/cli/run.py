@@ -385,8 +385,13 @@ def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: 
         result = _execute(state, prompt, settings, printer, agent)
         prompt, agent = None, None  # after a decision the agent is built again, as on a resume
         waiting = _decision_needed(result)
-        if asking and waiting is not None and _ask_decision(state, waiting):
-            continue
+        if asking and waiting is not None:
+            answered = _ask_decision(state, waiting)
+            if answered == 1 + len(waiting.together):
+                continue
+            if answered:  # some calls of the batch decided, not all: the run saves those decisions
+                asking = False  # as it stops again at once for the rest, which are not asked again
+                continue
         printer.finish(result, state.model)
         if json_out:
             printer.out(result.model_dump_json(indent=2) + "\n")
@@ -431,10 +436,15 @@ def _decision_needed(result: RunResult) -> ApprovalInterruption | OutcomeUnknown
     return waiting if isinstance(waiting, ApprovalInterruption | OutcomeUnknownInterruption) else None
 
 
-def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
-    """Ask the person about the call, and about each call of its batch waiting with it; record
-    their decisions in the state. False when nobody answered."""
-    return all(_ask_one(state, one) for one in (waiting, *waiting.together))
+def _ask_decision(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> int:
+    """Ask the person about the call, and about each call of its batch waiting with it, until one
+    is not answered; record their decisions in the state. How many were answered."""
+    answered = 0
+    for one in (waiting, *waiting.together):
+        if not _ask_one(state, one):
+            break
+        answered += 1
+    return answered
 
 
 def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInterruption) -> bool:
