@@ -216,3 +216,33 @@ def test_the_help_of_tether_scripted_says_what_docs_cli_md_says_it_is(
     out = " ".join(out.split())  # as argparse wraps it
     assert code == 0 and "Anthropic Messages" in out and "openai/plan" in out, out
     assert "address to listen on" in out, out
+
+
+def test_the_synopsis_of_docs_cli_md_names_every_command_option_and_subcommand() -> None:
+    """docs/cli.md opens with every command; a newcomer reads it as the list. Was: `tether chat`
+    without --kb, --mcp, --no-memory, --no-skills; `tether mcp` without resources, prompts and serve
+    (which the README uses); `tether serve` without --workers; `tether worker` without --model, --cwd
+    and --name; `tether kb` without fill, list, remove, stats, drop."""
+    import argparse
+    import re
+
+    from tether.cli import build_parser
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    synopsis = doc.split("```text", 1)[1].split("```", 1)[0].splitlines()
+
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return dict(found[0].choices) if found else {}
+
+    missing: list[str] = []
+    for name, parser in commands(build_parser()).items():
+        lines, on = [], False
+        for line in synopsis:  # the command's lines, its continuation lines with them
+            on = line.split()[1] == name if line.startswith("tether ") else on
+            lines += [line] if on else []
+        text = "\n".join(lines)
+        options = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+        missing += [f"{name} {o}" for o in options if not re.search(re.escape(o) + r"(?![\w-])", text)]
+        missing += [f"{name} {c}" for c in commands(parser) if not re.search(rf"\b{re.escape(c)}\b", text)]
+    assert not missing, missing
