@@ -21,6 +21,9 @@ __all__ = ["KnowledgeTools", "render"]
 # A line of a document that reads as a result's label ("[2] valves.md:6-14"): shown escaped, so a
 # document cannot forge a result, with a citation the model would trust, inside its own text.
 _LABEL = re.compile(r"^(?=\[\d+\] )", re.M)
+# What breaks a line, or is unseen, in a label (a file name may hold a line break): escaped, so a
+# name cannot start a result of its own.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_HEADING = 120  # of a result's heading path shown in its label
 MAX_QUERY = 200  # of the query repeated at the head of an answer
 
@@ -40,6 +43,7 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
             shown.append(e)
             names = ", ".join(shown)
         if shown:
+            names = _CONTROL.sub(_escape, names)
             tail = f"Entities in these results: {names}. To follow one, call entity_chunks with its name. " + tail
     total = len(result.hits)
     blocks: list[str] = []
@@ -52,7 +56,7 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
         if len(heading) > MAX_HEADING:  # a heading of thousands of characters hid every result
             heading = "…" + heading[-(MAX_HEADING - 1) :].lstrip()
         where = f" ({heading})" if heading else ""
-        label = f"[{n}] {hit.citation}{where}\n"
+        label = _CONTROL.sub(_escape, f"[{n}] {hit.citation}{where}") + "\n"
         if room < len(label) + 60:
             break  # not even a shortened result fits: stop at whole results
         text = _LABEL.sub(r"\\", hit.chunk.text)
@@ -71,6 +75,10 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
     )
     out = f"{head}:\n\n" + "\n\n".join(blocks) + note + "\n" + tail
     return out if len(out) <= max_chars else out[: max_chars - 1] + "…"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}" if ord(match.group()) < 0x100 else f"\\u{ord(match.group()):04x}"
 
 
 def _head(result: SearchResult, shown: int, total: int) -> str:
