@@ -399,3 +399,29 @@ def test_stop_before_the_request_went_out_charges_nothing(hook: str, tmp_path: P
     assert result.cost_usd == 0 and result.usage.prompt_tokens == 0
     saved = store.load(result.run_id)
     assert saved.cost_usd == 0 and saved.call_in_flight is None
+
+
+class Hangs(OwnProvider):
+    """Streams the start of an answer, then nothing more (until Stop)."""
+
+    def __init__(self, signal: CancelSignal) -> None:
+        super().__init__(None)
+        self.signal = signal
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        yield StreamText("The timeout is ")
+        self.signal.cancel("the person pressed Stop")
+        await asyncio.sleep(30)
+        yield ResponseDone(await self.complete(request))  # never reached
+
+
+def test_a_request_stopped_without_a_budget_is_charged_its_system_prompt_and_tools_too() -> None:
+    """Without a budget the note of a request (what a Stop, a cut or a crash charges) counted the
+    messages only: a Stop during the first answer of an agent with a 2,600-token system prompt was
+    charged 25 prompt tokens, and a crash then counted that as the worst case."""
+    signal = CancelSignal()
+    agent = Agent(Hangs(signal), instructions="Answer from the manual. " * 600, tools=[look], price=PRICE)  # type: ignore[arg-type]
+    result = asyncio.run(run(agent, "Where is the timeout set?", signal=signal))
+    assert result.status == "interrupted"
+    assert result.usage.prompt_tokens >= 2_000  # the system prompt alone: ~2,600 by BPE, ~3,600 estimated

@@ -22,7 +22,7 @@ from tether.errors import (
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.accounting import accounted, charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext
+from tether.harness.context import RunContext, fixed_prompt_tokens
 from tether.harness.length import Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
@@ -242,12 +242,13 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
 
 async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     # Without a budget there is no plan's estimate; while the tokenizer still loads, the
-    # tokenizer-free estimate is enough for this record of a worst case.
-    prompt = plan.prompt_estimate or (
-        rc.prompt_estimate()
-        if rc.counter_loaded()
-        else estimate_prompt_tokens(rc.state, rc.fixed_tokens, count=estimate_tokens)
-    )
+    # tokenizer-free estimate is enough for this record of a worst case. The system prompt and
+    # tools are counted too (rc.fixed_tokens is counted only for a budget).
+    prompt = plan.prompt_estimate
+    if not prompt:
+        count = rc.count if rc.counter_loaded() else estimate_tokens
+        fixed = rc.fixed_tokens or fixed_prompt_tokens(rc.system, rc.tool_defs, count)
+        prompt = estimate_prompt_tokens(rc.state, fixed, count=count, trust_last_usage=not rc.stale_usage)
     return await note_in_flight(rc, prompt, plan.max_tokens)
 
 
