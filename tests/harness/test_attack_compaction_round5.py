@@ -6,6 +6,7 @@ FunctionModel, the scripted model over a real loopback HTTP server, and real run
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -101,7 +102,13 @@ def test_bad_compaction_settings_are_refused_before_the_run_starts(setting: str,
 
 def test_good_compaction_settings_at_their_edges_still_run() -> None:
     """The edges that make sense are accepted: a threshold of the whole window, no kept tail."""
-    for kw in ({"compaction_threshold": 1.0}, {"compaction_keep": 0}, {"context_windows": {"function/function": 3000}}):
+    edges: list[dict[str, Any]] = [
+        {"compaction_threshold": 1.0},
+        {"compaction_keep": 0},
+        {"context_windows": {"function/function": 3000}},
+        {"summary_limit_s": math.inf},  # no bound, as before
+    ]
+    for kw in edges:
         result = run_sync(Agent(FunctionModel(Reader()), tools=[read_page], **kw), "read")  # type: ignore[arg-type]
         assert result.status == "completed", (kw, result.reason)
 

@@ -97,8 +97,8 @@ def check_compaction_config(agent: Agent) -> None:
         )
     for name in ("summary_idle_s", "summary_limit_s"):
         seconds = getattr(agent, name)
-        if not (_number(seconds) and seconds > 0):
-            raise ConfigError(f"{name} must be a number of seconds above 0 (got {seconds!r})")
+        if not ((_number(seconds) or seconds == math.inf) and seconds > 0):
+            raise ConfigError(f"{name} must be a number of seconds above 0, or math.inf for no bound (got {seconds!r})")
 
 
 def _number(value: Any) -> bool:
