@@ -235,6 +235,9 @@ def summary_message(summary: str, turns: int, latest: str | None = None) -> User
         "file's text, an output, a number), read it again with the tools instead of relying on this "
         "summary.]"
     )
+    # The model's words cannot pass for tether's: a marker it wrote (a prompt injection it read and
+    # followed, say) would put its own text where the person's is kept word for word.
+    summary = summary.replace(LATEST_REQUEST, f"({LATEST_REQUEST[1:-1]})")
     text = f"{header}\n{summary}"
     if latest is not None:
         text += f"\n\n{LATEST_REQUEST}\n{latest}"
@@ -373,9 +376,8 @@ def _latest_request(messages: Sequence[Message], cut: int) -> str | None:
 
 
 def _kept_request(messages: Sequence[Message]) -> str | None:
-    """The person's latest message as the latest summary among ``messages`` kept it, if it did. Cut
-    at the first marker: one the model wrote into its summary leaves some of its words before the
-    request, never the request cut short."""
+    """The person's latest message as the latest summary among ``messages`` kept it, if it did
+    (after the first marker: :func:`summary_message` leaves none in the model's summary)."""
     summary = next((m for m in reversed(messages) if isinstance(m, UserMessage) and m.summary_turns is not None), None)
     if summary is None:
         return None
