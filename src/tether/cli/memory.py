@@ -170,11 +170,27 @@ def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
                 "chars": usage.chars,
                 "limit": usage.limit,
                 "entries": [
-                    {"text": e, "withheld": None if (f := memory.withheld(e)) is None else f.message} for e in entries
+                    {"text": e, "withheld": why} for e, why in zip(entries, _left_out(memory, name, entries), strict=True)
                 ],
             }
         )
     return items
+
+
+def _left_out(memory: Memory, name: str, entries: list[str]) -> list[str | None]:
+    """Why the agent's prompt leaves out each entry (None: it shows it), in the person's words."""
+    out: list[str | None] = []
+    for entry, why in zip(entries, memory._left_out(memory.store(name), entries), strict=True):
+        finding = memory.withheld(entry) if why is not None else None
+        if finding is not None:  # written by hand past the checks (also when past the limit)
+            out.append(finding.message)
+        elif why == "limit":
+            out.append(f"past the {name} limit: shown to the agent once the entries before it are consolidated")
+        elif why is not None:  # shown next to another entry, the two read as one text
+            out.append(f"read together with the entry next to it, {why.removeprefix('joined: ')}")
+        else:
+            out.append(None)
+    return out
 
 
 def print_memory(memory: Memory, only: str | None = None) -> None:
@@ -183,11 +199,10 @@ def print_memory(memory: Memory, only: str | None = None) -> None:
         store = memory.store(name)
         entries = store.entries()
         print(f"{store.usage(entries).label()}  {store.path}")
-        for entry in entries:
+        for entry, why in zip(entries, _left_out(memory, name, entries), strict=True):
             print("- " + shown(entry, keep_newlines=True).replace("\n", "\n  "))  # a file edited by hand
-            finding = memory.withheld(entry)
-            if finding is not None:  # written by hand past the checks: kept, but not shown to the model
-                print(f"  ! withheld from the agent: {finding.message}")
+            if why is not None:  # written by hand past the checks or the limit: kept, but not shown to the model
+                print(f"  ! withheld from the agent: {shown(why)}")
         if not entries:
             print("(empty)")
 

@@ -410,41 +410,51 @@ class Memory(Extension):
             self._passed.add(entry)
         return True
 
-    def _clean_block(self, entries: list[str]) -> list[str]:
-        """The entries without any adjacent pair that, read as the prompt shows it (one after the
-        other), is refused: an injection split over two entries written by hand."""
-        out = list(entries)
-        i = 0
-        while i + 1 < len(out):
-            pair = f"{out[i]}\n{out[i + 1]}"
-            if _continues(out[i], out[i + 1]) and pair not in self._passed and self.check(pair) is not None:
-                del out[i : i + 2]
-                i = max(i - 1, 0)  # the entries now adjacent are read together too
+    def _left_out(self, s: MemoryStore, entries: list[str]) -> list[str | None]:
+        """Why the prompt leaves out each of a store's ``entries`` (None: it shows it): ``limit``
+        for one that does not fit (a file edited by hand past its limit shows what fits, in order;
+        what does not fit is not scanned either: a megabyte pasted by hand, or thousands of lines,
+        would cost seconds at every session start), ``scan`` for one that :meth:`withheld` refuses
+        alone, and ``joined: <what the scan found>`` for each of two shown entries that read as one
+        text (an injection split over two entries written by hand)."""
+        why: list[str | None] = []
+        kept: list[int] = []
+        used = 0
+        for i, e in enumerate(entries):
+            grown = used + len(e) + (1 if kept else 0)  # as chars() counts them
+            if grown > s.limit:
+                why.append("limit")
+            elif self._clean(e):
+                kept.append(i)
+                used = grown
+                why.append(None)
+            else:
+                why.append("scan")
+        # Shown entries are adjacent lines, also where one between them was left out: read each
+        # pair together.
+        k = 0
+        while k + 1 < len(kept):
+            first, second = entries[kept[k]], entries[kept[k + 1]]
+            pair = f"{first}\n{second}"
+            finding = None
+            if _continues(first, second) and pair not in self._passed:
+                finding = self.check(pair)
+            if finding is not None:
+                why[kept[k]] = why[kept[k + 1]] = f"joined: {finding.message}"
+                del kept[k : k + 2]
+                k = max(k - 1, 0)  # the entries now adjacent are read together too
                 continue
             self._passed.add(pair)
-            i += 1
-        return out
+            k += 1
+        return why
 
     def _shown(self, s: MemoryStore, entries: list[str]) -> tuple[list[str], int, int]:
         """What the prompt shows of a store's ``entries``, how many of them the scan withholds, and
-        how many do not fit the limit. A file edited by hand past its limit: what fits is shown, in
-        order. An entry that does not fit is never shown, so it is not scanned either (a megabyte
-        pasted by hand, or thousands of lines, would cost seconds at every session start)."""
-        kept: list[str] = []
-        used = withheld = hidden = 0
-        for e in entries:
-            grown = used + len(e) + (1 if kept else 0)  # as chars() counts them
-            if grown > s.limit:
-                hidden += 1
-            elif self._clean(e):
-                kept.append(e)
-                used = grown
-            else:
-                withheld += 1
-        # Shown entries are adjacent lines, also where one between them was left out: read each
-        # pair together.
-        checked = self._clean_block(kept)
-        return checked, withheld + len(kept) - len(checked), hidden
+        how many do not fit the limit (see :meth:`_left_out`)."""
+        why = self._left_out(s, entries)
+        hidden = why.count("limit")
+        kept = [e for e, w in zip(entries, why, strict=True) if w is None]
+        return kept, len(entries) - len(kept) - hidden, hidden
 
     @staticmethod
     def _usage_line(usage: StoreUsage) -> str:
