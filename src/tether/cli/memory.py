@@ -170,7 +170,8 @@ def _memory_json(memory: Memory, only: str | None) -> list[dict[str, Any]]:
                 "chars": usage.chars,
                 "limit": usage.limit,
                 "entries": [
-                    {"text": e, "withheld": why} for e, why in zip(entries, _left_out(memory, name, entries), strict=True)
+                    {"text": e, "withheld": why}
+                    for e, why in zip(entries, _left_out(memory, name, entries), strict=True)
                 ],
             }
         )
