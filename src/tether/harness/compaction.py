@@ -437,10 +437,10 @@ def _fixed_tokens(rc: RunContext) -> int:
 
 def _fixed_part(rc: RunContext, tokens: int) -> str:
     tools = len(rc.tool_defs)
-    what = f"the system prompt and the definitions of the {tools} tool{'s' if tools != 1 else ''}" if tools else ""
-    return (
-        f"{what or 'the system prompt'} sent with every request alone {'are' if tools else 'is'} about {tokens} tokens"
-    )
+    if not tools:
+        return f"the system prompt sent with every request is alone about {tokens} tokens"
+    what = f"the system prompt and the definitions of the {tools} tool{'s' if tools != 1 else ''}"
+    return f"{what} sent with every request are alone about {tokens} tokens"
 
 
 def _maybe_give_up(rc: RunContext, window: int) -> None:
