@@ -257,3 +257,24 @@ def test_memory_show_marks_every_entry_the_agent_does_not_see(
     withheld = {e["text"][:20]: e["withheld"] for store in json.loads(out) for e in store["entries"]}
     assert withheld["Deploy on Tuesdays."] is None and withheld["Likes tea."] is None
     assert all(withheld[text[:20]] for text in split) and withheld["Long preference. Lon"]
+
+
+def test_a_write_killed_before_its_rename_leaves_no_copy_behind_a_clear(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer killed (kill -9) between writing its temporary and renaming it over notes.md left
+    ``.notes.md.<random>.tmp``, a whole copy of the store (4 of 15 kills of a process writing
+    notes in a loop did). Nothing ever removed it: ``tether memory clear`` said every entry was
+    deleted and the copy stayed. The next write, which holds the lock every writer writes under,
+    removes such leftovers; files of other names are left alone."""
+    from tether.fileio import _temporary
+
+    folder = quiet_env / "memory"
+    folder.mkdir(parents=True)
+    (folder / "notes.md").write_text("- My bank PIN hint is 1984.\n- Likes tea.\n", encoding="utf-8")
+    left = _temporary(folder / "notes.md")  # the name the killed writer's atomic_write chose
+    left.write_text("- My bank PIN hint is 1984.\n- Likes tea.\n- Deploys on Tuesdays.\n", encoding="utf-8")
+    (folder / "notes.md.bak").write_text("- my own backup\n", encoding="utf-8")  # the person's: kept
+    code, out, err = run_main("memory", "clear", "--notes", "--yes", capsys=capsys)
+    assert code == 0 and "Cleared notes (2 entries)" in out, err
+    assert sorted(p.name for p in folder.iterdir()) == [".notes.md.lock", "notes.md", "notes.md.bak"]

@@ -220,6 +220,7 @@ class TextStore:
             raise ConfigError(f"cannot write memory under {self.path.parent}: {why}") from exc
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self._drop_stale_temporaries()
             text, damaged = self._read()
             entries = parse(text)
             before = list(entries)
@@ -231,6 +232,20 @@ class TextStore:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
             os.close(lock)
+
+    def _drop_stale_temporaries(self) -> None:
+        """A writer killed between writing its temporary and renaming it (kill -9) left a whole copy
+        of the store beside the file (``.notes.md.<random>.tmp``). Every writer writes under the
+        lock, so with the lock held each one is stale: removed, so that what a clear or a remove
+        deletes is not kept on disk there."""
+        stale = re.compile(rf"\.{re.escape(self.path.name)}\.[0-9a-f]{{16}}\.tmp")
+        try:
+            names = [entry.name for entry in os.scandir(self.path.parent) if stale.fullmatch(entry.name)]
+        except OSError:
+            return
+        for name in names:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path.parent / name)
 
     def _keep_damaged(self) -> None:
         copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
