@@ -33,6 +33,10 @@ def _config(home: Path, text: str) -> None:
             ["[agents.support] tools", "read_fil", "read_file"],
         ),
         ('[agents.support]\nmodel = "scripted/plan"\nmcp = ["mail"]\n', ["[agents.support] mcp", "no [mcp.mail]"]),
+        (
+            'model = "local/qwen2.5"\n[endpoints.local]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "sk-abc def"\n',
+            ["model: api_key in [endpoints.local]", "a character an HTTP header cannot carry"],
+        ),
     ],
 )
 def test_config_check_refuses_what_every_run_of_the_agent_would_refuse(

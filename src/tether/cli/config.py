@@ -122,9 +122,17 @@ def _check_model(model: str, settings: Any) -> None:
     from tether.providers.registry import canonical_model, resolve_provider
 
     provider, model_id = canonical_model(model).split("/", 1)
-    if model_id and (provider in settings.endpoints or provider in ("openai", "anthropic")):
+    endpoint = settings.endpoints.get(provider)
+    from_environment = (
+        endpoint.key_env and endpoint.auth not in ("oauth", "none")
+        if endpoint is not None
+        else provider in ("openai", "anthropic")
+    )
+    if model_id and from_environment:
         return  # built only with its key: whether that is set is the environment's matter
-    resolve_provider(model, settings)  # the scripted model needs none; an unknown provider fails
+    # The scripted model and an endpoint whose key is in the file (or that needs none) are built
+    # from the file alone: a key no header can carry, an unknown provider fail here as in every run.
+    resolve_provider(model, settings)
 
 
 def _show(path: Any, *, as_json: bool) -> int:
