@@ -250,3 +250,18 @@ def test_the_synopsis_of_docs_cli_md_names_every_command_option_and_subcommand()
         missing += [f"{name} {o}" for o in options if not re.search(re.escape(o) + r"(?![\w-])", text)]
         missing += [f"{name} {c}" for c in commands(parser) if not re.search(rf"\b{re.escape(c)}\b", text)]
     assert not missing, missing
+
+
+def test_the_readmes_list_of_the_documentation_names_every_page() -> None:
+    """README: "The rest of the documentation: ..." is where a newcomer looks for a page. Was: no
+    providers.md (where keys, base URLs and local servers are explained), harness.md, tools.md,
+    sessions.md or testing.md in it."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    listed = readme.split("The rest of the documentation:", 1)[1].split("\n\n", 1)[0]
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", listed))
+    pages = {p.name for p in (root / "docs").glob("*.md")} - {"architecture.md"}  # linked on the next line
+    assert pages <= linked, sorted(pages - linked)
+    assert "docs/architecture.md" in readme.split("The rest of the documentation:", 1)[1][:2000]
