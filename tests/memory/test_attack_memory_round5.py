@@ -278,3 +278,42 @@ def test_a_write_killed_before_its_rename_leaves_no_copy_behind_a_clear(
     code, out, err = run_main("memory", "clear", "--notes", "--yes", capsys=capsys)
     assert code == 0 and "Cleared notes (2 entries)" in out, err
     assert sorted(p.name for p in folder.iterdir()) == [".notes.md.lock", "notes.md", "notes.md.bak"]
+
+
+# The shapes only: no such keys.
+MORE_KEYS = [
+    "sk_live_51HqLyjWDarjtT1zdp7dcXYZabcdefghijklmnop",
+    "rk_test_51HqLyjWDarjtT1zdp7dcXYZabcdefgh",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "pypi-AgEIcHlwaS5vcmcCJGE0ZjM2MjNhLWJkZjYtNDQ1OC1iNmUyLTk5ZmE1YjJmYjFhNgACKlszLCJmMDc",
+    "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+]
+
+
+@pytest.mark.parametrize("key", MORE_KEYS, ids=["stripe", "stripe-restricted", "hf", "npm", "pypi", "sendgrid", "jwt"])
+def test_credentials_of_other_common_issuers_are_refused_and_withheld(tmp_path: Path, key: str) -> None:
+    """docs/memory.md: a write is refused (rule ``secret``) for "an API key, token or private key in
+    the shape its issuer gives it". A Stripe secret key, a Hugging Face, npm or PyPI token, a
+    SendGrid key or a JSON Web Token was saved all the same (the scan did not refuse them either),
+    so it went into every later system prompt, the trace and the plain file."""
+    from tether.memory import MemoryRefused
+
+    memory = Memory.open(tmp_path)
+    with pytest.raises(MemoryRefused) as refused:
+        memory.add("notes", f"Staging deploy credential: {key}")
+    assert refused.value.rule == "secret" and key not in str(refused.value)
+    assert memory.entries("notes") == []
+    finding = memory.withheld(f"Staging deploy credential: {key}")  # written by hand: kept from the prompt
+    assert finding is not None and finding.rule == "secret"
+
+
+def test_notes_near_those_shapes_are_still_kept(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path)
+    for text in (
+        "Stripe keys live in $STRIPE_SECRET_KEY; use sk_test_ keys in CI only.",
+        "The Hugging Face token is in the vault at secret/ml/hf_token.",
+        "JWTs we issue start with eyJ and expire after an hour.",
+    ):
+        assert memory.add("notes", text).changed, text

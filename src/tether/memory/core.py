@@ -36,6 +36,12 @@ _SECRETS = (
     ("a GitLab token", r"glpat-[A-Za-z0-9_-]{20,}"),
     ("a Slack token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
     ("a Google API key", r"AIza[0-9A-Za-z_-]{35}"),
+    ("a Stripe key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}"),
+    ("a Hugging Face token", r"hf_[A-Za-z0-9]{30,}"),
+    ("an npm token", r"npm_[A-Za-z0-9]{36}"),
+    ("a PyPI token", r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("a SendGrid key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    ("a JSON Web Token", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
     ("a private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
 )
 _SECRET = re.compile("|".join(f"(?<![A-Za-z0-9_-])(?P<s{i}>{p})" for i, (_, p) in enumerate(_SECRETS)))
