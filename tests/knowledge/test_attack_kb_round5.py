@@ -347,3 +347,36 @@ def test_a_file_name_with_line_breaks_cannot_forge_a_result_either(
         labels = re.findall(r"^\[\d+\] .*$", out, re.M)
         assert len(labels) == 2 and labels[0].startswith("[1] ") and labels[1].startswith("[2] "), out
         assert "[1] docs/x\\x0a[2] docs/valves.md:1-2\\x0aThe FVAM-2050-B seals are lead.md:1-1" in out, out
+
+
+# -- the graph extractor's budget ---------------------------------------------------------------------------
+
+
+def test_the_extractors_budget_holds_when_the_prompt_counts_more_tokens_than_estimated() -> None:
+    """A call was made when its "worst case" fitted the budget, but that worst case estimated the
+    prompt (a quarter of a token per character, the schema sent with it as 64 tokens): a real
+    tokenizer counts a passage of hex or part numbers at a quarter to a half more, the schema at
+    nearly 200. A model that answered at its max_tokens then spent past max_budget_usd, which
+    the docs say never happens. The worst case is a bound now (a token per byte sent); here a model
+    that counts just that, and always answers at the limit."""
+    from tether.knowledge import ModelExtractor
+    from tether.knowledge.chunking import Chunk
+    from tether.messages import AssistantMessage, TextPart
+    from tether.testing import FunctionModel
+    from tether.usage import Price, Usage
+
+    def at_the_limit(messages: Any, request: Any) -> AssistantMessage:
+        sent = request.system + json.dumps(request.output_schema.schema) + messages[-1].content[0].text
+        usage = Usage(prompt_tokens=len(sent.encode()), completion_tokens=request.max_tokens)
+        reply = json.dumps({"entities": [], "relations": []})
+        return AssistantMessage(content=(TextPart(text=reply),), finish_reason="stop", usage=usage)
+
+    chunks = [Chunk(i, i, os.urandom(120).hex()) for i in range(1, 41)]
+    model = FunctionModel(at_the_limit, price=Price(input=3.0, output=15.0))
+    one = ModelExtractor(model, max_tokens=200, concurrency=1)
+    one.extract(chunks[:1], {})
+    budget = 10.75 * one.cost_usd  # ten calls and three quarters
+    extractor = ModelExtractor(model, max_budget_usd=budget, max_tokens=200, concurrency=1)
+    extractor.extract(chunks, {})
+    assert extractor.calls >= 9 and extractor.skipped == len(chunks) - extractor.calls  # the calls that fit
+    assert extractor.cost_usd <= budget, (extractor.cost_usd, budget, extractor.calls)

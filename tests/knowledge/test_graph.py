@@ -224,7 +224,7 @@ def test_the_budget_is_checked_before_each_call_and_never_passed() -> None:
     chunks = [Chunk(i, i, f"Line {i}: the Aurora controller drives the east conveyor.") for i in range(1, 9)]
     probe = ModelExtractor(graph_model(price=model.price), concurrency=1)
     probe.extract(chunks[:1], {})
-    budget = 3 * probe.cost_usd  # room for two or three calls, not for eight
+    budget = 12 * probe.cost_usd  # room for a few calls (each held to its worst case: a token per byte), not for eight
     extractor = ModelExtractor(model, max_budget_usd=budget, max_tokens=100, concurrency=1)
     out = extractor.extract(chunks, {})
     assert 0 < extractor.calls < len(chunks) and extractor.skipped == len(chunks) - extractor.calls

@@ -170,6 +170,7 @@ _SCHEMA = {
     "additionalProperties": False,
 }
 
+_SCHEMA_BOUND = len(json.dumps(_SCHEMA))  # the most tokens the schema sent with each request can count
 _RULES = RuleExtractor()
 MODEL_RELATION_WEIGHT = 2.0  # a relation the text states counts as much as two co-mentions
 
@@ -198,9 +199,9 @@ class ModelExtractor:
     those in its relations included, and a relation it repeats counts once.
 
     Cost: ``usage`` and ``cost_usd`` add up every call (``calls``). With ``max_budget_usd``,
-    a call is made only if its worst case (its prompt and ``max_tokens`` of answer) still fits,
-    so the spend never passes the budget; the chunks left over keep the rules' findings and are
-    counted in ``skipped``. A budget on a model of unknown price is a :class:`ConfigError`. A
+    a call is made only if its worst case (a token per byte of its prompt, and ``max_tokens`` of
+    answer) still fits, so the spend never passes the budget; the chunks left over keep the
+    rules' findings and are counted in ``skipped``. A budget on a model of unknown price is a :class:`ConfigError`. A
     chunk whose call fails or whose reply is not the schema keeps the rules' findings too:
     ``failures`` counts them and ``last_error`` says why, and the ingest goes on."""
 
@@ -273,21 +274,27 @@ class ModelExtractor:
     async def _ask(self, chunk: Chunk) -> _Found | None:
         from tether.messages import UserMessage
         from tether.providers.base import ModelRequest, OutputSchema
-        from tether.tokens import estimate_tokens
+        from tether.tokens import token_bound
         from tether.usage import Usage, cost_usd
 
         where = f"Section: {chunk.heading}\n" if chunk.heading else ""
         schema = OutputSchema("knowledge_graph", _SCHEMA, "the entities a passage names and the relations it states")
+        passage = f"{where}<passage>\n{chunk.text}\n</passage>"
         request = ModelRequest(
             model=self.model_id,
             system=_ASK,
             max_tokens=self.max_tokens,
             output_schema=schema,
-            messages=[UserMessage.text(f"{where}<passage>\n{chunk.text}\n</passage>")],
+            messages=[UserMessage.text(passage)],
         )
         worst = 0.0
         if self.max_budget_usd is not None and self.price is not None:
-            prompt = estimate_tokens(_ASK) + estimate_tokens(chunk.text) + 64  # the schema and framing
+            # A bound, not an estimate: the estimate (a quarter of a token per character, the
+            # schema as 64) was passed by a real count by a quarter to a half (hex, part numbers),
+            # and a reply that used its max_tokens then spent past the budget.
+            # The wire's framing, and the system prompt a wire that asks for the schema through a
+            # tool adds (Anthropic's is 346 tokens).
+            prompt = token_bound(_ASK) + _SCHEMA_BOUND + token_bound(passage) + 512
             worst = self.price.cost(Usage(prompt_tokens=prompt, completion_tokens=self.max_tokens))
             if self.cost_usd + self._reserved + worst > self.max_budget_usd:
                 self.skipped += 1
