@@ -265,3 +265,42 @@ def test_the_readmes_list_of_the_documentation_names_every_page() -> None:
     pages = {p.name for p in (root / "docs").glob("*.md")} - {"architecture.md"}  # linked on the next line
     assert pages <= linked, sorted(pages - linked)
     assert "docs/architecture.md" in readme.split("The rest of the documentation:", 1)[1][:2000]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "model = scripted/plan\n",
+            'line 1, column 9): model = scripted/plan (a text goes in quotes: model = "scripted/plan")',
+        ),
+        ("[skills]\nenabled = True\n", "enabled = True (true and false are written in lower case: enabled = true)"),
+        ('model: "scripted/plan"\n', 'after a key in a key/value pair (at line 1, column 6): model: "scripted/plan"'),
+        ("max_budget_usd = $0.5\n", "(at line 1, column 18): max_budget_usd = $0.5. Fix"),
+    ],
+)
+def test_a_toml_slip_shows_its_line_and_how_to_write_it(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    """The commonest first slip in config.toml, a value without its quotes. Was: "Invalid value (at
+    line 1, column 9). Fix or remove the file.", neither the line nor what is invalid about it."""
+    _config(quiet_env, text)
+    code, _, err = run_main("config", "check", capsys=capsys)
+    assert code == 2 and said in err, err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[endpoints.local]\nbase_url = "http://x/v1"\napi_key = sk-live-12345\n',
+        '[mcp.mail]\ncommand = "x"\nenv = { TOKEN = sk-live-12345 }\n',
+        "database_url = postgresql://u:sk-live-12345@db/x\n",
+        '[mcp.mail]\ncommand = "x"\nargs = ["--api-key",\n  sk-live-12345]\n',
+    ],
+)
+def test_a_toml_slip_on_a_line_that_may_hold_a_secret_does_not_show_it(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    _config(quiet_env, text)
+    code, _, err = run_main("config", "check", capsys=capsys)
+    assert code == 2 and "Invalid value" in err and "sk-live-12345" not in err, err

@@ -634,11 +634,35 @@ def _read(home: Path, path: Path) -> dict[str, Any] | None:
 
     from tether.fileio import read_regular
 
+    text = None
     try:
         # A named pipe there is not waited on; a byte-order mark (Notepad's "UTF-8 with BOM") is dropped.
-        return tomllib.loads(read_regular(path).decode("utf-8-sig"))
+        text = read_regular(path).decode("utf-8-sig")
+        return tomllib.loads(text)
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}. Fix or remove the file.") from exc
+        shown = _toml_error(str(exc), text) if isinstance(exc, tomllib.TOMLDecodeError) else str(exc)
+        raise ConfigError(f"cannot read {path}: {shown}. Fix or remove the file.") from exc
+
+
+def _toml_error(error: str, text: str | None) -> str:
+    """tomllib's error with the line it points at, and the quotes a bare word needs (``model =
+    scripted/plan``: write ``model = "scripted/plan"``). A line that may hold a secret (a key, a
+    token, a password, a server's env or headers, a URL with a password) is not shown."""
+    found = re.search(r"\(at line (\d+), column \d+\)$", error)
+    lines = (text or "").splitlines()
+    if found is None or not 0 < int(found.group(1)) <= len(lines):
+        return error
+    line = lines[int(found.group(1)) - 1].strip()
+    if len(line) > 200 or re.search(r"key|token|secret|passw|auth|env|header|://[^/\s]*@", line, re.I):
+        return error
+    if not (line.startswith("[") or "=" in line or ":" in line.split('"', 1)[0]):
+        return error  # a line inside a list or a string that began above: what it continues is not seen
+    word = re.fullmatch(r"([A-Za-z0-9_-]+)\s*=\s*([A-Za-z][\w./:@+-]*)\s*(#.*)?", line)
+    if error.startswith("Invalid value") and word and word.group(2).lower() in ("true", "false"):
+        return f"{error}: {line} (true and false are written in lower case: {word.group(1)} = {word.group(2).lower()})"
+    if error.startswith("Invalid value") and word and word.group(2) not in ("inf", "nan"):
+        return f'{error}: {line} (a text goes in quotes: {word.group(1)} = "{word.group(2)}")'
+    return f"{error}: {line}"
 
 
 def _nul_at(data: Any, loc: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
