@@ -304,3 +304,15 @@ def test_a_toml_slip_on_a_line_that_may_hold_a_secret_does_not_show_it(
     _config(quiet_env, text)
     code, _, err = run_main("config", "check", capsys=capsys)
     assert code == 2 and "Invalid value" in err and "sk-live-12345" not in err, err
+
+
+def test_models_asks_an_endpoint_that_lists_no_models_for_its_own(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], scripted_server: ScriptedServer
+) -> None:
+    """docs/cli.md: a provider that points at a server, "an endpoint in config.toml", is asked for its
+    own models. Was: an [endpoints.NAME] without `models = [...]` (docs/providers.md marks it
+    optional) was not in `tether models` at all, so whether it answers could not be seen."""
+    _config(quiet_env, f'[endpoints.local]\nbase_url = "{scripted_server.base_url}"\n')
+    code, out, err = run_main("models", capsys=capsys)
+    assert code == 0, (out, err)
+    assert any(line.startswith("local/plan ") and line.endswith("ok (served)") for line in out.splitlines()), out

@@ -56,7 +56,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     from tether.providers.registry import configured_models
 
     settings = load_settings()
-    rows = asyncio.run(_check_models(configured_models(settings), settings))
+    models = configured_models(settings)
+    # An endpoint that names no models is asked for its own all the same (it is checked once).
+    models += [f"{name}/*" for name in settings.endpoints if not any(m.startswith(f"{name}/") for m in models)]
+    rows = asyncio.run(_check_models(models, settings))
     if args.json:
         items = [{"model": model, "ok": status.startswith("ok"), "status": status} for model, status in rows]
         print(json.dumps(items, ensure_ascii=False, indent=1))
