@@ -317,3 +317,62 @@ def test_notes_near_those_shapes_are_still_kept(tmp_path: Path) -> None:
         "JWTs we issue start with eyJ and expire after an hour.",
     ):
         assert memory.add("notes", text).changed, text
+
+
+DYING_RUN = """\
+import contextlib, os, signal, sys
+from pathlib import Path
+from tether import Agent, RunStore, run_sync
+from tether.memory import Memory
+from tether.memory.store import TextStore
+from tether.testing import FunctionModel, call
+
+home = Path(sys.argv[1])
+
+
+class Dying(TextStore):
+    @contextlib.contextmanager
+    def edit(self):
+        with super().edit() as entries:
+            yield entries
+        os.kill(os.getpid(), signal.SIGKILL)  # the write landed; the call's result is never saved
+
+
+memory = Memory.open(home, scanners=[])
+notes = memory.stores["notes"]
+memory.stores["notes"] = Dying("notes", notes.path, notes.limit)
+replies = [call("r1", "memory", {"action": sys.argv[2], "store": "notes", "match": "Tea", "text": "Coffee."})]
+model = FunctionModel(lambda messages, request: replies.pop(0) if replies else "Done.")
+run_sync(Agent(model=model, extensions=[memory]), "Forget that I drink tea.", store=RunStore(home / "runs"))
+"""
+
+
+@pytest.mark.parametrize("action", ["remove", "replace"])
+def test_a_memory_change_run_again_after_kill_9_does_not_change_another_entry(tmp_path: Path, action: str) -> None:
+    """README: a run is picked up after the process is killed "without acting twice". The memory
+    tool is run again on resume when its result was not saved (it is marked idempotent), and it
+    found its entry by ``match`` again: "Tea" removed, the run killed before the result was saved,
+    and the resumed run removed "Tea with milk, ..." too, which the user never asked to lose. The
+    entry a change acts on is now saved with the run before it acts; the rerun finds it gone."""
+    import subprocess
+    import sys
+
+    from tether import Agent, RunStore, run_sync
+    from tether.testing import FunctionModel
+
+    milk = "Tea with milk, no sugar, every morning."
+    Memory.open(tmp_path, scanners=[]).add("notes", "Tea")
+    Memory.open(tmp_path, scanners=[]).add("notes", milk)
+    child = subprocess.run(
+        [sys.executable, "-c", DYING_RUN, str(tmp_path), action], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == -9, child.stderr
+    expected = [milk] if action == "remove" else ["Coffee.", milk]
+    assert Memory.open(tmp_path, scanners=[]).entries("notes") == expected  # the change landed once
+    store = RunStore(tmp_path / "runs")
+    (run_id,) = [p.name for p in (tmp_path / "runs").iterdir()]
+    memory = Memory.open(tmp_path, scanners=[])
+    done = FunctionModel(lambda messages, request: "Done.")
+    result = run_sync(Agent(model=done, extensions=[memory]), state=store.load(run_id), store=store)
+    assert result.status == "completed", result.reason
+    assert memory.entries("notes") == expected  # and not again, on another entry

@@ -78,6 +78,10 @@ def _advice(advice: str) -> str:
     return f"{advice[:1].upper()}{advice[1:]}." if advice else "Save the fact itself, in plain words."
 
 
+def _digest(entry: str) -> str:
+    return hashlib.sha256(entry.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
@@ -234,11 +238,11 @@ class Memory(Extension):
             usage = s.usage(entries)
         return Change(store, "add", entry, True, usage, f"Saved to {store}. {self._usage_line(usage)}")
 
-    def replace(self, store: str, match: str, text: str) -> Change:
+    def replace(self, store: str, match: str, text: str, *, target: str | None = None) -> Change:
         s = self.store(store)
         entry = self._checked(text, s, adding=False)
         with s.edit() as entries:
-            i = self._find(s, entries, match)
+            i = self._find(s, entries, match, target)
             head = [e for e in entries[:i] if not _same(e, entry)]  # no duplicates
             after = [*head, entry, *(e for e in entries[i + 1 :] if not _same(e, entry))]
             if after == entries:
@@ -262,10 +266,10 @@ class Memory(Extension):
             usage = s.usage(entries)
         return Change(store, "replace", entry, True, usage, f"Replaced in {store}. {self._usage_line(usage)}")
 
-    def remove(self, store: str, match: str) -> Change:
+    def remove(self, store: str, match: str, *, target: str | None = None) -> Change:
         s = self.store(store)
         with s.edit() as entries:
-            i = self._find(s, entries, match)
+            i = self._find(s, entries, match, target)
             gone = entries.pop(i)
             usage = s.usage(entries)
         return Change(
@@ -374,10 +378,26 @@ class Memory(Extension):
                 "limit",
             )
 
-    def _find(self, s: MemoryStore, entries: list[str], match: str) -> int:
+    def target(self, store: str, match: str) -> str:
+        """The entry ``match`` names now, as the ``target`` a later :meth:`remove` or :meth:`replace`
+        may be pinned to (a digest: no text of the entry); MemoryRefused as they would refuse."""
+        s = self.store(store)
+        entries = s.entries()
+        return _digest(entries[self._find(s, entries, match)])
+
+    def _find(self, s: MemoryStore, entries: list[str], match: str, target: str | None = None) -> int:
         needle = (match or "").strip()
         if not needle:
             raise MemoryRefused("Say which entry: match must be a part of its text.", "not_found")
+        if target is not None:  # the entry chosen earlier (see target()), and no other
+            pinned = [i for i, e in enumerate(entries) if _digest(e) == target]
+            if pinned:
+                return pinned[0]
+            raise MemoryRefused(
+                f"The {s.name} entry that \u201c{_short(needle)}\u201d named is no longer there (removed or changed "
+                "already): nothing changed.",
+                "not_found",
+            )
         exact = [i for i, e in enumerate(entries) if _same(e, needle)]
         if exact:
             return exact[0]

@@ -82,10 +82,37 @@ class MemoryTool:
         # Writes lock files and may run a scanner that blocks (a model-based one): not on the loop,
         # and on the sync tools' daemon workers, which a Stop leaves behind (not the loop's default
         # executor, which run_sync's shutdown would wait for).
-        result: ToolResult | str = await _in_thread(self._run, {"args": input, "ctx": ctx})
+        target = await self._pinned(input, ctx)
+        result: ToolResult | str = await _in_thread(self._run, {"args": input, "ctx": ctx, "target": target})
         return result
 
-    def _run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+    async def _pinned(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """The entry a replace or remove acts on, chosen once and saved with the run before it
+        acts. A run killed after the write and before its result was saved runs the call again
+        when resumed: by ``match`` alone it would act on another entry ("Tea" removed, then "Tea
+        with milk" on the rerun); pinned, it finds the first one gone and changes nothing."""
+        if args.get("action") not in ("replace", "remove") or ctx.state is None or ctx.on_save is None:
+            return None
+        part = ctx.state.ext_state("memory_tool")
+        pins = part.get("pins") if isinstance(part.get("pins"), dict) else {}
+        pin = pins.get(ctx.call_id)
+        if isinstance(pin, dict) and pin.get("turn") == ctx.state.turns and isinstance(pin.get("entry"), str):
+            return str(pin["entry"])  # a rerun: the entry the first run chose
+        try:
+            entry: str = await _in_thread(self.memory.target, {"store": str(args["store"]), "match": args["match"]})
+        except MemoryRefused:
+            return None  # the call itself says why
+        # Read again after the wait (a call beside this one may have pinned its own); pins of
+        # earlier replies' calls are done with (their results were saved): dropped.
+        pins = part.get("pins") if isinstance(part.get("pins"), dict) else {}
+        part["pins"] = {
+            **{k: v for k, v in pins.items() if isinstance(v, dict) and v.get("turn") == ctx.state.turns},
+            ctx.call_id: {"turn": ctx.state.turns, "entry": entry},
+        }
+        ctx.on_save(True)
+        return entry
+
+    def _run(self, args: dict[str, Any], ctx: ToolContext, target: str | None = None) -> ToolResult | str:
         action, store = str(args["action"]), args.get("store")
         if action == "list":
             return self._list(store)
@@ -94,9 +121,9 @@ class MemoryTool:
             if action == "add":
                 change = self.memory.add(store, args["text"])
             elif action == "replace":
-                change = self.memory.replace(store, args["match"], args["text"])
+                change = self.memory.replace(store, args["match"], args["text"], target=target)
             else:
-                change = self.memory.remove(store, args["match"])
+                change = self.memory.remove(store, args["match"], target=target)
         except MemoryRefused as exc:
             ctx.emit(MemoryRejected(ctx.run_id, store, action, exc.rule, str(exc)))
             return ToolResult(str(exc), is_error=True)
