@@ -380,3 +380,22 @@ def test_the_extractors_budget_holds_when_the_prompt_counts_more_tokens_than_est
     extractor.extract(chunks, {})
     assert extractor.calls >= 9 and extractor.skipped == len(chunks) - extractor.calls  # the calls that fit
     assert extractor.cost_usd <= budget, (extractor.cost_usd, budget, extractor.calls)
+
+
+# -- an identifier in quotes ---------------------------------------------------------------------------------------
+
+
+def test_lookup_exact_finds_an_identifier_passed_in_quotes_or_with_a_full_stop() -> None:
+    """A model often passes an identifier as it wrote it in a sentence: '"FVAM-2050-B"',
+    'FVAM-2050-B.', '`SK-77`'. Exact search looked for the quotes too, found nothing, and told the
+    model "no chunk contains ... exactly", so it answered that the part is not in the base. What
+    surrounds an identifier is not part of it now; the near twin is still never returned."""
+    kb = KnowledgeBase.open(":memory:")
+    filler = "A steam valve with a stainless body and flanged ends, for lines up to 180 C.\n" * 3
+    kb.add_text("b.md", f"The FVAM-2050-B is rated PN 40.\n{filler}")
+    kb.add_text("c.md", f"The FVAM-2050-C is rated PN 16.\n{filler}")
+    for asked in ('"FVAM-2050-B"', "FVAM-2050-B.", "`FVAM-2050-B`", "(FVAM-2050-B)", "\u201cFVAM-2050-B\u201d?"):
+        out = _run_tool(kb, "lookup_exact", {"identifier": asked})
+        assert [c for _, c in CITATION.findall(out)] == ["b.md:1-4"], (asked, out)
+        assert "FVAM-2050-C" not in out
+    assert kb.search('"FVAM-2050-B.1"', mode="exact").hits == []  # another part: still not B

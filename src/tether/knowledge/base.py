@@ -544,7 +544,9 @@ class KnowledgeBase:
     def _exact(
         self, token: str, k: int, alpha: float | None, allowed: set[int] | None, min_score: float | None
     ) -> SearchResult:
-        token = token.strip()
+        # Quotes and a sentence's punctuation around it are not part of it (a model passes
+        # '"FVAM-2050-B"' or 'FVAM-2050-B.'): kept, nothing matched and the answer was "not there".
+        token = token.strip().strip(_AROUND).strip() or token.strip()
         strict = self._holding(token, 2000, allowed)
         if not strict:
             return SearchResult(token, "exact", [], f"no chunk contains {token!r} exactly")
@@ -659,6 +661,7 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
         raise UserError(f"k must be at least 1, not {k}")
 
 
+_AROUND = "\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb.,;:!?()[]{}<>"  # what surrounds an identifier in a sentence
 _POOL: ThreadPoolExecutor | None = None  # made on the first search that embeds, never at import
 _POOL_LOCK = threading.Lock()
 
