@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,16 +127,12 @@ def test_keys_typed_before_the_question_is_on_screen_do_not_answer_it(workspace:
     assert "[interrupted] delete_file needs approval" in seen
 
 
-def test_a_decision_given_at_the_terminal_is_kept_when_the_next_question_of_its_batch_is_not_answered(
-    workspace: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Two calls of one batch wait. At the terminal the person declined the first ("n", with a
-    reason), then left the second question unanswered (Ctrl-D). Before: the "no" was never saved;
-    the run waited on the first call again, and the `tether resume RUN --approve` its hint offered
-    approved the very call the person had declined. Now the decision is saved and the run waits on
-    the second call alone."""
+@pytest.fixture
+def batch_of_two(monkeypatch: pytest.MonkeyPatch, tether_home: Path) -> list[int]:
+    """The command line's agent replaced by one whose model reads two private records in one
+    reply (a batch of two calls, each needing approval); returns the records read."""
+    import tether.assembly
     from tether.assembly import agents as assembly_agents
-    from tether.cli import run as cli_run
 
     ran: list[int] = []
 
@@ -150,15 +147,39 @@ def test_a_decision_given_at_the_terminal_is_kept_when_the_next_question_of_its_
             return "done"
         return Reply(calls=(("c1", "peek", {"n": 1}), ("c2", "peek", {"n": 2})))
 
-    monkeypatch.setattr(
-        assembly_agents, "build_agent", lambda settings, recipe: Agent(FunctionModel(reply), tools=[peek])
-    )
+    def build(settings: Any, recipe: Any) -> Agent:
+        return Agent(FunctionModel(reply), tools=[peek])
+
+    monkeypatch.setattr(assembly_agents, "build_agent", build)
+    monkeypatch.setattr(tether.assembly, "build_agent", build, raising=False)  # the package keeps what it lent
+    return ran
+
+
+def only_run(tether_home: Path) -> str:
+    (run_id,) = [d.name for d in (tether_home / "runs").iterdir() if d.name.startswith("run_")]
+    return run_id
+
+
+def test_a_decision_given_at_the_terminal_is_kept_when_the_next_question_of_its_batch_is_not_answered(
+    batch_of_two: list[int],
+    workspace: Path,
+    tether_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two calls of one batch wait. At the terminal the person declined the first ("n", with a
+    reason), then left the second question unanswered (Ctrl-D). Before: the "no" was never saved;
+    the run waited on the first call again, and the `tether resume RUN --approve` its hint offered
+    approved the very call the person had declined. Now the decision is saved and the run waits on
+    the second call alone."""
+    from tether.cli import run as cli_run
+
     monkeypatch.setattr(cli_run, "at_terminal", lambda json_out: not json_out)
     answers = iter(["n", "not that record", None])  # None: end of input at the second question
     monkeypatch.setattr(cli_run, "ask", lambda question: next(answers))
     code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "read both", capsys=capsys)
     assert code == 5, err
-    (run_id,) = [d.name for d in (tether_home / "runs").iterdir() if d.name.startswith("run_")]
+    run_id = only_run(tether_home)
     saved = RunStore(tether_home / "runs").load(run_id)
     assert saved.rejected == {"c1": "not that record"}
     assert isinstance(saved.interruption, ApprovalInterruption) and saved.interruption.call_id == "c2"
@@ -166,4 +187,46 @@ def test_a_decision_given_at_the_terminal_is_kept_when_the_next_question_of_its_
     monkeypatch.setattr(cli_run, "at_terminal", lambda json_out: False)
     code, _, err = run_main("resume", run_id, "--approve", capsys=capsys)
     assert code == 0, err
-    assert ran == [2]
+    assert batch_of_two == [2]
+
+
+def test_show_names_every_call_of_the_batch_that_waits(
+    batch_of_two: list[int], workspace: Path, tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether show` of a run whose batch of two calls waits named only the first ("waiting for
+    approval of peek {"n": 1}"): the person deciding from it did not see the second call, which
+    the next `--approve` would be about. Every call that waits is named, with its call id."""
+    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "read both", capsys=capsys)
+    assert code == 5, err
+    code, out, _ = run_main("show", only_run(tether_home), capsys=capsys)
+    assert code == 0
+    heading = out.split("\n\n", 1)[0]
+    assert 'waiting for approval of peek {"n": 1}' in heading
+    assert 'peek {"n": 2} [call c2]' in heading
+    assert batch_of_two == []
+
+
+def test_resume_decides_the_call_it_names_and_refuses_one_that_does_not_wait(
+    batch_of_two: list[int], workspace: Path, tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether resume RUN --approve` approved whatever the run waited on when it was loaded, not
+    the call the person had seen: after someone else decided that call, the same command approved
+    the next one, never shown to them (the server binds a decision to its call and arguments; the
+    command line could not). `--call CALL_ID` names the call decided; a call that does not wait
+    is refused (exit 2) and nothing runs. It also decides any call of a batch, in any order."""
+    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "read both", capsys=capsys)
+    assert code == 5, err
+    run_id = only_run(tether_home)
+    code, _, err = run_main("resume", run_id, "--approve", "--call", "c9", capsys=capsys)
+    assert code == 2 and "call 'c9' is not waiting for a decision" in err, err
+    code, _, err = run_main("resume", run_id, "--call", "c1", capsys=capsys)
+    assert code == 2 and "--call goes with --approve or --reject" in err
+    code, _, err = run_main("resume", run_id, "--reject", "not that one", "--call", "c2", capsys=capsys)
+    assert code == 5, err  # c1 still waits: nothing of the batch ran
+    assert batch_of_two == []
+    code, _, err = run_main("resume", run_id, "--approve", "--call", "c1", capsys=capsys)
+    assert code == 0, err
+    assert batch_of_two == [1], err
+    saved = RunStore(tether_home / "runs").load(run_id)
+    results = {m.call_id: m.status for m in saved.messages if isinstance(m, ToolMessage)}
+    assert results == {"c1": "ok", "c2": "rejected"}

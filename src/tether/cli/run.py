@@ -120,6 +120,13 @@ def _add_resume_parser(sub: Any) -> None:
         metavar="TEXT",
         help="with --approve: the person's words, which the model reads before the call's result",
     )
+    rs.add_argument(
+        "--call",
+        type=text,
+        metavar="CALL_ID",
+        help="with --approve or --reject: the call decided (tether show names it); refused, nothing "
+        "run, when the run does not wait for it (default: the call the run stopped for)",
+    )
     running = rs.add_mutually_exclusive_group()
     running.add_argument(
         "--wait", action="store_true", help="first wait until a command left running by a crashed run has exited"
@@ -275,12 +282,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _check_resumable_config(state)
     if args.reason is not None and not args.approve:
         raise usage_error("--reason goes with --approve (--reject REASON takes its reason itself)")
+    if args.call is not None and not args.approve and args.reject is None:
+        raise usage_error("--call goes with --approve or --reject (it names the call they decide)")
     _check_limits_allow_more(state, args)
     _settle_left_running(state, args)
     if args.approve:
-        approve(state, reason=args.reason)
+        approve(state, args.call, reason=args.reason)
     elif args.reject is not None:
-        reject(state, reason=args.reject)
+        reject(state, args.call, reason=args.reject)
     if args.max_turns is not None:
         state.config["max_turns"] = state.turns + args.max_turns
         print(

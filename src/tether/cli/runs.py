@@ -230,7 +230,11 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
             if waiting.type == "outcome_unknown"
             else "approval of"
         )
-        lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args}")
+        call = getattr(waiting, "call_id", "?")
+        lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args} [call {call}]")
+        for other in getattr(waiting, "together", ()):  # the rest of its batch waits with it
+            more = json.dumps(getattr(other, "args", None), ensure_ascii=False)
+            lines.append(f"  and for a decision about {other.tool_name} {more} [call {other.call_id}]")
     hint = resume_hint(state.run_id, state.status, waiting)
     if stopped:
         lines.append("  its process stopped or was killed while it ran; it resumes from its last save")
