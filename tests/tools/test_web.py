@@ -152,3 +152,24 @@ def test_a_refused_redirect_names_the_hop_and_the_setting_that_would_allow_it(si
     message = str(refused.value)
     assert "redirected (hop 1 of the redirects)" in message and public.url("/to-secret") in message
     assert "[tools.web] allow" in message
+
+
+@pytest.mark.parametrize("hostile", ["</", "<?", "<!--a</-- ", "<!"])
+def test_a_page_left_open_is_parsed_without_pythons_quadratic_html_parser(
+    hostile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python 3.11's html.parser rescans to the end of the page for every construct left open
+    (CVE-2025-6069): a 1 MB page of "</" held a core for three minutes. The page is parsed by
+    libxml2 (lxml) instead, in one pass; html.parser is never asked, here made to fail if it is."""
+    import html.parser
+
+    from tether.tools.web import html_to_markdown
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("html.parser was used")
+
+    monkeypatch.setattr(html.parser.HTMLParser, "goahead", refuse)
+    page = "<html><title>Notes</title><body><main><p>Kept <b>text</b>.</p>" + hostile * 50_000
+    assert html_to_markdown(page).startswith("# Notes\n\nKept **text**.")
+    normal = "<html><body><article><h2>Part</h2><ul><li>one</li><li>two</li></ul></article></body></html>"
+    assert html_to_markdown(normal) == "## Part\n\n* one\n* two"

@@ -226,15 +226,17 @@ def html_to_markdown(html: str) -> str:
     """Readable Markdown from a page: scripts and styles dropped, <main>/<article> preferred,
     the <title> as the first heading."""
     from bs4 import BeautifulSoup
-    from markdownify import markdownify
+    from markdownify import MarkdownConverter
 
-    soup = BeautifulSoup(html, "html.parser")
+    # lxml (libxml2) parses in linear time. Python 3.11's html.parser is quadratic on constructs left
+    # open (CVE-2025-6069): a 1 MB page of "</" or "<?" held a core for three minutes.
+    soup = BeautifulSoup(html, "lxml")
     for tag in soup(["script", "style", "noscript", "svg", "iframe", "template"]):
         tag.decompose()
     main = soup.find("main") or soup.find("article") or soup.body or soup
     _calm_whitespace(main)
     title = soup.title.get_text(strip=True) if soup.title else ""
-    text = markdownify(str(main), heading_style="ATX", strip=["img"]).strip()
+    text = MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(main).strip()
     lines = [ln.rstrip() for ln in text.splitlines()]
     compact = "\n".join(ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1]))
     return f"# {title}\n\n{compact}" if title else compact
