@@ -316,3 +316,20 @@ def test_models_asks_an_endpoint_that_lists_no_models_for_its_own(
     code, out, err = run_main("models", capsys=capsys)
     assert code == 0, (out, err)
     assert any(line.startswith("local/plan ") and line.endswith("ok (served)") for line in out.splitlines()), out
+
+
+def test_serve_refuses_model_and_cwd_it_would_drop(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], workspace: Path
+) -> None:
+    """`--model` and `--cwd` are "the default agent's" (tether serve --help); with [agents.NAME] in
+    config.toml or --agent FILE there is no default agent. Was: the server started with the tables'
+    models and folders, the flags dropped without a word (the README says flags override the
+    definition)."""
+    pytest.importorskip("fastapi", reason="tether serve needs the serve extra")
+    _config(quiet_env, '[agents.support]\nmodel = "scripted/plan"\n')
+    code, _, err = run_main("serve", "--model", "scripted/hello", "--port", "0", capsys=capsys)
+    assert code == 2 and "--model is for the default agent" in err and "(support)" in err, err
+    (quiet_env / "config.toml").unlink()
+    agents = Path(__file__).resolve().parents[1] / "examples" / "serve_agents.py"
+    code, _, err = run_main("serve", "--agent", str(agents), "--cwd", str(workspace), "--port", "0", capsys=capsys)
+    assert code == 2 and "--cwd is for the default agent" in err and "serve_agents.py" in err, err

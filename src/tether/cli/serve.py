@@ -13,7 +13,7 @@ from typing import Any
 from tether.cli.common import directory, usage_error
 from tether.cli.common import settings as load_settings
 
-__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers"]
+__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "default_agent_flags"]
 
 EXIT_CANNOT_LISTEN = 6  # the address is busy or not allowed; 3 is max_turns_exceeded everywhere else
 
@@ -156,6 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError:
         raise usage_error('tether serve needs the serve extra: pip install "tether[serve]"') from None
     settings = load_settings()
+    default_agent_flags(args, settings, "tether serve")
     store = _store(settings)
     if not _loopback(args.host) and not store.has_tokens():
         revoked = store.auth_required()  # a token existed: it would refuse everyone, not open up
@@ -211,6 +212,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _stop_runs_first(server, app)
     server.run(sockets=[sock])
     return 0
+
+
+def default_agent_flags(args: argparse.Namespace, settings: Any, command: str) -> None:
+    """``--model`` and ``--cwd`` make the one default agent; with agents from ``--agent`` (or
+    ``[serve] agent``) or ``[agents.NAME]`` there is none, and the flags would be dropped without a
+    word: refused, saying where the agents' own models and folders are set."""
+    given = [flag for flag, value in (("--model", args.model), ("--cwd", args.cwd)) if value]
+    spec = args.agent or settings.serve.agent
+    if not given or not (spec or settings.agents):
+        return
+    source = (
+        f"the agents of {spec}"
+        if spec
+        else f"the [agents.NAME] tables of {settings.home / 'config.toml'} ({', '.join(settings.agents)})"
+    )
+    flags = " and ".join(given)
+    raise usage_error(
+        f"{command}: {flags} {'are' if len(given) > 1 else 'is'} for the default agent, and there is none "
+        f"here: the agents are {source}. Set each agent's model and cwd there, or leave {flags} out"
+    )
 
 
 def _check_models(agents: dict[str, Any], store: Any) -> None:

@@ -54,6 +54,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "tether worker needs the stores in Postgres: set database_url in config.toml "
             "(or $TETHER_DATABASE_URL), the same as the servers'"
         )
+    from tether.cli.serve import default_agent_flags
+
+    default_agent_flags(args, settings, "tether worker")
     from tether.assembly import served_agents
     from tether.dispatch.engine import DEFAULT_QUEUE, open_dispatcher
     from tether.dispatch.worker import Worker, run_worker
