@@ -114,19 +114,24 @@ GUARDED = '[agents.support]\nmodel = "scripted/plan"\n[[agents.support.guardrail
             "patern is not a known setting in [agents.support] guardrails[0].rules[0] (did you mean pattern?)",
         ),
         (GUARDED + "rules = [{ score = 0.1 }]\n", "[agents.support] guardrails[0].rules[0] needs pattern"),
+        ("max_turns = 8\n", "max_turns is not a known setting at the top of the file (it is a setting of [agents.NAME])"),
+        ('[serve]\nmodel = "scripted/plan"\n', "model is not a known setting in [serve] (it is a setting of [agents.NAME])"),
+        ('base_url = "http://127.0.0.1:11434/v1"\n', "(it is a setting of [endpoints.NAME] and [kb])"),
+        ('api_key = "sk-x"\n', "(it is a setting of [endpoints.NAME]; OpenAI's and Anthropic's keys go in OPENAI_API_KEY"),
         (
             '[endpoints.local]\nbas_url = "http://127.0.0.1:9/v1"\n',
             "bas_url is not a known setting in [endpoints.local] (did you mean base_url?)",
         ),
     ],
 )
-def test_a_slip_inside_a_guardrail_names_the_guardrail_and_its_keys(
+def test_a_slip_in_config_toml_names_its_table_and_where_the_key_belongs(
     quiet_env: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
 ) -> None:
     """docs/cli.md: a key tether does not know stops the command with "one line naming the file, the
     key, what is wrong and the fix". Was: `rule` in [[agents.support.guardrails]] was "not a known
-    setting in [agents.support]", offered the agent's keys (no `rules` among them), and a rule without
-    its pattern said "[agents.support] needs pattern"."""
+    setting in [agents.support]", offered the agent's keys (no `rules` among them), a rule without
+    its pattern said "[agents.support] needs pattern"; `max_turns = 8` at the top listed the top's
+    keys, `base_url` there asked "did you mean database_url?", not where either belongs."""
     _config(quiet_env, text)
     code, _, err = run_main("config", "check", capsys=capsys)
     assert code == 2 and said in err, err

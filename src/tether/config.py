@@ -872,6 +872,11 @@ def _describe(error: ErrorDetails, data: dict[str, Any]) -> str:
             return f"{_table_name(loc)} is not a known table ({hint})"
         where = f"in {_place(loc[:-1])}" if table else "at the top of the file"
         hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+        homes = [h for h in _homes(str(loc[-1])) if len(key) == 1 and h != _table_name(table)]
+        if homes:  # a key in the wrong table (max_turns at the top) is likelier than a misspelt one
+            hint = f"it is a setting of {' and '.join(homes[:3])}"
+            if str(loc[-1]).endswith("api_key"):
+                hint += "; OpenAI's and Anthropic's keys go in OPENAI_API_KEY and ANTHROPIC_API_KEY in the environment"
         return f"{_key(loc[-1])} is not a known setting {where} ({hint})"
     if kind == "missing":
         return f"{_place(loc[:-1]) if table else 'the file'} needs {_key(loc[-1])}"
@@ -912,6 +917,27 @@ def _locate(loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], tuple[st
             break
     known = [k for k in model.model_fields if k != "name" or model is not Endpoint]
     return loc[:i], loc[i:], known
+
+
+def _homes(key: str, model: type[BaseModel] | None = None, parts: tuple[str, ...] = ()) -> list[str]:
+    """The tables of config.toml where ``key`` is a setting (``[agents.NAME]``, ``[tools.shell]``)."""
+    found: list[str] = []
+    for name, info in (model or ConfigFile).model_fields.items():
+        annotation = _unwrap(info.annotation)
+        inner = _unwrap(get_args(annotation)[1]) if get_origin(annotation) is dict else None
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            table, where = annotation, (*parts, name)
+        elif isinstance(inner, type) and issubclass(inner, BaseModel):
+            table, where = inner, (*parts, name, "NAME")
+        else:
+            continue
+        if where[:2] == ("serve", "agents"):
+            continue  # the older name of [agents.NAME]
+        if key in table.model_fields and (key != "name" or table is not Endpoint):
+            found.append("[" + ".".join(where) + "]")
+        if len(where) < 3:
+            found += _homes(key, table, where)
+    return found
 
 
 def _model_at(parts: tuple[str | int, ...]) -> type[BaseModel] | None:
