@@ -222,24 +222,33 @@ def _scan(root: Path, scope: SkillScope, problems: list[SkillProblem]) -> list[S
 
 
 def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]) -> bool:
-    """The memory scan over the description the model will read in its system prompt; judged once
-    per process (every session searches again: a kept one's warning is logged once, like a problem)."""
-    from tether.memory.scan import accept_context, context_policy, scan_context_text
+    """The memory scan over what the model will read of the skill in its system prompt: its
+    description, and its name (read as words: ``ignore-previous-instructions`` is a name too);
+    judged once per process (every session searches again: a kept one's warning is logged once,
+    like a problem)."""
+    from tether.memory.scan import context_policy
 
     policy = context_policy()
     key = (policy, skill.name, skill.description)
     verdict = _judged.get(key)
     if verdict is None:
-        source = f"the skill {skill.name!r} description"
-        if policy == "drop":  # said once, as the skipped skill (accept_context would log it too)
-            finding = scan_context_text(skill.description, source=source)
-            verdict = (finding is None, () if finding is None else (f"dropped {finding.reason}",))
-        else:  # warn: kept, and accept_context logs why; off: not scanned
-            verdict = (accept_context(skill.description, source=source), ())
+        verdict = _judge(policy, skill.description, f"the skill {skill.name!r} description")
+        if verdict[0]:
+            verdict = _judge(policy, " ".join(re.split(r"[-_]+", skill.name)), f"the skill name {skill.name!r}")
         _judged.put(key, verdict, sys.getsizeof(skill.description) + ENTRY_OVERHEAD)
     ok, why = verdict
     problems.extend(SkillProblem(path / SKILL_FILE, reason) for reason in why)  # dropped: like any problem
     return ok
+
+
+def _judge(policy: str, text: str, source: str) -> tuple[bool, tuple[str, ...]]:
+    """Whether ``text`` may enter the prompt under ``policy``, and why it is dropped if not."""
+    from tether.memory.scan import accept_context, scan_context_text
+
+    if policy == "drop":  # said once, as the skipped skill (accept_context would log it too)
+        finding = scan_context_text(text, source=source)
+        return (finding is None, () if finding is None else (f"dropped {finding.reason}",))
+    return (accept_context(text, source=source), ())  # warn: kept, and accept_context logs why; off: not scanned
 
 
 def _unique(root: Path, by_name: dict[str, list[Skill]], problems: list[SkillProblem]) -> list[Skill]:
