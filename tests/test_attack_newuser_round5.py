@@ -114,10 +114,19 @@ GUARDED = '[agents.support]\nmodel = "scripted/plan"\n[[agents.support.guardrail
             "patern is not a known setting in [agents.support] guardrails[0].rules[0] (did you mean pattern?)",
         ),
         (GUARDED + "rules = [{ score = 0.1 }]\n", "[agents.support] guardrails[0].rules[0] needs pattern"),
-        ("max_turns = 8\n", "max_turns is not a known setting at the top of the file (it is a setting of [agents.NAME])"),
-        ('[serve]\nmodel = "scripted/plan"\n', "model is not a known setting in [serve] (it is a setting of [agents.NAME])"),
+        (
+            "max_turns = 8\n",
+            "max_turns is not a known setting at the top of the file (it is a setting of [agents.NAME])",
+        ),
+        (
+            '[serve]\nmodel = "scripted/plan"\n',
+            "model is not a known setting in [serve] (it is a setting of [agents.NAME])",
+        ),
         ('base_url = "http://127.0.0.1:11434/v1"\n', "(it is a setting of [endpoints.NAME] and [kb])"),
-        ('api_key = "sk-x"\n', "(it is a setting of [endpoints.NAME]; OpenAI's and Anthropic's keys go in OPENAI_API_KEY"),
+        (
+            'api_key = "sk-x"\n',
+            "(it is a setting of [endpoints.NAME]; OpenAI's and Anthropic's keys go in OPENAI_API_KEY",
+        ),
         (
             '[endpoints.local]\nbas_url = "http://127.0.0.1:9/v1"\n',
             "bas_url is not a known setting in [endpoints.local] (did you mean base_url?)",
@@ -338,3 +347,26 @@ def test_serve_refuses_model_and_cwd_it_would_drop(
     agents = Path(__file__).resolve().parents[1] / "examples" / "serve_agents.py"
     code, _, err = run_main("serve", "--agent", str(agents), "--cwd", str(workspace), "--port", "0", capsys=capsys)
     assert code == 2 and "--cwd is for the default agent" in err and "serve_agents.py" in err, err
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [("openai/gpt-4.1-mini", "OPENAI_API_KEY is not set"), ("scripted/nosuch", "unknown scripted scenario")],
+)
+def test_chat_says_a_model_cannot_run_before_the_first_message(
+    quiet_env: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    workspace: Path,
+    model: str,
+    said: str,
+) -> None:
+    """`tether run` says a missing key "before anything else". Was: `tether chat` opened, showed its
+    banner and `you> `, took the person's first message, and only then ended on the missing key."""
+    import io
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("a message typed for nothing\n"))
+    code, out, err = run_main("chat", "--model", model, "--cwd", str(workspace), capsys=capsys)
+    assert code == 2 and said in err, err
+    assert "you> " not in err + out and "tether chat:" not in err, err

@@ -86,6 +86,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     recipe = plan(settings, args.agent, overrides(args, completed_turns="answers"))
     open_sessions(args.session_store, settings)  # a store that cannot open is refused now, not at the first message
     check_home(settings)  # so are runs that cannot be kept: before the person types a message it would lose
+    from tether.providers.registry import resolve_provider
+
+    for model in (recipe.model, *recipe.fallback_models):
+        resolve_provider(model, settings)  # and a model that cannot run here: a key not set, an unknown name
     chat = _Chat(settings, recipe, args.session or _new_session_name(), args.session_store)
     print(
         f"tether chat: {recipe.model} in {recipe.cwd}, session {chat.session!r} "
