@@ -342,11 +342,11 @@ def test_serve_refuses_model_and_cwd_it_would_drop(
     pytest.importorskip("fastapi", reason="tether serve needs the serve extra")
     _config(quiet_env, '[agents.support]\nmodel = "scripted/plan"\n')
     code, _, err = run_main("serve", "--model", "scripted/hello", "--port", "0", capsys=capsys)
-    assert code == 2 and "--model is for the default agent" in err and "(support)" in err, err
+    assert code == 2 and "--model is for tether serve's default agent" in err and "(support)" in err, err
     (quiet_env / "config.toml").unlink()
     agents = Path(__file__).resolve().parents[1] / "examples" / "serve_agents.py"
     code, _, err = run_main("serve", "--agent", str(agents), "--cwd", str(workspace), "--port", "0", capsys=capsys)
-    assert code == 2 and "--cwd is for the default agent" in err and "serve_agents.py" in err, err
+    assert code == 2 and "--cwd is for tether serve's default agent" in err and "serve_agents.py" in err, err
 
 
 @pytest.mark.parametrize(

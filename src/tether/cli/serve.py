@@ -229,8 +229,8 @@ def default_agent_flags(args: argparse.Namespace, settings: Any, command: str) -
     )
     flags = " and ".join(given)
     raise usage_error(
-        f"{command}: {flags} {'are' if len(given) > 1 else 'is'} for the default agent, and there is none "
-        f"here: the agents are {source}. Set each agent's model and cwd there, or leave {flags} out"
+        f"{flags} {'are' if len(given) > 1 else 'is'} for {command}'s default agent, and it has none here: "
+        f"the agents are {source}. Set each agent's model and cwd there, or leave {flags} out"
     )
 
 
