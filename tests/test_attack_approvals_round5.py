@@ -230,3 +230,34 @@ def test_resume_decides_the_call_it_names_and_refuses_one_that_does_not_wait(
     saved = RunStore(tether_home / "runs").load(run_id)
     results = {m.call_id: m.status for m in saved.messages if isinstance(m, ToolMessage)}
     assert results == {"c1": "ok", "c2": "rejected"}
+
+
+def test_a_decision_for_a_run_killed_while_it_ran_says_to_resume_it_first(
+    workspace: Path, env: dict[str, str], tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether resume RUN --approve` on a run whose process was killed mid-tool (`tether runs`:
+    "stopped: no process") said only "not waiting for an approval (status running); nothing to
+    approve or reject": not what to do. It now says the run waits for no decision and how to go on,
+    and nothing is decided or run."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        ["tether", "run", "--model", "scripted/slow", "--cwd", str(workspace), "scan the archive"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the slow tool has started: the run is saved as running
+        if line.startswith(b"-> scan_archive"):
+            break
+    proc.kill()
+    proc.wait(timeout=30)
+    run_id = only_run(tether_home)
+    code, _, err = run_main("resume", run_id, "--approve", capsys=capsys)
+    assert code == 2
+    assert "is not waiting for a decision: its process stopped while it ran" in err
+    assert f"tether resume {run_id}" in err
+    saved = RunStore(tether_home / "runs").load(run_id)
+    assert saved.status == "running" and saved.approved == {}  # left as it was, to resume

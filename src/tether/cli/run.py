@@ -286,6 +286,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise usage_error("--call goes with --approve or --reject (it names the call they decide)")
     _check_limits_allow_more(state, args)
     _settle_left_running(state, args)
+    if (args.approve or args.reject is not None) and args.call is None:
+        _check_waits_for_decision(state)
     if args.approve:
         approve(state, args.call, reason=args.reason)
     elif args.reject is not None:
@@ -321,6 +323,30 @@ def _check_resumable_config(state: RunState) -> None:
             f"run {state.run_id} works in {cwd}, which is no longer a directory; nothing was run. "
             "Put the directory back there, then resume"
         )
+
+
+def _check_waits_for_decision(state: RunState) -> None:
+    """--approve / --reject decide what the run stopped for: a run that stopped for no question (its
+    process was killed while it ran, or it was cancelled) is resumed without a decision first, and
+    stops again if a call it goes on with needs one."""
+    waiting = state.interruption
+    if (
+        state.status == "interrupted"
+        and waiting is not None
+        and waiting.type not in ("cancelled", "max_turns", "max_budget")
+    ):
+        return
+    if state.status == "running":
+        how = "its process stopped while it ran"
+    elif waiting is not None and waiting.type == "cancelled":
+        how = f"it was cancelled ({getattr(waiting, 'reason', '')})"
+    else:
+        how = f"it stopped {state.status}"
+    raise usage_error(
+        f"run {state.run_id} is not waiting for a decision: {how}; nothing was decided or run. Resume it "
+        f"without --approve or --reject (tether resume {state.run_id}): if a call needs a decision it "
+        "stops again and says which"
+    )
 
 
 def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
