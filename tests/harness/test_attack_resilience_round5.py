@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -425,3 +427,57 @@ def test_a_request_stopped_without_a_budget_is_charged_its_system_prompt_and_too
     result = asyncio.run(run(agent, "Where is the timeout set?", signal=signal))
     assert result.status == "interrupted"
     assert result.usage.prompt_tokens >= 2_000  # the system prompt alone: ~2,600 by BPE, ~3,600 estimated
+
+
+# -- kill -9 while waiting to retry a call cut halfway ---------------------------------------------------
+
+CUT_CHILD = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from tether import Agent, RunState, RunStore, run_stream, tool
+from tether.harness.retry import RetryPolicy
+from tether.providers.openai_chat import OpenAIChatProvider
+from tether.usage import Price
+
+home, base_url = Path(sys.argv[1]), sys.argv[2]
+
+@tool
+def write_note(path: str, content: str) -> str:
+    \"\"\"Save a note.\"\"\"
+    return "saved"
+
+async def main():
+    agent = Agent(OpenAIChatProvider(base_url=base_url, api_key="unused"), tools=[write_note],
+                  price=Price(input=2.0, output=10.0), max_budget_usd=1.0, retry=RetryPolicy(base_delay_s=30, max_delay_s=30))
+    state = RunState(run_id="run_cut")
+    async for event in run_stream(agent, "Save a note on the timeout.", state=state, store=RunStore(home / "runs")):
+        if event.type == "retry":  # the cut attempt is over; waiting to ask again: killed here
+            os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_while_waiting_to_retry_a_call_cut_halfway_counts_it_once(
+    wire: Callable[[list[Reply]], WireServer], tmp_path: Path
+) -> None:
+    """The cut attempt is charged (its prompt and the arguments it wrote) and saved before the
+    wait; a kill then leaves no request in flight, and the resumed run pays the cut once, with no
+    spent-unknown on top."""
+    server = wire([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
+    killed = subprocess.run(
+        [sys.executable, "-c", CUT_CHILD, str(tmp_path), server.url + "/v1"], capture_output=True, text=True, timeout=60
+    )
+    assert killed.returncode == -9, killed.stderr
+    store = RunStore(tmp_path / "runs")
+    state = store.load("run_cut")
+    assert state.call_in_flight is None
+    cut_cost = state.cost_usd
+    assert cut_cost >= estimate_tokens(WRITTEN) * 0.8 * PRICE_WIRE.output / 1e6
+    agent = Agent(wire_provider("openai", server), tools=[write_note], price=PRICE_WIRE, max_budget_usd=1.0, retry=FAST)
+    events = collect(agent, None, state=state, store=store)
+    result = events[-1].result
+    assert result.status == "completed", result.reason
+    assert result.cost_unknown_usd == 0 and "spent_unknown" not in [e.type for e in events]
+    assert result.cost_usd == pytest.approx(cut_cost + PRICE_WIRE.cost(Usage(prompt_tokens=100, completion_tokens=10)))
+    assert len(server.requests) == 2
