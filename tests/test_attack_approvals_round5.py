@@ -261,3 +261,22 @@ def test_a_decision_for_a_run_killed_while_it_ran_says_to_resume_it_first(
     assert f"tether resume {run_id}" in err
     saved = RunStore(tether_home / "runs").load(run_id)
     assert saved.status == "running" and saved.approved == {}  # left as it was, to resume
+
+
+def test_a_new_total_budget_below_what_the_run_spent_is_refused_before_the_approved_call_runs(
+    batch_of_two: list[int], workspace: Path, tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/cli.md: `--max-budget USD` on resume is the run's new total, "so it must be above"
+    what it spent. For a run waiting for approval (not stopped at its budget) a total below that
+    was taken: `tether resume RUN --approve --max-budget 0.0001` ran the approved calls, then
+    stopped budget_exceeded with more spent than its budget. It is refused, nothing decided or run."""
+    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "read both", capsys=capsys)
+    assert code == 5, err
+    run_id = only_run(tether_home)
+    spent = RunStore(tether_home / "runs").load(run_id).cost_usd
+    assert spent > 0.0001
+    code, _, err = run_main("resume", run_id, "--approve", "--max-budget", "0.0001", capsys=capsys)
+    assert code == 2 and "new total budget" in err and f"${spent:.6f}" in err, err
+    assert batch_of_two == []
+    saved = RunStore(tether_home / "runs").load(run_id)
+    assert saved.approved == {} and saved.status == "interrupted"

@@ -365,6 +365,11 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
             f"run {state.run_id} stopped at its budget (${spent:.6f} spent{of}): resume it with "
             f"--max-budget USD, a new total above ${spent:.6f}"
         )
+    if args.max_budget is not None and args.max_budget <= spent:  # whatever it stopped for
+        raise usage_error(
+            f"--max-budget is run {state.run_id}'s new total budget, and it has already spent "
+            f"${spent:.6f}: give a total above that (nothing was decided or run)"
+        )
 
 
 def at_terminal(json_out: bool) -> bool:
