@@ -127,6 +127,25 @@ def test_keys_typed_before_the_question_is_on_screen_do_not_answer_it(workspace:
     assert "[interrupted] delete_file needs approval" in seen
 
 
+def test_a_chat_message_typed_ahead_is_not_taken_for_the_answer(workspace: Path, env: dict[str, str]) -> None:
+    """In `tether chat` at a terminal (read through readline), the person sent a message and at
+    once typed "yes", meant as their next message: it was read as the answer to the approval
+    question that came up meanwhile, and access.log was deleted. Now it is dropped, the question
+    waits, and an unanswered question leaves the run waiting."""
+    argv = ["tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace)]
+    term = Terminal(argv, env, stdout_on_terminal=True)
+    term.read_until(b"you> ")
+    term.type(b"free some space\nyes\n")
+    term.read_until(b"[y/N] ")
+    term.type(b"\x04")  # Ctrl-D: this question is not answered
+    term.read_until(b"you> ")
+    term.type(b"\x04")
+    code, _, seen = term.finish()
+    assert code == 0, seen
+    assert (workspace / "access.log").exists()
+    assert "[interrupted] delete_file needs approval" in seen
+
+
 @pytest.fixture
 def batch_of_two(monkeypatch: pytest.MonkeyPatch, tether_home: Path) -> list[int]:
     """The command line's agent replaced by one whose model reads two private records in one
