@@ -9,23 +9,30 @@ Nothing here asserts how long anything took."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import subprocess
 import threading
 import tracemalloc
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import conftest as cli
+from tests.cli.conftest import run_main, tether
 from tether import CancelSignal, ToolContext
-from tether.errors import ProviderError
+from tether.errors import ProviderError, StoreError
 from tether.knowledge import HashingEmbedder, KnowledgeBase, KnowledgeTools, OpenAIEmbedder
 from tether.tools.base import validate_arguments
 
 from .conftest import check_index
+
+env = cli.env
 
 CITATION = re.compile(r"^\[(\d+)\] (\S+:\d+-\d+)", re.M)  # as a model (and scripted/kb) reads a result
 
@@ -399,3 +406,71 @@ def test_lookup_exact_finds_an_identifier_passed_in_quotes_or_with_a_full_stop()
         assert [c for _, c in CITATION.findall(out)] == ["b.md:1-4"], (asked, out)
         assert "FVAM-2050-C" not in out
     assert kb.search('"FVAM-2050-B.1"', mode="exact").hits == []  # another part: still not B
+
+
+# -- a base that cannot be written ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """``folder`` and its files made so that no process of this user can write them: by their
+    modes, or for root (whom modes do not stop) immutable. Where neither holds, the store is told
+    so in this process only; yields whether other processes see it too."""
+    files = [p for p in folder.iterdir() if p.is_file()]
+    if os.geteuid() != 0:
+        for p in files:
+            p.chmod(0o400)
+        folder.chmod(0o500)
+        try:
+            yield True
+        finally:
+            folder.chmod(0o700)
+            for p in files:
+                p.chmod(0o600)
+        return
+    marked = subprocess.run(["chattr", "+i", str(folder), *map(str, files)], capture_output=True).returncode == 0
+    if not marked:  # no immutable flag here (tmpfs, no capability)
+        monkeypatch.setattr("tether.knowledge.store._writable", lambda path: False)
+    try:
+        yield marked
+    finally:
+        if marked:
+            subprocess.run(["chattr", "-i", str(folder), *map(str, files)], check=True)
+
+
+def test_a_base_on_a_read_only_folder_is_searched_and_a_write_says_why(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A base built into a container's image and searched from a read-only file system (or a
+    read-only mount) could not be opened at all: "cannot open the knowledge base ...: Operation not
+    permitted. If it is damaged, remove it and add the documents again" from kb search, kb list
+    and tether run --kb, advice that deletes a sound base. It is searched read-only now, nothing in
+    it written, and an add or a remove says the folder cannot be written."""
+    (tmp_path / "a.md").write_text("# Valves\n\nThe FVAM-2050-B seals are EPDM.\n")
+    added = tether("kb", "add", "a.md", "--embedder", "none", env=env, cwd=tmp_path)  # closed when it ends
+    assert added.returncode == 0, added.stderr
+    folder = Path(env["TETHER_HOME"]) / "kb"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with _unwritable(folder, monkeypatch) as everywhere:
+        monkeypatch.setenv("TETHER_HOME", env["TETHER_HOME"])
+
+        def run(*args: str) -> tuple[int, str, str]:
+            if not everywhere:
+                return run_main(*args, capsys=capsys)
+            done = tether(*args, env=env, cwd=tmp_path)
+            return done.returncode, done.stdout, done.stderr
+
+        code, out, err = run("kb", "search", "FVAM-2050-B", "--mode", "exact")
+        assert code == 0 and "a.md:1-3" in out, err
+        for command in (("add", "a.md"), ("remove", "a.md")):
+            code, out, err = run("kb", *command)
+            assert code == 2 and "Traceback" not in err, err
+            assert "can be searched, not changed" in err and "damaged" not in err, err
+        kb = KnowledgeBase.open(folder / "default.db")  # the library: the same, and a write is refused
+        try:
+            assert [h.citation for h in kb.search("EPDM", mode="keyword").hits] == ["a.md:1-3"]
+            with pytest.raises(StoreError, match="is read-only"):
+                kb.add_text("b.md", "more")
+        finally:
+            kb.close()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

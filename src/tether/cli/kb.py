@@ -326,6 +326,13 @@ class _base_lock:
         try:  # 0600, its folder 0700; a link, a pipe or a folder put at its name is refused
             self.fd = open_own(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
+            import errno
+
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise ConfigError(
+                    f"cannot write to {self.path.parent} ({exc.strerror or exc}): a knowledge base there can be "
+                    "searched, not changed. Make the folder writable, or set TETHER_HOME to another"
+                ) from None
             raise ConfigError(
                 f"cannot open the knowledge base's lock {self.path}: {exc.strerror or exc}; move it away "
                 "and run this again"

@@ -145,10 +145,39 @@ class _Connection(sqlite3.Connection):
         return self.cursor(_Cursor)._checked(super().executescript, script)  # type: ignore[no-any-return]
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, factory=_Connection)
+def _connect(path: str, *, read_only: bool = False) -> sqlite3.Connection:
+    where = path
+    if read_only:
+        # A base on a read-only file system (a container's image): SQLite opens a WAL base there
+        # only as immutable, when no -wal file holds writes the base file lacks.
+        from urllib.parse import quote
+
+        wal = Path(f"{path}-wal")
+        still = wal.exists() and wal.stat().st_size > 0
+        where = f"file:{quote(path)}?mode=ro" + ("" if still else "&immutable=1")
+    db = sqlite3.connect(
+        where, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, factory=_Connection, uri=read_only
+    )
     db.where = path
     return db
+
+
+def _cannot_write(path: str) -> bool:
+    """Whether ``path`` is a base that can be read but not written (its file or folder read-only)."""
+    import os
+
+    where = Path(path)  # a link planted at the name is not opened at all (private_file refuses it)
+    return where.is_file() and not where.is_symlink() and os.access(path, os.R_OK) and not _writable(path)
+
+
+def _writable(path: str) -> bool:
+    import os
+
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)))
+    except OSError:
+        return False
+    return os.access(Path(path).parent, os.W_OK)
 
 
 _SCHEMA = """
@@ -322,12 +351,16 @@ class SqliteKnowledgeStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
+        # A base that can be read but not written (a read-only mount, a container's image) is
+        # searched read-only: opening it was "Operation not permitted ... If it is damaged, remove
+        # it", and nothing could search it.
+        self.read_only = self.path != ":memory:" and _cannot_write(self.path)
         try:
-            if self.path != ":memory:":
+            if self.path != ":memory:" and not self.read_only:
                 private_file(Path(self.path))  # the base holds the documents' text
-            self._db = _connect(self.path)
+            self._db = _connect(self.path, read_only=self.read_only)
             self._db.execute("PRAGMA foreign_keys = ON")
-            if self.path != ":memory:":
+            if self.path != ":memory:" and not self.read_only:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.executescript(_SCHEMA)
@@ -337,7 +370,7 @@ class SqliteKnowledgeStore:
                 "and add the documents again"
             ) from exc
         version = self.get_meta("schema_version")
-        if version is None:
+        if version is None and not self.read_only:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
         elif int(version) > SCHEMA_VERSION:
             raise ConfigError(f"{self.path} was written by a newer tether (schema {version}); upgrade tether")
@@ -349,8 +382,8 @@ class SqliteKnowledgeStore:
         # The vector search asks whether the base changed while the full-text query may hold the
         # main connection (SQLite runs one statement at a time on a connection): it asks on one
         # of its own, which WAL lets read beside the other.
-        self._probe = None if self.path == ":memory:" else _connect(self.path)
-        if self.get_meta("fts_words") != FTS_WORDS:
+        self._probe = None if self.path == ":memory:" else _connect(self.path, read_only=self.read_only)
+        if self.get_meta("fts_words") != FTS_WORDS and not self.read_only:
             self._index_words_again()
 
     def close(self) -> None:
@@ -381,7 +414,13 @@ class SqliteKnowledgeStore:
     @contextlib.contextmanager
     def _waited(self) -> Iterator[None]:
         """A write that waited its whole timeout for another process's (one transaction per file:
-        adding a large one holds the base for as long as it takes) is a StoreError that says so."""
+        adding a large one holds the base for as long as it takes) is a StoreError that says so;
+        so is any write to a base opened read-only."""
+        if self.read_only:
+            raise StoreError(
+                f"the knowledge base {self.path} is read-only (its file or its folder cannot be "
+                "written): it can be searched, not changed. Make it writable, or add to a copy"
+            )
         try:
             yield
         except sqlite3.OperationalError as exc:
