@@ -4,6 +4,7 @@ decisions through the Python API and the command line, and what a saved run keep
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -299,3 +300,25 @@ def test_a_new_total_budget_below_what_the_run_spent_is_refused_before_the_appro
     assert batch_of_two == []
     saved = RunStore(tether_home / "runs").load(run_id)
     assert saved.approved == {} and saved.status == "interrupted"
+
+
+def test_a_run_whose_session_was_deleted_is_not_resumed_and_its_call_not_run(
+    workspace: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run of `--session s1` waited for approval; the person deleted the conversation
+    (`tether sessions delete s1`). `tether resume RUN --approve` then deleted access.log and wrote
+    the deleted conversation back (six messages) — the server refuses such a decision (404). It is
+    refused, with why, and nothing is decided or run."""
+    for name in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ("run", "--session", "s1", "--model", "scripted/destructive", "--cwd", str(workspace), "free space")
+    code, _, err = run_main(*argv, capsys=capsys)
+    assert code == 5, err
+    code, _, err = run_main("sessions", "delete", "s1", capsys=capsys)
+    assert code == 0, err
+    run_id = only_run(tether_home)
+    code, _, err = run_main("resume", run_id, "--approve", capsys=capsys)
+    assert code == 2 and "session s1 was deleted after run" in err, err
+    assert (workspace / "access.log").exists()
+    code, out, err = run_main("sessions", "list", "--json", capsys=capsys)
+    assert code == 0 and json.loads(out) == [], (out, err)

@@ -285,6 +285,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.call is not None and not args.approve and args.reject is None:
         raise usage_error("--call goes with --approve or --reject (it names the call they decide)")
     _check_limits_allow_more(state, args)
+    _check_session_kept(state, settings)
     _settle_left_running(state, args)
     if (args.approve or args.reject is not None) and args.call is None:
         _check_waits_for_decision(state)
@@ -323,6 +324,24 @@ def _check_resumable_config(state: RunState) -> None:
             f"run {state.run_id} works in {cwd}, which is no longer a directory; nothing was run. "
             "Put the directory back there, then resume"
         )
+
+
+def _check_session_kept(state: RunState, settings: Settings) -> None:
+    """A run of a conversation deleted since it stopped is not resumed: its messages would make the
+    deleted conversation again (and its waiting call would run), as the server refuses a decision
+    for a deleted session's run."""
+    from tether.sessions import MemorySessionStore
+
+    if not state.session_id or not state.session_synced:
+        return
+    sessions = open_sessions(state.config.get("session_store"), settings)
+    if isinstance(sessions, MemorySessionStore) or sessions.load(state.session_id):
+        return
+    raise usage_error(
+        f"session {state.session_id} was deleted after run {state.run_id} stopped; resuming the run "
+        "would make that conversation again, so nothing was decided or run. Start a new conversation "
+        f"instead (the run's transcript stays readable: tether show {state.run_id})"
+    )
 
 
 def _check_waits_for_decision(state: RunState) -> None:
