@@ -370,8 +370,9 @@ class SqliteKnowledgeStore:
                 "and add the documents again"
             ) from exc
         version = self.get_meta("schema_version")
-        if version is None and not self.read_only:
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        if version is None:
+            if not self.read_only:
+                self.set_meta("schema_version", str(SCHEMA_VERSION))
         elif int(version) > SCHEMA_VERSION:
             raise ConfigError(f"{self.path} was written by a newer tether (schema {version}); upgrade tether")
         self._lock = threading.RLock()
