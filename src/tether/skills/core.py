@@ -234,7 +234,8 @@ def _description_accepted(skill: Skill, path: Path, problems: list[SkillProblem]
     if verdict is None:
         verdict = _judge(policy, skill.description, f"the skill {skill.name!r} description")
         if verdict[0]:
-            verdict = _judge(policy, " ".join(re.split(r"[-_]+", skill.name)), f"the skill name {skill.name!r}")
+            words = " ".join(re.split(r"[-_]+|(?<=[a-z0-9])(?=[A-Z])", skill.name))  # IgnoreAll: Ignore All
+            verdict = _judge(policy, words, f"the skill name {skill.name!r}")
         _judged.put(key, verdict, sys.getsizeof(skill.description) + ENTRY_OVERHEAD)
     ok, why = verdict
     problems.extend(SkillProblem(path / SKILL_FILE, reason) for reason in why)  # dropped: like any problem
