@@ -61,12 +61,20 @@ class Price(BaseModel):
             + usage.completion_tokens * self.output
         ) / 1e6
 
+    @property
+    def dearest_input(self) -> float:
+        """The most one prompt token can cost: the input rate, or the cache-write rate when it is
+        higher (Anthropic bills a prompt written to the cache at 1.25 times the input rate, and
+        tether's cache breakpoints write a first request's whole prompt)."""
+        return max(self.input, self.cache_write or 0.0)
+
     def worst_case(self, prompt_tokens: int, max_tokens: int) -> float:
-        return (prompt_tokens * self.input + max_tokens * self.output) / 1e6
+        return (prompt_tokens * self.dearest_input + max_tokens * self.output) / 1e6
 
     def affordable_output_tokens(self, prompt_tokens: int, remaining_usd: float) -> int:
-        """How many output tokens ``remaining_usd`` pays for after a prompt of that size."""
-        left = remaining_usd * 1e6 - prompt_tokens * self.input
+        """How many output tokens ``remaining_usd`` pays for after a prompt of that size, the
+        prompt at its dearest (written to the cache), so that a call it allows stays inside."""
+        left = remaining_usd * 1e6 - prompt_tokens * self.dearest_input
         if left <= 0:
             return 0
         return int(left // self.output) if self.output > 0 else 1 << 30

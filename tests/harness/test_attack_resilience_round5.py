@@ -37,8 +37,15 @@ from tether.events import Retry
 from tether.harness.middleware import Middleware
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, ToolCallPart
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, StreamText
-from tether.tokens import estimate_tokens
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    StreamText,
+    estimate_usage,
+)
+from tether.tokens import count_tokens, estimate_tokens
 from tether.usage import Price, Usage
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
@@ -481,3 +488,40 @@ def test_kill_9_while_waiting_to_retry_a_call_cut_halfway_counts_it_once(
     assert result.cost_unknown_usd == 0 and "spent_unknown" not in [e.type for e in events]
     assert result.cost_usd == pytest.approx(cut_cost + PRICE_WIRE.cost(Usage(prompt_tokens=100, completion_tokens=10)))
     assert len(server.requests) == 2
+
+
+# -- a budget and the price of writing the prompt to the cache -------------------------------------------
+
+SONNET = Price(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)
+
+
+class WritesItsCache(OwnProvider):
+    """As Anthropic answers the first request with tether's cache breakpoints: the whole prompt
+    (counted as tether counts it) is written to the cache, billed at ``cache_write``."""
+
+    name, model_id = "openai", "gpt-4.1"  # a model tether counts exactly (its BPE), as it plans
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        message = AssistantMessage(content=(TextPart(text="It is in config/worker.toml."),), finish_reason="stop")
+        prompt = estimate_usage(request, message, count_tokens).prompt_tokens  # as tether counts it
+        usage = Usage(prompt_tokens=prompt, cache_write_tokens=prompt, completion_tokens=100)
+        return ModelResponse(message.model_copy(update={"usage": usage}))
+
+
+def test_a_prompt_written_to_the_cache_never_takes_the_run_past_its_budget() -> None:
+    """Anthropic bills a prompt written to the cache at 1.25 times the input rate, and tether's
+    breakpoints write the whole prompt on a first request; the budget planned the prompt at the
+    input rate, so a tight budget let the call through and the run ended a quarter of the prompt's
+    cost above it ($0.086 against $0.072 here)."""
+    instructions = "Answer from the manual, citing the page. " * 2_500  # ~20,000 tokens
+    provider = WritesItsCache(None)
+    prompt = count_tokens(instructions)
+    budget = (prompt * SONNET.input + 300 * SONNET.output) / 1e6  # the prompt at the input rate, and 300 out
+    agent = Agent(provider, instructions=instructions, price=SONNET, max_budget_usd=budget)  # type: ignore[arg-type]
+    result = run_sync(agent, "Where is the timeout set?")
+    assert result.cost_usd <= budget, (result.status, result.cost_usd, budget)
+    assert result.status == "budget_exceeded" and provider.calls == 0
+    roomy = Agent(provider, instructions=instructions, price=SONNET, max_budget_usd=budget * 1.4)  # type: ignore[arg-type]
+    result = run_sync(roomy, "Where is the timeout set?")
+    assert result.status == "completed" and result.cost_usd <= budget * 1.4

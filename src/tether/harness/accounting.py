@@ -27,7 +27,7 @@ async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) ->
     request the process dies during is billed by the provider, and a resume counts its worst case
     as spent-unknown (see the loop)."""
     price = rc.price
-    worst = price.cost(Usage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens)) if price else None
+    worst = price.worst_case(prompt_tokens, max_tokens) if price else None
     rc.state.call_in_flight = CallInFlight(
         model=rc.model_name, prompt_tokens=prompt_tokens, max_tokens=max_tokens, max_cost_usd=worst
     )
@@ -93,7 +93,7 @@ async def side_call(
 
             max_tokens = affordable
             request = replace(request, max_tokens=max_tokens)
-    worst = price.cost(Usage(prompt_tokens=prompt, completion_tokens=max_tokens)) if price else None
+    worst = price.worst_case(prompt, max_tokens) if price else None
     own = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
     rc.state.call_in_flight = own if outer is None else _joined(outer, own)  # a kill now counts both
     await rc.persist_durably()
