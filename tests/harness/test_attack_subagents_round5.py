@@ -7,11 +7,13 @@ reply's usage and the price, not against tether's own totals.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.server.conftest import read_events, served  # noqa: F401 - the served-server fixture
 from tether import Agent, RunState, approve, run_stream, run_sync, tool
 from tether.events import Subagent
 from tether.harness.middleware import Middleware, ToolCall
@@ -245,3 +247,61 @@ def test_a_childs_record_saved_before_records_named_their_reply_is_still_resumed
     result = run_sync(parent, state=older)
     assert result.status == "completed"
     assert asked == [0, 1] and wiped == ["cache"]  # the child's first turn was not asked again
+
+
+LEAD_AGENTS = '''
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.testing import FunctionModel, Reply
+
+WIPED = []
+
+
+@tool(needs_approval=True)
+def wipe(path: str) -> str:
+    """Delete a folder."""
+    WIPED.append(path)
+    return f"wiped {path}"
+
+
+def child(messages, request):
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    return f"child: {results[-1].text}" if results else Reply(calls=(("w1", "wipe", {"path": "cache"}),))
+
+
+def lead(messages, request):
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    return f"lead: {results[-1].text}" if results else Reply(calls=(("p1", "cleaner", {"task": "free space"}),))
+
+
+cleaner = Agent(FunctionModel(child), tools=[wipe]).as_tool("cleaner", "Frees space.")
+agents = {"lead": Agent(FunctionModel(lead), tools=[cleaner])}
+'''
+
+
+def test_a_childs_question_in_a_served_run_is_decided_on_the_call_the_parent_waits_for(
+    served: Any,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """docs/harness.md: for a run tether serve drives, a decision on the call the parent's run
+    waits for reaches the child. The run shows the child's question (its tool and arguments)."""
+    pytest.importorskip("fastapi")
+    module = tmp_path / "lead_agents.py"
+    module.write_text(LEAD_AGENTS, encoding="utf-8")
+    s = served(agents_module=module)
+    with s.client() as c:
+        sid = c.post("/v1/sessions", json={"agent": "lead"}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "free some space"}).json()["run_id"]
+        events = read_events(c, f"/v1/runs/{run_id}/events")
+        assert events[-1]["result"]["status"] == "interrupted"
+        waiting = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+        assert waiting["type"] == "subagent" and waiting["call_id"] == "p1"
+        assert waiting["child"]["tool_name"] == "wipe" and waiting["child"]["args"] == {"path": "cache"}
+        decided = c.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": waiting["call_id"], "args_hash": waiting["args_hash"], "approve": True},
+        )
+        assert decided.status_code == 202, decided.text
+        more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=events[-1]["id"])
+        assert more[-1]["result"]["status"] == "completed"
+        assert more[-1]["result"]["output"] == "lead: child: wiped cache"
