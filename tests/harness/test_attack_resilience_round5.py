@@ -45,7 +45,7 @@ from tether.providers.base import (
     StreamText,
     estimate_usage,
 )
-from tether.tokens import count_tokens, estimate_tokens
+from tether.tokens import count_tokens, counter_for, estimate_tokens
 from tether.usage import Price, Usage
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
@@ -525,3 +525,51 @@ def test_a_prompt_written_to_the_cache_never_takes_the_run_past_its_budget() -> 
     roomy = Agent(provider, instructions=instructions, price=SONNET, max_budget_usd=budget * 1.4)  # type: ignore[arg-type]
     result = run_sync(roomy, "Where is the timeout set?")
     assert result.status == "completed" and result.cost_usd <= budget * 1.4
+
+
+# -- a fallback model counted with its own tokenizer ---------------------------------------------------
+
+
+class Down(OwnProvider):
+    """An OpenAI model whose server answers every request with a 503."""
+
+    name, model_id = "openai", "gpt-4.1"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        raise RetryableError("openai: HTTP 503: the server is overloaded", status=503)
+
+
+class Claude(OwnProvider):
+    """A model tether does not count with OpenAI's BPE: it reports its prompt as tether estimates it
+    for such a model (``tether.tokens.counter_for``), which is more than the BPE count."""
+
+    name, model_id = "anthropic", "claude-sonnet-4-5"
+    price = Price(input=3.0, output=15.0)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        message = AssistantMessage(content=(TextPart(text="It is in config/worker.toml."),), finish_reason="stop")
+        usage = estimate_usage(request, message, counter_for("anthropic/claude-sonnet-4-5"))
+        return ModelResponse(message.model_copy(update={"usage": usage.model_copy(update={"estimated": False})}))
+
+
+def test_after_a_fallback_the_budget_counts_with_the_fallbacks_tokenizer() -> None:
+    """The run counted every prompt with the primary's tokenizer for the whole run: fallen back from
+    an OpenAI model (exact BPE) to a Claude model (counted by tether's larger estimate, as its
+    tokenizer counts more), the budget planned the Claude call with the smaller OpenAI count, let
+    it through, and the run ended above its budget."""
+    instructions = "Answer from the manual, citing the page. " * 2_500
+    fallback = Claude(None)
+    budget = (count_tokens(instructions) * 3.0 + 300 * 15.0) / 1e6  # enough by the BPE count only
+    agent = Agent(
+        Down(None),  # type: ignore[arg-type]
+        fallback_models=[fallback],  # type: ignore[list-item]
+        instructions=instructions,
+        price=Price(input=3.0, output=15.0),
+        max_budget_usd=budget,
+        retry=RetryPolicy(max_attempts=1),
+    )
+    result = run_sync(agent, "Where is the timeout set?")
+    assert result.cost_usd <= budget, (result.status, result.cost_usd, budget)
+    assert result.status == "budget_exceeded" and fallback.calls == 0

@@ -151,6 +151,18 @@ class RunContext:
             trust_last_usage=not self.stale_usage,
         )
 
+    def count_as(self, model: str) -> None:
+        """Count with ``model``'s tokenizer from now on (the run fell back to it): its own exact
+        BPE, or the estimate, as :func:`tether.tokens.counter_for` says; the estimate while the
+        BPE is not loaded (it never waits for a load)."""
+        from tether.tokens import count_tokens, counter_for, encoding_loaded, estimate_tokens
+
+        count = counter_for(model)
+        if count is count_tokens and not encoding_loaded():
+            count = estimate_tokens
+        if count is not self.count:
+            self.count, self._fixed_counted = count, False
+
     def counter_loaded(self) -> bool:
         """Whether counting is exact without waiting (the tokenizer may never have been needed)."""
         if self.counter_task is not None:

@@ -235,6 +235,9 @@ def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
 async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
     before = rc.model_name
     rc.active += 1
+    rc.count_as(rc.model_name)  # the budget plans the fallback's prompts as the fallback counts them
+    if rc.agent.max_budget_usd is not None:
+        await rc.counter_ready()
     turn.attempt = 0
     turn.given_up.append(f"{before} ({exc})")
     yield Fallback(rc.state.run_id, before, rc.model_name, str(exc))
