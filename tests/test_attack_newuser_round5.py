@@ -370,3 +370,14 @@ def test_chat_says_a_model_cannot_run_before_the_first_message(
     code, out, err = run_main("chat", "--model", model, "--cwd", str(workspace), capsys=capsys)
     assert code == 2 and said in err, err
     assert "you> " not in err + out and "tether chat:" not in err, err
+
+
+@pytest.mark.parametrize("agent", ["examples/serve_agents.py", "serve_agents.py"])
+def test_run_agent_given_a_python_file_says_what_agent_names_here(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], agent: str
+) -> None:
+    """`tether serve --agent examples/serve_agents.py` is in the README; the same --agent to `tether run`
+    said "define [agents.examples/serve_agents.py] in config.toml", a table no config can hold."""
+    code, _, err = run_main("run", "--agent", agent, "hi", capsys=capsys)
+    assert code == 2 and "[agents.NAME] table" in err and "for tether serve" in err, err
+    assert f"[agents.{agent}]" not in err, err

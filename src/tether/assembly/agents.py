@@ -94,6 +94,11 @@ def definition(settings: Settings, name: str | None) -> AgentTable:
     found = settings.agents.get(name)
     if found is None:
         known = ", ".join(settings.agents) or "none"
+        if name.endswith(".py") or not AGENT_NAME.fullmatch(name):  # a Python file, as serve --agent takes
+            raise ConfigError(
+                f"no agent {name!r}: --agent here names an [agents.NAME] table of {settings.home / 'config.toml'} "
+                f"(defined: {known}); a Python file or module of agents is for tether serve, mcp serve and worker"
+            )
         raise ConfigError(
             f"no agent {name!r}: define [agents.{name}] in {settings.home / 'config.toml'} (defined: {known})"
         )
