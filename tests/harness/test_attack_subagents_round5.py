@@ -14,8 +14,9 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tests.server.conftest import read_events, served  # noqa: F401 - the served-server fixture
-from tether import Agent, RunState, approve, run_stream, run_sync, tool
+from tether import Agent, CancelSignal, RunState, approve, run_stream, run_sync, tool
 from tether.events import Subagent
+from tether.harness.extension import Extension
 from tether.harness.middleware import Middleware, ToolCall
 from tether.harness.subagent import children
 from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage, text_of
@@ -305,3 +306,55 @@ def test_a_childs_question_in_a_served_run_is_decided_on_the_call_the_parent_wai
         more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=events[-1]["id"])
         assert more[-1]["result"]["status"] == "completed"
         assert more[-1]["result"]["output"] == "lead: child: wiped cache"
+
+
+class _NeverStarts(Extension):
+    """An extension whose start hangs (an MCP server that never answers its handshake, skills on
+    a hung mount) until it is cancelled."""
+
+    name = "never"
+
+    def __init__(self) -> None:
+        self.starting = asyncio.Event()
+        self.cancelled = False
+
+    async def start(self) -> None:
+        self.starting.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+    def tools(self) -> tuple[()]:
+        return ()
+
+    def prompt_block(self) -> None:
+        return None
+
+
+def test_stop_while_a_child_starts_its_extensions_ends_the_child_and_the_trace_says_so() -> None:
+    """Stop comes while the child is still starting (its extensions do not hear the signal). The
+    child ends from here, its start cancelled, and the parent's stream says how the child ended
+    (before: the child went on starting until the harness cut it from outside after its grace, and
+    the stream had the child's start and no end)."""
+    never = _NeverStarts()
+    worker = Agent(FunctionModel(lambda messages, request: "hi"), extensions=[never]).as_tool("worker", "W.")
+    signal = CancelSignal()
+
+    async def main() -> list[Any]:
+        async def press() -> None:
+            await never.starting.wait()
+            signal.cancel("user pressed Stop")
+
+        presser = asyncio.create_task(press())
+        events = [e async for e in run_stream(Agent(fan_out(1), tools=[worker]), "go", signal=signal)]
+        await presser
+        return events
+
+    events = asyncio.run(main())
+    result = events[-1].result
+    assert result.status == "interrupted" and result.interruption.type == "cancelled"
+    assert never.cancelled
+    links = [(e.call_id, e.status) for e in events if isinstance(e, Subagent)]
+    assert links == [("c0", "started"), ("c0", "interrupted")]
