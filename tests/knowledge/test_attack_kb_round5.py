@@ -474,3 +474,44 @@ def test_a_base_on_a_read_only_folder_is_searched_and_a_write_says_why(
         finally:
             kb.close()
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+# -- a file swapped for a link after the folder was listed ---------------------------------------------------------
+
+
+def test_a_file_or_folder_swapped_for_a_link_after_the_listing_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links inside a folder are not followed, the docs say (a link to ~/.ssh/id_rsa is not read),
+    but only when the folder was listed: each file was then opened by its path, through any link.
+    Someone who can write to a shared folder being added put a file there, and once the add had
+    listed it, replaced it (or its folder) with a link to a secret: the secret was read into the
+    base, for every agent to search. The add now opens each file without following a link below
+    the folder, and one hashed is the one read."""
+    outside = tmp_path / "home"
+    (outside / ".docker").mkdir(parents=True)
+    (outside / "id_ed25519.md").write_text("PRIVATE KEY zq8xr2lmtn4vw6yb\n")
+    (outside / ".docker" / "config.json").write_text('{"auths": {"registry": {"auth": "c2VjcmV0dG9rZW4"}}}\n')
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.md").write_text("The FVAM-2050-B seals are EPDM.\n")
+    (docs / "notes.md").write_text("A harmless note.\n")
+    (docs / "sub" / "config.json").write_text('{"harmless": true}\n')
+    monkeypatch.chdir(tmp_path)
+
+    def swap(n: int, total: int, name: str) -> None:  # the attacker, between the listing and the read
+        if name == "docs/notes.md":
+            (docs / "notes.md").unlink()
+            (docs / "notes.md").symlink_to(outside / "id_ed25519.md")
+        elif name == "docs/sub/config.json":
+            (docs / "sub" / "config.json").unlink()
+            (docs / "sub").rmdir()
+            (docs / "sub").symlink_to(outside / ".docker")
+
+    kb = KnowledgeBase.open(":memory:")
+    report = kb.add_path("docs", progress=swap)
+    assert report.added == ["docs/a.md"], report
+    assert sorted(name for name, _ in report.skipped) == ["docs/notes.md", "docs/sub/config.json"], report
+    assert kb.search("PRIVATE KEY zq8xr2lmtn4vw6yb", mode="keyword").hits == []
+    assert kb.search("c2VjcmV0dG9rZW4 auths registry", mode="keyword").hits == []
+    assert [d.name for d in kb.documents()] == ["docs/a.md"]

@@ -599,15 +599,17 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason_and_kept(
 ) -> None:
     kb = KnowledgeBase.open()
     kb.add_path(tree)
-    real = Path.read_bytes
+    from tether.knowledge import readers
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "beta.txt":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    real = readers.open_below
+
+    def open_below(root: Path, file: Path) -> int:  # a file is opened (once) through it
+        if file.name == "beta.txt":
+            raise PermissionError(13, "Permission denied", str(file))
+        return real(root, file)
 
     (tree / "beta.txt").write_text("beta, changed since it was read\n")  # so it is read again
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)  # chmod 000 does not stop root, who may run this
+    monkeypatch.setattr(readers, "open_below", open_below)  # chmod 000 does not stop root, who may run this
     report = kb.add_path(tree)
     assert report.skipped == [("docs/beta.txt", "cannot read it: Permission denied")]
     assert report.removed == []  # still on disk: not pruned

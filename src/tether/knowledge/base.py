@@ -19,7 +19,10 @@ Results are deduplicated by (document, start line), cut at ``min_score`` and ``k
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
+import os
 import re
 import stat
 import threading
@@ -38,6 +41,7 @@ from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, Sqlit
 
 if TYPE_CHECKING:
     from tether.knowledge.graph import Extractor
+    from tether.knowledge.readers import Document
 
 __all__ = ["Hit", "IngestReport", "KnowledgeBase", "Mode", "SearchResult"]
 
@@ -266,7 +270,7 @@ class KnowledgeBase:
             if progress is not None:
                 progress(n, len(files), name)
             skipped = len(report.skipped)
-            self._add_file(file, name, dict(meta or {}), report)
+            self._add_file(file, name, dict(meta or {}), report, root if root.is_dir() else None)
             others = [o for o in named.get(str(file.resolve()), []) if o != name]
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
@@ -310,8 +314,41 @@ class KnowledgeBase:
             report.added.remove(name)
             report.updated.append(name)
 
-    def _add_file(self, file: Path, name: str, meta: dict[str, Any], report: IngestReport) -> None:
-        from tether.knowledge.readers import Skipped, read_document, too_large
+    def _read_opened(
+        self, f: io.BufferedReader, file: Path, name: str, stamp: str, known: DocumentInfo | None, report: IngestReport
+    ) -> tuple[Document, str] | None:
+        """The document in the open file ``f`` and its version's digest; None when it is not read
+        (the report says why), or ``known`` (its record, when the metadata is the same) holds it."""
+        from tether.knowledge.readers import Skipped, read_document
+
+        try:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped for a named pipe meanwhile
+                report.skipped.append((name, "not a regular file (a named pipe, socket or device)"))
+                return None
+            digest = stamp + hashlib.file_digest(f, hashlib.sha256).hexdigest()  # never held whole
+            f.seek(0)
+        except OSError as exc:
+            report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
+            return None
+        if known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
+            # Touched, not changed: not parsed again; the new time is recorded, so the next add
+            # does not hash it again.
+            self.store.set_document_hash(name, digest)
+            report.unchanged.append(name)
+            return None
+        try:
+            return read_document(file, max_pdf_pages=self.max_pdf_pages, stream=f), digest
+        except Skipped as why:
+            report.skipped.append((name, str(why)))
+            return None
+
+    def _add_file(
+        self, file: Path, name: str, meta: dict[str, Any], report: IngestReport, root: Path | None = None
+    ) -> None:
+        """Read ``file`` into document ``name``; with ``root``, the folder it was found in, no
+        symbolic link below ``root`` is followed (one may be put in a file's place after the folder
+        was listed)."""
+        from tether.knowledge.readers import open_below, too_large
         from tether.messages import clean_text
 
         if clean_text(name) != name or clean_text(str(file)) != str(file):  # not UTF-8: no database holds it
@@ -320,7 +357,10 @@ class KnowledgeBase:
         known = self.store.document(name)
         same_meta = known is not None and known.meta == meta
         try:
-            info = file.stat()
+            info = file.lstat() if root is not None else file.stat()
+            if stat.S_ISLNK(info.st_mode):
+                report.skipped.append((name, "a symbolic link (links inside a folder are not followed)"))
+                return
             if not stat.S_ISREG(info.st_mode):  # a named pipe would block the read; a device never ends
                 report.skipped.append((name, "not a regular file (a named pipe, socket or device)"))
                 return
@@ -339,22 +379,19 @@ class KnowledgeBase:
                 # hashed again by the next add rather than trusted by its stamp (git's "racy
                 # clean" rule).
                 stamp = "file:recent:"
-            with file.open("rb") as f:  # a PDF of gigabytes is hashed without being held whole
-                digest = stamp + hashlib.file_digest(f, hashlib.sha256).hexdigest()
+            # Hashed and read through one descriptor, opened without following a link below the
+            # folder: the file named when it was listed is the one read.
+            fd = open_below(root, file) if root is not None else os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+            f = os.fdopen(fd, "rb")
         except OSError as exc:
-            report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
+            why = "a symbolic link (links inside a folder are not followed)" if exc.errno == errno.ELOOP else ""
+            report.skipped.append((name, why or f"cannot read it: {exc.strerror or exc}"))
             return
-        if same_meta and known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
-            # Touched, not changed: not parsed again; the new time is recorded, so the next
-            # add does not hash it again.
-            self.store.set_document_hash(name, digest)
-            report.unchanged.append(name)
+        with f:
+            read = self._read_opened(f, file, name, stamp, known if same_meta else None, report)
+        if read is None:
             return
-        try:
-            doc = read_document(file, max_pdf_pages=self.max_pdf_pages)
-        except Skipped as why:
-            report.skipped.append((name, str(why)))
-            return
+        doc, digest = read
         if doc.cut:
             report.cut.append((name, doc.cut))
         added = self.add_text(

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = ["Document", "Skipped", "iter_files", "read_document"]
 
@@ -65,15 +65,18 @@ def too_large(path: Path, size: int) -> str | None:
     return f"too large to read ({size / 1e6:,.1f} MB; a file other than a PDF is read up to {limit})"
 
 
-def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES) -> Document:
+def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: BinaryIO | None = None) -> Document:
+    """The text of the file at ``path``; read from ``stream`` when given (a file the caller
+    opened, ``path`` naming it), never opening ``path`` again."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return _pdf(path, max_pdf_pages)
+        return _pdf(path, max_pdf_pages, stream)
     try:
-        why = too_large(path, path.stat().st_size)
+        size = os.fstat(stream.fileno()).st_size if stream is not None else path.stat().st_size
+        why = too_large(path, size)
         if why is not None:
             raise Skipped(why)
-        data = path.read_bytes()
+        data = stream.read() if stream is not None else path.read_bytes()
     except OSError as exc:
         raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
     # UTF-16 and UTF-32 text (its byte-order mark first: what Windows tools and PowerShell's ">"
@@ -109,14 +112,31 @@ def _bom_codec(data: bytes) -> str | None:
     return "utf-16" if data.startswith((b"\xff\xfe", b"\xfe\xff")) else None
 
 
-def _pdf(path: Path, max_pages: int) -> Document:
+def open_below(root: Path, file: Path) -> int:
+    """A descriptor of ``file``, found under the folder ``root``, opened read-only without following
+    a symbolic link at any step below ``root``: a file or a folder swapped for a link after the
+    folder was listed (to ~/.ssh, say) is an OSError, never read. A named pipe is not waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    parts = file.relative_to(root).parts
+    here = os.open(root, flags | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            below = os.open(part, flags | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=here)
+            os.close(here)
+            here = below
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=here)
+    finally:
+        os.close(here)
+
+
+def _pdf(path: Path, max_pages: int, stream: BinaryIO | None = None) -> Document:
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
     except ImportError as exc:  # pragma: no cover - pypdf is a dependency
         raise Skipped("reading PDF needs pypdf (pip install pypdf)") from exc
     try:
-        reader = PdfReader(str(path))
+        reader = PdfReader(stream if stream is not None else str(path))
         if reader.is_encrypted:
             try:
                 opened = reader.decrypt("")
