@@ -256,8 +256,8 @@ class KnowledgeBase:
         unlisted: list[tuple[Path, str]] = []
         files = list(iter_files(root, unlisted))
         report = IngestReport()
-        for folder, why in unlisted:
-            report.skipped.append((_doc_name(folder) + "/", f"cannot list this folder: {why}"))
+        for where, why in unlisted:
+            report.skipped.append((_doc_name(where) + "/", f"cannot list this folder: {why}"))
         # A file is one document whatever folder the add ran from: added from another, its name
         # differed (docs/a.md, a.md) and the earlier copy stayed, returned before the new text
         # once the file changed, and --sync kept it (its file is there).
@@ -265,17 +265,18 @@ class KnowledgeBase:
         for info in self.store.documents():
             if info.path:
                 named.setdefault(info.path, []).append(info.name)
+        folder = root if root.is_dir() else None  # links below it are not followed
         for n, file in enumerate(files, 1):
             name = _doc_name(file)
             if progress is not None:
                 progress(n, len(files), name)
             skipped = len(report.skipped)
-            self._add_file(file, name, dict(meta or {}), report, root if root.is_dir() else None)
+            self._add_file(file, name, dict(meta or {}), report, folder)
             others = [o for o in named.get(str(file.resolve()), []) if o != name]
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
-        if root.is_dir():
-            self._gone(root, files, [folder for folder, _ in unlisted], prune, report)
+        if folder is not None:
+            self._gone(root, files, [where for where, _ in unlisted], prune, report)
         if embed:
             self.fill_vectors()
         return report
