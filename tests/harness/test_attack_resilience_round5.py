@@ -573,3 +573,39 @@ def test_after_a_fallback_the_budget_counts_with_the_fallbacks_tokenizer() -> No
     result = run_sync(agent, "Where is the timeout set?")
     assert result.cost_usd <= budget, (result.status, result.cost_usd, budget)
     assert result.status == "budget_exceeded" and fallback.calls == 0
+
+
+class AnswersThenDown(OwnProvider):
+    """A free local OpenAI-style model: looks a page up on the first turn (reporting its prompt by
+    the BPE), then its server answers every request with a 503."""
+
+    name, model_id = "openai", "gpt-4.1"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        if self.calls > 1:
+            raise RetryableError("openai: HTTP 503: the server is overloaded", status=503)
+        call = ToolCallPart(id="c1", name="look", arguments=json.dumps({"n": 1}))
+        message = AssistantMessage(content=(call,), finish_reason="tool_calls")
+        usage = estimate_usage(request, message, count_tokens).model_copy(update={"estimated": False})
+        return ModelResponse(message.model_copy(update={"usage": usage}))
+
+
+def test_after_a_fallback_mid_run_the_history_is_not_planned_by_the_other_models_count() -> None:
+    """The next prompt is planned from the provider's count of the previous one: after a fallback,
+    that count is the other model's tokenizer's. A Claude fallback was planned on the OpenAI count
+    of the long history, let through, and the run ended above its budget."""
+    manual = "Answer from the manual, citing the page. " * 2_500
+    fallback = Claude(None)
+    budget = (count_tokens(manual) * 3.0 + 600 * 15.0) / 1e6  # the turn after the look-up, by the BPE count
+    agent = Agent(
+        AnswersThenDown(None),  # type: ignore[arg-type]
+        fallback_models=[fallback],  # type: ignore[list-item]
+        tools=[look],
+        price=Price(input=0.0, output=0.0),  # the local model is free: the budget is the fallback's
+        max_budget_usd=budget,
+        retry=RetryPolicy(max_attempts=1),
+    )
+    result = run_sync(agent, manual + "\nWhere is the timeout set?")
+    assert result.cost_usd <= budget, (result.status, result.cost_usd, budget)
+    assert result.status == "budget_exceeded" and fallback.calls == 0

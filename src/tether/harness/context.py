@@ -190,7 +190,11 @@ class RunContext:
     def prompt_estimate(self) -> int:
         """The next prompt's size as budgets and compaction both see it (one estimate for both)."""
         return estimate_prompt_tokens(
-            self.state, self.fixed_tokens, count=self.count, trust_last_usage=not self.stale_usage
+            self.state,
+            self.fixed_tokens,
+            count=self.count,
+            trust_last_usage=not self.stale_usage,
+            model=self.model_name,
         )
 
     def persist(self, *, rewrite: bool = False, durable: bool = True) -> None:

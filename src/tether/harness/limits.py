@@ -34,19 +34,28 @@ class CallPlan:
 
 
 def estimate_prompt_tokens(
-    state: RunState, fixed_tokens: int, *, count: Callable[[str], int] = count_tokens, trust_last_usage: bool = True
+    state: RunState,
+    fixed_tokens: int,
+    *,
+    count: Callable[[str], int] = count_tokens,
+    trust_last_usage: bool = True,
+    model: str | None = None,
 ) -> int:
     """An upper-leaning estimate of the next call's prompt tokens.
 
     ``fixed_tokens`` is the cost of what every call sends besides the messages (system prompt,
     tool definitions). The provider's own count for the previous call is the base when it can be
-    trusted — not after the transcript was rewritten (compaction), when everything is counted.
+    trusted — not after the transcript was rewritten (compaction), when everything is counted, nor
+    when another model than ``model`` (the one to be asked) answered it: its count is another
+    tokenizer's (a fallback's, or the primary's on a resume), smaller for all we know.
     """
     messages = state.messages
     base, start = fixed_tokens, 0
     for i in range(len(messages) - 1, -1, -1) if trust_last_usage else ():
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
+            if model is not None and m.model not in (None, model):
+                break
             base = m.usage.prompt_tokens + m.usage.completion_tokens + PER_MESSAGE
             start = i + 1
             break

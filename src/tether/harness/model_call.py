@@ -251,7 +251,9 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     if not prompt:
         count = rc.count if rc.counter_loaded() else estimate_tokens
         fixed = rc.fixed_tokens or fixed_prompt_tokens(rc.system, rc.tool_defs, count)
-        prompt = estimate_prompt_tokens(rc.state, fixed, count=count, trust_last_usage=not rc.stale_usage)
+        prompt = estimate_prompt_tokens(
+            rc.state, fixed, count=count, trust_last_usage=not rc.stale_usage, model=rc.model_name
+        )
     return await note_in_flight(rc, prompt, plan.max_tokens)
 
 
