@@ -58,6 +58,8 @@ def reply(messages, request):
         return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "a\\ud83d.log"}),))
     if user.startswith("delete"):
         return Reply(calls=((f"c{len(messages)}", "delete_file", {"path": "access.log"}),))
+    if user.startswith("boom"):  # a run that fails before any reply: the session does not go on
+        raise RuntimeError("the model is down")
     return "echo: " + user
 
 
@@ -136,7 +138,9 @@ def test_two_approvals_sent_while_another_run_of_the_session_ends_get_one_202_an
         run_id = _send(c, sid, "delete the log")
         asked = _ended(c, run_id)["waiting"]
         a.hold()
-        other = _send(c, sid, "hello")  # allowed: a run waiting for a decision is not live
+        # allowed: a run waiting for a decision is not live. It fails before any reply, so the
+        # session does not go on (a reply would make every decision a 409: test_session_went_on).
+        other = _send(c, sid, "boom")
         read_events(c, f"/v1/runs/{other}/events", until=lambda e: e["event"] == "done")
         body = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
         out, threads = _in_flight(

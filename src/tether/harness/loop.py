@@ -384,7 +384,7 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
         state.session_synced = len(history)
         state.history_turns = conversation_turns(history)
     elif len(history) != state.session_synced:
-        if _went_on(history[state.session_synced :]):
+        if went_on(state, history):
             raise UserError(
                 f"session {state.session_id} went on after run {state.run_id} stopped: a later run added "
                 f"{len(history) - state.session_synced} messages, which resuming this run would remove; "
@@ -395,12 +395,13 @@ def _bind_session(state: RunState, session: SessionStore) -> None:
         session.rewrite(state.session_id, state.messages[: state.session_synced])
 
 
-def _went_on(later: list[Any]) -> bool:
-    """Whether messages past a stopped run's share of its session hold another exchange (a
-    person's message and a reply to it): a later run continued the conversation. What a crash
-    leaves there is the run's own unsaved step, or the prompt of a run that died before a reply."""
+def went_on(state: RunState, history: list[Any]) -> bool:
+    """Whether the session's ``history`` holds, past the stopped run's share of it, another
+    exchange (a person's message and a reply to it): a later run continued the conversation, and
+    resuming the run would remove it. What a crash leaves there is the run's own unsaved step, or
+    the prompt of a run that died before a reply."""
     asked = False
-    for m in later:
+    for m in history[state.session_synced :]:
         asked = asked or isinstance(m, UserMessage)
         if asked and isinstance(m, AssistantMessage):
             return True

@@ -15,6 +15,7 @@ import math
 import re
 import secrets
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -1153,36 +1154,39 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:
             await core.manager.settled(busy)
-        turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
-        _check_session_free(core, turn)
-        state = _saved_state(core, run_id)
-        asked = waiting(state) if state is not None else None
-        if state is None or asked is None or asked.get("call_id") is None:
-            raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
-        if asked["call_id"] != body.call_id or asked.get("args_hash") != body.args_hash:
-            raise ApiError(
-                409,
-                "conflict",
-                f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
-                f"call {asked['call_id']} with other arguments than the ones approved; "
-                "read GET /v1/runs/{run_id} and decide on what it shows",
-            )
-        if asked.get("still_running"):
-            raise ApiError(
-                409,
-                "conflict",
-                "the command that call started before a crash is still running; wait for it to exit before deciding",
-            )
-        call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
-        if body.content is not None and asked["type"] != "elicitation":  # a rejection's too
-            raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
-        if body.approve:
-            approve(state, call_id, reason=body.reason, content=_elicited(asked, body.content))
-        else:
-            reject(state, call_id, reason=body.reason)
-        session = core.store.session(turn.session_id, user)
-        core.manager.resume(turn, state, session.chosen if session else {})
-        return run_view(core, turn, state)
+        async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step
+            turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
+            _check_session_free(core, turn)
+            state = _saved_state(core, run_id)
+            asked = waiting(state) if state is not None else None
+            if state is None or asked is None or asked.get("call_id") is None:
+                raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
+            if asked["call_id"] != body.call_id or asked.get("args_hash") != body.args_hash:
+                raise ApiError(
+                    409,
+                    "conflict",
+                    f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
+                    f"call {asked['call_id']} with other arguments than the ones approved; "
+                    "read GET /v1/runs/{run_id} and decide on what it shows",
+                )
+            if asked.get("still_running"):
+                raise ApiError(
+                    409,
+                    "conflict",
+                    "the command that call started before a crash is still running; "
+                    "wait for it to exit before deciding",
+                )
+            call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
+            if body.content is not None and asked["type"] != "elicitation":  # a rejection's too
+                raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
+            await _check_not_gone_on(core, state)
+            if body.approve:
+                approve(state, call_id, reason=body.reason, content=_elicited(asked, body.content))
+            else:
+                reject(state, call_id, reason=body.reason)
+            session = core.store.session(turn.session_id, user)
+            core.manager.resume(turn, state, session.chosen if session else {})
+            return run_view(core, turn, state)
 
 
 def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -1235,27 +1239,31 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         busy = core.manager.live_run_of(turn.session_id)
         if busy is not None:
             await core.manager.settled(busy)
-        turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
-        _check_session_free(core, turn)
-        state = _saved_state(core, run_id)
-        session = core.store.session(turn.session_id, user)
-        if state is None:
-            prompt = _unstarted(core, run_id)
-            if prompt is None:
-                raise ApiError(
-                    409, "conflict", f"run {run_id} never began and its message was not kept; send the message again"
-                )
-            core.manager.start(turn, prompt, session.chosen if session else {})  # it begins now, as posted
-            return run_view(core, turn)
-        _check_resumable(state, body)
-        core.manager.resume(
-            turn,
-            state,
-            session.chosen if session else {},
-            more_turns=body.more_turns,
-            max_budget_usd=body.max_budget_usd,
-        )
-        return run_view(core, turn, state)
+        async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step
+            turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
+            _check_session_free(core, turn)
+            state = _saved_state(core, run_id)
+            session = core.store.session(turn.session_id, user)
+            if state is None:
+                prompt = _unstarted(core, run_id)
+                if prompt is None:
+                    raise ApiError(
+                        409,
+                        "conflict",
+                        f"run {run_id} never began and its message was not kept; send the message again",
+                    )
+                core.manager.start(turn, prompt, session.chosen if session else {})  # it begins now, as posted
+                return run_view(core, turn)
+            _check_resumable(state, body)
+            await _check_not_gone_on(core, state)
+            core.manager.resume(
+                turn,
+                state,
+                session.chosen if session else {},
+                more_turns=body.more_turns,
+                max_budget_usd=body.max_budget_usd,
+            )
+            return run_view(core, turn, state)
 
 
 def _record_routes(app: FastAPI, core: Core) -> None:
@@ -1431,6 +1439,38 @@ def _check_session_free(core: Core, turn: TurnRecord) -> None:
             "conflict",
             f"session {turn.session_id} is answering another message (run {busy}); "
             "wait for its done event, or cancel it",
+        )
+
+
+_DECIDING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _one_at_a_time(session_id: str) -> asyncio.Lock:
+    """The lock a decision or a resume holds from its last checks to the run's start: a check that
+    reads a file off the event loop lets another request of the session in, which must then find
+    the run started (or decided), never start it a second time."""
+    lock = _DECIDING.get(session_id)
+    if lock is None:
+        lock = _DECIDING[session_id] = asyncio.Lock()
+    return lock
+
+
+async def _check_not_gone_on(core: Core, state: RunState) -> None:
+    """A run its session went on after (another message was answered) cannot continue: resuming it
+    would take the later exchange out of the conversation. Said before anything is decided (the
+    run itself refuses too, but only after a 202)."""
+    from tether.harness.loop import went_on
+
+    if state.session_id is None:
+        return
+    history = await asyncio.to_thread(core.manager.sessions.load, state.session_id)
+    if len(history) != state.session_synced and went_on(state, history):
+        raise ApiError(
+            409,
+            "conflict",
+            f"session {state.session_id} went on after run {state.run_id} stopped (another message was "
+            "answered), so the run cannot continue: nothing was decided or run. Send what you meant as a "
+            f"new message; the run's transcript stays readable at GET /v1/runs/{state.run_id}/transcript",
         )
 
 
