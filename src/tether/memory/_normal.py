@@ -10,8 +10,9 @@ Two jobs:
   emoji sequences and Arabic or Indic writing need are visible in effect and pass.
 * :func:`normalise` gives the text a model should read: escapes decoded (HTML entities, ``%xx``,
   ``\\uXXXX``), NFKC (full-width letters become ASCII), case folded, invisible characters dropped,
-  accents stripped from Latin letters, leetspeak undone inside words that mix letters and digits,
-  letters spaced out one by one joined again, white space collapsed.
+  accents stripped from Latin letters, leetspeak undone inside words that mix letters and digits
+  (not in a code such as ``A1`` when nothing else is leetspeak), letters spaced out one by one
+  joined again, white space collapsed.
 
 Only the standard library: this runs on every memory write and must cost well under a millisecond.
 """
@@ -127,6 +128,11 @@ def _drop(ch: str) -> bool:
 _ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i"})
 _MIXED = re.compile(r"[a-z0-9@$!]*[a-z][a-z0-9@$!]*")
+# An order or seat code, one or two capitals then digits ("A1", "B7", "X11"), is kept as written
+# when nothing else in the text is leetspeak: read as leetspeak, "Refund order A1" said "order ai".
+# Beside leetspeak ("B3 qu13t"), such a word is leetspeak too.
+_LEETISH = re.compile(r"[0-9@$!]")
+_CAPITAL_CODE = re.compile(r"(?<![^\W\d_])[A-Z]{1,2}[0-9]+(?![^\W\d_])")
 _SPACED = re.compile(r"(?<!\w)(?:\w[ .\-_*·/|]){2,}\w(?!\w)")
 _CJK_GAP = re.compile(
     r"(?<=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])[ \u3000]+(?=[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af])"
@@ -158,18 +164,26 @@ def _strip_latin_accents(text: str) -> str:
     return "".join(out)
 
 
-def _unleet(m: re.Match[str]) -> str:
-    word = m.group(0)
-    return word.translate(_LEET) if not word.isalpha() and any(c.isalpha() for c in word) else word
+def _unleet(text: str, codes: set[str]) -> str:
+    if not _LEETISH.search(text):
+        return text
+    mixed = [w for w in _MIXED.findall(text) if not w.isalpha()]
+    if not mixed:
+        return text
+    if any(w not in codes and sum(c.isalpha() for c in w) >= 3 for w in mixed):
+        codes = set()  # the text is written in leetspeak: a code-like word is leetspeak too
+    return _MIXED.sub(lambda m: m.group(0) if m.group(0) in codes else m.group(0).translate(_LEET), text)
 
 
 def normalise(text: str) -> str:
     """The text as a reader sees it, folded for matching (see the module's description)."""
-    text = unicodedata.normalize("NFKC", decode(text)).casefold()
+    text = unicodedata.normalize("NFKC", decode(text))
+    codes = {m.group(0).casefold() for m in _CAPITAL_CODE.finditer(text)}
+    text = text.casefold()
     if not text.isascii():
         text = "".join(ch for ch in text if not _drop(ch))
         text = _strip_latin_accents(text)
-    text = _MIXED.sub(_unleet, text)
+    text = _unleet(text, codes)
     text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), text)
     text = _CJK_GAP.sub("", text)
     return _SPACE.sub(" ", text).strip()
