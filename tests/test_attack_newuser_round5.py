@@ -381,3 +381,26 @@ def test_run_agent_given_a_python_file_says_what_agent_names_here(
     code, _, err = run_main("run", "--agent", agent, "hi", capsys=capsys)
     assert code == 2 and "[agents.NAME] table" in err and "for tether serve" in err, err
     assert f"[agents.{agent}]" not in err, err
+
+
+def test_every_command_and_option_of_the_help_says_what_it_is() -> None:
+    """`tether CMD --help` is where a newcomer looks first. Was: `tether kb search --mode` (which the
+    README uses: `--mode exact`) listed six modes with no word of what any does."""
+    import argparse
+
+    from tether.cli import build_parser
+
+    unexplained: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {a.dest for a in action._choices_actions if a.help}
+                unexplained.extend(f"{path} {name}" for name in action.choices if name not in helped)
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif action.option_strings and action.dest != "help" and not action.help:
+                unexplained.append(f"{path} {action.option_strings[-1]}")
+
+    walk(build_parser(), "tether")
+    assert not unexplained, unexplained

@@ -117,7 +117,13 @@ def add_parsers(sub: Any) -> None:
 
     search = ks.add_parser("search", help="search the base")
     search.add_argument("query", metavar="QUERY")
-    search.add_argument("--mode", choices=MODES, default="hybrid")
+    search.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="hybrid (default: keyword and vector fused), keyword, vector, exact (chunks holding the "
+        "literal identifier), neighborhood or hierarchical (see docs/knowledge.md)",
+    )
     search.add_argument("--alpha", type=_alpha, help=ALPHA_HELP)
     search.add_argument("-k", type=positive_int, default=8, help="how many results (default 8)")
     search.add_argument(
