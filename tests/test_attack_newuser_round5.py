@@ -404,3 +404,15 @@ def test_every_command_and_option_of_the_help_says_what_it_is() -> None:
 
     walk(build_parser(), "tether")
     assert not unexplained, unexplained
+
+
+def test_worker_refuses_a_model_it_cannot_run_before_it_takes_a_job(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `tether serve`: a worker on a machine without the key took runs from the queue and failed
+    each one. Now it stops at once, before it connects to anything (the URLs here lead nowhere)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("TETHER_DATABASE_URL", "postgresql://u@127.0.0.1:1/x")
+    monkeypatch.setenv("TETHER_BROKER_URL", "amqp://u:p@127.0.0.1:1//")
+    code, _, err = run_main("worker", "--model", "openai/gpt-4.1-mini", capsys=capsys)
+    assert code == 2 and "agent 'default' cannot run: OPENAI_API_KEY is not set" in err, err

@@ -13,7 +13,7 @@ from typing import Any
 from tether.cli.common import directory, usage_error
 from tether.cli.common import settings as load_settings
 
-__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "default_agent_flags"]
+__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "check_models", "default_agent_flags"]
 
 EXIT_CANNOT_LISTEN = 6  # the address is busy or not allowed; 3 is max_turns_exceeded everywhere else
 
@@ -182,7 +182,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         run_processes=args.run_processes,
     )
     if args.workers != "external":  # external workers build the models with their own keys
-        _check_models(app.state.core.agents, store)
+        try:
+            check_models(app.state.core.agents)
+        except Exception:
+            store.close()
+            raise
     from tether.server.connections import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_PER_CLIENT, guarded_protocol
 
     serve = settings.serve
@@ -234,10 +238,10 @@ def default_agent_flags(args: argparse.Namespace, settings: Any, command: str) -
     )
 
 
-def _check_models(agents: dict[str, Any], store: Any) -> None:
-    """Each agent's models resolved as its runs will resolve them, before the server listens: an
-    unknown provider or scenario, or a key not set, is said once here (as `tether run` says it),
-    not as a failed run for every message the server accepts."""
+def check_models(agents: dict[str, Any]) -> None:
+    """Each agent's models resolved as its runs will resolve them, before a server listens or a
+    worker takes a job: an unknown provider or scenario, or a key not set, is said once here (as
+    `tether run` says it), not as a failed run for every message."""
     from tether.errors import ConfigError
     from tether.providers.registry import resolve_provider
 
@@ -248,7 +252,6 @@ def _check_models(agents: dict[str, Any], store: Any) -> None:
             try:
                 resolve_provider(model, agent.settings)
             except ConfigError as exc:
-                store.close()
                 raise ConfigError(f"agent {name!r} cannot run: {exc}") from None
 
 

@@ -54,7 +54,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "tether worker needs the stores in Postgres: set database_url in config.toml "
             "(or $TETHER_DATABASE_URL), the same as the servers'"
         )
-    from tether.cli.serve import default_agent_flags
+    from tether.cli.serve import check_models, default_agent_flags
 
     default_agent_flags(args, settings, "tether worker")
     from tether.assembly import served_agents
@@ -64,6 +64,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from tether.telemetry import telemetry_from_settings
 
     agents = served_agents(settings, args.agent, model=args.model, cwd=str(args.cwd) if args.cwd else None)
+    check_models(agents)  # a key this machine lacks fails here, not in every job it takes
     dispatcher = open_dispatcher(settings)
     db = database_of(settings)
     assert db is not None
