@@ -338,11 +338,13 @@ def test_no_retry_is_announced_or_waited_for_once_the_budget_cannot_pay_for_it(
         ("scripted/plan", "fallback_models is a list of models: write fallback_models=['scripted/plan']"),
         (["scripted/plan", None], "fallback_models: None is neither a model string"),
         ([42], "fallback_models: 42 is neither a model string"),
+        (None, "fallback_models is a list of models (got None); [] for none"),
     ],
 )
 def test_fallback_models_that_are_no_models_are_refused_saying_what_to_write(fallbacks: Any, words: str) -> None:
     """Before: one string was taken letter by letter ("cannot tell which provider serves 's'"), and
-    None ended in AttributeError: 'NoneType' object has no attribute 'name'."""
+    None ended in AttributeError: 'NoneType' object has no attribute 'name', and fallback_models=None
+    in TypeError: 'NoneType' object is not iterable."""
     agent = Agent("scripted/hello", fallback_models=fallbacks)
     with pytest.raises(ConfigError) as refused:
         run_sync(agent, "hi")

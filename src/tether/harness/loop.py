@@ -12,7 +12,7 @@ import functools
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     check_first_token_timeout(agent.first_token_timeout_s)
     if isinstance(agent.fallback_models, str):  # one model, not its letters
         raise ConfigError(f"fallback_models is a list of models: write fallback_models=[{agent.fallback_models!r}]")
+    if not isinstance(agent.fallback_models, Sequence):
+        raise ConfigError(f"fallback_models is a list of models (got {agent.fallback_models!r}); [] for none")
     candidates = [_candidate(agent, agent.model, True)]
     candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
     tools = agent.tool_map()
