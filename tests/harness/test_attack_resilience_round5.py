@@ -611,3 +611,14 @@ def test_after_a_fallback_mid_run_the_history_is_not_planned_by_the_other_models
     result = run_sync(agent, manual + "\nWhere is the timeout set?")
     assert result.cost_usd <= budget, (result.status, result.cost_usd, budget)
     assert result.status == "budget_exceeded" and fallback.calls == 0
+
+
+@pytest.mark.parametrize("retry", [None, 3, {"max_attempts": 2}])
+def test_a_retry_that_is_no_policy_is_refused_before_any_request(retry: Any) -> None:
+    """Before, it was read only at the first provider error: Agent(retry=None), meant as "no
+    retries", ran until a 503 and then failed "unexpected error: AttributeError: 'NoneType' object
+    has no attribute 'delay'"."""
+    provider = Down(None)
+    with pytest.raises(ConfigError, match=r"retry must be a RetryPolicy .*RetryPolicy\(max_attempts=1\)"):
+        run_sync(Agent(provider, retry=retry), "hi")  # type: ignore[arg-type]
+    assert provider.calls == 0

@@ -33,7 +33,7 @@ from tether.harness.extension import snapshot_blocks, start_extensions, stop_ext
 from tether.harness.length import Continuation, continues, is_cut
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
-from tether.harness.retry import check_first_token_timeout
+from tether.harness.retry import RetryPolicy, check_first_token_timeout
 from tether.harness.state import (
     ENDED_BY_TOOL,
     WRITTEN_BY_POLICY,
@@ -81,6 +81,10 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
     _check_limits(agent.max_budget_usd, agent.max_turns)
     check_first_token_timeout(agent.first_token_timeout_s)
+    if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
+        raise ConfigError(
+            f"retry must be a RetryPolicy (got {agent.retry!r}); RetryPolicy(max_attempts=1) retries nothing"
+        )
     if isinstance(agent.fallback_models, str):  # one model, not its letters
         raise ConfigError(f"fallback_models is a list of models: write fallback_models=[{agent.fallback_models!r}]")
     if not isinstance(agent.fallback_models, Sequence):
