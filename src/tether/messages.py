@@ -25,6 +25,7 @@ __all__ = [
     "TextPart",
     "ToolCallPart",
     "ToolMessage",
+    "TurnMessage",
     "UserMessage",
     "clean_text",
     "clean_value",
@@ -78,6 +79,11 @@ class UserMessage(_Frozen):
     # Set on the message that replaced earlier turns at compaction: how many model turns it stands
     # for, so the turn count (derived from the transcript) survives compaction.
     summary_turns: int | None = None
+    # Set on it too when the person's latest message was among the turns it replaced: the replies
+    # and tool results since that message (results cut short), so that what counts a request's
+    # rounds and calls (the governors, the loop guard, the tool call limits) still counts them.
+    # Never sent to a model.
+    turn_so_far: tuple[TurnMessage, ...] | None = None
 
     @classmethod
     def text(cls, text: str) -> UserMessage:
@@ -127,6 +133,7 @@ class ToolMessage(_Frozen):
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+TurnMessage = Annotated[AssistantMessage | ToolMessage, Field(discriminator="role")]
 
 
 @functools.cache

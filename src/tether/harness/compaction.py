@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import math
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -37,8 +39,19 @@ from tether.errors import ConfigError, ProviderError, TetherError
 from tether.events import Compaction, Event
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
-from tether.harness.state import conversation_turns, turn_start
-from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage, clean_text
+from tether.harness.state import TRIMMED, conversation_turns, turn_start
+from tether.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    TurnMessage,
+    UserMessage,
+    canonical_arguments,
+    clean_text,
+)
 from tether.providers.base import ModelRequest, ModelResponse, Provider, StreamEvent
 from tether.tokens import count_tokens, message_tokens
 from tether.tools.base import cut_middle
@@ -226,9 +239,12 @@ class _Summariser:
         return ProviderError(f"{self._name}: the summary call failed: {type(exc).__name__}: {exc}")
 
 
-def summary_message(summary: str, turns: int, latest: str | None = None) -> UserMessage:
+def summary_message(
+    summary: str, turns: int, latest: str | None = None, turn_so_far: tuple[TurnMessage, ...] | None = None
+) -> UserMessage:
     """The message that stands for summarised turns; ``latest``: the person's latest message, word
-    for word, when it was among them."""
+    for word, when it was among them; ``turn_so_far``: the replies and results since it that were
+    (see :func:`turn_record`)."""
     header = (
         f"[Summary of the earlier conversation ({turns} earlier turns), written when the context filled "
         "up. The exact earlier messages and tool outputs were dropped: when you need exact content (a "
@@ -241,7 +257,40 @@ def summary_message(summary: str, turns: int, latest: str | None = None) -> User
     text = f"{header}\n{summary}"
     if latest is not None:
         text += f"\n\n{LATEST_REQUEST}\n{latest}"
-    return UserMessage(content=(TextPart(text=text),), summary_turns=turns)
+    return UserMessage(content=(TextPart(text=text),), summary_turns=turns, turn_so_far=turn_so_far)
+
+
+RECORD_RESULT_CHARS = 1_000  # of a tool result kept in a summary's record of the request
+RECORD_ARGUMENT_CHARS = 2_000  # longer arguments are kept as their digest: a repeat still matches
+
+
+def turn_record(messages: Sequence[Message], cut: int) -> tuple[TurnMessage, ...] | None:
+    """The replies and tool results of the person's latest request that ``messages[:cut]`` holds
+    (an earlier summary's record of it included), for the summary that replaces them: the per-turn
+    limits (:func:`tether.harness.state.this_turn`) count them. Calls and results only, each
+    result cut to ``RECORD_RESULT_CHARS``; None when the request began at or after the cut."""
+    start = turn_start(messages)
+    if start >= cut:
+        return None
+    kept: list[TurnMessage] = []
+    for m in messages[start:cut]:
+        if isinstance(m, UserMessage) and m.turn_so_far is not None:
+            kept.extend(m.turn_so_far)
+        elif isinstance(m, AssistantMessage) and m.tool_calls:
+            calls = tuple(_recorded_call(c) for c in m.tool_calls)
+            kept.append(AssistantMessage(content=calls, model=m.model, finish_reason=m.finish_reason))
+        elif isinstance(m, ToolMessage):
+            text = m.text[:RECORD_RESULT_CHARS]
+            kept.append(m.model_copy(update={"content": (TextPart(text=text),) if text else ()}))
+    return tuple(kept) or None
+
+
+def _recorded_call(call: ToolCallPart) -> ToolCallPart:
+    if len(call.arguments) <= RECORD_ARGUMENT_CHARS:
+        return call
+    canon = canonical_arguments(call.arguments) or call.arguments
+    digest = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()
+    return call.model_copy(update={"arguments": json.dumps({"(sha-256 of the arguments)": digest})})
 
 
 async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator[Event]:
@@ -312,7 +361,7 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
             _set_summary_failures(rc, _summary_failures(rc) + 1)
             return None
     latest = _latest_request(state.messages, cut)
-    message = summary_message(summary, conversation_turns(older), latest)
+    message = summary_message(summary, conversation_turns(older), latest, turn_record(state.messages, cut))
     if message_tokens(message, rc.count) >= sum(message_tokens(m, rc.count) for m in older):
         # A summary no shorter than what it replaces would grow the context it was asked to
         # shrink (a small window, a wordy summariser): a failed summary, and compaction trims.
@@ -455,9 +504,6 @@ def _maybe_give_up(rc: RunContext, window: int) -> None:
         else:
             reason += "; start a new session, raise the window, or trim the tools' outputs"
         rc.stop(Stop("failed", reason))
-
-
-TRIMMED = "[This tool output was removed to fit the model's context window. Call the tool again if you need it.]"
 
 
 def trim_old_tool_outputs(messages: Sequence[Message]) -> list[Message] | None:

@@ -14,7 +14,7 @@ from tether.cancel import CancelSignal
 from tether.events import Event
 from tether.harness.agent import Agent, Stop
 from tether.harness.limits import estimate_prompt_tokens
-from tether.harness.state import RunState, is_person
+from tether.harness.state import TRIMMED, RunState, is_person
 from tether.messages import AssistantMessage, ToolMessage, canonical_arguments
 from tether.providers.base import Provider, ToolDefinition
 from tether.sessions import SessionStore
@@ -275,8 +275,6 @@ class RunContext:
 def _trimmed(result: ToolMessage) -> bool:
     """Whether compaction replaced the result's output by its note: repeating that note would
     answer a call made to get the output back with "call the tool again", again and again."""
-    from tether.harness.compaction import TRIMMED
-
     return result.text == TRIMMED
 
 

@@ -29,7 +29,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware
-from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, turn_start
+from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, this_turn
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -56,11 +56,11 @@ class Round:
 def tool_rounds(messages: Sequence[Message]) -> list[Round]:
     """The tool rounds since the person's latest message (a control message is never in it)."""
     rounds: list[Round] = []
-    for i in range(turn_start(messages), len(messages)):
-        m = messages[i]
+    turn = this_turn(messages)  # a compaction summary's share of it counts too
+    for i, m in enumerate(turn):
         if isinstance(m, AssistantMessage) and m.tool_calls:
             ids = {c.id for c in m.tool_calls}
-            results = {r.call_id: r for r in messages[i + 1 :] if isinstance(r, ToolMessage) and r.call_id in ids}
+            results = {r.call_id: r for r in turn[i + 1 :] if isinstance(r, ToolMessage) and r.call_id in ids}
             rounds.append(Round(tuple(m.tool_calls), results))
     return rounds
 

@@ -48,7 +48,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware, ToolCall
-from tether.harness.state import turn_start
+from tether.harness.state import this_turn, turn_start
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -297,10 +297,10 @@ def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact"
 
 def _calls_before(messages: Sequence[Message], call_id: str) -> list[_Call]:
     """The calls since the person's latest message that come before ``call_id``, with results."""
-    start = turn_start(messages)
-    results = {m.call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
+    turn = this_turn(messages)  # a compaction summary's share of it counts too
+    results = {m.call_id: m for m in turn if isinstance(m, ToolMessage)}
     calls: list[_Call] = []
-    for m in messages[start:]:
+    for m in turn:
         if isinstance(m, AssistantMessage):
             for c in m.tool_calls:
                 if c.id == call_id:

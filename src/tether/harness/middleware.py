@@ -38,7 +38,7 @@ from typing import Any, Literal
 from tether.errors import ConfigError, ContextOverflowError, ProviderError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.state import conversation_turns, turn_start
+from tether.harness.state import conversation_turns, this_turn
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.tools.base import ToolResult
@@ -166,7 +166,7 @@ _TOOL_RESULT = (ToolResult, str, Stop)
 
 def calls_this_turn(messages: Sequence[Message]) -> list[ToolCallPart]:
     """Tool calls since the person's latest message (a compaction summary is not one)."""
-    return [c for m in messages[turn_start(messages) :] if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    return [c for m in this_turn(messages) if isinstance(m, AssistantMessage) for c in m.tool_calls]
 
 
 def _text(result: ToolResult | str) -> str:

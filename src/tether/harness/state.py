@@ -56,6 +56,7 @@ __all__ = [
     "pending_tool_calls",
     "reject",
     "steps",
+    "this_turn",
     "turn_start",
     "wait_for_waiting_process",
     "waiting_process",
@@ -132,10 +133,27 @@ def is_person(message: Message) -> bool:
     return not (isinstance(first, TextPart) and first.text.startswith(CONTROL))
 
 
+# What compaction leaves of a tool output it removed (see tether.harness.compaction).
+TRIMMED = "[This tool output was removed to fit the model's context window. Call the tool again if you need it.]"
+
+
 def turn_start(messages: Sequence[Message]) -> int:
     """Where this request's messages begin: after the person's latest message (a compaction
     summary is not one). The window of the per-turn limits, the loop guard and the governors."""
     return next((i + 1 for i in range(len(messages) - 1, -1, -1) if is_person(messages[i])), 0)
+
+
+def this_turn(messages: Sequence[Message]) -> list[Message]:
+    """This request's messages (from :func:`turn_start`), a compaction summary among them replaced
+    by the replies and results of the request it stands for (``UserMessage.turn_so_far``): what
+    the per-turn limits count, which a compaction must not reset."""
+    out: list[Message] = []
+    for m in messages[turn_start(messages) :]:
+        if isinstance(m, UserMessage) and m.turn_so_far is not None:
+            out.extend(m.turn_so_far)
+        else:
+            out.append(m)
+    return out
 
 
 LEGACY = "legacy"  # the part of ``RunState.ext`` holding older runs' plug-in fields
