@@ -481,7 +481,12 @@ class Soak:
         final = run.final
         if final is None:
             return f
-        rejected = {cid: reason for cid, reason in final.rejected.items() if reason == WENT_THROUGH}
+        # From the transcript: a decision is cleared once its call's result is recorded.
+        rejected = {
+            m.call_id: WENT_THROUGH
+            for m in final.messages
+            if isinstance(m, ToolMessage) and m.status == "rejected" and WENT_THROUGH in m.text
+        }
         ref = self.reference(run.scenario, rejected)
         f["untrue results"] = untrue_results(final, effects)
         self._judge_requests(run, final, f)
