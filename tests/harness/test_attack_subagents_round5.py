@@ -358,3 +358,28 @@ def test_stop_while_a_child_starts_its_extensions_ends_the_child_and_the_trace_s
     assert never.cancelled
     links = [(e.call_id, e.status) for e in events if isinstance(e, Subagent)]
     assert links == [("c0", "started"), ("c0", "interrupted")]
+
+
+def test_a_blank_task_is_refused_in_words_and_starts_no_child() -> None:
+    """The child sees nothing but its task: a model that sends a blank one (hostile or confused
+    output) is told so, and nothing is paid for a child with nothing to do (before: the child ran,
+    and was paid, on a message of three spaces)."""
+    asked: list[int] = []
+
+    def child(messages: list[Message], request: ModelRequest) -> str:
+        asked.append(1)
+        return "did something"
+
+    worker = Agent(FunctionModel(child)).as_tool("worker", "Does a task.")
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c0", "worker", {"task": " \n\t "}),))
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(lead), tools=[worker]), "go", state=state)
+    assert result.status == "completed" and asked == []
+    (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert answer.status == "error" and "empty" in answer.text and "worker" in answer.text
+    assert state.delegated_turns == 0 and children(state) == {}

@@ -284,7 +284,7 @@ class AgentTool:
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
-            refused = self._refusal(ctx) or self._no_budget(ctx)
+            refused = self._blank(input) or self._refusal(ctx) or self._no_budget(ctx)
             if refused is not None:
                 return refused
             child = RunState()
@@ -335,6 +335,16 @@ class AgentTool:
             SubagentInterruption(
                 call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
             ),
+        )
+
+    def _blank(self, input: dict[str, Any]) -> ToolResult | None:
+        """A task with no words: the child sees nothing else, so it would be paid to guess."""
+        if str(input.get("task", "")).strip():
+            return None
+        return ToolResult(
+            f"Not run: the task for the sub-agent {self.name} is empty. It sees nothing of this "
+            "conversation: say in full what it should do.",
+            is_error=True,
         )
 
     def _refusal(self, ctx: ToolContext) -> ToolResult | None:
