@@ -55,6 +55,7 @@ def _signature(obj: Any) -> str:
 
 def _annotation(field: Any) -> str:
     hint = field.annotation
+    hint = getattr(hint, "__forward_arg__", hint)  # a field naming a type defined after its model
     text = hint if isinstance(hint, str) else getattr(hint, "__name__", None) or str(hint)
     return re.sub(r"\b(?:tether|typing|pydantic)\.[\w.]*\.(\w+)", r"\1", str(text)).replace("typing.", "")
 
@@ -76,6 +77,9 @@ def _own_methods(cls: type) -> list[tuple[str, Any]]:
 
 
 def _entry(module: str, name: str, obj: Any) -> list[str]:
+    if hasattr(obj, "__metadata__"):  # a type alias (Annotated): what it stands for, not typing's docstring
+        origin = re.sub(r"\b(?:tether|typing)\.[\w.]*\.(\w+)", r"\1", str(obj.__origin__))
+        return [f"### `{name}`", "", f"A type in `{module}`: `{origin}`.", ""]
     if inspect.isclass(obj):
         # A pydantic model's signature depends on what was imported before: its fields say it instead.
         plain = issubclass(obj, BaseException) or hasattr(obj, "model_fields")
