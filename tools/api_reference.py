@@ -53,9 +53,11 @@ def _signature(obj: Any) -> str:
     return re.sub(r" at 0x[0-9a-f]+", "", text)  # a default's address changes every run
 
 
-def _annotation(field: Any) -> str:
+def _annotation(field: Any, written: str | None = None) -> str:
     hint = field.annotation
     hint = getattr(hint, "__forward_arg__", hint)  # a field naming a type defined after its model
+    if written is not None and "FieldInfo(" in str(hint):  # the same field, once the model was built
+        hint = written
     text = hint if isinstance(hint, str) else getattr(hint, "__name__", None) or str(hint)
     return re.sub(r"\b(?:tether|typing|pydantic)\.[\w.]*\.(\w+)", r"\1", str(text)).replace("typing.", "")
 
@@ -89,7 +91,11 @@ def _entry(module: str, name: str, obj: Any) -> list[str]:
             lines += [_doc(obj), ""]
         fields = getattr(obj, "model_fields", None)  # a pydantic model: its fields are its signature
         if isinstance(fields, dict) and fields:
-            lines += ["Fields: " + ", ".join(f"`{n}: {_annotation(f)}`" for n, f in fields.items()), ""]
+            written = {n: a for k in reversed(obj.__mro__) for n, a in vars(k).get("__annotations__", {}).items()}
+            lines += [
+                "Fields: " + ", ".join(f"`{n}: {_annotation(f, written.get(n))}`" for n, f in fields.items()),
+                "",
+            ]
         for method, func in _own_methods(obj):
             lines += [f"- **`{method}{_signature(func)}`**: {' '.join(_doc(func).split())}"]
         return lines + ([""] if _own_methods(obj) else [])
