@@ -766,6 +766,26 @@ def redacted(value: Any, key: str = "") -> Any:
     return value
 
 
+def known_secrets() -> tuple[str, ...]:
+    """The secrets this process holds in its environment, longest first, for taking out of text that
+    leaves it (a run's reason, a log line): the value of each variable whose name says it is one
+    (``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL
+    in a variable (``TETHER_DATABASE_URL``). Shorter than 8 characters, a value is no key, and
+    hiding it would garble the text."""
+    found: set[str] = set()
+    for name, value in os.environ.items():
+        value = value.strip()
+        if _secret_name(name):
+            found.update({value, value.rpartition(" ")[2]})  # "Bearer X" too
+        if "://" in value:
+            try:
+                password = urlsplit(value).password
+            except ValueError:
+                password = None
+            found.add(password or "")
+    return tuple(sorted((v for v in found if len(v) >= 8), key=len, reverse=True))
+
+
 def url_without_password(url: str, mask: str = "***") -> str:
     """``url`` with the password of its user part as ``mask``. To the user part's last @ (a raw @
     in a password); failing that, to the next @ (a raw / in a password, which a generated one

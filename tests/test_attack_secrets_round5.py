@@ -1,0 +1,88 @@
+"""Attacks on "no secrets in code or logs" (round 5): a key tether holds (from the environment,
+a database or broker URL's password) quoted in an unexpected exception's message must not reach
+the run's reason, its ``done`` event, its saved state, its session, its trace or the log.
+
+Planted fake keys in the environment; every file tether wrote is read back for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import Agent, RunStore, run_stream
+from tether.events import Done
+from tether.harness.middleware import Middleware
+from tether.sessions import JsonlSessionStore
+from tether.testing.function_model import FunctionModel
+from tether.tracing import JsonlTracer
+
+
+def planted() -> str:
+    return "sk-test-" + secrets.token_hex(16)
+
+
+def everything_written(root: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def run_all(agent: Agent, root: Path) -> list[Any]:
+    store = RunStore(root / "runs")
+    tracer = JsonlTracer(root / "traces")
+    sessions = JsonlSessionStore(root / "sessions", fsync=False)
+
+    async def go() -> list[Any]:
+        return [e async for e in run_stream(agent, "hi", store=store, tracer=tracer, session=sessions, session_id="s1")]
+
+    return asyncio.run(go())
+
+
+def assert_hidden(key: str, events: list[Any], root: Path, caplog: pytest.LogCaptureFixture) -> str:
+    done = events[-1]
+    assert isinstance(done, Done) and done.result.status == "failed"
+    reason = done.result.reason or ""
+    assert key not in reason and key[:14] not in reason, reason
+    assert "***" in reason  # the message is still there, the key taken out
+    written = everything_written(root)
+    assert written and key not in written and key[:14] not in written
+    logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    assert "stopped by an unexpected error" in logged
+    assert key not in logged
+    return reason
+
+
+@pytest.mark.parametrize("variable", ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "LLM_API_KEY"])
+def test_a_provider_quoting_an_env_key_in_its_error_leaves_it_nowhere(
+    variable: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = planted()
+    monkeypatch.setenv(variable, key)
+
+    def boom(messages: Any, request: Any) -> str:
+        raise RuntimeError(f"auth failed with {key}")
+
+    caplog.set_level(logging.ERROR, logger="tether")
+    events = run_all(Agent(model=FunctionModel(boom)), tmp_path)
+    reason = assert_hidden(key, events, tmp_path, caplog)
+    assert "RuntimeError: auth failed with ***" in reason
+
+
+def test_a_middleware_quoting_the_database_password_leaves_it_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    password = planted()
+    url = f"postgresql://tether:{password}@db.internal/tether"
+    monkeypatch.setenv("TETHER_DATABASE_URL", url)
+
+    class Leaky(Middleware):
+        async def before_agent(self, ctx: Any) -> None:
+            raise ConnectionError(f"could not reach {url}")
+
+    caplog.set_level(logging.ERROR, logger="tether")
+    events = run_all(Agent(model=FunctionModel(lambda m, r: "ok"), middleware=[Leaky()]), tmp_path)
+    assert_hidden(password, events, tmp_path, caplog)
