@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, RunStore, run_stream
+from tether import Agent, RunStore, run_stream, tool
 from tether.events import Done
 from tether.harness.middleware import Middleware
+from tether.messages import AssistantMessage, ToolCallPart
 from tether.sessions import JsonlSessionStore
 from tether.testing.function_model import FunctionModel
+from tether.tools.base import ToolResult
 from tether.tracing import JsonlTracer
 
 
@@ -86,3 +88,61 @@ def test_a_middleware_quoting_the_database_password_leaves_it_nowhere(
     caplog.set_level(logging.ERROR, logger="tether")
     events = run_all(Agent(model=FunctionModel(lambda m, r: "ok"), middleware=[Leaky()]), tmp_path)
     assert_hidden(password, events, tmp_path, caplog)
+
+
+def calls_then_answers(seen: list[str]) -> FunctionModel:
+    """Calls ``fetch`` once, then answers; keeps the text of every request it was sent."""
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        seen.append("\n".join(m.model_dump_json() for m in messages))
+        if len(messages) == 1:
+            call = ToolCallPart(id="c1", name="fetch", arguments='{"url": "https://api.example.com"}')
+            return AssistantMessage(content=(call,), finish_reason="tool_calls")
+        return "done"
+
+    return FunctionModel(reply)
+
+
+@pytest.mark.parametrize("fatal", [False, True])
+def test_a_tool_quoting_an_env_key_in_its_error_sends_it_nowhere(
+    fatal: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = planted()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        raise RuntimeError(f"auth failed with {key}")
+
+    seen: list[str] = []
+    agent = Agent(model=calls_then_answers(seen), tools=[fetch], tool_errors_are_fatal=fatal)
+    done = run_all(agent, tmp_path)[-1]
+    assert done.result.status == ("failed" if fatal else "completed")
+    assert key not in (done.result.reason or "")
+    if fatal:
+        assert done.result.reason == "tool fetch failed: auth failed with ***"
+    else:  # the model read the error, without the key
+        assert "auth failed with ***" in seen[-1] and key not in seen[-1]
+    written = everything_written(tmp_path)
+    assert "auth failed with ***" in written and key not in written
+
+
+def test_an_error_result_quoting_a_url_password_keeps_it_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCP server's ``isError`` text, a connector's "Error: ..." result: a ToolResult the tool
+    returned, not an exception it raised."""
+    password = planted()
+    monkeypatch.setenv("TETHER_BROKER_URL", f"amqp://tether:{password}@mq.internal//")
+
+    @tool
+    def fetch(url: str) -> ToolResult:
+        """Fetch a URL."""
+        return ToolResult(f"Error: upstream said: bad credentials tether:{password}", is_error=True)
+
+    seen: list[str] = []
+    done = run_all(Agent(model=calls_then_answers(seen), tools=[fetch]), tmp_path)[-1]
+    assert done.result.status == "completed"
+    assert "bad credentials tether:***" in seen[-1] and password not in seen[-1]
+    assert password not in everything_written(tmp_path)

@@ -21,7 +21,7 @@ from tether.sessions import SessionStore
 from tether.tools.base import Tool
 from tether.usage import Price
 
-__all__ = ["EventSink", "RunContext", "StateStore", "Tracer"]
+__all__ = ["EventSink", "RunContext", "StateStore", "Tracer", "told", "without_secrets"]
 
 
 class StateStore(Protocol):
@@ -298,3 +298,20 @@ def fixed_prompt_tokens(
     from tether.tokens import count_tokens, fixed_tokens
 
     return fixed_tokens(system, ((d.name, d.description, d.input_schema) for d in defs), count or count_tokens)
+
+
+def without_secrets(text: str) -> str:
+    """``text`` without the secrets this process holds (:func:`tether.config.known_secrets`): a
+    tool, a provider or a middleware may quote its key in an error ("auth failed with sk-..."), and
+    what the run says goes into its reason, its trace, its saved state, its session and the log."""
+    from tether.config import known_secrets
+    from tether.providers.http import scrubbed
+
+    return scrubbed(text, known_secrets())
+
+
+def told(exc: BaseException, *, traced: bool = False) -> str:
+    """What an exception says (with its traceback, when ``traced``), without the secrets."""
+    import traceback
+
+    return without_secrets("".join(traceback.format_exception(exc)).rstrip() if traced else str(exc))

@@ -12,7 +12,6 @@ import functools
 import logging
 import math
 import threading
-import traceback
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from tether.harness.context import (
     RunContext,
     StateStore,
     Tracer,
+    told,
     tool_definitions,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
@@ -350,9 +350,9 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
 
 
 def _crashed(rc: RunContext, exc: Exception) -> Stop:
-    _log.error("run %s stopped by an unexpected error:\n%s", rc.state.run_id, _told(exc, traced=True))
+    _log.error("run %s stopped by an unexpected error:\n%s", rc.state.run_id, told(exc, traced=True))
     rc.state.call_in_flight = None  # whatever was being asked is not coming back
-    detail = _told(exc) or "(no message)"
+    detail = told(exc) or "(no message)"
     if isinstance(exc, TetherError):
         return Stop("failed", detail)
     return Stop(
@@ -587,18 +587,8 @@ def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:
     _log.error("run %s: the final state could not be saved", state.run_id, exc_info=exc)
     if attempt == 2:  # the store itself is what failed: say so, still end the stream
         state.status, state.interruption = "failed", None
-        state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {_told(exc)})"
+        state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {told(exc)})"
 
-
-def _told(exc: BaseException, *, traced: bool = False) -> str:
-    """What an exception says (with its traceback, when ``traced``), without the secrets this
-    process holds: a tool, a provider or a middleware may quote its key ("auth failed with sk-..."),
-    and the text goes into the run's reason, its trace, its saved state and the log."""
-    from tether.config import known_secrets
-    from tether.providers.http import scrubbed
-
-    text = "".join(traceback.format_exception(exc)).rstrip() if traced else str(exc)
-    return scrubbed(text, known_secrets())
 
 
 def _done_event(rc: RunContext) -> Done:

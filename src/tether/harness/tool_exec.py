@@ -17,7 +17,7 @@ from typing import Any
 from tether.errors import RunCancelled
 from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext
+from tether.harness.context import RunContext, told, without_secrets
 from tether.harness.length import cut_answer, too_many_cuts
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, Internal, pump
@@ -59,6 +59,8 @@ def _record(
     at once), and describe it as an event."""
     if isinstance(text_or_result, ToolResult):
         parts = tuple(_clean(p) for p in text_or_result.parts())
+        if text_or_result.is_error:  # an error may quote a key (an MCP server's "bad token sk-..."): not kept
+            parts = tuple(TextPart(text=without_secrets(p.text)) if isinstance(p, TextPart) else p for p in parts)
         if text_or_result.is_error and status == "ok":
             status = "error"
     else:
@@ -675,9 +677,10 @@ def _outcome(
         rc.stop(value)
         return event
     if isinstance(value, Exception):
-        event = _record(rc, call, rc.agent.tool_error_text(call.name, value), "error", ms)
+        # The model reads it, the session and trace keep it: no key the tool quoted goes along.
+        event = _record(rc, call, without_secrets(rc.agent.tool_error_text(call.name, value)), "error", ms)
         if rc.agent.tool_errors_are_fatal:
-            rc.stop(Stop("failed", f"tool {call.name} failed: {value}"))
+            rc.stop(Stop("failed", f"tool {call.name} failed: {told(value)}"))
         return event
     wrong = _not_a_result(value)
     if wrong is not None:
