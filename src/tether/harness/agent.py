@@ -104,6 +104,9 @@ class Agent:
     fallback_models: Sequence[str | Provider] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     first_token_timeout_s: float | None = None
+    # With stream=False: seconds the whole reply may take (it has no first token). One not back by
+    # then is given up, charged as the whole answer the server may have billed, and not asked again.
+    reply_timeout_s: float | None = None
     context_windows: dict[str, int] = field(default_factory=dict)  # overrides by model string
     context_window: int | None = None  # overrides the catalog for whichever model is active
     compaction: bool = True

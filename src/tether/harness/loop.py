@@ -82,6 +82,7 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
     _check_limits(agent.max_budget_usd, agent.max_turns)
     check_first_token_timeout(agent.first_token_timeout_s)
+    check_first_token_timeout(agent.reply_timeout_s, "reply_timeout_s")
     if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
         raise ConfigError(
             f"retry must be a RetryPolicy (got {agent.retry!r}); RetryPolicy(max_attempts=1) retries nothing"

@@ -43,8 +43,15 @@ from tether.providers.base import (
     distinct_call_ids,
 )
 from tether.tokens import estimate_tokens
+from tether.usage import Usage
 
 __all__ = ["ask_model", "charge", "count_abandoned", "note_in_flight", "side_call"]
+
+
+class _ReplyTimeout(RetryableError):
+    """A reply not streamed (``stream=False``) that was not back whole within ``reply_timeout_s``.
+    The server may have written all of it and billed it: it is charged as such, and not asked again
+    of the same model (a slow but healthy reply would be paid for at every attempt)."""
 
 
 class _Attempt:
@@ -88,7 +95,8 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
             return
         except ProviderError as exc:
             # Text streamed, or a request tether gave up waiting on (as a Stop would): billed.
-            _lost(rc, in_flight, streamed, replies, sent=bool(streamed) or isinstance(exc, FirstTokenTimeout))
+            sent = bool(streamed) or isinstance(exc, FirstTokenTimeout)
+            _lost(rc, in_flight, streamed, replies, sent=sent, whole=isinstance(exc, _ReplyTimeout))
             rc.persist(durable=False)  # a kill while waiting to retry must not find the note still in flight
             async for event in _recover(rc, turn, exc):
                 yield event
@@ -124,12 +132,22 @@ async def _begin(rc: RunContext, turn: _Attempt) -> tuple[CallPlan, CallInFlight
 
 
 def _lost(
-    rc: RunContext, in_flight: CallInFlight, streamed: list[str], replies: list[ModelResponse], *, sent: bool
+    rc: RunContext,
+    in_flight: CallInFlight,
+    streamed: list[str],
+    replies: list[ModelResponse],
+    *,
+    sent: bool,
+    whole: bool = False,
 ) -> None:
     """An attempt that ended without its reply recorded: the replies the provider gave (a
     middleware failed, or Stop came, after them) are charged as it reported them; otherwise the
-    request is counted as far as it streamed, when it went out."""
-    if not replies:
+    request is counted as far as it streamed, when it went out, or (``whole``: a reply not streamed
+    that was given up) as the whole answer the server may have written."""
+    if whole and not replies:
+        usage = Usage(prompt_tokens=in_flight.prompt_tokens, completion_tokens=in_flight.max_tokens, estimated=True)
+        charge(rc, usage)
+    elif not replies:
         count_abandoned(rc, in_flight, streamed, sent=sent)
     for reply in replies:
         charge(rc, reply.message.usage)
@@ -152,7 +170,7 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     if turn.emitted:
         _fail(rc, turn, f"{exc} (after part of the reply reached the user; not retried)")
         return
-    stalled = isinstance(exc, FirstTokenTimeout)
+    stalled = isinstance(exc, FirstTokenTimeout | _ReplyTimeout)
     policy = rc.agent.retry
     wait = policy.delay(turn.attempt, exc)
     spent = turn.attempt >= policy.max_attempts or wait is None
@@ -160,19 +178,26 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         async for event in _fall_back(rc, turn, exc):
             yield event
         return
-    if wait is None:
-        _fail(
-            rc,
-            turn,
-            f"{exc} (the provider asked to wait {exc.retry_after} s; "
-            f"more than max_retry_after_s={policy.max_retry_after_s})",
-        )
+    if isinstance(exc, _ReplyTimeout) or spent:
+        _fail(rc, turn, _not_again(exc, turn.attempt, policy.max_retry_after_s, wait))
         return
-    if spent:
-        _fail(rc, turn, f"{exc} (gave up after {turn.attempt} attempts)")
-        return
+    assert wait is not None  # a wait asked for past max_retry_after_s counts as spent
     async for event in _wait_to_retry(rc, turn, exc, wait):
         yield event
+
+
+def _not_again(exc: ProviderError, attempts: int, max_retry_after_s: float, wait: float | None) -> str:
+    """Why a failed attempt is not tried again on its model, with nothing to fall back on."""
+    if isinstance(exc, _ReplyTimeout):
+        return (
+            f"{exc}; not asked again, since the server may have written (and billed) the whole reply: "
+            "raise reply_timeout_s, or stream the reply (stream=True), whose stalls first_token_timeout_s bounds"
+        )
+    if wait is None:
+        return (
+            f"{exc} (the provider asked to wait {exc.retry_after} s; more than max_retry_after_s={max_retry_after_s})"
+        )
+    return f"{exc} (gave up after {attempts} attempts)"
 
 
 async def _wait_to_retry(rc: RunContext, turn: _Attempt, exc: ProviderError, wait: float) -> AsyncIterator[Event]:
@@ -375,10 +400,12 @@ async def _provider_call(
     timeout = rc.agent.first_token_timeout_s
     turn.sent = True  # from here the provider may bill it
     if not rc.agent.stream:
+        # A reply not streamed has no first token: only the whole of it can be waited for.
+        limit = rc.agent.reply_timeout_s
         try:
-            reply = await asyncio.wait_for(rc.provider.complete(request), timeout)
+            reply = await asyncio.wait_for(rc.provider.complete(request), limit)
         except TimeoutError as exc:
-            raise FirstTokenTimeout(f"{rc.model_name}: no response within {timeout} s") from exc
+            raise _ReplyTimeout(f"{rc.model_name}: no reply within reply_timeout_s={limit} s") from exc
         replies.append(accounted(reply, request, rc.model_name))
         return replies[-1]
     if continuation is not None:

@@ -70,12 +70,12 @@ class RetryPolicy:
         return max(0.0, min(self.max_delay_s, base * (1 + spread)))
 
 
-def check_first_token_timeout(value: object) -> None:
+def check_first_token_timeout(value: object, name: str = "first_token_timeout_s") -> None:
     """``Agent(first_token_timeout_s=...)`` is None or a number of seconds above 0: 0 or less gave
     up on every request at once (each charged its prompt) and failed the run "no first token within
     0 s"; NaN was no timeout at all; a string failed the run with a TypeError."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if value is not None and not (number and value > 0):  # type: ignore[operator]
         raise ConfigError(
-            f"first_token_timeout_s must be a number of seconds above 0 (got {value!r}); leave it None for no timeout"
+            f"{name} must be a number of seconds above 0 (got {value!r}); leave it None for no timeout"
         )

@@ -1,0 +1,114 @@
+"""Providers not streamed, timeouts, and wire features not attacked before, fifth round, through
+real HTTP on loopback (the byte-for-byte server of the second round): a reply not streamed that is
+slow but healthy; structured output a server wraps in a code fence; a 200 with no choices; a call
+whose arguments are not JSON, or cut by the token limit, in a reply not streamed; Anthropic's
+``pause_turn`` and ``refusal``; a stream that trickles; a kept-alive connection the server closed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.providers.test_attack_wire_round2 import (
+    PRICE,
+    Reply,
+    WireServer,
+    assert_sound,
+    provider,
+    run_against,
+)
+from tether.errors import ConfigError
+
+Serve = Callable[[list[Reply]], WireServer]
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def serve() -> Iterator[Serve]:
+    """Start scripted servers (the second round's, byte for byte); each is shut down after the test."""
+    started: list[WireServer] = []
+
+    def start(script: list[Reply]) -> WireServer:
+        server = WireServer(script)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def completion(message: dict[str, Any], finish: str = "stop", usage: Any = None) -> bytes:
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+            "usage": usage if usage is not None else {"prompt_tokens": 100, "completion_tokens": 10},
+        }
+    ).encode()
+
+
+# --- a reply not streamed has no first token ------------------------------------------------------
+
+
+def test_a_slow_reply_not_streamed_is_not_given_up_at_the_first_token_timeout(serve: Serve, tmp_path: Path) -> None:
+    """Before: with stream=False, first_token_timeout_s bounded the whole reply: a healthy reply
+    that took longer was given up, charged its prompt only, and asked four times (each billed in
+    full by the server)."""
+    server = serve([Reply(200, [0.6, completion({"content": "slow but whole"})], JSON)] * 4)
+    out = run_against("openai", server, tmp_path, stream=False, first_token_timeout_s=0.2)
+    assert_sound(out)
+    assert out.result.status == "completed", out.result.reason
+    assert out.result.text == "slow but whole"
+    assert len(server.requests) == 1
+
+
+def test_a_reply_not_streamed_past_reply_timeout_is_charged_whole_and_not_asked_again(
+    serve: Serve, tmp_path: Path
+) -> None:
+    server = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)] * 4)
+    out = run_against("openai", server, tmp_path, stream=False, reply_timeout_s=0.2, max_tokens=1000)
+    assert_sound(out)
+    result = out.result
+    assert result.status == "failed"
+    assert "reply_timeout_s=0.2" in (result.reason or "") and "stream" in (result.reason or "")
+    assert len(server.requests) == 1  # one bill, not four
+    # Charged as the whole answer the server may have written: its prompt and max_tokens of output.
+    assert result.usage.completion_tokens == 1000 and result.usage.estimated
+    assert result.cost_usd >= PRICE.cost(result.usage.model_copy(update={"prompt_tokens": 0}))
+
+
+def test_a_reply_not_streamed_past_reply_timeout_falls_back(serve: Serve, tmp_path: Path) -> None:
+    slow = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)])
+    fast = serve([Reply(200, [completion({"content": "from the fallback"})], JSON)])
+    out = run_against(
+        "openai",
+        slow,
+        tmp_path,
+        stream=False,
+        reply_timeout_s=0.2,
+        fallback_models=[provider("openai", fast, name="backup")],
+        prices={"backup/": PRICE},
+    )
+    assert out.result.status == "completed", out.result.reason
+    assert out.result.text == "from the fallback"
+    assert len(slow.requests) == 1
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "10"])
+def test_a_reply_timeout_that_is_no_number_of_seconds_is_a_config_error(
+    serve: Serve, tmp_path: Path, value: Any
+) -> None:
+    server = serve([])
+    with pytest.raises(ConfigError, match="reply_timeout_s"):
+        run_against("openai", server, tmp_path, stream=False, reply_timeout_s=value)
+    assert server.requests == []
