@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, RunStore, run_stream, tool
+from tether.config import load_settings
 from tether.events import Done
 from tether.harness.middleware import Middleware
 from tether.messages import AssistantMessage, ToolCallPart
@@ -146,3 +147,44 @@ def test_an_error_result_quoting_a_url_password_keeps_it_nowhere(
     assert done.result.status == "completed"
     assert "bad credentials tether:***" in seen[-1] and password not in seen[-1]
     assert password not in everything_written(tmp_path)
+
+
+def test_keys_written_in_config_toml_are_kept_out_too(tmp_path: Path) -> None:
+    """An endpoint's api_key, an MCP server's env token, its header and its --token argument: a
+    server or tool that quotes one back in an error leaves it in no reason, session or trace."""
+    api_key, env_token, header, argument = planted(), planted(), planted(), planted()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f"""
+[endpoints.local]
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+api_key = "{api_key}"
+models = ["qwen"]
+
+[mcp.github]
+command = "github-mcp"
+args = ["--token", "{argument}"]
+env = {{ GITHUB_TOKEN = "{env_token}" }}
+
+[mcp.docs]
+url = "https://docs.example.com/mcp"
+headers = {{ authorization = "Bearer {header}" }}
+"""
+    )
+    load_settings(home)
+    quoted = f"keys: {api_key} {env_token} {header} {argument}"
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        raise PermissionError(quoted)
+
+    seen: list[str] = []
+    root = tmp_path / "out"
+    done = run_all(Agent(model=calls_then_answers(seen), tools=[fetch], tool_errors_are_fatal=True), root)[-1]
+    assert done.result.reason == "tool fetch failed: keys: *** *** *** ***"
+    written = everything_written(root)
+    for key in (api_key, env_token, header, argument):
+        assert key not in written

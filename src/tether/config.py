@@ -598,6 +598,7 @@ def load_settings(home: Path | None = None) -> Settings:
                 f"{path}: [endpoints.{_key(name)}] cannot be an endpoint name (it is the part of a "
                 "model string before the first /): choose a name without /"
             )
+    _HELD.update(_secrets_in(data))  # taken out of what a run says, as those in the environment
     models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(
@@ -767,23 +768,57 @@ def redacted(value: Any, key: str = "") -> Any:
 
 
 def known_secrets() -> tuple[str, ...]:
-    """The secrets this process holds in its environment, longest first, for taking out of text that
-    leaves it (a run's reason, a log line): the value of each variable whose name says it is one
-    (``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL
-    in a variable (``TETHER_DATABASE_URL``). Shorter than 8 characters, a value is no key, and
-    hiding it would garble the text."""
-    found: set[str] = set()
+    """The secrets this process holds, longest first, for taking out of text that leaves it (a
+    run's reason, a log line): those of every config.toml it loaded (what :func:`redacted` hides),
+    the value of each environment variable whose name says it is one (``OPENAI_API_KEY``,
+    ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL in one
+    (``TETHER_DATABASE_URL``). Shorter than 8 characters, a value is no key, and hiding it would
+    garble the text."""
+    found = set(_HELD)
     for name, value in os.environ.items():
         value = value.strip()
         if _secret_name(name):
             found.update({value, value.rpartition(" ")[2]})  # "Bearer X" too
         if "://" in value:
-            try:
-                password = urlsplit(value).password
-            except ValueError:
-                password = None
-            found.add(password or "")
+            found |= _url_secrets(value)
     return tuple(sorted((v for v in found if len(v) >= 8), key=len, reverse=True))
+
+
+_HELD: set[str] = set()  # the secrets of the config files loaded
+
+
+def _secrets_in(value: Any, key: str = "") -> set[str]:
+    """The strings of parsed TOML that :func:`redacted` hides (a "Bearer X" also as X)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if key in SECRET_TABLES and isinstance(v, str):
+                found.update({v.strip(), v.strip().rpartition(" ")[2]})
+            else:
+                found |= _secrets_in(v, k)
+    elif isinstance(value, list) and key == "args":
+        for arg, shown in zip(value, _redacted_args(value), strict=True):
+            if arg != shown and isinstance(arg, str):  # "X", "--token=X", "Authorization: Bearer X"
+                found.add(arg if shown == REDACTED else re.split(r"[=: ]", arg)[-1])
+    elif isinstance(value, list):
+        for v in value:
+            found |= _secrets_in(v, key)
+    elif isinstance(value, str) and (_secret_name(key) or key in SECRET_TABLES):
+        found.update({value.strip(), value.strip().rpartition(" ")[2]})
+    elif isinstance(value, str) and "://" in value:
+        found |= _url_secrets(value)
+    return found
+
+
+def _url_secrets(url: str) -> set[str]:
+    """The password of ``url`` and the values of its secret query parameters (``?api_key=X``)."""
+    from urllib.parse import parse_qsl
+
+    try:
+        parts = urlsplit(url)
+        return {parts.password or "", *(v for k, v in parse_qsl(parts.query) if _secret_name(k))}
+    except ValueError:
+        return set()
 
 
 def url_without_password(url: str, mask: str = "***") -> str:
