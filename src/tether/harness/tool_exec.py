@@ -454,9 +454,16 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
 def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
     """The call's work: the tool inside the middleware's ``wrap_tool_call`` chain."""
     key = None if tool.read_only else f"{rc.state.run_id}:{call.id}"
+    started = False
 
     async def work() -> ToolResult | str | Stop:
         async def innermost() -> ToolResult | str | Stop:
+            nonlocal started
+            if not started:  # once, as the tool itself starts: a call a middleware answered (a
+                # policy that judged its arguments, a limit) never started, and its arguments are
+                # not shown as a running call's
+                started = True
+                rc.emit(ToolStart(rc.state.run_id, call.id, call.name, call.arguments))
             # The run's limits left as the tool starts: a middleware may have waited while calls beside it spent.
             result: ToolResult | str = await tool.execute(args, _tool_context(rc, call, key))
             return result
@@ -480,8 +487,6 @@ def _reserve(rc: RunContext) -> float:
 
 
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
-    run_id = rc.state.run_id
-    yield ToolStart(run_id, call.id, call.name, call.arguments)
     started = time.perf_counter()
     # Only the tool's own work is inside the try: a failure to record its result (the store) is
     # not the tool's failure, and must not give the call a second result.
@@ -574,7 +579,6 @@ async def _one(
     async with limit:
         if rc.signal.cancelled:  # Stop came before its turn: it never starts (a resume runs it)
             return
-        rc.emit(ToolStart(rc.state.run_id, call.id, call.name, call.arguments))
         order.started.add(i)
         started = time.perf_counter()
         value: Any
