@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tests.providers.test_attack_wire_round2 import (
     PRICE,
     Reply,
     WireServer,
     assert_sound,
+    chunk,
     provider,
     run_against,
 )
@@ -112,3 +114,81 @@ def test_a_reply_timeout_that_is_no_number_of_seconds_is_a_config_error(
     with pytest.raises(ConfigError, match="reply_timeout_s"):
         run_against("openai", server, tmp_path, stream=False, reply_timeout_s=value)
     assert server.requests == []
+
+
+# --- a refusal ----------------------------------------------------------------------------------
+
+
+class Answer(BaseModel):
+    city: str
+    n: int
+
+
+REFUSAL = "I can't help with that."
+
+
+def anthropic_message(stop: str, content: list[dict[str, Any]]) -> bytes:
+    return json.dumps(
+        {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": content,
+            "stop_reason": stop,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+    ).encode()
+
+
+REFUSALS = {
+    "openai, not streamed": (
+        "openai",
+        False,
+        Reply(200, [completion({"content": None, "refusal": REFUSAL})], JSON),
+    ),
+    "openai, streamed": (
+        "openai",
+        True,
+        Reply(
+            200,
+            [
+                chunk({"role": "assistant", "content": None, "refusal": ""}),
+                chunk({"refusal": REFUSAL}),
+                chunk({}, "stop"),
+                b"data: [DONE]\n\n",
+            ],
+        ),
+    ),
+    "anthropic, not streamed": (
+        "anthropic",
+        False,
+        Reply(200, [anthropic_message("refusal", [{"type": "text", "text": REFUSAL}])], JSON),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_a_refusal_is_said_in_its_words_and_a_structured_answer_is_not_asked_again(
+    serve: Serve, tmp_path: Path, case: str
+) -> None:
+    """Before: OpenAI's ``refusal`` field was not read (the reply was empty), and with an output
+    type every refusal was sent back for a correction and paid for three times, the run failing
+    "the answer is empty" or "not valid JSON" with the model's words nowhere."""
+    kind, stream, reply = REFUSALS[case]
+    server = serve([reply] * 3)
+    out = run_against(kind, server, tmp_path, stream=stream, output_type=Answer)
+    assert_sound(out)
+    assert out.result.status == "failed"
+    assert REFUSAL in (out.result.reason or "") and "refused" in (out.result.reason or "")
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_openai_refusal_without_an_output_type_is_the_answer_in_its_words(
+    serve: Serve, tmp_path: Path, stream: bool
+) -> None:
+    reply = REFUSALS["openai, streamed" if stream else "openai, not streamed"][2]
+    out = run_against("openai", serve([reply]), tmp_path, stream=stream)
+    assert out.result.status == "completed"
+    assert out.result.text == REFUSAL

@@ -157,6 +157,10 @@ def check_answer(rc: RunContext, last: AssistantMessage) -> Stop | None:
     agent, messages = rc.agent, rc.state.messages
     spec = output_spec(agent)
     assert spec is not None
+    if last.finish_reason == "refusal":  # asked again, it refuses again (and is paid again)
+        return Stop(
+            "failed", f"the model refused to answer in {spec.request.name}: {last.text.strip() or '(no words)'}"
+        )
     try:
         spec.parse(last.text)
     except InvalidOutput as exc:

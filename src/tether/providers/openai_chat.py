@@ -287,6 +287,19 @@ def _arguments_text(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+# The finish reason of a reply in which the model refused (OpenAI's ``refusal`` field, Anthropic's
+# ``stop_reason: refusal``): its words are the reply's text, and a structured answer is not asked again.
+REFUSED = "refusal"
+
+
+def _refusal(message: dict[str, Any]) -> str:
+    """The words of a refusal (OpenAI sends them in ``refusal``, with no ``content``, when the model
+    declines; structured outputs above all): left unread, the reply was empty, and a structured
+    answer was corrected and paid for again and again."""
+    refusal = message.get("refusal")
+    return refusal if isinstance(refusal, str) else ""
+
+
 # Finish reasons of a reply the server gave up on (vLLM and SGLang: "abort", when a request is
 # preempted or aborted; "error" when generation failed): what came is not the model's whole reply.
 _ABORTED = ("abort", "error")
@@ -305,6 +318,8 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
         msg = choice["message"]
         parts: list[TextPart | ToolCallPart | ReasoningPart] = []
         text, reasoning = reply_pieces(msg)
+        refused = _refusal(msg)
+        text += refused
         if reasoning:
             parts.append(ReasoningPart(text=reasoning))
         if text:
@@ -317,7 +332,7 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
             content=tuple(parts),
             model=model,
             usage=_usage(data.get("usage")) or Usage(estimated=True),
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=REFUSED if refused else choice.get("finish_reason"),
         )
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         raise ResponseError(
@@ -422,6 +437,7 @@ class StreamAssembler:
         self.calls: dict[int, dict[str, Any]] = {}
         self._moved: dict[int, int] = {}  # a wire index → the call now continued under it
         self.finish_reason: str | None = None
+        self.refused = False  # a ``refusal`` came: the reply's finish reason is REFUSED
         self.usage: Usage | None = None
 
     def feed(self, chunk: Any) -> list[StreamText | StreamReasoning]:
@@ -444,9 +460,11 @@ class StreamAssembler:
             if reasoning:
                 self.reasoning.append(reasoning)
                 out.append(StreamReasoning(reasoning))
-            if text:
-                self.text.append(text)
-                out.append(StreamText(text))
+            refused = _refusal(delta)
+            self.refused = self.refused or bool(refused)
+            if text + refused:
+                self.text.append(text + refused)
+                out.append(StreamText(text + refused))
             written = "".join([self._feed_call(tc) for tc in delta.get("tool_calls") or []])
             if delta.get("tool_calls") and (written or not out):
                 out.append(StreamText("", written))  # a call streams no text: an empty delta says the reply goes on
@@ -515,7 +533,7 @@ class StreamAssembler:
             content=tuple(parts),
             model=self.model,
             usage=self.usage or Usage(estimated=True),
-            finish_reason=self.finish_reason,
+            finish_reason=REFUSED if self.refused else self.finish_reason,
         )
 
 
