@@ -188,3 +188,46 @@ headers = {{ authorization = "Bearer {header}" }}
     written = everything_written(root)
     for key in (api_key, env_token, header, argument):
         assert key not in written
+
+
+def test_an_extension_quoting_a_key_as_it_starts_leaves_it_out_of_the_served_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served run refused before it began (an MCP server that would not start, an extension
+    that could not sign in): its ``done`` event and its saved state carry the reason, not the key."""
+    from tether.cancel import CancelSignal
+    from tether.harness.state import RunState
+    from tether.server.runs import drive
+    from tether.server.store import TurnRecord
+
+    key = planted()
+    monkeypatch.setenv("GITHUB_TOKEN", key)
+
+    class SignsIn:
+        async def start(self) -> None:
+            raise RuntimeError(f"github said 401 Bad credentials for token {key}")
+
+    agent = Agent(model=FunctionModel(lambda m, r: "ok"), extensions=[SignsIn()])
+    store = RunStore(tmp_path / "runs")
+    state = RunState(session_id="s1")
+    turn = TurnRecord("m1", state.run_id, "s1", "ann", "support", "t1", "hi", 0.0)
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    sessions = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    asyncio.run(
+        drive(
+            turn,
+            agent,
+            state,
+            "hi",
+            {},
+            lambda k, d: emitted.append((k, d)),
+            CancelSignal(),
+            store,
+            sessions,
+            lambda t, resumed, cost: None,
+        )
+    )
+    kind, data = emitted[-1]
+    assert kind == "done" and data["result"]["status"] == "failed"
+    assert data["result"]["reason"] == "the run could not start: github said 401 Bad credentials for token ***"
+    assert key not in everything_written(tmp_path)

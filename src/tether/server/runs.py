@@ -26,6 +26,7 @@ from tether.cancel import CancelSignal
 from tether.events import Done
 from tether.fileio import atomic_write, open_private, read_own
 from tether.harness.agent import Agent
+from tether.harness.context import without_secrets
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.store import RunStore
@@ -221,7 +222,9 @@ def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool, c
 
 def refused(state: RunState, runs: Any, new: bool, reason: str) -> dict[str, Any]:
     """The ``done`` event of a run that could not start; a new one is saved ``failed`` so it is
-    not left without an exit, a resume that was refused leaves the saved run as it is."""
+    not left without an exit, a resume that was refused leaves the saved run as it is. What the
+    failure quoted of a key (an extension that could not sign in) is taken out."""
+    reason = without_secrets(reason)
     if new:
         state.status, state.reason = "failed", reason
         with contextlib.suppress(Exception):
