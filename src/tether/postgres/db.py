@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tether.errors import ConfigError, StoreError
 
 __all__ = ["Database", "Migration", "database", "redact", "storable"]
 
 _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations are applied
+_log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def redact(url: str) -> str:
@@ -61,6 +65,8 @@ class Migration:
 
 class Database:
     """A pool of connections to one Postgres database (autocommit; ``tx()`` for a transaction)."""
+
+    retry_s = 60.0  # how long ``transact`` waits for a database that went away (a restart, a failover)
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
         try:
@@ -103,6 +109,45 @@ class Database:
         """A pooled connection inside one transaction (committed at the end, rolled back on error)."""
         with self.pool.connection() as conn, conn.transaction():
             yield conn
+
+    def transact(self, body: Callable[[Any], _T]) -> _T:
+        """``body(conn)`` in one transaction, committed; done again while the database is away (a
+        restart, a failover, the connection killed) for up to ``retry_s`` seconds. A commit whose
+        answer was lost with its connection is looked up (``pg_xact_status``), not made twice."""
+        deadline = time.monotonic() + self.retry_s
+        pause = 0.05
+        while True:
+            xid: list[str] = []
+            try:
+                with self.tx() as conn:
+                    result = body(conn)
+                    xid.append(str(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]))
+                return result
+            except Exception as exc:
+                if not (_transient(exc) or _transient(exc.__cause__)) or time.monotonic() + pause > deadline:
+                    raise
+                _log.warning("the database is away (%s); trying again", _reason(exc))
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                if xid and self._committed(xid[0], deadline, exc):
+                    return result
+
+    def _committed(self, xid: str, deadline: float, away: Exception) -> bool:
+        """Whether transaction ``xid``, whose commit was sent when its connection broke, committed."""
+        pause = 0.05
+        while True:
+            try:
+                status = self.execute("SELECT pg_xact_status(%s::xid8)", (xid,))[0][0]
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                status = "unknown"
+            if status != "in progress" and status != "unknown":
+                return bool(status == "committed")
+            if time.monotonic() + pause > deadline:
+                raise away
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def execute(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement; its rows (an empty list when it returns none)."""
@@ -194,6 +239,16 @@ def _check(conn: Any) -> None:
 
     if conn.closed or select.select([conn.fileno()], [], [], 0)[0]:
         ConnectionPool.check_connection(conn)
+
+
+def _transient(exc: BaseException | None) -> bool:
+    """A connection that broke, or a server that is restarting: worth trying again."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    code = exc.sqlstate
+    return code is None or code.startswith("08") or code in ("57P01", "57P02", "57P03")
 
 
 def _check_sequence(component: str, migrations: Sequence[Migration]) -> None:

@@ -151,7 +151,8 @@ class PgRunStore:
         header = state.model_dump(mode="json", exclude={"messages", "commit_seq"})
         messages = state.messages
         held = self._holding(run_id)
-        with self._translated(f"save run {run_id}"), self.db.tx() as conn:
+
+        def commit(conn: Any) -> tuple[int, str]:
             if not durable:
                 conn.execute("SET LOCAL synchronous_commit = off")
             count, version, seq = _locked_count(conn, run_id, state.created_at)
@@ -168,9 +169,14 @@ class PgRunStore:
                 "commit_seq = %s, updated_at = now() WHERE run_id = %s RETURNING xmin::text",
                 (_header_text(header), len(messages), state.created_at, seq + 1, run_id),
             ).fetchone()
-        state.commit_seq = seq + 1
+            return seq + 1, str(row[0])
+
+        # A database that went away for a moment (a restart, a killed connection) is waited for; a
+        # commit that landed before the connection broke counts once (Database.transact).
+        with self._translated(f"save run {run_id}"):
+            state.commit_seq, saved = self.db.transact(commit)
         if held is not None:
-            held.version = str(row[0])
+            held.version = saved
 
     def _holding(self, run_id: str) -> _Held | None:
         """This process's hold on the run, if it holds it (refused if it was lost)."""

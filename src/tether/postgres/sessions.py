@@ -89,11 +89,7 @@ class PgSessionStore:
     def _write(self, session_id: str, doing: str) -> Iterator[Any]:
         """A transaction holding the session's row (made now when new, its time of change set)."""
         with self._translated(f"{doing} session {session_id}"), self.db.tx() as conn:
-            conn.execute(
-                "INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
-                "(session_id) DO UPDATE SET updated_at = excluded.updated_at",
-                (session_id, time.time()),
-            )
+            _touch(conn, session_id)
             yield conn
 
     def load(self, session_id: str) -> list[Message]:
@@ -127,20 +123,33 @@ class PgSessionStore:
         check_session_id(session_id)
         if not messages:
             return
-        with self._write(session_id, "append to") as conn:
+        bodies = [dump_message(m) for m in messages]
+
+        def append(conn: Any) -> None:
+            _touch(conn, session_id)
             # A statement after the row lock sees every append committed before it.
             conn.execute(
                 "INSERT INTO tether_session_messages (session_id, seq, body) "
                 "SELECT %(s)s, base.n + t.i, t.body FROM unnest(%(bodies)s::text[]) WITH ORDINALITY "
                 "AS t(body, i), (SELECT COALESCE(MAX(seq), 0) AS n FROM tether_session_messages "
                 "WHERE session_id = %(s)s) AS base",
-                {"s": session_id, "bodies": [dump_message(m) for m in messages]},
+                {"s": session_id, "bodies": bodies},
             )
+
+        # Waits for a database away for a moment; an append that landed before the connection
+        # broke is not made twice (Database.transact).
+        with self._translated(f"append to session {session_id}"):
+            self.db.transact(append)
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
-        with self._write(session_id, "rewrite") as conn:
+
+        def rewrite(conn: Any) -> None:
+            _touch(conn, session_id)
             _replace(conn, session_id, messages)
+
+        with self._translated(f"rewrite session {session_id}"):
+            self.db.transact(rewrite)
 
     def list(self) -> list[SessionInfo]:
         with self._translated("list the sessions"):
@@ -179,6 +188,15 @@ class PgSessionStore:
 
     def close(self) -> None:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
+
+def _touch(conn: Any, session_id: str) -> None:
+    """Lock the session's row (made now when new) and set its time of change."""
+    conn.execute(
+        "INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
+        "(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+        (session_id, time.time()),
+    )
 
 
 def _bodies(conn: Any, session_id: str) -> list[str]:
