@@ -1169,7 +1169,8 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
                     f"call {asked['call_id']} with other arguments than the ones approved; "
                     "read GET /v1/runs/{run_id} and decide on what it shows",
                 )
-            if asked.get("still_running"):
+            question = _innermost(asked)  # a sub-agent's: its child's question (a call, a form)
+            if question.get("still_running"):
                 raise ApiError(
                     409,
                     "conflict",
@@ -1177,16 +1178,23 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
                     "wait for it to exit before deciding",
                 )
             call_id = body.call_id if asked["type"] in ("approval", "outcome_unknown") else None
-            if body.content is not None and asked["type"] != "elicitation":  # a rejection's too
+            if body.content is not None and question["type"] != "elicitation":  # a rejection's too
                 raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
             await _check_not_gone_on(core, state)
             if body.approve:
-                approve(state, call_id, reason=body.reason, content=_elicited(asked, body.content))
+                approve(state, call_id, reason=body.reason, content=_elicited(question, body.content))
             else:
                 reject(state, call_id, reason=body.reason)
             session = core.store.session(turn.session_id, user)
             core.manager.resume(turn, state, session.chosen if session else {})
             return run_view(core, turn, state)
+
+
+def _innermost(asked: dict[str, Any]) -> dict[str, Any]:
+    """The question a person answers: a sub-agent's is its child's (a grandchild's, ...)."""
+    while asked["type"] == "subagent" and isinstance(asked.get("asked"), dict):
+        asked = asked["asked"]
+    return asked
 
 
 def _elicited(asked: dict[str, Any], content: dict[str, Any] | None) -> dict[str, Any] | None:

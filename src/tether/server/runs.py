@@ -258,11 +258,32 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     elif w.type in ("subagent", "elicitation", "sampling"):
         call = next((c for c in pending_tool_calls(state) if c.id == data["call_id"]), None)
         data["args_hash"] = args_hash(call.arguments if call is not None else "")
+    if w.type == "subagent":  # what the person decides is the child's question: shown, and quoted
+        asked = _childs_question(state, w.call_id)
+        if asked is not None:
+            data["asked"] = asked
+            data["args_hash"] = args_hash(f"{data['args_hash']}\n{asked.get('call_id')}\n{asked.get('args_hash')}")
     if w.type == "elicitation" and w.requested_schema is not None:
         from tether.connectors.forms import schema_form
 
         data["form"] = schema_form(w.requested_schema, title=w.message)
     return data
+
+
+def _childs_question(state: RunState, call_id: str) -> dict[str, Any] | None:
+    """The question of the sub-agent that call ``call_id`` runs, as :func:`waiting` says it (its
+    call, its arguments as the child's model wrote them, a form), read from the child's state the
+    parent keeps; None when that state is not there."""
+    from tether.harness.subagent import children
+
+    saved = children(state).get(call_id)
+    if not isinstance(saved, dict) or saved.get("done"):
+        return None
+    try:
+        child = RunState.model_validate(saved)
+    except ValueError:
+        return None
+    return waiting(child)
 
 
 async def drive(

@@ -231,7 +231,7 @@ class Turn {
     this.messageId = messageId;
     this.runId = runId;
     this.lastId = null;
-    this.steps = new Map(); // call_id -> step
+    this.steps = new Map(); // call_id (a sub-agent's: run_id/call_id) -> step
     this.segment = null; // the answer text being streamed
     this.waiting = null; // what the run stopped for: {call_id, tool_name, args, args_hash, type}
     this.stopped = false; // the last done was a stop for a decision, not the end
@@ -286,8 +286,14 @@ class Turn {
     }
   }
 
+  // A sub-agent's calls are numbered by its own model: "call_1" of the child is not the parent's.
+  stepKey(ev) {
+    return ev.run_id && this.runId && ev.run_id !== this.runId ? `${ev.run_id}/${ev.call_id}` : ev.call_id;
+  }
+
   step(ev) {
-    let step = this.steps.get(ev.call_id);
+    const key = this.stepKey(ev);
+    let step = this.steps.get(key);
     if (!step) {
       step = { node: el("div", { class: "step" }) };
       step.name = el("span", { class: "tool-name", text: ev.tool_name });
@@ -295,7 +301,7 @@ class Turn {
       step.badge = el("span", { class: "badge" });
       step.label = el("span", { class: "progress muted" });
       step.node.append(el("div", { class: "step-line" }, step.name, step.args, step.badge, step.label));
-      this.steps.set(ev.call_id, step);
+      this.steps.set(key, step);
       this.segment = null; // text after a tool call is a new paragraph of the answer
       this.place(step.node);
     }
@@ -331,19 +337,33 @@ class Turn {
   }
 
   on_approval_required(ev) {
+    if (this.stepKey(ev) !== ev.call_id) { // a sub-agent's call: decided as the parent's run waits (its waiting)
+      this.setBadge(this.step(ev), "needs approval");
+      return;
+    }
     this.ask({ ...ev, type: ev.reason });
   }
 
   // A card asking the person to decide: from an approval_required event, or from the run's
   // `waiting` (what a reloaded page, or a guardrail's question, has instead of the event).
+  // A sub-agent's question is its child's (a call, a form): the card shows that one, and the decision
+  // quotes the parent's call and the hash that binds it to the question shown.
   ask(waiting) {
-    if (this.waiting?.call_id === waiting.call_id && this.card?.isConnected) return;
+    if (this.waiting?.call_id === waiting.call_id && this.waiting?.args_hash === waiting.args_hash
+      && this.card?.isConnected) return;
     const known = this.steps.has(waiting.call_id) || waiting.tool_name;
     const step = known ? this.step(waiting) : null;
-    const badge = { outcome_unknown: "outcome unknown", elicitation: "asks you" }[waiting.type] || "needs approval";
+    const via = [];
+    let shown = waiting;
+    while (shown.type === "subagent" && shown.asked) {
+      via.push(shown.tool_name);
+      shown = shown.asked;
+    }
+    if (via.length) shown = { ...shown, call_id: waiting.call_id, args_hash: waiting.args_hash, via };
+    const badge = { outcome_unknown: "outcome unknown", elicitation: "asks you" }[shown.type] || "needs approval";
     if (step) this.setBadge(step, badge);
     this.card?.remove();
-    this.card = waiting.type === "elicitation" ? questionCard(this, waiting) : approvalCard(this, waiting);
+    this.card = shown.type === "elicitation" ? questionCard(this, shown) : approvalCard(this, shown);
     if (step) step.node.append(this.card);
     else this.place(this.card);
     this.waiting = waiting;
@@ -355,17 +375,18 @@ class Turn {
 
   // Marks the call decided: when the decision was posted, and again (idempotent) when its event comes.
   decided(callId, approved, reason, ev = null, words = approved ? "Allowed" : "Denied") {
-    const step = (ev || this.steps.has(callId)) ? this.step(ev || { call_id: callId }) : null;
+    const key = ev ? this.stepKey(ev) : callId; // a sub-agent's decision is on its own call
+    const step = (ev || this.steps.has(key)) ? this.step(ev || { call_id: callId }) : null;
     if (step) this.setBadge(step, approved ? "approved" : "rejected");
-    if (this.waiting?.call_id === callId) {
+    if (key === callId && this.waiting?.call_id === callId) {
       this.card?.remove();
       this.waiting = null;
     }
     const text = reason ? `${words}: ${reason}` : words;
-    const line = this.node.querySelector(`.decision[data-call="${CSS.escape(callId)}"]`);
+    const line = this.node.querySelector(`.decision[data-call="${CSS.escape(key)}"]`);
     if (line) {
       if (reason) line.textContent = text; // an event without words keeps the ones typed
-    } else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": callId, text }));
+    } else (step ? step.node : this.body).append(el("div", { class: "decision", "data-call": key, text }));
   }
 
   on_retry(ev) { this.note(`Retrying (attempt ${ev.attempt}): ${ev.reason}`); }
@@ -523,6 +544,7 @@ function approvalCard(turn, ev) {
     repeated.length ? el("p", { class: "error", text: `The arguments name ${repeated.join(", ")} more than once: `
       + "the tool gets only the last value of each." }) : null,
     why ? el("p", { class: "muted", text: why }) : null,
+    ev.via ? el("p", { class: "muted", text: `The sub-agent ${ev.via.join(" → ")} asks for this call.` }) : null,
     reason,
     el("div", { class: "approval-buttons" },
       el("button", { type: "button", class: "allow", text: "Allow", onclick: () => decide(true) }),
@@ -552,7 +574,8 @@ function refused(turn, err) {
 function questionCard(turn, ev) {
   const error = el("p", { class: "error", role: "alert" });
   const card = el("div", { class: "approval question", role: "group", "aria-label": `${ev.server} asks you` },
-    el("p", { class: "approval-q" }, el("strong", { text: ev.server }), " asks you: ", el("span", { text: ev.message })));
+    el("p", { class: "approval-q" }, el("strong", { text: ev.server }), " asks you: ", el("span", { text: ev.message })),
+    ev.via ? el("p", { class: "muted", text: `During a call of the sub-agent ${ev.via.join(" → ")}.` }) : null);
   const answer = async (approve, content, form = null) => {
     card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
     try {

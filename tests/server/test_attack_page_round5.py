@@ -1,0 +1,197 @@
+"""The page of ``tether serve`` and what it shows a person deciding, attacked from outside (a fifth
+round): a sub-agent's question, a question that changed while a tab showed the earlier one, in a
+real headless Chromium on loopback and through the API. Each test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+
+from playwright.sync_api import Browser, Page, expect
+
+from tests.server.conftest import NEEDS_CHROMIUM, read_events, wait_until
+from tests.server.test_page import last_turn
+
+expect.set_options(timeout=15_000)
+
+
+# A parent whose sub-agent "cleaner" asks before it wipes a folder; told "twice", the child asks for
+# a second, far worse wipe after the first is allowed.
+AGENTS = """
+import os
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.messages import ToolMessage, text_of
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+WORKSPACE = Path(os.environ["TETHER_TEST_WORKSPACE"])
+
+
+@tool(needs_approval=True)
+def wipe(path: str) -> str:
+    \"\"\"Deletes a folder.\"\"\"
+    with open(WORKSPACE / "wiped.txt", "a") as f:
+        f.write(path + "\\n")
+    return "wiped " + path
+
+
+def child_reply(messages, request):
+    done = sum(isinstance(m, ToolMessage) for m in messages)
+    if done == 0:
+        return call("w1", "wipe", {"path": "cache"})
+    if done == 1 and "twice" in text_of(messages[:2]):
+        return call("w2", "wipe", {"path": "/"})
+    return "child done"
+
+
+def parent_reply(messages, request):
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return "all clean"
+    asked = text_of(messages[-1:])
+    return call("c1", "cleaner", {"task": "clean twice" if "twice" in asked else "clean the cache"})
+
+
+child = Agent(FunctionModel(child_reply), tools=[wipe], max_turns=6)
+agents = {"boss": Agent(FunctionModel(parent_reply), tools=[child.as_tool("cleaner", "Cleans up")], max_turns=6)}
+"""
+
+
+def _module(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agents.py"
+    path.write_text(text)
+    return path
+
+
+def _open(page: Page, server: Any) -> None:
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+
+
+def _ask(page: Page, text: str) -> None:
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+def _wiped(tmp_path: Path) -> str:
+    path = tmp_path / "workspace0" / "wiped.txt"
+    return path.read_text() if path.exists() else ""
+
+
+def test_a_decision_quoting_a_sub_agents_earlier_question_is_refused(served: Any, tmp_path: Path) -> None:
+    """The parent waited on the same call (c1, same arguments) while its child asked first for
+    ``wipe cache``, then, once allowed, for ``wipe /``: the decision quoted only the parent's call,
+    so a second Allow from a tab still showing "wipe cache" allowed "wipe /". Now ``waiting`` carries
+    the child's question under ``asked``, its ``args_hash`` binds it, and the stale one gets 409."""
+    server = served(agents_module=_module(tmp_path, AGENTS))
+    c = server.client()
+    sid = c.post("/v1/sessions", json={}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "clean twice"}).json()["run_id"]
+    read_events(c, f"/v1/runs/{run_id}/events")
+    first = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+    assert first["type"] == "subagent" and first["call_id"] == "c1"
+    seen = {"call_id": first["call_id"], "args_hash": first["args_hash"], "approve": True}
+    assert c.post(f"/v1/runs/{run_id}/decision", json=seen).status_code == 202
+
+    def asks_again() -> Any:  # the first wipe made, the run waiting again
+        view = c.get(f"/v1/runs/{run_id}").json()
+        return view["waiting"] if not view["live"] and view["waiting"] and _wiped(tmp_path) else None
+
+    second = wait_until(asks_again, what="the child's second question")
+    r = c.post(f"/v1/runs/{run_id}/decision", json=seen)  # the other tab, still showing "wipe cache"
+    assert r.status_code == 409, r.text
+    assert _wiped(tmp_path) == "cache\n"
+    assert first["asked"]["tool_name"] == "wipe" and first["asked"]["arguments"] == '{"path": "cache"}'
+    assert second["asked"]["call_id"] == "w2" and second["asked"]["args"] == {"path": "/"}
+    assert second["args_hash"] != first["args_hash"]
+
+
+@NEEDS_CHROMIUM
+def test_a_sub_agents_question_is_shown_as_the_childs_call_and_decided_on_it(
+    served: Any, browser: Browser, tmp_path: Path
+) -> None:
+    """A sub-agent whose child asked to run ``wipe {"path": "cache"}``: the page made its card from
+    the child's event (call w1), Allow got 409, and the card became "Allow cleaner?" with no
+    arguments: the person never saw what the child would do. Then, with two tabs on the run, once one
+    allowed the first wipe and the child asked for ``wipe /`` on the same parent call, the other tab's
+    Allow was refused and it kept its card for the earlier question (a card for that call was shown
+    already): each Allow refused again, the new question never shown. Now the card shows the child's
+    tool and arguments and which sub-agent asks, Allow reaches the child's call, and a refused tab
+    shows the question the run waits for now."""
+    server = served(agents_module=_module(tmp_path, AGENTS))
+    errors: list[str] = []
+    context = browser.new_context()
+    one, two = context.new_page(), context.new_page()
+    for tab in (one, two):
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    _open(one, server)
+    one.click("#new-chat")
+    _ask(one, "clean twice")
+    card = last_turn(one).locator(".approval")
+    expect(card.locator(".approval-q strong")).to_have_text("wipe")
+    expect(card.locator(".approval-q code")).to_have_text('{"path":"cache"}')
+    expect(card).to_contain_text("The sub-agent cleaner asks for this call.")
+    two.goto(one.url)
+    expect(last_turn(two).locator(".approval-q code")).to_have_text('{"path":"cache"}')
+    card.get_by_role("button", name="Allow").click()
+    expect(last_turn(one).locator(".approval-q code")).to_have_text('{"path":"/"}')
+    assert _wiped(tmp_path) == "cache\n"
+    last_turn(two).get_by_role("button", name="Deny").click()  # meant for "wipe cache"
+    expect(last_turn(two).locator(".approval-q code")).to_have_text('{"path":"/"}')
+    expect(last_turn(two).locator(".approval")).to_have_count(1)
+    last_turn(two).get_by_role("button", name="Allow").click()
+    expect(last_turn(two).locator(".exit")).to_contain_text("completed")
+    expect(last_turn(two).locator(".answer")).to_have_text("all clean")
+    context.close()
+    assert _wiped(tmp_path) == "cache\n/\n"
+    assert errors == []
+
+
+# A parent whose sub-agent is the diner of tests/server/asking_agents.py: its MCP server asks who the
+# table is for (a form) before it books.
+DELEGATING_DINER = """
+from tether import Agent
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+from tests.server.asking_agents import agents as asking
+
+
+def reply(messages, request):
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return "booked"
+    return call("c1", "booker", {"task": "a table on Friday"})
+
+
+agents = {"host": Agent(FunctionModel(reply), tools=[asking["diner"].as_tool("booker", "Books")], max_turns=4)}
+"""
+
+
+def test_a_sub_agents_form_is_answered_with_its_values(served: Any, bookings: Path, tmp_path: Path) -> None:
+    """A child whose MCP server asked who the table is for: the decision with the form's values was
+    refused ("content answers an MCP server's question (elicitation) only", 400), since the run's
+    question was the sub-agent's, so the form could never be answered. Now ``waiting`` carries the
+    child's form under ``asked``, its values are checked against the server's schema and reach it."""
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    server = served(agents_module=_module(tmp_path, DELEGATING_DINER))
+    c = server.client()
+    sid = c.post("/v1/sessions", json={}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "book"}).json()["run_id"]
+    read_events(c, f"/v1/runs/{run_id}/events", timeout=60)
+    waiting = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+    body = {"call_id": waiting["call_id"], "args_hash": waiting["args_hash"], "approve": True}
+    wrong = c.post(f"/v1/runs/{run_id}/decision", json=body | {"content": {"name": "Ada", "guests": 40}})
+    assert wrong.status_code == 400 and "guests" in wrong.json()["error"]["message"], wrong.text
+    ok = c.post(f"/v1/runs/{run_id}/decision", json=body | {"content": {"name": "Ada", "guests": "3"}})
+    assert ok.status_code == 202, ok.text
+    assert waiting["type"] == "subagent" and waiting["asked"]["type"] == "elicitation"
+    assert waiting["asked"]["message"] == "Who is the table on Friday for?"
+    wait_until(lambda: bookings.read_text(), timeout=60, what="the booking")
+    assert bookings.read_text() == "Friday for Ada, 3 guests, window no\n"
