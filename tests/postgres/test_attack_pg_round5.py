@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -183,3 +184,37 @@ def test_a_save_whose_connection_is_killed_is_made_again_and_the_run_goes_on(pg_
     assert shipped == ["A-1"]
     saved = store.load(result.run_id)
     assert saved.status == "completed" and _texts(saved.messages)[-1] == "all shipped"
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        # a raw @ in the password: the driver takes what follows the first @ for the host
+        ("postgresql://tether:Pa55@w0rd.x@127.0.0.1:1/db", "w0rd.x"),
+        # a % that is not an escape: the driver quotes the whole password back
+        ("postgresql://tether:50%off-Pa55@127.0.0.1:1/db", "50%off-Pa55"),
+        # a space in the password: quoted back too
+        ("postgresql://tether:Pa55 w0rd@127.0.0.1:1/db", "Pa55 w0rd"),
+    ],
+)
+def test_a_database_url_the_driver_cannot_use_never_shows_its_password(
+    url: str, secret: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The docs promise a database URL is never printed with its password. A URL whose password
+    held a raw @, a % that is no escape or a space came back in the error of
+    `tether.postgres.database(url)` (and of `tether runs`, for the @) with the password, or its part
+    after the @, in clear: the driver's own message quotes it, and only the URL in front of it was
+    masked. Now both are."""
+    from tests.cli.conftest import run_main
+    from tether.errors import ConfigError
+    from tether.postgres.db import database
+
+    with pytest.raises(ConfigError, match="cannot connect to the database") as refused:
+        database(url)
+    assert secret not in str(refused.value), str(refused.value)
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TETHER_DATABASE_URL", url)
+    code, out, err = run_main("runs", capsys=capsys)
+    assert code != 0 and "Traceback" not in err, err
+    assert "cannot connect to the database" in err, err
+    assert secret not in out + err, err

@@ -37,6 +37,29 @@ def redact(url: str) -> str:
     return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
+def _scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's error about ``url``) without the password of ``url``: the driver quotes
+    a password it cannot parse (a stray % or a space), or the part of it after a raw @ as a host."""
+    from urllib.parse import unquote
+
+    from tether.config import url_without_password
+
+    mask = "\x00"
+    masked = url_without_password(url, mask)
+    start = masked.find(mask)
+    if start < 0:
+        return text
+    password = url[start : len(url) - (len(masked) - start - len(mask))]
+    after = password.partition("@")[2]
+    for secret in (password, unquote(password)):
+        if len(secret) >= 3:
+            text = text.replace(secret, "***")
+        text = text.replace(f'"{secret}"', '"***"').replace(f"'{secret}'", "'***'")
+    if after:  # "failed to resolve host 'rest-of-password@db.internal'"
+        text = re.sub(rf"{re.escape(after)}@", "***@", text)
+    return text
+
+
 def storable(value: Any) -> Any:
     """``value`` (a string, or parsed JSON) as a Postgres text or jsonb column can hold it: NUL,
     which neither can (a client may send one), becomes U+FFFD, as lone surrogates do, which UTF-8
@@ -83,7 +106,7 @@ class Database:
             psycopg.connect(url, connect_timeout=10).close()
         except Exception as exc:
             raise ConfigError(
-                f"cannot connect to the database {redact(url)}: {_reason(exc)}. Check "
+                f"cannot connect to the database {redact(url)}: {_reason(exc, url)}. Check "
                 "database_url in config.toml (or $TETHER_DATABASE_URL) and that the "
                 "server is running."
             ) from None
@@ -170,7 +193,7 @@ class Database:
             except psycopg.Error as exc:  # rolled back: nothing of it was applied
                 raise StoreError(
                     f"could not create or update the {component} tables in the database {redact(self.url)} "
-                    f"({_reason(exc)}); nothing was changed. tether's user there needs the right to create "
+                    f"({_reason(exc, self.url)}); nothing was changed. tether's user there needs the right to create "
                     "tables, and the names tether_* must be free for tether's own"
                 ) from exc
             self._migrated.add(component)
@@ -257,9 +280,9 @@ def _check_sequence(component: str, migrations: Sequence[Migration]) -> None:
         raise StoreError(f"the {component} migrations are not numbered 1, 2, 3, ...: {versions}")
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, url: str = "") -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return redact(text)[:300]
+    return redact(_scrubbed(text, url) if url else text)[:300]
 
 
 _pools: dict[str, Database] = {}
