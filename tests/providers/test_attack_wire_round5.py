@@ -25,7 +25,10 @@ from tests.providers.test_attack_wire_round2 import (
     provider,
     run_against,
 )
+from tether import tool
 from tether.errors import ConfigError
+from tether.messages import ImagePart, TextPart
+from tether.tools import ToolResult
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -192,3 +195,66 @@ def test_an_openai_refusal_without_an_output_type_is_the_answer_in_its_words(
     out = run_against("openai", serve([reply]), tmp_path, stream=stream)
     assert out.result.status == "completed"
     assert out.result.text == REFUSAL
+
+
+# --- images a model does not read ---------------------------------------------------------------
+
+
+@tool
+def screenshot() -> ToolResult:
+    """Take a screenshot."""
+    return ToolResult(content=[TextPart(text="the screen"), ImagePart(data="iVBORw0KGgo=", media_type="image/png")])
+
+
+def _call_screenshot(kind: str) -> bytes:
+    if kind == "openai":
+        call = {"id": "a", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}
+        return completion({"content": None, "tool_calls": [call]}, "tool_calls")
+    return anthropic_message("tool_use", [{"type": "tool_use", "id": "a", "name": "screenshot", "input": {}}])
+
+
+IMAGE_REFUSALS = {
+    # vLLM serving a model without vision
+    "vllm": ("openai", 400, {"object": "error", "message": "At most 0 image(s) may be provided in one request."}),
+    # llama.cpp's server without an mmproj answers 500
+    "llama.cpp": (
+        "openai",
+        500,
+        {"error": {"code": 500, "message": "image input is not supported - hint: provide the mmproj"}},
+    ),
+    "anthropic-compatible": (
+        "anthropic",
+        400,
+        {"type": "error", "error": {"type": "invalid_request_error", "message": "this model does not support images"}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(IMAGE_REFUSALS))
+def test_images_a_model_does_not_read_fail_once_naming_the_model_and_what_to_do(
+    serve: Serve, tmp_path: Path, case: str
+) -> None:
+    """Before: the server's JSON was the reason ("HTTP 400: {"object": "error", ...}"), or, for
+    llama.cpp's 500, the request was sent four times before failing "HTTP 500"."""
+    kind, status, error = IMAGE_REFUSALS[case]
+    refused = Reply(status, [json.dumps(error).encode()], JSON)
+    server = serve([Reply(200, [_call_screenshot(kind)], JSON), refused, refused, refused, refused])
+    out = run_against(
+        kind, server, tmp_path, stream=False, tools=[screenshot], model=provider(kind, server, name="local")
+    )
+    assert_sound(out)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed"
+    assert "the model local/" in reason and "images" in reason and "Use a model that does" in reason, reason
+    assert len(server.requests) == 2  # the call, then the one refusal: not retried
+
+
+def test_an_error_about_images_in_a_request_without_any_is_left_as_the_server_said(
+    serve: Serve, tmp_path: Path
+) -> None:
+    error = {"object": "error", "message": "image_url is not a valid field"}
+    server = serve([Reply(400, [json.dumps(error).encode()], JSON)])
+    out = run_against("openai", server, tmp_path, stream=False)
+    assert out.result.status == "failed"
+    assert "refused the request's images" not in (out.result.reason or "")
+    assert "image_url is not a valid field" in (out.result.reason or "")

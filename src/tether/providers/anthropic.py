@@ -74,6 +74,7 @@ from tether.providers.http import (
     assembled,
     checked_base_url,
     clean_arguments,
+    images_refused,
     model_ids,
     read_json,
     stream_reply,
@@ -534,7 +535,8 @@ class AnthropicProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         with self._http.scrubbing():  # what a reply quotes back of the key never leaves here
-            response = await self._http.request("POST", "/v1/messages", self._body(request, False))
+            with images_refused(self.name, f"{self.name}/{request.model}", request.messages):
+                response = await self._http.request("POST", "/v1/messages", self._body(request, False))
             message = parse_message(
                 read_json(response, self.name),
                 self._model_name(request),
@@ -546,7 +548,8 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, True)
         with self._http.scrubbing():
-            response = await self._http.request("POST", "/v1/messages", body, stream=True)
+            with images_refused(self.name, f"{self.name}/{request.model}", request.messages):
+                response = await self._http.request("POST", "/v1/messages", body, stream=True)
             assembler = MessagesAssembler(
                 self._model_name(request), self.name, answers=request.output_schema is not None
             )

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tether.errors import (
@@ -33,7 +33,7 @@ from tether.errors import (
     UnreachableError,
     classify_http_error,
 )
-from tether.messages import AssistantMessage, clean_value
+from tether.messages import AssistantMessage, ImagePart, Message, clean_value
 from tether.providers.auth import Credentials, is_loopback
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
 
@@ -46,6 +46,7 @@ __all__ = [
     "close_clients",
     "decode_json",
     "env_proxy",
+    "images_refused",
     "model_ids",
     "pooled_client",
     "read_json",
@@ -94,6 +95,50 @@ def transport_error(exc: BaseException, provider: str, doing: str, *, host: str 
     if isinstance(exc, httpx.TransportError | OSError):
         return RetryableError(f"{provider}: the connection failed {doing} ({kind})", provider=provider)
     return ResponseError(f"{provider}: the answer could not be read {doing} ({kind})", provider=provider)
+
+
+# What an error says when a server refuses a request's images (a model without vision): OpenAI's
+# "image_url is only supported by certain models", vLLM's "At most 0 image(s) may be provided",
+# llama.cpp's "image input is not supported" (as HTTP 500), Ollama's "does not support images".
+_IMAGE_WORDS = ("image", "vision", "multimodal", "mmproj")
+
+
+@contextlib.contextmanager
+def images_refused(provider: str, model: str, messages: Sequence[Message]) -> Iterator[None]:
+    """A request carrying images that the server refuses (400, 422, or llama.cpp's 500) with an
+    error about them fails at once, saying the model takes no images and what to do: as sent, it
+    read as the server's JSON, or (llama.cpp) as a failure retried four times, and the next request
+    carries the same images."""
+    try:
+        yield
+    except (BadRequestError, RetryableError) as exc:
+        status = exc.status
+        said = f"{exc} {exc.body}".lower()
+        if status not in (400, 422, 500) or not any(w in said for w in _IMAGE_WORDS) or not _has_images(messages):
+            raise
+        raise BadRequestError(
+            f"{provider}: the model {model} refused the request's images (HTTP {status}: {_detail(exc)}): it may "
+            "not read images. Use a model that does, or tools that return text instead of images.",
+            provider=provider,
+            status=status,
+            body=exc.body,
+        ) from exc
+
+
+def _has_images(messages: Sequence[Message]) -> bool:
+    return any(isinstance(p, ImagePart) for m in messages for p in m.content)
+
+
+def _detail(exc: ProviderError) -> str:
+    """The error's own message, when its body is JSON that has one; else the body's first words."""
+    try:
+        data = json.loads(exc.body)
+    except ValueError:
+        data = None
+    error = data.get("error", data) if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    text = message if isinstance(message, str) else exc.body or str(exc)
+    return " ".join(text.split())[:300]
 
 
 def _proxy_refused(exc: BaseException, provider: str, host: str, via: str) -> ProviderError:

@@ -58,6 +58,7 @@ from tether.providers.http import (
     assembled,
     checked_base_url,
     clean_arguments,
+    images_refused,
     model_ids,
     read_json,
     stream_reply,
@@ -655,7 +656,8 @@ class OpenAIChatProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         with self._http.scrubbing():  # what a reply quotes back of the key never leaves here
-            response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
+            with images_refused(self.name, f"{self.name}/{request.model}", request.messages):
+                response = await self._http.request("POST", "/chat/completions", self._body(request, stream=False))
             data = read_json(response, self.name)
             message = parse_completion(data, request.model, self.name)
         return ModelResponse(self._finished(message, _usage(data.get("usage")), request))
@@ -663,7 +665,8 @@ class OpenAIChatProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = self._body(request, stream=True)
         with self._http.scrubbing():
-            response = await self._http.request("POST", "/chat/completions", body, stream=True)
+            with images_refused(self.name, f"{self.name}/{request.model}", request.messages):
+                response = await self._http.request("POST", "/chat/completions", body, stream=True)
             assembler = StreamAssembler(request.model, self.name)
             async for event in stream_reply(response, self.name, assembler):
                 yield event
