@@ -8,11 +8,16 @@ Planted fake keys in the environment; every file tether wrote is read back for t
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tether import Agent, RunStore, run_stream, tool
@@ -231,3 +236,71 @@ def test_an_extension_quoting_a_key_as_it_starts_leaves_it_out_of_the_served_run
     assert kind == "done" and data["result"]["status"] == "failed"
     assert data["result"]["reason"] == "the run could not start: github said 401 Bad credentials for token ***"
     assert key not in everything_written(tmp_path)
+
+
+def mcp_config(key: str, workspace: Path) -> str:
+    """An MCP server whose token is in its env table, and which says it on stderr as it fails."""
+    said = "import os, sys; sys.stderr.write('bad token ' + os.environ['GITHUB_TOKEN'] + chr(10)); sys.exit(1)"
+    return f"""
+[mcp.gh]
+command = {json.dumps(sys.executable)}
+args = ["-c", {json.dumps(said)}]
+env = {{ GITHUB_TOKEN = "{key}" }}
+
+[agents.support]
+model = "scripted/plan"
+mcp = ["gh"]
+cwd = {json.dumps(str(workspace))}
+"""
+
+
+def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api_and_the_server_log(
+    tmp_path: Path,
+) -> None:
+    """`tether run --mcp gh` printed "did not start ... (its last words: bad token <key>)";
+    `tether serve` wrote the same in its log, its ``done`` event and the run it saved."""
+    from tests.server.conftest import serve_process
+
+    key = planted()
+    home, workspace = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    workspace.mkdir()
+    (home / "config.toml").write_text(mcp_config(key, workspace))
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tether",
+            "run",
+            "--model",
+            "scripted/plan",
+            "--cwd",
+            str(workspace),
+            "--mcp",
+            "gh",
+            "hi",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2 and "its last words: bad token ***" in ran.stderr, ran.stderr
+    assert key not in ran.stdout + ran.stderr
+
+    proc, url = serve_process(env=env)
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            sid = c.post("/v1/sessions", json={"agent": "support"}).json()["session_id"]
+            started = c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).json()
+            events = c.get(f"/v1/runs/{started['run_id']}/events", params={"after": 0}, timeout=30).text
+            seen = c.get(f"/v1/runs/{started['run_id']}").text
+    finally:
+        proc.terminate()
+        _, log = proc.communicate(timeout=30)
+    assert "its last words: bad token ***" in seen, seen
+    assert "event: done" in events, events
+    assert "could not start" in log, log
+    for text in (events, seen, log, everything_written(home).replace(mcp_config(key, workspace), "")):
+        assert key not in text

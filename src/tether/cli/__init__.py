@@ -177,6 +177,9 @@ def _log_records_in_one_line() -> None:
                     message = record.getMessage()
                     if exc is not None and str(exc) not in message:
                         message += f" ({type(exc).__name__}: {exc})"
+                from tether.harness.context import without_secrets  # ... or a key (an MCP server's last words)
+
+                message = without_secrets(message)  # the server's or a worker's log file, often
                 print(f"tether: {_shown(message, keep_newlines=True)}", file=sys.stderr, flush=True)
             except Exception:  # a record that cannot be written is not the command's error
                 self.handleError(record)
@@ -222,7 +225,9 @@ def _main(argv: list[str] | None) -> int:
             _exit_without_collecting()
         return code
     except (ConfigError, UserError, StoreError) as exc:
-        print(f"tether: {exc}", file=sys.stderr)
+        from tether.harness.context import without_secrets  # an MCP server's last words may quote its key
+
+        print(f"tether: {without_secrets(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (tether memory show | head): no traceback; what is left goes nowhere.
