@@ -258,3 +258,18 @@ def test_an_error_about_images_in_a_request_without_any_is_left_as_the_server_sa
     assert out.result.status == "failed"
     assert "refused the request's images" not in (out.result.reason or "")
     assert "image_url is not a valid field" in (out.result.reason or "")
+
+
+def test_a_reply_not_streamed_past_the_providers_read_timeout_is_charged_whole_and_not_asked_again(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """Before: the provider's read timeout (timeout_s, 600 s by default) on a reply not streamed
+    was a dropped connection: charged nothing, and asked four times, each billed by the server."""
+    server = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)] * 4)
+    model = provider("openai", server, timeout_s=0.2)
+    out = run_against("openai", server, tmp_path, stream=False, model=model, max_tokens=1000)
+    assert_sound(out)
+    assert out.result.status == "failed"
+    assert "timeout" in (out.result.reason or "") and "not asked again" in (out.result.reason or "")
+    assert len(server.requests) == 1
+    assert out.result.usage.completion_tokens == 1000 and out.result.usage.estimated

@@ -22,7 +22,7 @@ from tether.errors import (
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
 from tether.harness.accounting import accounted, charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext, fixed_prompt_tokens
+from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
 from tether.harness.length import Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
@@ -42,6 +42,7 @@ from tether.providers.base import (
     StreamText,
     distinct_call_ids,
 )
+from tether.providers.http import AnswerTimedOut
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -153,8 +154,18 @@ def _lost(
         charge(rc, reply.message.usage)
 
 
+def _hide_secrets(exc: ProviderError) -> None:
+    """A provider of one's own (``Agent(model=...)``) may quote a key tether holds in its error, as
+    a server may (:meth:`~tether.providers.http.HttpTransport.scrubbing` takes out only the key it
+    sent): it is out before a reason, a retry or a fallback says the error."""
+    exc.args = (without_secrets(str(exc)),)
+    exc.body = without_secrets(exc.body)
+    exc.headers = {k: without_secrets(v) for k, v in exc.headers.items()}
+
+
 async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncIterator[Event]:
     """Decide what a failed attempt leads to: wait and retry, trim and retry, fall back, or fail."""
+    _hide_secrets(exc)
     if isinstance(exc, ContextOverflowError):
         async for event in _overflowed(rc, turn, exc):
             yield event
@@ -191,7 +202,8 @@ def _not_again(exc: ProviderError, attempts: int, max_retry_after_s: float, wait
     if isinstance(exc, _ReplyTimeout):
         return (
             f"{exc}; not asked again, since the server may have written (and billed) the whole reply: "
-            "raise reply_timeout_s, or stream the reply (stream=True), whose stalls first_token_timeout_s bounds"
+            "allow it longer (reply_timeout_s, the provider's timeout_s), or stream the reply (stream=True), "
+            "whose stalls first_token_timeout_s bounds"
         )
     if wait is None:
         return (
@@ -406,6 +418,8 @@ async def _provider_call(
             reply = await asyncio.wait_for(rc.provider.complete(request), limit)
         except TimeoutError as exc:
             raise _ReplyTimeout(f"{rc.model_name}: no reply within reply_timeout_s={limit} s") from exc
+        except AnswerTimedOut as exc:  # the provider's own read timeout (timeout_s) came first
+            raise _ReplyTimeout(f"{rc.model_name}: no reply within the provider's timeout ({exc})") from exc
         replies.append(accounted(reply, request, rc.model_name))
         return replies[-1]
     if continuation is not None:

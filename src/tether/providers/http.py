@@ -38,6 +38,7 @@ from tether.providers.auth import Credentials, is_loopback
 from tether.providers.base import StreamReasoning, StreamText, incomplete_stream
 
 __all__ = [
+    "AnswerTimedOut",
     "HttpTransport",
     "ReplyAssembler",
     "assembled",
@@ -54,6 +55,12 @@ __all__ = [
     "stream_reply",
     "transport_error",
 ]
+
+
+class AnswerTimedOut(RetryableError):
+    """The request went out and its answer did not come within the read timeout (the provider's
+    ``timeout_s``). A stream's server answers at once and writes as it goes, so this says it has
+    not begun; a reply not streamed is written whole first, and may be written, and billed, still."""
 
 
 def transport_error(exc: BaseException, provider: str, doing: str, *, host: str = "", via: str = "") -> ProviderError:
@@ -90,6 +97,8 @@ def transport_error(exc: BaseException, provider: str, doing: str, *, host: str 
         return UnreachableError(f"{provider}: cannot reach {where} ({kind}). {advice}", provider=provider, host=host)
     if isinstance(exc, httpx.ProxyError):
         return _proxy_refused(exc, provider, host, via)
+    if isinstance(exc, httpx.ReadTimeout):
+        return AnswerTimedOut(f"{provider}: timed out {doing} ({kind})", provider=provider)
     if isinstance(exc, httpx.TimeoutException):
         return RetryableError(f"{provider}: timed out {doing} ({kind})", provider=provider)
     if isinstance(exc, httpx.TransportError | OSError):
