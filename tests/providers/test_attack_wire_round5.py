@@ -273,3 +273,21 @@ def test_a_reply_not_streamed_past_the_providers_read_timeout_is_charged_whole_a
     assert "timeout" in (out.result.reason or "") and "not asked again" in (out.result.reason or "")
     assert len(server.requests) == 1
     assert out.result.usage.completion_tokens == 1000 and out.result.usage.estimated
+
+
+# --- a 200 with nothing in it -------------------------------------------------------------------
+
+
+def test_a_reply_with_no_choices_says_so_not_an_index_error(serve: Serve, tmp_path: Path) -> None:
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 0},
+    }
+    server = serve([Reply(200, [json.dumps(body).encode()], JSON)])
+    out = run_against("openai", server, tmp_path, stream=False)
+    assert_sound(out)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed"
+    assert "no choices" in reason and "IndexError" not in reason, reason

@@ -309,6 +309,13 @@ _ABORTED = ("abort", "error")
 def parse_completion(data: Any, model: str, provider: str = "openai") -> AssistantMessage:
     """A non-streaming Chat Completions body → one assistant message (a
     :class:`~tether.errors.RetryableError` for a reply the server gave up on)."""
+    if isinstance(data, dict) and data.get("choices") == []:
+        raise ResponseError(
+            f"{provider}: the server answered with no choices, so there is no reply to read: "
+            f"{json.dumps(data, default=str)[:300]}",
+            provider=provider,
+            body=str(data)[:500],
+        )
     try:
         choice = data["choices"][0]
         if choice.get("finish_reason") in _ABORTED:
