@@ -22,8 +22,10 @@ import pytest
 
 from tether import Agent, RunStore, run_stream, tool
 from tether.config import load_settings
-from tether.events import Done
+from tether.errors import AuthError, ProviderError, QuotaExceededError, RetryableError
+from tether.events import Done, Fallback, Retry
 from tether.harness.middleware import Middleware
+from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, ToolCallPart
 from tether.sessions import JsonlSessionStore
 from tether.testing.function_model import FunctionModel
@@ -304,3 +306,30 @@ def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api
     assert "could not start" in log, log
     for text in (events, seen, log, everything_written(home).replace(mcp_config(key, workspace), "")):
         assert key not in text
+
+
+@pytest.mark.parametrize("error", [AuthError, RetryableError, QuotaExceededError])
+def test_a_providers_own_error_quoting_an_env_key_leaves_it_out_of_retries_fallbacks_and_the_reason(
+    error: type[ProviderError], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider of one's own raising tether's provider errors: the reason, the ``retry`` and
+    ``fallback`` events (the trace) and the saved run said the key it quoted."""
+    key = planted()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+
+    def refuses(messages: Any, request: Any) -> str:
+        raise error(f"my-gateway: the key {key} was refused", provider="my-gateway", body=f'{{"key": "{key}"}}')
+
+    fallback = FunctionModel(refuses, model_id="second")
+    agent = Agent(
+        model=FunctionModel(refuses),
+        fallback_models=[fallback],
+        retry=RetryPolicy(base_delay_s=0.001, max_delay_s=0.002, max_attempts=2),
+    )
+    events = run_all(agent, tmp_path)
+    done = events[-1]
+    assert done.result.status == "failed" and "my-gateway: the key *** was refused" in (done.result.reason or "")
+    said = [e for e in events if isinstance(e, Retry | Fallback)]
+    assert bool(said) == (error is not AuthError)  # an AuthError is neither retried nor passed on
+    assert all(key not in e.reason for e in said)
+    assert key not in everything_written(tmp_path)
