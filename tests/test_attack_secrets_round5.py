@@ -299,7 +299,7 @@ def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api
             events = c.get(f"/v1/runs/{started['run_id']}/events", params={"after": 0}, timeout=30).text
             seen = c.get(f"/v1/runs/{started['run_id']}").text
     finally:
-        proc.terminate()
+        proc.kill()  # every line it logs is flushed as written
         _, log = proc.communicate(timeout=30)
     assert "its last words: bad token ***" in seen, seen
     assert "event: done" in events, events
