@@ -218,3 +218,28 @@ def test_a_database_url_the_driver_cannot_use_never_shows_its_password(
     assert code != 0 and "Traceback" not in err, err
     assert "cannot connect to the database" in err, err
     assert secret not in out + err, err
+
+
+def test_a_knowledge_base_dropped_on_another_machine_is_named_not_a_raw_error(pg_url: str) -> None:
+    """`tether kb drop docs` on one machine while a server on another serves an agent with that base:
+    the server's next search failed with `IndexError: list index out of range` and its next
+    document with psycopg's ForeignKeyViolation (raw errors from inside the store). Now both say
+    the base was dropped and what to do; removing a document of it is simply nothing to remove."""
+    from tether.errors import StoreError
+    from tether.knowledge.base import KnowledgeBase
+    from tether.postgres.db import Database, database
+    from tether.postgres.knowledge import PgKnowledgeStore
+
+    served = KnowledgeBase(PgKnowledgeStore(database(pg_url), "docs"))
+    served.add_text("gaskets.txt", "gasket torque", embed=False)
+    other = Database(pg_url, max_size=1)  # the other machine
+    try:
+        assert PgKnowledgeStore.drop(other, "docs") is True
+    finally:
+        other.close()
+    with pytest.raises(StoreError, match=r"knowledge base 'docs' was dropped .* nothing was searched"):
+        served.search("gasket", mode="keyword")
+    with pytest.raises(StoreError, match=r"knowledge base 'docs' was dropped .* nothing was added"):
+        served.add_text("bolts.txt", "bolt torque", embed=False)
+    assert served.store.remove_document("gaskets.txt") is False
+    assert PgKnowledgeStore.bases(database(pg_url)) == []

@@ -193,6 +193,14 @@ class PgKnowledgeStore:
 
     # -- meta --------------------------------------------------------------------------------
 
+    def _dropped(self, what: str) -> StoreError:
+        """The base was dropped (``tether kb drop``, maybe on another machine) while this store had it open."""
+        return StoreError(
+            f"knowledge base {self.name!r} was dropped from the database {redact(self.db.url)} (tether kb drop) "
+            f"while this process had it open; {what}. Add its documents again (tether kb add) and restart the "
+            "processes that serve it, or give the agent another base"
+        )
+
     def get_meta(self, key: str) -> str | None:
         rows = self.db.execute("SELECT value FROM kb_meta WHERE kb = %s AND key = %s", (self.kb, key))
         return str(rows[0][0]) if rows else None
@@ -254,7 +262,8 @@ class PgKnowledgeStore:
         indexed = [_Indexed.of(heading, text) for _, _, heading, text, _ in chunks]
         with self.db.tx() as conn:
             # One writer per base at a time, so its counts (chunks, words, kb_terms) stay exact.
-            conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,))
+            if conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,)).fetchone() is None:
+                raise self._dropped("nothing was added")
             self._delete(conn, name)
             doc_id = int(
                 conn.execute(
@@ -431,7 +440,8 @@ class PgKnowledgeStore:
         if "\x00" in name:
             return False  # no document's name holds one
         with self.db.tx() as conn:
-            conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,))
+            if conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,)).fetchone() is None:
+                return False  # dropped with the base
             gone = self._delete(conn, name)
             if gone:
                 self._bump(conn)
@@ -473,6 +483,8 @@ class PgKnowledgeStore:
                 "ON t.kb = b.id AND t.term = ANY(%s) WHERE b.id = %s",
                 (words, self.kb),
             ).fetchall()
+            if not rows:
+                raise self._dropped("nothing was searched")
             total, length = int(rows[0][0]), int(rows[0][1])
             if total == 0:
                 return []
@@ -520,7 +532,10 @@ class PgKnowledgeStore:
         """(chunks in the base, how many chunks hold each term)."""
         if not terms:
             return 0, {}
-        total = int(self.db.execute("SELECT chunks FROM kb_bases WHERE id = %s", (self.kb,))[0][0])
+        base = self.db.execute("SELECT chunks FROM kb_bases WHERE id = %s", (self.kb,))
+        if not base:
+            raise self._dropped("nothing was searched")
+        total = int(base[0][0])
         rows = self.db.execute(
             "SELECT term, chunks FROM kb_terms WHERE kb = %s AND term = ANY(%s)", (self.kb, list(terms))
         )
@@ -539,6 +554,8 @@ class PgKnowledgeStore:
             "(SELECT chunks FROM kb_bases WHERE id = %(kb)s)",
             {"kb": self.kb},
         )
+        if chunks is None:
+            raise self._dropped("it holds nothing")
         return int(embedded), int(chunks)
 
     _INDEXED = "CASE WHEN heading = '' THEN text ELSE heading || chr(10) || text END"
@@ -692,6 +709,8 @@ class PgKnowledgeStore:
             "(SELECT count(*) FROM kb_relations r JOIN kb_documents d ON d.id = r.doc_id WHERE d.kb = %(kb)s)",
             {"kb": self.kb},
         )
+        if chunks is None:
+            raise self._dropped("it holds nothing")
         return {
             "documents": int(documents),
             "chunks": int(chunks),
