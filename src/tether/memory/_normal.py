@@ -25,7 +25,7 @@ import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 
-__all__ = ["SENTENCE_END", "Hidden", "hidden", "lines", "normalise"]
+__all__ = ["SENTENCE_END", "Hidden", "as_words", "hidden", "lines", "normalise"]
 
 # Where a normalised text is cut into sentences: after each mark (so "e.g." or "deploy.sh" is cut
 # too, into pieces too short to be judged), before the spaces that follow.
@@ -187,6 +187,18 @@ def normalise(text: str) -> str:
     text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), text)
     text = _CJK_GAP.sub("", text)
     return _SPACE.sub(" ", text).strip()
+
+
+_JOINED = re.compile(r"[^\W\d_]+(?:[-_][^\W\d_]+){2,}")  # three words or more joined by - or _
+_HUMPS = re.compile(r"(?<![^\W\d_])[A-Za-z][a-z]+(?:[A-Z][a-z]+){2,}(?![^\W\d_])")  # ThreeWordsOrMore
+
+
+def as_words(text: str) -> str:
+    """``text`` with words run together read apart: joined by dashes or underscores
+    (``ignore-all-previous-instructions``, ``ignore_all_previous``) or by capitals
+    (``IgnoreAllPreviousInstructions``); two joined words (``e-mail``, ``JavaScript``) stay."""
+    text = _JOINED.sub(lambda m: re.sub(r"[-_]+", " ", m.group(0)), text)
+    return _HUMPS.sub(lambda m: re.sub(r"(?<=[a-z])(?=[A-Z])", " ", m.group(0)), text)
 
 
 def lines(text: str) -> list[str]:

@@ -521,7 +521,8 @@ def _model_scan(text: str, depth: int) -> Finding | None:
             inner = _model_scan(decoded, depth + 1)
             if inner is not None:
                 return _encoded(inner)
-    return None
+    apart = _normal.as_words(text)  # "ignore-all-previous-instructions" read as the words it joins
+    return _model_scan(apart, depth + 1) if apart != text and depth < 3 else None
 
 
 def _likeliest_sentence(model: _model.Model, text: str) -> str:
