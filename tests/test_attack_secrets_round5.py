@@ -240,35 +240,22 @@ def test_an_extension_quoting_a_key_as_it_starts_leaves_it_out_of_the_served_run
     assert key not in everything_written(tmp_path)
 
 
-def mcp_config(key: str, workspace: Path) -> str:
-    """An MCP server whose token is in its env table, and which says it on stderr as it fails."""
-    said = "import os, sys; sys.stderr.write('bad token ' + os.environ['GITHUB_TOKEN'] + chr(10)); sys.exit(1)"
-    return f"""
-[mcp.gh]
-command = {json.dumps(sys.executable)}
-args = ["-c", {json.dumps(said)}]
-env = {{ GITHUB_TOKEN = "{key}" }}
-
-[agents.support]
-model = "scripted/plan"
-mcp = ["gh"]
-cwd = {json.dumps(str(workspace))}
-"""
-
-
-def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api_and_the_server_log(
-    tmp_path: Path,
-) -> None:
-    """`tether run --mcp gh` printed "did not start ... (its last words: bad token <key>)";
-    `tether serve` wrote the same in its log, its ``done`` event and the run it saved."""
-    from tests.server.conftest import serve_process
-
+def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli(tmp_path: Path) -> None:
+    """`tether run --mcp gh` printed "did not start ... (its last words: bad token <key>)", the
+    token being the one config.toml gives the server in its env table."""
     key = planted()
     home, workspace = tmp_path / "home", tmp_path / "ws"
     home.mkdir()
     workspace.mkdir()
-    (home / "config.toml").write_text(mcp_config(key, workspace))
-    env = {**os.environ, "TETHER_HOME": str(home)}
+    said = "import os, sys; sys.stderr.write('bad token ' + os.environ['GITHUB_TOKEN'] + chr(10)); sys.exit(1)"
+    (home / "config.toml").write_text(
+        f"""
+[mcp.gh]
+command = {json.dumps(sys.executable)}
+args = ["-c", {json.dumps(said)}]
+env = {{ GITHUB_TOKEN = "{key}" }}
+"""
+    )
     ran = subprocess.run(
         [
             sys.executable,
@@ -283,7 +270,7 @@ def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api
             "gh",
             "hi",
         ],
-        env=env,
+        env={**os.environ, "TETHER_HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -291,20 +278,52 @@ def test_an_mcp_servers_last_words_quoting_its_token_stay_out_of_the_cli_the_api
     assert ran.returncode == 2 and "its last words: bad token ***" in ran.stderr, ran.stderr
     assert key not in ran.stdout + ran.stderr
 
-    proc, url = serve_process(env=env)
+
+SIGNS_IN = """
+import os
+
+from tether import Agent
+from tether.testing import FunctionModel
+
+
+class SignsIn:
+    async def start(self):
+        raise RuntimeError("github said 401 Bad credentials for token " + os.environ["GITHUB_TOKEN"])
+
+
+agents = {"support": Agent(model=FunctionModel(lambda m, r: "ok"), extensions=[SignsIn()])}
+"""
+
+
+@pytest.mark.parametrize("run_processes", ["0", "1"])
+def test_a_key_a_served_run_could_not_start_with_stays_out_of_the_api_and_the_server_log(
+    run_processes: str, tmp_path: Path
+) -> None:
+    """`tether serve` wrote "run ... could not start: ... token <key>" in its log (and, before
+    refused() took it out, in the run's done event and saved reason), from its own process and
+    from its run processes alike."""
+    from tests.server.conftest import serve_process
+
+    key = planted()
+    home = tmp_path / "home"
+    home.mkdir()
+    module = tmp_path / "signs_in.py"
+    module.write_text(SIGNS_IN)
+    env = {**os.environ, "TETHER_HOME": str(home), "GITHUB_TOKEN": key}
+    proc, url = serve_process("--agent", str(module), "--run-processes", run_processes, env=env)
     try:
         with httpx.Client(base_url=url, timeout=30) as c:
             sid = c.post("/v1/sessions", json={"agent": "support"}).json()["session_id"]
             started = c.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).json()
-            events = c.get(f"/v1/runs/{started['run_id']}/events", params={"after": 0}, timeout=30).text
+            events = c.get(f"/v1/runs/{started['run_id']}/events", params={"after": 0}).text
             seen = c.get(f"/v1/runs/{started['run_id']}").text
     finally:
         proc.kill()  # every line it logs is flushed as written
         _, log = proc.communicate(timeout=30)
-    assert "its last words: bad token ***" in seen, seen
     assert "event: done" in events, events
+    assert "Bad credentials for token ***" in seen, seen
     assert "could not start" in log, log
-    for text in (events, seen, log, everything_written(home).replace(mcp_config(key, workspace), "")):
+    for text in (events, seen, log, everything_written(home)):
         assert key not in text
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.events import Done
+from tether.harness.context import without_secrets
 from tether.harness.state import RunState
 from tether.server.events import encode_event, event_data, for_clients
 from tether.server.runs import drive, refused, run_tracer
@@ -501,6 +502,14 @@ def _ignore(signum: int, frame: Any) -> None:
     pass
 
 
+class _WithoutSecrets(logging.Formatter):
+    """A record as the server's log shows it, traceback included, without the keys tether holds (an
+    MCP server's last words, an extension that could not sign in)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return without_secrets(super().format(record))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
@@ -508,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Ctrl-C in a terminal reaches the whole process group: the server stops the runs through us.
     signal.signal(signal.SIGINT, _ignore)  # a handler, not SIG_IGN: the tools' own processes keep Ctrl-C
-    logging.basicConfig(level=logging.WARNING, format=f"tether run process {os.getpid()}: %(message)s")
+    said = logging.StreamHandler()  # to the server's log, often a file: no key a record quotes
+    said.setFormatter(_WithoutSecrets(f"tether run process {os.getpid()}: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[said])
     return asyncio.run(_serve(int(args[0])))
 
 
