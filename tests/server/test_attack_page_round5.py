@@ -153,6 +153,74 @@ def test_a_sub_agents_question_is_shown_as_the_childs_call_and_decided_on_it(
     assert errors == []
 
 
+# A model that numbers its calls anew in each reply: "c1" pays the rent, then "c1" pays much more.
+RENUMBERING = """
+import os
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+WORKSPACE = Path(os.environ["TETHER_TEST_WORKSPACE"])
+
+
+@tool(needs_approval=True)
+def transfer(account: int, amount: int) -> str:
+    \"\"\"Sends money.\"\"\"
+    with open(WORKSPACE / "ran.txt", "a") as f:
+        f.write(f"{account} {amount}\\n")
+    return "sent"
+
+
+def reply(messages, request):
+    done = sum(isinstance(m, ToolMessage) for m in messages)
+    if done == 0:
+        return call("c1", "transfer", {"account": 7, "amount": 100})
+    if done == 1:
+        return call("c1", "transfer", {"account": 7, "amount": 90000})
+    return "finished"
+
+
+agents = {"bank": Agent(FunctionModel(reply), tools=[transfer], max_turns=6)}
+"""
+
+
+@NEEDS_CHROMIUM
+def test_a_call_id_used_again_in_a_later_reply_is_asked_about_in_a_step_of_its_own(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    """A model that numbers its calls anew ("c1" in every reply): the second transfer's card went
+    under the first transfer's line (``amount 100``, "Allowed"), and Deny on it left that "Allowed"
+    as the only word about the call, before and after a reload. Now each reply's call has its own
+    step: the card sits under the line of the call it asks about, and its decision is said there."""
+    server = served(agents_module=_module(tmp_path, RENUMBERING))
+    _open(page, server)
+    page.click("#new-chat")
+    _ask(page, "pay")
+    turn = last_turn(page)
+    turn.locator(".approval").get_by_role("button", name="Allow").click()
+    card = turn.locator(".approval")
+    expect(card.locator(".approval-q code")).to_have_text('{"account":7,"amount":90000}')
+    step = turn.locator(".step", has=page.locator(".approval"))
+    expect(step.locator(".tool-args")).to_have_text('{"account":7,"amount":90000}')
+    card.get_by_role("button", name="Deny").click()
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    for shown in (page, None):
+        if shown is None:
+            page.reload()
+            turn = last_turn(page)
+            expect(turn.locator(".exit")).to_contain_text("completed")
+        steps = turn.locator(".step")
+        expect(steps).to_have_count(2)
+        expect(steps.nth(0).locator(".tool-args")).to_have_text('{"account":7,"amount":100}')
+        expect(steps.nth(0).locator(".decision")).to_have_text("Allowed")
+        expect(steps.nth(1).locator(".tool-args")).to_have_text('{"account":7,"amount":90000}')
+        expect(steps.nth(1).locator(".decision")).to_have_text("Denied")
+    assert (tmp_path / "workspace0" / "ran.txt").read_text() == "7 100\n"
+
+
 # A parent whose sub-agent is the diner of tests/server/asking_agents.py: its MCP server asks who the
 # table is for (a form) before it books.
 DELEGATING_DINER = """
@@ -195,3 +263,32 @@ def test_a_sub_agents_form_is_answered_with_its_values(served: Any, bookings: Pa
     assert waiting["asked"]["message"] == "Who is the table on Friday for?"
     wait_until(lambda: bookings.read_text(), timeout=60, what="the booking")
     assert bookings.read_text() == "Friday for Ada, 3 guests, window no\n"
+
+
+def test_a_decision_on_a_servers_earlier_question_does_not_answer_its_next(served: Any, bookings: Path) -> None:
+    """An MCP server asked "Who travels to Lisbon?", then, in the same call, "Which class for Grace?":
+    both questions were quoted by the call's arguments alone, so Decline from a tab still showing the
+    first question declined the second, unseen. Now a question's ``args_hash`` binds its ``key``
+    too, and the earlier one's decision is refused (409); the run still waits for the second."""
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    server = served(agents_module=Path(__file__).with_name("asking_agents.py"))
+    c = server.client()
+    sid = c.post("/v1/sessions", json={}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "a trip, please"}).json()["run_id"]
+    read_events(c, f"/v1/runs/{run_id}/events", timeout=60)
+    first = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+    quote = {"call_id": first["call_id"], "args_hash": first["args_hash"]}
+    assert c.post(
+        f"/v1/runs/{run_id}/decision", json=quote | {"approve": True, "content": {"name": "Grace"}}
+    ).is_success
+
+    def asks_again() -> Any:
+        view = c.get(f"/v1/runs/{run_id}").json()
+        return view["waiting"] if not view["live"] and view["waiting"] else None
+
+    second = wait_until(asks_again, timeout=60, what="the second question")
+    stale = c.post(f"/v1/runs/{run_id}/decision", json=quote | {"approve": False})  # a tab showing the first
+    assert stale.status_code == 409, stale.text
+    assert second["message"] == "Which class for Grace?"
+    assert c.get(f"/v1/runs/{run_id}").json()["waiting"]["key"] == second["key"]
+    assert bookings.read_text() == ""

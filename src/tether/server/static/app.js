@@ -231,7 +231,8 @@ class Turn {
     this.messageId = messageId;
     this.runId = runId;
     this.lastId = null;
-    this.steps = new Map(); // call_id (a sub-agent's: run_id/call_id) -> step
+    this.steps = new Map(); // stepKey -> step
+    this.replies = new Map(); // run_id -> how many replies (turn events) of it were read
     this.segment = null; // the answer text being streamed
     this.waiting = null; // what the run stopped for: {call_id, tool_name, args, args_hash, type}
     this.stopped = false; // the last done was a stop for a decision, not the end
@@ -263,7 +264,7 @@ class Turn {
     const bottom = nearBottom();
     const handler = this["on_" + ev.type];
     if (handler) handler.call(this, ev);
-    else if (!["started", "reasoning_delta", "turn", "spent_unknown"].includes(ev.type)) this.note(ev.type);
+    else if (!["started", "reasoning_delta", "spent_unknown"].includes(ev.type)) this.note(ev.type);
     keepScrolled(bottom);
     return ev.type === "done" && !this.stopped; // after a decision the same run goes on
   }
@@ -286,9 +287,20 @@ class Turn {
     }
   }
 
-  // A sub-agent's calls are numbered by its own model: "call_1" of the child is not the parent's.
+  // A call is its id in one reply of one run: a model may number each reply's calls anew ("call_1"
+  // again), and a sub-agent's model numbers its own.
+  isChilds(ev) {
+    return Boolean(ev.run_id && this.runId && ev.run_id !== this.runId);
+  }
+
   stepKey(ev) {
-    return ev.run_id && this.runId && ev.run_id !== this.runId ? `${ev.run_id}/${ev.call_id}` : ev.call_id;
+    const run = this.isChilds(ev) ? ev.run_id : this.runId;
+    return `${this.isChilds(ev) ? run : ""}/${this.replies.get(run) || 0}/${ev.call_id}`;
+  }
+
+  on_turn(ev) {
+    const run = ev.run_id || this.runId;
+    this.replies.set(run, (this.replies.get(run) || 0) + 1);
   }
 
   step(ev) {
@@ -337,7 +349,7 @@ class Turn {
   }
 
   on_approval_required(ev) {
-    if (this.stepKey(ev) !== ev.call_id) { // a sub-agent's call: decided as the parent's run waits (its waiting)
+    if (this.isChilds(ev)) { // a sub-agent's call: decided as the parent's run waits (its waiting)
       this.setBadge(this.step(ev), "needs approval");
       return;
     }
@@ -351,7 +363,7 @@ class Turn {
   ask(waiting) {
     if (this.waiting?.call_id === waiting.call_id && this.waiting?.args_hash === waiting.args_hash
       && this.card?.isConnected) return;
-    const known = this.steps.has(waiting.call_id) || waiting.tool_name;
+    const known = this.steps.has(this.stepKey(waiting)) || waiting.tool_name;
     const step = known ? this.step(waiting) : null;
     const via = [];
     let shown = waiting;
@@ -375,10 +387,10 @@ class Turn {
 
   // Marks the call decided: when the decision was posted, and again (idempotent) when its event comes.
   decided(callId, approved, reason, ev = null, words = approved ? "Allowed" : "Denied") {
-    const key = ev ? this.stepKey(ev) : callId; // a sub-agent's decision is on its own call
+    const key = this.stepKey(ev || { call_id: callId });
     const step = (ev || this.steps.has(key)) ? this.step(ev || { call_id: callId }) : null;
     if (step) this.setBadge(step, approved ? "approved" : "rejected");
-    if (key === callId && this.waiting?.call_id === callId) {
+    if (!(ev && this.isChilds(ev)) && this.waiting?.call_id === callId) { // a sub-agent's decision is on its own call
       this.card?.remove();
       this.waiting = null;
     }
