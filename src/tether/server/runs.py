@@ -258,6 +258,8 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     elif w.type in ("subagent", "elicitation", "sampling"):
         call = next((c for c in pending_tool_calls(state) if c.id == data["call_id"]), None)
         data["args_hash"] = args_hash(call.arguments if call is not None else "")
+    if w.type in ("elicitation", "sampling"):  # one call may ask several questions: bound to this one
+        data["args_hash"] = args_hash(f"{data['args_hash']}\n{w.key}")
     if w.type == "subagent":  # what the person decides is the child's question: shown, and quoted
         asked = _childs_question(state, w.call_id)
         if asked is not None:
