@@ -195,6 +195,26 @@ def test_an_openai_refusal_without_an_output_type_is_the_answer_in_its_words(
     out = run_against("openai", serve([reply]), tmp_path, stream=stream)
     assert out.result.status == "completed"
     assert out.result.text == REFUSAL
+    assert out.result.reason == "the model refused to answer"
+
+
+@pytest.mark.parametrize("text", [None, "Here is how to"])
+def test_a_reply_a_content_filter_stopped_says_so_and_is_not_corrected(
+    serve: Serve, tmp_path: Path, text: str | None
+) -> None:
+    """Before: a reply Azure's or OpenAI's content filter cut short completed as "the model
+    answered" (half a sentence passed for the whole answer), and with an output type it was sent
+    back for correction and paid for three times."""
+    reply = Reply(200, [completion({"content": text}, "content_filter")], JSON)
+    out = run_against("openai", serve([reply]), tmp_path, stream=False)
+    assert out.result.status == "completed"
+    assert out.result.reason == "the provider's content filter stopped the reply"
+    assert out.result.text == (text or "")
+    server = serve([reply] * 3)
+    typed = run_against("openai", server, tmp_path / "typed", stream=False, output_type=Answer)
+    assert typed.result.status == "failed"
+    assert "content filter" in (typed.result.reason or "") and "Answer" in (typed.result.reason or "")
+    assert len(server.requests) == 1
 
 
 # --- images a model does not read ---------------------------------------------------------------

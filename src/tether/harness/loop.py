@@ -46,6 +46,7 @@ from tether.harness.state import (
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import result_is_answer, run_pending
 from tether.messages import AssistantMessage, UserMessage, clean_text
+from tether.providers.base import STOPPED_BY_PROVIDER
 from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import EMPTY_ANSWER, RESUMABLE, RunResult
@@ -532,7 +533,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     if is_cut(last):
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
         return Stop("completed", f"{cut}: {EMPTY_ANSWER}" if empty else cut)
-    return Stop("completed", EMPTY_ANSWER if empty else "the model answered")
+    stopped = STOPPED_BY_PROVIDER.get(last.finish_reason or "")  # its text may be cut short: say so
+    return Stop("completed", stopped or (EMPTY_ANSWER if empty else "the model answered"))
 
 
 async def _after_agent(rc: RunContext) -> AsyncIterator[Event]:
@@ -589,7 +591,6 @@ def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:
     if attempt == 2:  # the store itself is what failed: say so, still end the stream
         state.status, state.interruption = "failed", None
         state.reason = f"{halt.reason}; then the run could not be saved ({type(exc).__name__}: {told(exc)})"
-
 
 
 def _done_event(rc: RunContext) -> Done:

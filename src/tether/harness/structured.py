@@ -25,7 +25,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
 from tether.messages import AssistantMessage, Message, UserMessage
-from tether.providers.base import ANSWER_TOOL, OutputSchema
+from tether.providers.base import ANSWER_TOOL, STOPPED_BY_PROVIDER, OutputSchema
 
 __all__ = [
     "CORRECTION",
@@ -157,10 +157,10 @@ def check_answer(rc: RunContext, last: AssistantMessage) -> Stop | None:
     agent, messages = rc.agent, rc.state.messages
     spec = output_spec(agent)
     assert spec is not None
-    if last.finish_reason == "refusal":  # asked again, it refuses again (and is paid again)
-        return Stop(
-            "failed", f"the model refused to answer in {spec.request.name}: {last.text.strip() or '(no words)'}"
-        )
+    stopped = STOPPED_BY_PROVIDER.get(last.finish_reason or "")
+    if stopped:  # asked again, it is stopped again (and paid for again)
+        words = last.text.strip() or "(no words)"
+        return Stop("failed", f"{stopped}, which was to match the output schema {spec.request.name}: {words}")
     try:
         spec.parse(last.text)
     except InvalidOutput as exc:

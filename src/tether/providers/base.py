@@ -25,6 +25,7 @@ from tether.usage import Usage
 
 __all__ = [
     "ANSWER_TOOL",
+    "STOPPED_BY_PROVIDER",
     "IncompleteStreamError",
     "ModelLister",
     "ModelRequest",
@@ -42,6 +43,16 @@ __all__ = [
     "incomplete_stream",
     "token_count",
 ]
+
+
+# Finish reasons of a reply the provider stopped before the model was done, in words for a run's
+# reason: the model's refusal (OpenAI's ``refusal`` field, Anthropic's ``stop_reason: refusal``)
+# and a content filter (``finish_reason: content_filter``: OpenAI, Azure). Its text may be cut
+# short, or empty; asked again, the same request is stopped again.
+STOPPED_BY_PROVIDER = {
+    "refusal": "the model refused to answer",
+    "content_filter": "the provider's content filter stopped the reply",
+}
 
 
 @dataclass(frozen=True, slots=True)
