@@ -14,7 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import READER_GONE, TERMINATED, add_agent_options, ask, at_terminal, check_home, drive, overrides
+from tether.cli.run import (
+    READER_GONE,
+    TERMINATED,
+    Terminated,
+    add_agent_options,
+    ask,
+    at_terminal,
+    check_home,
+    drive,
+    overrides,
+    sigterm_held,
+    terminated,
+)
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -97,8 +109,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        return _loop(chat)
-    except KeyboardInterrupt:  # Ctrl-C at the prompt leaves; during a reply it only stops the reply
+        with sigterm_held():  # SIGTERM at the prompt or a question ends the chat in words (exit 130)
+            return _loop(chat)
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C at the prompt leaves; during a reply it only stops the reply
         print(file=sys.stderr)
         return 130
 
@@ -129,8 +142,10 @@ def _loop(chat: _Chat) -> int:
         # Approvals are asked at a terminal only: from a pipe the next line is the next message,
         # never an answer ("yes" would allow the call), and the run waits for `tether resume`.
         code = drive(state, message, chat.settings, json_out=False, asking=at_terminal(False))
-        if getattr(state.interruption, "reason", None) == TERMINATED or code == READER_GONE:
-            return code  # stopped from outside (kill, a service manager, stdout's reader gone): the chat ends
+        if code == READER_GONE:
+            return code  # stdout's reader gone: the chat ends
+        if getattr(state.interruption, "reason", None) == TERMINATED or terminated():
+            return 130  # stopped from outside (kill, a service manager), during the reply or at its question
 
 
 def _command(chat: _Chat, command: str) -> None:

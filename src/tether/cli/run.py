@@ -35,6 +35,8 @@ from tether.cli.memory import add_memory_options, memory_override
 from tether.cli.skills import add_skills_options, skills_override
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tether.assembly import Overrides, Recipe
     from tether.cancel import CancelSignal
     from tether.config import Settings
@@ -42,7 +44,20 @@ if TYPE_CHECKING:
     from tether.harness.state import RunState
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
-__all__ = ["add_agent_options", "add_parsers", "ask", "at_terminal", "check_home", "drive", "overrides", "read_prompt"]
+__all__ = [
+    "Terminated",
+    "add_agent_options",
+    "add_parsers",
+    "ask",
+    "at_terminal",
+    "check_home",
+    "drive",
+    "hold_sigterm",
+    "overrides",
+    "read_prompt",
+    "sigterm_held",
+    "terminated",
+]
 
 # The reason a run stopped by SIGTERM records: the command that drives it ends there too.
 TERMINATED = "terminated (SIGTERM)"
@@ -434,6 +449,11 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
 def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
     """Run until the run stops; when it waits for a decision and a person can answer, ask and go
     on. Returns the exit code."""
+    with sigterm_held():
+        return _drive(state, prompt, settings, json_out=json_out, asking=asking)
+
+
+def _drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
@@ -525,38 +545,99 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
             approve(state, waiting.call_id, reason=(ask("reason (optional): ") or "").strip() or None)
         else:
             reject(state, waiting.call_id, reason=(ask("reason (optional): ") or "").strip() or None)
-    except KeyboardInterrupt:  # Ctrl-C at the question: leave the run waiting, resumable
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C or SIGTERM at the question: the run waits, resumable
         print(file=sys.stderr)
         return False
     return True
 
 
+class Terminated(Exception):
+    """SIGTERM came while the command waited for the person (a question, the chat's prompt)."""
+
+
+_waiting_for_person = False  # a question is on screen: SIGTERM raises Terminated there
+_terminated = False  # SIGTERM came; the command ends at its next question (or as soon as it can)
+_held = 0  # how many sigterm_held() blocks are open (a chat's, then each run's)
+
+
+def terminated() -> bool:
+    """Whether SIGTERM came since the command began (the chat ends then, its run resumable)."""
+    return _terminated
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    global _terminated
+    _terminated = True
+    if _waiting_for_person:
+        raise Terminated
+
+
+def hold_sigterm() -> None:
+    """Inside :func:`sigterm_held`, (re)install its SIGTERM handler: asyncio puts the default back
+    when each run's loop closes."""
+    import signal as os_signal
+
+    if _held:
+        with contextlib.suppress(ValueError):  # not the main thread (a program calling main() in one)
+            os_signal.signal(os_signal.SIGTERM, _on_term)
+
+
+@contextlib.contextmanager
+def sigterm_held() -> Iterator[None]:
+    """SIGTERM (``kill``, a service manager) ends the command in words, never by the signal's default
+    (killed, no summary, the terminal left without echo): during a run the run's own handler stops it
+    (TERMINATED); at a question it raises :class:`Terminated`; in between it is noted, and the next
+    question raises it. The handler found is put back at the end (a program calling main())."""
+    import signal as os_signal
+
+    global _held, _terminated
+    try:
+        before = os_signal.getsignal(os_signal.SIGTERM)
+    except ValueError:
+        before = None
+    if not _held:
+        _terminated = False
+    _held += 1
+    hold_sigterm()
+    try:
+        yield
+    finally:
+        _held -= 1
+        if before is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                os_signal.signal(os_signal.SIGTERM, before)
+
+
 def _drop_typed_ahead() -> None:
     """Throw away what was typed at the terminal before a decision's question is on screen (the
     next chat message typed while the reply streamed, a key pressed early): only a line typed
-    after the person has read the question answers it, as sudo's password prompt does."""
-    if sys.stdin is None or not sys.stdin.isatty():
-        return
-    try:
-        import termios
+    after the person has read the question answers it (as at an MCP server's question)."""
+    from tether.connectors.forms import drop_typed_ahead
 
-        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
-    except (ImportError, OSError, ValueError):  # no termios (Windows), or stdin is no real terminal
-        pass
+    drop_typed_ahead(sys.stdin)
 
 
 def ask(question: str) -> str | None:
     """A line from the person at stdin (the question on stderr, or at a terminal from readline,
-    which shows it once it reads keys itself); None at end of input."""
-    if _line_editor():
-        try:
-            return input(question)
-        except EOFError:  # Ctrl-D: what follows starts on a line of its own
-            print(file=sys.stderr)
-            return None
-    print(question, end="", file=sys.stderr, flush=True)
-    line = sys.stdin.readline() if sys.stdin is not None else ""
-    return line.rstrip("\n") if line else None
+    which shows it once it reads keys itself); None at end of input. Raises :class:`Terminated` when
+    SIGTERM comes while it waits, or came before."""
+    global _waiting_for_person
+    hold_sigterm()
+    if _terminated:
+        raise Terminated
+    _waiting_for_person = True
+    try:
+        if _line_editor():
+            try:
+                return input(question)
+            except EOFError:  # Ctrl-D: what follows starts on a line of its own
+                print(file=sys.stderr)
+                return None
+        print(question, end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        return line.rstrip("\n") if line else None
+    finally:
+        _waiting_for_person = False
 
 
 def _line_editor() -> bool:
@@ -619,6 +700,8 @@ def _execute(
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, TERMINATED)
+        if _terminated:  # SIGTERM came while the run was being built: it stops as it starts
+            cancel.cancel(TERMINATED)
         printer.cancel = cancel
         result = None
         try:
@@ -636,6 +719,7 @@ def _execute(
     try:
         return asyncio.run(go())
     finally:
+        hold_sigterm()  # the loop put SIGTERM's default back as it closed
         tracer.close()
         store.close()
         if telemetry is not None:

@@ -80,15 +80,16 @@ class Asker:
 
     @classmethod
     def terminal(cls) -> Asker:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():  # stdin closed (<&-): nobody to ask
             return cls()
 
         async def ask(question: str) -> str | None:
-            from tether.connectors.forms import read_answer
+            from tether.connectors.forms import drop_typed_ahead, read_answer
 
             stopped = threading.Event()
 
             def read() -> str | None:
+                drop_typed_ahead(sys.stdin)  # a line typed before the question is not its answer
                 print(question, end="", file=sys.stderr, flush=True)
                 return read_answer(sys.stdin, stopped)
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-__all__ = ["form_values", "read_answer", "schema_form"]
+__all__ = ["drop_typed_ahead", "form_values", "read_answer", "schema_form"]
 
 
 def schema_form(schema: Mapping[str, Any], *, title: str = "", submit: str = "Send") -> dict[str, Any]:
@@ -77,6 +77,20 @@ def form_values(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[st
             value = [item.strip() for item in value.split(",") if item.strip()]
         out[name] = value
     return out
+
+
+def drop_typed_ahead(stream: IO[str] | None) -> None:
+    """Throw away what was typed at the terminal ``stream`` before a question is on screen (the next
+    chat message typed while the reply streamed, a key pressed early): only a line typed after the
+    person has read the question answers it, as sudo's password prompt does. Not a terminal: nothing."""
+    try:
+        if stream is None or not stream.isatty():
+            return
+        import termios
+
+        termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError, AttributeError):  # no termios (Windows), or no real terminal
+        pass
 
 
 def read_answer(stream: IO[str], stopped: threading.Event) -> str | None:
