@@ -352,3 +352,22 @@ def test_a_providers_own_error_quoting_an_env_key_leaves_it_out_of_retries_fallb
     assert bool(said) == (error is not AuthError)  # an AuthError is neither retried nor passed on
     assert all(key not in e.reason for e in said)
     assert key not in everything_written(tmp_path)
+
+
+def test_what_is_no_key_is_left_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path in a variable named like a key and a server's ``NODE_ENV = "production"`` are not
+    keys: an error that says them keeps them (hiding them would garble every message)."""
+    monkeypatch.setenv("SSL_CERT_KEY", "/etc/ssl/private/server-key.pem")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[mcp.gh]\ncommand = "github-mcp"\nenv = { NODE_ENV = "production" }\n')
+    load_settings(home)
+    words = "in production, /etc/ssl/private/server-key.pem could not be read"
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        raise OSError(words)
+
+    done = run_all(Agent(model=calls_then_answers([]), tools=[fetch], tool_errors_are_fatal=True), tmp_path)[-1]
+    assert done.result.reason == f"tool fetch failed: {words}"

@@ -772,8 +772,8 @@ def known_secrets() -> tuple[str, ...]:
     run's reason, a log line): those of every config.toml it loaded (what :func:`redacted` hides),
     the value of each environment variable whose name says it is one (``OPENAI_API_KEY``,
     ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL in one
-    (``TETHER_DATABASE_URL``). Shorter than 8 characters, a value is no key, and hiding it would
-    garble the text."""
+    (``TETHER_DATABASE_URL``). A value shorter than 8 characters or a path (``/etc/ssl/key.pem``)
+    is no key, and hiding it would garble the text."""
     found = set(_HELD)
     for name, value in os.environ.items():
         value = value.strip()
@@ -781,7 +781,8 @@ def known_secrets() -> tuple[str, ...]:
             found.update({value, value.rpartition(" ")[2]})  # "Bearer X" too
         if "://" in value:
             found |= _url_secrets(value)
-    return tuple(sorted((v for v in found if len(v) >= 8), key=len, reverse=True))
+    keys = (v for v in found if len(v) >= 8 and not v.startswith(("/", "~", "./", "../")))
+    return tuple(sorted(keys, key=len, reverse=True))
 
 
 _HELD: set[str] = set()  # the secrets of the config files loaded
@@ -792,8 +793,10 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
     found: set[str] = set()
     if isinstance(value, dict):
         for k, v in value.items():
-            if key in SECRET_TABLES and isinstance(v, str):
+            if key in SECRET_TABLES and isinstance(v, str) and (_secret_name(k) or _key_like(v)):
                 found.update({v.strip(), v.strip().rpartition(" ")[2]})
+            elif key in SECRET_TABLES:
+                continue  # NODE_ENV = "production", accept = "application/json": no key to hide
             else:
                 found |= _secrets_in(v, k)
     elif isinstance(value, list) and key == "args":
@@ -808,6 +811,13 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
     elif isinstance(value, str) and "://" in value:
         found |= _url_secrets(value)
     return found
+
+
+def _key_like(value: str) -> bool:
+    """A server's env or header value that is a key whatever its name (``GH_PAT = "ghp_..."``): a
+    word of 16 characters or more, letters and digits mixed; the last word of "Bearer X" too."""
+    word = value.strip().rpartition(" ")[2]
+    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
 
 
 def _url_secrets(url: str) -> set[str]:
