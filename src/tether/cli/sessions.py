@@ -48,6 +48,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     try:
         return _sessions(args)
+    except BrokenPipeError:  # stdout's reader left (| head): not the store's problem (tether.cli.main)
+        raise
     except OSError as exc:  # a file the store cannot read or write (its mode, its owner, a full disk)
         what = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc.strerror or exc)
         raise StoreError(
