@@ -513,9 +513,14 @@ def cmd_drop(args: argparse.Namespace) -> int:
         raise usage_error(f"there is no knowledge base {args.base!r} (there are: {names})")
     what = f"{args.base!r} ({_size(settings, args.base)})"
     if not args.yes:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed (<&-)
             raise usage_error(f"dropping {what} cannot be undone: add --yes to confirm")
-        if input(f"drop the knowledge base {what}? [y/N] ").strip().lower() not in ("y", "yes"):
+        try:
+            answer = input(f"drop the knowledge base {what}? [y/N] ")
+        except EOFError:  # Ctrl-D: no
+            print(file=sys.stderr)
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
     with _base_lock(settings, args.base, "use") as held:  # a writer into a deleted file loses its work
