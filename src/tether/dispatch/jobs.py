@@ -193,6 +193,17 @@ class Jobs:
             )
             conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
 
+    def withdraw(self, run_id: str) -> bool:
+        """End a job that no worker has taken (its message could not be sent); False when one has."""
+        with self.db.tx() as conn:
+            rows = conn.execute(
+                "UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s AND state = 'queued' "
+                "AND attempts = 0 RETURNING run_id",
+                (time.time(), run_id),
+            ).fetchall()
+            conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+        return bool(rows)
+
     def request_cancel(self, run_id: str, reason: str) -> bool:
         """Ask the run to stop, wherever it is; False when it is not live."""
         with self.db.tx() as conn:

@@ -23,7 +23,14 @@ from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
 
-__all__ = ["RemoteLog", "RemoteRuns"]
+__all__ = ["QueueAway", "RemoteLog", "RemoteRuns"]
+
+
+class QueueAway(StoreError):
+    """The broker could not be reached: the run's job was withdrawn and nothing was started (the
+    server answers 503: send the message again in a moment)."""
+
+    unavailable = True
 
 
 class RemoteRuns:
@@ -109,7 +116,18 @@ class RemoteRuns:
                 "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
             },
         )
-        self.dispatcher.enqueue(turn.run_id)
+        try:
+            self.dispatcher.enqueue(turn.run_id)
+        except Exception as exc:
+            # A job no message will ever deliver would hold the session ("still answering") for ever.
+            if self.jobs.withdraw(turn.run_id):
+                from tether.postgres.db import redact
+
+                why = redact(" ".join(str(exc).split()))[:200]
+                raise QueueAway(
+                    f"the run could not be handed to the workers (the broker: {why}); nothing was started: "
+                    "send the message again in a moment"
+                ) from exc
 
     def resume(
         self,

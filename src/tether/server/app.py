@@ -1067,6 +1067,8 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         except StoreError as exc:  # another node started a run in this session a moment ago
             _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
             why = hide_home(str(exc), core.settings.home)
+            if getattr(exc, "unavailable", False):  # the queue's broker is away (QueueAway): try again soon
+                raise ApiError(503, "unavailable", why) from None
             raise ApiError(
                 409, "conflict", f"{why}; nothing was started: wait for its done event, or cancel it, and send again"
             ) from None

@@ -1,0 +1,51 @@
+"""Servers with external workers attacked from outside (round 5): the broker away for a moment
+when a message is posted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BrokerAway:
+    """A dispatcher whose broker cannot be reached for the next ``away`` messages (kombu's
+    OperationalError, as Celery's send_task raises once its retries are spent), then can."""
+
+    def __init__(self, inner: Any, away: int) -> None:
+        self.inner, self.away = inner, away
+
+    def enqueue(self, run_id: str) -> None:
+        if self.away > 0:
+            self.away -= 1
+            from kombu.exceptions import OperationalError
+
+            raise OperationalError("[Errno 111] Connection refused")
+        self.inner.enqueue(run_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_message_posted_while_the_broker_is_away_does_not_block_its_session_for_ever(cluster: Any) -> None:
+    """A node that could not hand a run to the broker (RabbitMQ restarting) answered 500, but had
+    already queued the run's job in Postgres: no message would ever deliver it, so the session
+    answered every later message with 409 "still answering", and a cancel marked a job no worker
+    would take, for ever. Now the job is withdrawn, the client is told to send again (503), and
+    sending again works once the broker is back."""
+    import httpx
+
+    from tests.server.conftest import read_events
+
+    c = cluster()
+    c.dispatcher = BrokerAway(c.dispatcher, away=1)
+    with httpx.Client(base_url=c.node(), timeout=30) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        r = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-1"})
+        assert r.status_code == 503, r.text
+        assert "nothing was started" in r.json()["error"]["message"] and "send" in r.json()["error"]["message"]
+        assert c.worker.jobs.live_run_of(sid) is None
+        r = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-1"})
+        assert r.status_code == 202, r.text
+        done = read_events(client, f"/v1/runs/{r.json()['run_id']}/events")[-1]
+        assert done["result"]["status"] == "completed", done
+        turns = client.get(f"/v1/sessions/{sid}").json()
+        assert [t["text"] for t in turns.get("turns", [])] in ([], ["hello"]), turns
