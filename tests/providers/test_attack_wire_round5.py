@@ -8,8 +8,10 @@ whose arguments are not JSON, or cut by the token limit, in a reply not streamed
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +313,76 @@ def test_a_reply_with_no_choices_says_so_not_an_index_error(serve: Serve, tmp_pa
     reason = out.result.reason or ""
     assert out.result.status == "failed"
     assert "no choices" in reason and "IndexError" not in reason, reason
+
+
+def test_a_turn_the_server_paused_is_not_taken_for_the_answer(serve: Serve, tmp_path: Path) -> None:
+    """Before: Anthropic's ``stop_reason: pause_turn`` (a server tool running long) completed the
+    run as "the model returned an empty answer", as if the model had nothing to say."""
+    search = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "x"}}
+    reply = Reply(200, [anthropic_message("pause_turn", [search])], JSON)
+    out = run_against("anthropic", serve([reply]), tmp_path, stream=False)
+    assert out.result.status == "completed"
+    assert "paused the turn" in (out.result.reason or "")
+
+
+# --- a kept-alive connection the server closed --------------------------------------------------
+
+
+class _KeepAlive(BaseHTTPRequestHandler):
+    """Keeps each connection open after its answer, and closes one reused for a second request
+    without answering it (a server's idle timeout racing the client's next request)."""
+
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.answered = getattr(self, "answered", 0) + 1
+        with self.server.lock:
+            self.server.posts += 1
+            first = self.server.posts == 1
+        if self.answered > 1:
+            self.server.dropped += 1
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        call = {"id": "a", "type": "function", "function": {"name": "ping", "arguments": "{}"}}
+        body = (
+            completion({"content": None, "tool_calls": [call]}, "tool_calls")
+            if first
+            else completion({"content": "done"})
+        )
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def test_a_kept_alive_connection_the_server_closed_is_asked_again_on_a_new_one_and_not_charged(
+    tmp_path: Path,
+) -> None:
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAlive)
+    server.daemon_threads = True
+    server.lock, server.posts, server.dropped = threading.Lock(), 0, 0
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        out = run_against("openai", server, tmp_path, stream=False, tools=[ping])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert_sound(out)
+    assert out.result.status == "completed" and out.result.text == "done"
+    assert server.dropped == 1 and server.posts == 3
+    # The two answers as reported; the request the server dropped unanswered costs nothing.
+    assert out.result.usage.prompt_tokens == 200 and not out.result.usage.estimated

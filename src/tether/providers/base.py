@@ -52,6 +52,9 @@ __all__ = [
 STOPPED_BY_PROVIDER = {
     "refusal": "the model refused to answer",
     "content_filter": "the provider's content filter stopped the reply",
+    # Anthropic's server tools (web search, code execution) pause a long turn; the paused reply is
+    # to be sent back as it came, server tool blocks and all, which tether does not keep.
+    "pause_turn": "the server paused the turn (a server tool ran long), and tether does not resume a paused turn",
 }
 
 
