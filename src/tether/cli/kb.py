@@ -90,6 +90,12 @@ def _add_parser(ks: Any) -> Any:
         help="the most --extract-with may spend; chunks past it keep the rules' findings",
     )
     add.add_argument("--sync", action="store_true", help="remove documents whose files are gone from these folders")
+    add.add_argument(
+        "--hidden",
+        action="store_true",
+        help="read hidden files and folders (.name) in these folders too; files holding credentials "
+        "by their names (.env, .ssh, *.pem...) are never read",
+    )
     when = add.add_mutually_exclusive_group()
     when.add_argument(
         "--background",
@@ -201,6 +207,7 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
     if extractor is not None:
         kb.extractor = extractor
     try:
+        args.home = settings.home  # never read into the base: its sessions, bases and logs
         _read_paths(kb, args)
     except KeyboardInterrupt:
         print(
@@ -235,8 +242,27 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
 def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
     meta = dict(args.meta)
     for path in args.paths:
-        report = kb.add_path(path, meta=meta, progress=_progress, prune=args.sync, embed=False)
+        report = kb.add_path(
+            path,
+            meta=meta,
+            progress=_progress,
+            prune=args.sync,
+            embed=False,
+            hidden=args.hidden,
+            exclude=[args.home],
+        )
         print(f"{shown(path)}: {report.summary()}")
+        if report.passed_over:
+            counts = "; ".join(f"{n} {why}" for why, n in report.passed_over.items())
+            print(f"  passed over: {counts}")
+        if report.withheld:
+            many = sum(n for _, n in report.withheld)
+            print(
+                f"  {many} credentials (API keys, tokens, private keys) in {len(report.withheld)} files were "
+                "withheld from the base: each is replaced by [credential withheld: ...]"
+            )
+        for name, n in report.withheld:
+            print(f"  withheld {n} credentials in {shown(name)}: keep them out of the file", file=sys.stderr)
         for name, why in report.skipped:
             print(f"  skipped {shown(name)}: {why}", file=sys.stderr)
         for name, why in report.cut:

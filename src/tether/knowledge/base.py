@@ -110,6 +110,8 @@ class IngestReport:
     gone: list[str] = field(default_factory=list)  # gone from a directory that was added again, kept
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     cut: list[tuple[str, str]] = field(default_factory=list)  # read in part (a huge PDF): (path, why)
+    passed_over: dict[str, int] = field(default_factory=dict)  # entries of a folder not read: why -> how many
+    withheld: list[tuple[str, int]] = field(default_factory=list)  # documents with credentials masked: (name, how many)
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
@@ -149,6 +151,7 @@ class KnowledgeBase:
         self.common_fraction = common_fraction
         self.max_pdf_pages = max_pdf_pages  # a PDF's pages past it are not read, and the add says so
         self.name = name
+        self.last_withheld = 0  # how many credentials the last add_text masked
         recorded = store.get_meta("embedder")
         if embedder is not None and recorded not in (None, "", embedder.name):
             raise ConfigError(
@@ -196,14 +199,18 @@ class KnowledgeBase:
     ) -> bool:
         """Index ``text`` as document ``name``; False (and nothing done) when an identical
         version is already indexed with the same metadata. ``digest`` identifies the version
-        (default: a hash of the text; a file's is a hash of its bytes).
+        (default: a hash of the text; a file's is a hash of its bytes). Credentials in the text and
+        the title (memory's shapes: API keys, tokens, private keys) are replaced by ``[credential
+        withheld: ...]`` before anything is stored.
 
         The chunks are searchable by keyword once this returns. A new version keeps the vectors
         of its chunks whose text did not change; with ``embed`` the others are embedded before
         it returns, else they wait for :meth:`fill_vectors`."""
         meta = dict(meta or {})
-        title = title or _title(text, name)
         digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        text, masked = withhold_secrets(text)
+        self.last_withheld = masked
+        title = withhold_secrets(title)[0] or _title(text, name)  # a PDF's title is its metadata's
         known = self.store.document(name)
         if known is not None and known.hash == digest and known.meta == meta and known.title == title:
             return False
@@ -238,8 +245,12 @@ class KnowledgeBase:
         prune: bool = False,
         progress: Callable[[int, int, str], None] | None = None,
         embed: bool = True,
+        hidden: bool = False,
+        exclude: Sequence[Path] = (),
     ) -> IngestReport:
-        """Ingest a file, or a directory recursively (ignore files honoured). Each document is
+        """Ingest a file, or a directory recursively (ignore files honoured; hidden files and
+        folders only with ``hidden``; files holding credentials by their names, and the folders in
+        ``exclude``, never: the report's ``passed_over`` counts them). Each document is
         named by its path relative to the current directory (absolute when outside it). A file
         whose size and modification time are those recorded is not opened; one whose bytes hash
         as recorded is not parsed again; a file ingested before under another name (from another
@@ -254,8 +265,8 @@ class KnowledgeBase:
         if not root.exists():
             raise UserError(f"{root} does not exist")
         unlisted: list[tuple[Path, str]] = []
-        files = list(iter_files(root, unlisted))
         report = IngestReport()
+        files = list(iter_files(root, unlisted, hidden=hidden, exclude=exclude, passed=report.passed_over))
         for where, why in unlisted:
             report.skipped.append((_doc_name(where) + "/", f"cannot list this folder: {why}"))
         # A file is one document whatever folder the add ran from: added from another, its name
@@ -395,6 +406,7 @@ class KnowledgeBase:
         doc, digest = read
         if doc.cut:
             report.cut.append((name, doc.cut))
+        self.last_withheld = 0
         added = self.add_text(
             name,
             doc.text,
@@ -407,6 +419,8 @@ class KnowledgeBase:
         )
         if added:
             (report.updated if known is not None else report.added).append(name)
+            if self.last_withheld:
+                report.withheld.append((name, self.last_withheld))
         else:
             report.unchanged.append(name)
 
@@ -737,6 +751,73 @@ def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
             scores[cid] = scores.get(cid, 0.0) + w / (RRF_K + rank)
             ranks.setdefault(cid, {})[source] = rank
     return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
+
+
+_PRIVATE_KEY_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
+# How each of memory's credential shapes starts. Its pattern searched over a document cost about a
+# second per megabyte of plain text (an add of a 64 MB log took a minute more); str.find of these
+# takes milliseconds, and the pattern is tried only where one is found. A shape added to memory
+# without its start here is searched for the slow way.
+_SECRET_STARTS = {
+    "an API key": ("sk-",),
+    "an AWS access key": ("AKIA", "ASIA"),
+    "a GitHub token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "a GitLab token": ("glpat-",),
+    "a Slack token": ("xox",),
+    "a Google API key": ("AIza",),
+    "a Stripe key": ("sk_", "rk_"),
+    "a Hugging Face token": ("hf_",),
+    "an npm token": ("npm_",),
+    "a PyPI token": ("pypi-",),
+    "a SendGrid key": ("SG.",),
+    "a JSON Web Token": ("eyJ",),
+    "a private key": ("-----BEGIN ",),
+}
+
+
+def _secret_starts(text: str, shapes: Sequence[tuple[str, str]]) -> list[int] | None:
+    """Where a credential may start in ``text``, in order; None when a shape's start is unknown."""
+    if any(label not in _SECRET_STARTS for label, _ in shapes):
+        return None
+    starts: set[int] = set()
+    for prefixes in _SECRET_STARTS.values():
+        for prefix in prefixes:
+            at = text.find(prefix)
+            while at >= 0:
+                starts.add(at)
+                at = text.find(prefix, at + 1)
+    return sorted(starts)
+
+
+def withhold_secrets(text: str) -> tuple[str, int]:
+    """``text`` with each credential in the shapes memory refuses (tether.memory.core: API keys,
+    cloud and repository tokens, JSON Web Tokens, private keys to their END line) replaced by
+    ``[credential withheld: what it was]``, line breaks kept so citations still point at the
+    right lines; and how many were replaced. A base's chunks are handed to any agent that
+    searches it, and through it to its model provider."""
+    from tether.memory.core import _SECRET, _SECRETS
+
+    starts = _secret_starts(text, _SECRETS)
+    if starts is None:
+        found = list(_SECRET.finditer(text))
+    else:
+        found = [m for m in (_SECRET.match(text, at) for at in starts) if m is not None]
+    out: list[str] = []
+    at = count = 0
+    for match in found:
+        if match.start() < at:
+            continue  # inside the credential (or private key block) just withheld
+        what = _SECRETS[int(str(match.lastgroup)[1:])][0]
+        end = match.end()
+        if what == "a private key":
+            closing = _PRIVATE_KEY_END.search(text, end)
+            end = closing.end() if closing is not None else len(text)
+        out += [text[at : match.start()], f"[credential withheld: {what}]", "\n" * text.count("\n", match.start(), end)]
+        at, count = end, count + 1
+    if not count:
+        return text, 0
+    out.append(text[at:])
+    return "".join(out), count
 
 
 def _doc_name(file: Path) -> str:

@@ -8,12 +8,15 @@ with NUL bytes in its first 8 KB is binary and skipped.
 
 Directories are walked recursively; ``.gitignore``, ``.ignore`` and ``.tetherignore`` files are
 honoured at every level (with ``pathspec``, git's own matching rules), and ``.git`` is never read.
+Hidden files and folders (names starting with ``.``) below the folder named are passed over unless
+asked for, as ripgrep does; files and folders that hold credentials by their names (``.ssh``,
+``.aws``, ``.env``, ``*.pem``, ``.npmrc``...) are never read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -42,6 +45,38 @@ MAX_PDF_CONTENT = 64_000_000
 # Any other file is read whole, twice over in memory (its bytes, then its text): a log of
 # gigabytes in a folder added stopped the add with the machine out of memory.
 MAX_TEXT_BYTES = 64_000_000
+
+
+# What a folder's walk passes over, by reason: the add says how many of each, not their names.
+HIDDEN = "hidden (names starting with '.'; --hidden reads them)"
+CREDENTIALS = "credentials by their names (.env, .ssh, *.pem, .npmrc...; never read)"
+IGNORED = "ignored by .gitignore, .ignore or .tetherignore"
+OTHER_KIND = "of a kind not read (by extension: images, archives, office files...)"
+EXCLUDED = "tether's own folder (sessions, bases, logs)"
+# Files and folders that hold credentials by their names, never read even with hidden ones: a
+# base's chunks are handed to any agent that searches it (and to its model provider).
+_CREDENTIAL_DIRS = frozenset({".git", ".ssh", ".gnupg", ".aws", ".azure", ".docker", ".kube", ".password-store"})
+_CREDENTIALS = """
+.netrc _netrc .npmrc .pypirc .pgpass .git-credentials .htpasswd .boto .s3cfg .my.cnf .dockercfg
+credentials credentials.json credentials.yml credentials.yaml credentials.toml client_secret.json
+secrets.json secrets.yml secrets.yaml secrets.toml service-account.json id_rsa id_dsa id_ecdsa id_ed25519
+"""
+_CREDENTIAL_NAMES = frozenset(_CREDENTIALS.split())
+_KEY_SUFFIXES = ".pem .key .p12 .pfx .jks .keystore .kdbx .gpg .asc .ovpn .tfstate .tfvars .ppk .age"
+_CREDENTIAL_SUFFIXES = frozenset(_KEY_SUFFIXES.split())
+
+
+def credential_name(name: str) -> bool:
+    """Whether a file named ``name`` holds credentials by its name: ``.env`` and ``.env.local``,
+    ``id_ed25519``, a key or a certificate, a package registry's or a database's login file."""
+    lower = name.lower()
+    return (
+        lower in _CREDENTIAL_NAMES
+        or lower == ".env"
+        or lower.startswith(".env.")
+        or lower.endswith(".env")
+        or Path(lower).suffix in _CREDENTIAL_SUFFIXES
+    )
 
 
 @dataclass(frozen=True)
@@ -187,14 +222,27 @@ def readable(path: Path) -> bool:
     )
 
 
-def iter_files(root: Path, unlisted: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
+def iter_files(
+    root: Path,
+    unlisted: list[tuple[Path, str]] | None = None,
+    *,
+    hidden: bool = False,
+    exclude: Sequence[Path] = (),
+    passed: dict[str, int] | None = None,
+) -> Iterator[Path]:
     """Files under ``root`` that a base should read, in a stable order, ignore files honoured.
     ``root`` itself when it is not a directory: a named pipe or a device named on purpose is
     skipped by the add, which says why. A folder that cannot be listed is passed over, and put in
-    ``unlisted`` with the reason."""
+    ``unlisted`` with the reason.
+
+    Below ``root``, hidden entries (``.name``) are passed over unless ``hidden``, entries that hold
+    credentials by their names always, and so are the folders in ``exclude`` (tether's own home);
+    ``passed`` counts the entries passed over, by reason (a folder counts once)."""
     if not root.is_dir():
         yield root
         return
+    counts: dict[str, int] = passed if passed is not None else {}
+    excluded = {os.path.realpath(e) for e in exclude}
     # A stack of our own, not os.walk, which recurses once per level (Python 3.11): a tree nested
     # a thousand deep raised RecursionError. Each folder carries the ignore rules above it.
     stack: list[tuple[Path, list[tuple[Path, Any]]]] = [(root, [])]
@@ -214,15 +262,39 @@ def iter_files(root: Path, unlisted: list[tuple[Path, str]] | None = None) -> It
             specs = [*specs, (here, spec)]
         for name in filenames:
             path = here / name
-            if (
-                name not in IGNORE_FILES
-                and not path.is_symlink()
-                and not _ignored(specs, path, False)
-                and readable(path)
-            ):
+            if name in IGNORE_FILES or path.is_symlink():
+                continue
+            why = _passed_over(path, False, specs, hidden, excluded)
+            if why is None:
                 yield path
-        kept = [d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True)]
+            else:
+                counts[why] = counts.get(why, 0) + 1
+        kept = []
+        for d in dirnames:
+            if d == ".git":
+                continue  # never read, and in every repository: not worth a count
+            why = _passed_over(here / d, True, specs, hidden, excluded)
+            if why is None:
+                kept.append(d)
+            else:
+                counts[why] = counts.get(why, 0) + 1
         stack += [(here / d, specs) for d in reversed(kept)]
+
+
+def _passed_over(
+    path: Path, is_dir: bool, specs: list[tuple[Path, Any]], hidden: bool, excluded: set[str]
+) -> str | None:
+    """Why the entry at ``path`` in a folder being walked is not read, or None."""
+    name = path.name
+    if (name.lower() in _CREDENTIAL_DIRS) if is_dir else credential_name(name):
+        return CREDENTIALS
+    if name.startswith(".") and not hidden:
+        return HIDDEN
+    if _ignored(specs, path, is_dir):
+        return IGNORED
+    if is_dir:
+        return EXCLUDED if excluded and os.path.realpath(path) in excluded else None
+    return None if readable(path) else OTHER_KIND
 
 
 def _ignore_spec(here: Path, filenames: list[str]) -> Any:
