@@ -24,6 +24,7 @@ from tether import Agent, RunStore, run_stream, tool
 from tether.config import load_settings
 from tether.errors import AuthError, ProviderError, QuotaExceededError, RetryableError
 from tether.events import Done, Fallback, Retry
+from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware
 from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, ToolCallPart
@@ -371,3 +372,16 @@ def test_what_is_no_key_is_left_as_it_was(tmp_path: Path, monkeypatch: pytest.Mo
 
     done = run_all(Agent(model=calls_then_answers([]), tools=[fetch], tool_errors_are_fatal=True), tmp_path)[-1]
     assert done.result.reason == f"tool fetch failed: {words}"
+
+
+def test_a_stop_a_middleware_words_with_a_key_keeps_it_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = planted()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    class Quota(Middleware):
+        async def before_model(self, ctx: Any, request: Any) -> Any:
+            return Stop("failed", f"the quota service refused the key {key}")
+
+    done = run_all(Agent(model=FunctionModel(lambda m, r: "ok"), middleware=[Quota()]), tmp_path)[-1]
+    assert done.result.reason == "the quota service refused the key ***"
+    assert key not in everything_written(tmp_path)

@@ -29,6 +29,7 @@ from tether.harness.context import (
     Tracer,
     told,
     tool_definitions,
+    without_secrets,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
 from tether.harness.length import Continuation, continues, is_cut
@@ -581,7 +582,8 @@ async def _done_async(rc: RunContext) -> Done:
 def _closing(rc: RunContext) -> None:
     state, halt = rc.state, rc.halt
     assert halt is not None
-    state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
+    # Whoever worded the stop (a middleware, a guardrail, a stop condition), no key it quoted is kept.
+    state.status, state.reason, state.interruption = halt.status, without_secrets(halt.reason), halt.interruption
 
 
 def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:
