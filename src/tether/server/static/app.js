@@ -37,8 +37,10 @@ function truncate(text, n) {
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
 }
 
-// Characters that change how the text around them reads (its direction) or that cannot be seen.
-const HIDDEN_CHARS = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]/g;
+// Characters that change how the text around them reads (its direction) or that cannot be seen:
+// soft hyphen, blank fillers, variation selectors, and tags (U+E0000…), which carry text no one sees
+// (a message hidden in a memo, for the next model that reads it).
+const HIDDEN_CHARS = /[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0\u{e0000}-\u{e0fff}]/gu;
 
 // A call's arguments on one line, as the tool gets them: whitespace between tokens dropped, each
 // string written again (so "\u0072m" reads "rm") with the characters above as escapes, numbers as
@@ -78,8 +80,8 @@ function repeatedKeys(args) {
   return [...repeated];
 }
 
-function escapeChar(c) {
-  return `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+function escapeChar(c) { // as JSON writes it: a character beyond U+FFFF as its two halves
+  return Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
 }
 
 function newId(prefix) {
