@@ -81,6 +81,7 @@ def test_a_provider_quoting_an_env_key_in_its_error_leaves_it_nowhere(
     events = run_all(Agent(model=FunctionModel(boom)), tmp_path)
     reason = assert_hidden(key, events, tmp_path, caplog)
     assert "RuntimeError: auth failed with ***" in reason
+    assert "RuntimeError: auth failed with ***" in caplog.text  # the log keeps the traceback, not the key
 
 
 def test_a_middleware_quoting_the_database_password_leaves_it_nowhere(

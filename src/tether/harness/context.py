@@ -310,8 +310,15 @@ def without_secrets(text: str) -> str:
     return scrubbed(text, known_secrets())
 
 
-def told(exc: BaseException, *, traced: bool = False) -> str:
-    """What an exception says (with its traceback, when ``traced``), without the secrets."""
-    import traceback
-
-    return without_secrets("".join(traceback.format_exception(exc)).rstrip() if traced else str(exc))
+def told(exc: BaseException) -> str:
+    """What an exception says, without the secrets; and, for the traceback a log shows of it, the
+    messages of it and of the exceptions it was raised from without them too (as far as their
+    arguments hold them)."""
+    said = without_secrets(str(exc))
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        cause.args = tuple(without_secrets(a) if isinstance(a, str) else a for a in cause.args)
+        cause = cause.__cause__ or cause.__context__
+    return said

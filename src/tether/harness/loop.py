@@ -353,9 +353,9 @@ async def _guarded(rc: RunContext) -> AsyncIterator[Event]:
 
 
 def _crashed(rc: RunContext, exc: Exception) -> Stop:
-    _log.error("run %s stopped by an unexpected error:\n%s", rc.state.run_id, told(exc, traced=True))
-    rc.state.call_in_flight = None  # whatever was being asked is not coming back
     detail = told(exc) or "(no message)"
+    _log.error("run %s stopped by an unexpected error", rc.state.run_id, exc_info=exc)
+    rc.state.call_in_flight = None  # whatever was being asked is not coming back
     if isinstance(exc, TetherError):
         return Stop("failed", detail)
     return Stop(
