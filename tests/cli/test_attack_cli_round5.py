@@ -221,57 +221,36 @@ def test_sessions_piped_to_a_reader_that_left_is_141_not_a_store_error(
 # --- stdin closed, Ctrl-D: at each question ---------------------------------------------------
 
 
-def test_a_run_with_stdin_closed_and_an_mcp_server_is_not_a_traceback(
-    tmp_path: Path, workspace: Path, env: dict[str, str], tether_home: Path
+def test_an_mcp_server_with_stdin_closed_is_asked_nothing_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`tether run --mcp NAME ... <&-` (a service started with no stdin): the server's question is
-    declined, as with no terminal. Was: AttributeError: 'NoneType' object has no attribute 'isatty'
-    as the agent was built, a traceback and exit 1."""
-    import subprocess
+    """`tether run --mcp NAME ... <&-` (a service started with no stdin: sys.stdin is None): the
+    server's questions are declined, as with no terminal. Was: AttributeError: 'NoneType' object has
+    no attribute 'isatty' as the agent was built, a traceback and exit 1."""
     import sys
 
-    script = tmp_path / "booker_tether.py"
-    script.write_text(BOOKER_TETHER)
-    bookings = tmp_path / "bookings.txt"
-    bookings.write_text("")
-    tether_home.mkdir(parents=True, exist_ok=True)
-    (tether_home / "config.toml").write_text(
-        f"[mcp.diner]\ncommand = {sys.executable!r}\nargs = [{str(ASKING_SERVER)!r}]\n"
-        f"env = {{ BOOKINGS = {str(bookings)!r} }}\napproval = \"never\"\n"
-    )
-    argv = [sys.executable, str(script), "run", "--model", "scripted/booker", "--cwd", str(workspace)]
-    done = subprocess.run(
-        [*argv, "--mcp", "diner", "book a table"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=lambda: __import__("os").close(0),  # stdin closed, not the null device
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 0 and "Not booked" in done.stdout, done.stderr
-    assert bookings.read_text() == ""
+    from tether.connectors import McpConnector
+
+    monkeypatch.setattr(sys, "stdin", None)
+    connector = McpConnector("diner", {"command": sys.executable, "args": [str(ASKING_SERVER)]}, home=tmp_path)
+    assert connector.client_side.asker.ask is None  # nobody to ask: declined
 
 
-def test_kb_drop_with_stdin_closed_or_ctrl_d_keeps_the_base(env: dict[str, str], tether_home: Path) -> None:
+def test_kb_drop_with_stdin_closed_or_ctrl_d_keeps_the_base(
+    env: dict[str, str], tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`tether kb drop NAME` asks at a terminal. With stdin closed it was a traceback (AttributeError,
     exit 1), and Ctrl-D at its question a traceback (EOFError): now the usage line (exit 2) and
     "kept" (exit 1), the base there either way."""
-    import subprocess
+    import sys
 
     base = tether_home / "kb" / "docs.db"
     base.parent.mkdir(parents=True)
     base.write_bytes(b"")
-    done = subprocess.run(
-        ["tether", "kb", "drop", "docs"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=lambda: __import__("os").close(0),
-    )
-    assert done.returncode == 2 and "add --yes" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    monkeypatch.setattr(sys, "stdin", None)  # started with stdin closed (<&-)
+    code, _, err = run_main("kb", "drop", "docs", capsys=capsys)
+    assert code == 2 and "add --yes" in err, err
+    monkeypatch.undo()
     term = Terminal(["tether", "kb", "drop", "docs"], env, stdout_on_terminal=True)
     term.read_until(b"[y/N] ")
     term.type(b"\x04")
