@@ -270,11 +270,11 @@ def test_an_approval_shows_text_hidden_in_tag_characters_and_soft_hyphens(
     expect(page.locator(".step .tool-args")).to_have_attribute("title", shown)
 
 
-# A parent whose sub-agent is the diner of tests/server/asking_agents.py: its MCP server asks who the
-# table is for (a form) before it books.
+# A parent whose sub-agent is the diner of tests/server/asking_agents.py, handed the message as its
+# task: for a trip, its MCP server asks who travels (a form), then, in the same call, which class.
 DELEGATING_DINER = """
 from tether import Agent
-from tether.messages import ToolMessage
+from tether.messages import ToolMessage, text_of
 from tether.providers.scripted import call
 from tether.testing import FunctionModel
 
@@ -284,52 +284,37 @@ from tests.server.asking_agents import agents as asking
 def reply(messages, request):
     if any(isinstance(m, ToolMessage) for m in messages):
         return "booked"
-    return call("c1", "booker", {"task": "a table on Friday"})
+    return call("c1", "booker", {"task": text_of(messages[-1:])})
 
 
 agents = {"host": Agent(FunctionModel(reply), tools=[asking["diner"].as_tool("booker", "Books")], max_turns=4)}
 """
 
 
-def test_a_sub_agents_form_is_answered_with_its_values(served: Any, bookings: Path, tmp_path: Path) -> None:
-    """A child whose MCP server asked who the table is for: the decision with the form's values was
-    refused ("content answers an MCP server's question (elicitation) only", 400), since the run's
-    question was the sub-agent's, so the form could never be answered. Now ``waiting`` carries the
-    child's form under ``asked``, its values are checked against the server's schema and reach it."""
+def test_a_sub_agents_form_is_answered_and_an_answer_to_its_first_question_does_not_answer_the_next(
+    served: Any, bookings: Path, tmp_path: Path
+) -> None:
+    """A child whose MCP server asked who travels: the decision with the form's values was refused
+    ("content answers an MCP server's question (elicitation) only", 400), since the run's question
+    was the sub-agent's, so the form could never be answered. And a server's questions in one call
+    ("Who travels to Lisbon?", then "Which class for Grace?") were quoted by the call's arguments
+    alone: Decline from a tab still showing the first declined the second, unseen. Now ``waiting``
+    carries the child's form under ``asked``, its values are checked against the server's schema and
+    reach it, and a question's ``args_hash`` binds its ``key``: the earlier one's decision gets 409."""
     pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
     server = served(agents_module=_module(tmp_path, DELEGATING_DINER))
-    c = server.client()
-    sid = c.post("/v1/sessions", json={}).json()["session_id"]
-    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "book"}).json()["run_id"]
-    read_events(c, f"/v1/runs/{run_id}/events", timeout=60)
-    waiting = c.get(f"/v1/runs/{run_id}").json()["waiting"]
-    body = {"call_id": waiting["call_id"], "args_hash": waiting["args_hash"], "approve": True}
-    wrong = c.post(f"/v1/runs/{run_id}/decision", json=body | {"content": {"name": "Ada", "guests": 40}})
-    assert wrong.status_code == 400 and "guests" in wrong.json()["error"]["message"], wrong.text
-    ok = c.post(f"/v1/runs/{run_id}/decision", json=body | {"content": {"name": "Ada", "guests": "3"}})
-    assert ok.status_code == 202, ok.text
-    assert waiting["type"] == "subagent" and waiting["asked"]["type"] == "elicitation"
-    assert waiting["asked"]["message"] == "Who is the table on Friday for?"
-    wait_until(lambda: bookings.read_text(), timeout=60, what="the booking")
-    assert bookings.read_text() == "Friday for Ada, 3 guests, window no\n"
-
-
-def test_a_decision_on_a_servers_earlier_question_does_not_answer_its_next(served: Any, bookings: Path) -> None:
-    """An MCP server asked "Who travels to Lisbon?", then, in the same call, "Which class for Grace?":
-    both questions were quoted by the call's arguments alone, so Decline from a tab still showing the
-    first question declined the second, unseen. Now a question's ``args_hash`` binds its ``key``
-    too, and the earlier one's decision is refused (409); the run still waits for the second."""
-    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
-    server = served(agents_module=Path(__file__).with_name("asking_agents.py"))
     c = server.client()
     sid = c.post("/v1/sessions", json={}).json()["session_id"]
     run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "a trip, please"}).json()["run_id"]
     read_events(c, f"/v1/runs/{run_id}/events", timeout=60)
     first = c.get(f"/v1/runs/{run_id}").json()["waiting"]
     quote = {"call_id": first["call_id"], "args_hash": first["args_hash"]}
-    assert c.post(
-        f"/v1/runs/{run_id}/decision", json=quote | {"approve": True, "content": {"name": "Grace"}}
-    ).is_success
+    wrong = c.post(f"/v1/runs/{run_id}/decision", json=quote | {"approve": True, "content": {"name": 7}})
+    assert wrong.status_code == 400 and "name" in wrong.json()["error"]["message"], wrong.text
+    ok = c.post(f"/v1/runs/{run_id}/decision", json=quote | {"approve": True, "content": {"name": "Grace"}})
+    assert ok.status_code == 202, ok.text
+    assert first["type"] == "subagent" and first["asked"]["type"] == "elicitation"
+    assert first["asked"]["message"] == "Who travels to Lisbon?"
 
     def asks_again() -> Any:
         view = c.get(f"/v1/runs/{run_id}").json()
@@ -338,6 +323,6 @@ def test_a_decision_on_a_servers_earlier_question_does_not_answer_its_next(serve
     second = wait_until(asks_again, timeout=60, what="the second question")
     stale = c.post(f"/v1/runs/{run_id}/decision", json=quote | {"approve": False})  # a tab showing the first
     assert stale.status_code == 409, stale.text
-    assert second["message"] == "Which class for Grace?"
-    assert c.get(f"/v1/runs/{run_id}").json()["waiting"]["key"] == second["key"]
+    assert second["asked"]["message"] == "Which class for Grace?"
+    assert c.get(f"/v1/runs/{run_id}").json()["waiting"]["args_hash"] == second["args_hash"]
     assert bookings.read_text() == ""
