@@ -208,6 +208,24 @@ def test_out_of_quota_falls_back_at_once_without_retrying(workspace: Path) -> No
         assert events[-1].result.status == "completed"
 
 
+@pytest.mark.parametrize("refused", ["401", "404"])
+def test_a_key_refused_or_a_model_not_there_falls_back_at_once(refused: str, workspace: Path) -> None:
+    """A fallback is there for a model that cannot answer: a key the provider refuses, a model or
+    URL it does not have. These failed the run though a fallback was configured."""
+    with ScriptedServer(faults=["401"] * 10 if refused == "401" else []) as primary, ScriptedServer() as healthy:
+        first = OpenAIChatProvider(base_url=primary.base_url + ("" if refused == "401" else "/retired"), api_key="k")
+        first.model_id = "plan"  # type: ignore[attr-defined]
+        agent = Agent(first, tools=FILE_TOOLS, cwd=workspace, retry=FAST, fallback_models=[openai(healthy)])
+        events = collect(agent)
+        (fallback,) = [e for e in events if isinstance(e, Fallback)]
+        assert f"HTTP {refused}" in fallback.reason, fallback.reason
+        assert not [e for e in events if isinstance(e, Retry)]  # asked once: asking again would not help
+        assert refused == "404" or len(chat_requests(primary)) == 1  # (a route it lacks is not recorded)
+        assert events[-1].result.status == "completed"
+    refused_alone = run_sync(Agent(OpenAIChatProvider(base_url=primary.base_url, api_key="k"), retry=FAST), "q")
+    assert refused_alone.status == "failed"  # with no fallback: fails, saying why
+
+
 def test_an_unknown_price_is_an_unknown_cost_never_zero(
     server: ScriptedServer, workspace: Path, tmp_path: Path
 ) -> None:

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from tether.errors import (
+    AuthError,
+    BadRequestError,
     ContextOverflowError,
     ProviderError,
     QuotaExceededError,
@@ -170,8 +172,9 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
         async for event in _overflowed(rc, turn, exc):
             yield event
         return
-    if isinstance(exc, QuotaExceededError) and rc.active + 1 < len(rc.candidates) and not turn.emitted:
-        # Out of credit on this account: waiting will not help, another provider may.
+    if _account_or_model_refused(exc) and rc.active + 1 < len(rc.candidates) and not turn.emitted:
+        # This model cannot answer for this account (out of credit, a key refused, a model that
+        # is not there): waiting will not help, the next model may. The fallback event says why.
         async for event in _fall_back(rc, turn, exc):
             yield event
         return
@@ -195,6 +198,11 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
     assert wait is not None  # a wait asked for past max_retry_after_s counts as spent
     async for event in _wait_to_retry(rc, turn, exc, wait):
         yield event
+
+
+def _account_or_model_refused(exc: ProviderError) -> bool:
+    """Out of quota, a key refused (401/403), or a model or URL that is not there (404)."""
+    return isinstance(exc, QuotaExceededError | AuthError) or (isinstance(exc, BadRequestError) and exc.status == 404)
 
 
 def _not_again(exc: ProviderError, attempts: int, max_retry_after_s: float, wait: float | None) -> str:
