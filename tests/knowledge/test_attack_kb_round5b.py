@@ -184,3 +184,17 @@ def test_every_shape_memory_refuses_is_withheld_from_a_document() -> None:
         assert f"[credential withheld: {label}]" in text and text.count("\n") == 3
     plain = "The PX-9 pump is rated for 16 bar; ask the desk (sk-1 is a part number).\n"
     assert withhold_secrets(plain) == (plain, 0)
+
+
+def test_a_credentials_file_named_on_its_own_is_not_read_either(tmp_path: Path) -> None:
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIAQWERTYUIOP123456\naws_secret_access_key = wJalrZEBRAQUARTZbPxRfiCY\n"
+    )
+    (tmp_path / ".env").write_text("DB_PASSWORD=ZEBRAQUARTZ\n")
+    (tmp_path / "deploy.pem").write_text("ZEBRAQUARTZ\n")
+    kb = KnowledgeBase.open()
+    for path in (tmp_path / ".aws" / "credentials", tmp_path / ".env", tmp_path / "deploy.pem"):
+        report = kb.add_path(path)
+        assert not report.added and any("credentials" in why for why in report.passed_over), path
+    assert kb.documents() == []

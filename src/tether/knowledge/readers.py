@@ -238,10 +238,12 @@ def iter_files(
     Below ``root``, hidden entries (``.name``) are passed over unless ``hidden``, entries that hold
     credentials by their names always, and so are the folders in ``exclude`` (tether's own home);
     ``passed`` counts the entries passed over, by reason (a folder counts once)."""
-    if not root.is_dir():
-        yield root
-        return
     counts: dict[str, int] = passed if passed is not None else {}
+    if not root.is_dir():
+        # named on its own: still never a credentials file (~/.aws/credentials, .env), whose
+        # secrets are mostly in shapes no pattern knows (a password, AWS's secret access key)
+        yield from _named_file(root, counts)
+        return
     excluded = {os.path.realpath(e) for e in exclude}
     # A stack of our own, not os.walk, which recurses once per level (Python 3.11): a tree nested
     # a thousand deep raised RecursionError. Each folder carries the ignore rules above it.
@@ -279,6 +281,19 @@ def iter_files(
             else:
                 counts[why] = counts.get(why, 0) + 1
         stack += [(here / d, specs) for d in reversed(kept)]
+
+
+def _named_file(path: Path, counts: dict[str, int]) -> Iterator[Path]:
+    """``path``, named on its own, unless it holds credentials (then counted in ``counts``)."""
+    if _credential_file(path):
+        counts[CREDENTIALS] = counts.get(CREDENTIALS, 0) + 1
+    else:
+        yield path
+
+
+def _credential_file(path: Path) -> bool:
+    """Whether ``path`` holds credentials by its name or by a folder it is in (``.aws``, ``.ssh``)."""
+    return credential_name(path.name) or any(part.lower() in _CREDENTIAL_DIRS for part in path.absolute().parts[:-1])
 
 
 def _passed_over(
