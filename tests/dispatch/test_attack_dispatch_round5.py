@@ -49,3 +49,36 @@ def test_a_message_posted_while_the_broker_is_away_does_not_block_its_session_fo
         assert done["result"]["status"] == "completed", done
         turns = client.get(f"/v1/sessions/{sid}").json()
         assert [t["text"] for t in turns.get("turns", [])] in ([], ["hello"]), turns
+
+
+def test_a_decision_posted_while_the_broker_is_away_leaves_the_run_resumable(cluster: Any) -> None:
+    """The same for a decision: the run's continuation was queued with no message to deliver it
+    (a 500), and its session answered 409 for ever. Now the node answers 503, the run is not live,
+    and the decision sent again once the broker is back continues it."""
+    import httpx
+
+    from tests.server.conftest import read_events
+
+    c = cluster()
+    c.dispatcher = BrokerAway(c.dispatcher, away=0)
+    with httpx.Client(base_url=c.node(), timeout=30) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship_approved"}).json()["session_id"]
+        run_id = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order 8"}).json()["run_id"]
+        first = read_events(client, f"/v1/runs/{run_id}/events")
+        asked = next(e for e in first if e["event"] == "approval_required")
+        c.dispatcher.away = 1
+        r = client.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True},
+        )
+        assert r.status_code == 503 and "send the decision (or the resume) again" in r.text, r.text
+        assert c.worker.jobs.live_run_of(sid) is None
+        assert client.get(f"/v1/runs/{run_id}").json()["live"] is False
+        r = client.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True},
+        )
+        assert r.status_code == 202, r.text
+        rest = read_events(client, f"/v1/runs/{run_id}/events", last_event_id=first[-1]["id"])
+        assert rest[-1]["event"] == "done" and rest[-1]["result"]["status"] == "completed", rest
+    assert c.shipped() == [f"{run_id}:call_ship"]

@@ -198,7 +198,7 @@ class Jobs:
         with self.db.tx() as conn:
             rows = conn.execute(
                 "UPDATE tether_jobs SET state = 'done', updated_at = %s WHERE run_id = %s AND state = 'queued' "
-                "AND attempts = 0 RETURNING run_id",
+                "AND worker IS NULL RETURNING run_id",
                 (time.time(), run_id),
             ).fetchall()
             conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))

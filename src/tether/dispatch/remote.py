@@ -116,18 +116,19 @@ class RemoteRuns:
                 "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
             },
         )
+        self._dispatch(turn.run_id, "nothing was started: send the message again in a moment")
+
+    def _dispatch(self, run_id: str, then: str) -> None:
+        """Hand the queued job to the workers, or withdraw it: a job no message will ever deliver
+        would hold its session ("still answering") for ever."""
         try:
-            self.dispatcher.enqueue(turn.run_id)
+            self.dispatcher.enqueue(run_id)
         except Exception as exc:
-            # A job no message will ever deliver would hold the session ("still answering") for ever.
-            if self.jobs.withdraw(turn.run_id):
+            if self.jobs.withdraw(run_id):  # else a worker has it already: the message did go
                 from tether.postgres.db import redact
 
                 why = redact(" ".join(str(exc).split()))[:200]
-                raise QueueAway(
-                    f"the run could not be handed to the workers (the broker: {why}); nothing was started: "
-                    "send the message again in a moment"
-                ) from exc
+                raise QueueAway(f"the run could not be handed to the workers (the broker: {why}); {then}") from exc
 
     def resume(
         self,
@@ -161,7 +162,7 @@ class RemoteRuns:
             chosen=chosen,
             changes=changes,
         )
-        self.dispatcher.enqueue(turn.run_id)
+        self._dispatch(turn.run_id, "the run was not continued: send the decision (or the resume) again in a moment")
 
     def cancel(self, run_id: str, reason: str) -> bool:
         return self.jobs.request_cancel(run_id, reason)

@@ -447,6 +447,12 @@ def _handlers(app: FastAPI) -> None:
             "read); nothing was decided or run. Read the run again and decide on what it waits for now",
         )
 
+    @app.exception_handler(StoreError)
+    async def store_error(request: Request, exc: StoreError) -> JSONResponse:
+        if getattr(exc, "unavailable", False):  # the queue's broker is away (tether.dispatch.remote.QueueAway)
+            return _error(503, "unavailable", str(exc))
+        raise exc  # a 500, as any error no route answers
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _error(400, "bad_request", _describe(exc.errors()))
