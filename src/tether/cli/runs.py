@@ -36,12 +36,31 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     r.set_defaults(handler=cmd_runs)
     sh = sub.add_parser("show", help="show a run's transcript")
-    sh.add_argument("run_id", metavar="RUN_ID")
+    sh.add_argument("run_id", metavar="RUN_ID", nargs="?", default=LAST, help=_LAST_HELP)
     sh.add_argument("--full", action="store_true", help="print long messages and tool outputs whole")
     sh.set_defaults(handler=cmd_show)
     tr = sub.add_parser("trace", help="print a run's trace (JSON lines)")
-    tr.add_argument("run_id", metavar="RUN_ID")
+    tr.add_argument("run_id", metavar="RUN_ID", nargs="?", default=LAST, help=_LAST_HELP)
     tr.set_defaults(handler=cmd_trace)
+
+
+LAST = "last"
+_LAST_HELP = "the run (default: last, the newest, as `tether runs` lists it first)"
+
+
+def latest_run(settings: Settings) -> str:
+    """The newest run's id (``last``), as ``tether runs`` lists it first; a usage error when none."""
+    if settings.database_url:
+        rows, _ = _rows_of(run_store(settings).list())
+    else:
+        rows, _ = _rows(settings.home / "runs")
+    if not rows:
+        raise usage_error("there is no run yet: `tether run ...` starts one")
+    return str(rows[0].run_id)
+
+
+def _chosen(settings: Settings, run_id: str) -> str:
+    return latest_run(settings) if run_id == LAST else run_id
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -195,7 +214,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     store = run_store(settings)
-    state = load_run(store, args.run_id)
+    state = load_run(store, _chosen(settings, args.run_id))
     stopped = state.status == "running" and isinstance(store, RunStore) and not store.held(state.run_id)
     for line in _heading(state, settings, stopped=stopped):
         print(shown(line))  # its reason and the waiting call's arguments are text from outside
@@ -250,12 +269,13 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
 def cmd_trace(args: argparse.Namespace) -> int:
     from tether.errors import StoreError
 
-    run_id = args.run_id
+    settings = load_settings()
+    run_id = _chosen(settings, args.run_id)
     if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
         raise usage_error(f"not a run id: {run_id!r}")
     from tether.tracing import trace_bytes
 
-    path = load_settings().home / "traces" / f"{run_id}.jsonl"
+    path = settings.home / "traces" / f"{run_id}.jsonl"
     try:
         data = trace_bytes(path)
     except FileNotFoundError:
