@@ -198,3 +198,22 @@ def test_a_credentials_file_named_on_its_own_is_not_read_either(tmp_path: Path) 
         report = kb.add_path(path)
         assert not report.added and any("credentials" in why for why in report.passed_over), path
     assert kb.documents() == []
+
+
+def test_a_base_built_before_the_rule_does_not_show_its_credentials_to_the_agent() -> None:
+    kb = KnowledgeBase.open()
+    # as an earlier tether stored it: the chunk's text holds the key
+    kb.store.replace_document(
+        "setup.md",
+        path=None,
+        title="Setup",
+        hash="old",
+        meta={},
+        chunks=[(1, 2, "Setup", f"Set OPENAI_API_KEY={OPENAI_KEY} for the pump monitor.", None)],
+        entities=[],
+        relations=[],
+    )
+    result = kb.search("pump monitor", mode="keyword")
+    assert result.hits and OPENAI_KEY in result.hits[0].chunk.text
+    answer = render(result, 8000)
+    assert OPENAI_KEY not in answer and "[credential withheld: an API key]" in answer

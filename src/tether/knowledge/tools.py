@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from tether.events import Retrieval, TraceOnly
 from tether.harness.extension import Extension
-from tether.knowledge.base import KnowledgeBase, SearchResult
+from tether.knowledge.base import KnowledgeBase, SearchResult, withhold_secrets
 from tether.tools.base import ToolContext, ToolResult, _in_thread
 
 __all__ = ["KnowledgeTools", "render"]
@@ -59,7 +59,8 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
         label = _CONTROL.sub(_escape, f"[{n}] {hit.citation}{where}") + "\n"
         if room < len(label) + 60:
             break  # not even a shortened result fits: stop at whole results
-        text = _LABEL.sub(r"\\", hit.chunk.text)
+        # a base built before credentials were withheld at ingest still holds them: never shown
+        text = _LABEL.sub(r"\\", withhold_secrets(hit.chunk.text)[0])
         if len(label) + len(text) > room:
             text = text[: room - len(label) - 2].rstrip() + " …"
             shortened += 1
