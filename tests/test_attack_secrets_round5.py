@@ -386,3 +386,29 @@ def test_a_stop_a_middleware_words_with_a_key_keeps_it_nowhere(tmp_path: Path, m
     done = run_all(Agent(model=FunctionModel(lambda m, r: "ok"), middleware=[Quota()]), tmp_path)[-1]
     assert done.result.reason == "the quota service refused the key ***"
     assert key not in everything_written(tmp_path)
+
+
+def test_a_sub_agents_failure_quoting_a_key_reaches_neither_the_parent_nor_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = planted()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    def boom(messages: Any, request: Any) -> str:
+        raise RuntimeError(f"auth failed with {key}")
+
+    child = Agent(model=FunctionModel(boom))
+    seen: list[str] = []
+
+    def lead(messages: list[Any], request: Any) -> Any:
+        seen.append("\n".join(m.model_dump_json() for m in messages))
+        if len(messages) == 1:
+            call = ToolCallPart(id="c1", name="researcher", arguments='{"task": "read the logs"}')
+            return AssistantMessage(content=(call,), finish_reason="tool_calls")
+        return "done"
+
+    agent = Agent(model=FunctionModel(lead), tools=[child.as_tool("researcher", "Reads the logs.")])
+    done = run_all(agent, tmp_path)[-1]
+    assert done.result.status == "completed"
+    assert "auth failed with ***" in seen[-1] and key not in seen[-1]
+    assert key not in everything_written(tmp_path)
