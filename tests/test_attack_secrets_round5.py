@@ -412,3 +412,24 @@ def test_a_sub_agents_failure_quoting_a_key_reaches_neither_the_parent_nor_its_f
     assert done.result.status == "completed"
     assert "auth failed with ***" in seen[-1] and key not in seen[-1]
     assert key not in everything_written(tmp_path)
+
+
+def test_a_guardrail_classifier_failing_with_a_key_keeps_it_out_of_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A deployment's own classifier (a moderation API) failing "key sk-... refused": the verdict
+    (the run's reason, the answer it stands for, the session, the trace) said the key."""
+    from tether.guardrails.core import Guardrail
+
+    key = planted()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+
+    class Moderation:
+        async def classify(self, text: str, *, stage: str, ctx: Any) -> Any:
+            raise RuntimeError(f"moderation API refused key {key}")
+
+    caplog.set_level(logging.WARNING, logger="tether")
+    agent = Agent(model=FunctionModel(lambda m, r: "ok"), middleware=[Guardrail(Moderation())])
+    done = run_all(agent, tmp_path)[-1]
+    assert "the classifier failed (RuntimeError: moderation API refused key ***)" in (done.result.reason or "")
+    assert key not in everything_written(tmp_path) and key not in caplog.text

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from tether.errors import ConfigError, TetherError
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext
+from tether.harness.context import RunContext, told
 from tether.harness.length import CUT, Continuation
 from tether.harness.middleware import Middleware, ModelCall, StreamKind, ToolCall
 from tether.harness.state import WRITTEN_BY_POLICY, RunState
@@ -164,8 +164,9 @@ class Guardrail(Middleware):
         except TetherError:
             raise  # a cancel, a store that cannot write: the run's own exits
         except Exception as exc:
+            said = told(exc)  # a moderation API's "key sk-... refused": the verdict is kept and shown
             _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
-            return Verdict(f"the classifier failed ({type(exc).__name__}: {exc}); failing closed", 0.0, "error")
+            return Verdict(f"the classifier failed ({type(exc).__name__}: {said}); failing closed", 0.0, "error")
 
     def _who(self, ctx: RunContext) -> str:
         """This guardrail in the run's stack: its name and place (two may share a name)."""
