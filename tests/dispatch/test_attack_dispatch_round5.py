@@ -82,3 +82,35 @@ def test_a_decision_posted_while_the_broker_is_away_leaves_the_run_resumable(clu
         rest = read_events(client, f"/v1/runs/{run_id}/events", last_event_id=first[-1]["id"])
         assert rest[-1]["event"] == "done" and rest[-1]["result"]["status"] == "completed", rest
     assert c.shipped() == [f"{run_id}:call_ship"]
+
+
+def test_a_message_whose_job_insert_lost_its_connection_is_answered(cluster: Any, pg_url: str) -> None:
+    """The database connection killed while a node queued a run's job (a failover, an operator's
+    pg_terminate_backend): the node answered 500 with the turn already recorded, so the client's
+    retry with the same message_id (what message_id is for) was told 200 "accepted" for a run that
+    never began: its stream ended empty and nothing ever answered. Now the job is queued again on a
+    new connection, and the first post is answered and run."""
+    import httpx
+    import psycopg
+
+    from tests.server.conftest import read_events
+
+    c = cluster()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE job_kills")
+        conn.execute(
+            "CREATE FUNCTION kill_job_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF nextval('job_kills') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5); "
+            "END IF; RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER kill_job_once BEFORE INSERT ON tether_jobs FOR EACH ROW EXECUTE FUNCTION kill_job_once()"
+        )
+    with httpx.Client(base_url=c.node(), timeout=30) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        r = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-1"})
+        assert r.status_code == 202, r.text
+        done = read_events(client, f"/v1/runs/{r.json()['run_id']}/events")[-1]
+        assert done["result"]["status"] == "completed", done
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT last_value FROM job_kills").fetchone()[0] >= 2  # killed once, then inserted

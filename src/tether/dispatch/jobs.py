@@ -141,33 +141,38 @@ class Jobs:
     ) -> None:
         """Queue the run's next part; :class:`SessionBusy` when its session has a live job already."""
         psycopg = _psycopg()
+
+        def queue(conn: Any) -> None:
+            cur = conn.execute(
+                "INSERT INTO tether_jobs (run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, "
+                "state, attempts, worker, cancel, began_after, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+                "'queued',0,NULL,NULL,(SELECT coalesce(max(id), 0) FROM tether_events WHERE run_id = %s),%s) "
+                "ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
+                "chosen = excluded.chosen, changes = excluded.changes, state = 'queued', worker = NULL, "
+                "cancel = NULL, began_after = excluded.began_after, updated_at = excluded.updated_at "
+                "WHERE tether_jobs.state = 'done' RETURNING run_id",
+                (
+                    run_id,
+                    session_id,
+                    owner,
+                    agent,
+                    kind,
+                    None if prompt is None else storable(prompt),  # a NUL a client sent
+                    json.dumps(storable(chosen)),
+                    json.dumps(changes or {}),
+                    json.dumps(storable(config or {})),
+                    run_id,
+                    time.time(),
+                ),
+            )
+            if cur.fetchone() is None:
+                raise SessionBusy(f"run {run_id} is already queued or running")
+            conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+
+        # A connection that breaks is replaced and a commit that landed counts once (Database.transact);
+        # briefly, as a server's request waits on it.
         try:
-            with self.db.tx() as conn:
-                cur = conn.execute(
-                    "INSERT INTO tether_jobs (run_id, session_id, owner, agent, kind, prompt, chosen, changes, config, "
-                    "state, attempts, worker, cancel, began_after, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,"
-                    "'queued',0,NULL,NULL,(SELECT coalesce(max(id), 0) FROM tether_events WHERE run_id = %s),%s) "
-                    "ON CONFLICT (run_id) DO UPDATE SET kind = excluded.kind, prompt = excluded.prompt, "
-                    "chosen = excluded.chosen, changes = excluded.changes, state = 'queued', worker = NULL, "
-                    "cancel = NULL, began_after = excluded.began_after, updated_at = excluded.updated_at "
-                    "WHERE tether_jobs.state = 'done' RETURNING run_id",
-                    (
-                        run_id,
-                        session_id,
-                        owner,
-                        agent,
-                        kind,
-                        None if prompt is None else storable(prompt),  # a NUL a client sent
-                        json.dumps(storable(chosen)),
-                        json.dumps(changes or {}),
-                        json.dumps(storable(config or {})),
-                        run_id,
-                        time.time(),
-                    ),
-                )
-                if cur.fetchone() is None:
-                    raise SessionBusy(f"run {run_id} is already queued or running")
-                conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
+            self.db.transact(queue, retry_s=5.0)
         except psycopg.errors.UniqueViolation:
             busy = self.live_run_of(session_id)
             raise SessionBusy(f"session {session_id} is still answering (run {busy})") from None

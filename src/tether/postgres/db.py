@@ -133,11 +133,12 @@ class Database:
         with self.pool.connection() as conn, conn.transaction():
             yield conn
 
-    def transact(self, body: Callable[[Any], _T]) -> _T:
+    def transact(self, body: Callable[[Any], _T], *, retry_s: float | None = None) -> _T:
         """``body(conn)`` in one transaction, committed; done again while the database is away (a
-        restart, a failover, the connection killed) for up to ``retry_s`` seconds. A commit whose
-        answer was lost with its connection is looked up (``pg_xact_status``), not made twice."""
-        deadline = time.monotonic() + self.retry_s
+        restart, a failover, the connection killed) for up to ``retry_s`` seconds (the pool's
+        ``retry_s`` by default). A commit whose answer was lost with its connection is looked up
+        (``pg_xact_status``), not made twice."""
+        deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
         pause = 0.05
         while True:
             xid: list[str] = []
