@@ -223,6 +223,8 @@ def _json(text: str) -> Any:
         raise InvalidOutput(["the answer is empty: it must be a JSON object"])
     try:
         return json.loads(body)
+    except RecursionError:  # hostile output: an answer nested thousands of levels deep
+        raise InvalidOutput(["the answer is nested too deeply to read: send one flat JSON object"]) from None
     except ValueError as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)

@@ -40,9 +40,25 @@ from tether.tools.base import ToolContext, ToolInputError, ToolInterrupt, ToolRe
 __all__ = ["answer_only", "ended_turn", "ends_turn", "result_is_answer", "run_pending"]
 
 
+# How deep a call's arguments may nest to be kept parsed with the call a person is asked about;
+# deeper ones are kept as the text the model sent. The saved state nests them a few levels further,
+# and its serialiser refuses past 255 levels: the run could not be saved, and ended failed.
+_SHOWN_DEPTH = 100
+
+
 def _args_value(arguments: str) -> Any:
     value = parse_arguments(arguments)
-    return arguments if value is NOT_JSON else value
+    return arguments if value is NOT_JSON or _deeper_than(value, _SHOWN_DEPTH) else value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON nests more than ``limit`` lists or objects deep (without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [v for c in level if isinstance(c, dict | list) for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return False
+    return True
 
 
 def _record(
