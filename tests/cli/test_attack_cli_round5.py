@@ -257,3 +257,28 @@ def test_kb_drop_with_stdin_closed_or_ctrl_d_keeps_the_base(
     code, _, seen = term.finish()
     assert code == 1 and "kept" in seen and "Traceback" not in seen, seen
     assert base.exists()
+
+
+# --- SIGHUP: the terminal window closed ------------------------------------------------------
+
+
+def test_chat_whose_terminal_closes_mid_reply_saves_the_run_stopped_not_killed(
+    workspace: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The terminal closed (SIGHUP) while a tool runs: the run stops as at a Stop, saved
+    `interrupted` and resumable, and the command exits without writing to the terminal that is
+    gone. Was: killed by the signal (-1), the run left `stopped: no process` in the middle of its
+    tool call."""
+    import os
+
+    argv = ["tether", "chat", "--model", "scripted/slow", "--cwd", str(workspace), "--session", "s1"]
+    term = Terminal(argv, env, stdout_on_terminal=True)
+    term.read_until(b"you> ")
+    term.type(b"scan the archive\n")
+    term.read_until(b".. scanned")
+    os.close(term.master)  # the window closes: SIGHUP
+    assert term.proc.wait(timeout=60) == 130
+    (run,) = _runs(capsys)
+    assert run["status"] == "interrupted" and run["live"] is None, run
+    code, out, err = run_main("show", str(run["run_id"]), capsys=capsys)
+    assert code == 0 and "SIGHUP" in out + err, out

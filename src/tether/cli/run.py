@@ -61,6 +61,8 @@ __all__ = [
 
 # The reason a run stopped by SIGTERM records: the command that drives it ends there too.
 TERMINATED = "terminated (SIGTERM)"
+# ... by SIGHUP (the terminal was closed: nothing is shown any more, the run is saved)
+HUNG_UP = "the terminal was closed (SIGHUP)"
 # ... and by stdout's reader leaving (`tether run ... | head -1`), with the shell's code for SIGPIPE.
 READER_LEFT = "stdout was closed by its reader (a pipe such as | head)"
 READER_GONE = 141
@@ -558,28 +560,66 @@ class Terminated(Exception):
 _waiting_for_person = False  # a question is on screen: SIGTERM raises Terminated there
 _terminated = False  # SIGTERM came; the command ends at its next question (or as soon as it can)
 _held = 0  # how many sigterm_held() blocks are open (a chat's, then each run's)
+_hangup_ignored = False  # SIGHUP was ignored when the command began (nohup): it stays ignored
 
 
 def terminated() -> bool:
-    """Whether SIGTERM came since the command began (the chat ends then, its run resumable)."""
+    """Whether SIGTERM (or SIGHUP) came since the command began (the chat ends then, its run
+    resumable)."""
     return _terminated
 
 
+def _terminal_gone() -> None:
+    """SIGHUP: the terminal was closed. What would be written to it goes nowhere (each write there
+    would fail), so the run still stops and is saved as it would at a Stop."""
+    import os
+    import stat
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stat.S_ISCHR(os.fstat(stream.fileno()).st_mode):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+
 def _on_term(signum: int, frame: Any) -> None:
+    import signal as os_signal
+
     global _terminated
     _terminated = True
+    if signum == getattr(os_signal, "SIGHUP", None):
+        _terminal_gone()
     if _waiting_for_person:
         raise Terminated
 
 
+def _on_hangup(cancel: CancelSignal) -> None:
+    """A run's SIGHUP handler: the terminal is gone, the run stops as SIGTERM stops it."""
+    global _terminated
+    _terminated = True
+    _terminal_gone()
+    cancel.cancel(HUNG_UP)
+
+
+def _hangup() -> int | None:
+    """SIGHUP, where there is one and nohup did not ignore it."""
+    import signal as os_signal
+
+    hup = getattr(os_signal, "SIGHUP", None)
+    return None if hup is None or _hangup_ignored else int(hup)
+
+
 def hold_sigterm() -> None:
-    """Inside :func:`sigterm_held`, (re)install its SIGTERM handler: asyncio puts the default back
-    when each run's loop closes."""
+    """Inside :func:`sigterm_held`, (re)install its SIGTERM and SIGHUP handler: asyncio puts the
+    default back when each run's loop closes."""
     import signal as os_signal
 
     if _held:
         with contextlib.suppress(ValueError):  # not the main thread (a program calling main() in one)
-            os_signal.signal(os_signal.SIGTERM, _on_term)
+            for signum in (os_signal.SIGTERM, _hangup()):
+                if signum is not None:
+                    os_signal.signal(signum, _on_term)
 
 
 @contextlib.contextmanager
@@ -587,25 +627,31 @@ def sigterm_held() -> Iterator[None]:
     """SIGTERM (``kill``, a service manager) ends the command in words, never by the signal's default
     (killed, no summary, the terminal left without echo): during a run the run's own handler stops it
     (TERMINATED); at a question it raises :class:`Terminated`; in between it is noted, and the next
-    question raises it. The handler found is put back at the end (a program calling main())."""
+    question raises it. SIGHUP (the terminal closed) does the same, silently. The handlers found
+    are put back at the end (a program calling main())."""
     import signal as os_signal
 
-    global _held, _terminated
-    try:
-        before = os_signal.getsignal(os_signal.SIGTERM)
-    except ValueError:
-        before = None
+    global _held, _terminated, _hangup_ignored
     if not _held:
         _terminated = False
+        hup = getattr(os_signal, "SIGHUP", None)
+        with contextlib.suppress(ValueError):
+            _hangup_ignored = hup is not None and os_signal.getsignal(hup) == os_signal.SIG_IGN
+    before: dict[int, Any] = {}
+    for signum in (os_signal.SIGTERM, _hangup()):
+        if signum is not None:
+            with contextlib.suppress(ValueError):
+                before[signum] = os_signal.getsignal(signum)
     _held += 1
     hold_sigterm()
     try:
         yield
     finally:
         _held -= 1
-        if before is not None:
-            with contextlib.suppress(ValueError, TypeError):
-                os_signal.signal(os_signal.SIGTERM, before)
+        for signum, handler in before.items():
+            if handler is not None:
+                with contextlib.suppress(ValueError, TypeError):
+                    os_signal.signal(signum, handler)
 
 
 def _drop_typed_ahead() -> None:
@@ -700,6 +746,8 @@ def _execute(
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(os_signal.SIGINT, cancel.cancel, "user pressed Ctrl-C")
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, TERMINATED)
+        if (hangup := _hangup()) is not None:
+            loop.add_signal_handler(hangup, _on_hangup, cancel)
         if _terminated:  # SIGTERM came while the run was being built: it stops as it starts
             cancel.cancel(TERMINATED)
         printer.cancel = cancel
