@@ -282,3 +282,17 @@ def test_chat_whose_terminal_closes_mid_reply_saves_the_run_stopped_not_killed(
     assert run["status"] == "interrupted" and run["live"] is None, run
     code, out, err = run_main("show", str(run["run_id"]), capsys=capsys)
     assert code == 0 and "SIGHUP" in out + err, out
+
+
+def test_mcp_serve_with_stdin_closed_says_so_in_one_line(env: dict[str, str]) -> None:
+    """`tether mcp serve <&-` (over stdio, with no stdin to read a client from). Was: two
+    tracebacks ending in OSError: [Errno 22] Invalid argument (the loop's own descriptor took the
+    place of stdin), exit 1. Now one line, exit 2."""
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        ["tether", "mcp", "serve"], env=env, capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.close(0)
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "standard input is closed" in done.stderr and "--http" in done.stderr

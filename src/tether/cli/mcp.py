@@ -128,6 +128,11 @@ def _add_serve(subparsers: Any) -> None:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from tether.connectors.serve import cmd_serve
 
+    if not args.http and sys.stdin is None:  # started with stdin closed (<&-): no client can speak
+        raise usage_error(
+            "tether mcp serve speaks MCP on standard input and output, and standard input is closed: "
+            "let an MCP client start it (it connects to both), or serve over HTTP with --http"
+        )
     return cmd_serve(args)
 
 
