@@ -76,3 +76,34 @@ def test_a_structured_answer_nested_thousands_deep_is_corrected_not_a_crash() ->
     result = asyncio.run(run(Agent(FunctionModel(reply), output_type=dict[str, Any]), "answer"))
     assert result.status == "completed" and result.output == {"a": 1}
     assert len(told) == 1 and "nested too deeply" in told[0]
+
+
+def test_made_up_tool_names_of_any_length_are_quoted_and_counted_in_a_few_words(tmp_path: Path) -> None:
+    """A reply calling 50 tools the agent does not have, each named with 20,000 characters: each
+    call is an error the model reads, counted in the run's statistics, and neither quotes the name
+    whole. Before: each error quoted its name whole (20,000 characters back to the model with every
+    later request), and the statistics (saved with each commit) kept every name whole: a reply of
+    400 names of 50,000 characters made every save of the run write 20 MB again."""
+    names = [f"{i:02}" + "z" * 20_000 for i in range(50)]
+
+    def reply(messages: list[Message], request: ModelRequest) -> AssistantMessage | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return AssistantMessage(content=tuple(ToolCallPart(id=f"c{i}", name=n) for i, n in enumerate(names)))
+
+    @tool
+    def count(n: int) -> str:
+        """Count to n."""
+        return str(n)
+
+    store = RunStore(tmp_path / "runs")
+    result = asyncio.run(run(Agent(FunctionModel(reply), tools=[count]), "go", store=store))
+    assert result.status == "completed" and result.output == "done"
+    saved = store.load(result.run_id)
+    assert_pairing(saved.messages)
+    errors = [m for m in saved.messages if isinstance(m, ToolMessage)]
+    assert [m.status for m in errors] == ["error"] * 50
+    assert all(len(m.text) < 300 and "(20002 characters)" in m.text for m in errors)
+    assert "no tool named '00zzz" in errors[0].text and "Available tools: count." in errors[0].text
+    assert sum(s.calls for s in saved.tool_stats.values()) == 50
+    assert max(len(name) for name in saved.tool_stats) < 100

@@ -92,7 +92,7 @@ def _record(
     # that numbers its calls anew each turn) is asked about again, never run on this "yes".
     state.approved.pop(call.id, None)
     state.rejected.pop(call.id, None)
-    stats = state.tool_stats.setdefault(call.name, ToolStats())
+    stats = state.tool_stats.setdefault(call.name if call.name in rc.tools else _cut_name(call.name), ToolStats())
     stats.calls += 1
     stats.total_ms += ms
     stats.errors += status == "error"
@@ -105,6 +105,17 @@ def _record(
     return ToolResultEvent(
         state.run_id, call.id, call.name, ok=not message.is_error, ms=round(ms, 3), status=status, widget=widget
     )
+
+
+# Providers take tool names of at most 64 characters; a longer one is no tool of the agent's. The
+# name a model made up is quoted back, and counted in the run's statistics (saved with each
+# commit), only this far: a reply of a thousand names of 50,000 characters made every save of
+# the run write them all again (20 s for 400), and each error quoted its name whole.
+_NAME_SHOWN = 64
+
+
+def _cut_name(name: str) -> str:
+    return name if len(name) <= _NAME_SHOWN else f"{name[:_NAME_SHOWN]}… ({len(name)} characters)"
 
 
 def _clean(part: TextPart | ImagePart) -> TextPart | ImagePart:
@@ -309,7 +320,7 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
         return _Answered(cut, "error")
     if tool is None:
         known = ", ".join(sorted(rc.tools)) or "none"
-        return _Answered(f"Error: there is no tool named {call.name!r}. Available tools: {known}.", "error")
+        return _Answered(f"Error: there is no tool named {_cut_name(call.name)!r}. Available tools: {known}.", "error")
     try:
         args = validate_arguments(tool, call.arguments)
     except ToolInputError as exc:
