@@ -557,6 +557,7 @@ class Terminated(Exception):
     """SIGTERM came while the command waited for the person (a question, the chat's prompt)."""
 
 
+SIGTERM_NUMBER = 15  # signal.SIGTERM, the same on every platform Python runs on
 _waiting_for_person = False  # a question is on screen: SIGTERM raises Terminated there
 _terminated = False  # SIGTERM came; the command ends at its next question (or as soon as it can)
 _held = 0  # how many sigterm_held() blocks are open (a chat's, then each run's)
@@ -584,13 +585,12 @@ def _terminal_gone() -> None:
 
 
 def _on_term(signum: int, frame: Any) -> None:
-    import signal as os_signal
-
-    global _terminated
+    global _terminated, _waiting_for_person
     _terminated = True
-    if signum == getattr(os_signal, "SIGHUP", None):
-        _terminal_gone()
-    if _waiting_for_person:
+    raising, _waiting_for_person = _waiting_for_person, False  # once: the same signal sent again only notes
+    if signum != SIGTERM_NUMBER:
+        _terminal_gone()  # SIGHUP
+    if raising:
         raise Terminated
 
 
@@ -671,19 +671,77 @@ def ask(question: str) -> str | None:
     hold_sigterm()
     if _terminated:
         raise Terminated
-    _waiting_for_person = True
     try:
         if _line_editor():
             try:
-                return input(question)
+                with _signals_reach_readline():
+                    _waiting_for_person = True
+                    if _terminated:  # came as the question was being put
+                        raise Terminated
+                    return input(question)
             except EOFError:  # Ctrl-D: what follows starts on a line of its own
                 print(file=sys.stderr)
                 return None
+        _waiting_for_person = True
+        if _terminated:
+            raise Terminated
         print(question, end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline() if sys.stdin is not None else ""
         return line.rstrip("\n") if line else None
     finally:
         _waiting_for_person = False
+
+
+@contextlib.contextmanager
+def _signals_reach_readline() -> Iterator[None]:
+    """readline looks for a signal only when its wait for a key is interrupted: SIGTERM or SIGHUP
+    that comes while it handles a key (or between the question and its wait) would be heard at the
+    next key only, and a `kill` wait for the person to type. While it reads, a thread hears each
+    (Python's wakeup descriptor) and sends it to the main thread again until the question is given
+    up; their handler only notes a signal once the question is gone."""
+    import os
+    import select
+    import signal as os_signal
+    import threading
+    import time
+
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        before = os_signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read)
+        os.close(write)
+        yield
+        return
+    watched = {signum for signum in (int(os_signal.SIGTERM), _hangup()) if signum is not None}
+    done = threading.Event()
+    main = threading.main_thread().ident
+
+    def resend() -> None:
+        heard: set[int] = set()
+        while not done.is_set():
+            ready, _, _ = select.select([read], [], [], 0.05)
+            if ready:
+                heard |= set(os.read(read, 64)) & watched
+            for signum in heard:
+                if not done.is_set() and main is not None:
+                    os_signal.pthread_kill(main, signum)
+            if heard:
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=resend, name="tether-signals", daemon=True)
+    thread.start()
+    global _waiting_for_person
+    try:
+        yield
+    finally:
+        _waiting_for_person = False  # a signal sent again from here on is only noted
+        done.set()
+        thread.join()
+        os_signal.set_wakeup_fd(before)
+        os.close(read)
+        os.close(write)
 
 
 def _line_editor() -> bool:
