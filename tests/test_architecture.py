@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tether",  # the package itself: its names load lazily, so importing it loads nothing
             "tether._lazy",
             "tether._lru",
+            "tether._secrets",
             "tether.cancel",
             "tether.config",
             "tether.errors",

@@ -58,3 +58,18 @@ def test_a_knowledge_base_command_does_not_assemble_agents(tmp_path: Path) -> No
 
     assert assembly.kb_name("docs") == "docs" and callable(assembly.build_agent)
     assert knowledge.KnowledgeTools.__name__ == "KnowledgeTools"
+
+
+def test_a_library_run_does_not_read_the_settings_to_say_why_it_stopped(tmp_path: Path) -> None:
+    """Every stop's reason has the secrets the process holds taken out; that list is the
+    environment's and the loaded config files', and finding it must not import tether.config (a
+    library run reads no config file; the import cost its first run 12 ms)."""
+    probe = (
+        "import sys\n"
+        "from tether import Agent, run_sync\n"
+        "assert run_sync(Agent('scripted/hello'), 'hi').status == 'completed'\n"
+        "print('tether.config' in sys.modules)\n"
+    )
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", done.stderr

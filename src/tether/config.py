@@ -53,6 +53,9 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from tether._secrets import hold
+from tether._secrets import secret_name as _secret_name
+from tether._secrets import url_secrets as _url_secrets
 from tether.errors import ConfigError
 from tether.usage import ModelInfo, Price
 
@@ -598,7 +601,7 @@ def load_settings(home: Path | None = None) -> Settings:
                 f"{path}: [endpoints.{_key(name)}] cannot be an endpoint name (it is the part of a "
                 "model string before the first /): choose a name without /"
             )
-    _HELD.update(_secrets_in(data))  # taken out of what a run says, as those in the environment
+    hold(_secrets_in(data))  # taken out of what a run says, as those in the environment
     models = {name: entry.info() for table in (parsed.prices, parsed.models) for name, entry in table.items()}
     endpoints = {name: Endpoint(name=name, **dict(entry)) for name, entry in parsed.endpoints.items()}
     return Settings(
@@ -739,7 +742,6 @@ def resolve_model(explicit: str | None, settings: Settings) -> str:
 REDACTED = "<redacted>"
 # Keys whose value is a secret wherever they appear (`key_env` names a variable, not a secret), and
 # tables whose every value may be one: a server's environment and its HTTP headers.
-SECRET_KEY = re.compile(r"(^|_)(api_key|key|token|secret|password|passwd|authorization)$", re.I)
 SECRET_TABLES = frozenset({"env", "headers"})
 
 
@@ -765,27 +767,6 @@ def redacted(value: Any, key: str = "") -> Any:
             return urlunsplit(parts._replace(query=query))
         return hidden
     return value
-
-
-def known_secrets() -> tuple[str, ...]:
-    """The secrets this process holds, longest first, for taking out of text that leaves it (a
-    run's reason, a log line): those of every config.toml it loaded (what :func:`redacted` hides),
-    the value of each environment variable whose name says it is one (``OPENAI_API_KEY``,
-    ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL in one
-    (``TETHER_DATABASE_URL``). A value shorter than 8 characters or a path (``/etc/ssl/key.pem``)
-    is no key, and hiding it would garble the text."""
-    found = set(_HELD)
-    for name, value in os.environ.items():
-        value = value.strip()
-        if _secret_name(name):
-            found.update({value, value.rpartition(" ")[2]})  # "Bearer X" too
-        if "://" in value:
-            found |= _url_secrets(value)
-    keys = (v for v in found if len(v) >= 8 and not v.startswith(("/", "~", "./", "../")))
-    return tuple(sorted(keys, key=len, reverse=True))
-
-
-_HELD: set[str] = set()  # the secrets of the config files loaded
 
 
 def _secrets_in(value: Any, key: str = "") -> set[str]:
@@ -820,17 +801,6 @@ def _key_like(value: str) -> bool:
     return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
 
 
-def _url_secrets(url: str) -> set[str]:
-    """The password of ``url`` and the values of its secret query parameters (``?api_key=X``)."""
-    from urllib.parse import parse_qsl
-
-    try:
-        parts = urlsplit(url)
-        return {parts.password or "", *(v for k, v in parse_qsl(parts.query) if _secret_name(k))}
-    except ValueError:
-        return set()
-
-
 def url_without_password(url: str, mask: str = "***") -> str:
     """``url`` with the password of its user part as ``mask``. To the user part's last @ (a raw @
     in a password); failing that, to the next @ (a raw / in a password, which a generated one
@@ -840,17 +810,6 @@ def url_without_password(url: str, mask: str = "***") -> str:
 
 def _redacted_param(m: re.Match[str]) -> str:
     return f"{m[1]}{m[2]}={REDACTED}" if _secret_name(m[2]) else m[0]
-
-
-# Words a secret's name is glued onto without an underscore: ``apikey``, ``accesstoken``.
-_GLUED = re.compile(r"(^|_)(api|access|auth|client|private|secret|session|refresh|bearer)(key|token|secret)$", re.I)
-
-
-def _secret_name(name: str) -> bool:
-    """``api_key``, ``--api-key``, ``GITHUB_TOKEN``, ``apiKey``, ``accesstoken``: a name whose value
-    is a secret."""
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.lstrip("-")).replace("-", "_")  # camelCase too
-    return bool(SECRET_KEY.search(name) or _GLUED.search(name)) and not name.lower().endswith("_env")
 
 
 def _redacted_args(args: list[Any]) -> list[Any]:

@@ -301,10 +301,10 @@ def fixed_prompt_tokens(
 
 
 def without_secrets(text: str) -> str:
-    """``text`` without the secrets this process holds (:func:`tether.config.known_secrets`): a
+    """``text`` without the secrets this process holds (:func:`tether._secrets.known_secrets`): a
     tool, a provider or a middleware may quote its key in an error ("auth failed with sk-..."), and
     what the run says goes into its reason, its trace, its saved state, its session and the log."""
-    from tether.config import known_secrets
+    from tether._secrets import known_secrets  # not tether.config: a library run reads no config file
     from tether.providers.http import scrubbed
 
     return scrubbed(text, known_secrets())
