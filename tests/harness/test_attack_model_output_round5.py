@@ -6,15 +6,18 @@ lost, and the saved run resumable.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_pairing
 from tether import Agent, RunStore, approve, run, tool
 from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage, UserMessage
-from tether.providers.base import ModelRequest
+from tether.providers.base import ModelRequest, StreamEvent, StreamText
+from tether.providers.scripted import InProcessModel
 from tether.status import ApprovalInterruption
 from tether.testing import FunctionModel
+from tether.usage import Price
 
 
 def nested(levels: int) -> str:
@@ -107,3 +110,37 @@ def test_made_up_tool_names_of_any_length_are_quoted_and_counted_in_a_few_words(
     assert "no tool named '00zzz" in errors[0].text and "Available tools: count." in errors[0].text
     assert sum(s.calls for s in saved.tool_stats.values()) == 50
     assert max(len(name) for name in saved.tool_stats) < 100
+
+
+class _Endless(InProcessModel):
+    """A server that does not honour max_tokens: its reply streams on and never ends."""
+
+    model_id = "endless"
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        while self.sent < 50_000:  # bounded only so that the test cannot hang
+            self.sent += 1
+            yield StreamText("x " * 1000)
+            if self.sent % 100 == 0:
+                await asyncio.sleep(0)
+        raise AssertionError("the harness read 100 MB of a reply of at most 100 tokens")
+
+
+def test_a_reply_streaming_on_past_its_output_limit_is_cut_within_the_budget(tmp_path: Path) -> None:
+    """A reply that streams on and on, past max_tokens=100: the run stops reading it (once far past
+    the limit: 64 times, and a million tokens), ends failed saying the server does not honour max_tokens, charges no more
+    than the budget, and is saved with nothing in flight. Before: the stream was read for ever (all
+    of it kept in memory), with the budget never checked."""
+    model = _Endless()
+    store = RunStore(tmp_path / "runs")
+    agent = Agent(model, max_tokens=100, max_budget_usd=1.0, price=Price(input=1, output=100))
+    result = asyncio.run(run(agent, "go", store=store))
+    assert result.status == "failed"
+    assert result.reason is not None and "the server does not honour max_tokens" in result.reason
+    assert model.sent < 10_000  # 20 MB
+    saved = store.load(result.run_id)
+    assert saved.status == "failed" and saved.call_in_flight is None
+    assert 0 < saved.cost_usd <= 1.0

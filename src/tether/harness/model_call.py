@@ -407,6 +407,34 @@ async def _next_within(rc: RunContext, stream: AsyncIterator[StreamEvent], timeo
         raise FirstTokenTimeout(f"{rc.model_name}: the stream stalled (nothing new for {timeout} s)") from exc
 
 
+class _Overrun:
+    """Watches a stream for a reply far past the request's output limit: a server that does not
+    honour ``max_tokens`` (or never ends its reply) would otherwise be read for ever, and held,
+    past the budget that sized the limit. Counted at each doubling of what streamed (linear in all);
+    cut only far past the limit (64 times, and a million tokens), since the estimate is no tokenizer
+    and a test double (or a provider of one's own) may answer at any length."""
+
+    def __init__(self, model: str, max_tokens: int | None) -> None:
+        self.model, self.max_tokens = model, max_tokens
+        self.chars = 0
+        self.next_count = 4 * max_tokens if max_tokens else 0
+
+    def check(self, streamed: list[str]) -> None:
+        if not self.max_tokens:
+            return
+        self.chars += len(streamed[-1])
+        if self.chars < self.next_count:
+            return
+        self.next_count *= 2
+        tokens = estimate_tokens("".join(streamed))
+        if tokens > max(64 * self.max_tokens, 1_000_000):
+            raise ResponseError(
+                f"{self.model}: the reply went on far past its output limit (about {tokens:,} tokens streamed "
+                f"for max_tokens={self.max_tokens}), so the rest was not read: the server does not honour "
+                "max_tokens"
+            )
+
+
 async def _provider_call(
     rc: RunContext,
     turn: _Attempt,
@@ -434,6 +462,7 @@ async def _provider_call(
         continuation.start()  # a retry streams the repeat again
     stream = rc.provider.stream(request).__aiter__()
     stack = rc.agent.middleware
+    overrun = _Overrun(rc.model_name, request.max_tokens)
     try:
         try:
             event = await asyncio.wait_for(anext(stream), timeout)
@@ -442,6 +471,7 @@ async def _provider_call(
         while not isinstance(event, ResponseDone):
             if isinstance(event, StreamText | StreamReasoning):
                 streamed.append(event.text if isinstance(event, StreamReasoning) else event.text + event.unshown)
+                overrun.check(streamed)
                 if event.text:  # an empty one only says the reply began (with a call, which streams no text)
                     kind: StreamKind = "text" if isinstance(event, StreamText) else "reasoning"
                     text = continuation.feed(event.text) if continuation is not None and kind == "text" else event.text
