@@ -582,7 +582,7 @@ async def _done_async(rc: RunContext) -> Done:
 def _closing(rc: RunContext) -> None:
     state, halt = rc.state, rc.halt
     assert halt is not None
-    # Whoever worded the stop (a middleware, a guardrail, a stop condition), no key it quoted is kept.
+    # Whoever worded the stop (a middleware, a policy, a stop condition), no key it quoted is kept.
     state.status, state.reason, state.interruption = halt.status, without_secrets(halt.reason), halt.interruption
 
 

@@ -76,6 +76,4 @@ def check_first_token_timeout(value: object, name: str = "first_token_timeout_s"
     0 s"; NaN was no timeout at all; a string failed the run with a TypeError."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if value is not None and not (number and value > 0):  # type: ignore[operator]
-        raise ConfigError(
-            f"{name} must be a number of seconds above 0 (got {value!r}); leave it None for no timeout"
-        )
+        raise ConfigError(f"{name} must be a number of seconds above 0 (got {value!r}); leave it None for no timeout")
