@@ -297,3 +297,40 @@ def test_mcp_serve_with_stdin_closed_says_so_in_one_line(env: dict[str, str]) ->
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "standard input is closed" in done.stderr and "--http" in done.stderr
+
+
+def test_a_write_to_a_terminal_closed_before_its_sighup_is_handled_stops_the_run_as_sighup(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The window closes while a step line is written: the write fails (EIO) before the SIGHUP the
+    kernel sends is handled. It ended the command with exit 1 (seen once under load in the full
+    suite); it is now the hang-up itself: the run is stopped, as SIGHUP stops it."""
+    import errno
+    import io
+
+    from tether.cancel import CancelSignal
+    from tether.cli import run as cli_run
+    from tether.config import Settings
+
+    class Closed(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(cli_run, "_terminal_gone", lambda: None)  # no real descriptors to redirect here
+    monkeypatch.setattr(cli_run, "_terminated", False)
+    printer = cli_run.Printer(Settings(home=tmp_path), quiet=False)
+    printer.cancel = CancelSignal()
+    monkeypatch.setattr("sys.stderr", Closed())
+    printer._err("-> scan_archive {}")
+    monkeypatch.setattr("sys.stdout", Closed())
+    printer.out("some text")
+    assert printer.cancel.cancelled and printer.cancel.reason == cli_run.HUNG_UP
+    assert cli_run.terminated()
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("sys.stderr", Full())
+    with pytest.raises(OSError):
+        printer._err("another line")  # any other failure of the terminal is not taken for a hang-up

@@ -885,12 +885,30 @@ class Printer:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             if self.cancel is not None:
                 self.cancel.cancel(READER_LEFT)
+        except OSError as exc:
+            self._closed_under(exc)
+
+    def _closed_under(self, exc: OSError) -> None:
+        """A write to the terminal failed because it was closed (EIO): the SIGHUP it sends may not be
+        handled yet, and the write came first. The same as SIGHUP: the run stops and is saved."""
+        import errno
+
+        if exc.errno != errno.EIO:
+            raise exc
+        global _terminated
+        _terminated = True
+        _terminal_gone()
+        if self.cancel is not None:
+            self.cancel.cancel(HUNG_UP)
 
     def _err(self, line: str) -> None:
         if self.text_open:
             self.out("\n")
             self.text_open = False
-        print(shown(line), file=sys.stderr, flush=True)  # tool names, arguments, reasons: text from outside
+        try:
+            print(shown(line), file=sys.stderr, flush=True)  # tool names, arguments, reasons: text from outside
+        except OSError as exc:
+            self._closed_under(exc)
 
     def show_sandbox(self) -> None:
         """The run's first line: which sandbox the shell runs in, and who is asked (tether.tools.sandbox)."""
