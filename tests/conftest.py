@@ -126,3 +126,25 @@ def pg_url(pg_server: Any) -> Iterator[str]:
 def backend(request: pytest.FixtureRequest) -> str:
     """Parametrises a store suite over both backends; with ``postgres``, ask for ``pg_url`` too."""
     return str(request.param)
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """Start servers that write exactly the scripted bytes (``tests.providers.test_attack_wire_round2``'s
+    ``WireServer``), as ``serve(script)``; each is shut down after the test."""
+    import threading
+
+    from tests.providers.test_attack_wire_round2 import WireServer
+
+    started: list[Any] = []
+
+    def start(script: list[Any]) -> Any:
+        server = WireServer(script)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()

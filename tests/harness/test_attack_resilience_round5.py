@@ -10,8 +10,7 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,23 +192,6 @@ def cut_in_arguments(kind: str) -> Reply:
     )
 
 
-@pytest.fixture
-def wire() -> Iterator[Callable[[list[Reply]], WireServer]]:
-    """Start servers that write exactly the scripted bytes (the wire attacks' own); shut down after."""
-    started: list[WireServer] = []
-
-    def start(script: list[Reply]) -> WireServer:
-        server = WireServer(script)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
-
-
 @tool
 def write_note(path: str, content: str) -> str:
     """Save a note."""
@@ -222,14 +204,14 @@ WRITES: list[str] = []
 
 @pytest.mark.parametrize("kind", WIRES)
 def test_a_tool_call_cut_halfway_is_never_run_and_what_it_wrote_is_charged(
-    wire: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
 ) -> None:
     """A stream cut inside a tool call's arguments, before anything was shown, is retried (right)
     and the cut call never runs (right); but the provider bills the tokens the model wrote before the
     cut, and tether charged the cut attempt its prompt only: a model that writes long calls on a
     flaky connection spent several times what the run reported, past its budget."""
     WRITES.clear()
-    server = wire([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
+    server = serve([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
     out = run_against(kind, server, tmp_path, "Save a note on the timeout.", tools=[write_note], max_budget_usd=1.0)
     assert_sound(out)
     assert out.result.status == "completed", out.result.reason
@@ -284,13 +266,13 @@ def test_a_retry_policy_that_is_no_policy_is_refused_when_made_naming_the_field(
 
 @pytest.mark.parametrize("kind", WIRES)
 def test_a_cut_attempt_is_charged_no_more_than_the_request_allowed(
-    wire: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
 ) -> None:
     """What a cut attempt streamed is counted with tether's estimate, which may exceed what the
     provider can bill: never more than the ``max_tokens`` the request allowed, so the estimate alone
     never takes the run past its budget (the docs: "a run never ends above its budget")."""
     budget = 0.005  # after the prompt, a few hundred output tokens: well under what the cut call streams
-    server = wire([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
+    server = serve([cut_in_arguments(kind), text_reply(kind, "Nothing to save after all.")])
     out = run_against(
         kind,
         server,
@@ -307,12 +289,12 @@ def test_a_cut_attempt_is_charged_no_more_than_the_request_allowed(
 
 
 def test_no_retry_is_announced_or_waited_for_once_the_budget_cannot_pay_for_it(
-    wire: Callable[[list[Reply]], WireServer],
+    serve: Callable[[list[Reply]], WireServer],
 ) -> None:
     """A cut attempt that spent what was left: the retry cannot be paid for. Before, the run still
     said "retry 1 ... (waiting N s)", waited (up to max_retry_after_s when the server asked), and
     only then stopped budget_exceeded; a person watching saw a retry that was never going to be sent."""
-    server = wire([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
+    server = serve([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
     agent = Agent(
         wire_provider("openai", server),
         tools=[write_note],
@@ -468,12 +450,12 @@ asyncio.run(main())
 
 
 def test_kill_9_while_waiting_to_retry_a_call_cut_halfway_counts_it_once(
-    wire: Callable[[list[Reply]], WireServer], tmp_path: Path
+    serve: Callable[[list[Reply]], WireServer], tmp_path: Path
 ) -> None:
     """The cut attempt is charged (its prompt and the arguments it wrote) and saved before the
     wait; a kill then leaves no request in flight, and the resumed run pays the cut once, with no
     spent-unknown on top."""
-    server = wire([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
+    server = serve([cut_in_arguments("openai"), text_reply("openai", "Nothing to save after all.")])
     killed = subprocess.run(
         [sys.executable, "-c", CUT_CHILD, str(tmp_path), server.url + "/v1"], capture_output=True, text=True, timeout=60
     )

@@ -15,7 +15,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -96,22 +96,6 @@ class WireServer(ThreadingHTTPServer):
         self.requests: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[list[Reply]], WireServer]]:
-    started: list[WireServer] = []
-
-    def start(script: list[Reply]) -> WireServer:
-        server = WireServer(script)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
 
 
 def provider(kind: str, server: WireServer, *, name: str | None = None, timeout_s: float = 10.0) -> Any:

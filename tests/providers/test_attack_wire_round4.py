@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,23 +48,6 @@ from tether.providers.openai_chat import OpenAIChatProvider
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
-
-
-@pytest.fixture
-def serve() -> Iterator[Serve]:
-    """Start scripted servers (the second round's, byte for byte); each is shut down after the test."""
-    started: list[WireServer] = []
-
-    def start(script: list[Reply]) -> WireServer:
-        server = WireServer(script)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
 
 
 class _HeadersHandler(_Handler):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from tests.providers.test_attack_wire_round2 import (
     assert_sound,
     chunk,
     provider,
-    run_against,
+    run_against,  # the fixture: scripted servers, shut down after the test
 )
 from tether import tool
 from tether.errors import ConfigError
@@ -34,23 +34,6 @@ from tether.tools import ToolResult
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
-
-
-@pytest.fixture
-def serve() -> Iterator[Serve]:
-    """Start scripted servers (the second round's, byte for byte); each is shut down after the test."""
-    started: list[WireServer] = []
-
-    def start(script: list[Reply]) -> WireServer:
-        server = WireServer(script)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
 
 
 def completion(message: dict[str, Any], finish: str = "stop", usage: Any = None) -> bytes:
