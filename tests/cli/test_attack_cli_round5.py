@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Terminal, run_main, tether
+from tests.cli.test_attack_cli_round4 import ASKING_SERVER, BOOKER_TETHER  # the booker scenario, the diner
 
 
 def _runs(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
@@ -120,30 +121,6 @@ def test_chat_terminated_at_its_prompt_ends_130_and_keeps_the_session(
 
 
 # --- typed-ahead keys at an MCP server's question --------------------------------------------
-
-ASKING_SERVER = Path(__file__).resolve().parents[1] / "connectors" / "asking_server.py"
-
-# The `tether` command with one more scripted scenario, `booker`: a message that says "book" calls
-# the diner's book_table (whose server asks the person a question); any other message is echoed.
-BOOKER_TETHER = """\
-import sys
-
-from tether.providers.scripted import SCENARIOS, Reply, call
-
-
-def booker(t, since, user):
-    if since:
-        return Reply(text="the diner said: " + since[:80])
-    if "book" in user:
-        return call("c1", "diner__book_table", {"day": "Friday"})
-    return Reply(text="echo: " + user)
-
-
-SCENARIOS["booker"] = booker
-from tether.cli import main
-
-sys.exit(main())
-"""
 
 
 def test_keys_typed_before_a_servers_question_are_not_its_answers(

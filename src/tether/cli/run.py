@@ -594,12 +594,13 @@ def _on_term(signum: int, frame: Any) -> None:
         raise Terminated
 
 
-def _on_hangup(cancel: CancelSignal) -> None:
+def _on_hangup(cancel: CancelSignal | None) -> None:
     """A run's SIGHUP handler: the terminal is gone, the run stops as SIGTERM stops it."""
     global _terminated
     _terminated = True
     _terminal_gone()
-    cancel.cancel(HUNG_UP)
+    if cancel is not None:
+        cancel.cancel(HUNG_UP)
 
 
 def _hangup() -> int | None:
@@ -895,11 +896,7 @@ class Printer:
 
         if exc.errno != errno.EIO:
             raise exc
-        global _terminated
-        _terminated = True
-        _terminal_gone()
-        if self.cancel is not None:
-            self.cancel.cancel(HUNG_UP)
+        _on_hangup(self.cancel)
 
     def _err(self, line: str) -> None:
         if self.text_open:
