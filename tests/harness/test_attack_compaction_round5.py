@@ -5,7 +5,6 @@ FunctionModel, the scripted model over a real loopback HTTP server, and real run
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import AsyncIterator
@@ -16,7 +15,8 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
-from tether import Agent, RunState, RunStore, approve, run_stream, run_sync, tool
+from tests.harness.test_attack_resilience_round3 import collect, is_summary_request, read_page
+from tether import Agent, RunState, RunStore, approve, run_sync, tool
 from tether.errors import ConfigError, IncompleteStreamError, ProviderError
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest, StreamEvent, StreamText
@@ -25,23 +25,6 @@ from tether.sessions import JsonlSessionStore
 from tether.testing import FunctionModel, ScriptedServer
 from tether.tokens import estimate_tokens
 from tether.usage import Price
-
-
-def collect(agent: Agent, prompt: str | None, **kw: Any) -> list[Any]:
-    async def go() -> list[Any]:
-        return [e async for e in run_stream(agent, prompt, **kw)]
-
-    return asyncio.run(go())
-
-
-def is_summary_request(messages: list[Message]) -> bool:
-    return "<transcript>" in text_of(messages[:1])
-
-
-@tool(read_only=True)
-def read_page(n: int) -> str:
-    """Read page n of the manual."""
-    return f"page {n}: " + "lorem ipsum dolor sit amet " * 60
 
 
 class Reader:

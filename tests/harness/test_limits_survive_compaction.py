@@ -11,14 +11,14 @@ read in its place.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
 
 import pytest
 
-from tether import Agent, RunState, run_stream, run_sync, tool
+from tests.harness.test_attack_resilience_round3 import collect
+from tether import Agent, RunState, run_sync, tool
 from tether.harness.compaction import RECORD_RESULT_CHARS, turn_record
 from tether.harness.governors import Governor
 from tether.harness.loop_guard import LoopGuard
@@ -64,10 +64,7 @@ def _run(middleware: Any, window: int) -> tuple[Any, list[int], int]:
         middleware=[middleware],
     )
 
-    async def go() -> list[Any]:
-        return [e async for e in run_stream(agent, "read the whole manual")]
-
-    events = asyncio.run(go())
+    events = collect(agent, "read the whole manual")
     return events[-1].result, ran, sum(e.type == "compaction" for e in events)
 
 
