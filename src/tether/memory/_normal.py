@@ -191,14 +191,71 @@ def normalise(text: str) -> str:
 
 _JOINED = re.compile(r"[^\W\d_]+(?:[-_][^\W\d_]+){2,}")  # three words or more joined by - or _
 _HUMPS = re.compile(r"(?<![^\W\d_])[A-Za-z][a-z]+(?:[A-Z][a-z]+){2,}(?![^\W\d_])")  # ThreeWordsOrMore
+# A word of ten letters or more in one case, alone between spaces or punctuation (not in a link, a
+# path, an address or an identifier), that may be English words run together with no separator.
+_GLUED = re.compile(r"(?<![\w./@:#=~\\-])(?:[a-z]{10,60}|[A-Z]{10,60})(?![\w/@\\-]|\.\w|:/)")
+# What such a run must contain to be read apart: a word an order is made of. Anything else (a
+# German compound, a hash, a name) stays as written, and costs no more than this search.
+_GLUED_CORE = re.compile(
+    r"ignor|disregard|forget|overrid|bypass|instruction|prompt|rules|jailbr|developer|unrestrict|"
+    r"unfilter|uncensor|obey|reveal|secret|password|credential|token|apikey|youarenow|dan"
+)
+# The English words an order is written in: what a run of letters is read apart into. A run is read
+# apart only when these words cover all of it, three of them or more (see _segment).
+_WORDS = """
+    a about above act add address admin administrator ai all always an and answer answers any
+    anything api are as assistant at be been before below bot but by bypass can cannot character
+    chatbot config content copy credentials dan delete developer directives disable disabled
+    disregard do does drop dump earlier enable enabled end env environment every everything evil
+    expired file files filter filters follow following for forget former free freed from
+    give guardrails guidelines has have hide hidden i ignore immediately in initial instruction
+    instructions into is it its jailbreak jailbroken just keep key keys leak limits longer me
+    message messages mode model must my never new no not note now obey obsolete of off old on only
+    or original other output override password passwords persona please post pretend previous
+    print prior prompt prompts remove repeat replaced reply reveal role roleplay root rule rules
+    safety say secret secrets send share should show system tell that the their them these this
+    those to token tokens turned unfiltered unlocked unrestricted uncensored upload user void was
+    were what whatever will with without you your yourself
+"""
+_LEXICON = frozenset(_WORDS.split())
+
+
+def _segment(run: str) -> str | None:
+    """``run`` (lower case) as the fewest words of :data:`_LEXICON` that cover it exactly, three
+    or more, joined by spaces; None when no such reading exists. Linear in the run's length."""
+    none = len(run) + 1  # more words than a run can have: no reading found yet
+    count = [0] + [none] * len(run)  # the fewest words that cover run[:end]
+    begin = [0] * (len(run) + 1)  # where the last of them begins
+    for end in range(1, len(run) + 1):
+        for start in range(max(0, end - 16), end):
+            if count[start] + 1 < count[end] and run[start:end] in _LEXICON:
+                count[end], begin[end] = count[start] + 1, start
+    if not 3 <= count[-1] < none:
+        return None
+    words, end = [], len(run)
+    while end:
+        words.append(run[begin[end] : end])
+        end = begin[end]
+    return " ".join(reversed(words))
+
+
+def _apart(m: re.Match[str]) -> str:
+    run = m.group(0)
+    if not _GLUED_CORE.search(run.lower()):
+        return run
+    return _segment(run.lower()) or run
 
 
 def as_words(text: str) -> str:
     """``text`` with words run together read apart: joined by dashes or underscores
-    (``ignore-all-previous-instructions``, ``ignore_all_previous``) or by capitals
-    (``IgnoreAllPreviousInstructions``); two joined words (``e-mail``, ``JavaScript``) stay."""
+    (``ignore-all-previous-instructions``, ``ignore_all_previous``), by capitals
+    (``IgnoreAllPreviousInstructions``), or by nothing at all (``ignoreallpreviousinstructions``,
+    ``YOUARENOWDAN``: a run in one case that the English words of an order cover exactly, three or
+    more); two joined words (``e-mail``, ``JavaScript``), links, paths, identifiers and words
+    no order is made of stay."""
     text = _JOINED.sub(lambda m: re.sub(r"[-_]+", " ", m.group(0)), text)
-    return _HUMPS.sub(lambda m: re.sub(r"(?<=[a-z])(?=[A-Z])", " ", m.group(0)), text)
+    text = _HUMPS.sub(lambda m: re.sub(r"(?<=[a-z])(?=[A-Z])", " ", m.group(0)), text)
+    return _GLUED.sub(_apart, text)
 
 
 def lines(text: str) -> list[str]:
