@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
@@ -232,10 +233,12 @@ async def run_stream(
     try:
         _check_open(state, prompt)
         signal = signal or CancelSignal()
-        opened = await start_extensions(agent.extensions)  # servers they start live as long as this call
+        opened, stopped = await _opening(agent.extensions, signal)  # what they start lives as long as this call
     except BaseException:
         held.close()
         raise
+    if stopped:  # Stop came while they started: the run ends stopped at once, with none of them
+        agent = dataclasses.replace(agent, extensions=())
     try:
         # What may refuse the agent (its configuration, its extensions' blocks) leaves the state as it was.
         rc = _context(agent, state, signal, store)
@@ -245,7 +248,7 @@ async def run_stream(
         rc.session = session
     except BaseException:
         held.close()
-        await stop_extensions(opened)
+        await _closing_extensions(opened)
         raise
     trace = _SafeTracer(tracer)
     try:
@@ -264,7 +267,53 @@ async def run_stream(
             with contextlib.suppress(Exception):
                 await candidate.provider.aclose()
         trace.close()
-        await stop_extensions(opened)
+        await _closing_extensions(opened)
+
+
+async def _opening(extensions: Sequence[Any], signal: CancelSignal) -> tuple[asyncio.Future[list[Any]], bool]:
+    """Start the extensions (the future of those started), unless Stop comes first: a start (a
+    handshake with a slow server) does not hear it. Then the start is cancelled and True says so:
+    the run ends stopped at once, and the cancelled start, which stops what it had started, is
+    awaited when the ``run_stream`` call ends (:func:`_closing_extensions`), after the run's end is
+    yielded, so that nothing it started outlives the call."""
+    starting = asyncio.ensure_future(start_extensions(extensions))
+    if not extensions or signal.cancelled:
+        if signal.cancelled:
+            starting.cancel()  # Stop came first: none is started
+        await asyncio.wait({starting})
+        if not starting.cancelled():
+            starting.result()  # a start that failed raises here, as a configuration error does
+        return starting, signal.cancelled
+    loop = asyncio.get_running_loop()
+    heard = asyncio.Event()
+
+    def on_cancel(_reason: str) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(heard.set)
+
+    stop = asyncio.ensure_future(heard.wait())
+    signal.add_callback(on_cancel)
+    try:
+        await asyncio.wait({starting, stop}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the caller's task: what started is stopped before that goes on
+        starting.cancel()
+        await asyncio.wait({starting})
+        raise
+    finally:
+        stop.cancel()
+        signal.remove_callback(on_cancel)
+    if not starting.done():
+        starting.cancel()
+        return starting, True
+    starting.result()
+    return starting, False
+
+
+async def _closing_extensions(starting: asyncio.Future[list[Any]]) -> None:
+    """Stop the extensions a run started; a start cancelled by Stop stops its own as it ends."""
+    await asyncio.wait({starting})
+    if not starting.cancelled() and starting.exception() is None:
+        await stop_extensions(starting.result())
 
 
 def _hold(store: StateStore | None, state: RunState, session: SessionStore | None) -> contextlib.ExitStack:

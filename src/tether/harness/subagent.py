@@ -20,17 +20,11 @@ own limits, inside the parent's:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tether.cancel import CancelSignal
-from tether.errors import RunCancelled
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
-from tether.harness.pump import ABANDON_S
 from tether.status import EMPTY_ANSWER
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
@@ -79,10 +73,8 @@ class _ChildStore:
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
-        self.saved = False  # the child's loop has begun (its first save): it hears Stop itself from then on
 
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
-        self.saved = True
         charge_child(self.ctx.state, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
         children(self.ctx.state)[self.ctx.call_id] = state.model_dump(mode="json")
         if self.ctx.on_save is not None:
@@ -186,46 +178,6 @@ def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
     return tool_name == name or (isinstance(tool, AgentTool) and bool(getattr(tool, "parallel", False)))
 
 
-async def _first_unless_stopped(events: AsyncIterator[Any], store: _ChildStore, signal: CancelSignal) -> Any:
-    """The child's first event. Until its loop begins (its first save) the child is starting its
-    extensions (an MCP server's handshake, a folder on a slow mount), which do not hear Stop: a Stop
-    then ends it from here (:class:`RunCancelled`, the call left pending), not after the harness's
-    grace for a tool that ends by itself. From its first save on, it ends its own way."""
-    loop = asyncio.get_running_loop()
-    heard = asyncio.Event()
-
-    def on_cancel(_reason: str) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(heard.set)
-
-    first = asyncio.ensure_future(anext(events, None))
-    stop = asyncio.ensure_future(heard.wait())
-    signal.add_callback(on_cancel)
-    try:
-        if signal.cancelled:
-            heard.set()
-        await asyncio.wait({first, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not first.done() and not store.saved:
-            first.cancel()  # its start, cancelled: what it opened is closed, if it lets go in time
-            await asyncio.wait({first}, timeout=ABANDON_S)
-            raise RunCancelled(signal.reason or "cancelled")
-        return await first
-    except asyncio.CancelledError:
-        first.cancel()
-        raise
-    finally:
-        stop.cancel()
-        signal.remove_callback(on_cancel)
-
-
-async def _chain(first: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    if first is None:
-        return
-    yield first
-    async for event in events:
-        yield event
-
-
 def _bounded(text: str | None, name: str) -> str | None:
     """A child's answer within MAX_ANSWER_CHARS: its first two thirds and its last third, with a
     line between them saying what was cut."""
@@ -301,14 +253,8 @@ class AgentTool:
             _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result, store = None, _ChildStore(ctx)
-        events = ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal)
-        try:
-            first = await _first_unless_stopped(events, store, ctx.signal)
-        except RunCancelled:
-            why = f"cancelled: {ctx.signal.reason or 'cancelled'}"  # as the child's own stop would say
-            ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "interrupted", child.cost_usd, why))
-            raise
-        async for event in _chain(first, events):
+        # A Stop while the child starts (its extensions) ends the child at once, its own way.
+        async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal):
             if isinstance(event, Done):
                 result = event.result
                 ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on
