@@ -118,6 +118,11 @@ class Decision:
 
 @dataclass(slots=True, frozen=True)
 class Compaction:
+    """The transcript was compacted (``method``: ``summary``, or ``trim`` and why). ``tokens_before``
+    and ``tokens_after`` are one measure, comparable: tether's count of the whole next prompt (the
+    system prompt, the tool definitions and the transcript), before and after; never the provider's
+    count of an earlier prompt, which may use another tokenizer or leave cached tokens out."""
+
     run_id: str
     tokens_before: int
     tokens_after: int

@@ -97,15 +97,22 @@ async def side_call(
     own = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
     rc.state.call_in_flight = own if outer is None else _joined(outer, own)  # a kill now counts both
     await rc.persist_durably()
+    if rc.signal.cancelled:  # Stop while the note was saved: nothing was sent, nothing is billed
+        _over(rc, own)
+        rc.signal.raise_if_cancelled()
     streamed: list[str] = []
+    whole = bounds is None or not rc.agent.stream
     try:
-        if bounds is None or not rc.agent.stream:
+        if bounds is None or whole:
             limit = None if bounds is None else bounds.limit_s
             response = await rc.signal.race(_within(candidate.provider.complete(request), limit, candidate.name))
         else:
             response = await rc.signal.race(_bounded(candidate.provider, request, bounds, streamed, candidate.name))
     except (RunCancelled, _Stopped) as exc:
-        completion = min(sum(estimate_tokens(t) for t in streamed), max_tokens)  # no more than it allowed
+        # Stopped, a reply not streamed goes on being written (and billed) unread: charged whole,
+        # as a turn's is; a streamed one as far as it got. Never more output than it allowed.
+        streamed_tokens = sum(estimate_tokens(t) for t in streamed)
+        completion = max_tokens if whole else min(streamed_tokens, max_tokens)
         _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
         if isinstance(exc, _Stopped):
             raise ProviderError(str(exc)) from None

@@ -307,7 +307,7 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
             Stop("failed", f"{_fixed_part(rc, fixed)}, more than the model's whole {window}-token window{_FIXED_HELP}")
         )
         return
-    before = rc.prompt_estimate()
+    before = _prompt_tokens(rc)
     cut = _cut_index(state.messages, _keep_tokens(rc, window, fixed), rc.count)
     if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
         cut = _cut_index(state.messages, 0, rc.count)
@@ -322,9 +322,20 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
         return
     _apply(rc, compacted)  # marks the last reply's prompt count stale: the estimate recounts
     after = rc.prompt_estimate()
-    yield Compaction(state.run_id, before, after, method)
+    yield Compaction(state.run_id, before, _prompt_tokens(rc), method)
     rc.compaction_failures = rc.compaction_failures + 1 if after > rc.agent.compaction_threshold * window else 0
     _maybe_give_up(rc, window)
+
+
+def _prompt_tokens(rc: RunContext) -> int:
+    """The next prompt as tether counts it (the system prompt, the tool definitions and the whole
+    transcript; never the provider's count of an earlier prompt, which no count after a rewrite
+    can have): a ``compaction`` event's before and after are this one measure."""
+    from tether.harness.context import fixed_prompt_tokens
+
+    count = rc.count
+    transcript = sum(message_tokens(m, count) for m in rc.state.messages)
+    return fixed_prompt_tokens(rc.system, rc.tool_defs, count) + transcript
 
 
 def _keep_tokens(rc: RunContext, window: int, fixed: int) -> int:

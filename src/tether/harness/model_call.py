@@ -93,7 +93,8 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
                 yield item
         except RunCancelled as exc:
             # Stop while a policy still checked the request (before_model, wrap_model_call): not sent.
-            _lost(rc, in_flight, streamed, replies, sent=turn.sent)
+            # A reply not streamed that was sent goes on being written (and billed) unread: whole.
+            _lost(rc, in_flight, streamed, replies, sent=turn.sent, whole=turn.sent and not rc.agent.stream)
             rc.stop(Stop.cancelled(exc.reason))
             return
         except ProviderError as exc:
@@ -243,7 +244,12 @@ def _fail(rc: RunContext, turn: _Attempt, reason: str) -> None:
 
 
 async def _overflowed(rc: RunContext, turn: _Attempt, exc: ContextOverflowError) -> AsyncIterator[Event]:
-    """The first overflow of a turn compacts what can be compacted, for one more try; the second fails."""
+    """The first overflow of a turn compacts what can be compacted, for one more try; the second
+    fails. With compaction off (``Agent(compaction=False)``) the first fails: the person chose no
+    summary calls and no rewritten transcript, and the same request would overflow again."""
+    if not rc.agent.compaction:
+        _fail(rc, turn, f"{exc}; the context is full and compaction is off{_COMPACTION_OFF_HELP}")
+        return
     if turn.overflow_retried:
         _fail(rc, turn, _overflow_reason(rc, exc))
         return
@@ -252,6 +258,13 @@ async def _overflowed(rc: RunContext, turn: _Attempt, exc: ContextOverflowError)
 
     async for event in compact(rc, reason="overflow"):
         yield event
+
+
+_COMPACTION_OFF_HELP = (
+    " (Agent(compaction=False)): turn it on (compaction=True) to have the older turns summarised, add "
+    "ContextOverflowCleanup() (tether.harness.middleware) to the middleware to drop old tool outputs "
+    "from the request, start a new session, or use a model with a larger context window"
+)
 
 
 def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
