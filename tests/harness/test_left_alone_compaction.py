@@ -234,3 +234,38 @@ def test_the_replies_not_streamed_are_still_charged_as_reported() -> None:
     result = run_sync(Agent(model, stream=False, price=PRICE), "Where is the timeout set?")
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (321, 12)
     assert not result.usage.estimated
+
+
+class StopsWhenTheSummaryIsNoted:
+    """A run store (``save`` only) during whose save of the summary call's note (its ``max_tokens``
+    is the summary's 2,048, a turn's 4,096) the person presses Stop."""
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self.signal = signal
+
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+        if state.call_in_flight is not None and state.call_in_flight.max_tokens == 2048:
+            self.signal.cancel("the person pressed Stop")
+
+
+def test_a_summary_call_stopped_before_it_was_sent_is_not_charged() -> None:
+    """Before, a Stop heard while the summary call's note was saved charged the call's prompt
+    (thousands of tokens of transcript), though nothing was sent. Now it is charged nothing, as
+    a turn stopped before it went out is not."""
+    signal = CancelSignal()
+    model = SummaryNeverComes(None)
+    agent = Agent(model, tools=[read_page], context_window=3000)
+
+    async def go() -> list[Any]:
+        from tether import run_stream
+
+        store = StopsWhenTheSummaryIsNoted(signal)
+        return [e async for e in run_stream(agent, "read the manual", signal=signal, store=store)]  # type: ignore[arg-type]
+
+    events = asyncio.run(go())
+    result = events[-1].result
+    assert result.status == "interrupted"
+    assert model.summary_max_tokens == []  # never sent
+    turns = [e.usage for e in events if e.type == "turn"]
+    assert result.usage.prompt_tokens == sum(u.prompt_tokens for u in turns)
+    assert result.usage.completion_tokens == sum(u.completion_tokens for u in turns)
