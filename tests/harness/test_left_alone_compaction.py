@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import assert_pairing
 from tests.conftest import scripted_openai as openai
 from tests.harness.test_attack_resilience_round3 import PRICE, collect, is_summary_request, pages_read, read_page
-from tether import Agent, CancelSignal, RunState, run, run_sync
+from tether import Agent, CancelSignal, RunState, run, run_stream, run_sync
 from tether.errors import ContextOverflowError
 from tether.harness.state import TRIMMED
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
@@ -212,7 +212,7 @@ def test_a_summary_not_streamed_that_is_stopped_is_charged_as_the_whole_answer(s
     agent = Agent(model, tools=[read_page], stream=False, context_window=3000, summary_limit_s=0.2)
 
     async def go() -> list[Any]:
-        return [e async for e in __import__("tether").run_stream(agent, "read the manual", signal=signal)]
+        return [e async for e in run_stream(agent, "read the manual", signal=signal)]
 
     events = asyncio.run(go())
     result = events[-1].result
@@ -257,8 +257,6 @@ def test_a_summary_call_stopped_before_it_was_sent_is_not_charged() -> None:
     agent = Agent(model, tools=[read_page], context_window=3000)
 
     async def go() -> list[Any]:
-        from tether import run_stream
-
         store = StopsWhenTheSummaryIsNoted(signal)
         return [e async for e in run_stream(agent, "read the manual", signal=signal, store=store)]  # type: ignore[arg-type]
 
