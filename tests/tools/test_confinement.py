@@ -387,7 +387,7 @@ def test_a_racing_thread_never_leads_a_tool_outside(
             # How often a swap lands inside a call depends on the machine's scheduling: go on until
             # both outcomes have been seen often enough (bounded), rather than for a fixed count.
             i = 0
-            while i < 40_000 and (i < 2000 or results["ok"] <= 100 or results["refused"] <= 100):
+            while i < 40_000 and (i < 1000 or results["ok"] <= 100 or results["refused"] <= 100):
                 tool, args = CALLS[i % len(CALLS)]
                 i += 1
                 try:
