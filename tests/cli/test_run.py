@@ -524,17 +524,20 @@ def test_agent_runs_the_definition_and_flags_override_it(
 
 
 @pytest.mark.parametrize(
-    ("model", "why"),
+    ("options", "why"),
     [
-        ("openai/gpt-4.1-mini", "OPENAI_API_KEY is not set"),
-        ("nosuch/model", "unknown provider 'nosuch'"),
+        (("--model", "openai/gpt-4.1-mini"), "OPENAI_API_KEY is not set"),
+        (("--model", "nosuch/model"), "unknown provider 'nosuch'"),
+        (("--model", "openai/gpt-unknown-9", "--max-budget", "0.5"), "the price of openai/gpt-unknown-9 is unknown"),
     ],
 )
 def test_a_run_refused_before_it_starts_says_only_why(
-    env: dict[str, str], workspace: Path, model: str, why: str
+    env: dict[str, str], workspace: Path, options: tuple[str, ...], why: str
 ) -> None:
     """The sandbox line is the first line of a run that starts, not a preamble to its refusal."""
-    out = tether("run", "--model", model, "--cwd", str(workspace), "hello", env=env)
+    if "--max-budget" in options:
+        env = {**env, "OPENAI_API_KEY": "sk-test-not-sent"}
+    out = tether("run", *options, "--cwd", str(workspace), "hello", env=env)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == [next(line for line in out.stderr.splitlines() if why in line)], out.stderr
     started = tether(

@@ -759,15 +759,13 @@ def _line_editor() -> bool:
 
 
 def _checked_agent(state: RunState, settings: Settings) -> Agent:
-    """The run's agent, its models resolved as the run will resolve them: a missing key or an
-    unknown provider is said before anything else (the sandbox line included)."""
+    """The run's agent, checked as the run will check it: a missing key, an unknown provider, a
+    budget for a model of unknown price, is said before anything else (the sandbox line included)."""
     from tether.assembly import build_agent
-    from tether.providers.registry import resolve_provider
+    from tether.harness.loop import check_agent
 
     agent = build_agent(settings, recipe_of(state))
-    for model in (agent.model, *agent.fallback_models):
-        if isinstance(model, str):
-            resolve_provider(model, agent.settings)
+    check_agent(agent)
     return agent
 
 
