@@ -1,4 +1,5 @@
-"""The secrets this process holds, to take out of text that leaves it: standard library only.
+"""The secrets this process holds, to take out of text that leaves it, and the shapes credentials
+come in (:data:`CREDENTIAL_SHAPES`): standard library only.
 
 A run's reason, a log line, a tool's error may quote a key ("auth failed with sk-..."). What is
 taken out: the value of each environment variable whose name says it is a secret, the password of
@@ -9,6 +10,7 @@ import it to say why it stopped.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -61,3 +63,67 @@ def known_secrets() -> tuple[str, ...]:
             found |= url_secrets(value)
     keys = (v for v in found if len(v) >= 8 and not v.startswith(("/", "~", "./", "../")))
     return tuple(sorted(keys, key=len, reverse=True))
+
+
+# Credentials in the shapes their issuers give them, (what it is, its pattern): memory refuses to
+# save one (each would reach every future system prompt) and a knowledge base withholds one from
+# what it stores and shows (each would reach every agent that searches it, and its provider).
+CREDENTIAL_SHAPES: tuple[tuple[str, str], ...] = (
+    ("an API key", r"sk-(?:proj-|ant-[a-z]+\d*-|svcacct-)?(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{20,}"),
+    ("an AWS access key", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    ("a GitHub token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("a GitLab token", r"glpat-[A-Za-z0-9_-]{20,}"),
+    ("a Slack token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("a Google API key", r"AIza[0-9A-Za-z_-]{35}"),
+    ("a Stripe key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}"),
+    ("a Hugging Face token", r"hf_[A-Za-z0-9]{30,}"),
+    ("an npm token", r"npm_[A-Za-z0-9]{36}"),
+    ("a PyPI token", r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("a SendGrid key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    ("a JSON Web Token", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+    ("a private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+)
+# How each shape starts: searching a text for these with str.find takes milliseconds a megabyte,
+# the whole pattern a second (see :func:`credential_starts`). Add a new shape's start here too.
+CREDENTIAL_STARTS: dict[str, tuple[str, ...]] = {
+    "an API key": ("sk-",),
+    "an AWS access key": ("AKIA", "ASIA"),
+    "a GitHub token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "a GitLab token": ("glpat-",),
+    "a Slack token": ("xox",),
+    "a Google API key": ("AIza",),
+    "a Stripe key": ("sk_", "rk_"),
+    "a Hugging Face token": ("hf_",),
+    "an npm token": ("npm_",),
+    "a PyPI token": ("pypi-",),
+    "a SendGrid key": ("SG.",),
+    "a JSON Web Token": ("eyJ",),
+    "a private key": ("-----BEGIN ",),
+}
+
+
+@functools.cache
+def credential_pattern() -> re.Pattern[str]:
+    """:data:`CREDENTIAL_SHAPES` as one pattern (compiled on first use), each shape a group named
+    ``s<its index>`` (:func:`credential_kind` reads a match's), not inside a longer word."""
+    return re.compile("|".join(f"(?<![A-Za-z0-9_-])(?P<s{i}>{p})" for i, (_, p) in enumerate(CREDENTIAL_SHAPES)))
+
+
+def credential_kind(match: re.Match[str]) -> str:
+    """What :func:`credential_pattern`'s ``match`` found: ``"an API key"``, ``"a private key"``..."""
+    return CREDENTIAL_SHAPES[int(str(match.lastgroup)[1:])][0]
+
+
+def credential_starts(text: str) -> list[int] | None:
+    """Where a credential may start in ``text``, in order, for matching the pattern there only;
+    None when a shape's start is not in :data:`CREDENTIAL_STARTS` (search the whole text then)."""
+    if any(label not in CREDENTIAL_STARTS for label, _ in CREDENTIAL_SHAPES):
+        return None
+    starts: set[int] = set()
+    for prefixes in CREDENTIAL_STARTS.values():
+        for prefix in prefixes:
+            at = text.find(prefix)
+            while at >= 0:
+                starts.add(at)
+                at = text.find(prefix, at + 1)
+    return sorted(starts)

@@ -27,9 +27,9 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -458,7 +458,8 @@ class KnowledgeBase:
         return self.store.remove_document(name)
 
     def documents(self) -> list[DocumentInfo]:
-        return self.store.documents()
+        """The documents, each title with its credentials withheld (see :meth:`search`)."""
+        return [replace(d, title=withhold_secrets(d.title)[0]) for d in self.store.documents()]
 
     def stats(self) -> dict[str, Any]:
         return self.store.stats()
@@ -476,6 +477,9 @@ class KnowledgeBase:
         min_score: float | None = None,
         hops: int = 2,
     ) -> SearchResult:
+        """The best ``k`` chunks for ``query`` in ``mode`` (see the module's docstring). Whatever
+        tether stored them, the hits' text and headings have their credentials withheld
+        (:func:`withhold_secrets`), and an entity whose name holds one is not listed."""
         from tether.messages import clean_text
 
         _check_search(query, mode, k, alpha)
@@ -663,7 +667,7 @@ class KnowledgeBase:
             seen = {e for c in [*seeds, *ranked[:depth]] for e in (mentioned.get(c) or ents.get(c) or [])}
             best = [e for e in best if e in seen]
         names = self.store.entity_names(best)
-        return ranked[:depth], [names[e] for e in best if e in names]
+        return ranked[:depth], shown_entities(names[e] for e in best if e in names)
 
     def entity_chunks(self, entity: str, *, k: int = 8) -> SearchResult:
         """The chunks linked to an entity: walk a relation instead of searching again."""
@@ -679,7 +683,7 @@ class KnowledgeBase:
             entity,
             "entity",
             self._hits([(c, 1.0 / (RRF_K + i + 1), {"entity": i + 1}) for i, c in enumerate(ids)], k, None),
-            entities=[found[1]],
+            entities=shown_entities([found[1]]),
         )
 
     def _hits(self, fused: Fused, k: int, min_score: float | None) -> list[Hit]:
@@ -696,7 +700,7 @@ class KnowledgeBase:
             if where in seen:
                 continue  # the same place twice: the better one is already in
             seen.add(where)
-            hits.append(Hit(row, score, ranks))
+            hits.append(Hit(_withheld(row), score, ranks))
             if len(hits) == k:
                 break
         return hits
@@ -754,60 +758,28 @@ def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
 
 
 _PRIVATE_KEY_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
-# How each of memory's credential shapes starts. Its pattern searched over a document cost about a
-# second per megabyte of plain text (an add of a 64 MB log took a minute more); str.find of these
-# takes milliseconds, and the pattern is tried only where one is found. A shape added to memory
-# without its start here is searched for the slow way.
-_SECRET_STARTS = {
-    "an API key": ("sk-",),
-    "an AWS access key": ("AKIA", "ASIA"),
-    "a GitHub token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    "a GitLab token": ("glpat-",),
-    "a Slack token": ("xox",),
-    "a Google API key": ("AIza",),
-    "a Stripe key": ("sk_", "rk_"),
-    "a Hugging Face token": ("hf_",),
-    "an npm token": ("npm_",),
-    "a PyPI token": ("pypi-",),
-    "a SendGrid key": ("SG.",),
-    "a JSON Web Token": ("eyJ",),
-    "a private key": ("-----BEGIN ",),
-}
-
-
-def _secret_starts(text: str, shapes: Sequence[tuple[str, str]]) -> list[int] | None:
-    """Where a credential may start in ``text``, in order; None when a shape's start is unknown."""
-    if any(label not in _SECRET_STARTS for label, _ in shapes):
-        return None
-    starts: set[int] = set()
-    for prefixes in _SECRET_STARTS.values():
-        for prefix in prefixes:
-            at = text.find(prefix)
-            while at >= 0:
-                starts.add(at)
-                at = text.find(prefix, at + 1)
-    return sorted(starts)
 
 
 def withhold_secrets(text: str) -> tuple[str, int]:
-    """``text`` with each credential in the shapes memory refuses (tether.memory.core: API keys,
+    """``text`` with each credential in the shapes memory refuses (tether._secrets: API keys,
     cloud and repository tokens, JSON Web Tokens, private keys to their END line) replaced by
     ``[credential withheld: what it was]``, line breaks kept so citations still point at the
     right lines; and how many were replaced. A base's chunks are handed to any agent that
     searches it, and through it to its model provider."""
-    from tether.memory.core import _SECRET, _SECRETS
+    from tether._secrets import credential_kind, credential_pattern, credential_starts
 
-    starts = _secret_starts(text, _SECRETS)
+    pattern = credential_pattern()
+    starts = credential_starts(text)  # found by str.find: the pattern over a megabyte took a second
     if starts is None:
-        found = list(_SECRET.finditer(text))
+        found = list(pattern.finditer(text))
     else:
-        found = [m for m in (_SECRET.match(text, at) for at in starts) if m is not None]
+        found = [m for m in (pattern.match(text, at) for at in starts) if m is not None]
     out: list[str] = []
     at = count = 0
     for match in found:
         if match.start() < at:
             continue  # inside the credential (or private key block) just withheld
-        what = _SECRETS[int(str(match.lastgroup)[1:])][0]
+        what = credential_kind(match)
         end = match.end()
         if what == "a private key":
             closing = _PRIVATE_KEY_END.search(text, end)
@@ -818,6 +790,21 @@ def withhold_secrets(text: str) -> tuple[str, int]:
         return text, 0
     out.append(text[at:])
     return "".join(out), count
+
+
+def _withheld(row: ChunkRow) -> ChunkRow:
+    """``row`` as it leaves the base: a base built before credentials were withheld at ingest
+    (or before a shape was known) still holds them, and every way out (kb search, its JSON, the
+    agent's tools, the MCP server) shows the text and heading of a hit."""
+    text, n = withhold_secrets(row.text)
+    heading, m = withhold_secrets(row.heading)
+    return replace(row, text=text, heading=heading) if n or m else row
+
+
+def shown_entities(names: Iterable[str]) -> list[str]:
+    """``names`` without those that hold a credential (an entity of a base built before they were
+    withheld: the key itself, or the heading it was in)."""
+    return [name for name in names if not withhold_secrets(name)[1]]
 
 
 def _doc_name(file: Path) -> str:

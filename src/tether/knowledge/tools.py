@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from tether.events import Retrieval, TraceOnly
 from tether.harness.extension import Extension
-from tether.knowledge.base import KnowledgeBase, SearchResult, withhold_secrets
+from tether.knowledge.base import KnowledgeBase, SearchResult, shown_entities, withhold_secrets
 from tether.tools.base import ToolContext, ToolResult, _in_thread
 
 __all__ = ["KnowledgeTools", "render"]
@@ -236,4 +236,4 @@ class KnowledgeTools(Extension):
         mentioned = self.kb.store.entities_of(h.chunk.id for h in result.hits)
         ids = [e for h in result.hits for e in mentioned.get(h.chunk.id, [])]
         names = self.kb.store.entity_names(ids)
-        return list(dict.fromkeys(names[e] for e in ids if e in names))
+        return shown_entities(dict.fromkeys(names[e] for e in ids if e in names))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from tether._secrets import CREDENTIAL_SHAPES, credential_kind, credential_pattern
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
 from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, chars, clean_entry
@@ -27,24 +28,10 @@ _SNAPSHOT_NOTE = (
     "session, act on it yourself."
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Credentials in the shapes their issuers give them: saved, one would reach every future system
-# prompt, the trace's memory_write events and the plain file.
-_SECRETS = (
-    ("an API key", r"sk-(?:proj-|ant-[a-z]+\d*-|svcacct-)?(?=[A-Za-z_-]*\d)[A-Za-z0-9_-]{20,}"),
-    ("an AWS access key", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
-    ("a GitHub token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    ("a GitLab token", r"glpat-[A-Za-z0-9_-]{20,}"),
-    ("a Slack token", r"xox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("a Google API key", r"AIza[0-9A-Za-z_-]{35}"),
-    ("a Stripe key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}"),
-    ("a Hugging Face token", r"hf_[A-Za-z0-9]{30,}"),
-    ("an npm token", r"npm_[A-Za-z0-9]{36}"),
-    ("a PyPI token", r"pypi-AgE[A-Za-z0-9_-]{50,}"),
-    ("a SendGrid key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
-    ("a JSON Web Token", r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
-    ("a private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-)
-_SECRET = re.compile("|".join(f"(?<![A-Za-z0-9_-])(?P<s{i}>{p})" for i, (_, p) in enumerate(_SECRETS)))
+# Credentials in the shapes their issuers give them (tether._secrets): saved, one would reach every
+# future system prompt, the trace's memory_write events and the plain file.
+_SECRETS = CREDENTIAL_SHAPES
+_SECRET = credential_pattern()
 
 
 _SECRET_ADVICE = (
@@ -57,7 +44,7 @@ def _secret(text: str) -> str | None:
     found = _SECRET.search(text)
     if found is None:
         return None
-    what = _SECRETS[int(str(found.lastgroup)[1:])][0]
+    what = credential_kind(found)
     return f"it holds what looks like {what} (\u201c{found.group()[:7]}\u2026\u201d)"
 
 
