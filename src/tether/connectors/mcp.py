@@ -213,13 +213,18 @@ class McpConnector(Extension):
 
     def prompt_block(self) -> str | None:
         """The server's ``instructions`` (how to use it, from its handshake), bounded like a description."""
+        text = self._instructions_shown()
+        return None if text is None else f"# The MCP server {self.server}\n{text}"
+
+    def _instructions_shown(self) -> str | None:
+        """The instructions as the system prompt gets them (stripped, then bounded), or None."""
         if not self.instructions or not self.instructions.strip():
             return None
         limit = int(self.config["max_description_chars"] or 4_000)
         text = self.instructions.strip()
         if len(text) > limit:
             text = text[:limit] + " [instructions trimmed]"
-        return f"# The MCP server {self.server}\n{text}"
+        return text
 
     async def start(self) -> None:
         live = self._state()
@@ -257,8 +262,9 @@ class McpConnector(Extension):
         self.instructions, self.capabilities = link.instructions, link.capabilities
         flagged: list[str] = []
         source = f"the MCP server {self.server!r}: its instructions"
-        bounded = (self.instructions or "")[: int(self.config["max_description_chars"] or 4_000)]
-        if bounded and not accept_context(bounded, source=source, problems=flagged):
+        # Scanned as the prompt gets them: cut before stripping, 4,000 spaces hid what followed them.
+        shown = self._instructions_shown()
+        if shown and not accept_context(shown, source=source, problems=flagged):
             self.instructions = None  # scanned like memory: a flagged text never reaches the prompt
             self.refused["(its instructions)"] = flagged[0]
 
