@@ -4,7 +4,8 @@ HTTP or (``transport = "sse"``) the legacy HTTP+SSE transport that older servers
 OAuth uses the providers' credentials (:class:`tether.providers.auth.OAuthCredentials`): the token
 file is refreshed shortly before it expires, and once more when the server answers 401. The token
 travels in the ``authorization`` header only; it is never logged and never part of an error: a
-server that echoes it into an error has it replaced by ``[redacted]`` (:meth:`HttpServer.redact`).
+server that echoes it (or a configured header's value) into an error, a result, a progress message or
+a question has it replaced by ``[redacted]`` (:class:`_Sent`, :meth:`HttpServer.redact`).
 
 Below the SDK's client, :class:`_Checked` reads each answer to a request first (at most
 ``MAX_RESPONSE_BYTES``) and turns what the SDK would report badly into a JSON-RPC error in words:
@@ -67,6 +68,7 @@ class HttpServer:
         # The MCP authorization flow (tether.connectors._oauth), or refresh tokens, or nothing.
         self.flow = flow
         self._auth = BearerAuth(credentials) if credentials is not None else None
+        self._sent = _Sent(self.headers)  # what the answers are cleaned of, whatever their kind
 
     def alive(self) -> bool:
         return True  # the connection's own task says when it ended
@@ -90,7 +92,7 @@ class HttpServer:
 
     def redact(self, text: str) -> str:
         """``text`` without the header values and tokens sent to the server."""
-        secrets = {v for v in self.headers.values() if len(v) >= 8}
+        secrets = set(self._sent.values)  # the configured headers, and the Authorization headers sent
         if self._auth is not None:
             secrets |= self._auth.sent
         if self.flow is not None:
@@ -103,7 +105,7 @@ class HttpServer:
     async def connect(self) -> AsyncIterator[TransportStreams]:
         timeout = httpx2.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)
         hooks = {"response": [self._note]}
-        transport = _Checked(httpx2.AsyncHTTPTransport(), MAX_RESPONSE_BYTES)
+        transport = _Checked(httpx2.AsyncHTTPTransport(), MAX_RESPONSE_BYTES, self._sent)
         if self.sse:
             from mcp.client.sse import sse_client
 
@@ -181,16 +183,40 @@ class _TooLarge(Exception):
     pass
 
 
+class _Sent:
+    """The secrets sent to a server: the values of its configured headers and each Authorization
+    header as sent (with its bearer token, refreshed or not), each of at least 8 characters. A server
+    that writes one back (a result quoting the request, a progress message, a question) has it
+    replaced by ``[redacted]`` before the SDK reads the answer, so neither the model nor the run sees it."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.values = {v for v in headers.values() if len(v) >= 8}
+
+    def note(self, request: httpx2.Request) -> None:
+        said = request.headers.get("authorization")
+        if said:
+            scheme, _, token = said.partition(" ")
+            found = {said, token} if scheme.lower() == "bearer" else {said}
+            self.values |= {v for v in found if len(v) >= 8}
+
+    def scrub(self, data: bytes) -> bytes:
+        for secret in sorted(self.values, key=len, reverse=True):
+            data = data.replace(secret.encode(), _REDACTED.encode())
+        return data
+
+
 class _Checked(httpx2.AsyncBaseTransport):
     """The HTTP transport, with each answer to a JSON-RPC request read and checked before the SDK
     sees it (see the module's description). Left alone: notifications, event streams (read as they
     come), 401 (for :class:`BearerAuth`), 404 (the SDK's "session terminated") and redirects."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int, sent: _Sent) -> None:
         self._inner = inner
         self._limit = limit
+        self._sent = sent
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self._sent.note(request)
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.RemoteProtocolError as exc:  # a header past h11's limit, a broken status line
@@ -208,7 +234,7 @@ class _Checked(httpx2.AsyncBaseTransport):
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
         if streamed and status < 400 and not response.headers.get("content-encoding"):
-            return _checked_events(request, response)
+            return _checked_events(request, response, self._sent)
         if request_id is None or status in (202, 401, 404) or 300 <= status < 400 or (streamed and status < 400):
             return response
         try:
@@ -218,6 +244,7 @@ class _Checked(httpx2.AsyncBaseTransport):
             return _error(request, 200, request_id, too_large)
         except httpx2.TransportError as exc:
             return _error(request, 200, request_id, f"its answer broke off ({type(exc).__name__})")
+        body = self._sent.scrub(body)
         problem = _problem(status, response, body)
         if problem is None:
             headers = [
@@ -232,12 +259,13 @@ class _Checked(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _checked_events(request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
+def _checked_events(request: httpx2.Request, response: httpx2.Response, sent: _Sent) -> httpx2.Response:
     """``response`` (an event stream) with each event's answer checked as it passes: one whose
     ``result`` is not an object becomes an error answer to its request (the SDK would report it in a
-    many-line dump quoting it, or, on the legacy SSE transport, leave its call to its timeout)."""
+    many-line dump quoting it, or, on the legacy SSE transport, leave its call to its timeout), and
+    each line cleaned of the secrets sent to the server."""
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
-    stream = _CheckedEvents(response.stream)
+    stream = _CheckedEvents(response.stream, sent)
     return httpx2.Response(
         response.status_code, headers=headers, stream=stream, request=request, extensions=response.extensions
     )
@@ -248,8 +276,9 @@ class _CheckedEvents(httpx2.AsyncByteStream):
     checked by :func:`result_not_an_object`. A line longer than ``_EVENT_LIMIT`` is passed on as it
     comes, unchecked (the SDK refuses such an event itself)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, sent: _Sent) -> None:
         self._inner = inner
+        self._sent = sent
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = b""
@@ -265,12 +294,12 @@ class _CheckedEvents(httpx2.AsyncByteStream):
             pending += chunk
             *lines, pending = pending.split(b"\n")
             if lines:
-                yield b"".join(_checked_line(line) + b"\n" for line in lines)
+                yield b"".join(_checked_line(self._sent.scrub(line)) + b"\n" for line in lines)
             if len(pending) > _EVENT_LIMIT:
                 yield pending
                 pending, passing = b"", True
         if pending:
-            yield _checked_line(pending)
+            yield _checked_line(self._sent.scrub(pending))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
