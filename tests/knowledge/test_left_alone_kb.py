@@ -109,3 +109,39 @@ def test_the_credential_shapes_have_one_public_home_that_memory_and_knowledge_sh
         if isinstance(node, ast.ImportFrom) and node.module is not None
     }
     assert "tether.memory.core" not in imported  # no longer memory's private names
+
+
+def test_an_add_whose_reader_left_still_reads_every_path_and_makes_every_vector(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """``tether kb add a b | head -1``: the reader is gone before the first line (closed before the
+    command starts, so it cannot print first), as head is after its line."""
+    import os
+    import subprocess
+
+    for folder, part in (("a", "PX-9"), ("b", "QV-7")):
+        (tmp_path / folder).mkdir()
+        for n in range(3):
+            (tmp_path / folder / f"{n}.md").write_text(f"# {part} note {n}\n\nThe {part} pump, page {n}.\n")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            ["tether", "kb", "add", "a", "b", "--embedder", "hashing/256"],
+            env={**env, "PYTHONUNBUFFERED": "1"},  # each line written as printed, as in many containers
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    kb = KnowledgeBase.open(Path(env["TETHER_HOME"]) / "kb" / "default.db")
+    stats = kb.stats()
+    assert stats["documents"] == 6  # the second folder was read too
+    assert stats["embedded_chunks"] == stats["chunks"] > 0  # and every vector made
+    kb.close()

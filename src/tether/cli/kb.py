@@ -210,25 +210,25 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
         args.home = settings.home  # never read into the base: its sessions, bases and logs
         _read_paths(kb, args)
     except KeyboardInterrupt:
-        print(
+        _say(
             "\nstopped: what was read is in the base (each file whole or not at all); run the same "
             "tether kb add again to go on (files already read are skipped)",
-            file=sys.stderr,
+            err=True,
         )
         return 130
     if new and not kb.documents():
         # Another kb add may be writing to the base this one made, its first file not yet in:
         # dropping it then lost all it added (it went on writing into a deleted file).
         if not writing.alone() or kb.documents():
-            print(f"nothing was added to {args.name!r} by this add (another is adding to it)", file=sys.stderr)
+            _say(f"nothing was added to {args.name!r} by this add (another is adding to it)", err=True)
             return 1
         _drop(settings, args.name)
-        print(f"nothing was added, so no base {args.name!r} was made", file=sys.stderr)
+        _say(f"nothing was added, so no base {args.name!r} was made", err=True)
         return 1
     if extractor is not None:
-        print(_extractor_line(extractor))
+        _say(_extractor_line(extractor))
     stats = kb.stats()
-    print(
+    _say(
         f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
         f"{stats['entities']} entities ({kb_where(settings, args.name)})"
     )
@@ -237,6 +237,20 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
     if args.background:
         return _fill_in_background(settings, args.name)
     return _fill(settings, kb, args.name)
+
+
+def _say(line: str, *, err: bool = False) -> None:
+    """A line of what ``kb add`` (and ``fill``) reports, on stdout or with ``err`` stderr. Its reader
+    gone (``kb add DIR | head -1``), this line and the rest go nowhere and the command goes on: the
+    first line that found the pipe closed stopped it, the other paths unread and every vector
+    unmade, without a word and with an exit code a pipeline does not show."""
+    import os
+
+    stream = sys.stderr if err else sys.stdout
+    try:
+        print(line, file=stream, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
@@ -251,26 +265,26 @@ def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
             hidden=args.hidden,
             exclude=[args.home],
         )
-        print(f"{shown(path)}: {report.summary()}")
+        _say(f"{shown(path)}: {report.summary()}")
         if report.passed_over:
             counts = "; ".join(f"{n} {why}" for why, n in report.passed_over.items())
-            print(f"  passed over: {counts}")
+            _say(f"  passed over: {counts}")
         if report.withheld:
             many = sum(n for _, n in report.withheld)
-            print(
+            _say(
                 f"  {many} credentials (API keys, tokens, private keys) in {len(report.withheld)} files were "
                 "withheld from the base: each is replaced by [credential withheld: ...]"
             )
         for name, n in report.withheld:
-            print(f"  withheld {n} credentials in {shown(name)}: keep them out of the file", file=sys.stderr)
+            _say(f"  withheld {n} credentials in {shown(name)}: keep them out of the file", err=True)
         for name, why in report.skipped:
-            print(f"  skipped {shown(name)}: {why}", file=sys.stderr)
+            _say(f"  skipped {shown(name)}: {why}", err=True)
         for name, why in report.cut:
-            print(f"  read in part {shown(name)}: {why}", file=sys.stderr)
+            _say(f"  read in part {shown(name)}: {why}", err=True)
         if report.gone:
-            print(
+            _say(
                 f"  {len(report.gone)} documents' files are gone from {shown(path)} (kept; --sync removes them)",
-                file=sys.stderr,
+                err=True,
             )
 
 
@@ -291,20 +305,20 @@ def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
     """Make the missing vectors here, one filler per base at a time; Ctrl-C leaves a resumable base."""
     with _fill_lock(settings, name) as held:
         if not held:
-            print(f"the vectors of {name!r} are being made by another process (tether kb stats shows how far)")
+            _say(f"the vectors of {name!r} are being made by another process (tether kb stats shows how far)")
             return 0
         try:
             made = kb.fill_vectors(_fill_progress)
         except KeyboardInterrupt:
             embedded, chunks = kb.store.coverage()
-            print(
+            _say(
                 f"\nstopped: vectors for {embedded} of {chunks} chunks (every chunk is searchable by keyword); "
                 f"tether kb --name {name} fill goes on from there",
-                file=sys.stderr,
+                err=True,
             )
             return 130
     embedded, chunks = kb.store.coverage()
-    print(f"vectors: {made} made, {embedded} of {chunks} chunks covered")
+    _say(f"vectors: {made} made, {embedded} of {chunks} chunks covered")
     return 0
 
 
@@ -331,7 +345,7 @@ def _fill_in_background(settings: Settings, name: str) -> int:
             stderr=out,
             start_new_session=True,  # Ctrl-C in this terminal does not reach it
         )
-    print(f"making the vectors in the background (pid {child.pid}, log {log}); tether kb stats shows how far")
+    _say(f"making the vectors in the background (pid {child.pid}, log {log}); tether kb stats shows how far")
     return 0
 
 
