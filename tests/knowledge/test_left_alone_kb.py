@@ -145,3 +145,32 @@ def test_an_add_whose_reader_left_still_reads_every_path_and_makes_every_vector(
     assert stats["documents"] == 6  # the second folder was read too
     assert stats["embedded_chunks"] == stats["chunks"] > 0  # and every vector made
     kb.close()
+
+
+def test_a_damaged_pdfs_warnings_reach_the_terminal_with_their_escapes_written_out(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """pypdf warns about a page's contents quoting them; a UTF-16 string there holds any control
+    character. Python's last-resort handler wrote them raw: a document set the window's title."""
+    hostile = "\x1b]0;PWNED\x07\x1b[31mRED".encode("utf-16-be").hex().encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents <FEFF" + hostile + b"> >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 4\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size 4 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "sheet.pdf").write_bytes(bytes(out))
+    (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nThe PX-9 pump.\n")
+    done = cli.tether("kb", "add", "docs", "--embedder", "none", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert "tether: pypdf: " in done.stderr and "\\x1b]0;PWNED" in done.stderr
+    assert "skipped docs/sheet.pdf" in done.stderr

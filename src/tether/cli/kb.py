@@ -179,6 +179,7 @@ def _fill_progress(done: int, total: int) -> None:
 
 def cmd_add(args: argparse.Namespace) -> int:
 
+    _pdf_warnings_escaped()
     settings = load_settings()
     if args.extract_budget is not None and not args.extract_with:
         raise usage_error("--extract-budget limits --extract-with; give the model too")
@@ -237,6 +238,25 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
     if args.background:
         return _fill_in_background(settings, args.name)
     return _fill(settings, kb, args.name)
+
+
+def _pdf_warnings_escaped() -> None:
+    """pypdf's warnings about a damaged PDF, one line each on stderr with control characters
+    escaped. They quote the file's own strings: written by Python's last-resort handler, a PDF's
+    escape sequences reached the terminal as they were (a window title set, colours changed). Not
+    when the program running this has logging of its own set up."""
+    import logging
+
+    class Escaped(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                _say(f"tether: pypdf: {shown(record.getMessage())}", err=True)
+            except Exception:  # a record that cannot be written is not the add's error
+                self.handleError(record)
+
+    logger = logging.getLogger("pypdf")
+    if not logger.hasHandlers():
+        logger.addHandler(Escaped(logging.WARNING))
 
 
 def _say(line: str, *, err: bool = False) -> None:
