@@ -174,3 +174,34 @@ def test_a_damaged_pdfs_warnings_reach_the_terminal_with_their_escapes_written_o
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert "tether: pypdf: " in done.stderr and "\\x1b]0;PWNED" in done.stderr
     assert "skipped docs/sheet.pdf" in done.stderr
+
+
+def test_an_add_that_finds_the_filler_finishing_has_its_vectors_made_all_the_same(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two ``kb add`` at once: the second finishes reading just after the first's filler looked for
+    chunks the last time, before it let go of the lock. The second leaves its chunks to it ("being
+    made by another process"); they were never made, and no command said so."""
+    from tether.cli import main
+
+    for folder, part in (("a", "PX-9"), ("b", "QV-7")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "note.md").write_text(f"# {part}\n\nThe {part} pump.\n")
+    monkeypatch.chdir(tmp_path)
+    real = KnowledgeBase.fill_vectors
+    second: list[int] = []
+
+    def fill_then_the_other_add_ends(self: KnowledgeBase, *args: object, **kwargs: object) -> int:
+        made = real(self, *args, **kwargs)  # type: ignore[arg-type]
+        if not second:  # the first add's filler, its last look done, the lock still held
+            second.append(main(["kb", "add", "b"]))
+        return made
+
+    monkeypatch.setattr(KnowledgeBase, "fill_vectors", fill_then_the_other_add_ends)
+    code, out, err = run_main("kb", "add", "a", "--embedder", "hashing/256", capsys=capsys)
+    assert code == 0 and second == [0], err
+    assert "being made by another process" in out  # the second add left its chunks to the first
+    kb = KnowledgeBase.open(quiet_env / "kb" / "default.db")
+    stats = kb.stats()
+    assert stats["documents"] == 2 and stats["embedded_chunks"] == stats["chunks"]
+    kb.close()

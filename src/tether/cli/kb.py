@@ -322,21 +322,33 @@ def _extractor_line(extractor: Any) -> str:
 
 
 def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
-    """Make the missing vectors here, one filler per base at a time; Ctrl-C leaves a resumable base."""
-    with _fill_lock(settings, name) as held:
-        if not held:
-            _say(f"the vectors of {name!r} are being made by another process (tether kb stats shows how far)")
-            return 0
-        try:
-            made = kb.fill_vectors(_fill_progress)
-        except KeyboardInterrupt:
-            embedded, chunks = kb.store.coverage()
-            _say(
-                f"\nstopped: vectors for {embedded} of {chunks} chunks (every chunk is searchable by keyword); "
-                f"tether kb --name {name} fill goes on from there",
-                err=True,
-            )
-            return 130
+    """Make the missing vectors here, one filler per base at a time; Ctrl-C leaves a resumable base.
+
+    An add that finishes while another process fills leaves its chunks to that filler; one that
+    found the lock held just before the filler let go wrote chunks the filler had stopped looking
+    for, and they were never made. So a filler looks again once it has let go, and makes them."""
+    made, rounds = 0, 0
+    while True:
+        with _fill_lock(settings, name) as held:
+            if not held:
+                if rounds == 0:
+                    _say(f"the vectors of {name!r} are being made by another process (tether kb stats shows how far)")
+                    return 0
+                break  # another filler took it after this one let go: it makes the rest
+            try:
+                done = kb.fill_vectors(_fill_progress)
+            except KeyboardInterrupt:
+                embedded, chunks = kb.store.coverage()
+                _say(
+                    f"\nstopped: vectors for {embedded} of {chunks} chunks (every chunk is searchable by keyword); "
+                    f"tether kb --name {name} fill goes on from there",
+                    err=True,
+                )
+                return 130
+        made, rounds = made + done, rounds + 1
+        embedded, chunks = kb.store.coverage()
+        if embedded >= chunks or (done == 0 and rounds > 1):
+            break
     embedded, chunks = kb.store.coverage()
     _say(f"vectors: {made} made, {embedded} of {chunks} chunks covered")
     return 0
