@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, CancelSignal, RunState, run_stream
-from tether.events import Done
+from tests.conftest import assert_pairing
+from tether import Agent, CancelSignal, RunState, run_stream, run_sync, tool
+from tether.errors import ConfigError
+from tether.events import Done, Subagent
 from tether.harness.extension import Extension
 from tether.harness.store import RunStore
-from tether.messages import Message, text_of
+from tether.messages import Message, ToolMessage, text_of
 from tether.providers.base import ModelRequest
-from tether.testing import FunctionModel
+from tether.testing import FunctionModel, Reply
 
 
 class Starts(Extension):
@@ -164,3 +166,131 @@ def test_stop_while_an_mcp_server_is_slow_to_answer_its_handshake_kills_it(tmp_p
     assert result.status == "interrupted" and result.interruption.type == "cancelled"
     assert asked == []
     assert connector.pids and live_processes(connector.pids) == []
+
+
+def lead_calls(name: str = "worker") -> tuple[FunctionModel, list[int]]:
+    """A parent's model that hands a task to ``name`` as long as it gets errors back (a model that
+    retries), three times at most, then answers with the last result."""
+    asked: list[int] = []
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        asked.append(1)
+        results = [m.text for m in messages if isinstance(m, ToolMessage)]
+        if len(results) < 3:
+            return Reply(calls=((f"c{len(results)}", name, {"task": "find it"}),))
+        return f"worked around it: {results[-1]}"
+
+    return FunctionModel(lead), asked
+
+
+def test_a_subagent_whose_model_names_no_known_provider_refuses_the_parent_run_before_anything_runs() -> None:
+    """The child's model string names a provider that does not exist. That is the person's to fix:
+    the parent's run is refused as it starts, as for its own model, naming the sub-agent (before:
+    each call was a tool error with config.toml advice fed to the parent's model, which retried
+    and then answered without it, the run 'completed')."""
+    model, asked = lead_calls()
+    worker = Agent("nosuch/model").as_tool("worker", "Finds things.")
+    state = RunState()
+    with pytest.raises(ConfigError, match=r"the sub-agent worker: unknown provider 'nosuch'.*config\.toml"):
+        run_sync(Agent(model, tools=[worker]), "go", state=state)
+    assert asked == [] and state.messages == [] and state.status != "completed"
+
+
+def test_a_misconfigured_subagent_two_levels_down_is_named_by_its_path() -> None:
+    """A grandchild whose max_turns is no amount: the parent's run is refused, the message saying
+    which sub-agent of which (an agent given itself as a tool beside it is checked once, not for
+    ever)."""
+    model, asked = lead_calls()
+    leaf = Agent(FunctionModel(lambda messages, request: "leaf"), max_turns=-1).as_tool("leaf", "L.")
+    middle = Agent(FunctionModel(lambda messages, request: "mid"), tools=[leaf])
+    middle_tool = middle.as_tool("middle", "M.")
+    middle.tools = [leaf, middle_tool]  # it may hand tasks to itself
+    with pytest.raises(ConfigError, match=r"the sub-agent middle: the sub-agent leaf: max_turns must be"):
+        run_sync(Agent(model, tools=[middle_tool]), "go")
+    assert asked == []
+
+
+def test_a_subagent_without_a_price_under_the_parents_budget_is_refused_before_anything_runs() -> None:
+    """A parent with a budget gives each child a share of it, which a child whose model has no
+    known price cannot keep to: refused as the parent starts, saying how to give the price
+    (before: the parent's model was told so at each call, and paid for each attempt)."""
+    model, asked = lead_calls()
+    unpriced = FunctionModel(lambda messages, request: "hi", model_id="unpriced")
+    unpriced.price = None
+    worker = Agent(unpriced).as_tool("worker", "Finds things.")
+    with pytest.raises(ConfigError, match=r"the sub-agent worker: max_budget_usd is set but the price of"):
+        run_sync(Agent(model, tools=[worker], max_budget_usd=1.0), "go")
+    assert asked == []
+
+
+class Refuses(Extension):
+    """An extension whose start finds its configuration wrong (a server table with no command)."""
+
+    name = "refuses"
+
+    async def start(self) -> None:
+        raise ConfigError("[mcp.files] needs command or url: set one in config.toml")
+
+
+def test_a_subagent_whose_extensions_refuse_to_start_ends_the_parent_failed_with_the_reason() -> None:
+    """What only the child's start finds (its extension's configuration) ends the parent run
+    failed, saying which sub-agent and why, the call's result saying it was not run; the parent's
+    model is not asked again (before: it read the advice as a tool error, retried three times and
+    worked around it)."""
+    model, asked = lead_calls()
+    worker = Agent(FunctionModel(lambda messages, request: "hi"), extensions=[Refuses()]).as_tool("worker", "W.")
+    state = RunState()
+
+    async def main() -> list[Any]:
+        return [e async for e in run_stream(Agent(model, tools=[worker]), "go", state=state)]
+
+    events = asyncio.run(main())
+    result = events[-1].result
+    assert result.status == "failed"
+    assert (
+        result.reason
+        == "the sub-agent worker could not start: [mcp.files] needs command or url: set one in config.toml"
+    )
+    assert asked == [1]
+    (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert answer.status == "error" and answer.text.startswith("Not run: the sub-agent worker could not start")
+    assert_pairing(state.messages)
+    links = [(e.call_id, e.status) for e in events if isinstance(e, Subagent)]
+    assert links == [("c0", "started"), ("c0", "failed")]
+
+
+def test_a_subagent_whose_extension_brings_a_tool_name_it_already_has_ends_the_parent_failed() -> None:
+    """The same when the child's tools and its extension's clash (two tools of one name), which only
+    its start can tell: side by side with a sibling that works, the parent ends failed once, saying
+    so, and the sibling's answer is kept."""
+
+    @tool(read_only=True)
+    def lookup() -> str:
+        """Look something up."""
+        return "found"
+
+    class Brings(Extension):
+        name = "brings"
+
+        def tools(self) -> list[Any]:
+            return [lookup]
+
+    broken = Agent(FunctionModel(lambda messages, request: "hi"), tools=[lookup], extensions=[Brings()])
+    fine = Agent(FunctionModel(lambda messages, request: "fine answer"))
+    broken_tool, fine_tool = broken.as_tool("broken", "B."), fine.as_tool("fine", "F.")
+    broken_tool.parallel = fine_tool.parallel = True
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "went on"
+        return Reply(calls=(("c0", "fine", {"task": "a"}), ("c1", "broken", {"task": "b"})))
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(lead), tools=[broken_tool, fine_tool]), "go", state=state)
+    assert result.status == "failed"
+    assert (
+        result.reason == "the sub-agent broken could not start: two tools are named 'lookup'; tool names must be unique"
+    )
+    texts = {m.call_id: m.text for m in state.messages if isinstance(m, ToolMessage)}
+    assert texts["c0"] == "fine answer" and texts["c1"].startswith("Not run: the sub-agent broken")
+    assert_pairing(state.messages)

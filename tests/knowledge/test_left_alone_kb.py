@@ -205,3 +205,26 @@ def test_an_add_that_finds_the_filler_finishing_has_its_vectors_made_all_the_sam
     stats = kb.stats()
     assert stats["documents"] == 2 and stats["embedded_chunks"] == stats["chunks"]
     kb.close()
+
+
+def test_the_vectors_of_an_old_bases_chunks_are_made_without_sending_its_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embeddings endpoint (``openai/...``) is a way out of the base: the chunks an older tether
+    stored without their vectors (``--no-vectors``, an add stopped) went to it with their keys."""
+    with monkeypatch.context() as m:
+        m.setattr(kb_base, "withhold_secrets", lambda text: (text, 0))
+        KnowledgeBase.open(tmp_path / "old.db").add_text("deploy.md", DEPLOY)
+
+    sent: list[str] = []
+
+    class Endpoint(HashingEmbedder):
+        def embed(self, texts: object) -> object:
+            sent.extend(texts)  # type: ignore[call-overload]
+            return super().embed(texts)  # type: ignore[arg-type]
+
+    kb = KnowledgeBase.open(tmp_path / "old.db", embedder=Endpoint())
+    assert kb.fill_vectors() == kb.stats()["chunks"] > 0
+    assert sent and "BX-220" in "".join(sent)
+    no_key("".join(sent))
+    kb.close()

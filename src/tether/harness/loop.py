@@ -83,22 +83,7 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
 
 
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
-    _check_limits(agent.max_budget_usd, agent.max_turns)
-    check_first_token_timeout(agent.first_token_timeout_s)
-    check_first_token_timeout(agent.reply_timeout_s, "reply_timeout_s")
-    if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
-        raise ConfigError(
-            f"retry must be a RetryPolicy (got {agent.retry!r}); RetryPolicy(max_attempts=1) retries nothing"
-        )
-    if isinstance(agent.fallback_models, str):  # one model, not its letters
-        raise ConfigError(f"fallback_models is a list of models: write fallback_models=[{agent.fallback_models!r}]")
-    if not isinstance(agent.fallback_models, Sequence):
-        raise ConfigError(f"fallback_models is a list of models (got {agent.fallback_models!r}); [] for none")
-    candidates = [_candidate(agent, agent.model, True)]
-    candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
-    tools = agent.tool_map()
-    check_output_config(agent, tools)
-    check_compaction_config(agent)
+    candidates, tools = check_agent(agent)
     defs = tool_definitions(tools)
     cwd = Path(agent.cwd or Path.cwd()).absolute()
     rc = RunContext(
@@ -117,6 +102,34 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     rc.count = counter_for(rc.model_name)
     state.model = rc.model_name
     return rc
+
+
+def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candidate], dict[str, Any]]:
+    """What refuses ``agent`` before anything runs (:class:`ConfigError`): its limits and settings,
+    its models, its tools, and those of the agents it hands tasks to (a tool's ``check_config``;
+    each once, in ``seen``). Its models and tools, checked."""
+    _check_limits(agent.max_budget_usd, agent.max_turns)
+    check_first_token_timeout(agent.first_token_timeout_s)
+    check_first_token_timeout(agent.reply_timeout_s, "reply_timeout_s")
+    if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
+        raise ConfigError(
+            f"retry must be a RetryPolicy (got {agent.retry!r}); RetryPolicy(max_attempts=1) retries nothing"
+        )
+    if isinstance(agent.fallback_models, str):  # one model, not its letters
+        raise ConfigError(f"fallback_models is a list of models: write fallback_models=[{agent.fallback_models!r}]")
+    if not isinstance(agent.fallback_models, Sequence):
+        raise ConfigError(f"fallback_models is a list of models (got {agent.fallback_models!r}); [] for none")
+    candidates = [_candidate(agent, agent.model, True)]
+    candidates += [_candidate(agent, m, False) for m in agent.fallback_models]
+    tools = agent.tool_map()
+    check_output_config(agent, tools)
+    check_compaction_config(agent)
+    seen = set() if seen is None else seen
+    for tool in tools.values():
+        check = getattr(tool, "check_config", None)
+        if callable(check):
+            check(agent, seen)
+    return candidates, tools
 
 
 def _check_limits(budget: object, turns: object) -> None:

@@ -24,12 +24,13 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tether.errors import ConfigError
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
 from tether.status import EMPTY_ANSWER
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
-    from tether.harness.agent import Agent
+    from tether.harness.agent import Agent, Stop
     from tether.harness.state import RunState
 
 __all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of"]
@@ -218,7 +219,7 @@ class AgentTool:
         self.description = description
         self.max_depth = max_depth
 
-    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+    async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str | Stop:
         from tether.harness.state import RunState
 
         if ctx.run_agent is None:
@@ -253,16 +254,49 @@ class AgentTool:
             _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
         result, store = None, _ChildStore(ctx)
-        # A Stop while the child starts (its extensions) ends the child at once, its own way.
-        async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal):
-            if isinstance(event, Done):
-                result = event.result
-                ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on
-            elif not isinstance(event, TextDelta | ReasoningDelta):
-                ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
+        try:
+            # A Stop while the child starts (its extensions) ends the child at once, its own way.
+            async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal):
+                if isinstance(event, Done):
+                    result = event.result
+                    ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on
+                elif not isinstance(event, TextDelta | ReasoningDelta):
+                    ctx.emit(event)  # the child's steps, with its own run id, in the parent's trace
+        except ConfigError as exc:  # refused as it started (what its extensions brought): the person's to fix
+            return self._misconfigured(ctx, child, exc)
         assert result is not None
         self._stop_with_child(ctx, child, result)
         return self._keep(ctx, child, result)
+
+    def check_config(self, parent: Agent, seen: set[int]) -> None:
+        """When the parent's run starts: refuse (:class:`ConfigError`, naming this tool) a child
+        whose configuration cannot work (a model of no known provider, a key not set, a limit that
+        is no amount, no price under the parent's budget). That is the person's to fix: told to the
+        parent's model as a call's error, it would only be retried or worked around. What the
+        child's extensions bring is known once they start, and checked then (:meth:`execute`)."""
+        if id(self) in seen:  # an agent given itself as a tool: checked once
+            return
+        seen.add(id(self))
+        from tether.harness.loop import check_agent
+
+        child = replace(self.agent, extensions=())
+        if child.max_budget_usd is None and parent.max_budget_usd is not None:
+            child = replace(child, max_budget_usd=parent.max_budget_usd)  # it is given a share of the parent's
+        try:
+            check_agent(child, seen)
+        except ConfigError as exc:
+            raise ConfigError(f"the sub-agent {self.name}: {exc}") from None
+
+    def _misconfigured(self, ctx: ToolContext, child: RunState, exc: ConfigError) -> Stop:
+        """A child that could not start for its configuration ends the parent ``failed``, saying
+        why: the parent's model could not fix it."""
+        from tether.harness.agent import Stop
+        from tether.harness.context import told
+
+        _given(ctx.state).pop(ctx.call_id, None)
+        why = f"the sub-agent {self.name} could not start: {told(exc)}"
+        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "failed", child.cost_usd, why))
+        return Stop("failed", why)
 
     def _stop_with_child(self, ctx: ToolContext, child: RunState, result: Any) -> None:
         """A child that stopped for Stop or for a person stops the parent too, the call pending."""

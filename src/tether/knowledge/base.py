@@ -447,7 +447,9 @@ class KnowledgeBase:
                 rows = self.store.unembedded(batch, after)
             if not rows:
                 return done
-            matrix = self.embedder.embed([text for _, text in rows])
+            # A chunk stored before credentials were withheld holds them: an embeddings endpoint
+            # (openai/...) is a way out of the base too.
+            matrix = self.embedder.embed([withhold_secrets(text)[0] for _, text in rows])
             vectors = [row.astype("float32").tobytes() for row in matrix]
             done += self.store.set_vectors([(cid, text, v) for (cid, text), v in zip(rows, vectors, strict=True)])
             after = rows[-1][0]
