@@ -17,6 +17,7 @@ from tether.errors import ConfigError
 from tether.events import Done, Subagent
 from tether.harness.extension import Extension
 from tether.harness.store import RunStore
+from tether.harness.subagent import children
 from tether.messages import Message, ToolMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel, Reply
@@ -294,3 +295,34 @@ def test_a_subagent_whose_extension_brings_a_tool_name_it_already_has_ends_the_p
     texts = {m.call_id: m.text for m in state.messages if isinstance(m, ToolMessage)}
     assert texts["c0"] == "fine answer" and texts["c1"].startswith("Not run: the sub-agent broken")
     assert_pairing(state.messages)
+
+
+def test_a_childs_long_reason_for_stopping_reaches_the_parent_cut_short() -> None:
+    """A child ends failed quoting a tool's whole error (200,000 characters): the parent's model
+    reads its reason cut to a few thousand characters, saying how much was cut, and the kept
+    record and the trace hold the same (before: the whole error, in the parent's context and in
+    every save of its state after)."""
+
+    @tool()
+    def explode() -> str:
+        """Fails loudly."""
+        raise RuntimeError("boom " * 40_000)
+
+    def child(messages: list[Message], request: ModelRequest) -> Reply:
+        return Reply(calls=(("x1", "explode", {}),))
+
+    worker = Agent(FunctionModel(child), tools=[explode], tool_errors_are_fatal=True).as_tool("worker", "W.")
+    model, _ = lead_calls()
+    state = RunState()
+
+    async def main() -> list[Any]:
+        return [e async for e in run_stream(Agent(model, tools=[worker], max_turns=2), "go", state=state)]
+
+    events = asyncio.run(main())
+    answers = [m.text for m in state.messages if isinstance(m, ToolMessage)]
+    assert answers and all(len(a) < 5_000 for a in answers)
+    assert "worker stopped without finishing (failed: tool explode failed: boom boom" in answers[0]
+    assert "more characters of the reason cut" in answers[0]
+    assert all(len(c["reason"]) < 5_000 for c in children(state).values())
+    ended = [e for e in events if isinstance(e, Subagent) and e.status == "failed"]
+    assert ended and all(len(e.reason or "") < 5_000 for e in ended)

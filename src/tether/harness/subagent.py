@@ -39,6 +39,7 @@ __all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth
 _NAME = "subagents"  # this feature's part of RunState.ext
 DEFAULT_MAX_DEPTH = 4  # levels of delegation below the first run (an agent given itself recurses)
 MAX_ANSWER_CHARS = 100_000  # of a child's answer the parent reads (and keeps): as read_file's bound
+MAX_REASON_CHARS = 2_000  # of a child's reason for stopping: a sentence, not a tool's whole error
 
 
 def children(state: RunState) -> dict[str, Any]:
@@ -179,6 +180,13 @@ def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
     return tool_name == name or (isinstance(tool, AgentTool) and bool(getattr(tool, "parallel", False)))
 
 
+def _brief(reason: str | None) -> str | None:
+    """A child's reason for stopping within MAX_REASON_CHARS, saying how much more it had."""
+    if reason is None or len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return f"{reason[:MAX_REASON_CHARS]} [... {len(reason) - MAX_REASON_CHARS:,} more characters of the reason cut]"
+
+
 def _bounded(text: str | None, name: str) -> str | None:
     """A child's answer within MAX_ANSWER_CHARS: its first two thirds and its last third, with a
     line between them saying what was cut."""
@@ -305,13 +313,15 @@ class AgentTool:
             return
         status = result.status if ctx.signal.cancelled else "interrupted"
         ctx.emit(
-            Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, status, result.cost_usd, result.reason or "")
+            Subagent(
+                ctx.run_id, ctx.call_id, self.name, child.run_id, status, result.cost_usd, _brief(result.reason) or ""
+            )
         )
         ctx.signal.raise_if_cancelled()
         from tether.status import SubagentInterruption
 
         raise ToolInterrupt(
-            f"the sub-agent {self.name} is waiting: {result.reason}",
+            f"the sub-agent {self.name} is waiting: {_brief(result.reason)}",
             SubagentInterruption(
                 call_id=ctx.call_id, tool_name=self.name, child_run_id=child.run_id, child=result.interruption
             ),
@@ -398,7 +408,7 @@ class AgentTool:
             "done": True,
             "run_id": child.run_id,
             "status": result.status,
-            "reason": result.reason,
+            "reason": _brief(result.reason),
             "output": _bounded(result.text, self.name),
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
@@ -414,7 +424,7 @@ class AgentTool:
             ctx.on_save(True)
         ctx.emit(
             Subagent(
-                ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd, result.reason or ""
+                ctx.run_id, ctx.call_id, self.name, child.run_id, result.status, result.cost_usd, done["reason"] or ""
             )
         )
         return self._answer(done)
@@ -427,7 +437,7 @@ class AgentTool:
         partial = f" What it had so far: {done['output']}" if done.get("output") else ""
         return ToolResult(
             f"The sub-agent {self.name} stopped without finishing ({done['status']}: "
-            f"{done.get('reason')}).{partial} Carry on without it, or try a smaller task.",
+            f"{_brief(done.get('reason'))}).{partial} Carry on without it, or try a smaller task.",
             is_error=True,
         )
 
