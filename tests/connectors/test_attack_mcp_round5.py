@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
+from tests.connectors.raw import write_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.messages import TextPart
@@ -149,3 +151,54 @@ def test_a_token_or_header_a_remote_server_echoes_in_a_result_or_progress_never_
     written = trace.read_text()
     assert "checking [redacted] / key [redacted]" in written
     assert "tok-9f8e7d6c5b4a" not in written and "key-0123456789" not in written
+
+
+# --- what tether tells a server -----------------------------------------------------------------------
+
+# A stdio server of the 2025-06-18 revision, written raw: it asks for the roots once the session is
+# up and answers its one tool with them (the SDK's server of 2026 asks for them only within a call).
+ROOTS_SERVER = """
+roots, call = None, None
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"protocolVersion": "2025-06-18",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "files", "version": "1"}}})
+    elif method == "notifications/initialized":
+        send({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"})
+    elif ident == "r1":
+        roots = " ".join(root["uri"] for root in message["result"]["roots"])
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": [{"name": "roots", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": [{"type": "text", "text": str(roots)}]}})
+    elif ident is not None:
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
+"""
+
+
+def test_the_root_announced_to_a_server_is_the_agents_cwd_not_the_process_directory(tmp_path: Path) -> None:
+    """ "The run's workspace (the agent's `cwd`; the current directory when none is given) is the root
+    tether announces." A server that works on files (the reference filesystem server among them)
+    keeps to the roots it is told. Was: every connector announced the process's current directory
+    (tether serve's, the terminal's), whatever the agent's cwd: a server meant for one workspace
+    was pointed at another folder."""
+    from tether import Agent, run_sync
+    from tether.messages import ToolMessage
+    from tether.providers.scripted import Reply
+    from tether.testing import FunctionModel
+
+    files = write_server(tmp_path, ROOTS_SERVER)
+
+    def reply(messages: list[Any], request: Any) -> Reply | str:
+        said = [m for m in messages if isinstance(m, ToolMessage)]
+        return said[-1].text if said else Reply(calls=(("c1", "files__roots", {}),))
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    assert Path.cwd().resolve() != workspace.resolve()
+    table = {"command": sys.executable, "args": [str(files), "-"], "approval": "never"}
+    connector = McpConnector("files", table)
+    result = run_sync(Agent(FunctionModel(reply), extensions=[connector], cwd=workspace), "where?")
+    assert result.output == workspace.resolve().as_uri()

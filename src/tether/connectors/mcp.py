@@ -161,6 +161,7 @@ class _Live:
     refresh: asyncio.Future[None] | None = None  # the tool list being read again
     changed: bool = False  # the server said so again while it was being read: read it once more after
     side: Any = None  # what the server asks of this connection's runs (a ClientSide of its own)
+    root: Path | None = None  # announced to the server: the workspace of the run that started it
 
 
 class McpConnector(Extension):
@@ -182,7 +183,7 @@ class McpConnector(Extension):
         from tether.connectors._client_side import Asker, ClientSide
 
         self.server = server
-        self.workspace = workspace  # announced to the server as its root (default: the current directory)
+        self.workspace = workspace  # announced to the server as its root (default: the run's cwd)
         self.oauth_flow: Any = None  # set by `tether mcp login` to sign in through the browser
         self._watchers: list[tuple[str, asyncio.Queue[str]]] = []  # resource subscriptions being read
         self.name = f"mcp:{server}"
@@ -233,6 +234,7 @@ class McpConnector(Extension):
             if live.users > 1:
                 return
             live.restarted, live.down = False, None
+            live.root = self._workspace()
             try:
                 live.link = await self._connect(live)
             except BaseException:
@@ -471,6 +473,13 @@ class McpConnector(Extension):
                 if state is live and not live.users:
                     del self._live[here]
 
+    def _workspace(self) -> Path:
+        """The root to announce: ``workspace`` when given, else the cwd of the agent whose run starts
+        the server (the loop says it while its extensions start), else the current directory."""
+        from tether.harness.extension import STARTING_IN
+
+        return self.workspace or STARTING_IN.get() or Path.cwd()
+
     def _here(self) -> tuple[asyncio.AbstractEventLoop, str | None]:
         """Whose connection: this event loop's; for a server that signs each user in (OAuth), the
         user the run acts for too (tether.connectors._acting)."""
@@ -493,7 +502,7 @@ class McpConnector(Extension):
         reach = self._reach()
         side = live.side
         hooks = Hooks(
-            roots=[self.workspace or Path.cwd()],
+            roots=[live.root or self._workspace()],
             tools_changed=self._tools_changed,
             resource_updated=self._resource_updated,
             sampling=side.sampling if self.config["sampling"] != "deny" else None,

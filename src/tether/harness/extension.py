@@ -13,10 +13,35 @@ byte-identical; what changes during a session reaches the prompt in the next one
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Extension", "snapshot_blocks", "start_extensions", "stop_extensions", "system_prompt"]
+__all__ = [
+    "STARTING_IN",
+    "Extension",
+    "snapshot_blocks",
+    "start_extensions",
+    "starting_in",
+    "stop_extensions",
+    "system_prompt",
+]
+
+# The cwd of the run whose extensions are starting (None: the process's current directory), for an
+# extension that tells an outside server where the run works (an MCP server's roots).
+STARTING_IN: ContextVar[Path | None] = ContextVar("tether_starting_in", default=None)
+
+
+@contextlib.contextmanager
+def starting_in(cwd: Path | str | None) -> Iterator[None]:
+    """Extensions started inside this block read ``cwd`` (the agent's) from :data:`STARTING_IN`."""
+    token = STARTING_IN.set(Path(cwd) if cwd else None)
+    try:
+        yield
+    finally:
+        STARTING_IN.reset(token)
 
 
 class Extension:

@@ -32,7 +32,7 @@ from tether.harness.context import (
     tool_definitions,
     without_secrets,
 )
-from tether.harness.extension import snapshot_blocks, start_extensions, stop_extensions, system_prompt
+from tether.harness.extension import snapshot_blocks, start_extensions, starting_in, stop_extensions, system_prompt
 from tether.harness.length import Continuation, continues, is_cut
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
@@ -246,7 +246,8 @@ async def run_stream(
     try:
         _check_open(state, prompt)
         signal = signal or CancelSignal()
-        opened, stopped = await _opening(agent.extensions, signal)  # what they start lives as long as this call
+        with starting_in(agent.cwd):  # the run's workspace, for extensions that announce it (MCP roots)
+            opened, stopped = await _opening(agent.extensions, signal)  # what they start lives as long as this call
     except BaseException:
         held.close()
         raise
