@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Admission", "Limits", "admit", "foreign_refs", "validate"]
+__all__ = ["Admission", "Limits", "admit", "foreign_refs", "schema_words", "validate"]
 
 DEFAULT_DESCRIPTION_CHARS = 4_000
 DEFAULT_SCHEMA_CHARS = 20_000
@@ -74,6 +74,41 @@ def admit(description: str, schema: dict[str, Any], limits: Limits, task_support
         )
         return Admission(description, size, refused)
     return Admission(description, size, None, trimmed)
+
+
+def schema_words(node: Any, depth: int = 0) -> Iterator[str]:
+    """What a schema says to the model in words, besides the tool's description: the names of its
+    properties and every string among their descriptions, titles, comments and values (``enum``,
+    ``default``...), at any depth. The memory scan reads them with the description (issue 26): a
+    parameter's description is where tool poisoning usually hides."""
+    if depth > 200:
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("description", "title", "$comment", *_VALUES):
+                yield from _strings(value, depth + 1)
+            elif key in _NAMED and isinstance(value, dict):
+                yield from (str(name) for name in value)
+                yield from (word for child in value.values() for word in schema_words(child, depth + 1))
+            else:
+                yield from schema_words(value, depth + 1)
+    elif isinstance(node, list):
+        for item in node:
+            yield from schema_words(item, depth + 1)
+
+
+def _strings(value: Any, depth: int) -> Iterator[str]:
+    if depth > 200:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield str(key)
+            yield from _strings(inner, depth + 1)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner, depth + 1)
 
 
 def foreign_refs(node: Any, depth: int = 0) -> Iterator[str]:

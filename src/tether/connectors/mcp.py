@@ -582,7 +582,7 @@ class McpConnector(Extension):
         """The tools offered of ``specs``; each one left out goes to ``refused`` with why, and so
         does ``cut``, why the server's list was not read to its end. One warning says how many."""
         from tether.connectors._client_side import printable
-        from tether.connectors._schemas import Limits, admit
+        from tether.connectors._schemas import Limits, admit, schema_words
 
         cfg = self.config
         limits = Limits(
@@ -606,8 +606,10 @@ class McpConnector(Extension):
                 )
             flagged: list[str] = []
             source = f"the MCP server {self.server!r}: tool {spec.name!r}"
-            # Scanned as the model would read it (trimmed), so a huge description costs a bounded scan.
-            if verdict.refused is None and not accept_context(verdict.description, source=source, problems=flagged):
+            # Scanned as the model would read it (trimmed), so a huge description costs a bounded scan;
+            # with it, the words of its schema (bounded by max_schema_chars), which the model reads too.
+            said = "\n".join([verdict.description, *schema_words(spec.input_schema)]) if verdict.refused is None else ""
+            if verdict.refused is None and not accept_context(said, source=source, problems=flagged):
                 verdict = replace(verdict, refused=flagged[0])
             if verdict.refused is not None:
                 # Shown by `tether mcp list` and logged: the server's words, escapes written out.

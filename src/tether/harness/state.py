@@ -52,6 +52,7 @@ __all__ = [
     "is_empty_answer",
     "is_person",
     "kill_waiting_process",
+    "latest_reply",
     "new_run_id",
     "pending_tool_calls",
     "reject",
@@ -270,6 +271,9 @@ class RunState(BaseModel):
     # (``transcript_rewritten``). Law 2: the transcript is the one source of truth; this only
     # avoids scanning it several times per turn.
     _turns_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, 0))
+    # (messages looked at, the last of them, the index of the latest assistant message among
+    # them or -1): see :func:`latest_reply`, kept and reset as ``_turns_seen`` is.
+    _reply_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, -1))
 
     def ext_state(self, name: str) -> dict[str, Any]:
         """The part of ``ext`` that belongs to ``name`` (an extension's, a middleware's or a
@@ -309,6 +313,7 @@ class RunState(BaseModel):
         """Say that earlier messages were changed in place (trimming, compaction, a middleware):
         derived counts are recomputed. ``RunContext.persist(rewrite=True)`` calls it."""
         self._turns_seen = (0, None, 0)
+        self._reply_seen = (0, None, -1)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -372,15 +377,33 @@ def conversation_turns(messages: Sequence[Message]) -> int:
     )
 
 
+def latest_reply(state: RunState) -> int:
+    """The index of the last assistant message in ``state.messages`` (-1 when there is none).
+
+    Looks back only over the messages appended since it was last asked: every call of one reply
+    asks, and a look back over the results before it each time made a reply of n calls cost n²."""
+    messages = state.messages
+    seen, last, index = state._reply_seen
+    if not (0 < seen <= len(messages) and messages[seen - 1] is last):
+        seen, index = 0, -1
+    for i in range(len(messages) - 1, seen - 1, -1):
+        if isinstance(messages[i], AssistantMessage):
+            index = i
+            break
+    state._reply_seen = (len(messages), messages[-1] if messages else None, index)
+    return index
+
+
 def pending_tool_calls(state: RunState) -> list[ToolCallPart]:
     """Calls in the last assistant message that have no result yet, in declared order."""
     messages = state.messages
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, AssistantMessage):
-            answered = {r.call_id for r in messages[i + 1 :] if isinstance(r, ToolMessage)}
-            return [c for c in m.tool_calls if c.id not in answered]
-    return []
+    i = latest_reply(state)
+    if i < 0:
+        return []
+    reply = messages[i]
+    assert isinstance(reply, AssistantMessage)
+    answered = {r.call_id for r in messages[i + 1 :] if isinstance(r, ToolMessage)}
+    return [c for c in reply.tool_calls if c.id not in answered]
 
 
 def _find_call(state: RunState, call_id: str) -> ToolCallPart:

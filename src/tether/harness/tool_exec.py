@@ -18,10 +18,18 @@ from tether.errors import RunCancelled
 from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told, without_secrets
-from tether.harness.length import cut_answer, too_many_cuts
+from tether.harness.length import cut_answer, cut_call, too_many_cuts
 from tether.harness.middleware import chain_tool
 from tether.harness.pump import Finished, Internal, pump
-from tether.harness.state import ENDED_BY_TOOL, Intent, ToolStats, args_hash, pending_tool_calls
+from tether.harness.state import (
+    ENDED_BY_TOOL,
+    Intent,
+    RunState,
+    ToolStats,
+    args_hash,
+    latest_reply,
+    pending_tool_calls,
+)
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -148,9 +156,11 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
     Adjacent calls that may run alongside others form one batch and run at the same time; any
     other call is a barrier that waits for what came before it. Once a terminal tool of the reply
     has succeeded (in this process or before a crash), the calls still pending are skipped."""
+    ended = ended_turn(rc)  # a terminal call that succeeded before a crash
     for batch in _batches(rc, calls):
-        if ended_turn(rc) is not None:
+        if ended is not None:
             break
+        since = len(rc.state.messages)
         if len(batch) == 1:
             async for event in _run_one(rc, batch[0]):
                 yield event
@@ -159,6 +169,7 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
                 yield event
         if rc.halt is not None:
             return
+        ended = _ended_by(rc, batch, since)
     cuts = too_many_cuts(rc.state.messages, rc.agent.max_tokens)
     if cuts is not None:
         rc.stop(cuts)
@@ -218,6 +229,22 @@ def ended_turn(rc: RunContext) -> tuple[ToolMessage, str] | None:
                 if mode is not None:
                     return ok[c.id], mode
             return None
+    return None
+
+
+def _ended_by(rc: RunContext, batch: list[ToolCallPart], since: int) -> tuple[ToolMessage, str] | None:
+    """:func:`ended_turn` once ``batch`` has run, when none of the reply's calls before it had
+    ended the turn: only the batch's own results (recorded from ``since`` on) are looked at. A
+    look at the whole reply after every batch made a reply of n calls cost n² steps."""
+    messages = rc.state.messages
+    if len(messages) < since:  # the transcript was rewritten meanwhile: look at all of it
+        return ended_turn(rc)
+    ok = {m.call_id: m for m in messages[since:] if isinstance(m, ToolMessage) and m.status == "ok"}
+    for call in batch:
+        tool = rc.tools.get(call.name)
+        mode = ends_turn(rc, tool) if tool is not None and call.id in ok else None
+        if mode is not None:
+            return ok[call.id], mode
     return None
 
 
@@ -315,7 +342,7 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
         decision = Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
         return _Answered(text, "rejected", events=(decision,))
-    cut = cut_answer(state.messages, call, rc.agent.max_tokens)
+    cut = cut_answer(state.messages, call, rc.agent.max_tokens) if _is_cut(state, call) else None
     if cut is not None:  # the output limit cut it: never run, whatever its arguments look like
         return _Answered(cut, "error")
     if tool is None:
@@ -333,6 +360,15 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
         kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
         return _Waiting(halt, ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind))
     return _Ready(tool, args)
+
+
+def _is_cut(state: RunState, call: ToolCallPart) -> bool:
+    """Whether ``call`` ends a reply the output limit cut (found without a look back over the
+    reply's results, which every call of a long reply would pay)."""
+    i = latest_reply(state)
+    reply = state.messages[i] if i >= 0 else None
+    cut = cut_call(reply) if isinstance(reply, AssistantMessage) else None
+    return cut is not None and cut.id == call.id
 
 
 def _from_cache(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> _Answered | None:
@@ -577,19 +613,37 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
         await asyncio.gather(*(_one(rc, order, limit, i, call, a) for i, call, a in ready))
 
     listens = any(getattr(a.tool, "ends_on_cancel", False) for _, _, a in ready)
+    for event in order.saved(list(order.flush())):
+        yield event
+    async for event in _landing(rc, order, together, listens):
+        yield event
+
+
+async def _landing(
+    rc: RunContext, order: _InOrder, together: Callable[[], Awaitable[None]], listens: bool
+) -> AsyncIterator[Event]:
+    """The batch's events as its calls land. The results in hand at one moment (every call that
+    landed before the loop looked again) are saved together, before any of their events is passed
+    on: one save per result made a batch of n calls, whose header carries every intent still open,
+    write n² intents."""
+    held: list[Event] = []
     try:
-        for event in order.flush():
-            yield event
         async for item in pump(together, rc.sink, rc.signal, cancel_work=not listens):
             if isinstance(item, Finished):
                 break
-            for event in order.take(item):
-                yield event
+            held += order.take(item)
+            if rc.sink.queue.empty():  # nothing more in hand: save what landed, then tell it
+                for event in order.saved(held):
+                    yield event
+                held = []
         if rc.signal.cancelled:  # Stop came as the last running call ended: what it kept from starting waits
             raise RunCancelled(rc.signal.reason or "cancelled")
     except RunCancelled as exc:
-        for event in order.cut(exc):
-            yield event
+        held += order.cut(exc)
+    for event in order.saved(held):
+        yield event
+
+
 
 
 async def _open_batch(rc: RunContext, ready: list[tuple[int, ToolCallPart, _Ready]]) -> list[Decision]:
@@ -624,6 +678,7 @@ class _InOrder:
         self.next = 0
         self.started: set[int] = set()
         self.fresh: set[str] = set()  # the calls whose intents this batch noted
+        self.unsaved = False  # results recorded and not saved yet (see saved)
 
     def take(self, item: Any) -> Iterator[Event]:
         """What the batch's pump yielded: a call that finished (its result, and any after it now
@@ -637,7 +692,16 @@ class _InOrder:
     def flush(self) -> Iterator[Event]:
         while self.next < len(self.batch) and self.next in self.settled:
             self.next += 1
-            yield from _settle(self.rc, self.batch[self.next - 1], self.settled[self.next - 1])
+            self.unsaved = True
+            yield from _settle(self.rc, self.batch[self.next - 1], self.settled[self.next - 1], save=False)
+
+    def saved(self, events: list[Event]) -> list[Event]:
+        """``events``, once the results recorded before them are saved (in one save)."""
+        if self.unsaved:
+            self.rc.persist(durable=False)  # made durable before any side effect or the next request
+            self.unsaved = False
+        return events
+
 
     def cut(self, exc: RunCancelled) -> Iterator[Event]:
         """Stop fired: what finished is recorded, in order, also what finished while the Stop was
@@ -651,7 +715,8 @@ class _InOrder:
         for i in range(self.next, len(self.batch)):
             call = self.batch[i]
             if i in self.settled:
-                yield from _settle(self.rc, call, self.settled[i])
+                self.unsaved = True
+                yield from _settle(self.rc, call, self.settled[i], save=False)
             elif i in self.started:
                 yield _held(self.rc, call, exc, 0.0)
             elif call.id in self.fresh:
@@ -660,16 +725,16 @@ class _InOrder:
             self.rc.stop(Stop.cancelled(exc.reason))
 
 
-def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed) -> Iterator[Event]:
+def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed, *, save: bool = True) -> Iterator[Event]:
     """Record a call's one result from how it was settled: without running, or by its work (a
-    call a person or Stop holds stays pending)."""
+    call a person or Stop holds stays pending). Saved unless the caller saves several at once."""
     if isinstance(item, _Answered):
         yield from item.events
-        yield _record(rc, call, item.result, item.status, cached_from=item.cached_from)
+        yield _record(rc, call, item.result, item.status, cached_from=item.cached_from, save=save)
     elif isinstance(item.value, ToolInterrupt | RunCancelled):
         yield _held(rc, call, item.value, item.ms)
     else:
-        yield _outcome(rc, call, item.value, item.ms)
+        yield _outcome(rc, call, item.value, item.ms, save=save)
 
 
 def _ask_together(rc: RunContext, admitted: list[_Answered | _Waiting | _Ready]) -> Iterator[Event]:
@@ -700,16 +765,16 @@ def _together(halts: list[Stop]) -> Stop:
 
 
 def _outcome(
-    rc: RunContext, call: ToolCallPart, value: ToolResult | str | Stop | Exception, ms: float
+    rc: RunContext, call: ToolCallPart, value: ToolResult | str | Stop | Exception, ms: float, *, save: bool = True
 ) -> ToolResultEvent:
     """The call's one result, from what its work ended with (a policy's stop, a failure, a result)."""
     if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
-        event = _record(rc, call, f"Not run: {value.reason}", "error", ms)
+        event = _record(rc, call, f"Not run: {value.reason}", "error", ms, save=save)
         rc.stop(value)
         return event
     if isinstance(value, Exception):
         # The model reads it, the session and trace keep it: no key the tool quoted goes along.
-        event = _record(rc, call, without_secrets(rc.agent.tool_error_text(call.name, value)), "error", ms)
+        event = _record(rc, call, without_secrets(rc.agent.tool_error_text(call.name, value)), "error", ms, save=save)
         if rc.agent.tool_errors_are_fatal:
             rc.stop(Stop("failed", f"tool {call.name} failed: {told(value)}"))
         return event
@@ -721,8 +786,9 @@ def _outcome(
             f"Error: the tool {call.name} returned {wrong}; this is a bug in the tool, not in your arguments.",
             "error",
             ms,
+            save=save,
         )
-    return _record(rc, call, value, "ok", ms)
+    return _record(rc, call, value, "ok", ms, save=save)
 
 
 def _not_a_result(value: Any) -> str | None:
