@@ -326,3 +326,25 @@ def test_a_childs_long_reason_for_stopping_reaches_the_parent_cut_short() -> Non
     assert all(len(c["reason"]) < 5_000 for c in children(state).values())
     ended = [e for e in events if isinstance(e, Subagent) and e.status == "failed"]
     assert ended and all(len(e.reason or "") < 5_000 for e in ended)
+
+
+class FailsAtOnce(Extension):
+    """An extension whose start finds at once that it cannot work."""
+
+    name = "fails"
+
+    async def start(self) -> None:
+        raise ConfigError("[mcp.files] needs command or url: set one in config.toml")
+
+
+def test_an_extension_that_fails_at_once_is_not_kept_waiting_by_a_slow_one_and_the_slow_start_is_given_up() -> None:
+    """One extension's start fails at once, another's is slow: the run is refused with the failure
+    as soon as it comes, the slow start given up, nothing left started (before: the failure waited
+    for the slow start to end, ten seconds here, which was then stopped again)."""
+    log: list[str] = []
+    asked: list[int] = []
+    agent = Agent(counting(asked), extensions=[Starts("fast", log), Slow(log), FailsAtOnce()])
+    with pytest.raises(ConfigError, match=r"\[mcp\.files\] needs command or url"):
+        run_sync(agent, "go")
+    assert log == ["start fast", "start slow", "slow cancelled", "stop fast"]
+    assert asked == []

@@ -67,7 +67,8 @@ class Extension:
 
 async def start_extensions(extensions: Sequence[Any]) -> list[Any]:
     """Start the extensions together (five servers take as long as the slowest, not the sum); if
-    one fails, stop those that started and raise the first failure."""
+    one fails, give up the starts still under way (the run will not start: a slow server does not
+    keep the failure waiting), stop those that started and raise the first failure."""
     import asyncio
 
     async def start(ext: Any) -> None:
@@ -79,9 +80,10 @@ async def start_extensions(extensions: Sequence[Any]) -> list[Any]:
     failure: BaseException | None = None
     try:
         if tasks:
-            await asyncio.wait(tasks)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     except BaseException as exc:  # cancelled while they start: none is left half open
         failure = exc
+    if failure is not None or not all(t.done() for t in tasks):
         for task in tasks:
             task.cancel()
         await asyncio.shield(asyncio.wait(tasks)) if tasks else None
