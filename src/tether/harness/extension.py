@@ -59,7 +59,8 @@ class Extension:
 
     async def start(self) -> None:
         """Before the run reads :meth:`tools`: start what the tools need. An exception stops the
-        run before anything runs, like a configuration error."""
+        run before anything runs, like a configuration error. It need not hear Stop: a Stop while
+        it starts cancels it, and what it had opened it closes as the cancellation goes through."""
 
     async def stop(self) -> None:
         """When the run's ``run_stream`` call ends (completed, stopped, failed or cancelled)."""
