@@ -30,9 +30,12 @@ __all__ = [
     "clean_text",
     "clean_value",
     "dump_message",
+    "for_people",
     "load_message",
     "parse_arguments",
     "text_of",
+    "withheld_arguments",
+    "withheld_text",
 ]
 
 
@@ -122,6 +125,9 @@ class ToolMessage(_Frozen):
     content: tuple[UserPart, ...]
     status: ToolResultStatus = "ok"
     cached_from: str | None = None  # the earlier call whose result this repeats
+    # Why the call's arguments are for the model alone: a policy refused them (the system prompt
+    # or a secret passed to a tool). What shows the transcript to people shows this instead.
+    args_withheld: str | None = None
 
     @property
     def is_error(self) -> bool:
@@ -134,6 +140,41 @@ class ToolMessage(_Frozen):
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 TurnMessage = Annotated[AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+
+def withheld_arguments(messages: Sequence[Message]) -> dict[int, dict[str, str]]:
+    """The calls whose arguments are for the model alone (their result says ``args_withheld``): for
+    each reply that made such a call, by its index in ``messages``, the call's id and why."""
+    out: dict[int, dict[str, str]] = {}
+    reply: int | None = None
+    for i, m in enumerate(messages):
+        if isinstance(m, AssistantMessage):
+            reply = i
+        elif isinstance(m, ToolMessage) and m.args_withheld is not None and reply is not None:
+            out.setdefault(reply, {})[m.call_id] = m.args_withheld
+    return out
+
+
+def withheld_text(why: str) -> str:
+    """What a person is shown in place of a call's withheld arguments."""
+    return f"[arguments withheld: {why}]"
+
+
+def for_people(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as a person may read them: each call whose arguments are for the model alone
+    (:func:`withheld_arguments`) has ``[arguments withheld: why]`` in their place."""
+    out = list(messages)
+    for i, calls in withheld_arguments(messages).items():
+        reply = out[i]
+        assert isinstance(reply, AssistantMessage)
+        content = tuple(
+            p.model_copy(update={"arguments": withheld_text(calls[p.id])})
+            if isinstance(p, ToolCallPart) and p.id in calls
+            else p
+            for p in reply.content
+        )
+        out[i] = reply.model_copy(update={"content": content})
+    return out
 
 
 @functools.cache

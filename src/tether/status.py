@@ -74,6 +74,10 @@ class GuardrailInterruption(_Frozen):
     rationale: str
     score: float
     category: str = ""
+    # An output question: the answer approving delivers, for the person asked to read (its first
+    # characters, up to a bound), and how long it is whole (longer than ``held``: it was cut).
+    held: str | None = None
+    held_chars: int = 0
 
 
 class SubagentInterruption(_Frozen):

@@ -89,6 +89,7 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
         lines.append(f"   plus up to ${result.cost_unknown_usd:.6f} for requests lost when a process died")
     if result.empty_answer:  # the reason above says so (tether.status.EMPTY_ANSWER)
         lines.append(f"   `tether show {result.run_id}` prints what the model returned")
+    lines.extend(f"   {line}" for line in held_lines(result.interruption))
     hint = resume_hint(result.run_id, result.status, result.interruption)
     if hint:
         lines.append(f"   {hint}")
@@ -107,6 +108,20 @@ def _model_meant(model: str | None, settings: Settings) -> str | None:
         return None
     near = difflib.get_close_matches(model, [m for m in CATALOG if "/" in m], n=1, cutoff=0.85)
     return near[0] if near else None
+
+
+def held_lines(interruption: Interruption | None) -> list[str]:
+    """An answer held for a person's approval, for them to read before they decide (each line safe
+    to print once through :func:`shown`); a cut one says how long it is."""
+    held = getattr(interruption, "held", None)
+    if held is None:
+        return []
+    first, *rest = held.splitlines() or [""]
+    lines = [f"the answer held for you to approve: {first}", *(f"  {line}" for line in rest)]
+    whole = getattr(interruption, "held_chars", 0)
+    if whole > len(held):
+        lines.append(f"(its first {len(held):,} of {whole:,} characters; approving delivers all of it)")
+    return lines
 
 
 def resume_hint(run_id: str, status: str, interruption: Interruption | None) -> str | None:
@@ -174,8 +189,16 @@ def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hi
 
 
 def _transcript_lines(messages: Sequence[Message], *, full: bool, full_hint: str) -> Iterator[str]:
-    from tether.messages import AssistantMessage, ReasoningPart, TextPart, ToolMessage
+    from tether.messages import (
+        AssistantMessage,
+        ReasoningPart,
+        TextPart,
+        ToolMessage,
+        withheld_arguments,
+        withheld_text,
+    )
 
+    withheld = withheld_arguments(messages)  # a call a guardrail refused: its arguments are the model's alone
     for number, m in enumerate(messages, start=1):
         if isinstance(m, AssistantMessage):
             model = f" ({m.model})" if m.model else ""
@@ -186,7 +209,9 @@ def _transcript_lines(messages: Sequence[Message], *, full: bool, full_hint: str
                 elif isinstance(part, TextPart) and part.text:
                     yield from _body(part.text, _TEXT_LINES, full, full_hint)
             for call in m.tool_calls:
-                yield f"    -> {call.name} {_arguments(call.arguments)}   [call {call.id}]"
+                why = withheld.get(number - 1, {}).get(call.id)
+                args = _arguments(call.arguments) if why is None else withheld_text(why)
+                yield f"    -> {call.name} {args}   [call {call.id}]"
             if not m.content:
                 yield "    (empty answer)"
         elif isinstance(m, ToolMessage):

@@ -225,7 +225,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
-    from tether.cli.display import cost_text, resume_hint, spent_any, tokens_text
+    from tether.cli.display import cost_text, held_lines, resume_hint, spent_any, tokens_text
 
     cfg = state.config
     cost: float | None = state.cost_usd
@@ -254,6 +254,7 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
         for other in getattr(waiting, "together", ()):  # the rest of its batch waits with it
             more = json.dumps(getattr(other, "args", None), ensure_ascii=False)
             lines.append(f"  and for a decision about {other.tool_name} {more} [call {other.call_id}]")
+    lines.extend(f"  {line}" for line in held_lines(waiting))
     hint = resume_hint(state.run_id, state.status, waiting)
     if stopped:
         lines.append("  its process stopped or was killed while it ran; it resumes from its last save")

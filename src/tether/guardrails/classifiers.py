@@ -76,12 +76,9 @@ class RuleClassifier:
             finding = self.scanner.scan(text)
             if finding is not None:
                 # The scan quotes what it found: where the text is withheld from its reader (the
-                # caller, the model), the quote would hand them the start of it after all.
-                reason = (
-                    finding.reason
-                    if stage in ("input", "tool_args")
-                    else _QUOTED.sub("\u201c\u2026\u201d", finding.reason)
-                )
+                # caller, the model; a refused call's arguments from the people shown the run, who
+                # read this reason in their place), the quote would hand them part of it after all.
+                reason = finding.reason if stage == "input" else _QUOTED.sub("\u201c\u2026\u201d", finding.reason)
                 found.append(
                     Verdict(
                         f"the text looks like a prompt injection: {reason}",
@@ -180,7 +177,7 @@ class ModelClassifier:
         except (ProviderError, ValueError) as exc:
             score = 1.0 if self.on_error == "allow" else 0.0
             why = str(exc)
-            if isinstance(exc, ValueError) and stage in ("output", "tool_result"):
+            if isinstance(exc, ValueError) and stage != "input":
                 # Its answer is not quoted where the text judged is withheld from its reader: a
                 # model that answers in words instead of a verdict often repeats what it read.
                 why = why.split(":", 1)[0]

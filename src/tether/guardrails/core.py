@@ -32,7 +32,7 @@ from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told
 from tether.harness.length import CUT, Continuation
 from tether.harness.middleware import Middleware, ModelCall, StreamKind, ToolCall
-from tether.harness.state import WRITTEN_BY_POLICY, RunState
+from tether.harness.state import WRITTEN_BY_POLICY, RunState, pending_tool_calls
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, UserMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.status import GuardrailInterruption
@@ -374,12 +374,19 @@ class Guardrail(Middleware):
             # Recorded, not streamed: approving delivers it (the resumed run ends with it as its
             # output); rejecting replaces it, in words (see _take_answer).
             key = _key("output", response.message.text)
+            held = _whole(ctx.state, response.message) if gate is not None and gate.carry else response.message
             question = GuardrailInterruption(
-                stage="output", key=key, rationale=verdict.rationale, score=verdict.score, category=verdict.category
+                stage="output",
+                key=key,
+                rationale=verdict.rationale,
+                score=verdict.score,
+                category=verdict.category,
+                held=held.text[:HELD_SHOWN],  # the person approves what they read, not blind
+                held_chars=len(held.text),
             )
             record = _Record(ctx.state)
             record.ask(question, self._who(ctx))
-            record.held = _whole(ctx.state, response.message) if gate is not None and gate.carry else response.message
+            record.held = held
             ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
             return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
@@ -433,18 +440,36 @@ class Guardrail(Middleware):
 
     # -- tools ------------------------------------------------------------------------------
 
+    async def before_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]) -> ToolResult | None:
+        """The ``tool_args`` verdict, before a person is asked about the call: a refused call is
+        never put to one, and its arguments are for the model alone (``args_withheld``)."""
+        if "tool_args" not in self.stages:
+            return None
+        text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True, default=_plain)}"
+        # A call allowed here and then put to a person comes back once they decide: the same
+        # arguments (the decision binds to them) are not judged, nor paid for, twice.
+        allowed: dict[str, dict[str, str]] = _Record(ctx.state).part.setdefault("args_allowed", {})
+        pending = {c.id for c in pending_tool_calls(ctx.state)}
+        for stale in [k for k in allowed if k not in pending]:
+            del allowed[stale]
+        key, who = _key("tool_args", text), self._who(ctx)
+        if allowed.get(call.id, {}).get(who) == key:
+            return None
+        action, verdict = await self.judge(ctx, "tool_args", text)
+        if action == "allow":
+            allowed.setdefault(call.id, {})[who] = key
+            return None
+        words = self._words("tool_args", action, verdict)
+        return ToolResult(
+            f"Not run: {words}. Do not try the same call again; tell the user what you could not do.",
+            is_error=True,
+            args_withheld=words,
+        )
+
     async def wrap_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
     ) -> ToolResult | str | Stop:
-        if "tool_args" in self.stages:
-            text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True, default=_plain)}"
-            action, verdict = await self.judge(ctx, "tool_args", text)
-            if action != "allow":
-                return ToolResult(
-                    f"Not run: {self._words('tool_args', action, verdict)}. Do not try the same "
-                    "call again; tell the user what you could not do.",
-                    is_error=True,
-                )
+        _Record(ctx.state).part.get("args_allowed", {}).pop(call.id, None)  # judged once, for this run of it
         result = await call_next()
         if "tool_result" not in self.stages or isinstance(result, Stop):
             return result
@@ -686,6 +711,9 @@ def _tail(text: str) -> str:
 
 
 DEFAULT_LOOKBEHIND = 256
+# How much of an answer held for a person its question carries (the run's ``interruption``, a
+# server's ``waiting``): a card and a terminal show it, and say when it was cut.
+HELD_SHOWN = 4000
 _REDIRECT_NOTE = "[Redirect: "
 _REDIRECT_END = " Reply briefly that you cannot help with that here, and say what you can help with.]"
 

@@ -7,6 +7,9 @@ Hooks, and the order a stack runs them in (the order of ``Agent(middleware=[...]
 ``before_model(ctx, req)``    before every model call; in list order; returns the request to send
 ``wrap_model_call(ctx, req,   around the provider call; the first middleware is the outermost
 call_next)``
+``before_tool_call(ctx,       each call after validation, before anyone is asked about it or it
+call, args)``                 runs; in list order; a result answers the call in its place (it is
+                              neither asked about nor run), None lets it go on
 ``wrap_tool_call(ctx, call,   around each tool execution (after validation and approval); the first
 args, call_next)``            is the outermost; returns the result the model will read
 ``filter_stream(ctx, text,    each piece of the reply streaming to the caller (``kind``: ``text`` or
@@ -73,6 +76,11 @@ class Middleware:
     ) -> ModelResponse | Stop:
         return await call_next(request)
 
+    async def before_tool_call(
+        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]
+    ) -> ToolResult | str | None:
+        return None
+
     async def wrap_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
     ) -> ToolResult | str | Stop:
@@ -117,6 +125,18 @@ async def flush_stream(stack: Sequence[Middleware], ctx: RunContext, kind: Strea
             carried = hook_result(mw, "filter_stream", await mw.filter_stream(ctx, carried, kind), str, _HELD)
         carried += hook_result(mw, "flush_stream", await mw.flush_stream(ctx, kind), str, "the text it releases, a str")
     return carried
+
+
+async def before_tool_call(
+    stack: Sequence[Middleware], ctx: RunContext, call: ToolCallPart, args: dict[str, Any]
+) -> ToolResult | str | None:
+    """The first answer a middleware gives ``call`` before it is asked about or run (None: none)."""
+    for mw in stack:
+        answer = await mw.before_tool_call(ctx, call, args)
+        if answer is not None:
+            shape = "a result (text, a ToolResult) or None"
+            return hook_result(mw, "before_tool_call", answer, (ToolResult, str), shape)  # type: ignore[no-any-return]
+    return None
 
 
 def chain_model(stack: Sequence[Middleware], ctx: RunContext, innermost: ModelCall) -> ModelCall:

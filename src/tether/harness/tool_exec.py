@@ -19,7 +19,7 @@ from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolR
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told, without_secrets
 from tether.harness.length import cut_answer, cut_call, too_many_cuts
-from tether.harness.middleware import chain_tool
+from tether.harness.middleware import before_tool_call, chain_tool
 from tether.harness.pump import Finished, Internal, pump
 from tether.harness.state import (
     ENDED_BY_TOOL,
@@ -93,7 +93,10 @@ def _record(
     words = state.approved_reasons.pop(call.id, None)
     if words:  # law 4: the person's words with their approval, where the model reads them
         parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")), *parts)
-    message = ToolMessage(call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from)
+    withheld = text_or_result.args_withheld if isinstance(text_or_result, ToolResult) else None
+    message = ToolMessage(
+        call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from, args_withheld=withheld
+    )
     state.messages.append(message)
     state.intents.pop(call.id, None)
     # A decision is for this call's one run: a later call that reuses the id (a model or server
@@ -309,8 +312,28 @@ class _Ready:
     args: dict[str, Any]
 
 
+async def _admitted(
+    rc: RunContext, calls: list[ToolCallPart], into: list[_Answered | _Waiting | _Ready]
+) -> AsyncIterator[Event]:
+    """What happens to each of ``calls`` before anything runs (:func:`_admit`), added to ``into``;
+    yields the events the middleware emitted meanwhile."""
+
+    async def admit_all() -> list[_Answered | _Waiting | _Ready]:
+        return [await _admit(rc, call) for call in calls]
+
+    # A hook's model calls listen to Stop and count what they cost: let it end its own way.
+    async for item in pump(admit_all, rc.sink, rc.signal, cancel_work=False):
+        if isinstance(item, Finished):
+            into.extend(item.value)
+        else:
+            yield item
+
+
 async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
-    admitted = _admit(rc, call)
+    into: list[_Answered | _Waiting | _Ready] = []
+    async for event in _admitted(rc, [call], into):
+        yield event
+    (admitted,) = into
     if isinstance(admitted, _Answered):
         for event in _settle(rc, call, admitted):
             yield event
@@ -334,9 +357,11 @@ async def _run_one(rc: RunContext, call: ToolCallPart) -> AsyncIterator[Event]:
         yield event
 
 
-def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
+async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
     """What happens to ``call`` before anything runs: a result without running (a rejection, an
-    unknown tool, bad arguments, the read-only cache), a stop for a person, or ready to run."""
+    unknown tool, bad arguments, the read-only cache, a middleware's answer), a stop for a person,
+    or ready to run. The middleware answers before a person is asked: a call it refuses is never
+    put to one."""
     state, tool = rc.state, rc.tools.get(call.name)
     if call.id in state.rejected:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
@@ -355,6 +380,9 @@ def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _Ready:
     cached = _from_cache(rc, call, tool, args)
     if cached is not None:
         return cached
+    answer = await before_tool_call(rc.agent.middleware, rc, call, args)
+    if answer is not None:
+        return _Answered(answer, "ok")
     halt = _gate(rc, call, tool)
     if halt is not None:
         kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
@@ -596,10 +624,10 @@ async def _run_batch(rc: RunContext, batch: list[ToolCallPart]) -> AsyncIterator
     """Run a batch of calls at the same time; their results enter the transcript in call order,
     each as soon as every call before it has its own. Decisions are asked together, before any
     call of the batch runs; each call with side effects keeps its own intent record."""
-    admitted = [_admit(rc, call) for call in batch]
-    if any(isinstance(a, _Waiting) for a in admitted):
-        for event in _ask_together(rc, admitted):
-            yield event
+    admitted: list[_Answered | _Waiting | _Ready] = []
+    async for event in _admit_batch(rc, batch, admitted):
+        yield event
+    if rc.halt is not None:  # a decision is needed first: the calls wait, asked about together
         return
     ready = [(i, call, a) for i, (call, a) in enumerate(zip(batch, admitted, strict=True)) if isinstance(a, _Ready)]
     earlier = set(rc.state.intents)  # an intent from before (a crash's) stays, whatever happens now
@@ -735,6 +763,18 @@ def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed, *, sa
         yield _held(rc, call, item.value, item.ms)
     else:
         yield _outcome(rc, call, item.value, item.ms, save=save)
+
+
+async def _admit_batch(
+    rc: RunContext, batch: list[ToolCallPart], into: list[_Answered | _Waiting | _Ready]
+) -> AsyncIterator[Event]:
+    """:func:`_admitted` for a batch: when any of its calls needs a decision, they are asked about
+    together and the run stops."""
+    async for event in _admitted(rc, batch, into):
+        yield event
+    if any(isinstance(a, _Waiting) for a in into):
+        for event in _ask_together(rc, into):
+            yield event
 
 
 def _ask_together(rc: RunContext, admitted: list[_Answered | _Waiting | _Ready]) -> Iterator[Event]:

@@ -1289,8 +1289,7 @@ def _record_routes(app: FastAPI, core: Core) -> None:
     async def transcript(run_id: str, user: User) -> dict[str, Any]:
         _turn(core, run_id, user)
         state = _saved_state(core, run_id)
-        messages = [] if state is None else [m.model_dump(mode="json") for m in state.messages]
-        return {"run_id": run_id, "messages": messages}
+        return {"run_id": run_id, "messages": [] if state is None else _for_people(state.messages)}
 
     @app.get("/v1/runs/{run_id}/trace", summary="The run's trace lines")
     async def trace(run_id: str, user: User) -> dict[str, Any]:
@@ -1306,6 +1305,19 @@ def _record_routes(app: FastAPI, core: Core) -> None:
             why = exc.strerror or str(exc)
             raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
         return {"run_id": run_id, "lines": hide_home_in(lines, core.settings.home)}
+
+
+def _for_people(messages: list[Any]) -> list[dict[str, Any]]:
+    """The transcript as its readers may see it: a call whose arguments a guardrail refused shows
+    ``[arguments withheld: why]`` in their place, and ``withheld`` says why (the model's keeps them)."""
+    from tether.messages import for_people, withheld_arguments
+
+    out = [m.model_dump(mode="json") for m in for_people(messages)]
+    for i, calls in withheld_arguments(messages).items():
+        for part in out[i]["content"]:
+            if part.get("type") == "tool_call" and part.get("id") in calls:
+                part["withheld"] = calls[part["id"]]
+    return out
 
 
 def _feedback_routes(app: FastAPI, core: Core) -> None:

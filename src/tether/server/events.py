@@ -177,7 +177,7 @@ def implied_events(state: Any, replayed: Replayed) -> list[dict[str, Any]]:
                 )
         elif isinstance(m, ToolMessage) and turn >= 1 and m.call_id not in replayed.finished:
             call = calls.get(m.call_id)
-            if m.call_id not in replayed.started:
+            if m.call_id not in replayed.started and m.args_withheld is None:  # a refused call never started
                 args = call.arguments if call is not None else ""
                 out.append(event_data(ToolStart(state.run_id, m.call_id, m.name, args)))
             status = m.status

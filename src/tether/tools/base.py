@@ -75,6 +75,9 @@ class ToolResult:
     # Something for a person to act on (a form, buttons: tether.server.widgets) shown by a page
     # beside the result; the model reads ``content`` only.
     widget: dict[str, Any] | None = None
+    # Why the call's arguments are for the model alone (a policy that refused them says so): what
+    # shows the transcript to people shows this instead (``ToolMessage.args_withheld``).
+    args_withheld: str | None = None
 
     def parts(self) -> tuple[TextPart | ImagePart, ...]:
         if isinstance(self.content, str):

@@ -558,6 +558,7 @@ function approvalCard(turn, ev) {
     repeated.length ? el("p", { class: "error", text: `The arguments name ${repeated.join(", ")} more than once: `
       + "the tool gets only the last value of each." }) : null,
     why ? el("p", { class: "muted", text: why }) : null,
+    ...heldAnswer(ev),
     ev.via ? el("p", { class: "muted", text: `The sub-agent ${ev.via.join(" → ")} asks for this call.` }) : null,
     reason,
     el("div", { class: "approval-buttons" },
@@ -565,6 +566,19 @@ function approvalCard(turn, ev) {
       el("button", { type: "button", class: "deny", text: "Deny", onclick: () => decide(false) })),
     error);
   return card;
+}
+
+// The answer an output guardrail holds for the person to approve, as the text it is (never parsed
+// as Markdown or HTML), in a box that scrolls; a cut one says how long it is whole.
+function heldAnswer(ev) {
+  if (ev.type !== "guardrail" || typeof ev.held !== "string") return [];
+  const whole = Number(ev.held_chars) || ev.held.length;
+  return [
+    el("p", { class: "muted", text: "The answer you would let through:" }),
+    el("pre", { class: "held-answer approval-args", tabindex: "0", text: ev.held.replace(HIDDEN_CHARS, escapeChar) }),
+    whole > ev.held.length ? el("p", { class: "muted", text: `Its first ${ev.held.length.toLocaleString("en")} of `
+      + `${whole.toLocaleString("en")} characters are shown; allowing delivers all of it.` }) : null,
+  ];
 }
 
 // A decision the server refused: made first in another tab (409: read on, the run's events show what
