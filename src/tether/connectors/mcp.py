@@ -23,6 +23,7 @@ the call in flight at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from tether.connectors._client_side import Asker
     from tether.connectors._link import Link, Reach
+    from tether.memory.scan import Finding
     from tether.providers.auth import Credentials
 
 __all__ = ["DEFAULT_TIMEOUT_S", "McpConnector", "McpTool", "needs_approval", "token_path", "tool_name"]
@@ -266,7 +268,7 @@ class McpConnector(Extension):
         source = f"the MCP server {self.server!r}: its instructions"
         # Scanned as the prompt gets them: cut before stripping, 4,000 spaces hid what followed them.
         shown = self._instructions_shown()
-        if shown and not accept_context(shown, source=source, problems=flagged):
+        if shown and not accept_context(shown, source=source, problems=flagged, scanner=_SCAN):
             self.instructions = None  # scanned like memory: a flagged text never reaches the prompt
             self.refused["(its instructions)"] = flagged[0]
 
@@ -607,9 +609,12 @@ class McpConnector(Extension):
             flagged: list[str] = []
             source = f"the MCP server {self.server!r}: tool {spec.name!r}"
             # Scanned as the model would read it (trimmed), so a huge description costs a bounded scan;
-            # with it, the words of its schema (bounded by max_schema_chars), which the model reads too.
-            said = "\n".join([verdict.description, *schema_words(spec.input_schema)]) if verdict.refused is None else ""
-            if verdict.refused is None and not accept_context(said, source=source, problems=flagged):
+            # then each of the words of its schema (bounded by max_schema_chars), which the model reads
+            # too: one by one, as the same parameters come back in tool after tool (each judged once).
+            said = [verdict.description, *dict.fromkeys(schema_words(spec.input_schema))]
+            if verdict.refused is None and not all(
+                accept_context(words, source=source, problems=flagged, scanner=_SCAN) for words in said
+            ):
                 verdict = replace(verdict, refused=flagged[0])
             if verdict.refused is not None:
                 # Shown by `tether mcp list` and logged: the server's words, escapes written out.
@@ -649,6 +654,27 @@ def _checked(server: str, config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"[mcp.{server}] {where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
         ) from None
+
+
+class _RememberedScan:
+    """The memory scan (its default scanner), its verdict on each text kept for the process: a
+    server's tools are scanned again at each run's start (each message of a chat, each run of
+    `tether serve`) and at each change of its list, and the same words need judging once (the scan
+    takes tens of milliseconds a tool). Texts past ``_REMEMBERED_CHARS`` are judged each time."""
+
+    def scan(self, text: str) -> Finding | None:
+        return _judged(text) if len(text) <= _REMEMBERED_CHARS else _judge(text)
+
+
+def _judge(text: str) -> Finding | None:
+    from tether.memory.scan import default_scanner
+
+    return default_scanner().scan(text)
+
+
+_REMEMBERED_CHARS = 8_000
+_judged = functools.lru_cache(maxsize=2_048)(_judge)
+_SCAN = _RememberedScan()
 
 
 def _warn_left_out(server: str, refused: Mapping[str, str], cut: str | None) -> None:

@@ -564,7 +564,9 @@ def context_policy() -> str:
     return value
 
 
-def accept_context(text: str, *, source: str, problems: list[str] | None = None) -> bool:
+def accept_context(
+    text: str, *, source: str, problems: list[str] | None = None, scanner: Scanner | None = None
+) -> bool:
     """Whether text from outside may enter the model's context, under :func:`context_policy`.
     A flagged text's reason is logged as a warning, and appended to ``problems`` when given."""
     import logging
@@ -572,7 +574,7 @@ def accept_context(text: str, *, source: str, problems: list[str] | None = None)
     policy = context_policy()
     if policy == "off" or not text:
         return True
-    finding = scan_context_text(text, source=source)
+    finding = scan_context_text(text, source=source, scanner=scanner)
     if finding is None:
         return True
     what = "dropped" if policy == "drop" else "kept, as configured (TETHER_CONTEXT_SCAN=warn), though"
