@@ -292,3 +292,39 @@ def test_a_call_the_guardrail_allowed_is_asked_about_then_runs_judged_once() -> 
         approve(state, "c1")
         second = thread.submit(run_sync, agent, state=state).result()
     assert second.status == "completed" and sent == ["weekly numbers"] and len(judged) == 1
+
+
+@pytest.mark.parametrize("limit", ["per_tool", "per_turn"])
+def test_a_call_past_a_limit_is_answered_without_asking_a_person_first(limit: str) -> None:
+    """Before: the limits answered inside ``wrap_tool_call``, after approval: a person was asked
+    to allow a second ``send_report`` and, once they did, it was "Not run: ... its limit" anyway.
+    Now the limit answers first, and only the call that can run is put to a person."""
+    from tether import Agent, RunState, approve, run_sync, tool
+    from tether.harness.middleware import RunToolCallLimit, ToolCallLimitPerTurn
+    from tether.testing import FunctionModel, Reply
+
+    sent: list[str] = []
+
+    @tool(needs_approval=True)
+    def send_report(body: str) -> str:
+        """Send a report."""
+        sent.append(body)
+        return "sent"
+
+    def reply(messages: Any, request: Any) -> Any:
+        if any(m.role == "tool" for m in messages):
+            return "Done."
+        return Reply(calls=(("c1", "send_report", {"body": "one"}), ("c2", "send_report", {"body": "two"})))
+
+    policy = ToolCallLimitPerTurn(limit=1) if limit == "per_tool" else RunToolCallLimit(limit=1)
+    agent = Agent(FunctionModel(reply), tools=[send_report], middleware=[policy])
+    state = RunState()
+    with ThreadPoolExecutor(1) as thread:  # Playwright's loop may be running on this thread
+        first = thread.submit(run_sync, agent, "send both", state=state).result()
+        assert first.status == "interrupted" and first.interruption.call_id == "c1"
+        approve(state, "c1")
+        second = thread.submit(run_sync, agent, state=state).result()
+    assert second.status == "completed", second.reason  # c2 was never put to a person
+    assert sent == ["one"]
+    (refused,) = [m for m in state.messages if m.role == "tool" and m.call_id == "c2"]
+    assert refused.text.startswith("Not run:") and "limit" in refused.text

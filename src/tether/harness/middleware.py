@@ -215,9 +215,8 @@ class ToolCallLimitPerTurn(Middleware):
         tools = tuple(t for t in request.tools if t.name in self.always_on or counts.get(t.name, 0) < self.limit)
         return replace(request, tools=tools) if len(tools) != len(request.tools) else request
 
-    async def wrap_tool_call(
-        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
-    ) -> ToolResult | str | Stop:
+    async def before_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]) -> ToolResult | None:
+        # Before a person is asked about it: a call past the limit is never put to one.
         same = [c.id for c in calls_this_turn(ctx.state.messages) if c.name == call.name]
         position = same.index(call.id) if call.id in same else len(same)
         if call.name not in self.always_on and position >= self.limit:
@@ -226,7 +225,7 @@ class ToolCallLimitPerTurn(Middleware):
                 "Answer with what you have, or use another tool.",
                 is_error=True,
             )
-        return await call_next()
+        return None
 
 
 @dataclass
@@ -241,17 +240,15 @@ class RunToolCallLimit(Middleware):
             return replace(request, tools=())
         return request
 
-    async def wrap_tool_call(
-        self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
-    ) -> ToolResult | str | Stop:
+    async def before_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]) -> ToolResult | None:
         made = calls_this_turn(ctx.state.messages)
         position = next((i for i, c in enumerate(made) if c.id == call.id), len(made))
-        if position >= self.limit:
+        if position >= self.limit:  # answered before a person is asked about it, as above
             return ToolResult(
                 f"Not run: this turn reached its limit of {self.limit} tool calls. Answer with what you have.",
                 is_error=True,
             )
-        return await call_next()
+        return None
 
 
 @dataclass
