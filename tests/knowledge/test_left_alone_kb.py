@@ -228,3 +228,26 @@ def test_the_vectors_of_an_old_bases_chunks_are_made_without_sending_its_credent
     assert sent and "BX-220" in "".join(sent)
     no_key("".join(sent))
     kb.close()
+
+
+def test_a_link_named_on_the_command_line_to_a_credentials_file_or_tethers_home_is_not_read(
+    tmp_path: Path,
+) -> None:
+    """``kb add repo/*.md`` names each file the shell finds, links a cloned repository planted
+    among them too: ``notes.md -> ~/.aws/credentials`` was read, and AWS's secret access key (a
+    shape no pattern knows) was handed to every agent that searched the base."""
+    home, tether_home, repo = tmp_path / "home", tmp_path / "home" / "tether", tmp_path / "repo"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = wJalrZEBRAQUARTZbPxRfiCY\n")
+    (tether_home / "sessions").mkdir(parents=True)
+    (tether_home / "sessions" / "s1.md").write_text("# Session\n\nthe user's card is ZEBRAQUARTZ\n")
+    repo.mkdir()
+    (repo / "README.md").write_text("# Readme\n\nThe PX-9 pump.\n")
+    (repo / "notes.md").symlink_to(Path("..") / "home" / ".aws" / "credentials")
+    (repo / "history.md").symlink_to(tether_home / "sessions" / "s1.md")
+    kb = KnowledgeBase.open()
+    for path in sorted(repo.glob("*.md")):  # what the shell hands over
+        kb.add_path(path, exclude=[tether_home])
+    assert [Path(d.name).name for d in kb.documents()] == ["README.md"]
+    assert kb.search("ZEBRAQUARTZ", mode="keyword").hits == []
+    assert kb.search("aws_secret_access_key", mode="keyword").hits == []

@@ -242,7 +242,7 @@ def iter_files(
     if not root.is_dir():
         # named on its own: still never a credentials file (~/.aws/credentials, .env), whose
         # secrets are mostly in shapes no pattern knows (a password, AWS's secret access key)
-        yield from _named_file(root, counts)
+        yield from _named_file(root, counts, exclude)
         return
     excluded = _identities(exclude)
     # A stack of our own, not os.walk, which recurses once per level (Python 3.11): a tree nested
@@ -283,10 +283,16 @@ def iter_files(
         stack += [(here / d, specs) for d in reversed(kept)]
 
 
-def _named_file(path: Path, counts: dict[str, int]) -> Iterator[Path]:
-    """``path``, named on its own, unless it holds credentials (then counted in ``counts``)."""
-    if _credential_file(path):
+def _named_file(path: Path, counts: dict[str, int], exclude: Sequence[Path] = ()) -> Iterator[Path]:
+    """``path``, named on its own, unless it holds credentials or lies in a folder of ``exclude``
+    (then counted in ``counts``). A link is judged by the file it leads to as well: a shell's
+    ``repo/*.md`` names every link a cloned repository holds, and ``notes.md`` leading to
+    ``~/.aws/credentials`` was read."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if _credential_file(path) or _credential_file(target):
         counts[CREDENTIALS] = counts.get(CREDENTIALS, 0) + 1
+    elif target is not path and any(target.is_relative_to(os.path.realpath(e)) for e in exclude):
+        counts[EXCLUDED] = counts.get(EXCLUDED, 0) + 1
     else:
         yield path
 
