@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
@@ -237,3 +238,32 @@ def test_an_injection_in_a_parameters_description_leaves_the_tool_out_like_one_i
     assert names == ["poisoned__mul"]
     assert "secrets" in connector.refused["add"]
     assert "invisible character" in connector.refused["hidden"]
+
+
+# --- signing in -------------------------------------------------------------------------------------
+
+
+def test_a_sign_in_refused_with_terminal_escapes_is_reported_with_them_written_out() -> None:
+    """`tether mcp login` waits for the redirect on a loopback port that any page the browser opens
+    (or any local process) can reach, and prints the authorization server's ``error_description``.
+    Was: printed raw, so ``?error_description=%1B]52;c;...`` set the terminal's clipboard (and other
+    escapes rewrote what the person saw). Now its control characters are written out, as everything
+    a server says at the terminal is."""
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    from tether.connectors._oauth import Loopback
+    from tether.errors import ConfigError
+
+    loopback = Loopback()
+    try:
+        url = loopback.redirect_uri + "?error=access_denied&error_description=no%1B%5D52%3Bc%3BZXZpbA%3D%3D%07%1B%5B2K"
+        with pytest.raises(HTTPError):  # the page answers 400: the sign-in did not succeed
+            urlopen(url, timeout=30)
+        with pytest.raises(ConfigError) as refused:
+            asyncio.run(asyncio.wait_for(loopback.code(), 30))
+    finally:
+        loopback.close()
+    said = str(refused.value)
+    assert "\x1b" not in said and "\x07" not in said
+    assert "no\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K" in said

@@ -125,8 +125,11 @@ class Loopback:
         result, self.result = self.result or {}, None
         self._got.clear()  # a second sign-in in the same login waits for its own redirect
         if not got or "code" not in result:
+            from tether.connectors._client_side import printable
+
             why = result.get("error_description") or result.get("error") or f"no answer within {LOGIN_TIMEOUT_S:g} s"
-            raise ConfigError(f"the sign-in did not finish: {why}")
+            # Printed at the terminal, and anything that reaches the port may have written it.
+            raise ConfigError(f"the sign-in did not finish: {printable(why[:300])}")
         return AuthorizationCodeResult(code=result["code"], state=result.get("state"), iss=result.get("iss"))
 
     def close(self) -> None:
