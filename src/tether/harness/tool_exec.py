@@ -321,8 +321,8 @@ async def _admitted(
     async def admit_all() -> list[_Answered | _Waiting | _Ready]:
         return [await _admit(rc, call) for call in calls]
 
-    # A hook's model calls listen to Stop and count what they cost: let it end its own way.
-    async for item in pump(admit_all, rc.sink, rc.signal, cancel_work=False):
+    # Stop cuts it at once, as it cuts a tool (a hook's model call is noted before it is sent).
+    async for item in pump(admit_all, rc.sink, rc.signal):
         if isinstance(item, Finished):
             into.extend(item.value)
         else:
@@ -672,8 +672,6 @@ async def _landing(
         yield event
 
 
-
-
 async def _open_batch(rc: RunContext, ready: list[tuple[int, ToolCallPart, _Ready]]) -> list[Decision]:
     """Note every intent of the batch and make them durable before any of its calls runs; the
     approvals the person gave, as events."""
@@ -729,7 +727,6 @@ class _InOrder:
             self.rc.persist(durable=False)  # made durable before any side effect or the next request
             self.unsaved = False
         return events
-
 
     def cut(self, exc: RunCancelled) -> Iterator[Event]:
         """Stop fired: what finished is recorded, in order, also what finished while the Stop was
