@@ -102,8 +102,23 @@ class SessionBusy(StoreError):
     """The session already has a live run (on this node or another)."""
 
 
+class AlreadyQueued(SessionBusy):
+    """This very run is queued or running already: another request for the same message queued it."""
+
+
+class DatabaseAway(StoreError):
+    """The database could not be reached for as long as a node waits while it queues a job (a
+    restart, a failover): the server answers 503, and the message sent again with the same
+    message_id is queued then, once."""
+
+    unavailable = True
+    database_away = True  # nothing can be taken back now: the message's turn stays, unsent
+
+
 class Jobs:
     """The job and event tables of one database."""
+
+    queue_retry_s = 5.0  # how long a node queueing a job waits for a database that went away
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -166,16 +181,26 @@ class Jobs:
                 ),
             )
             if cur.fetchone() is None:
-                raise SessionBusy(f"run {run_id} is already queued or running")
+                raise AlreadyQueued(f"run {run_id} is already queued or running")
             conn.execute("SELECT pg_notify(%s, %s)", (JOBS_CHANNEL, run_id))
 
         # A connection that breaks is replaced and a commit that landed counts once (Database.transact);
         # briefly, as a server's request waits on it.
         try:
-            self.db.transact(queue, retry_s=5.0)
+            self.db.transact(queue, retry_s=self.queue_retry_s)
         except psycopg.errors.UniqueViolation:
             busy = self.live_run_of(session_id)
+            if busy == run_id:  # the same run, queued at the same moment (its message sent again)
+                raise AlreadyQueued(f"run {run_id} is already queued or running") from None
             raise SessionBusy(f"session {session_id} is still answering (run {busy})") from None
+        except psycopg.OperationalError as exc:
+            from tether.postgres.db import redact
+
+            why = redact(" ".join(str(exc).split()))[:200]
+            raise DatabaseAway(
+                f"the database could not be reached for {self.queue_retry_s:g} s ({why}), so the message "
+                "may not have been queued: send it again with the same message_id in a moment (it runs once)"
+            ) from exc
 
     def claim(self, run_id: str, worker: str) -> Job | None:
         """Mark the job running on ``worker`` (the caller holds the run's lock); None when it is done."""

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tether.dispatch.engine import Dispatcher
-from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, Jobs, Listener
+from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, AlreadyQueued, Job, Jobs, Listener
 from tether.errors import StaleRunError, StoreError
 from tether.harness.state import RunState
 from tether.server.runs import resume_changes
@@ -46,6 +46,7 @@ class RemoteRuns:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: Listener | None = None
+        self._redelivered: set[tuple[str, float]] = set()  # stale jobs this node handed on again
 
     def _listen(self) -> None:
         if self._listener is None:
@@ -100,6 +101,13 @@ class RemoteRuns:
         return RemoteLog(self, run_id)
 
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
+        try:
+            self._queue_start(turn, text, chosen)
+        except AlreadyQueued:
+            return  # queued by another request for the same message a moment ago, which handed it on
+        self._dispatch(turn.run_id, "nothing was started: send the message again in a moment")
+
+    def _queue_start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
         self.jobs.enqueue(
             run_id=turn.run_id,
             session_id=turn.session_id,
@@ -116,7 +124,32 @@ class RemoteRuns:
                 "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
             },
         )
-        self._dispatch(turn.run_id, "nothing was started: send the message again in a moment")
+
+    def unsent(self, run_id: str) -> bool:
+        """Whether the run of a recorded turn never reached the workers: its node met the database
+        away while it queued the job, and could not take the turn back then. Sending the message
+        again queues it. A job such a node left queued (its commit landed unseen) is handed to the
+        workers again here; a worker drives a run once, however many times it is delivered."""
+        job = self.jobs.get(run_id)
+        if job is None or (job.state == "done" and job.worker is None):  # never queued, or withdrawn
+            return not self.runs.exists(run_id)
+        self._redeliver_stale(job)
+        return False
+
+    def _redeliver_stale(self, job: Job) -> None:
+        """Hand a job to the workers again (once per node) when it has waited, untaken, longer than
+        its node waits for the database: it may be one whose node met the database away after its
+        commit landed, or died, and never sent it. Asked only when a person acts on the job's session
+        (a message sent again, another message): a second delivery of a job that did go is stepped
+        past by the worker, but holds a slot of it meanwhile."""
+        stale = job.state == "queued" and job.worker is None and time.time() - job.updated_at > self.jobs.queue_retry_s
+        if not stale or (job.run_id, job.updated_at) in self._redelivered:  # once per node and queuing
+            return
+        if len(self._redelivered) > 10_000:
+            self._redelivered.clear()
+        self._redelivered.add((job.run_id, job.updated_at))
+        with contextlib.suppress(Exception):  # the broker away: the job stays as it was
+            self.dispatcher.enqueue(job.run_id)
 
     def _dispatch(self, run_id: str, then: str) -> None:
         """Hand the queued job to the workers, or withdraw it: a job no message will ever deliver
@@ -174,8 +207,10 @@ class RemoteRuns:
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is written end its job."""
-        if not self.is_live(run_id):
+        job = self.jobs.get(run_id)
+        if job is None or not job.live:
             return True
+        self._redeliver_stale(job)  # else it could hold its session ("still answering") for ever
         if self.jobs.last_event(run_id)[1] == "done":
             await self.wait_ended(run_id, 5)
         return not self.is_live(run_id)

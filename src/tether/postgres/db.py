@@ -142,8 +142,9 @@ class Database:
         pause = 0.05
         while True:
             xid: list[str] = []
-            try:
-                with self.tx() as conn:
+            try:  # a pool that cannot reconnect is waited for no longer than the deadline either
+                wait = max(0.1, deadline - time.monotonic())
+                with self.pool.connection(timeout=wait) as conn, conn.transaction():
                     result = body(conn)
                     xid.append(str(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]))
                 return result

@@ -1043,7 +1043,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         _check_agent(core, record.agent)
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
         earlier = core.store.turn(message_id, user) if body.message_id else None  # a new id is no one's yet
-        if earlier is not None:
+        if earlier is not None and not _unsent(core, earlier, session_id):
             return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
         try:
@@ -1060,7 +1060,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
             record = _session(core, session_id, user)
         _keep_values(core, session_id, body.values)
         turn, new = _add_turn(core, record, message_id, text)
-        if not new:  # the same message_id got there first (another node, another request)
+        if not new and not _unsent(core, turn, session_id):  # the same message_id got there first
             return _sent_before(core, turn, session_id, accept, Caller(core, user, request))
         # The values chosen so far. As read above when nothing was awaited since and none kept (no
         # other request of this server ran in between): one query fewer per message.
@@ -1071,16 +1071,31 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         try:
             core.manager.start(turn, text, chosen)
         except StoreError as exc:  # another node started a run in this session a moment ago
-            _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
-            why = hide_home(str(exc), core.settings.home)
-            if getattr(exc, "unavailable", False):  # the queue's broker is away (QueueAway): try again soon
-                raise ApiError(503, "unavailable", why) from None
-            raise ApiError(
-                409, "conflict", f"{why}; nothing was started: wait for its done event, or cancel it, and send again"
-            ) from None
+            raise _not_started(core, turn, exc) from None
         if record.title == "New chat":
             core.store.rename_session(session_id, _title(text))
         return _accepted(core, turn, accept, caller=Caller(core, user, request))
+
+
+def _not_started(core: Core, turn: TurnRecord, exc: StoreError) -> ApiError:
+    """The answer to a message whose run was refused (409: another run in the session) or could
+    not be handed on (503: the broker or the database away), its turn taken back when it can be."""
+    why = hide_home(str(exc), core.settings.home)
+    if getattr(exc, "unavailable", False):  # try again soon
+        if not getattr(exc, "database_away", False):  # else the turn stays, unsent (see _unsent)
+            _drop_turn(core, turn)
+        return ApiError(503, "unavailable", why)
+    _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
+    return ApiError(
+        409, "conflict", f"{why}; nothing was started: wait for its done event, or cancel it, and send again"
+    )
+
+
+def _unsent(core: Core, turn: TurnRecord, session_id: str) -> bool:
+    """Whether the message of a recorded turn of this session was never handed to the runs (its
+    server met the database away and could not take the turn back): sending it again starts it."""
+    unsent = getattr(core.manager, "unsent", None)  # queued jobs (external workers)
+    return unsent is not None and turn.session_id == session_id and bool(unsent(turn.run_id))
 
 
 def _sent_before(core: Core, turn: TurnRecord, session_id: str, accept: str | None, caller: Caller) -> Response:

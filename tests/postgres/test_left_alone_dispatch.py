@@ -1,0 +1,189 @@
+"""Postgres and external workers, the defects earlier rounds left alone: the database away for
+longer than a node waits while it queues a message's job, and an old tether writing into a
+database that a newer one migrated. One database for the module (Postgres tests are slow)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tests.dispatch.conftest import AGENTS, Cluster
+from tests.server.conftest import read_events
+
+
+@pytest.fixture(scope="module")
+def db_url(pg_server: Any) -> Iterator[str]:
+    from tether.postgres.db import close_all
+
+    url = pg_server.fresh_database()
+    yield url
+    close_all()
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
+    """One node and a worker on threads (as tests/dispatch's ``cluster``), for the whole module."""
+    from tether.config import Settings
+    from tether.dispatch.engine import ThreadDispatcher
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import database
+    from tether.server.agents import load_agents
+
+    tmp = tmp_path_factory.mktemp("cluster")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TETHER_DEMO_LEDGER", str(tmp / "ledger"))
+        mp.setenv("TETHER_DEMO_MODEL_DELAY_S", "0.01")
+        mp.setenv("TETHER_DEMO_TOOL_S", "0.05")
+        settings = Settings(home=tmp / "home", database_url=db_url)
+        agents = load_agents(settings, str(AGENTS))
+        worker = Worker(home=settings.home, agents=agents, db=database(db_url))
+        c = Cluster(settings, worker, Losing(ThreadDispatcher(worker.drive, retry_s=0.5)), tmp / "ledger", [])
+        c.node()
+        yield c
+        for _, server, thread in c.nodes:
+            server.should_exit = True
+            thread.join(10)
+        c.dispatcher.close()
+        c.worker.close()
+
+
+class Losing:
+    """A dispatcher that loses the next ``lose`` runs handed to it, as a node killed between a job's
+    commit and its message to the broker does."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.lose, self.lost = inner, 0, 0
+
+    def enqueue(self, run_id: str) -> None:
+        if self.lose > 0:
+            self.lose -= 1
+            self.lost += 1
+            return
+        self.inner.enqueue(run_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class Outage:
+    """The test's database away, as a restart or a failover makes it: every connection to it
+    closed, and new ones refused (``ALLOW_CONNECTIONS false``) until :meth:`end`."""
+
+    def __init__(self, admin_url: str, url: str) -> None:
+        self.admin_url = admin_url
+        self.name = url.partition("?")[0].rsplit("/", 1)[-1]
+
+    def begin(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false')
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.name,),
+            )
+
+    def end(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true')
+
+
+def _stall_next_job_insert(url: str, name: str) -> None:
+    """The next job a node queues waits in its INSERT (so the test can take the database away then)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {name}")
+        conn.execute(
+            f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF nextval('{name}') = 1 THEN PERFORM pg_sleep(3); END IF; RETURN NEW; END $$"
+        )
+        conn.execute(f"CREATE TRIGGER {name} BEFORE INSERT ON tether_jobs FOR EACH ROW EXECUTE FUNCTION {name}()")
+
+
+def _wait_for_sleeping_insert(url: str) -> None:
+    deadline = time.monotonic() + 20
+    with psycopg.connect(url, autocommit=True) as conn:
+        while not conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%tether_jobs%'"
+        ).fetchall():
+            assert time.monotonic() < deadline, "the node never queued the job"
+            time.sleep(0.02)
+
+
+def test_a_message_queued_while_the_database_is_away_longer_than_the_node_waits_is_never_lost(
+    cluster: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away (a failover) just as a node queued a message's job, for longer than
+    the node tries again: the node answered 500 with the message's turn recorded and no job, and
+    the client's retry with the same message_id (what it is for) got 200 "accepted" for a run that
+    would never run: an empty stream, no answer, ever. Now the first post is a 503 that says to send
+    again, and sending again queues the run, which answers once."""
+    from tether.dispatch.jobs import Jobs
+
+    monkeypatch.setattr(Jobs, "queue_retry_s", 0.5)  # the node's 5 s, shortened: the outage outlasts it
+    _stall_next_job_insert(db_url, "stall_queue")
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=cluster.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        answers: list[httpx.Response] = []
+        post = threading.Thread(
+            target=lambda: answers.append(
+                client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-away"})
+            )
+        )
+        post.start()
+        _wait_for_sleeping_insert(db_url)
+        outage.begin()
+        try:
+            post.join(30)
+        finally:
+            outage.end()
+        (first,) = answers
+        assert first.status_code == 503, first.text
+        assert "send" in first.json()["error"]["message"], first.text
+        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-away"})
+        assert again.status_code in (200, 202), again.text
+        events = read_events(client, f"/v1/runs/{again.json()['run_id']}/events")
+        assert [e["event"] for e in events].count("done") == 1
+        assert events[-1]["result"]["status"] == "completed", events[-1]
+        once_more = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-away"})
+        assert once_more.status_code == 200 and once_more.json()["run_id"] == again.json()["run_id"]
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["message_id"], t["status"]) for t in turns] == [("m-away", "completed")], turns
+    assert len(cluster.worker.runs.load(again.json()["run_id"]).messages) == 2  # asked and answered, once
+
+
+def test_a_job_its_node_never_handed_to_the_workers_does_not_hold_its_message_or_session_for_ever(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that died (or met the database away) after its job's commit and before the broker
+    had the run: the job stayed queued with no message to deliver it, the message sent again was
+    told 200 for a run that never ran, and every later message to the session was 409 "still
+    answering", for ever. Now a message sent again, or another message to the session, hands a
+    job left waiting that long to the workers again, and it runs once."""
+    from tether.dispatch.jobs import Jobs
+
+    monkeypatch.setattr(Jobs, "queue_retry_s", 0.2)  # how long a queued job waits before it counts as left
+    with httpx.Client(base_url=cluster.nodes[0][0], timeout=60) as client:
+        for again in ("the same message", "another message"):
+            sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+            cluster.dispatcher.lose, lost = 1, cluster.dispatcher.lost
+            first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-{sid}"})
+            assert first.status_code == 202 and cluster.dispatcher.lost == lost + 1, first.text
+            time.sleep(0.3)  # longer than a queued job waits before it counts as left behind
+            message_id = f"m-{sid}" if again == "the same message" else f"m2-{sid}"
+            second = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": message_id})
+            assert second.status_code in (200, 409), second.text
+            events = read_events(client, f"/v1/runs/{first.json()['run_id']}/events")
+            assert [e["event"] for e in events].count("done") == 1, again
+            assert events[-1]["result"]["status"] == "completed", again
+            if second.status_code == 409:  # the session answered the first message: now it takes this one
+                third = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi", "message_id": message_id})
+                assert third.status_code == 202, third.text
+                assert read_events(client, third.json()["events"])[-1]["result"]["status"] == "completed"
+            else:
+                assert second.json()["run_id"] == first.json()["run_id"]
