@@ -183,6 +183,11 @@ class Guardrail(Middleware):
     # -- input ------------------------------------------------------------------------------
 
     async def before_agent(self, ctx: RunContext) -> Stop | None:
+        allowed = _Record(ctx.state).part.get("args_allowed")
+        if allowed:  # calls allowed that never ran (a person declined them) are judged anew if made again
+            pending = {c.id for c in pending_tool_calls(ctx.state)}
+            for stale in [k for k in allowed if k not in pending]:
+                del allowed[stale]
         if "output" in self.stages:
             _Gate.join(self, ctx, "text")
             _Gate.join(self, ctx, "reasoning")
@@ -449,9 +454,6 @@ class Guardrail(Middleware):
         # A call allowed here and then put to a person comes back once they decide: the same
         # arguments (the decision binds to them) are not judged, nor paid for, twice.
         allowed: dict[str, dict[str, str]] = _Record(ctx.state).part.setdefault("args_allowed", {})
-        pending = {c.id for c in pending_tool_calls(ctx.state)}
-        for stale in [k for k in allowed if k not in pending]:
-            del allowed[stale]
         key, who = _key("tool_args", text), self._who(ctx)
         if allowed.get(call.id, {}).get(who) == key:
             return None
