@@ -251,3 +251,22 @@ def test_a_link_named_on_the_command_line_to_a_credentials_file_or_tethers_home_
     assert [Path(d.name).name for d in kb.documents()] == ["README.md"]
     assert kb.search("ZEBRAQUARTZ", mode="keyword").hits == []
     assert kb.search("aws_secret_access_key", mode="keyword").hits == []
+
+
+def test_an_add_whose_stdout_cannot_be_written_says_so_and_finishes(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kb add DIR > /dev/full`` (a full disk): a traceback at the first line, the vectors unmade."""
+    from tether.cli import main
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "note.md").write_text("# PX-9\n\nThe PX-9 pump.\n")
+    monkeypatch.chdir(tmp_path)
+    with open("/dev/full", "w") as full, monkeypatch.context() as m:
+        m.setattr("sys.stdout", full)
+        code = main(["kb", "add", "a", "--embedder", "hashing/256"])
+    err = capsys.readouterr().err
+    assert code == 0 and "stdout cannot be written (No space left on device)" in err, err
+    kb = KnowledgeBase.open(quiet_env / "kb" / "default.db")
+    assert kb.stats()["embedded_chunks"] == kb.stats()["chunks"] == 1
+    kb.close()

@@ -261,16 +261,18 @@ def _pdf_warnings_escaped() -> None:
 
 def _say(line: str, *, err: bool = False) -> None:
     """A line of what ``kb add`` (and ``fill``) reports, on stdout or with ``err`` stderr. Its reader
-    gone (``kb add DIR | head -1``), this line and the rest go nowhere and the command goes on: the
-    first line that found the pipe closed stopped it, the other paths unread and every vector
-    unmade, without a word and with an exit code a pipeline does not show."""
+    gone (``kb add DIR | head -1``) or its file not writable (a full disk), this line and the rest
+    go nowhere and the command goes on: the first line that could not be written stopped it, the
+    other paths unread and every vector unmade, with no word (a pipe) or a traceback (a full disk)."""
     import os
 
     stream = sys.stderr if err else sys.stdout
     try:
         print(line, file=stream, flush=True)
-    except BrokenPipeError:
+    except OSError as exc:
         os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        if not err and not isinstance(exc, BrokenPipeError):  # a reader that left needs no word
+            _say(f"tether: stdout cannot be written ({exc.strerror or exc}); the command goes on", err=True)
 
 
 def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
