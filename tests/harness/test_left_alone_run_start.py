@@ -5,6 +5,7 @@ API, a real run store on disk, a real MCP server process."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.harness.test_attack_subagents_round5 import own_cost
 from tether import Agent, CancelSignal, RunState, run_stream, run_sync, tool
 from tether.errors import ConfigError
 from tether.events import Done, Subagent
@@ -348,3 +350,68 @@ def test_an_extension_that_fails_at_once_is_not_kept_waiting_by_a_slow_one_and_t
         run_sync(agent, "go")
     assert log == ["start fast", "start slow", "slow cancelled", "stop fast"]
     assert asked == []
+
+
+def test_answers_of_many_subagent_calls_are_not_saved_again_with_every_save(tmp_path: Path) -> None:
+    """A parent hands 30 tasks in turn to a child answering 50,000 characters each. Each answer is
+    in the transcript once; the parent's saved state keeps what each child spent, not its text
+    (before: every answer was kept in the state too, and each later save, each step of a later
+    child among them, rewrote them all: a run of 40 such calls took 25 s instead of 2)."""
+    worker = Agent(FunctionModel(lambda messages, request: "y" * 50_000)).as_tool("worker", "W.")
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        return "all done" if done >= 30 else Reply(calls=((f"c{done}", "worker", {"task": f"part {done}"}),))
+
+    store = RunStore(tmp_path / "runs", fsync=False)
+    state = RunState()
+    parent = Agent(FunctionModel(lead), tools=[worker], max_turns=100, context_window=10**8, compaction=False)
+    result = run_sync(parent, "go", state=state, store=store)
+    assert result.status == "completed" and result.output == "all done"
+    saved = store.load(state.run_id)
+    answers = [m.text for m in saved.messages if isinstance(m, ToolMessage)]
+    assert len(answers) == 30 and all(a == "y" * 50_000 for a in answers)
+    assert len(json.dumps(saved.ext)) < 100_000  # one answer at most, not thirty
+    kept = children(saved)
+    assert len(kept) == 30 and all(
+        k["done"] and k["status"] == "completed" and k["cost_usd"] > 0 for k in kept.values()
+    )
+    assert saved.delegated_turns == 30
+    assert result.cost_usd == pytest.approx(own_cost(saved.messages) + sum(k["cost_usd"] for k in kept.values()))
+
+
+def test_a_stopped_childs_state_is_let_go_once_its_call_was_declined() -> None:
+    """A child waits for a person's approval; the person writes something else instead, which
+    declines the call. At the next sub-agent call, the waiting child's whole saved state is let go
+    from the parent's, what it spent kept (before: it stayed in every save of the parent)."""
+
+    @tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        """Delete a folder."""
+        return f"wiped {path}"
+
+    def asks(messages: list[Message], request: ModelRequest) -> Reply:
+        return Reply(text="about to wipe " + "z" * 20_000, calls=(("w1", "wipe", {"path": "cache"}),))
+
+    cleaner = Agent(FunctionModel(asks), tools=[wipe]).as_tool("cleaner", "Frees space.")
+    helper = Agent(FunctionModel(lambda messages, request: "helped")).as_tool("helper", "Helps.")
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            return Reply(calls=(("c0", "cleaner", {"task": "free space"}),))
+        if len(results) == 1:
+            return Reply(calls=(("c1", "helper", {"task": "help"}),))
+        return "done"
+
+    state = RunState()
+    parent = Agent(FunctionModel(lead), tools=[cleaner, helper])
+    assert run_sync(parent, "go", state=state).status == "interrupted"
+    spent = children(state)["c0"]["cost_usd"]
+    assert spent > 0 and "messages" in children(state)["c0"]
+    result = run_sync(parent, "never mind, do something else", state=state)
+    assert result.status == "completed" and result.output == "done"
+    kept = children(state)
+    assert kept["c0"]["done"] and kept["c0"]["status"] == "interrupted" and "messages" not in kept["c0"]
+    assert kept["c0"]["cost_usd"] == spent and len(json.dumps(state.ext)) < 5_000
+    assert result.cost_usd == pytest.approx(own_cost(state.messages) + spent + kept["c1"]["cost_usd"])

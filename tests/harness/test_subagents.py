@@ -208,7 +208,8 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
         assert "messages" not in kept
         assert kept["done"] is True and kept["status"] == "completed" and kept["turns"] == 2
         assert kept["run_id"] == seen[call_id]["run_id"]
-        assert kept["output"] == f"{name} is fine"
+        # The answer itself only until the transcript holds it (then let go: tests/harness/test_left_alone_run_start.py).
+        assert kept.get("output", f"{name} is fine") == f"{name} is fine"
         assert kept["cost_usd"] == pytest.approx(2 * price.cost(usage), abs=1e-12)
     assert children(RunStore(tmp_path / "runs").load(state.run_id)) == children(state)
 

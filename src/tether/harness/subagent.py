@@ -44,7 +44,8 @@ MAX_REASON_CHARS = 2_000  # of a child's reason for stopping: a sentence, not a 
 
 def children(state: RunState) -> dict[str, Any]:
     """A parent's sub-agent calls: call id → the child's saved state while it runs, then its kept
-    answer (``{"done": true, ...}``). Kept in the parent's ``RunState.ext``."""
+    answer (``{"done": true, ...}``; its text only until the call's result is in the transcript,
+    see :func:`_let_go`). Kept in the parent's ``RunState.ext``."""
     part = state.ext_state(_NAME)
     older = state.legacy("children", "parent_run_id", "parent_call_id")  # runs saved before ext
     if older.get("children"):
@@ -149,6 +150,29 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
     return usd, turns, waiting
 
 
+def _let_go(parent: RunState) -> None:
+    """What the records of calls that have their results need not keep: the transcript holds the
+    answer (up to 100,000 characters each), and a stopped child's whole state is of no use once its
+    call was settled otherwise (declined). Saved with every save of the parent, they made each
+    save, and each step of a later child, rewrite them all. What the child spent, and how it
+    ended, stays."""
+    from tether.harness.state import pending_tool_calls
+
+    waiting = {call.id for call in pending_tool_calls(parent)}
+    kept = children(parent)
+    for call_id, record in list(kept.items()):
+        if call_id in waiting or not isinstance(record, dict):
+            continue
+        if record.get("done"):
+            record.pop("output", None)
+            continue
+        parent_turn = (((record.get("ext") or {}).get(_NAME) or {}).get("parent") or {}).get("turn")
+        kept[call_id] = {"done": True, "parent_turn": parent_turn} | {
+            key: record.get(key)
+            for key in ("run_id", "status", "reason", "cost_usd", "cost_unknown_usd", "turns", "delegated_turns")
+        }
+
+
 def _record_of_this_call(parent: RunState, call_id: str) -> Any:
     """The kept record of the child this call started (its saved state, or its answer); None when
     it has none. A record of an earlier reply's call with the same id (a model that numbers its
@@ -235,6 +259,7 @@ class AgentTool:
                 f"{self.name} runs an agent, which only a running loop can do (its context has no run_agent)"
             )
         parent = ctx.state
+        _let_go(parent)
         saved = _record_of_this_call(parent, ctx.call_id)
         if isinstance(saved, dict) and saved.get("done"):
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
