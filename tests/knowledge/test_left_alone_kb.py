@@ -270,3 +270,17 @@ def test_an_add_whose_stdout_cannot_be_written_says_so_and_finishes(
     kb = KnowledgeBase.open(quiet_env / "kb" / "default.db")
     assert kb.stats()["embedded_chunks"] == kb.stats()["chunks"] == 1
     kb.close()
+
+
+def test_an_ignore_file_with_lines_git_cannot_read_keeps_its_other_rules(tmp_path: Path) -> None:
+    """A cloned repository's .gitignore with a line git passes over ("[z-a]", a lone "!", a
+    trailing backslash) ended the whole add with a traceback (re.error, GitIgnorePatternError)."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / ".gitignore").write_text("*.log\n[z-a]\n!\nnotes\\\nprivate.md\n")
+    (tmp_path / "d" / "pumps.md").write_text("# Pumps\n\nThe PX-9 pump.\n")
+    (tmp_path / "d" / "private.md").write_text("# Private\n\nZEBRAQUARTZ\n")
+    (tmp_path / "d" / "run.log").write_text("ZEBRAQUARTZ\n")
+    kb = KnowledgeBase.open()
+    report = kb.add_path(tmp_path / "d")
+    assert [Path(name).name for name in report.added] == ["pumps.md"]
+    assert sum(report.passed_over.values()) == 2

@@ -16,6 +16,7 @@ asked for, as ripgrep does; files and folders that hold credentials by their nam
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,7 +355,23 @@ def _ignore_spec(here: Path, filenames: list[str]) -> Any:
                 lines += read_regular(here / name).decode("utf-8", errors="replace").splitlines()
             except OSError:
                 continue
-    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, re.error):
+        # A line git cannot read either ("[z-a]", a trailing backslash, a lone "!") matches nothing
+        # there; here it ended the whole add with a traceback. The others still apply, in order.
+        kept = [line for line in lines if _pattern_ok(pathspec, line)]
+        return pathspec.GitIgnoreSpec.from_lines(kept) if kept else None
+
+
+def _pattern_ok(pathspec: Any, line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error):
+        return False
+    return True
 
 
 def _ignored(specs: list[tuple[Path, Any]], path: Path, is_dir: bool) -> bool:
