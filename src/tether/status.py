@@ -116,7 +116,7 @@ class SamplingInterruption(_Frozen):
     call_id: str
     tool_name: str
     server: str
-    preview: str  # the end of what the server wants to send (up to 300 characters)
+    preview: str  # what the server wants to send; when long its start and end, and how much is left out between
     key: str  # identifies the request: the same one made again gets the person's answer
 
 

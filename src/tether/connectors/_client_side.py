@@ -54,6 +54,7 @@ MAX_PER_CALL = 10
 MAX_ELICITATIONS = 5  # questions to the person per tool call, unless [mcp.NAME] max_elicitations says
 MAX_FIELDS = 30  # fields of one form (each a question at the terminal)
 DEFAULT_MAX_TOKENS = 1024
+PREVIEW_ENDS = 200  # characters of a sampling request the person reads from its start, and from its end
 ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
 
 
@@ -202,17 +203,18 @@ class ClientSide:
         if self._model(ctx) is None:
             return f"no model to answer with: set sampling_model in [mcp.{self.server}]"
         if policy == "ask":
-            preview = " ".join(_text(m.content) for m in params.messages)[-300:]
+            start, cut, end = _ends(_request_text(params))
             if _served():
-                return self._served_sampling(ctx, params, preview)
+                return self._served_sampling(ctx, params, f"{start}{_left_out(cut)}{end}" if cut else start)
             if self.asker.ask is None:
                 return (
                     f'sampling needs a person\'s approval (sampling = "ask" in [mcp.{self.server}]) and none is at '
                     'a terminal; set sampling = "allow" to let it'
                 )
+            shown = f"{start!r}{_left_out(cut)}{end!r}" if cut else repr(start)  # tether's words outside the quotes
             async with self._person(), self.asker.turn():
                 said = await self.asker.ask(
-                    f"\nThe MCP server {self.server} asks tether's model: {preview!r}\nAllow? [y/N] "
+                    f"\nThe MCP server {self.server} asks tether's model: {shown}\nAllow? [y/N] "
                 )
             if (said or "").strip().lower() not in ("y", "yes"):
                 return "the person declined this sampling request"
@@ -493,6 +495,29 @@ def _coerce(said: str, prop: dict[str, Any]) -> Any:
     if kind == "array":
         return [item.strip() for item in said.split(",") if item.strip()]
     return said
+
+
+def _request_text(params: types.CreateMessageRequestParams) -> str:
+    """A sampling request as the person reads it: its system prompt (the instructions the model
+    would follow) and its messages, each with its role, unless it is one user message alone."""
+    said = [(m.role, _text(m.content)) for m in params.messages]
+    if not params.system_prompt and len(said) == 1 and said[0][0] == "user":
+        return said[0][1]
+    system = [("system", params.system_prompt)] if params.system_prompt else []
+    return " ".join(f"[{role}] {text}" for role, text in [*system, *said])
+
+
+def _ends(text: str) -> tuple[str, int, str]:
+    """``text`` whole (its start, 0, ""), or when long its first and last PREVIEW_ENDS characters and
+    how many between them are left out: a server's real request put first, before a long harmless
+    tail, stays in view, and whatever is left out is said (_left_out), never cut without a sign."""
+    if len(text) <= 2 * PREVIEW_ENDS + 50:  # cutting would leave out less than the words saying so
+        return text, 0, ""
+    return text[:PREVIEW_ENDS], len(text) - 2 * PREVIEW_ENDS, text[-PREVIEW_ENDS:]
+
+
+def _left_out(cut: int) -> str:
+    return f" … ({cut:,} characters left out here) … "
 
 
 def _text(content: Any) -> str:
