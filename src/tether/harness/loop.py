@@ -290,15 +290,12 @@ async def _opening(extensions: Sequence[Any], signal: CancelSignal) -> tuple[asy
     the run ends stopped at once, and the cancelled start, which stops what it had started, is
     awaited when the ``run_stream`` call ends (:func:`_closing_extensions`), after the run's end is
     yielded, so that nothing it started outlives the call."""
-    starting = asyncio.ensure_future(start_extensions(extensions))
-    if not extensions or signal.cancelled:
-        if signal.cancelled:
-            starting.cancel()  # Stop came first: none is started
-        await asyncio.wait({starting})
-        if not starting.cancelled():
-            starting.result()  # a start that failed raises here, as a configuration error does
-        return starting, signal.cancelled
     loop = asyncio.get_running_loop()
+    if not extensions or signal.cancelled:  # nothing to start, or Stop came first: none is started
+        none: asyncio.Future[list[Any]] = loop.create_future()
+        none.set_result([])
+        return none, signal.cancelled
+    starting = asyncio.ensure_future(start_extensions(extensions))
     heard = asyncio.Event()
 
     def on_cancel(_reason: str) -> None:
@@ -325,7 +322,8 @@ async def _opening(extensions: Sequence[Any], signal: CancelSignal) -> tuple[asy
 
 async def _closing_extensions(starting: asyncio.Future[list[Any]]) -> None:
     """Stop the extensions a run started; a start cancelled by Stop stops its own as it ends."""
-    await asyncio.wait({starting})
+    if not starting.done():
+        await asyncio.wait({starting})
     if not starting.cancelled() and starting.exception() is None:
         await stop_extensions(starting.result())
 
