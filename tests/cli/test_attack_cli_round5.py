@@ -287,14 +287,15 @@ def test_a_write_to_a_terminal_closed_before_its_sighup_is_handled_stops_the_run
 
     from tether.cancel import CancelSignal
     from tether.cli import run as cli_run
+    from tether.cli import signals as cli_signals
     from tether.config import Settings
 
     class Closed(io.StringIO):
         def write(self, text: str) -> int:
             raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(cli_run, "_terminal_gone", lambda: None)  # no real descriptors to redirect here
-    monkeypatch.setattr(cli_run, "_terminated", False)
+    monkeypatch.setattr(cli_signals, "_terminal_gone", lambda: None)  # no real descriptors to redirect here
+    monkeypatch.setattr(cli_signals, "_terminated", False)
     printer = cli_run.Printer(Settings(home=tmp_path), quiet=False)
     printer.cancel = CancelSignal()
     monkeypatch.setattr("sys.stderr", Closed())

@@ -2,7 +2,7 @@
 
 Exit codes: 0 completed, 1 failed, 2 usage or configuration error (nothing ran), 3
 max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 6 ``tether serve`` could not
-listen (the address is in use or not allowed), 130 cancelled (Ctrl-C). Progress goes to stderr, the
+listen (the address is in use or not allowed), 130 cancelled (Ctrl-C, SIGTERM). Progress goes to stderr, the
 answer to stdout; ``--json`` prints the RunResult as JSON instead, and every listing command's
 ``--json`` prints its rows as one JSON array.
 
@@ -13,7 +13,8 @@ printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli
 :mod:`~tether.cli.serve` (``serve``, ``serve token``), :mod:`~tether.cli.mcp` (``mcp list``,
 ``login``, ``serve``), :mod:`~tether.cli.skills`, :mod:`~tether.cli.config` (``config path``, ``show``,
 ``check``); :mod:`~tether.cli.common` holds settings,
-stores, errors and argument types, :mod:`~tether.cli.display` how runs and transcripts read. Heavy
+stores, errors and argument types, :mod:`~tether.cli.display` how runs and transcripts read,
+:mod:`~tether.cli.signals` what SIGTERM and SIGHUP do and how a person's answer is read. Heavy
 modules are imported inside the commands so ``tether --help`` starts fast.
 """
 

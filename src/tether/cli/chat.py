@@ -14,19 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import (
-    READER_GONE,
-    TERMINATED,
-    Terminated,
-    add_agent_options,
-    ask,
-    at_terminal,
-    check_home,
-    drive,
-    overrides,
-    sigterm_held,
-    terminated,
-)
+from tether.cli.run import READER_GONE, add_agent_options, at_terminal, check_home, drive, overrides
+from tether.cli.signals import TERMINATED, Terminated, ask, sigterm_held, terminated
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe

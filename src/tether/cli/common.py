@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tether.config import Settings
     from tether.harness.state import RunState
     from tether.harness.store import RunStore
@@ -36,6 +38,7 @@ __all__ = [
     "session_name",
     "session_store_spec",
     "settings",
+    "stops_in_words",
     "text",
     "usage_error",
 ]
@@ -47,6 +50,30 @@ def exit_code(result: RunResult) -> int:
     if result.status == "interrupted":
         return 130 if result.interruption is not None and result.interruption.type == "cancelled" else 5
     return EXIT_CODES.get(result.status, 1)
+
+
+def stops_in_words(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """For a command that waits or works outside a run (a question, a sign-in, a process, a long
+    read): SIGTERM (``kill``, a service manager) or SIGHUP ends it in one line, ``tether: terminated
+    (SIGTERM)``, and exit code 130, as Ctrl-C does, never killed mid-write by the signal's default
+    (tether.cli.run.sigterm_stops). A command that says what it kept raises ``Terminated(words)``."""
+    import contextlib
+    import functools
+
+    @functools.wraps(handler)
+    def stoppable(args: argparse.Namespace) -> int:
+        from tether.cli.signals import Terminated, sigterm_stops, stopped_by
+
+        try:
+            with sigterm_stops():
+                return handler(args)
+        except Terminated as exc:
+            said = f"; {exc}" if exc.args else ""
+            with contextlib.suppress(OSError):  # stderr's reader left too: the exit code says it
+                print(f"\ntether: {stopped_by()}{said}", file=sys.stderr, flush=True)
+            return 130
+
+    return stoppable
 
 
 def usage_error(message: str) -> Exception:
@@ -116,7 +143,10 @@ def secret_token(given: str | None, option: str, env: str) -> str:
         if sys.stdin is not None and sys.stdin.isatty():  # typed or pasted: not echoed
             import getpass
 
-            read = getpass.getpass(f"{option.lstrip('-').replace('-', ' ')}: ")
+            from tether.cli.signals import reads_hear_signals
+
+            with reads_hear_signals():  # SIGTERM there ends the command, the echo put back
+                read = getpass.getpass(f"{option.lstrip('-').replace('-', ' ')}: ")
         else:
             read = sys.stdin.read() if sys.stdin is not None else ""
         token = read.strip()

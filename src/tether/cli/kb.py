@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import positive_float, positive_int, usage_error
+from tether.cli.common import positive_float, positive_int, stops_in_words, usage_error
 from tether.cli.common import settings as load_settings
 from tether.cli.display import json_shown, shown
 from tether.stores import kb_names, kb_where
@@ -177,6 +177,7 @@ def _fill_progress(done: int, total: int) -> None:
     _bar(done, total, f"vectors {done}/{total} chunks")
 
 
+@stops_in_words  # SIGTERM stops it as Ctrl-C does
 def cmd_add(args: argparse.Namespace) -> int:
 
     _pdf_warnings_escaped()
@@ -201,6 +202,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: _base_lock) -> int:
+    from tether.cli.signals import Terminated
     from tether.stores import kb_exists
 
     new = not kb_exists(settings, args.name)
@@ -210,7 +212,7 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
     try:
         args.home = settings.home  # never read into the base: its sessions, bases and logs
         _read_paths(kb, args)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         _say(
             "\nstopped: what was read is in the base (each file whole or not at all); run the same "
             "tether kb add again to go on (files already read are skipped)",
@@ -329,6 +331,8 @@ def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
     An add that finishes while another process fills leaves its chunks to that filler; one that
     found the lock held just before the filler let go wrote chunks the filler had stopped looking
     for, and they were never made. So a filler looks again once it has let go, and makes them."""
+    from tether.cli.signals import Terminated
+
     made, rounds = 0, 0
     while True:
         with _fill_lock(settings, name) as held:
@@ -339,7 +343,7 @@ def _fill(settings: Settings, kb: KnowledgeBase, name: str) -> int:
                 break  # another filler took it after this one let go: it makes the rest
             try:
                 done = kb.fill_vectors(_fill_progress)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, Terminated):
                 embedded, chunks = kb.store.coverage()
                 _say(
                     f"\nstopped: vectors for {embedded} of {chunks} chunks (every chunk is searchable by keyword); "
@@ -452,6 +456,7 @@ def _being_dropped(name: str) -> Exception:
     return usage_error(f"the base {name!r} is being dropped by another process; nothing was written")
 
 
+@stops_in_words  # SIGTERM stops it as Ctrl-C does
 def cmd_fill(args: argparse.Namespace) -> int:
     from tether.stores import kb_exists
 
@@ -578,7 +583,9 @@ def cmd_bases(args: argparse.Namespace) -> int:
     return 0
 
 
+@stops_in_words  # SIGTERM stops it as Ctrl-C does
 def cmd_drop(args: argparse.Namespace) -> int:
+    from tether.cli.signals import Terminated, reads_hear_signals, sigterm_held, terminated
     from tether.stores import kb_exists
 
     settings = load_settings()
@@ -590,10 +597,13 @@ def cmd_drop(args: argparse.Namespace) -> int:
         if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed (<&-)
             raise usage_error(f"dropping {what} cannot be undone: add --yes to confirm")
         try:
-            answer = input(f"drop the knowledge base {what}? [y/N] ")
+            with reads_hear_signals():
+                answer = input(f"drop the knowledge base {what}? [y/N] ")
         except EOFError:  # Ctrl-D: no
             print(file=sys.stderr)
             answer = ""
+        except Terminated:
+            raise Terminated(f"the knowledge base {args.base!r} was kept") from None
         if answer.strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
@@ -603,8 +613,11 @@ def cmd_drop(args: argparse.Namespace) -> int:
                 f"another process is adding to {args.base!r}, removing from it or making its vectors (tether kb "
                 "stats shows how far): stop it or let it finish, then drop the base"
             )
-        _drop(settings, args.base)
+        with sigterm_held():  # its files go together: never the base without its log, or half of them
+            _drop(settings, args.base)
     print(f"dropped {what}")
+    if terminated():
+        raise Terminated("it came while dropping the base, which was finished first")
     return 0
 
 

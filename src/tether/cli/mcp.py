@@ -11,10 +11,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import non_negative_float, port_number, positive_float, secret_token, text, usage_error
+from tether.cli.common import (
+    non_negative_float,
+    port_number,
+    positive_float,
+    secret_token,
+    stops_in_words,
+    text,
+    usage_error,
+)
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from tether.config import McpTable, Settings
     from tether.connectors import McpTool
 
@@ -206,6 +216,7 @@ def approval_words(tool: McpTool, *, overridden: bool) -> str:
     return "asks first (destructive)" if tool.needs_approval else "runs without asking (marked not destructive)"
 
 
+@stops_in_words  # at the token's question (its echo put back) and while the browser's sign-in is awaited
 def cmd_login(args: argparse.Namespace) -> int:
     import os
     import time
@@ -241,8 +252,6 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 def _with_server(name: str, work: Any) -> Any:
     """``await work(connector)`` with the server ``name`` started, then stopped."""
-    import asyncio
-
     from tether.errors import TetherError
 
     settings = load_settings()
@@ -260,8 +269,10 @@ def _with_server(name: str, work: Any) -> Any:
         finally:
             await connector.stop()
 
+    from tether.cli.signals import run_stoppable
+
     try:
-        return asyncio.run(go())
+        return run_stoppable(go())  # SIGTERM stops it (a --watch waits until then), the server stopped
     except TetherError as exc:
         raise usage_error(str(exc)) from None
 
@@ -272,6 +283,7 @@ def _printable(text: str) -> str:
     return "".join(c if c in "\n\t" or c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+@stops_in_words
 def cmd_resources(args: argparse.Namespace) -> int:
     from tether.connectors._resources import list_text, read_parts
     from tether.messages import TextPart
@@ -302,6 +314,7 @@ def cmd_resources(args: argparse.Namespace) -> int:
     return 0
 
 
+@stops_in_words
 def cmd_prompts(args: argparse.Namespace) -> int:
     from tether.connectors._resources import prompt_messages, prompts_text
 
@@ -323,6 +336,7 @@ def _browser_login(settings: Settings, name: str, table: McpTable) -> int:
     import asyncio
     import webbrowser
 
+    from tether.cli.signals import Terminated, run_stoppable
     from tether.connectors import McpConnector, token_path
     from tether.connectors._oauth import Loopback, oauth_provider
     from tether.errors import TetherError
@@ -344,11 +358,25 @@ def _browser_login(settings: Settings, name: str, table: McpTable) -> int:
         await connector.stop()
         return len(connector.tools())
 
+    before = _tokens_of(path)
     try:
-        tools = asyncio.run(sign_in())
+        tools = run_stoppable(sign_in())
     except TetherError as exc:
         raise usage_error(f"signing in to the MCP server {name} failed: {exc}") from None
+    except Terminated:
+        kept = "no new tokens were stored" if _tokens_of(path) == before else f"its tokens are stored in {path}"
+        raise Terminated(f"the sign-in to the MCP server {name} was stopped; {kept}") from None
     finally:
         loopback.close()
     print(f"signed in to the MCP server {name} ({tools} tools); tokens stored in {path} (mode 0600)", file=sys.stderr)
     return 0
+
+
+def _tokens_of(path: Path) -> Any:
+    """The tokens a token file holds now (None: none), to say whether a stopped sign-in stored any."""
+    import json
+
+    try:
+        return json.loads(path.read_bytes()).get("tokens")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import directory
+from tether.cli.common import directory, stops_in_words
 from tether.cli.common import settings as load_settings
 from tether.cli.display import json_shown, shown
 
@@ -233,13 +233,23 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return _write(args, "remove", args.text)
 
 
+@stops_in_words
 def cmd_clear(args: argparse.Namespace) -> int:
+    from tether.cli.signals import Terminated, sigterm_held, terminated
+
     memory = _memory(args)
     names = [args.store] if args.store else list(memory.stores)
-    if not args.yes and not _confirmed(memory, names):
-        return 2
-    for name in names:
-        print(memory.clear(name).message)
+    try:
+        if not args.yes and not _confirmed(memory, names):
+            return 2
+    except Terminated:
+        raise Terminated("nothing was cleared") from None
+    with sigterm_held():  # a clear the person confirmed is made whole: every store named, not the first alone
+        for name in names:
+            print(memory.clear(name).message, flush=True)
+    if terminated():
+        empty = f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} empty"
+        raise Terminated(f"it came while clearing, which was finished first: {empty}")
     return 0
 
 
@@ -249,8 +259,11 @@ def _confirmed(memory: Memory, names: list[str]) -> bool:
     if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed
         print(f"tether: clearing {what} needs --yes when not at a terminal; nothing was cleared", file=sys.stderr)
         return False
-    print(f"Clear {what}? Every entry is deleted. [y/N] ", end="", file=sys.stderr, flush=True)
-    answer = sys.stdin.readline()  # "" at end of input: no
+    from tether.cli.signals import reads_hear_signals
+
+    with reads_hear_signals():  # SIGTERM just before the read still stops it
+        print(f"Clear {what}? Every entry is deleted. [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline()  # "" at end of input: no
     if answer.strip().lower() in ("y", "yes"):
         return True
     print("nothing was cleared", file=sys.stderr)

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from tether.cli.common import non_negative_float, secret_token, text, usage_error
+from tether.cli.common import non_negative_float, secret_token, stops_in_words, text, usage_error
 from tether.cli.common import settings as load_settings
 
 __all__ = ["add_parsers"]
@@ -149,6 +149,7 @@ def _asks_server(model: str, settings: Any) -> bool:
     )
 
 
+@stops_in_words  # at the token's question: its echo is put back
 def cmd_auth(args: argparse.Namespace) -> int:
     import os
     import time

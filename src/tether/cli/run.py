@@ -25,6 +25,7 @@ from tether.cli.common import (
     positive_int,
     run_store,
     session_name,
+    stops_in_words,
     text,
     usage_error,
 )
@@ -32,11 +33,21 @@ from tether.cli.common import settings as load_settings
 from tether.cli.display import shown
 from tether.cli.kb import kb_name
 from tether.cli.memory import add_memory_options, memory_override
+from tether.cli.signals import (  # the names from before tether.cli.signals, still here
+    HUNG_UP,
+    TERMINATED,
+    Terminated,
+    _hangup,
+    _on_hangup,
+    ask,
+    hold_sigterm,
+    run_stoppable,
+    sigterm_held,
+    terminated,
+)
 from tether.cli.skills import add_skills_options, skills_override
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from tether.assembly import Overrides, Recipe
     from tether.cancel import CancelSignal
     from tether.config import Settings
@@ -45,6 +56,8 @@ if TYPE_CHECKING:
     from tether.status import ApprovalInterruption, OutcomeUnknownInterruption, RunResult
 
 __all__ = [
+    "HUNG_UP",
+    "TERMINATED",
     "Terminated",
     "add_agent_options",
     "add_parsers",
@@ -59,11 +72,7 @@ __all__ = [
     "terminated",
 ]
 
-# The reason a run stopped by SIGTERM records: the command that drives it ends there too.
-TERMINATED = "terminated (SIGTERM)"
-# ... by SIGHUP (the terminal was closed: nothing is shown any more, the run is saved)
-HUNG_UP = "the terminal was closed (SIGHUP)"
-# ... and by stdout's reader leaving (`tether run ... | head -1`), with the shell's code for SIGPIPE.
+# The reason a run stopped by stdout's reader leaving (`tether run ... | head -1`), with the shell's code for SIGPIPE.
 READER_LEFT = "stdout was closed by its reader (a pipe such as | head)"
 READER_GONE = 141
 
@@ -267,6 +276,7 @@ def _read_file(name: str) -> str:
 # --- the commands -----------------------------------------------------------------------------
 
 
+@stops_in_words  # until the run starts (a prompt still read from a pipe); the run stops itself
 def cmd_run(args: argparse.Namespace) -> int:
     from tether.assembly import load_output_schema, plan
     from tether.harness.state import RunState
@@ -289,6 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return drive(state, prompt, settings, json_out=args.json, asking=at_terminal(args.json))
 
 
+@stops_in_words  # while it waits for a process left running (--wait), until the run starts
 def cmd_resume(args: argparse.Namespace) -> int:
     from tether.harness.state import approve, reject
 
@@ -430,19 +441,23 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     elif args.wait and left is not None:
-        print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
 
         async def wait() -> None:
             cancel = CancelSignal()
             asyncio.get_running_loop().add_signal_handler(os_signal.SIGINT, cancel.cancel, "Ctrl-C")
             await wait_for_waiting_process(state, cancel)
 
+        still = (
+            f"stopped waiting; process {left.pid} is still running and nothing was decided or run. Resume again "
+            "later, or with --kill to stop it"
+        )
         try:
-            asyncio.run(wait())
+            print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
+            run_stoppable(wait())
         except RunCancelled:
-            raise usage_error(
-                f"stopped waiting; process {left.pid} is still running. Resume again later, or with --kill to stop it"
-            ) from None
+            raise usage_error(still) from None
+        except Terminated:
+            raise Terminated(still) from None
 
 
 # --- driving a run ----------------------------------------------------------------------------
@@ -553,108 +568,6 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
     return True
 
 
-class Terminated(Exception):
-    """SIGTERM came while the command waited for the person (a question, the chat's prompt)."""
-
-
-SIGTERM_NUMBER = 15  # signal.SIGTERM, the same on every platform Python runs on
-_waiting_for_person = False  # a question is on screen: SIGTERM raises Terminated there
-_terminated = False  # SIGTERM came; the command ends at its next question (or as soon as it can)
-_held = 0  # how many sigterm_held() blocks are open (a chat's, then each run's)
-_hangup_ignored = False  # SIGHUP was ignored when the command began (nohup): it stays ignored
-
-
-def terminated() -> bool:
-    """Whether SIGTERM (or SIGHUP) came since the command began (the chat ends then, its run
-    resumable)."""
-    return _terminated
-
-
-def _terminal_gone() -> None:
-    """SIGHUP: the terminal was closed. What would be written to it goes nowhere (each write there
-    would fail), so the run still stops and is saved as it would at a Stop."""
-    import os
-    import stat
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None and stat.S_ISCHR(os.fstat(stream.fileno()).st_mode):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-        except (OSError, ValueError):
-            pass
-
-
-def _on_term(signum: int, frame: Any) -> None:
-    global _terminated, _waiting_for_person
-    _terminated = True
-    raising, _waiting_for_person = _waiting_for_person, False  # once: the same signal sent again only notes
-    if signum != SIGTERM_NUMBER:
-        _terminal_gone()  # SIGHUP
-    if raising:
-        raise Terminated
-
-
-def _on_hangup(cancel: CancelSignal | None) -> None:
-    """A run's SIGHUP handler: the terminal is gone, the run stops as SIGTERM stops it."""
-    global _terminated
-    _terminated = True
-    _terminal_gone()
-    if cancel is not None:
-        cancel.cancel(HUNG_UP)
-
-
-def _hangup() -> int | None:
-    """SIGHUP, where there is one and nohup did not ignore it."""
-    import signal as os_signal
-
-    hup = getattr(os_signal, "SIGHUP", None)
-    return None if hup is None or _hangup_ignored else int(hup)
-
-
-def hold_sigterm() -> None:
-    """Inside :func:`sigterm_held`, (re)install its SIGTERM and SIGHUP handler: asyncio puts the
-    default back when each run's loop closes."""
-    import signal as os_signal
-
-    if _held:
-        with contextlib.suppress(ValueError):  # not the main thread (a program calling main() in one)
-            for signum in (os_signal.SIGTERM, _hangup()):
-                if signum is not None:
-                    os_signal.signal(signum, _on_term)
-
-
-@contextlib.contextmanager
-def sigterm_held() -> Iterator[None]:
-    """SIGTERM (``kill``, a service manager) ends the command in words, never by the signal's default
-    (killed, no summary, the terminal left without echo): during a run the run's own handler stops it
-    (TERMINATED); at a question it raises :class:`Terminated`; in between it is noted, and the next
-    question raises it. SIGHUP (the terminal closed) does the same, silently. The handlers found
-    are put back at the end (a program calling main())."""
-    import signal as os_signal
-
-    global _held, _terminated, _hangup_ignored
-    if not _held:
-        _terminated = False
-        hup = getattr(os_signal, "SIGHUP", None)
-        with contextlib.suppress(ValueError):
-            _hangup_ignored = hup is not None and os_signal.getsignal(hup) == os_signal.SIG_IGN
-    before: dict[int, Any] = {}
-    for signum in (os_signal.SIGTERM, _hangup()):
-        if signum is not None:
-            with contextlib.suppress(ValueError):
-                before[signum] = os_signal.getsignal(signum)
-    _held += 1
-    hold_sigterm()
-    try:
-        yield
-    finally:
-        _held -= 1
-        for signum, handler in before.items():
-            if handler is not None:
-                with contextlib.suppress(ValueError, TypeError):
-                    os_signal.signal(signum, handler)
-
-
 def _drop_typed_ahead() -> None:
     """Throw away what was typed at the terminal before a decision's question is on screen (the
     next chat message typed while the reply streamed, a key pressed early): only a line typed
@@ -662,100 +575,6 @@ def _drop_typed_ahead() -> None:
     from tether.connectors.forms import drop_typed_ahead
 
     drop_typed_ahead(sys.stdin)
-
-
-def ask(question: str) -> str | None:
-    """A line from the person at stdin (the question on stderr, or at a terminal from readline,
-    which shows it once it reads keys itself); None at end of input. Raises :class:`Terminated` when
-    SIGTERM comes while it waits, or came before."""
-    global _waiting_for_person
-    hold_sigterm()
-    if _terminated:
-        raise Terminated
-    try:
-        if _line_editor():
-            try:
-                with _signals_reach_readline():
-                    _waiting_for_person = True
-                    if _terminated:  # came as the question was being put
-                        raise Terminated
-                    return input(question)
-            except EOFError:  # Ctrl-D: what follows starts on a line of its own
-                print(file=sys.stderr)
-                return None
-        _waiting_for_person = True
-        if _terminated:
-            raise Terminated
-        print(question, end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline() if sys.stdin is not None else ""
-        return line.rstrip("\n") if line else None
-    finally:
-        _waiting_for_person = False
-
-
-@contextlib.contextmanager
-def _signals_reach_readline() -> Iterator[None]:
-    """readline looks for a signal only when its wait for a key is interrupted: SIGTERM or SIGHUP
-    that comes while it handles a key (or between the question and its wait) would be heard at the
-    next key only, and a `kill` wait for the person to type. While it reads, a thread hears each
-    (Python's wakeup descriptor) and sends it to the main thread again until the question is given
-    up; their handler only notes a signal once the question is gone."""
-    import os
-    import select
-    import signal as os_signal
-    import threading
-    import time
-
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    try:
-        before = os_signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    except ValueError:  # not the main thread
-        os.close(read)
-        os.close(write)
-        yield
-        return
-    watched = {signum for signum in (int(os_signal.SIGTERM), _hangup()) if signum is not None}
-    done = threading.Event()
-    main = threading.main_thread().ident
-
-    def resend() -> None:
-        heard: set[int] = set()
-        while not done.is_set():
-            ready, _, _ = select.select([read], [], [], 0.05)
-            if ready:
-                heard |= set(os.read(read, 64)) & watched
-            for signum in heard:
-                if not done.is_set() and main is not None:
-                    os_signal.pthread_kill(main, signum)
-            if heard:
-                time.sleep(0.1)
-
-    thread = threading.Thread(target=resend, name="tether-signals", daemon=True)
-    thread.start()
-    global _waiting_for_person
-    try:
-        yield
-    finally:
-        _waiting_for_person = False  # a signal sent again from here on is only noted
-        done.set()
-        thread.join()
-        os_signal.set_wakeup_fd(before)
-        os.close(read)
-        os.close(write)
-
-
-def _line_editor() -> bool:
-    """Whether lines are read through readline: at a terminal (stdin and stdout), where the
-    terminal's own line discipline keeps only the first 4,095 characters of a line and drops the
-    rest of a long pasted message without a word; readline reads it whole (and edits it)."""
-    if sys.stdin is None or sys.stdout is None or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return False
-    try:
-        import readline  # noqa: F401 (input() reads through it once it is imported)
-    except ImportError:  # a Python built without it
-        return False
-    return True
 
 
 def _checked_agent(state: RunState, settings: Settings) -> Agent:
@@ -805,7 +624,7 @@ def _execute(
         loop.add_signal_handler(os_signal.SIGTERM, cancel.cancel, TERMINATED)
         if (hangup := _hangup()) is not None:
             loop.add_signal_handler(hangup, _on_hangup, cancel)
-        if _terminated:  # SIGTERM came while the run was being built: it stops as it starts
+        if terminated():  # SIGTERM came while the run was being built: it stops as it starts
             cancel.cancel(TERMINATED)
         printer.cancel = cancel
         result = None
