@@ -5,6 +5,7 @@ has said it is waiting (a readiness line, never a sleep)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -95,18 +96,20 @@ def test_memory_clear_terminated_while_clearing_finishes_the_clear(env: dict[str
     here): the clear the person asked for is finished, then the command says it was terminated
     (exit 130). Was: killed between the two, the profile empty and the notes left, without a word."""
     import fcntl
+    import time
 
     folder = _remembered(Path(env["TETHER_HOME"]))
     with open(folder / ".notes.md.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         proc = _started(["tether", "memory", "clear", "--yes"], env)
-        said = _read_until(proc.stdout, "Cleared profile")
-        assert "Cleared profile" in said, proc.stderr.read() if proc.stderr else ""
+        deadline = time.monotonic() + 60  # a hang guard only
+        while "Prefers" in (folder / "profile.md").read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the profile is cleared: the command now waits for the notes' lock
         proc.send_signal(signal.SIGTERM)
         fcntl.flock(lock, fcntl.LOCK_UN)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "Cleared notes" in out
+    assert "Cleared profile" in out and "Cleared notes" in out
     assert "terminated (SIGTERM); it came while clearing, which was finished first" in err, err
     assert "ops/deploy.sh" not in (folder / "notes.md").read_text()
 
@@ -350,3 +353,28 @@ def test_kb_drop_terminated_at_its_question_keeps_the_base(env: dict[str, str]) 
     assert code == 130, seen
     assert "terminated (SIGTERM); the knowledge base 'docs' was kept" in seen and "Traceback" not in seen
     assert base.exists()
+
+
+def test_memory_clear_whose_reader_left_still_clears_every_store(env: dict[str, str]) -> None:
+    """`tether memory clear --yes | head -0`: stdout's reader is gone before the first line. Every
+    store named is cleared all the same (exit 141, as a shell reports SIGPIPE). Was: the profile
+    cleared, then the write of its line failed and the notes were left, exit 141."""
+    folder = _remembered(Path(env["TETHER_HOME"]))
+    read, write = os.pipe()
+    os.close(read)  # the reader left before anything was written
+    try:
+        done = subprocess.run(
+            ["tether", "memory", "clear", "--yes"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Prefers" not in (folder / "profile.md").read_text()
+    assert "ops/deploy.sh" not in (folder / "notes.md").read_text()

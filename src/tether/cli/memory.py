@@ -245,8 +245,9 @@ def cmd_clear(args: argparse.Namespace) -> int:
     except Terminated:
         raise Terminated("nothing was cleared") from None
     with sigterm_held():  # a clear the person confirmed is made whole: every store named, not the first alone
-        for name in names:
-            print(memory.clear(name).message, flush=True)
+        cleared = [memory.clear(name) for name in names]  # before a word: stdout's reader may be gone (| head)
+    for change in cleared:
+        print(change.message, flush=True)
     if terminated():
         empty = f"{' and '.join(names)} {'are' if len(names) > 1 else 'is'} empty"
         raise Terminated(f"it came while clearing, which was finished first: {empty}")
