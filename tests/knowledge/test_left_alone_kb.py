@@ -230,7 +230,7 @@ def test_the_vectors_of_an_old_bases_chunks_are_made_without_sending_its_credent
     kb.close()
 
 
-def test_a_link_named_on_the_command_line_to_a_credentials_file_or_tethers_home_is_not_read(
+def test_a_link_named_on_the_command_line_to_credentials_or_tethers_home_is_not_read(
     tmp_path: Path,
 ) -> None:
     """``kb add repo/*.md`` names each file the shell finds, links a cloned repository planted
@@ -245,8 +245,13 @@ def test_a_link_named_on_the_command_line_to_a_credentials_file_or_tethers_home_
     (repo / "README.md").write_text("# Readme\n\nThe PX-9 pump.\n")
     (repo / "notes.md").symlink_to(Path("..") / "home" / ".aws" / "credentials")
     (repo / "history.md").symlink_to(tether_home / "sessions" / "s1.md")
+    # and folders: registry logins (~/.docker/config.json), tether's sessions
+    (home / ".docker").mkdir()
+    (home / ".docker" / "config.json").write_text('{"auths": {"r.example": {"auth": "ZEBRAQUARTZ"}}}\n')
+    (repo / "assets").symlink_to(home / ".docker")
+    (repo / "logs").symlink_to(tether_home / "sessions")
     kb = KnowledgeBase.open()
-    for path in sorted(repo.glob("*.md")):  # what the shell hands over
+    for path in sorted(repo.glob("*")):  # what the shell hands over for repo/*
         kb.add_path(path, exclude=[tether_home])
     assert [Path(d.name).name for d in kb.documents()] == ["README.md"]
     assert kb.search("ZEBRAQUARTZ", mode="keyword").hits == []

@@ -240,10 +240,9 @@ def iter_files(
     credentials by their names always, and so are the folders in ``exclude`` (tether's own home);
     ``passed`` counts the entries passed over, by reason (a folder counts once)."""
     counts: dict[str, int] = passed if passed is not None else {}
-    if not root.is_dir():
-        # named on its own: still never a credentials file (~/.aws/credentials, .env), whose
-        # secrets are mostly in shapes no pattern knows (a password, AWS's secret access key)
-        yield from _named_file(root, counts, exclude)
+    named = _named(root, counts, exclude)
+    if named is not None:
+        yield from named
         return
     excluded = _identities(exclude)
     # A stack of our own, not os.walk, which recurses once per level (Python 3.11): a tree nested
@@ -282,6 +281,26 @@ def iter_files(
             else:
                 counts[why] = counts.get(why, 0) + 1
         stack += [(here / d, specs) for d in reversed(kept)]
+
+
+def _named(root: Path, counts: dict[str, int], exclude: Sequence[Path]) -> Iterator[Path] | None:
+    """What ``root``, named on the command line, gives when it is not a folder to walk: itself, or
+    nothing when it is passed over (counted in ``counts``); None for a folder to walk."""
+    if not root.is_dir():
+        # named on its own: still never a credentials file (~/.aws/credentials, .env), whose
+        # secrets are mostly in shapes no pattern knows (a password, AWS's secret access key)
+        return _named_file(root, counts, exclude)
+    # A folder named on its own is judged by where it is, links followed: ``kb add repo/*`` names a
+    # cloned repository's ``assets -> ~/.docker`` too, and its config.json (registry logins) was read.
+    target = Path(os.path.realpath(root))
+    if any(part.lower() in _CREDENTIAL_DIRS for part in target.parts):
+        why = CREDENTIALS
+    elif root.is_symlink() and any(target.is_relative_to(os.path.realpath(e)) for e in exclude):
+        why = EXCLUDED
+    else:
+        return None
+    counts[why] = counts.get(why, 0) + 1
+    return iter(())
 
 
 def _named_file(path: Path, counts: dict[str, int], exclude: Sequence[Path] = ()) -> Iterator[Path]:
