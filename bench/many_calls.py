@@ -1,6 +1,6 @@
 """Many side-effecting tool calls in one model reply, with the store on (fsyncs included).
 
-    python bench/many_calls.py [--calls 100 1000 5000] [--repeat 3] [--label after]
+    python bench/many_calls.py [--calls 100 1000 5000] [--repeat 3] [--label after] [--no-fsync]
 
 One run per row: a reply that asks for N calls of a tool with side effects (neither read-only
 nor idempotent, so each call leaves a durable intent before it starts), then a final answer.
@@ -10,7 +10,8 @@ intent made durable together before any call starts, then at most ``max_parallel
 once). The tool itself does nothing, so what is measured is tether's own cost per call: the
 intent, the result, the saves and their fsyncs, and what the loop reads of the run's state per
 call. Prints the median wall time of ``--repeat`` runs per size, the time per call, and the
-fsyncs the run made (counted by wrapping ``os.fsync``/``os.fdatasync``). Compare commits by running it on each
+fsyncs the run made (counted by wrapping ``os.fsync``/``os.fdatasync``). ``--no-fsync`` runs the store with
+``fsync=False``: what is left is tether's own work, without the disk's flushes. Compare commits by running it on each
 (``--label`` names the entry in bench/results/many_calls.json; other labels are kept).
 """
 
@@ -61,9 +62,9 @@ def make_agent(calls: int, parallel: bool) -> Agent:
     return Agent(FunctionModel(reply), tools=[post])
 
 
-def one_run(calls: int, parallel: bool, root: Path) -> tuple[float, int]:
+def one_run(calls: int, parallel: bool, root: Path, fsync: bool = True) -> tuple[float, int]:
     agent = make_agent(calls, parallel)
-    store = RunStore(root)
+    store = RunStore(root, fsync=fsync)
     before = _SYNCS[0]
     started = time.perf_counter()
     result = run_sync(agent, "post them", state=RunState(), store=store)
@@ -78,6 +79,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--label", default="latest")
+    parser.add_argument("--no-fsync", action="store_true", help="the store skips its fsyncs")
     args = parser.parse_args()
     os.fsync = _counting(os.fsync)
     if hasattr(os, "fdatasync"):
@@ -85,7 +87,10 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for calls, parallel in [(n, p) for p in (False, True) for n in args.calls]:
-            runs = [one_run(calls, parallel, Path(tmp) / f"{calls}-{parallel}-{i}") for i in range(args.repeat)]
+            runs = [
+                one_run(calls, parallel, Path(tmp) / f"{calls}-{parallel}-{i}", not args.no_fsync)
+                for i in range(args.repeat)
+            ]
             times = [t for t, _ in runs]
             med = statistics.median(times)
             rows.append(
@@ -98,7 +103,8 @@ def main() -> None:
                     "fsyncs": statistics.median(s for _, s in runs),
                 }
             )
-    print(f"side-effecting calls in one reply, store on, median of {args.repeat} (commit {tether_commit()})\n")
+    disk = "store on, no fsync" if args.no_fsync else "store on"
+    print(f"side-effecting calls in one reply, {disk}, median of {args.repeat} (commit {tether_commit()})\n")
     print("| tool | calls | wall (s) | per call (ms) | fsyncs per run |")
     print("|---|---|---|---|---|")
     for row in rows:
@@ -107,7 +113,7 @@ def main() -> None:
         )
     out = ROOT / "bench" / "results" / "many_calls.json"
     kept = json.loads(out.read_text()) if out.exists() else {}
-    kept[args.label] = {"commit": tether_commit(), "repeat": args.repeat, "rows": rows}
+    kept[args.label] = {"commit": tether_commit(), "repeat": args.repeat, "fsync": not args.no_fsync, "rows": rows}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(kept, indent=2))
     print(f"\nwrote {out.relative_to(ROOT)}")

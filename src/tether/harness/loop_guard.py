@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,7 +48,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware, ToolCall
-from tether.harness.state import this_turn, turn_start
+from tether.harness.state import is_person, turn_start
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -56,6 +56,7 @@ from tether.messages import (
     TextPart,
     ToolCallPart,
     ToolMessage,
+    UserMessage,
     canonical_arguments,
     clean_text,
     parse_arguments,
@@ -295,18 +296,34 @@ def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact"
     return "near"
 
 
-def _calls_before(messages: Sequence[Message], call_id: str) -> list[_Call]:
-    """The calls since the person's latest message that come before ``call_id``, with results."""
-    turn = this_turn(messages)  # a compaction summary's share of it counts too
-    results = {m.call_id: m for m in turn if isinstance(m, ToolMessage)}
-    calls: list[_Call] = []
-    for m in turn:
-        if isinstance(m, AssistantMessage):
-            for c in m.tool_calls:
-                if c.id == call_id:
-                    return calls
-                calls.append(_Call.of(c, results.get(c.id)))
-    return calls
+def _calls_before(messages: Sequence[Message], call_id: str) -> Iterator[_Call]:
+    """The calls since the person's latest message that come before ``call_id`` (in the latest
+    reply that has it), with results, the latest first. Made as the walk back reaches them: a walk
+    that stops at a write costs what it looked at, where making every call of the turn first
+    (its arguments parsed twice) made a reply of n calls cost n² parses."""
+    results: dict[str, ToolMessage] = {}  # a result comes after its call: met first going back
+    found = False
+    for m in _turn_backwards(messages):
+        if isinstance(m, ToolMessage):
+            results.setdefault(m.call_id, m)
+        elif isinstance(m, AssistantMessage):
+            for c in reversed(m.tool_calls):
+                if found:
+                    yield _Call.of(c, results.get(c.id))
+                else:
+                    found = c.id == call_id
+
+
+def _turn_backwards(messages: Sequence[Message]) -> Iterator[Message]:
+    """:func:`~tether.harness.state.this_turn`, from its end (a compaction summary's share of the
+    turn counts too)."""
+    for m in reversed(messages):
+        if is_person(m):
+            return
+        if isinstance(m, UserMessage) and m.turn_so_far is not None:
+            yield from reversed(m.turn_so_far)
+        else:
+            yield m
 
 
 def _note_part(note: str) -> TextPart:
@@ -474,7 +491,7 @@ class LoopGuard(Middleware):
         counted: list[_Call] = []
         exact = True
         reworded: set[str] = set()
-        for past in reversed(_calls_before(ctx.state.messages, call.id)):
+        for past in _calls_before(ctx.state.messages, call.id):
             kind = _likeness(past, current, self.similarity)
             if kind != "exact" and _changed_the_world(ctx, past):
                 break
