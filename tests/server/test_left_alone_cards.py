@@ -328,3 +328,35 @@ def test_a_call_past_a_limit_is_answered_without_asking_a_person_first(limit: st
     assert sent == ["one"]
     (refused,) = [m for m in state.messages if m.role == "tool" and m.call_id == "c2"]
     assert refused.text.startswith("Not run:") and "limit" in refused.text
+
+
+def test_a_refused_calls_arguments_stay_withheld_in_the_sessions_later_runs(tmp_path: Path) -> None:
+    """The mark travels with the conversation: a later run of the session (whose transcript holds
+    the earlier exchange) shows the refused call's arguments withheld too."""
+    from tether import Agent, RunState, run_sync, tool
+    from tether.guardrails import Guardrail, Rule, RuleClassifier
+    from tether.messages import for_people
+    from tether.sessions import JsonlSessionStore
+    from tether.testing import FunctionModel, Reply
+
+    @tool(read_only=True)
+    def search(query: str) -> str:
+        """Search the catalogue."""
+        return "results"
+
+    def reply(messages: Any, request: Any) -> Any:
+        if messages[-1].role == "tool":
+            return "I could not search for that."
+        if sum(m.role == "user" for m in messages) == 1:
+            return Reply(calls=(("c1", "search", {"query": SECRET}),))
+        return "Anything else?"
+
+    guard = Guardrail(RuleClassifier([Rule(SECRET, 0.0, "leak", "the system prompt")]), stages=("tool_args",))
+    agent = Agent(FunctionModel(reply), tools=[search], middleware=[guard])
+    store = JsonlSessionStore(tmp_path / "sessions")
+    with ThreadPoolExecutor(1) as thread:  # Playwright's loop may be running on this thread
+        thread.submit(run_sync, agent, "search", state=RunState(session_id="s1"), session=store).result()
+        later = RunState(session_id="s1")
+        thread.submit(run_sync, agent, "thanks", state=later, session=store).result()
+    shown = [c.arguments for m in for_people(later.messages) if m.role == "assistant" for c in m.tool_calls]
+    assert shown == ["[arguments withheld: the tool args guardrail 'guardrail' blocked this (leak): the system prompt]"]
