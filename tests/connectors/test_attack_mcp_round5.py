@@ -267,3 +267,39 @@ def test_a_sign_in_refused_with_terminal_escapes_is_reported_with_them_written_o
     said = str(refused.value)
     assert "\x1b" not in said and "\x07" not in said
     assert "no\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K" in said
+
+
+# --- what a server that will not start says at the terminal ------------------------------------------
+
+# A stdio server that will not start, written raw: argv[1] is what it answers to initialize.
+REFUSING_SERVER = """
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        if MODE == "version":  # a protocol version no client speaks, holding escapes
+            result = {"protocolVersion": "\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K1999-01-01", "capabilities": {},
+                      "serverInfo": {"name": "x", "version": "1"}}
+            send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        else:  # a refusal in its own words, holding escapes
+            error = {"code": -32000, "message": "\\x1b]52;c;ZXZpbA==\\x07\\x1b[2Kno licence"}
+            send({"jsonrpc": "2.0", "id": message["id"], "error": error})
+    elif message.get("id") is not None:  # what else the client asks first (a newer revision's discovery)
+        send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no such method"}})
+"""
+
+
+@pytest.mark.parametrize("mode", ["version", "refusal"])
+def test_a_server_that_will_not_start_is_reported_with_its_escapes_written_out(tmp_path: Path, mode: str) -> None:
+    """A server that cannot start is reported at the terminal (`tether run`, `tether mcp list`) with
+    "its control characters written out, `\\x1b`, so an escape in it cannot act on your terminal".
+    Was: only its last line on stderr was; the protocol version it answered, or its refusal of the
+    handshake, reached the terminal raw (OSC 52 set the clipboard, ``\\x1b[2K`` erased the line)."""
+    from tether.errors import ConfigError
+
+    table = {"command": sys.executable, "args": [str(write_server(tmp_path, REFUSING_SERVER)), mode]}
+    with pytest.raises(ConfigError) as failed:
+        started(McpConnector("refusing", table, start_timeout_s=30), lambda tools: asyncio.sleep(0))
+    said = str(failed.value)
+    assert said.startswith("MCP server refusing did not start: ")
+    assert "\x1b" not in said and "\x07" not in said
+    assert "\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K" in said

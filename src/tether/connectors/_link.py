@@ -24,6 +24,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.exceptions import MCPError
 from pydantic import FileUrl, ValidationError
 
+from tether.connectors._client_side import printable
 from tether.errors import TetherError
 
 __all__ = [
@@ -127,9 +128,11 @@ class Link:
         return self.client is not None and self._task is not None and not self._task.done() and self.reach.alive()
 
     def reason(self) -> str:
+        """Why the connection failed or ended, in one line fit for a terminal: it may quote the server
+        (a protocol version, its refusal of the handshake), so its control characters are written out."""
         if self._failure_is_ours and self.failure:
-            return self.reach.redact(self.failure)
-        return self.reach.redact(self.reach.why() or self.failure or "the connection closed")
+            return printable(self.reach.redact(self.failure))
+        return printable(self.reach.redact(self.reach.why() or self.failure or "the connection closed"))
 
     async def open(self, timeout: float) -> None:
         """Connect and list the tools, or raise :class:`StartFailed` (having stopped what started)."""
