@@ -360,3 +360,29 @@ def test_a_refused_calls_arguments_stay_withheld_in_the_sessions_later_runs(tmp_
         thread.submit(run_sync, agent, "thanks", state=later, session=store).result()
     shown = [c.arguments for m in for_people(later.messages) if m.role == "assistant" for c in m.tool_calls]
     assert shown == ["[arguments withheld: the tool args guardrail 'guardrail' blocked this (leak): the system prompt]"]
+
+
+def test_the_command_line_shows_the_answer_a_sub_agent_holds() -> None:
+    """Before: a sub-agent whose output guardrail asked stopped the parent with its question as
+    ``child``, and the summary line showed no held answer (only a run's own question was read)."""
+    from tether import Agent, RunState, run_sync
+    from tether.cli.display import held_lines
+    from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds
+    from tether.providers.scripted import call
+    from tether.testing import FunctionModel
+
+    offer = "You can have a 40% discount."
+    discounts = RuleClassifier([Rule("discount", 0.4, "pricing", "discounts are approved by sales")])
+    child = Agent(
+        FunctionModel(lambda messages, request: offer),
+        middleware=[Guardrail(discounts, stages=("output",), thresholds=Thresholds(block=0.1, ask=0.5))],
+    )
+    parent = Agent(
+        FunctionModel(lambda messages, request: call("c1", "pricer", {"task": "price"})),
+        tools=[child.as_tool("pricer", "Prices things")],
+        max_turns=3,
+    )
+    with ThreadPoolExecutor(1) as thread:  # Playwright's loop may be running on this thread
+        result = thread.submit(run_sync, parent, "a better price?", state=RunState()).result()
+    assert result.status == "interrupted" and result.interruption.type == "subagent"
+    assert held_lines(result.interruption) == [f"the answer held for you to approve: {offer}"]

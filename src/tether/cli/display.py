@@ -112,7 +112,10 @@ def _model_meant(model: str | None, settings: Settings) -> str | None:
 
 def held_lines(interruption: Interruption | None) -> list[str]:
     """An answer held for a person's approval, for them to read before they decide (each line safe
-    to print once through :func:`shown`); a cut one says how long it is."""
+    to print once through :func:`shown`); a cut one says how long it is. A sub-agent's question is
+    its child's."""
+    while getattr(interruption, "type", None) == "subagent":
+        interruption = getattr(interruption, "child", None)
     held = getattr(interruption, "held", None)
     if held is None:
         return []
