@@ -378,3 +378,44 @@ def test_memory_clear_whose_reader_left_still_clears_every_store(env: dict[str, 
     assert "Traceback" not in done.stderr
     assert "Prefers" not in (folder / "profile.md").read_text()
     assert "ops/deploy.sh" not in (folder / "notes.md").read_text()
+
+
+# --- a token of more than one word ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["mcp login", "auth import"])
+def test_a_token_of_more_than_one_word_is_refused_however_it_is_given(
+    kind: str, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "Bearer abc" pasted as the token: refused (exit 2, nothing stored, the token never shown)
+    whether it came from stdin, the option or the variable, and for the access token too. Was:
+    refused from stdin only; from --refresh-token, $TETHER_MCP_REFRESH_TOKEN or --access-token it
+    was stored as given, to fail at the server later."""
+    import io
+
+    from tests.cli.conftest import run_main
+    from tests.connectors.test_cli import LOGINS
+
+    login = LOGINS[kind]
+    tether_home.mkdir(parents=True, exist_ok=True)
+    (tether_home / "config.toml").write_text(login.config)
+    for name in (login.refresh_env, login.access_env):
+        monkeypatch.delenv(name, raising=False)
+    attempts: list[tuple[list[str], dict[str, str], str]] = [
+        (["--refresh-token", "Bearer r-secret"], {}, "--refresh-token holds more than one word"),
+        ([], {login.refresh_env: "Bearer r-secret"}, f"${login.refresh_env} holds more than one word"),
+        (["--refresh-token", "r1", "--access-token", "Bearer a-secret"], {}, "--access-token holds more"),
+        (["--refresh-token", "r1"], {login.access_env: "a-secret b"}, f"${login.access_env} holds more"),
+    ]
+    for options, variables, said in attempts:
+        with monkeypatch.context() as m:
+            for name, value in variables.items():
+                m.setenv(name, value)
+            m.setattr(sys, "stdin", io.StringIO(""))
+            code, out, err = run_main(*login.command, *options, capsys=capsys)
+        assert code == 2 and said in err, (options, variables, err)
+        assert "secret" not in err + out
+        assert not (tether_home / "auth" / login.file).exists()
+    code, _, err = run_main(*login.command, "--refresh-token", " r1 ", capsys=capsys)  # spaces around: trimmed
+    assert code == 0, err
+    assert '"refresh_token": "r1"' in (tether_home / "auth" / login.file).read_text()

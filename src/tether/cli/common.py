@@ -30,6 +30,7 @@ __all__ = [
     "exit_code",
     "load_run",
     "non_negative_float",
+    "one_word",
     "open_sessions",
     "port_number",
     "positive_float",
@@ -152,14 +153,22 @@ def secret_token(given: str | None, option: str, env: str) -> str:
         token = read.strip()
         if not token:
             raise usage_error(f"{option} -: stdin was empty (pipe the token in, or set {env})")
-        if len(token.split()) > 1:
-            raise usage_error(f"{option} -: stdin holds more than one word; give the token alone")
-        return token
+        return one_word(token, f"{option} -: stdin")
     if given is not None:
-        return given
+        return one_word(given, option)
     token = os.environ.get(env, "").strip()
     if not token:
         raise usage_error(f"no {option.lstrip('-').replace('-', ' ')}: give {option} - and pipe it in, or set {env}")
+    return one_word(token, f"${env}")
+
+
+def one_word(token: str, where: str) -> str:
+    """A token as a server issues it, one word, from ``where`` (an option, a variable, stdin): "Bearer
+    abc" or two tokens pasted together is refused here, the same whichever way it came, instead of
+    being stored and failing at the server later. The token never appears in the message."""
+    token = token.strip()
+    if len(token.split()) > 1:
+        raise usage_error(f'{where} holds more than one word; give the token alone (without "Bearer")')
     return token
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import (
     non_negative_float,
+    one_word,
     port_number,
     positive_float,
     secret_token,
@@ -233,7 +234,10 @@ def cmd_login(args: argparse.Namespace) -> int:
     if table.token_url is None and args.refresh_token is None and not os.environ.get(REFRESH_ENV):
         return _browser_login(settings, args.server, table)
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
-    access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
+    if args.access_token is not None:
+        access_token = one_word(args.access_token, "--access-token")
+    else:
+        access_token = one_word(os.environ.get(ACCESS_ENV, ""), f"${ACCESS_ENV}")
     path = token_path(settings.home, args.server)
     save_oauth_tokens(
         path,

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from tether.cli.common import non_negative_float, secret_token, stops_in_words, text, usage_error
+from tether.cli.common import non_negative_float, one_word, secret_token, stops_in_words, text, usage_error
 from tether.cli.common import settings as load_settings
 
 __all__ = ["add_parsers"]
@@ -160,7 +160,10 @@ def cmd_auth(args: argparse.Namespace) -> int:
     if args.endpoint not in settings.endpoints:
         raise usage_error(f"no [endpoints.{args.endpoint}] in {settings.home / 'config.toml'}")
     refresh_token = secret_token(args.refresh_token, "--refresh-token", REFRESH_ENV)
-    access_token = args.access_token if args.access_token is not None else os.environ.get(ACCESS_ENV, "").strip()
+    if args.access_token is not None:
+        access_token = one_word(args.access_token, "--access-token")
+    else:
+        access_token = one_word(os.environ.get(ACCESS_ENV, ""), f"${ACCESS_ENV}")
     path = settings.home / "auth" / f"{args.endpoint}.json"
     save_oauth_tokens(
         path,
