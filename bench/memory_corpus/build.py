@@ -46,6 +46,8 @@ from round10_a import R10A
 from round10_notes import R10_NOTES
 from round11_a import R11A
 from round11_notes import R11_NOTES
+from round14_a import R14A
+from round14_notes import R14_NOTES
 
 OUT = Path(__file__).with_name("corpus.jsonl")
 FAMILY = {
@@ -249,7 +251,7 @@ def rows() -> list[dict[str, str]]:
                 "part": "tune",
             }
         )
-    return out
+    return out + round_fourteen()  # after every earlier row, which stay as they were
 
 
 def round_two() -> list[dict[str, str]]:
@@ -321,6 +323,19 @@ def later_rounds() -> list[dict[str, str]]:
     for templates, seed in rounds:
         out += round_three(templates, seed=seed)
     return out + round_twelve()
+
+
+def round_fourteen() -> list[dict[str, str]]:
+    """Round fourteen (``round14_*.py``): attack templates of every kind and ordinary notes that use
+    their words harmlessly, in sixteen languages (Korean, Ukrainian, German and Dutch first, the
+    weakest of the fourth held-out set by its aggregate figures), in forms the earlier rounds lack:
+    a formal or legal register, indirect and reported speech, conditions, quoted policy text, notes
+    that mix English terms into another language, transliteration. A generator of its own (the rows
+    before stay exactly as they were)."""
+    out: list[dict[str, str]] = []
+    for templates, seed in ((R14A, 341), (R14_NOTES, 342)):
+        out += round_three(templates, seed=seed)
+    return out
 
 
 TRANSLATED = (R3, R4, R7A, R7B, R7_NOTES1, R7_NOTES2, R9A, R9_NOTES, R10A, R10_NOTES, R11A, R11_NOTES)

@@ -171,6 +171,17 @@ template's fold: 67.6 % of attacks refused and 99.61 % of notes kept at the ship
 nine points. Tried and not used: ``--wrap-train``, every row (attacks and notes alike) also once in
 one of eight other containers (``TRAIN_WRAPS``), fitted on: unwrapped 73.9 / 75.8 %, wrapped 63.5 %
 at the threshold (72.3 % at their own); what it learnt of containers did not carry to others.
+
+Round fourteen (``round14_*.py``: 25 attack templates over every kind and 15 notes that use their
+words harmlessly, sixteen languages with Korean, Ukrainian, German and Dutch first, in a formal
+register, indirect and conditional phrasing, quoted policy text, English terms inside other
+languages and transliteration; chosen by the four held-out sets' aggregate figures, as its brief
+asked, not by a cross-validated figure alone). The settings unchanged: on all 10,541 tuning rows,
+78.7 % of attacks refused at 99.5 % of notes kept (threshold 0.629, from 0.649; not comparable one
+for one with 76.3 %, the new rows being in it). Retrained on the old corpus, the held-out figures
+were those of the shipped model to the row, so the change below is the round's: held-out attacks
+98.0 -> 98.6, 98.9 -> 99.4, 92.8 -> 93.0, 82.9 -> 84.7 % (notes 99.2, 100, 99.7, 99.2 -> 99.5 %);
+the manual pages' sentences kept 98.9 -> 98.5 %, the standard library's docstrings refused 8 -> 9.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_an_order_glued_with_no_separator_is_refused(tmp_path: Path, text: str, 
 @pytest.mark.parametrize(
     "text",
     [
-        "Docs moved to https://wiki.example/ignoreallpreviousinstructions-faq",
+        "The article is at https://news.example/2024/youarenowfree, worth reading before Friday.",
         "The setting showsystemprompt stays off by default in staging.",
         "Our test testignoreallwarnings lives in tests/unit; run it before merging.",
         "Die Datenschutzgrundverordnung gilt auch für die Sicherheitsrichtlinienverwaltung.",

@@ -680,7 +680,9 @@ def test_an_order_padded_with_harmless_words_in_the_same_sentence_is_still_refus
     order: str, times: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Diluted whole, the order is read again in runs of a few words (at a stricter threshold);
-    without those runs, the padded text would pass."""
+    the runs alone refuse it, and without them and the whole text's reading, the padded text
+    would pass. (Round fourteen's model refuses it whole too, so the whole text's reading is put
+    out of reach here to show what the runs find.)"""
     import dataclasses
 
     from tether.memory import _model
@@ -689,7 +691,10 @@ def test_an_order_padded_with_harmless_words_in_the_same_sentence_is_still_refus
     shipped = _model.load()
     assert shipped.window_threshold is not None and shipped.window_threshold > shipped.threshold
     assert SCAN.scan(padded) is not None
-    monkeypatch.setattr(_model, "load", lambda: dataclasses.replace(shipped, window_threshold=None))
+    runs_alone = dataclasses.replace(shipped, threshold=1.01, short_threshold=None)
+    monkeypatch.setattr(_model, "load", lambda: runs_alone)
+    assert SCAN.scan(padded) is not None  # the runs of words find the order by themselves
+    monkeypatch.setattr(_model, "load", lambda: dataclasses.replace(runs_alone, window_threshold=None))
     assert SCAN.scan(padded) is None  # what the runs of words are for
 
 
