@@ -185,8 +185,8 @@ class Guardrail(Middleware):
     async def before_agent(self, ctx: RunContext) -> Stop | None:
         allowed = _Record(ctx.state).part.get("args_allowed")
         if allowed:  # calls allowed that never ran (a person declined them) are judged anew if made again
-            pending = {c.id for c in pending_tool_calls(ctx.state)}
-            for stale in [k for k in allowed if k not in pending]:
+            still = {c.id for c in pending_tool_calls(ctx.state)}
+            for stale in [k for k in allowed if k not in still]:
                 del allowed[stale]
         if "output" in self.stages:
             _Gate.join(self, ctx, "text")
