@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.dispatch.conftest import AGENTS, Cluster
+from tests.dispatch.conftest import AGENTS, Cluster, cluster  # noqa: F401 (tests/dispatch's fixture)
 from tests.server.conftest import read_events
 
 
@@ -28,7 +28,7 @@ def db_url(pg_server: Any) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
+def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
     """One node and a worker on threads (as tests/dispatch's ``cluster``), for the whole module."""
     from tether.config import Settings
     from tether.dispatch.engine import ThreadDispatcher
@@ -115,7 +115,7 @@ def _wait_for_sleeping_insert(url: str) -> None:
 
 
 def test_a_message_queued_while_the_database_is_away_longer_than_the_node_waits_is_never_lost(
-    cluster: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The database went away (a failover) just as a node queued a message's job, for longer than
     the node tries again: the node answered 500 with the message's turn recorded and no job, and
@@ -127,7 +127,7 @@ def test_a_message_queued_while_the_database_is_away_longer_than_the_node_waits_
     monkeypatch.setattr(Jobs, "queue_retry_s", 0.5)  # the node's 5 s, shortened: the outage outlasts it
     _stall_next_job_insert(db_url, "stall_queue")
     outage = Outage(pg_server.url, db_url)
-    with httpx.Client(base_url=cluster.nodes[0][0], timeout=60) as client:
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
         sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
         answers: list[httpx.Response] = []
         post = threading.Thread(
@@ -154,11 +154,11 @@ def test_a_message_queued_while_the_database_is_away_longer_than_the_node_waits_
         assert once_more.status_code == 200 and once_more.json()["run_id"] == again.json()["run_id"]
         turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
         assert [(t["message_id"], t["status"]) for t in turns] == [("m-away", "completed")], turns
-    assert len(cluster.worker.runs.load(again.json()["run_id"]).messages) == 2  # asked and answered, once
+    assert len(shared.worker.runs.load(again.json()["run_id"]).messages) == 2  # asked and answered, once
 
 
 def test_a_job_its_node_never_handed_to_the_workers_does_not_hold_its_message_or_session_for_ever(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    shared: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node that died (or met the database away) after its job's commit and before the broker
     had the run: the job stayed queued with no message to deliver it, the message sent again was
@@ -168,12 +168,12 @@ def test_a_job_its_node_never_handed_to_the_workers_does_not_hold_its_message_or
     from tether.dispatch.jobs import Jobs
 
     monkeypatch.setattr(Jobs, "queue_retry_s", 0.2)  # how long a queued job waits before it counts as left
-    with httpx.Client(base_url=cluster.nodes[0][0], timeout=60) as client:
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
         for again in ("the same message", "another message"):
             sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
-            cluster.dispatcher.lose, lost = 1, cluster.dispatcher.lost
+            shared.dispatcher.lose, lost = 1, shared.dispatcher.lost
             first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-{sid}"})
-            assert first.status_code == 202 and cluster.dispatcher.lost == lost + 1, first.text
+            assert first.status_code == 202 and shared.dispatcher.lost == lost + 1, first.text
             time.sleep(0.3)  # longer than a queued job waits before it counts as left behind
             message_id = f"m-{sid}" if again == "the same message" else f"m2-{sid}"
             second = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": message_id})
@@ -187,3 +187,90 @@ def test_a_job_its_node_never_handed_to_the_workers_does_not_hold_its_message_or
                 assert read_events(client, third.json()["events"])[-1]["result"]["status"] == "completed"
             else:
                 assert second.json()["run_id"] == first.json()["run_id"]
+
+
+# --- an old tether meeting a database a newer one migrated
+
+
+def _newer_tether_migrates(url: str, component: str, migrations: list[Any], sql: str) -> None:
+    """What a newer tether does when it first opens the store: one more migration (and its notice)."""
+    from tether.postgres.db import Database, Migration
+
+    newer = Database(url)
+    try:
+        newer.migrate(component, [*migrations, Migration(len(migrations) + 1, "in a newer tether", sql)])
+    finally:
+        newer.close()
+
+
+def _until_refused(db: Any) -> Exception:
+    from tether.postgres.db import SchemaNewer
+
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            db.execute("SELECT 1")  # a read: harmless while the process has not noticed yet
+        except SchemaNewer as exc:
+            return exc
+        assert time.monotonic() < deadline, "the process never noticed the newer schema"
+        time.sleep(0.02)
+
+
+NEWER = r"this database was migrated by a newer tether \(its {} tables at migration {}, newer than this tether knows \({}\)\); upgrade tether on this machine"
+
+
+def test_a_running_worker_writes_nothing_once_a_newer_tether_migrated_the_database(cluster: Any, pg_url: str) -> None:  # noqa: F811
+    """A worker kept taking jobs and writing rows after a newer tether migrated the database's
+    schema (it checked the versions only when it first opened its stores). Now the migration's
+    notice reaches it, it refuses to write with a message that says to upgrade, and the job and
+    everything else stay as they were for the newer workers; a worker of this tether started on
+    that database refuses at once."""
+    from tether.dispatch.jobs import MIGRATIONS
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import Database, SchemaNewer
+
+    c = cluster()
+    node = c.node()  # on the same pool as the worker: this process is the old tether
+    c.worker.jobs.enqueue(
+        run_id="r-old", session_id="s-old", owner="local", agent="answer", kind="start", prompt="hello", chosen={}
+    )
+    _newer_tether_migrates(pg_url, "dispatch", MIGRATIONS, "ALTER TABLE tether_jobs ADD COLUMN priority integer")
+    refused = _until_refused(c.worker.db)
+    assert refused.args[0].startswith("this database was migrated by a newer tether"), refused
+    with pytest.raises(SchemaNewer, match=NEWER.format("dispatch", 2, 1)):
+        c.worker.drive("r-old")
+    r = httpx.post(f"{node}/v1/sessions", json={"agent": "answer"}, timeout=30)
+    assert r.status_code == 503 and "upgrade tether" in r.json()["error"]["message"], r.text
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT state, attempts, worker, priority FROM tether_jobs").fetchall() == [
+            ("queued", 0, None, None)
+        ]
+        assert conn.execute("SELECT count(*) FROM tether_events").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM tether_runs").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM server_sessions").fetchone() == (0,)
+    started = Database(pg_url)  # a worker of this tether started now
+    with pytest.raises(SchemaNewer, match=NEWER.format("dispatch", 2, 1)):
+        Worker(home=c.settings.home, agents=c.worker.agents, db=started)
+    started.close()
+
+
+def test_a_process_with_no_listener_notices_a_newer_schema_at_its_next_check(pg_url: str) -> None:
+    """The same for a process that does not listen (``tether run`` on Postgres, a node before its
+    first stream): it reads the versions again every ``schema_check_s`` and then saves nothing."""
+    from tether.harness.state import RunState
+    from tether.postgres.db import Database, SchemaNewer
+    from tether.postgres.runs import MIGRATIONS, PgRunStore
+
+    db = Database(pg_url)
+    db.schema_check_s = 0.0  # every use reads the versions (30 s by default)
+    store = PgRunStore(db)
+    store.save(RunState(run_id="r-1", session_id="s-1"))
+    state = store.load("r-1")
+    state.status = "completed"
+    _newer_tether_migrates(pg_url, "runs", MIGRATIONS, "ALTER TABLE tether_runs ADD COLUMN newer text")
+    with pytest.raises(SchemaNewer, match=NEWER.format("runs", len(MIGRATIONS) + 1, len(MIGRATIONS))):
+        store.save(state)
+    assert db.versions()["runs"] == len(MIGRATIONS) + 1  # still read, to say what the database is at
+    with psycopg.connect(pg_url) as conn:
+        assert '"running"' in conn.execute("SELECT header FROM tether_runs").fetchone()[0]
+    db.close()

@@ -100,6 +100,11 @@ class ThreadDispatcher:
                     if self.drive(run_id) != HELD:
                         return
                 except Exception as exc:  # the database away: as the Celery task, look again later
+                    from tether.postgres.db import SchemaNewer
+
+                    if isinstance(exc, SchemaNewer):  # a newer tether migrated it: looking again cannot help
+                        _log.error("run %s: %s", run_id, exc)
+                        return
                     _log.warning("run %s: %s; looking again in %.0f s", run_id, exc, self.retry_s)
             self._closing.wait(self.retry_s)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import StoreError
-from tether.postgres.db import Database, Migration, storable
+from tether.postgres.db import Database, Migration, SchemaNewer, storable
 from tether.server.events import PRUNED, encode_event
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "EventWriter", "Job", "Jobs", "Listener"]
@@ -366,7 +366,7 @@ class EventWriter:
                     break
                 except Exception as exc:  # the database is away (a restart, a failover): try again
                     self.failed = exc
-                    if waited >= self.give_up_s:
+                    if waited >= self.give_up_s or isinstance(exc, SchemaNewer):  # waiting cannot help that
                         _log.error(
                             "events %d to %d of run %s could not be written in %.0f s (%s): its streams miss them",
                             rows[0][1],

@@ -19,6 +19,7 @@ from tether.dispatch.engine import Dispatcher
 from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, AlreadyQueued, Job, Jobs, Listener
 from tether.errors import StaleRunError, StoreError
 from tether.harness.state import RunState
+from tether.postgres.db import SCHEMA_CHANNEL
 from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
@@ -51,9 +52,12 @@ class RemoteRuns:
     def _listen(self) -> None:
         if self._listener is None:
             self._loop = asyncio.get_running_loop()
-            self._listener = Listener(self.jobs.db.url, (EVENTS_CHANNEL, JOBS_CHANNEL), self._notified)
+            self._listener = Listener(self.jobs.db.url, (EVENTS_CHANNEL, JOBS_CHANNEL, SCHEMA_CHANNEL), self._notified)
 
     def _notified(self, channel: str, run_id: str | None) -> None:  # on the listener's thread
+        if channel == SCHEMA_CHANNEL:  # a newer tether migrated the database (or a notice may be lost)
+            self.jobs.db.schema_changed()
+            return
         if self._loop is not None and not self._loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._wake, run_id)

@@ -29,7 +29,7 @@ from tether.errors import StoreError
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState
-from tether.postgres.db import Database
+from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer
 from tether.postgres.runs import RunHeld
 
 __all__ = ["HELD", "Worker", "run_worker"]
@@ -67,11 +67,14 @@ class Worker:
         self._driving: set[str] = set()  # runs a thread of this worker is inside drive() for
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
-        self.listener = Listener(db.url, (CANCEL_CHANNEL,), self._on_cancel)
+        self.listener = Listener(db.url, (CANCEL_CHANNEL, SCHEMA_CHANNEL), self._on_cancel)
 
     # --- stops asked from any node
 
     def _on_cancel(self, channel: str, run_id: str | None) -> None:
+        if channel == SCHEMA_CHANNEL:  # a newer tether migrated the database (or a notice may be lost)
+            self.db.schema_changed()
+            return
         with self._held_lock:
             held = dict(self._held) if run_id is None else {run_id: self._held[run_id]} if run_id in self._held else {}
         for rid, (loop, signal) in held.items():
@@ -280,10 +283,20 @@ def run_worker(
     """Serve the queue with Celery's worker (threads: each run is mostly waiting on the network)."""
     from tether.dispatch.engine import TASK
 
+    refused: list[SchemaNewer] = []
+
     @dispatcher_app.task(name=TASK, acks_late=True)  # type: ignore[untyped-decorator]
     def drive(run_id: str) -> str:
         try:
             outcome = worker.drive(run_id)
+        except SchemaNewer as exc:  # a newer tether migrated the database: its workers take the run
+            drive.apply_async(args=[run_id], queue=queue, countdown=1)
+            if not refused:
+                refused.append(exc)
+                import signal
+
+                os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown: this worker takes no more
+            return "refused: the database is newer than this worker"
         except Exception as exc:  # the database away: a message acknowledged now would leave the job live for ever
             _log.warning("run %s: %s; looking again in 5 s", run_id, exc)
             drive.apply_async(args=[run_id], queue=queue, countdown=5)
@@ -314,3 +327,5 @@ def run_worker(
             )
     finally:
         worker.close()
+    if refused:
+        raise refused[0]

@@ -6,6 +6,12 @@ sql)`` from 1 up. ``tether_migrations`` records what was applied with a checksum
 migration that was changed after it was applied, or a database newer than this tether, is refused
 with a message that says what to do. Applying takes a transaction-scoped advisory lock, so many
 processes starting at once apply each migration exactly once.
+
+A process that is running when a newer tether migrates a store it uses stops using the database
+(:class:`SchemaNewer`) rather than write rows in a shape the newer schema does not expect: the
+migration announces itself with ``NOTIFY tether_schema`` (nodes and workers listen, see
+:meth:`Database.schema_changed`), and every process reads the versions again every
+``schema_check_s`` seconds anyway, one small query, for a missed notification.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from typing import Any, TypeVar
 
 from tether.errors import ConfigError, StoreError
 
-__all__ = ["Database", "Migration", "database", "redact", "storable"]
+__all__ = ["SCHEMA_CHANNEL", "Database", "Migration", "SchemaNewer", "database", "redact", "storable"]
 
 _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations are applied
+SCHEMA_CHANNEL = "tether_schema"  # payload: the component whose tables were migrated
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
@@ -75,6 +82,21 @@ def storable(value: Any) -> Any:
     return value
 
 
+class SchemaNewer(StoreError):
+    """The database was migrated by a newer tether than this process knows: it writes nothing
+    more to it (a server answers 503 with this message) until it is upgraded."""
+
+    unavailable = True
+
+
+def _newer(component: str, version: int, known: int) -> str:
+    return (
+        f"this database was migrated by a newer tether (its {component} tables at migration {version}, newer "
+        f"than this tether knows ({known})); upgrade tether on this machine (this worker or server): it writes "
+        "nothing to the database until then"
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -90,6 +112,7 @@ class Database:
     """A pool of connections to one Postgres database (autocommit; ``tx()`` for a transaction)."""
 
     retry_s = 60.0  # how long ``transact`` waits for a database that went away (a restart, a failover)
+    schema_check_s = 30.0  # how often the migrations are read again, should a notification be missed
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
         try:
@@ -101,6 +124,9 @@ class Database:
             ) from exc
         self.url = url
         self._migrated: set[str] = set()
+        self._known: dict[str, int] = {}  # the migrations this process knows of each store it opened
+        self._refusal: str | None = None  # why it uses the database no more (a newer tether migrated it)
+        self._next_check = 0.0
         self._lock = threading.Lock()
         try:  # one direct connection first: its error says what is wrong (the pool's only retries)
             psycopg.connect(url, connect_timeout=10).close()
@@ -123,15 +149,43 @@ class Database:
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
-        """A pooled connection in autocommit mode."""
-        with self.pool.connection() as conn:
+        """A pooled connection in autocommit mode (:class:`SchemaNewer` once a newer tether migrated
+        a store this process uses)."""
+        with self._pooled() as conn:
             yield conn
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Any]:
         """A pooled connection inside one transaction (committed at the end, rolled back on error)."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self._pooled() as conn, conn.transaction():
             yield conn
+
+    @contextlib.contextmanager
+    def _pooled(self, timeout: float | None = None) -> Iterator[Any]:
+        with self.pool.connection(timeout) as conn:
+            if self._known and time.monotonic() >= self._next_check:
+                self._read_schema(conn)
+            if self._refusal is not None:
+                raise SchemaNewer(self._refusal)
+            yield conn
+
+    def _read_schema(self, conn: Any) -> None:
+        """Whether a newer tether migrated a store this process uses (then it refuses every use)."""
+        rows = conn.execute(
+            "SELECT component, max(version) FROM tether_migrations WHERE component = ANY(%s) "
+            "GROUP BY component ORDER BY component",
+            (list(self._known),),
+        ).fetchall()
+        ahead = [(str(c), int(v)) for c, v in rows if int(v) > self._known.get(str(c), int(v))]
+        self._refusal = _newer(ahead[0][0], ahead[0][1], self._known[ahead[0][0]]) if ahead else None
+        self._next_check = time.monotonic() + self.schema_check_s
+        if self._refusal is not None:
+            _log.error("%s", self._refusal)
+
+    def schema_changed(self) -> None:
+        """A migration was announced (``NOTIFY tether_schema``), or may have been missed: the
+        versions are read again before the database is next used."""
+        self._next_check = 0.0
 
     def transact(self, body: Callable[[Any], _T], *, retry_s: float | None = None) -> _T:
         """``body(conn)`` in one transaction, committed; done again while the database is away (a
@@ -144,7 +198,7 @@ class Database:
             xid: list[str] = []
             try:  # a pool that cannot reconnect is waited for no longer than the deadline either
                 wait = max(0.1, deadline - time.monotonic())
-                with self.pool.connection(timeout=wait) as conn, conn.transaction():
+                with self._pooled(timeout=wait) as conn, conn.transaction():
                     result = body(conn)
                     xid.append(str(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]))
                 return result
@@ -199,6 +253,7 @@ class Database:
                     "tables, and the names tether_* must be free for tether's own"
                 ) from exc
             self._migrated.add(component)
+            self._known[component] = len(migrations)
 
     def _apply(self, component: str, migrations: Sequence[Migration]) -> None:
         """Apply what is missing of ``migrations`` in one transaction, under the migrations' lock."""
@@ -218,10 +273,9 @@ class Database:
             known = {m.version: m for m in migrations}
             newer = sorted(v for v in applied if v not in known)
             if newer:
-                raise StoreError(
-                    f"the database's {component} tables are at migration {newer[-1]}, newer than "
-                    f"this tether knows ({len(migrations)}): upgrade tether on this machine"
-                )
+                raise SchemaNewer(_newer(component, newer[-1], len(migrations)))
+            if len(applied) < len(migrations):  # processes running an older tether stop writing
+                conn.execute("SELECT pg_notify(%s, %s)", (SCHEMA_CHANNEL, component))
             for m in migrations:
                 if m.version in applied:
                     if applied[m.version][1] != m.checksum:
@@ -239,15 +293,13 @@ class Database:
 
     def versions(self) -> dict[str, int]:
         """Each component's last applied migration."""
-        rows = (
-            self.execute("SELECT component, max(version) FROM tether_migrations GROUP BY component ORDER BY component")
-            if self._has_table()
-            else []
-        )
+        with self.pool.connection() as conn:  # read even by a process that refuses to use the database
+            if not conn.execute("SELECT to_regclass('tether_migrations') IS NOT NULL").fetchone()[0]:
+                return {}
+            rows = conn.execute(
+                "SELECT component, max(version) FROM tether_migrations GROUP BY component ORDER BY component"
+            ).fetchall()
         return {str(c): int(v) for c, v in rows}
-
-    def _has_table(self) -> bool:
-        return bool(self.execute("SELECT to_regclass('tether_migrations') IS NOT NULL")[0][0])
 
     def close(self) -> None:
         self.pool.close()

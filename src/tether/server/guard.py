@@ -49,7 +49,13 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        local = self.local_only()
+        try:
+            local = self.local_only()
+        except Exception as exc:
+            if not getattr(exc, "unavailable", False):
+                raise
+            await _reply(send, 503, "unavailable", str(exc))  # the store refuses for now (a newer schema)
+            return
         scope.setdefault("state", {})[LOCAL_ONLY] = local  # asked once per request; the caller check reads it
         refusal = self._refusal(scope, headers, local)
         if refusal is not None:
