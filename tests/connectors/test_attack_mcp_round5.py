@@ -303,3 +303,49 @@ def test_a_server_that_will_not_start_is_reported_with_its_escapes_written_out(t
     assert said.startswith("MCP server refusing did not start: ")
     assert "\x1b" not in said and "\x07" not in said
     assert "\\x1b]52;c;ZXZpbA==\\x07\\x1b[2K" in said
+
+
+def test_two_runs_refreshing_one_expired_token_at_once_both_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "A run uses them and refreshes the access token when it expires." The authorization server
+    (the MCP SDK's) rotates refresh tokens, as OAuth 2.1 asks of public clients: the first refresh
+    spends the stored one. Was: two runs that found the token expired at once both sent it; the
+    second was refused (invalid_grant), and its run stopped saying "needs you to sign in: run
+    `tether mcp login`", though the first had just stored fresh tokens. Now a refused refresh reads
+    the stored tokens again and goes on with those another run stored."""
+    import json
+
+    from tests.connectors.oauth_process import oauth_server
+    from tests.connectors.test_oauth import browser
+    from tether.cli import main
+    from tether.connectors import token_path
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    monkeypatch.delenv("TETHER_MCP_REFRESH_TOKEN", raising=False)
+    with oauth_server() as url:
+        (home / "config.toml").write_text(f'[mcp.guarded]\nurl = "{url}/mcp"\nauth = "oauth"\n')
+        monkeypatch.setattr("webbrowser.open", browser([]))
+        assert main(["mcp", "login", "guarded"]) == 0
+        path = token_path(home, "guarded")
+        saved = json.loads(path.read_text())
+        saved["tokens"]["expires_at"] = time.time() - 60  # expired: the next run refreshes it
+        path.write_text(json.dumps(saved))
+        runs = [McpConnector("guarded", {"url": f"{url}/mcp", "auth": "oauth"}, home=home) for _ in range(2)]
+
+        async def run(connector: McpConnector) -> str:
+            await connector.start()
+            try:
+                tool = next(t for t in connector.tools() if t.name == "guarded__whoami")
+                return text(await tool.execute({}, context(tmp_path)))
+            finally:
+                await connector.stop()
+
+        async def both() -> list[str]:
+            return await asyncio.gather(*(run(c) for c in runs))
+
+        said = asyncio.run(asyncio.wait_for(both(), 60))
+    assert said == ["signed in", "signed in"]
+    assert json.loads(path.read_text())["tokens"]["refresh_token"] != saved["tokens"]["refresh_token"]

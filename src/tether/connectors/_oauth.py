@@ -13,6 +13,7 @@ sign in again it says to run ``tether mcp login NAME``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -31,6 +32,7 @@ from tether.tools.base import _in_thread
 __all__ = ["FileTokenStorage", "Loopback", "oauth_provider"]
 
 LOGIN_TIMEOUT_S = 300.0
+REREAD_S = 2.0  # after a refused refresh, how long to wait for another run to store the fresh tokens
 
 
 class FileTokenStorage:
@@ -147,6 +149,27 @@ class _Provider(OAuthClientProvider):
         storage = self.context.storage
         if isinstance(storage, FileTokenStorage):
             self.context.token_expiry_time = storage.expires_at()
+
+    async def _handle_refresh_response(self, response: Any) -> bool:
+        """A refused refresh may have lost a race: an authorization server that rotates refresh tokens
+        (OAuth 2.1 asks it of public clients) refuses the second use of one, and another run (a
+        thread, a process) that found the token expired too may have just spent it and stored fresh
+        tokens. Those are read again (for up to REREAD_S while the file still holds the spent one)
+        instead of asking the person to sign in again."""
+        spent = self.context.current_tokens.refresh_token if self.context.current_tokens else None
+        refreshed = await super()._handle_refresh_response(response)
+        if refreshed or spent is None:
+            return refreshed
+        deadline = time.monotonic() + REREAD_S
+        while True:
+            await self._initialize()
+            stored = self.context.current_tokens
+            if self.context.is_token_valid() and stored is not None and stored.refresh_token != spent:
+                return True
+            if stored is None or stored.refresh_token != spent or time.monotonic() > deadline:
+                self.context.clear_tokens()
+                return False
+            await asyncio.sleep(0.1)  # the other run has its answer, and is storing it
 
 
 def oauth_provider(
