@@ -386,3 +386,35 @@ def test_the_command_line_shows_the_answer_a_sub_agent_holds() -> None:
         result = thread.submit(run_sync, parent, "a better price?", state=RunState()).result()
     assert result.status == "interrupted" and result.interruption.type == "subagent"
     assert held_lines(result.interruption) == [f"the answer held for you to approve: {offer}"]
+
+
+def test_tether_show_names_the_call_a_sub_agent_waits_to_have_approved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: ``tether show`` of a run whose sub-agent waits for approval said only "the sub-agent
+    cleaner is waiting: wipe needs approval", never what ``--approve`` would let it wipe."""
+    from tether import Agent, RunState, run_sync, tool
+    from tether.harness.store import RunStore
+    from tether.providers.scripted import call
+    from tether.testing import FunctionModel
+
+    @tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        """Deletes a folder."""
+        return "wiped"
+
+    child = Agent(FunctionModel(lambda m, r: call("w1", "wipe", {"path": "/srv/data"})), tools=[wipe], max_turns=3)
+    parent = Agent(
+        FunctionModel(lambda m, r: call("c1", "cleaner", {"task": "clean"})),
+        tools=[child.as_tool("cleaner", "Cleans")],
+        max_turns=3,
+    )
+    home = tmp_path / "home"
+    store = RunStore(home / "runs")
+    with ThreadPoolExecutor(1) as thread:  # Playwright's loop may be running on this thread
+        result = thread.submit(run_sync, parent, "clean", state=RunState(), store=store).result()
+    assert result.interruption is not None and result.interruption.type == "subagent"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    code, out, _ = run_main("show", result.run_id, capsys=capsys)
+    assert code == 0
+    assert 'waiting for a decision about wipe {"path": "/srv/data"}, a call of the sub-agent cleaner' in out, out

@@ -254,6 +254,16 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
         for other in getattr(waiting, "together", ()):  # the rest of its batch waits with it
             more = json.dumps(getattr(other, "args", None), ensure_ascii=False)
             lines.append(f"  and for a decision about {other.tool_name} {more} [call {other.call_id}]")
+    asked, via = waiting, []
+    while asked is not None and asked.type == "subagent":  # what is decided is the child's question
+        via.append(getattr(asked, "tool_name", "?"))
+        asked = getattr(asked, "child", None)
+    if via and asked is not None and asked.type in ("approval", "outcome_unknown"):
+        args = json.dumps(getattr(asked, "args", None), ensure_ascii=False)
+        lines.append(
+            f"  waiting for a decision about {getattr(asked, 'tool_name', '?')} {args}, "
+            f"a call of the sub-agent {' -> '.join(via)}"
+        )
     lines.extend(f"  {line}" for line in held_lines(waiting))
     hint = resume_hint(state.run_id, state.status, waiting)
     if stopped:
