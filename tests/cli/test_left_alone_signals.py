@@ -419,3 +419,44 @@ def test_a_token_of_more_than_one_word_is_refused_however_it_is_given(
     code, _, err = run_main(*login.command, "--refresh-token", " r1 ", capsys=capsys)  # spaces around: trimmed
     assert code == 0, err
     assert '"refresh_token": "r1"' in (tether_home / "auth" / login.file).read_text()
+
+
+# --- tether mcp list --------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the server it started in /proc")
+def test_mcp_list_terminated_while_a_server_starts_stops_that_server(env: dict[str, str]) -> None:
+    """SIGTERM while `tether mcp list` waits for a stdio server that never answers: the server it
+    started is stopped, one line, exit 130. Was: killed by the signal (-15); a server that does not
+    end when its stdin closes (`sleep 60`) was left running."""
+    import time
+
+    home = Path(env["TETHER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[mcp.mute]\ncommand = "sh"\nargs = ["-c", "cat >/dev/null"]\n')  # never answers
+    proc = _started(["tether", "mcp", "list", "--timeout", "60"], env)
+    children: list[int] = []
+    deadline = time.monotonic() + 60  # a hang guard only
+    while not children and proc.poll() is None and time.monotonic() < deadline:
+        found = " ".join(p.read_text() for p in Path(f"/proc/{proc.pid}/task").glob("*/children"))
+        children = [int(pid) for pid in found.split()]  # the readiness marker: the server was started
+        time.sleep(0.01)
+    assert children, proc.communicate()
+    server = children[0]
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "tether: terminated (SIGTERM)" in err and "Traceback" not in err
+        assert not _alive(server), "the server tether started was left running"
+    finally:
+        if _alive(server):
+            os.kill(server, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

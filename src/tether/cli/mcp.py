@@ -150,14 +150,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 # --- the commands ---------------------------------------------------------------------------------
 
 
+@stops_in_words  # while it waits for the servers: each one it started is stopped first
 def cmd_list(args: argparse.Namespace) -> int:
-    import asyncio
+    from tether.cli.signals import run_stoppable
 
     settings = load_settings()
     if not settings.mcp:
         print(f"no MCP servers: add an [mcp.NAME] table to {settings.home / 'config.toml'}", file=sys.stderr)
         return 0
-    reports = asyncio.run(_probe_all(settings, args.timeout))
+    reports = run_stoppable(_probe_all(settings, args.timeout))
     for lines in reports:
         print("\n".join(lines))
     return 1 if any(" not working: " in lines[1] for lines in reports) else 0
