@@ -289,3 +289,25 @@ def test_an_ignore_file_with_lines_git_cannot_read_keeps_its_other_rules(tmp_pat
     report = kb.add_path(tmp_path / "d")
     assert [Path(name).name for name in report.added] == ["pumps.md"]
     assert sum(report.passed_over.values()) == 2
+
+
+def test_a_document_of_credential_starts_is_read_in_bounded_memory_with_the_same_findings() -> None:
+    """Every place a shape may start was collected before any was tried: 16 MB of ``sk-sk-...``
+    took more than half a gigabyte (a 64 MB file, the largest read, gigabytes). Only matches are
+    kept now, and what is found is what the one pattern finds."""
+    import tracemalloc
+
+    from tether._secrets import credential_matches, credential_pattern
+
+    text = "sk-" * 100_000  # 300 KB, not one credential
+    tracemalloc.start()
+    try:
+        assert kb_base.withhold_secrets(text) == (text, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000  # the starts alone took about 8 MB
+    mixed = f"a {OPENAI_KEY}.{AWS_KEY} x{GH_TOKEN} ({GH_TOKEN}) sk_live_{'Ab1' * 8} sk-{OPENAI_KEY}\n"
+    expected = [(m.start(), m.group()) for m in credential_pattern().finditer(mixed)]
+    assert [(m.start(), m.group()) for m in credential_matches(mixed)] == expected
+    assert kb_base.withhold_secrets(mixed)[1] == len(expected) == 5
