@@ -198,8 +198,8 @@ class Jobs:
 
             why = redact(" ".join(str(exc).split()))[:200]
             raise DatabaseAway(
-                f"the database could not be reached for {self.queue_retry_s:g} s ({why}), so the message "
-                "may not have been queued: send it again with the same message_id in a moment (it runs once)"
+                f"the database could not be reached for {self.queue_retry_s:g} s ({why}), so this may not "
+                "have been queued: send it again in a moment (a message with the same message_id: it runs once)"
             ) from exc
 
     def claim(self, run_id: str, worker: str) -> Job | None:
