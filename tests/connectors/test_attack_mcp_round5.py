@@ -19,7 +19,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-from tests.connectors.raw import write_server
+from tests.connectors.raw import JsonHandler, write_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.messages import TextPart
@@ -349,3 +349,61 @@ def test_two_runs_refreshing_one_expired_token_at_once_both_go_on(
         said = asyncio.run(asyncio.wait_for(both(), 60))
     assert said == ["signed in", "signed in"]
     assert json.loads(path.read_text())["tokens"]["refresh_token"] != saved["tokens"]["refresh_token"]
+
+
+class _Gzipped(JsonHandler):
+    """A streamable-HTTP MCP server written raw whose tool answers come as a gzip-compressed event
+    stream (as behind a proxy that compresses), quoting the request's API key."""
+
+    def do_DELETE(self) -> None:
+        self._json(200, b"")
+
+    def do_POST(self) -> None:
+        import gzip
+        import json
+
+        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:
+            self._json(202, b"")
+            return
+        if method == "initialize":
+            info = {"name": "gz", "version": "1"}
+            result: dict[str, Any] = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+        elif method == "tools/list":
+            result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+        else:
+            said = {"type": "text", "text": f"key {self.headers.get('x-api-key')}"}
+            event = json.dumps({"jsonrpc": "2.0", "id": ident, "result": {"content": [said]}})
+            body = gzip.compress(f"event: message\ndata: {event}\n\n".encode())
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-encoding", "gzip")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+
+
+def test_a_secret_echoed_in_a_compressed_event_stream_is_redacted_too(tmp_path: Path) -> None:
+    """Was: an event stream with a content-encoding was passed on unread (its bytes are compressed),
+    so a server behind a proxy that compresses answers escaped both the redaction of the secrets
+    tether sent it and the check of its answers. Now the stream is read decoded."""
+    from http.server import ThreadingHTTPServer
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), _Gzipped)
+    web.daemon_threads = True
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}/mcp"
+        connector = McpConnector("gz", {"url": url, "headers": {"x-api-key": "key-0123456789"}})
+        result = started(connector, lambda tools: tools["gz__whoami"].execute({}, context(tmp_path)))
+    finally:
+        web.shutdown()
+        web.server_close()
+    assert text(result) == "key [redacted]"

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx2
@@ -233,7 +233,7 @@ class _Checked(httpx2.AsyncBaseTransport):
         request_id = _request_id(request) if request.method == "POST" else None
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
-        if streamed and status < 400 and not response.headers.get("content-encoding"):
+        if streamed and status < 400:
             return _checked_events(request, response, self._sent)
         if request_id is None or status in (202, 401, 404) or 300 <= status < 400 or (streamed and status < 400):
             return response
@@ -263,9 +263,13 @@ def _checked_events(request: httpx2.Request, response: httpx2.Response, sent: _S
     """``response`` (an event stream) with each event's answer checked as it passes: one whose
     ``result`` is not an object becomes an error answer to its request (the SDK would report it in a
     many-line dump quoting it, or, on the legacy SSE transport, leave its call to its timeout), and
-    each line cleaned of the secrets sent to the server."""
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
-    stream = _CheckedEvents(response.stream, sent)
+    each line cleaned of the secrets sent to the server. A compressed stream (a proxy's gzip) is read
+    decoded, its content-encoding dropped: passed on as it came, it escaped both."""
+    encoded = bool(response.headers.get("content-encoding"))
+    dropped = ("content-length", "content-encoding") if encoded else ("content-length",)
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    chunks = response.aiter_bytes() if encoded else response.stream
+    stream = _CheckedEvents(chunks, sent, response.aclose)
     return httpx2.Response(
         response.status_code, headers=headers, stream=stream, request=request, extensions=response.extensions
     )
@@ -276,9 +280,10 @@ class _CheckedEvents(httpx2.AsyncByteStream):
     checked by :func:`result_not_an_object`. A line longer than ``_EVENT_LIMIT`` is passed on as it
     comes, unchecked (the SDK refuses such an event itself)."""
 
-    def __init__(self, inner: Any, sent: _Sent) -> None:
+    def __init__(self, inner: Any, sent: _Sent, close: Callable[[], Awaitable[None]]) -> None:
         self._inner = inner
         self._sent = sent
+        self._close = close
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pending = b""
@@ -302,7 +307,7 @@ class _CheckedEvents(httpx2.AsyncByteStream):
             yield _checked_line(self._sent.scrub(pending))
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        await self._close()
 
 
 def _checked_line(line: bytes) -> bytes:
