@@ -460,3 +460,19 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_kb_drop_asks_on_the_terminal_when_stdout_is_a_file(env: dict[str, str]) -> None:
+    """`tether kb drop docs > out.txt` at a terminal: the question is on the terminal (stderr), and
+    the answer drops the base. Was: the question went into out.txt, and the command seemed to hang
+    with nothing on screen."""
+    base = Path(env["TETHER_HOME"]) / "kb" / "docs.db"
+    base.parent.mkdir(parents=True)
+    base.write_bytes(b"")
+    term = Terminal(["tether", "kb", "drop", "docs"], env)  # stdout piped, as to a file
+    shown = term.read_until(b"[y/N] ", timeout=30)
+    term.type(b"y\n")
+    code, out, seen = term.finish()
+    assert b"drop the knowledge base 'docs'" in shown, seen
+    assert code == 0 and "dropped 'docs'" in out and "[y/N]" not in out, (out, seen)
+    assert not base.exists()

@@ -597,13 +597,13 @@ def cmd_drop(args: argparse.Namespace) -> int:
         if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed (<&-)
             raise usage_error(f"dropping {what} cannot be undone: add --yes to confirm")
         try:
-            with reads_hear_signals():
-                answer = input(f"drop the knowledge base {what}? [y/N] ")
-        except EOFError:  # Ctrl-D: no
-            print(file=sys.stderr)
-            answer = ""
+            with reads_hear_signals():  # the question on stderr: stdout may be a file (> out.txt)
+                print(f"drop the knowledge base {what}? [y/N] ", end="", file=sys.stderr, flush=True)
+                answer = sys.stdin.readline()
         except Terminated:
             raise Terminated(f"the knowledge base {args.base!r} was kept") from None
+        if not answer:  # Ctrl-D: no
+            print(file=sys.stderr)
         if answer.strip().lower() not in ("y", "yes"):
             print("kept", file=sys.stderr)
             return 1
