@@ -407,3 +407,48 @@ def test_a_secret_echoed_in_a_compressed_event_stream_is_redacted_too(tmp_path: 
         web.shutdown()
         web.server_close()
     assert text(result) == "key [redacted]"
+
+
+# --- tether mcp serve, called by the SDK's client ---------------------------------------------------------
+
+
+def test_serve_answers_arguments_that_do_not_fit_in_words_that_say_what_to_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client (a model, usually) that leaves out an argument or gives one of the wrong type reads
+    what to fix. Was: pydantic's dump, naming tether's own function (``1 validation error for
+    run_agentArguments``), quoting the input, and pointing to errors.pydantic.dev."""
+    from mcp import Client
+
+    from tether.config import load_settings
+    from tether.connectors.serve import build_server
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[agents.planner]\nmodel = "scripted/plan"\ncwd = "{tmp_path}"\n')
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    server = build_server(load_settings())
+
+    async def go() -> list[tuple[bool, str]]:
+        said = []
+        async with Client(server) as client:
+            for name, arguments in [
+                ("agent_planner", {}),
+                ("agent_planner", {"task": 5}),
+                ("kb_search", {"query": "x", "k": 1000}),
+                ("memory_read", {"store": "secrets"}),
+            ]:
+                result = await client.call_tool(name, arguments)
+                said.append((bool(result.is_error), "".join(getattr(b, "text", "") for b in result.content)))
+        return said
+
+    said = asyncio.run(asyncio.wait_for(go(), 60))
+    assert all(error for error, _ in said)
+    texts = [words for _, words in said]
+    assert texts[0].startswith("Invalid arguments for agent_planner: ") and "'task' is a required property" in texts[0]
+    assert "task: 5 is not of type 'string'" in texts[1]
+    assert "k: 1000 is greater than the maximum of 20" in texts[2]
+    assert "store: 'secrets' is not one of ['profile', 'notes']" in texts[3]
+    for words in texts:
+        assert words.endswith("Fix them and call again.")
+        assert "validation error" not in words and "pydantic" not in words and "Arguments" not in words

@@ -189,7 +189,33 @@ def test_a_job_its_node_never_handed_to_the_workers_does_not_hold_its_message_or
                 assert second.json()["run_id"] == first.json()["run_id"]
 
 
-# --- an old tether meeting a database a newer one migrated
+def test_a_message_posted_while_the_database_is_away_is_a_503_that_says_to_try_again(
+    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database away before the node could even record the message: the node answered 500
+    "Internal Server Error" (after its pool's 30 s), which says nothing a client can act on. Now it
+    is a 503 that says to try again, and the message sent again once the database is back runs."""
+    from tether.postgres.db import database
+
+    pool = database(db_url).pool
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        outage.begin()
+        try:
+            monkeypatch.setattr(pool, "timeout", 0.3)  # the pool's 30 s wait for a connection, shortened
+            r = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-before"})
+        finally:
+            outage.end()
+            monkeypatch.undo()
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["message"] == "the database could not be reached; try again in a moment"
+        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": "m-before"})
+        assert again.status_code in (200, 202), again.text
+        assert read_events(client, again.json()["events"])[-1]["result"]["status"] == "completed"
+
+
+# --- an old tether meeting a database a newer one migrated (last: pg_url's end closes every pool)
 
 
 def _newer_tether_migrates(url: str, component: str, migrations: list[Any], sql: str) -> None:

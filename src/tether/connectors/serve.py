@@ -164,9 +164,12 @@ def _strict_protocol(server: "MCPServer") -> None:
     """Answer as the protocol asks where the SDK's defaults do not: the server has no prompts and
     no resources, so it neither advertises nor answers them (``-32601``, method not found, instead
     of empty lists and code 0 with a traceback); an unknown tool is ``-32602`` (invalid params),
-    not a tool result saying so."""
+    not a tool result saying so. Arguments that do not fit the tool's schema are a tool error (as
+    MCP asks: the model can correct them) that says what to fix, not the SDK's pydantic dump."""
     from mcp.shared.exceptions import MCPError
-    from mcp.types import INVALID_PARAMS
+    from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+
+    from tether.connectors._schemas import validate
 
     low = server._lowlevel_server
     for method in ("prompts/list", "prompts/get", "resources/list", "resources/read", "resources/templates/list"):
@@ -175,8 +178,14 @@ def _strict_protocol(server: "MCPServer") -> None:
     assert entry is not None
 
     async def call_tool(ctx: Any, params: Any) -> Any:
-        if params.name not in {tool.name for tool in await server.list_tools()}:
+        tool = next((tool for tool in await server.list_tools() if tool.name == params.name), None)
+        if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        problems = validate(params.name, tool.input_schema, dict(params.arguments or {}))
+        if problems:
+            said = "; ".join(p if len(p) <= 300 else p[:300] + "..." for p in problems)
+            text = f"Invalid arguments for {params.name}: {said}. Fix them and call again."
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await entry.handler(ctx, params)
 
     low.add_request_handler("tools/call", entry.params_type, call_tool)

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import secrets
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -452,6 +453,16 @@ def _handlers(app: FastAPI) -> None:
         if getattr(exc, "unavailable", False):  # the queue's broker is away (tether.dispatch.remote.QueueAway)
             return _error(503, "unavailable", str(exc))
         raise exc  # a 500, as any error no route answers
+
+    psycopg = sys.modules.get("psycopg")  # loaded by the Postgres stores when they are in use
+    if psycopg is not None:
+
+        @app.exception_handler(psycopg.OperationalError)
+        async def database_away(request: Request, exc: Exception) -> JSONResponse:
+            # A restart, a failover: not a bug of this request. A message whose turn was recorded
+            # before it broke is queued when it is sent again with the same message_id (_unsent).
+            _log.warning("the database could not be reached: %s", exc)
+            return _error(503, "unavailable", "the database could not be reached; try again in a moment")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -44,17 +45,27 @@ class Guard:
         self.cors_origins = set(cors_origins)
         self.local_only = local_only
 
+    def _local_only(self) -> tuple[bool, str | None]:
+        """Whether the server has no tokens; or why the store cannot say now (503): it refuses for
+        now (a database migrated by a newer tether), or its database is away."""
+        try:
+            return self.local_only(), None
+        except Exception as exc:
+            if getattr(exc, "unavailable", False):
+                return False, str(exc)
+            psycopg = sys.modules.get("psycopg")  # loaded by the Postgres stores when they are in use
+            if psycopg is not None and isinstance(exc, psycopg.OperationalError):
+                return False, "the database could not be reached; try again in a moment"
+            raise
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-        try:
-            local = self.local_only()
-        except Exception as exc:
-            if not getattr(exc, "unavailable", False):
-                raise
-            await _reply(send, 503, "unavailable", str(exc))  # the store refuses for now (a newer schema)
+        local, away = self._local_only()
+        if away is not None:
+            await _reply(send, 503, "unavailable", away)
             return
         scope.setdefault("state", {})[LOCAL_ONLY] = local  # asked once per request; the caller check reads it
         refusal = self._refusal(scope, headers, local)
