@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
@@ -452,3 +452,84 @@ def test_serve_answers_arguments_that_do_not_fit_in_words_that_say_what_to_fix(
     for words in texts:
         assert words.endswith("Fix them and call again.")
         assert "validation error" not in words and "pydantic" not in words and "Arguments" not in words
+
+
+# --- a remote server that restarts --------------------------------------------------------------------
+
+
+class _Forgetful(JsonHandler):
+    """A streamable-HTTP MCP server of the 2025-06-18 revision, with sessions, written raw: a request
+    of a session it does not know is answered 404, as the spec has it; ``sessions`` are those it knows
+    (emptied by the test: the server restarted)."""
+
+    sessions: ClassVar[set[str]] = set()
+    opened: ClassVar[list[str]] = []
+
+    def do_DELETE(self) -> None:
+        self._json(200, b"")
+
+    def do_GET(self) -> None:
+        self._json(405, b"")
+
+    def do_POST(self) -> None:
+        import json
+
+        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        method, ident, session = message.get("method"), message.get("id"), self.headers.get("mcp-session-id")
+        if method != "initialize" and session not in self.sessions:
+            gone = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
+            self._json(404, json.dumps(gone).encode())
+            return
+        if ident is None:
+            self._json(202, b"")
+            return
+        if method == "initialize":
+            session = f"s{len(self.opened) + 1}"
+            self.opened.append(session)
+            self.sessions.add(session)
+            info = {"name": "f", "version": "1"}
+            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
+            body = json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("mcp-session-id", session)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if method == "tools/list":
+            answer: dict[str, Any] = {
+                "tools": [{"name": "ping", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]
+            }
+        else:
+            answer = {"content": [{"type": "text", "text": f"pong in {session}"}]}
+        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": answer}).encode())
+
+
+def test_a_remote_server_that_restarted_and_forgot_the_session_gets_a_new_one(tmp_path: Path) -> None:
+    """A remote server that restarts (a deploy) forgets its sessions and answers 404, which MCP says
+    means the client starts a new session. Was: every later call of the run failed "Session not
+    found". Now tether starts a new session, once in a run as it restarts a stdio server: the call
+    that met the 404 says so (a read-only tool: safe to call again), and the next call works."""
+    from http.server import ThreadingHTTPServer
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), _Forgetful)
+    web.daemon_threads = True
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+
+    async def calls(tools: dict[str, Any]) -> list[str]:
+        said = [text(await tools["f__ping"].execute({}, context(tmp_path)))]
+        _Forgetful.sessions.clear()  # the server restarted
+        for _ in range(2):
+            said.append(text(await tools["f__ping"].execute({}, context(tmp_path))))
+        return said
+
+    try:
+        said = started(McpConnector("f", {"url": f"http://127.0.0.1:{web.server_address[1]}/mcp"}), calls)
+    finally:
+        web.shutdown()
+        web.server_close()
+    assert said[0] == "pong in s1"
+    assert said[1].startswith("Error: the MCP server f stopped during this call to f__ping (the server no longer knows")
+    assert said[1].endswith("and was restarted. It is safe to call it again.")
+    assert said[2] == "pong in s2"

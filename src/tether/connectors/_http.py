@@ -65,15 +65,20 @@ class HttpServer:
         self.headers = dict(headers)
         self.credentials = credentials
         self.last_status: int | None = None  # the last HTTP error status, until a success
+        # The server answered 404 to a request of the session: it no longer knows it (it restarted,
+        # or ended it). MCP asks the client to start a new session; the connection counts as ended.
+        self.session_gone = False
         # The MCP authorization flow (tether.connectors._oauth), or refresh tokens, or nothing.
         self.flow = flow
         self._auth = BearerAuth(credentials) if credentials is not None else None
         self._sent = _Sent(self.headers)  # what the answers are cleaned of, whatever their kind
 
     def alive(self) -> bool:
-        return True  # the connection's own task says when it ended
+        return not self.session_gone  # otherwise the connection's own task says when it ended
 
     def why(self) -> str | None:
+        if self.session_gone:
+            return "the server no longer knows the session (HTTP 404: it restarted, or ended the session)"
         if self.last_status is None:
             return None
         refused = self.last_status == 401 and self.credentials is not None
@@ -142,6 +147,8 @@ class HttpServer:
         if response.request.method == "DELETE":  # the session's end, after whatever went wrong
             return
         self.last_status = response.status_code if response.status_code >= 400 else None
+        if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
+            self.session_gone = True
 
 
 class BearerAuth(httpx2.Auth):
