@@ -476,3 +476,42 @@ def test_kb_drop_asks_on_the_terminal_when_stdout_is_a_file(env: dict[str, str])
     assert b"drop the knowledge base 'docs'" in shown, seen
     assert code == 0 and "dropped 'docs'" in out and "[y/N]" not in out, (out, seen)
     assert not base.exists()
+
+
+# --- tether chat, an MCP server's prompt being filled in --------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in " ".join(p.read_text() for p in Path(f"/proc/{pid}/task").glob("*/children")).split()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the server it started in /proc")
+def test_chat_terminated_while_a_servers_prompt_is_fetched_ends_at_once(env: dict[str, str], workspace: Path) -> None:
+    """SIGTERM while the chat fetches `/PROMPT` from an MCP server that never answers: the chat ends
+    there (exit 130), the server it started stopped. Was: the signal was only noted, and the chat
+    went on waiting for the server (30 s to start, then the server's failure, then the exit)."""
+    import time
+
+    home = Path(env["TETHER_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[mcp.mute]\ncommand = "sh"\nargs = ["-c", "cat >/dev/null"]\n')
+    argv = ["tether", "chat", "--model", "scripted/plan", "--cwd", str(workspace), "--mcp", "mute"]
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stderr is not None
+    assert b"tether chat:" in proc.stderr.readline()  # the banner: the chat reads its messages
+    proc.stdin.write(b"/greeting\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 60  # a hang guard only
+    while not (server := _children(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the server for the prompt was started: the readiness marker
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert b"did not start" not in err, "the chat went on waiting for the server after SIGTERM"
+        assert b"Traceback" not in err, err
+        assert not any(_alive(pid) for pid in server)
+    finally:
+        for pid in server:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

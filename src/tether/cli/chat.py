@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
 from tether.cli.run import READER_GONE, add_agent_options, at_terminal, check_home, drive, overrides
-from tether.cli.signals import TERMINATED, Terminated, ask, sigterm_held, terminated
+from tether.cli.signals import TERMINATED, Terminated, ask, run_stoppable, sigterm_held, terminated
 
 if TYPE_CHECKING:
     from tether.assembly import Recipe
@@ -162,7 +162,6 @@ def _command(chat: _Chat, command: str) -> None:
 def _prompt(chat: _Chat, line: str) -> str | None:
     """``/PROMPT key=value ...`` (or ``/SERVER:PROMPT``): the prompt of one of the agent's MCP
     servers, filled in, as the user's message; None (and why, on stderr) when there is none."""
-    import asyncio
 
     from tether.connectors.prompts import expand_prompt, parse_prompt_line
     from tether.errors import TetherError
@@ -170,7 +169,8 @@ def _prompt(chat: _Chat, line: str) -> str | None:
     name = line.strip()[1:].partition(" ")[0]
     try:
         server, _, _ = parse_prompt_line(line)
-        found = asyncio.run(expand_prompt(_chat_connectors(chat, [server] if server else chat.recipe.mcp), line))
+        # SIGTERM while a server starts or answers stops it there (Terminated: the chat ends, exit 130)
+        found = run_stoppable(expand_prompt(_chat_connectors(chat, [server] if server else chat.recipe.mcp), line))
     except TetherError as exc:
         print(exc if str(exc).startswith("/") else f"/{name}: {exc}", file=sys.stderr)
         return None
@@ -183,7 +183,6 @@ def _prompt(chat: _Chat, line: str) -> str | None:
 def _with_mentions(chat: _Chat, message: str) -> str | None:
     """``message`` with the resources it mentions (``@SERVER:URI``) appended; None (and why, on
     stderr) when one cannot be read: nothing is sent."""
-    import asyncio
 
     from tether.connectors.mentions import expand_mentions, mentions
     from tether.errors import TetherError
@@ -192,7 +191,7 @@ def _with_mentions(chat: _Chat, message: str) -> str | None:
     if not named:
         return message
     try:
-        return asyncio.run(expand_mentions(_chat_connectors(chat, sorted(named)), message))
+        return run_stoppable(expand_mentions(_chat_connectors(chat, sorted(named)), message))
     except TetherError as exc:
         print(f"{exc}; nothing was sent", file=sys.stderr)
         return None
