@@ -215,6 +215,42 @@ def test_a_message_posted_while_the_database_is_away_is_a_503_that_says_to_try_a
         assert read_events(client, again.json()["events"])[-1]["result"]["status"] == "completed"
 
 
+def test_a_message_left_unsent_and_sent_again_twice_at_once_runs_once(shared: Cluster, db_url: str) -> None:
+    """The turn a node recorded before the database went away (as the first test leaves it), sent
+    again by two requests at once (two nodes, a client's retry racing its own): each queues the run,
+    and the one that finds it queued already says so instead of dropping the turn with a 409."""
+    from tether.postgres.db import database
+    from tether.postgres.server import PgServerStore
+    from tether.server.store import TurnRecord
+
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        PgServerStore(database(db_url)).add_turn(
+            TurnRecord("m-twice", "run_left_unsent", sid, "local", "answer", "t" * 32, "hello", time.time())
+        )
+        answers: list[httpx.Response] = []
+        body = {"text": "hello", "message_id": "m-twice"}
+        nodes = [shared.nodes[0][0], shared.nodes[1][0] if len(shared.nodes) > 1 else shared.node()]
+        posts = [
+            threading.Thread(
+                target=lambda node=node: answers.append(
+                    httpx.post(f"{node}/v1/sessions/{sid}/messages", json=body, timeout=30)
+                )
+            )
+            for node in nodes
+        ]
+        for t in posts:
+            t.start()
+        for t in posts:
+            t.join(30)
+        assert sorted(a.status_code for a in answers) in ([200, 202], [202, 202]), [a.text for a in answers]
+        assert {a.json()["run_id"] for a in answers} == {"run_left_unsent"}
+        events = read_events(client, "/v1/runs/run_left_unsent/events")
+        assert [e["event"] for e in events].count("done") == 1 and events[-1]["result"]["status"] == "completed"
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["run_id"], t["status"]) for t in turns] == [("run_left_unsent", "completed")], turns
+
+
 # --- an old tether meeting a database a newer one migrated (last: pg_url's end closes every pool)
 
 
