@@ -4,6 +4,7 @@ database that a newer one migrated. One database for the module (Postgres tests 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -265,6 +266,28 @@ def _newer_tether_migrates(url: str, component: str, migrations: list[Any], sql:
         newer.close()
 
 
+class CeleryStandIn:
+    """What ``run_worker`` uses of Celery's app: the task it registers, given one delivery of the
+    run ``r-old``, and a worker that serves until SIGTERM (its warm shutdown)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+        self.stopping = threading.Event()
+        self.outcome = ""
+
+    def task(self, **options: Any) -> Any:
+        def register(body: Any) -> Any:
+            body.apply_async = lambda args, queue, countdown: self.sent.append((args[0], queue))
+            self.body = body
+            return body
+
+        return register
+
+    def worker_main(self, argv: list[str]) -> None:
+        self.outcome = self.body("r-old")
+        assert self.stopping.wait(10), "the worker did not stop"
+
+
 def _until_refused(db: Any) -> Exception:
     from tether.postgres.db import SchemaNewer
 
@@ -288,7 +311,7 @@ def test_a_running_worker_writes_nothing_once_a_newer_tether_migrated_the_databa
     everything else stay as they were for the newer workers; a worker of this tether started on
     that database refuses at once."""
     from tether.dispatch.jobs import MIGRATIONS
-    from tether.dispatch.worker import Worker
+    from tether.dispatch.worker import Worker, run_worker
     from tether.postgres.db import Database, SchemaNewer
 
     c = cluster()
@@ -310,6 +333,14 @@ def test_a_running_worker_writes_nothing_once_a_newer_tether_migrated_the_databa
         assert conn.execute("SELECT count(*) FROM tether_events").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM tether_runs").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM server_sessions").fetchone() == (0,)
+    celery = CeleryStandIn()
+    previous = signal.signal(signal.SIGTERM, lambda *_: celery.stopping.set())  # Celery's warm shutdown
+    try:
+        with pytest.raises(SchemaNewer, match=NEWER.format("dispatch", 2, 1)):
+            run_worker(c.worker, celery, queue="q", concurrency=1)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert celery.outcome.startswith("refused") and celery.sent == [("r-old", "q")]  # put back, then it stopped
     started = Database(pg_url)  # a worker of this tether started now
     with pytest.raises(SchemaNewer, match=NEWER.format("dispatch", 2, 1)):
         Worker(home=c.settings.home, agents=c.worker.agents, db=started)
