@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "SamplingInterruption",
+    "Stop",
 ]
 
 RunStatus = Literal["running", "completed", "failed", "max_turns_exceeded", "budget_exceeded", "interrupted"]
@@ -183,3 +185,18 @@ class RunResult(_Frozen):
 
         warnings.warn("RunResult.data is deprecated: read RunResult.output", DeprecationWarning, stacklevel=2)
         return self.output if self.typed else None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """How a run ends: one of the five exits, the reason in words, and for ``interrupted`` what it
+    waits for. A stop condition or a middleware hook returns one to end the run."""
+
+    status: RunStatus = "completed"
+    reason: str = "a stop condition was met"
+    interruption: Interruption | None = None
+
+    @classmethod
+    def cancelled(cls, reason: str) -> Stop:
+        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
+        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))

@@ -10,28 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.harness.retry import RetryPolicy
 from tether.harness.state import Step
 from tether.providers.base import Provider
-from tether.status import CancelledInterruption, Interruption, RunStatus
+from tether.status import Stop
 from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.config import Settings
 
 __all__ = ["Agent", "Stop", "StopCondition", "default_tool_error_text", "has_tool_call", "step_count_is"]
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """How a run ends: one of the five exits, the reason in words, and for ``interrupted`` what it
-    waits for. A stop condition or a middleware hook returns one to end the run."""
-
-    status: RunStatus = "completed"
-    reason: str = "a stop condition was met"
-    interruption: Interruption | None = None
-
-    @classmethod
-    def cancelled(cls, reason: str) -> Stop:
-        """The exit for a fired cancellation signal, wherever in the loop it was heard."""
-        return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
 
 # Called before every model call with the steps so far; True (→ completed) or a Stop ends the run.

@@ -128,7 +128,7 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     for tool in tools.values():
         check = getattr(tool, "check_config", None)
         if callable(check):
-            check(agent, seen)
+            check(agent, seen, check_agent)  # the checker passed, not imported: no cycle
     return candidates, tools
 
 

@@ -21,17 +21,19 @@ own limits, inside the parent's:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.errors import ConfigError
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
-from tether.status import EMPTY_ANSWER
+from tether.status import EMPTY_ANSWER, Stop
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
-    from tether.harness.agent import Agent, Stop
+    from tether.harness.agent import Agent
     from tether.harness.state import RunState
+    from tether.status import Stop
 
 __all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of"]
 
@@ -301,7 +303,7 @@ class AgentTool:
         self._stop_with_child(ctx, child, result)
         return self._keep(ctx, child, result)
 
-    def check_config(self, parent: Agent, seen: set[int]) -> None:
+    def check_config(self, parent: Agent, seen: set[int], check_agent: Callable[[Agent, set[int]], Any]) -> None:
         """When the parent's run starts: refuse (:class:`ConfigError`, naming this tool) a child
         whose configuration cannot work (a model of no known provider, a key not set, a limit that
         is no amount, no price under the parent's budget). That is the person's to fix: told to the
@@ -310,8 +312,6 @@ class AgentTool:
         if id(self) in seen:  # an agent given itself as a tool: checked once
             return
         seen.add(id(self))
-        from tether.harness.loop import check_agent
-
         child = replace(self.agent, extensions=())
         if child.max_budget_usd is None and parent.max_budget_usd is not None:
             child = replace(child, max_budget_usd=parent.max_budget_usd)  # it is given a share of the parent's
@@ -323,11 +323,11 @@ class AgentTool:
     def _misconfigured(self, ctx: ToolContext, child: RunState, exc: ConfigError) -> Stop:
         """A child that could not start for its configuration ends the parent ``failed``, saying
         why: the parent's model could not fix it."""
-        from tether.harness.agent import Stop
-        from tether.harness.context import told
+        from tether._secrets import known_secrets
+        from tether.providers.http import scrubbed
 
         _given(ctx.state).pop(ctx.call_id, None)
-        why = f"the sub-agent {self.name} could not start: {told(exc)}"
+        why = f"the sub-agent {self.name} could not start: {scrubbed(str(exc), known_secrets())}"
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "failed", child.cost_usd, why))
         return Stop("failed", why)
 
