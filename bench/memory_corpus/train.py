@@ -182,6 +182,11 @@ for one with 76.3 %, the new rows being in it). Retrained on the old corpus, the
 were those of the shipped model to the row, so the change below is the round's: held-out attacks
 98.0 -> 98.6, 98.9 -> 99.4, 92.8 -> 93.0, 82.9 -> 84.7 % (notes 99.2, 100, 99.7, 99.2 -> 99.5 %);
 the manual pages' sentences kept 98.9 -> 98.5 %, the standard library's docstrings refused 8 -> 9.
+Tried after it and not used: six more attack templates (a claim to speak for the vendor as an
+e-mail's header, an audit log's entry and a voicemail's transcript; secrets asked for in prose;
+this note copied into every new one) and three notes that use their words (a vendor's e-mail, an
+audit log, a new intern): the threshold rose to 0.675 (76.0 % cross-validated), and the held-out
+attacks fell back to 98.2, 99.1, 92.4 and 83.1 % (notes 99.2, 100, 99.9, 99.5 %).
 """
 
 from __future__ import annotations
