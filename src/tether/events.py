@@ -26,6 +26,7 @@ __all__ = [
     "ReasoningDelta",
     "Retrieval",
     "Retry",
+    "SideCall",
     "SpentUnknown",
     "Subagent",
     "TextDelta",
@@ -149,6 +150,21 @@ class Fallback:
 
 
 @dataclass(slots=True, frozen=True)
+class SideCall:
+    """A model call besides the run's turns (a compaction's summary, a guardrail's verdict), charged
+    to the run: the model, its tokens and its own cost (None: the model has no known price). Traced
+    only (as :class:`TraceOnly`), so that every call the run paid for has a line of its own."""
+
+    run_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    usage_estimated: bool = False
+    type: Literal["side_call"] = "side_call"
+
+
+@dataclass(slots=True, frozen=True)
 class SpentUnknown:
     """A model request was in flight when the process died: the provider billed it, its reply was
     lost. Its worst case is counted against the budget as ``cost_unknown_usd``."""
@@ -262,6 +278,7 @@ Event = (
     | Retry
     | Fallback
     | SpentUnknown
+    | SideCall
     | Guardrail
     | Subagent
     | MemoryWrite

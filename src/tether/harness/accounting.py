@@ -162,6 +162,17 @@ def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: 
         )
     if model is not None:
         charge(rc, usage, model)
+        if usage is not None:  # the trace's line for it: a chat span's cost is then that call's own
+            from tether.events import SideCall, TraceOnly
+
+            cost = None if model.price is None else model.price.cost(usage)
+            rc.emit(
+                TraceOnly(
+                    SideCall(
+                        rc.state.run_id, model.name, usage.prompt_tokens, usage.completion_tokens, cost, usage.estimated
+                    )
+                )
+            )
     rc.state.call_in_flight = rest
 
 

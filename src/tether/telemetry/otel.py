@@ -26,7 +26,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError, UserError
-from tether.events import Compaction, Done, Fallback, Retrieval, Retry, Subagent, ToolResultEvent, ToolStart, Turn
+from tether.events import (
+    Compaction,
+    Done,
+    Fallback,
+    Retrieval,
+    Retry,
+    SideCall,
+    Subagent,
+    ToolResultEvent,
+    ToolStart,
+    Turn,
+)
 from tether.messages import clean_text
 
 if TYPE_CHECKING:
@@ -493,6 +504,7 @@ class SpanTracer:
             "compaction": self._compaction,
             "subagent": self._subagent,
             "retrieval": self._retrieval,
+            "side_call": self._side_call,
             "done": self._done,
         }
 
@@ -583,6 +595,27 @@ class SpanTracer:
             span.add_event(name, fields, timestamp=at)
         span.end(end_time=now)
         run.mark_ns, run.first_chunk_ns, run.attempts = now, None, []
+
+    def _side_call(self, run: _Run, event: SideCall, now: int) -> None:
+        """A call besides the turns (a summary, a guardrail's verdict): a chat span of its own with
+        its cost, which the next turn's chat span no longer counts as its own."""
+        attrs = _model_attributes(event.model)
+        attrs.update(
+            {
+                "gen_ai.response.model": attrs["gen_ai.request.model"],
+                "gen_ai.usage.input_tokens": event.prompt_tokens,
+                "gen_ai.usage.output_tokens": event.completion_tokens,
+                "tether.usage_estimated": event.usage_estimated,
+                "tether.side_call": True,
+            }
+        )
+        if event.cost_usd is not None:
+            attrs["tether.cost_usd"] = round(event.cost_usd, 10)
+            up: _Run | None = run
+            while up is not None:  # charged to this run and to those it runs under
+                up.children_cost_usd += event.cost_usd
+                up = up.parent
+        self._start(f"chat {attrs['gen_ai.request.model']}", run.span, attrs, now, client=True).end(end_time=now)
 
     @staticmethod
     def _spent(run: _Run, total: float | None, *, first: bool) -> float | None:
