@@ -551,3 +551,22 @@ def test_a_token_a_legacy_sse_server_echoes_in_a_result_is_redacted_too(tmp_path
         connector = McpConnector("old", table)
         result = started(connector, lambda tools: tools["old__whoami"].execute({}, context(tmp_path)))
     assert text(result) == "you sent [redacted]"
+
+
+def test_a_configured_header_that_is_no_secret_is_left_in_what_the_server_says(tmp_path: Path) -> None:
+    """The redaction takes out what identifies the client, not what describes it: a configured
+    ``User-Agent`` or ``MCP-Protocol-Version`` is written back by servers as data (a version in the
+    handshake's answer), which redacted would break the session."""
+    server = MCPServer("agent")
+
+    @server.tool()
+    async def headers(ctx: Context) -> str:
+        """Says which user agent and key the request came with."""
+        said = ctx.request_context.request.headers  # type: ignore[union-attr]
+        return f"{said.get('user-agent')} / {said.get('x-api-key')}"
+
+    with serving(server) as url:
+        table = {"url": url, "headers": {"User-Agent": "acme-agent/1.0", "x-api-key": "key-0123456789"}}
+        connector = McpConnector("agent", table)
+        result = started(connector, lambda tools: tools["agent__headers"].execute({}, context(tmp_path)))
+    assert text(result) == "acme-agent/1.0 / [redacted]"

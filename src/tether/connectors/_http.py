@@ -43,6 +43,19 @@ SSE_IDLE_S = 3600.0  # legacy SSE: the one event stream may be quiet between a r
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
 _EVENT_LIMIT = 2 * 1024 * 1024  # a line of an event stream held to be checked (past it, passed on unchecked)
 _REDACTED = "[redacted]"
+# Configured headers that say what the client is and takes, never who it is: their values are not
+# taken out of the answers (a server may well write its own protocol version or content type back).
+_PLAIN_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "content-type",
+        "mcp-protocol-version",
+        "user-agent",
+    }
+)
 
 
 class HttpServer:
@@ -197,7 +210,7 @@ class _Sent:
     replaced by ``[redacted]`` before the SDK reads the answer, so neither the model nor the run sees it."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
-        self.values = {v for v in headers.values() if len(v) >= 8}
+        self.values = {v for k, v in headers.items() if len(v) >= 8 and k.lower() not in _PLAIN_HEADERS}
 
     def note(self, request: httpx2.Request) -> None:
         said = request.headers.get("authorization")
