@@ -5,6 +5,7 @@ no span of their own; their cost was put on the next turn's chat span."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,91 @@ def test_a_guardrail_s_classifier_calls_have_their_own_lines_and_spans_with_thei
         own = price.input * a["gen_ai.usage.input_tokens"] + price.output * a["gen_ai.usage.output_tokens"]
         assert a["tether.cost_usd"] == pytest.approx(own / 1e6), (chat["name"], a)
     assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result.cost_usd)
+
+
+class _Gateway:
+    """A real HTTP server on loopback standing where the collector is, answering every export
+    with ``status`` (a gateway whose backend is down: 502; an overloaded collector: 503, 429)."""
+
+    def __init__(self, status: int) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        gateway = self
+        self.posts = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                gateway.posts += 1
+                body = b"upstream unavailable"
+                self.send_response(status)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_port}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_collector_that_answers_busy_is_asked_once_and_named_once(
+    status: int, logs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The collector takes the connection but answers 503 (or 429): the exporter retried each
+    batch with backoff, a warning per attempt, and held the command's end its whole 3 s, on every
+    run. Now the batch is dropped at once, one warning says so, and it is tried again later."""
+    gateway = _Gateway(status)
+    try:
+        telemetry = Telemetry(gateway.endpoint)
+        with caplog.at_level(logging.INFO):
+            for _ in range(2):
+                result = run_sync(
+                    Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "timeout?", tracer=telemetry.tracer()
+                )
+                assert result.status == "completed"
+                assert telemetry.flush(5)
+            telemetry.shutdown()
+    finally:
+        gateway.close()
+    said = [r.getMessage() for r in caplog.records if r.name.startswith(("tether.telemetry", "opentelemetry"))]
+    assert gateway.posts == 1, said  # not retried, and not asked again before its 30 s
+    assert not [m for m in said if "Transient error" in m or "retrying" in m or "Failed to export" in m], said
+    (warning,) = said
+    assert f"it answered {status}" in warning and "The runs are not affected" in warning
+
+
+def test_tether_run_with_its_collector_s_gateway_down_says_it_in_one_line(tether_home: Path, logs: Path) -> None:
+    """A gateway in front of the collector answers 502 while its backend is down: `tether run`
+    printed OpenTelemetry's "Transient error Bad Gateway ... retrying" lines, then waited out its
+    3 s and said "tether: tether: telemetry: ... did not take the last spans within 3 s"."""
+    import os
+    import subprocess
+    import sys
+
+    gateway = _Gateway(502)
+    try:
+        tether_home.mkdir(parents=True, exist_ok=True)
+        (tether_home / "config.toml").write_text(
+            f'[telemetry]\notlp_endpoint = "{gateway.endpoint}"\n', encoding="utf-8"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "LLM_BASE_URL"}
+        argv = [sys.executable, "-m", "tether", "run", "--model", "scripted/plan", "--cwd", str(logs), "timeout?"]
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        gateway.close()
+    assert out.returncode == 0, out.stderr
+    told = [line for line in out.stderr.splitlines() if "telemetry" in line or "Gateway" in line]
+    assert told == [
+        f"tether: telemetry: no spans taken by the OTLP collector at {gateway.endpoint} (it answered 502 Bad "
+        "Gateway); its spans are dropped until it answers (tried again every 30 s). The runs are not affected."
+    ], out.stderr
+    assert gateway.posts == 1

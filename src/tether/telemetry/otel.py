@@ -194,13 +194,16 @@ class Telemetry:
             id_generator=_RunIds(),
             span_limits=SpanLimits(max_attribute_length=_MAX_VALUE, max_span_attribute_length=_MAX_VALUE),
         )
+        import requests
+
+        session = requests.Session()  # its hook turns "busy, try later" into one failed export
         with _HeadersUnshown() as unshown:  # the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
-            otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None)
+            otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None, session=session)
         if unshown.entries:
             import logging
 
             logging.getLogger("tether.telemetry").warning(
-                "tether: telemetry: OTEL_EXPORTER_OTLP_HEADERS (or OTEL_EXPORTER_OTLP_TRACES_HEADERS) has "
+                "telemetry: OTEL_EXPORTER_OTLP_HEADERS (or OTEL_EXPORTER_OTLP_TRACES_HEADERS) has "
                 "%d entr%s that %s not name=value; not sent, and not shown (a token may be in it). "
                 "Write name=value pairs separated by commas, the values URL-encoded "
                 "(authorization=Bearer%%20...).",
@@ -209,6 +212,8 @@ class Telemetry:
                 "is" if unshown.entries == 1 else "are",
             )
         exporter = _ReachableOnly(otlp, endpoint)
+        session.hooks["response"].append(exporter.busy)
+        _quiet_about_busy()
         self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
         self._tracer = self._provider.get_tracer("tether")
         self._first_runs: OrderedDict[int, None] = OrderedDict()
@@ -293,7 +298,7 @@ class Telemetry:
             import logging
 
             logging.getLogger("tether.telemetry").warning(
-                "tether: telemetry: the OTLP collector at %s did not take the last spans within %g s; "
+                "telemetry: the OTLP collector at %s did not take the last spans within %g s; "
                 "they are dropped. The runs are not affected.",
                 _shown(self.endpoint),
                 timeout_s,
@@ -353,6 +358,24 @@ def _within(work: Callable[[], object], timeout_s: float) -> bool:
     return not worker.is_alive()
 
 
+class _Busy(Exception):
+    """The collector answered that it cannot take spans now (raised by :meth:`_ReachableOnly.busy`)."""
+
+
+def _quiet_about_busy() -> None:
+    """The exporter logs the :class:`_Busy` it met as an error; tether's own warning says it once."""
+    import logging
+
+    logger = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    if not any(f is _not_busy for f in logger.filters):
+        logger.addFilter(_not_busy)
+
+
+def _not_busy(record: Any) -> bool:
+    args = record.args if isinstance(record.args, tuple) else ()
+    return not any(isinstance(arg, _Busy) for arg in args)
+
+
 class _ReachableOnly:
     """The OTLP exporter, asked to send only while the collector accepts connections.
 
@@ -383,6 +406,16 @@ class _ReachableOnly:
         self.connect_timeout_s = connect_timeout_s
         self.down_until = 0.0
         self.warned = False
+        self.answered: str | None = None  # "busy, try later" from the collector (or its gateway)
+
+    def busy(self, response: Any, *args: Any, **kwargs: Any) -> Any:
+        """The exporter's HTTP session's response hook. A collector (or the gateway in front of it)
+        answering 429, 502, 503 or 504 had the exporter retry with backoff (a warning per attempt),
+        holding every command's end its 3 s; now that batch fails at once and is dropped."""
+        if response.status_code in (429, 502, 503, 504):
+            self.answered = f"it answered {response.status_code} {response.reason or ''}".rstrip()
+            raise _Busy(self.answered)
+        return response
 
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -392,15 +425,20 @@ class _ReachableOnly:
             return SpanExportResult.FAILURE
         problem = self._unreachable()
         if problem is None:
-            return self.inner.export(spans)
+            self.answered = None
+            result = self.inner.export(spans)
+            if self.answered is None:
+                return result
+            problem = self.answered
         self.down_until = now + self.retry_after_s
         if not self.warned:
             self.warned = True
             import logging
 
             logging.getLogger("tether.telemetry").warning(
-                "tether: telemetry: cannot reach the OTLP collector at %s (%s); its spans are dropped "
+                "telemetry: %s the OTLP collector at %s (%s); its spans are dropped "
                 "until it answers (tried again every %.0f s). The runs are not affected.",
+                "cannot reach" if self.answered is None else "no spans taken by",
                 _shown(self.endpoint),
                 problem,
                 self.retry_after_s,
