@@ -450,13 +450,23 @@ def refuse_special(shown: str, mode: int, what: str) -> None:
     )
 
 
-def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None, *, shown: str = "") -> None:
+def replace_file(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    shown: str = "",
+    owner: tuple[int, int] | None = None,
+) -> None:
     """Write ``data`` to a new temporary file beside ``name`` and rename it over ``name``.
 
     The temporary file has a random name and is created with ``O_EXCL | O_NOFOLLOW`` beneath
     ``dir_fd``, so nothing planted in the directory can redirect the write; the file and then the
     directory are fsynced, as :func:`tether.fileio.atomic_write` does. ``mode`` keeps the
-    permissions of a file being replaced (``None``: the default for a new file, after the umask).
+    permissions of a file being replaced (``None``: the default for a new file, after the umask), and
+    ``owner`` its (uid, gid) where this process may give them (tether as root would otherwise hand
+    each file it edits to root, and its owner could no longer change it).
     A failure (disk full, no permission, a directory put there meanwhile) is a :class:`ToolError`
     naming ``shown``, and leaves the old file as it was.
     """
@@ -474,6 +484,9 @@ def replace_file(dir_fd: int, name: str, data: bytes, mode: int | None = None, *
         raise ToolError(f"could not create a temporary file beside {name!r}; try again.")
     try:
         try:
+            if owner is not None:
+                with contextlib.suppress(OSError):  # only root gives a file away; a group of one's own
+                    os.fchown(fd, *owner)
             if mode is not None:
                 os.fchmod(fd, stat.S_IMODE(mode) & 0o777)
             view = memoryview(data)

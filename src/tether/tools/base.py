@@ -23,7 +23,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_type_hints, overload, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, get_type_hints, overload, runtime_checkable
 
 from tether.cancel import CancelSignal
 from tether.messages import ImagePart, TextPart
@@ -231,7 +231,7 @@ class FunctionTool:
         parallel: bool | None = None,
         terminal: bool | Literal["answer"] = False,
     ) -> None:
-        from pydantic import create_model
+        from pydantic import ConfigDict, Field, create_model
 
         self.fn = fn
         self.name = name or fn.__name__
@@ -253,15 +253,33 @@ class FunctionTool:
         self.inline = inline
         hints = get_type_hints(fn)
         self._ctx_param: str | None = None
+        # Each argument is a field under a name of tether's (``a0``...) with the parameter's name as
+        # its alias: a parameter named ``_path``, ``schema`` or ``model_config`` is offered and
+        # passed like any other (as a field name pydantic hid it from the schema, warned, or failed).
         fields: dict[str, Any] = {}
+        self._params: list[tuple[str, str | None]] = []  # (parameter, its field; None: the context)
+        self._positional = 0  # how many leading parameters are positional-only
         for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                star = "*" if param.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+                raise TypeError(
+                    f"@tool cannot make a tool of {fn.__name__}: its parameter {star}{pname} has no name the "
+                    "model could give an argument for. Name each parameter (a list or dict parameter takes many)."
+                )
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                self._positional += 1
             hint = hints.get(pname, Any)
             if hint is ToolContext or (pname == "ctx" and hint is Any):
                 self._ctx_param = pname
+                self._params.append((pname, None))
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[pname] = (hint, default)
-        self._model = create_model(f"{self.name}_input", **fields)
+            key = f"a{len(fields)}"
+            fields[key] = (Annotated[hint, Field(alias=pname)], default)
+            self._params.append((pname, key))
+        # An argument the schema does not name is refused, not dropped: a misspelt optional one
+        # (``glob`` for ``pattern``) would otherwise run the call with the default, saying nothing.
+        self._model = create_model(f"{self.name}_input", __config__=ConfigDict(extra="forbid"), **fields)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -275,25 +293,33 @@ class FunctionTool:
         try:
             model = self._model.model_validate(value)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()[:5]
-            )
+            names = ", ".join(pname for pname, key in self._params if key is not None) or "none"
+
+            def problem(e: Any) -> str:
+                where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
+                    return f"{where}: not an argument of {self.name} (its arguments: {names})"
+                return f"{where}: {e['msg']}"
+
+            problems = "; ".join(problem(e) for e in exc.errors()[:5])
             raise ToolInputError(
                 f"Invalid arguments for {self.name}: {problems}. Fix them and call again. "
                 f"Schema: {_schema_hint(self.input_schema)}"
             ) from exc
-        return {k: getattr(model, k) for k in type(model).model_fields}
+        return {pname: getattr(model, key) for pname, key in self._params if key is not None}
 
     async def execute(self, input: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
         kwargs = dict(input)
         if self._ctx_param:
             kwargs[self._ctx_param] = ctx
+        # Positional-only parameters cannot be passed by name: in order, while the call has them.
+        args = [kwargs.pop(pname) for pname, _ in self._params[: self._positional] if pname in kwargs]
         if self._is_async:
-            result = await self.fn(**kwargs)
+            result = await self.fn(*args, **kwargs)
         elif self.inline:
-            result = self.fn(**kwargs)
+            result = self.fn(*args, **kwargs)
         else:
-            result = await _in_thread(self.fn, kwargs)
+            result = await _in_thread(functools.partial(self.fn, *args), kwargs)
         if isinstance(result, ToolResult | str):
             return result
         return json.dumps(result, default=str)

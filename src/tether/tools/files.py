@@ -290,7 +290,22 @@ def _write_target(walk: Walk, path: str) -> int | None:
             f"{path} is {kind_of(walk.stat.st_mode)}, not a file; write_file only replaces regular "
             "files. Choose another path."
         )
+    _refuse_read_only(walk.stat, path)
     return walk.stat.st_mode
+
+
+def _refuse_read_only(st: os.stat_result, path: str) -> None:
+    """A file nobody may write was made so on purpose: replacing it by a rename (which needs only the
+    directory) would go round that, as no editor or shell redirection does."""
+    if not st.st_mode & 0o222:
+        raise ToolError(
+            f"{path} is read-only (mode {stat.S_IMODE(st.st_mode):04o}); it was not changed. If it "
+            f"should change, ask the user to make it writable (chmod u+w {path})."
+        )
+
+
+def _owner(st: os.stat_result | None) -> tuple[int, int] | None:
+    return (st.st_uid, st.st_gid) if st is not None else None
 
 
 @tool
@@ -300,7 +315,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     with Workspace(ctx.cwd) as ws, ws.walk(path, create_dirs=True) as walk:
         mode = _write_target(walk, path)
         assert walk.name is not None
-        replace_file(walk.dir_fd, walk.name, data, mode, shown=path)
+        replace_file(walk.dir_fd, walk.name, data, mode, shown=path, owner=_owner(walk.stat))
     return f"wrote {path} ({len(data)} bytes){_hard_link_note(walk.stat)}"
 
 
@@ -370,12 +385,17 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
     enough surrounding lines to make it unique."""
     with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
         fd, st = walk.open_last("edit_file only edits")
+        try:
+            _refuse_read_only(st, path)
+        except ToolError:
+            os.close(fd)
+            raise
         text = _read_text_for_edit(fd, path)
         if not old_text:
             raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
         data = _utf8(_replace_once(text, old_text, new_text, path), "new_text")
         assert walk.name is not None
-        replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path)
+        replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path, owner=_owner(st))
     return f"edited {path}: replaced 1 occurrence{_hard_link_note(st)}"
 
 
