@@ -110,13 +110,24 @@ class _Gateway:
         self.server.server_close()
 
 
-@pytest.mark.parametrize("status", [503, 429])
-def test_a_collector_that_answers_busy_is_asked_once_and_named_once(
-    status: int, logs: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (503, ""),
+        (429, ""),
+        (404, "the endpoint must be the full traces URL"),  # otlp_endpoint = "http://localhost:4318"
+        (401, "check the token in [telemetry.headers]"),
+    ],
+)
+def test_a_collector_that_answers_busy_or_refuses_is_asked_once_and_named_once(
+    status: int, hint: str, logs: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The collector takes the connection but answers 503 (or 429): the exporter retried each
     batch with backoff, a warning per attempt, and held the command's end its whole 3 s, on every
-    run. Now the batch is dropped at once, one warning says so, and it is tried again later."""
+    run. One that answers 404 (the endpoint without /v1/traces) or 401 (a wrong token) had every
+    batch print "Failed to export spans batch code: 404, reason: Not Found", naming neither tether,
+    the endpoint nor the fix. Now the batch is dropped at once, one warning says so and what to
+    check, and the collector is tried again later."""
     gateway = _Gateway(status)
     try:
         telemetry = Telemetry(gateway.endpoint)
@@ -134,7 +145,7 @@ def test_a_collector_that_answers_busy_is_asked_once_and_named_once(
     assert gateway.posts == 1, said  # not retried, and not asked again before its 30 s
     assert not [m for m in said if "Transient error" in m or "retrying" in m or "Failed to export" in m], said
     (warning,) = said
-    assert f"it answered {status}" in warning and "The runs are not affected" in warning
+    assert f"it answered {status}" in warning and hint in warning and "The runs are not affected" in warning
 
 
 def test_tether_run_with_its_collector_s_gateway_down_says_it_in_one_line(tether_home: Path, logs: Path) -> None:

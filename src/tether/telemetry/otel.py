@@ -358,6 +358,16 @@ def _within(work: Callable[[], object], timeout_s: float) -> bool:
     return not worker.is_alive()
 
 
+# An answer that says the configuration is wrong, with what to check (the exporter logged only
+# "Failed to export spans batch code: 404, reason: Not Found", for every batch, naming nothing).
+_REFUSED = {
+    401: ": check the token in [telemetry.headers] (or OTEL_EXPORTER_OTLP_HEADERS)",
+    403: ": check the token in [telemetry.headers] (or OTEL_EXPORTER_OTLP_HEADERS)",
+    404: ": the endpoint must be the full traces URL, such as http://127.0.0.1:4318/v1/traces",
+    405: ": the endpoint must be the full traces URL, such as http://127.0.0.1:4318/v1/traces",
+}
+
+
 class _Busy(Exception):
     """The collector answered that it cannot take spans now (raised by :meth:`_ReachableOnly.busy`)."""
 
@@ -411,9 +421,11 @@ class _ReachableOnly:
     def busy(self, response: Any, *args: Any, **kwargs: Any) -> Any:
         """The exporter's HTTP session's response hook. A collector (or the gateway in front of it)
         answering 429, 502, 503 or 504 had the exporter retry with backoff (a warning per attempt),
-        holding every command's end its 3 s; now that batch fails at once and is dropped."""
-        if response.status_code in (429, 502, 503, 504):
-            self.answered = f"it answered {response.status_code} {response.reason or ''}".rstrip()
+        holding every command's end its 3 s; now that batch fails at once and is dropped. So does
+        one answering that the configuration is wrong (:data:`_REFUSED`), with what to check."""
+        code = response.status_code
+        if code in (429, 502, 503, 504) or code in _REFUSED:
+            self.answered = f"it answered {code} {response.reason or ''}".rstrip() + _REFUSED.get(code, "")
             raise _Busy(self.answered)
         return response
 
