@@ -174,3 +174,31 @@ def test_tether_run_with_its_collector_s_gateway_down_says_it_in_one_line(tether
         "Gateway); its spans are dropped until it answers (tried again every 30 s). The runs are not affected."
     ], out.stderr
     assert gateway.posts == 1
+
+
+def test_a_run_a_newer_tether_saved_with_a_status_this_one_does_not_know_is_not_called_damaged(
+    tether_home: Path, logs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether runs` and `tether show` said of a run whose status this tether does not know (one
+    a newer tether added) that its header is damaged: "restore it from a backup or delete" a run
+    that is whole. Now they say which status, that the run is kept, and to upgrade."""
+    import hashlib
+
+    from tests.cli.conftest import run_main
+    from tether.harness.store import _headers
+
+    code, out, err = run_main(
+        "run", "--model", "scripted/plan", "--cwd", str(logs), "--json", "timeout?", capsys=capsys
+    )
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    folder = tether_home / "runs" / run_id
+    header = {**_headers(folder)[0][0], "status": "paused", "paused_until": 1.5e9}  # what a newer tether wrote
+    body = json.dumps(header).encode()
+    for slot in ("state.a.json", "state.b.json"):
+        (folder / slot).write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n%d\n" % len(body) + body)
+    for args in (("runs",), ("show", run_id)):
+        code, out, err = run_main(*args, capsys=capsys)
+        assert "damaged" not in err and "delete" not in err, err
+        assert "its status 'paused' is not one this tether knows" in err and "upgrade tether" in err, err
+    assert _headers(folder)[0][0]["status"] == "paused"  # kept as it is

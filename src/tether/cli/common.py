@@ -252,6 +252,8 @@ def load_run(store: RunStore, run_id: str) -> RunState:
         return store.load(run_id)
     except StoreError as exc:
         cause = exc.__cause__
+        if isinstance(cause, ValidationError) and (newer := unknown_status(cause)):
+            raise StoreError(f"run {run_id} ({where}): {newer}") from None
         if isinstance(cause, ValidationError):
             raise StoreError(
                 f"the header of run {run_id} ({where}) is damaged: {first_error(cause)}. "
@@ -268,6 +270,22 @@ def load_run(store: RunStore, run_id: str) -> RunState:
             f"cannot read run {run_id[:80]!r}{'...' if len(run_id) > 80 else ''}: {exc.strerror or exc}. "
             "`tether runs` lists the runs"
         ) from None
+
+
+def unknown_status(exc: Any) -> str | None:
+    """When a run's header is refused only for a status this tether does not know (a newer tether
+    saved the run), what to say: it is not damaged, and deleting it, as for a damaged one, loses it."""
+    import re
+
+    errors = exc.errors()
+    if not errors or any(tuple(e["loc"]) != ("status",) or e["type"] != "literal_error" for e in errors):
+        return None
+    if not isinstance(errors[0].get("input"), str) or not re.fullmatch(r"[a-z][a-z_]{0,40}", errors[0]["input"]):
+        return None  # no status word: the header is damaged
+    return (
+        f"its status {errors[0].get('input')!r} is not one this tether knows (a newer tether saved it?); "
+        "the run is kept as it is: upgrade tether to read it"
+    )
 
 
 def first_error(exc: Any) -> str:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.cli.common import first_error, load_run, positive_int, run_store, usage_error
+from tether.cli.common import first_error, load_run, positive_int, run_store, unknown_status, usage_error
 from tether.cli.common import settings as load_settings
 
 if TYPE_CHECKING:
@@ -166,7 +166,8 @@ def _rows_of(headers: list[dict[str, Any]]) -> tuple[list[Any], list[tuple[str, 
         try:
             rows.append(row.model_validate(header))
         except ValidationError as exc:
-            skipped.append((str(header.get("run_id")), f"its header is damaged ({first_error(exc)})"))
+            why = unknown_status(exc) or f"its header is damaged ({first_error(exc)})"
+            skipped.append((str(header.get("run_id")), why))
     return rows, skipped
 
 
@@ -200,7 +201,7 @@ def _rows(root: Path) -> tuple[list[Any], list[tuple[str, str]]]:
         except OSError as exc:
             skipped.append((d.name, f"cannot read its header ({exc.strerror or exc}); {fix}"))
         except ValidationError as exc:
-            skipped.append((d.name, f"its header is damaged ({first_error(exc)}); {fix}"))
+            skipped.append((d.name, unknown_status(exc) or f"its header is damaged ({first_error(exc)}); {fix}"))
     rows.sort(key=lambda r: r.created_at, reverse=True)
     return rows, skipped
 
