@@ -176,3 +176,47 @@ def test_a_file_edited_by_root_keeps_its_owner(tmp_path: Path, tool_name: str) -
     assert (owned.stat().st_uid, owned.stat().st_gid) == (65534, 65534)
     call(write_file, tmp_path, {"path": "new.py", "content": "x\n"})  # a new file is the writer's own
     assert (tmp_path / "new.py").stat().st_uid == 0
+
+
+# --- .git and .tether -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "path"),
+    [
+        ("write_file", ".git/config"),
+        ("write_file", "sub/../.git/hooks/pre-commit"),
+        ("write_file", "repo-link/config"),  # a link inside the workspace, to .git
+        ("write_file", ".GIT/config"),  # the same directory where case is ignored
+        ("write_file", ".tether/skills/helper/SKILL.md"),
+        ("edit_file", "repo-link/config"),
+    ],
+)
+def test_the_file_tools_do_not_write_what_git_and_tether_run_later(tmp_path: Path, tool_name: str, path: str) -> None:
+    """The sandbox keeps the workspace's .git and .tether read-only for commands, because git runs
+    what .git/config names outside any sandbox (core.fsmonitor at the next git status) and tether
+    reads .tether/skills into later runs; write_file and edit_file, which run without asking, wrote
+    there freely: the model could set core.fsmonitor to any command and the user's next git status
+    ran it, unsandboxed."""
+    git = tmp_path / ".git"
+    git.mkdir()
+    (git / "config").write_text("[core]\n\tbare = false\n")
+    os.symlink(".git", tmp_path / "repo-link")
+    args = (
+        {"path": path, "content": "[core]\n\tfsmonitor = touch /tmp/pwned\n"}
+        if tool_name == "write_file"
+        else {"path": path, "old_text": "bare = false", "new_text": "fsmonitor = touch /tmp/pwned"}
+    )
+    with pytest.raises(ToolError, match=r"^refused: .* is inside \.(git|tether), which .* Nothing was changed"):
+        call(TOOLS[tool_name], tmp_path, args)
+    assert (git / "config").read_text() == "[core]\n\tbare = false\n"
+    assert sorted(p.name for p in git.iterdir()) == ["config"]
+    assert not (tmp_path / ".tether").exists()
+
+
+def test_files_merely_named_like_them_are_still_written(tmp_path: Path) -> None:
+    call(write_file, tmp_path, {"path": ".gitignore", "content": "*.pyc\n"})
+    call(write_file, tmp_path, {"path": "docs/.git-notes/a.md", "content": "a\n"})
+    call(write_file, tmp_path, {"path": "vendor/lib/.git/info/exclude", "content": "x\n"})  # a nested repository
+    assert (tmp_path / ".gitignore").read_text() == "*.pyc\n"
+    assert (tmp_path / "vendor/lib/.git/info/exclude").read_text() == "x\n"

@@ -294,6 +294,23 @@ def _write_target(walk: Walk, path: str) -> int | None:
     return walk.stat.st_mode
 
 
+# The working directory's own .git and .tether, which the shell's sandbox keeps read-only too: git
+# runs what .git/config and .git/hooks name (core.fsmonitor, core.pager, a pre-commit hook) outside
+# any sandbox at the user's next git command, and .tether/skills is read into later runs' prompts.
+_PROTECTED = (".git", ".tether")
+
+
+def _refuse_protected(rel: str, path: str, tool: str) -> None:
+    """``rel`` (the path from the working directory, links resolved) inside ``.git`` or ``.tether``."""
+    top = rel.split("/", 1)[0].casefold()  # .GIT is .git on a file system that ignores case
+    if top in _PROTECTED:
+        raise ToolError(
+            f"refused: {path} is inside {top}, which {tool} does not change: git runs what .git holds "
+            "(config, hooks) outside the sandbox, and tether reads .tether into later runs. Nothing was "
+            "changed. Use git's own commands for the repository, or tell the user what to change."
+        )
+
+
 def _refuse_read_only(st: os.stat_result, path: str) -> None:
     """A file nobody may write was made so on purpose: replacing it by a rename (which needs only the
     directory) would go round that, as no editor or shell redirection does."""
@@ -312,7 +329,10 @@ def _owner(st: os.stat_result | None) -> tuple[int, int] | None:
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the working directory with `content`."""
     data = _utf8(content, "content")
+    given = os.path.relpath(path, ctx.cwd) if os.path.isabs(path) else os.path.normpath(path)
+    _refuse_protected(given, path, "write_file")  # before the walk makes any directory
     with Workspace(ctx.cwd) as ws, ws.walk(path, create_dirs=True) as walk:
+        _refuse_protected(walk.rel, path, "write_file")  # reached through a link, or by an absolute path
         mode = _write_target(walk, path)
         assert walk.name is not None
         replace_file(walk.dir_fd, walk.name, data, mode, shown=path, owner=_owner(walk.stat))
@@ -384,6 +404,7 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
     """Replace `old_text` with `new_text` in a file. `old_text` must appear exactly once: include
     enough surrounding lines to make it unique."""
     with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
+        _refuse_protected(walk.rel, path, "edit_file")
         fd, st = walk.open_last("edit_file only edits")
         try:
             _refuse_read_only(st, path)
