@@ -166,7 +166,7 @@ def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: 
             from tether.events import SideCall, TraceOnly
 
             cost = None if model.price is None else model.price.cost(usage)
-            rc.emit(
+            rc.sink.put(  # trace only: not an event of the stream
                 TraceOnly(
                     SideCall(
                         rc.state.run_id, model.name, usage.prompt_tokens, usage.completion_tokens, cost, usage.estimated
