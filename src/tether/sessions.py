@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from tether.errors import ConfigError, UserError
+from tether.errors import ConfigError, StoreError, UserError
 from tether.fileio import atomic_write, in_the_way, open_own, planted, private_dir, private_file, read_own
 from tether.messages import (
     AssistantMessage,
@@ -668,13 +668,33 @@ class SqliteSessionStore:
         )
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[None]:
+    def _refused(self) -> Iterator[None]:
+        """Under the store's lock; an error of the database (damaged, full, locked by another
+        process past the wait) becomes a ``StoreError`` that names it and what to do, not a
+        traceback out of a run, a chat or the server."""
+        import sqlite3
+
         with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"the session database {self.path} refused: {exc}; nothing of the session was changed. "
+                    f"Check the disk's room and the database (sqlite3 {self.path} 'PRAGMA integrity_check'), "
+                    "or use another session store (--session-store)"
+                ) from exc
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        import sqlite3
+
+        with self._refused():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back itself (a damaged page)
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -712,7 +732,7 @@ class SqliteSessionStore:
     def list(self) -> list[SessionInfo]:
         """The sessions with their messages: a row that holds none (not JSON, or JSON of no message's
         role) is not one, as a damaged line of a JSONL session is not (a load drops it)."""
-        with self._lock:
+        with self._refused():
             rows = self._db.execute(
                 "SELECT s.session_id, COUNT(CASE WHEN json_valid(m.body) THEN CASE WHEN json_extract(m.body, "
                 "'$.role') IN ('user', 'assistant', 'tool') THEN 1 END END), s.updated_at FROM sessions s "
@@ -727,7 +747,7 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM session_meta WHERE session_id = ?", (session_id,))
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
-        with self._lock:
+        with self._refused():
             row = self._db.execute(
                 "SELECT body FROM session_meta WHERE session_id = ?", (check_session_id(session_id),)
             ).fetchone()
@@ -738,7 +758,7 @@ class SqliteSessionStore:
         return meta if isinstance(meta, dict) else {}
 
     def save_meta(self, session_id: str, meta: dict[str, Any]) -> None:
-        with self._lock:
+        with self._refused():
             self._db.execute(
                 "INSERT INTO session_meta (session_id, body) VALUES (?, ?) "
                 "ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",

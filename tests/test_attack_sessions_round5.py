@@ -1,0 +1,42 @@
+"""Sessions and their stores attacked from outside (round 5): a session database damaged past its
+first page, and more.
+
+What a user relies on: a store that cannot be used says so in one line that names it and what to
+do (never a traceback out of `tether run`, `tether chat` or the server), and nothing good is lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import run_main
+from tether.messages import UserMessage
+
+
+def _damage_past_the_first_page(db: Path) -> None:
+    """Overwrite the pages after the header page with garbage, as a disk or a copy cut short may:
+    SQLite opens the file, then finds it malformed at the first read of a table."""
+    data = bytearray(db.read_bytes())
+    data[4096:] = b"A" * (len(data) - 4096)
+    db.write_bytes(bytes(data))
+
+
+def test_a_run_on_a_damaged_session_database_is_one_line_not_a_traceback(
+    tether_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether run --session s --session-store sqlite` on a database damaged past its first page
+    ended in sqlite3.DatabaseError's traceback (only `tether sessions` said it in a line)."""
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tether_home / "sessions.db")
+    store.append("s", [UserMessage.text("one")])
+    store.close()
+    _damage_past_the_first_page(tether_home / "sessions.db")
+    code, _, err = run_main(
+        "run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--session", "s", "--session-store", "sqlite", "hi",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 2, err
+    assert "the session database" in err and "malformed" in err and "--session-store" in err
+    assert "Traceback" not in err
