@@ -196,7 +196,13 @@ class Telemetry:
         )
         import requests
 
-        session = requests.Session()  # its hook turns "busy, try later" into one failed export
+        # Its hook turns "busy, try later" into one failed export; a session that a credential
+        # provider named in the environment makes (AWS SigV4, say) is the exporter's to build.
+        providers = (
+            "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
+            "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
+        )
+        session = None if any(os.environ.get(name) for name in providers) else requests.Session()
         with _HeadersUnshown() as unshown:  # the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
             otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None, session=session)
         if unshown.entries:
@@ -212,8 +218,9 @@ class Telemetry:
                 "is" if unshown.entries == 1 else "are",
             )
         exporter = _ReachableOnly(otlp, endpoint)
-        session.hooks["response"].append(exporter.busy)
-        _quiet_about_busy()
+        if session is not None:
+            session.hooks["response"].append(exporter.busy)
+            _quiet_about_busy()
         self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
         self._tracer = self._provider.get_tracer("tether")
         self._first_runs: OrderedDict[int, None] = OrderedDict()
