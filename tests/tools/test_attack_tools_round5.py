@@ -27,8 +27,10 @@ from tether.harness.state import RunState
 from tether.messages import AssistantMessage, Message, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
-from tether.tools.base import ToolContext, ToolError, ToolInputError, tool, validate_arguments
+from tether.tools.base import ToolContext, ToolError, ToolInputError, ToolResult, tool, validate_arguments
 from tether.tools.files import FILE_TOOLS, edit_file, list_files, write_file
+from tether.tools.sandbox import sandbox_status
+from tether.tools.shell import RunCommand, ShellSettings
 
 TOOLS = {"write_file": write_file, "edit_file": edit_file}
 
@@ -220,3 +222,26 @@ def test_files_merely_named_like_them_are_still_written(tmp_path: Path) -> None:
     call(write_file, tmp_path, {"path": "vendor/lib/.git/info/exclude", "content": "x\n"})  # a nested repository
     assert (tmp_path / ".gitignore").read_text() == "*.pyc\n"
     assert (tmp_path / "vendor/lib/.git/info/exclude").read_text() == "x\n"
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+def test_a_sandboxed_command_cannot_make_tether_s_folder_where_there_is_none(tmp_path: Path) -> None:
+    """An existing .tether was bound read-only, a missing one was not protected at all: a command
+    run without asking could create .tether/skills/NAME/SKILL.md, a project skill every later run
+    lists in its prompt and loads as instructions."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shell = RunCommand(ShellSettings(sandbox="workspace-write"))
+    ctx = ToolContext(cwd=ws, signal=CancelSignal())
+    planted = asyncio.run(
+        shell.execute({"command": "mkdir -p .tether/skills/x && echo planted > .tether/skills/x/SKILL.md"}, ctx)
+    )
+    assert isinstance(planted, ToolResult) and planted.is_error
+    assert "[refused: write outside the workspace blocked by the sandbox" in str(planted.content)
+    assert not (ws / ".tether" / "skills").exists()
+    assert [p.name for p in ws.iterdir()] == [".tether"] and list((ws / ".tether").iterdir()) == []
+    ordinary = asyncio.run(shell.execute({"command": "echo x > notes.txt && cat notes.txt"}, ctx))
+    assert isinstance(ordinary, ToolResult) and ordinary.content == "exit code 0\nx\n"
+    listed = RunCommand(ShellSettings(sandbox="workspace-write", writable=(".tether",)))
+    made = asyncio.run(listed.execute({"command": "mkdir -p .tether/skills/x"}, ctx))
+    assert isinstance(made, ToolResult) and not made.is_error and (ws / ".tether/skills/x").is_dir()

@@ -158,6 +158,16 @@ def _writable_args(jail: Jail, cwd: Path) -> Iterator[str]:
             inner = root / name
             if os.path.lexists(inner) and _real(inner) not in listed and not inner.is_symlink():
                 yield from ("--ro-bind", str(inner), str(inner))
+            elif (
+                name == ".tether"
+                and not os.path.lexists(inner)
+                and _real(inner) not in listed
+                and os.access(root, os.W_OK)
+            ):
+                # Not there yet: an empty read-only one in its place (left behind, empty), or the
+                # command could make it and plant project skills that later runs read as instructions.
+                # (Where tether cannot write, neither can the command, and bwrap could not make it.)
+                yield from ("--tmpfs", str(inner), "--remount-ro", str(inner))
 
 
 def jail_args(jail: Jail, bwrap: str) -> list[str]:
