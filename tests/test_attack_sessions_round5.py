@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import run_main
-from tether.messages import UserMessage
+from tether.messages import UserMessage, text_of
 
 
 def _damage_past_the_first_page(db: Path) -> None:
@@ -40,3 +40,22 @@ def test_a_run_on_a_damaged_session_database_is_one_line_not_a_traceback(
     assert code == 2, err
     assert "the session database" in err and "malformed" in err and "--session-store" in err
     assert "Traceback" not in err
+
+
+def test_a_session_saved_by_an_editor_with_a_byte_order_mark_keeps_its_first_message(tmp_path: Path) -> None:
+    """A session file opened and saved in an editor that puts a UTF-8 byte order mark before the
+    first line (Notepad does): the first message, whole after the mark, was taken for a garbled
+    line: dropped from the conversation (and the listing's count), the file copied aside."""
+    from tether.sessions import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path / "sessions")
+    store.append("s", [UserMessage.text("one"), UserMessage.text("two")])
+    path = store.path("s")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    assert [i.messages for i in JsonlSessionStore(tmp_path / "sessions").list()] == [2]
+    assert [text_of([m]) for m in store.load("s")] == ["one", "two"]
+    assert not list(store.root.glob("*.damaged-*"))
+    assert not path.read_bytes().startswith(b"\xef\xbb\xbf")  # written back as tether writes it
+    store.append("s", [UserMessage.text("three")])
+    assert [text_of([m]) for m in store.load("s")] == ["one", "two", "three"]
+    assert [i.messages for i in store.list()] == [3]

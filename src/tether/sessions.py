@@ -72,6 +72,7 @@ _OLDER_TEXTS = (
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _log = logging.getLogger("tether.sessions")
+_BOM = b"\xef\xbb\xbf"  # what an editor may put before the first line of a session edited by hand
 
 
 def check_session_id(session_id: str) -> str:
@@ -357,7 +358,8 @@ class JsonlSessionStore:
             return [], False, False
         messages: list[Message] = []
         garbled = False
-        lines = data.split(b"\n")
+        bom = data.startswith(_BOM)  # an editor's mark (Notepad's): the first message is whole after it
+        lines = data[len(_BOM) if bom else 0 :].split(b"\n")
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
@@ -367,7 +369,7 @@ class JsonlSessionStore:
                 # The part after the last newline is a torn write, unless it is whole JSON: what a
                 # crash leaves is the start of a line, never that (this was edited, its newline left off).
                 garbled = garbled or i < len(lines) - 1 or _whole_json(line)
-        return messages, garbled or (bool(data) and not data.endswith(b"\n")), garbled
+        return messages, bom or garbled or (bool(data) and not data.endswith(b"\n")), garbled
 
     def load(self, session_id: str) -> list[Message]:
         path = self.path(session_id)
@@ -566,7 +568,7 @@ class JsonlSessionStore:
         finally:
             os.close(fd)
         whole = tail[: tail.rfind(b"\n") + 1]  # a torn last line is no message (yet)
-        for line in whole.split(b"\n"):
+        for line in whole[len(_BOM) if start == 0 and whole.startswith(_BOM) else 0 :].split(b"\n"):
             if line.strip():
                 with contextlib.suppress(ValidationError):
                     load_message(line)
