@@ -245,3 +245,30 @@ def test_a_sandboxed_command_cannot_make_tether_s_folder_where_there_is_none(tmp
     listed = RunCommand(ShellSettings(sandbox="workspace-write", writable=(".tether",)))
     made = asyncio.run(listed.execute({"command": "mkdir -p .tether/skills/x"}, ctx))
     assert isinstance(made, ToolResult) and not made.is_error and (ws / ".tether/skills/x").is_dir()
+
+
+@pytest.mark.parametrize("mode", ["off", "workspace-write"])
+def test_a_working_directory_removed_during_the_run_is_named_in_the_shell_s_answer(tmp_path: Path, mode: Any) -> None:
+    """A command in ``mode = "off"`` can remove the workspace (``cd .. && rm -rf ws``); every later
+    run_command then failed with a bare "[Errno 2] No such file or directory: PosixPath(...)", which
+    the harness asks the model to fix by changing its arguments. The file tools already said it."""
+    if mode != "off" and not sandbox_status().available:
+        pytest.skip(f"no sandbox: {sandbox_status().why_not}")
+    ws = tmp_path / "ws"
+    seen: list[str] = []
+
+    def reply(messages: list[Message], request: Any) -> Reply | str:
+        if isinstance(messages[-1], ToolMessage):
+            seen.append(messages[-1].text)
+            return "done"
+        ws.rmdir()
+        return Reply(calls=(("c0", "run_command", {"command": "echo hi"}),))
+
+    ws.mkdir()
+    shell = RunCommand(ShellSettings(sandbox=mode, policy="never-ask"))
+    result = asyncio.run(run(Agent(FunctionModel(reply), tools=[shell], cwd=ws), "go", state=RunState()))
+    assert result.status == "completed"
+    assert seen[0].startswith(
+        f"Error: the tool run_command failed: the command did not run: the working directory {ws} no longer "
+        "exists. No command can run until it is back; tell the user."
+    )

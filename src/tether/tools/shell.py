@@ -420,6 +420,12 @@ async def run_sandboxed(
     if "\0" in str(ctx.cwd) or "\0" in command:  # the kernel cannot take it: nothing starts
         where = "the working directory" if "\0" in str(ctx.cwd) else "the command"
         raise ToolError(f"the command did not run: {where} contains a NUL character, which no path or command can hold")
+    if not os.path.isdir(ctx.cwd):  # removed during the run (or a file put there): say so, not a bare errno
+        what = "is not a directory" if os.path.lexists(ctx.cwd) else "no longer exists"
+        raise ToolError(
+            f"the command did not run: the working directory {ctx.cwd} {what}. No command can run until "
+            "it is back; tell the user."
+        )
     status = sandbox_status(settings)
     if outside:
         status = _unsandboxed(status)
