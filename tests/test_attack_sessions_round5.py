@@ -59,3 +59,24 @@ def test_a_session_saved_by_an_editor_with_a_byte_order_mark_keeps_its_first_mes
     store.append("s", [UserMessage.text("three")])
     assert [text_of([m]) for m in store.load("s")] == ["one", "two", "three"]
     assert [i.messages for i in store.list()] == [3]
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [b"[" * 100_000, b'{"prompt_blocks": {"memory": 5}}'],
+    ids=["nested-past-the-stack", "a-block-that-is-no-text"],
+)
+def test_a_damaged_session_metadata_file_counts_as_empty_and_the_run_goes_on(
+    tether_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], meta: bytes
+) -> None:
+    """`<session>.meta.json` that cannot be read is promised to count as empty (and be rewritten).
+    JSON nested deeper than Python's stack raised RecursionError, and a snapshot block that is not
+    text (edited by hand) a TypeError: each a traceback out of every later `tether run --session`."""
+    args = ("run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--session", "m")
+    assert run_main(*args, "hi", capsys=capsys)[0] == 0
+    path = tether_home / "sessions" / "m.meta.json"
+    assert path.is_file()
+    path.write_bytes(meta)
+    code, _, err = run_main(*args, "again", capsys=capsys)
+    assert code == 0, err
+    assert b"# Memory" in path.read_bytes()  # the snapshot taken again, for the session's later runs

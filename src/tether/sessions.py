@@ -487,7 +487,7 @@ class JsonlSessionStore:
         does a link, named pipe or folder put at its name (never read through or waited on)."""
         try:
             meta = json.loads(read_own(self._meta_path(session_id)))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
             return {}
         return meta if isinstance(meta, dict) else {}
 
@@ -755,7 +755,7 @@ class SqliteSessionStore:
             ).fetchone()
         try:
             meta = json.loads(row[0]) if row else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         return meta if isinstance(meta, dict) else {}
 

@@ -437,7 +437,7 @@ def _system_prompt(agent: Agent, state: RunState, session: SessionStore | None) 
     load_meta = getattr(session, "load_meta", None) if sid else None
     meta: dict[str, Any] = load_meta(sid) if load_meta is not None else {}
     shared = meta.get("prompt_blocks")
-    shared = shared if isinstance(shared, dict) else {}
+    shared = {k: v for k, v in shared.items() if isinstance(v, str)} if isinstance(shared, dict) else {}
     blocks = snapshot_blocks(agent.extensions, state.prompt_blocks if state.prompt_blocks is not None else shared)
     state.prompt_blocks = blocks
     if load_meta is not None and sid and any(shared.get(k) != v for k, v in blocks.items()):
