@@ -80,3 +80,14 @@ def test_a_damaged_session_metadata_file_counts_as_empty_and_the_run_goes_on(
     code, _, err = run_main(*args, "again", capsys=capsys)
     assert code == 0, err
     assert b"# Memory" in path.read_bytes()  # the snapshot taken again, for the session's later runs
+
+
+def test_a_damaged_count_file_beside_a_session_is_read_again_not_a_traceback(tmp_path: Path) -> None:
+    """`.<session>.count` is a cache: one that cannot be read means reading the session. JSON
+    nested past Python's stack there raised RecursionError out of `tether sessions list`."""
+    from tether.sessions import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path / "sessions")
+    store.append("s", [UserMessage.text("one"), UserMessage.text("two")])
+    (store.root / ".s.count").write_bytes(b"[" * 100_000)
+    assert [(i.session_id, i.messages) for i in store.list()] == [("s", 2)]

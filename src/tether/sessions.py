@@ -533,7 +533,7 @@ class JsonlSessionStore:
         try:
             known = json.loads(read_own(self._count_path(session_id)))
             found = (known["ino"], known["size"], known["messages"])
-        except (OSError, ValueError, TypeError, KeyError):
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
             return None
         return found if all(isinstance(n, int) and not isinstance(n, bool) for n in found) else None
 
