@@ -202,3 +202,44 @@ def test_a_run_a_newer_tether_saved_with_a_status_this_one_does_not_know_is_not_
         assert "damaged" not in err and "delete" not in err, err
         assert "its status 'paused' is not one this tether knows" in err and "upgrade tether" in err, err
     assert _headers(folder)[0][0]["status"] == "paused"  # kept as it is
+
+
+def test_a_sub_agent_s_classifier_calls_are_in_its_trace_file_and_its_spans(
+    telemetry: Telemetry, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """A sub-agent guarded by a model classifier: what its run writes to the trace only (the
+    judge's call, like a knowledge-base search's hits) never left the child's run, which has no
+    tracer of its own; its trace file missed the call and its chat span counted the judge's cost."""
+
+    def child(messages: list[Any], request: object) -> AssistantMessage:
+        return AssistantMessage(content=(TextPart(text="the child's answer"),), finish_reason="stop")
+
+    def parent(messages: list[Any], request: object) -> AssistantMessage:
+        if len(messages) == 1:
+            call = ToolCallPart(id="c1", name="helper", arguments=json.dumps({"task": "look"}))
+            return AssistantMessage(content=(call,), finish_reason="tool_calls")
+        return AssistantMessage(content=(TextPart(text="done"),), finish_reason="stop")
+
+    guard = Guardrail(
+        ModelClassifier("judge", model=FunctionModel(_judge, model_id="judge", price=JUDGE_PRICE)), stages=("output",)
+    )
+    helper = Agent(FunctionModel(child, model_id="kid", price=AGENT_PRICE), middleware=[guard]).as_tool("helper", "h")
+    spans_tracer = telemetry.tracer()
+    tracer = FanoutTracer(JsonlTracer(tmp_path), spans_tracer)
+    result = run_sync(Agent(FunctionModel(parent, price=AGENT_PRICE), tools=[helper]), "go", tracer=tracer)
+    assert result.status == "completed", result.reason
+
+    files = {p.stem: read_trace(p) for p in tmp_path.iterdir()}
+    (child_id,) = set(files) - {result.run_id}
+    assert [line["type"] for line in files[child_id]] == ["side_call", "guardrail", "turn", "run_stopped"]
+    assert files[child_id][0]["model"].endswith("judge")
+
+    spans = flushed(telemetry, receiver, spans_tracer.trace_id, 7)
+    chats = by_name(spans, "chat")
+    assert sorted(c["name"] for c in chats) == ["chat function", "chat function", "chat judge", "chat kid"]
+    for chat in chats:
+        a = chat["attributes"]
+        price = JUDGE_PRICE if chat["name"] == "chat judge" else AGENT_PRICE
+        own = price.input * a["gen_ai.usage.input_tokens"] + price.output * a["gen_ai.usage.output_tokens"]
+        assert a["tether.cost_usd"] == pytest.approx(own / 1e6), (chat["name"], a)
+    assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result.cost_usd)

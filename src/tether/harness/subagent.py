@@ -73,6 +73,22 @@ def parent_of(state: RunState) -> tuple[str | None, str | None]:
     return parent.get("run_id"), parent.get("call_id")
 
 
+class _TraceOnlyUp:
+    """The child's tracer: what its run puts in the trace only (its side calls, its retrievals, its
+    own sub-agents' last lines) goes up into the parent's stream as trace-only lines, to reach the
+    trace files; without it they were lost. The rest of the child's events come up as its stream."""
+
+    def __init__(self, ctx: ToolContext, run_id: str) -> None:
+        self.ctx, self.run_id = ctx, run_id
+
+    def write(self, event: Any) -> None:
+        if event.type in ("side_call", "retrieval") or (event.type == "done" and event.run_id != self.run_id):
+            self.ctx.emit(TraceOnly(event))
+
+    def close(self) -> None:
+        pass
+
+
 class _ChildStore:
     """Saves the child's state inside the parent's, and the parent with it."""
 
@@ -291,7 +307,8 @@ class AgentTool:
         result, store = None, _ChildStore(ctx)
         try:
             # A Stop while the child starts (its extensions) ends the child at once, its own way.
-            async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal):
+            up = _TraceOnlyUp(ctx, child.run_id)
+            async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal, tracer=up):
                 if isinstance(event, Done):
                     result = event.result
                     ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on
