@@ -243,3 +243,26 @@ def test_a_sub_agent_s_classifier_calls_are_in_its_trace_file_and_its_spans(
         own = price.input * a["gen_ai.usage.input_tokens"] + price.output * a["gen_ai.usage.output_tokens"]
         assert a["tether.cost_usd"] == pytest.approx(own / 1e6), (chat["name"], a)
     assert sum(c["attributes"]["tether.cost_usd"] for c in chats) == pytest.approx(result.cost_usd)
+
+
+def test_a_sub_agent_s_own_sub_agent_s_trace_file_ends_with_its_stop_line(tmp_path: Path) -> None:
+    """docs/harness.md: a child's trace file "ends with its run_stopped line". A grandchild's
+    (a sub-agent's sub-agent) stop line went up its parent's run as trace-only and was dropped
+    there: its file ended with its last turn, as a run killed mid-way does."""
+
+    def delegate(name: str) -> Any:
+        def reply(messages: list[Any], request: object) -> AssistantMessage:
+            if len(messages) == 1:
+                call = ToolCallPart(id="c1", name=name, arguments=json.dumps({"task": "look"}))
+                return AssistantMessage(content=(call,), finish_reason="tool_calls")
+            return AssistantMessage(content=(TextPart(text="done"),), finish_reason="stop")
+
+        return reply
+
+    leaf = Agent(FunctionModel(lambda m, r: "the leaf's answer", model_id="leaf")).as_tool("leaf", "l")
+    middle = Agent(FunctionModel(delegate("leaf"), model_id="mid"), tools=[leaf]).as_tool("mid", "m")
+    result = run_sync(Agent(FunctionModel(delegate("mid")), tools=[middle]), "go", tracer=JsonlTracer(tmp_path))
+    assert result.status == "completed"
+    files = [read_trace(p) for p in tmp_path.iterdir()]
+    assert len(files) == 3
+    assert all(lines[-1]["type"] == "run_stopped" and lines[-1]["status"] == "completed" for lines in files), files
