@@ -272,3 +272,25 @@ def test_a_working_directory_removed_during_the_run_is_named_in_the_shell_s_answ
         f"Error: the tool run_command failed: the command did not run: the working directory {ws} no longer "
         "exists. No command can run until it is back; tell the user."
     )
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+def test_a_log_that_mentions_a_refused_connection_is_not_read_as_the_sandbox_refusing(tmp_path: Path) -> None:
+    """The refusal note is judged from the output: ``grep refused app.log`` (exit 0, no network
+    tool) got "[refused: network access blocked by the sandbox ... call run_command_unsandboxed]",
+    so the model asked a person to run a harmless grep outside the sandbox. A real refusal still reads
+    as one, from a command that failed or a network tool behind a pipe."""
+    (tmp_path / "app.log").write_text("12:00 worker 7: connect to db:5432: Connection refused\n")
+    shell = RunCommand(ShellSettings(sandbox="workspace-write"))
+    ctx = ToolContext(cwd=tmp_path, signal=CancelSignal())
+
+    def text(command: str) -> str:
+        out = asyncio.run(shell.execute({"command": command}, ctx))
+        assert isinstance(out, ToolResult) and isinstance(out.content, str)
+        return out.content
+
+    assert text("grep -h refused app.log") == "exit code 0\n12:00 worker 7: connect to db:5432: Connection refused\n"
+    failed = text("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9))\"")
+    assert "[refused: network access blocked by the sandbox" in failed
+    piped = text("curl -sS http://example.com 2>&1 | head -3")
+    assert "[refused: network access blocked by the sandbox" in piped

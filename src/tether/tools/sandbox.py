@@ -134,6 +134,16 @@ _NETWORK_TOOLS = re.compile(
 )
 
 
+def _network_refused(output: str, command: str, code: int | None) -> bool:
+    """Whether the network's absence shows: a network tool that failed, or words of a refused
+    connection from a command that failed or names a network tool (``curl ... | head`` exits 0). The
+    same words printed by a command that succeeded are data (``grep "Connection refused" app.log``):
+    read as a refusal, they had the model ask a person to run a harmless command outside the sandbox."""
+    tool = _NETWORK_TOOLS.search(command) is not None
+    said = _NO_NETWORK.search(output) is not None or _PROXY_403.search(output) is not None
+    return (said and (code != 0 or tool)) or (code != 0 and tool)
+
+
 def refusal_note(
     output: str,
     status: SandboxStatus,
@@ -158,7 +168,7 @@ def refusal_note(
             f"network access to {', '.join(sorted(set(refused_hosts)))} blocked by the sandbox (allowed: "
             f"{', '.join(status.network) or 'none'})"
         )
-    elif _NO_NETWORK.search(output) or _PROXY_403.search(output) or (code != 0 and _NETWORK_TOOLS.search(command)):
+    elif _network_refused(output, command, code):
         allowed = f"only {', '.join(status.network)} through the proxy" if status.network else "the network is off"
         allowed += "; 127.0.0.1 is the sandbox's own loopback, not the host's"
         found.append(f"network access blocked by the sandbox ({allowed})")
