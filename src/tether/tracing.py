@@ -110,12 +110,14 @@ def trace_bytes(path: Path) -> bytes:
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
     """The trace's lines, keys in snake_case (older traces' camelCase keys too); a torn last line
-    (a crash mid-write) is skipped."""
+    (a crash mid-write) is skipped, and so is a line that is not a JSON object (``tether trace``
+    skips both too): every line is an event."""
     out = []
     for line in trace_bytes(path).decode("utf-8", errors="replace").split("\n"):
         try:
             value = json.loads(line)
         except ValueError:
             continue
-        out.append(snake_keys(value) if isinstance(value, dict) else value)
+        if isinstance(value, dict):
+            out.append(snake_keys(value))
     return out

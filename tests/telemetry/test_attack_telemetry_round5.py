@@ -266,3 +266,13 @@ def test_a_sub_agent_s_own_sub_agent_s_trace_file_ends_with_its_stop_line(tmp_pa
     files = [read_trace(p) for p in tmp_path.iterdir()]
     assert len(files) == 3
     assert all(lines[-1]["type"] == "run_stopped" and lines[-1]["status"] == "completed" for lines in files), files
+
+
+def test_read_trace_gives_events_only_as_tether_trace_prints_them(tmp_path: Path) -> None:
+    """A trace with lines that are JSON but no event (`123`, `[1]`, `"x"`, `null`: garbage, a file
+    spliced in): `tether trace` skips them as damaged, but read_trace (the server's trace endpoint)
+    handed them on among the events, where every reader takes a line for a dict."""
+    path = tmp_path / "run_x.jsonl"
+    event = {"run_id": "run_x", "type": "turn", "turn": 1}
+    path.write_text('123\n[1]\n"x"\nnull\n' + json.dumps(event) + "\n", encoding="utf-8")
+    assert read_trace(path) == [event]
