@@ -91,3 +91,25 @@ def test_a_damaged_count_file_beside_a_session_is_read_again_not_a_traceback(tmp
     store.append("s", [UserMessage.text("one"), UserMessage.text("two")])
     (store.root / ".s.count").write_bytes(b"[" * 100_000)
     assert [(i.session_id, i.messages) for i in store.list()] == [("s", 2)]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_session_store_under_the_home_folder_is_there_not_in_a_folder_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """`session_store = "jsonl:~/tether-sessions"` in config.toml (no shell to expand it), or
+    TETHER_SESSION_STORE quoted: the sessions went to a folder named `~` in whatever folder tether
+    ran in, a different one in each, so a conversation seemed lost when run from elsewhere."""
+    from tether.sessions import open_session_store
+
+    home, cwd = tmp_path / "me", tmp_path / "project"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    where = "~/tether-sessions" if kind == "jsonl" else "~/sessions.db"
+    store = open_session_store(f"{kind}:{where}", tmp_path / "tether-home")
+    store.append("s", [UserMessage.text("one")])
+    assert not (cwd / "~").exists()
+    assert (home / where[2:]).exists()
+    assert [text_of([m]) for m in open_session_store(f"{kind}:{home / where[2:]}", tmp_path).load("s")] == ["one"]

@@ -777,11 +777,14 @@ def open_session_store(spec: str | None, home: Path) -> SessionStore:
     ``sqlite:PATH``; ``memory``. A spec that names a durable store that cannot be opened raises."""
     if spec in (None, "", "jsonl"):
         return JsonlSessionStore(home / "sessions")
+    from tether.config import expand_user
+
     kind, _, where = spec.partition(":")
+    # ``~`` is the home folder, as a shell would make it (config.toml and a quoted variable have no shell).
     if kind == "jsonl":
-        return JsonlSessionStore(Path(where))
+        return JsonlSessionStore(expand_user(where, f"session store {spec!r}"))
     if kind == "sqlite":
-        return SqliteSessionStore(Path(where) if where else home / "sessions.db")
+        return SqliteSessionStore(expand_user(where, f"session store {spec!r}") if where else home / "sessions.db")
     if kind == "memory":
         return MemorySessionStore()
     raise ConfigError(f"unknown session store {spec!r}: use jsonl[:DIR], sqlite[:PATH] or memory")
