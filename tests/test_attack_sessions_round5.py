@@ -113,3 +113,39 @@ def test_a_session_store_under_the_home_folder_is_there_not_in_a_folder_named_ti
     assert not (cwd / "~").exists()
     assert (home / where[2:]).exists()
     assert [text_of([m]) for m in open_session_store(f"{kind}:{home / where[2:]}", tmp_path).load("s")] == ["one"]
+
+
+def test_deleting_a_session_leaves_no_copy_of_its_words_behind(tmp_path: Path) -> None:
+    """`tether sessions delete` (and the server's DELETE) removed the session's file but left the
+    copies a repair had kept of it (`<name>.jsonl.damaged-…`) and the temporary file of a rewrite
+    (a compaction) killed half-way: whole copies of a conversation the person asked to delete."""
+    from tether.sessions import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [UserMessage.text("my secret"), UserMessage.text("more")])
+    path = store.path("s")
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\n{garbled\n", 1))
+    assert [text_of([m]) for m in store.load("s")] == ["my secret", "more"]  # a copy kept beside
+    (store.root / f".s.jsonl.{'ab' * 8}.tmp").write_text("my secret, half rewritten")  # a kill mid-rewrite
+    other = "s.jsonl.damaged-20260101-000000-abcdef01"  # a session whose name looks like a copy's
+    store.append(other, [UserMessage.text("keep me")])
+    assert len(list(store.root.glob("s.jsonl.damaged-*"))) == 2
+    store.delete("s")
+    left = {p.name: p.read_bytes() for p in store.root.iterdir() if p.is_file()}
+    assert not [name for name, data in left.items() if b"my secret" in data], left
+    assert [text_of([m]) for m in store.load(other)] == ["keep me"]
+
+
+def test_deleting_a_sqlite_session_removes_its_damaged_rows_too(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tmp_path / "sessions.db")
+    store.append("s", [UserMessage.text("my secret"), UserMessage.text("more")])
+    store._db.execute("UPDATE messages SET body = '{\"my secret\"' WHERE seq = 0")
+    assert [text_of([m]) for m in store.load("s")] == ["more"]
+    store.delete("s")
+    store.close()
+    with sqlite3.connect(tmp_path / "sessions.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM damaged_messages").fetchone() == (0,)

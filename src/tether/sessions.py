@@ -576,6 +576,20 @@ class JsonlSessionStore:
         self._note_count(session_id, st.st_ino, start + len(whole), counted)
         return counted
 
+    def _remove_copies(self, session_id: str) -> None:
+        """Remove what else holds the session's words: the copies a repair kept of a damaged file
+        (``<session>.jsonl.damaged-…``), and the temporary files of a rewrite a kill cut short (under
+        the session's lock no rewrite of it is under way). Exact names: another session's are not
+        these, whatever its name."""
+        name = re.escape(session_id)
+        mine = re.compile(
+            rf"{name}\.jsonl\.damaged-\d{{8}}-\d{{6}}-[0-9a-f]{{8}}|\.{name}\.(jsonl|meta\.json|count)\.[0-9a-f]{{16}}\.tmp"
+        )
+        with os.scandir(self.root) as entries:
+            found = [e.name for e in entries if mine.fullmatch(e.name)]
+        for leftover in found:
+            (self.root / leftover).unlink(missing_ok=True)  # a link is removed, not what it points to
+
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
             # The transcript last: a deletion cut short (killed, or refused at a folder put at a name)
@@ -584,6 +598,7 @@ class JsonlSessionStore:
                 with _refusing(path):  # a link is removed, not what it points to
                     path.unlink(missing_ok=True)
             self._unsynced.discard(session_id)  # nothing of it is left to sync
+            self._remove_copies(session_id)
             # Removed while held: whoever waits for it sees it is gone and takes the one at its name
             # (removed after letting go, a waiter would hold it while a newcomer holds a new one).
             (self.root / f".{session_id}.lock").unlink(missing_ok=True)
@@ -747,6 +762,7 @@ class SqliteSessionStore:
             self._db.execute("DELETE FROM messages WHERE session_id = ?", (check_session_id(session_id),))
             self._db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             self._db.execute("DELETE FROM session_meta WHERE session_id = ?", (session_id,))
+            self._db.execute("DELETE FROM damaged_messages WHERE session_id = ?", (session_id,))  # its words too
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
         with self._refused():
