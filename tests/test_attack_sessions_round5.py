@@ -149,3 +149,23 @@ def test_deleting_a_sqlite_session_removes_its_damaged_rows_too(tmp_path: Path) 
     store.close()
     with sqlite3.connect(tmp_path / "sessions.db") as db:
         assert db.execute("SELECT COUNT(*) FROM damaged_messages").fetchone() == (0,)
+
+
+def test_tether_chat_with_sessions_in_memory_remembers_the_earlier_messages(
+    tether_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tether chat --session-store memory` keeps the conversation in the process's memory, but
+    each message's run opened a new, empty store: the model never saw what was said a line before."""
+    import io
+
+    from tether import RunStore
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("first\nsecond\n"))
+    code, _, err = run_main(
+        "chat", "--model", "scripted/hello", "--cwd", str(tmp_path), "--session", "c", "--session-store", "memory",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    runs = RunStore(tether_home / "runs")
+    second = max((runs.load(r["run_id"]) for r in runs.list()), key=lambda s: len(s.messages))
+    assert [text_of([m]) for m in second.messages if m.role == "user"] == ["first", "second"]

@@ -294,6 +294,9 @@ class MemorySessionStore:
         self._meta.pop(session_id, None)  # a new session of that name starts without the old one's
 
 
+_PROCESS_SESSIONS = MemorySessionStore()  # what ``memory`` names (open_session_store)
+
+
 def _blocked(folder: Path) -> OSError | None:
     """An error that names what is in the way of ``folder`` (:func:`in_the_way`), for the callers
     that word a store's error from its cause."""
@@ -802,7 +805,8 @@ def open_session_store(spec: str | None, home: Path) -> SessionStore:
     if kind == "sqlite":
         return SqliteSessionStore(expand_user(where, f"session store {spec!r}") if where else home / "sessions.db")
     if kind == "memory":
-        return MemorySessionStore()
+        # This process's memory: one store, as each message of `tether chat` is a run that opens it.
+        return _PROCESS_SESSIONS
     raise ConfigError(f"unknown session store {spec!r}: use jsonl[:DIR], sqlite[:PATH] or memory")
 
 
