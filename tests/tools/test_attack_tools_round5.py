@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import stat
@@ -294,3 +295,25 @@ def test_a_log_that_mentions_a_refused_connection_is_not_read_as_the_sandbox_ref
     assert "[refused: network access blocked by the sandbox" in failed
     piped = text("curl -sS http://example.com 2>&1 | head -3")
     assert "[refused: network access blocked by the sandbox" in piped
+
+
+@dataclasses.dataclass
+class Shipment:
+    carrier: str
+    parcels: list[Range]
+
+
+def test_a_tool_that_returns_models_gives_the_model_their_fields_as_json(tmp_path: Path) -> None:
+    """A returned pydantic model or dataclass was turned into one string by ``str``: the model read
+    ``"start=1 end=2"`` instead of an object, and a dataclass's nested models as their repr."""
+
+    @tool
+    def track(order: int) -> dict[str, Any]:
+        """Track an order."""
+        return {"order": order, "span": Range(start=1, end=2), "shipment": Shipment("DHL", [Range(start=3, end=4)])}
+
+    assert json.loads(call(track, tmp_path, {"order": 7})) == {
+        "order": 7,
+        "span": {"start": 1, "end": 2},
+        "shipment": {"carrier": "DHL", "parcels": [{"start": 3, "end": 4}]},
+    }

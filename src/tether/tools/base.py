@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import json
@@ -322,10 +323,21 @@ class FunctionTool:
             result = await _in_thread(functools.partial(self.fn, *args), kwargs)
         if isinstance(result, ToolResult | str):
             return result
-        return json.dumps(result, default=str)
+        return json.dumps(result, default=_plain)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+
+def _plain(value: Any) -> Any:
+    """What ``json.dumps`` cannot take, as JSON: a pydantic model or a dataclass by its fields (as
+    ``str`` they became one string, ``"id=3 status='shipped'"``, their structure lost), the rest as text."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return str(value)
 
 
 async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
