@@ -317,3 +317,20 @@ def test_a_tool_that_returns_models_gives_the_model_their_fields_as_json(tmp_pat
         "span": {"start": 1, "end": 2},
         "shipment": {"carrier": "DHL", "parcels": [{"start": 3, "end": 4}]},
     }
+
+
+def test_a_hint_naming_a_class_local_to_a_function_says_what_to_do() -> None:
+    """Under ``from __future__ import annotations`` (this module's), a model class defined in the
+    same function cannot be looked up: a bare NameError came out of typing's internals."""
+
+    class Local(BaseModel):
+        x: int
+
+    def use(item: Local) -> str:
+        """Use it."""
+        return str(item.x)
+
+    with pytest.raises(
+        TypeError, match=r"@tool cannot read the type hints of use: name 'Local' is not defined\..*module level"
+    ):
+        tool(use)

@@ -252,7 +252,14 @@ class FunctionTool:
         # A quick function that never blocks runs on the event loop: no thread hop (~0.07 ms a call).
         # One that blocks would hold up streaming and Stop, so the default is a worker thread.
         self.inline = inline
-        hints = get_type_hints(fn)
+        try:
+            hints = get_type_hints(fn)
+        except NameError as exc:  # a hint naming a class local to a function, under postponed annotations
+            raise TypeError(
+                f"@tool cannot read the type hints of {fn.__name__}: {exc}. With `from __future__ import "
+                "annotations` hints are looked up in the module's names: define the types the tool's "
+                "parameters use at module level."
+            ) from exc
         self._ctx_param: str | None = None
         # Each argument is a field under a name of tether's (``a0``...) with the parameter's name as
         # its alias: a parameter named ``_path``, ``schema`` or ``model_config`` is offered and
