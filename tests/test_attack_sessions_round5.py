@@ -7,6 +7,7 @@ do (never a traceback out of `tether run`, `tether chat` or the server), and not
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,3 +170,43 @@ def test_tether_chat_with_sessions_in_memory_remembers_the_earlier_messages(
     runs = RunStore(tether_home / "runs")
     second = max((runs.load(r["run_id"]) for r in runs.list()), key=lambda s: len(s.messages))
     assert [text_of([m]) for m in second.messages if m.role == "user"] == ["first", "second"]
+
+
+class _CommitRefusedOnce:
+    """A SQLite connection whose next COMMIT is refused, as a busy or full database refuses it."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.refuse = db, True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.refuse:
+            import sqlite3
+
+            self.refuse = False
+            raise sqlite3.OperationalError("database is locked")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_a_refused_commit_does_not_leave_the_session_database_locked(tmp_path: Path) -> None:
+    """A COMMIT the database refused left its transaction open: the connection then refused every
+    later call ("cannot start a transaction within a transaction"), and the open transaction held
+    the database's write lock against every other process (a run, the server) until it ended."""
+    import sqlite3
+
+    from tether.errors import StoreError
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tmp_path / "sessions.db")
+    store.append("s", [UserMessage.text("one")])
+    store._db = _CommitRefusedOnce(store._db)  # type: ignore[assignment]
+    with pytest.raises(StoreError, match="database is locked"):
+        store.append("s", [UserMessage.text("lost, and said so")])
+    store.append("s", [UserMessage.text("two")])
+    assert [text_of([m]) for m in store.load("s")] == ["one", "two"]
+    other = sqlite3.connect(tmp_path / "sessions.db", timeout=0)  # another process's connection
+    other.execute("BEGIN IMMEDIATE")  # the write lock is free
+    other.execute("ROLLBACK")
+    other.close()

@@ -712,11 +712,13 @@ class SqliteSessionStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self._db.execute("COMMIT")
             except BaseException:
+                # A COMMIT refused too (busy, full): left open, the transaction would hold the
+                # database's write lock, against every process, until this one ends.
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back itself (a damaged page)
                     self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
