@@ -803,9 +803,9 @@ def open_session_store(spec: str | None, home: Path) -> SessionStore:
     kind, _, where = spec.partition(":")
     # ``~`` is the home folder, as a shell would make it (config.toml and a quoted variable have no shell).
     if kind == "jsonl":
-        return JsonlSessionStore(expand_user(where, f"session store {spec!r}"))
+        return JsonlSessionStore(expand_user(where, "its folder"))
     if kind == "sqlite":
-        return SqliteSessionStore(expand_user(where, f"session store {spec!r}") if where else home / "sessions.db")
+        return SqliteSessionStore(expand_user(where, "its database") if where else home / "sessions.db")
     if kind == "memory":
         # This process's memory: one store, as each message of `tether chat` is a run that opens it.
         return _PROCESS_SESSIONS
