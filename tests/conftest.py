@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,16 @@ def serve() -> Iterator[Any]:
     for server in started:
         server.shutdown()
         server.server_close()
+
+
+def run_reader_gone(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` with stdout a pipe whose reader left before anything was written (``| head``
+    gone), stdin empty and stderr captured as text."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            args, stdin=subprocess.DEVNULL, stdout=write, stderr=subprocess.PIPE, text=True, timeout=60, **kwargs
+        )
+    finally:
+        os.close(write)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Terminal
+from tests.conftest import run_reader_gone
 from tests.harness.test_left_running import crashed_state, stopped_for_a_person
 from tether import RunStore
 
@@ -360,20 +361,7 @@ def test_memory_clear_whose_reader_left_still_clears_every_store(env: dict[str, 
     store named is cleared all the same (exit 141, as a shell reports SIGPIPE). Was: the profile
     cleared, then the write of its line failed and the notes were left, exit 141."""
     folder = _remembered(Path(env["TETHER_HOME"]))
-    read, write = os.pipe()
-    os.close(read)  # the reader left before anything was written
-    try:
-        done = subprocess.run(
-            ["tether", "memory", "clear", "--yes"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        os.close(write)
+    done = run_reader_gone(["tether", "memory", "clear", "--yes"], env=env)
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr
     assert "Prefers" not in (folder / "profile.md").read_text()

@@ -4,6 +4,7 @@ file gives the body of its own (the head below defines ``MODE``, the first argum
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from http.server import BaseHTTPRequestHandler
@@ -53,3 +54,21 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _message(self) -> dict[str, Any]:
+        """The JSON-RPC message the request carries."""
+        message: dict[str, Any] = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        return message
+
+    def _result(self, ident: Any, result: Any) -> None:
+        """Answer request ``ident`` with ``result``, as JSON."""
+        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+
+
+def handshake(name: str) -> dict[str, Any]:
+    """What a server of tools answers ``initialize`` with (the 2025-06-18 revision)."""
+    return {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": name, "version": "1"},
+    }

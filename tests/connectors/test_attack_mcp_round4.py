@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tests.connectors.raw import JsonHandler, write_server
+from tests.connectors.raw import JsonHandler, handshake, write_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.connectors._client_side import Asker
@@ -259,7 +259,7 @@ class _Mail(JsonHandler):
         self._json(200, b"")
 
     def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        message = self._message()
         said = self.headers.get("authorization") or ""
         self.seen.append(said)
         if not said:
@@ -270,18 +270,13 @@ class _Mail(JsonHandler):
             self._json(202, b"")
             return
         if method == "initialize":
-            info = {"name": "mail", "version": "1"}
-            result: dict[str, Any] = {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"tools": {}},
-                "serverInfo": info,
-            }
+            result: dict[str, Any] = handshake("mail")
         elif method == "tools/list":
             tool = {"name": "whoami", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
             result = {"tools": [tool]}
         else:
             result = {"content": [{"type": "text", "text": f"you are {said.removeprefix('Bearer ')}"}]}
-        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+        self._result(ident, result)
 
 
 MAIL_AGENT = """\

@@ -19,7 +19,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-from tests.connectors.raw import JsonHandler, write_server
+from tests.connectors.raw import JsonHandler, handshake, write_server
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.messages import TextPart
@@ -363,18 +363,13 @@ class _Gzipped(JsonHandler):
         import gzip
         import json
 
-        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        message = self._message()
         method, ident = message.get("method"), message.get("id")
         if ident is None:
             self._json(202, b"")
             return
         if method == "initialize":
-            info = {"name": "gz", "version": "1"}
-            result: dict[str, Any] = {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"tools": {}},
-                "serverInfo": info,
-            }
+            result: dict[str, Any] = handshake("gz")
         elif method == "tools/list":
             result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
         else:
@@ -388,7 +383,7 @@ class _Gzipped(JsonHandler):
             self.end_headers()
             self.wfile.write(body)
             return
-        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode())
+        self._result(ident, result)
 
 
 def test_a_secret_echoed_in_a_compressed_event_stream_is_redacted_too(tmp_path: Path) -> None:
@@ -475,7 +470,7 @@ class _Forgetful(JsonHandler):
     def do_POST(self) -> None:
         import json
 
-        message = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        message = self._message()
         method, ident, session = message.get("method"), message.get("id"), self.headers.get("mcp-session-id")
         if method != "initialize" and session not in self.sessions:
             gone = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
@@ -488,9 +483,7 @@ class _Forgetful(JsonHandler):
             session = f"s{len(self.opened) + 1}"
             self.opened.append(session)
             self.sessions.add(session)
-            info = {"name": "f", "version": "1"}
-            result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": info}
-            body = json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}).encode()
+            body = json.dumps({"jsonrpc": "2.0", "id": ident, "result": handshake("f")}).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("mcp-session-id", session)
@@ -504,7 +497,7 @@ class _Forgetful(JsonHandler):
             }
         else:
             answer = {"content": [{"type": "text", "text": f"pong in {session}"}]}
-        self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "result": answer}).encode())
+        self._result(ident, answer)
 
 
 def test_a_remote_server_that_restarted_and_forgot_the_session_gets_a_new_one(tmp_path: Path) -> None:

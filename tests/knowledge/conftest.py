@@ -116,3 +116,18 @@ def leftovers(kb: KnowledgeBase, doc_id: int, chunk_ids: list[int]) -> dict[str,
         "relations": ("SELECT count(*) FROM kb_relations WHERE doc_id = %s", [doc_id]),
     }
     return {k: store.db.execute(sql, args)[0][0] for k, (sql, args) in queries.items()}
+
+
+def pdf_of(objects: list[bytes], info: bytes = b"") -> bytes:
+    """A PDF written by hand from its numbered ``objects`` (1 the catalog), with a correct xref;
+    ``info`` is what the trailer adds (`` /Info N 0 R``)."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
+    return bytes(out)

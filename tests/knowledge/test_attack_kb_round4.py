@@ -21,7 +21,7 @@ import pytest
 from tests.cli import conftest as cli
 from tests.cli.conftest import run_main, tether
 
-from .conftest import Opener, check_index
+from .conftest import Opener, check_index, pdf_of
 
 env = cli.env
 quiet_env = cli.quiet_env
@@ -191,16 +191,7 @@ def _pdf(*streams: bytes) -> bytes:
         packed = zlib.compress(stream, 9)
         objects.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return pdf_of(objects)
 
 
 def _page(text: str, times: int = 1) -> bytes:

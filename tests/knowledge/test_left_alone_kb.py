@@ -15,7 +15,10 @@ import pytest
 import tether.knowledge.base as kb_base
 from tests.cli import conftest as cli
 from tests.cli.conftest import run_main
+from tests.conftest import run_reader_gone
 from tether.knowledge import HashingEmbedder, KnowledgeBase, KnowledgeTools
+
+from .conftest import pdf_of
 
 env = cli.env
 quiet_env = cli.quiet_env
@@ -116,28 +119,16 @@ def test_an_add_whose_reader_left_still_reads_every_path_and_makes_every_vector(
 ) -> None:
     """``tether kb add a b | head -1``: the reader is gone before the first line (closed before the
     command starts, so it cannot print first), as head is after its line."""
-    import os
-    import subprocess
 
     for folder, part in (("a", "PX-9"), ("b", "QV-7")):
         (tmp_path / folder).mkdir()
         for n in range(3):
             (tmp_path / folder / f"{n}.md").write_text(f"# {part} note {n}\n\nThe {part} pump, page {n}.\n")
-    read, write = os.pipe()
-    os.close(read)
-    try:
-        done = subprocess.run(
-            ["tether", "kb", "add", "a", "b", "--embedder", "hashing/256"],
-            env={**env, "PYTHONUNBUFFERED": "1"},  # each line written as printed, as in many containers
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        os.close(write)
+    done = run_reader_gone(
+        ["tether", "kb", "add", "a", "b", "--embedder", "hashing/256"],
+        env={**env, "PYTHONUNBUFFERED": "1"},  # each line written as printed, as in many containers
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     kb = KnowledgeBase.open(Path(env["TETHER_HOME"]) / "kb" / "default.db")
@@ -158,16 +149,8 @@ def test_a_damaged_pdfs_warnings_reach_the_terminal_with_their_escapes_written_o
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents <FEFF" + hostile + b"> >>",
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 4\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size 4 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "sheet.pdf").write_bytes(bytes(out))
+    (tmp_path / "docs" / "sheet.pdf").write_bytes(pdf_of(objects))
     (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nThe PX-9 pump.\n")
     done = cli.tether("kb", "add", "docs", "--embedder", "none", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,8 @@ import pytest
 from tether.knowledge import HashingEmbedder, KnowledgeBase
 from tether.knowledge.readers import Skipped, read_document
 
+from .conftest import pdf_of
+
 
 def pdf_bytes(*pages: str, title: str | None = None) -> bytes:
     """A minimal valid PDF written by hand: one Helvetica text object per page, a correct xref."""
@@ -30,16 +32,7 @@ def pdf_bytes(*pages: str, title: str | None = None) -> bytes:
     if title is not None:
         objects.append(b"<< /Title (" + title.encode("latin-1") + b") >>")
         info = b" /Info %d 0 R" % len(objects)
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, info, xref)
-    return bytes(out)
+    return pdf_of(objects, info)
 
 
 # -- HTML ---------------------------------------------------------------------------------------
