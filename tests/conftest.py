@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +164,19 @@ def run_reader_gone(args: list[str], **kwargs: Any) -> subprocess.CompletedProce
         )
     finally:
         os.close(write)
+
+
+class CommitRefusedOnce:
+    """A SQLite connection whose next COMMIT is refused, as a busy or full database refuses it."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.refuse = db, True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.refuse:
+            self.refuse = False
+            raise sqlite3.OperationalError("database is locked")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)

@@ -7,11 +7,11 @@ do (never a traceback out of `tether run`, `tether chat` or the server), and not
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cli.conftest import run_main
+from tests.conftest import CommitRefusedOnce
 from tether.messages import UserMessage, text_of
 
 
@@ -172,24 +172,6 @@ def test_tether_chat_with_sessions_in_memory_remembers_the_earlier_messages(
     assert [text_of([m]) for m in second.messages if m.role == "user"] == ["first", "second"]
 
 
-class _CommitRefusedOnce:
-    """A SQLite connection whose next COMMIT is refused, as a busy or full database refuses it."""
-
-    def __init__(self, db: Any) -> None:
-        self.db, self.refuse = db, True
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        if sql == "COMMIT" and self.refuse:
-            import sqlite3
-
-            self.refuse = False
-            raise sqlite3.OperationalError("database is locked")
-        return self.db.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.db, name)
-
-
 def test_a_refused_commit_does_not_leave_the_session_database_locked(tmp_path: Path) -> None:
     """A COMMIT the database refused left its transaction open: the connection then refused every
     later call ("cannot start a transaction within a transaction"), and the open transaction held
@@ -201,7 +183,7 @@ def test_a_refused_commit_does_not_leave_the_session_database_locked(tmp_path: P
 
     store = SqliteSessionStore(tmp_path / "sessions.db")
     store.append("s", [UserMessage.text("one")])
-    store._db = _CommitRefusedOnce(store._db)  # type: ignore[assignment]
+    store._db = CommitRefusedOnce(store._db)  # type: ignore[assignment]
     with pytest.raises(StoreError, match="database is locked"):
         store.append("s", [UserMessage.text("lost, and said so")])
     store.append("s", [UserMessage.text("two")])

@@ -439,10 +439,13 @@ class SqliteKnowledgeStore:
                 self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A COMMIT refused too (busy, full): left open, the transaction would hold the
+                # database's write lock, against every process, until this one ends.
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back itself
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     # -- meta --------------------------------------------------------------------------------
 
