@@ -41,10 +41,16 @@ def _read_until(stream: object, marker: str) -> str:
 # --- tether resume --wait ---------------------------------------------------------------------
 
 
-def test_resume_wait_ends_in_words_when_terminated(tmp_path: Path, env: dict[str, str]) -> None:
-    """SIGTERM while `tether resume --wait` waits for a process a crashed run left:
+@pytest.mark.parametrize(
+    ("signum", "why"), [(signal.SIGTERM, "terminated (SIGTERM)"), (signal.SIGINT, "interrupted (Ctrl-C)")]
+)
+def test_resume_wait_ends_in_words_when_terminated(
+    tmp_path: Path, env: dict[str, str], signum: signal.Signals, why: str
+) -> None:
+    """SIGTERM (or Ctrl-C) while `tether resume --wait` waits for a process a crashed run left:
     one line saying the wait stopped and nothing was decided, exit 130, the run still waiting for
-    its decision. Was: killed by the signal (-15), without a word."""
+    its decision. Was: killed by the signal (-15), without a word; Ctrl-C was exit 2, a usage
+    error, where the exit codes' table says 130."""
     leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         state = stopped_for_a_person(crashed_state(leftover.pid))
@@ -53,14 +59,14 @@ def test_resume_wait_ends_in_words_when_terminated(tmp_path: Path, env: dict[str
         proc = _started(["tether", "resume", state.run_id, "--wait", "--approve"], env)
         said = _read_until(proc.stderr, "waiting for process")
         assert f"waiting for process {leftover.pid}" in said, said
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
         assert leftover.poll() is None  # the wait stopped; the process was left alone
     finally:
         leftover.kill()
         leftover.wait()
     assert proc.returncode == 130, err
-    assert "terminated (SIGTERM); stopped waiting" in err and "nothing was decided or run" in err, err
+    assert f"{why}; stopped waiting" in err and "nothing was decided or run" in err, err
     assert "Traceback" not in err
     saved = RunStore(Path(env["TETHER_HOME"]) / "runs").load(state.run_id)
     assert saved.status == "interrupted" and saved.interruption is not None

@@ -445,6 +445,8 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
         async def wait() -> None:
             cancel = CancelSignal()
             asyncio.get_running_loop().add_signal_handler(os_signal.SIGINT, cancel.cancel, "Ctrl-C")
+            # Said once Ctrl-C is heard here: before, it met the loop being made (a traceback).
+            print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
             await wait_for_waiting_process(state, cancel)
 
         still = (
@@ -452,10 +454,10 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
             "later, or with --kill to stop it"
         )
         try:
-            print(f"waiting for process {left.pid} to exit (Ctrl-C to stop waiting)...", file=sys.stderr, flush=True)
             run_stoppable(wait())
-        except RunCancelled:
-            raise usage_error(still) from None
+        except (RunCancelled, KeyboardInterrupt):  # Ctrl-C: cancelled, as everywhere (exit 130), not a usage error
+            print(f"tether: interrupted (Ctrl-C); {still}", file=sys.stderr)
+            raise SystemExit(130) from None
         except Terminated:
             raise Terminated(still) from None
 
