@@ -299,6 +299,8 @@ def reads_hear_signals() -> Iterator[None]:
     finally:
         _waiting_for_person = False  # a signal sent again from here on is only noted
         done.set()
+        with contextlib.suppress(OSError):  # wakes the thread's select now (0 is no signal), not
+            os.write(write, b"\0")  # at its next 50 ms: each question of a chat waited for it
         thread.join()
         os_signal.set_wakeup_fd(before)
         os.close(read)
