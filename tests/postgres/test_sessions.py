@@ -48,6 +48,19 @@ def test_a_damaged_row_is_kept_where_the_warning_says_before_it_is_dropped(
     assert store.db.execute("SELECT count(*) FROM tether_session_damaged") == [(1,)]
 
 
+def test_deleting_a_session_deletes_the_rows_a_repair_kept_of_it(store: Any) -> None:
+    """Deleting a session left its damaged rows in tether_session_damaged: words of a conversation
+    the person asked to delete. Another session's are kept."""
+    for session in ("gone", "kept"):
+        store.append(session, [UserMessage.text("go"), UserMessage.text(f"my secret in {session}")])
+        seq = store.db.execute("SELECT max(seq) FROM tether_session_messages WHERE session_id = %s", (session,))[0][0]
+        torn = "UPDATE tether_session_messages SET body = '{\"my secret' WHERE session_id = %s AND seq = %s"
+        store.db.execute(torn, (session, seq))
+        assert [m.role for m in store.load(session)] == ["user"]
+    store.delete("gone")
+    assert store.db.execute("SELECT DISTINCT session_id FROM tether_session_damaged") == [("kept",)]
+
+
 def test_a_load_with_nothing_to_repair_writes_nothing(store: Any) -> None:
     store.append("s", [UserMessage.text("one")])
     before = store.db.execute("SELECT xmin::text, updated_at FROM tether_sessions")

@@ -165,6 +165,8 @@ class PgSessionStore:
         with self._translated(f"delete session {session_id}"), self.db.tx() as conn:
             conn.execute("DELETE FROM tether_sessions WHERE session_id = %s", (session_id,))  # messages cascade
             conn.execute("DELETE FROM tether_session_meta WHERE session_id = %s", (session_id,))
+            # the rows a repair kept aside are the session's words too: deleted with it
+            conn.execute("DELETE FROM tether_session_damaged WHERE session_id = %s", (session_id,))
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
         """The session's extra values; ones that cannot be read count as empty (they are rewritten)."""
