@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.conftest import run_main
 from tests.conftest import CommitRefusedOnce
-from tether.messages import UserMessage, text_of
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage, text_of
 
 
 def _damage_past_the_first_page(db: Path) -> None:
@@ -192,3 +192,28 @@ def test_a_refused_commit_does_not_leave_the_session_database_locked(tmp_path: P
     other.execute("BEGIN IMMEDIATE")  # the write lock is free
     other.execute("ROLLBACK")
     other.close()
+
+
+def test_a_reply_with_calls_written_twice_in_a_row_is_kept_once(tmp_path: Path) -> None:
+    """A line duplicated (a copy, an editor) left one call id twice in the transcript, with a
+    placeholder between: every later request of the session was refused by a provider that wants
+    unique tool_use ids (Anthropic). Repair keeps the reply once, its real result after it; a reply
+    made again after its results (a model asking the same again) is kept."""
+    from tether.sessions import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path)
+    call = AssistantMessage(content=(ToolCallPart(id="c1", name="t", arguments="{}"),))
+    result = ToolMessage(call_id="c1", name="t", content=(TextPart(text="r"),))
+    store.append("s", [UserMessage.text("go"), call])
+    store.append("s", [result])
+    path = tmp_path / "s.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([lines[0], lines[1], lines[1], *lines[2:]]))  # the call's line twice
+    history = store.load("s")
+    ids = [c.id for m in history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert ids == ["c1"] and [m.role for m in history] == ["user", "assistant", "tool"]
+    assert history[2] == result  # the real result, not a placeholder
+    from tether.sessions import repair
+
+    kept = [UserMessage.text("go"), call, result, call, result]  # asked again after its result
+    assert repair(kept) == kept

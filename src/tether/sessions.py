@@ -121,7 +121,9 @@ def repair(messages: Sequence[Message]) -> list[Message]:
     :data:`INTERRUPTED_TEXT`); a load while a tool runs writes one back, so the real result may come
     after it, even after later messages: it then takes the placeholder's place. Two real results for
     one call become one (see :func:`_merge`). Results whose call (same id and tool) appears nowhere
-    before them are dropped: nothing can pair with them.
+    before them are dropped: nothing can pair with them. A reply with calls written twice in a row,
+    nothing between (a duplicated line), is kept once: its call ids would be there twice, which a
+    provider refuses ("tool_use ids must be unique") on every later request.
     """
     out: list[Message] = []
     declared: dict[str, str] = {}  # calls of the latest assistant message, in order: id → tool name
@@ -137,6 +139,8 @@ def repair(messages: Sequence[Message]) -> list[Message]:
         results.clear()
 
     for m in messages:
+        if isinstance(m, AssistantMessage) and m.tool_calls and not results and out and out[-1] == m:
+            continue  # a line written twice (a copy, an editor): its calls would have two ids each
         if not isinstance(m, ToolMessage):
             close_block()
             out.append(m)
