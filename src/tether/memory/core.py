@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether._secrets import CREDENTIAL_SHAPES, credential_kind, credential_pattern
+from tether._secrets import credential_kind, credential_pattern
 from tether.errors import ConfigError, UserError
 from tether.harness.extension import Extension
 from tether.memory.store import STORES, Change, MemoryRefused, MemoryStore, StoreUsage, TextStore, chars, clean_entry
@@ -28,10 +28,6 @@ _SNAPSHOT_NOTE = (
     "session, act on it yourself."
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Credentials in the shapes their issuers give them (tether._secrets): saved, one would reach every
-# future system prompt, the trace's memory_write events and the plain file.
-_SECRETS = CREDENTIAL_SHAPES
-_SECRET = credential_pattern()
 
 
 _SECRET_ADVICE = (
@@ -40,8 +36,10 @@ _SECRET_ADVICE = (
 
 
 def _secret(text: str) -> str | None:
-    """What credential ``text`` holds, quoted by its first characters only, or None."""
-    found = _SECRET.search(text)
+    """What credential ``text`` holds, quoted by its first characters only, or None: saved, one
+    would reach every future system prompt, the trace's memory_write events and the plain file
+    (the shapes their issuers give them: :data:`tether._secrets.CREDENTIAL_SHAPES`)."""
+    found = credential_pattern().search(text)
     if found is None:
         return None
     what = credential_kind(found)
