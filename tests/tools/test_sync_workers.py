@@ -47,3 +47,39 @@ def test_an_exception_and_the_context_reach_the_caller() -> None:
         return "no error"
 
     assert asyncio.run(main()) == "from the tool, seeing the caller's value"
+
+
+def test_after_a_burst_the_spare_threads_end_and_the_rest_still_serve() -> None:
+    """500 blocking calls at once are 500 threads; a server's process must not keep them for good."""
+    from tether.tools.base import _DaemonWorkers
+
+    workers = _DaemonWorkers(keep=3, idle_s=0.05)
+    release = threading.Event()
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def job(i: int) -> None:
+        release.wait(10)
+        with lock:
+            done.append(i)
+
+    for i in range(40):
+        workers.submit(lambda i=i: job(i))
+    assert workers.alive == 40  # a blocked job holds up no other: one thread each
+    release.set()
+    for _ in range(400):
+        if len(done) == 40 and workers.alive == 3:
+            break
+        threading.Event().wait(0.01)
+    assert sorted(done) == list(range(40))
+    assert workers.alive == 3  # the spares ended, three kept for the next calls
+    # and the kept ones (and new ones, when all are busy) still serve a burst
+    again = threading.Event()
+    for i in range(10):
+        workers.submit(lambda i=i: (again.wait(10), done.append(100 + i)))
+    again.set()
+    for _ in range(400):
+        if len(done) == 50:
+            break
+        threading.Event().wait(0.01)
+    assert sorted(done)[40:] == list(range(100, 110))

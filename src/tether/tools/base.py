@@ -381,13 +381,20 @@ class _DaemonWorkers:
     """The threads sync tools run on: daemon threads (one blocked for good holds up neither
     ``asyncio.run`` nor the process's exit), kept for the next call (starting a thread costs a
     hand-off of the interpreter lock, about 0.3 ms a turn in a busy loop), and one more whenever
-    every one is busy (a blocked tool never holds up another)."""
+    every one is busy (a blocked tool never holds up another). After a burst (500 blocking calls at
+    once are 500 threads) the spares end: beyond ``keep`` idle threads, one left idle ``idle_s``
+    seconds ends, so a server's process does not hold a burst's threads for good."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int = 8, idle_s: float = 60.0) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._idle = 0  # threads waiting for a job and not yet promised one
-        self._count = 0
+        # threads waiting for a job less the jobs queued for them: always >= 0, and a thread only
+        # ends while it is >= 1 after it is gone counted, so every queued job keeps a thread
+        self._idle = 0
+        self._count = 0  # threads ever started (their names)
+        self.alive = 0
+        self._keep = keep
+        self._idle_s = idle_s
 
     def submit(self, job: Callable[[], None]) -> None:
         with self._lock:
@@ -395,12 +402,22 @@ class _DaemonWorkers:
                 self._idle -= 1  # promised this job
             else:
                 self._count += 1
+                self.alive += 1
                 threading.Thread(target=self._work, name=f"tether-tool-{self._count}", daemon=True).start()
         self._jobs.put(job)
 
     def _work(self) -> None:
         while True:
-            self._jobs.get()()
+            try:
+                job = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > self._keep:  # a spare, idle for idle_s: it ends
+                        self._idle -= 1
+                        self.alive -= 1
+                        return
+                continue
+            job()
             with self._lock:
                 self._idle += 1
 
