@@ -147,6 +147,25 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
+def _git_dir_elsewhere(dot_git: Path) -> Path | None:
+    """The repository folder a ``.git`` link, or a ``.git`` file (``gitdir: PATH``, as a submodule or
+    a worktree has), leads to: git runs its config and hooks as it would a ``.git`` folder's."""
+    try:
+        if dot_git.is_symlink():
+            target = _real(dot_git)
+        elif dot_git.is_file():
+            with dot_git.open("rb") as f:
+                line = f.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+            if not line.startswith("gitdir:"):
+                return None
+            target = _real(dot_git.parent / line.removeprefix("gitdir:").strip())
+        else:
+            return None
+    except (OSError, ValueError):
+        return None
+    return target if target.is_dir() else None
+
+
 def _writable_args(jail: Jail, cwd: Path) -> Iterator[str]:
     roots = [cwd, *(_real(p) for p in jail.writable)] if jail.write_cwd else []
     listed = {_real(p) for p in jail.writable}
@@ -158,6 +177,16 @@ def _writable_args(jail: Jail, cwd: Path) -> Iterator[str]:
             inner = root / name
             if os.path.lexists(inner) and _real(inner) not in listed and not inner.is_symlink():
                 yield from ("--ro-bind", str(inner), str(inner))
+            if name == ".git":
+                gitdir = _git_dir_elsewhere(inner)
+                # inside a writable root (elsewhere it is read-only already), never a root itself
+                if (
+                    gitdir is not None
+                    and gitdir not in listed
+                    and any(_inside(gitdir, r) for r in roots)
+                    and not any(_inside(r, gitdir) for r in roots)
+                ):
+                    yield from ("--ro-bind", str(gitdir), str(gitdir))
             elif (
                 name == ".tether"
                 and not os.path.lexists(inner)

@@ -294,21 +294,62 @@ def _write_target(walk: Walk, path: str) -> int | None:
     return walk.stat.st_mode
 
 
-# The working directory's own .git and .tether, which the shell's sandbox keeps read-only too: git
-# runs what .git/config and .git/hooks name (core.fsmonitor, core.pager, a pre-commit hook) outside
-# any sandbox at the user's next git command, and .tether/skills is read into later runs' prompts.
+# .git and .tether, at any depth, which the shell's sandbox keeps read-only too (the working
+# directory's own): git runs what .git/config and .git/hooks name (core.fsmonitor, core.pager, a
+# pre-commit hook) outside any sandbox at the user's next git command, in a sub-repository
+# (vendor/lib/.git) as well, and .tether/skills is read into later runs' prompts.
 _PROTECTED = (".git", ".tether")
 
 
-def _refuse_protected(rel: str, path: str, tool: str) -> None:
-    """``rel`` (the path from the working directory, links resolved) inside ``.git`` or ``.tether``."""
-    top = rel.split("/", 1)[0].casefold()  # .GIT is .git on a file system that ignores case
-    if top in _PROTECTED:
+def _named_protected(rel: str) -> str | None:
+    """The part of ``rel`` up to its first component named .git or .tether (.GIT is .git on a file
+    system that ignores case), None if it has none."""
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        if part.casefold() in _PROTECTED:
+            return "/".join([*parts[:i], part.casefold()])
+    return None
+
+
+def _is_git_dir(fd: int) -> bool:
+    """Whether the directory ``fd`` is a repository's own folder by git's test (``is_git_directory``):
+    a HEAD with objects and refs folders, or with a commondir (a worktree's). It finds the folder
+    a ``.git`` file (``gitdir: ...``, a submodule or worktree) or a ``.git`` link leads to under
+    another name, and a bare repository, by looking only at the directories on the path."""
+
+    def mode(name: str) -> int | None:
+        try:
+            return os.stat(name, dir_fd=fd).st_mode
+        except OSError:
+            return None
+
+    if mode("HEAD") is None:
+        return False
+    objects, refs = mode("objects"), mode("refs")
+    both = objects is not None and refs is not None and stat.S_ISDIR(objects) and stat.S_ISDIR(refs)
+    return both or mode("commondir") is not None
+
+
+def _refuse_protected(rel: str, path: str, tool: str, walk: Walk | None = None) -> None:
+    """``rel`` (the path as given, or from the working directory with links resolved) inside a
+    ``.git`` or ``.tether``, or, with ``walk``, inside a directory that is a git repository's folder."""
+    where = _named_protected(rel)
+    if where is None and walk is not None:  # stack[i] is the directory names[:i]; [0] the working directory
+        depth = next((i for i, fd in enumerate(walk.stack) if i and _is_git_dir(fd)), None)
+        if depth is not None:
+            where = f"{'/'.join(walk.names[:depth])} (a git repository's folder: HEAD, objects, refs)"
+    if where is not None:
         raise ToolError(
-            f"refused: {path} is inside {top}, which {tool} does not change: git runs what .git holds "
-            "(config, hooks) outside the sandbox, and tether reads .tether into later runs. Nothing was "
-            "changed. Use git's own commands for the repository, or tell the user what to change."
+            f"refused: {path} is inside {printable(where)}, which {tool} does not change: git runs what a "
+            "repository's .git holds (config, hooks) outside the sandbox, and tether reads .tether into "
+            "later runs. Nothing was changed. Use git's own commands for the repository, or tell the "
+            "user what to change."
         )
+
+
+def _given(cwd: Path, path: str) -> str:
+    """``path`` as given, from the working directory, before any link is followed."""
+    return os.path.relpath(path, cwd) if os.path.isabs(path) else os.path.normpath(path)
 
 
 def _refuse_read_only(st: os.stat_result, path: str) -> None:
@@ -329,13 +370,15 @@ def _owner(st: os.stat_result | None) -> tuple[int, int] | None:
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the working directory with `content`."""
     data = _utf8(content, "content")
-    given = os.path.relpath(path, ctx.cwd) if os.path.isabs(path) else os.path.normpath(path)
-    _refuse_protected(given, path, "write_file")  # before the walk makes any directory
-    with Workspace(ctx.cwd) as ws, ws.walk(path, create_dirs=True) as walk:
-        _refuse_protected(walk.rel, path, "write_file")  # reached through a link, or by an absolute path
-        mode = _write_target(walk, path)
-        assert walk.name is not None
-        replace_file(walk.dir_fd, walk.name, data, mode, shown=path, owner=_owner(walk.stat))
+    _refuse_protected(_given(ctx.cwd, path), path, "write_file")
+    with Workspace(ctx.cwd) as ws:
+        with ws.walk(path, missing_ok=True) as probe:  # before the walk below makes any directory
+            _refuse_protected(probe.rel, path, "write_file", probe)
+        with ws.walk(path, create_dirs=True) as walk:
+            _refuse_protected(walk.rel, path, "write_file", walk)  # again: it may have changed meanwhile
+            mode = _write_target(walk, path)
+            assert walk.name is not None
+            replace_file(walk.dir_fd, walk.name, data, mode, shown=path, owner=_owner(walk.stat))
     return f"wrote {path} ({len(data)} bytes){_hard_link_note(walk.stat)}"
 
 
@@ -403,8 +446,9 @@ def _replace_once(text: str, old_text: str, new_text: str, path: str) -> str:
 def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
     """Replace `old_text` with `new_text` in a file. `old_text` must appear exactly once: include
     enough surrounding lines to make it unique."""
+    _refuse_protected(_given(ctx.cwd, path), path, "edit_file")
     with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
-        _refuse_protected(walk.rel, path, "edit_file")
+        _refuse_protected(walk.rel, path, "edit_file", walk)  # reached through a link, or by an absolute path
         fd, st = walk.open_last("edit_file only edits")
         try:
             _refuse_read_only(st, path)

@@ -1,0 +1,124 @@
+"""What session 11 found the file tools, the sandbox, the knowledge reader and the loop left alone.
+
+- a repository's folder that is not the working directory's own ``.git``: a sub-repository's
+  (``vendor/lib/.git``, made during the run), or the folder a ``.git`` file (``gitdir: ...``) or a
+  ``.git`` link leads to under another name, was written by write_file and edit_file, and a
+  sandboxed command wrote through a ``.git`` link;
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
+from tether.tools.builtin import builtin_tools, tool_settings
+from tether.tools.sandbox import sandbox_status
+from tether.tools.shell import RunCommand, ShellSettings
+
+HOOK = "#!/bin/sh\ntouch /tmp/pwned\n"
+
+
+def call(tools: dict[str, Any], name: str, cwd: Path, arguments: dict[str, Any]) -> Any:
+    t = tools[name]
+    ctx = ToolContext(cwd=cwd, signal=CancelSignal())
+    return asyncio.run(t.execute(validate_arguments(t, json.dumps(arguments)), ctx))
+
+
+def file_tools() -> dict[str, Any]:
+    return {t.name: t for t in builtin_tools(tool_settings({"shell": {"sandbox": {"mode": "off"}}}))}
+
+
+def git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)
+
+
+def write_and_edit(tools: dict[str, Any], ws: Path, path: str) -> None:
+    """Both writing tools refuse ``path``, saying why, and leave it as it was."""
+    before = (ws / path).read_bytes() if (ws / path).exists() else None
+    with pytest.raises(
+        ToolError, match=r"^refused: .* is inside .*, which write_file does not change.*Nothing was changed"
+    ):
+        call(tools, "write_file", ws, {"path": path, "content": HOOK})
+    if before is not None:
+        with pytest.raises(ToolError, match=r"^refused: .* which edit_file does not change"):
+            call(tools, "edit_file", ws, {"path": path, "old_text": before.decode()[:5], "new_text": "x"})
+    assert ((ws / path).read_bytes() if (ws / path).exists() else None) == before
+
+
+# --- a repository's folder, wherever it is and whatever it is called ------------------------------
+
+
+def test_a_sub_repository_made_during_the_run_is_not_written(tmp_path: Path) -> None:
+    """Only the working directory's own .git was refused: a nested one (vendor/lib/.git, here
+    made after the tools were built, as a git clone by run_command would) took core.fsmonitor or a
+    hook, which git runs, unsandboxed, when the user works in vendor/lib."""
+    tools = file_tools()
+    git("init", "-q", str(tmp_path / "vendor/lib"))
+    write_and_edit(tools, tmp_path, "vendor/lib/.git/config")
+    write_and_edit(tools, tmp_path, "vendor/lib/.git/hooks/pre-commit")
+    write_and_edit(tools, tmp_path, "vendor/lib/.GIT/hooks/post-checkout")  # where case is ignored
+    assert not (tmp_path / "vendor/lib/.git/hooks/pre-commit").exists()
+    assert "[core]" in call(tools, "read_file", tmp_path, {"path": "vendor/lib/.git/config"})  # reads stay allowed
+    assert call(tools, "write_file", tmp_path, {"path": "vendor/lib/src/a.py", "content": "a = 1\n"}).startswith(
+        "wrote"
+    )
+
+
+def test_the_folder_a_git_file_or_link_leads_to_is_not_written(tmp_path: Path) -> None:
+    """A submodule's or worktree's .git is a file, ``gitdir: PATH``; a .git may be a link. The
+    folder they lead to, under another name, is the repository git runs hooks from."""
+    tools = file_tools()
+    (tmp_path / "modules").mkdir()
+    git("init", "-q", f"--separate-git-dir={tmp_path / 'modules/sub'}", str(tmp_path / "sub"))
+    assert (tmp_path / "sub/.git").read_text().startswith("gitdir: ")
+    git("init", "-q", "--bare", str(tmp_path / "store.git"))
+    (tmp_path / "linked").mkdir()
+    os.symlink("../store.git", tmp_path / "linked/.git")
+    write_and_edit(tools, tmp_path, "modules/sub/config")
+    write_and_edit(tools, tmp_path, "modules/sub/hooks/pre-commit")
+    write_and_edit(tools, tmp_path, "store.git/config")
+    write_and_edit(tools, tmp_path, "sub/.git")  # the link itself, pointed elsewhere
+    assert not (tmp_path / "modules/sub/hooks/pre-commit").exists()
+    assert sorted(p.name for p in (tmp_path / "modules/sub/hooks").iterdir() if not p.name.endswith(".sample")) == []
+
+
+def test_a_folder_with_only_some_of_a_repository_s_files_is_written(tmp_path: Path) -> None:
+    """git's own test (HEAD with objects and refs, or a commondir), not a file named HEAD."""
+    tools = file_tools()
+    (tmp_path / "notes/objects").mkdir(parents=True)
+    (tmp_path / "notes/HEAD").write_text("the head of the list\n")
+    assert call(tools, "write_file", tmp_path, {"path": "notes/todo.md", "content": "x\n"}).startswith("wrote")
+    assert call(tools, "write_file", tmp_path, {"path": "notes/objects/a.txt", "content": "x\n"}).startswith("wrote")
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+@pytest.mark.parametrize("how", ["link", "gitdir file"])
+def test_a_sandboxed_command_does_not_write_through_a_git_link_or_file(tmp_path: Path, how: str) -> None:
+    """The sandbox bound an existing .git folder read-only, but passed over a .git link, and
+    bound only the file of a ``gitdir:`` .git: what they lead to stayed writable."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git("init", "-q", "--bare", str(ws / "store.git"))
+    if how == "link":
+        os.symlink("store.git", ws / ".git")
+    else:
+        (ws / ".git").write_text("gitdir: store.git\n")
+    shell = RunCommand(ShellSettings(sandbox="workspace-write"))
+    ctx = ToolContext(cwd=ws, signal=CancelSignal())
+    for target in (".git/hooks/pre-commit", "store.git/hooks/pre-commit", "store.git/config"):
+        planted = asyncio.run(shell.execute({"command": f"echo evil >> {target}"}, ctx))
+        assert isinstance(planted, ToolResult) and planted.is_error
+        if how == "link" or target.startswith("store"):
+            assert "[refused: write outside the workspace blocked by the sandbox" in str(planted.content)
+    assert "evil" not in (ws / "store.git/config").read_text()
+    assert not (ws / "store.git/hooks/pre-commit").exists()
+    ordinary = asyncio.run(shell.execute({"command": "echo x > notes.txt && cat notes.txt"}, ctx))
+    assert isinstance(ordinary, ToolResult) and ordinary.content == "exit code 0\nx\n"
