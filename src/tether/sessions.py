@@ -108,6 +108,12 @@ def _merge(kept: ToolMessage, later: ToolMessage) -> ToolMessage:
     return kept.model_copy(update={"content": (*kept.content, note, *later.content)})
 
 
+def _same_tool(answered: Message, late: ToolMessage) -> bool:
+    """Whether ``late`` answers the call ``answered`` answers: a provider may reuse ids across turns,
+    so the tool must match too."""
+    return isinstance(answered, ToolMessage) and answered.name == late.name
+
+
 def _contains(parts: tuple[UserPart, ...], run: tuple[UserPart, ...]) -> bool:
     n = len(run)
     return any(parts[i : i + n] == run for i in range(len(parts) - n + 1))
@@ -121,22 +127,30 @@ def repair(messages: Sequence[Message]) -> list[Message]:
     :data:`INTERRUPTED_TEXT`); a load while a tool runs writes one back, so the real result may come
     after it, even after later messages: it then takes the placeholder's place. Two real results for
     one call become one (see :func:`_merge`). Results whose call (same id and tool) appears nowhere
-    before them are dropped: nothing can pair with them. A reply with calls written twice in a row,
-    nothing between (a duplicated line), is kept once: its call ids would be there twice, which a
-    provider refuses ("tool_use ids must be unique") on every later request.
+    before them, and none after either, are dropped: nothing can pair with them. A result written
+    before its call (lines out of order: a hand edit, a copy) is kept, right after the first call
+    with its id and tool that follows it. A reply with calls written twice in a row, nothing
+    between (a duplicated line), is kept once: its call ids would be there twice, which a provider
+    refuses ("tool_use ids must be unique") on every later request.
     """
     out: list[Message] = []
     declared: dict[str, str] = {}  # calls of the latest assistant message, in order: id → tool name
     results: dict[str, ToolMessage] = {}
     placed: dict[str, int] = {}  # call id → where its result sits in ``out`` (the latest such call)
+    early: dict[tuple[str, str], ToolMessage] = {}  # (call id, tool) → a result seen before any such call
+    pulled: dict[str, ToolMessage] = {}  # early results that the latest assistant message's calls answer
 
     def close_block() -> None:
         for call_id, name in declared.items():
             result = results.get(call_id)
+            first = pulled.get(call_id)
+            if first is not None:  # it was written first: it leads, as any first result does
+                result = first if result is None else _merge(first, result)
             placed[call_id] = len(out)
             out.append(_placeholder(call_id, name) if result is None else result)
         declared.clear()
         results.clear()
+        pulled.clear()
 
     for m in messages:
         if isinstance(m, AssistantMessage) and m.tool_calls and not results and out and out[-1] == m:
@@ -146,16 +160,19 @@ def repair(messages: Sequence[Message]) -> list[Message]:
             out.append(m)
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:
+                    if c.id not in declared and (c.id, c.name) in early:
+                        pulled[c.id] = early.pop((c.id, c.name))
                     declared.setdefault(c.id, c.name)
         elif m.call_id in declared:
             earlier = results.get(m.call_id)
             results[m.call_id] = m if earlier is None else _merge(earlier, m)
-        elif m.call_id in placed:  # a late result for a call of an earlier turn
-            i = placed[m.call_id]
-            answered = out[i]
+        elif (i := placed.get(m.call_id)) is not None and _same_tool(answered := out[i], m):
             assert isinstance(answered, ToolMessage)
-            if answered.name == m.name:  # a provider may reuse ids across turns: the tool must match too
-                out[i] = _merge(answered, m)
+            out[i] = _merge(answered, m)  # a late result for a call of an earlier turn
+        else:  # no call before it: one may come after it (lines out of order), else it is dropped
+            key = (m.call_id, m.name)
+            earlier = early.get(key)
+            early[key] = m if earlier is None else _merge(earlier, m)
     close_block()
     return out
 
