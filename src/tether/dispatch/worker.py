@@ -19,26 +19,79 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.dispatch.engine import HELD
 from tether.dispatch.jobs import CANCEL_CHANNEL, EventWriter, Job, Jobs, Listener
 from tether.errors import StoreError
+from tether.events import Event
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState
-from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer
-from tether.postgres.runs import RunHeld
+from tether.messages import Message
+from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer, unreachable
+from tether.postgres.runs import PgRunStore, RunHeld
+from tether.postgres.sessions import PgSessionStore
+from tether.status import CancelledInterruption
 
 __all__ = ["HELD", "Worker", "run_worker"]
 
 _log = logging.getLogger("tether.dispatch")
 
 
+class StillAway(StoreError):
+    """The database stayed away longer than a worker waits to save what its run did: the job is
+    left running, to be driven again (from the run's last save) when the dispatcher looks again."""
+
+
+class _Watch:
+    """Whether a store of the run met the database away: the loop turns any error into a
+    ``failed`` end, which the worker must not take for the run's own."""
+
+    def __init__(self) -> None:
+        self.away: Exception | None = None
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            if unreachable(exc):
+                self.away = exc
+            raise
+
+
+class _WatchedRuns(PgRunStore):
+    def __init__(self, db: Database, watch: _Watch) -> None:
+        super().__init__(db)
+        self.watch = watch
+
+    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
+        with self.watch.watching():
+            super().save(state, rewrite=rewrite, durable=durable)
+
+
+class _WatchedSessions(PgSessionStore):
+    def __init__(self, db: Database, watch: _Watch) -> None:
+        super().__init__(db)
+        self.watch = watch
+
+    def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self.watch.watching():
+            super().append(session_id, messages)
+
+    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        with self.watch.watching():
+            super().rewrite(session_id, messages)
+
+
 class Worker:
     """Drives runs for this process; ``drive(run_id)`` is the task body, safe on many threads."""
+
+    # How long a run that met the database away waits for it to save what it did (as its events do).
+    away_wait_s = EventWriter.give_up_s
 
     def __init__(
         self,
@@ -50,9 +103,6 @@ class Worker:
         name: str | None = None,
         lock_wait_s: float = 15.0,
     ) -> None:
-        from tether.postgres.runs import PgRunStore
-        from tether.postgres.sessions import PgSessionStore
-
         self.home = home
         self.agents = agents
         self.db = db
@@ -137,7 +187,7 @@ class Worker:
     async def _run(self, job: Job) -> None:
         from tether.connectors._acting import acting_for
         from tether.server.events import Replayed, event_data, for_clients
-        from tether.server.runs import refused, run_tracer
+        from tether.server.runs import refused
         from tether.server.store import TurnRecord
 
         writer = EventWriter(self.jobs, job.run_id, job.attempts)
@@ -146,7 +196,7 @@ class Worker:
             self._held[job.run_id] = (asyncio.get_running_loop(), signal)
         state: RunState | None = None
         new = False
-        saw_done = False
+        saw_done = away = False
         try:
             state = self.runs.load(job.run_id) if self.runs.exists(job.run_id) else None
             new = state is None
@@ -167,29 +217,21 @@ class Worker:
                 text="",
                 created=0.0,
             )
-            tracer = run_tracer(self.home, self.telemetry, turn, resumed=not new, cost_usd=state.cost_usd)
             replayed = self._replay(state, writer) if not new else Replayed(())
             # As a server's own runs: its MCP connectors act for the job's user (their own sealed
             # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.
             with acting_for(job.owner):
-                async for event in run_stream(
-                    agent,
-                    job.prompt if new else None,
-                    state=state,
-                    store=self.runs,
-                    tracer=tracer,
-                    signal=signal,
-                    session=self.sessions,
-                ):
-                    if event.type == "done" and self.runs.lost(job.run_id):
-                        # Another worker took the run while this one had lost its hold: it writes the end.
-                        _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                async for event in self._parts(agent, job, state, new, turn, signal):
+                    if event is None:  # the run's end, another worker's to write
                         saw_done = True
                         continue
                     data = event_data(event, job.chosen)
                     if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
                         writer.append(event.type, for_clients(data, self.home))
                     saw_done = saw_done or event.type == "done"
+        except StillAway:
+            away = True  # the job stays running: the dispatcher looks again, and the run goes on from its last save
+            raise
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
             _log.warning("run %s could not start: %s", job.run_id, exc)
             if not saw_done:
@@ -201,7 +243,61 @@ class Worker:
             writer.close()
             with self._held_lock:
                 self._held.pop(job.run_id, None)
-            self.jobs.finish(job.run_id, job.attempts)
+            if not away:
+                self.jobs.finish(job.run_id, job.attempts)
+
+    async def _parts(
+        self, agent: Agent, job: Job, state: RunState, new: bool, turn: Any, signal: CancelSignal
+    ) -> AsyncIterator[Event | None]:
+        """The run's events to its end (None for an end that another worker, which took the run
+        over, writes). A part of the run that met the database away ends in a ``failed`` that is
+        the database's, not the run's: it is not told, and the run goes on once what it did is saved."""
+        from tether.server.runs import run_tracer
+
+        prompt = job.prompt if new else None
+        while True:
+            watch = _Watch()
+            async for event in run_stream(
+                agent,
+                prompt,
+                state=state,
+                store=_WatchedRuns(self.db, watch),
+                tracer=run_tracer(self.home, self.telemetry, turn, resumed=prompt is None, cost_usd=state.cost_usd),
+                signal=signal,
+                session=_WatchedSessions(self.db, watch),
+            ):
+                if event.type != "done":
+                    yield event
+                elif self.runs.lost(job.run_id):  # another worker took the run while this one had lost its hold
+                    _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                    yield None
+                elif watch.away is None:
+                    yield event
+            if watch.away is None or self.runs.lost(job.run_id):
+                return
+            await asyncio.to_thread(self._record_when_back, state, watch.away)
+            prompt = None
+
+    def _record_when_back(self, state: RunState, away: Exception) -> None:
+        """Save what the run did before a save met the database away, as soon as the database is
+        back, so that it goes on from there: a reply paid for is not asked again, a result not run
+        again. Saved ``interrupted`` (resumable) until the run goes on, should this worker stop
+        meanwhile. :class:`StillAway` when the database is not back within ``away_wait_s``."""
+        why = (
+            "the database could not be reached while the run saved its progress; it goes on from here "
+            "once the database is back (resume it if it does not)"
+        )
+        state.status, state.reason, state.interruption = "interrupted", why, CancelledInterruption(reason=why)
+        state.call_in_flight = None
+        deadline = time.monotonic() + self.away_wait_s
+        _log.warning("run %s: %s; its state is saved once the database is back", state.run_id, away)
+        while True:
+            try:
+                self.runs.save(state)
+                return
+            except Exception as exc:
+                if not unreachable(exc) or time.monotonic() > deadline:
+                    raise StillAway(f"run {state.run_id} waits for the database: {exc}") from exc
 
     def _replay(self, state: RunState, writer: EventWriter) -> Any:
         """Write the events ``state`` implies that the run's stream lacks (a worker killed after a

@@ -28,7 +28,16 @@ from typing import Any, TypeVar
 
 from tether.errors import ConfigError, StoreError
 
-__all__ = ["SCHEMA_CHANNEL", "Database", "Migration", "SchemaNewer", "database", "redact", "storable"]
+__all__ = [
+    "SCHEMA_CHANNEL",
+    "Database",
+    "Migration",
+    "SchemaNewer",
+    "database",
+    "redact",
+    "storable",
+    "unreachable",
+]
 
 _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations are applied
 SCHEMA_CHANNEL = "tether_schema"  # payload: the component whose tables were migrated
@@ -326,6 +335,17 @@ def _transient(exc: BaseException | None) -> bool:
         return False
     code = exc.sqlstate
     return code is None or code.startswith("08") or code in ("57P01", "57P02", "57P03")
+
+
+def unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an error that caused it (a store's :class:`StoreError` wraps the
+    driver's), is the database away: a broken connection, a server restarting, no connection to
+    be had in time."""
+    while exc is not None:
+        if _transient(exc):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def _check_sequence(component: str, migrations: Sequence[Migration]) -> None:

@@ -1,0 +1,103 @@
+"""The Postgres-backed server, what earlier rounds left alone: a run that meets the database away for
+longer than its saves wait, and a message sent again after a 503 with a new message_id. One
+database and one node with a worker on threads for the module (Postgres tests are slow)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.dispatch.conftest import AGENTS, Cluster
+from tests.postgres.test_left_alone_dispatch import Outage
+from tests.server.conftest import read_events
+
+
+@pytest.fixture(scope="module")
+def db_url(pg_server: Any) -> Iterator[str]:
+    from tether.postgres.db import close_all
+
+    url = pg_server.fresh_database()
+    yield url
+    close_all()
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
+    from tether.config import Settings
+    from tether.dispatch.engine import ThreadDispatcher
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import database
+    from tether.server.agents import load_agents
+
+    tmp = tmp_path_factory.mktemp("cluster")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TETHER_DEMO_LEDGER", str(tmp / "ledger"))
+        mp.setenv("TETHER_DEMO_MODEL_DELAY_S", "0.01")
+        mp.setenv("TETHER_DEMO_TOOL_S", "1.0")  # long enough for the test to take the database away meanwhile
+        settings = Settings(home=tmp / "home", database_url=db_url)
+        agents = load_agents(settings, str(AGENTS))
+        worker = Worker(home=settings.home, agents=agents, db=database(db_url))
+        c = Cluster(settings, worker, ThreadDispatcher(worker.drive, retry_s=0.5), tmp / "ledger", [])
+        c.node()
+        yield c
+        for _, server, thread in c.nodes:
+            server.should_exit = True
+            thread.join(10)
+        c.dispatcher.close()
+        c.worker.close()
+
+
+def _until(check: Any, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_once_it_is_back(
+    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database went away during a tool call, for longer than a save waits for it (60 s,
+    shortened here): the run's stream said ``failed`` ("the run could not be saved") while GET of
+    the run and of its session said ``running`` (the state as last committed), for ever, and the
+    shipped order's result and the paid reply were only in the dead worker's memory. Now the
+    worker keeps what it did, records it as soon as the database is back and goes on: the stream,
+    the run and the session all end ``completed``, with the order shipped once and the model asked
+    once per step."""
+    from tether.postgres.db import Database, database
+
+    monkeypatch.setattr(Database, "retry_s", 0.3)  # a save's 60 s wait for the database, shortened
+    pool = database(db_url).pool
+    monkeypatch.setattr(pool, "timeout", 0.3)  # the pool's 30 s wait for a connection, shortened
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-away", "message_id": "m-away"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        outage.begin()  # while the order ships: its result's save meets the database away
+        try:
+            time.sleep(2.0)  # longer than the saves wait (0.3 s each): the loop gives up on the database
+        finally:
+            outage.end()
+        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
+        events = read_events(client, f"/v1/runs/{run_id}/events")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
+    assert (run["status"], run["live"]) == ("completed", False), run
+    assert [(t["message_id"], t["status"]) for t in turns] == [("m-away", "completed")], turns
+    assert [e["event"] for e in events].count("turn") == 2, events  # the model paid once per step
+    assert [e["event"] for e in events].count("tool_start") == 1, events
+    assert len(shared.calls()) == started + 1  # the tool ran once
+    assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
+    state = shared.worker.runs.load(run_id)
+    assert [m.role for m in state.messages] == ["user", "assistant", "tool", "assistant"], state.messages
