@@ -74,7 +74,6 @@ def check_kbs(settings: Settings, names: list[str]) -> None:
 def open_kb(settings: Settings, name: str, *, create_with: str | None = None, must_exist: bool = True) -> KnowledgeBase:
     """Open base ``name``; with its recorded embedder, or ``create_with`` for a new one."""
     from tether.knowledge import KnowledgeBase, make_embedder
-    from tether.knowledge.readers import MAX_PDF_PAGES
     from tether.stores import kb_exists, knowledge_store
 
     exists = kb_exists(settings, name)
@@ -88,21 +87,34 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
         fresh = make_embedder(chosen, base_url=base_url, cache_dir=cache_dir)
     store = knowledge_store(settings, name)
     recorded = store.get_meta("embedder")
+    raced = ""
     if recorded is None:
         if exists:  # made, but its first add was cut before the embedder was recorded: chosen now
             chosen = create_with or settings.kb.embedder or default_embedder()
             fresh = make_embedder(chosen, base_url=base_url, cache_dir=cache_dir)
-        embedder = fresh
-        store.set_meta("embedder", embedder.name if embedder is not None else "none")
-    else:
-        if create_with and _embedder_name(create_with) != recorded:
-            raise UserError(
-                f"the base {name!r} was built with the embedder {recorded}; --embedder only chooses for a new "
-                f"base: make another with --name, or rebuild this one (tether kb drop {name} --yes, then "
-                f"{_add_command(name)})"
-            )
-        embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
-    return KnowledgeBase(store, embedder=embedder, name=name, max_pdf_pages=settings.kb.max_pdf_pages or MAX_PDF_PAGES)
+        # Claimed, not set: two first adds at once each recorded theirs, the later one won the
+        # record and the other's vectors (another size) went in beside them.
+        mine = fresh.name if fresh is not None else "none"
+        recorded = store.claim_meta("embedder", mine)
+        if recorded == mine:
+            return KnowledgeBase(store, embedder=fresh, name=name, max_pdf_pages=_pdf_pages(settings))
+        raced = " (by another tether kb add, just now)"
+    asked = _embedder_name(create_with) if create_with else recorded
+    if asked != recorded:
+        raise UserError(
+            f"the base {name!r} was built with the embedder {recorded}{raced}, not {asked}; "
+            "--embedder only chooses for a new "
+            f"base: make another with --name, or rebuild this one (tether kb drop {name} --yes, then "
+            f"{_add_command(name)})"
+        )
+    embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
+    return KnowledgeBase(store, embedder=embedder, name=name, max_pdf_pages=_pdf_pages(settings))
+
+
+def _pdf_pages(settings: Settings) -> int:
+    from tether.knowledge.readers import MAX_PDF_PAGES
+
+    return settings.kb.max_pdf_pages or MAX_PDF_PAGES
 
 
 def default_embedder() -> str:

@@ -153,13 +153,31 @@ class KnowledgeBase:
         self.name = name
         self.last_withheld = 0  # how many credentials the last add_text masked
         recorded = store.get_meta("embedder")
+        self._embedder_claimed = embedder is not None and recorded == embedder.name
         if embedder is not None and recorded not in (None, "", embedder.name):
-            raise ConfigError(
-                f"the knowledge base {name!r} was built with the embedder {recorded}, not "
-                f"{embedder.name}: their vectors do not compare. Use {recorded}, or build a new base"
-            )
+            raise self._other_embedder(recorded)
         if embedder is not None and not recorded and not store.documents():
-            store.set_meta("embedder", embedder.name)
+            self._claim_embedder()
+
+    def _other_embedder(self, recorded: str) -> ConfigError:
+        assert self.embedder is not None
+        return ConfigError(
+            f"the knowledge base {self.name!r} was built with the embedder {recorded}, not "
+            f"{self.embedder.name}: their vectors do not compare. Use {recorded}, or build a new base"
+        )
+
+    def _claim_embedder(self) -> None:
+        """Record this base's embedder unless one is (another process may be making the base at
+        the same moment: the first to record wins, and the other is refused here)."""
+        assert self.embedder is not None
+        if self._embedder_claimed:
+            return
+        recorded = self.store.claim_meta("embedder", self.embedder.name)
+        if recorded == "":  # an empty record counts as none
+            self.store.set_meta("embedder", self.embedder.name)
+        elif recorded != self.embedder.name:
+            raise self._other_embedder(recorded)
+        self._embedder_claimed = True
 
     @classmethod
     def open(cls, path: Path | str = ":memory:", **kwargs: Any) -> KnowledgeBase:
@@ -219,6 +237,8 @@ class KnowledgeBase:
         from tether.knowledge.chunking import chunk_text  # imported by what adds, not by a search
 
         chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
+        if self.embedder is not None:
+            self._claim_embedder()  # before any chunk is written
         kept = self.store.kept_vectors(name) if known is not None and self.embedder is not None else {}
         graph = self.extractor.extract(chunks, meta)
         self.store.replace_document(
@@ -231,10 +251,8 @@ class KnowledgeBase:
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
             relations=graph.relations,
         )
-        if self.embedder is not None:
-            self.store.set_meta("embedder", self.embedder.name)
-            if embed:
-                self.fill_vectors()
+        if self.embedder is not None and embed:
+            self.fill_vectors()
         return True
 
     def add_path(

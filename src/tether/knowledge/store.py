@@ -268,6 +268,12 @@ class KnowledgeStore(Protocol):
 
     def set_meta(self, key: str, value: str) -> None: ...
 
+    def claim_meta(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is recorded already, atomically; the value
+        recorded either way. Two processes making one base at once: the first wins, and the other
+        learns what it chose (an embedder recorded twice left vectors of two sizes in one base)."""
+        ...
+
     def document(self, name: str) -> DocumentInfo | None: ...
 
     def documents(self) -> list[DocumentInfo]: ...
@@ -459,6 +465,11 @@ class SqliteKnowledgeStore:
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def claim_meta(self, key: str, value: str) -> str:
+        with self._tx() as db:
+            db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (key, value))
+            return str(db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
 
     def _generation(self) -> int:
         if self._probe is None:

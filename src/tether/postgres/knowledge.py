@@ -212,6 +212,13 @@ class PgKnowledgeStore:
             (self.kb, key, value),
         )
 
+    def claim_meta(self, key: str, value: str) -> str:
+        self.db.execute(
+            "INSERT INTO kb_meta (kb, key, value) VALUES (%s, %s, %s) ON CONFLICT (kb, key) DO NOTHING",
+            (self.kb, key, value),
+        )
+        return str(self.db.execute("SELECT value FROM kb_meta WHERE kb = %s AND key = %s", (self.kb, key))[0][0])
+
     def _bump(self, conn: Any) -> None:
         conn.execute(
             "INSERT INTO kb_meta (kb, key, value) VALUES (%s, 'generation', '1') ON CONFLICT (kb, key) "
