@@ -221,6 +221,14 @@ BLIND = {
     "round13_a.py": "df493bc73bb326a175181b806c5ee6428d5885d9e474dd1b628ef1844c5f2bf2",
     "round13_b.py": "fbf32f9e82c196a53a970915302a6d1ac42f190587b0b6af002f3ae5fdf49d80",
     "round13_notes.py": "feba2bc68b3e783a9d173f7c5c1dd5a02d26c42817b6afcf3282e461a3fde11a",
+    # the fifth (heldout5_*.py), written by hand after round fourteen in the forms notes take, frozen
+    # before anything was fitted or run on it (bench/memory_scan.py, heldout_five)
+    "heldout5_a.py": "40b0c823348a7b8c9bfa86fe896f137a57633e45427c24296482b1ea3deea775",
+    "heldout5_b.py": "fa09ff1aa2505d909b4c64f472071caa58328d7a973c9a3998fb9974d4c1d91a",
+    "heldout5_c.py": "2f644fa813ca31ee45a83161833746e8c936bc133b24c4130bc4be7b13eb2f2c",
+    "heldout5_d.py": "4dbafd8827eb2f78fd456cbccdf1cd283319d5a9a17855e37eac77a5f31bc869",
+    "heldout5_notes1.py": "ae90e1e110bd2228780a665a62b5d1b86ddf4f67c760257ba2ed9dca496ede97",
+    "heldout5_notes2.py": "efde3c35eb07cda83a38b2dbdb39fd5848e809ee009a024379400194aa31ea0b",
 }
 MANPAGES = Path(__file__).with_name("manpages.jsonl")  # ordinary text in 16 languages (manpages.py)
 OUT = ROOT / "src" / "tether" / "memory" / "_model"
