@@ -277,7 +277,7 @@ env = {{ GITHUB_TOKEN = "{key}" }}
         text=True,
         timeout=60,
     )
-    assert ran.returncode == 2 and "its last words: bad token ***" in ran.stderr, ran.stderr
+    assert ran.returncode == 2 and "its last words: bad token [redacted]" in ran.stderr, ran.stderr
     assert key not in ran.stdout + ran.stderr
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 # Keys whose value is a secret wherever they appear (`key_env` names a variable, not a secret).
@@ -42,6 +42,36 @@ def url_secrets(url: str) -> set[str]:
         return set()
 
 
+def key_like(value: str) -> bool:
+    """A value that is a key whatever its name (``GH_PAT = "ghp_..."``): a word of 16 characters
+    or more, letters and digits mixed; the last word of "Bearer X" too."""
+    word = value.strip().rpartition(" ")[2]
+    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+
+
+def table_secrets(table: Mapping[str, object]) -> set[str]:
+    """The secrets of a server's ``env`` or ``headers`` table: the value of each entry whose name
+    says it is one (``API_KEY``) or that looks like a key whatever its name (:func:`key_like`), as
+    written and as the last word of "Bearer X"; and the password of a URL in one (``DATABASE_URL``).
+    ``NODE_ENV = "production"`` is no key to hide."""
+    found: set[str] = set()
+    for name, value in table.items():
+        if not isinstance(value, str):
+            continue
+        value = value.strip()
+        if secret_name(name) or key_like(value):
+            found.update({value, value.rpartition(" ")[2]})
+        elif "://" in value:
+            found |= url_secrets(value)
+    return found
+
+
+def worth_hiding(value: str) -> bool:
+    """Whether ``value`` may be a key to take out of text: one shorter than 8 characters or a path
+    (``/etc/ssl/key.pem``) is none, and hiding it would garble the text."""
+    return len(value) >= 8 and not value.startswith(("/", "~", "./", "../"))
+
+
 def hold(secrets: Iterable[str]) -> None:
     """Add what a config file holds to what :func:`known_secrets` takes out."""
     _HELD.update(secrets)
@@ -52,8 +82,7 @@ def known_secrets() -> tuple[str, ...]:
     run's reason, a log line): those of every config.toml it loaded (what ``tether.config.redacted``
     hides), the value of each environment variable whose name says it is one (``OPENAI_API_KEY``,
     ``GITHUB_TOKEN``, ``TETHER_CONNECTIONS_KEY``) and the password of each URL in one
-    (``TETHER_DATABASE_URL``). A value shorter than 8 characters or a path (``/etc/ssl/key.pem``)
-    is no key, and hiding it would garble the text."""
+    (``TETHER_DATABASE_URL``); those that may be keys (:func:`worth_hiding`)."""
     found = set(_HELD)
     for name, value in os.environ.items():
         value = value.strip()
@@ -61,8 +90,7 @@ def known_secrets() -> tuple[str, ...]:
             found.update({value, value.rpartition(" ")[2]})  # "Bearer X" too
         if "://" in value:
             found |= url_secrets(value)
-    keys = (v for v in found if len(v) >= 8 and not v.startswith(("/", "~", "./", "../")))
-    return tuple(sorted(keys, key=len, reverse=True))
+    return tuple(sorted(filter(worth_hiding, found), key=len, reverse=True))
 
 
 # Credentials in the shapes their issuers give them, (what it is, its pattern): memory refuses to

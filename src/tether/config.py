@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from tether._secrets import hold
+from tether._secrets import hold, table_secrets
 from tether._secrets import secret_name as _secret_name
 from tether._secrets import url_secrets as _url_secrets
 from tether.errors import ConfigError
@@ -330,6 +330,7 @@ class AgentTable(_Table):
     # "answers": turns the person has moved on from are shown to the model as input and answer only;
     # "full": with every tool call. Default: "answers" in `tether chat`, "full" elsewhere.
     completed_turns: Literal["full", "answers"] | None = None
+    max_images: _NonNegativeInt | None = None  # images from tools a run keeps (default 20); older: a line of text
     memory: Literal["user", "project", "off"] | None = None  # default: [memory] enabled and scope
     skills: _Bool | None = None  # default: [skills] enabled
     kb: list[_Text] = []
@@ -772,14 +773,11 @@ def redacted(value: Any, key: str = "") -> Any:
 def _secrets_in(value: Any, key: str = "") -> set[str]:
     """The strings of parsed TOML that :func:`redacted` hides (a "Bearer X" also as X)."""
     found: set[str] = set()
+    if isinstance(value, dict) and key in SECRET_TABLES:
+        return table_secrets(value)  # NODE_ENV = "production", accept = "application/json": no key to hide
     if isinstance(value, dict):
         for k, v in value.items():
-            if key in SECRET_TABLES and isinstance(v, str) and (_secret_name(k) or _key_like(v)):
-                found.update({v.strip(), v.strip().rpartition(" ")[2]})
-            elif key in SECRET_TABLES:
-                continue  # NODE_ENV = "production", accept = "application/json": no key to hide
-            else:
-                found |= _secrets_in(v, k)
+            found |= _secrets_in(v, k)
     elif isinstance(value, list) and key == "args":
         for arg, shown in zip(value, _redacted_args(value), strict=True):
             if arg != shown and isinstance(arg, str):  # "X", "--token=X", "Authorization: Bearer X"
@@ -792,13 +790,6 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
     elif isinstance(value, str) and "://" in value:
         found |= _url_secrets(value)
     return found
-
-
-def _key_like(value: str) -> bool:
-    """A server's env or header value that is a key whatever its name (``GH_PAT = "ghp_..."``): a
-    word of 16 characters or more, letters and digits mixed; the last word of "Bearer X" too."""
-    word = value.strip().rpartition(" ")[2]
-    return len(word) >= 16 and any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
 
 
 def url_without_password(url: str, mask: str = "***") -> str:

@@ -161,7 +161,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     reports = run_stoppable(_probe_all(settings, args.timeout))
     for lines in reports:
         print("\n".join(lines))
-    return 1 if any(" not working: " in lines[1] for lines in reports) else 0
+    clashes = _clashes(settings)
+    for clash in clashes:
+        print(f"not usable together: {clash}")
+    return 1 if clashes or any(" not working: " in lines[1] for lines in reports) else 0
+
+
+def _clashes(settings: Settings) -> list[str]:
+    """Why two enabled servers cannot be given to one agent (their tools' names would be alike)."""
+    from tether.connectors.mcp import name_clash
+
+    names = [name for name, table in settings.mcp.items() if table.enabled]
+    return [c for i, a in enumerate(names) for b in names[i + 1 :] if (c := name_clash(a, b)) is not None]
 
 
 async def _probe_all(settings: Settings, timeout: float) -> list[list[str]]:

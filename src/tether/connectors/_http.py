@@ -32,7 +32,7 @@ import pydantic_core
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
-from tether.connectors._link import result_not_an_object
+from tether.connectors._link import REDACTED, result_not_an_object, withheld
 from tether.providers.auth import Credentials
 
 __all__ = ["HttpServer"]
@@ -42,7 +42,6 @@ READ_TIMEOUT_S = 300.0  # a server may hold a response stream open while a tool 
 SSE_IDLE_S = 3600.0  # legacy SSE: the one event stream may be quiet between a run's turns
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
 _EVENT_LIMIT = 2 * 1024 * 1024  # a line of an event stream held to be checked (past it, passed on unchecked)
-_REDACTED = "[redacted]"
 # Configured headers that say what the client is and takes, never who it is: their values are not
 # taken out of the answers (a server may well write its own protocol version or content type back).
 _PLAIN_HEADERS = frozenset(
@@ -115,9 +114,7 @@ class HttpServer:
             secrets |= self._auth.sent
         if self.flow is not None:
             secrets |= self.flow.context.storage.secrets()
-        for secret in sorted(secrets, key=len, reverse=True):
-            text = text.replace(secret, _REDACTED)
-        return text
+        return withheld(text, secrets)
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[TransportStreams]:
@@ -221,7 +218,7 @@ class _Sent:
 
     def scrub(self, data: bytes) -> bytes:
         for secret in sorted(self.values, key=len, reverse=True):
-            data = data.replace(secret.encode(), _REDACTED.encode())
+            data = data.replace(secret.encode(), REDACTED.encode())
         return data
 
 

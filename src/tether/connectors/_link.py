@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from tether.connectors._client_side import printable
 from tether.errors import TetherError
 
 __all__ = [
+    "REDACTED",
     "AnswerLost",
     "ConnectionLost",
     "Hooks",
@@ -37,6 +38,7 @@ __all__ = [
     "StartFailed",
     "describe",
     "result_not_an_object",
+    "withheld",
 ]
 
 _LIST_PAGES = 100  # a server whose tool list never ends is cut here
@@ -70,6 +72,17 @@ class Reach(Protocol):
     def redact(self, text: str) -> str:
         """``text`` without the secrets this transport sent the server."""
         ...
+
+
+REDACTED = "[redacted]"  # what a secret a server wrote back is replaced with
+
+
+def withheld(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``[redacted]``, the longest first (a secret
+    that holds another is withheld whole)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 class StartFailed(Exception):

@@ -28,9 +28,10 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from tether._secrets import table_secrets, worth_hiding
 from tether.connectors._acting import SERVE_DEPTH
 from tether.connectors._client_side import printable
-from tether.connectors._link import result_not_an_object
+from tether.connectors._link import REDACTED, result_not_an_object, withheld
 from tether.processes import descendants, kill_process_tree, kill_tree, process_alive, process_identity
 from tether.tools.base import _in_thread
 
@@ -54,6 +55,14 @@ class StdioProcess:
         # `tether mcp serve` processes this one runs, so a server that is one again counts itself.
         depth = {SERVE_DEPTH: os.environ[SERVE_DEPTH]} if SERVE_DEPTH in os.environ else {}
         self.env = {"PATH": os.environ.get("PATH", os.defpath), **env, **depth}
+        # What it was given that it may write back (a debug line, a crash that prints its
+        # environment). Every value is taken out of what it says about itself (stderr, errors, why
+        # it stopped); only the secrets among them out of all it writes on stdout, results included:
+        # a "production" there is data, and a value taken out of the protocol would break the
+        # session. Short values and paths are left ("debug", "/srv/stock.db": no key).
+        secrets = {v for v in table_secrets(env) if worth_hiding(v)}
+        self._secrets = _as_written(secrets)
+        self._said = secrets | {v.strip() for v in env.values() if worth_hiding(v.strip())}
         self.cwd = os.path.expanduser(cwd) if cwd else None
         self.process: asyncio.subprocess.Process | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
@@ -88,11 +97,13 @@ class StdioProcess:
     calls_are_separate = False  # one pipe: when it closes, the server is gone
 
     def redact(self, text: str) -> str:
-        return text  # the server's environment is its own: it was given what it may say
+        """``text`` (what the server said about itself) without the values of its ``env``."""
+        return withheld(text, self._said)
 
     def last_error_line(self) -> str:
-        """The last line the server wrote to stderr (what a person needs to fix a server that will not start)."""
-        last = next((line for line in reversed(self.stderr_tail) if line.strip()), "")[:300]
+        """The last line the server wrote to stderr (what a person needs to fix a server that will
+        not start), without the values of its ``env`` (withheld before it is cut, so none is cut in half)."""
+        last = self.redact(next((line for line in reversed(self.stderr_tail) if line.strip()), ""))[:300]
         return printable(last)  # shown at the terminal: an escape in it is written out, not obeyed
 
     @contextlib.asynccontextmanager
@@ -136,8 +147,13 @@ class StdioProcess:
                     if isinstance(line, _Oversized):
                         await out.send(line.refusal())
                     elif line.strip():
-                        await out.send(_parse(line))
+                        await out.send(_parse(self._scrubbed(line)))
                 self._eof = True
+
+    def _scrubbed(self, line: bytes) -> bytes:
+        for secret in self._secrets:
+            line = line.replace(secret, REDACTED.encode())
+        return line
 
     async def _write_stdin(self, proc: asyncio.subprocess.Process, messages: Any) -> None:
         assert proc.stdin is not None
@@ -234,6 +250,12 @@ async def _next_line(stream: asyncio.StreamReader) -> bytes | _Oversized:
         if not size:
             return line
         return _Oversized(size + len(line), head)
+
+
+def _as_written(secrets: set[str]) -> list[bytes]:
+    """``secrets`` as a JSON line may hold them (as they are, and escaped), longest first."""
+    forms = {f for v in secrets for f in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])}
+    return [f.encode() for f in sorted(forms, key=len, reverse=True)]
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:

@@ -48,7 +48,16 @@ if TYPE_CHECKING:
     from tether.memory.scan import Finding
     from tether.providers.auth import Credentials
 
-__all__ = ["DEFAULT_TIMEOUT_S", "McpConnector", "McpTool", "needs_approval", "token_path", "tool_name"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "McpConnector",
+    "McpTool",
+    "name_clash",
+    "needs_approval",
+    "token_path",
+    "tool_name",
+    "tool_prefix",
+]
 
 DEFAULT_TIMEOUT_S = 60.0  # a call, unless [mcp.NAME] timeout_s says otherwise
 DEFAULT_MAX_CHARS = 100_000  # a result's text (the built-in read_file's cap), unless max_result_chars says
@@ -79,7 +88,7 @@ def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
     """``SERVER__tool`` in the characters providers allow, at most 64 of them; a name cut short,
     already ``taken`` by another tool, or one whose server or tool part holds ``__`` (so that another
     server's tool could have the same name), ends in a digest of the original so it stays unique."""
-    left, right = _NOT_ALLOWED.sub("_", server), _NOT_ALLOWED.sub("_", tool)
+    left, right = tool_prefix(server), _NOT_ALLOWED.sub("_", tool)
     name = f"{left}__{right}"
     # ``a__b`` + ``c`` and ``a`` + ``b__c`` would both be ``a__b__c``: a name that does not split
     # back into its server and tool in one way only gets the digest, so two servers never clash.
@@ -95,6 +104,32 @@ def tool_name(server: str, tool: str, taken: Sequence[str] = ()) -> str:
             return digested
         count += 1
         key = f"{server}\0{tool}\0{count}"
+
+
+def tool_prefix(server: str) -> str:
+    """What the names of the server ``server``'s tools start with, before ``__``: its name in the
+    characters providers accept (each other character becomes ``_``)."""
+    return _NOT_ALLOWED.sub("_", server)
+
+
+def name_clash(server: str, other: str) -> str | None:
+    """Why the servers ``server`` and ``other`` cannot both be given to one agent, when their
+    tools' names would start alike (``my.server`` and ``my_server``: one's ``stock`` would be the
+    other's); None when they would not."""
+    prefix = tool_prefix(server)
+    if prefix != tool_prefix(other):
+        return None
+    if server == other:
+        return (
+            f"two MCP servers are named {server!r}: their tools would have the same names ({prefix}__TOOL); "
+            "give each its own name"
+        )
+    return (
+        f"the MCP servers {server!r} and {other!r} would both name their tools {prefix}__TOOL (characters "
+        "other than letters, digits, _ and - become _), so one's tools would take the other's names: rename "
+        "one of them ([mcp.NAME] in config.toml, or McpConnector's first argument) so that the two differ "
+        "in a letter, digit, _ or -"
+    )
 
 
 def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
@@ -213,6 +248,15 @@ class McpConnector(Extension):
 
     def tools(self) -> Sequence[Any]:
         return [*self._tools, *self._extra]
+
+    def check_together(self, extensions: Sequence[Any]) -> None:
+        """Refuse, before any server starts, another server of the agent whose tools' names would
+        be this one's (:func:`name_clash`)."""
+        for other in extensions:
+            if isinstance(other, McpConnector) and other is not self:
+                clash = name_clash(self.server, other.server)
+                if clash is not None:
+                    raise ConfigError(clash)
 
     def prompt_block(self) -> str | None:
         """The server's ``instructions`` (how to use it, from its handshake), bounded like a description."""
@@ -418,6 +462,8 @@ class McpConnector(Extension):
                 f"the answer of the MCP server {self.server} to this call to {tool.name} broke off "
                 f"({exc}). {_outcome(tool)}"
             ), False
+        if result.is_error:  # the server's words about its failure: none of the values it was given
+            result = _error_withheld(result, link.reach.redact)
         return to_tool_result(result, self.max_result_chars), True
 
     async def _timed(self, answer: Any, side: Any, ctx: ToolContext) -> Any:
@@ -717,6 +763,18 @@ def _serve_calls() -> dict[str, Any] | None:
 
     depth = SERVE_CALLS.get()
     return {SERVE_CALLS_META: depth} if depth else None
+
+
+def _error_withheld(result: mcp_types.CallToolResult, redact: Callable[[str], str]) -> mcp_types.CallToolResult:
+    """An error result with ``redact`` applied to its text (a crash message may quote the server's
+    environment: the transport takes out what it was given)."""
+    import mcp_types
+
+    content = [
+        block.model_copy(update={"text": redact(block.text)}) if isinstance(block, mcp_types.TextContent) else block
+        for block in result.content
+    ]
+    return result.model_copy(update={"content": content})
 
 
 def _error(text: str) -> ToolResult:

@@ -57,6 +57,11 @@ class Extension:
         """Text for the system prompt, read when a session begins; None adds nothing."""
         return None
 
+    def check_together(self, extensions: Sequence[Any]) -> None:
+        """Before any extension of the run starts: raise :class:`~tether.errors.ConfigError` when this
+        one cannot work beside ``extensions`` (all of the agent's, this one among them), such as two
+        that would give their tools one name."""
+
     async def start(self) -> None:
         """Before the run reads :meth:`tools`: start what the tools need. An exception stops the
         run before anything runs, like a configuration error. It need not hear Stop: a Stop while
@@ -67,10 +72,16 @@ class Extension:
 
 
 async def start_extensions(extensions: Sequence[Any]) -> list[Any]:
-    """Start the extensions together (five servers take as long as the slowest, not the sum); if
-    one fails, give up the starts still under way (the run will not start: a slow server does not
-    keep the failure waiting), stop those that started and raise the first failure."""
+    """Refuse those that cannot work together (``check_together``), before any starts; then start
+    them together (five servers take as long as the slowest, not the sum); if one fails, give up
+    the starts still under way (the run will not start: a slow server does not keep the failure
+    waiting), stop those that started and raise the first failure."""
     import asyncio
+
+    for ext in extensions:  # refused together before any starts: nothing to stop
+        check = getattr(ext, "check_together", None)
+        if callable(check):
+            check(extensions)
 
     async def start(ext: Any) -> None:
         opener = getattr(ext, "start", None)
