@@ -160,6 +160,21 @@ def test_mcp_list_and_run_withhold_the_env_a_server_that_will_not_start_prints(
     assert KEY not in out + err and PASSWORD not in out + err
 
 
+def test_mcp_list_hides_a_secret_in_a_servers_arguments_or_url(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: each server's line showed its command line and URL as configured, keys included."""
+    (home / "config.toml").write_text(
+        f'[mcp.gh]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", "raise SystemExit(1)", "--api-key", "{KEY}"]\n'
+        f'[mcp.web]\nurl = "http://127.0.0.1:9/mcp?api_key={KEY}"\nenabled = false\n'
+    )
+    code, out, err = tether(capsys, "mcp", "list")
+    assert code == 1 and KEY not in out + err
+    heads = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert heads == [
+        f"gh  stdio  {sys.executable} -c raise SystemExit(1) --api-key <redacted>",
+        "web  http  http://127.0.0.1:9/mcp?api_key=<redacted>",
+    ]
+
+
 # --- 2. servers whose tools would have the same names ----------------------------------------------
 
 

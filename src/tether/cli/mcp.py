@@ -182,14 +182,16 @@ async def _probe_all(settings: Settings, timeout: float) -> list[list[str]]:
 
 
 async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
+    from tether.config import redacted
     from tether.connectors import McpConnector
     from tether.errors import TetherError
 
     table = settings.mcp[name]
+    # A secret in its arguments or URL (--api-key X, ?token=X) is shown <redacted>.
     if table.command is not None:
-        head = f"{name}  stdio  {' '.join([table.command, *table.args])}"
+        head = f"{name}  stdio  {' '.join([table.command, *redacted(table.args, 'args')])}"
     else:
-        head = f"{name}  http  {table.url}" + ("  (oauth)" if table.auth == "oauth" else "")
+        head = f"{name}  http  {redacted(table.url, 'url')}" + ("  (oauth)" if table.auth == "oauth" else "")
     if not table.enabled:
         return [head, "  disabled (enabled = false)"]
     connector = McpConnector(name, table.model_dump(), home=settings.home, start_timeout_s=timeout)
