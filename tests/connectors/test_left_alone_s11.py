@@ -10,6 +10,8 @@ import asyncio
 import json
 import logging
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,38 @@ def test_a_running_servers_errors_results_and_restart_withhold_its_env_from_the_
     for secret in (KEY, PASSWORD):
         assert secret not in saved and secret not in caplog.text
     assert KEY not in answers
+
+
+class _Echoes(BaseHTTPRequestHandler):
+    """Refuses every JSON-RPC request, quoting the path it was sent to (its query string included)."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        error = {"code": -32600, "message": f"no such path {self.path}"}
+        out = json.dumps({"jsonrpc": "2.0", "id": body.get("id"), "error": error}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_http_server_that_quotes_the_key_in_its_url_has_it_withheld() -> None:
+    """Was: a server whose error quoted the request's path showed ``?api_key=`` whole, though a
+    configured header's value it quoted was withheld."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echoes)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/mcp?api_key={KEY}"
+        with pytest.raises(ConfigError) as err:
+            asyncio.run(asyncio.wait_for(McpConnector("web", {"url": url}).start(), 60))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(err.value) == "MCP server web did not start: no such path /mcp?api_key=[redacted]"
 
 
 @pytest.fixture

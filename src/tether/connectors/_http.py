@@ -32,6 +32,7 @@ import pydantic_core
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
+from tether._secrets import url_secrets
 from tether.connectors._link import REDACTED, result_not_an_object, withheld
 from tether.providers.auth import Credentials
 
@@ -83,7 +84,7 @@ class HttpServer:
         # The MCP authorization flow (tether.connectors._oauth), or refresh tokens, or nothing.
         self.flow = flow
         self._auth = BearerAuth(credentials) if credentials is not None else None
-        self._sent = _Sent(self.headers)  # what the answers are cleaned of, whatever their kind
+        self._sent = _Sent(self.headers, url)  # what the answers are cleaned of, whatever their kind
 
     def alive(self) -> bool:
         return not self.session_gone  # otherwise the connection's own task says when it ended
@@ -201,13 +202,15 @@ class _TooLarge(Exception):
 
 
 class _Sent:
-    """The secrets sent to a server: the values of its configured headers and each Authorization
-    header as sent (with its bearer token, refreshed or not), each of at least 8 characters. A server
-    that writes one back (a result quoting the request, a progress message, a question) has it
-    replaced by ``[redacted]`` before the SDK reads the answer, so neither the model nor the run sees it."""
+    """The secrets sent to a server: the values of its configured headers, each Authorization
+    header as sent (with its bearer token, refreshed or not) and the secrets of its URL (a password,
+    ``?api_key=X``), each of at least 8 characters. A server that writes one back (a result or an
+    error quoting the request, a progress message, a question) has it replaced by ``[redacted]``
+    before the SDK reads the answer, so neither the model nor the run sees it."""
 
-    def __init__(self, headers: Mapping[str, str]) -> None:
+    def __init__(self, headers: Mapping[str, str], url: str = "") -> None:
         self.values = {v for k, v in headers.items() if len(v) >= 8 and k.lower() not in _PLAIN_HEADERS}
+        self.values |= {v for v in url_secrets(url) if len(v) >= 8}
 
     def note(self, request: httpx2.Request) -> None:
         said = request.headers.get("authorization")
