@@ -4,6 +4,7 @@
   (``vendor/lib/.git``, made during the run), or the folder a ``.git`` file (``gitdir: ...``) or a
   ``.git`` link leads to under another name, was written by write_file and edit_file, and a
   sandboxed command wrote through a ``.git`` link;
+- kb add passed over an ignore file it could not read, and read what it kept out;
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from tether.cancel import CancelSignal
+from tether.knowledge import KnowledgeBase
 from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
 from tether.tools.builtin import builtin_tools, tool_settings
 from tether.tools.sandbox import sandbox_status
@@ -122,3 +124,41 @@ def test_a_sandboxed_command_does_not_write_through_a_git_link_or_file(tmp_path:
     assert not (ws / "store.git/hooks/pre-commit").exists()
     ordinary = asyncio.run(shell.execute({"command": "echo x > notes.txt && cat notes.txt"}, ctx))
     assert isinstance(ordinary, ToolResult) and ordinary.content == "exit code 0\nx\n"
+
+
+# --- an ignore file that cannot be read -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["dangling link", "a folder", "a named pipe"])
+def test_a_folder_whose_ignore_file_cannot_be_read_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """An ignore file that could not be read (a link to a shared one that is gone, a folder, a named
+    pipe; no permission, where tether is not root) was dropped without a word, so the files it kept
+    out of the base (secrets.txt here: no credential name or shape protects it) were read into a
+    base every agent searching it is handed. The folder is passed over now, and the add says why."""
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "readme.md").write_text("# Readme\n\nkept words\n")
+    (root / "docs/secrets.txt").write_text("vault passphrase: correct horse battery staple\n")
+    (root / "docs/guide.md").write_text("# Guide\n\nguide words\n")
+    ignore = root / "docs/.gitignore"
+    if how == "dangling link":
+        os.symlink(tmp_path / "shared/gitignore", ignore)
+    elif how == "a folder":
+        ignore.mkdir()
+    else:
+        os.mkfifo(ignore)
+    monkeypatch.chdir(tmp_path)
+    kb = KnowledgeBase.open()
+    report = kb.add_path(root)
+    assert report.added == ["repo/readme.md"]
+    [(where, why)] = report.skipped
+    assert where == "repo/docs/"
+    assert "its .gitignore cannot be read" in why and "nothing in this folder was" in why
+    assert kb.search("passphrase horse", mode="keyword").hits == []
+    ignore.unlink() if how != "a folder" else ignore.rmdir()
+    ignore.write_text("secrets.txt\n")
+    again = kb.add_path(root)
+    assert again.added == ["repo/docs/guide.md"] and again.skipped == []
+    assert kb.search("passphrase horse", mode="keyword").hits == []

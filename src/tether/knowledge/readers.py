@@ -233,8 +233,8 @@ def iter_files(
 ) -> Iterator[Path]:
     """Files under ``root`` that a base should read, in a stable order, ignore files honoured.
     ``root`` itself when it is not a directory: a named pipe or a device named on purpose is
-    skipped by the add, which says why. A folder that cannot be listed is passed over, and put in
-    ``unlisted`` with the reason.
+    skipped by the add, which says why. A folder that cannot be listed, or whose ignore file cannot be
+    read, is passed over, and put in ``unlisted`` with the reason.
 
     Below ``root``, hidden entries (``.name``) are passed over unless ``hidden``, entries that hold
     credentials by their names always, and so are the folders in ``exclude`` (tether's own home);
@@ -253,13 +253,13 @@ def iter_files(
         try:
             with os.scandir(here) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
-        except OSError as exc:
+            spec = _ignore_spec(here, [e.name for e in entries])
+        except OSError as exc:  # passed over, as os.walk does; an unread ignore file's rules with it
             if unlisted is not None:
                 unlisted.append((here, exc.strerror or str(exc)))
-            continue  # a folder that cannot be listed is passed over, as os.walk does
+            continue
         dirnames = [e.name for e in entries if e.is_dir(follow_symlinks=False)]  # links are not followed
         filenames = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
-        spec = _ignore_spec(here, filenames)
         if spec is not None:
             specs = [*specs, (here, spec)]
         for name in filenames:
@@ -362,18 +362,26 @@ def _identity(folder: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _ignore_spec(here: Path, filenames: list[str]) -> Any:
+def _ignore_spec(here: Path, names: list[str]) -> Any:
+    """The rules of the ignore files among ``names`` (None: no rules). One that cannot be read (a
+    link to nothing, a folder, no permission) is an ``OSError`` saying so, never passed over: what it
+    keeps out would be read, into a base every agent that searches it is handed."""
     import pathspec
 
     from tether.fileio import read_regular
 
     lines: list[str] = []
     for name in IGNORE_FILES:
-        if name in filenames:
+        if name in names:
             try:  # through a link (a shared ignore file), never waiting on a named pipe
                 lines += read_regular(here / name).decode("utf-8", errors="replace").splitlines()
-            except OSError:
-                continue
+            except OSError as exc:
+                raise OSError(
+                    exc.errno,
+                    f"its {name} cannot be read ({exc.strerror or exc}), and what it keeps out (a .env, "
+                    f"keys) would have been read: nothing in this folder was. Make {name} a readable "
+                    "file, or remove it, and add again",
+                ) from None
     if not lines:
         return None
     try:
