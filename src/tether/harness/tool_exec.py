@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tether.errors import RunCancelled
+from tether.errors import ConfigError, RunCancelled
 from tether.events import ApprovalRequired, Decision, Event, ToolProgress, ToolResultEvent, ToolStart
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told, without_secrets
@@ -556,7 +556,14 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
                 started = True
                 rc.emit(ToolStart(rc.state.run_id, call.id, call.name, call.arguments))
             # The run's limits left as the tool starts: a middleware may have waited while calls beside it spent.
-            result: ToolResult | str = await tool.execute(args, _tool_context(rc, call, key))
+            try:
+                result: ToolResult | str = await tool.execute(args, _tool_context(rc, call, key))
+            except ConfigError as exc:
+                # The person's to fix (a key not set, a setting that names nothing), not the model's:
+                # told to it as a call's error, it would only be retried or worked around. The run
+                # ends failed saying what to change, as a misconfigured sub-agent's call does (its
+                # tool returns the same Stop).
+                return Stop("failed", f"the tool {call.name} is not configured right: {told(exc)}")
             return result
 
         return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
