@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import assert_pairing
 from tether import Agent, run_sync
-from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage, text_of
 from tether.sessions import INTERRUPTED_TEXT, JsonlSessionStore, repair
 from tether.testing import FunctionModel
 
@@ -67,3 +70,95 @@ def test_an_early_result_pairs_once_and_only_with_its_own_call() -> None:
     texts = [(m.call_id, m.text) for m in fixed if isinstance(m, ToolMessage)]
     assert texts == [("c1", "early"), ("c2", INTERRUPTED_TEXT), ("c1", "second")]
     assert repair(fixed) == fixed
+
+
+# --- a rewrite killed half-way leaves no temporary file behind for ever -------------------------
+
+_STUCK_REWRITE = """
+import os, sys
+from tether.messages import UserMessage
+from tether.sessions import JsonlSessionStore
+
+store = JsonlSessionStore(sys.argv[1], fsync=False)
+rename = os.replace
+
+def stuck(src, dst):  # the transcript's temporary file is written; its rename waits for the test's word
+    if str(dst).endswith(".jsonl"):
+        print("renaming", flush=True)
+        sys.stdin.readline()
+    rename(src, dst)
+
+os.replace = stuck
+store.rewrite("s", [UserMessage.text("compacted")])
+print("rewritten", flush=True)
+"""
+
+
+def _stuck_rewrite(root: Path) -> subprocess.Popen[str]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STUCK_REWRITE, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline() == "renaming\n"
+    return child
+
+
+def _temporaries(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_rewrite_killed_before_its_rename_leaves_no_temporary_file_and_a_live_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    """A kill -9 between writing a rewrite's temporary file and renaming it (a compaction, a repair)
+    left `.<session>.jsonl.<random>.tmp` in the sessions folder for ever: a whole copy of the
+    conversation no command shows or deletes, one more at each such kill. The next open or listing
+    removes it; one a live process is still writing is left alone (its rewrite then lands)."""
+    root = tmp_path / "sessions"
+    store = JsonlSessionStore(root, fsync=False)
+    store.append("s", [UserMessage.text("my words"), UserMessage.text("more")])
+
+    live = _stuck_rewrite(root)
+    try:
+        (written,) = _temporaries(root)
+        assert [i.session_id for i in JsonlSessionStore(root, fsync=False).list()] == ["s"]  # never a session
+        assert _temporaries(root) == [written]  # its writer holds the session: not touched
+        out, _ = live.communicate("go\n", timeout=30)
+    finally:
+        live.kill()
+    assert out == "rewritten\n" and live.returncode == 0
+    assert [text_of([m]) for m in store.load("s")] == ["compacted"]
+
+    killed = _stuck_rewrite(root)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    assert len(_temporaries(root)) == 1
+    JsonlSessionStore(root, fsync=False)  # the next process to open the folder
+    assert _temporaries(root) == []
+    assert [text_of([m]) for m in store.load("s")] == ["compacted"]  # the session as it was before the killed rewrite
+
+
+def test_only_tethers_own_temporary_files_are_removed(tmp_path: Path) -> None:
+    """A listing removes the leftovers of every kind of rewrite (transcript, metadata, the count),
+    and nothing else: not a link at such a name (nor what it points to), not a file named almost so."""
+    root = tmp_path / "sessions"
+    store = JsonlSessionStore(root, fsync=False)
+    store.append("s.1", [UserMessage.text("hi")])
+    hexes = "0123456789abcdef"
+    own = [f".s.1.jsonl.{hexes}.tmp", f".s.1.meta.json.{hexes}.tmp", f"..s.1.count.{hexes}.tmp"]
+    for name in own:
+        (root / name).write_text("cut short")
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not tether's")
+    (root / f".t.jsonl.{hexes}.tmp").symlink_to(target)
+    others = [f".s.1.jsonl.{hexes[:-1]}.tmp", f".s.1.txt.{hexes}.tmp", "notes.tmp"]
+    for name in others:
+        (root / name).write_text("someone's")
+    assert [i.session_id for i in store.list()] == ["s.1"]
+    assert _temporaries(root) == sorted([f".t.jsonl.{hexes}.tmp", *others])
+    assert target.read_text() == "not tether's"
+    (root / f"..s.1.count.{hexes}.tmp").write_text("cut short")
+    store.delete("s.1")  # a deletion takes the count's leftover too
+    assert _temporaries(root) == sorted([f".t.jsonl.{hexes}.tmp", *others])

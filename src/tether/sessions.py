@@ -9,7 +9,8 @@ A session store keeps one conversation's messages. Three stores share one protoc
   (``fcntl.flock``) keeps two processes from interleaving writes to one session. A torn last line
   left by a crash is dropped on load and cut off before the next append; a whole line that holds
   no message (garbled, or edited by hand) is dropped too, once the file is copied beside it
-  (``<session>.jsonl.damaged-<time>-<random>``). A link, named pipe or folder put at one of its files'
+  (``<session>.jsonl.damaged-<time>-<random>``). The temporary file of a rewrite a kill cut short
+  is removed when the folder is next opened or listed. A link, named pipe or folder put at one of its files'
   names is never followed or waited on: it is an error that names the file (a listing leaves it
   out; a metadata file counts as empty, as an unreadable one does);
 * :class:`SqliteSessionStore` — one row per message, WAL mode; a row that holds no message is
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -325,6 +327,20 @@ def _blocked(folder: Path) -> OSError | None:
     return None if why is None else OSError(errno.ENOTDIR, why, str(folder))
 
 
+# The temporary files of a JSONL store's rewrites (tether.fileio.atomic_write names them
+# ``.<file name>.<16 hex>.tmp``): of the transcript, the metadata and the count of a session.
+_TEMPORARY = re.compile(
+    r"\.(?:(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,127})\.(?:jsonl|meta\.json)|\.(?P<count>[A-Za-z0-9][A-Za-z0-9._-]{0,127})\.count)"
+    r"\.[0-9a-f]{16}\.tmp"
+)
+
+
+def _temporary_of(name: str) -> str | None:
+    """The session whose rewrite a file named ``name`` is the temporary file of, or None."""
+    found = _TEMPORARY.fullmatch(name)
+    return None if found is None else found["file"] or found["count"]
+
+
 class JsonlSessionStore:
     """One JSONL file per session under ``root``."""
 
@@ -346,12 +362,15 @@ class JsonlSessionStore:
                 "fix its permissions or choose another (--session-store jsonl:DIR, "
                 "$TETHER_SESSION_STORE, or session_store in config.toml)"
             ) from exc
+        self._sweep()
 
     def path(self, session_id: str) -> Path:
         return self.root / f"{check_session_id(session_id)}.jsonl"
 
     @contextlib.contextmanager
-    def _locked(self, session_id: str) -> Iterator[None]:
+    def _locked(self, session_id: str, *, wait: bool = True) -> Iterator[bool]:
+        """Hold the session's lock; with ``wait=False`` only if no one holds it now (yields whether
+        it is held: a cache or a clean-up skips a session in use rather than wait for it)."""
         import fcntl
 
         lock = self.root / f".{check_session_id(session_id)}.lock"
@@ -359,15 +378,19 @@ class JsonlSessionStore:
             with _refusing(lock):
                 fd = open_own(lock, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.fstat(fd).st_nlink:  # still the lock at its name (a delete removes it while it holds it)
                     break
+            except BlockingIOError:
+                os.close(fd)
+                yield False
+                return
             except BaseException:
                 os.close(fd)
                 raise
             os.close(fd)  # removed while this one waited: a newcomer takes the one at the name now, so this does
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -524,7 +547,9 @@ class JsonlSessionStore:
         """The sessions in ``root`` with their messages (lines that hold one: not a blank, damaged or
         torn line); a name that does not hold a file tether wrote (a link, a named pipe, a folder)
         is left out, never read through or waited on, and so is a file whose name is not a session
-        name (no command could show or delete it)."""
+        name (no command could show or delete it). First it removes the temporary files of rewrites
+        a kill cut short (never one a live process is writing)."""
+        self._sweep()
         out = []
         for p in sorted(self.root.glob("*.jsonl")):
             if not _NAME.fullmatch(p.stem):  # not a session name: nothing could show or delete it
@@ -597,7 +622,9 @@ class JsonlSessionStore:
                 with contextlib.suppress(ValidationError):
                     load_message(line)
                     counted += 1
-        self._note_count(session_id, st.st_ino, start + len(whole), counted)
+        with self._locked(session_id, wait=False) as held:  # its temporary file is one a sweep can tell is live
+            if held:  # else someone writes the session now: the note waits for the next listing
+                self._note_count(session_id, st.st_ino, start + len(whole), counted)
         return counted
 
     def _remove_copies(self, session_id: str) -> None:
@@ -605,14 +632,38 @@ class JsonlSessionStore:
         (``<session>.jsonl.damaged-…``), and the temporary files of a rewrite a kill cut short (under
         the session's lock no rewrite of it is under way). Exact names: another session's are not
         these, whatever its name."""
-        name = re.escape(session_id)
-        mine = re.compile(
-            rf"{name}\.jsonl\.damaged-\d{{8}}-\d{{6}}-[0-9a-f]{{8}}|\.{name}\.(jsonl|meta\.json|count)\.[0-9a-f]{{16}}\.tmp"
-        )
+        copy = re.compile(rf"{re.escape(session_id)}\.jsonl\.damaged-\d{{8}}-\d{{6}}-[0-9a-f]{{8}}")
         with os.scandir(self.root) as entries:
-            found = [e.name for e in entries if mine.fullmatch(e.name)]
+            found = [e.name for e in entries if copy.fullmatch(e.name) or _temporary_of(e.name) == session_id]
         for leftover in found:
             (self.root / leftover).unlink(missing_ok=True)  # a link is removed, not what it points to
+
+    def _sweep(self) -> None:
+        """Remove the temporary files of rewrites a kill cut short (the process killed between
+        writing one and renaming it over the session's file, which it left as it was): each is a
+        copy of a conversation no command shows or deletes, and they would pile up. Only tether's
+        own: a regular file of this user, named exactly as a rewrite names it, removed under its
+        session's lock (every writer of such a file holds it, so none is being written); a session
+        in use now is left for a later sweep, never waited for. A link or anything else at such a
+        name is not tether's, and stays."""
+        leftovers: dict[str, list[str]] = {}
+        with contextlib.suppress(OSError), os.scandir(self.root) as entries:
+            for e in entries:
+                session_id = _temporary_of(e.name)
+                if session_id is not None:
+                    leftovers.setdefault(session_id, []).append(e.name)
+        for session_id, names in leftovers.items():
+            with contextlib.suppress(OSError, ConfigError), self._locked(session_id, wait=False) as held:
+                for name in names if held else ():
+                    self._remove_leftover(session_id, self.root / name)
+
+    @staticmethod
+    def _remove_leftover(session_id: str, path: Path) -> None:
+        with contextlib.suppress(OSError):  # gone already, or not this user's to remove: it stays
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                path.unlink()
+                _log.info("session %s: removed %s, a rewrite of it that was cut short", session_id, path)
 
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
