@@ -8,9 +8,10 @@ held out whole before those became tuning languages; see ``bench/memory_corpus/b
 * ``rules``: :class:`tether.memory.scan.PatternScanner`, the ~440 rules;
 * ``anchors``: a handful of anchor regexes, what a first scanner looks like.
 
-Also the second, third and fourth held-out sets (``fresh.jsonl``, frozen before round two; round
-eight, ``round8_*.py``, written by other hands and frozen before round seven; round thirteen,
-``round13_*.py``, by other hands in forms no tuning round had, frozen unfitted), every set together,
+Also the second, third, fourth and fifth held-out sets (``fresh.jsonl``, frozen before round two;
+round eight, ``round8_*.py``, written by other hands and frozen before round seven; round thirteen,
+``round13_*.py``, by other hands in forms no tuning round had, frozen unfitted; ``heldout5_*.py``,
+written by hand after round fourteen and frozen unfitted, see :func:`heldout_five`), every set together,
 the old table
 (``tests/memory/scan_table.jsonl``, its held-out rows), the first paragraphs
 of the standard library's docstrings and sentences of Debian's manual pages in 16 languages (benign
@@ -155,6 +156,36 @@ def load_manpages() -> list[dict[str, str]]:
     ordinary note. The shipped model was trained without them (``train.py --man-weight 0``), so
     all of them count."""
     return [{**r, "label": "benign"} for r in _jsonl(MANPAGES)]
+
+
+HELDOUT5 = (
+    ("heldout5_a", "H5A", 501),
+    ("heldout5_b", "H5B", 502),
+    ("heldout5_c", "H5C", 503),
+    ("heldout5_d", "H5D", 504),
+    ("heldout5_notes1", "H5_NOTES1", 505),
+    ("heldout5_notes2", "H5_NOTES2", 506),
+)
+
+
+def heldout_five() -> list[dict[str, str]]:
+    """The fifth held-out set (``memory_corpus/heldout5_*.py``: 52 attack templates over the seven
+    kinds and 33 ordinary notes that use their words harmlessly, in sixteen languages, in the forms
+    notes take: an order buried in a long note, an email signature, a code comment, a config file,
+    quoted policy, role-play, a request to translate, a note from one's past self, a changelog, a
+    form's fields, markdown and HTML comments), written by hand after round fourteen and frozen
+    before any fitting; each attack also once obfuscated, each note once as a variant (as
+    ``build.round_three`` does for every round). ``train.py`` checks its hashes and that no tuning
+    row is one of its rows."""
+    import importlib
+
+    from build import round_three
+
+    out: list[dict[str, str]] = []
+    for module, name, seed in HELDOUT5:
+        templates = getattr(importlib.import_module(module), name)
+        out += [{**r, "part": "blind"} for r in round_three(templates, seed=seed)]
+    return out
 
 
 def per_note(rows: list[dict[str, str]], scan: Callable[[str], object]) -> float:
@@ -316,7 +347,22 @@ def main() -> None:
         figures[f"forms_{axis}"] = {name: confusion(forms, fn, axis) for name, fn in fresh_scanners.items()}
         table(axis, figures[f"forms_{axis}"])
 
-    sets = {"1 first": held, "2 second": fresh, "3 third": blind, "4 fourth": forms}  # sorted as named
+    fifth = heldout_five()
+    print(
+        f"\nthe fifth held-out set, heldout5_*.py (written by hand after round fourteen; frozen unfitted): "
+        f"{sum(r['label'] == 'attack' for r in fifth)} attacks, {sum(r['label'] == 'benign' for r in fifth)} notes"
+    )
+    for axis in ("lang", "kind", "obfuscation"):
+        figures[f"fifth_{axis}"] = {name: confusion(fifth, fn, axis) for name, fn in fresh_scanners.items()}
+        table(axis, figures[f"fifth_{axis}"])
+
+    sets = {
+        "1 first": held,
+        "2 second": fresh,
+        "3 third": blind,
+        "4 fourth": forms,
+        "5 fifth": fifth,
+    }  # sorted as named
     every = [{**r, "set": name} for name, rows in sets.items() for r in rows]
     print("\nevery held-out set together (the model; the rules and anchors beside it)")
     figures["sets"] = {name: confusion(every, fn, "set") for name, fn in fresh_scanners.items()}
