@@ -101,3 +101,78 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
     assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
     state = shared.worker.runs.load(run_id)
     assert [m.role for m in state.messages] == ["user", "assistant", "tool", "assistant"], state.messages
+
+
+def _queue_meets_the_database_away(monkeypatch: pytest.MonkeyPatch, *, committed: bool) -> None:
+    """The next job a node queues is answered "database away" (503), as when the database goes
+    away for longer than the node waits: before its INSERT (``committed=False``: nothing queued),
+    or after a commit whose answer was lost with its connection (``committed=True``: queued, and
+    never handed to the workers)."""
+    from tether.dispatch.jobs import DatabaseAway, Jobs
+
+    enqueue = Jobs.enqueue
+    left = [1]
+
+    def away_once(self: Any, **kwargs: Any) -> None:
+        if not left:
+            return enqueue(self, **kwargs)
+        left.pop()
+        if committed:
+            enqueue(self, **kwargs)
+        raise DatabaseAway(
+            "the database could not be reached for 5 s (connection lost), so this may not have been queued: "
+            "send it again in a moment"
+        )
+
+    monkeypatch.setattr(Jobs, "enqueue", away_once)
+    monkeypatch.setattr(Jobs, "queue_retry_s", 0.2)  # how long a queued job waits before it counts as left
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["nothing-queued", "queued-unseen"])
+def test_a_message_sent_again_with_a_new_message_id_after_a_503_runs_once(
+    shared: Cluster, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """A 503 "send it again" for a message whose job the database took away (or took, unseen),
+    and the client sent it again with a new message_id (as a client that makes one per request
+    does): the new id started a second run of the same message (the first one's job, queued unseen,
+    was handed to the workers too, and the new one got 409 until it had answered, then ran again),
+    and the session showed the message twice. Now the server takes the same text posted next
+    to the session as that message sent again: it runs once, under its first message_id."""
+    _queue_meets_the_database_away(monkeypatch, committed=committed)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-first-{sid}"})
+        assert first.status_code == 503, first.text
+        time.sleep(0.3)  # the client waits a moment; a job queued unseen counts as left behind
+        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-new-{sid}"})
+        assert again.status_code in (200, 202), again.text
+        assert again.json()["message_id"] == f"m-first-{sid}", again.json()
+        events = read_events(client, f"/v1/runs/{again.json()['run_id']}/events")
+        assert [e["event"] for e in events].count("done") == 1 and events[-1]["result"]["status"] == "completed"
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["message_id"], t["status"]) for t in turns] == [(f"m-first-{sid}", "completed")], turns
+        other = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-later-{sid}"})
+        assert other.status_code == 202 and other.json()["message_id"] == f"m-later-{sid}", other.text  # a new message
+        read_events(client, other.json()["events"])
+
+
+def test_a_503_for_a_message_names_the_message_id_to_send_it_again_with(
+    shared: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message posted without a message_id (the server makes one) and answered 503 "send it again
+    with the same message_id": the client had never been told that id. Now the 503 names it, in
+    its words and as ``error.message_id``, and sending it again with that id runs the message once."""
+    _queue_meets_the_database_away(monkeypatch, committed=False)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi there"})
+        assert first.status_code == 503, first.text
+        error = first.json()["error"]
+        assert error["message_id"].startswith("m_") and repr(error["message_id"]) in error["message"], error
+        again = client.post(
+            f"/v1/sessions/{sid}/messages", json={"text": "hi there", "message_id": error["message_id"]}
+        )
+        assert again.status_code == 202, again.text
+        assert read_events(client, again.json()["events"])[-1]["result"]["status"] == "completed"
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["message_id"], t["status"]) for t in turns] == [(error["message_id"], "completed")], turns

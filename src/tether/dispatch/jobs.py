@@ -199,7 +199,7 @@ class Jobs:
             why = redact(" ".join(str(exc).split()))[:200]
             raise DatabaseAway(
                 f"the database could not be reached for {self.queue_retry_s:g} s ({why}), so this may not "
-                "have been queued: send it again in a moment (a message with the same message_id: it runs once)"
+                "have been queued: send it again in a moment"
             ) from exc
 
     def claim(self, run_id: str, worker: str) -> Job | None:

@@ -140,14 +140,22 @@ class RemoteRuns:
         self._redeliver_stale(job)
         return False
 
+    def left_behind(self, run_id: str) -> bool:
+        """Whether the run's job waits, untaken, longer than its node waits for the database: one
+        whose node met the database away after its commit landed (and answered 503), or died."""
+        job = self.jobs.get(run_id)
+        return job is not None and self._stale(job)
+
+    def _stale(self, job: Job) -> bool:
+        return job.state == "queued" and job.worker is None and time.time() - job.updated_at > self.jobs.queue_retry_s
+
     def _redeliver_stale(self, job: Job) -> None:
         """Hand a job to the workers again (once per node) when it has waited, untaken, longer than
         its node waits for the database: it may be one whose node met the database away after its
         commit landed, or died, and never sent it. Asked only when a person acts on the job's session
         (a message sent again, another message): a second delivery of a job that did go is stepped
         past by the worker, but holds a slot of it meanwhile."""
-        stale = job.state == "queued" and job.worker is None and time.time() - job.updated_at > self.jobs.queue_retry_s
-        if not stale or (job.run_id, job.updated_at) in self._redelivered:  # once per node and queuing
+        if not self._stale(job) or (job.run_id, job.updated_at) in self._redelivered:  # once per node and queuing
             return
         if len(self._redelivered) > 10_000:
             self._redelivered.clear()

@@ -69,9 +69,10 @@ _CONFIRM_HEADERS = {
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, **more: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
+        self.more = more  # fields of the error object beside code and message (what to act on)
 
 
 class _Json(JSONResponse):
@@ -89,8 +90,11 @@ class _Json(JSONResponse):
             ).encode()
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+def _error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, more: dict[str, str] | None = None
+) -> JSONResponse:
+    error = {"code": code, "message": message} | (more or {})
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
 def _not_found(what: str, ident: str) -> ApiError:
@@ -435,7 +439,7 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return _error(exc.status, exc.code, exc.message, headers)
+        return _error(exc.status, exc.code, exc.message, headers, exc.more)
 
     @app.exception_handler(StaleRunError)
     async def stale(request: Request, exc: StaleRunError) -> JSONResponse:
@@ -1057,6 +1061,8 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         if earlier is not None and not _unsent(core, earlier, session_id):
             return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
+        if earlier is None and (again := _sent_again(core, record, text)) is not None:
+            message_id = again.message_id  # answered as that message: queued now if it never was, else its run
         try:
             waited = await _until_idle(core, session_id)
         except ApiError:  # the live run may be this very message's, sent meanwhile (a retry waited with it)
@@ -1092,9 +1098,16 @@ def _not_started(core: Core, turn: TurnRecord, exc: StoreError) -> ApiError:
     """The answer to a message whose run was refused (409: another run in the session) or could
     not be handed on (503: the broker or the database away), its turn taken back when it can be."""
     why = hide_home(str(exc), core.settings.home)
+    if getattr(exc, "database_away", False):  # the turn stays, unsent (see _unsent): its id sends it again
+        return ApiError(
+            503,
+            "unavailable",
+            f"{why} with message_id {turn.message_id!r}: it runs once",
+            message_id=turn.message_id,
+            run_id=turn.run_id,
+        )
     if getattr(exc, "unavailable", False):  # try again soon
-        if not getattr(exc, "database_away", False):  # else the turn stays, unsent (see _unsent)
-            _drop_turn(core, turn)
+        _drop_turn(core, turn)
         return ApiError(503, "unavailable", why)
     _drop_turn(core, turn)  # refused: not a turn of the session (nor a "failed" one)
     return ApiError(
@@ -1107,6 +1120,20 @@ def _unsent(core: Core, turn: TurnRecord, session_id: str) -> bool:
     server met the database away and could not take the turn back): sending it again starts it."""
     unsent = getattr(core.manager, "unsent", None)  # queued jobs (external workers)
     return unsent is not None and turn.session_id == session_id and bool(unsent(turn.run_id))
+
+
+def _sent_again(core: Core, session: SessionRecord, text: str) -> TurnRecord | None:
+    """The session's last message, when ``text`` (a message with a new message_id) is it sent
+    again after a 503 left it unsent, or queued and never handed to the workers: a client that makes
+    a new id for each request would otherwise have it answered twice."""
+    turns = core.store.turns(session.owner, session.session_id)
+    if not turns or turns[-1].text != text[:500]:  # the turn keeps what it was sent as, up to 500 characters
+        return None
+    last = turns[-1]
+    left = getattr(core.manager, "left_behind", None)  # queued jobs (external workers)
+    if _unsent(core, last, session.session_id) or (left is not None and left(last.run_id)):
+        return last
+    return None
 
 
 def _sent_before(core: Core, turn: TurnRecord, session_id: str, accept: str | None, caller: Caller) -> Response:
