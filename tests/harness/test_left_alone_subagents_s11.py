@@ -3,14 +3,19 @@ spans a resumed sub-agent's costs go on, and what a sub-agent's step costs its p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import assert_pairing
-from tether import Agent, RunState, run_sync, tool
+from tether import Agent, RunState, approve, run_sync, tool
 from tether.errors import ConfigError
-from tether.messages import Message, ToolMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
 from tether.providers.base import ModelRequest
+from tether.telemetry import Telemetry
 from tether.testing import FunctionModel, Reply
+from tether.testing.otlp import OtlpReceiver
+from tether.usage import Price, Usage
 
 # --------------------------------------------------------------------------- a tool's ConfigError
 
@@ -71,3 +76,69 @@ def test_a_tool_s_ordinary_error_still_goes_to_the_model() -> None:
     model, asked = retrying_lead("tracker")
     result = run_sync(Agent(model, tools=[tracker]), "what is open?")
     assert result.status == "completed" and len(asked) == 4
+
+
+# --------------------------------------------------------------------------- a resumed child's spans
+
+
+@tool(needs_approval=True)
+def deploy() -> str:
+    """Deploy (a person approves it first)."""
+    return "deployed"
+
+
+def _turns(messages: list[Message]) -> int:
+    return sum(isinstance(m, AssistantMessage) for m in messages)
+
+
+def _child_model(messages: list[Message], request: ModelRequest) -> Reply | AssistantMessage:
+    """Asks to deploy (which waits for a person), then answers; its turns cost 0.00101, 0.00201."""
+    t = _turns(messages)
+    usage = Usage(prompt_tokens=1000 * (t + 1), completion_tokens=10)
+    if t == 0:
+        call = ToolCallPart(id="k1", name="deploy", arguments="{}")
+        return AssistantMessage(content=(call,), usage=usage, finish_reason="tool_calls")
+    return AssistantMessage(content=(TextPart(text="child done"),), usage=usage, finish_reason="stop")
+
+
+def _parent_model(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+    """Hands the task to ``helper``, then answers; each of its turns costs 0.000101."""
+    usage = Usage(prompt_tokens=100, completion_tokens=1)
+    if _turns(messages) == 0:
+        call = ToolCallPart(id="p1", name="helper", arguments=json.dumps({"task": "deploy"}))
+        return AssistantMessage(content=(call,), usage=usage, finish_reason="tool_calls")
+    return AssistantMessage(content=(TextPart(text="parent done"),), usage=usage, finish_reason="stop")
+
+
+def test_a_resumed_sub_agents_model_call_cost_is_on_its_own_chat_span() -> None:
+    """The child waits for a person, so the parent stops; resumed (another tracer, as another
+    process would make, told what the parent had cost), the child's next model call cost 0.00201.
+    Before, its chat span had no cost and the parent's next chat span carried it (0.002111 for a
+    call of 0.000101): "why did this call cost twenty times more". Now each call's span has its
+    own cost, and the chat spans still add up to what the resumed run spent."""
+    price = Price(input=1.0, output=1.0)
+    child = Agent(FunctionModel(_child_model, model_id="child", price=price), tools=[deploy])
+    parent = Agent(
+        FunctionModel(_parent_model, model_id="parent", price=price), tools=[child.as_tool("helper", "Deploys.")]
+    )
+    with OtlpReceiver() as receiver:
+        telemetry = Telemetry(receiver.endpoint, service_name="tests")
+        try:
+            state = RunState()
+            assert run_sync(parent, "deploy it", state=state, tracer=telemetry.tracer()).status == "interrupted"
+            approve(state)
+            before = state.cost_usd
+            tracer = telemetry.tracer(resumed=True, cost_usd=before)
+            result = run_sync(parent, None, state=state, tracer=tracer)
+            assert result.status == "completed"
+            assert telemetry.flush(5)
+            mine = receiver.wait_for(lambda s: len([x for x in s if x["trace_id"] == tracer.trace_id]) >= 6, timeout=5)
+        finally:
+            telemetry.shutdown()
+    spans = [s for s in mine if s["trace_id"] == tracer.trace_id]
+    costs = {s["name"]: s["attributes"].get("tether.cost_usd") for s in spans if s["name"].startswith("chat")}
+    assert costs == {"chat child": pytest.approx(0.00201), "chat parent": pytest.approx(0.000101)}
+    (child_span,) = [s for s in spans if s["name"] == "invoke_agent helper"]
+    (chat_child,) = [s for s in spans if s["name"] == "chat child"]
+    assert chat_child["parent_span_id"] == child_span["span_id"]
+    assert sum(costs.values()) == pytest.approx(result.cost_usd - before)

@@ -303,7 +303,10 @@ class AgentTool:
         agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
         if getattr(self, "parallel", False):  # what the calls beside it may not count on (_beside)
             _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
-        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started"))
+        # A resumed child's with what it had spent before: a trace's spans then charge its next
+        # turn's cost to it, not to its parent's next turn.
+        before = None if prompt is not None else child.cost_usd
+        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "started", before))
         result, store = None, _ChildStore(ctx)
         try:
             # A Stop while the child starts (its extensions) ends the child at once, its own way.

@@ -739,7 +739,9 @@ class SpanTracer:
         run.span.add_event(event.type, _fields(event), timestamp=now)
         child = self._runs.get(event.child_run_id)
         if event.status == "started" and (child is None or child.ended):
-            self._child(run, event.child_run_id, event.name, event.call_id, now)
+            # A resumed child starts with what it had spent before this call (its cumulative cost
+            # at its last turn): its next turn's cost is then its own, not its parent's next turn's.
+            self._child(run, event.child_run_id, event.name, event.call_id, now).cost_usd = event.cost_usd
         elif event.status != "started" and child is not None:
             self._end(child, now)
 
