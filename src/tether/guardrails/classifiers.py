@@ -38,6 +38,8 @@ class Rule:
 class RuleClassifier:
     """The lowest-scoring rule that matches gives the verdict; no match is safe (score 1.0)."""
 
+    free = True  # its verdicts cost nothing: a guardrail need not save each one before it acts on it
+
     def __init__(
         self,
         rules: Sequence[Rule] = (),

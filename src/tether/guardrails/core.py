@@ -55,7 +55,11 @@ class Verdict:
 
 
 class Classifier(Protocol):
-    """Anything that judges a text: rule-based, model-based, or a deployment's own."""
+    """Anything that judges a text: rule-based, model-based, or a deployment's own.
+
+    A ``tool_args`` verdict is saved with the run as soon as it is given, so that a crash or a
+    resume never asks (and pays) for it twice; a classifier whose verdicts cost nothing can say so
+    with a ``free = True`` attribute (``RuleClassifier`` does), and spare the run those saves."""
 
     async def classify(self, text: str, *, stage: Stage, ctx: RunContext) -> Verdict: ...
 
@@ -304,6 +308,10 @@ class Guardrail(Middleware):
         return None
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        # Every call of the last reply has its result: the tool_args verdicts kept for them are done.
+        record = _Record(ctx.state)
+        if record.part.get("args_refused"):
+            record.part["args_refused"] = {}
         waiting: list[Guardrail] = ctx.scratch.get("guardrails_after_calls", [])
         last = ctx.state.messages[-1] if ctx.state.messages else None
         if any(g is self for g in waiting) and isinstance(last, UserMessage):
@@ -453,26 +461,34 @@ class Guardrail(Middleware):
         text = f"{call.name} {json.dumps(args, ensure_ascii=False, sort_keys=True, default=_plain)}"
         # A call allowed here and then put to a person comes back once they decide: the same
         # arguments (the decision binds to them) are not judged, nor paid for, twice.
-        allowed: dict[str, dict[str, str]] = _Record(ctx.state).part.setdefault("args_allowed", {})
+        record = _Record(ctx.state)
+        allowed: dict[str, dict[str, str]] = record.part.setdefault("args_allowed", {})
         key, who = _key("tool_args", text), self._who(ctx)
         if allowed.get(call.id, {}).get(who) == key:
             return None
+        # So is a refusal of a call whose result is not written yet (a batch's calls are written
+        # in order, after the ones before them ran; a batch waits for a person's decision): a
+        # crash or a resume meanwhile judged it, and paid for it, again.
+        refused: dict[str, dict[str, list[str]]] = record.part.setdefault("args_refused", {})
+        kept = refused.get(call.id, {}).get(who)
+        if kept is not None and kept[0] == key:
+            return _refusal(kept[1])
         action, verdict = await self.judge(ctx, "tool_args", text)
+        words = self._words("tool_args", action, verdict)
         if action == "allow":
             allowed.setdefault(call.id, {})[who] = key
-            return None
-        words = self._words("tool_args", action, verdict)
-        return ToolResult(
-            f"Not run: {words}. Do not try the same call again; tell the user what you could not do.",
-            is_error=True,
-            args_withheld=words,
-        )
+        else:
+            refused.setdefault(call.id, {})[who] = [key, words]
+        if not getattr(self.classifier, "free", False):
+            ctx.persist(durable=False)  # the verdict outlives a kill -9 before the call's result is written
+        return None if action == "allow" else _refusal(words)
 
     async def wrap_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
     ) -> ToolResult | str | Stop:
-        _Record(ctx.state).part.get("args_allowed", {}).pop(call.id, None)  # judged once, for this run of it
         result = await call_next()
+        # Judged once, for this run of it (kept while it runs: a crash meanwhile reruns it unjudged).
+        _Record(ctx.state).part.get("args_allowed", {}).pop(call.id, None)
         if "tool_result" not in self.stages or isinstance(result, Stop):
             return result
         text = result if isinstance(result, str) else "".join(p.text for p in result.parts() if isinstance(p, TextPart))
@@ -482,6 +498,14 @@ class Guardrail(Middleware):
         return ToolResult(
             f"[The result of {call.name} was withheld: {self._words('tool_result', action, verdict)}.]", is_error=True
         )
+
+
+def _refusal(words: str) -> ToolResult:
+    return ToolResult(
+        f"Not run: {words}. Do not try the same call again; tell the user what you could not do.",
+        is_error=True,
+        args_withheld=words,
+    )
 
 
 def _whole(state: RunState, continued: AssistantMessage) -> AssistantMessage:

@@ -36,10 +36,12 @@ its note (the transcript is rewritten), or the run stops there.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import sys
-from collections.abc import Collection, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,7 +50,7 @@ from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
 from tether.harness.middleware import Middleware, ToolCall
-from tether.harness.state import is_person, turn_start
+from tether.harness.state import is_person, latest_reply, turn_start
 from tether.messages import (
     NOT_JSON,
     AssistantMessage,
@@ -296,34 +298,129 @@ def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact"
     return "near"
 
 
-def _calls_before(messages: Sequence[Message], call_id: str) -> Iterator[_Call]:
-    """The calls since the person's latest message that come before ``call_id`` (in the latest
-    reply that has it), with results, the latest first. Made as the walk back reaches them: a walk
-    that stops at a write costs what it looked at, where making every call of the turn first
-    (its arguments parsed twice) made a reply of n calls cost n² parses."""
-    results: dict[str, ToolMessage] = {}  # a result comes after its call: met first going back
-    found = False
-    for m in _turn_backwards(messages):
-        if isinstance(m, ToolMessage):
-            results.setdefault(m.call_id, m)
-        elif isinstance(m, AssistantMessage):
-            for c in reversed(m.tool_calls):
-                if found:
-                    yield _Call.of(c, results.get(c.id))
-                else:
-                    found = c.id == call_id
+class _TurnIndex:
+    """The calls and results since the person's latest message (a compaction summary's share of
+    the turn counts too), by tool name and call id, extended as the transcript grows and rebuilt
+    when it was rewritten. A call's streak then looks only at the calls of its tool and at the
+    writes since, where a walk back over every earlier call and result made a reply of n calls
+    cost n² steps (2,000 side effects in one reply: 31 s in the guard alone)."""
 
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.messages: list[Message] = ctx.state.messages
+        self.rewrites = ctx.state.rewrites
+        self.seen = 0
+        self.last: Message | None = None
+        self._restart(turn_start(self.messages))
+        self._grow()
 
-def _turn_backwards(messages: Sequence[Message]) -> Iterator[Message]:
-    """:func:`~tether.harness.state.this_turn`, from its end (a compaction summary's share of the
-    turn counts too)."""
-    for m in reversed(messages):
-        if is_person(m):
+    @classmethod
+    def of(cls, ctx: RunContext) -> _TurnIndex:
+        index = ctx.scratch.get("loop_guard")
+        if not isinstance(index, _TurnIndex) or not index._current():
+            index = ctx.scratch["loop_guard"] = cls(ctx)
+        index._grow()
+        return index
+
+    def _current(self) -> bool:
+        messages, state = self.messages, self.ctx.state
+        return (
+            state.messages is messages
+            and state.rewrites == self.rewrites
+            and self.seen <= len(messages)
+            and (self.seen == 0 or messages[self.seen - 1] is self.last)
+        )
+
+    def _restart(self, start: int) -> None:
+        self.start = start  # where the turn begins in the transcript
+        self.seen = start
+        self.at = 0  # position in the turn (a summary's record of the turn spreads over several)
+        self.calls: list[tuple[ToolCallPart, int]] = []  # each call, and the position of its reply
+        self.parsed: dict[int, tuple[str | None, dict[str, Any] | None]] = {}
+        self.by_name: dict[str, list[int]] = {}  # indexes into calls, ascending
+        self.by_id: dict[str, list[int]] = {}
+        self.results: dict[str, tuple[int, ToolMessage]] = {}  # the latest of each call id
+        self.answers: dict[str, ToolMessage] = {}  # the same, of the transcript itself (no summary's)
+        self.writers: list[int] = []  # calls that may have changed the world (checked when read)
+        self.writing: set[int] = set()
+
+    def _grow(self) -> None:
+        messages = self.messages
+        for i in range(self.seen, len(messages)):
+            m = messages[i]
+            if is_person(m):
+                self._restart(i + 1)
+            elif isinstance(m, UserMessage) and m.turn_so_far is not None:
+                for inner in m.turn_so_far:
+                    self._add(inner, own=False)
+            else:
+                self._add(m, own=True)
+        self.seen = len(messages)
+        self.last = messages[-1] if messages else None
+
+    def _add(self, m: Message, *, own: bool) -> None:
+        if isinstance(m, AssistantMessage):
+            for c in m.tool_calls:
+                n = len(self.calls)
+                self.calls.append((c, self.at))
+                self.by_name.setdefault(c.name, []).append(n)
+                self.by_id.setdefault(c.id, []).append(n)
+        elif isinstance(m, ToolMessage):
+            self.results[m.call_id] = (self.at, m)
+            if own:
+                self.answers[m.call_id] = m
+            if m.status == "ok":
+                self._may_have_written(m.call_id)
+        self.at += 1
+
+    def _may_have_written(self, call_id: str) -> None:
+        """Every call of ``call_id`` so far now has an ``ok`` result (this is its latest): those of
+        a tool that is not read-only may have changed the world."""
+        for n in self.by_id.get(call_id, ()):
+            tool = self.ctx.tools.get(self.calls[n][0].name)
+            if n not in self.writing and tool is not None and not getattr(tool, "read_only", False):
+                self.writing.add(n)
+                bisect.insort(self.writers, n)
+
+    def replaced(self, old: ToolMessage, new: ToolMessage) -> None:
+        """``old`` was replaced in the transcript by ``new`` (a note added), saved as a rewrite."""
+        at, kept = self.results.get(old.call_id, (0, None))
+        if kept is old:
+            self.results[old.call_id] = (at, new)
+        if self.answers.get(old.call_id) is old:
+            self.answers[old.call_id] = new
+        self.last = self.messages[-1] if self.messages else None
+
+    def rewritten(self) -> None:
+        """The caller's own rewrite, told to the index with :meth:`replaced`: it stays current."""
+        self.rewrites = self.ctx.state.rewrites
+
+    def calls_before(self, call: ToolCallPart) -> Iterator[_Call]:
+        """The turn's calls before ``call`` (in the latest reply that has it) that are of its tool
+        or may have changed the world, with results, the latest first: those the walk back over
+        every call would stop at or count (the others it passes by)."""
+        mine = self.by_id.get(call.id)
+        if not mine:
             return
-        if isinstance(m, UserMessage) and m.turn_so_far is not None:
-            yield from reversed(m.turn_so_far)
-        else:
-            yield m
+        end = mine[-1]
+        same = self.by_name.get(call.name, [])
+        i, j = bisect.bisect_left(same, end) - 1, bisect.bisect_left(self.writers, end) - 1
+        while i >= 0 or j >= 0:
+            a, b = same[i] if i >= 0 else -1, self.writers[j] if j >= 0 else -1
+            n = max(a, b)
+            i, j = i - (a == n), j - (b == n)
+            yield self._call(n)
+
+    def _call(self, n: int) -> _Call:
+        part, at = self.calls[n]
+        parsed = self.parsed.get(n)
+        if parsed is None:
+            value = parse_arguments(part.arguments)
+            args = value if value is not NOT_JSON and isinstance(value, dict) else None
+            parsed = self.parsed[n] = (canonical_arguments(part.arguments), args)
+        seen = self.results.get(part.id)
+        result = seen[1] if seen is not None and seen[0] > at else None  # a result comes after its call
+        return _Call(part, parsed[0], parsed[1], result)
 
 
 def _note_part(note: str) -> TextPart:
@@ -420,14 +517,20 @@ class LoopGuard(Middleware):
     def watches(self, name: str) -> bool:
         return (self.tools is None or name in self.tools) and name not in self.ignore
 
+    async def before_tool_call(self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]) -> Stop | None:
+        """The stop, before a person is asked about the call: a call the guard will not let run is
+        never put to one (their "yes" would be wasted)."""
+        if not self.watches(call.name):
+            return None
+        streak = self._streak(ctx, call)
+        return Stop("failed", self._stop_reason(streak, call)) if self._stops(streak) else None
+
     async def wrap_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
     ) -> ToolResult | str | Stop:
         if not self.watches(call.name):
             return await call_next()
         streak = self._streak(ctx, call)
-        if self._stops(streak):
-            return Stop("failed", self._stop_reason(streak, call))
         result = await call_next()
         if isinstance(result, Stop) or streak.count < self.nudge_after:
             return result
@@ -440,14 +543,15 @@ class LoopGuard(Middleware):
         """Judge the latest results that did not pass through :meth:`wrap_tool_call` (answered
         from the read-only cache, or refused by a middleware before this one)."""
         messages = ctx.state.messages
-        start = turn_start(messages)
-        last = next(
-            (i for i in range(len(messages) - 1, start - 1, -1) if isinstance(messages[i], AssistantMessage)), None
-        )
-        if last is None:
+        index = _TurnIndex.of(ctx)
+        last = latest_reply(ctx.state)
+        if last < index.start:
             return request
         calls = {c.id: c for c in messages[last].tool_calls}  # type: ignore[union-attr]
-        answers = {m.call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
+        # The earlier results a cached answer was copied from, as they were before this look
+        # (a note added to one now is not in its copy).
+        before: dict[str, ToolMessage] = {}
+        answers = ChainMap(before, index.answers)
         verdict: Stop | None = None
         changed = False
         for i in range(last + 1, len(messages)):
@@ -465,15 +569,18 @@ class LoopGuard(Middleware):
                 continue
             # A cached answer copies the earlier result with its note: only the new note stays.
             kept = tuple(p for p in m.content if not _is_note(p))
-            messages[i] = m.model_copy(update={"content": (*kept, _note_part(note))})
+            messages[i] = noted = m.model_copy(update={"content": (*kept, _note_part(note))})
+            before.setdefault(m.call_id, m)
+            index.replaced(m, noted)
             changed = True
             if verdict is not None:
                 break
         if changed:
             ctx.persist(rewrite=True)
+            index.rewritten()
         return verdict or request
 
-    def _unjudged(self, message: ToolMessage, answers: dict[str, ToolMessage]) -> bool:
+    def _unjudged(self, message: ToolMessage, answers: Mapping[str, ToolMessage]) -> bool:
         if not self.watches(message.name) or message.text.startswith("Not run: " + STOP_START):
             return False
         copied = answers.get(message.cached_from) if message.cached_from is not None else None
@@ -491,7 +598,7 @@ class LoopGuard(Middleware):
         counted: list[_Call] = []
         exact = True
         reworded: set[str] = set()
-        for past in _calls_before(ctx.state.messages, call.id):
+        for past in _TurnIndex.of(ctx).calls_before(call):
             kind = _likeness(past, current, self.similarity)
             if kind != "exact" and _changed_the_world(ctx, past):
                 break

@@ -9,7 +9,8 @@ Hooks, and the order a stack runs them in (the order of ``Agent(middleware=[...]
 call_next)``
 ``before_tool_call(ctx,       each call after validation, before anyone is asked about it or it
 call, args)``                 runs; in list order; a result answers the call in its place (it is
-                              neither asked about nor run), None lets it go on
+                              neither asked about nor run), a Stop ends the run there (the call
+                              is not run, nor asked about), None lets it go on
 ``wrap_tool_call(ctx, call,   around each tool execution (after validation and approval); the first
 args, call_next)``            is the outermost; returns the result the model will read
 ``filter_stream(ctx, text,    each piece of the reply streaming to the caller (``kind``: ``text`` or
@@ -25,7 +26,8 @@ Holding streamed text back (until a policy has judged it) is
 attempt held is forgotten by the middleware when its ``wrap_model_call`` starts again.
 
 Any hook may end the run by returning :class:`~tether.harness.agent.Stop` (one of the five exits
-with a reason); ``wrap_tool_call`` ends it after the call's result is written, so pairing holds.
+with a reason); ``wrap_tool_call`` and ``before_tool_call`` end it after the call's result is
+written (``Not run: <reason>``), so pairing holds.
 ``ctx`` is the run's :class:`~tether.harness.context.RunContext`: ``ctx.state`` is the run, and a
 hook that rewrites ``ctx.state.messages`` calls ``ctx.persist(rewrite=True)``.
 
@@ -78,7 +80,7 @@ class Middleware:
 
     async def before_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any]
-    ) -> ToolResult | str | None:
+    ) -> ToolResult | str | Stop | None:
         return None
 
     async def wrap_tool_call(
@@ -129,13 +131,13 @@ async def flush_stream(stack: Sequence[Middleware], ctx: RunContext, kind: Strea
 
 async def before_tool_call(
     stack: Sequence[Middleware], ctx: RunContext, call: ToolCallPart, args: dict[str, Any]
-) -> ToolResult | str | None:
+) -> ToolResult | str | Stop | None:
     """The first answer a middleware gives ``call`` before it is asked about or run (None: none)."""
     for mw in stack:
         answer = await mw.before_tool_call(ctx, call, args)
         if answer is not None:
-            shape = "a result (text, a ToolResult) or None"
-            return hook_result(mw, "before_tool_call", answer, (ToolResult, str), shape)  # type: ignore[no-any-return]
+            shape = "a result (text, a ToolResult), a Stop, or None"
+            return hook_result(mw, "before_tool_call", answer, _TOOL_RESULT, shape)  # type: ignore[no-any-return]
     return None
 
 

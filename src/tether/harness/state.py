@@ -274,6 +274,9 @@ class RunState(BaseModel):
     # (messages looked at, the last of them, the index of the latest assistant message among
     # them or -1): see :func:`latest_reply`, kept and reset as ``_turns_seen`` is.
     _reply_seen: tuple[int, Any, int] = PrivateAttr(default=(0, None, -1))
+    # How many times earlier messages were changed in place (see ``transcript_rewritten``): what
+    # a plug-in derives from the transcript and extends as it grows is stale when this moved.
+    _rewrites: int = PrivateAttr(default=0)
 
     def ext_state(self, name: str) -> dict[str, Any]:
         """The part of ``ext`` that belongs to ``name`` (an extension's, a middleware's or a
@@ -314,6 +317,13 @@ class RunState(BaseModel):
         derived counts are recomputed. ``RunContext.persist(rewrite=True)`` calls it."""
         self._turns_seen = (0, None, 0)
         self._reply_seen = (0, None, -1)
+        self._rewrites += 1
+
+    @property
+    def rewrites(self) -> int:
+        """How many times :meth:`transcript_rewritten` was called on this object (not saved): a
+        cache derived from the transcript and extended as it grows is rebuilt when this moved."""
+        return self._rewrites
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -296,6 +296,7 @@ class _Answered:
     status: ToolResultStatus
     cached_from: str | None = None
     events: tuple[Event, ...] = ()
+    halt: Stop | None = None  # a middleware ended the run at this call (its result says why)
 
 
 @dataclass(slots=True)
@@ -381,6 +382,8 @@ async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _
     if cached is not None:
         return cached
     answer = await before_tool_call(rc.agent.middleware, rc, call, args)
+    if isinstance(answer, Stop):
+        return _Answered(f"Not run: {answer.reason}", "error", halt=answer)
     if answer is not None:
         return _Answered(answer, "ok")
     halt = _gate(rc, call, tool)
@@ -763,6 +766,8 @@ def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed, *, sa
     if isinstance(item, _Answered):
         yield from item.events
         yield _record(rc, call, item.result, item.status, cached_from=item.cached_from, save=save)
+        if item.halt is not None and rc.halt is None:  # the first reason in a batch is the run's
+            rc.stop(item.halt)
     elif isinstance(item.value, ToolInterrupt | RunCancelled):
         yield _held(rc, call, item.value, item.ms)
     else:
@@ -776,9 +781,20 @@ async def _admit_batch(
     together and the run stops."""
     async for event in _admitted(rc, batch, into):
         yield event
+    halt = next((a.halt for a in into if isinstance(a, _Answered) and a.halt is not None), None)
+    if halt is not None:  # the run stops at this batch: no person is asked to approve a call of it
+        into[:] = [_unasked(a, halt) for a in into]
     if any(isinstance(a, _Waiting) for a in into):
         for event in _ask_together(rc, into):
             yield event
+
+
+def _unasked(admitted: _Answered | _Waiting | _Ready, halt: Stop) -> _Answered | _Waiting | _Ready:
+    """A call waiting for approval in a batch a middleware stopped the run at: not asked about
+    (the person's "yes" would be wasted), and told so. An unknown outcome is still asked about."""
+    if not isinstance(admitted, _Waiting) or admitted.event.reason != "approval":
+        return admitted
+    return _Answered(f"Not run: the run stopped before a person was asked about this call ({halt.reason}).", "skipped")
 
 
 def _ask_together(rc: RunContext, admitted: list[_Answered | _Waiting | _Ready]) -> Iterator[Event]:
