@@ -330,6 +330,7 @@ class AgentTable(_Table):
     # "answers": turns the person has moved on from are shown to the model as input and answer only;
     # "full": with every tool call. Default: "answers" in `tether chat`, "full" elsewhere.
     completed_turns: Literal["full", "answers"] | None = None
+    max_images: _NonNegativeInt | None = None  # images from tools a run keeps (default 20); older: a line of text
     memory: Literal["user", "project", "off"] | None = None  # default: [memory] enabled and scope
     skills: _Bool | None = None  # default: [skills] enabled
     kb: list[_Text] = []

@@ -5,11 +5,14 @@
   ``.git`` link leads to under another name, was written by write_file and edit_file, and a
   sandboxed command wrote through a ``.git`` link;
 - kb add passed over an ignore file it could not read, and read what it kept out;
+- a run kept every image its tools returned, in memory, in the session and in a round's request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import json
 import os
 import subprocess
@@ -18,9 +21,16 @@ from typing import Any
 
 import pytest
 
+from tether import Agent, run_sync
+from tether.assembly import build_agent, plan
 from tether.cancel import CancelSignal
+from tether.config import load_settings
+from tether.errors import ConfigError
 from tether.knowledge import KnowledgeBase
-from tether.tools.base import ToolContext, ToolError, ToolResult, validate_arguments
+from tether.messages import AssistantMessage, ImagePart, TextPart, ToolCallPart, ToolMessage
+from tether.sessions import MemorySessionStore
+from tether.testing import FunctionModel
+from tether.tools.base import ToolContext, ToolError, ToolResult, tool, validate_arguments
 from tether.tools.builtin import builtin_tools, tool_settings
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
@@ -162,3 +172,67 @@ def test_a_folder_whose_ignore_file_cannot_be_read_is_not_read(
     again = kb.add_path(root)
     assert again.added == ["repo/docs/guide.md"] and again.skipped == []
     assert kb.search("passphrase horse", mode="keyword").hits == []
+
+
+# --- images from tools: how many a run keeps ----------------------------------------------------------
+
+PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3000)).decode()
+
+
+@tool(read_only=True)
+def screenshot(n: int) -> ToolResult:
+    """A screenshot of page n."""
+    return ToolResult(content=[TextPart(text=f"page {n}"), ImagePart(media_type="image/png", data=PIXEL)])
+
+
+def images(messages: Any) -> int:
+    return sum(isinstance(p, ImagePart) for m in messages if isinstance(m, ToolMessage) for p in m.content)
+
+
+def test_a_run_keeps_only_the_latest_images_from_tools() -> None:
+    """Each image a tool returns was bounded, their number was not: every screenshot stayed in the
+    run's transcript (memory, the session), and a round of many calls sent them all in one request.
+    Now the latest ``max_images`` are kept; an older one becomes the line requests already carried
+    for it (no request changes: a prompt cache keeps hitting), and one the model never saw says it
+    was left out and why."""
+    rounds = [[1], [2], [3], [4, 5, 6, 7, 8]]  # four single pages, then five at once: past the 3 kept
+
+    def model(messages: Any, request: Any) -> Any:
+        done = sum(isinstance(m, AssistantMessage) for m in messages)
+        if done < len(rounds):
+            return AssistantMessage(
+                content=tuple(
+                    ToolCallPart(id=f"c{n}", name="screenshot", arguments=json.dumps({"n": n})) for n in rounds[done]
+                )
+            )
+        return "Eight pages seen."
+
+    fm = FunctionModel(model)
+    sessions = MemorySessionStore()
+    result = run_sync(Agent(fm, tools=[screenshot], max_images=3), "Look.", session=sessions, session_id="s")
+    assert result.status == "completed"
+    kept = sessions.load("s")
+    assert images(kept) == 3
+    texts = [p.text for m in kept if isinstance(m, ToolMessage) for p in m.content if isinstance(p, TextPart)]
+    assert sum("shown to the model before its reply above; not sent again" in t for t in texts) == 3  # pages 1-3
+    left_out = [t for t in texts if "left out" in t]
+    assert len(left_out) == 2 and all("a run keeps the latest 3 images from tools (max_images)" in t for t in left_out)
+    assert "page 4" in texts and "page 8" in texts  # a result's words stay whole
+    assert [images(r.messages) for r in fm.requests] == [0, 1, 1, 1, 3]
+    for before, after in itertools.pairwise(fm.requests):  # what the model replied after is sent again as it was
+        seen = [i for i, m in enumerate(before.messages) if isinstance(m, AssistantMessage)]
+        if seen:
+            assert after.messages[: seen[-1] + 1] == before.messages[: seen[-1] + 1]
+
+
+def test_max_images_is_set_per_agent_in_the_config(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        'model = "scripted/plan"\n[agents.pics]\nmax_images = 5\n[agents.none]\nmax_images = 0\n'
+    )
+    settings = load_settings(tmp_path)
+    assert build_agent(settings, plan(settings, "pics")).max_images == 5
+    assert build_agent(settings, plan(settings, "none")).max_images == 0
+    assert build_agent(settings, plan(settings, None)).max_images == Agent.max_images == 20
+    (tmp_path / "config.toml").write_text("[agents.bad]\nmax_images = -1\n")
+    with pytest.raises(ConfigError, match="max_images"):
+        load_settings(tmp_path)

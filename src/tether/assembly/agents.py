@@ -81,6 +81,7 @@ class Recipe(BaseModel):
     max_tokens: int | None = None  # None: the harness's default
     continue_cut_text: bool = True
     completed_turns: str = "full"
+    max_images: int | None = None  # None: the harness's default
 
     def config(self) -> dict[str, Any]:
         """The recipe as a run's config records it (an unset schema is left out)."""
@@ -141,6 +142,7 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
         max_tokens=d.max_tokens,
         continue_cut_text=d.continue_cut_text is not False,
         completed_turns=d.completed_turns or o.completed_turns or "full",
+        max_images=d.max_images,
     )
 
 
@@ -172,6 +174,7 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
         continue_cut_text=recipe.continue_cut_text,
         completed_turns="answers" if recipe.completed_turns == "answers" else "full",
         max_tokens=recipe.max_tokens or Agent.max_tokens,
+        max_images=Agent.max_images if recipe.max_images is None else recipe.max_images,
     )
 
 

@@ -70,6 +70,9 @@ class Agent:
     # "answers": turns the person has moved on from are shown to the model as their input and final
     # answer only (tether.harness.view); the transcript keeps everything. `tether chat` sets it.
     completed_turns: Literal["full", "answers"] = "full"
+    # Images from tools the transcript keeps (the process, the session, a request); older ones become a
+    # line of text saying what they were (tether.harness.view). None: every one is kept.
+    max_images: int | None = 20
     # Below this many affordable output tokens a call is not worth making: budget_exceeded.
     min_output_tokens: int = 128
     tool_error_text: Callable[[str, BaseException], str] = default_tool_error_text

@@ -47,6 +47,7 @@ from tether.harness.state import (
 )
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import result_is_answer, run_pending
+from tether.harness.view import keep_latest_images
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.base import STOPPED_BY_PROVIDER
 from tether.providers.registry import resolve_provider
@@ -492,6 +493,7 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
         if pending or result_is_answer(rc):
             async for event in run_pending(rc, pending):
                 yield event
+            _keep_latest_images(rc)
             _prompt_after_calls(rc)
             async for event in _compact_if_due(rc):
                 yield event
@@ -509,6 +511,17 @@ async def _loop(rc: RunContext) -> AsyncIterator[Event]:
             break
         async for event in ask_model(rc):
             yield event
+
+
+def _keep_latest_images(rc: RunContext) -> None:
+    """Older images from tools leave the transcript (the process, the session, the next request) once
+    there are more than ``max_images``; a cached answer that held one is forgotten with it."""
+    if rc.agent.max_images is None:
+        return
+    replaced = keep_latest_images(rc.state.messages, rc.agent.max_images)
+    if replaced:
+        rc.read_cache = {k: v for k, v in rc.read_cache.items() if id(v) not in replaced}
+        rc.persist(rewrite=True, durable=False)  # the next request's save makes it durable
 
 
 async def _compact_if_due(rc: RunContext) -> AsyncIterator[Event]:

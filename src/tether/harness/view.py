@@ -10,6 +10,10 @@ record the person sees; a request may carry less of it.
 * **Images** are sent until the model has replied after them. Later requests carry a line of text
   in each one's place (what it was, how large), not its bytes: a screenshot read once is not paid
   for in every later request.
+
+The transcript itself keeps the latest ``Agent.max_images`` images from tools
+(:func:`keep_latest_images`): one older is replaced there by the line the requests already carry
+for it, so a run of many screenshots holds neither the process nor a request full of them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Literal
 from tether.harness.state import is_person
 from tether.messages import AssistantMessage, ImagePart, Message, TextPart, ToolMessage, UserMessage
 
-__all__ = ["CompletedTurns", "image_reference", "model_view"]
+__all__ = ["CompletedTurns", "image_reference", "keep_latest_images", "model_view"]
 
 CompletedTurns = Literal["full", "answers"]
 
@@ -53,11 +57,13 @@ def _answers_only(messages: Sequence[Message]) -> Sequence[Message]:
 
 def image_reference(image: ImagePart) -> TextPart:
     """The line that stands in for an image the model has already seen."""
+    return TextPart(text=f"[{_what(image)}: shown to the model before its reply above; not sent again]")
+
+
+def _what(image: ImagePart) -> str:
     if image.url:
-        what = f"{image.media_type} image at {image.url}"
-    else:
-        what = f"{image.media_type} image, {len(image.data) * 3 // 4 // 1024} KB"
-    return TextPart(text=f"[{what}: shown to the model before its reply above; not sent again]")
+        return f"{image.media_type} image at {image.url}"
+    return f"{image.media_type} image, {len(image.data) * 3 // 4 // 1024} KB"
 
 
 def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Message]]) -> Sequence[Message]:
@@ -82,3 +88,36 @@ def _images_once(messages: Sequence[Message], memo: dict[int, tuple[Message, Mes
 
 def _has_image(message: Message) -> bool:
     return isinstance(message, UserMessage | ToolMessage) and any(isinstance(p, ImagePart) for p in message.content)
+
+
+def keep_latest_images(messages: list[Message], limit: int) -> set[int]:
+    """Replace in ``messages`` every image from a tool but the latest ``limit`` by a line of text;
+    the ids of the messages replaced (empty: nothing changed). A person's images are kept.
+
+    An image the model has replied after becomes the line requests already carry in its place
+    (:func:`image_reference`), so no request changes and a prompt cache keeps hitting; one it has
+    not seen yet (more images in one round of calls than ``limit``) is left out with why."""
+    last_reply = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AssistantMessage)), -1)
+    kept, replaced = 0, set()
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not isinstance(m, ToolMessage) or not _has_image(m):
+            continue
+        parts: list[TextPart | ImagePart] = []
+        for p in reversed(m.content):  # the latest image of a result is the last one kept
+            if isinstance(p, ImagePart) and kept >= limit:
+                p = image_reference(p) if i < last_reply else _left_out(p, limit)
+            elif isinstance(p, ImagePart):
+                kept += 1
+            parts.append(p)
+        if any(new is not old for new, old in zip(reversed(parts), m.content, strict=True)):
+            messages[i] = m.model_copy(update={"content": tuple(reversed(parts))})
+            replaced.add(id(m))
+    return replaced
+
+
+def _left_out(image: ImagePart, limit: int) -> TextPart:
+    return TextPart(
+        text=f"[{_what(image)}: left out, not shown to the model: a run keeps the latest {limit} images from tools "
+        "(max_images). Ask for fewer images at a time.]"
+    )
