@@ -4,6 +4,7 @@ database and one node with a worker on threads for the module (Postgres tests ar
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +39,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cl
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TETHER_DEMO_LEDGER", str(tmp / "ledger"))
         mp.setenv("TETHER_DEMO_MODEL_DELAY_S", "0.01")
-        mp.setenv("TETHER_DEMO_TOOL_S", "1.0")  # long enough for the test to take the database away meanwhile
+        mp.setenv("TETHER_DEMO_TOOL_S", "0.5")  # long enough for the test to take the database away meanwhile
         settings = Settings(home=tmp / "home", database_url=db_url)
         agents = load_agents(settings, str(AGENTS))
         worker = Worker(home=settings.home, agents=agents, db=database(db_url))
@@ -59,8 +60,21 @@ def _until(check: Any, what: str, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+def _away_until_the_run_gives_up_on_it(outage: Outage, caplog: pytest.LogCaptureFixture, then_s: float = 0.0) -> None:
+    """The database away until the worker has given up saving (it says so in its log; at most 4 s,
+    for a worker that never says), and ``then_s`` more."""
+    outage.begin()
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and "the database is back" not in caplog.text:
+            time.sleep(0.02)
+        time.sleep(then_s)
+    finally:
+        outage.end()
+
+
 def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_once_it_is_back(
-    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The database went away during a tool call, for longer than a save waits for it (60 s,
     shortened here): the run's stream said ``failed`` ("the run could not be saved") while GET of
@@ -71,6 +85,7 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
     once per step."""
     from tether.postgres.db import Database, database
 
+    caplog.set_level(logging.WARNING, logger="tether.dispatch")
     monkeypatch.setattr(Database, "retry_s", 0.3)  # a save's 60 s wait for the database, shortened
     pool = database(db_url).pool
     monkeypatch.setattr(pool, "timeout", 0.3)  # the pool's 30 s wait for a connection, shortened
@@ -82,11 +97,7 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
         assert posted.status_code == 202, posted.text
         run_id = posted.json()["run_id"]
         _until(lambda: len(shared.calls()) > started, "the tool never started")
-        outage.begin()  # while the order ships: its result's save meets the database away
-        try:
-            time.sleep(2.0)  # longer than the saves wait (0.3 s each): the loop gives up on the database
-        finally:
-            outage.end()
+        _away_until_the_run_gives_up_on_it(outage, caplog)  # while the order ships: its result's save meets it
         _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
         events = read_events(client, f"/v1/runs/{run_id}/events")
         run = client.get(f"/v1/runs/{run_id}").json()
@@ -101,6 +112,39 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
     assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
     state = shared.worker.runs.load(run_id)
     assert [m.role for m in state.messages] == ["user", "assistant", "tool", "assistant"], state.messages
+
+
+def test_a_run_whose_database_stays_away_longer_than_its_worker_waits_goes_on_from_its_last_save(
+    shared: Cluster, db_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same, with the database away longer than the worker waits to save what the run did (two
+    minutes, shortened): the job is left running and looked at again, and the run goes on from its
+    last save: the call in flight runs again with its idempotency key (the order ships once), and
+    the stream, the run and the session end ``completed``, not ``failed`` nor ``running``."""
+    from tether.postgres.db import Database, database
+
+    caplog.set_level(logging.WARNING, logger="tether.dispatch")
+    monkeypatch.setattr(Database, "retry_s", 0.3)
+    monkeypatch.setattr(database(db_url).pool, "timeout", 0.3)
+    monkeypatch.setattr(shared.worker, "away_wait_s", 0.3)  # the worker's two minutes, shortened
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-long", "message_id": "m-long"})
+        run_id = posted.json()["run_id"]
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        _away_until_the_run_gives_up_on_it(outage, caplog, then_s=1.0)  # longer than the worker waits after
+        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
+        events = read_events(client, f"/v1/runs/{run_id}/events")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
+    assert (run["status"], run["live"]) == ("completed", False), run
+    assert [(t["message_id"], t["status"]) for t in turns] == [("m-long", "completed")], turns
+    assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
+    assert [m.role for m in shared.worker.runs.load(run_id).messages] == ["user", "assistant", "tool", "assistant"]
 
 
 def _queue_meets_the_database_away(monkeypatch: pytest.MonkeyPatch, *, committed: bool) -> None:
