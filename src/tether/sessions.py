@@ -622,8 +622,10 @@ class JsonlSessionStore:
                 with contextlib.suppress(ValidationError):
                     load_message(line)
                     counted += 1
-        with self._locked(session_id, wait=False) as held:  # its temporary file is one a sweep can tell is live
-            if held:  # else someone writes the session now: the note waits for the next listing
+        # Under the lock, so that a sweep can tell its temporary file is live; a session written
+        # now (or a link planted at its lock) goes without a note until the next listing.
+        with contextlib.suppress(OSError, ConfigError), self._locked(session_id, wait=False) as held:
+            if held:
                 self._note_count(session_id, st.st_ino, start + len(whole), counted)
         return counted
 
