@@ -26,7 +26,7 @@ from tether.cancel import CancelSignal
 from tether.dispatch.engine import HELD
 from tether.dispatch.jobs import CANCEL_CHANNEL, EventWriter, Job, Jobs, Listener
 from tether.errors import StoreError
-from tether.events import Event
+from tether.events import Done, Event
 from tether.harness.agent import Agent
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState
@@ -256,7 +256,7 @@ class Worker:
 
         prompt = job.prompt if new else None
         while True:
-            watch = _Watch()
+            watch, ended = _Watch(), False
             async for event in run_stream(
                 agent,
                 prompt,
@@ -266,14 +266,16 @@ class Worker:
                 signal=signal,
                 session=_WatchedSessions(self.db, watch),
             ):
-                if event.type != "done":
+                if not isinstance(event, Done):
                     yield event
                 elif self.runs.lost(job.run_id):  # another worker took the run while this one had lost its hold
                     _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                    ended = True
                     yield None
-                elif watch.away is None:
+                elif watch.away is None or event.result.status != "failed":  # the run's own end
+                    ended = True
                     yield event
-            if watch.away is None or self.runs.lost(job.run_id):
+            if ended or watch.away is None:
                 return
             await asyncio.to_thread(self._record_when_back, state, watch.away)
             prompt = None
