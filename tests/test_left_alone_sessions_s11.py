@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.cli.conftest import run_main
 from tests.conftest import assert_pairing
 from tether import Agent, run_sync
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage, text_of
@@ -162,3 +166,109 @@ def test_only_tethers_own_temporary_files_are_removed(tmp_path: Path) -> None:
     (root / f"..s.1.count.{hexes}.tmp").write_text("cut short")
     store.delete("s.1")  # a deletion takes the count's leftover too
     assert _temporaries(root) == sorted([f".t.jsonl.{hexes}.tmp", *others])
+
+
+def test_a_listing_leaves_a_link_at_a_sessions_lock_alone(tmp_path: Path) -> None:
+    """The listing notes a session's count under its lock (so a sweep can tell the note's
+    temporary file is live); a link planted at the lock's name is not followed, and the listing
+    still lists the session rather than fail."""
+    root = tmp_path / "sessions"
+    store = JsonlSessionStore(root, fsync=False)
+    store.append("a", [UserMessage.text("hi")])
+    target = tmp_path / "elsewhere"
+    target.write_text("not tether's")
+    (root / ".a.lock").unlink()
+    (root / ".a.lock").symlink_to(target)
+    assert [(i.session_id, i.messages) for i in store.list()] == [("a", 1)]
+    assert target.read_text() == "not tether's" and (root / ".a.lock").is_symlink()
+
+
+# --- a relative session store path is the same store from every folder ---------------------------
+
+
+@pytest.mark.parametrize("source", ["config.toml", "TETHER_SESSION_STORE"])
+def test_a_relative_session_store_is_under_tether_home_from_every_folder(
+    source: str, tmp_path: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`session_store = "jsonl:convs"` (or TETHER_SESSION_STORE=sqlite:convs.db) was taken relative
+    to the folder tether ran in: the same configuration, run from another folder, silently opened
+    another, empty store, and the conversation seemed lost. It is under $TETHER_HOME, as every
+    relative path of config.toml is (output_schema, skills paths), for the CLI and the server alike."""
+    from tether.assembly import session_store
+    from tether.config import load_settings
+
+    tether_home.mkdir(parents=True)
+    if source == "config.toml":
+        (tether_home / "config.toml").write_text('session_store = "jsonl:convs"\n')
+    else:
+        monkeypatch.setenv("TETHER_SESSION_STORE", "sqlite:convs.db")
+    first, second, workspace = tmp_path / "first", tmp_path / "second", tmp_path / "ws"
+    for folder in (first, second, workspace):
+        folder.mkdir()
+    monkeypatch.chdir(first)
+    code, _, err = run_main(
+        "run", "--model", "scripted/hello", "--cwd", str(workspace), "--session", "s1", "hi", capsys=capsys
+    )
+    assert code == 0, err
+    monkeypatch.chdir(second)
+    code, out, err = run_main("sessions", "list", "--json", capsys=capsys)
+    assert code == 0 and "s1" in out, err
+    assert [i.session_id for i in session_store(None, load_settings()).list()] == ["s1"]  # the server's door
+    assert (tether_home / ("convs" if source == "config.toml" else "convs.db")).exists()
+    assert [p.name for f in (first, second) for p in f.iterdir()] == []  # nothing in the folders it ran in
+
+
+def test_a_relative_session_store_flag_is_where_the_command_was_typed_also_on_resume(
+    tmp_path: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--session-store jsonl:rel` is relative to the folder the command is typed in; the run
+    recorded it as typed, so `tether resume` from another folder continued the conversation in
+    another, empty store there. It is made absolute at once."""
+    first, second, workspace = tmp_path / "first", tmp_path / "second", tmp_path / "ws"
+    for folder in (first, second, workspace):
+        folder.mkdir()
+    monkeypatch.chdir(first)
+    argv = [
+        "run",
+        "--model",
+        "scripted/plan",
+        "--cwd",
+        str(workspace),
+        "--session",
+        "s1",
+        "--session-store",
+        "jsonl:rel",
+    ]
+    code, out, err = run_main(*argv, "--max-turns", "1", "--json", "go", capsys=capsys)
+    assert json.loads(out)["status"] == "max_turns_exceeded", err
+    before = len(JsonlSessionStore(first / "rel").load("s1"))
+    monkeypatch.chdir(second)
+    code, out, err = run_main("resume", json.loads(out)["run_id"], "--max-turns", "5", capsys=capsys)
+    assert code == 0, err
+    assert not (second / "rel").exists()
+    assert len(JsonlSessionStore(first / "rel").load("s1")) > before  # the same conversation went on
+
+
+def test_sessions_left_in_the_folder_a_relative_store_used_to_mean_are_named(
+    tmp_path: Path,
+    tether_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Sessions written before under the folder tether ran in are not silently left out: every
+    command that opens the store says where they are and what to do, until they are moved."""
+    tether_home.mkdir(parents=True)
+    (tether_home / "config.toml").write_text('session_store = "jsonl:convs"\n')
+    monkeypatch.chdir(tmp_path)
+    JsonlSessionStore(tmp_path / "convs").append("old", [UserMessage.text("before")])
+    for _ in range(2):
+        caplog.clear()
+        code, out, err = run_main("sessions", "list", capsys=capsys)
+        assert code == 0 and "old" not in out, err
+        said = caplog.text
+        assert f"{tmp_path / 'convs'} in the folder tether runs in" in said and str(tether_home / "convs") in said
+    (tmp_path / "convs").rename(tether_home / "convs")
+    caplog.clear()
+    code, out, err = run_main("sessions", "list", capsys=capsys)
+    assert code == 0 and "old" in out and "folder tether runs in" not in caplog.text

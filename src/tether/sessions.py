@@ -869,21 +869,30 @@ class SqliteSessionStore:
 
 def open_session_store(spec: str | None, home: Path) -> SessionStore:
     """``None``/``jsonl`` → JSONL under ``home/sessions``; ``jsonl:DIR``; ``sqlite`` or
-    ``sqlite:PATH``; ``memory``. A spec that names a durable store that cannot be opened raises."""
+    ``sqlite:PATH``; ``memory``. A relative DIR or PATH is under ``home`` (``$TETHER_HOME``, as every
+    relative path of config.toml is), never the folder the process runs in: the same setting opens
+    the same store from anywhere. A spec that names a durable store that cannot be opened raises."""
     if spec in (None, "", "jsonl"):
         return JsonlSessionStore(home / "sessions")
-    from tether.config import expand_user
-
     kind, _, where = spec.partition(":")
-    # ``~`` is the home folder, as a shell would make it (config.toml and a quoted variable have no shell).
     if kind == "jsonl":
-        return JsonlSessionStore(expand_user(where, "its folder"))
+        return JsonlSessionStore(store_path(where, home, "its folder"))
     if kind == "sqlite":
-        return SqliteSessionStore(expand_user(where, "its database") if where else home / "sessions.db")
+        return SqliteSessionStore(store_path(where, home, "its database") if where else home / "sessions.db")
     if kind == "memory":
         # This process's memory: one store, as each message of `tether chat` is a run that opens it.
         return _PROCESS_SESSIONS
     raise ConfigError(f"unknown session store {spec!r}: use jsonl[:DIR], sqlite[:PATH] or memory")
+
+
+def store_path(where: str, home: Path, what: str) -> Path:
+    """The folder or database a session store spec names: ``~`` is the home folder, as a shell
+    would make it (config.toml and a quoted variable have no shell), and a relative path is under
+    ``home``."""
+    from tether.config import expand_user
+
+    path = expand_user(where, what)
+    return path if path.is_absolute() else home / path
 
 
 def export_jsonl(messages: Sequence[Message]) -> str:

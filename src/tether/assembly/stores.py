@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.errors import ConfigError
@@ -40,6 +43,8 @@ def session_store(spec: str | None, settings: Settings) -> SessionStore:
         return PgSessionStore(db)
     else:
         source = "the default (JSONL under $TETHER_HOME/sessions)"
+    if spec:
+        _say_if_left_behind(spec, source, settings.home)
     try:
         return open_session_store(spec, settings.home)
     except ConfigError as exc:
@@ -50,3 +55,28 @@ def session_store(spec: str | None, settings: Settings) -> SessionStore:
             "with --session-store jsonl:DIR or sqlite:PATH, $TETHER_SESSION_STORE, or session_store "
             "in config.toml"
         ) from None
+
+
+def _say_if_left_behind(spec: str, source: str, home: Path) -> None:
+    """A relative path in ``spec`` is under ``home``; it used to be under the folder tether ran in.
+    Sessions found there (written before) are named in a warning each time, until they are moved
+    or the path written whole, not silently left out of every conversation."""
+    from tether.sessions import store_path
+
+    kind, _, where = spec.partition(":")
+    if not where or where.startswith("~") or os.path.isabs(where):
+        return
+    with contextlib.suppress(OSError, ConfigError):
+        used, here = store_path(where, home, source), Path(where).absolute()
+        if not here.exists() or (used.exists() and os.path.samefile(here, used)):
+            return
+        if here.is_file() if kind == "sqlite" else any(here.glob("*.jsonl")):
+            logging.getLogger("tether.sessions").warning(
+                "the session store %s (from %s) is %s, under $TETHER_HOME as every relative path of the "
+                "configuration is, not %s in the folder tether runs in, which holds sessions written "
+                "before: move them there, or write the store's absolute path",
+                spec,
+                source,
+                used,
+                here,
+            )

@@ -183,12 +183,18 @@ def session_name(value: str) -> str:
 
 
 def session_store_spec(value: str) -> str:
+    """``--session-store``, its relative DIR or PATH made absolute here, where the command is typed
+    (a run records it: a resume or a chat's next message from elsewhere opens the same store)."""
     from tether.config import check_session_store
 
     try:
-        return check_session_store(value)
+        spec = check_session_store(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{exc}, not {value!r}") from None
+    kind, _, where = spec.partition(":")
+    if not where or where.startswith("~") or os.path.isabs(where):
+        return spec  # ~ is expanded when the store opens (a ~user unknown here is said then)
+    return f"{kind}:{os.path.abspath(where)}"
 
 
 def directory(value: str) -> Path:
