@@ -21,6 +21,7 @@ modules are imported inside the commands so ``tether --help`` starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any, NoReturn
 
@@ -193,15 +194,24 @@ def _log_records_in_one_line() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2; Ctrl-C, 130."""
-    if argv is None:
-        _closed_streams_to_devnull()
-        _log_records_in_one_line()
+    from tether.cli.signals import Terminated
+
     try:
+        if argv is None:
+            from tether.cli.signals import stop_from_the_start
+
+            stop_from_the_start()  # first: a SIGTERM while the command starts ends it in words
+            _closed_streams_to_devnull()
+            _log_records_in_one_line()
         return _main(argv)
     except KeyboardInterrupt:
         # Ctrl-C while the command starts or ends, outside a run's own handler (under which a run
         # saves, and ends interrupted/cancelled): the same exit code, without a traceback.
         print("\ntether: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Terminated:  # SIGTERM before the command's own handling (chat's, serve's, a worker's)
+        with contextlib.suppress(OSError):
+            print("\ntether: terminated (SIGTERM)", file=sys.stderr, flush=True)
         return 130
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tether.cli.common import directory, usage_error
 from tether.cli.common import settings as load_settings
+from tether.cli.signals import hand_over_sigterm
 
 __all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "check_models", "default_agent_flags"]
 
@@ -319,6 +320,7 @@ def _announce(server: Any, host: str, listening: socket.socket) -> None:
     started = server.startup
 
     async def startup(sockets: Any = None) -> None:
+        hand_over_sigterm()  # uvicorn holds SIGTERM now: a shutdown ends the process as it always has
         await started(sockets=sockets)
         listening.listen(LISTEN_QUEUE)  # asyncio set the kernel's queue to its accept batch: widen it again
         for s in getattr(server, "servers", ()):

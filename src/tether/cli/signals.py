@@ -25,6 +25,7 @@ __all__ = [
     "TERMINATED",
     "Terminated",
     "ask",
+    "hand_over_sigterm",
     "hold_sigterm",
     "reads_hear_signals",
     "run_stoppable",
@@ -56,6 +57,7 @@ _terminated = False  # SIGTERM came; the command ends at its next question (or a
 _why = TERMINATED  # ... and which signal it was: TERMINATED or HUNG_UP
 _held = 0  # how many sigterm_held() blocks are open (a chat's, then each run's)
 _hangup_ignored = False  # SIGHUP was ignored when the command began (nohup): it stays ignored
+_handed_over = False  # a server's own handling (uvicorn's, Celery's) took SIGTERM over
 
 
 def terminated() -> bool:
@@ -90,6 +92,37 @@ def _on_term(signum: int, frame: Any) -> None:
     _waiting_for_person = _anywhere = False  # once: the same signal sent again only notes
     if raising:
         raise Terminated
+
+
+def stop_from_the_start() -> None:
+    """The ``tether`` command's first step: SIGTERM raises :class:`Terminated` wherever the command
+    is until its own handling takes over (a chat's prompt, a run, a server's), so it ends in one
+    line and exit 130 (tether.cli.main), not killed by the signal's default while it imports, reads
+    its settings or connects to its database. Only Python's own start is left to the default."""
+    import signal as os_signal
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        os_signal.signal(os_signal.SIGTERM, _on_early_term)
+
+
+def _on_early_term(signum: int, frame: Any) -> None:
+    if _handed_over:
+        # Put back by a server that handled SIGTERM and sends it to itself again as it ends
+        # (uvicorn): that server's exit is what it was, the signal's default.
+        import signal as os_signal
+
+        os_signal.signal(signum, os_signal.SIG_DFL)
+        os_signal.raise_signal(signum)
+        return
+    _noted(hangup=False)
+    raise Terminated
+
+
+def hand_over_sigterm() -> None:
+    """A server whose own handling takes SIGTERM over (uvicorn, Celery) is about to start: from
+    there on it decides how the process ends, as it did before :func:`stop_from_the_start`."""
+    global _handed_over
+    _handed_over = True
 
 
 def _noted(*, hangup: bool) -> None:
