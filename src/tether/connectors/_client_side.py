@@ -58,6 +58,16 @@ PREVIEW_ENDS = 200  # characters of a sampling request the person reads from its
 ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
 
 
+def _prompt_bound(request: Any) -> int:
+    """At most how many tokens ``request``'s prompt is: its UTF-8 bytes (no tokenizer needed)."""
+    from tether.messages import TextPart
+    from tether.tokens import token_bound
+
+    return token_bound(request.system or "") + sum(
+        token_bound(p.text) for m in request.messages for p in m.content if isinstance(p, TextPart)
+    )
+
+
 def _served() -> bool:
     from tether.connectors._acting import SERVED
 
@@ -117,7 +127,9 @@ class ClientSide:
     asker: Asker
     calls: list[ToolContext] = field(default_factory=list)
     samples: Counter[str] = field(default_factory=Counter)  # sampling requests (answered or not), per call
-    sampled_usd: dict[str, float] = field(default_factory=dict)  # what they cost, per call in flight
+    # What the run had spent when each call in flight began: what it spent since (this call's
+    # requests, and whatever ran beside it) comes out of the budget the call was given.
+    spent_at_start: dict[str, float] = field(default_factory=dict)
     asked: Counter[str] = field(default_factory=Counter)  # questions answered or asked in this attempt, per call
     elicited: Counter[str] = field(default_factory=Counter)  # elicitation requests, per call ("": outside one)
     pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
@@ -126,12 +138,20 @@ class ClientSide:
     # many questions are open, and the seconds it had left when the first opened)
     limits: dict[str, asyncio.Timeout] = field(default_factory=dict)
     paused: dict[str, tuple[int, float | None]] = field(default_factory=dict)
-    settings: Any = None
+    settings: Any = None  # named endpoints and prices; read from ``home`` when first needed
     log: list[str] = field(default_factory=list)
+    home: Any = None  # the tether home whose config.toml names them (None: the built-ins only)
 
     def fresh(self) -> ClientSide:
         """One for another connection: the same server, settings, person and log, no calls."""
-        return ClientSide(self.server, self.config, self.asker, settings=self.settings, log=self.log)
+        return ClientSide(self.server, self.config, self.asker, settings=self.settings, log=self.log, home=self.home)
+
+    def _settings(self) -> Any:
+        if self.settings is None and self.home is not None:
+            from tether.config import load_settings
+
+            self.settings = load_settings(self.home)
+        return self.settings
 
     @property
     def current(self) -> ToolContext | None:
@@ -144,7 +164,7 @@ class ClientSide:
         key = ctx.call_id or ""
         self.names[key] = tool_name
         self.samples[key] = self.asked[key] = self.elicited[key] = 0
-        self.sampled_usd[key] = 0.0
+        self.spent_at_start[key] = ctx.state.spent_usd if ctx.state is not None else 0.0
         self.pending.pop(key, None)
         from tether.status import ElicitationInterruption, SamplingInterruption
 
@@ -169,7 +189,7 @@ class ClientSide:
         if ctx in self.calls:
             self.calls.remove(ctx)
         self.samples.pop(key, None)
-        self.sampled_usd.pop(key, None)
+        self.spent_at_start.pop(key, None)
         self.asked.pop(key, None)
         self.elicited.pop(key, None)
         self.names.pop(key, None)
@@ -262,16 +282,19 @@ class ClientSide:
     async def _complete(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
         import mcp_types as types
 
+        from tether.harness.accounting import join_in_flight, leave_in_flight
+        from tether.harness.state import CallInFlight
         from tether.messages import AssistantMessage, TextPart, UserMessage
         from tether.providers.base import ModelRequest
         from tether.providers.registry import resolve_provider
-        from tether.usage import Usage, cost_usd, lookup_price
+        from tether.usage import Usage, lookup_price
 
         ctx = self.current
         assert ctx is not None and ctx.state is not None
         model = self._model(ctx)
         assert model is not None
-        resolved = resolve_provider(model, self.settings)
+        settings = self._settings()
+        resolved = resolve_provider(model, settings)
         messages = [
             (UserMessage if m.role == "user" else AssistantMessage)(content=(TextPart(text=_text(m.content)),))
             for m in params.messages
@@ -283,21 +306,35 @@ class ClientSide:
             model=resolved.model_id, messages=messages, system=params.system_prompt, max_tokens=limit
         )
         key = ctx.call_id or ""
-        price = lookup_price(resolved.name)
-        over = self._past_budget(ctx, key, price, request)
+        price = lookup_price(resolved.name, getattr(settings, "prices", None))  # config.toml's, then the catalog's
+        prompt = _prompt_bound(request)
+        over = self._unpriced(ctx, resolved.name, price) or self._past_budget(ctx, key, price, prompt, limit)
         if over is not None:
             await resolved.provider.aclose()
             return types.ErrorData(code=types.INVALID_REQUEST, message=over)
+        # Noted before it is sent, as every model call of the run is (law 6): a kill while it is out
+        # counts its worst case on resume, and a request beside it counts that as spent.
+        state = ctx.state
+        worst = price.worst_case(prompt, limit) if price is not None else None
+        own = CallInFlight(model=resolved.name, prompt_tokens=prompt, max_tokens=limit, max_cost_usd=worst)
+        join_in_flight(state, own)
+        self._save(ctx, durable=True)
         try:
             reply = (await resolved.provider.complete(request)).message
+        except asyncio.CancelledError:
+            # Stopped while out: the server goes on writing (and billing) a reply no one reads.
+            leave_in_flight(state, own)
+            self._charge(
+                ctx, resolved.name, price, Usage(prompt_tokens=prompt, completion_tokens=limit, estimated=True)
+            )
+            raise
+        except BaseException:
+            leave_in_flight(state, own)  # refused (an error the server answered): not billed
+            raise
         finally:
             await resolved.provider.aclose()
-        usage = reply.usage or Usage()
-        state = ctx.state
-        state.usage = state.usage + usage  # the run pays for what its servers asked
-        cost = cost_usd(usage, price)
-        state.cost_usd += cost
-        self.sampled_usd[key] = self.sampled_usd.get(key, 0.0) + cost
+        leave_in_flight(state, own)
+        usage = self._charge(ctx, resolved.name, price, reply.usage or Usage())
         self.log.append(f"sampling by {self.server}: {usage.prompt_tokens}+{usage.completion_tokens} tokens")
         return types.CreateMessageResult(
             role="assistant",
@@ -306,26 +343,53 @@ class ClientSide:
             stop_reason="maxTokens" if reply.finish_reason == "length" else "endTurn",
         )
 
-    def _past_budget(self, ctx: ToolContext, key: str, price: Any, request: Any) -> str | None:
-        """Why a request could take the run past its budget: at most its prompt's UTF-8 bytes in
-        tokens (an upper bound no tokenizer is needed for) and all of ``max_tokens``, against what
-        was left when the call began less what its earlier requests cost. None when it fits (or
-        there is no budget, or no price to check it with)."""
-        from tether.messages import TextPart
-        from tether.tokens import token_bound
+    def _charge(self, ctx: ToolContext, model: str, price: Any, usage: Any) -> Any:
+        """The run pays for what its servers asked: the usage and its cost added to the run's (a
+        model of no known price makes the run's cost unknown, never lower than it is), and saved."""
+        state = ctx.state
+        state.usage = state.usage + usage
+        if price is not None:
+            state.cost_usd += price.cost(usage)
+        elif model not in state.unpriced_models:
+            state.unpriced_models.append(model)
+        self._save(ctx, durable=False)
+        return usage
 
+    @staticmethod
+    def _save(ctx: ToolContext, *, durable: bool) -> None:
+        if ctx.on_save is not None:
+            ctx.on_save(durable)
+
+    def _unpriced(self, ctx: ToolContext, model: str, price: Any) -> str | None:
+        """Why a request is refused under the run's budget when its model has no known price (law
+        6: an unknown price with a budget is a configuration error, never a cost of zero)."""
+        if ctx.budget_left_usd is None or price is not None:
+            return None
+        return (
+            f'the run has a budget and the price of {model} is unknown: add it under [models."{model}"] '
+            f"in config.toml (input/output dollars per million tokens), or set sampling_model in "
+            f"[mcp.{self.server}] to a model with a price"
+        )
+
+    def _past_budget(self, ctx: ToolContext, key: str, price: Any, prompt: int, max_tokens: int) -> str | None:
+        """Why a request could take the run past its budget: ``prompt`` (at most its UTF-8 bytes in
+        tokens, an upper bound no tokenizer is needed for) and all of ``max_tokens``, against what
+        was left when the call began, less what the run spent since (this call's earlier requests,
+        and whatever ran beside it) and the worst case of the requests still out. None when it
+        fits (or there is no budget)."""
         if ctx.budget_left_usd is None or price is None:
             return None
-        left = ctx.budget_left_usd - self.sampled_usd.get(key, 0.0)
-        prompt = token_bound(request.system or "") + sum(
-            token_bound(p.text) for m in request.messages for p in m.content if isinstance(p, TextPart)
-        )
-        worst = price.worst_case(prompt, request.max_tokens or 0)
+        state = ctx.state
+        since = max(0.0, state.spent_usd - self.spent_at_start.get(key, state.spent_usd))
+        note = state.call_in_flight
+        out = (note.max_cost_usd or 0.0) if note is not None else 0.0
+        left = ctx.budget_left_usd - since - out
+        worst = price.worst_case(prompt, max_tokens)
         if worst <= left:
             return None
         return (
             f"this sampling request could cost up to ${worst:.6f} ({prompt:,} prompt tokens at most and "
-            f"{request.max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget"
+            f"{max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget"
         )
 
     async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:

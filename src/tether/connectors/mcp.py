@@ -235,7 +235,7 @@ class McpConnector(Extension):
         self.trimmed: dict[str, str] = {}  # a tool offered with less than the server wrote → what was cut
         self.max_result_chars = int(self.config["max_result_chars"] or DEFAULT_MAX_CHARS)
         # Sampling and elicitation: asked at the terminal unless ``asker`` says how else.
-        self.client_side = ClientSide(server, self.config, asker or Asker.terminal())
+        self.client_side = ClientSide(server, self.config, asker or Asker.terminal(), home=home)
         self._tools: list[McpTool] = []
         self._extra: list[Any] = []  # the resource tools, when the server has resources
         self.instructions: str | None = None

@@ -14,12 +14,21 @@ from typing import Any
 
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
-from tether.harness.state import CallInFlight
+from tether.harness.state import CallInFlight, RunState
 from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, complete_usage
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
-__all__ = ["CallBounds", "accounted", "charge", "count_abandoned", "note_in_flight", "side_call"]
+__all__ = [
+    "CallBounds",
+    "accounted",
+    "charge",
+    "count_abandoned",
+    "join_in_flight",
+    "leave_in_flight",
+    "note_in_flight",
+    "side_call",
+]
 
 
 async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) -> CallInFlight:
@@ -95,7 +104,7 @@ async def side_call(
             request = replace(request, max_tokens=max_tokens)
     worst = price.worst_case(prompt, max_tokens) if price else None
     own = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
-    rc.state.call_in_flight = own if outer is None else _joined(outer, own)  # a kill now counts both
+    join_in_flight(rc.state, own)  # a kill now counts both
     await rc.persist_durably()
     if rc.signal.cancelled:  # Stop while the note was saved: nothing was sent, nothing is billed
         _over(rc, own)
@@ -129,6 +138,19 @@ async def side_call(
     return response
 
 
+def join_in_flight(state: RunState, own: CallInFlight) -> None:
+    """Note ``own`` as out, beside whatever request is already out: a kill then counts both, and a
+    budget check of a third counts both worst cases as spent. Saving the note is the caller's."""
+    outer = state.call_in_flight
+    state.call_in_flight = own if outer is None else _joined(outer, own)
+
+
+def leave_in_flight(state: RunState, own: CallInFlight) -> None:
+    """``own`` is over (charged, or refused): its part of the note is taken out, leaving what
+    else is still out."""
+    state.call_in_flight = _without(state.call_in_flight, own)
+
+
 def _joined(a: CallInFlight, b: CallInFlight) -> CallInFlight:
     """One note for two requests out at once: a resume after a kill counts both."""
     costs = [c for c in (a.max_cost_usd, b.max_cost_usd) if c is not None]
@@ -143,23 +165,7 @@ def _joined(a: CallInFlight, b: CallInFlight) -> CallInFlight:
 def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: Candidate | None = None) -> None:
     """A side call is over: charged (with ``model``; a failed request is not), and its part of the
     note in flight taken out, leaving what else is still out."""
-    note = rc.state.call_in_flight
-    rest = None
-    if note is not None and note != own:
-        models = note.model.split(" + ")
-        if own.model in models:
-            models.remove(own.model)
-        cost = None if note.max_cost_usd is None else max(0.0, note.max_cost_usd - (own.max_cost_usd or 0.0))
-        rest = (
-            CallInFlight(
-                model=" + ".join(models),
-                prompt_tokens=max(0, note.prompt_tokens - own.prompt_tokens),
-                max_tokens=max(0, note.max_tokens - own.max_tokens),
-                max_cost_usd=cost,
-            )
-            if models
-            else None
-        )
+    rest = _without(rc.state.call_in_flight, own)
     if model is not None:
         charge(rc, usage, model)
         if usage is not None:  # the trace's line for it: a chat span's cost is then that call's own
@@ -174,6 +180,24 @@ def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: 
                 )
             )
     rc.state.call_in_flight = rest
+
+
+def _without(note: CallInFlight | None, own: CallInFlight) -> CallInFlight | None:
+    """``note`` with ``own``'s part taken out (None when nothing else is out)."""
+    if note is None or note == own:
+        return None
+    models = note.model.split(" + ")
+    if own.model in models:
+        models.remove(own.model)
+    if not models:
+        return None
+    cost = None if note.max_cost_usd is None else max(0.0, note.max_cost_usd - (own.max_cost_usd or 0.0))
+    return CallInFlight(
+        model=" + ".join(models),
+        prompt_tokens=max(0, note.prompt_tokens - own.prompt_tokens),
+        max_tokens=max(0, note.max_tokens - own.max_tokens),
+        max_cost_usd=cost,
+    )
 
 
 @dataclass(frozen=True, slots=True)

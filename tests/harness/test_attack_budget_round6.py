@@ -1,0 +1,179 @@
+"""The promise "stays inside a budget in dollars" attacked (round six): what an MCP server's
+sampling requests (a completion it asks tether's model for, during one of its tool calls) cost the
+run. A hostile server can ask ten times a call, declare its tools read-only so that they run side by
+side, and ask for the dearest model it can: none of that may take the run past its budget, or leave
+a cost the provider billed out of the run's.
+
+The model is a named endpoint on a scripted server on loopback, priced only in config.toml (as a
+local or OpenAI-compatible model is), at prices high enough that each request's cost shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.config import Settings, load_settings
+from tether.connectors._client_side import Asker, ClientSide
+from tether.harness.state import CallInFlight, RunState
+from tether.testing import ScriptedServer
+from tether.tools.base import ToolContext
+from tether.usage import Price
+
+PRICE = Price(input=100.0, output=400.0)  # dollars per million tokens: a request of 100 tokens is ~$0.04 at worst
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        yield s
+
+
+@pytest.fixture
+def settings(server: ScriptedServer, tmp_path: Path) -> Settings:
+    (tmp_path / "config.toml").write_text(
+        f'[endpoints.local]\nkind = "openai"\nbase_url = "{server.base_url}"\nmodels = ["hello"]\n\n'
+        f'[endpoints.other]\nkind = "openai"\nbase_url = "{server.base_url}"\nmodels = ["hello"]\n\n'
+        f'[models."local/hello"]\ninput = {PRICE.input}\noutput = {PRICE.output}\n'
+    )
+    return load_settings(tmp_path)
+
+
+def request(text: str = "Say hi", max_tokens: int = 100) -> types.CreateMessageRequestParams:
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+    return types.CreateMessageRequestParams(messages=[message], max_tokens=max_tokens)
+
+
+def side(settings: Settings, name: str = "srv", model: str = "local/hello") -> ClientSide:
+    return ClientSide(name, {"sampling": "allow", "sampling_model": model}, Asker(), settings=settings)
+
+
+def call(s: ClientSide, state: RunState, call_id: str, budget: float | None, **extra: Any) -> ToolContext:
+    ctx = ToolContext(
+        cwd=Path("."), signal=CancelSignal(), state=state, budget_left_usd=budget, call_id=call_id, **extra
+    )
+    s.begin(ctx, "tool")
+    return ctx
+
+
+def answered(results: list[Any]) -> int:
+    return sum(isinstance(r, types.CreateMessageResult) for r in results)
+
+
+def test_a_model_priced_in_config_is_charged_and_checked_against_the_budget(
+    server: ScriptedServer, settings: Settings
+) -> None:
+    """Was: the price was looked up in the catalog only, so a model priced in config.toml had none:
+    a request that could cost $0.04 was sent with $0.01 left, three times, and the run's cost stayed
+    $0.00 while the server billed each one."""
+    s, state = side(settings), RunState()
+    call(s, state, "c1", 0.01)
+    before = len(server.received)
+    results = [asyncio.run(s.sampling(request())) for _ in range(3)]
+    assert answered(results) == 0, results
+    assert all("more than the $0.010000 left of the run's budget" in r.message for r in results)
+    assert len(server.received) == before and state.cost_usd == 0.0  # nothing was sent
+    s.end(s.calls[0])
+
+    state = RunState()  # a budget that pays for it: the run is charged what the server reported
+    call(s, state, "c2", 1.0)
+    assert answered([asyncio.run(s.sampling(request()))]) == 1
+    assert state.usage.completion_tokens > 0
+    assert state.cost_usd == pytest.approx(PRICE.cost(state.usage))
+
+
+def test_a_model_of_no_known_price_is_refused_under_a_budget_and_makes_the_cost_unknown_without(
+    server: ScriptedServer, settings: Settings
+) -> None:
+    """Law 6: an unknown price with a budget is a clear configuration error, never a silent zero.
+    Was: sent, and charged $0.00; without a budget the run's cost read as known and too low."""
+    s, state = side(settings, model="other/hello"), RunState()
+    call(s, state, "c1", 5.0)
+    before = len(server.received)
+    refused = asyncio.run(s.sampling(request()))
+    assert isinstance(refused, types.ErrorData)
+    assert "price of other/hello is unknown" in refused.message and '[models."other/hello"]' in refused.message
+    assert len(server.received) == before and state.cost_usd == 0.0
+    s.end(s.calls[0])
+
+    state = RunState()
+    call(s, state, "c2", None)
+    assert answered([asyncio.run(s.sampling(request()))]) == 1
+    assert state.usage.completion_tokens > 0 and state.unpriced_models == ["other/hello"]
+    assert state.result().cost_usd is None  # reported unknown, not as the $0.00 it was not
+
+
+def test_calls_of_two_servers_side_by_side_share_the_budget_left(settings: Settings) -> None:
+    """Two servers' read-only tools run side by side, each given the budget left when it started.
+    Was: each counted only its own requests against that snapshot, so together they spent nearly
+    twice the budget ($0.12 of $0.10 here)."""
+    a, b, state = side(settings, "a"), side(settings, "b"), RunState()
+    call(a, state, "c1", 0.10)
+    call(b, state, "c2", 0.10)
+    results = []
+    for _ in range(10):  # taking turns: each alone would make eight requests
+        results += [asyncio.run(a.sampling(request())), asyncio.run(b.sampling(request()))]
+    assert answered(results) >= 8  # the budget was used, not refused from the start
+    assert 0 < state.cost_usd <= 0.10
+
+
+def test_requests_sent_at_once_never_take_the_run_past_its_budget(settings: Settings) -> None:
+    """Requests of two servers sent at the same time: each checked before the other was charged.
+    Each fits alone ($0.04 at most, $0.05 left); together they may not pass $0.05."""
+    a, b, state = side(settings, "a"), side(settings, "b"), RunState()
+    call(a, state, "c1", 0.05)
+    call(b, state, "c2", 0.05)
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(a.sampling(request()), b.sampling(request())))
+
+    results = asyncio.run(both())
+    assert answered(results) == 1, results
+    refused = next(r for r in results if isinstance(r, types.ErrorData))
+    assert "left of the run's budget" in refused.message
+    assert 0 < state.cost_usd <= 0.05 and state.call_in_flight is None
+
+
+def test_a_request_out_is_saved_before_it_is_sent_so_a_kill_counts_it(settings: Settings) -> None:
+    """Was: nothing of a sampling request was saved while it was out: a process killed then had
+    paid for it and a resume counted nothing (law 6: a request is noted before it is sent)."""
+    s, state = side(settings), RunState()
+    saved: list[tuple[bool, CallInFlight | None]] = []
+    call(s, state, "c1", 1.0, on_save=lambda durable: saved.append((durable, state.call_in_flight)))
+    assert answered([asyncio.run(s.sampling(request()))]) == 1
+    notes = [note for durable, note in saved if durable and note is not None]
+    assert notes and notes[0].model == "local/hello"
+    assert notes[0].max_cost_usd == pytest.approx(PRICE.worst_case(notes[0].prompt_tokens, 100))
+    assert notes[0].max_cost_usd >= state.cost_usd > 0  # its worst case bounds what it cost
+    assert state.call_in_flight is None  # over: charged, the note gone
+
+
+def test_a_request_stopped_while_out_is_charged_as_the_whole_answer(server: ScriptedServer, settings: Settings) -> None:
+    """Stop while the request is out: the server goes on writing (and billing) a reply no one
+    reads, so it counts as its prompt and all its max_tokens, as a turn's reply not streamed does.
+    Was: it cost nothing."""
+    s, state = side(settings), RunState()
+    call(s, state, "c1", 1.0)
+    server.set_faults(["stall:1"])  # the reply comes a second late: Stop comes first
+
+    async def stopped() -> None:
+        task = asyncio.ensure_future(s.sampling(request()))
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if state.call_in_flight is not None:
+                break
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(stopped())
+    assert state.call_in_flight is None
+    assert state.usage.completion_tokens == 100 and state.usage.estimated
+    assert state.cost_usd == pytest.approx(PRICE.cost(state.usage)) and state.cost_usd > 0
