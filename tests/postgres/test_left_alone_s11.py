@@ -172,31 +172,42 @@ def _queue_meets_the_database_away(monkeypatch: pytest.MonkeyPatch, *, committed
     monkeypatch.setattr(Jobs, "queue_retry_s", 0.2)  # how long a queued job waits before it counts as left
 
 
-@pytest.mark.parametrize("committed", [False, True], ids=["nothing-queued", "queued-unseen"])
+@pytest.mark.parametrize(
+    ("committed", "ids"),
+    [(False, True), (True, True), (True, False)],
+    ids=["nothing-queued", "queued-unseen", "queued-unseen-no-ids"],
+)
 def test_a_message_sent_again_with_a_new_message_id_after_a_503_runs_once(
-    shared: Cluster, monkeypatch: pytest.MonkeyPatch, committed: bool
+    shared: Cluster, monkeypatch: pytest.MonkeyPatch, committed: bool, ids: bool
 ) -> None:
     """A 503 "send it again" for a message whose job the database took away (or took, unseen),
-    and the client sent it again with a new message_id (as a client that makes one per request
-    does): the new id started a second run of the same message (the first one's job, queued unseen,
-    was handed to the workers too, and the new one got 409 until it had answered, then ran again),
-    and the session showed the message twice. Now the server takes the same text posted next
-    to the session as that message sent again: it runs once, under its first message_id."""
+    and the client sent it again with a new message_id (as a client that makes one per request,
+    or sends none, does): the new id started a second run of the same message (the first one's
+    job, queued unseen, was handed to the workers too, and the new one got 409 until it had
+    answered, then ran again), and the session showed the message twice. Now the server takes the
+    same text posted next to the session as that message sent again: it runs once, under its
+    first message_id."""
     _queue_meets_the_database_away(monkeypatch, committed=committed)
     with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
         sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
-        first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-first-{sid}"})
+
+        def post(message_id: str) -> httpx.Response:
+            body = {"text": "hello"} | ({"message_id": f"{message_id}-{sid}"} if ids else {})
+            return client.post(f"/v1/sessions/{sid}/messages", json=body)
+
+        first = post("m-first")
         assert first.status_code == 503, first.text
+        first_id = first.json()["error"]["message_id"]
         time.sleep(0.3)  # the client waits a moment; a job queued unseen counts as left behind
-        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-new-{sid}"})
+        again = post("m-new")
         assert again.status_code in (200, 202), again.text
-        assert again.json()["message_id"] == f"m-first-{sid}", again.json()
+        assert again.json()["message_id"] == first_id, again.json()
         events = read_events(client, f"/v1/runs/{again.json()['run_id']}/events")
         assert [e["event"] for e in events].count("done") == 1 and events[-1]["result"]["status"] == "completed"
         turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
-        assert [(t["message_id"], t["status"]) for t in turns] == [(f"m-first-{sid}", "completed")], turns
-        other = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"m-later-{sid}"})
-        assert other.status_code == 202 and other.json()["message_id"] == f"m-later-{sid}", other.text  # a new message
+        assert [(t["message_id"], t["status"]) for t in turns] == [(first_id, "completed")], turns
+        other = post("m-later")  # the message answered, the same text is a new message
+        assert other.status_code == 202 and other.json()["message_id"] != first_id, other.text
         read_events(client, other.json()["events"])
 
 

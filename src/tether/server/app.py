@@ -1061,12 +1061,13 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         if earlier is not None and not _unsent(core, earlier, session_id):
             return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
-        if earlier is None and (again := _sent_again(core, record, text)) is not None:
+        again = _sent_again(core, record, text) if earlier is None else None
+        if again is not None:
             message_id = again.message_id  # answered as that message: queued now if it never was, else its run
         try:
             waited = await _until_idle(core, session_id)
         except ApiError:  # the live run may be this very message's, sent meanwhile (a retry waited with it)
-            earlier = core.store.turn(message_id, user) if body.message_id else None
+            earlier = core.store.turn(message_id, user) if body.message_id or again else None
             if earlier is None:
                 raise
             return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
@@ -1126,6 +1127,8 @@ def _sent_again(core: Core, session: SessionRecord, text: str) -> TurnRecord | N
     """The session's last message, when ``text`` (a message with a new message_id) is it sent
     again after a 503 left it unsent, or queued and never handed to the workers: a client that makes
     a new id for each request would otherwise have it answered twice."""
+    if getattr(core.manager, "unsent", None) is None:  # runs in this process are never left unsent
+        return None
     turns = core.store.turns(session.owner, session.session_id)
     if not turns or turns[-1].text != text[:500]:  # the turn keeps what it was sent as, up to 500 characters
         return None
