@@ -109,3 +109,68 @@ def test_the_first_value_claimed_is_kept(open_kb: Opener) -> None:
     assert store.claim_meta("embedder", "hashing/64") == "hashing/64"
     assert store.claim_meta("embedder", "hashing/128") == "hashing/64"
     assert store.get_meta("embedder") == "hashing/64"
+
+
+# --- HTML to Markdown: the same Markdown, made from lxml's tree ----------------------------------
+
+# What BeautifulSoup and markdownify made of each page (commit 650e5d8), to the character.
+PAGES = [
+    (
+        "<html><head><title>Valves</title><style>p{}</style></head><body><h1>FVAM-2050-B</h1><p>Rated <b>16 bar"
+        "</b>, seal kit <a href='/kits/SK-77'>SK-77</a>.</p><script>x()</script></body></html>",
+        "# Valves\n\n# FVAM-2050-B\n\nRated **16 bar**, seal kit [SK-77](/kits/SK-77).",
+    ),
+    (
+        "<main><ul><li>one<ul><li>two</li></ul></li><li>three</li></ul><ol start=3><li>a</li><li>b</li></ol>after</main>",
+        "* one\n  + two\n* three\n\n3. a\n4. b\n\nafter",
+    ),
+    (
+        "<table><thead><tr><th>part</th><th>bar</th></tr></thead><tbody><tr><td colspan=2>FVAM_2050*B</td></tr>"
+        "</tbody></table>",
+        "| part | bar |\n| --- | --- |\n| FVAM\\_2050\\*B | |",
+    ),
+    (
+        "<article><pre><code>x = 1\n\n    y   =  2\n</code></pre><blockquote>quoted<br>twice</blockquote><dl><dt>"
+        "term\nhere</dt><dd>its\ndefinition</dd></dl></article>",
+        "```\nx = 1\n\n    y   =  2\n```\n\n> quoted\n> twice\n\nterm here\n:   its\n    definition",
+    ),
+    (
+        "<p>a <!-- c --> b<?php echo 1 ?>   c</p><div>  \n  <p>x</p>  </div><ruby>漢<rt>  kan  </rt></ruby><code>a`b</code>",
+        "a  b c\n\nx\n\n漢 kan `` a`b ``",
+    ),
+    (
+        "<body><p>x</p><!DOCTYPE html>\x0c<p>\\<?php x ?></p><video src=v.mp4 poster=p.png>cap</video><h7>deep</h7>"
+        "<hr><q>q</q></body>",
+        'x\n\n\\\n\n[![cap](p.png)](v.mp4)\n\n###### deep\n\n---\n\n"q"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("page", "markdown"), PAGES)
+def test_html_is_turned_into_the_markdown_it_was(page: str, markdown: str) -> None:
+    from tether.tools.web import html_to_markdown
+
+    assert html_to_markdown(page) == markdown
+
+
+def test_html_is_converted_without_building_beautifulsoups_tree() -> None:
+    """About 80 µs an element went to BeautifulSoup's objects and markdownify's searches of the
+    tree (bench/html_to_markdown.py); neither is loaded now."""
+    probe = (
+        "import sys\n"
+        "from tether.tools.web import html_to_markdown\n"
+        "assert html_to_markdown('<p>a <b>b</b></p>') == 'a **b**'\n"
+        "print(sorted(m for m in ('bs4', 'markdownify') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_page_nested_600_deep_is_read_and_a_soup_element_is_text() -> None:
+    """markdownify recursed three frames a level (a page 350 deep was skipped as "nested too
+    deeply"); and a <soup> element called its convert_soup (a TypeError)."""
+    from tether.tools.web import html_to_markdown
+
+    deep = "<html><body>" + "<div>" * 600 + "deep" + "</div>" * 600 + "</body></html>"
+    assert html_to_markdown(deep) == "deep"
+    assert html_to_markdown("<p>a <soup>b</soup></p>") == "a b"
