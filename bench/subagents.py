@@ -2,6 +2,7 @@
 
     python bench/subagents.py              # 20 runs per case (about 40 s)
     python bench/subagents.py --runs 5     # quicker
+    python bench/subagents.py --steps-only # only what a long child's steps cost (below)
 
 Two places a Stop can land, each measured in a plain run (the baseline) and in a parent whose
 sub-agent (``agent.as_tool``) is doing the same thing, without and with a ``RunStore`` (fsync as
@@ -12,6 +13,11 @@ shipped, so the stop's saves are in the figure):
 * **slow model call** — a request to a scripted OpenAI-compatible server on loopback (in this
   process, on a thread) that stalls (``stall:3``) before answering; Stop is pressed 0.1 s after
   the server received the request.
+
+Then **a long child**: a child of ``--steps`` steps (default 120: one tool call a reply) run inside a
+parent, against the same agent run alone, both with a ``RunStore`` (fsync as shipped); the ratio
+is what a child's steps cost inside a parent (its state used to be rewritten inside the parent's at
+every step: 13.6 s against 0.45 s alone for 120 steps).
 
 The parent is a FunctionModel that delegates at once. Stop is pressed by a timer callback on the
 run's event loop; the figure is the time from that call to the parent's ``done`` event reaching
@@ -38,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._results import tether_commit, write_results  # noqa: E402
-from tether import Agent, CancelSignal, RunState, RunStore, run_stream  # noqa: E402
+from tether import Agent, CancelSignal, RunState, RunStore, run_stream, tool  # noqa: E402
 from tether.harness.subagent import children  # noqa: E402
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart  # noqa: E402
 from tether.providers.base import ModelRequest  # noqa: E402
@@ -132,6 +138,58 @@ async def once(where: str, shape: str, store: bool, server: ScriptedServer) -> t
     return (done_at - pressed[0]) * 1000, outcome
 
 
+def stepping_child(steps: int) -> Agent:
+    """A child that calls a cheap read-only tool ``steps`` times, one call a reply, then answers."""
+
+    @tool(read_only=True)
+    def step(n: int) -> str:
+        """One step of the work."""
+        return f"step {n} done: " + "detail " * 30
+
+    def fn(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        t = sum(isinstance(m, AssistantMessage) for m in messages)
+        usage = Usage(prompt_tokens=100, completion_tokens=10)
+        if t < steps:
+            call = ToolCallPart(id=f"s{t}", name="step", arguments=json.dumps({"n": t}))
+            return AssistantMessage(content=(call,), finish_reason="tool_calls", usage=usage)
+        return AssistantMessage(content=(TextPart(text="stepped"),), finish_reason="stop", usage=usage)
+
+    return Agent(FunctionModel(fn), tools=[step], max_turns=steps + 1)
+
+
+async def long_child(steps: int, shape: str) -> float:
+    """Seconds for a child of ``steps`` steps, run alone or inside a parent, with a RunStore."""
+    root = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+    inner = stepping_child(steps)
+    parent = Agent(delegating_parent(), tools=[inner.as_tool("worker", "Steps.")], max_turns=steps + 10)
+    agent = inner if shape == "alone" else parent
+    state = RunState()
+    started = time.perf_counter()
+    result = None
+    async for e in run_stream(agent, "step", state=state, store=RunStore(root / "runs")):
+        if e.type == "done" and e.run_id == state.run_id:
+            result = e.result
+    took = time.perf_counter() - started
+    shutil.rmtree(root, ignore_errors=True)
+    assert result is not None and result.status == "completed", result
+    return took
+
+
+def long_child_rows(steps: int, runs: int) -> list[dict[str, Any]]:
+    """Alone and inside a parent, interleaved, ``runs`` times each: medians and the ratio."""
+    took: dict[str, list[float]] = {"alone": [], "inside a parent": []}
+    for _ in range(runs):
+        for shape in took:
+            took[shape].append(asyncio.run(long_child(steps, shape)))
+    alone, inside = statistics.median(took["alone"]), statistics.median(took["inside a parent"])
+    print(f"\n## A child of {steps} steps (RunStore, fsync as shipped), median of {runs}\n")
+    print(f"alone {alone:.2f} s   inside a parent {inside:.2f} s   ratio {inside / alone:.2f}x")
+    return [
+        {"steps": steps, "run": shape, "median s": round(statistics.median(xs), 3), "samples_s": xs}
+        for shape, xs in took.items()
+    ] + [{"steps": steps, "ratio inside/alone": round(inside / alone, 2)}]
+
+
 def p90(xs: list[float]) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(0.9 * (len(s) - 1)))]
@@ -140,7 +198,12 @@ def p90(xs: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=120, help="steps of the long child (default 120)")
+    ap.add_argument("--steps-only", action="store_true", help="measure only the long child")
     args = ap.parse_args()
+    long_rows = long_child_rows(args.steps, 3)
+    if args.steps_only:
+        return
     cases = [
         (where, shape, store) for where in ("tool", "model") for store in (False, True) for shape in ("plain", "child")
     ]
@@ -189,6 +252,7 @@ def main() -> None:
             "python": platform.python_version(),
             "runs": args.runs,
             "stall_s": STALL_S,
+            "long_child": long_rows,
             "rows": [dict(zip(header, r, strict=True)) for r in rows],
             "samples_ms": {
                 f"{w}/{'store' if st else 'nostore'}/{sh}": [round(x, 3) for x in times[(w, sh, st)]]

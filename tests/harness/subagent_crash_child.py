@@ -7,11 +7,11 @@ KILL is one of
   EVENT:N            right after the Nth event of that type reached the parent's trace (the
                      child's events pass through the parent's stream, but behind the child: use
                      the points below to stop the child at a precise step)
-  child_reply:N      right after the child's Nth reply was saved (inside the parent's state),
-                     before any call it asks for starts
+  child_reply:N      right after the child's Nth reply was saved (in its own run, before the
+                     parent's record of it), before any call it asks for starts
   child_result:CALL  right after the result of the child's call CALL was saved
-  child_completed    right after the child's final state (status completed) was saved inside the
-                     parent's, before the child's answer is kept
+  child_completed    right after the child's final state (status completed) was saved, before
+                     the child's answer is kept
   kept               right after the child's answer was kept in the parent, before the parent
                      records it as the call's result
   parent_result      right after the parent recorded the child's answer as the call's result
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tether import Agent, RunState, RunStore, approve, run_stream, tool
-from tether.harness.subagent import children
+from tether.harness.subagent import children, parent_of
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
 from tether.providers.base import ModelRequest
 from tether.testing import FunctionModel
@@ -150,14 +150,18 @@ class KillingTracer(JsonlTracer):
 
 
 def reached(point: str, state: RunState) -> bool:
-    """Whether the parent's ``state``, as just saved, is at the kill point ``point``."""
-    saved = children(state).get("p1")
-    answered = any(isinstance(m, ToolMessage) and m.call_id == "p1" for m in state.messages)
-    if point == "parent_result":
-        return answered
-    if point == "kept":
-        return isinstance(saved, dict) and bool(saved.get("done")) and not answered
-    if not isinstance(saved, dict) or saved.get("done"):
+    """Whether ``state``, as just saved, is at the kill point ``point``: the parent's (its record
+    of the child), or the child's own (saved as a run of its own, before the parent's record of it)."""
+    if parent_of(state)[1] == "p1":
+        saved: Any = state.model_dump(mode="json")
+    else:
+        saved = children(state).get("p1")
+        answered = any(isinstance(m, ToolMessage) and m.call_id == "p1" for m in state.messages)
+        if point == "parent_result":
+            return answered
+        if point == "kept":
+            return isinstance(saved, dict) and bool(saved.get("done")) and not answered
+    if not isinstance(saved, dict) or saved.get("done") or "messages" not in saved:
         return False
     messages = saved["messages"]
     last = messages[-1] if messages else {}

@@ -3,13 +3,17 @@ spans a resumed sub-agent's costs go on, and what a sub-agent's step costs its p
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import assert_pairing
-from tether import Agent, RunState, approve, run_sync, tool
+from tether import Agent, CancelSignal, RunState, RunStore, approve, run_stream, run_sync, tool
 from tether.errors import ConfigError
+from tether.harness.store import read_header
+from tether.harness.subagent import children, parent_of
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage
 from tether.providers.base import ModelRequest
 from tether.telemetry import Telemetry
@@ -142,3 +146,95 @@ def test_a_resumed_sub_agents_model_call_cost_is_on_its_own_chat_span() -> None:
     (chat_child,) = [s for s in spans if s["name"] == "chat child"]
     assert chat_child["parent_span_id"] == child_span["span_id"]
     assert sum(costs.values()) == pytest.approx(result.cost_usd - before)
+
+
+# --------------------------------------------------------------------------- what a child's step costs its parent
+
+
+def _stepping_child(steps: int) -> FunctionModel:
+    """A child that calls ``step`` ``steps`` times, one call a reply, then answers."""
+
+    def fn(messages: list[Message], request: ModelRequest) -> Reply | str:
+        t = _turns(messages)
+        return Reply(calls=((f"s{t}", "step", {"n": t}),)) if t < steps else "stepped"
+
+    return FunctionModel(fn)
+
+
+def test_a_child_s_steps_do_not_rewrite_its_whole_state_inside_its_parent_s_saves(tmp_path: Path) -> None:
+    """Before, every step of a sub-agent saved its whole state inside its parent's header, so each
+    step wrote all the child's transcript again: a child of 120 steps took 13.6 s inside a parent
+    against 0.45 s run alone. Now the child is saved as a run of its own in the parent's store (its
+    transcript appended, as any run's) and the parent's header keeps only a reference: it stays
+    the same size however long the child runs. The child's record loads back whole."""
+    runs = RunStore(tmp_path / "runs")
+    state = RunState()
+    header_sizes: list[int] = []
+
+    @tool(read_only=True)
+    def step(n: int) -> str:
+        """One step of the work."""
+        header = read_header(tmp_path / "runs" / state.run_id)
+        assert header is not None
+        header_sizes.append(len(json.dumps(header)))
+        return f"step {n} done: " + "detail " * 40
+
+    child = Agent(_stepping_child(30), tools=[step])
+    lead = FunctionModel(
+        lambda m, r: "all stepped" if _turns(m) else Reply(calls=(("p1", "worker", {"task": "step"}),))
+    )
+    result = run_sync(Agent(lead, tools=[child.as_tool("worker", "Steps.")]), "go", state=state, store=runs)
+    assert result.status == "completed" and result.output == "all stepped"
+    assert len(header_sizes) == 30
+    # The child's transcript grew by 30 results of ~300 characters; the parent's header did not.
+    assert max(header_sizes) - min(header_sizes) < 200, header_sizes
+    (kept,) = children(runs.load(state.run_id)).values()
+    assert kept["done"] and kept["turns"] == 31
+    own = runs.load(kept["run_id"])  # the child's own run, with its whole transcript
+    assert own.status == "completed" and len(own.messages) == 62 and parent_of(own) == (state.run_id, "p1")
+
+
+def test_a_parent_resumed_without_the_store_its_child_is_saved_in_ends_failed_saying_so(tmp_path: Path) -> None:
+    """A parent whose running child was saved as a run of its own, resumed from its state without
+    that store (the state copied into another), cannot find its child: the run ends failed saying
+    where the child is and what to do (a configuration error, not a call's error for the model to
+    work around), and nothing is asked of a model."""
+    runs = RunStore(tmp_path / "runs")
+    state = RunState()
+    signal = CancelSignal()
+
+    @tool(read_only=True)
+    def step(n: int) -> str:
+        """One step of the work."""
+        if n == 2:
+            signal.cancel("the person pressed Stop")
+        return f"step {n} done"
+
+    child = Agent(_stepping_child(5), tools=[step])
+    lead_asked: list[int] = []
+
+    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
+        lead_asked.append(1)
+        return "went on" if _turns(messages) else Reply(calls=(("p1", "worker", {"task": "step"}),))
+
+    parent = Agent(FunctionModel(lead), tools=[child.as_tool("worker", "Steps.")])
+
+    async def first() -> None:
+        async for _ in run_stream(parent, "go", state=state, store=runs, signal=signal):
+            pass
+
+    asyncio.run(first())
+    assert state.status == "interrupted"
+    # As a crash would leave it: the parent's record of its child a reference to the child's run.
+    copy = RunState.model_validate(state.model_dump(mode="json"))
+    record = children(copy)["p1"]
+    children(copy)["p1"] = {key: record[key] for key in ("run_id", "cost_usd", "turns", "status", "ext")} | {
+        "saved_apart": True,
+        "status": "running",
+    }
+    asked = len(lead_asked)
+    result = run_sync(parent, None, state=copy)
+    assert result.status == "failed"
+    assert result.reason is not None and "resume it with that store" in result.reason
+    assert record["run_id"] in result.reason
+    assert len(lead_asked) == asked

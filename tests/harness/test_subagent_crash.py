@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tether import RunStore
-from tether.harness.subagent import children
+from tether.harness.subagent import children, saved_child
 from tether.tracing import read_trace
 from tether.usage import Price, Usage
 
@@ -149,7 +149,9 @@ def test_kill_between_the_childs_last_save_and_its_kept_answer(tmp_path: Path, b
     # the child's cost), not run the child again nor turn the call into an error.
     home, log = tmp_path, tmp_path / "log"
     assert child(home, log, "child_completed").returncode == -signal.SIGKILL
-    assert children(RunStore(home / "runs").load(RUN))["p1"]["status"] == "completed"
+    runs = RunStore(home / "runs")
+    done = saved_child(runs.load(RUN), "p1", runs)
+    assert done is not None and done.status == "completed"
     result = finished(child(home, log, "none"))
     check_resumed(home, log, baseline, result)
 
@@ -157,8 +159,10 @@ def test_kill_between_the_childs_last_save_and_its_kept_answer(tmp_path: Path, b
 def test_kill_during_a_childs_model_request_counts_it_once_as_unknown(tmp_path: Path, baseline: dict[str, Any]) -> None:
     home, log = tmp_path, tmp_path / "log"
     assert child(home, log, "model:child:2").returncode == -signal.SIGKILL
-    saved = RunStore(home / "runs").load(RUN)
-    lost = children(saved)["p1"]["call_in_flight"]
+    runs = RunStore(home / "runs")
+    running = saved_child(runs.load(RUN), "p1", runs)
+    assert running is not None
+    lost = running.model_dump(mode="json")["call_in_flight"]
     assert lost is not None and lost["max_cost_usd"] > 0
     result = finished(child(home, log, "none"))
     assert result["status"] == "completed" and result["output"] == baseline["result"]["output"]

@@ -33,7 +33,7 @@ from tether import (
     tool,
 )
 from tether.events import ApprovalRequired, Decision, Done, Event, Subagent, TextDelta, ToolResultEvent, Turn
-from tether.harness.subagent import children, parent_of
+from tether.harness.subagent import children, parent_of, saved_child
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.status import ApprovalInterruption, RunResult, SubagentInterruption
@@ -131,6 +131,7 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
         seen[parent_of(mine)[1]] = {
             "memory": copy.deepcopy(children(state).get(parent_of(mine)[1])),
             "disk": children(RunStore(tmp_path / "runs").load(state.run_id)).get(parent_of(mine)[1]),
+            "saved": saved_child(state, parent_of(mine)[1], RunStore(tmp_path / "runs")),
             "run_id": mine.run_id,
             "parent_run_id": parent_of(mine)[0],
             "finished": sorted(k for k, v in children(state).items() if v.get("done")),
@@ -189,17 +190,18 @@ def test_two_subagents_keep_separate_transcripts_and_their_costs_add_up(tmp_path
         assert "PARENT" not in sent
     assert "beta" not in json.dumps([m.model_dump(mode="json") for r in alpha.requests for m in r.messages])
 
-    # While a child ran, its transcript was inside the parent's state, in memory and on disk.
+    # While a child ran, its state was saved as a run of its own in the parent's store (its
+    # transcript appended there), the parent's record, in memory and on disk, pointing to it.
     for call_id in ("p1", "p2"):
         snap = seen[call_id]
         assert snap["parent_run_id"] == state.run_id
         running = snap["memory"]
-        assert running is not None and not running.get("done")
-        child = RunState.model_validate(running)
+        assert running is not None and not running.get("done") and "messages" not in running
+        assert snap["disk"] is not None and snap["disk"]["run_id"] == running["run_id"] == snap["run_id"]
+        child = snap["saved"]
         assert child.run_id == snap["run_id"] and parent_of(child)[1] == call_id
         assert [m.role for m in child.messages] == ["user", "assistant"]
         assert child.messages[1].tool_calls[0].name == "lookup"  # type: ignore[union-attr]
-        assert snap["disk"] is not None and snap["disk"]["messages"] == running["messages"]
     assert seen["p1"]["finished"] == [] and seen["p2"]["finished"] == ["p1"]  # alpha's answer kept before beta ran
 
     # After: each child's answer is kept, not its transcript.

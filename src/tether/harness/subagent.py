@@ -8,9 +8,11 @@ own limits, inside the parent's:
   a reserve for the parent's own next call (``ToolContext.reserve_usd``), and its own
   ``max_budget_usd`` if lower; what it spent is added to the parent's cost. A greedy child never
   leaves its parent unable to answer;
-* **persistence** — the child's state is saved inside the parent's (``RunState.children``) at
-  every step, so a parent killed during a child resumes the child where it stopped: nothing
-  re-paid, nothing re-run. A finished child's answer is kept, so a resume never runs it twice;
+* **persistence** — the child's state is saved at every step (as a run of its own in the
+  parent's store, the parent keeping a reference; without such a store, inside the parent's
+  record, :func:`children`), so a parent killed during a child resumes the child where it
+  stopped: nothing re-paid, nothing re-run. A finished child's answer is kept, so a resume never
+  runs it twice;
 * **approvals** — a child that stops for a person stops the parent too
   (:class:`~tether.status.SubagentInterruption`, which carries the child's question); ``approve``
   and ``reject`` on the parent's state reach the child when the parent resumes;
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from tether.harness.state import RunState
     from tether.status import Stop
 
-__all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of"]
+__all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of", "saved_child"]
 
 
 _NAME = "subagents"  # this feature's part of RunState.ext
@@ -89,17 +91,84 @@ class _TraceOnlyUp:
         pass
 
 
+_APART = "saved_apart"  # a running child's record that says where its state is: its own run in the store
+
+
+def _apart(runs: Any) -> bool:
+    """Whether ``runs`` can keep a child's state as a run of its own (it saves and loads runs)."""
+    return callable(getattr(runs, "save", None)) and callable(getattr(runs, "load", None))
+
+
 class _ChildStore:
-    """Saves the child's state inside the parent's, and the parent with it."""
+    """Saves the child's state, and the parent with it.
+
+    With a store that loads runs back (RunStore, PgRunStore), the child is saved there as a run of
+    its own, its transcript appended as any run's, and the parent keeps only a reference to it
+    while it runs (what it spent, how far it got): saving the child's whole state inside the
+    parent's at each of its steps made a child of n steps cost n² (120 steps: 13.6 s, against
+    0.45 s run alone). The child is saved first, so the parent's reference never points past it; a
+    crash between the two leaves the parent's record behind the child's, and what the child spent
+    since is charged from its own record at its next save. A child stopped for a person is kept
+    whole in the parent's record (its question is read from there). Without such a store, the
+    child's state is saved inside the parent's, as before."""
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
+        self.runs = ctx.runs if _apart(ctx.runs) else None
+        # The child's own run held, and checked current, as any run's (see the loop's _hold).
+        self.lock = getattr(self.runs, "lock", None)
+        self.check_current = getattr(self.runs, "check_current", None)
 
     def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
-        charge_child(self.ctx.state, self.ctx.call_id, state)  # in the same save: the parent's cost is always whole
-        children(self.ctx.state)[self.ctx.call_id] = state.model_dump(mode="json")
+        parent, call_id = self.ctx.state, self.ctx.call_id
+        before = children(parent).get(call_id)
+        if self.runs is not None:
+            self.runs.save(state, rewrite=rewrite, durable=durable)
+        charge_child(parent, call_id, state)  # in the same save: the parent's cost is always whole
+        whole = self.runs is None or state.status == "interrupted"
+        children(parent)[call_id] = state.model_dump(mode="json") if whole else _reference(state)
         if self.ctx.on_save is not None:
-            self.ctx.on_save(durable)
+            # The parent's record of a running child changes only in what it spent, which its own
+            # record says too: made durable when it first points there, or holds the child whole.
+            first = not (isinstance(before, dict) and before.get(_APART))
+            self.ctx.on_save(durable and (whole or first))
+
+
+def _reference(child: RunState) -> dict[str, Any]:
+    """A running child's record in its parent's state, its state being saved as a run of its own:
+    what :func:`charged`, :func:`_of_this_reply` and :func:`_let_go` read, and where it is."""
+    return {
+        _APART: True,
+        "run_id": child.run_id,
+        "status": child.status,
+        "cost_usd": child.cost_usd,
+        "cost_unknown_usd": child.cost_unknown_usd,
+        "turns": child.turns,
+        "delegated_turns": child.delegated_turns,
+        "ext": {_NAME: {"parent": child.ext_state(_NAME).get("parent")}},
+    }
+
+
+def saved_child(parent: RunState, call_id: str, runs: Any = None) -> RunState | None:
+    """The state of the child that call ``call_id`` of ``parent`` runs, as last saved: from the
+    parent's record, or, for a running child saved as a run of its own, from ``runs`` (the store
+    the parent is saved in). None when the call has no running or stopped child (a finished one's
+    answer is kept, not its state). A :class:`~tether.errors.ConfigError` when the child's state
+    is in a store not given."""
+    saved = children(parent).get(call_id)
+    if not isinstance(saved, dict) or saved.get("done"):
+        return None
+    if not saved.get(_APART):
+        from tether.harness.state import RunState
+
+        return RunState.model_validate(saved)
+    if not _apart(runs):
+        raise ConfigError(
+            f"the sub-agent of call {call_id} is saved as run {saved.get('run_id')!r} in the store the "
+            f"run {parent.run_id} was saved in: resume it with that store"
+        )
+    loaded: RunState = runs.load(str(saved["run_id"]))
+    return loaded
 
 
 def charged(parent: RunState, call_id: str) -> tuple[float, float]:
@@ -282,7 +351,8 @@ class AgentTool:
         if isinstance(saved, dict) and saved.get("done"):
             return self._answer(saved)  # finished before a crash: its answer is kept, not re-run
         if isinstance(saved, dict):
-            child = RunState.model_validate(saved)
+            child = saved_child(parent, ctx.call_id, ctx.runs)
+            assert child is not None
             if child.status in ("completed", "failed"):  # it ended, and the process died before its answer was kept
                 return self._keep(ctx, child, child.result())
             self._apply_decision(parent, child, ctx.call_id)

@@ -541,6 +541,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
         on_save=lambda durable: rc.persist(durable=durable),
         run_agent=rc.run_agent,
+        runs=getattr(rc.store, "runs", rc.store),  # a run inside another saves with the outermost's store
         tools=rc.tools,
     )
 

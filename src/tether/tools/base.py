@@ -114,6 +114,9 @@ class ToolContext:
     # The loop running this call: a tool that runs another agent (a sub-agent) runs it through this,
     # in this run's process and under its signal (``run_stream``'s signature). None outside a run.
     run_agent: Callable[..., AsyncIterator[Any]] | None = field(default=None, repr=False)
+    # Where runs are saved (a RunStore, a PgRunStore; for a run inside another, the outermost
+    # run's store), for a tool whose run is saved as one of its own (a sub-agent). None without one.
+    runs: Any = field(default=None, repr=False)
     # The run's tools by name: a tool that shares the run's limits with the calls beside it (a
     # sub-agent) looks up which of them share too. Empty outside a run.
     tools: Mapping[str, Any] = field(default_factory=dict, repr=False)
