@@ -47,9 +47,10 @@ MAX_REASON_CHARS = 2_000  # of a child's reason for stopping: a sentence, not a 
 
 
 def children(state: RunState) -> dict[str, Any]:
-    """A parent's sub-agent calls: call id → the child's saved state while it runs, then its kept
-    answer (``{"done": true, ...}``; its text only until the call's result is in the transcript,
-    see :func:`_let_go`). Kept in the parent's ``RunState.ext``."""
+    """A parent's sub-agent calls: call id → the child's saved state while it runs (or, when the
+    child is saved as a run of its own, a reference to it: :func:`saved_child` reads either), then
+    its kept answer (``{"done": true, ...}``; its text only until the call's result is in the
+    transcript, see :func:`_let_go`). Kept in the parent's ``RunState.ext``."""
     part = state.ext_state(_NAME)
     older = state.legacy("children", "parent_run_id", "parent_call_id")  # runs saved before ext
     if older.get("children"):
