@@ -127,12 +127,26 @@ class _ChildStore:
             self.runs.save(state, rewrite=rewrite, durable=durable)
         charge_child(parent, call_id, state)  # in the same save: the parent's cost is always whole
         whole = self.runs is None or state.status == "interrupted"
-        children(parent)[call_id] = state.model_dump(mode="json") if whole else _reference(state)
+        children(parent)[call_id] = _whole(before, state, rewrite) if whole else _reference(state)
         if self.ctx.on_save is not None:
             # The parent's record of a running child changes only in what it spent, which its own
             # record says too: made durable when it first points there, or holds the child whole.
             first = not (isinstance(before, dict) and before.get(_APART))
             self.ctx.on_save(durable and (whole or first))
+
+
+def _whole(before: Any, child: RunState, rewrite: bool) -> dict[str, Any]:
+    """The child's whole state as its record in the parent's, its messages taken from the record
+    ``before`` as far as they are unchanged (no rewrite, as a store appends): dumping every one of
+    them at every step made a child of n steps cost n² without a store too."""
+    kept = before.get("messages") if isinstance(before, dict) and before.get("run_id") == child.run_id else None
+    if rewrite or not isinstance(kept, list) or len(kept) > len(child.messages):
+        return child.model_dump(mode="json")
+    record = child.model_dump(mode="json", exclude={"messages"})
+    new = child.model_copy(update={"messages": child.messages[len(kept) :]})
+    kept.extend(new.model_dump(mode="json", include={"messages"})["messages"])
+    record["messages"] = kept
+    return record
 
 
 def _reference(child: RunState) -> dict[str, Any]:
