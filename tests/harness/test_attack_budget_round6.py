@@ -150,6 +150,7 @@ def test_a_request_out_is_saved_before_it_is_sent_so_a_kill_counts_it(settings: 
     notes = [note for durable, note in saved if durable and note is not None]
     assert notes and notes[0].model == "local/hello"
     assert notes[0].max_cost_usd == pytest.approx(PRICE.worst_case(notes[0].prompt_tokens, 100))
+    assert notes[0].prompt_tokens >= state.usage.prompt_tokens  # what the server counted, markers too
     assert notes[0].max_cost_usd >= state.cost_usd > 0  # its worst case bounds what it cost
     assert state.call_in_flight is None  # over: charged, the note gone
 
@@ -177,3 +178,49 @@ def test_a_request_stopped_while_out_is_charged_as_the_whole_answer(server: Scri
     assert state.call_in_flight is None
     assert state.usage.completion_tokens == 100 and state.usage.estimated
     assert state.cost_usd == pytest.approx(PRICE.cost(state.usage)) and state.cost_usd > 0
+
+
+# --- a call besides the turns: a guardrail's verdict, priced by its whole prompt ---------------------
+
+
+@pytest.mark.parametrize("budget", [0.04, 0.05, 0.06])
+def test_a_verdicts_prompt_is_counted_whole_so_it_never_takes_the_run_past_its_budget(budget: float) -> None:
+    """A call besides the turns (here a guardrail's verdict on a call's arguments) was priced by its
+    messages' text and system prompt only: the verdict's schema and the markers, which the server
+    counts too, were ~80 tokens more, and a judge that wrote all it was allowed ended the run at
+    $0.048 of $0.04 ($0.063 of $0.06 when its own max_tokens was not even lowered)."""
+    from tether import Agent, run_sync, tool
+    from tether.guardrails import Guardrail, ModelClassifier
+    from tether.messages import AssistantMessage, TextPart, ToolMessage
+    from tether.providers.base import estimate_usage
+    from tether.testing import FunctionModel, Reply
+    from tether.tokens import count_tokens
+
+    @tool(read_only=True)
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        return "a page"
+
+    def lead(messages: list[Any], request: Any) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c1", "fetch", {"url": "https://x.example/" + "a" * 200}),))
+
+    asked: list[int] = []
+
+    def judge(messages: list[Any], request: Any) -> AssistantMessage:
+        # Writes all it is allowed, and reports the prompt as a server counts it: schema included.
+        reply = AssistantMessage(
+            content=(TextPart(text='{"rationale": "a page", "score": 1.0, "category": "ok"}'),), finish_reason="stop"
+        )
+        usage = estimate_usage(request, reply, count_tokens)
+        asked.append(request.max_tokens)
+        return reply.model_copy(update={"usage": usage.model_copy(update={"completion_tokens": request.max_tokens})})
+
+    dear = FunctionModel(judge, model_id="judge", price=Price(input=100.0, output=100.0))
+    guard = Guardrail(ModelClassifier("Allow fetching public pages.", model=dear), stages=("tool_args",))
+    cheap = FunctionModel(lead, price=Price(input=0.01, output=0.01))
+    result = run_sync(Agent(cheap, tools=[fetch], middleware=[guard], max_budget_usd=budget), "go")
+    assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
+    if budget >= 0.05:
+        assert asked and result.cost_usd > budget * 0.9  # the verdict was asked, and the budget used

@@ -59,12 +59,17 @@ ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {
 
 
 def _prompt_bound(request: Any) -> int:
-    """At most how many tokens ``request``'s prompt is: its UTF-8 bytes (no tokenizer needed)."""
+    """At most how many tokens ``request``'s prompt is: its UTF-8 bytes (no tokenizer needed), and
+    each message's markers (the system prompt's and the reply's own included: a short request is
+    mostly markers)."""
     from tether.messages import TextPart
-    from tether.tokens import token_bound
+    from tether.tokens import PER_MESSAGE, token_bound
 
-    return token_bound(request.system or "") + sum(
-        token_bound(p.text) for m in request.messages for p in m.content if isinstance(p, TextPart)
+    markers = PER_MESSAGE * (len(request.messages) + 1 + bool(request.system))
+    return (
+        markers
+        + token_bound(request.system or "")
+        + sum(token_bound(p.text) for m in request.messages for p in m.content if isinstance(p, TextPart))
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
 from tether.harness.state import CallInFlight, RunState
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, complete_usage
+from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, complete_usage, prompt_tokens
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -81,11 +81,14 @@ async def side_call(
     noted in flight before it is sent, charged after, counted if it is cut (law 6). With
     ``bounds`` it is streamed, and stopped when nothing new comes for ``idle_s`` or it runs past
     ``limit_s``: a :class:`ProviderError` that says which, the call charged as far as it got."""
-    from tether.messages import text_of
+    from tether.harness.limits import with_margin
 
     candidate = model or rc.model
     count = rc.count if rc.counter_loaded() else estimate_tokens
-    prompt = count(text_of(request.messages)) + count(request.system or "") + 16
+    # The whole prompt as the server counts it (its schema, tools and markers too), with the
+    # margin a turn's plan keeps: text alone fell ~80 tokens short of a verdict's prompt, and the
+    # call the budget allowed ended the run above it.
+    prompt = with_margin(prompt_tokens(request, count))
     max_tokens = request.max_tokens or rc.agent.max_tokens
     price = candidate.price
     budget = rc.agent.max_budget_usd

@@ -22,7 +22,7 @@ from tether.status import (
 from tether.tokens import PER_MESSAGE, count_tokens, message_tokens
 from tether.usage import Price
 
-__all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call"]
+__all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call", "with_margin"]
 
 _SAFETY = 1.02
 
@@ -59,8 +59,12 @@ def estimate_prompt_tokens(
             base = m.usage.prompt_tokens + m.usage.completion_tokens + PER_MESSAGE
             start = i + 1
             break
-    total = base + sum(message_tokens(m, count) for m in messages[start:])
-    return int(total * _SAFETY) + 16
+    return with_margin(base + sum(message_tokens(m, count) for m in messages[start:]))
+
+
+def with_margin(tokens: int) -> int:
+    """An estimate of a prompt made upper-leaning for a budget: 2 % more, plus 16."""
+    return int(tokens * _SAFETY) + 16
 
 
 def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens: Callable[[], int]) -> Stop | CallPlan:

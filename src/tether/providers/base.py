@@ -41,6 +41,7 @@ __all__ = [
     "distinct_call_ids",
     "estimate_usage",
     "incomplete_stream",
+    "prompt_tokens",
     "token_count",
 ]
 
@@ -199,14 +200,22 @@ def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callab
 
     Used only where the server left its count out (see :func:`complete_usage`): whenever a
     response carries the server's own count, that count is used. Marked ``estimated``."""
-    from tether.tokens import PER_MESSAGE, fixed_tokens, message_tokens
+    from tether.tokens import PER_MESSAGE, message_tokens
+
+    completion = message_tokens(reply, count, reasoning=True) - PER_MESSAGE
+    return Usage(prompt_tokens=prompt_tokens(request, count), completion_tokens=completion, estimated=True)
+
+
+def prompt_tokens(request: ModelRequest, count: Callable[[str], int]) -> int:
+    """The prompt of ``request`` in tokens, as :func:`estimate_usage` counts it: the system
+    prompt, the messages, the tool definitions and the structured-output schema (which the server
+    puts into the prompt too), with each one's markers."""
+    from tether.tokens import fixed_tokens, message_tokens
 
     schema = request.output_schema.schema if request.output_schema is not None else None
     tools = ((t.name, t.description, t.input_schema) for t in request.tools)
     prompt = fixed_tokens(request.system, tools, count, output_schema=schema)
-    prompt += sum(message_tokens(m, count) for m in request.messages)
-    completion = message_tokens(reply, count, reasoning=True) - PER_MESSAGE
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True)
+    return prompt + sum(message_tokens(m, count) for m in request.messages)
 
 
 def complete_usage(reported: Usage | None, request: ModelRequest, reply: AssistantMessage, model: str) -> Usage:
