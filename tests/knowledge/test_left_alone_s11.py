@@ -111,7 +111,7 @@ def test_the_first_value_claimed_is_kept(open_kb: Opener) -> None:
     assert store.get_meta("embedder") == "hashing/64"
 
 
-# --- HTML to Markdown: the same Markdown, made from lxml's tree ----------------------------------
+# --- HTML to Markdown: what markdownify makes of a page, pinned ----------------------------------
 
 # What BeautifulSoup and markdownify made of each page (commit 650e5d8), to the character.
 PAGES = [
@@ -151,26 +151,3 @@ def test_html_is_turned_into_the_markdown_it_was(page: str, markdown: str) -> No
     from tether.tools.web import html_to_markdown
 
     assert html_to_markdown(page) == markdown
-
-
-def test_html_is_converted_without_building_beautifulsoups_tree() -> None:
-    """About 80 µs an element went to BeautifulSoup's objects and markdownify's searches of the
-    tree (bench/html_to_markdown.py); neither is loaded now."""
-    probe = (
-        "import sys\n"
-        "from tether.tools.web import html_to_markdown\n"
-        "assert html_to_markdown('<p>a <b>b</b></p>') == 'a **b**'\n"
-        "print(sorted(m for m in ('bs4', 'markdownify') if m in sys.modules))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]", done.stderr
-
-
-def test_a_page_nested_600_deep_is_read_and_a_soup_element_is_text() -> None:
-    """markdownify recursed three frames a level (a page 350 deep was skipped as "nested too
-    deeply"); and a <soup> element called its convert_soup (a TypeError)."""
-    from tether.tools.web import html_to_markdown
-
-    deep = "<html><body>" + "<div>" * 600 + "deep" + "</div>" * 600 + "</body></html>"
-    assert html_to_markdown(deep) == "deep"
-    assert html_to_markdown("<p>a <soup>b</soup></p>") == "a b"

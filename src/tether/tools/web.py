@@ -9,8 +9,8 @@ NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) is judged by the IPv4 address inside
 local-use (``64:ff9b:1::/48``, where the IPv4 address's position depends on the operator) and
 Teredo (``2001::/32``, a tunnel whose client address is obfuscated) are refused outright. It then
 connects to the address it checked (so a second DNS answer cannot swap in another one), follows
-redirects itself and checks every hop again, caps the size, and turns HTML into Markdown as
-``markdownify`` does (``tools/_markdown.py``); a page is decoded with the charset of its byte-order mark, else of the
+redirects itself and checks every hop again, caps the size, and turns HTML into Markdown with
+``markdownify``; a page is decoded with the charset of its byte-order mark, else of the
 ``Content-Type`` header, else of its ``<meta charset>`` (or ``http-equiv``) tag, else UTF-8.
 Images a model can be shown (PNG, JPEG, GIF, WebP, told by their bytes) come back as images, SVG as
 text; other images and other binary content are refused with a message. A page that is a
@@ -180,12 +180,66 @@ def decode_text(data: bytes, content_type: str) -> str:
     return data.decode(encoding or "utf-8", errors="replace")
 
 
+_SPACES = re.compile(r"[\t \r\n]+")
+_SPACES_2 = re.compile(r"[\t \r\n]{2,}")
+_PRE_RUN = 64
+_PRE_SPACES = re.compile(rf"[ \n]{{{_PRE_RUN + 1},}}")
+
+
+def _calm_whitespace(main: Any) -> None:
+    """Shorten the runs of white space markdownify would backtrack over: its regexes rescan a run from
+    each of its characters (40 kB of spaces held the GIL for 33 s: the whole process stood still;
+    2 MB, a day). Outside ``<pre>`` a run becomes what markdownify makes of it anyway (a line break if
+    it holds one, else a space); inside, a run longer than 64 is cut to 64."""
+    from bs4.element import NavigableString
+
+    in_pre: dict[int, bool] = {}  # per element: whether it is, or is inside, a <pre>
+    for text in list(main.find_all(string=True)):
+        if type(text) is not NavigableString:  # comments and the like are not shown
+            continue
+        if _inside_pre(text, in_pre):
+            calm = _PRE_SPACES.sub(lambda m: m.group()[:_PRE_RUN], text)
+        elif _SPACES_2.search(text):
+            calm = _SPACES.sub(lambda m: "\n" if "\n" in m.group() or "\r" in m.group() else " ", text)
+        else:
+            continue
+        if calm != text:
+            text.replace_with(calm)
+
+
+def _inside_pre(node: Any, known: dict[int, bool]) -> bool:
+    """Whether ``node`` has a ``<pre>`` above it; ``known`` remembers each element's answer, so a
+    page of thousands of nested elements is walked once, not once per string."""
+    climbed = []
+    element = node.parent
+    while element is not None and id(element) not in known:
+        climbed.append(element)
+        element = element.parent
+    inside = known[id(element)] if element is not None else False
+    for element in reversed(climbed):
+        inside = inside or element.name == "pre"
+        known[id(element)] = inside
+    return inside
+
+
 def html_to_markdown(html: str) -> str:
     """Readable Markdown from a page: scripts and styles dropped, <main>/<article> preferred,
-    the <title> as the first heading (tether.tools._markdown: markdownify's rules over lxml's tree)."""
-    from tether.tools._markdown import html_to_markdown as converted
+    the <title> as the first heading."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
 
-    return converted(html)
+    # lxml (libxml2) parses in linear time. Python 3.11's html.parser is quadratic on constructs left
+    # open (CVE-2025-6069): a 1 MB page of "</" or "<?" held a core for three minutes.
+    soup = BeautifulSoup(html, "lxml")
+    for tag in soup(["script", "style", "noscript", "svg", "iframe", "template"]):
+        tag.decompose()
+    main = soup.find("main") or soup.find("article") or soup.body or soup
+    _calm_whitespace(main)
+    title = soup.title.get_text(strip=True) if soup.title else ""
+    text = MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(main).strip()
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    compact = "\n".join(ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1]))
+    return f"# {title}\n\n{compact}" if title else compact
 
 
 class _Inflater:
