@@ -231,3 +231,62 @@ def test_a_503_for_a_message_names_the_message_id_to_send_it_again_with(
         assert read_events(client, again.json()["events"])[-1]["result"]["status"] == "completed"
         turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
         assert [(t["message_id"], t["status"]) for t in turns] == [(error["message_id"], "completed")], turns
+
+
+@pytest.fixture(scope="module")
+def one_node(shared: Cluster) -> Iterator[str]:
+    """A server that runs its runs itself (no external workers), on the module's database."""
+    import threading
+
+    import uvicorn
+
+    from tests.server.conftest import free_port
+    from tether.server.app import create_app
+
+    app = create_app(shared.settings, agents=shared.worker.agents)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    _until(lambda: server.started, "the server did not start")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_a_run_on_a_server_of_its_own_that_meets_the_database_away_goes_on_once_it_is_back(
+    shared: Cluster,
+    one_node: str,
+    db_url: str,
+    pg_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As the first test, on `tether serve` running its runs itself on Postgres: its stream said
+    ``failed`` and GET said ``running`` ("the server stopped while this run was running")."""
+    from tether.postgres.db import Database, database
+
+    caplog.set_level(logging.WARNING, logger="tether.server")
+    monkeypatch.setattr(Database, "retry_s", 0.3)
+    monkeypatch.setattr(database(db_url).pool, "timeout", 0.3)
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=one_node, timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-here", "message_id": "m-here"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        _away_until_the_run_gives_up_on_it(outage, caplog)
+        _until(
+            lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the server never reached the database again"
+        )
+        events = read_events(client, f"/v1/runs/{run_id}/events")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
+    assert (run["status"], run["live"]) == ("completed", False), run
+    assert [(t["message_id"], t["status"]) for t in turns] == [("m-here", "completed")], turns
+    assert [e["event"] for e in events].count("turn") == 2, events
+    assert len(shared.calls()) == started + 1

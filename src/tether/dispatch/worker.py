@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from tether.cancel import CancelSignal
@@ -28,70 +28,21 @@ from tether.dispatch.jobs import CANCEL_CHANNEL, EventWriter, Job, Jobs, Listene
 from tether.errors import StoreError
 from tether.events import Done, Event
 from tether.harness.agent import Agent
-from tether.harness.loop import run_stream
 from tether.harness.state import RunState
-from tether.messages import Message
-from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer, unreachable
+from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer
 from tether.postgres.runs import PgRunStore, RunHeld
 from tether.postgres.sessions import PgSessionStore
-from tether.status import CancelledInterruption
+from tether.server.runs import AWAY_WAIT_S, StillAway, run_parts, run_tracer
 
 __all__ = ["HELD", "Worker", "run_worker"]
 
 _log = logging.getLogger("tether.dispatch")
 
 
-class StillAway(StoreError):
-    """The database stayed away longer than a worker waits to save what its run did: the job is
-    left running, to be driven again (from the run's last save) when the dispatcher looks again."""
-
-
-class _Watch:
-    """Whether a store of the run met the database away: the loop turns any error into a
-    ``failed`` end, which the worker must not take for the run's own."""
-
-    def __init__(self) -> None:
-        self.away: Exception | None = None
-
-    @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        try:
-            yield
-        except Exception as exc:
-            if unreachable(exc):
-                self.away = exc
-            raise
-
-
-class _WatchedRuns(PgRunStore):
-    def __init__(self, db: Database, watch: _Watch) -> None:
-        super().__init__(db)
-        self.watch = watch
-
-    def save(self, state: RunState, *, rewrite: bool = False, durable: bool = True) -> None:
-        with self.watch.watching():
-            super().save(state, rewrite=rewrite, durable=durable)
-
-
-class _WatchedSessions(PgSessionStore):
-    def __init__(self, db: Database, watch: _Watch) -> None:
-        super().__init__(db)
-        self.watch = watch
-
-    def append(self, session_id: str, messages: Sequence[Message]) -> None:
-        with self.watch.watching():
-            super().append(session_id, messages)
-
-    def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
-        with self.watch.watching():
-            super().rewrite(session_id, messages)
-
-
 class Worker:
     """Drives runs for this process; ``drive(run_id)`` is the task body, safe on many threads."""
 
-    # How long a run that met the database away waits for it to save what it did (as its events do).
-    away_wait_s = EventWriter.give_up_s
+    away_wait_s = AWAY_WAIT_S  # how long a run that met the database away waits for it (run_parts)
 
     def __init__(
         self,
@@ -250,56 +201,25 @@ class Worker:
         self, agent: Agent, job: Job, state: RunState, new: bool, turn: Any, signal: CancelSignal
     ) -> AsyncIterator[Event | None]:
         """The run's events to its end (None for an end that another worker, which took the run
-        over, writes). A part of the run that met the database away ends in a ``failed`` that is
-        the database's, not the run's: it is not told, and the run goes on once what it did is saved."""
-        from tether.server.runs import run_tracer
-
-        prompt = job.prompt if new else None
-        while True:
-            watch, ended = _Watch(), False
-            async for event in run_stream(
-                agent,
-                prompt,
-                state=state,
-                store=_WatchedRuns(self.db, watch),
-                tracer=run_tracer(self.home, self.telemetry, turn, resumed=prompt is None, cost_usd=state.cost_usd),
-                signal=signal,
-                session=_WatchedSessions(self.db, watch),
-            ):
-                if not isinstance(event, Done):
-                    yield event
-                elif self.runs.lost(job.run_id):  # another worker took the run while this one had lost its hold
-                    _log.warning("run %s: another worker took it over; this one stops", job.run_id)
-                    ended = True
-                    yield None
-                elif watch.away is None or event.result.status != "failed":  # the run's own end
-                    ended = True
-                    yield event
-            if ended or watch.away is None:
-                return
-            await asyncio.to_thread(self._record_when_back, state, watch.away)
-            prompt = None
-
-    def _record_when_back(self, state: RunState, away: Exception) -> None:
-        """Save what the run did before a save met the database away, as soon as the database is
-        back, so that it goes on from there: a reply paid for is not asked again, a result not run
-        again. Saved ``interrupted`` (resumable) until the run goes on, should this worker stop
-        meanwhile. :class:`StillAway` when the database is not back within ``away_wait_s``."""
-        why = (
-            "the database could not be reached while the run saved its progress; it goes on from here "
-            "once the database is back (resume it if it does not)"
-        )
-        state.status, state.reason, state.interruption = "interrupted", why, CancelledInterruption(reason=why)
-        state.call_in_flight = None
-        deadline = time.monotonic() + self.away_wait_s
-        _log.warning("run %s: %s; its state is saved once the database is back", state.run_id, away)
-        while True:
-            try:
-                self.runs.save(state)
-                return
-            except Exception as exc:
-                if not unreachable(exc) or time.monotonic() > deadline:
-                    raise StillAway(f"run {state.run_id} waits for the database: {exc}") from exc
+        over, writes); through the database away (:func:`~tether.server.runs.run_parts`)."""
+        async for event in run_parts(
+            agent,
+            job.prompt if new else None,
+            state=state,
+            runs=self.runs,
+            sessions=self.sessions,
+            signal=signal,
+            tracer_of=lambda resumed: run_tracer(
+                self.home, self.telemetry, turn, resumed=resumed, cost_usd=state.cost_usd
+            ),
+            away_wait_s=self.away_wait_s,
+        ):
+            # Another worker took the run while this one had lost its hold: the end is its own to write.
+            if isinstance(event, Done) and self.runs.lost(job.run_id):
+                _log.warning("run %s: another worker took it over; this one stops", job.run_id)
+                yield None
+            else:
+                yield event
 
     def _replay(self, state: RunState, writer: EventWriter) -> Any:
         """Write the events ``state`` implies that the run's stream lacks (a worker killed after a

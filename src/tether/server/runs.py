@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
-from tether.events import Done
+from tether.errors import StoreError
+from tether.events import Done, Event
 from tether.fileio import atomic_write, open_private, read_own
 from tether.harness.agent import Agent
 from tether.harness.context import without_secrets
@@ -33,10 +34,21 @@ from tether.harness.store import RunStore
 from tether.server.events import EventLog, args_hash, event_data, for_clients, pruned_line
 from tether.server.store import ServerStore, TurnRecord
 from tether.sessions import SessionStore
-from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
+from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption
 from tether.tracing import JsonlTracer
 
-__all__ = ["Lateness", "LiveRun", "RunLoops", "RunManager", "refused", "run_tracer", "waiting"]
+__all__ = [
+    "AWAY_WAIT_S",
+    "Lateness",
+    "LiveRun",
+    "RunLoops",
+    "RunManager",
+    "StillAway",
+    "refused",
+    "run_parts",
+    "run_tracer",
+    "waiting",
+]
 
 _log = logging.getLogger("tether.server")
 
@@ -288,6 +300,96 @@ def _childs_question(state: RunState, call_id: str) -> dict[str, Any] | None:
     return waiting(child)
 
 
+# How long a run that met the database away waits for it, to save what it did (as its events do).
+AWAY_WAIT_S = 120.0
+
+
+class StillAway(StoreError):
+    """The database stayed away longer than the run waits to save what it did (``AWAY_WAIT_S``): the
+    run is left as last saved (a worker's job stays running, to be driven again from there)."""
+
+
+async def run_parts(
+    agent: Agent,
+    prompt: str | None,
+    *,
+    state: RunState,
+    runs: Any,
+    sessions: SessionStore,
+    signal: CancelSignal,
+    tracer_of: Callable[[bool], Any],
+    away_wait_s: float = AWAY_WAIT_S,
+) -> AsyncIterator[Event]:
+    """``run_stream``, going on through the database away. On Postgres, a run whose save met the
+    database away for longer than the save waits ends ``failed`` in the loop, while its saved state
+    still says ``running``: that end is the database's, not the run's, and is not told. What the run
+    did (a reply paid for, a tool's result) is saved as soon as the database is back, and the run
+    goes on from there (:class:`StillAway` when it is not back within ``away_wait_s``).
+    ``tracer_of(resumed)`` makes each part's tracer."""
+    prompt_of_part = prompt
+    while True:
+        watch, store, session = _watching(runs, sessions)
+        held = False
+        async for event in run_stream(
+            agent,
+            prompt_of_part,
+            state=state,
+            store=store,
+            tracer=tracer_of(prompt_of_part is None),
+            signal=signal,
+            session=session,
+        ):
+            lost = getattr(runs, "lost", None)  # another process took the run over: the end is its own
+            if (
+                isinstance(event, Done)
+                and watch is not None
+                and watch.away is not None
+                and event.result.status == "failed"
+                and not (lost is not None and lost(state.run_id))
+            ):
+                held = True
+                continue
+            yield event
+        if not held or watch is None or watch.away is None:
+            return
+        await asyncio.to_thread(_record_when_back, runs, state, watch.away, away_wait_s)
+        prompt_of_part = None
+
+
+def _watching(runs: Any, sessions: SessionStore) -> tuple[Any, Any, SessionStore]:
+    """A watch and the Postgres stores that report to it; other stores, as they are, unwatched."""
+    if type(runs).__module__ != "tether.postgres.runs":
+        return None, runs, sessions
+    from tether.postgres.away import Watch, WatchedRuns, WatchedSessions
+    from tether.postgres.sessions import PgSessionStore
+
+    watch = Watch()
+    session = WatchedSessions(sessions.db, watch) if isinstance(sessions, PgSessionStore) else sessions
+    return watch, WatchedRuns(runs.db, watch), session
+
+
+def _record_when_back(runs: Any, state: RunState, away: Exception, wait_s: float) -> None:
+    """Save ``state`` (what the run did before the database went away) as soon as it is back:
+    ``interrupted`` and resumable, should nothing drive it on from there."""
+    from tether.postgres.db import unreachable
+
+    why = (
+        "the database could not be reached while the run saved its progress; it goes on from here "
+        "once the database is back (resume it if it does not)"
+    )
+    state.status, state.reason, state.interruption = "interrupted", why, CancelledInterruption(reason=why)
+    state.call_in_flight = None
+    _log.warning("run %s: %s; what it did is saved once the database is back", state.run_id, away)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            runs.save(state)
+            return
+        except Exception as exc:
+            if not unreachable(exc) or time.monotonic() > deadline:
+                raise StillAway(f"run {state.run_id} waits for the database: {exc}") from exc
+
+
 async def drive(
     turn: TurnRecord,
     agent: Agent,
@@ -309,12 +411,22 @@ async def drive(
     saw_done = False
     with acting_for(turn.owner):
         try:
-            tracer = tracer_of(turn, prompt is None, state.cost_usd if state is not None else 0.0)
-            async for event in run_stream(
-                agent, prompt, state=state, store=runs, tracer=tracer, signal=signal, session=sessions
+            async for event in run_parts(
+                agent,
+                prompt,
+                state=state,
+                runs=runs,
+                sessions=sessions,
+                signal=signal,
+                tracer_of=lambda resumed: tracer_of(turn, resumed, state.cost_usd),
             ):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
+        except (
+            StillAway
+        ) as exc:  # what it did is not saved: its end says so, and to resume it once the database is back
+            _log.error("%s", exc)
+            emit("done", event_data(Done(state.run_id, state.result())))
         except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere
             _log.warning("run %s could not start: %s", turn.run_id, exc)
             if not saw_done:
