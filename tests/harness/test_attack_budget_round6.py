@@ -224,3 +224,53 @@ def test_a_verdicts_prompt_is_counted_whole_so_it_never_takes_the_run_past_its_b
     assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
     if budget >= 0.05:
         assert asked and result.cost_usd > budget * 0.9  # the verdict was asked, and the budget used
+
+
+@pytest.mark.parametrize("budget", [0.15, 0.17])
+def test_a_verdict_from_another_kind_of_model_is_counted_with_its_tokenizer(budget: float) -> None:
+    """The run's model is an OpenAI one (counted with its exact BPE); the judge is a Claude model,
+    whose tokenizer counts more (tether's estimate for it). The verdict's prompt was counted with the
+    run's BPE (841 tokens of the 1,200 the judge's own count makes of the text judged), and the run
+    ended at $0.178 of $0.15 and of $0.17."""
+    from tether import Agent, run_sync, tool
+    from tether.guardrails import Guardrail, ModelClassifier
+    from tether.messages import AssistantMessage, TextPart, ToolMessage
+    from tether.providers.base import estimate_usage
+    from tether.testing import FunctionModel, Reply
+    from tether.tokens import counter_for
+
+    text = "Please summarise the quarterly report on the northern warehouses, with figures. " * 60
+
+    @tool(read_only=True)
+    def post(text: str) -> str:
+        """Post a note."""
+        return "posted"
+
+    class GPT(FunctionModel):
+        name = "openai"
+
+    class Claude(FunctionModel):
+        name = "anthropic"
+
+    def lead(messages: list[Any], request: Any) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c1", "post", {"text": text}),))
+
+    asked: list[int] = []
+
+    def judge(messages: list[Any], request: Any) -> AssistantMessage:
+        reply = AssistantMessage(
+            content=(TextPart(text='{"rationale": "a note", "score": 1.0, "category": "ok"}'),), finish_reason="stop"
+        )
+        usage = estimate_usage(request, reply, counter_for("anthropic/claude-sonnet-4-5"))  # as it counts
+        asked.append(request.max_tokens)
+        return reply.model_copy(update={"usage": usage.model_copy(update={"completion_tokens": request.max_tokens})})
+
+    dear = Claude(judge, model_id="claude-sonnet-4-5", price=Price(input=100.0, output=100.0))
+    guard = Guardrail(ModelClassifier("Allow posting notes.", model=dear), stages=("tool_args",))
+    main = GPT(lead, model_id="gpt-4.1", price=Price(input=0.01, output=0.01))
+    result = run_sync(Agent(main, tools=[post], middleware=[guard], max_budget_usd=budget), "go")
+    assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
+    if budget >= 0.17:
+        assert asked  # the verdict was asked, with what the budget could pay for

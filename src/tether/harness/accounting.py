@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ async def side_call(
     from tether.harness.limits import with_margin
 
     candidate = model or rc.model
-    count = rc.count if rc.counter_loaded() else estimate_tokens
+    count = _counter(rc, candidate.name)
     # The whole prompt as the server counts it (its schema, tools and markers too), with the
     # margin a turn's plan keeps: text alone fell ~80 tokens short of a verdict's prompt, and the
     # call the budget allowed ended the run above it.
@@ -139,6 +139,18 @@ async def side_call(
     response = accounted(response, request, candidate.name)
     _over(rc, own, response.message.usage, candidate)
     return response
+
+
+def _counter(rc: RunContext, model: str) -> Callable[[str], int]:
+    """How to count a prompt for ``model``: the run's counter for its own model, else that model's
+    own (a verdict from a Claude model in a run of an OpenAI one is counted as Claude's prompts
+    are, which is more); the estimate while a BPE is not loaded (a side call never waits for one)."""
+    from tether.tokens import count_tokens, counter_for, encoding_loaded
+
+    if model == rc.model_name:
+        return rc.count if rc.counter_loaded() else estimate_tokens
+    count = counter_for(model)
+    return estimate_tokens if count is count_tokens and not encoding_loaded() else count
 
 
 def join_in_flight(state: RunState, own: CallInFlight) -> None:
