@@ -60,6 +60,18 @@ def _until(check: Any, what: str, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+def _short_waits(monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
+    """The waits for a database away, shortened: a save's 60 s, the pool's 30 s for a connection, and
+    the pool's pause (1 s, doubling) between its attempts to connect again."""
+    from psycopg_pool.base import AttemptWithBackoff
+
+    from tether.postgres.db import Database, database
+
+    monkeypatch.setattr(Database, "retry_s", 0.3)
+    monkeypatch.setattr(database(db_url).pool, "timeout", 0.3)
+    monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 0.1)
+
+
 def _away_until_the_run_gives_up_on_it(outage: Outage, caplog: pytest.LogCaptureFixture, then_s: float = 0.0) -> None:
     """The database away until the worker has given up saving (it says so in its log; at most 4 s,
     for a worker that never says), and ``then_s`` more."""
@@ -83,12 +95,8 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
     worker keeps what it did, records it as soon as the database is back and goes on: the stream,
     the run and the session all end ``completed``, with the order shipped once and the model asked
     once per step."""
-    from tether.postgres.db import Database, database
-
-    caplog.set_level(logging.WARNING, logger="tether.dispatch")
-    monkeypatch.setattr(Database, "retry_s", 0.3)  # a save's 60 s wait for the database, shortened
-    pool = database(db_url).pool
-    monkeypatch.setattr(pool, "timeout", 0.3)  # the pool's 30 s wait for a connection, shortened
+    caplog.set_level(logging.WARNING, logger="tether")
+    _short_waits(monkeypatch, db_url)
     outage = Outage(pg_server.url, db_url)
     with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
         sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
@@ -121,11 +129,8 @@ def test_a_run_whose_database_stays_away_longer_than_its_worker_waits_goes_on_fr
     minutes, shortened): the job is left running and looked at again, and the run goes on from its
     last save: the call in flight runs again with its idempotency key (the order ships once), and
     the stream, the run and the session end ``completed``, not ``failed`` nor ``running``."""
-    from tether.postgres.db import Database, database
-
-    caplog.set_level(logging.WARNING, logger="tether.dispatch")
-    monkeypatch.setattr(Database, "retry_s", 0.3)
-    monkeypatch.setattr(database(db_url).pool, "timeout", 0.3)
+    caplog.set_level(logging.WARNING, logger="tether")
+    _short_waits(monkeypatch, db_url)
     monkeypatch.setattr(shared.worker, "away_wait_s", 0.3)  # the worker's two minutes, shortened
     outage = Outage(pg_server.url, db_url)
     with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
@@ -264,11 +269,8 @@ def test_a_run_on_a_server_of_its_own_that_meets_the_database_away_goes_on_once_
 ) -> None:
     """As the first test, on `tether serve` running its runs itself on Postgres: its stream said
     ``failed`` and GET said ``running`` ("the server stopped while this run was running")."""
-    from tether.postgres.db import Database, database
-
-    caplog.set_level(logging.WARNING, logger="tether.server")
-    monkeypatch.setattr(Database, "retry_s", 0.3)
-    monkeypatch.setattr(database(db_url).pool, "timeout", 0.3)
+    caplog.set_level(logging.WARNING, logger="tether")
+    _short_waits(monkeypatch, db_url)
     outage = Outage(pg_server.url, db_url)
     with httpx.Client(base_url=one_node, timeout=60) as client:
         sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
