@@ -65,8 +65,10 @@ class Price(BaseModel):
     def dearest_input(self) -> float:
         """The most one prompt token can cost: the input rate, or the cache-write rate when it is
         higher (Anthropic bills a prompt written to the cache at 1.25 times the input rate, and
-        tether's cache breakpoints write a first request's whole prompt)."""
-        return max(self.input, self.cache_write or 0.0)
+        tether's cache breakpoints write a first request's whole prompt), or the cached rate when a
+        rate table makes that the highest (a cache-write price written as ``cached_input``): the
+        provider decides which of a prompt's tokens are read from its cache, not tether."""
+        return max(self.input, self.cache_write or 0.0, self.cached_input or 0.0)
 
     def worst_case(self, prompt_tokens: int, max_tokens: int) -> float:
         return (prompt_tokens * self.dearest_input + max_tokens * self.output) / 1e6

@@ -274,3 +274,30 @@ def test_a_verdict_from_another_kind_of_model_is_counted_with_its_tokenizer(budg
     assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
     if budget >= 0.17:
         assert asked  # the verdict was asked, with what the budget could pay for
+
+
+# --- the rate a prompt token is billed at is the provider's choice -----------------------------------
+
+
+@pytest.mark.parametrize("budget", [0.005, 0.05])
+def test_a_cached_rate_above_the_input_rate_still_bounds_the_call(budget: float) -> None:
+    """A rate table whose cached rate is the highest (Claude's cache-write price, 3.75, written as
+    ``cached_input`` beside an input of 3): the provider reports which prompt tokens it read from its
+    cache, so a call planned at the input rate ended the run at $0.031 of $0.005 when it said all."""
+    from tether import Agent, run_sync
+    from tether.messages import AssistantMessage, TextPart
+    from tether.providers.base import estimate_usage
+    from tether.testing import FunctionModel
+    from tether.tokens import count_tokens
+
+    price = Price(input=1.0, output=1.0, cached_input=50.0)
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage:
+        reply = AssistantMessage(content=(TextPart(text="ok " * 20),), finish_reason="stop")
+        usage = estimate_usage(request, reply, count_tokens)
+        return reply.model_copy(update={"usage": usage.model_copy(update={"cached_tokens": usage.prompt_tokens})})
+
+    agent = Agent(FunctionModel(model, price=price), instructions="Be brief. " * 200, max_budget_usd=budget)
+    result = run_sync(agent, "hi")
+    assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
+    assert result.status == ("budget_exceeded" if budget < 0.03 else "completed")
