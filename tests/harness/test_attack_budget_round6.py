@@ -301,3 +301,34 @@ def test_a_cached_rate_above_the_input_rate_still_bounds_the_call(budget: float)
     result = run_sync(agent, "hi")
     assert result.cost_usd is not None and result.cost_usd <= budget, (result.status, result.cost_usd)
     assert result.status == ("budget_exceeded" if budget < 0.03 else "completed")
+
+
+# --- a reply's own count is the provider's word; what goes back in the next prompt is the reply ----
+
+
+def test_a_reply_counted_short_by_its_server_is_still_planned_whole_in_the_next_prompt() -> None:
+    """A server that reported a 20,000-token reply as 1 completion token (usage per chunk, not in
+    all): the next prompt was planned from the count, without the reply, let through, and the run
+    ended at $0.21 of a $0.05 budget when the server counted that prompt honestly."""
+    from tether import Agent, run_sync, tool
+    from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
+    from tether.testing import FunctionModel
+    from tether.usage import Usage
+
+    @tool(read_only=True)
+    def look(n: int) -> str:
+        """Look."""
+        return "seen"
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage | str:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            text = "The plan, step by step: " + "we check every valve and log the reading. " * 2000
+            call = ToolCallPart(id="c1", name="look", arguments='{"n": 1}')
+            usage = Usage(prompt_tokens=120, completion_tokens=1)
+            return AssistantMessage(content=(TextPart(text=text), call), finish_reason="tool_calls", usage=usage)
+        return "done"  # counted as it is: the whole prompt
+
+    price = Price(input=10.0, output=10.0)
+    result = run_sync(Agent(FunctionModel(model, price=price), tools=[look], max_budget_usd=0.05), "go")
+    assert result.cost_usd is not None and result.cost_usd <= 0.05, (result.status, result.cost_usd)
+    assert result.status == "budget_exceeded" and "cannot pay for another call" in (result.reason or "")

@@ -56,7 +56,11 @@ def estimate_prompt_tokens(
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
             if model is not None and m.model not in (None, model):
                 break
-            base = m.usage.prompt_tokens + m.usage.completion_tokens + PER_MESSAGE
+            # The reply goes back in the next prompt whatever its count said: a server that
+            # reported 1 token for a reply of 20,000 (usage per chunk, not in all) had the next
+            # call planned without them.
+            reply = max(m.usage.completion_tokens + PER_MESSAGE, message_tokens(m, count))
+            base = m.usage.prompt_tokens + reply
             start = i + 1
             break
     return with_margin(base + sum(message_tokens(m, count) for m in messages[start:]))
