@@ -187,6 +187,18 @@ e-mail's header, an audit log's entry and a voicemail's transcript; secrets aske
 this note copied into every new one) and three notes that use their words (a vendor's e-mail, an
 audit log, a new intern): the threshold rose to 0.675 (76.0 % cross-validated), and the held-out
 attacks fell back to 98.2, 99.1, 92.4 and 83.1 % (notes 99.2, 100, 99.9, 99.5 %).
+
+Round fifteen (``round15_*.py``: 40 attack templates over every kind, ten of them a claim to speak
+for the vendor, its safety team or its pipeline as a JSON, YAML or TOML grant, a support-chat
+transcript or a ticket, and orders in prose with no command or address, and 25 notes in the same
+forms that are harmless, sixteen languages), written after the fifth held-out set was frozen, chosen
+by the figure of the 10,541 earlier tuning rows alone, scored with the round in the folds (its own
+rows scored too, never counted): 78.7 % at threshold 0.629 without it. With it: 75.6 % (threshold
+0.700; the earlier notes that rose most say that someone works in a trust and safety team); its
+YAML grant's "trust and safety" reworded: 76.0 % (0.693); without its three "safety team"
+templates: 76.1 % (0.687); its notes alone: 76.2 % (0.620); without the seven attack templates the
+folds scored lowest (orders in prose): 75.8 % (0.680). Not used: ``build.py`` does not load it, and
+the shipped model and the held-out figures are round fourteen's.
 """
 
 from __future__ import annotations
