@@ -79,7 +79,10 @@ class Price(BaseModel):
         left = remaining_usd * 1e6 - prompt_tokens * self.dearest_input
         if left <= 0:
             return 0
-        return int(left // self.output) if self.output > 0 else 1 << 30
+        # A budget meant as "no limit" (1e308, finite and allowed) is no count: past a float's range
+        # its floor division is NaN, which ended the run with an unexpected error.
+        tokens = left // self.output if self.output > 0 and left < float("inf") else float("inf")
+        return int(tokens) if tokens < 1 << 30 else 1 << 30
 
 
 class ModelInfo(BaseModel):

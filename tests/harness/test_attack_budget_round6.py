@@ -332,3 +332,18 @@ def test_a_reply_counted_short_by_its_server_is_still_planned_whole_in_the_next_
     result = run_sync(Agent(FunctionModel(model, price=price), tools=[look], max_budget_usd=0.05), "go")
     assert result.cost_usd is not None and result.cost_usd <= 0.05, (result.status, result.cost_usd)
     assert result.status == "budget_exceeded" and "cannot pay for another call" in (result.reason or "")
+
+
+# --- a budget meant as "no limit" --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [1e308, 1e303])
+def test_a_budget_past_a_floats_range_in_micro_dollars_is_no_error(budget: float) -> None:
+    """``max_budget_usd = 1e308`` (finite, so allowed: a person's "no limit") ended every run
+    ``failed``, "unexpected error: ValueError: cannot convert float NaN to integer": the budget in
+    millionths of a dollar is past a float's range, and its floor division NaN."""
+    from tether import Agent, run_sync
+
+    result = run_sync(Agent("scripted/hello", max_budget_usd=budget), "hi")
+    assert result.status == "completed", result.reason
+    assert result.cost_usd is not None and 0 < result.cost_usd < 0.01
