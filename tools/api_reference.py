@@ -63,6 +63,9 @@ def _annotation(field: Any, written: str | None = None) -> str:
 
 
 def _doc(obj: Any) -> str:
+    if inspect.isclass(obj):  # its own docstring: a class without one does not read as its base's
+        own = vars(obj).get("__doc__")
+        return inspect.cleandoc(own).strip() if isinstance(own, str) else ""
     doc = inspect.getdoc(obj) or ""
     return doc.strip()
 

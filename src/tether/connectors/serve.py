@@ -9,9 +9,10 @@ Tools:
   from agents (read only; not offered when HTTP callers need tokens, since the memory is the
   person's at this machine);
 * ``agent_NAME(task)``: each agent of ``--agent FILE_OR_MODULE``, ``[serve] agent`` or
-  ``[serve.agents.NAME]``, run to one of its five exits; saved under ``$TETHER_HOME/runs`` and traced
-  under ``$TETHER_HOME/traces`` as ``tether run`` does. A run that stops for a person's decision
-  says so and gives its run id: an MCP client cannot answer the question here.
+  ``[agents.NAME]`` (the older ``[serve.agents.NAME]`` too), run to one of its five exits; saved
+  under ``$TETHER_HOME/runs`` and traced under ``$TETHER_HOME/traces`` as ``tether run`` does. A run
+  that stops for a person's decision says so and gives its run id: an MCP client cannot answer the
+  question here.
 
 Transports: stdio (the default), or streamable HTTP at ``http://HOST:PORT/mcp`` (``--http``). HTTP
 answers on loopback only unless ``--allow-remote``, which needs serve tokens (``tether serve token
@@ -57,11 +58,11 @@ MAX_DEPTH = 4
 
 HELP = """\
 Serves tether over MCP: knowledge-base search (kb_search, kb_lookup_exact), memory (memory_read) and
-one tool per configured agent (agent_NAME: --agent FILE_OR_MODULE, else [serve] agent or
-[serve.agents.NAME] in config.toml). Over stdio by default, for a desktop client that starts it;
---http serves streamable HTTP at http://HOST:PORT/mcp, on loopback only unless --allow-remote, which
-needs tokens (tether serve token create NAME). Once a token exists, HTTP callers send
-Authorization: Bearer TOKEN.
+one tool per configured agent (agent_NAME: --agent FILE_OR_MODULE, else [serve] agent, else every
+[agents.NAME] in config.toml, the agents tether run --agent NAME runs). Over stdio by default, for a
+desktop client that starts it; --http serves streamable HTTP at http://HOST:PORT/mcp, on loopback
+only unless --allow-remote, which needs tokens (tether serve token create NAME). Once a token
+exists, HTTP callers send Authorization: Bearer TOKEN.
 """
 
 

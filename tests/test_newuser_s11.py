@@ -1,0 +1,76 @@
+"""What a new user reads first says what tether does: every link in README.md and docs/ leads to
+a file and a heading that exist, the API reference shows tether's docstrings (not those its classes
+inherit from pydantic or typing), and `--help` names the tables the documentation names."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, markup dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower()).replace("`", "")
+    kept = "".join(c for c in text if c in "-_ " or unicodedata.category(c)[0] in "LN")
+    return kept.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    for match in re.finditer(r"^#{1,6}\s+(.*?)\s*$", FENCE.sub("", page.read_text(encoding="utf-8")), re.M):
+        slug = _slug(match.group(1))
+        seen[slug] = seen.get(slug, -1) + 1
+        seen[f"{slug}-{seen[slug]}" if seen[slug] else slug] = 0
+    return set(seen)
+
+
+def _broken_links(page: Path) -> list[str]:
+    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text(encoding="utf-8"))
+    broken = []
+    for match in re.finditer(r"\]\(([^)\s]+)\)", text):
+        target = match.group(1)
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        where = f"{page.relative_to(ROOT)}:{text[: match.start()].count(chr(10)) + 1}: {target}"
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{where} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{where} (no such heading)")
+    return broken
+
+
+def test_every_relative_link_and_anchor_in_the_readme_and_docs_resolves() -> None:
+    assert _slug("The sandbox: commands without a person") == "the-sandbox-commands-without-a-person"
+    assert "runs-in-processes-of-their-own" in _anchors(ROOT / "docs" / "server.md")
+    broken = [line for page in PAGES for line in _broken_links(page)]
+    assert broken == []
+
+
+def test_the_api_reference_shows_no_docstring_a_class_only_inherits() -> None:
+    spec = importlib.util.spec_from_file_location("api_reference", ROOT / "tools" / "api_reference.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    page = generator.render()
+    assert "A base class for creating Pydantic models" not in page  # AssistantMessage has no docstring
+    assert "Base class for protocol classes" not in page  # nor has Tool
+    assert "../concepts/models.md" not in page  # pydantic's own documentation's link
+    assert "The canonical message model" in page and "A tool made from a function by" in page
+
+
+def test_mcp_serve_help_names_the_agents_tables_the_docs_name() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "tether", "mcp", "serve", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    said = " ".join(shown.split())
+    assert "else every [agents.NAME] in config.toml" in said  # not only the older [serve.agents.NAME]
