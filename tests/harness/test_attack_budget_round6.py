@@ -347,3 +347,16 @@ def test_a_budget_past_a_floats_range_in_micro_dollars_is_no_error(budget: float
     result = run_sync(Agent("scripted/hello", max_budget_usd=budget), "hi")
     assert result.status == "completed", result.reason
     assert result.cost_usd is not None and 0 < result.cost_usd < 0.01
+
+
+def test_sampling_leaves_the_run_what_it_keeps_for_its_own_answer(settings: Settings) -> None:
+    """A server that asks until the budget is gone left the run unable to answer (it stopped
+    budget_exceeded with the server's completions paid for and nothing for the person); it now keeps
+    what the run reserves for its own next call, as a sub-agent's carve does."""
+    s, state = side(settings), RunState()
+    call(s, state, "c1", 0.10, reserve=lambda: 0.05)
+    results = [asyncio.run(s.sampling(request())) for _ in range(10)]
+    assert answered(results) >= 1
+    assert 0 < state.cost_usd <= 0.05
+    refused = [r for r in results if isinstance(r, types.ErrorData)]
+    assert refused and "it keeps $0.050000 for its own answer" in refused[0].message

@@ -379,22 +379,25 @@ class ClientSide:
     def _past_budget(self, ctx: ToolContext, key: str, price: Any, prompt: int, max_tokens: int) -> str | None:
         """Why a request could take the run past its budget: ``prompt`` (at most its UTF-8 bytes in
         tokens, an upper bound no tokenizer is needed for) and all of ``max_tokens``, against what
-        was left when the call began, less what the run spent since (this call's earlier requests,
-        and whatever ran beside it) and the worst case of the requests still out. None when it
-        fits (or there is no budget)."""
+        was left when the call began, less what the run keeps for its own next call (as a
+        sub-agent's carve does), what it spent since (this call's earlier requests, and whatever ran
+        beside it) and the worst case of the requests still out. None when it fits (or there is no
+        budget)."""
         if ctx.budget_left_usd is None or price is None:
             return None
         state = ctx.state
         since = max(0.0, state.spent_usd - self.spent_at_start.get(key, state.spent_usd))
         note = state.call_in_flight
         out = (note.max_cost_usd or 0.0) if note is not None else 0.0
-        left = ctx.budget_left_usd - since - out
+        reserve = ctx.reserve_usd
+        left = ctx.budget_left_usd - reserve - since - out
         worst = price.worst_case(prompt, max_tokens)
         if worst <= left:
             return None
+        kept = f" (it keeps ${reserve:.6f} for its own answer)" if reserve > 0 else ""
         return (
             f"this sampling request could cost up to ${worst:.6f} ({prompt:,} prompt tokens at most and "
-            f"{max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget"
+            f"{max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget{kept}"
         )
 
     async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
