@@ -5,6 +5,7 @@ inherit from pydantic or typing), and `--help` names the tables the documentatio
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -74,3 +75,20 @@ def test_mcp_serve_help_names_the_agents_tables_the_docs_name() -> None:
     ).stdout
     said = " ".join(shown.split())
     assert "else every [agents.NAME] in config.toml" in said  # not only the older [serve.agents.NAME]
+
+
+def test_memory_remove_of_a_profile_entry_without_profile_says_to_pass_it(tmp_path: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tmp_path)}
+
+    def tether(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tether", "memory", *args], capture_output=True, text=True, env=env
+        )
+
+    assert tether("add", "--profile", "Name is Ana.").returncode == 0
+    missed = tether("remove", "Name is Ana")  # the notes are the default store
+    assert missed.returncode == 2 and "No entry in notes contains" in missed.stderr
+    assert "The profile has an entry containing it: tether memory remove --profile ..." in missed.stderr
+    assert "--profile" not in tether("remove", "Name is Bob").stderr  # in no store: no hint
+    assert tether("remove", "--profile", "Name is Ana").returncode == 0
+    assert "Name is Ana" not in (tmp_path / "memory" / "profile.md").read_text(encoding="utf-8")

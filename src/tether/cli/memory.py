@@ -216,6 +216,10 @@ def _write(args: argparse.Namespace, action: str, *values: str) -> int:
         change = getattr(memory, action)(args.store or "notes", *values)
     except MemoryRefused as exc:
         print(f"tether: {shown(exc, keep_newlines=True)}", file=sys.stderr)  # it may quote entries
+        if exc.rule == "not_found" and args.store is None and action != "add":
+            needle = values[0].strip().casefold()  # what was looked for in the notes, the default
+            if needle and any(needle in entry.casefold() for entry in memory.store("profile").entries()):
+                print(f"The profile has an entry containing it: tether memory {action} --profile ...", file=sys.stderr)
         return 2
     print(shown(change.message.split(" Memory is a snapshot")[0] if change.changed else change.message))
     return 0
