@@ -161,6 +161,7 @@ class SideCall:
     completion_tokens: int
     cost_usd: float | None
     usage_estimated: bool = False
+    duration_s: float = 0.0  # from the request sent to its reply's end (or its cut)
     type: Literal["side_call"] = "side_call"
 
 

@@ -276,3 +276,30 @@ def test_read_trace_gives_events_only_as_tether_trace_prints_them(tmp_path: Path
     event = {"run_id": "run_x", "type": "turn", "turn": 1}
     path.write_text('123\n[1]\n"x"\nnull\n' + json.dumps(event) + "\n", encoding="utf-8")
     assert read_trace(path) == [event]
+
+
+def test_a_side_calls_span_lasts_as_long_as_the_call(
+    telemetry: Telemetry, receiver: OtlpReceiver, logs: Path, tmp_path: Path
+) -> None:
+    """A judge's call had a span of zero length (started and ended as its reply was counted), so a
+    trace showed a run's slow seconds in no span at all; its span and its line say how long it took."""
+    import time
+
+    def slow_judge(messages: list[Any], request: object) -> AssistantMessage:
+        time.sleep(0.3)
+        return _judge(messages, request)
+
+    guard = Guardrail(
+        ModelClassifier("judge", model=FunctionModel(slow_judge, model_id="judge", price=JUDGE_PRICE)),
+        stages=("input",),
+    )
+    agent = Agent(FunctionModel(_agent, price=AGENT_PRICE), tools=FILE_TOOLS, cwd=logs, middleware=[guard])
+    spans_tracer = telemetry.tracer()
+    result = run_sync(agent, "Which file?", tracer=FanoutTracer(JsonlTracer(tmp_path / "traces"), spans_tracer))
+    assert result.status == "completed", result.reason
+    (path,) = (tmp_path / "traces").iterdir()
+    (line,) = [line for line in read_trace(path) if line["type"] == "side_call"]
+    assert 0.25 <= line["duration_s"] < 30
+    judged = [s for s in by_name(flushed(telemetry, receiver, spans_tracer.trace_id, 5), "chat judge")]
+    (span,) = judged
+    assert span["end_ns"] - span["start_ns"] >= 250_000_000

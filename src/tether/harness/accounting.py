@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,7 @@ async def side_call(
         rc.signal.raise_if_cancelled()
     streamed: list[str] = []
     whole = bounds is None or not rc.agent.stream
+    sent = time.monotonic()  # the trace's span of the call runs from here to its end
     try:
         if bounds is None or whole:
             limit = None if bounds is None else bounds.limit_s
@@ -125,19 +127,19 @@ async def side_call(
         # as a turn's is; a streamed one as far as it got. Never more output than it allowed.
         streamed_tokens = sum(estimate_tokens(t) for t in streamed)
         completion = max_tokens if whole else min(streamed_tokens, max_tokens)
-        _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
+        _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate, sent)
         if isinstance(exc, _Stopped):
             raise ProviderError(str(exc)) from None
         raise
     except BaseException:
         if streamed:  # cut after it streamed, as a turn's can be: billed as far as it got
             completion = min(sum(estimate_tokens(t) for t in streamed), max_tokens)  # no more than it allowed
-            _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate)
+            _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate, sent)
         else:
             _over(rc, own)  # a refused request is not billed
         raise
     response = accounted(response, request, candidate.name)
-    _over(rc, own, response.message.usage, candidate)
+    _over(rc, own, response.message.usage, candidate, sent)
     return response
 
 
@@ -177,9 +179,16 @@ def _joined(a: CallInFlight, b: CallInFlight) -> CallInFlight:
     )
 
 
-def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: Candidate | None = None) -> None:
+def _over(
+    rc: RunContext,
+    own: CallInFlight,
+    usage: Usage | None = None,
+    model: Candidate | None = None,
+    sent: float | None = None,
+) -> None:
     """A side call is over: charged (with ``model``; a failed request is not), and its part of the
-    note in flight taken out, leaving what else is still out."""
+    note in flight taken out, leaving what else is still out. ``sent``: when it was sent
+    (``time.monotonic()``), for the trace's line to say how long it took."""
     rest = _without(rc.state.call_in_flight, own)
     if model is not None:
         charge(rc, usage, model)
@@ -190,7 +199,13 @@ def _over(rc: RunContext, own: CallInFlight, usage: Usage | None = None, model: 
             rc.sink.put(  # trace only: not an event of the stream
                 TraceOnly(
                     SideCall(
-                        rc.state.run_id, model.name, usage.prompt_tokens, usage.completion_tokens, cost, usage.estimated
+                        rc.state.run_id,
+                        model.name,
+                        usage.prompt_tokens,
+                        usage.completion_tokens,
+                        cost,
+                        usage.estimated,
+                        0.0 if sent is None else round(time.monotonic() - sent, 6),
                     )
                 )
             )

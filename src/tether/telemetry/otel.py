@@ -672,7 +672,8 @@ class SpanTracer:
             while up is not None:  # charged to this run and to those it runs under
                 up.children_cost_usd += event.cost_usd
                 up = up.parent
-        self._start(f"chat {attrs['gen_ai.request.model']}", run.span, attrs, now, client=True).end(end_time=now)
+        began = now - int(event.duration_s * 1e9)  # the span lasts as long as the call did
+        self._start(f"chat {attrs['gen_ai.request.model']}", run.span, attrs, began, client=True).end(end_time=now)
 
     @staticmethod
     def _spent(run: _Run, total: float | None, *, first: bool) -> float | None:
