@@ -92,3 +92,11 @@ def test_memory_remove_of_a_profile_entry_without_profile_says_to_pass_it(tmp_pa
     assert "--profile" not in tether("remove", "Name is Bob").stderr  # in no store: no hint
     assert tether("remove", "--profile", "Name is Ana").returncode == 0
     assert "Name is Ana" not in (tmp_path / "memory" / "profile.md").read_text(encoding="utf-8")
+
+
+def test_worker_help_writes_concurrency_n_as_docs_cli_md_does() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "[--concurrency N]" in shown and "CONCURRENCY" not in shown
+    assert "[--concurrency N]" in (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")

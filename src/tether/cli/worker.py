@@ -31,7 +31,10 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--model", help="the default agent's model (when no agent is configured)")
     w.add_argument("--cwd", type=directory, metavar="DIR", help="the default agent's working directory")
     w.add_argument(
-        "--concurrency", type=_positive, help="runs driven at once (default: [dispatch] concurrency, else 8)"
+        "--concurrency",
+        type=_positive,
+        metavar="N",
+        help="runs driven at once (default: [dispatch] concurrency, else 8)",
     )
     w.add_argument("--name", help="this worker's name in the job table (default host:pid)")
     w.set_defaults(handler=cmd_worker)
