@@ -100,3 +100,17 @@ def test_worker_help_writes_concurrency_n_as_docs_cli_md_does() -> None:
     ).stdout
     assert "[--concurrency N]" in shown and "CONCURRENCY" not in shown
     assert "[--concurrency N]" in (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+
+
+def test_kb_fill_of_a_base_without_an_embedder_says_how_to_get_one(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "valves.md").write_text("# Valves\n\nThe FVAM-2050-B takes seal kit SK-77.\n")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+
+    def tether(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tether", "kb", *args], capture_output=True, text=True, env=env)
+
+    assert tether("add", "--embedder", "none", str(tmp_path / "docs")).returncode == 0
+    filled = tether("fill")
+    assert filled.returncode == 0 and "has no embedder: it is searched by keyword only" in filled.stdout
+    assert "tether kb drop default --yes" in filled.stdout and "--embedder local" in filled.stdout

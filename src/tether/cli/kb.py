@@ -468,7 +468,11 @@ def cmd_fill(args: argparse.Namespace) -> int:
             raise _being_dropped(args.name)
         kb = open_kb(settings, args.name)
         if kb.embedder is None:
-            print(f"the base {args.name!r} has no embedder: it is searched by keyword only")
+            print(
+                f"the base {args.name!r} has no embedder: it is searched by keyword only. To search it by "
+                f"meaning too, drop it (tether kb drop {args.name} --yes) and add its files again with an "
+                "embedder (--embedder local needs pip install 'tether[embeddings]')"
+            )
             return 0
         return _fill(settings, kb, args.name)
 
