@@ -114,3 +114,22 @@ def test_kb_fill_of_a_base_without_an_embedder_says_how_to_get_one(tmp_path: Pat
     filled = tether("fill")
     assert filled.returncode == 0 and "has no embedder: it is searched by keyword only" in filled.stdout
     assert "tether kb drop default --yes" in filled.stdout and "--embedder local" in filled.stdout
+
+
+def test_scripted_destructive_does_not_claim_a_deletion_that_never_ran(tmp_path: Path) -> None:
+    """tether chat with messages piped in: the deletion waits for tether resume, the next message is
+    answered; the scripted model said 'Deleted access.log to free space.' while the file was there."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "access.log").write_text("GET / 200\n")
+    chat = subprocess.run(
+        [sys.executable, "-m", "tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace)],
+        input="Free some disk space\nAnything else?\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TETHER_HOME": str(tmp_path / "home")},
+    )
+    assert chat.returncode == 0, chat.stderr
+    assert "delete_file needs approval" in chat.stderr and (workspace / "access.log").exists()
+    assert "Deleted access.log" not in chat.stdout
+    assert "I do not know whether access.log was deleted: the deletion never finished here." in chat.stdout

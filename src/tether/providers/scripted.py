@@ -81,6 +81,8 @@ def _destructive(t: int, tools: str) -> Reply:
         return call("c2", "delete_file", {"path": "access.log"})
     if re.search(r"declined|rejected|not approved", tools, re.IGNORECASE):
         return Reply(text="I did not delete anything: you declined the deletion.")
+    if "[No result:" in tools:  # the conversation went on while the deletion waited: it never ran
+        return Reply(text="I do not know whether access.log was deleted: the deletion never finished here.")
     return Reply(text="Deleted access.log to free space.")
 
 
