@@ -45,11 +45,15 @@ class _Frozen(BaseModel):
 
 
 class TextPart(_Frozen):
+    """Text written by the person, the model or a tool."""
+
     type: Literal["text"] = "text"
     text: str
 
 
 class ImagePart(_Frozen):
+    """An image, inline as base64 ``data`` or by ``url``."""
+
     type: Literal["image"] = "image"
     media_type: str = "image/png"
     data: str = ""  # base64; empty when ``url`` is used
@@ -57,6 +61,8 @@ class ImagePart(_Frozen):
 
 
 class ReasoningPart(_Frozen):
+    """The model's reasoning, kept to send back to the provider that wrote it."""
+
     type: Literal["reasoning"] = "reasoning"
     text: str = ""
     # Provider-specific proof that the reasoning is unaltered (signature or encrypted payload).
@@ -65,6 +71,8 @@ class ReasoningPart(_Frozen):
 
 
 class ToolCallPart(_Frozen):
+    """A call the model asked for: its ``id``, the tool's ``name`` and its ``arguments`` (JSON text)."""
+
     type: Literal["tool_call"] = "tool_call"
     id: str
     name: str
@@ -77,6 +85,8 @@ AssistantPart = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discrim
 
 
 class UserMessage(_Frozen):
+    """What the person sent (text and images), or the summary that replaced earlier turns."""
+
     role: Literal["user"] = "user"
     content: tuple[UserPart, ...]
     # Set on the message that replaced earlier turns at compaction: how many model turns it stands
@@ -94,6 +104,8 @@ class UserMessage(_Frozen):
 
 
 class AssistantMessage(_Frozen):
+    """A reply of the model: text, reasoning and tool calls, with the model, its usage and why it ended."""
+
     role: Literal["assistant"] = "assistant"
     content: tuple[AssistantPart, ...] = ()
     model: str | None = None  # the model that produced this message

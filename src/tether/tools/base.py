@@ -154,6 +154,10 @@ class ToolInterrupt(Exception):
 
 @runtime_checkable
 class Tool(Protocol):
+    """What the loop needs of a tool: a name, a description and an input schema for the model, whether
+    it only reads or needs a person's approval, and ``execute(input, ctx)`` (:func:`tool` makes one
+    from a function)."""
+
     name: str
     description: str
     input_schema: dict[str, Any]
