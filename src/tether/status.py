@@ -200,3 +200,23 @@ class Stop:
     def cancelled(cls, reason: str) -> Stop:
         """The exit for a fired cancellation signal, wherever in the loop it was heard."""
         return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
+
+    @classmethod
+    def not_configured(cls, what: str, why: str) -> Stop:
+        """The exit for a tool that raised ``ConfigError`` (only a person can fix it): ``what``
+        ("the tool NAME"; through a sub-agent, "the sub-agent NAME's tool TOOL") is not configured
+        right, ``why`` says what to change. :meth:`misconfigured` reads it back from a reason."""
+        return cls("failed", f"{what}{_NOT_CONFIGURED}{why}")
+
+    @staticmethod
+    def misconfigured(reason: str | None) -> tuple[str, str] | None:
+        """What is not configured right (without its "the ") and why, from the reason of a run
+        :meth:`not_configured` ended; None for any other reason. A tool that runs a run of its own
+        (a sub-agent) ends its caller's run the same way."""
+        if not reason or not reason.startswith("the ") or _NOT_CONFIGURED not in reason:
+            return None
+        what, _, why = reason.partition(_NOT_CONFIGURED)
+        return what.removeprefix("the "), why
+
+
+_NOT_CONFIGURED = " is not configured right: "

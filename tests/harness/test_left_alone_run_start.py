@@ -256,7 +256,7 @@ def test_a_subagent_whose_extensions_refuse_to_start_ends_the_parent_failed_with
     )
     assert asked == [1]
     (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
-    assert answer.status == "error" and answer.text.startswith("Not run: the sub-agent worker could not start")
+    assert answer.status == "error" and answer.text.startswith("Stopped: the sub-agent worker could not start")
     assert_pairing(state.messages)
     links = [(e.call_id, e.status) for e in events if isinstance(e, Subagent)]
     assert links == [("c0", "started"), ("c0", "failed")]
@@ -295,7 +295,7 @@ def test_a_subagent_whose_extension_brings_a_tool_name_it_already_has_ends_the_p
         result.reason == "the sub-agent broken could not start: two tools are named 'lookup'; tool names must be unique"
     )
     texts = {m.call_id: m.text for m in state.messages if isinstance(m, ToolMessage)}
-    assert texts["c0"] == "fine answer" and texts["c1"].startswith("Not run: the sub-agent broken")
+    assert texts["c0"] == "fine answer" and texts["c1"].startswith("Stopped: the sub-agent broken")
     assert_pairing(state.messages)
 
 

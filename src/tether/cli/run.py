@@ -304,9 +304,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tether.harness.state import approve, reject
 
     settings = load_settings()
-    state = load_run(run_store(settings), args.run_id)
+    store = run_store(settings)
+    state = load_run(store, args.run_id)
     if state.status in ("completed", "failed"):
         raise usage_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
+    _check_no_subagent(state, store)
     _check_resumable_config(state)
     if args.reason is not None and not args.approve:
         raise usage_error("--reason goes with --approve (--reject REASON takes its reason itself)")
@@ -331,6 +333,33 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.max_budget is not None:
         state.config["max_budget_usd"] = args.max_budget
     return drive(state, None, settings, json_out=args.json, asking=at_terminal(args.json))
+
+
+def _check_no_subagent(state: RunState, store: Any) -> None:
+    """A sub-agent's run is resumed by its parent's (which hands it a person's decision, charges
+    what it spends to the parent, and goes on with its answer): resumed alone, its answer would
+    reach no one."""
+    from tether.errors import StoreError, UserError
+    from tether.harness.subagent import parent_of
+
+    parent, call = parent_of(state)
+    if parent is None:
+        return
+    top, seen = parent, {state.run_id}
+    while top not in seen:  # the outermost run: a sub-agent's parent may be a sub-agent too
+        seen.add(top)
+        try:
+            above = parent_of(store.load(top))[0]
+        except (StoreError, UserError):
+            break
+        if above is None:
+            break
+        top = above
+    via = "" if top == parent else f", itself a sub-agent's run inside run {top}"
+    raise usage_error(
+        f"run {state.run_id} is a sub-agent's run, started by call {call} of run {parent}{via}; "
+        f"resume that run instead (`tether resume {top}`): it resumes its sub-agent where it stopped"
+    )
 
 
 def _check_resumable_config(state: RunState) -> None:

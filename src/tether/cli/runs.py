@@ -27,12 +27,17 @@ RUNS_SHOWN = 20
 
 
 def add_parsers(sub: Any) -> None:
-    r = sub.add_parser("runs", help=f"list runs, newest first (the latest {RUNS_SHOWN}; --all for every one)")
+    r = sub.add_parser(
+        "runs",
+        help=f"list runs, newest first (the latest {RUNS_SHOWN}; --all for every one, with sub-agents' runs)",
+    )
     r.add_argument("listing", nargs="?", choices=["list"], metavar="list", help="the same as `tether runs`")
     r.add_argument(
         "--limit", type=positive_int, default=RUNS_SHOWN, metavar="N", help=f"show the latest N (default {RUNS_SHOWN})"
     )
-    r.add_argument("--all", action="store_true", help="show every run")
+    r.add_argument(
+        "--all", action="store_true", help="show every run, each sub-agent's run under the run that started it"
+    )
     r.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     r.set_defaults(handler=cmd_runs)
     sh = sub.add_parser("show", help="show a run's transcript")
@@ -49,11 +54,13 @@ _LAST_HELP = "the run (default: last, the newest, as `tether runs` lists it firs
 
 
 def latest_run(settings: Settings) -> str:
-    """The newest run's id (``last``), as ``tether runs`` lists it first; a usage error when none."""
+    """The newest run's id (``last``), as ``tether runs`` lists it first (a sub-agent's run is not
+    one: it is listed under its parent); a usage error when none."""
     if settings.database_url:
         rows, _ = _rows_of(run_store(settings).list())
     else:
         rows, _ = _rows(settings.home / "runs")
+    rows = [row for row in rows if row.parent_run_id is None]
     if not rows:
         raise usage_error("there is no run yet: `tether run ...` starts one")
     return str(rows[0].run_id)
@@ -76,30 +83,68 @@ def cmd_runs(args: argparse.Namespace) -> int:
     else:
         rows, skipped = _rows(settings.home / "runs")
         live = run_store(settings).held
-    total = len(rows)
-    if not args.all:
-        rows = rows[: args.limit]
-    held = {row.run_id: live(row.run_id) for row in rows if row.status == "running" and live is not None}
+    tops = [row for row in rows if row.parent_run_id is None]
+    total, hidden = len(tops), len(rows) - len(tops)
+    listed = _tree(rows) if args.all else [(row, 0) for row in tops[: args.limit]]
+    held = {row.run_id: live(row.run_id) for row, _ in listed if row.status == "running" and live is not None}
     if args.json:
-        print(json.dumps([_json_row(row, held.get(row.run_id)) for row in rows], ensure_ascii=False, indent=1))
+        print(json.dumps([_json_row(row, held.get(row.run_id)) for row, _ in listed], ensure_ascii=False, indent=1))
     elif not rows and not skipped:
         print("no runs yet", file=sys.stderr)
-    elif rows:
+    elif listed:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
-    for row in rows if not args.json else ():
+    for row, depth in listed if not args.json else ():
         spent = spent_any(row.usage, row.cost_unknown_usd, row.cost_usd)
         cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True, spent=spent)
         status = STOPPED if held.get(row.run_id) is False else row.status
-        print(f"{row.run_id:22} {status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
-    if total > len(rows):
-        print(f"(the latest {len(rows)} of {total} runs; --all shows every one)", file=sys.stderr)
+        run_id = "  " * depth + row.run_id
+        print(f"{run_id:22} {status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
+    shown = sum(1 for row, _ in listed if row.parent_run_id is None)
+    if total > shown:
+        print(f"(the latest {shown} of {total} runs; --all shows every one)", file=sys.stderr)
+    if hidden and not args.all:
+        print(
+            f"({hidden} sub-agent run{'s' if hidden > 1 else ''} not listed; --all shows each under its parent)",
+            file=sys.stderr,
+        )
     for run_id, why in skipped:
         print(f"tether: skipped run {run_id}: {why}", file=sys.stderr)
     return 0
 
 
+def _tree(rows: list[Any]) -> list[tuple[Any, int]]:
+    """Every run with how deep it lists: runs that are no sub-agent newest first, each followed by
+    its sub-agents' runs (and theirs) in the order they started, one level deeper. A sub-agent's
+    run whose parent is not listed (its folder deleted or damaged) lists at the top."""
+    ids = {row.run_id for row in rows}
+    under: dict[str, list[Any]] = {}
+    for row in reversed(rows):  # oldest first
+        if row.parent_run_id in ids and row.parent_run_id != row.run_id:
+            under.setdefault(row.parent_run_id, []).append(row)
+    listed: list[tuple[Any, int]] = []
+    seen: set[str] = set()
+
+    def add(row: Any, depth: int) -> None:
+        if row.run_id in seen:  # headers edited into a loop
+            return
+        seen.add(row.run_id)
+        listed.append((row, depth))
+        for child in under.get(row.run_id, ()):
+            add(child, depth + 1)
+
+    for row in rows:
+        if row.parent_run_id not in ids or row.parent_run_id == row.run_id:
+            add(row, 0)
+    for row in rows:  # in a loop of parents only: listed all the same
+        add(row, 0)
+    return listed
+
+
 def _prompt(row: Any) -> str:
-    """The prompt, quoted and cut; a run made through the server before it kept one says so."""
+    """The prompt, quoted and cut; a run made through the server before it kept one says so; a
+    sub-agent's run names the run that started it."""
+    if row.parent_run_id is not None:
+        return f"(sub-agent of run {row.parent_run_id})"
     prompt = row.config.get("prompt")
     if isinstance(prompt, str) and prompt:
         return repr(prompt[:50])
@@ -117,6 +162,7 @@ def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
         "run_id": row.run_id,
         "status": row.status,
         "live": live,  # for a run saved as running: whether a process holds it (null: not asked)
+        "parent_run_id": row.parent_run_id,  # for a sub-agent's run: the run that started it
         "turns": row.turns,
         "cost_usd": row.cost_usd,
         "model": row.model,
@@ -129,6 +175,7 @@ def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
 def _row_model() -> Any:
     from pydantic import BaseModel, model_validator
 
+    from tether.harness.subagent import parent_in_header
     from tether.status import RunStatus
     from tether.usage import Usage
 
@@ -139,6 +186,8 @@ def _row_model() -> Any:
             """A front door's config is kept under ``ext`` (older runs kept it at the top)."""
             if isinstance(header, dict) and isinstance(header.get("ext"), dict) and "config" in header["ext"]:
                 header = {**header, "config": {**(header.get("config") or {}), **header["ext"]["config"]}}
+            if isinstance(header, dict):
+                header = {**header, "parent_run_id": parent_in_header(header)}
             return header
 
         run_id: str
@@ -152,6 +201,7 @@ def _row_model() -> Any:
         config: dict[str, Any] = {}
         session_id: str | None = None
         created_at: float = 0.0
+        parent_run_id: str | None = None  # a sub-agent's run: the run that started it
 
     return Row
 
@@ -227,6 +277,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
     from tether.cli.display import cost_text, held_lines, resume_hint, spent_any, tokens_text
+    from tether.harness.subagent import parent_of
 
     cfg = state.config
     cost: float | None = state.cost_usd
@@ -270,6 +321,10 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
     if stopped:
         lines.append("  its process stopped or was killed while it ran; it resumes from its last save")
         hint = f"tether resume {state.run_id}   to continue where it stopped"
+    parent, call = parent_of(state)
+    if parent is not None:  # resumed only with the run that started it (tether resume refuses it alone)
+        lines.append(f"  a sub-agent's run, started by call {call} of run {parent}")
+        hint = f"tether show {parent}   (the run that started it; resuming that run resumes this one)" if hint else None
     if hint:
         lines.append(f"  next: {hint}")
     return lines

@@ -811,7 +811,8 @@ class RunStore:
         commit.hasher = hasher
 
     def list(self) -> list[dict[str, Any]]:
-        """Headers of every run, newest first (messages are not read)."""
+        """Headers of every run, newest first (messages are not read). A sub-agent's run saved as
+        one of its own is among them: ``tether.harness.subagent.parent_in_header`` tells it apart."""
         if not self.root.exists():
             return []
         rows = []

@@ -37,7 +37,16 @@ if TYPE_CHECKING:
     from tether.harness.state import RunState
     from tether.status import Stop
 
-__all__ = ["DEFAULT_MAX_DEPTH", "AgentTool", "ToolInterrupt", "children", "depth_of", "parent_of", "saved_child"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "AgentTool",
+    "ToolInterrupt",
+    "children",
+    "depth_of",
+    "parent_in_header",
+    "parent_of",
+    "saved_child",
+]
 
 
 _NAME = "subagents"  # this feature's part of RunState.ext
@@ -66,6 +75,17 @@ def depth_of(state: RunState) -> int:
     parent_of(state)  # takes over what an older save kept
     parent = state.ext_state(_NAME).get("parent") or {}
     return int(parent.get("depth") or (1 if parent.get("run_id") else 0))
+
+
+def parent_in_header(header: Any) -> str | None:
+    """The run id of the parent of the run whose saved header (:meth:`RunStore.list
+    <tether.harness.store.RunStore.list>`'s rows) this is; None for a run that is no sub-agent.
+    A child saved as a run of its own is listed among the runs: this tells it apart."""
+    ext = header.get("ext") if isinstance(header, dict) else None
+    part = ext.get(_NAME) if isinstance(ext, dict) else None
+    parent = part.get("parent") if isinstance(part, dict) else None
+    run_id = parent.get("run_id") if isinstance(parent, dict) else None
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def parent_of(state: RunState) -> tuple[str | None, str | None]:
@@ -530,7 +550,7 @@ class AgentTool:
         child starts when the one before it has ended and spent what it spent."""
         return _beside(ctx, self.name) if getattr(self, "parallel", False) else (0.0, 0, 0)
 
-    def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str:
+    def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str | Stop:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
         # cost_usd is what the child spent (0.0 where a model had no price: the parent then lists
         # that model as unpriced, and reports its own cost as unknown).
@@ -559,7 +579,11 @@ class AgentTool:
         )
         return self._answer(done)
 
-    def _answer(self, done: dict[str, Any]) -> ToolResult | str:
+    def _answer(self, done: dict[str, Any]) -> ToolResult | str | Stop:
+        wrong = Stop.misconfigured(done.get("reason")) if done["status"] == "failed" else None
+        if wrong is not None:  # only a person can fix that: told to this run's model, it would work around it
+            what, why = wrong
+            return Stop.not_configured(f"the sub-agent {self.name}'s {what}", why)
         if done["status"] == "completed" and not done.get("output"):  # said, not read as "nothing found"
             return f"(The sub-agent {self.name} completed without an answer: {done.get('reason') or EMPTY_ANSWER}.)"
         if done["status"] == "completed":

@@ -551,7 +551,7 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
     key = None if tool.read_only else f"{rc.state.run_id}:{call.id}"
     started = False
 
-    async def work() -> ToolResult | str | Stop:
+    async def work() -> ToolResult | str | Stop | _Begun:
         async def innermost() -> ToolResult | str | Stop:
             nonlocal started
             if not started:  # once, as the tool itself starts: a call a middleware answered (a
@@ -567,12 +567,22 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
                 # told to it as a call's error, it would only be retried or worked around. The run
                 # ends failed saying what to change, as a misconfigured sub-agent's call does (its
                 # tool returns the same Stop).
-                return Stop("failed", f"the tool {call.name} is not configured right: {told(exc)}")
+                return Stop.not_configured(f"the tool {call.name}", told(exc))
             return result
 
-        return await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
+        value = await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
+        # A stop once the tool had started (its own, or a middleware's after it): its result may
+        # not say the call did not run.
+        return _Begun(value) if isinstance(value, Stop) and started else value
 
     return work
+
+
+@dataclass(frozen=True)
+class _Begun:
+    """A call's stop that came after its tool started."""
+
+    stop: Stop
 
 
 # Room the run keeps for its own next call: the prompt grows by a tool's result, and the answer.
@@ -592,7 +602,7 @@ async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str
     started = time.perf_counter()
     # Only the tool's own work is inside the try: a failure to record its result (the store) is
     # not the tool's failure, and must not give the call a second result.
-    value: ToolResult | str | Stop | Exception
+    value: ToolResult | str | Stop | _Begun | Exception
     try:
         work = _work(rc, call, tool, args)
         async for item in pump(work, rc.sink, rc.signal, cancel_work=not getattr(tool, "ends_on_cancel", False)):
@@ -826,12 +836,18 @@ def _together(halts: list[Stop]) -> Stop:
 
 
 def _outcome(
-    rc: RunContext, call: ToolCallPart, value: ToolResult | str | Stop | Exception, ms: float, *, save: bool = True
+    rc: RunContext,
+    call: ToolCallPart,
+    value: ToolResult | str | Stop | _Begun | Exception,
+    ms: float,
+    *,
+    save: bool = True,
 ) -> ToolResultEvent:
     """The call's one result, from what its work ended with (a policy's stop, a failure, a result)."""
-    if isinstance(value, Stop):  # a policy ended the run: the call still gets its result
-        event = _record(rc, call, f"Not run: {value.reason}", "error", ms, save=save)
-        rc.stop(value)
+    if isinstance(value, Stop | _Begun):  # a policy ended the run: the call still gets its result
+        stop, said = (value.stop, "Stopped") if isinstance(value, _Begun) else (value, "Not run")
+        event = _record(rc, call, f"{said}: {stop.reason}", "error", ms, save=save)
+        rc.stop(stop)
         return event
     if isinstance(value, Exception):
         # The model reads it, the session and trace keep it: no key the tool quoted goes along.
