@@ -15,6 +15,7 @@ from tether import Agent, RunState, RunStore, run_sync, tool
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
+from tether.harness.extension import Extension
 from tether.harness.middleware import Middleware
 from tether.harness.subagent import children, parent_in_header
 from tether.messages import Message, ToolCallPart, ToolMessage
@@ -85,6 +86,28 @@ def test_two_levels_down_the_reason_names_each_sub_agent_on_the_way(monkeypatch:
     assert result.status == "failed" and top_asked == [1]
     assert result.reason is not None
     assert result.reason.startswith("the sub-agent middle's sub-agent inner's tool tracker is not configured right: ")
+
+
+def test_a_sub_agent_of_a_sub_agent_that_could_not_start_ends_the_whole_tree_failed() -> None:
+    """Before, a child whose own sub-agent could not start (its extension's configuration) ended
+    failed, and its parent's model got a call's error and started it again. Now the top run ends
+    failed, naming the way down; its model is asked once."""
+
+    class Refuses(Extension):
+        name = "refuses"
+
+        async def start(self) -> None:
+            raise ConfigError("[mcp.files] needs command or url: set one in config.toml")
+
+    inner = Agent(FunctionModel(lambda m, r: "hi"), extensions=[Refuses()])
+    middle = Agent(_caller("inner", {"task": "look"}, []), tools=[inner.as_tool("inner", "Looks.")])
+    top_asked: list[int] = []
+    top = Agent(_caller("middle", {"task": "look"}, top_asked), tools=[middle.as_tool("middle", "Looks.")])
+    result = run_sync(top, "go", state=RunState())
+    assert result.status == "failed" and top_asked == [1]
+    assert result.reason == (
+        "the sub-agent middle's sub-agent inner could not start: [mcp.files] needs command or url: set one in config.toml"
+    )
 
 
 def test_a_sub_agent_that_failed_otherwise_still_goes_to_its_parent_s_model() -> None:

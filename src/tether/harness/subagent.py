@@ -50,6 +50,7 @@ __all__ = [
 
 
 _NAME = "subagents"  # this feature's part of RunState.ext
+_NO_START = " could not start: "  # a child's configuration, found as it started (AgentTool._misconfigured)
 DEFAULT_MAX_DEPTH = 4  # levels of delegation below the first run (an agent given itself recurses)
 MAX_ANSWER_CHARS = 100_000  # of a child's answer the parent reads (and keeps): as read_file's bound
 MAX_REASON_CHARS = 2_000  # of a child's reason for stopping: a sentence, not a tool's whole error
@@ -452,7 +453,7 @@ class AgentTool:
         from tether.providers.http import scrubbed
 
         _given(ctx.state).pop(ctx.call_id, None)
-        why = f"the sub-agent {self.name} could not start: {scrubbed(str(exc), known_secrets())}"
+        why = f"the sub-agent {self.name}{_NO_START}{scrubbed(str(exc), known_secrets())}"
         ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "failed", child.cost_usd, why))
         return Stop("failed", why)
 
@@ -580,10 +581,14 @@ class AgentTool:
         return self._answer(done)
 
     def _answer(self, done: dict[str, Any]) -> ToolResult | str | Stop:
-        wrong = Stop.misconfigured(done.get("reason")) if done["status"] == "failed" else None
-        if wrong is not None:  # only a person can fix that: told to this run's model, it would work around it
+        # Only a person can fix a child's configuration: told to this run's model, it would work around it.
+        reason = done.get("reason") if done["status"] == "failed" else None
+        wrong = Stop.misconfigured(reason)
+        if wrong is not None:
             what, why = wrong
             return Stop.not_configured(f"the sub-agent {self.name}'s {what}", why)
+        if reason and reason.startswith("the sub-agent ") and _NO_START in reason:  # one of its own could not
+            return Stop("failed", f"the sub-agent {self.name}'s {reason.removeprefix('the ')}")
         if done["status"] == "completed" and not done.get("output"):  # said, not read as "nothing found"
             return f"(The sub-agent {self.name} completed without an answer: {done.get('reason') or EMPTY_ANSWER}.)"
         if done["status"] == "completed":
