@@ -147,7 +147,11 @@ def open_kind(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
         from tether.postgres.sessions import PgSessionStore
 
         return PgSessionStore(database(request.getfixturevalue("pg_url")))
-    return open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+    store = open_session_store(kind if kind != "jsonl" else f"jsonl:{tmp_path / 's'}", tmp_path)
+    if kind == "memory":  # the process's one store: emptied of what earlier tests in this worker left
+        for info in store.list():
+            store.delete(info.session_id)
+    return store
 
 
 # One database per test, shared by its examples: each starts by emptying session "s".
