@@ -70,6 +70,17 @@ class LiveRun:
         """Whether this part of the run has said its ``done`` (not a resume's earlier one)."""
         return self.log.last_id > self.began_after and self.log.items[-1][1] == "done"
 
+    @property
+    def asking(self) -> bool:
+        """Whether this part of the run has put a question to a person (``approval_required``): it
+        is ending, to wait for the answer (a call beside the asked one may still run; its last saves)."""
+        for event_id, kind, _ in reversed(self.log.items):
+            if event_id <= self.began_after:
+                return False
+            if kind == "approval_required":
+                return True
+        return False
+
     def stop(self, reason: str) -> None:
         if self.halt is not None:
             self.halt(reason)
@@ -672,11 +683,13 @@ class RunManager:
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is out end its bookkeeping
-        (a client may decide the moment it reads the ``done`` event)."""
+        (a client may decide the moment it reads the ``done`` event), and one that has asked a
+        person end (the page shows the question, and a person may answer, before the run has
+        stopped to wait for it)."""
         live = self.live.get(run_id)
         if live is None:
             return True
-        if live.task is not None and live.ended:  # its last saves: quick, but a busy disk can take seconds
+        if live.task is not None and (live.ended or live.asking):  # its last saves: a busy disk can take seconds
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(live.task), 30)
         return run_id not in self.live
