@@ -77,3 +77,26 @@ def wait_until(check: Callable[[], Any], timeout: float = 30.0, what: str = "the
             return value
         time.sleep(0.05)
     raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty $TETHER_HOME, with no model or endpoint from the environment (a file may define its own)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    for name in ("TETHER_MODEL", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tether ARGS`` in this process: (exit code, stdout, stderr)."""
+    from tether.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -18,30 +18,10 @@ from typing import Any
 
 import pytest
 
-from tests.connectors.conftest import INVENTORY, running_in
-from tether.cli import main
+from tests.connectors.conftest import INVENTORY, running_in, tether
 from tether.harness.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("TETHER_HOME", str(home))
-    for name in ("TETHER_MODEL", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
-def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def configure(home: Path, text: str) -> None:

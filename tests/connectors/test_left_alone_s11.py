@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.connectors.conftest import tether
 from tether import Agent, RunState, run
-from tether.cli import main
 from tether.connectors import McpConnector
 from tether.errors import ConfigError
 from tether.messages import Message, ToolMessage
@@ -152,25 +152,6 @@ def test_an_http_server_that_quotes_the_key_in_its_url_has_it_withheld() -> None
         server.shutdown()
         server.server_close()
     assert str(err.value) == "MCP server web did not start: no such path /mcp?api_key=[redacted]"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("TETHER_HOME", str(home))
-    for name in ("TETHER_MODEL", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
-        monkeypatch.delenv(name, raising=False)
-    return home
-
-
-def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_mcp_list_and_run_withhold_the_env_a_server_that_will_not_start_prints(
