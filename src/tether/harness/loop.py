@@ -130,6 +130,10 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
         check = getattr(tool, "check_config", None)
         if callable(check):
             check(agent, seen, check_agent)  # the checker passed, not imported: no cycle
+    for ext in agent.extensions:  # those that cannot work beside the others (two giving one tool name)
+        together = getattr(ext, "check_together", None)
+        if callable(together):
+            together(agent.extensions)
     return candidates, tools
 
 
