@@ -35,9 +35,18 @@ def test_a_run_on_a_damaged_session_database_is_one_line_not_a_traceback(
     store.close()
     _damage_past_the_first_page(tether_home / "sessions.db")
     code, _, err = run_main(
-        "run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--session", "s", "--session-store", "sqlite", "hi",
+        "run",
+        "--model",
+        "scripted/hello",
+        "--cwd",
+        str(tmp_path),
+        "--session",
+        "s",
+        "--session-store",
+        "sqlite",
+        "hi",
         capsys=capsys,
-    )  # fmt: skip
+    )
     assert code == 2, err
     assert "the session database" in err and "malformed" in err and "--session-store" in err
     assert "Traceback" not in err
@@ -163,9 +172,17 @@ def test_tether_chat_with_sessions_in_memory_remembers_the_earlier_messages(
 
     monkeypatch.setattr("sys.stdin", io.StringIO("first\nsecond\n"))
     code, _, err = run_main(
-        "chat", "--model", "scripted/hello", "--cwd", str(tmp_path), "--session", "c", "--session-store", "memory",
+        "chat",
+        "--model",
+        "scripted/hello",
+        "--cwd",
+        str(tmp_path),
+        "--session",
+        "c",
+        "--session-store",
+        "memory",
         capsys=capsys,
-    )  # fmt: skip
+    )
     assert code == 0, err
     runs = RunStore(tether_home / "runs")
     second = max((runs.load(r["run_id"]) for r in runs.list()), key=lambda s: len(s.messages))

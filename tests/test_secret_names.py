@@ -9,9 +9,21 @@ from tether._secrets import known_secrets, secret_name
 
 @pytest.mark.parametrize(
     "name",
-    ["API_KEY", "--api-key", "GITHUB_TOKEN", "apiKey", "accesstoken", "password", "DB_PASS", "SMTP_PWD",
-     "--pass", "GPG_PASSPHRASE", "AWS_CREDENTIALS", "service_credential"],
-)  # fmt: skip
+    [
+        "API_KEY",
+        "--api-key",
+        "GITHUB_TOKEN",
+        "apiKey",
+        "accesstoken",
+        "password",
+        "DB_PASS",
+        "SMTP_PWD",
+        "--pass",
+        "GPG_PASSPHRASE",
+        "AWS_CREDENTIALS",
+        "service_credential",
+    ],
+)
 def test_a_secrets_name_says_so(name: str) -> None:
     assert secret_name(name)
 

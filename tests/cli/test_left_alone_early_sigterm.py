@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")  # Windows has no SIGTERM to send
 
 ONE_LINE = "\ntether: terminated (SIGTERM)\n"
 COMMANDS = {

@@ -142,7 +142,9 @@ def test_stop_while_an_mcp_server_is_slow_to_answer_its_handshake_kills_it(tmp_p
     """The same with a real MCP server process that reads the handshake and does not answer: Stop
     ends the run stopped and no process of the server is left (before: the run waited for the
     connector's start timeout, then failed with its error)."""
-    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    pytest.importorskip(
+        "mcp", reason="needs tether[mcp] (the [test] extra installs it)"
+    )  # an optional extra, not a missing feature
     from tests.connectors.conftest import live_processes
     from tether.connectors.mcp import McpConnector
 

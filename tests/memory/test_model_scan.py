@@ -454,7 +454,9 @@ def test_a_skill_whose_description_is_an_injection_is_skipped_with_its_reason(tm
 
 
 def test_an_mcp_tool_whose_description_is_an_injection_is_not_offered() -> None:
-    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")
+    pytest.importorskip(
+        "mcp", reason="needs tether[mcp] (the [test] extra installs it)"
+    )  # an optional extra, not a missing feature
     from mcp import types as mcp_types
 
     from tether.connectors.mcp import McpConnector

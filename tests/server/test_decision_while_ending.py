@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
+pytest.importorskip(
+    "fastapi", reason="needs tether[serve] (the [test] extra installs it)"
+)  # the server is an optional extra
 
 from tests.server.conftest import read_events
 from tests.server.test_api import send, start_session

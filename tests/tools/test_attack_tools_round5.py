@@ -161,7 +161,9 @@ def test_a_read_only_file_is_not_replaced_and_the_message_says_what_to_do(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vendor.lock"]  # no temporary file left
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="only root can give a file to another user"
+)  # chown needs root; CI runs as root
 @pytest.mark.parametrize("tool_name", ["write_file", "edit_file"])
 def test_a_file_edited_by_root_keeps_its_owner(tmp_path: Path, tool_name: str) -> None:
     """tether as root (a container over a mounted checkout) handed every file it wrote or edited to
@@ -224,7 +226,9 @@ def test_files_merely_named_like_them_are_still_written(tmp_path: Path) -> None:
     assert (tmp_path / "docs/.git-notes/a.md").read_text() == "a\n"  # a nested .git: test_left_alone_s11.py
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+@pytest.mark.skipif(
+    not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}"
+)  # bubblewrap; .ci/run installs it
 def test_a_sandboxed_command_cannot_make_tether_s_folder_where_there_is_none(tmp_path: Path) -> None:
     """An existing .tether was bound read-only, a missing one was not protected at all: a command
     run without asking could create .tether/skills/NAME/SKILL.md, a project skill every later run
@@ -253,7 +257,7 @@ def test_a_working_directory_removed_during_the_run_is_named_in_the_shell_s_answ
     run_command then failed with a bare "[Errno 2] No such file or directory: PosixPath(...)", which
     the harness asks the model to fix by changing its arguments. The file tools already said it."""
     if mode != "off" and not sandbox_status().available:
-        pytest.skip(f"no sandbox: {sandbox_status().why_not}")
+        pytest.skip(f"no sandbox: {sandbox_status().why_not}")  # bubblewrap; .ci/run installs it
     ws = tmp_path / "ws"
     seen: list[str] = []
 
@@ -274,7 +278,9 @@ def test_a_working_directory_removed_during_the_run_is_named_in_the_shell_s_answ
     )
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+@pytest.mark.skipif(
+    not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}"
+)  # bubblewrap; .ci/run installs it
 def test_a_log_that_mentions_a_refused_connection_is_not_read_as_the_sandbox_refusing(tmp_path: Path) -> None:
     """The refusal note is judged from the output: ``grep refused app.log`` (exit 0, no network
     tool) got "[refused: network access blocked by the sandbox ... call run_command_unsandboxed]",

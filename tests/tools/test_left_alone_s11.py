@@ -111,7 +111,9 @@ def test_a_folder_with_only_some_of_a_repository_s_files_is_written(tmp_path: Pa
     assert call(tools, "write_file", tmp_path, {"path": "notes/objects/a.txt", "content": "x\n"}).startswith("wrote")
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
+@pytest.mark.skipif(
+    not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}"
+)  # bubblewrap; .ci/run installs it
 @pytest.mark.parametrize("how", ["link", "gitdir file"])
 def test_a_sandboxed_command_does_not_write_through_a_git_link_or_file(tmp_path: Path, how: str) -> None:
     """The sandbox bound an existing .git folder read-only, but passed over a .git link, and
