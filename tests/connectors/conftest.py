@@ -91,12 +91,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def tether(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``tether ARGS`` in this process: (exit code, stdout, stderr)."""
-    from tether.cli import main
+    """``tether ARGS`` in this process: (exit code, stdout, stderr), as tests/cli's ``run_main``."""
+    from tests.cli.conftest import run_main
 
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(*args, capsys=capsys)
