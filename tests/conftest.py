@@ -115,14 +115,24 @@ def pg_server() -> Iterator[Any]:
         yield server
 
 
-@pytest.fixture
-def pg_url(pg_server: Any) -> Iterator[str]:
+def _fresh_database(pg_server: Any) -> Iterator[str]:
     from tether.postgres.db import close_all
 
     url = pg_server.fresh_database()
     yield url
     close_all()
     pg_server.drop_database(url)
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    yield from _fresh_database(pg_server)
+
+
+@pytest.fixture(scope="module")
+def db_url(pg_server: Any) -> Iterator[str]:
+    """One fresh database for a whole module (its tests share a cluster: Postgres tests are slow)."""
+    yield from _fresh_database(pg_server)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -4,6 +4,7 @@ database that a newer one migrated. One database for the module (Postgres tests 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -18,19 +19,12 @@ from tests.dispatch.conftest import AGENTS, Cluster, cluster  # noqa: F401 (test
 from tests.server.conftest import read_events
 
 
-@pytest.fixture(scope="module")
-def db_url(pg_server: Any) -> Iterator[str]:
-    from tether.postgres.db import close_all
-
-    url = pg_server.fresh_database()
-    yield url
-    close_all()
-    pg_server.drop_database(url)
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
-    """One node and a worker on threads (as tests/dispatch's ``cluster``), for the whole module."""
+@contextlib.contextmanager
+def threaded_cluster(
+    tmp_path_factory: pytest.TempPathFactory, db_url: str, *, tool_s: float, wrap: Any = None
+) -> Iterator[Cluster]:
+    """One node and a worker on threads (as tests/dispatch's ``cluster``): the demo's tool takes
+    ``tool_s``; ``wrap`` stands between the node and the dispatcher."""
     from tether.config import Settings
     from tether.dispatch.engine import ThreadDispatcher
     from tether.dispatch.worker import Worker
@@ -41,11 +35,12 @@ def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cl
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TETHER_DEMO_LEDGER", str(tmp / "ledger"))
         mp.setenv("TETHER_DEMO_MODEL_DELAY_S", "0.01")
-        mp.setenv("TETHER_DEMO_TOOL_S", "0.05")
+        mp.setenv("TETHER_DEMO_TOOL_S", str(tool_s))
         settings = Settings(home=tmp / "home", database_url=db_url)
         agents = load_agents(settings, str(AGENTS))
         worker = Worker(home=settings.home, agents=agents, db=database(db_url))
-        c = Cluster(settings, worker, Losing(ThreadDispatcher(worker.drive, retry_s=0.5)), tmp / "ledger", [])
+        dispatcher = ThreadDispatcher(worker.drive, retry_s=0.5)
+        c = Cluster(settings, worker, wrap(dispatcher) if wrap else dispatcher, tmp / "ledger", [])
         c.node()
         yield c
         for _, server, thread in c.nodes:
@@ -53,6 +48,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cl
             thread.join(10)
         c.dispatcher.close()
         c.worker.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
+    """One node and a worker on threads for the whole module, its dispatcher able to lose runs."""
+    with threaded_cluster(tmp_path_factory, db_url, tool_s=0.05, wrap=Losing) as c:
+        yield c
 
 
 class Losing:

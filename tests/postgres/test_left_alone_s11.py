@@ -12,45 +12,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.dispatch.conftest import AGENTS, Cluster
-from tests.postgres.test_left_alone_dispatch import Outage
+from tests.dispatch.conftest import Cluster
+from tests.postgres.test_left_alone_dispatch import Outage, threaded_cluster
 from tests.server.conftest import read_events
 
 
 @pytest.fixture(scope="module")
-def db_url(pg_server: Any) -> Iterator[str]:
-    from tether.postgres.db import close_all
-
-    url = pg_server.fresh_database()
-    yield url
-    close_all()
-    pg_server.drop_database(url)
-
-
-@pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Cluster]:
-    from tether.config import Settings
-    from tether.dispatch.engine import ThreadDispatcher
-    from tether.dispatch.worker import Worker
-    from tether.postgres.db import database
-    from tether.server.agents import load_agents
-
-    tmp = tmp_path_factory.mktemp("cluster")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TETHER_DEMO_LEDGER", str(tmp / "ledger"))
-        mp.setenv("TETHER_DEMO_MODEL_DELAY_S", "0.01")
-        mp.setenv("TETHER_DEMO_TOOL_S", "0.5")  # long enough for the test to take the database away meanwhile
-        settings = Settings(home=tmp / "home", database_url=db_url)
-        agents = load_agents(settings, str(AGENTS))
-        worker = Worker(home=settings.home, agents=agents, db=database(db_url))
-        c = Cluster(settings, worker, ThreadDispatcher(worker.drive, retry_s=0.5), tmp / "ledger", [])
-        c.node()
+    # the demo's tool long enough for the test to take the database away meanwhile
+    with threaded_cluster(tmp_path_factory, db_url, tool_s=0.5) as c:
         yield c
-        for _, server, thread in c.nodes:
-            server.should_exit = True
-            thread.join(10)
-        c.dispatcher.close()
-        c.worker.close()
 
 
 def _until(check: Any, what: str, timeout: float = 20) -> None:
