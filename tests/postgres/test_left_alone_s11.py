@@ -43,6 +43,28 @@ def _short_waits(monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
     monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 0.1)
 
 
+def _order_through_an_outage(
+    shared: Cluster, outage: Outage, caplog: pytest.LogCaptureFixture, message_id: str, then_s: float = 0.0
+) -> tuple[str, list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """An order posted (``message_id``), the database taken away once its tool runs, until the run
+    gives up saving (and ``then_s`` more); then what the node says once it is back: the run's id, its
+    events, the run and the session's turns."""
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        body = {"text": f"order-{message_id}", "message_id": message_id}
+        posted = client.post(f"/v1/sessions/{sid}/messages", json=body)
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        _away_until_the_run_gives_up_on_it(outage, caplog, then_s=then_s)
+        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
+        events = read_events(client, f"/v1/runs/{run_id}/events")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    return run_id, events, run, turns
+
+
 def _away_until_the_run_gives_up_on_it(outage: Outage, caplog: pytest.LogCaptureFixture, then_s: float = 0.0) -> None:
     """The database away until the worker has given up saving (it says so in its log; at most 4 s,
     for a worker that never says), and ``then_s`` more."""
@@ -68,19 +90,9 @@ def test_a_run_that_meets_the_database_away_longer_than_its_saves_wait_goes_on_o
     once per step."""
     caplog.set_level(logging.WARNING, logger="tether")
     _short_waits(monkeypatch, db_url)
-    outage = Outage(pg_server.url, db_url)
-    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-away", "message_id": "m-away"})
-        assert posted.status_code == 202, posted.text
-        run_id = posted.json()["run_id"]
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
-        _away_until_the_run_gives_up_on_it(outage, caplog)  # while the order ships: its result's save meets it
-        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
-        events = read_events(client, f"/v1/runs/{run_id}/events")
-        run = client.get(f"/v1/runs/{run_id}").json()
-        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    started = len(shared.calls())
+    # while the order ships: its result's save meets the database away
+    run_id, events, run, turns = _order_through_an_outage(shared, Outage(pg_server.url, db_url), caplog, "m-away")
     done = [e for e in events if e["event"] == "done"]
     assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
     assert (run["status"], run["live"]) == ("completed", False), run
@@ -103,18 +115,8 @@ def test_a_run_whose_database_stays_away_longer_than_its_worker_waits_goes_on_fr
     caplog.set_level(logging.WARNING, logger="tether")
     _short_waits(monkeypatch, db_url)
     monkeypatch.setattr(shared.worker, "away_wait_s", 0.3)  # the worker's two minutes, shortened
-    outage = Outage(pg_server.url, db_url)
-    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-long", "message_id": "m-long"})
-        run_id = posted.json()["run_id"]
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
-        _away_until_the_run_gives_up_on_it(outage, caplog, then_s=1.0)  # longer than the worker waits after
-        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
-        events = read_events(client, f"/v1/runs/{run_id}/events")
-        run = client.get(f"/v1/runs/{run_id}").json()
-        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    outage = Outage(pg_server.url, db_url)  # away longer than the worker waits after it gives up
+    run_id, events, run, turns = _order_through_an_outage(shared, outage, caplog, "m-long", then_s=1.0)
     done = [e for e in events if e["event"] == "done"]
     assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
     assert (run["status"], run["live"]) == ("completed", False), run
