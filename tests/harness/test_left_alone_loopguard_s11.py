@@ -318,44 +318,21 @@ def _result(rng: random.Random, call: ToolCallPart) -> ToolMessage:
     return ToolMessage(call_id=call.id, name=call.name, content=parts, status=status)  # type: ignore[arg-type]
 
 
-class _Visits(list[Any]):
-    """A transcript that counts the messages read from it (by index, slice or iteration)."""
-
-    visits = 0
-
-    def __getitem__(self, key: Any) -> Any:
-        got = super().__getitem__(key)
-        self.visits += len(got) if isinstance(key, slice) else 1
-        return got
-
-    def __iter__(self) -> Any:
-        for m in super().__iter__():
-            self.visits += 1
-            yield m
-
-    def __reversed__(self) -> Any:
-        for m in super().__reversed__():
-            self.visits += 1
-            yield m
-
-
 def _guarded_visits(calls: int) -> int:
-    @tool
-    async def post(n: int) -> str:
-        """Post message n (a side effect)."""
-        return f"posted {n}"
+    """Messages the guard reads in a run of one reply with ``calls`` posts (imported here, not at the
+    top: this file is also its own crash child, run as a script)."""
+    from dataclasses import replace
 
-    def reply(messages: list[Any], request: Any) -> Reply | str:
-        if any(isinstance(m, ToolMessage) for m in messages):
-            return "posted them all"
-        return Reply(calls=tuple((f"c{i}", "post", {"n": i}) for i in range(calls)))
+    from bench.many_calls import make_agent
+
+    from tests.harness.test_left_alone_many_calls import CountingList
 
     state = RunState()
-    state.messages = _Visits()
-    agent = Agent(FunctionModel(reply), tools=[post], middleware=[LoopGuard()])
+    state.messages = CountingList()
+    agent = replace(make_agent(calls, parallel=False), middleware=[LoopGuard()])
     result = run_sync(agent, "post them", state=state)
     assert result.status == "completed" and result.tool_stats["post"]["calls"] == calls
-    assert isinstance(state.messages, _Visits)
+    assert isinstance(state.messages, CountingList)
     return state.messages.visits
 
 
