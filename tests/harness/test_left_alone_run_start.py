@@ -173,16 +173,17 @@ def test_stop_while_an_mcp_server_is_slow_to_answer_its_handshake_kills_it(tmp_p
     assert connector.pids and live_processes(connector.pids) == []
 
 
-def lead_calls(name: str = "worker") -> tuple[FunctionModel, list[int]]:
-    """A parent's model that hands a task to ``name`` as long as it gets errors back (a model that
-    retries), three times at most, then answers with the last result."""
+def lead_calls(name: str = "worker", args: dict[str, Any] | None = None) -> tuple[FunctionModel, list[int]]:
+    """A model that calls ``name`` (a sub-agent: ``{"task": "find it"}``, else ``args``) as long as
+    it gets errors back (a model that retries), three times at most, then answers with the last result."""
     asked: list[int] = []
+    args = {"task": "find it"} if args is None else args
 
     def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
         asked.append(1)
         results = [m.text for m in messages if isinstance(m, ToolMessage)]
         if len(results) < 3:
-            return Reply(calls=((f"c{len(results)}", name, {"task": "find it"}),))
+            return Reply(calls=((f"c{len(results)}", name, args),))
         return f"worked around it: {results[-1]}"
 
     return FunctionModel(lead), asked

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.harness.test_left_alone_run_start import lead_calls
 from tether import Agent, CancelSignal, RunState, RunStore, approve, run_stream, run_sync, tool
 from tether.errors import ConfigError
 from tether.harness.store import read_header
@@ -25,21 +26,6 @@ from tether.tools.base import ToolContext
 from tether.usage import Price, Usage
 
 # --------------------------------------------------------------------------- a tool's ConfigError
-
-
-def retrying_lead(name: str) -> tuple[FunctionModel, list[int]]:
-    """A model that calls ``name`` as long as it gets errors back (one that retries), three times
-    at most, then answers around it."""
-    asked: list[int] = []
-
-    def lead(messages: list[Message], request: ModelRequest) -> Reply | str:
-        asked.append(1)
-        results = [m.text for m in messages if isinstance(m, ToolMessage)]
-        if len(results) < 3:
-            return Reply(calls=((f"c{len(results)}", name, {"query": "open issues"}),))
-        return f"worked around it: {results[-1]}"
-
-    return FunctionModel(lead), asked
 
 
 def test_a_tool_that_raises_a_configuration_error_ends_a_plain_run_failed_saying_what_to_change(
@@ -57,7 +43,7 @@ def test_a_tool_that_raises_a_configuration_error_ends_a_plain_run_failed_saying
         runs.append(1)
         raise ConfigError("TRACKER_TOKEN is sk-tracker-0123456789abcdef0123 and expired: set a new one in config.toml")
 
-    model, asked = retrying_lead("tracker")
+    model, asked = lead_calls("tracker", {"query": "open issues"})
     state = RunState()
     monkeypatch.setenv("TRACKER_TOKEN", "sk-tracker-0123456789abcdef0123")
     result = run_sync(Agent(model, tools=[tracker]), "what is open?", state=state)
@@ -80,7 +66,7 @@ def test_a_tool_s_ordinary_error_still_goes_to_the_model() -> None:
         """Search the issue tracker."""
         raise ValueError("no issue matches")
 
-    model, asked = retrying_lead("tracker")
+    model, asked = lead_calls("tracker", {"query": "open issues"})
     result = run_sync(Agent(model, tools=[tracker]), "what is open?")
     assert result.status == "completed" and len(asked) == 4
 
