@@ -315,46 +315,33 @@ def main() -> None:
         table(axis, figures[axis])
 
     fresh = load(FRESH)
-    print(
-        f"\nthe second held-out set, {FRESH.relative_to(ROOT)} (frozen before round two's tuning): "
-        f"{sum(r['label'] == 'attack' for r in fresh)} attacks, {sum(r['label'] == 'benign' for r in fresh)} notes"
-    )
     fresh_scanners: dict[str, Callable[[str], bool]] = {
         "model": lambda t: model.scan(t) is not None,
         "rules": lambda t: rules.scan(t) is not None,
         "anchors": anchors,
     }
-    for axis in ("lang", "kind", "obfuscation"):
-        figures[f"fresh_{axis}"] = {name: confusion(fresh, fn, axis) for name, fn in fresh_scanners.items()}
-        table(axis, figures[f"fresh_{axis}"])
 
+    def report(key: str, rows: list[dict[str, Any]], title: str) -> None:
+        """One held-out set, by language, kind and obfuscation, under ``figures[key_AXIS]``."""
+        attacks, notes = (sum(r["label"] == label for r in rows) for label in ("attack", "benign"))
+        print(f"\n{title}: {attacks} attacks, {notes} notes")
+        for axis in ("lang", "kind", "obfuscation"):
+            figures[f"{key}_{axis}"] = {name: confusion(rows, fn, axis) for name, fn in fresh_scanners.items()}
+            table(axis, figures[f"{key}_{axis}"])
+
+    report("fresh", fresh, f"the second held-out set, {FRESH.relative_to(ROOT)} (frozen before round two's tuning)")
     blind = round_eight()
-    print(
-        f"\nthe third held-out set, round eight (other hands; frozen before round seven's tuning): "
-        f"{sum(r['label'] == 'attack' for r in blind)} attacks, {sum(r['label'] == 'benign' for r in blind)} notes"
-    )
-    for axis in ("lang", "kind", "obfuscation"):
-        figures[f"blind_{axis}"] = {name: confusion(blind, fn, axis) for name, fn in fresh_scanners.items()}
-        table(axis, figures[f"blind_{axis}"])
-
+    report("blind", blind, "the third held-out set, round eight (other hands; frozen before round seven's tuning)")
     forms = round_thirteen()
-    print(
-        f"\nthe fourth held-out set, round thirteen (other hands, in forms no tuning round had; frozen "
-        f"unfitted): {sum(r['label'] == 'attack' for r in forms)} attacks, "
-        f"{sum(r['label'] == 'benign' for r in forms)} notes"
+    report(
+        "forms",
+        forms,
+        "the fourth held-out set, round thirteen (other hands, in forms no tuning round had; frozen unfitted)",
     )
-    for axis in ("lang", "kind", "obfuscation"):
-        figures[f"forms_{axis}"] = {name: confusion(forms, fn, axis) for name, fn in fresh_scanners.items()}
-        table(axis, figures[f"forms_{axis}"])
-
     fifth = heldout_five()
-    print(
-        f"\nthe fifth held-out set, heldout5_*.py (written by hand after round fourteen; frozen unfitted): "
-        f"{sum(r['label'] == 'attack' for r in fifth)} attacks, {sum(r['label'] == 'benign' for r in fifth)} notes"
+    report(
+        "fifth", fifth, "the fifth held-out set, heldout5_*.py (written by hand after round fourteen; frozen unfitted)"
     )
-    for axis in ("lang", "kind", "obfuscation"):
-        figures[f"fifth_{axis}"] = {name: confusion(fifth, fn, axis) for name, fn in fresh_scanners.items()}
-        table(axis, figures[f"fifth_{axis}"])
 
     sets = {
         "1 first": held,
