@@ -62,6 +62,9 @@ class Turn:
     cost_usd: float | None  # cumulative for the run; None once a model without a known price answered
     finish_reason: str | None
     max_tokens: int | None = None  # what the call was allowed, after budget capping
+    # Written again by a resumed run: the process that recorded the reply was killed before its
+    # trace line was written (or just after: a trace that has the line keeps one).
+    restored: bool = False
     type: Literal["turn"] = "turn"
 
 
@@ -327,6 +330,8 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             finish=event.finish_reason,
             max_tokens=event.max_tokens,
         )
+        if event.restored:
+            line["restored"] = True
         return line
     for name in event.__slots__:
         if name == "widget" and event.widget is None:  # type: ignore[union-attr]

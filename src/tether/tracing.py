@@ -4,11 +4,13 @@ Every line carries ``run_id`` (keys are snake_case; traces written by older vers
 camelCase, and :func:`read_trace` gives both in snake_case); ``turn`` lines carry their tokens
 and the running cost; the last line of a run is ``run_stopped`` with the status and the reason.
 A run resumed in another process appends to the same file, so one run is one file whatever
-happened in between.
+happened in between; a reply saved by a process killed before its ``turn`` line was written gets
+that line from the resumed run (``"restored": true``), so every turn the run paid for is listed once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -55,10 +57,24 @@ class JsonlTracer:
             self._run_id = event.run_id
             size = os.fstat(self._fd).st_size
             self._torn = bool(size) and os.pread(self._fd, 1, size - 1) != b"\n"
+        if line.get("restored") and self._has_turn(line["turn"]):
+            return  # the killed process wrote it after all: one line per turn
         data = (json.dumps(line, default=str, separators=(",", ":")) + "\n").encode()
         if self._torn:  # a crash cut the last line short: it stays alone, and this line is whole
             data, self._torn = b"\n" + data, False
         os.write(self._fd, data)
+
+    def _has_turn(self, turn: int) -> bool:
+        """Whether the open trace already has a ``turn`` line for ``turn`` (read once, on resume)."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        for raw in os.pread(self._fd, size, 0).splitlines():
+            if b'"type":"turn"' in raw:
+                with contextlib.suppress(ValueError):
+                    seen = json.loads(raw)
+                    if isinstance(seen, dict) and seen.get("turn") == turn:
+                        return True
+        return False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -1,7 +1,8 @@
 """A run that kills itself with SIGKILL at a chosen point; used by test_crash.py.
 
 usage: crash_child.py HOME WORKSPACE LOG RUN_ID KILL [approve | reject:REASON]
-(KILL: none | EVENT:N | mid:CALL_ID | model:N, inside the request for turn N)
+(KILL: none | EVENT:N | mid:CALL_ID | model:N, inside the request for turn N | untraced:N, before
+turn N's trace line is written)
 Every tool execution appends "start CALL" and "end CALL" to LOG, fsynced, so the test can count
 executions across processes.
 """
@@ -73,6 +74,8 @@ class KillingTracer(JsonlTracer):
     seen: dict[str, int] = {}
 
     def write(self, event: Any) -> None:
+        if kill == f"untraced:{getattr(event, 'turn', None)}" and event.type == "turn":
+            die()  # the reply is saved; its trace line is not written
         super().write(event)
         self.seen[event.type] = self.seen.get(event.type, 0) + 1
         if kill == f"{event.type}:{self.seen[event.type]}":

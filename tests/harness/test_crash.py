@@ -81,6 +81,27 @@ def test_kill_and_resume_pays_nothing_twice(
     assert finished == {"c1": 1, "c2": 1, "c3": 1}, "a tool whose result was recorded ran again"
 
 
+@pytest.mark.parametrize("kill", ["untraced:1", "untraced:3", "untraced:4", "turn:1", "turn:4"])
+def test_every_paid_turn_is_in_the_trace_once_after_a_kill(
+    tmp_path: Path, workspace: Path, baseline: dict[str, Any], kill: str
+) -> None:
+    # untraced:N: killed after turn N's reply was saved and before its trace line was written; the
+    # resumed run writes it (marked restored). turn:N: killed after the line: it is not written twice.
+    home, log = tmp_path / "home", tmp_path / "tools.log"
+    assert child(home, workspace, log, "run_t", kill).returncode == -signal.SIGKILL
+    out = child(home, workspace, log, "run_t", "none")
+    result = json.loads(out.stdout)
+    assert result["status"] == "completed", out.stderr
+    trace = [json.loads(line) for line in (home / "traces" / "run_t.jsonl").read_text().splitlines()]
+    turns = [t for t in trace if t["type"] == "turn"]
+    assert [t["turn"] for t in turns] == list(range(1, result["turns"] + 1))
+    restored = [t["turn"] for t in turns if t.get("restored")]
+    assert restored == ([int(kill.split(":")[1])] if kill.startswith("untraced") else [])
+    priced = sum(t["prompt_tokens"] * 2e-6 + t["completion_tokens"] * 12e-6 for t in turns)
+    assert priced == pytest.approx(result["cost_usd"], abs=1e-12)
+    assert turns[-1]["cost_usd"] == pytest.approx(result["cost_usd"], abs=1e-8)
+
+
 def test_kill_inside_a_side_effecting_tool_asks_a_person(
     tmp_path: Path, workspace: Path, baseline: dict[str, Any]
 ) -> None:

@@ -332,14 +332,16 @@ def test_a_stall_past_the_read_timeout_is_retried_before_text_and_fails_after(
     serve: Callable[[list[Reply]], WireServer], tmp_path: Path, kind: str
 ) -> None:
     first = openai_text("late") if kind == "openai" else anthropic_text("late")
-    server = serve([Reply(200, [1.5, *first]), text_reply(kind, "in time")])
-    out = run_against(kind, server, tmp_path / "before", model=provider(kind, server, timeout_s=0.3))
+    # A timeout well above a loaded machine's pauses (three test workers on two cores), a stall
+    # well above the timeout.
+    server = serve([Reply(200, [4.0, *first]), text_reply(kind, "in time")])
+    out = run_against(kind, server, tmp_path / "before", model=provider(kind, server, timeout_s=1.0))
     assert (out.result.status, out.result.text, len(server.requests)) == ("completed", "in time", 2)
     assert_sound(out)
 
     shown = [chunk({"content": "Hel"})] if kind == "openai" else anthropic_text("Hel")[:3]
-    server = serve([Reply(200, [*shown, 1.5, *first[2:]]), text_reply(kind, "another answer")])
-    out = run_against(kind, server, tmp_path / "after", model=provider(kind, server, timeout_s=0.3))
+    server = serve([Reply(200, [*shown, 4.0, *first[2:]]), text_reply(kind, "another answer")])
+    out = run_against(kind, server, tmp_path / "after", model=provider(kind, server, timeout_s=1.0))
     assert out.result.status == "failed" and "ReadTimeout" in (out.result.reason or "")
     assert "after 3 characters" in (out.result.reason or "") and len(server.requests) == 1
     assert_sound(out)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.errors import ConfigError, RunCancelled, TetherError, UserError
-from tether.events import Done, Event, SpentUnknown, TraceOnly
+from tether.events import Done, Event, SpentUnknown, TraceOnly, Turn
 from tether.harness.agent import Agent, Stop
 from tether.harness.compaction import check_compaction_config, compact, context_window, should_compact
 from tether.harness.context import (
@@ -43,6 +43,7 @@ from tether.harness.state import (
     RunState,
     conversation_turns,
     is_empty_answer,
+    latest_reply,
     pending_tool_calls,
 )
 from tether.harness.structured import check_answer, check_output_config, final_data
@@ -54,7 +55,7 @@ from tether.providers.registry import resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import EMPTY_ANSWER, RESUMABLE, RunResult
 from tether.tokens import count_tokens, counter_for, encoding, encoding_loaded
-from tether.usage import lookup_price
+from tether.usage import Usage, lookup_price
 
 __all__ = ["run", "run_stream", "run_sync"]
 
@@ -270,12 +271,17 @@ async def run_stream(
         await _closing_extensions(opened)
         raise
     trace = _SafeTracer(tracer)
+    restored = _untraced_turn(state)
+    if restored is not None:
+        trace.write(restored)
     try:
         async for event in _guarded(rc):
             if isinstance(event, TraceOnly):
                 trace.write(event.event)
                 continue
             trace.write(event)
+            if isinstance(event, Turn) and event.run_id == state.run_id:
+                state.traced_turns = event.turn  # saved with the run's next save
             yield event
     except (GeneratorExit, asyncio.CancelledError):
         _abandoned(rc, trace)
@@ -367,11 +373,28 @@ def _abandoned(rc: RunContext, trace: _SafeTracer) -> None:
     lost = state.call_in_flight
     if lost is not None:  # cut mid-request: billed for its prompt at least, as any cut request
         from tether.harness.accounting import charge
-        from tether.usage import Usage
 
         charge(rc, Usage(prompt_tokens=lost.prompt_tokens, completion_tokens=0, estimated=True))
     rc.stop(rc.halt or Stop.cancelled(why or "cancelled"))
     trace.write(_done(rc))
+
+
+def _untraced_turn(state: RunState) -> Turn | None:
+    """The ``turn`` event of the run's last reply, when the process that saved the reply was
+    killed before it was known to be traced (the trace keeps one line per turn: see
+    :class:`~tether.tracing.JsonlTracer`). A run saved before this was kept counts as traced."""
+    turns = state.turns
+    traced, state.traced_turns = state.traced_turns, turns
+    if not 0 <= traced < turns:
+        return None
+    index = latest_reply(state)
+    if index < 0:
+        return None
+    reply = state.messages[index]
+    assert isinstance(reply, AssistantMessage)
+    cost = None if state.unpriced_models else state.cost_usd
+    model = reply.model or state.model or ""
+    return Turn(state.run_id, turns, model, reply.usage or Usage(), cost, reply.finish_reason, restored=True)
 
 
 class _SafeTracer:

@@ -234,6 +234,10 @@ class RunState(BaseModel):
     # refuses a save, and the loop a resume, from a copy behind the saved run: it would do again
     # what the later commits did (a call approved on two copies would run twice).
     commit_seq: int = Field(default=0, ge=0)
+    # The run's last turn whose ``turn`` event went to the trace (-1: not known, a run saved before
+    # this was kept). The reply is saved before its trace line is written: a process killed
+    # between the two leaves the trace a turn short, and the resumed run writes it.
+    traced_turns: int = -1
 
     @model_validator(mode="before")
     @classmethod
