@@ -636,6 +636,8 @@ class SpanTracer:
                 "tether.usage_estimated": usage.estimated,
             }
         )
+        if event.restored:  # a killed process's reply, traced by the run that resumed it
+            attrs["tether.turn_restored"] = True
         optional = {
             "gen_ai.response.finish_reasons": [event.finish_reason] if event.finish_reason else None,
             "gen_ai.request.max_tokens": event.max_tokens,
