@@ -47,10 +47,15 @@ CREATE TABLE server_tokens (name text PRIMARY KEY, hash text NOT NULL UNIQUE, cr
 CREATE TABLE server_meta (key text PRIMARY KEY, value text NOT NULL);
 """,
     ),
+    Migration(
+        2,
+        "a turn's message digest",
+        "ALTER TABLE server_turns ADD COLUMN digest text NOT NULL DEFAULT '';",
+    ),
 ]
 
 _SESSION = "session_id, owner, agent, title, created, updated, chosen"
-_TURN = "message_id, run_id, session_id, owner, agent, trace_id, text, created"
+_TURN = "message_id, run_id, session_id, owner, agent, trace_id, text, created, digest"
 _FEEDBACK = "message_id, run_id, trace_id, owner, score, comment, created"
 
 
@@ -132,7 +137,7 @@ class PgServerStore:
     def add_turn(self, record: TurnRecord) -> TurnRecord:
         """Record the turn; when ``message_id`` is already taken for this owner, the earlier one."""
         inserted = self._execute(
-            f"INSERT INTO server_turns ({_TURN}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            f"INSERT INTO server_turns ({_TURN}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (owner, message_id) DO NOTHING RETURNING message_id",
             astuple(record),
         )

@@ -39,7 +39,7 @@ from tether.server.agents import describe, load_agents
 from tether.server.events import hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard
 from tether.server.runs import RunLog, RunManager, Runs, waiting
-from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord
+from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
 from tether.status import RESUMABLE
 
 if TYPE_CHECKING:
@@ -1130,7 +1130,7 @@ def _sent_again(core: Core, session: SessionRecord, text: str) -> TurnRecord | N
     if getattr(core.manager, "unsent", None) is None:  # runs in this process are never left unsent
         return None
     turns = core.store.turns(session.owner, session.session_id)
-    if not turns or turns[-1].text != text[:500]:  # the turn keeps what it was sent as, up to 500 characters
+    if not turns or not turns[-1].same_text(text):  # the whole text: two may start alike
         return None
     last = turns[-1]
     left = getattr(core.manager, "left_behind", None)  # queued jobs (external workers)
@@ -1477,6 +1477,7 @@ def _add_turn(core: Core, session: SessionRecord, message_id: str, text: str) ->
             trace_id=trace_id_for(session.session_id, message_id),
             text=text[:500],
             created=time.time(),
+            digest=text_digest(run_id, text),
         )
     )
     if turn.run_id == run_id:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import hmac
 import json
 import secrets
 import sqlite3
@@ -24,7 +25,15 @@ from typing import Any, Protocol
 from tether.errors import ConfigError
 from tether.fileio import planted, private_file
 
-__all__ = ["FeedbackRecord", "ServerStore", "SessionRecord", "SqliteServerStore", "TurnRecord", "hash_token"]
+__all__ = [
+    "FeedbackRecord",
+    "ServerStore",
+    "SessionRecord",
+    "SqliteServerStore",
+    "TurnRecord",
+    "hash_token",
+    "text_digest",
+]
 
 
 @dataclass
@@ -63,8 +72,22 @@ class TurnRecord:
     owner: str
     agent: str
     trace_id: str
-    text: str
+    text: str  # the message's first 500 characters (what a listing shows)
     created: float
+    digest: str = ""  # text_digest of the whole message ("": recorded before digests were kept)
+
+    def same_text(self, text: str) -> bool:
+        """Whether ``text`` is this turn's message, whole: its digest, or (a turn recorded before
+        digests were kept) its first 500 characters, so only for a text no longer than that."""
+        if self.digest:
+            return hmac.compare_digest(self.digest, text_digest(self.run_id, text))
+        return len(text) <= 500 and self.text == text
+
+
+def text_digest(run_id: str, text: str) -> str:
+    """SHA-256 of a message, salted with its run's id (the same words in two turns do not match):
+    how a message sent again is known whole, without a second copy of its text."""
+    return hashlib.sha256(f"{run_id}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -117,7 +140,7 @@ CREATE INDEX IF NOT EXISTS sessions_owner ON sessions(owner, updated);
 CREATE TABLE IF NOT EXISTS turns (
     message_id TEXT NOT NULL, run_id TEXT NOT NULL UNIQUE, session_id TEXT NOT NULL, owner TEXT NOT NULL,
     agent TEXT NOT NULL, trace_id TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL,
-    PRIMARY KEY (owner, message_id));
+    digest TEXT NOT NULL DEFAULT '', PRIMARY KEY (owner, message_id));
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id, created);
 CREATE TABLE IF NOT EXISTS feedback (
     message_id TEXT NOT NULL, owner TEXT NOT NULL, run_id TEXT NOT NULL, trace_id TEXT NOT NULL,
@@ -154,6 +177,7 @@ class SqliteServerStore:
             # last few (the runs themselves are in the run store, saved durably).
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            self._add_digests()
         except OSError as exc:  # its own name: what was put there, and what to do (fileio)
             raise ConfigError(f"cannot open the server's database {path}: {exc.strerror or exc}") from None
         except sqlite3.Error as exc:
@@ -166,6 +190,12 @@ class SqliteServerStore:
             for side in ("-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     Path(f"{self.path}{side}").chmod(0o600)
+
+    def _add_digests(self) -> None:
+        """A file made before turns kept their message's digest gets the column (empty for them)."""
+        if "digest" not in {row[1] for row in self._db.execute("PRAGMA table_info(turns)")}:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it a moment ago
+                self._db.execute("ALTER TABLE turns ADD COLUMN digest TEXT NOT NULL DEFAULT ''")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -254,7 +284,7 @@ class SqliteServerStore:
         with self._lock:
             while True:
                 if self._db.execute(
-                    "INSERT INTO turns VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (owner, message_id) DO NOTHING",
+                    "INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (owner, message_id) DO NOTHING",
                     tuple(asdict(record).values()),
                 ).rowcount:
                     return record
