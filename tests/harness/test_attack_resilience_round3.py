@@ -224,7 +224,7 @@ def test_both_providers_failing_end_in_one_failure_that_names_both() -> None:
 
 
 class _SlowToolCallServer(ThreadingHTTPServer):
-    """Chat Completions that streams its first reply, one tool call, in pieces 0.15 s apart (a
+    """Chat Completions that streams its first reply, one tool call, in pieces 0.4 s apart (a
     model writing a long argument), and answers in text once it has the result."""
 
     daemon_threads = True
@@ -262,7 +262,7 @@ class _SlowToolCallHandler(BaseHTTPRequestHandler):
             chunk({"role": "assistant", "tool_calls": [call]})
             pieces = ['{"text": "', *["a long note " for _ in range(8)], '"}']
             for piece in pieces:
-                chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, pause=0.15)
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}, pause=0.4)
             chunk({}, "tool_calls")
         self.wfile.write(b"data: [DONE]\n\n")
 
@@ -276,14 +276,16 @@ def note(text: str) -> str:
 def test_a_tool_call_streaming_slowly_is_not_taken_for_a_stall() -> None:
     """``first_token_timeout_s`` is about the first token. A reply that is only a tool call streams
     no text, so before, the timeout ran until the whole call was written: a model writing a long
-    argument (here 1.5 s of pieces, against a 0.6 s timeout) was abandoned mid-stream every time,
-    re-asked, paid again, and the run failed "no first token within 0.6 s"."""
+    argument (here 4 s of pieces, against a 3 s timeout) was abandoned mid-stream every time,
+    re-asked, paid again, and the run failed "no first token within 3.0 s". The pieces come 0.4 s
+    apart, well inside the timeout however late a loaded machine (three test workers on two cores)
+    reads them."""
     server = _SlowToolCallServer()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         provider = OpenAIChatProvider(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="unused")
         agent = Agent(
-            provider, tools=[note], first_token_timeout_s=0.6, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)
+            provider, tools=[note], first_token_timeout_s=3.0, retry=RetryPolicy(max_attempts=2, base_delay_s=0.01)
         )
         result = run_sync(agent, "take a note")
     finally:
