@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,7 @@ __all__ = [
     "Interruption",
     "MaxBudgetInterruption",
     "MaxTurnsInterruption",
+    "Misconfiguration",
     "OutcomeUnknownInterruption",
     "RunResult",
     "RunStatus",
@@ -152,6 +153,26 @@ Interruption = Annotated[
 ]
 
 
+class Misconfiguration(_Frozen):
+    """Why a run ended ``failed`` on something only a person can fix, as data beside the reason's
+    words: ``what`` (without its "the ": "tool NAME", through a sub-agent "sub-agent NAME's tool
+    TOOL") is not configured right, or, with ``started`` False, could not start; ``why`` says what
+    to change. A tool that runs a run of its own (a sub-agent) reads this of that run, never its
+    words, and ends its caller's run the same way."""
+
+    NOT_CONFIGURED: ClassVar[str] = " is not configured right: "
+    NO_START: ClassVar[str] = " could not start: "
+
+    what: str
+    why: str
+    started: bool = True
+
+    @property
+    def reason(self) -> str:
+        """The run's reason, in words."""
+        return f"the {self.what}{self.NOT_CONFIGURED if self.started else self.NO_START}{self.why}"
+
+
 class RunResult(_Frozen):
     """What a finished (or stopped) run returns. ``reason`` says why in words."""
 
@@ -159,6 +180,9 @@ class RunResult(_Frozen):
     status: RunStatus
     interruption: Interruption | None = None
     reason: str | None = None
+    # Set when the run failed on something only a person can fix (a tool's ConfigError, a
+    # sub-agent that could not start): what, and what to change.
+    misconfiguration: Misconfiguration | None = None
     # The answer. With ``Agent.output_type``, once the run completed, the answer validated into it
     # (a model instance, or the parsed JSON for a JSON Schema); otherwise, and for every other run,
     # its text. ``text`` is always the text (for a typed answer, its JSON).
@@ -195,6 +219,8 @@ class Stop:
     status: RunStatus = "completed"
     reason: str = "a stop condition was met"
     interruption: Interruption | None = None
+    # Set (with ``status`` "failed") when only a person can fix what ended the run.
+    misconfiguration: Misconfiguration | None = None
 
     @classmethod
     def cancelled(cls, reason: str) -> Stop:
@@ -202,21 +228,10 @@ class Stop:
         return cls("interrupted", f"cancelled: {reason}", CancelledInterruption(reason=reason))
 
     @classmethod
-    def not_configured(cls, what: str, why: str) -> Stop:
+    def not_configured(cls, what: str, why: str, *, started: bool = True) -> Stop:
         """The exit for a tool that raised ``ConfigError`` (only a person can fix it): ``what``
         ("the tool NAME"; through a sub-agent, "the sub-agent NAME's tool TOOL") is not configured
-        right, ``why`` says what to change. :meth:`misconfigured` reads it back from a reason."""
-        return cls("failed", f"{what}{_NOT_CONFIGURED}{why}")
-
-    @staticmethod
-    def misconfigured(reason: str | None) -> tuple[str, str] | None:
-        """What is not configured right (without its "the ") and why, from the reason of a run
-        :meth:`not_configured` ended; None for any other reason. A tool that runs a run of its own
-        (a sub-agent) ends its caller's run the same way."""
-        if not reason or not reason.startswith("the ") or _NOT_CONFIGURED not in reason:
-            return None
-        what, _, why = reason.partition(_NOT_CONFIGURED)
-        return what.removeprefix("the "), why
-
-
-_NOT_CONFIGURED = " is not configured right: "
+        right (or, with ``started`` False, could not start), ``why`` says what to change. The run's
+        ``misconfiguration`` keeps both as data."""
+        wrong = Misconfiguration(what=what.removeprefix("the "), why=why, started=started)
+        return cls("failed", wrong.reason, misconfiguration=wrong)

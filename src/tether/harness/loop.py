@@ -190,6 +190,7 @@ def _prepare(state: RunState, prompt: str | None, session: SessionStore | None) 
     if prompt is not None:
         _add_prompt(state, clean_text(prompt))
     state.status, state.interruption, state.reason = "running", None, None
+    state.misconfiguration = None
     return state
 
 
@@ -685,6 +686,8 @@ def _closing(rc: RunContext) -> None:
     assert halt is not None
     # Whoever worded the stop (a middleware, a policy, a stop condition), no key it quoted is kept.
     state.status, state.reason, state.interruption = halt.status, without_secrets(halt.reason), halt.interruption
+    wrong = halt.misconfiguration
+    state.misconfiguration = wrong and wrong.model_copy(update={"why": without_secrets(wrong.why)})
 
 
 def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:

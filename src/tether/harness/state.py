@@ -30,6 +30,7 @@ from tether.status import (
     Interruption,
     MaxBudgetInterruption,
     MaxTurnsInterruption,
+    Misconfiguration,
     OutcomeUnknownInterruption,
     RunResult,
     RunStatus,
@@ -186,6 +187,9 @@ class RunState(BaseModel):
     status: RunStatus = "running"
     interruption: Interruption | None = None
     reason: str | None = None
+    # Set when the run failed on something only a person can fix (see ``Stop.not_configured``):
+    # a run that runs this one (a sub-agent's parent) reads it, not the reason's words.
+    misconfiguration: Misconfiguration | None = None
     # call id → hash of the arguments a person approved (an approval binds to both).
     approved: dict[str, str] = Field(default_factory=dict)
     # call id → the reason a person gave for declining ("" when none was given).
@@ -364,6 +368,7 @@ class RunState(BaseModel):
             status=self.status,
             interruption=self.interruption,
             reason=self.reason,
+            misconfiguration=self.misconfiguration,
             output=answer,
             text=answer,
             empty_answer=self.status == "completed" and is_empty_answer(self.messages[-1] if self.messages else None),

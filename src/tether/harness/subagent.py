@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.errors import ConfigError
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
-from tether.status import EMPTY_ANSWER, Stop
+from tether.status import EMPTY_ANSWER, Misconfiguration, Stop
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ __all__ = [
 
 
 _NAME = "subagents"  # this feature's part of RunState.ext
-_NO_START = " could not start: "  # a child's configuration, found as it started (AgentTool._misconfigured)
 DEFAULT_MAX_DEPTH = 4  # levels of delegation below the first run (an agent given itself recurses)
 MAX_ANSWER_CHARS = 100_000  # of a child's answer the parent reads (and keeps): as read_file's bound
 MAX_REASON_CHARS = 2_000  # of a child's reason for stopping: a sentence, not a tool's whole error
@@ -292,7 +291,16 @@ def _let_go(parent: RunState) -> None:
         parent_turn = (((record.get("ext") or {}).get(_NAME) or {}).get("parent") or {}).get("turn")
         kept[call_id] = {"done": True, "parent_turn": parent_turn} | {
             key: record.get(key)
-            for key in ("run_id", "status", "reason", "cost_usd", "cost_unknown_usd", "turns", "delegated_turns")
+            for key in (
+                "run_id",
+                "status",
+                "reason",
+                "misconfiguration",
+                "cost_usd",
+                "cost_unknown_usd",
+                "turns",
+                "delegated_turns",
+            )
         }
 
 
@@ -325,6 +333,39 @@ def _shares(ctx: ToolContext, tool_name: str, name: str) -> bool:
     by side (a researcher and a writer in one reply)."""
     tool = ctx.tools.get(tool_name)
     return tool_name == name or (isinstance(tool, AgentTool) and bool(getattr(tool, "parallel", False)))
+
+
+def _misconfiguration(child: RunState, result: Any) -> dict[str, Any] | None:
+    """What only a person can fix that ended the child, as its record in the parent keeps it (the
+    reason why within MAX_REASON_CHARS); None for any other end. A child state saved before the
+    kind of stop was kept as data (no such field in the save) is read from its words, as then."""
+    wrong = result.misconfiguration
+    if wrong is None and "misconfiguration" not in child.model_fields_set and result.status == "failed":
+        wrong = _older_misconfiguration(result.reason)
+    return None if wrong is None else wrong.model_copy(update={"why": _brief(wrong.why)}).model_dump(mode="json")
+
+
+def _kept_misconfiguration(done: dict[str, Any]) -> Misconfiguration | None:
+    """What a finished child's kept record says only a person can fix; a record kept before that
+    was data (no such key) is read from the reason's words, as it was then."""
+    if "misconfiguration" not in done:
+        return _older_misconfiguration(done.get("reason")) if done.get("status") == "failed" else None
+    kept = done["misconfiguration"]
+    return Misconfiguration.model_validate(kept) if isinstance(kept, dict) else None
+
+
+def _older_misconfiguration(reason: str | None) -> Misconfiguration | None:
+    """A misconfiguration as runs saved before it was data said it, in the words of their reason:
+    "the WHAT is not configured right: WHY", or "the sub-agent NAME could not start: WHY"."""
+    if not reason:
+        return None
+    if reason.startswith("the ") and Misconfiguration.NOT_CONFIGURED in reason:
+        what, _, why = reason.partition(Misconfiguration.NOT_CONFIGURED)
+        return Misconfiguration(what=what.removeprefix("the "), why=why)
+    if reason.startswith("the sub-agent ") and Misconfiguration.NO_START in reason:
+        what, _, why = reason.partition(Misconfiguration.NO_START)
+        return Misconfiguration(what=what.removeprefix("the "), why=why, started=False)
+    return None
 
 
 def _brief(reason: str | None) -> str | None:
@@ -453,9 +494,9 @@ class AgentTool:
         from tether.providers.http import scrubbed
 
         _given(ctx.state).pop(ctx.call_id, None)
-        why = f"the sub-agent {self.name}{_NO_START}{scrubbed(str(exc), known_secrets())}"
-        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "failed", child.cost_usd, why))
-        return Stop("failed", why)
+        stop = Stop.not_configured(f"sub-agent {self.name}", scrubbed(str(exc), known_secrets()), started=False)
+        ctx.emit(Subagent(ctx.run_id, ctx.call_id, self.name, child.run_id, "failed", child.cost_usd, stop.reason))
+        return stop
 
     def _stop_with_child(self, ctx: ToolContext, child: RunState, result: Any) -> None:
         """A child that stopped for Stop or for a person stops the parent too, the call pending."""
@@ -560,6 +601,7 @@ class AgentTool:
             "run_id": child.run_id,
             "status": result.status,
             "reason": _brief(result.reason),
+            "misconfiguration": _misconfiguration(child, result),
             "output": _bounded(result.text, self.name),
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
@@ -582,13 +624,9 @@ class AgentTool:
 
     def _answer(self, done: dict[str, Any]) -> ToolResult | str | Stop:
         # Only a person can fix a child's configuration: told to this run's model, it would work around it.
-        reason = done.get("reason") if done["status"] == "failed" else None
-        wrong = Stop.misconfigured(reason)
+        wrong = _kept_misconfiguration(done)
         if wrong is not None:
-            what, why = wrong
-            return Stop.not_configured(f"the sub-agent {self.name}'s {what}", why)
-        if reason and reason.startswith("the sub-agent ") and _NO_START in reason:  # one of its own could not
-            return Stop("failed", f"the sub-agent {self.name}'s {reason.removeprefix('the ')}")
+            return Stop.not_configured(f"sub-agent {self.name}'s {wrong.what}", wrong.why, started=wrong.started)
         if done["status"] == "completed" and not done.get("output"):  # said, not read as "nothing found"
             return f"(The sub-agent {self.name} completed without an answer: {done.get('reason') or EMPTY_ANSWER}.)"
         if done["status"] == "completed":
