@@ -6,7 +6,9 @@ The command runs under ``bwrap`` in new user, mount, PID, network and IPC namesp
   (where the system's Unix sockets live: docker, D-Bus, systemd), a minimal ``/dev`` and its
   own ``/proc``;
 * ``workspace-write``: the working directory and the listed paths bound writable again, and in
-  each of them ``.git`` and ``.tether`` bound read-only again unless listed themselves;
+  each of them ``.git`` and ``.tether`` bound read-only again unless listed themselves, and so is
+  every repository folder found deeper (:mod:`tether.tools._gitguard`, which also checks after the
+  command what it wrote into a repository it made);
 * secrets hidden in every home (``~/.ssh``, ``~/.aws``, ``~/.config/gcloud``...), and tether's
   own home, whatever the mode; with ``home = "hidden"``, the homes themselves;
 * no network (an empty network namespace: only its own loopback), unless hosts are allowed, and
@@ -96,6 +98,8 @@ class Jail:
     hide_homes: bool = False
     hidden: tuple[Path, ...] = ()  # the paths never readable (secret_paths())
     readable: tuple[Path, ...] = ()  # shown again inside hidden homes (the bridge's Python)
+    # Repository folders found at any depth in the writable paths (_gitguard.survey): read-only too.
+    repositories: tuple[Path, ...] = ()
 
 
 def bwrap_path() -> str | None:
@@ -124,11 +128,11 @@ def homes() -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _real(path: Path) -> Path:
+def real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _inside(path: Path, root: Path) -> bool:
+def inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
@@ -138,7 +142,7 @@ def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
 
     wanted = [h / name for h in homes() for name in SECRETS]
     wanted += [tether_home(), _platform_data_dir(), *extra]
-    return list(dict.fromkeys(_real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
+    return list(dict.fromkeys(real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
 
 
 def _hide(path: Path) -> list[str]:
@@ -147,18 +151,18 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
-def _git_dir_elsewhere(dot_git: Path) -> Path | None:
+def git_dir_elsewhere(dot_git: Path) -> Path | None:
     """The repository folder a ``.git`` link, or a ``.git`` file (``gitdir: PATH``, as a submodule or
     a worktree has), leads to: git runs its config and hooks as it would a ``.git`` folder's."""
     try:
         if dot_git.is_symlink():
-            target = _real(dot_git)
+            target = real(dot_git)
         elif dot_git.is_file():
             with dot_git.open("rb") as f:
                 line = f.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
             if not line.startswith("gitdir:"):
                 return None
-            target = _real(dot_git.parent / line.removeprefix("gitdir:").strip())
+            target = real(dot_git.parent / line.removeprefix("gitdir:").strip())
         else:
             return None
     except (OSError, ValueError):
@@ -166,56 +170,65 @@ def _git_dir_elsewhere(dot_git: Path) -> Path | None:
     return target if target.is_dir() else None
 
 
-def _writable_args(jail: Jail, cwd: Path) -> Iterator[str]:
-    roots = [cwd, *(_real(p) for p in jail.writable)] if jail.write_cwd else []
-    listed = {_real(p) for p in jail.writable}
+def writable_roots(jail: Jail) -> list[Path]:
+    """The folders ``jail`` lets a command write (none in read-only mode), links resolved."""
+    return [real(jail.cwd), *(real(p) for p in jail.writable)] if jail.write_cwd else []
+
+
+def _writable_args(jail: Jail) -> Iterator[str]:
+    roots = writable_roots(jail)
+    listed = {real(p) for p in jail.writable}
     for root in roots:
         if root.exists():
             yield from ("--bind", str(root), str(root))
     for root in roots:
         for name in PROTECTED_INSIDE:
             inner = root / name
-            if os.path.lexists(inner) and _real(inner) not in listed and not inner.is_symlink():
+            if os.path.lexists(inner) and real(inner) not in listed and not inner.is_symlink():
                 yield from ("--ro-bind", str(inner), str(inner))
             if name == ".git":
-                gitdir = _git_dir_elsewhere(inner)
+                gitdir = git_dir_elsewhere(inner)
                 # inside a writable root (elsewhere it is read-only already), never a root itself
                 if (
                     gitdir is not None
                     and gitdir not in listed
-                    and any(_inside(gitdir, r) for r in roots)
-                    and not any(_inside(r, gitdir) for r in roots)
+                    and any(inside(gitdir, r) for r in roots)
+                    and not any(inside(r, gitdir) for r in roots)
                 ):
                     yield from ("--ro-bind", str(gitdir), str(gitdir))
             elif (
                 name == ".tether"
                 and not os.path.lexists(inner)
-                and _real(inner) not in listed
+                and real(inner) not in listed
                 and os.access(root, os.W_OK)
             ):
                 # Not there yet: an empty read-only one in its place (left behind, empty), or the
                 # command could make it and plant project skills that later runs read as instructions.
                 # (Where tether cannot write, neither can the command, and bwrap could not make it.)
                 yield from ("--tmpfs", str(inner), "--remount-ro", str(inner))
+    done = {root / ".git" for root in roots} | {git_dir_elsewhere(root / ".git") for root in roots}
+    for folder in jail.repositories:
+        if folder not in done:
+            yield from ("--ro-bind", str(folder), str(folder))
 
 
 def jail_args(jail: Jail, bwrap: str) -> list[str]:
     """bubblewrap's argv for ``jail``, up to the command."""
-    cwd = _real(jail.cwd)
+    cwd = real(jail.cwd)
     args = [bwrap, *_BASE, "--unshare-net"]
     if os.path.isdir("/run") and not os.path.islink("/run"):  # the system's sockets: docker, dbus, systemd
         args += ["--tmpfs", "/run"]
     if jail.hide_homes:
         for home in homes():
             if home.is_dir():
-                args += ["--tmpfs", str(_real(home))]
+                args += ["--tmpfs", str(real(home))]
         for path in jail.readable:
             args += ["--ro-bind", str(path), str(path)]
     if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
         args += ["--ro-bind", str(cwd), str(cwd)]
-    args += _writable_args(jail, cwd)
+    args += _writable_args(jail)
     for path in jail.hidden:
-        if not _inside(cwd, path):  # a workspace inside a secret folder is the user's own choice
+        if not inside(cwd, path):  # a workspace inside a secret folder is the user's own choice
             args += _hide(path)
     for source, target in jail.binds:
         args += ["--bind", str(source), target]

@@ -39,19 +39,21 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import logging
 import os
 import posixpath
 import re
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from tether.processes import kill_process_tree, kill_tree, process_alive, process_identity
-from tether.tools import _jail, _sandbox
+from tether.tools import _gitguard, _jail, _sandbox
 from tether.tools._netproxy import SOCKET_NAME, NetProxy
 from tether.tools._sandbox import SandboxKind
 from tether.tools.base import ToolContext, ToolError, ToolResult, cut_middle
@@ -353,6 +355,7 @@ def _stop(proc: asyncio.subprocess.Process) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+_log = logging.getLogger("tether.tools.shell")
 _PROXY_DIR = "/tmp/.tether-proxy"  # where the proxy's socket appears inside the sandbox
 _BRIDGE = Path(__file__).with_name("_bridge.py")
 
@@ -378,11 +381,11 @@ def _jail_for(
 
 async def _start_argv(
     command: str, ctx: ToolContext, settings: ShellSettings, status: SandboxStatus, proxy: NetProxy | None
-) -> tuple[list[str], list[Path]]:
-    """The argv for ``command``, in the sandbox ``status`` says or outside it (mode off), and the
-    paths hidden from it."""
+) -> tuple[list[str], list[Path], _gitguard.Survey | None]:
+    """The argv for ``command``, in the sandbox ``status`` says or outside it (mode off), the
+    paths hidden from it, and the repositories in what it may write (workspace-write)."""
     if status.mode == "off":
-        return await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces), []
+        return await asyncio.to_thread(_sandbox.command_argv, command, settings.namespaces), [], None
     bwrap = _jail.bwrap_path()
     if bwrap is None:  # removed since the probe: refuse rather than run unconfined
         raise ToolError("refused: the sandbox (bubblewrap) is no longer installed; the command was not run.")
@@ -391,10 +394,14 @@ async def _start_argv(
     if proxy_dir is not None:
         inner = [sys.executable, "-I", "-S", str(_BRIDGE), f"{_PROXY_DIR}/{SOCKET_NAME}", *inner]
 
-    def build() -> tuple[list[str], list[Path]]:  # file system lookups: off the event loop
+    def build() -> tuple[list[str], list[Path], _gitguard.Survey | None]:  # file system lookups: off the event loop
         hidden = _hidden(ctx, settings)
         jail = _jail_for(ctx, settings, status.mode, proxy_dir, hidden)
-        return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden
+        survey = None
+        if jail.write_cwd:  # every repository in what the command may write: read-only, and checked after
+            survey = _gitguard.survey(_jail.writable_roots(jail), (_jail.real(p) for p in jail.writable))
+            jail = dataclasses.replace(jail, repositories=survey.bound)
+        return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden, survey
 
     return await asyncio.to_thread(build)
 
@@ -439,9 +446,16 @@ async def run_sandboxed(
     if status.mode != "off":
         env["TMPDIR"] = "/tmp"
     hidden: list[Path] = []
+    survey: _gitguard.Survey | None = None
+    started = 0
     try:
-        argv, hidden = await _start_argv(command, ctx, settings, status, proxy)
+        argv, hidden, survey = await _start_argv(command, ctx, settings, status, proxy)
+        started = time.time_ns()
         code, output, note = await _run(argv, env, ctx, settings)
+    except BaseException:  # stopped: what the command wrote into a repository is still taken out
+        if survey is not None:
+            _git_note(_gitguard.check(survey, started, ctx.cwd), survey, ctx)
+        raise
     finally:
         if proxy is not None:
             await proxy.close()
@@ -449,7 +463,31 @@ async def run_sandboxed(
         text = output.decode("utf-8", errors="replace")
         said = refusal_note(text, status, proxy.refused if proxy else [], [str(p) for p in hidden], command, code)
         note = "\n".join(n for n in (note, said) if n)
+    if survey is not None:
+        undone = await asyncio.to_thread(_gitguard.check, survey, started, ctx.cwd)
+        note = "\n".join(n for n in (note, _git_note(undone, survey, ctx)) if n)
     return code, output, note
+
+
+def _git_note(undone: list[str], survey: _gitguard.Survey, ctx: ToolContext) -> str:
+    """Words for what the check after a command took out of repositories, for the model and, on the
+    ``tether.tools.shell`` logger and as progress, for the person."""
+    if not survey.complete:
+        ctx.progress(
+            f"sandbox: more than {_gitguard.MAX_FOLDERS:,} folders to look through for git repositories; "
+            "those past them were neither read-only nor checked"
+        )
+    if not undone:
+        return ""
+    for what in undone:
+        ctx.progress(f"sandbox: taken out of a git repository: {what}")
+        _log.warning("a sandboxed command wrote into a git repository what git would run; taken out: %s", what)
+    return (
+        "[refused: this command wrote into a git repository what git would run outside the sandbox, with "
+        f"the user's rights, at their next git command: {'; '.join(undone)}. Nothing is lost (each is kept "
+        "where it says; git reads nothing from there), but the repository no longer runs it. Do not try to "
+        "put it back: if the task needs a hook or such a setting, tell the user what and why.]"
+    )
 
 
 async def _run(

@@ -1,0 +1,452 @@
+"""Git repositories in the sandbox's writable folders: read-only during a command, checked after it.
+
+git runs what a repository's folder names (a hook in ``hooks/``; ``core.fsmonitor``,
+``core.hooksPath``, an alias, a filter or a diff driver in ``config``) with the rights of whoever
+runs git there, outside any sandbox. So, around each ``workspace-write`` command:
+
+* before it, the writable folders are walked, breadth first, for every repository's folder: a
+  ``.git`` at any depth, what a ``.git`` file (``gitdir:``) or link leads to, a folder that is one
+  by git's own test (a ``HEAD`` with ``objects`` and ``refs``, or with a ``commondir``) and the
+  folder a ``commondir`` names. The sandbox binds each read-only unless it is listed in
+  ``writable``. The walk stops after :data:`MAX_FOLDERS` folders and does not enter the folders the
+  file tools pass over (``node_modules``, ``.venv``...): it costs about a millisecond per hundred
+  folders, twice per command.
+* after it, the same walk finds the repositories the command could write: those it made (``git
+  init``, ``git clone``, a ``.git`` or a bare repository built file by file, in one command or
+  over several: the one that completes it is caught), those a ``.git`` file or ``commondir`` it
+  wrote leads to, and the listed ones. Every hook it added there is moved into
+  ``refused-by-tether/`` in that folder, and every setting it added to ``config`` that is not on a
+  short list of harmless ones (:data:`SAFE_KEYS`) is taken out, the whole file kept there first.
+  git reads nothing from that folder; the result says what was moved and why.
+
+What the command did is told apart from what was there by ``ctime``, which a process cannot set
+back (it is the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). A listed
+repository's config is read before the command, so the settings already in it stay whatever they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import re
+import stat
+import tempfile
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.tools._jail import git_dir_elsewhere, inside, real
+from tether.tools.files import _IGNORED
+
+__all__ = ["ASIDE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "check", "survey"]
+
+MAX_FOLDERS = 2000
+ASIDE = "refused-by-tether"
+# Settings git only stores or reads as data: what git init, git clone, git remote add, git branch -u,
+# git submodule add and git config user.* write. Anything else (an alias, core.fsmonitor,
+# core.hooksPath, core.pager, core.sshCommand, a filter, diff or merge driver, include.path,
+# submodule.*.update, remote.*.uploadpack...) is taken out when a command adds it.
+SAFE_KEYS = (
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.bare",
+    "core.logallrefupdates",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "core.symlinks",
+    "core.autocrlf",
+    "core.eol",
+    "core.worktree",  # only to a folder inside the writable paths (git submodule add writes it)
+    "extensions.objectformat",
+    "extensions.worktreeconfig",
+    "init.defaultbranch",
+    "user.name",
+    "user.email",
+    "remote.*.url",
+    "remote.*.pushurl",
+    "remote.*.fetch",
+    "remote.*.push",
+    "remote.*.tagopt",
+    "remote.*.prune",
+    "remote.*.mirror",
+    "branch.*.remote",
+    "branch.*.merge",
+    "branch.*.rebase",
+    "branch.*.pushremote",
+    "branch.*.description",
+    "submodule.*.url",
+    "submodule.*.active",
+    "submodule.*.branch",
+)
+_SKIP = _IGNORED  # .git included: a repository's folder is found, not walked
+_REPO_MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
+_CONFIGS = ("config", "config.worktree")
+_MARKERS = ("HEAD", "objects", "refs", "commondir", "hooks", *_CONFIGS)
+_MAX_CONFIG = 1 << 20
+_NOT_REPOS = ("objects", "refs", "logs", "hooks")
+_MARGIN_NS = 2_000_000_000  # file systems keep ctime in steps (the kernel's tick; FAT: 2 s)
+_HEADER = re.compile(r'[ \t]*\[[ \t]*([A-Za-z0-9.-]+)(?:[ \t]+"((?:[^"\\\n]|\\.)*)")?[ \t]*\]')
+_ENTRY = re.compile(r"[ \t]*([A-Za-z][A-Za-z0-9-]*)[ \t]*(?:=(.*))?")
+_BLANK = re.compile(r"[ \t]*(?:[#;].*)?")
+_PLAIN_PATH = re.compile(r'"?([^"\\;#]*)"?')
+
+Identity = tuple[int, int]
+Signature = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """The repositories found in the writable folders before a command."""
+
+    roots: tuple[Path, ...]
+    listed: frozenset[Path]
+    repos: dict[Identity, Path]
+    bound: tuple[Path, ...]  # bound read-only for the command
+    # In the repositories left writable (listed): each hook's and config's signature, each config's bytes.
+    seen: dict[Path, Signature]
+    configs: dict[Path, bytes]
+    complete: bool  # False: the walk stopped at MAX_FOLDERS
+
+
+def _stat(path: Path | str, follow: bool = False) -> os.stat_result | None:
+    try:
+        return os.stat(path) if follow else os.lstat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _signature(path: Path) -> Signature | None:
+    st = _stat(path)
+    return None if st is None else (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _surface(folder: Path) -> Iterator[Path]:
+    """What git runs or reads settings from in a repository's folder: hooks, the hooks folder, configs."""
+    yield folder / "hooks"
+    yield from (folder / "hooks" / n for n in _names(folder / "hooks") if not n.endswith(".sample"))
+    yield from (folder / n for n in _CONFIGS)
+
+
+def _common(folder: Path) -> Path | None:
+    """The folder a ``commondir`` file names: git takes config and hooks from there."""
+    st = _stat(folder / "commondir", follow=True)
+    if st is None or not stat.S_ISREG(st.st_mode):  # a named pipe would hold the walk forever
+        return None
+    try:
+        with open(folder / "commondir", "rb") as f:
+            line = f.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
+    except (OSError, ValueError):
+        return None
+    target = real(folder / line) if line else None
+    return target if target is not None and target.is_dir() else None
+
+
+class _Found:
+    """Repository folders by identity, each with the file that led to it (a .git file or link, a
+    commondir) when the walk reached it that way."""
+
+    def __init__(self) -> None:
+        self.repos: dict[Identity, Path] = {}
+        self.via: dict[Identity, list[Path]] = {}
+
+    def add(self, folder: Path, via: Path | None = None) -> None:
+        st = _stat(folder, follow=True)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return
+        key = (st.st_dev, st.st_ino)
+        if via is not None:
+            self.via.setdefault(key, []).append(via)
+        if key in self.repos:
+            return
+        self.repos[key] = real(folder)
+        common = _common(folder)
+        if common is not None:
+            self.add(common, folder / "commondir")
+
+
+def _walk(roots: Iterable[Path]) -> tuple[_Found, bool]:
+    """Every repository folder in ``roots``, breadth first; False when it stopped at MAX_FOLDERS.
+    (Plain strings and one pass over each listing: this runs twice around every command.)"""
+    found = _Found()
+    queue = deque(str(r) for r in roots)
+    seen = 0
+    while queue:
+        folder = queue.popleft()
+        seen += 1
+        if seen > MAX_FOLDERS:
+            return found, False
+        below: list[str] = []
+        marks: set[str] = set()  # git's is_git_directory: HEAD with objects and refs folders, or a commondir
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    name = entry.name
+                    if name in _REPO_MARKS:
+                        if name in ("HEAD", "commondir") or entry.is_dir():
+                            marks.add(name)
+                    elif name == ".git":
+                        dot_git = Path(entry.path)
+                        target = dot_git if entry.is_dir(follow_symlinks=False) else git_dir_elsewhere(dot_git)
+                        if target is not None:
+                            found.add(target, None if target == dot_git else dot_git)
+                    if name not in _SKIP and entry.is_dir(follow_symlinks=False):
+                        below.append(entry.path)
+        except OSError:
+            continue
+        if "HEAD" in marks and ({"objects", "refs"} <= marks or "commondir" in marks):
+            found.add(Path(folder))  # and not below it: its objects and refs hold no repository git looks for
+        else:
+            queue.extend(sorted(below))
+    return found, True
+
+
+def _within(path: Path, roots: Iterable[Path]) -> bool:
+    return any(inside(path, r) for r in roots)
+
+
+def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
+    """Walk ``roots`` (real paths) before a command: what to bind read-only, what to compare after."""
+    roots = tuple(roots)
+    listed = frozenset(listed)
+    found, complete = _walk(roots)
+    bound: list[Path] = []
+    seen: dict[Path, Signature] = {}
+    configs: dict[Path, bytes] = {}
+    for folder in sorted(found.repos.values()):
+        if not _within(folder, roots):
+            continue  # read-only already
+        if folder not in listed and not any(inside(r, folder) for r in roots):  # a root is never narrowed
+            if not _within(folder, bound):
+                bound.append(folder)
+            continue
+        for repo in (folder, *_inner_repos(folder)):
+            for path in _surface(repo):
+                signature = _signature(path)
+                if signature is not None:
+                    seen[path] = signature
+                if path.name in _CONFIGS and signature and stat.S_ISREG(signature[0]) and signature[2] <= _MAX_CONFIG:
+                    with contextlib.suppress(OSError):
+                        configs[path] = path.read_bytes()
+    return Survey(roots, listed, found.repos, tuple(bound), seen, configs, complete)
+
+
+# --- after the command ---------------------------------------------------------------------------
+
+
+def check(before: Survey, since_ns: int, cwd: Path) -> list[str]:
+    """Undo what a command that started at ``since_ns`` wrote into repositories git would run;
+    one phrase per thing moved or taken out, with its path from ``cwd``."""
+    since = since_ns - _MARGIN_NS
+    after, _ = _walk(before.roots)
+    said: list[str] = []
+    for key, folder in sorted(after.repos.items(), key=lambda item: item[1]):
+        if not _within(folder, before.roots) or _within(folder, before.bound):
+            continue  # the command could not write it
+        if key in before.repos:  # listed (or a writable root itself): what changed during the command
+            old: Survey | None = before
+        elif _changed(folder, after.via.get(key, []), since):
+            old = None  # made by this command, or reached through what it wrote: nothing is the user's
+        else:
+            continue  # past the walk's end before the command, and untouched
+        for repo in (folder, *_inner_repos(folder)):
+            if _within(real(repo), before.roots) and not _within(real(repo), before.bound):
+                said += _clean(repo, old, before.roots, cwd)
+    return said
+
+
+def _changed(folder: Path, via: list[Path], since: int) -> bool:
+    paths = [folder, *(folder / m for m in _MARKERS), *via]
+    return any(st is not None and st.st_ctime_ns >= since for st in map(_stat, paths))
+
+
+def _inner_repos(folder: Path) -> Iterator[Path]:
+    """The folders of a repository's submodules and worktrees (``modules/**``, ``worktrees/*``):
+    git reads their config (a submodule's when ``git submodule update`` enters it)."""
+    queue = deque([folder / "modules", folder / "worktrees"])
+    seen = 0
+    while queue and seen < 200:
+        seen += 1
+        current = queue.popleft()
+        names = _names(current)
+        if current.parent != folder and ("HEAD" in names or "config" in names):
+            yield current
+        queue.extend(current / n for n in names if n not in (*_NOT_REPOS, ASIDE) and _is_folder(current / n))
+
+
+def _is_folder(path: Path) -> bool:
+    st = _stat(path)  # not a link: it could lead out of the workspace
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        with os.scandir(folder) as listing:
+            return sorted(e.name for e in listing)
+    except OSError:
+        return []
+
+
+def _clean(folder: Path, old: Survey | None, roots: tuple[Path, ...], cwd: Path) -> list[str]:
+    """Take out of ``folder`` what git would run that is not as ``old`` saw it (None: all of it)."""
+
+    def new(path: Path) -> bool:
+        signature = _signature(path)
+        return signature is not None and (old is None or old.seen.get(path) != signature)
+
+    said: list[str] = []
+    aside = _Aside(folder, cwd)
+    hooks = folder / "hooks"
+    st = _stat(hooks)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        if new(hooks):
+            said += aside.move("hooks", "not a folder: git would run the hooks where it leads")
+    else:
+        for path in _surface(folder):
+            if path.parent == hooks and new(path):
+                said += aside.move(f"hooks/{path.name}", "a hook: git runs it")
+    for name in _CONFIGS:
+        path = folder / name
+        st = _stat(path)
+        if st is None or not new(path):
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_CONFIG:
+            said += aside.move(name, "not a plain file git could be trusted to read")
+            continue
+        said += _clean_config(aside, name, old.configs.get(path, b"") if old else b"", roots)
+    return said
+
+
+class _Aside:
+    """Where what is taken out of one repository's folder is kept: a folder made afresh under
+    ``refused-by-tether/`` (named by the time), so nothing the command put there is written through."""
+
+    def __init__(self, folder: Path, cwd: Path) -> None:
+        self.folder, self.cwd = folder, cwd
+        self.made: Path | None = None
+
+    def _where(self) -> Path:
+        if self.made is None:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            for n, m in itertools.product(range(20), range(20)):
+                top = self.folder / (ASIDE if n == 0 else f"{ASIDE}-{n}")
+                with contextlib.suppress(FileExistsError):
+                    top.mkdir()
+                st = _stat(top)
+                if st is None or not stat.S_ISDIR(st.st_mode):
+                    continue
+                with contextlib.suppress(FileExistsError):
+                    (top / (stamp if m == 0 else f"{stamp}-{m}")).mkdir()
+                    self.made = top / (stamp if m == 0 else f"{stamp}-{m}")
+                    break
+            else:
+                raise OSError(errno.EEXIST, f"no room for {ASIDE} in {self.folder}")
+        return self.made
+
+    def move(self, rel: str, why: str) -> list[str]:
+        source = self.folder / rel
+        try:
+            target = self._where() / rel
+            target.parent.mkdir(exist_ok=True)
+            os.rename(source, target)
+        except OSError as exc:  # what git would run must not stay
+            with contextlib.suppress(OSError):
+                os.unlink(source)
+            gone = (
+                "so it was deleted" if _stat(source) is None else "and it is STILL THERE: remove it before running git"
+            )
+            return [f"{self.shown(source)} ({why}; it could not be kept aside ({exc.strerror}), {gone})"]
+        return [f"{self.shown(source)} ({why}; moved to {self.shown(target)})"]
+
+    def keep(self, name: str, data: bytes) -> Path:
+        target = self._where() / name
+        with open(target, "xb") as f:
+            f.write(data)
+        return target
+
+    def shown(self, path: Path) -> str:
+        return os.path.relpath(path, self.cwd) if inside(path, self.cwd) else str(path)
+
+
+def _entries(text: str) -> Iterator[tuple[str, str | None, str | None, str | None]]:
+    """Each line of a git config as (line to write, section, name of its setting or None, value):
+    a header's name is its section's, a comment's or blank line's is ''."""
+    section: str | None = None
+    for raw in text.split("\n"):
+        line = raw.removesuffix("\r")
+        header = _HEADER.match(line)
+        if header:
+            name, sub = header.group(1).lower(), header.group(2)
+            section = name if sub is None else f"{name}.{sub}"
+            rest = line[header.end() :]
+            if _BLANK.fullmatch(rest):
+                yield raw, section, "", None
+                continue
+            yield line[: header.end()], section, "", None
+            line = raw = rest
+        elif _BLANK.fullmatch(line) and "\0" not in line:
+            yield raw, section, "", None
+            continue
+        entry = _ENTRY.fullmatch(line)
+        if entry is None or section is None or "\0" in line or line.rstrip().endswith("\\"):
+            yield raw, section, None, None  # not a setting this reader can be sure of
+        else:
+            yield raw, section, f"{section}.{entry.group(1)}", entry.group(2)
+
+
+def _safe(name: str, value: str | None, folder: Path, roots: tuple[Path, ...]) -> bool:
+    parts = name.split(".")
+    parts[-1] = parts[-1].lower()
+    if (f"{parts[0]}.*.{parts[-1]}" if len(parts) > 2 else ".".join(parts)) not in SAFE_KEYS:
+        return False
+    if parts[-1] in ("url", "pushurl") and "::" in (value or ""):  # ext::sh -c ..., a remote helper
+        return False
+    if parts == ["core", "worktree"]:  # where git checks files out: only somewhere the command could write
+        plain = _PLAIN_PATH.fullmatch((value or "").strip())
+        return plain is not None and _within(real(folder / plain.group(1).strip()), roots)
+    return True
+
+
+def _clean_config(aside: _Aside, name: str, was_bytes: bytes, roots: tuple[Path, ...]) -> list[str]:
+    """Take out of a config the settings not in SAFE_KEYS that were not in ``was_bytes``."""
+    folder = aside.folder
+    path = folder / name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return aside.move(name, f"it could not be read ({exc.strerror})")
+    text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    was = Counter(
+        (section, line.strip())
+        for line, section, key, _ in _entries(was_bytes.decode("utf-8", "surrogateescape"))
+        if key != ""
+    )
+    kept: list[str] = []
+    removed: list[str] = []
+    for line, section, key, value in _entries(text):
+        if key == "" or (key is not None and _safe(key, value, folder, roots)):
+            kept.append(line)
+        elif was[(section, line.strip())] > 0:  # there before the command: the user's own
+            was[(section, line.strip())] -= 1
+            kept.append(line)
+        else:
+            removed.append(key or f"the unreadable line {line.strip()[:40]!r}")
+    if not removed:
+        return []
+    try:
+        kept_as = aside.keep(name, data)
+        fd, fresh = tempfile.mkstemp(prefix=f".{name}.", suffix=".tether-tmp", dir=folder)
+        with open(fd, "wb") as f:
+            f.write("\n".join(kept).encode("utf-8", "surrogateescape"))
+        os.chmod(fresh, stat.S_IMODE(os.lstat(path).st_mode))
+        os.replace(fresh, path)
+    except OSError as exc:
+        why = f"settings that can run programs: {', '.join(removed)}; rewriting it failed ({exc.strerror})"
+        return aside.move(name, why)
+    return [
+        f"{aside.shown(path)}: {', '.join(removed)} (settings that can run programs or reach outside the "
+        f"workspace; taken out, the whole file kept as {aside.shown(kept_as)})"
+    ]

@@ -1,0 +1,259 @@
+"""What session 12 found the sandbox left alone: a sandboxed command could still plant what git runs.
+
+git runs a repository's hooks and what its config names (``core.fsmonitor``, ``core.hooksPath``, an
+alias, a filter) outside any sandbox, with the rights of the person who runs git there later. The
+sandbox bound an existing top-level ``.git`` read-only, but a command could
+
+- make a new repository (``git init``) and write its hooks and settings in the same command;
+- write into a sub-repository's ``.git`` (``vendor/lib/.git``), which was not bound;
+- build a repository file by file (its config first, ``HEAD`` last), or point a new ``.git`` file at
+  a folder it prepared where the check never looked.
+
+Each test makes the person's later git run and checks a canary outside the workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.errors import RunCancelled
+from tether.tools.base import ToolContext, ToolResult
+from tether.tools.sandbox import sandbox_status
+from tether.tools.shell import RunCommand, ShellSettings
+
+pytestmark = [
+    pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}"),
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+]
+GIT = "git -c user.name=m -c user.email=m@example.com"
+
+
+def sandboxed(ws: Path, command: str, writable: tuple[str, ...] = ()) -> str:
+    """The result the model reads for ``command``, run in the workspace-write sandbox."""
+    shell = RunCommand(ShellSettings(sandbox="workspace-write", writable=writable))
+    result = asyncio.run(shell.execute({"command": command}, ToolContext(cwd=ws, signal=CancelSignal())))
+    assert isinstance(result, ToolResult)
+    return str(result.content)
+
+
+def person(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The person's own git, later, outside any sandbox."""
+    return subprocess.run(
+        ["git", "-c", "user.name=p", "-c", "user.email=p@example.com", *args],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def plant(canary: Path) -> str:
+    """Shell lines that give the repository in the current folder a hook and settings that touch ``canary``."""
+    touch = f"touch {canary}"
+    return (
+        f"printf '#!/bin/sh\\n{touch}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && "
+        f"git config core.fsmonitor '{touch}; false' && git config alias.st '!{touch}' && "
+        f"git config filter.x.clean '{touch}' && echo planted"
+    )
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "ws").mkdir()
+    return tmp_path / "ws"
+
+
+def test_the_canary_works_where_nothing_guards_the_repository(ws: Path, tmp_path: Path) -> None:
+    """The control: the same lines run by the person themselves do reach the canary."""
+    canary = tmp_path / "canary"
+    subprocess.run(f"git init -q && {plant(canary)}", shell=True, cwd=ws, check=True, capture_output=True)
+    person(ws, "commit", "-q", "--allow-empty", "-m", "x")
+    assert canary.exists()
+
+
+def test_a_new_repository_keeps_its_commits_but_not_the_hooks_and_settings_it_was_given(
+    ws: Path, tmp_path: Path
+) -> None:
+    """git init and a hook in one command: the hook and the settings were the person's next git's."""
+    canary = tmp_path / "canary"
+    said = sandboxed(
+        ws,
+        f"git init -q && echo a > a.txt && git add a.txt && {GIT} commit -qm first && "
+        f"git config user.name Model && git remote add origin https://example.com/r.git && {plant(canary)}",
+    )
+    assert said.startswith("exit code 0\nplanted\n")
+    assert "[refused: this command wrote into a git repository what git would run outside the sandbox" in said
+    assert re.search(
+        r"\.git/hooks/pre-commit \(a hook: git runs it; moved to \.git/refused-by-tether/\d{8}T\d{6}Z/hooks/pre-commit\)",
+        said,
+    )
+    assert ".git/config: core.fsmonitor, alias.st, filter.x.clean (settings that can run programs" in said
+    person(ws, "commit", "-q", "--allow-empty", "-m", "by the person")
+    person(ws, "st")
+    (ws / "b.txt").write_text("b\n")
+    person(ws, "add", "b.txt")
+    assert not canary.exists()
+    assert person(ws, "log", "--format=%s").stdout.split() == ["by", "the", "person", "first"]
+    config = (ws / ".git/config").read_text()
+    assert "fsmonitor" not in config and "Model" in config and "https://example.com/r.git" in config
+    [kept] = (ws / ".git/refused-by-tether").iterdir()  # a folder of its own for each command's leftovers
+    assert "fsmonitor" in (kept / "config").read_text() and str(canary) in (kept / "hooks/pre-commit").read_text()
+    assert sorted(p.name for p in (ws / ".git/hooks").iterdir() if not p.name.endswith(".sample")) == []
+
+
+def test_ordinary_git_work_is_not_touched(ws: Path) -> None:
+    """git init, commit, a local clone and a submodule: what they write is left as it is, unsaid."""
+    said = sandboxed(
+        ws,
+        f"git init -q && echo a > a.txt && git add a.txt && {GIT} commit -qm first && "
+        f"git clone -q . copy && git -c protocol.file.allow=always submodule -q add ./ sub && "
+        f"{GIT} commit -qm sub && git log --oneline | wc -l",
+    )
+    assert said == "exit code 0\n2\n"
+    assert "worktree = ../../../sub" in (ws / ".git/modules/sub/config").read_text()
+    assert (
+        "url = " in (ws / "copy/.git/config").read_text()
+        and "merge = refs/heads/" in (ws / "copy/.git/config").read_text()
+    )
+    assert person(ws, "status", "--short").stdout == "?? copy/\n"
+
+
+def test_a_sub_repository_is_read_only_and_a_new_one_is_checked(ws: Path, tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    person(ws, "init", "-q", "vendor/lib")
+    refused = sandboxed(ws, f"cd vendor/lib && {plant(canary)}")
+    assert refused.startswith("exit code 2") and "Read-only file system" in refused
+    assert "[refused: write outside the workspace blocked by the sandbox" in refused
+    made = sandboxed(ws, f"mkdir -p libs/b && cd libs/b && git init -q && {plant(canary)}")
+    assert "libs/b/.git/hooks/pre-commit (a hook" in made and "libs/b/.git/config: core.fsmonitor" in made
+    for repo in ("vendor/lib", "libs/b"):
+        person(ws / repo, "commit", "-q", "--allow-empty", "-m", "x")
+        person(ws / repo, "st")
+    assert not canary.exists()
+    assert "planted" not in sandboxed(ws, f"cd libs/b && {plant(canary)}")  # made last time: read-only now
+
+
+def test_a_repository_built_file_by_file_is_checked_when_it_becomes_one(ws: Path, tmp_path: Path) -> None:
+    """Its config first (not yet a repository), then objects and refs, then HEAD: git's own test
+    passes only at the last command, which is when the check finds it, config and all."""
+    canary = tmp_path / "canary"
+    steps = [
+        f"mkdir -p store/hooks && printf '[core]\\n\\tbare = true\\n\\tfsmonitor = touch {canary}\\n' > store/config",
+        f"printf '#!/bin/sh\\ntouch {canary}\\n' > store/hooks/post-update && chmod +x store/hooks/post-update",
+        "mkdir -p store/objects store/refs/heads",
+    ]
+    for step in steps:
+        assert "[refused" not in sandboxed(ws, step)
+    said = sandboxed(ws, "echo 'ref: refs/heads/main' > store/HEAD")
+    assert "store/config: core.fsmonitor" in said and "store/hooks/post-update (a hook" in said
+    assert "fsmonitor" not in (ws / "store/config").read_text() and "bare = true" in (ws / "store/config").read_text()
+
+
+def test_a_git_file_written_to_lead_where_the_check_does_not_look(ws: Path, tmp_path: Path) -> None:
+    """node_modules is not walked (it can hold thousands of folders); a repository prepared there is
+    caught by the ``.git`` file the command writes to reach it."""
+    canary = tmp_path / "canary"
+    prepared = sandboxed(
+        ws,
+        f"git init -q --bare node_modules/x && git --git-dir=node_modules/x config core.fsmonitor 'touch {canary}'",
+    )
+    assert "[refused" not in prepared
+    said = sandboxed(ws, "echo 'gitdir: node_modules/x' > .git && git config core.bare false && echo linked")
+    assert "node_modules/x/config: core.fsmonitor" in said
+    (ws / "a.txt").write_text("a\n")
+    person(ws, "add", "a.txt")
+    person(ws, "status")
+    assert not canary.exists()
+
+
+def test_a_listed_git_keeps_the_person_s_own_hooks_and_settings(ws: Path, tmp_path: Path) -> None:
+    """``writable = [".git"]`` lets commands commit; what they add that git would run is still taken
+    out, and what the person had there is left as it was."""
+    canary = tmp_path / "canary"
+    person(ws, "init", "-q")
+    person(ws, "config", "alias.lg", "log --oneline")
+    hook = ws / ".git/hooks/pre-push"
+    hook.write_text("#!/bin/sh\necho the person's own\n")
+    said = sandboxed(
+        ws, f"echo a > a.txt && git add a.txt && {GIT} commit -qm first && {plant(canary)}", writable=(".git",)
+    )
+    assert ".git/config: core.fsmonitor, alias.st, filter.x.clean (settings" in said
+    assert "alias.lg" not in said and "pre-push" not in said
+    assert "lg = log --oneline" in (ws / ".git/config").read_text() and hook.exists()
+    person(ws, "commit", "-q", "--allow-empty", "-m", "x")
+    assert not canary.exists()
+
+
+def test_links_the_command_put_in_the_way_lead_nothing_outside(ws: Path, tmp_path: Path) -> None:
+    """A link where the leftovers are kept, or a modules folder leading to a repository outside:
+    tether writes nothing there and takes nothing out of it (the person's own)."""
+    outside = tmp_path / "outside"
+    person(tmp_path, "init", "-q", "--bare", str(outside / "x"))
+    person(outside / "x", "config", "alias.lg", "log --oneline")
+    (outside / "x/hooks/pre-commit").write_text("#!/bin/sh\necho the person's own\n")
+    (outside / "kept").mkdir()
+    said = sandboxed(
+        ws,
+        f"git init -q && ln -s {outside / 'kept'} .git/refused-by-tether && ln -s {outside} .git/modules && "
+        "echo '#!/bin/sh' > .git/hooks/post-checkout && echo done",
+    )
+    assert re.search(r"moved to \.git/refused-by-tether-1/\d{8}T\d{6}Z/hooks/post-checkout", said)
+    assert list((outside / "kept").iterdir()) == [] and str(outside) not in said
+    assert (outside / "x/hooks/pre-commit").exists() and "lg = " in (outside / "x/config").read_text()
+
+
+def test_a_config_written_to_be_read_one_way_by_tether_and_another_by_git(ws: Path, tmp_path: Path) -> None:
+    """A setting on a header's line, after a comment ending in a backslash, in a section spelt
+    with capitals or a dot, a remote whose URL runs a command: git reads each; none stays."""
+    canary = tmp_path / "canary"
+    config = (
+        "[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n"
+        f"[Core] fsmonitor = touch {canary}\\n"
+        "[user]\\n\\tname = m ; a comment \\\\\\n"
+        f"\\teditor = touch {canary}\\n"
+        f'[alias]\\n\\tst = !touch {canary}\\n[ALIAS "x"]\\n[alias.y]\\n'
+        f'[remote "o"]\\n\\turl = ext::sh -c touch% {canary}\\n'
+    )
+    said = sandboxed(
+        ws, f"git init -q && printf '%b' '{config}' > .git/config && git config --list >/dev/null && echo ok"
+    )
+    assert said.startswith("exit code 0\nok\n")
+    for setting in ("core.fsmonitor", "user.editor", "alias.st", "remote.o.url"):
+        assert setting in said
+    (ws / "a.txt").write_text("a\n")
+    person(ws, "add", "a.txt")
+    person(ws, "st")
+    person(ws, "-c", "protocol.ext.allow=always", "fetch", "o")
+    assert not canary.exists()
+    assert person(ws, "config", "--list").returncode == 0  # what is left is a config git reads
+
+
+def test_a_command_stopped_after_planting_a_hook_leaves_none(ws: Path) -> None:
+    """Stop (or the timeout) ends the command early; the check after it runs all the same, and the
+    person is told on the call's progress."""
+    progress: list[str] = []
+    signal = CancelSignal()
+    ctx = ToolContext(cwd=ws, signal=signal, on_progress=progress.append)
+    shell = RunCommand(ShellSettings(sandbox="workspace-write"))
+
+    async def stop_once_planted() -> None:
+        task = asyncio.ensure_future(
+            shell.execute({"command": "git init -q && echo '#!/bin/sh' > .git/hooks/pre-commit && sleep 60"}, ctx)
+        )
+        while not (ws / ".git/hooks/pre-commit").exists():  # the command's own file says it got there
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.01)
+        signal.cancel("Stop")
+        with pytest.raises(RunCancelled):
+            await task
+
+    asyncio.run(stop_once_planted())
+    assert not (ws / ".git/hooks/pre-commit").exists()
+    assert any(".git/hooks/pre-commit (a hook: git runs it; moved to" in p for p in progress)
