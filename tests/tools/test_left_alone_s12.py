@@ -24,6 +24,7 @@ import pytest
 
 from tether.cancel import CancelSignal
 from tether.errors import RunCancelled
+from tether.tools import _gitguard
 from tether.tools.base import ToolContext, ToolResult
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
@@ -257,3 +258,23 @@ def test_a_command_stopped_after_planting_a_hook_leaves_none(ws: Path) -> None:
     asyncio.run(stop_once_planted())
     assert not (ws / ".git/hooks/pre-commit").exists()
     assert any(".git/hooks/pre-commit (a hook: git runs it; moved to" in p for p in progress)
+
+
+def test_a_workspace_past_the_walk_s_limit_is_said_to_be_so(
+    ws: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The walk stops after MAX_FOLDERS folders (2,000): the call's progress says so each time, and
+    the person's log once per workspace, rather than the guard seeming whole."""
+    monkeypatch.setattr(_gitguard, "MAX_FOLDERS", 3)
+    for name in "abcd":
+        (ws / name).mkdir()
+    progress: list[str] = []
+    ctx = ToolContext(cwd=ws, signal=CancelSignal(), on_progress=progress.append)
+    shell = RunCommand(ShellSettings(sandbox="workspace-write"))
+    for _ in range(2):
+        asyncio.run(shell.execute({"command": "true"}, ctx))
+    past = [p for p in progress if "more than 3 folders" in p]
+    assert len(past) == 2 and "neither read-only for the command nor checked after it" in past[0]
+    assert [r.message for r in caplog.records if "more than 3 folders" in r.message] == [
+        past[0].removeprefix("sandbox: ")
+    ]

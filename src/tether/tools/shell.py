@@ -356,6 +356,7 @@ def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 _log = logging.getLogger("tether.tools.shell")
+_WARNED: set[Path] = set()  # workspaces too big for the git repositories' walk, said once each
 _PROXY_DIR = "/tmp/.tether-proxy"  # where the proxy's socket appears inside the sandbox
 _BRIDGE = Path(__file__).with_name("_bridge.py")
 
@@ -473,10 +474,14 @@ def _git_note(undone: list[str], survey: _gitguard.Survey, ctx: ToolContext) -> 
     """Words for what the check after a command took out of repositories, for the model and, on the
     ``tether.tools.shell`` logger and as progress, for the person."""
     if not survey.complete:
-        ctx.progress(
-            f"sandbox: more than {_gitguard.MAX_FOLDERS:,} folders to look through for git repositories; "
-            "those past them were neither read-only nor checked"
+        said = (
+            f"more than {_gitguard.MAX_FOLDERS:,} folders in {ctx.cwd} to look through for git repositories; "
+            "those past them were neither read-only for the command nor checked after it"
         )
+        ctx.progress(f"sandbox: {said}")
+        if ctx.cwd not in _WARNED:  # once per workspace: every command would say it again
+            _WARNED.add(ctx.cwd)
+            _log.warning("%s", said)
     if not undone:
         return ""
     for what in undone:
