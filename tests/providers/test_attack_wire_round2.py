@@ -38,7 +38,9 @@ CUT = "cut"  # a part of a reply: drop the connection here, without the chunked 
 @dataclass
 class Reply:
     status: int = 200
-    parts: Sequence[bytes | float | str] = field(default_factory=list)  # bytes, a pause in seconds, CUT
+    # bytes, a pause in seconds, CUT, or a pause until the event is set (a stall that outlasts any
+    # timeout, however late a loaded machine fires it; 60 s at most, a hang guard)
+    parts: Sequence[bytes | float | str | threading.Event] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -75,6 +77,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if isinstance(part, float):
                     time.sleep(part)
+                    continue
+                if isinstance(part, threading.Event):
+                    part.wait(60)
                     continue
                 assert isinstance(part, bytes)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))

@@ -65,8 +65,10 @@ def test_a_slow_reply_not_streamed_is_not_given_up_at_the_first_token_timeout(se
 def test_a_reply_not_streamed_past_reply_timeout_is_charged_whole_and_not_asked_again(
     serve: Serve, tmp_path: Path
 ) -> None:
-    server = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)] * 4)
+    late = threading.Event()  # the reply comes once the run is over: past the timeout however late it fires
+    server = serve([Reply(200, [late, completion({"content": "too late"})], JSON)] * 4)
     out = run_against("openai", server, tmp_path, stream=False, reply_timeout_s=0.2, max_tokens=1000)
+    late.set()
     assert_sound(out)
     result = out.result
     assert result.status == "failed"
@@ -78,17 +80,21 @@ def test_a_reply_not_streamed_past_reply_timeout_is_charged_whole_and_not_asked_
 
 
 def test_a_reply_not_streamed_past_reply_timeout_falls_back(serve: Serve, tmp_path: Path) -> None:
-    slow = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)])
+    # The fallback's reply must come within reply_timeout_s too: a timeout well above a loaded
+    # machine's pauses (three test workers on two cores); the slow reply comes once the run is over.
+    late = threading.Event()
+    slow = serve([Reply(200, [late, completion({"content": "too late"})], JSON)])
     fast = serve([Reply(200, [completion({"content": "from the fallback"})], JSON)])
     out = run_against(
         "openai",
         slow,
         tmp_path,
         stream=False,
-        reply_timeout_s=0.2,
+        reply_timeout_s=5.0,
         fallback_models=[provider("openai", fast, name="backup")],
         prices={"backup/": PRICE},
     )
+    late.set()
     assert out.result.status == "completed", out.result.reason
     assert out.result.text == "from the fallback"
     assert len(slow.requests) == 1
@@ -270,9 +276,11 @@ def test_a_reply_not_streamed_past_the_providers_read_timeout_is_charged_whole_a
 ) -> None:
     """Before: the provider's read timeout (timeout_s, 600 s by default) on a reply not streamed
     was a dropped connection: charged nothing, and asked four times, each billed by the server."""
-    server = serve([Reply(200, [1.0, completion({"content": "too late"})], JSON)] * 4)
+    late = threading.Event()  # the reply comes once the run is over: past the timeout however late it fires
+    server = serve([Reply(200, [late, completion({"content": "too late"})], JSON)] * 4)
     model = provider("openai", server, timeout_s=0.2)
     out = run_against("openai", server, tmp_path, stream=False, model=model, max_tokens=1000)
+    late.set()
     assert_sound(out)
     assert out.result.status == "failed"
     assert "timeout" in (out.result.reason or "") and "not asked again" in (out.result.reason or "")
