@@ -278,3 +278,18 @@ def test_a_workspace_past_the_walk_s_limit_is_said_to_be_so(
     assert [r.message for r in caplog.records if "more than 3 folders" in r.message] == [
         past[0].removeprefix("sandbox: ")
     ]
+
+
+def test_a_big_listed_path_does_not_crowd_the_workspace_out_of_the_walk(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each writable path has its own limit: one walk over all of them let a listed cache's folders
+    use it up before the workspace's second level."""
+    monkeypatch.setattr(_gitguard, "MAX_FOLDERS", 5)  # the workspace, .tether, sub and sub/x fit
+    for n in range(10):
+        (tmp_path / f"cache/{n}").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    said = sandboxed(
+        ws, "git init -q sub/x && echo '#!/bin/sh' > sub/x/.git/hooks/pre-commit", writable=(str(tmp_path / "cache"),)
+    )
+    assert "sub/x/.git/hooks/pre-commit (a hook" in said and not (ws / "sub/x/.git/hooks/pre-commit").exists()

@@ -8,9 +8,9 @@ runs git there, outside any sandbox. So, around each ``workspace-write`` command
   ``.git`` at any depth, what a ``.git`` file (``gitdir:``) or link leads to, a folder that is one
   by git's own test (a ``HEAD`` with ``objects`` and ``refs``, or with a ``commondir``) and the
   folder a ``commondir`` names. The sandbox binds each read-only unless it is listed in
-  ``writable``. The walk stops after :data:`MAX_FOLDERS` folders and does not enter the folders the
-  file tools pass over (``node_modules``, ``.venv``...): it costs about a millisecond per hundred
-  folders, twice per command.
+  ``writable``. The walk stops after :data:`MAX_FOLDERS` folders of each writable path and does
+  not enter the folders the file tools pass over (``node_modules``, ``.venv``...); what it costs,
+  twice per command, is measured in docs/tools.md.
 * after it, the same walk finds the repositories the command could write: those it made (``git
   init``, ``git clone``, a ``.git`` or a bare repository built file by file, in one command or
   over several: the one that completes it is caught), those a ``.git`` file or ``commondir`` it
@@ -19,9 +19,12 @@ runs git there, outside any sandbox. So, around each ``workspace-write`` command
   short list of harmless ones (:data:`SAFE_KEYS`) is taken out, the whole file kept there first.
   git reads nothing from that folder; the result says what was moved and why.
 
-What the command did is told apart from what was there by ``ctime``, which a process cannot set
-back (it is the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). A listed
-repository's config is read before the command, so the settings already in it stay whatever they are.
+A repository the walk had not found before the command is the command's when any of its files
+(``HEAD``, ``objects``, ``refs``, ``config``, ``hooks``...) or the ``.git`` file or ``commondir``
+that leads to it changed during the command, by ``ctime``, which a process cannot set back (it is
+the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). In a listed repository
+the hooks' and configs' signatures and the configs' text are read before the command, so what the
+person had there stays as it is.
 """
 
 from __future__ import annotations
@@ -169,16 +172,22 @@ class _Found:
 
 
 def _walk(roots: Iterable[Path]) -> tuple[_Found, bool]:
-    """Every repository folder in ``roots``, breadth first; False when it stopped at MAX_FOLDERS.
-    (Plain strings and one pass over each listing: this runs twice around every command.)"""
+    """Every repository folder in ``roots``; False when a root's walk stopped at MAX_FOLDERS."""
     found = _Found()
-    queue = deque(str(r) for r in roots)
+    complete = [_walk_one(root, found) for root in roots]  # each its own limit: a big cache listed does
+    return found, all(complete)  # not crowd out the workspace
+
+
+def _walk_one(root: Path, found: _Found) -> bool:
+    """Breadth first (the shallow repositories, which editors find by themselves, come first).
+    Plain strings and one pass over each listing: this runs twice around every command."""
+    queue = deque([str(root)])
     seen = 0
     while queue:
         folder = queue.popleft()
         seen += 1
         if seen > MAX_FOLDERS:
-            return found, False
+            return False
         below: list[str] = []
         marks: set[str] = set()  # git's is_git_directory: HEAD with objects and refs folders, or a commondir
         try:
@@ -201,7 +210,7 @@ def _walk(roots: Iterable[Path]) -> tuple[_Found, bool]:
             found.add(Path(folder))  # and not below it: its objects and refs hold no repository git looks for
         else:
             queue.extend(sorted(below))
-    return found, True
+    return True
 
 
 def _within(path: Path, roots: Iterable[Path]) -> bool:
