@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tether.server import runs
 from tether.server.events import EventLog
 from tether.server.runs import Lateness, _Courier
 
@@ -45,13 +48,33 @@ def test_events_arrive_in_order_and_share_wakeups() -> None:
     assert len(wakeups) == len(batches)
 
 
-def test_a_late_http_loop_makes_the_runs_give_way_and_an_idle_one_stops_ticking() -> None:
+class _RunLoopClock:
+    """``time`` as ``tether.server.runs`` sees it: a run loop's clock that moves only when told to
+    (or by a sleep), and its sleeps, counted. The HTTP loop's ticks keep the real clock."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_late_http_loop_makes_the_runs_give_way_and_an_idle_one_stops_ticking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     live = [True]
     lateness = Lateness(lambda: live[0], every_s=0.005, late_s=0.002, cede_s=0.001)
-    seen: list[bool] = []
+    seen: list[Any] = []
+    clock = _RunLoopClock()
 
     async def until(want: bool) -> bool:  # ticks on a busy machine may run late now and then
-        for _ in range(500):
+        deadline = time.monotonic() + 30  # a hang guard only: one tick on time is enough
+        while time.monotonic() < deadline:
             if lateness.late is want:
                 return True
             await asyncio.sleep(0.002)
@@ -66,20 +89,23 @@ def test_a_late_http_loop_makes_the_runs_give_way_and_an_idle_one_stops_ticking(
         await asyncio.sleep(0)
         await asyncio.sleep(0.001)
         seen.append(lateness.late)  # the tick that came 45 ms late says so
-        began = time.perf_counter()
-        lateness.cede()  # a run's emit, while the loop is late
-        seen.append(time.perf_counter() - began >= 0.001)
-        began = time.perf_counter()
+        monkeypatch.setattr(runs, "time", clock)  # the run loop's side, on a clock of the test's own
+        lateness.cede()  # a run's emit, while the loop is late: it gives way once
+        seen.append(list(clock.slept))
         for _ in range(1000):  # a burst of tokens right after: it gave way a moment ago
             lateness.cede()
-        seen.append(time.perf_counter() - began < 0.5)  # not 1,000 sleeps
+        seen.append(len(clock.slept))  # not 1,000 sleeps: none
+        clock.now += 0.002  # the run loop's own time: past cede_s later, it gives way again
+        lateness.cede()
+        seen.append(len(clock.slept))
+        monkeypatch.undo()
         seen.append(await until(False))  # caught up
         live[0] = False
         await asyncio.sleep(0.05)
         seen.append(lateness._ticking)
 
     asyncio.run(go())
-    assert seen == [True, True, True, True, True, False]
+    assert seen == [True, True, [0.001], 1, 2, True, False]
 
 
 def test_a_follower_gets_what_came_at_once_as_one_batch(tmp_path: Path) -> None:
