@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -115,14 +114,52 @@ def _logged_ids(a: Slow, run_id: str) -> list[int]:
     return [int(line.split("\t", 1)[0]) for line in lines if line]
 
 
+class _Waits:
+    """How many requests have come to wait in the server for a live run to end."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def arrived(self) -> None:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    def until(self, count: int) -> None:
+        with self.changed:  # 30 s: a hang guard only
+            assert self.changed.wait_for(lambda: self.count >= count, 30), f"{count - self.count} never came to wait"
+
+
+_WAITS = _Waits()
+
+
+@pytest.fixture(autouse=True)
+def _waits_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wait of a request for a live run to end (``RunManager.settled``) is counted as it begins,
+    on the server's loop: what the tests wait for before they let the run end."""
+    from tether.server.runs import RunManager
+
+    settled = RunManager.settled
+
+    async def counted(self: RunManager, run_id: str) -> bool:
+        if run_id in self.live:
+            _WAITS.arrived()
+        return await settled(self, run_id)
+
+    monkeypatch.setattr(RunManager, "settled", counted)
+
+
 def _in_flight(n: int, make: Any) -> tuple[list[Any], list[threading.Thread]]:
-    """``make(i)`` from ``n`` threads, given time to reach the server (which holds them until the
-    run ends); the list their responses land in, and the threads to join."""
+    """``make(i)`` from ``n`` threads, once all of them have reached the server, which holds them
+    until the run ends (a sleep instead let a loaded machine's late request come after the next
+    one); the list their responses land in, and the threads to join."""
     out: list[Any] = [None] * n
     threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, make(i))) for i in range(n)]
+    waiting = _WAITS.count
     for t in threads:
         t.start()
-    time.sleep(0.5)  # the requests reach the server, which waits for the run to end
+    _WAITS.until(waiting + n)
     return out, threads
 
 
