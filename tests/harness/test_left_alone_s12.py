@@ -5,6 +5,8 @@ run's id given to the server's run routes."""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -16,9 +18,13 @@ from tether.harness.agent import Stop
 from tether.harness.subagent import children
 from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
+from tether.providers.openai_chat import OpenAIChatProvider
+from tether.providers.scripted import count_prompt_tokens
 from tether.status import Misconfiguration
-from tether.testing import FunctionModel, Reply
+from tether.testing import FunctionModel, Reply, ScriptedServer
 from tether.tools.base import ToolContext
+from tether.tools.files import FILE_TOOLS
+from tether.usage import Price, Usage
 
 # --------------------------------------------------------------------------- a misconfigured child, as data
 
@@ -194,3 +200,76 @@ def test_an_older_saved_child_state_that_ended_misconfigured_still_fails_its_par
     result = run_sync(_lead([worker.as_tool("helper", "Helps.")], asked), None, state=state)
     assert result.status == "failed" and asked == []
     assert result.reason == "the sub-agent helper's tool tracker is not configured right: set TRACKER_TOKEN"
+
+
+# --------------------------------------------------------------------------- a prompt under-reported
+
+PRICE = Price(input=10.0, output=10.0)  # dollars per million tokens
+
+
+def _reader_agent(workspace: Path, server: ScriptedServer, budget: float) -> Agent:
+    """The scripted ``reader`` (reads a 10 KB log, and two other files, in turn, for ever) behind
+    a real OpenAI-compatible server on loopback, priced, with a budget."""
+    (workspace / "big.log").write_text("".join(f"{i:05d} INFO request served in {i % 97} ms\n" for i in range(300)))
+    (workspace / "notes-zh.txt").write_text("日志轮换每天进行一次，旧文件压缩后保留三十天。" * 40)
+    (workspace / "errors.log").write_text("ERROR worker 3 timed out after 30000 ms\n" * 50)
+    provider = OpenAIChatProvider(base_url=server.base_url, api_key="unused")
+    provider.model_id = "reader"  # type: ignore[attr-defined]
+    return Agent(
+        provider,
+        tools=FILE_TOOLS,
+        cwd=workspace,
+        price=PRICE,
+        max_budget_usd=budget,
+        max_turns=25,
+        compaction=False,
+        dedupe_read_only=False,
+    )
+
+
+def _true_cost(server: ScriptedServer, state: RunState) -> float:
+    """What the requests cost as the server counts their prompts (not as it reported them), with
+    the replies' own counts."""
+    bodies = [b for p, b, _ in server.received if p.endswith("/chat/completions")]
+    prompts = sum(count_prompt_tokens(b["messages"], b.get("tools") or ()) for b in bodies)
+    replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
+    completions = sum(m.usage.completion_tokens for m in replies if m.usage is not None)
+    assert len(bodies) == len(replies)  # every request has its reply: none lost, none retried
+    return PRICE.cost(Usage(prompt_tokens=prompts, completion_tokens=completions))
+
+
+def test_a_server_that_reports_every_prompt_as_one_token_cannot_take_the_run_past_its_budget(
+    tmp_path: Path,
+) -> None:
+    """Before: each reply said its prompt was 1 token, so the next call was planned from that
+    count, the history it sent left out, and the run charged 1 token a prompt: it went on to its
+    25 turns and spent, as the server counts, about fifty times its $0.10. Now a reported prompt
+    under half of what tether counts in the request it sent is taken for one the server left out:
+    the request's own count is charged (marked estimated) and plans the next call, so the run
+    stops with budget_exceeded, before the call that would have gone past."""
+    budget = 0.1
+    with ScriptedServer(report_prompt_tokens=1) as server:
+        state = RunState()
+        result = run_sync(_reader_agent(tmp_path, server, budget), "Read the logs.", state=state)
+        true = _true_cost(server, state)
+    assert result.status == "budget_exceeded", (result.status, result.reason, true)
+    assert "cannot pay for another call" in (result.reason or "")
+    assert true <= budget, true
+    # charged as tether counts the prompts it sent, which is within a few per cent of the server's count
+    assert result.cost_usd is not None and result.cost_usd == pytest.approx(true, rel=0.05)
+    replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
+    assert len(replies) >= 3 and all(m.usage is not None and m.usage.estimated for m in replies)
+
+
+def test_an_honest_server_s_counts_are_kept() -> None:
+    """The same run against a server that counts truly: its counts are charged as reported, none
+    estimated, and the budget still holds."""
+    budget = 0.05
+    with ScriptedServer() as server, tempfile.TemporaryDirectory() as folder:
+        state = RunState()
+        result = run_sync(_reader_agent(Path(folder), server, budget), "Read the logs.", state=state)
+        true = _true_cost(server, state)
+    assert result.status == "budget_exceeded" and true <= budget
+    replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
+    assert all(m.usage is not None and not m.usage.estimated for m in replies)
+    assert result.cost_usd == pytest.approx(true)

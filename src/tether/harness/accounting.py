@@ -46,18 +46,41 @@ async def note_in_flight(rc: RunContext, prompt_tokens: int, max_tokens: int) ->
     return in_flight
 
 
-def accounted(response: ModelResponse, request: ModelRequest, model: str) -> ModelResponse:
+def accounted(response: ModelResponse, request: ModelRequest, model: str, planned: int = 0) -> ModelResponse:
     """The reply with usage the run can be charged for: what the provider left out estimated, and a
     count no call can have taken for one left out (:func:`~tether.providers.base.complete_usage`,
     which the wires apply themselves). A provider passed as ``Agent(model=...)`` that reported no
-    usage made its calls free, and a negative count paid the budget back."""
+    usage made its calls free, and a negative count paid the budget back.
+
+    ``planned``: the prompt the call's plan estimated (its note in flight). A reported prompt under
+    half of it, and under half of what the request sent counts, is one the server left out (a
+    server that said 1 token for every prompt had the history left out of the next call's plan,
+    and of what the run was charged): the request's own count stands for it, marked estimated,
+    and the next plan starts from it."""
     message = response.message
     usage = complete_usage(message.usage, request, message, model)
+    if planned and usage.prompt_tokens * _IMPLAUSIBLE < planned:
+        counted = prompt_tokens(request, _counter_for(model))
+        if usage.prompt_tokens * _IMPLAUSIBLE < counted:
+            usage = usage.model_copy(update={"prompt_tokens": counted, "estimated": True})
     if usage == message.usage:
         return response
     from dataclasses import replace
 
     return replace(response, message=message.model_copy(update={"usage": usage}))
+
+
+# A reported prompt under 1/this of tether's own count of the request is taken for one left out:
+# tokenizers and chat templates differ by tens of per cent, not by half.
+_IMPLAUSIBLE = 2
+
+
+def _counter_for(model: str) -> Callable[[str], int]:
+    """``model``'s counter, or the estimate while its BPE is not loaded (never waited for here)."""
+    from tether.tokens import count_tokens, counter_for, encoding_loaded
+
+    count = counter_for(model)
+    return estimate_tokens if count is count_tokens and not encoding_loaded() else count
 
 
 def charge(rc: RunContext, usage: Usage | None, model: Candidate | None = None) -> None:
@@ -138,7 +161,7 @@ async def side_call(
         else:
             _over(rc, own)  # a refused request is not billed
         raise
-    response = accounted(response, request, candidate.name)
+    response = accounted(response, request, candidate.name, prompt)
     _over(rc, own, response.message.usage, candidate, sent)
     return response
 
@@ -147,12 +170,9 @@ def _counter(rc: RunContext, model: str) -> Callable[[str], int]:
     """How to count a prompt for ``model``: the run's counter for its own model, else that model's
     own (a verdict from a Claude model in a run of an OpenAI one is counted as Claude's prompts
     are, which is more); the estimate while a BPE is not loaded (a side call never waits for one)."""
-    from tether.tokens import count_tokens, counter_for, encoding_loaded
-
     if model == rc.model_name:
         return rc.count if rc.counter_loaded() else estimate_tokens
-    count = counter_for(model)
-    return estimate_tokens if count is count_tokens and not encoding_loaded() else count
+    return _counter_for(model)
 
 
 def join_in_flight(state: RunState, own: CallInFlight) -> None:

@@ -66,6 +66,7 @@ class _Attempt:
         self.attempt = 0
         self.sent = False  # has this attempt's request been handed to the provider?
         self.given_up: list[str] = []  # models this turn fell back from, with why
+        self.planned_prompt = 0  # the attempt's prompt as its note in flight estimated it
 
 
 async def ask_model(rc: RunContext, continuation: Continuation | None = None) -> AsyncIterator[Event]:
@@ -128,6 +129,7 @@ async def _begin(rc: RunContext, turn: _Attempt) -> tuple[CallPlan, CallInFlight
     turn.attempt += 1
     turn.sent = False
     in_flight = await _send_intent(rc, plan)
+    turn.planned_prompt = in_flight.prompt_tokens
     if rc.signal.cancelled:
         count_abandoned(rc, in_flight, [], sent=False)
         rc.stop(Stop.cancelled(rc.signal.reason or "cancelled"))
@@ -469,7 +471,7 @@ async def _provider_call(
             raise _ReplyTimeout(f"{rc.model_name}: no reply within reply_timeout_s={limit} s") from exc
         except AnswerTimedOut as exc:  # the provider's own read timeout (timeout_s) came first
             raise _ReplyTimeout(f"{rc.model_name}: no reply within the provider's timeout ({exc})") from exc
-        replies.append(accounted(reply, request, rc.model_name))
+        replies.append(accounted(reply, request, rc.model_name, turn.planned_prompt))
         return replies[-1]
     if continuation is not None:
         continuation.start()  # a retry streams the repeat again
@@ -492,7 +494,7 @@ async def _provider_call(
             else:
                 rc.emit(event)
             event = await (anext(stream) if timeout is None else _next_within(rc, stream, timeout))
-        replies.append(accounted(event.response, request, rc.model_name))
+        replies.append(accounted(event.response, request, rc.model_name, turn.planned_prompt))
         if continuation is not None:
             _emit_delta(rc, "text", await filter_stream(stack, rc, continuation.flush(), "text"))
         return replies[-1]

@@ -38,7 +38,8 @@
 * a request's ``max_tokens`` cuts the reply as a real model's is cut (``finish_reason`` ``length``,
   ``stop_reason`` ``max_tokens``): the text up to the limit, or the tool call the limit reached with
   its arguments as far as they got (Messages without a stream: the object a partial parse makes);
-* ``omit_usage``: no reply reports usage (both endpoints);
+* ``omit_usage``: no reply reports usage (both endpoints); ``report_prompt_tokens=N``: every reply
+  reports a prompt of N tokens whatever it was (a server that under-reports);
 * ``GET /_stats`` reports requests served and seconds spent serving them; ``POST /_stats/reset``.
 
 Run it with ``tether scripted serve --port 0``; it prints its base URL.
@@ -522,6 +523,10 @@ class _Handler(BaseHTTPRequestHandler):
         if window is not None and reply["usage"]["prompt_tokens"] > window:
             self._overflow(path)
             return None
+        reported = self.server.report_prompt_tokens
+        if reported is not None:
+            usage = reply["usage"]
+            usage["prompt_tokens"], usage["total_tokens"] = reported, reported + usage["completion_tokens"]
         return reply
 
     def _refused_chat(self, request: dict[str, Any]) -> bool:
@@ -668,6 +673,7 @@ class _Server(ThreadingHTTPServer):
         self.faults: collections.deque[str] = collections.deque()
         self.context_window: int | None = None
         self.omit_usage = False
+        self.report_prompt_tokens: int | None = None
         self.dialect = "openai"
         # The latest requests, for tests to inspect; bounded, so a long-running `tether scripted
         # serve` stays flat in memory (a 200-turn run sends ~20 MB of request bodies).
@@ -721,6 +727,7 @@ class ScriptedServer:
         context_window: int | None = None,
         omit_usage: bool = False,
         dialect: str = "openai",
+        report_prompt_tokens: int | None = None,
     ) -> None:
         if dialect not in self.DIALECTS:
             raise ConfigError(f"unknown scripted server dialect {dialect!r}; known: {', '.join(self.DIALECTS)}")
@@ -729,6 +736,7 @@ class ScriptedServer:
         self._server.faults.extend(faults)
         self._server.context_window = context_window
         self._server.omit_usage = omit_usage
+        self._server.report_prompt_tokens = report_prompt_tokens
         self._server.dialect = dialect
         self._thread: threading.Thread | None = None
 
