@@ -4,7 +4,7 @@ security, web walls) left out.
 - a command that closes (or redirects) its own output still has the rest of its timeout;
 - the read cache is not fooled by a rewrite in place that puts the old mtime back;
 - a web page that trickles bytes forever ends at the fetch's timeout; converting a page does not
-  hold the event loop, and a page nested thousands deep fails with a reason;
+  hold the event loop, and a page nested thousands deep is read (it failed with a reason);
 - a directory tree deeper than Python's recursion limit is listed and searched;
 - edit_file refuses a file too large to hold in memory instead of reading all of it.
 """
@@ -201,9 +201,10 @@ def test_converting_a_page_leaves_the_event_loop_free(pages: str, monkeypatch: p
     assert "Hello." in out and "stood still" not in out
 
 
-def test_a_page_nested_thousands_deep_is_a_failed_fetch_that_says_why(pages: str) -> None:
-    with pytest.raises(ToolError, match="nests its HTML too deeply"):
-        run_tool(WebFetch(WebSettings(allow=(pages,))), Path("."), url=f"http://{pages}/nested")
+def test_a_page_nested_thousands_deep_is_read(pages: str) -> None:
+    """It was a failed fetch ("nests its HTML too deeply"); what is that deep comes as its words."""
+    out = run_tool(WebFetch(WebSettings(allow=(pages,))), Path("."), url=f"http://{pages}/nested")
+    assert "deep" in str(out)
 
 
 # --- the file tools ------------------------------------------------------------------------------

@@ -125,12 +125,7 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: Bin
             raise Skipped("binary (not text, HTML or PDF)")
         from tether.tools.web import decode_text, html_to_markdown
 
-        try:
-            text = html_to_markdown(decode_text(data, "text/html"))
-        except RecursionError:
-            raise Skipped(
-                "HTML nested too deeply to read (its elements run deeper than Python's recursion limit)"
-            ) from None
+        text = html_to_markdown(decode_text(data, "text/html"))
         title = text.splitlines()[0][2:].strip() if text.startswith("# ") else path.name
         return Document(text, title, True, "html")
     if binary:

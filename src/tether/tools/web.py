@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import ipaddress
 import re
 import socket
@@ -222,6 +223,57 @@ def _inside_pre(node: Any, known: dict[int, bool]) -> bool:
     return inside
 
 
+_MAX_DEPTH = 128  # what is deeper is kept as text: markdownify recurses per level (about 400 overflowed)
+_LIST_CHUNK = 100  # an <ol> is cut into lists of this many items: markdownify counts each item's elders
+_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+@functools.cache
+def _not_converters() -> tuple[str, ...]:
+    """The element names markdownify would convert with one of its own methods that is no converter:
+    it calls ``convert_<name>`` for each element, and ``convert_soup(soup)`` is its entry point, so a
+    ``<soup>`` raised TypeError. Given as ``strip`` (the element dropped, its text kept)."""
+    import inspect
+
+    from markdownify import MarkdownConverter
+
+    return tuple(
+        name[len("convert_") :].lower()
+        for name, fn in inspect.getmembers(MarkdownConverter, inspect.isfunction)
+        if name.startswith("convert_") and "parent_tags" not in inspect.signature(fn).parameters
+    )
+
+
+def _tame(soup: Any, main: Any) -> None:
+    """Make a page markdownify converts whatever its markup: what is nested deeper than
+    ``_MAX_DEPTH`` elements kept as its text alone (markdownify recursed once a level and overflowed
+    at about 400), a list's ``start`` or a cell's ``colspan`` that is not a plain number dropped (its
+    int() raised on ``²``, ``三`` or 5,000 digits), and a long ``<ol>`` cut into consecutive lists
+    numbered on (it counted each item's elders: 20,000 items took a minute)."""
+    stack = [(child, 1) for child in main.find_all(True, recursive=False)]
+    while stack:
+        element, depth = stack.pop()
+        for name in ("start", "colspan"):
+            value = element.attrs.get(name)
+            if value is not None and not (isinstance(value, str) and _NUMBER.fullmatch(value)):
+                del element[name]
+        children = element.find_all(True, recursive=False)
+        if depth < _MAX_DEPTH:
+            stack.extend((child, depth + 1) for child in children)
+        elif children:  # its text in one piece (not unwrapped: each move in bs4 climbs every ancestor)
+            text = element.get_text(" ")
+            element.clear()
+            element.append(text)
+    for ol in main.find_all("ol"):
+        items, start, last = ol.find_all("li", recursive=False), int(ol.get("start") or 1), ol
+        for first in range(_LIST_CHUNK, len(items), _LIST_CHUNK):
+            rest = soup.new_tag("ol", attrs={"start": str(start + first)})
+            for item in items[first : first + _LIST_CHUNK]:
+                rest.append(item.extract())
+            last.insert_after(rest)
+            last = rest
+
+
 def html_to_markdown(html: str) -> str:
     """Readable Markdown from a page: scripts and styles dropped, <main>/<article> preferred,
     the <title> as the first heading."""
@@ -235,8 +287,10 @@ def html_to_markdown(html: str) -> str:
         tag.decompose()
     main = soup.find("main") or soup.find("article") or soup.body or soup
     _calm_whitespace(main)
+    _tame(soup, main)
     title = soup.title.get_text(strip=True) if soup.title else ""
-    text = MarkdownConverter(heading_style="ATX", strip=["img"]).convert_soup(main).strip()
+    converter = MarkdownConverter(heading_style="ATX", strip=["img", *_not_converters()])
+    text = converter.convert_soup(main).strip()
     lines = [ln.rstrip() for ln in text.splitlines()]
     compact = "\n".join(ln for i, ln in enumerate(lines) if ln or (i and lines[i - 1]))
     return f"# {title}\n\n{compact}" if title else compact
@@ -458,13 +512,7 @@ class WebFetch:
         """:meth:`_refuse_wall` on a worker thread: parsing and converting 2 MB of HTML takes seconds
         of CPU, which on the event loop would stall every stream, Stop and run sharing it."""
         args = {"response": response, "url": url, "kind": kind, "body": body}
-        try:
-            text: str = await _in_thread(self._refuse_wall, args)
-        except RecursionError:  # tags nested thousands deep: the converter recurses per level
-            raise ToolError(
-                f"{url} nests its HTML too deeply to be converted to text; try another source for "
-                "the same information, or ask the user to paste it."
-            ) from None
+        text: str = await _in_thread(self._refuse_wall, args)
         return text
 
     @staticmethod
