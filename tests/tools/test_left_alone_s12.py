@@ -127,6 +127,7 @@ def test_ordinary_git_work_is_not_touched(ws: Path) -> None:
 
 
 def test_a_sub_repository_is_read_only_and_a_new_one_is_checked(ws: Path, tmp_path: Path) -> None:
+    """The person's vendor/lib is read-only for commands; libs/b, made by one, is checked after each."""
     canary = tmp_path / "canary"
     person(ws, "init", "-q", "vendor/lib")
     refused = sandboxed(ws, f"cd vendor/lib && {plant(canary)}")
@@ -138,7 +139,14 @@ def test_a_sub_repository_is_read_only_and_a_new_one_is_checked(ws: Path, tmp_pa
         person(ws / repo, "commit", "-q", "--allow-empty", "-m", "x")
         person(ws / repo, "st")
     assert not canary.exists()
-    assert "planted" not in sandboxed(ws, f"cd libs/b && {plant(canary)}")  # made last time: read-only now
+    again = sandboxed(ws, f"cd libs/b && {GIT} commit -q --allow-empty -m by-the-model && {plant(canary)}")
+    assert again.startswith("exit code 0\nplanted\n")  # made by a command: writable, and checked after each
+    assert "libs/b/.git/hooks/pre-commit (a hook" in again and "libs/b/.git/config: core.fsmonitor" in again
+    person(ws / "libs/b", "commit", "-q", "--allow-empty", "-m", "x")
+    assert not canary.exists()
+    assert person(ws / "libs/b", "log", "--format=%s").stdout.split() == ["x", "by-the-model", "x"]
+    forged = sandboxed(ws, f"touch vendor/lib/.git/{_gitguard.MADE}")  # the mark cannot be put on the person's
+    assert "Read-only file system" in forged and not (ws / "vendor/lib/.git" / _gitguard.MADE).exists()
 
 
 def test_a_repository_built_file_by_file_is_checked_when_it_becomes_one(ws: Path, tmp_path: Path) -> None:

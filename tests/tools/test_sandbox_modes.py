@@ -158,10 +158,15 @@ def test_ordinary_work_runs_in_the_sandbox(tmp_path: Path) -> None:
     git = "git -c user.name=t -c user.email=t@example.com"
     first = run(tool, ws, f"git init -q && git add -A && {git} commit -qm first && git status --short && echo done")
     assert text(first) == "exit code 0\ndone\n"
-    refused = run(tool, ws, f"echo '# more' >> calc.py && {git} commit -qam second")  # .git exists now: read-only
+    # made in the sandbox: later commands may commit (what they add that git would run is taken out)
+    assert text(run(tool, ws, f"echo '# 2' >> calc.py && {git} commit -qam 2 && git log --oneline | wc -l")) == (
+        "exit code 0\n2\n"
+    )
+    (ws / ".git/made-in-tether-sandbox").unlink()  # now as a repository the person made: read-only
+    refused = run(tool, ws, f"echo '# more' >> calc.py && {git} commit -qam third")
     assert refused.is_error and "blocked by the sandbox" in text(refused) and ".git" in text(refused)
     with_git = RunCommand(ShellSettings(sandbox="workspace-write", writable=(".git",), timeout_s=300))
-    assert text(run(with_git, ws, f"{git} commit -qam second && git log --oneline | wc -l")) == "exit code 0\n2\n"
+    assert text(run(with_git, ws, f"{git} commit -qam third && git log --oneline | wc -l")) == "exit code 0\n3\n"
     pip = run(
         tool,
         ws,

@@ -8,13 +8,15 @@ runs git there, outside any sandbox. So, around each ``workspace-write`` command
   ``.git`` at any depth, what a ``.git`` file (``gitdir:``) or link leads to, a folder that is one
   by git's own test (a ``HEAD`` with ``objects`` and ``refs``, or with a ``commondir``) and the
   folder a ``commondir`` names. The sandbox binds each read-only unless it is listed in
-  ``writable``. The walk stops after :data:`MAX_FOLDERS` folders of each writable path and does
-  not enter the folders the file tools pass over (``node_modules``, ``.venv``...); what it costs,
-  twice per command, is measured in docs/tools.md.
+  ``writable`` or holds :data:`MADE`, the mark left in a repository a command made once it was
+  checked (no command can mark one it did not make: those are read-only to it). The walk stops
+  after :data:`MAX_FOLDERS` folders of each writable path and does not enter the folders the file
+  tools pass over (``node_modules``, ``.venv``...); what it costs, twice per command, is measured
+  in docs/tools.md.
 * after it, the same walk finds the repositories the command could write: those it made (``git
   init``, ``git clone``, a ``.git`` or a bare repository built file by file, in one command or
   over several: the one that completes it is caught), those a ``.git`` file or ``commondir`` it
-  wrote leads to, and the listed ones. Every hook it added there is moved into
+  wrote leads to, and the listed and marked ones. Every hook it added there is moved into
   ``refused-by-tether/`` in that folder, and every setting it added to ``config`` that is not on a
   short list of harmless ones (:data:`SAFE_KEYS`) is taken out, the whole file kept there first.
   git reads nothing from that folder; the result says what was moved and why.
@@ -22,9 +24,9 @@ runs git there, outside any sandbox. So, around each ``workspace-write`` command
 A repository the walk had not found before the command is the command's when any of its files
 (``HEAD``, ``objects``, ``refs``, ``config``, ``hooks``...) or the ``.git`` file or ``commondir``
 that leads to it changed during the command, by ``ctime``, which a process cannot set back (it is
-the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). In a listed repository
-the hooks' and configs' signatures and the configs' text are read before the command, so what the
-person had there stays as it is.
+the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). In a listed or
+marked repository the hooks' and configs' signatures and the configs' text are read before the
+command, so what the person had there stays as it is.
 """
 
 from __future__ import annotations
@@ -45,10 +47,16 @@ from pathlib import Path
 from tether.tools._jail import git_dir_elsewhere, inside, real
 from tether.tools.files import _IGNORED
 
-__all__ = ["ASIDE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "check", "survey"]
+__all__ = ["ASIDE", "MADE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "check", "survey"]
 
 MAX_FOLDERS = 2000
 ASIDE = "refused-by-tether"
+MADE = "made-in-tether-sandbox"
+_MADE_TEXT = (
+    "A command in tether's sandbox made this git repository, so later sandboxed commands may write\n"
+    "it (commit, branch...); the hooks and the settings that run programs they add are taken out\n"
+    "after each one. Delete this file to make it read-only for them, as every other repository is.\n"
+)
 # Settings git only stores or reads as data: what git init, git clone, git remote add, git branch -u,
 # git submodule add and git config user.* write. Anything else (an alias, core.fsmonitor,
 # core.hooksPath, core.pager, core.sshCommand, a filter, diff or merge driver, include.path,
@@ -109,6 +117,7 @@ class Survey:
     listed: frozenset[Path]
     repos: dict[Identity, Path]
     bound: tuple[Path, ...]  # bound read-only for the command
+    made: tuple[Path, ...]  # left writable: made by an earlier sandboxed command (MADE in them)
     # In the repositories left writable (listed): each hook's and config's signature, each config's bytes.
     seen: dict[Path, Signature]
     configs: dict[Path, bytes]
@@ -223,12 +232,15 @@ def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
     listed = frozenset(listed)
     found, complete = _walk(roots)
     bound: list[Path] = []
+    made: list[Path] = []
     seen: dict[Path, Signature] = {}
     configs: dict[Path, bytes] = {}
     for folder in sorted(found.repos.values()):
         if not _within(folder, roots):
             continue  # read-only already
-        if folder not in listed and not any(inside(r, folder) for r in roots):  # a root is never narrowed
+        if _is_made(folder) and folder not in listed:
+            made.append(folder)
+        elif folder not in listed and not any(inside(r, folder) for r in roots):  # a root is never narrowed
             if not _within(folder, bound):
                 bound.append(folder)
             continue
@@ -240,7 +252,21 @@ def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
                 if path.name in _CONFIGS and signature and stat.S_ISREG(signature[0]) and signature[2] <= _MAX_CONFIG:
                     with contextlib.suppress(OSError):
                         configs[path] = path.read_bytes()
-    return Survey(roots, listed, found.repos, tuple(bound), seen, configs, complete)
+    return Survey(roots, listed, found.repos, tuple(bound), tuple(made), seen, configs, complete)
+
+
+def _is_made(folder: Path) -> bool:
+    st = _stat(folder / MADE)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def _mark(folder: Path) -> None:
+    """Say in ``folder`` that a sandboxed command made it (and it was checked): later commands may
+    write it. No command can put this in a repository it did not make: those are read-only to it."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / MADE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "w") as f:
+            f.write(_MADE_TEXT)
 
 
 # --- after the command ---------------------------------------------------------------------------
@@ -264,6 +290,8 @@ def check(before: Survey, since_ns: int, cwd: Path) -> list[str]:
         for repo in (folder, *_inner_repos(folder)):
             if _within(real(repo), before.roots) and not _within(real(repo), before.bound):
                 said += _clean(repo, old, before.roots, cwd)
+        if old is None:
+            _mark(folder)
     return said
 
 

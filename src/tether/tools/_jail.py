@@ -100,6 +100,7 @@ class Jail:
     readable: tuple[Path, ...] = ()  # shown again inside hidden homes (the bridge's Python)
     # Repository folders found at any depth in the writable paths (_gitguard.survey): read-only too.
     repositories: tuple[Path, ...] = ()
+    made: tuple[Path, ...] = ()  # repositories a sandboxed command made: writable, checked after
 
 
 def bwrap_path() -> str | None:
@@ -177,7 +178,7 @@ def writable_roots(jail: Jail) -> list[Path]:
 
 def _writable_args(jail: Jail) -> Iterator[str]:
     roots = writable_roots(jail)
-    listed = {real(p) for p in jail.writable}
+    listed = {real(p) for p in jail.writable} | set(jail.made)
     for root in roots:
         if root.exists():
             yield from ("--bind", str(root), str(root))

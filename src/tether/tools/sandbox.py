@@ -5,9 +5,9 @@ Modes (``[tools.shell.sandbox] mode``):
 * ``read-only``: a command reads what the user can (secrets excepted) and writes only a private
   temporary directory (``/tmp``, empty and gone when the command ends).
 * ``workspace-write``: it also writes inside the run's working directory and the listed paths;
-  ``.tether`` and every git repository's folder found in them stay read-only unless listed, and
-  the hooks and settings a command gives a repository it makes are taken out after it
-  (``_gitguard``).
+  ``.tether`` and every git repository's folder found in them stay read-only unless listed or
+  made by an earlier command, and the hooks and settings that run programs a command gives a
+  repository it may write are taken out after it (``_gitguard``).
 * ``off``: no sandbox (the PID namespace and the kill-everything-on-exit of ``_sandbox`` still hold).
 
 Under a sandbox the network is off (hosts can be allowed through tether's proxy), and ``~/.ssh``,

@@ -401,7 +401,7 @@ async def _start_argv(
         survey = None
         if jail.write_cwd:  # every repository in what the command may write: read-only, and checked after
             survey = _gitguard.survey(_jail.writable_roots(jail), (_jail.real(p) for p in jail.writable))
-            jail = dataclasses.replace(jail, repositories=survey.bound)
+            jail = dataclasses.replace(jail, repositories=survey.bound, made=survey.made)
         return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden, survey
 
     return await asyncio.to_thread(build)
