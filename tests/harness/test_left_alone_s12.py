@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.server.conftest import read_events, served, wait_until  # noqa: F401 (served: a fixture)
 from tether import Agent, RunState, run_sync, tool
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
@@ -273,3 +274,82 @@ def test_an_honest_server_s_counts_are_kept() -> None:
     replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
     assert all(m.usage is not None and not m.usage.estimated for m in replies)
     assert result.cost_usd == pytest.approx(true)
+
+
+# --------------------------------------------------------------------------- a child's run id at the server
+
+CHILD_AGENTS = """
+import os
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.testing import FunctionModel
+
+WORKSPACE = Path(os.environ["TETHER_TEST_WORKSPACE"])
+
+
+@tool(needs_approval=True)
+def wipe(path: str) -> str:
+    \"\"\"Deletes a folder.\"\"\"
+    with open(WORKSPACE / "wiped.txt", "a") as f:
+        f.write(path + "\\n")
+    return "wiped " + path
+
+
+def child_reply(messages, request):
+    return "child done" if any(isinstance(m, ToolMessage) for m in messages) else call("w1", "wipe", {"path": "cache"})
+
+
+def parent_reply(messages, request):
+    if any(isinstance(m, ToolMessage) for m in messages):
+        return "all clean"
+    return call("c1", "cleaner", {"task": "clean the cache"})
+
+
+child = Agent(FunctionModel(child_reply), tools=[wipe], max_turns=6)
+agents = {"boss": Agent(FunctionModel(parent_reply), tools=[child.as_tool("cleaner", "Cleans up")], max_turns=6)}
+"""
+
+
+def test_a_child_run_s_id_is_no_run_of_its_own_at_the_server(
+    served: Any,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    """A sub-agent's run is saved as a run of its own, but at the server only the run a person's
+    message started is a run: every run route given the child's id answers 404 (no reading its
+    events apart, no stop, resume or decision on it alone that its parent would not see), and the
+    parent, decided on, finishes with the child's one call made once."""
+    module = tmp_path / "child_agents.py"
+    module.write_text(CHILD_AGENTS)
+    server = served(agents_module=module)
+    c = server.client()
+    sid = c.post("/v1/sessions", json={}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "clean up"}).json()["run_id"]
+    read_events(c, f"/v1/runs/{run_id}/events")
+    waiting = c.get(f"/v1/runs/{run_id}").json()["waiting"]
+    assert waiting["type"] == "subagent" and waiting["asked"]["call_id"] == "w1"
+    child = waiting["child_run_id"]
+    asked = waiting["asked"]
+    answers = [
+        c.get(f"/v1/runs/{child}"),
+        c.get(f"/v1/runs/{child}/events", headers={"Accept": "text/event-stream"}),
+        c.get(f"/v1/runs/{child}/transcript"),
+        c.get(f"/v1/runs/{child}/trace"),
+        c.post(f"/v1/runs/{child}/cancel"),
+        c.post(f"/v1/runs/{child}/resume", json={}),
+        c.post(
+            f"/v1/runs/{child}/decision",
+            json={"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True},
+        ),
+    ]
+    assert [r.status_code for r in answers] == [404] * len(answers), [r.text for r in answers]
+    assert all(child in r.text for r in answers)
+    assert child not in {r["run_id"] for r in c.get("/v1/runs").json()["runs"]}
+    wiped = tmp_path / "workspace0" / "wiped.txt"
+    assert not wiped.exists()
+    decided = {"call_id": waiting["call_id"], "args_hash": waiting["args_hash"], "approve": True}
+    assert c.post(f"/v1/runs/{run_id}/decision", json=decided).status_code == 202
+    view = wait_until(lambda: (v := c.get(f"/v1/runs/{run_id}").json())["status"] == "completed" and v, what="the end")
+    assert view["status"] == "completed" and wiped.read_text() == "cache\n"
