@@ -3,12 +3,23 @@ store's write probe, MCP tool names given twice, and pages markdownify could not
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tether.errors import ConfigError
+from tether.harness.agent import Agent
+from tether.harness.extension import Extension
+from tether.harness.loop import run
+from tether.harness.state import RunState
 from tether.knowledge.readers import read_document
+from tether.testing import FunctionModel
+from tether.tools.base import tool
 from tether.tools.web import html_to_markdown
 
 # --- HTML to Markdown: pages markdownify raised on -------------------------------------------
@@ -70,3 +81,70 @@ def test_a_long_numbered_list_is_read_in_linear_work(monkeypatch: pytest.MonkeyP
     pairs = re.findall(r"^(\d+)\. item (\d+)$", html_to_markdown(page), re.M)
     assert [(int(n), int(i)) for n, i in pairs] == [(i + 3, i) for i in range(1000)]
     assert len(counted) == 1000 and sum(counted) <= 1000 * 100  # was 499,500: every item's elders
+
+
+# --- MCP: "two tools are named X" names where each came from ---------------------------------
+
+
+@tool(name="inventory__stock")
+def _stock(part: str) -> str:
+    """The stock of a part, from the warehouse's own system."""
+    return "12"
+
+
+class _Notes(Extension):
+    name = "notes"
+
+    def __init__(self, given: Sequence[Any]) -> None:
+        self.given = given
+
+    def tools(self) -> Sequence[Any]:
+        return self.given
+
+
+# A stdio MCP server written raw (no SDK to import: it starts at once) with one tool, stock.
+RAW_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if ident is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "stock", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"content": [{"type": "text", "text": "12"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_a_tool_named_like_a_servers_says_which_server_and_which_tool(tmp_path: Path) -> None:
+    """Was: "two tools are named 'inventory__stock'; tool names must be unique", naming neither the
+    server (which [mcp.NAME] entry) nor the agent's own tool."""
+    pytest.importorskip("mcp")
+    from tether.connectors import McpConnector
+
+    (tmp_path / "server.py").write_text(RAW_SERVER)
+    asked: list[int] = []
+    server = McpConnector("inventory", {"command": sys.executable, "args": [str(tmp_path / "server.py")]})
+    agent = Agent(
+        FunctionModel(lambda m, r: asked.append(1) or "hi"), tools=[_stock], extensions=[server], cwd=tmp_path
+    )
+    with pytest.raises(ConfigError) as err:
+        asyncio.run(asyncio.wait_for(run(agent, "go", state=RunState()), 60))
+    assert str(err.value) == (
+        "two tools are named 'inventory__stock': the agent's tool FunctionTool (in Agent.tools), and the "
+        "tool 'stock' of the MCP server 'inventory' ([mcp.inventory]). Tool names must be unique: rename "
+        "one of them or leave it out"
+    )
+    assert asked == []  # the model was not asked
+
+
+def test_two_extensions_giving_one_name_are_both_named(tmp_path: Path) -> None:
+    agent = Agent(FunctionModel(lambda m, r: "hi"), extensions=[_Notes([_stock]), _Notes([_stock])], cwd=tmp_path)
+    with pytest.raises(ConfigError, match="a tool of the extension 'notes', and a tool of the extension 'notes'"):
+        asyncio.run(run(agent, "go", state=RunState()))

@@ -294,8 +294,10 @@ def test_a_subagent_whose_extension_brings_a_tool_name_it_already_has_ends_the_p
     state = RunState()
     result = run_sync(Agent(FunctionModel(lead), tools=[broken_tool, fine_tool]), "go", state=state)
     assert result.status == "failed"
-    assert (
-        result.reason == "the sub-agent broken could not start: two tools are named 'lookup'; tool names must be unique"
+    assert result.reason == (
+        "the sub-agent broken could not start: two tools are named 'lookup': the agent's tool FunctionTool "
+        "(in Agent.tools), and a tool of the extension 'brings'. Tool names must be unique: rename one of "
+        "them or leave it out"
     )
     texts = {m.call_id: m.text for m in state.messages if isinstance(m, ToolMessage)}
     assert texts["c0"] == "fine answer" and texts["c1"].startswith("Stopped: the sub-agent broken")

@@ -249,6 +249,11 @@ class McpConnector(Extension):
     def tools(self) -> Sequence[Any]:
         return [*self._tools, *self._extra]
 
+    def tool_origin(self, tool: Any) -> str:
+        """The server and its own name for ``tool``, and where the server is configured."""
+        what = f"the tool {tool.server_tool!r}" if isinstance(tool, McpTool) else f"the tool {tool.name!r} tether adds"
+        return f"{what} of the MCP server {self.server!r} ([mcp.{self.server}])"
+
     def check_together(self, extensions: Sequence[Any]) -> None:
         """Refuse, before any server starts, another server of the agent whose tools' names would
         be this one's (:func:`name_clash`)."""

@@ -124,11 +124,23 @@ class Agent:
         return AgentTool(self, name, description, max_depth=max_depth)
 
     def tool_map(self) -> dict[str, Any]:
+        """The tools by name; two of one name are a :class:`~tether.errors.ConfigError` naming where
+        each came from (``Agent.tools``, or an extension's ``tool_origin``), so the person knows
+        which one to rename or leave out."""
+        given = [(t, f"the agent's tool {type(t).__name__} (in Agent.tools)") for t in self.tools]
+        for ext in self.extensions:
+            origin = getattr(ext, "tool_origin", None)
+            for t in ext.tools():
+                given.append((t, origin(t) if callable(origin) else f"a tool of the extension {ext.name!r}"))
         out: dict[str, Any] = {}
-        for t in [*self.tools, *(t for ext in self.extensions for t in ext.tools())]:
+        origins: dict[str, str] = {}
+        for t, origin in given:
             if t.name in out:
                 from tether.errors import ConfigError
 
-                raise ConfigError(f"two tools are named {t.name!r}; tool names must be unique")
-            out[t.name] = t
+                raise ConfigError(
+                    f"two tools are named {t.name!r}: {origins[t.name]}, and {origin}. Tool names must "
+                    "be unique: rename one of them or leave it out"
+                )
+            out[t.name], origins[t.name] = t, origin
         return out

@@ -53,6 +53,11 @@ class Extension:
         """Tools the agent gains (ordinary :class:`~tether.tools.base.Tool` objects)."""
         return ()
 
+    def tool_origin(self, tool: Any) -> str:
+        """Where ``tool`` (one of :meth:`tools`) comes from, in words a person can act on: said when
+        another tool of the agent has its name."""
+        return f"a tool of the extension {self.name!r}"
+
     def prompt_block(self) -> str | None:
         """Text for the system prompt, read when a session begins; None adds nothing."""
         return None
