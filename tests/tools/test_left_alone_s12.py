@@ -15,13 +15,16 @@ Each test makes the person's later git run and checks a canary outside the works
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.tools.test_sandbox_attacks import NOBODY, python_for
 from tether.cancel import CancelSignal
 from tether.errors import RunCancelled
 from tether.tools import _gitguard
@@ -301,3 +304,37 @@ def test_a_big_listed_path_does_not_crowd_the_workspace_out_of_the_walk(
         ws, "git init -q sub/x && echo '#!/bin/sh' > sub/x/.git/hooks/pre-commit", writable=(str(tmp_path / "cache"),)
     )
     assert "sub/x/.git/hooks/pre-commit (a hook" in said and not (ws / "sub/x/.git/hooks/pre-commit").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming nobody needs root")
+def test_a_repository_a_command_shut_with_chmod_is_opened_and_cleaned() -> None:
+    """Where tether is not root, a command that ended with ``chmod 000 .git/hooks`` and ``chmod
+    555 .git`` left its hook unseen (not even named) and its core.fsmonitor in place, while the
+    result said nothing or that it was taken out. tether owns what the command made: it opens
+    them again and takes both out."""
+    prefix, env = python_for(NOBODY)
+    with tempfile.TemporaryDirectory() as top:  # pytest's tmp_path is root's alone
+        Path(top).chmod(0o777)  # nobody's git may touch the canary there
+        chmod_shut(Path(top), prefix, env)
+
+
+def chmod_shut(top: Path, prefix: list[str], env: dict[str, str]) -> None:
+    ws, canary = top / "ws", top / "canary"
+    ws.mkdir()
+    os.chown(ws, NOBODY, NOBODY)
+    job = (
+        "import asyncio, sys; from pathlib import Path; from tether.cancel import CancelSignal;"
+        "from tether.tools.base import ToolContext; from tether.tools.shell import RunCommand, ShellSettings;"
+        "ctx = ToolContext(cwd=Path(sys.argv[1]), signal=CancelSignal());"
+        "shell = RunCommand(ShellSettings(sandbox='workspace-write'));"
+        "print(asyncio.run(shell.execute({'command': sys.argv[2]}, ctx)).content)"
+    )
+    command = f"git init -q && {plant(canary)} && chmod 000 .git/hooks && chmod 555 .git"
+    done = subprocess.run([*prefix, "-c", job, str(ws), command], cwd=ws, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ".git/hooks/pre-commit (a hook: git runs it; moved to" in done.stdout
+    assert ".git/config: core.fsmonitor, alias.st, filter.x.clean (settings" in done.stdout
+    assert "STILL THERE" not in done.stdout
+    for args in (["commit", "-q", "--allow-empty", "-m", "x"], ["st"]):
+        subprocess.run([*prefix[:-1], "git", "-c", "user.name=p", "-c", "user.email=p@e", *args], cwd=ws, check=False)
+    assert not canary.exists()

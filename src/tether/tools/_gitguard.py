@@ -99,6 +99,8 @@ _CONFIGS = ("config", "config.worktree")
 _MARKERS = ("HEAD", "objects", "refs", "commondir", "hooks", *_CONFIGS)
 _MAX_CONFIG = 1 << 20
 _NOT_REPOS = ("objects", "refs", "logs", "hooks")
+LEFT = "STILL THERE"  # in a phrase of check()'s when something git would run could not be taken out
+_LEFT = f"{LEFT}: the user must remove it before running git there"
 _MARGIN_NS = 2_000_000_000  # file systems keep ctime in steps (the kernel's tick; FAT: 2 s)
 _HEADER = re.compile(r'[ \t]*\[[ \t]*([A-Za-z0-9.-]+)(?:[ \t]+"((?:[^"\\\n]|\\.)*)")?[ \t]*\]')
 _ENTRY = re.compile(r"[ \t]*([A-Za-z][A-Za-z0-9-]*)[ \t]*(?:=(.*))?")
@@ -319,6 +321,16 @@ def _is_folder(path: Path) -> bool:
     return st is not None and stat.S_ISDIR(st.st_mode)
 
 
+def _open_up(*folders: Path) -> None:
+    """Give the owner back read, write and search on ``folders`` (real folders, not links), which a
+    command may have taken away so that nothing could be moved out of them."""
+    for folder in folders:
+        st = _stat(folder)
+        if st is not None and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IRWXU != stat.S_IRWXU:
+            with contextlib.suppress(OSError):
+                os.chmod(folder, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+
+
 def _names(folder: Path) -> list[str]:
     try:
         with os.scandir(folder) as listing:
@@ -337,11 +349,16 @@ def _clean(folder: Path, old: Survey | None, roots: tuple[Path, ...], cwd: Path)
     said: list[str] = []
     aside = _Aside(folder, cwd)
     hooks = folder / "hooks"
+    _open_up(folder, hooks)  # a command can chmod them shut; tether owns what the command made
     st = _stat(hooks)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         if new(hooks):
             said += aside.move("hooks", "not a folder: git would run the hooks where it leads")
-    else:
+    elif st is not None:
+        try:
+            os.listdir(hooks)
+        except OSError as exc:
+            said.append(f"{aside.shown(hooks)} (it cannot be read ({exc.strerror}), so its hooks are {_LEFT})")
         for path in _surface(folder):
             if path.parent == hooks and new(path):
                 said += aside.move(f"hooks/{path.name}", "a hook: git runs it")
@@ -392,9 +409,7 @@ class _Aside:
         except OSError as exc:  # what git would run must not stay
             with contextlib.suppress(OSError):
                 os.unlink(source)
-            gone = (
-                "so it was deleted" if _stat(source) is None else "and it is STILL THERE: remove it before running git"
-            )
+            gone = "so it was deleted" if _stat(source) is None else f"and it is {_LEFT}"
             return [f"{self.shown(source)} ({why}; it could not be kept aside ({exc.strerror}), {gone})"]
         return [f"{self.shown(source)} ({why}; moved to {self.shown(target)})"]
 

@@ -487,11 +487,17 @@ def _git_note(undone: list[str], survey: _gitguard.Survey, ctx: ToolContext) -> 
     for what in undone:
         ctx.progress(f"sandbox: taken out of a git repository: {what}")
         _log.warning("a sandboxed command wrote into a git repository what git would run; taken out: %s", what)
+    left = any(_gitguard.LEFT in what for what in undone)
     return (
         "[refused: this command wrote into a git repository what git would run outside the sandbox, with "
-        f"the user's rights, at their next git command: {'; '.join(undone)}. Nothing is lost (each is kept "
-        "where it says; git reads nothing from there), but the repository no longer runs it. Do not try to "
-        "put it back: if the task needs a hook or such a setting, tell the user what and why.]"
+        f"the user's rights, at their next git command: {'; '.join(undone)}. "
+        + (
+            "Some of it could not be taken out (said above): tell the user now, before they run git there. "
+            if left
+            else "Nothing is lost (each is kept where it says; git reads nothing from there), but the repository "
+            "no longer runs it. "
+        )
+        + "Do not try to put it back: if the task needs a hook or such a setting, tell the user what and why.]"
     )
 
 
