@@ -4,7 +4,9 @@ store's write probe, MCP tool names given twice, and pages markdownify could not
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -148,3 +150,28 @@ def test_two_extensions_giving_one_name_are_both_named(tmp_path: Path) -> None:
     agent = Agent(FunctionModel(lambda m, r: "hi"), extensions=[_Notes([_stock]), _Notes([_stock])], cwd=tmp_path)
     with pytest.raises(ConfigError, match="a tool of the extension 'notes', and a tool of the extension 'notes'"):
         asyncio.run(run(agent, "go", state=RunState()))
+
+
+# --- the session store's write probe ---------------------------------------------------------
+
+
+def test_a_probe_left_by_a_killed_process_is_removed_and_no_other(tmp_path: Path) -> None:
+    """Each open makes ``.probe-<pid>-<random>`` and removes it: a kill in between left the empty
+    file in the sessions folder for ever. The next open removes it once its process is gone; a live
+    process's probe, a file with something in it, and a link at such a name stay."""
+    from tether.sessions import JsonlSessionStore
+
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()  # reaped: its pid names no process now
+    root = tmp_path / "sessions"
+    JsonlSessionStore(root)
+    left = root / f".probe-{gone.pid}-{'0' * 16}"
+    live = root / f".probe-{os.getpid()}-{'1' * 16}"
+    kept = root / f".probe-{gone.pid}-{'2' * 16}"
+    link = root / f".probe-{gone.pid}-{'3' * 16}"
+    left.touch()
+    live.touch()
+    kept.write_text("not a probe's")
+    link.symlink_to(tmp_path / "elsewhere")
+    JsonlSessionStore(root)
+    assert sorted(p.name for p in root.iterdir()) == sorted([live.name, kept.name, link.name])

@@ -335,6 +335,26 @@ _TEMPORARY = re.compile(
 )
 
 
+# The write probe each open makes and removes at once: ``.probe-<pid>-<16 hex>``.
+_PROBE = re.compile(r"\.probe-(?P<pid>[1-9][0-9]{0,9})-[0-9a-f]{16}")
+
+
+def _probe_left(name: str) -> bool:
+    """Whether ``name`` is a write probe whose process is gone (a kill between making it and
+    removing it left it, empty, for ever); a live process's, or one of a process this one may not
+    signal (another user's), is not."""
+    found = _PROBE.fullmatch(name)
+    if found is None:
+        return False
+    try:
+        os.kill(int(found["pid"]), 0)
+    except (ProcessLookupError, OverflowError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _temporary_of(name: str) -> str | None:
     """The session whose rewrite a file named ``name`` is the temporary file of, or None."""
     found = _TEMPORARY.fullmatch(name)
@@ -354,7 +374,7 @@ class JsonlSessionStore:
             # through.
             probe = self.root / f".probe-{os.getpid()}-{os.urandom(8).hex()}"
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-            probe.unlink()
+            probe.unlink(missing_ok=True)  # a sweep that thought it another's leftover took it: written all the same
         except OSError as exc:
             exc = _blocked(self.root) or exc
             raise ConfigError(
@@ -647,25 +667,34 @@ class JsonlSessionStore:
         own: a regular file of this user, named exactly as a rewrite names it, removed under its
         session's lock (every writer of such a file holds it, so none is being written); a session
         in use now is left for a later sweep, never waited for. A link or anything else at such a
-        name is not tether's, and stays."""
+        name is not tether's, and stays. The empty write probe of a process killed while it opened
+        the store (``.probe-<pid>-…``) is removed too, once that process is gone."""
         leftovers: dict[str, list[str]] = {}
+        probes: list[str] = []
         with contextlib.suppress(OSError), os.scandir(self.root) as entries:
             for e in entries:
                 session_id = _temporary_of(e.name)
                 if session_id is not None:
                     leftovers.setdefault(session_id, []).append(e.name)
+                elif _probe_left(e.name):
+                    probes.append(e.name)
+        for name in probes:
+            self._remove_leftover(None, self.root / name, empty=True)
         for session_id, names in leftovers.items():
             with contextlib.suppress(OSError, ConfigError), self._locked(session_id, wait=False) as held:
                 for name in names if held else ():
                     self._remove_leftover(session_id, self.root / name)
 
     @staticmethod
-    def _remove_leftover(session_id: str, path: Path) -> None:
+    def _remove_leftover(session_id: str | None, path: Path, *, empty: bool = False) -> None:
         with contextlib.suppress(OSError):  # gone already, or not this user's to remove: it stays
             st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not (empty and st.st_size):
                 path.unlink()
-                _log.info("session %s: removed %s, a rewrite of it that was cut short", session_id, path)
+                if session_id is None:
+                    _log.info("removed %s, the write probe of a process killed while it opened the store", path)
+                else:
+                    _log.info("session %s: removed %s, a rewrite of it that was cut short", session_id, path)
 
     def delete(self, session_id: str) -> None:
         with self._locked(session_id):
