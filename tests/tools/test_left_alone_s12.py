@@ -338,3 +338,15 @@ def chmod_shut(top: Path, prefix: list[str], env: dict[str, str]) -> None:
     for args in (["commit", "-q", "--allow-empty", "-m", "x"], ["st"]):
         subprocess.run([*prefix[:-1], "git", "-c", "user.name=p", "-c", "user.email=p@e", *args], cwd=ws, check=False)
     assert not canary.exists()
+
+
+def test_a_command_that_makes_many_folders_to_hide_a_repository_is_walked_to_its_end(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_FOLDERS the walk after a command stopped: one command making that many folders put
+    the repository it made out of its reach. The folders a command changed are walked to their end."""
+    monkeypatch.setattr(_gitguard, "MAX_FOLDERS", 5)
+    said = sandboxed(
+        ws, "mkdir a1 a2 a3 a4 a5 a6 a7 a8 && git init -q zz && echo '#!/bin/sh' > zz/.git/hooks/pre-commit"
+    )
+    assert "zz/.git/hooks/pre-commit (a hook" in said and not (ws / "zz/.git/hooks/pre-commit").exists()

@@ -182,46 +182,67 @@ class _Found:
             self.add(common, folder / "commondir")
 
 
-def _walk(roots: Iterable[Path]) -> tuple[_Found, bool]:
+def _walk(roots: Iterable[Path], since: int | None = None) -> tuple[_Found, bool]:
     """Every repository folder in ``roots``; False when a root's walk stopped at MAX_FOLDERS."""
     found = _Found()
-    complete = [_walk_one(root, found) for root in roots]  # each its own limit: a big cache listed does
-    return found, all(complete)  # not crowd out the workspace
+    complete = [_walk_one(root, found, since) for root in roots]  # each its own limit: a big cache
+    return found, all(complete)  # listed does not crowd out the workspace
 
 
-def _walk_one(root: Path, found: _Found) -> bool:
-    """Breadth first (the shallow repositories, which editors find by themselves, come first).
+def _walk_one(root: Path, found: _Found, since: int | None) -> bool:
+    """Breadth first (the shallow repositories, which editors find by themselves, come first), at
+    most MAX_FOLDERS folders; with ``since`` (after a command), the folders changed since then are
+    walked past that and not counted: a command that makes thousands of folders to hide a repository
+    behind them is walked to its end, at a cost in proportion to what it did.
     Plain strings and one pass over each listing: this runs twice around every command."""
     queue = deque([str(root)])
-    seen = 0
+    counted = 0
+    complete = True
     while queue:
         folder = queue.popleft()
-        seen += 1
-        if seen > MAX_FOLDERS:
-            return False
-        below: list[str] = []
-        marks: set[str] = set()  # git's is_git_directory: HEAD with objects and refs folders, or a commondir
-        try:
-            with os.scandir(folder) as listing:
-                for entry in listing:
-                    name = entry.name
-                    if name in _REPO_MARKS:
-                        if name in ("HEAD", "commondir") or entry.is_dir():
-                            marks.add(name)
-                    elif name == ".git":
-                        dot_git = Path(entry.path)
-                        target = dot_git if entry.is_dir(follow_symlinks=False) else git_dir_elsewhere(dot_git)
-                        if target is not None:
-                            found.add(target, None if target == dot_git else dot_git)
-                    if name not in _SKIP and entry.is_dir(follow_symlinks=False):
-                        below.append(entry.path)
-        except OSError:
-            continue
-        if "HEAD" in marks and ({"objects", "refs"} <= marks or "commondir" in marks):
-            found.add(Path(folder))  # and not below it: its objects and refs hold no repository git looks for
-        else:
+        if not _changed_since(folder, since):
+            counted += 1
+            if counted > MAX_FOLDERS:
+                if since is None:
+                    return False
+                complete = False
+                continue
+        below = _look(folder, found)
+        if below is not None:
             queue.extend(sorted(below))
-    return True
+    return complete
+
+
+def _look(folder: str, found: _Found) -> list[str] | None:
+    """Add the repositories ``folder`` is or holds (a ``.git``) to ``found``; the folders to walk
+    below it (None when it is a repository's own: its objects and refs hold none git looks for)."""
+    below: list[str] = []
+    marks: set[str] = set()  # git's is_git_directory: HEAD with objects and refs folders, or a commondir
+    try:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                name = entry.name
+                if name in _REPO_MARKS:
+                    if name in ("HEAD", "commondir") or entry.is_dir():
+                        marks.add(name)
+                elif name == ".git":
+                    dot_git = Path(entry.path)
+                    target = dot_git if entry.is_dir(follow_symlinks=False) else git_dir_elsewhere(dot_git)
+                    if target is not None:
+                        found.add(target, None if target == dot_git else dot_git)
+                if name not in _SKIP and entry.is_dir(follow_symlinks=False):
+                    below.append(entry.path)
+    except OSError:
+        return []
+    if "HEAD" in marks and ({"objects", "refs"} <= marks or "commondir" in marks):
+        found.add(Path(folder))
+        return None
+    return below
+
+
+def _changed_since(path: str, since: int | None) -> bool:
+    st = None if since is None else _stat(path)
+    return st is not None and since is not None and st.st_ctime_ns >= since
 
 
 def _within(path: Path, roots: Iterable[Path]) -> bool:
@@ -278,7 +299,7 @@ def check(before: Survey, since_ns: int, cwd: Path) -> list[str]:
     """Undo what a command that started at ``since_ns`` wrote into repositories git would run;
     one phrase per thing moved or taken out, with its path from ``cwd``."""
     since = since_ns - _MARGIN_NS
-    after, _ = _walk(before.roots)
+    after, _ = _walk(before.roots, since)
     said: list[str] = []
     for key, folder in sorted(after.repos.items(), key=lambda item: item[1]):
         if not _within(folder, before.roots) or _within(folder, before.bound):
