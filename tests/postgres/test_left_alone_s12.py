@@ -5,13 +5,24 @@ database. The module's database and its node with a worker on threads (test_left
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.dispatch.conftest import Cluster
-from tests.postgres.test_left_alone_s11 import _queue_meets_the_database_away, shared  # noqa: F401
+from tests.postgres.test_left_alone_dispatch import Outage
+from tests.postgres.test_left_alone_s11 import (  # noqa: F401
+    _away_until_the_run_gives_up_on_it,
+    _queue_meets_the_database_away,
+    _short_waits,
+    _until,
+    one_node,
+    shared,
+)
 from tests.server.conftest import read_events
 
 
@@ -62,3 +73,132 @@ def test_a_long_message_that_only_starts_like_the_one_left_unsent_is_a_message_o
         assert again.json()["message_id"] == third.json()["error"]["message_id"], again.json()
         assert read_events(client, again.json()["events"])[-1]["result"]["status"] == "completed"
         assert _user_texts(shared, again.json()["run_id"])[-1] == common + "Third: plums."
+
+
+def test_a_run_on_a_server_of_its_own_waits_for_the_database_as_long_as_it_is_away(
+    shared: Cluster,  # noqa: F811
+    one_node: str,  # noqa: F811
+    db_url: str,
+    pg_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`tether serve` running its runs itself, the database away longer than a run waited for it
+    (two minutes, shortened here): the run's stream ended ``interrupted`` ("... resume it") while
+    GET of the run and its session said ``running`` ("the server stopped while this run was
+    running"). Its events are in files, not in the database: it now waits as long as the database
+    is away, and goes on once it is back, so the stream, the run and the session end alike."""
+    from tether.server import runs
+
+    caplog.set_level(logging.WARNING, logger="tether")
+    _short_waits(monkeypatch, db_url)
+    monkeypatch.setitem(runs.run_parts.__kwdefaults__, "away_wait_s", 0.3)  # the two minutes it waited
+    with httpx.Client(base_url=one_node, timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-wait", "message_id": "m-wait"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        _away_until_the_run_gives_up_on_it(Outage(pg_server.url, db_url), caplog, then_s=1.0)
+        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the database never came back")
+        events = read_events(client, f"/v1/runs/{run_id}/events")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
+    assert (run["status"], run["live"]) == ("completed", False), run
+    assert [(t["message_id"], t["status"]) for t in turns] == [("m-wait", "completed")], turns
+    assert [e["event"] for e in events].count("turn") == 2, events
+    assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
+    # the order's result, whose save met the database away, is in the stream (the page's step ends)
+    results = [e for e in events if e["event"] == "tool_result"]
+    assert [(r["tool_name"], r["ok"]) for r in results] == [("ship_order", True)], events
+
+
+def test_a_stop_while_a_run_waits_for_the_database_is_taken_at_once(
+    shared: Cluster,  # noqa: F811
+    one_node: str,  # noqa: F811
+    db_url: str,
+    pg_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stop pressed while a run of `tether serve` waited for its database: answered 503 "try
+    again in a moment" (the request's own check needed the database), and once the database was
+    back the run went on, asking the model again, as if nobody had pressed it. Now the Stop is
+    taken at once (202, the run ``interrupted``, "stopped by the user"), the stream ends with it,
+    nothing more starts, and what the run did and its stop are saved once the database is back:
+    GET and the session say the same, and a resume goes on from there."""
+    caplog.set_level(logging.WARNING, logger="tether")
+    _short_waits(monkeypatch, db_url)
+    outage = Outage(pg_server.url, db_url)
+    with httpx.Client(base_url=one_node, timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+        started = len(shared.calls())
+        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-stop", "message_id": "m-stop"})
+        assert posted.status_code == 202, posted.text
+        run_id = posted.json()["run_id"]
+        streamed: list[list[dict[str, Any]]] = []
+        reader = threading.Thread(
+            target=lambda: streamed.append(read_events(client, posted.json()["events"])), daemon=True
+        )
+        reader.start()
+        _until(lambda: len(shared.calls()) > started, "the tool never started")
+        outage.begin()
+        try:
+            _until(lambda: "saved once the database is back" in caplog.text, "the run never waited for the database")
+            stop = client.post(f"/v1/runs/{run_id}/cancel")
+            assert stop.status_code == 202, stop.text
+            assert (stop.json()["status"], stop.json()["live"]) == ("interrupted", False), stop.json()
+            assert "stopped by the user" in stop.json()["reason"], stop.json()
+            reader.join(20)
+            assert streamed, "the stream did not end with the Stop"
+        finally:
+            outage.end()
+        done = streamed[0][-1]
+        assert done["event"] == "done" and done["result"]["status"] == "interrupted", done
+        assert "stopped by the user" in done["result"]["reason"]
+
+        def saved() -> str | None:
+            try:
+                return str(shared.worker.runs.load(run_id).status)
+            except Exception:
+                return None
+
+        _until(lambda: saved() == "interrupted", "the stop was never saved")
+        run = client.get(f"/v1/runs/{run_id}").json()
+        assert (run["status"], run["live"], run["resumable"]) == ("interrupted", False, True), run
+        assert "stopped by the user" in run["reason"], run
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["message_id"], t["status"]) for t in turns] == [("m-stop", "interrupted")], turns
+        # nothing more was started: one model turn, one tool call, and its result kept (and told)
+        kinds = [e["event"] for e in streamed[0]]
+        assert kinds.count("turn") == 1 and kinds.count("tool_result") == 1, streamed[0]
+        roles = [m.role for m in shared.worker.runs.load(run_id).messages]
+        assert roles == ["user", "assistant", "tool"], roles
+        assert len(shared.calls()) == started + 1
+        resumed = client.post(f"/v1/runs/{run_id}/resume")
+        assert resumed.status_code == 202, resumed.text
+        assert read_events(client, f"/v1/runs/{run_id}/events")[-1]["result"]["status"] == "completed"
+    assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
+    assert len(shared.calls()) == started + 1
+
+
+def test_a_stop_while_the_database_is_away_knows_its_caller_only_as_last_checked(pg_url: str) -> None:
+    """Who may Stop while the database is away: a token this process checked (not one revoked here
+    since, not one it never saw), or anyone on loopback when the server had no tokens at its last
+    answer; nothing when it never had an answer."""
+    from tether.postgres.db import database
+    from tether.postgres.server import PgServerStore
+
+    store = PgServerStore(database(pg_url))  # a database of its own: the module's has no tokens
+    assert store.known_local() is None  # never answered
+    assert store.auth_required() is False and store.known_local() is True
+    token, unseen = store.add_token("ann"), store.add_token("bob")
+    assert store.known_caller(token) is None  # not checked yet
+    assert store.user_for_token(token) == "ann" and store.known_caller(token) == "ann"
+    assert store.auth_required() is True and store.known_local() is False
+    assert store.known_caller(unseen) is None and store.known_caller("tt_forged") is None
+    store.revoke_token("ann")
+    assert store.known_caller(token) is None

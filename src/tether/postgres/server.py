@@ -65,6 +65,8 @@ class PgServerStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._required = False  # auth_required() once it said yes (it never goes back)
+        self._answered = False  # whether auth_required() was answered by the database yet
+        self._callers: dict[str, str] = {}  # token hash -> user, as last looked up (known_caller)
         db.migrate("server", MIGRATIONS)
 
     def _execute(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
@@ -208,14 +210,32 @@ class PgServerStore:
         return token
 
     def user_for_token(self, token: str) -> str | None:
-        rows = self._execute("SELECT name FROM server_tokens WHERE hash = %s", (hash_token(token),))
-        return str(rows[0][0]) if rows else None
+        digest = hash_token(token)
+        rows = self._execute("SELECT name FROM server_tokens WHERE hash = %s", (digest,))
+        if not rows:
+            self._callers.pop(digest, None)
+            return None
+        if len(self._callers) >= 10_000:
+            self._callers.clear()
+        self._callers[digest] = user = str(rows[0][0])
+        return user
+
+    def known_caller(self, token: str) -> str | None:
+        """The user of ``token`` as this process last looked it up (None: never, or revoked here
+        since): for a Stop of a run this server drives while the database is away, and nothing else."""
+        return self._callers.get(hash_token(token))
+
+    def known_local(self) -> bool | None:
+        """Whether the server had no tokens at the database's last answer (None: it never answered),
+        for the same Stop."""
+        return not self._required if self._answered or self._required else None
 
     def token_names(self) -> list[tuple[str, float]]:
         rows = self._execute('SELECT name, created FROM server_tokens ORDER BY name COLLATE "C"')
         return [(str(n), float(c)) for n, c in rows]
 
     def revoke_token(self, name: str) -> bool:
+        self._callers = {k: v for k, v in self._callers.items() if v != name}
         return bool(self._execute("DELETE FROM server_tokens WHERE name = %s RETURNING name", (name,)))
 
     def has_tokens(self) -> bool:
@@ -230,6 +250,7 @@ class PgServerStore:
                     "SELECT 1 FROM server_meta WHERE key = 'auth' UNION ALL SELECT 1 FROM server_tokens LIMIT 1"
                 )
             )
+            self._answered = True
         return self._required
 
     def close(self) -> None:

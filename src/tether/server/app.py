@@ -37,7 +37,7 @@ from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject
 from tether.server.agents import describe, load_agents
 from tether.server.events import hide_home, hide_home_in
-from tether.server.guard import LOCAL_ONLY, Guard
+from tether.server.guard import LOCAL_ONLY, Guard, is_stop
 from tether.server.runs import RunLog, RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
 from tether.status import RESUMABLE
@@ -407,6 +407,7 @@ def _guard(app: FastAPI, settings: Settings, store: ServerStore) -> None:
         allowed_hosts=list(serve.allowed_hosts),
         cors_origins=list(serve.cors_origins),
         local_only=lambda: not store.auth_required(),
+        known_local=getattr(store, "known_local", lambda: None),
     )
     if serve.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
@@ -609,8 +610,32 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
         return _user(store, authorization, local)
     from starlette.concurrency import run_in_threadpool
 
-    user: str = await run_in_threadpool(_user, store, authorization, local)
+    try:
+        user: str = await run_in_threadpool(_user, store, authorization, local)
+    except Exception as exc:
+        if not (is_stop(request.method, request.url.path) and _database_away(exc)):
+            raise
+        return _known_user(store, authorization)  # a Stop of a run driven here needs no database
     return user
+
+
+def _database_away(exc: BaseException) -> bool:
+    from tether.postgres.db import unreachable
+
+    return "psycopg" in sys.modules and unreachable(exc)
+
+
+def _known_user(store: ServerStore, authorization: str | None) -> str:
+    """The caller while the database is away, as this server last knew it (its token, or that it
+    had none): for a Stop, and for a stream opened before, only."""
+    if getattr(store, "known_local", lambda: None)():
+        return LOCAL_USER
+    scheme, _, token = (authorization or "").partition(" ")
+    known = getattr(store, "known_caller", None)
+    user = known(token.strip()) if known is not None and scheme.lower() == "bearer" and token.strip() else None
+    if user is None or user == LOCAL_USER:
+        raise ApiError(503, "unavailable", "the database could not be reached; try again in a moment")
+    return str(user)
 
 
 def _user(store: ServerStore, authorization: str | None, local: bool | None = None) -> str:
@@ -848,7 +873,12 @@ class Caller:
 
     def _allowed(self) -> bool:
         try:
-            return _user(self.store, self.authorization) == self.user
+            try:
+                return _user(self.store, self.authorization) == self.user
+            except Exception as exc:
+                if not _database_away(exc):
+                    raise
+                return _known_user(self.store, self.authorization) == self.user  # as last known: not cut off
         except ApiError:
             return False
 
@@ -1291,7 +1321,8 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
 
     @app.post("/v1/runs/{run_id}/cancel", status_code=202, summary="Stop a live run (it stays resumable)")
     async def cancel(run_id: str, user: User) -> dict[str, Any]:
-        turn = _turn(core, run_id, user)
+        live_turn = getattr(core.manager, "live_turn", None)  # a run driven here stops without the database
+        turn = (live_turn(run_id, user) if live_turn is not None else None) or _turn(core, run_id, user)
         if not core.manager.cancel(run_id, "stopped by the user" if user == LOCAL_USER else f"stopped by {user}"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)

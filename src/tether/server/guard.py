@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOCAL_ONLY", "Guard"]
+__all__ = ["LOCAL_ONLY", "Guard", "is_stop"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Any]
@@ -27,6 +28,8 @@ _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _FORM_PATHS = frozenset({"/v1/connections/callback"})
 # The request state's key for whether the server has no tokens (loopback only), asked once per request.
 LOCAL_ONLY = "tether_local_only"
+_AWAY = "the database could not be reached; try again in a moment"
+_STOP = re.compile(r"/v1/runs/[^/]+/cancel")
 
 
 class Guard:
@@ -38,12 +41,14 @@ class Guard:
         allowed_hosts: list[str],
         cors_origins: list[str],
         local_only: Callable[[], bool],
+        known_local: Callable[[], bool | None] = lambda: None,
     ) -> None:
         self.app = app
         self.max_body = max_body
         self.allowed_hosts = {h.lower() for h in allowed_hosts}
         self.cors_origins = set(cors_origins)
         self.local_only = local_only
+        self.known_local = known_local  # local_only's last answer, for a Stop while the database is away
 
     def _local_only(self) -> tuple[bool, str | None]:
         """Whether the server has no tokens; or why the store cannot say now (503): it refuses for
@@ -55,7 +60,7 @@ class Guard:
                 return False, str(exc)
             psycopg = sys.modules.get("psycopg")  # loaded by the Postgres stores when they are in use
             if psycopg is not None and isinstance(exc, psycopg.OperationalError):
-                return False, "the database could not be reached; try again in a moment"
+                return False, _AWAY
             raise
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,8 +70,12 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
         local, away = self._local_only()
         if away is not None:
-            await _reply(send, 503, "unavailable", away)
-            return
+            # A Stop goes on (a run driven here stops without the database), as the server was last known.
+            known = self.known_local() if away == _AWAY and is_stop(scope["method"], scope.get("path", "")) else None
+            if known is None:
+                await _reply(send, 503, "unavailable", away)
+                return
+            local = known
         scope.setdefault("state", {})[LOCAL_ONLY] = local  # asked once per request; the caller check reads it
         refusal = self._refusal(scope, headers, local)
         if refusal is not None:
@@ -135,6 +144,11 @@ class Guard:
             if has_body and ctype != "application/json" and not form:
                 return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
         return None
+
+
+def is_stop(method: str, path: str) -> bool:
+    """Whether a request is a Stop (``POST /v1/runs/{id}/cancel``)."""
+    return method == "POST" and _STOP.fullmatch(path) is not None
 
 
 def _host_name(host: str) -> str:

@@ -24,23 +24,25 @@ from typing import Any, Protocol
 
 from tether.cancel import CancelSignal
 from tether.errors import StoreError
-from tether.events import Done, Event
+from tether.events import Done, Event, ToolResultEvent, ToolStart
 from tether.fileio import atomic_write, open_private, read_own
 from tether.harness.agent import Agent
 from tether.harness.context import without_secrets
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.store import RunStore
+from tether.messages import ToolMessage
 from tether.server.events import EventLog, args_hash, event_data, for_clients, pruned_line
 from tether.server.store import ServerStore, TurnRecord
 from tether.sessions import SessionStore
-from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption
+from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption, Stop
 from tether.tracing import JsonlTracer
 
 __all__ = [
     "AWAY_WAIT_S",
     "Lateness",
     "LiveRun",
+    "NotRecorded",
     "RunLoops",
     "RunManager",
     "StillAway",
@@ -64,6 +66,7 @@ class LiveRun:
     state: RunState | None = field(default=None, repr=False)
     began_after: int = 0  # the last event id before this part of the run (a resume goes on from it)
     halt: Callable[[str], None] | None = None  # how to stop it when it runs in another process
+    turn: TurnRecord | None = field(default=None, repr=False)  # the message it answers (and who sent it)
 
     @property
     def ended(self) -> bool:
@@ -311,8 +314,20 @@ def _childs_question(state: RunState, call_id: str) -> dict[str, Any] | None:
     return waiting(child)
 
 
-# How long a run that met the database away waits for it, to save what it did (as its events do).
+# How long a worker's run that met the database away waits for it, to save what it did (as its events
+# do, in the database too). A server's own runs keep their events in files: they wait as long as it takes.
 AWAY_WAIT_S = 120.0
+
+_AWAY_REASON = (
+    "the database could not be reached while the run saved its progress; it goes on from here "
+    "once the database is back (resume it if it does not)"
+)
+
+
+class NotRecorded(StoreError):
+    """A run stopped while the database was away is resumed before its stop could be saved (503)."""
+
+    unavailable = True
 
 
 class StillAway(StoreError):
@@ -329,18 +344,22 @@ async def run_parts(
     sessions: SessionStore,
     signal: CancelSignal,
     tracer_of: Callable[[bool], Any],
-    away_wait_s: float = AWAY_WAIT_S,
+    away_wait_s: float | None = AWAY_WAIT_S,
+    unrecorded: Callable[[RunState, concurrent.futures.Future[None]], None] | None = None,
 ) -> AsyncIterator[Event]:
     """``run_stream``, going on through the database away. On Postgres, a run whose save met the
     database away for longer than the save waits ends ``failed`` in the loop, while its saved state
     still says ``running``: that end is the database's, not the run's, and is not told. What the run
     did (a reply paid for, a tool's result) is saved as soon as the database is back, and the run
-    goes on from there (:class:`StillAway` when it is not back within ``away_wait_s``).
-    ``tracer_of(resumed)`` makes each part's tracer."""
+    goes on from there (:class:`StillAway` when it is not back within ``away_wait_s``; None: as long
+    as it takes). A Stop meanwhile ends the run at once, ``interrupted`` with its reason, nothing
+    more started: that end is saved once the database is back (``unrecorded(state, saving)`` hears
+    of it, ``saving`` done when it is). ``tracer_of(resumed)`` makes each part's tracer."""
     prompt_of_part = prompt
     while True:
         watch, store, session = _watching(runs, sessions)
         held = False
+        open_calls: set[str] = set()  # started in this part, their result not told yet
         async for event in run_stream(
             agent,
             prompt_of_part,
@@ -360,11 +379,35 @@ async def run_parts(
             ):
                 held = True
                 continue
+            if isinstance(event, ToolStart | ToolResultEvent):
+                (open_calls.add if isinstance(event, ToolStart) else open_calls.discard)(event.call_id)
             yield event
         if not held or watch is None or watch.away is None:
             return
-        await asyncio.to_thread(_record_when_back, runs, state, watch.away, away_wait_s)
+        saving = await _record_when_back(runs, state, watch.away, away_wait_s, signal)
+        for event in _results_kept(state, open_calls):  # recorded, their save met the database away
+            yield event
+        if saving is not None:  # stopped while it waited
+            if unrecorded is not None:
+                unrecorded(state, saving)
+            done = Done(state.run_id, state.result())
+            with contextlib.suppress(Exception):  # the trace's last line says why it stopped, as ever
+                tracer = tracer_of(True)
+                tracer.write(done)
+                tracer.close()
+            yield done
+            return
         prompt_of_part = None
+
+
+def _results_kept(state: RunState, calls: set[str]) -> list[ToolResultEvent]:
+    """The ``tool_result`` events of ``calls`` whose result the state holds: the save after a result
+    is recorded comes before its event, and a save that met the database away ended the part first."""
+    return [
+        ToolResultEvent(state.run_id, m.call_id, m.name, ok=not m.is_error, ms=0.0, status=m.status)
+        for m in state.messages
+        if isinstance(m, ToolMessage) and m.call_id in calls
+    ]
 
 
 def _watching(runs: Any, sessions: SessionStore) -> tuple[Any, Any, SessionStore]:
@@ -379,26 +422,82 @@ def _watching(runs: Any, sessions: SessionStore) -> tuple[Any, Any, SessionStore
     return watch, WatchedRuns(runs.db, watch), session
 
 
-def _record_when_back(runs: Any, state: RunState, away: Exception, wait_s: float) -> None:
-    """Save ``state`` (what the run did before the database went away) as soon as it is back:
-    ``interrupted`` and resumable, should nothing drive it on from there."""
-    from tether.postgres.db import unreachable
-
-    why = (
-        "the database could not be reached while the run saved its progress; it goes on from here "
-        "once the database is back (resume it if it does not)"
-    )
+def _interrupt(state: RunState, why: str) -> None:
     state.status, state.reason, state.interruption = "interrupted", why, CancelledInterruption(reason=why)
     state.call_in_flight = None
+
+
+async def _record_when_back(
+    runs: Any, state: RunState, away: Exception, wait_s: float | None, signal: CancelSignal
+) -> concurrent.futures.Future[None] | None:
+    """Save ``state`` (what the run did before the database went away) as soon as it is back:
+    ``interrupted`` and resumable, should nothing drive it on from there. None once it is saved;
+    when Stop comes first, the run is stopped now (as the loop stops it) and the save of that goes
+    on: returned, done once the database is back."""
+    _interrupt(state, _AWAY_REASON)
     _log.warning("run %s: %s; what it did is saved once the database is back", state.run_id, away)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            runs.save(state)
+    saving = _save_when_back(runs, state, wait_s)
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def heard(_: str) -> None:  # on whichever thread fired the signal
+        loop.call_soon_threadsafe(_settle, stop)
+
+    signal.add_callback(heard)
+    try:
+        if not signal.cancelled:
+            saved = asyncio.wrap_future(saving)
+            saved.add_done_callback(lambda f: f.cancelled() or f.exception())  # read later, or not at all
+            await asyncio.wait((saved, stop), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signal.remove_callback(heard)
+    if saving.done() and not signal.cancelled:
+        saving.result()  # StillAway: not back in time
+        return None
+    halt = Stop.cancelled(signal.reason or "cancelled")
+    state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
+    _log.warning("run %s: %s while it waited for the database; saved once it is back", state.run_id, halt.reason)
+    return _save_when_back(runs, state, None, after=saving)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _save_when_back(
+    runs: Any,
+    state: RunState,
+    wait_s: float | None,
+    after: concurrent.futures.Future[None] | None = None,
+) -> concurrent.futures.Future[None]:
+    """Save ``state`` on a thread of its own, again and again while the database is away (for
+    ``wait_s`` at most; None: as long as the process lives), once ``after`` (an earlier save) is over."""
+    from tether.postgres.db import unreachable
+
+    saving: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def save() -> None:
+        if after is not None:
+            concurrent.futures.wait([after])
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            try:
+                runs.save(state)
+            except Exception as exc:
+                closed = runs.db.pool.closed  # this process is ending: what it did stays unsaved
+                if unreachable(exc) and not closed and (deadline is None or time.monotonic() < deadline):
+                    time.sleep(0.2)  # each save waits for the database itself first (Database.retry_s)
+                    continue
+                if after is not None:
+                    _log.warning("run %s: its stop could not be saved: %s", state.run_id, exc)
+                saving.set_exception(StillAway(f"run {state.run_id} waits for the database: {exc}"))
+                return
+            saving.set_result(None)
             return
-        except Exception as exc:
-            if not unreachable(exc) or time.monotonic() > deadline:
-                raise StillAway(f"run {state.run_id} waits for the database: {exc}") from exc
+
+    threading.Thread(target=save, name=f"tether-save-{state.run_id}", daemon=True).start()
+    return saving
 
 
 async def drive(
@@ -412,11 +511,13 @@ async def drive(
     runs: Any,
     sessions: SessionStore,
     tracer_of: Callable[[TurnRecord, bool, float], Any],
+    unrecorded: Callable[[RunState, concurrent.futures.Future[None]], None] | None = None,
 ) -> None:
     """One served run (or one part of it, after a decision), on the loop that drives it, acting for
     its user (their own MCP accounts): each event goes to ``emit`` as ``(kind, data)``, and a run
     refused before it began still ends with a ``done``. The same in the server's process and in a
-    run process of its own."""
+    run process of its own. Its events are not in the database: a run that meets the database away
+    waits for it as long as it takes, or until Stop (``unrecorded``: see :func:`run_parts`)."""
     from tether.connectors._acting import acting_for
 
     saw_done = False
@@ -430,6 +531,8 @@ async def drive(
                 sessions=sessions,
                 signal=signal,
                 tracer_of=lambda resumed: tracer_of(turn, resumed, state.cost_usd),
+                away_wait_s=None,
+                unrecorded=unrecorded,
             ):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
@@ -513,6 +616,7 @@ class RunManager:
         self.loops = RunLoops(threads)
         self.lateness = Lateness(lambda: bool(self.live))
         self.processes = processes  # RunProcesses: runs driven in processes of their own (run_processes)
+        self.unrecorded: dict[str, RunState] = {}  # runs stopped while the database was away, until saved
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -586,7 +690,16 @@ class RunManager:
         live = self.live.get(run_id)
         return live.log if live is not None else EventLog.load(self.log_path(run_id))
 
+    def _unrecorded(self, state: RunState, saving: concurrent.futures.Future[None]) -> None:
+        """A run stopped while it waited for the database: what it did and its stop are told as
+        they are (not as last saved) until they are saved."""
+        self.unrecorded[state.run_id] = state
+        saving.add_done_callback(lambda _: self.unrecorded.pop(state.run_id, None))
+
     def state(self, run_id: str) -> RunState | None:
+        unrecorded = self.unrecorded.get(run_id)
+        if unrecorded is not None and run_id not in self.live:
+            return unrecorded
         live = self.live.get(run_id)
         if live is not None and live.state is not None:
             if self.processes is None or not self.runs.exists(run_id):
@@ -627,6 +740,11 @@ class RunManager:
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
     ) -> LiveRun:
+        if turn.run_id in self.unrecorded:  # resumed from it, the run would be saved twice from one state
+            raise NotRecorded(
+                f"run {turn.run_id} was stopped while the database was away and its stop is saved once it "
+                "is back; resume it in a moment"
+            )
         return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen)
 
     def _launch(
@@ -635,7 +753,9 @@ class RunManager:
         agent = self.agents[turn.agent]  # an unknown agent is refused before anything is written or registered
         log = EventLog.load(self.log_path(turn.run_id))
         log.live = True
-        live = LiveRun(turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id)
+        live = LiveRun(
+            turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id, turn=turn
+        )
         if prompt is not None:
             # A new run's first event, at once: the client knows its run (to cancel it, or read it
             # again from any node) before the first step, which waits for a durable save and a model.
@@ -661,7 +781,9 @@ class RunManager:
 
             self.lateness.wake(home)
             parts = (live.signal, self.runs, self.sessions, self._tracer)
-            live.loop, future = self.loops.submit(lambda: drive(turn, agent, state, prompt, chosen, emit, *parts))
+            live.loop, future = self.loops.submit(
+                lambda: drive(turn, agent, state, prompt, chosen, emit, *parts, unrecorded=self._unrecorded)
+            )
             live.task = asyncio.wrap_future(future)
         live.task.add_done_callback(lambda _: self._finished(live, turn))
         return live
@@ -703,6 +825,12 @@ class RunManager:
 
     def is_live(self, run_id: str) -> bool:
         return run_id in self.live
+
+    def live_turn(self, run_id: str, owner: str) -> TurnRecord | None:
+        """The turn of a run live here, when ``owner`` sent its message (no database asked)."""
+        live = self.live.get(run_id)
+        turn = live.turn if live is not None else None
+        return turn if turn is not None and turn.owner == owner else None
 
     def live_count(self) -> int:
         return len(self.live)
