@@ -11,8 +11,11 @@ local or OpenAI-compatible model is), at prices high enough that each request's 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import mcp_types as types
@@ -155,26 +158,38 @@ def test_a_request_out_is_saved_before_it_is_sent_so_a_kill_counts_it(settings: 
     assert state.call_in_flight is None  # over: charged, the note gone
 
 
-def test_a_request_stopped_while_out_is_charged_as_the_whole_answer(server: ScriptedServer, settings: Settings) -> None:
+def test_a_request_stopped_while_out_is_charged_as_the_whole_answer(
+    server: ScriptedServer, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Stop while the request is out: the server goes on writing (and billing) a reply no one
     reads, so it counts as its prompt and all its max_tokens, as a turn's reply not streamed does.
     Was: it cost nothing."""
+    import tether.testing.server
+
     s, state = side(settings), RunState()
     call(s, state, "c1", 1.0)
-    server.set_faults(["stall:1"])  # the reply comes a second late: Stop comes first
+    # Stop comes once the server has read the request, and the reply only after Stop: the server's
+    # stall is a wait for the test (60 s: a hang guard), not a second a loaded machine may outlast.
+    stopped_now = threading.Event()
+    clock = tether.testing.server.time
+    waits = SimpleNamespace(time=clock.time, perf_counter=clock.perf_counter, sleep=stopped_now.wait)
+    monkeypatch.setattr(tether.testing.server, "time", waits)
+    server.set_faults(["stall:60"])
 
     async def stopped() -> None:
         task = asyncio.ensure_future(s.sampling(request()))
-        for _ in range(500):
+        deadline = time.monotonic() + 30  # a hang guard only
+        while not server.received and time.monotonic() < deadline:  # the request is out
             await asyncio.sleep(0.01)
-            if state.call_in_flight is not None:
-                break
-        await asyncio.sleep(0.05)
+        assert state.call_in_flight is not None
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(stopped())
+    try:
+        asyncio.run(stopped())
+    finally:
+        stopped_now.set()
     assert state.call_in_flight is None
     assert state.usage.completion_tokens == 100 and state.usage.estimated
     assert state.cost_usd == pytest.approx(PRICE.cost(state.usage)) and state.cost_usd > 0
