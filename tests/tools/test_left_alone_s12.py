@@ -350,3 +350,14 @@ def test_a_command_that_makes_many_folders_to_hide_a_repository_is_walked_to_its
         ws, "mkdir a1 a2 a3 a4 a5 a6 a7 a8 && git init -q zz && echo '#!/bin/sh' > zz/.git/hooks/pre-commit"
     )
     assert "zz/.git/hooks/pre-commit (a hook" in said and not (ws / "zz/.git/hooks/pre-commit").exists()
+
+
+def test_a_check_that_fails_is_said_and_keeps_the_command_s_output(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> list[str]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_gitguard, "check", broken)
+    said = sandboxed(ws, "echo built")
+    assert said.startswith("exit code 0\nbuilt\n")
+    assert "the check itself failed (OSError: [Errno 5] Input/output error)" in said
+    assert "Some of it could not be taken out (said above): tell the user now" in said

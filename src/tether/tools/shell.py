@@ -455,7 +455,7 @@ async def run_sandboxed(
         code, output, note = await _run(argv, env, ctx, settings)
     except BaseException:  # stopped: what the command wrote into a repository is still taken out
         if survey is not None:
-            _git_note(_gitguard.check(survey, started, ctx.cwd), survey, ctx)
+            _git_note(_checked(survey, started, ctx), survey, ctx)
         raise
     finally:
         if proxy is not None:
@@ -465,9 +465,22 @@ async def run_sandboxed(
         said = refusal_note(text, status, proxy.refused if proxy else [], [str(p) for p in hidden], command, code)
         note = "\n".join(n for n in (note, said) if n)
     if survey is not None:
-        undone = await asyncio.to_thread(_gitguard.check, survey, started, ctx.cwd)
+        undone = await asyncio.to_thread(_checked, survey, started, ctx)
         note = "\n".join(n for n in (note, _git_note(undone, survey, ctx)) if n)
     return code, output, note
+
+
+def _checked(survey: _gitguard.Survey, started: int, ctx: ToolContext) -> list[str]:
+    """What the check after a command took out; a check that failed is one more thing said, in
+    words, not an error that would take the command's own output with it."""
+    try:
+        return _gitguard.check(survey, started, ctx.cwd)
+    except Exception as exc:
+        _log.exception("checking the git repositories in %s after a command failed", ctx.cwd)
+        return [
+            f"the check itself failed ({type(exc).__name__}: {exc}): what the command wrote into a repository "
+            f"may be {_gitguard.LEFT}, so the user must look before running git there"
+        ]
 
 
 def _git_note(undone: list[str], survey: _gitguard.Survey, ctx: ToolContext) -> str:
