@@ -175,3 +175,56 @@ def test_a_probe_left_by_a_killed_process_is_removed_and_no_other(tmp_path: Path
     link.symlink_to(tmp_path / "elsewhere")
     JsonlSessionStore(root)
     assert sorted(p.name for p in root.iterdir()) == sorted([live.name, kept.name, link.name])
+
+
+# --- a relative $TETHER_HOME -----------------------------------------------------------------
+
+
+@pytest.fixture
+def relative_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``TETHER_HOME=th`` typed in the folder ``start``; returns where that home is."""
+    start = tmp_path / "start"
+    start.mkdir()
+    monkeypatch.chdir(start)
+    monkeypatch.setenv("TETHER_HOME", "th")
+    for name in ("TETHER_MODEL", "TETHER_SESSION_STORE", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return start / "th"
+
+
+def test_a_relative_home_is_said_as_the_absolute_folder_it_is(
+    relative_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether config path` printed th/config.toml: a path that means another file from any other folder."""
+    from tests.cli.conftest import run_main
+
+    assert run_main("config", "path", capsys=capsys) == (0, f"{relative_home / 'config.toml'}\n", "")
+
+
+def test_a_relative_home_stays_where_it_was_read_when_the_folder_changes(
+    relative_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process that changes folder (a server, code embedding tether) read a relative home again
+    from the new folder: an empty home, where the run just made was not."""
+    from tests.cli.conftest import run_main
+
+    code, out, err = run_main("run", "--model", "scripted/hello", "--cwd", str(tmp_path), "hi", capsys=capsys)
+    assert code == 0, err
+    (run_id,) = [p.name for p in (relative_home / "runs").iterdir()]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = run_main("runs", capsys=capsys)
+    assert code == 0 and run_id in out, err
+    assert not (elsewhere / "th").exists()
+
+
+def test_a_server_given_a_relative_home_does_not_hide_words_that_end_like_it(relative_home: Path) -> None:
+    """`TETHER_HOME=th tether serve` wrote the home as $TETHER_HOME in what its clients read, and
+    "th" was found inside words: "with both paths" became "wi$TETHER_HOME bo$TETHER_HOME paths"."""
+    from tether.config import load_settings
+    from tether.server.events import hide_home
+
+    home = load_settings().home
+    assert hide_home("answered with both paths", home) == "answered with both paths"
+    assert hide_home(f"cannot write {relative_home}/runs", home) == "cannot write $TETHER_HOME/runs"

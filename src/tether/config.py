@@ -93,9 +93,26 @@ def _platform_data_dir() -> Path:
 
 
 def tether_home() -> Path:
-    """``$TETHER_HOME`` or the platform's user data directory (not created here)."""
+    """``$TETHER_HOME`` or the platform's user data directory (not created here).
+
+    A relative ``$TETHER_HOME`` (``TETHER_HOME=th``) is the folder of that name in the current
+    folder when it is first read: made absolute then, and the variable set to the absolute path,
+    so that the process keeps one home however its current folder changes later (a server, a run
+    resumed elsewhere, code that calls ``os.chdir``), and so does a process inheriting the variable."""
     env = os.environ.get("TETHER_HOME")
-    return expand_user(env, "$TETHER_HOME") if env else _platform_data_dir()
+    if not env:
+        return _platform_data_dir()
+    home = expand_user(env, "$TETHER_HOME")
+    if not home.is_absolute():
+        try:
+            home = Path(os.path.abspath(home))  # as written: a link on the way is not resolved
+        except OSError as exc:  # the current folder was removed
+            raise ConfigError(
+                f"$TETHER_HOME {env} is relative, and the current folder cannot be found ({exc.strerror}): "
+                "set TETHER_HOME to an absolute path, or run tether from an existing folder"
+            ) from None
+        os.environ["TETHER_HOME"] = str(home)
+    return home
 
 
 def expand_user(path: str, what: str) -> Path:
@@ -570,8 +587,9 @@ def _validated(table: type[T], data: dict[str, Any], where: tuple[str, ...]) -> 
 
 
 def load_settings(home: Path | None = None) -> Settings:
-    """Read ``config.toml`` under ``home``; a missing file is fine, a broken one is an error."""
-    home = home or tether_home()
+    """Read ``config.toml`` under ``home`` (a relative one is made absolute, as in :func:`tether_home`);
+    a missing file is fine, a broken one is an error."""
+    home = Path(os.path.abspath(home)) if home else tether_home()
     path = home / "config.toml"
     env_url = os.environ.get("TETHER_DATABASE_URL") or None
     if env_url is not None:
