@@ -46,6 +46,23 @@ def test_odd_markup_converts(page: str, expected: str) -> None:
     assert html_to_markdown(page) == expected
 
 
+def test_only_markdownifys_own_non_converters_are_stripped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyproject allows markdownify from 0.13, whose converters take ``convert_as_inline``, not
+    ``parent_tags``: the names stripped are those whose parameters are not a converter's, in
+    whichever release is installed (else every element would be stripped: no link, no heading)."""
+    import markdownify
+
+    from tether.tools import web
+
+    class Older:  # markdownify 0.13's shapes
+        def convert_soup(self, soup: object) -> None: ...
+        def convert_p(self, el: object, text: str, convert_as_inline: bool) -> None: ...
+        def convert_a(self, el: object, text: str, convert_as_inline: bool) -> None: ...
+
+    monkeypatch.setattr(markdownify, "MarkdownConverter", Older)
+    assert web._not_converters.__wrapped__() == ("soup",)
+
+
 def test_deep_nesting_converts_with_every_word() -> None:
     """Markdownify recursed once a level: 400 nested elements overflowed Python's stack, and both
     callers refused the page ("nests its HTML too deeply"). Deep parts now come as text."""

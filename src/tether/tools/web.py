@@ -232,15 +232,17 @@ _NUMBER = re.compile(r"[0-9]{1,9}")
 def _not_converters() -> tuple[str, ...]:
     """The element names markdownify would convert with one of its own methods that is no converter:
     it calls ``convert_<name>`` for each element, and ``convert_soup(soup)`` is its entry point, so a
-    ``<soup>`` raised TypeError. Given as ``strip`` (the element dropped, its text kept)."""
+    ``<soup>`` raised TypeError. Those whose parameters are not a converter's (``convert_p``'s, in
+    whichever release is installed), given as ``strip`` (the element dropped, its text kept)."""
     import inspect
 
     from markdownify import MarkdownConverter
 
+    converter = list(inspect.signature(MarkdownConverter.convert_p).parameters)  # type: ignore[attr-defined]
     return tuple(
         name[len("convert_") :].lower()
         for name, fn in inspect.getmembers(MarkdownConverter, inspect.isfunction)
-        if name.startswith("convert_") and "parent_tags" not in inspect.signature(fn).parameters
+        if name.startswith("convert_") and list(inspect.signature(fn).parameters) != converter
     )
 
 
