@@ -245,3 +245,42 @@ def test_a_server_given_a_relative_home_does_not_hide_words_that_end_like_it(rel
     home = load_settings().home
     assert hide_home("answered with both paths", home) == "answered with both paths"
     assert hide_home(f"cannot write {relative_home}/runs", home) == "cannot write $TETHER_HOME/runs"
+
+
+# --- SIGTERM while the tether command imports tether -----------------------------------------
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")  # Windows has no SIGTERM to send
+def test_sigterm_while_the_command_imports_tether_is_one_line_and_130(tmp_path: Path) -> None:
+    """The console script imported tether.cli (and tether, typing, re, argparse) before main()
+    installed any handler: SIGTERM there killed the command silently (exit -15). The entry point is
+    now _tether_start.main, which catches it first. Here ``import tether`` is held at a point the
+    test knows (a stand-in package that says so, then waits), and the signal is sent there."""
+    import signal
+
+    import _tether_start
+
+    stand_in = tmp_path / "path" / "tether"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text("import sys\nprint('importing', flush=True)\nsys.stdin.readline()\n")
+    start = Path(_tether_start.__file__).parent
+    script = "import sys\nfrom _tether_start import main\nsys.exit(main())\n"  # what pip writes for it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "--help"],
+        env={**os.environ, "PYTHONPATH": f"{stand_in.parent}{os.pathsep}{start}"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "importing\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "\ntether: terminated (SIGTERM)\n")
+
+
+def test_the_tether_command_is_the_entry_point_that_catches_it() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["tether"] == "_tether_start:main"
