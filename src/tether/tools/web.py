@@ -252,14 +252,17 @@ def _tame(soup: Any, main: Any) -> None:
     at about 400), a list's ``start`` or a cell's ``colspan`` that is not a plain number dropped (its
     int() raised on ``²``, ``三`` or 5,000 digits), and a long ``<ol>`` cut into consecutive lists
     numbered on (it counted each item's elders: 20,000 items took a minute)."""
-    stack = [(child, 1) for child in main.find_all(True, recursive=False)]
+    from bs4.element import Tag
+
+    stack = [(child, 1) for child in main.contents if isinstance(child, Tag)]
     while stack:
         element, depth = stack.pop()
-        for name in ("start", "colspan"):
-            value = element.attrs.get(name)
+        attrs = element.attrs
+        for name in ("start", "colspan") if "start" in attrs or "colspan" in attrs else ():
+            value = attrs.get(name)
             if value is not None and not (isinstance(value, str) and _NUMBER.fullmatch(value)):
                 del element[name]
-        children = element.find_all(True, recursive=False)
+        children = [child for child in element.contents if isinstance(child, Tag)]
         if depth < _MAX_DEPTH:
             stack.extend((child, depth + 1) for child in children)
         elif children:  # its text in one piece (not unwrapped: each move in bs4 climbs every ancestor)
