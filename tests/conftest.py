@@ -70,6 +70,25 @@ def scripted_server() -> Iterator[ScriptedServer]:
         yield server
 
 
+@pytest.fixture
+def held_stalls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """While the test runs, a ScriptedServer's ``stall:SECONDS`` lasts until the event this returns is
+    set (SECONDS at most: a hang guard), not SECONDS: a stall meant to outlast a timeout does so
+    however late a loaded machine fires it. Set it before a ``with ScriptedServer()`` ends (its close
+    waits for its requests); it is set after the test too."""
+    import threading
+    import time
+    import types
+
+    import tether.testing.server as scripted
+
+    released = threading.Event()
+    clock = {name: getattr(time, name) for name in dir(time) if not name.startswith("_")}
+    monkeypatch.setattr(scripted, "time", types.SimpleNamespace(**{**clock, "sleep": released.wait}))
+    yield released
+    released.set()
+
+
 def scripted_openai(server: ScriptedServer, scenario: str = "plan") -> Any:
     """The Chat Completions wire pointed at ``server``, asking for ``scenario`` (as ``openai/<scenario>``)."""
     from tether.providers.openai_chat import OpenAIChatProvider

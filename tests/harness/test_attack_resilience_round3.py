@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from collections import Counter
 from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,22 +98,13 @@ def test_a_summary_longer_than_what_it_replaces_is_not_applied() -> None:
 # -- provider trouble ------------------------------------------------------------------------------
 
 
-def test_a_stalled_request_abandoned_at_the_first_token_timeout_is_charged(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stalled_request_abandoned_at_the_first_token_timeout_is_charged(held_stalls: threading.Event) -> None:
     """A request tether gives up on at ``first_token_timeout_s`` was sent and read by the provider,
     like one cancelled by Stop (counted: its prompt, estimated) or a summary stopped for stalling
     (counted). Before, it was free: a budget could be overrun by stalled attempts nobody counted."""
-    import tether.testing.server
-
     # The retry's first token must come within the timeout too: a timeout well above a loaded
     # machine's pauses (three test workers on two cores), and a stall that lasts until the run is
-    # over (the server's stall is this wait; 60 s is a hang guard), however late the timeout fires.
-    over = threading.Event()
-    clock = tether.testing.server.time
-    monkeypatch.setattr(
-        tether.testing.server,
-        "time",
-        types.SimpleNamespace(time=clock.time, perf_counter=clock.perf_counter, sleep=lambda s: over.wait(s)),
-    )
+    # over, however late the timeout fires.
     with ScriptedServer() as server:
         plain = RunState()
         run_sync(Agent(openai(server, "hello"), price=PRICE, retry=FAST), "hi", state=plain)
@@ -122,7 +112,7 @@ def test_a_stalled_request_abandoned_at_the_first_token_timeout_is_charged(monke
         stalled = RunState()
         agent = Agent(openai(server, "hello"), price=PRICE, retry=FAST, first_token_timeout_s=5.0)
         result = run_sync(agent, "hi", state=stalled)
-        over.set()
+        held_stalls.set()
         assert len(server.received) == 2  # the stalled request, and its retry
     assert result.status == "completed"
     assert stalled.usage.estimated and stalled.usage.prompt_tokens > plain.usage.prompt_tokens
