@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,18 +146,21 @@ def test_overflow_twice_in_a_row_fails(server: ScriptedServer, workspace: Path) 
     assert len(chat_requests(server)) == 3
 
 
-def test_stall_falls_back_to_another_endpoint(workspace: Path, tmp_path: Path) -> None:
-    with ScriptedServer(faults=["stall:6"]) as slow, ScriptedServer() as healthy:
+def test_stall_falls_back_to_another_endpoint(workspace: Path, tmp_path: Path, held_stalls: threading.Event) -> None:
+    # The fallback's three replies must each start within the timeout too: a timeout well above a
+    # loaded machine's pauses (three test workers on two cores); the stall lasts until the run is over.
+    with ScriptedServer(faults=["stall:60"]) as slow, ScriptedServer() as healthy:
         agent = Agent(
             openai(slow),
             tools=FILE_TOOLS,
             cwd=workspace,
-            first_token_timeout_s=1.0,
+            first_token_timeout_s=5.0,
             fallback_models=[anthropic(healthy)],
             price=PRICE,
             prices={"anthropic/plan": PRICE},
         )
         events = collect(agent, tracer=JsonlTracer(tmp_path))
+        held_stalls.set()
         (fallback,) = [e for e in events if isinstance(e, Fallback)]
         assert (fallback.from_model, fallback.to_model) == ("openai/plan", "anthropic/plan")
         assert "first token" in fallback.reason
