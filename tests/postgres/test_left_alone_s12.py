@@ -160,13 +160,13 @@ def test_a_stop_while_a_run_waits_for_the_database_is_taken_at_once(
         assert done["event"] == "done" and done["result"]["status"] == "interrupted", done
         assert "stopped by the user" in done["result"]["reason"]
 
-        def saved() -> str | None:
+        def saved() -> str:  # the run as the database has it (first what it did, then its stop)
             try:
-                return str(shared.worker.runs.load(run_id).status)
+                return str(shared.worker.runs.load(run_id).reason)
             except Exception:
-                return None
+                return ""
 
-        _until(lambda: saved() == "interrupted", "the stop was never saved")
+        _until(lambda: "stopped by the user" in saved(), "the stop was never saved")
         run = client.get(f"/v1/runs/{run_id}").json()
         assert (run["status"], run["live"], run["resumable"]) == ("interrupted", False, True), run
         assert "stopped by the user" in run["reason"], run
@@ -177,6 +177,9 @@ def test_a_stop_while_a_run_waits_for_the_database_is_taken_at_once(
         assert kinds.count("turn") == 1 and kinds.count("tool_result") == 1, streamed[0]
         roles = [m.role for m in shared.worker.runs.load(run_id).messages]
         assert roles == ["user", "assistant", "tool"], roles
+        kept = shared.worker.sessions.load(sid)  # what the run of a next message reads
+        assert [m.role for m in kept] == ["user", "assistant", "tool"], kept
+        assert kept[-1].text.startswith("shipped order-stop"), kept[-1]  # its result, not a placeholder
         assert len(shared.calls()) == started + 1
         resumed = client.post(f"/v1/runs/{run_id}/resume")
         assert resumed.status_code == 202, resumed.text

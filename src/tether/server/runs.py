@@ -384,7 +384,7 @@ async def run_parts(
             yield event
         if not held or watch is None or watch.away is None:
             return
-        saving = await _record_when_back(runs, state, watch.away, away_wait_s, signal)
+        saving = await _record_when_back(runs, sessions, state, watch.away, away_wait_s, signal)
         for event in _results_kept(state, open_calls):  # recorded, their save met the database away
             yield event
         if saving is not None:  # stopped while it waited
@@ -428,7 +428,7 @@ def _interrupt(state: RunState, why: str) -> None:
 
 
 async def _record_when_back(
-    runs: Any, state: RunState, away: Exception, wait_s: float | None, signal: CancelSignal
+    runs: Any, sessions: SessionStore, state: RunState, away: Exception, wait_s: float | None, signal: CancelSignal
 ) -> concurrent.futures.Future[None] | None:
     """Save ``state`` (what the run did before the database went away) as soon as it is back:
     ``interrupted`` and resumable, should nothing drive it on from there. None once it is saved;
@@ -436,7 +436,7 @@ async def _record_when_back(
     on: returned, done once the database is back."""
     _interrupt(state, _AWAY_REASON)
     _log.warning("run %s: %s; what it did is saved once the database is back", state.run_id, away)
-    saving = _save_when_back(runs, state, wait_s)
+    saving = _save_when_back(runs, state, wait_s, sessions=sessions)
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[None] = loop.create_future()
 
@@ -457,7 +457,24 @@ async def _record_when_back(
     halt = Stop.cancelled(signal.reason or "cancelled")
     state.status, state.reason, state.interruption = halt.status, halt.reason, halt.interruption
     _log.warning("run %s: %s while it waited for the database; saved once it is back", state.run_id, halt.reason)
-    return _save_when_back(runs, state, None, after=saving)
+    return _save_when_back(runs, state, None, after=saving, sessions=sessions)
+
+
+def _sync_session(sessions: SessionStore, state: RunState) -> None:
+    """Give the run's session what the run did since it was last synced (an append that met the
+    database away; a load meanwhile put a placeholder for the call's result there): the run is the
+    truth, as when it is resumed, unless the conversation went on in the session since."""
+    from tether.harness.loop import went_on
+
+    if state.session_id is None:
+        return
+    history = sessions.load(state.session_id)
+    if went_on(state, history):
+        _log.warning("run %s: its session went on meanwhile; its last messages stay in the run only", state.run_id)
+        return
+    if history != state.messages:
+        sessions.rewrite(state.session_id, state.messages)
+    state.session_synced = len(state.messages)
 
 
 def _settle(future: asyncio.Future[None]) -> None:
@@ -470,9 +487,12 @@ def _save_when_back(
     state: RunState,
     wait_s: float | None,
     after: concurrent.futures.Future[None] | None = None,
+    sessions: SessionStore | None = None,
 ) -> concurrent.futures.Future[None]:
     """Save ``state`` on a thread of its own, again and again while the database is away (for
-    ``wait_s`` at most; None: as long as the process lives), once ``after`` (an earlier save) is over."""
+    ``wait_s`` at most; None: as long as the process lives), once ``after`` (an earlier save) is over.
+    With ``sessions``, the run's session gets what it lacks of the run first (should no later part
+    of the run give it, a next message's run would read a call without its result)."""
     from tether.postgres.db import unreachable
 
     saving: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -483,6 +503,8 @@ def _save_when_back(
         deadline = None if wait_s is None else time.monotonic() + wait_s
         while True:
             try:
+                if sessions is not None:
+                    _sync_session(sessions, state)
                 runs.save(state)
             except Exception as exc:
                 closed = runs.db.pool.closed  # this process is ending: what it did stays unsaved
@@ -616,7 +638,8 @@ class RunManager:
         self.loops = RunLoops(threads)
         self.lateness = Lateness(lambda: bool(self.live))
         self.processes = processes  # RunProcesses: runs driven in processes of their own (run_processes)
-        self.unrecorded: dict[str, RunState] = {}  # runs stopped while the database was away, until saved
+        # Runs stopped while the database was away, until what they did is saved (their sessions wait too).
+        self.unrecorded: dict[str, tuple[RunState, concurrent.futures.Future[None]]] = {}
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
@@ -693,13 +716,13 @@ class RunManager:
     def _unrecorded(self, state: RunState, saving: concurrent.futures.Future[None]) -> None:
         """A run stopped while it waited for the database: what it did and its stop are told as
         they are (not as last saved) until they are saved."""
-        self.unrecorded[state.run_id] = state
+        self.unrecorded[state.run_id] = (state, saving)
         saving.add_done_callback(lambda _: self.unrecorded.pop(state.run_id, None))
 
     def state(self, run_id: str) -> RunState | None:
         unrecorded = self.unrecorded.get(run_id)
         if unrecorded is not None and run_id not in self.live:
-            return unrecorded
+            return unrecorded[0]
         live = self.live.get(run_id)
         if live is not None and live.state is not None:
             if self.processes is None or not self.runs.exists(run_id):
@@ -712,7 +735,10 @@ class RunManager:
         return self.runs.load(run_id)
 
     def live_run_of(self, session_id: str) -> str | None:
-        return self.by_session.get(session_id)
+        busy = self.by_session.get(session_id)
+        if busy is None:  # a run stopped while the database was away holds its session until saved
+            busy = next((r for r, (state, _) in list(self.unrecorded.items()) if state.session_id == session_id), None)
+        return busy
 
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> LiveRun:
         """Start the run that answers ``turn``: it begins now and goes on whoever listens."""
@@ -808,6 +834,11 @@ class RunManager:
         (a client may decide the moment it reads the ``done`` event), and one that has asked a
         person end (the page shows the question, and a person may answer, before the run has
         stopped to wait for it)."""
+        unrecorded = self.unrecorded.get(run_id)
+        if unrecorded is not None and run_id not in self.live:  # its save, once the database is back
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(unrecorded[1])), 30)
+            return run_id not in self.unrecorded
         live = self.live.get(run_id)
         if live is None:
             return True
