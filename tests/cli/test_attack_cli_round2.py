@@ -20,9 +20,13 @@ from tests.cli.conftest import tether
 SECRET = "sk-test-SECRET-0f9e8d"
 
 # A program the scripted `fix` model edits ("helo" -> "hello") and then runs: each run appends one
-# line to ran.log, so a command run twice shows. Its half second keeps the run going long enough for
-# a kill to land before the run ends, whatever the machine's load.
-GREET = 'import time\nwith open("ran.log", "a") as f:\n    f.write("ran\\n")\ntime.sleep(0.5)\nprint("helo")\n'
+# line to ran.log, so a command run twice shows. It ends only once the file `go` is in its folder (60 s
+# at most: a hang guard), so a run cannot end before the kill the test sends, whatever the machine's
+# load (a half-second sleep did not: a test read late from a loaded machine killed a finished run).
+GREET = (
+    'import os, time\nwith open("ran.log", "a") as f:\n    f.write("ran\\n")\n'
+    'for _ in range(3000):\n    if os.path.exists("go"):\n        break\n    time.sleep(0.02)\nprint("helo")\n'
+)
 # The same, but it stays running long after it has written its line.
 GREET_SLOW = 'import time\nwith open("ran.log", "a") as f:\n    f.write("ran\\n")\ntime.sleep(30)\nprint("helo")\n'
 
@@ -109,6 +113,7 @@ def fix_baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The `fix` run, uncrashed: what a crashed and resumed one must come to."""
     base = tmp_path_factory.mktemp("fix_baseline")
     ws = _fix_workspace(base)
+    (ws / "go").write_text("")  # no kill to wait for: the program ends at once
     env = {
         k: v
         for k, v in os.environ.items()
@@ -181,6 +186,7 @@ def test_killed_after_a_saved_step_resumes_without_acting_or_paying_twice(
     code, out, err = _finish(proc)
     assert code == -signal.SIGKILL
     assert _runs(secret_env)[run_id]["status"] == "running"  # as the crash left it
+    (ws / "go").write_text("")  # the program, if it ran (or when it runs), may end
 
     result, asked = _resume_to_the_end(run_id, ws, secret_env)
     assert result["status"] == "completed"
