@@ -31,6 +31,19 @@ def _until(check: Any, what: str, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+def _order_started(
+    client: httpx.Client, shared: Cluster, text: str, message_id: str
+) -> tuple[str, httpx.Response, int]:
+    """A session of the ``ship`` agent, ``text`` posted to it, and its order tool started: the
+    session's id, the 202, and the tool calls made before it."""
+    sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
+    started = len(shared.calls())
+    posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": text, "message_id": message_id})
+    assert posted.status_code == 202, posted.text
+    _until(lambda: len(shared.calls()) > started, "the tool never started")
+    return sid, posted, started
+
+
 def _short_waits(monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
     """The waits for a database away, shortened: a save's 60 s, the pool's 30 s for a connection, and
     the pool's pause (1 s, doubling) between its attempts to connect again."""
@@ -50,13 +63,8 @@ def _order_through_an_outage(
     gives up saving (and ``then_s`` more); then what the node says once it is back: the run's id, its
     events, the run and the session's turns."""
     with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        body = {"text": f"order-{message_id}", "message_id": message_id}
-        posted = client.post(f"/v1/sessions/{sid}/messages", json=body)
-        assert posted.status_code == 202, posted.text
+        sid, posted, _ = _order_started(client, shared, f"order-{message_id}", message_id)
         run_id = posted.json()["run_id"]
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
         _away_until_the_run_gives_up_on_it(outage, caplog, then_s=then_s)
         _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the node never reached the database again")
         events = read_events(client, f"/v1/runs/{run_id}/events")
@@ -246,12 +254,8 @@ def test_a_run_on_a_server_of_its_own_that_meets_the_database_away_goes_on_once_
     _short_waits(monkeypatch, db_url)
     outage = Outage(pg_server.url, db_url)
     with httpx.Client(base_url=one_node, timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-here", "message_id": "m-here"})
-        assert posted.status_code == 202, posted.text
+        sid, posted, started = _order_started(client, shared, "order-here", "m-here")
         run_id = posted.json()["run_id"]
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
         _away_until_the_run_gives_up_on_it(outage, caplog)
         _until(
             lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the server never reached the database again"

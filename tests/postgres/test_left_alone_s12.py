@@ -17,6 +17,7 @@ from tests.dispatch.conftest import Cluster
 from tests.postgres.test_left_alone_dispatch import Outage
 from tests.postgres.test_left_alone_s11 import (  # noqa: F401
     _away_until_the_run_gives_up_on_it,
+    _order_started,
     _queue_meets_the_database_away,
     _short_waits,
     _until,
@@ -94,12 +95,8 @@ def test_a_run_on_a_server_of_its_own_waits_for_the_database_as_long_as_it_is_aw
     _short_waits(monkeypatch, db_url)
     monkeypatch.setitem(runs.run_parts.__kwdefaults__, "away_wait_s", 0.3)  # the two minutes it waited
     with httpx.Client(base_url=one_node, timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-wait", "message_id": "m-wait"})
-        assert posted.status_code == 202, posted.text
+        sid, posted, _ = _order_started(client, shared, "order-wait", "m-wait")
         run_id = posted.json()["run_id"]
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
         _away_until_the_run_gives_up_on_it(Outage(pg_server.url, db_url), caplog, then_s=1.0)
         _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the database never came back")
         events = read_events(client, f"/v1/runs/{run_id}/events")
@@ -134,17 +131,13 @@ def test_a_stop_while_a_run_waits_for_the_database_is_taken_at_once(
     _short_waits(monkeypatch, db_url)
     outage = Outage(pg_server.url, db_url)
     with httpx.Client(base_url=one_node, timeout=60) as client:
-        sid = client.post("/v1/sessions", json={"agent": "ship"}).json()["session_id"]
-        started = len(shared.calls())
-        posted = client.post(f"/v1/sessions/{sid}/messages", json={"text": "order-stop", "message_id": "m-stop"})
-        assert posted.status_code == 202, posted.text
+        sid, posted, started = _order_started(client, shared, "order-stop", "m-stop")
         run_id = posted.json()["run_id"]
         streamed: list[list[dict[str, Any]]] = []
         reader = threading.Thread(
             target=lambda: streamed.append(read_events(client, posted.json()["events"])), daemon=True
         )
         reader.start()
-        _until(lambda: len(shared.calls()) > started, "the tool never started")
         outage.begin()
         try:
             _until(lambda: "saved once the database is back" in caplog.text, "the run never waited for the database")
