@@ -156,7 +156,8 @@ def test_a_tool_named_like_a_servers_says_which_server_and_which_tool(tmp_path: 
     with pytest.raises(ConfigError) as err:
         asyncio.run(asyncio.wait_for(run(agent, "go", state=RunState()), 60))
     assert str(err.value) == (
-        "two tools are named 'inventory__stock': the agent's tool FunctionTool (in Agent.tools), and the "
+        "two tools are named 'inventory__stock': the agent's tool from tests.test_left_alone_s12_misc._stock "
+        "(in Agent.tools), and the "
         "tool 'stock' of the MCP server 'inventory' ([mcp.inventory]). Tool names must be unique: rename "
         "one of them or leave it out"
     )

@@ -295,8 +295,8 @@ def test_a_subagent_whose_extension_brings_a_tool_name_it_already_has_ends_the_p
     result = run_sync(Agent(FunctionModel(lead), tools=[broken_tool, fine_tool]), "go", state=state)
     assert result.status == "failed"
     assert result.reason == (
-        "the sub-agent broken could not start: two tools are named 'lookup': the agent's tool FunctionTool "
-        "(in Agent.tools), and a tool of the extension 'brings'. Tool names must be unique: rename one of "
+        "the sub-agent broken could not start: two tools are named 'lookup': the agent's tool from "
+        f"{__name__}.{lookup.fn.__qualname__} (in Agent.tools), and a tool of the extension 'brings'. Tool names must be unique: rename one of "
         "them or leave it out"
     )
     texts = {m.call_id: m.text for m in state.messages if isinstance(m, ToolMessage)}

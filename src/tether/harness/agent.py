@@ -127,7 +127,7 @@ class Agent:
         """The tools by name; two of one name are a :class:`~tether.errors.ConfigError` naming where
         each came from (``Agent.tools``, or an extension's ``tool_origin``), so the person knows
         which one to rename or leave out."""
-        given = [(t, f"the agent's tool {type(t).__name__} (in Agent.tools)") for t in self.tools]
+        given = [(t, f"the agent's tool {_defined_by(t)} (in Agent.tools)") for t in self.tools]
         for ext in self.extensions:
             origin = getattr(ext, "tool_origin", None)
             for t in ext.tools():
@@ -144,3 +144,12 @@ class Agent:
                 )
             out[t.name], origins[t.name] = t, origin
         return out
+
+
+def _defined_by(tool: Any) -> str:
+    """What made ``tool``, as its author knows it: the function behind it (``module.function``),
+    else its class."""
+    fn = getattr(tool, "fn", None)
+    if callable(fn) and getattr(fn, "__qualname__", None):
+        return f"from {getattr(fn, '__module__', None) or '?'}.{fn.__qualname__}"
+    return type(tool).__name__
