@@ -12,17 +12,17 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.conftest import assert_pairing
+from tests.harness.test_left_alone_subagents_s11b import _caller
 from tests.server.conftest import read_events, served, wait_until  # noqa: F401 (served: a fixture)
 from tether import Agent, RunState, run_sync, tool
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.subagent import children
-from tether.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolMessage, UserMessage
-from tether.providers.base import ModelRequest
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, UserMessage
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.scripted import count_prompt_tokens
 from tether.status import Misconfiguration
-from tether.testing import FunctionModel, Reply, ScriptedServer
+from tether.testing import FunctionModel, ScriptedServer
 from tether.tools.base import ToolContext
 from tether.tools.files import FILE_TOOLS
 from tether.usage import Price, Usage
@@ -30,24 +30,6 @@ from tether.usage import Price, Usage
 # --------------------------------------------------------------------------- a misconfigured child, as data
 
 SECRET = "sk-tracker-0123456789abcdef0123"
-
-
-def _results(messages: list[Message]) -> list[ToolMessage]:
-    return [m for m in messages if isinstance(m, ToolMessage)]
-
-
-def _caller(name: str, args: dict[str, Any], asked: list[int]) -> FunctionModel:
-    """Calls ``name`` as long as it gets errors back (a model that retries), three times at most,
-    then answers with the last result."""
-
-    def fn(messages: list[Message], request: ModelRequest) -> Reply | str:
-        asked.append(1)
-        results = _results(messages)
-        if len(results) < 3:
-            return Reply(calls=((f"c{len(results)}", name, args),))
-        return f"worked around it: {results[-1].text}"
-
-    return FunctionModel(fn)
 
 
 @tool(read_only=True)
