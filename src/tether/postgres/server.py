@@ -67,6 +67,7 @@ class PgServerStore:
         self._required = False  # auth_required() once it said yes (it never goes back)
         self._answered = False  # whether auth_required() was answered by the database yet
         self._callers: dict[str, str] = {}  # token hash -> user, as last looked up (known_caller)
+        self._revoked: str | None = None  # the database's mark of its last revocation, as last read
         db.migrate("server", MIGRATIONS)
 
     def _execute(self, sql: str, args: Any = ()) -> list[tuple[Any, ...]]:
@@ -204,25 +205,34 @@ class PgServerStore:
                 (name, hash_token(token), time.time()),
             )
             conn.execute(
-                "INSERT INTO server_meta (key, value) VALUES ('auth', 'required') "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                "INSERT INTO server_meta (key, value) VALUES ('auth', 'required'), ('revoked', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (secrets.token_hex(8),),  # the token it replaces is revoked (see user_for_token)
             )
         return token
 
     def user_for_token(self, token: str) -> str | None:
         digest = hash_token(token)
-        rows = self._execute("SELECT name FROM server_tokens WHERE hash = %s", (digest,))
-        if not rows:
+        # With the token, the mark of the last revocation (made by any process: the CLI's own):
+        # a token known here from before it is forgotten, so a revoked one cannot Stop later.
+        name, revoked = self._execute(
+            "SELECT (SELECT name FROM server_tokens WHERE hash = %s), "
+            "(SELECT value FROM server_meta WHERE key = 'revoked')",
+            (digest,),
+        )[0]
+        if revoked != self._revoked or len(self._callers) >= 10_000:
+            self._callers = {}
+        self._revoked = revoked
+        if name is None:
             self._callers.pop(digest, None)
             return None
-        if len(self._callers) >= 10_000:
-            self._callers.clear()
-        self._callers[digest] = user = str(rows[0][0])
+        self._callers[digest] = user = str(name)
         return user
 
     def known_caller(self, token: str) -> str | None:
-        """The user of ``token`` as this process last looked it up (None: never, or revoked here
-        since): for a Stop of a run this server drives while the database is away, and nothing else."""
+        """The user of ``token`` as this process last looked it up (None: never, or a token was
+        revoked or replaced since, by any process, as this process's last look-up read): for a Stop
+        of a run this server drives while the database is away, and nothing else."""
         return self._callers.get(hash_token(token))
 
     def known_local(self) -> bool | None:
@@ -236,7 +246,16 @@ class PgServerStore:
 
     def revoke_token(self, name: str) -> bool:
         self._callers = {k: v for k, v in self._callers.items() if v != name}
-        return bool(self._execute("DELETE FROM server_tokens WHERE name = %s RETURNING name", (name,)))
+        with self.db.tx() as conn:  # the mark tells every server that tokens it knows may be gone
+            gone = conn.execute(
+                "DELETE FROM server_tokens WHERE name = %s RETURNING name", (storable(name),)
+            ).fetchall()
+            conn.execute(
+                "INSERT INTO server_meta (key, value) VALUES ('revoked', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (secrets.token_hex(8),),
+            )
+        return bool(gone)
 
     def has_tokens(self) -> bool:
         return bool(self._execute("SELECT 1 FROM server_tokens LIMIT 1"))
