@@ -217,14 +217,16 @@ def _look(folder: str, found: _Found) -> list[str] | None:
     """Add the repositories ``folder`` is or holds (a ``.git``) to ``found``; the folders to walk
     below it (None when it is a repository's own: its objects and refs hold none git looks for)."""
     below: list[str] = []
-    marks: set[str] = set()  # git's is_git_directory: HEAD with objects and refs folders, or a commondir
+    # git's is_git_directory: HEAD with objects and refs, or a commondir. git asks only that objects and
+    # refs can be searched (access X_OK), which an executable file or a link to a folder made later
+    # passes, so any entry of those names counts.
+    marks: set[str] = set()
     try:
         with os.scandir(folder) as listing:
             for entry in listing:
                 name = entry.name
                 if name in _REPO_MARKS:
-                    if name in ("HEAD", "commondir") or entry.is_dir():
-                        marks.add(name)
+                    marks.add(name)
                 elif name == ".git":
                     dot_git = Path(entry.path)
                     target = dot_git if entry.is_dir(follow_symlinks=False) else git_dir_elsewhere(dot_git)

@@ -158,12 +158,12 @@ def git_dir_elsewhere(dot_git: Path) -> Path | None:
     try:
         if dot_git.is_symlink():
             target = real(dot_git)
-        elif dot_git.is_file():
+        elif dot_git.is_file():  # read as git's read_gitfile does: all of it, only the line ends stripped
             with dot_git.open("rb") as f:
-                line = f.read(4096).split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-            if not line.startswith("gitdir:"):
+                data = f.read(1 << 20).rstrip(b"\r\n").split(b"\0", 1)[0]
+            if not data.startswith(b"gitdir: "):
                 return None
-            target = real(dot_git.parent / line.removeprefix("gitdir:").strip())
+            target = real(dot_git.parent / data.removeprefix(b"gitdir: ").decode("utf-8", "surrogateescape"))
         else:
             return None
     except (OSError, ValueError):
