@@ -22,9 +22,10 @@ runs git there, outside any sandbox. So, around each ``workspace-write`` command
   git reads nothing from that folder; the result says what was moved and why.
 
 A repository the walk had not found before the command is the command's when any of its files
-(``HEAD``, ``objects``, ``refs``, ``config``, ``hooks``...) or the ``.git`` file or ``commondir``
-that leads to it changed during the command, by ``ctime``, which a process cannot set back (it is
-the kernel's clock when an inode changes; ``touch -d`` sets only ``mtime``). In a listed or
+(``HEAD``, ``objects``, ``refs``, ``config``, ``hooks``...), the ``.git`` file or ``commondir``
+that leads to it, or a folder above either changed during the command, by ``ctime``, which a
+process cannot set back (it is the kernel's clock when an inode changes; ``touch -d`` sets only
+``mtime``). In a listed or
 marked repository the hooks' and configs' signatures and the configs' text are read before the
 command, so what the person had there stays as it is.
 """
@@ -269,7 +270,7 @@ def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
             if not _within(folder, bound):
                 bound.append(folder)
             continue
-        for repo in (folder, *_inner_repos(folder)):
+        for repo in (folder, *_inner_repos(folder)[0]):
             for path in _surface(repo):
                 signature = _signature(path)
                 if signature is not None:
@@ -308,35 +309,52 @@ def check(before: Survey, since_ns: int, cwd: Path) -> list[str]:
             continue  # the command could not write it
         if key in before.repos:  # listed (or a writable root itself): what changed during the command
             old: Survey | None = before
-        elif _changed(folder, after.via.get(key, []), since):
+        elif _changed(folder, after.via.get(key, []), since, before.roots):
             old = None  # made by this command, or reached through what it wrote: nothing is the user's
         else:
             continue  # past the walk's end before the command, and untouched
-        for repo in (folder, *_inner_repos(folder)):
+        inner, whole = _inner_repos(folder)
+        for repo in (folder, *inner):
             if _within(real(repo), before.roots) and not _within(real(repo), before.bound):
                 said += _clean(repo, old, before.roots, cwd)
+        if not whole:
+            said.append(
+                f"{_Aside(folder, cwd).shown(folder)} (more than {MAX_FOLDERS:,} folders in its modules and "
+                f"worktrees: the hooks and settings of those past them were not checked and may be {_LEFT})"
+            )
         if old is None:
             _mark(folder)
     return said
 
 
-def _changed(folder: Path, via: list[Path], since: int) -> bool:
+def _changed(folder: Path, via: list[Path], since: int, roots: tuple[Path, ...]) -> bool:
+    """Whether a command could have made ``folder`` a repository it finds: any of its marks, the
+    files that lead to it, or a folder above either (short of a root) changed. A folder above: a
+    repository made where the walk does not look (``node_modules``) and moved out by moving its
+    parent keeps its own files' ctime."""
     paths = [folder, *(folder / m for m in _MARKERS), *via]
+    for path in (folder, *via):
+        paths += itertools.takewhile(lambda p: p not in roots and _within(p, roots), path.parents)
     return any(st is not None and st.st_ctime_ns >= since for st in map(_stat, paths))
 
 
-def _inner_repos(folder: Path) -> Iterator[Path]:
+def _inner_repos(folder: Path) -> tuple[list[Path], bool]:
     """The folders of a repository's submodules and worktrees (``modules/**``, ``worktrees/*``):
-    git reads their config (a submodule's when ``git submodule update`` enters it)."""
+    git reads their config (a submodule's when ``git submodule update`` enters it); False when
+    there were more than MAX_FOLDERS folders to look through and the rest were not."""
     queue = deque([folder / "modules", folder / "worktrees"])
+    inner: list[Path] = []
     seen = 0
-    while queue and seen < 200:
+    while queue:
         seen += 1
+        if seen > MAX_FOLDERS:
+            return inner, False
         current = queue.popleft()
         names = _names(current)
         if current.parent != folder and ("HEAD" in names or "config" in names):
-            yield current
+            inner.append(current)
         queue.extend(current / n for n in names if n not in (*_NOT_REPOS, ASIDE) and _is_folder(current / n))
+    return inner, True
 
 
 def _is_folder(path: Path) -> bool:
@@ -477,7 +495,7 @@ def _safe(name: str, value: str | None, folder: Path, roots: tuple[Path, ...]) -
     parts[-1] = parts[-1].lower()
     if (f"{parts[0]}.*.{parts[-1]}" if len(parts) > 2 else ".".join(parts)) not in SAFE_KEYS:
         return False
-    if parts[-1] in ("url", "pushurl") and "::" in (value or ""):  # ext::sh -c ..., a remote helper
+    if parts[-1] in ("url", "pushurl") and "::" in (value or "").replace('"', ""):  # ext::sh -c, a remote helper
         return False
     if parts == ["core", "worktree"]:  # where git checks files out: only somewhere the command could write
         plain = _PLAIN_PATH.fullmatch((value or "").strip())
