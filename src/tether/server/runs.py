@@ -820,6 +820,14 @@ class RunManager:
         if self.by_session.get(turn.session_id) == turn.run_id:
             del self.by_session[turn.session_id]
         live.log.close()
+        unrecorded = self.unrecorded.get(turn.run_id)
+        if unrecorded is not None:  # stopped while the database was away: asked once it is back, off this loop
+            unrecorded[1].add_done_callback(lambda _: self._recorded(turn))
+        else:
+            self._recorded(turn)
+
+    def _recorded(self, turn: TurnRecord) -> None:
+        """A run's start file forgotten, and its session touched, once the run has ended."""
         with contextlib.suppress(Exception):
             if self.runs.exists(turn.run_id):  # not when it was cut before its first save
                 self.forget(turn.run_id)
