@@ -112,3 +112,20 @@ def test_a_repository_made_where_the_walk_does_not_look_and_moved_out_is_checked
     assert "proj/r/.git/config: alias.st (settings that can run programs" in said
     person(ws / "proj/r", "st")
     assert not canary.exists()
+
+
+def test_a_repository_reached_through_a_link_to_where_the_walk_does_not_look_is_checked(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk did not follow links: ``proj -> node_modules/a`` made ``proj/r`` a repository of the
+    command's, unchecked, where the person would run git (made in one command, linked in the next)."""
+    monkeypatch.setattr(_gitguard, "_MARGIN_NS", 0)
+    canary = tmp_path / "canary"
+    sandboxed(
+        ws, f"mkdir -p node_modules/a/r && cd node_modules/a/r && git init -q && git config alias.st '!touch {canary}'"
+    )
+    said = sandboxed(ws, "ln -s node_modules/a proj && ln -s . loop && echo linked")
+    assert said.startswith("exit code 0\nlinked\n")
+    assert "node_modules/a/r/.git/config: alias.st (settings that can run programs" in said
+    person(ws / "proj/r", "st")
+    assert not canary.exists()

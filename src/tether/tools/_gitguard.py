@@ -168,13 +168,13 @@ class _Found:
         self.repos: dict[Identity, Path] = {}
         self.via: dict[Identity, list[Path]] = {}
 
-    def add(self, folder: Path, via: Path | None = None) -> None:
+    def add(self, folder: Path, *via: Path) -> None:
         st = _stat(folder, follow=True)
         if st is None or not stat.S_ISDIR(st.st_mode):
             return
         key = (st.st_dev, st.st_ino)
-        if via is not None:
-            self.via.setdefault(key, []).append(via)
+        if via:
+            self.via.setdefault(key, []).extend(via)
         if key in self.repos:
             return
         self.repos[key] = real(folder)
@@ -186,21 +186,26 @@ class _Found:
 def _walk(roots: Iterable[Path], since: int | None = None) -> tuple[_Found, bool]:
     """Every repository folder in ``roots``; False when a root's walk stopped at MAX_FOLDERS."""
     found = _Found()
-    complete = [_walk_one(root, found, since) for root in roots]  # each its own limit: a big cache
+    roots = tuple(roots)
+    linked = {str(r) for r in roots}  # a link to a root (ln -s . loop) leads nowhere new
+    complete = [_walk_one(root, found, since, roots, linked) for root in roots]  # each its own limit: a big cache
     return found, all(complete)  # listed does not crowd out the workspace
 
 
-def _walk_one(root: Path, found: _Found, since: int | None) -> bool:
+def _walk_one(root: Path, found: _Found, since: int | None, roots: tuple[Path, ...], linked: set[str]) -> bool:
     """Breadth first (the shallow repositories, which editors find by themselves, come first), at
     most MAX_FOLDERS folders; with ``since`` (after a command), the folders changed since then are
     walked past that and not counted: a command that makes thousands of folders to hide a repository
     behind them is walked to its end, at a cost in proportion to what it did.
+    A link to a folder inside ``roots`` is walked once (``linked``) as the folder it leads to, and a
+    repository found that way is reached through it (``proj -> node_modules/a``, where the walk does
+    not go, is where the person would run git).
     Plain strings and one pass over each listing: this runs twice around every command."""
-    queue = deque([str(root)])
+    queue: deque[tuple[str, tuple[Path, ...]]] = deque([(str(root), ())])
     counted = 0
     complete = True
     while queue:
-        folder = queue.popleft()
+        folder, via = queue.popleft()
         if not _changed_since(folder, since):
             counted += 1
             if counted > MAX_FOLDERS:
@@ -208,15 +213,22 @@ def _walk_one(root: Path, found: _Found, since: int | None) -> bool:
                     return False
                 complete = False
                 continue
-        below = _look(folder, found)
+        links: list[str] = []
+        below = _look(folder, found, via, links)
         if below is not None:
-            queue.extend(sorted(below))
+            queue.extend((b, via) for b in sorted(below))
+        for link in sorted(links):
+            target = os.path.realpath(link)
+            if target not in linked and _within(Path(target), roots):
+                linked.add(target)
+                queue.append((target, (*via, Path(link))))
     return complete
 
 
-def _look(folder: str, found: _Found) -> list[str] | None:
-    """Add the repositories ``folder`` is or holds (a ``.git``) to ``found``; the folders to walk
-    below it (None when it is a repository's own: its objects and refs hold none git looks for)."""
+def _look(folder: str, found: _Found, via: tuple[Path, ...], links: list[str]) -> list[str] | None:
+    """Add the repositories ``folder`` is or holds (a ``.git``) to ``found`` (reached through the
+    links ``via``); the folders to walk below it (None when it is a repository's own: its objects and
+    refs hold none git looks for), and in ``links`` the links to folders in it."""
     below: list[str] = []
     # git's is_git_directory: HEAD with objects and refs, or a commondir. git asks only that objects and
     # refs can be searched (access X_OK), which an executable file or a link to a folder made later
@@ -232,13 +244,15 @@ def _look(folder: str, found: _Found) -> list[str] | None:
                     dot_git = Path(entry.path)
                     target = dot_git if entry.is_dir(follow_symlinks=False) else git_dir_elsewhere(dot_git)
                     if target is not None:
-                        found.add(target, None if target == dot_git else dot_git)
+                        found.add(target, *via, *(() if target == dot_git else (dot_git,)))
                 if name not in _SKIP and entry.is_dir(follow_symlinks=False):
                     below.append(entry.path)
+                elif name not in _SKIP and entry.is_symlink() and entry.is_dir():
+                    links.append(entry.path)
     except OSError:
         return []
     if "HEAD" in marks and ({"objects", "refs"} <= marks or "commondir" in marks):
-        found.add(Path(folder))
+        found.add(Path(folder), *via)
         return None
     return below
 
