@@ -226,7 +226,7 @@ while True:
         state.messages = state.messages[4:]
     state.config = {"turn": n, "count": len(state.messages)}
     store.save(state, rewrite=n % 5 == 0)
-    if n == start + 1:
+    if n == start + 2:  # two turns saved: the kill then lands anywhere after them
         print("saving", flush=True)
 """
 
@@ -249,7 +249,8 @@ def test_saves_cut_by_sigkill_always_load_a_whole_commit(pg_url: str, db: Any) -
         numbers = [int(m.text) for m in state.messages if isinstance(m, AssistantMessage)]
         assert numbers == list(range(numbers[0], state.config["turn"] + 1))  # none lost, none repeated
         turns.append(state.config["turn"])
-    assert turns == sorted(turns) and turns[-1] > 4, turns  # each child went on from the last commit
+    # each child went on from the last commit, two turns at least: the last is past 4 wherever the kills landed
+    assert turns == sorted(turns) and turns[-1] > 4, turns
 
 
 # --- the lock fences the holder's saves -----------------------------------------------------------
