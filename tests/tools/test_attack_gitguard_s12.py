@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.test_left_alone_s12 import person, sandboxed
+from tests.tools.test_left_alone_s12 import GIT, person, sandboxed
 from tests.tools.test_left_alone_s12 import pytestmark as guarded
 from tether.tools import _gitguard
 
@@ -129,3 +129,20 @@ def test_a_repository_reached_through_a_link_to_where_the_walk_does_not_look_is_
     assert "node_modules/a/r/.git/config: alias.st (settings that can run programs" in said
     person(ws / "proj/r", "st")
     assert not canary.exists()
+
+
+def test_a_paused_rebase_whose_steps_run_a_command_is_taken_out(ws: Path, tmp_path: Path) -> None:
+    """A command can leave an interactive rebase stopped at ``break`` with ``exec`` steps to come:
+    the person's ``git rebase --continue`` (git status says a rebase is in progress) runs them."""
+    canary = tmp_path / "canary"
+    said = sandboxed(
+        ws,
+        f"git init -q && {GIT} commit -q --allow-empty -m a && printf 'break\\nexec touch {canary}\\n' > /tmp/todo && "
+        f"GIT_SEQUENCE_EDITOR='cp /tmp/todo' {GIT} rebase -q -i HEAD 2>/dev/null; echo paused",
+    )
+    assert "paused\n" in said
+    assert ".git/rebase-merge (a paused rebase with steps that run commands" in said
+    person(ws, "rebase", "--continue")
+    assert not canary.exists()
+    kept = next((ws / ".git/refused-by-tether").iterdir())
+    assert "exec touch" in (kept / "rebase-merge/git-rebase-todo").read_text()

@@ -99,6 +99,8 @@ _REPO_MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
 _CONFIGS = ("config", "config.worktree")
 _MARKERS = ("HEAD", "objects", "refs", "commondir", "hooks", *_CONFIGS)
 _MAX_CONFIG = 1 << 20
+_TODO = "rebase-merge/git-rebase-todo"
+_EXEC = re.compile(rb"^[ \t]*(?:x|exec)(?:[ \t]|$)", re.MULTILINE)
 _NOT_REPOS = ("objects", "refs", "logs", "hooks")
 LEFT = "STILL THERE"  # in a phrase of check()'s when something git would run could not be taken out
 _LEFT = f"{LEFT}: the user must remove it before running git there"
@@ -140,10 +142,12 @@ def _signature(path: Path) -> Signature | None:
 
 
 def _surface(folder: Path) -> Iterator[Path]:
-    """What git runs or reads settings from in a repository's folder: hooks, the hooks folder, configs."""
+    """What git runs or reads settings from in a repository's folder: hooks, the hooks folder, configs,
+    and a paused rebase's steps (``git rebase --continue`` runs their ``exec`` lines)."""
     yield folder / "hooks"
     yield from (folder / "hooks" / n for n in _names(folder / "hooks") if not n.endswith(".sample"))
     yield from (folder / n for n in _CONFIGS)
+    yield folder / _TODO
 
 
 def _common(folder: Path) -> Path | None:
@@ -417,6 +421,11 @@ def _clean(folder: Path, old: Survey | None, roots: tuple[Path, ...], cwd: Path)
         for path in _surface(folder):
             if path.parent == hooks and new(path):
                 said += aside.move(f"hooks/{path.name}", "a hook: git runs it")
+    todo = folder / _TODO
+    if new(todo) and _runs(todo):
+        said += aside.move(
+            "rebase-merge", "a paused rebase with steps that run commands: git rebase --continue runs them"
+        )
     for name in _CONFIGS:
         path = folder / name
         st = _stat(path)
@@ -427,6 +436,17 @@ def _clean(folder: Path, old: Survey | None, roots: tuple[Path, ...], cwd: Path)
             continue
         said += _clean_config(aside, name, old.configs.get(path, b"") if old else b"", roots)
     return said
+
+
+def _runs(todo: Path) -> bool:
+    """Whether a rebase's steps hold an ``exec`` (``x``) line, or cannot be read to be sure."""
+    st = _stat(todo)
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_CONFIG:
+        return True
+    try:
+        return _EXEC.search(todo.read_bytes()) is not None
+    except OSError:
+        return True
 
 
 class _Aside:
