@@ -688,6 +688,8 @@ def _saved_state(core: Core, run_id: str) -> RunState | None:
     try:
         return core.manager.state(run_id)
     except StoreError as exc:
+        if _database_away(exc):  # not damaged: unreadable for now
+            raise ApiError(503, "unavailable", "the database could not be reached; try again in a moment") from None
         _log.error("run %s: %s", run_id, exc)
         raise ApiError(409, "conflict", _UNREADABLE.format(run_id=run_id)) from None
 
@@ -698,12 +700,17 @@ _UNREADABLE = (
 )
 
 
-def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dict[str, Any]:
+def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, stopped: bool = False) -> dict[str, Any]:
+    """What the API says about a run. ``stopped``: a Stop of it was just taken (it may still be
+    ending in its run process)."""
     live = core.manager.is_live(turn.run_id)
     if state is None:
         try:
             state = core.manager.state(turn.run_id)
         except StoreError as exc:  # one damaged run does not hide the others in a listing
+            if _database_away(exc):  # its state is in the database: said as unknown for now, never damaged
+                status = "running" if live and not stopped else "interrupted"
+                return _view(turn, live) | _NOTHING | _AWAY | {"status": status}
             _log.error("run %s: %s", turn.run_id, exc)
             damaged = {"status": "failed", "resumable": False, "reason": _UNREADABLE.format(run_id=turn.run_id)}
             return _view(turn, live) | _NOTHING | damaged
@@ -725,6 +732,14 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None) -> dic
         "waiting": None if live else waiting(state),
     }
 
+
+# A run whose state could not be read for the database being away (a run process's, say, just
+# stopped): what it has used is not known yet.
+_AWAY: dict[str, Any] = {
+    "resumable": False,
+    "reason": "the database could not be reached: the run's saved state (its status, what it used) is "
+    "shown once it is back",
+}
 
 # What a run that never saved (or cannot be read) has used.
 _NOTHING: dict[str, Any] = {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "waiting": None}
@@ -1326,7 +1341,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         if not core.manager.cancel(run_id, "stopped by the user" if user == LOCAL_USER else f"stopped by {user}"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)
-        return run_view(core, turn)
+        return run_view(core, turn, stopped=True)
 
     @app.post(
         "/v1/runs/{run_id}/resume",
