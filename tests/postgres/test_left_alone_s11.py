@@ -44,6 +44,21 @@ def _order_started(
     return sid, posted, started
 
 
+def _ended_alike(client: httpx.Client, sid: str, run_id: str, message_id: str) -> list[dict[str, Any]]:
+    """Once the database is back: the run's stream, GET and its session's turn all say completed,
+    once, after its two turns; the stream's events."""
+    _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the server never reached the database again")
+    events = read_events(client, f"/v1/runs/{run_id}/events")
+    run = client.get(f"/v1/runs/{run_id}").json()
+    turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
+    assert (run["status"], run["live"]) == ("completed", False), run
+    assert [(t["message_id"], t["status"]) for t in turns] == [(message_id, "completed")], turns
+    assert [e["event"] for e in events].count("turn") == 2, events
+    return events
+
+
 def _short_waits(monkeypatch: pytest.MonkeyPatch, db_url: str) -> None:
     """The waits for a database away, shortened: a save's 60 s, the pool's 30 s for a connection, and
     the pool's pause (1 s, doubling) between its attempts to connect again."""
@@ -257,15 +272,5 @@ def test_a_run_on_a_server_of_its_own_that_meets_the_database_away_goes_on_once_
         sid, posted, started = _order_started(client, shared, "order-here", "m-here")
         run_id = posted.json()["run_id"]
         _away_until_the_run_gives_up_on_it(outage, caplog)
-        _until(
-            lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the server never reached the database again"
-        )
-        events = read_events(client, f"/v1/runs/{run_id}/events")
-        run = client.get(f"/v1/runs/{run_id}").json()
-        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
-    done = [e for e in events if e["event"] == "done"]
-    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
-    assert (run["status"], run["live"]) == ("completed", False), run
-    assert [(t["message_id"], t["status"]) for t in turns] == [("m-here", "completed")], turns
-    assert [e["event"] for e in events].count("turn") == 2, events
+        _ended_alike(client, sid, run_id, "m-here")
     assert len(shared.calls()) == started + 1

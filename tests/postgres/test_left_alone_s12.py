@@ -17,6 +17,7 @@ from tests.dispatch.conftest import Cluster
 from tests.postgres.test_left_alone_dispatch import Outage
 from tests.postgres.test_left_alone_s11 import (  # noqa: F401
     _away_until_the_run_gives_up_on_it,
+    _ended_alike,
     _order_started,
     _queue_meets_the_database_away,
     _short_waits,
@@ -98,15 +99,7 @@ def test_a_run_on_a_server_of_its_own_waits_for_the_database_as_long_as_it_is_aw
         sid, posted, _ = _order_started(client, shared, "order-wait", "m-wait")
         run_id = posted.json()["run_id"]
         _away_until_the_run_gives_up_on_it(Outage(pg_server.url, db_url), caplog, then_s=1.0)
-        _until(lambda: client.get(f"/v1/runs/{run_id}").status_code == 200, "the database never came back")
-        events = read_events(client, f"/v1/runs/{run_id}/events")
-        run = client.get(f"/v1/runs/{run_id}").json()
-        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
-    done = [e for e in events if e["event"] == "done"]
-    assert len(done) == 1 and done[0]["result"]["status"] == "completed", done
-    assert (run["status"], run["live"]) == ("completed", False), run
-    assert [(t["message_id"], t["status"]) for t in turns] == [("m-wait", "completed")], turns
-    assert [e["event"] for e in events].count("turn") == 2, events
+        events = _ended_alike(client, sid, run_id, "m-wait")
     assert sum(1 for line in shared.shipped() if line.startswith(run_id)) == 1
     # the order's result, whose save met the database away, is in the stream (the page's step ends)
     results = [e for e in events if e["event"] == "tool_result"]
