@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import re
 import sqlite3
 import threading
@@ -364,12 +365,7 @@ class SqliteKnowledgeStore:
         try:
             if self.path != ":memory:" and not self.read_only:
                 private_file(Path(self.path))  # the base holds the documents' text
-            self._db = _connect(self.path, read_only=self.read_only)
-            self._db.execute("PRAGMA foreign_keys = ON")
-            if self.path != ":memory:" and not self.read_only:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.execute("PRAGMA synchronous = NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = self._set_up()
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(
                 f"cannot open the knowledge base {self.path}: {exc}. If it is damaged, remove it "
@@ -392,6 +388,30 @@ class SqliteKnowledgeStore:
         self._probe = None if self.path == ":memory:" else _connect(self.path, read_only=self.read_only)
         if self.get_meta("fts_words") != FTS_WORDS and not self.read_only:
             self._index_words_again()
+
+    def _set_up(self) -> sqlite3.Connection:
+        """The connection, the file in WAL mode and the tables made. Processes making one new base
+        at once (two first ``kb add`` runs) meet in SQLite's locks: one of two that would wait for
+        each other is told "database is locked" at once, the busy timeout unused, and it tries
+        again (within ``BUSY_SECONDS``): the open failed, saying to remove a base that was fine."""
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            db = _connect(self.path, read_only=self.read_only)
+            try:
+                db.execute("PRAGMA foreign_keys = ON")
+                if self.path != ":memory:" and not self.read_only:
+                    db.execute("PRAGMA journal_mode = WAL")
+                    db.execute("PRAGMA synchronous = NORMAL")
+                db.executescript(_SCHEMA)
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            except BaseException:
+                db.close()
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
     def close(self) -> None:
         if self._probe is not None:
