@@ -7,8 +7,12 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = [
     "PLANTED",
@@ -20,6 +24,7 @@ __all__ = [
     "private_file",
     "read_own",
     "read_regular",
+    "set_up_sqlite",
 ]
 
 # The errors an open gives when something else than what tether made is at its name: a link
@@ -194,3 +199,32 @@ def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+_Db = TypeVar("_Db", bound="sqlite3.Connection")
+
+
+def set_up_sqlite(connect: Callable[[], _Db], set_up: Callable[[_Db], Any], wait_s: float = 30.0) -> _Db:
+    """A connection from ``connect`` with ``set_up`` done on it (WAL mode, the tables made).
+    Processes making one new database at the same moment meet in SQLite's locks, and one of two
+    that would wait for each other is told "database is locked" at once, its busy timeout unused
+    (two first ``kb add`` runs: one stopped, saying to remove a base that was fine): it tries again,
+    on a new connection, for up to ``wait_s``."""
+    import random
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        db = connect()
+        try:
+            set_up(db)
+            return db
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        except BaseException:
+            db.close()
+            raise
+        time.sleep(random.uniform(0.005, 0.05))

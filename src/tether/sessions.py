@@ -39,7 +39,16 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from tether.errors import ConfigError, StoreError, UserError
-from tether.fileio import atomic_write, in_the_way, open_own, planted, private_dir, private_file, read_own
+from tether.fileio import (
+    atomic_write,
+    in_the_way,
+    open_own,
+    planted,
+    private_dir,
+    private_file,
+    read_own,
+    set_up_sqlite,
+)
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -728,6 +737,12 @@ CREATE TABLE IF NOT EXISTS damaged_messages (
 """
 
 
+def _set_up(db: Any) -> None:
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(_SCHEMA)
+
+
 class SqliteSessionStore:
     """Sessions in one SQLite database (WAL), one row per message. One connection, used by one
     thread at a time: a server's runs mirror their sessions from its commit threads, and a
@@ -740,10 +755,10 @@ class SqliteSessionStore:
         self._lock = threading.RLock()
         try:
             private_file(self.path)  # like the JSONL store's files
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = set_up_sqlite(
+                lambda: sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False),
+                _set_up,
+            )
         except (OSError, sqlite3.Error) as exc:
             cause = _blocked(self.path.parent) or exc
             why = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import re
 import sqlite3
 import threading
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError, StoreError
-from tether.fileio import private_file
+from tether.fileio import private_file, set_up_sqlite
 
 __all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "fts_text", "tokens"]
 
@@ -390,28 +389,14 @@ class SqliteKnowledgeStore:
             self._index_words_again()
 
     def _set_up(self) -> sqlite3.Connection:
-        """The connection, the file in WAL mode and the tables made. Processes making one new base
-        at once (two first ``kb add`` runs) meet in SQLite's locks: one of two that would wait for
-        each other is told "database is locked" at once, the busy timeout unused, and it tries
-        again (within ``BUSY_SECONDS``): the open failed, saying to remove a base that was fine."""
-        deadline = time.monotonic() + BUSY_SECONDS
-        while True:
-            db = _connect(self.path, read_only=self.read_only)
-            try:
-                db.execute("PRAGMA foreign_keys = ON")
-                if self.path != ":memory:" and not self.read_only:
-                    db.execute("PRAGMA journal_mode = WAL")
-                    db.execute("PRAGMA synchronous = NORMAL")
-                db.executescript(_SCHEMA)
-                return db
-            except sqlite3.OperationalError as exc:
-                db.close()
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-            except BaseException:
-                db.close()
-                raise
-            time.sleep(random.uniform(0.005, 0.05))
+        def tables(db: sqlite3.Connection) -> None:
+            db.execute("PRAGMA foreign_keys = ON")
+            if self.path != ":memory:" and not self.read_only:
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(_SCHEMA)
+
+        return set_up_sqlite(lambda: _connect(self.path, read_only=self.read_only), tables, BUSY_SECONDS)
 
     def close(self) -> None:
         if self._probe is not None:

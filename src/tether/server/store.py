@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
-from tether.fileio import planted, private_file
+from tether.fileio import planted, private_file, set_up_sqlite
 
 __all__ = [
     "FeedbackRecord",
@@ -151,6 +151,15 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+def _set_up(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the last
+    # few (the runs themselves are in the run store, saved durably).
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(_SCHEMA)
+
+
 class SqliteServerStore:
     """The server's records in one SQLite file (WAL; one connection shared under a lock)."""
 
@@ -170,13 +179,9 @@ class SqliteServerStore:
                     kind = planted(Path(f"{self.path}{side}"))
                     if kind is not None:
                         raise OSError(errno.EINVAL, f"its {side} file beside it is {kind}: move it away")
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            # WAL with NORMAL: a commit survives the process being killed; a power cut may lose the
-            # last few (the runs themselves are in the run store, saved durably).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._db = set_up_sqlite(
+                lambda: sqlite3.connect(str(path), check_same_thread=False, isolation_level=None), _set_up
+            )
             self._add_digests()
         except OSError as exc:  # its own name: what was put there, and what to do (fileio)
             raise ConfigError(f"cannot open the server's database {path}: {exc.strerror or exc}") from None
