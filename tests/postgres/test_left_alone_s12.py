@@ -25,7 +25,7 @@ from tests.postgres.test_left_alone_s11 import (  # noqa: F401
     one_node,
     shared,
 )
-from tests.server.conftest import read_events
+from tests.server.conftest import parse_sse, read_events
 
 
 def _user_texts(shared: Cluster, run_id: str) -> list[str]:  # noqa: F811
@@ -127,10 +127,18 @@ def test_a_stop_while_a_run_waits_for_the_database_is_taken_at_once(
         sid, posted, started = _order_started(client, shared, "order-stop", "m-stop")
         run_id = posted.json()["run_id"]
         streamed: list[list[dict[str, Any]]] = []
-        reader = threading.Thread(
-            target=lambda: streamed.append(read_events(client, posted.json()["events"])), daemon=True
-        )
+        opened = threading.Event()
+
+        def read() -> None:  # the stream opened while the database is there, read to its end after
+            headers = {"Accept": "text/event-stream"}
+            with client.stream("GET", posted.json()["events"], headers=headers, timeout=60) as r:
+                assert r.status_code == 200, r.read()
+                opened.set()
+                streamed.append(list(parse_sse(r.iter_lines())))
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
+        assert opened.wait(20), "the run's stream did not open"
         outage.begin()
         try:
             _until(lambda: "saved once the database is back" in caplog.text, "the run never waited for the database")
