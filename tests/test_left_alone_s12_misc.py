@@ -144,7 +144,7 @@ for line in sys.stdin:
 def test_a_tool_named_like_a_servers_says_which_server_and_which_tool(tmp_path: Path) -> None:
     """Was: "two tools are named 'inventory__stock'; tool names must be unique", naming neither the
     server (which [mcp.NAME] entry) nor the agent's own tool."""
-    pytest.importorskip("mcp")
+    pytest.importorskip("mcp", reason="needs tether[mcp] (the [test] extra installs it)")  # an optional extra
     from tether.connectors import McpConnector
 
     (tmp_path / "server.py").write_text(RAW_SERVER)

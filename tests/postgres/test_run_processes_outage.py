@@ -18,7 +18,7 @@ import pytest
 from tests.postgres.test_left_alone_dispatch import Outage
 from tests.postgres.test_left_alone_s11 import _short_waits, _until
 
-pytest.importorskip("psycopg")
+pytest.importorskip("psycopg", reason="needs tether[postgres] (the [test] extra installs it)")  # an optional extra
 
 # One tool that waits for the test's word (a file), so the run is live when the database goes.
 AGENTS = """
