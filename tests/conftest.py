@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -14,6 +15,15 @@ from tether.testing import ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send Ctrl-C (SIGINT) to the processes they start. Started as a background job of a
+    script, pytest inherits SIGINT ignored, and so would every ``tether`` it starts (Python keeps an
+    ignored SIGINT ignored, as a background program should): such a test would wait for ever.
+    Handled here, a signal is reset to its default in the programs exec'd from this process."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _encodable(text: str) -> str:
