@@ -1,0 +1,45 @@
+"""A new user's pass through README.md and docs/, in a fresh clone: what they paste leaves their
+clone as it was, and what they mistype is answered with what happened and what to do."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python_block(page: Path, heading: str) -> str:
+    """The first ```python block after ``heading`` in ``page``."""
+    text = page.read_text(encoding="utf-8").split(heading, 1)[1]
+    found = re.search(r"^```python\n(.*?)^```", text, re.S | re.M)
+    assert found, f"{page.name}: no python block after {heading!r}"
+    return found.group(1)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_quickstart_python_step_leaves_the_clones_examples_as_they_were(tmp_path: Path) -> None:
+    """Quick start step 4 approves the scripted cleaner's deletion: pasted in a clone, it deleted
+    examples/workspace/access.log (git status showed it gone, and a second paste had the model
+    report deleting a file that was no longer there). It now works on a copy."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    before = _files(tmp_path / "examples")
+    code = _python_block(ROOT / "docs" / "quickstart.md", "## 4. The same from Python")
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env={"HOME": str(tmp_path / "user"), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "Deleted access.log" in out.stdout
+    assert _files(tmp_path / "examples") == before
