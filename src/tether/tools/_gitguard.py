@@ -28,6 +28,12 @@ process cannot set back (it is the kernel's clock when an inode changes; ``touch
 ``mtime``). In a listed or
 marked repository the hooks' and configs' signatures and the configs' text are read before the
 command, so what the person had there stays as it is.
+
+What the configs (the repositories', what they include, the person's global and system ones) point
+git at in the working tree, outside the repositories' folders, is treated the same way
+(:class:`TreePath`): a ``core.hooksPath`` folder, an included settings file, a script a setting runs
+named by path. Each that exists is bound read-only; after the command, whatever stands at one of
+those paths and did not before is moved aside.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import errno
 import itertools
 import os
 import re
+import shlex
 import stat
 import tempfile
 import time
@@ -48,7 +55,7 @@ from pathlib import Path
 from tether.tools._jail import git_dir_elsewhere, inside, real
 from tether.tools.files import _IGNORED
 
-__all__ = ["ASIDE", "MADE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "check", "survey"]
+__all__ = ["ASIDE", "MADE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "TreePath", "check", "read_only_note", "survey"]
 
 MAX_FOLDERS = 2000
 ASIDE = "refused-by-tether"
@@ -115,6 +122,19 @@ Signature = tuple[int, int, int, int, int]
 
 
 @dataclass(frozen=True)
+class TreePath:
+    """A path in the writable folders, outside every repository's folder, that a config points git
+    at (``core.hooksPath``, ``include.path``, a script a setting runs)."""
+
+    path: Path  # as git opens it, links not resolved
+    repo: Path  # the repository folder whose git reads it: what is taken out is kept there
+    why: str  # "core.hooksPath in .git/config: git runs the hooks in it"
+    program: bool  # named by a setting that runs it: a folder appearing there is harmless
+    signature: Signature | None  # before the command
+    bound: Path | None  # its real path, bound read-only, when it exists and is in the writable folders
+
+
+@dataclass(frozen=True)
 class Survey:
     """The repositories found in the writable folders before a command."""
 
@@ -127,6 +147,13 @@ class Survey:
     seen: dict[Path, Signature]
     configs: dict[Path, bytes]
     complete: bool  # False: the walk stopped at MAX_FOLDERS
+    # What the repositories' configs point git at in the working tree: read-only, checked after.
+    tree: tuple[TreePath, ...] = ()
+
+    @property
+    def tree_bound(self) -> tuple[Path, ...]:
+        """The real paths of ``tree`` that exist: bound read-only for the command."""
+        return tuple(dict.fromkeys(t.bound for t in self.tree if t.bound is not None))
 
 
 def _stat(path: Path | str, follow: bool = False) -> os.stat_result | None:
@@ -296,7 +323,190 @@ def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
                 if path.name in _CONFIGS and signature and stat.S_ISREG(signature[0]) and signature[2] <= _MAX_CONFIG:
                     with contextlib.suppress(OSError):
                         configs[path] = path.read_bytes()
-    return Survey(roots, listed, found.repos, tuple(bound), tuple(made), seen, configs, complete)
+    tree = _tree_paths(found, roots)
+    return Survey(roots, listed, found.repos, tuple(bound), tuple(made), seen, configs, complete, tree)
+
+
+# --- what a config points git at in the working tree ---------------------------------------------
+
+_MAX_INCLUDES = 10  # git's own limit on nested includes
+# Settings that name a file git reads only as data (patterns, a message, revisions to skip, names):
+# what a command writes there runs nothing, so the file stays writable (a reformat adds to the
+# ignore-revs file).
+_DATA_PATHS = (
+    "core.excludesfile",
+    "core.attributesfile",  # selects only drivers a config defines, as .gitattributes in the tree does
+    "commit.template",
+    "blame.ignorerevsfile",
+    "mailmap.file",
+    "gpg.ssh.allowedsignersfile",
+    "gpg.ssh.revocationfile",
+)
+_ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
+
+
+def _tree_paths(found: _Found, roots: tuple[Path, ...]) -> tuple[TreePath, ...]:
+    """Every path in ``roots``, outside the repositories' folders, that a config of a repository in
+    ``found`` (its own, or the person's global and system ones) points git at: a hooks folder, a
+    settings file it includes, a script a setting runs. Relative paths are taken as git takes them:
+    from the working tree's top (from the repository's folder when it has none), an include's from
+    the folder of the file that names it."""
+    folders = [str(f) for f in found.repos.values()]
+    tops = [str(r) for r in roots]
+    shown = roots[0] if roots else Path("/")
+    person = [setting for config in _person_configs() for setting in _settings(config, 0)]
+    kept: dict[Path, TreePath] = {}
+    for key, folder in sorted(found.repos.items(), key=lambda item: item[1]):
+        trees = _work_trees(folder, found.via.get(key, ()))
+        common = _common(folder)
+        own = [*((common / "config",) if common else ()), *(folder / n for n in _CONFIGS)]
+        for config, name, value in itertools.chain(person, *(_settings(c, 0) for c in own)):
+            for path, why, program in _named(name, value, config, trees):
+                where = real(path)
+                if path in kept or not _under(str(where), tops) or any(_under(r, [str(where)]) for r in tops):
+                    continue  # read-only already, or a writable root itself (never narrowed)
+                if _under(str(where), folders):
+                    continue  # in a repository's folder: bound or checked as that
+                st = _stat(path, follow=True)
+                if program and st is not None and stat.S_ISDIR(st.st_mode):
+                    continue  # a folder a command line names (cd src): git runs nothing there
+                said = os.path.relpath(config, shown) if inside(config, shown) else str(config)
+                bound = where if st is not None else None
+                kept[path] = TreePath(path, folder, f"{name} in {said}: {why}", program, _signature(path), bound)
+    return tuple(kept.values())
+
+
+def read_only_note(before: Survey, output: str, cwd: Path) -> str:
+    """Why the paths a config points git at that a command's output names (its write refused) were
+    read-only; "" when it names none."""
+    if "Read-only file system" not in output and "Device or resource busy" not in output:
+        return ""
+    named = [t for t in before.tree if t.bound is not None and _Aside(t.repo, cwd).shown(t.path) in output]
+    if not named:
+        return ""
+    which = "; ".join(f"{_Aside(t.repo, cwd).shown(t.path)} ({t.why})" for t in named)
+    return (
+        f"[refused: {which}: read-only to sandboxed commands, as .git is, since the user's own git runs or "
+        "reads it outside the sandbox, with their rights. If the task needs it changed, tell the user what and why.]"
+    )
+
+
+def _under(path: str, folders: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``folders`` or below one (all normalised): _within, on strings, for
+    the paths every setting names."""
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def _person_configs() -> list[Path]:
+    """The configs git reads for every repository of the person's (their global and system ones)."""
+    env = os.environ
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    globals_ = [env["GIT_CONFIG_GLOBAL"]] if env.get("GIT_CONFIG_GLOBAL") else [f"{xdg}/git/config", "~/.gitconfig"]
+    system = [] if env.get("GIT_CONFIG_NOSYSTEM") else [env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+    return [Path(os.path.expanduser(p)) for p in (*system, *globals_)]
+
+
+def _work_trees(folder: Path, via: Iterable[Path]) -> list[Path]:
+    """Where git runs hooks and programs for the repository in ``folder``: the folders its ``.git``
+    folder, file or link is in; the folder itself when it is bare."""
+    trees = [folder.parent] if folder.name == ".git" else []
+    trees += [v.parent for v in via if v.name == ".git"]
+    return list(dict.fromkeys(trees)) or [folder]
+
+
+def _settings(config: Path, depth: int) -> Iterator[tuple[Path, str, str]]:
+    """(the file, the setting's name, its value) for each setting in ``config`` and in the files it
+    includes (the includes' conditions are not weighed: each may hold)."""
+    st = _stat(config, follow=True)
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_CONFIG or depth > _MAX_INCLUDES:
+        return
+    try:
+        text = config.read_bytes().decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    except OSError:
+        return
+    for _, _, name, raw in _entries(text):
+        if not name or _pattern(name) in SAFE_KEYS:  # the settings git init writes: data
+            continue
+        value = _value(raw)
+        yield config, name, value
+        if _is_include(name) and value:
+            yield from _settings(_resolve(config.parent, value), depth + 1)
+
+
+def _is_include(name: str) -> bool:
+    parts = name.lower().split(".")
+    return parts[-1] == "path" and ((parts[0] == "include" and len(parts) == 2) or parts[0] == "includeif")
+
+
+def _value(raw: str | None) -> str:
+    """A setting's value as git reads it: quotes and escapes undone, a comment cut, the spaces
+    around it dropped (those inside quotes kept)."""
+    if raw is None:
+        return "true"
+    if not any(c in raw for c in '"\\#;'):
+        return raw.strip(" \t")
+    out: list[str] = []
+    end = 0  # what is kept: up to the last character that is quoted or not a space
+    quoted = False
+    chars = iter(raw.lstrip(" \t"))
+    for c in chars:
+        if c == '"':
+            quoted = not quoted
+            end = len(out)
+            continue
+        if c in "#;" and not quoted:
+            break
+        if c == "\\":
+            c = next(chars, "")
+            c = _ESCAPES.get(c, c)
+        out.append(c)
+        if quoted or c not in " \t":
+            end = len(out)
+    return "".join(out[:end])
+
+
+def _resolve(base: Path, value: str) -> Path:
+    return Path(os.path.normpath(base / os.path.expanduser(value)))
+
+
+def _named(name: str, value: str, config: Path, trees: list[Path]) -> Iterator[tuple[Path, str, bool]]:
+    """The paths setting ``name = value`` (read from ``config``) points git at, each with why and
+    whether a setting runs it as a program."""
+    parts = name.split(".")
+    last = parts[-1].lower()
+    pattern = _pattern(name)
+    if _is_include(name):
+        yield _resolve(config.parent, value), "git reads settings from it", False
+    elif parts[0] == "core" and last == "hookspath":
+        for tree in trees:
+            hooks = _resolve(tree, value)
+            yield hooks, "git runs the hooks in it", False
+            if hooks.name == "_":  # husky 9's layout: its hooks run the ones beside them, in the folder above
+                yield hooks.parent, f"git runs the hooks in {hooks.name}/, which run those in it", False
+    elif pattern not in SAFE_KEYS and pattern not in _DATA_PATHS and (parts[0] != "alias" or value.startswith("!")):
+        for word in _words(value):
+            for tree in trees:  # git runs what a setting names from the working tree's top
+                path = _resolve(tree, word)
+                if "/" in word or os.path.lexists(path):
+                    yield path, "git runs it", True
+
+
+def _words(value: str) -> list[str]:
+    """The words of a command line a setting holds (an alias's leading ``!`` dropped), but options;
+    of ``name=value`` (``--config=x.yaml``), the value."""
+    try:
+        words = shlex.split(value.removeprefix("!"))
+    except ValueError:
+        words = value.removeprefix("!").split()
+    words = [w.split("=", 1)[1] if "=" in w else w for w in words]
+    return [w for w in words if w and not w.startswith("-")]
+
+
+def _pattern(name: str) -> str:
+    """A setting's name as SAFE_KEYS spells it: ``remote.origin.url`` is ``remote.*.url``."""
+    parts = name.split(".")
+    parts[-1] = parts[-1].lower()
+    return f"{parts[0]}.*.{parts[-1]}" if len(parts) > 2 else ".".join(parts)
 
 
 def _is_made(folder: Path) -> bool:
@@ -342,7 +552,39 @@ def check(before: Survey, since_ns: int, cwd: Path) -> list[str]:
             )
         if old is None:
             _mark(folder)
+    return said + _check_tree(before, cwd)
+
+
+def _check_tree(before: Survey, cwd: Path) -> list[str]:
+    """Take out what now stands where a config points git in the working tree and did not before the
+    command: a path it made, or one it put in place of the person's (their folder moved away, which
+    a read-only path does not stop). Kept under ``refused-by-tether/TIME/worktree/`` in the folder of
+    the repository whose git reads it."""
+    said: list[str] = []
+    for item in before.tree:
+        now = _signature(item.path)
+        if now is None or now == item.signature or (item.program and stat.S_ISDIR(now[0])):
+            continue
+        aside = _Aside(item.repo, cwd)
+        source = _in_roots(item.path, before.roots)
+        if source is None:
+            said.append(
+                f"{aside.shown(item.path)} ({item.why}; it could not be found in the workspace to take out: {_LEFT})"
+            )
+            continue
+        root = next(r for r in before.roots if _within(source, (r,)))
+        said += aside.move(f"worktree/{os.path.relpath(source, root)}", item.why, source=source)
     return said
+
+
+def _in_roots(path: Path, roots: tuple[Path, ...]) -> Path | None:
+    """``path`` with the links in its folders resolved, if that is in ``roots``; else the link in its
+    way that leads out of them (one a command put there: git would follow it), or None."""
+    for step in (path, *path.parents):  # the deepest first
+        parent = real(step.parent)
+        if _within(parent, roots):
+            return parent / step.name
+    return None
 
 
 def _changed(folder: Path, via: list[Path], since: int, roots: tuple[Path, ...]) -> bool:
@@ -475,11 +717,12 @@ class _Aside:
                 raise OSError(errno.EEXIST, f"no room for {ASIDE} in {self.folder}")
         return self.made
 
-    def move(self, rel: str, why: str) -> list[str]:
-        source = self.folder / rel
+    def move(self, rel: str, why: str, source: Path | None = None) -> list[str]:
+        """Move ``source`` (``rel`` in the repository's folder when None) to ``rel`` in the aside folder."""
+        source = self.folder / rel if source is None else source
         try:
             target = self._where() / rel
-            target.parent.mkdir(exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(source, target)
         except OSError as exc:  # what git would run must not stay
             with contextlib.suppress(OSError):
@@ -527,7 +770,7 @@ def _entries(text: str) -> Iterator[tuple[str, str | None, str | None, str | Non
 def _safe(name: str, value: str | None, folder: Path, roots: tuple[Path, ...]) -> bool:
     parts = name.split(".")
     parts[-1] = parts[-1].lower()
-    if (f"{parts[0]}.*.{parts[-1]}" if len(parts) > 2 else ".".join(parts)) not in SAFE_KEYS:
+    if _pattern(name) not in SAFE_KEYS:
         return False
     if parts[-1] in ("url", "pushurl") and "::" in (value or "").replace('"', ""):  # ext::sh -c, a remote helper
         return False

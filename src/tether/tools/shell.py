@@ -401,7 +401,7 @@ async def _start_argv(
         survey = None
         if jail.write_cwd:  # every repository in what the command may write: read-only, and checked after
             survey = _gitguard.survey(_jail.writable_roots(jail), (_jail.real(p) for p in jail.writable))
-            jail = dataclasses.replace(jail, repositories=survey.bound, made=survey.made)
+            jail = dataclasses.replace(jail, repositories=(*survey.bound, *survey.tree_bound), made=survey.made)
         return _sandbox.sandboxed_argv([*_jail.jail_args(jail, bwrap), *inner]), hidden, survey
 
     return await asyncio.to_thread(build)
@@ -463,7 +463,8 @@ async def run_sandboxed(
     if status.mode != "off":  # a pipeline can hide a refusal behind exit code 0: read the output
         text = output.decode("utf-8", errors="replace")
         said = refusal_note(text, status, proxy.refused if proxy else [], [str(p) for p in hidden], command, code)
-        note = "\n".join(n for n in (note, said) if n)
+        why = _gitguard.read_only_note(survey, text, ctx.cwd) if survey is not None else ""
+        note = "\n".join(n for n in (note, said, why) if n)
     if survey is not None:
         undone = await asyncio.to_thread(_checked, survey, started, ctx)
         note = "\n".join(n for n in (note, _git_note(undone, survey, ctx)) if n)
