@@ -296,7 +296,7 @@ class KnowledgeBase:
                 named.setdefault(info.path, []).append(info.name)
         folder = root if root.is_dir() else None  # links below it are not followed
         for n, file in enumerate(files, 1):
-            name = _doc_name(file)
+            name = self._name_for(file)
             if progress is not None:
                 progress(n, len(files), name)
             skipped = len(report.skipped)
@@ -309,6 +309,22 @@ class KnowledgeBase:
         if embed:
             self.fill_vectors()
         return report
+
+    def _name_for(self, file: Path) -> str:
+        """The document name of ``file``: its path relative to the current directory, or its
+        absolute path when that name is another file's that is still there. ``cd a && kb add
+        README.md``, then ``cd b && kb add README.md``, replaced a's document with b's (reported
+        as updated), and nothing found a's text again. A document whose file is gone gives its
+        name up (a folder moved, its files added again from the new place)."""
+        from tether.messages import clean_text
+
+        name = _doc_name(file)
+        if clean_text(name) != name:  # not UTF-8: no database holds it, and _add_file says so
+            return name
+        known = self.store.document(name)
+        if known is None or not known.path or known.path == str(file.resolve()) or not os.path.isfile(known.path):
+            return name
+        return file.absolute().as_posix()
 
     def _gone(self, root: Path, files: list[Path], unlisted: list[Path], prune: bool, report: IngestReport) -> None:
         """The documents once read from ``root`` whose files were not found now: listed as gone, or

@@ -89,8 +89,18 @@ def dimension_error(query: int, base: int) -> ConfigError:
 
 def _damaged(path: str, exc: sqlite3.DatabaseError) -> StoreError | None:
     """What to say for a statement that failed because the file is damaged (a page overwritten,
-    the file cut short); None for any other failure."""
-    if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+    the file cut short) or its disk refused a write (full, over a size limit, failing); None for
+    any other failure."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+        # A full disk was a traceback from the middle of a kb add; the transaction it stopped is
+        # rolled back, so the base holds each file read before it whole, as after Ctrl-C.
+        return StoreError(
+            f"cannot read or write the knowledge base {path} ({exc}): its disk is full, over a size limit "
+            "(ulimit -f) or failing. What was written before is whole, each file in or out; make room, "
+            "then run the same command again (an add goes on where it stopped)"
+        )
+    if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return None
     return StoreError(
         f"the knowledge base {path} is damaged ({exc}). The documents' own files are untouched: "

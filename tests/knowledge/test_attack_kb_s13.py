@@ -1,0 +1,101 @@
+"""``tether kb`` attacked from outside, round s13: two files that take one document's name (the
+same file name added from two folders), and a base whose disk fills up in the middle of an add.
+
+Processes run for real where the attack is a process's; nothing here asserts how long anything
+took."""
+
+from __future__ import annotations
+
+import resource
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli import conftest as cli
+from tether.knowledge import KnowledgeBase
+
+env = cli.env
+
+
+def test_the_same_file_name_added_from_two_folders_keeps_both_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cd ~/alpha && tether kb add README.md, then cd ~/beta && tether kb add README.md: the second
+    # was reported "1 updated" and replaced the first, whose text no search found again.
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    alpha.mkdir()
+    beta.mkdir()
+    (alpha / "README.md").write_text("The alpha project pumps brine.\n")
+    (beta / "README.md").write_text("The beta project pumps glycol.\n")
+    kb = KnowledgeBase.open(tmp_path / "kb.db")
+    monkeypatch.chdir(alpha)
+    assert kb.add_path("README.md").added == ["README.md"]
+    monkeypatch.chdir(beta)
+    report = kb.add_path("README.md")
+    assert report.added == [(beta / "README.md").as_posix()], report
+    assert report.updated == []
+    for word, where in (("brine", alpha), ("glycol", beta)):
+        hits = kb.search(word, mode="keyword").hits
+        assert [h.chunk.text.strip() for h in hits] == [(where / "README.md").read_text().strip()]
+    # Added again from either folder, each is the one document it was
+    assert kb.add_path("README.md").unchanged == [(beta / "README.md").as_posix()]
+    monkeypatch.chdir(alpha)
+    assert kb.add_path("README.md").unchanged == ["README.md"]
+    assert len(kb.documents()) == 2
+    # A file whose own file is gone gives its name up: a folder moved, its files added again
+    (alpha / "README.md").unlink()
+    monkeypatch.chdir(beta)
+    report = kb.add_path("README.md")
+    assert report.updated == ["README.md"], report
+    assert [d.name for d in kb.documents()] == ["README.md"]
+    assert kb.search("glycol", mode="keyword").hits[0].citation == "README.md:1-1"
+
+
+def _limited(blocks: int) -> None:
+    # What a full disk does to the writes: they fail (EFBIG; Python ignores SIGXFSZ)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (blocks * 1024, blocks * 1024))
+
+
+def test_a_disk_that_fills_up_during_an_add_is_a_clear_error_and_the_add_again_finishes(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# First\n\nThe first manual.\n")
+    for n in range(12):
+        (docs / f"m{n:02d}.md").write_text(
+            "\n".join(f"Manual {n} line {i} seal SK-{i} word{i * n}" for i in range(500))
+        )
+    first = ["tether", "kb", "add", str(docs / "a.md"), "--embedder", "none"]
+    assert subprocess.run(first, env=env, capture_output=True, text=True, timeout=120).returncode == 0
+    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    room = (db.stat().st_size + 128 * 1024) // 1024
+    full = subprocess.run(
+        ["tether", "kb", "add", str(docs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: _limited(room),
+    )
+    assert full.returncode == 2, full
+    assert "Traceback" not in full.stderr
+    assert f"cannot read or write the knowledge base {db}" in full.stderr
+    assert "run the same command again" in full.stderr
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        kept = con.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    finally:
+        con.close()
+    assert 1 <= kept < 13
+    again = subprocess.run(["tether", "kb", "add", str(docs)], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    kb = KnowledgeBase.open(db)
+    try:
+        assert len(kb.documents()) == 13
+        assert kb.search("word77", mode="keyword").hits
+    finally:
+        kb.close()
