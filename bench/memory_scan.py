@@ -188,6 +188,29 @@ def heldout_five() -> list[dict[str, str]]:
     return out
 
 
+def held_out_sets() -> dict[str, list[dict[str, str]]]:
+    """The five held-out sets, named so that they sort in order; the first's rows say why each is
+    held out (``held_by``): its template never tuned on, else its language (some rows of a held-out
+    exfiltration command too), else its command."""
+    corpus = load(CORPUS)
+    held = [r for r in corpus if r["part"] == "hold"]
+    sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
+    from build import HELD_LANGS, round_eight, round_thirteen
+
+    tuned = {r["template"] for r in corpus if r["part"] == "tune"}
+    for r in held:
+        r["held_by"] = (
+            "template" if r["template"] not in tuned else "language" if r["lang"] in HELD_LANGS else "command"
+        )
+    return {
+        "1 first": held,
+        "2 second": load(FRESH),
+        "3 third": round_eight(),
+        "4 fourth": round_thirteen(),
+        "5 fifth": heldout_five(),
+    }
+
+
 def per_note(rows: list[dict[str, str]], scan: Callable[[str], object]) -> float:
     texts = [r["text"] for r in rows]
     scan(texts[0])
@@ -286,17 +309,8 @@ def main() -> None:
     from tether.memory.scan import ModelScanner, PatternScanner
 
     model, rules = ModelScanner(), PatternScanner()
-    corpus = load(CORPUS)
-    held = [r for r in corpus if r["part"] == "hold"]
-    sys.path.insert(0, str(ROOT / "bench" / "memory_corpus"))
-    from build import HELD_LANGS, round_eight, round_thirteen
-
-    tuned = {r["template"] for r in corpus if r["part"] == "tune"}
-    for r in held:  # why it is held out: its template never tuned on, else its language (some rows of a
-        # held-out exfiltration command too), else its command
-        r["held_by"] = (
-            "template" if r["template"] not in tuned else "language" if r["lang"] in HELD_LANGS else "command"
-        )
+    sets = held_out_sets()
+    held = sets["1 first"]
     verdicts = {r["text"]: model.scan(r["text"]) for r in held}
     rule_hits = {r["text"]: rules.scan(r["text"]) is not None for r in held}
     scanners: dict[str, Callable[[str], bool]] = {
@@ -314,7 +328,7 @@ def main() -> None:
         figures[axis] = {name: confusion(held, fn, axis) for name, fn in scanners.items()}
         table(axis, figures[axis])
 
-    fresh = load(FRESH)
+    fresh = sets["2 second"]
     fresh_scanners: dict[str, Callable[[str], bool]] = {
         "model": lambda t: model.scan(t) is not None,
         "rules": lambda t: rules.scan(t) is not None,
@@ -330,26 +344,22 @@ def main() -> None:
             table(axis, figures[f"{key}_{axis}"])
 
     report("fresh", fresh, f"the second held-out set, {FRESH.relative_to(ROOT)} (frozen before round two's tuning)")
-    blind = round_eight()
-    report("blind", blind, "the third held-out set, round eight (other hands; frozen before round seven's tuning)")
-    forms = round_thirteen()
+    report(
+        "blind",
+        sets["3 third"],
+        "the third held-out set, round eight (other hands; frozen before round seven's tuning)",
+    )
     report(
         "forms",
-        forms,
+        sets["4 fourth"],
         "the fourth held-out set, round thirteen (other hands, in forms no tuning round had; frozen unfitted)",
     )
-    fifth = heldout_five()
     report(
-        "fifth", fifth, "the fifth held-out set, heldout5_*.py (written by hand after round fourteen; frozen unfitted)"
+        "fifth",
+        sets["5 fifth"],
+        "the fifth held-out set, heldout5_*.py (written by hand after round fourteen; frozen unfitted)",
     )
 
-    sets = {
-        "1 first": held,
-        "2 second": fresh,
-        "3 third": blind,
-        "4 fourth": forms,
-        "5 fifth": fifth,
-    }  # sorted as named
     every = [{**r, "set": name} for name, rows in sets.items() for r in rows]
     print("\nevery held-out set together (the model; the rules and anchors beside it)")
     figures["sets"] = {name: confusion(every, fn, "set") for name, fn in fresh_scanners.items()}
