@@ -43,3 +43,36 @@ def test_the_quickstart_python_step_leaves_the_clones_examples_as_they_were(tmp_
         assert out.returncode == 0, out.stderr
         assert "Deleted access.log" in out.stdout
     assert _files(tmp_path / "examples") == before
+
+
+def _tether(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(home.parent / "user"), "TETHER_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        cwd=cwd or home.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_a_second_token_for_the_same_name_says_the_first_no_longer_works(tmp_path: Path) -> None:
+    """`tether serve token create alice` twice printed two tokens and the same line; the first had
+    silently stopped working (one token per name), so a client using it got 401 with no warning."""
+    home = tmp_path / "home"
+    first = _tether("serve", "token", "create", "alice", home=home)
+    assert first.returncode == 0, first.stderr
+    assert "no longer works" not in first.stderr
+    second = _tether("serve", "token", "create", "alice", home=home)
+    assert second.returncode == 0, second.stderr
+    assert "alice's earlier token no longer works: this one replaces it" in second.stderr
+    from tether.server.store import SqliteServerStore
+
+    store = SqliteServerStore(home / "serve" / "server.db")
+    try:
+        assert store.user_for_token(first.stdout.strip()) is None
+        assert store.user_for_token(second.stdout.strip()) == "alice"
+    finally:
+        store.close()

@@ -108,6 +108,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     store = _store(settings)
     try:
         if args.token_command == "create":
+            replaced = any(name == args.name for name, _ in store.token_names())
             token = store.add_token(args.name)
             print(token)
             print(
@@ -115,6 +116,8 @@ def cmd_token(args: argparse.Namespace) -> int:
                 f"Authorization: Bearer {token[:6]}...",
                 file=sys.stderr,
             )
+            if replaced:  # one token per name: a client still sending the old one now gets 401
+                print(f"{args.name}'s earlier token no longer works: this one replaces it", file=sys.stderr)
         elif args.token_command == "list":
             from datetime import datetime
 
