@@ -189,3 +189,17 @@ def test_a_quoted_hooks_path_is_read_as_git_reads_it(ws: Path, tmp_path: Path) -
     assert "Read-only file system" in said
     person(ws, "commit", "-q", "--allow-empty", "-m", "x")
     assert not canary.exists()
+
+
+def test_a_hook_that_is_a_link_to_a_script_in_the_tree_leaves_that_script_read_only(ws: Path, tmp_path: Path) -> None:
+    """.husky/pre-commit -> ../scripts/pre-commit.sh: the folder was read-only, the script it runs was not."""
+    canary = tmp_path / "canary"
+    the_person_s_repository(ws, ("core.hooksPath", ".husky"))
+    hook(ws / "scripts/pre-commit.sh", "true")
+    (ws / ".husky").mkdir()
+    (ws / ".husky/pre-commit").symlink_to("../scripts/pre-commit.sh")
+    said = sandboxed(ws, f"echo 'touch {canary}' >> scripts/pre-commit.sh")
+    assert "Read-only file system" in said
+    assert "scripts/pre-commit.sh (core.hooksPath in .git/config: a hook in .husky/ leads to it: git runs it)" in said
+    person(ws, "commit", "-q", "--allow-empty", "-m", "x")
+    assert not canary.exists()

@@ -481,8 +481,13 @@ def _named(name: str, value: str, config: Path, trees: list[Path]) -> Iterator[t
         for tree in trees:
             hooks = _resolve(tree, value)
             yield hooks, "git runs the hooks in it", False
+            folders = [hooks]
             if hooks.name == "_":  # husky 9's layout: its hooks run the ones beside them, in the folder above
                 yield hooks.parent, f"git runs the hooks in {hooks.name}/, which run those in it", False
+                folders.append(hooks.parent)
+            for folder in folders:  # a hook that is a link runs what it leads to, which the bind does not cover
+                for link in (folder / n for n in _names(folder) if os.path.islink(folder / n)):
+                    yield real(link), f"a hook in {folder.name}/ leads to it: git runs it", True
     elif pattern not in SAFE_KEYS and pattern not in _DATA_PATHS and (parts[0] != "alias" or value.startswith("!")):
         for word in _words(value):
             for tree in trees:  # git runs what a setting names from the working tree's top
