@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import free_port, parse_sse
+from tests.server.conftest import logged_url, parse_sse
 from tether.testing import ScriptedServer
 from tether.testing.services import RabbitServer
 
@@ -112,16 +112,25 @@ class Doors:
 
     def start(self, *args: str, name: str, ready: str) -> None:
         """A long-running command, waited for until its log says ``ready``."""
+        log, proc = self._started(*args, name=name)
+        deadline = time.monotonic() + 90
+        while ready not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+
+    def serve(self, *args: str, name: str) -> str:
+        """``tether serve --port 0 ARGS``; the address it says it listens on."""
+        log, proc = self._started("serve", "--port", "0", *args, name=name)
+        return logged_url(log, proc)
+
+    def _started(self, *args: str, name: str) -> tuple[Path, subprocess.Popen[bytes]]:
         log = self.tmp / f"{name}.log"
         with log.open("wb") as err:
             proc = subprocess.Popen(
                 [*TETHER, *args], env=self.env, stdout=err, stderr=err, stdin=subprocess.DEVNULL, cwd=self.tmp
             )
         self.procs.append(proc)
-        deadline = time.monotonic() + 90
-        while ready not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        return log, proc
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -207,19 +216,17 @@ def test_one_agent_sends_the_same_tools_and_system_prompt_from_every_door(doors:
         lambda: doors.command("chat", "--agent", "support", stdin=QUESTION + "\n")
     )
 
-    port = free_port()
-    doors.start("serve", "--port", str(port), name="serve", ready="listening on")
-    seen["tether serve"] = doors.first_request(lambda: run_over_http(f"http://127.0.0.1:{port}"))
+    url = doors.serve(name="serve")
+    seen["tether serve"] = doors.first_request(lambda: run_over_http(url))
 
     answer: dict[str, Any] = {}
     seen["tether mcp serve"] = doors.first_request(lambda: answer.update(call_mcp_agent(doors.env, doors.tmp)))
     assert answer["status"] == "max_turns_exceeded" and answer["turns"] == 2, answer
 
     if doors.rabbit is not None:  # type: ignore[attr-defined]
-        node = free_port()
-        doors.start("serve", "--workers", "external", "--port", str(node), name="node", ready="listening on")
+        node = doors.serve("--workers", "external", name="node")
         doors.start("worker", "--concurrency", "2", name="worker", ready="agents: support")
-        seen["tether worker"] = doors.first_request(lambda: run_over_http(f"http://127.0.0.1:{node}"))
+        seen["tether worker"] = doors.first_request(lambda: run_over_http(node))
         # A node with --workers external runs nothing itself: the request came from the worker.
 
     first = seen["tether run"]

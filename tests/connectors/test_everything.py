@@ -12,9 +12,9 @@ Without Node, or without the package there, the tests skip and say why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -29,6 +29,7 @@ from tether.connectors._client_side import Asker
 from tether.connectors._resources import list_text, prompt_messages, prompts_text
 from tether.harness.state import RunState
 from tether.messages import ImagePart, TextPart
+from tether.testing.services import PortTaken, on_a_free_port, port_in_use
 from tether.tools.base import ToolContext, ToolResult
 
 CACHE = Path(os.environ.get("TETHER_TEST_NPM_CACHE", Path.home() / ".cache" / "tether-test-npm"))
@@ -59,23 +60,44 @@ class Person:
         return next((a for key, a in self.answers.items() if key in question), "")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on ``port`` (Linux: its descriptors against
+    the kernel's socket tables)."""
+    held: set[str] = set()
+    with contextlib.suppress(FileNotFoundError):  # it ended, or closed one meanwhile
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state, inode = row.split()[1], row.split()[3], row.split()[9]
+            if state == "0A" and int(local.rpartition(":")[2], 16) == port and f"socket:[{inode}]" in held:
+                return True
+    return False
 
 
 def served(transport: str, log: Path) -> Iterator[str]:
-    port = free_port()
-    env = {"PATH": os.environ["PATH"], "PORT": str(port)}
-    with log.open("w") as err:  # a file, not a pipe: a pipe nobody reads would stall the server
-        proc = subprocess.Popen(["node", str(PACKAGE), transport], env=env, stderr=err, stdout=subprocess.DEVNULL)
-    try:
+    """The server on a port it is told (it reads PORT, and says "port 0" for 0), again on another
+    one when that was taken before it listened. It says "... port N" even when it could not listen
+    there (Express calls back with the error), so the test asks the kernel whether it listens."""
+
+    def start(port: int) -> tuple[subprocess.Popen[bytes], int]:
+        env = {"PATH": os.environ["PATH"], "PORT": str(port)}
+        with log.open("w") as err:  # a file, not a pipe: a pipe nobody reads would stall the server
+            proc = subprocess.Popen(["node", str(PACKAGE), transport], env=env, stderr=err, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        while f"port {port}" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        while proc.poll() is None and not listens(proc.pid, port):
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.05)
+        if proc.poll() is not None:
+            # The streamable HTTP transport says a port in use was and exits 1; the SSE one says
+            # nothing of it and exits 0 (its event loop has nothing left to do).
+            if port_in_use(log.read_text()) or proc.returncode == 0:
+                raise PortTaken(log.read_text()[-2000:])
+            raise AssertionError(log.read_text()[-2000:])
+        return proc, port
+
+    proc, port = on_a_free_port(start)
+    try:
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

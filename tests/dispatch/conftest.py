@@ -5,7 +5,6 @@ multi-process test (test_cluster.py) starts real processes and a real broker ins
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import free_port
+from tests.server.conftest import start_uvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "distributed" / "agents.py"
@@ -28,26 +27,12 @@ class Cluster:
     nodes: list[tuple[str, Any, threading.Thread]]
 
     def node(self) -> str:
-        import uvicorn
-
         from tether.server.app import create_app
 
         app = create_app(self.settings, agents=self.worker.agents, workers="external", dispatcher=self.dispatcher)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the node did not start"
-            time.sleep(0.01)
-        url = f"http://127.0.0.1:{port}"
-        self.nodes.append((url, server, thread))
-        return url
+        up = start_uvicorn(app, what="the node", lifespan="on", timeout_graceful_shutdown=3)
+        self.nodes.append((up.url, up.server, up.thread))
+        return up.url
 
     def shipped(self) -> list[str]:
         path = self.ledger / "shipped.log"

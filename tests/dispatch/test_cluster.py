@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import free_port, parse_sse
+from tests.server.conftest import logged_url, parse_sse
 from tether.testing.services import RabbitServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,20 +57,10 @@ class Procs:
         self.all.append(p)
         return p
 
-    def node(self, port: int) -> subprocess.Popen[bytes]:
-        p = self.start(
-            "serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS), name=f"node{port}"
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert p.poll() is None, (self.tmp / f"node{port}.log").read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    return p
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"node on port {port} did not start")
+    def node(self, name: str) -> tuple[subprocess.Popen[bytes], str]:
+        """A node on a port it picks (0), and its address once it says it listens."""
+        p = self.start("serve", "--workers", "external", "--port", "0", "--agent", str(AGENTS), name=name)
+        return p, logged_url(self.tmp / f"{name}.log", p, timeout=60)
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
         return self.start("worker", "--agent", str(AGENTS), "--concurrency", "8", "--name", name, name=name)
@@ -129,10 +119,9 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
     )
     procs = Procs(tmp_path, env)
     try:
-        ports = [free_port(), free_port()]
-        procs.node(ports[0])  # the first applies the migrations
-        node_b = procs.node(ports[1])
-        nodes = [f"http://127.0.0.1:{p}" for p in ports]
+        _, node_a = procs.node("node-a")  # the first applies the migrations
+        node_b, url_b = procs.node("node-b")
+        nodes = [node_a, url_b]
         # Worker 0 alone first: the others start once it is inside a call, so a busy machine that
         # starts it last cannot leave it with no run to be killed in.
         workers = [procs.worker("w0")]
@@ -186,8 +175,10 @@ def test_fifty_sessions_survive_a_killed_worker_and_a_restarted_node(tmp_path, p
         # Restart node B: its streams end and their clients reconnect to either node.
         node_b.send_signal(signal.SIGTERM)
         # uvicorn stops gracefully, then ends the process by the signal it caught
-        assert node_b.wait(30) in (0, -signal.SIGTERM), (tmp_path / f"node{ports[1]}.log").read_text()
-        procs.node(ports[1])
+        assert node_b.wait(30) in (0, -signal.SIGTERM), (tmp_path / "node-b.log").read_text()
+        # On a port of its own again: its old one may be another process's by now. The streams'
+        # clients see its new address (the list they choose from) once it listens.
+        nodes[1] = procs.node("node-b-again")[1]
         mark("node B restarted")
 
         for t in threads:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from tests.cli import conftest as cli
 from tests.cli.conftest import run_main
-from tests.server.conftest import free_port
+from tests.server.conftest import Uvicorn, start_uvicorn
 from tether.memory import Memory
 
 quiet_env = cli.quiet_env
@@ -26,13 +25,12 @@ OPERATOR = "The operator's name is Olga; she lives in Tromsø."
 def server_of(tmp_path: Path) -> Iterator[Any]:
     """``server_of(config_toml, users)``: ``tether serve``'s app (agents from config.toml) on a free
     loopback port, with a token for each user; yields (url, home, tokens)."""
-    import uvicorn
 
     from tether.config import load_settings
     from tether.server.app import create_app
     from tether.server.store import SqliteServerStore
 
-    servers: list[Any] = []
+    servers: list[Uvicorn] = []
 
     def start(config: str, users: list[str]) -> tuple[str, Path, dict[str, str]]:
         home = tmp_path / "home"
@@ -41,20 +39,13 @@ def server_of(tmp_path: Path) -> Iterator[Any]:
         store = SqliteServerStore(home / "serve" / "server.db")
         tokens = {name: store.add_token(name) for name in users}
         app = create_app(load_settings(home), store=store, run_processes=0)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-            time.sleep(0.01)
-        return f"http://127.0.0.1:{server.config.port}", home, tokens
+        up = start_uvicorn(app)
+        servers.append(up)
+        return up.url, home, tokens
 
     yield start
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(30)
+    for up in servers:
+        up.stop()
 
 
 def _run(url: str, token: str, text: str) -> dict[str, Any]:

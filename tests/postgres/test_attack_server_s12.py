@@ -20,20 +20,12 @@ from tests.postgres.test_left_alone_s11 import _order_started, _short_waits, _un
 @pytest.fixture
 def node(shared: Cluster) -> Iterator[tuple[str, threading.Thread]]:  # noqa: F811
     """A server that runs its runs itself on the module's database, and the thread of its loop."""
-    import uvicorn
-
-    from tests.server.conftest import free_port
+    from tests.server.conftest import start_uvicorn
     from tether.server.app import create_app
 
-    app = create_app(shared.settings, agents=shared.worker.agents)
-    config = uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    _until(lambda: server.started, "the server did not start")
-    yield f"http://127.0.0.1:{config.port}", thread
-    server.should_exit = True
-    thread.join(10)
+    up = start_uvicorn(create_app(shared.settings, agents=shared.worker.agents), lifespan="on")
+    yield up.url, up.thread
+    up.stop(10)
 
 
 def test_a_stop_while_the_database_is_away_is_taken_from_the_runs_owner_only_and_at_once(

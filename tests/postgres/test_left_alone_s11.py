@@ -237,22 +237,12 @@ def test_a_503_for_a_message_names_the_message_id_to_send_it_again_with(
 @pytest.fixture(scope="module")
 def one_node(shared: Cluster) -> Iterator[str]:
     """A server that runs its runs itself (no external workers), on the module's database."""
-    import threading
-
-    import uvicorn
-
-    from tests.server.conftest import free_port
+    from tests.server.conftest import start_uvicorn
     from tether.server.app import create_app
 
-    app = create_app(shared.settings, agents=shared.worker.agents)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    _until(lambda: server.started, "the server did not start")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    up = start_uvicorn(create_app(shared.settings, agents=shared.worker.agents), lifespan="on")
+    yield up.url
+    up.stop(10)
 
 
 def test_a_run_on_a_server_of_its_own_that_meets_the_database_away_goes_on_once_it_is_back(

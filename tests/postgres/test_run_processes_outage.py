@@ -7,7 +7,6 @@ reach it for a damaged run."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,7 @@ agents = {"waiter": Agent(FunctionModel(reply), tools=[wait_for_word])}
 
 @pytest.fixture
 def node(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    import uvicorn
-
-    from tests.server.conftest import free_port
+    from tests.server.conftest import start_uvicorn
     from tether.config import load_settings
     from tether.server.app import create_app
 
@@ -66,14 +63,10 @@ def node(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterat
     (tmp_path / "agents.py").write_text(AGENTS)
     monkeypatch.setenv("TETHER_TEST_GATE", str(gate))  # the run process inherits it
     app = create_app(load_settings(home), agent_spec=str(tmp_path / "agents.py"), run_processes=1)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    _until(lambda: server.started, "the server did not start")
-    yield f"http://127.0.0.1:{server.config.port}"
+    up = start_uvicorn(app)
+    yield up.url
     (gate / "go").write_text("1")
-    server.should_exit = True
-    thread.join(20)
+    up.stop(20)
 
 
 def test_a_stop_while_the_database_is_away_says_the_run_stopped(

@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from tests.providers.test_attack_wire_round2 import (
     text_reply,
     usage_chunk,
 )
+from tests.server.conftest import unused_port
 from tether import Agent, RunState, run_sync, tool
 from tether.config import load_settings
 from tether.errors import BadRequestError, ConfigError, ContextOverflowError, ResponseError, classify_http_error
@@ -407,16 +408,17 @@ def test_a_call_without_an_id_and_with_its_arguments_as_an_object_runs(
 # --- proxies from the environment ---------------------------------------------------------------
 
 
-def _dead_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture
+def dead_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test."""
+    with unused_port() as port:
+        yield port
 
 
 @pytest.mark.parametrize("kind", WIRES)
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY", "http_proxy"])
 def test_a_server_on_this_machine_is_reached_directly_whatever_proxy_is_set(
-    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, variable: str
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, variable: str, dead_port: int
 ) -> None:
     """With a proxy in the environment (a company's, a dev container's), a local Ollama or
     llama.cpp was asked through it: a proxy elsewhere reaches its own 127.0.0.1, not this
@@ -425,7 +427,7 @@ def test_a_server_on_this_machine_is_reached_directly_whatever_proxy_is_set(
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    monkeypatch.setenv(variable, f"http://127.0.0.1:{_dead_port()}")
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{dead_port}")
     server = serve([text_reply(kind, "local answer")])
     out = run_against(kind, server, tmp_path)
     assert (out.result.status, out.result.text) == ("completed", "local answer"), out.result.reason
@@ -434,7 +436,7 @@ def test_a_server_on_this_machine_is_reached_directly_whatever_proxy_is_set(
 
 
 def test_a_proxy_that_cannot_be_reached_is_named_not_the_host(
-    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_port: int
 ) -> None:
     """The reason said "cannot reach models.tether-test.invalid:80 ... Check the host name": the
     host was never tried; the proxy the environment set was the one that did not answer. Its
@@ -442,7 +444,7 @@ def test_a_proxy_that_cannot_be_reached_is_named_not_the_host(
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    port = _dead_port()
+    port = dead_port
     monkeypatch.setenv("HTTP_PROXY", f"http://alice:proxy-pass-123@127.0.0.1:{port}")
     model = OpenAIChatProvider("http://models.tether-test.invalid/v1", KEY)
     out = run_against("openai", serve([]), tmp_path, model=model)
@@ -679,7 +681,7 @@ def test_a_token_lifetime_that_is_no_number_keeps_the_rotated_refresh_token(
 
 
 def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_set(
-    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_port: int
 ) -> None:
     """As for a provider on this machine: the refresh went to the environment's proxy, which
     reaches its own loopback, and a dead one failed the run ("could not reach the token
@@ -687,7 +689,7 @@ def test_a_token_endpoint_on_this_machine_is_reached_directly_whatever_proxy_is_
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{_dead_port()}")
+    monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{dead_port}")
     tokens, statuses = _oauth_run(serve, tmp_path)
     assert statuses == ["completed", "completed"] and len(tokens.requests) == 1
 

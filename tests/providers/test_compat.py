@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import scripted_anthropic as anthropic
 from tests.conftest import scripted_openai as openai
+from tests.server.conftest import unused_port
 from tether import Agent, run
 from tether.errors import AuthError, BadRequestError, RetryableError, UnreachableError
 from tether.harness.retry import RetryPolicy
@@ -240,24 +241,15 @@ async def _complete(provider: Any, scenario: str) -> str:
 # --- 6. cannot reach the host is not an auth failure; servers list their models ---------------------
 
 
-def _unused_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 def test_validate_auth_names_a_host_that_cannot_be_reached(kind: str) -> None:
-    port = _unused_port()
-    base = f"http://127.0.0.1:{port}"
-    provider: Any = (
-        OpenAIChatProvider(base_url=base + "/v1", api_key="k")
-        if kind == "openai"
-        else AnthropicProvider(base_url=base, api_key="k")
-    )
-    with pytest.raises(UnreachableError) as caught:
+    with unused_port() as port, pytest.raises(UnreachableError) as caught:
+        base = f"http://127.0.0.1:{port}"
+        provider: Any = (
+            OpenAIChatProvider(base_url=base + "/v1", api_key="k")
+            if kind == "openai"
+            else AnthropicProvider(base_url=base, api_key="k")
+        )
         asyncio.run(_validate(provider))
     assert isinstance(caught.value, RetryableError) and not isinstance(caught.value, AuthError)
     assert f"127.0.0.1:{port}" in str(caught.value) and "cannot reach" in str(caught.value)
@@ -325,8 +317,8 @@ def test_a_listing_failure_is_classified(server: ScriptedServer) -> None:
     server.set_faults(["401"])
     with pytest.raises(AuthError):
         asyncio.run(_models(anthropic(server)))
-    with pytest.raises(UnreachableError):
-        asyncio.run(_models(OpenAIChatProvider(base_url=f"http://127.0.0.1:{_unused_port()}/v1", api_key="k")))
+    with unused_port() as port, pytest.raises(UnreachableError):
+        asyncio.run(_models(OpenAIChatProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")))
 
 
 # --- 7. the server's own count wins whenever a response carries one -------------------------------

@@ -1,9 +1,16 @@
 """The server for tests: the real app under uvicorn on a free loopback port, in a thread, with
-TETHER_HOME in a temporary directory; and a small SSE client."""
+TETHER_HOME in a temporary directory; and a small SSE client.
+
+Ports, for every test folder: a server the tests start binds port 0 and says where it listens
+(``start_uvicorn``, ``serve_process``, ``listening_url``), since a port picked free and bound later
+can be taken meanwhile by another process (CI starts many servers at once); a port that must refuse
+connections is held bound (``unused_port``); a server that must be told a number starts through
+``tether.testing.services.on_a_free_port``, again on another port when its was taken."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -41,17 +48,64 @@ def serve_process(*args: str, env: dict[str, str], **popen: Any) -> tuple[subpro
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()
-    found = re.search(r"listening on (http://\S+?)/? ", line)
-    if found is None:
+    url = listening_url(line)
+    if url is None:
         proc.kill()
         raise AssertionError(f"tether serve did not start: {line}{proc.stderr.read()}")
-    return proc, found.group(1)
+    return proc, url
 
 
-def free_port() -> int:
+def listening_url(text: str) -> str | None:
+    """The address in ``tether serve``'s "listening on http://HOST:PORT/" line, if ``text`` has it."""
+    found = re.search(r"listening on (http://\S+?)/? ", text)
+    return found.group(1) if found else None
+
+
+def logged_url(log: Path, proc: subprocess.Popen[Any], timeout: float = 90) -> str:
+    """The address a ``tether serve --port 0`` writing to ``log`` says it listens on, once it does."""
+    deadline = time.monotonic() + timeout
+    while (url := listening_url(log.read_text(errors="replace"))) is None:
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+        time.sleep(0.05)
+    return url
+
+
+@contextlib.contextmanager
+def unused_port() -> Iterator[int]:
+    """A loopback port nothing listens on, while the block runs: held bound but not listening, so a
+    connection to it is refused and no other process can take it meanwhile."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        yield int(s.getsockname()[1])
+
+
+@dataclass
+class Uvicorn:
+    url: str
+    server: Any
+    thread: threading.Thread
+
+    def stop(self, timeout: float = 30) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+
+def start_uvicorn(app: Any, *, what: str = "the test server", **config: Any) -> Uvicorn:
+    """``app`` under uvicorn in a thread, once it has started, on a loopback port it bound itself
+    (port 0); ``config``: uvicorn.Config's other options (log_level defaults to warning)."""
+    import uvicorn
+
+    config = {"log_level": "warning", **config}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, **config))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return Uvicorn(f"http://127.0.0.1:{port}", server, thread)
 
 
 @dataclass
@@ -76,8 +130,6 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
     """``served(agents_module=PATH, tokens=["alice", ...], config="toml text")`` → a running server."""
-    import uvicorn
-
     from tether.config import load_settings
     from tether.server.app import create_app
 
@@ -108,20 +160,8 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
         app = create_app(
             settings, agent_spec=str(agents_module or TEST_AGENTS), store=store, run_processes=run_processes
         )
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
-        s = Served(f"http://127.0.0.1:{port}", home, made, server, thread, app)
+        up = start_uvicorn(app, lifespan="on", timeout_graceful_shutdown=5)
+        s = Served(up.url, home, made, up.server, up.thread, app)
         started.append(s)
         return s
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import free_port, read_events, wait_until
+from tests.server.conftest import read_events, start_uvicorn, wait_until
 from tether.events import Done
 from tether.status import RunResult
 from tether.tracing import JsonlTracer
@@ -815,8 +815,6 @@ def test_a_session_whose_lock_was_replaced_by_a_pipe_is_not_deleted_half(served:
 
 
 def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served: Any, tmp_path: Path) -> None:
-    import uvicorn
-
     from tether.config import load_settings
     from tether.server.app import create_app
 
@@ -826,18 +824,10 @@ def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served
     a.s.stop()
     renamed = tmp_path / "renamed_agents.py"
     renamed.write_text(AGENTS.replace('{"gate":', '{"gate2":'))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(load_settings(a.home), agent_spec=str(renamed)),
-            host="127.0.0.1",
-            port=free_port(),
-            log_level="critical",
-        )
+    restarted = start_uvicorn(
+        create_app(load_settings(a.home), agent_spec=str(renamed)), what="the restarted server", log_level="critical"
     )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, what="the restarted server")
-    url = f"http://127.0.0.1:{server.config.port}"
+    url = restarted.url
     try:
         for path, body in (
             (f"/v1/runs/{run_id}/decision", decide(w)),
@@ -848,8 +838,7 @@ def test_a_session_whose_agent_is_gone_after_a_restart_gets_a_clear_error(served
         again = httpx.post(f"{url}/v1/sessions/{sid}/messages", json={"text": "hi", "message_id": "m-1"})
         assert again.status_code == 409
     finally:
-        server.should_exit = True
-        thread.join(10)
+        restarted.stop(10)
 
 
 # --- widgets ---------------------------------------------------------------------------------------

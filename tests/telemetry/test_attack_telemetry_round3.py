@@ -174,12 +174,12 @@ def test_the_collector_s_address_is_named_without_the_token_it_carries(
 ) -> None:
     """Some backends take their token in the URL (a password, an ``?api_key=``); the warning that
     the collector cannot be reached printed it on every run's stderr and into the server's log."""
-    from tests.server.conftest import free_port
+    from tests.server.conftest import unused_port
 
-    port = free_port()  # nothing listens there
-    endpoint = f"https://tenant:s3cr3t-token@127.0.0.1:{port}/v1/traces?api_key=sk-otlp-123"
-    with caplog.at_level(logging.WARNING, logger="tether.telemetry"), Telemetry(endpoint) as telemetry:
-        run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", tracer=telemetry.tracer())
+    with unused_port() as port:  # nothing listens there
+        endpoint = f"https://tenant:s3cr3t-token@127.0.0.1:{port}/v1/traces?api_key=sk-otlp-123"
+        with caplog.at_level(logging.WARNING, logger="tether.telemetry"), Telemetry(endpoint) as telemetry:
+            run_sync(Agent("scripted/plan", tools=FILE_TOOLS, cwd=logs), "Which file?", tracer=telemetry.tracer())
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert f"cannot reach the OTLP collector at https://tenant:<redacted>@127.0.0.1:{port}/v1/traces " in logged
     assert "s3cr3t" not in logged and "sk-otlp" not in logged

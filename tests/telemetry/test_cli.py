@@ -70,16 +70,17 @@ def test_a_collector_that_is_not_there_costs_the_run_nothing_and_is_named_once(
     import subprocess
     import sys
 
-    from tests.server.conftest import free_port
+    from tests.server.conftest import unused_port
 
-    port = free_port()  # nothing listens there
-    tether_home.mkdir(parents=True, exist_ok=True)
-    (tether_home / "config.toml").write_text(
-        f'[telemetry]\notlp_endpoint = "http://127.0.0.1:{port}/v1/traces"\n', encoding="utf-8"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "LLM_BASE_URL"}
-    argv = [sys.executable, "-m", "tether", "run", "--model", "scripted/plan", "--cwd", str(logs)]
-    out = subprocess.run([*argv, "Which file mentions a timeout?"], env=env, capture_output=True, text=True, timeout=60)
+    with unused_port() as port:  # nothing listens there
+        tether_home.mkdir(parents=True, exist_ok=True)
+        (tether_home / "config.toml").write_text(
+            f'[telemetry]\notlp_endpoint = "http://127.0.0.1:{port}/v1/traces"\n', encoding="utf-8"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "LLM_BASE_URL"}
+        argv = [sys.executable, "-m", "tether", "run", "--model", "scripted/plan", "--cwd", str(logs)]
+        question = "Which file mentions a timeout?"
+        out = subprocess.run([*argv, question], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "Transient error" not in out.stderr and "retrying" not in out.stderr
     assert out.stderr.count(f"cannot reach the OTLP collector at http://127.0.0.1:{port}/v1/traces") == 1, out.stderr
@@ -98,9 +99,10 @@ def test_the_collector_is_tried_again_once_it_answers(receiver: OtlpReceiver) ->
             Inner.calls += 1
             return SpanExportResult.SUCCESS
 
-    from tests.server.conftest import free_port
+    from tests.server.conftest import unused_port
 
-    down = _ReachableOnly(Inner(), f"http://127.0.0.1:{free_port()}/v1/traces", retry_after_s=0)
-    assert down.export([]) == SpanExportResult.FAILURE and Inner.calls == 0  # never asked to retry
+    with unused_port() as port:
+        down = _ReachableOnly(Inner(), f"http://127.0.0.1:{port}/v1/traces", retry_after_s=0)
+        assert down.export([]) == SpanExportResult.FAILURE and Inner.calls == 0  # never asked to retry
     up = _ReachableOnly(Inner(), receiver.endpoint, retry_after_s=0)
     assert up.export([]) == SpanExportResult.SUCCESS and Inner.calls == 1
