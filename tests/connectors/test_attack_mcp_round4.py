@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
 from tether.connectors._client_side import Asker
 from tether.messages import TextPart
+from tether.testing.services import PortTaken, on_a_free_port, port_in_use
 from tether.tools.base import ToolContext, ToolResult
 
 # A stdio MCP server in plain JSON-RPC lines; argv[1] picks what it does.
@@ -221,16 +221,25 @@ def test_serve_over_http_whose_agent_calls_its_own_url_stops_at_the_depth_limit(
     ``_meta`` how many served runs it is inside, and the fifth is refused before its run starts."""
     (tmp_path / "home").mkdir()
     (tmp_path / "loop_agent.py").write_text(HTTP_LOOP_AGENT)
-    with socket.socket() as probe:  # a free port, for the agent's URL of its own server
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/mcp"
-    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "LOOP_URL": url}
-    args = ["-m", "tether", "mcp", "serve", "--http", "--port", str(port), "--agent", str(tmp_path / "loop_agent.py")]
-    server = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.PIPE, text=True)
-    try:
+
+    def start(port: int) -> tuple[subprocess.Popen[str], str]:
+        """Told its port: the agent needs its own server's URL before the server starts."""
+        url = f"http://127.0.0.1:{port}/mcp"
+        env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "LOOP_URL": url}
+        args = ["mcp", "serve", "--http", "--port", str(port), "--agent", str(tmp_path / "loop_agent.py")]
+        server = subprocess.Popen([sys.executable, "-m", "tether", *args], env=env, stderr=subprocess.PIPE, text=True)
         assert server.stderr is not None
-        assert "MCP over streamable HTTP at" in server.stderr.readline()  # it listens
+        line = server.stderr.readline()
+        if "MCP over streamable HTTP at" not in line:  # it did not listen
+            said = line + server.stderr.read()
+            server.wait(30)
+            if port_in_use(said):
+                raise PortTaken(said)
+            raise AssertionError(said)
+        return server, url
+
+    server, url = on_a_free_port(start)
+    try:
         result = call_once(
             McpConnector("top", {"url": url, "timeout_s": 60}), tmp_path, "top__agent_loop", {"task": "go"}
         )
@@ -330,19 +339,17 @@ def test_a_token_holder_of_serve_over_http_never_gets_the_accounts_of_the_person
     sealed = SealedTokenStorage(user_token_path(home, "alice", "mail"), connection_key(home))
     asyncio.run(sealed.set_tokens(OAuthToken(access_token="alice-own", token_type="Bearer")))
     (tmp_path / "mail_agent.py").write_text(MAIL_AGENT)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {**os.environ, "TETHER_HOME": str(home), "MAIL_URL": f"http://127.0.0.1:{mail.server_address[1]}/mcp"}
     env.pop("TETHER_CONNECTIONS_KEY", None)
-    args = ["mcp", "serve", "--http", "--port", str(port), "--allow-remote", "--agent", str(tmp_path / "mail_agent.py")]
+    args = ["mcp", "serve", "--http", "--port", "0", "--allow-remote", "--agent", str(tmp_path / "mail_agent.py")]
     server = subprocess.Popen([sys.executable, "-m", "tether", *args], env=env, stderr=subprocess.PIPE, text=True)
     try:
         assert server.stderr is not None
-        assert "bearer token required" in server.stderr.readline()
-        top = McpConnector(
-            "top", {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": f"Bearer {alice}"}}
-        )
+        line = server.stderr.readline()
+        assert "bearer token required" in line, line
+        url = re.search(r" at (http://\S+/mcp) ", line)
+        assert url is not None, line
+        top = McpConnector("top", {"url": url.group(1), "headers": {"Authorization": f"Bearer {alice}"}})
         result = call_once(top, tmp_path, "top__agent_mail", {"task": "who am I?"})
     finally:
         server.terminate()

@@ -383,15 +383,13 @@ def test_the_model_asks_to_escalate_and_a_person_decides(tmp_path: Path) -> None
 
 @needs_sandbox
 def test_an_allowed_host_that_does_not_answer_is_a_502_with_the_reason(tmp_path: Path) -> None:
-    import socket
+    from tests.server.conftest import unused_port
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tool = RunCommand(ShellSettings(sandbox="workspace-write", network=(f"127.0.0.1:{port}",)))
-    out = run(
-        tool,
-        tmp_path,
-        f"curl -sS http://127.0.0.1:{port}/; curl -sS -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/",
-    )
+    with unused_port() as port:  # nothing listens there
+        tool = RunCommand(ShellSettings(sandbox="workspace-write", network=(f"127.0.0.1:{port}",)))
+        out = run(
+            tool,
+            tmp_path,
+            f"curl -sS http://127.0.0.1:{port}/; curl -sS -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/",
+        )
     assert "tether's proxy could not reach 127.0.0.1:" in text(out) and "502" in text(out)
