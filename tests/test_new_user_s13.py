@@ -76,3 +76,21 @@ def test_a_second_token_for_the_same_name_says_the_first_no_longer_works(tmp_pat
         assert store.user_for_token(second.stdout.strip()) == "alice"
     finally:
         store.close()
+
+
+def test_extract_with_on_an_unchanged_folder_says_why_nothing_was_extracted(tmp_path: Path) -> None:
+    """The README adds examples/catalog, then mentions `tether kb add --extract-with MODEL`: run on
+    the same folder it said `0 calls, 0 tokens` and nothing more, the graph unchanged. It now says
+    no file changed, so none was read, and how to extract from one."""
+    home = tmp_path / "home"
+    shutil.copytree(ROOT / "examples" / "catalog", tmp_path / "catalog")
+    first = _tether("kb", "add", "--embedder", "none", "catalog", home=home)
+    assert first.returncode == 0, first.stderr
+    again = _tether("kb", "add", "--extract-with", "scripted/extract", "catalog", home=home)
+    assert again.returncode == 0, again.stderr
+    assert "0 calls" in again.stdout and "no file changed, so none was read" in again.stdout
+    assert "tether kb remove DOC" in again.stdout
+    (tmp_path / "catalog" / "seals.md").write_text("# Seal kits\n\nSK-90: Viton seats.\n", encoding="utf-8")
+    changed = _tether("kb", "add", "--extract-with", "scripted/extract", "catalog", home=home)
+    assert changed.returncode == 0, changed.stderr
+    assert "1 updated" in changed.stdout and "no file changed" not in changed.stdout

@@ -211,7 +211,7 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
         kb.extractor = extractor
     try:
         args.home = settings.home  # never read into the base: its sessions, bases and logs
-        _read_paths(kb, args)
+        read = _read_paths(kb, args)
     except (KeyboardInterrupt, Terminated):
         _say(
             "\nstopped: what was read is in the base (each file whole or not at all); run the same "
@@ -229,7 +229,7 @@ def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: 
         _say(f"nothing was added, so no base {args.name!r} was made", err=True)
         return 1
     if extractor is not None:
-        _say(_extractor_line(extractor))
+        _say(_extractor_line(extractor, read))
     stats = kb.stats()
     _say(
         f"base {args.name!r}: {stats['documents']} documents, {stats['chunks']} chunks, "
@@ -277,8 +277,10 @@ def _say(line: str, *, err: bool = False) -> None:
             _say(f"tether: stdout cannot be written ({exc.strerror or exc}); the command goes on", err=True)
 
 
-def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
-    meta = dict(args.meta)
+def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> int:
+    """Add ``args.paths`` to ``kb``, saying what each did; how many documents were read (added or
+    updated)."""
+    meta, read = dict(args.meta), 0
     for path in args.paths:
         report = kb.add_path(
             path,
@@ -290,6 +292,7 @@ def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
             exclude=[args.home],
         )
         _say(f"{shown(path)}: {report.summary()}")
+        read += len(report.added) + len(report.updated)
         if report.passed_over:
             counts = "; ".join(f"{n} {why}" for why, n in report.passed_over.items())
             _say(f"  passed over: {counts}")
@@ -305,14 +308,21 @@ def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> None:
             _say(f"  skipped {shown(name)}: {why}", err=True)
         for name, why in report.cut:
             _say(f"  read in part {shown(name)}: {why}", err=True)
-        if report.gone:
+        if report.gone and args.sync:  # kept by --sync: each in a folder it named as skipped
+            _say(
+                f"  {len(report.gone)} documents kept: their folders could not be read (named above), so "
+                "--sync did not remove them",
+                err=True,
+            )
+        elif report.gone:
             _say(
                 f"  {len(report.gone)} documents' files are gone from {shown(path)} (kept; --sync removes them)",
                 err=True,
             )
+    return read
 
 
-def _extractor_line(extractor: Any) -> str:
+def _extractor_line(extractor: Any, read: int) -> str:
     cost = f"${extractor.cost_usd:.6f}" if extractor.price is not None else "cost unknown (no price)"
     line = (
         f"graph extractor {extractor.model_name}: {extractor.calls} calls, "
@@ -322,6 +332,11 @@ def _extractor_line(extractor: Any) -> str:
         line += f"; {extractor.skipped} chunks past --extract-budget kept the rules' findings"
     if extractor.failures:
         line += f"; {extractor.failures} failed (last: {extractor.last_error})"
+    if not read:  # the README's order (kb add, then kb add --extract-with) met a silent no-op here
+        line += (
+            "; no file changed, so none was read: a file keeps the graph it was added with "
+            "(tether kb remove DOC, then add it again, to extract from it)"
+        )
     return line
 
 
