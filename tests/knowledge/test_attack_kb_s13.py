@@ -99,3 +99,25 @@ def test_a_disk_that_fills_up_during_an_add_is_a_clear_error_and_the_add_again_f
         assert kb.search("word77", mode="keyword").hits
     finally:
         kb.close()
+
+
+def test_sync_does_not_tell_to_sync_what_it_kept_because_a_folder_could_not_be_read(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # kb add --sync keeps the documents of a folder it could not read (here: its .gitignore is a
+    # link to nothing); it said "N documents' files are gone (kept; --sync removes them)" to the
+    # very command that had --sync, and their files are there.
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    (tmp_path / "docs" / "sub" / "a.md").write_text("Keep the alpha notes.\n")
+    (tmp_path / "docs" / "top.md").write_text("Top.\n")
+    add = ["tether", "kb", "add", "docs", "--embedder", "none"]
+    assert subprocess.run(add, env=env, cwd=tmp_path, capture_output=True, timeout=60).returncode == 0
+    (tmp_path / "docs" / "sub" / ".gitignore").symlink_to(tmp_path / "nothing")
+    out = subprocess.run([*add, "--sync"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--sync removes them" not in out.stderr
+    assert "1 documents kept: their folders could not be read (named above), so --sync did not remove them" in (
+        out.stderr
+    )
+    listed = subprocess.run(["tether", "kb", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert "docs/sub/a.md" in listed.stdout
