@@ -113,15 +113,23 @@ def test_a_program_a_setting_names_in_the_tree_is_read_only_even_when_its_folder
     """filter.x.clean = ./scripts/clean.sh, alias.fmt = !python tools/fmt.py: the scripts run at the
     person's next git add and git fmt. The command cannot write them, nor put others in their place."""
     canary = tmp_path / "canary"
-    the_person_s_repository(ws, ("filter.x.clean", "./scripts/clean.sh"), ("alias.fmt", "!python3 tools/fmt.py"))
+    the_person_s_repository(
+        ws,
+        ("filter.x.clean", "./scripts/clean.sh"),
+        ("alias.fmt", "!python3 tools/fmt.py"),
+        ("alias.rel", "!sh -c './scripts/release.sh \"$@\"' -"),
+    )
     hook(ws / "scripts/clean.sh", "cat")
+    hook(ws / "scripts/release.sh", "true")
     (ws / "tools").mkdir()
     (ws / "tools/fmt.py").write_text("print('formatted')\n")
     (ws / ".gitattributes").write_text("*.txt filter=x\n")
     said = sandboxed(
-        ws, f"echo 'touch {canary}' >> scripts/clean.sh; echo 'open({str(canary)!r}, \"w\")' > tools/fmt.py"
+        ws,
+        f"echo 'touch {canary}' >> scripts/clean.sh; echo 'open({str(canary)!r}, \"w\")' > tools/fmt.py; "
+        f"echo 'touch {canary}' >> scripts/release.sh",
     )
-    assert said.count("Read-only file system") == 2
+    assert said.count("Read-only file system") == 3
     said = sandboxed(
         ws,
         f"mv scripts old && mkdir scripts && printf '#!/bin/sh\\ntouch {canary}\\ncat\\n' > scripts/clean.sh && "
@@ -132,6 +140,7 @@ def test_a_program_a_setting_names_in_the_tree_is_read_only_even_when_its_folder
     (ws / "a.txt").write_text("a\n")
     person(ws, "add", "a.txt")
     person(ws, "fmt")
+    person(ws, "rel")
     assert not canary.exists()
 
 

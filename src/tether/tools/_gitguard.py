@@ -330,6 +330,7 @@ def survey(roots: Iterable[Path], listed: Iterable[Path]) -> Survey:
 # --- what a config points git at in the working tree ---------------------------------------------
 
 _MAX_INCLUDES = 10  # git's own limit on nested includes
+_TOKEN = re.compile(r"[^\s;&|()<>`'\"=]+")
 # Settings that name a file git reads only as data (patterns, a message, revisions to skip, names):
 # what a command writes there runs nothing, so the file stays writable (a reformat adds to the
 # ignore-revs file).
@@ -497,14 +498,16 @@ def _named(name: str, value: str, config: Path, trees: list[Path]) -> Iterator[t
 
 
 def _words(value: str) -> list[str]:
-    """The words of a command line a setting holds (an alias's leading ``!`` dropped), but options;
-    of ``name=value`` (``--config=x.yaml``), the value."""
+    """The words of a command line a setting holds (an alias's leading ``!`` dropped), but options:
+    as the shell splits it, and each run of characters between spaces, quotes and the shell's
+    operators, so a path inside ``sh -c './x.sh "$@"'`` or after ``--config=`` is one too."""
+    line = value.removeprefix("!")
     try:
-        words = shlex.split(value.removeprefix("!"))
+        words = shlex.split(line)
     except ValueError:
-        words = value.removeprefix("!").split()
-    words = [w.split("=", 1)[1] if "=" in w else w for w in words]
-    return [w for w in words if w and not w.startswith("-")]
+        words = []
+    words += _TOKEN.findall(line)
+    return [w for w in dict.fromkeys(words) if not w.startswith("-")]
 
 
 def _pattern(name: str) -> str:
