@@ -63,7 +63,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -179,14 +178,9 @@ def probe(python: str | None, timeout_s: float = 180.0) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class LlamaServer:
-    """``python -m llama_cpp.server`` on a free loopback port, up until ``close``."""
+    """``python -m llama_cpp.server`` on a free loopback port, up until ``close``. The server must be
+    told its port: when another process took it first, it starts again on another one."""
 
     def __init__(
         self,
@@ -197,10 +191,23 @@ class LlamaServer:
         n_ctx: int = 4096,
         start_timeout_s: float = 180.0,
     ) -> None:
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        from tether.testing.services import on_a_free_port
+
         self.log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
+        try:
+            on_a_free_port(lambda port: self._start(port, python, model_path, chat_format, n_ctx, start_timeout_s))
+        except BaseException:
+            self._log.close()
+            raise
+
+    def _start(
+        self, port: int, python: str, model_path: str, chat_format: str, n_ctx: int, start_timeout_s: float
+    ) -> None:
+        from tether.testing.services import PortTaken, port_in_use
+
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}/v1"
         threads = str(max(1, os.cpu_count() or 1))
         self.command = [
             python,
@@ -221,13 +228,19 @@ class LlamaServer:
             "--chat_format",
             chat_format,
         ]
+        logged = self.log_path.stat().st_size  # this start's lines come after
         self.proc = subprocess.Popen(
             self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
         try:
             self._wait(start_timeout_s)
-        except BaseException:
-            self.close()
+        except BaseException as exc:
+            self._stop()
+            with self.log_path.open("rb") as f:
+                f.seek(logged)
+                said = f.read().decode(errors="replace")
+            if isinstance(exc, LlamaUnavailable) and port_in_use(said):
+                raise PortTaken(f"the llama server could not listen on {port}") from None
             raise
 
     def _wait(self, timeout_s: float) -> None:
@@ -237,8 +250,10 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LlamaUnavailable(f"the llama server exited with {self.proc.returncode}: {self.log_tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                answer = httpx.get(f"{self.base_url}/models", timeout=2)
+                # Its own model: another server that took the port may answer /v1/models too.
+                if answer.status_code == 200 and ALIAS in {m.get("id") for m in answer.json().get("data", [])}:
                     return
             time.sleep(0.25)
         raise LlamaUnavailable(
@@ -256,6 +271,10 @@ class LlamaServer:
         return 0
 
     def close(self) -> None:
+        self._stop()
+        self._log.close()
+
+    def _stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -263,7 +282,6 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        self._log.close()
 
     def __enter__(self) -> LlamaServer:
         return self

@@ -44,6 +44,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -100,8 +101,6 @@ class Cluster:
     stops whatever it started."""
 
     def __init__(self, root: Path, db_url: str, broker_url: str, delay_s: float) -> None:
-        from tether.testing.services import free_port
-
         self.root = root
         self.broker_url = broker_url
         self.env = dict(
@@ -116,12 +115,12 @@ class Cluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         (root / "home").mkdir(parents=True, exist_ok=True)  # every client of the bench has one address
         (root / "home" / "config.toml").write_text("[serve]\nmax_connections_per_client = 0\n")
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.node = self._start(
-            "serve", "--workers", "external", "--port", str(port), "--agent", str(AGENTS), log="node"
-        )
-        self._wait_healthy()
+        node_log = root / "node.log"
+        before = node_log.stat().st_size if node_log.exists() else 0  # the logs are appended to
+        # Port 0: the node binds a free port itself and says which (a port picked here and bound
+        # by the node later could be another process's by then).
+        self.node = self._start("serve", "--workers", "external", "--port", "0", "--agent", str(AGENTS), log="node")
+        self.url = self._wait_listening(node_log, before)
 
     def _start(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         with open(self.root / f"{log}.log", "ab") as out:
@@ -140,18 +139,19 @@ class Cluster:
         path = self.root / f"{name}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
-    def _wait_healthy(self) -> None:
-        import httpx
-
+    def _wait_listening(self, log: Path, offset: int) -> str:
+        """The address in the node's "listening on http://HOST:PORT/" line, once it is written."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.node.poll() is not None:
                 raise SystemExit(f"tether serve exited ({self.node.returncode}):\n{self._log('node')}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
+            with log.open("rb") as f:
+                f.seek(offset)
+                found = re.search(r"listening on (http://\S+?)/? ", f.read().decode(errors="replace"))
+            if found:
+                return found.group(1)
             time.sleep(0.1)
-        raise SystemExit(f"tether serve did not answer within 60 s:\n{self._log('node')}")
+        raise SystemExit(f"tether serve did not listen within 60 s:\n{self._log('node')}")
 
     def consumers(self) -> int:
         """How many workers consume the run queue (one Celery consumer per worker process)."""
