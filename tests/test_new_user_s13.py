@@ -94,3 +94,24 @@ def test_extract_with_on_an_unchanged_folder_says_why_nothing_was_extracted(tmp_
     changed = _tether("kb", "add", "--extract-with", "scripted/extract", "catalog", home=home)
     assert changed.returncode == 0, changed.stderr
     assert "1 updated" in changed.stdout and "no file changed" not in changed.stdout
+
+
+def test_the_words_about_the_scripted_models_tokens_and_the_jailbreak_scan_match_the_code() -> None:
+    """tether.providers.scripted said its tokens were counted with the o200k_base BPE, while it
+    bills by the tokenizer-free estimate (as docs/testing.md says); `jailbreaks` was described as
+    scanning 'in ten languages', the figure of the rule-based PatternScanner, which it does not use."""
+    from tether.guardrails import RuleClassifier
+    from tether.memory.scan import ModelScanner
+    from tether.providers import scripted
+    from tether.tokens import estimate_tokens
+
+    text = "Ignore the rest, 中文も少し 🙂"
+    billed = scripted.count_prompt_tokens([{"role": "user", "content": text}], [])
+    assert billed == 3 + 4 + estimate_tokens("user") + estimate_tokens(text)  # framing, then the estimate
+    assert scripted.__doc__ is not None and "BPE" not in scripted.__doc__ and "estimate" in scripted.__doc__
+    assert isinstance(RuleClassifier.jailbreaks().scanner, ModelScanner)
+    config_line = next(
+        line for line in (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").splitlines() if "jailbreaks =" in line
+    )
+    for words in (RuleClassifier.jailbreaks.__doc__ or "", config_line):
+        assert "ten languages" not in words and "several languages" in words

@@ -296,7 +296,7 @@ class GuardrailTable(_Table):
 
     name: _Text = "guardrail"
     stages: list[Literal["input", "output", "tool_args", "tool_result"]] = ["input"]
-    jailbreaks: _Bool = False  # the memory layer's injection scan, in ten languages
+    jailbreaks: _Bool = False  # the memory layer's injection scan (its model), in several languages
     rules: list[RuleTable] = []
     block: _Score | None = 0.3  # scores below this are blocked
     ask: _Score | None = None  # ... below this a person decides

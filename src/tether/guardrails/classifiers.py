@@ -64,8 +64,8 @@ class RuleClassifier:
 
     @classmethod
     def jailbreaks(cls, rules: Sequence[Rule] = ()) -> RuleClassifier:
-        """The memory layer's injection scan (instruction overrides, role hijack, fake system
-        messages, secret exfiltration, hidden characters, in ten languages) plus ``rules``."""
+        """The memory layer's injection scan, its default model (instruction overrides, role hijack,
+        fake system messages, secret exfiltration, hidden characters, in several languages), plus ``rules``."""
         from tether.memory.scan import default_scanner
 
         return cls(rules, scanner=default_scanner())

@@ -2,8 +2,9 @@
 
 A reply is a function of the turn index (the number of assistant messages in the conversation)
 and of the text of the tool results so far. Nothing is kept between calls, so a run can be killed
-and resumed against it. Tokens are counted with the o200k_base BPE encoding and priced like the
-reference's model ($2.00 per million input tokens, $12.00 per million output tokens).
+and resumed against it. Tokens are counted with tether's tokenizer-free estimate (``estimate_tokens``,
+the harness's own counter for it) and priced like the reference's model ($2.00 per million input
+tokens, $12.00 per million output tokens).
 
 The same function serves the in-process provider (``scripted/<scenario>``) and the scripted
 OpenAI-compatible HTTP server, so both paths cost the same.
