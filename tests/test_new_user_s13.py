@@ -115,3 +115,21 @@ def test_the_words_about_the_scripted_models_tokens_and_the_jailbreak_scan_match
     )
     for words in (RuleClassifier.jailbreaks.__doc__ or "", config_line):
         assert "ten languages" not in words and "several languages" in words
+
+
+def test_the_scripted_cleaner_does_not_report_a_deletion_that_failed(tmp_path: Path) -> None:
+    """Approved in a folder without access.log (a second paste of an example that had deleted it),
+    the scripted `destructive` model answered 'Deleted access.log to free space.' over the tool's
+    error; it now says it could not, and why."""
+    from tether import Agent, RunState, approve, run_sync
+    from tether.tools.files import FILE_TOOLS
+
+    (tmp_path / "errors.log").write_text("worker 7 timed out\n", encoding="utf-8")
+    state = RunState()
+    cleaner = Agent("scripted/destructive", tools=FILE_TOOLS, cwd=tmp_path)
+    assert run_sync(cleaner, "Free some disk space.", state=state).status == "interrupted"
+    approve(state)
+    result = run_sync(cleaner, state=state)
+    assert result.status == "completed"
+    assert "Deleted" not in result.output
+    assert result.output.startswith("I could not delete access.log: no such file")

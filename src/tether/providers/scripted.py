@@ -84,6 +84,9 @@ def _destructive(t: int, tools: str) -> Reply:
         return Reply(text="I did not delete anything: you declined the deletion.")
     if "[No result:" in tools:  # the conversation went on while the deletion waited: it never ran
         return Reply(text="I do not know whether access.log was deleted: the deletion never finished here.")
+    failed = re.search(r"delete_file failed: ([^\n]*)", tools)
+    if failed:  # approved, but the file was gone (a second paste of an example): no false report
+        return Reply(text=f"I could not delete access.log: {failed.group(1)}")
     return Reply(text="Deleted access.log to free space.")
 
 
