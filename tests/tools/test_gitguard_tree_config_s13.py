@@ -212,3 +212,18 @@ def test_a_hook_that_is_a_link_to_a_script_in_the_tree_leaves_that_script_read_o
     assert "scripts/pre-commit.sh (core.hooksPath in .git/config: a hook in .husky/ leads to it: git runs it)" in said
     person(ws, "commit", "-q", "--allow-empty", "-m", "x")
     assert not canary.exists()
+
+
+def test_the_repository_around_the_workspace_counts_too(tmp_path: Path) -> None:
+    """The workspace is a package of the person's monorepo, whose husky is set up from the package
+    (core.hooksPath = app/.husky): the repository is above the workspace, its hooks inside it."""
+    canary = tmp_path / "canary"
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    the_person_s_repository(repo, ("core.hooksPath", "app/.husky"))
+    hook(repo / "app/.husky/pre-commit", "true")
+    said = sandboxed(repo / "app", f"echo 'touch {canary}' >> .husky/pre-commit")
+    assert "Read-only file system" in said
+    assert f".husky (core.hooksPath in {repo / '.git/config'}: git runs the hooks in it)" in said
+    person(repo, "commit", "-q", "--allow-empty", "-m", "x")
+    assert not canary.exists()

@@ -357,8 +357,8 @@ def _tree_paths(found: _Found, roots: tuple[Path, ...]) -> tuple[TreePath, ...]:
     shown = roots[0] if roots else Path("/")
     person = [setting for config in _person_configs() for setting in _settings(config, 0)]
     kept: dict[Path, TreePath] = {}
-    for key, folder in sorted(found.repos.items(), key=lambda item: item[1]):
-        trees = _work_trees(folder, found.via.get(key, ()))
+    repos = [(f, _work_trees(f, found.via.get(k, ()))) for k, f in sorted(found.repos.items(), key=lambda i: i[1])]
+    for folder, trees in [*repos, *_around(roots)]:
         common = _common(folder)
         own = [*((common / "config",) if common else ()), *(folder / n for n in _CONFIGS)]
         for config, name, value in itertools.chain(person, *(_settings(c, 0) for c in own)):
@@ -405,6 +405,20 @@ def _person_configs() -> list[Path]:
     globals_ = [env["GIT_CONFIG_GLOBAL"]] if env.get("GIT_CONFIG_GLOBAL") else [f"{xdg}/git/config", "~/.gitconfig"]
     system = [] if env.get("GIT_CONFIG_NOSYSTEM") else [env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
     return [Path(os.path.expanduser(p)) for p in (*system, *globals_)]
+
+
+def _around(roots: tuple[Path, ...]) -> Iterator[tuple[Path, list[Path]]]:
+    """The repository each root is inside of (a package of a monorepo as the working directory), as
+    git finds it from there: the nearest ``.git`` above; with the folder it is in, its working tree."""
+    for root in roots:
+        for above in root.parents:
+            dot_git = above / ".git"
+            st = _stat(dot_git)
+            if st is not None:
+                folder = dot_git if stat.S_ISDIR(st.st_mode) else git_dir_elsewhere(dot_git)
+                if folder is not None:
+                    yield real(folder), [above]
+                break
 
 
 def _work_trees(folder: Path, via: Iterable[Path]) -> list[Path]:
