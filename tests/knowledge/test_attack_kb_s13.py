@@ -121,3 +121,34 @@ def test_sync_does_not_tell_to_sync_what_it_kept_because_a_folder_could_not_be_r
     )
     listed = subprocess.run(["tether", "kb", "list"], env=env, capture_output=True, text=True, timeout=60)
     assert "docs/sub/a.md" in listed.stdout
+
+
+@pytest.mark.parametrize("column", ["chunks.text", "documents.title"])
+def test_a_damaged_text_that_is_no_longer_utf8_is_the_damaged_base_error_in_every_command(
+    env: dict[str, str], tmp_path: Path, column: str
+) -> None:
+    # Bytes overwritten inside a page that SQLite's checks pass but that are no longer UTF-8
+    # (found by overwriting random bytes of a base: 1 run in 60): every kb command ended in
+    # a traceback, "Could not decode to UTF-8 column" or UnicodeDecodeError.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "valves.md").write_text("# Valves\n\nThe FVAM-2050-B seal is EPDM.\n")
+    add = ["tether", "kb", "add", str(docs), "--embedder", "hashing/64"]
+    assert subprocess.run(add, env=env, capture_output=True, timeout=60).returncode == 0
+    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    table, field = column.split(".")
+    con = sqlite3.connect(db)
+    con.execute(f"UPDATE {table} SET {field} = CAST(X'C2281B5D303B' AS TEXT)")  # C2 28: not UTF-8
+    con.commit()
+    con.close()
+    # each command that reads the damaged value
+    searches = [["search", "seal"], ["search", "FVAM-2050-B", "--mode", "exact"]]
+    commands = searches if table == "chunks" else [["list"], ["add", str(docs)]]
+    for command in commands:
+        out = subprocess.run(["tether", "kb", *command], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (command, out)
+        assert "Traceback" not in out.stderr
+        assert f"the knowledge base {db} is damaged (a text in it is not UTF-8)" in out.stderr, out.stderr
+        assert "\x1b" not in out.stderr  # the damaged bytes are not printed
+    drop = subprocess.run(["tether", "kb", "drop", "default", "--yes"], env=env, capture_output=True, timeout=60)
+    assert drop.returncode == 0 and not db.exists()

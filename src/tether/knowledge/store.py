@@ -87,10 +87,15 @@ def dimension_error(query: int, base: int) -> ConfigError:
     )
 
 
-def _damaged(path: str, exc: sqlite3.DatabaseError) -> StoreError | None:
+def _damaged(path: str, exc: sqlite3.DatabaseError | UnicodeDecodeError) -> StoreError | None:
     """What to say for a statement that failed because the file is damaged (a page overwritten,
     the file cut short) or its disk refused a write (full, over a size limit, failing); None for
     any other failure."""
+    if isinstance(exc, UnicodeDecodeError) or str(exc).startswith("Could not decode to UTF-8"):
+        # Bytes overwritten in a page SQLite's checks pass: tether writes only UTF-8, so a text
+        # that is not is damage. Not quoted: the bytes may be anything, escapes for the terminal.
+        exc = sqlite3.DatabaseError("a text in it is not UTF-8")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
         # A full disk was a traceback from the middle of a kb add; the transaction it stopped is
@@ -116,7 +121,7 @@ class _Cursor(sqlite3.Cursor):
     def _checked(self, call: Any, *args: Any) -> Any:
         try:
             return call(*args)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             damaged = _damaged(getattr(self.connection, "where", "?"), exc)
             if damaged is None:
                 raise
