@@ -133,3 +133,21 @@ def test_the_scripted_cleaner_does_not_report_a_deletion_that_failed(tmp_path: P
     assert result.status == "completed"
     assert "Deleted" not in result.output
     assert result.output.startswith("I could not delete access.log: no such file")
+
+
+def test_the_scripted_fixer_run_again_says_it_changed_nothing(tmp_path: Path) -> None:
+    """docs/testing.md suggested trying `scripted/fix` on examples/project: it edits greet.py, and a
+    second run, its edit refused (the typo gone), still answered 'Fixed the typo in greet.py'."""
+    shutil.copytree(ROOT / "examples" / "project", tmp_path / "project")
+    home = tmp_path / "home"
+    argv = ("run", "--model", "scripted/fix", "--no-memory", "--cwd", "project", "Fix the typo in greet.py")
+    first = _tether(*argv, home=home, cwd=tmp_path)
+    if first.returncode == 5:  # no sandbox on this machine: the command waits for a person
+        return
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("Fixed the typo in greet.py; running it now prints: hello, world!")
+    again = _tether(*argv, home=home, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "Fixed" not in again.stdout
+    assert again.stdout.startswith("I did not change greet.py (old_text was not found in greet.py)")
+    assert again.stdout.rstrip().endswith("hello, world!")

@@ -127,6 +127,9 @@ def _fix(t: int, tools: str) -> Reply:
     if t == 2:
         return call("c3", "run_command", {"command": "python3 greet.py"})
     printed = next((ln for ln in reversed(tools.splitlines()) if ln.strip()), "")
+    unchanged = re.search(r"edit_file failed: (.*?)\.(?:\s|$)", tools)  # run again: the typo was fixed already
+    if unchanged:
+        return Reply(text=f"I did not change greet.py ({unchanged.group(1)}); running it prints: {printed}")
     if "exit code 0" not in tools:
         return Reply(text=f"I changed greet.py but running it failed: {printed}")
     return Reply(text=f"Fixed the typo in greet.py; running it now prints: {printed}")
