@@ -9,11 +9,12 @@ is back instead of telling its client an end that its saved state does not have
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 
 from tether.harness.state import RunState
 from tether.messages import Message
-from tether.postgres.db import Database, unreachable
+from tether.postgres.db import Database, giving_up_at, unreachable
 from tether.postgres.runs import PgRunStore
 from tether.postgres.sessions import PgSessionStore
 
@@ -21,15 +22,19 @@ __all__ = ["Watch", "WatchedRuns", "WatchedSessions"]
 
 
 class Watch:
-    """The last failure of a watched store that was the database away (None: none was)."""
+    """The last failure of a watched store that was the database away (None: none was).
+    ``stopping``: set (from any thread) when the run is stopped; a save that waits for the database
+    then stops waiting, and fails as the database away (its driver saves the run once it is back)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stopping: threading.Event | None = None) -> None:
         self.away: Exception | None = None
+        self.stopping = stopping
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         try:
-            yield
+            with giving_up_at(self.stopping):
+                yield
         except Exception as exc:
             if unreachable(exc):
                 self.away = exc

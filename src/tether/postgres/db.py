@@ -17,6 +17,7 @@ migration announces itself with ``NOTIFY tether_schema`` (nodes and workers list
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import logging
 import re
@@ -34,6 +35,7 @@ __all__ = [
     "Migration",
     "SchemaNewer",
     "database",
+    "giving_up_at",
     "redact",
     "storable",
     "unreachable",
@@ -43,6 +45,25 @@ _MIGRATION_LOCK = 0x7E7E_0001  # pg_advisory_xact_lock key held while migrations
 SCHEMA_CHANNEL = "tether_schema"  # payload: the component whose tables were migrated
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+# Set by whoever makes a save on this thread that should stop waiting for the database when told
+# (a served run's Stop): see :func:`giving_up_at`.
+_give_up: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("tether_give_up", default=None)
+_GIVE_UP_POLL_S = 0.5  # how long one attempt waits for a connection, when a give-up may come meanwhile
+
+
+@contextlib.contextmanager
+def giving_up_at(event: threading.Event | None) -> Iterator[None]:
+    """Within it, :meth:`Database.transact` on this thread stops waiting for a database that is
+    away once ``event`` is set (from any thread), raising what the last attempt met: a run stopped
+    while its save waits is not kept waiting for the save (its driver saves it once the database is
+    back). Once set, a transaction is still tried once (waiting half a second at most for a
+    connection): the database may be there."""
+    token = _give_up.set(event)
+    try:
+        yield
+    finally:
+        _give_up.reset(token)
 
 
 def redact(url: str) -> str:
@@ -203,10 +224,13 @@ class Database:
         (``pg_xact_status``), not made twice."""
         deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
         pause = 0.05
+        give_up = _give_up.get()
         while True:
             xid: list[str] = []
             try:  # a pool that cannot reconnect is waited for no longer than the deadline either
                 wait = max(0.1, deadline - time.monotonic())
+                if give_up is not None:  # the wait for a connection ends in time to hear it
+                    wait = min(wait, _GIVE_UP_POLL_S)
                 with self._pooled(timeout=wait) as conn, conn.transaction():
                     result = body(conn)
                     xid.append(str(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]))
@@ -214,8 +238,11 @@ class Database:
             except Exception as exc:
                 if not (_transient(exc) or _transient(exc.__cause__)) or time.monotonic() + pause > deadline:
                     raise
+                if give_up is not None and give_up.is_set():
+                    _log.warning("the database is away (%s); not waiting for it any more (stopped)", _reason(exc))
+                    raise
                 _log.warning("the database is away (%s); trying again", _reason(exc))
-                time.sleep(pause)
+                _pause(pause, give_up)
                 pause = min(pause * 2, 2.0)
                 if xid and self._committed(xid[0], deadline, exc):
                     return result
@@ -232,9 +259,10 @@ class Database:
                 status = "unknown"
             if status != "in progress" and status != "unknown":
                 return bool(status == "committed")
-            if time.monotonic() + pause > deadline:
+            give_up = _give_up.get()
+            if time.monotonic() + pause > deadline or (give_up is not None and give_up.is_set()):
                 raise away
-            time.sleep(pause)
+            _pause(pause, give_up)
             pause = min(pause * 2, 2.0)
 
     def execute(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
@@ -312,6 +340,14 @@ class Database:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _pause(seconds: float, give_up: threading.Event | None) -> None:
+    """Sleep between attempts, or less when told to give up meanwhile."""
+    if give_up is None:
+        time.sleep(seconds)
+    else:
+        give_up.wait(seconds)
 
 
 def _check(conn: Any) -> None:

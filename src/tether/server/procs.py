@@ -9,7 +9,9 @@ over a socket pair, one line per message:
 
 - server to run process, JSON: the spec to build from, then ``start`` (the turn, the state, the
   prompt or the resume's changes, the session's chosen values), ``cancel`` (a stop, with its
-  reason) and ``abort`` (cut after the shutdown's grace). End of file: the server is gone or
+  reason; ``now``: a save waiting for the database stops waiting) and ``abort`` (cut after the
+  shutdown's grace). They are read on a thread of their own, so a Stop reaches a run whose loop
+  waits in a save. End of file: the server is gone or
   closing, and every run is stopped (saved ``interrupted``, resumable) before the process exits.
 - run process to server: ``E<run_id>\\t<kind>\\t<event JSON>`` for each event, already encoded as
   the event log keeps it; ``X<run_id>`` when the run's task has ended (after its last save);
@@ -27,6 +29,7 @@ import dataclasses
 import json
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -256,7 +259,7 @@ class RunProcesses:
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         child.runs[turn.run_id] = (live, ended)
         run_id = turn.run_id
-        live.halt = lambda reason: child.send({"op": "cancel", "run_id": run_id, "reason": reason})
+        live.halt = lambda reason, now: child.send({"op": "cancel", "run_id": run_id, "reason": reason, "now": now})
         ended.add_done_callback(lambda f: self._over(child, run_id, f))
         child.send(
             {
@@ -314,11 +317,69 @@ class RunProcesses:
 # --- the run process ------------------------------------------------------------------------------
 
 
+class _Wire:
+    """The run process's end of the socket, read and written on threads of their own: a Stop is
+    heard (its run's ``stopping`` set) even while the runs' loop waits in a save for the database,
+    and what the runs send waits for no reader."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock, self.loop = sock, loop
+        self.messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()  # None: end of input
+        self.stopping: dict[str, threading.Event] = {}  # each run's, made when its start is read
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.writing = threading.Thread(target=self._write, name="tether-procs-out", daemon=True)
+        self.writing.start()
+        threading.Thread(target=self._read, name="tether-procs-in", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            with self.sock.makefile("rb") as lines:
+                for line in lines:
+                    with contextlib.suppress(ValueError):
+                        message = json.loads(line)
+                        if isinstance(message, dict):
+                            self._heard(message)
+                            self._deliver(message)
+        except (OSError, ValueError):  # the socket closed under it: as the end of input
+            pass
+        self._deliver(None)
+
+    def _deliver(self, message: dict[str, Any] | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for it
+            self.loop.call_soon_threadsafe(self.messages.put_nowait, message)
+
+    def _heard(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        if op == "start" and isinstance(message.get("turn"), dict):
+            self.stopping[str(message["turn"].get("run_id", ""))] = threading.Event()
+        elif op == "cancel" and message.get("now"):  # a person's Stop (a shutdown's lets a save wait)
+            stop = self.stopping.get(str(message.get("run_id", "")))
+            if stop is not None:
+                stop.set()
+
+    def _write(self) -> None:
+        while (data := self.outbox.get()) is not None:
+            try:
+                self.sock.sendall(data)
+            except OSError:  # the server is gone: what is left is for nobody
+                return
+
+    def write(self, data: bytes) -> None:
+        self.outbox.put(data)
+
+    async def close(self, wait_s: float = 10.0) -> None:
+        """Send what is queued (for ``wait_s`` at most), then close the socket."""
+        self.outbox.put(None)
+        await asyncio.to_thread(self.writing.join, wait_s)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
 class _Out:
     """Lines to the server, gathered while the loop turns: one write per turn of the loop."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
+    def __init__(self, wire: _Wire) -> None:
+        self.wire = wire
         self.pending: list[str] = []
 
     def line(self, text: str) -> None:
@@ -333,8 +394,7 @@ class _Out:
         if self.pending:
             text = "\n".join(self.pending) + "\n"
             self.pending = []
-            if not self.writer.is_closing():
-                self.writer.write(text.encode("utf-8", "surrogatepass"))
+            self.wire.write(text.encode("utf-8", "surrogatepass"))
 
 
 def _turn(message: dict[str, Any]) -> TurnRecord:
@@ -418,6 +478,7 @@ class _Runner:
                 self.runs,
                 self.sessions,
                 lambda t, resumed, cost: run_tracer(self.home, self.telemetry, t, resumed=resumed, cost_usd=cost),
+                stopping=self.out.wire.stopping.get(run_id),
             )
         except asyncio.CancelledError:
             pass
@@ -428,6 +489,7 @@ class _Runner:
         finally:
             self.signals.pop(run_id, None)
             self.tasks.pop(run_id, None)
+            self.out.wire.stopping.pop(run_id, None)  # before X: its next part's start makes a new one
             self.out.line(f"X{run_id}")
 
     async def stop_all(self, grace_s: float) -> None:
@@ -456,45 +518,40 @@ class _Runner:
 
 async def _serve(fd: int) -> int:
     loop = asyncio.get_running_loop()
-    sock = socket.socket(fileno=fd)
-    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 30)
-    out = _Out(writer)
+    wire = _Wire(socket.socket(fileno=fd), loop)
+    out = _Out(wire)
     try:
-        spec = json.loads(await reader.readline())
+        spec = await wire.messages.get()
+        if spec is None:
+            raise ValueError("the server closed the socket before it said what to build")
         runner = _Runner(spec, out)
     except Exception as exc:  # the server says why to every run it gives here
         why = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("\r", " ")
-        writer.write(f"!{why}\n".encode("utf-8", "replace"))
-        with contextlib.suppress(Exception):
-            await writer.drain()
+        wire.write(f"!{why}\n".encode("utf-8", "replace"))
+        await wire.close()
         return 1
     out.line("R")
     stopping = asyncio.Event()
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    reading = loop.create_task(reader.readline())
+    reading = loop.create_task(wire.messages.get())
     waiting = loop.create_task(stopping.wait())
     while True:
         done, _ = await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
         if waiting in done:
             break
-        try:
-            line = reading.result()
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            line = b""
-        if not line:  # the server is gone, or closing
+        message = reading.result()
+        if message is None:  # the server is gone, or closing
             break
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            runner.handle(json.loads(line))
-        reading = loop.create_task(reader.readline())
+            runner.handle(message)
+        reading = loop.create_task(wire.messages.get())
     reading.cancel()
     waiting.cancel()
     await runner.stop_all(grace_s=10.0)
     out.flush()
-    with contextlib.suppress(Exception):
-        await writer.drain()
     await runner.close()
-    writer.close()
+    await wire.close()
     return 0
 
 

@@ -65,8 +65,11 @@ class LiveRun:
     task: asyncio.Future[None] | None = None  # done when the run has ended (on the server's loop)
     state: RunState | None = field(default=None, repr=False)
     began_after: int = 0  # the last event id before this part of the run (a resume goes on from it)
-    halt: Callable[[str], None] | None = None  # how to stop it when it runs in another process
+    halt: Callable[[str, bool], None] | None = None  # how to stop it when it runs in another process
     turn: TurnRecord | None = field(default=None, repr=False)  # the message it answers (and who sent it)
+    # Set at Stop, on the stopper's thread: a save waiting for the database hears it (the run's
+    # loop, busy in that save, would hear the signal only once the save is over).
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def ended(self) -> bool:
@@ -84,9 +87,14 @@ class LiveRun:
                 return True
         return False
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, *, now: bool = True) -> None:
+        """Stop the run. ``now``: a save of it that waits for the database stops waiting (the run
+        ends at once, saved once the database is back); a shutdown's stop lets it wait, so that
+        what the run did is saved before the process ends."""
+        if now:
+            self.stopping.set()
         if self.halt is not None:
-            self.halt(reason)
+            self.halt(reason, now)
         elif self.loop is not None and self.loop.is_running():
             self.loop.call_soon_threadsafe(self.signal.cancel, reason)
         else:
@@ -346,6 +354,7 @@ async def run_parts(
     tracer_of: Callable[[bool], Any],
     away_wait_s: float | None = AWAY_WAIT_S,
     unrecorded: Callable[[RunState, concurrent.futures.Future[None]], None] | None = None,
+    stopping: threading.Event | None = None,
 ) -> AsyncIterator[Event]:
     """``run_stream``, going on through the database away. On Postgres, a run whose save met the
     database away for longer than the save waits ends ``failed`` in the loop, while its saved state
@@ -354,10 +363,12 @@ async def run_parts(
     goes on from there (:class:`StillAway` when it is not back within ``away_wait_s``; None: as long
     as it takes). A Stop meanwhile ends the run at once, ``interrupted`` with its reason, nothing
     more started: that end is saved once the database is back (``unrecorded(state, saving)`` hears
-    of it, ``saving`` done when it is). ``tracer_of(resumed)`` makes each part's tracer."""
+    of it, ``saving`` done when it is). ``stopping``, set with the Stop from any thread, ends a save's
+    wait for the database at once (the run's loop is busy in it, deaf to ``signal``): the run then
+    stops the same way. ``tracer_of(resumed)`` makes each part's tracer."""
     prompt_of_part = prompt
     while True:
-        watch, store, session = _watching(runs, sessions)
+        watch, store, session = _watching(runs, sessions, stopping)
         held = False
         open_calls: set[str] = set()  # started in this part, their result not told yet
         async for event in run_stream(
@@ -410,14 +421,17 @@ def _results_kept(state: RunState, calls: set[str]) -> list[ToolResultEvent]:
     ]
 
 
-def _watching(runs: Any, sessions: SessionStore) -> tuple[Any, Any, SessionStore]:
-    """A watch and the Postgres stores that report to it; other stores, as they are, unwatched."""
+def _watching(
+    runs: Any, sessions: SessionStore, stopping: threading.Event | None = None
+) -> tuple[Any, Any, SessionStore]:
+    """A watch and the Postgres stores that report to it (their waits for the database end when
+    ``stopping`` is set); other stores, as they are, unwatched."""
     if type(runs).__module__ != "tether.postgres.runs":
         return None, runs, sessions
     from tether.postgres.away import Watch, WatchedRuns, WatchedSessions
     from tether.postgres.sessions import PgSessionStore
 
-    watch = Watch()
+    watch = Watch(stopping)
     session = WatchedSessions(sessions.db, watch) if isinstance(sessions, PgSessionStore) else sessions
     return watch, WatchedRuns(runs.db, watch), session
 
@@ -534,12 +548,13 @@ async def drive(
     sessions: SessionStore,
     tracer_of: Callable[[TurnRecord, bool, float], Any],
     unrecorded: Callable[[RunState, concurrent.futures.Future[None]], None] | None = None,
+    stopping: threading.Event | None = None,
 ) -> None:
     """One served run (or one part of it, after a decision), on the loop that drives it, acting for
     its user (their own MCP accounts): each event goes to ``emit`` as ``(kind, data)``, and a run
     refused before it began still ends with a ``done``. The same in the server's process and in a
     run process of its own. Its events are not in the database: a run that meets the database away
-    waits for it as long as it takes, or until Stop (``unrecorded``: see :func:`run_parts`)."""
+    waits for it as long as it takes, or until Stop (``unrecorded``, ``stopping``: :func:`run_parts`)."""
     from tether.connectors._acting import acting_for
 
     saw_done = False
@@ -555,6 +570,7 @@ async def drive(
                 tracer_of=lambda resumed: tracer_of(turn, resumed, state.cost_usd),
                 away_wait_s=None,
                 unrecorded=unrecorded,
+                stopping=stopping,
             ):
                 emit(event.type, event_data(event, chosen))
                 saw_done = saw_done or event.type == "done"
@@ -806,10 +822,8 @@ class RunManager:
                 send(kind, for_clients(data, self.home))
 
             self.lateness.wake(home)
-            parts = (live.signal, self.runs, self.sessions, self._tracer)
-            live.loop, future = self.loops.submit(
-                lambda: drive(turn, agent, state, prompt, chosen, emit, *parts, unrecorded=self._unrecorded)
-            )
+            parts = (live.signal, self.runs, self.sessions, self._tracer, self._unrecorded, live.stopping)
+            live.loop, future = self.loops.submit(lambda: drive(turn, agent, state, prompt, chosen, emit, *parts))
             live.task = asyncio.wrap_future(future)
         live.task.add_done_callback(lambda _: self._finished(live, turn))
         return live
@@ -885,7 +899,7 @@ class RunManager:
         self.closing = True
         running = list(self.live.values())
         for r in running:
-            r.stop("the server is shutting down; resume the run to continue it")
+            r.stop("the server is shutting down; resume the run to continue it", now=False)
         tasks = [r.task for r in running if r.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
