@@ -3,10 +3,16 @@ names it in TETHER_TEST_WORKSPACE before it loads this file)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from pathlib import Path
+from typing import Any
 
 from tether import Agent, ToolContext, ToolResult, tool
+from tether.messages import Message, ToolMessage
+from tether.providers.scripted import Reply, call
 from tether.server import widgets
+from tether.testing import FunctionModel
 from tether.tools.files import FILE_TOOLS
 
 WORKSPACE = os.environ.get("TETHER_TEST_WORKSPACE", ".")
@@ -39,6 +45,21 @@ def configure(series: str = "") -> ToolResult:
     )
 
 
+async def _held(messages: list[Message], request: Any) -> str | Reply:
+    """The configurator's buttons, then an answer held until the test makes the file ``release``
+    in the workspace: the buttons are on the page while their run still answers."""
+    if isinstance(messages[-1], ToolMessage):
+        for _ in range(2400):  # a hang guard only (60 s): the test releases it
+            if (Path(WORKSPACE) / "release").exists():
+                break
+            await asyncio.sleep(0.025)
+        return "Pick a series above."
+    said = "".join(getattr(part, "text", "") for part in getattr(messages[-1], "content", ()))
+    if "series" in said:
+        return f"You said: {said}"
+    return call("w1", "configure")
+
+
 _SLOW_TOOLS = [t for t in FILE_TOOLS if t.name != "scan_archive"] + [scan_archive]
 
 agents = {
@@ -60,5 +81,6 @@ agents = {
     "configure": Agent(
         "scripted/configure", tools=[configure], max_turns=10, description="Configures a heater with you"
     ),
+    "held": Agent(FunctionModel(_held), tools=[configure], max_turns=4, description="Holds its answer"),
     "xss": Agent("scripted/xss", max_turns=3, description="Answers with hostile markup"),
 }

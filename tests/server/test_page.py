@@ -218,6 +218,21 @@ def test_a_button_click_becomes_the_next_message(page: Page, server: Any, tmp_pa
     shot(page, tmp_path, "buttons")
 
 
+def test_a_button_clicked_while_its_run_still_answers_is_sent_when_that_run_ends(page: Page, server: Any) -> None:
+    # The buttons come with a tool's result; the run goes on to its answer. A click in between was
+    # "Not sent: session ... is still answering", and the spent button could not be clicked again.
+    open_chat(page, server, "held")
+    send(page, "I need a cabinet heater")
+    first, second = page.locator(".turn").nth(0), page.locator(".turn").nth(1)
+    first.get_by_role("button", name="I want to configure the LB series.").click()
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(second.locator(".status")).to_have_text("Sends when the answer above ends…")
+    (workspace(server) / "release").write_text("")
+    expect(first.locator(".answer")).to_have_text("Pick a series above.")
+    expect(second.locator(".answer")).to_have_text("You said: I want to configure the LB series.")
+    expect(second.locator(".note")).to_have_count(0)
+
+
 def test_a_form_submission_becomes_the_next_message_and_a_later_form_keeps_it(
     page: Page, server: Any, tmp_path: Path
 ) -> None:

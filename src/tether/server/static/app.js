@@ -768,6 +768,17 @@ function busy(view, change) {
     $("send").disabled = view.streams > 0;
     $("stop").hidden = view.streams === 0;
   }
+  if (view.streams === 0) view.idle.splice(0).forEach((resolve) => resolve());
+}
+
+// Resolves once nothing of the view streams (or the view is left): a button or a form of a run
+// still answering is clicked before its run ends, and the server takes one run per session.
+function idle(view) {
+  if (view.streams === 0 || view.abort.signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    view.idle.push(resolve);
+    view.abort.signal.addEventListener("abort", () => resolve(), { once: true });
+  });
 }
 
 // Stop: cancels the shown conversation's live run; it ends interrupted (resumable) and says so.
@@ -788,7 +799,7 @@ async function stopRun() {
 
 function newView() {
   state.view?.abort.abort();
-  state.view = { abort: new AbortController(), turns: [], feedback: null, streams: 0 };
+  state.view = { abort: new AbortController(), turns: [], feedback: null, streams: 0, idle: [] };
   busy(state.view, 0);
   $("chat").replaceChildren(el("p", { id: "empty", class: "empty muted", text: "Ask something to start a conversation." }));
   return state.view;
@@ -860,14 +871,25 @@ async function sendMessage(text, values) {
   const body = { text, message_id: messageId };
   if (values) body.values = values;
   const path = `/v1/sessions/${encodeURIComponent(state.sessionId)}/messages`;
+  if (view.streams > 0) { // a widget's click while its run still answers: sent when that run ends
+    turn.status.textContent = "Sends when the answer above ends…";
+    await idle(view);
+    if (view.abort.signal.aborted) return;
+    turn.status.textContent = "Thinking…";
+  }
   busy(view, +1);
   try {
-    for (let attempt = 1; ; attempt++) { // a retry sends the same message_id: never a second run
+    for (let attempt = 1, waits = 0; ; attempt++) { // a retry sends the same message_id: never a second run
       try {
         turn.runId = (await api(path, { method: "POST", body, signal: view.abort.signal })).run_id;
         break;
       } catch (err) {
         if (err.name === "AbortError") return;
+        if (err instanceof ApiError && err.status === 409 && /still answering/.test(err.message) && ++waits < 40) {
+          attempt--; // another tab's run, or this one's last saves: the same message once it ends (10 s)
+          await sleep(250);
+          continue;
+        }
         if (err instanceof ApiError || attempt === 3) {
           turn.status.remove();
           turn.note(`Not sent: ${err.message}`, "error");
