@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether.errors import ConfigError, UserError
+from tether.errors import ConfigError, StoreError, UserError
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
 from tether.knowledge.readers import MAX_PDF_PAGES
@@ -481,14 +481,26 @@ class KnowledgeBase:
                 rows = self.store.unembedded(batch, after)
             if not rows:
                 return done
+            if any(cid <= after for cid, _ in rows):
+                raise self._out_of_order(after)
             # A chunk stored before credentials were withheld holds them: an embeddings endpoint
             # (openai/...) is a way out of the base too.
             matrix = self.embedder.embed([withhold_secrets(text)[0] for _, text in rows])
             vectors = [row.astype("float32").tobytes() for row in matrix]
             done += self.store.set_vectors([(cid, text, v) for (cid, text), v in zip(rows, vectors, strict=True)])
-            after = rows[-1][0]
+            after = max(cid for cid, _ in rows)
             if progress is not None:
                 progress(done, max(total, done))
+
+    def _out_of_order(self, after: int) -> StoreError:
+        """A store that gives chunks at or before the one asked to come after is damaged (bytes
+        overwritten in a SQLite table, which SQLite's own checks passed): the fill's cursor never
+        moved, and kb add and kb fill spun for ever at full speed."""
+        return StoreError(
+            f"the knowledge base {self.name!r} is damaged: asked for the chunks after {after} without a vector, "
+            f"it gave them again. The documents' own files are untouched: drop the base (tether kb drop "
+            f"{self.name} --yes) and add them again"
+        )
 
     def remove(self, name: str) -> bool:
         return self.store.remove_document(name)
