@@ -151,3 +151,28 @@ def test_the_scripted_fixer_run_again_says_it_changed_nothing(tmp_path: Path) ->
     assert "Fixed" not in again.stdout
     assert again.stdout.startswith("I did not change greet.py (old_text was not found in greet.py)")
     assert again.stdout.rstrip().endswith("hello, world!")
+
+
+def test_a_default_model_that_cannot_run_names_where_it_came_from(tmp_path: Path) -> None:
+    """With no --model, a TETHER_MODEL set long ago in a shell profile (or config.toml's model)
+    that cannot run was refused as `unknown provider 'foo' in 'foo/bar'`, with nothing saying where
+    foo/bar came from; `tether config check` named it, `tether run` did not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(tmp_path / "user"), "TETHER_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "hi"],
+        env={**env, "TETHER_MODEL": "foo/bar"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2
+    assert "the model foo/bar (from $TETHER_MODEL; --model chooses another): unknown provider 'foo'" in run.stderr
+    (home / "config.toml").write_text('model = "scripted/nope"\n', encoding="utf-8")
+    chat = _tether("chat", home=home)
+    assert chat.returncode == 2
+    assert f"the model scripted/nope (from model in {home / 'config.toml'}; --model chooses another)" in chat.stderr
+    fine = _tether("run", "--model", "scripted/hello", "--no-memory", "hi", home=home)  # --model wins
+    assert fine.returncode == 0, fine.stderr

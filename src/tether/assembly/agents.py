@@ -126,7 +126,7 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
     fallbacks = o.fallback_models if o.fallback_models is not None else d.fallback_models
     return Recipe(
         agent=name,
-        model=canonical_model(resolve_model(o.model or d.model, settings)),
+        model=canonical_model(named) if (named := o.model or d.model) else _default_model(settings),
         cwd=str(cwd),
         fallback_models=[
             canonical_model(m) for m in (fallbacks if fallbacks is not None else settings.fallback_models)
@@ -144,6 +144,23 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
         completed_turns=d.completed_turns or o.completed_turns or "full",
         max_images=d.max_images,
     )
+
+
+def _default_model(settings: Settings) -> str:
+    """The model no command or definition named: ``$TETHER_MODEL``, else config.toml's ``model``.
+    One that cannot run here is refused naming where it came from, which a person who set it long
+    ago (a shell profile) cannot otherwise tell: `unknown provider 'foo'` alone does not say."""
+    import os
+
+    from tether.providers.registry import canonical_model, resolve_provider
+
+    model = resolve_model(None, settings)
+    where = "$TETHER_MODEL" if os.environ.get("TETHER_MODEL") else f"model in {settings.home / 'config.toml'}"
+    try:
+        resolve_provider(model, settings)
+        return canonical_model(model)
+    except ConfigError as exc:
+        raise ConfigError(f"the model {model} (from {where}; --model chooses another): {exc}") from None
 
 
 def _skills_on(settings: Settings, flag: bool | None, defined: bool | None) -> bool:
