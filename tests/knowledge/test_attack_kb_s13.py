@@ -190,3 +190,32 @@ def test_a_damaged_base_whose_chunks_come_back_out_of_order_stops_the_fill_inste
     assert isinstance(ended[0], StoreError), ended
     assert "the knowledge base 'parts' is damaged" in str(ended[0])
     assert "tether kb drop parts --yes" in str(ended[0])
+
+
+def test_a_text_file_that_is_not_utf8_is_read_and_the_add_says_which_and_what_to_do(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A file saved in Latin-1 or Windows-1252 (what older Windows tools write) was read with each
+    # accented letter as U+FFFD, "1 added" and no word more: "café" and "Größe" were found by no
+    # search, and nothing said why.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "menu.txt").write_bytes("Le café est servi. Größe: 40 mm. Ein \ufffd bleibt.\n".encode("cp1252", "replace"))
+    (docs / "fine.txt").write_text("Größe 40 mm, café. A \ufffd written on purpose.\n")  # UTF-8: nothing to say
+    out = subprocess.run(
+        ["tether", "kb", "add", str(docs), "--embedder", "none"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    name = (docs / "menu.txt").as_posix()
+    assert f"  not UTF-8 {name}: 3 characters read as \ufffd; save it as UTF-8 and add it again" in out.stderr, (
+        out.stderr
+    )
+    assert "fine.txt" not in out.stderr
+    kb = KnowledgeBase.open(Path(env["TETHER_HOME"]) / "kb" / "default.db")
+    try:
+        report = kb.add_path(docs)
+        assert report.undecoded == [] and len(report.unchanged) == 2  # said once, when the file is read
+        (docs / "menu.txt").write_bytes("Le café est servi.\n".encode("cp1252"))
+        assert kb.add_path(docs).undecoded == [(name, 1)]
+    finally:
+        kb.close()

@@ -308,6 +308,9 @@ def _read_paths(kb: KnowledgeBase, args: argparse.Namespace) -> int:
             _say(f"  skipped {shown(name)}: {why}", err=True)
         for name, why in report.cut:
             _say(f"  read in part {shown(name)}: {why}", err=True)
+        for name, n in report.undecoded:
+            why = f"{n} characters read as \ufffd; save it as UTF-8 and add it again"
+            _say(f"  not UTF-8 {shown(name)}: {why}", err=True)
         if report.gone and args.sync:  # kept by --sync: each in a folder it named as skipped
             _say(
                 f"  {len(report.gone)} documents kept: their folders could not be read (named above), so "

@@ -112,6 +112,7 @@ class IngestReport:
     cut: list[tuple[str, str]] = field(default_factory=list)  # read in part (a huge PDF): (path, why)
     passed_over: dict[str, int] = field(default_factory=dict)  # entries of a folder not read: why -> how many
     withheld: list[tuple[str, int]] = field(default_factory=list)  # documents with credentials masked: (name, how many)
+    undecoded: list[tuple[str, int]] = field(default_factory=list)  # text not UTF-8: (name, characters read as U+FFFD)
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} added", f"{len(self.updated)} updated", f"{len(self.unchanged)} unchanged"]
@@ -383,10 +384,15 @@ class KnowledgeBase:
             report.unchanged.append(name)
             return None
         try:
-            return read_document(file, max_pdf_pages=self.max_pdf_pages, stream=f), digest
+            doc = read_document(file, max_pdf_pages=self.max_pdf_pages, stream=f)
         except Skipped as why:
             report.skipped.append((name, str(why)))
             return None
+        if doc.cut:
+            report.cut.append((name, doc.cut))
+        if doc.undecoded > 0:
+            report.undecoded.append((name, doc.undecoded))
+        return doc, digest
 
     def _add_file(
         self, file: Path, name: str, meta: dict[str, Any], report: IngestReport, root: Path | None = None
@@ -438,8 +444,6 @@ class KnowledgeBase:
         if read is None:
             return
         doc, digest = read
-        if doc.cut:
-            report.cut.append((name, doc.cut))
         self.last_withheld = 0
         added = self.add_text(
             name,

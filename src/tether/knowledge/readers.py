@@ -87,6 +87,7 @@ class Document:
     markdown: bool
     kind: str  # text | markdown | code | html | pdf
     cut: str = ""  # why only a part of the file was read
+    undecoded: int = 0  # how many characters of a text file that is not UTF-8 were read as U+FFFD
 
 
 class Skipped(Exception):
@@ -131,9 +132,11 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: Bin
     if binary:
         raise Skipped("binary (not text, HTML or PDF)")
     text = data.decode(codec or "utf-8-sig", errors="replace")
+    # Latin-1 or Windows-1252 text read as UTF-8: each accented letter a U+FFFD, found by no search
+    undecoded = text.count("\ufffd") - data.count("\ufffd".encode()) if codec is None else 0
     if suffix in MARKDOWN_SUFFIXES:
-        return Document(text, "", True, "markdown")
-    return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code")
+        return Document(text, "", True, "markdown", undecoded=undecoded)
+    return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code", undecoded=undecoded)
 
 
 def _bom_codec(data: bytes) -> str | None:
