@@ -48,6 +48,7 @@ from tether.tools.base import ToolError
 
 __all__ = [
     "FILE_FLAGS",
+    "IGNORED",
     "Glob",
     "Location",
     "Walk",
@@ -59,6 +60,8 @@ __all__ = [
     "replace_file",
 ]
 
+# Folders the listings, searches and the git guard's walk pass over (a .git is found, not walked).
+IGNORED = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".tox"})
 MAX_LINKS = 40  # as the kernel: more than this many links in one path is a loop
 MAX_PATH_CHARS = 4096
 # getattr: importing must work everywhere (Windows has none of these); Workspace refuses to start

@@ -52,10 +52,21 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.tools._confine import IGNORED
 from tether.tools._jail import git_dir_elsewhere, inside, real
-from tether.tools.files import _IGNORED
 
-__all__ = ["ASIDE", "MADE", "MAX_FOLDERS", "SAFE_KEYS", "Survey", "TreePath", "check", "read_only_note", "survey"]
+__all__ = [
+    "ASIDE",
+    "MADE",
+    "MAX_FOLDERS",
+    "SAFE_KEYS",
+    "Survey",
+    "TreePath",
+    "check",
+    "read_only_note",
+    "survey",
+    "tree_paths",
+]
 
 MAX_FOLDERS = 2000
 ASIDE = "refused-by-tether"
@@ -101,7 +112,7 @@ SAFE_KEYS = (
     "submodule.*.active",
     "submodule.*.branch",
 )
-_SKIP = _IGNORED  # .git included: a repository's folder is found, not walked
+_SKIP = IGNORED  # .git included: a repository's folder is found, not walked
 _REPO_MARKS = frozenset({"HEAD", "objects", "refs", "commondir"})
 _CONFIGS = ("config", "config.worktree")
 _MARKERS = ("HEAD", "objects", "refs", "commondir", "hooks", *_CONFIGS)
@@ -375,6 +386,22 @@ def _tree_paths(found: _Found, roots: tuple[Path, ...]) -> tuple[TreePath, ...]:
                 bound = where if st is not None else None
                 kept[path] = TreePath(path, folder, f"{name} in {said}: {why}", program, _signature(path), bound)
     return tuple(kept.values())
+
+
+def tree_paths(root: Path, folders: Iterable[Path], listed: Iterable[Path] = ()) -> tuple[TreePath, ...]:
+    """What the configs point git at in ``root`` (a real path) and ``listed`` (the real ``writable``
+    paths, never narrowed), for the file tools, which look only at the path they write: the
+    configs of the repositories a ``.git`` in one of ``folders`` (the path's own folders) and the
+    one around ``root`` lead to, what they include, and the person's. No walk: one ``lstat`` a folder."""
+    found = _Found()
+    for folder in folders:
+        dot_git = folder / ".git"
+        st = _stat(dot_git)
+        if st is not None:
+            target = dot_git if stat.S_ISDIR(st.st_mode) else git_dir_elsewhere(dot_git)
+            if target is not None:
+                found.add(target, *(() if target == dot_git else (dot_git,)))
+    return _tree_paths(found, (root, *listed))
 
 
 def read_only_note(before: Survey, output: str, cwd: Path) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.tools.base import FunctionTool
-from tether.tools.files import EDIT_TOOLS, FILE_TOOLS
+from tether.tools.files import FILE_TOOLS, edit_tools
 from tether.tools.shell import DEFAULT_BLOCKED, RunCommand, RunCommandUnsandboxed, ShellSettings
 from tether.tools.web import SearxngBackend, WebFetch, WebSearch, WebSettings
 
@@ -96,7 +96,7 @@ def _sandbox_settings(table: SandboxTable) -> dict[str, Any]:
 def builtin_tools(settings: ToolSettings | None = None) -> list[Any]:
     """Files (list, read, search, write, edit, delete), shell, web fetch and search."""
     settings = settings or ToolSettings()
-    edit: list[Any] = list(EDIT_TOOLS)
+    edit: list[Any] = list(edit_tools(settings.shell.writable))  # what the sandbox may write, they may
     if settings.write_approval:
         edit = [
             FunctionTool(t.fn, name=t.name, description=t.description, read_only=t.read_only, needs_approval=True)

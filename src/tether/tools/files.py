@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 from tether.tools._confine import (
     FILE_FLAGS,
+    IGNORED,
     Glob,
     Location,
     Walk,
@@ -31,6 +32,8 @@ from tether.tools._confine import (
     printable,
     replace_file,
 )
+from tether.tools._gitguard import tree_paths
+from tether.tools._jail import inside, real
 from tether.tools._search import BATCH_BYTES, Matcher
 from tether.tools.base import FunctionTool, ToolContext, ToolError, tool
 
@@ -46,7 +49,6 @@ __all__ = [
     "write_file",
 ]
 
-_IGNORED = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", ".tox"})
 READ_CAP_BYTES = 100_000  # characters, despite the name: the cap on what read_file returns
 _CHUNK = 256 * 1024
 _RAW_CAP = 4 * READ_CAP_BYTES + 8  # bytes that always decode to more than READ_CAP_BYTES characters
@@ -131,7 +133,7 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
     rows: list[str] = []
     skipped: list[str] = []
     with Workspace(ctx.cwd) as ws:
-        for loc in entries(ws, glob, _IGNORED):
+        for loc in entries(ws, glob, IGNORED):
             if loc.kind == "file":
                 try:
                     size = os.stat(loc.name, dir_fd=loc.stack[-1], follow_symlinks=False).st_size
@@ -347,6 +349,39 @@ def _refuse_protected(rel: str, path: str, tool: str, walk: Walk | None = None) 
         )
 
 
+class _GitReads:
+    """What the configs of the repositories around a path point git at in the working directory
+    (``core.hooksPath``, an included file, a script a setting runs: :func:`_gitguard.tree_paths`,
+    which keeps them read-only to sandboxed commands), read once per call; the ``writable`` paths
+    the person listed for the sandbox (relative: in the working directory) are left out, as there."""
+
+    def __init__(self, root: Path, rel: str, cwd: Path, writable: tuple[str, ...]) -> None:
+        parts = rel.split("/")[:-1] if rel != "." else []
+        folders = [root, *(root.joinpath(*parts[: i + 1]) for i in range(len(parts)))]
+        listed = [real(cwd / Path(p).expanduser()) for p in writable]
+        self.root = root
+        self.paths = [(str(t.bound or real(t.path)), t) for t in tree_paths(root, folders, listed)]
+
+    def refuse(self, rel: str, path: str, tool: str) -> None:
+        """Refuse ``rel`` (from the working directory, links resolved) at or in one of them; a
+        script's path only itself (a folder made there runs nothing)."""
+        target = str(self.root / rel)
+        for where, item in self.paths:
+            if target == where or (not item.program and target.startswith(where.rstrip("/") + "/")):
+                shown = printable(
+                    os.path.relpath(item.path, self.root) if inside(item.path, self.root) else str(item.path)
+                )
+                if target != where:
+                    said = f"{path} is inside {shown}"
+                else:
+                    said = path if path == shown else f"{path} is {shown}"
+                raise ToolError(
+                    f"refused: {said} ({item.why}), which {tool} does not change: the user's own git runs or "
+                    "reads it outside the sandbox, with their rights, at their next git command. Nothing was "
+                    "changed. If the task needs it changed, tell the user what and why."
+                )
+
+
 def _given(cwd: Path, path: str) -> str:
     """``path`` as given, from the working directory, before any link is followed."""
     return os.path.relpath(path, cwd) if os.path.isabs(path) else os.path.normpath(path)
@@ -369,13 +404,20 @@ def _owner(st: os.stat_result | None) -> tuple[int, int] | None:
 @tool
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the working directory with `content`."""
+    return _write(ctx, path, content, ())
+
+
+def _write(ctx: ToolContext, path: str, content: str, writable: tuple[str, ...]) -> str:
     data = _utf8(content, "content")
     _refuse_protected(_given(ctx.cwd, path), path, "write_file")
     with Workspace(ctx.cwd) as ws:
         with ws.walk(path, missing_ok=True) as probe:  # before the walk below makes any directory
             _refuse_protected(probe.rel, path, "write_file", probe)
+            git_reads = _GitReads(ws.root, probe.rel, ctx.cwd, writable)
+            git_reads.refuse(probe.rel, path, "write_file")
         with ws.walk(path, create_dirs=True) as walk:
             _refuse_protected(walk.rel, path, "write_file", walk)  # again: it may have changed meanwhile
+            git_reads.refuse(walk.rel, path, "write_file")
             mode = _write_target(walk, path)
             assert walk.name is not None
             replace_file(walk.dir_fd, walk.name, data, mode, shown=path, owner=_owner(walk.stat))
@@ -446,9 +488,14 @@ def _replace_once(text: str, old_text: str, new_text: str, path: str) -> str:
 def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
     """Replace `old_text` with `new_text` in a file. `old_text` must appear exactly once: include
     enough surrounding lines to make it unique."""
+    return _edit(ctx, path, old_text, new_text, ())
+
+
+def _edit(ctx: ToolContext, path: str, old_text: str, new_text: str, writable: tuple[str, ...]) -> str:
     _refuse_protected(_given(ctx.cwd, path), path, "edit_file")
     with Workspace(ctx.cwd) as ws, ws.walk(path) as walk:
         _refuse_protected(walk.rel, path, "edit_file", walk)  # reached through a link, or by an absolute path
+        _GitReads(ws.root, walk.rel, ctx.cwd, writable).refuse(walk.rel, path, "edit_file")
         fd, st = walk.open_last("edit_file only edits")
         try:
             _refuse_read_only(st, path)
@@ -509,7 +556,7 @@ def _batches(ws: Workspace, glob: Glob, skipped: list[str]) -> Iterator[list[tup
     time; links to directories inside are added to ``skipped``."""
     batch: list[tuple[str, bytes]] = []
     size = 0
-    for loc in entries(ws, glob, _IGNORED):
+    for loc in entries(ws, glob, IGNORED):
         if loc.kind == "link":  # a linked file is searched under its own name; a directory is noted
             linked = _linked_directory(ws, loc)
             if linked is not None:
@@ -592,3 +639,22 @@ list_files.cacheable = search_files.cacheable = False
 
 FILE_TOOLS: tuple[FunctionTool, ...] = (list_files, read_file, delete_file)
 EDIT_TOOLS: tuple[FunctionTool, ...] = (write_file, edit_file, search_files)
+
+
+def edit_tools(writable: tuple[str, ...] = ()) -> tuple[FunctionTool, ...]:
+    """``EDIT_TOOLS`` for a sandbox with these ``writable`` paths (``[tools.shell.sandbox]``):
+    what a git config points at there stays writable to write_file and edit_file too."""
+    if not writable:
+        return EDIT_TOOLS
+
+    def write(ctx: ToolContext, path: str, content: str) -> str:
+        return _write(ctx, path, content, writable)
+
+    def edit(ctx: ToolContext, path: str, old_text: str, new_text: str) -> str:
+        return _edit(ctx, path, old_text, new_text, writable)
+
+    return (
+        FunctionTool(write, name=write_file.name, description=write_file.description),
+        FunctionTool(edit, name=edit_file.name, description=edit_file.description),
+        search_files,
+    )
