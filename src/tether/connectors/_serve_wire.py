@@ -8,6 +8,14 @@ surrogate escape), ``-32600`` (invalid request) for the rest, with the request's
 usable one. MCP sends one message per line and has no batches since
 the 2025-06-18 revision. The SDK still claims stdout (stray prints go to stderr, not the wire);
 stdin is claimed here the same way, so a child process started by an agent reads nothing of it.
+
+Over streamable HTTP, ``checked_posts`` gives each POST the same checks before the SDK reads it
+(the SDK answered a batch or ``"jsonrpc": "1.0"`` with ``-32602`` and a pydantic dump, and took a
+request whose id is null or a float for a notification, answered by nothing).
+
+Both transports refuse a request whose id a request still running in the session holds
+(``InFlight``): the SDK ran both, so an agent ran twice, and over HTTP one of the two was never
+answered.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from io import TextIOWrapper
 from typing import Any
 
@@ -26,7 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-__all__ = ["check_line", "serve_stdio"]
+__all__ = ["InFlight", "check_line", "checked_posts", "serve_stdio"]
 
 
 async def serve_stdio(lowlevel: Any) -> None:
@@ -36,7 +44,7 @@ async def serve_stdio(lowlevel: Any) -> None:
     os.dup2(quiet, 0)
     os.close(quiet)
     text = TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
-    lines = _CheckedLines(anyio.wrap_file(text))
+    lines = _CheckedLines(anyio.wrap_file(text), InFlight.of(lowlevel))
     try:
         async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             lines.answer_with(write)
@@ -49,8 +57,9 @@ class _CheckedLines:
     """The lines of the wire that are JSON-RPC 2.0 messages; the others are answered at once, in
     the order they came, on the session's own output (no second writer on stdout)."""
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, in_flight: InFlight) -> None:
         self.source = source
+        self.in_flight = in_flight
         self._write: Any = None
         self._ready = anyio.Event()
 
@@ -62,7 +71,9 @@ class _CheckedLines:
         async for line in self.source:
             if not line.strip():
                 continue
-            error = check_line(line)
+            error, message = _check(line)
+            if error is None:
+                error = self.in_flight.claim(None, message)
             if error is None:
                 yield line
             else:
@@ -72,12 +83,21 @@ class _CheckedLines:
 
 def check_line(line: str) -> types.JSONRPCError | None:
     """The error that answers ``line``, or None when it is one JSON-RPC 2.0 message."""
+    return _check(line)[0]
+
+
+def _check(line: str) -> tuple[types.JSONRPCError | None, Any]:
+    """The error that answers ``line``, and what it holds when it is one JSON-RPC 2.0 message."""
     try:
         message = json.loads(line)
     except RecursionError:
-        return _error(_head_id(line), types.INVALID_REQUEST, _TOO_DEEP)
+        return _error(_head_id(line), types.INVALID_REQUEST, _TOO_DEEP), None
     except ValueError as exc:
-        return _error(None, types.PARSE_ERROR, f"Parse error: the line is not JSON ({exc})")
+        return _error(None, types.PARSE_ERROR, f"Parse error: the message is not JSON ({exc})"), None
+    return _check_message(line, message), message
+
+
+def _check_message(line: str, message: Any) -> types.JSONRPCError | None:
     if isinstance(message, list):
         return _error(
             None,
@@ -96,6 +116,13 @@ def check_line(line: str) -> types.JSONRPCError | None:
         # notification, which is never answered: its client would wait for ever.
         said = json.dumps(message["id"])[:40]
         return _error(None, types.INVALID_REQUEST, f"Invalid request: an id is a string or an integer, not {said}")
+    method = message.get("method")
+    if ident is not None and isinstance(method, str) and method.startswith("notifications/"):
+        # Taken for a request of an unknown method ("Method not found"): a cancellation sent so
+        # was answered, and cancelled nothing.
+        return _error(
+            ident, types.INVALID_REQUEST, f"Invalid request: {method[:60]} is a notification: send it without an id"
+        )
     try:
         types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError as exc:
@@ -135,3 +162,130 @@ def _head_id(line: str) -> str | int | None:
 
 def _error(ident: str | int | None, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message))
+
+
+class InFlight:
+    """The ids of the requests still running in each session (``None`` over stdio, the
+    ``Mcp-Session-Id`` over HTTP), so a second request under a running one's id is refused instead
+    of run beside it. Ids are compared as text, as the SDK matches them (its cancellations and its
+    HTTP response streams take ``1`` and ``"1"`` for one id). As the server's middleware it frees
+    an id once its request is answered (or cancelled), so a client may use it again."""
+
+    def __init__(self) -> None:
+        self._running: set[tuple[str | None, str]] = set()
+
+    @classmethod
+    def of(cls, lowlevel: Any) -> InFlight:
+        """The one ``lowlevel`` (the SDK's low-level ``Server``) frees ids with; installed on first use."""
+        found = next((m for m in lowlevel.middleware if isinstance(m, cls)), None)
+        if found is None:
+            found = cls()
+            lowlevel.middleware.append(found)
+        return found
+
+    def claim(self, session: str | None, message: Any) -> types.JSONRPCError | None:
+        """None when ``message`` (checked) is no request or its id is free, which it now holds;
+        else the error that answers it."""
+        if not (isinstance(message, dict) and "method" in message and "id" in message):
+            return None
+        key = (session, str(message["id"]))
+        if key not in self._running:
+            self._running.add(key)
+            return None
+        return _error(
+            message["id"],
+            types.INVALID_REQUEST,
+            f"Invalid request: the id {json.dumps(message['id'])[:40]} is taken by a request still running in this "
+            "session, so this one was not run; give every request an id of its own (to stop the running one, send "
+            "notifications/cancelled with its id)",
+        )
+
+    def release(self, session: str | None, ident: str | int) -> None:
+        self._running.discard((session, str(ident)))
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.request_id is not None:
+                self.release(_session_of(ctx.request), ctx.request_id)
+
+
+def _session_of(request: Any) -> str | None:
+    """The MCP session an HTTP request belongs to; None over stdio (one session) or before one exists."""
+    headers = getattr(request, "headers", None)
+    said = headers.get(_SESSION_HEADER) if headers is not None else None
+    return said if isinstance(said, str) else None
+
+
+_SESSION_HEADER = "mcp-session-id"
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
+    """``app`` (the SDK's streamable-HTTP endpoint) with each POST's message checked first, as a
+    stdio line is: one that is not a single JSON-RPC 2.0 message, or a request under a running
+    one's id, gets its error (HTTP 400) and never reaches the SDK. A request the SDK refuses with
+    its own status (a host that is not let in, a session it does not know) is left to it."""
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecurityMiddleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    guard = TransportSecurityMiddleware(security)
+    in_flight = InFlight.of(lowlevel)
+
+    async def checked(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        read: list[Any] = []
+        body = await _body(receive, read, DEFAULT_MAX_REQUEST_BODY_SIZE)
+
+        async def replay() -> Any:
+            return read.pop(0) if read else await receive()
+
+        refused = await guard.validate_request(Request(scope, replay), is_post=True)
+        if refused is not None or body is None:  # the SDK says why (the host, the size, the client left)
+            return await app(scope, replay, send)
+        session = Request(scope).headers.get(_SESSION_HEADER)
+        error, message = _check(body)
+        claimed = False
+        if error is None and session is not None:
+            error = in_flight.claim(session, message)
+            claimed = error is None and isinstance(message, dict) and "method" in message and "id" in message
+        if error is not None:
+            answer = error.model_dump_json(by_alias=True, exclude_unset=True)
+            return await Response(answer, status_code=400, media_type="application/json")(scope, replay, send)
+        status: list[int] = []
+
+        async def watch(event: Any) -> None:
+            if event["type"] == "http.response.start":
+                status.append(event["status"])
+            await send(event)
+
+        try:
+            await app(scope, replay, watch)
+        finally:
+            if claimed and (not status or status[0] >= 400):  # refused before it ran: no middleware freed it
+                in_flight.release(session, message["id"])
+
+    return checked
+
+
+async def _body(receive: Any, read: list[Any], limit: int) -> str | None:
+    """The request's body as text, each ASGI message read kept in ``read`` to be replayed; None when
+    it is not whole (the client left), larger than ``limit``, or not UTF-8: the SDK answers those."""
+    body = bytearray()
+    while True:
+        event = await receive()
+        read.append(event)
+        if event["type"] != "http.request":
+            return None
+        body += event.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not event.get("more_body", False):
+            break
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -190,6 +190,36 @@ def _strict_protocol(server: "MCPServer") -> None:
         return await entry.handler(ctx, params)
 
     low.add_request_handler("tools/call", entry.params_type, call_tool)
+    low.middleware.append(_explained)
+
+
+async def _explained(ctx: Any, call_next: "Callable[[Any], Awaitable[Any]]") -> Any:
+    """The SDK's bare "Invalid request parameters" (code -32602, no data) in words: which parameter is
+    wrong and how, or that the session has not been initialized (a request before ``initialize``
+    has nothing wrong with its parameters)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS
+    from pydantic import ValidationError
+
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "params"
+        said = f"Invalid params for {ctx.method}: {where}: {first['msg']}. Fix them and send the request again."
+        raise MCPError(code=INVALID_PARAMS, message=said) from None
+    except MCPError as exc:
+        bare = exc.error.code == INVALID_PARAMS and not exc.error.data and exc.error.message == _SDK_BARE
+        if bare and ctx.session.client_params is None:
+            said = (
+                f"The session is not initialized, so {ctx.method} was not run: send initialize, then "
+                "notifications/initialized, first"
+            )
+            raise MCPError(code=INVALID_PARAMS, message=said) from None
+        raise
+
+
+_SDK_BARE = "Invalid request parameters"
 
 
 class _ServeTokens:
@@ -641,7 +671,9 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
     server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url)
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=_host_check(host, remote))
+    security = _host_check(host, remote)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security)
+    _check_posts(app, server, security)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     print(
         f"tether mcp serve: MCP over streamable HTTP at {url}{MCP_PATH} "
@@ -650,6 +682,18 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
         flush=True,
     )
     return _until_stopped(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+
+
+def _check_posts(app: Any, server: "MCPServer", security: "TransportSecuritySettings") -> None:
+    """Each POST to ``/mcp`` checked as a stdio line is (tether.connectors._serve_wire), after the
+    bearer token (a stranger learns nothing from how a message is refused)."""
+    from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+
+    from tether.connectors._serve_wire import checked_posts
+
+    route = next(r for r in app.routes if getattr(r, "path", None) == MCP_PATH)
+    holder = route.app if isinstance(route.app, RequireAuthMiddleware) else route
+    holder.app = checked_posts(holder.app, server._lowlevel_server, security)
 
 
 def _refusal(host: str, remote: bool, allow_remote: bool, store: "SqliteServerStore") -> str | None:
