@@ -219,3 +219,27 @@ def test_a_text_file_that_is_not_utf8_is_read_and_the_add_says_which_and_what_to
         assert kb.add_path(docs).undecoded == [(name, 1)]
     finally:
         kb.close()
+
+
+def test_a_damaged_full_text_index_record_is_the_damaged_base_error_not_no_results_or_a_traceback(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Bytes overwritten in the full-text index's own record (found by overwriting random bytes of
+    # a base): every search answered "no results", as if the base held nothing on it, and kb
+    # remove and kb add of a changed file ended in a traceback ("invalid fts5 file format").
+    doc = tmp_path / "valves.md"
+    doc.write_text("# Valves\n\nThe FVAM-2050-B seal is EPDM.\n")
+    add = ["tether", "kb", "add", str(doc), "--embedder", "none"]
+    assert subprocess.run(add, env=env, capture_output=True, timeout=60).returncode == 0
+    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    con = sqlite3.connect(db)
+    con.execute("UPDATE chunks_fts_config SET v = 0 WHERE k = 'version'")
+    con.commit()
+    con.close()
+    doc.write_text("# Valves\n\nThe FVAM-2050-B seal is FKM now.\n")
+    commands = [["search", "seal"], ["search", "FVAM-2050-B", "--mode", "exact"], ["remove", doc.as_posix()], add[2:]]
+    for command in commands:
+        out = subprocess.run(["tether", "kb", *command], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, (command, out)
+        assert "Traceback" not in out.stderr
+        assert f"the knowledge base {db} is damaged" in out.stderr, out.stderr

@@ -96,6 +96,10 @@ def _damaged(path: str, exc: sqlite3.DatabaseError | UnicodeDecodeError) -> Stor
         # that is not is damage. Not quoted: the bytes may be anything, escapes for the terminal.
         exc = sqlite3.DatabaseError("a text in it is not UTF-8")
         exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
+    elif str(exc).startswith("invalid fts5 file format"):
+        # The full-text index's own record overwritten: SQLite says so as a plain error, which
+        # every search took for a query that matches nothing ("no results")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
         # A full disk was a traceback from the middle of a kb add; the transaction it stopped is
