@@ -5,11 +5,37 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from tether.cli import main
+
 ROOT = Path(__file__).resolve().parent.parent
+
+Tether = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def tether(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Tether:
+    """``tether ARGS`` in process, in ``tmp_path``, on a fresh ``$TETHER_HOME``: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    for name in ("TETHER_MODEL", "LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
 
 
 def _python_block(page: Path, heading: str) -> str:
@@ -24,76 +50,53 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_the_quickstart_python_step_leaves_the_clones_examples_as_they_were(tmp_path: Path) -> None:
+def test_the_quickstart_python_step_leaves_the_clones_examples_as_they_were(
+    tether: Tether, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Quick start step 4 approves the scripted cleaner's deletion: pasted in a clone, it deleted
     examples/workspace/access.log (git status showed it gone, and a second paste had the model
     report deleting a file that was no longer there). It now works on a copy."""
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     before = _files(tmp_path / "examples")
-    code = _python_block(ROOT / "docs" / "quickstart.md", "## 4. The same from Python")
-    for _ in range(2):
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=tmp_path,
-            env={"HOME": str(tmp_path / "user"), "PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        assert "Deleted access.log" in out.stdout
+    code = compile(_python_block(ROOT / "docs" / "quickstart.md", "## 4. The same from Python"), "quickstart", "exec")
+    for _ in range(2):  # as a reader pastes it twice
+        exec(code, {"__name__": "__docs__"})
+        assert "Deleted access.log" in capsys.readouterr().out
     assert _files(tmp_path / "examples") == before
 
 
-def _tether(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {"HOME": str(home.parent / "user"), "TETHER_HOME": str(home), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "tether", *args],
-        cwd=cwd or home.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def test_a_second_token_for_the_same_name_says_the_first_no_longer_works(tmp_path: Path) -> None:
+def test_a_second_token_for_the_same_name_says_the_first_no_longer_works(tether: Tether, tmp_path: Path) -> None:
     """`tether serve token create alice` twice printed two tokens and the same line; the first had
     silently stopped working (one token per name), so a client using it got 401 with no warning."""
-    home = tmp_path / "home"
-    first = _tether("serve", "token", "create", "alice", home=home)
-    assert first.returncode == 0, first.stderr
-    assert "no longer works" not in first.stderr
-    second = _tether("serve", "token", "create", "alice", home=home)
-    assert second.returncode == 0, second.stderr
-    assert "alice's earlier token no longer works: this one replaces it" in second.stderr
+    code, first, said = tether("serve", "token", "create", "alice")
+    assert code == 0 and "no longer works" not in said
+    code, second, said = tether("serve", "token", "create", "alice")
+    assert code == 0
+    assert "alice's earlier token no longer works: this one replaces it" in said
     from tether.server.store import SqliteServerStore
 
-    store = SqliteServerStore(home / "serve" / "server.db")
+    store = SqliteServerStore(tmp_path / "home" / "serve" / "server.db")
     try:
-        assert store.user_for_token(first.stdout.strip()) is None
-        assert store.user_for_token(second.stdout.strip()) == "alice"
+        assert store.user_for_token(first.strip()) is None
+        assert store.user_for_token(second.strip()) == "alice"
     finally:
         store.close()
 
 
-def test_extract_with_on_an_unchanged_folder_says_why_nothing_was_extracted(tmp_path: Path) -> None:
+def test_extract_with_on_an_unchanged_folder_says_why_nothing_was_extracted(tether: Tether, tmp_path: Path) -> None:
     """The README adds examples/catalog, then mentions `tether kb add --extract-with MODEL`: run on
     the same folder it said `0 calls, 0 tokens` and nothing more, the graph unchanged. It now says
     no file changed, so none was read, and how to extract from one."""
-    home = tmp_path / "home"
     shutil.copytree(ROOT / "examples" / "catalog", tmp_path / "catalog")
-    first = _tether("kb", "add", "--embedder", "none", "catalog", home=home)
-    assert first.returncode == 0, first.stderr
-    again = _tether("kb", "add", "--extract-with", "scripted/extract", "catalog", home=home)
-    assert again.returncode == 0, again.stderr
-    assert "0 calls" in again.stdout and "no file changed, so none was read" in again.stdout
-    assert "tether kb remove DOC" in again.stdout
+    assert tether("kb", "add", "--embedder", "none", "catalog")[0] == 0
+    code, again, _ = tether("kb", "add", "--extract-with", "scripted/extract", "catalog")
+    assert code == 0
+    assert "0 calls" in again and "no file changed, so none was read" in again
+    assert "tether kb remove DOC" in again
     (tmp_path / "catalog" / "seals.md").write_text("# Seal kits\n\nSK-90: Viton seats.\n", encoding="utf-8")
-    changed = _tether("kb", "add", "--extract-with", "scripted/extract", "catalog", home=home)
-    assert changed.returncode == 0, changed.stderr
-    assert "1 updated" in changed.stdout and "no file changed" not in changed.stdout
+    code, changed, _ = tether("kb", "add", "--extract-with", "scripted/extract", "catalog")
+    assert code == 0
+    assert "1 updated" in changed and "no file changed" not in changed
 
 
 def test_the_words_about_the_scripted_models_tokens_and_the_jailbreak_scan_match_the_code() -> None:
@@ -135,44 +138,39 @@ def test_the_scripted_cleaner_does_not_report_a_deletion_that_failed(tmp_path: P
     assert result.output.startswith("I could not delete access.log: no such file")
 
 
-def test_the_scripted_fixer_run_again_says_it_changed_nothing(tmp_path: Path) -> None:
+def test_the_scripted_fixer_run_again_says_it_changed_nothing(tether: Tether, tmp_path: Path) -> None:
     """docs/testing.md suggested trying `scripted/fix` on examples/project: it edits greet.py, and a
     second run, its edit refused (the typo gone), still answered 'Fixed the typo in greet.py'."""
     shutil.copytree(ROOT / "examples" / "project", tmp_path / "project")
-    home = tmp_path / "home"
     argv = ("run", "--model", "scripted/fix", "--no-memory", "--cwd", "project", "Fix the typo in greet.py")
-    first = _tether(*argv, home=home, cwd=tmp_path)
-    if first.returncode == 5:  # no sandbox on this machine: the command waits for a person
-        return
-    assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith("Fixed the typo in greet.py; running it now prints: hello, world!")
-    again = _tether(*argv, home=home, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert "Fixed" not in again.stdout
-    assert again.stdout.startswith("I did not change greet.py (old_text was not found in greet.py)")
-    assert again.stdout.rstrip().endswith("hello, world!")
+    code, first, said = tether(*argv)
+    if code == 5:  # no sandbox on this machine: the command waits for a person
+        pytest.skip(f"the shell has no sandbox here, so the fix waits for a person: {said.splitlines()[0]}")
+    assert code == 0, said
+    assert first.startswith("Fixed the typo in greet.py; running it now prints: hello, world!")
+    code, again, said = tether(*argv)
+    assert code == 0, said
+    assert "Fixed" not in again
+    assert again.startswith("I did not change greet.py (old_text was not found in greet.py)")
+    assert again.rstrip().endswith("hello, world!")
 
 
-def test_a_default_model_that_cannot_run_names_where_it_came_from(tmp_path: Path) -> None:
+def test_a_default_model_that_cannot_run_names_where_it_came_from(
+    tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With no --model, a TETHER_MODEL set long ago in a shell profile (or config.toml's model)
     that cannot run was refused as `unknown provider 'foo' in 'foo/bar'`, with nothing saying where
     foo/bar came from; `tether config check` named it, `tether run` did not."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {"HOME": str(tmp_path / "user"), "TETHER_HOME": str(home), "PATH": "/usr/bin:/bin"}
-    run = subprocess.run(
-        [sys.executable, "-m", "tether", "run", "hi"],
-        env={**env, "TETHER_MODEL": "foo/bar"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert run.returncode == 2
-    assert "the model foo/bar (from $TETHER_MODEL; --model chooses another): unknown provider 'foo'" in run.stderr
-    (home / "config.toml").write_text('model = "scripted/nope"\n', encoding="utf-8")
-    chat = _tether("chat", home=home)
-    assert chat.returncode == 2
-    assert f"the model scripted/nope (from model in {home / 'config.toml'}; --model chooses another)" in chat.stderr
-    fine = _tether("run", "--model", "scripted/hello", "--no-memory", "hi", home=home)  # --model wins
-    assert fine.returncode == 0, fine.stderr
+    monkeypatch.setenv("TETHER_MODEL", "foo/bar")
+    code, _, said = tether("run", "hi")
+    assert code == 2
+    assert "the model foo/bar (from $TETHER_MODEL; --model chooses another): unknown provider 'foo'" in said
+    monkeypatch.delenv("TETHER_MODEL")
+    config = tmp_path / "home" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('model = "scripted/nope"\n', encoding="utf-8")
+    code, _, said = tether("chat")
+    assert code == 2
+    assert f"the model scripted/nope (from model in {config}; --model chooses another)" in said
+    code, _, said = tether("run", "--model", "scripted/hello", "--no-memory", "hi")  # --model wins
+    assert code == 0, said
