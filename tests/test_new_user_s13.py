@@ -174,3 +174,15 @@ def test_a_default_model_that_cannot_run_names_where_it_came_from(
     assert f"the model scripted/nope (from model in {config}; --model chooses another)" in said
     code, _, said = tether("run", "--model", "scripted/hello", "--no-memory", "hi")  # --model wins
     assert code == 0, said
+
+
+def test_a_mistyped_mcp_server_name_lists_the_configured_ones(tether: Tether, tmp_path: Path) -> None:
+    """`tether run --mcp mial` named the servers configured; `tether mcp resources mial` (and
+    prompts, login) said only `no [mcp.mial] in .../config.toml`."""
+    config = tmp_path / "home" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[mcp.mail]\ncommand = "python"\nargs = ["mail_server.py"]\n', encoding="utf-8")
+    for argv in (("resources", "mial"), ("prompts", "mial"), ("login", "mial")):
+        code, _, said = tether("mcp", *argv)
+        assert code == 2
+        assert f"no [mcp.mial] in {config} (configured: mail)" in said, argv

@@ -242,7 +242,7 @@ def cmd_login(args: argparse.Namespace) -> int:
     settings = load_settings()
     table = settings.mcp.get(args.server)
     if table is None:
-        raise usage_error(f"no [mcp.{args.server}] in {settings.home / 'config.toml'}")
+        raise _no_server(settings, args.server)
     if table.auth != "oauth":
         raise usage_error(f'[mcp.{args.server}] has auth = "{table.auth}": tokens are for auth = "oauth"')
     if table.token_url is None and args.refresh_token is None and not os.environ.get(REFRESH_ENV):
@@ -265,6 +265,12 @@ def cmd_login(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_server(settings: Any, name: str) -> Exception:
+    """No ``[mcp.NAME]``: said with the servers there are, as ``--mcp NAME`` says it."""
+    known = ", ".join(settings.mcp) or "none"
+    return usage_error(f"no [mcp.{name}] in {settings.home / 'config.toml'} (configured: {known})")
+
+
 # --- resources and prompts ------------------------------------------------------------------------
 
 
@@ -275,7 +281,7 @@ def _with_server(name: str, work: Any) -> Any:
     settings = load_settings()
     table = settings.mcp.get(name)
     if table is None:
-        raise usage_error(f"no [mcp.{name}] in {settings.home / 'config.toml'}")
+        raise _no_server(settings, name)
     from tether.connectors import McpConnector
 
     connector = McpConnector(name, table.model_dump(), home=settings.home)
