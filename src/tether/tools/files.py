@@ -42,6 +42,7 @@ __all__ = [
     "FILE_TOOLS",
     "delete_file",
     "edit_file",
+    "edit_tools",
     "list_files",
     "read_file",
     "resolve_inside",
