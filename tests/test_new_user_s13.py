@@ -186,3 +186,22 @@ def test_a_mistyped_mcp_server_name_lists_the_configured_ones(tether: Tether, tm
         code, _, said = tether("mcp", *argv)
         assert code == 2
         assert f"no [mcp.mial] in {config} (configured: mail)" in said, argv
+
+
+@pytest.mark.parametrize(
+    ("command", "choices"),
+    [
+        ("kb", "{add,fill,search,list,remove,stats,bases,drop}"),
+        ("memory", "{show,add,replace,remove,clear}"),
+        ("mcp", "{list,login,resources,prompts,serve}"),
+        ("skills", "{list,show}"),
+        ("auth", "{import}"),
+    ],
+)
+def test_a_command_without_its_sub_command_names_the_choices(tether: Tether, command: str, choices: str) -> None:
+    """`tether kb` alone said `the following arguments are required: kb_command` (so did memory,
+    mcp, skills and auth: a name from tether's code), while `tether sessions` named its choices."""
+    code, _, said = tether(command)
+    assert code == 2
+    assert said.rstrip().endswith(f"the following arguments are required: {choices}")
+    assert f"{command}_command" not in said

@@ -71,6 +71,10 @@ class _Parser(argparse.ArgumentParser):
             near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
             if near:
                 message = f"{message}: did you mean '{near[0]}'?"
+        for action in self._actions:  # a missing sub-command by its choices, not its dest (kb_command)
+            if isinstance(action, argparse._SubParsersAction) and action.metavar is None and action.dest:
+                named = "{" + ",".join(action.choices) + "}"
+                message = re.sub(rf"(required: (?:.*, )?){re.escape(action.dest)}\b", rf"\g<1>{named}", message)
         super().error(message)
 
 
