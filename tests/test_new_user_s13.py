@@ -205,3 +205,21 @@ def test_a_command_without_its_sub_command_names_the_choices(tether: Tether, com
     assert code == 2
     assert said.rstrip().endswith(f"the following arguments are required: {choices}")
     assert f"{command}_command" not in said
+
+
+def test_config_check_refuses_an_otlp_endpoint_where_opentelemetry_is_not_installed(
+    tether: Tether, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's [telemetry] block in a clone installed without the otel extra: `tether config
+    check` said `ok`, and then every `tether run` stopped with exit 2 (OpenTelemetry not installed)."""
+    import sys
+
+    config = tmp_path / "home" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[telemetry]\notlp_endpoint = "http://127.0.0.1:4318/v1/traces"\n', encoding="utf-8")
+    assert tether("config", "check")[0] == 0  # installed here (the test extra): it loads
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    code, out, said = tether("config", "check")
+    assert code == 2 and "ok" not in out
+    assert 'OpenTelemetry is not installed: pip install "tether[otel]"' in said
+    assert tether("run", "--model", "scripted/hello", "--no-memory", "hi")[0] == 2  # as a run says

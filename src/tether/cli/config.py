@@ -69,6 +69,7 @@ def _check(path: Any) -> int:
 
     settings = load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
     _check_definitions(settings, path)
+    _check_telemetry(settings)
     print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
     status = sandbox_status(tool_settings(settings.tools).shell)
     if status.refused:
@@ -78,6 +79,16 @@ def _check(path: Any) -> int:
     if not status.available:
         print("tether: no OS sandbox on this machine: run_command asks before every command", file=sys.stderr)
     return 0
+
+
+def _check_telemetry(settings: Any) -> None:
+    """An OTLP endpoint named where OpenTelemetry is not installed refuses every run (exit 2):
+    refused here too, with the same line, rather than `ok`."""
+    from tether.telemetry import telemetry_from_settings
+
+    telemetry = telemetry_from_settings(settings)
+    if telemetry is not None:
+        telemetry.shutdown()
 
 
 def _check_definitions(settings: Any, path: Any) -> None:
