@@ -143,7 +143,8 @@ def test_http_refuses_a_running_ones_id_and_answers_every_malformed_post_as_stdi
     """Was, over streamable HTTP: a second request under a running one's id ran the agent again and
     one of the two POSTs was never answered; a batch or "jsonrpc": "1.0" got -32602 with a pydantic
     dump; a request whose id is null or a float got 202 and never an answer; a notification with an
-    id got "Method not found". Now each gets HTTP 400 and the -32600 stdio gives, and the session
+    id got "Method not found"; an unknown protocol version header was told about "_meta envelope
+    keys", never about the header. Now each gets HTTP 400 and the -32600 stdio gives, and the session
     goes on."""
     home = held_home(tmp_path)
     accept = {"Accept": "application/json, text/event-stream"}
@@ -164,6 +165,8 @@ def test_http_refuses_a_running_ones_id_and_answers_every_malformed_post_as_stdi
                     {"jsonrpc": "2.0", "id": 7, "method": "notifications/cancelled", "params": {"requestId": 1}},
                 ]
                 answers = [answered(http, url, body, headers) for body in posts]
+                old = {**headers, "mcp-protocol-version": "1999-01-01"}
+                answers.append(answered(http, url, {"jsonrpc": "2.0", "id": 9, "method": "ping"}, old))
                 (tmp_path / "go").touch()
                 said = first.read().decode()
             pong = http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=headers)
@@ -174,12 +177,14 @@ def test_http_refuses_a_running_ones_id_and_answers_every_malformed_post_as_stdi
         (400, None, -32600),
         (400, None, -32600),
         (400, 7, -32600),
+        (400, 9, -32600),
     ]
     messages = [a.json()["error"]["message"] for a in answers]
     assert "still running in this session, so this one was not run" in messages[0]
     assert "batches are not supported" in messages[1] and '"jsonrpc" must be "2.0"' in messages[2]
     assert messages[3].endswith("not null") and messages[4].endswith("not 1.5")
     assert messages[5].endswith("notifications/cancelled is a notification: send it without an id")
+    assert 'the mcp-protocol-version header says "1999-01-01", which this server does not speak (' in messages[6]
     assert '"output":"done: first"' in said
     assert tasks_run(home) == ["first"]
     assert pong.status_code == 200 and '"id":8' in pong.text

@@ -246,8 +246,11 @@ def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
         refused = await guard.validate_request(Request(scope, replay), is_post=True)
         if refused is not None or body is None:  # the SDK says why (the host, the size, the client left)
             return await app(scope, replay, send)
-        session = Request(scope).headers.get(_SESSION_HEADER)
+        headers = Request(scope).headers
+        session = headers.get(_SESSION_HEADER)
         error, message = _check(body)
+        if error is None:
+            error = _unknown_version(headers.get(_VERSION_HEADER), message)
         claimed = False
         if error is None and session is not None:
             error = in_flight.claim(session, message)
@@ -269,6 +272,25 @@ def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
                 in_flight.release(session, message["id"])
 
     return checked
+
+
+def _unknown_version(version: str | None, message: Any) -> types.JSONRPCError | None:
+    """The error for a protocol version header the server does not speak (the SDK took one for the
+    2026 revision's and asked for that revision's ``_meta`` keys, never naming the header)."""
+    from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    if version is None or version in SUPPORTED_PROTOCOL_VERSIONS:
+        return None
+    ident = message.get("id") if isinstance(message, dict) else None
+    return _error(
+        ident,
+        types.INVALID_REQUEST,
+        f"Invalid request: the {_VERSION_HEADER} header says {json.dumps(version)[:40]}, which this server does not "
+        f"speak ({', '.join(SUPPORTED_PROTOCOL_VERSIONS)}); send the version initialize agreed on",
+    )
+
+
+_VERSION_HEADER = "mcp-protocol-version"
 
 
 async def _body(receive: Any, read: list[Any], limit: int) -> str | None:
