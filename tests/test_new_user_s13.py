@@ -223,3 +223,15 @@ def test_config_check_refuses_an_otlp_endpoint_where_opentelemetry_is_not_instal
     assert code == 2 and "ok" not in out
     assert 'OpenTelemetry is not installed: pip install "tether[otel]"' in said
     assert tether("run", "--model", "scripted/hello", "--no-memory", "hi")[0] == 2  # as a run says
+
+
+def test_a_mistyped_chat_command_is_told_the_nearest_one(tether: Tether, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In `tether chat`, `/sesion` got `not a command (/help lists them)`; the command line's own
+    typos are told the nearest choice (`tether rnu`: did you mean 'run'?), and now so are the chat's."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("/sesion\n/tmp\n"))
+    code, _, said = tether("chat", "--model", "scripted/hello", "--no-memory")
+    assert code == 0, said
+    assert "/sesion is not a command (did you mean /session? /help lists them)" in said
+    assert "/tmp is not a command (/help lists them); to send a message that starts with /, write //tmp" in said

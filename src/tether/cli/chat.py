@@ -153,8 +153,13 @@ def _command(chat: _Chat, command: str) -> None:
         chat.session = _new_session_name()
         print(f"new session {chat.session!r}", file=sys.stderr)
     else:
+        import difflib
+
+        near = difflib.get_close_matches(command, list(COMMANDS), n=1, cutoff=0.6)
+        meant = f"did you mean {near[0]}? " if near else ""
         print(
-            f"{command} is not a command (/help lists them); to send a message that starts with /, write /{command}",
+            f"{command} is not a command ({meant}/help lists them); to send a message that starts with /, "
+            f"write /{command}",
             file=sys.stderr,
         )
 
