@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli import conftest as cli
+from tests.cli.conftest import run_main
 from tether.errors import StoreError
 from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
 
 env = cli.env
+quiet_env = cli.quiet_env
 
 
 def test_the_same_file_name_added_from_two_folders_keeps_both_files(
@@ -128,7 +130,7 @@ def test_sync_does_not_tell_to_sync_what_it_kept_because_a_folder_could_not_be_r
 
 @pytest.mark.parametrize("column", ["chunks.text", "documents.title"])
 def test_a_damaged_text_that_is_no_longer_utf8_is_the_damaged_base_error_in_every_command(
-    env: dict[str, str], tmp_path: Path, column: str
+    quiet_env: Path, tmp_path: Path, column: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Bytes overwritten inside a page that SQLite's checks pass but that are no longer UTF-8
     # (found by overwriting random bytes of a base: 1 run in 60): every kb command ended in
@@ -136,9 +138,8 @@ def test_a_damaged_text_that_is_no_longer_utf8_is_the_damaged_base_error_in_ever
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "valves.md").write_text("# Valves\n\nThe FVAM-2050-B seal is EPDM.\n")
-    add = ["tether", "kb", "add", str(docs), "--embedder", "hashing/64"]
-    assert subprocess.run(add, env=env, capture_output=True, timeout=60).returncode == 0
-    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    assert run_main("kb", "add", str(docs), "--embedder", "hashing/64", capsys=capsys)[0] == 0
+    db = quiet_env / "kb" / "default.db"
     table, field = column.split(".")
     con = sqlite3.connect(db)
     con.execute(f"UPDATE {table} SET {field} = CAST(X'C2281B5D303B' AS TEXT)")  # C2 28: not UTF-8
@@ -148,13 +149,12 @@ def test_a_damaged_text_that_is_no_longer_utf8_is_the_damaged_base_error_in_ever
     searches = [["search", "seal"], ["search", "FVAM-2050-B", "--mode", "exact"]]
     commands = searches if table == "chunks" else [["list"], ["add", str(docs)]]
     for command in commands:
-        out = subprocess.run(["tether", "kb", *command], env=env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2, (command, out)
-        assert "Traceback" not in out.stderr
-        assert f"the knowledge base {db} is damaged (a text in it is not UTF-8)" in out.stderr, out.stderr
-        assert "\x1b" not in out.stderr  # the damaged bytes are not printed
-    drop = subprocess.run(["tether", "kb", "drop", "default", "--yes"], env=env, capture_output=True, timeout=60)
-    assert drop.returncode == 0 and not db.exists()
+        code, _, err = run_main("kb", *command, capsys=capsys)  # a traceback would end the test here
+        assert code == 2, (command, err)
+        assert f"the knowledge base {db} is damaged (a text in it is not UTF-8)" in err, err
+        assert "\x1b" not in err  # the damaged bytes are not printed
+    assert run_main("kb", "drop", "default", "--yes", capsys=capsys)[0] == 0
+    assert not db.exists()
 
 
 class _DamagedOrder(SqliteKnowledgeStore):
@@ -222,24 +222,23 @@ def test_a_text_file_that_is_not_utf8_is_read_and_the_add_says_which_and_what_to
 
 
 def test_a_damaged_full_text_index_record_is_the_damaged_base_error_not_no_results_or_a_traceback(
-    env: dict[str, str], tmp_path: Path
+    quiet_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Bytes overwritten in the full-text index's own record (found by overwriting random bytes of
     # a base): every search answered "no results", as if the base held nothing on it, and kb
     # remove and kb add of a changed file ended in a traceback ("invalid fts5 file format").
     doc = tmp_path / "valves.md"
     doc.write_text("# Valves\n\nThe FVAM-2050-B seal is EPDM.\n")
-    add = ["tether", "kb", "add", str(doc), "--embedder", "none"]
-    assert subprocess.run(add, env=env, capture_output=True, timeout=60).returncode == 0
-    db = Path(env["TETHER_HOME"]) / "kb" / "default.db"
+    add = ["add", str(doc), "--embedder", "none"]
+    assert run_main("kb", *add, capsys=capsys)[0] == 0
+    db = quiet_env / "kb" / "default.db"
     con = sqlite3.connect(db)
     con.execute("UPDATE chunks_fts_config SET v = 0 WHERE k = 'version'")
     con.commit()
     con.close()
     doc.write_text("# Valves\n\nThe FVAM-2050-B seal is FKM now.\n")
-    commands = [["search", "seal"], ["search", "FVAM-2050-B", "--mode", "exact"], ["remove", doc.as_posix()], add[2:]]
+    commands = [["search", "seal"], ["search", "FVAM-2050-B", "--mode", "exact"], ["remove", doc.as_posix()], add]
     for command in commands:
-        out = subprocess.run(["tether", "kb", *command], env=env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 2, (command, out)
-        assert "Traceback" not in out.stderr
-        assert f"the knowledge base {db} is damaged" in out.stderr, out.stderr
+        code, _, err = run_main("kb", *command, capsys=capsys)  # a traceback would end the test here
+        assert code == 2, (command, err)
+        assert f"the knowledge base {db} is damaged" in err, err
