@@ -242,3 +242,18 @@ def test_a_damaged_full_text_index_record_is_the_damaged_base_error_not_no_resul
         code, _, err = run_main("kb", *command, capsys=capsys)  # a traceback would end the test here
         assert code == 2, (command, err)
         assert f"the knowledge base {db} is damaged" in err, err
+
+
+@pytest.mark.parametrize("where", ["gone", "itself"])
+def test_a_link_named_on_the_command_line_that_leads_nowhere_says_so(
+    quiet_env: Path, tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `ls` shows notes.md, and kb add notes.md said "notes.md does not exist": it is a link to a
+    # file that was moved (or a loop of links).
+    link = tmp_path / "notes.md"
+    link.symlink_to(tmp_path / "moved.md" if where == "gone" else link)
+    code, _, err = run_main("kb", "add", str(link), capsys=capsys)
+    assert code == 2
+    assert f"{link} is a symbolic link to {tmp_path / 'moved.md' if where == 'gone' else link}, which " in err, err
+    assert "nothing was added" in err
+    assert not (quiet_env / "kb" / "default.db").exists()

@@ -188,7 +188,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:  # checked before the base is opened, so a typo makes nothing
-        raise usage_error(f"{shown(missing[0])} does not exist; nothing was added")
+        raise usage_error(f"{_missing(missing[0])}; nothing was added")
     extractor = None
     if args.extract_with:
         from tether.knowledge import ModelExtractor
@@ -199,6 +199,19 @@ def cmd_add(args: argparse.Namespace) -> int:
         if not held:
             raise _being_dropped(args.name)
         return _add(settings, args, extractor, writing)
+
+
+def _missing(path: str) -> str:
+    """Why ``path`` cannot be added: it is not there, or it is a link that leads nowhere (``ls``
+    shows it, and "does not exist" left a person looking at it)."""
+    import os
+
+    if not os.path.islink(path):
+        return f"{shown(path)} does not exist"
+    return (
+        f"{shown(path)} is a symbolic link to {shown(os.readlink(path))}, which does not exist (or leads "
+        "back to a link on the way): point it at a file or a folder, or name the file itself"
+    )
 
 
 def _add(settings: Settings, args: argparse.Namespace, extractor: Any, writing: _base_lock) -> int:
