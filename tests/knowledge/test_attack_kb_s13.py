@@ -257,3 +257,29 @@ def test_a_link_named_on_the_command_line_that_leads_nowhere_says_so(
     assert f"{link} is a symbolic link to {tmp_path / 'moved.md' if where == 'gone' else link}, which " in err, err
     assert "nothing was added" in err
     assert not (quiet_env / "kb" / "default.db").exists()
+
+
+def test_a_hostile_ignore_file_does_not_hang_the_add(env: dict[str, str], tmp_path: Path) -> None:
+    # A cloned repository's .gitignore whose patterns make a backtracking matcher run for ever on a
+    # long file name: kb add sat at full CPU (stopped by hand after 120 s).
+    repo = tmp_path / "cloned"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("*" * 60 + "b\n" + "[a-z]*" * 9 + "q\n*.secret\n")
+    (repo / ("a" * 200 + ".md")).write_text("The pump runs on brine.\n")
+    (repo / "keys.secret").write_text("hunter2\n")
+    try:  # a hang guard only: the add takes a second or two
+        done = subprocess.run(
+            ["tether", "kb", "add", str(repo), "--embedder", "none"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("tether kb add did not finish in 120 s on a folder whose .gitignore is hostile")
+    assert done.returncode == 0, done.stderr
+    kb = KnowledgeBase.open(Path(env["TETHER_HOME"]) / "kb" / "default.db")
+    try:
+        assert [Path(d.name).name for d in kb.documents()] == ["a" * 200 + ".md"]  # the .secret kept out
+    finally:
+        kb.close()
