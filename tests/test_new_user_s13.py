@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.cli import main
+from tests.cli.conftest import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,15 +27,7 @@ def tether(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
 
-    def run(*args: str) -> tuple[int, str, str]:
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+    return lambda *args: run_main(*args, capsys=capsys)
 
 
 def _python_block(page: Path, heading: str) -> str:
