@@ -227,3 +227,19 @@ def test_a_mistyped_chat_command_is_told_the_nearest_one(tether: Tether, monkeyp
     assert code == 0, said
     assert "/sesion is not a command (did you mean /session? /help lists them)" in said
     assert "/tmp is not a command (/help lists them); to send a message that starts with /, write //tmp" in said
+
+
+def test_kb_takes_the_base_by_the_name_run_gives_it_and_an_empty_query_says_what_to_do(
+    tether: Tether, tmp_path: Path
+) -> None:
+    # `tether run --kb manuals` names a base; `tether kb search X --kb manuals` said only
+    # "unrecognized arguments: --kb manuals", and an empty query "the query is empty".
+    (tmp_path / "pump.md").write_text("The pump's seal is SK-4.\n")
+    assert tether("kb", "--name", "manuals", "add", "--embedder", "none", "pump.md")[0] == 0
+    for args in (("kb", "search", "seal", "--kb", "manuals"), ("kb", "--kb", "manuals", "search", "seal")):
+        code, out, err = tether(*args)
+        assert code == 0, err
+        assert "SK-4" in out
+    code, _, err = tether("kb", "--kb", "manuals", "search", " ")
+    assert code == 2
+    assert err.strip() == "tether: the query is empty: give the words to search for"

@@ -114,7 +114,9 @@ def add_parsers(sub: Any) -> None:
         description=(__doc__ or "").replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    kb.add_argument("--name", type=kb_name, default="default", help="which base (default: default)")
+    kb.add_argument(  # --kb: the name `tether run --kb NAME` gives it
+        "--name", "--kb", dest="name", type=kb_name, default="default", help="which base (default: default)"
+    )
     ks = kb.add_subparsers(dest="kb_command", required=True)
 
     add = _add_parser(ks)
@@ -157,7 +159,7 @@ def add_parsers(sub: Any) -> None:
     drop.add_argument("--yes", action="store_true", help="do not ask")
     drop.set_defaults(handler=cmd_drop)
     for p in (add, fill, search, listing, rm, stats):  # --name after the command works too
-        p.add_argument("--name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        p.add_argument("--name", "--kb", dest="name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _bar(done: int, total: int, label: str) -> None:

@@ -762,7 +762,7 @@ def _check_search(query: str, mode: str, k: int, alpha: float | None) -> None:
     if mode not in MODES:
         raise UserError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
     if not query.strip():
-        raise UserError("the query is empty")
+        raise UserError("the query is empty: give the words to search for")
     if alpha is not None and not 0.0 <= alpha <= 1.0:
         raise UserError(f"alpha must be between 0 (keyword only) and 1 (vector only), not {alpha}")
     if k <= 0:
