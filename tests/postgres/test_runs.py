@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -150,6 +151,24 @@ def test_errors_do_not_show_the_database_password(db: Any, monkeypatch: pytest.M
 
 
 # --- the run lock ---------------------------------------------------------------------------------
+
+
+def test_a_lock_whose_holder_is_ending_is_taken_not_refused(db: Any, pg_url: str) -> None:
+    # A holder lets go by ending its connection, which the server takes in after the close returned:
+    # a run resumed the moment its last process ended was refused "running in another process"
+    # (seen as this file's reentrancy test failing on a loaded machine).
+    import psycopg
+
+    holder = psycopg.connect(pg_url, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(hashtextextended('tether.run:run_z', 0))")
+    ending = threading.Timer(0.1, holder.close)  # the grace is 2 s: this ends well inside it
+    ending.start()
+    try:
+        with store_of(db).lock("run_z"):
+            pass
+    finally:
+        ending.join()
+        holder.close()
 
 
 def test_the_lock_is_reentrant_in_a_process_and_held_until_the_outermost_block_ends(

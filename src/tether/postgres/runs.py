@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -208,8 +209,7 @@ class PgRunStore:
             held.lost = True
             raise _lost(run_id)
         for key in held.sessions:  # they ended with the connection too
-            row = conn_again.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
-            if not (row and row[0]):  # another run continues the conversation now
+            if not _try_advisory_lock(conn_again, key):  # another run continues the conversation now
                 conn_again.close()
                 held.lost = True
                 raise _lost(run_id, f"'s session {key.removeprefix(_SESSION_PREFIX)}")
@@ -334,13 +334,11 @@ class PgRunStore:
                 conn.execute(
                     "SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 6"
                 )
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (_LOCK_PREFIX + run_id,)
-                ).fetchone()
+                taken = _try_advisory_lock(conn, _LOCK_PREFIX + run_id)
             except BaseException:
                 conn.close()
                 raise
-        if not (row and row[0]):
+        if not taken:
             conn.close()
             raise RunHeld(
                 f"run {run_id} is running in another process right now (on this machine or another "
@@ -393,11 +391,29 @@ def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str |
     return int(row[0]), str(row[1]), int(row[2])
 
 
+# A holder lets go of its advisory locks by ending its connection, which the server takes in after
+# the holder's close has returned: on a busy machine a run resumed the moment its last process ended
+# was refused as "running in another process". A lock still held is asked again for this long.
+_RELEASE_GRACE_S = 2.0
+
+
+def _try_advisory_lock(conn: Any, key: str) -> bool:
+    """Take ``key``'s advisory lock on ``conn``: whether it was free, or came free within
+    ``_RELEASE_GRACE_S`` (a holder whose connection was ending)."""
+    deadline = time.monotonic() + _RELEASE_GRACE_S
+    while True:
+        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+        if row and row[0]:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 def _lock_session(conn: Any, session_id: str, then: str) -> None:
     """Take the session's advisory lock on ``conn``, or refuse, naming who holds it."""
     key = _SESSION_PREFIX + session_id
-    row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
-    if row and row[0]:
+    if _try_advisory_lock(conn, key):
         return
     holder = conn.execute(
         "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
