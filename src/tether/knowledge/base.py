@@ -297,11 +297,11 @@ class KnowledgeBase:
                 named.setdefault(info.path, []).append(info.name)
         folder = root if root.is_dir() else None  # links below it are not followed
         for n, file in enumerate(files, 1):
-            name = self._name_for(file)
+            name, known = self._name_for(file)
             if progress is not None:
                 progress(n, len(files), name)
             skipped = len(report.skipped)
-            self._add_file(file, name, dict(meta or {}), report, folder)
+            self._add_file(file, name, known, dict(meta or {}), report, folder)
             others = [o for o in named.get(str(file.resolve()), []) if o != name]
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
@@ -311,21 +311,22 @@ class KnowledgeBase:
             self.fill_vectors()
         return report
 
-    def _name_for(self, file: Path) -> str:
-        """The document name of ``file``: its path relative to the current directory, or its
-        absolute path when that name is another file's that is still there. ``cd a && kb add
-        README.md``, then ``cd b && kb add README.md``, replaced a's document with b's (reported
-        as updated), and nothing found a's text again. A document whose file is gone gives its
-        name up (a folder moved, its files added again from the new place)."""
+    def _name_for(self, file: Path) -> tuple[str, DocumentInfo | None]:
+        """The document name of ``file`` and the base's record of that name: its path relative to
+        the current directory, or its absolute path when that name is another file's that is still
+        there. ``cd a && kb add README.md``, then ``cd b && kb add README.md``, replaced a's
+        document with b's (reported as updated), and nothing found a's text again. A document whose
+        file is gone gives its name up (a folder moved, its files added again from the new place)."""
         from tether.messages import clean_text
 
         name = _doc_name(file)
         if clean_text(name) != name:  # not UTF-8: no database holds it, and _add_file says so
-            return name
+            return name, None
         known = self.store.document(name)
         if known is None or not known.path or known.path == str(file.resolve()) or not os.path.isfile(known.path):
-            return name
-        return file.absolute().as_posix()
+            return name, known
+        absolute = file.absolute().as_posix()
+        return absolute, self.store.document(absolute)
 
     def _gone(self, root: Path, files: list[Path], unlisted: list[Path], prune: bool, report: IngestReport) -> None:
         """The documents once read from ``root`` whose files were not found now: listed as gone, or
@@ -395,18 +396,23 @@ class KnowledgeBase:
         return doc, digest
 
     def _add_file(
-        self, file: Path, name: str, meta: dict[str, Any], report: IngestReport, root: Path | None = None
+        self,
+        file: Path,
+        name: str,
+        known: DocumentInfo | None,
+        meta: dict[str, Any],
+        report: IngestReport,
+        root: Path | None = None,
     ) -> None:
-        """Read ``file`` into document ``name``; with ``root``, the folder it was found in, no
-        symbolic link below ``root`` is followed (one may be put in a file's place after the folder
-        was listed)."""
+        """Read ``file`` into document ``name``, whose record is ``known`` (None: a new one); with
+        ``root``, the folder it was found in, no symbolic link below ``root`` is followed (one may
+        be put in a file's place after the folder was listed)."""
         from tether.knowledge.readers import open_below, too_large
         from tether.messages import clean_text
 
         if clean_text(name) != name or clean_text(str(file)) != str(file):  # not UTF-8: no database holds it
             report.skipped.append((name, "its name is not valid UTF-8: rename it to read it"))
             return
-        known = self.store.document(name)
         same_meta = known is not None and known.meta == meta
         try:
             info = file.lstat() if root is not None else file.stat()

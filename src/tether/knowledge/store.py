@@ -91,28 +91,29 @@ def _damaged(path: str, exc: sqlite3.DatabaseError | UnicodeDecodeError) -> Stor
     """What to say for a statement that failed because the file is damaged (a page overwritten,
     the file cut short) or its disk refused a write (full, over a size limit, failing); None for
     any other failure."""
-    if isinstance(exc, UnicodeDecodeError) or str(exc).startswith("Could not decode to UTF-8"):
+    said = str(exc)
+    if isinstance(exc, UnicodeDecodeError) or said.startswith("Could not decode to UTF-8"):
         # Bytes overwritten in a page SQLite's checks pass: tether writes only UTF-8, so a text
         # that is not is damage. Not quoted: the bytes may be anything, escapes for the terminal.
-        exc = sqlite3.DatabaseError("a text in it is not UTF-8")
-        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
-    elif str(exc).startswith("invalid fts5 file format"):
+        code, said = sqlite3.SQLITE_CORRUPT, "a text in it is not UTF-8"
+    elif said.startswith("invalid fts5 file format"):
         # The full-text index's own record overwritten: SQLite says so as a plain error, which
         # every search took for a query that matches nothing ("no results")
-        exc.sqlite_errorcode = sqlite3.SQLITE_CORRUPT
-    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        code = sqlite3.SQLITE_CORRUPT
+    else:
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
         # A full disk was a traceback from the middle of a kb add; the transaction it stopped is
         # rolled back, so the base holds each file read before it whole, as after Ctrl-C.
         return StoreError(
-            f"cannot read or write the knowledge base {path} ({exc}): its disk is full, over a size limit "
+            f"cannot read or write the knowledge base {path} ({said}): its disk is full, over a size limit "
             "(ulimit -f) or failing. What was written before is whole, each file in or out; make room, "
             "then run the same command again (an add goes on where it stopped)"
         )
     if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return None
     return StoreError(
-        f"the knowledge base {path} is damaged ({exc}). The documents' own files are untouched: "
+        f"the knowledge base {path} is damaged ({said}). The documents' own files are untouched: "
         f"drop the base (tether kb drop {Path(path).stem} --yes, or delete the file) and add them "
         "again; sqlite3's .recover command copies out what the file still holds"
     )
