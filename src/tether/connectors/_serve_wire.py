@@ -186,7 +186,7 @@ class InFlight:
     def claim(self, session: str | None, message: Any) -> types.JSONRPCError | None:
         """None when ``message`` (checked) is no request or its id is free, which it now holds;
         else the error that answers it."""
-        if not (isinstance(message, dict) and "method" in message and "id" in message):
+        if not _is_request(message):
             return None
         key = (session, str(message["id"]))
         if key not in self._running:
@@ -209,6 +209,11 @@ class InFlight:
         finally:
             if ctx.request_id is not None:
                 self.release(_session_of(ctx.request), ctx.request_id)
+
+
+def _is_request(message: Any) -> bool:
+    """Whether a checked message is a request (a method and an id), which holds its id while it runs."""
+    return isinstance(message, dict) and "method" in message and "id" in message
 
 
 def _session_of(request: Any) -> str | None:
@@ -254,7 +259,7 @@ def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
         claimed = False
         if error is None and session is not None:
             error = in_flight.claim(session, message)
-            claimed = error is None and isinstance(message, dict) and "method" in message and "id" in message
+            claimed = error is None and _is_request(message)
         if error is not None:
             answer = error.model_dump_json(by_alias=True, exclude_unset=True)
             return await Response(answer, status_code=400, media_type="application/json")(scope, replay, send)
