@@ -212,6 +212,39 @@ def test_a_message_sent_again_with_a_new_message_id_after_a_503_runs_once(
         read_events(client, other.json()["events"])
 
 
+def test_a_message_sent_again_whose_unseen_job_a_worker_takes_at_once_runs_once(
+    shared: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the test above (queued unseen, sent again with a new message_id), with the worker taking
+    the job the moment the server hands it on: the server asked whether the job still waited
+    untaken after handing it on, found it taken, and answered 409 "still answering" (one full run in
+    six). Handing it on now waits here until a worker has it, so that the old order fails every time."""
+    from tether.dispatch.remote import RemoteRuns
+
+    _queue_meets_the_database_away(monkeypatch, committed=True)
+    redeliver = RemoteRuns._redeliver_stale
+
+    def and_taken(self: RemoteRuns, job: Any) -> None:
+        handed = self._stale(job)
+        redeliver(self, job)
+        if handed:
+            _until(lambda: self.jobs.get(job.run_id).worker is not None, "no worker took the job")
+
+    monkeypatch.setattr(RemoteRuns, "_redeliver_stale", and_taken)
+    with httpx.Client(base_url=shared.nodes[0][0], timeout=60) as client:
+        sid = client.post("/v1/sessions", json={"agent": "answer"}).json()["session_id"]
+        first = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"a-{sid}"})
+        assert first.status_code == 503, first.text
+        time.sleep(0.3)
+        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello", "message_id": f"b-{sid}"})
+        assert again.status_code in (200, 202), again.text
+        assert again.json()["message_id"] == f"a-{sid}", again.json()
+        events = read_events(client, f"/v1/runs/{again.json()['run_id']}/events")
+        assert [e["event"] for e in events].count("done") == 1 and events[-1]["result"]["status"] == "completed"
+        turns = client.get(f"/v1/sessions/{sid}").json()["turns"]
+        assert [(t["message_id"], t["status"]) for t in turns] == [(f"a-{sid}", "completed")], turns
+
+
 def test_a_503_for_a_message_names_the_message_id_to_send_it_again_with(
     shared: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

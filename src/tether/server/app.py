@@ -1179,7 +1179,10 @@ def _sent_again(core: Core, session: SessionRecord, text: str) -> TurnRecord | N
         return None
     last = turns[-1]
     left = getattr(core.manager, "left_behind", None)  # queued jobs (external workers)
-    if _unsent(core, last, session.session_id) or (left is not None and left(last.run_id)):
+    # Whether its job waits untaken, asked before _unsent hands such a job to the workers: a worker
+    # that takes it at once must not make the message look new.
+    left_over = left is not None and left(last.run_id)
+    if _unsent(core, last, session.session_id) or left_over:
         return last
     return None
 
