@@ -435,7 +435,7 @@ def test_a_long_answer_without_a_boundary_is_searched_once_not_at_every_delta(mo
     guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), release="chunks")
     events = collect(Agent(Chars(lambda m, r: answer), middleware=[guard]), "q")
     assert result_of(events).status == "failed" and "62%" not in "".join(deltas(events))
-    assert "".join(deltas(events)) == "word " * 1600 + "and the end."  # the checked chunk, as before
+    assert "".join(deltas(events)) == "word " * 1600 + "and the end. "  # the checked chunk and its space
     assert counting.searched < 20 * len(answer)
 
 

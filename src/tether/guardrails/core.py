@@ -727,7 +727,10 @@ def _take_answer(ctx: RunContext, pending: GuardrailInterruption) -> None:
         ctx.persist()
 
 
-_BOUNDARY = re.compile(r"[.!?;:\n](?:\s+|$)")
+# A chunk ends after a sentence mark once the white space after it has arrived, or after a line
+# break: a mark at the end of a delta ("62." of "62.5%", "evil." of "evil.example") ends nothing
+# yet, or where the model's stream happened to split would decide what is released unjudged.
+_BOUNDARY = re.compile(r"[.!?;:]\s+|\n")
 
 
 def _tail(text: str) -> str:
