@@ -17,7 +17,9 @@ tool outputs are replaced by a note instead (written as such). After
 ``SUMMARY_FAILURE_LIMIT`` failed summary calls in a run, the summariser is not asked again: every
 later compaction of that run trims, and its ``compaction`` event says so in ``method``. If the
 context stays above the threshold three times in a row, the run stops with a clear reason rather
-than looping.
+than looping. After a provider refused a prompt as too long (its window is smaller than tether
+was told), only the latest turn is kept verbatim, and a summary call it refuses too is asked again
+with the older part in smaller parts.
 
 A compaction is all or nothing: the new transcript is built aside and applied in one step with
 its save; a cancellation or an error before or during the save leaves the transcript (and the
@@ -35,7 +37,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tether.errors import ConfigError, ProviderError, TetherError
+from tether.errors import ConfigError, ContextOverflowError, ProviderError, TetherError
 from tether.events import Compaction, Event
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
@@ -51,6 +53,7 @@ from tether.messages import (
     UserMessage,
     canonical_arguments,
     clean_text,
+    text_of,
 )
 from tether.providers.base import ModelRequest, ModelResponse, Provider, StreamEvent
 from tether.tokens import count_tokens, message_tokens
@@ -176,10 +179,14 @@ async def summarize(rc: RunContext, older: Sequence[Message], instruction: str =
     return await _ask(rc, summary_request(rc, older, instruction))
 
 
-def summary_request(rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT) -> ModelRequest:
-    """The summary call for ``older``: the instruction, then the transcript between delimiters.
-    Raises :class:`ProviderError` when the remaining budget cannot pay for it (law 6)."""
-    text = _rendered(rc, older)
+def summary_request(
+    rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT, transcript_tokens: int | None = None
+) -> ModelRequest:
+    """The summary call for ``older``: the instruction, then the transcript between delimiters
+    (at most ``transcript_tokens`` of it; by default half the window). Raises
+    :class:`ProviderError` when the remaining budget cannot pay for it (law 6)."""
+    tokens = _render_budget(rc) if transcript_tokens is None else transcript_tokens
+    text = _rendered(rc, older, tokens)
     prompt_text = f"{instruction}\n<transcript>\n{text}\n</transcript>\n{_AFTER_TRANSCRIPT}"
     max_tokens = min(2048, rc.agent.max_tokens)
     budget = rc.agent.max_budget_usd
@@ -308,9 +315,11 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
         )
         return
     before = _prompt_tokens(rc)
-    cut = _cut_index(state.messages, _keep_tokens(rc, window, fixed), rc.count)
-    if cut <= 0 and reason == "overflow":  # the provider disagrees with our estimate: keep only the latest turn
-        cut = _cut_index(state.messages, 0, rc.count)
+    # The provider refused a prompt tether thought fit: its window is smaller than tether was told,
+    # by how much nobody knows. Only the latest turn is kept word for word, so that the one try
+    # left has the best chance (the summary keeps what the rest said).
+    keep = 0 if reason == "overflow" else _keep_tokens(rc, window, fixed)
+    cut = _cut_index(state.messages, keep, rc.count)
     method = "summary"
     compacted = await _summarised(rc, cut)
     if compacted is None:
@@ -349,28 +358,41 @@ def _keep_tokens(rc: RunContext, window: int, fixed: int) -> int:
 
 async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     """The transcript with ``messages[:cut]`` replaced by a summary, or None when there is none to
-    be had (nothing older, no budget, the summariser failed or is disabled). Changes nothing."""
+    be had (nothing older, no budget, the summariser failed or is disabled). Changes nothing.
+
+    The older part is read in parts of about half the window, each after the summary of the parts
+    before. A summary call the provider refuses as too long for its window (smaller than tether
+    was told) is asked again with the rest in parts half as long as the refused one, down to
+    ``_MIN_PART_TOKENS``: nothing older is dropped unread because the window was misjudged."""
     state = rc.state
     budget = rc.agent.max_budget_usd
     if cut <= 0 or _summary_failures(rc) >= SUMMARY_FAILURE_LIMIT or (budget is not None and state.spent_usd >= budget):
         return None
     older = state.messages[:cut]
-    summary = ""
-    for start, end in _parts(older, _render_budget(rc), rc.count):
+    summary, start, part_tokens = "", 0, _render_budget(rc)
+    while start < len(older):
+        end = _part_end(older, start, part_tokens, rc.count)
         part = older[start:end]
         if summary:  # what the parts before said, first: nothing older is left out
             part = [summary_message(summary, conversation_turns(older[:start])), *part]
         try:
-            request = summary_request(rc, part)
+            request = summary_request(rc, part, transcript_tokens=part_tokens)
         except ProviderError:  # the budget cannot pay for it: not the summariser's failure
             return None
         try:
-            summary = await _ask(rc, request)
-            if not summary:
+            text = await _ask(rc, request)
+            if not text:
                 raise ProviderError("the model returned an empty summary")
+        except ContextOverflowError:
+            part_tokens = min(part_tokens, rc.count(text_of(request.messages))) // 2
+            if part_tokens >= _MIN_PART_TOKENS:
+                continue
+            _set_summary_failures(rc, _summary_failures(rc) + 1)
+            return None
         except ProviderError:
             _set_summary_failures(rc, _summary_failures(rc) + 1)
             return None
+        summary, start = text, end
     latest = _latest_request(state.messages, cut)
     message = summary_message(summary, conversation_turns(older), latest, turn_record(state.messages, cut))
     if message_tokens(message, rc.count) >= sum(message_tokens(m, rc.count) for m in older):
@@ -387,13 +409,15 @@ def _render_budget(rc: RunContext) -> int:
     return int((context_window(rc) or 128_000) * 0.5)
 
 
+# A summary call refused as too long is asked again with parts half as long, down to this: below
+# it the window holds little more than the instruction and the summary so far.
+_MIN_PART_TOKENS = 128
 _MAX_CHARS_PER_TOKEN = 8  # no text is sparser; a rendering this long is surely over its budget
 
 
-def _rendered(rc: RunContext, messages: Sequence[Message]) -> str:
-    """``messages`` rendered for the summariser within :func:`_render_budget` tokens (the latest
-    part kept, as :func:`render_for_summary` keeps it)."""
-    budget = _render_budget(rc)
+def _rendered(rc: RunContext, messages: Sequence[Message], budget: int) -> str:
+    """``messages`` rendered for the summariser within ``budget`` tokens (the latest part kept, as
+    :func:`render_for_summary` keeps it)."""
     text = render_for_summary(messages, budget_chars=budget * _MAX_CHARS_PER_TOKEN)
     tokens = rc.count(text)
     while tokens > budget and len(text) > 1:
@@ -404,20 +428,18 @@ def _rendered(rc: RunContext, messages: Sequence[Message]) -> str:
     return text
 
 
-def _parts(
-    messages: Sequence[Message], budget_tokens: int, count: Callable[[str], int] = count_tokens
-) -> list[tuple[int, int]]:
-    """``messages`` as consecutive ``(start, end)`` parts whose rendering fits ``budget_tokens``
-    each (a single message larger than that is a part of its own, read as far as it fits)."""
-    parts: list[tuple[int, int]] = []
-    start, size = 0, 0
-    for i, m in enumerate(messages):
-        length = count(render_for_summary([m], budget_tokens * _MAX_CHARS_PER_TOKEN)) + 1
-        if i > start and size + length > budget_tokens:
-            parts.append((start, i))
-            start, size = i, 0
-        size += length
-    return [*parts, (start, len(messages))] if messages else parts
+def _part_end(
+    messages: Sequence[Message], start: int, budget_tokens: int, count: Callable[[str], int] = count_tokens
+) -> int:
+    """Where the part of ``messages`` that begins at ``start`` ends: as many messages as fit
+    ``budget_tokens`` rendered (a single message larger than that is a part of its own, read as far
+    as it fits)."""
+    size = 0
+    for i in range(start, len(messages)):
+        size += count(render_for_summary([messages[i]], budget_tokens * _MAX_CHARS_PER_TOKEN)) + 1
+        if i > start and size > budget_tokens:
+            return i
+    return len(messages)
 
 
 def _latest_request(messages: Sequence[Message], cut: int) -> str | None:
