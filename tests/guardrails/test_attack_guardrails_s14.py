@@ -6,16 +6,27 @@ what had arrived*: a delta ending in "62." (a token of "62.5%") or "evil." ended
 judged without what came next and streamed; the caller read "Our margin is 62." before the rest
 was blocked, and where the stream split decided it. A mark now ends a chunk once the white space
 after it has arrived.
+
+A classifier of the deployment's own that calls a model or a moderation service through tether's
+providers raises their errors (``ProviderError``). The guardrail let those through as the run's
+own: at the output stage the run took the classifier's 503 for its model's, asked that model
+again three times (paid each time, ``retry`` events blaming it) and failed with no verdict; at the
+input stage the run ended as an unexpected error. It now fails closed with a verdict, as any other
+failure of a classifier does.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.guardrails.common import collect, deltas, result_of
+from tests.guardrails.common import collect, deltas, result_of, verdicts
 from tests.guardrails.test_attack_guardrails_round3 import Chars, Pieces
 from tether import Agent
-from tether.guardrails import Guardrail, Rule, RuleClassifier
+from tether.errors import RetryableError
+from tether.guardrails import Guardrail, Rule, RuleClassifier, Verdict
+from tether.testing import FunctionModel
 
 # -- output: a blocked figure split where the stream splits ---------------------------------------
 
@@ -50,3 +61,29 @@ def test_a_mark_at_the_end_of_a_delta_waits_for_what_follows(pieces: list[str]) 
         assert result_of(events).status == "failed" and deltas(events) == []
     else:  # a line break ends a chunk by itself
         assert result_of(events).status == "completed" and deltas(events) == ["Line one\n", "Line two. "]
+
+
+# -- a classifier whose own service fails as a provider fails -------------------------------------
+
+
+class Moderation:
+    """A deployment's classifier that calls a moderation model through tether's providers, whose
+    service is down (what tether's HTTP providers raise for a 503)."""
+
+    async def classify(self, text: str, *, stage: str, ctx: Any) -> Verdict:
+        raise RetryableError("moderation: 503 Service Unavailable", provider="openai", status=503)
+
+
+@pytest.mark.parametrize("stage", ["input", "output"])
+def test_a_classifier_whose_service_fails_as_a_provider_fails_closed_with_a_verdict(stage: str) -> None:
+    model = FunctionModel(lambda m, r: "Rated 16 bar. Supplier margin 62%.")
+    events = collect(Agent(model, middleware=[Guardrail(Moderation(), stages=(stage,))]), "Tell me about the FVAM")
+    r = result_of(events)
+    assert r.status == "failed" and (r.reason or "").startswith(
+        f"blocked: the {stage} guardrail 'guardrail' blocked this (error): the classifier failed (RetryableError: "
+    )
+    assert [e.type for e in events if e.type == "retry"] == []  # the run's model did not fail
+    assert len(model.requests) == (0 if stage == "input" else 1)  # asked once at most, paid once
+    (verdict,) = verdicts(events)
+    assert (verdict.decision, verdict.score, verdict.category) == ("block", 0.0, "error")
+    assert deltas(events) == []

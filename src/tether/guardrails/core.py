@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from tether.errors import ConfigError, TetherError
+from tether.errors import ConfigError, RunCancelled, StoreError
 from tether.events import Guardrail as GuardrailEvent
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told
@@ -165,9 +165,11 @@ class Guardrail(Middleware):
             given = await self.classifier.classify(text, stage=stage, ctx=ctx)
             score = min(1.0, max(0.0, float(given.score)))  # NaN: 0.0
             return Verdict(str(given.rationale), score, str(given.category or ""))
-        except TetherError:
-            raise  # a cancel, a store that cannot write: the run's own exits
+        except (RunCancelled, StoreError, ConfigError):
+            raise  # a cancel, a store that cannot write: the run's own exits; a setup that cannot work
         except Exception as exc:
+            # A ProviderError too: the classifier's own model or service failed (a moderation API's
+            # 503). Raised on, it was taken for the run's model failing, which was asked again.
             said = told(exc)  # a moderation API's "key sk-... refused": the verdict is kept and shown
             _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
             return Verdict(f"the classifier failed ({type(exc).__name__}: {said}); failing closed", 0.0, "error")
