@@ -121,15 +121,15 @@ def _make_spec(output_type: Any) -> OutputSpec:
             cls.check_schema(output_type)
         except SchemaError as exc:
             raise ConfigError(f"the output schema is not a valid JSON Schema: {exc.message}") from None
-        schema, adapter, validator = output_type, None, cls(output_type)
+        schema, adapter, validator = _object_root(output_type), None, cls(output_type)
         name, description = schema.get("title") or "output", schema.get("description") or ""
     else:
-        from pydantic import PydanticSchemaGenerationError, TypeAdapter
+        from pydantic import PydanticUserError, TypeAdapter
 
         try:
             adapter = TypeAdapter(output_type)
-            schema = adapter.json_schema()
-        except (PydanticSchemaGenerationError, TypeError) as exc:
+            schema = _object_root(adapter.json_schema())
+        except (PydanticUserError, TypeError) as exc:  # PydanticSchemaGenerationError is one
             raise ConfigError(
                 f"output_type {output_type!r} is neither a JSON Schema dict nor a type pydantic can validate: {exc}"
             ) from None
@@ -143,6 +143,28 @@ def _make_spec(output_type: Any) -> OutputSpec:
         )
     safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
     return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator)
+
+
+# What may stand beside a root ``$ref`` that is replaced by what it points to: words, not rules.
+_ROOT_NOTES = frozenset({"$ref", "$defs", "definitions", "$schema", "$id", "$comment", "title", "description"})
+
+
+def _object_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` whose root is a local reference (pydantic's for a model that refers to itself:
+    ``{"$defs": {"Node": {...}}, "$ref": "#/$defs/Node"}``) with the definition it points to at
+    the root, the definitions kept for the references inside it: the same schema, with the
+    object at its root that both wires need (strict mode and a tool's input schema take no root
+    reference). Any other schema is returned as it is."""
+    out, seen = schema, set()
+    while isinstance(out.get("$ref"), str) and out["$ref"] not in seen and not set(out) - _ROOT_NOTES:
+        seen.add(out["$ref"])
+        kind, _, key = out["$ref"].removeprefix("#/").partition("/")
+        defs = schema.get(kind) if kind in ("$defs", "definitions") else None
+        target = defs.get(key.replace("~1", "/").replace("~0", "~")) if isinstance(defs, dict) else None
+        if not isinstance(target, dict):
+            break
+        out = {**target, **{k: v for k, v in out.items() if k != "$ref"}}
+    return out
 
 
 def request_schema(agent: Agent) -> OutputSchema | None:
