@@ -194,15 +194,14 @@ class Telemetry:
             id_generator=_RunIds(),
             span_limits=SpanLimits(max_attribute_length=_MAX_VALUE, max_span_attribute_length=_MAX_VALUE),
         )
-        import requests
-
-        # Its hook turns "busy, try later" into one failed export; a session that a credential
+        # Its hooks turn an answer that is not a 2xx, or a connection that broke without one, into
+        # one failed export (see _ReachableOnly.busy and .dropped); a session that a credential
         # provider named in the environment makes (AWS SigV4, say) is the exporter's to build.
         providers = (
             "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
             "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
         )
-        session = None if any(os.environ.get(name) for name in providers) else requests.Session()
+        session = None if any(os.environ.get(name) for name in providers) else _session()
         with _HeadersUnshown() as unshown:  # the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
             otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None, session=session)
         if unshown.entries:
@@ -220,6 +219,7 @@ class Telemetry:
         exporter = _ReachableOnly(otlp, endpoint)
         if session is not None:
             session.hooks["response"].append(exporter.busy)
+            session.dropped = exporter.dropped
             _quiet_about_busy()
         self._provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
         self._tracer = self._provider.get_tracer("tether")
@@ -372,11 +372,52 @@ _REFUSED = {
     403: ": check the token in [telemetry.headers] (or OTEL_EXPORTER_OTLP_HEADERS)",
     404: ": the endpoint must be the full traces URL, such as http://127.0.0.1:4318/v1/traces",
     405: ": the endpoint must be the full traces URL, such as http://127.0.0.1:4318/v1/traces",
+    413: ": the batch was bigger than it takes; raise its request size limit",
 }
+# Answers about one batch, not about the collector: the next batch is sent as usual.
+_THIS_BATCH = frozenset({400, 413})
 
 
 class _Busy(Exception):
-    """The collector answered that it cannot take spans now (raised by :meth:`_ReachableOnly.busy`)."""
+    """The collector did not take the batch, in a way that sending it again will not mend (raised
+    by :meth:`_ReachableOnly.busy` and :meth:`_ReachableOnly.dropped`)."""
+
+
+def _session() -> Any:
+    """The exporter's HTTP session, which hands each connection that broke without an answer to
+    its ``dropped`` (set once the exporter exists) before the exporter sees it."""
+    import requests
+
+    class Session(requests.Session):
+        dropped: Callable[[Exception], None] | None = None
+
+        def send(self, request: Any, **kwargs: Any) -> Any:
+            try:
+                return super().send(request, **kwargs)
+            except requests.exceptions.ConnectionError as exc:
+                if self.dropped is not None and not isinstance(exc, requests.exceptions.Timeout):
+                    self.dropped(exc)
+                raise
+
+    return Session()
+
+
+def _no_answer(exc: Exception) -> str:
+    """Why a connection the collector took ended without an HTTP answer, in words that hold no
+    URL (requests' message quotes the path and query, where a token may be)."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.SSLError):
+        return (
+            "the TLS connection to it failed: check that it speaks https and its certificate, or name the "
+            "CA that signed it in OTEL_EXPORTER_OTLP_CERTIFICATE"
+        )
+    if isinstance(exc, requests.exceptions.ProxyError):
+        return "the proxy it is sent through did not pass the request on: check HTTPS_PROXY, HTTP_PROXY and NO_PROXY"
+    return (
+        "it closed the connection without an HTTP answer: the endpoint must be an OTLP/HTTP receiver, on "
+        "port 4318 by convention; 4317 is OTLP over gRPC, which tether does not send"
+    )
 
 
 def _quiet_about_busy() -> None:
@@ -423,18 +464,38 @@ class _ReachableOnly:
         self.connect_timeout_s = connect_timeout_s
         self.down_until = 0.0
         self.warned = False
-        self.answered: str | None = None  # "busy, try later" from the collector (or its gateway)
+        self.answered: str | None = None  # why the collector (or its gateway) took no spans
+        self.this_batch = False  # what it answered was about that batch only (400, 413)
+        self.drops = 0  # connections of this export that broke without an answer
 
     def busy(self, response: Any, *args: Any, **kwargs: Any) -> Any:
-        """The exporter's HTTP session's response hook. A collector (or the gateway in front of it)
-        answering 429, 502, 503 or 504 had the exporter retry with backoff (a warning per attempt),
-        holding every command's end its 3 s; now that batch fails at once and is dropped. So does
-        one answering that the configuration is wrong (:data:`_REFUSED`), with what to check."""
+        """The exporter's HTTP session's response hook: any answer but a 2xx drops the batch at
+        once, with one warning. A collector (or its gateway) answering 429, 502, 503 or 504 had the
+        exporter retry with backoff (a warning per attempt), holding every command's end its 3 s;
+        one answering that the configuration is wrong (:data:`_REFUSED`) is told what to check;
+        any other status had the exporter log "Failed to export spans batch code: 500" for every
+        batch, naming neither tether nor the endpoint; and a redirect (an http:// endpoint whose
+        server moved to https://) counted as sent, every span lost without a word."""
         code = response.status_code
-        if code in (429, 502, 503, 504) or code in _REFUSED:
-            self.answered = f"it answered {code} {response.reason or ''}".rstrip() + _REFUSED.get(code, "")
-            raise _Busy(self.answered)
-        return response
+        if 200 <= code < 300:
+            return response
+        said = f"it answered {code} {response.reason or ''}".rstrip()
+        if 300 <= code < 400:
+            to = response.headers.get("location")
+            said += f", pointing to {_shown(to)}; set the endpoint to that URL" if to else ""
+        self.answered, self.this_batch = said + _REFUSED.get(code, ""), code in _THIS_BATCH
+        raise _Busy(self.answered)
+
+    def dropped(self, exc: Exception) -> None:
+        """A connection the collector took that ended without an HTTP answer (something that is
+        not an OTLP/HTTP receiver, such as a gRPC port, a TLS failure, a proxy that let it fall).
+        The exporter sends again at once (a pooled connection the collector closed meanwhile
+        mends so), then with backoff for 10 s, a warning each time, holding the command's end its
+        3 s: a second such end in one export drops the batch instead, with one warning."""
+        self.drops += 1
+        if self.drops > 1:
+            self.answered = _no_answer(exc)
+            raise _Busy(self.answered) from exc
 
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
@@ -444,23 +505,25 @@ class _ReachableOnly:
             return SpanExportResult.FAILURE
         problem = self._unreachable()
         if problem is None:
-            self.answered = None
+            self.answered, self.this_batch, self.drops = None, False, 0
             result = self.inner.export(spans)
             if self.answered is None:
                 return result
             problem = self.answered
-        self.down_until = now + self.retry_after_s
+        if not self.this_batch:
+            self.down_until = now + self.retry_after_s
         if not self.warned:
             self.warned = True
             import logging
 
             logging.getLogger("tether.telemetry").warning(
-                "telemetry: %s the OTLP collector at %s (%s); its spans are dropped "
-                "until it answers (tried again every %.0f s). The runs are not affected.",
+                "telemetry: %s the OTLP collector at %s (%s); %s. The runs are not affected.",
                 "cannot reach" if self.answered is None else "no spans taken by",
                 _shown(self.endpoint),
                 problem,
-                self.retry_after_s,
+                "that batch of spans is dropped"
+                if self.this_batch
+                else f"its spans are dropped until it answers (tried again every {self.retry_after_s:.0f} s)",
             )
         return SpanExportResult.FAILURE
 

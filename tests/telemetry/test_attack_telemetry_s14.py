@@ -1,0 +1,195 @@
+"""Attacks on "a thumbs-down leads to the run that earned it" and "no secrets in logs" (session
+14): a collector, or what stands where it should be, that takes the connection and then does not
+take the spans: it redirects, it answers 500 or 413, it answers in something that is not HTTP (a
+gRPC port), its TLS fails. Each drops the batch with one warning that names tether, the endpoint
+(without the token in its query) and what to check; none is retried with backoff."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tether.telemetry import Telemetry
+
+TOKEN = "sk-test-0123456789abcdef0123456789abcdef"  # a backend's token, in the endpoint's query
+
+
+class _Answering:
+    """A real HTTP server on loopback where the collector should be, answering every export with
+    ``status`` and ``headers``."""
+
+    def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
+        answering = self
+        self.posts = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                answering.posts += 1
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Raw:
+    """A TCP server on loopback that answers every connection with ``answer`` bytes and closes it:
+    an OTLP/gRPC port (HTTP/2 frames) or anything else that is not an HTTP/1.1 server."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, args=(answer,), daemon=True).start()
+
+    def _serve(self, answer: bytes) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            try:
+                conn.recv(65536)
+                conn.sendall(answer)
+            except OSError:
+                pass
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def told(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[str]]]:
+    """What tether and OpenTelemetry logged, each record as its text."""
+    caplog.set_level(logging.INFO)
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name.startswith(("tether.telemetry", "opentelemetry"))]
+
+    yield said
+
+
+def _export_runs(endpoint: str, runs: int = 1) -> None:
+    """``runs`` run spans, each flushed on its own, as one command after another sends them."""
+    telemetry = Telemetry(endpoint)
+    try:
+        for _ in range(runs):
+            telemetry.tracer().close()
+            telemetry.flush(10)
+    finally:
+        telemetry.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "words"),
+    [
+        (  # an http:// endpoint whose server moved to https://
+            308,
+            {"location": f"https://collector.example.com/v1/traces?api_key={TOKEN}"},
+            "it answered 308 Permanent Redirect, pointing to https://collector.example.com/v1/traces; "
+            "set the endpoint to that URL",
+        ),
+        (307, {}, "it answered 307 Temporary Redirect"),
+        (500, {}, "it answered 500 Internal Server Error"),
+    ],
+)
+def test_a_collector_that_redirects_or_fails_says_so_once_and_the_spans_are_not_counted_sent(
+    status: int, headers: dict[str, str], words: str, told: Callable[[], list[str]]
+) -> None:
+    """A redirect was taken for spans received (the exporter follows none and counts a 3xx as
+    sent): every span lost, not a word said. A 500 printed OpenTelemetry's "Failed to export spans
+    batch code: 500, reason: Internal Server Error" for every batch, naming neither tether nor the
+    endpoint. Now one warning says who answered what, and the collector is tried again later."""
+    collector = _Answering(status, headers)
+    endpoint = f"http://127.0.0.1:{collector.port}/v1/traces?api_key={TOKEN}"
+    try:
+        _export_runs(endpoint, runs=2)
+    finally:
+        collector.close()
+    said = told()
+    assert collector.posts == 1, said  # the second run's batch waits for the retry period
+    (warning,) = said
+    assert warning == (
+        f"telemetry: no spans taken by the OTLP collector at http://127.0.0.1:{collector.port}/v1/traces "
+        f"({words}); its spans are dropped until it answers (tried again every 30 s). The runs are not affected."
+    )
+
+
+def test_a_batch_too_big_for_the_collector_costs_that_batch_only(told: Callable[[], list[str]]) -> None:
+    """413 is about one batch (a run with huge tool names, say): the runs after it still reach the
+    collector, and one warning says what to raise."""
+    collector = _Answering(413)
+    try:
+        _export_runs(f"http://127.0.0.1:{collector.port}/v1/traces", runs=2)
+    finally:
+        collector.close()
+    assert collector.posts == 2  # the next batch was sent, not held back for 30 s
+    (warning,) = told()
+    assert (
+        "(it answered 413 Request Entity Too Large: the batch was bigger than it takes; raise its request " in warning
+    )
+    assert warning.endswith("that batch of spans is dropped. The runs are not affected.")
+
+
+def test_an_otlp_grpc_port_as_the_endpoint_is_named_once_not_retried_for_seconds(
+    told: Callable[[], list[str]],
+) -> None:
+    """The docs' own warning (OTLP/HTTP on 4318, not gRPC on 4317): a gRPC port answers an HTTP/1.1
+    request with HTTP/2 frames and closes. The exporter took that for a dropped connection and
+    retried with backoff (1 s, 2 s, 4 s), printing "Transient error ('Connection aborted.',
+    BadStatusLine('\\x00\\x00...')) ... retrying" each time, and every command's end waited out
+    its 3 s. Now: sent once more at once (a pooled connection may have been closed), then one
+    warning that says what the endpoint must be."""
+    grpc = _Raw(b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64\x00\x00\x08\x07\x00\x00\x00\x00")
+    try:
+        _export_runs(f"http://127.0.0.1:{grpc.port}/v1/traces")
+    finally:
+        grpc.close()
+    said = told()
+    assert not [m for m in said if "Transient error" in m or "retrying" in m], said
+    (warning,) = said
+    assert (
+        "(it closed the connection without an HTTP answer: the endpoint must be an OTLP/HTTP receiver, on " in warning
+    )
+    assert "4317 is OTLP over gRPC" in warning and "tried again every 30 s" in warning
+    assert grpc.connections <= 3  # the reachability check, the request and the one sent again at once
+
+
+def test_a_tls_failure_at_the_collector_does_not_print_the_token_in_its_url(told: Callable[[], list[str]]) -> None:
+    """An https:// endpoint that is served over plain HTTP (or whose certificate is refused), its
+    backend's token in the query: the exporter retried with backoff, and each "Transient error
+    HTTPSConnectionPool(...): Max retries exceeded with url: /v1/traces?api_key=sk-..." warning
+    printed the token, on stderr and in the server's log."""
+    plain = _Raw(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+    try:
+        _export_runs(f"https://127.0.0.1:{plain.port}/v1/traces?api_key={TOKEN}")
+    finally:
+        plain.close()
+    said = told()
+    assert not [m for m in said if TOKEN in m or TOKEN[:14] in m], said
+    (warning,) = said
+    assert (
+        f"at https://127.0.0.1:{plain.port}/v1/traces (the TLS connection to it failed: check that it speaks" in warning
+    )
