@@ -64,6 +64,7 @@ from tether.providers.base import (
     StreamEvent,
     StreamReasoning,
     StreamText,
+    body_extra,
     complete_usage,
     distinct_call_ids,
     incomplete_stream,
@@ -249,7 +250,7 @@ def messages_body(
         body["messages"] = [*history[:-1], {"role": last["role"], "content": [*last["content"][:-1], marked]}]
     if stream:
         body["stream"] = True
-    body.update(request.extra)
+    body.update(body_extra(request, ("max_tokens",)))
     return body
 
 

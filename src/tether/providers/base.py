@@ -37,6 +37,7 @@ __all__ = [
     "StreamReasoning",
     "StreamText",
     "ToolDefinition",
+    "body_extra",
     "complete_usage",
     "distinct_call_ids",
     "estimate_usage",
@@ -176,6 +177,25 @@ def token_count(value: Any) -> int:
     if not 0 <= value < MAX_TOKEN_COUNT:  # False for NaN too
         return 0
     return int(value)
+
+
+def body_extra(request: ModelRequest, limits: tuple[str, ...]) -> dict[str, Any]:
+    """``request.extra`` (``Agent(request_extra=...)``), to lay over a wire's body, with each of
+    ``limits`` it names (the wire's fields for the reply's token limit) no higher than the request's
+    ``max_tokens``: that limit is the one a budget planned the call with (law 6), and an extra that
+    raised it (``{"max_completion_tokens": 20000}`` for a reasoning model) let a run of $0.05 end
+    at $0.20. An extra may lower it, or name the field the model reads; a value that is no count
+    (None, words) is the request's limit."""
+    extra, limit = request.extra, request.max_tokens
+    if limit is None or not any(name in extra for name in limits):
+        return extra
+    out = dict(extra)
+    for name in limits:
+        if name in out:
+            value = out[name]
+            count = isinstance(value, int) and not isinstance(value, bool) and value > 0
+            out[name] = min(value, limit) if count else limit
+    return out
 
 
 def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callable[[str], int]) -> Usage:

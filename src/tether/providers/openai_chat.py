@@ -48,6 +48,7 @@ from tether.providers.base import (
     StreamReasoning,
     StreamText,
     ToolDefinition,
+    body_extra,
     complete_usage,
     distinct_call_ids,
     incomplete_stream,
@@ -77,6 +78,8 @@ __all__ = [
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _LOCAL_HOSTS = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
+# The body's fields for the reply's token limit (request_extra may name either, never raise it).
+_LIMITS = ("max_tokens", "max_completion_tokens")
 
 
 def _image_url(part: ImagePart) -> dict[str, Any]:
@@ -658,7 +661,11 @@ class OpenAIChatProvider:
             body["stream_options"] = {"include_usage": True}
         if self.send_cache_key and request.cache_key:
             body["prompt_cache_key"] = clamp_cache_key(request.cache_key)
-        body.update(request.extra)
+        extra = body_extra(request, _LIMITS)
+        if "max_completion_tokens" in extra and "max_tokens" not in extra:
+            # The limit under the name asked for: OpenAI's reasoning models refuse max_tokens.
+            body.pop("max_tokens", None)
+        body.update(extra)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
