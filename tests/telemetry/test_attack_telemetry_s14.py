@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from tether.errors import ConfigError
 from tether.telemetry import Telemetry
+from tether.testing.otlp import OtlpReceiver
 
 TOKEN = "sk-test-0123456789abcdef0123456789abcdef"  # a backend's token, in the endpoint's query
 
@@ -193,3 +195,38 @@ def test_a_tls_failure_at_the_collector_does_not_print_the_token_in_its_url(told
     assert (
         f"at https://127.0.0.1:{plain.port}/v1/traces (the TLS connection to it failed: check that it speaks" in warning
     )
+
+
+def test_a_token_read_with_its_line_break_is_sent_and_never_printed(
+    receiver: OtlpReceiver, told: Callable[[], list[str]]
+) -> None:
+    """``headers={"authorization": "Bearer " + Path("token").read_text()}``: the file's last line
+    break made every export fail before it was sent, each logging "Invalid leading whitespace,
+    reserved character(s), or return character(s) in header value: 'Bearer sk-...\\n'", the token
+    in every line. The white space around a value is not sent; the spans arrive."""
+    telemetry = Telemetry(receiver.endpoint, headers={"authorization": f"Bearer {TOKEN}\n"})
+    try:
+        tracer = telemetry.tracer()
+        tracer.close()
+        assert telemetry.flush(10)
+    finally:
+        telemetry.shutdown()
+    assert not [m for m in told() if TOKEN[:14] in m], told()
+    receiver.wait_for(lambda spans: any(s["trace_id"] == tracer.trace_id for s in spans), timeout=10)
+    assert any(h.get("authorization") == f"Bearer {TOKEN}" for h in receiver.headers)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"authorization": f"Bearer {TOKEN}\r\nx-scope-orgid: tenant-1"},  # two headers written as one
+        {"authorization": f"Bearer “{TOKEN}”"},  # pasted with typographic quotes
+    ],
+)
+def test_a_header_that_cannot_be_sent_is_a_clear_error_without_the_token(headers: dict[str, str]) -> None:
+    """Before: the telemetry was built, and every batch failed to be sent, with an error logged
+    each time (for a line break, the header's value, the token in it)."""
+    with pytest.raises(ConfigError) as caught:
+        Telemetry("http://127.0.0.1:4318/v1/traces", headers=headers)
+    assert "the OTLP header 'authorization' ([telemetry.headers], or headers=) has a" in str(caught.value)
+    assert TOKEN[:14] not in str(caught.value)

@@ -203,7 +203,7 @@ class Telemetry:
         )
         session = None if any(os.environ.get(name) for name in providers) else _session()
         with _HeadersUnshown() as unshown:  # the exporter reads OTEL_EXPORTER_OTLP_(TRACES_)HEADERS
-            otlp = OTLPSpanExporter(endpoint=endpoint, headers=headers or None, session=session)
+            otlp = OTLPSpanExporter(endpoint=endpoint, headers=_sendable(headers) or None, session=session)
         if unshown.entries:
             import logging
 
@@ -342,6 +342,33 @@ class _HeadersUnshown:
         import logging
 
         logging.getLogger(self._LOGGER).removeFilter(self)
+
+
+# What HTTP takes as a header's name (RFC 9110's token).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _sendable(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """``headers`` as they are sent: each value without the white space around it (a token read
+    from a file ends in a line break). One that cannot be sent still (a line break or a NUL inside,
+    a character Latin-1 has not) is a :class:`ConfigError` naming the header, never showing its
+    value: the exporter failed every batch and logged the value, token and all, each time."""
+    sendable: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        value = value.strip()
+        named = _HEADER_NAME.fullmatch(name) is not None
+        problem = "" if named else "has a name HTTP does not take (letters, digits and - only)"
+        if named and any(c in value for c in "\r\n\0"):
+            problem = "has a line break or a NUL in its value: write the value on one line"
+        elif named and not all(ord(c) < 256 for c in value):
+            problem = "has a character in its value that a header cannot carry (a typographic quote, say)"
+        if problem:
+            raise ConfigError(
+                f"{f'the OTLP header {name!r}' if named else 'an OTLP header'} ([telemetry.headers], or "
+                f"headers=) {problem}. It is not shown here: a token may be in it."
+            )
+        sendable[name] = value
+    return sendable
 
 
 def _shown(endpoint: str) -> str:
