@@ -15,7 +15,14 @@ request whose id is null or a float for a notification, answered by nothing).
 
 Both transports refuse a request whose id a request still running in the session holds
 (``InFlight``): the SDK ran both, so an agent ran twice, and over HTTP one of the two was never
-answered.
+answered. Over stdio an id is held until its answer is written (or the client cancels its
+request, which is then never answered): the SDK answers some requests before any middleware sees
+them (a 2026-07-28 request whose ``_meta`` envelope is incomplete), and their ids stayed taken for
+the rest of the session.
+
+When stdin closes (the client is done, or gone) the requests still running are told so
+(``on_eof``) and the session ends once each has been answered, so an agent run stopped that way
+answers with its run id instead of the SDK's bare "Connection closed".
 """
 
 from __future__ import annotations
@@ -37,29 +44,36 @@ from pydantic import ValidationError
 __all__ = ["InFlight", "check_line", "checked_posts", "serve_stdio"]
 
 
-async def serve_stdio(lowlevel: Any) -> None:
-    """Serve ``lowlevel`` (the SDK's low-level ``Server``) on this process's stdin and stdout."""
+async def serve_stdio(lowlevel: Any, on_eof: Callable[[], None] = lambda: None) -> None:
+    """Serve ``lowlevel`` (the SDK's low-level ``Server``) on this process's stdin and stdout.
+    When stdin ends, ``on_eof`` is called and the session ends once every request still running
+    has been answered (at most ``EOF_GRACE_S`` later; the SDK then answers the rest "Connection
+    closed")."""
     wire = os.dup(0)
     quiet = os.open(os.devnull, os.O_RDONLY)
     os.dup2(quiet, 0)
     os.close(quiet)
     text = TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
-    lines = _CheckedLines(anyio.wrap_file(text), InFlight.of(lowlevel))
+    lines = _CheckedLines(anyio.wrap_file(text), InFlight(), on_eof)
     try:
         async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             lines.answer_with(write)
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            await lowlevel.run(read, _Answers(write, lines.in_flight), lowlevel.create_initialization_options())
     finally:
         text.close()
+
+
+EOF_GRACE_S = 10.0  # how long the requests still running when stdin ends have to answer
 
 
 class _CheckedLines:
     """The lines of the wire that are JSON-RPC 2.0 messages; the others are answered at once, in
     the order they came, on the session's own output (no second writer on stdout)."""
 
-    def __init__(self, source: Any, in_flight: InFlight) -> None:
+    def __init__(self, source: Any, in_flight: InFlight, on_eof: Callable[[], None]) -> None:
         self.source = source
         self.in_flight = in_flight
+        self.on_eof = on_eof
         self._write: Any = None
         self._ready = anyio.Event()
 
@@ -75,10 +89,47 @@ class _CheckedLines:
             if error is None:
                 error = self.in_flight.claim(None, message)
             if error is None:
+                self._note_cancelled(message)
                 yield line
             else:
                 await self._ready.wait()  # the reader may start before the session's output exists
                 await self._write.send(SessionMessage(error))
+        self.on_eof()
+        with anyio.move_on_after(EOF_GRACE_S):
+            await self.in_flight.settled(None)
+
+    def _note_cancelled(self, message: Any) -> None:
+        """A request the client cancels is never answered (MCP says so): its id is free now."""
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            ident = params.get("requestId") if isinstance(params, dict) else None
+            if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+                self.in_flight.release(None, ident)
+
+
+class _Answers:
+    """The session's output over stdio: each answer written frees its request's id, before it goes
+    (the client cannot send the id again before it has the answer)."""
+
+    def __init__(self, write: Any, in_flight: InFlight) -> None:
+        self._write = write
+        self._in_flight = in_flight
+
+    async def send(self, item: SessionMessage) -> None:
+        answer = item.message
+        if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) and answer.id is not None:
+            self._in_flight.release(None, answer.id)
+        await self._write.send(item)
+
+    def __getattr__(self, name: str) -> Any:  # close, aclose, clone, ...: the stream's own
+        return getattr(self._write, name)
+
+    async def __aenter__(self) -> _Answers:
+        await self._write.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._write.__aexit__(*exc)
 
 
 def check_line(line: str) -> types.JSONRPCError | None:
@@ -168,11 +219,13 @@ class InFlight:
     """The ids of the requests still running in each session (``None`` over stdio, the
     ``Mcp-Session-Id`` over HTTP), so a second request under a running one's id is refused instead
     of run beside it. Ids are compared as text, as the SDK matches them (its cancellations and its
-    HTTP response streams take ``1`` and ``"1"`` for one id). As the server's middleware it frees
-    an id once its request is answered (or cancelled), so a client may use it again."""
+    HTTP response streams take ``1`` and ``"1"`` for one id). As the server's middleware (over
+    HTTP) it frees an id once its request has run (or was cancelled); over stdio the answer written
+    frees it (``_Answers``). Either way a client may use the id again once it has the answer."""
 
     def __init__(self) -> None:
         self._running: set[tuple[str | None, str]] = set()
+        self._released: anyio.Event | None = None  # made by whoever waits (in the event loop)
 
     @classmethod
     def of(cls, lowlevel: Any) -> InFlight:
@@ -201,7 +254,19 @@ class InFlight:
         )
 
     def release(self, session: str | None, ident: str | int) -> None:
-        self._running.discard((session, str(ident)))
+        key = (session, str(ident))
+        if key in self._running:
+            self._running.remove(key)
+            if self._released is not None:
+                self._released.set()
+                self._released = None
+
+    async def settled(self, session: str | None) -> None:
+        """Wait until no request of ``session`` holds an id."""
+        while any(held == session for held, _ in self._running):
+            if self._released is None:
+                self._released = anyio.Event()
+            await self._released.wait()
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         try:

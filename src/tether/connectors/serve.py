@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from tether.cancel import CancelSignal
     from tether.config import Settings
     from tether.events import Event
     from tether.harness.agent import Agent
@@ -125,10 +126,13 @@ def build_server(
     agent_spec: str | None = None,
     tokens: "SqliteServerStore | None" = None,
     issuer: str = "http://127.0.0.1",
+    stop: "CancelSignal | None" = None,
 ) -> "MCPServer":
     """The MCP server with the knowledge tools, ``memory_read`` (unless ``tokens``) and one tool per
     configured agent. With ``tokens`` its HTTP app lets in only requests whose bearer token is one
-    of them (``issuer`` is the address the SDK records as the tokens' issuer: this server's)."""
+    of them (``issuer`` is the address the SDK records as the tokens' issuer: this server's). Once
+    ``stop`` is cancelled, the agent runs under way stop with its reason and answer as runs stopped
+    so do (``interrupted``, with their run id), and a run asked for afterwards stops at once."""
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
     from pydantic import AnyHttpUrl
@@ -156,7 +160,7 @@ def build_server(
     if tokens is None and settings.memory.enabled:
         _add_memory_tool(server, settings)
     for name, agent in _configured_agents(settings, agent_spec).items():
-        _add_agent_tool(server, settings, name, agent)
+        _add_agent_tool(server, settings, name, agent, stop)
     _strict_protocol(server)
     return server
 
@@ -382,7 +386,9 @@ def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Age
     return {}
 
 
-def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent: "Agent") -> None:
+def _add_agent_tool(
+    server: "MCPServer", settings: "Settings", name: str, agent: "Agent", stop: "CancelSignal | None"
+) -> None:
     from mcp.server.mcpserver import Context
     from mcp.types import ToolAnnotations
     from pydantic import Field
@@ -392,7 +398,7 @@ def _add_agent_tool(server: "MCPServer", settings: "Settings", name: str, agent:
     async def run_agent(
         task: Annotated[str, Field(description="what the agent should do, in words")], ctx: Context
     ) -> AgentRun:
-        return await _run_agent(settings, name, agent, task, _progress(ctx), _calls_above(ctx))
+        return await _run_agent(settings, name, agent, task, _progress(ctx), _calls_above(ctx), stop)
 
     model = describe(name, agent)["model"]
     # An extension's tools are known only once a run starts it, so an agent with one may write.
@@ -458,6 +464,7 @@ async def _run_agent(
     task: str,
     progress: "Callable[[Event], Awaitable[None]] | None" = None,
     calls_above: int = 0,
+    stop: "CancelSignal | None" = None,
 ) -> AgentRun:
     import asyncio
     import contextlib
@@ -484,7 +491,7 @@ async def _run_agent(
         )
     state = RunState(ext={"config": _run_record(name, agent, task)})
     store = run_store(settings)
-    signal = CancelSignal()
+    signal = CancelSignal(parent=stop)
 
     async def consume() -> "RunResult":
         result = None
@@ -522,6 +529,8 @@ async def _run_agent(
         raise
     finally:
         store.close()
+        if stop is not None:
+            stop.remove_callback(signal.cancel)
     return _agent_run(name, result)
 
 
@@ -614,10 +623,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.http:
         return _serve_http(settings, args)
     _check_sdk()
+    from tether.cancel import CancelSignal
     from tether.connectors._serve_wire import serve_stdio
 
-    server = build_server(settings, agent_spec=args.agent)
-    return _until_stopped(lambda: serve_stdio(server._lowlevel_server))
+    # Closing stdin ends the session (MCP's way to stop a stdio server): the runs under way stop,
+    # and each call answers with its run, which a client can then find and resume.
+    stop = CancelSignal()
+    server = build_server(settings, agent_spec=args.agent, stop=stop)
+    gone = "the MCP client closed the connection (stdin) before the run ended"
+    return _until_stopped(lambda: serve_stdio(server._lowlevel_server, on_eof=lambda: stop.cancel(gone)))
 
 
 def _count_depth() -> None:

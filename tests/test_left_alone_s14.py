@@ -1,0 +1,79 @@
+"""Defects an earlier session noticed and left alone, each confirmed from outside and fixed: ids
+reused over `tether mcp serve`'s stdio, a run under way when its client closes stdin, ...
+Each test says what was wrong before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.connectors.test_attack_mcp_round2 import Wire
+from tests.connectors.test_attack_mcp_serve_s13 import call, held_home, runs_started, tasks_run
+from tether.harness.store import RunStore
+
+# --- tether mcp serve over stdio ------------------------------------------------------------------
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def test_mcp_serve_frees_the_id_of_a_request_the_sdk_refused_before_running_it(tmp_path: Path) -> None:
+    """Was: over the 2026-07-28 protocol (no initialize; an envelope in each request's _meta), a
+    request the SDK refuses before it runs (an envelope without its capabilities, no _meta at all,
+    initialize) kept its id taken for the rest of the session: every later request with that id
+    was refused as "taken by a request still running", though the first had been answered."""
+    pytest.importorskip("mcp", reason="tether mcp serve needs the mcp extra")
+    wire = Wire(held_home(tmp_path))
+    half = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    answers = []
+    try:
+        for ident, params in [(1, {"_meta": ENVELOPE}), (2, {"_meta": half}), (2, {"_meta": ENVELOPE}), (3, None)]:
+            message = {"jsonrpc": "2.0", "id": ident, "method": "tools/list"}
+            wire.send(message if params is None else {**message, "params": params})
+            answers.append(wire.answer())
+        wire.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": ENVELOPE}})
+        answers.append(wire.answer())
+    finally:
+        code, rest, err = wire.close()
+    assert [a and (a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (1, None),
+        (2, -32602),  # the envelope lacks its capabilities
+        (2, None),  # was -32600: "the id 2 is taken by a request still running"
+        (3, -32602),  # no envelope at all
+        (3, None),
+    ]
+    assert "agent_held" in {t["name"] for t in answers[2]["result"]["tools"]}
+    assert code == 0 and rest == b"" and "Traceback" not in err
+
+
+def test_mcp_serve_whose_stdin_closes_during_a_run_answers_with_the_run_id(tmp_path: Path) -> None:
+    """Was: closing stdin (MCP's way to end a stdio session) while an agent ran stopped the run but
+    answered the call with the SDK's bare "Connection closed" (-32000), so the client never learnt
+    which run to look for. Now the call answers as any stopped run does: status interrupted, the
+    reason, the run id and how to continue it. A request cancelled by the client frees its id at
+    once (it is never answered), so the id may be used again at once."""
+    pytest.importorskip("mcp", reason="tether mcp serve needs the mcp extra")
+    home = held_home(tmp_path)
+    wire = Wire(home)
+    try:
+        wire.handshake()
+        wire.send(call(1, "first"))
+        runs_started(tmp_path, 1)
+        wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+        wire.send(call(1, "again"))  # the model is held: this run is under way or not started yet
+    finally:
+        code, rest, err = wire.close()
+    answers = [json.loads(line) for line in rest.splitlines()]
+    assert len(answers) == 1 and answers[0]["id"] == 1, answers  # the cancelled call is not answered
+    said = answers[0]["result"]["structuredContent"]
+    assert said["status"] == "interrupted" and "closed the connection (stdin)" in said["reason"]
+    assert f"tether show {said['run_id']}" in said["next_step"]
+    record = RunStore(home / "runs").load(said["run_id"])
+    assert record.status == "interrupted" and record.ext["config"]["prompt"] == "again"
+    assert tasks_run(home) == ["again", "first"]
+    assert code == 0 and "Traceback" not in err
