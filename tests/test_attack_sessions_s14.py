@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import quiet_env, run_main
 from tests.conftest import scripted_anthropic, scripted_openai
 from tether import Agent, run_stream
 from tether.events import Event
 from tether.harness.retry import RetryPolicy
-from tether.messages import AssistantMessage, TextPart, UserMessage, text_of
+from tether.messages import AssistantMessage, TextPart, ToolMessage, UserMessage, text_of
 from tether.sessions import JsonlSessionStore
 from tether.testing import ScriptedServer
+
+__all__ = ["quiet_env"]  # a fixture, imported for the tests below
 
 FAST = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 
@@ -61,3 +64,66 @@ def test_a_window_smaller_than_tether_knew_is_summarised_in_parts_that_fit(tmp_p
     assert messages[0].summary_turns
     assert [m.role for m in messages[1:]] == ["assistant", "user", "assistant"]  # the latest turn, word for word
     assert text_of([messages[2]]) == "and now?"
+
+
+# -- a session edited by hand ---------------------------------------------------------------------------
+
+
+def _shared_id_session(path: Path) -> None:
+    """A session whose one reply called read_file twice with one id (written by hand, or by a
+    tether that kept a server's shared ids), both results written, then the answer."""
+    call = {"type": "tool_call", "id": "call_0", "name": "read_file"}
+    lines = [
+        {"role": "user", "content": [{"type": "text", "text": "read a and b"}]},
+        {
+            "role": "assistant",
+            "content": [{**call, "arguments": '{"path": "a"}'}, {**call, "arguments": '{"path": "b"}'}],
+        },
+        {"role": "tool", "call_id": "call_0", "name": "read_file", "content": [{"type": "text", "text": "text of a"}]},
+        {"role": "tool", "call_id": "call_0", "name": "read_file", "content": [{"type": "text", "text": "text of b"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "both read"}]},
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.mark.parametrize("wire", [scripted_openai, scripted_anthropic], ids=["openai", "anthropic"])
+def test_calls_of_one_reply_sharing_an_id_each_keep_their_own_result(tmp_path: Path, wire: Any) -> None:
+    """Before, repair paired both results with the first call (the second kept inside the first,
+    "it may have run twice") and left the second call unanswered: every later request was refused
+    by the provider (HTTP 400), and each attempt added the person's message again. Now the second
+    call gets an id of its own and its own result; the conversation goes on."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    _shared_id_session(store.path("s"))
+    with ScriptedServer() as server:
+        result = asyncio.run(_last(Agent(wire(server, "hello"), retry=FAST), "and now?", store))
+    assert result.status == "completed", result.reason
+    messages = store.load("s")
+    assert store.load("s") == messages  # repair is idempotent
+    (reply,) = [m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls]
+    ids = [c.id for c in reply.tool_calls]
+    assert ids[0] == "call_0" and len(set(ids)) == 2
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [(r.call_id, r.text) for r in results] == [(ids[0], "text of a"), (ids[1], "text of b")]
+    assert text_of(messages[-2:-1]) == "and now?"
+
+
+async def _last(agent: Agent, prompt: str, store: JsonlSessionStore) -> Any:
+    async for event in run_stream(agent, prompt, session=store, session_id="s"):
+        if event.type == "done":
+            return event.result
+    raise AssertionError("no done event")
+
+
+def test_a_session_with_calls_sharing_an_id_goes_on_from_the_command(
+    quiet_env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _shared_id_session(quiet_env / "sessions" / "s.jsonl")
+    with ScriptedServer() as server:
+        monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+        code, out, err = run_main(
+            "run", "--model", "openai/hello", "--cwd", str(tmp_path), "--session", "s", "and now?", capsys=capsys
+        )
+    assert code == 0, err
+    code, out, err = run_main("sessions", "show", "s", capsys=capsys)
+    assert code == 0 and "text of b" in out and "run twice" not in out, out + err

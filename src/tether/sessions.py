@@ -53,6 +53,7 @@ from tether.messages import (
     AssistantMessage,
     Message,
     TextPart,
+    ToolCallPart,
     ToolMessage,
     UserPart,
     dump_message,
@@ -142,10 +143,15 @@ def repair(messages: Sequence[Message]) -> list[Message]:
     before its call (lines out of order: a hand edit, a copy) is kept, right after the first call
     with its id and tool that follows it. A reply with calls written twice in a row, nothing
     between (a duplicated line), is kept once: its call ids would be there twice, which a provider
-    refuses ("tool_use ids must be unique") on every later request.
+    refuses ("tool_use ids must be unique") on every later request. For the same reason, calls of
+    one reply that share an id (a hand edit, or a server that gave parallel calls one id, kept by a
+    tether that did not yet give each its own) get ids of their own (see :func:`_distinct_ids`),
+    and the results with that id answer them in the order they were written.
     """
+    taken = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     out: list[Message] = []
     declared: dict[str, str] = {}  # calls of the latest assistant message, in order: id → tool name
+    shared: dict[str, list[str]] = {}  # an id calls of the latest assistant message shared → their ids now
     results: dict[str, ToolMessage] = {}
     placed: dict[str, int] = {}  # call id → where its result sits in ``out`` (the latest such call)
     early: dict[tuple[str, str], ToolMessage] = {}  # (call id, tool) → a result seen before any such call
@@ -162,12 +168,16 @@ def repair(messages: Sequence[Message]) -> list[Message]:
         declared.clear()
         results.clear()
         pulled.clear()
+        shared.clear()
 
+    previous: Message | None = None  # the latest message as it was written (before any new ids)
     for m in messages:
-        if isinstance(m, AssistantMessage) and m.tool_calls and not results and out and out[-1] == m:
+        if isinstance(m, AssistantMessage) and m.tool_calls and not results and out and previous == m:
             continue  # a line written twice (a copy, an editor): its calls would have two ids each
         if not isinstance(m, ToolMessage):
+            previous = m
             close_block()
+            m = _distinct_ids(m, taken, shared)
             out.append(m)
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:
@@ -175,6 +185,7 @@ def repair(messages: Sequence[Message]) -> list[Message]:
                         pulled[c.id] = early.pop((c.id, c.name))
                     declared.setdefault(c.id, c.name)
         elif m.call_id in declared:
+            m = _answering(m, shared, declared, results)
             earlier = results.get(m.call_id)
             results[m.call_id] = m if earlier is None else _merge(earlier, m)
         elif (i := placed.get(m.call_id)) is not None and _same_tool(answered := out[i], m):
@@ -186,6 +197,43 @@ def repair(messages: Sequence[Message]) -> list[Message]:
             early[key] = m if earlier is None else _merge(earlier, m)
     close_block()
     return out
+
+
+def _distinct_ids(reply: Message, taken: set[str], shared: dict[str, list[str]]) -> Message:
+    """``reply`` with an id of its own for each call: the second and later calls with an id already
+    used in it get ``<id>_2``, ``<id>_3``… (the first free such name: repair stays idempotent);
+    ``shared`` gets each shared id's ids, in declared order."""
+    if not isinstance(reply, AssistantMessage) or len({c.id for c in reply.tool_calls}) == len(reply.tool_calls):
+        return reply
+    content = []
+    for part in reply.content:
+        if isinstance(part, ToolCallPart):
+            own = shared.setdefault(part.id, [])
+            if own:
+                n = len(own) + 1
+                while f"{part.id}_{n}" in taken:
+                    n += 1
+                taken.add(f"{part.id}_{n}")
+                own.append(f"{part.id}_{n}")
+                part = part.model_copy(update={"id": own[-1]})
+            else:
+                own.append(part.id)
+        content.append(part)
+    for call_id in [i for i, own in shared.items() if len(own) == 1]:
+        del shared[call_id]
+    return reply.model_copy(update={"content": tuple(content)})
+
+
+def _answering(
+    result: ToolMessage, shared: dict[str, list[str]], declared: dict[str, str], answered: dict[str, ToolMessage]
+) -> ToolMessage:
+    """``result`` with the id of the call it answers, when calls of its reply shared its id: the
+    first of them, of its tool, still unanswered (the last one when all are)."""
+    ids = shared.get(result.call_id)
+    if not ids:
+        return result
+    ids = [i for i in ids if declared[i] == result.name] or ids
+    return result.model_copy(update={"call_id": next((i for i in ids if i not in answered), ids[-1])})
 
 
 @dataclass(frozen=True)
