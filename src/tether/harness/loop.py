@@ -207,11 +207,14 @@ def _add_prompt(state: RunState, text: str) -> None:
     if not waiting:
         state.messages.append(UserMessage.text(text))
         return
+    answered = getattr(state.answer.question, "call_id", None) if state.answer is not None else None
     for call in waiting:
         if call.id not in state.intents:
             state.approved.pop(call.id, None)
             state.approved_reasons.pop(call.id, None)
             state.rejected.setdefault(call.id, INSTEAD)
+            if call.id == answered:  # a plug-in's question on it (a sub-agent's) is gone with it
+                state.answer = None
     earlier = state.prompt_after_calls
     state.prompt_after_calls = text if earlier is None else f"{earlier}\n\n{text}"
 
