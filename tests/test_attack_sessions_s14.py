@@ -15,12 +15,17 @@ import pytest
 
 from tests.cli.conftest import quiet_env, run_main
 from tests.conftest import scripted_anthropic, scripted_openai
-from tether import Agent, run_stream
+from tests.harness.test_attack_resilience_round3 import is_summary_request, read_page, reader
+from tether import Agent, CancelSignal, RunState, run_stream
+from tether.errors import RetryableError
 from tether.events import Event
+from tether.harness.compaction import SUMMARY_FAILURE_LIMIT
 from tether.harness.retry import RetryPolicy
-from tether.messages import AssistantMessage, TextPart, ToolMessage, UserMessage, text_of
+from tether.harness.state import TRIMMED
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
+from tether.providers.base import ModelRequest
 from tether.sessions import JsonlSessionStore
-from tether.testing import ScriptedServer
+from tether.testing import FunctionModel, ScriptedServer
 
 __all__ = ["quiet_env"]  # a fixture, imported for the tests below
 
@@ -127,3 +132,76 @@ def test_a_session_with_calls_sharing_an_id_goes_on_from_the_command(
     assert code == 0, err
     code, out, err = run_main("sessions", "show", "s", capsys=capsys)
     assert code == 0 and "text of b" in out and "run twice" not in out, out + err
+
+
+# -- a summary call that meets a rate limit --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("failures", [1, 3])
+def test_a_summary_call_refused_for_a_while_is_asked_again_not_trimmed(failures: int) -> None:
+    """The summary call meets a rate limit (429, retry-after 0) ``failures`` times, fewer than the
+    retry policy's attempts. Before, one was a failed summary: the old tool outputs were replaced by
+    a note, unread (docs: "nothing older dropped unread"), where a turn's own call waits and asks
+    again. Now the summary call is asked again as a turn's is, with a ``retry`` event each time."""
+    asked, pages = {"summaries": 0}, reader()
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            asked["summaries"] += 1
+            if asked["summaries"] <= failures:
+                raise RetryableError("HTTP 429: slow down", status=429, retry_after=0.0)
+        return pages.fn(messages, request)
+
+    state = RunState()
+    events = _collect(
+        Agent(FunctionModel(model), tools=[read_page], context_window=3000, retry=FAST), "read", state=state
+    )
+    result = events[-1].result
+    assert (result.status, result.text) == ("completed", "read 8 pages"), result.reason
+    retries = [e for e in events if e.type == "retry"]
+    assert len(retries) == failures and all("summary call" in e.reason for e in retries)
+    assert {e.method for e in events if e.type == "compaction"} == {"summary"}
+    assert not any(isinstance(m, ToolMessage) and m.text == TRIMMED for m in state.messages)
+
+
+def test_a_summary_call_that_keeps_failing_still_trims_after_the_policys_attempts() -> None:
+    pages = reader()
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            raise RetryableError("HTTP 503: unavailable", status=503, retry_after=0.0)
+        return pages.fn(messages, request)
+
+    provider = FunctionModel(model)
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.05)
+    events = _collect(Agent(provider, tools=[read_page], context_window=3000, retry=policy), "read")
+    assert events[-1].result.status == "completed", events[-1].result.reason
+    methods = [e.method for e in events if e.type == "compaction"]
+    assert methods[0] == "trim" and methods[-1].startswith("trim (summariser disabled")
+    assert sum(is_summary_request(list(r.messages)) for r in provider.requests) == 2 * SUMMARY_FAILURE_LIMIT
+
+
+def test_stop_while_a_summary_call_waits_to_be_asked_again_leaves_the_transcript_as_it_was() -> None:
+    pages = reader()
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            raise RetryableError("HTTP 429: slow down", status=429, retry_after=30.0)
+        return pages.fn(messages, request)
+
+    state, signal = RunState(), CancelSignal()
+    agent = Agent(FunctionModel(model), tools=[read_page], context_window=3000, retry=FAST)
+
+    async def go() -> list[Event]:
+        events = []
+        async for event in run_stream(agent, "read", state=state, signal=signal):
+            events.append(event)
+            if event.type == "retry":
+                before = list(state.messages)
+                signal.cancel("the person pressed Stop")
+        assert state.messages == before
+        return events
+
+    events = asyncio.run(go())
+    assert events[-1].result.status == "interrupted", events[-1].result.reason
+    assert not any(e.type == "compaction" for e in events)

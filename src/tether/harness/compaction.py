@@ -12,8 +12,9 @@ message inside can close, and the instruction says that nothing inside is addres
 output can carry a prompt injection). Long tool outputs reach it as their head and their tail. The
 summary message says that exact content was dropped and can be read again with the tools.
 
-If the summary call fails, or its summary is no shorter than the messages it would replace, old
-tool outputs are replaced by a note instead (written as such). After
+If the summary call fails (a rate limit or a 5xx only once the run's retry policy is spent), or
+its summary is no shorter than the messages it would replace, old tool outputs are replaced by a
+note instead (written as such). After
 ``SUMMARY_FAILURE_LIMIT`` failed summary calls in a run, the summariser is not asked again: every
 later compaction of that run trims, and its ``compaction`` event says so in ``method``. If the
 context stays above the threshold three times in a row, the run stops with a clear reason rather
@@ -37,10 +38,11 @@ import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tether.errors import ConfigError, ContextOverflowError, ProviderError, TetherError
-from tether.events import Compaction, Event
+from tether.errors import ConfigError, ContextOverflowError, ProviderError, RetryableError, TetherError
+from tether.events import Compaction, Event, Retry
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
+from tether.harness.pump import Finished
 from tether.harness.state import TRIMMED, conversation_turns, turn_start
 from tether.messages import (
     AssistantMessage,
@@ -321,7 +323,12 @@ async def compact(rc: RunContext, *, reason: str = "threshold") -> AsyncIterator
     keep = 0 if reason == "overflow" else _keep_tokens(rc, window, fixed)
     cut = _cut_index(state.messages, keep, rc.count)
     method = "summary"
-    compacted = await _summarised(rc, cut)
+    compacted = None
+    async for item in _summarised(rc, cut):
+        if isinstance(item, Finished):
+            compacted = item.value
+        else:
+            yield item  # a wait before the summary call is asked again
     if compacted is None:
         method = _trim_method(rc)
         compacted = trim_old_tool_outputs(state.messages)
@@ -356,9 +363,10 @@ def _keep_tokens(rc: RunContext, window: int, fixed: int) -> int:
     return int(max(0.0, min(window * rc.agent.compaction_keep, room / 2)))
 
 
-async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
+async def _summarised(rc: RunContext, cut: int) -> AsyncIterator[Event | Finished[list[Message] | None]]:
     """The transcript with ``messages[:cut]`` replaced by a summary, or None when there is none to
-    be had (nothing older, no budget, the summariser failed or is disabled). Changes nothing.
+    be had (nothing older, no budget, the summariser failed or is disabled), as the last item;
+    ``retry`` events before it. Changes nothing.
 
     The older part is read in parts of about half the window, each after the summary of the parts
     before. A summary call the provider refuses as too long for its window (smaller than tether
@@ -367,18 +375,20 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
     state = rc.state
     budget = rc.agent.max_budget_usd
     if cut <= 0 or _summary_failures(rc) >= SUMMARY_FAILURE_LIMIT or (budget is not None and state.spent_usd >= budget):
-        return None
+        yield Finished(None)
+        return
     older = state.messages[:cut]
-    summary, start, part_tokens = "", 0, _render_budget(rc)
+    summary, start, part_tokens, attempt = "", 0, _render_budget(rc), 1
     while start < len(older):
         end = _part_end(older, start, part_tokens, rc.count)
         part = older[start:end]
         if summary:  # what the parts before said, first: nothing older is left out
             part = [summary_message(summary, conversation_turns(older[:start])), *part]
-        try:
+        try:  # made again for each attempt: a call cut before may have spent some of the budget
             request = summary_request(rc, part, transcript_tokens=part_tokens)
         except ProviderError:  # the budget cannot pay for it: not the summariser's failure
-            return None
+            yield Finished(None)
+            return
         try:
             text = await _ask(rc, request)
             if not text:
@@ -388,19 +398,32 @@ async def _summarised(rc: RunContext, cut: int) -> list[Message] | None:
             if part_tokens >= _MIN_PART_TOKENS:
                 continue
             _set_summary_failures(rc, _summary_failures(rc) + 1)
-            return None
+            yield Finished(None)
+            return
+        except RetryableError as exc:  # a rate limit, a 5xx, a dropped connection: waited for, as a turn's
+            wait = rc.agent.retry.delay(attempt, exc)
+            if attempt < rc.agent.retry.max_attempts and wait is not None:
+                yield Retry(state.run_id, attempt, f"summary call: {exc}", round(wait, 3))
+                await rc.signal.sleep(wait)  # Stop ends the wait (RunCancelled): nothing changed
+                attempt += 1
+                continue
+            _set_summary_failures(rc, _summary_failures(rc) + 1)
+            yield Finished(None)
+            return
         except ProviderError:
             _set_summary_failures(rc, _summary_failures(rc) + 1)
-            return None
-        summary, start = text, end
+            yield Finished(None)
+            return
+        summary, start, attempt = text, end, 1
     latest = _latest_request(state.messages, cut)
     message = summary_message(summary, conversation_turns(older), latest, turn_record(state.messages, cut))
     if message_tokens(message, rc.count) >= sum(message_tokens(m, rc.count) for m in older):
         # A summary no shorter than what it replaces would grow the context it was asked to
         # shrink (a small window, a wordy summariser): a failed summary, and compaction trims.
         _set_summary_failures(rc, _summary_failures(rc) + 1)
-        return None
-    return [message, *state.messages[cut:]]
+        yield Finished(None)
+        return
+    yield Finished([message, *state.messages[cut:]])
 
 
 def _render_budget(rc: RunContext) -> int:
