@@ -6,6 +6,11 @@ answers, the loop guard and the governors.
   reference into ``$defs`` (pydantic writes it so); the definition it points to now stands at the
   root, so both wires get the object they need, and a JSON Schema dict written the same way works
   too.
+* A correction of a typed answer (a user message tether writes) was taken for a new message from
+  the person: it started the governors', the loop guard's and the per-turn limits' windows again,
+  so a model that gave its status report in prose got its tools back (and 40 more rounds), a model
+  searching in circles was counted from zero, and ``completed_turns="answers"`` hid the request's
+  tool results from the retry.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tether import Agent, run_sync
-from tether.messages import Message
+from tether import Agent, run_sync, tool
+from tether.harness.governors import Governor
+from tether.harness.loop_guard import LoopGuard
+from tether.messages import Message, ToolMessage, UserMessage
 from tether.providers.anthropic import answer_tool
 from tether.providers.base import ModelRequest
 from tether.providers.openai_chat import response_format
-from tether.testing import FunctionModel
+from tether.testing import FunctionModel, Reply
 
 # -- 1. a typed answer that refers to itself ---------------------------------------------------
 
@@ -67,3 +74,87 @@ def test_a_typed_answer_that_refers_to_itself_is_asked_for_and_validated() -> No
         fmt = response_format(schema)["json_schema"]
         assert fmt["strict"] is True  # every field required: strict mode takes it, references and all
         assert fmt["schema"]["$defs"] and answer_tool(schema)["input_schema"]["type"] == "object"
+
+
+# -- 2. a correction of a typed answer is tether speaking, not the person -----------------------
+
+
+class Report(BaseModel):
+    summary: str
+    files: int
+
+
+@tool(read_only=True)
+def ls(path: str) -> str:
+    """List a directory."""
+    return f"{path}: a.txt b.txt"
+
+
+def _wanderer(offered: list[bool]) -> FunctionModel:
+    """Lists a new directory whenever tools are offered; asked without them, answers in prose the
+    first time (a status report in words, as asked) and in JSON after."""
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        offered.append(bool(request.tools))
+        if request.tools:
+            return Reply(calls=((f"c{len(offered)}", "ls", {"path": f"dir{len(offered)}"}),))
+        if offered.count(False) == 1:
+            return "I listed three directories and found two files in each."
+        return '{"summary": "listed three directories", "files": 6}'
+
+    return FunctionModel(reply)
+
+
+def test_a_correction_does_not_give_back_the_tools_a_governor_withdrew() -> None:
+    offered: list[bool] = []
+    agent = Agent(_wanderer(offered), tools=[ls], middleware=[Governor(max_tool_rounds=3)], output_type=Report)
+    result = run_sync(agent, "what is here?")
+    assert result.status == "completed", result.reason
+    assert result.reason == "3 tool rounds (limit 3); the answer is the model's status report"
+    assert result.output == Report(summary="listed three directories", files=6)
+    # Before: the correction started the windows again as if the person had written: tools came
+    # back (three more rounds, another status report) [True, True, True, False, True, True, True, False].
+    assert offered == [True, True, True, False, False]
+    assert result.tool_stats["ls"]["calls"] == 3
+
+
+def test_a_correction_does_not_start_the_loop_guards_count_again() -> None:
+    searches: list[str] = []
+
+    @tool(read_only=True)
+    def search(query: str) -> str:
+        """Search the catalog."""
+        searches.append(query)
+        return "FVAM-2050-B: a ball valve"
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        done = sum(isinstance(m, ToolMessage) for m in messages)
+        if done in (4, 9) and not isinstance(messages[-1], UserMessage):  # an answer in prose
+            return "The seals are probably PTFE."
+        return Reply(calls=((f"s{done}", "search", {"query": "FVAM-2050-B seal material"}),))
+
+    agent = Agent(
+        FunctionModel(reply), tools=[search], middleware=[LoopGuard()], output_type=Report, dedupe_read_only=False
+    )
+    result = run_sync(agent, "What are the FVAM-2050-B seals made of?")
+    # Before: the count began again after the correction: four more searches, then a second
+    # prose answer; 'failed ... did not match the output schema' after 8 searches.
+    assert result.status == "failed" and (result.reason or "").startswith("stopped a loop: search was called 5 times")
+    assert len(searches) == 4
+
+
+def test_a_correction_keeps_the_requests_tool_results_in_view() -> None:
+    """``completed_turns="answers"`` shows a finished request as its prompt and its answer: a
+    correction was taken for a new request, and the model lost the results it had gathered."""
+    seen: list[list[Message]] = []
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        seen.append(messages)
+        if len(seen) == 1:
+            return Reply(calls=(("c1", "ls", {"path": "logs"}),))
+        return "two files" if len(seen) == 2 else '{"summary": "two files", "files": 2}'
+
+    agent = Agent(FunctionModel(reply), tools=[ls], output_type=Report, completed_turns="answers")
+    result = run_sync(agent, "what is in logs?")
+    assert result.status == "completed" and result.output == Report(summary="two files", files=2)
+    assert any(isinstance(m, ToolMessage) and "a.txt b.txt" in m.text for m in seen[2])  # before: gone

@@ -39,6 +39,7 @@ from tether.usage import Usage
 
 __all__ = [
     "CONTROL",
+    "CORRECTION",
     "ENDED_BY_TOOL",
     "WRITTEN_BY_POLICY",
     "Answer",
@@ -120,6 +121,9 @@ ENDED_BY_TOOL = "tool"
 # How every control message begins: the model is told it is tether speaking, not the person.
 # Control messages go with one request only; they never enter the transcript.
 CONTROL = "[tether control message, not from the user]"
+# How a correction of a typed answer begins (tether.harness.structured): tether speaking too, kept
+# in the transcript (the retries are counted from it), and no new request of the person's.
+CORRECTION = "Your final answer does not match the required output schema"
 
 
 def control_message(text: str) -> UserMessage:
@@ -127,12 +131,14 @@ def control_message(text: str) -> UserMessage:
 
 
 def is_person(message: Message) -> bool:
-    """A message the person wrote: not a compaction summary (it stands for turns) and not a
-    control message (tether speaking, for one request)."""
+    """A message the person wrote: not a compaction summary (it stands for turns), not a control
+    message (tether speaking, for one request) and not a correction of a typed answer (tether
+    asking again within the person's request: the windows of the limits, the loop guard and the
+    governors, the read-only cache and the view of finished requests go on across it)."""
     if not isinstance(message, UserMessage) or message.summary_turns is not None:
         return False
     first = message.content[0] if message.content else None
-    return not (isinstance(first, TextPart) and first.text.startswith(CONTROL))
+    return not (isinstance(first, TextPart) and first.text.startswith((CONTROL, CORRECTION)))
 
 
 # What compaction leaves of a tool output it removed (see tether.harness.compaction).

@@ -24,6 +24,7 @@ from typing import Any
 from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
+from tether.harness.state import CORRECTION  # the first words of a correction: how the transcript tells them
 from tether.messages import AssistantMessage, Message, UserMessage
 from tether.providers.base import ANSWER_TOOL, STOPPED_BY_PROVIDER, OutputSchema
 
@@ -40,8 +41,6 @@ __all__ = [
     "spec_for",
 ]
 
-# The first words of a correction: how the transcript says which user messages are corrections.
-CORRECTION = "Your final answer does not match the required output schema"
 _MAX_PROBLEMS = 10
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n\s*```$", re.S)
 
