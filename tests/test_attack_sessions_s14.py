@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from tether.harness.retry import RetryPolicy
 from tether.harness.state import TRIMMED
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
-from tether.sessions import JsonlSessionStore
+from tether.sessions import JsonlSessionStore, MemorySessionStore
 from tether.testing import FunctionModel, ScriptedServer
 
 __all__ = ["quiet_env"]  # a fixture, imported for the tests below
@@ -205,3 +206,38 @@ def test_stop_while_a_summary_call_waits_to_be_asked_again_leaves_the_transcript
     events = asyncio.run(go())
     assert events[-1].result.status == "interrupted", events[-1].result.reason
     assert not any(e.type == "compaction" for e in events)
+
+
+# -- an older part read in parts ---------------------------------------------------------------------------
+
+
+def test_each_part_of_a_long_summary_reads_the_summary_of_the_parts_before_it_whole() -> None:
+    """A session of 60 questions and answers, compacted in parts (each part's summary call reads
+    the summary of the parts before, then the part). Before, a part filled the call's whole room,
+    and the summary before it, rendered first, was what the cut to size dropped: every summary but
+    the next-to-last was lost, and with it 46 of the 56 questions the final summary stood for (the
+    first question of each part too). Now the summary before is read whole and the part fills the
+    rest: the chain is unbroken and every question is read."""
+    asked: list[str] = []
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        if is_summary_request(messages):
+            asked.append(text_of(messages))
+            return f"SUMMARY-{len(asked) - 1} " + "covering the earlier questions " * 60
+        return "an answer"
+
+    store = MemorySessionStore()
+    history = []
+    for i in range(60):
+        history.append(UserMessage.text(f"question Q{i:02d}: " + "lorem ipsum dolor sit amet " * 20))
+        history.append(AssistantMessage(content=(TextPart(text=f"answer {i}: " + "consectetur adipiscing " * 20),)))
+    store.append("s", history)
+    events = _collect(Agent(FunctionModel(model), context_window=4000), "next", session=store, session_id="s")
+    assert events[-1].result.status == "completed", events[-1].result.reason
+    assert len(asked) > 2
+    for k, text in enumerate(asked[1:], start=1):
+        assert f"SUMMARY-{k - 1} " in text, k  # the summary of the parts before, read
+    summarised = store.load("s")[0]
+    assert summarised.summary_turns is not None and f"SUMMARY-{len(asked) - 1}" in text_of([summarised])
+    read = set(re.findall(r"question (Q\d\d)", "".join(asked)))
+    assert read == {f"Q{i:02d}" for i in range(summarised.summary_turns)}  # every question before the tail

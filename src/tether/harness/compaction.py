@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -182,13 +183,20 @@ async def summarize(rc: RunContext, older: Sequence[Message], instruction: str =
 
 
 def summary_request(
-    rc: RunContext, older: Sequence[Message], instruction: str = SUMMARY_PROMPT, transcript_tokens: int | None = None
+    rc: RunContext,
+    older: Sequence[Message],
+    instruction: str = SUMMARY_PROMPT,
+    transcript_tokens: int | None = None,
+    earlier: Sequence[Message] = (),
 ) -> ModelRequest:
     """The summary call for ``older``: the instruction, then the transcript between delimiters
-    (at most ``transcript_tokens`` of it; by default half the window). Raises
+    (at most ``transcript_tokens`` of ``older``, its latest part; by default half the window),
+    after ``earlier`` (the summary of the parts before), which is always read whole. Raises
     :class:`ProviderError` when the remaining budget cannot pay for it (law 6)."""
     tokens = _render_budget(rc) if transcript_tokens is None else transcript_tokens
     text = _rendered(rc, older, tokens)
+    if earlier:
+        text = f"{render_for_summary(earlier, sys.maxsize)}\n{text}"
     prompt_text = f"{instruction}\n<transcript>\n{text}\n</transcript>\n{_AFTER_TRANSCRIPT}"
     max_tokens = min(2048, rc.agent.max_tokens)
     budget = rc.agent.max_budget_usd
@@ -380,12 +388,14 @@ async def _summarised(rc: RunContext, cut: int) -> AsyncIterator[Event | Finishe
     older = state.messages[:cut]
     summary, start, part_tokens, attempt = "", 0, _render_budget(rc), 1
     while start < len(older):
-        end = _part_end(older, start, part_tokens, rc.count)
-        part = older[start:end]
-        if summary:  # what the parts before said, first: nothing older is left out
-            part = [summary_message(summary, conversation_turns(older[:start])), *part]
+        # What the parts before said comes first, whole, and the part fills the rest of the room:
+        # a part that filled it all pushed the summary before it out of what the call read.
+        earlier = [summary_message(summary, conversation_turns(older[:start]))] if summary else []
+        said = rc.count(render_for_summary(earlier, sys.maxsize)) + 1 if earlier else 0
+        room = max(part_tokens - said, _MIN_PART_TOKENS)
+        end = _part_end(older, start, room, rc.count)
         try:  # made again for each attempt: a call cut before may have spent some of the budget
-            request = summary_request(rc, part, transcript_tokens=part_tokens)
+            request = summary_request(rc, older[start:end], transcript_tokens=room, earlier=earlier)
         except ProviderError:  # the budget cannot pay for it: not the summariser's failure
             yield Finished(None)
             return
