@@ -11,6 +11,9 @@ answers, the loop guard and the governors.
   so a model that gave its status report in prose got its tools back (and 40 more rounds), a model
   searching in circles was counted from zero, and ``completed_turns="answers"`` hid the request's
   tool results from the retry.
+* The same call many times side by side in one reply (a batch of parallel calls) all ran: the
+  guard's stop waits for an earlier alike call that carries its note, and a batch is judged before
+  any of its calls has a result. One after another, the fifth was not run; side by side now too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tether import Agent, run_sync, tool
+from tests.conftest import assert_pairing
+from tether import Agent, RunState, run_sync, tool
 from tether.harness.governors import Governor
 from tether.harness.loop_guard import LoopGuard
 from tether.messages import Message, ToolMessage, UserMessage
@@ -158,3 +162,35 @@ def test_a_correction_keeps_the_requests_tool_results_in_view() -> None:
     result = run_sync(agent, "what is in logs?")
     assert result.status == "completed" and result.output == Report(summary="two files", files=2)
     assert any(isinstance(m, ToolMessage) and "a.txt b.txt" in m.text for m in seen[2])  # before: gone
+
+
+# -- 3. the same call again and again within one reply, side by side ----------------------------
+
+
+def test_the_same_call_many_times_in_one_parallel_batch_is_stopped_at_the_fifth() -> None:
+    """Eight identical calls of a tool that runs side by side, in one reply: the guard judges a
+    batch before any of its calls has a result, so no earlier call carried a note yet, and the
+    stop (which waits for one) never came: all eight ran. Calls one after another in a reply were
+    stopped at the fifth; side by side they are now too, the third and fourth carrying the note."""
+    sent: list[str] = []
+
+    @tool(parallel=True)
+    async def page(who: str) -> str:
+        """Page someone."""
+        sent.append(who)
+        return f"paged {who}"
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=tuple((f"c{i}", "page", {"who": "oncall"}) for i in range(8)))
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(reply), tools=[page], middleware=[LoopGuard()]), "page oncall", state=state)
+    assert result.status == "failed", result.reason  # before: completed, eight pages sent
+    assert (result.reason or "").startswith("stopped a loop: page was called 5 times with the same arguments")
+    assert sent == ["oncall"] * 4
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [m.text.startswith("Not run: stopped a loop") for m in results] == [False] * 4 + [True] * 4
+    assert ["Loop check" in m.text for m in results[:4]] == [False, False, True, True]
+    assert_pairing(state.messages)

@@ -523,7 +523,7 @@ class LoopGuard(Middleware):
         if not self.watches(call.name):
             return None
         streak = self._streak(ctx, call)
-        return Stop("failed", self._stop_reason(streak, call)) if self._stops(streak) else None
+        return Stop("failed", self._stop_reason(streak, call)) if self._stops(streak, call) else None
 
     async def wrap_tool_call(
         self, ctx: RunContext, call: ToolCallPart, args: dict[str, Any], call_next: ToolCall
@@ -560,7 +560,7 @@ class LoopGuard(Middleware):
             if call is None or not isinstance(m, ToolMessage) or not self._unjudged(m, answers):
                 continue
             streak = self._streak(ctx, call)
-            if self._stops(streak):
+            if self._stops(streak, call):
                 reason = self._stop_reason(streak, call)
                 note, verdict = f"{NOTE_START}{reason}. The run stops here.]", Stop("failed", reason)
             elif streak.count >= self.nudge_after:
@@ -586,12 +586,21 @@ class LoopGuard(Middleware):
         copied = answers.get(message.cached_from) if message.cached_from is not None else None
         return _notes(message) <= (_notes(copied) if copied is not None else 0)
 
-    def _stops(self, streak: _Streak) -> bool:
+    def _stops(self, streak: _Streak, call: ToolCallPart) -> bool:
         """Stop only a model that was told: calls alike to this one need not be alike to one
         another, so this call may be the first to reach the count; then it is nudged instead."""
         if self.stop_after is None or streak.count < self.stop_after:
             return False
-        return streak.warned or self.nudge_after >= self.stop_after
+        return streak.warned or self._told_beside(streak, call) or self.nudge_after >= self.stop_after
+
+    def _told_beside(self, streak: _Streak, call: ToolCallPart) -> bool:
+        """Whether an earlier exact repeat still without a result (one running beside this call in
+        its batch, which is judged before any of its calls has a result) gets the note: the
+        ``nudge_after``-th exact repeat or a later one does, as the same calls one after another
+        would have. Without this, a reply of the same call many times side by side all ran."""
+        canon = canonical_arguments(call.arguments)
+        exact = [c for c in streak.earlier if canon is not None and c.canon == canon]
+        return any(c.result is None for c in exact[self.nudge_after - 1 :])
 
     def _streak(self, ctx: RunContext, call: ToolCallPart) -> _Streak:
         current = _Call.of(call, None)
