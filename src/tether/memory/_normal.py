@@ -125,6 +125,11 @@ def _drop(ch: str) -> bool:
     )
 
 
+def _stray_joiner(text: str, i: int) -> bool:
+    """A zero-width joiner or non-joiner that joins no emoji and no letters that join (see _what)."""
+    return ord(text[i]) in _JOINERS and _what(text, i) is not None
+
+
 _ESCAPES = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i"})
 _MIXED = re.compile(r"[a-z0-9@$!]*[a-z][a-z0-9@$!]*")
@@ -152,13 +157,19 @@ def decode(text: str) -> str:
 
 
 def _strip_latin_accents(text: str) -> str:
+    """Latin letters without their accents: composed ones (``ä``, ``ṁ``; not Vietnamese letters,
+    ``ế``, which the scans' Vietnamese is written with) and the combining marks NFKC leaves after
+    a letter (an underline, a strike-through: ``i̲g̲n̲o̲r̲e̲`` reads ``ignore`` to a model, and to the
+    scans)."""
     if text.isascii():
         return text
-    out = []
+    out: list[str] = []
     for ch in text:
-        if "\u00c0" <= ch <= "\u024f":
+        if "\u00c0" <= ch <= "\u024f" or "\u1e00" <= ch <= "\u1e9f":
             base = unicodedata.normalize("NFKD", ch)[0]
             out.append(base if base.isascii() else ch)
+        elif out and out[-1].isascii() and unicodedata.combining(ch):
+            continue  # a mark on a Latin letter, a digit or a space (other scripts are written with theirs)
         else:
             out.append(ch)
     return "".join(out)
@@ -181,7 +192,8 @@ def normalise(text: str) -> str:
     codes = {m.group(0).casefold() for m in _CAPITAL_CODE.finditer(text)}
     text = text.casefold()
     if not text.isascii():
-        text = "".join(ch for ch in text if not _drop(ch))
+        # A joiner is dropped too where it joins nothing (between Latin letters: ``mar\u200dgin``).
+        text = "".join(ch for i, ch in enumerate(text) if not _drop(ch) and not _stray_joiner(text, i))
         text = _strip_latin_accents(text)
     text = _unleet(text, codes)
     text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*·/|]", "", m.group(0)), text)
