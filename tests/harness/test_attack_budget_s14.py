@@ -8,15 +8,32 @@ raised past the plan shows as a cost past the budget.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 import pytest
 
-from tether import Agent, run_sync
+from tether import Agent, run_sync, tool
+from tether.cancel import CancelSignal
+from tether.config import load_settings
+from tether.connectors._client_side import Asker, ClientSide
+from tether.events import Done, Subagent
+from tether.events import Guardrail as GuardrailEvent
+from tether.guardrails import Guardrail, ModelClassifier
+from tether.harness.loop import run_stream
+from tether.harness.middleware import Middleware
+from tether.harness.state import RunState
+from tether.messages import AssistantMessage, TextPart, ToolMessage
 from tether.providers.anthropic import AnthropicProvider
+from tether.providers.base import estimate_usage
 from tether.providers.openai_chat import OpenAIChatProvider
+from tether.testing import FunctionModel, Reply, ScriptedServer
+from tether.tokens import count_tokens
+from tether.tools.base import ToolContext
 from tether.usage import Price
 
 PRICE = Price(input=10.0, output=10.0)  # dollars per million tokens: 5,000 output tokens are $0.05
@@ -100,3 +117,159 @@ def test_a_lower_limit_in_request_extra_is_kept() -> None:
     agent = Agent(_openai(sent), price=PRICE, request_extra={"max_completion_tokens": 300}, stream=False)
     run_sync(agent, "hi")
     assert sent[0]["max_completion_tokens"] == 300 and "max_tokens" not in sent[0]
+
+
+# --- a sub-agent's budget is a promise: calls beside it may not count on it ------------------------
+
+
+def greedy(request: Any, text: str) -> AssistantMessage:
+    """A reply that wrote all it was allowed (its usage says so)."""
+    message = AssistantMessage(content=(TextPart(text=text),), finish_reason="stop")
+    usage = estimate_usage(request, message, count_tokens)
+    return message.model_copy(update={"usage": usage.model_copy(update={"completion_tokens": request.max_tokens})})
+
+
+VERDICT = '{"rationale": "a page", "score": 1.0, "category": "ok"}'
+
+
+def _lead_and_tools() -> tuple[Any, Any]:
+    @tool(read_only=True)
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        return "a page"
+
+    def lead(messages: list[Any], request: Any) -> Reply | str:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c1", "fetch", {"url": "https://x.example/"}), ("c2", "helper", {"task": "work"})))
+
+    return FunctionModel(lead, price=Price(input=0.01, output=0.01)), fetch
+
+
+def test_a_verdict_beside_a_running_sub_agent_does_not_spend_the_sub_agents_budget() -> None:
+    """A sub-agent (``parallel = True``) and a read-only tool ran side by side; a guardrail judged
+    the tool's result while the child ran. The child was given nearly all of the parent's $0.10; the
+    verdict, checked against what was spent (nothing yet), took $0.09 of it too: the run ended at
+    $0.13 of its $0.10."""
+    lead, fetch = _lead_and_tools()
+
+    async def scenario() -> Any:
+        judged = asyncio.Event()  # the verdict was given, or refused
+
+        async def child(messages: list[Any], request: Any) -> Any:
+            await judged.wait()  # spends once the verdict was given: the order that showed it
+            return greedy(request, "the work, done")
+
+        helper = Agent(FunctionModel(child, price=PRICE)).as_tool("helper", "Does work.")
+        helper.parallel = True
+        judge = FunctionModel(lambda m, r: greedy(r, VERDICT), model_id="judge", price=Price(input=10.0, output=300.0))
+        guard = Guardrail(ModelClassifier("Allow public pages.", model=judge), stages=("tool_result",))
+        parent = Agent(lead, tools=[fetch, helper], middleware=[guard], max_budget_usd=0.10)
+        async for event in run_stream(parent, "go"):
+            if isinstance(event, GuardrailEvent) and event.stage == "tool_result":
+                judged.set()
+            if isinstance(event, Done):
+                return event.result
+
+    result = asyncio.run(scenario())
+    assert result.cost_usd is not None and 0.04 < result.cost_usd <= 0.10, (result.status, result.cost_usd)
+
+
+def test_a_sub_agent_started_while_a_verdict_is_out_is_not_given_its_worst_case() -> None:
+    """The other order: the verdict was asked first, and the child started while it was out. The
+    child's budget was what the parent had spent taken from $0.10, the verdict's worst case not
+    counted: the two together ended the run at $0.13."""
+    lead, fetch = _lead_and_tools()
+
+    async def scenario() -> Any:
+        asked, started = asyncio.Event(), asyncio.Event()
+
+        class AfterTheVerdictIsOut(Middleware):
+            async def wrap_tool_call(self, ctx: Any, call: Any, args: Any, call_next: Any) -> Any:
+                if call.name == "helper":
+                    await asked.wait()  # the child starts while the verdict is out
+                return await call_next()
+
+        async def verdict(messages: list[Any], request: Any) -> Any:
+            asked.set()
+            await started.wait()  # answers once the child was given its budget (and started)
+            return greedy(request, VERDICT)
+
+        async def child(messages: list[Any], request: Any) -> Any:
+            return greedy(request, "the work, done")
+
+        helper = Agent(FunctionModel(child, price=PRICE)).as_tool("helper", "Does work.")
+        helper.parallel = True
+        judge = FunctionModel(verdict, model_id="judge", price=Price(input=10.0, output=300.0))
+        guard = Guardrail(ModelClassifier("Allow public pages.", model=judge), stages=("tool_result",))
+        parent = Agent(lead, tools=[fetch, helper], middleware=[AfterTheVerdictIsOut(), guard], max_budget_usd=0.10)
+        async for event in run_stream(parent, "go"):
+            if isinstance(event, Subagent) and event.status == "started":
+                started.set()
+            if isinstance(event, Done):
+                return event.result
+
+    result = asyncio.run(scenario())
+    assert result.cost_usd is not None and 0.08 < result.cost_usd <= 0.10, (result.status, result.cost_usd)
+
+
+def test_a_sampling_request_beside_a_running_sub_agent_does_not_spend_its_budget(tmp_path: Path) -> None:
+    """An MCP server's sampling request, during a read-only tool beside a sub-agent, was checked
+    against what the run had spent and had out: the $0.08 promised to the child was not there."""
+    with ScriptedServer() as server:
+        (tmp_path / "config.toml").write_text(
+            f'[endpoints.local]\nkind = "openai"\nbase_url = "{server.base_url}"\nmodels = ["hello"]\n\n'
+            '[models."local/hello"]\ninput = 100.0\noutput = 400.0\n'
+        )
+        side = ClientSide(
+            "srv", {"sampling": "allow", "sampling_model": "local/hello"}, Asker(), settings=load_settings(tmp_path)
+        )
+        message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text="Say hi"))
+        ask = types.CreateMessageRequestParams(messages=[message], max_tokens=100)  # ~$0.04 at worst
+
+        def answered(held: float) -> Any:
+            state = RunState()
+            state.hold("c2", lambda: held)  # a sub-agent beside this call was given that, unspent
+            ctx = ToolContext(cwd=tmp_path, signal=CancelSignal(), state=state, budget_left_usd=0.10, call_id="c1")
+            side.begin(ctx, "tool")
+            try:
+                return asyncio.run(side.sampling(ask)), state
+            finally:
+                side.end(side.calls[0])
+
+        refused, state = answered(0.08)
+        assert isinstance(refused, types.ErrorData) and "left of the run's budget" in refused.message
+        assert state.cost_usd == 0.0
+        allowed, state = answered(0.0)  # nothing promised: the same request fits
+        assert isinstance(allowed, types.CreateMessageResult) and state.cost_usd > 0
+
+
+# --- a reply's limits that are no count --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": -5}, "max_tokens"),
+        ({"max_tokens": float("nan")}, "max_tokens"),
+        ({"max_tokens": True}, "max_tokens"),
+        ({"min_output_tokens": float("nan")}, "min_output_tokens"),
+        ({"min_output_tokens": -1}, "min_output_tokens"),
+    ],
+)
+@pytest.mark.parametrize("budget", [0.05, None])
+def test_a_reply_limit_that_is_no_count_is_refused_before_anything_is_sent(
+    given: dict[str, Any], named: str, budget: float | None
+) -> None:
+    """``max_tokens=0`` under a budget stopped every run "the remaining budget ($0.050000 of
+    $0.050000) cannot pay for another call"; without one it was sent (a Messages request then
+    takes its default, 4,096); NaN ended the run ``failed`` with a ValidationError of CallInFlight;
+    a NaN ``min_output_tokens`` let every call through, whatever the budget could pay for."""
+    from tether.errors import ConfigError
+
+    asked: list[Any] = []
+    model = FunctionModel(lambda m, r: asked.append(r.max_tokens) or "ok")
+    with pytest.raises(ConfigError, match=f"{named} must be a whole number of tokens"):
+        run_sync(Agent(model, max_budget_usd=budget, **given), "hi")
+    assert asked == []

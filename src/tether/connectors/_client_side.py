@@ -381,8 +381,8 @@ class ClientSide:
         tokens, an upper bound no tokenizer is needed for) and all of ``max_tokens``, against what
         was left when the call began, less what the run keeps for its own next call (as a
         sub-agent's carve does), what it spent since (this call's earlier requests, and whatever ran
-        beside it) and the worst case of the requests still out. None when it fits (or there is no
-        budget)."""
+        beside it), the worst case of the requests still out and what a sub-agent running beside it
+        was given and has not spent yet. None when it fits (or there is no budget)."""
         if ctx.budget_left_usd is None or price is None:
             return None
         state = ctx.state
@@ -390,7 +390,8 @@ class ClientSide:
         note = state.call_in_flight
         out = (note.max_cost_usd or 0.0) if note is not None else 0.0
         reserve = ctx.reserve_usd
-        left = ctx.budget_left_usd - reserve - since - out
+        # What is promised to work running beside it (a sub-agent's budget) and not spent yet.
+        left = ctx.budget_left_usd - reserve - since - out - state.held_usd
         worst = price.worst_case(prompt, max_tokens)
         if worst <= left:
             return None

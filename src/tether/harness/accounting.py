@@ -117,11 +117,13 @@ async def side_call(
     price = candidate.price
     budget = rc.agent.max_budget_usd
     # A request already out (the turn whose reply a policy judges, or a call beside this one) is
-    # not charged yet: its worst case counts as spent, so the two together stay inside the budget.
+    # not charged yet: its worst case counts as spent, so the two together stay inside the budget;
+    # so does what is promised to work running beside it (a sub-agent's budget, not spent yet).
     outer = rc.state.call_in_flight
     if budget is not None and price is not None:
         pending = (outer.max_cost_usd or 0.0) if outer is not None else 0.0
-        affordable = price.affordable_output_tokens(prompt, budget - rc.state.spent_usd - pending)
+        left = budget - rc.state.spent_usd - pending - rc.state.held_usd
+        affordable = price.affordable_output_tokens(prompt, left)
         if affordable < min(max_tokens, max(rc.agent.min_output_tokens, 1)):  # 0: not even the prompt
             raise ProviderError(f"the remaining budget cannot pay for a call to {candidate.name}")
         if affordable < max_tokens:

@@ -111,6 +111,7 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     its models, its tools, and those of the agents it hands tasks to (a tool's ``check_config``;
     each once, in ``seen``). Its models and tools, checked."""
     _check_limits(agent.max_budget_usd, agent.max_turns)
+    _check_tokens(agent.max_tokens, agent.min_output_tokens)
     check_first_token_timeout(agent.first_token_timeout_s)
     check_first_token_timeout(agent.reply_timeout_s, "reply_timeout_s")
     if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
@@ -146,8 +147,22 @@ def _check_limits(budget: object, turns: object) -> None:
             f"max_budget_usd must be a finite number of dollars, zero or more (got {budget!r}); "
             "leave it None for no budget"
         )
-    if turns is not None and not (isinstance(turns, int) and not isinstance(turns, bool) and turns >= 0):
+    if turns is not None and not _whole(turns, 0):
         raise ConfigError(f"max_turns must be a whole number, zero or more (got {turns!r}); leave it None for no limit")
+
+
+def _check_tokens(max_tokens: object, least: object) -> None:
+    """A reply's limits that are no count: ``max_tokens=0`` stopped every run with a budget
+    "cannot pay for another call" with all of it left (and without one was sent: a Messages
+    request then took its default of 4,096); NaN ended the run with a validation error."""
+    if not _whole(max_tokens, 1):
+        raise ConfigError(f"max_tokens must be a whole number of tokens, 1 or more (got {max_tokens!r})")
+    if not _whole(least, 0):
+        raise ConfigError(f"min_output_tokens must be a whole number of tokens, 0 or more (got {least!r})")
+
+
+def _whole(value: object, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _start_counter(rc: RunContext) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,6 +291,10 @@ class RunState(BaseModel):
     # How many times earlier messages were changed in place (see ``transcript_rewritten``): what
     # a plug-in derives from the transcript and extends as it grows is stale when this moved.
     _rewrites: int = PrivateAttr(default=0)
+    # Dollars promised to work that spends for this run beside its other calls (a sub-agent's
+    # budget), by key: each gives what is still unspent of its promise. Not saved: a promise ends
+    # with the process that made it (a resumed sub-agent makes its own again). See ``held_usd``.
+    _held: dict[str, Callable[[], float]] = PrivateAttr(default_factory=dict)
 
     def ext_state(self, name: str) -> dict[str, Any]:
         """The part of ``ext`` that belongs to ``name`` (an extension's, a middleware's or a
@@ -325,6 +329,21 @@ class RunState(BaseModel):
     def spent_usd(self) -> float:
         """What the budget counts: the cost counted, plus the worst case of lost requests."""
         return self.cost_usd + self.cost_unknown_usd
+
+    def hold(self, key: str, unspent: Callable[[], float] | None) -> None:
+        """Promise part of the budget to work that spends on its own while other calls may too (a
+        sub-agent given its budget): ``unspent()`` says how much of the promise it has not spent
+        yet (its spending is added to ``cost_usd`` as it goes). None lets ``key``'s promise go."""
+        if unspent is None:
+            self._held.pop(key, None)
+        else:
+            self._held[key] = unspent
+
+    @property
+    def held_usd(self) -> float:
+        """What is promised and not spent yet (:meth:`hold`): a call made beside that work may not
+        count on it, or the two together would take the run past its budget."""
+        return sum(max(0.0, unspent()) for unspent in self._held.values())
 
     def transcript_rewritten(self) -> None:
         """Say that earlier messages were changed in place (trimming, compaction, a middleware):

@@ -450,6 +450,21 @@ class AgentTool:
         agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
         if getattr(self, "parallel", False):  # what the calls beside it may not count on (_beside)
             _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
+        carve, call_id = agent.max_budget_usd, ctx.call_id
+        if carve is not None and ctx.budget_left_usd is not None:
+            # What a call beside it (a policy's verdict, a server's sampling request) may not count
+            # on: the child's budget, less what it has spent (added to the parent's cost as it goes).
+            parent.hold(call_id, lambda: carve - sum(charged(parent, call_id)))
+        try:
+            return await self._run_child(ctx, agent, child, prompt)
+        finally:
+            parent.hold(call_id, None)
+
+    async def _run_child(
+        self, ctx: ToolContext, agent: Agent, child: RunState, prompt: str | None
+    ) -> ToolResult | str | Stop:
+        """Run (or resume) ``child`` with its limits, and keep its answer in the parent's state."""
+        assert ctx.run_agent is not None  # checked as the call began
         # A resumed child's with what it had spent before: a trace's spans then charge its next
         # turn's cost to it, not to its parent's next turn.
         before = None if prompt is not None else child.cost_usd
@@ -570,7 +585,11 @@ class AgentTool:
             return limit
         spent_before = sum(charged(ctx.state, ctx.call_id))
         usd, _, waiting = self._siblings(ctx)
-        carve = (ctx.budget_left_usd - ctx.reserve_usd - usd) / (1 + waiting) + spent_before
+        # A request the parent has out beside it (a policy's verdict on another call's result) is
+        # not charged yet: its worst case is not the child's to spend.
+        note = ctx.state.call_in_flight
+        out = (note.max_cost_usd or 0.0) if note is not None else 0.0
+        carve = (ctx.budget_left_usd - ctx.reserve_usd - usd - out) / (1 + waiting) + spent_before
         return min(limit if limit is not None else math.inf, max(0.0, carve))
 
     def _turns(self, ctx: ToolContext) -> int | None:
