@@ -14,22 +14,26 @@ answers, the loop guard and the governors.
 * The same call many times side by side in one reply (a batch of parallel calls) all ran: the
   guard's stop waits for an earlier alike call that carries its note, and a batch is judged before
   any of its calls has a result. One after another, the fifth was not run; side by side now too.
+* A governor's reason replaced the loop's: a status report with no text, a refusal, or a report
+  cut at max_tokens ended "the answer is the model's status report" as if it were whole.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from tests.conftest import assert_pairing
 from tether import Agent, RunState, run_sync, tool
 from tether.harness.governors import Governor
 from tether.harness.loop_guard import LoopGuard
-from tether.messages import Message, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
 from tether.providers.anthropic import answer_tool
 from tether.providers.base import ModelRequest
 from tether.providers.openai_chat import response_format
+from tether.status import EMPTY_ANSWER
 from tether.testing import FunctionModel, Reply
 
 # -- 1. a typed answer that refers to itself ---------------------------------------------------
@@ -194,3 +198,36 @@ def test_the_same_call_many_times_in_one_parallel_batch_is_stopped_at_the_fifth(
     assert [m.text.startswith("Not run: stopped a loop") for m in results] == [False] * 4 + [True] * 4
     assert ["Loop check" in m.text for m in results[:4]] == [False, False, True, True]
     assert_pairing(state.messages)
+
+
+# -- 4. what the run says about a status report that is not one ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("report", "said"),
+    [
+        (AssistantMessage(content=(), finish_reason="stop"), "asked for a status report, " + EMPTY_ANSWER),
+        (
+            AssistantMessage(content=(TextPart(text="I cannot help with that."),), finish_reason="refusal"),
+            "the answer is the model's status report (the model refused to answer)",
+        ),
+        (
+            AssistantMessage(content=(TextPart(text="I listed d1, d2 and"),), finish_reason="length"),
+            "the answer is the model's status report (it reached max_tokens and was cut)",
+        ),
+    ],
+)
+def test_a_status_report_that_is_empty_refused_or_cut_says_so(report: AssistantMessage, said: str) -> None:
+    """The governor's reason took the place of the loop's: a report with no text, a refusal, or
+    a report cut at max_tokens (continue_cut_text off) ended 'the answer is the model's status
+    report' as if the report were whole."""
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | AssistantMessage:
+        if request.tools:
+            return Reply(calls=((f"c{len(messages)}", "ls", {"path": f"d{len(messages)}"}),))
+        return report
+
+    agent = Agent(FunctionModel(reply), tools=[ls], middleware=[Governor(max_tool_rounds=2)], continue_cut_text=False)
+    result = run_sync(agent, "what is here?")
+    assert result.status == "completed"
+    assert result.reason == f"2 tool rounds (limit 2); {said}"

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
+from tether.harness.length import is_cut
 from tether.harness.middleware import Middleware
-from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, this_turn
+from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, is_empty_answer, this_turn
 from tether.messages import (
     AssistantMessage,
     Message,
@@ -37,7 +38,8 @@ from tether.messages import (
     ToolMessage,
     canonical_arguments,
 )
-from tether.providers.base import ModelRequest
+from tether.providers.base import STOPPED_BY_PROVIDER, ModelRequest
+from tether.status import EMPTY_ANSWER
 
 __all__ = ["CONTROL", "Governor", "Round", "tool_rounds"]
 
@@ -106,11 +108,12 @@ class Governor(Middleware):
         """A run that answered after a limit was reached answered with the status report: its
         reason says which limit. Worked out from the transcript, as the report request was."""
         last = ctx.state.messages[-1] if ctx.state.messages else None
-        written = isinstance(last, AssistantMessage) and last.finish_reason not in (ENDED_BY_TOOL, WRITTEN_BY_POLICY)
-        if status != "completed" or not written:
+        if status != "completed" or not isinstance(last, AssistantMessage):
+            return None
+        if last.finish_reason in (ENDED_BY_TOOL, WRITTEN_BY_POLICY):
             return None  # a terminal tool's result or a policy's words, not a reply to the report request
         why = _reached(self._counts(ctx))
-        return None if why is None else Stop("completed", f"{why}; the answer is the model's status report")
+        return None if why is None else Stop("completed", _report_reason(why, last))
 
     def _counts(self, ctx: RunContext) -> dict[str, tuple[int, int | None]]:
         """Each governor's count and limit, from the tool rounds since the person's latest message."""
@@ -136,6 +139,17 @@ def _reached(counts: dict[str, tuple[int, int | None]]) -> str | None:
         if limit is not None and count >= limit:
             return f"{count} {what} (limit {limit})"
     return None
+
+
+def _report_reason(why: str, report: AssistantMessage) -> str:
+    """The run's reason: the limit, and what the report is. A report with no text, or one the
+    provider stopped or the output limit cut, is said to be so (the loop's own reason said it)."""
+    if is_empty_answer(report):
+        return f"{why}; asked for a status report, {EMPTY_ANSWER}"
+    flaw = STOPPED_BY_PROVIDER.get(report.finish_reason or "")
+    if flaw is None and is_cut(report):
+        flaw = "it reached max_tokens and was cut"
+    return f"{why}; the answer is the model's status report" + (f" ({flaw})" if flaw else "")
 
 
 def _trailing_false(flags: list[bool]) -> int:
