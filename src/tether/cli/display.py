@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tether.status import Interruption, RunResult
     from tether.usage import Usage
 
-__all__ = ["cost_text", "price_known", "resume_hint", "summary_lines", "tokens_text", "transcript_lines"]
+__all__ = ["args_json", "cost_text", "price_known", "resume_hint", "summary_lines", "tokens_text", "transcript_lines"]
 
 # A shortened body keeps this many lines (tool results) or these many characters (anything).
 _TOOL_LINES = 12
@@ -182,6 +182,27 @@ def json_shown(text: str) -> str:
     return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+# Characters no one sees or that change how the text around them reads, as the page's cards escape
+# them (server/static/app.js, HIDDEN_CHARS): soft hyphen, blank fillers, zero-width characters,
+# variation selectors, and tags (U+E0000…), which carry text no one sees (a message hidden in a
+# memo, for the next model that reads it).
+_HIDDEN = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff]"
+)
+
+
+def args_json(value: Any) -> str:
+    """A call's arguments as JSON a person decides on: each character that cannot be seen or that
+    reorders text written as its JSON escape (the tool gets what the escapes say), so the call a
+    person allows never reads differently from what the tool gets."""
+    return _HIDDEN.sub(_json_escape, json.dumps(value, ensure_ascii=False))
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return json.dumps(match.group())[1:-1]  # "\\u200b"; beyond U+FFFF, its two halves
+
+
 def transcript_lines(messages: Sequence[Message], *, full: bool = False, full_hint: str = "--full") -> Iterator[str]:
     """The transcript with role labels, tool calls with their arguments, results with what tether
     decided about them, and long bodies shortened (``full`` keeps them whole). Each line is safe to
@@ -241,9 +262,9 @@ def _parts(parts: Sequence[Any], lines: int, full: bool, full_hint: str) -> Iter
 
 def _arguments(arguments: str) -> str:
     try:
-        return json.dumps(json.loads(arguments), ensure_ascii=False)
+        return args_json(json.loads(arguments))
     except ValueError:
-        return f"{arguments}   (not valid JSON)"
+        return f"{_HIDDEN.sub(_json_escape, arguments)}   (not valid JSON)"
 
 
 def _body(text: str, max_lines: int, full: bool, full_hint: str) -> Iterator[str]:

@@ -30,7 +30,7 @@ from tether.cli.common import (
     usage_error,
 )
 from tether.cli.common import settings as load_settings
-from tether.cli.display import shown
+from tether.cli.display import args_json, shown
 from tether.cli.kb import kb_name
 from tether.cli.memory import add_memory_options, memory_override
 from tether.cli.signals import (  # the names from before tether.cli.signals, still here
@@ -579,7 +579,7 @@ def _ask_one(state: RunState, waiting: ApprovalInterruption | OutcomeUnknownInte
 
     # The model's words, escaped: a bidi override or a terminal escape in its arguments must not
     # make the call the person approves read as another (tether.cli.display.shown).
-    call = shown(f"{waiting.tool_name} {json.dumps(waiting.args, ensure_ascii=False)}")
+    call = shown(f"{waiting.tool_name} {args_json(waiting.args)}")
     if waiting.type == "outcome_unknown":
         question = f"{call} started before a crash and left no result. Run it again? [y/N] "
     else:

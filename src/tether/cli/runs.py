@@ -276,7 +276,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
-    from tether.cli.display import cost_text, held_lines, resume_hint, spent_any, tokens_text
+    from tether.cli.display import args_json, cost_text, held_lines, resume_hint, spent_any, tokens_text
     from tether.harness.subagent import parent_of
 
     cfg = state.config
@@ -295,7 +295,7 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
         lines.append(f"  why it stopped: {state.reason}")
     waiting = state.interruption
     if waiting is not None and waiting.type in ("approval", "outcome_unknown"):
-        args = json.dumps(getattr(waiting, "args", None), ensure_ascii=False)
+        args = args_json(getattr(waiting, "args", None))
         what = (
             "a decision about a call cut off before it finished,"
             if waiting.type == "outcome_unknown"
@@ -304,14 +304,14 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
         call = getattr(waiting, "call_id", "?")
         lines.append(f"  waiting for {what} {getattr(waiting, 'tool_name', '?')} {args} [call {call}]")
         for other in getattr(waiting, "together", ()):  # the rest of its batch waits with it
-            more = json.dumps(getattr(other, "args", None), ensure_ascii=False)
+            more = args_json(getattr(other, "args", None))
             lines.append(f"  and for a decision about {other.tool_name} {more} [call {other.call_id}]")
     asked, via = waiting, []
     while asked is not None and asked.type == "subagent":  # what is decided is the child's question
         via.append(getattr(asked, "tool_name", "?"))
         asked = getattr(asked, "child", None)
     if via and asked is not None and asked.type in ("approval", "outcome_unknown"):
-        args = json.dumps(getattr(asked, "args", None), ensure_ascii=False)
+        args = args_json(getattr(asked, "args", None))
         lines.append(
             f"  waiting for a decision about {getattr(asked, 'tool_name', '?')} {args}, "
             f"a call of the sub-agent {' -> '.join(via)}"
