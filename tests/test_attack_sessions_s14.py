@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import pytest
 from tests.cli.conftest import quiet_env, run_main
 from tests.conftest import scripted_anthropic, scripted_openai
 from tests.harness.test_attack_resilience_round3 import is_summary_request, read_page, reader
-from tether import Agent, CancelSignal, RunState, run_stream
+from tether import Agent, CancelSignal, RunState, RunStore, run_stream
 from tether.errors import RetryableError
 from tether.events import Event
 from tether.harness.compaction import SUMMARY_FAILURE_LIMIT
@@ -241,3 +244,47 @@ def test_each_part_of_a_long_summary_reads_the_summary_of_the_parts_before_it_wh
     assert summarised.summary_turns is not None and f"SUMMARY-{len(asked) - 1}" in text_of([summarised])
     read = set(re.findall(r"question (Q\d\d)", "".join(asked)))
     assert read == {f"Q{i:02d}" for i in range(summarised.summary_turns)}  # every question before the tail
+
+
+SUMMARY_RETRY_CHILD = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from tests.harness.test_attack_resilience_round3 import is_summary_request, read_page, reader
+from tether import Agent, RunState, RunStore, run_stream
+from tether.errors import RetryableError
+from tether.testing import FunctionModel
+from tether.usage import Price
+
+pages = reader()
+
+def model(messages, request):
+    if is_summary_request(messages):
+        raise RetryableError("HTTP 429: slow down", status=429, retry_after=30.0)
+    return pages.fn(messages, request)
+
+async def main():
+    agent = Agent(FunctionModel(model), tools=[read_page], context_window=3000,
+                  price=Price(input=2.0, output=12.0), max_budget_usd=1.0)
+    state = RunState(run_id="run_s")
+    async for event in run_stream(agent, "read", state=state, store=RunStore(Path(sys.argv[1]) / "runs")):
+        if event.type == "retry":  # waiting to ask for the summary again: killed here
+            os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_while_a_summary_call_waits_to_be_asked_again_counts_no_phantom_spending(tmp_path: Path) -> None:
+    """A refused summary call is not billed: the note saved before it is out of the run on disk
+    before the wait, as a turn's is, so a run killed while it waits resumes with nothing counted
+    as spent-unknown."""
+    killed = subprocess.run(
+        [sys.executable, "-c", SUMMARY_RETRY_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    state = RunStore(tmp_path / "runs").load("run_s")
+    assert state.call_in_flight is None

@@ -413,6 +413,7 @@ async def _summarised(rc: RunContext, cut: int) -> AsyncIterator[Event | Finishe
         except RetryableError as exc:  # a rate limit, a 5xx, a dropped connection: waited for, as a turn's
             wait = rc.agent.retry.delay(attempt, exc)
             if attempt < rc.agent.retry.max_attempts and wait is not None:
+                rc.persist(durable=False)  # the refused call is not billed: a kill while waiting must not find its note
                 yield Retry(state.run_id, attempt, f"summary call: {exc}", round(wait, 3))
                 await rc.signal.sleep(wait)  # Stop ends the wait (RunCancelled): nothing changed
                 attempt += 1
