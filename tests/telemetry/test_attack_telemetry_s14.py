@@ -6,11 +6,13 @@ gRPC port), its TLS fails. Each drops the batch with one warning that names teth
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -230,3 +232,59 @@ def test_a_header_that_cannot_be_sent_is_a_clear_error_without_the_token(headers
         Telemetry("http://127.0.0.1:4318/v1/traces", headers=headers)
     assert "the OTLP header 'authorization' ([telemetry.headers], or headers=) has a" in str(caught.value)
     assert TOKEN[:14] not in str(caught.value)
+
+
+def test_a_served_run_refused_as_it_starts_is_in_its_trace_for_the_thumbs_down_to_find(
+    receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """A served run whose extension could not sign in (an MCP server down, a token expired) is
+    saved ``failed`` with "the run could not start: ...", and the page shows that answer. Its
+    trace had nothing: the run's span was started and never ended, the trace file never written,
+    so a thumbs-down on that answer was a feedback span under a run nobody could see."""
+    from tether import Agent, RunStore
+    from tether.cancel import CancelSignal
+    from tether.harness.state import RunState
+    from tether.server.runs import drive, run_tracer
+    from tether.server.store import TurnRecord
+    from tether.sessions import JsonlSessionStore
+    from tether.telemetry import trace_id_for
+    from tether.testing import FunctionModel
+    from tether.tracing import read_trace
+
+    class SignsIn:
+        async def start(self) -> None:
+            raise RuntimeError("github said 401 Bad credentials")
+
+    telemetry = Telemetry(receiver.endpoint)
+    state = RunState(session_id="s1")
+    turn = TurnRecord("m1", state.run_id, "s1", "ann", "support", trace_id_for("s1", "m1"), "hi", 0.0)
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    try:
+        asyncio.run(
+            drive(
+                turn,
+                Agent(model=FunctionModel(lambda m, r: "ok"), extensions=[SignsIn()]),
+                state,
+                "hi",
+                {},
+                lambda k, d: emitted.append((k, d)),
+                CancelSignal(),
+                RunStore(tmp_path / "runs"),
+                JsonlSessionStore(tmp_path / "sessions", fsync=False),
+                lambda t, resumed, cost: run_tracer(tmp_path, telemetry, t, resumed=resumed, cost_usd=cost),
+            )
+        )
+        telemetry.feedback(trace_id=turn.trace_id, score="down", comment="it did nothing")
+        assert telemetry.flush(10)
+    finally:
+        telemetry.shutdown()
+    reason = "the run could not start: github said 401 Bad credentials"
+    assert emitted[-1][1]["result"]["reason"] == reason
+    spans = receiver.wait_for(lambda got: len([s for s in got if s["trace_id"] == turn.trace_id]) >= 2, timeout=10)
+    (run,) = [s for s in spans if s["trace_id"] == turn.trace_id and s["name"] == "invoke_agent support"]
+    assert run["attributes"]["tether.status"] == "failed" and run["attributes"]["tether.reason"] == reason
+    assert run["status"] == "ERROR"
+    (feedback,) = [s for s in spans if s["trace_id"] == turn.trace_id and s["name"] == "feedback"]
+    assert feedback["parent_span_id"] == run["span_id"]
+    (last,) = read_trace(tmp_path / "traces" / f"{state.run_id}.jsonl")[-1:]
+    assert last["type"] == "run_stopped" and last["status"] == "failed" and last["reason"] == reason

@@ -148,6 +148,7 @@ class Worker:
         state: RunState | None = None
         new = False
         saw_done = away = False
+        tracers: list[Any] = []  # the last is the one a run that could not start did not take
         try:
             state = self.runs.load(job.run_id) if self.runs.exists(job.run_id) else None
             new = state is None
@@ -172,7 +173,7 @@ class Worker:
             # As a server's own runs: its MCP connectors act for the job's user (their own sealed
             # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.
             with acting_for(job.owner):
-                async for event in self._parts(agent, job, state, new, turn, signal):
+                async for event in self._parts(agent, job, state, new, turn, signal, tracers):
                     if event is None:  # the run's end, another worker's to write
                         saw_done = True
                         continue
@@ -189,7 +190,8 @@ class Worker:
                 reason = f"the run could not start: {exc}"
                 if state is None:  # it could not be loaded: say why, and leave the saved run for a person
                     state = RunState(run_id=job.run_id, session_id=job.session_id, status="failed")
-                writer.append("done", for_clients(refused(state, self.runs, new, reason), self.home))
+                done = refused(state, self.runs, new, reason, tracers[-1] if tracers else None)
+                writer.append("done", for_clients(done, self.home))
         finally:
             writer.close()
             with self._held_lock:
@@ -198,10 +200,23 @@ class Worker:
                 self.jobs.finish(job.run_id, job.attempts)
 
     async def _parts(
-        self, agent: Agent, job: Job, state: RunState, new: bool, turn: Any, signal: CancelSignal
+        self,
+        agent: Agent,
+        job: Job,
+        state: RunState,
+        new: bool,
+        turn: Any,
+        signal: CancelSignal,
+        tracers: list[Any],
     ) -> AsyncIterator[Event | None]:
         """The run's events to its end (None for an end that another worker, which took the run
-        over, writes); through the database away (:func:`~tether.server.runs.run_parts`)."""
+        over, writes); through the database away (:func:`~tether.server.runs.run_parts`). Each
+        part's tracer is added to ``tracers``."""
+
+        def part_tracer(resumed: bool) -> Any:
+            tracers.append(run_tracer(self.home, self.telemetry, turn, resumed=resumed, cost_usd=state.cost_usd))
+            return tracers[-1]
+
         async for event in run_parts(
             agent,
             job.prompt if new else None,
@@ -209,9 +224,7 @@ class Worker:
             runs=self.runs,
             sessions=self.sessions,
             signal=signal,
-            tracer_of=lambda resumed: run_tracer(
-                self.home, self.telemetry, turn, resumed=resumed, cost_usd=state.cost_usd
-            ),
+            tracer_of=part_tracer,
             away_wait_s=self.away_wait_s,
         ):
             # Another worker took the run while this one had lost its hold: the end is its own to write.

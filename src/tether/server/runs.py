@@ -254,10 +254,13 @@ def run_tracer(home: Path, telemetry: Any, turn: TurnRecord, *, resumed: bool, c
     return FanoutTracer(*tracers)
 
 
-def refused(state: RunState, runs: Any, new: bool, reason: str) -> dict[str, Any]:
+def refused(state: RunState, runs: Any, new: bool, reason: str, tracer: Any = None) -> dict[str, Any]:
     """The ``done`` event of a run that could not start; a new one is saved ``failed`` so it is
     not left without an exit, a resume that was refused leaves the saved run as it is. What the
-    failure quoted of a key (an extension that could not sign in) is taken out."""
+    failure quoted of a key (an extension that could not sign in) is taken out. ``tracer``, the
+    one made for the run that did not take it: a new run's end is its trace's last line and its
+    span's status (the span was started and never ended, so a thumbs-down on the answer found no
+    run in its trace)."""
     reason = without_secrets(reason)
     if new:
         state.status, state.reason = "failed", reason
@@ -266,7 +269,12 @@ def refused(state: RunState, runs: Any, new: bool, reason: str) -> dict[str, Any
         result = state.result()
     else:
         result = state.result().model_copy(update={"reason": reason})
-    return event_data(Done(state.run_id, result))
+    done = Done(state.run_id, result)
+    if new and tracer is not None:
+        with contextlib.suppress(Exception):  # the trace is a view of the run
+            tracer.write(done)
+            tracer.close()
+    return event_data(done)
 
 
 def waiting(state: RunState) -> dict[str, Any] | None:
@@ -558,6 +566,12 @@ async def drive(
     from tether.connectors._acting import acting_for
 
     saw_done = False
+    tracers: list[Any] = []  # the last is the one a run that could not start did not take
+
+    def part_tracer(resumed: bool) -> Any:
+        tracers.append(tracer_of(turn, resumed, state.cost_usd))
+        return tracers[-1]
+
     with acting_for(turn.owner):
         try:
             async for event in run_parts(
@@ -567,7 +581,7 @@ async def drive(
                 runs=runs,
                 sessions=sessions,
                 signal=signal,
-                tracer_of=lambda resumed: tracer_of(turn, resumed, state.cost_usd),
+                tracer_of=part_tracer,
                 away_wait_s=None,
                 unrecorded=unrecorded,
                 stopping=stopping,
@@ -582,7 +596,8 @@ async def drive(
         except Exception as exc:  # refused before it began: a configuration error, a run held elsewhere
             _log.warning("run %s could not start: %s", turn.run_id, exc)
             if not saw_done:
-                emit("done", refused(state, runs, prompt is not None, f"the run could not start: {exc}"))
+                reason = f"the run could not start: {exc}"
+                emit("done", refused(state, runs, prompt is not None, reason, tracers[-1] if tracers else None))
         except asyncio.CancelledError:  # cut after the shutdown's grace: run_stream saved the stop
             if not saw_done:
                 emit("done", event_data(Done(state.run_id, state.result())))
