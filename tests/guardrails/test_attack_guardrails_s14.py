@@ -20,6 +20,13 @@ combining marks NFKC cannot fold into a letter (an underline, a strike-through, 
 model reads "I̲g̲n̲o̲r̲e̲ a̲l̲l̲ p̲r̲e̲v̲i̲o̲u̲s̲ i̲n̲s̲t̲r̲u̲c̲t̲i̲o̲n̲s̲" and "Supplier mar\u200dgin" as plain words, the
 rules did not, and the jailbreak was answered and the margin delivered. A joiner that joins no
 emoji and no letters of a joining script, and a mark on a Latin letter, are now read through.
+
+Two answers reached the transcript and the run's output but never the stream, which is all a
+streaming caller (the server's page, an SSE client, ``tether resume``) reads: a deployment's canned
+``redirect_reply`` (the page showed an empty answer and the rationale meant for the deployment),
+and an answer a person approved after an output guardrail asked (the resumed run completed with no
+text). Both are now streamed; of an approved answer, what was released before the question is not
+sent again.
 """
 
 from __future__ import annotations
@@ -28,11 +35,11 @@ from typing import Any
 
 import pytest
 
-from tests.guardrails.common import JAILBREAK, collect, deltas, result_of, verdicts
+from tests.guardrails.common import JAILBREAK, OFF_TOPIC, Sentences, collect, deltas, result_of, verdicts
 from tests.guardrails.test_attack_guardrails_round3 import Chars, Pieces
-from tether import Agent
+from tether import Agent, RunState, approve
 from tether.errors import RetryableError
-from tether.guardrails import Guardrail, Rule, RuleClassifier, Verdict
+from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds, Verdict
 from tether.testing import FunctionModel
 
 # -- output: a blocked figure split where the stream splits ---------------------------------------
@@ -139,3 +146,52 @@ def test_joiners_and_marks_other_scripts_are_written_with_are_left_as_they_are()
 
     for text in ["👩\u200d💻 ok", "می\u200cخواهم", "क्\u200dष", "नमस्ते", "Tiếng Việt", "Học tập"]:
         assert normalise(text) == text.casefold()
+
+
+# -- what a guardrail answers, and what a person lets through, is streamed ------------------------
+
+CANNED = "I can only help with questions about our valves and actuators."
+
+
+@pytest.mark.parametrize("stage", ["input", "output"])
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+def test_a_canned_redirect_reply_is_streamed_as_the_answer(stage: str, release: str) -> None:
+    guard = Guardrail(
+        RuleClassifier([OFF_TOPIC]),
+        stages=(stage,),
+        thresholds=Thresholds(block=0.2, redirect=0.5),
+        redirect_reply=CANNED,
+        release=release,
+    )
+    events = collect(Agent(FunctionModel(lambda m, r: "The weather will be sunny."), middleware=[guard]), "Weather?")
+    r = result_of(events)
+    assert (r.status, r.output) == ("completed", CANNED)
+    assert deltas(events) == [CANNED]
+
+
+DISCOUNT = Rule(r"\bdiscount\b", 0.4, "pricing", "discounts are approved by sales")
+OFFER = "Rated 16 bar. You can have a 40% discount on 200 units. Delivery in two weeks."
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+def test_an_answer_a_person_approves_is_streamed_once_by_the_resumed_run(release: str) -> None:
+    guard = Guardrail(
+        RuleClassifier([DISCOUNT]),
+        stages=("output",),
+        thresholds=Thresholds(block=0.1, ask=0.5),
+        release=release,
+        chunk_chars=10,
+    )
+    agent = Agent(Sentences(lambda m, r: OFFER), middleware=[guard])
+    state = RunState()
+    first = collect(agent, "A better price?", state=state)
+    assert result_of(first).status == "interrupted"
+    before = "".join(deltas(first))
+    assert before == ("Rated 16 bar. " if release == "chunks" else "")
+
+    approve(state)
+    saved = RunState.model_validate_json(state.model_dump_json())  # resumed by another process
+    resumed = collect(agent, state=saved)
+
+    assert (result_of(resumed).status, result_of(resumed).output) == ("completed", OFFER)
+    assert before + "".join(deltas(resumed)) == OFFER  # all of it, each part once

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from tether.errors import ConfigError, RunCancelled, StoreError
 from tether.events import Guardrail as GuardrailEvent
+from tether.events import TextDelta
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, told
 from tether.harness.length import CUT, Continuation
@@ -258,6 +259,8 @@ class Guardrail(Middleware):
         )
         ctx.persist()
         if action == "redirect":
+            if reply:
+                ctx.emit(TextDelta(ctx.state.run_id, reply))  # the answer the caller reads, streamed
             return Stop("completed", f"redirected: {words}")
         return Stop("failed", f"blocked: {words}")
 
@@ -267,6 +270,7 @@ class Guardrail(Middleware):
         record = _Record(state)
         if pending.key in record.rejected:
             record.pending = None
+            record.part.pop("held_shown", None)
             reason = record.rejected[pending.key]
             ctx.emit(
                 GuardrailEvent(
@@ -286,6 +290,7 @@ class Guardrail(Middleware):
             )
         if pending.key in record.approved:
             record.pending = None
+            shown = record.part.pop("held_shown", None) or ""
             if pending.stage == "output":
                 ctx.emit(
                     GuardrailEvent(
@@ -298,6 +303,12 @@ class Guardrail(Middleware):
                         name=self.name,
                     )
                 )
+                # The answer let through reaches the caller as any answer does, streamed: what of it
+                # was released before the question (checked chunks, a cut reply) is not sent twice.
+                last = state.messages[-1] if state.messages else None
+                if isinstance(last, AssistantMessage) and not last.tool_calls:
+                    text = last.text
+                    ctx.emit(TextDelta(state.run_id, text[len(shown) :] if text.startswith(shown) else text))
             return None
         ctx.stop(
             Stop(
@@ -402,12 +413,14 @@ class Guardrail(Middleware):
             record = _Record(ctx.state)
             record.ask(question, self._who(ctx))
             record.held = held
+            record.part["held_shown"] = (gate.carry + gate.released) if gate is not None else ""
             ctx.stop(Stop("interrupted", f"{words}. Approve to deliver the answer, or reject", question))
             placeholder = f"[Answer held for a person to decide: {words}.]"
             return ModelResponse(message=response.message.model_copy(update={"content": (TextPart(text=placeholder),)}))
         if action == "redirect" and self.redirect_reply is not None:
             ctx.stop(Stop("completed", f"redirected: {words}"))
             withheld = self.redirect_reply
+            ctx.emit(TextDelta(ctx.state.run_id, withheld))  # the answer the caller reads, streamed
         else:
             ctx.stop(Stop("failed", f"blocked: {words}"))
             withheld = f"[Answer withheld: {words}.]"
