@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,47 @@ def test_kill_9_while_a_summary_call_waits_to_be_asked_again_counts_no_phantom_s
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     state = RunStore(tmp_path / "runs").load("run_s")
     assert state.call_in_flight is None
+
+
+# -- a tool result whose call is not in the session ------------------------------------------------------
+
+_ORPHAN = "OUTPUT OF A CALL WHOSE LINE WAS DELETED BY HAND"
+
+
+def _orphan_lines() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": "what does the log say?"}]},
+        {"role": "tool", "call_id": "c9", "name": "read_file", "content": [{"type": "text", "text": _ORPHAN}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "it says it timed out"}]},
+    ]
+
+
+def test_a_tool_result_with_no_call_is_dropped_from_a_jsonl_session_but_kept_beside_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, repair dropped it and wrote the session back without it: its words were gone, with no
+    copy and no warning (a line that holds no message is kept beside the session first). Now the
+    file as it was is kept beside it the same way, and a warning says where."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    path = store.path("s")
+    path.write_text("".join(json.dumps(line) + "\n" for line in _orphan_lines()))
+    with caplog.at_level("WARNING", logger="tether.sessions"):
+        messages = store.load("s")
+    assert [m.role for m in messages] == ["user", "assistant"] and store.load("s") == messages
+    (copy,) = path.parent.glob("s.jsonl.damaged-*")
+    assert _ORPHAN in copy.read_text() and _ORPHAN not in path.read_text()
+    assert str(copy) in caplog.text and "answers no call" in caplog.text
+    assert [s.messages for s in store.list()] == [2]  # the copy is no session of its own
+
+
+def test_a_tool_result_with_no_call_is_dropped_from_a_sqlite_session_but_kept_in_its_table(tmp_path: Path) -> None:
+    from tether.messages import load_message_dict
+    from tether.sessions import SqliteSessionStore
+
+    store = SqliteSessionStore(tmp_path / "sessions.db")
+    store.append("s", [load_message_dict(line) for line in _orphan_lines()])
+    assert [m.role for m in store.load("s")] == ["user", "assistant"]
+    store.close()
+    with sqlite3.connect(tmp_path / "sessions.db") as db:
+        kept = db.execute("SELECT body FROM damaged_messages WHERE session_id = 's'").fetchall()
+    assert len(kept) == 1 and _ORPHAN in kept[0][0]

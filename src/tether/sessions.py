@@ -132,7 +132,14 @@ def _contains(parts: tuple[UserPart, ...], run: tuple[UserPart, ...]) -> bool:
 
 
 def repair(messages: Sequence[Message]) -> list[Message]:
-    """Restore the pairing law; idempotent; never deletes a result whose call is in the transcript.
+    """Restore the pairing law; idempotent; never deletes a result whose call is in the transcript
+    (see :func:`repaired`, which also says which results were dropped)."""
+    return repaired(messages)[0]
+
+
+def repaired(messages: Sequence[Message]) -> tuple[list[Message], list[int]]:
+    """:func:`repair`'s history, and where in ``messages`` the results it dropped were (results
+    with no call at all: a store keeps them aside before it writes the repair back).
 
     Every tool call is followed, before the next non-result message, by exactly one result with its
     id, in declared order. A missing result is synthesised as a placeholder (status ``interrupted``,
@@ -155,6 +162,7 @@ def repair(messages: Sequence[Message]) -> list[Message]:
     results: dict[str, ToolMessage] = {}
     placed: dict[str, int] = {}  # call id → where its result sits in ``out`` (the latest such call)
     early: dict[tuple[str, str], ToolMessage] = {}  # (call id, tool) → a result seen before any such call
+    where: dict[tuple[str, str], list[int]] = {}  # (call id, tool) → where those early results were
     pulled: dict[str, ToolMessage] = {}  # early results that the latest assistant message's calls answer
 
     def close_block() -> None:
@@ -171,7 +179,7 @@ def repair(messages: Sequence[Message]) -> list[Message]:
         shared.clear()
 
     previous: Message | None = None  # the latest message as it was written (before any new ids)
-    for m in messages:
+    for index, m in enumerate(messages):
         if isinstance(m, AssistantMessage) and m.tool_calls and not results and out and previous == m:
             continue  # a line written twice (a copy, an editor): its calls would have two ids each
         if not isinstance(m, ToolMessage):
@@ -183,6 +191,7 @@ def repair(messages: Sequence[Message]) -> list[Message]:
                 for c in m.tool_calls:
                     if c.id not in declared and (c.id, c.name) in early:
                         pulled[c.id] = early.pop((c.id, c.name))
+                        where.pop((c.id, c.name))
                     declared.setdefault(c.id, c.name)
         elif m.call_id in declared:
             m = _answering(m, shared, declared, results)
@@ -195,8 +204,9 @@ def repair(messages: Sequence[Message]) -> list[Message]:
             key = (m.call_id, m.name)
             earlier = early.get(key)
             early[key] = m if earlier is None else _merge(earlier, m)
+            where.setdefault(key, []).append(index)
     close_block()
-    return out
+    return out, sorted(i for indices in where.values() for i in indices)
 
 
 def _distinct_ids(reply: Message, taken: set[str], shared: dict[str, list[str]]) -> Message:
@@ -499,12 +509,12 @@ class JsonlSessionStore:
         path = self.path(session_id)
         with self._locked(session_id):
             messages, damaged, garbled = self._read(path)
-            fixed = repair(messages)
+            fixed, dropped = repaired(messages)
             if damaged or fixed != messages:
                 copy = None
                 try:
-                    if garbled:  # a whole line no message could be read from: its bytes are kept beside
-                        copy = self._keep_damaged(path)
+                    if garbled or dropped:  # a line no message could be read from, or a result no call
+                        copy = self._keep_damaged(path)  # can pair with: its bytes are kept beside
                     self._write_all(path, fixed)
                 except OSError as exc:  # a full disk: the history is repaired here, and again at the next load
                     if copy is not None:
@@ -517,8 +527,9 @@ class JsonlSessionStore:
                     )
                     return fixed
                 if copy is not None:
+                    what = "a line of %s holds no message" if garbled else "a tool result in %s answers no call in it"
                     _log.warning(
-                        "session %s: a line of %s holds no message and was dropped; the file as it was is kept in %s",
+                        f"session %s: {what} and was dropped; the file as it was is kept in %s",
                         session_id,
                         path,
                         copy,
@@ -812,22 +823,25 @@ class SqliteSessionStore:
             why = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
             raise ConfigError(f"cannot open the session database {self.path}: {why}") from cause
 
-    def _rows(self, session_id: str) -> tuple[list[Message], list[tuple[int, Any]]]:
-        """The session's messages, and the rows that hold none (their seq and body, as stored)."""
-        out, damaged = [], []
+    def _rows(self, session_id: str) -> tuple[list[Message], list[tuple[int, Any]], list[tuple[int, Any]]]:
+        """The session's messages, the rows they were read from, and the rows that hold none
+        (their seq and body, as stored)."""
+        out, read, damaged = [], [], []
         for seq, body in self._db.execute(
             "SELECT seq, body FROM messages WHERE session_id = ? ORDER BY seq", (check_session_id(session_id),)
         ):
             try:
                 out.append(load_message(body))
+                read.append((seq, body))
             except ValidationError:
                 damaged.append((seq, body))  # dropped by the repair below, once kept aside
-        return out, damaged
+        return out, read, damaged
 
     def load(self, session_id: str) -> list[Message]:
         with self._tx():
-            rows, damaged = self._rows(session_id)
-            fixed = repair(rows)
+            rows, read, damaged = self._rows(session_id)
+            fixed, dropped = repaired(rows)
+            damaged += [read[i] for i in dropped]  # results no call can pair with: kept aside as well
             if damaged:
                 self._keep_damaged(session_id, damaged)
             if fixed != rows or damaged:
@@ -844,7 +858,8 @@ class SqliteSessionStore:
             [(session_id, seq, body, found) for seq, body in damaged],
         )
         _log.warning(
-            "session %s: %d row(s) of %s hold no message and were dropped; they are kept as they were in its "
+            "session %s: %d row(s) of %s hold no message (or a tool result that answers no call) and were dropped; "
+            "they are kept as they were in its "
             "table damaged_messages (sqlite3 %s \"SELECT seq, body FROM damaged_messages WHERE session_id = '%s'\")",
             session_id,
             len(damaged),
