@@ -16,6 +16,9 @@ answers, the loop guard and the governors.
   any of its calls has a result. One after another, the fifth was not run; side by side now too.
 * A governor's reason replaced the loop's: a status report with no text, a refusal, or a report
   cut at max_tokens ended "the answer is the model's status report" as if it were whole.
+* The continuation of a cut status report carried the governor's "write your answer now as a
+  status report" after "go on from where it stopped": a model that did what it read last wrote a
+  new report after the cut one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from tests.conftest import assert_pairing
 from tether import Agent, RunState, run_sync, tool
 from tether.harness.governors import Governor
 from tether.harness.loop_guard import LoopGuard
-from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage
+from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.anthropic import answer_tool
 from tether.providers.base import ModelRequest
 from tether.providers.openai_chat import response_format
@@ -231,3 +234,35 @@ def test_a_status_report_that_is_empty_refused_or_cut_says_so(report: AssistantM
     result = run_sync(agent, "what is here?")
     assert result.status == "completed"
     assert result.reason == f"2 tool rounds (limit 2); {said}"
+
+
+# -- 5. a cut status report is continued, not asked for again ------------------------------------
+
+
+def test_a_cut_status_report_is_continued_not_written_again() -> None:
+    """The continuation of a cut reply carries one instruction: go on from where it stopped. The
+    governor added its own after it (at the limit: "write your answer now as a status report"),
+    and a model that follows the latest instruction wrote a new report: the answer was the cut
+    one and a second one after it, run together."""
+    CUT = "Status: I listed d0, d1 and d2; each holds a.txt. What is left is to"
+    last_words: list[str] = []
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | AssistantMessage:
+        if request.tools:
+            n = sum(isinstance(m, ToolMessage) for m in messages)
+            return Reply(calls=((f"c{n}", "ls", {"path": f"d{n}"}),))
+        last_words.append(text_of([messages[-1]]))
+        if len(last_words) == 1:
+            return AssistantMessage(content=(TextPart(text=CUT),), finish_reason="length")
+        if "status report" in last_words[-1]:  # a model that does what it read last: a new report
+            return AssistantMessage(
+                content=(TextPart(text="Done: three listings. Left: reading."),), finish_reason="stop"
+            )
+        return AssistantMessage(content=(TextPart(text=" read a.txt."),), finish_reason="stop")
+
+    agent = Agent(FunctionModel(reply), tools=[ls], middleware=[Governor(max_tool_rounds=3)])
+    result = run_sync(agent, "what is here?")
+    assert result.status == "completed" and result.turns == 5
+    assert result.reason == "3 tool rounds (limit 3); the answer is the model's status report"
+    assert "Continue it from exactly where it stopped" in last_words[1]  # before: the report request
+    assert result.text == CUT + " read a.txt."  # before: CUT + "Done: three listings. Left: reading."

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from tether.errors import ConfigError
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext
-from tether.harness.length import is_cut
+from tether.harness.length import continues, is_cut
 from tether.harness.middleware import Middleware
 from tether.harness.state import CONTROL, ENDED_BY_TOOL, WRITTEN_BY_POLICY, control_message, is_empty_answer, this_turn
 from tether.messages import (
@@ -86,6 +86,11 @@ class Governor(Middleware):
             raise ConfigError(f"Governor(nudge_share={self.nudge_share}): a share between 0 and 1, like 0.8")
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
+        last = ctx.state.messages[-1] if ctx.state.messages else None
+        if isinstance(last, AssistantMessage) and continues(last):
+            # The continuation of a cut reply (a status report, say), offered no tools already:
+            # a second instruction after "go on from where it stopped" would start it over.
+            return request
         counts = self._counts(ctx)
         why = _reached(counts)
         if why is not None:
