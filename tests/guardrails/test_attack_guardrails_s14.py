@@ -27,10 +27,16 @@ streaming caller (the server's page, an SSE client, ``tether resume``) reads: a 
 and an answer a person approved after an output guardrail asked (the resumed run completed with no
 text). Both are now streamed; of an approved answer, what was released before the question is not
 sent again.
+
+A ``ModelClassifier`` took a verdict whose rationale was empty (``""``, or blanks) as a verdict: a
+model that skipped its reasons and gave a number (the very thing rationale-first prevents) allowed
+the text, or blocked it saying nothing why. It is now a verdict with no rationale, which fails
+closed (or open, with ``on_error="allow"``) and says so.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -39,7 +45,7 @@ from tests.guardrails.common import JAILBREAK, OFF_TOPIC, Sentences, collect, de
 from tests.guardrails.test_attack_guardrails_round3 import Chars, Pieces
 from tether import Agent, RunState, approve
 from tether.errors import RetryableError
-from tether.guardrails import Guardrail, Rule, RuleClassifier, Thresholds, Verdict
+from tether.guardrails import Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds, Verdict
 from tether.testing import FunctionModel
 
 # -- output: a blocked figure split where the stream splits ---------------------------------------
@@ -195,3 +201,19 @@ def test_an_answer_a_person_approves_is_streamed_once_by_the_resumed_run(release
 
     assert (result_of(resumed).status, result_of(resumed).output) == ("completed", OFFER)
     assert before + "".join(deltas(resumed)) == OFFER  # all of it, each part once
+
+
+# -- a model verdict with an empty rationale --------------------------------------------------------
+
+
+@pytest.mark.parametrize("rationale", ["", "   "])
+def test_a_model_verdict_with_an_empty_rationale_is_not_a_verdict(rationale: str) -> None:
+    said = json.dumps({"rationale": rationale, "score": 1.0, "category": "ok"})
+    judge = FunctionModel(lambda m, r: said, model_id="judge")
+    model = FunctionModel(lambda m, r: "16 bar.")
+    events = collect(Agent(model, middleware=[Guardrail(ModelClassifier("Valves only.", model=judge))]), "Pressure?")
+    r = result_of(events)
+    assert r.status == "failed" and "the verdict has no rationale" in (r.reason or "")
+    assert model.requests == []
+    (verdict,) = verdicts(events)
+    assert (verdict.decision, verdict.category) == ("block", "error")

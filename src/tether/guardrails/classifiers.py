@@ -224,14 +224,15 @@ def _parse(text: str, categories: Sequence[str]) -> Verdict:
     if match is None:
         raise ValueError(f"not a JSON object: {text[:120]!r}")
     data = json.loads(match.group(0))
-    if not isinstance(data, dict) or not isinstance(data.get("rationale"), str):
+    rationale = data.get("rationale") if isinstance(data, dict) else None
+    if not isinstance(rationale, str) or not rationale.strip():  # "": a score given without its reason
         raise ValueError("the verdict has no rationale")
     score = data.get("score")
     if not isinstance(score, int | float) or isinstance(score, bool) or not 0.0 <= float(score) <= 1.0:
         raise ValueError(f"the score is not a number from 0 to 1: {score!r}")
     category = str(data.get("category") or "")
     return Verdict(
-        data["rationale"].strip(),
+        rationale.strip(),
         float(score),
         category if category in categories or not categories else f"other:{category}",
     )
