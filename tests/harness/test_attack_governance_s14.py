@@ -19,6 +19,9 @@ answers, the loop guard and the governors.
 * The continuation of a cut status report carried the governor's "write your answer now as a
   status report" after "go on from where it stopped": a model that did what it read last wrote a
   new report after the cut one.
+* A typed answer with words around a valid object ("Here is the report:" and a fenced object) was
+  told 'the answer is not valid JSON: Expecting value at line 1 column 1'; it is told what stands
+  around the object now.
 """
 
 from __future__ import annotations
@@ -266,3 +269,32 @@ def test_a_cut_status_report_is_continued_not_written_again() -> None:
     assert result.reason == "3 tool rounds (limit 3); the answer is the model's status report"
     assert "Continue it from exactly where it stopped" in last_words[1]  # before: the report request
     assert result.text == CUT + " read a.txt."  # before: CUT + "Done: three listings. Left: reading."
+
+
+# -- 6. a JSON answer with words around it is told so --------------------------------------------
+
+
+def test_a_json_answer_with_words_around_it_is_told_what_to_cut() -> None:
+    """A model asked for JSON in words often writes "Here is the report:" and a fenced object.
+    The correction (and a failed run's reason) said 'the answer is not valid JSON: Expecting value
+    at line 1 column 1', which reads as if the object were wrong; it now says what stands around
+    it."""
+    good = '{"summary": "two files", "files": 2}'
+    told: list[str] = []
+
+    def reply(messages: list[Message], request: ModelRequest) -> str:
+        if isinstance(messages[-1], UserMessage) and len(messages) > 1:
+            told.append(text_of([messages[-1]]))
+            return good if "before it ('Here is the report:" in told[-1] else "Here is the report: " + good
+        return f"Here is the report:\n```json\n{good}\n```\nHope this helps!"
+
+    result = run_sync(Agent(FunctionModel(reply), output_type=Report), "what is in logs?")
+    assert result.status == "completed" and result.output == Report(summary="two files", files=2)
+    assert len(told) == 1
+    assert "text around its JSON object: before it ('Here is the report:" in told[0]
+    assert "after it ('```\\nHope this helps!')" in told[0]
+    result = run_sync(Agent(FunctionModel(lambda m, r: "Sure! " + good), output_type=Report, output_retries=0), "?")
+    assert result.status == "failed"
+    assert (result.reason or "").endswith(
+        "the answer has text around its JSON object: before it ('Sure! '): send the JSON object alone"
+    )

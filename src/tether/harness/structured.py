@@ -247,9 +247,32 @@ def _json(text: str) -> Any:
     except RecursionError:  # hostile output: an answer nested thousands of levels deep
         raise InvalidOutput(["the answer is nested too deeply to read: send one flat JSON object"]) from None
     except ValueError as exc:
+        around = _text_around_object(body)
+        if around is not None:
+            raise InvalidOutput([f"the answer has {around}: send the JSON object alone"]) from None
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise InvalidOutput([f"the answer is not valid JSON: {detail}{where}"]) from None
+
+
+def _text_around_object(body: str) -> str | None:
+    """What stands around a whole JSON object inside ``body`` ("Here is the answer:", a code fence
+    with a sentence after it), in words; None when no object starting at its first brace parses.
+    JSON's own complaint about such an answer ("Expecting value at line 1 column 1") does not say
+    that the object itself was fine."""
+    start = body.find("{")
+    try:
+        value, end = json.JSONDecoder().raw_decode(body, start) if start >= 0 else (None, 0)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    sides = [
+        f"{side} it ({_short(repr(text), 40)})"
+        for side, text in (("before", body[:start]), ("after", body[end:].strip()))
+        if text
+    ]
+    return "text around its JSON object: " + " and ".join(sides)
 
 
 def _where(path: Any) -> str:
