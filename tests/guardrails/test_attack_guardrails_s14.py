@@ -32,6 +32,10 @@ A ``ModelClassifier`` took a verdict whose rationale was empty (``""``, or blank
 model that skipped its reasons and gave a number (the very thing rationale-first prevents) allowed
 the text, or blocked it saying nothing why. It is now a verdict with no rationale, which fails
 closed (or open, with ``on_error="allow"``) and says so.
+
+A rule read the text in its stored order only: an answer with "\u202e%26 si nigram reilppus ruO"
+(a right-to-left override, then the words backwards) passed ``supplier margin``, and a screen
+showed the caller "Our supplier margin is 62%". A rule now also reads what an override displays.
 """
 
 from __future__ import annotations
@@ -217,3 +221,16 @@ def test_a_model_verdict_with_an_empty_rationale_is_not_a_verdict(rationale: str
     assert model.requests == []
     (verdict,) = verdicts(events)
     assert (verdict.decision, verdict.category) == ("block", "error")
+
+
+# -- a right-to-left override: the words backwards, shown forwards --------------------------------
+
+
+@pytest.mark.parametrize("release", ["hold", "chunks"])
+@pytest.mark.parametrize("end", ["\u202c Ask me more.", "\nAsk me more.", ""])
+def test_an_answer_a_right_to_left_override_shows_forwards_is_judged_as_shown(release: str, end: str) -> None:
+    hidden = "\u202e" + "Our supplier margin is 62%"[::-1] + end
+    guard = Guardrail(RuleClassifier([SUPPLIER_MARGIN]), stages=("output",), release=release, chunk_chars=10)
+    events = collect(Agent(FunctionModel(lambda m, r: "Rated 16 bar. " + hidden), middleware=[guard]), "q")
+    assert result_of(events).status == "failed"
+    assert "26" not in "".join(deltas(events))

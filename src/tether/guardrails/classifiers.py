@@ -93,7 +93,9 @@ class RuleClassifier:
             from tether.memory.scan import latin_lookalikes
 
             read = normalise(text)  # as read: full-width letters, invisible characters, leetspeak undone
-            seen = (text, read, latin_lookalikes(read))  # and a word's Cyrillic or Greek look-alikes as Latin
+            seen = [text, read, latin_lookalikes(read)]  # and a word's Cyrillic or Greek look-alikes as Latin
+            if _RLO in text:  # and as a screen shows it: "\u202e%26 nigram" reads "margin 62%" there
+                seen.append(normalise(_as_displayed(text)))
             for pattern, rule in self.rules:
                 if any(pattern.search(t) for t in seen):
                     found.append(Verdict(rule.rationale, rule.score, rule.category))
@@ -101,6 +103,14 @@ class RuleClassifier:
 
 
 _QUOTED = re.compile("\u201c.*\u201d", re.S)  # from the scan's opening quote to its closing one
+_RLO, _PDF = "\u202e", "\u202c"  # right-to-left override, and the mark that ends it
+_OVERRIDDEN = re.compile(f"{_RLO}([^{_PDF}\n]*)")
+
+
+def _as_displayed(text: str) -> str:
+    """``text`` in the order a screen shows it where a right-to-left override reverses it: each
+    run from U+202E to its end (U+202C or the line's end) written backwards, as it is displayed."""
+    return _OVERRIDDEN.sub(lambda m: m.group(1)[::-1], text)
 
 
 def _max_width(pattern: re.Pattern[str]) -> int | None:
