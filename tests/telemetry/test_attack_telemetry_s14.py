@@ -288,3 +288,53 @@ def test_a_served_run_refused_as_it_starts_is_in_its_trace_for_the_thumbs_down_t
     assert feedback["parent_span_id"] == run["span_id"]
     (last,) = read_trace(tmp_path / "traces" / f"{state.run_id}.jsonl")[-1:]
     assert last["type"] == "run_stopped" and last["status"] == "failed" and last["reason"] == reason
+
+
+def test_a_run_approved_after_its_job_was_forgotten_keeps_the_message_s_trace(tmp_path: Path) -> None:
+    """Workers: a run that waited for a person longer than ``[dispatch] keep_events_days`` (7 days)
+    had its job row pruned; the approval queued its next part anew, without the message's ids, so
+    the worker's part had trace id "": with telemetry on, "the run could not start: trace id ''
+    is not 32 hex characters", the approval lost; without, its spans in no message's trace.
+    Jobs here stands in for the table: a row is made by the first enqueue and kept on the next."""
+    from contextlib import nullcontext
+
+    from tether.dispatch.remote import RemoteRuns
+    from tether.harness.state import RunState
+    from tether.server.store import TurnRecord
+    from tether.sessions import JsonlSessionStore
+    from tether.telemetry import trace_id_for
+
+    class Jobs:
+        def __init__(self) -> None:
+            self.rows: dict[str, dict[str, Any]] = {}
+
+        def enqueue(self, *, run_id: str, config: dict[str, Any] | None = None, **job: Any) -> None:
+            self.rows.setdefault(run_id, {"config": config or {}}).update(job)  # ON CONFLICT keeps the config
+
+    class Runs:
+        def lock(self, run_id: str) -> Any:
+            return nullcontext()
+
+        def save(self, state: RunState) -> None:
+            pass
+
+    class Dispatcher:
+        def enqueue(self, run_id: str) -> None:
+            pass
+
+    jobs = Jobs()
+    remote = RemoteRuns(
+        jobs=jobs,  # type: ignore[arg-type]
+        runs=Runs(),
+        sessions=JsonlSessionStore(tmp_path / "sessions", fsync=False),
+        dispatcher=Dispatcher(),  # type: ignore[arg-type]
+    )
+    state = RunState(session_id="s1", status="interrupted")
+    turn = TurnRecord("m1", state.run_id, "s1", "ann", "support", trace_id_for("s1", "m1"), "delete the logs", 0.0)
+    remote.start(turn, "delete the logs", {})
+    assert jobs.rows[state.run_id]["config"]["trace_id"] == turn.trace_id
+    del jobs.rows[state.run_id]  # pruned: the part ended (waiting for a person) more than 7 days ago
+    remote.resume(turn, state, {})
+    config = jobs.rows[state.run_id]["config"]
+    assert jobs.rows[state.run_id]["kind"] == "continue"
+    assert (config["trace_id"], config["message_id"], config["agent"]) == (turn.trace_id, "m1", "support")

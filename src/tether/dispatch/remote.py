@@ -34,6 +34,18 @@ class QueueAway(StoreError):
     unavailable = True
 
 
+def _job_config(turn: TurnRecord, text: str) -> dict[str, Any]:
+    """What a job carries of the message it answers: the worker's turn (its trace id) and the
+    run's config."""
+    return {
+        "agent": turn.agent,
+        "message_id": turn.message_id,
+        "trace_id": turn.trace_id,
+        "served": True,
+        "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
+    }
+
+
 class RemoteRuns:
     def __init__(
         self, *, jobs: Jobs, runs: Any, sessions: SessionStore, dispatcher: Dispatcher, poll_s: float = 2.0
@@ -120,13 +132,7 @@ class RemoteRuns:
             kind="start",
             prompt=text,
             chosen=chosen,
-            config={
-                "agent": turn.agent,
-                "message_id": turn.message_id,
-                "trace_id": turn.trace_id,
-                "served": True,
-                "prompt": text[:200],  # what `tether runs` shows, as for a run from the command line
-            },
+            config=_job_config(turn, text),
         )
 
     def unsent(self, run_id: str) -> bool:
@@ -206,6 +212,10 @@ class RemoteRuns:
             prompt=None,
             chosen=chosen,
             changes=changes,
+            # Kept from the start's job while its row is; a row forgotten since (a run that waited
+            # for a person longer than [dispatch] keep_events_days) left the part without the
+            # message's trace id, and a worker with telemetry refused to run it.
+            config=_job_config(turn, turn.text),
         )
         self._dispatch(turn.run_id, "the run was not continued: send the decision (or the resume) again in a moment")
 
