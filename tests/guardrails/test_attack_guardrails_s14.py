@@ -36,6 +36,10 @@ closed (or open, with ``on_error="allow"``) and says so.
 A rule read the text in its stored order only: an answer with "\u202e%26 si nigram reilppus ruO"
 (a right-to-left override, then the words backwards) passed ``supplier margin``, and a screen
 showed the caller "Our supplier margin is 62%". A rule now also reads what an override displays.
+
+A classifier of the deployment's own whose score was outside 0 to 1 had it clamped: a 7 on a risk
+scale of 0 to 10 became 1.0, safe, and the text was allowed; NaN became a silent 0.0 under a
+rationale that said "fine". Such a score is not a verdict now: it fails closed and says why.
 """
 
 from __future__ import annotations
@@ -234,3 +238,33 @@ def test_an_answer_a_right_to_left_override_shows_forwards_is_judged_as_shown(re
     events = collect(Agent(FunctionModel(lambda m, r: "Rated 16 bar. " + hidden), middleware=[guard]), "q")
     assert result_of(events).status == "failed"
     assert "26" not in "".join(deltas(events))
+
+
+# -- a score outside 0 to 1 -------------------------------------------------------------------------
+
+
+class Scale:
+    """A classifier that scores on a scale of its own."""
+
+    def __init__(self, score: float) -> None:
+        self.score = score
+
+    async def classify(self, text: str, *, stage: str, ctx: Any) -> Verdict:
+        return Verdict("looks fine to me", self.score, "ok")
+
+
+@pytest.mark.parametrize("score", [7.0, float("inf"), float("nan"), -0.5], ids=["seven", "inf", "nan", "negative"])
+def test_a_score_outside_zero_to_one_fails_closed_and_says_so(score: float) -> None:
+    model = FunctionModel(lambda m, r: "16 bar.")
+    events = collect(Agent(model, middleware=[Guardrail(Scale(score))]), "Pressure?")
+    r = result_of(events)
+    assert r.status == "failed" and "is not a number from 0 to 1" in (r.reason or "")
+    assert model.requests == []
+    (verdict,) = verdicts(events)
+    assert (verdict.decision, verdict.score, verdict.category) == ("block", 0.0, "error")
+
+
+def test_a_score_a_hair_outside_the_range_from_floating_point_is_kept() -> None:
+    model = FunctionModel(lambda m, r: "16 bar.")
+    r = result_of(collect(Agent(model, middleware=[Guardrail(Scale(0.1 + 0.2 + 0.7))]), "Pressure?"))
+    assert (r.status, r.output) == ("completed", "16 bar.")

@@ -82,6 +82,9 @@ class Thresholds:
         return "allow"
 
 
+_SCORE_SLACK = 1e-9  # a score computed in floating point may land a hair outside 0 to 1
+
+
 def _key(stage: str, text: str) -> str:
     return f"{stage}:{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
@@ -160,12 +163,16 @@ class Guardrail(Middleware):
         return action, verdict
 
     async def _classify(self, ctx: RunContext, stage: Stage, text: str) -> Verdict:
-        """The classifier's verdict, its score clamped; one that raises, or answers something that
-        is not a verdict, fails closed (score 0.0, category ``error``) like an unusable model verdict."""
+        """The classifier's verdict; one that raises, or answers something that is not a verdict (a
+        score outside 0 to 1, NaN), fails closed (score 0.0, category ``error``) like an unusable
+        model verdict, and says why."""
         try:
             given = await self.classifier.classify(text, stage=stage, ctx=ctx)
-            score = min(1.0, max(0.0, float(given.score)))  # NaN: 0.0
-            return Verdict(str(given.rationale), score, str(given.category or ""))
+            score = float(given.score)
+            # Not clamped: a 7 on a scale of 0 to 10 (7 = risky) was read as 1.0, safe, and allowed.
+            if not -_SCORE_SLACK <= score <= 1.0 + _SCORE_SLACK:  # NaN too
+                raise ValueError(f"its score {given.score!r} is not a number from 0 to 1")
+            return Verdict(str(given.rationale), min(1.0, max(0.0, score)), str(given.category or ""))
         except (RunCancelled, StoreError, ConfigError):
             raise  # a cancel, a store that cannot write: the run's own exits; a setup that cannot work
         except Exception as exc:
