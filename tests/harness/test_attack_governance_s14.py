@@ -22,10 +22,13 @@ answers, the loop guard and the governors.
 * A typed answer with words around a valid object ("Here is the report:" and a fenced object) was
   told 'the answer is not valid JSON: Expecting value at line 1 column 1'; it is told what stands
   around the object now.
+* A reworded query inside an object or a list (``{"q": {"text": ...}}``) was compared as a whole
+  JSON value, never alike: the rewordings the guard stops at the top level ran on unnoticed.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -298,3 +301,45 @@ def test_a_json_answer_with_words_around_it_is_told_what_to_cut() -> None:
     assert (result.reason or "").endswith(
         "the answer has text around its JSON object: before it ('Sure! '): send the JSON object alone"
     )
+
+
+# -- 7. rewordings inside an object or a list are rewordings ------------------------------------
+
+
+QUERIES = [
+    "what are the FVAM-2050-B seals made of",
+    "FVAM-2050-B seal material",
+    "material of the FVAM-2050-B seals",
+    "FVAM-2050-B seals material composition",
+    "FVAM-2050-B seal made of what material",
+    "FVAM-2050-B sealing material",
+]
+
+
+@pytest.mark.parametrize("shape", ["top", "object", "list"])
+def test_reworded_queries_inside_an_object_or_a_list_are_stopped_as_at_the_top(shape: str) -> None:
+    """A search tool whose query sits in an object (``{"q": {"text": ...}}``, as many MCP tools
+    take it) or a list: the same rewordings that were stopped at the top level were compared as
+    whole JSON values there, never alike: not one was nudged, and a model that kept rewording ran
+    on to the governors' limits (20 rounds of searching)."""
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    def find(q: Any) -> str:
+        """Search the catalog."""
+        ran.append(json.dumps(q))
+        return "FVAM-2050-B: ball valve, PTFE seats"
+
+    def wrap(text: str) -> Any:
+        return {"top": text, "object": {"text": text, "limit": 5}, "list": [text]}[shape]
+
+    def reply(messages: list[Message], request: ModelRequest) -> Reply | str:
+        n = sum(isinstance(m, ToolMessage) for m in messages)
+        if n == len(QUERIES):
+            return "I could not find the seal material."
+        return Reply(calls=((f"s{n}", "find", {"q": wrap(QUERIES[n])}),))
+
+    result = run_sync(Agent(FunctionModel(reply), tools=[find], middleware=[LoopGuard()]), "seal material?")
+    assert result.status == "failed", result.reason  # before, in an object or a list: completed, six searches
+    assert (result.reason or "").startswith("stopped a loop: find was called 5 times with nearly the same")
+    assert len(ran) == 4

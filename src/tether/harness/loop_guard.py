@@ -7,7 +7,7 @@ nearly the same as it:
 
 * an **exact repeat** has the same canonical arguments (JSON with sorted keys);
 * a **near repeat** has the same argument names, equal values apart from strings, and every string
-  close in words: :func:`word_overlap` at or above ``similarity``.
+  close in words: :func:`word_overlap` at or above ``similarity``; inside objects and lists too.
 
 Only calls alike to *this* call count, not calls alike to one another: a chain of small steps (seal
 kit, repair kit, repair manual, installation manual) is research, not a loop.
@@ -286,16 +286,25 @@ def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact"
     if current.canon is not None and past.canon == current.canon:
         return "exact"
     a, b = past.args, current.args
-    if a is None or b is None or a.keys() != b.keys():
+    if a is None or b is None:
         return None
-    for key, value in b.items():
-        other = a[key]
-        if isinstance(value, str) and isinstance(other, str):
-            if word_overlap(other, value) < similarity:
-                return None
-        elif json.dumps(other, sort_keys=True) != json.dumps(value, sort_keys=True):
-            return None  # not ``==``: JSON's true and 1 are different arguments
-    return "near"
+    try:
+        return "near" if _alike(a, b, similarity) else None
+    except RecursionError:  # arguments nested deeper than a comparison can go: not judged alike
+        return None
+
+
+def _alike(a: Any, b: Any, similarity: float) -> bool:
+    """Two argument values alike: strings close in words, objects with the same keys and lists of
+    the same length alike part by part (a query inside ``{"q": {"text": ...}}`` or a list is
+    reworded just as one at the top), anything else equal."""
+    if isinstance(a, str) and isinstance(b, str):
+        return word_overlap(a, b) >= similarity
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_alike(a[k], b[k], similarity) for k in b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_alike(x, y, similarity) for x, y in zip(a, b, strict=True))
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # not ``==``: JSON's true and 1 differ
 
 
 class _TurnIndex:
