@@ -5,6 +5,7 @@ Each test says what was wrong before its fix."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,30 @@ def test_mcp_serve_whose_stdin_closes_during_a_run_answers_with_the_run_id(tmp_p
     assert record.status == "interrupted" and record.ext["config"]["prompt"] == "again"
     assert tasks_run(home) == ["again", "first"]
     assert code == 0 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_mcp_serve_over_stdio_stops_at_ctrl_c_or_sigterm_though_stdin_stays_open(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Was: Ctrl-C or SIGTERM did not stop `tether mcp serve` (stdio) while its stdin stayed open:
+    the SDK's reader waited in a thread for the next line and the process waited for it, until the
+    client closed stdin (a person at a terminal pressed Ctrl-C in vain; a client's SIGTERM was
+    ignored until its SIGKILL, which saves nothing). Now it ends at once with exit 130, as `tether
+    run` does, its run saved interrupted (resumable)."""
+    pytest.importorskip("mcp", reason="tether mcp serve needs the mcp extra")
+    home = held_home(tmp_path)
+    wire = Wire(home)
+    try:
+        wire.handshake()
+        wire.send(call(1, "first"))
+        runs_started(tmp_path, 1)
+        wire.proc.send_signal(sig)
+        code = wire.proc.wait(30)  # a hang guard: before the fix it waited for stdin's end
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+            wire.proc.wait()
+    assert code == 130
+    [record] = RunStore(home / "runs").list()
+    assert record["status"] == "interrupted"

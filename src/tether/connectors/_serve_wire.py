@@ -27,9 +27,11 @@ answers with its run id instead of the SDK's bare "Connection closed".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from io import TextIOWrapper
 from typing import Any
@@ -54,13 +56,47 @@ async def serve_stdio(lowlevel: Any, on_eof: Callable[[], None] = lambda: None) 
     os.dup2(quiet, 0)
     os.close(quiet)
     text = TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
-    lines = _CheckedLines(anyio.wrap_file(text), InFlight(), on_eof)
+    reader = _StdinLines(text)
+    lines = _CheckedLines(reader, InFlight(), on_eof)
     try:
         async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
             lines.answer_with(write)
             await lowlevel.run(read, _Answers(write, lines.in_flight), lowlevel.create_initialization_options())
     finally:
-        text.close()
+        if reader.done():  # else its thread still reads (blocked): closing would wait for that read
+            text.close()
+
+
+class _StdinLines:
+    """The wire's lines, read by a daemon thread. The SDK's reader (``anyio.wrap_file``) reads in a
+    worker thread whose wait cannot be cancelled, so a server stopped by Ctrl-C or SIGTERM hung
+    until its client closed stdin; a daemon thread's blocked read holds nothing up."""
+
+    def __init__(self, text: TextIOWrapper) -> None:
+        self._text = text
+        self._thread: threading.Thread | None = None
+
+    def done(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        send, receive = anyio.create_memory_object_stream[str](16)
+        token = anyio.lowlevel.current_token()
+
+        def pump() -> None:
+            try:
+                for line in self._text:
+                    anyio.from_thread.run(send.send, line, token=token)
+            except Exception:  # stdin failed (read as its end), or the server stops: nothing to hand over
+                pass
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run(send.aclose, token=token)
+
+        self._thread = threading.Thread(target=pump, name="tether mcp serve stdin", daemon=True)
+        self._thread.start()
+        async with receive:
+            async for line in receive:
+                yield line
 
 
 EOF_GRACE_S = 10.0  # how long the requests still running when stdin ends have to answer
