@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,3 +106,51 @@ def test_mcp_serve_over_stdio_stops_at_ctrl_c_or_sigterm_though_stdin_stays_open
     assert code == 130
     [record] = RunStore(home / "runs").list()
     assert record["status"] == "interrupted"
+
+
+# --- tether kb add, two at once -------------------------------------------------------------------
+
+
+def test_two_adds_at_once_of_one_file_name_from_two_folders_keep_both_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: `cd alpha && tether kb add README.md` and `cd beta && tether kb add README.md` started
+    together both found no README.md in the base, both named their file README.md, and the later
+    write replaced the other's document: both said "1 added", one text was gone (4 runs in 8 of two
+    real processes). Here the other add is made to land exactly between this add's look-up and its
+    write (two connections to one base file, as two processes have)."""
+    from tether.knowledge import KnowledgeBase
+
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    for folder, word in ((alpha, "brine"), (beta, "glycol")):
+        folder.mkdir()
+        (folder / "README.md").write_text(f"The {folder.name} project pumps {word}.\n")
+    ours, theirs = KnowledgeBase.open(tmp_path / "kb.db"), KnowledgeBase.open(tmp_path / "kb.db")
+    write = ours.store.replace_document
+    landed = []
+
+    def other_add_first(name: str, **kwargs: Any) -> int:
+        if not landed:  # the other process's add, whole, after ours looked the name up
+            monkeypatch.chdir(beta)
+            landed.append(theirs.add_path("README.md"))
+            monkeypatch.chdir(alpha)
+        return write(name, **kwargs)
+
+    monkeypatch.setattr(ours.store, "replace_document", other_add_first)
+    monkeypatch.chdir(alpha)
+    report = ours.add_path("README.md")
+    assert landed[0].added == ["README.md"]
+    assert report.added == [(alpha / "README.md").as_posix()] and report.updated == [], report
+    kb = KnowledgeBase.open(tmp_path / "kb.db")
+    assert sorted((d.name, d.path) for d in kb.documents()) == [
+        ((alpha / "README.md").as_posix(), str((alpha / "README.md").resolve())),
+        ("README.md", str((beta / "README.md").resolve())),
+    ]
+    for word, folder in (("brine", alpha), ("glycol", beta)):
+        [hit] = kb.search(word, mode="keyword").hits
+        assert hit.chunk.text.strip() == (folder / "README.md").read_text().strip()
+    # Consistent: added again from either folder, each is the one document it was.
+    assert kb.add_path("README.md").unchanged == [(alpha / "README.md").as_posix()]
+    monkeypatch.chdir(beta)
+    assert kb.add_path("README.md").unchanged == ["README.md"]
+    assert kb.store.stats()["documents"] == 2 and kb.store.stats()["chunks"] == 2

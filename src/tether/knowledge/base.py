@@ -37,7 +37,15 @@ from tether.errors import ConfigError, StoreError, UserError
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
 from tether.knowledge.readers import MAX_PDF_PAGES
-from tether.knowledge.store import ChunkRow, DocumentInfo, KnowledgeStore, SqliteKnowledgeStore, tokens
+from tether.knowledge.store import (
+    ANY_DOCUMENT,
+    ChunkRow,
+    DocumentInfo,
+    KnowledgeStore,
+    NameTaken,
+    SqliteKnowledgeStore,
+    tokens,
+)
 
 if TYPE_CHECKING:
     from tether.knowledge.graph import Extractor
@@ -59,6 +67,7 @@ MAX_K = 1_000_000
 # A file modified less than this before an add is read is hashed again by the next add: its file
 # system's clock may not have moved when it is written again (see _add_file).
 RECENT_NS = 3_000_000_000
+NAME_TRIES = 5  # an add's file named again at most this often when other adds take its name meanwhile
 
 _STOP_WORDS = """
 a about above after again against all also am an and any are as at be because been before being below between
@@ -225,6 +234,25 @@ class KnowledgeBase:
         The chunks are searchable by keyword once this returns. A new version keeps the vectors
         of its chunks whose text did not change; with ``embed`` the others are embedded before
         it returns, else they wait for :meth:`fill_vectors`."""
+        return self._index_text(
+            name, text, title=title, path=path, meta=meta, markdown=markdown, digest=digest, embed=embed
+        )
+
+    def _index_text(
+        self,
+        name: str,
+        text: str,
+        *,
+        title: str = "",
+        path: str | None = None,
+        meta: dict[str, Any] | None = None,
+        markdown: bool | None = None,
+        digest: str | None = None,
+        embed: bool = True,
+        replacing: int | None = ANY_DOCUMENT,
+    ) -> bool:
+        """:meth:`add_text`; with ``replacing`` (the id of the document the caller found under
+        ``name``, None: none), :class:`NameTaken` and nothing written when another holds it now."""
         meta = dict(meta or {})
         digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         text, masked = withhold_secrets(text)
@@ -251,6 +279,7 @@ class KnowledgeBase:
             chunks=[(c.start_line, c.end_line, c.heading, c.text, kept.get(c.indexed_text)) for c in chunks],
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
             relations=graph.relations,
+            replacing=replacing,
         )
         if self.embedder is not None and embed:
             self.fill_vectors()
@@ -301,7 +330,7 @@ class KnowledgeBase:
             if progress is not None:
                 progress(n, len(files), name)
             skipped = len(report.skipped)
-            self._add_file(file, name, known, dict(meta or {}), report, folder)
+            name = self._add_file_named(file, name, known, dict(meta or {}), report, folder)
             others = [o for o in named.get(str(file.resolve()), []) if o != name]
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
@@ -327,6 +356,28 @@ class KnowledgeBase:
             return name, known
         absolute = file.absolute().as_posix()
         return absolute, self.store.document(absolute)
+
+    def _add_file_named(
+        self,
+        file: Path,
+        name: str,
+        known: DocumentInfo | None,
+        meta: dict[str, Any],
+        report: IngestReport,
+        folder: Path | None,
+    ) -> str:
+        """:meth:`_add_file`, named again when another add (another process) took the name between
+        the look-up and the write: two ``kb add README.md`` run at once from two folders both named
+        their file README.md, and the later write replaced the other's document (both said "1
+        added"). Returns the name it went under."""
+        for _ in range(NAME_TRIES - 1):
+            try:
+                self._add_file(file, name, known, meta, report, folder)
+                return name
+            except NameTaken:
+                name, known = self._name_for(file)
+        self._add_file(file, name, known, meta, report, folder)  # taken again: NameTaken says to add it again
+        return name
 
     def _gone(self, root: Path, files: list[Path], unlisted: list[Path], prune: bool, report: IngestReport) -> None:
         """The documents once read from ``root`` whose files were not found now: listed as gone, or
@@ -451,7 +502,7 @@ class KnowledgeBase:
             return
         doc, digest = read
         self.last_withheld = 0
-        added = self.add_text(
+        added = self._index_text(
             name,
             doc.text,
             title=doc.title,
@@ -460,6 +511,7 @@ class KnowledgeBase:
             markdown=doc.markdown,
             digest=digest,
             embed=False,
+            replacing=None if known is None else known.id,
         )
         if added:
             (report.updated if known is not None else report.added).append(name)

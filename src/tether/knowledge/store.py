@@ -26,7 +26,38 @@ from typing import Any, Protocol
 from tether.errors import ConfigError, StoreError
 from tether.fileio import private_file, set_up_sqlite
 
-__all__ = ["ChunkRow", "DocumentInfo", "KnowledgeStore", "SqliteKnowledgeStore", "fts_text", "tokens"]
+__all__ = [
+    "ANY_DOCUMENT",
+    "ChunkRow",
+    "DocumentInfo",
+    "KnowledgeStore",
+    "NameTaken",
+    "SqliteKnowledgeStore",
+    "fts_text",
+    "tokens",
+]
+
+ANY_DOCUMENT = -1  # replace_document's ``replacing``: whatever document holds the name (no id is negative)
+
+
+class NameTaken(StoreError):
+    """``replace_document`` wrote nothing: another document took the name after the caller looked
+    (another ``kb add`` in another process, at the same moment)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"document {name!r} was not written: another add wrote a document of that name at the same "
+            "moment. Add it again"
+        )
+        self.name = name
+
+
+def check_replacing(name: str, current: int | None, replacing: int | None) -> None:
+    """Raise :class:`NameTaken` when the document ``current`` now under ``name`` is not the one
+    (``replacing``) the writer read."""
+    if replacing != ANY_DOCUMENT and current != replacing:
+        raise NameTaken(name)
+
 
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 30  # how long a write waits for another process's to end
@@ -309,7 +340,12 @@ class KnowledgeStore(Protocol):
         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
         entities: Sequence[tuple[str, str, Sequence[int]]],
         relations: Sequence[tuple[str, str, str, float]],
-    ) -> int: ...
+        replacing: int | None = ANY_DOCUMENT,
+    ) -> int:
+        """Put a document (replacing any of the same name) in one transaction. With ``replacing``,
+        the id of the document the caller read under ``name`` (None: none), it writes nothing and
+        raises :class:`NameTaken` when another holds the name now."""
+        ...
 
     def remove_document(self, name: str) -> bool: ...
 
@@ -538,11 +574,16 @@ class SqliteKnowledgeStore:
         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
         entities: Sequence[tuple[str, str, Sequence[int]]],
         relations: Sequence[tuple[str, str, str, float]],
+        replacing: int | None = ANY_DOCUMENT,
     ) -> int:
         """Put a document (replacing any of the same name) in one transaction: its chunks
         ``(start, end, heading, text, vector)``, the entities it mentions ``(name, kind, chunk
-        indexes)`` and relations ``(name, name, kind, weight)``. Returns its id."""
+        indexes)`` and relations ``(name, name, kind, weight)``. Returns its id. With ``replacing``
+        (the id of the document the caller read under ``name``; None: none) nothing is written
+        when another holds the name now: :class:`NameTaken`."""
         with self._tx() as db:
+            row = db.execute("SELECT id FROM documents WHERE name = ?", (name,)).fetchone()
+            check_replacing(name, None if row is None else int(row[0]), replacing)
             self._delete(db, name)
             cur = db.execute(
                 "INSERT INTO documents (name, path, title, hash, meta, added_at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -34,7 +34,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigError, StoreError
-from tether.knowledge.store import BM25_B, BM25_K1, ChunkRow, DocumentInfo, dimension_error, tokens
+from tether.knowledge.store import (
+    ANY_DOCUMENT,
+    BM25_B,
+    BM25_K1,
+    ChunkRow,
+    DocumentInfo,
+    check_replacing,
+    dimension_error,
+    tokens,
+)
 from tether.postgres.db import Database, Migration, redact, storable
 
 __all__ = ["MIGRATIONS", "PgKnowledgeStore"]
@@ -258,6 +267,7 @@ class PgKnowledgeStore:
         chunks: Sequence[tuple[int, int, str, str, bytes | None]],
         entities: Sequence[tuple[str, str, Sequence[int]]],
         relations: Sequence[tuple[str, str, str, float]],
+        replacing: int | None = ANY_DOCUMENT,
     ) -> int:
         """Put a document (replacing any of the same name) in one transaction; see
         :meth:`tether.knowledge.store.SqliteKnowledgeStore.replace_document`."""
@@ -271,6 +281,8 @@ class PgKnowledgeStore:
             # One writer per base at a time, so its counts (chunks, words, kb_terms) stay exact.
             if conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE", (self.kb,)).fetchone() is None:
                 raise self._dropped("nothing was added")
+            row = conn.execute("SELECT id FROM kb_documents WHERE kb = %s AND name = %s", (self.kb, name)).fetchone()
+            check_replacing(name, None if row is None else int(row[0]), replacing)
             self._delete(conn, name)
             doc_id = int(
                 conn.execute(
