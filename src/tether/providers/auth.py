@@ -65,11 +65,11 @@ class ApiKey:
             )
         self._value = value
         self.hint = hint
-        self._header = header
+        self.header = header  # the header it goes in (a base URL's user and password cannot share it)
         self._scheme = scheme
 
     async def headers(self) -> dict[str, str]:
-        return {self._header: f"{self._scheme} {self._value}" if self._scheme else self._value}
+        return {self.header: f"{self._scheme} {self._value}" if self._scheme else self._value}
 
     async def refresh(self) -> bool:
         return False
@@ -163,6 +163,8 @@ async def _lock_tokens(path: Path) -> int:
 
 class OAuthCredentials:
     """Bearer tokens from a token file, refreshed with the refresh-token grant."""
+
+    header = "authorization"  # the header the token goes in
 
     def __init__(
         self,

@@ -224,7 +224,11 @@ class HttpTransport:
         # A query in the base URL (Azure's ?api-version=...) goes with every request: joined to
         # the URL as written, the paths would land inside it.
         base, _, self._query = base_url.partition("?")
-        self.base_url = base.rstrip("/")
+        # A user and password in the base URL (a gateway behind HTTP Basic auth) are sent as the
+        # Authorization header by tether itself, not left in the URL for httpx, which put them
+        # there silently, over the Bearer key, and kept them out of what errors are scrubbed of.
+        self._basic, userinfo_secrets = _basic_auth(base)
+        self.base_url = _without_userinfo(base).rstrip("/")
         self.host = _host(self.base_url)
         self.proxy = env_proxy(self.base_url) if transport is None else ""
         self.credentials = credentials
@@ -233,6 +237,9 @@ class HttpTransport:
         self._transport = transport  # an httpx transport instead of the network (tests, custom routing)
         self._client: Any = None
         self._secrets: tuple[str, ...] = ()  # the credentials last sent, taken out of errors
+        self._userinfo_secrets = userinfo_secrets  # the URL's password, as written and as sent
+        if self._basic and getattr(credentials, "header", "").lower() == "authorization":
+            raise self._clash(credentials)
 
     def _http(self) -> Any:
         if self._transport is None:
@@ -320,14 +327,28 @@ class HttpTransport:
         client = self._http()
         try:
             headers = await self.credentials.headers()
+            if self._basic:
+                if any(name.lower() == "authorization" for name in headers):
+                    raise self._clash(self.credentials)
+                headers = {**headers, "authorization": self._basic}
             # The ones sent before stay too: a request still out may have carried a token since refreshed.
-            self._secrets = _secret_values(headers, self._secrets)
+            self._secrets = _secret_values(headers, (*self._userinfo_secrets, *self._secrets))
             if self._query:
                 path += ("&" if "?" in path else "?") + self._query
             req = client.build_request(method, path, content=body, headers=headers)
             return await client.send(req, stream=True)
         except _failures() as exc:
             raise transport_error(exc, self.provider, "sending the request", host=self.host, via=self.proxy) from exc
+
+    def _clash(self, credentials: Credentials) -> ConfigError:
+        """A user and password in the base URL and credentials sent in the Authorization header:
+        a request carries one such header, so one of them would silently not be sent."""
+        return ConfigError(
+            f"the base URL of the {self.provider} provider ({self.base_url}) has a user and password "
+            f"(user:password@), sent as HTTP Basic authorization, and {credentials.hint} is sent in the same "
+            "Authorization header: a request can carry only one of them. Take user:password@ out of the base "
+            "URL, or the key out of the configuration."
+        )
 
     async def _read(self, response: Any) -> None:
         try:
@@ -506,6 +527,21 @@ def scrubbed(text: str, secrets: tuple[str, ...]) -> str:
                 text = text.replace(secret[:size], "***")
                 break
     return text
+
+
+def _basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
+    """The ``Authorization`` value for the ``user:password@`` of ``url`` ("" for none), and the
+    secrets an error must not show of it: the password, as written and decoded, and the encoded
+    pair the header carries."""
+    import base64
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return "", ()
+    user, _, password = parts.netloc.rpartition("@")[0].partition(":")
+    pair = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return f"Basic {pair}", tuple(s for s in {password, unquote(password), pair} if len(s) >= 8)
 
 
 def _without_userinfo(url: str) -> str:

@@ -1,0 +1,102 @@
+"""Hostile and broken provider servers, session 14, through real HTTP on loopback (the byte-for-byte
+server of the second round): a base URL with a user and password in it (``https://user:pass@host``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.providers.test_attack_wire_round2 import (
+    KEY,
+    WIRES,
+    Reply,
+    WireServer,
+    assert_sound,
+    run_against,
+    text_reply,
+)
+from tests.providers.test_attack_wire_round4 import recording
+from tether.errors import ConfigError
+from tether.providers.anthropic import AnthropicProvider
+from tether.providers.auth import NoAuth
+from tether.providers.openai_chat import OpenAIChatProvider
+
+Serve = Callable[[list[Reply]], WireServer]
+JSON = {"content-type": "application/json"}
+
+# --- a user and password in the base URL ---------------------------------------------------------
+
+PASSWORD = "gateway-pw-7731"
+BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+
+
+def with_userinfo(server: WireServer, path: str = "") -> str:
+    return server.url.replace("http://", f"http://alice:{PASSWORD}@") + path
+
+
+def test_a_base_url_password_and_a_bearer_key_are_refused_together_before_any_request(serve: Serve) -> None:
+    """Before: httpx put the URL's user and password in the Authorization header over the Bearer
+    key, so the key was silently never sent (the gateway's 401 then blamed the key). A request
+    carries one Authorization header: the provider is refused where it is made, saying which two
+    clash and what to take out, and showing no password. (Anthropic's key goes in ``x-api-key``:
+    both are sent there, below.)"""
+    server = serve([text_reply("openai", "hello")])
+    with pytest.raises(ConfigError) as caught:
+        OpenAIChatProvider(with_userinfo(server, "/v1"), KEY)
+    message = str(caught.value)
+    assert "user:password@" in message and "the api_key given to the openai provider" in message
+    assert PASSWORD not in message and KEY not in message and BASIC not in message
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_base_url_password_is_sent_as_basic_auth_and_never_shown(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """A gateway behind HTTP Basic auth, its user and password in the base URL. The server answers
+    400 quoting the header it got: before, the encoded ``user:password`` stood in the reason, the
+    trace and the saved run (only the credentials' own headers were scrubbed)."""
+    echo = json.dumps({"error": {"message": f"bad header: Basic {BASIC} (password {PASSWORD})"}}).encode()
+    server = recording(serve([Reply(400, [echo], JSON)]))
+    model = (
+        OpenAIChatProvider(with_userinfo(server, "/v1"), credentials=NoAuth())
+        if kind == "openai"
+        else AnthropicProvider(with_userinfo(server), KEY)
+    )
+    out = run_against(kind, server, tmp_path, model=model)
+    assert out.result.status == "failed" and "HTTP 400" in (out.result.reason or "")
+    assert server.headers_seen[0]["authorization"] == f"Basic {BASIC}"  # type: ignore[attr-defined]
+    if kind == "anthropic":
+        assert server.headers_seen[0]["x-api-key"] == KEY  # type: ignore[attr-defined]
+    assert_sound(out)
+    leaked = [path for path, text in out.files.items() if BASIC in text or PASSWORD in text]
+    assert not leaked and BASIC not in (out.result.reason or "") and PASSWORD not in (out.result.reason or "")
+
+
+class _VaultToken:
+    """Credentials of one's own that send a Bearer token (and say nothing of their header)."""
+
+    hint = "the token from the vault"
+
+    async def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {KEY}"}
+
+    async def refresh(self) -> bool:
+        return False
+
+
+def test_credentials_of_ones_own_that_clash_with_a_base_url_password_fail_before_sending(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """What a provider cannot know when it is made (its credentials' header) is checked before the
+    first request leaves: the run fails once, saying what clashes, and nothing is sent."""
+    server = serve([text_reply("openai", "hello")])
+    model = OpenAIChatProvider(with_userinfo(server, "/v1"), credentials=_VaultToken())
+    out = run_against("openai", server, tmp_path, model=model)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and "the token from the vault" in reason and "user:password@" in reason
+    assert server.requests == [] and PASSWORD not in reason and BASIC not in reason
+    assert_sound(out)
