@@ -663,6 +663,7 @@ def _check_sdk() -> None:
 
 
 def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
+    from tether.cancel import CancelSignal
     from tether.errors import UserError
     from tether.stores import server_store
 
@@ -684,7 +685,8 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
-    server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url)
+    stop = CancelSignal()
+    server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url, stop=stop)
     security = _host_check(host, remote)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security)
     _check_posts(app, server, security)
@@ -695,7 +697,17 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    return _until_stopped(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    http = uvicorn.Server(config)
+    shutdown = http.shutdown
+
+    async def runs_first(sockets: Any = None) -> None:
+        # Ctrl-C or SIGTERM: the runs under way stop first and each call answers with its run (the
+        # SDK's own answer, "Connection closed", never reached a client whose stream was open).
+        stop.cancel("the server was stopped (Ctrl-C or SIGTERM) before the run ended")
+        await shutdown(sockets=sockets)
+
+    http.shutdown = runs_first  # type: ignore[method-assign]
+    return _until_stopped(lambda: http.serve(sockets=[sock]))
 
 
 def _check_posts(app: Any, server: "MCPServer", security: "TransportSecuritySettings") -> None:
