@@ -16,8 +16,12 @@ from tests.providers.test_attack_wire_round2 import (
     WIRES,
     Reply,
     WireServer,
+    anthropic_text,
     assert_sound,
+    event,
+    openai_text,
     run_against,
+    sse,
     text_reply,
 )
 from tests.providers.test_attack_wire_round4 import recording
@@ -99,4 +103,37 @@ def test_credentials_of_ones_own_that_clash_with_a_base_url_password_fail_before
     reason = out.result.reason or ""
     assert out.result.status == "failed" and "the token from the vault" in reason and "user:password@" in reason
     assert server.requests == [] and PASSWORD not in reason and BASIC not in reason
+    assert_sound(out)
+
+
+# --- what follows the end marker ----------------------------------------------------------------
+
+GATEWAY_ERROR = sse({"error": {"message": "upstream connection closed", "type": "server_error"}})
+OVERLOADED = event("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+
+
+@pytest.mark.parametrize(
+    ("kind", "after"),
+    [
+        ("openai", [GATEWAY_ERROR]),
+        ("openai", [b"data: <html>502 Bad Gateway</html>\n\n", b"data: [DONE]\n\n"]),
+        ("anthropic", [OVERLOADED]),
+        ("anthropic", [b"data: {not json\n\n", b": keep-alive\n\n"]),
+    ],
+    ids=["openai error chunk", "openai page", "anthropic error event", "anthropic line not JSON"],
+)
+def test_what_a_gateway_writes_after_the_end_marker_does_not_undo_the_reply(
+    serve: Serve, tmp_path: Path, kind: str, after: list[bytes]
+) -> None:
+    """The reply was whole (``finish_reason``, ``message_stop``) and shown; then a gateway wrote an
+    error, or a page, before closing. Before: the run failed "overloaded_error mid-stream ... (after
+    part of the reply reached the user; not retried)", the answer the person had read was not
+    recorded, and a resume would ask (and pay) again. A dropped connection there already left the
+    reply standing; so does this now."""
+    parts = openai_text("hello") if kind == "openai" else anthropic_text("hello")
+    end = 3 if kind == "openai" else len(parts)  # after the finish_reason, before the usage chunk
+    server = serve([Reply(200, [*parts[:end], *after, *parts[end:]]), text_reply(kind, "asked twice")])
+    out = run_against(kind, server, tmp_path)
+    assert (out.result.status, out.result.text) == ("completed", "hello")
+    assert len(server.requests) == 1
     assert_sound(out)

@@ -615,7 +615,8 @@ async def stream_reply(
     A failure while reading becomes a classified error here. A transient one before the end
     marker is an :class:`~tether.providers.base.IncompleteStreamError` saying how much the caller
     already saw; after the end marker it only cost what follows the reply (a usage chunk, the
-    ``[DONE]`` line), so the reply stands. Whether a stream that ended cleanly is complete is
+    ``[DONE]`` line), so the reply stands, as it does when what follows is an error event or a
+    line that is no JSON (a gateway's own failure after the reply). Whether a stream that ended cleanly is complete is
     the assembler's ``message()`` to decide, by the same rule.
 
     A body that ends inside an event (the last line is not JSON, and nothing follows it) was cut,
@@ -650,13 +651,19 @@ async def stream_reply(
                     else decode_json(payload, provider, "stream event")
                 )
             except ResponseError:
+                if assembler.finished:  # what follows the end marker cannot undo the reply
+                    return
                 if await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
-                    if assembler.finished:
-                        return
                     raise incomplete_stream(provider, assembler.chars_shown, "the body ended inside an event") from None
                 raise
-            with _shape_errors(provider, payload):
-                deltas = assembler.feed(event)
+            finished = assembler.finished
+            try:
+                with _shape_errors(provider, payload):
+                    deltas = assembler.feed(event)
+            except ProviderError:
+                if finished:  # an error a gateway writes after the end marker: the reply is whole
+                    return
+                raise
             for delta in deltas:
                 assembler.chars_shown += len(delta.text)
                 yield delta
