@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ import pytest
 from tests.cli.conftest import quiet_env, run_main
 from tests.conftest import scripted_anthropic, scripted_openai
 from tests.harness.test_attack_resilience_round3 import is_summary_request, read_page, reader
-from tether import Agent, CancelSignal, RunState, RunStore, run_stream
-from tether.errors import RetryableError
+from tether import Agent, CancelSignal, RunState, RunStore, run_stream, run_sync, tool
+from tether.errors import RetryableError, StoreError
 from tether.events import Event
 from tether.harness.compaction import SUMMARY_FAILURE_LIMIT
 from tether.harness.retry import RetryPolicy
@@ -30,7 +31,7 @@ from tether.harness.state import TRIMMED
 from tether.messages import AssistantMessage, Message, TextPart, ToolMessage, UserMessage, text_of
 from tether.providers.base import ModelRequest
 from tether.sessions import JsonlSessionStore, MemorySessionStore
-from tether.testing import FunctionModel, ScriptedServer
+from tether.testing import FunctionModel, ScriptedServer, call
 
 __all__ = ["quiet_env"]  # a fixture, imported for the tests below
 
@@ -252,7 +253,7 @@ import asyncio, os, signal, sys
 from pathlib import Path
 from tests.harness.test_attack_resilience_round3 import is_summary_request, read_page, reader
 from tether import Agent, RunState, RunStore, run_stream
-from tether.errors import RetryableError
+from tether.errors import RetryableError, StoreError
 from tether.testing import FunctionModel
 from tether.usage import Price
 
@@ -333,3 +334,55 @@ def test_a_tool_result_with_no_call_is_dropped_from_a_sqlite_session_but_kept_in
     with sqlite3.connect(tmp_path / "sessions.db") as db:
         kept = db.execute("SELECT body FROM damaged_messages WHERE session_id = 's'").fetchall()
     assert len(kept) == 1 and _ORPHAN in kept[0][0]
+
+
+# -- two runs continuing one session at once, with no run store ------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "memory"])
+def test_a_second_run_on_a_session_a_run_is_continuing_is_refused_with_no_run_store(tmp_path: Path, kind: str) -> None:
+    """The Python API with a session store and no run store (docs' own example): two runs on one
+    session at once (two requests of a web app, two processes) both went on. Their messages
+    interleaved in the file, and a compaction of one wrote the other's whole exchange out of it
+    (seen: run B's request, 8 tool results and answer gone). Now the session store holds the
+    session for the run that continues it: the second is refused before it reads or writes
+    anything, naming the run, and a deletion is refused the same way."""
+    store: Any = JsonlSessionStore(tmp_path / "sessions", fsync=False) if kind == "jsonl" else MemorySessionStore()
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow_step() -> str:
+        """A step that takes a while."""
+        started.set()
+        release.wait(30)
+        return "step done"
+
+    def model(messages: list[Message], request: ModelRequest) -> Any:
+        return call("s1", "slow_step") if messages[-1].role == "user" else "first request done"
+
+    first: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: first.update(
+            result=run_sync(Agent(FunctionModel(model), tools=[slow_step]), "first", session=store, session_id="s")
+        )
+    )
+    thread.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(
+            StoreError, match=r"session s is being continued by run run_\w+ right now; nothing was sent"
+        ):
+            run_sync(Agent(FunctionModel(lambda m, r: "second request done")), "second", session=store, session_id="s")
+        if kind == "jsonl":
+            with pytest.raises(StoreError, match="nothing was deleted"):
+                store.delete("s")
+    finally:
+        release.set()
+        thread.join(30)
+    assert first["result"].status == "completed"
+    assert "second" not in text_of(store.load("s"))
+    result = run_sync(Agent(FunctionModel(lambda m, r: "second request done")), "second", session=store, session_id="s")
+    assert result.status == "completed"
+    assert [text_of([m]) for m in store.load("s") if m.role == "user"] == ["first", "second"]
+    store.delete("s")
+    assert store.load("s") == []

@@ -353,6 +353,8 @@ class MemorySessionStore:
         self._data: dict[str, list[Message]] = {}
         self._updated: dict[str, float] = {}
         self._meta: dict[str, dict[str, Any]] = {}
+        self._held: dict[str, str] = {}  # session id → the run continuing it now (see hold)
+        self._holding = threading.Lock()
 
     def load_meta(self, session_id: str) -> dict[str, Any]:
         return dict(self._meta.get(check_session_id(session_id), {}))
@@ -378,6 +380,21 @@ class MemorySessionStore:
     def list(self) -> list[SessionInfo]:
         return [SessionInfo(k, len(v), self._updated.get(k, 0.0)) for k, v in sorted(self._data.items())]
 
+    @contextlib.contextmanager
+    def hold(self, session_id: str, run_id: str) -> Iterator[None]:
+        """Hold ``session_id`` for ``run_id`` while the run continues it: a second run on it (another
+        thread or task) is refused, as :meth:`JsonlSessionStore.hold` refuses it."""
+        with self._holding:
+            holder = self._held.get(session_id)
+            if holder is not None:
+                raise StoreError(_held_message(session_id, f"run {holder}"))
+            self._held[session_id] = run_id
+        try:
+            yield
+        finally:
+            with self._holding:
+                self._held.pop(session_id, None)
+
     def delete(self, session_id: str) -> None:
         self._data.pop(check_session_id(session_id), None)
         self._updated.pop(session_id, None)
@@ -385,6 +402,16 @@ class MemorySessionStore:
 
 
 _PROCESS_SESSIONS = MemorySessionStore()  # what ``memory`` names (open_session_store)
+_HOLDER_WIDTH = 64  # bytes of a hold file that name its run
+
+
+def _held_message(session_id: str, holder: bytes | str, then: str = "") -> str:
+    busy = (holder.decode(errors="replace") if isinstance(holder, bytes) else holder).strip() or "another run"
+    then = then or (
+        "nothing was sent or run. Wait for that run to stop (or stop it), then send this message again, "
+        "or use another session"
+    )
+    return f"session {session_id} is being continued by {busy} right now; {then}"
 
 
 def _blocked(folder: Path) -> OSError | None:
@@ -481,6 +508,35 @@ class JsonlSessionStore:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+    @contextlib.contextmanager
+    def hold(self, session_id: str, run_id: str, *, holder: str = "", then: str = "") -> Iterator[None]:
+        """Hold ``session_id`` for ``run_id`` while the run continues it, against every other run
+        (another process, another thread, another task): two at once would interleave their
+        messages, and one's compaction would write the other's out of the file. The second is
+        refused (:class:`StoreError`, naming the run) before it reads or writes anything. A lock
+        on ``.<name>.run``; a killed process lets go with it. ``holder``: the words that name
+        another holder than a run (a deletion); ``then``: what a refusal tells the person to do."""
+        import fcntl
+
+        path = self.root / f".{check_session_id(session_id)}.run"
+        while True:
+            with _refusing(path):
+                fd = open_own(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                busy = os.pread(fd, _HOLDER_WIDTH, 0)
+                os.close(fd)
+                raise StoreError(_held_message(session_id, busy, then)) from exc
+            if os.fstat(fd).st_nlink:  # still the file at its name (a deletion removes it while it holds it)
+                break
+            os.close(fd)
+        try:
+            os.pwrite(fd, (holder or f"run {run_id}").encode().ljust(_HOLDER_WIDTH)[:_HOLDER_WIDTH], 0)
+            yield
+        finally:
+            os.close(fd)  # and with it the hold
 
     def _read(self, path: Path) -> tuple[list[Message], bool, bool]:
         """Messages in the file, whether anything was dropped, and whether that was a whole line
@@ -765,7 +821,16 @@ class JsonlSessionStore:
                     _log.info("session %s: removed %s, a rewrite of it that was cut short", session_id, path)
 
     def delete(self, session_id: str) -> None:
-        with self._locked(session_id):
+        """Delete the session, its metadata and the copies a repair kept of it; refused (a
+        :class:`StoreError` naming the run) while a run continues it (:meth:`hold`): the run's next
+        messages would make it again, without its beginning."""
+        deleting = self.hold(
+            session_id,
+            "",
+            holder="a deletion of it",
+            then="nothing was deleted. Wait for that run to stop (or stop it), then delete the session",
+        )
+        with deleting, self._locked(session_id):
             # The transcript last: a deletion cut short (killed, or refused at a folder put at a name)
             # leaves the session as it was, never a metadata file a new session of its name would take.
             for path in (self._meta_path(session_id), self._count_path(session_id), self.path(session_id)):
@@ -776,6 +841,7 @@ class JsonlSessionStore:
             # Removed while held: whoever waits for it sees it is gone and takes the one at its name
             # (removed after letting go, a waiter would hold it while a newcomer holds a new one).
             (self.root / f".{session_id}.lock").unlink(missing_ok=True)
+            (self.root / f".{session_id}.run").unlink(missing_ok=True)  # held: no run holds one without it
 
 
 _SCHEMA = """

@@ -360,9 +360,11 @@ async def _closing_extensions(starting: asyncio.Future[list[Any]]) -> None:
 
 def _hold(store: StateStore | None, state: RunState, session: SessionStore | None) -> contextlib.ExitStack:
     """The run held for this process (a second process resuming it is refused), and its session,
-    so that no other run continues the conversation at the same time; then a copy of the run
-    behind the run as saved is refused (it would do again what was done since). With the stores
-    that can (RunStore, PgRunStore); let go when the run stops."""
+    so that no other run continues the conversation at the same time (the run store's lock, for
+    every machine with Postgres, and the session store's own, which holds with no run store too);
+    then a copy of the run behind the run as saved is refused (it would do again what was done
+    since). With the stores that can (RunStore, PgRunStore; the JSONL and in-process session
+    stores); let go when the run stops."""
     held = contextlib.ExitStack()
     try:
         lock = getattr(store, "lock", None)
@@ -371,6 +373,9 @@ def _hold(store: StateStore | None, state: RunState, session: SessionStore | Non
         lock_session = getattr(store, "lock_session", None)
         if lock_session is not None and session is not None and state.session_id:
             held.enter_context(lock_session(check_session_id(state.session_id), state.run_id))
+        hold = getattr(session, "hold", None)  # with no run store too (the Python API's runs)
+        if hold is not None and state.session_id:
+            held.enter_context(hold(check_session_id(state.session_id), state.run_id))
         current = getattr(store, "check_current", None)
         if current is not None:
             current(state)
