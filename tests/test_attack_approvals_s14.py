@@ -136,3 +136,43 @@ def test_invisible_characters_in_a_calls_arguments_are_shown_where_a_person_deci
     assert len(shown) == 2 and all("\\udb40\\udc74" in line for line in shown)  # the heading's, the transcript's
     assert not any(0xE0000 <= ord(c) <= 0xE0FFF or c == "\u200b" for c in out)
     assert hidden_writer == []
+
+
+# --- the command line: --call decides only a call that waits ------------------------------------
+
+
+def test_a_call_named_for_a_run_that_waits_for_no_decision_is_refused(
+    workspace: Path, tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The person approved the deletion (`tether resume RUN --approve --call c2`) and the process
+    was killed while it deleted: the run was left `running`, the call's intent on disk and its
+    outcome unknown. The same command run again (from the shell's history, "it did not go
+    through") was taken: with --call, the check that the run waits for a decision was skipped, and
+    the approval was read as "run it again" for a call whose outcome-unknown question nobody had
+    seen: it ran a second time. It is refused like `--approve` alone (exit 2, nothing run), and a
+    plain resume asks the question."""
+    from tether import RunStore
+    from tether.harness.state import Intent
+    from tether.status import OutcomeUnknownInterruption
+
+    for name in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TETHER_SESSION_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = run_main("run", "--model", "scripted/destructive", "--cwd", str(workspace), "free", capsys=capsys)
+    assert code == 5, err
+    (run_id,) = [d.name for d in (tether_home / "runs").iterdir() if d.name.startswith("run_")]
+    store = RunStore(tether_home / "runs")
+    state = store.load(run_id)
+    call_id = state.interruption.call_id  # type: ignore[union-attr]
+    # What a kill -9 during the approved deletion leaves: the intent on disk, no result, running.
+    state.status, state.interruption, state.reason = "running", None, None
+    state.intents[call_id] = Intent(key=f"{run_id}:{call_id}")
+    store.save(state)
+    code, _, err = run_main("resume", run_id, "--approve", "--call", call_id, capsys=capsys)
+    assert code == 2, err
+    assert "is not waiting for a decision: its process stopped while it ran" in err
+    assert (workspace / "access.log").exists()
+    code, _, err = run_main("resume", run_id, capsys=capsys)  # the plain resume asks about it
+    assert code == 5, err
+    saved = store.load(run_id)
+    assert isinstance(saved.interruption, OutcomeUnknownInterruption) and saved.interruption.call_id == call_id
+    assert (workspace / "access.log").exists()

@@ -317,7 +317,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _check_limits_allow_more(state, args)
     _check_session_kept(state, settings)
     _settle_left_running(state, args)
-    if (args.approve or args.reject is not None) and args.call is None:
+    if args.approve or args.reject is not None:  # --call too: it names a call that waits
         _check_waits_for_decision(state)
     if args.approve:
         approve(state, args.call, reason=args.reason)
