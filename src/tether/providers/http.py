@@ -616,8 +616,8 @@ async def stream_reply(
     marker is an :class:`~tether.providers.base.IncompleteStreamError` saying how much the caller
     already saw; after the end marker it only cost what follows the reply (a usage chunk, the
     ``[DONE]`` line), so the reply stands, as it does when what follows is an error event or a
-    line that is no JSON (a gateway's own failure after the reply). Whether a stream that ended cleanly is complete is
-    the assembler's ``message()`` to decide, by the same rule.
+    line that is no JSON (a gateway's own failure after the reply). Whether a stream that ended
+    cleanly is complete is the assembler's ``message()`` to decide, by the same rule.
 
     A body that ends inside an event (the last line is not JSON, and nothing follows it) was cut,
     as a dropped connection is: an event is whole only with the blank line after it. A body that
@@ -644,32 +644,39 @@ async def stream_reply(
             payload = line[5:].strip()
             if payload == "[DONE]":  # Chat Completions' terminator; read on so the connection is reused
                 continue
-            try:
-                event = (
-                    _error_event(payload, provider)
-                    if name == "error"
-                    else decode_json(payload, provider, "stream event")
-                )
-            except ResponseError:
-                if assembler.finished:  # what follows the end marker cannot undo the reply
-                    return
-                if await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
-                    raise incomplete_stream(provider, assembler.chars_shown, "the body ended inside an event") from None
-                raise
-            finished = assembler.finished
-            try:
-                with _shape_errors(provider, payload):
-                    deltas = assembler.feed(event)
-            except ProviderError:
-                if finished:  # an error a gateway writes after the end marker: the reply is whole
-                    return
-                raise
+            deltas = await _fed(payload, name, provider, assembler, lines)
+            if deltas is None:
+                return
             for delta in deltas:
                 assembler.chars_shown += len(delta.text)
                 yield delta
     finally:
         await _quietly(lines.aclose)
         await _quietly(response.aclose)
+
+
+async def _fed(
+    payload: str, name: str, provider: str, assembler: ReplyAssembler, lines: AsyncIterator[str]
+) -> list[StreamText | StreamReasoning] | None:
+    """The deltas of one ``data:`` payload fed to ``assembler``; None when the reading ends there:
+    after the end marker, what follows cannot undo the reply (an error event a gateway writes
+    after it, a line that is no JSON)."""
+    finished = assembler.finished
+    try:
+        try:
+            event = (
+                _error_event(payload, provider) if name == "error" else decode_json(payload, provider, "stream event")
+            )
+        except ResponseError:
+            if not finished and await _next_line(lines, provider, assembler) is None:  # the body ended here: a cut
+                raise incomplete_stream(provider, assembler.chars_shown, "the body ended inside an event") from None
+            raise
+        with _shape_errors(provider, payload):
+            return assembler.feed(event)
+    except ProviderError:
+        if finished:
+            return None
+        raise
 
 
 def _error_event(payload: str, provider: str) -> dict[str, Any]:
