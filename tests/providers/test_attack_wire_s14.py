@@ -24,7 +24,7 @@ from tests.providers.test_attack_wire_round2 import (
     sse,
     text_reply,
 )
-from tests.providers.test_attack_wire_round4 import recording
+from tests.providers.test_attack_wire_round4 import _sent_ids, done, echo, recording
 from tether.errors import ConfigError
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.auth import NoAuth
@@ -136,4 +136,41 @@ def test_what_a_gateway_writes_after_the_end_marker_does_not_undo_the_reply(
     out = run_against(kind, server, tmp_path)
     assert (out.result.status, out.result.text) == ("completed", "hello")
     assert len(server.requests) == 1
+    assert_sound(out)
+
+
+# --- tool calls as compatible servers send them ---------------------------------------------------
+
+
+def _anthropic_call_without_id(stream: bool) -> Reply:
+    block = {"type": "tool_use", "name": "echo", "input": {"x": 7}}  # no "id"
+    usage = {"input_tokens": 50, "output_tokens": 9}
+    if not stream:
+        body = {"type": "message", "role": "assistant", "content": [block], "stop_reason": "tool_use", "usage": usage}
+        return Reply(200, [json.dumps(body).encode()], JSON)
+    delta = {"type": "input_json_delta", "partial_json": '{"x": 7}'}
+    return Reply(
+        200,
+        [
+            anthropic_text("")[0],
+            event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+            event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": usage}),
+            event("message_stop", {"type": "message_stop"}),
+        ],
+    )
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+def test_an_anthropic_call_without_an_id_is_given_one_and_runs(serve: Serve, tmp_path: Path, stream: bool) -> None:
+    """The docs promise a call id a server leaves out is replaced by a new one "on both wires". On
+    Anthropic's it failed the run: "unexpected stream event (KeyError: 'id')", or "the response is
+    not a Messages body: KeyError('id')" (a compatible server that sends none)."""
+    server = serve([_anthropic_call_without_id(stream), done("anthropic", stream, "seven")])
+    out = run_against("anthropic", server, tmp_path, tools=[echo], stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "seven"), out.result.reason
+    calls, results = _sent_ids("anthropic", server.requests[1][1])
+    assert len(calls) == 1 and calls[0] and results == calls
+    assert out.store.load(out.result.run_id).messages[2].text == "x=7"
     assert_sound(out)

@@ -336,7 +336,8 @@ def _part_from_block(
         return ReasoningPart(redacted=True, signature=block.get("data"))
     if kind == "tool_use":
         arguments = _tool_arguments(block.get("input")) if streamed is None else streamed
-        return ToolCallPart(id=block["id"], name=block["name"], arguments=arguments)
+        # A call a compatible server sends without an id is given one (distinct_call_ids), as on Chat Completions.
+        return ToolCallPart(id=str(block.get("id") or ""), name=block["name"], arguments=arguments)
     return None
 
 
