@@ -132,29 +132,29 @@ def _contains(parts: tuple[UserPart, ...], run: tuple[UserPart, ...]) -> bool:
 
 
 def repair(messages: Sequence[Message]) -> list[Message]:
-    """Restore the pairing law; idempotent; never deletes a result whose call is in the transcript
-    (see :func:`repaired`, which also says which results were dropped)."""
-    return repaired(messages)[0]
-
-
-def repaired(messages: Sequence[Message]) -> tuple[list[Message], list[int]]:
-    """:func:`repair`'s history, and where in ``messages`` the results it dropped were (results
-    with no call at all: a store keeps them aside before it writes the repair back).
+    """Restore the pairing law; idempotent; never deletes a result whose call is in the transcript.
 
     Every tool call is followed, before the next non-result message, by exactly one result with its
     id, in declared order. A missing result is synthesised as a placeholder (status ``interrupted``,
     :data:`INTERRUPTED_TEXT`); a load while a tool runs writes one back, so the real result may come
     after it, even after later messages: it then takes the placeholder's place. Two real results for
     one call become one (see :func:`_merge`). Results whose call (same id and tool) appears nowhere
-    before them, and none after either, are dropped: nothing can pair with them. A result written
-    before its call (lines out of order: a hand edit, a copy) is kept, right after the first call
-    with its id and tool that follows it. A reply with calls written twice in a row, nothing
+    before them, and none after either, are dropped: nothing can pair with them (the stores keep
+    them aside first, see :func:`repaired`). A result written before its call (lines out of
+    order: a hand edit, a copy) is kept, right after the first call with its id and tool that
+    follows it. A reply with calls written twice in a row, nothing
     between (a duplicated line), is kept once: its call ids would be there twice, which a provider
     refuses ("tool_use ids must be unique") on every later request. For the same reason, calls of
     one reply that share an id (a hand edit, or a server that gave parallel calls one id, kept by a
     tether that did not yet give each its own) get ids of their own (see :func:`_distinct_ids`),
     and the results with that id answer them in the order they were written.
     """
+    return repaired(messages)[0]
+
+
+def repaired(messages: Sequence[Message]) -> tuple[list[Message], list[int]]:
+    """:func:`repair`'s history, and where in ``messages`` the results it dropped were (results
+    with no call at all: a store keeps them aside before it writes the repair back)."""
     taken = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     out: list[Message] = []
     declared: dict[str, str] = {}  # calls of the latest assistant message, in order: id → tool name
