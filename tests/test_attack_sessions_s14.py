@@ -386,3 +386,29 @@ def test_a_second_run_on_a_session_a_run_is_continuing_is_refused_with_no_run_st
     assert [text_of([m]) for m in store.load("s") if m.role == "user"] == ["first", "second"]
     store.delete("s")
     assert store.load("s") == []
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["no run store", "run store"])
+def test_a_caller_that_stops_reading_at_done_can_send_the_next_message_at_once(tmp_path: Path, runs: bool) -> None:
+    """``async for event in run_stream(...): if event.type == "done": return event.result`` leaves
+    the generator unfinished; the run and its session were let go only when it was collected, so
+    the next message, sent at once, was refused as "being continued by run ..." (with a run store,
+    and with the session store's own hold). Now they are let go before ``done`` is yielded."""
+    sessions = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store = RunStore(tmp_path / "runs", fsync=False) if runs else None
+    agent = Agent(FunctionModel(lambda m, r: "noted"))
+    kept = []  # the unfinished generators, alive: nothing collects them early
+
+    async def ask(prompt: str) -> Any:
+        stream = run_stream(agent, prompt, session=sessions, session_id="s", store=store)
+        kept.append(stream)
+        async for event in stream:
+            if event.type == "done":
+                return event.result
+        raise AssertionError("no done event")
+
+    async def conversation() -> list[str]:
+        return [(await ask(p)).status for p in ("one", "two", "three")]
+
+    assert asyncio.run(conversation()) == ["completed"] * 3
+    assert [text_of([m]) for m in sessions.load("s") if m.role == "user"] == ["one", "two", "three"]

@@ -301,6 +301,11 @@ async def run_stream(
             trace.write(event)
             if isinstance(event, Turn) and event.run_id == state.run_id:
                 state.traced_turns = event.turn  # saved with the run's next save
+            if isinstance(event, Done) and event.run_id == state.run_id:
+                # The run is over and saved: let go of it and its session now. A caller that stops
+                # reading at the end (returns at ``done``) would otherwise hold them until this
+                # generator is collected, and its next message on the session would be refused.
+                held.close()
             yield event
     except (GeneratorExit, asyncio.CancelledError):
         _abandoned(rc, trace)
