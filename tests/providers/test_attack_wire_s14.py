@@ -8,6 +8,7 @@ import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,4 +174,58 @@ def test_an_anthropic_call_without_an_id_is_given_one_and_runs(serve: Serve, tmp
     calls, results = _sent_ids("anthropic", server.requests[1][1])
     assert len(calls) == 1 and calls[0] and results == calls
     assert out.store.load(out.result.run_id).messages[2].text == "x=7"
+    assert_sound(out)
+
+
+def _block(index: int, block: dict[str, Any], delta: dict[str, Any]) -> list[bytes]:
+    return [
+        event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}),
+        event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+        event("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]
+
+
+def test_anthropic_blocks_a_server_numbers_alike_are_each_kept(serve: Serve, tmp_path: Path) -> None:
+    """A compatible server that starts every content block at index 0 (text, then a call). Before,
+    the call's block overwrote the text's: the person was shown "Let me look." and the transcript,
+    the session and the next request had no such words. Now each block is its own, as Chat
+    Completions' calls numbered alike are."""
+    usage = {"input_tokens": 50, "output_tokens": 9}
+    first = Reply(
+        200,
+        [
+            anthropic_text("")[0],
+            *_block(0, {"type": "text", "text": ""}, {"type": "text_delta", "text": "Let me look."}),
+            *_block(
+                0,
+                {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}},
+                {"type": "input_json_delta", "partial_json": '{"x": 3}'},
+            ),
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": usage}),
+            event("message_stop", {"type": "message_stop"}),
+        ],
+    )
+    server = serve([first, text_reply("anthropic", "three")])
+    out = run_against("anthropic", server, tmp_path, tools=[echo])
+    assert (out.result.status, out.result.text) == ("completed", "three"), out.result.reason
+    reply = out.store.load(out.result.run_id).messages[1]
+    assert reply.text == "Let me look." and [c.name for c in reply.tool_calls] == ["echo"]  # type: ignore[union-attr]
+    sent = json.loads(server.requests[1][1])["messages"][1]["content"]
+    assert [b["type"] for b in sent] == ["text", "tool_use"] and sent[0]["text"] == "Let me look."
+    assert_sound(out)
+
+
+def test_an_anthropic_reply_begun_again_inside_one_stream_is_not_taken_for_the_second(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """A gateway that retried upstream by itself and went on in the same stream: a second
+    ``message_start``, and the new reply's blocks from index 0. Before, the person was shown
+    "The total is 41" then "The total is 42", and the run completed with the second alone, as if
+    the first had not been shown. Now it is a malformed stream: what was shown is not repeated
+    as an answer, and the reason says why."""
+    cut, again = anthropic_text("The total is 41"), anthropic_text("The total is 42")
+    server = serve([Reply(200, [*cut[:4], *again]), text_reply("anthropic", "asked twice")])
+    out = run_against("anthropic", server, tmp_path)
+    assert out.result.status == "failed" and "began again" in (out.result.reason or "")
+    assert "42" not in out.result.text and len(server.requests) == 1
     assert_sound(out)

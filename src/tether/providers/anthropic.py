@@ -392,6 +392,8 @@ class MessagesAssembler:
         self.output_tokens: int | None = None
         self.stop_reason: str | None = None
         self.stopped = False
+        self.started = False  # a message_start came
+        self._moved: dict[int, int] = {}  # a wire index started again → the block now continued under it
         self.chars_shown = 0
 
     @property
@@ -408,15 +410,18 @@ class MessagesAssembler:
         if kind == "error":
             raise stream_error(event.get("error"), self.provider)
         if kind == "message_start":
+            if self.started:  # what was shown of the first would be taken for part of the second
+                raise ResponseError(
+                    f"{self.provider}: the reply began again inside one stream (a second message_start)",
+                    provider=self.provider,
+                )
+            self.started = True
             self.start_usage = (event.get("message") or {}).get("usage") or {}
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            self.blocks[int(event["index"])] = dict(event["content_block"])
-            self.json_parts[int(event["index"])] = []
-            if block.get("type") == "tool_use" and not (self.answers and block.get("name") == ANSWER_TOOL):
-                return [StreamText("")]  # a call streams no text: an empty delta says the reply goes on
+            return self._block_start(int(event["index"]), event["content_block"])
         elif kind == "content_block_delta":
-            return self._delta(int(event["index"]), event["delta"])
+            index = int(event["index"])
+            return self._delta(self._moved.get(index, index), event["delta"])
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             usage = event.get("usage") or {}
@@ -429,6 +434,17 @@ class MessagesAssembler:
                     self.start_usage = {**self.start_usage, key: usage[key]}
         elif kind == "message_stop":
             self.stopped = True
+        return []
+
+    def _block_start(self, index: int, block: dict[str, Any]) -> list[StreamText | StreamReasoning]:
+        if index in self.blocks:
+            # A compatible server that numbers every block alike (0): a new block, not the old one
+            # overwritten (whose text was shown, and would be missing from the reply).
+            self._moved[index] = index = max(self.blocks) + 1
+        self.blocks[index] = dict(block)
+        self.json_parts[index] = []
+        if block.get("type") == "tool_use" and not (self.answers and block.get("name") == ANSWER_TOOL):
+            return [StreamText("")]  # a call streams no text: an empty delta says the reply goes on
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamText | StreamReasoning]:
