@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shlex
 import stat
 import warnings
 from collections.abc import Iterator
@@ -255,7 +256,22 @@ def _range_text(path: str, start_line: int, first: int, found: _Range, size: int
     if len(text) > READ_CAP_BYTES:
         text = text[:READ_CAP_BYTES]
         shown = text.count("\n") + 1
-        note = f"[cut at {READ_CAP_BYTES} characters; call read_file with start_line={first + shown} to read further]"
+        if shown == 1:  # the range's first line alone is longer: start_line cannot reach its rest
+            line = first + 1
+            after = (
+                f", or call read_file with start_line={line + 1} for the lines after it"
+                if found.more or len(found.lines) > 1
+                else ""
+            )
+            note = (
+                f"[cut at {READ_CAP_BYTES} characters: line {line} alone is longer, and read_file "
+                f"shows no more of it; read its rest through run_command (sed -n '{line}p' "
+                f"{shlex.quote(path)} | cut -c {READ_CAP_BYTES + 1}-){after}]"
+            )
+        else:
+            note = (
+                f"[cut at {READ_CAP_BYTES} characters; call read_file with start_line={first + shown} to read further]"
+            )
     elif found.more:
         last = first + len(found.lines)
         of = f" of {found.total}" if found.total is not None else f" of a {size:,}-byte file"
@@ -512,20 +528,32 @@ def _edit(ctx: ToolContext, path: str, old_text: str, new_text: str, writable: t
     return f"edited {path}: replaced 1 occurrence{_hard_link_note(st)}"
 
 
-def _search_one(dir_fd: int, name: str) -> bytes | None:
-    """The first ``_SEARCH_CAP`` bytes of a regular, non-binary file, else None."""
+def _search_one(dir_fd: int, name: str) -> tuple[bytes, int] | None:
+    """The first ``_SEARCH_CAP`` bytes of a regular, non-binary file and the file's size, else None."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     except OSError:  # gone, or swapped for a link since it was listed
         return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
         os.set_blocking(fd, True)
         data = f.read(_SEARCH_CAP)
     if b"\x00" in data[:8192]:
         return None
-    return data
+    return data, max(st.st_size, len(data))
+
+
+def _partial_note(partial: list[str]) -> str:
+    """What a search did not look at: the files longer than ``_SEARCH_CAP``, past it."""
+    shown = ", ".join(partial[:_LINKS_NOTED]) + (
+        f" and {len(partial) - _LINKS_NOTED} more" if len(partial) > _LINKS_NOTED else ""
+    )
+    return (
+        f"(searched only the first {_SEARCH_CAP:,} bytes of {shown}: a match after that is not "
+        "listed; read further with read_file's start_line, or search with grep through run_command)"
+    )
 
 
 def _repeats_a_repetition(pattern: str) -> bool:
@@ -552,9 +580,10 @@ def _repeats_a_repetition(pattern: str) -> bool:
     return walk(sre_parse.parse(pattern), False)
 
 
-def _batches(ws: Workspace, glob: Glob, skipped: list[str]) -> Iterator[list[tuple[str, bytes]]]:
+def _batches(ws: Workspace, glob: Glob, skipped: list[str], partial: list[str]) -> Iterator[list[tuple[str, bytes]]]:
     """The searchable files ``glob`` finds, as ``(path, contents)``, about ``BATCH_BYTES`` at a
-    time; links to directories inside are added to ``skipped``."""
+    time; links to directories inside are added to ``skipped``, and the files searched only in
+    part (longer than ``_SEARCH_CAP``) to ``partial``, with their sizes."""
     batch: list[tuple[str, bytes]] = []
     size = 0
     for loc in entries(ws, glob, IGNORED):
@@ -563,9 +592,12 @@ def _batches(ws: Workspace, glob: Glob, skipped: list[str]) -> Iterator[list[tup
             if linked is not None:
                 skipped.append(linked)
             continue
-        data = _search_one(loc.stack[-1], loc.name)
-        if data is None:
+        found = _search_one(loc.stack[-1], loc.name)
+        if found is None:
             continue
+        data, size = found
+        if size > len(data):
+            partial.append(f"{printable(loc.rel)} ({size:,} bytes)")
         batch.append((printable(loc.rel), data))
         size += len(data)
         if size >= BATCH_BYTES:
@@ -591,14 +623,17 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     limit = max(1, min(max_results, 1000))
     hits: list[str] = []
     skipped: list[str] = []
+    partial: list[str] = []
     with Workspace(ctx.cwd) as ws, Matcher(pattern, ctx.signal, SEARCH_TIME_S) as match:
-        for batch in _batches(ws, matcher, skipped):
+        for batch in _batches(ws, matcher, skipped, partial):
             where = batch[0][0] if len(batch) == 1 else f"{len(batch)} files from {batch[0][0]}"
             for index, number, line in match.match([data for _, data in batch], limit - len(hits), where):
                 hits.append(f"{batch[index][0]}:{number}: {line}")
             if len(hits) >= limit:
                 return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
     notes = [_link_note(skipped)] if skipped else []
+    if partial:
+        notes.append(_partial_note(partial))
     return "\n".join([*hits, *notes]) if hits else "\n".join([f"no matches for {pattern!r}", *notes])
 
 
