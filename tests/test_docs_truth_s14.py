@@ -77,3 +77,59 @@ def test_a_pattern_that_repeats_a_repetition_is_refused(tmp_path: Path) -> None:
             assert "repeats a repetition" in str(exc)
         else:
             raise AssertionError(f"{pattern} was not refused")
+
+
+def test_a_call_to_an_unknown_tool_is_counted_under_its_first_64_characters_and_length() -> None:
+    from tether import Agent, run_sync
+    from tether.messages import AssistantMessage, ToolCallPart
+    from tether.testing import FunctionModel
+
+    def model(messages: list[Any], request: Any) -> Any:
+        if len(messages) == 1:
+            return AssistantMessage(content=(ToolCallPart(id="a", name="x" * 100, arguments="{}"),))
+        return "done"
+
+    result = run_sync(Agent(FunctionModel(model), tools=[]), "go")
+    assert result.tool_stats == {
+        "x" * 64 + "\u2026 (100 characters)": {"calls": 1, "errors": 1, "cached": 0, "total_ms": 0.0}
+    }
+
+
+def _skill(root: Path, folder: str, name: str, description: str) -> None:
+    (root / folder).mkdir(parents=True)
+    (root / folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\nBody\n")
+
+
+def test_skill_names_and_descriptions_hold_to_the_documented_limits(tmp_path: Path) -> None:
+    from tether.skills import Skills
+
+    root = tmp_path / "home" / "skills"
+    _skill(root, "a", "a" * 64, "ok")
+    _skill(root, "b", "b" * 65, "ok")
+    _skill(root, "c", "café", "ok")
+    _skill(root, "d", "d", "x" * 1024)
+    _skill(root, "e", "e", "x" * 1025)
+    _skill(root, "f1", "dup", "one")
+    _skill(root, "f2", "dup", "two")
+    found = Skills.open(tmp_path / "home", cwd=tmp_path).found
+    assert sorted(found.skills) == ["a" * 64, "d"]
+    problems = "\n".join(str(p) for p in found.problems)
+    assert "the description is 1025 characters long; the limit is 1024" in problems
+    assert "'café' is not a skill name" in problems
+    assert "2 skills are named 'dup' (f1, f2)" in problems
+
+
+def test_skills_list_cuts_a_description_to_100_characters_and_json_gives_it_whole(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    description = "Write the one-line release note for the next version. " * 3
+    _skill(tmp_path / "home" / "skills", "notes", "notes", description.strip())
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    run = [sys.executable, "-m", "tether", "skills", "list", "--cwd", str(tmp_path)]
+    shown = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
+    line = shown.splitlines()[0]
+    assert line == "notes  " + description.strip()[:99] + "\u2026"
+    listed = json.loads(subprocess.run([*run, "--json"], env=env, capture_output=True, text=True, check=True).stdout)
+    assert listed[0]["description"] == description.strip()
