@@ -308,4 +308,19 @@ _REQUEST_REJECTED_MARKERS = ("validation error", "input should be a valid", "inv
 
 
 def _short(body: str, limit: int = 300) -> str:
-    return " ".join(body.split())[:limit]
+    """The start of an error body, on one line; of an HTML page (a proxy's or a CDN's 502, an
+    nginx 413), its words: the markup would fill the reason before saying anything."""
+    return " ".join(_page_words(body).split())[:limit]
+
+
+def _page_words(body: str) -> str:
+    """``body``, or, when it is an HTML page, "an HTML page: " and its title (else its text)."""
+    import html
+    import re
+
+    if not re.match(r"\s*(<!doctype html|<html|<head|<body|<!--)", body[:200], re.IGNORECASE):
+        return body
+    title = re.search(r"<title[^>]*>(.*?)</title>", body, re.IGNORECASE | re.DOTALL)
+    text = title.group(1) if title and title.group(1).strip() else body
+    text = re.sub(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", " ", text, flags=re.IGNORECASE | re.DOTALL)
+    return f"(an HTML page: {html.unescape(text).strip()})"

@@ -229,3 +229,30 @@ def test_an_anthropic_reply_begun_again_inside_one_stream_is_not_taken_for_the_s
     assert out.result.status == "failed" and "began again" in (out.result.reason or "")
     assert "42" not in out.result.text and len(server.requests) == 1
     assert_sound(out)
+
+
+# --- an error page from what stands in front of the server --------------------------------------
+
+CDN_PAGE = b"""<!DOCTYPE html>
+<!--[if lt IE 7]> <html class="no-js ie6 oldie" lang="en-US"> <![endif]-->
+<head>
+<title>api.example.com | 502: Bad gateway</title>
+<meta charset="UTF-8" /><style>body{margin:0;padding:0}</style>
+</head><body><h1>Bad gateway</h1> Error code 502</body></html>"""
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_an_error_page_is_quoted_by_its_title_not_its_markup(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """A CDN's or a proxy's 502 page. Before, each retry event and the reason quoted its first 300
+    characters of markup ('HTTP 502 <!DOCTYPE html> <!--[if lt IE 7]> <html class="no-js ie6
+    oldie" ...'), which ended before saying what had happened."""
+    page = Reply(502, [CDN_PAGE], {"content-type": "text/html"})
+    server = serve([page, page, page, page])
+    out = run_against(kind, server, tmp_path)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and len(server.requests) == 4
+    assert "HTTP 502 (an HTML page: api.example.com | 502: Bad gateway)" in reason, reason
+    assert "<" not in reason
+    retries = [json.loads(line) for text in out.files.values() for line in text.splitlines() if '"retry"' in line]
+    assert retries and all("<" not in json.dumps(r) for r in retries)
+    assert_sound(out)
