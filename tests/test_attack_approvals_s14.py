@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import run_main
+from tests.server.conftest import read_events, served  # noqa: F401  (served: the fixture)
 from tether import Agent, RunState, approve, run_sync, tool
 from tether.messages import Message, TextPart, UserMessage
 from tether.providers.base import ModelRequest
@@ -136,6 +137,61 @@ def test_invisible_characters_in_a_calls_arguments_are_shown_where_a_person_deci
     assert len(shown) == 2 and all("\\udb40\\udc74" in line for line in shown)  # the heading's, the transcript's
     assert not any(0xE0000 <= ord(c) <= 0xE0FFF or c == "\u200b" for c in out)
     assert hidden_writer == []
+
+
+# --- the server: a decision is for the question it was taken on --------------------------------
+
+PAYER = """
+import os
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.testing import FunctionModel, Reply
+
+@tool(needs_approval=True)
+def send_money(to: str, amount: int) -> str:
+    \"\"\"Send money.\"\"\"
+    with open(os.path.join(os.environ["TETHER_TEST_WORKSPACE"], "paid"), "a") as f:
+        f.write(f"{amount} to {to}\\n")
+    return f"sent {amount} to {to}"
+
+def model(messages, request):  # pays bob twice, numbering its calls anew each reply
+    if sum(isinstance(m, ToolMessage) for m in messages) < 2:
+        return Reply(calls=(("c1", "send_money", {"to": "bob", "amount": 100}),))
+    return "done"
+
+agents = {"payer": Agent(FunctionModel(model), tools=[send_money])}
+"""
+
+
+def test_a_decision_sent_again_does_not_answer_the_next_question_of_the_run(
+    served: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A client approved a payment over HTTP and, its response lost, sent the same decision again
+    (or a second tab's stale card was clicked). Meanwhile the run had paid and stopped for a second
+    payment of the same amount, which an in-process model had asked for under the same call id:
+    the repeated decision quoted that call id and the same arguments' hash, and was taken (202),
+    so one "yes" paid twice. docs/server.md: a second decision once the first was taken is
+    refused. Every call of a run now has an id of its own, whatever the model, so it is (409)."""
+    module = tmp_path / "payer_agents.py"
+    module.write_text(PAYER)
+    s = served(agents_module=module)
+    with s.client() as c:
+        r = c.post("/v1/sessions", json={"agent": "payer"})
+        run_id = c.post(f"/v1/sessions/{r.json()['session_id']}/messages", json={"text": "pay bob"}).json()["run_id"]
+        events = read_events(c, f"/v1/runs/{run_id}/events")
+        asked = [e for e in events if e["event"] == "approval_required"][-1]
+        decision = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+        assert c.post(f"/v1/runs/{run_id}/decision", json=decision).status_code == 202
+        more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=events[-1]["id"])
+        second = [e for e in more if e["event"] == "approval_required"][-1]
+        assert more[-1]["event"] == "done" and more[-1]["result"]["status"] == "interrupted"
+        assert second["args_hash"] == asked["args_hash"]  # the same payment, asked again
+        again = c.post(f"/v1/runs/{run_id}/decision", json=decision)
+        assert again.status_code == 409, again.text
+        paid = Path(s.home).parent / "workspace0" / "paid"
+        assert paid.read_text() == "100 to bob\n"
+        assert c.get(f"/v1/runs/{run_id}").json()["waiting"]["call_id"] == second["call_id"] != asked["call_id"]
 
 
 # --- the command line: --call decides only a call that waits ------------------------------------

@@ -319,10 +319,13 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
 
 def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuation: Continuation | None) -> Turn:
     state = rc.state
-    # Two calls of one reply never share an id, whatever the provider: decisions and results are
-    # kept by call id (an id an earlier reply used is each feature's own business: a decision
-    # ends with its call's result, a sub-agent's record says which reply's call it is).
-    message = distinct_call_ids(clean_message(response.message))
+    # No two calls of the conversation share an id, whatever the provider (the wires see to it for
+    # theirs; an in-process model may number its calls anew each reply): decisions and results are
+    # kept by call id, and a person's decision quotes it (a retried or stale decision on an earlier
+    # call must not answer a later one that has the same id and arguments). A continuation's calls
+    # are the cut reply's own.
+    earlier = state.messages if continuation is None else state.messages[:-1]
+    message = distinct_call_ids(clean_message(response.message), earlier)
     if message.model != rc.model_name:
         message = message.model_copy(update={"model": rc.model_name})
     if continuation is not None:
