@@ -21,6 +21,7 @@ from tests.providers.test_attack_wire_round2 import (
     assert_sound,
     event,
     openai_text,
+    provider,
     run_against,
     sse,
     text_reply,
@@ -256,3 +257,26 @@ def test_an_error_page_is_quoted_by_its_title_not_its_markup(serve: Serve, tmp_p
     retries = [json.loads(line) for text in out.files.values() for line in text.splitlines() if '"retry"' in line]
     assert retries and all("<" not in json.dumps(r) for r in retries)
     assert_sound(out)
+
+
+# --- a model the server does not have, said inside the stream -----------------------------------
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_model_the_server_does_not_have_said_mid_stream_falls_back(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """The docs: a model the server does not have (404) moves the turn to the next fallback model.
+    Said inside the stream (OpenRouter's ``{"error": {"code": 404, "message": "No endpoints found
+    for ..."}}``; a Messages-compatible server's ``not_found_error`` event), the status was read
+    to classify the error and then dropped, so the run failed at once with the fallback unused."""
+    if kind == "openai":
+        missing = sse({"error": {"code": 404, "message": "No endpoints found for meta-llama/llama-3-70b."}})
+    else:
+        missing = event("error", {"type": "error", "error": {"type": "not_found_error", "message": "model: llama"}})
+    primary, backup = serve([Reply(200, [missing])]), serve([text_reply(kind, "from the fallback")])
+    model = provider(kind, primary, name="router")
+    out = run_against(kind, primary, tmp_path, model=model, fallback_models=[provider(kind, backup, name="backup")])
+    assert (out.result.status, out.result.text) == ("completed", "from the fallback"), out.result.reason
+    assert (len(primary.requests), len(backup.requests)) == (1, 1)
+    fallbacks = [line for text in out.files.values() for line in text.splitlines() if '"fallback"' in line]
+    assert fallbacks and "router" in fallbacks[0] and "backup" in fallbacks[0]
+    assert not [path for path, text in out.files.items() if KEY in text]  # (the fallback has no price: no cost)

@@ -376,7 +376,8 @@ def stream_error(error: Any, provider: str) -> ProviderError:
         return AuthError(text, provider=provider)
     if "prompt is too long" in message.lower():
         return ContextOverflowError(text, provider=provider)
-    return BadRequestError(text, provider=provider)
+    # A model the server does not have falls back, as its HTTP 404 does.
+    return BadRequestError(text, provider=provider, status=404 if kind == "not_found_error" else None)
 
 
 class MessagesAssembler:

@@ -424,7 +424,8 @@ def stream_error(error: Any, provider: str) -> ProviderError:
         return ContextOverflowError(
             f"{provider}: the prompt exceeds the model's context window ({message})", provider=provider, body=body
         )
-    return type(found)(text, provider=provider, body=body)
+    # The status it stands for goes along: a model the server does not have (404) falls back.
+    return type(found)(text, provider=provider, body=body, status=status)
 
 
 def _http_status(value: Any) -> int | None:
