@@ -133,3 +133,25 @@ def test_skills_list_cuts_a_description_to_100_characters_and_json_gives_it_whol
     assert line == "notes  " + description.strip()[:99] + "\u2026"
     listed = json.loads(subprocess.run([*run, "--json"], env=env, capture_output=True, text=True, check=True).stdout)
     assert listed[0]["description"] == description.strip()
+
+
+def test_a_tool_s_returned_value_is_given_as_json_whatever_its_keys(tmp_path: Path) -> None:
+    # tools.md: "A returned value other than a string or a ToolResult is given as JSON". A dict
+    # keyed by dates ({day: count}) or tuples made json.dumps raise after the tool had done its
+    # work: the model read "the tool failed ... fix the arguments", and the call counted as an error.
+    import datetime
+
+    from tether import tool
+
+    @tool(read_only=True)
+    def per_day() -> dict[Any, int]:
+        """Orders per day."""
+        return {datetime.date(2026, 12, 7): 3, ("eu", "west"): 1, 5: 2}
+
+    @tool(read_only=True)
+    def tags() -> set[str]:
+        """The tags."""
+        return {"urgent"}
+
+    assert json.loads(call(per_day, tmp_path)) == {"2026-12-07": 3, "eu,west": 1, "5": 2}
+    assert json.loads(call(tags, tmp_path)) == ["urgent"]  # a list, not the text "{'urgent'}"

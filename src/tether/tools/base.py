@@ -337,7 +337,12 @@ class FunctionTool:
             result = await _in_thread(functools.partial(self.fn, *args), kwargs)
         if isinstance(result, ToolResult | str):
             return result
-        return json.dumps(result, default=_plain)
+        try:
+            return json.dumps(result, default=_plain)
+        except TypeError:  # a key json cannot take ({date: count}, a tuple): as pydantic writes it
+            from pydantic_core import to_jsonable_python
+
+            return json.dumps(to_jsonable_python(result, fallback=_plain))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -351,6 +356,8 @@ def _plain(value: Any) -> Any:
         return dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, set | frozenset):  # a list, as a tuple is (as text it was one string)
+        return list(value)
     return str(value)
 
 
