@@ -155,3 +155,18 @@ def test_a_tool_s_returned_value_is_given_as_json_whatever_its_keys(tmp_path: Pa
 
     assert json.loads(call(per_day, tmp_path)) == {"2026-12-07": 3, "eu,west": 1, "5": 2}
     assert json.loads(call(tags, tmp_path)) == ["urgent"]  # a list, not the text "{'urgent'}"
+
+
+def test_a_glob_into_a_folder_the_listing_passes_over_says_so_instead_of_no_files(tmp_path: Path) -> None:
+    # tools.md: list_files and search_files skip .git, node_modules, .venv... A glob naming one
+    # (node_modules/**/*) was answered "no files match", as if the folder were empty.
+    (tmp_path / "node_modules" / "left-pad").mkdir(parents=True)
+    (tmp_path / "node_modules" / "left-pad" / "index.js").write_text("module.exports = pad\n")
+    listed = call(list_files, tmp_path, pattern="node_modules/**/*")
+    assert listed.startswith("no files match 'node_modules/**/*' (list_files and search_files never look inside")
+    assert "read_file reads a file there by its path" in listed
+    found = call(search_files, tmp_path, pattern="pad", glob="node_modules/**/*.js")
+    assert found.startswith("no matches for 'pad' (list_files and search_files never look inside")
+    assert call(read_file, tmp_path, path="node_modules/left-pad/index.js") == "module.exports = pad"
+    # a glob that names no such folder is answered as before
+    assert call(list_files, tmp_path, pattern="src/**/*") == "no files match 'src/**/*'"

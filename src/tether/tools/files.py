@@ -155,7 +155,17 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
                 break
     if skipped:
         rows.append(_link_note(skipped))
-    return "\n".join(rows) if rows else f"no files match {pattern!r}"
+    return "\n".join(rows) if rows else f"no files match {pattern!r}{_passed_over(pattern)}"
+
+
+def _passed_over(glob: str) -> str:
+    """Why a glob that names a folder the listing passes over (``node_modules/**``) found nothing."""
+    if not IGNORED.intersection(Path(glob).parts):
+        return ""
+    return (
+        f" (list_files and search_files never look inside {', '.join(sorted(IGNORED))}: read_file "
+        "reads a file there by its path, and run_command (ls, grep -r) lists or searches them)"
+    )
 
 
 def _readlink(loc: Location) -> str:
@@ -634,7 +644,9 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     notes = [_link_note(skipped)] if skipped else []
     if partial:
         notes.append(_partial_note(partial))
-    return "\n".join([*hits, *notes]) if hits else "\n".join([f"no matches for {pattern!r}", *notes])
+    if not hits:
+        return "\n".join([f"no matches for {pattern!r}{_passed_over(glob)}", *notes])
+    return "\n".join([*hits, *notes])
 
 
 @tool(needs_approval=True)
