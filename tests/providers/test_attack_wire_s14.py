@@ -61,25 +61,27 @@ def test_a_base_url_password_and_a_bearer_key_are_refused_together_before_any_re
 
 
 @pytest.mark.parametrize("kind", WIRES)
-def test_a_base_url_password_is_sent_as_basic_auth_and_never_shown(serve: Serve, tmp_path: Path, kind: str) -> None:
-    """A gateway behind HTTP Basic auth, its user and password in the base URL. The server answers
-    400 quoting the header it got: before, the encoded ``user:password`` stood in the reason, the
-    trace and the saved run (only the credentials' own headers were scrubbed)."""
-    echo = json.dumps({"error": {"message": f"bad header: Basic {BASIC} (password {PASSWORD})"}}).encode()
+@pytest.mark.parametrize("userinfo", [f"alice:{PASSWORD}", PASSWORD], ids=["user and password", "token as user"])
+def test_a_base_url_password_is_sent_as_basic_auth_and_never_shown(
+    serve: Serve, tmp_path: Path, kind: str, userinfo: str
+) -> None:
+    """A gateway behind HTTP Basic auth, its user and password (or a token as the user name) in
+    the base URL. The server answers 400 quoting the header it got: before, the encoded
+    ``user:password`` stood in the reason, the trace and the saved run (only the credentials' own
+    headers were scrubbed)."""
+    basic = base64.b64encode((userinfo if ":" in userinfo else userinfo + ":").encode()).decode()
+    echo = json.dumps({"error": {"message": f"bad header: Basic {basic} (secret {PASSWORD})"}}).encode()
     server = recording(serve([Reply(400, [echo], JSON)]))
-    model = (
-        OpenAIChatProvider(with_userinfo(server, "/v1"), credentials=NoAuth())
-        if kind == "openai"
-        else AnthropicProvider(with_userinfo(server), KEY)
-    )
+    url = server.url.replace("http://", f"http://{userinfo}@")
+    model = OpenAIChatProvider(url + "/v1", credentials=NoAuth()) if kind == "openai" else AnthropicProvider(url, KEY)
     out = run_against(kind, server, tmp_path, model=model)
     assert out.result.status == "failed" and "HTTP 400" in (out.result.reason or "")
-    assert server.headers_seen[0]["authorization"] == f"Basic {BASIC}"  # type: ignore[attr-defined]
+    assert server.headers_seen[0]["authorization"] == f"Basic {basic}"  # type: ignore[attr-defined]
     if kind == "anthropic":
         assert server.headers_seen[0]["x-api-key"] == KEY  # type: ignore[attr-defined]
     assert_sound(out)
-    leaked = [path for path, text in out.files.items() if BASIC in text or PASSWORD in text]
-    assert not leaked and BASIC not in (out.result.reason or "") and PASSWORD not in (out.result.reason or "")
+    leaked = [path for path, text in out.files.items() if basic in text or PASSWORD in text]
+    assert not leaked and basic not in (out.result.reason or "") and PASSWORD not in (out.result.reason or "")
 
 
 class _VaultToken:

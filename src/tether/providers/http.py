@@ -531,7 +531,8 @@ def scrubbed(text: str, secrets: tuple[str, ...]) -> str:
 
 def _basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
     """The ``Authorization`` value for the ``user:password@`` of ``url`` ("" for none), and the
-    secrets an error must not show of it: the password, as written and decoded, and the encoded
+    secrets an error must not show of it: the password, as written and decoded (the user, when
+    there is no password: a token given as the user name, ``https://TOKEN@host``), and the encoded
     pair the header carries."""
     import base64
     from urllib.parse import unquote, urlsplit
@@ -541,7 +542,8 @@ def _basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
         return "", ()
     user, _, password = parts.netloc.rpartition("@")[0].partition(":")
     pair = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
-    return f"Basic {pair}", tuple(s for s in {password, unquote(password), pair} if len(s) >= 8)
+    secret = password or user
+    return f"Basic {pair}", tuple(s for s in {secret, unquote(secret), pair} if len(s) >= 8)
 
 
 def _without_userinfo(url: str) -> str:
