@@ -170,3 +170,25 @@ def test_a_glob_into_a_folder_the_listing_passes_over_says_so_instead_of_no_file
     assert call(read_file, tmp_path, path="node_modules/left-pad/index.js") == "module.exports = pad"
     # a glob that names no such folder is answered as before
     assert call(list_files, tmp_path, pattern="src/**/*") == "no files match 'src/**/*'"
+
+
+def test_skills_show_says_when_it_lists_only_the_first_200_files(tmp_path: Path) -> None:
+    # skills.md: `tether skills show NAME` prints the skill's files (read a project's skills as you
+    # would its build scripts). Past 200 it stopped without a word, where load_skill tells the model.
+    import os
+    import subprocess
+    import sys
+
+    _skill(tmp_path / "home" / "skills", "many", "many", "A skill with many files.")
+    for i in range(205):
+        (tmp_path / "home" / "skills" / "many" / f"f{i:03}.md").write_text("x")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    shown = subprocess.run(
+        [sys.executable, "-m", "tether", "skills", "show", "many", "--cwd", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert sum(1 for line in shown if line.startswith("  f")) == 200
+    assert shown[-1] == "  (only the first 200 files are listed)"

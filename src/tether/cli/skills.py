@@ -142,7 +142,7 @@ def _skills_json(found: Discovery) -> list[dict[str, Any]]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from tether.skills._files import list_files
+    from tether.skills._files import MAX_LISTED, list_files
     from tether.skills.core import SKILL_FILE
 
     found = find_skills(load_settings(), args.cwd)
@@ -157,4 +157,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("\nfiles:" if files else "\nno other files")
     for path, size in files:
         print(f"  {_shown(path)}  ({size:,} bytes)")
+    if len(files) >= MAX_LISTED:  # as load_skill says it to the model
+        print(f"  (only the first {MAX_LISTED} files are listed)")
     return 0
