@@ -27,14 +27,14 @@ from tether.guardrails import Guardrail, ModelClassifier
 from tether.harness.loop import run_stream
 from tether.harness.middleware import Middleware
 from tether.harness.state import RunState
-from tether.messages import AssistantMessage, TextPart, ToolMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import estimate_usage
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.testing import FunctionModel, Reply, ScriptedServer
-from tether.tokens import count_tokens
+from tether.tokens import count_tokens, estimate_tokens
 from tether.tools.base import ToolContext
-from tether.usage import Price
+from tether.usage import Price, Usage
 
 PRICE = Price(input=10.0, output=10.0)  # dollars per million tokens: 5,000 output tokens are $0.05
 
@@ -123,9 +123,11 @@ def test_a_lower_limit_in_request_extra_is_kept() -> None:
 
 
 def greedy(request: Any, text: str) -> AssistantMessage:
-    """A reply that wrote all it was allowed (its usage says so)."""
+    """A reply that wrote all it was allowed (its usage says so), its prompt counted as tether
+    counts a model whose tokenizer it does not know (a server counting more than that estimate's
+    margin is another matter)."""
     message = AssistantMessage(content=(TextPart(text=text),), finish_reason="stop")
-    usage = estimate_usage(request, message, count_tokens)
+    usage = estimate_usage(request, message, estimate_tokens)
     return message.model_copy(update={"usage": usage.model_copy(update={"completion_tokens": request.max_tokens})})
 
 
@@ -273,3 +275,107 @@ def test_a_reply_limit_that_is_no_count_is_refused_before_anything_is_sent(
     with pytest.raises(ConfigError, match=f"{named} must be a whole number of tokens"):
         run_sync(Agent(model, max_budget_usd=budget, **given), "hi")
     assert asked == []
+
+
+# --- what a run is said to have cost: the request lost in a crash too ---------------------------------
+
+
+def _runs_with_a_lost_request(home: Path) -> tuple[RunState, RunState]:
+    """A run whose process died with a request out (its worst case $0.05), and one resumed after
+    such a death (the $0.05 counted then, as its budget counts it)."""
+    from tether.harness.state import CallInFlight
+    from tether.harness.store import RunStore
+    from tether.messages import UserMessage
+
+    out = CallInFlight(model="scripted/hello", prompt_tokens=1000, max_tokens=4000, max_cost_usd=0.05)
+    stopped = RunState(model="scripted/hello", cost_usd=0.01, call_in_flight=out, messages=[UserMessage.text("hi")])
+    resumed = RunState(
+        model="scripted/hello",
+        status="completed",
+        cost_usd=0.02,
+        cost_unknown_usd=0.05,
+        messages=[UserMessage.text("hi")],
+    )
+    store = RunStore(home / "runs")
+    for state in (stopped, resumed):
+        state.config = {"model": "scripted/hello", "prompt": "hi", "cwd": str(home)}
+        store.save(state)
+    store.close()
+    return stopped, resumed
+
+
+def test_tether_runs_and_show_say_what_a_request_lost_in_a_crash_may_have_cost(
+    tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tether runs`` (table and --json) and ``tether show`` gave the cost counted, $0.010000 and
+    $0.020000, for runs whose budget counts $0.05 more: a request out when the process died (which
+    the provider bills). Only the summary of the resumed run said it, once."""
+    from tests.cli.conftest import run_main
+
+    stopped, resumed = _runs_with_a_lost_request(tether_home)
+    code, out, _ = run_main("runs", "--json", capsys=capsys)
+    listed = {row["run_id"]: row for row in json.loads(out)}
+    assert code == 0 and listed[stopped.run_id]["cost_unknown_usd"] == pytest.approx(0.05)
+    assert listed[resumed.run_id]["cost_unknown_usd"] == pytest.approx(0.05)
+    assert listed[resumed.run_id]["cost_usd"] == pytest.approx(0.02)
+    code, out, err = run_main("runs", capsys=capsys)
+    assert "$0.010000+" in out and "$0.020000+" in out and "requests lost when a process died" in err
+    for state in (stopped, resumed):
+        code, out, _ = run_main("show", state.run_id, capsys=capsys)
+        assert code == 0 and "plus up to $0.050000 for requests lost when a process died" in out, out
+
+
+def test_the_servers_run_view_says_what_a_request_lost_in_a_crash_may_have_cost(tmp_path: Path) -> None:
+    """``GET /v1/runs/{id}`` gave ``cost_usd`` alone: a run the server stopped with a request out,
+    and a run resumed after that, read as if the request had cost nothing."""
+    from types import SimpleNamespace
+
+    from tether.server.app import run_view
+    from tether.server.store import TurnRecord
+
+    stopped, resumed = _runs_with_a_lost_request(tmp_path)
+    core = SimpleNamespace(
+        manager=SimpleNamespace(is_live=lambda run_id: False), settings=SimpleNamespace(home=tmp_path)
+    )
+    for state in (stopped, resumed):
+        turn = TurnRecord("m1", state.run_id, "s1", "local", "default", "t1", "hi", 0.0)
+        view = run_view(core, turn, state)  # type: ignore[arg-type]
+        assert view["cost_unknown_usd"] == pytest.approx(0.05), view
+    live = SimpleNamespace(
+        manager=SimpleNamespace(is_live=lambda run_id: True), settings=SimpleNamespace(home=tmp_path)
+    )
+    turn = TurnRecord("m1", stopped.run_id, "s1", "local", "default", "t1", "hi", 0.0)
+    assert run_view(live, turn, stopped)["cost_unknown_usd"] == 0.0  # a live run's request is only out
+
+
+# --- a reply's own count is the provider's word, unless the reply in hand says otherwise -------------
+
+
+def test_a_reply_reported_as_one_token_is_charged_as_what_it_wrote() -> None:
+    """A server that reported each reply as 1 completion token (usage per chunk: the last chunk's)
+    while writing all it was allowed: the run was charged 1 token a reply, planned each next call
+    from that, and ended ``budget_exceeded`` saying $0.046 when its replies alone had cost $0.125
+    of its $0.05 budget."""
+    written: list[int] = []
+
+    @tool(read_only=True)
+    def look(n: int) -> str:
+        """Look."""
+        return "seen"
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage | str:
+        n = sum(isinstance(m, ToolMessage) for m in messages)
+        if n >= 30:
+            return "done"
+        text = ("we check every valve and log the reading. " * 300)[: 4 * request.max_tokens]  # no more than allowed
+        written.append(count_tokens(text))
+        call = ToolCallPart(id=f"c{n}", name="look", arguments=json.dumps({"n": n}))
+        usage = Usage(prompt_tokens=0, completion_tokens=1)  # the prompt left out too: estimated
+        return AssistantMessage(content=(TextPart(text=text), call), finish_reason="tool_calls", usage=usage)
+
+    price = Price(input=1.0, output=10.0)
+    agent = Agent(FunctionModel(model, price=price), tools=[look], max_budget_usd=0.05, dedupe_read_only=False)
+    result = run_sync(agent, "go")
+    replies = sum(written) * price.output / 1e6  # what the replies cost, the prompts besides
+    assert result.cost_usd is not None and replies <= result.cost_usd <= 0.05, (result.cost_usd, replies)
+    assert result.status == "budget_exceeded" and result.usage.estimated

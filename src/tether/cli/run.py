@@ -433,7 +433,9 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
             f"run {state.run_id} stopped at its turn limit ({limit} turns) and would stop again at "
             "once: resume it with --max-turns N to allow N more turns"
         )
-    spent = state.cost_usd + state.cost_unknown_usd
+    from tether.harness.state import spent_unknown_usd
+
+    spent = state.cost_usd + spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight)  # as its resume counts
     if state.status == "budget_exceeded" and (args.max_budget is None or args.max_budget <= spent):
         budget = state.config.get("max_budget_usd")
         of = f" of ${budget:.6f}" if isinstance(budget, int | float) else ""

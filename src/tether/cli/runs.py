@@ -87,18 +87,27 @@ def cmd_runs(args: argparse.Namespace) -> int:
     total, hidden = len(tops), len(rows) - len(tops)
     listed = _tree(rows) if args.all else [(row, 0) for row in tops[: args.limit]]
     held = {row.run_id: live(row.run_id) for row, _ in listed if row.status == "running" and live is not None}
+    lost = {row.run_id: _lost(row, held.get(row.run_id)) for row, _ in listed}
     if args.json:
-        print(json.dumps([_json_row(row, held.get(row.run_id)) for row, _ in listed], ensure_ascii=False, indent=1))
+        rows_out = [_json_row(row, held.get(row.run_id), lost[row.run_id]) for row, _ in listed]
+        print(json.dumps(rows_out, ensure_ascii=False, indent=1))
     elif not rows and not skipped:
         print("no runs yet", file=sys.stderr)
     elif listed:
         print(f"{'run id':22} {'status':20} {'turns':>5} {'cost':>10}  model / prompt")
     for row, depth in listed if not args.json else ():
-        spent = spent_any(row.usage, row.cost_unknown_usd, row.cost_usd)
+        spent = spent_any(row.usage, lost[row.run_id], row.cost_usd)
         cost = cost_text(row.cost_usd, row.model, settings, unpriced=row.unpriced_models, short=True, spent=spent)
+        cost += "+" if lost[row.run_id] else ""
         status = STOPPED if held.get(row.run_id) is False else row.status
         run_id = "  " * depth + row.run_id
         print(f"{run_id:22} {status:20} {row.turns:>5} {cost:>10}  {row.model or ''}  {_prompt(row)}")
+    if any(lost.values()) and not args.json:
+        print(
+            "(+: it may have cost more, up to the worst case of requests lost when a process died; "
+            "`tether show RUN` says how much)",
+            file=sys.stderr,
+        )
     shown = sum(1 for row, _ in listed if row.parent_run_id is None)
     if total > shown:
         print(f"(the latest {shown} of {total} runs; --all shows every one)", file=sys.stderr)
@@ -157,7 +166,16 @@ def _prompt(row: Any) -> str:
 STOPPED = "stopped: no process"
 
 
-def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
+def _lost(row: Any, live: bool | None) -> float:
+    """What the run may have paid beyond its cost (:func:`~tether.harness.state.spent_unknown_usd`):
+    a run no process holds counts the request it had out when it stopped."""
+    from tether.harness.state import spent_unknown_usd
+
+    stopped = row.status == "running" and live is False
+    return spent_unknown_usd(row.cost_unknown_usd, row.call_in_flight if stopped else None)
+
+
+def _json_row(row: Any, live: bool | None = None, lost: float = 0.0) -> dict[str, Any]:
     return {
         "run_id": row.run_id,
         "status": row.status,
@@ -165,6 +183,7 @@ def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
         "parent_run_id": row.parent_run_id,  # for a sub-agent's run: the run that started it
         "turns": row.turns,
         "cost_usd": row.cost_usd,
+        "cost_unknown_usd": lost,  # at most this much more: requests lost when a process died
         "model": row.model,
         "prompt": row.config.get("prompt"),
         "session_id": row.session_id,
@@ -175,6 +194,7 @@ def _json_row(row: Any, live: bool | None = None) -> dict[str, Any]:
 def _row_model() -> Any:
     from pydantic import BaseModel, model_validator
 
+    from tether.harness.state import CallInFlight
     from tether.harness.subagent import parent_in_header
     from tether.status import RunStatus
     from tether.usage import Usage
@@ -195,6 +215,7 @@ def _row_model() -> Any:
         turns: int = 0
         cost_usd: float | None = 0.0
         cost_unknown_usd: float = 0.0
+        call_in_flight: CallInFlight | None = None
         usage: Usage = Usage()
         model: str | None = None
         unpriced_models: list[str] = []
@@ -277,16 +298,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> list[str]:
     from tether.cli.display import args_json, cost_text, held_lines, resume_hint, spent_any, tokens_text
+    from tether.harness.state import spent_unknown_usd
     from tether.harness.subagent import parent_of
 
     cfg = state.config
     cost: float | None = state.cost_usd
-    spent = spent_any(state.usage, state.cost_unknown_usd, cost)
+    lost = spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight if stopped else None)
+    spent = spent_any(state.usage, lost, cost)
     lines = [
         f"run {state.run_id}: {STOPPED if stopped else state.status}, {state.turns} turns, "
         f"tokens {tokens_text(state.usage)}, "
         f"{cost_text(cost, state.model, settings, unpriced=state.unpriced_models, spent=spent)}"
     ]
+    if lost:  # as the run's summary says it, and its budget counts it
+        lines.append(f"  plus up to ${lost:.6f} for requests lost when a process died")
     where = [f"model {state.model or cfg.get('model', '?')}", f"cwd {cfg.get('cwd', '?')}"]
     if state.session_id:
         where.append(f"session {state.session_id}")

@@ -287,7 +287,7 @@ class ClientSide:
     async def _complete(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
         import mcp_types as types
 
-        from tether.harness.accounting import join_in_flight, leave_in_flight
+        from tether.harness.accounting import accounted, join_in_flight, leave_in_flight
         from tether.harness.state import CallInFlight
         from tether.messages import AssistantMessage, TextPart, UserMessage
         from tether.providers.base import ModelRequest
@@ -325,7 +325,8 @@ class ClientSide:
         join_in_flight(state, own)
         self._save(ctx, durable=True)
         try:
-            reply = (await resolved.provider.complete(request)).message
+            # Counts no call can have (a reply of thousands said to be 1 token) are taken for left out.
+            reply = accounted(await resolved.provider.complete(request), request, resolved.name).message
         except asyncio.CancelledError:
             # Stopped while out: the server goes on writing (and billing) a reply no one reads.
             leave_in_flight(state, own)

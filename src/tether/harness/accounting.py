@@ -16,7 +16,14 @@ from typing import Any
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
 from tether.harness.state import CallInFlight, RunState
-from tether.providers.base import ModelRequest, ModelResponse, ResponseDone, complete_usage, prompt_tokens
+from tether.providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    complete_usage,
+    prompt_tokens,
+    reply_tokens,
+)
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -63,6 +70,12 @@ def accounted(response: ModelResponse, request: ModelRequest, model: str, planne
         counted = prompt_tokens(request, _counter_for(model))
         if usage.prompt_tokens * _IMPLAUSIBLE < counted:
             usage = usage.model_copy(update={"prompt_tokens": counted, "estimated": True})
+    # The reply is in hand: a count under half of what it wrote is one the server left out (usage
+    # per chunk, the last chunk's 1 for a reply of thousands), and a run charged that went on to
+    # 2.5 times its budget. Never more than the call allowed: its plan priced that much.
+    written = min(reply_tokens(message, _counter_for(model)), request.max_tokens or _NO_LIMIT)
+    if usage.completion_tokens * _IMPLAUSIBLE < written and written - usage.completion_tokens > _SLACK:
+        usage = usage.model_copy(update={"completion_tokens": written, "estimated": True})
     if usage == message.usage:
         return response
     from dataclasses import replace
@@ -73,6 +86,9 @@ def accounted(response: ModelResponse, request: ModelRequest, model: str, planne
 # A reported prompt under 1/this of tether's own count of the request is taken for one left out:
 # tokenizers and chat templates differ by tens of per cent, not by half.
 _IMPLAUSIBLE = 2
+# ... and short of it by more than this: servers frame a short reply's calls in a few tokens more or less.
+_SLACK = 16
+_NO_LIMIT = 1 << 62
 
 
 def _counter_for(model: str) -> Callable[[str], int]:

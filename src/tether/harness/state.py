@@ -58,6 +58,7 @@ __all__ = [
     "new_run_id",
     "pending_tool_calls",
     "reject",
+    "spent_unknown_usd",
     "steps",
     "this_turn",
     "turn_start",
@@ -111,6 +112,15 @@ class CallInFlight(BaseModel):
     prompt_tokens: int  # estimated
     max_tokens: int
     max_cost_usd: float | None  # its worst case; None when the price is unknown
+
+
+def spent_unknown_usd(cost_unknown_usd: float, in_flight: CallInFlight | None) -> float:
+    """What a run may have paid beyond the cost it counted, at the worst: the requests lost when a
+    process died (``RunState.cost_unknown_usd``), and ``in_flight``, the request a run whose process
+    stopped had out then (its resume counts it so; None for a run still running, whose request is
+    only out). A report of the run's cost says it beside the cost, as its budget counts it."""
+    lost = (in_flight.max_cost_usd or 0.0) if in_flight is not None else 0.0
+    return cost_unknown_usd + lost
 
 
 # The finish reason of an assistant message a policy wrote in place of the model's answer (a

@@ -43,6 +43,7 @@ __all__ = [
     "estimate_usage",
     "incomplete_stream",
     "prompt_tokens",
+    "reply_tokens",
     "token_count",
 ]
 
@@ -220,10 +221,17 @@ def estimate_usage(request: ModelRequest, reply: AssistantMessage, count: Callab
 
     Used only where the server left its count out (see :func:`complete_usage`): whenever a
     response carries the server's own count, that count is used. Marked ``estimated``."""
+    return Usage(
+        prompt_tokens=prompt_tokens(request, count), completion_tokens=reply_tokens(reply, count), estimated=True
+    )
+
+
+def reply_tokens(reply: AssistantMessage, count: Callable[[str], int]) -> int:
+    """What ``reply`` wrote in tokens (its text, reasoning and calls), as :func:`estimate_usage`
+    counts it."""
     from tether.tokens import PER_MESSAGE, message_tokens
 
-    completion = message_tokens(reply, count, reasoning=True) - PER_MESSAGE
-    return Usage(prompt_tokens=prompt_tokens(request, count), completion_tokens=completion, estimated=True)
+    return message_tokens(reply, count, reasoning=True) - PER_MESSAGE
 
 
 def prompt_tokens(request: ModelRequest, count: Callable[[str], int]) -> int:

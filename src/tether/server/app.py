@@ -34,7 +34,7 @@ from tether.config import Settings, load_settings
 from tether.connectors._acting import LOCAL_USER, acting_for
 from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
-from tether.harness.state import RunState, approve, reject
+from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
 from tether.server.events import hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, is_stop
@@ -729,6 +729,8 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, sto
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
         "cost_usd": result.cost_usd,
+        # At most this much more: requests lost when a process died (a stopped run's, the one it had out).
+        "cost_unknown_usd": spent_unknown_usd(result.cost_unknown_usd, state.call_in_flight if stale else None),
         "waiting": None if live else waiting(state),
     }
 
@@ -742,7 +744,14 @@ _AWAY: dict[str, Any] = {
 }
 
 # What a run that never saved (or cannot be read) has used.
-_NOTHING: dict[str, Any] = {"turns": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": None, "waiting": None}
+_NOTHING: dict[str, Any] = {
+    "turns": 0,
+    "prompt_tokens": 0,
+    "completion_tokens": 0,
+    "cost_usd": None,
+    "cost_unknown_usd": None,
+    "waiting": None,
+}
 
 
 def _view(turn: TurnRecord, live: bool) -> dict[str, Any]:
@@ -1636,7 +1645,7 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
             f"run {state.run_id} stopped at its turn limit and would stop again at once: "
             'resume it with {"more_turns": N}',
         )
-    spent = state.cost_usd + state.cost_unknown_usd
+    spent = state.cost_usd + spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight)  # as its resume counts
     if status == "budget_exceeded" and (body.max_budget_usd is None or body.max_budget_usd <= spent):
         raise ApiError(
             409,
