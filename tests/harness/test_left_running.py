@@ -201,25 +201,38 @@ def test_stopping_a_command_leaves_no_task_exception_unretrieved(
 
 def test_cli_resume_wait_waits_for_the_leftover_then_decides(tmp_path: Path) -> None:
     """``--wait``: the command a crashed run left running finishes on its own; only then is the
-    decision (here: approve, which runs the call again, once) applied."""
-    proc = subprocess.Popen(["sleep", "2"], start_new_session=True)
+    decision (here: approve, which runs the call again, once) applied. The leftover ends when the
+    test says so, after tether has said it waits (a leftover of a fixed two seconds ended before
+    a loaded machine had started tether)."""
+    finish = tmp_path / "finish"
+    proc = subprocess.Popen(["sh", "-c", f'while [ ! -e "{finish}" ]; do sleep 0.05; done'], start_new_session=True)
     home = tmp_path / "home"
     state = stopped_for_a_person(crashed_state(proc.pid))
     state.config = {"model": "scripted/hello", "cwd": str(tmp_path)}
     RunStore(home / "runs").save(state)
     env = {**os.environ, "TETHER_HOME": str(home)}
     try:
-        out = subprocess.run(
+        resume = subprocess.Popen(
             ["tether", "resume", state.run_id, "--wait", "--reject", "it finished on its own", "--json"],
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=60,
         )
-        assert proc.poll() is not None, "resume returned while the leftover still ran"
+        assert resume.stderr is not None
+        said = []
+        for line in resume.stderr:  # tether says it waits, then the leftover may end
+            said.append(line)
+            if "waiting for process" in line:
+                break
+        assert resume.poll() is None, "resume returned while the leftover still ran"
+        finish.touch()
+        stdout, rest = resume.communicate(timeout=60)
+        assert proc.wait(timeout=10) == 0, "the leftover did not end on its own"
     finally:
         proc.kill()
         proc.wait()
+    out = subprocess.CompletedProcess(resume.args, resume.returncode, stdout, "".join(said) + rest)
     assert f"waiting for process {proc.pid} to exit" in out.stderr
     assert "stopped process" not in out.stderr  # it waited; it did not kill
     assert proc.returncode == 0  # the leftover ran to its end
