@@ -282,3 +282,35 @@ def test_a_model_the_server_does_not_have_said_mid_stream_falls_back(serve: Serv
     fallbacks = [line for text in out.files.values() for line in text.splitlines() if '"fallback"' in line]
     assert fallbacks and "router" in fallbacks[0] and "backup" in fallbacks[0]
     assert not [path for path, text in out.files.items() if KEY in text]  # (the fallback has no price: no cost)
+
+
+# --- an error answered as a success ---------------------------------------------------------------
+
+OVERLOADED_200 = {
+    "openai": {"error": {"message": "The server is overloaded, try again", "type": "server_error"}},
+    "anthropic": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+}
+REFUSED_200 = {
+    "openai": {"error": {"message": "Unknown parameter: 'foo'", "type": "invalid_request_error"}},
+    "anthropic": {"type": "error", "error": {"type": "invalid_request_error", "message": "Unknown parameter: 'foo'"}},
+}
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_an_error_answered_with_200_is_classified_as_in_a_stream(serve: Serve, tmp_path: Path, kind: str) -> None:
+    """Some gateways answer an error with HTTP 200 and the error's JSON. Not streamed, it was "the
+    response is not a Chat Completions body: KeyError('choices')" (or a Messages body's 'content'):
+    never retried, and the server's words left out of the reason. It is now the error it says, as
+    the same object inside a stream is: an overload is retried, a refused request fails saying why."""
+    overloaded = Reply(200, [json.dumps(OVERLOADED_200[kind]).encode()], JSON)
+    server = serve([overloaded, done(kind, False, "after the retry")])
+    out = run_against(kind, server, tmp_path, stream=False)
+    assert (out.result.status, out.result.text) == ("completed", "after the retry"), out.result.reason
+    assert len(server.requests) == 2
+    assert_sound(out)
+
+    refused = serve([Reply(200, [json.dumps(REFUSED_200[kind]).encode()], JSON)])
+    out = run_against(kind, refused, tmp_path / "refused", stream=False)
+    reason = out.result.reason or ""
+    assert out.result.status == "failed" and len(refused.requests) == 1
+    assert "Unknown parameter: 'foo'" in reason and "HTTP 200" in reason and "KeyError" not in reason

@@ -344,6 +344,9 @@ def _part_from_block(
 def parse_message(data: Any, model: str, provider: str = "anthropic", *, answers: bool = False) -> AssistantMessage:
     """A non-streaming Messages response → one assistant message. ``answers``: the request offered
     the answer tool (structured output), and a call to it is the final answer."""
+    if isinstance(data, dict) and data.get("error") is not None and "content" not in data:
+        # An error answered with 200 (some gateways do): classified as the same error in a stream.
+        raise stream_error(data["error"], provider, where="in an answer sent as a success (HTTP 200)")
     try:
         parts = [p for p in (_part_from_block(b) for b in data["content"]) if p is not None]
         message = AssistantMessage(
@@ -361,17 +364,16 @@ def parse_message(data: Any, model: str, provider: str = "anthropic", *, answers
     return message
 
 
-def stream_error(error: Any, provider: str) -> ProviderError:
-    """An ``error`` event inside a stream, classified like the HTTP status it stands for."""
+def stream_error(error: Any, provider: str, *, where: str = "mid-stream") -> ProviderError:
+    """An ``error`` event inside a stream (or an error answered with 200: ``where``), classified
+    like the HTTP status it stands for."""
     kind = error.get("type", "") if isinstance(error, dict) else ""
     message = error.get("message", "") if isinstance(error, dict) else str(error)
-    text = f"{provider}: {kind or 'error'} mid-stream: {message}"
+    text = f"{provider}: {kind or 'error'} {where}: {message}"
     if kind in ("overloaded_error", "api_error", "rate_limit_error", "timeout_error"):
         return RetryableError(text, provider=provider)
     if kind == "billing_error" or is_quota_error(json.dumps({"error": error}) if isinstance(error, dict) else text):
-        return QuotaExceededError(
-            quota_message(provider, f"{kind or 'error'} mid-stream: {message}"), provider=provider
-        )
+        return QuotaExceededError(quota_message(provider, f"{kind or 'error'} {where}: {message}"), provider=provider)
     if kind in ("authentication_error", "permission_error"):
         return AuthError(text, provider=provider)
     if "prompt is too long" in message.lower():

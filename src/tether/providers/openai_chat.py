@@ -312,6 +312,9 @@ _ABORTED = ("abort", "error")
 def parse_completion(data: Any, model: str, provider: str = "openai") -> AssistantMessage:
     """A non-streaming Chat Completions body → one assistant message (a
     :class:`~tether.errors.RetryableError` for a reply the server gave up on)."""
+    if isinstance(data, dict) and data.get("error") is not None and "choices" not in data:
+        # An error answered with 200 (some gateways do): classified as the same error in a stream.
+        raise stream_error(data["error"], provider, where="in an answer sent as a success (HTTP 200)")
     if isinstance(data, dict) and data.get("choices") == []:
         raise ResponseError(
             f"{provider}: the server answered with no choices, so there is no reply to read: "
@@ -398,7 +401,7 @@ _MESSAGE_WORDS = (
 )
 
 
-def stream_error(error: Any, provider: str) -> ProviderError:
+def stream_error(error: Any, provider: str, *, where: str = "mid-stream") -> ProviderError:
     """An ``{"error": ...}`` chunk inside a stream (OpenAI, vLLM and OpenRouter send one when the
     model fails after the 200), classified as the HTTP status it stands for: its numeric ``code``
     (OpenRouter, vLLM) or ``status``, else the words of its ``type``, ``code`` and ``status`` (OpenAI,
@@ -417,9 +420,9 @@ def stream_error(error: Any, provider: str) -> ProviderError:
         status = said[0] if said else 500
     body = json.dumps({"error": error}, ensure_ascii=False, default=str)
     found = classify_http_error(provider, status, body, {})
-    text = f"{provider}: {words.strip() or 'an error'} mid-stream: {message}"
+    text = f"{provider}: {words.strip() or 'an error'} {where}: {message}"
     if isinstance(found, QuotaExceededError):
-        return QuotaExceededError(quota_message(provider, f"mid-stream: {message}"), provider=provider, body=body)
+        return QuotaExceededError(quota_message(provider, f"{where}: {message}"), provider=provider, body=body)
     if isinstance(found, ContextOverflowError):
         return ContextOverflowError(
             f"{provider}: the prompt exceeds the model's context window ({message})", provider=provider, body=body
