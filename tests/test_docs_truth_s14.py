@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether.cancel import CancelSignal
 from tether.tools.base import ToolContext, ToolError, validate_arguments
 from tether.tools.files import list_files, read_file, search_files
@@ -119,20 +121,24 @@ def test_skill_names_and_descriptions_hold_to_the_documented_limits(tmp_path: Pa
     assert "2 skills are named 'dup' (f1, f2)" in problems
 
 
-def test_skills_list_cuts_a_description_to_100_characters_and_json_gives_it_whole(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
+def _tether(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``tether ARGS`` in this process (exit 0 expected): its stdout."""
+    from tether.cli import main
 
-    description = "Write the one-line release note for the next version. " * 3
-    _skill(tmp_path / "home" / "skills", "notes", "notes", description.strip())
-    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
-    run = [sys.executable, "-m", "tether", "skills", "list", "--cwd", str(tmp_path)]
-    shown = subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
-    line = shown.splitlines()[0]
-    assert line == "notes  " + description.strip()[:99] + "\u2026"
-    listed = json.loads(subprocess.run([*run, "--json"], env=env, capture_output=True, text=True, check=True).stdout)
-    assert listed[0]["description"] == description.strip()
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_skills_list_cuts_a_description_to_100_characters_and_json_gives_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    description = ("Write the one-line release note for the next version. " * 3).strip()
+    _skill(tmp_path / "home" / "skills", "notes", "notes", description)
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    line = _tether(capsys, "skills", "list", "--cwd", str(tmp_path)).splitlines()[0]
+    assert line == "notes  " + description[:99] + "\u2026"
+    listed = json.loads(_tether(capsys, "skills", "list", "--json", "--cwd", str(tmp_path)))
+    assert listed[0]["description"] == description
 
 
 def test_a_tool_s_returned_value_is_given_as_json_whatever_its_keys(tmp_path: Path) -> None:
@@ -172,23 +178,32 @@ def test_a_glob_into_a_folder_the_listing_passes_over_says_so_instead_of_no_file
     assert call(list_files, tmp_path, pattern="src/**/*") == "no files match 'src/**/*'"
 
 
-def test_skills_show_says_when_it_lists_only_the_first_200_files(tmp_path: Path) -> None:
+def test_skills_show_says_when_it_lists_only_the_first_200_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # skills.md: `tether skills show NAME` prints the skill's files (read a project's skills as you
     # would its build scripts). Past 200 it stopped without a word, where load_skill tells the model.
-    import os
-    import subprocess
-    import sys
-
     _skill(tmp_path / "home" / "skills", "many", "many", "A skill with many files.")
     for i in range(205):
         (tmp_path / "home" / "skills" / "many" / f"f{i:03}.md").write_text("x")
-    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
-    shown = subprocess.run(
-        [sys.executable, "-m", "tether", "skills", "show", "many", "--cwd", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    shown = _tether(capsys, "skills", "show", "many", "--cwd", str(tmp_path)).splitlines()
     assert sum(1 for line in shown if line.startswith("  f")) == 200
     assert shown[-1] == "  (only the first 200 files are listed)"
+
+
+def test_the_json_and_models_output_hold_what_cli_md_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    result = json.loads(_tether(capsys, "run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--json", "hi"))
+    assert list(result) == [
+        "run_id", "status", "interruption", "reason", "misconfiguration", "output", "text", "empty_answer",
+        "turns", "usage", "cost_usd", "cost_unknown_usd", "unpriced_models", "tool_stats", "typed",
+    ]  # fmt: skip
+    assert result["misconfiguration"] is None
+    rows = {row["model"]: row["status"] for row in json.loads(_tether(capsys, "models", "--json"))}
+    assert rows["scripted/plan"] == "ok"
+    assert rows["openai/gpt-4.1-mini"].startswith("not configured: OPENAI_API_KEY is not set")
