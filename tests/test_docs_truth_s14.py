@@ -207,3 +207,17 @@ def test_the_json_and_models_output_hold_what_cli_md_lists(
     rows = {row["model"]: row["status"] for row in json.loads(_tether(capsys, "models", "--json"))}
     assert rows["scripted/plan"] == "ok"
     assert rows["openai/gpt-4.1-mini"].startswith("not configured: OPENAI_API_KEY is not set")
+
+
+def test_runs_takes_limit_or_all_not_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cli.md: `tether runs [list] [--limit N | --all]`. Both together listed every run, the limit
+    # dropped without a word.
+    from tether.cli import main
+
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    with pytest.raises(SystemExit) as stopped:
+        main(["runs", "--all", "--limit", "2"])
+    assert stopped.value.code == 2
+    assert "argument --limit: not allowed with argument --all" in capsys.readouterr().err

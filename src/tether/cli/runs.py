@@ -32,10 +32,11 @@ def add_parsers(sub: Any) -> None:
         help=f"list runs, newest first (the latest {RUNS_SHOWN}; --all for every one, with sub-agents' runs)",
     )
     r.add_argument("listing", nargs="?", choices=["list"], metavar="list", help="the same as `tether runs`")
-    r.add_argument(
+    how_many = r.add_mutually_exclusive_group()  # --all with --limit dropped the limit without a word
+    how_many.add_argument(
         "--limit", type=positive_int, default=RUNS_SHOWN, metavar="N", help=f"show the latest N (default {RUNS_SHOWN})"
     )
-    r.add_argument(
+    how_many.add_argument(
         "--all", action="store_true", help="show every run, each sub-agent's run under the run that started it"
     )
     r.add_argument("--json", action="store_true", help="print the runs as one JSON array")
