@@ -221,3 +221,22 @@ def test_runs_takes_limit_or_all_not_both(
         main(["runs", "--all", "--limit", "2"])
     assert stopped.value.code == 2
     assert "argument --limit: not allowed with argument --all" in capsys.readouterr().err
+
+
+def test_a_skill_of_exactly_200_files_is_not_said_to_have_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "only the first 200 files are listed" was said of a skill with 200 files, all listed.
+    from tether.skills import Skills
+    from tether.skills.tools import render_skill
+
+    _skill(tmp_path / "home" / "skills", "full", "full", "A skill with 200 files.")
+    for i in range(200):
+        (tmp_path / "home" / "skills" / "full" / f"f{i:03}.md").write_text("x")
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    shown = _tether(capsys, "skills", "show", "full", "--cwd", str(tmp_path)).splitlines()
+    assert shown[-1] == "  f199.md  (1 bytes)"
+    skill = Skills.open(tmp_path / "home", cwd=tmp_path).found.skills["full"]
+    assert "only the first" not in render_skill(skill)
+    (tmp_path / "home" / "skills" / "full" / "f200.md").write_text("x")
+    assert render_skill(skill).endswith("- f199.md (1 bytes)\n(only the first 200 files are listed)")

@@ -155,8 +155,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(_shown(skill.body))
     files = list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)
     print("\nfiles:" if files else "\nno other files")
-    for path, size in files:
+    for path, size in files[:MAX_LISTED]:
         print(f"  {_shown(path)}  ({size:,} bytes)")
-    if len(files) >= MAX_LISTED:  # as load_skill says it to the model
+    if len(files) > MAX_LISTED:  # as load_skill says it to the model
         print(f"  (only the first {MAX_LISTED} files are listed)")
     return 0

@@ -118,8 +118,9 @@ def read_text(folder: Path, path: str, *, limit: int, same_as: tuple[int, int] |
 
 def list_files(folder: Path, skip: str = "", same_as: tuple[int, int] | None = None) -> list[tuple[str, int]]:
     """``(path, size)`` of the regular files in ``folder`` and beneath, sorted, at most
-    :data:`MAX_LISTED`; links only when they lead to a regular file inside; ``skip`` left out; none
-    when the folder is no longer the one ``same_as`` identifies."""
+    :data:`MAX_LISTED` and one more when there are more (the callers say so); links only when they
+    lead to a regular file inside; ``skip`` left out; none when the folder is no longer the one
+    ``same_as`` identifies."""
     out: list[tuple[str, int]] = []
     try:
         with _SkillFolder(folder, same_as) as ws:
@@ -129,7 +130,7 @@ def list_files(folder: Path, skip: str = "", same_as: tuple[int, int] | None = N
                 size = _size(ws, loc) if loc.kind == "link" else _plain_size(loc.name, loc.stack[-1])
                 if size is not None:
                     out.append((loc.rel, size))
-                if len(out) >= MAX_LISTED:
+                if len(out) > MAX_LISTED:
                     break
     except ToolError:
         return []

@@ -40,9 +40,10 @@ def file_names(text: str) -> list[str]:
 def render_skill(skill: Skill) -> str:
     """What ``load_skill`` answers: the instructions, then the skill's other files."""
     files = list_files(skill.folder, skip=SKILL_FILE, same_as=skill.folder_id)
+    more, files = len(files) > MAX_LISTED, files[:MAX_LISTED]
     if files:
         listed = "\n".join(f"- {path} ({size} bytes)" for path, size in files)
-        if len(files) >= MAX_LISTED:
+        if more:
             listed += f"\n(only the first {MAX_LISTED} files are listed)"
         tail = f"Files of this skill (read one with read_skill_file, name {skill.name!r} and its path):\n{listed}"
         paths = [path for path, _ in files]
