@@ -61,6 +61,10 @@ def test_list_files_stops_at_1000_entries_and_says_so(tmp_path: Path) -> None:
     rows = call(list_files, tmp_path).splitlines()
     assert len(rows) == 1001
     assert rows[-1] == "(stopped at 1000 entries: narrow the pattern to see more)"
+    for i in range(1000, 1005):  # exactly 1000: all listed, none said to be left out
+        (tmp_path / f"f{i:04}.txt").unlink()
+    rows = call(list_files, tmp_path).splitlines()
+    assert len(rows) == 1000 and rows[-1] == "f0999.txt\t1 bytes"
 
 
 def test_search_files_max_results_is_capped_at_1000(tmp_path: Path) -> None:

@@ -150,8 +150,8 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
                     rows.append(
                         f"{printable(loc.rel)}\t{found[1].st_size} bytes (symbolic link to {printable(_readlink(loc))})"
                     )
-            if len(rows) >= 1000:
-                rows.append("(stopped at 1000 entries: narrow the pattern to see more)")
+            if len(rows) > 1000:  # one more than shown: there are more (exactly 1000 is not cut)
+                rows[1000:] = ["(stopped at 1000 entries: narrow the pattern to see more)"]
                 break
     if skipped:
         rows.append(_link_note(skipped))
