@@ -72,6 +72,9 @@ def test_search_files_max_results_is_capped_at_1000(tmp_path: Path) -> None:
     rows = call(search_files, tmp_path, pattern="hit", max_results=5000).splitlines()
     assert len(rows) == 1001
     assert rows[-1] == "[stopped at 1000 matches: narrow the pattern or the glob]"
+    (tmp_path / "many.txt").write_text("hit\n" * 5)  # exactly max_results: all shown, none said left out
+    assert call(search_files, tmp_path, pattern="hit", max_results=5).splitlines()[-1] == "many.txt:5: hit"
+    assert call(search_files, tmp_path, pattern="hit", max_results=4).splitlines()[-1].startswith("[stopped at 4")
 
 
 def test_a_pattern_that_repeats_a_repetition_is_refused(tmp_path: Path) -> None:

@@ -637,10 +637,11 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     with Workspace(ctx.cwd) as ws, Matcher(pattern, ctx.signal, SEARCH_TIME_S) as match:
         for batch in _batches(ws, matcher, skipped, partial):
             where = batch[0][0] if len(batch) == 1 else f"{len(batch)} files from {batch[0][0]}"
-            for index, number, line in match.match([data for _, data in batch], limit - len(hits), where):
+            # one match more than shown says there are more (exactly `limit` is not cut)
+            for index, number, line in match.match([data for _, data in batch], limit + 1 - len(hits), where):
                 hits.append(f"{batch[index][0]}:{number}: {line}")
-            if len(hits) >= limit:
-                return "\n".join([*hits, f"[stopped at {limit} matches: narrow the pattern or the glob]"])
+            if len(hits) > limit:
+                return "\n".join([*hits[:limit], f"[stopped at {limit} matches: narrow the pattern or the glob]"])
     notes = [_link_note(skipped)] if skipped else []
     if partial:
         notes.append(_partial_note(partial))
