@@ -91,7 +91,22 @@ class OpenAIEmbedder:
     ) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        from tether.providers.http import basic_auth, without_userinfo
+
+        # A user and password in the base URL (a gateway behind HTTP Basic auth) are sent as the
+        # Authorization header, as a provider's are. A key given beside them would go in the same
+        # header, and one of the two would silently not be sent: refused. OPENAI_API_KEY, set for
+        # other uses, gives way to the URL's own credentials.
+        self._basic, self._url_secrets = basic_auth(self.base_url)
+        self._where = without_userinfo(self.base_url)
+        self.api_key = api_key if api_key is not None or self._basic else os.environ.get("OPENAI_API_KEY")
+        if self._basic and self.api_key:
+            raise ConfigError(
+                f"the embeddings base URL ({self._where}) has a user and password (user:password@), sent as "
+                "HTTP Basic authorization, and an API key is given that goes in the "
+                "same Authorization header: a request can carry only one of them. Take user:password@ out of "
+                "the base URL, or the key out of the configuration."
+            )
         self.batch = batch
         self.timeout_s = timeout_s
         self.name = f"openai/{model}"
@@ -99,15 +114,15 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> Any:
         import httpx
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = {"Authorization": self._basic or f"Bearer {self.api_key}"} if self._basic or self.api_key else {}
         rows: list[list[float]] = []
         with httpx.Client(timeout=self.timeout_s) as client, self._scrubbing():
-            where = _without_userinfo(self.base_url)
+            where = self._where
             for i in range(0, len(texts), self.batch):
                 part = list(texts[i : i + self.batch])
                 try:
                     response = client.post(
-                        f"{self.base_url}/embeddings", headers=headers, json={"model": self.model, "input": part}
+                        f"{where}/embeddings", headers=headers, json={"model": self.model, "input": part}
                     )
                 except httpx.HTTPError as exc:
                     raise ProviderError(f"embeddings at {where}: {type(exc).__name__}: {exc}") from exc
@@ -132,27 +147,11 @@ class OpenAIEmbedder:
         try:
             yield
         except ProviderError as exc:
-            from urllib.parse import unquote, urlsplit
-
             from tether.providers.http import scrubbed
 
-            url = urlsplit(self.base_url)
-            password = url.password or ""
-            basic = base64.b64encode(f"{unquote(url.username or '')}:{unquote(password)}".encode()).decode()
-            secrets = {self.api_key or "", password, unquote(password), basic if password else ""}
-            secrets = {s for s in secrets if len(s) >= 8}
+            secrets = {s for s in (self.api_key or "", *self._url_secrets) if len(s) >= 8}
             exc.args = (scrubbed(str(exc), tuple(sorted(secrets, key=len, reverse=True))),)
             raise
-
-
-def _without_userinfo(url: str) -> str:
-    """``url`` without ``user:password@``."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 # The model file's sha256, as its package publishes it: a file that differs is refused.

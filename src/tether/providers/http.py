@@ -227,8 +227,8 @@ class HttpTransport:
         # A user and password in the base URL (a gateway behind HTTP Basic auth) are sent as the
         # Authorization header by tether itself, not left in the URL for httpx, which put them
         # there silently, over the Bearer key, and kept them out of what errors are scrubbed of.
-        self._basic, userinfo_secrets = _basic_auth(base)
-        self.base_url = _without_userinfo(base).rstrip("/")
+        self._basic, userinfo_secrets = basic_auth(base)
+        self.base_url = without_userinfo(base).rstrip("/")
         self.host = _host(self.base_url)
         self.proxy = env_proxy(self.base_url) if transport is None else ""
         self.credentials = credentials
@@ -305,8 +305,8 @@ class HttpTransport:
         HTTP), and a POST turned into a GET by a 301 loses its body. It is a wrong base URL, said
         once with the place the server points to, and not retried."""
         await self._error_text(response)
-        to = _without_userinfo(response.headers.get("location") or "") or "no location given"
-        url = _without_userinfo(self.base_url) + path
+        to = without_userinfo(response.headers.get("location") or "") or "no location given"
+        url = without_userinfo(self.base_url) + path
         return BadRequestError(
             f"{self.provider}: HTTP {response.status_code}: {url} redirects to {to}. tether follows no "
             "redirect (the key would go along): set the base URL to where the API really is.",
@@ -317,7 +317,7 @@ class HttpTransport:
 
     def _not_found_note(self, path: str) -> str:
         """Where a 404 came from: a base URL with one ``/v1`` too many or too few shows here."""
-        url = _without_userinfo(self.base_url) + path
+        url = without_userinfo(self.base_url) + path
         hint = ""
         if "/v1" not in url.split("?")[0]:
             hint = " (OpenAI-compatible base URLs usually end in /v1)"
@@ -430,7 +430,7 @@ def env_proxy(base_url: str) -> str:
     proxy = proxies.get(parts.scheme) or proxies.get("all") or ""
     if not proxy or proxy_bypass(host):
         return ""
-    return _without_userinfo(proxy if "://" in proxy else f"http://{proxy}")
+    return without_userinfo(proxy if "://" in proxy else f"http://{proxy}")
 
 
 def pooled_client(base_url: str, headers: dict[str, str], timeout_s: float) -> Any:
@@ -492,7 +492,7 @@ def checked_base_url(url: str, source: str) -> str:
     if parts.scheme in ("http", "https") and parts.hostname and port_ok:
         return url
     raise ConfigError(
-        f"{source} is {_without_userinfo(url)!r}, not an http:// or https:// URL with a host (and a port from 1 "
+        f"{source} is {without_userinfo(url)!r}, not an http:// or https:// URL with a host (and a port from 1 "
         "to 65535): write it in full, e.g. http://localhost:11434/v1 for a server on this machine"
     )
 
@@ -529,7 +529,7 @@ def scrubbed(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
+def basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
     """The ``Authorization`` value for the ``user:password@`` of ``url`` ("" for none), and the
     secrets an error must not show of it: the password, as written and decoded (the user, when
     there is no password: a token given as the user name, ``https://TOKEN@host``), and the encoded
@@ -546,7 +546,7 @@ def _basic_auth(url: str) -> tuple[str, tuple[str, ...]]:
     return f"Basic {pair}", tuple(s for s in {secret, unquote(secret), pair} if len(s) >= 8)
 
 
-def _without_userinfo(url: str) -> str:
+def without_userinfo(url: str) -> str:
     """The URL without ``user:password@``: error messages never carry credentials."""
     from urllib.parse import urlsplit, urlunsplit
 
