@@ -68,6 +68,12 @@ def test_kill_and_resume_pays_nothing_twice(
     home, log = tmp_path / "home", tmp_path / "tools.log"
     first = child(home, workspace, log, "run_x", kill)
     assert first.returncode == -signal.SIGKILL, first.stderr
+    runs = RunStore(home / "runs")
+    recorded = (
+        {m.call_id for m in runs.load("run_x").messages if isinstance(m, ToolMessage)}
+        if runs.exists("run_x")
+        else set()
+    )
     second = child(home, workspace, log, "run_x", "none")
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout)
@@ -78,7 +84,12 @@ def test_kill_and_resume_pays_nothing_twice(
     assert [m.model_dump(exclude={"usage"}) for m in state.messages] == baseline["texts"]
     assert_pairing(state.messages)
     finished = Counter(line.split()[1] for line in log.read_text().splitlines() if line.startswith("end"))
-    assert finished == {"c1": 1, "c2": 1, "c3": 1}, "a tool whose result was recorded ran again"
+    # A read-only call the kill caught before its result was saved may run again (its ToolStart
+    # event is traced as the tool starts, so a fast one can end first); one whose result was saved
+    # never does, and the call with a side effect (c3, write_note) runs once whatever happens.
+    assert set(finished) == {"c1", "c2", "c3"} and finished["c3"] == 1, finished
+    assert all(finished[c] == 1 for c in recorded), ("a tool whose result was recorded ran again", finished)
+    assert all(n <= 2 for n in finished.values()), finished
 
 
 @pytest.mark.parametrize("kill", ["untraced:1", "untraced:3", "untraced:4", "turn:1", "turn:4"])
