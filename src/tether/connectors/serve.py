@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 if TYPE_CHECKING:
+    import asyncio
     import socket
 
     from mcp.server.auth.provider import AccessToken
@@ -516,6 +517,8 @@ async def _run_agent(
             job = asyncio.ensure_future(consume())
     finally:
         SERVE_CALLS.reset(counted)
+    _UNDER_WAY.add(job)
+    job.add_done_callback(_UNDER_WAY.discard)
     try:
         result = await asyncio.shield(job)
     except TetherError as exc:  # refused before anything ran (e.g. a budget without a price)
@@ -662,7 +665,16 @@ def _check_sdk() -> None:
         raise UserError("tether mcp serve needs the mcp package: pip install 'tether[mcp]'") from None
 
 
+# The agent runs under way (their jobs), waited for when `mcp serve --http` stops: at most
+# _STOPPING_S, then a few turns of the loop for each call to write its answer.
+_UNDER_WAY: "set[asyncio.Future[Any]]" = set()
+_STOPPING_S = 10.0
+_ANSWERS_WRITTEN = 20
+
+
 def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
+    import asyncio
+
     from tether.cancel import CancelSignal
     from tether.errors import UserError
     from tether.stores import server_store
@@ -703,7 +715,12 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     async def runs_first(sockets: Any = None) -> None:
         # Ctrl-C or SIGTERM: the runs under way stop first and each call answers with its run (the
         # SDK's own answer, "Connection closed", never reached a client whose stream was open).
+        # They are waited for (a stopping run saves how it stopped) before the connections close.
         stop.cancel("the server was stopped (Ctrl-C or SIGTERM) before the run ended")
+        if _UNDER_WAY:
+            await asyncio.wait(set(_UNDER_WAY), timeout=_STOPPING_S)
+        for _ in range(_ANSWERS_WRITTEN):  # each call returns its run, and the SDK writes it
+            await asyncio.sleep(0)
         await shutdown(sockets=sockets)
 
     http.shutdown = runs_first  # type: ignore[method-assign]
