@@ -3,18 +3,20 @@
 The budget check is about the call about to be made, not the calls already made: the call is
 allowed only as many output tokens as the remaining budget can pay for after its estimated
 prompt, so a run never ends above its budget. The prompt estimate starts from the provider's own
-count for the previous call and adds the messages since, so it costs O(new messages) per turn.
+count for the previous call and adds the messages since, counted at the rate the provider's counts
+of the step before showed, so it costs O(new messages) per turn.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tether.errors import ConfigError
 from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
-from tether.messages import AssistantMessage
+from tether.messages import AssistantMessage, Message
 from tether.status import (
     MaxBudgetInterruption,
     MaxTurnsInterruption,
@@ -50,20 +52,61 @@ def estimate_prompt_tokens(
     tokenizer's (a fallback's, or the primary's on a resume), smaller for all we know.
     """
     messages = state.messages
-    base, start = fixed_tokens, 0
-    for i in range(len(messages) - 1, -1, -1) if trust_last_usage else ():
+    counted = _counted(messages, model) if trust_last_usage else []
+    if not counted:
+        return with_margin(fixed_tokens + sum(message_tokens(m, count) for m in messages))
+    last = counted[0]
+    m = messages[last]
+    assert isinstance(m, AssistantMessage) and m.usage is not None
+    # The reply goes back in the next prompt whatever its count said: a server that reported 1
+    # token for a reply of 20,000 (usage per chunk, not in all) had the next call planned without them.
+    reply = max(m.usage.completion_tokens + PER_MESSAGE, message_tokens(m, count))
+    since = sum(message_tokens(x, count) for x in messages[last + 1 :])
+    rate = _rate(messages, counted, fixed_tokens, count)
+    return with_margin(m.usage.prompt_tokens + reply + math.ceil(since * rate))
+
+
+def _counted(messages: list[Message], model: str | None) -> list[int]:
+    """The indexes of the last two replies (newest first) with the provider's count of their prompt,
+    back to the first reply by another model than ``model`` (another tokenizer's count)."""
+    found: list[int] = []
+    for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.prompt_tokens > 0:
             if model is not None and m.model not in (None, model):
                 break
-            # The reply goes back in the next prompt whatever its count said: a server that
-            # reported 1 token for a reply of 20,000 (usage per chunk, not in all) had the next
-            # call planned without them.
-            reply = max(m.usage.completion_tokens + PER_MESSAGE, message_tokens(m, count))
-            base = m.usage.prompt_tokens + reply
-            start = i + 1
-            break
-    return with_margin(base + sum(message_tokens(m, count) for m in messages[start:]))
+            found.append(i)
+            if len(found) == 2:
+                break
+    return found
+
+
+def _rate(messages: list[Message], counted: list[int], fixed_tokens: int, count: Callable[[str], int]) -> float:
+    """How many tokens the provider counts for each one tether counts, from the last step: what
+    the last call's prompt grew by over the one before (less that one's reply), against tether's
+    count of the messages sent in between; with no call before it, the last call's whole prompt
+    against tether's count of it. A model tether has no tokenizer for is counted at about four
+    characters a token, and its own tokenizer may count half as many more (code, JSON): a run
+    planned on the estimate alone ended above its budget. Never under 1 (the estimate's own lean
+    stays), never over 4 (a byte-level BPE's bound), and 1 when the step sent too little to tell (a
+    reply's framing is a few tokens either way)."""
+    last = messages[counted[0]]
+    assert isinstance(last, AssistantMessage) and last.usage is not None
+    if len(counted) == 2:
+        earlier = messages[counted[1]]
+        assert isinstance(earlier, AssistantMessage) and earlier.usage is not None
+        sent = sum(message_tokens(m, count) for m in messages[counted[1] + 1 : counted[0]])
+        grew = last.usage.prompt_tokens - earlier.usage.prompt_tokens - earlier.usage.completion_tokens
+    else:
+        sent = fixed_tokens + sum(message_tokens(m, count) for m in messages[: counted[0]])
+        grew = last.usage.prompt_tokens
+    if sent < _CALIBRATES:
+        return 1.0
+    return min(max(grew / sent, 1.0), 4.0)
+
+
+# Tokens a step must send for its provider's count of them to calibrate the estimate.
+_CALIBRATES = 256
 
 
 def with_margin(tokens: int) -> int:
