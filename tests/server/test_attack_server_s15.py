@@ -1,0 +1,92 @@
+"""``tether serve`` and its page attacked from outside (round fifteen): hostile model and tool output
+on the page in a real headless Chromium, and the API as a hostile or unlucky client meets it. Each
+test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
+pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
+
+from playwright.sync_api import Page, expect
+
+from tests.server.conftest import NEEDS_CHROMIUM
+
+expect.set_options(timeout=15_000)
+
+# One agent whose model is a function of the last user message: "buttons" and "form" answer with
+# widgets whose every label is one word of 3,000 characters, "fail" fails with such a reason,
+# "tool" calls a tool (that does not exist) of such a name; anything else is echoed.
+AGENTS = '''
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.providers.scripted import call
+from tether.server.widgets import buttons, form, select, text
+from tether.testing import FunctionModel
+
+LONG = "W" * 3000
+
+
+@tool(idempotent=True)
+def offer(kind: str) -> object:
+    """Offers buttons or a form."""
+    if kind == "buttons":
+        return buttons([LONG, "short"], title=LONG)
+    return form([select("s", LONG, [LONG, "b"]), text("t", LONG, default=LONG)], title=LONG, submit=LONG)
+
+
+def reply(messages, request):
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        return "shown"
+    said = "".join(getattr(p, "text", "") for p in last.content)
+    if said in ("buttons", "form"):
+        return call(f"c{len(messages)}", "offer", {"kind": said})
+    if said == "fail":
+        raise ValueError(LONG)
+    if said == "tool":
+        return call(f"c{len(messages)}", "no_such_" + LONG, {"x": LONG})
+    return said
+
+
+agents = {"wide": Agent(FunctionModel(reply), tools=[offer], max_turns=4)}
+'''
+
+
+def _module(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.py"
+    path.write_text(AGENTS)
+    return path
+
+
+def _ask(page: Page, text: str) -> None:
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+
+
+@NEEDS_CHROMIUM
+def test_a_word_thousands_of_characters_long_never_widens_the_conversation(
+    served: Any, page: Page, tmp_path: Path
+) -> None:
+    """A widget's button, a form's submit, a failed run's reason and the name of a tool the model
+    made up, each one word of 3,000 characters, made the conversation 25,000 to 32,000 pixels wide
+    (a horizontal scrollbar under the whole chat, the answers pushed off screen); every string of
+    the conversation now wraps inside its column."""
+    server = served(agents_module=_module(tmp_path))
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    for n, said in enumerate(("buttons", "form", "fail", "tool"), 1):
+        _ask(page, said)
+        expect(page.locator(".turn .exit")).to_have_count(n)
+        expect(page.locator("#send")).to_be_enabled()
+    expect(page.locator(".widget-buttons button.cta").first).to_be_visible()
+    chat = page.evaluate("() => { const c = document.getElementById('chat'); return [c.scrollWidth, c.clientWidth]; }")
+    assert chat[0] <= chat[1], f"the conversation is {chat[0]} pixels wide in a column of {chat[1]}"
+    widest = page.evaluate(
+        "() => Math.max(...[...document.querySelectorAll('#chat .turn *')].map((e) => e.getBoundingClientRect().right))"
+    )
+    assert widest <= page.evaluate("() => document.getElementById('chat').getBoundingClientRect().right")
