@@ -73,3 +73,28 @@ def test_a_library_run_does_not_read_the_settings_to_say_why_it_stopped(tmp_path
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+HTTPX_PROBE = """
+import sys
+from tether.cli import main
+own = sys.argv[1] == "own"
+sys.argv = ["tether", "config", "path"]
+code = main() if own else main(["config", "path"])
+import httpx
+print(code, "click" in sys.modules, "pygments.lexers" in sys.modules, sys.modules.get("httpx._main", "absent") is None)
+"""
+
+
+def test_the_command_does_not_import_httpx_s_own_command_line_client(tmp_path: Path) -> None:
+    """httpx imports its command-line client (click, pygments) whenever they are installed, as they
+    are here (uvicorn, pytest): the process's own tether command skips it; a program that calls
+    main(argv) keeps its imports as they were."""
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    out = {}
+    for who in ("own", "program"):
+        done = subprocess.run([sys.executable, "-c", HTTPX_PROBE, who], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        out[who] = done.stdout.split()[-4:]
+    assert out["own"] == ["0", "False", "False", "True"]
+    assert out["program"] == ["0", "True", "True", "False"]  # click and pygments are test dependencies

@@ -139,6 +139,15 @@ def _one_blas_thread() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def _without_httpx_cli() -> None:
+    """httpx's ``__init__`` imports its own command-line client (``httpx._main``) whenever click,
+    pygments and rich are installed, as they are beside a web server, a test runner or a rich
+    console: about 35 ms of CPU on each tether command that makes a request, for a client tether
+    never runs. Marked as missing for the process's own command only (httpx then defines the stub
+    it has for a machine without them); a program that calls main() keeps its imports as they are."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "not importable"
+
+
 def _exit_without_collecting() -> None:
     """The process is about to exit after a command that wrote nothing: what it made is left to the
     operating system instead of the interpreter's last collections, which walk every object the
@@ -205,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             from tether.cli.signals import stop_from_the_start
 
             stop_from_the_start()  # first: a SIGTERM while the command starts ends it in words
+            _without_httpx_cli()
             _closed_streams_to_devnull()
             _log_records_in_one_line()
         return _main(argv)
