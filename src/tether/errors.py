@@ -13,6 +13,7 @@ Misuse by the developer or the person at the terminal is kept apart from failure
     │   ├── AuthError          401/403: names the variable or config entry to fix
     │   ├── QuotaExceededError  the account is out of quota or credit (a 429 or 402 that says so)
     │   ├── BadRequestError    400, 501, 505, 507, 508, 511: requests the provider will never accept
+    │   │   └── ModelNotFoundError  404, or a 400 that says the model does not exist: this server lacks it
     │   ├── ContextOverflowError  the prompt does not fit the model's window
     │   └── ResponseError      the provider answered something that is not its documented format
     └── RunCancelled           the run's cancellation signal fired (carries the reason)
@@ -23,6 +24,7 @@ exceptions are translated where they happen, with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +34,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "IncompleteStreamError",
+    "ModelNotFoundError",
     "ProviderError",
     "QuotaExceededError",
     "ResponseError",
@@ -145,6 +148,13 @@ class AuthError(ProviderError):
 class BadRequestError(ProviderError):
     """The provider will never accept this request as sent (malformed, or a status such as 507 that
     no retry changes). Never retried."""
+
+
+class ModelNotFoundError(BadRequestError):
+    """The server does not have what was asked for: a 404 (a model or a URL it does not know), or a
+    400 whose error says the model does not exist (OpenRouter, LiteLLM, Mistral and DeepSeek answer
+    an unknown model so). Never retried, but another model (a fallback) may answer: unlike a
+    request that is malformed, which every server would refuse."""
 
 
 class QuotaExceededError(ProviderError):
@@ -285,6 +295,9 @@ def classify_http_error(
         return AuthError(f"{provider}: authentication failed (HTTP {status}). Check {key_hint}.", **kwargs)
     if status in (400, 413, 422) and any(marker in lowered for marker in _OVERFLOW_MARKERS):
         return ContextOverflowError(f"{provider}: the prompt exceeds the model's context window", **kwargs)
+    if status == 404 or (status in (400, 422) and _MODEL_MISSING.search(_error_fields(body))):
+        said = "" if status == 404 else "the server does not have the model asked for: "
+        return ModelNotFoundError(f"{provider}: HTTP {status}: {said}{_short(body)}{note}", **kwargs)
     if status in _PERMANENT_5XX:
         return BadRequestError(
             f"{provider}: HTTP {status}: {_PERMANENT_5XX[status]}; retrying will not help. {_short(body)}".rstrip(),
@@ -302,6 +315,17 @@ def classify_http_error(
         return RetryableError(f"{provider}: HTTP {status} {_short(body)}".rstrip(), **kwargs)
     return BadRequestError(f"{provider}: HTTP {status}: {_short(body)}{note}", **kwargs)
 
+
+# What the error of a 400 says when the model asked for is not on the server (OpenAI and most answer
+# 404): OpenRouter's "x is not a valid model ID", LiteLLM's "Invalid model name passed in model=x",
+# Mistral's type invalid_model ("Invalid model: x"), DeepSeek's "Model Not Exist", Bedrock's "The
+# provided model identifier is invalid", "The model `x` does not exist". Read in the error's type,
+# code and message only; a request refused for its shape, even about a model's abilities ("'max_tokens'
+# is not supported with this model"), says none of these.
+_MODEL_MISSING = re.compile(
+    r"model_not_found|invalid_model|\binvalid model\b|not a valid model|model not exist|unknown model"
+    r"|model identifier is invalid|\bmodel\b[^.]{0,60}\b(?:does not exist|not found)"
+)
 
 # Words a 500's body uses when the server rejected the request's shape, not when it failed.
 _REQUEST_REJECTED_MARKERS = ("validation error", "input should be a valid", "invalid_request_error", "field required")

@@ -15,6 +15,7 @@ from tether.errors import (
     AuthError,
     BadRequestError,
     ContextOverflowError,
+    ModelNotFoundError,
     ProviderError,
     QuotaExceededError,
     ResponseError,
@@ -204,8 +205,10 @@ async def _recover(rc: RunContext, turn: _Attempt, exc: ProviderError) -> AsyncI
 
 
 def _account_or_model_refused(exc: ProviderError) -> bool:
-    """Out of quota, a key refused (401/403), or a model or URL that is not there (404)."""
-    return isinstance(exc, QuotaExceededError | AuthError) or (isinstance(exc, BadRequestError) and exc.status == 404)
+    """Out of quota, a key refused (401/403), or a model or URL that is not there (a 404, or a 400
+    that says the model does not exist: :class:`ModelNotFoundError`)."""
+    missing = isinstance(exc, ModelNotFoundError) or (isinstance(exc, BadRequestError) and exc.status == 404)
+    return missing or isinstance(exc, QuotaExceededError | AuthError)
 
 
 def _not_again(exc: ProviderError, attempts: int, max_retry_after_s: float, wait: float | None) -> str:

@@ -36,6 +36,7 @@ from tether.errors import (
     BadRequestError,
     ConfigError,
     ContextOverflowError,
+    ModelNotFoundError,
     ProviderError,
     QuotaExceededError,
     ResponseError,
@@ -378,8 +379,9 @@ def stream_error(error: Any, provider: str, *, where: str = "mid-stream") -> Pro
         return AuthError(text, provider=provider)
     if "prompt is too long" in message.lower():
         return ContextOverflowError(text, provider=provider)
-    # A model the server does not have falls back, as its HTTP 404 does.
-    return BadRequestError(text, provider=provider, status=404 if kind == "not_found_error" else None)
+    if kind == "not_found_error":  # a model the server does not have falls back, as its HTTP 404 does
+        return ModelNotFoundError(text, provider=provider, status=404)
+    return BadRequestError(text, provider=provider)
 
 
 class MessagesAssembler:

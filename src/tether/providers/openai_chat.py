@@ -374,6 +374,7 @@ _ERROR_WORDS = (
     ("invalid_request", 400),
     ("badrequest", 400),
     ("invalid_argument", 400),
+    ("invalid_model", 400),  # Mistral's: a model it does not have (classified by the body, as its 400 is)
     ("not_found", 404),
 )
 # What an error's message says it is, when its type, code and status say nothing: phrases that name
@@ -393,6 +394,8 @@ _MESSAGE_WORDS = (
     ("forbidden", 403),
     ("does not exist", 404),
     ("not found", 404),
+    ("not a valid model", 400),  # a model the server does not have: OpenRouter's words, and LiteLLM's below
+    ("invalid model", 400),
     ("invalid request", 400),
     ("bad request", 400),
     ("invalid argument", 400),

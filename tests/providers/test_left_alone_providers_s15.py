@@ -1,0 +1,112 @@
+"""Providers, fallback and the budget's request fields, session 15: what the last review left
+alone, each attacked from outside through real HTTP on loopback (the byte-for-byte server of the
+second round) or a model of one's own.
+
+A model a server does not have, answered with 400 (OpenRouter, LiteLLM, Mistral, DeepSeek); a tool
+call with no name, on every path; a stream that sends only keep-alives; a thinking budget the
+budget's ``max_tokens`` cut below; the reply limit OpenAI's reasoning models read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.providers.test_attack_wire_round2 import (
+    PRICE,
+    Reply,
+    WireServer,
+    assert_sound,
+    chunk,
+    provider,
+    run_against,
+    sse,
+    text_reply,
+)
+
+Serve = Callable[[list[Reply]], WireServer]
+JSON = {"content-type": "application/json"}
+PRICES = {"backup/backup": PRICE}
+
+
+# --- a model the server does not have, answered with 400 -----------------------------------------
+
+# The bodies these servers answer an unknown model with (HTTP 400, where OpenAI answers 404).
+UNKNOWN_MODEL = {
+    "OpenRouter": {"error": {"message": "openai/gpt-9 is not a valid model ID", "code": 400}, "user_id": "user_1"},
+    "LiteLLM": {
+        "error": {
+            "message": "/chat/completions: Invalid model name passed in model=gpt-9. Call `/v1/models` to view "
+            "available models for your key.",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "400",
+        }
+    },
+    "Mistral": {"object": "error", "message": "Invalid model: mistral-huge-9", "type": "invalid_model", "code": "1500"},
+    "DeepSeek": {
+        "error": {
+            "message": "Model Not Exist",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    },
+}
+# Requests refused for their shape: every server would refuse them, so no fallback is asked.
+MALFORMED = {
+    "bad content": {
+        "error": {
+            "message": "Invalid type for 'messages[0].content': expected a string",
+            "type": "invalid_request_error",
+            "param": "messages",
+        }
+    },
+    "a parameter this model lacks": {
+        "error": {
+            "message": "Unsupported parameter: 'temperature' is not supported with this model.",
+            "type": "invalid_request_error",
+            "code": "unsupported_parameter",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("where", ["status", "stream"])
+@pytest.mark.parametrize("server", sorted(UNKNOWN_MODEL))
+def test_a_model_the_server_does_not_have_falls_back_when_it_answers_400(
+    serve: Serve, tmp_path: Path, server: str, where: str
+) -> None:
+    """Before: only a 404 moved the turn to the next model; these servers' 400 for a model they do
+    not have failed the run at once, with a fallback configured that would have answered."""
+    body: dict[str, Any] = UNKNOWN_MODEL[server]
+    if where == "status":
+        reply = Reply(400, [json.dumps(body).encode()], JSON)
+    else:  # the same error as a chunk after the 200 (what a gateway learns once it has begun)
+        reply = Reply(200, [chunk({"role": "assistant"}), sse(body if "error" in body else {"error": body})])
+    primary, backup = serve([reply]), serve([text_reply("openai", "from the backup")])
+    out = run_against(
+        "openai", primary, tmp_path, fallback_models=[provider("openai", backup, name="backup")], prices=PRICES
+    )
+    assert (out.result.status, out.result.text) == ("completed", "from the backup"), out.result.reason
+    assert len(primary.requests) == 1 and len(backup.requests) == 1  # not retried: asked of the next model
+    trace = "".join(text for path, text in out.files.items() if "traces" in path)
+    (fallback,) = [json.loads(line) for line in trace.splitlines() if '"fallback"' in line]
+    assert (fallback["from_model"], fallback["to_model"]) == ("openai/openai", "backup/backup")
+    assert_sound(out)
+
+
+@pytest.mark.parametrize("body", sorted(MALFORMED))
+def test_a_malformed_request_answered_400_does_not_fall_back(serve: Serve, tmp_path: Path, body: str) -> None:
+    """The other side of the line: a request refused for its shape fails at once, in the server's
+    words, and the fallback is not asked (it would refuse it too, and be paid for nothing)."""
+    primary = serve([Reply(400, [json.dumps(MALFORMED[body]).encode()], JSON)])
+    backup = serve([text_reply("openai", "from the backup")])
+    out = run_against("openai", primary, tmp_path, fallback_models=[provider("openai", backup, name="backup")])
+    assert out.result.status == "failed" and "HTTP 400" in (out.result.reason or "")
+    assert backup.requests == []
+    assert_sound(out)
