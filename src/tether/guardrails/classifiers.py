@@ -185,7 +185,7 @@ class ModelClassifier:
                 # budget as it stood before any of them was charged, and together overspent it.
                 async with ctx.scratch.setdefault("guardrails_budget", asyncio.Lock()):
                     response = await side_call(ctx, request, candidate)
-            return _parse(response.message.text, self.categories)
+            verdict = _parse(response.message.text, self.categories)
         except (ProviderError, ValueError) as exc:
             score = 1.0 if self.on_error == "allow" else 0.0
             why = str(exc)
@@ -198,6 +198,12 @@ class ModelClassifier:
                 score,
                 "error",
             )
+        if stage == "input":
+            return verdict  # the person's own message: quoting it back to them tells them nothing new
+        # Past the input the text judged is withheld from its reader (the caller, the model, the
+        # people shown a refused call), and the rationale reaches them in its place: a model often
+        # quotes what it judged ("the answer says 'supplier margin 62%'"), and handed it over.
+        return Verdict(_unquoted(verdict.rationale, text), verdict.score, verdict.category)
 
     def _schema(self) -> OutputSchema:
         """The verdict's shape, rationale first: sent as each wire's structured output (Chat
@@ -227,6 +233,41 @@ class ModelClassifier:
         from tether.harness.loop import _candidate
 
         return _candidate(ctx.agent, self.model, primary=False)
+
+
+# A quotation: in double, typographic or angle quotes, backticks, or single quotes that are not
+# an apostrophe (a word's character on neither side).
+_QUOTATION = re.compile(
+    "\"[^\"]*\"|\u201c[^\u201d]*\u201d|\u2018[^\u2019]*\u2019|\u00ab[^\u00bb]*\u00bb|`[^`]*`|(?<!\\w)'[^']+'(?!\\w)"
+)
+_WORD = re.compile(r"\w(?:[\w%@/.\-]*[\w%])?")  # a word, a number with its unit, an address
+_RUN = 3  # words in a row the rationale shares with the text judged: a phrase of it
+
+
+def _unquoted(rationale: str, judged: str) -> str:
+    """``rationale`` without what it repeats of ``judged``: its quotations, each phrase of
+    ``_RUN`` words or more found in ``judged``, and each number, code or address found there
+    (a margin's "62%", a part's "SK-114"), each written "\u2026"."""
+    said = _QUOTATION.sub("\u201c\u2026\u201d", rationale)
+    words = list(_WORD.finditer(said))
+    seen = [w.group(0).casefold() for w in _WORD.finditer(judged)]
+    known, phrases = set(seen), {tuple(seen[i : i + _RUN]) for i in range(len(seen) - _RUN + 1)}
+    lowered = [w.group(0).casefold() for w in words]
+    hidden = [any(c.isdigit() for c in w) and w in known for w in lowered]
+    for i in range(len(words) - _RUN + 1):
+        if tuple(lowered[i : i + _RUN]) in phrases:
+            hidden[i : i + _RUN] = [True] * _RUN
+    out, at, i = [], 0, 0
+    while i < len(words):
+        if not hidden[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(words) and hidden[j + 1]:
+            j += 1
+        out += [said[at : words[i].start()], "\u2026"]
+        at, i = words[j].end(), j + 1
+    return "".join([*out, said[at:]])
 
 
 def _parse(text: str, categories: Sequence[str]) -> Verdict:

@@ -18,6 +18,7 @@ the run is written into the transcript in words (law 4).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -82,6 +83,9 @@ class Thresholds:
         return "allow"
 
 
+# How long one verdict may take by default: a model classifier's short JSON answer comes in
+# seconds; a person is not kept waiting longer for an answer that is then checked.
+DEFAULT_TIMEOUT_S = 30.0
 _SCORE_SLACK = 1e-9  # a score computed in floating point may land a hair outside 0 to 1
 
 
@@ -113,6 +117,12 @@ class Guardrail(Middleware):
     # it to the caller (it stays in the transcript), ``judge`` holds and releases it as the
     # answer is, ``pass`` streams it unjudged (for local use, where the caller is the person).
     reasoning: Literal["withhold", "judge", "pass"] = "withhold"
+    # How long one verdict may take (None: no limit). A classifier that hangs (its model or
+    # moderation service never answers) held the run, and the person waiting, for ever. Past it,
+    # the verdict is ``on_timeout``'s: "block" scores 0.0 (fails closed: an answer nobody checked
+    # is not released), "allow" 1.0; the thresholds turn that score into an action, as any other.
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    on_timeout: Literal["block", "allow"] = "block"
 
     def __post_init__(self) -> None:
         # A stage spelt wrong would leave the guardrail judging nothing, and say nothing.
@@ -121,6 +131,7 @@ class Guardrail(Middleware):
             ("stages", stages, _STAGES),
             ("release", [self.release], ("hold", "chunks")),
             ("reasoning", [self.reasoning], ("withhold", "judge", "pass")),
+            ("on_timeout", [self.on_timeout], ("block", "allow")),
         ):
             unknown = [g for g in given if g not in known]
             if unknown:
@@ -128,6 +139,29 @@ class Guardrail(Middleware):
                     f"Guardrail {self.name!r}: {what} {unknown[0]!r} is not one of {', '.join(map(repr, known))}"
                 )
         self.stages = tuple(stages)
+        if self.timeout_s is not None and not self.timeout_s > 0:  # NaN too
+            raise ConfigError(f"Guardrail {self.name!r}: timeout_s must be a number of seconds above 0, or None")
+
+    def check_config(self, agent: Any) -> None:
+        """Refuse, before the run starts, a canned ``redirect_reply`` that is not an answer of
+        the agent's ``output_type``: the redirected run would complete with a string where the
+        caller expects typed data."""
+        if self.redirect_reply is None or self.thresholds.redirect is None or agent.output_type is None:
+            return
+        if not {"input", "output"} & set(self.stages):
+            return
+        from tether.harness.structured import InvalidOutput, output_spec
+
+        spec = output_spec(agent)
+        assert spec is not None
+        try:
+            spec.parse(self.redirect_reply)
+        except InvalidOutput as exc:
+            raise ConfigError(
+                f"Guardrail {self.name!r}: the agent's answers are typed ({spec.request.name}), and its "
+                f"redirect_reply is not one ({exc}). Write redirect_reply as JSON that matches "
+                f"{spec.request.name}, or leave it None for the model to write the redirect"
+            ) from None
 
     def lookbehind(self) -> int:
         if self.lookbehind_chars is not None:
@@ -167,7 +201,8 @@ class Guardrail(Middleware):
         score outside 0 to 1, NaN), fails closed (score 0.0, category ``error``) like an unusable
         model verdict, and says why."""
         try:
-            given = await self.classifier.classify(text, stage=stage, ctx=ctx)
+            async with asyncio.timeout(self.timeout_s) as limit:
+                given = await self.classifier.classify(text, stage=stage, ctx=ctx)
             score = float(given.score)
             # Not clamped: a 7 on a scale of 0 to 10 (7 = risky) was read as 1.0, safe, and allowed.
             if not -_SCORE_SLACK <= score <= 1.0 + _SCORE_SLACK:  # NaN too
@@ -175,12 +210,32 @@ class Guardrail(Middleware):
             return Verdict(str(given.rationale), min(1.0, max(0.0, score)), str(given.category or ""))
         except (RunCancelled, StoreError, ConfigError):
             raise  # a cancel, a store that cannot write: the run's own exits; a setup that cannot work
+        except TimeoutError as exc:
+            if not limit.expired():
+                return self._failed(ctx, stage, exc)  # the classifier's own, not this wait's
+            _log.warning(
+                "run %s: the guardrail %r gave no verdict at %s within %g s",
+                ctx.state.run_id,
+                self.name,
+                stage,
+                self.timeout_s,
+            )
+            opened = self.on_timeout == "allow"
+            return Verdict(
+                f"the classifier gave no verdict within {self.timeout_s:g} s; failing {'open' if opened else 'closed'}",
+                1.0 if opened else 0.0,
+                "timeout",
+            )
         except Exception as exc:
-            # A ProviderError too: the classifier's own model or service failed (a moderation API's
-            # 503). Raised on, it was taken for the run's model failing, which was asked again.
-            said = told(exc)  # a moderation API's "key sk-... refused": the verdict is kept and shown
-            _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
-            return Verdict(f"the classifier failed ({type(exc).__name__}: {said}); failing closed", 0.0, "error")
+            return self._failed(ctx, stage, exc)
+
+    def _failed(self, ctx: RunContext, stage: Stage, exc: Exception) -> Verdict:
+        """A classifier that raised (a ProviderError too: its own model or service failed, a
+        moderation API's 503; raised on, it was taken for the run's model failing, which was asked
+        again) fails closed, and says why."""
+        said = told(exc)  # a moderation API's "key sk-... refused": the verdict is kept and shown
+        _log.warning("run %s: the guardrail %r failed at %s", ctx.state.run_id, self.name, stage, exc_info=exc)
+        return Verdict(f"the classifier failed ({type(exc).__name__}: {said}); failing closed", 0.0, "error")
 
     def _who(self, ctx: RunContext) -> str:
         """This guardrail in the run's stack: its name and place (two may share a name)."""

@@ -163,9 +163,10 @@ async def side_call(
             response = await rc.signal.race(_within(candidate.provider.complete(request), limit, candidate.name))
         else:
             response = await rc.signal.race(_bounded(candidate.provider, request, bounds, streamed, candidate.name))
-    except (RunCancelled, _Stopped) as exc:
+    except (RunCancelled, _Stopped, asyncio.CancelledError) as exc:
         # Stopped, a reply not streamed goes on being written (and billed) unread: charged whole,
         # as a turn's is; a streamed one as far as it got. Never more output than it allowed.
+        # (CancelledError: its caller stopped waiting for it, under a time limit of its own.)
         streamed_tokens = sum(estimate_tokens(t) for t in streamed)
         completion = max_tokens if whole else min(streamed_tokens, max_tokens)
         _over(rc, own, Usage(prompt_tokens=prompt, completion_tokens=completion, estimated=True), candidate, sent)

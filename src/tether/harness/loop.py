@@ -136,6 +136,10 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
         together = getattr(ext, "check_together", None)
         if callable(together):
             together(agent.extensions)
+    for mw in agent.middleware:  # a policy that cannot serve this agent (a canned reply that is no typed answer)
+        fits = getattr(mw, "check_config", None)
+        if callable(fits):
+            fits(agent)
     return candidates, tools
 
 

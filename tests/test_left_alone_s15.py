@@ -1,0 +1,147 @@
+"""Defects the last review noticed in guardrails, approvals, sessions and the loop guard, each
+confirmed from outside and fixed. Each test says what was wrong before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from tether import Agent, run_sync
+from tether.errors import ConfigError
+from tether.events import Guardrail as GuardrailEvent
+from tether.guardrails import Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds, Verdict
+from tether.testing import FunctionModel
+
+# --- guardrails --------------------------------------------------------------------------------
+
+
+class Hangs:
+    """A classifier whose service never answers."""
+
+    async def classify(self, text: str, *, stage: Any, ctx: Any) -> Verdict:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def events_of(agent: Agent, prompt: str) -> list[Any]:
+    from tether import run_stream
+
+    async def go() -> list[Any]:
+        return [e async for e in run_stream(agent, prompt)]
+
+    return asyncio.run(asyncio.wait_for(go(), 20))  # the bound of the test, not of the behaviour
+
+
+def test_a_classifier_that_never_answers_gives_a_verdict_at_its_time_limit() -> None:
+    """Was: a classifier that hung (its model or moderation service never answered) held the run,
+    and the customer, for ever: there was no time limit on a verdict. Now ``timeout_s`` bounds it
+    (30 s by default) and its expiry is a verdict, failing closed unless ``on_timeout="allow"``,
+    which the deployment's thresholds turn into an action."""
+    agent = Agent(
+        FunctionModel(lambda m, r: "The FVAM-2050-B is rated for 16 bar."),
+        middleware=[Guardrail(Hangs(), stages=("output",), timeout_s=0.1)],
+    )
+    events = events_of(agent, "rating?")
+    result = events[-1].result
+    assert result.status == "failed" and "16 bar" not in str(result.output)
+    assert "no verdict within 0.1 s" in result.reason
+    assert not [e for e in events if e.type == "text_delta"]  # nothing unchecked was released
+    verdict = next(e for e in events if isinstance(e, GuardrailEvent))
+    assert (verdict.decision, verdict.category, verdict.score) == ("block", "timeout", 0.0)
+
+    # the deployment's policy decides: an internal tool may let the answer through
+    relaxed = Agent(agent.model, middleware=[Guardrail(Hangs(), stages=("output",), timeout_s=0.1, on_timeout="allow")])
+    assert asyncio.run(asyncio.wait_for(_run(relaxed, "rating?"), 20)).output == "The FVAM-2050-B is rated for 16 bar."
+    with pytest.raises(ConfigError, match="timeout_s"):
+        Guardrail(Hangs(), timeout_s=0)
+
+
+async def _run(agent: Agent, prompt: str) -> Any:
+    from tether import run
+
+    return await run(agent, prompt)
+
+
+def test_a_model_classifier_that_hangs_is_stopped_and_its_call_is_charged() -> None:
+    """The same through a ``ModelClassifier`` whose model never answers: the run ends blocked at
+    the limit, and the call it sent is charged (estimated), as a call cut by a cancel is."""
+
+    async def hang(messages: Any, request: Any) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+    judge = ModelClassifier("no secrets", model=FunctionModel(hang, model_id="judge"))
+    answer = FunctionModel(lambda m, r: "Rated 16 bar.")
+    agent = Agent(answer, middleware=[Guardrail(judge, stages=("output",), timeout_s=0.1)])
+    alone = run_sync(Agent(answer), "rating?")
+    result = asyncio.run(asyncio.wait_for(_run(agent, "rating?"), 20))
+    assert result.status == "failed" and "no verdict within 0.1 s" in result.reason
+    assert result.usage.estimated and result.usage.completion_tokens > alone.usage.completion_tokens
+    assert result.cost_usd > alone.cost_usd
+
+
+SECRET_ANSWER = "Rated 16 bar. Seal kit SK-114. Supplier margin 62%. Ask me more."
+
+
+def test_a_model_classifiers_rationale_does_not_hand_over_what_it_withheld() -> None:
+    """Was: a ``ModelClassifier``'s rationale was passed on as the model wrote it, and a model
+    often quotes what it judged ("the answer says 'Supplier margin 62%'"): the blocked answer's
+    words reached the caller in the run's reason, its output and the ``guardrail`` event. Past the
+    input stage, what the rationale repeats of the text (quotations, phrases, numbers and codes)
+    is now written "…"."""
+
+    def judge(messages: Any, request: Any) -> str:
+        return json.dumps(
+            {
+                "rationale": 'The answer says "Supplier margin 62%" and gives the supplier margin of 62% '
+                "for seal kit SK-114, which is confidential.",
+                "score": 0.0,
+                "category": "unsafe",
+            }
+        )
+
+    classifier = ModelClassifier("no margins", model=FunctionModel(judge, model_id="judge"))
+    agent = Agent(FunctionModel(lambda m, r: SECRET_ANSWER), middleware=[Guardrail(classifier, stages=("output",))])
+    events = events_of(agent, "Tell me about the FVAM-2050-B")
+    result = events[-1].result
+    verdict = next(e for e in events if isinstance(e, GuardrailEvent))
+    assert result.status == "failed"
+    for shown in (result.reason, str(result.output), verdict.rationale):
+        for leaked in ("62", "SK-114", "Supplier margin 62"):
+            assert leaked not in shown, shown
+        assert "confidential" in shown  # the reasons are kept
+    # the person's own message is quoted back as it was: nothing of it is withheld from them
+    at_input = Agent(agent.model, middleware=[Guardrail(classifier)])
+    assert "Supplier margin 62%" in run_sync(at_input, SECRET_ANSWER).reason
+
+
+class Answer(BaseModel):
+    text: str
+
+
+def test_a_canned_redirect_of_a_typed_agent_is_a_typed_answer_or_refused_before_the_run() -> None:
+    """Was: an agent with an ``output_type`` whose guardrail redirected with a canned reply
+    completed with that string as its ``output`` (``typed`` false) where the caller expected an
+    ``Answer``. A reply that is not a typed answer is now refused before anything runs, saying
+    what to write; one written as the type's JSON comes back typed."""
+    off_topic = RuleClassifier([Rule(r"weather", 0.4, "off_topic", "off topic")])
+    model = FunctionModel(lambda m, r: json.dumps({"text": "Sunny weather."}))
+    for stage in ("input", "output"):
+        canned = Guardrail(
+            off_topic, stages=(stage,), thresholds=Thresholds(block=0.2, redirect=0.5), redirect_reply="Valves only."
+        )
+        with pytest.raises(ConfigError, match=r"redirect_reply is not one .*JSON that matches Answer"):
+            run_sync(Agent(model, output_type=Answer, middleware=[canned]), "weather?")
+        assert not model.requests
+        typed = Guardrail(
+            off_topic,
+            stages=(stage,),
+            thresholds=Thresholds(block=0.2, redirect=0.5),
+            redirect_reply=Answer(text="Valves only.").model_dump_json(),
+        )
+        result = run_sync(Agent(model, output_type=Answer, middleware=[typed]), "weather?")
+        assert result.status == "completed" and result.typed and result.output == Answer(text="Valves only.")
