@@ -138,12 +138,31 @@ def inside(path: Path, root: Path) -> bool:
 
 
 def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
-    """The existing paths to hide: the secrets of every home, tether's home, and ``extra``."""
+    """The existing paths to hide: the secrets of every home, tether's home, and ``extra``, and
+    what the links directly inside those folders lead to (see :func:`_linked_from`)."""
     from tether.config import _platform_data_dir
 
     wanted = [h / name for h in homes() for name in SECRETS]
     wanted += [tether_home(), _platform_data_dir(), *extra]
-    return list(dict.fromkeys(real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
+    found = list(dict.fromkeys(real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
+    return list(dict.fromkeys([*found, *(t for p in found for t in _linked_from(p))]))
+
+
+def _linked_from(folder: Path) -> Iterator[Path]:
+    """What the links directly inside a hidden folder lead to: covering the folder covers a link, not
+    the file it names, and a key kept elsewhere is linked in (a ``config.toml`` holding an
+    ``api_key`` linked from a dotfiles repository, as tether's config reading allows; an
+    ``id_rsa`` kept on a key drive). One listing per folder, no deeper: these folders are small,
+    but tether's home holds every run."""
+    try:
+        with os.scandir(folder) as listing:
+            links = [Path(entry.path) for entry in listing if entry.is_symlink()]
+    except OSError:  # a file, or a folder this process cannot list (so cannot follow either)
+        return
+    for link in links:
+        target = real(link)
+        if target.exists() and target != Path("/"):
+            yield target
 
 
 def _hide(path: Path) -> list[str]:

@@ -1,0 +1,80 @@
+"""Round s15 of attacks on the tools and the sandbox: what earlier rounds left alone.
+
+- a key kept outside a hidden folder and linked into it (tether's ``config.toml`` holding an
+  ``api_key``, linked from a dotfiles repository as the config reading allows; ``~/.ssh/id_rsa``
+  linked from a key drive) was readable by every sandboxed command at the link's target: the
+  sandbox covered the folder, so the link, not the file it names;
+- ``edit_file`` on a file another program wrote between the edit's read and its rename put back the
+  old content with the one change, and what that program wrote was lost without a word;
+- a tool that returned NaN or infinity gave the model ``NaN`` / ``Infinity``, which is not JSON,
+  where the docs promise JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.cancel import CancelSignal
+from tether.tools.base import ToolContext, validate_arguments
+from tether.tools.sandbox import sandbox_status
+from tether.tools.shell import RunCommand, ShellSettings
+
+
+def call(t: Any, cwd: Path, arguments: dict[str, Any]) -> Any:
+    ctx = ToolContext(cwd=cwd, signal=CancelSignal())
+    return asyncio.run(t.execute(validate_arguments(t, json.dumps(arguments)), ctx))
+
+
+def strict_json(text: str) -> Any:
+    """JSON as every reader but Python's takes it: no ``NaN``, no ``Infinity``."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# --- secrets linked into a hidden folder ---------------------------------------------------------
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside /tmp (the sandbox's /tmp is its own, so a secret there proves nothing)."""
+    root = Path(tempfile.mkdtemp(prefix="tether-s15-", dir="/var/tmp"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason="no sandbox here")
+def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, thome, dots, keys, ws = (outside / n for n in ("home", "thome", "dotfiles", "keydrive", "ws"))
+    for folder in (home / ".ssh", thome, dots, keys, ws):
+        folder.mkdir(parents=True)
+    (dots / "tether.toml").write_text('api_key = "sk-LINKED-CONFIG-KEY"\n')
+    (thome / "config.toml").symlink_to(dots / "tether.toml")
+    (keys / "id_rsa").write_text("-----BEGIN LINKED PRIVATE KEY-----\n")
+    (home / ".ssh" / "id_rsa").symlink_to(keys / "id_rsa")
+    (dots / "vimrc").write_text("set number\n")  # beside the key, and no secret: still readable
+    monkeypatch.setenv("TETHER_HOME", str(thome))
+    monkeypatch.setenv("HOME", str(home))
+
+    command = f"cat {dots}/tether.toml {keys}/id_rsa {thome}/config.toml {home}/.ssh/id_rsa; cat {dots}/vimrc"
+    out = call(RunCommand(ShellSettings()), ws, {"command": command})
+    text = out if isinstance(out, str) else str(out.content)
+
+    assert "sk-LINKED-CONFIG-KEY" not in text
+    assert "LINKED PRIVATE KEY" not in text
+    assert "set number" in text  # the folder the key is kept in is not hidden whole
+    assert "hidden by the sandbox" in text  # and the model is told why it could not read them
