@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,9 @@ from typing import Any
 import pytest
 
 from tether.cancel import CancelSignal
-from tether.tools.base import ToolContext, validate_arguments
+from tether.tools import files
+from tether.tools.base import ToolContext, ToolError, validate_arguments
+from tether.tools.files import edit_file
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
 
@@ -78,3 +82,44 @@ def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     assert "LINKED PRIVATE KEY" not in text
     assert "set number" in text  # the folder the key is kept in is not hidden whole
     assert "hidden by the sandbox" in text  # and the model is told why it could not read them
+
+
+# --- edit_file and another program writing the same file -----------------------------------------
+
+
+def _appended(path: Path) -> None:
+    subprocess.run(["/bin/sh", "-c", 'printf "written by the other program\\n" >> "$0"', str(path)], check=True)
+
+
+def _saved_by_rename(path: Path) -> None:  # as editors save: a new file renamed over the old one
+    new = path.with_name(path.name + ".swp")
+    new.write_text(path.read_text().replace("beta", "BETA"))
+    os.replace(new, path)
+
+
+@pytest.mark.parametrize("writer", [_appended, _saved_by_rename], ids=["appends", "saves-by-rename"])
+def test_an_edit_never_drops_what_another_program_wrote_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: Any
+) -> None:
+    """The other program writes after the edit read the file and before it renamed its new content
+    over it: the point is chosen, not raced (the edit's own step between the two runs it)."""
+    target = tmp_path / "notes.txt"
+    target.write_text("alpha\nbeta\n")
+    replace_once = files._replace_once
+
+    def with_a_writer(*args: Any) -> str:
+        writer(target)
+        return replace_once(*args)
+
+    monkeypatch.setattr(files, "_replace_once", with_a_writer)
+    with pytest.raises(ToolError, match="changed while it was being edited") as refused:
+        call(edit_file, tmp_path, {"path": "notes.txt", "old_text": "alpha", "new_text": "ALPHA"})
+
+    kept = target.read_text()
+    assert "ALPHA" not in kept and ("written by the other program" in kept or "BETA" in kept)
+    assert "Read the file again" in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no temporary file left
+
+    monkeypatch.setattr(files, "_replace_once", replace_once)  # read again, the edit goes through
+    call(edit_file, tmp_path, {"path": "notes.txt", "old_text": "alpha", "new_text": "ALPHA"})
+    assert target.read_text() == kept.replace("alpha", "ALPHA")

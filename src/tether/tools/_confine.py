@@ -461,6 +461,7 @@ def replace_file(
     *,
     shown: str = "",
     owner: tuple[int, int] | None = None,
+    unchanged: os.stat_result | None = None,
 ) -> None:
     """Write ``data`` to a new temporary file beside ``name`` and rename it over ``name``.
 
@@ -470,6 +471,9 @@ def replace_file(
     permissions of a file being replaced (``None``: the default for a new file, after the umask), and
     ``owner`` its (uid, gid) where this process may give them (tether as root would otherwise hand
     each file it edits to root, and its owner could no longer change it).
+    ``unchanged`` is the file as it was read (an edit): if another program wrote or replaced it
+    since, the new content, made from the old, would silently drop what that program wrote, so
+    nothing is renamed and the :class:`ToolError` says so.
     A failure (disk full, no permission, a directory put there meanwhile) is a :class:`ToolError`
     naming ``shown``, and leaves the old file as it was.
     """
@@ -498,6 +502,8 @@ def replace_file(
             os.fsync(fd)
         finally:
             os.close(fd)
+        if unchanged is not None:  # checked last, after the fsync: the window left is a rename's
+            _refuse_changed(dir_fd, name, unchanged, shown or name)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a reader never sees half a file
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -507,6 +513,27 @@ def replace_file(
         raise
     with contextlib.suppress(OSError):  # not every platform can fsync a directory
         os.fsync(dir_fd)
+
+
+def _refuse_changed(dir_fd: int, name: str, read: os.stat_result, shown: str) -> None:
+    """A :class:`ToolError` when ``name`` is no longer the file ``read`` describes: another inode
+    (an editor saved it by renaming), or another size or modification time (a program wrote to it)."""
+    try:
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        now = None
+    if now is not None and (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+        read.st_dev,
+        read.st_ino,
+        read.st_size,
+        read.st_mtime_ns,
+    ):
+        return
+    raise ToolError(
+        f"{shown} changed while it was being edited (another program wrote, replaced or removed it "
+        "meanwhile); nothing was changed, so what that program wrote is kept. Read the file again "
+        "and redo the edit on what it holds now."
+    )
 
 
 # --- globs and listings --------------------------------------------------------------------------

@@ -534,7 +534,7 @@ def _edit(ctx: ToolContext, path: str, old_text: str, new_text: str, writable: t
             raise ToolError("old_text is empty; give the exact text to replace (use write_file to create a file).")
         data = _utf8(_replace_once(text, old_text, new_text, path), "new_text")
         assert walk.name is not None
-        replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path, owner=_owner(st))
+        replace_file(walk.dir_fd, walk.name, data, st.st_mode, shown=path, owner=_owner(st), unchanged=st)
     return f"edited {path}: replaced 1 occurrence{_hard_link_note(st)}"
 
 
