@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -24,9 +25,12 @@ from typing import Any
 
 import pytest
 
+from tether import Agent, run_sync
 from tether.cancel import CancelSignal
+from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage
+from tether.testing import FunctionModel
 from tether.tools import files
-from tether.tools.base import ToolContext, ToolError, validate_arguments
+from tether.tools.base import ToolContext, ToolError, tool, validate_arguments
 from tether.tools.files import edit_file
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
@@ -123,3 +127,43 @@ def test_an_edit_never_drops_what_another_program_wrote_meanwhile(
     monkeypatch.setattr(files, "_replace_once", replace_once)  # read again, the edit goes through
     call(edit_file, tmp_path, {"path": "notes.txt", "old_text": "alpha", "new_text": "ALPHA"})
     assert target.read_text() == kept.replace("alpha", "ALPHA")
+
+
+# --- NaN and infinity returned by a tool -----------------------------------------------------------
+
+
+def test_a_tool_that_returns_nan_or_infinity_gives_the_model_json() -> None:
+    @tool(read_only=True)
+    def stats() -> dict[str, Any]:
+        """Summary statistics of an empty column."""
+        return {"mean": math.nan, "max": -math.inf, "ratio": math.inf, "n": 0, "by_day": {"mon": [1.5, math.nan]}}
+
+    @tool(read_only=True)
+    def mean() -> float:
+        """The mean of nothing."""
+        return math.nan
+
+    seen: list[Message] = []
+
+    def model(messages: list[Message], request: Any) -> Any:
+        if len(messages) == 1:
+            return AssistantMessage(
+                content=(
+                    ToolCallPart(id="a", name="stats", arguments="{}"),
+                    ToolCallPart(id="b", name="mean", arguments="{}"),
+                )
+            )
+        seen.extend(messages[1:])
+        return "The column is empty."
+
+    result = run_sync(Agent(FunctionModel(model), tools=[stats, mean]), "Summarise the column.")
+    assert result.status == "completed"
+    texts = {m.call_id: m.text for m in seen if isinstance(m, ToolMessage)}
+    assert strict_json(texts["a"]) == {
+        "mean": "NaN",
+        "max": "-Infinity",
+        "ratio": "Infinity",
+        "n": 0,
+        "by_day": {"mon": [1.5, "NaN"]},
+    }
+    assert strict_json(texts["b"]) == "NaN"

@@ -337,15 +337,23 @@ class FunctionTool:
             result = await _in_thread(functools.partial(self.fn, *args), kwargs)
         if isinstance(result, ToolResult | str):
             return result
-        try:
-            return json.dumps(result, default=_plain)
-        except TypeError:  # a key json cannot take ({date: count}, a tuple): as pydantic writes it
-            from pydantic_core import to_jsonable_python
-
-            return json.dumps(to_jsonable_python(result, fallback=_plain))
+        return _as_json(result)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+
+def _as_json(result: Any) -> str:
+    """A tool's returned value as the JSON text the model is given. Python's ``json`` writes NaN and
+    infinity as ``NaN`` and ``Infinity``, which no JSON reader takes (a model, or a program the model
+    hands the text to, would read it as broken): they are written as pydantic's ``"strings"`` mode
+    writes them, ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which say what the number was."""
+    try:
+        return json.dumps(result, default=_plain, allow_nan=False)
+    except (TypeError, ValueError):  # a key json cannot take ({date: count}, a tuple); NaN or infinity
+        import pydantic_core
+
+        return pydantic_core.to_json(result, fallback=_plain, inf_nan_mode="strings").decode()
 
 
 def _plain(value: Any) -> Any:
