@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.providers.test_attack_wire_round2 import (
+    KEY,
     PRICE,
     Reply,
     WireServer,
@@ -27,6 +29,8 @@ from tests.providers.test_attack_wire_round2 import (
     sse,
     text_reply,
 )
+from tether import Agent, run_sync
+from tether.providers.openai_chat import OpenAIChatProvider
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -110,3 +114,51 @@ def test_a_malformed_request_answered_400_does_not_fall_back(serve: Serve, tmp_p
     assert out.result.status == "failed" and "HTTP 400" in (out.result.reason or "")
     assert backup.requests == []
     assert_sound(out)
+
+
+# --- the reply limit OpenAI's reasoning models read -----------------------------------------------
+
+
+def _openai_at(base_url: str, model: str, sent: list[dict[str, Any]]) -> OpenAIChatProvider:
+    """An OpenAI provider at ``base_url`` that answers in process (no network), keeping each body."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        message = {"role": "assistant", "content": "ok"}
+        usage = {"prompt_tokens": 40, "completion_tokens": 2}
+        return httpx.Response(200, json={"choices": [{"message": message, "finish_reason": "stop"}], "usage": usage})
+
+    made = OpenAIChatProvider(base_url, KEY, transport=httpx.MockTransport(answer))
+    made.model_id = model  # type: ignore[attr-defined]
+    return made
+
+
+@pytest.mark.parametrize(
+    ("base_url", "model", "field"),
+    [
+        ("https://api.openai.com/v1", "o3-mini", "max_completion_tokens"),
+        ("https://api.openai.com/v1", "gpt-5-mini", "max_completion_tokens"),
+        ("https://api.openai.com/v1", "gpt-4.1-mini", "max_completion_tokens"),  # deprecated there for all
+        ("https://gateway.example/v1", "openai/o4-mini", "max_completion_tokens"),  # a router's name for one
+        ("http://127.0.0.1:11434/v1", "qwen2.5", "max_tokens"),  # a local server reads max_tokens
+    ],
+)
+def test_the_budgets_reply_limit_goes_under_the_field_the_model_reads(base_url: str, model: str, field: str) -> None:
+    """Before: ``max_tokens`` was sent unless request_extra named the other field, so a run on o3
+    or gpt-5 failed at its first call ("Unsupported parameter: 'max_tokens' is not supported with
+    this model. Use 'max_completion_tokens' instead."). The limit the budget planned is sent under
+    the one name the model reads, and only under it."""
+    sent: list[dict[str, Any]] = []
+    agent = Agent(_openai_at(base_url, model, sent), price=PRICE, max_budget_usd=0.01, max_tokens=4000, stream=False)
+    result = run_sync(agent, "hi")
+    assert result.status == "completed", result.reason
+    other = "max_tokens" if field == "max_completion_tokens" else "max_completion_tokens"
+    assert other not in sent[0] and 0 < sent[0][field] <= 4000
+
+
+def test_request_extra_naming_max_tokens_is_sent_under_that_name_alone() -> None:
+    """The way out for a server that reads only one of them: the name request_extra gives wins."""
+    sent: list[dict[str, Any]] = []
+    model = _openai_at("https://api.openai.com/v1", "o3", sent)
+    run_sync(Agent(model, price=PRICE, request_extra={"max_tokens": 300}, stream=False), "hi")
+    assert sent[0]["max_tokens"] == 300 and "max_completion_tokens" not in sent[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -80,6 +81,9 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _LOCAL_HOSTS = ("127.", "localhost", "[::1]", "::1", "0.0.0.0")
 # The body's fields for the reply's token limit (request_extra may name either, never raise it).
 _LIMITS = ("max_tokens", "max_completion_tokens")
+_OPENAI_HOST = "api.openai.com"
+# OpenAI's reasoning models, by name, behind any prefix a gateway adds (``openai/o3``, ``azure/o4-mini``).
+_REASONING_MODEL = re.compile(r"^(?:[\w.-]+/)*(?:o\d|gpt-5)", re.IGNORECASE)
 
 
 def _image_url(part: ImagePart) -> dict[str, Any]:
@@ -660,7 +664,7 @@ class OpenAIChatProvider:
         if request.tools:
             body["tools"] = tools_to_wire(request.tools)
         if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+            body[self._limit_field(request.model)] = request.max_tokens
         if request.output_schema is not None:
             body["response_format"] = response_format(request.output_schema)
         if stream:
@@ -669,11 +673,23 @@ class OpenAIChatProvider:
         if self.send_cache_key and request.cache_key:
             body["prompt_cache_key"] = clamp_cache_key(request.cache_key)
         extra = body_extra(request, _LIMITS)
-        if "max_completion_tokens" in extra and "max_tokens" not in extra:
-            # The limit under the name asked for: OpenAI's reasoning models refuse max_tokens.
-            body.pop("max_tokens", None)
+        named = [field for field in _LIMITS if field in extra]
+        if len(named) == 1:  # the limit under the name request_extra asked for, and under no other
+            body.pop(_LIMITS[1 - _LIMITS.index(named[0])], None)
         body.update(extra)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def _limit_field(self, model: str) -> str:
+        """The body's field for the reply's token limit. OpenAI's reasoning models (o1, o3, o4-mini,
+        gpt-5 and their kin) refuse ``max_tokens`` ("Use 'max_completion_tokens' instead"), and
+        api.openai.com takes ``max_completion_tokens`` for every model (``max_tokens`` is deprecated
+        there): so it goes there, and to any server asked for a model of those families (Azure,
+        OpenRouter's ``openai/o3``). Other servers get ``max_tokens``, which all of them read, while
+        some (older llama.cpp, Ollama and vLLM) ignore the newer name, and would not stop the reply
+        where the budget planned it."""
+        if urlsplit(self.base_url).hostname == _OPENAI_HOST or _REASONING_MODEL.match(model):
+            return "max_completion_tokens"
+        return "max_tokens"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         with self._http.scrubbing():  # what a reply quotes back of the key never leaves here
