@@ -30,6 +30,7 @@ from tests.providers.test_attack_wire_round2 import (
     text_reply,
 )
 from tether import Agent, run_sync
+from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 
 Serve = Callable[[list[Reply]], WireServer]
@@ -162,3 +163,50 @@ def test_request_extra_naming_max_tokens_is_sent_under_that_name_alone() -> None
     model = _openai_at("https://api.openai.com/v1", "o3", sent)
     run_sync(Agent(model, price=PRICE, request_extra={"max_tokens": 300}, stream=False), "hi")
     assert sent[0]["max_tokens"] == 300 and "max_completion_tokens" not in sent[0]
+
+
+# --- a thinking budget the budget's max_tokens cut below -----------------------------------------
+
+THINKING = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+
+
+def _anthropic_checking(sent: list[dict[str, Any]]) -> AnthropicProvider:
+    """A Messages endpoint in process that checks extended thinking as the API does: a
+    ``budget_tokens`` under 1024, or at or above ``max_tokens``, is refused with its 400."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        budget = (body.get("thinking") or {}).get("budget_tokens")
+        if budget is not None and not 1024 <= budget < body["max_tokens"]:
+            message = "`max_tokens` must be greater than `thinking.budget_tokens`"
+            return httpx.Response(
+                400, json={"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+            )
+        usage = {"input_tokens": 60, "output_tokens": 5}
+        content = [{"type": "text", "text": "ok"}]
+        return httpx.Response(200, json={"content": content, "stop_reason": "end_turn", "usage": usage})
+
+    return AnthropicProvider("https://api.anthropic.com", KEY, transport=httpx.MockTransport(answer))
+
+
+@pytest.mark.parametrize("budget_usd", [0.016, 0.009], ids=["room to think less", "no room to think"])
+def test_a_thinking_budget_the_budget_cut_max_tokens_below_is_made_valid(budget_usd: float) -> None:
+    """Before: the budget lowered the call's ``max_tokens`` below the thinking budget of
+    ``request_extra`` (2048), the API refused the call ("max_tokens must be greater than
+    thinking.budget_tokens") and the run ended ``failed`` where it could answer. The thinking budget
+    is lowered under ``max_tokens`` (never below 1024, the API's least), or thinking is left out of
+    the call when there is no room for that."""
+    sent: list[dict[str, Any]] = []
+    agent = Agent(
+        _anthropic_checking(sent), price=PRICE, max_budget_usd=budget_usd, request_extra=THINKING, stream=False
+    )
+    result = run_sync(agent, "hi")
+    assert (result.status, result.text) == ("completed", "ok"), result.reason
+    (body,) = sent
+    assert body["max_tokens"] < 2048  # the budget cut it below the thinking budget
+    if body["max_tokens"] > 1024:
+        assert 1024 <= body["thinking"]["budget_tokens"] < body["max_tokens"]
+    else:
+        assert "thinking" not in body
+    assert result.cost_usd is not None and result.cost_usd <= budget_usd

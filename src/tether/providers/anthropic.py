@@ -230,8 +230,10 @@ def messages_body(
         "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
         "messages": history,
     }
+    extra = body_extra(request, ("max_tokens",))
+    extra = _thinking_within(extra, extra.get("max_tokens", body["max_tokens"]))
     output = request.output_schema
-    forced = output is not None and not _thinking(request)
+    forced = output is not None and not _thinking(extra)
     system = request.system
     if output is not None and not forced:
         system = f"{system}\n\n{_ANSWER_NOTE}" if system else _ANSWER_NOTE
@@ -251,8 +253,32 @@ def messages_body(
         body["messages"] = [*history[:-1], {"role": last["role"], "content": [*last["content"][:-1], marked]}]
     if stream:
         body["stream"] = True
-    body.update(body_extra(request, ("max_tokens",)))
+    body.update(extra)
     return body
+
+
+# The least thinking budget the API takes; it must also be below the call's max_tokens.
+_LEAST_THINKING = 1024
+
+
+def _thinking_within(extra: dict[str, Any], max_tokens: Any) -> dict[str, Any]:
+    """``extra`` with a thinking budget the API accepts beside ``max_tokens``. The API refuses a
+    ``budget_tokens`` at or above ``max_tokens`` (400), and a budget cuts ``max_tokens`` as the run
+    spends: a run whose last affordable call had less room than its thinking budget failed there
+    instead of answering or stopping ``budget_exceeded``. Such a budget is lowered to half of
+    ``max_tokens`` (the rest is for the answer), never below the API's least (1024); with no room
+    for that, thinking is left out of the call: an answer without thinking rather than none."""
+    thinking = extra.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return extra
+    budget = thinking.get("budget_tokens")
+    counts = all(isinstance(n, int) and not isinstance(n, bool) for n in (budget, max_tokens))
+    if not counts or budget < max_tokens:
+        return extra
+    if max_tokens <= _LEAST_THINKING:
+        return {key: value for key, value in extra.items() if key != "thinking"}
+    lowered = max(max_tokens // 2, _LEAST_THINKING)
+    return {**extra, "thinking": {**thinking, "budget_tokens": lowered}}
 
 
 _ANSWER_NOTE = (
@@ -261,8 +287,8 @@ _ANSWER_NOTE = (
 )
 
 
-def _thinking(request: ModelRequest) -> bool:
-    thinking = request.extra.get("thinking")
+def _thinking(extra: dict[str, Any]) -> bool:
+    thinking = extra.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type", "disabled") != "disabled"
 
 
