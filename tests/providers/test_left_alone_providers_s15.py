@@ -20,16 +20,20 @@ import pytest
 from tests.providers.test_attack_wire_round2 import (
     KEY,
     PRICE,
+    WIRES,
     Reply,
     WireServer,
+    anthropic_text,
     assert_sound,
     chunk,
+    event,
     provider,
     run_against,
     sse,
     text_reply,
 )
 from tether import Agent, run_sync
+from tether.harness.retry import RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 
@@ -210,3 +214,54 @@ def test_a_thinking_budget_the_budget_cut_max_tokens_below_is_made_valid(budget_
     else:
         assert "thinking" not in body
     assert result.cost_usd is not None and result.cost_usd <= budget_usd
+
+
+# --- a stream that sends only keep-alives ----------------------------------------------------------
+
+KEEP_ALIVE = {"openai": b": OPENROUTER PROCESSING\n\n", "anthropic": event("ping", {"type": "ping"})}
+IDLE_S = 1.5  # the pinging provider's timeout_s
+
+
+def _pinging(kind: str, server: WireServer) -> Any:
+    return provider(kind, server, name="pinging", timeout_s=IDLE_S)
+
+
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_stream_of_keep_alives_alone_is_abandoned_after_the_providers_timeout(
+    serve: Serve, tmp_path: Path, kind: str
+) -> None:
+    """Before: with ``first_token_timeout_s`` None (the default), a server that sent only
+    keep-alives (a gateway whose upstream hung) was read for ever: each one restarted the read
+    timeout. A stream with nothing else for the provider's ``timeout_s`` is now a cut one: nothing
+    of it was shown, so the turn goes to the fallback (or is retried)."""
+    start = [] if kind == "openai" else [anthropic_text("")[0]]  # Anthropic's pings follow message_start
+    primary = serve([Reply(200, [*start, *[KEEP_ALIVE[kind], 0.05] * 300])])  # 15 s at most
+    backup = serve([text_reply(kind, "from the backup")])
+    out = run_against(
+        kind,
+        primary,
+        tmp_path,
+        model=_pinging(kind, primary),
+        fallback_models=[provider(kind, backup, name="backup")],
+        prices={"backup/backup": PRICE},
+        retry=RetryPolicy(max_attempts=1),
+    )
+    assert (out.result.status, out.result.text) == ("completed", "from the backup"), out.result.reason
+    trace = "".join(text for path, text in out.files.items() if "traces" in path)
+    (fallback,) = [json.loads(line) for line in trace.splitlines() if '"fallback"' in line]
+    assert "nothing but keep-alives for 1.5 s" in fallback["reason"]
+    assert_sound(out)
+
+
+def test_a_slow_stream_with_keep_alives_between_its_pieces_is_read_to_its_end(serve: Serve, tmp_path: Path) -> None:
+    """The bound is on keep-alives alone: a reply whose pieces come slowly, pings between them,
+    for longer in all than the timeout, is read whole."""
+    first, *rest = anthropic_text("")
+    piece = event(
+        "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}}
+    )
+    slow = [part for _ in range(8) for part in (KEEP_ALIVE["anthropic"], 0.25, piece)]
+    primary = serve([Reply(200, [first, rest[0], *slow, *rest[2:]])])
+    out = run_against("anthropic", primary, tmp_path, model=_pinging("anthropic", primary))
+    assert (out.result.status, out.result.text) == ("completed", "a" * 8), out.result.reason
+    assert len(primary.requests) == 1

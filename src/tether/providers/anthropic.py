@@ -602,7 +602,7 @@ class AnthropicProvider:
             assembler = MessagesAssembler(
                 self._model_name(request), self.name, answers=request.output_schema is not None
             )
-            async for delta in stream_reply(response, self.name, assembler):
+            async for delta in stream_reply(response, self.name, assembler, idle_s=self._http.timeout_s):
                 yield delta
             message = assembled(assembler, self.name)
         yield ResponseDone(ModelResponse(self._finished(message, request)))

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import re
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
@@ -233,7 +234,7 @@ class HttpTransport:
         self.proxy = env_proxy(self.base_url) if transport is None else ""
         self.credentials = credentials
         self._headers = {"content-type": "application/json", **(headers or {})}
-        self._timeout_s = timeout_s
+        self.timeout_s = timeout_s  # the read timeout; also how long a stream may send only keep-alives
         self._transport = transport  # an httpx transport instead of the network (tests, custom routing)
         self._client: Any = None
         self._secrets: tuple[str, ...] = ()  # the credentials last sent, taken out of errors
@@ -243,12 +244,12 @@ class HttpTransport:
 
     def _http(self) -> Any:
         if self._transport is None:
-            return pooled_client(self.base_url, self._headers, self._timeout_s)
+            return pooled_client(self.base_url, self._headers, self.timeout_s)
         if self._client is None:
             import httpx
 
             self._client = httpx.AsyncClient(
-                base_url=self.base_url, headers=self._headers, timeout=self._timeout_s, transport=self._transport
+                base_url=self.base_url, headers=self._headers, timeout=self.timeout_s, transport=self._transport
             )
         return self._client
 
@@ -610,7 +611,7 @@ class ReplyAssembler(Protocol):
 
 
 async def stream_reply(
-    response: Any, provider: str, assembler: ReplyAssembler
+    response: Any, provider: str, assembler: ReplyAssembler, *, idle_s: float | None = None
 ) -> AsyncIterator[StreamText | StreamReasoning]:
     """Read a server-sent event stream into ``assembler``, yielding the deltas it returns.
 
@@ -624,11 +625,17 @@ async def stream_reply(
     A body that ends inside an event (the last line is not JSON, and nothing follows it) was cut,
     as a dropped connection is: an event is whole only with the blank line after it. A body that
     is not an event stream at all (an HTML login page, a JSON document) is a ``ResponseError``
-    naming its content type: asking again would get the same page."""
+    naming its content type: asking again would get the same page.
+
+    Keep-alives (comments such as OpenRouter's ``: OPENROUTER PROCESSING``, Anthropic's ``ping``
+    events) keep the connection's read timeout from firing: a server that sends only them would be
+    waited on for ever. ``idle_s`` (the provider's ``timeout_s``) bounds them as that timeout bounds
+    silence: a stream with nothing but keep-alives for that long is a cut one."""
     response.encoding = "utf-8"  # an event stream is UTF-8 whatever charset its header names (as browsers read it)
     lines = response.aiter_lines()
     events = 0  # ``data:`` lines so far
     name = ""  # the ``event:`` name of the event being read
+    heard = time.monotonic()  # when the last event that was not a keep-alive came
     try:
         while True:
             line = await _next_line(lines, provider, assembler)
@@ -637,13 +644,20 @@ async def stream_reply(
             line = line.removeprefix("\ufeff")  # a byte order mark before the first field is not part of it
             if line.startswith("error:"):  # llama.cpp's servers write a failure as an ``error:`` field
                 line, name = "data:" + line[6:], "error"
+            payload = line[5:].strip() if line.startswith("data:") else ""
+            if payload and name != "ping" and not _PING.match(payload):
+                heard = time.monotonic()
+            elif idle_s is not None and time.monotonic() - heard > idle_s:
+                if assembler.finished:
+                    return  # what follows the reply cannot undo it
+                why = f"nothing but keep-alives for {idle_s:g} s, the provider's timeout_s"
+                raise incomplete_stream(provider, assembler.chars_shown, why)
             if not line.startswith("data:"):
                 if not events and not _is_sse_line(line):
                     raise _not_an_event_stream(response, provider, line)
                 name = line[6:].strip() if line.startswith("event:") else name if line.strip() else ""
                 continue  # event names, comments, keep-alives
             events += 1
-            payload = line[5:].strip()
             if payload == "[DONE]":  # Chat Completions' terminator; read on so the connection is reused
                 continue
             deltas = await _fed(payload, name, provider, assembler, lines)
@@ -712,6 +726,8 @@ async def _next_line(lines: AsyncIterator[str], provider: str, assembler: ReplyA
 
 
 _SSE_FIELDS = ("data", "event", "id", "retry")
+# Anthropic's keep-alive event, when a server sends it without its ``event: ping`` line.
+_PING = re.compile(r'\{\s*"type"\s*:\s*"ping"\s*\}$')
 
 
 def _is_sse_line(line: str) -> bool:

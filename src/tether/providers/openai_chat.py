@@ -705,7 +705,7 @@ class OpenAIChatProvider:
             with images_refused(self.name, f"{self.name}/{request.model}", request.messages):
                 response = await self._http.request("POST", "/chat/completions", body, stream=True)
             assembler = StreamAssembler(request.model, self.name)
-            async for event in stream_reply(response, self.name, assembler):
+            async for event in stream_reply(response, self.name, assembler, idle_s=self._http.timeout_s):
                 yield event
             message = assembled(assembler, self.name)
         yield ResponseDone(ModelResponse(self._finished(message, assembler.usage, request)))
