@@ -792,17 +792,23 @@ async def _admit_batch(
     together and the run stops."""
     async for event in _admitted(rc, batch, into):
         yield event
-    halt = next((a.halt for a in into if isinstance(a, _Answered) and a.halt is not None), None)
-    if halt is not None:  # the run stops at this batch: no person is asked to approve a call of it
-        into[:] = [_unasked(a, halt) for a in into]
+    at = next((i for i, a in enumerate(into) if isinstance(a, _Answered) and a.halt is not None), None)
+    if at is not None:  # the run stops at this batch: no person is asked to approve a call of it
+        halt = into[at].halt
+        assert halt is not None
+        into[:] = [_unasked(a, halt, i > at) for i, a in enumerate(into)]
     if any(isinstance(a, _Waiting) for a in into):
         for event in _ask_together(rc, into):
             yield event
 
 
-def _unasked(admitted: _Answered | _Waiting | _Ready, halt: Stop) -> _Answered | _Waiting | _Ready:
-    """A call waiting for approval in a batch a middleware stopped the run at: not asked about
-    (the person's "yes" would be wasted), and told so. An unknown outcome is still asked about."""
+def _unasked(admitted: _Answered | _Waiting | _Ready, halt: Stop, after: bool) -> _Answered | _Waiting | _Ready:
+    """A call of a batch a middleware stopped the run at. One waiting for approval is not asked
+    about (the person's "yes" would be wasted), and told so; an unknown outcome is still asked
+    about. One ready to run ``after`` the call the run stopped at does not run, as it would not
+    one by one, and is told so: the batch's calls start together, or it would have."""
+    if isinstance(admitted, _Ready) and after:
+        return _Answered(f"Not run: the run stopped at an earlier call of this reply ({halt.reason}).", "skipped")
     if not isinstance(admitted, _Waiting) or admitted.event.reason != "approval":
         return admitted
     return _Answered(f"Not run: the run stopped before a person was asked about this call ({halt.reason}).", "skipped")
