@@ -88,6 +88,33 @@ def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     assert "hidden by the sandbox" in text  # and the model is told why it could not read them
 
 
+@pytest.mark.skipif(not sandbox_status().available, reason="no sandbox here")
+def test_a_command_cannot_move_a_secret_out_of_its_hidden_path(outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tether run in the home: the sandbox hides ``.local/share/tether`` and ``.config/gcloud`` by
+    their paths, so a command that renamed a folder above them (``mv .local .l``) made the next
+    command hide nothing there, and it read tether's key at its new path."""
+    home = outside / "home"
+    (home / ".local" / "share" / "tether").mkdir(parents=True)
+    (home / ".local" / "share" / "tether" / "config.toml").write_text('api_key = "sk-MOVED-OUT-KEY"\n')
+    (home / ".config" / "gcloud").mkdir(parents=True)
+    (home / ".config" / "gcloud" / "credentials.db").write_text("MOVED-OUT-GCLOUD\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("TETHER_HOME", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    shell = RunCommand(ShellSettings())
+
+    moved = call(
+        shell, home, {"command": "mv .local .l; mv .config .c; mv .local/share .local/s; touch .local/made; ls -a"}
+    )
+    text = call(shell, home, {"command": "cat .l/share/tether/config.toml .c/gcloud/credentials.db .local/s/tether/*"})
+    text = text if isinstance(text, str) else str(text.content)
+
+    assert "MOVED-OUT" not in text
+    assert sorted(p.name for p in (home / ".local").iterdir()) == ["made", "share"]  # writable, not movable
+    assert (home / ".config" / "gcloud" / "credentials.db").exists()
+    assert "Device or resource busy" in (moved if isinstance(moved, str) else str(moved.content))
+
+
 # --- edit_file and another program writing the same file -----------------------------------------
 
 

@@ -201,6 +201,8 @@ def _writable_args(jail: Jail) -> Iterator[str]:
     for root in roots:
         if root.exists():
             yield from ("--bind", str(root), str(root))
+    for folder in _holding_secrets(roots, jail.hidden):
+        yield from ("--bind", str(folder), str(folder))
     for root in roots:
         for name in PROTECTED_INSIDE:
             inner = root / name
@@ -230,6 +232,20 @@ def _writable_args(jail: Jail) -> Iterator[str]:
     for folder in jail.repositories:
         if folder not in done:
             yield from ("--ro-bind", str(folder), str(folder))
+
+
+def _holding_secrets(roots: list[Path], hidden: Iterable[Path]) -> list[Path]:
+    """The folders between a writable root and a hidden path inside it (a workspace that is a home
+    holds ``.local/share/tether``), each to be bound onto itself, still writable: a mount point
+    cannot be renamed or removed. Otherwise a command could ``mv .local .l``: the secrets are
+    hidden by their path, so the next command, finding no ``.local/share/tether``, would hide
+    nothing and read ``.l/share/tether/config.toml``. The hidden path is a mount point itself."""
+    folders: list[Path] = []
+    for path in hidden:
+        for root in roots:
+            if root in path.parents:
+                folders += [p for p in reversed(path.parents) if root in p.parents]
+    return list(dict.fromkeys(folders))
 
 
 def jail_args(jail: Jail, bwrap: str) -> list[str]:
