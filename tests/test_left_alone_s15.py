@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,3 +150,41 @@ def test_a_canned_redirect_of_a_typed_agent_is_a_typed_answer_or_refused_before_
         )
         result = run_sync(Agent(model, output_type=Answer, middleware=[typed]), "weather?")
         assert result.status == "completed" and result.typed and result.output == Answer(text="Valves only.")
+
+
+# --- approvals: a new message instead of a decision ---------------------------------------------
+
+
+def test_a_chat_message_instead_of_a_decision_tells_the_model_the_call_was_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: in `tether chat` (from a pipe, where nobody is asked), a deletion waited for approval
+    and the person typed a new message instead of deciding: the next run, a new one in the session,
+    read the call with the placeholder a load writes for a call a crash cut, "whether it took effect
+    is unknown", and the model told the person it did not know whether access.log was deleted.
+    The call never ran: the run that stopped notes its waiting calls with the session, and the new
+    message declines them in words ("it was not run"), as it does when it goes to the run itself."""
+    from tests.conftest import EXAMPLE_WORKSPACE
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("LLM_BASE_URL", "OPENAI_BASE_URL", "TETHER_SESSION_STORE")}
+    argv = [sys.executable, "-m", "tether", "chat", "--model", "scripted/destructive", "--cwd", str(workspace)]
+    out = subprocess.run(
+        [*argv, "--session", "s1"],
+        input="free some space\nwhat happened?\n",
+        capture_output=True,
+        text=True,
+        env={**env, "TETHER_HOME": str(home)},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "delete_file needs approval" in out.stderr
+    assert out.stdout.strip() == "I did not delete anything: you declined the deletion."  # was: "I do not know ..."
+    assert (workspace / "access.log").exists()
+    results = [json.loads(line) for line in (home / "sessions" / "s1.jsonl").read_text().splitlines()]
+    deletion = [m for m in results if m.get("call_id") == "c2" and m["role"] == "tool"]
+    assert [(m["status"], m["content"][0]["text"][:46]) for m in deletion] == [
+        ("rejected", "The user declined this call to delete_file; it")
+    ]

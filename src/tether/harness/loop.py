@@ -49,6 +49,7 @@ from tether.harness.state import (
 from tether.harness.structured import check_answer, check_output_config, final_data
 from tether.harness.tool_exec import result_is_answer, run_pending
 from tether.harness.view import keep_latest_images
+from tether.harness.waiting import forget_waiting, note_waiting, unwaited
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.base import STOPPED_BY_PROVIDER
 from tether.providers.registry import resolve_provider
@@ -205,7 +206,7 @@ def _check_open(state: RunState, prompt: str | None) -> None:
 
 def _prepare(state: RunState, prompt: str | None, session: SessionStore | None) -> RunState:
     if session is not None and state.session_id:
-        _bind_session(state, session)
+        _bind_session(state, session, answers=prompt is not None)
     if prompt is not None:
         _add_prompt(state, clean_text(prompt))
     state.status, state.interruption, state.reason = "running", None, None
@@ -507,11 +508,19 @@ def _system_prompt(agent: Agent, state: RunState, session: SessionStore | None) 
     return system_prompt(agent.instructions, blocks)
 
 
-def _bind_session(state: RunState, session: SessionStore) -> None:
-    """Start from the session's history, or reconcile it with a run being resumed."""
+def _bind_session(state: RunState, session: SessionStore, *, answers: bool = False) -> None:
+    """Start from the session's history, or reconcile it with a run being resumed. ``answers``: a
+    new message starts the run, an answer to calls the last run left waiting for a decision."""
     assert state.session_id is not None
     history = session.load(state.session_id)
+    waiting = forget_waiting(session, state.session_id)
     if not state.messages:
+        # Calls that waited for a decision never ran: pending again, the message declines them
+        # (see _add_prompt), where the placeholder of a load said their outcome was unknown.
+        unknown = unwaited(history, waiting) if answers else None
+        if unknown is not None:
+            session.rewrite(state.session_id, unknown)
+            history = unknown
         state.messages = history
         state.session_synced = len(history)
         state.history_turns = conversation_turns(history)
@@ -662,8 +671,9 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
         kept = "it has no text" if empty else "the text so far is kept"
         return Stop(
             "failed",
-            f"incomplete: the answer reached max_tokens ({rc.agent.max_tokens}) again after "
-            f"{last.continuations} continuation; {kept}. Raise max_tokens, or ask for less at once",
+            f"incomplete: the answer reached max_tokens ({rc.agent.max_tokens}) and its continuation did "
+            f"not finish it (cut again, or it called a tool instead); {kept}. Raise max_tokens, or ask for "
+            "less at once",
         )
     if is_cut(last):
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
@@ -720,6 +730,8 @@ def _closing(rc: RunContext) -> None:
     state.status, state.reason, state.interruption = halt.status, without_secrets(halt.reason), halt.interruption
     wrong = halt.misconfiguration
     state.misconfiguration = wrong and wrong.model_copy(update={"why": without_secrets(wrong.why)})
+    if rc.session is not None:
+        note_waiting(rc.session, state)
 
 
 def _unsaved(rc: RunContext, exc: Exception, attempt: int) -> None:
