@@ -372,8 +372,7 @@ async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _
     if cut is not None:  # the output limit cut it: never run, whatever its arguments look like
         return _Answered(cut, "error")
     if tool is None:
-        known = ", ".join(sorted(rc.tools)) or "none"
-        return _Answered(f"Error: there is no tool named {_cut_name(call.name)!r}. Available tools: {known}.", "error")
+        return _Answered(_no_such_tool(rc, call.name), "error")
     try:
         args = validate_arguments(tool, call.arguments)
     except ToolInputError as exc:
@@ -391,6 +390,15 @@ async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _
         kind = "outcome_unknown" if isinstance(halt.interruption, OutcomeUnknownInterruption) else "approval"
         return _Waiting(halt, ApprovalRequired(state.run_id, call.id, call.name, call.arguments, kind))
     return _Ready(tool, args)
+
+
+def _no_such_tool(rc: RunContext, name: str) -> str:
+    """What the model reads for a call to no tool of the run's. A call with no name (left out, or
+    only spaces, on any wire) is told so, not that a tool named '' is missing."""
+    known = ", ".join(sorted(rc.tools)) or "none"
+    if not name.strip():
+        return f"Error: this call named no tool (its name was empty), so nothing was run. Tools by name: {known}."
+    return f"Error: there is no tool named {_cut_name(name)!r}. Available tools: {known}."
 
 
 def _is_cut(state: RunState, call: ToolCallPart) -> bool:
@@ -792,10 +800,9 @@ async def _admit_batch(
     together and the run stops."""
     async for event in _admitted(rc, batch, into):
         yield event
-    at = next((i for i, a in enumerate(into) if isinstance(a, _Answered) and a.halt is not None), None)
-    if at is not None:  # the run stops at this batch: no person is asked to approve a call of it
-        halt = into[at].halt
-        assert halt is not None
+    stops = [(i, a.halt) for i, a in enumerate(into) if isinstance(a, _Answered) and a.halt is not None]
+    if stops:  # the run stops at this batch: no person is asked to approve a call of it
+        at, halt = stops[0]
         into[:] = [_unasked(a, halt, i > at) for i, a in enumerate(into)]
     if any(isinstance(a, _Waiting) for a in into):
         for event in _ask_together(rc, into):
