@@ -4,15 +4,26 @@ Each test names what a user saw before its fix; all run in process against ``Fun
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
 from tests.conftest import assert_pairing
-from tether import Agent, RunState, run_sync, tool
+from tether import Agent, RunState, run_stream, run_sync, tool
+from tether.events import Event, TextDelta
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware
-from tether.messages import ToolCallPart, ToolMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
+
+
+def _events(agent: Agent, prompt: str | None, **kw: Any) -> list[Event]:
+    async def go() -> list[Event]:
+        return [e async for e in run_stream(agent, prompt, **kw)]
+
+    return asyncio.run(go())
 
 
 def _results(state: RunState) -> dict[str, ToolMessage]:
@@ -57,3 +68,57 @@ def test_a_policy_that_ends_the_run_at_a_call_of_a_batch_lets_no_later_call_of_i
         == "Not run: the run stopped at an earlier call of this reply (message 2 is spam: the run stops)."
     )
     assert_pairing(state.messages)
+
+
+# -- a continuation that calls a tool instead of finishing the answer -------------------------------
+
+_CUT = "The answer has three parts: first, the valve; second, "
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_continuation_that_calls_a_tool_instead_of_finishing_does_not_complete_the_cut_answer(stream: bool) -> None:
+    """Before: asked to finish a cut answer, a model that wrote nothing and called a tool instead
+    had its call refused and the run ended ``completed`` ("the model answered") with the
+    half-written answer and tether's note glued to its last word. Now the answer is still cut: the
+    run ends ``failed``, ``incomplete:``, with the text kept and the note apart; the tool never runs."""
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    def read_file(path: str) -> str:
+        """Read a file."""
+        ran.append(path)
+        return "text"
+
+    replies = [
+        AssistantMessage(content=(TextPart(text=_CUT),), finish_reason="length"),
+        AssistantMessage(
+            content=(ToolCallPart(id="x1", name="read_file", arguments='{"path": "notes.txt"}'),),
+            finish_reason="tool_calls",
+        ),
+    ]
+    state = RunState()
+    agent = Agent(FunctionModel(lambda m, r: replies.pop(0)), tools=[read_file], stream=stream)
+    events = _events(agent, "explain", state=state)
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert result.status == "failed" and (result.reason or "").startswith("incomplete:"), result.reason
+    assert "its continuation did not finish it (cut again, or it called a tool instead)" in (result.reason or "")
+    assert result.output.startswith(_CUT + "\n\n[tether: this reply called read_file")
+    assert ran == [] and not _results(state)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (_CUT if stream else "")
+
+
+def test_a_continuation_cut_inside_a_tool_call_keeps_the_text_as_streamed() -> None:
+    """Before: the words a continuation wrote before the call it was cut in lost their trailing
+    space in the kept answer ("the seal;" then the note), though the stream had shown it."""
+    replies = [
+        AssistantMessage(content=(TextPart(text=_CUT),), finish_reason="length"),
+        AssistantMessage(
+            content=(TextPart(text="the seal; "), ToolCallPart(id="w1", name="write_file", arguments='{"pa')),
+            finish_reason="length",
+        ),
+    ]
+    events = _events(Agent(FunctionModel(lambda m, r: replies.pop(0))), "explain")
+    result = events[-1].result  # type: ignore[attr-defined]
+    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert result.status == "failed" and (result.reason or "").startswith("incomplete:")
+    assert shown == _CUT + "the seal; " and result.output.startswith(shown + "\n\n[tether:")

@@ -26,7 +26,7 @@ from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Tur
 from tether.harness.accounting import accounted, charge, count_abandoned, note_in_flight, side_call
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
-from tether.harness.length import Continuation
+from tether.harness.length import CUT, Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
 from tether.harness.pump import Finished, pump
@@ -355,13 +355,20 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuatio
     )
 
 
-def _refuse_calls(message: AssistantMessage) -> AssistantMessage:
+def _refuse_calls(message: AssistantMessage, continuing: bool) -> AssistantMessage:
     """Fail closed: a reply to a request that offered no tools (a terminal tool's answer, a
-    governor's status report) that calls one anyway keeps its words, not its calls."""
+    governor's status report) that calls one anyway keeps its words, not its calls.
+
+    A continuation's words are kept as they came (they join the cut text, maybe at a space); one
+    that wrote none, only calls, left the answer as cut as it was, and stays cut."""
     names = ", ".join(sorted({c.name for c in message.tool_calls}))
     note = f"[tether: this reply called {names}, but no tools were offered for it; the calls were not run.]"
-    text = message.text.strip()
     kept = tuple(p for p in message.content if not isinstance(p, ToolCallPart | TextPart))  # reasoning
+    if continuing:
+        words = TextPart(text=f"{message.text}\n\n{note}")
+        finish = message.finish_reason if message.text.strip() else CUT
+        return message.model_copy(update={"content": (*kept, words), "finish_reason": finish})
+    text = message.text.strip()
     return message.model_copy(update={"content": (*kept, TextPart(text=f"{text}\n\n{note}" if text else note))})
 
 
@@ -397,7 +404,7 @@ async def _call(
         stack, rc, lambda req: _provider_call(rc, turn, _shown(rc, req), streamed, replies, continuation)
     )(request)
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
-        result = ModelResponse(_refuse_calls(result.message))  # nothing was offered: nothing runs
+        result = ModelResponse(_refuse_calls(result.message, continuation is not None))  # nothing offered, nothing runs
     if isinstance(result, ModelResponse) and rc.halt is None:
         for kind in ("reasoning", "text"):  # what the middleware held back, now checked
             _emit_delta(rc, kind, await flush_stream(stack, rc, kind))
