@@ -53,6 +53,7 @@ log = logging.getLogger("tether.connectors")
 MAX_PER_CALL = 10
 MAX_ELICITATIONS = 5  # questions to the person per tool call, unless [mcp.NAME] max_elicitations says
 MAX_FIELDS = 30  # fields of one form (each a question at the terminal)
+MAX_FORM_CHARS = 20_000  # of a question in all: its message, URL and form (a tool's max_schema_chars)
 DEFAULT_MAX_TOKENS = 1024
 PREVIEW_ENDS = 200  # characters of a sampling request the person reads from its start, and from its end
 ELICITED = "mcp_elicitation"  # the run state's part with each call's answers: {call_id: [answer, ...]}
@@ -223,6 +224,10 @@ class ClientSide:
         # Counted as it comes, before anyone is asked: requests sent all at once, and those the
         # person declines, count too (a server could otherwise ask again and again).
         self.samples[ctx.call_id or ""] += 1
+        if params.max_tokens < 0:
+            # A negative limit made the worst case below zero, so the budget let the request
+            # through; and some servers (llama.cpp) take -1 for "no limit": its cost unbounded.
+            return f"its maxTokens is {params.max_tokens}: the most tokens the answer may take cannot be below 0"
         if ctx.budget_left_usd is not None and ctx.budget_left_usd <= 0:
             return "the run's budget is spent"
         if self._model(ctx) is None:
@@ -536,17 +541,26 @@ def printable(text: object) -> str:
 def _form_problem(params: Any) -> str | None:
     """Why a server's form cannot be put to a person: MCP's forms are flat objects of a few simple
     fields; ``properties`` that are not an object of objects, ``required`` that is not a list of
-    names, or more than ``MAX_FIELDS`` fields (each a question at the terminal) are refused."""
+    names, more than ``MAX_FIELDS`` fields (each a question at the terminal), or a question longer
+    than ``MAX_FORM_CHARS`` in all (its message, its page's URL, its form written as JSON: each is
+    shown to the person, and kept in the run's state while a served run waits for the answer) are
+    refused."""
     schema = getattr(params, "requested_schema", None)
-    if schema is None:  # a page to open (URL mode)
-        return None
-    properties, required = schema.get("properties") or {}, schema.get("required") or []
-    if not isinstance(properties, dict) or not all(isinstance(p, dict) for p in properties.values()):
-        return "the form's properties must be an object whose fields are objects (a flat JSON Schema)"
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        return "the form's required must be a list of field names"
-    if len(properties) > MAX_FIELDS:
-        return f"the form has {len(properties)} fields; tether asks a person at most {MAX_FIELDS} in one form"
+    if schema is not None:  # not a page to open (URL mode)
+        properties, required = schema.get("properties") or {}, schema.get("required") or []
+        if not isinstance(properties, dict) or not all(isinstance(p, dict) for p in properties.values()):
+            return "the form's properties must be an object whose fields are objects (a flat JSON Schema)"
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            return "the form's required must be a list of field names"
+        if len(properties) > MAX_FIELDS:
+            return f"the form has {len(properties)} fields; tether asks a person at most {MAX_FIELDS} in one form"
+    size = len(params.message) + len(getattr(params, "url", "") or "")
+    size += len(json.dumps(schema, default=str)) if schema is not None else 0
+    if size > MAX_FORM_CHARS:
+        return (
+            f"the question is {size:,} characters (its message, URL and form); tether puts at most "
+            f"{MAX_FORM_CHARS:,} to a person: ask in fewer words"
+        )
     return None
 
 

@@ -41,6 +41,8 @@ LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; images make long
 CLOSE_GRACE_S = 2.0  # after stdin closes, before SIGTERM (the MCP spec's shutdown order)
 TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
 STDERR_LINES = 20
+STDERR_LINE_BYTES = 4096  # of each stderr line kept: the tail says why it died, it is no log
+STDERR_CHUNK = 64 * 1024
 EXIT_DRAIN_S = 0.5  # after the server exits, for its last words on stdout to be read
 
 
@@ -167,9 +169,23 @@ class StdioProcess:
                     return  # the server is gone; its stdout's end tells the session
 
     async def _read_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        """The tail of its stderr, each line cut to STDERR_LINE_BYTES, read to its end however long
+        its lines: a line past the reader's limit (a progress bar redrawn with ``\\r`` for hours is
+        one) ended ``readline``'s reading, so the last words were lost and the pipe, no longer
+        drained, would block the server; and 20 long lines were held whole."""
         assert proc.stderr is not None
-        while line := await proc.stderr.readline():
-            self.stderr_tail.append(line.decode(errors="replace").rstrip())
+        line = b""  # the line being read: its first STDERR_LINE_BYTES, the rest dropped
+        while chunk := await proc.stderr.read(STDERR_CHUNK):
+            *ended, rest = chunk.split(b"\n")
+            for piece in ended:
+                self._heard((line + piece[:STDERR_LINE_BYTES])[:STDERR_LINE_BYTES])
+                line = b""
+            line = (line + rest[:STDERR_LINE_BYTES])[:STDERR_LINE_BYTES]
+        if line:
+            self._heard(line)
+
+    def _heard(self, line: bytes) -> None:
+        self.stderr_tail.append(line.decode(errors="replace").rstrip())
 
     async def _outlived(self, proc: asyncio.subprocess.Process) -> None:
         """A server that exited while a process it started (outside its group, so no longer found as
