@@ -4,6 +4,8 @@ test failed before its fix."""
 
 from __future__ import annotations
 
+import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra i
 
 from playwright.sync_api import Page, expect
 
-from tests.server.conftest import NEEDS_CHROMIUM
+from tests.server.conftest import EXAMPLE_WORKSPACE, NEEDS_CHROMIUM, parse_sse, read_events, wait_until
+from tests.server.test_restart import Process
 
 expect.set_options(timeout=15_000)
 
@@ -94,3 +97,48 @@ def test_a_word_thousands_of_characters_long_never_widens_the_conversation(
     expect(page.locator(".widget-buttons button.cta").first).to_be_visible()
     chat = page.evaluate("() => { const c = document.getElementById('chat'); return [c.scrollWidth, c.clientWidth]; }")
     assert chat[0] <= chat[1], f"the conversation is {chat[0]} pixels wide in a column of {chat[1]}"
+
+
+def test_a_message_sent_again_after_a_kill_before_its_run_began_is_answered(served: Any, tmp_path: Path) -> None:
+    """``tether serve`` killed (-9) after it accepted a message and before the run's first save: the
+    client, whose connection dropped, sends the message again with its message_id, as the docs say.
+    It got 200 and a stream of the one ``started`` event, ending with no ``done``: the run never
+    began unless someone found its Resume. Now the run begins, and answers once; a message whose
+    session went on since (another message was answered) is not begun behind its back."""
+    home, workspace = tmp_path / "home", tmp_path / "killed"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    ask = "Which file mentions a timeout?"
+    first = Process(home, workspace)
+    with first.client() as c:  # the "gated" agent's runs wait in their extension's start, unsaved
+        sessions = [c.post("/v1/sessions", json={"agent": "gated"}).json()["session_id"] for _ in range(2)]
+        runs = [
+            c.post(f"/v1/sessions/{sid}/messages", json={"text": ask, "message_id": f"m-{n}"}).json()["run_id"]
+            for n, sid in enumerate(sessions)
+        ]
+        reached = workspace / "gate-reached"
+        wait_until(lambda: reached.exists() and len(reached.read_text().splitlines()) == 2, what="both runs waiting")
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    second = served(home=home)  # started again where the killed one stopped
+    (tmp_path / "workspace0" / "open-gate").write_text("go")
+    with second.client() as c:
+        went_on = c.post(f"/v1/sessions/{sessions[1]}/messages", json={"text": ask}).json()["run_id"]
+        assert read_events(c, f"/v1/runs/{went_on}/events")[-1]["result"]["status"] == "completed"
+        stream = {"Accept": "text/event-stream"}
+        for n, sid in enumerate(sessions):
+            again = {"text": ask, "message_id": f"m-{n}"}
+            with c.stream("POST", f"/v1/sessions/{sid}/messages", json=again, headers=stream) as r:
+                assert r.status_code == 200
+                events = list(parse_sse(r.iter_lines()))
+            if n == 0:
+                assert events[-1]["event"] == "done", [e["event"] for e in events]
+                assert events[-1]["result"]["status"] == "completed" and events[-1]["run_id"] == runs[0]
+            else:  # its session went on: not begun now, its Resume (or a new message) is the way
+                assert [e["event"] for e in events] == ["started"]
+                assert c.get(f"/v1/runs/{runs[1]}").json()["status"] == "interrupted"
+        transcript = c.get(f"/v1/runs/{runs[0]}/transcript").json()["messages"]
+        assert [m["role"] for m in transcript].count("user") == 1
+        r = c.post(f"/v1/sessions/{sessions[0]}/messages", json={"text": ask, "message_id": "m-0"})
+        assert r.status_code == 200 and r.json()["run_id"] == runs[0]  # once more: nothing starts again
+        assert c.get(f"/v1/runs/{runs[0]}").json()["status"] == "completed"
+        reached = tmp_path / "workspace0" / "gate-reached"
+        assert len(reached.read_text().splitlines()) == 2  # the two runs begun after the restart, no more

@@ -1113,6 +1113,7 @@ def _message_routes(app: FastAPI, core: Core) -> None:
         message_id = _check_id(body.message_id, "message_id") if body.message_id else "m_" + secrets.token_hex(12)
         earlier = core.store.turn(message_id, user) if body.message_id else None  # a new id is no one's yet
         if earlier is not None and not _unsent(core, earlier, session_id):
+            await _begin_if_never_began(core, earlier, session_id)
             return _sent_before(core, earlier, session_id, accept, Caller(core, user, request))
         text, expanded = await _expanded(core, record, body.text)
         again = _sent_again(core, record, text) if earlier is None else None
@@ -1194,6 +1195,30 @@ def _sent_again(core: Core, session: SessionRecord, text: str) -> TurnRecord | N
     if _unsent(core, last, session.session_id) or left_over:
         return last
     return None
+
+
+async def _begin_if_never_began(core: Core, turn: TurnRecord, session_id: str) -> None:
+    """A message sent again (its message_id) whose run the server accepted and never began (it
+    stopped before the run's first save; the message was kept): the run begins now, as the first
+    post meant, when it is still the session's last message and nothing else runs there. The client
+    that lost its connection with the server and sent the message again, as it should, would
+    otherwise get a run that never answers (a stream that ends with no ``done``)."""
+    if turn.session_id != session_id or core.manager.is_live(turn.run_id) or _unstarted(core, turn.run_id) is None:
+        return
+    busy = core.manager.live_run_of(turn.session_id)
+    if busy is not None:
+        await core.manager.settled(busy)
+    async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step (a resume's too)
+        if core.manager.closing:
+            raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
+        prompt = _unstarted(core, turn.run_id)  # after the wait: another request may have begun it
+        session = core.store.session(turn.session_id, turn.owner)
+        turns = core.store.turns(turn.owner, turn.session_id)
+        if prompt is None or session is None or core.manager.live_run_of(turn.session_id) is not None:
+            return
+        if turns[-1].run_id != turn.run_id:  # the session went on since: its Resume says so
+            return
+        core.manager.start(turn, prompt, session.chosen)
 
 
 def _sent_before(core: Core, turn: TurnRecord, session_id: str, accept: str | None, caller: Caller) -> Response:
