@@ -5,6 +5,7 @@ Each test names what a user saw before its fix; all run in process against ``Fun
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,11 @@ from tether import Agent, RunState, run_stream, run_sync, tool
 from tether.events import Event, TextDelta
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware
+from tether.harness.store import RunStore
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
+from tether.usage import Price, Usage
 
 
 def _events(agent: Agent, prompt: str | None, **kw: Any) -> list[Event]:
@@ -122,3 +125,32 @@ def test_a_continuation_cut_inside_a_tool_call_keeps_the_text_as_streamed() -> N
     shown = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert result.status == "failed" and (result.reason or "").startswith("incomplete:")
     assert shown == _CUT + "the seal; " and result.output.startswith(shown + "\n\n[tether:")
+
+
+# -- a budget that runs out as an answer is cut ------------------------------------------------------
+
+
+def test_an_answer_the_budget_cut_short_is_continued_once_the_budget_is_raised(tmp_path: Path) -> None:
+    """Before: a reply the budget cut short ended the run ``budget_exceeded`` (resumable), and a
+    resume with a budget ten times higher ended it ``budget_exceeded`` again at once, without a
+    call: the answer could never be finished. Now the resumed run continues it."""
+    asked: list[int] = []
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage:
+        asked.append(request.max_tokens or 0)
+        if len(asked) == 1:  # as long as the budget allowed: cut
+            words = "word " * request.max_tokens
+            usage = Usage(prompt_tokens=100, completion_tokens=request.max_tokens)
+            return AssistantMessage(content=(TextPart(text=words),), finish_reason="length", usage=usage)
+        usage = Usage(prompt_tokens=100 + asked[0], completion_tokens=4)
+        return AssistantMessage(content=(TextPart(text="and the end."),), finish_reason="stop", usage=usage)
+
+    price = Price(input=1.0, output=1000.0)
+    store, state = RunStore(tmp_path / "runs"), RunState()
+    first = run_sync(Agent(FunctionModel(model, price=price), max_budget_usd=0.5), "go", state=state, store=store)
+    assert first.status == "budget_exceeded" and len(asked) == 1 and asked[0] < 4096
+    again = Agent(FunctionModel(model, price=price), max_budget_usd=5.0)
+    result = run_sync(again, state=store.load(state.run_id), store=store)
+    assert (result.status, len(asked)) == ("completed", 2), result.reason
+    assert result.output == "word " * asked[0] + "and the end."
+    assert result.cost_usd <= 5.0

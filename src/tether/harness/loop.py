@@ -34,6 +34,7 @@ from tether.harness.context import (
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, starting_in, stop_extensions, system_prompt
 from tether.harness.length import Continuation, continues, is_cut
+from tether.harness.limits import CallPlan, plan_call
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
 from tether.harness.retry import RetryPolicy, check_first_token_timeout
@@ -649,9 +650,20 @@ def _capped(rc: RunContext, last: AssistantMessage) -> bool:
 
 def _to_continue(rc: RunContext, last: AssistantMessage) -> bool:
     """A cut text answer is continued; a cut typed answer is not (a JSON document is asked for
-    again whole, by the correction the schema check writes)."""
+    again whole, by the correction the schema check writes). One the budget cut short is continued
+    when the budget can now pay for a longer reply (it was raised, and the run resumed), however
+    often it was: the output limit did not cut it."""
     typed = rc.agent.output_type is not None
-    return rc.agent.continue_cut_text and not typed and continues(last) and not _capped(rc, last)
+    if not rc.agent.continue_cut_text or typed:
+        return False
+    if _capped(rc, last):
+        return not last.tool_calls and _budget_allows_more(rc, last)
+    return continues(last)
+
+
+def _budget_allows_more(rc: RunContext, last: AssistantMessage) -> bool:
+    plan = plan_call(rc.agent, rc.state, rc.price, rc.prompt_estimate)
+    return isinstance(plan, CallPlan) and plan.max_tokens > (last.usage.completion_tokens if last.usage else 0)
 
 
 def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
