@@ -10,6 +10,7 @@ budget's ``max_tokens`` cut below; the reply limit OpenAI's reasoning models rea
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,15 @@ from tests.providers.test_attack_wire_round2 import (
     run_against,
     sse,
     text_reply,
+    usage_chunk,
 )
-from tether import Agent, run_sync
+from tests.providers.test_attack_wire_round4 import done
+from tether import Agent, run_sync, tool
 from tether.harness.retry import RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
+from tether.testing import FunctionModel
+from tether.testing import Reply as Reply_
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -265,3 +270,95 @@ def test_a_slow_stream_with_keep_alives_between_its_pieces_is_read_to_its_end(se
     out = run_against("anthropic", primary, tmp_path, model=_pinging("anthropic", primary))
     assert (out.result.status, out.result.text) == ("completed", "a" * 8), out.result.reason
     assert len(primary.requests) == 1
+
+
+# --- a tool call with no name ---------------------------------------------------------------------
+
+NAMELESS = "this call named no tool (its name was empty), so nothing was run. Tools by name: look."
+LEFT_OUT = object()  # the name field is not there at all
+
+
+@tool(read_only=True)
+def look(x: int) -> str:
+    """Look at x."""
+    return f"x={x}"
+
+
+def _nameless_call(kind: str, stream: bool, name: Any) -> Reply:
+    """A reply with one call whose name is ``name`` (or no name field, LEFT_OUT)."""
+    named = {} if name is LEFT_OUT else {"name": name}
+    usage = (
+        {"prompt_tokens": 50, "completion_tokens": 9} if kind == "openai" else {"input_tokens": 50, "output_tokens": 9}
+    )
+    if kind == "openai":
+        call = {"id": "c1", "type": "function", "function": {**named, "arguments": '{"x": 1}'}}
+        if not stream:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            body = {"choices": [{"message": message, "finish_reason": "tool_calls"}], "usage": usage}
+            return Reply(200, [json.dumps(body).encode()], JSON)
+        parts: list[bytes | float | str] = [chunk({"role": "assistant", "content": ""})]
+        parts += [chunk({"tool_calls": [{"index": 0, **call}]}), chunk({}, "tool_calls"), usage_chunk(usage)]
+        return Reply(200, parts)
+    block = {"type": "tool_use", "id": "c1", **named, "input": {"x": 1}}
+    if not stream:
+        body = {"content": [block], "stop_reason": "tool_use", "usage": usage}
+        return Reply(200, [json.dumps(body).encode()], JSON)
+    delta = {"type": "input_json_delta", "partial_json": '{"x": 1}'}
+    return Reply(
+        200,
+        [
+            anthropic_text("")[0],
+            event(
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+            ),
+            event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": usage}),
+            event("message_stop", {"type": "message_stop"}),
+        ],
+    )
+
+
+@pytest.mark.parametrize("name", [LEFT_OUT, "", "  "], ids=["left out", "empty", "spaces"])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "complete"])
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_call_with_no_name_is_answered_in_words_on_every_wire(
+    serve: Serve, tmp_path: Path, kind: str, stream: bool, name: Any
+) -> None:
+    """Before, one hostile reply, five outcomes: the run failed (a streamed Chat Completions call
+    with no name; any call whose name field was left out, as a KeyError), or the model read "there
+    is no tool named ''" and the next request carried the empty name, which both APIs refuse
+    ("Expected a string with minimum length 1"; "tool_use.name: String should have at least 1
+    character"). Now the model is told the call had no name and which tools there are, and the
+    call goes back under a name the APIs take."""
+    server = serve([_nameless_call(kind, stream, name), done(kind, stream, "answered")])
+    out = run_against(kind, server, tmp_path, tools=[look], stream=stream)
+    assert (out.result.status, out.result.text) == ("completed", "answered"), out.result.reason
+    results = [m for m in out.store.load(out.result.run_id).messages if m.role == "tool"]
+    assert [(m.text, m.is_error) for m in results] == [(f"Error: {NAMELESS}", True)]  # type: ignore[union-attr]
+    history = json.loads(server.requests[1][1])["messages"]
+    if kind == "openai":
+        sent = [c["function"]["name"] for m in history for c in m.get("tool_calls") or ()]
+    else:
+        sent = [b["name"] for m in history for b in m["content"] if b["type"] == "tool_use"]
+    assert sent == ["no_tool_name"] and all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in sent)
+    assert_sound(out)
+
+
+def test_a_call_with_no_name_in_a_parallel_batch_is_answered_as_one_alone() -> None:
+    """A model of one's own (no wire between): a nameless call beside a read-only one runs in
+    their batch and is told the same words as alone; the other call runs."""
+    seen: list[Any] = []
+
+    def reply(messages: list[Any], request: Any) -> Any:
+        seen[:] = messages
+        if len(messages) == 1:
+            return Reply_(calls=[("a", "look", {"x": 1}), ("b", " ", {"x": 2})])
+        if len(messages) == 4:
+            return Reply_(calls=[("c", "", {})])
+        return "done"
+
+    result = run_sync(Agent(FunctionModel(reply), tools=[look]), "go")
+    assert (result.status, result.text) == ("completed", "done"), result.reason
+    texts = [m.text for m in seen if m.role == "tool"]
+    assert texts == ["x=1", f"Error: {NAMELESS}", f"Error: {NAMELESS}"]

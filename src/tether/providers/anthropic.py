@@ -66,9 +66,11 @@ from tether.providers.base import (
     StreamReasoning,
     StreamText,
     body_extra,
+    call_name,
     complete_usage,
     distinct_call_ids,
     incomplete_stream,
+    sent_call_name,
     token_count,
 )
 from tether.providers.http import (
@@ -153,7 +155,12 @@ def _assistant_blocks(m: AssistantMessage, model_name: str) -> list[dict[str, An
                 out.append({"type": "text", "text": p.text})
         else:
             out.append(
-                {"type": "tool_use", "id": safe_tool_id(p.id), "name": p.name, "input": _tool_input(p.arguments)}
+                {
+                    "type": "tool_use",
+                    "id": safe_tool_id(p.id),
+                    "name": sent_call_name(p.name),
+                    "input": _tool_input(p.arguments),
+                }
             )
     return out or [{"type": "text", "text": "(no content)"}]
 
@@ -364,7 +371,7 @@ def _part_from_block(
     if kind == "tool_use":
         arguments = _tool_arguments(block.get("input")) if streamed is None else streamed
         # A call a compatible server sends without an id is given one (distinct_call_ids), as on Chat Completions.
-        return ToolCallPart(id=str(block.get("id") or ""), name=block["name"], arguments=arguments)
+        return ToolCallPart(id=str(block.get("id") or ""), name=call_name(block.get("name")), arguments=arguments)
     return None
 
 

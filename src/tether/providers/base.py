@@ -38,12 +38,14 @@ __all__ = [
     "StreamText",
     "ToolDefinition",
     "body_extra",
+    "call_name",
     "complete_usage",
     "distinct_call_ids",
     "estimate_usage",
     "incomplete_stream",
     "prompt_tokens",
     "reply_tokens",
+    "sent_call_name",
     "token_count",
 ]
 
@@ -149,6 +151,24 @@ class ModelLister(Protocol):
         same classified errors as a request: :class:`~tether.errors.AuthError`,
         :class:`~tether.errors.UnreachableError`, ..."""
         ...
+
+
+# The name a call that had none is sent back under: both APIs refuse an empty one in the history
+# (OpenAI: "empty string. Expected a string with minimum length 1"; Anthropic: "tool_use.name:
+# String should have at least 1 character"), and it is what a tool's name may be on both.
+NAMELESS_CALL = "no_tool_name"
+
+
+def call_name(value: Any) -> str:
+    """A tool call's name as a wire read it; "" for a call that named no tool (the name left out,
+    null, or only spaces), on every path alike: the loop answers it with an error the model can act
+    on (which tools exist), rather than the reply being refused or the call run as a tool named "  "."""
+    return value if isinstance(value, str) and value.strip() else ""
+
+
+def sent_call_name(name: str) -> str:
+    """The name a call goes back to a server under: its own, or :data:`NAMELESS_CALL` for none."""
+    return name if name.strip() else NAMELESS_CALL
 
 
 def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:

@@ -50,9 +50,11 @@ from tether.providers.base import (
     StreamText,
     ToolDefinition,
     body_extra,
+    call_name,
     complete_usage,
     distinct_call_ids,
     incomplete_stream,
+    sent_call_name,
     token_count,
 )
 from tether.providers.http import (
@@ -109,7 +111,8 @@ def message_to_wire(message: Message) -> dict[str, Any]:
     calls = message.tool_calls
     if calls:
         wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+            {"id": c.id, "type": "function", "function": {"name": sent_call_name(c.name), "arguments": c.arguments}}
+            for c in calls
         ]
     return wire
 
@@ -343,9 +346,9 @@ def parse_completion(data: Any, model: str, provider: str = "openai") -> Assista
         if text:
             parts.append(TextPart(text=text))
         for c in msg.get("tool_calls") or []:
-            fn = c["function"]
+            fn = c.get("function") or {}
             arguments = clean_arguments(_arguments_text(fn.get("arguments")) or "{}")
-            parts.append(ToolCallPart(id=str(c.get("id") or ""), name=fn["name"], arguments=arguments))
+            parts.append(ToolCallPart(id=str(c.get("id") or ""), name=call_name(fn.get("name")), arguments=arguments))
         return AssistantMessage(
             content=tuple(parts),
             model=model,
@@ -542,15 +545,10 @@ class StreamAssembler:
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
         calls = [(index, self.calls[index]) for index in sorted(self.calls)]
-        for index, slot in calls:
-            if "name" not in slot:
-                raise ResponseError(
-                    f"{self.provider}: stream ended with a tool call without a name (index {index})",
-                    provider=self.provider,
-                )
+        for _, slot in calls:
             call_id = slot.get("id") or ""  # given one by distinct_call_ids
             arguments = clean_arguments("".join(slot["args"]) or "{}")
-            parts.append(ToolCallPart(id=call_id, name=slot["name"], arguments=arguments))
+            parts.append(ToolCallPart(id=call_id, name=call_name(slot.get("name")), arguments=arguments))
         return AssistantMessage(
             content=tuple(parts),
             model=self.model,
