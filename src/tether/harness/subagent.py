@@ -196,7 +196,7 @@ def saved_child(parent: RunState, call_id: str, runs: Any = None) -> RunState | 
     if not saved.get(_APART):
         from tether.harness.state import RunState
 
-        return RunState.model_validate(saved)
+        return _newest(RunState.model_validate(saved), runs)
     if not _apart(runs):
         raise ConfigError(
             f"the sub-agent of call {call_id} is saved as run {saved.get('run_id')!r} in the store the "
@@ -204,6 +204,19 @@ def saved_child(parent: RunState, call_id: str, runs: Any = None) -> RunState | 
         )
     loaded: RunState = runs.load(str(saved["run_id"]))
     return loaded
+
+
+def _newest(kept: RunState, runs: Any) -> RunState:
+    """A child kept whole in its parent's record (it stopped for a person), or its own run in
+    ``runs`` if that was saved since: the child is saved before its parent, so a kill between the
+    two (the child's first step after a decision) leaves the parent's copy behind. Resumed from
+    that copy, the child was refused as stale and the approved call never ran (its parent's model
+    read the store's error as the call's)."""
+    exists = getattr(runs, "exists", None)
+    if not _apart(runs) or not callable(exists) or not exists(kept.run_id):
+        return kept
+    saved: RunState = runs.load(kept.run_id)
+    return saved if saved.commit_seq > kept.commit_seq else kept
 
 
 def charged(parent: RunState, call_id: str) -> tuple[float, float]:
