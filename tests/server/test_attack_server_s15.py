@@ -142,3 +142,21 @@ def test_a_message_sent_again_after_a_kill_before_its_run_began_is_answered(serv
         assert c.get(f"/v1/runs/{runs[0]}").json()["status"] == "completed"
         reached = tmp_path / "workspace0" / "gate-reached"
         assert len(reached.read_text().splitlines()) == 2  # the two runs begun after the restart, no more
+
+
+def test_a_page_served_over_https_by_a_proxy_is_told_what_the_proxy_must_send(served: Any) -> None:
+    """Behind a proxy that ends TLS and does not say so (no ``X-Forwarded-Proto``), every change the
+    page made was refused 403 "refused a POST from another site (https://chat.example.com)": the
+    page's own site, named as another. It is still refused (the server cannot tell it from a page
+    on the same name over plain http), saying what the proxy must send; with the header it passes."""
+    server = served(tokens=["alice"], config='[serve]\nallowed_hosts = ["chat.example.com"]\n')
+    with server.client("alice") as c:
+        page = {"Host": "chat.example.com", "Origin": "https://chat.example.com"}
+        r = c.post("/v1/sessions", json={}, headers=page)
+        assert r.status_code == 403, r.text
+        message = r.json()["error"]["message"]
+        assert "another site" not in message and "X-Forwarded-Proto" in message, message
+        r = c.post("/v1/sessions", json={}, headers=page | {"X-Forwarded-Proto": "https"})  # from a proxy on loopback
+        assert r.status_code == 201, r.text
+        evil = c.post("/v1/sessions", json={}, headers={"Host": "chat.example.com", "Origin": "https://evil.example"})
+        assert evil.status_code == 403 and "another site" in evil.json()["error"]["message"]

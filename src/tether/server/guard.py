@@ -135,7 +135,7 @@ class Guard:
             origin = headers.get("origin")
             scheme = scope.get("scheme", "http")
             if origin is not None and origin != f"{scheme}://{host}" and origin not in self.cors_origins:
-                return (403, "cross_site", f"refused a {scope['method']} from another site ({origin})")
+                return (403, "cross_site", _cross_site(scope["method"], origin, scheme, host))
             if origin is None and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
                 return (403, "cross_site", f"refused a {scope['method']} from another site")
             has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
@@ -144,6 +144,21 @@ class Guard:
             if has_body and ctype != "application/json" and not form:
                 return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
         return None
+
+
+def _cross_site(method: str, origin: str, scheme: str, host: str) -> str:
+    """Why a change from ``origin`` is refused. The page's own name under another scheme is most
+    often this server behind a proxy that ends TLS without saying so: refused all the same (a page
+    on that name over plain http is another origin), with what the proxy must send."""
+    seen, _, name = origin.partition("://")
+    if name == host and seen != scheme:
+        return (
+            f"refused a {method} from {origin}: this server was reached over {scheme}, not {seen}. Behind a "
+            "proxy that ends TLS, have it send X-Forwarded-Proto (tether serve trusts it from "
+            "the addresses in FORWARDED_ALLOW_IPS, loopback by default), or list the origin in "
+            "[serve] cors_origins"
+        )
+    return f"refused a {method} from another site ({origin})"
 
 
 def is_stop(method: str, path: str) -> bool:
