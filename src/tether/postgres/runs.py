@@ -41,7 +41,7 @@ from tether.harness.state import RunState
 from tether.messages import Message, dump_message, load_message
 from tether.postgres.db import Database, Migration, redact
 
-__all__ = ["MIGRATIONS", "PgRunStore", "RunHeld", "RunLockLost"]
+__all__ = ["MIGRATIONS", "PgRunStore", "RunHeld", "RunLockLost", "holds_session", "session_held"]
 
 # Append-only: a change to the tables is a new Migration at the end, never an edit.
 MIGRATIONS = [
@@ -96,6 +96,8 @@ class _Held:
 
 
 _LOCK_PREFIX = "tether.run:"
+# So the server notices within about two minutes a machine that vanished with a lock it held.
+_KEEPALIVES = "SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 6"
 _SESSION_PREFIX = "tether.session:"
 _log = logging.getLogger(__name__)
 
@@ -116,6 +118,48 @@ def _reason(exc: BaseException) -> str:
     return redact(" ".join(str(exc).split()) or type(exc).__name__)[:300]
 
 
+@contextlib.contextmanager
+def _translated(db: Database, doing: str) -> Iterator[None]:
+    """Database failures as StoreError, naming the database without its password."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreError(f"could not {doing} in the database {redact(db.url)}: {_reason(exc)}") from exc
+
+
+def holds_session(db: Database, session_id: str, run_id: str) -> bool:
+    """Whether this process holds ``session_id`` for ``run_id`` on ``db``'s database already, with
+    the run's lock (:meth:`PgRunStore.lock_session`), whatever pool of that database the run store
+    was given."""
+    key = _SESSION_PREFIX + session_id
+    with _held_lock:
+        for pool, runs in _held.items():
+            held = runs.get(run_id)
+            if held is not None and pool.url == db.url and key in held.sessions:
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def session_held(db: Database, session_id: str, holder: str, then: str = "") -> Iterator[None]:
+    """Hold ``session_id`` on a connection of its own (a process that dies lets go with it), or
+    refuse, naming its holder; ``holder`` names this one in another's refusal (``run r_1``,
+    ``tether sessions delete``), ``then`` says what a refusal tells the person to do."""
+    import psycopg
+
+    with _translated(db, f"lock session {session_id}"):
+        conn = psycopg.connect(db.url, autocommit=True, connect_timeout=10, application_name=f"tether: {holder}"[:63])
+    try:
+        with _translated(db, f"lock session {session_id}"):
+            conn.execute(_KEEPALIVES)  # a machine that vanished lets go within about two minutes
+            _lock_session(conn, session_id, then)
+        yield
+    finally:
+        conn.close()  # and with it the lock
+
+
 class PgRunStore:
     """Runs in the Postgres database behind ``db`` (see :func:`tether.postgres.database`)."""
 
@@ -124,15 +168,9 @@ class PgRunStore:
         with self._translated("create the runs tables"):
             db.migrate("runs", MIGRATIONS)
 
-    @contextlib.contextmanager
-    def _translated(self, doing: str) -> Iterator[None]:
+    def _translated(self, doing: str) -> contextlib.AbstractContextManager[None]:
         """Database failures as StoreError, naming the database without its password."""
-        import psycopg
-
-        try:
-            yield
-        except psycopg.Error as exc:
-            raise StoreError(f"could not {doing} in the database {redact(self.db.url)}: {_reason(exc)}") from exc
+        return _translated(self.db, doing)
 
     def exists(self, run_id: str) -> bool:
         """Whether the run was saved (its first save committed)."""
@@ -288,7 +326,7 @@ class PgRunStore:
         with _held_lock:
             held = _held.get(self.db, {}).get(run_id)
         if held is None and holder:
-            with self._holding_session(session_id, holder, then):
+            with session_held(self.db, session_id, holder, then):
                 yield
             return
         if held is None:
@@ -304,22 +342,6 @@ class PgRunStore:
             with contextlib.suppress(Exception):  # a connection that ended has let go already
                 held.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
-    @contextlib.contextmanager
-    def _holding_session(self, session_id: str, holder: str, then: str) -> Iterator[None]:
-        """The session held by ``holder`` (not a run) on a new connection, named for a refusal."""
-        import psycopg
-
-        with self._translated(f"lock session {session_id}"):
-            conn = psycopg.connect(
-                self.db.url, autocommit=True, connect_timeout=10, application_name=f"tether: {holder}"[:63]
-            )
-        try:
-            with self._translated(f"lock session {session_id}"):
-                _lock_session(conn, session_id, then)
-            yield
-        finally:
-            conn.close()  # and with it the lock
-
     def _take(self, run_id: str) -> Any:
         """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
         whole run would keep a pool connection out of use, and go back to the pool still held)."""
@@ -330,10 +352,7 @@ class PgRunStore:
                 self.db.url, autocommit=True, connect_timeout=10, application_name=f"tether: run {run_id}"[:63]
             )
             try:
-                # So the server notices within about two minutes a machine that vanished with the lock.
-                conn.execute(
-                    "SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 6"
-                )
+                conn.execute(_KEEPALIVES)
                 taken = _try_advisory_lock(conn, _LOCK_PREFIX + run_id)
             except BaseException:
                 conn.close()

@@ -5,7 +5,9 @@ One row per session in ``tether_sessions``, one per message in ``tether_session_
 session's few extra values in ``tether_session_meta``. Every write is one transaction that first
 locks the session's row, so appends from many processes or machines queue up: none interleaves
 with another or loses a message. A load repairs (law 1) and writes a repaired history back, under
-the same lock, only when there is something to repair.
+the same lock, only when there is something to repair; a row the repair drops (one that holds no
+message, or a tool result no call can pair with) is first copied, as it was, to
+``tether_session_damaged``, in the same transaction.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic import ValidationError
 from tether.errors import StoreError
 from tether.messages import Message, dump_message, load_message
 from tether.postgres.db import Database, Migration, redact
-from tether.sessions import SessionInfo, check_session_id, repair
+from tether.sessions import SessionInfo, check_session_id, repaired
 
 __all__ = ["MIGRATIONS", "PgSessionStore"]
 
@@ -95,29 +97,43 @@ class PgSessionStore:
     def load(self, session_id: str) -> list[Message]:
         check_session_id(session_id)
         with self._translated(f"load session {session_id}"), self.db.connection() as conn:
-            bodies = _bodies(conn, session_id)
-        messages = _parsed(bodies)
-        fixed = repair(messages)
-        if fixed == messages and len(messages) == len(bodies):
+            fixed, damaged, changed = _repaired(_rows(conn, session_id))
+        if not changed:
             return fixed
         with self._write(session_id, "repair") as conn:  # again, under the lock: it may have grown since
-            messages, damaged = _split(_rows(conn, session_id))
+            fixed, damaged, _ = _repaired(_rows(conn, session_id))
             if damaged:  # kept as they were, in the transaction that drops them
                 conn.cursor().executemany(
                     "INSERT INTO tether_session_damaged (session_id, seq, body) VALUES (%s, %s, %s)",
                     [(session_id, seq, body) for seq, body in damaged],
                 )
-            fixed = repair(messages)
             _replace(conn, session_id, fixed)
         if damaged:
             _log.warning(
-                "session %s: %d row(s) hold no message and were dropped; they are kept as they were in the "
-                "table tether_session_damaged (SELECT seq, body FROM tether_session_damaged WHERE session_id = '%s')",
+                "session %s: %d row(s) hold no message (or a tool result that answers no call) and were dropped; "
+                "they are kept as they were in the table tether_session_damaged "
+                "(SELECT seq, body FROM tether_session_damaged WHERE session_id = '%s')",
                 session_id,
                 len(damaged),
                 session_id,
             )
         return fixed
+
+    @contextlib.contextmanager
+    def hold(self, session_id: str, run_id: str) -> Iterator[None]:
+        """Hold ``session_id`` for ``run_id`` while the run continues it, against every other run on
+        any machine using the database (two at once would interleave their turns): the second is
+        refused (:class:`StoreError`, naming the run) before it reads or writes anything. A run on a
+        :class:`~tether.postgres.PgRunStore` holds it already with the run's lock; one with no run
+        store (or another) holds it with an advisory lock on a connection of its own, which a
+        process that dies lets go."""
+        from tether.postgres.runs import holds_session, session_held
+
+        if holds_session(self.db, check_session_id(session_id), run_id):
+            yield
+            return
+        with session_held(self.db, session_id, f"run {run_id}"):
+            yield
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
         check_session_id(session_id)
@@ -201,10 +217,6 @@ def _touch(conn: Any, session_id: str) -> None:
     )
 
 
-def _bodies(conn: Any, session_id: str) -> list[str]:
-    return [body for _, body in _rows(conn, session_id)]
-
-
 def _rows(conn: Any, session_id: str) -> list[tuple[int, str]]:
     rows = conn.execute(
         "SELECT seq, body FROM tether_session_messages WHERE session_id = %s ORDER BY seq", (session_id,)
@@ -212,25 +224,20 @@ def _rows(conn: Any, session_id: str) -> list[tuple[int, str]]:
     return [(int(seq), str(body)) for seq, body in rows]
 
 
-def _split(rows: list[tuple[int, str]]) -> tuple[list[Message], list[tuple[int, str]]]:
-    """The messages the rows hold, and the rows that hold none (damaged), with their numbers."""
-    messages, damaged = [], []
+def _repaired(rows: list[tuple[int, str]]) -> tuple[list[Message], list[tuple[int, str]], bool]:
+    """The rows' repaired history (law 1), the rows it drops (their numbers and bodies, to keep
+    aside first: rows that hold no message, and tool results that no call can pair with), and
+    whether it differs from what the rows hold."""
+    messages, read, damaged = [], [], []
     for seq, body in rows:
         try:
             messages.append(load_message(body))
+            read.append((seq, body))
         except ValidationError:
             damaged.append((seq, body))
-    return messages, damaged
-
-
-def _parsed(bodies: list[str]) -> list[Message]:
-    out = []
-    for body in bodies:
-        try:
-            out.append(load_message(body))
-        except ValidationError:
-            continue  # a damaged row is dropped; the repaired history is written back
-    return out
+    fixed, dropped = repaired(messages)
+    damaged += [read[i] for i in dropped]
+    return fixed, damaged, bool(damaged) or fixed != messages
 
 
 def _replace(conn: Any, session_id: str, messages: Sequence[Message]) -> None:
