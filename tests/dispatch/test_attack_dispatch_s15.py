@@ -5,6 +5,7 @@ Each test names what a user saw before its fix; all run in process against ``Fun
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from tests.conftest import assert_pairing
 from tether import Agent, RunState, run_stream, run_sync, tool
 from tether.events import Event, TextDelta
 from tether.harness.agent import Stop
+from tether.harness.length import MIN_SEAM, Continuation, merge_seam
 from tether.harness.middleware import Middleware
 from tether.harness.store import RunStore
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
@@ -154,3 +156,47 @@ def test_an_answer_the_budget_cut_short_is_continued_once_the_budget_is_raised(t
     assert (result.status, len(asked)) == ("completed", 2), result.reason
     assert result.output == "word " * asked[0] + "and the end."
     assert result.cost_usd <= 5.0
+
+
+# -- a continuation that starts the answer over ------------------------------------------------------
+
+_LONG = " ".join(f"Point {i}: seat {i} of the valve is rated for {i * 3} bar." for i in range(120))
+_FIRST = _LONG[:2500]  # longer than any seam looked for
+
+
+@pytest.mark.parametrize(
+    ("again", "status", "output"),
+    [(_LONG, "completed", _LONG), (_FIRST[:2450], "failed", _FIRST)],
+    ids=["whole", "cut-again"],
+)
+def test_a_continuation_that_starts_a_long_answer_over_is_not_kept_twice(again: str, status: str, output: str) -> None:
+    """Before: told to go on from where it stopped, a model that started a 2,500-character answer
+    over from the top (word for word) had the answer kept and streamed with its first 2,500
+    characters twice; one whose restart was cut again (as it is, at the same limit) ended with the
+    text doubled. A restart is now the whole text: nothing is kept or shown twice."""
+    replies = [
+        AssistantMessage(content=(TextPart(text=_FIRST),), finish_reason="length"),
+        AssistantMessage(content=(TextPart(text=again),), finish_reason="stop" if again == _LONG else "length"),
+    ]
+    events = _events(Agent(FunctionModel(lambda m, r: replies.pop(0))), "list the points")
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert (result.status, result.output) == (status, output)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == output
+
+
+def test_a_streamed_restart_shows_exactly_the_new_text_however_it_is_split() -> None:
+    rng = random.Random(15)
+    for _ in range(300):
+        before = _LONG[: rng.randint(0, 3000)]
+        after = rng.choice([_LONG[: rng.randint(0, 4000)], before + " and more", _LONG[rng.randint(0, 3000) :]])
+        cont = Continuation(AssistantMessage(content=(TextPart(text=before),), finish_reason="length"))
+        shown, i = [], 0
+        while i < len(after):
+            step = rng.randint(1, 40)
+            shown.append(cont.feed(after[i : i + step]))
+            i += step
+        shown.append(cont.flush())
+        merged, new = merge_seam(before, after)
+        assert "".join(shown) == new, (len(before), len(after))
+        if min(len(before), len(after)) >= MIN_SEAM and (after.startswith(before) or before.startswith(after)):
+            assert merged == max(before, after, key=len)  # a restart: said once

@@ -43,7 +43,10 @@ CUT_RETRIES = 2  # asks for a smaller call after a cut one, each for half the si
 # A shorter repeat is as likely to be a word said on purpose ("that", then "that's why"): keeping a
 # doubled word is a smaller harm than losing one.
 MIN_SEAM = 8
-_MAX_SEAM = 2000  # a repeat longer than this is not a seam, it is a restart
+# A repeat longer than this is not a seam: looked for no further (each length is a comparison).
+# A continuation that starts the whole answer over, word for word, is found apart (a model told to
+# go on from where it stopped may start again from the top).
+_MAX_SEAM = 2000
 
 CONTINUE = (
     "Your last reply was cut off by the output limit. Continue it from exactly where it stopped, "
@@ -55,7 +58,13 @@ CONTINUE = (
 def merge_seam(before: str, after: str) -> tuple[str, str]:
     """``(merged, new)``: ``before`` followed by ``after``, with the longest suffix of ``before``
     that ``after`` starts with (at least ``MIN_SEAM`` characters) kept once; ``new`` is the part of
-    ``after`` that was not already said."""
+    ``after`` that was not already said. An ``after`` that starts ``before`` over is a restart: the
+    longer of the two is the whole text (a restart is cut where ``before`` was, or near it)."""
+    if min(len(before), len(after)) >= MIN_SEAM:
+        if after.startswith(before):
+            return after, after[len(before) :]
+        if before.startswith(after):
+            return before, ""
     longest = min(len(before), len(after), _MAX_SEAM)
     for size in range(longest, MIN_SEAM - 1, -1):
         if before.endswith(after[:size]):
@@ -76,13 +85,15 @@ class Continuation:
     """One continuation of ``cut``: what is sent, what is streamed, what is kept.
 
     Streamed text is held while it may still be a repeat of the cut text's end (while it is a
-    substring of that end), and let through from the moment it cannot be: from then on the seam
-    is decided, and what was streamed is exactly the ``new`` of :func:`merge_seam`."""
+    substring of that end) or the whole of it again (while it is its start), and let through from
+    the moment it cannot be: from then on the seam is decided, and what was streamed is exactly
+    the ``new`` of :func:`merge_seam`."""
 
     def __init__(self, cut: AssistantMessage) -> None:
         self.cut = cut
         self._tail = cut.text[-_MAX_SEAM:]
         self._held: str | None = ""  # None once the seam is decided
+        self._restart = True  # what is held is the cut text's start (checked a chunk at a time)
 
     def request(self, messages: Sequence[Message]) -> list[Message]:
         return [*messages, control_message(CONTINUE)]
@@ -91,22 +102,25 @@ class Continuation:
         """A new stream of the continuation begins: what a failed one held back (a repeat of the
         cut text, nothing new shown yet) will be streamed again, so the seam is found afresh."""
         self._held = ""
+        self._restart = True
 
     def feed(self, text: str) -> str:
         """The part of a streamed chunk to show now."""
         if self._held is None:
             return text
+        whole = self.cut.text
+        self._restart = self._restart and whole.startswith(text, len(self._held))
         self._held += text
-        if self._held in self._tail:
+        if (self._restart and len(self._held) <= len(whole)) or self._held in self._tail:
             return ""
-        new = merge_seam(self._tail, self._held)[1]
+        new = merge_seam(whole, self._held)[1]
         self._held = None
         return new
 
     def flush(self) -> str:
         """What is still held when the stream ends: the new part of it, if any."""
         held, self._held = self._held, None
-        return merge_seam(self._tail, held)[1] if held else ""
+        return merge_seam(self.cut.text, held)[1] if held else ""
 
     def merge(self, reply: AssistantMessage) -> AssistantMessage:
         """The cut reply and its continuation as one message. Its usage is the continuation's,
