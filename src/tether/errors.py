@@ -319,12 +319,13 @@ def classify_http_error(
 # What the error of a 400 says when the model asked for is not on the server (OpenAI and most answer
 # 404): OpenRouter's "x is not a valid model ID", LiteLLM's "Invalid model name passed in model=x",
 # Mistral's type invalid_model ("Invalid model: x"), DeepSeek's "Model Not Exist", Bedrock's "The
-# provided model identifier is invalid", "The model `x` does not exist". Read in the error's type,
+# provided model identifier is invalid", "The model `x` does not exist", Gemini's "models/x is not
+# found for API version v1main" (its OpenAI-compatible endpoint). Read in the error's type,
 # code and message only; a request refused for its shape, even about a model's abilities ("'max_tokens'
 # is not supported with this model"), says none of these.
 _MODEL_MISSING = re.compile(
     r"model_not_found|invalid_model|\binvalid model\b|not a valid model|model not exist|unknown model"
-    r"|model identifier is invalid|\bmodel\b[^.]{0,60}\b(?:does not exist|not found)"
+    r"|model identifier is invalid|\bmodels?\b[^.]{0,60}\b(?:does not exist|not found)"
 )
 
 # Words a 500's body uses when the server rejected the request's shape, not when it failed.

@@ -61,6 +61,13 @@ UNKNOWN_MODEL = {
             "code": "400",
         }
     },
+    "Gemini (OpenAI-compatible)": {
+        "error": {
+            "code": 400,
+            "message": "models/gemini-9 is not found for API version v1main, or is not supported for generateContent.",
+            "status": "NOT_FOUND",
+        }
+    },
     "Mistral": {"object": "error", "message": "Invalid model: mistral-huge-9", "type": "invalid_model", "code": "1500"},
     "DeepSeek": {
         "error": {
@@ -78,6 +85,15 @@ MALFORMED = {
             "message": "Invalid type for 'messages[0].content': expected a string",
             "type": "invalid_request_error",
             "param": "messages",
+        }
+    },
+    "a limit this model reads under another name": {
+        "error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "unsupported_parameter",
         }
     },
     "a parameter this model lacks": {
