@@ -378,3 +378,29 @@ def test_a_call_with_no_name_in_a_parallel_batch_is_answered_as_one_alone() -> N
     assert (result.status, result.text) == ("completed", "done"), result.reason
     texts = [m.text for m in seen if m.role == "tool"]
     assert texts == ["x=1", f"Error: {NAMELESS}", f"Error: {NAMELESS}"]
+
+
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [("multi_tool_use.parallel", "multi_tool_use_parallel"), ("git diff", "git_diff"), ("x" * 80, "x" * 64)],
+    ids=["dotted", "spaced", "too long"],
+)
+@pytest.mark.parametrize("kind", WIRES)
+def test_a_made_up_tool_name_goes_back_under_a_name_the_apis_take(
+    serve: Serve, tmp_path: Path, kind: str, name: str, sent: str
+) -> None:
+    """A name the model made up that the APIs refuse (GPT's ``multi_tool_use.parallel``; OpenAI
+    checks the history's names against ``^[a-zA-Z0-9_-]+$``): the model was told there is no such
+    tool, and then the next request carried the name as written, was refused, and the run failed.
+    The model reads its own name in the answer; the server gets one it takes."""
+    server = serve([_nameless_call(kind, True, name), done(kind, True, "answered")])
+    out = run_against(kind, server, tmp_path, tools=[look])
+    assert (out.result.status, out.result.text) == ("completed", "answered"), out.result.reason
+    (result,) = [m for m in out.store.load(out.result.run_id).messages if m.role == "tool"]
+    assert f"there is no tool named {name[:40]}" in result.text.replace("'", "")  # type: ignore[union-attr]
+    history = json.loads(server.requests[1][1])["messages"]
+    if kind == "openai":
+        names = [c["function"]["name"] for m in history for c in m.get("tool_calls") or ()]
+    else:
+        names = [b["name"] for m in history for b in m["content"] if b["type"] == "tool_use"]
+    assert names == [sent]

@@ -15,6 +15,7 @@ Rules every wire keeps, written once here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -157,6 +158,9 @@ class ModelLister(Protocol):
 # (OpenAI: "empty string. Expected a string with minimum length 1"; Anthropic: "tool_use.name:
 # String should have at least 1 character"), and it is what a tool's name may be on both.
 NAMELESS_CALL = "no_tool_name"
+# What a tool's name may be on both APIs; OpenAI checks the names in the history too ("Invalid
+# 'messages[9].tool_calls[0].function.name': string does not match pattern").
+_SENDABLE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def call_name(value: Any) -> str:
@@ -167,8 +171,14 @@ def call_name(value: Any) -> str:
 
 
 def sent_call_name(name: str) -> str:
-    """The name a call goes back to a server under: its own, or :data:`NAMELESS_CALL` for none."""
-    return name if name.strip() else NAMELESS_CALL
+    """The name a call goes back to a server under: its own when the APIs take it; a name made up
+    (``multi_tool_use.parallel``, ``git diff``, another server's) with each character they refuse
+    as ``_``, cut to 64; :data:`NAMELESS_CALL` for none. Sent as made up, the next request was
+    refused, and the run failed for a call the model had already been told is not a tool (the
+    result it reads keeps the name as the model wrote it)."""
+    if _SENDABLE_NAME.fullmatch(name):
+        return name
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", name.strip())[:64] or NAMELESS_CALL
 
 
 def incomplete_stream(provider: str, chars_shown: int, why: str) -> IncompleteStreamError:
