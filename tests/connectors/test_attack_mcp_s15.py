@@ -5,13 +5,18 @@ says how it failed before the fix it came with."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
+import threading
+import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.connectors.conftest import live_processes
+from tests.connectors.raw import JsonHandler, handshake
 from tether import RunState
 from tether.cancel import CancelSignal
 from tether.connectors import McpConnector
@@ -123,3 +128,91 @@ def test_a_question_too_long_to_put_to_a_person_is_refused_saying_why() -> None:
     assert len(told) == 2 and all(re.fullmatch(refused, said) for said in told), told
     assert asked == []
     assert live_processes(connector.pids) == []
+
+
+# --- a remote server that ignores a cancellation --------------------------------------------------
+
+
+class _Flood(JsonHandler):
+    """A streamable-HTTP MCP server whose tool answers with an event stream of progress
+    notifications that never ends, whatever the client says, until the client closes it."""
+
+    closed: threading.Event  # the client closed a call's stream
+    stop: threading.Event  # the test is over
+
+    def do_POST(self) -> None:
+        message = self._message()
+        method, ident = message.get("method"), message.get("id")
+        if ident is None:  # a notification (notifications/cancelled among them): heard, not heeded
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+        elif method == "initialize":
+            self._result(ident, handshake("flood"))
+        elif method == "tools/list":
+            spec = {"name": "scan", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+            self._result(ident, {"tools": [spec]})
+        elif method != "tools/call":  # server/discover (MCP 2026-07-28) among them: an older server
+            error = {"code": -32601, "message": "no such method"}
+            self._json(200, json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}).encode())
+        else:
+            token = (message["params"].get("_meta") or {}).get("progressToken")
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            self.close_connection = True
+            n = 0
+            try:
+                while not self.stop.is_set():
+                    n += 1
+                    note = {"progressToken": token, "progress": n, "message": f"scanning {n}"}
+                    event = {"jsonrpc": "2.0", "method": "notifications/progress", "params": note}
+                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.002)
+            except OSError:
+                self.closed.set()
+
+    def do_GET(self) -> None:  # no stream for the server's own messages
+        self.send_response(405)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_DELETE(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+
+def test_a_cancelled_calls_event_stream_is_closed_though_its_server_goes_on_writing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A remote tool answers with progress notifications without end and ignores MCP's
+    cancellation. Was: after the call's timeout_s, tether went on reading and parsing that stream
+    for the rest of the session (each such call one more stream), and as the session closed the
+    SDK logged "Error parsing SSE message" with a traceback for each event still coming, which
+    ``tether run`` printed. Now the stream is closed once the call is cancelled."""
+    handler = type("Flood", (_Flood,), {"closed": threading.Event(), "stop": threading.Event()})
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    http.daemon_threads = True
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    connector = McpConnector("flood", {"url": f"http://127.0.0.1:{http.server_address[1]}/mcp", "timeout_s": 1})
+
+    async def go() -> tuple[ToolResult, bool]:
+        await connector.start()
+        try:
+            result = await connector.tools()[0].execute({}, ToolContext(cwd=Path("."), signal=CancelSignal()))
+            return result, await asyncio.to_thread(handler.closed.wait, 30)  # closed while the session lives
+        finally:
+            await connector.stop()
+
+    try:
+        result, closed = asyncio.run(asyncio.wait_for(go(), 90))  # a guard against a hang, not a measurement
+    finally:
+        handler.stop.set()
+        http.shutdown()
+        http.server_close()
+    words = "".join(p.text for p in result.parts() if isinstance(p, TextPart))
+    assert result.is_error and "flood__scan did not answer within 1 s" in words
+    assert closed
+    assert not [r for r in caplog.records if r.exc_info]

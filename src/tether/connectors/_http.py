@@ -228,15 +228,19 @@ class _Sent:
 class _Checked(httpx2.AsyncBaseTransport):
     """The HTTP transport, with each answer to a JSON-RPC request read and checked before the SDK
     sees it (see the module's description). Left alone: notifications, event streams (read as they
-    come), 401 (for :class:`BearerAuth`), 404 (the SDK's "session terminated") and redirects."""
+    come), 401 (for :class:`BearerAuth`), 404 (the SDK's "session terminated") and redirects. A
+    request's event stream is read until tether cancels the request (:meth:`_abandon`)."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int, sent: _Sent) -> None:
         self._inner = inner
         self._limit = limit
         self._sent = sent
+        self._answering: dict[str, _CheckedEvents] = {}  # a request's id, as JSON -> its answer's event stream
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         self._sent.note(request)
+        if request.method == "POST":
+            self._abandon(request)
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.RemoteProtocolError as exc:  # a header past h11's limit, a broken status line
@@ -254,7 +258,7 @@ class _Checked(httpx2.AsyncBaseTransport):
         status = response.status_code
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
         if streamed and status < 400:
-            return _checked_events(request, response, self._sent)
+            return _checked_events(request, response, self._sent, self._answering, request_id)
         if request_id is None or status in (202, 401, 404) or 300 <= status < 400 or (streamed and status < 400):
             return response
         try:
@@ -275,11 +279,34 @@ class _Checked(httpx2.AsyncBaseTransport):
             return httpx2.Response(status, headers=headers, content=body, request=request)
         return _error(request, 200 if status < 400 else status, request_id, problem)
 
+    def _abandon(self, request: httpx2.Request) -> None:
+        """When ``request`` cancels a request (``notifications/cancelled``: a timeout, a Stop), stop
+        reading that request's event stream: a server that goes on writing to it (progress without
+        end) was read, and its events parsed, until the session closed, and the SDK logged a
+        traceback for each event that came as the session closed."""
+        try:
+            message = json.loads(request.content)
+        except (ValueError, httpx2.RequestNotRead):
+            return
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return
+        params = message.get("params")
+        cancelled = params.get("requestId") if isinstance(params, dict) else None
+        stream = self._answering.pop(json.dumps(cancelled), None) if cancelled is not None else None
+        if stream is not None:
+            stream.abandoned = True
+
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-def _checked_events(request: httpx2.Request, response: httpx2.Response, sent: _Sent) -> httpx2.Response:
+def _checked_events(
+    request: httpx2.Request,
+    response: httpx2.Response,
+    sent: _Sent,
+    answering: dict[str, _CheckedEvents] | None = None,
+    request_id: Any = None,
+) -> httpx2.Response:
     """``response`` (an event stream) with each event's answer checked as it passes: one whose
     ``result`` is not an object becomes an error answer to its request (the SDK would report it in a
     many-line dump quoting it, or, on the legacy SSE transport, leave its call to its timeout), and
@@ -290,6 +317,10 @@ def _checked_events(request: httpx2.Request, response: httpx2.Response, sent: _S
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
     chunks = response.aiter_bytes() if encoded else response.stream
     stream = _CheckedEvents(chunks, sent, response.aclose)
+    if answering is not None and request_id is not None:  # an answer tether may cancel
+        key = json.dumps(request_id)
+        answering[key] = stream
+        stream.done = lambda: answering.pop(key, None) if answering.get(key) is stream else None
     return httpx2.Response(
         response.status_code, headers=headers, stream=stream, request=request, extensions=response.extensions
     )
@@ -304,11 +335,22 @@ class _CheckedEvents(httpx2.AsyncByteStream):
         self._inner = inner
         self._sent = sent
         self._close = close
+        self.abandoned = False  # its request was cancelled: the stream ends at its next chunk
+        self.done: Callable[[], object] = lambda: None  # no longer an answer to cancel
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._lines():
+                yield chunk
+        finally:
+            self.done()
+
+    async def _lines(self) -> AsyncIterator[bytes]:
         pending = b""
         passing = False  # inside a line too long to check: passed on as it comes
         async for chunk in self._inner:
+            if self.abandoned:
+                return
             if passing:
                 end = chunk.find(b"\n")
                 if end < 0:
@@ -327,6 +369,7 @@ class _CheckedEvents(httpx2.AsyncByteStream):
             yield _checked_line(self._sent.scrub(pending))
 
     async def aclose(self) -> None:
+        self.done()
         await self._close()
 
 
