@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tether import Agent, RunState, run_stream, run_sync, tool
+from tether.cancel import CancelSignal
 from tether.events import Event, TextDelta
 from tether.harness.agent import Stop
 from tether.harness.length import MIN_SEAM, Continuation, merge_seam
@@ -200,3 +201,47 @@ def test_a_streamed_restart_shows_exactly_the_new_text_however_it_is_split() -> 
         assert "".join(shown) == new, (len(before), len(after))
         if min(len(before), len(after)) >= MIN_SEAM and (after.startswith(before) or before.startswith(after)):
             assert merged == max(before, after, key=len)  # a restart: said once
+
+
+# -- Stop in the middle of a batch ------------------------------------------------------------------
+
+
+def test_after_a_stop_mid_batch_the_resumed_results_keep_the_order_of_their_calls(tmp_path: Path) -> None:
+    """Before: Stop came while the first call of a batch still ran and the second had finished;
+    the second's result was kept (as documented) and the first, run again on resume, was written
+    after it: the transcript and the next request had the results out of their calls' order (law
+    1). Now each result takes its call's place before the model is asked."""
+    signal = CancelSignal()
+    hang = [True]
+
+    @tool(read_only=True)
+    async def slow(n: int) -> str:
+        """A slow read."""
+        if hang[0]:
+            await asyncio.sleep(30)  # until Stop cancels it
+        return f"slow {n}"
+
+    @tool(read_only=True)
+    async def fast(n: int) -> str:
+        """A fast read; Stop comes as it ends."""
+        asyncio.get_running_loop().call_soon(signal.cancel, "stop now")
+        return f"fast {n}"
+
+    seen: list[list[Any]] = []
+
+    def model(messages: list[Any], request: Any) -> Reply | str:
+        seen.append(list(messages))
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("c1", "slow", {"n": 1}), ("c2", "fast", {"n": 2})))
+
+    store, state = RunStore(tmp_path / "runs"), RunState()
+    agent = Agent(FunctionModel(model), tools=[slow, fast])
+    first = run_sync(agent, "read both", state=state, store=store, signal=signal)
+    assert first.status == "interrupted"
+    assert list(_results(store.load(state.run_id))) == ["c2"]  # what finished is kept; c1 waits
+    hang[0] = False
+    result = run_sync(agent, state=store.load(state.run_id), store=store)
+    assert result.status == "completed"
+    assert [m.call_id for m in seen[-1] if isinstance(m, ToolMessage)] == ["c1", "c2"]
+    assert_pairing(store.load(state.run_id).messages)

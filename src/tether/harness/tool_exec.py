@@ -171,8 +171,11 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
             async for event in _run_batch(rc, batch):
                 yield event
         if rc.halt is not None:
-            return
+            break
         ended = _ended_by(rc, batch, since)
+    _in_declared_order(rc)
+    if rc.halt is not None:
+        return
     cuts = too_many_cuts(rc.state.messages, rc.agent.max_tokens)
     if cuts is not None:
         rc.stop(cuts)
@@ -181,6 +184,25 @@ async def run_pending(rc: RunContext, calls: list[ToolCallPart]) -> AsyncIterato
     if ended is not None:
         for event in _end_turn(rc, *ended):
             yield event
+
+
+def _in_declared_order(rc: RunContext) -> None:
+    """Put the latest reply's results in the order of its calls (law 1), where a Stop left them
+    out of it: a call of a batch that finished while one before it still ran was recorded, and the
+    one before got its result on resume, after it. Checked once a reply's calls have run, before
+    any request shows them to a model."""
+    state = rc.state
+    i = latest_reply(state)
+    reply = state.messages[i] if i >= 0 else None
+    results = state.messages[i + 1 :]
+    if not isinstance(reply, AssistantMessage) or not all(isinstance(m, ToolMessage) for m in results):
+        return
+    order = {c.id: k for k, c in enumerate(reply.tool_calls)}
+    keys = [order.get(m.call_id, len(order)) for m in results if isinstance(m, ToolMessage)]
+    if keys == sorted(keys):
+        return
+    state.messages[i + 1 :] = [m for _, m in sorted(zip(keys, results, strict=True), key=lambda pair: pair[0])]
+    rc.persist(rewrite=True, durable=False)  # made durable before any side effect or the next request
 
 
 def _batches(rc: RunContext, calls: list[ToolCallPart]) -> list[list[ToolCallPart]]:
