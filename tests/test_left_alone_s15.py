@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.server.conftest import read_events, served  # noqa: F401  (served: the fixture)
 from tether import Agent, run_sync
 from tether.errors import ConfigError
 from tether.events import Guardrail as GuardrailEvent
@@ -188,3 +189,119 @@ def test_a_chat_message_instead_of_a_decision_tells_the_model_the_call_was_not_r
     assert [(m["status"], m["content"][0]["text"][:46]) for m in deletion] == [
         ("rejected", "The user declined this call to delete_file; it")
     ]
+
+
+# --- approvals over HTTP: the 409's words; a secret in a decision's reason ----------------------
+
+PAYER = """
+from tether import Agent, tool
+from tether.messages import ToolMessage
+from tether.testing import FunctionModel, Reply
+
+@tool(needs_approval=True)
+def send_money(to: str, amount: int) -> str:
+    \"\"\"Send money.\"\"\"
+    return f"sent {amount} to {to}"
+
+def model(messages, request):
+    if not any(isinstance(m, ToolMessage) for m in messages):
+        return Reply(calls=(("c1", "send_money", {"to": "bob", "amount": 100}),))
+    return "done: " + messages[-1].text
+
+agents = {"payer": Agent(FunctionModel(model), tools=[send_money])}
+"""
+KEY = "sk-proj-" + "Zq7" * 12  # a key in the shape OpenAI gives them
+
+
+def test_a_refused_decision_says_what_differs_and_a_key_in_a_reason_is_not_kept(
+    served: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Was: a decision quoting another call's id was refused (409) "with other arguments than the
+    ones approved", sending the client to look at the arguments when the call was another; and a
+    key typed into a decision's reason (a person pasting what they found) went word for word into
+    the transcript the model reads, the trace and the saved run. The 409 now says which differs;
+    a reason's secrets are taken out as tether takes them out of whatever a run says."""
+    module = tmp_path / "payer_agents.py"
+    module.write_text(PAYER)
+    s = served(agents_module=module)
+    with s.client() as c:
+        r = c.post("/v1/sessions", json={"agent": "payer"})
+        run_id = c.post(f"/v1/sessions/{r.json()['session_id']}/messages", json={"text": "pay bob"}).json()["run_id"]
+        asked = [e for e in read_events(c, f"/v1/runs/{run_id}/events") if e["event"] == "approval_required"][-1]
+        other_call = c.post(
+            f"/v1/runs/{run_id}/decision",
+            json={"call_id": "call_elsewhere", "args_hash": asked["args_hash"], "approve": True},
+        )
+        assert other_call.status_code == 409
+        said = other_call.json()["error"]["message"]
+        assert "not for call call_elsewhere" in said and "other arguments" not in said, said
+        other_args = c.post(
+            f"/v1/runs/{run_id}/decision", json={"call_id": asked["call_id"], "args_hash": "0" * 16, "approve": True}
+        )
+        assert other_args.status_code == 409 and "other arguments" in other_args.json()["error"]["message"]
+        decision = {
+            "call_id": asked["call_id"],
+            "args_hash": asked["args_hash"],
+            "approve": False,
+            "reason": f"bob's account is closed; use key {KEY} for the new one",
+        }
+        assert c.post(f"/v1/runs/{run_id}/decision", json=decision).status_code == 202
+        done = read_events(c, f"/v1/runs/{run_id}/events")[-1]
+        transcript = c.get(f"/v1/runs/{run_id}/transcript").text
+    assert done["event"] == "done" and done["result"]["status"] == "completed"
+    assert "bob's account is closed" in transcript and "[credential withheld: an API key]" in transcript
+    assert KEY[:20] not in transcript and KEY[:20] not in done["result"]["output"]
+    for written in Path(s.home).rglob("*"):
+        if written.is_file():
+            assert KEY[:20].encode() not in written.read_bytes(), written
+
+
+# --- sessions: a message from the person with nothing in it -------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_an_empty_message_in_a_session_edited_by_hand_is_never_sent_empty(tmp_path: Path, kind: str) -> None:
+    """Was: a message from the person with no words (`"text": ""`, blanks, `"content": []`: a
+    session file edited by hand) was loaded as it was and sent to the provider on every later
+    request, and providers that refuse an empty text ("text content blocks must be non-empty")
+    failed each one. The load's repair now says, in its place, that it was empty (and drops a blank
+    text beside an image), and writes that back."""
+    from tether import sessions
+    from tether.messages import ImagePart, UserMessage, dump_message, load_message
+    from tether.sessions import JsonlSessionStore, SqliteSessionStore
+
+    pixel = ImagePart(media_type="image/png", data="iVBORw0KGgo=")
+    lines = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "model": "m", "finish_reason": "stop"},
+        {"role": "user", "content": [{"type": "text", "text": ""}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "?"}], "model": "m", "finish_reason": "stop"},
+        {"role": "user", "content": []},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": " \n "},
+                json.loads(dump_message(UserMessage(content=(pixel,))))["content"][0],
+            ],
+        },
+    ]
+    if kind == "jsonl":
+        (tmp_path / "s1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        store: Any = JsonlSessionStore(tmp_path)
+    else:
+        store = SqliteSessionStore(tmp_path / "s.db")
+        store.append("s1", [load_message(json.dumps(line)) for line in lines])
+    sent: list[list[Any]] = []
+
+    def model(messages: Any, request: Any) -> str:
+        sent.append([part for m in messages if m.role == "user" for part in m.content])
+        return "ok"
+
+    result = run_sync(Agent(FunctionModel(model)), "next", session=store, session_id="s1")
+    assert result.status == "completed"
+    texts = [getattr(p, "text", None) for p in sent[0]]
+    assert all(t is None or t.strip() for t in texts), texts  # was: "", then " \n " beside the image
+    empty = sessions.EMPTY_MESSAGE_TEXT
+    assert texts == ["hi", empty, empty, None, "next"]  # None: the image, kept
+    assert store.load("s1")[2].content[0].text == empty  # written back: the same each load

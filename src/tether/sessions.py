@@ -55,6 +55,7 @@ from tether.messages import (
     TextPart,
     ToolCallPart,
     ToolMessage,
+    UserMessage,
     UserPart,
     dump_message,
     load_message,
@@ -82,6 +83,10 @@ _OLDER_TEXTS = (
     "[No result: this call was interrupted before it finished (the process stopped). "
     "Its outcome is unknown; check before relying on it, or call it again.]",
 )
+# What a message from the person with nothing in it (a session edited by hand) says instead: an
+# empty text is refused by some providers ("messages: text content blocks must be non-empty") on
+# every later request of the session, and dropping the message would leave the reply to it unasked.
+EMPTY_MESSAGE_TEXT = "[An empty message: nothing was written in it.]"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _log = logging.getLogger("tether.sessions")
 _BOM = b"\xef\xbb\xbf"  # what an editor may put before the first line of a session edited by hand
@@ -185,7 +190,7 @@ def repaired(messages: Sequence[Message]) -> tuple[list[Message], list[int]]:
         if not isinstance(m, ToolMessage):
             previous = m
             close_block()
-            m = _distinct_ids(m, taken, shared)
+            m = _distinct_ids(_with_words(m), taken, shared)
             out.append(m)
             if isinstance(m, AssistantMessage):
                 for c in m.tool_calls:
@@ -207,6 +212,17 @@ def repaired(messages: Sequence[Message]) -> tuple[list[Message], list[int]]:
             where.setdefault(key, []).append(index)
     close_block()
     return out, sorted(i for indices in where.values() for i in indices)
+
+
+def _with_words(message: Message) -> Message:
+    """A message from the person without its blank texts; one with nothing else in it says so
+    (:data:`EMPTY_MESSAGE_TEXT`). Providers refuse an empty text, and would on every later request."""
+    if not isinstance(message, UserMessage):
+        return message
+    kept = tuple(p for p in message.content if not isinstance(p, TextPart) or p.text.strip())
+    if len(kept) == len(message.content) and kept:
+        return message
+    return message.model_copy(update={"content": kept or (TextPart(text=EMPTY_MESSAGE_TEXT),)})
 
 
 def _distinct_ids(reply: Message, taken: set[str], shared: dict[str, list[str]]) -> Message:

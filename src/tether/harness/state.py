@@ -515,10 +515,16 @@ def _old_order(
 
 
 def _words_of(state: RunState, reason: Any) -> str:
-    """A decision's reason as the words it is recorded with; refused when it is not text."""
+    """A decision's reason as the words it is recorded with; refused when it is not text. A key
+    typed into it (a person pasting what they found) would reach the transcript the model reads,
+    the trace and the saved run word for word: the secrets this process holds are taken out, as
+    from everything a run says, and so is any text in a credential's shape."""
     if reason is not None and not isinstance(reason, str):
         raise UserError(f"the reason for a decision in run {state.run_id} must be text, not {type(reason).__name__}")
-    return (reason or "").strip()
+    from tether._secrets import known_secrets, withhold_credentials
+    from tether.providers.http import scrubbed
+
+    return withhold_credentials(scrubbed((reason or "").strip(), known_secrets()))[0]
 
 
 def _words(text: Any) -> bool:

@@ -867,34 +867,13 @@ def _fuse(rankings: dict[str, list[int]], weights: dict[str, float]) -> Fused:
     return [(cid, scores[cid], ranks[cid]) for cid in sorted(scores, key=lambda c: (-scores[c], c))]
 
 
-_PRIVATE_KEY_END = re.compile(r"-----END [A-Z ]*PRIVATE KEY-----")
-
-
 def withhold_secrets(text: str) -> tuple[str, int]:
-    """``text`` with each credential in the shapes memory refuses (tether._secrets: API keys,
-    cloud and repository tokens, JSON Web Tokens, private keys to their END line) replaced by
-    ``[credential withheld: what it was]``, line breaks kept so citations still point at the
-    right lines; and how many were replaced. A base's chunks are handed to any agent that
-    searches it, and through it to its model provider."""
-    from tether._secrets import credential_kind, credential_matches
+    """``text`` with each credential in the shapes memory refuses withheld (see
+    :func:`tether._secrets.withhold_credentials`), and how many were. A base's chunks are handed to
+    any agent that searches it, and through it to its model provider."""
+    from tether._secrets import withhold_credentials
 
-    found = credential_matches(text)  # where their starts are: the pattern over a megabyte took a second
-    out: list[str] = []
-    at = count = 0
-    for match in found:
-        if match.start() < at:
-            continue  # inside the credential (or private key block) just withheld
-        what = credential_kind(match)
-        end = match.end()
-        if what == "a private key":
-            closing = _PRIVATE_KEY_END.search(text, end)
-            end = closing.end() if closing is not None else len(text)
-        out += [text[at : match.start()], f"[credential withheld: {what}]", "\n" * text.count("\n", match.start(), end)]
-        at, count = end, count + 1
-    if not count:
-        return text, 0
-    out.append(text[at:])
-    return "".join(out), count
+    return withhold_credentials(text)
 
 
 def _withheld(row: ChunkRow) -> ChunkRow:

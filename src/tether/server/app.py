@@ -1308,12 +1308,17 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
             if state is None or asked is None or asked.get("call_id") is None:
                 raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
             if asked["call_id"] != body.call_id or asked.get("args_hash") != body.args_hash:
+                # Which of the two differs: a decision on another call is not one on other arguments.
+                what = (
+                    f"not for call {body.call_id}"
+                    if asked["call_id"] != body.call_id
+                    else "with other arguments than the ones decided on (args_hash)"
+                )
                 raise ApiError(
                     409,
                     "conflict",
-                    f"run {run_id} waits for {asked.get('tool_name') or asked['type']} "
-                    f"call {asked['call_id']} with other arguments than the ones approved; "
-                    "read GET /v1/runs/{run_id} and decide on what it shows",
+                    f"run {run_id} waits for a decision on {asked.get('tool_name') or asked['type']} "
+                    f"call {asked['call_id']}, {what}; read GET /v1/runs/{run_id} and decide on what it shows",
                 )
             question = _innermost(asked)  # a sub-agent's: its child's question (a call, a form)
             if question.get("still_running"):
