@@ -62,6 +62,7 @@ from tether.messages import (
 )
 
 __all__ = [
+    "EMPTY_MESSAGE_TEXT",
     "INTERRUPTED_TEXT",
     "JsonlSessionStore",
     "MemorySessionStore",
