@@ -29,7 +29,7 @@ from tether.errors import StoreError
 from tether.events import Done, Event
 from tether.harness.agent import Agent
 from tether.harness.state import RunState
-from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer
+from tether.postgres.db import SCHEMA_CHANNEL, Database, SchemaNewer, unreachable
 from tether.postgres.runs import PgRunStore, RunHeld
 from tether.postgres.sessions import PgSessionStore
 from tether.server.runs import AWAY_WAIT_S, StillAway, run_parts, run_tracer
@@ -185,6 +185,11 @@ class Worker:
             away = True  # the job stays running: the dispatcher looks again, and the run goes on from its last save
             raise
         except Exception as exc:  # refused before it began: an agent no longer offered, a bad config
+            if unreachable(exc) and not saw_done:
+                # The database away as the run started (its load, its session's): not the run's end.
+                # The job stays running, and the delivery is put back to look again (run_worker).
+                away = True
+                raise
             _log.warning("run %s could not start: %s", job.run_id, exc)
             if not saw_done:
                 reason = f"the run could not start: {exc}"
@@ -217,6 +222,13 @@ class Worker:
             tracers.append(run_tracer(self.home, self.telemetry, turn, resumed=resumed, cost_usd=state.cost_usd))
             return tracers[-1]
 
+        if not new and state.status in ("completed", "failed"):
+            # Its worker died after the run's end was saved, before its ``done`` reached the stream: the
+            # end is told as saved (``run_stream`` refuses to resume an ended run, and the refusal read
+            # "the run could not start").
+            yield Done(state.run_id, state.result())
+            return
+
         async for event in run_parts(
             agent,
             job.prompt if new else None,
@@ -245,7 +257,9 @@ class Worker:
         after = 0
         while rows := self.jobs.events_after(state.run_id, after, 500):
             kept += [
-                (kind, json.loads(data)) for _, kind, data in rows if kind in ("turn", "tool_start", "tool_result")
+                (kind, json.loads(data))
+                for _, kind, data in rows
+                if kind in ("turn", "tool_start", "tool_result", "text_delta")
             ]
             after = rows[-1][0]
         replayed = Replayed(kept)

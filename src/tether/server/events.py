@@ -128,12 +128,17 @@ class Replayed:
         self.turns: set[int] = set()
         self.started: set[str] = set()
         self.finished: set[str] = set()
+        self.last_turn = 0  # the stream's last ``turn``
+        self.streamed = ""  # the text streamed since it: the next turn's, so far
         for kind, data in events:
             self.note(kind, data)
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "turn" and isinstance(data.get("turn"), int):
             self.turns.add(data["turn"])
+            self.last_turn, self.streamed = max(self.last_turn, data["turn"]), ""
+        elif kind == "text_delta" and isinstance(data.get("text"), str):
+            self.streamed += data["text"]
         elif kind == "tool_start":
             self.started.add(str(data.get("call_id")))
         elif kind == "tool_result":
@@ -150,11 +155,12 @@ class Replayed:
 
 def implied_events(state: Any, replayed: Replayed) -> list[dict[str, Any]]:
     """The events the saved ``state`` (a RunState) implies that the stream lacks: for each model
-    turn of the run, its text and its ``turn``; for each recorded tool result, its ``tool_start``
-    and ``tool_result``. A worker killed after a save but before its events were written left
-    them out; the one that resumes the run writes these first, so every turn and every call is in
-    the stream exactly once. Rebuilt events carry ``"replayed": true`` (their ``ms`` is 0, and a
-    turn's ``cost_usd`` is the run's as saved)."""
+    turn of the run, its text (for the turn after the stream's last, what was not streamed of it)
+    and its ``turn``; for each recorded tool result, its ``tool_start`` and ``tool_result``. A worker
+    killed after a save but before its events were written left them out; the one that resumes the
+    run writes these first, so every turn, its text and every call is in the stream exactly once.
+    Rebuilt events carry ``"replayed": true`` (their ``ms`` is 0, and a turn's ``cost_usd`` is the
+    run's as saved)."""
     from tether.events import TextDelta, ToolResultEvent, ToolStart, Turn
     from tether.messages import AssistantMessage, ToolMessage
     from tether.usage import Usage
@@ -169,6 +175,8 @@ def implied_events(state: Any, replayed: Replayed) -> list[dict[str, Any]]:
             calls.update({c.id: c for c in m.tool_calls})
             if turn >= 1 and turn not in replayed.turns:
                 text = m.text if hasattr(m, "text") else ""
+                if turn == replayed.last_turn + 1 and replayed.streamed and text.startswith(replayed.streamed):
+                    text = text[len(replayed.streamed) :]  # streamed before the kill: only the rest is missing
                 if text:
                     out.append(event_data(TextDelta(state.run_id, text)))
                 usage = m.usage or Usage()
