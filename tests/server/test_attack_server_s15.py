@@ -4,8 +4,10 @@ test failed before its fix."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,47 @@ def test_a_page_served_over_https_by_a_proxy_is_told_what_the_proxy_must_send(se
         assert r.status_code == 201, r.text
         evil = c.post("/v1/sessions", json={}, headers={"Host": "chat.example.com", "Origin": "https://evil.example"})
         assert evil.status_code == 403 and "another site" in evil.json()["error"]["message"]
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process's memory from /proc")
+def test_clients_that_read_a_long_runs_events_slowly_do_not_each_hold_its_whole_log(served: Any) -> None:
+    """The stream of a run that is not live read its whole log and parsed it before its first byte,
+    and held all of it until its client had read it: a log of 24 MB was about 80 MB of the server's
+    memory for each client that opened it and read slowly (four: over 300 MB; a few dozen take all
+    of a server's). Its events are now read as the client takes them, a slice at a time."""
+    server = served()  # in this process: its memory is this process's
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={"agent": "plan"}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"}).json()[
+            "run_id"
+        ]
+        done = read_events(c, f"/v1/runs/{run_id}/events")[-1]
+        path = server.home / "serve" / "events" / f"{run_id}.log"
+        kept = path.read_text().splitlines()[-1].split("\t", 2)[2]  # the run's own done
+        last = 200_000
+        delta = json.dumps({"type": "text_delta", "run_id": run_id, "text": "word " * 16})
+        with path.open("w") as f:  # a long answer, as many deltas
+            f.writelines(f"{n}\ttext_delta\t{delta}\n" for n in range(1, last))
+            f.write(f"{last}\tdone\t{kept}\n")
+        host, port = server.url.removeprefix("http://").split(":")
+        before = _rss_mb()
+        slow = []
+        for _ in range(4):  # clients that reload the page and then read nothing
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+            slow.append(sock)
+        grown = _rss_mb() - before
+        for sock in slow:
+            sock.close()
+        assert grown < 150, f"four streams of a 24 MB log took {grown:.0f} MB"
+        tail = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=last - 3)
+        assert [e["id"] for e in tail] == [last - 2, last - 1, last]
+        assert tail[-1]["event"] == "done" and tail[-1]["result"] == done["result"]

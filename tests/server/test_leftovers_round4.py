@@ -27,7 +27,7 @@ pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra ins
 
 
 def test_reading_a_finished_runs_events_holds_no_other_request(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.server import runs
+    from tether.server.events import LogFile
 
     s = served()
     with s.client() as c:
@@ -36,14 +36,14 @@ def test_reading_a_finished_runs_events_holds_no_other_request(served: Any, monk
         assert c.get(f"/v1/runs/{run_id}").json()["live"] is False
 
         reading, release = threading.Event(), threading.Event()
-        load = runs.EventLog.load.__func__  # type: ignore[attr-defined]
+        read = LogFile._slice
 
-        def slow_load(cls: Any, path: Any) -> Any:
+        def slow_slice(self: Any, *args: Any) -> Any:
             reading.set()
             release.wait(60)  # a long log, being read
-            return load(cls, path)
+            return read(self, *args)
 
-        monkeypatch.setattr(runs.EventLog, "load", classmethod(slow_load))
+        monkeypatch.setattr(LogFile, "_slice", slow_slice)
         replayed: list[Any] = []
         reader = threading.Thread(target=lambda: replayed.extend(read_events(c, f"/v1/runs/{run_id}/events")))
         reader.start()

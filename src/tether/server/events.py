@@ -29,6 +29,7 @@ from tether.messages import clean_text
 __all__ = [
     "PRUNED",
     "EventLog",
+    "LogFile",
     "Replayed",
     "args_hash",
     "encode_event",
@@ -256,6 +257,85 @@ def pruned_line(last_id: int) -> bytes:
     return f"0\t{PRUNED}\t{json.dumps({'last_id': last_id})}\n".encode()
 
 
+class _LogLines:
+    """How a run's log is read, line by line: a first ``pruned`` line gives the last id the log had
+    given (its base); then a line is an event when its id is the next one and its data is JSON (a
+    torn line, from a crash mid-write, is left out). Not splitlines(): U+2028 and its kind may sit
+    inside the JSON, so lines are cut at "\\n" only."""
+
+    def __init__(self) -> None:
+        self.base = 0
+        self.count = 0
+
+    def take(self, line: str) -> tuple[int, str, str] | None:
+        parts = line.split("\t", 2)
+        if len(parts) == 3 and parts[:2] == ["0", PRUNED] and not self.count:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                self.base = max(0, int(json.loads(parts[2]).get("last_id", 0)))
+            return None
+        if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != self.base + self.count + 1:
+            return None
+        try:
+            json.loads(parts[2])
+        except ValueError:
+            return None
+        self.count += 1
+        return int(parts[0]), parts[1], parts[2]
+
+
+class LogFile:
+    """The events of a run that is not live, read from its log as a client takes them, a slice at
+    a time and off the event loop. A stream that held the whole log (read and parsed before its
+    first byte) kept a copy of it for as long as its client took to read it: 36 MB of events were
+    120 MB of memory for each client that reloaded the page, and a few clients that read slowly
+    could take all of the server's. A line whose id is not the next one is left out, as by
+    :meth:`EventLog.load`."""
+
+    SLICE = 1 << 20
+    live = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def ready(self, after: int) -> list[tuple[int, str, str]]:
+        return []  # all is read in follow(), off the event loop
+
+    async def follow(
+        self, after: int, *, keepalive_s: float = 15.0
+    ) -> AsyncIterator[list[tuple[int, str, str]] | None]:
+        try:  # a planted link or pipe is not read
+            fd = await asyncio.to_thread(open_own, self.path, os.O_RDONLY)
+        except OSError:
+            return
+        lines, rest, more = _LogLines(), b"", True
+        try:
+            while more:
+                batch, rest, more = await asyncio.to_thread(self._slice, fd, lines, rest, after)
+                if batch:
+                    yield batch
+        finally:
+            os.close(fd)
+
+    def _slice(
+        self, fd: int, lines: _LogLines, rest: bytes, after: int
+    ) -> tuple[list[tuple[int, str, str]], bytes, bool]:
+        """The events after ``after`` in the next slice of the log, what is left of its last line,
+        and whether there is more (a last line without its newline is taken at the end)."""
+        chunk = os.read(fd, self.SLICE)
+        if chunk:
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1  # "\n" is never inside a character of UTF-8
+            whole, rest = data[:cut], data[cut:]
+        else:
+            whole, rest = rest, b""
+        batch = []
+        for line in whole.decode("utf-8", errors="replace").split("\n"):
+            item = lines.take(line)
+            if item is not None and item[0] > after:
+                batch.append(item)
+        return batch, rest, bool(chunk)
+
+
 class EventLog:
     """One run's numbered events: append, and follow from any id. A log pruned after
     ``keep_events_days`` keeps only the last id it had given (``base``), so a run resumed later
@@ -273,26 +353,15 @@ class EventLog:
     @classmethod
     def load(cls, path: Path) -> EventLog:
         """The events saved for a run (a torn last line, from a crash mid-write, is left out)."""
-        items: list[tuple[int, str, str]] = []
         try:
             text = read_own(path).decode("utf-8", errors="replace")  # a planted link or pipe is not read
         except OSError as exc:  # none yet (or not a file we wrote): the run's events start here
-            log = cls(path, items)
+            log = cls(path, [])
             log._absent = isinstance(exc, FileNotFoundError)
             return log
-        base = 0
-        for line in text.split("\n"):  # not splitlines(): U+2028 and its kind may sit inside the JSON
-            parts = line.split("\t", 2)
-            if len(parts) == 3 and parts[:2] == ["0", PRUNED] and not items:
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    base = max(0, int(json.loads(parts[2]).get("last_id", 0)))
-                continue
-            if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != base + len(items) + 1:
-                continue
-            with contextlib.suppress(ValueError):
-                json.loads(parts[2])
-                items.append((int(parts[0]), parts[1], parts[2]))
-        return cls(path, items, base)
+        lines = _LogLines()
+        items = [item for line in text.split("\n") if (item := lines.take(line)) is not None]
+        return cls(path, items, lines.base)
 
     @property
     def last_id(self) -> int:

@@ -32,7 +32,7 @@ from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
 from tether.harness.store import RunStore
 from tether.messages import ToolMessage
-from tether.server.events import EventLog, args_hash, event_data, for_clients, pruned_line
+from tether.server.events import EventLog, LogFile, args_hash, event_data, for_clients, pruned_line
 from tether.server.store import ServerStore, TurnRecord
 from tether.sessions import SessionStore
 from tether.status import ApprovalInterruption, CancelledInterruption, OutcomeUnknownInterruption, Stop
@@ -740,9 +740,9 @@ class RunManager:
         with contextlib.suppress(OSError):
             self.start_path(run_id).unlink()
 
-    def log(self, run_id: str) -> EventLog:
+    def log(self, run_id: str) -> RunLog:
         live = self.live.get(run_id)
-        return live.log if live is not None else EventLog.load(self.log_path(run_id))
+        return live.log if live is not None else LogFile(self.log_path(run_id))
 
     def _unrecorded(self, state: RunState, saving: concurrent.futures.Future[None]) -> None:
         """A run stopped while it waited for the database: what it did and its stop are told as
