@@ -40,6 +40,9 @@ __all__ = ["HttpServer"]
 
 CONNECT_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 300.0  # a server may hold a response stream open while a tool works
+# The DELETE that ends a session: a server that never answered it held the end of every run that
+# used it for 15 s (the connection's own bound on closing).
+CLOSE_TIMEOUT_S = 2.0
 SSE_IDLE_S = 3600.0  # legacy SSE: the one event stream may be quiet between a run's turns
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # one JSON answer; the SDK caps each event of a stream at 1 MiB
 _EVENT_LIMIT = 2 * 1024 * 1024  # a line of an event stream held to be checked (past it, passed on unchecked)
@@ -241,6 +244,8 @@ class _Checked(httpx2.AsyncBaseTransport):
         self._sent.note(request)
         if request.method == "POST":
             self._abandon(request)
+        if request.method == "DELETE":
+            return await self._end_session(request)
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.RemoteProtocolError as exc:  # a header past h11's limit, a broken status line
@@ -278,6 +283,18 @@ class _Checked(httpx2.AsyncBaseTransport):
             ]
             return httpx2.Response(status, headers=headers, content=body, request=request)
         return _error(request, 200 if status < 400 else status, request_id, problem)
+
+    async def _end_session(self, request: httpx2.Request) -> httpx2.Response:
+        """The DELETE that ends the session, a courtesy (MCP: the client SHOULD send it): waited for
+        at most CLOSE_TIMEOUT_S, as a stdio server's close is, and a server that does not answer it,
+        or is gone, is left as it is (the SDK would log a bare "Session termination failed")."""
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                response = await self._inner.handle_async_request(request)
+                await response.aread()
+                return response
+        except (TimeoutError, httpx2.TransportError):
+            return httpx2.Response(204, request=request)
 
     def _abandon(self, request: httpx2.Request) -> None:
         """When ``request`` cancels a request (``notifications/cancelled``: a timeout, a Stop), stop
