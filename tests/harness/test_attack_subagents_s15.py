@@ -17,8 +17,12 @@ import pytest
 
 from tests.conftest import assert_pairing
 from tests.harness import subagent_s15_child as tree3
-from tether import RunState, RunStore, run_stream
+from tether import Agent, RunState, RunStore, run_stream, run_sync, tool
+from tether.harness.subagent import children
+from tether.messages import Message, ToolMessage
+from tether.providers.base import ModelRequest
 from tether.status import ApprovalInterruption, RunResult, SubagentInterruption
+from tether.testing import FunctionModel, Reply
 
 CHILD = Path(__file__).with_name("subagent_s15_child.py")
 RUN = "run_s15_tree"
@@ -76,3 +80,41 @@ def test_a_kill_as_an_approved_grandchild_first_saves_resumes_it_and_its_call_ru
     assert set(calls) == {("lead", 0), ("lead", 1), ("mid", 0), ("mid", 1)} | {("leaf", t) for t in range(4)}
     assert final.cost_usd == pytest.approx(priced(calls), abs=1e-12)
     assert_pairing(RunStore(home / "runs").load(RUN).messages)
+
+
+@tool(read_only=True, parallel=False)
+def tick() -> str:
+    """A step of work."""
+    return "ticked"
+
+
+def test_a_runaway_grandchild_leaves_each_level_above_it_a_turn_to_answer() -> None:
+    """lead (max_turns=10) → mid → leaf, the leaf looping for ever. Each level keeps a turn of
+    what it has left for its own answer, as it keeps a reserve of its budget. Before: the mid was
+    given all 9 turns the lead had left and the leaf all 8 the mid had; the mid ended
+    max_turns_exceeded without a word, and so did the lead: the person got no answer at all."""
+    asked: dict[str, int] = {"lead": 0, "mid": 0, "leaf": 0}
+
+    def runaway(messages: list[Message], request: ModelRequest) -> Reply:
+        asked["leaf"] += 1
+        return Reply(text="still looking", calls=((f"t{len(messages)}", "tick", {}),))
+
+    def delegating(who: str, below: str) -> FunctionModel:
+        def fn(messages: list[Message], request: ModelRequest) -> Reply | str:
+            asked[who] += 1
+            results = [m.text for m in messages if isinstance(m, ToolMessage)]
+            if results:
+                return f"{who} read: {results[-1][:60]}"
+            return Reply(calls=((f"{who}-1", below, {"task": "look it up"}),))
+
+        return FunctionModel(fn)
+
+    leaf = Agent(FunctionModel(runaway), tools=[tick]).as_tool("leaf", "Looks things up.")
+    mid = Agent(delegating("mid", "leaf"), tools=[leaf]).as_tool("mid", "Has things looked up.")
+    state = RunState()
+    result = run_sync(Agent(delegating("lead", "mid"), tools=[mid], max_turns=10), "go", state=state)
+    assert result.status == "completed", result.reason
+    assert result.output == "lead read: mid read: The sub-agent leaf stopped without finishing (max_"
+    assert asked == {"lead": 2, "mid": 2, "leaf": 6}  # the whole tree: the lead's 10 turns
+    assert state.turns + state.delegated_turns == 10
+    assert children(state)["lead-1"]["status"] == "completed"

@@ -323,7 +323,7 @@ def test_a_childs_long_reason_for_stopping_reaches_the_parent_cut_short() -> Non
     state = RunState()
 
     async def main() -> list[Any]:
-        return [e async for e in run_stream(Agent(model, tools=[worker], max_turns=2), "go", state=state)]
+        return [e async for e in run_stream(Agent(model, tools=[worker], max_turns=3), "go", state=state)]
 
     events = asyncio.run(main())
     answers = [m.text for m in state.messages if isinstance(m, ToolMessage)]

@@ -6,8 +6,9 @@ own limits, inside the parent's:
 * **cancellation** — the child listens to the parent's signal: one Stop ends the whole tree;
 * **budget** — the child may spend at most what the parent has left when the call starts, less
   a reserve for the parent's own next call (``ToolContext.reserve_usd``), and its own
-  ``max_budget_usd`` if lower; what it spent is added to the parent's cost. A greedy child never
-  leaves its parent unable to answer;
+  ``max_budget_usd`` if lower; what it spent is added to the parent's cost. Its turns are carved
+  the same way, one kept for the parent's next call. A greedy child never leaves its parent
+  unable to answer;
 * **persistence** — the child's state is saved at every step (as a run of its own in the
   parent's store, the parent keeping a reference; without such a store, inside the parent's
   record, :func:`children`), so a parent killed during a child resumes the child where it
@@ -571,7 +572,8 @@ class AgentTool:
             beside = ", beside those the sub-agents running with it were given" if self._siblings(ctx)[1] else ""
             return ToolResult(
                 f"Not run: this run has no model turns left for the sub-agent {self.name}{beside} (its "
-                "max_turns counts the turns of every sub-agent it starts). Answer with what you have.",
+                "max_turns counts the turns of every sub-agent it starts, and its last turn is kept for "
+                "its own answer). Answer with what you have.",
                 is_error=True,
             )
         return None
@@ -615,9 +617,12 @@ class AgentTool:
         return left if limit is None else min(limit, left)
 
     def _turns_share(self, ctx: ToolContext) -> int:
+        """This call's share of the turns left, less the one the parent keeps for its own next call
+        (to read the answer and reply, as the budget keeps ``reserve_usd``): a child given every
+        turn left ended its parent ``max_turns_exceeded`` with no answer."""
         assert ctx.turns_left is not None
         _, turns, waiting = self._siblings(ctx)
-        return -(-max(0, ctx.turns_left - turns) // (1 + waiting))  # rounded up: never past what is left
+        return -(-max(0, ctx.turns_left - 1 - turns) // (1 + waiting))  # rounded up: never past what is left
 
     def _siblings(self, ctx: ToolContext) -> tuple[float, int, int]:
         """:func:`_beside`, for a tool whose calls may run at the same time; one at a time, each
