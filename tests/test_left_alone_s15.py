@@ -20,7 +20,7 @@ from tether import Agent, run_sync
 from tether.errors import ConfigError
 from tether.events import Guardrail as GuardrailEvent
 from tether.guardrails import Guardrail, ModelClassifier, Rule, RuleClassifier, Thresholds, Verdict
-from tether.testing import FunctionModel
+from tether.testing import FunctionModel, Reply
 
 # --- guardrails --------------------------------------------------------------------------------
 
@@ -305,3 +305,67 @@ def test_an_empty_message_in_a_session_edited_by_hand_is_never_sent_empty(tmp_pa
     empty = sessions.EMPTY_MESSAGE_TEXT
     assert texts == ["hi", empty, empty, None, "next"]  # None: the image, kept
     assert store.load("s1")[2].content[0].text == empty  # written back: the same each load
+
+
+# --- the loop guard -----------------------------------------------------------------------------
+
+
+def _searcher(*, window: int | None, limit_of: Any, page_words: int) -> tuple[Any, list[str]]:
+    """A model that searches for the same thing again and again, reading a long page between two
+    searches (so a small window summarises each search soon after it ran)."""
+    from tether import tool
+    from tether.harness.loop_guard import LoopGuard
+    from tether.messages import ToolMessage, text_of
+
+    runs: list[str] = []
+
+    @tool(read_only=True, parallel=False)
+    def search(query: str, limit: float = 5) -> str:
+        """Search."""
+        runs.append(query)
+        return f"results for {query}: nothing relevant here"
+
+    @tool(read_only=True, parallel=False)
+    def read_page(n: int) -> str:
+        """Read a page."""
+        return f"page {n}: " + "lorem ipsum dolor " * page_words
+
+    def model(messages: Any, request: Any) -> Any:
+        if "<transcript>" in text_of(messages[:1]):
+            return "Searched several times; nothing found."
+        if not request.tools:
+            return "Status: still searching."
+        k = len(runs)
+        if page_words and isinstance(messages[-1], ToolMessage) and messages[-1].name == "search":
+            return Reply(calls=((f"r{k}", "read_page", {"n": k}),))
+        return Reply(calls=((f"s{k}", "search", {"query": "FVAM-2050-B seal material", "limit": limit_of(k)}),))
+
+    agent = Agent(
+        FunctionModel(model),
+        tools=[search, read_page],
+        context_window=window,
+        max_turns=40,
+        dedupe_read_only=False,
+        middleware=[LoopGuard()],
+    )
+    return run_sync(agent, "what are the seals made of"), runs
+
+
+def test_the_loop_guard_stops_a_model_whose_notes_a_compaction_summarised() -> None:
+    """Was: the guard stops only a model that was told (an earlier alike call's result carries its
+    note, a text part of its own). A compaction's record of the turn keeps each result cut short
+    and in one text, so the note was no part of its own there (or cut off): with a small window the
+    model was nudged again and again and never stopped (20 searches, the run ended at max_turns).
+    The guard now keeps the calls it noted with the run."""
+    result, runs = _searcher(window=1500, limit_of=lambda k: 5, page_words=80)
+    assert result.status == "failed" and "stopped a loop" in (result.reason or ""), result.reason
+    assert len(runs) == 4, runs  # the fifth is not run
+
+
+def test_the_loop_guard_reads_5_and_5_0_as_the_same_argument() -> None:
+    """Was: arguments were compared as JSON text, where `5` and `5.0` differ: a model alternating
+    them (the same search, its limit written either way) was half as often a repeat, and ran twice
+    as many searches before it was stopped (8, not 4)."""
+    result, runs = _searcher(window=None, limit_of=lambda k: 5.0 if k % 2 else 5, page_words=0)
+    assert result.status == "failed" and "called 5 times with the same arguments" in (result.reason or "")
+    assert len(runs) == 4, runs

@@ -42,7 +42,7 @@ import re
 import sys
 from collections import ChainMap
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tether._lru import ByteLRU
@@ -266,6 +266,32 @@ def word_overlap(a: str, b: str) -> float:
     return _jaccard(wa, wb)
 
 
+def _parsed(arguments: str) -> tuple[str | None, dict[str, Any] | None]:
+    """A call's arguments as compared: their canonical JSON (sorted keys, a whole number written
+    ``5.0`` as ``5``) and the object, or None for each when they are not a JSON object (or not JSON)."""
+    value = parse_arguments(arguments)
+    if value is NOT_JSON:
+        return None, None
+    try:
+        value = _whole_numbers(value)
+    except RecursionError:  # nested deeper than a walk can go: compared as written
+        return canonical_arguments(arguments), value if isinstance(value, dict) else None
+    canon = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return canon, value if isinstance(value, dict) else None
+
+
+def _whole_numbers(value: Any) -> Any:
+    """``value`` with each float that is a whole number as an int: ``{"limit": 5.0}`` asks for
+    what ``{"limit": 5}`` asks for, and a model that alternates the two is repeating itself."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class _Call:
     part: ToolCallPart
@@ -275,9 +301,7 @@ class _Call:
 
     @classmethod
     def of(cls, part: ToolCallPart, result: ToolMessage | None) -> _Call:
-        value = parse_arguments(part.arguments)
-        args = value if value is not NOT_JSON and isinstance(value, dict) else None
-        return cls(part, canonical_arguments(part.arguments), args, result)
+        return cls(part, *_parsed(part.arguments), result)
 
 
 def _likeness(past: _Call, current: _Call, similarity: float) -> Literal["exact", "near"] | None:
@@ -424,9 +448,7 @@ class _TurnIndex:
         part, at = self.calls[n]
         parsed = self.parsed.get(n)
         if parsed is None:
-            value = parse_arguments(part.arguments)
-            args = value if value is not NOT_JSON and isinstance(value, dict) else None
-            parsed = self.parsed[n] = (canonical_arguments(part.arguments), args)
+            parsed = self.parsed[n] = _parsed(part.arguments)
         seen = self.results.get(part.id)
         result = seen[1] if seen is not None and seen[0] > at else None  # a result comes after its call
         return _Call(part, parsed[0], parsed[1], result)
@@ -469,11 +491,15 @@ class _Streak:
     exact: bool  # all of them had the very same arguments
     reworded: tuple[str, ...]  # the string arguments that differed
     earlier: tuple[_Call, ...]
+    # The calls of the turn whose results got a note (see _noted): what the guard did, not part of
+    # the streak itself.
+    noted: Collection[str] = field(default=frozenset(), compare=False)
 
     @property
     def warned(self) -> bool:
-        """One of the earlier alike calls already carries a loop note."""
-        return any(c.result is not None and _notes(c.result) for c in self.earlier)
+        """One of the earlier alike calls already carries a loop note (or did, before a compaction
+        summarised it: its record keeps the result's text cut short, the note merged in or cut off)."""
+        return any(c.part.id in self.noted or (c.result is not None and _notes(c.result)) for c in self.earlier)
 
     def what(self) -> str:
         if self.exact:
@@ -544,6 +570,7 @@ class LoopGuard(Middleware):
         if isinstance(result, Stop) or streak.count < self.nudge_after:
             return result
         note = _note_part(self._nudge(streak, _plain(result)))
+        _noted(ctx, call.id)
         if isinstance(result, str):
             return ToolResult([TextPart(text=result), note])
         return ToolResult([*result.parts(), note], is_error=result.is_error, widget=result.widget)
@@ -579,6 +606,7 @@ class LoopGuard(Middleware):
             # A cached answer copies the earlier result with its note: only the new note stays.
             kept = tuple(p for p in m.content if not _is_note(p))
             messages[i] = noted = m.model_copy(update={"content": (*kept, _note_part(note))})
+            _noted(ctx, m.call_id)
             before.setdefault(m.call_id, m)
             index.replaced(m, noted)
             changed = True
@@ -607,7 +635,7 @@ class LoopGuard(Middleware):
         its batch, which is judged before any of its calls has a result) gets the note: the
         ``nudge_after``-th exact repeat or a later one does, as the same calls one after another
         would have. Without this, a reply of the same call many times side by side all ran."""
-        canon = canonical_arguments(call.arguments)
+        canon = _parsed(call.arguments)[0]
         exact = [c for c in streak.earlier if canon is not None and c.canon == canon]
         return any(c.result is None for c in exact[self.nudge_after - 1 :])
 
@@ -626,7 +654,10 @@ class LoopGuard(Middleware):
             if kind == "near" and past.args is not None and current.args is not None:
                 exact = False
                 reworded.update(k for k, v in current.args.items() if isinstance(v, str) and past.args[k] != v)
-        return _Streak(call.name, len(counted) + 1, exact, tuple(sorted(reworded)), tuple(reversed(counted)))
+        noted = ctx.state.ext_state("loop_guard").get("noted") or ()
+        return _Streak(
+            call.name, len(counted) + 1, exact, tuple(sorted(reworded)), tuple(reversed(counted)), frozenset(noted)
+        )
 
     def _nudge(self, streak: _Streak, current: str) -> str:
         results = streak.results(current)
@@ -649,6 +680,15 @@ class LoopGuard(Middleware):
             f"{STOP_START}{streak.name} was called {streak.count} times with {streak.what()} since the "
             f"user's last message{' (' + results + ')' if results else ''}; the last of them, {shown}, was not run"
         )
+
+
+def _noted(ctx: RunContext, call_id: str) -> None:
+    """Keep, with the run, that ``call_id``'s result got a note: a compaction's record of the turn
+    keeps results cut short and in one text, where the note is no part of its own or cut off, and a
+    model that was told was then told again instead of stopped. Only the turn's calls are kept."""
+    part = ctx.state.ext_state("loop_guard")
+    turn = _TurnIndex.of(ctx).by_id
+    part["noted"] = [c for c in part.get("noted") or () if c in turn and c != call_id] + [call_id]
 
 
 def _changed_the_world(ctx: RunContext, past: _Call) -> bool:
