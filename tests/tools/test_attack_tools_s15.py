@@ -115,6 +115,43 @@ def test_a_command_cannot_move_a_secret_out_of_its_hidden_path(outside: Path, mo
     assert "Device or resource busy" in (moved if isinstance(moved, str) else str(moved.content))
 
 
+def test_the_file_tools_do_not_give_the_model_the_keys_commands_cannot_see(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tether run in the home: the sandbox hid ``~/.ssh`` and tether's own home from commands, but
+    ``read_file`` and ``search_files`` gave the model the keys, and a link a command planted
+    (``ln -s .local/share/tether/config.toml k``, legal in the sandbox) let it read them by another name."""
+    home = outside / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("-----BEGIN HOME PRIVATE KEY-----\n")
+    (home / ".local" / "share" / "tether").mkdir(parents=True)
+    (home / ".local" / "share" / "tether" / "config.toml").write_text('api_key = "sk-HOME-CONFIG-KEY"\n')
+    (home / "project").mkdir()
+    (home / "project" / "app.py").write_text('token = "sk-not-a-secret-of-tether"\n')
+    (home / "k").symlink_to(".local/share/tether/config.toml")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("TETHER_HOME", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    tools = {t.name: t for t in (*files.FILE_TOOLS, *files.EDIT_TOOLS)}
+
+    for path in (".ssh/id_rsa", "k", f"{home}/.local/share/../share/tether/config.toml", ".local/share/tether"):
+        with pytest.raises(ToolError, match="where keys and credentials are kept"):
+            call(tools["read_file"], home, {"path": path})
+    with pytest.raises(ToolError, match="where keys and credentials are kept"):
+        call(tools["write_file"], home, {"path": ".ssh/authorized_keys", "content": "ssh-ed25519 AAAA attacker"})
+    with pytest.raises(ToolError, match="where keys and credentials are kept"):
+        call(tools["edit_file"], home, {"path": "k", "old_text": "sk-", "new_text": "pk-"})
+    found = call(tools["search_files"], home, {"pattern": "sk-|PRIVATE"})
+    listed = call(tools["list_files"], home, {})
+
+    assert "HOME-CONFIG-KEY" not in found and "PRIVATE KEY" not in found
+    assert "project/app.py:1:" in found  # the rest of the home is searched as before
+    assert "not looked into: .local/share/tether, .ssh" in found and "not looked into" in listed
+    assert "id_rsa" not in listed and "config.toml" not in listed and "project/app.py" in listed
+    assert not (home / ".ssh" / "authorized_keys").exists()
+    assert call(tools["read_file"], home / ".ssh", {"path": "id_rsa"}).startswith("-----BEGIN")  # a workspace in one
+
+
 # --- edit_file and another program writing the same file -----------------------------------------
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
+from tether.tools._jail import secrets_inside
 from tether.tools.base import ToolError
 
 __all__ = [
@@ -165,6 +166,10 @@ class Workspace:
                 f"the working directory {cwd} cannot be opened: {exc.strerror}. The file tools "
                 "cannot work until it exists; tell the user."
             ) from None
+        # The keys the sandbox hides from commands, where the working directory holds them (tether
+        # run in the home): refused by name and passed over by listings, as commands cannot see them.
+        self.secrets = frozenset(secrets_inside(self.root))
+        self.secrets_passed: list[str] = []  # what a listing passed over, for its note
 
     def __enter__(self) -> Workspace:
         return self
@@ -203,10 +208,33 @@ class Workspace:
         walk = Walk(self, path, [self.fd], [])
         try:
             walk.run(parts, follow_last=follow_last, create_dirs=create_dirs, missing_ok=missing_ok)
+            self._refuse_secret(walk.rel, path)
         except BaseException:
             walk.close()
             raise
         return walk
+
+    def secret(self, parts: tuple[str, ...]) -> str | None:
+        """The secret folder or file (relative to the working directory) ``parts`` is or is in."""
+        found = next((s for s in self.secrets if parts[: len(s)] == s), None)
+        return "/".join(found) if found is not None else None
+
+    def passes_over(self, parts: tuple[str, ...], glob: Glob, here: frozenset[int]) -> bool:
+        """Whether a listing passes over ``parts``, a secret (noted when ``glob`` reaches it)."""
+        if self.secret(parts) is None:
+            return False
+        if glob.matches(here) or glob.may_descend(here):
+            self.secrets_passed.append("/".join(parts))
+        return True
+
+    def _refuse_secret(self, rel: str, path: str) -> None:
+        secret = self.secret(tuple(rel.split("/"))) if self.secrets else None
+        if secret is not None:
+            raise ToolError(
+                f"refused: {path!r} is {'in ' if rel != secret else ''}{secret}, where keys and "
+                "credentials are kept; the file tools do not read or write there, and commands cannot "
+                "see it. If the task really needs it, ask the user."
+            )
 
     def outside_message(self, path: str, link: tuple[str, str] | None = None) -> str:
         how = f": {link[0]!r} is a symbolic link to {link[1]!r}" if link else ""
@@ -618,6 +646,8 @@ def entries(ws: Workspace, glob: Glob, ignored: frozenset[str]) -> Iterator[Loca
                 continue
             name, kind = item
             here = glob.step(level.states, name)
+            if ws.secrets and ws.passes_over((*level.names, name), glob, here):
+                continue
             if kind == "dir":
                 if glob.may_descend(here):
                     child = _open_directory(level.stack[-1], name)

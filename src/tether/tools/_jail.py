@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tether.config import tether_home
 
-__all__ = ["SECRETS", "Jail", "bwrap_path", "jail_args", "probe"]
+__all__ = ["SECRETS", "Jail", "bwrap_path", "jail_args", "probe", "secrets_inside"]
 
 # Never readable inside the sandbox, in any home: keys, tokens, credentials, shell history.
 SECRETS = (
@@ -146,6 +146,26 @@ def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
     wanted += [tether_home(), _platform_data_dir(), *extra]
     found = list(dict.fromkeys(real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
     return list(dict.fromkeys([*found, *(t for p in found for t in _linked_from(p))]))
+
+
+def secrets_inside(root: Path) -> list[tuple[str, ...]]:
+    """The secrets :func:`secret_paths` hides that lie strictly inside ``root`` (a resolved folder),
+    as paths relative to it: what the file tools refuse in a working directory that holds a home's
+    keys or tether's own home (tether run in the home). Only folders that can hold one are looked
+    at, so a project folder costs a few string comparisons and no system call per home."""
+    from tether.config import _platform_data_dir
+    from tether.errors import ConfigError
+
+    wanted = []
+    for where in (tether_home, _platform_data_dir):
+        with contextlib.suppress(ConfigError, RuntimeError):  # none to be found: tether cannot start so
+            wanted.append(real(where()))
+    for home in homes():
+        base = real(home)
+        if inside(root, base) or inside(base, root):
+            wanted += [base / name for name in SECRETS]
+    found = (real(p) for p in wanted if root in p.parents and os.path.lexists(p))
+    return list(dict.fromkeys(p.relative_to(root).parts for p in found if root in p.parents))
 
 
 def _linked_from(folder: Path) -> Iterator[Path]:

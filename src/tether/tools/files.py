@@ -107,6 +107,8 @@ def _link_target(ws: Workspace, loc: Location) -> tuple[str, os.stat_result] | N
             walk.run((loc.name,))
         except ToolError:  # leads outside, or loops: not listed, as if it were not there
             return None
+        if ws.secrets and ws.secret(tuple(walk.rel.split("/"))) is not None:  # nor into a secret
+            return None
         if walk.name is None:
             return walk.rel, os.fstat(walk.dir_fd)
         return (walk.rel, walk.stat) if walk.stat is not None else None
@@ -155,7 +157,20 @@ def list_files(ctx: ToolContext, pattern: str = "**/*") -> str:
                 break
     if skipped:
         rows.append(_link_note(skipped))
-    return "\n".join(rows) if rows else f"no files match {pattern!r}{_passed_over(pattern)}"
+    secret = _secrets_note(ws)
+    if not rows:
+        return "\n".join([f"no files match {pattern!r}{_passed_over(pattern)}", *secret])
+    return "\n".join([*rows, *secret])
+
+
+def _secrets_note(ws: Workspace) -> list[str]:
+    """The line that says which secrets a listing passed over (none: no line)."""
+    if not ws.secrets_passed:
+        return []
+    return [
+        f"(not looked into: {', '.join(printable(s) for s in ws.secrets_passed)}, where keys and "
+        "credentials are kept; the file tools do not read there, and commands cannot see them)"
+    ]
 
 
 def _passed_over(glob: str) -> str:
@@ -645,6 +660,7 @@ def search_files(ctx: ToolContext, pattern: str, glob: str = "**/*", max_results
     notes = [_link_note(skipped)] if skipped else []
     if partial:
         notes.append(_partial_note(partial))
+    notes += _secrets_note(ws)
     if not hits:
         return "\n".join([f"no matches for {pattern!r}{_passed_over(glob)}", *notes])
     return "\n".join([*hits, *notes])
