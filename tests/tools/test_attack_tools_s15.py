@@ -7,7 +7,10 @@
 - ``edit_file`` on a file another program wrote between the edit's read and its rename put back the
   old content with the one change, and what that program wrote was lost without a word;
 - a tool that returned NaN or infinity gave the model ``NaN`` / ``Infinity``, which is not JSON,
-  where the docs promise JSON.
+  where the docs promise JSON;
+- ``web_fetch`` of a host name with a part longer than 63 characters, or redirected to ``mailto:``,
+  failed with Python's or httpx's own exception (``encoding with 'idna' codec failed``) instead of
+  a message saying what was wrong.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,7 @@ from tether.tools.base import ToolContext, ToolError, tool, validate_arguments
 from tether.tools.files import edit_file
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
+from tether.tools.web import WebFetch, WebSettings
 
 
 def call(t: Any, cwd: Path, arguments: dict[str, Any]) -> Any:
@@ -231,3 +237,46 @@ def test_a_tool_that_returns_nan_or_infinity_gives_the_model_json() -> None:
         "by_day": {"mon": [1.5, "NaN"]},
     }
     assert strict_json(texts["b"]) == "NaN"
+
+
+# --- web_fetch of odd but legal addresses ------------------------------------------------------------
+
+LONG_LABEL = "a" * 64 + ".example"
+
+
+class _Redirects(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header(
+            "Location", {"/mailto": "mailto:someone@example.com", "/long": f"http://{LONG_LABEL}/"}[self.path]
+        )
+        self.end_headers()
+
+
+@pytest.fixture
+def redirects() -> Iterator[tuple[WebFetch, int]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirects)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield WebFetch(WebSettings(allow=(f"127.0.0.1:{server.server_address[1]}",))), server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [("/mailto", "redirects to an address that is not a URL web_fetch can follow"), ("/long", "not a valid host name")],
+)
+def test_an_odd_address_or_redirect_is_a_message(redirects: Any, path: str, said: str) -> None:
+    fetch, port = redirects
+    with pytest.raises(ToolError, match=said):
+        call(fetch, Path("."), {"url": f"http://127.0.0.1:{port}{path}"})
+
+
+def test_a_host_name_with_a_part_too_long_is_a_message() -> None:
+    with pytest.raises(ToolError, match=f"could not resolve {LONG_LABEL}: it is not a valid host name"):
+        call(WebFetch(), Path("."), {"url": f"http://{LONG_LABEL}/"})

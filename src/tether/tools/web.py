@@ -143,6 +143,11 @@ async def _resolve(host: str, port: int) -> list[str]:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise ToolError(f"could not resolve {host}: {exc.strerror}. Check the address.") from exc
+    except UnicodeError:  # Python's IDNA encoding of the name for the resolver refused it
+        raise ToolError(
+            f"could not resolve {host}: it is not a valid host name (a part between dots is empty or "
+            "longer than 63 characters). Check the address."
+        ) from None
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -474,6 +479,11 @@ class WebFetch:
             return await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise ToolError(f"could not fetch {url}: {type(exc).__name__}: {exc}") from exc
+        except httpx.InvalidURL as exc:  # httpx reads a redirect's Location even when not following it
+            raise ToolError(
+                f"could not fetch {url}: it redirects to an address that is not a URL web_fetch can "
+                f"follow ({exc}). Try another source."
+            ) from exc
 
     async def _read(self, response: Any, url: str) -> ToolResult | str:
         import httpx
