@@ -8,6 +8,7 @@ import json
 import shutil
 import signal
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 pytest.importorskip("playwright", reason="needs tether[test] (the [test] extra installs it)")
 
+import httpx
 from playwright.sync_api import Page, expect
 
 from tests.server.conftest import EXAMPLE_WORKSPACE, NEEDS_CHROMIUM, parse_sse, read_events, wait_until
@@ -206,3 +208,52 @@ def test_clients_that_read_a_long_runs_events_slowly_do_not_each_hold_its_whole_
         tail = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=last - 3)
         assert [e["id"] for e in tail] == [last - 2, last - 1, last]
         assert tail[-1]["event"] == "done" and tail[-1]["result"] == done["result"]
+
+
+@pytest.mark.parametrize("route", ["decision", "resume"])
+def test_a_message_sent_while_a_decision_reads_the_conversation_is_not_answered_twice(
+    served: Any, tmp_path: Path, route: str
+) -> None:
+    """A decision (or a resume) checked that its session had no live run, then read the session's
+    conversation off the event loop (has it gone on?); a message sent in that moment (another tab)
+    started its run, and the decision then started the waiting run too: two live runs in one
+    session, the 202 the session's "one message at a time" promises to refuse, and once the
+    decided run ended, the session looked free while the message's run still answered. The check
+    is made again after the read: 409, naming the run that answers."""
+    from tests.server.test_attacks import Attack, decide, ended, send, waiting_delete
+
+    a = Attack(served, tmp_path)
+    manager = a.s.app.state.core.manager
+    sessions = manager.sessions
+    read = sessions.load
+    reading, go_on = threading.Event(), threading.Event()
+
+    def held_load(session_id: str, *args: Any, **kw: Any) -> Any:  # the decision's read, held
+        if threading.current_thread().name.startswith("asyncio") and not reading.is_set():
+            reading.set()
+            go_on.wait(30)
+        return read(session_id, *args, **kw)
+
+    with a.client() as c:
+        sid, run_id, w = waiting_delete(c)
+        if route == "resume":  # a run stopped at its approval is resumed by deciding; cancel one mid-call
+            run_id = send(c, sid, "wait")["run_id"]
+            assert c.post(f"/v1/runs/{run_id}/cancel").status_code == 202
+            ended(c, run_id)
+        answers: list[httpx.Response] = []
+        body = decide(w) if route == "decision" else None
+        sessions.load = held_load
+        deciding = threading.Thread(target=lambda: answers.append(c.post(f"/v1/runs/{run_id}/{route}", json=body)))
+        deciding.start()
+        try:
+            assert reading.wait(20), "the conversation was never read"
+            with a.client() as other:  # another tab sends a message meanwhile
+                busy = send(other, sid, "wait")["run_id"]
+        finally:
+            go_on.set()
+            deciding.join(30)
+        assert answers[0].status_code == 409 and busy in answers[0].json()["error"]["message"], answers[0].text
+        assert list(manager.live) == [busy] and manager.live_run_of(sid) == busy
+        a.release()
+        ended(c, busy)
+    assert (a.workspace / "access.log").exists()  # the call waiting for approval never ran

@@ -1332,6 +1332,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
             if body.content is not None and question["type"] != "elicitation":  # a rejection's too
                 raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
             await _check_not_gone_on(core, state)
+            _check_session_free(core, turn)  # again: a message may have started a run meanwhile
             if body.approve:
                 approve(state, call_id, reason=body.reason, content=_elicited(question, body.content))
             else:
@@ -1416,6 +1417,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
                 return run_view(core, turn)
             _check_resumable(state, body)
             await _check_not_gone_on(core, state)
+            _check_session_free(core, turn)  # again: a message may have started a run meanwhile
             core.manager.resume(
                 turn,
                 state,
