@@ -259,7 +259,7 @@ class _Redirects(BaseHTTPRequestHandler):
 @pytest.fixture
 def redirects() -> Iterator[tuple[WebFetch, int]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirects)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield WebFetch(WebSettings(allow=(f"127.0.0.1:{server.server_address[1]}",))), server.server_address[1]
     finally:
