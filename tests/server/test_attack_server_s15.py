@@ -257,3 +257,42 @@ def test_a_message_sent_while_a_decision_reads_the_conversation_is_not_answered_
         a.release()
         ended(c, busy)
     assert (a.workspace / "access.log").exists()  # the call waiting for approval never ran
+
+
+def test_a_decision_whose_session_is_deleted_while_it_reads_the_conversation_runs_nothing(
+    served: Any, tmp_path: Path
+) -> None:
+    """The same moment, with the session deleted from another tab instead: the decision went on and
+    ran the call it allowed (access.log deleted) for a conversation that was gone, and answered
+    202. Now 404, as for a session deleted before the decision, and nothing runs."""
+    from tests.server.test_attacks import Attack, decide, waiting_delete
+
+    a = Attack(served, tmp_path)
+    manager = a.s.app.state.core.manager
+    read = manager.sessions.load
+    reading, go_on = threading.Event(), threading.Event()
+
+    def held_load(session_id: str, *args: Any, **kw: Any) -> Any:  # the decision's read, held
+        if threading.current_thread().name.startswith("asyncio") and not reading.is_set():
+            reading.set()
+            go_on.wait(30)
+        return read(session_id, *args, **kw)
+
+    with a.client() as c:
+        sid, run_id, w = waiting_delete(c)
+        answers: list[httpx.Response] = []
+        manager.sessions.load = held_load
+        deciding = threading.Thread(
+            target=lambda: answers.append(c.post(f"/v1/runs/{run_id}/decision", json=decide(w)))
+        )
+        deciding.start()
+        try:
+            assert reading.wait(20), "the conversation was never read"
+            with a.client() as other:
+                assert other.delete(f"/v1/sessions/{sid}").status_code == 200
+        finally:
+            go_on.set()
+            deciding.join(30)
+        assert answers[0].status_code == 404, answers[0].text
+        assert not manager.live
+    assert (a.workspace / "access.log").exists()

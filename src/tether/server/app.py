@@ -1332,7 +1332,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
             if body.content is not None and question["type"] != "elicitation":  # a rejection's too
                 raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
             await _check_not_gone_on(core, state)
-            _check_session_free(core, turn)  # again: a message may have started a run meanwhile
+            _check_still_there_and_free(core, run_id, user)
             if body.approve:
                 approve(state, call_id, reason=body.reason, content=_elicited(question, body.content))
             else:
@@ -1417,7 +1417,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
                 return run_view(core, turn)
             _check_resumable(state, body)
             await _check_not_gone_on(core, state)
-            _check_session_free(core, turn)  # again: a message may have started a run meanwhile
+            _check_still_there_and_free(core, run_id, user)
             core.manager.resume(
                 turn,
                 state,
@@ -1595,6 +1595,13 @@ def _check_agent(core: Core, agent: str) -> None:
             f"agent {agent!r} is no longer served here (this server offers "
             f"{', '.join(core.agents)}); start a new session",
         )
+
+
+def _check_still_there_and_free(core: Core, run_id: str, user: str) -> None:
+    """Checked again after a read of the session's conversation off the event loop, just before a
+    decision or a resume starts the run: another request may have deleted the session meanwhile
+    (404: the call would run for a conversation that is gone), or started a run in it (409)."""
+    _check_session_free(core, _turn(core, run_id, user))
 
 
 def _check_session_free(core: Core, turn: TurnRecord) -> None:
