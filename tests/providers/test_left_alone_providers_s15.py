@@ -41,6 +41,7 @@ from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.testing import FunctionModel
 from tether.testing import Reply as Reply_
+from tether.testing.validate import check_anthropic, check_openai
 
 Serve = Callable[[list[Reply]], WireServer]
 JSON = {"content-type": "application/json"}
@@ -404,3 +405,32 @@ def test_a_made_up_tool_name_goes_back_under_a_name_the_apis_take(
     else:
         names = [b["name"] for m in history for b in m["content"] if b["type"] == "tool_use"]
     assert names == [sent]
+
+
+# --- the scripted server refuses what the APIs refuse here -----------------------------------------
+
+
+def test_the_scripted_server_refuses_the_requests_these_apis_refuse() -> None:
+    """tether.testing's server answers 400 to what a real API refuses, so that a test against it
+    sends valid requests: before, it took all three of these, which the APIs refuse."""
+    call = {"id": "c1", "type": "function", "function": {"name": "", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Error: this call named no tool"},
+    ]
+    assert "tool_calls[0].function.name" in (check_openai({"messages": history}) or "")
+    dotted = {**call, "function": {"name": "multi_tool_use.parallel", "arguments": "{}"}}
+    assert "does not match pattern" in (
+        check_openai({"messages": [*history[:1], {**history[1], "tool_calls": [dotted]}, history[2]]}) or ""
+    )
+    blocks = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "no name"}]},
+    ]
+    assert "tool_use.name" in (check_anthropic({"max_tokens": 100, "messages": blocks}) or "")
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    refused = check_anthropic({"max_tokens": 1500, "thinking": thinking, "messages": blocks[:1]})
+    assert refused == "`max_tokens` must be greater than `thinking.budget_tokens`"
+    assert check_anthropic({"max_tokens": 4096, "thinking": thinking, "messages": blocks[:1]}) is None

@@ -15,6 +15,7 @@ __all__ = ["assistant_content_problem", "check_anthropic", "check_openai", "sign
 
 _SECRET = b"tether-scripted-thinking"
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_HISTORY_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
 def sign_thinking(model: str, text: str) -> str:
@@ -42,7 +43,7 @@ def check_openai(body: Any) -> str | None:
         if waiting:
             return f"messages[{i}]: tool_call_ids {waiting} have no response messages"
         if role == "assistant":
-            problem = _assistant_content(i, m)
+            problem = _assistant_content(i, m) or _call_names(i, m)
             if problem:
                 return problem
             waiting = [c["id"] for c in m.get("tool_calls") or []]
@@ -136,6 +137,18 @@ def _assistant_content(i: int, m: dict[str, Any]) -> str | None:
     return None
 
 
+def _call_names(i: int, m: dict[str, Any]) -> str | None:
+    """OpenAI checks the names of the calls in the history as it checks a tool's."""
+    for k, call in enumerate(m.get("tool_calls") or []):
+        name = (call.get("function") or {}).get("name") if isinstance(call, dict) else None
+        if not isinstance(name, str) or not _HISTORY_NAME.match(name):
+            return (
+                f"Invalid 'messages[{i}].tool_calls[{k}].function.name': string does not match pattern. "
+                "Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+            )
+    return None
+
+
 def _check_block(where: str, block: Any, model: str) -> str | None:
     kind = block.get("type") if isinstance(block, dict) else None
     if kind == "text":
@@ -147,7 +160,10 @@ def _check_block(where: str, block: Any, model: str) -> str | None:
     elif kind == "redacted_thinking":
         if not block.get("data"):
             return f"{where}: redacted_thinking needs data"
-    elif kind not in ("image", "tool_use", "tool_result"):
+    elif kind == "tool_use":
+        if not block.get("name"):
+            return f"{where}.tool_use.name: String should have at least 1 character"
+    elif kind not in ("image", "tool_result"):
         return f"{where}: unknown content block type {kind!r}"
     return None
 
@@ -158,6 +174,11 @@ def check_anthropic(body: Any) -> str | None:
         return "body must be an object"
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         return "max_tokens: Field required (a positive integer)"
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget >= body["max_tokens"]:
+            return "`max_tokens` must be greater than `thinking.budget_tokens`"
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
