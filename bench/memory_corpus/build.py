@@ -251,7 +251,7 @@ def rows() -> list[dict[str, str]]:
                 "part": "tune",
             }
         )
-    return out + round_fourteen()  # after every earlier row, which stay as they were
+    return out + round_fourteen() + round_seventeen()  # after every earlier row, which stay as they were
 
 
 def round_two() -> list[dict[str, str]]:
@@ -352,14 +352,19 @@ def round_twelve() -> list[dict[str, str]]:
     from nl_uk_3 import NL_UK_3
     from nl_uk_4 import NL_UK_4
 
-    parts = (NL_UK_1, NL_UK_2, NL_UK_3, NL_UK_4)
+    return _translated((NL_UK_1, NL_UK_2, NL_UK_3, NL_UK_4), "nl_uk_*.py", seed=321)
+
+
+def _translated(parts: tuple[dict[str, dict[str, str]], ...], files: str, seed: int) -> list[dict[str, str]]:
+    """The rows of ``TRANSLATED``'s templates written anew in other languages (``parts``, from
+    ``files``): every template once, in its own fold."""
     texts = {tid: t for part in parts for tid, t in part.items()}
     if len(texts) != sum(map(len, parts)):
-        raise SystemExit("a template is translated twice in nl_uk_*.py")
+        raise SystemExit(f"a template is translated twice in {files}")
     kinds = {tid: kind for templates in TRANSLATED for tid, kind, _ in templates}
     if set(texts) != set(kinds):
-        raise SystemExit(f"nl_uk_*.py and the tuning templates differ: {sorted(set(texts) ^ set(kinds))[:5]}")
-    return round_three([(tid, kinds[tid], texts[tid]) for tid in kinds], seed=321)
+        raise SystemExit(f"{files} and the tuning templates differ: {sorted(set(texts) ^ set(kinds))[:5]}")
+    return round_three([(tid, kinds[tid], texts[tid]) for tid in kinds], seed=seed)
 
 
 def round_eight() -> list[dict[str, str]]:
@@ -393,6 +398,20 @@ def round_thirteen() -> list[dict[str, str]]:
     for templates, seed in ((R13A, 331), (R13B, 332), (R13_NOTES, 333)):
         out += [{**r, "part": "blind"} for r in round_three(templates, seed=seed)]
     return out
+
+
+def round_seventeen() -> list[dict[str, str]]:
+    """Turkish and Polish texts of the tuning templates of rounds three, four and seven to eleven
+    (``tr_pl_*.py``, by other hands, as round twelve's Dutch and Ukrainian), each row in its
+    template's fold, with a generator of its own. Round sixteen tried them at full weight and left
+    them out; ``train.py`` fits them at ``LATE_WEIGHT``. The held-out rows in those languages stay
+    held out."""
+    from tr_pl_1 import TR_PL_1
+    from tr_pl_2 import TR_PL_2
+    from tr_pl_3 import TR_PL_3
+    from tr_pl_4 import TR_PL_4
+
+    return _translated((TR_PL_1, TR_PL_2, TR_PL_3, TR_PL_4), "tr_pl_*.py", seed=161)
 
 
 def main() -> None:
