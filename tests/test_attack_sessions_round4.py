@@ -287,11 +287,13 @@ def test_a_deleted_session_leaves_nothing_to_a_new_one_of_its_name(tmp_path: Pat
     one's. The file and database stores deleted it; now every store does."""
     from tether.sessions import open_session_store
 
-    store = open_session_store(kind, tmp_path)
-    store.append("s", [user("one")])
-    store.save_meta("s", {"prompt_blocks": {"memory": "what the old session knew"}})
-    store.delete("s")
-    assert store.load_meta("s") == {} and store.load("s") == [] and store.list() == []
+    store = open_session_store(kind, tmp_path)  # "memory": the process's one store, other tests' too
+    name = f"deleted-{kind}-{tmp_path.name}"
+    store.append(name, [user("one")])
+    store.save_meta(name, {"prompt_blocks": {"memory": "what the old session knew"}})
+    store.delete(name)
+    assert store.load_meta(name) == {} and store.load(name) == []
+    assert name not in [info.session_id for info in store.list()]
 
 
 def test_the_sqlite_listing_counts_messages_not_damaged_rows(
