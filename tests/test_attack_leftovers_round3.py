@@ -35,6 +35,7 @@ from tether.errors import (
     BadRequestError,
     ConfigError,
     ContextOverflowError,
+    ModelNotFoundError,
     ProviderError,
     RetryableError,
 )
@@ -272,7 +273,7 @@ def test_half_a_million_tools_are_not_all_read_and_leave_one_warning(
     [
         ({"message": "This model's maximum context length is 8192 tokens, you asked for 9000"}, ContextOverflowError),
         ({"message": "Invalid API key provided."}, AuthError),
-        ({"message": "The model `gpt-9` does not exist or you do not have access to it."}, BadRequestError),
+        ({"message": "The model `gpt-9` does not exist or you do not have access to it."}, ModelNotFoundError),
         ({"message": "Rate limit reached for requests"}, RetryableError),
         ({"message": "no", "status": 400}, BadRequestError),
         ({"message": "no", "status": "403"}, AuthError),

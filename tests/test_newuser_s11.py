@@ -132,4 +132,5 @@ def test_scripted_destructive_does_not_claim_a_deletion_that_never_ran(tmp_path:
     assert chat.returncode == 0, chat.stderr
     assert "delete_file needs approval" in chat.stderr and (workspace / "access.log").exists()
     assert "Deleted access.log" not in chat.stdout
-    assert "I do not know whether access.log was deleted: the deletion never finished here." in chat.stdout
+    # the next message declined the waiting deletion (docs/harness.md): the model is told it never ran
+    assert "I did not delete anything" in chat.stdout
