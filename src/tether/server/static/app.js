@@ -806,7 +806,11 @@ function newView() {
 }
 
 function addTurn(view, spec) {
-  const turn = new Turn(view, spec);
+  return placeTurn(view, new Turn(view, spec));
+}
+
+// A turn goes last: the widgets of the turns before it are spent.
+function placeTurn(view, turn) {
   for (const earlier of view.turns) earlier.widgets.forEach(disableWidget);
   view.turns.push(turn);
   $("empty")?.remove();
@@ -835,10 +839,16 @@ async function openSession(sessionId) {
   $("agent-name").textContent = session.agent;
   if (state.agents.some((a) => a.name === session.agent)) $("agent-pick").value = session.agent;
   view.feedback = await loadFeedback(view);
+  // A message sent from here while the session loaded (a quick typist, a slow server) is a turn
+  // already: the history goes before it, and the history's own record of it is not a second turn.
+  const sent = view.turns.splice(0);
+  const mine = new Set(sent.map((turn) => turn.messageId));
   for (const t of session.turns || []) {
+    if (mine.has(t.message_id)) continue;
     const turn = addTurn(view, { text: t.text, messageId: t.message_id, runId: t.run_id });
     follow(turn); // replays the run from the start; a live run keeps streaming after it catches up
   }
+  for (const turn of sent) placeTurn(view, turn);
   $("chat").scrollTop = $("chat").scrollHeight;
 }
 
