@@ -322,10 +322,12 @@ def classify_http_error(
 # provided model identifier is invalid", "The model `x` does not exist", Gemini's "models/x is not
 # found for API version v1main" (its OpenAI-compatible endpoint). Read in the error's type,
 # code and message only; a request refused for its shape, even about a model's abilities ("'max_tokens'
-# is not supported with this model"), says none of these.
+# is not supported with this model"), says none of these. The phrase is looked for up to the end of
+# the sentence: a dot followed by a space or the end; one inside a name (gemini-2.5-flash,
+# llama-3.1-8b) is part of it.
 _MODEL_MISSING = re.compile(
     r"model_not_found|invalid_model|\binvalid model\b|not a valid model|model not exist|unknown model"
-    r"|model identifier is invalid|\bmodels?\b[^.]{0,60}\b(?:does not exist|not found)"
+    r"|model identifier is invalid|\bmodels?\b(?:[^.]|\.(?=\S)){0,80}\b(?:does not exist|not found)"
 )
 
 # Words a 500's body uses when the server rejected the request's shape, not when it failed.
