@@ -24,10 +24,12 @@ def server(served: Any) -> Any:
     return served(agents_module=AGENTS)
 
 
-def test_a_message_sent_while_its_new_session_loads_is_shown_once(page: Page, server: Any) -> None:
-    """Before: the session's view was fetched as the chat opened; a message sent before that answer
-    came was recorded in it, so the history added the message as a second turn (two widgets, the
-    first disabled). Here the answer is held until the message's run has ended."""
+SESSIONS = re.compile(r".*/v1/sessions/.*")
+
+
+def hold_session_views(page: Page) -> list[Route]:
+    """The page's requests for a session's view (its history) are held, unanswered, until
+    :func:`release`; every other request goes on."""
     held: list[Route] = []
 
     def hold(route: Route) -> None:
@@ -36,7 +38,21 @@ def test_a_message_sent_while_its_new_session_loads_is_shown_once(page: Page, se
         else:
             route.continue_()
 
-    page.route(re.compile(r".*/v1/sessions/.*"), hold)
+    page.route(SESSIONS, hold)
+    return held
+
+
+def release(page: Page, held: list[Route]) -> None:
+    for route in held:
+        route.continue_()
+    page.unroute(SESSIONS)
+
+
+def test_a_message_sent_while_its_new_session_loads_is_shown_once(page: Page, server: Any) -> None:
+    """Before: the session's view was fetched as the chat opened; a message sent before that answer
+    came was recorded in it, so the history added the message as a second turn (two widgets, the
+    first disabled). Here the answer is held until the message's run has ended."""
+    held = hold_session_views(page)
     page.goto(server.url)
     expect(page.locator("#me")).to_contain_text("local")
     page.select_option("#agent-pick", "configure")
@@ -46,9 +62,7 @@ def test_a_message_sent_while_its_new_session_loads_is_shown_once(page: Page, se
     expect(last_turn(page).locator(".widget-buttons h3")).to_have_text("Which series?")
     expect(last_turn(page).locator(".status")).to_have_count(0)  # the run has ended
     assert held, "the page asked for the session's view"
-    for route in held:
-        route.continue_()
-    page.unroute(re.compile(r".*/v1/sessions/.*"))
+    release(page, held)
     expect(page.locator(".widget-buttons")).to_have_count(1)
     page.wait_for_load_state("networkidle")
     expect(page.locator(".turn")).to_have_count(1)
@@ -68,24 +82,14 @@ def test_history_comes_before_a_message_sent_while_an_old_session_loads(page: Pa
     session_url = page.url
     send(page, "first question")
     expect(last_turn(page).locator(".status")).to_have_count(0)
-    held: list[Route] = []
-
-    def hold(route: Route) -> None:
-        if route.request.method == "GET" and re.search(r"/v1/sessions/s_\w+$", route.request.url):
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(re.compile(r".*/v1/sessions/.*"), hold)
+    held = hold_session_views(page)
     page.reload()  # the session opened again from its address: its history is asked for, and held
     assert page.url == session_url
     expect(page.locator("#me")).to_contain_text("local")
     send(page, "second question")
     expect(page.locator(".turn")).to_have_count(1)
     expect(last_turn(page).locator(".status")).to_have_count(0)
-    for route in held:
-        route.continue_()
-    page.unroute(re.compile(r".*/v1/sessions/.*"))
+    release(page, held)
     expect(page.locator(".turn")).to_have_count(2)
     expect(page.locator(".turn").nth(0).locator(".user-msg")).to_have_text("first question")
     expect(page.locator(".turn").nth(1).locator(".user-msg")).to_have_text("second question")
