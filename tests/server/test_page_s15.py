@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("playwright")
+pytest.importorskip("playwright", reason="drives Chromium through Playwright, which the [test] extra installs")
 
 from playwright.sync_api import Page, Route, expect
 

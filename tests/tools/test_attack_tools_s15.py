@@ -69,7 +69,10 @@ def outside() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason="no sandbox here")
+@pytest.mark.skipif(
+    not sandbox_status().available,
+    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
+)
 def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,7 +97,10 @@ def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     assert "hidden by the sandbox" in text  # and the model is told why it could not read them
 
 
-@pytest.mark.skipif(not sandbox_status().available, reason="no sandbox here")
+@pytest.mark.skipif(
+    not sandbox_status().available,
+    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
+)
 def test_a_command_cannot_move_a_secret_out_of_its_hidden_path(outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tether run in the home: the sandbox hides ``.local/share/tether`` and ``.config/gcloud`` by
     their paths, so a command that renamed a folder above them (``mv .local .l``) made the next
