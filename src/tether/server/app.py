@@ -1205,10 +1205,7 @@ async def _begin_if_never_began(core: Core, turn: TurnRecord, session_id: str) -
     otherwise get a run that never answers (a stream that ends with no ``done``)."""
     if turn.session_id != session_id or core.manager.is_live(turn.run_id) or _unstarted(core, turn.run_id) is None:
         return
-    busy = core.manager.live_run_of(turn.session_id)
-    if busy is not None:
-        await core.manager.settled(busy)
-    async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step (a resume's too)
+    async with _session_turn(core, turn.session_id):  # its checks and its start, as one step (a resume's too)
         if core.manager.closing:
             raise ApiError(503, "unavailable", "the server is shutting down; try again in a moment")
         prompt = _unstarted(core, turn.run_id)  # after the wait: another request may have begun it
@@ -1297,10 +1294,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
         if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is running, not waiting for a decision")
         _check_agent(core, turn.agent)
-        busy = core.manager.live_run_of(turn.session_id)
-        if busy is not None:
-            await core.manager.settled(busy)
-        async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step
+        async with _session_turn(core, turn.session_id):  # its checks and its start, as one step
             turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
             _check_session_free(core, turn)
             state = _saved_state(core, run_id)
@@ -1397,10 +1391,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is already running")
         _check_agent(core, turn.agent)
-        busy = core.manager.live_run_of(turn.session_id)
-        if busy is not None:
-            await core.manager.settled(busy)
-        async with _one_at_a_time(turn.session_id):  # its checks and its start, as one step
+        async with _session_turn(core, turn.session_id):  # its checks and its start, as one step
             turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
             _check_session_free(core, turn)
             state = _saved_state(core, run_id)
@@ -1625,6 +1616,17 @@ def _check_session_free(core: Core, turn: TurnRecord) -> None:
 
 
 _DECIDING: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+@contextlib.asynccontextmanager
+async def _session_turn(core: Core, session_id: str) -> AsyncIterator[None]:
+    """The session's turn to start or continue a run: once the run it has going (if any) has
+    settled, under :func:`_one_at_a_time`."""
+    busy = core.manager.live_run_of(session_id)
+    if busy is not None:
+        await core.manager.settled(busy)
+    async with _one_at_a_time(session_id):
+        yield
 
 
 def _one_at_a_time(session_id: str) -> asyncio.Lock:
