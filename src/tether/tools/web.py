@@ -560,15 +560,49 @@ class SearxngBackend:
     async def search(self, query: str, limit: int) -> list[dict[str, str]]:
         import httpx
 
-        async with httpx.AsyncClient(timeout=20) as client:
-            response = await client.get(self.url.rstrip("/") + "/search", params={"q": query, "format": "json"})
+        # Named by scheme, host and port only: a URL may carry a user and password.
+        parts = urlsplit(self.url)
+        where = f"the search backend (SearXNG at {parts.scheme}://{parts.hostname or '?'}" + (
+            f":{parts.port})" if parts.port else ")"
+        )
+        later = "No search was made: use web_fetch on a URL you already know, or tell the user the search is down."
+        try:
+            async with httpx.AsyncClient(timeout=20) as client:
+                response = await client.get(self.url.rstrip("/") + "/search", params={"q": query, "format": "json"})
+        except httpx.TimeoutException:
+            raise ToolError(f"{where} did not answer within 20 s. {later}") from None
+        except (httpx.HTTPError, ValueError) as exc:  # refused, unresolvable, a cut connection, a bad URL
+            why = str(exc) or type(exc).__name__
+            raise ToolError(f"{where} could not be reached ({why}). {later}") from None
         if response.status_code >= 400:
-            raise ToolError(f"the search backend answered HTTP {response.status_code}")
-        results = response.json().get("results", [])
+            raise ToolError(
+                f"{where} answered HTTP {response.status_code}"
+                + (
+                    " (its JSON output may be off: formats = [json] in its settings.yml)"
+                    if response.status_code == 403
+                    else ""
+                )
+                + f". {later}"
+            )
+        try:
+            results = response.json().get("results", [])
+            if not isinstance(results, list):
+                raise TypeError
+        except (ValueError, AttributeError, TypeError):
+            raise ToolError(
+                f'{where} answered with what is not SearXNG\'s JSON (a list under "results"); check that '
+                f"[tools.web_search] url is the instance's address and its JSON output is on. {later}"
+            ) from None
         return [
-            {"title": r.get("title", ""), "url": r.get("url", ""), "snippet": r.get("content", "")}
-            for r in results[:limit]
-        ]
+            {"title": _field(r, "title"), "url": _field(r, "url"), "snippet": _field(r, "content")}
+            for r in results
+            if isinstance(r, dict)
+        ][:limit]
+
+
+def _field(result: dict[str, Any], name: str) -> str:
+    value = result.get(name)
+    return value if isinstance(value, str) else ""
 
 
 class WebSearch:
