@@ -43,10 +43,6 @@ CUT_RETRIES = 2  # asks for a smaller call after a cut one, each for half the si
 # A shorter repeat is as likely to be a word said on purpose ("that", then "that's why"): keeping a
 # doubled word is a smaller harm than losing one.
 MIN_SEAM = 8
-# A repeat longer than this is not a seam: looked for no further (each length is a comparison).
-# A continuation that starts the whole answer over, word for word, is found apart (a model told to
-# go on from where it stopped may start again from the top).
-_MAX_SEAM = 2000
 
 CONTINUE = (
     "Your last reply was cut off by the output limit. Continue it from exactly where it stopped, "
@@ -65,11 +61,25 @@ def merge_seam(before: str, after: str) -> tuple[str, str]:
             return after, after[len(before) :]
         if before.startswith(after):
             return before, ""
-    longest = min(len(before), len(after), _MAX_SEAM)
-    for size in range(longest, MIN_SEAM - 1, -1):
-        if before.endswith(after[:size]):
-            return before + after[size:], after[size:]
-    return before + after, after
+    size = _seam(before, after)
+    return before + after[size:], after[size:]
+
+
+def _seam(before: str, after: str) -> int:
+    """The length of the longest end of ``before`` that ``after`` starts with, however long (a
+    model told to go on may repeat its last pages, not only its last words); 0 under ``MIN_SEAM``.
+    Only the places where ``after``'s first characters occur in ``before`` are tried, longest
+    first: a look at every length made a repeat past 2,000 characters a cost no reply could pay,
+    and such a repeat was kept twice."""
+    head = after[:MIN_SEAM]
+    if len(head) < MIN_SEAM:
+        return 0
+    at = before.find(head, max(0, len(before) - len(after)))
+    while at != -1:
+        if after.startswith(before[at:]):
+            return len(before) - at
+        at = before.find(head, at + 1)
+    return 0
 
 
 def is_cut(message: Message | None) -> bool:
@@ -91,7 +101,6 @@ class Continuation:
 
     def __init__(self, cut: AssistantMessage) -> None:
         self.cut = cut
-        self._tail = cut.text[-_MAX_SEAM:]
         self._held: str | None = ""  # None once the seam is decided
         self._restart = True  # what is held is the cut text's start (checked a chunk at a time)
 
@@ -111,7 +120,8 @@ class Continuation:
         whole = self.cut.text
         self._restart = self._restart and whole.startswith(text, len(self._held))
         self._held += text
-        if (self._restart and len(self._held) <= len(whole)) or self._held in self._tail:
+        # Held while it occurs in the cut text: from there it may run on to its end, a seam.
+        if (self._restart and len(self._held) <= len(whole)) or self._held in whole:
             return ""
         new = merge_seam(whole, self._held)[1]
         self._held = None
@@ -125,14 +135,16 @@ class Continuation:
     def merge(self, reply: AssistantMessage) -> AssistantMessage:
         """The cut reply and its continuation as one message. Its usage is the continuation's,
         which describes the whole conversation as it now stands (both calls were charged as they
-        came); its finish reason is the continuation's, so a second cut shows."""
-        merged = merge_seam(self.cut.text, reply.text)[0]
+        came); its finish reason is the continuation's, so a second cut shows. A continuation that
+        said nothing new (no words, or only what was already there) finished nothing: the answer
+        stays cut (it used to end the run ``completed`` with the half-written answer)."""
+        merged, new = merge_seam(self.cut.text, reply.text)
         kept = [p for p in self.cut.content if isinstance(p, ReasoningPart)]
         return self.cut.model_copy(
             update={
                 "content": (*kept, TextPart(text=merged)),
                 "usage": reply.usage,
-                "finish_reason": reply.finish_reason,
+                "finish_reason": reply.finish_reason if new.strip() else CUT,
                 "continuations": (self.cut.continuations or 0) + 1,
             }
         )

@@ -684,8 +684,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
         return Stop(
             "failed",
             f"incomplete: the answer reached max_tokens ({rc.agent.max_tokens}) and its continuation did "
-            f"not finish it (cut again, or it called a tool instead); {kept}. Raise max_tokens, or ask for "
-            "less at once",
+            f"not finish it (cut again, it wrote nothing new, or it called a tool instead); {kept}. Raise "
+            "max_tokens, or ask for less at once",
         )
     if is_cut(last):
         cut = f"the reply reached max_tokens ({rc.agent.max_tokens}) and was cut"
