@@ -112,6 +112,16 @@ def fts_query(words: Sequence[str], *, phrase: bool = False) -> str | None:
     return '"' + " ".join(words) + '"' if phrase else " OR ".join(f'"{w}"' for w in words)
 
 
+# A list of ids as one variable, a JSON array: one variable per id passed SQLite's limit (32,766
+# in a stock build) for a heading over a parts list of 20,000 numbers in the graph's walk, and a
+# filter that keeps more documents than that found nothing ("too many SQL variables").
+_EACH = "(SELECT value FROM json_each(?))"
+
+
+def _each(ids: Iterable[int]) -> str:
+    return json.dumps(sorted({int(i) for i in ids}))
+
+
 def dimension_error(query: int, base: int) -> ConfigError:
     return ConfigError(
         f"the query's vector has {query} dimensions and the base's {base}: the embedder changed; rebuild the base"
@@ -687,8 +697,8 @@ class SqliteKnowledgeStore:
         sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
         args: list[Any] = [match]
         if doc_ids is not None:
-            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
-            args += sorted(doc_ids)
+            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN {_EACH})"
+            args.append(_each(doc_ids))
         sql += " ORDER BY s, rowid LIMIT ?"
         args.append(limit)
         try:
@@ -801,8 +811,8 @@ class SqliteKnowledgeStore:
         ids = sorted(set(doc_ids))
         if not ids:
             return []
-        sql = f"SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(ids))}) ORDER BY doc_id, start_line, id"
-        return [int(r[0]) for r in self._db.execute(sql, ids)]
+        sql = f"SELECT id FROM chunks WHERE doc_id IN {_EACH} ORDER BY doc_id, start_line, id"
+        return [int(r[0]) for r in self._db.execute(sql, (_each(ids),))]
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         wanted = sorted(set(ids))
@@ -823,11 +833,8 @@ class SqliteKnowledgeStore:
         ids = sorted(set(chunk_ids))
         out: dict[int, list[int]] = {}
         if ids:
-            sql = (
-                f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN ({','.join('?' * len(ids))}) "
-                "ORDER BY chunk_id, entity_id"
-            )
-            for cid, eid in self._db.execute(sql, ids):
+            sql = f"SELECT chunk_id, entity_id FROM mentions WHERE chunk_id IN {_EACH} ORDER BY chunk_id, entity_id"
+            for cid, eid in self._db.execute(sql, (_each(ids),)):
                 out.setdefault(cid, []).append(eid)
         return out
 
@@ -836,12 +843,11 @@ class SqliteKnowledgeStore:
         ids = sorted(set(entity_ids))
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
         sql = (
-            f"SELECT a, b, SUM(weight) FROM relations WHERE a IN ({marks}) GROUP BY a, b "
-            f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN ({marks}) GROUP BY a, b ORDER BY 1, 2"
+            f"SELECT a, b, SUM(weight) FROM relations WHERE a IN {_EACH} GROUP BY a, b "
+            f"UNION ALL SELECT b, a, SUM(weight) FROM relations WHERE b IN {_EACH} GROUP BY a, b ORDER BY 1, 2"
         )
-        return [(int(a), int(b), float(w)) for a, b, w in self._db.execute(sql, ids + ids)]
+        return [(int(a), int(b), float(w)) for a, b, w in self._db.execute(sql, (_each(ids), _each(ids)))]
 
     def entity(self, name: str) -> tuple[int, str, str] | None:
         row = self._db.execute("SELECT id, name, kind FROM entities WHERE key = ?", (name.casefold(),)).fetchone()
@@ -852,17 +858,17 @@ class SqliteKnowledgeStore:
         if not ids:
             return []
         sql = (
-            f"SELECT chunk_id, COUNT(*) AS n FROM mentions WHERE entity_id IN ({','.join('?' * len(ids))}) "
+            f"SELECT chunk_id, COUNT(*) AS n FROM mentions WHERE entity_id IN {_EACH} "
             "GROUP BY chunk_id ORDER BY n DESC, chunk_id LIMIT ?"
         )
-        return [int(r[0]) for r in self._db.execute(sql, [*ids, limit])]
+        return [int(r[0]) for r in self._db.execute(sql, (_each(ids), limit))]
 
     def entity_names(self, ids: Iterable[int]) -> dict[int, str]:
         wanted = sorted(set(ids))
         if not wanted:
             return {}
-        sql = f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(wanted))})"
-        return {int(i): str(n) for i, n in self._db.execute(sql, wanted)}
+        sql = f"SELECT id, name FROM entities WHERE id IN {_EACH}"
+        return {int(i): str(n) for i, n in self._db.execute(sql, (_each(wanted),))}
 
     def stats(self) -> dict[str, Any]:
         def one(sql: str) -> Any:

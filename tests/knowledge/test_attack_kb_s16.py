@@ -1,0 +1,53 @@
+"""``tether kb`` attacked from outside, round s16: the graph's fan-out and filters over many
+documents against SQLite's limit on a statement's variables.
+
+Nothing here asserts how long anything took."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tether.knowledge import KnowledgeBase, SqliteKnowledgeStore
+
+
+def _stock_sqlite(kb: KnowledgeBase, limit: int) -> None:
+    """The base's connection limited as SQLite builds are by default: 32,766 variables in one
+    statement since 3.32 (999 before), where Debian's build, the one these tests run on, allows
+    250,000. The tests below need far fewer rows on a stock build to reach it."""
+    assert isinstance(kb.store, SqliteKnowledgeStore)
+    kb.store._db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+
+
+def test_a_heading_over_thousands_of_part_numbers_is_walked_in_graph_searches() -> None:
+    # A parts list of 20,000 numbers under one heading: the heading is related to each of them, so
+    # the walk's second hop asked for the relations of 20,000 entities with one variable each,
+    # 40,000 in all: "sqlite3.OperationalError: too many SQL variables", a traceback from kb search
+    # --mode neighborhood or hierarchical (on Debian's build, from 125,000 part numbers).
+    lines = ["# Parts", ""] + [f"Part PN-{i:06d}-X fits the housing." for i in range(20_000)]
+    kb = KnowledgeBase.open(":memory:")
+    kb.add_text("parts.md", "\n".join(lines))
+    _stock_sqlite(kb, 32_766)
+    for mode in ("neighborhood", "hierarchical"):
+        result = kb.search("housing PN-000005-X", mode=mode, k=5)
+        assert result.hits[0].citation == "parts.md:1-16", mode
+        assert "PN-000005-X" in result.hits[0].chunk.text
+        assert "Parts" in result.entities
+    # Every chunk of the list mentions the heading: a large k asks for the entities of each
+    _stock_sqlite(kb, 999)
+    many = kb.search("housing", mode="neighborhood", k=1_500)
+    assert len(many.hits) == 1_500
+
+
+def test_a_filter_that_keeps_more_documents_than_a_statement_has_variables_still_finds_them() -> None:
+    # --filter family=valves over a base of many documents: the keyword search named each document
+    # kept as a variable, SQLite refused the statement, and the refusal was read as "a query that
+    # matches nothing": no results, where every document held the word.
+    kb = KnowledgeBase.open(":memory:")
+    for i in range(1_200):
+        kb.add_text(f"valve-{i}.md", f"Valve {i} has a brass seat.\n", meta={"family": "valves"})
+    kb.add_text("pump.md", "The pump has a brass seat too.\n", meta={"family": "pumps"})
+    _stock_sqlite(kb, 999)
+    for mode in ("keyword", "hybrid", "hierarchical"):
+        hits = kb.search("brass seat", mode=mode, k=5, filters={"family": "valves"}).hits
+        assert len(hits) == 5, mode
+        assert all(h.chunk.document.startswith("valve-") for h in hits), mode
