@@ -716,7 +716,7 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, sto
             return _view(turn, live) | _NOTHING | damaged
     view = _view(turn, live)
     if state is None:
-        return view | _unsaved(core, turn.run_id, live)
+        return view | _unsaved(core, turn, live)
     result = state.result()
     stale = state.status == "running" and not live  # the server stopped while it ran
     reason = result.reason and hide_home(result.reason, core.settings.home)
@@ -767,12 +767,20 @@ def _view(turn: TurnRecord, live: bool) -> dict[str, Any]:
     }
 
 
-def _unsaved(core: Core, run_id: str, live: bool) -> dict[str, Any]:
+def _unsaved(core: Core, turn: TurnRecord, live: bool) -> dict[str, Any]:
     """A run with no saved state: about to start, or cut before its first save (resumable when
-    its message was kept, see RunManager.accept)."""
+    its message was kept, see RunManager.accept, and is still its session's last)."""
     if live:
         return _NOTHING | {"status": "running", "reason": None, "resumable": False}
-    if _unstarted(core, run_id) is not None:
+    if _unstarted(core, turn.run_id) is not None:
+        turns = core.store.turns(turn.owner, turn.session_id)
+        if turns and turns[-1].run_id != turn.run_id:
+            return _NOTHING | {
+                "status": "interrupted",
+                "resumable": False,
+                "reason": "the server stopped before this run began (nothing was sent to the model), and "
+                "another message was sent in its session since; send it again as a new message",
+            }
         return _NOTHING | {
             "status": "interrupted",
             "resumable": True,
@@ -1404,6 +1412,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
                         "conflict",
                         f"run {run_id} never began and its message was not kept; send the message again",
                     )
+                _check_still_last(core, turn)
                 core.manager.start(turn, prompt, session.chosen if session else {})  # it begins now, as posted
                 return run_view(core, turn)
             _check_resumable(state, body)
@@ -1655,6 +1664,21 @@ async def _check_not_gone_on(core: Core, state: RunState) -> None:
             f"session {state.session_id} went on after run {state.run_id} stopped (another message was "
             "answered), so the run cannot continue: nothing was decided or run. Send what you meant as a "
             f"new message; the run's transcript stays readable at GET /v1/runs/{state.run_id}/transcript",
+        )
+
+
+def _check_still_last(core: Core, turn: TurnRecord) -> None:
+    """A run that never began begins only while its message is the session's last: begun after
+    another message was sent and answered, it would answer a conversation that had gone on past
+    it (its question put after that exchange), as :func:`_begin_if_never_began` holds too."""
+    turns = core.store.turns(turn.owner, turn.session_id)
+    if turns and turns[-1].run_id != turn.run_id:
+        raise ApiError(
+            409,
+            "conflict",
+            f"session {turn.session_id} went on after run {turn.run_id} was accepted (another message was "
+            "sent since), and the run never began, so it does not begin now: nothing was run. Send what "
+            "you meant as a new message",
         )
 
 
