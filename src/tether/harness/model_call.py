@@ -23,7 +23,14 @@ from tether.errors import (
     RunCancelled,
 )
 from tether.events import Event, Fallback, ReasoningDelta, Retry, TextDelta, Turn
-from tether.harness.accounting import accounted, charge, count_abandoned, note_in_flight, side_call
+from tether.harness.accounting import (
+    accounted,
+    charge,
+    count_abandoned,
+    join_in_flight,
+    note_in_flight,
+    side_call,
+)
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
 from tether.harness.length import CUT, Continuation
@@ -46,6 +53,7 @@ from tether.providers.base import (
     distinct_call_ids,
 )
 from tether.providers.http import AnswerTimedOut
+from tether.status import MaxBudgetInterruption
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -112,11 +120,13 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
             _lost(rc, in_flight, streamed, replies, sent=bool(streamed))
             raise
         if isinstance(response, Stop):
-            rc.state.call_in_flight = None  # a policy answered before anything was sent
+            # A policy answered: before anything was sent, or after the provider's replies, which
+            # were billed (a reply a wrap_model_call read and then stopped the run on is charged).
+            _lost(rc, in_flight, streamed, replies, sent=bool(streamed))
             rc.stop(response)
             return
         assert response is not None
-        yield _record(rc, response, plan, continuation)
+        yield _record(rc, response, plan, continuation, replies)
         return
 
 
@@ -320,7 +330,13 @@ async def _send_intent(rc: RunContext, plan: CallPlan) -> CallInFlight:
     return await note_in_flight(rc, prompt, plan.max_tokens)
 
 
-def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuation: Continuation | None) -> Turn:
+def _record(
+    rc: RunContext,
+    response: ModelResponse,
+    plan: CallPlan,
+    continuation: Continuation | None,
+    replies: list[ModelResponse],
+) -> Turn:
     state = rc.state
     # No two calls of the conversation share an id, whatever the provider (the wires see to it for
     # theirs; an in-process model may number its calls anew each reply): decisions and results are
@@ -336,7 +352,9 @@ def _record(rc: RunContext, response: ModelResponse, plan: CallPlan, continuatio
     else:
         state.messages.append(message)
     rc.stale_usage = False  # this reply's prompt count describes the history as it is now
-    usage = message.usage
+    # What the provider billed: every reply it gave this attempt (a wrap_model_call may have asked
+    # twice and kept one), or, when a middleware answered in its place, the answer's own usage.
+    usage = sum((r.message.usage or Usage() for r in replies), Usage()) if replies else message.usage
     charge(rc, usage)  # saved with the reply, in one commit
     if continuation is not None:
         # The merged reply replaces the cut one already on disk (and in the session): a rewrite.
@@ -401,7 +419,7 @@ async def _call(
             return request
     assert isinstance(request, ModelRequest)
     result = await chain_model(
-        stack, rc, lambda req: _provider_call(rc, turn, _shown(rc, req), streamed, replies, continuation)
+        stack, rc, lambda req: _send(rc, turn, _shown(rc, req), streamed, replies, continuation)
     )(request)
     if isinstance(result, ModelResponse) and rc.answer_only and result.message.tool_calls:
         result = ModelResponse(_refuse_calls(result.message, continuation is not None))  # nothing offered, nothing runs
@@ -419,6 +437,56 @@ def _shown(rc: RunContext, request: ModelRequest) -> ModelRequest:
     (tether.harness.view), after every middleware had its say."""
     shown = model_view(request.messages, rc.agent.completed_turns, rc.shown_as)
     return request if shown is request.messages else replace(request, messages=shown)
+
+
+async def _send(
+    rc: RunContext,
+    turn: _Attempt,
+    request: ModelRequest,
+    streamed: list[str],
+    replies: list[ModelResponse],
+    continuation: Continuation | None,
+) -> ModelResponse | Stop:
+    """The innermost ``call_next``: the provider's reply (a ``wrap_model_call`` that asks again in
+    this attempt sends a request the turn's plan did not price: :func:`_ask_again` plans it)."""
+    if replies:
+        again = await _ask_again(rc, turn, request, replies)
+        if isinstance(again, Stop):
+            return again
+        request = again
+    return await _provider_call(rc, turn, request, streamed, replies, continuation)
+
+
+async def _ask_again(
+    rc: RunContext, turn: _Attempt, request: ModelRequest, replies: list[ModelResponse]
+) -> ModelRequest | Stop:
+    """A further request in one attempt (law 6): allowed the output the budget can pay for after
+    the replies this attempt already had (not charged yet: they are when the turn is recorded), or
+    not sent (``budget_exceeded``); noted in flight beside them, so a kill during it counts both."""
+    price, budget = rc.price, rc.agent.max_budget_usd
+    prompt = max([turn.planned_prompt, *(r.message.usage.prompt_tokens for r in replies if r.message.usage)])
+    had = sum(price.cost(r.message.usage) for r in replies if r.message.usage) if price else 0.0
+    max_tokens = request.max_tokens or rc.agent.max_tokens
+    if budget is not None and price is not None:
+        left = budget - rc.state.spent_usd - had
+        affordable = price.affordable_output_tokens(prompt, left)
+        least = max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1)
+        if min(max_tokens, affordable) < least:
+            return Stop(
+                "budget_exceeded",
+                f"a middleware asked {rc.model_name} again in one turn, and the remaining budget "
+                f"(${max(left, 0.0):.6f} of ${budget:.6f}, after the replies it already had) cannot pay for "
+                f"another call: ~{prompt} prompt tokens plus at least {least} output tokens",
+                MaxBudgetInterruption(max_budget_usd=budget, spent_usd=rc.state.spent_usd + had),
+            )
+        if affordable < max_tokens:
+            max_tokens = affordable
+            request = replace(request, max_tokens=max_tokens)
+    worst = price.worst_case(prompt, max_tokens) if price else None
+    own = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
+    join_in_flight(rc.state, own)
+    await rc.persist_durably()
+    return request
 
 
 def _emit_delta(rc: RunContext, kind: StreamKind, text: str) -> None:

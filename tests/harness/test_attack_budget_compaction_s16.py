@@ -1,0 +1,99 @@
+"""Budget, accounting, fallback and compaction attacked from outside (session sixteen).
+
+A model here answers with the usage it is given (or writes all it is allowed), so a reply the run
+was billed for and did not count shows as a cost below what the provider was paid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tether import Agent, run_stream
+from tether.events import Event
+from tether.harness.agent import Stop
+from tether.harness.middleware import Middleware
+from tether.messages import AssistantMessage, TextPart
+from tether.providers.base import ModelRequest, ModelResponse
+from tether.testing import FunctionModel
+from tether.usage import Price, Usage
+
+PRICE = Price(input=1.0, output=1.0)  # dollars per million tokens: 1,000 + 1,000 tokens are $0.002
+
+
+def collect(agent: Agent, prompt: str = "hi") -> list[Event]:
+    async def go() -> list[Event]:
+        return [e async for e in run_stream(agent, prompt)]
+
+    return asyncio.run(go())
+
+
+def billed(messages: list[Any], request: ModelRequest) -> AssistantMessage:
+    """A reply that writes all it is allowed, and says so in its usage."""
+    written = request.max_tokens or 1000
+    return AssistantMessage(
+        content=(TextPart(text="answer"),),
+        finish_reason="stop",
+        usage=Usage(prompt_tokens=1000, completion_tokens=written),
+    )
+
+
+class BlockAfterReply(Middleware):
+    """A policy that reads the reply and ends the run instead of letting it through."""
+
+    async def wrap_model_call(self, ctx: Any, request: ModelRequest, call_next: Any) -> ModelResponse | Stop:
+        await call_next(request)
+        return Stop("failed", "blocked by policy")
+
+
+class AskTwice(Middleware):
+    """A policy that asks the model again and keeps the second answer (a self-check, a retry on a
+    poor answer): both requests were sent, and both are billed."""
+
+    async def wrap_model_call(self, ctx: Any, request: ModelRequest, call_next: Any) -> ModelResponse | Stop:
+        first = await call_next(request)
+        if isinstance(first, Stop):
+            return first
+        return await call_next(request)  # type: ignore[no-any-return]
+
+
+def test_a_reply_a_middleware_stops_the_run_after_is_charged() -> None:
+    """A ``wrap_model_call`` that read the reply and returned a Stop (a documented way to end a
+    run) left the reply the provider billed out of the run's cost: $0 and no tokens."""
+    model = FunctionModel(billed, price=PRICE)
+    result = collect(Agent(model, max_tokens=1000, middleware=[BlockAfterReply()], stream=False))[-1].result
+    assert (result.status, result.reason) == ("failed", "blocked by policy")
+    assert len(model.requests) == 1
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (1000, 1000)
+    assert result.cost_usd == pytest.approx(0.002)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_middleware_that_asks_twice_is_charged_for_both_replies(stream: bool) -> None:
+    """Two requests went out in one turn; the run counted only the reply it recorded."""
+    model = FunctionModel(billed, price=PRICE)
+    result = collect(Agent(model, max_tokens=1000, middleware=[AskTwice()], stream=stream))[-1].result
+    assert result.status == "completed" and len(model.requests) == 2
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (2000, 2000)
+    assert result.cost_usd == pytest.approx(0.004)
+
+
+def test_a_second_ask_in_one_turn_is_planned_inside_the_budget() -> None:
+    """The turn's plan priced one request; the second went out with the same limit, unplanned, and
+    a run with a budget of $0.0035 ended at $0.004. Now the second is allowed what the budget has
+    left after the first reply, or not sent (``budget_exceeded``) when that is too little."""
+    model = FunctionModel(billed, price=PRICE)
+    agent = Agent(model, max_tokens=1000, max_budget_usd=0.0035, middleware=[AskTwice()], stream=False)
+    result = collect(agent)[-1].result
+    assert result.cost_usd is not None and result.cost_usd <= 0.0035
+    assert len(model.requests) == 2 and model.requests[1].max_tokens is not None
+    assert model.requests[1].max_tokens < 1000  # lowered to what was left
+    assert result.status == "completed"
+
+    too_little = Agent(model, max_tokens=1000, max_budget_usd=0.0021, middleware=[AskTwice()], stream=False)
+    model.requests.clear()
+    result = collect(too_little)[-1].result
+    assert result.status == "budget_exceeded" and len(model.requests) == 1, result.reason
+    assert result.cost_usd is not None and 0.0019 < result.cost_usd <= 0.0021
