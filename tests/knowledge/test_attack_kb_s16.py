@@ -51,3 +51,22 @@ def test_a_filter_that_keeps_more_documents_than_a_statement_has_variables_still
         hits = kb.search("brass seat", mode=mode, k=5, filters={"family": "valves"}).hits
         assert len(hits) == 5, mode
         assert all(h.chunk.document.startswith("valve-") for h in hits), mode
+
+
+def test_a_heading_that_holds_the_paths_separator_is_one_entity_under_its_whole_name() -> None:
+    # "## Settings > Network" (a menu path) was the entity "Network", and "## When x > 5" the entity
+    # "5": the section's name was cut from the heading path at its last " > ", which the heading
+    # itself held. entity_chunks with the heading as written found nothing, and another section
+    # named "Network" was taken for the same entity.
+    kb = KnowledgeBase.open(":memory:", chunk_size=64, overlap=8)  # a chunk per section
+    kb.add_text(
+        "ui.md",
+        "# Manual\n\n## Settings > Network\n\nThe proxy field takes host:port for PX-100.\n\n"
+        "## Network\n\nThe cable is CAT-6.\n\n## When x > 5\n\nThe valve opens.\n",
+        markdown=True,
+    )
+    assert [h.citation for h in kb.entity_chunks("Settings > Network").hits] == ["ui.md:5-5"]
+    assert [h.citation for h in kb.entity_chunks("Network").hits] == ["ui.md:7-9"]
+    assert [h.citation for h in kb.entity_chunks("When x > 5").hits] == ["ui.md:11-13"]
+    assert kb.store.entity("5") is None
+    assert "Settings > Network" in kb.search("proxy", mode="neighborhood").entities

@@ -29,6 +29,9 @@ class Chunk:
     end_line: int
     text: str
     heading: str = ""  # "Install > Linux": the Markdown headings the chunk sits under
+    # The last of them whole ("Settings > Network" under "Manual" is a heading of its own, which
+    # the path cannot tell); "" when the chunk was made by hand: the path's last part then
+    section: str = ""
 
     @property
     def indexed_text(self) -> str:
@@ -42,7 +45,7 @@ def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool 
     lines = _LINES.split(text)  # only \n, \r\n and \r: an editor's lines (splitlines() also breaks at ^L)
     if lines and lines[-1] == "":
         lines.pop()
-    headings = _heading_paths(lines) if markdown else [""] * len(lines)
+    headings, sections = _heading_paths(lines) if markdown else ([""] * len(lines), [""] * len(lines))
     starts_section = [markdown and h != (headings[i - 1] if i else "") for i, h in enumerate(headings)]
     chunks: list[Chunk] = []
     start = 0
@@ -62,7 +65,7 @@ def chunk_text(text: str, *, size: int = 512, overlap: int = 64, markdown: bool 
         while last > start + 1 and not lines[last - 1].strip():
             last -= 1
         if body.strip() and (not chunks or last > chunks[-1].end_line):  # a chunk that adds no line is none
-            chunks.append(Chunk(start + 1, last, body, headings[start]))
+            chunks.append(Chunk(start + 1, last, body, headings[start], sections[start]))
         if end >= len(lines):
             break
         # No overlap across a heading: the next chunk belongs to its own section.
@@ -83,9 +86,11 @@ def _overlap_start(lines: list[str], start: int, end: int, size: int, overlap: i
     return back
 
 
-def _heading_paths(lines: list[str]) -> list[str]:
-    """For each line, the path of Markdown headings above it (fenced code is not a heading)."""
+def _heading_paths(lines: list[str]) -> tuple[list[str], list[str]]:
+    """For each line, the path of Markdown headings above it and the last of them (fenced code is
+    not a heading)."""
     out: list[str] = []
+    last: list[str] = []
     stack: list[tuple[int, str]] = []
     path = ""  # one string for the lines under one heading: a new copy per line took gigabytes
     fenced = False
@@ -100,7 +105,8 @@ def _heading_paths(lines: list[str]) -> list[str]:
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
             path = " > ".join(t for _, t in stack)
         out.append(path)
-    return out
+        last.append(stack[-1][1] if stack else "")
+    return out, last
 
 
 def _heading(line: str) -> tuple[int, str] | None:

@@ -120,7 +120,7 @@ class RuleExtractor:
                 if a.casefold() != b.casefold():
                     out.relations.append((a, b, "co_mention", 1.0))
             if chunk.heading:
-                section = chunk.heading.split(" > ")[-1]
+                section = chunk.section or chunk.heading.split(" > ")[-1]
                 out.mention(section, "heading", i)
                 out.relations += [(section, n, "section", 0.5) for n in names if n.casefold() != section.casefold()]
         return out
