@@ -260,7 +260,8 @@ class FunctionTool:
         # One that blocks would hold up streaming and Stop, so the default is a worker thread.
         self.inline = inline
         try:
-            hints = get_type_hints(fn)
+            # include_extras: ``Annotated[str, Field(description=...)]`` keeps what it tells the model.
+            hints = get_type_hints(fn, include_extras=True)
         except NameError as exc:  # a hint naming a class local to a function, under postponed annotations
             raise TypeError(
                 f"@tool cannot read the type hints of {fn.__name__}: {exc}. With `from __future__ import "
@@ -482,6 +483,11 @@ def tool(
     terminal: bool | Literal["answer"] = False,
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Make a tool from a function's type hints and docstring.
+
+    The whole docstring is the description the model reads (an ``Args:`` section in it is not
+    split into the schema); a parameter's own description and limits go in its hint,
+    ``city: Annotated[str, Field(description="...")]``, or its default, ``= Field(...)``. A
+    parameter annotated :class:`ToolContext` receives the run's context and is not offered.
 
     ``@tool`` alone, or ``@tool(read_only=True)`` / ``@tool(needs_approval=True)``. A plain (not
     ``async``) function runs in a worker thread, so it cannot stall the loop; ``inline=True`` runs a

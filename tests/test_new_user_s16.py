@@ -1,0 +1,35 @@
+"""A new user's first agent (session 16): what the README, quick start and API reference lead to."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from tether import Agent, run_sync, tool
+from tether.testing import FunctionModel, call
+
+
+def test_a_parameter_described_with_annotated_field_keeps_its_description_for_the_model() -> None:
+    # get_type_hints() without include_extras dropped the Annotated metadata: the description a
+    # person wrote for the model never reached the schema, and neither did its constraints.
+    @tool
+    def forecast(
+        city: Annotated[str, Field(description="The city, as the person wrote it")],
+        days: Annotated[int, Field(ge=1, le=7, description="How many days ahead")] = 3,
+    ) -> str:
+        """Forecast for a city."""
+        return f"{city}: sunny for {days} days"
+
+    props = forecast.input_schema["properties"]
+    assert props["city"]["description"] == "The city, as the person wrote it"
+    assert props["days"]["description"] == "How many days ahead"
+    assert props["days"]["maximum"] == 7
+
+    def model(messages: list, request: object) -> object:
+        if messages[-1].role == "user":
+            return call("c1", "forecast", {"city": "Lyon", "days": 30})
+        return str(messages[-1].content[0].text)
+
+    result = run_sync(Agent(FunctionModel(model), tools=[forecast]), "weather?")
+    assert "days: Input should be less than or equal to 7" in str(result.output)
