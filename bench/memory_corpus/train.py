@@ -248,8 +248,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
+from tether.memory import _frames, _lexicon  # noqa: E402
 from tether.memory._model import KINDS, _too_short, feature_key, features, sentences, short, word_windows  # noqa: E402
 from tether.memory._normal import normalise  # noqa: E402
+
+# Fit on the lexicon as written (tether.memory._lexicon), not on the tables shipped from the last
+# fit; main() ships its tables with the weights, so that the scan reads the frames it was fitted on.
+_frames.use(_lexicon.tables())
 
 CORPUS = Path(__file__).with_name("corpus.jsonl")
 # The second held-out set (round two), frozen before that round's tuning: never fitted on. Its
@@ -740,6 +745,7 @@ def main() -> None:
     q = np.round(W / scales[:, None]).astype(np.int8)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "scan_model.bin").write_bytes(np.ascontiguousarray(q).tobytes())
+    _frames.SHIPPED.write_text(_lexicon.dumps(_lexicon.tables()), encoding="utf-8")
     (OUT / "scan_model.keys").write_bytes(np.array(keys, dtype="<u4").tobytes())
     (OUT / "scan_model.index").write_bytes(starts.astype("<u4").tobytes())
     header = {

@@ -9,7 +9,8 @@ and gives each kind of injection a score (multinomial logistic regression). Trai
 scale per kind) and the vocabulary live in ``_model/``: ``scan_model.json`` (kinds, biases,
 scales, threshold), ``scan_model.keys`` (the CRC-32 of each feature, unsigned 32-bit
 little-endian, sorted; the weights are in this order), ``scan_model.index`` (65,537 offsets:
-where each value of a key's top 16 bits begins) and ``scan_model.bin`` (int8, one row per kind).
+where each value of a key's top 16 bits begins), ``scan_model.bin`` (int8, one row per kind) and
+``scan_frames.json`` (the intent frames' look-up tables, :func:`tether.memory._lexicon.tables`).
 Standard library only at run time: loading takes a few milliseconds, scoring a note well under
 one, nothing is downloaded.
 """
