@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, run_stream
+from tether.errors import ConfigError
 from tether.events import Event
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware
@@ -97,3 +98,29 @@ def test_a_second_ask_in_one_turn_is_planned_inside_the_budget() -> None:
     result = collect(too_little)[-1].result
     assert result.status == "budget_exceeded" and len(model.requests) == 1, result.reason
     assert result.cost_usd is not None and 0.0019 < result.cost_usd <= 0.0021
+
+
+def test_an_unpriced_fallback_is_told_the_fix_that_works_for_a_fallback() -> None:
+    """``Agent(price=...)`` prices the primary model only: told to pass it for an unpriced fallback,
+    a person who had passed it got the same error again. Now the message names the fallback as such
+    and gives ``Agent(prices={name: ...})``, which is then accepted."""
+    primary = FunctionModel(billed, price=PRICE)
+    fallback = FunctionModel(billed, model_id="other")
+    fallback.price = None  # type: ignore[assignment]
+    agent = Agent(primary, fallback_models=[fallback], max_budget_usd=1.0, price=PRICE)
+    with pytest.raises(ConfigError) as refused:
+        collect(agent)
+    message = str(refused.value)
+    assert "fallback model function/other" in message, message
+    assert "Agent(prices={'function/other': Price(" in message and "Agent(price=" not in message, message
+    fixed = Agent(
+        primary, fallback_models=[fallback], max_budget_usd=1.0, price=PRICE, prices={"function/other": PRICE}
+    )
+    assert collect(fixed)[-1].result.status == "completed"
+
+
+def test_a_model_name_one_typo_from_a_priced_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "not-a-real-key")  # resolved before its price is looked up
+    agent = Agent("openai/gpt-4.1-mni", max_budget_usd=1.0)
+    with pytest.raises(ConfigError, match=r"did you mean openai/gpt-4\.1-mini\?"):
+        collect(agent)
