@@ -89,6 +89,9 @@ class _Held:
     version: str | None = None  # the run row's xmin as this process last read or wrote it
     lost: bool = False  # another process took the run: every later save is refused
     sessions: list[str] = field(default_factory=list)  # the session locks ``conn`` holds for the run
+    # Each held session's row version (xmin of tether_sessions) as this process last read or wrote
+    # it: a session another process wrote while the lock was gone is not written into (None: no row).
+    session_versions: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
@@ -104,6 +107,8 @@ _log = logging.getLogger(__name__)
 # Runs this process holds, per pool. Every store on one pool shares them: a worker that locked a run
 # can hand it to ``run_stream``, which locks it again, whatever store each of them was given.
 _held: weakref.WeakKeyDictionary[Database, dict[str, _Held]] = weakref.WeakKeyDictionary()
+# Sessions this process holds with no run (session_held), per pool.
+_own_sessions: weakref.WeakKeyDictionary[Database, dict[str, _Held]] = weakref.WeakKeyDictionary()
 _held_lock = threading.Lock()
 
 
@@ -151,13 +156,83 @@ def session_held(db: Database, session_id: str, holder: str, then: str = "") -> 
 
     with _translated(db, f"lock session {session_id}"):
         conn = psycopg.connect(db.url, autocommit=True, connect_timeout=10, application_name=f"tether: {holder}"[:63])
+    key = _SESSION_PREFIX + session_id
+    held = _Held(conn, 1, sessions=[key])
     try:
         with _translated(db, f"lock session {session_id}"):
             conn.execute(_KEEPALIVES)  # a machine that vanished lets go within about two minutes
             _lock_session(conn, session_id, then)
-        yield
+            held.session_versions[key] = _session_version(conn, session_id)
+        with _held_lock:
+            _own_sessions.setdefault(db, {})[session_id] = held
+        try:
+            yield
+        finally:
+            with _held_lock:
+                if _own_sessions.get(db, {}).get(session_id) is held:
+                    del _own_sessions[db][session_id]
     finally:
-        conn.close()  # and with it the lock
+        held.conn.close()  # and with it the lock (a connection taken again by a write included)
+
+
+def fence_session(conn: Any, db: Database, session_id: str) -> _Held | None:
+    """Before a write to ``session_id`` commits (in its transaction ``conn``): if this process holds
+    the session (a run's lock, or :func:`session_held`), make sure it still does. Its lock's
+    connection may have ended (a proxy, ``idle_session_timeout``, ``pg_terminate_backend``) while
+    another process took the session: then :class:`RunLockLost` is raised and nothing is written
+    into the other's conversation. When no one else holds it, nor wrote it meanwhile, the lock is
+    taken again (with the run's, which ended with it) and the write goes on. Returns the hold, whose
+    version :func:`session_written` moves on once the write committed (None: not held here)."""
+    key = _SESSION_PREFIX + session_id
+    holds = _session_holds(db, session_id)
+    if not holds:
+        return None
+    row = conn.execute("SELECT xmin::text FROM tether_sessions WHERE session_id = %s FOR UPDATE", (session_id,))
+    version = None if (found := row.fetchone()) is None else str(found[0])
+    for _, held in holds:  # a run of this process that holds it (another may have lost it)
+        if not held.lost and _holds(conn, held.pid, key):
+            return held
+    run_id, held = holds[0]
+    if held.lost:
+        raise _lost(run_id, session_id=session_id)
+    _log.warning("session %s: the connection holding its lock ended; taking the lock again", session_id)
+    if version != held.session_versions.get(key):  # another process continued the conversation meanwhile
+        held.lost = True
+        raise _lost(run_id, session_id=session_id)
+    if run_id is not None:  # the run's lock ended with the same connection: taken again first
+        row = conn.execute("SELECT xmin::text FROM tether_runs WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+        _fence(conn, db, run_id, held, None if row is None else str(row[0]))
+        return held
+    conn_again = _connect(db, f"session {session_id}")
+    if not _try_advisory_lock(conn_again, key):
+        conn_again.close()
+        held.lost = True
+        raise _lost(None, session_id=session_id)
+    with contextlib.suppress(Exception):
+        held.conn.close()
+    held.conn = conn_again
+    return held
+
+
+def _session_holds(db: Database, session_id: str) -> list[tuple[str | None, _Held]]:
+    """This process's holds of ``session_id`` (with the run holding each; None: held with no run):
+    those made on ``db``'s own pool, else those on another pool of the same database."""
+    key = _SESSION_PREFIX + session_id
+    with _held_lock:
+        found: dict[bool, list[tuple[str | None, _Held]]] = {True: [], False: []}
+        for pool, runs in _held.items():
+            if pool.url == db.url:
+                found[pool is db] += [(run_id, held) for run_id, held in runs.items() if key in held.sessions]
+        for pool, sessions in _own_sessions.items():
+            if pool.url == db.url and session_id in sessions:
+                found[pool is db].append((None, sessions[session_id]))
+    return found[True] or found[False]
+
+
+def session_written(held: _Held | None, session_id: str, version: str) -> None:
+    """Note the session's row version a committed write of this process left (see :func:`fence_session`)."""
+    if held is not None:
+        held.session_versions[_SESSION_PREFIX + session_id] = version
 
 
 class PgRunStore:
@@ -196,7 +271,7 @@ class PgRunStore:
                 conn.execute("SET LOCAL synchronous_commit = off")
             count, version, seq = _locked_count(conn, run_id, state.created_at)
             if held is not None:
-                self._fence(conn, run_id, held, version)
+                _fence(conn, self.db, run_id, held, version)
             if state.commit_seq != seq:
                 raise StaleRunError(run_id, state.commit_seq, seq)
             if rewrite or len(messages) < count:
@@ -224,36 +299,6 @@ class PgRunStore:
         if held is not None and held.lost:
             raise _lost(run_id)
         return held
-
-    def _fence(self, conn: Any, run_id: str, held: _Held, version: str | None) -> None:
-        """Make sure this process still holds the run before its save commits (the run's row is
-        locked by ``conn``'s transaction, so no other save can slip in meanwhile)."""
-        still = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND pid = %s AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = "
-            "hashtextextended(%s, 0))",
-            (held.pid, _LOCK_PREFIX + run_id),
-        ).fetchone()[0]
-        if still:
-            return
-        _log.warning("run %s: the connection holding its lock ended; taking the lock again", run_id)
-        try:
-            conn_again = self._take(run_id)
-        except RunHeld:
-            held.lost = True
-            raise _lost(run_id) from None
-        if version is not None and held.version is not None and version != held.version:
-            conn_again.close()  # another process saved the run while this one had let go
-            held.lost = True
-            raise _lost(run_id)
-        for key in held.sessions:  # they ended with the connection too
-            if not _try_advisory_lock(conn_again, key):  # another run continues the conversation now
-                conn_again.close()
-                held.lost = True
-                raise _lost(run_id, f"'s session {key.removeprefix(_SESSION_PREFIX)}")
-        with contextlib.suppress(Exception):
-            held.conn.close()
-        held.conn = conn_again
 
     def load(self, run_id: str) -> RunState:
         _check_run_id(run_id)
@@ -334,37 +379,18 @@ class PgRunStore:
         key = _SESSION_PREFIX + session_id
         with self._translated(f"lock session {session_id}"):
             _lock_session(held.conn, session_id, then)
+            held.session_versions[key] = _session_version(held.conn, session_id)
         held.sessions.append(key)
         try:
             yield
         finally:
             held.sessions.remove(key)
+            held.session_versions.pop(key, None)
             with contextlib.suppress(Exception):  # a connection that ended has let go already
                 held.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
     def _take(self, run_id: str) -> Any:
-        """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
-        whole run would keep a pool connection out of use, and go back to the pool still held)."""
-        import psycopg
-
-        with self._translated(f"lock run {run_id}"):
-            conn = psycopg.connect(
-                self.db.url, autocommit=True, connect_timeout=10, application_name=f"tether: run {run_id}"[:63]
-            )
-            try:
-                conn.execute(_KEEPALIVES)
-                taken = _try_advisory_lock(conn, _LOCK_PREFIX + run_id)
-            except BaseException:
-                conn.close()
-                raise
-        if not taken:
-            conn.close()
-            raise RunHeld(
-                f"run {run_id} is running in another process right now (on this machine or another "
-                "one using the same database); wait for it to stop (or stop it) before resuming it "
-                "here"
-            )
-        return conn
+        return _take(self.db, run_id)
 
     def list(self) -> list[dict[str, Any]]:
         """Headers of every run, newest first (messages are not read), each with its ``message_count``."""
@@ -388,6 +414,89 @@ class PgRunStore:
 
     def close(self) -> None:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
+
+def _holds(conn: Any, pid: int, key: str) -> bool:
+    """Whether the backend ``pid`` holds ``key``'s advisory lock."""
+    return bool(
+        conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND pid = %s AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = "
+            "hashtextextended(%s, 0))",
+            (pid, key),
+        ).fetchone()[0]
+    )
+
+
+def _fence(conn: Any, db: Database, run_id: str, held: _Held, version: str | None) -> None:
+    """Make sure this process still holds the run before its save commits (the run's row is
+    locked by ``conn``'s transaction, so no other save can slip in meanwhile); ``version``: the
+    run row's as ``conn`` read it."""
+    if _holds(conn, held.pid, _LOCK_PREFIX + run_id):
+        return
+    _log.warning("run %s: the connection holding its lock ended; taking the lock again", run_id)
+    try:
+        conn_again = _take(db, run_id)
+    except RunHeld:
+        held.lost = True
+        raise _lost(run_id) from None
+    if version is not None and held.version is not None and version != held.version:
+        conn_again.close()  # another process saved the run while this one had let go
+        held.lost = True
+        raise _lost(run_id)
+    for key in held.sessions:  # they ended with the connection too
+        session_id = key.removeprefix(_SESSION_PREFIX)
+        # another run continues the conversation now, or did while the lock was gone
+        if not _try_advisory_lock(conn_again, key) or (
+            key in held.session_versions and _session_version(conn, session_id) != held.session_versions[key]
+        ):
+            conn_again.close()
+            held.lost = True
+            raise _lost(run_id, f"'s session {session_id}")
+    with contextlib.suppress(Exception):
+        held.conn.close()
+    held.conn = conn_again
+
+
+def _session_version(conn: Any, session_id: str) -> str | None:
+    """The session's row version (its xmin), None when it has no row (or there are no session tables)."""
+    if not conn.execute("SELECT to_regclass('tether_sessions') IS NOT NULL").fetchone()[0]:
+        return None
+    row = conn.execute("SELECT xmin::text FROM tether_sessions WHERE session_id = %s", (session_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _connect(db: Database, what: str) -> Any:
+    """A connection of its own (not pooled) for an advisory lock held as long as ``what`` runs."""
+    import psycopg
+
+    conn = psycopg.connect(db.url, autocommit=True, connect_timeout=10, application_name=f"tether: {what}"[:63])
+    try:
+        conn.execute(_KEEPALIVES)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _take(db: Database, run_id: str) -> Any:
+    """A new connection holding the run's advisory lock (not a pooled one: a lock held for a
+    whole run would keep a pool connection out of use, and go back to the pool still held)."""
+    with _translated(db, f"lock run {run_id}"):
+        conn = _connect(db, f"run {run_id}")
+        try:
+            taken = _try_advisory_lock(conn, _LOCK_PREFIX + run_id)
+        except BaseException:
+            conn.close()
+            raise
+    if not taken:
+        conn.close()
+        raise RunHeld(
+            f"run {run_id} is running in another process right now (on this machine or another "
+            "one using the same database); wait for it to stop (or stop it) before resuming it "
+            "here"
+        )
+    return conn
 
 
 def _locked_count(conn: Any, run_id: str, created_at: float) -> tuple[int, str | None, int]:
@@ -451,10 +560,15 @@ def _lock_session(conn: Any, session_id: str, then: str) -> None:
     )
 
 
-def _lost(run_id: str, what: str = "") -> RunLockLost:
+def _lost(run_id: str | None, what: str = "", *, session_id: str = "") -> RunLockLost:
+    """What a process that lost the run ``run_id`` (or, with no run, the session ``session_id``) is told."""
+    if session_id:
+        what = f"'s session {session_id}" if run_id is not None else f"session {session_id}"
+    name = f"run {run_id}{what}" if run_id is not None else what
+    lock = "the run's" if run_id is not None else "the session's"
     return RunLockLost(
-        f"run {run_id}{what} was taken over by another process after this one lost its hold on it (the "
-        "database connection holding the run's lock ended): nothing more is saved or done here, "
+        f"{name} was taken over by another process after this one lost its hold on it (the "
+        f"database connection holding {lock} lock ended): nothing more is saved or done here, "
         "the other process goes on. If connections are closed when idle (a proxy, "
         "idle_session_timeout), exempt tether's or lengthen the limit."
     )

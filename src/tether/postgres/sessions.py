@@ -90,9 +90,14 @@ class PgSessionStore:
     @contextlib.contextmanager
     def _write(self, session_id: str, doing: str) -> Iterator[Any]:
         """A transaction holding the session's row (made now when new, its time of change set)."""
-        with self._translated(f"{doing} session {session_id}"), self.db.tx() as conn:
-            _touch(conn, session_id)
-            yield conn
+        from tether.postgres.runs import fence_session, session_written
+
+        with self._translated(f"{doing} session {session_id}"):
+            with self.db.tx() as conn:
+                held = fence_session(conn, self.db, session_id)
+                version = _touch(conn, session_id)
+                yield conn
+            session_written(held, session_id, version)
 
     def load(self, session_id: str) -> list[Message]:
         check_session_id(session_id)
@@ -136,13 +141,16 @@ class PgSessionStore:
             yield
 
     def append(self, session_id: str, messages: Sequence[Message]) -> None:
+        from tether.postgres.runs import fence_session, session_written
+
         check_session_id(session_id)
         if not messages:
             return
         bodies = [dump_message(m) for m in messages]
 
-        def append(conn: Any) -> None:
-            _touch(conn, session_id)
+        def append(conn: Any) -> tuple[Any, str]:
+            held = fence_session(conn, self.db, session_id)  # a run that lost the session writes nothing into it
+            version = _touch(conn, session_id)
             # A statement after the row lock sees every append committed before it.
             conn.execute(
                 "INSERT INTO tether_session_messages (session_id, seq, body) "
@@ -151,21 +159,28 @@ class PgSessionStore:
                 "WHERE session_id = %(s)s) AS base",
                 {"s": session_id, "bodies": bodies},
             )
+            return held, version
 
         # Waits for a database away for a moment; an append that landed before the connection
         # broke is not made twice (Database.transact).
         with self._translated(f"append to session {session_id}"):
-            self.db.transact(append)
+            held, version = self.db.transact(append)
+            session_written(held, session_id, version)
 
     def rewrite(self, session_id: str, messages: Sequence[Message]) -> None:
+        from tether.postgres.runs import fence_session, session_written
+
         check_session_id(session_id)
 
-        def rewrite(conn: Any) -> None:
-            _touch(conn, session_id)
+        def rewrite(conn: Any) -> tuple[Any, str]:
+            held = fence_session(conn, self.db, session_id)
+            version = _touch(conn, session_id)
             _replace(conn, session_id, messages)
+            return held, version
 
         with self._translated(f"rewrite session {session_id}"):
-            self.db.transact(rewrite)
+            held, version = self.db.transact(rewrite)
+            session_written(held, session_id, version)
 
     def list(self) -> list[SessionInfo]:
         with self._translated("list the sessions"):
@@ -208,13 +223,14 @@ class PgSessionStore:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
 
 
-def _touch(conn: Any, session_id: str) -> None:
-    """Lock the session's row (made now when new) and set its time of change."""
-    conn.execute(
+def _touch(conn: Any, session_id: str) -> str:
+    """Lock the session's row (made now when new) and set its time of change; the row's new version."""
+    row = conn.execute(
         "INSERT INTO tether_sessions (session_id, updated_at) VALUES (%s, %s) ON CONFLICT "
-        "(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+        "(session_id) DO UPDATE SET updated_at = excluded.updated_at RETURNING xmin::text",
         (session_id, time.time()),
-    )
+    ).fetchone()
+    return str(row[0])
 
 
 def _rows(conn: Any, session_id: str) -> list[tuple[int, str]]:
