@@ -239,6 +239,11 @@ class _Checked(httpx2.AsyncBaseTransport):
         self._limit = limit
         self._sent = sent
         self._answering: dict[str, _CheckedEvents] = {}  # a request's id, as JSON -> its answer's event stream
+        # A request's id, as JSON -> the task sending it and reading its answer's head (and a JSON
+        # answer's body): until then a cancellation ends that task, and with it the connection.
+        self._waiting: dict[str, asyncio.Task[httpx2.Response]] = {}
+        self._cancelled: dict[str, None] = {}  # ids cancelled before their request was sent (the last few)
+        self._sent_ids: dict[str, None] = {}  # ids sent (the last few): their cancellation came late
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         self._sent.note(request)
@@ -246,6 +251,30 @@ class _Checked(httpx2.AsyncBaseTransport):
             self._abandon(request)
         if request.method == "DELETE":
             return await self._end_session(request)
+        request_id = _request_id(request) if request.method == "POST" else None
+        if request_id is None:
+            return await self._answer(request)
+        key = json.dumps(request_id)
+        if key in self._cancelled:  # cancelled before it was sent: the server never needs to see it
+            return _error(request, 200, request_id, "the request was cancelled before it was sent")
+        _remember(self._sent_ids, key)
+        work = asyncio.ensure_future(self._answer(request))
+        self._waiting[key] = work
+        try:
+            return await work
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not work.cancelled() or (current is not None and current.cancelling()):
+                raise  # the session itself is closing (or the error is not ours): as before
+            # Cancelled by tether (a timeout, a Stop) before the server answered: the connection is
+            # closed, so a server that never answers holds nothing for READ_TIMEOUT_S, and what it
+            # sends later is never read. The SDK gets an answer for a request nobody waits for.
+            return _error(request, 200, request_id, "the request was cancelled before the server answered")
+        finally:
+            if self._waiting.get(key) is work:
+                del self._waiting[key]
+
+    async def _answer(self, request: httpx2.Request) -> httpx2.Response:
         try:
             response = await self._inner.handle_async_request(request)
         except httpx2.RemoteProtocolError as exc:  # a header past h11's limit, a broken status line
@@ -309,12 +338,26 @@ class _Checked(httpx2.AsyncBaseTransport):
             return
         params = message.get("params")
         cancelled = params.get("requestId") if isinstance(params, dict) else None
-        stream = self._answering.pop(json.dumps(cancelled), None) if cancelled is not None else None
+        if cancelled is None:
+            return
+        key = json.dumps(cancelled)
+        stream = self._answering.pop(key, None)
         if stream is not None:
             stream.abandoned = True
+        waiting = self._waiting.pop(key, None)
+        if waiting is not None:
+            waiting.cancel()
+        elif stream is None and key not in self._sent_ids:  # not sent yet: a Stop the instant it was asked
+            _remember(self._cancelled, key)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _remember(recent: dict[str, None], key: str) -> None:
+    recent[key] = None
+    while len(recent) > 256:
+        del recent[next(iter(recent))]
 
 
 def _checked_events(
