@@ -6,7 +6,10 @@ its text when it has one. ``isError`` makes the result a tool error the model re
 
 A result is kept within bounds as the built-in tools' are: text past ``max_chars`` (``[mcp.NAME]
 max_result_chars``, default 100,000 like ``read_file``) keeps its head and its tail, with a line
-saying how much was cut between them; an image past ``MAX_IMAGE_BYTES`` is described, not sent.
+saying how much was cut between them; an image past ``MAX_IMAGE_BYTES`` is described, not sent,
+and so is each image that would take one result's images past ``MAX_RESULT_IMAGE_BYTES`` (many
+images each under the limit would make a request no provider takes). How many images a run keeps
+is the agent's ``max_images``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ __all__ = ["DEFAULT_MAX_CHARS", "MAX_IMAGE_BYTES", "bounded", "to_tool_result"]
 
 DEFAULT_MAX_CHARS = 100_000  # the built-in read_file's cap
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # decoded; what the providers accept for one image
+# One result's images, in all, decoded: Anthropic takes requests up to 32 MB (images in base64, a
+# third larger), OpenAI up to 50 MB; a stdio answer may be 64 MiB.
+MAX_RESULT_IMAGE_BYTES = 10 * 1024 * 1024
 SENT_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what every provider takes
 
 
@@ -40,7 +46,9 @@ def to_tool_result(result: types.CallToolResult, max_chars: int = DEFAULT_MAX_CH
 def bounded(parts: list[TextPart | ImagePart], max_chars: int) -> list[TextPart | ImagePart]:
     """``parts`` with their text within ``max_chars`` in all: when it is longer, the text parts
     become one that keeps the first two thirds and the last third of the budget, and says what was
-    cut. Images stay where they were, after the text."""
+    cut. Images stay where they were, after the text. An image that would take them past
+    ``MAX_RESULT_IMAGE_BYTES`` in all is described in a line instead."""
+    parts = _images_bounded(parts)
     total = sum(len(p.text) for p in parts if isinstance(p, TextPart))
     if total <= max_chars:
         return parts
@@ -56,6 +64,25 @@ def bounded(parts: list[TextPart | ImagePart], max_chars: int) -> list[TextPart 
 
     images = [p for p in parts if isinstance(p, ImagePart)]
     return [TextPart(text=cut_middle(text, head, max_chars - head, note)), *images]
+
+
+def _images_bounded(parts: list[TextPart | ImagePart]) -> list[TextPart | ImagePart]:
+    kept: list[TextPart | ImagePart] = []
+    count = size = 0
+    for part in parts:
+        if isinstance(part, ImagePart):
+            n = _decoded(part.data)
+            if size + n > MAX_RESULT_IMAGE_BYTES:
+                limit = MAX_RESULT_IMAGE_BYTES // (1024 * 1024)
+                part = TextPart(
+                    text=f"[image ({part.media_type}, {n:,} bytes): not shown, the {count} images before it in this "
+                    f"result already hold {size:,} bytes, and one result sends the model at most {limit} MiB of "
+                    "images; ask the tool for fewer or smaller ones if it matters]"
+                )
+            else:
+                count, size = count + 1, size + n
+        kept.append(part)
+    return kept
 
 
 def _part(block: Any) -> TextPart | ImagePart | None:

@@ -132,6 +132,39 @@ def name_clash(server: str, other: str) -> str | None:
     )
 
 
+_STRICTNESS = {"never": 0, "destructive": 1, "always": 2}
+# Letters of other scripts drawn like Latin ones (after NFKC and casefold): a server's name that looks
+# like one an override names is held to that override when it is the stricter.
+_LOOK_ALIKE = str.maketrans(
+    "аеорсухіјѕԁһӏԛԝьвкмнтɡαενιοκρτυχϳ",
+    "aeopcyxijsdhlqwbbkmhtgaeviokptuxj",
+)
+
+
+def _skeleton(name: str) -> str:
+    """``name`` as it reads: NFKC (a fullwidth or compatibility form is its plain letter),
+    casefolded, accents and invisible format characters (a zero-width space) dropped, and letters
+    of other scripts drawn like Latin ones made Latin."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name).casefold())
+    plain = "".join(c for c in folded if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
+    return plain.translate(_LOOK_ALIKE).replace("-", "_")
+
+
+def approval_policy(tool: str, overrides: Mapping[str, str], default: str) -> str:
+    """The policy of the server's tool ``tool``: the override naming it exactly (the person's
+    word, looser or stricter); else the strictest of ``default`` and every override whose name reads
+    the same (:func:`_skeleton`): ``send_email = "always"`` holds for a ``send_emaіl`` with a Cyrillic
+    ``і``, a fullwidth or decomposed spelling, so a server cannot dodge it by a look-alike name, while
+    a looser override (``"never"``) is never lent to a name it does not give exactly."""
+    if tool in overrides:
+        return overrides[tool]
+    reads = _skeleton(tool)
+    alike = [policy for name, policy in overrides.items() if _skeleton(name) == reads]
+    return max([default, *alike], key=_STRICTNESS.__getitem__)
+
+
 def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
     """Whether a call asks a person first: ``always``, ``never``, or ``destructive`` by the hints."""
     if policy == "always":
@@ -675,7 +708,7 @@ class McpConnector(Extension):
             if verdict.trimmed:
                 self.trimmed[printable(spec.name)] = verdict.trimmed
             name = tool_name(self.server, spec.name, [*reserved, *(t.name for t in tools)])
-            policy = overrides.get(spec.name, cfg["approval"])
+            policy = approval_policy(spec.name, overrides, cfg["approval"])
             tools.append(McpTool(self, spec, name, policy, verdict.description))
         _warn_left_out(self.server, self.refused, cut)
         if cut is not None:
