@@ -5,7 +5,12 @@ Each test names what a user saw before its fix."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +18,8 @@ import pytest
 from tether import Agent, run_stream
 from tether.events import Event, TextDelta
 from tether.harness.length import Continuation, merge_seam
-from tether.messages import AssistantMessage, TextPart
+from tether.harness.store import RunStore
+from tether.messages import AssistantMessage, TextPart, ToolMessage
 from tether.testing import FunctionModel
 
 
@@ -102,3 +108,108 @@ def test_the_seam_is_found_and_streamed_the_same_however_long_the_repeat() -> No
         start = _LONG.find(after)
         if len(after) >= 100 and start + 8 <= len(before) <= start + len(after):  # an overlap: said once
             assert merged == _LONG[: start + len(after)], (len(before), start, len(after))
+
+
+# -- kill -9 while a finished call of a batch waits for the one before it ---------------------------
+
+# A run whose reply asks for two posts at once (side effects, parallel=True). Post 1 is slow; post 2
+# finishes first. In the first process, post 1 kills the process once post 2 has finished and the
+# run was saved after it (or, when no save comes, a few seconds on). Every post appends a line to
+# effects.log, so the test counts what took effect across processes.
+_CHILD = """
+import asyncio, json, os, signal, sys, time
+from pathlib import Path
+from tether import Agent, RunState, RunStore, run_stream, tool
+from tether.harness.state import approve, reject
+from tether.providers.scripted import Reply, ScriptedModel
+
+home, run_id, mode = sys.argv[1:4]
+saves, ended = [0], {}
+
+class CountingStore(RunStore):
+    def save(self, state, **kw):
+        super().save(state, **kw)
+        saves[0] += 1
+
+def effect(line):
+    fd = os.open(Path(home) / "effects.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.write(fd, (line + "\\n").encode())
+    os.fsync(fd)
+    os.close(fd)
+
+@tool(parallel=True)
+async def post(n: int) -> str:
+    \"\"\"Post message n.\"\"\"
+    effect(f"post {n}")
+    if n == 1 and mode == "first":
+        deadline = time.monotonic() + 3
+        while (2 not in ended or saves[0] <= ended[2]) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGKILL)
+    ended[n] = saves[0]
+    return f"posted {n}"
+
+def scenario(t, tools):
+    return Reply(calls=(("c1", "post", {"n": 1}), ("c2", "post", {"n": 2}))) if t == 0 else Reply(text="done")
+
+async def main():
+    store = CountingStore(Path(home) / "runs")
+    if store.exists(run_id):
+        state, prompt = store.load(run_id), None
+        if mode == "reject":
+            reject(state, reason="post 1 went out")
+        elif mode == "approve":
+            approve(state)
+    else:
+        state, prompt = RunState(run_id=run_id), "post two"
+    async for event in run_stream(Agent(ScriptedModel(scenario), tools=[post]), prompt, state=state, store=store):
+        if event.type == "tool_result":
+            print("result", event.call_id)
+        if event.type == "done":
+            print(event.result.model_dump_json())
+
+asyncio.run(main())
+"""
+
+
+def _child(script: Path, home: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script), str(home), "run_b", mode], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("decision", ["reject", "approve"])
+def test_a_call_that_finished_before_a_kill_mid_batch_is_not_asked_about_nor_run_again(
+    tmp_path: Path, decision: str
+) -> None:
+    """Before: in a batch of two posts run at once, the second finished while the first still ran;
+    its result waited in memory for the first one's. A kill -9 then, and the resumed run stopped
+    for a person about both ("outcome unknown"), though the second had finished and said so: the
+    person had to guess, and an approval sent it again. Its result is now saved as it lands (the
+    transcript still has it after the first's): the resume asks about the first call alone, and
+    the second's result is the one it returned, its post made once."""
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _child(script, home, "first").returncode == -signal.SIGKILL
+    effects = home / "effects.log"
+    assert effects.read_text().splitlines() == ["post 1", "post 2"]
+
+    asked = _child(script, home, "resume")
+    result = json.loads(asked.stdout.splitlines()[-1])
+    assert result["status"] == "interrupted", asked.stderr
+    waiting = result["interruption"]
+    assert (waiting["type"], waiting["call_id"], waiting["together"]) == ("outcome_unknown", "c1", [])
+    assert "result c2" not in asked.stdout  # it waits behind c1, in call order
+
+    done = _child(script, home, decision)
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed", done.stderr
+    state = RunStore(home / "runs").load("run_b")
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [m.call_id for m in results] == ["c1", "c2"]
+    assert results[1].text == "posted 2" and results[1].status == "ok"
+    assert not state.intents
+    posts = effects.read_text().splitlines()
+    assert posts.count("post 2") == 1
+    assert posts.count("post 1") == (2 if decision == "approve" else 1)

@@ -100,6 +100,11 @@ class Intent(BaseModel):
     process: str | None = None
     # A person saw the outcome-unknown stop and approved running the call again.
     rerun: bool = False
+    # The call's result, when it finished while a call before it in its batch still ran: it goes
+    # into the transcript in its place once those have theirs (law 1), and is kept here meanwhile,
+    # saved with the run, so a crash before then does not make a call that finished one of unknown
+    # outcome (a resume records this result; the call does not run again).
+    landed: ToolMessage | None = None
 
 
 class CallInFlight(BaseModel):

@@ -78,25 +78,15 @@ def _record(
     cached_from: str | None = None,
     *,
     save: bool = True,
+    message: ToolMessage | None = None,
 ) -> ToolResultEvent:
-    """Append the call's one result, update statistics, persist (unless the caller saves several
-    at once), and describe it as an event."""
-    if isinstance(text_or_result, ToolResult):
-        parts = tuple(_clean(p) for p in text_or_result.parts())
-        if text_or_result.is_error:  # an error may quote a key (an MCP server's "bad token sk-..."): not kept
-            parts = tuple(TextPart(text=without_secrets(p.text)) if isinstance(p, TextPart) else p for p in parts)
-        if text_or_result.is_error and status == "ok":
-            status = "error"
-    else:
-        parts = (TextPart(text=clean_text(text_or_result)),)
+    """Append the call's one result (``message``, when it was made before: see ``Intent.landed``),
+    update statistics, persist (unless the caller saves several at once), and describe it as an
+    event."""
     state = rc.state
-    words = state.approved_reasons.pop(call.id, None)
-    if words:  # law 4: the person's words with their approval, where the model reads them
-        parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")), *parts)
-    withheld = text_or_result.args_withheld if isinstance(text_or_result, ToolResult) else None
-    message = ToolMessage(
-        call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from, args_withheld=withheld
-    )
+    message = message or _message(rc, call, text_or_result, status, cached_from)
+    status = message.status
+    state.approved_reasons.pop(call.id, None)
     state.messages.append(message)
     state.intents.pop(call.id, None)
     # A decision is for this call's one run: a later call that reuses the id (a model or server
@@ -123,6 +113,31 @@ def _record(
 # commit), only this far: a reply of a thousand names of 50,000 characters made every save of
 # the run write them all again (20 s for 400), and each error quoted its name whole.
 _NAME_SHOWN = 64
+
+
+def _message(
+    rc: RunContext,
+    call: ToolCallPart,
+    text_or_result: str | ToolResult,
+    status: ToolResultStatus,
+    cached_from: str | None,
+) -> ToolMessage:
+    """The call's one result as the transcript holds it."""
+    if isinstance(text_or_result, ToolResult):
+        parts = tuple(_clean(p) for p in text_or_result.parts())
+        if text_or_result.is_error:  # an error may quote a key (an MCP server's "bad token sk-..."): not kept
+            parts = tuple(TextPart(text=without_secrets(p.text)) if isinstance(p, TextPart) else p for p in parts)
+        if text_or_result.is_error and status == "ok":
+            status = "error"
+    else:
+        parts = (TextPart(text=clean_text(text_or_result)),)
+    words = rc.state.approved_reasons.get(call.id)
+    if words:  # law 4: the person's words with their approval, where the model reads them
+        parts = (TextPart(text=clean_text(f"[The user approved this call to {call.name}. Reason: {words}]\n")), *parts)
+    withheld = text_or_result.args_withheld if isinstance(text_or_result, ToolResult) else None
+    return ToolMessage(
+        call_id=call.id, name=call.name, content=parts, status=status, cached_from=cached_from, args_withheld=withheld
+    )
 
 
 def _cut_name(name: str) -> str:
@@ -319,6 +334,7 @@ class _Answered:
     cached_from: str | None = None
     events: tuple[Event, ...] = ()
     halt: Stop | None = None  # a middleware ended the run at this call (its result says why)
+    message: ToolMessage | None = None  # the result as recorded before a crash (``Intent.landed``)
 
 
 @dataclass(slots=True)
@@ -386,6 +402,9 @@ async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _
     or ready to run. The middleware answers before a person is asked: a call it refuses is never
     put to one."""
     state, tool = rc.state, rc.tools.get(call.name)
+    intent = state.intents.get(call.id)
+    if intent is not None and intent.landed is not None:  # it ran and finished: its result, not a question
+        return _Answered(intent.landed.text, intent.landed.status, message=intent.landed)
     if call.id in state.rejected:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
         decision = Decision(state.run_id, call.id, call.name, "rejected", state.rejected[call.id])
@@ -764,7 +783,20 @@ class _InOrder:
             yield item
             return
         self.settled[item.index] = item
+        if item.index > self.next:
+            self._keep(item)
         yield from self.flush()
+
+    def _keep(self, item: _Landed) -> None:
+        """A call that finished while one before it still runs: its result cannot enter the
+        transcript yet, and is kept with its intent (saved with the next save, before its event
+        is told), so a crash meanwhile leaves it finished, not of unknown outcome."""
+        call = self.batch[item.index]
+        intent = self.rc.state.intents.get(call.id)
+        settled = _plain(self.rc, call, item.value)
+        if intent is not None and settled is not None:
+            intent.landed = _message(self.rc, call, *settled, None)
+            self.unsaved = True
 
     def flush(self) -> Iterator[Event]:
         while self.next < len(self.batch) and self.next in self.settled:
@@ -806,7 +838,7 @@ def _settle(rc: RunContext, call: ToolCallPart, item: _Answered | _Landed, *, sa
     call a person or Stop holds stays pending). Saved unless the caller saves several at once."""
     if isinstance(item, _Answered):
         yield from item.events
-        yield _record(rc, call, item.result, item.status, cached_from=item.cached_from, save=save)
+        yield _record(rc, call, item.result, item.status, cached_from=item.cached_from, save=save, message=item.message)
         if item.halt is not None and rc.halt is None:  # the first reason in a batch is the run's
             rc.stop(item.halt)
     elif isinstance(item.value, ToolInterrupt | RunCancelled):
@@ -884,23 +916,35 @@ def _outcome(
         event = _record(rc, call, f"{said}: {stop.reason}", "error", ms, save=save)
         rc.stop(stop)
         return event
-    if isinstance(value, Exception):
-        # The model reads it, the session and trace keep it: no key the tool quoted goes along.
-        event = _record(rc, call, without_secrets(rc.agent.tool_error_text(call.name, value)), "error", ms, save=save)
-        if rc.agent.tool_errors_are_fatal:
-            rc.stop(Stop("failed", f"tool {call.name} failed: {told(value)}"))
+    if isinstance(value, Exception) and rc.agent.tool_errors_are_fatal:
+        event = _record(rc, call, _error_text(rc, call, value), "error", ms, save=save)
+        rc.stop(Stop("failed", f"tool {call.name} failed: {told(value)}"))
         return event
+    plain = _plain(rc, call, value)
+    assert plain is not None
+    return _record(rc, call, *plain, ms, save=save)
+
+
+def _plain(rc: RunContext, call: ToolCallPart, value: Any) -> tuple[str | ToolResult, ToolResultStatus] | None:
+    """The call's result and status when what its work ended with ends nothing else (a result, or
+    a failure that is only the call's); None for a stop (a policy's, a person's, Stop's, or a
+    failure that ends the run)."""
+    if isinstance(value, Stop | _Begun | ToolInterrupt | RunCancelled):
+        return None
+    if isinstance(value, Exception):
+        return None if rc.agent.tool_errors_are_fatal else (_error_text(rc, call, value), "error")
     wrong = _not_a_result(value)
     if wrong is not None:
-        return _record(
-            rc,
-            call,
+        return (
             f"Error: the tool {call.name} returned {wrong}; this is a bug in the tool, not in your arguments.",
             "error",
-            ms,
-            save=save,
         )
-    return _record(rc, call, value, "ok", ms, save=save)
+    return value, "ok"
+
+
+def _error_text(rc: RunContext, call: ToolCallPart, exc: Exception) -> str:
+    # The model reads it, the session and trace keep it: no key the tool quoted goes along.
+    return without_secrets(rc.agent.tool_error_text(call.name, exc))
 
 
 def _not_a_result(value: Any) -> str | None:
