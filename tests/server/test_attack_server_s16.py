@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import shutil
 import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 
 from tests.server.conftest import EXAMPLE_WORKSPACE, read_events, wait_until
+from tests.server.test_api import _waiting_run, finish, send, start_session
 from tests.server.test_restart import Process
 
 ASK = "Which file mentions a timeout?"
@@ -55,3 +59,90 @@ def test_a_run_that_never_began_is_not_begun_by_a_resume_after_its_session_went_
         assert c.get(f"/v1/runs/{cut}").json()["live"] is False
         said = [m for m in c.get(f"/v1/runs/{later}/transcript").json()["messages"] if m["role"] == "user"]
         assert len(said) == 1
+
+
+def _answered_meanwhile(
+    server: Any, monkeypatch: pytest.MonkeyPatch, holder: Any, request: Callable[[httpx.Client], Any]
+) -> Any:
+    """``request`` made while ``holder.load`` (a read of a run's files: a store's, or the class
+    EventLog's) is held until another client has been answered: read on the server's event loop,
+    that other request could not be answered at all. What ``request`` returned."""
+    original = holder.load
+    reading, release = threading.Event(), threading.Event()
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        release.wait(60)  # a long session's files, being read
+        return original(*args, **kwargs)
+
+    if isinstance(holder, type):
+        monkeypatch.setattr(holder, "load", classmethod(lambda cls, *args, **kwargs: held(*args, **kwargs)))
+    else:
+        monkeypatch.setattr(holder, "load", held)
+    answer: list[Any] = []
+
+    def ask() -> None:
+        with server.client() as c:
+            answer.append(request(c))
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    try:
+        assert reading.wait(30), "the files were never read"
+        with httpx.Client(base_url=server.url, timeout=10) as other:
+            assert other.get("/healthz").status_code == 200  # answered while the files are read
+    finally:
+        release.set()
+        asking.join(60)
+    assert answer, "the request got no answer"
+    return answer[0]
+
+
+@pytest.mark.parametrize("read", ["state", "events"])
+def test_a_decision_reads_the_runs_files_while_the_server_answers_others(
+    served: Any, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """A decision (and a resume) read the waiting run's saved state, which holds the session's
+    whole conversation, and its whole event log, on the event loop that answers every request: a
+    long session's run held every other request and stream of the server meanwhile. Both are read
+    off the loop now."""
+    from tether.server import runs
+
+    s = served()
+    with s.client() as c:
+        run_id, events, run = _waiting_run(c)
+        w = run["waiting"]
+        body = {"call_id": w["call_id"], "args_hash": w["args_hash"], "approve": False, "reason": "keep it"}
+        holder = s.app.state.core.manager.runs if read == "state" else runs.EventLog
+        decide = lambda other: other.post(f"/v1/runs/{run_id}/decision", json=body)  # noqa: E731
+        r = _answered_meanwhile(s, monkeypatch, holder, decide)
+        assert r.status_code == 202, r.text
+        more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=events[-1]["id"])
+        assert more[0]["id"] == events[-1]["id"] + 1 and more[-1]["event"] == "done"
+        assert more[-1]["result"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("route", ["session", "runs", "run", "transcript"])
+def test_reading_a_sessions_runs_holds_no_other_request(
+    served: Any, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    """A session's view read each turn's saved run state on the event loop; each holds the
+    conversation up to it, so a session of 200 turns held every other request of the server about a
+    second each time the page opened it (and 500 turns, several), growing with the square of its
+    length; so did the list of runs, a run's view and its transcript. They are read off the loop."""
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        run_id = send(c, sid, ASK)["run_id"]
+        assert finish(c, run_id)[-1]["result"]["status"] == "completed"
+        path = {
+            "session": f"/v1/sessions/{sid}",
+            "runs": "/v1/runs",
+            "run": f"/v1/runs/{run_id}",
+            "transcript": f"/v1/runs/{run_id}/transcript",
+        }[route]
+        store = s.app.state.core.manager.runs
+        r = _answered_meanwhile(s, monkeypatch, store, lambda other: other.get(path))
+        assert r.status_code == 200, r.text
+        shown = "timed out" if route == "transcript" else "completed"  # the answer, or the run's status
+        assert run_id in r.text and shown in r.text, r.text

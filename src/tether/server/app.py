@@ -36,7 +36,7 @@ from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, U
 from tether.harness.agent import Agent
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
-from tether.server.events import hide_home, hide_home_in
+from tether.server.events import EventLog, hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, is_stop
 from tether.server.runs import RunLog, RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
@@ -884,7 +884,7 @@ def _sse(
                 continue
             sent = True  # all that came at once, in one write
             yield _sse_lines(batch)
-        replayed = _replayed(core, run_id) if not sent and after == 0 else []
+        replayed = await asyncio.to_thread(_replayed, core, run_id) if not sent and after == 0 else []
         if replayed:
             yield _sse_lines(replayed)
 
@@ -1055,15 +1055,16 @@ def _session_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
     async def session(session_id: str, user: User) -> dict[str, Any]:
         record = _session(core, session_id, user)
-        turns = [
-            {
-                k: v
-                for k, v in run_view(core, t).items()
-                if k in ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")
-            }
-            for t in core.store.turns(user, session_id)
-        ]
+        # Each turn's run read from its saved state, which holds the conversation up to it: a long
+        # session's are many megabytes in all, read off the event loop (on it, a session of 200
+        # turns held every other request of the server for a second, each time the page opened it).
+        turns = await asyncio.to_thread(_turn_views, core, user, session_id)
         return record.public() | {"turns": turns}
+
+
+def _turn_views(core: Core, user: str, session_id: str) -> list[dict[str, Any]]:
+    shown = ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")
+    return [{k: v for k, v in run_view(core, t).items() if k in shown} for t in core.store.turns(user, session_id)]
 
 
 def _session_edit_routes(app: FastAPI, core: Core) -> None:
@@ -1264,11 +1265,11 @@ def _run_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
     async def runs(user: User, limit: Limit = 100) -> dict[str, Any]:
-        return {"runs": [run_view(core, t) for t in core.store.turns(user)[:limit]]}
+        return {"runs": await asyncio.to_thread(lambda: [run_view(core, t) for t in core.store.turns(user)[:limit]])}
 
     @app.get("/v1/runs/{run_id}", summary="A run: status, usage, cost, what it waits for")
     async def run(run_id: str, user: User) -> dict[str, Any]:
-        return run_view(core, _turn(core, run_id, user))
+        return await asyncio.to_thread(run_view, core, _turn(core, run_id, user))
 
     @app.get(
         "/v1/runs/{run_id}/events",
@@ -1305,7 +1306,7 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
         async with _session_turn(core, turn.session_id):  # its checks and its start, as one step
             turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
             _check_session_free(core, turn)
-            state = _saved_state(core, run_id)
+            state = await asyncio.to_thread(_saved_state, core, run_id)  # a long session's run: megabytes
             asked = waiting(state) if state is not None else None
             if state is None or asked is None or asked.get("call_id") is None:
                 raise ApiError(409, "conflict", f"run {run_id} is not waiting for a decision")
@@ -1334,13 +1335,14 @@ def _decision_routes(app: FastAPI, core: Core) -> None:
             if body.content is not None and question["type"] != "elicitation":  # a rejection's too
                 raise ApiError(400, "bad_request", "content answers an MCP server's question (elicitation) only")
             await _check_not_gone_on(core, state)
+            log = await _read_log(core, run_id)
             _check_still_there_and_free(core, run_id, user)
             if body.approve:
                 approve(state, call_id, reason=body.reason, content=_elicited(question, body.content))
             else:
                 reject(state, call_id, reason=body.reason)
             session = core.store.session(turn.session_id, user)
-            core.manager.resume(turn, state, session.chosen if session else {})
+            _continue(core, turn, state, session.chosen if session else {}, log)
             return run_view(core, turn, state)
 
 
@@ -1386,7 +1388,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         if not core.manager.cancel(run_id, "stopped by the user" if user == LOCAL_USER else f"stopped by {user}"):
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)
-        return run_view(core, turn, stopped=True)
+        return await asyncio.to_thread(run_view, core, turn, stopped=True)
 
     @app.post(
         "/v1/runs/{run_id}/resume",
@@ -1402,7 +1404,8 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         async with _session_turn(core, turn.session_id):  # its checks and its start, as one step
             turn = _turn(core, run_id, user)  # after the waits: another request may have deleted the session
             _check_session_free(core, turn)
-            state = _saved_state(core, run_id)
+            state = await asyncio.to_thread(_saved_state, core, run_id)
+            _check_still_there_and_free(core, run_id, user)  # after that read, as after any
             session = core.store.session(turn.session_id, user)
             if state is None:
                 prompt = _unstarted(core, run_id)
@@ -1417,14 +1420,10 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
                 return run_view(core, turn)
             _check_resumable(state, body)
             await _check_not_gone_on(core, state)
+            log = await _read_log(core, run_id)
             _check_still_there_and_free(core, run_id, user)
-            core.manager.resume(
-                turn,
-                state,
-                session.chosen if session else {},
-                more_turns=body.more_turns,
-                max_budget_usd=body.max_budget_usd,
-            )
+            limits = {"more_turns": body.more_turns, "max_budget_usd": body.max_budget_usd}
+            _continue(core, turn, state, session.chosen if session else {}, log, **limits)
             return run_view(core, turn, state)
 
 
@@ -1434,7 +1433,7 @@ def _record_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
     async def transcript(run_id: str, user: User) -> dict[str, Any]:
         _turn(core, run_id, user)
-        state = _saved_state(core, run_id)
+        state = await asyncio.to_thread(_saved_state, core, run_id)
         return {"run_id": run_id, "messages": [] if state is None else _for_people(state.messages)}
 
     @app.get("/v1/runs/{run_id}/trace", summary="The run's trace lines")
@@ -1443,14 +1442,14 @@ def _record_routes(app: FastAPI, core: Core) -> None:
         from tether.tracing import read_trace
 
         path = core.settings.home / "traces" / f"{run_id}.jsonl"
-        try:
-            lines = read_trace(path)
+        try:  # a long run's trace is megabytes: read off the event loop
+            lines = await asyncio.to_thread(lambda: hide_home_in(read_trace(path), core.settings.home))
         except FileNotFoundError:
             lines = []
         except OSError as exc:  # a symlink planted in its place, a file it cannot read
             why = exc.strerror or str(exc)
             raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
-        return {"run_id": run_id, "lines": hide_home_in(lines, core.settings.home)}
+        return {"run_id": run_id, "lines": lines}
 
 
 def _for_people(messages: list[Any]) -> list[dict[str, Any]]:
@@ -1665,6 +1664,22 @@ async def _check_not_gone_on(core: Core, state: RunState) -> None:
             "answered), so the run cannot continue: nothing was decided or run. Send what you meant as a "
             f"new message; the run's transcript stays readable at GET /v1/runs/{state.run_id}/transcript",
         )
+
+
+async def _read_log(core: Core, run_id: str) -> EventLog | None:
+    """The events of a run about to be continued here, read off the event loop (None: the runs are
+    driven elsewhere, which reads them)."""
+    return await core.manager.read_log(run_id) if isinstance(core.manager, RunManager) else None
+
+
+def _continue(
+    core: Core, turn: TurnRecord, state: RunState, chosen: dict[str, Any], log: EventLog | None, **limits: Any
+) -> None:
+    """Continue a stopped run (a decision's or a resume's), with its events read by :func:`_read_log`."""
+    if isinstance(core.manager, RunManager):
+        core.manager.resume(turn, state, chosen, log=log, **limits)
+    else:
+        core.manager.resume(turn, state, chosen, **limits)
 
 
 def _check_still_last(core: Core, turn: TurnRecord) -> None:

@@ -796,19 +796,33 @@ class RunManager:
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        log: EventLog | None = None,
     ) -> LiveRun:
+        """Continue a stopped run. ``log``: its events as :meth:`read_log` read them (off the event
+        loop) since it stopped; else they are read here."""
         if turn.run_id in self.unrecorded:  # resumed from it, the run would be saved twice from one state
             raise NotRecorded(
                 f"run {turn.run_id} was stopped while the database was away and its stop is saved once it "
                 "is back; resume it in a moment"
             )
-        return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen)
+        return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen, log)
+
+    async def read_log(self, run_id: str) -> EventLog:
+        """A stopped run's events, for :meth:`resume`: read off the event loop, since a long run's
+        log is megabytes, and parsing it on the loop held every other request of the server."""
+        return await asyncio.to_thread(EventLog.load, self.log_path(run_id))
 
     def _launch(
-        self, turn: TurnRecord, state: RunState, prompt: str | None, changes: dict[str, Any], chosen: dict[str, Any]
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        prompt: str | None,
+        changes: dict[str, Any],
+        chosen: dict[str, Any],
+        log: EventLog | None = None,
     ) -> LiveRun:
         agent = self.agents[turn.agent]  # an unknown agent is refused before anything is written or registered
-        log = EventLog.load(self.log_path(turn.run_id))
+        log = log if log is not None else EventLog.load(self.log_path(turn.run_id))
         log.live = True
         live = LiveRun(
             turn.run_id, turn.session_id, CancelSignal(), log, state=state, began_after=log.last_id, turn=turn
