@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 __all__ = [
     "PLANTED",
     "atomic_write",
+    "keep_from_commands",
+    "kept_from_commands",
     "open_own",
     "open_private",
     "planted",
@@ -32,6 +34,24 @@ __all__ = [
 # O_NONBLOCK), a folder (EISDIR), anything else but a regular file (EINVAL: the check of open_own and
 # read_own).
 PLANTED = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR, errno.EINVAL})
+
+
+_KEPT: dict[str, None] = {}  # see keep_from_commands
+
+
+def keep_from_commands(path: Path | str, *, database: bool = False) -> None:
+    """Mark ``path`` (a folder, or with ``database`` an SQLite file and its ``-wal``, ``-shm`` and
+    ``-journal``) as tether's own data: conversations, runs, traces, tokens. The OS sandbox hides
+    it from every shell command, wherever it is (``tether.tools._jail``): a store configured
+    outside tether's home (``session_store = "sqlite:/srv/tether/sessions.db"``) was readable."""
+    where = os.path.abspath(path)
+    for name in (where, *((f"{where}-wal", f"{where}-shm", f"{where}-journal") if database else ())):
+        _KEPT[name] = None
+
+
+def kept_from_commands() -> list[Path]:
+    """The paths :func:`keep_from_commands` marked in this process."""
+    return [Path(p) for p in list(_KEPT)]
 
 
 def private_dir(path: Path) -> None:

@@ -42,6 +42,7 @@ from tether.errors import ConfigError, StoreError, UserError
 from tether.fileio import (
     atomic_write,
     in_the_way,
+    keep_from_commands,
     open_own,
     planted,
     private_dir,
@@ -479,6 +480,7 @@ class JsonlSessionStore:
         self.root = Path(root)
         self.fsync = fsync
         self._unsynced: set[str] = set()  # sessions appended to without fsync since their last one
+        keep_from_commands(self.root)  # conversations: never readable by a sandboxed command
         try:
             private_dir(self.root)
             # A name no one can guess, made new (O_EXCL): a link planted in advance is never written
@@ -895,6 +897,7 @@ class SqliteSessionStore:
 
         self.path = Path(path)
         self._lock = threading.RLock()
+        keep_from_commands(self.path, database=True)  # conversations: never readable by a sandboxed command
         try:
             private_file(self.path)  # like the JSONL store's files
             self._db = set_up_sqlite(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import UserError
 from tether.events import Event, snake_keys, to_trace
-from tether.fileio import open_own, read_own
+from tether.fileio import keep_from_commands, open_own, read_own
 
 if TYPE_CHECKING:
     from tether.harness.context import Tracer
@@ -34,6 +34,7 @@ class JsonlTracer:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        keep_from_commands(self.root)  # what was said and done: never readable by a sandboxed command
         self._fd: int | None = None
         self._run_id: str | None = None
         self._torn = False

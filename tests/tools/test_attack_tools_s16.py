@@ -1,5 +1,9 @@
 """Round s16 of attacks on the tools and the sandbox.
 
+- tether's own stores and traces kept outside its home (``session_store =
+  "sqlite:/srv/tether/sessions.db"``, ``--session-store jsonl:DIR``, a ``RunStore`` or
+  ``JsonlTracer`` given a folder in code) were readable by every sandboxed command: the sandbox hid
+  tether's home only, and these hold every conversation;
 - ``web_search`` against a SearXNG that is down, or that answers with what is not its JSON, gave
   the model the library's own words (``All connection attempts failed``, ``Expecting value: line 1
   column 1 (char 0)``, ``'list' object has no attribute 'get'``) instead of what happened and
@@ -10,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,13 +26,72 @@ from typing import Any
 import pytest
 
 from tether.cancel import CancelSignal
+from tether.harness.store import RunStore
+from tether.messages import TextPart, UserMessage
+from tether.sessions import JsonlSessionStore, SqliteSessionStore
 from tether.tools.base import ToolContext, ToolError, validate_arguments
+from tether.tools.sandbox import sandbox_status
+from tether.tools.shell import RunCommand, ShellSettings
 from tether.tools.web import SearxngBackend, WebSearch
+from tether.tracing import JsonlTracer
+
+needs_sandbox = pytest.mark.skipif(
+    not sandbox_status().available,
+    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
+)
 
 
 def call(t: Any, cwd: Path, arguments: dict[str, Any]) -> Any:
     ctx = ToolContext(cwd=cwd, signal=CancelSignal())
     return asyncio.run(t.execute(validate_arguments(t, json.dumps(arguments)), ctx))
+
+
+def text_of(out: Any) -> str:
+    return out if isinstance(out, str) else str(out.content)
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside /tmp (the sandbox's /tmp is its own, so a secret there proves nothing)."""
+    root = Path(tempfile.mkdtemp(prefix="tether-s16-", dir="/var/tmp"))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# --- tether's stores kept outside its home ---------------------------------------------------------
+
+
+@needs_sandbox
+def test_stores_and_traces_kept_outside_tethers_home_are_hidden_from_commands(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thome, data, ws = outside / "thome", outside / "srv", outside / "ws"
+    for folder in (thome, data, ws):
+        folder.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(thome))
+    JsonlSessionStore(data / "sessions").append(
+        "s1", [UserMessage(content=(TextPart(text="JSONL-CONVERSATION-SECRET"),))]
+    )
+    SqliteSessionStore(data / "sessions.db").append(
+        "s1", [UserMessage(content=(TextPart(text="SQLITE-CONVERSATION-SECRET"),))]
+    )
+    RunStore(data / "runs")
+    (data / "runs").mkdir(exist_ok=True)  # made at a run's first save
+    (data / "runs" / "r1.json").write_text("RUN-TRANSCRIPT-SECRET")
+    JsonlTracer(data / "traces")
+    (data / "traces").mkdir(exist_ok=True)  # made at a run's first line
+    (data / "traces" / "r1.jsonl").write_text("TRACE-SECRET")
+    JsonlTracer(thome / "traces")
+    (thome / "traces").mkdir()  # inside tether's home, hidden already: a second cover must not break it
+    (data / "notes.txt").write_text("beside the stores, not tether's")
+
+    command = f"cat {data}/sessions/* {data}/sessions.db* {data}/runs/* {data}/traces/*; grep -ra SECRET {data}; cat {data}/notes.txt"
+    said = text_of(call(RunCommand(ShellSettings()), ws, {"command": command}))
+
+    assert "SECRET" not in said.replace("grep -ra SECRET", "")
+    assert "beside the stores, not tether's" in said  # the command ran, and the folder is not hidden whole
 
 
 # --- web_search: a SearXNG that is down or answers nonsense --------------------------------------

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.errors import StaleRunError, StoreError, UserError
-from tether.fileio import PLANTED, atomic_write, open_own, planted, private_dir, read_own
+from tether.fileio import PLANTED, atomic_write, keep_from_commands, open_own, planted, private_dir, read_own
 from tether.harness.state import RunState
 from tether.messages import dump_message, load_message
 
@@ -371,6 +371,7 @@ class RunStore:
 
     def __init__(self, root: Path | str, *, fsync: bool = True, group: GroupSync | None = None) -> None:
         self.root = Path(root)
+        keep_from_commands(self.root)  # transcripts: never readable by a sandboxed command
         self.fsync = fsync
         # Every run saved through this store shares its fsyncs (group commit); pass one GroupSync
         # to several stores on the same disk to share them across stores too.

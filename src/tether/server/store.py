@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
-from tether.fileio import planted, private_file, set_up_sqlite
+from tether.fileio import keep_from_commands, planted, private_file, set_up_sqlite
 
 __all__ = [
     "FeedbackRecord",
@@ -173,6 +173,7 @@ class SqliteServerStore:
         self._required = False  # auth_required() once it said yes (it never goes back)
         try:
             if str(path) != ":memory:":
+                keep_from_commands(self.path, database=True)  # token hashes: never readable by a sandboxed command
                 private_file(self.path)
                 self.path.chmod(0o600)  # even one made earlier: it holds token hashes
                 for side in ("-wal", "-shm"):  # SQLite would fail later, on every write, naming none

@@ -141,9 +141,10 @@ def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
     """The existing paths to hide: the secrets of every home, tether's home, and ``extra``, and
     what the links directly inside those folders lead to (see :func:`_linked_from`)."""
     from tether.config import _platform_data_dir
+    from tether.fileio import kept_from_commands
 
     wanted = [h / name for h in homes() for name in SECRETS]
-    wanted += [tether_home(), _platform_data_dir(), *extra]
+    wanted += [tether_home(), _platform_data_dir(), *extra, *kept_from_commands()]
     found = list(dict.fromkeys(real(p) for p in wanted if os.path.lexists(p)))  # most do not exist
     return list(dict.fromkeys([*found, *(t for p in found for t in _linked_from(p))]))
 
@@ -283,8 +284,11 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
     if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
         args += ["--ro-bind", str(cwd), str(cwd)]
     args += _writable_args(jail)
-    for path in jail.hidden:
-        if not inside(cwd, path):  # a workspace inside a secret folder is the user's own choice
+    hidden = [path for path in jail.hidden if not inside(cwd, path)]  # a workspace in one: the user's choice
+    for path in hidden:
+        # One inside another hidden folder is hidden with it (bubblewrap could not make its mount
+        # point in that folder's read-only cover: every command failed).
+        if not any(other in path.parents for other in hidden):
             args += _hide(path)
     for source, target in jail.binds:
         args += ["--bind", str(source), target]
