@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, run_stream
+from tether import Agent, run_stream, tool
 from tether.errors import ConfigError
-from tether.events import Event
+from tether.events import Event, ToolResultEvent
 from tether.harness.agent import Stop
-from tether.harness.middleware import Middleware
-from tether.messages import AssistantMessage, TextPart
+from tether.harness.middleware import Middleware, SummarizeByMessageCount, ToolCallLimitPerTurn
+from tether.messages import AssistantMessage, TextPart, UserMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse
+from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 from tether.usage import Price, Usage
 
@@ -124,3 +125,34 @@ def test_a_model_name_one_typo_from_a_priced_one_is_named(monkeypatch: pytest.Mo
     agent = Agent("openai/gpt-4.1-mni", max_budget_usd=1.0)
     with pytest.raises(ConfigError, match=r"did you mean openai/gpt-4\.1-mini\?"):
         collect(agent)
+
+
+@tool(read_only=True)
+def look(n: int) -> str:
+    """Look at item n."""
+    return f"seen {n}"
+
+
+def test_summarize_by_message_count_keeps_the_request_and_the_turns_limits() -> None:
+    """``SummarizeByMessageCount`` summarised the person's latest request with the rest (the model
+    read a paraphrase of it, or nothing), and the replies and results of that request went with it,
+    so ``ToolCallLimitPerTurn(limit=5)`` let a sixth, seventh ... fourteenth call of one request run:
+    the count started again at zero after each summary. Now its summary is made as compaction's is:
+    the request word for word, and the turn's calls recorded for the limits."""
+    shown: list[list[Any]] = []
+
+    def model(messages: list[Any], request: ModelRequest) -> Any:
+        if not request.tools and "Summarize" in text_of(messages):
+            return "summary: looked at some items."
+        shown.append(messages)
+        n = len(shown)
+        return "done" if n > 14 else Reply("", [(f"c{n}", "look", {"n": n})])
+
+    middleware = [SummarizeByMessageCount(trigger=8, keep=4), ToolCallLimitPerTurn(limit=5)]
+    agent = Agent(FunctionModel(model), tools=[look], middleware=middleware, dedupe_read_only=False)
+    events = collect(agent, "Look at the items one by one: request #42")
+    assert events[-1].result.status == "completed"
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [r.ok for r in results] == [True] * 5 + [False] * 9
+    assert any(isinstance(m, UserMessage) and m.summary_turns for m in shown[-1])  # it did summarise
+    assert "Look at the items one by one: request #42" in text_of(shown[-1])

@@ -288,7 +288,7 @@ class SummarizeByMessageCount(Middleware):
     keep: int = 50
 
     async def before_model(self, ctx: RunContext, request: ModelRequest) -> ModelRequest | Stop:
-        from tether.harness.compaction import summarize, summary_message
+        from tether.harness.compaction import _latest_request, summarize, summary_message, turn_record
 
         messages = ctx.state.messages
         if len(messages) <= self.trigger:
@@ -312,7 +312,11 @@ class SummarizeByMessageCount(Middleware):
             summary = await summarize(ctx, talk) if talk else "(no conversation, only tool calls)"
         except ProviderError:
             return request  # keep the history as it is; the next call tries again
-        messages[:cut] = [summary_message(summary, conversation_turns(older))]
+        # As compaction's summary: the person's latest request, if it was among the older messages,
+        # kept word for word (it was paraphrased, or lost), and the replies and results of that
+        # request recorded, so the per-turn limits still count them (they started again at zero).
+        latest, record = _latest_request(messages, cut), turn_record(messages, cut)
+        messages[:cut] = [summary_message(summary, conversation_turns(older), latest, record)]
         ctx.persist(rewrite=True)
         return replace(request, messages=messages)
 
