@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +141,117 @@ def test_a_run_whose_lock_connection_ended_with_no_one_else_there_goes_on(
     tb.join(30)
     assert out_b[0].status == "completed", out_b
     assert texts(PgSessionStore(elsewhere).load("s_shared")) == ["A question", "A answer", "B question", "B answer"]
+
+
+# --- a worker killed while its model's answer streamed ---------------------------------------------
+
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWER = "Your order left the warehouse this morning and arrives on Friday."
+
+
+def streaming_agent(asked: Any, kill: bool, answer: str = ANSWER) -> Agent:
+    """Streams ``answer`` in pieces, noting each question in ``asked``; with ``kill``, the process
+    SIGKILLs itself once the first piece is in the run's stream (the reply is not saved yet)."""
+    import asyncio
+    import os
+
+    from tether.providers.scripted import ResponseDone, StreamText, split_text
+
+    class Streaming(FunctionModel):
+        async def stream(self, request: Any) -> Any:
+            response = await self.complete(request)
+            for i, piece in enumerate(split_text(answer)):
+                yield StreamText(piece)
+                if kill and i == 0:
+                    from tether.postgres.db import database
+
+                    db = database(os.environ["S16_URL"])
+                    deadline = time.monotonic() + 60  # a hang guard: the piece is written in a moment
+                    while not db.execute("SELECT 1 FROM tether_events WHERE kind = 'text_delta'"):
+                        assert time.monotonic() < deadline, "the first piece never reached the stream"
+                        await asyncio.sleep(0.01)
+                    os.kill(os.getpid(), 9)
+            yield ResponseDone(response)
+
+    def reply(messages: list[Any], request: object) -> Reply:
+        with open(asked, "a") as f:
+            f.write("asked\n")
+        return Reply(text=answer)
+
+    return Agent(Streaming(reply))
+
+
+CHILD = r"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from tests.postgres.test_attack_pg_s16 import streaming_agent
+from tether.dispatch.worker import Worker
+from tether.postgres.db import database
+
+url, run_id, asked, home = sys.argv[2], sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5])
+os.environ["S16_URL"] = url
+Worker(home=home, agents={"answer": streaming_agent(asked, True)}, db=database(url)).drive(run_id)
+sys.exit(3)  # the kill never came
+"""
+
+
+@pytest.mark.parametrize("again", ["same", "other"])
+def test_a_worker_killed_while_the_answer_streamed_does_not_leave_the_client_the_answer_twice(
+    pg_url: str, tmp_path: Any, again: str
+) -> None:
+    """A worker SIGKILLed while its model's answer streamed: the first words were in the run's
+    stream, the reply not saved. The worker that got RabbitMQ's redelivery asked the model again
+    (the reply was never recorded) and streamed the whole answer after those words: every client
+    showed "Your order left Your order left the warehouse ...". Now the stream holds the answer
+    once when the model says the same again (``same``); when it says something else (``other``),
+    the words already shown are followed by a ``retry`` event that says the answer was asked
+    again, before the new answer."""
+    import json
+    import subprocess
+    import sys
+
+    from tether.dispatch.worker import Worker
+    from tether.postgres.db import database
+
+    other = "Friday, by noon."
+    asked = tmp_path / "asked.log"
+    survivor = streaming_agent(asked, False, ANSWER if again == "same" else other)
+    worker = Worker(home=tmp_path / "home", agents={"answer": survivor}, db=database(pg_url))
+    try:
+        jobs = worker.jobs
+        jobs.enqueue(
+            run_id="r_cut",
+            session_id="s_cut",
+            owner="local",
+            agent="answer",
+            kind="start",
+            prompt="where is my order?",
+            chosen={},
+            config={"message_id": "m1", "trace_id": "t" * 32},
+        )
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, str(ROOT), pg_url, "r_cut", str(asked), str(tmp_path / "child")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert child.returncode == -9, child.stderr[-2000:]
+        assert worker.drive("r_cut") == "driven"  # RabbitMQ's redelivery
+        events = [(kind, json.loads(data)) for _, kind, data in jobs.events_after("r_cut", 0)]
+    finally:
+        worker.close()
+    kinds = [kind for kind, _ in events]
+    shown = "".join(data["text"] for kind, data in events if kind == "text_delta")
+    assert kinds.count("done") == 1 and kinds.count("turn") == 1, kinds
+    assert asked.read_text().splitlines() == ["asked", "asked"]  # the lost reply is asked for again
+    if again == "same":
+        assert shown == ANSWER
+        assert "retry" not in kinds
+    else:
+        first = ANSWER.split(" ")[0]
+        assert shown.startswith(first) and shown.endswith(other) and shown.count(other) == 1, shown
+        retry = kinds.index("retry")
+        assert kinds.index("text_delta") < retry < len(kinds) - 1 - kinds[::-1].index("text_delta")
+        assert "asked again" in events[retry][1]["reason"]

@@ -169,7 +169,7 @@ class Worker:
                 text="",
                 created=0.0,
             )
-            replayed = self._replay(state, writer) if not new else Replayed(())
+            shown = self._replay(state, writer) if not new else _Shown(job.run_id, Replayed(()), "")
             # As a server's own runs: its MCP connectors act for the job's user (their own sealed
             # tokens, never this machine's `tether mcp login`), and nobody is asked at this terminal.
             with acting_for(job.owner):
@@ -178,8 +178,8 @@ class Worker:
                         saw_done = True
                         continue
                     data = event_data(event, job.chosen)
-                    if not replayed.repeats(event.type, data):  # a call cut short and run again starts once
-                        writer.append(event.type, for_clients(data, self.home))
+                    for kind, out in shown.live(event.type, data):  # what the stream lacks of it
+                        writer.append(kind, for_clients(out, self.home))
                     saw_done = saw_done or event.type == "done"
         except StillAway:
             away = True  # the job stays running: the dispatcher looks again, and the run goes on from its last save
@@ -246,7 +246,7 @@ class Worker:
             else:
                 yield event
 
-    def _replay(self, state: RunState, writer: EventWriter) -> Any:
+    def _replay(self, state: RunState, writer: EventWriter) -> _Shown:
         """Write the events ``state`` implies that the run's stream lacks (a worker killed after a
         save, before its events reached the database), and return what the stream holds."""
         import json
@@ -255,17 +255,21 @@ class Worker:
 
         kept: list[tuple[str, dict[str, Any]]] = []
         after = 0
+        ended = False  # whether the stream's last turn or end is an end (a part of the run over)
         while rows := self.jobs.events_after(state.run_id, after, 500):
             kept += [
                 (kind, json.loads(data))
                 for _, kind, data in rows
                 if kind in ("turn", "tool_start", "tool_result", "text_delta")
             ]
+            ended = next((kind == "done" for _, kind, _ in reversed(rows) if kind in ("turn", "done")), ended)
             after = rows[-1][0]
         replayed = Replayed(kept)
         for data in implied_events(state, replayed):
             writer.append(data["type"], data)
-        return replayed
+            ended = ended and data["type"] != "turn"
+        # Text streamed that no saved reply holds: a worker killed while its model's answer streamed.
+        return _Shown(state.run_id, replayed, "" if ended else replayed.streamed)
 
     def _agent(self, job: Job) -> Agent:
         agent = self.agents.get(job.agent)
@@ -286,6 +290,57 @@ class Worker:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(close_clients())
                 loop.close()
+
+
+class _Shown:
+    """What a resumed run's stream shows already (``replayed``: its turns and calls), and ``text`` of
+    a reply its last worker never saved (killed while the answer streamed): that reply, asked again,
+    is streamed without what the clients show of it already; one that says something else follows a
+    ``retry`` event saying so, and is streamed whole."""
+
+    def __init__(self, run_id: str, replayed: Any, text: str) -> None:
+        self.run_id = run_id
+        self.replayed = replayed
+        self.text = text  # shown, not yet matched by the new reply's text
+        self.matched = ""  # the new reply's text so far, all of it shown already
+
+    def live(self, kind: str, data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The events to write for the live event ``kind`` (``data``)."""
+        if self.replayed.repeats(kind, data):  # a call cut short and run again starts once
+            return []
+        if not self.text:
+            return [(kind, data)]
+        if kind == "text_delta" and isinstance(data.get("text"), str):
+            text: str = data["text"]
+            if self.text.startswith(text):  # shown already
+                self.text, self.matched = self.text[len(text) :], self.matched + text
+                return []
+            if text.startswith(self.text):  # the rest of it is new
+                rest, self.text = text[len(self.text) :], ""
+                return [(kind, {**data, "text": rest})] if rest else []
+            return [*self._again(), (kind, {**data, "text": self.matched + text})]
+        if kind in ("turn", "tool_start", "approval_required", "done"):  # the reply ended short of it
+            return [
+                *self._again(),
+                *([("text_delta", {**_delta(self.run_id), "text": self.matched})] if self.matched else []),
+                (kind, data),
+            ]
+        return [(kind, data)]  # (its reasoning, a retry, a fallback: no text of the reply)
+
+    def _again(self) -> list[tuple[str, dict[str, Any]]]:
+        from tether.events import Retry
+        from tether.server.events import event_data
+
+        self.text = ""
+        reason = "the answer was asked again: the worker that streamed the text above stopped before it was saved"
+        return [("retry", event_data(Retry(self.run_id, 1, reason, 0.0)))]
+
+
+def _delta(run_id: str) -> dict[str, Any]:
+    from tether.events import TextDelta
+    from tether.server.events import event_data
+
+    return event_data(TextDelta(run_id, ""))
 
 
 KEEP_EVENTS_DAYS = 7.0
