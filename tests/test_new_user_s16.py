@@ -33,3 +33,22 @@ def test_a_parameter_described_with_annotated_field_keeps_its_description_for_th
 
     result = run_sync(Agent(FunctionModel(model), tools=[forecast]), "weather?")
     assert "days: Input should be less than or equal to 7" in str(result.output)
+
+
+def test_a_provider_built_in_code_with_its_key_asks_for_the_model_it_was_given() -> None:
+    # The way to give a key from code (a secrets manager, not the environment) is to build the
+    # provider; Agent(OpenAIChatProvider(api_key=...)) sent the provider's name, "openai", as the
+    # model, and no argument said which model to ask for (tether's own tests set an attribute).
+    from tether.providers.anthropic import AnthropicProvider
+    from tether.providers.openai_chat import OpenAIChatProvider
+    from tether.testing import ScriptedServer
+
+    with ScriptedServer() as server:
+        provider = OpenAIChatProvider(server.base_url, api_key="sk-from-a-vault", model_id="hello")
+        result = run_sync(Agent(provider), "hi")
+        assert result.status == "completed", result.reason
+        assert result.output
+
+        provider_a = AnthropicProvider(server.root_url, api_key="sk-ant-from-a-vault", model_id="hello")
+        result = run_sync(Agent(provider_a), "hi")
+        assert result.status == "completed", result.reason

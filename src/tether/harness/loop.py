@@ -53,7 +53,7 @@ from tether.harness.view import keep_latest_images
 from tether.harness.waiting import forget_waiting, note_waiting, unwaited
 from tether.messages import AssistantMessage, UserMessage, clean_text
 from tether.providers.base import STOPPED_BY_PROVIDER
-from tether.providers.registry import resolve_provider
+from tether.providers.registry import instance_model, resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import EMPTY_ANSWER, RESUMABLE, RunResult
 from tether.tokens import count_tokens, counter_for, encoding, encoding_loaded
@@ -70,8 +70,7 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
         provider, model_id, name = resolved.provider, resolved.model_id, resolved.name
     elif hasattr(model, "complete") or hasattr(model, "stream"):
         provider = model
-        model_id = str(getattr(provider, "model_id", provider.name))
-        name = f"{provider.name}/{model_id}"
+        model_id, name = instance_model(provider)
     else:
         where = "model" if primary else "fallback_models"
         raise ConfigError(f"{where}: {model!r} is neither a model string (provider/model) nor a Provider")

@@ -227,9 +227,10 @@ class ModelExtractor:
             self.provider: Provider = resolved.provider
             self.model_id, self.model_name = resolved.model_id, resolved.name
         else:
+            from tether.providers.registry import instance_model
+
             self.provider = model
-            self.model_id = str(getattr(model, "model_id", model.name))
-            self.model_name = f"{model.name}/{self.model_id}"
+            self.model_id, self.model_name = instance_model(model)
         overrides = dict(getattr(settings, "prices", None) or {})
         self.price = price or getattr(self.provider, "price", None) or lookup_price(self.model_name, overrides)
         if max_budget_usd is not None and self.price is None:

@@ -555,11 +555,14 @@ class AnthropicProvider:
         key_variable: str = "ANTHROPIC_API_KEY",
         timeout_s: float = 600.0,
         transport: Any = None,
+        model_id: str | None = None,
     ) -> None:
         source = f"the base URL given to the {name} provider" if base_url else "ANTHROPIC_BASE_URL"
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self.base_url = checked_base_url(normalise_base_url(base), source)
         self.name = name
+        # What an Agent given this provider asks for (its API's model id: "claude-sonnet-4-5").
+        self.model_id = model_id
         if credentials is None:
             key = api_key or os.environ.get(key_variable)
             given = f"the api_key given to the {name} provider" if api_key else f"the key in {key_variable}"

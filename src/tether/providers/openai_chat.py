@@ -622,12 +622,15 @@ class OpenAIChatProvider:
         send_cache_key: bool | None = None,
         timeout_s: float = 600.0,
         transport: Any = None,
+        model_id: str | None = None,
     ) -> None:
         source = next((v for v in ("LLM_BASE_URL", "OPENAI_BASE_URL") if os.environ.get(v)), "")
         base = base_url or (os.environ[source] if source else DEFAULT_BASE_URL)
         source = f"the base URL given to the {name} provider" if base_url else source
         self.base_url = checked_base_url(normalise_base_url(base), source)
         self.name = name
+        # What an Agent given this provider asks for (its API's model id: "gpt-4.1-mini").
+        self.model_id = model_id
         if credentials is None:
             names, withheld = _key_names(key_variable, self.base_url, base_url is None)
             found = next((name for name in names if os.environ.get(name)), None)

@@ -14,7 +14,14 @@ from typing import Any
 from tether.errors import ConfigError
 from tether.providers.base import Provider
 
-__all__ = ["BUILTIN_PROVIDERS", "ResolvedModel", "canonical_model", "configured_models", "resolve_provider"]
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "ResolvedModel",
+    "canonical_model",
+    "configured_models",
+    "instance_model",
+    "resolve_provider",
+]
 
 _PREFIXES = (
     ("gpt-", "openai"),
@@ -46,6 +53,14 @@ def canonical_model(model: str) -> str:
         f"cannot tell which provider serves {model!r}: write it as provider/model, "
         "e.g. openai/gpt-4.1-mini, anthropic/claude-sonnet-4-5 or scripted/plan"
     )
+
+
+def instance_model(provider: Any) -> tuple[str, str]:
+    """The model id a :class:`Provider` given as an instance is asked for (its ``model_id``, as
+    ``OpenAIChatProvider(..., model_id="gpt-4.1-mini")`` sets it; without one, its own name) and
+    its ``provider/model`` name."""
+    model_id = str(getattr(provider, "model_id", None) or provider.name)
+    return model_id, f"{provider.name}/{model_id}"
 
 
 def resolve_provider(model: str, settings: Any = None) -> ResolvedModel:
