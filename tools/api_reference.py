@@ -14,6 +14,7 @@ import importlib
 import inspect
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,9 @@ def _entry(module: str, name: str, obj: Any) -> list[str]:
     if hasattr(obj, "__metadata__"):  # a type alias (Annotated): what it stands for, not typing's docstring
         origin = re.sub(r"\b(?:tether|typing)\.[\w.]*\.(\w+)", r"\1", str(obj.__origin__))
         return [f"### `{name}`", "", f"A type in `{module}`: `{origin}`.", ""]
+    if typing.get_origin(obj) is typing.Literal:  # RunStatus: its values, not Literal's call signature
+        values = ", ".join(f"`{v!r}`" for v in typing.get_args(obj))
+        return [f"### `{name}`", "", f"A type in `{module}`: one of {values}.", ""]
     if inspect.isclass(obj):
         # A pydantic model's signature depends on what was imported before: its fields say it instead.
         plain = issubclass(obj, BaseException) or hasattr(obj, "model_fields")

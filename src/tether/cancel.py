@@ -21,6 +21,12 @@ T = TypeVar("T")
 
 
 class CancelSignal:
+    """One Stop for a whole run: the provider call, every tool, sub-agents and retries' waits listen
+    to it. Pass one as ``signal=`` to :func:`~tether.run_sync` (or ``run``, ``run_stream``) and fire it
+    with :meth:`cancel_threadsafe` from another thread (:meth:`cancel` on the run's own event loop):
+    the run ends ``interrupted`` (reason ``cancelled: <reason>``) and can be resumed. ``cancelled`` and
+    ``reason`` say whether and why it fired. A child made with ``parent`` fires with its parent."""
+
     def __init__(self, parent: CancelSignal | None = None) -> None:
         self._reason: str | None = None
         self._futures: list[asyncio.Future[None]] = []
@@ -55,12 +61,15 @@ class CancelSignal:
                 logging.getLogger("tether").exception("a cancellation callback failed")
 
     def cancel_threadsafe(self, reason: str = "cancelled") -> None:
+        """:meth:`cancel` from another thread (a UI's Stop button, a timer): safe while the run's
+        event loop is busy."""
         if self._loop is not None and self._loop.is_running():
             self._loop.call_soon_threadsafe(self.cancel, reason)
         else:
             self.cancel(reason)
 
     def add_callback(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` when the signal fires (a tool stopping work it started)."""
         self._callbacks.append(callback)
 
     def remove_callback(self, callback: Callable[[str], None]) -> None:
@@ -68,6 +77,7 @@ class CancelSignal:
             self._callbacks.remove(callback)
 
     def raise_if_cancelled(self) -> None:
+        """Raise :class:`~tether.errors.RunCancelled` if the signal has fired (a check between steps)."""
         if self._reason is not None:
             raise RunCancelled(self._reason)
 

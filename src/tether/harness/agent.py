@@ -24,6 +24,9 @@ StopCondition = Callable[[Sequence[Step]], "bool | Stop | None"]
 
 
 def step_count_is(n: int) -> StopCondition:
+    """A stop condition (``Agent(stop_when=[...])``): end the run ``max_turns_exceeded`` once the
+    model has been asked ``n`` times in it, its last calls answered."""
+
     def condition(done: Sequence[Step]) -> Stop | None:
         if len(done) >= n:
             return Stop("max_turns_exceeded", f"step count reached {n}")
@@ -33,6 +36,10 @@ def step_count_is(n: int) -> StopCondition:
 
 
 def has_tool_call(name: str) -> StopCondition:
+    """A stop condition (``Agent(stop_when=[...])``): end the run ``completed`` once the model has
+    called ``name`` and the call has run; the output is the reply's text (often ""), so to make a
+    tool's result the answer, give the tool ``terminal=True`` instead (:func:`~tether.tool`)."""
+
     def condition(done: Sequence[Step]) -> Stop | None:
         if done and any(c.name == name for c in done[-1].message.tool_calls):
             return Stop("completed", f"the model called {name}")

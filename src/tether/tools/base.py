@@ -71,6 +71,11 @@ class ToolInputError(Exception):
 
 @dataclass(slots=True)
 class ToolResult:
+    """What a tool returns when a string is not enough (a tool may return a plain ``str``, or any
+    value, which is given as JSON). ``content``: text, or text and images, for the model.
+    ``is_error``: the call failed (the model reads the text as an error; it counts in the run's
+    ``tool_stats``); raising :class:`ToolError` does the same."""
+
     content: str | list[TextPart | ImagePart]
     is_error: bool = False
     # Something for a person to act on (a form, buttons: tether.server.widgets) shown by a page
