@@ -255,3 +255,71 @@ def test_a_worker_killed_while_the_answer_streamed_does_not_leave_the_client_the
         retry = kinds.index("retry")
         assert kinds.index("text_delta") < retry < len(kinds) - 1 - kinds[::-1].index("text_delta")
         assert "asked again" in events[retry][1]["reason"]
+
+
+# --- the listener of a node or worker ----------------------------------------------------------------
+
+
+def test_making_a_listener_does_not_wait_for_a_database_that_does_not_answer() -> None:
+    """A node makes its listener on its event loop when its first stream starts, a worker as it
+    starts. With the database not answering (a host gone from the network, a failover in progress:
+    the connection is accepted, or waits, and no answer comes), ``Listener(...)`` waited 15 s for
+    it, and the node's whole event loop with it: every stream, request and /healthz of the node
+    stood still. Now it returns at once and connects on its own thread (and gives up on a
+    connection after ``connect_timeout_s``, to try again)."""
+    import socket
+
+    from tether.dispatch.jobs import Listener
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    made, held = threading.Event(), threading.Event()
+    answered: list[bool] = []
+
+    def silent() -> None:  # takes the connection, and says nothing until the listener was made
+        server.settimeout(30)
+        conn, _ = server.accept()
+        held.set()
+        answered.append(made.wait(12))  # a hang guard, shorter than the 15 s the listener waited
+        conn.close()
+
+    t = threading.Thread(target=silent)
+    t.start()
+    listener = Listener(f"postgresql://tether@127.0.0.1:{port}/tether", ("tether_events",), lambda c, r: None)
+    made.set()
+    try:
+        t.join(40)
+        assert held.is_set() and answered == [True]  # made while its connection still waited for an answer
+    finally:
+        listener.close()
+        server.close()
+
+
+def test_a_listener_tells_its_followers_to_look_again_once_it_listens(pg_url: str) -> None:
+    """Since making a listener no longer waits for its connection, a notification sent before it
+    LISTENs is not heard: once it listens, it tells every follower to look again (a stop asked
+    meanwhile reaches its run), and what is sent next is heard."""
+    import psycopg
+
+    from tether.dispatch.jobs import Listener
+
+    heard: list[tuple[str, str | None]] = []
+    listening = threading.Event()
+
+    def on(channel: str, run_id: str | None) -> None:
+        heard.append((channel, run_id))
+        if run_id is None:
+            listening.set()
+
+    listener = Listener(pg_url, ("tether_cancel",), on)
+    try:
+        assert listening.wait(30)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_notify('tether_cancel', 'r_1')")
+        deadline = time.monotonic() + 30  # a hang guard
+        while ("tether_cancel", "r_1") not in heard:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert heard[0] == ("tether_cancel", None)
+    finally:
+        listener.close()

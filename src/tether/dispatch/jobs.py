@@ -390,8 +390,12 @@ class EventWriter:
 
 class Listener:
     """One connection per process that LISTENs and calls ``on(channel, run_id)`` for each
-    notification (on its own thread). It reconnects when the connection drops, and then calls
-    ``on(channel, None)``: something may have been missed, every follower should look again."""
+    notification (on its own thread). Each time it connects (the first time, and again after the
+    connection dropped), it calls ``on(channel, None)``: something may have been missed, every
+    follower should look again. Making one does not wait for the database (a node makes its
+    listener on its event loop, as its first stream starts)."""
+
+    connect_timeout_s = 10  # a database that does not answer is tried again after this long
 
     def __init__(self, url: str, channels: tuple[str, ...], on: Callable[[str, str | None], None]) -> None:
         self.url = url
@@ -399,26 +403,30 @@ class Listener:
         self.on = on
         self._stop = threading.Event()
         self._conn: Any = None
-        self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tether-listen", daemon=True)
         self._thread.start()
-        self._ready.wait(15)
 
     def _run(self) -> None:
         import psycopg
 
-        first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True) as conn:
+                # It sits idle between notifications: keepalives find a peer that vanished (and keep a
+                # load balancer or NAT from dropping the idle connection without a word).
+                with psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=self.connect_timeout_s,
+                    keepalives=1,
+                    keepalives_idle=30,
+                    keepalives_interval=10,
+                    keepalives_count=3,
+                ) as conn:
                     self._conn = conn
                     for channel in self.channels:
                         conn.execute(f"LISTEN {channel}")
-                    self._ready.set()
-                    if not first:
-                        for channel in self.channels:
-                            self.on(channel, None)
-                    first = False
+                    for channel in self.channels:  # what was sent before LISTEN took effect is looked for
+                        self.on(channel, None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             self.on(note.channel, note.payload)
@@ -426,7 +434,6 @@ class Listener:
                 if self._stop.is_set():
                     return
                 _log.warning("listening for run events failed (%s); reconnecting", exc)
-                self._ready.set()
                 self._stop.wait(0.5)
 
     def close(self) -> None:
