@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, run_stream
+from tether import Agent, RunState, run_stream, run_sync, tool
 from tether.events import Event, TextDelta
 from tether.harness.length import Continuation, merge_seam
-from tether.harness.store import RunStore
+from tether.harness.store import RunStore, read_header
+from tether.harness.tool_exec import _KEPT_MAX
 from tether.messages import AssistantMessage, TextPart, ToolMessage
+from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
 
 
@@ -213,3 +215,44 @@ def test_a_call_that_finished_before_a_kill_mid_batch_is_not_asked_about_nor_run
     posts = effects.read_text().splitlines()
     assert posts.count("post 2") == 1
     assert posts.count("post 1") == (2 if decision == "approve" else 1)
+
+
+def test_results_waiting_behind_a_slow_call_are_saved_as_they_land_up_to_a_bound(tmp_path: Path) -> None:
+    """The results that wait with their intents are written again at every save of the batch (the
+    run's header carries them): they are kept there as they land, up to ``_KEPT_MAX`` at once;
+    past that a result waits in memory as before, so a batch of large results behind one slow call
+    does not make every save write them all."""
+    size, others = 10_000, 40
+    done: list[int] = []
+    seen: dict[str, Any] = {}
+    state = RunState(run_id="run_k")
+
+    @tool(parallel=True)
+    async def post(n: int) -> str:
+        """Post message n."""
+        if n:
+            done.append(n)
+            return f"posted {n} " + "x" * size
+        for _ in range(300):  # until every other call landed and the run saved what it keeps of them
+            await asyncio.sleep(0.01)
+            header = read_header(tmp_path / "runs" / "run_k") or {}
+            landed = {k: v["landed"] for k, v in header.get("intents", {}).items() if v.get("landed")}
+            if len(done) == others and landed and landed == seen.get("landed"):
+                break
+            seen["landed"] = landed
+        return "posted 0"
+
+    def model(messages: list[Any], request: Any) -> Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return Reply(text="done")
+        return Reply(calls=tuple((f"c{n}", "post", {"n": n}) for n in range(others + 1)))
+
+    agent = Agent(FunctionModel(model), tools=[post], max_parallel_tools=others + 1)
+    result = run_sync(agent, "post", state=state, store=RunStore(tmp_path / "runs"))
+    assert result.status == "completed"
+    kept = seen["landed"]
+    assert 0 < len(kept) < others  # some wait on disk, not all: the bound held
+    assert sum(len(json.dumps(v, separators=(",", ":"))) for v in kept.values()) <= _KEPT_MAX * 1.1
+    assert all(v["content"][0]["text"].startswith("posted ") for v in kept.values())
+    results = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert [m.call_id for m in results] == [f"c{n}" for n in range(others + 1)] and not state.intents

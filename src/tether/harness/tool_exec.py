@@ -40,6 +40,7 @@ from tether.messages import (
     ToolResultStatus,
     canonical_arguments,
     clean_text,
+    dump_message,
     parse_arguments,
 )
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
@@ -766,6 +767,12 @@ async def _one(
         rc.sink.put(_Landed(i, value, (time.perf_counter() - started) * 1000))
 
 
+# How much of a batch's results may wait with their intents at once (see _InOrder._keep). The run's
+# header carries them, and is written again at each save while they wait: a thousand results of
+# 2 KB behind one slow call made every save of the batch write 2 MB.
+_KEPT_MAX = 256 * 1024
+
+
 class _InOrder:
     """Records a batch's results in call order as they become available."""
 
@@ -775,6 +782,7 @@ class _InOrder:
         self.started: set[int] = set()
         self.fresh: set[str] = set()  # the calls whose intents this batch noted
         self.unsaved = False  # results recorded and not saved yet (see saved)
+        self.kept: dict[int, int] = {}  # the calls whose results wait with their intents: their sizes
 
     def take(self, item: Any) -> Iterator[Event]:
         """What the batch's pump yielded: a call that finished (its result, and any after it now
@@ -794,12 +802,18 @@ class _InOrder:
         call = self.batch[item.index]
         intent = self.rc.state.intents.get(call.id)
         settled = _plain(self.rc, call, item.value)
-        if intent is not None and settled is not None:
-            intent.landed = _message(self.rc, call, *settled, None)
-            self.unsaved = True
+        if intent is None or settled is None:
+            return
+        message = _message(self.rc, call, *settled, None)
+        size = len(dump_message(message))
+        if sum(self.kept.values()) + size > _KEPT_MAX:  # it waits in memory, as a result in hand does
+            return
+        intent.landed, self.kept[item.index] = message, size
+        self.unsaved = True
 
     def flush(self) -> Iterator[Event]:
         while self.next < len(self.batch) and self.next in self.settled:
+            self.kept.pop(self.next, None)
             self.next += 1
             self.unsaved = True
             yield from _settle(self.rc, self.batch[self.next - 1], self.settled[self.next - 1], save=False)
