@@ -136,8 +136,9 @@ def test_a_message_sent_again_after_a_kill_before_its_run_began_is_answered(serv
             if n == 0:
                 assert events[-1]["event"] == "done", [e["event"] for e in events]
                 assert events[-1]["result"]["status"] == "completed" and events[-1]["run_id"] == runs[0]
-            else:  # its session went on: not begun now, its Resume (or a new message) is the way
-                assert [e["event"] for e in events] == ["started"]
+            else:  # its session went on: not begun now (its stream ends as the restart ended it)
+                assert [e["event"] for e in events] == ["started", "done"]
+                assert events[-1]["result"]["status"] == "interrupted"
                 assert c.get(f"/v1/runs/{runs[1]}").json()["status"] == "interrupted"
         transcript = c.get(f"/v1/runs/{runs[0]}/transcript").json()["messages"]
         assert [m["role"] for m in transcript].count("user") == 1

@@ -146,3 +146,53 @@ def test_reading_a_sessions_runs_holds_no_other_request(
         assert r.status_code == 200, r.text
         shown = "timed out" if route == "transcript" else "completed"  # the answer, or the run's status
         assert run_id in r.text and shown in r.text, r.text
+
+
+def test_a_run_cut_by_a_kill_ends_its_stream_with_a_done_that_says_so_after_the_restart(
+    served: Any, tmp_path: Path
+) -> None:
+    """``tether serve`` killed (-9) mid-run, then started again: the run's stream ended after its
+    last event with no ``done``, however often it was read, so a browser's EventSource (which
+    reconnects whenever a stream ends) asked again every second for ever, and a client could not
+    tell the run had stopped from a dropped connection. At its start the server now ends such a run's
+    events with a ``done``: ``interrupted``, saying the server stopped and to resume it. A resume goes
+    on with ids after it, and a part cut by a second kill ends the same way."""
+    home, workspace = tmp_path / "home", tmp_path / "killed"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    first = Process(home, workspace)
+    with first.client() as c:
+        sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "scan"}).json()["run_id"]
+        seen = read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "tool_start")
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    def cut_end(c: httpx.Client, after: int) -> dict[str, Any]:
+        """The events after ``after``: what the run's part streamed, then its one ``done``."""
+        ended = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=after, timeout=10)
+        assert [e["event"] for e in ended].count("done") == 1 and ended[-1]["event"] == "done", ended
+        assert [e["id"] for e in ended] == list(range(after + 1, after + 1 + len(ended)))
+        result = ended[-1]["result"]
+        assert result["status"] == "interrupted" and "resume it" in result["reason"], result
+        return ended[-1]
+
+    second = Process(home, workspace)
+    try:
+        with second.client() as c:
+            done = cut_end(c, seen[-1]["id"])
+            assert done["id"] == seen[-1]["id"] + 1
+            assert read_events(c, f"/v1/runs/{run_id}/events", timeout=10)[:-1] == seen  # and from 0
+            view = c.get(f"/v1/runs/{run_id}").json()
+            assert view["live"] is False and view["resumable"] is True
+            assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
+            wait_until(lambda: c.get(f"/v1/runs/{run_id}").json()["live"], what="the resumed run")
+    finally:
+        assert second.stop(signal.SIGKILL) == -signal.SIGKILL  # cut again, in its resumed part
+    third = served(home=home)
+    (tmp_path / "workspace0" / "release").write_text("go")
+    with third.client() as c:
+        again = cut_end(c, done["id"])
+        assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
+        rest = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=again["id"])
+        assert rest[0]["id"] == again["id"] + 1
+        assert rest[-1]["result"]["status"] == "completed" and "scan complete" in rest[-1]["result"]["output"]
+        assert not (home / "serve" / "starts" / f"{run_id}.json").exists()

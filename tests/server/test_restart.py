@@ -58,8 +58,9 @@ def test_a_server_killed_mid_run_leaves_it_resumable_and_a_resume_finishes_it(pl
             run = c.get(f"/v1/runs/{run_id}").json()
             assert run["status"] == "running" and run["live"] is False and run["resumable"] is True
             assert "server stopped" in run["reason"]
-            # what was streamed before the kill is still there, and the stream does not hang
-            assert read_events(c, f"/v1/runs/{run_id}/events", timeout=10) == seen
+            # what was streamed before the kill is still there, then a done that says it stopped
+            replayed = read_events(c, f"/v1/runs/{run_id}/events", timeout=10)
+            assert replayed[:-1] == seen and replayed[-1]["result"]["status"] == "interrupted"
             assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
             more = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=seen[-1]["id"])
             assert more[0]["id"] == seen[-1]["id"] + 1

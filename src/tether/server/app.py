@@ -38,7 +38,7 @@ from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, is_stop
-from tether.server.runs import RunLog, RunManager, Runs, waiting
+from tether.server.runs import CUT, NEVER_BEGAN, NOT_BEGUN, RunLog, RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
 from tether.status import RESUMABLE
 
@@ -207,6 +207,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        end_cut = getattr(manager, "end_cut_runs", None)  # before any request, and before pruning
+        if end_cut is not None:
+            await asyncio.to_thread(end_cut)
         prune = getattr(manager, "prune_events", None)  # a node's own event logs; workers prune theirs
         keep_days = float(settings.serve.keep_events_days or KEEP_EVENTS_DAYS)
         pruning = asyncio.create_task(_prune_every(prune, keep_days * 86400.0)) if prune is not None else None
@@ -722,7 +725,7 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, sto
     reason = result.reason and hide_home(result.reason, core.settings.home)
     return view | {
         "status": result.status,
-        "reason": ("the server stopped while this run was running; resume it to continue" if stale else reason),
+        "reason": CUT if stale else reason,
         "resumable": not live
         and (stale or (state.status in RESUMABLE and state.status != "interrupted") or _cancelled(state)),
         "turns": result.turns,
@@ -781,17 +784,8 @@ def _unsaved(core: Core, turn: TurnRecord, live: bool) -> dict[str, Any]:
                 "reason": "the server stopped before this run began (nothing was sent to the model), and "
                 "another message was sent in its session since; send it again as a new message",
             }
-        return _NOTHING | {
-            "status": "interrupted",
-            "resumable": True,
-            "reason": "the server stopped before this run began (nothing was sent to the model); resume it to start it",
-        }
-    return _NOTHING | {
-        "status": "failed",
-        "resumable": False,
-        "reason": "this run never began (the server stopped before its first save, and its message "
-        "was not kept); send the message again",
-    }
+        return _NOTHING | {"status": "interrupted", "resumable": True, "reason": NOT_BEGUN}
+    return _NOTHING | {"status": "failed", "resumable": False, "reason": NEVER_BEGAN}
 
 
 KEEP_EVENTS_DAYS = 7.0

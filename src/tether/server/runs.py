@@ -40,6 +40,9 @@ from tether.tracing import JsonlTracer
 
 __all__ = [
     "AWAY_WAIT_S",
+    "CUT",
+    "NEVER_BEGAN",
+    "NOT_BEGUN",
     "Lateness",
     "LiveRun",
     "NotRecorded",
@@ -604,6 +607,15 @@ async def drive(
             raise
 
 
+# What a run cut by the server's stop says (its view, and the done it is given at the next start).
+CUT = "the server stopped while this run was running; resume it to continue"
+NOT_BEGUN = "the server stopped before this run began (nothing was sent to the model); resume it to start it"
+NEVER_BEGAN = (
+    "this run never began (the server stopped before its first save, and its message was not kept); "
+    "send the message again"
+)
+
+
 class RunLog(Protocol):
     """A run's events as a stream reads them (:class:`EventLog` here; a cluster node's reads them
     from the table)."""
@@ -701,6 +713,65 @@ class RunManager:
                 path,
                 exc.strerror or exc,
             )
+
+    def _mark_live(self, run_id: str, prompt: str | None, began_after: int) -> None:
+        """A run continued (or begun after a restart) keeps a start record too while it is live,
+        saying where its part's events begin: a server killed meanwhile ends the part at its next
+        start (:meth:`end_cut_runs`). One small write, as :meth:`accept`'s."""
+        record = {"began_after": began_after} | ({"text": prompt} if prompt is not None else {})
+        try:
+            fd = open_private(self.start_path(run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                os.write(fd, json.dumps(record).encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:  # the run goes on; only a kill would leave its stream without its end
+            _log.warning("could not note run %s as live in %s: %s", run_id, self.start_path(run_id), exc)
+
+    def end_cut_runs(self) -> int:
+        """At start, before any request: each run a killed server left live (its start record is
+        still there) whose events lack the ``done`` of its last part gets one, as of its last save
+        (``interrupted`` and resumable when it was running, as :meth:`RunProcesses.cut_short` ends a
+        run whose process died). Without it the run's stream ended with nothing said, and a client
+        that reconnects (a browser's EventSource) read it again and again. How many were ended."""
+        try:
+            names = os.listdir(self.home / "serve" / "starts")
+        except OSError:
+            return 0
+        ended = 0
+        for name in names:
+            run_id = name.removesuffix(".json")
+            if not name.endswith(".json") or run_id in self.live:
+                continue
+            try:
+                began_after = int(json.loads(read_own(self.start_path(run_id))).get("began_after", 0))
+            except (OSError, ValueError, TypeError, AttributeError):
+                began_after = 0
+            log = EventLog.load(self.log_path(run_id))
+            try:
+                # No stream to end (or a pruned one), or one that has its end: nothing to add.
+                if log.items and not (log.last_id > began_after and log.items[-1][1] == "done"):
+                    log.append("done", for_clients(self._cut_done(run_id), self.home))
+                    ended += 1
+                if self.runs.exists(run_id):  # its record is not read again (a resume notes it anew)
+                    self.forget(run_id)
+            except Exception as exc:  # one run's damaged files do not keep the server from starting
+                _log.error("could not end the events of run %s, cut by the server's stop: %s", run_id, exc)
+            finally:
+                log.close()
+        return ended
+
+    def _cut_done(self, run_id: str) -> dict[str, Any]:
+        """The ``done`` of a run the server's stop cut, as of its last save."""
+        state = self.runs.load(run_id) if self.runs.exists(run_id) else None
+        if state is None:
+            state = RunState(run_id=run_id, status="failed", reason=NEVER_BEGAN)
+            if self.unstarted(run_id) is not None:
+                state.status, state.reason = "interrupted", NOT_BEGUN
+        result = state.result()
+        if result.status == "running":
+            result = result.model_copy(update={"status": "interrupted", "reason": CUT})
+        return event_data(Done(run_id, result))
 
     def unstarted(self, run_id: str) -> str | None:
         """The message of a run that was accepted and never saved (the server stopped first)."""
@@ -854,6 +925,8 @@ class RunManager:
             parts = (live.signal, self.runs, self.sessions, self._tracer, self._unrecorded, live.stopping)
             live.loop, future = self.loops.submit(lambda: drive(turn, agent, state, prompt, chosen, emit, *parts))
             live.task = asyncio.wrap_future(future)
+        if live.began_after:  # a part after others (a new run's start record is its accept())
+            self._mark_live(turn.run_id, prompt, live.began_after)
         live.task.add_done_callback(lambda _: self._finished(live, turn))
         return live
 
