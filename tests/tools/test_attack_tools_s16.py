@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -29,6 +30,7 @@ from tether.cancel import CancelSignal
 from tether.harness.store import RunStore
 from tether.messages import TextPart, UserMessage
 from tether.sessions import JsonlSessionStore, SqliteSessionStore
+from tether.tools import files
 from tether.tools.base import ToolContext, ToolError, validate_arguments
 from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
@@ -92,6 +94,66 @@ def test_stores_and_traces_kept_outside_tethers_home_are_hidden_from_commands(
 
     assert "SECRET" not in said.replace("grep -ra SECRET", "")
     assert "beside the stores, not tether's" in said  # the command ran, and the folder is not hidden whole
+
+
+# --- a home's secrets that are not there yet ------------------------------------------------------
+
+
+@needs_sandbox
+def test_a_command_cannot_make_a_missing_secret_folder_and_plant_a_key(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = outside / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534) if os.geteuid() == 0 else None  # another user's home, tether as root
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TETHER_HOME", str(outside / "thome"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    plant = (
+        "mkdir -p .ssh .local/share/tether; echo 'ssh-ed25519 AAAA attacker' > .ssh/authorized_keys; "
+        "echo 'model = \"evil/m\"' > .local/share/tether/config.toml; echo 'machine evil' > .netrc; "
+        "mv .ssh .s; echo finished"
+    )
+    said = text_of(call(RunCommand(ShellSettings()), home, {"command": plant}))
+
+    assert "finished" in said  # the command ran
+    assert not (home / ".ssh" / "authorized_keys").exists() and not (home / ".s").exists()
+    assert not (home / ".local" / "share" / "tether" / "config.toml").exists()
+    assert (home / ".netrc").read_text() == ""
+    made = (home / ".ssh").stat()
+    assert (made.st_mode & 0o777, made.st_uid) == (0o700, home.stat().st_uid)  # as ssh-keygen makes it, the owner's
+
+
+def test_write_file_cannot_make_a_missing_secret_folder_in_a_home(
+    outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = outside / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TETHER_HOME", str(outside / "thome"))
+    tools = {t.name: t for t in (*files.FILE_TOOLS, *files.EDIT_TOOLS)}
+
+    for path in (".ssh/authorized_keys", ".aws/config", f"{home}/.netrc", "x/../.kube/config"):
+        with pytest.raises(ToolError, match="where keys and credentials are kept"):
+            call(tools["write_file"], home, {"path": path, "content": "planted"})
+    assert sorted(p.name for p in home.iterdir()) == []  # not even an empty folder left
+    assert call(tools["write_file"], home, {"path": "notes/todo.md", "content": "ok"}).startswith("wrote")
+
+
+@needs_sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="tether as root in a folder another user owns: needs root")
+def test_tether_as_root_runs_commands_in_a_folder_another_user_owns(outside: Path) -> None:
+    ws = outside / "project"
+    ws.mkdir()
+    (ws / "README").write_text("the project\n")
+    os.chown(ws, 65534, 65534)
+    os.chown(ws / "README", 65534, 65534)
+
+    said = text_of(call(RunCommand(ShellSettings()), ws, {"command": "cat README; touch .tether/skill.md"}))
+
+    assert said.startswith("exit code 1\nthe project\n")  # it ran; .tether stays read-only to it
+    assert "touch: cannot touch '.tether/skill.md'" in said
+    assert list((ws / ".tether").iterdir()) == [] and (ws / ".tether").stat().st_uid == 65534
 
 
 # --- web_search: a SearXNG that is down or answers nonsense --------------------------------------

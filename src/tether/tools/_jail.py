@@ -62,6 +62,10 @@ SECRETS = (
     ".config/tether",
     ".local/share/tether",
 )
+# Of SECRETS, those that are files (the rest are folders): what cover_missing_secrets makes.
+_SECRET_FILES = frozenset(
+    {".netrc", ".git-credentials", ".pypirc", ".npmrc", ".vault-token", ".bash_history", ".zsh_history"}
+)
 # Inside a writable root, read-only unless listed: git's hooks and config run code outside the
 # sandbox later, and tether's project settings decide what the agent may do.
 PROTECTED_INSIDE = (".git", ".tether")
@@ -149,6 +153,57 @@ def secret_paths(extra: Iterable[Path] = ()) -> list[Path]:
     return list(dict.fromkeys([*found, *(t for p in found for t in _linked_from(p))]))
 
 
+def cover_missing_secrets(roots: Iterable[Path]) -> list[Path]:
+    """Make, empty, each secret of a home that lies in a writable root (tether run in the home) and
+    is not there yet: a folder 0700, a file 0600 (empty), owned by the home's owner; what was made.
+
+    The sandbox hides a secret by covering the path that exists; one that does not could be made by
+    a command (``mkdir ~/.ssh`` and an ``authorized_keys`` in it, a ``~/.aws/config`` whose
+    ``credential_process`` runs a program, a ``~/.local/share/tether/config.toml`` that sends every
+    conversation to another endpoint), so each is made first and then covered like the others.
+    Made beneath descriptors with ``O_NOFOLLOW``: a link a command put in the way is not followed."""
+    writable = [real(r) for r in roots]
+    made: list[Path] = []
+    for home in homes():
+        base = real(home)
+        if not any(inside(base, root) for root in writable) or not base.is_dir():
+            continue
+        owner = base.stat()
+        for name in SECRETS:
+            if not os.path.lexists(base / name):
+                with contextlib.suppress(OSError):  # a folder in the way, a full disk: left uncovered
+                    _make_empty(base, name.split("/"), name in _SECRET_FILES, owner)
+                    made.append(base / name)
+    return made
+
+
+def _make_empty(base: Path, parts: list[str], is_file: bool, owner: os.stat_result, mode: int = 0o700) -> None:
+    fds = [os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for part in parts[:-1]:  # .config, .local/share, when missing: 0755, as XDG's are made (a
+            # 0700 one of another user could not be looked through by bubblewrap as root)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fds[-1])
+                _give(part, fds[-1], owner)
+            fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+        last = parts[-1]
+        if is_file:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(last, flags, 0o600, dir_fd=fds[-1]))
+        else:
+            os.mkdir(last, mode, dir_fd=fds[-1])
+        _give(last, fds[-1], owner)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _give(name: str, dir_fd: int, owner: os.stat_result) -> None:
+    """``name`` to the home's owner (tether as root, in another user's home)."""
+    if os.geteuid() == 0 and (owner.st_uid, owner.st_gid) != (0, 0):
+        os.chown(name, owner.st_uid, owner.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
 def secrets_inside(root: Path) -> list[tuple[str, ...]]:
     """The secrets :func:`secret_paths` hides that lie strictly inside ``root`` (a resolved folder),
     as paths relative to it: what the file tools refuse in a working directory that holds a home's
@@ -160,13 +215,14 @@ def secrets_inside(root: Path) -> list[tuple[str, ...]]:
     wanted = []
     for where in (tether_home, _platform_data_dir):
         with contextlib.suppress(ConfigError, RuntimeError):  # none to be found: tether cannot start so
-            wanted.append(real(where()))
+            if os.path.lexists(found := real(where())):
+                wanted.append(found)
     for home in homes():
         base = real(home)
         if inside(root, base) or inside(base, root):
-            wanted += [base / name for name in SECRETS]
-    found = (real(p) for p in wanted if root in p.parents and os.path.lexists(p))
-    return list(dict.fromkeys(p.relative_to(root).parts for p in found if root in p.parents))
+            # Whether there or not yet: write_file would make a missing one (.ssh/authorized_keys).
+            wanted += [real(base / name) for name in SECRETS]
+    return list(dict.fromkeys(p.relative_to(root).parts for p in wanted if root in p.parents))
 
 
 def _linked_from(folder: Path) -> Iterator[Path]:
@@ -227,6 +283,13 @@ def _writable_args(jail: Jail) -> Iterator[str]:
     for root in roots:
         for name in PROTECTED_INSIDE:
             inner = root / name
+            if name == ".tether" and not os.path.lexists(inner) and real(inner) not in listed:
+                # Not there yet: made empty, and bound read-only below like one that is (left behind,
+                # empty), or the command could make it and plant project skills that later runs read
+                # as instructions. Made by tether, not by bubblewrap: as root in a folder another user
+                # owns (a container's mounted project), bubblewrap could not, and every command failed.
+                with contextlib.suppress(OSError):  # where tether cannot write, neither can the command
+                    _make_empty(root, [name], False, root.stat(), mode=0o755)
             if os.path.lexists(inner) and real(inner) not in listed and not inner.is_symlink():
                 yield from ("--ro-bind", str(inner), str(inner))
             if name == ".git":
@@ -239,16 +302,6 @@ def _writable_args(jail: Jail) -> Iterator[str]:
                     and not any(inside(r, gitdir) for r in roots)
                 ):
                     yield from ("--ro-bind", str(gitdir), str(gitdir))
-            elif (
-                name == ".tether"
-                and not os.path.lexists(inner)
-                and real(inner) not in listed
-                and os.access(root, os.W_OK)
-            ):
-                # Not there yet: an empty read-only one in its place (left behind, empty), or the
-                # command could make it and plant project skills that later runs read as instructions.
-                # (Where tether cannot write, neither can the command, and bwrap could not make it.)
-                yield from ("--tmpfs", str(inner), "--remount-ro", str(inner))
     done = {root / ".git" for root in roots} | {git_dir_elsewhere(root / ".git") for root in roots}
     for folder in jail.repositories:
         if folder not in done:

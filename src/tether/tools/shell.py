@@ -396,6 +396,8 @@ async def _start_argv(
         inner = [sys.executable, "-I", "-S", str(_BRIDGE), f"{_PROXY_DIR}/{SOCKET_NAME}", *inner]
 
     def build() -> tuple[list[str], list[Path], _gitguard.Survey | None]:  # file system lookups: off the event loop
+        if status.mode == "workspace-write":  # a home it may write: its secrets made before they are hidden
+            _jail.cover_missing_secrets([ctx.cwd, *(ctx.cwd / Path(p).expanduser() for p in settings.writable)])
         hidden = _hidden(ctx, settings)
         jail = _jail_for(ctx, settings, status.mode, proxy_dir, hidden)
         survey = None
