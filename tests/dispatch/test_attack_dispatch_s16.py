@@ -20,9 +20,10 @@ from tether.events import Event, TextDelta
 from tether.harness.length import Continuation, merge_seam
 from tether.harness.store import RunStore, read_header
 from tether.harness.tool_exec import _KEPT_MAX
-from tether.messages import AssistantMessage, TextPart, ToolMessage
+from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
+from tether.usage import Price, Usage
 
 
 def _events(agent: Agent, prompt: str | None, **kw: Any) -> list[Event]:
@@ -66,6 +67,30 @@ def test_a_continuation_that_finishes_the_answer_still_completes() -> None:
     ]
     result = _events(Agent(FunctionModel(lambda m, r: replies.pop(0))), "explain")[-1].result  # type: ignore[attr-defined]
     assert (result.status, result.output) == ("completed", _CUT + "the seal.")
+
+
+@pytest.mark.parametrize("said", ["nothing", "a call"])
+def test_with_a_budget_a_continuation_that_adds_nothing_is_not_asked_again_and_again(said: str) -> None:
+    """Before: with a budget set, a continuation that wrote nothing (empty, or only a tool call,
+    refused) was taken for a reply the budget had cut short, since it used fewer tokens than
+    ``max_tokens``: the run asked for the continuation again and again, paying each time, until
+    ``max_turns``, then ended ``budget_exceeded`` ("the remaining budget could not pay for a longer
+    one") with most of the budget left. It now ends at once, ``failed``, ``incomplete:``."""
+    asked: list[int] = []
+
+    def model(messages: list[Any], request: Any) -> AssistantMessage:
+        asked.append(request.max_tokens or 0)
+        if len(asked) == 1:
+            usage = Usage(prompt_tokens=100, completion_tokens=request.max_tokens)
+            return AssistantMessage(content=(TextPart(text="word " * 50),), finish_reason="length", usage=usage)
+        calls = (ToolCallPart(id=f"x{len(asked)}", name="read_file", arguments="{}"),) if said == "a call" else ()
+        usage = Usage(prompt_tokens=150, completion_tokens=10 if calls else 0)
+        return AssistantMessage(content=calls, finish_reason="tool_calls" if calls else "stop", usage=usage)
+
+    agent = Agent(FunctionModel(model, price=Price(input=1.0, output=2.0)), max_budget_usd=5.0, max_tokens=200)
+    result = _events(agent, "go")[-1].result  # type: ignore[attr-defined]
+    assert (result.status, len(asked)) == ("failed", 2), result.reason
+    assert (result.reason or "").startswith("incomplete:") and result.output.startswith("word " * 50)
 
 
 # -- a continuation that repeats a long end of the cut answer ---------------------------------------

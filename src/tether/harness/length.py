@@ -29,6 +29,7 @@ __all__ = [
     "CUT",
     "CUT_RETRIES",
     "MIN_SEAM",
+    "UNFINISHED",
     "Continuation",
     "cut_answer",
     "cut_call",
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 CUT = "length"  # the finish reason of a reply the output limit cut (Anthropic's max_tokens, mapped)
+# tether's finish reason for a cut answer whose continuation added nothing (no words, only what was
+# already there, or only calls, refused): as cut as before, though no limit cut the continuation, so
+# it is neither continued again nor taken for a reply the budget cut short.
+UNFINISHED = "unfinished"
 CUT_RETRIES = 2  # asks for a smaller call after a cut one, each for half the size
 
 # A shorter repeat is as likely to be a word said on purpose ("that", then "that's why"): keeping a
@@ -83,7 +88,9 @@ def _seam(before: str, after: str) -> int:
 
 
 def is_cut(message: Message | None) -> bool:
-    return isinstance(message, AssistantMessage) and message.finish_reason == CUT
+    """Whether the answer ``message`` holds is cut short: the output limit cut it, or a
+    continuation did not finish it (``UNFINISHED``)."""
+    return isinstance(message, AssistantMessage) and message.finish_reason in (CUT, UNFINISHED)
 
 
 def continues(message: AssistantMessage) -> bool:
@@ -144,7 +151,7 @@ class Continuation:
             update={
                 "content": (*kept, TextPart(text=merged)),
                 "usage": reply.usage,
-                "finish_reason": reply.finish_reason if new.strip() else CUT,
+                "finish_reason": reply.finish_reason if new.strip() else UNFINISHED,
                 "continuations": (self.cut.continuations or 0) + 1,
             }
         )

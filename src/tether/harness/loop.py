@@ -33,7 +33,7 @@ from tether.harness.context import (
     without_secrets,
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, starting_in, stop_extensions, system_prompt
-from tether.harness.length import Continuation, continues, is_cut
+from tether.harness.length import CUT, Continuation, continues, is_cut
 from tether.harness.limits import CallPlan, plan_call
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
@@ -660,7 +660,7 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
 
 def _capped(rc: RunContext, last: AssistantMessage) -> bool:
     """Whether the budget, not ``max_tokens``, cut the reply (its plan allowed fewer tokens)."""
-    capped = rc.agent.max_budget_usd is not None and is_cut(last)
+    capped = rc.agent.max_budget_usd is not None and last.finish_reason == CUT
     return capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens)
 
 

@@ -33,7 +33,7 @@ from tether.harness.accounting import (
 )
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
-from tether.harness.length import CUT, Continuation
+from tether.harness.length import UNFINISHED, Continuation
 from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
 from tether.harness.pump import Finished, pump
@@ -384,7 +384,7 @@ def _refuse_calls(message: AssistantMessage, continuing: bool) -> AssistantMessa
     kept = tuple(p for p in message.content if not isinstance(p, ToolCallPart | TextPart))  # reasoning
     if continuing:
         words = TextPart(text=f"{message.text}\n\n{note}")
-        finish = message.finish_reason if message.text.strip() else CUT
+        finish = message.finish_reason if message.text.strip() else UNFINISHED
         return message.model_copy(update={"content": (*kept, words), "finish_reason": finish})
     text = message.text.strip()
     return message.model_copy(update={"content": (*kept, TextPart(text=f"{text}\n\n{note}" if text else note))})
