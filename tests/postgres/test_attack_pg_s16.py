@@ -323,3 +323,73 @@ def test_a_listener_tells_its_followers_to_look_again_once_it_listens(pg_url: st
         assert heard[0] == ("tether_cancel", None)
     finally:
         listener.close()
+
+
+# --- two workers' event writers on one run ------------------------------------------------------------
+
+
+def test_the_worker_that_takes_a_run_over_is_not_left_out_of_its_stream_by_the_last_batch_of_the_first(
+    pg_url: str,
+) -> None:
+    """A worker that lost its hold on a run (its lock's connection ended) streams on until its next
+    save; another worker claims the run and numbers its events after the last one written. A batch
+    of the first worker that was being committed as the second claimed (its check that the run was
+    still its own made before the claim) landed on the numbers the second had counted from: the
+    second worker's events with those numbers were dropped as duplicates, and every client read the
+    first worker's stale text where the new worker's was. Now a claim waits for a batch being
+    written, and a batch after the claim writes nothing: the new worker's events are all there."""
+    import contextlib
+    import json
+
+    from tether.dispatch.jobs import EventWriter, Jobs
+    from tether.postgres.db import database
+
+    db = database(pg_url)
+    jobs = Jobs(db)
+    jobs.enqueue(run_id="r_two", session_id="s_two", owner="local", agent="a", kind="start", prompt="hi", chosen={})
+    first = jobs.claim("r_two", "first")
+    assert first is not None
+
+    class Paused:  # the first worker's database: each batch waits before its commit until let go
+        def __init__(self) -> None:
+            self.inside, self.go = threading.Event(), threading.Event()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(db, name)
+
+        @contextlib.contextmanager
+        def tx(self) -> Iterator[Any]:
+            with db.tx() as conn:
+                yield conn
+                self.inside.set()
+                assert self.go.wait(60)
+
+    paused = Paused()
+    first_jobs = Jobs(db)
+    first_jobs.db = paused  # type: ignore[assignment]
+    stale = EventWriter(first_jobs, "r_two", first.attempts)
+    stale.append("text_delta", {"type": "text_delta", "run_id": "r_two", "text": "stale words"})
+    assert paused.inside.wait(30)
+
+    def take_over() -> EventWriter:  # as a worker does: claim the run, then stream after its last event
+        second = jobs.claim("r_two", "second")
+        assert second is not None
+        writer = EventWriter(jobs, "r_two", second.attempts)
+        writer.append("text_delta", {"type": "text_delta", "run_id": "r_two", "text": "new words"})
+        return writer
+
+    taking, took = in_thread(take_over)
+    deadline = time.monotonic() + 30  # a hang guard: the claim returns, or waits for the batch's commit
+    while taking.is_alive() and not db.execute(
+        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE tether_jobs%%'"
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    paused.go.set()
+    taking.join(30)
+    took[0].close()
+    stale.append("text_delta", {"type": "text_delta", "run_id": "r_two", "text": "more stale words"})
+    stale.close()
+
+    stream = [json.loads(data)["text"] for _, _, data in jobs.events_after("r_two", 0)]
+    assert stream == ["stale words", "new words"]

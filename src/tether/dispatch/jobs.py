@@ -347,22 +347,29 @@ class EventWriter:
             rows = []
             for kind, text in items:
                 self.last_id += 1
-                # (the run, the event; then the claim whose stream this is: none for a writer of no claim)
-                rows.append((self.run_id, self.last_id, kind, text, self.attempt, self.run_id, self.attempt))
+                rows.append((self.run_id, self.last_id, kind, text))
             waited, tries = 0.0, 0
             while True:
                 try:
                     with self.jobs.db.tx() as conn:
-                        with conn.cursor() as cur:
-                            # Nothing once another worker has claimed the run since (this one lost
-                            # its hold): the stream is the new worker's, and so are its numbers.
-                            cur.executemany(
-                                "INSERT INTO tether_events (run_id, id, kind, data) SELECT %s,%s,%s,%s "
-                                "WHERE %s::int IS NULL OR EXISTS (SELECT 1 FROM tether_jobs WHERE run_id = %s "
-                                "AND attempts = %s) ON CONFLICT DO NOTHING",
-                                rows,
-                            )
-                        conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))
+                        # Nothing once another worker has claimed the run since (this one lost its
+                        # hold): the stream is the new worker's, and so are its numbers. The job's row
+                        # is held until the commit, so a claim waits for this batch, and the new worker
+                        # numbers its events after it.
+                        if (
+                            self.attempt is None
+                            or conn.execute(
+                                "SELECT 1 FROM tether_jobs WHERE run_id = %s AND attempts = %s FOR SHARE",
+                                (self.run_id, self.attempt),
+                            ).fetchone()
+                        ):
+                            with conn.cursor() as cur:
+                                cur.executemany(
+                                    "INSERT INTO tether_events (run_id, id, kind, data) VALUES (%s,%s,%s,%s) "
+                                    "ON CONFLICT DO NOTHING",
+                                    rows,
+                                )
+                            conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, self.run_id))
                     break
                 except Exception as exc:  # the database is away (a restart, a failover): try again
                     self.failed = exc
