@@ -723,8 +723,11 @@ async function follow(turn) {
         if (await readEvents(turn.runId, turn.lastId, (ev, id) => turn.handle(ev, id), signal)) {
           // A done that a resume went on from (after Stop or a restart) is not the run's last:
           // read on while the run is live or has ended differently; offer Resume if it can go on.
+          // A run a killed server cut still says "running" (as saved), live nowhere: its done,
+          // which the server added as it started again, is its last until it is resumed.
           const run = await api(`/v1/runs/${encodeURIComponent(turn.runId)}`, { signal }).catch(() => null);
-          if (run && (run.live || run.status !== turn.lastStatus)) continue;
+          const cut = run && !run.live && run.status === "running";
+          if (run && !cut && (run.live || run.status !== turn.lastStatus)) continue;
           if (run?.resumable) turn.offerResume();
           return;
         }
