@@ -156,6 +156,32 @@ def test_tether_as_root_runs_commands_in_a_folder_another_user_owns(outside: Pat
     assert list((ws / ".tether").iterdir()) == [] and (ws / ".tether").stat().st_uid == 65534
 
 
+# --- a listed writable path swapped for a link ---------------------------------------------------
+
+
+@needs_sandbox
+def test_a_command_cannot_turn_a_listed_writable_path_into_a_link_to_the_outside(outside: Path) -> None:
+    ws, elsewhere, cache = outside / "ws", outside / "elsewhere", outside / "pip-cache"
+    for folder in (ws / "build" / "out", elsewhere, cache):  # no cache yet: a listed path made later
+        folder.mkdir(parents=True)
+    (elsewhere / "canary").write_text("as it was\n")
+    shell = RunCommand(ShellSettings(writable=("cache", "sub/inner", "out", str(cache))))
+
+    call(shell, ws, {"command": f"ln -s {elsewhere} cache; ln -s {elsewhere} sub; ln -s build/out out"})
+    said = text_of(
+        call(
+            shell,
+            ws,
+            {"command": f"echo pwned > cache/canary; echo pwned > sub/inner; echo ok > out/x; echo ok > {cache}/y"},
+        )
+    )
+
+    assert (elsewhere / "canary").read_text() == "as it was\n" and not (elsewhere / "inner").exists()
+    assert "cache/canary: Read-only file system" in said
+    assert (ws / "build" / "out" / "x").read_text() == "ok\n"  # a link that stays inside: as before
+    assert (cache / "y").read_text() == "ok\n"  # a listed folder outside the workspace: as before
+
+
 # --- web_search: a SearXNG that is down or answers nonsense --------------------------------------
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -268,8 +269,53 @@ def git_dir_elsewhere(dot_git: Path) -> Path | None:
 
 
 def writable_roots(jail: Jail) -> list[Path]:
-    """The folders ``jail`` lets a command write (none in read-only mode), links resolved."""
-    return [real(jail.cwd), *(real(p) for p in jail.writable)] if jail.write_cwd else []
+    """The folders ``jail`` lets a command write (none in read-only mode), links resolved.
+
+    A listed path reached through a link that lies where a command may write (the working
+    directory, a listed path, or what one leads to) is made writable only if it leads back inside
+    the working directory: a command could have made that link (``rm -rf cache; ln -s /etc cache``
+    with ``writable = ["cache"]``), and the next command would have been given ``/etc`` to write.
+    A person's own link there that leads out is refused the same way; list its target instead."""
+    if not jail.write_cwd:
+        return []
+    cwd = real(jail.cwd)
+    listed = [Path(os.path.abspath(p)) for p in jail.writable]
+    areas = [cwd, *listed, *(real(p) for p in listed)]
+    roots = [cwd]
+    for path in listed:
+        found = _beneath_writable(path, areas, cwd)
+        if found is None:
+            if path not in _REFUSED_WRITABLE:
+                _REFUSED_WRITABLE.add(path)
+                _log.warning(
+                    "writable path %s is reached through a link where a command may write, leading to %s "
+                    "outside the working directory: not made writable (a command could have made that "
+                    "link); list the folder it leads to itself if it should be writable",
+                    path,
+                    real(path),
+                )
+            continue
+        roots.append(found)
+    return list(dict.fromkeys(roots))
+
+
+_REFUSED_WRITABLE: set[Path] = set()  # said once each
+_log = logging.getLogger("tether.tools.shell")
+
+
+def _beneath_writable(path: Path, areas: list[Path], cwd: Path) -> Path | None:
+    """``path`` (absolute, normalised) resolved one component at a time; None when a link on the
+    way lies in one of ``areas`` and leads outside ``cwd``."""
+    current = Path("/")
+    for part in path.parts[1:]:
+        step = current / part
+        if step.is_symlink():
+            target = real(step)
+            if any(inside(current, area) for area in areas) and not inside(target, cwd):
+                return None
+            step = target
+        current = step
+    return current
 
 
 def _writable_args(jail: Jail) -> Iterator[str]:
