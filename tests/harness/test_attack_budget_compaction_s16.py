@@ -156,3 +156,19 @@ def test_summarize_by_message_count_keeps_the_request_and_the_turns_limits() -> 
     assert [r.ok for r in results] == [True] * 5 + [False] * 9
     assert any(isinstance(m, UserMessage) and m.summary_turns for m in shown[-1])  # it did summarise
     assert "Look at the items one by one: request #42" in text_of(shown[-1])
+
+
+@pytest.mark.parametrize("budget", [None, 1.0])
+@pytest.mark.parametrize("given", [{"input": 1.0, "output": 2.0}, 0.5])
+def test_a_price_that_is_not_a_price_is_refused_before_anything_is_sent(given: Any, budget: float | None) -> None:
+    """A price written as the config file writes it (a dict), or as one number, ended every run
+    with an unexpected AttributeError at its first call, after the model had answered (and been
+    paid) when no budget was set. Now a ConfigError before any request says what to give."""
+    model = FunctionModel(billed, price=PRICE)
+    with pytest.raises(ConfigError, match=r"not a Price: give tether\.usage\.Price\(input=\.\.\., output=\.\.\.\)"):
+        collect(Agent(model, price=given, max_budget_usd=budget))
+    fallback = FunctionModel(billed, model_id="other")
+    fallback.price = None  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match=r"the price of function/other .* Agent\(prices=\{'function/other'"):
+        collect(Agent(model, fallback_models=[fallback], prices={"function/other": given}, max_budget_usd=budget))
+    assert model.requests == [] and fallback.requests == []

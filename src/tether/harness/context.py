@@ -43,6 +43,19 @@ class Candidate:
     name: str
     price: Price | None
 
+    def __post_init__(self) -> None:
+        # A price given as the config file writes it (a dict), or as a number, ended every run with
+        # an unexpected AttributeError at its first call, after the model had been paid for when no
+        # budget was set: refused before anything is sent, saying what to give instead.
+        if self.price is not None and not isinstance(self.price, Price):
+            from tether.errors import ConfigError
+
+            raise ConfigError(
+                f"the price of {self.name} is {self.price!r}, not a Price: give "
+                "tether.usage.Price(input=..., output=...), in dollars per million tokens, to Agent(price=...) "
+                f"(the agent's own model), Agent(prices={{{self.name!r}: ...}}) or the provider's price"
+            )
+
 
 class EventSink:
     """The run's one path for events. Whatever happens during a step (the provider's stream, a
