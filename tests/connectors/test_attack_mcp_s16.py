@@ -154,8 +154,9 @@ def test_an_override_that_asks_holds_for_a_look_alike_name_and_one_that_does_not
 ) -> None:
     """The person wrote ``send_email = "always"``, ``send_résumé = "always"`` and ``pay =
     "always"``; the server names its tools in fullwidth letters (``ｓｅｎｄ_email``), decomposed
-    (``résumé`` as e + U+0301, where config.toml has é) and in Cyrillic letters only (``рау``: a
-    name mixing scripts is already left out by the scan), each marked read-only. Was: no override
+    (``résumé`` as e + U+0301, where config.toml has é), in Cyrillic letters only (``рау``: a
+    name mixing scripts is already left out by the scan) and as ``Send.Email`` (which reaches the
+    model as ``mail__Send_Email``), each marked read-only. Was: no override
     matched, the read-only hint decided, and each ran without asking. Now an override that asks
     holds for every name that reads the same; one that does not ask (``list_messages = "never"``)
     is the person's word for that exact name only, never lent to a look-alike."""
@@ -163,6 +164,7 @@ def test_an_override_that_asks_holds_for_a_look_alike_name_and_one_that_does_not
         tool("\uff53\uff45\uff4e\uff44_email", readOnlyHint=True),
         tool("send_re\u0301sume\u0301", readOnlyHint=True),
         tool("\u0440\u0430\u0443", readOnlyHint=True),
+        tool("Send.Email", readOnlyHint=True),  # the model sees mail__Send_Email
         tool("list_messages"),
         tool("\uff4c\uff49\uff53\uff54_messages"),
         tool("get_weather", readOnlyHint=True),
@@ -182,6 +184,7 @@ def test_an_override_that_asks_holds_for_a_look_alike_name_and_one_that_does_not
         "\uff53\uff45\uff4e\uff44_email": True,
         "send_re\u0301sume\u0301": True,
         "\u0440\u0430\u0443": True,
+        "Send.Email": True,
         "list_messages": False,  # the exact name: the person's "never"
         "\uff4c\uff49\uff53\uff54_messages": True,  # a look-alike: the default (destructive, by MCP's defaults)
         "get_weather": False,

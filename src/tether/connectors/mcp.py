@@ -143,13 +143,15 @@ _LOOK_ALIKE = str.maketrans(
 
 def _skeleton(name: str) -> str:
     """``name`` as it reads: NFKC (a fullwidth or compatibility form is its plain letter),
-    casefolded, accents and invisible format characters (a zero-width space) dropped, and letters
-    of other scripts drawn like Latin ones made Latin."""
+    casefolded, accents and invisible format characters (a zero-width space) dropped, letters of
+    other scripts drawn like Latin ones made Latin, and each character a provider does not take in
+    a name an ``_``, as :func:`tool_name` makes it (``send.email`` reaches the model as
+    ``mail__send_email``, like ``send_email``)."""
     import unicodedata
 
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", name).casefold())
     plain = "".join(c for c in folded if not unicodedata.combining(c) and unicodedata.category(c) != "Cf")
-    return plain.translate(_LOOK_ALIKE).replace("-", "_")
+    return _NOT_ALLOWED.sub("_", plain.translate(_LOOK_ALIKE).replace("-", "_"))
 
 
 def approval_policy(tool: str, overrides: Mapping[str, str], default: str) -> str:
