@@ -222,7 +222,7 @@ def secrets_inside(root: Path) -> list[tuple[str, ...]]:
         base = real(home)
         if inside(root, base) or inside(base, root):
             # Whether there or not yet: write_file would make a missing one (.ssh/authorized_keys).
-            wanted += [real(base / name) for name in SECRETS]
+            wanted += [real(base / name) for name in SECRETS if root in (base / name).parents]
     return list(dict.fromkeys(p.relative_to(root).parts for p in wanted if root in p.parents))
 
 
