@@ -4,8 +4,10 @@ its fix."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -196,3 +198,51 @@ def test_a_run_cut_by_a_kill_ends_its_stream_with_a_done_that_says_so_after_the_
         assert rest[0]["id"] == again["id"] + 1
         assert rest[-1]["result"]["status"] == "completed" and "scan complete" in rest[-1]["result"]["output"]
         assert not (home / "serve" / "starts" / f"{run_id}.json").exists()
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process's memory from /proc")
+def test_clients_that_read_a_live_runs_long_log_slowly_do_not_each_hold_all_of_it(served: Any) -> None:
+    """A live run's stream opened from 0 (a page reloaded) wrote every event the run had so far in
+    one write: its whole log as one string, which the server kept until a slow client had taken it.
+    Four clients of a live run with a 33 MB log that read nothing held 331 MB of the server's
+    memory (and one address may hold 64 connections). The events go a piece of about 1 MB at a
+    time now, the next once the client took the last, as a finished run's do (round fifteen)."""
+    server = served()  # in this process: its memory is this process's
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "scan"}).json()["run_id"]
+        read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "tool_start")
+        assert c.post(f"/v1/runs/{run_id}/cancel").status_code == 202
+        wait_until(lambda: not c.get(f"/v1/runs/{run_id}").json()["live"], what="the stop")
+        path = server.home / "serve" / "events" / f"{run_id}.log"
+        kept = path.read_text().splitlines()
+        delta = json.dumps({"type": "text_delta", "run_id": run_id, "text": "word " * 16})
+        with path.open("w") as f:  # a long answer before the stop, as many deltas
+            f.writelines(f"{n}\ttext_delta\t{delta}\n" for n in range(1, 200_000))
+            f.writelines(f"{n}\t{line.split(chr(9), 1)[1]}\n" for n, line in enumerate(kept, 200_000))
+        last = 200_000 + len(kept) - 1
+        assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202  # live again, in its tool
+        host, port = server.url.removeprefix("http://").split(":")
+        before = _rss_mb()
+        slow = []
+        for _ in range(4):  # clients that reload the page and then read nothing
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+            slow.append(sock)
+        assert c.get(f"/v1/runs/{run_id}").json()["live"] is True
+        grown = _rss_mb() - before
+        for sock in slow:
+            sock.close()
+        assert grown < 150, f"four streams of a live run's 33 MB log took {grown:.0f} MB"
+        (server.home.parent / "workspace0" / "release").write_text("go")
+        tail = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=last - 1)
+        assert tail[0]["id"] == last and tail[1]["id"] == last + 1
+        assert tail[-1]["event"] == "done" and tail[-1]["result"]["status"] == "completed"

@@ -17,7 +17,7 @@ import secrets
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -858,6 +858,23 @@ def _sse_lines(batch: list[tuple[int, str, str]]) -> str:
     return "".join(f"id: {n}\nevent: {kind}\ndata: {data}\n\n" for n, kind, data in batch)
 
 
+_PIECE = 1 << 20  # about the most of a run's events one write to a client holds
+
+
+def _pieces(batch: list[tuple[int, str, str]]) -> Iterator[list[tuple[int, str, str]]]:
+    """``batch`` in runs of about :data:`_PIECE` bytes, each a write of its own: a client that
+    reads slowly holds one of them in the server's memory (the server waits for it to take a write
+    before it makes the next), not the whole log of a live run it opened from 0."""
+    first, size = 0, 0
+    for n, item in enumerate(batch, 1):
+        size += len(item[2])
+        if size >= _PIECE:
+            yield batch[first:n]
+            first, size = n, 0
+    if first < len(batch):
+        yield batch[first:]
+
+
 def _sse(
     core: Core, run_id: str, after: int, caller: Caller | None = None, log: RunLog | None = None
 ) -> StreamingResponse:
@@ -865,7 +882,7 @@ def _sse(
     may still read (a stream outlives the request that opened it: a token revoked meanwhile ends it).
     ``log``: the run's events, when the caller read them already (off the event loop)."""
     log = log if log is not None else core.manager.log(run_id)
-    ready = log.ready(after)  # what is here now goes with the head
+    ready = next(_pieces(log.ready(after)), [])  # what is here now goes with the head (up to a piece)
     start = ready[-1][0] if ready else after
 
     async def stream() -> AsyncIterator[str]:
@@ -876,8 +893,9 @@ def _sse(
             if batch is None:
                 yield ": keep-alive\n\n"
                 continue
-            sent = True  # all that came at once, in one write
-            yield _sse_lines(batch)
+            sent = True  # all that came at once, in one write (a long log's, a piece at a time)
+            for piece in _pieces(batch):
+                yield _sse_lines(piece)
         replayed = await asyncio.to_thread(_replayed, core, run_id) if not sent and after == 0 else []
         if replayed:
             yield _sse_lines(replayed)
