@@ -1,10 +1,10 @@
 """The ``tether`` command.
 
 Exit codes: 0 completed, 1 failed, 2 usage or configuration error (nothing ran), 3
-max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 6 ``tether serve`` could not
-listen (the address is in use or not allowed), 130 cancelled (Ctrl-C, SIGTERM). Progress goes to stderr, the
-answer to stdout; ``--json`` prints the RunResult as JSON instead, and every listing command's
-``--json`` prints its rows as one JSON array.
+max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 6 ``tether serve`` (or ``scripted
+serve``) could not listen (the address is in use or not allowed), 130 cancelled (Ctrl-C, SIGTERM).
+Progress goes to stderr, the answer to stdout; ``--json`` prints the RunResult as JSON instead, and
+every listing command's ``--json`` prints its rows as one JSON array.
 
 One module per command group: :mod:`~tether.cli.run` (``run``, ``resume``: driving a run, its
 printing and the approval questions), :mod:`~tether.cli.chat`, :mod:`~tether.cli.sessions`,

@@ -42,9 +42,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_scripted(args: argparse.Namespace) -> int:
+    from tether.cli.serve import EXIT_CANNOT_LISTEN, cannot_listen
     from tether.testing.server import ScriptedServer
 
-    server = ScriptedServer(args.host, args.port, faults=args.fault, context_window=args.context_window)
+    try:
+        server = ScriptedServer(args.host, args.port, faults=args.fault, context_window=args.context_window)
+    except OSError as exc:  # the port is taken, the address is not this machine's: said as `tether serve` says it
+        print(f"tether scripted serve: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
     print(f"scripted OpenAI-compatible server on {server.base_url}", flush=True)
     print(
         f"try: LLM_BASE_URL={server.base_url} tether run --model openai/plan ...  (Anthropic's wire: "

@@ -14,7 +14,7 @@ from tether.cli.common import directory, usage_error
 from tether.cli.common import settings as load_settings
 from tether.cli.signals import hand_over_sigterm
 
-__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "check_models", "default_agent_flags"]
+__all__ = ["EXIT_CANNOT_LISTEN", "add_parsers", "cannot_listen", "check_models", "default_agent_flags"]
 
 EXIT_CANNOT_LISTEN = 6  # the address is busy or not allowed; 3 is max_turns_exceeded everywhere else
 
@@ -213,7 +213,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sock = _listen(args.host, args.port)
     except OSError as exc:
         store.close()
-        print(f"tether serve: {_cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        print(f"tether serve: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
         return EXIT_CANNOT_LISTEN
     server = uvicorn.Server(config)
     _announce(server, args.host, sock)
@@ -291,7 +291,8 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """Why a server cannot listen at ``host:port``, and what to do (`tether serve`, `scripted serve`)."""
     where = f"{host}:{port}"
     if exc.errno == errno.EADDRINUSE:
         return (
