@@ -246,3 +246,36 @@ def test_clients_that_read_a_live_runs_long_log_slowly_do_not_each_hold_all_of_i
         tail = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=last - 1)
         assert tail[0]["id"] == last and tail[1]["id"] == last + 1
         assert tail[-1]["event"] == "done" and tail[-1]["result"]["status"] == "completed"
+
+
+def test_a_start_with_the_database_away_asks_it_about_one_cut_run_not_each(tmp_path: Path) -> None:
+    """The server ends the runs a kill cut as it starts, before it listens, asking the run store
+    about each; on Postgres, with the database away, each ask waits for a connection (30 s): a
+    server that a kill left with many cut runs would take minutes to listen. The first ask that
+    finds the database away ends the pass; the next start ends the rest."""
+    import psycopg
+
+    from tests.server.test_restart import _manager
+    from tether.server.events import EventLog
+
+    manager = _manager(tmp_path)
+    for run_id in ("run_a", "run_b", "run_c"):
+        manager.accept(run_id, "scan")
+        log = EventLog.load(manager.log_path(run_id))
+        log.append("started", {"type": "started", "run_id": run_id})
+        log.close()
+    asked: list[str] = []
+
+    def away(run_id: str) -> bool:
+        asked.append(run_id)
+        raise psycopg.OperationalError("connection refused")  # what the pool's wait ends with
+
+    manager.runs.exists = away
+    assert manager.end_cut_runs() == 0
+    assert len(asked) == 1
+    assert all(manager.start_path(r).exists() for r in ("run_a", "run_b", "run_c"))  # kept for the next start
+    del manager.runs.exists  # the database is back
+    assert manager.end_cut_runs() == 3
+    for run_id in ("run_a", "run_b", "run_c"):
+        last = EventLog.load(manager.log_path(run_id)).items[-1]
+        assert last[1] == "done" and '"status":"interrupted"' in last[2] and "resume it to start it" in last[2]

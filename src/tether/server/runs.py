@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -607,6 +608,14 @@ async def drive(
             raise
 
 
+def _database_away(exc: BaseException) -> bool:
+    if "psycopg" not in sys.modules:  # never imported: no store of this process uses Postgres
+        return False
+    from tether.postgres.db import unreachable
+
+    return unreachable(exc)
+
+
 # What a run cut by the server's stop says (its view, and the done it is given at the next start).
 CUT = "the server stopped while this run was running; resume it to continue"
 NOT_BEGUN = "the server stopped before this run began (nothing was sent to the model); resume it to start it"
@@ -757,6 +766,8 @@ class RunManager:
                     self.forget(run_id)
             except Exception as exc:  # one run's damaged files do not keep the server from starting
                 _log.error("could not end the events of run %s, cut by the server's stop: %s", run_id, exc)
+                if _database_away(exc):  # each run would wait for it in turn: the next start ends them
+                    break
             finally:
                 log.close()
         return ended
