@@ -52,3 +52,40 @@ def test_a_provider_built_in_code_with_its_key_asks_for_the_model_it_was_given()
         provider_a = AnthropicProvider(server.root_url, api_key="sk-ant-from-a-vault", model_id="hello")
         result = run_sync(Agent(provider_a), "hi")
         assert result.status == "completed", result.reason
+
+
+def test_a_plain_function_or_a_lone_tool_in_tools_is_refused_saying_what_to_write() -> None:
+    # The commonest first mistake (Pydantic AI takes plain functions): it raised AttributeError
+    # "'function' object has no attribute 'name'" from inside the loop, and tools=weather raised
+    # "'FunctionTool' object is not iterable".
+    import pytest
+
+    from tether.errors import ConfigError
+
+    def weather(city: str) -> str:
+        """Today's forecast for a city."""
+        return f"sunny in {city}"
+
+    with pytest.raises(ConfigError, match=r"weather is a plain function: decorate it with @tool"):
+        run_sync(Agent("scripted/hello", tools=[weather]), "hi")
+    with pytest.raises(ConfigError, match=r"tools is a list of tools: write tools=\[weather\]"):
+        run_sync(Agent("scripted/hello", tools=tool(weather)), "hi")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"tools\[1\] \('sunny'\) is not a tool"):
+        run_sync(Agent("scripted/hello", tools=[tool(weather), "sunny"]), "hi")
+
+
+def test_a_run_with_no_prompt_and_nothing_to_resume_is_refused_before_the_model_is_asked() -> None:
+    # run_sync(agent) with no prompt sent the model an empty conversation (a real API refuses it
+    # with a 400, after the retries) and the scripted one "completed".
+    import pytest
+
+    from tether import RunState
+    from tether.errors import UserError
+
+    fm = FunctionModel(lambda messages, request: "an answer to nothing")
+    with pytest.raises(UserError, match=r"nothing to answer: give a prompt"):
+        run_sync(Agent(fm))
+    with pytest.raises(UserError, match=r"nothing to answer"):
+        run_sync(Agent(fm), state=RunState())
+    assert fm.requests == []
+    assert run_sync(Agent(fm), "hi").status == "completed"

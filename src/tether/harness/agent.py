@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -134,7 +134,7 @@ class Agent:
         """The tools by name; two of one name are a :class:`~tether.errors.ConfigError` naming where
         each came from (``Agent.tools``, or an extension's ``tool_origin``), so the person knows
         which one to rename or leave out."""
-        given = [(t, f"the agent's tool {_defined_by(t)} (in Agent.tools)") for t in self.tools]
+        given = [(t, f"the agent's tool {_defined_by(t)} (in Agent.tools)") for t in _listed_tools(self.tools)]
         for ext in self.extensions:
             origin = getattr(ext, "tool_origin", None)
             for t in ext.tools():
@@ -151,6 +151,36 @@ class Agent:
                 )
             out[t.name], origins[t.name] = t, origin
         return out
+
+
+def _listed_tools(tools: Any) -> list[Any]:
+    """``Agent.tools`` as a list of tools, or a ConfigError that says what to write instead (a plain
+    function, the commonest first mistake, failed deep in the loop with an AttributeError)."""
+    from tether.errors import ConfigError
+
+    if (
+        hasattr(tools, "execute")
+        or callable(tools)
+        or isinstance(tools, str | bytes)
+        or not isinstance(tools, Iterable)
+    ):
+        name = getattr(tools, "name", None) or getattr(tools, "__name__", None) or repr(tools)
+        raise ConfigError(f"tools is a list of tools: write tools=[{name}]")
+    listed = list(tools)
+    for i, t in enumerate(listed):
+        if hasattr(t, "execute") and hasattr(t, "name"):
+            continue
+        name = getattr(t, "__name__", None)
+        if callable(t) and isinstance(name, str):
+            raise ConfigError(
+                f"tools[{i}]: {name} is a plain function: decorate it with @tool (from tether import tool), "
+                f"or pass tool({name}); @tool(read_only=True) or @tool(needs_approval=True) say how it may run"
+            )
+        raise ConfigError(
+            f"tools[{i}] ({t!r:.60}) is not a tool: give a function decorated with @tool, or an object with "
+            "name, description, input_schema and execute(input, ctx) (tether.Tool)"
+        )
+    return listed
 
 
 def _defined_by(tool: Any) -> str:

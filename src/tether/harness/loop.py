@@ -215,6 +215,8 @@ def _finish_future(done: asyncio.Future[None]) -> None:
 
 
 def _check_open(state: RunState, prompt: str | None) -> None:
+    if prompt is None and not state.messages and state.session_id is None:
+        raise UserError('nothing to answer: give a prompt (run_sync(agent, "...")), or the state of a run to resume')
     if prompt is None and state.status in ("completed", "failed"):
         raise UserError(
             f"run {state.run_id} already ended ({state.status}); give a new prompt to continue the conversation"
