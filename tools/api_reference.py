@@ -26,6 +26,10 @@ PACKAGES = (
     "tether.events",
     "tether.errors",
     "tether.tools",
+    "tether.tools.files",
+    "tether.harness.loop_guard",
+    "tether.harness.retry",
+    "tether.tracing",
     "tether.sessions",
     "tether.memory",
     "tether.knowledge",
@@ -82,7 +86,24 @@ def _own_methods(cls: type) -> list[tuple[str, Any]]:
     return out
 
 
+def _is_tool(obj: Any) -> bool:
+    return hasattr(obj, "input_schema") and hasattr(obj, "execute") and not inspect.isclass(obj)
+
+
+def _tool_entry(module: str, name: str, tool: Any) -> list[str]:
+    """A ready-made tool: what the model is offered (its arguments, how it may run, its description)."""
+    args = ", ".join(f"`{a}`" for a in tool.input_schema.get("properties", {})) or "none"
+    how = "read-only" if tool.read_only else "needs approval" if tool.needs_approval else "writes"
+    first = tool.description.split("\n\n")[0]
+    return [f"### `{name}`", "", f"A tool in `{module}` ({how}; arguments: {args}).", "", first, ""]
+
+
 def _entry(module: str, name: str, obj: Any) -> list[str]:
+    if _is_tool(obj):
+        return _tool_entry(module, name, obj)
+    if isinstance(obj, tuple) and obj and all(_is_tool(t) for t in obj):  # FILE_TOOLS: which tools it holds
+        names = ", ".join(f"`{t.name}`" for t in obj)
+        return [f"### `{name}`", "", f"A tuple of tools in `{module}`: {names}.", ""]
     if hasattr(obj, "__metadata__"):  # a type alias (Annotated): what it stands for, not typing's docstring
         origin = re.sub(r"\b(?:tether|typing)\.[\w.]*\.(\w+)", r"\1", str(obj.__origin__))
         return [f"### `{name}`", "", f"A type in `{module}`: `{origin}`.", ""]

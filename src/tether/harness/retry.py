@@ -29,6 +29,13 @@ class FirstTokenTimeout(RetryableError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """How a model call that failed in a way worth trying again (a rate limit, a timeout, a dropped
+    connection, a 5xx) is tried again: ``max_attempts`` per model, the first included (1 retries
+    nothing), waits growing from ``base_delay_s`` up to ``max_delay_s``, ± ``jitter`` of each; a
+    server's ``retry-after`` is waited as asked up to ``max_retry_after_s`` (longer: the next
+    fallback model, or the run fails). ``Agent(retry=RetryPolicy(...))``; each wait is a ``retry``
+    event."""
+
     max_attempts: int = 4  # attempts per model, the first included
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
