@@ -7,6 +7,8 @@ models; the config file (``[prices."provider/model"]``) overrides or extends it.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price", "model_info"]
@@ -120,11 +122,25 @@ CATALOG: dict[str, ModelInfo] = {
 
 def model_info(model: str, overrides: dict[str, ModelInfo] | None = None) -> ModelInfo:
     """Catalog entry for ``provider/model``, with the config file's entry laid over it."""
-    base = CATALOG.get(model) or (CATALOG["scripted"] if model.startswith("scripted/") else ModelInfo())
+    base = CATALOG.get(model) or (CATALOG["scripted"] if model.startswith("scripted/") else _snapshot_of(model))
     over = (overrides or {}).get(model)
     if over is None:
         return base
     return ModelInfo(price=over.price or base.price, context_window=over.context_window or base.context_window)
+
+
+# A model's dated snapshot: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06.
+_SNAPSHOT_DATE = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def _snapshot_of(model: str) -> ModelInfo:
+    """A dated snapshot of a catalog model has its model's context window (without it, compaction
+    never ran before the window overflowed), but not its price: snapshots of one model have been
+    priced differently (gpt-4o-2024-05-13 costs twice what gpt-4o does), so a budget still asks for it."""
+    family = CATALOG.get(_SNAPSHOT_DATE.sub("", model))
+    if family is None:
+        return ModelInfo()
+    return ModelInfo.model_construct(price=None, context_window=family.context_window)
 
 
 def lookup_price(model: str, overrides: dict[str, Price] | None = None) -> Price | None:

@@ -13,7 +13,7 @@ import pytest
 
 from tether import Agent, run_stream, tool
 from tether.errors import ConfigError
-from tether.events import Event, ToolResultEvent
+from tether.events import Compaction, Event, ToolResultEvent
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware, SummarizeByMessageCount, ToolCallLimitPerTurn
 from tether.messages import AssistantMessage, TextPart, UserMessage, text_of
@@ -172,3 +172,39 @@ def test_a_price_that_is_not_a_price_is_refused_before_anything_is_sent(given: A
     with pytest.raises(ConfigError, match=r"the price of function/other .* Agent\(prices=\{'function/other'"):
         collect(Agent(model, fallback_models=[fallback], prices={"function/other": given}, max_budget_usd=budget))
     assert model.requests == [] and fallback.requests == []
+
+
+class _Snapshot(FunctionModel):
+    """A model asked for by its dated snapshot, as production code pins it."""
+
+    name = "anthropic"
+
+
+@tool(read_only=True)
+def dump(part: int) -> str:
+    """A long log."""
+    return f"part {part}: " + "log line with some words in it\n" * 10_000  # ~80k tokens by the estimate
+
+
+def test_a_dated_snapshot_of_a_catalog_model_is_compacted_before_its_window_overflows() -> None:
+    """``anthropic/claude-sonnet-4-5-20250929`` had no context window (the catalog knows
+    ``claude-sonnet-4-5``), so compaction never ran before the window overflowed: its prompt went
+    past 60 % of the 200k window, and on, unchecked. The snapshot now has its model's window (not its
+    price, which a budget still asks for: snapshots have been priced differently)."""
+    asked: list[int] = []
+
+    def model(messages: list[Any], request: ModelRequest) -> Any:
+        if not request.tools:
+            return "summary: two parts of the log were read."
+        asked.append(len(messages))
+        n = len(asked)
+        return Reply("", [(f"c{n}", "dump", {"part": n})]) if n <= 2 else "read it all"
+
+    snapshot = _Snapshot(model, model_id="claude-sonnet-4-5-20250929")
+    events = collect(Agent(snapshot, tools=[dump]))
+    assert events[-1].result.status == "completed"
+    compactions = [e for e in events if isinstance(e, Compaction)]
+    assert len(compactions) == 1 and compactions[0].tokens_before > 0.6 * 200_000 > compactions[0].tokens_after
+    snapshot.price = None  # type: ignore[assignment]  # as a provider that knows none
+    with pytest.raises(ConfigError, match="price of anthropic/claude-sonnet-4-5-20250929 is unknown"):
+        collect(Agent(snapshot, tools=[dump], max_budget_usd=1.0))
